@@ -1,0 +1,33 @@
+package units
+
+import "testing"
+
+func TestParseSize(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		bad  bool
+	}{
+		{"8", 8, false}, {"64K", 65536, false}, {"1M", 1 << 20, false}, {"1G", 1 << 30, false},
+		{"4GB", 4 << 30, false}, {"512KiB", 512 << 10, false}, {"", 0, true}, {"-1", 0, true},
+		{"1X", 0, true}, {"99999999999T", 0, true},
+	} {
+		got, err := ParseSize(tc.in)
+		if (err != nil) != tc.bad || got != tc.want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d, bad=%v", tc.in, got, err, tc.want, tc.bad)
+		}
+	}
+}
+
+func TestSweep(t *testing.T) {
+	s, err := Sweep(8, 64, 2)
+	if err != nil || len(s) != 4 || s[3] != 64 {
+		t.Fatalf("Sweep(8,64,2) = %v, %v", s, err)
+	}
+	if _, err := Sweep(8, 64, 1); err == nil {
+		t.Fatal("factor 1 accepted")
+	}
+	if s, _ := Sweep(1<<30, 1<<30, 2); len(s) != 1 {
+		t.Fatalf("single size sweep = %v", s)
+	}
+}
