@@ -1,0 +1,452 @@
+package simnet
+
+import (
+	"errors"
+	"fmt"
+)
+
+// LinkID names a link (a directed resource with a capacity) of an Engine.
+type LinkID int32
+
+// FlowID names an active flow of an Engine. Ids are reused once a flow completes.
+type FlowID int32
+
+// Handler receives the engine's callbacks. Both run inside Run, at the simulated time Now().
+type Handler interface {
+	// FlowDone is called when the last byte of the flow tagged tag has left its bottleneck.
+	FlowDone(tag int64)
+	// Fire is called for an event scheduled with At or After.
+	Fire(kind int32, arg int64)
+}
+
+// ErrStalled is returned by Run when flows are still active but none can make progress
+// (every one of them crosses a link of zero capacity).
+var ErrStalled = errors.New("simnet: flows stalled (a route crosses a link of zero capacity)")
+
+type link struct {
+	name  string
+	cap   Rate
+	lat   Time
+	flows []FlowID // active flows crossing the link, unordered
+	bytes float64  // bytes carried so far (utilisation)
+	busy  Time     // time with at least one active flow
+	since Time     // start of the current busy period
+	// scratch of the rate computation
+	epoch uint32
+	rem   float64
+	cnt   int32
+	ver   uint32
+}
+
+type flow struct {
+	route   []LinkID
+	pos     []int32 // pos[i]: index of this flow in links[route[i]].flows
+	left    float64 // bytes still to send at time last
+	rate    Rate
+	last    Time
+	maxr    Rate // per-flow cap (0: none)
+	ver     uint32
+	tag     int64
+	active  bool
+	counted bool // counted in nact (not a flow completed at once)
+	// scratch
+	epoch  uint32
+	frozen uint32
+}
+
+// Engine is a discrete-event simulator of flows over links with max-min fair bandwidth sharing.
+//
+// Time is an integer number of picoseconds. Events are kept in a typed binary heap ordered by
+// (time, sequence number), so equal-time events run in the order they were scheduled and two runs
+// of the same input produce the same results. All the events of one instant are handled before
+// rates are recomputed, and a recomputation only touches the connected component (flows that share
+// links, transitively) of the links whose set of flows changed.
+//
+// An Engine is not safe for concurrent use.
+type Engine struct {
+	now   Time
+	seq   uint64
+	h     eventHeap
+	links []link
+	flows []flow
+	free  []FlowID
+	nact  int
+
+	dirty []LinkID
+	epoch uint32
+
+	handler Handler
+
+	// scratch of the rate computation, reused between calls
+	compLinks []LinkID
+	compFlows []FlowID
+	sh        shareHeap
+
+	// Statistics.
+	Events      uint64 // events handled (including stale flow completions)
+	Recomputes  uint64 // rate computations (one per instant with changes)
+	FlowsTotal  uint64 // flows started
+	MaxActive   int    // largest number of flows active at once
+	CompVisited uint64 // flows visited by rate computations, summed
+}
+
+// NewEngine returns an engine with no links whose callbacks go to h.
+func NewEngine(h Handler) *Engine { return &Engine{handler: h} }
+
+// Now is the current simulated time.
+func (e *Engine) Now() Time { return e.now }
+
+// AddLink adds a directed link of capacity c and latency lat and returns its id. A link's
+// latency is not applied by the engine (flows are rate-limited only); callers add RouteLatency.
+func (e *Engine) AddLink(name string, c Rate, lat Time) LinkID {
+	e.links = append(e.links, link{name: name, cap: c, lat: lat})
+	return LinkID(len(e.links) - 1)
+}
+
+// NumLinks is the number of links.
+func (e *Engine) NumLinks() int { return len(e.links) }
+
+// LinkName returns the name given to AddLink.
+func (e *Engine) LinkName(l LinkID) string { return e.links[l].name }
+
+// LinkCap returns the capacity of l.
+func (e *Engine) LinkCap(l LinkID) Rate { return e.links[l].cap }
+
+// LinkBytes returns the bytes l has carried so far.
+func (e *Engine) LinkBytes(l LinkID) float64 { return e.links[l].bytes }
+
+// LinkBusy returns the time l has carried at least one flow.
+func (e *Engine) LinkBusy(l LinkID) Time {
+	lk := &e.links[l]
+	if len(lk.flows) > 0 {
+		return lk.busy + e.now - lk.since
+	}
+	return lk.busy
+}
+
+// RouteLatency is the sum of the latencies of the links of r.
+func (e *Engine) RouteLatency(r []LinkID) Time {
+	var t Time
+	for _, l := range r {
+		t += e.links[l].lat
+	}
+	return t
+}
+
+// At schedules Fire(kind, arg) at time t (not before Now). kind must be >= 0.
+func (e *Engine) At(t Time, kind int32, arg int64) {
+	if kind < 0 {
+		panic("simnet: negative event kind")
+	}
+	if t < e.now {
+		t = e.now
+	}
+	e.seq++
+	e.h.push(event{t: t, seq: e.seq, kind: kind, arg: arg})
+}
+
+// After schedules Fire(kind, arg) d after Now.
+func (e *Engine) After(d Time, kind int32, arg int64) { e.At(e.now+d, kind, arg) }
+
+// StartFlow starts moving bytes along route at Now. maxRate (0 for none) caps the flow's own
+// rate, as a per-flow bottleneck (e.g. what one channel's threads can copy). FlowDone(tag) is
+// called when it completes. A flow with no bytes or an empty route completes at Now.
+// Links must have been added before; route must not repeat a link.
+func (e *Engine) StartFlow(route []LinkID, bytes float64, maxRate Rate, tag int64) FlowID {
+	e.FlowsTotal++
+	var id FlowID
+	if n := len(e.free); n > 0 {
+		id = e.free[n-1]
+		e.free = e.free[:n-1]
+	} else {
+		e.flows = append(e.flows, flow{})
+		id = FlowID(len(e.flows) - 1)
+	}
+	f := &e.flows[id]
+	f.route = route
+	f.left = bytes
+	f.rate = 0
+	f.last = e.now
+	f.maxr = maxRate
+	f.tag = tag
+	f.ver++
+	f.active = true
+	if bytes <= 0 || (len(route) == 0 && maxRate <= 0) {
+		// Nothing to share: complete at once (an empty route with a cap is rate-limited below).
+		f.left = 0
+		e.seq++
+		e.h.push(event{t: e.now, seq: e.seq, kind: evFlowDone, ver: f.ver, arg: int64(id)})
+		return id
+	}
+	if cap(f.pos) >= len(route) {
+		f.pos = f.pos[:len(route)]
+	} else {
+		f.pos = make([]int32, len(route))
+	}
+	for i, l := range route {
+		lk := &e.links[l]
+		if len(lk.flows) == 0 {
+			lk.since = e.now
+		}
+		f.pos[i] = int32(len(lk.flows))
+		lk.flows = append(lk.flows, id)
+		e.markDirty(l)
+	}
+	if len(route) == 0 {
+		// Only the per-flow cap limits it: its rate never changes.
+		f.rate = maxRate
+		e.scheduleDone(id)
+	}
+	f.counted = true
+	e.nact++
+	if e.nact > e.MaxActive {
+		e.MaxActive = e.nact
+	}
+	return id
+}
+
+func (e *Engine) markDirty(l LinkID) { e.dirty = append(e.dirty, l) }
+
+func (e *Engine) scheduleDone(id FlowID) {
+	f := &e.flows[id]
+	f.ver++
+	e.seq++
+	e.h.push(event{t: e.now + transferTime(f.left, f.rate), seq: e.seq, kind: evFlowDone, ver: f.ver, arg: int64(id)})
+}
+
+// finish removes a completed flow from its links and frees its id.
+func (e *Engine) finish(id FlowID) {
+	f := &e.flows[id]
+	for i, l := range f.route {
+		lk := &e.links[l]
+		lk.bytes += float64(f.rate) * float64(e.now-f.last)
+		p := f.pos[i]
+		last := len(lk.flows) - 1
+		if int(p) != last {
+			other := lk.flows[last]
+			lk.flows[p] = other
+			of := &e.flows[other]
+			for j, ol := range of.route {
+				if ol == l {
+					of.pos[j] = p
+					break
+				}
+			}
+		}
+		lk.flows = lk.flows[:last]
+		if last == 0 {
+			lk.busy += e.now - lk.since
+		}
+		e.markDirty(l)
+	}
+	if f.counted {
+		e.nact--
+		f.counted = false
+	}
+	f.active = false
+	f.route = nil
+	e.free = append(e.free, id)
+}
+
+// Run handles events until none is left and returns the time of the last one. It returns
+// ErrStalled if flows remain that can never complete.
+func (e *Engine) Run() (Time, error) {
+	if len(e.dirty) > 0 {
+		e.recompute()
+	}
+	for e.h.len() > 0 {
+		t := e.h.top().t
+		e.now = t
+		for e.h.len() > 0 && e.h.top().t == t {
+			ev := e.h.pop()
+			e.Events++
+			if ev.kind == evFlowDone {
+				f := &e.flows[ev.arg]
+				if !f.active || f.ver != ev.ver {
+					continue // stale: the flow's rate changed after this was scheduled
+				}
+				tag := f.tag
+				e.finish(FlowID(ev.arg))
+				e.handler.FlowDone(tag)
+			} else {
+				e.handler.Fire(ev.kind, ev.arg)
+			}
+		}
+		if len(e.dirty) > 0 {
+			e.recompute()
+		}
+	}
+	if e.nact > 0 {
+		return e.now, fmt.Errorf("%w: %d flows left at %v", ErrStalled, e.nact, e.now)
+	}
+	return e.now, nil
+}
+
+// recompute assigns max-min fair rates (progressive filling) to the flows of the connected
+// components that contain a dirty link, and reschedules the completions whose rate changed.
+func (e *Engine) recompute() {
+	e.Recomputes++
+	e.epoch++
+	ep := e.epoch
+	links := e.compLinks[:0]
+	flows := e.compFlows[:0]
+	for _, l := range e.dirty {
+		if e.links[l].epoch != ep {
+			e.links[l].epoch = ep
+			links = append(links, l)
+		}
+	}
+	e.dirty = e.dirty[:0]
+	// Breadth-first closure over link -> flows -> links.
+	for i := 0; i < len(links); i++ {
+		lk := &e.links[links[i]]
+		for _, fid := range lk.flows {
+			f := &e.flows[fid]
+			if f.epoch == ep {
+				continue
+			}
+			f.epoch = ep
+			flows = append(flows, fid)
+			for _, l2 := range f.route {
+				if e.links[l2].epoch != ep {
+					e.links[l2].epoch = ep
+					links = append(links, l2)
+				}
+			}
+		}
+	}
+	e.CompVisited += uint64(len(flows))
+	// Progressive filling. Every link starts with its full capacity shared by its flows; the link
+	// (or per-flow cap) with the smallest fair share is the next bottleneck: its unfrozen flows get
+	// that share and are removed from every other link they cross.
+	sh := &e.sh
+	sh.a = sh.a[:0]
+	for _, l := range links {
+		lk := &e.links[l]
+		lk.rem = float64(lk.cap)
+		lk.cnt = int32(len(lk.flows))
+		lk.ver++
+		if lk.cnt > 0 {
+			sh.push(shareEntry{share: lk.rem / float64(lk.cnt), idx: int32(l), ver: lk.ver})
+		}
+	}
+	for _, fid := range flows {
+		f := &e.flows[fid]
+		if f.maxr > 0 {
+			sh.push(shareEntry{share: float64(f.maxr), idx: int32(fid), ver: 0, isFlow: true})
+		}
+	}
+	frozen := ep
+	newRate := func(fid FlowID, r float64) {
+		f := &e.flows[fid]
+		f.frozen = frozen
+		// Advance the flow at its old rate up to now, then change the rate.
+		if r != float64(f.rate) {
+			if dt := e.now - f.last; dt > 0 {
+				moved := float64(f.rate) * float64(dt)
+				f.left -= moved
+				for _, l := range f.route {
+					e.links[l].bytes += moved
+				}
+				if f.left < 0 {
+					f.left = 0
+				}
+			}
+			f.last = e.now
+			f.rate = Rate(r)
+			if r > 0 {
+				e.scheduleDone(fid)
+			} else {
+				f.ver++ // cancel the pending completion
+			}
+		}
+		for _, l := range f.route {
+			lk := &e.links[l]
+			lk.rem -= r
+			if lk.rem < 0 {
+				lk.rem = 0
+			}
+			lk.cnt--
+			lk.ver++
+			if lk.cnt > 0 {
+				sh.push(shareEntry{share: lk.rem / float64(lk.cnt), idx: int32(l), ver: lk.ver})
+			}
+		}
+	}
+	for sh.len() > 0 {
+		se := sh.pop()
+		if se.isFlow {
+			f := &e.flows[se.idx]
+			if f.frozen != frozen {
+				newRate(FlowID(se.idx), se.share)
+			}
+			continue
+		}
+		lk := &e.links[se.idx]
+		if se.ver != lk.ver || lk.cnt == 0 {
+			continue
+		}
+		share := se.share
+		if share < 0 {
+			share = 0
+		}
+		for _, fid := range lk.flows {
+			if e.flows[fid].frozen != frozen {
+				newRate(fid, share)
+			}
+		}
+	}
+	e.compLinks = links[:0]
+	e.compFlows = flows[:0]
+}
+
+// FlowRate returns the current rate of an active flow.
+func (e *Engine) FlowRate(id FlowID) Rate { return e.flows[id].rate }
+
+type shareEntry struct {
+	share  float64
+	idx    int32
+	ver    uint32
+	isFlow bool
+}
+
+type shareHeap struct{ a []shareEntry }
+
+func (h *shareHeap) len() int { return len(h.a) }
+
+func (h *shareHeap) push(e shareEntry) {
+	h.a = append(h.a, e)
+	i := len(h.a) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !(h.a[i].share < h.a[p].share) {
+			break
+		}
+		h.a[i], h.a[p] = h.a[p], h.a[i]
+		i = p
+	}
+}
+
+func (h *shareHeap) pop() shareEntry {
+	e := h.a[0]
+	n := len(h.a) - 1
+	h.a[0] = h.a[n]
+	h.a = h.a[:n]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && h.a[r].share < h.a[l].share {
+			m = r
+		}
+		if !(h.a[m].share < h.a[i].share) {
+			break
+		}
+		h.a[i], h.a[m] = h.a[m], h.a[i]
+		i = m
+	}
+	return e
+}

@@ -1,0 +1,182 @@
+package simnet
+
+import (
+	"errors"
+	"math"
+	"testing"
+)
+
+type recHandler struct {
+	e    *Engine
+	done map[int64]Time
+	fire func(kind int32, arg int64)
+}
+
+func (h *recHandler) FlowDone(tag int64) { h.done[tag] = h.e.Now() }
+func (h *recHandler) Fire(kind int32, arg int64) {
+	if h.fire != nil {
+		h.fire(kind, arg)
+	}
+}
+
+func newRec() (*Engine, *recHandler) {
+	h := &recHandler{done: map[int64]Time{}}
+	e := NewEngine(h)
+	h.e = e
+	return e, h
+}
+
+func near(a, b, rel float64) bool { return math.Abs(a-b) <= rel*math.Max(math.Abs(a), math.Abs(b)) }
+
+func TestTwoEqualFlowsShareHalf(t *testing.T) {
+	e, h := newRec()
+	l := e.AddLink("l", GBps(100), 0)
+	a := e.StartFlow([]LinkID{l}, 1e6, 0, 1)
+	b := e.StartFlow([]LinkID{l}, 1e6, 0, 2)
+	e.recompute()
+	if ra, rb := e.FlowRate(a).GBps(), e.FlowRate(b).GBps(); !near(ra, 50, 1e-12) || !near(rb, 50, 1e-12) {
+		t.Fatalf("rates %v %v GB/s, want 50 each", ra, rb)
+	}
+	if _, err := e.Run(); err != nil {
+		t.Fatal(err)
+	}
+	// 1e6 bytes at 50 GB/s = 20 us.
+	for tag, at := range h.done {
+		if !near(at.Micros(), 20, 1e-9) {
+			t.Errorf("flow %d done at %v, want 20us", tag, at)
+		}
+	}
+}
+
+func TestFlowNeverExceedsBottleneck(t *testing.T) {
+	e, h := newRec()
+	a := e.AddLink("a", GBps(400), 0)
+	b := e.AddLink("b", GBps(25), 0)
+	c := e.AddLink("c", GBps(400), 0)
+	e.StartFlow([]LinkID{a, b, c}, 25e6, 0, 7)
+	if _, err := e.Run(); err != nil {
+		t.Fatal(err)
+	}
+	// 25e6 B at 25 GB/s = 1 ms; never faster.
+	if got := h.done[7]; got < Millisecond {
+		t.Fatalf("done at %v, faster than the 25 GB/s bottleneck allows (1ms)", got)
+	} else if !near(got.Seconds(), 1e-3, 1e-9) {
+		t.Fatalf("done at %v, want 1ms", got)
+	}
+	if r := e.LinkBytes(b); !near(r, 25e6, 1e-9) {
+		t.Fatalf("link b carried %v bytes, want 25e6", r)
+	}
+}
+
+func TestPerFlowCap(t *testing.T) {
+	e, h := newRec()
+	l := e.AddLink("l", GBps(100), 0)
+	e.StartFlow([]LinkID{l}, 1e6, GBps(10), 1) // capped at 10
+	e.StartFlow([]LinkID{l}, 9e6, 0, 2)        // gets the other 90
+	if _, err := e.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if !near(h.done[1].Micros(), 100, 1e-9) || !near(h.done[2].Micros(), 100, 1e-9) {
+		t.Fatalf("done %v %v, want 100us each", h.done[1], h.done[2])
+	}
+}
+
+// Classic max-min example: links L1 (10) and L2 (30). f1 crosses L1, f2 crosses L1 and L2,
+// f3 crosses L2. L1 is the bottleneck: f1 = f2 = 5; f3 takes the rest of L2 = 25.
+func TestMaxMinThreeFlows(t *testing.T) {
+	e, _ := newRec()
+	l1 := e.AddLink("l1", GBps(10), 0)
+	l2 := e.AddLink("l2", GBps(30), 0)
+	f1 := e.StartFlow([]LinkID{l1}, 1e9, 0, 1)
+	f2 := e.StartFlow([]LinkID{l1, l2}, 1e9, 0, 2)
+	f3 := e.StartFlow([]LinkID{l2}, 1e9, 0, 3)
+	e.recompute()
+	want := []float64{5, 5, 25}
+	for i, f := range []FlowID{f1, f2, f3} {
+		if got := e.FlowRate(f).GBps(); !near(got, want[i], 1e-9) {
+			t.Errorf("flow %d rate %v GB/s, want %v", i+1, got, want[i])
+		}
+	}
+	// Total on each link never exceeds its capacity.
+	if s := e.FlowRate(f1).GBps() + e.FlowRate(f2).GBps(); s > 10*(1+1e-12) {
+		t.Errorf("L1 carries %v > 10", s)
+	}
+}
+
+// When a flow leaves, the others speed up: f1 and f2 share 100; f1 (small) leaves at 20us, then f2
+// gets all 100. f2: 1e6 at 50 for 20us = 1e6 sent... use 3e6: 1e6 by 20us, then 2e6 at 100 = 20us.
+func TestRateChangeOnDeparture(t *testing.T) {
+	e, h := newRec()
+	l := e.AddLink("l", GBps(100), 0)
+	e.StartFlow([]LinkID{l}, 1e6, 0, 1)
+	e.StartFlow([]LinkID{l}, 3e6, 0, 2)
+	if _, err := e.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if !near(h.done[1].Micros(), 20, 1e-9) || !near(h.done[2].Micros(), 40, 1e-9) {
+		t.Fatalf("done %v %v, want 20us and 40us", h.done[1], h.done[2])
+	}
+	if b := e.LinkBusy(l); b != h.done[2] {
+		t.Fatalf("busy %v, want %v", b, h.done[2])
+	}
+}
+
+func TestEventsOrderedByTimeThenSeq(t *testing.T) {
+	e, h := newRec()
+	var got []int64
+	h.fire = func(kind int32, arg int64) { got = append(got, arg) }
+	e.At(5, 0, 1)
+	e.At(3, 0, 2)
+	e.At(5, 0, 3)
+	e.At(3, 0, 4)
+	e.At(0, 0, 5)
+	if _, err := e.Run(); err != nil {
+		t.Fatal(err)
+	}
+	want := []int64{5, 2, 4, 1, 3}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("order %v, want %v", got, want)
+		}
+	}
+}
+
+func TestStalledOnZeroCapacity(t *testing.T) {
+	e, _ := newRec()
+	l := e.AddLink("dead", 0, 0)
+	e.StartFlow([]LinkID{l}, 10, 0, 1)
+	if _, err := e.Run(); !errors.Is(err, ErrStalled) {
+		t.Fatalf("err %v, want ErrStalled", err)
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	run := func() []Time {
+		e, h := newRec()
+		var ls []LinkID
+		for i := 0; i < 6; i++ {
+			ls = append(ls, e.AddLink("l", GBps(float64(10+i*7)), 0))
+		}
+		for i := 0; i < 40; i++ {
+			r := []LinkID{ls[i%6], ls[(i*5+1)%6]}
+			if r[0] == r[1] {
+				r = r[:1]
+			}
+			e.StartFlow(r, float64(1000+i*997), 0, int64(i))
+		}
+		if _, err := e.Run(); err != nil {
+			t.Fatal(err)
+		}
+		out := make([]Time, 40)
+		for i := range out {
+			out[i] = h.done[int64(i)]
+		}
+		return out
+	}
+	a, b := run(), run()
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("run differs at flow %d: %v vs %v", i, a[i], b[i])
+		}
+	}
+}
