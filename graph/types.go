@@ -1,0 +1,325 @@
+package graph
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// NodeType is the kind of a topology node. The values are NCCL's node type indices
+// (NCCL ≤2.29, topo.h; fact sheet §2.1): GPU 0, PCI 1, NVS 2, CPU 3, NIC 4, NET 5.
+type NodeType int
+
+const (
+	GPU NodeType = iota // one NCCL rank's GPU
+	PCI                 // PCIe switch or bridge
+	NVS                 // the single, merged NVSwitch node
+	CPU                 // a NUMA domain / root complex
+	NIC                 // a physical NIC PCI function (ports merged)
+	NET                 // a network device as the net plugin sees it
+
+	// NumNodeTypes is the number of node types (NCCL_TOPO_NODE_TYPES in ≤2.29).
+	NumNodeTypes = 6
+)
+
+var nodeTypeNames = [NumNodeTypes]string{"GPU", "PCI", "NVS", "CPU", "NIC", "NET"}
+
+// String returns the name NCCL prints ("GPU", "PCI", …).
+func (t NodeType) String() string {
+	if t >= 0 && int(t) < NumNodeTypes {
+		return nodeTypeNames[t]
+	}
+	return fmt.Sprintf("NodeType(%d)", int(t))
+}
+
+// LinkType is the type of one link. The numbers are NCCL's (2.27.7+, fact sheet §2.2), chosen so
+// that a link type equals the path type it produces and a path's type is the max over its hops.
+type LinkType int
+
+const (
+	LinkLOC LinkType = 0
+	LinkNVL LinkType = 1
+	LinkC2C LinkType = 3
+	LinkPCI LinkType = 4
+	LinkSYS LinkType = 9
+	LinkNET LinkType = 10
+)
+
+// String returns the name NCCL prints for a link type ("LOC", "NVL", "C2C", "PCI", "SYS", "NET").
+func (t LinkType) String() string {
+	switch t {
+	case LinkLOC:
+		return "LOC"
+	case LinkNVL:
+		return "NVL"
+	case LinkC2C:
+		return "C2C"
+	case LinkPCI:
+		return "PCI"
+	case LinkSYS:
+		return "SYS"
+	case LinkNET:
+		return "NET"
+	}
+	return fmt.Sprintf("LinkType(%d)", int(t))
+}
+
+// PathType is the type of a path; lower is better. Numbering of NCCL 2.27.7+ (fact sheet §3.1).
+type PathType int
+
+const (
+	PathLOC PathType = iota // same device
+	PathNVL                 // NVLink, possibly through the NVSwitch
+	PathNVB                 // NVLink through one intermediate GPU
+	PathC2C                 // GPU↔CPU over C2C
+	PathPIX                 // at most one PCIe switch
+	PathPXB                 // several PCIe switches, no host bridge
+	PathP2C                 // GPU→C2C→CPU→PCIe→NIC
+	PathPXN                 // GPU→NVLink→peer GPU→PCIe→NIC
+	PathPHB                 // crosses a PCIe host bridge
+	PathSYS                 // crosses the inter-socket link
+	PathNET                 // only through the network
+	PathDIS                 // disconnected
+
+	numPathTypes = int(PathDIS) + 1
+)
+
+var pathTypeNames = [numPathTypes]string{"LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS", "NET", "DIS"}
+
+// String returns the name NCCL prints ("LOC", "NVL", … "DIS").
+func (t PathType) String() string {
+	if t >= 0 && int(t) < numPathTypes {
+		return pathTypeNames[t]
+	}
+	return fmt.Sprintf("PathType(%d)", int(t))
+}
+
+// ParsePathType reads a level the way NCCL reads NCCL_P2P_LEVEL / NCCL_NET_GDR_LEVEL (§3.1):
+// a name (LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS, case-insensitive) or a legacy integer 0..5
+// meaning LOC, PIX, PXB, PHB, SYS, SYS (larger integers clamp to SYS).
+func ParsePathType(s string) (PathType, error) {
+	s = strings.TrimSpace(s)
+	for i, n := range pathTypeNames {
+		if strings.EqualFold(s, n) {
+			return PathType(i), nil
+		}
+	}
+	if n, err := strconv.Atoi(s); err == nil && n >= 0 {
+		legacy := []PathType{PathLOC, PathPIX, PathPXB, PathPHB, PathSYS, PathSYS}
+		if n >= len(legacy) {
+			return PathSYS, nil
+		}
+		return legacy[n], nil
+	}
+	return 0, fmt.Errorf("graph: unknown path level %q (want LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS or 0..5)", s)
+}
+
+// Bandwidth constants in GB/s (NCCL topo.h; fact sheet §2.3).
+const (
+	LocBw = 5000.0 // LOC_BW: self, pcilink, CPU-attached NIC, unknown CPU pairs
+	PciBw = 12.0   // PCI_BW: Gen3 x16 reference (tuning thresholds)
+)
+
+// Link is one directed link of a node. BW is in GB/s; links to the same remote node with the
+// same type are aggregated into one (NCCL ncclTopoConnectNodes, §2.2).
+type Link struct {
+	Type   LinkType
+	BW     float64
+	Remote *Node
+}
+
+// GPUInfo is what NCCL keeps for a GPU node.
+type GPUInfo struct {
+	Dev  int  // NVML index (<gpu dev>)
+	Rank int  // NCCL rank
+	SM   int  // compute capability ×10 (<gpu sm>)
+	GDR  bool // GPUDirect RDMA usable (<gpu gdr>)
+}
+
+// NetInfo is what NCCL keeps for a NET node (<net> attributes).
+type NetInfo struct {
+	Dev     int     // plugin device index
+	Name    string  // plugin device name
+	Speed   float64 // bandwidth in GB/s (speed attribute Mb/s / 8000)
+	Port    int
+	GUID    uint64
+	Latency float64 // µs
+	MaxConn int
+	GDR     bool
+	Coll    bool
+	Rail    int // 2.30: rail id (-1 when absent)
+	Plane   int // 2.30: plane id (-1 when absent)
+}
+
+// CPUInfo is what NCCL keeps for a CPU node.
+type CPUInfo struct {
+	Arch     string // x86_64, arm64, ppc64 (as written in the XML)
+	Vendor   string // CPUID vendor string
+	Family   int    // familyid (decimal)
+	Model    int    // modelid (decimal)
+	Affinity string // cpuset string, informational
+	NumaID   int    // numaid (-1 unknown)
+}
+
+// PCIInfo is what NCCL keeps for a PCI switch node.
+type PCIInfo struct {
+	// Device packs vendor<<48 | device<<32 | subsystem_vendor<<16 | subsystem_device (§1.2).
+	Device uint64
+}
+
+// Node is one vertex of the system graph.
+type Node struct {
+	Type NodeType
+	// ID is NCCL's id: systemId<<56 | localId (§1.4). localId is the numaid (CPU), the busid as
+	// an integer (PCI, NIC, GPU ≤2.29), the plugin dev (NET) or 0 (NVS).
+	ID int64
+	// Index is the position of the node in System.Nodes[Type].
+	Index int
+	// Links are sorted as NCCL sorts them: by bandwidth descending, then each PCI node's
+	// upward link moved to the end (§2.2).
+	Links []*Link
+
+	GPU GPUInfo // Type == GPU
+	NET NetInfo // Type == NET
+	CPU CPUInfo // Type == CPU
+	PCI PCIInfo // Type == PCI
+
+	// paths[t][i] is this node's path to System.Nodes[t][i] (nil where NCCL stores none).
+	paths [NumNodeTypes][]*Path
+	// line is the line of the XML element the node came from (0 if none), for errors.
+	line int
+}
+
+// SystemID returns the host index encoded in the top byte of ID.
+func (n *Node) SystemID() int { return int(uint64(n.ID) >> 56) }
+
+// LocalID returns the low 56 bits of ID.
+func (n *Node) LocalID() int64 { return n.ID & (1<<56 - 1) }
+
+// Name returns "TYPE/index" (e.g. "GPU/3"), the short name used in JSON and messages.
+func (n *Node) Name() string { return fmt.Sprintf("%s/%d", n.Type, n.Index) }
+
+// Path is a directed path from one node to another: the links followed in order, its type
+// (the worst hop, with NCCL's adjustments) and its bandwidth (the bottleneck, GB/s).
+type Path struct {
+	Links []*Link
+	Type  PathType
+	BW    float64
+}
+
+// Hops returns the number of links in the path (0 for a node's path to itself).
+func (p *Path) Hops() int {
+	if p == nil {
+		return 0
+	}
+	return len(p.Links)
+}
+
+// Version selects the NCCL release whose rules are reproduced.
+type Version struct{ Major, Minor, Patch int }
+
+var (
+	// V2_28 is NCCL 2.28.9, the default.
+	V2_28 = Version{2, 28, 9}
+	// V2_30 is NCCL 2.30.7 (the lexicographic BFS rule of §3.2, NCCL_TOPO_MAX_NODES 640).
+	V2_30 = Version{2, 30, 7}
+)
+
+func (v Version) String() string { return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch) }
+
+// AtLeast reports whether v is the release o or later.
+func (v Version) AtLeast(o Version) bool {
+	if v.Major != o.Major {
+		return v.Major > o.Major
+	}
+	if v.Minor != o.Minor {
+		return v.Minor > o.Minor
+	}
+	return v.Patch >= o.Patch
+}
+
+// ParseVersion accepts "2.28", "2.30", or a full "2.30.7".
+func ParseVersion(s string) (Version, error) {
+	switch strings.TrimSpace(s) {
+	case "", "2.28", "2.28.9":
+		return V2_28, nil
+	case "2.30", "2.30.7":
+		return V2_30, nil
+	}
+	return Version{}, fmt.Errorf("graph: unsupported NCCL version %q (want 2.28 or 2.30)", s)
+}
+
+// Options are the knobs NCCL takes from its environment. The zero value is NCCL's default.
+type Options struct {
+	// Version is the NCCL release to reproduce; zero means V2_28.
+	Version Version
+	// P2PLevel is NCCL_P2P_LEVEL ("" = default: PXB, or SYS on AMD x86 with ≤2 GPUs; §3.4).
+	P2PLevel string
+	// P2PDisable is NCCL_P2P_DISABLE=1 (P2P level LOC).
+	P2PDisable bool
+	// NVBDisable is NCCL_NVB_DISABLE=1 (no GPU relays NVLink traffic).
+	NVBDisable bool
+	// PXNDisable is NCCL_PXN_DISABLE=1.
+	PXNDisable bool
+	// PXNC2CDisable is NCCL_PXN_C2C=0 (the default is 1 since 2.28; §3.3).
+	PXNC2CDisable bool
+	// NetGDRLevel is NCCL_NET_GDR_LEVEL ("" = default P2C/PXB, §3.5).
+	NetGDRLevel string
+	// NetGDRDisable forces GDR off for every GPU/NET pair (as if every gdr attribute were 0).
+	NetGDRDisable bool
+	// LocalRank is the rank whose view is built: GPUs outside its P2P domain are trimmed
+	// (ncclTopoTrimSystem, §3.3). -1 keeps every GPU (no trimming).
+	LocalRank int
+	// NRanks, when > 0, is the communicator size; System.Inter is set when the kept GPUs are
+	// fewer. 0 means "the GPUs of this topology".
+	NRanks int
+}
+
+// System is the graph NCCL builds from a topology (ncclTopoSystem).
+type System struct {
+	// Nodes holds the nodes of each type, indexed by NodeType.
+	Nodes [NumNodeTypes][]*Node
+	// MaxBw and TotalBw are the values NCCL prints on "=== System : maxBw X totalBw Y ===" (§4.2).
+	MaxBw, TotalBw float64
+	// Version is the NCCL release whose rules built this system.
+	Version Version
+	// Options the system was built with.
+	Options Options
+	// HostHashes lists the distinct <cpu host_hash> values; a node's SystemID indexes it.
+	HostHashes []uint64
+	// Inter is true when some ranks live outside this system (NCCL's system->inter).
+	Inter bool
+	// Name is the input's name (file) for messages.
+	Name string
+	// Unreachable lists GPU pairs with no path (reported, never fatal for the build).
+	Unreachable []string
+}
+
+// Path returns the stored path from one node to another, or nil when NCCL stores none
+// (paths exist towards CPU, GPU, NET and NVS nodes; §3.2).
+func (s *System) Path(from, to *Node) *Path {
+	if from == nil || to == nil {
+		return nil
+	}
+	ps := from.paths[to.Type]
+	if to.Index < 0 || to.Index >= len(ps) {
+		return nil
+	}
+	return ps[to.Index]
+}
+
+// GPUs returns the GPU nodes, in NCCL's order (by busid).
+func (s *System) GPUs() []*Node { return s.Nodes[GPU] }
+
+// NETs returns the NET nodes.
+func (s *System) NETs() []*Node { return s.Nodes[NET] }
+
+// GPUByRank returns the GPU of a rank, or nil.
+func (s *System) GPUByRank(rank int) *Node {
+	for _, g := range s.Nodes[GPU] {
+		if g.GPU.Rank == rank {
+			return g
+		}
+	}
+	return nil
+}
