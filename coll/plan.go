@@ -1,0 +1,51 @@
+package coll
+
+import (
+	"github.com/simccl/simccl/tuning"
+)
+
+// Tree is one channel's tree: for every rank its parent (Up, −1 at the root) and its children
+// (Down, at most NCCL_MAX_TREE_ARITY = 3, fact sheet §4.7).
+type Tree struct {
+	Up   []int   `json:"up"`
+	Down [][]int `json:"down"`
+}
+
+// Transfer is one point-to-point message of a SendRecv operation: From sends Count elements to To.
+type Transfer struct {
+	From  int   `json:"from"`
+	To    int   `json:"to"`
+	Count int64 `json:"count"`
+}
+
+// Plan is the input of Compile: one collective with the choices tuning made for it and the channel
+// topology search built.
+type Plan struct {
+	Func tuning.Func
+	// Count is in elements as NCCL's API takes it: AllReduce/Broadcast/Reduce the buffer, AllGather the
+	// per-rank send count, ReduceScatter the per-rank receive count, AllToAll the count per peer,
+	// SendRecv the count each rank sends (unless Transfers is set).
+	Count    int64
+	DataType DataType
+	Op       RedOp
+	Root     int // Broadcast, Reduce
+	// Peer (SendRecv without Transfers): rank r sends to r+Peer and receives from r−Peer (mod n);
+	// 0 means 1, the nccl-tests sendrecv pattern.
+	Peer      int
+	Transfers []Transfer // SendRecv: explicit list of messages (overrides Count/Peer)
+	NRanks    int
+	Algo      tuning.Algo
+	Proto     tuning.Proto
+	NChannels int
+	NThreads  int // informational (tuning's thread count); the schedule does not depend on it
+	// ChunkSize in bytes as tuning computes it (§5.7: stepSize×chunkSteps, before the LL/LL128 payload
+	// reduction); 0 derives it from the protocol defaults.
+	ChunkSize int64
+	// BuffSize per protocol (LL, LL128, Simple) in bytes; 0 means NCCL's default (§6.1).
+	BuffSize [tuning.NumProtos]int64
+	// Rings: per channel the ring order over all ranks (Rings[c][i+1] follows Rings[c][i]); nil means
+	// the identity ring 0,1,…,n−1 on every channel.
+	Rings [][]int
+	// Trees: per channel the tree links; nil means BuildTrees over one rank per node.
+	Trees []Tree
+}
