@@ -1,0 +1,414 @@
+package simnet
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/tuning"
+)
+
+// Router gives the links a message from rank src to rank dst on channel ch crosses. Cluster is
+// the Router of real runs; tests use small hand-made ones.
+type Router interface {
+	NumRanks() int
+	Route(src, dst, ch int, buf []LinkID) ([]LinkID, LinkClass)
+}
+
+// Timing holds the time constants the executor applies. Every value comes from NCCL's own cost
+// model (fact sheet §5.1, the ncclTunerConstants of the chosen release); none is fitted to a
+// measurement.
+type Timing struct {
+	// Launch is the fixed cost of one collective before its first step can move data: NCCL's base
+	// latency of the (algorithm, protocol) (§5.1 "Base latency"), which stands for kernel launch and
+	// work setup.
+	Launch Time
+	// StepLat[class][proto] is added to every message between its last byte leaving the sender
+	// and the receiver seeing it: NCCL's per-step hardware latency of the algorithm for the route's
+	// class (§5.1 "Hardware latency", NVLINK/PCI/NET × LL/LL128/Simple). With NCCL_STEPS slots in
+	// flight it is hidden by pipelining once messages are large enough, as on the real machine.
+	StepLat [3][tuning.NumProtos]Time
+	// PerFlowCap caps one message's rate (0: none) per protocol; unused by default (links alone
+	// limit the rate).
+	PerFlowCap [tuning.NumProtos]Rate
+}
+
+// TimingFor returns the timing of algorithm a with protocol p under the constants of an NCCL
+// release ("2.28", "2.30"; "" = tuning.DefaultRelease). CollNet/NVLS/PAT rows whose hardware
+// latencies are zero fall back to the Ring row so that every step costs something.
+func TimingFor(release string, a tuning.Algo, p tuning.Proto) (Timing, error) {
+	if release == "" {
+		release = tuning.DefaultRelease
+	}
+	k, err := tuning.ConstantsFor(release)
+	if err != nil {
+		return Timing{}, err
+	}
+	if a < 0 || a >= tuning.NumAlgos || p < 0 || p >= tuning.NumProtos {
+		return Timing{}, fmt.Errorf("simnet: bad algorithm/protocol %v/%v", a, p)
+	}
+	var t Timing
+	t.Launch = FromMicros(k.BaseLat[a][p])
+	for hw := 0; hw < 3; hw++ {
+		for q := tuning.Proto(0); q < tuning.NumProtos; q++ {
+			v := k.HwLat[hw][a][q]
+			if v == 0 {
+				v = k.HwLat[hw][tuning.Ring][q]
+			}
+			t.StepLat[hw][q] = FromMicros(v)
+		}
+	}
+	return t, nil
+}
+
+// OpRecord is one point-to-point message of a simulated schedule.
+type OpRecord struct {
+	Rank, Peer int
+	Channel    int
+	Step       int // index of the sending step in its program
+	Chunk      int
+	Bytes      int64 // payload
+	Wire       int64 // bytes on the wire
+	Proto      tuning.Proto
+	Start, End Time // first byte leaves the sender; the receiver sees the message
+	Class      LinkClass
+	Route      []LinkID
+}
+
+// Result is the outcome of one simulated schedule.
+type Result struct {
+	Time     Time // completion of the last step, launch included
+	Events   uint64
+	Messages int
+	Ops      []OpRecord // nil unless Options.Record
+}
+
+// Options of Simulate.
+type Options struct {
+	// Record keeps an OpRecord per message (memory grows with the schedule).
+	Record bool
+}
+
+// Event kinds of the executor.
+const (
+	evLaunch int32 = iota
+	evArrive
+)
+
+type sim struct {
+	e      *Engine
+	s      *coll.Schedule
+	r      Router
+	tm     Timing
+	opt    Options
+	progOf []int32 // program of each global step
+	stepOf []int32 // index within the program
+	off    []int32 // first global step of each program
+	// per global step
+	pending   []int32
+	sendsLeft []int32
+	deps      []int32 // CSR of dependents
+	depsOff   []int32
+	done      int
+	// per message (connOff[conn]+seq)
+	connOff  []int32
+	msgSend  []int32 // sending step
+	msgRecv  []int32 // receiving step
+	credOff  []int32 // CSR: steps waiting for this message to be consumed
+	cred     []int32
+	msgStart []Time
+	msgEnd   []Time
+	msgClass []LinkClass
+	routes   map[[3]int32][]LinkID
+	classes  map[[3]int32]LinkClass
+	arrLat   []Time
+	err      error
+	end      Time
+}
+
+// Simulate times schedule s on the links of e reached through r. e must hold the links r
+// returns and no active flow.
+func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (*Result, error) {
+	if s == nil || s.NRanks <= 0 || s.NChannels <= 0 {
+		return nil, fmt.Errorf("simnet: empty schedule")
+	}
+	if s.NRanks != r.NumRanks() {
+		return nil, fmt.Errorf("simnet: schedule has %d ranks, the cluster %d", s.NRanks, r.NumRanks())
+	}
+	if len(s.Programs) != s.NRanks*s.NChannels {
+		return nil, fmt.Errorf("simnet: schedule has %d programs, want %d ranks x %d channels", len(s.Programs), s.NRanks, s.NChannels)
+	}
+	x := &sim{e: e, s: s, r: r, tm: tm, opt: opt, routes: map[[3]int32][]LinkID{}, classes: map[[3]int32]LinkClass{}}
+	if err := x.build(); err != nil {
+		return nil, err
+	}
+	e.handler = x
+	startEvents := e.Events
+	e.At(e.Now()+tm.Launch, evLaunch, 0)
+	t0 := e.Now()
+	if _, err := e.Run(); err != nil {
+		return nil, err
+	}
+	if x.err != nil {
+		return nil, x.err
+	}
+	if x.done != len(x.pending) {
+		return nil, fmt.Errorf("simnet: schedule deadlocked: %d of %d steps never ran (a dependency or message that cannot be satisfied)", len(x.pending)-x.done, len(x.pending))
+	}
+	res := &Result{Time: x.end - t0, Events: e.Events - startEvents, Messages: len(x.msgSend)}
+	if x.end < t0+tm.Launch {
+		res.Time = tm.Launch
+	}
+	if opt.Record {
+		res.Ops = x.records()
+	}
+	return res, nil
+}
+
+func (x *sim) build() error {
+	s := x.s
+	nconn := len(s.Conns)
+	x.connOff = make([]int32, nconn+1)
+	for i, c := range s.Conns {
+		if c.ID != i {
+			return fmt.Errorf("simnet: schedule connection %d has id %d", i, c.ID)
+		}
+		if c.From < 0 || c.From >= s.NRanks || c.To < 0 || c.To >= s.NRanks {
+			return fmt.Errorf("simnet: schedule connection %d joins ranks %d->%d, out of range", i, c.From, c.To)
+		}
+		x.connOff[i+1] = x.connOff[i] + int32(c.Messages)
+	}
+	nmsg := int(x.connOff[nconn])
+	x.msgSend = make([]int32, nmsg)
+	x.msgRecv = make([]int32, nmsg)
+	for i := range x.msgSend {
+		x.msgSend[i], x.msgRecv[i] = -1, -1
+	}
+	x.off = make([]int32, len(s.Programs)+1)
+	for p := range s.Programs {
+		x.off[p+1] = x.off[p] + int32(len(s.Programs[p].Steps))
+	}
+	nstep := int(x.off[len(s.Programs)])
+	x.pending = make([]int32, nstep)
+	x.sendsLeft = make([]int32, nstep)
+	x.progOf = make([]int32, nstep)
+	x.stepOf = make([]int32, nstep)
+	x.depsOff = make([]int32, nstep+1)
+	credCnt := make([]int32, nmsg+1)
+	msg := func(where string, xf coll.Xfer) (int32, error) {
+		if xf.Conn < 0 || xf.Conn >= nconn || xf.Seq < 0 || xf.Seq >= s.Conns[xf.Conn].Messages {
+			return 0, fmt.Errorf("simnet: %s: message (conn %d, seq %d) outside the schedule's connections", where, xf.Conn, xf.Seq)
+		}
+		return x.connOff[xf.Conn] + int32(xf.Seq), nil
+	}
+	for p := range s.Programs {
+		pr := &s.Programs[p]
+		for i := range pr.Steps {
+			st := &pr.Steps[i]
+			g := x.off[p] + int32(i)
+			x.progOf[g], x.stepOf[g] = int32(p), int32(i)
+			where := fmt.Sprintf("rank %d channel %d step %d", pr.Rank, pr.Channel, i)
+			for _, d := range st.Deps {
+				if d < 0 || d >= len(pr.Steps) || d == i {
+					return fmt.Errorf("simnet: %s: dependency %d out of range", where, d)
+				}
+				x.depsOff[x.off[p]+int32(d)+1]++
+			}
+			x.pending[g] = int32(len(st.Deps) + len(st.Recv))
+			for _, xf := range st.Recv {
+				m, err := msg(where, xf)
+				if err != nil {
+					return err
+				}
+				if s.Conns[xf.Conn].To != pr.Rank {
+					return fmt.Errorf("simnet: %s: receives on connection %d which goes to rank %d", where, xf.Conn, s.Conns[xf.Conn].To)
+				}
+				if x.msgRecv[m] >= 0 {
+					return fmt.Errorf("simnet: %s: message (conn %d, seq %d) received twice", where, xf.Conn, xf.Seq)
+				}
+				x.msgRecv[m] = g
+			}
+			for _, xf := range st.Send {
+				m, err := msg(where, xf)
+				if err != nil {
+					return err
+				}
+				if s.Conns[xf.Conn].From != pr.Rank {
+					return fmt.Errorf("simnet: %s: sends on connection %d which leaves rank %d", where, xf.Conn, s.Conns[xf.Conn].From)
+				}
+				if x.msgSend[m] >= 0 {
+					return fmt.Errorf("simnet: %s: message (conn %d, seq %d) sent twice", where, xf.Conn, xf.Seq)
+				}
+				x.msgSend[m] = g
+				if xf.CreditSeq >= 0 {
+					if xf.CreditSeq >= xf.Seq {
+						return fmt.Errorf("simnet: %s: credit %d not before message %d", where, xf.CreditSeq, xf.Seq)
+					}
+					credCnt[x.connOff[xf.Conn]+int32(xf.CreditSeq)+1]++
+					x.pending[g]++
+				}
+			}
+			x.sendsLeft[g] = int32(len(st.Send))
+		}
+	}
+	for m := 0; m < nmsg; m++ {
+		if x.msgSend[m] < 0 || x.msgRecv[m] < 0 {
+			c := x.connOfMsg(int32(m))
+			return fmt.Errorf("simnet: message (conn %d, seq %d) has no sender or no receiver", c, int32(m)-x.connOff[c])
+		}
+	}
+	for g := 0; g < nstep; g++ {
+		x.depsOff[g+1] += x.depsOff[g]
+	}
+	x.deps = make([]int32, x.depsOff[nstep])
+	fill := append([]int32(nil), x.depsOff[:nstep]...)
+	for p := range s.Programs {
+		for i := range s.Programs[p].Steps {
+			g := x.off[p] + int32(i)
+			for _, d := range s.Programs[p].Steps[i].Deps {
+				dg := x.off[p] + int32(d)
+				x.deps[fill[dg]] = g
+				fill[dg]++
+			}
+		}
+	}
+	x.credOff = make([]int32, nmsg+1)
+	for m := 0; m < nmsg; m++ {
+		x.credOff[m+1] = x.credOff[m] + credCnt[m+1]
+	}
+	x.cred = make([]int32, x.credOff[nmsg])
+	cf := append([]int32(nil), x.credOff[:nmsg]...)
+	for p := range s.Programs {
+		for i := range s.Programs[p].Steps {
+			g := x.off[p] + int32(i)
+			for _, xf := range s.Programs[p].Steps[i].Send {
+				if xf.CreditSeq >= 0 {
+					m := x.connOff[xf.Conn] + int32(xf.CreditSeq)
+					x.cred[cf[m]] = g
+					cf[m]++
+				}
+			}
+		}
+	}
+	x.msgStart = make([]Time, nmsg)
+	x.msgEnd = make([]Time, nmsg)
+	x.msgClass = make([]LinkClass, nmsg)
+	x.arrLat = make([]Time, nmsg)
+	return nil
+}
+
+func (x *sim) step(g int32) *coll.Step {
+	return &x.s.Programs[x.progOf[g]].Steps[x.stepOf[g]]
+}
+
+func (x *sim) route(src, dst, ch int) ([]LinkID, LinkClass) {
+	k := [3]int32{int32(src), int32(dst), int32(ch)}
+	if r, ok := x.routes[k]; ok {
+		return r, x.classes[k]
+	}
+	r, c := x.r.Route(src, dst, ch, nil)
+	x.routes[k] = r
+	x.classes[k] = c
+	return r, c
+}
+
+// Fire handles the executor's own events.
+func (x *sim) Fire(kind int32, arg int64) {
+	switch kind {
+	case evLaunch:
+		for g := range x.pending {
+			if x.pending[g] == 0 {
+				x.start(int32(g))
+			}
+		}
+	case evArrive:
+		m := int32(arg)
+		x.msgEnd[m] = x.e.Now()
+		x.release(x.msgRecv[m])
+	}
+}
+
+func (x *sim) release(g int32) {
+	x.pending[g]--
+	if x.pending[g] == 0 {
+		x.start(g)
+	}
+}
+
+// start runs step g: every message it sends becomes a flow; a step that sends nothing is done.
+func (x *sim) start(g int32) {
+	st := x.step(g)
+	if len(st.Send) == 0 {
+		x.complete(g)
+		return
+	}
+	pr := &x.s.Programs[x.progOf[g]]
+	for _, xf := range st.Send {
+		m := x.connOff[xf.Conn] + int32(xf.Seq)
+		route, class := x.route(pr.Rank, xf.Peer, pr.Channel)
+		x.msgStart[m] = x.e.Now()
+		x.msgClass[m] = class
+		p := st.Proto
+		if p < 0 || p >= tuning.NumProtos {
+			p = tuning.Simple
+		}
+		x.arrLat[m] = x.e.RouteLatency(route) + x.tm.StepLat[class][p]
+		wire := st.Wire
+		if wire == 0 && st.Bytes > 0 {
+			wire = coll.WireBytes(p, st.Bytes)
+		}
+		x.e.StartFlow(route, float64(wire), x.tm.PerFlowCap[p], int64(m))
+	}
+}
+
+// FlowDone: the message's last byte has left; it arrives after the route and step latency.
+func (x *sim) FlowDone(tag int64) {
+	m := int32(tag)
+	x.e.After(x.arrLat[m], evArrive, tag)
+	g := x.msgSend[m]
+	x.sendsLeft[g]--
+	if x.sendsLeft[g] == 0 {
+		x.complete(g)
+	}
+}
+
+// complete marks step g done: its dependents may start, and the messages it consumed free their
+// slots for the sends waiting on those credits.
+func (x *sim) complete(g int32) {
+	x.done++
+	if now := x.e.Now(); now > x.end {
+		x.end = now
+	}
+	for _, d := range x.deps[x.depsOff[g]:x.depsOff[g+1]] {
+		x.release(d)
+	}
+	for _, xf := range x.step(g).Recv {
+		m := x.connOff[xf.Conn] + int32(xf.Seq)
+		for _, w := range x.cred[x.credOff[m]:x.credOff[m+1]] {
+			x.release(w)
+		}
+	}
+}
+
+func (x *sim) records() []OpRecord {
+	out := make([]OpRecord, 0, len(x.msgSend))
+	for m := range x.msgSend {
+		g := x.msgSend[m]
+		st := x.step(g)
+		pr := &x.s.Programs[x.progOf[g]]
+		peer := x.s.Conns[x.connOfMsg(int32(m))].To
+		route, class := x.route(pr.Rank, peer, pr.Channel)
+		wire := st.Wire
+		if wire == 0 {
+			wire = coll.WireBytes(st.Proto, st.Bytes)
+		}
+		out = append(out, OpRecord{Rank: pr.Rank, Peer: peer, Channel: pr.Channel, Step: int(x.stepOf[g]), Chunk: st.Chunk,
+			Bytes: st.Bytes, Wire: wire, Proto: st.Proto, Start: x.msgStart[m], End: x.msgEnd[m], Class: class, Route: route})
+	}
+	return out
+}
+
+// connOfMsg is the connection of global message m.
+func (x *sim) connOfMsg(m int32) int {
+	return sort.Search(len(x.connOff)-1, func(c int) bool { return x.connOff[c+1] > m })
+}

@@ -1,0 +1,95 @@
+package simnet
+
+import (
+	"testing"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/tuning"
+)
+
+// pairRouter joins rank 0 and rank 1 by one link each way.
+type pairRouter struct{ fwd, back LinkID }
+
+func (p pairRouter) NumRanks() int { return 2 }
+func (p pairRouter) Route(src, dst, ch int, buf []LinkID) ([]LinkID, LinkClass) {
+	if src == 0 {
+		return append(buf, p.fwd), ClassNVLink
+	}
+	return append(buf, p.back), ClassNVLink
+}
+
+// streamSchedule: rank 0 sends n messages of b bytes to rank 1 on one channel, with NCCL_STEPS
+// credits (message k waits until message k-8 was consumed).
+func streamSchedule(n int, b int64) *coll.Schedule {
+	s := &coll.Schedule{NRanks: 2, NChannels: 1,
+		Conns: []coll.Conn{{ID: 0, Channel: 0, From: 0, To: 1, Messages: n}}}
+	p0 := coll.Program{Rank: 0}
+	p1 := coll.Program{Rank: 1}
+	for k := 0; k < n; k++ {
+		var deps []int
+		if k > 0 {
+			deps = []int{k - 1}
+		}
+		cred := k - coll.NCCLSteps
+		if cred < 0 {
+			cred = -1
+		}
+		p0.Steps = append(p0.Steps, coll.Step{Index: k, Prim: coll.Send, Deps: deps, Bytes: b, Wire: b, Proto: tuning.Simple,
+			Send: []coll.Xfer{{Conn: 0, Peer: 1, Seq: k, Slot: k % 8, Steps: 1, CreditSeq: cred}}})
+		p1.Steps = append(p1.Steps, coll.Step{Index: k, Prim: coll.Recv, Deps: deps, Bytes: b, Wire: b, Proto: tuning.Simple,
+			Recv: []coll.Xfer{{Conn: 0, Peer: 0, Seq: k, Slot: k % 8, Steps: 1, CreditSeq: -1}}})
+	}
+	s.Programs = []coll.Program{p0, p1}
+	return s
+}
+
+func TestSimulateStreamBandwidthBound(t *testing.T) {
+	e := NewEngine(nil)
+	r := pairRouter{e.AddLink("0->1", GBps(100), 0), e.AddLink("1->0", GBps(100), 0)}
+	var tm Timing
+	tm.Launch = 5 * Microsecond
+	tm.StepLat[ClassNVLink][tuning.Simple] = 1 * Microsecond
+	res, err := Simulate(e, r, streamSchedule(64, 1<<20), tm, Options{Record: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 64 MiB at 100 GB/s = 671.09 us, plus launch 5 us and the last message's 1 us latency.
+	want := 5 + float64(64<<20)/100e3 + 1
+	if got := res.Time.Micros(); !near(got, want, 1e-6) {
+		t.Fatalf("time %.3f us, want %.3f", got, want)
+	}
+	if len(res.Ops) != 64 || res.Ops[3].Rank != 0 || res.Ops[3].Peer != 1 || len(res.Ops[3].Route) != 1 {
+		t.Fatalf("records %+v", res.Ops[:1])
+	}
+	// busbw never exceeds the link.
+	if bw := float64(64<<20) / res.Time.Seconds() / 1e9; bw > 100 {
+		t.Fatalf("bandwidth %v GB/s above the 100 GB/s link", bw)
+	}
+}
+
+func TestSimulateSlotsLimitInflight(t *testing.T) {
+	// With a large per-step latency, only NCCL_STEPS messages can be in flight: each group of 8
+	// waits for the previous group to be consumed.
+	e := NewEngine(nil)
+	r := pairRouter{e.AddLink("0->1", GBps(1000), 0), e.AddLink("1->0", GBps(1000), 0)}
+	var tm Timing
+	tm.StepLat[ClassNVLink][tuning.Simple] = 100 * Microsecond
+	res, err := Simulate(e, r, streamSchedule(32, 1000), tm, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 32 messages, 8 slots: 4 rounds of ~100 us.
+	if got := res.Time.Micros(); got < 400 || got > 401 {
+		t.Fatalf("time %.3f us, want about 400 (4 rounds of the 100 us step latency)", got)
+	}
+}
+
+func TestSimulateRejectsBadSchedule(t *testing.T) {
+	e := NewEngine(nil)
+	r := pairRouter{e.AddLink("0->1", GBps(1), 0), e.AddLink("1->0", GBps(1), 0)}
+	s := streamSchedule(2, 10)
+	s.Programs[1].Steps[1].Recv[0].Seq = 0 // received twice
+	if _, err := Simulate(e, r, s, Timing{}, Options{}); err == nil {
+		t.Fatal("want an error for a message received twice")
+	}
+}

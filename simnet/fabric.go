@@ -1,0 +1,381 @@
+package simnet
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Fabric describes the network between nodes. See docs/cluster.md for the file format.
+type Fabric struct {
+	// Topology is "rail" (rail-optimized: NIC k of every node plugs into a leaf of rail k) or
+	// "fattree" (all NICs of a node plug into the same leaf).
+	Topology string
+	// Tiers is 2 (leaf/spine) or 3 (leaf/aggregation/core, leaves grouped in pods).
+	Tiers int
+	// HostsPerLeaf is the number of nodes under one leaf (per rail for "rail").
+	HostsPerLeaf int
+	// LeavesPerPod is the number of leaves that share aggregation switches (3 tiers).
+	LeavesPerPod int
+	// Oversub is the leaf's downlink:uplink bandwidth ratio (1 = non-blocking); Oversub2 the same
+	// for aggregation switches (3 tiers).
+	Oversub, Oversub2 float64
+	// NICGBps overrides the node's NIC speed (GB/s) when > 0; UplinkGBps is the speed of
+	// switch-to-switch links (0: the NIC speed).
+	NICGBps, UplinkGBps float64
+	// NICLatUs is the latency of a NIC-to-leaf cable, SwitchLatUs of each switch-to-switch link (µs).
+	NICLatUs, SwitchLatUs float64
+	// Routing picks the uplink of a flow: "ecmp" (hash of the flow's endpoints and channel) or
+	// "rail" (deterministic destination-mod-k, which spreads a permutation evenly).
+	Routing string
+}
+
+// DefaultFabric is a non-blocking two-tier rail-optimized leaf/spine with 32 nodes per leaf and
+// ECMP routing. The switch latency (0.3 µs per switch-to-switch hop) is an assumption of this
+// project, typical of a cut-through InfiniBand switch; it is not an NCCL constant.
+func DefaultFabric() *Fabric {
+	return &Fabric{Topology: "rail", Tiers: 2, HostsPerLeaf: 32, LeavesPerPod: 16, Oversub: 1, Oversub2: 1,
+		SwitchLatUs: 0.3, Routing: "ecmp"}
+}
+
+// Validate checks the fabric's fields.
+func (f *Fabric) Validate() error {
+	switch f.Topology {
+	case "rail", "fattree":
+	default:
+		return fmt.Errorf("fabric: topology %q (want rail or fattree)", f.Topology)
+	}
+	if f.Tiers != 2 && f.Tiers != 3 {
+		return fmt.Errorf("fabric: tiers %d (want 2 or 3)", f.Tiers)
+	}
+	if f.HostsPerLeaf <= 0 {
+		return fmt.Errorf("fabric: hosts_per_leaf %d (want > 0)", f.HostsPerLeaf)
+	}
+	if f.Tiers == 3 && f.LeavesPerPod <= 0 {
+		return fmt.Errorf("fabric: leaves_per_pod %d (want > 0 with 3 tiers)", f.LeavesPerPod)
+	}
+	if !(f.Oversub >= 1) || (f.Tiers == 3 && !(f.Oversub2 >= 1)) {
+		return fmt.Errorf("fabric: oversubscription %v/%v (want >= 1)", f.Oversub, f.Oversub2)
+	}
+	if f.NICGBps < 0 || f.UplinkGBps < 0 || f.NICLatUs < 0 || f.SwitchLatUs < 0 {
+		return fmt.Errorf("fabric: negative speed or latency")
+	}
+	switch f.Routing {
+	case "ecmp", "rail":
+	default:
+		return fmt.Errorf("fabric: routing %q (want ecmp or rail)", f.Routing)
+	}
+	return nil
+}
+
+// ParseFabric reads the key = value format of docs/cluster.md, starting from DefaultFabric.
+// name is used in error messages ("file.fabric:3: ...").
+func ParseFabric(r io.Reader, name string) (*Fabric, error) {
+	f := DefaultFabric()
+	sc := bufio.NewScanner(r)
+	line := 0
+	for sc.Scan() {
+		line++
+		s := sc.Text()
+		if i := strings.IndexByte(s, '#'); i >= 0 {
+			s = s[:i]
+		}
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(s, "=")
+		if !ok {
+			return nil, fmt.Errorf("%s:%d: want key = value, got %q", name, line, s)
+		}
+		if err := f.Set(strings.TrimSpace(k), strings.TrimSpace(v)); err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", name, line, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	return f, nil
+}
+
+// Set assigns one field by its file key (also used for command-line overrides).
+func (f *Fabric) Set(key, val string) error {
+	atoi := func() (int, error) {
+		n, err := strconv.Atoi(val)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %q is not an integer", key, val)
+		}
+		return n, nil
+	}
+	num := func() (float64, error) {
+		x, err := strconv.ParseFloat(val, 64)
+		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+			return 0, fmt.Errorf("%s: %q is not a number", key, val)
+		}
+		return x, nil
+	}
+	var err error
+	switch strings.ToLower(key) {
+	case "topology":
+		f.Topology = strings.ToLower(val)
+	case "tiers":
+		f.Tiers, err = atoi()
+	case "hosts_per_leaf":
+		f.HostsPerLeaf, err = atoi()
+	case "leaves_per_pod":
+		f.LeavesPerPod, err = atoi()
+	case "oversubscription":
+		f.Oversub, err = num()
+	case "oversubscription2":
+		f.Oversub2, err = num()
+	case "nic_speed":
+		f.NICGBps, err = ParseSpeed(val)
+	case "uplink_speed":
+		f.UplinkGBps, err = ParseSpeed(val)
+	case "nic_latency_us":
+		f.NICLatUs, err = num()
+	case "switch_latency_us":
+		f.SwitchLatUs, err = num()
+	case "routing":
+		f.Routing = strings.ToLower(val)
+	default:
+		return fmt.Errorf("unknown key %q (want topology, tiers, hosts_per_leaf, leaves_per_pod, oversubscription, oversubscription2, nic_speed, uplink_speed, nic_latency_us, switch_latency_us, routing)", key)
+	}
+	return err
+}
+
+// ParseSpeed reads a link speed with its unit: "400Gbps", "400Gb/s" (bits) or "50GBps", "50GB/s"
+// (bytes), and returns GB/s.
+func ParseSpeed(s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	units := []struct {
+		suf string
+		mul float64
+	}{{"Gb/s", 1.0 / 8}, {"Gbps", 1.0 / 8}, {"GB/s", 1}, {"GBps", 1}}
+	for _, u := range units {
+		if strings.HasSuffix(t, u.suf) {
+			x, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(t, u.suf)), 64)
+			if err != nil || !(x > 0) || math.IsInf(x, 0) {
+				break
+			}
+			return x * u.mul, nil
+		}
+	}
+	return 0, fmt.Errorf("bad speed %q (want e.g. 400Gbps, 400Gb/s, 50GBps or 50GB/s)", s)
+}
+
+// Cluster is nodes copies of a node model joined by a fabric, instantiated as links of an Engine.
+// Rank r is GPU r%G of node r/G.
+type Cluster struct {
+	Node     *NodeModel
+	NumNodes int
+	Fabric   *Fabric
+
+	e        *Engine
+	nl       int // links per node
+	nodeBase LinkID
+	nics     int
+	nicUp    []LinkID // [node*nics+k]: NIC -> leaf
+	nicDown  []LinkID // leaf -> NIC
+	nLeafUp  int      // uplinks per leaf
+	nAggUp   int      // uplinks per aggregation switch (3 tiers)
+	leafUp   []LinkID // [leaf*nLeafUp+s]
+	leafDown []LinkID
+	aggUp    []LinkID // [(pod*nLeafUp+s)*nAggUp+m]
+	aggDown  []LinkID
+	nLeaves  int
+	groups   int // leaf groups (leaves per rail)
+}
+
+// maxRanks bounds the cluster size this simulator accepts.
+const maxRanks = 1 << 20
+
+// NewCluster instantiates nodes copies of node, joined by f (nil: DefaultFabric when nodes > 1),
+// as links of e.
+func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, error) {
+	if err := node.Validate(); err != nil {
+		return nil, err
+	}
+	if nodes <= 0 {
+		return nil, fmt.Errorf("cluster: %d nodes (want >= 1)", nodes)
+	}
+	if nodes*node.NumGPUs > maxRanks {
+		return nil, fmt.Errorf("cluster: %d nodes x %d GPUs = %d ranks, more than the %d this simulator accepts", nodes, node.NumGPUs, nodes*node.NumGPUs, maxRanks)
+	}
+	if nodes > 1 && len(node.NICs) == 0 {
+		return nil, fmt.Errorf("cluster: node model %q has no NIC, cannot join %d nodes", node.Name, nodes)
+	}
+	if f == nil {
+		f = DefaultFabric()
+	}
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Cluster{Node: node, NumNodes: nodes, Fabric: f, e: e, nl: len(node.Links), nics: len(node.NICs)}
+	c.nodeBase = LinkID(e.NumLinks())
+	for n := 0; n < nodes; n++ {
+		for _, l := range node.Links {
+			e.AddLink(fmt.Sprintf("n%d.%s", n, l.Name), GBps(l.GBps), FromMicros(l.LatUs))
+		}
+	}
+	if nodes == 1 {
+		return c, nil
+	}
+	// NIC ports.
+	nicSpeed := func(k int) float64 {
+		if f.NICGBps > 0 {
+			return f.NICGBps
+		}
+		return node.NICs[k].GBps
+	}
+	upl := f.UplinkGBps
+	if upl == 0 {
+		upl = nicSpeed(0)
+	}
+	c.groups = (nodes + f.HostsPerLeaf - 1) / f.HostsPerLeaf
+	down := f.HostsPerLeaf // ports per leaf
+	if f.Topology == "rail" {
+		c.nLeaves = c.nics * c.groups
+	} else {
+		c.nLeaves = c.groups
+		down *= c.nics
+	}
+	c.nicUp = make([]LinkID, nodes*c.nics)
+	c.nicDown = make([]LinkID, nodes*c.nics)
+	for n := 0; n < nodes; n++ {
+		for k := 0; k < c.nics; k++ {
+			lf := c.leafOf(n, k)
+			lat := FromMicros(f.NICLatUs + node.NICs[k].LatUs)
+			c.nicUp[n*c.nics+k] = e.AddLink(fmt.Sprintf("n%d.NIC%d->leaf%d", n, k, lf), GBps(nicSpeed(k)), lat)
+			c.nicDown[n*c.nics+k] = e.AddLink(fmt.Sprintf("leaf%d->n%d.NIC%d", lf, n, k), GBps(nicSpeed(k)), lat)
+		}
+	}
+	if c.nLeaves == 1 {
+		return c, nil
+	}
+	// Leaf uplinks: enough links of speed upl to carry the downlinks' bandwidth / oversubscription.
+	c.nLeafUp = int(math.Ceil(float64(down)*nicSpeed(0)/(f.Oversub*upl) - 1e-9))
+	if c.nLeafUp < 1 {
+		c.nLeafUp = 1
+	}
+	slat := FromMicros(f.SwitchLatUs)
+	c.leafUp = make([]LinkID, c.nLeaves*c.nLeafUp)
+	c.leafDown = make([]LinkID, c.nLeaves*c.nLeafUp)
+	for lf := 0; lf < c.nLeaves; lf++ {
+		for s := 0; s < c.nLeafUp; s++ {
+			c.leafUp[lf*c.nLeafUp+s] = e.AddLink(fmt.Sprintf("leaf%d->up%d", lf, s), GBps(upl), slat)
+			c.leafDown[lf*c.nLeafUp+s] = e.AddLink(fmt.Sprintf("up%d->leaf%d", s, lf), GBps(upl), slat)
+		}
+	}
+	if f.Tiers == 3 && c.pods() > 1 {
+		c.nAggUp = int(math.Ceil(float64(f.LeavesPerPod)/f.Oversub2 - 1e-9))
+		if c.nAggUp < 1 {
+			c.nAggUp = 1
+		}
+		np := c.pods()
+		c.aggUp = make([]LinkID, np*c.nLeafUp*c.nAggUp)
+		c.aggDown = make([]LinkID, np*c.nLeafUp*c.nAggUp)
+		for p := 0; p < np; p++ {
+			for s := 0; s < c.nLeafUp; s++ {
+				for m := 0; m < c.nAggUp; m++ {
+					i := (p*c.nLeafUp+s)*c.nAggUp + m
+					c.aggUp[i] = e.AddLink(fmt.Sprintf("pod%d.agg%d->core%d.%d", p, s, s, m), GBps(upl), slat)
+					c.aggDown[i] = e.AddLink(fmt.Sprintf("core%d.%d->pod%d.agg%d", s, m, p, s), GBps(upl), slat)
+				}
+			}
+		}
+	}
+	return c, nil
+}
+
+// leafOf is the leaf that NIC k of node n plugs into.
+func (c *Cluster) leafOf(n, k int) int {
+	g := n / c.Fabric.HostsPerLeaf
+	if c.Fabric.Topology == "rail" {
+		return k*c.groups + g
+	}
+	return g
+}
+
+// podOf is the pod of a leaf: leaves of one rail are numbered consecutively, so a pod holds
+// LeavesPerPod consecutive leaf groups of one rail (rail) or LeavesPerPod leaves (fattree).
+func (c *Cluster) podOf(leaf int) int { return leaf / c.Fabric.LeavesPerPod }
+
+func (c *Cluster) pods() int { return (c.nLeaves + c.Fabric.LeavesPerPod - 1) / c.Fabric.LeavesPerPod }
+
+// NumRanks is the number of GPUs.
+func (c *Cluster) NumRanks() int { return c.NumNodes * c.Node.NumGPUs }
+
+func (c *Cluster) nodeLink(n, l int) LinkID { return c.nodeBase + LinkID(n*c.nl+l) }
+
+func mix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// Route appends to buf the links a transfer from rank src to rank dst on channel ch crosses, and
+// returns them with the route's hardware class (NET if it leaves the node, else PCI if it crosses
+// a PCI link, else NVLINK).
+func (c *Cluster) Route(src, dst, ch int, buf []LinkID) ([]LinkID, LinkClass) {
+	G := c.Node.NumGPUs
+	sn, sg := src/G, src%G
+	dn, dg := dst/G, dst%G
+	class := ClassNVLink
+	addNode := func(n int, ls []int) {
+		for _, l := range ls {
+			buf = append(buf, c.nodeLink(n, l))
+			if c.Node.Links[l].Class == ClassPCI && class == ClassNVLink {
+				class = ClassPCI
+			}
+		}
+	}
+	if sn == dn {
+		if sg != dg {
+			addNode(sn, c.Node.GPUPaths[sg][dg])
+		}
+		return buf, class
+	}
+	ord := c.Node.NICOrder[sg]
+	k := ord[ch%len(ord)]
+	// The receiving side uses the NIC of the same index (same rail), as NCCL's rings keep one
+	// NET device per channel on both ends.
+	k2 := k
+	addNode(sn, c.Node.GPUToNIC[sg][k])
+	buf = append(buf, c.nicUp[sn*c.nics+k])
+	l1, l2 := c.leafOf(sn, k), c.leafOf(dn, k2)
+	if l1 != l2 {
+		var s, m int
+		if c.Fabric.Routing == "ecmp" {
+			h := mix64(uint64(src)<<32 ^ uint64(dst)<<8 ^ uint64(ch))
+			s = int(h % uint64(c.nLeafUp))
+			if c.nAggUp > 0 {
+				m = int((h >> 32) % uint64(c.nAggUp))
+			}
+		} else {
+			// destination-mod-k: the uplink is picked by the destination node.
+			s = dn % c.nLeafUp
+			if c.nAggUp > 0 {
+				m = (dn / c.nLeafUp) % c.nAggUp
+			}
+		}
+		buf = append(buf, c.leafUp[l1*c.nLeafUp+s])
+		if c.nAggUp > 0 {
+			p1, p2 := c.podOf(l1), c.podOf(l2)
+			if p1 != p2 {
+				buf = append(buf, c.aggUp[(p1*c.nLeafUp+s)*c.nAggUp+m], c.aggDown[(p2*c.nLeafUp+s)*c.nAggUp+m])
+			}
+		}
+		buf = append(buf, c.leafDown[l2*c.nLeafUp+s])
+	}
+	buf = append(buf, c.nicDown[dn*c.nics+k2])
+	addNode(dn, c.Node.NICToGPU[k2][dg])
+	return buf, ClassNet
+}
