@@ -1,0 +1,243 @@
+package realnet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// Shared-memory transport: each connection is a file in a tmpfs directory (/dev/shm) mapped by both
+// processes, holding a header and two rings (one per direction). Both ends create the file with the
+// same size (idempotent), map it, announce themselves in the header and wait for the other; the
+// lower rank then unlinks the name (the mapping stays). Waiting is polling with backoff (spin, yield,
+// short sleeps); a peer is declared gone when it sets its closed flag or when its process no longer
+// exists (kill(pid, 0) fails with ESRCH, checked every ShmLivenessPeriod).
+//
+// Header layout (64-byte fields): magic, version, slotBytes, pid[0], pid[1], attached[0],
+// attached[1], closed[0], closed[1]; rings start at shmHeaderBytes.
+
+const (
+	shmMagic       = 0x73696d63636c5348 // "simcclSH"
+	shmVersion     = 1
+	shmHeaderBytes = 4096
+	// ShmLivenessPeriod is how often a waiting end checks that the peer process exists.
+	ShmLivenessPeriod = 50 * time.Millisecond
+)
+
+const (
+	shmOffMagic    = 0
+	shmOffVersion  = 64
+	shmOffSlot     = 128
+	shmOffPid      = 192 // + 64*side
+	shmOffAttached = 320 // + 64*side
+	shmOffClosed   = 448 // + 64*side
+)
+
+// Shm is the shared-memory Transport of one rank (processes on one host).
+type Shm struct {
+	dir       string
+	comm      uint64
+	rank      int
+	slotBytes int
+
+	mu     sync.Mutex
+	closed bool
+	done   chan struct{}
+	keys   map[Key]bool
+	conns  []*ringConn
+}
+
+// NewShm returns the shared-memory transport of rank in communicator comm. dir "" selects /dev/shm
+// (or the system temporary directory when /dev/shm does not exist); slotBytes ≤ 0 selects
+// DefaultSlotBytes.
+func NewShm(dir string, comm uint64, rank, slotBytes int) *Shm {
+	if dir == "" {
+		dir = "/dev/shm"
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			dir = os.TempDir()
+		}
+	}
+	if slotBytes <= 0 {
+		slotBytes = DefaultSlotBytes
+	}
+	return &Shm{dir: dir, comm: comm, rank: rank, slotBytes: slotBytes, done: make(chan struct{}), keys: map[Key]bool{}}
+}
+
+func (t *Shm) Name() string { return "shm" }
+
+type shmMap struct {
+	mem []byte
+}
+
+func (m *shmMap) u64(off int) *uint64 { return (*uint64)(unsafe.Pointer(&m.mem[off])) }
+
+func (t *Shm) Connect(ctx context.Context, key Key) (Conn, error) {
+	if key.Peer < 0 || key.Peer == t.rank {
+		return nil, fmt.Errorf("shm: connect %v: bad peer for rank %d", key, t.rank)
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, fmt.Errorf("shm: connect %v: %w", key, ErrClosed)
+	}
+	if t.keys[key] {
+		t.mu.Unlock()
+		return nil, fmt.Errorf("shm: connect %v: already connected", key)
+	}
+	t.keys[key] = true
+	t.mu.Unlock()
+
+	lo, hi, side := t.rank, key.Peer, 0
+	if lo > hi {
+		lo, hi, side = hi, lo, 1
+	}
+	name := filepath.Join(t.dir, fmt.Sprintf("simccl-%016x-%d-%d-c%d-i%d", t.comm, lo, hi, key.Channel, key.ConnIndex))
+	rb := (ringBytes(t.slotBytes) + 4095) &^ 4095
+	size := shmHeaderBytes + 2*rb
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("shm: connect %v: %w", key, err)
+	}
+	if err := f.Truncate(int64(size)); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("shm: connect %v: size %s: %w", key, name, err)
+	}
+	mem, err := syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	f.Close()
+	if err != nil {
+		os.Remove(name)
+		return nil, fmt.Errorf("shm: connect %v: mmap %s: %w", key, name, err)
+	}
+	m := &shmMap{mem: mem}
+	runtime.SetFinalizer(m, func(m *shmMap) { syscall.Munmap(m.mem) })
+	if old := atomic.SwapUint64(m.u64(shmOffMagic), shmMagic); old != 0 && old != shmMagic {
+		os.Remove(name)
+		return nil, fmt.Errorf("shm: connect %v: %s has magic %#x, not %#x: %w", key, name, old, uint64(shmMagic), ErrProtocol)
+	}
+	atomic.StoreUint64(m.u64(shmOffVersion), shmVersion)
+	if old := atomic.SwapUint64(m.u64(shmOffSlot), uint64(t.slotBytes)); old != 0 && old != uint64(t.slotBytes) {
+		os.Remove(name)
+		return nil, fmt.Errorf("shm: connect %v: peer uses %d-byte slots, this rank %d: %w", key, old, t.slotBytes, ErrProtocol)
+	}
+	atomic.StoreUint64(m.u64(shmOffPid+64*side), uint64(os.Getpid()))
+	atomic.StoreUint64(m.u64(shmOffAttached+64*side), 1)
+
+	// Wait for the peer to attach.
+	for n := 0; atomic.LoadUint64(m.u64(shmOffAttached+64*(1-side))) == 0; n++ {
+		select {
+		case <-ctx.Done():
+			atomic.StoreUint64(m.u64(shmOffClosed+64*side), 1)
+			os.Remove(name)
+			return nil, fmt.Errorf("shm: connect %v: %w", key, ctx.Err())
+		case <-t.done:
+			atomic.StoreUint64(m.u64(shmOffClosed+64*side), 1)
+			os.Remove(name)
+			return nil, fmt.Errorf("shm: connect %v: %w", key, ErrClosed)
+		default:
+		}
+		backoff(n)
+	}
+	if side == 0 {
+		os.Remove(name)
+	}
+	r0, err := newRing(mem[shmHeaderBytes:shmHeaderBytes+rb], t.slotBytes)
+	if err != nil {
+		return nil, err
+	}
+	r1, err := newRing(mem[shmHeaderBytes+rb:], t.slotBytes)
+	if err != nil {
+		return nil, err
+	}
+	rings := [2]*ring{r0, r1}
+	l := &shmLink{m: m, side: side, peerPid: int(atomic.LoadUint64(m.u64(shmOffPid + 64*(1-side))))}
+	c := &ringConn{tx: rings[side], rx: rings[1-side], l: l, bytes: int64(size)}
+	c.close = func() error {
+		atomic.StoreUint64(m.u64(shmOffClosed+64*side), 1)
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		c.close()
+		return nil, fmt.Errorf("shm: connect %v: %w", key, ErrClosed)
+	}
+	t.conns = append(t.conns, c)
+	return c, nil
+}
+
+func (t *Shm) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	close(t.done)
+	conns := t.conns
+	t.conns = nil
+	t.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+	return nil
+}
+
+type shmLink struct {
+	m         *shmMap
+	side      int
+	peerPid   int
+	lastCheck atomic.Int64 // unix nanoseconds of the last liveness check
+	gone      atomic.Bool
+}
+
+func (l *shmLink) state() error {
+	if atomic.LoadUint64(l.m.u64(shmOffClosed+64*l.side)) != 0 {
+		return ErrClosed
+	}
+	if l.gone.Load() || atomic.LoadUint64(l.m.u64(shmOffClosed+64*(1-l.side))) != 0 {
+		return ErrPeerGone
+	}
+	return nil
+}
+
+func (l *shmLink) wait(deadline time.Time, n int, _ bool) error {
+	if n > 0 && n%64 == 0 {
+		now := time.Now()
+		if !deadline.IsZero() && !now.Before(deadline) {
+			return ErrTimeout
+		}
+		if last := l.lastCheck.Load(); now.UnixNano()-last >= int64(ShmLivenessPeriod) && l.lastCheck.CompareAndSwap(last, now.UnixNano()) {
+			if err := syscall.Kill(l.peerPid, 0); errors.Is(err, syscall.ESRCH) {
+				l.gone.Store(true)
+			}
+		}
+	}
+	backoff(n)
+	return nil
+}
+
+func (l *shmLink) notify(bool) {}
+
+// backoff waits a little longer the more often it is called in a row: spin, then yield the thread,
+// then sleep up to 50 µs.
+func backoff(n int) {
+	switch {
+	case n < 16:
+		runtime.Gosched()
+	case n < 256:
+		syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+	default:
+		d := time.Duration(n-255) * time.Microsecond
+		time.Sleep(min(d, 50*time.Microsecond))
+	}
+}
+
+func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
