@@ -67,10 +67,23 @@ func (a Algo) String() string {
 	return fmt.Sprintf("Algo(%d)", int(a))
 }
 
-// ParseAlgo accepts NCCL's algorithm names case-insensitively.
+// algoLogNames are ncclAlgoToString's spellings, used in the per-call TUNING line.
+var algoLogNames = [...]string{"TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT"}
+
+// LogName is the spelling of NCCL's per-call TUNING line ("RING", "NVLS_TREE").
+func (a Algo) LogName() string {
+	if a >= 0 && a < NumAlgos {
+		return algoLogNames[a]
+	}
+	return a.String()
+}
+
+// ParseAlgo accepts NCCL's algorithm names case-insensitively, in the table spelling
+// ("NVLSTree") or the log spelling ("NVLS_TREE").
 func ParseAlgo(s string) (Algo, error) {
+	k := strings.ReplaceAll(strings.TrimSpace(s), "_", "")
 	for i, n := range algoNames {
-		if strings.EqualFold(n, strings.TrimSpace(s)) {
+		if strings.EqualFold(n, k) {
 			return Algo(i), nil
 		}
 	}
@@ -94,6 +107,14 @@ func (p Proto) String() string {
 		return protoNames[p]
 	}
 	return fmt.Sprintf("Proto(%d)", int(p))
+}
+
+// LogName is the spelling of NCCL's per-call TUNING line ("LL", "LL128", "SIMPLE").
+func (p Proto) LogName() string {
+	if p >= 0 && p < NumProtos {
+		return strings.ToUpper(protoNames[p])
+	}
+	return p.String()
 }
 
 // ParseProto accepts NCCL's protocol names case-insensitively.

@@ -1,0 +1,215 @@
+package tuning
+
+import (
+	"fmt"
+	"math"
+)
+
+// Graph ids, as NCCL numbers its per-communicator search graphs (fact sheet §4.1, init.cc).
+const (
+	GraphRing          = 0
+	GraphTree          = 1
+	GraphCollNetChain  = 2
+	GraphNVLS          = 3
+	GraphCollNetDirect = 4
+	NumGraphs          = 5
+)
+
+// Tree patterns (NCCL_TOPO_PATTERN_*, fact sheet §4.1).
+const (
+	PatternBalancedTree  = 1
+	PatternSplitTree     = 2
+	PatternTree          = 3
+	PatternRing          = 4
+	PatternNVLS          = 5
+	PatternCollNetDirect = 6
+)
+
+// GraphInfo is what the tuning model reads from one search graph (fact sheet §4.1): the
+// cross-rank agreed values of §4.4 (min channels and bandwidths, max path types).
+// NChannels is the search channel count, before the postset twin of §4.6 step 2.
+type GraphInfo struct {
+	Pattern      int
+	NChannels    int
+	BwIntra      float64 // GB/s per channel on GPU↔GPU hops
+	BwInter      float64 // GB/s per channel on GPU↔NET hops
+	TypeIntra    PathType
+	TypeInter    PathType
+	LatencyInter float64 // µs, the start NET's latency
+	SameChannels bool
+	CrossNic     int
+}
+
+// Comm describes one communicator as the tuning model sees it. Build it by hand (tests, what-if
+// studies) or from the search result.
+type Comm struct {
+	NRanks, NNodes int
+	// CCMin and CCMax are the smallest and largest CUDA compute capability over the ranks
+	// (90 for H100/H200, 100 for B200).
+	CCMin, CCMax int
+	// CPUArch is "x86", "arm", "power" (or ""), CPUVendor "intel", "amd", "zhaoxin", "mixed" (or "").
+	CPUArch, CPUVendor string
+	// Graphs by id: GraphRing, GraphTree, GraphCollNetChain, GraphNVLS, GraphCollNetDirect.
+	// A graph that was not searched has NChannels 0.
+	Graphs [NumGraphs]GraphInfo
+	// NChannels is the communicator's collective channel count after the postset twin and the
+	// duplication rules of §4.6; 0 means derive it with DeriveNChannels.
+	NChannels int
+	// NVLSSupport: NVLS multicast available (NVSwitch, cc ≥ 90, NCCL_NVLS_ENABLE). NVLSChannels is
+	// comm->nvlsChannels (0 → the §5.6 default for the compute capability).
+	NVLSSupport  bool
+	NVLSChannels int
+	NVLSHeads    int // NVLS heads per channel (chunking, §5.7); 0 → NRanks/NNodes
+	// CollNetSupport: a CollNet (SHARP) plugin is usable. CollNetChainSupport: the chain graph was
+	// found. CollNetAGRS: the plugin provides iallgather/ireducescatter and every node has at most
+	// collNetHeadsNum local ranks (§5.2 step 3, last rule). CollNetDirectHeads/Depth and
+	// CollNetChainDepth feed §5.7.
+	CollNetSupport      bool
+	CollNetChainSupport bool
+	CollNetAGRS         bool
+	CollNetDirectHeads  int
+	CollNetDirectDepth  int
+	CollNetChainDepth   int
+	// HasNVSwitch: the node has an NVSwitch (CollNetDirect needs one, §5.4).
+	HasNVSwitch bool
+	// MaxTreePattern is the largest tree pattern over ranks (§4.4); 0 → Graphs[GraphTree].Pattern.
+	MaxTreePattern int
+	// DeviceNet: the network is device-driven (GIN/UNPACK); PAT needs host-side networking.
+	DeviceNet bool
+	// MaxLocalRanks is the largest number of ranks on one node; 0 → ceil(NRanks/NNodes).
+	MaxLocalRanks int
+	// P2P (§4.8): channels per peer and in total; 0 → derived defaults.
+	P2PChannelsPerPeer int
+	P2PNChannels       int
+	// AllNVLink: every intra-node peer is reached over NVLink (P2P chunk size, §5.8).
+	AllNVLink bool
+}
+
+// ppn is ranks per node as NCCL computes it (a float, §5.2).
+func (c *Comm) ppn() float64 { return float64(c.NRanks) / float64(c.NNodes) }
+
+func (c *Comm) maxLocalRanks() int {
+	if c.MaxLocalRanks > 0 {
+		return c.MaxLocalRanks
+	}
+	return (c.NRanks + c.NNodes - 1) / c.NNodes
+}
+
+func (c *Comm) maxTreePattern() int {
+	if c.MaxTreePattern > 0 {
+		return c.MaxTreePattern
+	}
+	return c.Graphs[GraphTree].Pattern
+}
+
+// compCapIndex is NCCL's compute-capability class (§5): 0 Volta, 1 Ampere, 2 Hopper, 3 Blackwell.
+func compCapIndex(cc int) int {
+	switch {
+	case cc >= 100:
+		return 3
+	case cc >= 90:
+		return 2
+	case cc >= 80:
+		return 1
+	}
+	return 0
+}
+
+// scaleIndex is the node-count class s of §5: 0 one node, 1 two nodes, 2 three or more.
+func (c *Comm) scaleIndex() int {
+	switch {
+	case c.NNodes <= 1:
+		return 0
+	case c.NNodes == 2:
+		return 1
+	}
+	return 2
+}
+
+func (c *Comm) isAMD() bool { return c.CPUVendor == "amd" || c.CPUVendor == "mixed" }
+
+// Validate reports impossible inputs by field name.
+func (c *Comm) Validate() error {
+	if c == nil {
+		return fmt.Errorf("tuning: nil Comm")
+	}
+	if c.NRanks < 1 || c.NRanks > 1<<24 {
+		return fmt.Errorf("tuning: Comm.NRanks %d out of range 1..%d", c.NRanks, 1<<24)
+	}
+	if c.NNodes < 1 || c.NNodes > c.NRanks {
+		return fmt.Errorf("tuning: Comm.NNodes %d out of range 1..NRanks (%d)", c.NNodes, c.NRanks)
+	}
+	if c.NRanks > 1 && (c.CCMin <= 0 || c.CCMax < c.CCMin) {
+		return fmt.Errorf("tuning: Comm.CCMin/CCMax %d/%d invalid (want 0 < CCMin <= CCMax, e.g. 90)", c.CCMin, c.CCMax)
+	}
+	if c.NChannels < 0 || c.NChannels > MaxChannels {
+		return fmt.Errorf("tuning: Comm.NChannels %d out of range 0..%d", c.NChannels, MaxChannels)
+	}
+	for i, g := range c.Graphs {
+		if g.NChannels < 0 || g.NChannels > MaxChannels {
+			return fmt.Errorf("tuning: Comm.Graphs[%d] (%s) nChannels %d out of range 0..%d", i, graphNames[i], g.NChannels, MaxChannels)
+		}
+		for _, v := range []float64{g.BwIntra, g.BwInter, g.LatencyInter} {
+			if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("tuning: Comm.Graphs[%d] (%s) has a negative or non-finite bandwidth/latency", i, graphNames[i])
+			}
+		}
+	}
+	if c.NRanks > 1 && c.Graphs[GraphRing].NChannels == 0 {
+		return fmt.Errorf("tuning: Comm.Graphs[GraphRing] has no channel (a communicator of %d ranks needs a ring)", c.NRanks)
+	}
+	return nil
+}
+
+var graphNames = [NumGraphs]string{"ring", "tree", "collnet chain", "nvls", "collnet direct"}
+
+// MaxChannels is NCCL's MAXCHANNELS (fact sheet §2.3).
+const MaxChannels = 64
+
+// algoGraph maps an algorithm to the graph its model reads (fact sheet §4.1).
+func algoGraph(a Algo) int {
+	switch a {
+	case Tree, PAT:
+		return GraphTree
+	case Ring:
+		return GraphRing
+	case CollNetDirect:
+		return GraphCollNetDirect
+	case CollNetChain:
+		return GraphCollNetChain
+	}
+	return GraphNVLS // NVLS, NVLSTree
+}
+
+// DeriveNChannels applies §4.6 steps 2–6 to the ring graph: the postset twin, the CollNet ×1.5,
+// the Hopper multi-node ×2 and the clamp to NCCL_MIN/MAX_NCHANNELS. Device networking (step 5) is
+// applied when c.DeviceNet is set.
+func DeriveNChannels(c *Comm, cfg *Config) int {
+	ring := c.Graphs[GraphRing]
+	n := ring.NChannels
+	if tree := c.Graphs[GraphTree].NChannels; tree > 0 && tree < n {
+		n = tree // ring and tree share min(tree, ring) (§4.4)
+	}
+	n = min(MaxChannels, 2*n) // step 2, postset twin
+	chain := c.Graphs[GraphCollNetChain]
+	if c.CollNetSupport && chain.NChannels > 0 && chain.BwIntra > chain.BwInter && c.NRanks != c.NNodes {
+		n = min(MaxChannels, n*3/2) // step 3
+	}
+	if c.CCMin >= 90 && c.NNodes > 1 && ring.BwIntra > 45 && n < 16 {
+		n = min(MaxChannels, 2*n) // step 4
+	}
+	if c.DeviceNet && c.NNodes > 1 && n < 16 {
+		n = min(MaxChannels, 2*n) // step 5
+	}
+	lo, hi := 1, MaxChannels
+	if cfg != nil {
+		if cfg.MinNChannels > 0 {
+			lo = cfg.MinNChannels
+		}
+		if cfg.MaxNChannels > 0 {
+			hi = min(hi, cfg.MaxNChannels)
+		}
+	}
+	n = min(max(n, lo), hi)
+	return max(n, 1)
+}

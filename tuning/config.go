@@ -1,0 +1,262 @@
+package tuning
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Config is the environment NCCL's tuner reads. The zero value is NCCL's default for
+// DefaultRelease; ConfigFromEnv fills it from NCCL_* variables.
+type Config struct {
+	// Version is the NCCL release whose constants apply ("2.28" default, "2.30").
+	Version string
+	// Algo and Proto are NCCL_ALGO and NCCL_PROTO in NCCL's syntax (§5.4):
+	// "ring,tree", "^nvls", "allreduce:tree;allgather:^pat" (case-insensitive).
+	Algo, Proto string
+	// MinNChannels/MaxNChannels: NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS (0 = unset).
+	MinNChannels, MaxNChannels int
+	// NThreads and LL128NThreads: NCCL_NTHREADS / NCCL_LL128_NTHREADS (0 = unset).
+	NThreads, LL128NThreads int
+	// BuffSize, LLBuffSize, LL128BuffSize: NCCL_BUFFSIZE, NCCL_LL_BUFFSIZE, NCCL_LL128_BUFFSIZE in
+	// bytes (0 = default, §6.1).
+	BuffSize, LLBuffSize, LL128BuffSize int64
+	// NetOverheadNs is NCCL_NET_OVERHEAD in ns (nil = unset: 1 µs Intel/other, 2 µs AMD, §5.3).
+	NetOverheadNs *float64
+	// PatEnable is NCCL_PAT_ENABLE: nil = auto (cc ≥ 60, one GPU per node, host networking).
+	PatEnable *bool
+	// LL128C2C is NCCL_LL128_C2C (nil = default 1): on cc ≥ 90 the LL128 auto rule accepts inter
+	// paths up to PXN instead of PXB (§5.4).
+	LL128C2C *bool
+	// ThreadThresholds is NCCL_THREAD_THRESHOLDS: "treeLL treeLL128 treeSimple ringLL ringLL128
+	// ringSimple" bytes per thread; negative entries keep the default.
+	ThreadThresholds string
+	// P2PLLThreshold: NCCL_P2P_LL_THRESHOLD (0 = 16384). P2P chunk sizes: NCCL_P2P_NET_CHUNKSIZE,
+	// NCCL_P2P_NVL_CHUNKSIZE, NCCL_P2P_PCI_CHUNKSIZE (0 = defaults, §5.8).
+	P2PLLThreshold                                       int64
+	P2PNetChunkSize, P2PNVLChunkSize, P2PPCIChunkSize    int64
+	AllocP2PNetLLBuffers                                 bool
+	NVLSChunkSize                                        int64 // NCCL_NVLS_CHUNKSIZE (0 = 128 KiB)
+	// Overrides are tuner-file rules (see ParseOverrides), applied per call after the model.
+	Overrides []Override
+}
+
+// ConfigFromEnv reads NCCL's variables through getenv (os.Getenv in a program). Bad values are
+// errors naming the variable.
+func ConfigFromEnv(getenv func(string) string) (*Config, error) {
+	c := &Config{}
+	c.Algo = getenv("NCCL_ALGO")
+	c.Proto = getenv("NCCL_PROTO")
+	ints := []struct {
+		name  string
+		alias string
+		dst   *int
+		lo    int
+		hi    int
+	}{
+		{"NCCL_MIN_NCHANNELS", "NCCL_MIN_NRINGS", &c.MinNChannels, 1, MaxChannels},
+		{"NCCL_MAX_NCHANNELS", "NCCL_MAX_NRINGS", &c.MaxNChannels, 1, MaxChannels},
+		{"NCCL_NTHREADS", "", &c.NThreads, 1, 1 << 16},
+		{"NCCL_LL128_NTHREADS", "", &c.LL128NThreads, 1, 1 << 16},
+	}
+	for _, v := range ints {
+		s := getenv(v.name)
+		name := v.name
+		if s == "" && v.alias != "" {
+			s, name = getenv(v.alias), v.alias
+		}
+		if s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < v.lo || n > v.hi {
+			return nil, fmt.Errorf("tuning: %s=%q: want an integer in %d..%d", name, s, v.lo, v.hi)
+		}
+		*v.dst = n
+	}
+	sizes := []struct {
+		name string
+		dst  *int64
+	}{
+		{"NCCL_BUFFSIZE", &c.BuffSize}, {"NCCL_LL_BUFFSIZE", &c.LLBuffSize}, {"NCCL_LL128_BUFFSIZE", &c.LL128BuffSize},
+		{"NCCL_P2P_LL_THRESHOLD", &c.P2PLLThreshold}, {"NCCL_P2P_NET_CHUNKSIZE", &c.P2PNetChunkSize},
+		{"NCCL_P2P_NVL_CHUNKSIZE", &c.P2PNVLChunkSize}, {"NCCL_P2P_PCI_CHUNKSIZE", &c.P2PPCIChunkSize},
+		{"NCCL_NVLS_CHUNKSIZE", &c.NVLSChunkSize},
+	}
+	for _, v := range sizes {
+		s := strings.TrimSpace(getenv(v.name))
+		if s == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(s, 0, 64)
+		if err != nil || n <= 0 || n > 1<<40 {
+			return nil, fmt.Errorf("tuning: %s=%q: want a positive number of bytes", v.name, s)
+		}
+		*v.dst = n
+	}
+	if s := strings.TrimSpace(getenv("NCCL_NET_OVERHEAD")); s != "" {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || f < 0 {
+			return nil, fmt.Errorf("tuning: NCCL_NET_OVERHEAD=%q: want a non-negative number of ns", s)
+		}
+		c.NetOverheadNs = &f
+	}
+	bools := []struct {
+		name string
+		dst  **bool
+	}{{"NCCL_PAT_ENABLE", &c.PatEnable}, {"NCCL_LL128_C2C", &c.LL128C2C}}
+	for _, v := range bools {
+		s := strings.TrimSpace(getenv(v.name))
+		if s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return nil, fmt.Errorf("tuning: %s=%q: want 0 or 1 (2 = auto for NCCL_PAT_ENABLE)", v.name, s)
+		}
+		if v.name == "NCCL_PAT_ENABLE" && n == 2 {
+			continue // auto
+		}
+		b := n != 0
+		*v.dst = &b
+	}
+	if s := strings.TrimSpace(getenv("NCCL_ALLOC_P2P_NET_LL_BUFFERS")); s != "" {
+		c.AllocP2PNetLLBuffers = s != "0"
+	}
+	c.ThreadThresholds = getenv("NCCL_THREAD_THRESHOLDS")
+	if _, err := c.threadThresholds(2); err != nil {
+		return nil, err
+	}
+	if _, err := ConstantsFor(c.Version); err != nil {
+		return nil, err
+	}
+	if _, err := parseEnableList("NCCL_ALGO", c.Algo, algoNames[:]); err != nil {
+		return nil, err
+	}
+	if _, err := parseEnableList("NCCL_PROTO", c.Proto, protoNames[:]); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Config) buffSize(p Proto) int64 {
+	switch p {
+	case LL:
+		if c.LLBuffSize > 0 {
+			return c.LLBuffSize
+		}
+		return defaultLLBuffSize
+	case LL128:
+		if c.LL128BuffSize > 0 {
+			return c.LL128BuffSize
+		}
+		return defaultLL128BuffSize
+	}
+	if c.BuffSize > 0 {
+		return c.BuffSize
+	}
+	return defaultSimpleBuffSize
+}
+
+// threadThresholds returns NCCL's threadThresholds[algo][proto] (§5.6) with NCCL_THREAD_THRESHOLDS
+// applied to the Tree and Ring rows.
+func (c *Config) threadThresholds(nRanks int) ([NumAlgos][NumProtos]int64, error) {
+	var t [NumAlgos][NumProtos]int64
+	for a := range t {
+		t[a] = [NumProtos]int64{llThreadThreshold, ll128ThreadThreshold, simpleThreadThreshold}
+	}
+	t[Ring][LL] *= int64(nRanks)
+	t[CollNetDirect][Simple] = collNetThreadThresh
+	t[CollNetChain][Simple] = collNetThreadThresh
+	if strings.TrimSpace(c.ThreadThresholds) == "" {
+		return t, nil
+	}
+	f := strings.Fields(c.ThreadThresholds)
+	if len(f) > 6 {
+		return t, fmt.Errorf("tuning: NCCL_THREAD_THRESHOLDS=%q: want at most 6 numbers (treeLL treeLL128 treeSimple ringLL ringLL128 ringSimple)", c.ThreadThresholds)
+	}
+	for i, s := range f {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return t, fmt.Errorf("tuning: NCCL_THREAD_THRESHOLDS=%q: field %d %q is not an integer", c.ThreadThresholds, i+1, s)
+		}
+		if v >= 0 {
+			t[[]Algo{Tree, Ring}[i/3]][Proto(i%3)] = v
+		}
+	}
+	return t, nil
+}
+
+// funcSpellings are the function prefixes NCCL_ALGO/NCCL_PROTO accept (§5.4).
+var funcSpellings = [NumTunedFuncs]string{"broadcast", "reduce", "allgather", "reducescatter", "allreduce"}
+
+// parseEnableList parses NCCL_ALGO / NCCL_PROTO (§5.4): "elem,elem;func:elem,…;func:^elem". A list
+// sets the listed elements and clears the rest; "^list" clears the listed and sets the others. Only
+// the first entry may omit the function prefix; it applies to every function. The result is
+// enable[func][elem]; -1 means "not set by the user" (the default applies).
+func parseEnableList(varName, s string, elems []string) ([NumTunedFuncs][]int, error) {
+	var out [NumTunedFuncs][]int
+	for f := range out {
+		out[f] = make([]int, len(elems))
+		for i := range out[f] {
+			out[f][i] = -1
+		}
+	}
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
+	for i, entry := range strings.Split(s, ";") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		funcs := []int{0, 1, 2, 3, 4}
+		list := entry
+		if k := strings.IndexByte(entry, ':'); k >= 0 {
+			name := strings.ToLower(strings.TrimSpace(entry[:k]))
+			list = entry[k+1:]
+			fi := -1
+			for j, fs := range funcSpellings {
+				if fs == name {
+					fi = j
+				}
+			}
+			if fi < 0 {
+				return out, fmt.Errorf("tuning: %s=%q: entry %d: unknown function %q (want broadcast, reduce, allgather, reducescatter, allreduce)", varName, s, i+1, entry[:k])
+			}
+			funcs = []int{fi}
+		} else if i > 0 {
+			return out, fmt.Errorf("tuning: %s=%q: entry %d %q needs a function prefix (only the first entry may omit it)", varName, s, i+1, entry)
+		}
+		list = strings.TrimSpace(list)
+		def, set := 0, 1
+		if strings.HasPrefix(list, "^") {
+			def, set = 1, 0
+			list = list[1:]
+		}
+		vals := make([]int, len(elems))
+		for j := range vals {
+			vals[j] = def
+		}
+		for _, tok := range strings.Split(list, ",") {
+			tok = strings.TrimSpace(tok)
+			if tok == "" {
+				continue
+			}
+			found := false
+			for j, e := range elems {
+				if strings.EqualFold(tok, e) {
+					vals[j] = set
+					found = true
+				}
+			}
+			if !found {
+				return out, fmt.Errorf("tuning: %s=%q: entry %d: unknown element %q (want one of %s)", varName, s, i+1, tok, strings.Join(elems, ", "))
+			}
+		}
+		for _, f := range funcs {
+			copy(out[f], vals)
+		}
+	}
+	return out, nil
+}

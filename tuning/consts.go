@@ -1,0 +1,201 @@
+package tuning
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Hardware classes of NCCL's latency table (fact sheet §5).
+const (
+	hwNVLink = 0
+	hwPCI    = 1
+	hwNet    = 2
+)
+
+// Constants are the numbers of NCCL's cost model that a release fixes (fact sheet §5.1, the
+// ncclTunerConstants of 2.28+), plus the few scheduling constants that changed between releases.
+// Indices: [algo][proto], [hw][algo][proto], [compCapIndex][scale].
+type Constants struct {
+	Release string
+
+	BaseLat [NumAlgos][NumProtos]float64
+	HwLat   [3][NumAlgos][NumProtos]float64
+
+	LLMaxBws             [4][3]float64
+	PerChMaxRingLL128Bws [4][3]float64
+	PerChMaxTreeLL128Bws [4][3]float64
+	PerChMaxTreeBws      [4][3]float64
+	PerChMaxNVLSTreeBws  [4][3]float64
+	NVLSEfficiency       [4]float64
+
+	// LL128AnyCCAtLeast90: the LL128 auto rule accepts mixed compute capabilities when all are ≥ 90
+	// (2.30; 2.27–2.29 require a uniform cc, fact sheet §5.4).
+	LL128AnyCCAtLeast90 bool
+	// MinTrafficPerChannel is scheduleCollTasksToPlan's smallest per-channel traffic (enqueue.cc);
+	// TrafficPerChannelRoundUp selects the 2.29+ rule trafficPerChannel = roundUp16(traffic/nCh)
+	// instead of the 2.28 rule max(MinTrafficPerChannel, traffic/nCh).
+	MinTrafficPerChannel     int64
+	TrafficPerChannelRoundUp bool
+}
+
+// hopper etc. are the compCapIndex rows.
+const (
+	ccVolta = iota
+	ccAmpere
+	ccHopper
+	ccBlackwell
+)
+
+// releases is the one table of versioned constants, keyed by NCCL release. 2.30 is written out in
+// full from the fact sheet (§5.1, NCCL 2.30.7 ncclTunerConstantsDefaults); 2.28 is derived from it by
+// the history notes of §5.1 (each difference is named in newReleases below).
+var releases = newReleases()
+
+// DefaultRelease is the release Config uses when Version is empty.
+const DefaultRelease = "2.28"
+
+func newReleases() map[string]*Constants {
+	v230 := &Constants{
+		Release: "2.30",
+		// Base latency µs [LL, LL128, Simple] (2.30.7 §5.1). Tree Simple base is 8.4 since 2.23 (≤2.22: 0).
+		BaseLat: [NumAlgos][NumProtos]float64{
+			Tree:          {6.8, 14.0, 8.4},
+			Ring:          {6.6, 14.0, 8.4},
+			CollNetDirect: {0, 0, 0},
+			CollNetChain:  {0, 0, 0},
+			NVLS:          {0, 0, 0},
+			NVLSTree:      {0, 0, 0},
+			PAT:           {8.0, 8.0, 8.0}, // PAT row since 2.28 (2.23–2.27 added a literal 8 µs)
+		},
+		// Hardware latency µs [hw][algo][LL, LL128, Simple] (2.30.7 §5.1).
+		HwLat: [3][NumAlgos][NumProtos]float64{
+			hwNVLink: {
+				Tree: {0.6, 1.25, 4.0}, Ring: {0.6, 1.9, 3.4},
+				CollNetDirect: {0, 0, 3.7}, CollNetChain: {0, 0, 2.8},
+				NVLS: {0, 0, 25}, NVLSTree: {0, 0, 25}, PAT: {0, 0, 4.0},
+			},
+			hwPCI: {
+				Tree: {1.0, 1.9, 4.0}, Ring: {1.0, 2.5, 5.7},
+				CollNetDirect: {0, 0, 3.7}, CollNetChain: {0, 0, 2.8},
+				NVLS: {0, 0, 0}, NVLSTree: {0, 0, 0}, PAT: {0, 0, 4.0},
+			},
+			hwNet: {
+				Tree: {5.0, 8.5, 14}, Ring: {2.7, 4.0, 14.0},
+				CollNetDirect: {0, 0, 31}, CollNetChain: {0, 0, 30},
+				NVLS: {0, 0, 18},
+				NVLSTree: {0, 0, 20.9}, // 20.9 from 2.29 (14 until 2.28)
+				PAT:      {0, 0, 14},
+			},
+		},
+		// Per-channel caps GB/s [compCapIndex][s] (2.30.7 §5.1). llMaxBws rows are indexed by
+		// index1 (single node: compCapIndex; multi-node: 0 Intel, 1 AMD/mixed).
+		LLMaxBws: [4][3]float64{
+			{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}, {282.0, 90.0, 70.0},
+		},
+		PerChMaxRingLL128Bws: [4][3]float64{
+			{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 36.7},
+			{40, 40, 40}, // Blackwell: 40 in 2.30 (2×36.7 in 2.28, 34.5/34.6/34.5 in 2.29)
+		},
+		PerChMaxTreeLL128Bws: [4][3]float64{
+			{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 29.0}, {55.6, 31.67, 20.0},
+		},
+		PerChMaxTreeBws: [4][3]float64{
+			{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {70.0, 42.8, 24.0},
+		},
+		PerChMaxNVLSTreeBws: [4][3]float64{ // since 2.28
+			{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {0.0, 57.7, 45.5}, {0.0, 96.0, 80.0},
+		},
+		NVLSEfficiency:      [4]float64{0, 0, 0.85, 0.74}, // since 2.28
+		LL128AnyCCAtLeast90: true,                         // 2.30 LL128 auto rule (§5.4)
+		// 2.29+ scheduleCollTasksToPlan: 32 KiB minimal traffic per channel, trafficPerChannel rounded
+		// up to 16 B (checked against a public NCCL 2.29.7 log: Broadcast 32 KiB Simple on 4 channels
+		// uses channel{0..0}).
+		MinTrafficPerChannel:     32 << 10,
+		TrafficPerChannelRoundUp: true,
+	}
+
+	v228 := *v230
+	v228.Release = "2.28"
+	v228.HwLat[hwNet][NVLSTree][Simple] = 14 // NVLSTree NET latency 14 until 2.28 (§5.1 history)
+	// Blackwell ring LL128 per-channel cap was 2×36.7 in 2.28 (§5.1 history).
+	v228.PerChMaxRingLL128Bws[ccBlackwell] = [3]float64{2 * 36.7, 2 * 36.7, 2 * 36.7}
+	// 2.27–2.29: the LL128 auto rule needs a uniform compute capability (§5.4).
+	v228.LL128AnyCCAtLeast90 = false
+	// 2.28 enqueue.cc: MinTrafficPerChannel 16 KiB and trafficPerChannel = max(16 KiB, traffic/nCh).
+	v228.MinTrafficPerChannel = 16 << 10
+	v228.TrafficPerChannelRoundUp = false
+
+	return map[string]*Constants{"2.28": &v228, "2.30": v230}
+}
+
+// Releases lists the releases with a constants table.
+func Releases() []string {
+	out := make([]string, 0, len(releases))
+	for r := range releases {
+		out = append(out, r)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ConstantsFor returns a copy of the constants of release v ("2.28", "2.30"; a patch level such as
+// "2.28.9" selects its minor release).
+func ConstantsFor(v string) (*Constants, error) {
+	key := strings.TrimSpace(v)
+	if key == "" {
+		key = DefaultRelease
+	}
+	if parts := strings.Split(key, "."); len(parts) > 2 {
+		key = parts[0] + "." + parts[1]
+	}
+	c, ok := releases[key]
+	if !ok {
+		return nil, fmt.Errorf("tuning: no constants for NCCL release %q (have %s)", v, strings.Join(Releases(), ", "))
+	}
+	cp := *c
+	return &cp, nil
+}
+
+// Protocol and thread constants that did not change across 2.28–2.30 (fact sheet §5.6, §6.1).
+const (
+	warpSize        = 32
+	maxNThreads     = 640 // NCCL_MAX_NTHREADS
+	simpleMaxThread = 512 // NCCL_SIMPLE_MAX_NTHREADS
+	llMaxThreads    = 512 // NCCL_LL_MAX_NTHREADS
+	ll128MaxThreads = 640 // NCCL_LL128_MAX_NTHREADS
+	pciBw           = 12  // PCI_BW, GB/s (fact sheet §2.3): Ring Simple threads threshold
+
+	ncclSteps = 8 // NCCL_STEPS
+
+	defaultLLBuffSize     = 524288  // 8 lines/thr × 512 thr × 8 steps × 16 B (§6.1)
+	defaultLL128BuffSize  = 4915200 // 120 u64/thr × 640 thr × 8 steps × 8 B (§6.1)
+	defaultSimpleBuffSize = 4 << 20 // DEFAULT_BUFFSIZE (§6.1)
+
+	llThreadThreshold     = 8  // bytes per thread (§5.6)
+	ll128ThreadThreshold  = 8  //
+	simpleThreadThreshold = 64 //
+	collNetThreadThresh   = 512
+
+	p2pLLThreshold = 16384 // NCCL_P2P_LL_THRESHOLD (§5.8)
+	nvlsChunkSize  = 128 << 10
+	maxDevWorkBatchColls = 8 // 1024-B work batch / 128-B ncclDevWorkColl (§5.5 latCount)
+)
+
+// grainSize is ncclProtoGrainSize (§5.7): LL 16 B, LL128 1920 B, Simple 512 B.
+func grainSize(p Proto) int64 {
+	switch p {
+	case LL:
+		return 16
+	case LL128:
+		return 1920
+	}
+	return 512
+}
+
+// treeCorrectionFactor[p][logSize], logSize 0..23 = 64 B … 512 MiB (fact sheet §5.5).
+var treeCorrectionFactor = [NumProtos][24]float32{
+	LL:     {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0},
+	LL128:  {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0},
+	Simple: {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9},
+}

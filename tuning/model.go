@@ -1,0 +1,437 @@
+package tuning
+
+import (
+	"fmt"
+	"math"
+)
+
+// Table is NCCL's per-communicator cost model: latency (µs) and algorithm bandwidth (GB/s) per
+// function × algorithm × protocol, the thread limits, and what selection needs. Values are stored
+// as float32, as NCCL stores them. A cell whose bandwidth is 0 is unusable; its latency is kept (NCCL
+// prints it: a combination disabled by NCCL_ALGO/NCCL_PROTO or an enable rule keeps the latency the
+// model computed, one the model skips has 0/0).
+type Table struct {
+	Comm   Comm
+	Config Config
+	K      *Constants
+
+	// NChannels is the communicator channel count used by selection (§4.6); NVLSChannels the NVLS
+	// channel count (§5.6).
+	NChannels, NVLSChannels int
+
+	Lat [NumTunedFuncs][NumAlgos][NumProtos]float32
+	Bw  [NumTunedFuncs][NumAlgos][NumProtos]float32
+	// MaxThreads is comm->maxThreads[algo][proto] (§5.6), printed in the "Max NThreads" row.
+	MaxThreads [NumAlgos][NumProtos]int
+	// ThreadThresholds is comm->threadThresholds[algo][proto] (bytes per thread, §5.6).
+	ThreadThresholds [NumAlgos][NumProtos]int64
+	// PATEnabled reports the NCCL_PAT_ENABLE rule (§5.2).
+	PATEnabled bool
+}
+
+// Model builds the cost table of a communicator (fact sheet §5.1–§5.4, §5.6).
+func Model(comm *Comm, cfg *Config) (*Table, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	if err := comm.Validate(); err != nil {
+		return nil, err
+	}
+	k, err := ConstantsFor(cfg.Version)
+	if err != nil {
+		return nil, err
+	}
+	algoEn, err := parseEnableList("NCCL_ALGO", cfg.Algo, algoNames[:])
+	if err != nil {
+		return nil, err
+	}
+	protoEn, err := parseEnableList("NCCL_PROTO", cfg.Proto, protoNames[:])
+	if err != nil {
+		return nil, err
+	}
+	tt, err := cfg.threadThresholds(comm.NRanks)
+	if err != nil {
+		return nil, err
+	}
+	t := &Table{Comm: *comm, Config: *cfg, K: k, ThreadThresholds: tt}
+	t.NChannels = comm.NChannels
+	if t.NChannels == 0 {
+		t.NChannels = DeriveNChannels(comm, cfg)
+	} else {
+		if cfg.MinNChannels > 0 {
+			t.NChannels = max(t.NChannels, cfg.MinNChannels)
+		}
+		if cfg.MaxNChannels > 0 {
+			t.NChannels = min(t.NChannels, cfg.MaxNChannels)
+		}
+	}
+	t.NVLSChannels = comm.NVLSChannels
+	if t.NVLSChannels == 0 {
+		t.NVLSChannels = defaultNVLSChannels(comm)
+	}
+	if err := t.setMaxThreads(); err != nil {
+		return nil, err
+	}
+	t.PATEnabled = (cfg.PatEnable == nil || *cfg.PatEnable) && comm.CCMin >= 60 && comm.NRanks == comm.NNodes && !comm.DeviceNet
+	if comm.NRanks <= 1 {
+		return t, nil // NCCL stops after the thread limits for a single rank
+	}
+	for f := Func(0); f < NumTunedFuncs; f++ {
+		for a := Algo(0); a < NumAlgos; a++ {
+			for p := Proto(0); p < NumProtos; p++ {
+				if t.skipped(f, a, p) {
+					continue
+				}
+				bw, lat := t.modelCell(f, a, p)
+				t.Bw[f][a][p] = float32(bw)
+				t.Lat[f][a][p] = float32(lat)
+			}
+		}
+	}
+	t.applyEnables(algoEn, protoEn)
+	return t, nil
+}
+
+// defaultNVLSChannels is comm->nvlsChannels by default (§5.6): 16 on sm90, 24 on sm100 single
+// node, 32 on sm100 multi-node.
+func defaultNVLSChannels(c *Comm) int {
+	if c.CCMin >= 100 {
+		if c.NNodes > 1 {
+			return 32
+		}
+		return 24
+	}
+	return 16
+}
+
+// getNthreads reproduces NCCL's NCCL_NTHREADS validation: not a multiple of a warp → max, above
+// max → max, below min → min, unset → default (§5.6).
+func getNthreads(env, lo, hi, def int) int {
+	if env <= 0 {
+		return def
+	}
+	switch {
+	case env%warpSize != 0:
+		return hi
+	case env > hi:
+		return hi
+	case env < lo:
+		return lo
+	}
+	return env
+}
+
+func (t *Table) setMaxThreads() error {
+	ring := t.Comm.Graphs[GraphRing]
+	simpleDef := simpleMaxThread
+	if ring.BwIntra*float64(ring.NChannels) <= pciBw {
+		simpleDef = 256 // slow PCI rings (§5.6)
+	}
+	nt, ll128nt := t.Config.NThreads, t.Config.LL128NThreads
+	m := &t.MaxThreads
+	m[Ring][Simple] = getNthreads(nt, 2*warpSize, simpleMaxThread, simpleDef)
+	m[Tree][Simple] = getNthreads(nt, 2*warpSize, simpleMaxThread, simpleMaxThread)
+	m[Ring][LL] = getNthreads(nt, 2*warpSize, llMaxThreads, llMaxThreads)
+	m[Tree][LL] = m[Ring][LL]
+	m[Ring][LL128] = getNthreads(ll128nt, ll128MaxThreads/4, ll128MaxThreads, ll128MaxThreads)
+	m[Tree][LL128] = m[Ring][LL128]
+	for _, a := range []Algo{CollNetDirect, CollNetChain, NVLS, NVLSTree} {
+		m[a][Simple] = maxNThreads
+	}
+	// PAT keeps 0 (printed as 0 in NCCL 2.29's table); selection runs it on NCCL_MAX_NTHREADS.
+	return nil
+}
+
+// skipped reports the combinations the model never computes (§5.2): they print 0/0.
+func (t *Table) skipped(f Func, a Algo, p Proto) bool {
+	switch f {
+	case Broadcast, Reduce:
+		if a != Ring {
+			return true
+		}
+	case AllGather, ReduceScatter:
+		if a != Ring && a != PAT && a != NVLS && a != CollNetDirect {
+			return true
+		}
+	case AllReduce:
+		if a == PAT {
+			return true
+		}
+	}
+	if (a == NVLS || a == NVLSTree) && (p != Simple || t.Comm.Graphs[GraphNVLS].NChannels < 2) {
+		return true
+	}
+	if a == PAT && (p != Simple || !t.PATEnabled) {
+		return true
+	}
+	return false
+}
+
+// modelCell computes algorithm bandwidth (GB/s) and latency (µs) of one cell (§5.2, §5.3).
+func (t *Table) modelCell(f Func, a Algo, p Proto) (bw, lat float64) {
+	c, k := &t.Comm, t.K
+	g := c.Graphs[algoGraph(a)]
+	nRanks, nNodes := float64(c.NRanks), c.NNodes
+	ppn := c.ppn()
+	cci := compCapIndex(c.CCMin)
+	s := c.scaleIndex()
+	nCh := float64(g.NChannels)
+
+	nsteps := nRanks
+	switch f {
+	case AllReduce:
+		nsteps = 2 * (nRanks - 1)
+	case AllGather, ReduceScatter:
+		nsteps = nRanks - 1
+	}
+	collNet := a == CollNetDirect || a == CollNetChain
+
+	// §5.2 step 1–2.
+	b := g.BwInter
+	if nNodes <= 2 || collNet {
+		b = g.BwIntra
+	}
+	if a == NVLS || a == NVLSTree {
+		intra := g.BwIntra * k.NVLSEfficiency[cci] * (nCh - 1) / nCh
+		if f == AllReduce {
+			intra *= 2
+		} else {
+			intra *= (ppn - 1) / ppn
+		}
+		inter := g.BwInter
+		if a == NVLSTree && nNodes <= 2 {
+			inter *= 2
+		}
+		b = math.Min(intra, inter)
+		if a == NVLSTree {
+			b = math.Min(b, k.PerChMaxNVLSTreeBws[cci][s])
+		}
+	}
+	busBw := nCh * b
+
+	// §5.2 step 3, in NCCL's order.
+	index1 := cci
+	if nNodes > 1 {
+		index1 = 0
+		if c.isAMD() {
+			index1 = 1
+		}
+	}
+	llMaxBw := k.LLMaxBws[index1][s]
+	if a == Ring && p == LL {
+		busBw = math.Min(llMaxBw, busBw*0.5)
+	}
+	if a == Ring && p == LL128 {
+		busBw = math.Min(busBw*0.92, nCh*k.PerChMaxRingLL128Bws[cci][s])
+	}
+	if a == Tree && f == AllReduce {
+		busBw = math.Min(busBw*0.92, nCh*k.PerChMaxTreeBws[cci][s])
+	}
+	if a == Tree && p == LL {
+		busBw = math.Min(busBw/3.8, llMaxBw)
+	}
+	if a == Tree && p == LL128 {
+		fac := 120.0 / 128.0
+		if nNodes == 1 {
+			fac = 7.0 / 9.0
+		}
+		busBw = math.Min(busBw*fac, nCh*k.PerChMaxTreeLL128Bws[cci][s])
+	}
+	if a == Tree && c.maxTreePattern() == PatternTree {
+		busBw *= 0.85
+	}
+	if a == PAT {
+		busBw *= 0.75
+	}
+	if collNet && p != Simple {
+		busBw = 0
+	}
+	if a == CollNetDirect && p == Simple {
+		if f == AllGather || f == ReduceScatter {
+			busBw = ppn * math.Min(g.BwIntra, 0.9*g.BwInter)
+		} else {
+			r := ppn / nCh
+			r -= (r - 1) / 2
+			busBw /= r
+			if c.CCMin >= 90 {
+				busBw *= 0.85
+			}
+		}
+	}
+	if (a == NVLS || a == CollNetDirect) && p == Simple && (f == AllGather || f == ReduceScatter) && nNodes > 1 {
+		if !(c.CollNetSupport && c.CollNetAGRS) {
+			busBw = 0
+		}
+	}
+
+	// §5.2 step 4: to algorithm bandwidth.
+	ratio := 1.0
+	switch {
+	case (f == AllGather || f == ReduceScatter) && a != Ring:
+		ratio = 1
+	case a == Ring || a == NVLS || a == NVLSTree:
+		ratio = nRanks / nsteps
+	default:
+		ratio = 0.5
+	}
+	bw = busBw * ratio
+
+	// §5.3 latency.
+	intraHw := hwPCI
+	if g.TypeIntra == PathNVL {
+		intraHw = hwNVLink
+	}
+	hw := intraHw
+	if nNodes > 1 {
+		hw = hwNet
+	}
+	hwLat := k.HwLat
+	if c.CPUArch == "power" {
+		hwLat[hwPCI][Tree][Simple] = hwLat[hwPCI][Ring][Simple]
+	}
+	intraLat := hwLat[intraHw][a][p]
+	interLat := hwLat[hwNet][a][p]
+	if ppn == 1 {
+		interLat = hwLat[hwNet][Tree][p]
+	}
+	interLat += g.LatencyInter
+	if p == Simple {
+		interLat += g.LatencyInter // flush
+	}
+	lat = k.BaseLat[a][p]
+	log2Nodes := float64(log2i(int64(nNodes)))
+	switch a {
+	case Ring:
+		if f == Broadcast || f == Reduce {
+			l := hwLat[hw][Ring][p]
+			if c.Graphs[GraphRing].SameChannels {
+				lat += l
+			} else {
+				if p == Simple {
+					l = hwLat[hw][Tree][Simple]
+				}
+				lat += nsteps * l
+			}
+		} else {
+			nInter := 0.0
+			if nNodes > 1 {
+				if f == AllReduce {
+					nInter = 2 * float64(nNodes-1)
+				} else {
+					nInter = float64(nNodes - 1)
+				}
+			}
+			netOH := 0.0
+			if nNodes > 1 {
+				netOH = t.netOverhead()
+				if p == Simple {
+					netOH *= 3
+				}
+			}
+			lat += (nsteps-nInter)*math.Max(intraLat, netOH) + nInter*interLat
+		}
+	case Tree:
+		if f == AllReduce {
+			lat += 2 * ((ppn-1)*intraLat + log2Nodes*interLat)
+		}
+	case CollNetDirect:
+		lat += 2*(math.Min(1, ppn-1)*intraLat+(ppn-1)*0.4) + interLat
+	case CollNetChain:
+		lat += 2*(ppn-1)*intraLat + interLat
+	case NVLS:
+		lat = intraLat
+		if nNodes > 1 {
+			lat += interLat
+		}
+	case NVLSTree:
+		lat += intraLat + 2*log2Nodes*interLat
+	case PAT:
+		lat += log2Nodes*interLat/3.5 + 2.8*nRanks
+	}
+	return bw, lat
+}
+
+// netOverhead is NCCL_NET_OVERHEAD in µs, or 1 µs (Intel, other) / 2 µs (AMD x86) (§5.3).
+func (t *Table) netOverhead() float64 {
+	if t.Config.NetOverheadNs != nil {
+		return *t.Config.NetOverheadNs / 1000
+	}
+	if (t.Comm.CPUArch == "x86" || t.Comm.CPUArch == "") && t.Comm.CPUVendor == "amd" {
+		return 2.0
+	}
+	return 1.0
+}
+
+// ll128Auto is the LL128 "auto" rule for one algorithm's graph (§5.4).
+func (t *Table) ll128Auto(a Algo) bool {
+	c := &t.Comm
+	g := c.Graphs[algoGraph(a)]
+	c2c := t.Config.LL128C2C == nil || *t.Config.LL128C2C
+	interOK := g.TypeInter <= PathPXB
+	if c2c && c.CCMin >= 90 {
+		interOK = g.TypeInter <= PathPXN
+	}
+	ccOK := c.CCMin == c.CCMax || (t.K.LL128AnyCCAtLeast90 && c.CCMin >= 90)
+	return interOK && g.TypeIntra <= PathNVB && ccOK && c.CCMin >= 70
+}
+
+// algoHardwareEnabled reports the algorithm rules of §5.4 that no user setting overrides.
+func (t *Table) algoHardwareEnabled(a Algo) bool {
+	c := &t.Comm
+	switch a {
+	case NVLSTree:
+		return c.NNodes > 1 && c.NVLSSupport
+	case NVLS:
+		return c.NVLSSupport && (c.NNodes == 1 || c.CollNetSupport)
+	case CollNetChain:
+		return c.CollNetSupport && c.CollNetChainSupport
+	case CollNetDirect:
+		return c.CollNetSupport && c.HasNVSwitch
+	}
+	return true
+}
+
+func (t *Table) applyEnables(algoEn, protoEn [NumTunedFuncs][]int) {
+	for f := Func(0); f < NumTunedFuncs; f++ {
+		for a := Algo(0); a < NumAlgos; a++ {
+			aOn := t.algoHardwareEnabled(a) && algoEn[f][a] != 0
+			for p := Proto(0); p < NumProtos; p++ {
+				pOn := protoEn[f][p] != 0
+				if p == LL128 && protoEn[f][p] == -1 {
+					pOn = t.ll128Auto(a)
+				}
+				if !aOn || !pOn {
+					t.Bw[f][a][p] = 0
+				}
+			}
+		}
+	}
+}
+
+// Enabled reports whether the cell can be selected (non-zero bandwidth).
+func (t *Table) Enabled(f Func, a Algo, p Proto) bool {
+	if f < 0 || f >= NumTunedFuncs || a < 0 || a >= NumAlgos || p < 0 || p >= NumProtos {
+		return false
+	}
+	return t.Bw[f][a][p] != 0
+}
+
+// log2i is floor(log2(n)) for n ≥ 1 and -1 for n ≤ 0 (NCCL's log2i).
+func log2i(n int64) int {
+	if n <= 0 {
+		return -1
+	}
+	l := -1
+	for n > 0 {
+		n >>= 1
+		l++
+	}
+	return l
+}
+
+func checkFunc(f Func) error {
+	if f < 0 || f >= NumTunedFuncs {
+		return fmt.Errorf("tuning: %v has no row in NCCL's cost table (want Broadcast, Reduce, AllGather, ReduceScatter, AllReduce)", f)
+	}
+	return nil
+}

@@ -1,0 +1,147 @@
+package tuning
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Lines returns the TUNING table as NCCL prints it at init (rank 0, after "NCCL INFO "): blocks of
+// three algorithms, each with an "Algorithm" row, a "Protocol" row (always nine cells, as NCCL
+// prints it even for the last, one-algorithm block), a "Max NThreads" row and one row per function
+// of "latency/bandwidth" cells ("%8.1f/%6.1f |").
+func (t *Table) Lines() []string {
+	var out []string
+	for block := 0; block < (int(NumAlgos)+2)/3; block++ {
+		var b strings.Builder
+		b.WriteString("  Algorithm   |")
+		for ba := 0; ba < 3; ba++ {
+			a := Algo(block*3 + ba)
+			if a >= NumAlgos {
+				continue
+			}
+			fmt.Fprintf(&b, " %14s   %14s   %14s |", "", a.String(), "")
+		}
+		out = append(out, b.String())
+		b.Reset()
+		b.WriteString("  Protocol    |")
+		for ba := 0; ba < 3; ba++ {
+			for p := Proto(0); p < NumProtos; p++ {
+				fmt.Fprintf(&b, " %14s |", p.String())
+			}
+		}
+		out = append(out, b.String())
+		b.Reset()
+		b.WriteString(" Max NThreads |")
+		for ba := 0; ba < 3; ba++ {
+			a := Algo(block*3 + ba)
+			if a >= NumAlgos {
+				continue
+			}
+			for p := Proto(0); p < NumProtos; p++ {
+				fmt.Fprintf(&b, " %14d |", t.MaxThreads[a][p])
+			}
+		}
+		out = append(out, b.String())
+		for f := Func(0); f < NumTunedFuncs; f++ {
+			b.Reset()
+			fmt.Fprintf(&b, "%13s |", f.String())
+			for ba := 0; ba < 3; ba++ {
+				a := Algo(block*3 + ba)
+				if a >= NumAlgos {
+					continue
+				}
+				for p := Proto(0); p < NumProtos; p++ {
+					fmt.Fprintf(&b, "%8.1f/%6.1f |", t.Lat[f][a][p], t.Bw[f][a][p])
+				}
+			}
+			out = append(out, b.String())
+		}
+	}
+	return out
+}
+
+// WriteText writes the table lines, each preceded by prefix (e.g. "NCCL INFO ").
+func (t *Table) WriteText(w io.Writer, prefix string) error {
+	for _, l := range t.Lines() {
+		if _, err := fmt.Fprintf(w, "%s%s\n", prefix, l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TableCell is one cell of the table in JSON (NCCL's table spellings: "AllReduce", "Ring",
+// "Simple").
+type TableCell struct {
+	Coll        string  `json:"coll"`
+	Algo        string  `json:"algo"`
+	Proto       string  `json:"proto"`
+	LatUs       float64 `json:"lat_us"`
+	BwGBs       float64 `json:"bw_gbs"`
+	MaxNThreads int     `json:"max_nthreads"`
+}
+
+// ChoiceJSON is one per-call choice in JSON (NCCL's choice-line spellings: "RING", "SIMPLE").
+type ChoiceJSON struct {
+	Coll      string  `json:"coll"`
+	Bytes     int64   `json:"bytes"`
+	Algo      string  `json:"algo"`
+	Proto     string  `json:"proto"`
+	NChannels int     `json:"nchannels"`
+	ChannelLo int     `json:"channel_lo"`
+	ChannelHi int     `json:"channel_hi"`
+	NThreads  int     `json:"nthreads"`
+	ChunkSize int64   `json:"chunk_size"`
+	TimeUs    float64 `json:"time_us"`
+	Override  int     `json:"override_line,omitempty"`
+}
+
+// Report is the JSON document of `simccl tune --json`.
+type Report struct {
+	Version   string       `json:"nccl_version"`
+	NRanks    int          `json:"nranks"`
+	NNodes    int          `json:"nnodes"`
+	NChannels int          `json:"nchannels"`
+	Table     []TableCell  `json:"table"`
+	Choices   []ChoiceJSON `json:"choices"`
+}
+
+// Cells lists every cell in NCCL's order (function, algorithm, protocol).
+func (t *Table) Cells() []TableCell {
+	var out []TableCell
+	for f := Func(0); f < NumTunedFuncs; f++ {
+		for a := Algo(0); a < NumAlgos; a++ {
+			for p := Proto(0); p < NumProtos; p++ {
+				out = append(out, TableCell{Coll: f.String(), Algo: a.String(), Proto: p.String(),
+					LatUs: round4(float64(t.Lat[f][a][p])), BwGBs: round4(float64(t.Bw[f][a][p])),
+					MaxNThreads: t.MaxThreads[a][p]})
+			}
+		}
+	}
+	return out
+}
+
+func round4(v float64) float64 {
+	return float64(int64(v*1e4+0.5)) / 1e4
+}
+
+// NewReport assembles the JSON report of a table and its choices.
+func (t *Table) NewReport(choices []Choice) Report {
+	r := Report{Version: t.K.Release, NRanks: t.Comm.NRanks, NNodes: t.Comm.NNodes, NChannels: t.NChannels,
+		Table: t.Cells(), Choices: []ChoiceJSON{}}
+	for _, c := range choices {
+		r.Choices = append(r.Choices, ChoiceJSON{Coll: c.Func.String(), Bytes: c.Bytes, Algo: c.Algo.LogName(),
+			Proto: c.Proto.LogName(), NChannels: c.NChannels, ChannelLo: c.ChannelLo, ChannelHi: c.ChannelHi,
+			NThreads: c.NThreads, ChunkSize: c.ChunkSize, TimeUs: round4(float64(c.TimeUs)), Override: c.Override})
+	}
+	return r
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
