@@ -33,10 +33,10 @@ type Config struct {
 	ThreadThresholds string
 	// P2PLLThreshold: NCCL_P2P_LL_THRESHOLD (0 = 16384). P2P chunk sizes: NCCL_P2P_NET_CHUNKSIZE,
 	// NCCL_P2P_NVL_CHUNKSIZE, NCCL_P2P_PCI_CHUNKSIZE (0 = defaults, §5.8).
-	P2PLLThreshold                                       int64
-	P2PNetChunkSize, P2PNVLChunkSize, P2PPCIChunkSize    int64
-	AllocP2PNetLLBuffers                                 bool
-	NVLSChunkSize                                        int64 // NCCL_NVLS_CHUNKSIZE (0 = 128 KiB)
+	P2PLLThreshold                                    int64
+	P2PNetChunkSize, P2PNVLChunkSize, P2PPCIChunkSize int64
+	AllocP2PNetLLBuffers                              bool
+	NVLSChunkSize                                     int64 // NCCL_NVLS_CHUNKSIZE (0 = 128 KiB)
 	// Overrides are tuner-file rules (see ParseOverrides), applied per call after the model.
 	Overrides []Override
 }

@@ -83,7 +83,7 @@ func newReleases() map[string]*Constants {
 			hwNet: {
 				Tree: {5.0, 8.5, 14}, Ring: {2.7, 4.0, 14.0},
 				CollNetDirect: {0, 0, 31}, CollNetChain: {0, 0, 30},
-				NVLS: {0, 0, 18},
+				NVLS:     {0, 0, 18},
 				NVLSTree: {0, 0, 20.9}, // 20.9 from 2.29 (14 until 2.28)
 				PAT:      {0, 0, 14},
 			},
@@ -177,8 +177,8 @@ const (
 	simpleThreadThreshold = 64 //
 	collNetThreadThresh   = 512
 
-	p2pLLThreshold = 16384 // NCCL_P2P_LL_THRESHOLD (§5.8)
-	nvlsChunkSize  = 128 << 10
+	p2pLLThreshold       = 16384 // NCCL_P2P_LL_THRESHOLD (§5.8)
+	nvlsChunkSize        = 128 << 10
 	maxDevWorkBatchColls = 8 // 1024-B work batch / 128-B ncclDevWorkColl (§5.5 latCount)
 )
 
