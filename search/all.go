@@ -1,0 +1,190 @@
+package search
+
+// AllOptions steer ComputeAll.
+type AllOptions struct {
+	Options
+	// Nodes is the number of nodes of the communicator (each with this topology). 1 means a
+	// single-node communicator; the caller builds the Topology without NETs then (FromSystem).
+	Nodes int
+	// CollNet says a CollNet (SHARP) plugin is present: the CollNet chain and direct graphs are
+	// searched (NCCL_COLLNET_ENABLE=1 and collNetSupport).
+	CollNet bool
+	// NVLS says whether to search the NVLS graph: nil = NCCL's rule (an NVSwitch and every GPU
+	// sm ≥ 90; NCCL_NVLS_ENABLE left at its default); false = NCCL_NVLS_ENABLE=0.
+	NVLS *bool
+	// Loaded holds graphs read from NCCL_GRAPH_FILE (--graph): a graph with the same id and at
+	// least one channel replaces the search (ncclTopoCompute's NCCL_GRAPH_FILE branch).
+	Loaded []*Graph
+	// MinChannels/MaxChannels are NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS (0 = unset).
+	MinChannels, MaxChannels int
+}
+
+// Result is what NCCL's init computes from the search (init.cc initTransportsRank, 2.28).
+type Result struct {
+	Ring          *Graph `json:"ring"`
+	Tree          *Graph `json:"tree"`
+	CollNetChain  *Graph `json:"collNetChain"`
+	CollNetDirect *Graph `json:"collNetDirect"`
+	NVLS          *Graph `json:"nvls"`
+	// NNodes is the number of nodes of the communicator.
+	NNodes int `json:"nNodes"`
+	// SearchChannels is min(ring, tree) nChannels, before the postset doubling (comm->nChannels
+	// before ncclTopoPostset).
+	SearchChannels int `json:"searchChannels"`
+	// NChannels is the communicator's channel count after the postset rules (§4.6 steps 2–6).
+	NChannels int `json:"nChannels"`
+	// NGPUs is the number of GPUs (ranks) per node.
+	NGPUs int `json:"nGpusPerNode"`
+	// MaxBw, TotalBw are the search's bounds ("=== System : maxBw … totalBw … ===").
+	MaxBw   float64 `json:"maxBw"`
+	TotalBw float64 `json:"totalBw"`
+	// top is the topology the graphs were searched on (for printing and dumping).
+	top *Topology
+}
+
+// Graphs returns the graphs in the order NCCL 2.28 dumps them: ring, tree, CollNet direct,
+// CollNet chain, NVLS.
+func (r *Result) Graphs() []*Graph {
+	return []*Graph{r.Ring, r.Tree, r.CollNetDirect, r.CollNetChain, r.NVLS}
+}
+
+// Topology returns the topology the result was computed on.
+func (r *Result) Topology() *Topology { return r.top }
+
+// emptyGraph is a graph NCCL never searched (CollNet without a plugin, NVLS unsupported): every
+// field zero, as NCCL dumps it (nchannels 0, typeintra LOC).
+func emptyGraph(id int, p Pattern) *Graph { return &Graph{ID: id, Pattern: p} }
+
+// ComputeAll runs the searches NCCL's init runs (ring; tree with ring's channel count; CollNet
+// chain and direct when CollNet is on; NVLS when supported), reduces them across the nodes
+// (§4.4; all nodes share the topology here, so the reduction keeps each graph) and applies the
+// postset channel rules (§4.6).
+func ComputeAll(top *Topology, opts AllOptions) (*Result, error) {
+	if top == nil {
+		return nil, errorf("no topology")
+	}
+	if !top.finished {
+		if err := top.finish(); err != nil {
+			return nil, err
+		}
+	}
+	nodes := opts.Nodes
+	if nodes < 1 {
+		nodes = 1
+	}
+	if nodes > 1 && top.NumNETs() == 0 {
+		return nil, errorf("%d nodes but the topology has no NET to reach the other nodes", nodes)
+	}
+	res := &Result{NNodes: nodes, NGPUs: top.NumGPUs(), MaxBw: top.MaxBw(), TotalBw: top.TotalBw(), top: top}
+	run := func(req Request) (*Graph, error) {
+		for _, l := range opts.Loaded {
+			if l.ID == req.ID && l.NChannels > 0 {
+				if opts.crossNicParam() == 0 && l.CrossNic == 1 {
+					continue // NCCL ignores a crossnic=1 graph when NCCL_CROSS_NIC=0
+				}
+				c := *l
+				c.MinChannels, c.MaxChannels, c.CollNet = req.MinChannels, req.MaxChannels, req.CollNet
+				return &c, nil
+			}
+		}
+		return Compute(top, req, opts.Options)
+	}
+	var err error
+	if res.Ring, err = run(Request{ID: IDRing, Pattern: PatternRing, MinChannels: 1, MaxChannels: MaxChannels / 2}); err != nil {
+		return nil, err
+	}
+	if res.Tree, err = run(Request{ID: IDTree, Pattern: PatternBalancedTree, MinChannels: res.Ring.NChannels, MaxChannels: res.Ring.NChannels}); err != nil {
+		return nil, err
+	}
+	res.CollNetChain = emptyGraph(IDCollNetChain, PatternTree)
+	res.CollNetDirect = emptyGraph(IDCollNetDirect, PatternCollNetDirect)
+	if opts.CollNet {
+		if res.CollNetChain, err = run(Request{ID: IDCollNetChain, Pattern: PatternTree, CollNet: true, MinChannels: res.Ring.NChannels, MaxChannels: res.Ring.NChannels}); err != nil {
+			return nil, err
+		}
+		if res.CollNetDirect, err = run(Request{ID: IDCollNetDirect, Pattern: PatternCollNetDirect, CollNet: true, MinChannels: 1, MaxChannels: MaxChannels}); err != nil {
+			return nil, err
+		}
+	}
+	res.NVLS = emptyGraph(IDNVLS, PatternNVLS)
+	nvls := top.HasNVSwitch() && top.ccMin() >= 90
+	if opts.NVLS != nil {
+		nvls = nvls && *opts.NVLS
+	}
+	if nvls {
+		if res.NVLS, err = run(Request{ID: IDNVLS, Pattern: PatternNVLS, MinChannels: 1, MaxChannels: MaxChannels}); err != nil {
+			return nil, err
+		}
+	}
+
+	// §4.4: every node searched the same topology, so min/max over the nodes leave each graph
+	// as it is; reduce anyway so that heterogeneous inputs (ReduceAcrossNodes) share the rule.
+	per := make([][]*Graph, nodes)
+	for i := range per {
+		per[i] = res.Graphs()
+	}
+	red := ReduceAcrossNodes(per)
+	res.Ring, res.Tree, res.CollNetDirect, res.CollNetChain, res.NVLS = red[0], red[1], red[2], red[3], red[4]
+
+	res.SearchChannels = min(res.Ring.NChannels, res.Tree.NChannels)
+	res.NChannels = postsetChannels(res, opts, top.ccMin())
+	return res, nil
+}
+
+// ReduceAcrossNodes is init.cc's AllGather3 agreement (fact sheet §4.4): per graph, nChannels,
+// sameChannels, bwIntra and bwInter take the minimum over the nodes, typeIntra, typeInter and
+// crossNic the maximum. Channel orders stay those of the first node (each node keeps its own in
+// NCCL; the first is the one printed). perNode[i] lists node i's graphs in one fixed order.
+func ReduceAcrossNodes(perNode [][]*Graph) []*Graph {
+	if len(perNode) == 0 {
+		return nil
+	}
+	out := make([]*Graph, len(perNode[0]))
+	for a := range perNode[0] {
+		c := *perNode[0][a]
+		for _, gs := range perNode[1:] {
+			o := gs[a]
+			c.NChannels = min(c.NChannels, o.NChannels)
+			c.SameChannels = min(c.SameChannels, o.SameChannels)
+			c.BwIntra = min(c.BwIntra, o.BwIntra)
+			c.BwInter = min(c.BwInter, o.BwInter)
+			c.TypeIntra = max(c.TypeIntra, o.TypeIntra)
+			c.TypeInter = max(c.TypeInter, o.TypeInter)
+			c.CrossNic = max(c.CrossNic, o.CrossNic)
+		}
+		if len(c.Intra) > c.NChannels {
+			c.Intra = c.Intra[:c.NChannels]
+		}
+		if len(c.Inter) > c.NChannels {
+			c.Inter = c.Inter[:c.NChannels]
+		}
+		out[a] = &c
+	}
+	return out
+}
+
+// postsetChannels applies ncclTopoPostset's channel rules (2.28; fact sheet §4.6 steps 2–6).
+func postsetChannels(res *Result, opts AllOptions, ccMin int) int {
+	n := res.SearchChannels
+	// 2. every channel gets a twin (ring: same ring; tree: the second binary tree).
+	n = min(MaxChannels, 2*n)
+	nRanks := res.NNodes * res.NGPUs
+	// 3. CollNet (chain graph bwIntra > bwInter): more channels to saturate intra-node bandwidth, except with one rank per node.
+	if opts.CollNet && res.CollNetChain.BwIntra > res.CollNetChain.BwInter && nRanks > res.NNodes {
+		n = min(MaxChannels, n+n/2)
+	}
+	// 4. sm90+, multi-node, ring bwIntra > 45 and fewer than 16: 4 compute channels per search channel.
+	if ccMin >= 90 && res.NNodes > 1 && res.Ring.BwIntra > 45.0 && n < 16 {
+		n = 2 * n
+	}
+	// 6. NCCL_MAX_NCHANNELS then NCCL_MIN_NCHANNELS (duplicating channels up to the minimum).
+	maxC := MaxChannels
+	if opts.MaxChannels > 0 {
+		maxC = min(opts.MaxChannels, MaxChannels)
+	}
+	n = min(n, maxC)
+	if opts.MinChannels > n {
+		n = min(opts.MinChannels, MaxChannels)
+	}
+	return n
+}
