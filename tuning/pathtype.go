@@ -1,22 +1,22 @@
 package tuning
 
-// PathType is a path type in NCCL's 2.27.7+ numbering (fact sheet §3.1).
-//
-// Placeholder until graph/types.go is published; it will become an alias of graph.PathType.
-type PathType int
+import "github.com/simccl/simccl/graph"
 
-// Path types, lower is better (fact sheet §3.1, 2.27.7+ numbering).
+// PathType is graph.PathType (NCCL 2.27.7+ numbering, fact sheet §3.1).
+type PathType = graph.PathType
+
+// Path types used by the tuning rules (fact sheet §3.1).
 const (
-	PathLOC PathType = 0
-	PathNVL PathType = 1
-	PathNVB PathType = 2
-	PathC2C PathType = 3
-	PathPIX PathType = 4
-	PathPXB PathType = 5
-	PathP2C PathType = 6
-	PathPXN PathType = 7
-	PathPHB PathType = 8
-	PathSYS PathType = 9
-	PathNET PathType = 10
-	PathDIS PathType = 11
+	PathLOC = graph.PathLOC
+	PathNVL = graph.PathNVL
+	PathNVB = graph.PathNVB
+	PathC2C = graph.PathC2C
+	PathPIX = graph.PathPIX
+	PathPXB = graph.PathPXB
+	PathP2C = graph.PathP2C
+	PathPXN = graph.PathPXN
+	PathPHB = graph.PathPHB
+	PathSYS = graph.PathSYS
+	PathNET = graph.PathNET
+	PathDIS = graph.PathDIS
 )
