@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 
 	"github.com/beevik/etree"
 )
@@ -17,7 +18,7 @@ import (
 const (
 	MaxInputBytes = 64 << 20 // whole document
 	MaxDepth      = 512      // element nesting
-	MaxElements   = 4 << 20  // elements in one document
+	MaxElements   = 1 << 20  // elements in one document (a fused 72-GPU NVL72 dump has a few thousand)
 )
 
 // Kind says which NCCL document a file holds.
@@ -99,34 +100,14 @@ func ParseBytes(data []byte, name string) (*Document, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &Error{File: name, Msg: "empty file"}
 	}
-	lines, err := scan(data, name)
+	d, err := build(data, name)
 	if err != nil {
 		return nil, err
 	}
-	doc := etree.NewDocument()
-	doc.ReadSettings.PreserveCData = true
-	doc.ReadSettings.PreserveDuplicateAttrs = true
-	if err := doc.ReadFromBytes(data); err != nil {
-		return nil, &Error{File: name, Msg: err.Error()}
-	}
-	d := &Document{Name: name, Doc: doc, lines: make(map[*etree.Element]int, len(lines))}
-	i := 0
-	var walk func(e *etree.Element)
-	walk = func(e *etree.Element) {
-		if i < len(lines) {
-			d.lines[e] = lines[i]
-		}
-		i++
-		for _, c := range e.ChildElements() {
-			walk(c)
-		}
-	}
-	for _, c := range doc.ChildElements() {
-		walk(c)
-	}
+	doc := d.Doc
 	root := doc.Root()
-	if root == nil {
-		return nil, &Error{File: name, Msg: "no root element"}
+	if root == nil { // scan already rejects this; kept so a future change cannot panic below
+		return nil, &Error{File: name, Msg: "not XML: no root element"}
 	}
 	switch root.Tag {
 	case "system", "graphs":
@@ -139,15 +120,35 @@ func ParseBytes(data []byte, name string) (*Document, error) {
 	return d, nil
 }
 
-// scan runs the standard decoder over the input once, to check it is well formed, to enforce
-// the limits, and to record the line of every start element in document order.
-func scan(data []byte, name string) ([]int, error) {
+// build runs the standard decoder over the input once and builds the etree tree from its
+// tokens, so that it can enforce the limits as it goes, record the line of every element, and
+// report with a line number what etree alone would only call "malformed": mismatched and
+// unclosed tags, text or a second element outside the root, duplicate attributes, entity
+// declarations. One pass of encoding/xml costs about as much as etree's own reader, which uses
+// the same decoder.
+func build(data []byte, name string) (*Document, error) {
+	// Refuse documents with too many elements before building anything, so that the time and
+	// memory spent on them stay bounded by MaxElements rather than by MaxInputBytes.
+	if off := nthStartTag(data, MaxElements+1); off >= 0 {
+		line := 1 + bytes.Count(data[:off], []byte("\n"))
+		return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf("more than %d elements", MaxElements)}
+	}
 	dec := stdxml.NewDecoder(bytes.NewReader(data))
 	dec.Strict = true
-	var lines []int
-	depth := 0
+	doc := etree.NewDocument()
+	d := &Document{Name: name, Doc: doc, lines: make(map[*etree.Element]int)}
+	type open struct {
+		e    *etree.Element
+		name stdxml.Name
+	}
+	var stack []open
+	parent := &doc.Element
+	roots, elements := 0, 0
 	for {
+		// Character data (whitespace included) is a token of its own, so the position before a
+		// token is the position of its first byte: the '<' of a tag, or a CDATA section.
 		line, _ := dec.InputPos()
+		off := dec.InputOffset()
 		tok, err := dec.RawToken()
 		if err == io.EOF {
 			break
@@ -161,40 +162,157 @@ func scan(data []byte, name string) ([]int, error) {
 		}
 		switch t := tok.(type) {
 		case stdxml.StartElement:
-			depth++
-			if depth > MaxDepth {
+			if len(stack) >= MaxDepth {
 				return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf("elements nested deeper than %d", MaxDepth)}
 			}
-			if len(lines) >= MaxElements {
+			if elements++; elements > MaxElements {
 				return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf("more than %d elements", MaxElements)}
 			}
-			// InputPos before the token is where the previous token ended; the element's own line
-			// is that plus the newlines of the whitespace in between, which RawToken already
-			// consumed as CharData. Record the position after the '<' instead.
-			l, _ := dec.InputPos()
-			lines = append(lines, l-countNewlinesInTag(t))
+			if len(stack) == 0 {
+				if roots++; roots > 1 {
+					return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf("second root element <%s> after the first one closed", qname(t.Name))}
+				}
+			}
+			e := parent.CreateElement(qname(t.Name))
+			if len(t.Attr) > 0 {
+				e.Attr = make([]etree.Attr, 0, len(t.Attr))
+			}
+			if a, dup := duplicateAttr(t.Attr); dup {
+				// Not well-formed XML (XML 1.0 §3.1, "Unique Att Spec").
+				return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf("<%s> has attribute %s twice", qname(t.Name), qname(a))}
+			}
+			for _, a := range t.Attr {
+				e.CreateAttr(qname(a.Name), a.Value)
+			}
+			d.lines[e] = line
+			stack = append(stack, open{e, t.Name})
+			parent = e
 		case stdxml.EndElement:
-			depth--
+			if len(stack) == 0 {
+				return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf("</%s> closes nothing", qname(t.Name))}
+			}
+			top := stack[len(stack)-1]
+			if top.name != t.Name {
+				return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf("</%s> closes <%s> opened at line %d", qname(t.Name), qname(top.name), d.lines[top.e])}
+			}
+			stack = stack[:len(stack)-1]
+			parent = top.e.Parent() // the document's own element for the root
+		case stdxml.CharData:
+			if len(stack) == 0 && len(bytes.TrimSpace(t)) > 0 && !(roots == 0 && isBOM(t)) {
+				where := "before the root element"
+				if roots > 0 {
+					where = "after the root element"
+				}
+				lead := len(t) - len(bytes.TrimLeft(t, " \t\r\n"))
+				line += bytes.Count(t[:lead], []byte("\n"))
+				return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf("not XML: text %s (%s)", where, snippet(t))}
+			}
+			if off >= 0 && off < int64(len(data)) && bytes.HasPrefix(data[off:], []byte("<![CDATA[")) {
+				parent.CreateCData(string(t))
+			} else {
+				parent.CreateText("").SetData(string(t)) // SetData marks whitespace as etree's reader does
+			}
+		case stdxml.Comment:
+			parent.CreateComment(string(t))
+		case stdxml.ProcInst:
+			parent.CreateProcInst(t.Target, string(t.Inst))
 		case stdxml.Directive:
 			if bytes.Contains(t, []byte("ENTITY")) {
 				return nil, &Error{File: name, Line: line, Msg: "DTD entity declarations are not accepted"}
 			}
+			parent.CreateDirective(string(t))
 		}
 	}
-	if depth != 0 {
-		return nil, &Error{File: name, Msg: "unexpected end of file"}
+	if len(stack) != 0 {
+		top := stack[len(stack)-1]
+		return nil, &Error{File: name, Line: d.lines[top.e], Msg: fmt.Sprintf("unexpected end of file: <%s> is not closed", qname(top.name))}
 	}
-	return lines, nil
+	if roots == 0 {
+		return nil, &Error{File: name, Msg: "not XML: no root element"}
+	}
+	return d, nil
 }
 
-// countNewlinesInTag is an approximation of how many lines a start tag spans; attribute values
-// in topology files never contain newlines, so it is almost always zero.
-func countNewlinesInTag(t stdxml.StartElement) int {
-	n := 0
-	for _, a := range t.Attr {
-		n += bytes.Count([]byte(a.Value), []byte("\n"))
+// duplicateAttr reports an attribute name given twice.
+func duplicateAttr(attrs []stdxml.Attr) (stdxml.Name, bool) {
+	if len(attrs) <= 16 {
+		for i, a := range attrs {
+			for _, b := range attrs[:i] {
+				if a.Name == b.Name {
+					return a.Name, true
+				}
+			}
+		}
+		return stdxml.Name{}, false
 	}
-	return n
+	seen := make(map[stdxml.Name]struct{}, len(attrs))
+	for _, a := range attrs {
+		if _, ok := seen[a.Name]; ok {
+			return a.Name, true
+		}
+		seen[a.Name] = struct{}{}
+	}
+	return stdxml.Name{}, false
+}
+
+// nthStartTag returns the offset of the n-th start tag in data, or -1 if there are fewer. It
+// skips comments, CDATA sections, processing instructions and declarations, so on well-formed
+// input it counts exactly the elements; on malformed input the decoder reports the real error.
+func nthStartTag(data []byte, n int) int {
+	count := 0
+	for i := 0; i < len(data); {
+		j := bytes.IndexByte(data[i:], '<')
+		if j < 0 {
+			return -1
+		}
+		i += j
+		rest := data[i:]
+		skip := func(end string) int {
+			k := bytes.Index(rest, []byte(end))
+			if k < 0 {
+				return len(data)
+			}
+			return i + k + len(end)
+		}
+		switch {
+		case bytes.HasPrefix(rest, []byte("<!--")):
+			i = skip("-->")
+		case bytes.HasPrefix(rest, []byte("<![CDATA[")):
+			i = skip("]]>")
+		case bytes.HasPrefix(rest, []byte("<?")):
+			i = skip("?>")
+		case bytes.HasPrefix(rest, []byte("<!")), bytes.HasPrefix(rest, []byte("</")):
+			i = skip(">")
+		default:
+			if count++; count == n {
+				return i
+			}
+			i++
+		}
+	}
+	return -1
+}
+
+func qname(n stdxml.Name) string {
+	if n.Space != "" {
+		return n.Space + ":" + n.Local
+	}
+	return n.Local
+}
+
+// isBOM reports whether t is a byte-order mark, possibly surrounded by whitespace.
+func isBOM(t []byte) bool {
+	return string(bytes.TrimSpace(t)) == "\ufeff"
+}
+
+// snippet quotes the start of t for an error message.
+func snippet(t []byte) string {
+	t = bytes.TrimSpace(t)
+	const max = 24
+	if len(t) > max {
+		return strconv.Quote(string(t[:max])) + "..."
+	}
+	return strconv.Quote(string(t))
 }
 
 // Root returns the root element (<system> or <graphs>).
@@ -220,8 +338,21 @@ func (d *Document) Errorf(e *etree.Element, format string, args ...any) error {
 	return &Error{File: d.Name, Line: d.Line(e), Msg: fmt.Sprintf(format, args...)}
 }
 
-// WriteTo writes the document back out, unchanged apart from what the caller edited.
-func (d *Document) WriteTo(w io.Writer) (int64, error) { return d.Doc.WriteTo(w) }
+// writeSettings escape what a reader would otherwise normalise away: carriage returns in text,
+// and tabs, newlines and carriage returns in attribute values. Topology files hold none of
+// these, so their output is unchanged; odd input still reads back as the same tree.
+var writeSettings = etree.WriteSettings{CanonicalText: true, CanonicalAttrVal: true}
 
-// Bytes returns the serialized document.
-func (d *Document) Bytes() ([]byte, error) { return d.Doc.WriteToBytes() }
+// WriteTo writes the document back out, unchanged apart from what the caller edited. The bytes
+// may differ from the input (quotes, character references, <a></a> written as <a/>), the tree
+// they read back as does not.
+func (d *Document) WriteTo(w io.Writer) (int64, error) {
+	d.Doc.WriteSettings = writeSettings
+	return d.Doc.WriteTo(w)
+}
+
+// Bytes returns the serialized document (see WriteTo).
+func (d *Document) Bytes() ([]byte, error) {
+	d.Doc.WriteSettings = writeSettings
+	return d.Doc.WriteToBytes()
+}
