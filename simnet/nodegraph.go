@@ -1,0 +1,121 @@
+package simnet
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/simccl/simccl/graph"
+)
+
+// NodeFromGraph builds the node template of a graph.System: one simulated link per directed link
+// of the system graph (NVLink ports, NVSwitch ports, PCIe links and switches, the CPU
+// interconnect, NIC-to-NET links) with the bandwidth graph assigned it, and for every GPU pair and
+// GPU/NET pair the links of the path graph computed. GPUs are ordered by rank; NETs are the
+// node's network ports.
+func NodeFromGraph(sys *graph.System) (*NodeModel, error) {
+	if sys == nil {
+		return nil, fmt.Errorf("simnet: no system")
+	}
+	gpus := append([]*graph.Node(nil), sys.GPUs()...)
+	if len(gpus) == 0 {
+		return nil, fmt.Errorf("simnet: system %q has no GPU", sys.Name)
+	}
+	sort.SliceStable(gpus, func(i, j int) bool { return gpus[i].GPU.Rank < gpus[j].GPU.Rank })
+	m := &NodeModel{Name: sys.Name, NumGPUs: len(gpus)}
+	idx := map[*graph.Link]int{}
+	for t := 0; t < graph.NumNodeTypes; t++ {
+		for _, n := range sys.Nodes[t] {
+			for _, l := range n.Links {
+				if l == nil || l.Remote == nil {
+					continue
+				}
+				c := ClassPCI
+				if l.Type == graph.LinkNVL || l.Type == graph.LinkC2C {
+					c = ClassNVLink
+				}
+				bw := l.BW
+				if !(bw > 0) {
+					return nil, fmt.Errorf("simnet: system %q: link %s -> %s has bandwidth %v", sys.Name, n.Name(), l.Remote.Name(), l.BW)
+				}
+				idx[l] = len(m.Links)
+				m.Links = append(m.Links, LinkSpec{Name: fmt.Sprintf("%s->%s(%s)", n.Name(), l.Remote.Name(), l.Type), Class: c, GBps: bw})
+			}
+		}
+	}
+	conv := func(p *graph.Path, what string) ([]int, error) {
+		if p == nil {
+			return nil, fmt.Errorf("simnet: system %q: no path %s", sys.Name, what)
+		}
+		out := make([]int, 0, len(p.Links))
+		for _, l := range p.Links {
+			i, ok := idx[l]
+			if !ok {
+				return nil, fmt.Errorf("simnet: system %q: path %s crosses a link outside the system", sys.Name, what)
+			}
+			out = append(out, i)
+		}
+		return out, nil
+	}
+	m.GPUPaths = make([][][]int, len(gpus))
+	for a, ga := range gpus {
+		m.GPUPaths[a] = make([][]int, len(gpus))
+		for b, gb := range gpus {
+			if a == b {
+				continue
+			}
+			r, err := conv(sys.Path(ga, gb), fmt.Sprintf("from %s to %s", ga.Name(), gb.Name()))
+			if err != nil {
+				return nil, err
+			}
+			m.GPUPaths[a][b] = r
+		}
+	}
+	nets := sys.NETs()
+	if len(nets) == 0 {
+		return m, nil
+	}
+	m.GPUToNIC = make([][][]int, len(gpus))
+	m.NICToGPU = make([][][]int, len(nets))
+	m.NICOrder = make([][]int, len(gpus))
+	for k, n := range nets {
+		m.NICs = append(m.NICs, NICSpec{Name: n.Name(), GBps: n.NET.Speed, LatUs: n.NET.Latency})
+		m.NICToGPU[k] = make([][]int, len(gpus))
+	}
+	for g, gn := range gpus {
+		m.GPUToNIC[g] = make([][]int, len(nets))
+		type cand struct {
+			k  int
+			t  graph.PathType
+			bw float64
+		}
+		var cs []cand
+		for k, n := range nets {
+			p := sys.Path(gn, n)
+			r, err := conv(p, fmt.Sprintf("from %s to %s", gn.Name(), n.Name()))
+			if err != nil {
+				return nil, err
+			}
+			m.GPUToNIC[g][k] = r
+			back, err := conv(sys.Path(n, gn), fmt.Sprintf("from %s to %s", n.Name(), gn.Name()))
+			if err != nil {
+				return nil, err
+			}
+			m.NICToGPU[k][g] = back
+			cs = append(cs, cand{k, p.Type, p.BW})
+		}
+		// The GPU's local NETs: the best bandwidth, then the best path type (NCCL 2.28
+		// ncclTopoGetLocalNet, fact sheet §3.6); channel c uses the (c mod n)-th.
+		best := cs[0]
+		for _, c := range cs[1:] {
+			if c.bw > best.bw || (c.bw == best.bw && c.t < best.t) {
+				best = c
+			}
+		}
+		for _, c := range cs {
+			if c.bw == best.bw && c.t == best.t {
+				m.NICOrder[g] = append(m.NICOrder[g], c.k)
+			}
+		}
+	}
+	return m, m.Validate()
+}

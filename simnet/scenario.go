@@ -1,0 +1,374 @@
+package simnet
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/graph"
+	"github.com/simccl/simccl/search"
+	"github.com/simccl/simccl/tuning"
+)
+
+// Machine is a communicator's hardware and NCCL's plan inputs for it: a node template replicated
+// Nodes times, joined by a fabric, with the search's rings and trees and the tuning model's table.
+type Machine struct {
+	Node    *NodeModel
+	Nodes   int
+	Fabric  *Fabric
+	Search  *search.Result // nil when the plan inputs were set by hand
+	Table   *tuning.Table
+	Rings   [][]int     // per channel, the ring over all ranks
+	Trees   []coll.Tree // per channel
+	Release string
+	// Notes lists the simplifications applied to this machine, for reports.
+	Notes []string
+}
+
+// NRanks is the number of ranks (GPUs).
+func (m *Machine) NRanks() int { return m.Node.NumGPUs * m.Nodes }
+
+// NewMachine runs NCCL's init pipeline on a system: node template (NodeFromGraph), channel search
+// (search.ComputeAll over nodes copies), tuning model, rings and trees. NVLS and CollNet are not
+// searched: coll compiles Ring and Tree collectives (and point-to-point) only.
+func NewMachine(sys *graph.System, nodes int, fab *Fabric, cfg *tuning.Config) (*Machine, error) {
+	if nodes < 1 {
+		return nil, fmt.Errorf("simnet: --nodes %d (want >= 1)", nodes)
+	}
+	node, err := NodeFromGraph(sys)
+	if err != nil {
+		return nil, err
+	}
+	if nodes > 1 && len(node.NICs) == 0 {
+		return nil, fmt.Errorf("simnet: topology %q has no NET: cannot join %d nodes", sys.Name, nodes)
+	}
+	top, err := search.FromSystem(sys, nodes > 1)
+	if err != nil {
+		return nil, err
+	}
+	off := false
+	res, err := search.ComputeAll(top, search.AllOptions{Nodes: nodes, NVLS: &off})
+	if err != nil {
+		return nil, err
+	}
+	if cfg == nil {
+		cfg = &tuning.Config{}
+	}
+	comm := tuning.Comm{NRanks: node.NumGPUs * nodes, NNodes: nodes, NChannels: res.NChannels}
+	comm.CCMin, comm.CCMax = 1<<30, 0
+	for _, g := range sys.GPUs() {
+		comm.CCMin = min(comm.CCMin, g.GPU.SM)
+		comm.CCMax = max(comm.CCMax, g.GPU.SM)
+	}
+	for _, c := range sys.Nodes[graph.CPU] {
+		a, v := cpuKind(c.CPU.Arch, c.CPU.Vendor)
+		if comm.CPUArch == "" {
+			comm.CPUArch, comm.CPUVendor = a, v
+		} else if comm.CPUVendor != v {
+			comm.CPUVendor = "mixed"
+		}
+	}
+	comm.HasNVSwitch = len(sys.Nodes[graph.NVS]) > 0
+	comm.AllNVLink = true
+	for _, a := range sys.GPUs() {
+		for _, b := range sys.GPUs() {
+			if p := sys.Path(a, b); a != b && (p == nil || p.Type != graph.PathNVL) {
+				comm.AllNVLink = false
+			}
+		}
+	}
+	gi := func(g *search.Graph) tuning.GraphInfo {
+		if g == nil {
+			return tuning.GraphInfo{}
+		}
+		return tuning.GraphInfo{Pattern: int(g.Pattern), NChannels: g.NChannels, BwIntra: g.BwIntra, BwInter: g.BwInter,
+			TypeIntra: tuning.PathType(g.TypeIntra), TypeInter: tuning.PathType(g.TypeInter), LatencyInter: g.LatencyInter,
+			SameChannels: g.SameChannels == 1, CrossNic: g.CrossNic}
+	}
+	comm.Graphs[tuning.GraphRing] = gi(res.Ring)
+	comm.Graphs[tuning.GraphTree] = gi(res.Tree)
+	comm.Graphs[tuning.GraphCollNetChain] = gi(res.CollNetChain)
+	comm.Graphs[tuning.GraphNVLS] = gi(res.NVLS)
+	comm.Graphs[tuning.GraphCollNetDirect] = gi(res.CollNetDirect)
+	table, err := tuning.Model(&comm, cfg)
+	if err != nil {
+		return nil, err
+	}
+	m := &Machine{Node: node, Nodes: nodes, Fabric: fab, Search: res, Table: table, Release: cfg.Version}
+	m.Notes = append(m.Notes, "NVLS/CollNet not searched (coll compiles Ring, Tree and point-to-point only)")
+	nch := table.NChannels
+	if nch <= 0 {
+		nch = res.NChannels
+	}
+	if err := m.setRingsTrees(res.Ring.Intra, res.Tree.Intra, nch, res.Ring.CrossNic == 1, coll.TreePattern(res.Tree.Pattern)); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// setRingsTrees expands per-channel intra-node chains (search graphs hold nChannels of them; the
+// communicator runs nch channels, repeating them as NCCL's duplication does) into rings and trees.
+func (m *Machine) setRingsTrees(ring, tree [][]int, nch int, crossNic bool, pat coll.TreePattern) error {
+	G := m.Node.NumGPUs
+	rep := func(ch [][]int) [][]int {
+		if len(ch) == 0 {
+			id := make([]int, G)
+			for i := range id {
+				id[i] = i
+			}
+			ch = [][]int{id}
+		}
+		out := make([][]int, nch)
+		for c := range out {
+			out[c] = ch[c%len(ch)]
+		}
+		return out
+	}
+	rings, err := coll.BuildRings(rep(ring), m.Nodes, G, crossNic)
+	if err != nil {
+		return err
+	}
+	m.Rings = rings
+	if pat < coll.PatternBalancedTree || pat > coll.PatternTree {
+		pat = coll.PatternBalancedTree
+	}
+	half := (nch + 1) / 2
+	trees, err := coll.BuildTrees(rep(tree)[:half], m.Nodes, G, pat)
+	if err != nil {
+		return err
+	}
+	m.Trees = trees[:nch]
+	return nil
+}
+
+func cpuKind(arch, vendor string) (string, string) {
+	a := strings.ToLower(arch)
+	switch {
+	case strings.Contains(a, "x86"):
+		a = "x86"
+	case strings.Contains(a, "arm") || strings.Contains(a, "aarch"):
+		a = "arm"
+	case strings.Contains(a, "ppc") || strings.Contains(a, "power"):
+		a = "power"
+	}
+	v := strings.ToLower(vendor)
+	switch {
+	case strings.Contains(v, "intel"):
+		v = "intel"
+	case strings.Contains(v, "amd"):
+		v = "amd"
+	case strings.Contains(v, "zhaoxin") || strings.Contains(v, "shanghai"):
+		v = "zhaoxin"
+	}
+	return a, v
+}
+
+// Row is one line of an nccl-tests style table.
+type Row struct {
+	Coll      string  `json:"coll"`
+	Bytes     int64   `json:"bytes"` // nccl-tests size column: the total buffer
+	Count     int64   `json:"count"`
+	Type      string  `json:"type"`
+	RedOp     string  `json:"redop"`
+	TimeUs    float64 `json:"time_us"`
+	AlgBw     float64 `json:"algbw"`
+	BusBw     float64 `json:"busbw"`
+	Algo      string  `json:"algo"`
+	Proto     string  `json:"proto"`
+	NChannels int     `json:"nchannels"`
+	Events    uint64  `json:"events"`
+}
+
+// TestName is the nccl-tests program name of f ("all_reduce", …).
+func TestName(f tuning.Func) string {
+	switch f {
+	case tuning.AllReduce:
+		return "all_reduce"
+	case tuning.AllGather:
+		return "all_gather"
+	case tuning.ReduceScatter:
+		return "reduce_scatter"
+	case tuning.Broadcast:
+		return "broadcast"
+	case tuning.Reduce:
+		return "reduce"
+	case tuning.AllToAll:
+		return "alltoall"
+	case tuning.SendRecv:
+		return "sendrecv"
+	}
+	return f.String()
+}
+
+// Sizes returns nccl-tests' count column and the bytes algbw divides by for a size S (the total
+// buffer, -b/-e) of f over n ranks with elements of elt bytes (fact sheet §7): AllGather,
+// ReduceScatter and AlltoAll use base = count/n rounded down to 16 bytes' worth of elements.
+func Sizes(f tuning.Func, size int64, elt, n int) (count, algBytes int64) {
+	count = size / int64(elt)
+	switch f {
+	case tuning.AllGather, tuning.ReduceScatter, tuning.AllToAll:
+		base := count / int64(n)
+		align := int64(16 / elt)
+		if align < 1 {
+			align = 1
+		}
+		base -= base % align
+		return base, base * int64(elt) * int64(n)
+	}
+	return count, count * int64(elt)
+}
+
+// BusFactor is nccl-tests' busbw factor (fact sheet §7).
+func BusFactor(f tuning.Func, n int) float64 {
+	switch f {
+	case tuning.AllReduce:
+		return 2 * float64(n-1) / float64(n)
+	case tuning.AllGather, tuning.ReduceScatter, tuning.AllToAll:
+		return float64(n-1) / float64(n)
+	}
+	return 1
+}
+
+// ErrNotCompiled marks a choice coll cannot compile (NVLS, CollNet, PAT, Tree outside AllReduce).
+var ErrNotCompiled = errors.New("simnet: algorithm not compiled by coll")
+
+// Plan makes the coll.Plan NCCL would run for one nccl-tests size: tuning's choice of algorithm,
+// protocol, channels and chunk size. When tuning picks an algorithm coll does not compile, the
+// cheapest compiled one from the same cost table is used and the returned note says so.
+func (m *Machine) Plan(f tuning.Func, size int64, dt coll.DataType, op coll.RedOp) (coll.Plan, string, error) {
+	n := m.NRanks()
+	elt := dt.Size()
+	count, _ := Sizes(f, size, elt, n)
+	p := coll.Plan{Func: f, Count: count, DataType: dt, Op: op, NRanks: n, Rings: m.Rings, Trees: m.Trees}
+	note := ""
+	switch f {
+	case tuning.SendRecv, tuning.AllToAll:
+		// Point-to-point (fact sheet §5.8, simplified): Simple, or LL when the bytes per peer fit
+		// nChannels × NCCL_P2P_LL_THRESHOLD (16384); channels = the communicator's, at most 8 per peer.
+		nch := min(m.Table.NChannels, 8)
+		if nch < 1 {
+			nch = 1
+		}
+		p.Algo, p.Proto, p.NChannels = tuning.Ring, tuning.Simple, nch
+		if count*int64(elt) <= int64(nch)*16384 {
+			p.Proto = tuning.LL
+		}
+		return p, "p2p channels/protocol by a simplified §5.8 rule", nil
+	}
+	ch, err := m.Table.Select(tuning.Call{Func: f, Count: count, ElemSize: elt, Op: int(op), DataType: int(dt)})
+	if err != nil {
+		return p, "", err
+	}
+	if !coll.Supported(f, ch.Algo) {
+		best, ba, bp := float32(-1), tuning.Algo(-1), tuning.Proto(-1)
+		for a := tuning.Algo(0); a < tuning.NumAlgos; a++ {
+			if !coll.Supported(f, a) {
+				continue
+			}
+			for q := tuning.Proto(0); q < tuning.NumProtos; q++ {
+				if v := ch.Cost[a][q]; v >= 0 && (best < 0 || v < best) {
+					best, ba, bp = v, a, q
+				}
+			}
+		}
+		if ba < 0 {
+			return p, "", fmt.Errorf("%w: tuning chose %v/%v for %v and no compiled algorithm is usable", ErrNotCompiled, ch.Algo, ch.Proto, f)
+		}
+		note = fmt.Sprintf("tuning chose %v/%v; simulated %v/%v (coll does not compile %v)", ch.Algo, ch.Proto, ba, bp, ch.Algo)
+		ch.Algo, ch.Proto = ba, bp
+		ch.ChunkSize = m.Table.ChunkSize(f, ba, bp, ch.NChannels, ch.Bytes)
+	}
+	p.Algo, p.Proto, p.NChannels, p.NThreads, p.ChunkSize = ch.Algo, ch.Proto, ch.NChannels, ch.NThreads, ch.ChunkSize
+	if p.NChannels < 1 {
+		p.NChannels = 1
+	}
+	return p, note, nil
+}
+
+// RunOptions steer Machine.Run.
+type RunOptions struct {
+	Record bool // keep every message's record (for traces and op logs)
+}
+
+// Run simulates one nccl-tests size of f and returns its table row, and the simulation result.
+func (m *Machine) Run(f tuning.Func, size int64, dt coll.DataType, op coll.RedOp, opt RunOptions) (Row, *Result, error) {
+	n := m.NRanks()
+	elt := dt.Size()
+	if elt == 0 {
+		return Row{}, nil, fmt.Errorf("simnet: unknown data type %v", dt)
+	}
+	count, algBytes := Sizes(f, size, elt, n)
+	row := Row{Coll: TestName(f), Bytes: size, Count: count, Type: dt.String(), RedOp: op.String()}
+	switch f {
+	case tuning.AllGather, tuning.Broadcast, tuning.AllToAll, tuning.SendRecv:
+		row.RedOp = "none"
+	}
+	if count == 0 {
+		return row, &Result{}, nil
+	}
+	plan, _, err := m.Plan(f, size, dt, op)
+	if err != nil {
+		return row, nil, err
+	}
+	sched, err := coll.Compile(plan)
+	if err != nil {
+		return row, nil, err
+	}
+	e := NewEngine(nil)
+	cl, err := NewCluster(e, m.Node, m.Nodes, m.Fabric)
+	if err != nil {
+		return row, nil, err
+	}
+	tm, err := TimingFor(m.Release, plan.Algo, plan.Proto)
+	if err != nil {
+		return row, nil, err
+	}
+	res, err := Simulate(e, cl, sched, tm, Options{Record: opt.Record})
+	if err != nil {
+		return row, nil, err
+	}
+	row.TimeUs = res.Time.Micros()
+	if row.TimeUs > 0 {
+		row.AlgBw = float64(algBytes) / (row.TimeUs * 1e-6) / 1e9
+		row.BusBw = row.AlgBw * BusFactor(f, n)
+	}
+	row.Algo, row.Proto, row.NChannels, row.Events = plan.Algo.String(), plan.Proto.String(), plan.NChannels, res.Events
+	return row, res, nil
+}
+
+// NewMachineFromModel builds a machine from a hand-made node model and communicator description
+// (tests, what-if studies, benchmarks): rings and trees follow the identity chain 0..G-1 in every
+// node, rotated by one GPU per channel so that channels leave a node through different GPUs (and
+// so different NICs), as NCCL's searched rings do on rail-optimized nodes.
+func NewMachineFromModel(node *NodeModel, nodes int, fab *Fabric, comm tuning.Comm, cfg *tuning.Config) (*Machine, error) {
+	if err := node.Validate(); err != nil {
+		return nil, err
+	}
+	if nodes < 1 {
+		return nil, fmt.Errorf("simnet: %d nodes (want >= 1)", nodes)
+	}
+	if cfg == nil {
+		cfg = &tuning.Config{}
+	}
+	comm.NRanks, comm.NNodes = node.NumGPUs*nodes, nodes
+	table, err := tuning.Model(&comm, cfg)
+	if err != nil {
+		return nil, err
+	}
+	m := &Machine{Node: node, Nodes: nodes, Fabric: fab, Table: table, Release: cfg.Version}
+	m.Notes = append(m.Notes, "hand-made node model and communicator (no topology search)")
+	G := node.NumGPUs
+	nch := max(table.NChannels, 1)
+	chains := make([][]int, nch)
+	for c := range chains {
+		chains[c] = make([]int, G)
+		for i := range chains[c] {
+			chains[c][i] = (c + i) % G
+		}
+	}
+	if err := m.setRingsTrees(chains, chains, nch, false, coll.PatternBalancedTree); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
