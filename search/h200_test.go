@@ -1,0 +1,117 @@
+package search
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// want is what NCCL printed for one graph.
+type want struct {
+	pattern      Pattern
+	nChannels    int
+	bwIntra      float64
+	bwInter      float64
+	typeIntra    PathType
+	typeInter    PathType
+	sameChannels int
+	orders       [][]int // ranks per channel; nil = not checked
+}
+
+func checkGraph(t *testing.T, name string, g *Graph, w want) {
+	t.Helper()
+	if g.Pattern != w.pattern || g.NChannels != w.nChannels || g.BwIntra != w.bwIntra || g.BwInter != w.bwInter ||
+		g.TypeIntra != w.typeIntra || g.TypeInter != w.typeInter || g.SameChannels != w.sameChannels {
+		t.Errorf("%s: got pattern %d nChannels %d bw %g/%g type %v/%v sameChannels %d; NCCL: pattern %d nChannels %d bw %g/%g type %v/%v sameChannels %d",
+			name, g.Pattern, g.NChannels, g.BwIntra, g.BwInter, g.TypeIntra, g.TypeInter, g.SameChannels,
+			w.pattern, w.nChannels, w.bwIntra, w.bwInter, w.typeIntra, w.typeInter, w.sameChannels)
+	}
+	if w.orders != nil {
+		if len(g.Intra) != len(w.orders) {
+			t.Errorf("%s: %d channel orders, NCCL %d", name, len(g.Intra), len(w.orders))
+			return
+		}
+		for c := range w.orders {
+			if !equalInts(g.Intra[c], w.orders[c]) {
+				t.Errorf("%s channel %d: order %v, NCCL %v", name, c, g.Intra[c], w.orders[c])
+			}
+		}
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func repeat(order []int, n int) [][]int {
+	out := make([][]int, n)
+	for i := range out {
+		out[i] = order
+	}
+	return out
+}
+
+// The 2×H200 machine: NCCL 2.28.9's own INFO logs (testdata/nccl/h200x2/*.log) on hand-built
+// copies of its topology. The XML-driven goldens are in golden_test.go.
+func TestH200HandBuilt(t *testing.T) {
+	cases := []struct {
+		name       string
+		top        *Topology
+		nodes      int
+		ring, tree want
+		channels   int
+	}{
+		{"real (NVSwitch, 18 links)", h200x2(t, true, 0, false), 1,
+			want{PatternRing, 12, 30, 30, PathNVL, PathPIX, 1, repeat([]int{0, 1}, 12)},
+			want{PatternBalancedTree, 12, 60, 60, PathNVL, PathPIX, 0, append(repeat([]int{0, 1}, 6), repeat([]int{1, 0}, 6)...)},
+			24},
+		{"nvl4 (4 direct NVLinks)", h200x2(t, false, 4, false), 1,
+			want{PatternRing, 4, 20, 20, PathNVL, PathPIX, 1, repeat([]int{0, 1}, 4)},
+			want{PatternBalancedTree, 4, 40, 40, PathNVL, PathPIX, 0, nil},
+			8},
+		{"nvl0 (PCIe through the CPU)", h200x2(t, false, 0, false), 1,
+			want{PatternRing, 2, 20, 20, PathPHB, PathPIX, 1, repeat([]int{0, 1}, 2)},
+			want{PatternBalancedTree, 2, 40, 40, PathPHB, PathPIX, 0, nil},
+			4},
+		{"fake hosts (one GPU per host, 10 Gb/s NIC)", oneGPU(t, 0), 2,
+			want{PatternRing, 1, 1.2, 1.2, PathLOC, PathPHB, 1, [][]int{{0}}},
+			want{PatternTree, 1, 2.4, 1.2, PathLOC, PathPHB, 1, [][]int{{0}}},
+			2},
+	}
+	for _, c := range cases {
+		res, err := ComputeAll(c.top, AllOptions{Nodes: c.nodes})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		checkGraph(t, c.name+" ring", res.Ring, c.ring)
+		checkGraph(t, c.name+" tree", res.Tree, c.tree)
+		if res.NChannels != c.channels {
+			t.Errorf("%s: comm channels %d, NCCL %d", c.name, res.NChannels, c.channels)
+		}
+	}
+}
+
+func TestFormatLikeNCCL(t *testing.T) {
+	top := h200x2(t, true, 0, false)
+	res, err := ComputeAll(top, AllOptions{Nodes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	Format(&b, top, res.Ring)
+	lines := strings.Split(b.String(), "\n")
+	if lines[0] != "Pattern 4, crossNic 0, nChannels 12, bw 30.000000/30.000000, type NVL/PIX, sameChannels 1" {
+		t.Errorf("header %q", lines[0])
+	}
+	if lines[1] != " 0 : GPU/0-60 GPU/0-70" || lines[11] != "10 : GPU/0-60 GPU/0-70" {
+		t.Errorf("channel lines %q / %q", lines[1], lines[11])
+	}
+}
