@@ -2,15 +2,1066 @@ package graph
 
 import (
 	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/beevik/etree"
 
 	"github.com/simccl/simccl/topo/xml"
 )
 
-// ErrTopology is wrapped by every error FromXML returns for a topology NCCL would reject.
+// ErrTopology is wrapped by every error FromXML returns for a topology it cannot build.
 var ErrTopology = errors.New("graph: bad topology")
 
-// FromXML builds the system NCCL would build from a topology document (ncclTopoGetSystemFromXml
-// followed by ncclTopoComputePaths, the GPU trimming and the maxBw/totalBw computation).
+// topoError is a located error that unwraps to ErrTopology (and to the xml error's ErrSyntax).
+type topoError struct{ err error }
+
+func (e *topoError) Error() string   { return e.err.Error() }
+func (e *topoError) Unwrap() []error { return []error{ErrTopology, e.err} }
+
+// Limits of NCCL_TOPO_MAX_NODES (nodes of one type) and NCCL_TOPO_MAX_LINKS (links of one node);
+// fact sheet §2.3: max nodes 576 in 2.27–2.29, 640 in 2.30; max links 576 since 2.25.
+const (
+	maxNodes228 = 576
+	maxNodes230 = 640
+	maxLinks    = 576
+)
+
+// MaxNodes returns NCCL_TOPO_MAX_NODES for a release.
+func (v Version) MaxNodes() int {
+	if v.AtLeast(V2_30) {
+		return maxNodes230
+	}
+	return maxNodes228
+}
+
+// NVLink per-link bandwidth by compute capability (ncclTopoNVLinkBw, NCCL 2.28; §2.3):
+// cc≥100 40.1 (40.0 in 2.25–2.27), ≥90 20.6, ==86 12, ≥80 20, ≥70 20, ≥60 18, else 20.
+func nvlinkBw(sm int) float64 {
+	switch {
+	case sm >= 100:
+		return f32(40.1)
+	case sm >= 90:
+		return f32(20.6)
+	case sm == 86:
+		return 12
+	case sm >= 80:
+		return 20
+	case sm >= 70:
+		return 20
+	case sm >= 60:
+		return 18
+	}
+	return 20
+}
+
+// Inter-socket bandwidths (ncclTopoGetInterCpuBw, §1.3, §2.3).
+const (
+	p9Bw         = 32
+	armBw        = 6
+	erpQpiBw     = 40
+	srpQpiBw     = 22
+	sklQpiBw     = 10
+	bdwQpiBw     = 6
+	amdBw        = 16
+	zpiBw        = 6
+	yongfengZpBw = 9
+)
+
+// CPU arch/vendor/model codes as NCCL prints them in "CPU/0-0 (arch/vendor/model)"
+// (topo.h NCCL_TOPO_CPU_ARCH_*, _VENDOR_*, _MODEL_*; 0 = unknown).
+const (
+	archX86   = 1
+	archPower = 2
+	archARM   = 3
+
+	vendorIntel   = 1
+	vendorAMD     = 2
+	vendorZhaoxin = 3
+
+	modelBDW      = 1
+	modelSKL      = 2
+	modelSRP      = 3
+	modelERP      = 4
+	modelYongfeng = 1
+)
+
+// cpuCodes are the numeric arch/vendor/model NCCL derives from the XML attributes.
+type cpuCodes struct{ arch, vendor, model int }
+
+// f32 rounds to float32, as NCCL keeps bandwidths in floats; printing "%.1f" of the same
+// numbers then gives the same digits.
+func f32(x float64) float64 { return float64(float32(x)) }
+
+// builder holds the state of one FromXML call.
+type builder struct {
+	doc   *xml.Document
+	sys   *System
+	codes map[*Node]cpuCodes
+	elem  map[*Node]*etree.Element
+	max   int
+	ranks map[int]*etree.Element
+}
+
+// FromXML builds the system NCCL would build from a topology document (ncclTopoGetSystemFromXml,
+// then ncclTopoComputePaths, the GPU trimming of ncclTopoTrimSystem, paths again, and the
+// maxBw/totalBw of ncclTopoSearchInit).
 func FromXML(doc *xml.Document, opt Options) (*System, error) {
-	return nil, errors.New("graph: FromXML under construction")
+	if doc == nil || doc.Root() == nil {
+		return nil, &topoError{fmt.Errorf("graph: no document")}
+	}
+	if opt.Version == (Version{}) {
+		opt.Version = V2_28
+	}
+	root := doc.Root()
+	if root.Tag != "system" {
+		return nil, &topoError{doc.Errorf(root, "<%s> is not a topology (want <system>)", root.Tag)}
+	}
+	b := &builder{
+		doc:   doc,
+		sys:   &System{Version: opt.Version, Options: opt, Name: doc.Name},
+		codes: map[*Node]cpuCodes{},
+		elem:  map[*Node]*etree.Element{},
+		max:   opt.Version.MaxNodes(),
+		ranks: map[int]*etree.Element{},
+	}
+	if err := b.build(root); err != nil {
+		return nil, &topoError{err}
+	}
+	s := b.sys
+	if len(s.Nodes[GPU]) == 0 {
+		return nil, &topoError{doc.Errorf(root, "no GPU with a rank in the topology (a <gpu> needs rank, dev and sm; partial files that rely on NCCL's hardware detection cannot be simulated)")}
+	}
+	if opt.Strict && len(s.Warnings) > 0 {
+		return nil, &topoError{errors.New(s.Warnings[0])}
+	}
+	if err := s.computeAll(b.codes); err != nil {
+		return nil, &topoError{fmt.Errorf("%s: %w", doc.Name, err)}
+	}
+	return s, nil
+}
+
+// build converts the XML tree into nodes and links, in NCCL's order: CPUs (with their PCI trees,
+// GPUs and NICs), NVLinks, C2C links, pcilinks, Broadcom switch flattening, CPU↔CPU links, and
+// the final link sort (§1.1 step 6).
+func (b *builder) build(root *etree.Element) error {
+	for _, c := range root.ChildElements() {
+		if c.Tag == "cpu" {
+			if err := b.addCPU(c); err != nil {
+				return err
+			}
+		}
+	}
+	if err := b.walkLinks(root, "", 0); err != nil {
+		return err
+	}
+	b.flattenBcmSwitches()
+	b.connectCPUs()
+	return b.sortSystem()
+}
+
+func (b *builder) warnf(e *etree.Element, format string, args ...any) {
+	b.sys.Warnings = append(b.sys.Warnings, b.doc.Errorf(e, format, args...).Error())
+}
+
+func (b *builder) newNode(t NodeType, id int64, e *etree.Element) (*Node, error) {
+	if len(b.sys.Nodes[t]) >= b.max {
+		return nil, b.doc.Errorf(e, "more than %d %s nodes (NCCL_TOPO_MAX_NODES of NCCL %d.%d)", b.max, t, b.sys.Version.Major, b.sys.Version.Minor)
+	}
+	n := &Node{Type: t, ID: id, Index: len(b.sys.Nodes[t]), line: b.doc.Line(e)}
+	b.sys.Nodes[t] = append(b.sys.Nodes[t], n)
+	b.elem[n] = e
+	return n, nil
+}
+
+func topoID(systemID int, local int64) int64 {
+	return int64(uint64(systemID)<<56 | uint64(local)&(1<<56-1))
+}
+
+func (s *System) nodeByID(t NodeType, id int64) *Node {
+	for _, n := range s.Nodes[t] {
+		if n.ID == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// connect adds a link node→remote, aggregating with an existing link of the same type and
+// remote, and keeps the links sorted by bandwidth descending, a new link going after links of
+// equal bandwidth (ncclTopoConnectNodes, §2.2).
+func connect(node, remote *Node, t LinkType, bw float64) error {
+	var link *Link
+	pos := -1
+	for i, l := range node.Links {
+		if l.Remote == remote && l.Type == t {
+			link, pos = l, i
+			break
+		}
+	}
+	if link == nil {
+		if len(node.Links) >= maxLinks {
+			return fmt.Errorf("%s has more than %d links (NCCL_TOPO_MAX_LINKS)", node.label(), maxLinks)
+		}
+		link = &Link{Type: t, Remote: remote}
+		node.Links = append(node.Links, link)
+		pos = len(node.Links) - 1
+	}
+	link.BW = f32(link.BW + bw)
+	for pos > 0 && node.Links[pos-1].BW < link.BW {
+		node.Links[pos] = node.Links[pos-1]
+		pos--
+	}
+	node.Links[pos] = link
+	return nil
+}
+
+// label is "TYPE/sys-local" as NCCL prints ids.
+func (n *Node) label() string {
+	return fmt.Sprintf("%s/%x-%x", n.Type, n.SystemID(), n.LocalID())
+}
+
+// --- attributes -------------------------------------------------------------------------------
+
+func attr(e *etree.Element, name string) (string, bool) {
+	a := e.SelectAttr(name)
+	if a == nil {
+		return "", false
+	}
+	return a.Value, true
+}
+
+// attrInt reads an integer attribute the way NCCL's strtol(…, 0) does (decimal, 0x hex),
+// returning def when absent; a value that is not a number is an error.
+func (b *builder) attrInt(e *etree.Element, name string, def int64) (int64, error) {
+	v, ok := attr(e, name)
+	if !ok {
+		return def, nil
+	}
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 0, 64)
+	if err != nil {
+		// NCCL accepts a leading number followed by junk; so do we only for decimals like "1.0".
+		if f, ferr := strconv.ParseFloat(v, 64); ferr == nil && f == math.Trunc(f) && math.Abs(f) < 1<<62 {
+			return int64(f), nil
+		}
+		return 0, b.doc.Errorf(e, "<%s %s=%q>: not an integer", e.Tag, name, v)
+	}
+	return n, nil
+}
+
+func (b *builder) attrFloat(e *etree.Element, name string, def float64) (float64, error) {
+	v, ok := attr(e, name)
+	if !ok || strings.TrimSpace(v) == "" {
+		return def, nil
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, b.doc.Errorf(e, "<%s %s=%q>: not a number", e.Tag, name, v)
+	}
+	return f, nil
+}
+
+func (b *builder) attrHex(e *etree.Element, name string, def uint64) (uint64, error) {
+	v, ok := attr(e, name)
+	if !ok || strings.TrimSpace(v) == "" {
+		return def, nil
+	}
+	s := strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(v), "0x"), "0X")
+	n, err := strconv.ParseUint(s, 16, 64)
+	if err != nil {
+		return 0, b.doc.Errorf(e, "<%s %s=%q>: not a hexadecimal number", e.Tag, name, v)
+	}
+	return n, nil
+}
+
+// parseBusID converts "dddd:bb:dd.f" to NCCL's integer by dropping ':' and '.' and reading the
+// rest as hex (busIdToInt64). Anything else in the string, no digit at all, or more than 16
+// digits is an error (NCCL would silently stop at the first bad character).
+func parseBusID(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	var digits []byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == ':' || c == '.':
+		case c >= '0' && c <= '9', c >= 'a' && c <= 'f', c >= 'A' && c <= 'F':
+			digits = append(digits, c)
+		default:
+			return 0, fmt.Errorf("bad busid %q (want dddd:bb:dd.f in hex)", s)
+		}
+	}
+	if len(digits) == 0 || len(digits) > 16 {
+		return 0, fmt.Errorf("bad busid %q (want dddd:bb:dd.f in hex)", s)
+	}
+	v, err := strconv.ParseUint(string(digits), 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad busid %q: %v", s, err)
+	}
+	return int64(v), nil
+}
+
+func (b *builder) busID(e *etree.Element) (int64, error) {
+	v, ok := attr(e, "busid")
+	if !ok {
+		return 0, b.doc.Errorf(e, "<%s> without busid", e.Tag)
+	}
+	id, err := parseBusID(v)
+	if err != nil {
+		return 0, b.doc.Errorf(e, "<%s>: %v", e.Tag, err)
+	}
+	return id, nil
+}
+
+// --- CPUs ---------------------------------------------------------------------------------------
+
+func (b *builder) systemID(e *etree.Element) (int, error) {
+	h, err := b.attrHex(e, "host_hash", 0)
+	if err != nil {
+		return 0, err
+	}
+	for i, x := range b.sys.HostHashes {
+		if x == h {
+			return i, nil
+		}
+	}
+	b.sys.HostHashes = append(b.sys.HostHashes, h)
+	return len(b.sys.HostHashes) - 1, nil
+}
+
+// addCPU follows ncclTopoAddCpu: a CPU node per <cpu>, its arch/vendor/model codes, then its
+// <pci> children and the CPU-attached NICs.
+func (b *builder) addCPU(e *etree.Element) error {
+	sid, err := b.systemID(e)
+	if err != nil {
+		return err
+	}
+	if _, ok := attr(e, "numaid"); !ok {
+		return b.doc.Errorf(e, "<cpu> without numaid")
+	}
+	numa, err := b.attrInt(e, "numaid", -1)
+	if err != nil {
+		return err
+	}
+	cpu, err := b.newNode(CPU, topoID(sid, numa), e)
+	if err != nil {
+		return err
+	}
+	cpu.CPU.NumaID = int(numa)
+	cpu.CPU.Affinity, _ = attr(e, "affinity")
+	cpu.CPU.Arch, _ = attr(e, "arch")
+	cpu.CPU.Vendor, _ = attr(e, "vendor")
+	fam, err := b.attrInt(e, "familyid", 0)
+	if err != nil {
+		return err
+	}
+	model, err := b.attrInt(e, "modelid", 0)
+	if err != nil {
+		return err
+	}
+	cpu.CPU.Family, cpu.CPU.Model = int(fam), int(model)
+
+	// Arch and vendor dictionaries (kvDictCpuArch, kvDictCpuVendor; prefix match, unknown → 0).
+	var c cpuCodes
+	switch {
+	case strings.HasPrefix(cpu.CPU.Arch, "x86_64"):
+		c.arch = archX86
+	case strings.HasPrefix(cpu.CPU.Arch, "arm64"):
+		c.arch = archARM
+	case strings.HasPrefix(cpu.CPU.Arch, "ppc64"):
+		c.arch = archPower
+	}
+	if c.arch == archX86 {
+		switch {
+		case strings.HasPrefix(cpu.CPU.Vendor, "GenuineIntel"):
+			c.vendor = vendorIntel
+		case strings.HasPrefix(cpu.CPU.Vendor, "AuthenticAMD"):
+			c.vendor = vendorAMD
+		case strings.HasPrefix(cpu.CPU.Vendor, "CentaurHauls"), strings.HasPrefix(cpu.CPU.Vendor, "  Shanghai  "):
+			c.vendor = vendorZhaoxin
+		}
+		switch c.vendor {
+		case vendorIntel:
+			// Intel model by family 6 and model id (§1.3): ≥0xCF ERP, ≥0x8F SRP, ≥0x55 SKL, else BDW.
+			switch {
+			case fam == 6 && model >= 0xCF:
+				c.model = modelERP
+			case fam == 6 && model >= 0x8F:
+				c.model = modelSRP
+			case fam == 6 && model >= 0x55:
+				c.model = modelSKL
+			default:
+				c.model = modelBDW
+			}
+		case vendorZhaoxin:
+			if fam == 7 && model == 0x5B {
+				c.model = modelYongfeng
+			}
+		}
+	}
+	b.codes[cpu] = c
+
+	for _, ch := range e.ChildElements() {
+		switch ch.Tag {
+		case "pci":
+			if err := b.addPCI(ch, cpu, sid); err != nil {
+				return err
+			}
+		case "nic":
+			// A <nic> directly under <cpu>: all such NICs share one NIC node of local id 0,
+			// connected to the first CPU that holds one with LOC_BW PCI links (ncclTopoAddCpu).
+			nic := b.findLocal(NIC, 0)
+			if nic == nil {
+				if nic, err = b.newNode(NIC, topoID(sid, 0), ch); err != nil {
+					return err
+				}
+				if err := connect(cpu, nic, LinkPCI, LocBw); err != nil {
+					return err
+				}
+				if err := connect(nic, cpu, LinkPCI, LocBw); err != nil {
+					return err
+				}
+			}
+			if err := b.addNIC(ch, nic, sid); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// findLocal finds a node by its local id only, as ncclTopoGetNode(system, &nic, NIC, 0) does.
+func (b *builder) findLocal(t NodeType, id int64) *Node {
+	for _, n := range b.sys.Nodes[t] {
+		if n.ID == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// --- PCI ----------------------------------------------------------------------------------------
+
+// pciClassType maps a PCI class by prefix (kvDictPciClass, §1.2): 0x060400 bridge → PCI,
+// 0x080100 → PCI, 0x068000 → NVS, 0x068001 → CPU, 0x03… → GPU, 0x02… → NIC, other → PCI.
+func pciClassType(class string) NodeType {
+	switch {
+	case strings.HasPrefix(class, "0x060400"), strings.HasPrefix(class, "0x080100"):
+		return PCI
+	case strings.HasPrefix(class, "0x068000"):
+		return NVS
+	case strings.HasPrefix(class, "0x068001"):
+		return CPU
+	case strings.HasPrefix(class, "0x03"):
+		return GPU
+	case strings.HasPrefix(class, "0x02"):
+		return NIC
+	}
+	return PCI
+}
+
+// pciGenCode is the per-lane speed code (units of 100 Mb/s) of a link_speed string, matched by
+// prefix in NCCL's order, first match wins; unknown or empty → 60 (kvDictPciGen, §1.3).
+func pciGenCode(speed string) int {
+	table := []struct {
+		key  string
+		code int
+	}{
+		{"2.5 GT/s", 15}, {"5 GT/s", 30}, {"8 GT/s", 60}, {"16 GT/s", 120}, {"32 GT/s", 240},
+		{"2.5 GT/s PCIe", 15}, {"5.0 GT/s PCIe", 30}, {"8.0 GT/s PCIe", 60}, {"16.0 GT/s PCIe", 120},
+		{"32.0 GT/s PCIe", 240}, {"64.0 GT/s PCIe", 480},
+	}
+	for _, t := range table {
+		if strings.HasPrefix(speed, t.key) {
+			return t.code
+		}
+	}
+	return 60
+}
+
+func child(e *etree.Element, tag string) *etree.Element {
+	for _, c := range e.ChildElements() {
+		if c.Tag == tag {
+			return c
+		}
+	}
+	return nil
+}
+
+// addPCI follows ncclTopoAddPci: a <pci> holding a <gpu> with a rank is a GPU node; one holding
+// a <nic> with a <net> is a NIC node (functions of one device merged); one whose class maps to
+// PCI is a switch whose children are added recursively; anything else is ignored. The device is
+// linked to its parent both ways with its own link bandwidth.
+func (b *builder) addPCI(e *etree.Element, parent *Node, sid int) error {
+	busid, err := b.busID(e)
+	if err != nil {
+		return err
+	}
+	class, hasClass := attr(e, "class")
+	t := pciClassType(class)
+	var node *Node
+	if g := child(e, "gpu"); g != nil {
+		t = GPU
+		if _, ok := attr(g, "rank"); !ok {
+			return nil // a <gpu> without rank is not one of the communicator's GPUs
+		}
+		if node, err = b.newNode(GPU, topoID(sid, busid), g); err != nil {
+			return err
+		}
+		if err := b.addGPU(g, node); err != nil {
+			return err
+		}
+	}
+	if n := child(e, "nic"); n != nil {
+		t = NIC
+		if child(n, "net") == nil {
+			return nil
+		}
+		// Ignore the function number: ports of one NIC are one PCI device.
+		id := topoID(sid, busid&^0xf)
+		if node = b.sys.nodeByID(NIC, id); node == nil {
+			if node, err = b.newNode(NIC, id, e); err != nil {
+				return err
+			}
+		}
+		if err := b.addNIC(n, node, sid); err != nil {
+			return err
+		}
+	} else if t == PCI || (!hasClass && node == nil) {
+		if node, err = b.newNode(PCI, topoID(sid, busid), e); err != nil {
+			return err
+		}
+		var dev uint64
+		for i, name := range []string{"vendor", "device", "subsystem_vendor", "subsystem_device"} {
+			v, err := b.attrHex(e, name, 0)
+			if err != nil {
+				return err
+			}
+			dev |= (v & 0xffff) << (48 - 16*i)
+		}
+		node.PCI.Device = dev
+		for _, c := range e.ChildElements() {
+			if c.Tag == "pci" {
+				if err := b.addPCI(c, node, sid); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if node == nil {
+		return nil
+	}
+	width, err := b.attrInt(e, "link_width", 0)
+	if err != nil {
+		return err
+	}
+	if width < 0 {
+		return b.doc.Errorf(e, "<pci link_width=%d>: negative", width)
+	}
+	if width == 0 {
+		width = 16 // 0 or empty → x16 (§1.3)
+	}
+	speed, _ := attr(e, "link_speed")
+	bw := f32(float64(width) * float64(pciGenCode(speed)) / 80)
+	if err := connect(node, parent, LinkPCI, bw); err != nil {
+		return err
+	}
+	return connect(parent, node, LinkPCI, bw)
+}
+
+// addGPU reads <gpu dev sm rank gdr> (ncclTopoAddGpu).
+func (b *builder) addGPU(e *etree.Element, n *Node) error {
+	for _, a := range []string{"dev", "sm"} {
+		if _, ok := attr(e, a); !ok {
+			return b.doc.Errorf(e, "<gpu> without %s", a)
+		}
+	}
+	dev, err := b.attrInt(e, "dev", 0)
+	if err != nil {
+		return err
+	}
+	sm, err := b.attrInt(e, "sm", 0)
+	if err != nil {
+		return err
+	}
+	rank, err := b.attrInt(e, "rank", 0)
+	if err != nil {
+		return err
+	}
+	gdr, err := b.attrInt(e, "gdr", 0)
+	if err != nil {
+		return err
+	}
+	if rank < 0 || rank > math.MaxInt32 {
+		return b.doc.Errorf(e, "<gpu rank=%d>: rank out of range", rank)
+	}
+	if sm <= 0 {
+		return b.doc.Errorf(e, "<gpu sm=%d>: compute capability must be positive", sm)
+	}
+	if prev, dup := b.ranks[int(rank)]; dup {
+		return b.doc.Errorf(e, "duplicate rank %d (also on line %d)", rank, b.doc.Line(prev))
+	}
+	b.ranks[int(rank)] = e
+	n.GPU = GPUInfo{Dev: int(dev), Rank: int(rank), SM: int(sm), GDR: gdr != 0}
+	return nil
+}
+
+// addNIC adds the <net> children of a <nic> (ncclTopoAddNic/ncclTopoAddNet): a NET node per net
+// with a dev, linked both ways to the NIC with LINK_NET of speed/8000 GB/s.
+func (b *builder) addNIC(e *etree.Element, nic *Node, sid int) error {
+	for _, ne := range e.ChildElements() {
+		if ne.Tag != "net" {
+			continue
+		}
+		if _, ok := attr(ne, "dev"); !ok {
+			b.warnf(ne, "<net> without dev is ignored (NCCL adds only nets with a plugin index)")
+			continue
+		}
+		dev, err := b.attrInt(ne, "dev", 0)
+		if err != nil {
+			return err
+		}
+		if dev < 0 {
+			return b.doc.Errorf(ne, "<net dev=%d>: negative", dev)
+		}
+		net, err := b.newNode(NET, topoID(sid, dev), ne)
+		if err != nil {
+			return err
+		}
+		info := NetInfo{Dev: int(dev), Rail: -1, Plane: -1}
+		info.Name, _ = attr(ne, "name")
+		if info.GUID, err = b.attrHex(ne, "guid", uint64(dev)); err != nil {
+			return err
+		}
+		mbps, err := b.attrFloat(ne, "speed", 0)
+		if err != nil {
+			return err
+		}
+		if mbps <= 0 {
+			mbps = 10000 // speed ≤ 0 → 10 Gb/s (§1.3)
+		}
+		info.Speed = f32(mbps / 8000)
+		if info.Latency, err = b.attrFloat(ne, "latency", 0); err != nil {
+			return err
+		}
+		ints := []struct {
+			name string
+			def  int64
+			dst  *int
+		}{{"port", 0, &info.Port}, {"maxconn", 64, &info.MaxConn}, {"rail", -1, &info.Rail}, {"plane", -1, &info.Plane}}
+		for _, x := range ints {
+			v, err := b.attrInt(ne, x.name, x.def)
+			if err != nil {
+				return err
+			}
+			*x.dst = int(v)
+		}
+		gdr, err := b.attrInt(ne, "gdr", 0)
+		if err != nil {
+			return err
+		}
+		coll, err := b.attrInt(ne, "coll", 0)
+		if err != nil {
+			return err
+		}
+		info.GDR, info.Coll = gdr != 0, coll != 0
+		net.NET = info
+		if err := connect(nic, net, LinkNET, info.Speed); err != nil {
+			return err
+		}
+		if err := connect(net, nic, LinkNET, info.Speed); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// --- NVLink, C2C, pcilink ---------------------------------------------------------------------
+
+// walkLinks visits the tree once for the NVLink, C2C and pcilink passes (ncclTopoAddNvLinks,
+// ncclTopoAddC2c, ncclTopoAddPciLinks). NCCL runs three passes; links of different kinds do not
+// interact in ordering except through bandwidth sort, so running them in sequence per pass
+// keeps NCCL's order: all NVLinks first, then C2C, then pcilinks.
+func (b *builder) walkLinks(root *etree.Element, _ string, _ int) error {
+	for _, pass := range []string{"nvlink", "c2c", "pcilink"} {
+		if err := b.linkPass(root, pass, "", 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *builder) linkPass(e *etree.Element, pass, parentBus string, sid int) error {
+	if e.Tag == pass {
+		switch pass {
+		case "nvlink":
+			return b.addNVLink(e, parentBus, sid)
+		case "c2c":
+			return b.addC2C(e, parentBus, sid)
+		case "pcilink":
+			return b.addPCILink(e, parentBus, sid)
+		}
+	}
+	if e.Tag == "cpu" {
+		var err error
+		if sid, err = b.systemID(e); err != nil {
+			return err
+		}
+	}
+	if v, ok := attr(e, "busid"); ok {
+		parentBus = v
+	}
+	for _, c := range e.ChildElements() {
+		if err := b.linkPass(c, pass, parentBus, sid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parentGPU finds the GPU node of the <gpu> holding e, or nil for an unranked GPU.
+func (b *builder) parentGPU(e *etree.Element, parentBus string, sid int) (*Node, error) {
+	g := e.Parent()
+	if g == nil || g.Tag != "gpu" {
+		return nil, b.doc.Errorf(e, "<%s> outside a <gpu>", e.Tag)
+	}
+	if _, ok := attr(g, "rank"); !ok {
+		return nil, nil
+	}
+	id, err := parseBusID(parentBus)
+	if err != nil {
+		return nil, b.doc.Errorf(e, "<%s>: parent %v", e.Tag, err)
+	}
+	gpu := b.sys.nodeByID(GPU, topoID(sid, id))
+	if gpu == nil {
+		return nil, b.doc.Errorf(e, "<%s>: no GPU at busid %s", e.Tag, parentBus)
+	}
+	return gpu, nil
+}
+
+// addNVLink follows ncclTopoAddNvLinks (§1.3): bw = count × per-link bw of the GPU's sm. A GPU
+// target adds GPU→GPU only (each GPU's XML adds its own direction); a CPU target (POWER) links
+// to the GPU's local CPU; anything else is the NVSwitch, all merged into one NVS node (id 0).
+func (b *builder) addNVLink(e *etree.Element, parentBus string, sid int) error {
+	gpu, err := b.parentGPU(e, parentBus, sid)
+	if err != nil || gpu == nil {
+		return err
+	}
+	if _, ok := attr(e, "count"); !ok {
+		return b.doc.Errorf(e, "<nvlink> without count")
+	}
+	count, err := b.attrInt(e, "count", 0)
+	if err != nil {
+		return err
+	}
+	if count < 0 {
+		return b.doc.Errorf(e, "<nvlink count=%d>: negative link count", count)
+	}
+	if count > 1024 {
+		return b.doc.Errorf(e, "<nvlink count=%d>: implausible link count", count)
+	}
+	tclass, ok := attr(e, "tclass")
+	if !ok {
+		return b.doc.Errorf(e, "<nvlink> without tclass")
+	}
+	target, _ := attr(e, "target")
+	if count == 0 {
+		// NCCL would add a link of bandwidth 0, which no path can use; leave it out and say so.
+		b.warnf(e, "GPU rank %d: <nvlink target=%q count=\"0\">: no link added", gpu.GPU.Rank, target)
+		return nil
+	}
+	var remote *Node
+	switch pciClassType(tclass) {
+	case GPU:
+		id, err := parseBusID(target)
+		if err != nil {
+			return b.doc.Errorf(e, "<nvlink>: target %v", err)
+		}
+		remote = b.sys.nodeByID(GPU, topoID(sid, id))
+		if remote == nil {
+			// NCCL ignores an NVLink to a GPU it does not know (§1.3).
+			b.warnf(e, "GPU rank %d: <nvlink target=%q> names no GPU of the topology; ignored", gpu.GPU.Rank, target)
+			return nil
+		}
+		if remote == gpu {
+			b.warnf(e, "GPU rank %d: <nvlink> targets its own busid %q; ignored", gpu.GPU.Rank, target)
+			return nil
+		}
+	case CPU:
+		remote = findLocalCPU(gpu)
+		if remote == nil {
+			b.warnf(e, "GPU rank %d: <nvlink> to a CPU but no CPU above the GPU; ignored", gpu.GPU.Rank)
+			return nil
+		}
+	default:
+		if len(b.sys.Nodes[NVS]) == 0 {
+			if remote, err = b.newNode(NVS, 0, e); err != nil {
+				return err
+			}
+		} else {
+			remote = b.sys.Nodes[NVS][0]
+		}
+	}
+	bw := f32(float64(count) * nvlinkBw(gpu.GPU.SM))
+	if err := connect(gpu, remote, LinkNVL, bw); err != nil {
+		return err
+	}
+	if remote.Type != GPU {
+		return connect(remote, gpu, LinkNVL, bw)
+	}
+	return nil
+}
+
+// addC2C: bw = bw_attr × count / 1000 GB/s, both ways between the GPU and its local CPU
+// (ncclTopoAddC2c, §1.3).
+func (b *builder) addC2C(e *etree.Element, parentBus string, sid int) error {
+	gpu, err := b.parentGPU(e, parentBus, sid)
+	if err != nil || gpu == nil {
+		return err
+	}
+	count, err := b.attrInt(e, "count", 0)
+	if err != nil {
+		return err
+	}
+	mbps, err := b.attrInt(e, "bw", 0)
+	if err != nil {
+		return err
+	}
+	if count < 0 || mbps < 0 {
+		return b.doc.Errorf(e, "<c2c bw=%d count=%d>: negative", mbps, count)
+	}
+	if count == 0 || mbps == 0 {
+		b.warnf(e, "GPU rank %d: <c2c> with zero bandwidth; no link added", gpu.GPU.Rank)
+		return nil
+	}
+	cpu := findLocalCPU(gpu)
+	if cpu == nil {
+		b.warnf(e, "GPU rank %d: <c2c> but no CPU above the GPU; ignored", gpu.GPU.Rank)
+		return nil
+	}
+	bw := f32(float64(mbps) * float64(count) / 1000)
+	if err := connect(gpu, cpu, LinkC2C, bw); err != nil {
+		return err
+	}
+	return connect(cpu, gpu, LinkC2C, bw)
+}
+
+// addPCILink: a LOC link of LOC_BW from the switch holding <pcilink> to its target switch, one
+// direction per element (ncclTopoAddPciLinks, §1.2).
+func (b *builder) addPCILink(e *etree.Element, parentBus string, sid int) error {
+	id, err := parseBusID(parentBus)
+	if err != nil {
+		return b.doc.Errorf(e, "<pcilink>: parent %v", err)
+	}
+	sw := b.sys.nodeByID(PCI, topoID(sid, id))
+	if sw == nil {
+		return b.doc.Errorf(e, "<pcilink>: no PCI switch at busid %s", parentBus)
+	}
+	target, _ := attr(e, "target")
+	tid, err := parseBusID(target)
+	if err != nil {
+		return b.doc.Errorf(e, "<pcilink>: target %v", err)
+	}
+	remote := b.sys.nodeByID(PCI, topoID(sid, tid))
+	if remote == nil {
+		b.warnf(e, "<pcilink target=%q> names no PCI switch; ignored", target)
+		return nil
+	}
+	return connect(sw, remote, LinkLOC, LocBw)
+}
+
+// findLocalCPU walks up PCI links through PCI switches to the CPU (findLocalCpu).
+func findLocalCPU(n *Node) *Node {
+	seen := map[*Node]bool{}
+	var rec func(n, from *Node) *Node
+	rec = func(n, from *Node) *Node {
+		if n.Type == CPU {
+			return n
+		}
+		if seen[n] {
+			return nil
+		}
+		seen[n] = true
+		for _, l := range n.Links {
+			if l.Type == LinkPCI && l.Remote != from && (l.Remote.Type == PCI || l.Remote.Type == CPU) {
+				if c := rec(l.Remote, n); c != nil {
+					return c
+				}
+			}
+		}
+		return nil
+	}
+	return rec(n, nil)
+}
+
+// --- flattening, CPU links, sorting -------------------------------------------------------------
+
+// bcmGen recognises Broadcom PEX switches that show up as two levels (§2.2): Gen4 when
+// pci.device masked is 0x1000c0101000a000, Gen5 when it is 0x1000c03010000000 | level<<12.
+func bcmGen(dev uint64, level int) int {
+	m := dev & 0xfffffffffffff000
+	if m == 0x1000c0101000a000 {
+		return 4
+	}
+	if m == 0x1000c03010000000|uint64(level)<<12 {
+		return 5
+	}
+	return 0
+}
+
+// flattenBcmSwitches merges the sub-switches of a two-level Broadcom switch into the parent
+// (ncclTopoFlattenBcmSwitches): the parent loses its links to them, takes over their links,
+// their devices point back at the parent, and the parent's subsystem id gets 0xffff so it is
+// not merged again.
+func (b *builder) flattenBcmSwitches() {
+	for s := 0; s < len(b.sys.Nodes[PCI]); s++ {
+		sw := b.sys.Nodes[PCI][s]
+		gen := bcmGen(sw.PCI.Device, 0)
+		if gen == 0 {
+			continue
+		}
+		var subs []*Node
+		kept := sw.Links[:0:0]
+		for _, l := range sw.Links {
+			if l.Remote.Type == PCI && bcmGen(l.Remote.PCI.Device, 1) == gen {
+				subs = append(subs, l.Remote)
+				continue
+			}
+			kept = append(kept, l)
+		}
+		sw.Links = kept
+		for _, sub := range subs {
+			for _, l := range sub.Links {
+				rem := l.Remote
+				if rem == sw {
+					continue
+				}
+				sw.Links = append(sw.Links, l)
+				for _, rl := range rem.Links {
+					if rl.Remote == sub {
+						rl.Remote = sw
+						break
+					}
+				}
+			}
+			b.sys.removeNode(sub)
+		}
+		sw.PCI.Device |= 0xffff
+		// NCCL restarts its scan at index 0 after a merge (the node list changed).
+		s = 0
+	}
+}
+
+// removeNode deletes a node and every link to it, and renumbers the nodes of its type
+// (ncclTopoRemoveNode).
+func (s *System) removeNode(n *Node) {
+	for t := range s.Nodes {
+		for _, m := range s.Nodes[t] {
+			kept := m.Links[:0]
+			for _, l := range m.Links {
+				if l.Remote != n {
+					kept = append(kept, l)
+				}
+			}
+			m.Links = kept
+		}
+	}
+	list := s.Nodes[n.Type]
+	for i, m := range list {
+		if m == n {
+			s.Nodes[n.Type] = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	for i, m := range s.Nodes[n.Type] {
+		m.Index = i
+	}
+}
+
+// connectCPUs links every pair of CPUs of one host with a SYS link whose bandwidth depends on
+// the first CPU's arch/vendor/model (ncclTopoConnectCpus, ncclTopoGetInterCpuBw; §1.3).
+func (b *builder) connectCPUs() {
+	cpus := b.sys.Nodes[CPU]
+	for _, c1 := range cpus {
+		for _, c2 := range cpus {
+			if c1 == c2 || c1.SystemID() != c2.SystemID() {
+				continue
+			}
+			_ = connect(c1, c2, LinkSYS, interCPUBw(b.codes[c1]))
+		}
+	}
+}
+
+func interCPUBw(c cpuCodes) float64 {
+	bw := LocBw // unrecognised arch or x86 vendor: LOC_BW (NCCL quirk, §1.3)
+	switch c.arch {
+	case archPower:
+		return p9Bw
+	case archARM:
+		return armBw
+	case archX86:
+		switch c.vendor {
+		case vendorIntel:
+			switch c.model {
+			case modelERP:
+				bw = erpQpiBw
+			case modelSRP:
+				bw = srpQpiBw
+			case modelSKL:
+				bw = sklQpiBw
+			default:
+				bw = bdwQpiBw
+			}
+		case vendorAMD:
+			bw = amdBw
+		case vendorZhaoxin:
+			if c.model == modelYongfeng {
+				bw = yongfengZpBw
+			} else {
+				bw = zpiBw
+			}
+		}
+	}
+	return bw
+}
+
+// sortSystem moves, for every node reached down the PCI tree from each CPU, the link to its
+// parent to the end of its links (ncclTopoSortSystem, §2.2).
+func (b *builder) sortSystem() error {
+	seen := map[*Node]bool{}
+	var rec func(n, up *Node) error
+	rec = func(n, up *Node) error {
+		if seen[n] {
+			return fmt.Errorf("%s: PCI tree has a cycle at %s", b.doc.Name, n.label())
+		}
+		seen[n] = true
+		if up != nil {
+			for i, l := range n.Links {
+				if l.Remote == up {
+					copy(n.Links[i:], n.Links[i+1:])
+					n.Links[len(n.Links)-1] = l
+					break
+				}
+			}
+		}
+		for _, l := range n.Links {
+			if l.Type == LinkPCI && l.Remote != up {
+				if err := rec(l.Remote, n); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	for _, c := range b.sys.Nodes[CPU] {
+		if err := rec(c, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }

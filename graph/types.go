@@ -268,10 +268,19 @@ type Options struct {
 	// NetGDRDisable forces GDR off for every GPU/NET pair (as if every gdr attribute were 0).
 	NetGDRDisable bool
 	// LocalRank is the rank whose view is built: GPUs outside its P2P domain are trimmed
-	// (ncclTopoTrimSystem, §3.3). -1 keeps every GPU (no trimming).
+	// (ncclTopoTrimSystem, §3.3).
 	LocalRank int
+	// NoTrim keeps every GPU (no domain trimming) and every NET.
+	NoTrim bool
+	// P2PUnsupported says the driver reports no P2P between GPUs over PCIe (GeForce boards):
+	// NCCL then routes those pairs through the CPU (ncclTopoCheckP2p's NVML check, §3.4).
+	P2PUnsupported bool
+	// Strict turns warnings (inputs NCCL accepts silently, such as an NVLink to a GPU that is
+	// not in the topology or an NVLink count of 0) into errors.
+	Strict bool
 	// NRanks, when > 0, is the communicator size; System.Inter is set when the kept GPUs are
-	// fewer. 0 means "the GPUs of this topology".
+	// fewer. 0 means "the GPUs of this topology" (one node). As NCCL does, NET nodes are removed
+	// when every rank is in this system (ncclTopoTrimSystem).
 	NRanks int
 }
 
@@ -293,6 +302,11 @@ type System struct {
 	Name string
 	// Unreachable lists GPU pairs with no path (reported, never fatal for the build).
 	Unreachable []string
+	// Warnings lists inputs NCCL accepts silently but that are probably mistakes, each located
+	// ("file:line: ...").
+	Warnings []string
+
+	cpuCodes map[*Node]cpuCodes
 }
 
 // Path returns the stored path from one node to another, or nil when NCCL stores none

@@ -1,0 +1,514 @@
+package graph
+
+import (
+	"fmt"
+	"sort"
+)
+
+// computeAll runs what NCCL runs after building the graph (init.cc): paths, trimming of GPUs
+// outside the local rank's domain and of NETs when every rank is local, paths again, then
+// maxBw/totalBw (§3.2–3.3, §4.2).
+func (s *System) computeAll(codes map[*Node]cpuCodes) error {
+	s.cpuCodes = codes
+	if err := s.computePaths(); err != nil {
+		return err
+	}
+	s.findUnreachable()
+	if !s.Options.NoTrim {
+		if err := s.trim(); err != nil {
+			return err
+		}
+		if err := s.computePaths(); err != nil {
+			return err
+		}
+	}
+	s.searchInit()
+	return nil
+}
+
+// setPaths runs NCCL's BFS from base (ncclTopoSetPaths, §3.2): every node that can reach base
+// gets a path towards it, made of its own links (the reverse of the links the BFS followed).
+func (s *System) setPaths(base *Node) error {
+	nb := len(s.Nodes[base.Type])
+	ensure := func(n *Node) {
+		if n.paths[base.Type] == nil {
+			n.paths[base.Type] = make([]*Path, nb)
+		}
+		if n.paths[base.Type][base.Index] == nil {
+			n.paths[base.Type][base.Index] = &Path{Type: PathDIS}
+		}
+	}
+	ensure(base)
+	bp := base.paths[base.Type][base.Index]
+	bp.Links, bp.BW, bp.Type = nil, LocBw, PathLOC
+
+	lexico := s.Version.AtLeast(V2_30)
+	nvb := !s.Options.NVBDisable
+	frontier := []*Node{base}
+	for len(frontier) > 0 {
+		var next []*Node
+		inNext := map[*Node]bool{}
+		for _, node := range frontier {
+			path := node.paths[base.Type][base.Index]
+			for _, link := range node.Links {
+				rem := link.Remote
+				ensure(rem)
+				rp := rem.paths[base.Type][base.Index]
+				bw := link.BW
+				if path.BW < bw {
+					bw = path.BW
+				}
+				// A GPU other than the destination relays only NVLink→NVLink traffic, with one
+				// intermediate GPU at most (NVB).
+				if node != base && node.Type == GPU &&
+					(!nvb || link.Type != LinkNVL || rem.Type != GPU || len(path.Links) > 1) {
+					continue
+				}
+				// Hop type: link type, NET counts as LOC, PCI→PCI is PXB, a PCI link touching a
+				// CPU is PHB, and an NVLink hop leaving a GPU at the end of an NVL path is NVB.
+				hop := PathType(link.Type)
+				if link.Type == LinkNET {
+					hop = PathLOC
+				}
+				if node.Type == PCI && rem.Type == PCI {
+					hop = PathPXB
+				}
+				if link.Type == LinkPCI && (node.Type == CPU || rem.Type == CPU) {
+					hop = PathPHB
+				}
+				if node.Type == GPU && path.Type == PathNVL && hop == PathNVL && len(path.Links) > 0 {
+					hop = PathNVB
+				}
+				typ := path.Type
+				if hop > typ {
+					typ = hop
+				}
+				hops := len(path.Links) + 1
+				var better bool
+				if lexico {
+					// 2.30.7: lower type, then higher bw, then fewer hops.
+					better = typ < rp.Type ||
+						(typ == rp.Type && bw > rp.BW) ||
+						(typ == rp.Type && bw == rp.BW && hops < len(rp.Links))
+				} else {
+					// ≤2.30.4: (no path yet or more hops than X's) and strictly more bandwidth.
+					better = (rp.BW == 0 || len(rp.Links) > len(path.Links)) && rp.BW < bw
+				}
+				if !better {
+					continue
+				}
+				var rev *Link
+				for _, l := range rem.Links {
+					if l.Remote == node && l.Type == link.Type {
+						rev = l
+						break
+					}
+				}
+				if rev == nil {
+					return fmt.Errorf("no reverse link from %s to %s for the %s link %s→%s (a one-way link: NCCL fails here with \"Failed to find reverse path\")",
+						rem.label(), node.label(), link.Type, node.label(), rem.label())
+				}
+				links := make([]*Link, 0, hops)
+				links = append(links, rev)
+				links = append(links, path.Links...)
+				rp.Links, rp.BW, rp.Type = links, bw, typ
+				if !inNext[rem] {
+					inNext[rem] = true
+					next = append(next, rem)
+				}
+			}
+		}
+		frontier = next
+	}
+	return nil
+}
+
+// computePaths is ncclTopoComputePaths (§3.2–3.3).
+func (s *System) computePaths() error {
+	for t := range s.Nodes {
+		for _, n := range s.Nodes[t] {
+			n.paths = [NumNodeTypes][]*Path{}
+		}
+	}
+	for _, t := range []NodeType{CPU, GPU, NET, NVS} {
+		for _, n := range s.Nodes[t] {
+			if err := s.setPaths(n); err != nil {
+				return err
+			}
+		}
+	}
+	// Fill missing entries with DIS so that every stored table is complete.
+	for t := range s.Nodes {
+		for _, n := range s.Nodes[t] {
+			for _, dt := range []NodeType{CPU, GPU, NET, NVS} {
+				if len(s.Nodes[dt]) == 0 {
+					continue
+				}
+				if n.paths[dt] == nil {
+					n.paths[dt] = make([]*Path, len(s.Nodes[dt]))
+				}
+				for i := range n.paths[dt] {
+					if n.paths[dt][i] == nil {
+						n.paths[dt][i] = &Path{Type: PathDIS}
+					}
+				}
+			}
+		}
+	}
+
+	gpus := s.Nodes[GPU]
+	// 1. P2P not possible or not wanted: route p→g through g's local CPU; pairs that neither
+	// P2P nor SHM can connect (other hosts) become NET.
+	for _, g := range gpus {
+		for _, p := range gpus {
+			if !s.checkP2P(p, g) {
+				if cpu := s.localCPU(g); cpu != nil {
+					s.addInterStep(cpu, p, g)
+				}
+			}
+		}
+		for _, p := range gpus {
+			if p == g {
+				continue
+			}
+			if p.SystemID() != g.SystemID() && !s.checkP2P(p, g) {
+				p.paths[GPU][g.Index].Type = PathNET
+			}
+		}
+	}
+	nets := s.Nodes[NET]
+	// 2. P2C: GPUs with a C2C path to their CPU reach the NETs that hang off that CPU as P2C.
+	for _, g := range gpus {
+		cpu := s.localCPU(g)
+		if cpu == nil {
+			continue
+		}
+		gc := g.paths[CPU][cpu.Index]
+		for _, ni := range s.local(g, NET) {
+			n := nets[ni]
+			if gc.Type == PathC2C && n.paths[CPU][cpu.Index].Type == PathPHB {
+				if p := g.paths[NET][ni]; p.Type > PathP2C {
+					p.Type = PathP2C
+				}
+				if p := n.paths[GPU][g.Index]; p.Type > PathP2C {
+					p.Type = PathP2C
+				}
+			}
+		}
+	}
+	// 3. PXN: reach a NET through the NVLink peer that would drive it (GPU→NET only).
+	if !s.Options.PXNDisable {
+		pxnLevel := PathP2C // NCCL_PXN_C2C=1, default since 2.28
+		if s.Options.PXNC2CDisable {
+			pxnLevel = PathPXB
+		}
+		for ni, n := range nets {
+			pi := s.LocalGPU(n)
+			if pi < 0 {
+				continue
+			}
+			p := gpus[pi]
+			for _, g := range gpus {
+				if g == p {
+					continue
+				}
+				pn, gn := p.paths[NET][ni], g.paths[NET][ni]
+				if pn.Type <= pxnLevel && p.paths[GPU][g.Index].Type <= PathNVL &&
+					p.SystemID() == g.SystemID() && s.checkGDR(p, n, true) &&
+					(pn.BW > gn.BW || gn.Type > PathPXN) {
+					s.addInterStep(p, g, n)
+				}
+			}
+		}
+	}
+	// 4. No GDR: route both directions through the GPU's local CPU.
+	for _, n := range nets {
+		for _, g := range gpus {
+			if g.paths[NET][n.Index].Type < PathPHB && !s.checkGDR(g, n, false) {
+				if cpu := s.localCPU(g); cpu != nil {
+					s.addInterStep(cpu, n, g)
+					s.addInterStep(cpu, g, n)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// addInterStep replaces src's path to dst by src→mid followed by mid→dst: type = max of both
+// (PXN when mid is a GPU), bw = min of both (addInterStep, §3.3).
+func (s *System) addInterStep(mid, src, dst *Node) {
+	a := src.paths[mid.Type][mid.Index]
+	b := mid.paths[dst.Type][dst.Index]
+	p := src.paths[dst.Type][dst.Index]
+	links := make([]*Link, 0, len(a.Links)+len(b.Links))
+	links = append(links, a.Links...)
+	links = append(links, b.Links...)
+	p.Links = links
+	p.Type = max(a.Type, b.Type)
+	if mid.Type == GPU {
+		p.Type = PathPXN
+	}
+	p.BW = min(a.BW, b.BW)
+}
+
+// localCPU is the CPU closest to a GPU in hops (ncclGetLocalCpu), or nil.
+func (s *System) localCPU(g *Node) *Node {
+	var best *Node
+	min := 0
+	for i, c := range s.Nodes[CPU] {
+		h := len(g.paths[CPU][i].Links)
+		if h > 0 && (min == 0 || h < min) {
+			best, min = c, h
+		}
+	}
+	return best
+}
+
+// local returns the indices of the nodes of type rt with the best path from n: highest bw,
+// then lowest type (ncclTopoGetLocal).
+func (s *System) local(n *Node, rt NodeType) []int {
+	ps := n.paths[rt]
+	if ps == nil {
+		return nil
+	}
+	minType, maxBw := PathDIS, 0.0
+	var out []int
+	for i, p := range ps {
+		if p.BW > maxBw || (p.BW == maxBw && p.Type < minType) {
+			maxBw, minType = p.BW, p.Type
+			out = out[:0]
+		}
+		if p.BW == maxBw && p.Type == minType && p.BW > 0 {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// p2pLevel is the highest path type P2P may use (ncclTopoCheckP2p, §3.4).
+func (s *System) p2pLevel() PathType {
+	if s.Options.P2PDisable {
+		return PathLOC
+	}
+	if s.Options.P2PLevel != "" {
+		if l, err := ParsePathType(s.Options.P2PLevel); err == nil {
+			return l
+		}
+	}
+	level := PathPXB
+	if len(s.Nodes[CPU]) > 0 {
+		c := s.cpuCodes[s.Nodes[CPU][0]]
+		if c.arch == archX86 && c.vendor == vendorAMD && len(s.Nodes[GPU]) <= 2 {
+			level = PathSYS
+		}
+	}
+	return level
+}
+
+// checkP2P says whether GPU p may reach GPU g directly (ncclTopoCheckP2p).
+func (s *System) checkP2P(p, g *Node) bool {
+	path := p.paths[GPU][g.Index]
+	if p == g {
+		return true
+	}
+	if p.SystemID() != g.SystemID() && path.Type > PathNVL {
+		return false // other hosts: only MNNVL (NVLink) reaches them
+	}
+	if s.Options.P2PUnsupported && path.Type > PathNVB {
+		return false // the driver reports no PCIe P2P (GeForce)
+	}
+	return path.Type <= s.p2pLevel()
+}
+
+// gdrLevel is the highest GPU→NET distance for GPUDirect RDMA (§3.5).
+func (s *System) gdrLevel() PathType {
+	if s.Options.NetGDRLevel != "" {
+		if l, err := ParsePathType(s.Options.NetGDRLevel); err == nil {
+			return l
+		}
+	}
+	if s.Version.AtLeast(V2_30) {
+		return PathP2C // NCCL_NET_GDR_C2C=1
+	}
+	return PathPXB // 2.27–2.29: PXB, with a P2C distance counted as C2C
+}
+
+// checkGDR is ncclTopoCheckGdr for (GPU, NET, direction); read means the GPU sends.
+func (s *System) checkGDR(g, n *Node, read bool) bool {
+	if s.Options.NetGDRDisable || !n.NET.GDR || !g.GPU.GDR {
+		return false
+	}
+	if read && g.GPU.SM < 80 {
+		// NCCL_NET_GDR_READ left at default: pre-Ampere GPUs read only with an NVLink peer.
+		nvl := len(s.Nodes[GPU]) == 1
+		for i, p := range g.paths[GPU] {
+			if i != g.Index && p.Type == PathNVL {
+				nvl = true
+			}
+		}
+		if !nvl {
+			return false
+		}
+	}
+	d := g.paths[NET][n.Index].Type
+	if d == PathPXN {
+		if p := intermediateGPU(g.paths[NET][n.Index], n); p != nil {
+			d = p.paths[NET][n.Index].Type
+		}
+	}
+	if !s.Version.AtLeast(V2_30) && s.Options.NetGDRLevel == "" && d == PathP2C {
+		d = PathC2C
+	}
+	return d <= s.gdrLevel()
+}
+
+// intermediateGPU returns the first GPU a path goes through (ncclTopoGetIntermediateRank).
+func intermediateGPU(p *Path, dst *Node) *Node {
+	for _, l := range p.Links {
+		if l.Remote.Type == GPU && l.Remote != dst {
+			return l.Remote
+		}
+	}
+	return nil
+}
+
+// LocalGPU returns the index of the GPU that drives NET n on some channel, or -1
+// (ncclTopoGetLocalGpu, §3.3 step 5).
+func (s *System) LocalGPU(n *Node) int {
+	gs := s.local(n, GPU)
+	for c := 0; c < 64; c++ { // MAXCHANNELS
+		for _, gi := range gs {
+			if ni, ok := s.LocalNet(s.Nodes[GPU][gi], c); ok && ni == n.Index {
+				return gi
+			}
+		}
+	}
+	return -1
+}
+
+// LocalNet returns the index of the NET a GPU uses on a channel (ncclTopoGetLocalNet, §3.6):
+// localNets = NETs with max bw (tie: min type) from the GPU, localGpus = GPUs with max bw from
+// localNets[0], netsPerGpu = ceil(nets/gpus), NET = localNets[(mirror(dev % gpus) + c %
+// netsPerGpu) % nets], mirror bit-reversing when the number of local NETs is a power of two.
+func (s *System) LocalNet(g *Node, channel int) (int, bool) {
+	nets := s.local(g, NET)
+	if len(nets) == 0 {
+		return -1, false
+	}
+	gpus := s.local(s.Nodes[NET][nets[0]], GPU)
+	if len(gpus) == 0 {
+		return -1, false
+	}
+	net := g.GPU.Dev % len(gpus)
+	if isPow2(len(nets)) {
+		net = mirrorBits(net, len(nets))
+	}
+	perGpu := (len(nets) + len(gpus) - 1) / len(gpus)
+	net += channel % perGpu
+	return nets[net%len(nets)], true
+}
+
+func isPow2(v int) bool { return v > 0 && v&(v-1) == 0 }
+
+func mirrorBits(val, pow2 int) int {
+	m := 0
+	for b, mb := 1, pow2>>1; b < pow2; b, mb = b<<1, mb>>1 {
+		if val&b != 0 {
+			m |= mb
+		}
+	}
+	return m
+}
+
+// findUnreachable records GPU pairs without any path (type DIS), so that callers can report them.
+func (s *System) findUnreachable() {
+	s.Unreachable = nil
+	for _, a := range s.Nodes[GPU] {
+		for _, b := range s.Nodes[GPU] {
+			if a != b && a.paths[GPU][b.Index].Type == PathDIS {
+				s.Unreachable = append(s.Unreachable, fmt.Sprintf("GPU rank %d (%s) has no path to GPU rank %d (%s)", a.GPU.Rank, a.label(), b.GPU.Rank, b.label()))
+			}
+		}
+	}
+}
+
+// trim keeps the GPUs of the local rank's domain (GPUs linked by paths below NET) and removes
+// the NETs when every rank is in the system (ncclTopoTrimSystem, §3.3).
+func (s *System) trim() error {
+	gpus := s.Nodes[GPU]
+	domains := make([]int, len(gpus))
+	my := -1
+	for g, gpu := range gpus {
+		domains[g] = g
+		for p := 0; p < g; p++ {
+			if gpu.paths[GPU][p].Type < PathNET {
+				domains[g] = min(domains[g], domains[p])
+			}
+		}
+		if gpu.GPU.Rank == s.Options.LocalRank {
+			my = domains[g]
+		}
+	}
+	if my < 0 {
+		ranks := make([]int, len(gpus))
+		for i, g := range gpus {
+			ranks[i] = g.GPU.Rank
+		}
+		sort.Ints(ranks)
+		return fmt.Errorf("local rank %d is not in the topology (ranks %v)", s.Options.LocalRank, ranks)
+	}
+	var drop []*Node
+	for g, gpu := range gpus {
+		if domains[g] != my {
+			drop = append(drop, gpu)
+		}
+	}
+	for _, n := range drop {
+		s.removeNode(n)
+	}
+	nranks := s.Options.NRanks
+	if nranks <= 0 {
+		nranks = len(gpus)
+	}
+	s.Inter = len(s.Nodes[GPU]) != nranks
+	if !s.Inter {
+		for len(s.Nodes[NET]) > 0 {
+			s.removeNode(s.Nodes[NET][len(s.Nodes[NET])-1])
+		}
+	}
+	return nil
+}
+
+// searchInit computes maxBw and totalBw (ncclTopoSearchInit, §4.2): maxBw = best path bw from a
+// GPU to a NET (inter-node) or to another GPU; totalBw = max over GPUs of max(PCI link bw, sum
+// of NVLink bw); a single GPU without NET gets LOC_BW for both.
+func (s *System) searchInit() {
+	s.MaxBw, s.TotalBw = 0, 0
+	inter := len(s.Nodes[NET]) > 0
+	if !inter && len(s.Nodes[GPU]) == 1 {
+		s.MaxBw, s.TotalBw = LocBw, LocBw
+		return
+	}
+	t := GPU
+	if inter {
+		t = NET
+	}
+	for _, g := range s.Nodes[GPU] {
+		for _, p := range g.paths[t] {
+			if len(p.Links) > 0 && p.BW > s.MaxBw {
+				s.MaxBw = p.BW
+			}
+		}
+		var nvl, pci float64
+		for _, l := range g.Links {
+			switch l.Type {
+			case LinkNVL:
+				nvl = f32(nvl + l.BW)
+			case LinkPCI:
+				pci = l.BW
+			}
+		}
+		s.TotalBw = max(s.TotalBw, pci, nvl)
+	}
+}
