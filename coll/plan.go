@@ -38,8 +38,9 @@ type Plan struct {
 	Proto     tuning.Proto
 	NChannels int
 	NThreads  int // informational (tuning's thread count); the schedule does not depend on it
-	// ChunkSize in bytes as tuning computes it (§5.7: stepSize×chunkSteps, before the LL/LL128 payload
-	// reduction); 0 derives it from the protocol defaults.
+	// ChunkSize is the payload bytes per chunk, the final value of tuning's §5.7 computation
+	// (stepSize×chunkSteps, then LL ×1/2 or LL128 ×15/16, adjustments, rounded down to the protocol
+	// grain); 0 derives it from the protocol defaults. SendRecv: the P2P chunk (§5.8), 0 = 128 KiB.
 	ChunkSize int64
 	// BuffSize per protocol (LL, LL128, Simple) in bytes; 0 means NCCL's default (§6.1).
 	BuffSize [tuning.NumProtos]int64

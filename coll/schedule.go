@@ -41,8 +41,9 @@ import (
 //     Offsets and sizes are in bytes and always multiples of the data type size.
 //  5. Buffers. Src/Dst name a logical buffer of the step's operation: BufSend (the user's send
 //     buffer, Op.SendBytes long) or BufRecv (Op.RecvBytes long). Compile emits out-of-place
-//     schedules that are also correct in place, provided the executor aliases the send buffer to
-//     recv + Op.InPlaceOffset(rank) as nccl-tests does.
+//     schedules that are also correct in place, provided the executor places both in one buffer
+//     at Op.InPlaceOffsets(rank), as nccl-tests does. SendRecv and AllToAll schedules are not
+//     in-place safe (nor are NCCL's: a rank may overwrite data it has yet to send).
 //
 // The JSON form is encoding/json of these types (field names as tagged below); enumerations are
 // written as NCCL's names ("RecvReduceSend", "Simple", "send"/"recv").
@@ -264,13 +265,26 @@ type Op struct {
 	ChunkSize int64        `json:"chunk_size"` // wire bytes per chunk as NCCL's work carries it
 	SendBytes int64        `json:"send_bytes"` // size of each rank's send buffer
 	RecvBytes int64        `json:"recv_bytes"` // size of each rank's receive buffer
-	// InPlaceStride: in place, rank r's send buffer is recv + r×InPlaceStride (AllGather: the rank's
-	// block; others 0).
+	// InPlaceStride describes the in-place layout (nccl-tests' convention, fact sheet §7): AllGather's
+	// send buffer is its block of the receive buffer (recv + rank×stride); ReduceScatter's receive
+	// buffer is its block of the send buffer (send + rank×stride); other functions alias both at 0.
 	InPlaceStride int64 `json:"in_place_stride"`
 }
 
-// InPlaceOffset is where rank's send buffer starts inside its receive buffer when run in place.
-func (o *Op) InPlaceOffset(rank int) int64 { return int64(rank) * o.InPlaceStride }
+// InPlaceOffsets gives, for an in-place run, where rank's send and receive buffers start inside the
+// one buffer of max(SendBytes, RecvBytes) bytes that holds both.
+func (o *Op) InPlaceOffsets(rank int) (send, recv int64) {
+	switch o.Func {
+	case tuning.AllGather:
+		return int64(rank) * o.InPlaceStride, 0
+	case tuning.ReduceScatter:
+		return 0, int64(rank) * o.InPlaceStride
+	}
+	return 0, 0
+}
+
+// InPlaceBytes is the size of the single buffer of an in-place run.
+func (o *Op) InPlaceBytes() int64 { return max64(o.SendBytes, o.RecvBytes) }
 
 // Schedule is a compiled collective or group of collectives.
 type Schedule struct {

@@ -1,0 +1,141 @@
+package coll
+
+import (
+	"github.com/simccl/simccl/tuning"
+)
+
+// Protocol buffer defaults per connection (NCCL 2.30.7, fact sheet §6.1): LL 8 lines/thread × 512
+// threads × 8 steps × 16 B; LL128 120 u64/thread × 640 threads × 8 steps × 8 B; Simple 4 MiB
+// (DEFAULT_BUFFSIZE).
+var DefaultBuffSize = [tuning.NumProtos]int64{
+	tuning.LL:     8 * 512 * NCCLSteps * 16,
+	tuning.LL128:  120 * 640 * NCCLSteps * 8,
+	tuning.Simple: 4 << 20,
+}
+
+// protoGrain is the granularity chunk sizes are rounded down to (NCCL 2.30.7, fact sheet §5.7/§6.1).
+var protoGrain = [tuning.NumProtos]int64{tuning.LL: 16, tuning.LL128: 1920, tuning.Simple: 512}
+
+// DefaultP2PChunkSize is NCCL_P2P_NET_CHUNKSIZE / NCCL_P2P_PCI_CHUNKSIZE (128 KiB, NCCL 2.30.7, fact
+// sheet §5.8), used for SendRecv/AllToAll when the plan gives no chunk size.
+const DefaultP2PChunkSize = 128 << 10
+
+// RingChunkSteps returns (chunkSteps, sliceSteps) for a function and algorithm with protocol
+// Simple (NCCL 2.30.7 calcCollChunking, fact sheet §5.7): Ring AllReduce/AllGather/ReduceScatter use
+// NCCL_STEPS/2 and NCCL_STEPS/4; everything else 1 and 1. LL and LL128 always use 1 and 1.
+func RingChunkSteps(f tuning.Func, a tuning.Algo, p tuning.Proto) (chunkSteps, sliceSteps int) {
+	if p == tuning.Simple && a == tuning.Ring {
+		switch f {
+		case tuning.AllReduce, tuning.AllGather, tuning.ReduceScatter:
+			return NCCLSteps / 2, NCCLSteps / 4
+		}
+	}
+	return 1, 1
+}
+
+// DefaultChunkSize is the payload chunk size NCCL uses before any size-dependent adjustment
+// (fact sheet §5.7): stepSize×chunkSteps, LL halved (8-byte data per 16-byte line), LL128 ×15/16
+// (120 of 128 bytes), rounded down to the protocol grain.
+func DefaultChunkSize(f tuning.Func, a tuning.Algo, p tuning.Proto, buffSize int64) int64 {
+	if buffSize <= 0 {
+		buffSize = DefaultBuffSize[p]
+	}
+	cs, _ := RingChunkSteps(f, a, p)
+	chunk := buffSize / NCCLSteps * int64(cs)
+	switch p {
+	case tuning.LL:
+		chunk /= 2
+	case tuning.LL128:
+		chunk = chunk / 16 * 15
+	}
+	chunk = chunk / protoGrain[p] * protoGrain[p]
+	if chunk < protoGrain[p] {
+		chunk = protoGrain[p]
+	}
+	return chunk
+}
+
+// WireBytes is how many bytes a message of payload bytes occupies on the wire (fact sheet §6.1):
+// LL sends 8 data bytes per 16-byte line, LL128 120 per 128-byte line, Simple the payload itself.
+func WireBytes(p tuning.Proto, payload int64) int64 {
+	switch p {
+	case tuning.LL:
+		return divUp(payload, 8) * 16
+	case tuning.LL128:
+		return divUp(payload, 120) * 128
+	}
+	return payload
+}
+
+func divUp(a, b int64) int64 { return (a + b - 1) / b }
+
+func alignUp(a, b int64) int64 { return divUp(a, b) * b }
+
+func min64(a, b int64) int64 {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// chunking is how one operation cuts its data (all sizes in elements).
+type chunking struct {
+	proto         tuning.Proto
+	elt           int64 // element size in bytes
+	chunkElems    int64 // payload elements per chunk
+	slicesPerChk  int   // Simple: chunkSteps/sliceSteps
+	stepsPerSlice int   // slots a message occupies
+	stepElems     int64 // elements per buffer step (stepSize/elt), for Simple's slice size rule
+	align         int64 // 16 bytes in elements (NCCL aligns partial chunks to 16 B)
+}
+
+// slices cuts one primitive call of nelem elements into the messages NCCL posts (genericOp in
+// NCCL 2.30.7's prims_simple.h, paraphrased): Simple splits a chunk into SlicePerChunk slices of
+// max(ceil(nelem/(16·SPC))·16, stepSize·StepPerSlice/32) elements and posts every slice even when
+// it is empty; LL and LL128 post one message per call.
+func (ck *chunking) slices(nelem int64) []int64 {
+	if nelem < 0 {
+		nelem = 0
+	}
+	if ck.proto != tuning.Simple || ck.slicesPerChk <= 1 {
+		return []int64{nelem}
+	}
+	spc := int64(ck.slicesPerChk)
+	sliceSize := max64(divUp(nelem, 16*spc)*16, ck.stepElems*int64(ck.stepsPerSlice)/32)
+	out := make([]int64, spc)
+	off := int64(0)
+	for i := range out {
+		n := min64(sliceSize, nelem-off)
+		if n < 0 {
+			n = 0
+		}
+		out[i] = n
+		off += n
+	}
+	return out
+}
+
+// channelParts splits count elements over nChannels contiguous parts (NCCL 2.19+ gives each channel
+// a contiguous range of the buffer; the exact cell packing of scheduleCollTasksToPlan is
+// approximated by equal parts aligned to 16 bytes). Channels past the data get an empty part.
+func channelParts(count int64, nChannels int, align int64) (offs, counts []int64) {
+	offs = make([]int64, nChannels)
+	counts = make([]int64, nChannels)
+	per := alignUp(divUp(count, int64(nChannels)), align)
+	if per == 0 {
+		per = align
+	}
+	for c := 0; c < nChannels; c++ {
+		lo := min64(int64(c)*per, count)
+		hi := min64(lo+per, count)
+		offs[c], counts[c] = lo, hi-lo
+	}
+	return offs, counts
+}

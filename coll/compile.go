@@ -1,0 +1,570 @@
+package coll
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/simccl/simccl/tuning"
+)
+
+// ErrUnsupported reports a function × algorithm combination Compile does not model.
+var ErrUnsupported = errors.New("coll: unsupported")
+
+// MaxChannels is MAXCHANNELS (NCCL 2.30.7): at most 64 channels.
+const MaxChannels = 64
+
+// MaxSteps bounds the size of a compiled schedule (all ranks, all channels), so that a huge request
+// fails with an error instead of exhausting memory.
+const MaxSteps = 20_000_000
+
+// Supported reports whether Compile models function f with algorithm a.
+func Supported(f tuning.Func, a tuning.Algo) bool {
+	if f == tuning.SendRecv || f == tuning.AllToAll {
+		return true // grouped point-to-point: no collective algorithm
+	}
+	switch a {
+	case tuning.Ring:
+		return f <= tuning.AllReduce
+	case tuning.Tree:
+		return f == tuning.AllReduce
+	}
+	return false
+}
+
+// Compile turns one collective, or a group of them (run one after another on every channel, as
+// NCCL runs the work items of a group), into a Schedule. Every plan must have the same NRanks.
+func Compile(plans ...Plan) (*Schedule, error) {
+	if len(plans) == 0 {
+		return nil, fmt.Errorf("coll: Compile: no operations")
+	}
+	n := plans[0].NRanks
+	nch := 0
+	for i := range plans {
+		p := &plans[i]
+		if p.NRanks != n {
+			return nil, fmt.Errorf("coll: Compile: operation %d has %d ranks, operation 0 has %d", i, p.NRanks, n)
+		}
+		if err := p.check(); err != nil {
+			return nil, fmt.Errorf("coll: Compile: operation %d (%v): %w", i, p.Func, err)
+		}
+		if c := p.nChannels(); c > nch {
+			nch = c
+		}
+	}
+	b := newBuilder(n, nch)
+	for i := range plans {
+		if err := b.addOp(&plans[i]); err != nil {
+			return nil, fmt.Errorf("coll: Compile: operation %d (%v %v): %w", i, plans[i].Func, plans[i].Algo, err)
+		}
+	}
+	return b.finish(), nil
+}
+
+func (p *Plan) nChannels() int {
+	if p.NChannels <= 0 {
+		return 1
+	}
+	return p.NChannels
+}
+
+// check validates a plan's fields, naming the bad one.
+func (p *Plan) check() error {
+	n := p.NRanks
+	if n < 1 {
+		return fmt.Errorf("NRanks %d: want at least 1", n)
+	}
+	if n > 1<<20 {
+		return fmt.Errorf("NRanks %d: too many ranks to compile a schedule for", n)
+	}
+	if p.DataType.Size() == 0 {
+		return fmt.Errorf("data type %v unknown", p.DataType)
+	}
+	if p.Op < 0 || p.Op >= NumRedOps {
+		return fmt.Errorf("reduction %v unknown", p.Op)
+	}
+	if p.Count < 0 {
+		return fmt.Errorf("count %d is negative", p.Count)
+	}
+	if p.Count > (1<<50)/int64(p.DataType.Size()) {
+		return fmt.Errorf("count %d too large", p.Count)
+	}
+	if p.NChannels < 0 || p.NChannels > MaxChannels {
+		return fmt.Errorf("NChannels %d: want 1..%d", p.NChannels, MaxChannels)
+	}
+	if p.Proto < 0 || p.Proto >= tuning.NumProtos {
+		return fmt.Errorf("protocol %v unknown", p.Proto)
+	}
+	if p.Algo < 0 || p.Algo >= tuning.NumAlgos {
+		return fmt.Errorf("algorithm %v unknown", p.Algo)
+	}
+	if p.Func < 0 || p.Func > tuning.AllToAll {
+		return fmt.Errorf("function %v unknown", p.Func)
+	}
+	if !Supported(p.Func, p.Algo) {
+		return fmt.Errorf("%w: %v with algorithm %v (supported: Ring for all collectives, Tree for AllReduce; SendRecv/AllToAll ignore the algorithm)", ErrUnsupported, p.Func, p.Algo)
+	}
+	if p.ChunkSize < 0 {
+		return fmt.Errorf("chunk size %d is negative", p.ChunkSize)
+	}
+	if p.ChunkSize > 0 && p.ChunkSize < int64(p.DataType.Size()) {
+		return fmt.Errorf("chunk size %d is smaller than one %v element", p.ChunkSize, p.DataType)
+	}
+	for pr, s := range p.BuffSize {
+		if s < 0 || (s > 0 && s < NCCLSteps*protoGrain[pr]) {
+			return fmt.Errorf("buffer size %d for %v: want 0 (default) or at least %d", s, tuning.Proto(pr), NCCLSteps*protoGrain[pr])
+		}
+	}
+	if p.Func == tuning.Broadcast || p.Func == tuning.Reduce {
+		if p.Root < 0 || p.Root >= n {
+			return fmt.Errorf("root %d out of range 0..%d", p.Root, n-1)
+		}
+	}
+	if p.Rings != nil {
+		if len(p.Rings) < p.nChannels() {
+			return fmt.Errorf("%d rings for %d channels", len(p.Rings), p.nChannels())
+		}
+		for c := 0; c < p.nChannels(); c++ {
+			if err := checkPerm(p.Rings[c], n); err != nil {
+				return fmt.Errorf("ring of channel %d: %w", c, err)
+			}
+		}
+	}
+	if p.Trees != nil {
+		if len(p.Trees) < p.nChannels() {
+			return fmt.Errorf("%d trees for %d channels", len(p.Trees), p.nChannels())
+		}
+		for c := 0; c < p.nChannels(); c++ {
+			if len(p.Trees[c].Up) != n {
+				return fmt.Errorf("tree of channel %d covers %d ranks, want %d", c, len(p.Trees[c].Up), n)
+			}
+			if err := CheckTree(p.Trees[c]); err != nil {
+				return fmt.Errorf("tree of channel %d: %w", c, err)
+			}
+		}
+	}
+	if p.Func == tuning.SendRecv {
+		for i, t := range p.Transfers {
+			if t.From < 0 || t.From >= n || t.To < 0 || t.To >= n {
+				return fmt.Errorf("transfer %d: %d→%d out of range 0..%d", i, t.From, t.To, n-1)
+			}
+			if t.Count < 0 {
+				return fmt.Errorf("transfer %d: negative count %d", i, t.Count)
+			}
+		}
+	}
+	// Rough size guard: steps grow with ranks × chunks.
+	chunk := p.ChunkSize
+	if chunk == 0 {
+		chunk = DefaultChunkSize(p.Func, p.Algo, p.Proto, p.BuffSize[p.Proto])
+	}
+	bytes := p.Count * int64(p.DataType.Size())
+	if p.Func == tuning.AllGather || p.Func == tuning.ReduceScatter || p.Func == tuning.AllToAll {
+		bytes *= int64(n)
+	}
+	est := (divUp(bytes, chunk) + int64(p.nChannels())) * 4 * int64(n)
+	if p.Func == tuning.AllToAll || p.Func == tuning.AllGather || p.Func == tuning.ReduceScatter || p.Func == tuning.AllReduce {
+		est += 4 * int64(n) * int64(n) * int64(p.nChannels())
+	}
+	if est > MaxSteps {
+		return fmt.Errorf("schedule would have about %d steps (limit %d): use fewer ranks or a larger chunk", est, MaxSteps)
+	}
+	return nil
+}
+
+type connKey struct{ ch, from, to, idx int }
+
+// connState tracks sequence numbers and slots of one connection while compiling.
+type connState struct {
+	sendSeq, recvSeq   int
+	sendStep, recvStep int     // cumulative slot counters
+	ends               []int64 // ends[seq] = sendStep after message seq (for credits)
+	credit             int     // first candidate for CreditSeq
+}
+
+type progState struct {
+	laneLast map[int]int // last step index per lane within the current op
+	barrier  []int       // last steps of every lane of the previous ops
+}
+
+type builder struct {
+	s     *Schedule
+	conns map[connKey]int
+	cst   []connState
+	ps    []progState
+	op    int
+}
+
+func newBuilder(n, nch int) *builder {
+	b := &builder{
+		s:     &Schedule{NRanks: n, NChannels: nch, Programs: make([]Program, n*nch)},
+		conns: map[connKey]int{},
+		ps:    make([]progState, n*nch),
+	}
+	for r := 0; r < n; r++ {
+		for c := 0; c < nch; c++ {
+			b.s.Programs[r*nch+c] = Program{Rank: r, Channel: c}
+			b.ps[r*nch+c].laneLast = map[int]int{}
+		}
+	}
+	return b
+}
+
+func (b *builder) conn(ch, from, to, idx int) int {
+	k := connKey{ch, from, to, idx}
+	if id, ok := b.conns[k]; ok {
+		return id
+	}
+	id := len(b.s.Conns)
+	b.conns[k] = id
+	b.s.Conns = append(b.s.Conns, Conn{ID: id, Channel: ch, From: from, To: to, ConnIndex: idx})
+	b.cst = append(b.cst, connState{})
+	return id
+}
+
+// beginOp closes the previous operation: its lanes' last steps become the barrier of the next.
+func (b *builder) beginOp() {
+	for i := range b.ps {
+		ps := &b.ps[i]
+		if len(ps.laneLast) > 0 {
+			ps.barrier = ps.barrier[:0:0]
+			for _, idx := range ps.laneLast {
+				ps.barrier = append(ps.barrier, idx)
+			}
+			sortInts(ps.barrier)
+			ps.laneLast = map[int]int{}
+		}
+	}
+}
+
+func sortInts(a []int) {
+	for i := 1; i < len(a); i++ {
+		for j := i; j > 0 && a[j] < a[j-1]; j-- {
+			a[j], a[j-1] = a[j-1], a[j]
+		}
+	}
+}
+
+// call describes one primitive call before it is cut into slices.
+type call struct {
+	rank, ch, lane int
+	prim           Prim
+	recvFrom       []int // peers
+	sendTo         []int
+	src, dst       *BufRef // offsets in bytes at the start of the call
+	nelem          int64
+	chunk          int
+	postOp         bool
+	connIdx        int
+}
+
+// emit appends the steps of one primitive call (one per slice) to the rank's program.
+func (b *builder) emit(ck *chunking, c call) {
+	prog := &b.s.Programs[c.rank*b.s.NChannels+c.ch]
+	ps := &b.ps[c.rank*b.s.NChannels+c.ch]
+	off := int64(0)
+	for si, ne := range ck.slices(c.nelem) {
+		idx := len(prog.Steps)
+		st := Step{Index: idx, Op: b.op, Prim: c.prim, Lane: c.lane, Bytes: ne * ck.elt,
+			Proto: ck.proto, Chunk: c.chunk, Slice: si, PostOp: c.postOp}
+		st.Wire = WireBytes(ck.proto, st.Bytes)
+		if last, ok := ps.laneLast[c.lane]; ok {
+			st.Deps = []int{last}
+		} else if len(ps.barrier) > 0 {
+			st.Deps = append([]int(nil), ps.barrier...)
+		}
+		if c.src != nil {
+			st.Src = &BufRef{Buf: c.src.Buf, Offset: c.src.Offset + off}
+		}
+		if c.dst != nil {
+			st.Dst = &BufRef{Buf: c.dst.Buf, Offset: c.dst.Offset + off}
+		}
+		steps := ck.stepsPerSlice
+		for _, peer := range c.recvFrom {
+			id := b.conn(c.ch, peer, c.rank, c.connIdx)
+			cs := &b.cst[id]
+			st.Recv = append(st.Recv, Xfer{Conn: id, Peer: peer, Seq: cs.recvSeq, Slot: cs.recvStep % NCCLSteps, Steps: steps, CreditSeq: -1})
+			cs.recvSeq++
+			cs.recvStep += steps
+		}
+		for _, peer := range c.sendTo {
+			id := b.conn(c.ch, c.rank, peer, c.connIdx)
+			cs := &b.cst[id]
+			start := int64(cs.sendStep)
+			need := start + int64(steps) - NCCLSteps // consumed slot counter needed
+			credit := -1
+			if need > 0 {
+				for cs.credit < len(cs.ends) && cs.ends[cs.credit] < need {
+					cs.credit++
+				}
+				credit = cs.credit
+			}
+			st.Send = append(st.Send, Xfer{Conn: id, Peer: peer, Seq: cs.sendSeq, Slot: cs.sendStep % NCCLSteps, Steps: steps, CreditSeq: credit})
+			cs.sendSeq++
+			cs.sendStep += steps
+			cs.ends = append(cs.ends, int64(cs.sendStep))
+		}
+		prog.Steps = append(prog.Steps, st)
+		ps.laneLast[c.lane] = idx
+		off += st.Bytes
+	}
+}
+
+func (b *builder) finish() *Schedule {
+	for i := range b.s.Conns {
+		b.s.Conns[i].Messages = b.cst[i].sendSeq
+	}
+	return b.s
+}
+
+// newChunking derives the chunking of one plan (fact sheet §5.7).
+func newChunking(p *Plan) *chunking {
+	elt := int64(p.DataType.Size())
+	buff := p.BuffSize[p.Proto]
+	if buff <= 0 {
+		buff = DefaultBuffSize[p.Proto]
+	}
+	chunk := p.ChunkSize
+	if chunk == 0 {
+		chunk = DefaultChunkSize(p.Func, p.Algo, p.Proto, buff)
+	}
+	cs, ss := RingChunkSteps(p.Func, p.Algo, p.Proto)
+	ck := &chunking{proto: p.Proto, elt: elt, chunkElems: max64(chunk/elt, 1), slicesPerChk: cs / ss,
+		stepsPerSlice: ss, stepElems: buff / NCCLSteps / elt, align: max64(16/elt, 1)}
+	return ck
+}
+
+func (b *builder) addOp(p *Plan) error {
+	b.beginOp()
+	b.op = len(b.s.Ops)
+	n := p.NRanks
+	elt := int64(p.DataType.Size())
+	ck := newChunking(p)
+	op := Op{Func: p.Func, FuncName: p.Func.String(), Algo: p.Algo, AlgoName: p.Algo.String(), Proto: p.Proto,
+		ProtoName: p.Proto.String(), Count: p.Count, DataType: p.DataType, TypeName: p.DataType.String(),
+		RedOp: p.Op, OpName: p.Op.String(), Root: p.Root, NChannels: p.nChannels(), ChunkSize: ck.chunkElems * elt}
+	size := p.Count * elt
+	switch p.Func {
+	case tuning.AllReduce, tuning.Broadcast, tuning.Reduce:
+		op.SendBytes, op.RecvBytes = size, size
+	case tuning.AllGather:
+		op.SendBytes, op.RecvBytes, op.InPlaceStride = size, size*int64(n), size
+	case tuning.ReduceScatter:
+		op.SendBytes, op.RecvBytes, op.InPlaceStride = size*int64(n), size, size
+	case tuning.AllToAll:
+		op.SendBytes, op.RecvBytes = size*int64(n), size*int64(n)
+	case tuning.SendRecv:
+		op.SendBytes, op.RecvBytes = sendRecvSizes(p)
+	}
+	b.s.Ops = append(b.s.Ops, op)
+	switch p.Func {
+	case tuning.SendRecv, tuning.AllToAll:
+		return b.p2p(p)
+	}
+	if n == 1 {
+		// NCCL runs a single-rank collective as a local copy (ncclLaunchOneRank).
+		b.emit(&chunking{proto: p.Proto, elt: elt, slicesPerChk: 1, stepsPerSlice: 1}, call{
+			prim: Copy, src: &BufRef{Buf: BufSend}, dst: &BufRef{Buf: BufRecv}, nelem: p.Count, postOp: true})
+		return nil
+	}
+	switch p.Algo {
+	case tuning.Ring:
+		return b.ring(p, ck)
+	case tuning.Tree:
+		return b.tree(p, ck)
+	}
+	return fmt.Errorf("%w: algorithm %v", ErrUnsupported, p.Algo)
+}
+
+func sendRecvSizes(p *Plan) (send, recv int64) {
+	elt := int64(p.DataType.Size())
+	if len(p.Transfers) == 0 {
+		return p.Count * elt, p.Count * elt
+	}
+	s := make([]int64, p.NRanks)
+	r := make([]int64, p.NRanks)
+	for _, t := range p.Transfers {
+		s[t.From] += t.Count * elt
+		r[t.To] += t.Count * elt
+	}
+	for i := range s {
+		send = max64(send, s[i])
+		recv = max64(recv, r[i])
+	}
+	return send, recv
+}
+
+func (p *Plan) ring(c int) []int {
+	if p.Rings != nil {
+		return p.Rings[c]
+	}
+	r := make([]int, p.NRanks)
+	for i := range r {
+		r[i] = i
+	}
+	return r
+}
+
+// ring compiles the ring algorithms, following the step structure of NCCL 2.30.7's runRing for each
+// collective (paraphrased; fact sheet §5.7): per channel, the channel's contiguous part is walked in
+// loops of nRanks chunks (AllReduce) or one chunk per rank block (AllGather, ReduceScatter) or one
+// chunk (Broadcast, Reduce).
+func (b *builder) ring(p *Plan, ck *chunking) error {
+	n := p.NRanks
+	nch := p.nChannels()
+	elt := ck.elt
+	offs, cnts := channelParts(p.Count, nch, ck.align)
+	for c := 0; c < nch; c++ {
+		ring := p.ring(c)
+		pos := make([]int, n)
+		for i, r := range ring {
+			pos[r] = i
+		}
+		at := func(r, k int) int { return ring[(pos[r]+k)%n] } // k-th rank after r
+		part, cnt := offs[c], cnts[c]
+		if cnt == 0 {
+			continue
+		}
+		for r := 0; r < n; r++ {
+			next, prev := at(r, 1), at(r, n-1)
+			bref := func(k BufKind, e int64) *BufRef { return &BufRef{Buf: k, Offset: e * elt} }
+			switch p.Func {
+			case tuning.AllReduce:
+				chunkCount := ck.chunkElems
+				loopCount := int64(n) * chunkCount
+				loop := 0
+				for eo := int64(0); eo < cnt; eo += loopCount {
+					rem := cnt - eo
+					cc := chunkCount
+					if rem < loopCount {
+						cc = alignUp(divUp(rem, int64(n)), ck.align)
+					}
+					ringIx := pos[r]
+					chunkAt := func(k int) (int64, int64, int) { // chunk index k → offset, nelem
+						k = k % n
+						co := min64(int64(k)*cc, rem) // empty chunks past the data sit at its end
+						return part + eo + co, max64(0, min64(cc, rem-co)), loop*n + k
+					}
+					o, ne, ci := chunkAt(ringIx + n - 1)
+					b.emit(ck, call{rank: r, ch: c, prim: Send, sendTo: []int{next}, src: bref(BufSend, o), nelem: ne, chunk: ci})
+					for j := 2; j < n; j++ {
+						o, ne, ci = chunkAt(ringIx + n - j)
+						b.emit(ck, call{rank: r, ch: c, prim: RecvReduceSend, recvFrom: []int{prev}, sendTo: []int{next}, src: bref(BufSend, o), nelem: ne, chunk: ci})
+					}
+					o, ne, ci = chunkAt(ringIx)
+					b.emit(ck, call{rank: r, ch: c, prim: RecvReduceCopySend, recvFrom: []int{prev}, sendTo: []int{next}, src: bref(BufSend, o), dst: bref(BufRecv, o), nelem: ne, chunk: ci, postOp: true})
+					for j := 1; j < n-1; j++ {
+						o, ne, ci = chunkAt(ringIx + n - j)
+						b.emit(ck, call{rank: r, ch: c, prim: RecvCopySend, recvFrom: []int{prev}, sendTo: []int{next}, dst: bref(BufRecv, o), nelem: ne, chunk: ci})
+					}
+					o, ne, ci = chunkAt(ringIx + 1)
+					b.emit(ck, call{rank: r, ch: c, prim: Recv, recvFrom: []int{prev}, dst: bref(BufRecv, o), nelem: ne, chunk: ci})
+					loop++
+				}
+			case tuning.AllGather, tuning.ReduceScatter:
+				count := p.Count
+				ci := 0
+				for eo := int64(0); eo < cnt; eo += ck.chunkElems {
+					ne := min64(ck.chunkElems, cnt-eo)
+					data := part + eo
+					blk := func(k int) int64 { return data + int64(at(r, k))*count } // block of the k-th rank after r
+					if p.Func == tuning.AllGather {
+						b.emit(ck, call{rank: r, ch: c, prim: CopySend, sendTo: []int{next}, src: bref(BufSend, data), dst: bref(BufRecv, blk(0)), nelem: ne, chunk: ci})
+						for j := 1; j < n-1; j++ {
+							b.emit(ck, call{rank: r, ch: c, prim: RecvCopySend, recvFrom: []int{prev}, sendTo: []int{next}, dst: bref(BufRecv, blk(n-j)), nelem: ne, chunk: ci})
+						}
+						b.emit(ck, call{rank: r, ch: c, prim: Recv, recvFrom: []int{prev}, dst: bref(BufRecv, blk(1)), nelem: ne, chunk: ci})
+					} else {
+						b.emit(ck, call{rank: r, ch: c, prim: Send, sendTo: []int{next}, src: bref(BufSend, blk(n-1)), nelem: ne, chunk: ci})
+						for j := 2; j < n; j++ {
+							b.emit(ck, call{rank: r, ch: c, prim: RecvReduceSend, recvFrom: []int{prev}, sendTo: []int{next}, src: bref(BufSend, blk(n-j)), nelem: ne, chunk: ci})
+						}
+						b.emit(ck, call{rank: r, ch: c, prim: RecvReduceCopy, recvFrom: []int{prev}, src: bref(BufSend, blk(0)), dst: bref(BufRecv, data), nelem: ne, chunk: ci, postOp: true})
+					}
+					ci++
+				}
+			case tuning.Broadcast, tuning.Reduce:
+				ci := 0
+				for eo := int64(0); eo < cnt; eo += ck.chunkElems {
+					ne := min64(ck.chunkElems, cnt-eo)
+					o := part + eo
+					cl := call{rank: r, ch: c, nelem: ne, chunk: ci}
+					if p.Func == tuning.Broadcast {
+						switch {
+						case r == p.Root:
+							cl.prim, cl.sendTo, cl.src, cl.dst = CopySend, []int{next}, bref(BufSend, o), bref(BufRecv, o)
+						case next == p.Root:
+							cl.prim, cl.recvFrom, cl.dst = Recv, []int{prev}, bref(BufRecv, o)
+						default:
+							cl.prim, cl.recvFrom, cl.sendTo, cl.dst = RecvCopySend, []int{prev}, []int{next}, bref(BufRecv, o)
+						}
+					} else {
+						switch {
+						case prev == p.Root:
+							cl.prim, cl.sendTo, cl.src = Send, []int{next}, bref(BufSend, o)
+						case r == p.Root:
+							cl.prim, cl.recvFrom, cl.src, cl.dst, cl.postOp = RecvReduceCopy, []int{prev}, bref(BufSend, o), bref(BufRecv, o), true
+						default:
+							cl.prim, cl.recvFrom, cl.sendTo, cl.src = RecvReduceSend, []int{prev}, []int{next}, bref(BufSend, o)
+						}
+					}
+					b.emit(ck, cl)
+					ci++
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// tree compiles Tree AllReduce as NCCL 2.30.7's runTreeSplit does (paraphrased): the root reduces
+// its children's data with its own, writes the result and sends it down in one primitive per chunk;
+// every other rank reduces up on lane 0 (leaves send, inner ranks recvReduceSend) while it
+// broadcasts down on lane 1 (inner ranks recvCopySend, leaves recv), chunk by chunk, so the two
+// phases pipeline.
+func (b *builder) tree(p *Plan, ck *chunking) error {
+	n := p.NRanks
+	nch := p.nChannels()
+	trees := p.Trees
+	if trees == nil {
+		chains := make([][]int, (nch+1)/2)
+		for i := range chains {
+			chains[i] = []int{0}
+		}
+		t, err := BuildTrees(chains, n, 1, PatternBalancedTree)
+		if err != nil {
+			return err
+		}
+		// Channel c uses tree c%2, as channels and their twins alternate the double binary tree.
+		trees = make([]Tree, nch)
+		for c := range trees {
+			trees[c] = t[(c%2)*len(chains)]
+		}
+	}
+	elt := ck.elt
+	offs, cnts := channelParts(p.Count, nch, ck.align)
+	for c := 0; c < nch; c++ {
+		t := trees[c]
+		part, cnt := offs[c], cnts[c]
+		for r := 0; r < n; r++ {
+			up, down := t.Up[r], t.Down[r]
+			ci := 0
+			for eo := int64(0); eo < cnt; eo += ck.chunkElems {
+				ne := min64(ck.chunkElems, cnt-eo)
+				o := (part + eo) * elt
+				src, dst := &BufRef{Buf: BufSend, Offset: o}, &BufRef{Buf: BufRecv, Offset: o}
+				switch {
+				case up == -1:
+					b.emit(ck, call{rank: r, ch: c, prim: RecvReduceCopySend, recvFrom: down, sendTo: down, src: src, dst: dst, nelem: ne, chunk: ci, postOp: true})
+				case len(down) == 0:
+					b.emit(ck, call{rank: r, ch: c, lane: 0, prim: Send, sendTo: []int{up}, src: src, nelem: ne, chunk: ci})
+					b.emit(ck, call{rank: r, ch: c, lane: 1, prim: Recv, recvFrom: []int{up}, dst: dst, nelem: ne, chunk: ci})
+				default:
+					b.emit(ck, call{rank: r, ch: c, lane: 0, prim: RecvReduceSend, recvFrom: down, sendTo: []int{up}, src: src, nelem: ne, chunk: ci})
+					b.emit(ck, call{rank: r, ch: c, lane: 1, prim: RecvCopySend, recvFrom: []int{up}, sendTo: down, dst: dst, nelem: ne, chunk: ci})
+				}
+				ci++
+			}
+		}
+	}
+	return nil
+}

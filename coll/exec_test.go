@@ -1,0 +1,428 @@
+package coll
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/simccl/simccl/tuning"
+)
+
+// inputs fills every rank's send buffer with small integers (exact in float64 for every reduction).
+func inputs(p *Plan, op *Op, r int) []float64 {
+	elt := int64(p.DataType.Size())
+	v := make([]float64, op.SendBytes/elt)
+	for i := range v {
+		if p.Op == Prod {
+			v[i] = float64(1 + (r+i)%2)
+		} else {
+			v[i] = float64((r+1)*3 + i%17 - 8)
+		}
+	}
+	return v
+}
+
+const sentinel = -12345
+
+func fold(op RedOp, vals []float64, n int) float64 {
+	acc := vals[0]
+	for _, v := range vals[1:] {
+		acc = reduce(op, acc, v)
+	}
+	if op == Avg {
+		acc /= float64(n)
+	}
+	return acc
+}
+
+// expected computes each rank's receive buffer from the collective's definition.
+func expected(p *Plan, ins [][]float64, recvLen int64) [][]float64 {
+	n, cnt := p.NRanks, p.Count
+	out := make([][]float64, n)
+	for r := range out {
+		out[r] = make([]float64, recvLen)
+		for i := range out[r] {
+			out[r][i] = sentinel
+		}
+	}
+	col := func(off int64) []float64 {
+		v := make([]float64, n)
+		for q := 0; q < n; q++ {
+			v[q] = ins[q][off]
+		}
+		return v
+	}
+	for r := 0; r < n; r++ {
+		switch p.Func {
+		case tuning.AllReduce:
+			for i := int64(0); i < cnt; i++ {
+				out[r][i] = fold(p.Op, col(i), n)
+			}
+		case tuning.AllGather:
+			for q := 0; q < n; q++ {
+				for i := int64(0); i < cnt; i++ {
+					out[r][int64(q)*cnt+i] = ins[q][i]
+				}
+			}
+		case tuning.ReduceScatter:
+			for i := int64(0); i < cnt; i++ {
+				out[r][i] = fold(p.Op, col(int64(r)*cnt+i), n)
+			}
+		case tuning.Broadcast:
+			copy(out[r], ins[p.Root][:cnt])
+		case tuning.Reduce:
+			if r == p.Root {
+				for i := int64(0); i < cnt; i++ {
+					out[r][i] = fold(p.Op, col(i), n)
+				}
+			}
+		case tuning.AllToAll:
+			for q := 0; q < n; q++ {
+				for i := int64(0); i < cnt; i++ {
+					out[r][int64(q)*cnt+i] = ins[q][int64(r)*cnt+i]
+				}
+			}
+		case tuning.SendRecv:
+			peer := p.Peer
+			if peer == 0 {
+				peer = 1
+			}
+			from := ((r-peer)%n + n) % n
+			copy(out[r], ins[from][:cnt])
+		}
+	}
+	return out
+}
+
+// expectedSent is how many payload bytes each rank must send by the collective's definition (and
+// the algorithm's shape where the definition leaves a choice, e.g. which rank forwards).
+func expectedSent(p *Plan, s *Schedule) (perRank []int64, total int64) {
+	n := int64(p.NRanks)
+	S := p.Count * int64(p.DataType.Size())
+	perRank = make([]int64, n)
+	if n == 1 {
+		return perRank, 0
+	}
+	switch p.Func {
+	case tuning.AllReduce:
+		// Ring: every chunk crosses n−1 links reducing and n−1 links gathering; tree: every edge
+		// carries the buffer up and down once.
+		return nil, 2 * (n - 1) * S
+	case tuning.AllGather, tuning.ReduceScatter, tuning.AllToAll:
+		for r := range perRank {
+			perRank[r] = (n - 1) * S
+		}
+		return perRank, n * (n - 1) * S
+	case tuning.Broadcast, tuning.Reduce:
+		return nil, (n - 1) * S
+	case tuning.SendRecv:
+		for r := range perRank {
+			if (p.Peer % int(n)) != 0 {
+				perRank[r] = S
+			}
+		}
+		return perRank, 0
+	}
+	return nil, 0
+}
+
+func runPlan(t *testing.T, p Plan, opt ExecOptions) (*Schedule, *ExecStats) {
+	t.Helper()
+	name := fmt.Sprintf("%v/%v n=%d count=%d nch=%d %v %v chunk=%d opt=%+v", p.Func, p.Algo, p.NRanks, p.Count, p.NChannels, p.Proto, p.Op, p.ChunkSize, opt)
+	s, err := Compile(p)
+	if err != nil {
+		t.Fatalf("%s: Compile: %v", name, err)
+	}
+	op := &s.Ops[0]
+	elt := int64(p.DataType.Size())
+	bufs := make([]Buffers, p.NRanks)
+	ins := make([][]float64, p.NRanks)
+	inPlace := opt.InPlace
+	for r := range bufs {
+		ins[r] = inputs(&p, op, r)
+		if inPlace {
+			b := make([]float64, op.InPlaceBytes()/elt)
+			for i := range b {
+				b[i] = sentinel
+			}
+			so, _ := op.InPlaceOffsets(r)
+			copy(b[so/elt:], ins[r])
+			bufs[r] = Buffers{Recv: b}
+		} else {
+			rb := make([]float64, op.RecvBytes/elt)
+			for i := range rb {
+				rb[i] = sentinel
+			}
+			bufs[r] = Buffers{Send: append([]float64(nil), ins[r]...), Recv: rb}
+		}
+	}
+	st, err := Execute(s, [][]Buffers{bufs}, opt)
+	if err != nil {
+		t.Fatalf("%s: Execute: %v", name, err)
+	}
+	want := expected(&p, ins, op.RecvBytes/elt)
+	for r := range bufs {
+		got := bufs[r].Recv
+		if inPlace {
+			_, ro := op.InPlaceOffsets(r)
+			got = got[ro/elt : ro/elt+op.RecvBytes/elt]
+			if p.Func == tuning.Reduce && r != p.Root {
+				continue // in place, a non-root's buffer holds its input
+			}
+		}
+		for i := range want[r] {
+			if got[i] != want[r][i] && !(math.IsNaN(got[i]) && math.IsNaN(want[r][i])) {
+				t.Fatalf("%s: rank %d element %d: got %v want %v", name, r, i, got[i], want[r][i])
+			}
+		}
+	}
+	return s, st
+}
+
+func TestCollectivesMatchDefinition(t *testing.T) {
+	type combo struct {
+		f tuning.Func
+		a tuning.Algo
+	}
+	combos := []combo{
+		{tuning.AllReduce, tuning.Ring}, {tuning.AllGather, tuning.Ring}, {tuning.ReduceScatter, tuning.Ring},
+		{tuning.Broadcast, tuning.Ring}, {tuning.Reduce, tuning.Ring}, {tuning.AllReduce, tuning.Tree},
+		{tuning.AllToAll, tuning.Ring}, {tuning.SendRecv, tuning.Ring},
+	}
+	counts := []int64{0, 1, 7, 131, 1003}
+	ops := []RedOp{Sum, Prod, Max, Min, Avg}
+	runs := 0
+	for _, cb := range combos {
+		for n := 1; n <= 9; n++ {
+			for _, count := range counts {
+				for nch := 1; nch <= 4; nch++ {
+					for proto := tuning.Proto(0); proto < tuning.NumProtos; proto++ {
+						if proto == tuning.LL128 && (cb.f == tuning.SendRecv || cb.f == tuning.AllToAll) {
+							continue
+						}
+						// Small chunks (in bytes) so that a few hundred elements span many chunks and loops.
+						chunk := []int64{0, 64, 48}[int(proto)]
+						if proto == tuning.LL128 {
+							chunk = 0
+						}
+						p := Plan{Func: cb.f, Algo: cb.a, Proto: proto, NRanks: n, Count: count, DataType: Float32,
+							Op: ops[(n+int(count))%len(ops)], Root: (n * 5) % n, NChannels: nch, ChunkSize: chunk, Peer: 1 + n%3}
+						if proto == tuning.Simple {
+							// A small Simple buffer so that ring slices and credits come into play.
+							p.BuffSize[tuning.Simple] = 8 * 512
+						}
+						name := fmt.Sprintf("%v/%v/n%d/c%d/ch%d/%v", cb.f, cb.a, n, count, nch, proto)
+						opt := ExecOptions{InPlace: (n+nch)%2 == 0 && cb.f < tuning.SendRecv, Sequential: (int(count)+nch)%2 == 1}
+						s, st := runPlan(t, p, opt)
+						runs++
+						per, total := expectedSent(&p, s)
+						var sum int64
+						for r, rs := range st.Ranks {
+							sum += rs.SentBytes
+							if per != nil && rs.SentBytes != per[r] {
+								t.Fatalf("%s: rank %d sent %d bytes, want %d", name, r, rs.SentBytes, per[r])
+							}
+							if proto == tuning.Simple && rs.SentWire != rs.SentBytes {
+								t.Fatalf("%s: Simple wire %d != payload %d", name, rs.SentWire, rs.SentBytes)
+							}
+							if rs.SentWire < rs.SentBytes {
+								t.Fatalf("%s: wire %d < payload %d", name, rs.SentWire, rs.SentBytes)
+							}
+						}
+						if total != 0 && sum != total {
+							t.Fatalf("%s: ranks sent %d bytes in all, want %d", name, sum, total)
+						}
+						var recv int64
+						for _, rs := range st.Ranks {
+							recv += rs.RecvBytes
+						}
+						if recv != sum {
+							t.Fatalf("%s: received %d bytes, sent %d", name, recv, sum)
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d schedules executed and checked", runs)
+}
+
+// TestRingAllReducePerRankBytes: with a count that divides evenly, every rank sends exactly
+// 2(n−1)/n of the buffer (the nccl-tests bus bandwidth factor, fact sheet §7).
+func TestRingAllReducePerRankBytes(t *testing.T) {
+	for n := 2; n <= 9; n++ {
+		count := int64(n * 4 * 1024)
+		p := Plan{Func: tuning.AllReduce, Algo: tuning.Ring, Proto: tuning.Simple, NRanks: n, Count: count, DataType: Float32, NChannels: 2}
+		_, st := runPlan(t, p, ExecOptions{})
+		want := 2 * int64(n-1) * count * 4 / int64(n)
+		for r, rs := range st.Ranks {
+			if rs.SentBytes != want || rs.RecvBytes != want {
+				t.Errorf("n=%d rank %d: sent %d received %d, want %d", n, r, rs.SentBytes, rs.RecvBytes, want)
+			}
+		}
+	}
+}
+
+// TestTreeAllReducePerRankBytes: each rank sends the buffer once up and once down to each child.
+func TestTreeAllReducePerRankBytes(t *testing.T) {
+	for n := 2; n <= 9; n++ {
+		count := int64(3000)
+		p := Plan{Func: tuning.AllReduce, Algo: tuning.Tree, Proto: tuning.Simple, NRanks: n, Count: count, DataType: Float64, NChannels: 1, ChunkSize: 1024}
+		s, st := runPlan(t, p, ExecOptions{})
+		_ = s
+		tr, _ := BuildTrees([][]int{{0}}, n, 1, PatternBalancedTree)
+		for r, rs := range st.Ranks {
+			k := int64(len(tr[0].Down[r]))
+			if tr[0].Up[r] >= 0 {
+				k++
+			}
+			if want := k * count * 8; rs.SentBytes != want {
+				t.Errorf("n=%d rank %d sent %d, want %d", n, r, rs.SentBytes, want)
+			}
+		}
+	}
+}
+
+// TestMessageCountMatchesProxySteps checks Ring Simple against NCCL's proxy step count (fact sheet
+// §5.7): per channel nsteps = stepsPerLoop × loops × chunkSteps, posted sliceSteps at a time.
+func TestMessageCountMatchesProxySteps(t *testing.T) {
+	for _, f := range []tuning.Func{tuning.AllReduce, tuning.AllGather, tuning.ReduceScatter, tuning.Broadcast} {
+		for _, n := range []int{2, 3, 8} {
+			for _, mib := range []int64{1, 13, 64} {
+				nch := 2
+				count := mib << 20 / 4
+				if f == tuning.AllGather || f == tuning.ReduceScatter {
+					count /= int64(n)
+				}
+				p := Plan{Func: f, Algo: tuning.Ring, Proto: tuning.Simple, NRanks: n, Count: count, DataType: Float32, NChannels: nch}
+				s, err := Compile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cs, ss := RingChunkSteps(f, tuning.Ring, tuning.Simple)
+				chunk := DefaultChunkSize(f, tuning.Ring, tuning.Simple, 0)
+				var stepsPerLoop, chunksPerLoop int64 = int64(n - 1), int64(n)
+				switch f {
+				case tuning.AllReduce:
+					stepsPerLoop = int64(2 * (n - 1))
+				case tuning.Broadcast:
+					stepsPerLoop, chunksPerLoop = 1, 1
+				}
+				bytes := count * 4
+				if f == tuning.AllGather || f == tuning.ReduceScatter {
+					bytes *= int64(n)
+				}
+				loops := divUp(bytes, int64(nch)*chunksPerLoop*chunk)
+				want := stepsPerLoop * loops * int64(cs) / int64(ss)
+				// The root's predecessor in the Broadcast chain sends nothing, so count receives.
+				for c := 0; c < nch; c++ {
+					got := 0
+					for _, st := range s.Program(1, c).Steps {
+						got += len(st.Recv)
+					}
+					if int64(got) != want {
+						t.Errorf("%v n=%d %dMiB channel %d: %d messages received by rank 1, proxy formula says %d", f, n, mib, c, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestDeadlockIsReported(t *testing.T) {
+	// Two ranks that both receive before sending.
+	s := &Schedule{NRanks: 2, NChannels: 1, Ops: []Op{{Func: tuning.SendRecv, DataType: Float32, SendBytes: 4, RecvBytes: 4}},
+		Conns: []Conn{{ID: 0, From: 0, To: 1, Messages: 1}, {ID: 1, From: 1, To: 0, Messages: 1}}}
+	for r := 0; r < 2; r++ {
+		in, out := 1-r, r
+		s.Programs = append(s.Programs, Program{Rank: r, Steps: []Step{
+			{Index: 0, Prim: Recv, Recv: []Xfer{{Conn: in, Peer: 1 - r, CreditSeq: -1}}, Dst: &BufRef{Buf: BufRecv}, Bytes: 4},
+			{Index: 1, Prim: Send, Deps: []int{0}, Send: []Xfer{{Conn: out, Peer: 1 - r, CreditSeq: -1}}, Src: &BufRef{Buf: BufSend}, Bytes: 4},
+		}})
+	}
+	bufs := [][]Buffers{{{Send: []float64{1}, Recv: []float64{0}}, {Send: []float64{2}, Recv: []float64{0}}}}
+	_, err := Execute(s, bufs, ExecOptions{})
+	if !errors.Is(err, ErrDeadlock) {
+		t.Fatalf("want deadlock, got %v", err)
+	}
+	t.Log(err)
+}
+
+func TestGroup(t *testing.T) {
+	n := 5
+	plans := []Plan{
+		{Func: tuning.AllReduce, Algo: tuning.Tree, Proto: tuning.LL, NRanks: n, Count: 999, DataType: Float32, NChannels: 2, ChunkSize: 256},
+		{Func: tuning.AllGather, Algo: tuning.Ring, Proto: tuning.Simple, NRanks: n, Count: 333, DataType: Int32, NChannels: 3, ChunkSize: 512},
+		{Func: tuning.AllReduce, Algo: tuning.Ring, Proto: tuning.LL128, NRanks: n, Count: 4000, DataType: Float64, Op: Max, NChannels: 1},
+		{Func: tuning.SendRecv, NRanks: n, Count: 100, DataType: Float32, Proto: tuning.Simple, Transfers: []Transfer{{0, 3, 10}, {3, 0, 20}, {2, 2, 5}, {1, 4, 0}}},
+	}
+	s, err := Compile(plans...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bufs := make([][]Buffers, len(plans))
+	ins := make([][][]float64, len(plans))
+	for o := range plans {
+		op := &s.Ops[o]
+		elt := int64(op.DataType.Size())
+		bufs[o] = make([]Buffers, n)
+		ins[o] = make([][]float64, n)
+		for r := 0; r < n; r++ {
+			ins[o][r] = inputs(&plans[o], op, r)
+			bufs[o][r] = Buffers{Send: append([]float64(nil), ins[o][r]...), Recv: make([]float64, op.RecvBytes/elt)}
+		}
+	}
+	if _, err := Execute(s, bufs, ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for o := 0; o < 3; o++ {
+		want := expected(&plans[o], ins[o], s.Ops[o].RecvBytes/int64(s.Ops[o].DataType.Size()))
+		for r := 0; r < n; r++ {
+			for i := range want[r] {
+				if bufs[o][r].Recv[i] != want[r][i] {
+					t.Fatalf("op %d rank %d elt %d: got %v want %v", o, r, i, bufs[o][r].Recv[i], want[r][i])
+				}
+			}
+		}
+	}
+	// Transfers: rank 3 receives 10 elements from rank 0; rank 0 receives 20 from rank 3; rank 2 copies 5.
+	check := func(to, from int, recvOff, sendOff, cnt int) {
+		for i := 0; i < cnt; i++ {
+			if got, want := bufs[3][to].Recv[recvOff+i], ins[3][from][sendOff+i]; got != want {
+				t.Fatalf("transfer %d→%d element %d: got %v want %v", from, to, i, got, want)
+			}
+		}
+	}
+	check(3, 0, 0, 0, 10)
+	check(0, 3, 0, 0, 20)
+	check(2, 2, 0, 0, 5)
+}
+
+func TestBadPlans(t *testing.T) {
+	base := Plan{Func: tuning.AllReduce, Algo: tuning.Ring, Proto: tuning.Simple, NRanks: 4, Count: 100, DataType: Float32}
+	cases := map[string]func(p *Plan){
+		"NRanks":    func(p *Plan) { p.NRanks = 0 },
+		"count":     func(p *Plan) { p.Count = -1 },
+		"NChannels": func(p *Plan) { p.NChannels = 65 },
+		"root":      func(p *Plan) { p.Func = tuning.Broadcast; p.Root = 4 },
+		"ring of channel 0": func(p *Plan) {
+			p.Rings = [][]int{{0, 1, 1, 2}}
+		},
+		"unsupported": func(p *Plan) { p.Algo = tuning.NVLS },
+		"data type":   func(p *Plan) { p.DataType = 99 },
+		"steps":       func(p *Plan) { p.NRanks = 4096; p.Count = 1 << 30; p.ChunkSize = 512 },
+	}
+	for want, mod := range cases {
+		p := base
+		mod(&p)
+		_, err := Compile(p)
+		if err == nil || !containsStr(err.Error(), want) {
+			t.Errorf("%s: got %v", want, err)
+		}
+	}
+}
+
+func containsStr(s, sub string) bool {
+	return len(sub) == 0 || (len(s) >= len(sub) && (s[:len(sub)] == sub || containsStr(s[1:], sub)))
+}

@@ -1,0 +1,110 @@
+package coll
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/simccl/simccl/tuning"
+)
+
+// p2pMsg is one rank-to-rank transfer of a SendRecv or AllToAll operation, with its place in both
+// buffers (elements).
+type p2pMsg struct {
+	from, to         int
+	sendOff, recvOff int64
+	count            int64
+}
+
+// p2pMessages lists the transfers of a SendRecv or AllToAll plan. SendRecv with Transfers lays each
+// rank's outgoing transfers out back to back in its send buffer, in list order, and its incoming
+// ones back to back in its receive buffer, in list order.
+func p2pMessages(p *Plan) []p2pMsg {
+	n := p.NRanks
+	var out []p2pMsg
+	switch {
+	case p.Func == tuning.AllToAll:
+		for r := 0; r < n; r++ {
+			for j := 0; j < n; j++ {
+				out = append(out, p2pMsg{from: r, to: j, sendOff: int64(j) * p.Count, recvOff: int64(r) * p.Count, count: p.Count})
+			}
+		}
+	case len(p.Transfers) > 0:
+		so := make([]int64, n)
+		ro := make([]int64, n)
+		for _, t := range p.Transfers {
+			out = append(out, p2pMsg{from: t.From, to: t.To, sendOff: so[t.From], recvOff: ro[t.To], count: t.Count})
+			so[t.From] += t.Count
+			ro[t.To] += t.Count
+		}
+	default:
+		peer := p.Peer
+		if peer == 0 {
+			peer = 1
+		}
+		for r := 0; r < n; r++ {
+			to := ((r+peer)%n + n) % n
+			out = append(out, p2pMsg{from: r, to: to, count: p.Count})
+		}
+	}
+	return out
+}
+
+// p2p compiles SendRecv and AllToAll as grouped sends and receives (NCCL 2.30.7 enqueue.cc
+// addP2pToPlan, fact sheet §5.8, simplified): every transfer is split over the plan's channels in
+// contiguous parts and each part into chunks of the P2P chunk size, one message per chunk on
+// connIndex 1. On every rank and channel the sends run on lane 0 and the receives on lane 1, both
+// ordered by ring distance (to−from mod n) as NCCL's p2p schedule orders peers, which keeps any
+// pattern deadlock-free. A transfer to self is a local copy.
+func (b *builder) p2p(p *Plan) error {
+	if p.Proto == tuning.LL128 {
+		return fmt.Errorf("%w: %v over LL128 (NCCL's point-to-point uses LL or Simple, fact sheet §5.8)", ErrUnsupported, p.Func)
+	}
+	n := p.NRanks
+	nch := p.nChannels()
+	elt := int64(p.DataType.Size())
+	buff := p.BuffSize[p.Proto]
+	if buff <= 0 {
+		buff = DefaultBuffSize[p.Proto]
+	}
+	chunk := p.ChunkSize
+	if chunk == 0 {
+		if p.Proto == tuning.LL {
+			chunk = buff / NCCLSteps / 2 // one LL step of payload
+		} else {
+			chunk = min64(DefaultP2PChunkSize, buff/NCCLSteps)
+		}
+	}
+	ck := &chunking{proto: p.Proto, elt: elt, chunkElems: max64(chunk/elt, 1), slicesPerChk: 1, stepsPerSlice: 1,
+		stepElems: buff / NCCLSteps / elt, align: max64(16/elt, 1)}
+	b.s.Ops[b.op].ChunkSize = ck.chunkElems * elt
+	msgs := p2pMessages(p)
+	dist := func(m p2pMsg) int { return ((m.to-m.from)%n + n) % n }
+	sort.SliceStable(msgs, func(i, j int) bool { return dist(msgs[i]) < dist(msgs[j]) })
+	for c := 0; c < nch; c++ {
+		for _, m := range msgs {
+			offs, cnts := channelParts(m.count, nch, ck.align)
+			if cnts[c] == 0 && !(c == 0 && m.count == 0) {
+				continue
+			}
+			so, ro := (m.sendOff+offs[c])*elt, (m.recvOff+offs[c])*elt
+			if m.from == m.to {
+				b.emit(ck, call{rank: m.from, ch: c, lane: 0, prim: Copy, src: &BufRef{Buf: BufSend, Offset: so},
+					dst: &BufRef{Buf: BufRecv, Offset: ro}, nelem: cnts[c]})
+				continue
+			}
+			ci := 0
+			for eo := int64(0); eo < cnts[c] || (eo == 0 && cnts[c] == 0); eo += ck.chunkElems {
+				ne := min64(ck.chunkElems, cnts[c]-eo)
+				b.emit(ck, call{rank: m.from, ch: c, lane: 0, prim: Send, sendTo: []int{m.to}, connIdx: 1,
+					src: &BufRef{Buf: BufSend, Offset: so + eo*elt}, nelem: ne, chunk: ci})
+				b.emit(ck, call{rank: m.to, ch: c, lane: 1, prim: Recv, recvFrom: []int{m.from}, connIdx: 1,
+					dst: &BufRef{Buf: BufRecv, Offset: ro + eo*elt}, nelem: ne, chunk: ci})
+				ci++
+				if cnts[c] == 0 {
+					break
+				}
+			}
+		}
+	}
+	return nil
+}
