@@ -1,0 +1,144 @@
+package tuning
+
+import "fmt"
+
+// PeerKind is how a send/recv peer is reached (fact sheet §5.8).
+type PeerKind int
+
+const (
+	// PeerSelf: the peer is the rank itself (a copy; never LL).
+	PeerSelf PeerKind = iota
+	// PeerIntra: P2P or SHM inside the node (LL buffers exist).
+	PeerIntra
+	// PeerNet: over the network (LL only with NCCL_ALLOC_P2P_NET_LL_BUFFERS=1).
+	PeerNet
+)
+
+func (k PeerKind) String() string {
+	switch k {
+	case PeerSelf:
+		return "self"
+	case PeerIntra:
+		return "intra"
+	case PeerNet:
+		return "net"
+	}
+	return fmt.Sprintf("PeerKind(%d)", int(k))
+}
+
+// P2PChoice is NCCL's plan for one direction of a send/recv (enqueue.cc addP2pToPlan, §5.8).
+type P2PChoice struct {
+	Proto     Proto
+	NChannels int   // channels this direction is split over
+	StepSize  int64 // bytes per NCCL_STEPS slot
+	ChunkSize int64 // bytes per chunk (payload ×2 for LL lines)
+}
+
+// P2PChannels returns (p2pnChannels, p2pnChannelsPerPeer) of §4.8: the communicator values when
+// set in Comm, else p2pnChannels = pow2Up(NChannels) and per peer all of them when every peer is
+// over NVLink, 2 otherwise.
+func (t *Table) P2PChannels() (total, perPeer int) {
+	total = t.Comm.P2PNChannels
+	if total <= 0 {
+		total = pow2Up(min(max(t.NChannels, 1), MaxChannels))
+	}
+	perPeer = t.Comm.P2PChannelsPerPeer
+	if perPeer <= 0 {
+		perPeer = 2
+		if t.Comm.AllNVLink && t.Comm.NNodes == 1 {
+			perPeer = total
+		}
+	}
+	return total, min(perPeer, total)
+}
+
+func pow2Up(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
+}
+
+// P2PChunkSize is comm->p2pChunkSize (§5.8): NCCL_P2P_NET_CHUNKSIZE (128 KiB, ×2 on ARM with
+// cc ≥ 100) across nodes, NCCL_P2P_NVL_CHUNKSIZE (512 KiB) when every peer is over NVLink,
+// NCCL_P2P_PCI_CHUNKSIZE (128 KiB) otherwise; capped at the Simple buffer / NCCL_STEPS.
+func (t *Table) P2PChunkSize() int64 {
+	cfg, c := &t.Config, &t.Comm
+	var cs int64
+	switch {
+	case c.NNodes > 1:
+		cs = 128 << 10
+		if cfg.P2PNetChunkSize > 0 {
+			cs = cfg.P2PNetChunkSize
+		} else if c.CPUArch == "arm" && c.CCMin >= 100 {
+			cs *= 2
+		}
+	case c.AllNVLink:
+		cs = 512 << 10
+		if cfg.P2PNVLChunkSize > 0 {
+			cs = cfg.P2PNVLChunkSize
+		}
+	default:
+		cs = 128 << 10
+		if cfg.P2PPCIChunkSize > 0 {
+			cs = cfg.P2PPCIChunkSize
+		}
+	}
+	return min(cs, cfg.buffSize(Simple)/ncclSteps)
+}
+
+// P2P plans one direction of a send or receive of nBytes to a peer of the given kind, alone in
+// its round (§5.8). nRanks bounds how many peers share the channels (nChannelsMin of
+// scheduleP2pTasksToPlan).
+func (t *Table) P2P(nBytes int64, peer PeerKind) (P2PChoice, error) {
+	if nBytes < 0 {
+		return P2PChoice{}, fmt.Errorf("tuning: P2P of %d bytes", nBytes)
+	}
+	total, perPeer := t.P2PChannels()
+	nMax := perPeer
+	nMin := nMax
+	for nMin*t.Comm.NRanks > total && nMin > 1 {
+		nMin /= 2
+	}
+	thr := int64(p2pLLThreshold)
+	if t.Config.P2PLLThreshold > 0 {
+		thr = t.Config.P2PLLThreshold
+	}
+	hasLL := peer == PeerIntra || (peer == PeerNet && t.Config.AllocP2PNetLLBuffers)
+	ch := P2PChoice{Proto: Simple}
+	if hasLL && nBytes <= int64(nMax)*thr {
+		ch.Proto = LL
+	}
+	if ch.Proto == LL {
+		ch.StepSize = t.Config.buffSize(LL) / ncclSteps
+	} else {
+		ch.StepSize = t.P2PChunkSize()
+	}
+	ch.ChunkSize = ch.StepSize
+	if peer == PeerNet {
+		if ch.Proto == Simple && nBytes < ch.StepSize {
+			ch.ChunkSize /= 4
+		} else if nBytes < 8*ch.StepSize {
+			ch.ChunkSize /= 2
+		}
+	}
+	switch {
+	case nBytes == 0:
+		ch.NChannels = 1
+	default:
+		minPart, maxPart := ch.StepSize/8, ch.StepSize*32
+		if t.Comm.NNodes > 1 {
+			minPart, maxPart = ch.StepSize/2, ch.StepSize
+		}
+		minPart = max(minPart, 1)
+		n := int(min(int64(nMin), ceilDiv(nBytes, minPart)))
+		part := max(minPart, ceilDiv(nBytes, int64(n)))
+		for part > maxPart && n <= nMax/2 {
+			n *= 2
+			part = ceilDiv(nBytes, int64(n))
+		}
+		ch.NChannels = n
+	}
+	return ch, nil
+}

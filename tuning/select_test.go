@@ -1,0 +1,190 @@
+package tuning
+
+import (
+	"strings"
+	"testing"
+)
+
+func h200Real(t *testing.T) *Table {
+	t.Helper()
+	// Graph lines of NCCL 2.28.9 on the 2×H200 machine (testdata/nccl/h200x2/real.677.log).
+	c := &Comm{NRanks: 2, NNodes: 1, CCMin: 90, CCMax: 90, CPUArch: "x86", CPUVendor: "intel", AllNVLink: true}
+	c.Graphs[GraphRing] = GraphInfo{Pattern: 4, NChannels: 12, BwIntra: 30, BwInter: 30, TypeIntra: PathNVL, TypeInter: PathPIX, SameChannels: true}
+	c.Graphs[GraphTree] = GraphInfo{Pattern: 1, NChannels: 12, BwIntra: 60, BwInter: 60, TypeIntra: PathNVL, TypeInter: PathPIX}
+	tb, err := Model(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+func TestSelectGroupAggregation(t *testing.T) {
+	tb := h200Real(t)
+	a := Call{Func: AllReduce, Count: 1 << 18, ElemSize: 4}   // 1 MiB
+	b := Call{Func: AllReduce, Count: 3 << 17, ElemSize: 4}   // 1.5 MiB, within 4× of a: aggregated
+	c := Call{Func: AllReduce, Count: 100 << 18, ElemSize: 4} // 100 MiB: tuned alone
+	d := Call{Func: AllGather, Count: 1 << 10, ElemSize: 4}   // other function: own bin
+	got, err := tb.SelectGroup([]Call{c, a, d, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agg, _ := tb.Select(Call{Func: AllReduce, Count: a.Count + b.Count, ElemSize: 4})
+	for _, i := range []int{1, 3} {
+		if got[i].Algo != agg.Algo || got[i].Proto != agg.Proto || got[i].TimeUs != agg.TimeUs {
+			t.Errorf("call %d: %v/%v %.2f µs, want the aggregate's %v/%v %.2f", i, got[i].Algo, got[i].Proto, got[i].TimeUs, agg.Algo, agg.Proto, agg.TimeUs)
+		}
+	}
+	if got[1].Bytes != a.Bytes() || got[3].Bytes != b.Bytes() {
+		t.Error("each choice must keep its own byte count")
+	}
+	alone, _ := tb.Select(c)
+	if got[0].Algo != alone.Algo || got[0].Proto != alone.Proto || got[0].TimeUs != alone.TimeUs {
+		t.Errorf("100 MiB call: %v/%v, want %v/%v", got[0].Algo, got[0].Proto, alone.Algo, alone.Proto)
+	}
+	for i, ch := range got {
+		if ch.ChannelLo < 0 || ch.ChannelHi >= tb.NChannels || ch.ChannelHi < ch.ChannelLo || ch.NChannels != ch.ChannelHi-ch.ChannelLo+1 {
+			t.Errorf("call %d: channels {%d..%d} n %d outside 0..%d", i, ch.ChannelLo, ch.ChannelHi, ch.NChannels, tb.NChannels-1)
+		}
+	}
+	// numPipeOps: 100 calls on 24 channels → ceil(100/24) = 5 pipelined ops for Ring latency.
+	calls := make([]Call, 100)
+	for i := range calls {
+		calls[i] = Call{Func: AllReduce, Count: 2, ElemSize: 4}
+	}
+	many, err := tb.SelectGroup(calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := tb.Time(AllReduce, many[0].Algo, many[0].Proto, 800, 5)
+	if many[0].TimeUs != want {
+		t.Errorf("100 tiny calls: %.3f µs, want %.3f (800 B aggregated, numPipeOps 5)", many[0].TimeUs, want)
+	}
+}
+
+func TestChunkSize(t *testing.T) {
+	tb := h200Real(t)
+	cases := []struct {
+		f     Func
+		a     Algo
+		p     Proto
+		bytes int64
+		want  int64
+	}{
+		{AllReduce, Ring, Simple, 1 << 30, 4 * 512 << 10}, // chunkSteps 4 × 512 KiB step
+		{Broadcast, Ring, Simple, 1 << 30, 512 << 10},     // chunkSteps 1
+		{AllReduce, Ring, LL, 1 << 20, 32 << 10},          // 64 KiB step, half payload
+		{AllReduce, Ring, LL128, 1 << 20, 576000},         // 614400 × 15/16, multiple of 1920
+		{AllReduce, Tree, Simple, 1 << 20, 512 << 10},
+	}
+	for _, c := range cases {
+		if got := tb.ChunkSize(c.f, c.a, c.p, 1, c.bytes); got != c.want {
+			t.Errorf("%v %v/%v %d B: chunk %d, want %d", c.f, c.a, c.p, c.bytes, got, c.want)
+		}
+	}
+	tb.Config.BuffSize = 1 << 20
+	if got := tb.ChunkSize(AllReduce, Ring, Simple, 1, 1<<30); got != 4*(1<<20)/8 {
+		t.Errorf("NCCL_BUFFSIZE=1M: chunk %d", got)
+	}
+}
+
+func TestOverrides(t *testing.T) {
+	src := `# collective,minBytes,maxBytes,algorithm,protocol,channels
+collective,minBytes,maxBytes,algorithm,protocol,channels
+allreduce, 0, 64K, tree, simple, 2   # small all-reduces on the tree
+allreduce,64K,*,*,LL128,
+*,,,nvls,simple,   # never usable here: ignored
+`
+	ov, err := ParseOverrides("t.csv", strings.NewReader(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ov) != 3 || ov[0].Line != 3 || ov[0].Channels != 2 || ov[0].MaxBytes != 64<<10 || ov[1].Algo != -1 {
+		t.Fatalf("parsed %+v", ov)
+	}
+	tb := h200Real(t)
+	tb.Config.Overrides = ov
+	ch, _ := tb.SelectBytes(AllReduce, 4096)
+	if ch.Algo != Tree || ch.Proto != Simple || ch.MaxChannels != 2 || ch.Override != 3 {
+		t.Errorf("4 KiB: %+v, want Tree/Simple on 2 channels by line 3", ch)
+	}
+	ch, _ = tb.SelectBytes(AllReduce, 256<<20)
+	if ch.Proto != LL128 || ch.Override != 4 {
+		t.Errorf("256 MiB: %v/%v line %d, want LL128 by line 4", ch.Algo, ch.Proto, ch.Override)
+	}
+	ch, _ = tb.SelectBytes(Broadcast, 4096)
+	if ch.Override != 0 || ch.Algo != Ring || ch.Proto != LL {
+		t.Errorf("Broadcast: %+v, want the model's Ring/LL (NVLS rule unusable)", ch)
+	}
+	bad := map[string]string{
+		"allreduce,0,1K,ring,ll":          "t.csv:1: want 6 fields",
+		"allreduces,0,1K,ring,ll,1":       "t.csv:1: collective",
+		"allreduce,x,1K,ring,ll,1":        "t.csv:1: minBytes",
+		"allreduce,2K,1K,ring,ll,1":       "t.csv:1: maxBytes",
+		"allreduce,0,1K,rung,ll,1":        "t.csv:1: unknown algorithm",
+		"allreduce,0,1K,ring,ll256,1":     "t.csv:1: unknown protocol",
+		"\n\nallreduce,0,1K,ring,ll,65":   "t.csv:3: channels",
+		"sendrecv,0,1K,ring,ll,1":         "t.csv:1: collective",
+		"allreduce,0,1K,ring,ll,1,extra":  "t.csv:1: want 6 fields",
+		"# only a comment\nallreduce,,,,": "t.csv:2: want 6 fields",
+	}
+	for in, want := range bad {
+		if _, err := ParseOverrides("t.csv", strings.NewReader(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want %q", in, err, want)
+		}
+	}
+}
+
+func TestP2P(t *testing.T) {
+	tb := h200Real(t)
+	total, perPeer := tb.P2PChannels()
+	if total != 32 || perPeer != 32 {
+		t.Errorf("p2p channels %d/%d, want 32/32 (NCCL 2.28 log: 32 p2p channels, 32 per peer)", total, perPeer)
+	}
+	if cs := tb.P2PChunkSize(); cs != 512<<10 {
+		t.Errorf("P2P chunk %d, want 524288 (log: P2P Chunksize set to 524288)", cs)
+	}
+	cases := []struct {
+		n     int64
+		peer  PeerKind
+		proto Proto
+		nch   int
+	}{
+		{0, PeerIntra, LL, 1},
+		{4096, PeerIntra, LL, 1},         // ≤ 32 × 16 KiB → LL; 4 KiB on 8 KiB min parts
+		{512 << 10, PeerIntra, LL, 16},   // LL step 64 KiB, min part 8 KiB, nMin 16
+		{1 << 20, PeerIntra, Simple, 16}, // min part 64 KiB → 16 channels
+		{1 << 30, PeerIntra, Simple, 32}, // parts above 16 MiB → doubled to 32
+		{4096, PeerSelf, Simple, 1},      // self: never LL
+		{4096, PeerNet, Simple, 1},       // no LL buffers over the network by default
+	}
+	for _, c := range cases {
+		got, err := tb.P2P(c.n, c.peer)
+		if err != nil || got.Proto != c.proto || got.NChannels != c.nch {
+			t.Errorf("%d B %v: %+v %v, want %v on %d channels", c.n, c.peer, got, err, c.proto, c.nch)
+		}
+	}
+	if _, err := tb.P2P(-1, PeerIntra); err == nil {
+		t.Error("negative size: want an error")
+	}
+}
+
+func TestLinesFormatAndJSON(t *testing.T) {
+	tb := h200Real(t)
+	lines := tb.Lines()
+	if len(lines) != 3*(3+int(NumTunedFuncs)) {
+		t.Fatalf("%d lines", len(lines))
+	}
+	ch, _ := tb.SelectBytes(AllReduce, 1<<20)
+	if got, want := ch.Line(), "AllReduce: 1048576 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..23}"; got != want {
+		t.Errorf("line %q, want %q (NCCL 2.28.9 log)", got, want)
+	}
+	var b strings.Builder
+	if err := tb.NewReport([]Choice{ch}).WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{`"coll": "AllReduce"`, `"algo": "RING"`, `"proto": "LL"`, `"nchannels": 24`, `"max_nthreads": 640`, `"lat_us": 7.8`} {
+		if !strings.Contains(b.String(), s) {
+			t.Errorf("JSON lacks %s", s)
+		}
+	}
+}
