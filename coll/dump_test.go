@@ -1,0 +1,67 @@
+package coll
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/simccl/simccl/tuning"
+)
+
+func TestJSONRoundTrip(t *testing.T) {
+	s, err := Compile(
+		Plan{Func: tuning.AllReduce, Algo: tuning.Tree, Proto: tuning.LL, NRanks: 4, Count: 1000, DataType: Bfloat16, Op: Avg, NChannels: 2},
+		Plan{Func: tuning.Broadcast, Algo: tuning.Ring, Proto: tuning.Simple, NRanks: 4, Count: 77, DataType: Int8, Root: 3},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := WriteJSON(&buf, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"prim": "RecvReduceCopySend"`, `"func": "AllReduce"`, `"type": "bfloat16"`, `"buf": "recv"`} {
+		if !strings.Contains(buf.String(), key) {
+			t.Errorf("JSON lacks %s", key)
+		}
+	}
+	back, err := ReadJSON(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(s, back) {
+		t.Error("schedule changed through JSON")
+	}
+	if _, err := ReadJSON(strings.NewReader(`{"nranks": 2, "nchannels": 1, "programs": []}`)); err == nil {
+		t.Error("a schedule without programs was accepted")
+	}
+}
+
+func TestWriteTextAndSummary(t *testing.T) {
+	p := Plan{Func: tuning.AllReduce, Algo: tuning.Ring, Proto: tuning.Simple, NRanks: 4, Count: 1 << 20, DataType: Float32, NChannels: 2}
+	s, err := Compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := Summarize(s)
+	// 4 MiB over 4 ranks: each rank sends 2·3/4 of the buffer.
+	for _, r := range sum.Ranks {
+		if r.SentBytes != 6<<20 {
+			t.Errorf("rank %d: %d bytes sent, want %d", r.Rank, r.SentBytes, 6<<20)
+		}
+	}
+	var buf bytes.Buffer
+	if err := WriteText(&buf, s, DumpOptions{Steps: true, Ranks: []int{1}}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"op 0: AllReduce Ring Simple", "rank 1 channel 0", "RecvReduceCopySend", "postop", "total"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dump lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "rank 2 channel") {
+		t.Error("dump shows rank 2 though only rank 1 was asked for")
+	}
+}
