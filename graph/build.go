@@ -3,6 +3,7 @@ package graph
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"strconv"
 	"strings"
@@ -103,6 +104,8 @@ type builder struct {
 	elem  map[*Node]*etree.Element
 	max   int
 	ranks map[int]*etree.Element
+
+	warnedHash map[string]bool
 }
 
 // FromXML builds the system NCCL would build from a topology document (ncclTopoGetSystemFromXml,
@@ -323,7 +326,20 @@ func (b *builder) busID(e *etree.Element) (int64, error) {
 func (b *builder) systemID(e *etree.Element) (int, error) {
 	h, err := b.attrHex(e, "host_hash", 0)
 	if err != nil {
-		return 0, err
+		// Anonymised dumps write placeholders such as "0xHOSTHASH_A". NCCL's strtoull would read
+		// 0 for all of them and merge the hosts; we keep distinct strings distinct, since that
+		// is what the file means, and say so.
+		v, _ := attr(e, "host_hash")
+		f := fnv.New64a()
+		f.Write([]byte(v))
+		h = f.Sum64()
+		if !b.warnedHash[v] {
+			if b.warnedHash == nil {
+				b.warnedHash = map[string]bool{}
+			}
+			b.warnedHash[v] = true
+			b.warnf(e, "<cpu host_hash=%q> is not hexadecimal; hosts are told apart by the string", v)
+		}
 	}
 	for i, x := range b.sys.HostHashes {
 		if x == h {
@@ -523,13 +539,17 @@ func (b *builder) addPCI(e *etree.Element, parent *Node, sid int) error {
 			return nil
 		}
 		// Ignore the function number: ports of one NIC are one PCI device.
+		// Only a newly created NIC is linked to the parent: a second function of the same
+		// device adds its nets but no second PCI link (ncclTopoAddPci).
 		id := topoID(sid, busid&^0xf)
-		if node = b.sys.nodeByID(NIC, id); node == nil {
-			if node, err = b.newNode(NIC, id, e); err != nil {
+		nic := b.sys.nodeByID(NIC, id)
+		if nic == nil {
+			if nic, err = b.newNode(NIC, id, e); err != nil {
 				return err
 			}
+			node = nic
 		}
-		if err := b.addNIC(n, node, sid); err != nil {
+		if err := b.addNIC(n, nic, sid); err != nil {
 			return err
 		}
 	} else if t == PCI || (!hasClass && node == nil) {
@@ -636,7 +656,9 @@ func (b *builder) addNIC(e *etree.Element, nic *Node, sid int) error {
 		info := NetInfo{Dev: int(dev), Rail: -1, Plane: -1}
 		info.Name, _ = attr(ne, "name")
 		if info.GUID, err = b.attrHex(ne, "guid", uint64(dev)); err != nil {
-			return err
+			// A redacted guid ("0xREDACTED"): NCCL's strtoull reads 0.
+			b.sys.Warnings = append(b.sys.Warnings, err.Error()+"; read as 0 as NCCL does")
+			info.GUID = 0
 		}
 		mbps, err := b.attrFloat(ne, "speed", 0)
 		if err != nil {
