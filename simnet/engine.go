@@ -174,6 +174,7 @@ func (e *Engine) StartFlow(route []LinkID, bytes float64, maxRate Rate, tag int6
 	if bytes <= 0 || (len(route) == 0 && maxRate <= 0) {
 		// Nothing to share: complete at once (an empty route with a cap is rate-limited below).
 		f.left = 0
+		f.route = nil
 		e.seq++
 		e.h.push(event{t: e.now, seq: e.seq, kind: evFlowDone, ver: f.ver, arg: int64(id)})
 		return id

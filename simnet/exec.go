@@ -81,6 +81,8 @@ type Result struct {
 	Events   uint64
 	Messages int
 	Ops      []OpRecord // nil unless Options.Record
+	// LinkName names the links of the routes in Ops.
+	LinkName func(LinkID) string
 }
 
 // Options of Simulate.
@@ -155,7 +157,7 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (*R
 	if x.done != len(x.pending) {
 		return nil, fmt.Errorf("simnet: schedule deadlocked: %d of %d steps never ran (a dependency or message that cannot be satisfied)", len(x.pending)-x.done, len(x.pending))
 	}
-	res := &Result{Time: x.end - t0, Events: e.Events - startEvents, Messages: len(x.msgSend)}
+	res := &Result{Time: x.end - t0, Events: e.Events - startEvents, Messages: len(x.msgSend), LinkName: e.LinkName}
 	if x.end < t0+tm.Launch {
 		res.Time = tm.Launch
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/search"
+	"github.com/simccl/simccl/topo/xml"
 	"github.com/simccl/simccl/tuning"
 )
 
@@ -371,4 +372,46 @@ func NewMachineFromModel(node *NodeModel, nodes int, fab *Fabric, comm tuning.Co
 		return nil, err
 	}
 	return m, nil
+}
+
+// MachineFromXML parses an NCCL topology, builds its system graph (graph.FromXML) and runs
+// NewMachine on it.
+func MachineFromXML(data []byte, name string, nodes int, fab *Fabric, cfg *tuning.Config) (*Machine, error) {
+	doc, err := xml.ParseBytes(data, name)
+	if err != nil {
+		return nil, err
+	}
+	opt := graph.Options{}
+	if cfg != nil && cfg.Version != "" {
+		v, err := graph.ParseVersion(cfg.Version)
+		if err != nil {
+			return nil, err
+		}
+		opt.Version = v
+	}
+	sys, err := graph.FromXML(doc, opt)
+	if err != nil {
+		return nil, err
+	}
+	if sys.Name == "" {
+		sys.Name = name
+	}
+	return NewMachine(sys, nodes, fab, cfg)
+}
+
+// HGXH100 is a hand-made model of an 8-GPU H100 NVSwitch node (the shape of the embedded default
+// topology): per GPU 18 NVLinks at NCCL's SM90 20.6 GB/s (fact sheet §2.3) to the NVSwitch and a
+// Gen5 x16 PCIe link (48 GB/s, NCCL's width×code/80 rule of §1.3) to a switch shared with its own
+// 400 Gb/s (50 GB/s) NIC; the communicator as NCCL 2.28 searches it on a DGX H100 (16 ring/tree channels of 20 GB/s, NVL intra, PIX inter). It is the fallback when the graph
+// package cannot build the system, and the model of the benchmarks.
+func HGXH100(nodes int, fab *Fabric, cfg *tuning.Config) (*Machine, error) {
+	node := SwitchedNode("hgx-h100 (hand-made model)", 8, 18*20.6, 8, 50, 48)
+	comm := tuning.Comm{CCMin: 90, CCMax: 90, CPUArch: "x86", CPUVendor: "intel", HasNVSwitch: true, AllNVLink: true}
+	inter := tuning.PathPIX
+	for _, g := range []int{tuning.GraphRing, tuning.GraphTree} {
+		comm.Graphs[g] = tuning.GraphInfo{Pattern: 4, NChannels: 16, BwIntra: 20, BwInter: 20, TypeIntra: tuning.PathNVL, TypeInter: inter}
+	}
+	comm.Graphs[tuning.GraphTree].Pattern = 1
+	comm.NChannels = 16
+	return NewMachineFromModel(node, nodes, fab, comm, cfg)
 }

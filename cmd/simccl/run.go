@@ -1,0 +1,253 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/examples/topos"
+	"github.com/simccl/simccl/internal/units"
+	"github.com/simccl/simccl/simnet"
+	"github.com/simccl/simccl/tuning"
+)
+
+func init() {
+	register(&command{
+		name:  "run",
+		short: "simulate collectives on a topology (and a cluster of it): nccl-tests style table, traces, plots",
+		run:   runRun,
+	})
+}
+
+var allColls = []tuning.Func{tuning.AllReduce, tuning.AllGather, tuning.ReduceScatter, tuning.Broadcast, tuning.Reduce, tuning.AllToAll, tuning.SendRecv}
+
+func runRun(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("run", stderr)
+	topoFile := fs.String("topo", "", "NCCL topology XML (default: the embedded "+topos.DefaultName+"); an embedded name also works")
+	nodes := fs.Int("nodes", 1, "number of nodes (copies of the topology)")
+	fabricFile := fs.String("fabric", "", "fabric description (key = value file, see docs/cluster.md)")
+	fabSet := fs.StringArray("fabric-set", nil, "override one fabric key (key=value; repeatable), e.g. --fabric-set oversubscription=2")
+	collName := fs.StringP("collective", "c", "allreduce", "allreduce|allgather|reducescatter|broadcast|reduce|alltoall|sendrecv|all")
+	minB := fs.StringP("minbytes", "b", "8", "smallest size (nccl-tests size: the total buffer)")
+	maxB := fs.StringP("maxbytes", "e", "1G", "largest size")
+	factor := fs.Int64P("stepfactor", "f", 2, "size multiplication factor")
+	dtName := fs.StringP("datatype", "d", "float", "data type (float, half, bfloat16, double, int8, …)")
+	opName := fs.StringP("op", "o", "sum", "reduction (sum, prod, max, min, avg)")
+	version := fs.String("nccl-version", "", "NCCL release whose rules apply (2.28 default, 2.30)")
+	tracePath := fs.String("trace", "", "write a Chrome trace-event JSON (Perfetto) of every simulated op")
+	opsPath := fs.String("ops", "", "write the op log (CSV, one line per message, with its route)")
+	plotPath := fs.String("plot", "", "plot busbw against size (.png or .svg)")
+	asJSON := fs.Bool("json", false, "print {\"rows\":[…]} instead of the table")
+	progress := fs.String("progress", "auto", "progress bar on stderr: auto (when a terminal), on, off")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	var funcs []tuning.Func
+	if strings.EqualFold(*collName, "all") {
+		funcs = allColls
+	} else {
+		f, err := tuning.ParseFunc(*collName)
+		if err != nil {
+			return fmt.Errorf("%w: -c: %v", errUsage, err)
+		}
+		funcs = []tuning.Func{f}
+	}
+	lo, err := units.ParseSize(*minB)
+	if err != nil {
+		return fmt.Errorf("%w: -b: %v", errUsage, err)
+	}
+	hi, err := units.ParseSize(*maxB)
+	if err != nil {
+		return fmt.Errorf("%w: -e: %v", errUsage, err)
+	}
+	sizes, err := units.Sweep(lo, hi, *factor)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	dt, err := coll.ParseDataType(*dtName)
+	if err != nil {
+		return fmt.Errorf("%w: -d: %v", errUsage, err)
+	}
+	op, err := coll.ParseRedOp(*opName)
+	if err != nil {
+		return fmt.Errorf("%w: -o: %v", errUsage, err)
+	}
+	if *nodes < 1 {
+		return fmt.Errorf("%w: --nodes %d (want >= 1)", errUsage, *nodes)
+	}
+	var plotFormat string
+	if *plotPath != "" {
+		plotFormat = strings.TrimPrefix(strings.ToLower(filepath.Ext(*plotPath)), ".")
+		if plotFormat != "png" && plotFormat != "svg" {
+			return fmt.Errorf("%w: --plot %q: want a .png or .svg file", errUsage, *plotPath)
+		}
+	}
+	fab := simnet.DefaultFabric()
+	if *fabricFile != "" {
+		f, err := os.Open(*fabricFile)
+		if err != nil {
+			return err
+		}
+		fab, err = simnet.ParseFabric(f, *fabricFile)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	for _, kv := range *fabSet {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("%w: --fabric-set %q: want key=value", errUsage, kv)
+		}
+		if err := fab.Set(strings.TrimSpace(k), strings.TrimSpace(v)); err != nil {
+			return fmt.Errorf("%w: --fabric-set: %v", errUsage, err)
+		}
+	}
+	if err := fab.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	cfg := &tuning.Config{Version: *version}
+
+	name, data := topos.Default()
+	defaultTopo := *topoFile == ""
+	if !defaultTopo {
+		if d, err := os.ReadFile(*topoFile); err == nil {
+			name, data = *topoFile, d
+		} else if d, err2 := topos.Get(*topoFile); err2 == nil {
+			name, data = *topoFile, d
+		} else {
+			return err
+		}
+	}
+	m, err := simnet.MachineFromXML(data, name, *nodes, fab, cfg)
+	if err != nil && defaultTopo {
+		// Labelled fallback: the embedded default is a DGX H100; when the graph pipeline cannot
+		// build it, simulate the hand-made model of the same machine.
+		fmt.Fprintf(stderr, "simccl run: %s: %v\nsimccl run: simulating the hand-made HGX H100 model instead (simplified: no topology search)\n", name, err)
+		m, err = simnet.HGXH100(*nodes, fab, cfg)
+	}
+	if err != nil {
+		return err
+	}
+
+	showBar := *progress == "on" || (*progress == "auto" && isTerminal(stderr))
+	total := len(funcs) * len(sizes)
+	record := *tracePath != "" || *opsPath != ""
+	var rows []simnet.Row
+	var traced []simnet.Traced
+	var offset simnet.Time
+	var notes []string
+	noteSeen := map[string]bool{}
+	for _, n := range m.Notes {
+		noteSeen[n] = true
+		notes = append(notes, n)
+	}
+	start := time.Now()
+	done := 0
+	for _, f := range funcs {
+		for _, size := range sizes {
+			if showBar {
+				drawBar(stderr, done, total, fmt.Sprintf("%s %s", simnet.TestName(f), units.FormatSize(size)), time.Since(start))
+			}
+			if _, note, err := m.Plan(f, size, dt, op); err == nil && note != "" && !noteSeen[note] {
+				noteSeen[note] = true
+				notes = append(notes, note)
+			}
+			row, res, err := m.Run(f, size, dt, op, simnet.RunOptions{Record: record})
+			if err != nil {
+				if showBar {
+					fmt.Fprintln(stderr)
+				}
+				return fmt.Errorf("%s %d bytes: %w", simnet.TestName(f), size, err)
+			}
+			rows = append(rows, row)
+			if record && len(res.Ops) > 0 {
+				traced = append(traced, simnet.Traced{Label: fmt.Sprintf("%s %d", row.Coll, size), Ops: res.Ops, Offset: offset, Names: res.LinkName})
+				offset += res.Time + simnet.Microsecond
+			}
+			done++
+		}
+	}
+	if showBar {
+		drawBar(stderr, done, total, "done", time.Since(start))
+		fmt.Fprintln(stderr)
+	}
+	if *asJSON {
+		if err := simnet.WriteJSON(stdout, rows, notes); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(stdout, "# simccl run: %s, %d node(s) x %d GPUs = %d ranks, %d channels\n", m.Node.Name, m.Nodes, m.Node.NumGPUs, m.NRanks(), m.Table.NChannels)
+		if m.Nodes > 1 {
+			fmt.Fprintf(stdout, "# fabric: %s, %d tiers, %d hosts/leaf, oversubscription %g, routing %s\n", fab.Topology, fab.Tiers, fab.HostsPerLeaf, fab.Oversub, fab.Routing)
+		}
+		for _, n := range notes {
+			fmt.Fprintf(stdout, "# note: %s\n", n)
+		}
+		if err := simnet.WriteTable(stdout, rows); err != nil {
+			return err
+		}
+	}
+	if *tracePath != "" {
+		if err := writeFile(*tracePath, func(w io.Writer) error { return simnet.WriteTrace(w, traced) }); err != nil {
+			return err
+		}
+	}
+	if *opsPath != "" {
+		if err := writeFile(*opsPath, func(w io.Writer) error { return simnet.WriteOpsCSV(w, traced) }); err != nil {
+			return err
+		}
+	}
+	if *plotPath != "" {
+		title := fmt.Sprintf("simulated busbw, %s, %d ranks", m.Node.Name, m.NRanks())
+		if err := writeFile(*plotPath, func(w io.Writer) error {
+			return simnet.WritePlot(w, title, simnet.SeriesFromRows(rows, "sim "), plotFormat)
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeFile(path string, fill func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := fill(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	return st.Mode()&os.ModeCharDevice != 0
+}
+
+// drawBar redraws a one-line progress bar.
+func drawBar(w io.Writer, done, total int, what string, elapsed time.Duration) {
+	const width = 30
+	fill := 0
+	if total > 0 {
+		fill = done * width / total
+	}
+	bar := strings.Repeat("=", fill) + strings.Repeat(" ", width-fill)
+	fmt.Fprintf(w, "\r[%s] %d/%d %-28s %6.1fs", bar, done, total, what, elapsed.Seconds())
+}
