@@ -1,0 +1,204 @@
+package search
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/simccl/simccl/graph"
+	tx "github.com/simccl/simccl/topo/xml"
+)
+
+// A golden case: a topology with NCCL's own graph dump beside it. The test searches the
+// topology as NCCL 2.28 does and compares every graph of the dump: pattern, nChannels, bwIntra,
+// bwInter, typeIntra, typeInter, sameChannels, and the GPU (and NET) order of every channel.
+//
+// Where the dump comes from another NCCL release and 2.28 gives a different answer because of
+// a rule that changed, `changes` rewrites the expected graph to what 2.28 gives and says why.
+// The test still asserts every field.
+type golden struct {
+	name    string
+	topo    string // file under testdata
+	dump    string
+	release string // NCCL release that wrote the dump
+	nodes   int    // nodes of the communicator NCCL ran (NETs take part when > 1)
+	nranks  int    // ranks of the communicator
+	graphO  graph.Options
+	nvls    bool // whether NVLS was enabled in the run
+	params  string
+	// redact substitutes values the publisher redacted in the topology (they are not numbers).
+	redact  *strings.Replacer
+	changes []change
+}
+
+type change struct {
+	id     int
+	why    string
+	modify func(d *tx.GraphDump)
+}
+
+var goldens = []golden{
+	{name: "h200x2-real", topo: "nccl/h200x2/real_topo.xml", dump: "nccl/h200x2/real_graph.xml", release: "2.28.9",
+		nodes: 1, nranks: 2},
+	{name: "h200x2-nvswitch", topo: "nccl/h200x2/nvswitch_topo.xml", dump: "nccl/h200x2/nvswitch_graph.xml", release: "2.28.9",
+		nodes: 1, nranks: 2},
+	{name: "h200x2-nvl4", topo: "nccl/h200x2/nvl4_topo.xml", dump: "nccl/h200x2/nvl4_graph.xml", release: "2.28.9",
+		nodes: 1, nranks: 2},
+	{name: "h200x2-nvl0", topo: "nccl/h200x2/nvl0_topo.xml", dump: "nccl/h200x2/nvl0_graph.xml", release: "2.28.9",
+		nodes: 1, nranks: 2},
+	{name: "h200x2-fakehosts", topo: "nccl/h200x2/fakehosts_topo.xml", dump: "nccl/h200x2/fakehosts_graph.xml", release: "2.28.9",
+		nodes: 2, nranks: 2},
+	{name: "dgx1-v100", topo: "topos/dgx1-v100-8gpu-hybrid-cube-mesh.xml", dump: "topos/dgx1-v100-8gpu-hybrid-cube-mesh-graph.xml",
+		release: "2.7.8", nodes: 1, nranks: 8, changes: []change{
+			{0, "2.7.8 searched V100 NVLinks at 22 GB/s per channel (its own NVLink bandwidth and speed array); 2.28 counts " +
+				"SM70 NVLinks at 20 GB/s (fact sheet §2.3) and its cc<90 intra array has no 22, so the same six rings come out at 20",
+				func(d *tx.GraphDump) { d.SpeedIntra, d.SpeedInter = 20, 20 }},
+			{1, "same as the ring: 22 → 20 GB/s per channel with the same six chains", func(d *tx.GraphDump) { d.SpeedIntra, d.SpeedInter = 20, 20 }},
+			{2, "2.7.8 always searched the CollNet chain graph; 2.28 only does when a CollNet plugin is present (none here): empty graph",
+				func(d *tx.GraphDump) {
+					d.NChannels, d.SpeedIntra, d.SpeedInter, d.TypeIntra, d.TypeInter, d.SameChannels, d.Channels = 0, 0, 0, "LOC", "LOC", 0, nil
+				}},
+		}},
+	{name: "rtxa6000-4gpu", topo: "topos/rtxa6000-4gpu-pcie-2socket-vnics.xml", dump: "topos/rtxa6000-4gpu-pcie-2socket-vnics-graph.xml",
+		release: "2.23.4", nodes: 1, nranks: 4},
+	{name: "rtx3090-2node", topo: "topos/rtx3090-8gpu-pcie-2socket-ib56g.xml", dump: "topos/rtx3090-8gpu-pcie-2socket-ib56g-graph.xml",
+		release: "2.18.1", nodes: 2, nranks: 16,
+		// GeForce boards cannot do P2P: NCCL learns it from NVML, not from the file, and routes
+		// GPU↔GPU through the CPU (the log's path matrix shows it). NCCL_P2P_DISABLE=1 gives the same paths.
+		graphO: graph.Options{P2PDisable: true}},
+	{name: "gb300-1tray", topo: "topos/gb300-nvl72-1tray-c2c.xml", dump: "topos/gb300-nvl72-1tray-c2c-graph.xml",
+		release: "2.29.7", nodes: 1, nranks: 4, nvls: true,
+		redact: strings.NewReplacer("0xHOSTHASH_B", "0x1", "0xHOSTHASH_A", "0x2", "0xREDACTED", "0x1")},
+	{name: "gb300-2tray-mnnvl", topo: "topos/gb300-nvl72-2tray-mnnvl-fused.xml", dump: "topos/gb300-nvl72-2tray-mnnvl-fused-graph.xml",
+		release: "2.29.7", nodes: 1, nranks: 8, nvls: true,
+		redact: strings.NewReplacer("0xHOSTHASH_B", "0x1", "0xHOSTHASH_A", "0x2", "0xREDACTED", "0x1"),
+		changes: []change{
+			{1, "2.29 added 45 to the sm100 intra speed array (fact sheet §4.2 history); 2.28's goes 50 → 40. At 50 the 8-GPU " +
+				"chains need 16×50 = 800 GB/s out of GPUs that have 721.8, and the search does not find the rotated chains within " +
+				"its budget, so 2.28 settles at 40 (TestGoldenRelease229 checks that the 2.29 array gives NCCL's 45)",
+				func(d *tx.GraphDump) { d.SpeedIntra, d.SpeedInter = 40, 40 }},
+		}},
+}
+
+func readTopo(t *testing.T, c golden) *Topology {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "testdata", c.topo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.redact != nil {
+		data = []byte(c.redact.Replace(string(data)))
+	}
+	// NCCL's dumps of a topology it read from a file whose empty elements end in " />" carry an
+	// attribute with an empty name (` =""`, testdata/nccl/h200x2/README.md): not XML. Drop it
+	// here so that these goldens test the search, whatever the reader makes of such files.
+	data = []byte(strings.ReplaceAll(string(data), ` =""`, ""))
+	doc, err := tx.ParseBytes(data, c.topo)
+	if err != nil {
+		t.Fatalf("%s: %v", c.name, err)
+	}
+	o := c.graphO
+	o.LocalRank = 0
+	o.NRanks = c.nranks
+	sys, err := graph.FromXML(doc, o)
+	if err != nil {
+		t.Fatalf("%s: %v", c.name, err)
+	}
+	top, err := FromSystem(sys, c.nodes > 1)
+	if err != nil {
+		t.Fatalf("%s: %v", c.name, err)
+	}
+	return top
+}
+
+func runGolden(t *testing.T, c golden) {
+	top := readTopo(t, c)
+	params, err := ParamsFor(c.params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nvls := c.nvls
+	res, err := ComputeAll(top, AllOptions{Nodes: c.nodes, NVLS: &nvls, Options: Options{Params: params}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dumpDoc, err := tx.ReadFile(filepath.Join("..", "testdata", c.dump))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := tx.ReadGraphs(dumpDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotDump, err := Dump(top, res.Graphs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[int]tx.GraphDump{}
+	for _, g := range gotDump.Graphs {
+		byID[g.ID] = g
+	}
+	for _, w := range want.Graphs {
+		for _, ch := range c.changes {
+			if ch.id == w.ID {
+				ch.modify(&w)
+				t.Logf("graph %d differs from NCCL %s's dump by design: %s", w.ID, c.release, ch.why)
+			}
+		}
+		g, ok := byID[w.ID]
+		if !ok {
+			t.Errorf("graph %d: not computed", w.ID)
+			continue
+		}
+		if d := diffDump(g, w); d != "" {
+			t.Errorf("graph %d (pattern %d) differs from NCCL %s:\n%s", w.ID, w.Pattern, c.release, d)
+		}
+	}
+}
+
+func diffDump(g, w tx.GraphDump) string {
+	var b strings.Builder
+	f := func(name string, got, want any) {
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			fmt.Fprintf(&b, "  %s: got %v, NCCL %v\n", name, got, want)
+		}
+	}
+	f("pattern", g.Pattern, w.Pattern)
+	f("crossnic", g.CrossNic, w.CrossNic)
+	f("nchannels", g.NChannels, w.NChannels)
+	f("speedintra", float32(g.SpeedIntra), float32(w.SpeedIntra))
+	f("speedinter", float32(g.SpeedInter), float32(w.SpeedInter))
+	f("typeintra", g.TypeIntra, w.TypeIntra)
+	f("typeinter", g.TypeInter, w.TypeInter)
+	f("samechannels", g.SameChannels, w.SameChannels)
+	if len(g.Channels) != len(w.Channels) {
+		fmt.Fprintf(&b, "  %d channels, NCCL %d\n", len(g.Channels), len(w.Channels))
+		return b.String()
+	}
+	for i := range w.Channels {
+		f(fmt.Sprintf("channel %d GPUs", i), g.Channels[i].GPUs, w.Channels[i].GPUs)
+		f(fmt.Sprintf("channel %d NETs", i), g.Channels[i].Nets, w.Channels[i].Nets)
+	}
+	return b.String()
+}
+
+func TestGolden(t *testing.T) {
+	for _, c := range goldens {
+		t.Run(c.name, func(t *testing.T) { runGolden(t, c) })
+	}
+}
+
+// TestGoldenRelease229 runs the GB300 2-tray case with the 2.29 speed arrays: then NCCL
+// 2.29.7's dump must come out unchanged, tree at 45 GB/s included.
+func TestGoldenRelease229(t *testing.T) {
+	for _, c := range goldens {
+		if c.name != "gb300-2tray-mnnvl" && c.name != "gb300-1tray" {
+			continue
+		}
+		c.params = "2.29"
+		c.changes = nil
+		t.Run(c.name, func(t *testing.T) { runGolden(t, c) })
+	}
+}
