@@ -1,0 +1,225 @@
+// Package fromsearch builds the tuning model's input (tuning.Comm) from the channel search
+// (search.Result) and the system it ran on (graph.System). It is kept apart from package tuning so
+// that the cost model does not depend on the search.
+//
+// Usage:
+//
+//	sys, _ := graph.FromXML(doc, graph.Options{})
+//	top, _ := search.FromSystem(sys, nodes > 1)
+//	res, _ := search.ComputeAll(top, search.AllOptions{Nodes: nodes})
+//	comm, _ := fromsearch.Comm(res, sys, fromsearch.Options{})
+//	table, _ := tuning.Model(comm, cfg)
+package fromsearch
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/simccl/simccl/graph"
+	"github.com/simccl/simccl/search"
+	tx "github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/tuning"
+)
+
+// Options carry what the search result does not say.
+type Options struct {
+	// CollNet: a CollNet (SHARP) plugin is present (the search was run with AllOptions.CollNet).
+	CollNet bool
+	// CollNetAGRS: the plugin provides iallgather/ireducescatter (§5.2).
+	CollNetAGRS bool
+	// DeviceNet: device-driven networking (GIN/UNPACK); disables PAT.
+	DeviceNet bool
+}
+
+func graphInfo(g *search.Graph) tuning.GraphInfo {
+	if g == nil {
+		return tuning.GraphInfo{}
+	}
+	return tuning.GraphInfo{
+		Pattern:      int(g.Pattern),
+		NChannels:    g.NChannels,
+		BwIntra:      g.BwIntra,
+		BwInter:      g.BwInter,
+		TypeIntra:    graph.PathType(int(g.TypeIntra)),
+		TypeInter:    graph.PathType(int(g.TypeInter)),
+		LatencyInter: g.LatencyInter,
+		SameChannels: g.SameChannels != 0,
+		CrossNic:     g.CrossNic,
+	}
+}
+
+// cpuArch maps the XML arch to the tuning model's names.
+func cpuArch(s string) string {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "x86_64", "x86", "amd64":
+		return "x86"
+	case "arm64", "aarch64", "arm":
+		return "arm"
+	case "ppc64", "ppc64le", "power":
+		return "power"
+	}
+	return ""
+}
+
+// cpuVendor maps the CPUID vendor string to the tuning model's names.
+func cpuVendor(s string) string {
+	switch strings.TrimSpace(s) {
+	case "GenuineIntel":
+		return "intel"
+	case "AuthenticAMD", "HygonGenuine":
+		return "amd"
+	case "CentaurHauls", "Shanghai":
+		return "zhaoxin"
+	}
+	return strings.ToLower(strings.TrimSpace(s))
+}
+
+// nvlinkBw is ncclTopoNVLinkBw (fact sheet §2.3, NCCL 2.28).
+func nvlinkBw(cc int) float64 {
+	switch {
+	case cc >= 100:
+		return 40.1
+	case cc >= 90:
+		return 20.6
+	case cc == 86:
+		return 12
+	case cc >= 80, cc >= 70:
+		return 20
+	case cc >= 60:
+		return 18
+	}
+	return 20
+}
+
+func pow2Up(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
+}
+
+// Comm assembles the tuning input. Every node of the communicator is taken to be the system sys
+// (res.NNodes copies of it).
+func Comm(res *search.Result, sys *graph.System, opt Options) (*tuning.Comm, error) {
+	if res == nil || sys == nil {
+		return nil, fmt.Errorf("fromsearch: nil search result or system")
+	}
+	gpus := sys.Nodes[graph.GPU]
+	if len(gpus) == 0 {
+		return nil, fmt.Errorf("fromsearch: %s: no GPU", sys.Name)
+	}
+	nodes := max(1, res.NNodes)
+	c := &tuning.Comm{
+		NRanks:         len(gpus) * nodes,
+		NNodes:         nodes,
+		NChannels:      res.NChannels,
+		MaxLocalRanks:  len(gpus),
+		CollNetSupport: opt.CollNet && res.CollNetChain != nil && res.CollNetChain.NChannels > 0,
+		CollNetAGRS:    opt.CollNetAGRS,
+		DeviceNet:      opt.DeviceNet,
+		HasNVSwitch:    len(sys.Nodes[graph.NVS]) > 0,
+	}
+	c.CCMin, c.CCMax = math.MaxInt, 0
+	for _, g := range gpus {
+		c.CCMin = min(c.CCMin, g.GPU.SM)
+		c.CCMax = max(c.CCMax, g.GPU.SM)
+	}
+	vendors := map[string]bool{}
+	for _, cpu := range sys.Nodes[graph.CPU] {
+		if c.CPUArch == "" {
+			c.CPUArch = cpuArch(cpu.CPU.Arch)
+		}
+		vendors[cpuVendor(cpu.CPU.Vendor)] = true
+	}
+	for v := range vendors {
+		c.CPUVendor = v
+	}
+	if len(vendors) > 1 {
+		c.CPUVendor = "mixed"
+	}
+	c.Graphs[tuning.GraphRing] = graphInfo(res.Ring)
+	c.Graphs[tuning.GraphTree] = graphInfo(res.Tree)
+	c.Graphs[tuning.GraphCollNetChain] = graphInfo(res.CollNetChain)
+	c.Graphs[tuning.GraphNVLS] = graphInfo(res.NVLS)
+	c.Graphs[tuning.GraphCollNetDirect] = graphInfo(res.CollNetDirect)
+	c.CollNetChainSupport = c.CollNetSupport
+	c.MaxTreePattern = c.Graphs[tuning.GraphTree].Pattern
+	c.NVLSSupport = res.NVLS != nil && res.NVLS.NChannels > 0
+	c.NVLSHeads = c.Graphs[tuning.GraphNVLS].NChannels
+	if c.NVLSHeads == 0 {
+		c.NVLSHeads = len(gpus)
+	}
+
+	// P2P channels (fact sheet §4.8): per peer NVL/NVB → 2×max(1, floor(path bw / NVLink bw)),
+	// PCI/SHM → 2, remote → 2 (an assumption: the NET rule of §4.8 needs plugin properties the
+	// topology does not carry); the minimum over peers rounded up to a power of two, capped by
+	// p2pnChannels = pow2Up(nChannels).
+	allNVL := true
+	perPeer := math.MaxInt
+	nvl := nvlinkBw(c.CCMin)
+	for _, a := range gpus {
+		for _, b := range gpus {
+			if a == b {
+				continue
+			}
+			p := sys.Path(a, b)
+			n := 2
+			if p != nil && (p.Type == graph.PathNVL || p.Type == graph.PathNVB) {
+				n = 2 * max(1, int(math.Floor(p.BW/nvl+1e-6)))
+			}
+			if p == nil || p.Type != graph.PathNVL {
+				allNVL = false
+			}
+			perPeer = min(perPeer, n)
+		}
+	}
+	if nodes > 1 {
+		perPeer = min(perPeer, 2)
+	}
+	if perPeer == math.MaxInt {
+		perPeer = 2
+	}
+	c.AllNVLink = allNVL && len(gpus) > 1
+	c.P2PNChannels = pow2Up(min(max(c.NChannels, 1), tuning.MaxChannels))
+	c.P2PChannelsPerPeer = min(pow2Up(perPeer), c.P2PNChannels)
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("fromsearch: %s: %w", sys.Name, err)
+	}
+	return c, nil
+}
+
+// Pipeline runs topology → system → search → Comm for a communicator of nodes copies of the
+// topology doc: graph.FromXML (NETs kept when nodes > 1), search.FromSystem, search.ComputeAll
+// (sopt.Nodes is set to nodes) and Comm.
+func Pipeline(doc *tx.Document, nodes int, gopt graph.Options, sopt search.AllOptions, opt Options) (*tuning.Comm, *search.Result, *graph.System, error) {
+	if nodes < 1 {
+		return nil, nil, nil, fmt.Errorf("fromsearch: %d nodes (want ≥ 1)", nodes)
+	}
+	sys, err := graph.FromXML(doc, gopt)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if nodes > 1 {
+		gopt.NRanks = len(sys.Nodes[graph.GPU]) * nodes
+		if sys, err = graph.FromXML(doc, gopt); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	top, err := search.FromSystem(sys, nodes > 1)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	sopt.Nodes = nodes
+	sopt.CollNet = sopt.CollNet || opt.CollNet
+	res, err := search.ComputeAll(top, sopt)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c, err := Comm(res, sys, opt)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return c, res, sys, nil
+}

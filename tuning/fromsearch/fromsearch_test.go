@@ -1,0 +1,107 @@
+package fromsearch
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/simccl/simccl/graph"
+	"github.com/simccl/simccl/search"
+	tx "github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/tuning"
+)
+
+var reChoice = regexp.MustCompile(`^(\w+): (\d+) Bytes -> Algo \w+ proto \w+ channel\{Lo\.\.Hi\}=\{\d+\.\.\d+\}$`)
+var reP2P = regexp.MustCompile(`(\d+) coll channels, \d+ collnet channels, \d+ nvls channels, (\d+) p2p channels, (\d+) p2p channels per peer`)
+
+// End to end: NCCL 2.28.9's topology dump of the 2×H200 machine (and its variants) goes through
+// graph, search and fromsearch; the tuning table must print exactly as NCCL printed it, every
+// per-call choice line must be identical, and the p2p channel counts equal.
+func TestEndToEndH200(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "nccl", "h200x2")
+	cases := []struct {
+		topo, log string
+		nodes     int
+	}{
+		{"real_topo.xml", "real.677.log", 1}, {"variants/nvl4.xml", "nvl4.741.log", 1},
+		{"variants/nvl0.xml", "nvl0.803.log", 1}, {"variants/nvswitch.xml", "nvswitch.869.log", 1},
+		{"fakehosts_topo.xml", "fakehosts.931.log", 2}, // two processes NCCL takes for two hosts
+	}
+	for _, c := range cases {
+		t.Run(c.log, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join(dir, c.log))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var table, choices []string
+			var p2p []string
+			inTable := false
+			for _, l := range strings.Split(string(data), "\n") {
+				i := strings.Index(l, "NCCL INFO ")
+				if i < 0 {
+					continue
+				}
+				s := l[i+len("NCCL INFO "):]
+				head := strings.TrimSpace(strings.SplitN(s, "|", 2)[0])
+				_, ferr := tuning.ParseFunc(head)
+				switch {
+				case strings.HasPrefix(s, "  Algorithm   |"):
+					inTable = true
+				case inTable && !strings.Contains(s, "|"), inTable && head != "Protocol" && head != "Max NThreads" && ferr != nil:
+					inTable = false
+				}
+				if inTable {
+					table = append(table, s)
+				}
+				if reChoice.MatchString(s) {
+					choices = append(choices, s)
+				}
+				if m := reP2P.FindStringSubmatch(s); m != nil && p2p == nil {
+					p2p = m[1:]
+				}
+			}
+			doc, err := tx.ReadFile(filepath.Join(dir, c.topo))
+			if err != nil {
+				t.Fatal(err)
+			}
+			no := false
+			comm, _, _, err := Pipeline(doc, c.nodes, graph.Options{}, search.AllOptions{NVLS: &no}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tb, err := tuning.Model(comm, &tuning.Config{Version: "2.28"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := tb.Lines()
+			if len(got) != len(table) {
+				t.Fatalf("%d table lines, NCCL %d", len(got), len(table))
+			}
+			for i := range got {
+				if got[i] != table[i] {
+					t.Errorf("table line %d:\n ours %q\n NCCL %q", i+1, got[i], table[i])
+				}
+			}
+			for _, want := range choices {
+				m := reChoice.FindStringSubmatch(want)
+				f, _ := tuning.ParseFunc(m[1])
+				n, _ := strconv.ParseInt(m[2], 10, 64)
+				ch, err := tb.Select(tuning.Call{Func: f, Count: n / 4, ElemSize: 4})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ch.Line() != want {
+					t.Errorf("ours %q\nNCCL %q", ch.Line(), want)
+				}
+			}
+			total, perPeer := tb.P2PChannels()
+			if p2p == nil || strconv.Itoa(tb.NChannels) != p2p[0] || strconv.Itoa(total) != p2p[1] || strconv.Itoa(perPeer) != p2p[2] {
+				t.Errorf("channels coll/p2p/per peer %d/%d/%d, NCCL %v", tb.NChannels, total, perPeer, p2p)
+			}
+			t.Logf("%d table lines and %d choice lines identical", len(got), len(choices))
+		})
+	}
+}
