@@ -3,6 +3,7 @@ package xml
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -211,13 +212,21 @@ func TestBadInput(t *testing.T) {
 		{"binary junk", "\x00\x01\x02\x03", 1, "illegal character"},
 		{"latin1 declared", "<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><system version=\"1\"/>", 1, "ISO-8859-1"},
 		{"truncated tag", "<system version=\"1\"><cpu numaid=\"0", 1, "unexpected EOF"},
+		{"100k attributes, one twice", "<system version=\"1\">\n<cpu" + manyAttrs(100000) + ` a7="x"/></system>`, 2, "<cpu> has attribute a7 twice"},
+		{"many elements in comments are not counted", "<!--" + strings.Repeat("<a/>", MaxElements+1) + "-->\n<system version=\"2\"/>", 2, `<system version="2">`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
 			start := time.Now()
 			doc, err := ParseBytes([]byte(c.in), "bad.xml")
 			if d := time.Since(start); d > 2*time.Second {
 				t.Errorf("took %v", d)
+			}
+			runtime.ReadMemStats(&after)
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20+40*uint64(len(c.in)) {
+				t.Errorf("allocated %d bytes for %d bytes of input", alloc, len(c.in))
 			}
 			if err == nil {
 				t.Fatalf("parsed (root <%s>); want an error containing %q", doc.Root().Tag, c.want)
@@ -234,6 +243,14 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+func manyAttrs(n int) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, " a%d=\"%d\"", i, i)
+	}
+	return b.String()
 }
 
 func TestTooLarge(t *testing.T) {
