@@ -1,0 +1,151 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/internal/units"
+	"github.com/simccl/simccl/tuning"
+)
+
+func init() {
+	register(&command{
+		name:  "plan",
+		short: "compile one collective into its schedule of point-to-point steps and print it",
+		run:   runPlan,
+	})
+}
+
+func runPlan(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("plan", stderr)
+	collName := fs.StringP("coll", "c", "allreduce", "collective: allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv")
+	nRanks := fs.IntP("nranks", "n", 8, "number of ranks")
+	nNodes := fs.Int("nnodes", 1, "number of nodes (ranks are split evenly; rings and trees are built across nodes as NCCL does)")
+	countStr := fs.String("count", "1M", "element count as NCCL's API takes it (AllGather: per-rank send count; ReduceScatter: per-rank receive count; K/M/G = 1024^k)")
+	dtype := fs.StringP("datatype", "d", "float", "data type (int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2)")
+	redop := fs.StringP("op", "o", "sum", "reduction: sum, prod, max, min, avg")
+	root := fs.IntP("root", "r", 0, "root rank (broadcast, reduce)")
+	peer := fs.Int("peer", 1, "sendrecv: rank r sends to r+peer")
+	algo := fs.String("algo", "Ring", "algorithm: Ring, Tree (AllReduce); ignored for sendrecv/alltoall. Not chosen by the tuning model: pass it")
+	proto := fs.String("proto", "Simple", "protocol: LL, LL128, Simple. Not chosen by the tuning model: pass it")
+	nch := fs.Int("nchannels", 1, "channels the call is spread over")
+	chunkStr := fs.String("chunk", "0", "payload bytes per chunk (0 = NCCL's default for the protocol, fact sheet §5.7)")
+	crossNic := fs.Bool("crossnic", false, "rings alternate channel pairs on odd nodes (NCCL crossNic=2)")
+	pattern := fs.String("pattern", "balanced", "tree pattern inside a node: balanced, split, tree")
+	summary := fs.Bool("summary", false, "print only the per-rank totals, not every step")
+	ranks := fs.String("ranks", "", "comma-separated ranks whose steps to print (default all)")
+	asJSON := fs.Bool("json", false, "print the schedule and its summary as JSON")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: simccl plan -c allreduce -n 8 --count 1M [-d float] [--algo Ring --proto Simple --nchannels 2] [--json]")
+		fmt.Fprintln(stderr, "\nCompiles one collective into the schedule both simnet and the real engine execute: per rank and")
+		fmt.Fprintln(stderr, "channel, NCCL's primitives (Send, RecvReduceSend, …) with peers, connections, offsets, bytes and slots.")
+		fmt.Fprintln(stderr, "Algorithm, protocol and channel count are flags (defaults Ring/Simple/1), not the tuning model's choice.")
+		fmt.Fprintln(stderr)
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	f, err := tuning.ParseFunc(*collName)
+	if err != nil {
+		return fmt.Errorf("%w: -c: %v", errUsage, err)
+	}
+	count, err := units.ParseSize(*countStr)
+	if err != nil {
+		return fmt.Errorf("%w: --count: %v", errUsage, err)
+	}
+	dt, err := coll.ParseDataType(*dtype)
+	if err != nil {
+		return fmt.Errorf("%w: -d: %v", errUsage, err)
+	}
+	op, err := coll.ParseRedOp(*redop)
+	if err != nil {
+		return fmt.Errorf("%w: -o: %v", errUsage, err)
+	}
+	a, err := tuning.ParseAlgo(*algo)
+	if err != nil {
+		return fmt.Errorf("%w: --algo: %v", errUsage, err)
+	}
+	pr, err := tuning.ParseProto(*proto)
+	if err != nil {
+		return fmt.Errorf("%w: --proto: %v", errUsage, err)
+	}
+	chunk, err := units.ParseSize(*chunkStr)
+	if err != nil {
+		return fmt.Errorf("%w: --chunk: %v", errUsage, err)
+	}
+	var pat coll.TreePattern
+	switch strings.ToLower(*pattern) {
+	case "balanced":
+		pat = coll.PatternBalancedTree
+	case "split":
+		pat = coll.PatternSplitTree
+	case "tree":
+		pat = coll.PatternTree
+	default:
+		return fmt.Errorf("%w: --pattern %q: want balanced, split or tree", errUsage, *pattern)
+	}
+	if *nRanks < 1 || *nNodes < 1 || *nRanks%*nNodes != 0 {
+		return fmt.Errorf("%w: -n %d over --nnodes %d: want a positive rank count divisible by the node count", errUsage, *nRanks, *nNodes)
+	}
+	if *nch < 1 || *nch > coll.MaxChannels {
+		return fmt.Errorf("%w: --nchannels %d: want 1..%d", errUsage, *nch, coll.MaxChannels)
+	}
+	var show []int
+	if *ranks != "" {
+		for _, s := range strings.Split(*ranks, ",") {
+			r, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || r < 0 || r >= *nRanks {
+				return fmt.Errorf("%w: --ranks: %q is not a rank in 0..%d", errUsage, s, *nRanks-1)
+			}
+			show = append(show, r)
+		}
+	}
+	p := coll.Plan{Func: f, Count: count, DataType: dt, Op: op, Root: *root, Peer: *peer, NRanks: *nRanks,
+		Algo: a, Proto: pr, NChannels: *nch, ChunkSize: chunk}
+	if f == tuning.SendRecv || f == tuning.AllToAll {
+		p.Algo = tuning.Ring // no collective algorithm; keeps the plan's name readable
+	}
+	ppn := *nRanks / *nNodes
+	ident := func(k int) [][]int {
+		chains := make([][]int, k)
+		for c := range chains {
+			chains[c] = make([]int, ppn)
+			for i := range chains[c] {
+				chains[c][i] = i
+			}
+		}
+		return chains
+	}
+	if p.Rings, err = coll.BuildRings(ident(*nch), *nNodes, ppn, *crossNic); err != nil {
+		return err
+	}
+	if a == tuning.Tree {
+		// Channels 0..k−1 use tree 0 of the double binary tree and their twins k..2k−1 tree 1.
+		trees, err := coll.BuildTrees(ident((*nch+1)/2), *nNodes, ppn, pat)
+		if err != nil {
+			return err
+		}
+		p.Trees = trees[:*nch]
+	}
+	s, err := coll.Compile(p)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", " ")
+		return enc.Encode(struct {
+			Schedule *coll.Schedule `json:"schedule"`
+			Summary  coll.Summary   `json:"summary"`
+		}{s, coll.Summarize(s)})
+	}
+	return coll.WriteText(stdout, s, coll.DumpOptions{Steps: !*summary, Ranks: show})
+}
