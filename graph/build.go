@@ -793,9 +793,9 @@ func (b *builder) addNVLink(e *etree.Element, parentBus string, sid int) error {
 	}
 	target, _ := attr(e, "target")
 	if count == 0 {
-		// NCCL would add a link of bandwidth 0, which no path can use; leave it out and say so.
-		b.warnf(e, "GPU rank %d: <nvlink target=%q count=\"0\">: no link added", gpu.GPU.Rank, target)
-		return nil
+		// NCCL 2.28.9 adds the link with bandwidth 0 (its log prints "NVL[0.0]"); no path can use
+		// it (paths to the NVS stay DIS), so GPUs fall back to PCI. Keep it, and say so.
+		b.warnf(e, "GPU rank %d: <nvlink target=%q count=\"0\">: a link of bandwidth 0 that no path can use", gpu.GPU.Rank, target)
 	}
 	var remote *Node
 	switch pciClassType(tclass) {

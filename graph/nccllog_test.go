@@ -3,6 +3,8 @@ package graph
 import (
 	"bufio"
 	"os"
+	"path/filepath"
+	"slices"
 	"regexp"
 	"strconv"
 	"strings"
@@ -73,7 +75,8 @@ func systemBlocks(lines []string) [][]string {
 // 2×A100 PCIe + NVLink bridge machine, in the normal and the asymmetric-NVLink (count 1 one way,
 // 12 the other) runs. 2.27.7 prints the tree and path lines exactly as 2.28 does (same format,
 // same path numbering since 2.27.7), so the comparison is exact. The run is single-node (2 ranks),
-// so NCCL removed the NET nodes: the NIC is printed without nets.
+// so NCCL 2.27 removed the NET nodes (the NIC is printed without nets); 2.28.9 keeps them, so
+// this test builds with Version V2_27.
 func TestNCCL2277LogsExact(t *testing.T) {
 	for _, c := range []struct{ xml, log string }{
 		{"a100pcie-2gpu-nvlink-bridge-dump-normal.xml", "a100pcie-2gpu-nvlink-bridge-dump-normal-nccl-info.log"},
@@ -83,7 +86,7 @@ func TestNCCL2277LogsExact(t *testing.T) {
 			logs := ncclInfo(t, corpus+c.log)
 			for rank, lines := range logs {
 				r, _ := strconv.Atoi(rank)
-				s := load(t, corpus+c.xml, Options{LocalRank: r})
+				s := load(t, corpus+c.xml, Options{LocalRank: r, Version: V2_27})
 				want := systemBlocks(lines)
 				if len(want) == 0 {
 					t.Fatalf("no === System block for rank %s", rank)
@@ -278,4 +281,53 @@ func TestNCCL223Dump(t *testing.T) {
 func roundTo(x float64, d int) float64 {
 	v, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'f', d, 64), 64)
 	return v
+}
+
+const h200 = "../testdata/nccl/h200x2/"
+
+// TestNCCL228H200Exact compares our printout with NCCL 2.28.9's own INFO log on the lent 2×H200
+// machine, byte for byte, for every rank: the real topology and the three NCCL_TOPO_FILE
+// variants (4 NVLinks, 0 NVLinks, 18 NVLinks to an NVSwitch), and the "fakehosts" run where
+// NCCL_HOSTID made the two ranks two hosts (1 GPU each, nRanks 2: inter-node, maxBw = GPU→NET).
+func TestNCCL228H200Exact(t *testing.T) {
+	cases := []struct {
+		topo, logGlob string
+		nranks        int
+		ranks         []string // ranks whose log matches this topology
+	}{
+		{"real_topo.xml", "real.*.log", 0, []string{"0", "1"}},
+		{"variants/nvl4.xml", "nvl4.*.log", 0, []string{"0", "1"}},
+		{"variants/nvl0.xml", "nvl0.*.log", 0, []string{"0", "1"}},
+		{"variants/nvswitch.xml", "nvswitch.*.log", 0, []string{"0", "1"}},
+		// Rank 0's own host only (the dump is rank 0's view); rank 1 sees the other GPU.
+		{"fakehosts_topo.xml", "fakehosts.*.log", 2, []string{"0"}},
+	}
+	for _, c := range cases {
+		t.Run(c.topo, func(t *testing.T) {
+			logs, _ := filepath.Glob(h200 + c.logGlob)
+			if len(logs) == 0 {
+				t.Fatalf("no log %s", c.logGlob)
+			}
+			matched := 0
+			for _, lf := range logs {
+				for rank, lines := range ncclInfo(t, lf) {
+					if !slices.Contains(c.ranks, rank) {
+						continue
+					}
+					r, _ := strconv.Atoi(rank)
+					s := load(t, h200+c.topo, Options{LocalRank: r, NRanks: c.nranks})
+					got := strings.Join(s.Lines(), "\n")
+					for _, w := range systemBlocks(lines) {
+						matched++
+						if want := strings.Join(w, "\n"); got != want {
+							t.Errorf("%s rank %s:\n got:\n%s\nwant (NCCL 2.28.9):\n%s", filepath.Base(lf), rank, got, want)
+						}
+					}
+				}
+			}
+			if matched == 0 {
+				t.Fatal("no === System block compared")
+			}
+		})
+	}
 }

@@ -10,10 +10,15 @@ import (
 // maxBw/totalBw (§3.2–3.3, §4.2).
 func (s *System) computeAll(codes map[*Node]cpuCodes) error {
 	s.cpuCodes = codes
+	s.nRanks = s.Options.NRanks
+	if s.nRanks <= 0 {
+		s.nRanks = len(s.Nodes[GPU])
+	}
 	if err := s.computePaths(); err != nil {
 		return err
 	}
 	s.findUnreachable()
+	s.setInter()
 	if !s.Options.NoTrim {
 		if err := s.trim(); err != nil {
 			return err
@@ -137,16 +142,11 @@ func (s *System) computePaths() error {
 			}
 		}
 	}
-	// Fill missing entries with DIS so that every stored table is complete.
+	// Tables a BFS touched are complete (NCCL allocates them whole, DIS); a node no BFS of a
+	// type reached has no table for that type, and prints none.
 	for t := range s.Nodes {
 		for _, n := range s.Nodes[t] {
-			for _, dt := range []NodeType{CPU, GPU, NET, NVS} {
-				if len(s.Nodes[dt]) == 0 {
-					continue
-				}
-				if n.paths[dt] == nil {
-					n.paths[dt] = make([]*Path, len(s.Nodes[dt]))
-				}
+			for dt := range n.paths {
 				for i := range n.paths[dt] {
 					if n.paths[dt][i] == nil {
 						n.paths[dt][i] = &Path{Type: PathDIS}
@@ -172,7 +172,7 @@ func (s *System) computePaths() error {
 				continue
 			}
 			if p.SystemID() != g.SystemID() && !s.checkP2P(p, g) {
-				p.paths[GPU][g.Index].Type = PathNET
+				p.path(GPU, g.Index).Type = PathNET
 			}
 		}
 	}
@@ -183,14 +183,14 @@ func (s *System) computePaths() error {
 		if cpu == nil {
 			continue
 		}
-		gc := g.paths[CPU][cpu.Index]
+		gc := g.path(CPU, cpu.Index)
 		for _, ni := range s.local(g, NET) {
 			n := nets[ni]
-			if gc.Type == PathC2C && n.paths[CPU][cpu.Index].Type == PathPHB {
-				if p := g.paths[NET][ni]; p.Type > PathP2C {
+			if gc.Type == PathC2C && n.path(CPU, cpu.Index).Type == PathPHB {
+				if p := g.path(NET, ni); p.Type > PathP2C {
 					p.Type = PathP2C
 				}
-				if p := n.paths[GPU][g.Index]; p.Type > PathP2C {
+				if p := n.path(GPU, g.Index); p.Type > PathP2C {
 					p.Type = PathP2C
 				}
 			}
@@ -212,8 +212,8 @@ func (s *System) computePaths() error {
 				if g == p {
 					continue
 				}
-				pn, gn := p.paths[NET][ni], g.paths[NET][ni]
-				if pn.Type <= pxnLevel && p.paths[GPU][g.Index].Type <= PathNVL &&
+				pn, gn := p.path(NET, ni), g.path(NET, ni)
+				if pn.Type <= pxnLevel && p.path(GPU, g.Index).Type <= PathNVL &&
 					p.SystemID() == g.SystemID() && s.checkGDR(p, n, true) &&
 					(pn.BW > gn.BW || gn.Type > PathPXN) {
 					s.addInterStep(p, g, n)
@@ -224,7 +224,7 @@ func (s *System) computePaths() error {
 	// 4. No GDR: route both directions through the GPU's local CPU.
 	for _, n := range nets {
 		for _, g := range gpus {
-			if g.paths[NET][n.Index].Type < PathPHB && !s.checkGDR(g, n, false) {
+			if g.path(NET, n.Index).Type < PathPHB && !s.checkGDR(g, n, false) {
 				if cpu := s.localCPU(g); cpu != nil {
 					s.addInterStep(cpu, n, g)
 					s.addInterStep(cpu, g, n)
@@ -235,12 +235,34 @@ func (s *System) computePaths() error {
 	return nil
 }
 
+// path returns n's stored path to node i of type t, or a fresh DIS path when none is stored.
+func (n *Node) path(t NodeType, i int) *Path {
+	if i >= 0 && i < len(n.paths[t]) && n.paths[t][i] != nil {
+		return n.paths[t][i]
+	}
+	return &Path{Type: PathDIS}
+}
+
+// pathRef returns n's stored path to node i of type t, creating the table when missing.
+func (n *Node) pathRef(t NodeType, i, count int) *Path {
+	if n.paths[t] == nil {
+		n.paths[t] = make([]*Path, count)
+		for j := range n.paths[t] {
+			n.paths[t][j] = &Path{Type: PathDIS}
+		}
+	}
+	return n.paths[t][i]
+}
+
 // addInterStep replaces src's path to dst by src→mid followed by mid→dst: type = max of both
 // (PXN when mid is a GPU), bw = min of both (addInterStep, §3.3).
 func (s *System) addInterStep(mid, src, dst *Node) {
-	a := src.paths[mid.Type][mid.Index]
-	b := mid.paths[dst.Type][dst.Index]
-	p := src.paths[dst.Type][dst.Index]
+	a := src.path(mid.Type, mid.Index)
+	b := mid.path(dst.Type, dst.Index)
+	if a.Type == PathDIS || b.Type == PathDIS {
+		return // no route through mid; NCCL would fail earlier (no local CPU / GPU)
+	}
+	p := src.pathRef(dst.Type, dst.Index, len(s.Nodes[dst.Type]))
 	links := make([]*Link, 0, len(a.Links)+len(b.Links))
 	links = append(links, a.Links...)
 	links = append(links, b.Links...)
@@ -257,7 +279,7 @@ func (s *System) localCPU(g *Node) *Node {
 	var best *Node
 	min := 0
 	for i, c := range s.Nodes[CPU] {
-		h := len(g.paths[CPU][i].Links)
+		h := len(g.path(CPU, i).Links)
 		if h > 0 && (min == 0 || h < min) {
 			best, min = c, h
 		}
@@ -308,7 +330,7 @@ func (s *System) p2pLevel() PathType {
 
 // checkP2P says whether GPU p may reach GPU g directly (ncclTopoCheckP2p).
 func (s *System) checkP2P(p, g *Node) bool {
-	path := p.paths[GPU][g.Index]
+	path := p.path(GPU, g.Index)
 	if p == g {
 		return true
 	}
@@ -351,10 +373,10 @@ func (s *System) checkGDR(g, n *Node, read bool) bool {
 			return false
 		}
 	}
-	d := g.paths[NET][n.Index].Type
+	d := g.path(NET, n.Index).Type
 	if d == PathPXN {
-		if p := intermediateGPU(g.paths[NET][n.Index], n); p != nil {
-			d = p.paths[NET][n.Index].Type
+		if p := intermediateGPU(g.path(NET, n.Index), n); p != nil {
+			d = p.path(NET, n.Index).Type
 		}
 	}
 	if !s.Version.AtLeast(V2_30) && s.Options.NetGDRLevel == "" && d == PathP2C {
@@ -426,7 +448,7 @@ func (s *System) findUnreachable() {
 	s.Unreachable = nil
 	for _, a := range s.Nodes[GPU] {
 		for _, b := range s.Nodes[GPU] {
-			if a != b && a.paths[GPU][b.Index].Type == PathDIS {
+			if a != b && a.path(GPU, b.Index).Type == PathDIS {
 				s.Unreachable = append(s.Unreachable, fmt.Sprintf("GPU rank %d (%s) has no path to GPU rank %d (%s)", a.GPU.Rank, a.label(), b.GPU.Rank, b.label()))
 			}
 		}
@@ -442,7 +464,7 @@ func (s *System) trim() error {
 	for g, gpu := range gpus {
 		domains[g] = g
 		for p := 0; p < g; p++ {
-			if gpu.paths[GPU][p].Type < PathNET {
+			if gpu.path(GPU, p).Type < PathNET {
 				domains[g] = min(domains[g], domains[p])
 			}
 		}
@@ -467,12 +489,8 @@ func (s *System) trim() error {
 	for _, n := range drop {
 		s.removeNode(n)
 	}
-	nranks := s.Options.NRanks
-	if nranks <= 0 {
-		nranks = len(gpus)
-	}
-	s.Inter = len(s.Nodes[GPU]) != nranks
-	if !s.Inter {
+	s.setInter()
+	if !s.Inter && !s.Version.AtLeast(V2_28) {
 		for len(s.Nodes[NET]) > 0 {
 			s.removeNode(s.Nodes[NET][len(s.Nodes[NET])-1])
 		}
@@ -480,12 +498,21 @@ func (s *System) trim() error {
 	return nil
 }
 
+// setInter sets Inter: some ranks live outside this system (fewer GPUs than ranks).
+func (s *System) setInter() {
+	s.Inter = len(s.Nodes[GPU]) != s.nRanks
+}
+
 // searchInit computes maxBw and totalBw (ncclTopoSearchInit, §4.2): maxBw = best path bw from a
 // GPU to a NET (inter-node) or to another GPU; totalBw = max over GPUs of max(PCI link bw, sum
 // of NVLink bw); a single GPU without NET gets LOC_BW for both.
 func (s *System) searchInit() {
 	s.MaxBw, s.TotalBw = 0, 0
-	inter := len(s.Nodes[NET]) > 0
+	// 2.28 uses system->inter; ≤2.27 the NET count (NETs were removed when not inter).
+	inter := s.Inter && len(s.Nodes[NET]) > 0
+	if !s.Version.AtLeast(V2_28) {
+		inter = len(s.Nodes[NET]) > 0
+	}
 	if !inter && len(s.Nodes[GPU]) == 1 {
 		s.MaxBw, s.TotalBw = LocBw, LocBw
 		return

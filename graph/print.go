@@ -95,7 +95,7 @@ func (s *System) PathLines() []string {
 					continue
 				}
 				for i, d := range s.Nodes[dt] {
-					p := n.paths[dt][i]
+					p := n.path(dt, i)
 					fmt.Fprintf(&b, "%s (%d/%.1f/%s) ", d.label(), len(p.Links), p.BW, p.Type)
 				}
 			}
@@ -196,7 +196,7 @@ func (s *System) MarshalJSON() ([]byte, error) {
 					if n.paths[dt] == nil {
 						continue
 					}
-					p := n.paths[dt][i]
+					p := n.path(dt, i)
 					js.Paths = append(js.Paths, jsonPath{From: n.Name(), To: d.Name(), Type: p.Type.String(), BW: round4(p.BW), Hops: p.Hops()})
 				}
 			}

@@ -219,6 +219,9 @@ func (p *Path) Hops() int {
 type Version struct{ Major, Minor, Patch int }
 
 var (
+	// V2_27 is NCCL 2.27.7, kept to compare with logs of that release: it removes the NET nodes
+	// when every rank is in the system (2.28.9 keeps them, as its logs show).
+	V2_27 = Version{2, 27, 7}
 	// V2_28 is NCCL 2.28.9, the default.
 	V2_28 = Version{2, 28, 9}
 	// V2_30 is NCCL 2.30.7 (the lexicographic BFS rule of §3.2, NCCL_TOPO_MAX_NODES 640).
@@ -245,8 +248,10 @@ func ParseVersion(s string) (Version, error) {
 		return V2_28, nil
 	case "2.30", "2.30.7":
 		return V2_30, nil
+	case "2.27", "2.27.7":
+		return V2_27, nil
 	}
-	return Version{}, fmt.Errorf("graph: unsupported NCCL version %q (want 2.28 or 2.30)", s)
+	return Version{}, fmt.Errorf("graph: unsupported NCCL version %q (want 2.28 or 2.30; 2.27 for old logs)", s)
 }
 
 // Options are the knobs NCCL takes from its environment. The zero value is NCCL's default.
@@ -279,8 +284,8 @@ type Options struct {
 	// not in the topology or an NVLink count of 0) into errors.
 	Strict bool
 	// NRanks, when > 0, is the communicator size; System.Inter is set when the kept GPUs are
-	// fewer. 0 means "the GPUs of this topology" (one node). As NCCL does, NET nodes are removed
-	// when every rank is in this system (ncclTopoTrimSystem).
+	// fewer. 0 means "the GPUs of this topology" (one node). NCCL ≤2.27 removes the NET nodes
+	// when every rank is in this system (ncclTopoTrimSystem); 2.28.9 keeps them.
 	NRanks int
 }
 
@@ -307,6 +312,7 @@ type System struct {
 	Warnings []string
 
 	cpuCodes map[*Node]cpuCodes
+	nRanks   int
 }
 
 // Path returns the stored path from one node to another, or nil when NCCL stores none
