@@ -1,6 +1,7 @@
 package discover
 
 import (
+	"encoding/binary"
 	"os"
 	"strconv"
 	"strings"
@@ -96,9 +97,8 @@ func (b *builder) fillCPU(c *etree.Element) {
 	}
 }
 
-// hostHash is NCCL's getHostHash (2.28, utils.cc): the djb2a hash (h = h*33 ^ c, from 5381) of
-// the hostname followed by the first word of /proc/sys/kernel/random/boot_id, or of
-// NCCL_HOSTID alone when that is set. Characters are taken as signed bytes, as x86-64 C does.
+// hostHash is NCCL's getHostHash (2.28, utils.cc): the hash of the hostname followed by the
+// first word of /proc/sys/kernel/random/boot_id, or of NCCL_HOSTID alone when that is set.
 func hostHash(fs sysfs, hostID string) uint64 {
 	var s string
 	if hostID != "" {
@@ -114,14 +114,34 @@ func hostHash(fs sysfs, hostID string) uint64 {
 	if len(s) > 1023 {
 		s = s[:1023]
 	}
-	return djb2a(s)
+	return ncclHash([]byte(s))
 }
 
-func djb2a(s string) uint64 {
-	h := uint64(5381)
-	for i := 0; i < len(s); i++ {
-		h = (h<<5 + h) ^ uint64(int64(int8(s[i])))
+// ncclHash is the string hash of NCCL 2.28 (getHash over eatHash/digestHash, utils.h): a
+// two-word accumulator starting at {1, 1}, mixed once per 8-byte little-endian chunk, then
+// finalised. Checked on the lent 2xH200 machine against NCCL 2.28.9's own host_hash (see
+// TestHostHash); earlier releases used djb2a instead.
+func ncclHash(b []byte) uint64 {
+	a0, a1 := uint64(1), uint64(1)
+	a0 ^= uint64(len(b))
+	for len(b) > 0 {
+		a0 += a1
+		a1 ^= a0
+		a0 ^= a0 >> 31
+		a0 *= 0x9de62bbc8cef3ce3
+		a1 ^= a1 >> 32
+		a1 *= 0x485cd6311b599e79
+		var chunk [8]byte
+		n := copy(chunk[:], b)
+		b = b[n:]
+		a0 += binary.LittleEndian.Uint64(chunk[:])
 	}
+	h := a0
+	h ^= h >> 31
+	h *= 0xbac3bd562846de6b
+	h += a1
+	h ^= h >> 32
+	h *= 0x995a187a14e7b445
 	return h
 }
 

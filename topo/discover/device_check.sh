@@ -17,7 +17,8 @@ mkdir -p "$OUT"
 
 if [ ! -s "$OUT/nccl_topo.xml" ]; then
   echo "== NCCL's own dump (PyTorch, one process per GPU) -> $OUT/nccl_topo.xml"
-  NCCL_TOPO_DUMP_FILE="$OUT/nccl_topo.xml" timeout 300 python3 - <<'PY' || { echo "NCCL dump failed"; exit 2; }
+  # (a file, not stdin: torch.multiprocessing's spawn re-imports the main script)
+  cat > "$OUT/nccl_dump.py" <<'PY'
 import os, torch, torch.distributed as dist, torch.multiprocessing as mp
 def run(rank, world, port):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -32,6 +33,7 @@ if __name__ == "__main__":
     print("torch", torch.__version__, "nccl", torch.cuda.nccl.version(), "gpus", n)
     mp.spawn(run, args=(n, 29500 + os.getpid() % 1000), nprocs=n)
 PY
+  NCCL_TOPO_DUMP_FILE="$OUT/nccl_topo.xml" timeout 300 python3 "$OUT/nccl_dump.py" || { echo "NCCL dump failed"; exit 2; }
 fi
 
 echo "== simccl topo dump -> $OUT/simccl_topo.xml"

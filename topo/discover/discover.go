@@ -51,7 +51,7 @@ type Result struct {
 //     the parent being the grandparent directory when both parent and grandparent are PCI
 //     addresses, else a <cpu> for the device's numa_node); <gpu dev sm rank gdr>; one <nvlink
 //     target count tclass> per remote bus id over the active P2P-capable links; <c2c bw count>.
-//   - each <cpu>: host_hash (djb2a of hostname+boot_id, or NCCL_HOSTID, as NCCL's getHostHash),
+//   - each <cpu>: host_hash (NCCL 2.28's hash of hostname+boot_id, or of NCCL_HOSTID),
 //     numaid, affinity (/sys/devices/system/node/node<N>/cpumap), arch, and for x86_64 the CPUID
 //     vendor, family (NCCL's family+extFamily<<4) and model, taken from /proc/cpuinfo.
 //   - NICs: the active ports of /sys/class/infiniband (InfiniBand or RoCE) if any, else the
