@@ -393,6 +393,13 @@ func MachineFromXML(data []byte, name string, nodes int, fab *Fabric, cfg *tunin
 	if err != nil {
 		return nil, err
 	}
+	if nodes > 1 {
+		// A communicator larger than this system keeps its NETs (NCCL's system->inter).
+		opt.NRanks = len(sys.GPUs()) * nodes
+		if sys, err = graph.FromXML(doc, opt); err != nil {
+			return nil, err
+		}
+	}
 	if sys.Name == "" {
 		sys.Name = name
 	}

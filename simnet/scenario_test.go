@@ -44,3 +44,32 @@ func TestMachineBusBwBelowBottleneck(t *testing.T) {
 		}
 	}
 }
+
+// Two nodes joined through a single 100 Gb/s NIC each: every ring channel crosses it, so the
+// ring's busbw can never exceed 12.5 GB/s, and a large all-reduce comes close to it.
+func TestTwoNodeBusBwBoundedByNIC(t *testing.T) {
+	node := SwitchedNode("one-nic", 8, 18*20.6, 1, 12.5, 48)
+	comm := tuning.Comm{CCMin: 90, CCMax: 90, CPUArch: "x86", CPUVendor: "intel", HasNVSwitch: true, AllNVLink: true}
+	for _, g := range []int{tuning.GraphRing, tuning.GraphTree} {
+		comm.Graphs[g] = tuning.GraphInfo{Pattern: 4, NChannels: 2, BwIntra: 6, BwInter: 6, TypeIntra: tuning.PathNVL, TypeInter: tuning.PathPHB}
+	}
+	comm.Graphs[tuning.GraphTree].Pattern = 1
+	comm.NChannels = 4
+	m, err := NewMachineFromModel(node, 2, nil, comm, &tuning.Config{Algo: "ring"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int64{1 << 20, 256 << 20} {
+		row, _, err := m.Run(tuning.AllReduce, size, coll.Float32, coll.Sum, RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row.BusBw > 12.5*1.0001 {
+			t.Fatalf("%d B: busbw %.2f GB/s above the 12.5 GB/s NIC", size, row.BusBw)
+		}
+		if size == 256<<20 && row.BusBw < 10 {
+			t.Fatalf("%d B: busbw %.2f GB/s, want close to the 12.5 GB/s NIC", size, row.BusBw)
+		}
+		t.Logf("%d B: %s/%s busbw %.2f", size, row.Algo, row.Proto, row.BusBw)
+	}
+}

@@ -1,0 +1,125 @@
+package simnet
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseFabric(t *testing.T) {
+	src := `# rail-optimized, 3 tiers
+topology = rail
+tiers = 3
+hosts_per_leaf = 4
+leaves_per_pod = 2
+oversubscription = 2
+nic_speed = 400Gbps
+uplink_speed = 800Gb/s
+switch_latency_us = 0.5
+routing = rail
+`
+	f, err := ParseFabric(strings.NewReader(src), "t.fabric")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Topology != "rail" || f.Tiers != 3 || f.HostsPerLeaf != 4 || f.Oversub != 2 || f.NICGBps != 50 || f.UplinkGBps != 100 || f.Routing != "rail" {
+		t.Fatalf("parsed %+v", f)
+	}
+	for _, bad := range []string{"tiers = 4\n", "topology = torus\n", "nic_speed = 400\n", "oversubscription = 0.5\n", "bogus = 1\n", "no equals sign\n"} {
+		if _, err := ParseFabric(strings.NewReader(bad), "bad.fabric"); err == nil || !strings.Contains(err.Error(), "bad.fabric") {
+			t.Errorf("%q: err %v, want an error naming the file", bad, err)
+		}
+	}
+	if _, err := ParseFabric(strings.NewReader("\n\ntiers = x\n"), "f"); err == nil || !strings.Contains(err.Error(), "f:3") {
+		t.Errorf("want the line number in %v", err)
+	}
+}
+
+func TestClusterRoutes(t *testing.T) {
+	node := SwitchedNode("n", 8, 400, 8, 50, 48)
+	f := DefaultFabric()
+	f.HostsPerLeaf = 2
+	e := NewEngine(nil)
+	c, err := NewCluster(e, node, 4, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NumRanks() != 32 {
+		t.Fatalf("ranks %d", c.NumRanks())
+	}
+	// Same node: NVLink out and in.
+	r, cl := c.Route(1, 2, 0, nil)
+	if cl != ClassNVLink || len(r) != 2 {
+		t.Fatalf("intra route %v %v", r, cl)
+	}
+	// Nodes 0 and 1 share a leaf (2 hosts per leaf): GPU->PCI->NIC, NIC->leaf, leaf->NIC, NIC->PCI->GPU.
+	r, cl = c.Route(7, 8, 0, nil)
+	if cl != ClassNet || len(r) != 6 {
+		t.Fatalf("same-leaf route %d links %v", len(r), cl)
+	}
+	// Node 0 to node 2: through a spine (two more links).
+	r, _ = c.Route(7, 16, 0, nil)
+	if len(r) != 8 {
+		t.Fatalf("cross-leaf route has %d links, want 8", len(r))
+	}
+	seen := map[LinkID]bool{}
+	for _, l := range r {
+		if seen[l] {
+			t.Fatalf("route repeats link %s", e.LinkName(l))
+		}
+		seen[l] = true
+	}
+	// Rail-optimized: NIC 7 of both nodes on the leaf of rail 7.
+	if !strings.Contains(e.LinkName(r[2]), "NIC7->leaf") {
+		t.Fatalf("unexpected link %s", e.LinkName(r[2]))
+	}
+	// Oversubscription 2 halves the uplinks: 2 hosts/leaf at 50 GB/s -> 1 uplink.
+	f2 := *f
+	f2.Oversub = 2
+	c2, err := NewCluster(NewEngine(nil), node, 4, &f2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.nLeafUp != 2 || c2.nLeafUp != 1 {
+		t.Fatalf("uplinks %d and %d, want 2 and 1", c.nLeafUp, c2.nLeafUp)
+	}
+	// Three tiers: pods of one leaf, so nodes 0 and 2 are in different pods: 2 more links.
+	f3 := *f
+	f3.Tiers, f3.LeavesPerPod = 3, 1
+	e3 := NewEngine(nil)
+	c3, err := NewCluster(e3, node, 4, &f3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := c3.Route(7, 16, 0, nil); len(r) != 10 {
+		t.Fatalf("3-tier cross-pod route has %d links, want 10", len(r))
+	}
+	if _, err := NewCluster(NewEngine(nil), SwitchedNode("nonic", 2, 100, 0, 0, 0), 2, nil); err == nil {
+		t.Fatal("want an error joining nodes without NICs")
+	}
+}
+
+// An oversubscribed fabric slows a cross-leaf all-to-all-like pattern: two flows from two hosts of
+// one leaf to another leaf share one uplink.
+func TestOversubscriptionShares(t *testing.T) {
+	node := SwitchedNode("n", 1, 400, 1, 50, 400)
+	f := DefaultFabric()
+	f.HostsPerLeaf, f.Oversub, f.Routing = 2, 2, "rail"
+	e, h := newRec()
+	c, err := NewCluster(e, node, 4, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, _ := c.Route(0, 2, 0, nil)
+	r2, _ := c.Route(1, 3, 0, nil)
+	e.StartFlow(r1, 50e6, 0, 1)
+	e.StartFlow(r2, 50e6, 0, 2)
+	if _, err := e.Run(); err != nil {
+		t.Fatal(err)
+	}
+	// One 50 GB/s uplink shared: each flow at 25 GB/s, 2 ms.
+	for tag, at := range h.done {
+		if !near(at.Seconds(), 2e-3, 1e-9) {
+			t.Errorf("flow %d done at %v, want 2ms", tag, at)
+		}
+	}
+}

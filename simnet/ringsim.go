@@ -1,0 +1,284 @@
+package simnet
+
+import (
+	"fmt"
+
+	"github.com/simccl/simccl/tuning"
+)
+
+// RingSpec is a ring collective for the compact executor (SimulateRing), which replays NCCL's ring
+// algorithm without materialising a coll.Schedule: every (channel, rank) is a small state machine,
+// so memory stays proportional to ranks × channels, not to the number of steps. It exists for
+// clusters whose schedules would not fit in memory (1,024 to 16,384 GPUs and more).
+type RingSpec struct {
+	Func  tuning.Func // AllReduce, AllGather or ReduceScatter
+	Bytes int64       // NCCL's nBytes: the buffer (AllReduce) or the total gathered/scattered bytes
+	Proto tuning.Proto
+	// Rings holds, per channel, the ring order over all ranks.
+	Rings [][]int
+	// Chunk is the payload of one step on one channel (tuning's chunk size, §5.7; 0: the
+	// protocol's default step).
+	Chunk int64
+	// Merge is the coarse mode: Merge consecutive ring steps of a loop travel as one message of
+	// Merge× the bytes that pays Merge× the per-step latency (1 = exact; 0 = automatic: the
+	// smallest factor that keeps the messages under MaxMessages).
+	Merge       int
+	MaxMessages int64 // 0: 4,000,000
+}
+
+// RingResult is the outcome of SimulateRing.
+type RingResult struct {
+	Time     Time
+	Events   uint64
+	Messages int64
+	Merge    int // the merge factor used
+	Groups   int // channel groups (channels with identical rings and routes run as one)
+	Loops    int
+	Steps    int // ring steps per loop (before merging)
+}
+
+type ringLane struct {
+	ring  []int32 // ranks in ring order
+	lanes int     // channels it stands for
+	ch    int     // first channel
+	// per position: routes to the next position
+	route [][]LinkID
+	lat   []Time
+	// state per position
+	step     []int32 // next step to run, global over loops: l*(S+1)+t
+	running  []bool
+	arrived  []int32 // messages received from prev
+	consumed []int32 // messages of mine the next has consumed
+}
+
+type ringSim struct {
+	e        *Engine
+	groups   []*ringLane
+	S        int32 // sends per loop (after merging)
+	L        int32 // loops
+	msgBytes []float64
+	stepLat  Time
+	cap      Rate
+	done     int64
+	total    int64
+	end      Time
+}
+
+// SimulateRing times a ring collective on the links of e reached through r.
+func SimulateRing(e *Engine, r Router, spec RingSpec, tm Timing) (*RingResult, error) {
+	n := r.NumRanks()
+	if len(spec.Rings) == 0 {
+		return nil, fmt.Errorf("simnet: ring simulation without rings")
+	}
+	for c, ring := range spec.Rings {
+		if len(ring) != n {
+			return nil, fmt.Errorf("simnet: ring %d has %d ranks, the cluster %d", c, len(ring), n)
+		}
+	}
+	if spec.Proto < 0 || spec.Proto >= tuning.NumProtos {
+		return nil, fmt.Errorf("simnet: bad protocol %v", spec.Proto)
+	}
+	var stepsPerLoop int
+	switch spec.Func {
+	case tuning.AllReduce:
+		stepsPerLoop = 2 * (n - 1)
+	case tuning.AllGather, tuning.ReduceScatter:
+		stepsPerLoop = n - 1
+	default:
+		return nil, fmt.Errorf("simnet: compact ring executor runs AllReduce, AllGather, ReduceScatter, not %v", spec.Func)
+	}
+	if n == 1 || spec.Bytes <= 0 {
+		return &RingResult{Time: tm.Launch}, nil
+	}
+	nch := len(spec.Rings)
+	chunk := spec.Chunk
+	if chunk <= 0 {
+		chunk = [...]int64{32 << 10, 576000, 512 << 10}[spec.Proto] // §6.1 step payload per protocol
+	}
+	// Bytes each channel moves per ring step: NCCL splits the buffer over channels, then each
+	// channel's part into n chunks per loop (fact sheet §5.7).
+	perCh := (spec.Bytes + int64(nch) - 1) / int64(nch)
+	loopBytes := int64(n) * chunk
+	loops := int((perCh + loopBytes - 1) / loopBytes)
+	stepPayload := (perCh + int64(loops)*int64(n) - 1) / (int64(loops) * int64(n))
+	if spec.Func != tuning.AllReduce {
+		// AllGather/ReduceScatter: nBytes is the total over ranks; the per-rank block is nBytes/n.
+		stepPayload = (perCh/int64(n) + int64(loops) - 1) / int64(loops)
+		if stepPayload < 1 {
+			stepPayload = 1
+		}
+	}
+	wire := float64(wireBytes(spec.Proto, stepPayload))
+
+	// Channel groups: channels with the same ring and the same routes share every link equally,
+	// so they run as one flow of lanes× the bytes.
+	type key struct {
+		ring  string
+		route string
+	}
+	var groups []*ringLane
+	idx := map[key]int{}
+	for c, ring := range spec.Rings {
+		g := &ringLane{ring: make([]int32, n), ch: c, route: make([][]LinkID, n), lat: make([]Time, n)}
+		sig := make([]byte, 0, n*8)
+		for i, rk := range ring {
+			if rk < 0 || rk >= n {
+				return nil, fmt.Errorf("simnet: ring %d lists rank %d, out of range", c, rk)
+			}
+			g.ring[i] = int32(rk)
+		}
+		var rsig []byte
+		for i := range ring {
+			next := ring[(i+1)%n]
+			route, class := r.Route(ring[i], next, c, nil)
+			g.route[i] = route
+			g.lat[i] = e.RouteLatency(route) + tm.StepLat[class][spec.Proto]
+			for _, l := range route {
+				rsig = fmt.Appendf(rsig, "%d,", l)
+			}
+			rsig = append(rsig, ';')
+		}
+		for _, rk := range ring {
+			sig = fmt.Appendf(sig, "%d,", rk)
+		}
+		k := key{string(sig), string(rsig)}
+		if j, ok := idx[k]; ok {
+			groups[j].lanes++
+			continue
+		}
+		g.lanes = 1
+		idx[k] = len(groups)
+		groups = append(groups, g)
+	}
+	maxMsg := spec.MaxMessages
+	if maxMsg <= 0 {
+		maxMsg = 4_000_000
+	}
+	merge := spec.Merge
+	perMerge := int64(len(groups)) * int64(n) * int64(loops)
+	if merge <= 0 {
+		merge = 1
+		for perMerge*int64((stepsPerLoop+merge-1)/merge) > maxMsg && merge < stepsPerLoop {
+			merge *= 2
+		}
+	}
+	if merge > stepsPerLoop {
+		merge = stepsPerLoop
+	}
+	S := (stepsPerLoop + merge - 1) / merge
+	x := &ringSim{e: e, groups: groups, S: int32(S), L: int32(loops), cap: tm.PerFlowCap[spec.Proto]}
+	x.msgBytes = make([]float64, S)
+	for s := 0; s < S; s++ {
+		k := min(merge, stepsPerLoop-s*merge)
+		x.msgBytes[s] = wire * float64(k)
+	}
+	x.stepLat = Time(merge) // multiplier applied to each hop latency below
+	for _, g := range groups {
+		g.step = make([]int32, n)
+		g.running = make([]bool, n)
+		g.arrived = make([]int32, n)
+		g.consumed = make([]int32, n)
+	}
+	x.total = int64(len(groups)) * int64(n) * int64(loops) * int64(S+1)
+	e.handler = x
+	t0 := e.Now()
+	startEvents := e.Events
+	e.At(t0+tm.Launch, evLaunch, 0)
+	if _, err := e.Run(); err != nil {
+		return nil, err
+	}
+	if x.done != x.total {
+		return nil, fmt.Errorf("simnet: ring simulation stopped after %d of %d steps", x.done, x.total)
+	}
+	return &RingResult{Time: x.end - t0, Events: e.Events - startEvents, Messages: int64(len(groups)) * int64(n) * int64(loops) * int64(S),
+		Merge: merge, Groups: len(groups), Loops: loops, Steps: stepsPerLoop}, nil
+}
+
+func wireBytes(p tuning.Proto, payload int64) int64 {
+	switch p {
+	case tuning.LL:
+		return 2 * payload // 8 B of data per 16 B line (§6.1)
+	case tuning.LL128:
+		return (payload*128 + 119) / 120 // 120 B of data per 128 B line (§6.1)
+	}
+	return payload
+}
+
+// Tags: group<<32 | position.
+func ringTag(g, pos int) int64 { return int64(g)<<32 | int64(pos) }
+
+func (x *ringSim) Fire(kind int32, arg int64) {
+	switch kind {
+	case evLaunch:
+		for gi, g := range x.groups {
+			for pos := range g.ring {
+				x.try(gi, pos)
+			}
+		}
+	case evArrive:
+		gi, pos := int(arg>>32), int(arg&0xffffffff)
+		g := x.groups[gi]
+		next := (pos + 1) % len(g.ring)
+		g.arrived[next]++
+		x.try(gi, next)
+	}
+}
+
+// try starts the next step of (group, position) if it can run.
+func (x *ringSim) try(gi, pos int) {
+	g := x.groups[gi]
+	for !g.running[pos] {
+		j := g.step[pos]
+		if j >= x.L*(x.S+1) {
+			return
+		}
+		l, t := j/(x.S+1), j%(x.S+1)
+		if t > 0 && g.arrived[pos] < l*x.S+t {
+			return // the message this step consumes has not arrived
+		}
+		if t == x.S {
+			// Receive-only step: consumes message l*S+S-1 and completes at once.
+			x.consume(gi, pos)
+			g.step[pos]++
+			x.finishStep()
+			continue
+		}
+		m := l*x.S + t
+		if m >= 8 && g.consumed[pos] < m-7 {
+			return // NCCL_STEPS: slot of message m-8 not yet freed by the next rank
+		}
+		g.running[pos] = true
+		x.e.StartFlow(g.route[pos], x.msgBytes[t]*float64(g.lanes), x.cap*Rate(g.lanes), ringTag(gi, pos))
+		return
+	}
+}
+
+// consume frees, at the previous position, the slot of the message this step received.
+func (x *ringSim) consume(gi, pos int) {
+	g := x.groups[gi]
+	prev := (pos - 1 + len(g.ring)) % len(g.ring)
+	g.consumed[prev]++
+	x.try(gi, prev)
+}
+
+func (x *ringSim) finishStep() {
+	x.done++
+	if now := x.e.Now(); now > x.end {
+		x.end = now
+	}
+}
+
+func (x *ringSim) FlowDone(tag int64) {
+	gi, pos := int(tag>>32), int(tag&0xffffffff)
+	g := x.groups[gi]
+	x.e.After(g.lat[pos]*x.stepLat, evArrive, tag)
+	j := g.step[pos]
+	t := j % (x.S + 1)
+	g.running[pos] = false
+	g.step[pos]++
+	x.finishStep()
+	if t > 0 {
+		x.consume(gi, pos)
+	}
+	x.try(gi, pos)
+}

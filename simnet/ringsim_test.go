@@ -1,0 +1,74 @@
+package simnet
+
+import (
+	"math"
+	"testing"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/tuning"
+)
+
+// The compact ring executor and the full schedule executor replay the same NCCL ring: on a
+// 2-node cluster their times agree closely.
+func TestRingSimMatchesSchedule(t *testing.T) {
+	m, err := HGXH100(2, nil, &tuning.Config{Algo: "ring"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int64{4 << 20, 64 << 20} {
+		for _, f := range []tuning.Func{tuning.AllReduce, tuning.AllGather} {
+			row, _, err := m.Run(f, size, coll.Float32, coll.Sum, RunOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan, _, err := m.Plan(f, size, coll.Float32, coll.Sum)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := NewEngine(nil)
+			cl, err := NewCluster(e, m.Node, m.Nodes, m.Fabric)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tm, _ := TimingFor("", plan.Algo, plan.Proto)
+			_, algBytes := Sizes(f, size, 4, m.NRanks())
+			nb := algBytes
+			res, err := SimulateRing(e, cl, RingSpec{Func: f, Bytes: nb, Proto: plan.Proto, Rings: m.Rings[:plan.NChannels], Chunk: plan.ChunkSize, Merge: 1}, tm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rel := math.Abs(res.Time.Micros()-row.TimeUs) / row.TimeUs
+			t.Logf("%v %d %v: schedule %.2f us, compact %.2f us (%.1f%%), groups %d loops %d", f, size, plan.Proto, row.TimeUs, res.Time.Micros(), 100*rel, res.Groups, res.Loops)
+			if rel > 0.15 {
+				t.Errorf("%v %d: compact ring %.2f us vs schedule %.2f us: %.0f%% apart", f, size, res.Time.Micros(), row.TimeUs, 100*rel)
+			}
+		}
+	}
+}
+
+// Merging ring steps (the coarse mode) stays close to the exact replay.
+func TestRingSimMergeClose(t *testing.T) {
+	m, err := HGXH100(16, nil, &tuning.Config{Algo: "ring"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(merge int) *RingResult {
+		e := NewEngine(nil)
+		cl, err := NewCluster(e, m.Node, m.Nodes, m.Fabric)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tm, _ := TimingFor("", tuning.Ring, tuning.Simple)
+		res, err := SimulateRing(e, cl, RingSpec{Func: tuning.AllReduce, Bytes: 256 << 20, Proto: tuning.Simple, Rings: m.Rings, Merge: merge}, tm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	exact, coarse := run(1), run(8)
+	rel := math.Abs(coarse.Time.Seconds()-exact.Time.Seconds()) / exact.Time.Seconds()
+	t.Logf("exact %v (%d msgs), merge 8: %v (%d msgs), %.1f%% apart", exact.Time, exact.Messages, coarse.Time, coarse.Messages, 100*rel)
+	if rel > 0.10 {
+		t.Fatalf("merge 8 is %.0f%% away from the exact replay", 100*rel)
+	}
+}
