@@ -168,3 +168,20 @@ func Format(w io.Writer, top *Topology, g *Graph) {
 		fmt.Fprintln(w, b.String())
 	}
 }
+
+// WriteReport writes a result as NCCL's INFO log shows it: the "=== System" bounds line, then
+// each graph that has channels (ring and tree always) in ncclTopoPrintGraph's format, then the
+// communicator's channel count.
+func WriteReport(w io.Writer, res *Result) error {
+	top := res.Topology()
+	fmt.Fprintf(w, "=== System : maxBw %.1f totalBw %.1f ===\n", res.MaxBw, res.TotalBw)
+	for _, g := range []*Graph{res.Ring, res.Tree, res.CollNetChain, res.CollNetDirect, res.NVLS} {
+		if g == nil || (g.NChannels == 0 && g.ID != IDRing && g.ID != IDTree) {
+			continue
+		}
+		Format(w, top, g)
+	}
+	_, err := fmt.Fprintf(w, "%d coll channels (%d search channels), %d nodes x %d GPUs\n",
+		res.NChannels, res.SearchChannels, res.NNodes, res.NGPUs)
+	return err
+}

@@ -86,6 +86,19 @@ func (t PathType) String() string {
 	return fmt.Sprintf("PathType(%d)", int(t))
 }
 
+// MarshalText writes the path type's name (JSON "NVL").
+func (t PathType) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// UnmarshalText reads a path type's name.
+func (t *PathType) UnmarshalText(b []byte) error {
+	v, err := ParsePathType(string(b))
+	if err != nil {
+		return err
+	}
+	*t = v
+	return nil
+}
+
 // ParsePathType reads a path type name as NCCL writes it in graph files (LOC … SYS, NET, DIS).
 func ParsePathType(s string) (PathType, error) {
 	u := strings.ToUpper(strings.TrimSpace(s))
@@ -122,8 +135,8 @@ type Graph struct {
 	BwIntra      float64  `json:"bwIntra"`
 	BwInter      float64  `json:"bwInter"`
 	LatencyInter float64  `json:"latencyInter"`
-	TypeIntra    PathType `json:"-"`
-	TypeInter    PathType `json:"-"`
+	TypeIntra    PathType `json:"typeIntra"`
+	TypeInter    PathType `json:"typeInter"`
 	SameChannels int      `json:"sameChannels"`
 	NHops        int      `json:"nHops"`
 	// Intra holds, per channel, the ranks in channel order (NChannels × number of GPUs).

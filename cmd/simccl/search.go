@@ -1,0 +1,149 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/simccl/simccl/examples/topos"
+	"github.com/simccl/simccl/graph"
+	"github.com/simccl/simccl/search"
+	tx "github.com/simccl/simccl/topo/xml"
+)
+
+func init() {
+	register(&command{
+		name:  "search",
+		short: "NCCL's channel search on a topology: ring, tree, CollNet, NVLS graphs (NCCL log lines, graph XML, JSON)",
+		run:   runSearch,
+	})
+}
+
+func runSearch(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("search", stderr)
+	topoFile := fs.String("topo", "", "NCCL topology XML (default: the embedded "+topos.DefaultName+"); an embedded name also works")
+	nodes := fs.Int("nodes", 1, "number of nodes of the communicator, each with this topology (NETs take part when > 1)")
+	graphFile := fs.String("graph", "", "load graphs from this NCCL graph file instead of searching (NCCL_GRAPH_FILE)")
+	dumpFile := fs.String("graph-dump", "", "write the graphs to this file in NCCL's format (NCCL_GRAPH_DUMP_FILE)")
+	asJSON := fs.Bool("json", false, "print the result as JSON instead of NCCL's log lines")
+	version := fs.String("nccl-version", "2.28", "NCCL release whose search constants apply (2.18, 2.28, 2.29, 2.30)")
+	crossNic := fs.Int("cross-nic", 2, "NCCL_CROSS_NIC (0, 1 or 2)")
+	nvls := fs.String("nvls", "auto", "search the NVLS graph: auto (NVSwitch and sm >= 90), on, off (NCCL_NVLS_ENABLE=0)")
+	collnet := fs.Bool("collnet", false, "a CollNet (SHARP) plugin is present: search the CollNet chain and direct graphs")
+	p2pDisable := fs.Bool("p2p-disable", false, "NCCL_P2P_DISABLE=1 (also what NVML reports for GeForce boards)")
+	p2pLevel := fs.String("p2p-level", "", "NCCL_P2P_LEVEL (LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS)")
+	minCh := fs.Int("min-nchannels", 0, "NCCL_MIN_NCHANNELS (0 = unset)")
+	maxCh := fs.Int("max-nchannels", 0, "NCCL_MAX_NCHANNELS (0 = unset)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if *nodes < 1 || *nodes > 1<<20 {
+		return fmt.Errorf("%w: --nodes %d (want 1..%d)", errUsage, *nodes, 1<<20)
+	}
+	if *crossNic < 0 || *crossNic > 2 {
+		return fmt.Errorf("%w: --cross-nic %d (want 0, 1 or 2)", errUsage, *crossNic)
+	}
+	if *minCh < 0 || *maxCh < 0 {
+		return fmt.Errorf("%w: --min-nchannels/--max-nchannels must be >= 0", errUsage)
+	}
+	params, err := search.ParamsFor(*version)
+	if err != nil {
+		return fmt.Errorf("%w: --nccl-version: %v", errUsage, err)
+	}
+	var nvlsOpt *bool
+	switch strings.ToLower(*nvls) {
+	case "auto":
+	case "on", "1", "true":
+		t := true
+		nvlsOpt = &t
+	case "off", "0", "false":
+		f := false
+		nvlsOpt = &f
+	default:
+		return fmt.Errorf("%w: --nvls %q (want auto, on or off)", errUsage, *nvls)
+	}
+
+	name, data := topos.Default()
+	if *topoFile != "" {
+		if d, err := os.ReadFile(*topoFile); err == nil {
+			name, data = *topoFile, d
+		} else if d, err2 := topos.Get(*topoFile); err2 == nil {
+			name, data = *topoFile, d
+		} else {
+			return err
+		}
+	}
+	doc, err := tx.ParseBytes(data, name)
+	if err != nil {
+		return err
+	}
+	gopt := graph.Options{LocalRank: 0, P2PDisable: *p2pDisable, P2PLevel: *p2pLevel}
+	if strings.HasPrefix(*version, "2.30") {
+		gopt.Version = graph.V2_30
+	}
+	sys, err := graph.FromXML(doc, gopt)
+	if err != nil {
+		return err
+	}
+	if *nodes > 1 {
+		// Build again knowing the communicator spans several nodes, so that the NETs stay.
+		gopt.NRanks = len(sys.GPUs()) * *nodes
+		if sys, err = graph.FromXML(doc, gopt); err != nil {
+			return err
+		}
+	}
+	top, err := search.FromSystem(sys, *nodes > 1)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	opts := search.AllOptions{
+		Options: search.Options{CrossNic: crossNic, Params: params},
+		Nodes:   *nodes, CollNet: *collnet, NVLS: nvlsOpt, MinChannels: *minCh, MaxChannels: *maxCh,
+	}
+	if *graphFile != "" {
+		gdoc, err := tx.ReadFile(*graphFile)
+		if err != nil {
+			return err
+		}
+		gs, err := tx.ReadGraphs(gdoc)
+		if err != nil {
+			return err
+		}
+		if opts.Loaded, err = search.Load(top, gs, *graphFile); err != nil {
+			return err
+		}
+	}
+	res, err := search.ComputeAll(top, opts)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if *dumpFile != "" {
+		f, err := os.Create(*dumpFile)
+		if err != nil {
+			return err
+		}
+		werr := search.WriteDump(f, top, res.Graphs())
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return fmt.Errorf("--graph-dump %s: %w", *dumpFile, werr)
+		}
+	}
+	if *asJSON {
+		out := struct {
+			Topology string `json:"topology"`
+			Version  string `json:"ncclVersion"`
+			*search.Result
+		}{name, params.Version, res}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	return search.WriteReport(stdout, res)
+}
