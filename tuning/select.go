@@ -280,7 +280,12 @@ func (t *Table) SelectGroup(calls []Call) ([]Choice, error) {
 		if _, ok := bins[k]; !ok {
 			order = append(order, k)
 		}
-		bins[k] = append([]*task{tk}, bins[k]...)
+		bins[k] = append(bins[k], tk)
+	}
+	for _, b := range bins { // each bin is a LIFO of the size-descending stream: smallest first
+		for i, j := 0, len(b)-1; i < j; i, j = i+1, j-1 {
+			b[i], b[j] = b[j], b[i]
+		}
 	}
 	numPipeOps := (len(calls) + t.NChannels - 1) / t.NChannels
 	var queue [2][2][]*task // [collnet][nvls]

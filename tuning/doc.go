@@ -1,0 +1,58 @@
+// Package tuning reproduces NCCL's cost model (src/graph/tuning.cc, src/enqueue.cc; fact sheet §5):
+// per function × algorithm × protocol a latency (µs) and an algorithm bandwidth (GB/s), the
+// enable rules (NCCL_ALGO, NCCL_PROTO, the LL128 auto rule, NVLS/CollNet/PAT), the selection of
+// one call (smallest predicted time, NCCL's index-order tie-break), the channel and thread counts,
+// the scheduler's channel range (channel{Lo..Hi}), chunk sizes, grouped calls and send/recv.
+//
+// An NCCL release is a parameter: Config.Version selects one table of versioned constants
+// ("2.28", the default, or "2.30"; consts.go names each difference and the rule it comes from).
+//
+// The input is a Comm: ranks, nodes, compute capabilities, CPU, and one GraphInfo per search graph
+// (ring, tree, CollNet chain, NVLS, CollNet direct) — the "Pattern …, nChannels …, bw …/…, type
+// …/…, sameChannels …" values NCCL prints. It can be written by hand (what-if studies, tests) or
+// built from the channel search with package tuning/fromsearch.
+//
+// Usage:
+//
+//	comm := &tuning.Comm{NRanks: 8, NNodes: 1, CCMin: 90, CCMax: 90, CPUArch: "x86", CPUVendor: "intel"}
+//	comm.Graphs[tuning.GraphRing] = tuning.GraphInfo{Pattern: 4, NChannels: 12, BwIntra: 30, BwInter: 30,
+//		TypeIntra: tuning.PathNVL, TypeInter: tuning.PathPIX, SameChannels: true}
+//	comm.Graphs[tuning.GraphTree] = tuning.GraphInfo{Pattern: 1, NChannels: 12, BwIntra: 30, BwInter: 30,
+//		TypeIntra: tuning.PathNVL, TypeInter: tuning.PathPIX}
+//	cfg, err := tuning.ConfigFromEnv(os.Getenv) // NCCL_ALGO, NCCL_PROTO, NCCL_MAX_NCHANNELS, …
+//	table, err := tuning.Model(comm, cfg)
+//	table.WriteText(os.Stdout, "")                   // NCCL's TUNING table
+//	ch, err := table.Select(tuning.Call{Func: tuning.AllReduce, Count: 1 << 18, ElemSize: 4})
+//	fmt.Println(ch.Line())                           // AllReduce: 1048576 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..23}
+//
+// Sizes: Call.Count is the count NCCL's API takes (per rank for AllGather/ReduceScatter); the
+// choice line prints count × element size as NCCL does, while the cost model uses the total
+// (ncclFuncMaxSendRecvCount: ×nRanks for AllGather and ReduceScatter).
+//
+// # Tuner file
+//
+// Config.Overrides holds rules in the spirit of NCCL's tuner plugins (ParseOverrides reads them):
+//
+//	# collective,minBytes,maxBytes,algorithm,protocol,channels
+//	allreduce,0,64K,ring,ll,4
+//	allreduce,64K,*,tree,simple,*
+//	*,1G,*,*,simple,
+//
+// collective is allreduce, allgather, reducescatter, broadcast, reduce or * (any); minBytes and
+// maxBytes bound, inclusively, the size the cost model uses (plain bytes or K/M/G; * or empty for
+// no bound); algorithm and protocol are NCCL's names or *; channels is 1..64, or * / empty / 0 for
+// the model's count. The first rule matching a call's collective and size applies: combinations
+// outside (algorithm, protocol) get a cost of -1 (forbidden) and selection picks the fastest
+// remaining one; channels replaces the channel count as a plugin's nChannels does. A rule whose
+// combinations are all unusable for that call is ignored. Errors name the file and line.
+//
+// # Fidelity
+//
+// Tested against NCCL 2.28.9's own logs on a 2×H200 machine (real topology, three NCCL_TOPO_FILE
+// variants, two processes taken for two hosts): every table line is byte-identical and all 725
+// per-call choices (algorithm, protocol, channel range) equal; the §5.10 worked example; and a
+// public NCCL 2.29.7 log (2 ranks, 2 hosts, Blackwell). Not modelled: the sm90 + CUDA 11.8 LL128
+// exclusion, user-buffer registration (NVLS/CollNet registered paths, the CTA efficiency policy),
+// the u32fp8 rounding of P2P chunk sizes (exact for powers of two), plans that overflow the
+// per-launch work budget, 2.30's per-call CTA limits and " cgaClusterSize" suffix of the choice line.
+package tuning
