@@ -106,13 +106,17 @@ func ParseBytes(data []byte, name string) (*Document, error) {
 	}
 	doc := d.Doc
 	root := doc.Root()
-	if root == nil { // scan already rejects this; kept so a future change cannot panic below
+	if root == nil { // build already rejects this; kept so a future change cannot panic below
 		return nil, &Error{File: name, Msg: "not XML: no root element"}
 	}
 	switch root.Tag {
 	case "system", "graphs":
+		if root.Space == "" {
+			break
+		}
+		fallthrough
 	default:
-		return nil, d.Errorf(root, "root element is <%s>, want <system> (topology) or <graphs> (graph dump)", root.Tag)
+		return nil, d.Errorf(root, "root element is <%s>, want <system> (topology) or <graphs> (graph dump)", root.FullTag())
 	}
 	if v := root.SelectAttrValue("version", ""); v != "1" {
 		return nil, d.Errorf(root, "<%s version=%q>: only version 1 is understood", root.Tag, v)
@@ -196,7 +200,10 @@ func build(data []byte, name string) (*Document, error) {
 				return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf("</%s> closes <%s> opened at line %d", qname(t.Name), qname(top.name), d.lines[top.e])}
 			}
 			stack = stack[:len(stack)-1]
-			parent = top.e.Parent() // the document's own element for the root
+			parent = &doc.Element
+			if len(stack) > 0 {
+				parent = stack[len(stack)-1].e
+			}
 		case stdxml.CharData:
 			if len(stack) == 0 && len(bytes.TrimSpace(t)) > 0 && !(roots == 0 && isBOM(t)) {
 				where := "before the root element"

@@ -193,6 +193,7 @@ func TestBadInput(t *testing.T) {
 		{"not xml", `{"system": 1}`, 1, "not XML: text before the root element"},
 		{"only a comment", "<!-- nothing -->", 0, "not XML: no root element"},
 		{"wrong root", "\n<topology version=\"1\"/>", 2, "root element is <topology>"},
+		{"prefixed root", `<nccl:system xmlns:nccl="urn:x" version="1"/>`, 1, "root element is <nccl:system>"},
 		{"no version", `<system/>`, 1, `<system version="">: only version 1`},
 		{"version 2", `<system version="2"></system>`, 1, `<system version="2">: only version 1`},
 		{"graphs version 0", `<graphs version="0"/>`, 1, `<graphs version="0">`},
