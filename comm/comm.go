@@ -1,0 +1,557 @@
+package comm
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/realnet"
+	"github.com/simccl/simccl/tuning"
+)
+
+// Errors of the package (wrapped; test with errors.Is).
+var (
+	ErrInvalidArgument = errors.New("comm: invalid argument")
+	ErrAborted         = errors.New("comm: communicator aborted")
+	ErrDestroyed       = errors.New("comm: communicator destroyed")
+	// ErrRemote marks a failure caused by another rank (dead peer, dropped connection, timeout).
+	ErrRemote = errors.New("comm: remote error")
+)
+
+// DefaultTimeout is how long a call may wait without progress before it fails: the bound within
+// which every rank reports a dead peer (NCCL itself would block forever; DESIGN.md asks for an error).
+const DefaultTimeout = 10 * time.Second
+
+// UniqueID is NCCL's 128-byte ncclUniqueId (§8.1): a random magic and the bootstrap root's address.
+type UniqueID = realnet.UniqueID
+
+// GetUniqueID starts a bootstrap root in this process, listening on listen ("" = 127.0.0.1:0; use
+// "0.0.0.0:0" or an interface address when ranks run on several hosts), and returns its id. The
+// root serves one communicator's initialisation and then exits.
+func GetUniqueID(listen string) (UniqueID, error) {
+	id, _, err := realnet.NewUniqueID(listen, 0)
+	return id, err
+}
+
+// Config is the communicator configuration (the analogue of ncclConfig_t and the NCCL_* variables
+// that matter on CPUs).
+type Config struct {
+	// Transport: "auto" (default: in-process for ranks of one process, shared memory for processes of
+	// one host, TCP otherwise, chosen per peer as NCCL picks P2P/SHM/NET per connection), "inproc",
+	// "shm" or "tcp".
+	Transport string
+	// Timeout: the longest a call waits without progress (default DefaultTimeout); also bounds
+	// lazy connection.
+	Timeout time.Duration
+	// BootstrapTimeout bounds initialisation (default realnet.DefaultBootstrapTimeout).
+	BootstrapTimeout time.Duration
+	// NChannels: channels each collective is split over (default 2).
+	NChannels int
+	// Algo for AllReduce: "ring" (default) or "tree"; other collectives always run Ring.
+	Algo string
+	// SlotBytes: the size of one of a connection's NCCL_STEPS buffer slots (default 512 KiB, the
+	// Simple protocol's step). The Simple chunk size follows from it.
+	SlotBytes int
+	// ConnectAtInit connects every ring (and tree) connection during init, as NCCL_RUNTIME_CONNECT=0
+	// does; by default connections are made on first use of a (channel, peer, connIndex) (§6.3).
+	ConnectAtInit bool
+	// Listen is the host for this rank's listeners ("" = the interface that reaches the root).
+	Listen string
+	// ShmDir is where shared-memory segments are created ("" = /dev/shm).
+	ShmDir string
+	// Hub is the meeting point of in-process ranks (nil = realnet.DefaultHub()).
+	Hub *realnet.Hub
+	// Logf, if set, receives NCCL-INFO-style lines (connections made, their memory).
+	Logf func(format string, args ...any)
+}
+
+func (c *Config) withDefaults() Config {
+	var o Config
+	if c != nil {
+		o = *c
+	}
+	if o.Transport == "" {
+		o.Transport = "auto"
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.NChannels <= 0 {
+		o.NChannels = 2
+	}
+	if o.Algo == "" {
+		o.Algo = "ring"
+	}
+	if o.SlotBytes <= 0 {
+		o.SlotBytes = realnet.DefaultSlotBytes
+	}
+	if o.Hub == nil {
+		o.Hub = realnet.DefaultHub()
+	}
+	return o
+}
+
+func (c *Config) check() error {
+	switch c.Transport {
+	case "auto", "inproc", "shm", "tcp":
+	default:
+		return fmt.Errorf("%w: config Transport %q (want auto, inproc, shm or tcp)", ErrInvalidArgument, c.Transport)
+	}
+	switch c.Algo {
+	case "ring", "tree":
+	default:
+		return fmt.Errorf("%w: config Algo %q (want ring or tree)", ErrInvalidArgument, c.Algo)
+	}
+	if c.NChannels > coll.MaxChannels {
+		return fmt.Errorf("%w: config NChannels %d exceeds %d", ErrInvalidArgument, c.NChannels, coll.MaxChannels)
+	}
+	return nil
+}
+
+// Comm is a communicator: one rank's membership in a group of ranks. Its methods may be called from
+// any goroutine; collective calls are queued in call order and run by the communicator's own
+// executor, asynchronously (wait with Stream.Synchronize or Comm.Synchronize). Calls on one
+// communicator run one after another in call order; different communicators run independently and
+// concurrently.
+type Comm struct {
+	rank, n int
+	cfg     Config
+	magic   uint64
+	boot    *realnet.Bootstrap
+	tr      *router
+
+	connMu  sync.Mutex
+	conns   map[realnet.Key]*conn
+	memory  atomic.Int64
+	nconns  atomic.Int64
+	schedMu sync.Mutex
+	scheds  map[string]*coll.Schedule
+
+	asyncErr   atomic.Pointer[error]
+	queue      []*task // guarded by stateMu
+	wake       chan struct{}
+	stopped    chan struct{}
+	defStream  *Stream
+	stateMu    sync.Mutex
+	destroyed  bool
+	groupDepth int
+	groupCalls []*call
+	splits     int
+	userOps    []float64 // PreMulSum scalars; handle = coll.PreMulSum + index
+}
+
+// conn is an established transport connection with per-direction locks.
+type conn struct {
+	c      realnet.Conn
+	sendMu sync.Mutex
+	recvMu sync.Mutex
+}
+
+// peerInfo is what every rank publishes at init.
+type peerInfo struct {
+	Host string `json:"host"`
+	Pid  int    `json:"pid"`
+	TCP  string `json:"tcp"`
+}
+
+// InitRank joins the communicator of id as rank of nranks (ncclCommInitRank). It blocks until all
+// ranks have joined or the bootstrap times out.
+func InitRank(nranks int, id UniqueID, rank int, cfg *Config) (*Comm, error) {
+	o := cfg.withDefaults()
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	if nranks <= 0 || rank < 0 || rank >= nranks {
+		return nil, fmt.Errorf("%w: rank %d of %d ranks", ErrInvalidArgument, rank, nranks)
+	}
+	boot, err := realnet.NewBootstrap(context.Background(), id, rank, nranks,
+		realnet.BootstrapConfig{Listen: listenAddr(o.Listen), Timeout: o.BootstrapTimeout})
+	if err != nil {
+		return nil, err
+	}
+	c := &Comm{rank: rank, n: nranks, cfg: o, magic: id.Magic(), boot: boot,
+		conns: map[realnet.Key]*conn{}, scheds: map[string]*coll.Schedule{},
+		wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	c.defStream = NewStream()
+	if err := c.setupTransports(); err != nil {
+		boot.Close()
+		return nil, err
+	}
+	go c.executor()
+	if o.ConnectAtInit {
+		if err := c.connectAll(); err != nil {
+			c.Abort()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func listenAddr(host string) string {
+	if host == "" {
+		return ""
+	}
+	if strings.Contains(host, ":") && !strings.HasPrefix(host, "[") && strings.Count(host, ":") == 1 {
+		return host
+	}
+	return host + ":0"
+}
+
+// InitAll creates n communicators of one process, ranks 0..n-1, driven by goroutines
+// (ncclCommInitAll).
+func InitAll(n int, cfg *Config) ([]*Comm, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("%w: InitAll of %d ranks", ErrInvalidArgument, n)
+	}
+	id, err := GetUniqueID("")
+	if err != nil {
+		return nil, err
+	}
+	comms := make([]*Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			comms[r], errs[r] = InitRank(n, id, r, cfg)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, c := range comms {
+			if c != nil {
+				c.Abort()
+			}
+		}
+		return nil, err
+	}
+	return comms, nil
+}
+
+func hostID() string {
+	h, _ := os.Hostname()
+	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
+		h += "/" + strings.TrimSpace(string(b))
+	}
+	return h
+}
+
+func (c *Comm) setupTransports() error {
+	o := c.cfg
+	var tcp *realnet.TCP
+	var err error
+	if o.Transport == "tcp" || o.Transport == "auto" {
+		host := o.Listen
+		if host == "" {
+			host = c.boot.LocalHost()
+		}
+		tcp, err = realnet.NewTCP(realnet.TCPConfig{Magic: c.magic, Comm: c.magic, Rank: c.rank, Listen: listenAddr(host), SlotBytes: o.SlotBytes})
+		if err != nil {
+			return err
+		}
+	}
+	me := peerInfo{Host: hostID(), Pid: os.Getpid()}
+	if tcp != nil {
+		me.TCP = tcp.Addr()
+	}
+	b, _ := json.Marshal(me)
+	all, err := c.boot.AllGather(b)
+	if err != nil {
+		if tcp != nil {
+			tcp.Close()
+		}
+		return err
+	}
+	infos := make([]peerInfo, c.n)
+	addrs := make([]string, c.n)
+	for r, raw := range all {
+		if err := json.Unmarshal(raw, &infos[r]); err != nil {
+			if tcp != nil {
+				tcp.Close()
+			}
+			return fmt.Errorf("comm: init: rank %d published bad peer info: %v", r, err)
+		}
+		addrs[r] = infos[r].TCP
+	}
+	rt := &router{kind: make([]string, c.n)}
+	for r := range infos {
+		switch {
+		case o.Transport != "auto":
+			rt.kind[r] = o.Transport
+		case infos[r].Host == me.Host && infos[r].Pid == me.Pid:
+			rt.kind[r] = "inproc"
+		case infos[r].Host == me.Host:
+			rt.kind[r] = "shm"
+		default:
+			rt.kind[r] = "tcp"
+		}
+		if rt.kind[r] == "tcp" && addrs[r] == "" {
+			return fmt.Errorf("comm: init: rank %d has no TCP listener", r)
+		}
+	}
+	if tcp != nil {
+		tcp.SetPeers(addrs)
+		rt.tcp = tcp
+	}
+	rt.inproc = realnet.NewInProc(o.Hub, c.magic, c.rank, o.SlotBytes)
+	rt.shm = realnet.NewShm(o.ShmDir, c.magic, c.rank, o.SlotBytes)
+	c.tr = rt
+	return nil
+}
+
+// router sends each peer's connections to the transport chosen for it.
+type router struct {
+	kind   []string
+	inproc *realnet.InProc
+	shm    *realnet.Shm
+	tcp    *realnet.TCP
+}
+
+func (r *router) Connect(ctx context.Context, k realnet.Key) (realnet.Conn, error) {
+	if k.Peer < 0 || k.Peer >= len(r.kind) {
+		return nil, fmt.Errorf("comm: connect: peer %d out of range", k.Peer)
+	}
+	switch r.kind[k.Peer] {
+	case "inproc":
+		return r.inproc.Connect(ctx, k)
+	case "shm":
+		return r.shm.Connect(ctx, k)
+	}
+	return r.tcp.Connect(ctx, k)
+}
+
+func (r *router) Close() {
+	r.inproc.Close()
+	r.shm.Close()
+	if r.tcp != nil {
+		r.tcp.Close()
+	}
+}
+
+// Rank and Count (ncclCommUserRank, ncclCommCount).
+func (c *Comm) Rank() int  { return c.rank }
+func (c *Comm) Count() int { return c.n }
+
+// TransportOf names the transport used to reach peer.
+func (c *Comm) TransportOf(peer int) string {
+	if peer < 0 || peer >= c.n {
+		return ""
+	}
+	return c.tr.kind[peer]
+}
+
+// MemoryBytes is the buffer memory of the connections made so far (§6.2), and their number.
+func (c *Comm) MemoryBytes() (bytes int64, conns int) { return c.memory.Load(), int(c.nconns.Load()) }
+
+// GetAsyncError returns the communicator's error, nil while it is healthy (ncclCommGetAsyncError).
+func (c *Comm) GetAsyncError() error {
+	if e := c.asyncErr.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+func (c *Comm) logf(format string, args ...any) {
+	if c.cfg.Logf != nil {
+		c.cfg.Logf(format, args...)
+	}
+}
+
+// fail records the first error and tears the transports down so that the peers notice at once.
+func (c *Comm) fail(err error) {
+	if c.asyncErr.CompareAndSwap(nil, &err) {
+		c.logf("rank %d: communicator failed: %v", c.rank, err)
+	}
+	c.tr.Close()
+	c.boot.Close()
+}
+
+// Abort stops the communicator: pending and queued calls return errors, resources are freed
+// (ncclCommAbort). Safe to call at any time, from any goroutine, more than once.
+func (c *Comm) Abort() error {
+	c.fail(fmt.Errorf("rank %d: %w", c.rank, ErrAborted))
+	c.stateMu.Lock()
+	c.destroyed = true
+	c.stateMu.Unlock()
+	c.kick()
+	return nil
+}
+
+// Finalize waits for every queued call to finish and synchronises with the other ranks
+// (ncclCommFinalize); it returns the communicator's error, if any.
+func (c *Comm) Finalize() error {
+	if err := c.drain(); err != nil {
+		return err
+	}
+	if err := c.GetAsyncError(); err != nil {
+		return err
+	}
+	if err := c.boot.Barrier(); err != nil {
+		c.fail(err)
+		return err
+	}
+	return nil
+}
+
+// drain waits until the executor has run everything queued so far.
+func (c *Comm) drain() error {
+	s := NewStream()
+	if err := c.submit(&task{streams: []*Stream{s}}); err != nil {
+		return err
+	}
+	return s.Synchronize()
+}
+
+// Destroy frees the communicator's resources (ncclCommDestroy); call Finalize first for a clean
+// collective teardown.
+func (c *Comm) Destroy() error {
+	c.stateMu.Lock()
+	if c.destroyed {
+		c.stateMu.Unlock()
+		return nil
+	}
+	c.destroyed = true
+	c.stateMu.Unlock()
+	c.kick()
+	<-c.stopped
+	c.tr.Close()
+	c.boot.Close()
+	return nil
+}
+
+// Synchronize waits for the calls queued on the communicator's default stream.
+func (c *Comm) Synchronize() error { return c.defStream.Synchronize() }
+
+// Split creates communicators from the ranks of c with equal color, ordered by key then by rank in
+// c (ncclCommSplit). color NoColor gives a nil communicator. Every rank of c must call it.
+func (c *Comm) Split(color, key int, cfg *Config) (*Comm, error) {
+	if err := c.drain(); err != nil {
+		return nil, err
+	}
+	if err := c.GetAsyncError(); err != nil {
+		return nil, err
+	}
+	if cfg == nil {
+		cc := c.cfg
+		cc.Logf = c.cfg.Logf
+		cfg = &cc
+	}
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[0:], uint64(int64(color)))
+	binary.LittleEndian.PutUint64(b[8:], uint64(int64(key)))
+	all, err := c.boot.AllGather(b[:])
+	if err != nil {
+		c.fail(err)
+		return nil, err
+	}
+	type member struct{ color, key, rank int }
+	var mine []member
+	for r, raw := range all {
+		if len(raw) != 16 {
+			return nil, fmt.Errorf("comm: split: rank %d sent %d bytes", r, len(raw))
+		}
+		m := member{int(int64(binary.LittleEndian.Uint64(raw[0:]))), int(int64(binary.LittleEndian.Uint64(raw[8:]))), r}
+		if m.color == color && color != NoColor {
+			mine = append(mine, m)
+		}
+	}
+	// Order by key, then parent rank.
+	for i := 1; i < len(mine); i++ {
+		for j := i; j > 0 && (mine[j].key < mine[j-1].key || mine[j].key == mine[j-1].key && mine[j].rank < mine[j-1].rank); j-- {
+			mine[j], mine[j-1] = mine[j-1], mine[j]
+		}
+	}
+	// The first member of each color starts the new root and publishes its id.
+	var idb []byte
+	var root *realnet.Root
+	if color != NoColor && mine[0].rank == c.rank {
+		id, r, err := realnet.NewUniqueID(listenAddr(c.boot.LocalHost()), cfg.BootstrapTimeout)
+		if err != nil {
+			return nil, err
+		}
+		root = r
+		idb = id[:]
+	}
+	ids, err := c.boot.AllGather(idb)
+	if err != nil {
+		if root != nil {
+			root.Close()
+		}
+		c.fail(err)
+		return nil, err
+	}
+	c.splits++
+	if color == NoColor {
+		return nil, nil
+	}
+	leader := mine[0].rank
+	if len(ids[leader]) != realnet.UniqueIDBytes {
+		return nil, fmt.Errorf("comm: split: rank %d published a %d-byte id", leader, len(ids[leader]))
+	}
+	var id UniqueID
+	copy(id[:], ids[leader])
+	newRank := 0
+	for i, m := range mine {
+		if m.rank == c.rank {
+			newRank = i
+		}
+	}
+	return InitRank(len(mine), id, newRank, cfg)
+}
+
+// NoColor is NCCL_SPLIT_NOCOLOR: the rank takes part in Split but gets no communicator.
+const NoColor = -1
+
+// RedOpCreatePreMulSum registers a PreMulSum operation (inputs multiplied by scalar, then summed)
+// and returns its handle (ncclRedOpCreatePreMulSum with a host-immediate scalar).
+func (c *Comm) RedOpCreatePreMulSum(scalar float64) coll.RedOp {
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	c.userOps = append(c.userOps, scalar)
+	return coll.PreMulSum + coll.RedOp(len(c.userOps)-1)
+}
+
+// RedOpDestroy forgets a PreMulSum handle (ncclRedOpDestroy).
+func (c *Comm) RedOpDestroy(op coll.RedOp) error {
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	i := int(op - coll.PreMulSum)
+	if i < 0 || i >= len(c.userOps) || c.userOps[i] != c.userOps[i] {
+		return fmt.Errorf("%w: reduction op %d was not created on this communicator", ErrInvalidArgument, op)
+	}
+	c.userOps[i] = nanScalar()
+	return nil
+}
+
+// resolveOp maps a handle to (base op, scalar).
+func (c *Comm) resolveOp(op coll.RedOp) (coll.RedOp, float64, error) {
+	if op >= 0 && op < coll.PreMulSum {
+		return op, 0, nil
+	}
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	i := int(op - coll.PreMulSum)
+	if i < 0 || i >= len(c.userOps) || c.userOps[i] != c.userOps[i] {
+		return 0, 0, fmt.Errorf("%w: reduction op %d (create PreMulSum ops with RedOpCreatePreMulSum)", ErrInvalidArgument, op)
+	}
+	return coll.PreMulSum, c.userOps[i], nil
+}
+
+func nanScalar() float64 { var z float64; return z / z }
+
+// algo returns the algorithm for a function.
+func (c *Comm) algo(f tuning.Func) tuning.Algo {
+	if f == tuning.AllReduce && c.cfg.Algo == "tree" {
+		return tuning.Tree
+	}
+	return tuning.Ring
+}

@@ -1,0 +1,687 @@
+package comm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/realnet"
+	"github.com/simccl/simccl/tuning"
+)
+
+// Stream orders and tracks queued calls, as a CUDA stream does for NCCL: Synchronize waits for
+// every call queued on it so far. A nil *Stream in an API call means the communicator's default
+// stream.
+type Stream struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	pending int
+	err     error
+}
+
+// NewStream returns an idle stream.
+func NewStream() *Stream {
+	s := &Stream{}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+func (s *Stream) add() {
+	s.mu.Lock()
+	s.pending++
+	s.mu.Unlock()
+}
+
+func (s *Stream) done(err error) {
+	s.mu.Lock()
+	s.pending--
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+	s.cond.Broadcast()
+	s.mu.Unlock()
+}
+
+// Synchronize waits until every call queued on the stream has finished and returns the first error
+// any of them returned since the previous Synchronize (clearing it).
+func (s *Stream) Synchronize() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.pending > 0 {
+		s.cond.Wait()
+	}
+	err := s.err
+	s.err = nil
+	return err
+}
+
+// Query reports whether the stream is idle (cudaStreamQuery).
+func (s *Stream) Query() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending == 0
+}
+
+// call is one API call: a collective (through a coll schedule) or a point-to-point operation.
+type call struct {
+	f        tuning.Func
+	p2pSend  bool // SendRecv: true Send, false Recv
+	peer     int
+	count    int64
+	dt       coll.DataType
+	op       coll.RedOp
+	scalar   float64
+	root     int
+	send     []byte
+	recv     []byte
+	stream   *Stream
+	sameBufs bool
+}
+
+// task is what the executor runs: the calls of one group (or one call).
+type task struct {
+	calls   []*call
+	streams []*Stream
+}
+
+func (c *Comm) kick() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Comm) submit(t *task) error {
+	c.stateMu.Lock()
+	if c.destroyed {
+		c.stateMu.Unlock()
+		if err := c.GetAsyncError(); err != nil {
+			return err
+		}
+		return fmt.Errorf("rank %d: %w", c.rank, ErrDestroyed)
+	}
+	for _, s := range t.streams {
+		s.add()
+	}
+	c.queue = append(c.queue, t)
+	c.stateMu.Unlock()
+	c.kick()
+	return nil
+}
+
+func (c *Comm) executor() {
+	defer close(c.stopped)
+	for {
+		c.stateMu.Lock()
+		if len(c.queue) == 0 {
+			d := c.destroyed
+			c.stateMu.Unlock()
+			if d {
+				return
+			}
+			<-c.wake
+			continue
+		}
+		t := c.queue[0]
+		c.queue[0] = nil
+		c.queue = c.queue[1:]
+		c.stateMu.Unlock()
+		err := c.GetAsyncError()
+		if err == nil && len(t.calls) > 0 {
+			err = c.run(t.calls)
+			if err != nil {
+				c.fail(err)
+				err = c.GetAsyncError()
+			}
+		}
+		for _, s := range t.streams {
+			s.done(err)
+		}
+	}
+}
+
+// group state: process-wide (GroupStart/GroupEnd) and per communicator (Comm.GroupStart/GroupEnd).
+var (
+	groupMu      sync.Mutex
+	groupDepth   int
+	groupPending []*Comm
+	groupCalls   = map[*Comm][]*call{}
+)
+
+// GroupStart opens a process-wide group (ncclGroupStart): calls on any communicator until the
+// matching GroupEnd are queued and launched together, per communicator, by GroupEnd. NCCL keeps the
+// depth per thread; Go has no thread identity, so this group is process-wide and meant for one
+// goroutine driving several communicators. Goroutine ranks use Comm.GroupStart instead.
+func GroupStart() {
+	groupMu.Lock()
+	groupDepth++
+	groupMu.Unlock()
+}
+
+// GroupEnd closes a process-wide group and launches its calls (ncclGroupEnd).
+func GroupEnd() error {
+	groupMu.Lock()
+	if groupDepth == 0 {
+		groupMu.Unlock()
+		return fmt.Errorf("%w: GroupEnd without GroupStart", ErrInvalidArgument)
+	}
+	groupDepth--
+	if groupDepth > 0 {
+		groupMu.Unlock()
+		return nil
+	}
+	comms := groupPending
+	calls := groupCalls
+	groupPending = nil
+	groupCalls = map[*Comm][]*call{}
+	groupMu.Unlock()
+	var errs []error
+	for _, c := range comms {
+		errs = append(errs, c.launch(calls[c]))
+	}
+	return errors.Join(errs...)
+}
+
+// GroupStart opens a group on this communicator: its calls are queued until the matching GroupEnd
+// and run together (matching Send/Recv pairs must be in one group).
+func (c *Comm) GroupStart() {
+	c.stateMu.Lock()
+	c.groupDepth++
+	c.stateMu.Unlock()
+}
+
+// GroupEnd closes the communicator's group and launches its calls.
+func (c *Comm) GroupEnd() error {
+	c.stateMu.Lock()
+	if c.groupDepth == 0 {
+		c.stateMu.Unlock()
+		return fmt.Errorf("%w: GroupEnd without GroupStart", ErrInvalidArgument)
+	}
+	c.groupDepth--
+	if c.groupDepth > 0 {
+		c.stateMu.Unlock()
+		return nil
+	}
+	calls := c.groupCalls
+	c.groupCalls = nil
+	c.stateMu.Unlock()
+	return c.launch(calls)
+}
+
+func (c *Comm) launch(calls []*call) error {
+	if len(calls) == 0 {
+		return nil
+	}
+	seen := map[*Stream]bool{}
+	t := &task{calls: calls}
+	for _, k := range calls {
+		if !seen[k.stream] {
+			seen[k.stream] = true
+			t.streams = append(t.streams, k.stream)
+		}
+	}
+	return c.submit(t)
+}
+
+// enqueue validates nothing: the API functions have; it places the call in a group or launches it.
+func (c *Comm) enqueue(k *call) error {
+	if err := c.GetAsyncError(); err != nil {
+		return err
+	}
+	if k.stream == nil {
+		k.stream = c.defStream
+	}
+	groupMu.Lock()
+	if groupDepth > 0 {
+		if _, ok := groupCalls[c]; !ok {
+			groupPending = append(groupPending, c)
+		}
+		groupCalls[c] = append(groupCalls[c], k)
+		groupMu.Unlock()
+		return nil
+	}
+	groupMu.Unlock()
+	c.stateMu.Lock()
+	if c.groupDepth > 0 {
+		c.groupCalls = append(c.groupCalls, k)
+		c.stateMu.Unlock()
+		return nil
+	}
+	c.stateMu.Unlock()
+	return c.launch([]*call{k})
+}
+
+// run executes the calls of one task: the collectives as one compiled coll schedule, the
+// point-to-point calls directly, concurrently with it.
+func (c *Comm) run(calls []*call) error {
+	var colls, p2p []*call
+	for _, k := range calls {
+		if k.count == 0 && k.f != tuning.AllToAll {
+			continue
+		}
+		if k.f == tuning.SendRecv || k.f == tuning.AllToAll {
+			p2p = append(p2p, k)
+		} else {
+			colls = append(colls, k)
+		}
+	}
+	var p2pErr error
+	var wg sync.WaitGroup
+	if len(p2p) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p2pErr = c.runP2P(p2p)
+		}()
+	}
+	var err error
+	if len(colls) > 0 {
+		err = c.runColls(colls)
+	}
+	wg.Wait()
+	if err == nil {
+		err = p2pErr
+	}
+	return err
+}
+
+// schedule compiles (or fetches from the cache) the schedule of a list of collectives.
+func (c *Comm) schedule(colls []*call) (*coll.Schedule, error) {
+	key := ""
+	plans := make([]coll.Plan, len(colls))
+	for i, k := range colls {
+		plans[i] = coll.Plan{Func: k.f, Count: k.count, DataType: k.dt, Op: k.op, Root: k.root, NRanks: c.n,
+			Algo: c.algo(k.f), Proto: tuning.Simple, NChannels: c.cfg.NChannels}
+		plans[i].BuffSize[tuning.Simple] = int64(realnet.Steps * c.cfg.SlotBytes)
+		key += fmt.Sprintf("%d/%d/%d/%d/%d/%d;", k.f, k.count, k.dt, k.op, k.root, plans[i].Algo)
+	}
+	c.schedMu.Lock()
+	s, ok := c.scheds[key]
+	c.schedMu.Unlock()
+	if ok {
+		return s, nil
+	}
+	s, err := coll.Compile(plans...)
+	if err != nil {
+		return nil, err
+	}
+	c.schedMu.Lock()
+	if len(c.scheds) > 256 {
+		c.scheds = map[string]*coll.Schedule{}
+	}
+	c.scheds[key] = s
+	c.schedMu.Unlock()
+	return s, nil
+}
+
+// opBufs are one operation's buffers on this rank.
+type opBufs struct {
+	send, recv []byte
+}
+
+func (c *Comm) runColls(colls []*call) error {
+	s, err := c.schedule(colls)
+	if err != nil {
+		return err
+	}
+	bufs := make([]opBufs, len(colls))
+	for i, k := range colls {
+		bufs[i] = opBufs{send: k.send, recv: k.recv}
+		if f := preScale(k.dt, k.op, k.scalar, c.n); f != 0 {
+			// PreMulSum / float Avg: the inputs are scaled once, into a private copy (§8.1).
+			scaled := make([]byte, len(k.send))
+			if err := Scale(k.dt, scaled, k.send, f); err != nil {
+				return err
+			}
+			bufs[i].send = scaled
+		}
+	}
+	// Lazy connection (§6.3): connect what this rank's programs use, first time only.
+	if err := c.ensureConns(s); err != nil {
+		return err
+	}
+	if s.NChannels == 1 {
+		return c.runProgram(s, s.Program(c.rank, 0), bufs, colls)
+	}
+	errs := make([]error, s.NChannels)
+	var wg sync.WaitGroup
+	for ch := 0; ch < s.NChannels; ch++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[ch] = c.runProgram(s, s.Program(c.rank, ch), bufs, colls)
+			if errs[ch] != nil {
+				c.fail(errs[ch]) // unblock the other channels at once
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr(errs)
+}
+
+func firstErr(errs []error) error {
+	// Prefer the root cause over the ErrClosed the abort caused on other channels.
+	for _, e := range errs {
+		if e != nil && !errors.Is(e, realnet.ErrClosed) {
+			return e
+		}
+	}
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+func (c *Comm) keyOf(s *coll.Schedule, id int) (realnet.Key, error) {
+	if id < 0 || id >= len(s.Conns) {
+		return realnet.Key{}, fmt.Errorf("comm: schedule names connection %d of %d", id, len(s.Conns))
+	}
+	cn := s.Conns[id]
+	peer := cn.To
+	if cn.To == c.rank {
+		peer = cn.From
+	}
+	return realnet.Key{Channel: cn.Channel, Peer: peer, ConnIndex: cn.ConnIndex}, nil
+}
+
+// ensureConns connects, concurrently, every connection this rank's programs use that is not open yet.
+func (c *Comm) ensureConns(s *coll.Schedule) error {
+	need := map[realnet.Key]bool{}
+	for ch := 0; ch < s.NChannels; ch++ {
+		p := s.Program(c.rank, ch)
+		for i := range p.Steps {
+			st := &p.Steps[i]
+			for _, xs := range [][]coll.Xfer{st.Send, st.Recv} {
+				for _, x := range xs {
+					k, err := c.keyOf(s, x.Conn)
+					if err != nil {
+						return err
+					}
+					need[k] = true
+				}
+			}
+		}
+	}
+	var keys []realnet.Key
+	c.connMu.Lock()
+	for k := range need {
+		if _, ok := c.conns[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	c.connMu.Unlock()
+	return c.connect(keys)
+}
+
+func (c *Comm) connect(keys []realnet.Key) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
+	defer cancel()
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cn, err := c.tr.Connect(ctx, k)
+			if err != nil {
+				errs[i] = fmt.Errorf("rank %d: connect %v (%s): %w", c.rank, k, c.tr.kind[k.Peer], err)
+				cancel()
+				return
+			}
+			var mem int64
+			if m, ok := cn.(realnet.MemoryReporter); ok {
+				mem = m.BufferBytes()
+			}
+			c.memory.Add(mem)
+			c.nconns.Add(1)
+			c.logf("rank %d: connected %v via %s, %d buffer bytes", c.rank, k, c.tr.kind[k.Peer], mem)
+			c.connMu.Lock()
+			c.conns[k] = &conn{c: cn}
+			c.connMu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return firstErr(errs)
+}
+
+// connectAll makes the ring (and tree) connections of every channel at init (NCCL_RUNTIME_CONNECT=0).
+func (c *Comm) connectAll() error {
+	if c.n == 1 {
+		return nil
+	}
+	f := []*call{{f: tuning.AllReduce, count: int64(c.n), dt: coll.Float32, op: coll.Sum}}
+	s, err := c.schedule(f)
+	if err != nil {
+		return err
+	}
+	return c.ensureConns(s)
+}
+
+func (c *Comm) getConn(k realnet.Key) (*conn, error) {
+	c.connMu.Lock()
+	cn, ok := c.conns[k]
+	c.connMu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("comm: rank %d: connection %v not open", c.rank, k)
+	}
+	return cn, nil
+}
+
+// ref resolves a schedule buffer reference to a byte range of the operation's buffers.
+func ref(b *opBufs, r *coll.BufRef, n int64) ([]byte, error) {
+	buf := b.send
+	if r.Buf == coll.BufRecv {
+		buf = b.recv
+	}
+	if r.Offset < 0 || r.Offset+n > int64(len(buf)) {
+		return nil, fmt.Errorf("comm: schedule reads %s[%d:%d] of a %d-byte buffer", r.Buf, r.Offset, r.Offset+n, len(buf))
+	}
+	return buf[r.Offset : r.Offset+n], nil
+}
+
+func sameStart(a, b []byte) bool {
+	return len(a) > 0 && len(b) > 0 && unsafe.SliceData(a) == unsafe.SliceData(b)
+}
+
+// runProgram runs one rank's program on one channel, following Deps (lanes run concurrently).
+func (c *Comm) runProgram(s *coll.Schedule, p *coll.Program, bufs []opBufs, calls []*call) error {
+	lanes := map[int][]int{}
+	var order []int
+	for i := range p.Steps {
+		l := p.Steps[i].Lane
+		if _, ok := lanes[l]; !ok {
+			order = append(order, l)
+		}
+		lanes[l] = append(lanes[l], i)
+	}
+	if len(order) <= 1 {
+		var sc scratch
+		for i := range p.Steps {
+			if err := c.runStep(s, &p.Steps[i], bufs, calls, &sc); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	done := make([]chan struct{}, len(p.Steps))
+	for i := range done {
+		done[i] = make(chan struct{})
+	}
+	abort := make(chan struct{})
+	var once sync.Once
+	errs := make([]error, len(order))
+	var wg sync.WaitGroup
+	for li, l := range order {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var sc scratch
+			for _, i := range lanes[l] {
+				for _, d := range p.Steps[i].Deps {
+					if d < 0 || d >= len(done) {
+						errs[li] = fmt.Errorf("comm: step %d depends on step %d of %d", i, d, len(done))
+						once.Do(func() { close(abort) })
+						return
+					}
+					select {
+					case <-done[d]:
+					case <-abort:
+						return
+					}
+				}
+				if err := c.runStep(s, &p.Steps[i], bufs, calls, &sc); err != nil {
+					errs[li] = err
+					once.Do(func() { close(abort) })
+					c.fail(err)
+					return
+				}
+				close(done[i])
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr(errs)
+}
+
+// scratch holds a step's private result (out) and a receive buffer for transports without
+// DirectReceiver (rx).
+type scratch struct{ out, rx []byte }
+
+// runStep executes one primitive (schedule.go rule 4).
+func (c *Comm) runStep(s *coll.Schedule, st *coll.Step, bufs []opBufs, calls []*call, sc *scratch) error {
+	if st.Op < 0 || st.Op >= len(bufs) {
+		return fmt.Errorf("comm: step %d names operation %d of %d", st.Index, st.Op, len(bufs))
+	}
+	b := &bufs[st.Op]
+	k := calls[st.Op]
+	n := st.Bytes
+	var src, dst []byte
+	var err error
+	if st.Src != nil {
+		if src, err = ref(b, st.Src, n); err != nil {
+			return err
+		}
+	}
+	if st.Dst != nil {
+		if dst, err = ref(b, st.Dst, n); err != nil {
+			return err
+		}
+	}
+	prim := st.Prim
+	// out is where the step's result lives: Dst when the primitive writes one, else scratch.
+	var out []byte
+	switch {
+	case prim.WritesDst() && dst != nil:
+		out = dst
+	case prim.Receives():
+		if int64(cap(sc.out)) < n {
+			sc.out = make([]byte, n)
+		}
+		out = sc.out[:n]
+	default:
+		out = src // Send: the local data itself
+	}
+	if prim.ReadsSrc() && src == nil && prim != coll.Send {
+		return fmt.Errorf("comm: step %d (%v) has no source", st.Index, prim)
+	}
+	if prim == coll.Reduce {
+		if dst == nil || src == nil {
+			return fmt.Errorf("comm: step %d (Reduce) needs a source and a destination", st.Index)
+		}
+		if err := Reduce(k.dt, k.op, dst, src); err != nil {
+			return err
+		}
+		out = dst
+	} else if prim.Reduces() {
+		if !sameStart(out, src) {
+			copy(out, src)
+		}
+		for _, x := range st.Recv {
+			key, err := c.keyOf(s, x.Conn)
+			if err != nil {
+				return err
+			}
+			cn, err := c.getConn(key)
+			if err != nil {
+				return err
+			}
+			off := 0
+			var rerr error
+			cn.recvMu.Lock()
+			sc.rx, err = realnet.RecvFunc(cn.c, int(n), time.Now().Add(c.cfg.Timeout), sc.rx, func(piece []byte) {
+				if rerr == nil {
+					rerr = Reduce(k.dt, k.op, out[off:off+len(piece)], piece)
+				}
+				off += len(piece)
+			})
+			cn.recvMu.Unlock()
+			if err != nil {
+				return c.remote(key, err)
+			}
+			if rerr != nil {
+				return rerr
+			}
+		}
+	} else if prim.Receives() {
+		if len(st.Recv) != 1 {
+			return fmt.Errorf("comm: step %d (%v) receives %d messages, want 1", st.Index, prim, len(st.Recv))
+		}
+		key, err := c.keyOf(s, st.Recv[0].Conn)
+		if err != nil {
+			return err
+		}
+		cn, err := c.getConn(key)
+		if err != nil {
+			return err
+		}
+		cn.recvMu.Lock()
+		err = cn.c.Recv(out, time.Now().Add(c.cfg.Timeout))
+		cn.recvMu.Unlock()
+		if err != nil {
+			return c.remote(key, err)
+		}
+	} else if (prim == coll.Copy || prim == coll.CopySend) && dst != nil && !sameStart(dst, src) {
+		copy(dst, src)
+		out = dst
+	}
+	if st.PostOp && k.op == coll.Avg && !isFloat(k.dt) {
+		DivideInt(k.dt, out, c.n)
+	}
+	for _, x := range st.Send {
+		key, err := c.keyOf(s, x.Conn)
+		if err != nil {
+			return err
+		}
+		cn, err := c.getConn(key)
+		if err != nil {
+			return err
+		}
+		cn.sendMu.Lock()
+		err = cn.c.Send(out, time.Now().Add(c.cfg.Timeout))
+		cn.sendMu.Unlock()
+		if err != nil {
+			return c.remote(key, err)
+		}
+	}
+	return nil
+}
+
+// remote wraps a transport error with the place and ErrRemote (unless it was a local abort).
+func (c *Comm) remote(k realnet.Key, err error) error {
+	if errors.Is(err, realnet.ErrClosed) {
+		if e := c.GetAsyncError(); e != nil {
+			return e
+		}
+		return fmt.Errorf("rank %d: %v: %w", c.rank, k, err)
+	}
+	return fmt.Errorf("rank %d: %w: %v (%s): %w", c.rank, ErrRemote, k, c.tr.kind[k.Peer], err)
+}

@@ -1,0 +1,224 @@
+package comm
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/simccl/simccl/coll"
+)
+
+// Reductions on host memory. Buffers are byte slices holding elements of one coll.DataType (native
+// byte order); lengths are multiples of the element size. Semantics follow NCCL (fact sheet §8.1):
+// Sum, Prod, Min, Max elementwise; Avg runs as PreMulSum with 1/nRanks for floating types (the
+// scalar converted to the element type first) and as Sum followed by a division by nRanks for
+// integer types; the narrow float types are widened to float32, combined, and rounded back.
+
+type integer interface {
+	~int8 | ~uint8 | ~int32 | ~uint32 | ~int64 | ~uint64
+}
+
+type number interface {
+	integer | ~float32 | ~float64
+}
+
+func view[T any](b []byte) []T {
+	if len(b) == 0 {
+		return nil
+	}
+	var z T
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(z)))
+}
+
+func reduceNum[T number](op coll.RedOp, d, s []T) {
+	s = s[:len(d)]
+	switch op {
+	case coll.Sum, coll.Avg, coll.PreMulSum:
+		for i := range d {
+			d[i] += s[i]
+		}
+	case coll.Prod:
+		for i := range d {
+			d[i] *= s[i]
+		}
+	case coll.Max:
+		for i := range d {
+			if s[i] > d[i] {
+				d[i] = s[i]
+			}
+		}
+	case coll.Min:
+		for i := range d {
+			if s[i] < d[i] {
+				d[i] = s[i]
+			}
+		}
+	}
+}
+
+// reduceNarrow combines narrow floats (16- or 8-bit codes) through float32.
+func reduceNarrow[T uint8 | uint16](op coll.RedOp, d, s []T, widen func(T) float32, narrow func(float32) T) {
+	s = s[:len(d)]
+	switch op {
+	case coll.Sum, coll.Avg, coll.PreMulSum:
+		for i := range d {
+			d[i] = narrow(widen(d[i]) + widen(s[i]))
+		}
+	case coll.Prod:
+		for i := range d {
+			d[i] = narrow(widen(d[i]) * widen(s[i]))
+		}
+	case coll.Max:
+		for i := range d {
+			if widen(s[i]) > widen(d[i]) {
+				d[i] = s[i]
+			}
+		}
+	case coll.Min:
+		for i := range d {
+			if widen(s[i]) < widen(d[i]) {
+				d[i] = s[i]
+			}
+		}
+	}
+}
+
+func f16w(h uint16) float32  { return halfTable[h] }
+func f16n(f float32) uint16  { return Float32ToHalf(f) }
+func bf16w(h uint16) float32 { return Bfloat16ToFloat32(h) }
+func bf16n(f float32) uint16 { return Float32ToBfloat16(f) }
+func e4m3w(c uint8) float32  { return fp8e4m3.dec[c] }
+func e4m3n(f float32) uint8  { return fp8e4m3.encode(f) }
+func e5m2w(c uint8) float32  { return fp8e5m2.dec[c] }
+func e5m2n(f float32) uint8  { return fp8e5m2.encode(f) }
+func isFloat(t coll.DataType) bool {
+	switch t {
+	case coll.Float16, coll.Float32, coll.Float64, coll.Bfloat16, coll.Float8e4m3, coll.Float8e5m2:
+		return true
+	}
+	return false
+}
+
+// Reduce folds src into dst (dst = dst op src) for n = len(dst)/elt elements. Avg and PreMulSum
+// combine as Sum (their scaling is applied to the inputs or the result, see Scale and DivideInt).
+func Reduce(t coll.DataType, op coll.RedOp, dst, src []byte) error {
+	if len(src) < len(dst) {
+		return fmt.Errorf("comm: reduce: source of %d bytes shorter than destination of %d", len(src), len(dst))
+	}
+	switch t {
+	case coll.Int8:
+		reduceNum(op, view[int8](dst), view[int8](src))
+	case coll.Uint8:
+		reduceNum(op, view[uint8](dst), view[uint8](src))
+	case coll.Int32:
+		reduceNum(op, view[int32](dst), view[int32](src))
+	case coll.Uint32:
+		reduceNum(op, view[uint32](dst), view[uint32](src))
+	case coll.Int64:
+		reduceNum(op, view[int64](dst), view[int64](src))
+	case coll.Uint64:
+		reduceNum(op, view[uint64](dst), view[uint64](src))
+	case coll.Float32:
+		reduceNum(op, view[float32](dst), view[float32](src))
+	case coll.Float64:
+		reduceNum(op, view[float64](dst), view[float64](src))
+	case coll.Float16:
+		reduceNarrow(op, view[uint16](dst), view[uint16](src), f16w, f16n)
+	case coll.Bfloat16:
+		reduceNarrow(op, view[uint16](dst), view[uint16](src), bf16w, bf16n)
+	case coll.Float8e4m3:
+		reduceNarrow(op, view[uint8](dst), view[uint8](src), e4m3w, e4m3n)
+	case coll.Float8e5m2:
+		reduceNarrow(op, view[uint8](dst), view[uint8](src), e5m2w, e5m2n)
+	default:
+		return fmt.Errorf("comm: reduce: unknown data type %v", t)
+	}
+	return nil
+}
+
+func scaleNum[T number](d, s []T, k T) {
+	s = s[:len(d)]
+	for i := range d {
+		d[i] = s[i] * k
+	}
+}
+
+func scaleNarrow[T uint8 | uint16](d, s []T, k float64, widen func(T) float32, narrow func(float32) T) {
+	s = s[:len(d)]
+	kk := widen(narrow(float32(k))) // the scalar in the element type, as NCCL converts it
+	for i := range d {
+		d[i] = narrow(widen(s[i]) * kk)
+	}
+}
+
+// Scale writes dst = src × k (PreMulSum's pre-multiplication; Avg's 1/nRanks for floats). For
+// integer types k is truncated to the type (PreMulSum with an integer scalar).
+func Scale(t coll.DataType, dst, src []byte, k float64) error {
+	switch t {
+	case coll.Int8:
+		scaleNum(view[int8](dst), view[int8](src), int8(int64(k)))
+	case coll.Uint8:
+		scaleNum(view[uint8](dst), view[uint8](src), uint8(int64(k)))
+	case coll.Int32:
+		scaleNum(view[int32](dst), view[int32](src), int32(int64(k)))
+	case coll.Uint32:
+		scaleNum(view[uint32](dst), view[uint32](src), uint32(int64(k)))
+	case coll.Int64:
+		scaleNum(view[int64](dst), view[int64](src), int64(k))
+	case coll.Uint64:
+		scaleNum(view[uint64](dst), view[uint64](src), uint64(int64(k)))
+	case coll.Float32:
+		scaleNum(view[float32](dst), view[float32](src), float32(k))
+	case coll.Float64:
+		scaleNum(view[float64](dst), view[float64](src), k)
+	case coll.Float16:
+		scaleNarrow(view[uint16](dst), view[uint16](src), k, f16w, f16n)
+	case coll.Bfloat16:
+		scaleNarrow(view[uint16](dst), view[uint16](src), k, bf16w, bf16n)
+	case coll.Float8e4m3:
+		scaleNarrow(view[uint8](dst), view[uint8](src), k, e4m3w, e4m3n)
+	case coll.Float8e5m2:
+		scaleNarrow(view[uint8](dst), view[uint8](src), k, e5m2w, e5m2n)
+	default:
+		return fmt.Errorf("comm: scale: unknown data type %v", t)
+	}
+	return nil
+}
+
+func divNum[T integer](d []T, n T) {
+	for i := range d {
+		d[i] /= n
+	}
+}
+
+// DivideInt divides integer elements by n in place (Avg on integer types: sum, then divide, with
+// Go's truncating division, as C's). Floating types are left alone (their Avg was a pre-multiply).
+func DivideInt(t coll.DataType, buf []byte, n int) {
+	switch t {
+	case coll.Int8:
+		divNum(view[int8](buf), int8(n))
+	case coll.Uint8:
+		divNum(view[uint8](buf), uint8(n))
+	case coll.Int32:
+		divNum(view[int32](buf), int32(n))
+	case coll.Uint32:
+		divNum(view[uint32](buf), uint32(n))
+	case coll.Int64:
+		divNum(view[int64](buf), int64(n))
+	case coll.Uint64:
+		divNum(view[uint64](buf), uint64(n))
+	}
+}
+
+// preScale is the factor applied to every input before summing, or 0 for none.
+func preScale(t coll.DataType, op coll.RedOp, scalar float64, nranks int) float64 {
+	switch {
+	case op == coll.Avg && isFloat(t):
+		return 1 / float64(nranks)
+	case op == coll.PreMulSum:
+		return scalar
+	}
+	return 0
+}
+
+var _ = math.Inf
