@@ -27,6 +27,8 @@ func Supported(f tuning.Func, a tuning.Algo) bool {
 		return f <= tuning.AllReduce
 	case tuning.Tree:
 		return f == tuning.AllReduce
+	case tuning.PAT:
+		return f == tuning.AllGather || f == tuning.ReduceScatter
 	}
 	return false
 }
@@ -101,7 +103,7 @@ func (p *Plan) check() error {
 		return fmt.Errorf("function %v unknown", p.Func)
 	}
 	if !Supported(p.Func, p.Algo) {
-		return fmt.Errorf("%w: %v with algorithm %v (supported: Ring for all collectives, Tree for AllReduce; SendRecv/AllToAll ignore the algorithm)", ErrUnsupported, p.Func, p.Algo)
+		return fmt.Errorf("%w: %v with algorithm %v (supported: Ring for all collectives, Tree for AllReduce, PAT for AllGather/ReduceScatter; SendRecv/AllToAll ignore the algorithm)", ErrUnsupported, p.Func, p.Algo)
 	}
 	if p.ChunkSize < 0 {
 		return fmt.Errorf("chunk size %d is negative", p.ChunkSize)
@@ -371,6 +373,8 @@ func (b *builder) addOp(p *Plan) error {
 		return b.ring(p, ck)
 	case tuning.Tree:
 		return b.tree(p, ck)
+	case tuning.PAT:
+		return b.pat(p, ck)
 	}
 	return fmt.Errorf("%w: algorithm %v", ErrUnsupported, p.Algo)
 }

@@ -189,6 +189,7 @@ func TestCollectivesMatchDefinition(t *testing.T) {
 		{tuning.AllReduce, tuning.Ring}, {tuning.AllGather, tuning.Ring}, {tuning.ReduceScatter, tuning.Ring},
 		{tuning.Broadcast, tuning.Ring}, {tuning.Reduce, tuning.Ring}, {tuning.AllReduce, tuning.Tree},
 		{tuning.AllToAll, tuning.Ring}, {tuning.SendRecv, tuning.Ring},
+		{tuning.AllGather, tuning.PAT}, {tuning.ReduceScatter, tuning.PAT},
 	}
 	counts := []int64{0, 1, 7, 131, 1003}
 	ops := []RedOp{Sum, Prod, Max, Min, Avg}
