@@ -36,27 +36,30 @@ const (
 
 // Graphs is a whole graph dump.
 type Graphs struct {
-	Graphs []GraphDump
+	Graphs []GraphDump `json:"graphs"`
 	// HexIDs writes dev ids as NCCL 2.28 does, C's "%#lx" ("0", "0x1", "0x100000000000000");
 	// false writes them in decimal as older releases did. ReadGraphs sets it when any dev id in
 	// the input is written in hex.
-	HexIDs bool
+	HexIDs bool `json:"hexIds"`
 }
 
 // GraphDump is one <graph>: the result of one channel search (NCCL's struct ncclTopoGraph).
 type GraphDump struct {
-	ID        int // 0 ring, 1 tree, 2 CollNet chain, 3 NVLS, 4 CollNet direct
-	Pattern   int // NCCL_TOPO_PATTERN_*: 1 balanced tree, 2 split tree, 3 tree, 4 ring, 5 NVLS, 6 CollNet direct
-	CrossNic  int
-	NChannels int // as written; not checked against len(Channels)
+	ID        int `json:"id"`      // 0 ring, 1 tree, 2 CollNet chain, 3 NVLS, 4 CollNet direct
+	Pattern   int `json:"pattern"` // NCCL_TOPO_PATTERN_*: 1 balanced tree, 2 split tree, 3 tree, 4 ring, 5 NVLS, 6 CollNet direct
+	CrossNic  int `json:"crossNic"`
+	NChannels int `json:"nChannels"` // as written; not checked against len(Channels)
 	// SpeedIntra and SpeedInter are bwIntra and bwInter in GB/s per channel; LatencyInter is µs.
-	SpeedIntra, SpeedInter, LatencyInter float64
+	SpeedIntra   float64 `json:"speedIntra"`
+	SpeedInter   float64 `json:"speedInter"`
+	LatencyInter float64 `json:"latencyInter"`
 	// TypeIntra and TypeInter are path type names (LOC, NVL, NVB, C2C, PIX, PXB, P2C, PXN, PHB, SYS, NET).
-	TypeIntra, TypeInter string
-	SameChannels         int
-	Channels             []Channel
+	TypeIntra    string    `json:"typeIntra"`
+	TypeInter    string    `json:"typeInter"`
+	SameChannels int       `json:"sameChannels"`
+	Channels     []Channel `json:"channels"`
 	// Line is where the <graph> element starts in the input (0 for graphs built in code).
-	Line int
+	Line int `json:"line,omitempty"`
 }
 
 // Channel is one <channel>: the GPUs in order and the NET devices the channel starts and ends
@@ -64,8 +67,8 @@ type GraphDump struct {
 type Channel struct {
 	// Nets are the <net dev> ids in input order. On output the first is written before the GPUs
 	// and the others after them, which is where NCCL puts them.
-	Nets []int64
-	GPUs []int64 // <gpu dev> ids in input order
+	Nets []int64 `json:"nets"`
+	GPUs []int64 `json:"gpus"` // <gpu dev> ids in input order
 }
 
 // ReadGraphs decodes a graph dump. Unknown attributes are ignored (NCCL ignores them too);
@@ -87,6 +90,15 @@ func ReadGraphs(doc *Document) (*Graphs, error) {
 		gs.Graphs = append(gs.Graphs, g)
 	}
 	return gs, nil
+}
+
+// ReadGraphsFile reads the graph dump at path (an NCCL_GRAPH_DUMP_FILE).
+func ReadGraphsFile(path string) (*Graphs, error) {
+	doc, err := ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ReadGraphs(doc)
 }
 
 // ParseGraphs reads a graph dump held in memory; name is used in error messages.

@@ -53,6 +53,10 @@ func TestGraphsCorpus(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			fromFile, err := ReadGraphsFile(f)
+			if err != nil || !reflect.DeepEqual(fromFile, gs) {
+				t.Fatalf("ReadGraphsFile differs from ParseGraphs: %v", err)
+			}
 			got := summary(gs)
 			golden := filepath.Join("testdata", strings.TrimSuffix(base, ".xml")+".txt")
 			if *update {
