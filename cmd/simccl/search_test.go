@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSearchCommand(t *testing.T) {
+	var out, errb bytes.Buffer
+	topo := filepath.Join("..", "..", "testdata", "nccl", "h200x2", "real_topo.xml")
+	dump := filepath.Join(t.TempDir(), "graph.xml")
+	if rc := mainRun([]string{"search", "--topo", topo, "--nvls", "off", "--graph-dump", dump}, &out, &errb); rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	// NCCL 2.28.9 printed these on the machine (testdata/nccl/h200x2/real.677.log).
+	for _, want := range []string{
+		"=== System : maxBw 370.8 totalBw 370.8 ===",
+		"Pattern 4, crossNic 0, nChannels 12, bw 30.000000/30.000000, type NVL/PIX, sameChannels 1",
+		" 0 : GPU/0-60 GPU/0-70",
+		"Pattern 1, crossNic 0, nChannels 12, bw 60.000000/60.000000, type NVL/PIX, sameChannels 0",
+		"24 coll channels",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	got, err := os.ReadFile(dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := os.ReadFile(filepath.Join("..", "..", "testdata", "nccl", "h200x2", "real_graph.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(ref) {
+		t.Errorf("--graph-dump differs from NCCL's dump:\n%s", got)
+	}
+
+	// --graph loads instead of searching (the Azure NC A100 v4 hand-written NCCL_GRAPH_FILE).
+	out.Reset()
+	args := []string{"search", "--json", "--topo", filepath.Join("..", "..", "testdata", "topos", "azure-ncv4-a100pcie.xml"),
+		"--graph", filepath.Join("..", "..", "testdata", "topos", "azure-ncv4-a100pcie-graph.xml")}
+	if rc := mainRun(args, &out, &errb); rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	var v struct {
+		Ring struct {
+			NChannels int     `json:"nChannels"`
+			BwIntra   float64 `json:"bwIntra"`
+			TypeIntra string  `json:"typeIntra"`
+			Intra     [][]int `json:"intra"`
+		} `json:"ring"`
+		Tree struct {
+			NChannels int `json:"nChannels"`
+		} `json:"tree"`
+		NChannels int `json:"nChannels"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Ring.NChannels != 2 || v.Ring.BwIntra != 12 || v.Ring.TypeIntra != "SYS" || len(v.Ring.Intra) != 2 ||
+		v.Ring.Intra[1][1] != 3 || v.Tree.NChannels != 4 || v.NChannels != 4 {
+		t.Errorf("loaded graphs: %+v", v)
+	}
+
+	for _, bad := range [][]string{
+		{"search", "--nodes", "0"},
+		{"search", "--cross-nic", "3"},
+		{"search", "--nvls", "maybe"},
+		{"search", "--nccl-version", "1.0"},
+		{"search", "extra"},
+	} {
+		errb.Reset()
+		if rc := mainRun(bad, &out, &errb); rc != 2 {
+			t.Errorf("%v: rc %d, want 2 (%s)", bad, rc, errb.String())
+		}
+	}
+	badGraph := filepath.Join(t.TempDir(), "bad.xml")
+	if err := os.WriteFile(badGraph, []byte(`<graphs version="1"><graph id="0" pattern="4" crossnic="0" nchannels="1" speedintra="1" speedinter="1" typeintra="NVL" typeinter="PIX" samechannels="1"><channel><gpu dev="7"/><gpu dev="1"/></channel></graph></graphs>`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range [][]string{
+		{"search", "--topo", "/nonexistent.xml"},
+		{"search", "--topo", topo, "--graph", badGraph},
+	} {
+		errb.Reset()
+		if rc := mainRun(bad, &out, &errb); rc != 1 || errb.Len() == 0 {
+			t.Errorf("%v: rc %d, want 1 with a message (%q)", bad, rc, errb.String())
+		}
+	}
+	if !strings.Contains(errb.String(), "bad.xml:1") || !strings.Contains(errb.String(), "dev 0x7") {
+		t.Errorf("graph file error does not name the file, line and dev: %q", errb.String())
+	}
+}
