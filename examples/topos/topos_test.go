@@ -97,3 +97,72 @@ func TestExamplesParse(t *testing.T) {
 		}
 	}
 }
+
+// TestExamplesConsistent checks what NCCL would trip over in a hand-written file: GPU ranks are
+// 0..n-1 once each, NET devs are unique, every GPU-to-GPU NVLink names a GPU of the file and is
+// matched by a link back with the same count, and every GPU uses as many NVLinks as its
+// generation has (NCCL 2.28 probes 6 links for sm7x, 12 for sm8x, 18 for sm90+; fact sheet §1.3).
+func TestExamplesConsistent(t *testing.T) {
+	linksPerGPU := map[string]int{"70": 6, "80": 12, "90": 18, "100": 18}
+	for _, name := range Names() {
+		data, _ := Get(name)
+		doc, err := xml.ParseBytes(data, name+".xml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		root := doc.Root()
+		gpuAt := map[int64]map[int64]int64{} // busid -> target busid -> count
+		ranks := map[int64]bool{}
+		gpus := root.FindElements("//gpu")
+		for _, g := range gpus {
+			busid, err := doc.RequireBusID(g.Parent(), "busid")
+			if err != nil {
+				t.Fatal(err)
+			}
+			rank, err := doc.RequireInt(g, "rank")
+			if err != nil || ranks[rank] || rank < 0 || rank >= int64(len(gpus)) {
+				t.Errorf("%s:%d: bad or repeated rank %d (%v)", name, doc.Line(g), rank, err)
+			}
+			ranks[rank] = true
+			peers := map[int64]int64{}
+			total := int64(0)
+			for _, l := range g.SelectElements("nvlink") {
+				target, err := doc.RequireBusID(l, "target")
+				if err != nil {
+					t.Fatal(err)
+				}
+				count, err := doc.RequireInt(l, "count")
+				if err != nil {
+					t.Fatal(err)
+				}
+				total += count
+				if tc, _ := xml.Attr(l, "tclass"); strings.HasPrefix(tc, "0x03") {
+					peers[target] = count
+				}
+			}
+			sm, _ := xml.Attr(g, "sm")
+			if want, ok := linksPerGPU[sm]; ok && len(g.SelectElements("nvlink")) > 0 && total != int64(want) {
+				t.Errorf("%s:%d: GPU with sm %s uses %d NVLinks, want %d", name, doc.Line(g), sm, total, want)
+			}
+			gpuAt[busid] = peers
+		}
+		for from, peers := range gpuAt {
+			for to, count := range peers {
+				back, ok := gpuAt[to]
+				if !ok {
+					t.Errorf("%s: NVLink from %#x to %#x, which is not a GPU of the file", name, from, to)
+				} else if back[from] != count {
+					t.Errorf("%s: NVLink %#x->%#x count %d, back %d", name, from, to, count, back[from])
+				}
+			}
+		}
+		devs := map[string]bool{}
+		for _, n := range root.FindElements("//net") {
+			dev, _ := xml.Attr(n, "dev")
+			if devs[dev] {
+				t.Errorf("%s:%d: net dev %s twice", name, doc.Line(n), dev)
+			}
+			devs[dev] = true
+		}
+	}
+}
