@@ -141,7 +141,11 @@ func FromXML(doc *xml.Document, opt Options) (*System, error) {
 		return nil, &topoError{errors.New(s.Warnings[0])}
 	}
 	if err := s.computeAll(b.codes); err != nil {
-		return nil, &topoError{fmt.Errorf("%s: %w", doc.Name, err)}
+		var xe *xml.Error
+		if !errors.As(err, &xe) {
+			err = fmt.Errorf("%s: %w", doc.Name, err)
+		}
+		return nil, &topoError{err}
 	}
 	return s, nil
 }
@@ -665,6 +669,9 @@ func (b *builder) addNIC(e *etree.Element, nic *Node, sid int) error {
 			return err
 		}
 		if mbps <= 0 {
+			if _, given := attr(ne, "speed"); given {
+				b.warnf(ne, "<net speed=%g>: not positive; NCCL uses 10000 Mb/s", mbps)
+			}
 			mbps = 10000 // speed ≤ 0 → 10 Gb/s (§1.3)
 		}
 		info.Speed = f32(mbps / 8000)

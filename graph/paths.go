@@ -3,6 +3,8 @@ package graph
 import (
 	"fmt"
 	"sort"
+
+	"github.com/simccl/simccl/topo/xml"
 )
 
 // computeAll runs what NCCL runs after building the graph (init.cc): paths, trimming of GPUs
@@ -110,8 +112,9 @@ func (s *System) setPaths(base *Node) error {
 					}
 				}
 				if rev == nil {
-					return fmt.Errorf("no reverse link from %s to %s for the %s link %s→%s (a one-way link: NCCL fails here with \"Failed to find reverse path\")",
-						rem.label(), node.label(), link.Type, node.label(), rem.label())
+					return &xml.Error{File: s.Name, Line: node.line, Msg: fmt.Sprintf(
+						"no %s link from %s back to %s: a one-way link (NCCL fails with \"Failed to find reverse path\")",
+						link.Type, rem.label(), node.label())}
 				}
 				links := make([]*Link, 0, hops)
 				links = append(links, rev)
@@ -443,12 +446,13 @@ func mirrorBits(val, pow2 int) int {
 	return m
 }
 
-// findUnreachable records GPU pairs without any path (type DIS), so that callers can report them.
+// findUnreachable records GPU pairs without any route (DIS, or NET with no links: other hosts
+// with nothing between them), so that callers can report them.
 func (s *System) findUnreachable() {
 	s.Unreachable = nil
 	for _, a := range s.Nodes[GPU] {
 		for _, b := range s.Nodes[GPU] {
-			if a != b && a.path(GPU, b.Index).Type == PathDIS {
+			if p := a.path(GPU, b.Index); a != b && (p.Type == PathDIS || len(p.Links) == 0) {
 				s.Unreachable = append(s.Unreachable, fmt.Sprintf("GPU rank %d (%s) has no path to GPU rank %d (%s)", a.GPU.Rank, a.label(), b.GPU.Rank, b.label()))
 			}
 		}

@@ -1,0 +1,187 @@
+package graph
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simccl/simccl/topo/xml"
+)
+
+const cpuOpen = `<system version="1">
+<cpu host_hash="0x1" numaid="0" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143">
+`
+
+func gpuPCI(bus string, rank int, inner string) string {
+	return fmt.Sprintf(`<pci busid="%s" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16">
+<gpu dev="%d" sm="90" rank="%d" gdr="1">%s</gpu>
+</pci>
+`, bus, rank, rank, inner)
+}
+
+func build(t *testing.T, text string, opt Options) (*System, error) {
+	t.Helper()
+	doc, err := xml.ParseBytes([]byte(text), "t.xml")
+	if err != nil {
+		return nil, err
+	}
+	return FromXML(doc, opt)
+}
+
+// TestErrors: each bad input fails with one clear line that names the file and, where there
+// is one, the line of the offending element. None panics or hangs.
+func TestErrors(t *testing.T) {
+	nvs := `<nvlink target="fffffff:ff:ff.0" count="18" tclass="0x068000"/>`
+	cases := []struct {
+		name, xml string
+		opt       Options
+		want      string // substring; "t.xml:N:" checks the line
+	}{
+		{"missing busid", cpuOpen + `<pci class="0x060400"/></cpu></system>`, Options{}, "t.xml:3: <pci> without busid"},
+		{"bad busid", cpuOpen + gpuPCI("0000:zz:00.0", 0, "") + `</cpu></system>`, Options{}, `t.xml:3: <pci>: bad busid "0000:zz:00.0"`},
+		{"negative nvlink count", cpuOpen + gpuPCI("0000:01:00.0", 0, `<nvlink target="fffffff:ff:ff.0" count="-2" tclass="0x068000"/>`) + `</cpu></system>`, Options{}, "t.xml:4: <nvlink count=-2>: negative link count"},
+		{"non-numeric nvlink count", cpuOpen + gpuPCI("0000:01:00.0", 0, `<nvlink target="fffffff:ff:ff.0" count="lots" tclass="0x068000"/>`) + `</cpu></system>`, Options{}, `t.xml:4: <nvlink count="lots">: not an integer`},
+		{"nvlink without count", cpuOpen + gpuPCI("0000:01:00.0", 0, `<nvlink target="fffffff:ff:ff.0" tclass="0x068000"/>`) + `</cpu></system>`, Options{}, "t.xml:4: <nvlink> without count"},
+		{"duplicate rank", cpuOpen + gpuPCI("0000:01:00.0", 0, nvs) + gpuPCI("0000:02:00.0", 0, nvs) + `</cpu></system>`, Options{}, "t.xml:7: duplicate rank 0 (also on line 4)"},
+		{"zero nvlink count (strict)", cpuOpen + gpuPCI("0000:01:00.0", 0, `<nvlink target="fffffff:ff:ff.0" count="0" tclass="0x068000"/>`) + gpuPCI("0000:02:00.0", 1, nvs) + `</cpu></system>`, Options{Strict: true}, `t.xml:4: GPU rank 0: <nvlink target="fffffff:ff:ff.0" count="0">: a link of bandwidth 0`},
+		{"negative link width", cpuOpen + `<pci busid="0000:01:00.0" class="0x030200" link_width="-4"><gpu dev="0" sm="90" rank="0"/></pci></cpu></system>`, Options{}, "t.xml:3: <pci link_width=-4>: negative"},
+		{"negative c2c bandwidth", cpuOpen + gpuPCI("0000:01:00.0", 0, `<c2c bw="-5" count="2"/>`) + `</cpu></system>`, Options{}, "t.xml:4: <c2c bw=-5 count=2>: negative"},
+		{"zero net speed (strict)", cpuOpen + gpuPCI("0000:01:00.0", 0, "") + `<nic><net name="x" dev="0" speed="0"/></nic></cpu></system>`, Options{Strict: true}, `t.xml:6: <net speed=0>: not positive`},
+		{"nvlink to nowhere (strict)", cpuOpen + gpuPCI("0000:01:00.0", 0, `<nvlink target="0000:99:00.0" count="4" tclass="0x030200"/>`) + `</cpu></system>`, Options{Strict: true}, `t.xml:4: GPU rank 0: <nvlink target="0000:99:00.0"> names no GPU of the topology`},
+		{"one-way GPU nvlink", cpuOpen + gpuPCI("0000:01:00.0", 0, `<nvlink target="0000:02:00.0" count="4" tclass="0x030200"/>`) + gpuPCI("0000:02:00.0", 1, "") + `</cpu></system>`, Options{}, "t.xml:4: no NVL link from GPU/0-2000 back to GPU/0-1000"},
+		{"no GPU", cpuOpen + `<pci busid="0000:01:00.0" class="0x060400"/></cpu></system>`, Options{}, "t.xml:1: no GPU with a rank"},
+		{"gpu without rank only", cpuOpen + `<pci busid="0000:01:00.0" class="0x030200"><gpu dev="0" sm="90"/></pci></cpu></system>`, Options{}, "no GPU with a rank"},
+		{"gpu without sm", cpuOpen + `<pci busid="0000:01:00.0" class="0x030200"><gpu dev="0" rank="0"/></pci></cpu></system>`, Options{}, "t.xml:3: <gpu> without sm"},
+		{"cpu without numaid", `<system version="1"><cpu arch="x86_64"/></system>`, Options{}, "t.xml:1: <cpu> without numaid"},
+		{"local rank absent", cpuOpen + gpuPCI("0000:01:00.0", 0, "") + `</cpu></system>`, Options{LocalRank: 3}, "t.xml: local rank 3 is not in the topology (ranks [0])"},
+		{"graph dump", `<graphs version="1"></graphs>`, Options{}, "t.xml:1: <graphs> is not a topology"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := build(t, c.xml, c.opt)
+			if err == nil {
+				t.Fatalf("no error, want %q", c.want)
+			}
+			if !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("got %q, want one line containing %q", err, c.want)
+			}
+			if !errors.Is(err, ErrTopology) {
+				t.Errorf("error does not wrap ErrTopology: %v", err)
+			}
+		})
+	}
+}
+
+// TestWarningsWithoutStrict: the inputs NCCL accepts silently load, with a located warning.
+func TestWarningsWithoutStrict(t *testing.T) {
+	nvs := `<nvlink target="fffffff:ff:ff.0" count="18" tclass="0x068000"/>`
+	s, err := build(t, cpuOpen+gpuPCI("0000:01:00.0", 0, `<nvlink target="fffffff:ff:ff.0" count="0" tclass="0x068000"/>`)+gpuPCI("0000:02:00.0", 1, nvs)+`</cpu></system>`, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Warnings) != 1 || !strings.HasPrefix(s.Warnings[0], "t.xml:4:") {
+		t.Fatalf("warnings %q", s.Warnings)
+	}
+	// As NCCL 2.28.9 does (its nvl0 log): a 0 GB/s NVLink, GPUs reach each other through the CPU.
+	g0, g1 := s.Nodes[GPU][0], s.Nodes[GPU][1]
+	if p := s.Path(g0, g1); p.Type != PathPHB || p.BW != 48 {
+		t.Errorf("GPU0→GPU1 %s %.1f, want PHB 48", p.Type, p.BW)
+	}
+	s, err = build(t, cpuOpen+gpuPCI("0000:01:00.0", 0, `<nvlink target="0000:99:00.0" count="4" tclass="0x030200"/>`)+`</cpu></system>`, Options{})
+	if err != nil || len(s.Warnings) != 1 {
+		t.Fatalf("err %v warnings %q", err, s.Warnings)
+	}
+}
+
+// TestTooManyNodes: more GPUs than NCCL_TOPO_MAX_NODES (576 in 2.28, 640 in 2.30) fail at the
+// first one over, naming the limit; 200,000 GPUs fail as fast.
+func TestTooManyNodes(t *testing.T) {
+	gen := func(n int) string {
+		var b strings.Builder
+		b.WriteString(cpuOpen)
+		// 64 GPUs per switch: a CPU or switch has at most NCCL_TOPO_MAX_LINKS (576) links.
+		for i := 0; i < n; i++ {
+			if i%64 == 0 {
+				if i > 0 {
+					b.WriteString("</pci>\n")
+				}
+				fmt.Fprintf(&b, "<pci busid=\"%04x:00:00.0\" class=\"0x060400\">\n", 0x8000+i/64)
+			}
+			fmt.Fprintf(&b, "<pci busid=\"%04x:%02x:00.0\" class=\"0x030200\"><gpu dev=\"%d\" sm=\"90\" rank=\"%d\"/></pci>\n", i>>8, i&0xff, i, i)
+		}
+		if n > 0 {
+			b.WriteString("</pci>\n")
+		}
+		b.WriteString("</cpu></system>")
+		return b.String()
+	}
+	if _, err := build(t, gen(576), Options{}); err != nil {
+		t.Fatalf("576 GPUs: %v", err)
+	}
+	// GPU #577 sits on line 2 header lines + 9 switches × (1+64+1) lines + its switch's line + 1.
+	_, err := build(t, gen(577), Options{})
+	if err == nil || !strings.Contains(err.Error(), "t.xml:598: more than 576 GPU nodes (NCCL_TOPO_MAX_NODES of NCCL 2.28)") {
+		t.Fatalf("577 GPUs: %v", err)
+	}
+	if _, err := build(t, gen(640), Options{Version: V2_30}); err != nil {
+		t.Fatalf("640 GPUs on 2.30: %v", err)
+	}
+	if testing.Short() {
+		t.Skip("200,000 GPUs skipped in -short")
+	}
+	// Parsing 200,000 GPUs is topo/xml's time; FromXML itself must stop at the 577th.
+	doc, err := xml.ParseBytes([]byte(gen(200000)), "t.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = FromXML(doc, Options{})
+	if err == nil || !strings.Contains(err.Error(), "more than 576 GPU nodes") {
+		t.Fatalf("200000 GPUs: %v", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("FromXML took %v to reject 200000 GPUs", d)
+	}
+	t.Logf("FromXML rejected 200000 GPUs in %v", time.Since(start))
+}
+
+// TestUnreachableGPUs: two hosts in one file with nothing between them: every GPU pair across
+// hosts is reported, and each rank keeps only its own host's GPUs (NCCL's trimming), quickly.
+func TestUnreachableGPUs(t *testing.T) {
+	text := `<system version="1">
+<cpu host_hash="0x1" numaid="0" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143">
+` + gpuPCI("0000:01:00.0", 0, "") + `</cpu>
+<cpu host_hash="0x2" numaid="0" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143">
+` + gpuPCI("0000:01:00.0", 1, "") + `</cpu></system>`
+	s, err := build(t, text, Options{LocalRank: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Unreachable) != 2 || !strings.Contains(s.Unreachable[0], "GPU rank 0 (GPU/0-1000) has no path to GPU rank 1 (GPU/1-1000)") {
+		t.Errorf("unreachable %q", s.Unreachable)
+	}
+	if len(s.Nodes[GPU]) != 1 || s.Nodes[GPU][0].GPU.Rank != 1 || !s.Inter {
+		t.Errorf("kept %d GPUs (rank %d), inter %v; want rank 1 alone, inter", len(s.Nodes[GPU]), s.Nodes[GPU][0].GPU.Rank, s.Inter)
+	}
+}
+
+// FuzzFromXML: no input makes FromXML panic or hang.
+func FuzzFromXML(f *testing.F) {
+	f.Add(cpuOpen + gpuPCI("0000:01:00.0", 0, `<nvlink target="fffffff:ff:ff.0" count="18" tclass="0x068000"/>`) + `<nic><net name="a" dev="0" speed="400000" gdr="1"/></nic></cpu></system>`)
+	f.Add(cpuOpen + `<pci busid="0000:10:00.0" class="0x060400" vendor="0x1000" device="0xc030" subsystem_vendor="0x1000" subsystem_device="0x0100"><pcilink target="0000:20:00.0"/><pci busid="0000:11:00.0" class="0x060400" vendor="0x1000" device="0xc030" subsystem_vendor="0x1000" subsystem_device="0x1100">` + gpuPCI("0000:12:00.0", 0, `<c2c bw="40000" count="2"/>`) + `</pci></pci></cpu></system>`)
+	f.Fuzz(func(t *testing.T, text string) {
+		doc, err := xml.ParseBytes([]byte(text), "fuzz.xml")
+		if err != nil {
+			return
+		}
+		s, err := FromXML(doc, Options{})
+		if err == nil {
+			s.Lines()
+			if _, err := s.MarshalJSON(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
