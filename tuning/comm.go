@@ -201,15 +201,14 @@ func DeriveNChannels(c *Comm, cfg *Config) int {
 	if c.DeviceNet && c.NNodes > 1 && n < 16 {
 		n = min(MaxChannels, 2*n) // step 5
 	}
-	lo, hi := 1, MaxChannels
+	// Step 6: NCCL_MAX_NCHANNELS first, then NCCL_MIN_NCHANNELS (duplicating channels up to it).
 	if cfg != nil {
-		if cfg.MinNChannels > 0 {
-			lo = cfg.MinNChannels
-		}
 		if cfg.MaxNChannels > 0 {
-			hi = min(hi, cfg.MaxNChannels)
+			n = min(n, cfg.MaxNChannels)
+		}
+		if cfg.MinNChannels > n {
+			n = min(cfg.MinNChannels, MaxChannels)
 		}
 	}
-	n = min(max(n, lo), hi)
 	return max(n, 1)
 }

@@ -181,6 +181,16 @@ func TestDeriveNChannels(t *testing.T) {
 	if n := DeriveNChannels(c, &Config{MaxNChannels: 16}); n != 16 {
 		t.Errorf("NCCL_MAX_NCHANNELS=16: %d", n)
 	}
+	if n := DeriveNChannels(c, &Config{MinNChannels: 32, MaxNChannels: 16}); n != 32 {
+		t.Errorf("NCCL_MIN_NCHANNELS=32 NCCL_MAX_NCHANNELS=16: %d, want 32 (the minimum is applied last)", n)
+	}
+	tb, err := Model(workedExample(), &Config{MaxNChannels: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch, _ := tb.SelectBytes(AllReduce, 1<<30); tb.NChannels != 4 || ch.ChannelHi != 3 {
+		t.Errorf("NCCL_MAX_NCHANNELS=4: NChannels %d, 1 GiB on channels {%d..%d}", tb.NChannels, ch.ChannelLo, ch.ChannelHi)
+	}
 	c.NNodes, c.NRanks = 2, 16
 	c.Graphs[GraphRing].NChannels, c.Graphs[GraphTree].NChannels = 4, 4
 	c.Graphs[GraphRing].BwIntra = 48

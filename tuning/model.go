@@ -58,11 +58,11 @@ func Model(comm *Comm, cfg *Config) (*Table, error) {
 	if t.NChannels == 0 {
 		t.NChannels = DeriveNChannels(comm, cfg)
 	} else {
-		if cfg.MinNChannels > 0 {
-			t.NChannels = max(t.NChannels, cfg.MinNChannels)
-		}
 		if cfg.MaxNChannels > 0 {
 			t.NChannels = min(t.NChannels, cfg.MaxNChannels)
+		}
+		if cfg.MinNChannels > t.NChannels {
+			t.NChannels = min(cfg.MinNChannels, MaxChannels)
 		}
 	}
 	t.NVLSChannels = comm.NVLSChannels
