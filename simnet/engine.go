@@ -45,8 +45,10 @@ type flow struct {
 	rate    Rate
 	last    Time
 	maxr    Rate // per-flow cap (0: none)
-	ver     uint32
 	tag     int64
+	doneAt  Time   // completion time while in the flow heap
+	dseq    uint64 // schedule order of that completion
+	hpos    int32  // index in Engine.fh, -1 when not scheduled
 	active  bool
 	counted bool // counted in nact (not a flow completed at once)
 	// scratch
@@ -67,6 +69,7 @@ type Engine struct {
 	now   Time
 	seq   uint64
 	h     eventHeap
+	fh    []FlowID // indexed min-heap of flow completions by (doneAt, dseq): one entry per flow
 	links []link
 	flows []flow
 	free  []FlowID
@@ -159,7 +162,7 @@ func (e *Engine) StartFlow(route []LinkID, bytes float64, maxRate Rate, tag int6
 		id = e.free[n-1]
 		e.free = e.free[:n-1]
 	} else {
-		e.flows = append(e.flows, flow{})
+		e.flows = append(e.flows, flow{hpos: -1})
 		id = FlowID(len(e.flows) - 1)
 	}
 	f := &e.flows[id]
@@ -169,14 +172,14 @@ func (e *Engine) StartFlow(route []LinkID, bytes float64, maxRate Rate, tag int6
 	f.last = e.now
 	f.maxr = maxRate
 	f.tag = tag
-	f.ver++
 	f.active = true
 	if bytes <= 0 || (len(route) == 0 && maxRate <= 0) {
 		// Nothing to share: complete at once (an empty route with a cap is rate-limited below).
 		f.left = 0
 		f.route = nil
 		e.seq++
-		e.h.push(event{t: e.now, seq: e.seq, kind: evFlowDone, ver: f.ver, arg: int64(id)})
+		f.doneAt, f.dseq = e.now, e.seq
+		e.fhSet(id)
 		return id
 	}
 	if cap(f.pos) >= len(route) {
@@ -210,9 +213,86 @@ func (e *Engine) markDirty(l LinkID) { e.dirty = append(e.dirty, l) }
 
 func (e *Engine) scheduleDone(id FlowID) {
 	f := &e.flows[id]
-	f.ver++
 	e.seq++
-	e.h.push(event{t: e.now + transferTime(f.left, f.rate), seq: e.seq, kind: evFlowDone, ver: f.ver, arg: int64(id)})
+	f.doneAt, f.dseq = e.now+transferTime(f.left, f.rate), e.seq
+	e.fhSet(id)
+}
+
+func (e *Engine) fhLess(a, b FlowID) bool {
+	fa, fb := &e.flows[a], &e.flows[b]
+	if fa.doneAt != fb.doneAt {
+		return fa.doneAt < fb.doneAt
+	}
+	return fa.dseq < fb.dseq
+}
+
+func (e *Engine) fhSwap(i, j int) {
+	e.fh[i], e.fh[j] = e.fh[j], e.fh[i]
+	e.flows[e.fh[i]].hpos = int32(i)
+	e.flows[e.fh[j]].hpos = int32(j)
+}
+
+func (e *Engine) fhUp(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !e.fhLess(e.fh[i], e.fh[p]) {
+			break
+		}
+		e.fhSwap(i, p)
+		i = p
+	}
+}
+
+func (e *Engine) fhDown(i int) {
+	n := len(e.fh)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && e.fhLess(e.fh[r], e.fh[l]) {
+			m = r
+		}
+		if !e.fhLess(e.fh[m], e.fh[i]) {
+			return
+		}
+		e.fhSwap(i, m)
+		i = m
+	}
+}
+
+// fhSet inserts flow id into the completion heap or moves it to its new key.
+func (e *Engine) fhSet(id FlowID) {
+	f := &e.flows[id]
+	if f.hpos < 0 {
+		f.hpos = int32(len(e.fh))
+		e.fh = append(e.fh, id)
+		e.fhUp(int(f.hpos))
+		return
+	}
+	i := int(f.hpos)
+	e.fhUp(i)
+	e.fhDown(int(e.flows[id].hpos))
+}
+
+// fhRemove takes flow id out of the completion heap.
+func (e *Engine) fhRemove(id FlowID) {
+	f := &e.flows[id]
+	i := int(f.hpos)
+	if i < 0 {
+		return
+	}
+	last := len(e.fh) - 1
+	if i != last {
+		e.fhSwap(i, last)
+	}
+	e.fh = e.fh[:last]
+	f.hpos = -1
+	if i != last {
+		e.fhUp(i)
+		e.fhDown(int(e.flows[e.fh[i]].hpos))
+	}
 }
 
 // finish removes a completed flow from its links and frees its id.
@@ -249,29 +329,44 @@ func (e *Engine) finish(id FlowID) {
 	e.free = append(e.free, id)
 }
 
+// nextTime is the time of the earliest pending event or completion.
+func (e *Engine) nextTime() Time {
+	switch {
+	case e.h.len() == 0:
+		return e.flows[e.fh[0]].doneAt
+	case len(e.fh) == 0:
+		return e.h.top().t
+	}
+	return min(e.h.top().t, e.flows[e.fh[0]].doneAt)
+}
+
 // Run handles events until none is left and returns the time of the last one. It returns
 // ErrStalled if flows remain that can never complete.
 func (e *Engine) Run() (Time, error) {
 	if len(e.dirty) > 0 {
 		e.recompute()
 	}
-	for e.h.len() > 0 {
-		t := e.h.top().t
+	for e.h.len() > 0 || len(e.fh) > 0 {
+		t := e.nextTime()
 		e.now = t
-		for e.h.len() > 0 && e.h.top().t == t {
+		for {
+			hOK := e.h.len() > 0 && e.h.top().t == t
+			fOK := len(e.fh) > 0 && e.flows[e.fh[0]].doneAt == t
+			if !hOK && !fOK {
+				break
+			}
+			if fOK && (!hOK || e.flows[e.fh[0]].dseq < e.h.top().seq) {
+				id := e.fh[0]
+				e.Events++
+				e.fhRemove(id)
+				tag := e.flows[id].tag
+				e.finish(id)
+				e.handler.FlowDone(tag)
+				continue
+			}
 			ev := e.h.pop()
 			e.Events++
-			if ev.kind == evFlowDone {
-				f := &e.flows[ev.arg]
-				if !f.active || f.ver != ev.ver {
-					continue // stale: the flow's rate changed after this was scheduled
-				}
-				tag := f.tag
-				e.finish(FlowID(ev.arg))
-				e.handler.FlowDone(tag)
-			} else {
-				e.handler.Fire(ev.kind, ev.arg)
-			}
+			e.handler.Fire(ev.kind, ev.arg)
 		}
 		if len(e.dirty) > 0 {
 			e.recompute()
@@ -358,7 +453,7 @@ func (e *Engine) recompute() {
 			if r > 0 {
 				e.scheduleDone(fid)
 			} else {
-				f.ver++ // cancel the pending completion
+				e.fhRemove(fid) // cancel the pending completion
 			}
 		}
 		for _, l := range f.route {

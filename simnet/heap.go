@@ -1,16 +1,13 @@
 package simnet
 
-// event is one entry of the engine's event heap. It is a plain value (no interface, no pointer)
+// event is one entry of the engine's event heap (flow completions have their own indexed heap). It is a plain value (no interface, no pointer)
 // so that the heap is a flat slice the garbage collector never scans for pointers.
 type event struct {
 	t    Time
 	seq  uint64 // schedule order; ties on t pop in the order they were pushed
-	kind int32  // evFlowDone or a user kind (>= 0)
-	ver  uint32 // flow version for evFlowDone (a stale completion is dropped)
-	arg  int64  // flow id for evFlowDone, user argument otherwise
+	kind int32  // the user's kind (>= 0)
+	arg  int64  // the user's argument
 }
-
-const evFlowDone int32 = -1
 
 func (a *event) less(b *event) bool {
 	if a.t != b.t {
