@@ -50,7 +50,7 @@ func Compile(plans ...Plan) (*Schedule, error) {
 		if err := p.check(); err != nil {
 			return nil, fmt.Errorf("coll: Compile: operation %d (%v): %w", i, p.Func, err)
 		}
-		if c := p.nChannels(); c > nch {
+		if c := p.ChannelLo + p.nChannels(); c > nch {
 			nch = c
 		}
 	}
@@ -94,6 +94,24 @@ func (p *Plan) check() error {
 	if p.NChannels < 0 || p.NChannels > MaxChannels {
 		return fmt.Errorf("NChannels %d: want 1..%d", p.NChannels, MaxChannels)
 	}
+	if p.ChannelLo < 0 || p.ChannelLo+p.nChannels() > MaxChannels {
+		return fmt.Errorf("channels %d..%d outside 0..%d", p.ChannelLo, p.ChannelLo+p.nChannels()-1, MaxChannels-1)
+	}
+	if p.Parts != nil {
+		if len(p.Parts) != p.nChannels() {
+			return fmt.Errorf("%d parts for %d channels", len(p.Parts), p.nChannels())
+		}
+		var sum int64
+		for c, x := range p.Parts {
+			if x < 0 {
+				return fmt.Errorf("part %d is negative (%d)", c, x)
+			}
+			sum += x
+		}
+		if sum != p.Count {
+			return fmt.Errorf("parts sum to %d, count is %d", sum, p.Count)
+		}
+	}
 	if p.Proto < 0 || p.Proto >= tuning.NumProtos {
 		return fmt.Errorf("protocol %v unknown", p.Proto)
 	}
@@ -123,20 +141,20 @@ func (p *Plan) check() error {
 		}
 	}
 	if p.Rings != nil {
-		if len(p.Rings) < p.nChannels() {
-			return fmt.Errorf("%d rings for %d channels", len(p.Rings), p.nChannels())
+		if len(p.Rings) < p.ChannelLo+p.nChannels() {
+			return fmt.Errorf("%d rings for channels up to %d", len(p.Rings), p.ChannelLo+p.nChannels()-1)
 		}
-		for c := 0; c < p.nChannels(); c++ {
+		for c := p.ChannelLo; c < p.ChannelLo+p.nChannels(); c++ {
 			if err := checkPerm(p.Rings[c], n); err != nil {
 				return fmt.Errorf("ring of channel %d: %w", c, err)
 			}
 		}
 	}
 	if p.Trees != nil {
-		if len(p.Trees) < p.nChannels() {
-			return fmt.Errorf("%d trees for %d channels", len(p.Trees), p.nChannels())
+		if len(p.Trees) < p.ChannelLo+p.nChannels() {
+			return fmt.Errorf("%d trees for channels up to %d", len(p.Trees), p.ChannelLo+p.nChannels()-1)
 		}
-		for c := 0; c < p.nChannels(); c++ {
+		for c := p.ChannelLo; c < p.ChannelLo+p.nChannels(); c++ {
 			if len(p.Trees[c].Up) != n {
 				return fmt.Errorf("tree of channel %d covers %d ranks, want %d", c, len(p.Trees[c].Up), n)
 			}
@@ -195,6 +213,7 @@ type builder struct {
 	cst   []connState
 	ps    []progState
 	op    int
+	base  int // the current operation's first channel (Plan.ChannelLo)
 }
 
 func newBuilder(n, nch int) *builder {
@@ -262,6 +281,7 @@ type call struct {
 
 // emit appends the steps of one primitive call (one per slice) to the rank's program.
 func (b *builder) emit(ck *chunking, c call) {
+	c.ch += b.base
 	prog := &b.s.Programs[c.rank*b.s.NChannels+c.ch]
 	ps := &b.ps[c.rank*b.s.NChannels+c.ch]
 	off := int64(0)
@@ -339,12 +359,13 @@ func newChunking(p *Plan) *chunking {
 func (b *builder) addOp(p *Plan) error {
 	b.beginOp()
 	b.op = len(b.s.Ops)
+	b.base = p.ChannelLo
 	n := p.NRanks
 	elt := int64(p.DataType.Size())
 	ck := newChunking(p)
 	op := Op{Func: p.Func, FuncName: p.Func.String(), Algo: p.Algo, AlgoName: p.Algo.String(), Proto: p.Proto,
 		ProtoName: p.Proto.String(), Count: p.Count, DataType: p.DataType, TypeName: p.DataType.String(),
-		RedOp: p.Op, OpName: p.Op.String(), Root: p.Root, NChannels: p.nChannels(), ChunkSize: ck.chunkElems * elt}
+		RedOp: p.Op, OpName: p.Op.String(), Root: p.Root, ChannelLo: p.ChannelLo, NChannels: p.nChannels(), ChunkSize: ck.chunkElems * elt}
 	size := p.Count * elt
 	switch p.Func {
 	case tuning.AllReduce, tuning.Broadcast, tuning.Reduce:
@@ -398,9 +419,23 @@ func sendRecvSizes(p *Plan) (send, recv int64) {
 	return send, recv
 }
 
+// parts gives each of the call's channels its contiguous range of elements.
+func (p *Plan) parts(count int64, align int64) (offs, cnts []int64) {
+	if p.Parts == nil {
+		return channelParts(count, p.nChannels(), align)
+	}
+	offs = make([]int64, len(p.Parts))
+	cnts = append([]int64(nil), p.Parts...)
+	for c := 1; c < len(offs); c++ {
+		offs[c] = offs[c-1] + cnts[c-1]
+	}
+	return offs, cnts
+}
+
+// ring is the ring of the call's c-th channel.
 func (p *Plan) ring(c int) []int {
 	if p.Rings != nil {
-		return p.Rings[c]
+		return p.Rings[p.ChannelLo+c]
 	}
 	r := make([]int, p.NRanks)
 	for i := range r {
@@ -417,7 +452,7 @@ func (b *builder) ring(p *Plan, ck *chunking) error {
 	n := p.NRanks
 	nch := p.nChannels()
 	elt := ck.elt
-	offs, cnts := channelParts(p.Count, nch, ck.align)
+	offs, cnts := p.parts(p.Count, ck.align)
 	for c := 0; c < nch; c++ {
 		ring := p.ring(c)
 		pos := make([]int, n)
@@ -531,24 +566,20 @@ func (b *builder) tree(p *Plan, ck *chunking) error {
 	nch := p.nChannels()
 	trees := p.Trees
 	if trees == nil {
-		chains := make([][]int, (nch+1)/2)
-		for i := range chains {
-			chains[i] = []int{0}
-		}
-		t, err := BuildTrees(chains, n, 1, PatternBalancedTree)
+		t, err := BuildTrees([][]int{{0}}, n, 1, PatternBalancedTree)
 		if err != nil {
 			return err
 		}
 		// Channel c uses tree c%2, as channels and their twins alternate the double binary tree.
-		trees = make([]Tree, nch)
+		trees = make([]Tree, p.ChannelLo+nch)
 		for c := range trees {
-			trees[c] = t[(c%2)*len(chains)]
+			trees[c] = t[c%2]
 		}
 	}
 	elt := ck.elt
-	offs, cnts := channelParts(p.Count, nch, ck.align)
+	offs, cnts := p.parts(p.Count, ck.align)
 	for c := 0; c < nch; c++ {
-		t := trees[c]
+		t := trees[p.ChannelLo+c]
 		part, cnt := offs[c], cnts[c]
 		for r := 0; r < n; r++ {
 			up, down := t.Up[r], t.Down[r]

@@ -354,13 +354,18 @@ func TestGroup(t *testing.T) {
 	n := 5
 	plans := []Plan{
 		{Func: tuning.AllReduce, Algo: tuning.Tree, Proto: tuning.LL, NRanks: n, Count: 999, DataType: Float32, NChannels: 2, ChunkSize: 256},
-		{Func: tuning.AllGather, Algo: tuning.Ring, Proto: tuning.Simple, NRanks: n, Count: 333, DataType: Int32, NChannels: 3, ChunkSize: 512},
+		{Func: tuning.AllGather, Algo: tuning.Ring, Proto: tuning.Simple, NRanks: n, Count: 333, DataType: Int32, NChannels: 3, ChunkSize: 512,
+			ChannelLo: 2, Parts: []int64{300, 0, 33}},
 		{Func: tuning.AllReduce, Algo: tuning.Ring, Proto: tuning.LL128, NRanks: n, Count: 4000, DataType: Float64, Op: Max, NChannels: 1},
 		{Func: tuning.SendRecv, NRanks: n, Count: 100, DataType: Float32, Proto: tuning.Simple, Transfers: []Transfer{{0, 3, 10}, {3, 0, 20}, {2, 2, 5}, {1, 4, 0}}},
 	}
 	s, err := Compile(plans...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if s.NChannels != 5 || len(s.Program(1, 4).Steps) == 0 || len(s.Program(1, 3).Steps) != 0 {
+		t.Errorf("channel range: %d channels, channel 4 %d steps, channel 3 %d steps (want 5, >0, 0)",
+			s.NChannels, len(s.Program(1, 4).Steps), len(s.Program(1, 3).Steps))
 	}
 	bufs := make([][]Buffers, len(plans))
 	ins := make([][][]float64, len(plans))
@@ -410,9 +415,11 @@ func TestBadPlans(t *testing.T) {
 		"ring of channel 0": func(p *Plan) {
 			p.Rings = [][]int{{0, 1, 1, 2}}
 		},
-		"unsupported": func(p *Plan) { p.Algo = tuning.NVLS },
-		"data type":   func(p *Plan) { p.DataType = 99 },
-		"steps":       func(p *Plan) { p.NRanks = 4096; p.Count = 1 << 30; p.ChunkSize = 512 },
+		"unsupported":     func(p *Plan) { p.Algo = tuning.NVLS },
+		"parts sum":       func(p *Plan) { p.NChannels = 2; p.Parts = []int64{50, 40} },
+		"channels 63..64": func(p *Plan) { p.NChannels = 2; p.ChannelLo = 63 },
+		"data type":       func(p *Plan) { p.DataType = 99 },
+		"steps":           func(p *Plan) { p.NRanks = 4096; p.Count = 1 << 30; p.ChunkSize = 512 },
 	}
 	for want, mod := range cases {
 		p := base

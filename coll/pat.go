@@ -21,7 +21,7 @@ func (b *builder) pat(p *Plan, ck *chunking) error {
 	nch := p.nChannels()
 	elt := ck.elt
 	count := p.Count
-	offs, cnts := channelParts(count, nch, ck.align)
+	offs, cnts := p.parts(count, ck.align)
 	// Every rank walks the relative positions in increasing order (AllGather: a block's parent
 	// position y − lowbit(y) is smaller than y, so it comes first) or decreasing order
 	// (ReduceScatter: children first). Since y ↦ y+d is monotone, the two ends of any connection

@@ -37,7 +37,14 @@ type Plan struct {
 	Algo      tuning.Algo
 	Proto     tuning.Proto
 	NChannels int
-	NThreads  int // informational (tuning's thread count); the schedule does not depend on it
+	// ChannelLo is the first channel the call uses (NCCL's channel{Lo..Hi}); channels
+	// ChannelLo..ChannelLo+NChannels−1 of the communicator carry it. Rings and Trees are indexed by
+	// the communicator's channel number.
+	ChannelLo int
+	// Parts optionally gives each of the call's channels its element count (NCCL's countLo, countMid…,
+	// countHi from scheduleCollTasksToPlan); they must sum to Count. nil splits Count evenly.
+	Parts    []int64
+	NThreads int // informational (tuning's thread count); the schedule does not depend on it
 	// ChunkSize is the payload bytes per chunk, the final value of tuning's §5.7 computation
 	// (stepSize×chunkSteps, then LL ×1/2 or LL128 ×15/16, adjustments, rounded down to the protocol
 	// grain); 0 derives it from the protocol defaults. SendRecv: the P2P chunk (§5.8), 0 = 128 KiB.

@@ -261,6 +261,7 @@ type Op struct {
 	RedOp     RedOp        `json:"-"`
 	OpName    string       `json:"redop"`
 	Root      int          `json:"root"`
+	ChannelLo int          `json:"channel_lo"` // first channel (NCCL's channel{Lo..Hi})
 	NChannels int          `json:"nchannels"`
 	ChunkSize int64        `json:"chunk_size"` // wire bytes per chunk as NCCL's work carries it
 	SendBytes int64        `json:"send_bytes"` // size of each rank's send buffer
