@@ -1,6 +1,7 @@
 package discover
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,27 +87,42 @@ func LoadFakeNVML(path string) (*FakeNVML, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ParseFakeNVML(data, path)
+}
+
+// ParseFakeNVML reads a FakeNVML from JSON; name is used in errors. Unknown fields, bad bus ids
+// and impossible values are errors.
+func ParseFakeNVML(data []byte, name string) (*FakeNVML, error) {
 	var f FakeNVML
-	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	if len(f.GPUs) > maxFakeGPUs {
+		return nil, fmt.Errorf("%s: %d GPUs, at most %d", name, len(f.GPUs), maxFakeGPUs)
 	}
 	for i, g := range f.GPUs {
 		if _, err := parseBusID(g.BusID); err != nil {
-			return nil, fmt.Errorf("%s: gpus[%d]: %v", path, i, err)
+			return nil, fmt.Errorf("%s: gpus[%d]: %v", name, i, err)
 		}
-		if g.SM <= 0 {
-			return nil, fmt.Errorf("%s: gpus[%d]: sm %d must be positive (compute capability ×10)", path, i, g.SM)
+		if g.SM <= 0 || g.SM > 1000 {
+			return nil, fmt.Errorf("%s: gpus[%d]: sm %d out of range 1..1000 (compute capability ×10)", name, i, g.SM)
+		}
+		if len(g.Links) > 64 || len(g.C2C) > 64 {
+			return nil, fmt.Errorf("%s: gpus[%d]: more than 64 link entries", name, i)
 		}
 		for j, l := range g.Links {
 			if l.Repeat < 0 || l.Repeat > 64 {
-				return nil, fmt.Errorf("%s: gpus[%d].links[%d]: repeat %d out of range 0..64", path, i, j, l.Repeat)
+				return nil, fmt.Errorf("%s: gpus[%d].links[%d]: repeat %d out of range 0..64", name, i, j, l.Repeat)
 			}
 		}
 	}
 	return &f, nil
 }
+
+// maxFakeGPUs bounds a FakeNVML (NCCL 2.28 keeps at most 576 nodes of one type).
+const maxFakeGPUs = 576
 
 // DeviceCount implements NVML.
 func (f *FakeNVML) DeviceCount() (int, error) { return len(f.GPUs), nil }
