@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runTopoCLI(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := mainRun(append([]string{"topo"}, args...), &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func TestTopoDefault(t *testing.T) {
+	out, errs, code := runTopoCLI(t)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.HasPrefix(out, "=== System : maxBw 370.8 totalBw 370.8 ===\nCPU/0-0 (1/1/3)\n") {
+		t.Errorf("default topology printout starts:\n%s", out[:min(len(out), 200)])
+	}
+	if !strings.Contains(out, "GPU/0-1b000 :GPU/0-1b000 (0/5000.0/LOC) GPU/0-43000 (2/370.8/NVL)") {
+		t.Errorf("no GPU path line in:\n%s", out)
+	}
+}
+
+func TestTopoJSON(t *testing.T) {
+	out, errs, code := runTopoCLI(t, "--json", "--nodes", "2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var v struct {
+		MaxBw float64 `json:"maxBw"`
+		GPUs  []struct {
+			Name string `json:"name"`
+		} `json:"gpus"`
+		NICs  []json.RawMessage `json:"nics"`
+		Links []json.RawMessage `json:"links"`
+		Paths []struct {
+			From, To, Type string
+			BW             float64
+			Hops           int
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatal(err)
+	}
+	if len(v.GPUs) != 8 || len(v.NICs) != 8 || len(v.Links) == 0 || v.MaxBw != 48 {
+		t.Fatalf("gpus %d nics %d links %d maxBw %v", len(v.GPUs), len(v.NICs), len(v.Links), v.MaxBw)
+	}
+	found := false
+	for _, p := range v.Paths {
+		if p.From == "GPU/0" && p.To == "NET/0" {
+			found = p.Type == "PIX" && p.BW == 48 && p.Hops == 3
+		}
+	}
+	if !found {
+		t.Error(`no {"from":"GPU/0","to":"NET/0","type":"PIX","bw":48,"hops":3}`)
+	}
+}
+
+func TestTopoFileAndVersion(t *testing.T) {
+	f := filepath.Join("..", "..", "testdata", "nccl", "h200x2", "real_topo.xml")
+	out, errs, code := runTopoCLI(t, "--topo", f, "--nccl-version", "2.30")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "GPU/0-60 :GPU/0-60 (0/5000.0/LOC) GPU/0-70 (2/370.8/NVL)") {
+		t.Errorf("got:\n%s", out)
+	}
+}
+
+func TestTopoErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.xml")
+	os.WriteFile(bad, []byte(`<system version="1"><cpu numaid="0"><pci class="0x060400"/></cpu></system>`), 0o644)
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--topo", bad}, 1, "bad.xml:1: <pci> without busid"},
+		{[]string{"--topo", filepath.Join(dir, "none.xml")}, 1, "none.xml"},
+		{[]string{"--nccl-version", "2.99"}, 2, "unsupported NCCL version"},
+		{[]string{"--nodes", "0"}, 2, "--nodes 0"},
+		{[]string{"--p2p-level", "FAST"}, 2, "unknown path level"},
+		{[]string{"--bogus"}, 2, "unknown flag"},
+		{[]string{"extra"}, 2, "unexpected argument"},
+	}
+	for _, c := range cases {
+		_, errs, code := runTopoCLI(t, c.args...)
+		if code != c.code || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, errs, c.code, c.want)
+		}
+	}
+}
+
+func TestTopoDumpDispatch(t *testing.T) {
+	saved := topoDump
+	defer func() { topoDump = saved }()
+	topoDump = nil
+	if _, errs, code := runTopoCLI(t, "dump"); code != 1 || !strings.Contains(errs, "topo dump not available in this build") {
+		t.Errorf("exit %d %q", code, errs)
+	}
+	var got []string
+	topoDump = func(args []string, stdout, stderr io.Writer) error { got = args; return nil }
+	if _, _, code := runTopoCLI(t, "dump", "-o", "x.xml"); code != 0 || strings.Join(got, " ") != "-o x.xml" {
+		t.Errorf("exit %d args %q", code, got)
+	}
+}
