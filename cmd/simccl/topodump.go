@@ -1,8 +1,3 @@
-//go:build topodump
-
-// The build tag keeps this file out until cmd/simccl/topo.go (another engineer's) declares
-// topoDump; remove the tag once it does.
-
 package main
 
 import (

@@ -1,5 +1,3 @@
-//go:build topodump
-
 package main
 
 import (
