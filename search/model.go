@@ -102,6 +102,10 @@ type Topology struct {
 	// MaxBw and TotalBw as ncclTopoSearchInit computes them (set by Finish).
 	maxBw, totalBw float32
 	finished       bool
+	// Caches of values that depend only on paths (never on the bandwidth the search consumes):
+	// localNet per GPU and channel, selectNets per (typeInter, GPU).
+	localNetCache  map[[2]int]int
+	selectNetCache map[[2]int][]int
 }
 
 // NewTopology returns an empty topology.

@@ -38,6 +38,22 @@ func mirrorBits(val, pow2 int) int {
 // NVML index, bit-mirrored when |localNets| is a power of two. (2.30 takes the NVML index modulo
 // |localGpus| first; 2.28 does not.)
 func (t *Topology) localNet(g, c int) (int, error) {
+	key := [2]int{g, c}
+	if n, ok := t.localNetCache[key]; ok {
+		return n, nil
+	}
+	n, err := t.computeLocalNet(g, c)
+	if err != nil {
+		return n, err
+	}
+	if t.localNetCache == nil {
+		t.localNetCache = map[[2]int]int{}
+	}
+	t.localNetCache[key] = n
+	return n, nil
+}
+
+func (t *Topology) computeLocalNet(g, c int) (int, error) {
 	gpu := t.nodes[KindGPU][g]
 	nets, _ := getLocal(gpu, KindNET)
 	if len(nets) == 0 {
@@ -79,6 +95,19 @@ func (t *Topology) localGpuOfNet(n *node) (int, error) {
 // ordered channel-first (GPU-first on a multi-host MNNVL system, NCCL_MNNVL_SCATTER_NETS_ENABLE=1),
 // then every other NET whose path type from a GPU is ≤ typeInter, by type then GPU then index.
 func (t *Topology) selectNets(typeInter PathType, g int) []int {
+	key := [2]int{int(typeInter), g}
+	if nets, ok := t.selectNetCache[key]; ok {
+		return nets
+	}
+	nets := t.computeSelectNets(typeInter, g)
+	if t.selectNetCache == nil {
+		t.selectNetCache = map[[2]int][]int{}
+	}
+	t.selectNetCache[key] = nets
+	return nets
+}
+
+func (t *Topology) computeSelectNets(typeInter PathType, g int) []int {
 	var nets []int
 	add := func(n int) {
 		for _, x := range nets {

@@ -60,6 +60,11 @@ type searcher struct {
 	ngpus int
 	save  *sgraph
 	hasNV bool // an NVSwitch is present
+	// Scratch space, so that the hot recursion does not allocate: scores for nextGpuSort and one
+	// candidate list per (channel, step), since a list is still being walked while deeper steps
+	// and later channels build theirs.
+	scores  []gpuScore
+	nextBuf [][]int
 }
 
 // subRound is SUB_ROUND: a = roundf((a-b)*1000)/1000 in float32.
@@ -186,7 +191,7 @@ func (s *searcher) nextGpuSort(g *sgraph, gpu *node, sortNet int) []int {
 		}
 	}
 	start := gpu.index
-	scores := make([]gpuScore, 0, ngpus)
+	scores := s.scores[:0]
 	for i := 1; i < ngpus; i++ {
 		gi := (start + i) % ngpus
 		p := &gpu.paths[KindGPU][gi]
@@ -206,7 +211,15 @@ func (s *searcher) nextGpuSort(g *sgraph, gpu *node, sortNet int) []int {
 	}
 	// qsort is not stable, but startIndex is unique so the order is total.
 	sortScores(scores)
-	next := make([]int, len(scores))
+	s.scores = scores
+	slot := g.nChannels*ngpus + gpu.index
+	if s.nextBuf == nil {
+		s.nextBuf = make([][]int, MaxChannels*ngpus)
+	}
+	if s.nextBuf[slot] == nil {
+		s.nextBuf[slot] = make([]int, ngpus)
+	}
+	next := s.nextBuf[slot][:len(scores)]
 	sameIntra := true
 	for i := 1; i < len(scores); i++ {
 		if scores[i].intraBw != scores[0].intraBw || scores[i].intraNhops != scores[0].intraNhops {
@@ -228,14 +241,16 @@ func (s *searcher) nextGpuSort(g *sgraph, gpu *node, sortNet int) []int {
 	// NVSwitches prefer when we talk to a limited set of peers: try neighbours first, and only them.
 	prev := (gpu.index - 1 + ngpus) % ngpus
 	nxt := (gpu.index + 1) % ngpus
-	var first []int
+	var firstBuf [2]int
+	first := firstBuf[:]
 	switch g.pattern {
 	case PatternRing:
-		first = []int{nxt, prev}
+		firstBuf = [2]int{nxt, prev}
 	case PatternSplitTree, PatternBalancedTree:
-		first = []int{prev, nxt}
+		firstBuf = [2]int{prev, nxt}
 	default:
-		first = []int{nxt}
+		first = first[:1]
+		firstBuf[0] = nxt
 	}
 	if len(first) == 2 && nxt == prev {
 		first = first[:1]
