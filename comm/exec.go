@@ -433,6 +433,12 @@ func (c *Comm) connect(keys []realnet.Key) error {
 			defer wg.Done()
 			cn, err := c.tr.Connect(ctx, k)
 			if err != nil {
+				if errors.Is(err, context.DeadlineExceeded) {
+					err = fmt.Errorf("%w: peer did not connect within %v (%v)", realnet.ErrTimeout, c.cfg.Timeout, err)
+				}
+				if !errors.Is(err, realnet.ErrClosed) {
+					err = fmt.Errorf("%w: %w", ErrRemote, err)
+				}
 				errs[i] = fmt.Errorf("rank %d: connect %v (%s): %w", c.rank, k, c.tr.kind[k.Peer], err)
 				cancel()
 				return

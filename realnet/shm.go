@@ -1,12 +1,14 @@
 package realnet
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -215,7 +217,7 @@ func (l *shmLink) wait(deadline time.Time, n int, _ bool) error {
 			return ErrTimeout
 		}
 		if last := l.lastCheck.Load(); now.UnixNano()-last >= int64(ShmLivenessPeriod) && l.lastCheck.CompareAndSwap(last, now.UnixNano()) {
-			if err := syscall.Kill(l.peerPid, 0); errors.Is(err, syscall.ESRCH) {
+			if !processAlive(l.peerPid) {
 				l.gone.Store(true)
 			}
 		}
@@ -225,6 +227,26 @@ func (l *shmLink) wait(deadline time.Time, n int, _ bool) error {
 }
 
 func (l *shmLink) notify(bool) {}
+
+// processAlive reports whether pid exists and is not a zombie (a killed process whose parent has not
+// reaped it yet still answers kill(pid, 0)).
+func processAlive(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return !os.IsNotExist(err)
+	}
+	// The state follows the command name, which is in parentheses and may contain spaces.
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+		switch b[i+2] {
+		case 'Z', 'X', 'x':
+			return false
+		}
+	}
+	return true
+}
 
 // backoff waits a little longer the more often it is called in a row: spin, then yield the thread,
 // then sleep up to 50 µs.

@@ -1,0 +1,397 @@
+package comm_test
+
+import (
+	"bufio"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/comm"
+	"github.com/simccl/simccl/realnet"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("SIMCCL_FAULT_CHILD") != "" {
+		os.Exit(faultChild())
+	}
+	os.Exit(m.Run())
+}
+
+// allReduceAll issues one AllReduce of count float32 on every comm and waits.
+func allReduceAll(cs []*comm.Comm, count int) []error {
+	bufs := make([][]float32, len(cs))
+	for r, c := range cs {
+		bufs[r] = make([]float32, count)
+		for i := range bufs[r] {
+			bufs[r][i] = 1
+		}
+		if err := c.AllReduce(comm.Bytes(bufs[r]), comm.Bytes(bufs[r]), count, coll.Float32, coll.Sum, nil); err != nil {
+			return []error{err}
+		}
+	}
+	errs := make([]error, len(cs))
+	for r, c := range cs {
+		errs[r] = c.Synchronize()
+		if errs[r] == nil && count > 0 && bufs[r][count-1] != float32(len(cs)) {
+			errs[r] = fmt.Errorf("rank %d: wrong result %v", r, bufs[r][count-1])
+		}
+	}
+	return errs
+}
+
+// A rank that goes away in the middle of a large all-reduce makes every other rank fail quickly, and
+// the survivors can build a new communicator that works.
+func TestFaultPeerAbortMidCollective(t *testing.T) {
+	for _, tr := range []string{"inproc", "tcp", "shm"} {
+		t.Run(tr, func(t *testing.T) {
+			const n, victim = 4, 2
+			cs, err := comm.InitAll(n, &comm.Config{Transport: tr, Timeout: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			count := 16 << 20 // 64 MiB of float32
+			bufs := make([][]float32, n)
+			for r, c := range cs {
+				if r == victim {
+					continue
+				}
+				bufs[r] = make([]float32, count)
+				if err := c.AllReduce(comm.Bytes(bufs[r]), comm.Bytes(bufs[r]), count, coll.Float32, coll.Sum, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The victim joins, then dies part-way (its transports vanish).
+			vb := make([]float32, count)
+			cs[victim].AllReduce(comm.Bytes(vb), comm.Bytes(vb), count, coll.Float32, coll.Sum, nil)
+			time.Sleep(30 * time.Millisecond)
+			start := time.Now()
+			cs[victim].Abort()
+			var wg sync.WaitGroup
+			for r, c := range cs {
+				if r == victim {
+					continue
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					err := c.Synchronize()
+					el := time.Since(start)
+					if err == nil {
+						t.Errorf("rank %d: all-reduce with a dead peer succeeded", r)
+					} else if el > 10*time.Second {
+						t.Errorf("rank %d: error after %v (bound 10 s): %v", r, el, err)
+					} else {
+						t.Logf("rank %d: error after %v: %v", r, el.Round(time.Millisecond), err)
+					}
+					if c.GetAsyncError() == nil {
+						t.Errorf("rank %d: GetAsyncError is nil after a failure", r)
+					}
+					// Later calls fail at once.
+					b := make([]float32, 4)
+					if err := c.AllReduce(comm.Bytes(b), comm.Bytes(b), 4, coll.Float32, coll.Sum, nil); err == nil {
+						if err = c.Synchronize(); err == nil {
+							t.Errorf("rank %d: a later call on a failed communicator succeeded", r)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			// Rebuild from the survivors.
+			id, err := comm.GetUniqueID("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var survivors []*comm.Comm
+			var mu sync.Mutex
+			errs := make([]error, n)
+			for r := range cs {
+				if r == victim {
+					continue
+				}
+				newRank := r
+				if r > victim {
+					newRank--
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c, err := comm.InitRank(n-1, id, newRank, &comm.Config{Transport: tr})
+					errs[r] = err
+					mu.Lock()
+					defer mu.Unlock()
+					if err == nil {
+						survivors = append(survivors, c)
+					}
+				}()
+			}
+			wg.Wait()
+			for r, err := range errs {
+				if err != nil {
+					t.Fatalf("rebuild: rank %d: %v", r, err)
+				}
+			}
+			for r, err := range allReduceAll(sortByRank(survivors), 1<<16+3) {
+				if err != nil {
+					t.Errorf("rebuilt communicator: rank %d: %v", r, err)
+				}
+			}
+			for _, c := range append(survivors, cs...) {
+				c.Destroy()
+			}
+		})
+	}
+}
+
+func sortByRank(cs []*comm.Comm) []*comm.Comm {
+	out := make([]*comm.Comm, len(cs))
+	for _, c := range cs {
+		out[c.Rank()] = c
+	}
+	return out
+}
+
+// A peer that never issues its call: the others fail after the configured timeout, not later.
+func TestFaultTimeoutWithoutProgress(t *testing.T) {
+	cs, err := comm.InitAll(3, &comm.Config{Transport: "inproc", Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range cs {
+			c.Destroy()
+		}
+	}()
+	b := [][]float32{make([]float32, 1000), make([]float32, 1000)}
+	start := time.Now()
+	for r := 0; r < 2; r++ {
+		cs[r].AllReduce(comm.Bytes(b[r]), comm.Bytes(b[r]), 1000, coll.Float32, coll.Sum, nil)
+	}
+	for r := 0; r < 2; r++ {
+		err := cs[r].Synchronize()
+		if err == nil || !errors.Is(err, comm.ErrRemote) && !errors.Is(err, realnet.ErrPeerGone) && !errors.Is(err, realnet.ErrClosed) {
+			t.Fatalf("rank %d: %v, want a remote/timeout error", r, err)
+		}
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Fatalf("timeout of 300 ms took %v", el)
+	}
+}
+
+// Abort unblocks a call that is waiting for peers.
+func TestFaultAbortUnblocks(t *testing.T) {
+	cs, err := comm.InitAll(2, &comm.Config{Transport: "tcp", Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs[1].Destroy()
+	b := make([]float32, 1<<20)
+	cs[0].AllReduce(comm.Bytes(b), comm.Bytes(b), len(b), coll.Float32, coll.Sum, nil)
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	cs[0].Abort()
+	err = cs[0].Synchronize()
+	if !errors.Is(err, comm.ErrAborted) {
+		t.Fatalf("after Abort: %v, want ErrAborted", err)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("Abort took %v to unblock", el)
+	}
+	if err := cs[0].AllReduce(comm.Bytes(b), comm.Bytes(b), len(b), coll.Float32, coll.Sum, nil); err == nil {
+		t.Fatalf("call after Abort accepted")
+	}
+}
+
+// 100,000 small collectives in a row: zero wrong elements.
+func TestManySmallCollectives(t *testing.T) {
+	iters := 100000
+	cs, err := comm.InitAll(2, &comm.Config{Transport: "inproc", NChannels: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range cs {
+			c.Destroy()
+		}
+	}()
+	in := [][]int32{make([]int32, 7), make([]int32, 7)}
+	out := [][]int32{make([]int32, 7), make([]int32, 7)}
+	wrong := 0
+	start := time.Now()
+	for it := 0; it < iters; it++ {
+		for r := range cs {
+			for i := range in[r] {
+				in[r][i] = int32(it*7 + i + r)
+			}
+			if err := cs[r].AllReduce(comm.Bytes(in[r]), comm.Bytes(out[r]), 7, coll.Int32, coll.Sum, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for r := range cs {
+			if err := cs[r].Synchronize(); err != nil {
+				t.Fatalf("iteration %d: %v", it, err)
+			}
+			for i := range out[r] {
+				if out[r][i] != int32(2*(it*7+i)+1) {
+					wrong++
+				}
+			}
+		}
+	}
+	t.Logf("%d all-reduces in %v (%.1f µs each), %d wrong elements", iters, time.Since(start), float64(time.Since(start).Microseconds())/float64(iters), wrong)
+	if wrong != 0 {
+		t.Fatalf("%d wrong elements", wrong)
+	}
+}
+
+// ---- across processes: kill -9 one rank during a 64 MiB all-reduce ----
+
+// faultChild is one rank of TestFaultKillProcess (run as a child process of the test binary).
+func faultChild() int {
+	rank, _ := strconv.Atoi(os.Getenv("SIMCCL_RANK"))
+	n, _ := strconv.Atoi(os.Getenv("SIMCCL_NRANKS"))
+	victim, _ := strconv.Atoi(os.Getenv("SIMCCL_VICTIM"))
+	tr := os.Getenv("SIMCCL_TRANSPORT")
+	idb, _ := hex.DecodeString(os.Getenv("SIMCCL_ID"))
+	var id comm.UniqueID
+	copy(id[:], idb)
+	c, err := comm.InitRank(n, id, rank, &comm.Config{Transport: tr})
+	if err != nil {
+		fmt.Println("INITERR", err)
+		return 1
+	}
+	count := 16 << 20
+	b := make([]float32, count)
+	// Warm up (connections made), then say we are ready and start the big one.
+	if err := c.AllReduce(comm.Bytes(b[:1024]), comm.Bytes(b[:1024]), 1024, coll.Float32, coll.Sum, nil); err != nil || c.Synchronize() != nil {
+		fmt.Println("WARMERR")
+		return 1
+	}
+	fmt.Println("READY")
+	start := time.Now()
+	c.AllReduce(comm.Bytes(b), comm.Bytes(b), count, coll.Float32, coll.Sum, nil)
+	for i := 0; i < 3; i++ {
+		c.AllReduce(comm.Bytes(b), comm.Bytes(b), count, coll.Float32, coll.Sum, nil)
+	}
+	err = c.Synchronize()
+	if err == nil {
+		fmt.Println("NOERR")
+		return 1
+	}
+	fmt.Printf("ERR %d %s\n", time.Since(start).Milliseconds(), strings.ReplaceAll(err.Error(), "\n", " "))
+	c.Abort()
+	// Rebuild among the survivors through a fixed root the test runs.
+	id2b, _ := hex.DecodeString(os.Getenv("SIMCCL_ID2"))
+	var id2 comm.UniqueID
+	copy(id2[:], id2b)
+	nr := rank
+	if rank > victim {
+		nr--
+	}
+	c2, err := comm.InitRank(n-1, id2, nr, &comm.Config{Transport: tr})
+	if err != nil {
+		fmt.Println("REBUILDERR", err)
+		return 1
+	}
+	x := make([]float32, 100003)
+	for i := range x {
+		x[i] = 1
+	}
+	if err := c2.AllReduce(comm.Bytes(x), comm.Bytes(x), len(x), coll.Float32, coll.Sum, nil); err != nil {
+		fmt.Println("REBUILDERR", err)
+		return 1
+	}
+	if err := c2.Synchronize(); err != nil || x[len(x)-1] != float32(n-1) {
+		fmt.Println("REBUILDERR", err, x[len(x)-1])
+		return 1
+	}
+	c2.Finalize()
+	c2.Destroy()
+	fmt.Println("REBUILT")
+	return 0
+}
+
+func TestFaultKillProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	for _, tr := range []string{"shm", "tcp"} {
+		t.Run(tr, func(t *testing.T) {
+			const n, victim = 4, 1
+			id, err := comm.GetUniqueID("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln, _ := net.Listen("tcp", "127.0.0.1:0")
+			addr2 := ln.Addr().String()
+			ln.Close()
+			id2, _ := realnet.UniqueIDFromAddr(addr2)
+			root2, err := realnet.StartRoot(id2, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer root2.Close()
+			procs := make([]*exec.Cmd, n)
+			outs := make([]*bufio.Scanner, n)
+			for r := 0; r < n; r++ {
+				cmd := exec.Command(os.Args[0], "-test.run=^$")
+				cmd.Env = append(os.Environ(), "SIMCCL_FAULT_CHILD=1", "SIMCCL_RANK="+strconv.Itoa(r), "SIMCCL_NRANKS="+strconv.Itoa(n),
+					"SIMCCL_VICTIM="+strconv.Itoa(victim), "SIMCCL_TRANSPORT="+tr, "SIMCCL_ID="+hex.EncodeToString(id[:]), "SIMCCL_ID2="+hex.EncodeToString(id2[:]))
+				out, _ := cmd.StdoutPipe()
+				cmd.Stderr = os.Stderr
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				procs[r], outs[r] = cmd, bufio.NewScanner(out)
+			}
+			defer func() {
+				for r, p := range procs {
+					p.Process.Kill()
+					if r != victim {
+						p.Wait()
+					}
+				}
+			}()
+			for r := 0; r < n; r++ {
+				if !outs[r].Scan() || outs[r].Text() != "READY" {
+					t.Fatalf("rank %d did not get ready: %q", r, outs[r].Text())
+				}
+			}
+			time.Sleep(100 * time.Millisecond) // in the middle of the 64 MiB all-reduces
+			killed := time.Now()
+			procs[victim].Process.Signal(os.Kill)
+			go procs[victim].Wait() // reap it, as a launcher would
+			for r := 0; r < n; r++ {
+				if r == victim {
+					continue
+				}
+				var lines []string
+				for outs[r].Scan() {
+					lines = append(lines, outs[r].Text())
+				}
+				procs[r].Wait()
+				text := strings.Join(lines, "\n")
+				if len(lines) == 0 || !strings.HasPrefix(lines[0], "ERR ") {
+					t.Fatalf("rank %d: %q, want an error", r, text)
+				}
+				f := strings.Fields(lines[0])
+				ms, _ := strconv.Atoi(f[1])
+				t.Logf("rank %d: error %v after the kill: %s", r, time.Since(killed).Round(time.Millisecond), strings.Join(f[2:], " "))
+				if time.Duration(ms)*time.Millisecond > 11*time.Second {
+					t.Errorf("rank %d: error after %d ms", r, ms)
+				}
+				if !strings.Contains(text, "REBUILT") {
+					t.Errorf("rank %d: rebuild from survivors failed: %q", r, text)
+				}
+			}
+		})
+	}
+}
