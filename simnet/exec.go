@@ -19,9 +19,9 @@ type Router interface {
 // model (fact sheet §5.1, the ncclTunerConstants of the chosen release); none is fitted to a
 // measurement.
 type Timing struct {
-	// Launch is the fixed cost of one collective before its first step can move data: NCCL's base
-	// latency of the (algorithm, protocol) (§5.1 "Base latency"), which stands for kernel launch and
-	// work setup.
+	// Launch is the fixed cost of one collective before its first step can move data: the CUDA
+	// kernel launch (KernelLaunch) plus NCCL's base latency of the (algorithm, protocol) (§5.1
+	// "Base latency", the device-side fixed cost of NCCL's model).
 	Launch Time
 	// StepLat[class][proto] is added to every message between its last byte leaving the sender
 	// and the receiver seeing it: NCCL's per-step hardware latency of the algorithm for the route's
@@ -32,6 +32,12 @@ type Timing struct {
 	// limit the rate).
 	PerFlowCap [tuning.NumProtos]Rate
 }
+
+// KernelLaunch is the host-side cost of launching one CUDA kernel, about 3 µs on current GPUs and
+// drivers (the figure /work/shared/STYLE.md uses; an assumption of this project, not an NCCL
+// constant and not fitted to a measurement). nccl-tests times back-to-back launches, so every
+// collective pays it.
+const KernelLaunch = 3 * Microsecond
 
 // TimingFor returns the timing of algorithm a with protocol p under the constants of an NCCL
 // release ("2.28", "2.30"; "" = tuning.DefaultRelease). CollNet/NVLS/PAT rows whose hardware
@@ -48,7 +54,7 @@ func TimingFor(release string, a tuning.Algo, p tuning.Proto) (Timing, error) {
 		return Timing{}, fmt.Errorf("simnet: bad algorithm/protocol %v/%v", a, p)
 	}
 	var t Timing
-	t.Launch = FromMicros(k.BaseLat[a][p])
+	t.Launch = KernelLaunch + FromMicros(k.BaseLat[a][p])
 	for hw := 0; hw < 3; hw++ {
 		for q := tuning.Proto(0); q < tuning.NumProtos; q++ {
 			v := k.HwLat[hw][a][q]
