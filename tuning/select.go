@@ -103,6 +103,9 @@ type Choice struct {
 	ChunkSize int64
 	// Override is the 1-based line of the tuner-file rule that applied, 0 if none.
 	Override int
+	// PlanIndex is the call's position in the group's kernel plan (the order of NCCL's choice
+	// lines): calls are scheduled by kind (CollNet, NVLS), then (function, op, type) bin, then size.
+	PlanIndex int
 }
 
 // Line is NCCL's per-call TUNING line (2.28 format, rank 0).
@@ -322,6 +325,9 @@ func (t *Table) SelectGroup(calls []Call) ([]Choice, error) {
 		for nv := 0; nv < 2; nv++ {
 			plan = append(plan, queue[cn][nv]...)
 		}
+	}
+	for i, tk := range plan {
+		tk.choice.PlanIndex = i
 	}
 	t.schedule(plan)
 	out := make([]Choice, len(calls))
