@@ -1,6 +1,9 @@
 package simnet
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -120,6 +123,26 @@ func TestOversubscriptionShares(t *testing.T) {
 	for tag, at := range h.done {
 		if !near(at.Seconds(), 2e-3, 1e-9) {
 			t.Errorf("flow %d done at %v, want 2ms", tag, at)
+		}
+	}
+}
+
+func TestExampleFabricsParse(t *testing.T) {
+	files, err := filepath.Glob("../examples/fabrics/*.fabric")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example fabrics (%v)", err)
+	}
+	for _, fn := range files {
+		data, err := os.ReadFile(fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := ParseFabric(bytes.NewReader(data), fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewCluster(NewEngine(nil), SwitchedNode("n", 8, 400, 8, 50, 48), 64, f); err != nil {
+			t.Fatalf("%s: %v", fn, err)
 		}
 	}
 }
