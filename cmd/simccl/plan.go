@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/internal/units"
+	"github.com/simccl/simccl/simnet"
 	"github.com/simccl/simccl/tuning"
 )
 
@@ -30,10 +33,11 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	redop := fs.StringP("op", "o", "sum", "reduction: sum, prod, max, min, avg")
 	root := fs.IntP("root", "r", 0, "root rank (broadcast, reduce)")
 	peer := fs.Int("peer", 1, "sendrecv: rank r sends to r+peer")
-	algo := fs.String("algo", "Ring", "algorithm: Ring, Tree (AllReduce); ignored for sendrecv/alltoall. Not chosen by the tuning model: pass it")
-	proto := fs.String("proto", "Simple", "protocol: LL, LL128, Simple. Not chosen by the tuning model: pass it")
-	nch := fs.Int("nchannels", 1, "channels the call is spread over")
-	chunkStr := fs.String("chunk", "0", "payload bytes per chunk (0 = NCCL's default for the protocol, fact sheet §5.7)")
+	topoFile := fs.String("topo", "", "NCCL topology XML or embedded name: take algorithm, protocol, channels, chunk size, rings and trees from the tuning model and channel search of that machine (× --nnodes), as 'simccl run' does; without it they come from the flags below")
+	algo := fs.String("algo", "Ring", "algorithm: Ring, Tree (AllReduce), PAT (AllGather/ReduceScatter); ignored for sendrecv/alltoall (with --topo: overrides tuning's choice)")
+	proto := fs.String("proto", "Simple", "protocol: LL, LL128, Simple (with --topo: overrides tuning's choice)")
+	nch := fs.Int("nchannels", 1, "channels the call is spread over (with --topo: overrides tuning's choice)")
+	chunkStr := fs.String("chunk", "0", "payload bytes per chunk (0 = NCCL's default for the protocol, fact sheet §5.7; with --topo: tuning's)")
 	crossNic := fs.Bool("crossnic", false, "rings alternate channel pairs on odd nodes (NCCL crossNic=2)")
 	pattern := fs.String("pattern", "balanced", "tree pattern inside a node: balanced, split, tree")
 	summary := fs.Bool("summary", false, "print only the per-rank totals, not every step")
@@ -43,7 +47,8 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "Usage: simccl plan -c allreduce -n 8 --count 1M [-d float] [--algo Ring --proto Simple --nchannels 2] [--json]")
 		fmt.Fprintln(stderr, "\nCompiles one collective into the schedule both simnet and the real engine execute: per rank and")
 		fmt.Fprintln(stderr, "channel, NCCL's primitives (Send, RecvReduceSend, …) with peers, connections, offsets, bytes and slots.")
-		fmt.Fprintln(stderr, "Algorithm, protocol and channel count are flags (defaults Ring/Simple/1), not the tuning model's choice.")
+		fmt.Fprintln(stderr, "Algorithm, protocol and channel count are flags (defaults Ring/Simple/1), or, with --topo, the tuning")
+		fmt.Fprintln(stderr, "model's choice for that machine (flags given explicitly still override it).")
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
 	}
@@ -102,8 +107,8 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	if *ranks != "" {
 		for _, s := range strings.Split(*ranks, ",") {
 			r, err := strconv.Atoi(strings.TrimSpace(s))
-			if err != nil || r < 0 || r >= *nRanks {
-				return fmt.Errorf("%w: --ranks: %q is not a rank in 0..%d", errUsage, s, *nRanks-1)
+			if err != nil || r < 0 {
+				return fmt.Errorf("%w: --ranks: %q is not a rank number", errUsage, s)
 			}
 			show = append(show, r)
 		}
@@ -113,27 +118,61 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	if f == tuning.SendRecv || f == tuning.AllToAll {
 		p.Algo = tuning.Ring // no collective algorithm; keeps the plan's name readable
 	}
-	ppn := *nRanks / *nNodes
-	ident := func(k int) [][]int {
-		chains := make([][]int, k)
-		for c := range chains {
-			chains[c] = make([]int, ppn)
-			for i := range chains[c] {
-				chains[c][i] = i
-			}
-		}
-		return chains
-	}
-	if p.Rings, err = coll.BuildRings(ident(*nch), *nNodes, ppn, *crossNic); err != nil {
-		return err
-	}
-	if a == tuning.Tree {
-		// Channels 0..k−1 use tree 0 of the double binary tree and their twins k..2k−1 tree 1.
-		trees, err := coll.BuildTrees(ident((*nch+1)/2), *nNodes, ppn, pat)
+	note := "algorithm, protocol and channels from flags"
+	if *topoFile != "" {
+		tp, tnote, err := tunedPlan(*topoFile, *nNodes, f, count, dt, op)
 		if err != nil {
 			return err
 		}
-		p.Trees = trees[:*nch]
+		if fs.Changed("nranks") && *nRanks != tp.NRanks {
+			return fmt.Errorf("%w: -n %d but %s × %d node(s) has %d ranks", errUsage, *nRanks, *topoFile, *nNodes, tp.NRanks)
+		}
+		tp.Root, tp.Peer = *root, *peer
+		if fs.Changed("algo") {
+			tp.Algo = a
+		}
+		if fs.Changed("proto") {
+			tp.Proto = pr
+		}
+		if fs.Changed("nchannels") {
+			tp.NChannels = *nch
+		}
+		if fs.Changed("chunk") {
+			tp.ChunkSize = chunk
+		}
+		p = tp
+		note = "tuned for " + *topoFile
+		if tnote != "" {
+			note += ": " + tnote
+		}
+	} else {
+		ppn := *nRanks / *nNodes
+		ident := func(k int) [][]int {
+			chains := make([][]int, k)
+			for c := range chains {
+				chains[c] = make([]int, ppn)
+				for i := range chains[c] {
+					chains[c][i] = i
+				}
+			}
+			return chains
+		}
+		if p.Rings, err = coll.BuildRings(ident(*nch), *nNodes, ppn, *crossNic); err != nil {
+			return err
+		}
+		if a == tuning.Tree {
+			// Channels 0..k−1 use tree 0 of the double binary tree and their twins k..2k−1 tree 1.
+			trees, err := coll.BuildTrees(ident((*nch+1)/2), *nNodes, ppn, pat)
+			if err != nil {
+				return err
+			}
+			p.Trees = trees[:*nch]
+		}
+	}
+	for _, r := range show {
+		if r >= p.NRanks {
+			return fmt.Errorf("%w: --ranks: %d is not a rank in 0..%d", errUsage, r, p.NRanks-1)
+		}
 	}
 	s, err := coll.Compile(p)
 	if err != nil {
@@ -143,9 +182,36 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", " ")
 		return enc.Encode(struct {
+			Note     string         `json:"note"`
 			Schedule *coll.Schedule `json:"schedule"`
 			Summary  coll.Summary   `json:"summary"`
-		}{s, coll.Summarize(s)})
+		}{note, s, coll.Summarize(s)})
 	}
+	fmt.Fprintf(stdout, "# %s\n", note)
 	return coll.WriteText(stdout, s, coll.DumpOptions{Steps: !*summary, Ranks: show})
+}
+
+// tunedPlan builds the machine of a topology (simnet's pipeline: graph, search, tuning) and returns
+// the plan NCCL would run for the call: tuning's algorithm, protocol, channels and chunk size, and
+// the searched rings and trees.
+func tunedPlan(topoFile string, nodes int, f tuning.Func, count int64, dt coll.DataType, op coll.RedOp) (coll.Plan, string, error) {
+	var data []byte
+	if d, err := os.ReadFile(topoFile); err == nil {
+		data = d
+	} else if d, err2 := topos.Get(topoFile); err2 == nil {
+		data = d
+	} else {
+		return coll.Plan{}, "", fmt.Errorf("--topo: %w", err)
+	}
+	fab := simnet.DefaultFabric()
+	m, err := simnet.MachineFromXML(data, topoFile, nodes, fab, &tuning.Config{})
+	if err != nil {
+		return coll.Plan{}, "", err
+	}
+	// simnet's Plan takes nccl-tests' total size in bytes.
+	size := count * int64(dt.Size())
+	if f == tuning.AllGather || f == tuning.ReduceScatter || f == tuning.AllToAll {
+		size *= int64(m.NRanks())
+	}
+	return m.Plan(f, size, dt, op)
 }

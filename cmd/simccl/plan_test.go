@@ -36,11 +36,23 @@ func TestPlanCommand(t *testing.T) {
 	if v.Schedule.NRanks != 4 || v.Summary.Total.SentBytes != 4*3*1000*4 {
 		t.Errorf("json: %+v", v)
 	}
-	for _, bad := range [][]string{{"plan", "--algo", "Bogus"}, {"plan", "-n", "6", "--nnodes", "4"}, {"plan", "--count", "x"}, {"plan", "--ranks", "9"}} {
+	for _, bad := range [][]string{{"plan", "--algo", "Bogus"}, {"plan", "-n", "6", "--nnodes", "4"}, {"plan", "--count", "x"}, {"plan", "--ranks", "9"}, {"plan", "--ranks", "x"}} {
 		errb.Reset()
 		if rc := mainRun(bad, &out, &errb); rc != 2 {
 			t.Errorf("%v: rc %d, want 2 (%s)", bad, rc, errb.String())
 		}
+	}
+	out.Reset()
+	topo := "../../testdata/topos/azure-ncv4-a100pcie.xml"
+	if rc := mainRun([]string{"plan", "--topo", topo, "-c", "allreduce", "--count", "4M", "--summary"}, &out, &errb); rc != 0 {
+		t.Fatalf("--topo: rc %d: %s", rc, errb.String())
+	}
+	if !strings.Contains(out.String(), "# tuned for") || !strings.Contains(out.String(), "op 0: AllReduce") {
+		t.Errorf("--topo output:\n%s", out.String())
+	}
+	errb.Reset()
+	if rc := mainRun([]string{"plan", "--topo", topo, "-n", "3"}, &out, &errb); rc != 2 {
+		t.Errorf("--topo with a wrong -n: rc %d (%s)", rc, errb.String())
 	}
 	errb.Reset()
 	if rc := mainRun([]string{"plan", "--algo", "NVLS"}, &out, &errb); rc != 1 || !strings.Contains(errb.String(), "unsupported") {
