@@ -1,0 +1,204 @@
+package search
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simccl/simccl/graph"
+	tx "github.com/simccl/simccl/topo/xml"
+)
+
+func TestBadInput(t *testing.T) {
+	if _, err := Compute(nil, Request{ID: 0, Pattern: PatternRing, MaxChannels: 1}, Options{}); !errors.Is(err, ErrSearch) {
+		t.Errorf("nil topology: %v", err)
+	}
+	if _, err := Compute(NewTopology(), Request{ID: 0, Pattern: PatternRing, MaxChannels: 1}, Options{}); err == nil || !strings.Contains(err.Error(), "no GPU") {
+		t.Errorf("empty topology: %v", err)
+	}
+	top := h200x2(t, true, 0, false)
+	if _, err := Compute(top, Request{ID: 0, Pattern: PatternRing, MaxChannels: 65}, Options{}); err == nil {
+		t.Error("maxChannels 65 accepted")
+	}
+	if _, err := ComputeAll(top, AllOptions{Nodes: 2}); err == nil || !strings.Contains(err.Error(), "no NET") {
+		t.Errorf("2 nodes without NET: %v", err)
+	}
+	if _, err := ParamsFor("2.99"); err == nil {
+		t.Error("unknown release accepted")
+	}
+
+	b := newBuilder()
+	g0 := b.t.AddGPU(1, 0, 0, 90)
+	g1 := b.t.AddGPU(2, 0, 1, 90)
+	if err := b.t.Connect(g0, g1, linkNVL, -1); err == nil {
+		t.Error("negative bandwidth accepted")
+	}
+	if err := b.t.Connect(g0, Handle{KindGPU, 7}, linkNVL, 1); err == nil {
+		t.Error("link to a missing node accepted")
+	}
+	if err := b.t.SetPath(g0, g1, []Handle{g0, g1}, PathNVL, 20); err == nil {
+		t.Error("path over a missing link accepted")
+	}
+	if _, err := ComputeAll(b.bfs(), AllOptions{}); err == nil || !strings.Contains(err.Error(), "rank 0") {
+		t.Errorf("two GPUs with rank 0: %v", err)
+	}
+}
+
+// Two GPUs that cannot reach each other: NCCL falls back to one channel in index order at
+// 0.1 GB/s, type SYS (ncclTopoCompute's fallback).
+func TestFallback(t *testing.T) {
+	b := newBuilder()
+	b.t.AddGPU(1, 0, 0, 80)
+	b.t.AddGPU(2, 1, 1, 80)
+	res, err := ComputeAll(b.bfs(), AllOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGraph(t, "ring", res.Ring, want{PatternRing, 1, 0.1, 0.1, PathSYS, PathSYS, 1, [][]int{{0, 1}}})
+	if res.NChannels != 2 {
+		t.Errorf("comm channels %d, want 2", res.NChannels)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	top := h200x2(t, true, 0, false)
+	for _, c := range []struct{ xml, want string }{
+		{`<graphs version="1"><graph id="0" pattern="4" crossnic="0" nchannels="1" speedintra="1" speedinter="1" typeintra="BOGUS" typeinter="PIX" samechannels="1"/></graphs>`, "typeintra"},
+		{`<graphs version="1"><graph id="0" pattern="4" crossnic="0" nchannels="2" speedintra="1" speedinter="1" typeintra="NVL" typeinter="PIX" samechannels="1"><channel><gpu dev="0"/><gpu dev="1"/></channel></graph></graphs>`, "only 1 <channel>"},
+		{`<graphs version="1"><graph id="0" pattern="4" crossnic="0" nchannels="1" speedintra="1" speedinter="1" typeintra="NVL" typeinter="PIX" samechannels="1"><channel><gpu dev="0"/></channel></graph></graphs>`, "1 GPUs, the topology has 2"},
+		{`<graphs version="1"><graph id="0" pattern="4" crossnic="0" nchannels="99" speedintra="1" speedinter="1" typeintra="NVL" typeinter="PIX" samechannels="1"/></graphs>`, "out of 0..64"},
+	} {
+		gs, err := tx.ParseGraphs([]byte(c.xml), "g.xml")
+		if err != nil {
+			t.Fatalf("%s: %v", c.xml, err)
+		}
+		if _, err := Load(top, gs, "g.xml"); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want %q", c.xml, err, c.want)
+		}
+	}
+}
+
+// Dump then Load gives back the same graphs.
+func TestDumpLoadRoundTrip(t *testing.T) {
+	top := h200x2(t, true, 0, true)
+	res, err := ComputeAll(top, AllOptions{Nodes: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := WriteDump(&buf, top, res.Graphs()); err != nil {
+		t.Fatal(err)
+	}
+	gs, err := tx.ParseGraphs(buf.Bytes(), "dump")
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Load(top, gs, "dump")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range res.Graphs() {
+		l := back[i]
+		if l.ID != g.ID || l.NChannels != g.NChannels || l.BwIntra != g.BwIntra || l.BwInter != g.BwInter ||
+			l.TypeIntra != g.TypeIntra || l.TypeInter != g.TypeInter || len(l.Intra) != len(g.Intra) || len(l.Inter) != len(g.Inter) {
+			t.Errorf("graph %d: loaded %+v, dumped %+v", g.ID, l, g)
+			continue
+		}
+		for c := range g.Intra {
+			wantOrder := g.Intra[c]
+			if g.ID == IDNVLS {
+				wantOrder = wantOrder[:1] // NVLS graphs keep only the head GPU in files
+			}
+			if !equalInts(l.Intra[c], wantOrder) || l.Inter[c] != g.Inter[c] {
+				t.Errorf("graph %d channel %d: loaded %v %v, dumped %v %v", g.ID, c, l.Intra[c], l.Inter[c], g.Intra[c], g.Inter[c])
+			}
+		}
+	}
+}
+
+// Every topology of the corpus is searched on one node and on two, or fails with an error;
+// never a panic, and each within a few seconds.
+func TestCorpus(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "testdata", "topos", "*.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	searched := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "-graph.xml") {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data = []byte(strings.NewReplacer("0xHOSTHASH_B", "0x1", "0xHOSTHASH_A", "0x2", "0xREDACTED", "0x1").Replace(string(data)))
+		doc, err := tx.ParseBytes(data, f)
+		if err != nil {
+			continue // the reader's business; it reports the line
+		}
+		for _, nodes := range []int{1, 2} {
+			sys, err := graph.FromXML(doc, graph.Options{LocalRank: 0, NRanks: 1 << 12})
+			if nodes == 1 {
+				sys, err = graph.FromXML(doc, graph.Options{LocalRank: 0})
+			}
+			if err != nil {
+				continue
+			}
+			top, err := FromSystem(sys, nodes > 1)
+			if err != nil {
+				t.Errorf("%s: %v", f, err)
+				continue
+			}
+			start := time.Now()
+			res, err := ComputeAll(top, AllOptions{Nodes: nodes})
+			if err != nil {
+				if nodes > 1 && top.NumNETs() == 0 {
+					continue
+				}
+				t.Errorf("%s (%d nodes): %v", f, nodes, err)
+				continue
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("%s (%d nodes): search took %v", f, nodes, d)
+			}
+			if res.Ring.NChannels < 1 || res.NChannels < 2 {
+				t.Errorf("%s (%d nodes): ring %d channels, comm %d", f, nodes, res.Ring.NChannels, res.NChannels)
+			}
+			searched++
+		}
+	}
+	if searched < 20 {
+		t.Errorf("only %d corpus searches ran", searched)
+	}
+}
+
+// FuzzLoad feeds arbitrary graph files to the loader: an error or graphs, never a panic.
+func FuzzLoad(f *testing.F) {
+	for _, p := range []string{"topos/rtx3090-8gpu-pcie-2socket-ib56g-graph.xml", "nccl/h200x2/real_graph.xml", "topos/azure-ncv4-a100pcie-graph.xml"} {
+		data, err := os.ReadFile(filepath.Join("..", "testdata", p))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	top := h200x2(f, true, 0, true)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		gs, err := tx.ParseGraphs(data, "fuzz.xml")
+		if err != nil {
+			return
+		}
+		gr, err := Load(top, gs, "fuzz.xml")
+		if err != nil {
+			return
+		}
+		var buf bytes.Buffer
+		if err := WriteDump(&buf, top, gr); err != nil {
+			t.Fatalf("loaded graphs do not dump: %v", err)
+		}
+	})
+}
