@@ -93,8 +93,10 @@ func (s *System) setPaths(base *Node) error {
 				hops := len(path.Links) + 1
 				var better bool
 				if lexico {
-					// 2.30.7: lower type, then higher bw, then fewer hops.
-					better = typ < rp.Type ||
+					// 2.30.7: lower type, then higher bw, then fewer hops. A 0 GB/s candidate (an
+					// NVLink of count 0) is never taken: under 2.28's rule it cannot be, and we
+					// assume 2.30.7 keeps that (not checked against a 2.30 log).
+					better = bw > 0 && typ < rp.Type ||
 						(typ == rp.Type && bw > rp.BW) ||
 						(typ == rp.Type && bw == rp.BW && hops < len(rp.Links))
 				} else {

@@ -157,8 +157,8 @@ type (
 	}
 )
 
-// round1 keeps JSON numbers short: the float32 bandwidths NCCL uses, written with at most
-// 4 decimals.
+// round4 keeps JSON numbers short: NCCL's float32 bandwidths (370.8000183…) written with at
+// most 4 decimals (370.8).
 func round4(x float64) float64 {
 	v, _ := json.Number(fmt.Sprintf("%.4f", x)).Float64()
 	return v
