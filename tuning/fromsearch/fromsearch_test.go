@@ -105,3 +105,26 @@ func TestEndToEndH200(t *testing.T) {
 		})
 	}
 }
+
+func TestPipelineErrors(t *testing.T) {
+	doc, err := tx.ReadFile(filepath.Join("..", "..", "testdata", "nccl", "h200x2", "variants", "nvl4.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := Pipeline(doc, 0, graph.Options{}, search.AllOptions{}, Options{}); err == nil || !strings.Contains(err.Error(), "0 nodes") {
+		t.Errorf("0 nodes: %v", err)
+	}
+	if _, err := Comm(nil, nil, Options{}); err == nil {
+		t.Error("nil inputs: want an error")
+	}
+	c, res, sys, err := Pipeline(doc, 1, graph.Options{}, search.AllOptions{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NRanks != 2 || c.NNodes != 1 || c.CCMin != 90 || c.CPUVendor != "intel" || c.CPUArch != "x86" || res == nil || sys == nil {
+		t.Errorf("comm %+v", c)
+	}
+	if c.P2PChannelsPerPeer != 8 || c.P2PNChannels != 8 || !c.AllNVLink {
+		t.Errorf("p2p %d/%d allNVLink %v, want 8/8 true (NCCL 2.28 log: 8 p2p channels, 8 per peer)", c.P2PNChannels, c.P2PChannelsPerPeer, c.AllNVLink)
+	}
+}
