@@ -122,7 +122,8 @@ func newReleases() map[string]*Constants {
 	v228.PerChMaxRingLL128Bws[ccBlackwell] = [3]float64{2 * 36.7, 2 * 36.7, 2 * 36.7}
 	// 2.27–2.29: the LL128 auto rule needs a uniform compute capability (§5.4).
 	v228.LL128AnyCCAtLeast90 = false
-	// 2.28 enqueue.cc: MinTrafficPerChannel 16 KiB and trafficPerChannel = max(16 KiB, traffic/nCh).
+	// 2.28 enqueue.cc: MinTrafficPerChannel 16 KiB and trafficPerChannel = max(16 KiB, traffic/nCh)
+	// (NCCL 2.28.9's logs on 2×H200 confirm it: the 2.29+ rule misplaces 32 of 725 channel ranges).
 	v228.MinTrafficPerChannel = 16 << 10
 	v228.TrafficPerChannelRoundUp = false
 

@@ -50,8 +50,11 @@
 //
 // Tested against NCCL 2.28.9's own logs on a 2×H200 machine (real topology, three NCCL_TOPO_FILE
 // variants, two processes taken for two hosts): every table line is byte-identical and all 725
-// per-call choices (algorithm, protocol, channel range) equal; the §5.10 worked example; and a
-// public NCCL 2.29.7 log (2 ranks, 2 hosts, Blackwell). Not modelled: the sm90 + CUDA 11.8 LL128
+// per-call choices (algorithm, protocol, channel range) equal, end to end from the topology XML
+// through packages graph and search too (tuning/fromsearch); 524 more choice lines captured with
+// testdata/capture.sh (grouped calls, half/int8, NCCL_PROTO/NCCL_ALGO per function,
+// NCCL_MAX_NCHANNELS, NCCL_NTHREADS) equal; the §5.10 worked example; and a public NCCL 2.29.7 log
+// (2 ranks, 2 hosts, Blackwell). The 2.30 constants come from the fact sheet only (no 2.30 log). Not modelled: the sm90 + CUDA 11.8 LL128
 // exclusion, user-buffer registration (NVLS/CollNet registered paths, the CTA efficiency policy),
 // the u32fp8 rounding of P2P chunk sizes (exact for powers of two), plans that overflow the
 // per-launch work budget, 2.30's per-call CTA limits and " cgaClusterSize" suffix of the choice line.
