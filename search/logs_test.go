@@ -1,0 +1,96 @@
+package search
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// NCCL's INFO logs print every graph it searched (ncclTopoPrintGraph): "Pattern …" then one
+// line per channel. These tests compare our printout of the same graphs, line for line, with the
+// lines rank 0 printed, for the logs whose NCCL (2.27.7+) prints GPUs as systemId-busid.
+var logGoldens = []struct {
+	golden
+	log string
+}{
+	{golden{name: "h200x2-real", topo: "nccl/h200x2/real_topo.xml", nodes: 1, nranks: 2}, "nccl/h200x2/real.677.log"},
+	{golden{name: "h200x2-nvswitch", topo: "nccl/h200x2/nvswitch_topo.xml", nodes: 1, nranks: 2}, "nccl/h200x2/nvswitch.869.log"},
+	{golden{name: "h200x2-nvl4", topo: "nccl/h200x2/nvl4_topo.xml", nodes: 1, nranks: 2}, "nccl/h200x2/nvl4.741.log"},
+	{golden{name: "h200x2-nvl0", topo: "nccl/h200x2/nvl0_topo.xml", nodes: 1, nranks: 2}, "nccl/h200x2/nvl0.803.log"},
+	{golden{name: "h200x2-fakehosts", topo: "nccl/h200x2/fakehosts_topo.xml", nodes: 2, nranks: 2}, "nccl/h200x2/fakehosts.931.log"},
+	// NCCL 2.27.7; the search rules it used are those of 2.28 for these graphs.
+	{golden{name: "a100pcie-nvlink-bridge", topo: "topos/a100pcie-2gpu-nvlink-bridge-dump-normal.xml", nodes: 1, nranks: 2},
+		"topos/a100pcie-2gpu-nvlink-bridge-dump-normal-nccl-info.log"},
+	{golden{name: "a100pcie-asymmetric-nvlink", topo: "topos/a100pcie-2gpu-nvlink-bridge-dump-FAULT-asym-nvlink.xml", nodes: 1, nranks: 2},
+		"topos/a100pcie-2gpu-nvlink-bridge-dump-FAULT-nccl-info.log"},
+}
+
+var (
+	logRank0   = regexp.MustCompile(`\[0\] NCCL INFO (.*)$`)
+	logChannel = regexp.MustCompile(`^ ?\d+ : `)
+	logSystem  = regexp.MustCompile(`^=== System : `)
+)
+
+// rank0Graphs returns the System line and the graph lines (Pattern + channels) rank 0 printed.
+func rank0Graphs(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "testdata", path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	inGraph := false
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := logRank0.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		line := m[1]
+		switch {
+		case logSystem.MatchString(line) && len(out) == 0:
+			out = append(out, line)
+		case strings.HasPrefix(line, "Pattern "):
+			out = append(out, line)
+			inGraph = true
+		case inGraph && logChannel.MatchString(line):
+			out = append(out, line)
+		default:
+			inGraph = false
+		}
+	}
+	return out
+}
+
+func TestGoldenLogs(t *testing.T) {
+	for _, c := range logGoldens {
+		t.Run(c.name, func(t *testing.T) {
+			want := rank0Graphs(t, c.log)
+			if len(want) < 3 {
+				t.Fatalf("%s: only %d graph lines found", c.log, len(want))
+			}
+			top := readTopo(t, c.golden)
+			off := false
+			res, err := ComputeAll(top, AllOptions{Nodes: c.nodes, NVLS: &off})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b bytes.Buffer
+			if err := WriteReport(&b, res); err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Split(strings.TrimSpace(b.String()), "\n")
+			got = got[:len(got)-1]
+			t.Logf("%d lines compared", len(want)) // our channel-count summary line; NCCL prints it differently
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("printout differs from NCCL's (%s):\n--- ours\n%s\n--- NCCL\n%s", c.log, strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+}
