@@ -201,35 +201,31 @@ func (s *System) computePaths() error {
 			}
 		}
 	}
-	// 3. PXN: reach a NET through the NVLink peer that would drive it (GPU→NET only).
-	if !s.Options.PXNDisable {
-		pxnLevel := PathP2C // NCCL_PXN_C2C=1, default since 2.28
-		if s.Options.PXNC2CDisable {
-			pxnLevel = PathPXB
-		}
-		for ni, n := range nets {
-			pi := s.LocalGPU(n)
-			if pi < 0 {
-				continue
-			}
-			p := gpus[pi]
-			for _, g := range gpus {
-				if g == p {
-					continue
-				}
-				pn, gn := p.path(NET, ni), g.path(NET, ni)
-				if pn.Type <= pxnLevel && p.path(GPU, g.Index).Type <= PathNVL &&
-					p.SystemID() == g.SystemID() && s.checkGDR(p, n, true) &&
-					(pn.BW > gn.BW || gn.Type > PathPXN) {
-					s.addInterStep(p, g, n)
-				}
-			}
-		}
+	// 3 and 4, per NET and per GPU in this order, as NCCL interleaves them (a GPU's rewrite is
+	// seen by the GPUs after it):
+	// PXN: reach the NET through the NVLink peer that drives it (GPU→NET only), if that peer is
+	// close to the NET (≤ P2C with NCCL_PXN_C2C=1, the 2.28 default; else ≤ PXB) and may use
+	// GDR for reads, and the peer has more bandwidth or our path is worse than PXN.
+	// No GDR: if the GPU is closer than PHB but GDR (write) is refused, route both directions
+	// through the GPU's local CPU.
+	pxnLevel := PathP2C
+	if s.Options.PXNC2CDisable {
+		pxnLevel = PathPXB
 	}
-	// 4. No GDR: route both directions through the GPU's local CPU.
-	for _, n := range nets {
+	for ni, n := range nets {
 		for _, g := range gpus {
-			if g.path(NET, n.Index).Type < PathPHB && !s.checkGDR(g, n, false) {
+			if !s.Options.PXNDisable {
+				if pi := s.LocalGPU(n); pi >= 0 && pi != g.Index {
+					p := gpus[pi]
+					pn, gn := p.path(NET, ni), g.path(NET, ni)
+					if pn.Type <= pxnLevel && s.checkGDR(p, n, true) &&
+						p.path(GPU, g.Index).Type <= PathNVL && p.SystemID() == g.SystemID() &&
+						(pn.BW > gn.BW || gn.Type > PathPXN) {
+						s.addInterStep(p, g, n)
+					}
+				}
+			}
+			if g.path(NET, ni).Type < PathPHB && !s.checkGDR(g, n, false) {
 				if cpu := s.localCPU(g); cpu != nil {
 					s.addInterStep(cpu, n, g)
 					s.addInterStep(cpu, g, n)
@@ -515,7 +511,7 @@ func (s *System) setInter() {
 func (s *System) searchInit() {
 	s.MaxBw, s.TotalBw = 0, 0
 	// 2.28 uses system->inter; ≤2.27 the NET count (NETs were removed when not inter).
-	inter := s.Inter && len(s.Nodes[NET]) > 0
+	inter := s.Inter
 	if !s.Version.AtLeast(V2_28) {
 		inter = len(s.Nodes[NET]) > 0
 	}
