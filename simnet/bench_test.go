@@ -20,3 +20,23 @@ func BenchmarkRing64Nodes(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkRing1024Nodes(b *testing.B) {
+	m, err := HGXH100(1024, nil, &tuning.Config{Algo: "ring", Proto: "simple"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	m.Fabric.Routing = "rail"
+	for b.Loop() {
+		e := NewEngine(nil)
+		cl, _ := NewCluster(e, m.Node, m.Nodes, m.Fabric)
+		tm, _ := TimingFor("", tuning.Ring, tuning.Simple)
+		res, err := SimulateRing(e, cl, RingSpec{Func: tuning.AllReduce, Bytes: 1 << 30, Proto: tuning.Simple, Rings: m.Rings}, tm)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(e.CompVisited)/float64(e.Recomputes), "flows/recompute")
+		b.ReportMetric(float64(e.Recomputes), "recomputes")
+		b.ReportMetric(float64(res.Events), "events")
+	}
+}

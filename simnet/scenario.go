@@ -96,6 +96,9 @@ func NewMachine(sys *graph.System, nodes int, fab *Fabric, cfg *tuning.Config) (
 	if err != nil {
 		return nil, err
 	}
+	if fab == nil {
+		fab = DefaultFabric()
+	}
 	m := &Machine{Node: node, Nodes: nodes, Fabric: fab, Search: res, Table: table, Release: cfg.Version}
 	m.Notes = append(m.Notes, "NVLS/CollNet not searched (coll compiles Ring, Tree and point-to-point only)")
 	nch := table.NChannels
@@ -356,6 +359,9 @@ func NewMachineFromModel(node *NodeModel, nodes int, fab *Fabric, comm tuning.Co
 	table, err := tuning.Model(&comm, cfg)
 	if err != nil {
 		return nil, err
+	}
+	if fab == nil {
+		fab = DefaultFabric()
 	}
 	m := &Machine{Node: node, Nodes: nodes, Fabric: fab, Table: table, Release: cfg.Version}
 	m.Notes = append(m.Notes, "hand-made node model and communicator (no topology search)")

@@ -1,0 +1,31 @@
+// Package simnet is simccl's discrete-event network simulator: it times the schedules package
+// coll compiles on a model of the machine (a node topology from package graph, replicated over a
+// fabric) and records every point-to-point message with its route.
+//
+// The engine (Engine) keeps simulated time as integer picoseconds and its events in typed heaps
+// ordered by (time, sequence number), so runs are deterministic. Links are resources with a
+// capacity; flows crossing them share it max-min fairly (progressive filling), recomputed once per
+// instant and only for the connected component of the links whose flows changed. Flow
+// completions live in an indexed heap (one entry per flow), so a rate change moves an entry
+// instead of leaving a stale event behind.
+//
+// Simulate replays a coll.Schedule exactly: a step starts when its dependencies are done, its
+// messages have arrived and the connection's NCCL_STEPS credit is free; each message is a flow of
+// its wire bytes, delivered after the route latency plus NCCL's per-step hardware latency for the
+// route's class. SimulateRing replays NCCL's ring algorithms without materialising the schedule,
+// for clusters of thousands of GPUs (with an optional coarse mode, see docs/cluster.md).
+//
+// Usage:
+//
+//	m, err := simnet.MachineFromXML(topoXML, "dgx-h100.xml", 16, simnet.DefaultFabric(), nil)
+//	row, res, err := m.Run(tuning.AllReduce, 1<<30, coll.Float32, coll.Sum, simnet.RunOptions{Record: true})
+//	fmt.Println(row.TimeUs, row.BusBw, len(res.Ops))
+//
+// Cluster builds the links of nodes copies of a NodeModel joined by a Fabric (rail-optimized or
+// fat tree, two or three tiers, oversubscription, ECMP or destination-mod-k routing; the file
+// format is in docs/cluster.md). WriteTrace, WriteOpsCSV, WriteTable, WriteJSON and WritePlot
+// produce simccl run's outputs.
+//
+// Programmer errors (a negative event kind) panic; bad input (schedules, fabrics, node models)
+// gives an error naming the place.
+package simnet

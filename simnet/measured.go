@@ -1,0 +1,141 @@
+package simnet
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/tuning"
+)
+
+// Measured is one row of a measured-timings CSV (tag,coll,world,bytes,us,algbw,busbw), as
+// testdata/nccl/*/nccl_perf.csv holds them; coll uses nccl-tests' names (all_reduce, …).
+type Measured struct {
+	Tag, Coll        string
+	World            int
+	Bytes            int64
+	Us, AlgBw, BusBw float64
+}
+
+// ReadMeasuredCSV reads measured timings; name is used in errors ("file.csv:12: …").
+func ReadMeasuredCSV(r io.Reader, name string) ([]Measured, error) {
+	recs, err := csv.NewReader(r).ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	var out []Measured
+	for i, rec := range recs {
+		if i == 0 && len(rec) > 0 && rec[0] == "tag" {
+			continue
+		}
+		if len(rec) < 7 {
+			return nil, fmt.Errorf("%s:%d: %d fields, want 7 (tag,coll,world,bytes,us,algbw,busbw)", name, i+1, len(rec))
+		}
+		w, e1 := strconv.Atoi(rec[2])
+		b, e2 := strconv.ParseInt(rec[3], 10, 64)
+		us, e3 := strconv.ParseFloat(rec[4], 64)
+		ab, e4 := strconv.ParseFloat(rec[5], 64)
+		bb, e5 := strconv.ParseFloat(rec[6], 64)
+		if e1 != nil || e2 != nil || e3 != nil || e4 != nil || e5 != nil || w < 1 || b < 0 || !(us > 0) {
+			return nil, fmt.Errorf("%s:%d: bad row %v", name, i+1, rec)
+		}
+		out = append(out, Measured{Tag: rec[0], Coll: rec[1], World: w, Bytes: b, Us: us, AlgBw: ab, BusBw: bb})
+	}
+	return out, nil
+}
+
+// FuncOfTest maps nccl-tests' program names to functions.
+func FuncOfTest(name string) (tuning.Func, error) {
+	for _, f := range []tuning.Func{tuning.AllReduce, tuning.AllGather, tuning.ReduceScatter, tuning.Broadcast, tuning.Reduce, tuning.AllToAll, tuning.SendRecv} {
+		if TestName(f) == name {
+			return f, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown collective %q", name)
+}
+
+// ComparePoint is one size simulated beside its measurement.
+type ComparePoint struct {
+	Coll     string  `json:"coll"`
+	Bytes    int64   `json:"bytes"`
+	MeasUs   float64 `json:"measured_us"`
+	SimUs    float64 `json:"simulated_us"`
+	MeasBus  float64 `json:"measured_busbw"`
+	SimBus   float64 `json:"simulated_busbw"`
+	ErrPct   float64 `json:"error_pct"` // 100 × (simulated − measured) / measured
+	SimAlgo  string  `json:"sim_algo"`
+	SimProto string  `json:"sim_proto"`
+	SimNch   int     `json:"sim_nchannels"`
+}
+
+// CompareSummary is the median |error| of one collective, for sizes ≥ 1 MiB and below.
+type CompareSummary struct {
+	Coll        string  `json:"coll"`
+	MedianLarge float64 `json:"median_abs_err_pct_ge_1MiB"`
+	MedianSmall float64 `json:"median_abs_err_pct_lt_1MiB"`
+	NLarge      int     `json:"n_ge_1MiB"`
+	NSmall      int     `json:"n_lt_1MiB"`
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// Compare simulates every measured row with the given tag (float, sum, as nccl-tests runs by
+// default) on m and summarises the errors per collective. Rows whose world differs from m's ranks
+// are an error; sizes that round to no element are skipped.
+func Compare(m *Machine, meas []Measured, tag string) ([]ComparePoint, []CompareSummary, error) {
+	var pts []ComparePoint
+	for _, r := range meas {
+		if r.Tag != tag {
+			continue
+		}
+		if r.World != m.NRanks() {
+			return nil, nil, fmt.Errorf("measurement of %s on %d ranks, machine has %d", r.Coll, r.World, m.NRanks())
+		}
+		f, err := FuncOfTest(r.Coll)
+		if err != nil {
+			return nil, nil, err
+		}
+		row, _, err := m.Run(f, r.Bytes, coll.Float32, coll.Sum, RunOptions{})
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s %d: %w", r.Coll, r.Bytes, err)
+		}
+		if row.TimeUs == 0 {
+			continue
+		}
+		pts = append(pts, ComparePoint{Coll: r.Coll, Bytes: r.Bytes, MeasUs: r.Us, SimUs: row.TimeUs, MeasBus: r.BusBw, SimBus: row.BusBw,
+			ErrPct: 100 * (row.TimeUs - r.Us) / r.Us, SimAlgo: row.Algo, SimProto: row.Proto, SimNch: row.NChannels})
+	}
+	var sums []CompareSummary
+	for _, f := range []tuning.Func{tuning.AllReduce, tuning.AllGather, tuning.ReduceScatter, tuning.Broadcast, tuning.Reduce, tuning.AllToAll, tuning.SendRecv} {
+		c := TestName(f)
+		var lg, sm []float64
+		for _, p := range pts {
+			if p.Coll != c {
+				continue
+			}
+			if p.Bytes >= 1<<20 {
+				lg = append(lg, math.Abs(p.ErrPct))
+			} else {
+				sm = append(sm, math.Abs(p.ErrPct))
+			}
+		}
+		if len(lg)+len(sm) > 0 {
+			sums = append(sums, CompareSummary{Coll: c, MedianLarge: median(lg), MedianSmall: median(sm), NLarge: len(lg), NSmall: len(sm)})
+		}
+	}
+	return pts, sums, nil
+}
