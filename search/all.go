@@ -1,5 +1,7 @@
 package search
 
+import "fmt"
+
 // AllOptions steer ComputeAll.
 type AllOptions struct {
 	Options
@@ -33,8 +35,9 @@ type Result struct {
 	SearchChannels int `json:"searchChannels"`
 	// NChannels is the communicator's channel count after the postset rules (§4.6 steps 2–6).
 	NChannels int `json:"nChannels"`
-	// NGPUs is the number of GPUs (ranks) per node.
-	NGPUs int `json:"nGpusPerNode"`
+	// NGPUs is the number of GPUs (ranks) of node 0; NRanks the number of ranks of all nodes.
+	NGPUs  int `json:"nGpusPerNode"`
+	NRanks int `json:"nRanks"`
 	// MaxBw, TotalBw are the search's bounds ("=== System : maxBw … totalBw … ===").
 	MaxBw   float64 `json:"maxBw"`
 	TotalBw float64 `json:"totalBw"`
@@ -56,26 +59,66 @@ func (r *Result) Topology() *Topology { return r.top }
 func emptyGraph(id int, p Pattern) *Graph { return &Graph{ID: id, Pattern: p} }
 
 // ComputeAll runs the searches NCCL's init runs (ring; tree with ring's channel count; CollNet
-// chain and direct when CollNet is on; NVLS when supported), reduces them across the nodes
-// (§4.4; all nodes share the topology here, so the reduction keeps each graph) and applies the
-// postset channel rules (§4.6).
+// chain and direct when CollNet is on; NVLS when supported) on opts.Nodes nodes that all have
+// this topology, reduces them across the nodes (§4.4; identical nodes keep each graph) and
+// applies the postset channel rules (§4.6).
 func ComputeAll(top *Topology, opts AllOptions) (*Result, error) {
-	if top == nil {
-		return nil, errorf("no topology")
-	}
-	if !top.finished {
-		if err := top.finish(); err != nil {
-			return nil, err
-		}
-	}
 	nodes := opts.Nodes
 	if nodes < 1 {
 		nodes = 1
 	}
-	if nodes > 1 && top.NumNETs() == 0 {
-		return nil, errorf("%d nodes but the topology has no NET to reach the other nodes", nodes)
+	tops := make([]*Topology, nodes)
+	for i := range tops {
+		tops[i] = top
 	}
-	res := &Result{NNodes: nodes, NGPUs: top.NumGPUs(), MaxBw: top.MaxBw(), TotalBw: top.TotalBw(), top: top}
+	return ComputeNodes(tops, opts)
+}
+
+// ComputeNodes is ComputeAll for nodes that differ: tops[i] is node i's topology (its NETs
+// included when there is more than one node). Every node searches its own graphs, then each
+// graph takes the §4.4 minimum/maximum over the nodes; the channel orders printed and dumped are
+// node 0's. opts.Nodes is ignored.
+func ComputeNodes(tops []*Topology, opts AllOptions) (*Result, error) {
+	if len(tops) == 0 {
+		return nil, errorf("no node")
+	}
+	var per [][]*Graph
+	res := &Result{NNodes: len(tops)}
+	ccMin := 0
+	for i, top := range tops {
+		if top == nil {
+			return nil, errorf("node %d: no topology", i)
+		}
+		if !top.finished {
+			if err := top.finish(); err != nil {
+				return nil, fmt.Errorf("node %d: %w", i, err)
+			}
+		}
+		if len(tops) > 1 && top.NumNETs() == 0 {
+			return nil, errorf("%d nodes but node %d's topology has no NET to reach the others", len(tops), i)
+		}
+		gs, err := nodeGraphs(top, opts)
+		if err != nil {
+			return nil, fmt.Errorf("node %d: %w", i, err)
+		}
+		per = append(per, gs)
+		res.NRanks += top.NumGPUs()
+		if i == 0 || top.ccMin() < ccMin {
+			ccMin = top.ccMin()
+		}
+	}
+	top := tops[0]
+	res.NGPUs, res.MaxBw, res.TotalBw, res.top = top.NumGPUs(), top.MaxBw(), top.TotalBw(), top
+	red := ReduceAcrossNodes(per)
+	res.Ring, res.Tree, res.CollNetDirect, res.CollNetChain, res.NVLS = red[0], red[1], red[2], red[3], red[4]
+	res.SearchChannels = min(res.Ring.NChannels, res.Tree.NChannels)
+	res.NChannels = postsetChannels(res, opts, ccMin)
+	return res, nil
+}
+
+// nodeGraphs is one node's share of init: its graphs in dump order (ring, tree, CollNet direct,
+// CollNet chain, NVLS).
+func nodeGraphs(top *Topology, opts AllOptions) ([]*Graph, error) {
 	run := func(req Request) (*Graph, error) {
 		for _, l := range opts.Loaded {
 			if l.ID == req.ID && l.NChannels > 0 {
@@ -89,46 +132,35 @@ func ComputeAll(top *Topology, opts AllOptions) (*Result, error) {
 		}
 		return Compute(top, req, opts.Options)
 	}
-	var err error
-	if res.Ring, err = run(Request{ID: IDRing, Pattern: PatternRing, MinChannels: 1, MaxChannels: MaxChannels / 2}); err != nil {
+	ring, err := run(Request{ID: IDRing, Pattern: PatternRing, MinChannels: 1, MaxChannels: MaxChannels / 2})
+	if err != nil {
 		return nil, err
 	}
-	if res.Tree, err = run(Request{ID: IDTree, Pattern: PatternBalancedTree, MinChannels: res.Ring.NChannels, MaxChannels: res.Ring.NChannels}); err != nil {
+	tree, err := run(Request{ID: IDTree, Pattern: PatternBalancedTree, MinChannels: ring.NChannels, MaxChannels: ring.NChannels})
+	if err != nil {
 		return nil, err
 	}
-	res.CollNetChain = emptyGraph(IDCollNetChain, PatternTree)
-	res.CollNetDirect = emptyGraph(IDCollNetDirect, PatternCollNetDirect)
+	chain := emptyGraph(IDCollNetChain, PatternTree)
+	direct := emptyGraph(IDCollNetDirect, PatternCollNetDirect)
 	if opts.CollNet {
-		if res.CollNetChain, err = run(Request{ID: IDCollNetChain, Pattern: PatternTree, CollNet: true, MinChannels: res.Ring.NChannels, MaxChannels: res.Ring.NChannels}); err != nil {
+		if chain, err = run(Request{ID: IDCollNetChain, Pattern: PatternTree, CollNet: true, MinChannels: ring.NChannels, MaxChannels: ring.NChannels}); err != nil {
 			return nil, err
 		}
-		if res.CollNetDirect, err = run(Request{ID: IDCollNetDirect, Pattern: PatternCollNetDirect, CollNet: true, MinChannels: 1, MaxChannels: MaxChannels}); err != nil {
+		if direct, err = run(Request{ID: IDCollNetDirect, Pattern: PatternCollNetDirect, CollNet: true, MinChannels: 1, MaxChannels: MaxChannels}); err != nil {
 			return nil, err
 		}
 	}
-	res.NVLS = emptyGraph(IDNVLS, PatternNVLS)
+	nvlsGraph := emptyGraph(IDNVLS, PatternNVLS)
 	nvls := top.HasNVSwitch() && top.ccMin() >= 90
 	if opts.NVLS != nil {
 		nvls = nvls && *opts.NVLS
 	}
 	if nvls {
-		if res.NVLS, err = run(Request{ID: IDNVLS, Pattern: PatternNVLS, MinChannels: 1, MaxChannels: MaxChannels}); err != nil {
+		if nvlsGraph, err = run(Request{ID: IDNVLS, Pattern: PatternNVLS, MinChannels: 1, MaxChannels: MaxChannels}); err != nil {
 			return nil, err
 		}
 	}
-
-	// §4.4: every node searched the same topology, so min/max over the nodes leave each graph
-	// as it is; reduce anyway so that heterogeneous inputs (ReduceAcrossNodes) share the rule.
-	per := make([][]*Graph, nodes)
-	for i := range per {
-		per[i] = res.Graphs()
-	}
-	red := ReduceAcrossNodes(per)
-	res.Ring, res.Tree, res.CollNetDirect, res.CollNetChain, res.NVLS = red[0], red[1], red[2], red[3], red[4]
-
-	res.SearchChannels = min(res.Ring.NChannels, res.Tree.NChannels)
-	res.NChannels = postsetChannels(res, opts, top.ccMin())
-	return res, nil
+	return []*Graph{ring, tree, direct, chain, nvlsGraph}, nil
 }
 
 // ReduceAcrossNodes is init.cc's AllGather3 agreement (fact sheet §4.4): per graph, nChannels,
@@ -168,7 +200,7 @@ func postsetChannels(res *Result, opts AllOptions, ccMin int) int {
 	n := res.SearchChannels
 	// 2. every channel gets a twin (ring: same ring; tree: the second binary tree).
 	n = min(MaxChannels, 2*n)
-	nRanks := res.NNodes * res.NGPUs
+	nRanks := res.NRanks
 	// 3. CollNet (chain graph bwIntra > bwInter): more channels to saturate intra-node bandwidth, except with one rank per node.
 	if opts.CollNet && res.CollNetChain.BwIntra > res.CollNetChain.BwInter && nRanks > res.NNodes {
 		n = min(MaxChannels, n+n/2)

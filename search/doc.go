@@ -26,7 +26,8 @@
 //	search.WriteReport(os.Stdout, res)           // "Pattern 4, crossNic 0, nChannels 12, …"
 //	search.WriteDump(f, top, res.Graphs())       // NCCL_GRAPH_DUMP_FILE format
 //
-// One graph alone: search.Compute(top, search.Request{ID: search.IDRing, Pattern:
+// Nodes that differ: search.ComputeNodes([]*search.Topology{…}, opts) reduces their graphs as
+// NCCL's AllGather3 does (§4.4). One graph alone: search.Compute(top, search.Request{ID: search.IDRing, Pattern:
 // search.PatternRing, MinChannels: 1, MaxChannels: 32}, search.Options{}).
 //
 // The golden tests (golden_test.go) run every topology of testdata that has an NCCL graph dump

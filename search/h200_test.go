@@ -115,3 +115,25 @@ func TestFormatLikeNCCL(t *testing.T) {
 		t.Errorf("channel lines %q / %q", lines[1], lines[11])
 	}
 }
+
+// Nodes that differ agree as NCCL's AllGather3 makes them (§4.4): a node with a 25 Gb/s NIC alone
+// would run its ring at 3 GB/s, but its peer's 10 Gb/s NIC only allows 1.2: both take 1.2.
+func TestComputeNodesReduces(t *testing.T) {
+	fast, err := ComputeAll(oneGPUNic(t, 0, 25000), AllOptions{Nodes: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fast.Ring.BwInter != 3 {
+		t.Fatalf("25 Gb/s node alone: ring bwInter %g, want 3", fast.Ring.BwInter)
+	}
+	res, err := ComputeNodes([]*Topology{oneGPUNic(t, 0, 25000), oneGPU(t, 1)}, AllOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Ring.BwInter != 1.2 || res.Ring.BwIntra != 1.2 || res.NRanks != 2 || res.NNodes != 2 {
+		t.Errorf("reduced ring bw %g/%g, nRanks %d, nNodes %d", res.Ring.BwIntra, res.Ring.BwInter, res.NRanks, res.NNodes)
+	}
+	if _, err := ComputeNodes([]*Topology{oneGPU(t, 0), h200x2(t, true, 0, false)}, AllOptions{}); err == nil {
+		t.Error("a node without NET accepted in a 2-node communicator")
+	}
+}

@@ -113,7 +113,10 @@ func h200x2(tb testing.TB, nvs bool, nvl int, net bool) *Topology {
 
 // oneGPU keeps only GPU rank r of a two-GPU topology (the fake-hosts run: each process is alone
 // on its "host" with the NIC).
-func oneGPU(tb testing.TB, r int) *Topology {
+func oneGPU(tb testing.TB, r int) *Topology { return oneGPUNic(tb, r, 10000) }
+
+// oneGPUNic is oneGPU with a NIC of the given speed (Mb/s).
+func oneGPUNic(tb testing.TB, r int, speed float64) *Topology {
 	b := newBuilder()
 	cpu := b.t.AddCPU(0, ArchX86, VendorIntel)
 	g := b.t.AddGPU(int64(0x60+0x10*r), 0, r, 90)
@@ -121,8 +124,8 @@ func oneGPU(tb testing.TB, r int) *Topology {
 	sw := b.t.AddNode(KindNVS, 0)
 	b.link(tb, g, sw, linkNVL, 18*20.6)
 	nic := b.t.AddNode(KindNIC, 0)
-	n := b.t.AddNET(0, NetInfo{Dev: 0, Bw: 10000.0 / 8000})
+	n := b.t.AddNET(0, NetInfo{Dev: 0, Bw: speed / 8000})
 	b.link(tb, nic, cpu, linkPCI, locBw)
-	b.link(tb, nic, n, linkNET, 10000.0/8000)
+	b.link(tb, nic, n, linkNET, speed/8000)
 	return b.bfs()
 }
