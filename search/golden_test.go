@@ -202,3 +202,31 @@ func TestGoldenRelease229(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) { runGolden(t, c) })
 	}
 }
+
+// NIC choice (§3.6) on the H800 box: one 400G NIC beside each GPU on its PCIe switch, so every
+// GPU uses its own NIC on every channel, and each NIC's local GPU is that GPU.
+func TestLocalNet(t *testing.T) {
+	top := readTopo(t, golden{name: "h800", topo: "topos/h800-8gpu-nvswitch-8x400g-ib.xml", nodes: 2, nranks: 16})
+	seen := map[int64]int{}
+	for r := 0; r < 8; r++ {
+		id0, dev0, err := top.LocalNet(r, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for c := 1; c < 4; c++ {
+			if id, _, _ := top.LocalNet(r, c); id != id0 {
+				t.Errorf("rank %d: channel %d uses NET %#x, channel 0 %#x", r, c, id, id0)
+			}
+		}
+		if g, err := top.LocalGPU(id0); err != nil || g != r {
+			t.Errorf("NET dev %d: local GPU %d (%v), want %d", dev0, g, err, r)
+		}
+		seen[id0]++
+	}
+	if len(seen) != 8 {
+		t.Errorf("8 GPUs use %d distinct NICs, want 8", len(seen))
+	}
+	if _, _, err := top.LocalNet(99, 0); err == nil {
+		t.Error("unknown rank accepted")
+	}
+}

@@ -187,3 +187,45 @@ func (t *Topology) computeSelectNets(typeInter PathType, g int) []int {
 	}
 	return nets
 }
+
+// LocalNet is ncclTopoGetLocalNet for callers: the NET a rank uses on a channel (its id and
+// plugin device), as NCCL picks it for point-to-point and for the graphs' NIC choice (§3.6).
+func (t *Topology) LocalNet(rank, channel int) (id int64, dev int, err error) {
+	if !t.finished {
+		if err := t.finish(); err != nil {
+			return 0, 0, err
+		}
+	}
+	g := t.gpuIndexOfRank(rank)
+	if g < 0 {
+		return 0, 0, errorf("rank %d is not in the topology", rank)
+	}
+	if channel < 0 {
+		return 0, 0, errorf("channel %d < 0", channel)
+	}
+	n, err := t.localNet(g, channel)
+	if err != nil {
+		return 0, 0, err
+	}
+	net := t.nodes[KindNET][n]
+	return net.id, net.net.Dev, nil
+}
+
+// LocalGPU is ncclTopoGetLocalGpu: the rank of the GPU that uses the NET with this id on the
+// lowest channel, or -1 when no GPU picks it.
+func (t *Topology) LocalGPU(netID int64) (int, error) {
+	if !t.finished {
+		if err := t.finish(); err != nil {
+			return -1, err
+		}
+	}
+	n := t.netIndexOfID(netID)
+	if n < 0 {
+		return -1, errorf("no NET with id %#x", netID)
+	}
+	g := t.nodes[KindNET][n].localGpu
+	if g < 0 {
+		return -1, nil
+	}
+	return t.nodes[KindGPU][g].rank, nil
+}
