@@ -555,3 +555,19 @@ func (c *Comm) algo(f tuning.Func) tuning.Algo {
 	}
 	return tuning.Ring
 }
+
+// Barrier waits for the calls queued so far and then for every rank to reach it (a host-side
+// synchronisation through the bootstrap ring, for benchmarks and tests).
+func (c *Comm) Barrier() error {
+	if err := c.drain(); err != nil {
+		return err
+	}
+	if err := c.GetAsyncError(); err != nil {
+		return err
+	}
+	if err := c.boot.Barrier(); err != nil {
+		c.fail(err)
+		return err
+	}
+	return nil
+}

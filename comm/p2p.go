@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/simccl/simccl/realnet"
 	"github.com/simccl/simccl/tuning"
@@ -34,6 +35,20 @@ func (c *Comm) runP2P(calls []*call) error {
 		} else {
 			recvs[k.peer] = append(recvs[k.peer], k.recv[:k.count*elt])
 		}
+	}
+	// A send whose memory a receive of the same group overwrites (in-place SendRecv) is snapshotted
+	// first, so that it sends the data as it was when the group was launched.
+	for p, msgs := range sends {
+		for i, m := range msgs {
+			for _, rs := range recvs {
+				for _, r := range rs {
+					if overlaps(m, r) {
+						msgs[i] = append([]byte(nil), m...)
+					}
+				}
+			}
+		}
+		sends[p] = msgs
 	}
 	// Send to self: copy in order.
 	if len(sends[c.rank]) != len(recvs[c.rank]) {
@@ -109,4 +124,13 @@ func (c *Comm) runP2P(calls []*call) error {
 	}
 	wg.Wait()
 	return firstErr(errs)
+}
+
+// overlaps reports whether two byte slices share memory.
+func overlaps(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	a0, b0 := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return a0 < b0+uintptr(len(b)) && b0 < a0+uintptr(len(a))
 }

@@ -1,12 +1,252 @@
-// Command runccl runs collectives for real (nccl-tests style) on CPUs or GPUs.
+// Command runccl runs collectives for real, nccl-tests style, on CPUs: goroutine ranks in one
+// process (-g N), one process per rank on this host (--procs, shared memory), or one rank per
+// process under a launcher (torchrun, mpirun, srun: detected from the environment).
+//
+//	runccl -c allreduce|allgather|reducescatter|broadcast|reduce|alltoall|sendrecv|all
+//	       -b 8 -e 128M -f 2 -g NRANKS [--backend cpu] [-d TYPE] [-o OP] [--check] [--json]
 package main
 
 import (
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/comm"
+	"github.com/simccl/simccl/comm/perf"
+	"github.com/simccl/simccl/internal/units"
+	"github.com/simccl/simccl/realnet"
 )
 
+var errUsage = errors.New("usage")
+
 func main() {
-	fmt.Fprintln(os.Stderr, "runccl: the real engine is not built yet (see the open issues)")
-	os.Exit(1)
+	os.Exit(mainRun(os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+}
+
+type options struct {
+	perf      perf.Options
+	nranks    int
+	procs     bool
+	transport string
+	channels  int
+	algo      string
+	timeout   time.Duration
+	json      bool
+	preconn   bool
+	verbose   bool
+}
+
+func parse(args []string, stderr io.Writer) (*options, error) {
+	fs := pflag.NewFlagSet("runccl", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := fs.StringP("coll", "c", "allreduce", "collective: "+fmt.Sprint(perf.Collectives)+" or all (comma-separated list allowed)")
+	b := fs.StringP("minbytes", "b", "32M", "smallest total buffer size (8, 64K, 1M, …)")
+	e := fs.StringP("maxbytes", "e", "32M", "largest total buffer size")
+	f := fs.Int64P("stepfactor", "f", 2, "multiply the size by this factor between steps")
+	g := fs.IntP("ngpus", "g", 1, "number of ranks (goroutines in this process, or processes with --procs)")
+	d := fs.StringP("datatype", "d", "float", "data type: int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 f8e4m3 f8e5m2")
+	o := fs.StringP("op", "o", "sum", "reduction: sum prod max min avg premulsum")
+	r := fs.IntP("root", "r", 0, "root rank of broadcast and reduce")
+	n := fs.IntP("iters", "n", 20, "timed iterations per size")
+	w := fs.IntP("warmup_iters", "w", 1, "warm-up iterations per size")
+	check := fs.Bool("check", false, "check every element of one extra run per size (the #wrong column)")
+	backend := fs.String("backend", "cpu", "execution backend: cpu")
+	procs := fs.Bool("procs", false, "one process per rank on this host (shared memory) instead of goroutines")
+	transport := fs.String("transport", "auto", "auto, inproc, shm or tcp")
+	channels := fs.Int("channels", 2, "channels per collective")
+	algo := fs.String("algo", "ring", "all-reduce algorithm: ring or tree")
+	timeout := fs.Duration("timeout", comm.DefaultTimeout, "fail a call that makes no progress for this long")
+	js := fs.Bool("json", false, "write JSON instead of the table")
+	preconn := fs.Bool("connect-at-init", false, "connect every ring/tree connection at init (NCCL_RUNTIME_CONNECT=0)")
+	verbose := fs.BoolP("verbose", "v", false, "log connections and their memory to stderr")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if *backend != "cpu" {
+		return nil, fmt.Errorf("%w: --backend %q: only cpu is available in this build", errUsage, *backend)
+	}
+	opt := &options{nranks: *g, procs: *procs, transport: *transport, channels: *channels, algo: *algo, timeout: *timeout, json: *js, preconn: *preconn, verbose: *verbose}
+	var err error
+	if opt.perf.Colls, err = perf.ParseColls(*c); err != nil {
+		return nil, fmt.Errorf("%w: -c: %v", errUsage, err)
+	}
+	lo, err := units.ParseSize(*b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: -b: %v", errUsage, err)
+	}
+	hi, err := units.ParseSize(*e)
+	if err != nil {
+		return nil, fmt.Errorf("%w: -e: %v", errUsage, err)
+	}
+	if opt.perf.Sizes, err = units.Sweep(lo, hi, *f); err != nil {
+		return nil, fmt.Errorf("%w: -b/-e/-f: %v", errUsage, err)
+	}
+	if opt.perf.DataType, err = coll.ParseDataType(*d); err != nil {
+		return nil, fmt.Errorf("%w: -d: %v", errUsage, err)
+	}
+	if opt.perf.Op, err = coll.ParseRedOp(*o); err != nil {
+		return nil, fmt.Errorf("%w: -o: %v", errUsage, err)
+	}
+	if *g < 1 || *g > 1024 {
+		return nil, fmt.Errorf("%w: -g %d: want 1..1024 ranks", errUsage, *g)
+	}
+	if *n < 1 || *w < 0 {
+		return nil, fmt.Errorf("%w: -n %d / -w %d", errUsage, *n, *w)
+	}
+	opt.perf.Root, opt.perf.Iters, opt.perf.Warmup, opt.perf.Check = *r, *n, *w, *check
+	return opt, nil
+}
+
+func mainRun(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	opt, err := parse(args, stderr)
+	if errors.Is(err, pflag.ErrHelp) {
+		return 0
+	}
+	if err == nil {
+		err = run(opt, stdout, stderr, getenv)
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(stderr, "runccl:", err)
+		return 2
+	default:
+		fmt.Fprintln(stderr, "runccl:", err)
+		return 1
+	}
+}
+
+func (o *options) config(stderr io.Writer) *comm.Config {
+	cfg := &comm.Config{Transport: o.transport, NChannels: o.channels, Algo: o.algo, Timeout: o.timeout, ConnectAtInit: o.preconn}
+	if o.verbose {
+		cfg.Logf = func(format string, args ...any) { fmt.Fprintf(stderr, "runccl INFO "+format+"\n", args...) }
+	}
+	return cfg
+}
+
+func run(opt *options, stdout, stderr io.Writer, getenv func(string) string) error {
+	launch, launched, err := perf.DetectLaunch(getenv)
+	if err != nil {
+		return err
+	}
+	var cs []*comm.Comm
+	switch {
+	case launched:
+		c, err := initLaunched(launch, opt.config(stderr))
+		if err != nil {
+			return err
+		}
+		cs = []*comm.Comm{c}
+	case opt.procs:
+		return spawn(opt, stdout, stderr)
+	default:
+		cs, err = comm.InitAll(opt.nranks, opt.config(stderr))
+		if err != nil {
+			return err
+		}
+	}
+	defer func() {
+		for _, c := range cs {
+			c.Destroy()
+		}
+	}()
+	res, err := perf.Run(cs, opt.perf)
+	if err != nil {
+		return err
+	}
+	if res == nil { // not rank 0
+		return nil
+	}
+	if opt.json {
+		if err := perf.WriteJSON(stdout, res); err != nil {
+			return err
+		}
+	} else {
+		perf.WriteTable(stdout, res)
+	}
+	if res.Wrong > 0 {
+		return fmt.Errorf("%d wrong elements", res.Wrong)
+	}
+	return nil
+}
+
+func initLaunched(l perf.Launch, cfg *comm.Config) (*comm.Comm, error) {
+	var id comm.UniqueID
+	if l.ID != "" {
+		b, err := hex.DecodeString(l.ID)
+		if err != nil || len(b) != len(id) {
+			return nil, fmt.Errorf("RUNCCL_ID is not a %d-byte hex unique id", len(id))
+		}
+		copy(id[:], b)
+	} else {
+		var err error
+		if id, err = realnet.UniqueIDFromAddr(l.Addr); err != nil {
+			return nil, err
+		}
+		if l.Rank == 0 {
+			root, err := realnet.StartRoot(id, cfg.BootstrapTimeout)
+			if err != nil {
+				return nil, fmt.Errorf("%s rank 0: %w", l.Launcher, err)
+			}
+			defer root.Close()
+		}
+	}
+	return comm.InitRank(l.Size, id, l.Rank, cfg)
+}
+
+// spawn starts one child process per rank (this program again, with RUNCCL_* variables); rank 0's
+// output is the run's output.
+func spawn(opt *options, stdout, stderr io.Writer) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	id, err := comm.GetUniqueID("")
+	if err != nil {
+		return err
+	}
+	var args []string
+	for i := 1; i < len(os.Args); i++ {
+		if os.Args[i] != "--procs" && os.Args[i] != "--procs=true" {
+			args = append(args, os.Args[i])
+		}
+	}
+	cmds := make([]*exec.Cmd, opt.nranks)
+	for r := range cmds {
+		cmd := exec.Command(self, args...)
+		cmd.Env = append(os.Environ(), "RUNCCL_RANK="+strconv.Itoa(r), "RUNCCL_NRANKS="+strconv.Itoa(opt.nranks), "RUNCCL_ID="+hex.EncodeToString(id[:]))
+		if r == 0 {
+			cmd.Stdout = stdout
+		}
+		cmd.Stderr = stderr
+		if err := cmd.Start(); err != nil {
+			for _, c := range cmds[:r] {
+				c.Process.Kill()
+			}
+			return err
+		}
+		cmds[r] = cmd
+	}
+	var errs []error
+	for r, c := range cmds {
+		if err := c.Wait(); err != nil {
+			errs = append(errs, fmt.Errorf("rank %d: %w", r, err))
+		}
+	}
+	return errors.Join(errs...)
 }

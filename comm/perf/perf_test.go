@@ -1,0 +1,118 @@
+package perf
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/comm"
+)
+
+func TestDetectLaunch(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	cases := []struct {
+		env     func(string) string
+		ok      bool
+		want    Launch
+		wantErr string
+	}{
+		{env(), false, Launch{}, ""},
+		{env("RANK", "3", "WORLD_SIZE", "8", "LOCAL_RANK", "3", "MASTER_ADDR", "10.0.0.1", "MASTER_PORT", "29500"), true,
+			Launch{Launcher: "torchrun", Rank: 3, Size: 8, LocalRank: 3, Addr: "10.0.0.1:29501"}, ""},
+		{env("OMPI_COMM_WORLD_RANK", "1", "OMPI_COMM_WORLD_SIZE", "2", "OMPI_COMM_WORLD_LOCAL_RANK", "1", "SIMCCL_COMM_ID", "h:5000"), true,
+			Launch{Launcher: "mpirun", Rank: 1, Size: 2, LocalRank: 1, Addr: "h:5000"}, ""},
+		{env("SLURM_PROCID", "0", "SLURM_NTASKS", "4", "SLURM_LOCALID", "0", "SIMCCL_COMM_ID", "node1:7000"), true,
+			Launch{Launcher: "srun", Rank: 0, Size: 4, Addr: "node1:7000"}, ""},
+		{env("SLURM_PROCID", "0", "SLURM_NTASKS", "4"), true, Launch{}, "SIMCCL_COMM_ID"},
+		{env("RANK", "9", "WORLD_SIZE", "8", "MASTER_ADDR", "a", "MASTER_PORT", "1"), true, Launch{}, "rank 9 of 8"},
+		{env("RANK", "x", "WORLD_SIZE", "8"), true, Launch{}, "RANK"},
+		{env("RANK", "0", "WORLD_SIZE", "2", "MASTER_ADDR", "a", "MASTER_PORT", "http"), true, Launch{}, "MASTER_PORT"},
+	}
+	for i, c := range cases {
+		l, ok, err := DetectLaunch(c.env)
+		if ok != c.ok {
+			t.Errorf("case %d: ok %v", i, ok)
+		}
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("case %d: error %v, want one naming %s", i, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || l != c.want {
+			t.Errorf("case %d: %+v, %v; want %+v", i, l, err, c.want)
+		}
+	}
+}
+
+func TestRunAllCollectivesChecked(t *testing.T) {
+	cs, err := comm.InitAll(3, &comm.Config{Transport: "inproc", SlotBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range cs {
+			c.Destroy()
+		}
+	}()
+	for _, dt := range []coll.DataType{coll.Float32, coll.Int8, coll.Bfloat16, coll.Float8e5m2} {
+		for _, op := range []coll.RedOp{coll.Sum, coll.Avg, coll.Max, coll.PreMulSum} {
+			res, err := Run(cs, Options{Colls: Collectives, Sizes: []int64{8, 1000, 65536}, DataType: dt, Op: op, Iters: 2, Warmup: 1, Check: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Wrong != 0 {
+				var b bytes.Buffer
+				WriteTable(&b, res)
+				t.Fatalf("%v %v: %d wrong\n%s", dt, op, res.Wrong, b.String())
+			}
+			if want := len(Collectives)*3*2 - 3; len(res.Rows) != want {
+				t.Fatalf("%d rows, want %d", len(res.Rows), want)
+			}
+		}
+	}
+	res, err := Run(cs, Options{Colls: []string{"allreduce", "allgather"}, Sizes: []int64{1 << 20}, DataType: coll.Float32, Op: coll.Sum, Iters: 2, Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Rows[0]
+	if r.Bytes != 1<<20 || r.Count != 1<<18 || r.Wrong != 0 || r.BusBW != r.AlgBW*4/3 {
+		t.Fatalf("allreduce row %+v (busbw factor 2(n-1)/n = 4/3)", r)
+	}
+	ag := res.Rows[2]
+	if ag.Coll != "allgather" || ag.Count != (1<<18)/3/4*4 || ag.Bytes != ag.Count*3*4 || ag.BusBW != ag.AlgBW*2/3 {
+		t.Fatalf("allgather row %+v", ag)
+	}
+	var tb, jb bytes.Buffer
+	WriteTable(&tb, res)
+	if !strings.Contains(tb.String(), "# Out of bounds values : 0 OK") || !strings.Contains(tb.String(), "     1048576        262144     float     sum      -1") {
+		t.Fatalf("table:\n%s", tb.String())
+	}
+	if err := WriteJSON(&jb, res); err != nil {
+		t.Fatal(err)
+	}
+	var back Result
+	if err := json.Unmarshal(jb.Bytes(), &back); err != nil || len(back.Rows) != len(res.Rows) || back.Rows[0].Coll != "allreduce" {
+		t.Fatalf("json round trip: %v", err)
+	}
+}
+
+func TestParseColls(t *testing.T) {
+	if c, err := ParseColls("all_reduce,broadcast"); err != nil || len(c) != 2 || c[0] != "allreduce" {
+		t.Fatalf("%v %v", c, err)
+	}
+	if c, _ := ParseColls("all"); len(c) != len(Collectives) {
+		t.Fatalf("all: %v", c)
+	}
+	if _, err := ParseColls("allscatter"); err == nil {
+		t.Fatalf("unknown collective accepted")
+	}
+}
