@@ -43,6 +43,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	plotPath := fs.String("plot", "", "plot busbw against size (.png or .svg)")
 	asJSON := fs.Bool("json", false, "print {\"rows\":[…]} instead of the table")
 	progress := fs.String("progress", "auto", "progress bar on stderr: auto (when a terminal), on, off")
+	maxOps := fs.Int("trace-max-ops", 2_000_000, "stop recording ops for --trace/--ops after this many (memory bound)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -151,6 +152,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	start := time.Now()
 	done := 0
+	recorded := 0
 	for _, f := range funcs {
 		for _, size := range sizes {
 			if showBar {
@@ -159,6 +161,10 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 			if _, note, err := m.Plan(f, size, dt, op); err == nil && note != "" && !noteSeen[note] {
 				noteSeen[note] = true
 				notes = append(notes, note)
+			}
+			if record && recorded >= *maxOps {
+				record = false
+				fmt.Fprintf(stderr, "simccl run: %d ops recorded; --trace/--ops stop before %s %d bytes (raise --trace-max-ops)\n", recorded, simnet.TestName(f), size)
 			}
 			row, res, err := m.Run(f, size, dt, op, simnet.RunOptions{Record: record})
 			if err != nil {
@@ -169,6 +175,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 			}
 			rows = append(rows, row)
 			if record && len(res.Ops) > 0 {
+				recorded += len(res.Ops)
 				traced = append(traced, simnet.Traced{Label: fmt.Sprintf("%s %d", row.Coll, size), Ops: res.Ops, Offset: offset, Names: res.LinkName})
 				offset += res.Time + simnet.Microsecond
 			}
