@@ -412,7 +412,13 @@ func exportGraph(t *Topology, g *sgraph) *Graph {
 	}
 	hasNet := len(t.nodes[KindNET]) > 0
 	for c := 0; c < g.nChannels; c++ {
-		out.Intra = append(out.Intra, append([]int(nil), g.intra[c*ngpus:(c+1)*ngpus]...))
+		order := g.intra[c*ngpus : (c+1)*ngpus]
+		if g.pattern == PatternNVLS {
+			// An NVLS channel is its head GPU only; NCCL leaves whatever earlier attempts wrote
+			// in the rest of the channel's slots and never reads them.
+			order = order[:1]
+		}
+		out.Intra = append(out.Intra, append([]int(nil), order...))
 		if hasNet {
 			out.Inter = append(out.Inter, [2]int64{g.inter[2*c], g.inter[2*c+1]})
 		}

@@ -3,6 +3,7 @@ package search
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -123,6 +124,9 @@ func TestDumpLoadRoundTrip(t *testing.T) {
 // Every topology of the corpus is searched on one node and on two, or fails with an error;
 // never a panic, and each within a few seconds.
 func TestCorpus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("whole-corpus search (about 10 s on two cores) skipped in -short mode")
+	}
 	files, err := filepath.Glob(filepath.Join("..", "testdata", "topos", "*.xml"))
 	if err != nil {
 		t.Fatal(err)
@@ -169,11 +173,83 @@ func TestCorpus(t *testing.T) {
 			if res.Ring.NChannels < 1 || res.NChannels < 2 {
 				t.Errorf("%s (%d nodes): ring %d channels, comm %d", f, nodes, res.Ring.NChannels, res.NChannels)
 			}
+			if err := checkChannels(top, res); err != nil {
+				t.Errorf("%s (%d nodes): %v", f, nodes, err)
+			}
 			searched++
 		}
 	}
 	if searched < 20 {
 		t.Errorf("only %d corpus searches ran", searched)
+	}
+}
+
+// checkChannels verifies what every search result must satisfy: ring, tree and CollNet channels
+// visit every rank once; NVLS and CollNet direct heads are distinct; multi-node channels start
+// and end on NETs of the topology.
+func checkChannels(top *Topology, res *Result) error {
+	n := top.NumGPUs()
+	for _, g := range res.Graphs() {
+		if len(g.Intra) != g.NChannels {
+			return fmt.Errorf("graph %d: %d orders for %d channels", g.ID, len(g.Intra), g.NChannels)
+		}
+		heads := map[int]bool{}
+		for c, order := range g.Intra {
+			seen := map[int]bool{}
+			for _, r := range order {
+				if top.gpuIndexOfRank(r) < 0 || seen[r] {
+					return fmt.Errorf("graph %d channel %d: order %v is not a permutation of the ranks", g.ID, c, order)
+				}
+				seen[r] = true
+			}
+			if g.ID == IDNVLS {
+				if len(order) != 1 {
+					return fmt.Errorf("graph %d channel %d: NVLS channel with %d ranks, want the head only", g.ID, c, len(order))
+				}
+			} else if len(order) != n {
+				return fmt.Errorf("graph %d channel %d: %d ranks, want %d", g.ID, c, len(order), n)
+			}
+			if g.ID == IDNVLS || g.ID == IDCollNetDirect {
+				if heads[order[0]] && g.ID == IDNVLS {
+					return fmt.Errorf("graph %d: head rank %d used twice", g.ID, order[0])
+				}
+				heads[order[0]] = true
+			}
+			if top.NumNETs() > 0 && g.BwIntra != 0.1 {
+				for _, id := range g.Inter[c] {
+					if top.netIndexOfID(id) < 0 {
+						return fmt.Errorf("graph %d channel %d: NET %#x not in the topology", g.ID, c, id)
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// CollNet and NVLS across nodes on the H800 box (8 NICs with CollNet support, NVSwitch): the
+// CollNet direct heads are the NICs' local GPUs, NVLS heads are distinct, every graph passes
+// checkChannels.
+func TestCollNetNVLS(t *testing.T) {
+	top := readTopo(t, golden{name: "h800", topo: "topos/h800-8gpu-nvswitch-8x400g-ib.xml", nodes: 2, nranks: 16})
+	res, err := ComputeAll(top, AllOptions{Nodes: 2, CollNet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkChannels(top, res); err != nil {
+		t.Fatal(err)
+	}
+	if res.CollNetDirect.NChannels == 0 || res.CollNetChain.NChannels == 0 || res.NVLS.NChannels == 0 {
+		t.Fatalf("CollNet direct %d, chain %d, NVLS %d channels", res.CollNetDirect.NChannels, res.CollNetChain.NChannels, res.NVLS.NChannels)
+	}
+	for c, order := range res.CollNetDirect.Intra {
+		head, err := top.LocalGPU(res.CollNetDirect.Inter[c][0])
+		if err != nil || head != order[0] {
+			t.Errorf("CollNet direct channel %d: head %d, NET %#x's local GPU %d (%v)", c, order[0], res.CollNetDirect.Inter[c][0], head, err)
+		}
+	}
+	if res.CollNetChain.Pattern != PatternTree || res.CollNetDirect.Pattern != PatternCollNetDirect || res.NVLS.Pattern != PatternNVLS {
+		t.Errorf("patterns %v %v %v", res.CollNetChain.Pattern, res.CollNetDirect.Pattern, res.NVLS.Pattern)
 	}
 }
 

@@ -139,7 +139,8 @@ type Graph struct {
 	TypeInter    PathType `json:"typeInter"`
 	SameChannels int      `json:"sameChannels"`
 	NHops        int      `json:"nHops"`
-	// Intra holds, per channel, the ranks in channel order (NChannels × number of GPUs).
+	// Intra holds, per channel, the ranks in channel order (NChannels × number of GPUs; an NVLS
+	// channel holds its head rank only).
 	Intra [][]int `json:"intra"`
 	// Inter holds, per channel, the NET ids the channel starts and ends on (empty intra-node).
 	Inter [][2]int64 `json:"inter,omitempty"`
