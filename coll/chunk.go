@@ -33,9 +33,13 @@ func RingChunkSteps(f tuning.Func, a tuning.Algo, p tuning.Proto) (chunkSteps, s
 	return 1, 1
 }
 
+// NVLSChunkSize is NCCL_NVLS_CHUNKSIZE's default (128 KiB, NCCL 2.30.7, fact sheet §5.7).
+const NVLSChunkSize = 128 << 10
+
 // DefaultChunkSize is the payload chunk size NCCL uses before any size-dependent adjustment
 // (fact sheet §5.7): stepSize×chunkSteps, LL halved (8-byte data per 16-byte line), LL128 ×15/16
-// (120 of 128 bytes), rounded down to the protocol grain.
+// (120 of 128 bytes); NVLS at most NCCL_NVLS_CHUNKSIZE, CollNetChain at most 256 KiB; rounded
+// down to the protocol grain.
 func DefaultChunkSize(f tuning.Func, a tuning.Algo, p tuning.Proto, buffSize int64) int64 {
 	if buffSize <= 0 {
 		buffSize = DefaultBuffSize[p]
@@ -47,6 +51,12 @@ func DefaultChunkSize(f tuning.Func, a tuning.Algo, p tuning.Proto, buffSize int
 		chunk /= 2
 	case tuning.LL128:
 		chunk = chunk / 16 * 15
+	}
+	switch a {
+	case tuning.NVLS, tuning.NVLSTree:
+		chunk = min64(chunk, NVLSChunkSize)
+	case tuning.CollNetChain:
+		chunk = min64(chunk, 256<<10)
 	}
 	chunk = chunk / protoGrain[p] * protoGrain[p]
 	if chunk < protoGrain[p] {

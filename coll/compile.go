@@ -34,6 +34,13 @@ func Supported(f tuning.Func, a tuning.Algo) bool {
 	return false
 }
 
+// NeedsSwitches reports whether Compile models f with a, through switch endpoints (Schedule.Switches,
+// rule 6 of the contract): NVLS AllReduce within one node and CollNetChain AllReduce. Executors that
+// do not run switch programs should use Supported alone.
+func NeedsSwitches(f tuning.Func, a tuning.Algo) bool {
+	return f == tuning.AllReduce && (a == tuning.NVLS || a == tuning.CollNetChain)
+}
+
 // Compile turns one collective, or a group of them (run one after another on every channel, as
 // NCCL runs the work items of a group), into a Schedule. Every plan must have the same NRanks.
 func Compile(plans ...Plan) (*Schedule, error) {
@@ -42,6 +49,8 @@ func Compile(plans ...Plan) (*Schedule, error) {
 	}
 	n := plans[0].NRanks
 	nch := 0
+	var switches []Switch
+	nvlsNode, collnet := false, false
 	for i := range plans {
 		p := &plans[i]
 		if p.NRanks != n {
@@ -53,8 +62,18 @@ func Compile(plans ...Plan) (*Schedule, error) {
 		if c := p.ChannelLo + p.nChannels(); c > nch {
 			nch = c
 		}
+		if p.NRanks > 1 && p.Func == tuning.AllReduce {
+			nvlsNode = nvlsNode || p.Algo == tuning.NVLS
+			collnet = collnet || p.Algo == tuning.CollNetChain
+		}
 	}
-	b := newBuilder(n, nch)
+	if nvlsNode {
+		switches = append(switches, Switch{ID: n + len(switches), Kind: SwitchNVLS, Node: 0})
+	}
+	if collnet {
+		switches = append(switches, Switch{ID: n + len(switches), Kind: SwitchCollNet, Node: -1})
+	}
+	b := newBuilder(n, nch, switches)
 	for i := range plans {
 		if err := b.addOp(&plans[i]); err != nil {
 			return nil, fmt.Errorf("coll: Compile: operation %d (%v %v): %w", i, plans[i].Func, plans[i].Algo, err)
@@ -121,8 +140,8 @@ func (p *Plan) check() error {
 	if p.Func < 0 || p.Func > tuning.AllToAll {
 		return fmt.Errorf("function %v unknown", p.Func)
 	}
-	if !Supported(p.Func, p.Algo) {
-		return fmt.Errorf("%w: %v with algorithm %v (supported: Ring for all collectives, Tree for AllReduce, PAT for AllGather/ReduceScatter; SendRecv/AllToAll ignore the algorithm)", ErrUnsupported, p.Func, p.Algo)
+	if !Supported(p.Func, p.Algo) && !NeedsSwitches(p.Func, p.Algo) {
+		return fmt.Errorf("%w: %v with algorithm %v (supported: Ring for all collectives, Tree, NVLS (one node) and CollNetChain for AllReduce, PAT for AllGather/ReduceScatter; SendRecv/AllToAll ignore the algorithm)", ErrUnsupported, p.Func, p.Algo)
 	}
 	if p.ChunkSize < 0 {
 		return fmt.Errorf("chunk size %d is negative", p.ChunkSize)
@@ -162,6 +181,15 @@ func (p *Plan) check() error {
 				return fmt.Errorf("tree of channel %d: %w", c, err)
 			}
 		}
+	}
+	if p.NNodes < 0 || (p.NNodes > 0 && n%p.NNodes != 0) {
+		return fmt.Errorf("NNodes %d does not divide %d ranks", p.NNodes, n)
+	}
+	if NeedsSwitches(p.Func, p.Algo) && p.Proto != tuning.Simple {
+		return fmt.Errorf("%w: %v with %v (NVLS and CollNet run Simple only, fact sheet §5.4)", ErrUnsupported, p.Algo, p.Proto)
+	}
+	if p.Algo == tuning.NVLS && p.NNodes > 1 {
+		return fmt.Errorf("%w: NVLS across %d nodes (NVLSTree is not modelled)", ErrUnsupported, p.NNodes)
 	}
 	if p.Func == tuning.SendRecv {
 		for i, t := range p.Transfers {
@@ -216,13 +244,14 @@ type builder struct {
 	base  int // the current operation's first channel (Plan.ChannelLo)
 }
 
-func newBuilder(n, nch int) *builder {
+func newBuilder(n, nch int, switches []Switch) *builder {
+	ne := n + len(switches)
 	b := &builder{
-		s:     &Schedule{NRanks: n, NChannels: nch, Programs: make([]Program, n*nch)},
+		s:     &Schedule{NRanks: n, NChannels: nch, Switches: switches, Programs: make([]Program, ne*nch)},
 		conns: map[connKey]int{},
-		ps:    make([]progState, n*nch),
+		ps:    make([]progState, ne*nch),
 	}
-	for r := 0; r < n; r++ {
+	for r := 0; r < ne; r++ {
 		for c := 0; c < nch; c++ {
 			b.s.Programs[r*nch+c] = Program{Rank: r, Channel: c}
 			b.ps[r*nch+c].laneLast = map[int]int{}
@@ -276,7 +305,9 @@ type call struct {
 	nelem          int64
 	chunk          int
 	postOp         bool
-	connIdx        int
+	connIdx        int // connection index of the messages (receives and sends)
+	sendIdx        int // connection index of the sends when hasSendIdx (a switch turning a direction)
+	hasSendIdx     bool
 }
 
 // emit appends the steps of one primitive call (one per slice) to the rank's program.
@@ -309,8 +340,12 @@ func (b *builder) emit(ck *chunking, c call) {
 			cs.recvSeq++
 			cs.recvStep += steps
 		}
+		sidx := c.connIdx
+		if c.hasSendIdx {
+			sidx = c.sendIdx
+		}
 		for _, peer := range c.sendTo {
-			id := b.conn(c.ch, c.rank, peer, c.connIdx)
+			id := b.conn(c.ch, c.rank, peer, sidx)
 			cs := &b.cst[id]
 			start := int64(cs.sendStep)
 			need := start + int64(steps) - NCCLSteps // consumed slot counter needed
@@ -397,6 +432,10 @@ func (b *builder) addOp(p *Plan) error {
 		return b.tree(p, ck)
 	case tuning.PAT:
 		return b.pat(p, ck)
+	case tuning.NVLS:
+		return b.nvls(p, ck)
+	case tuning.CollNetChain:
+		return b.collnetChain(p, ck)
 	}
 	return fmt.Errorf("%w: algorithm %v", ErrUnsupported, p.Algo)
 }

@@ -20,14 +20,14 @@ type RankTotals struct {
 
 // Summary is the per-rank accounting of a schedule, plus totals.
 type Summary struct {
-	Ranks []RankTotals `json:"ranks"`
-	Total RankTotals   `json:"total"` // Rank is −1
+	Ranks []RankTotals `json:"ranks"` // ranks, then switch endpoints (NVLS, CollNet)
+	Total RankTotals   `json:"total"` // over ranks only; Rank is −1
 	Conns int          `json:"conns"`
 }
 
 // Summarize counts steps, messages and bytes per rank.
 func Summarize(s *Schedule) Summary {
-	sum := Summary{Ranks: make([]RankTotals, s.NRanks), Conns: len(s.Conns)}
+	sum := Summary{Ranks: make([]RankTotals, s.Endpoints()), Conns: len(s.Conns)}
 	for r := range sum.Ranks {
 		sum.Ranks[r].Rank = r
 	}
@@ -44,7 +44,7 @@ func Summarize(s *Schedule) Summary {
 		}
 	}
 	sum.Total.Rank = -1
-	for _, t := range sum.Ranks {
+	for _, t := range sum.Ranks[:s.NRanks] {
 		sum.Total.Steps += t.Steps
 		sum.Total.SendMsgs += t.SendMsgs
 		sum.Total.RecvMsgs += t.RecvMsgs
@@ -73,6 +73,9 @@ func WriteText(w io.Writer, s *Schedule, opt DumpOptions) error {
 			i, op.FuncName, op.AlgoName, op.ProtoName, op.Count, op.TypeName, op.OpName, op.Root, op.NChannels, op.ChunkSize, op.SendBytes, op.RecvBytes)
 	}
 	bw.printf("%d ranks, %d channels, %d connections\n", s.NRanks, s.NChannels, len(s.Conns))
+	for _, sw := range s.Switches {
+		bw.printf("switch %d: %s (node %d)\n", sw.ID, sw.Kind, sw.Node)
+	}
 	sum := Summarize(s)
 	want := map[int]bool{}
 	for _, r := range opt.Ranks {

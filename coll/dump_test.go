@@ -13,6 +13,8 @@ func TestJSONRoundTrip(t *testing.T) {
 	s, err := Compile(
 		Plan{Func: tuning.AllReduce, Algo: tuning.Tree, Proto: tuning.LL, NRanks: 4, Count: 1000, DataType: Bfloat16, Op: Avg, NChannels: 2},
 		Plan{Func: tuning.Broadcast, Algo: tuning.Ring, Proto: tuning.Simple, NRanks: 4, Count: 77, DataType: Int8, Root: 3},
+		Plan{Func: tuning.AllReduce, Algo: tuning.NVLS, Proto: tuning.Simple, NRanks: 4, Count: 500, DataType: Float32},
+		Plan{Func: tuning.AllReduce, Algo: tuning.CollNetChain, Proto: tuning.Simple, NRanks: 4, NNodes: 2, Count: 500, DataType: Float32},
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -21,7 +23,10 @@ func TestJSONRoundTrip(t *testing.T) {
 	if err := WriteJSON(&buf, s); err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{`"prim": "RecvReduceCopySend"`, `"func": "AllReduce"`, `"type": "bfloat16"`, `"buf": "recv"`} {
+	if len(s.Switches) != 2 || s.Switches[0].Kind != SwitchNVLS || s.Switches[1].Kind != SwitchCollNet {
+		t.Errorf("switches %+v", s.Switches)
+	}
+	for _, key := range []string{`"prim": "RecvReduceCopySend"`, `"func": "AllReduce"`, `"type": "bfloat16"`, `"buf": "recv"`, `"kind": "collnet"`, `"prim": "RecvReduceForward"`} {
 		if !strings.Contains(buf.String(), key) {
 			t.Errorf("JSON lacks %s", key)
 		}

@@ -39,7 +39,7 @@ type RankStats struct {
 // ExecStats is what Execute observed.
 type ExecStats struct {
 	Steps int
-	Ranks []RankStats
+	Ranks []RankStats // per endpoint: ranks, then switches
 }
 
 type stepRef struct{ prog, step int }
@@ -111,7 +111,7 @@ func Execute(s *Schedule, bufs [][]Buffers, opt ExecOptions) (*ExecStats, error)
 			}
 		}
 	}
-	stats := &ExecStats{Ranks: make([]RankStats, s.NRanks)}
+	stats := &ExecStats{Ranks: make([]RankStats, s.Endpoints())}
 	var queue []stepRef
 	push := func(r stepRef) {
 		if !done[r.prog][r.step] && !queued[r.prog][r.step] {

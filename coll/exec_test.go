@@ -104,6 +104,15 @@ func expectedSent(p *Plan, s *Schedule) (perRank []int64, total int64) {
 	if n == 1 {
 		return perRank, 0
 	}
+	switch {
+	case p.Algo == tuning.NVLS && p.Func == tuning.AllReduce:
+		// Every rank scatters the buffer to the switch; the heads send each reduced chunk back once.
+		return nil, (n + 1) * S
+	case p.Algo == tuning.CollNetChain && p.Func == tuning.AllReduce:
+		// Each node: the chain carries S up and down over ppn−1 links, the head sends S to the network.
+		nn := int64(max(1, p.NNodes))
+		return nil, (2*n - nn) * S
+	}
 	switch p.Func {
 	case tuning.AllReduce:
 		// Ring: every chunk crosses n−1 links reducing and n−1 links gathering; tree: every edge
@@ -190,6 +199,7 @@ func TestCollectivesMatchDefinition(t *testing.T) {
 		{tuning.Broadcast, tuning.Ring}, {tuning.Reduce, tuning.Ring}, {tuning.AllReduce, tuning.Tree},
 		{tuning.AllToAll, tuning.Ring}, {tuning.SendRecv, tuning.Ring},
 		{tuning.AllGather, tuning.PAT}, {tuning.ReduceScatter, tuning.PAT},
+		{tuning.AllReduce, tuning.NVLS}, {tuning.AllReduce, tuning.CollNetChain},
 	}
 	counts := []int64{0, 1, 7, 131, 1003}
 	ops := []RedOp{Sum, Prod, Max, Min, Avg}
@@ -202,6 +212,9 @@ func TestCollectivesMatchDefinition(t *testing.T) {
 						if proto == tuning.LL128 && (cb.f == tuning.SendRecv || cb.f == tuning.AllToAll) {
 							continue
 						}
+						if NeedsSwitches(cb.f, cb.a) && proto != tuning.Simple {
+							continue
+						}
 						// Small chunks (in bytes) so that a few hundred elements span many chunks and loops.
 						chunk := []int64{0, 64, 48}[int(proto)]
 						if proto == tuning.LL128 {
@@ -209,6 +222,15 @@ func TestCollectivesMatchDefinition(t *testing.T) {
 						}
 						p := Plan{Func: cb.f, Algo: cb.a, Proto: proto, NRanks: n, Count: count, DataType: Float32,
 							Op: ops[(n+int(count))%len(ops)], Root: (n * 5) % n, NChannels: nch, ChunkSize: chunk, Peer: 1 + n%3}
+						if cb.a == tuning.CollNetChain {
+							p.NNodes = n
+							for _, d := range []int{3, 2} {
+								if n%d == 0 && n > d {
+									p.NNodes = d
+									break
+								}
+							}
+						}
 						if proto == tuning.Simple {
 							// A small Simple buffer so that ring slices and credits come into play.
 							p.BuffSize[tuning.Simple] = 8 * 512
@@ -219,7 +241,7 @@ func TestCollectivesMatchDefinition(t *testing.T) {
 						runs++
 						per, total := expectedSent(&p, s)
 						var sum int64
-						for r, rs := range st.Ranks {
+						for r, rs := range st.Ranks[:n] {
 							sum += rs.SentBytes
 							if per != nil && rs.SentBytes != per[r] {
 								t.Fatalf("%s: rank %d sent %d bytes, want %d", name, r, rs.SentBytes, per[r])
@@ -234,11 +256,15 @@ func TestCollectivesMatchDefinition(t *testing.T) {
 						if total != 0 && sum != total {
 							t.Fatalf("%s: ranks sent %d bytes in all, want %d", name, sum, total)
 						}
-						var recv int64
-						for _, rs := range st.Ranks {
+						var recv, swSent, swRecv int64
+						for _, rs := range st.Ranks[:n] {
 							recv += rs.RecvBytes
 						}
-						if recv != sum {
+						for _, rs := range st.Ranks[n:] {
+							swSent += rs.SentBytes
+							swRecv += rs.RecvBytes
+						}
+						if recv+swRecv != sum+swSent {
 							t.Fatalf("%s: received %d bytes, sent %d", name, recv, sum)
 						}
 					}
@@ -415,7 +441,10 @@ func TestBadPlans(t *testing.T) {
 		"ring of channel 0": func(p *Plan) {
 			p.Rings = [][]int{{0, 1, 1, 2}}
 		},
-		"unsupported":     func(p *Plan) { p.Algo = tuning.NVLS },
+		"unsupported":     func(p *Plan) { p.Algo = tuning.NVLSTree },
+		"NVLS across":     func(p *Plan) { p.Algo = tuning.NVLS; p.NNodes = 2 },
+		"Simple only":     func(p *Plan) { p.Algo = tuning.CollNetChain; p.Proto = tuning.LL },
+		"NNodes 3":        func(p *Plan) { p.NNodes = 3 },
 		"parts sum":       func(p *Plan) { p.NChannels = 2; p.Parts = []int64{50, 40} },
 		"channels 63..64": func(p *Plan) { p.NChannels = 2; p.ChannelLo = 63 },
 		"data type":       func(p *Plan) { p.DataType = 99 },

@@ -34,6 +34,9 @@ type Plan struct {
 	Peer      int
 	Transfers []Transfer // SendRecv: explicit list of messages (overrides Count/Peer)
 	NRanks    int
+	// NNodes splits the ranks into nodes of NRanks/NNodes consecutive ranks (0 means 1 node). Only
+	// CollNetChain and NVLS read it; rings and trees already encode the node structure.
+	NNodes    int
 	Algo      tuning.Algo
 	Proto     tuning.Proto
 	NChannels int

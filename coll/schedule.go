@@ -45,6 +45,13 @@ import (
 //     at Op.InPlaceOffsets(rank), as nccl-tests does. SendRecv and AllToAll schedules are not
 //     in-place safe (nor are NCCL's: a rank may overwrite data it has yet to send).
 //
+//  6. Switches (only in NVLS and CollNet schedules; Schedule.Switches is empty otherwise). A switch
+//     is a virtual endpoint numbered NRanks+i that reduces or multicasts inside the fabric: an
+//     NVSwitch's multimem engine (NVLS) or the network's in-network reduction (CollNet/SHARP). Its
+//     programs follow the rank programs (Program(NRanks+i, c)), use only RecvReduceForward and
+//     RecvSend, and touch no buffer. An executor that cannot run them must refuse such schedules
+//     (Supported reports the algorithms that need none).
+//
 // The JSON form is encoding/json of these types (field names as tagged below); enumerations are
 // written as NCCL's names ("RecvReduceSend", "Simple", "send"/"recv").
 
@@ -77,11 +84,14 @@ const (
 	Copy
 	// Reduce reduces Src into Dst locally (Dst = Dst ⊕ Src).
 	Reduce
+	// RecvReduceForward reduces the received messages, without local data, and sends the result (a
+	// switch: NVLS multimem ld_reduce, SHARP).
+	RecvReduceForward
 	NumPrims
 )
 
 var primNames = [...]string{"Send", "Recv", "CopySend", "RecvReduceSend", "RecvReduceCopy", "RecvCopySend",
-	"RecvReduceCopySend", "RecvSend", "Copy", "Reduce"}
+	"RecvReduceCopySend", "RecvSend", "Copy", "Reduce", "RecvReduceForward"}
 
 func (p Prim) String() string {
 	if p >= 0 && p < NumPrims {
@@ -112,7 +122,7 @@ func (p *Prim) UnmarshalText(b []byte) error {
 // Receives reports whether the primitive consumes messages.
 func (p Prim) Receives() bool {
 	switch p {
-	case Recv, RecvReduceSend, RecvReduceCopy, RecvCopySend, RecvReduceCopySend, RecvSend:
+	case Recv, RecvReduceSend, RecvReduceCopy, RecvCopySend, RecvReduceCopySend, RecvSend, RecvReduceForward:
 		return true
 	}
 	return false
@@ -121,7 +131,7 @@ func (p Prim) Receives() bool {
 // Sends reports whether the primitive emits messages.
 func (p Prim) Sends() bool {
 	switch p {
-	case Send, CopySend, RecvReduceSend, RecvCopySend, RecvReduceCopySend, RecvSend:
+	case Send, CopySend, RecvReduceSend, RecvCopySend, RecvReduceCopySend, RecvSend, RecvReduceForward:
 		return true
 	}
 	return false
@@ -130,7 +140,7 @@ func (p Prim) Sends() bool {
 // Reduces reports whether the primitive folds several inputs with the reduction operation.
 func (p Prim) Reduces() bool {
 	switch p {
-	case RecvReduceSend, RecvReduceCopy, RecvReduceCopySend, Reduce:
+	case RecvReduceSend, RecvReduceCopy, RecvReduceCopySend, Reduce, RecvReduceForward:
 		return true
 	}
 	return false
@@ -239,12 +249,14 @@ type Program struct {
 
 // Conn is one directed connection (NCCL: one channel, one peer, one direction, one connIndex).
 type Conn struct {
-	ID        int `json:"id"`
-	Channel   int `json:"channel"`
-	From      int `json:"from"`
-	To        int `json:"to"`
-	ConnIndex int `json:"conn_index"` // 0 collectives, 1 send/recv (NCCL 2.30.7, fact sheet §6.2)
-	Messages  int `json:"messages"`   // number of messages the schedule puts on it
+	ID      int `json:"id"`
+	Channel int `json:"channel"`
+	From    int `json:"from"`
+	To      int `json:"to"`
+	// ConnIndex separates FIFOs between the same two endpoints: 0 collectives, 1 send/recv (NCCL
+	// 2.30.7, fact sheet §6.2), 2 the downward direction of NVLS and CollNet schedules.
+	ConnIndex int `json:"conn_index"`
+	Messages  int `json:"messages"` // number of messages the schedule puts on it
 }
 
 // Op describes one operation of the schedule (one entry of a group).
@@ -287,16 +299,33 @@ func (o *Op) InPlaceOffsets(rank int) (send, recv int64) {
 // InPlaceBytes is the size of the single buffer of an in-place run.
 func (o *Op) InPlaceBytes() int64 { return max64(o.SendBytes, o.RecvBytes) }
 
+// Switch is a virtual endpoint of an NVLS or CollNet schedule (rule 6 above).
+type Switch struct {
+	ID   int    `json:"id"`   // endpoint number, NRanks + index in Schedule.Switches
+	Kind string `json:"kind"` // SwitchNVLS or SwitchCollNet
+	Node int    `json:"node"` // NVLS: the node whose NVSwitch it is; CollNet: −1 (the network)
+}
+
+// Switch kinds.
+const (
+	SwitchNVLS    = "nvls"
+	SwitchCollNet = "collnet"
+)
+
 // Schedule is a compiled collective or group of collectives.
 type Schedule struct {
 	NRanks    int       `json:"nranks"`
 	NChannels int       `json:"nchannels"`
 	Ops       []Op      `json:"ops"`
 	Conns     []Conn    `json:"conns"`
-	Programs  []Program `json:"programs"` // rank-major: rank r channel c at r*NChannels+c
+	Switches  []Switch  `json:"switches,omitempty"`
+	Programs  []Program `json:"programs"` // endpoint-major: endpoint e (rank, then switch) channel c at e*NChannels+c
 }
 
-// Program returns rank's program on channel c.
+// Endpoints is the number of ranks plus switches.
+func (s *Schedule) Endpoints() int { return s.NRanks + len(s.Switches) }
+
+// Program returns rank's (or switch endpoint's) program on channel c.
 func (s *Schedule) Program(rank, channel int) *Program {
 	return &s.Programs[rank*s.NChannels+channel]
 }

@@ -29,11 +29,17 @@ func Validate(s *Schedule) error {
 	if s.NRanks < 1 || s.NChannels < 1 || s.NChannels > MaxChannels {
 		return fmt.Errorf("%w: nranks %d, nchannels %d", ErrBadSchedule, s.NRanks, s.NChannels)
 	}
-	if len(s.Programs) != s.NRanks*s.NChannels {
-		return fmt.Errorf("%w: %d programs for %d ranks × %d channels", ErrBadSchedule, len(s.Programs), s.NRanks, s.NChannels)
+	ne := s.Endpoints()
+	if len(s.Programs) != ne*s.NChannels {
+		return fmt.Errorf("%w: %d programs for %d endpoints × %d channels", ErrBadSchedule, len(s.Programs), ne, s.NChannels)
+	}
+	for i, sw := range s.Switches {
+		if sw.ID != s.NRanks+i || (sw.Kind != SwitchNVLS && sw.Kind != SwitchCollNet) {
+			return fmt.Errorf("%w: switch %d is malformed (%+v)", ErrBadSchedule, i, sw)
+		}
 	}
 	for i, c := range s.Conns {
-		if c.ID != i || c.From < 0 || c.From >= s.NRanks || c.To < 0 || c.To >= s.NRanks || c.From == c.To ||
+		if c.ID != i || c.From < 0 || c.From >= ne || c.To < 0 || c.To >= ne || c.From == c.To ||
 			c.Channel < 0 || c.Channel >= s.NChannels {
 			return fmt.Errorf("%w: connection %d is malformed (%+v)", ErrBadSchedule, i, c)
 		}
@@ -81,6 +87,9 @@ func Validate(s *Schedule) error {
 			}
 			if st.Prim.ReadsSrc() != (st.Src != nil) || st.Prim.WritesDst() != (st.Dst != nil) {
 				return badStep(p, i, "%v with src %v dst %v", st.Prim, st.Src != nil, st.Dst != nil)
+			}
+			if p.Rank >= s.NRanks && st.Prim != RecvReduceForward && st.Prim != RecvSend {
+				return badStep(p, i, "a switch cannot run %v", st.Prim)
 			}
 			for _, ref := range []*BufRef{st.Src, st.Dst} {
 				if ref == nil {

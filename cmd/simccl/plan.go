@@ -34,7 +34,7 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	root := fs.IntP("root", "r", 0, "root rank (broadcast, reduce)")
 	peer := fs.Int("peer", 1, "sendrecv: rank r sends to r+peer")
 	topoFile := fs.String("topo", "", "NCCL topology XML or embedded name: take algorithm, protocol, channels, chunk size, rings and trees from the tuning model and channel search of that machine (× --nnodes), as 'simccl run' does; without it they come from the flags below")
-	algo := fs.String("algo", "Ring", "algorithm: Ring, Tree (AllReduce), PAT (AllGather/ReduceScatter); ignored for sendrecv/alltoall (with --topo: overrides tuning's choice)")
+	algo := fs.String("algo", "Ring", "algorithm: Ring, Tree, NVLS (one node), CollNetChain (AllReduce; through a switch endpoint), PAT (AllGather/ReduceScatter); ignored for sendrecv/alltoall (with --topo: overrides tuning's choice)")
 	proto := fs.String("proto", "Simple", "protocol: LL, LL128, Simple (with --topo: overrides tuning's choice)")
 	nch := fs.Int("nchannels", 1, "channels the call is spread over (with --topo: overrides tuning's choice)")
 	chunkStr := fs.String("chunk", "0", "payload bytes per chunk (0 = NCCL's default for the protocol, fact sheet §5.7; with --topo: tuning's)")
@@ -114,7 +114,7 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	p := coll.Plan{Func: f, Count: count, DataType: dt, Op: op, Root: *root, Peer: *peer, NRanks: *nRanks,
-		Algo: a, Proto: pr, NChannels: *nch, ChunkSize: chunk}
+		NNodes: *nNodes, Algo: a, Proto: pr, NChannels: *nch, ChunkSize: chunk}
 	if f == tuning.SendRecv || f == tuning.AllToAll {
 		p.Algo = tuning.Ring // no collective algorithm; keeps the plan's name readable
 	}
@@ -169,14 +169,14 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 			p.Trees = trees[:*nch]
 		}
 	}
-	for _, r := range show {
-		if r >= p.NRanks {
-			return fmt.Errorf("%w: --ranks: %d is not a rank in 0..%d", errUsage, r, p.NRanks-1)
-		}
-	}
 	s, err := coll.Compile(p)
 	if err != nil {
 		return err
+	}
+	for _, r := range show {
+		if r >= s.Endpoints() {
+			return fmt.Errorf("%w: --ranks: %d is not a rank (or switch endpoint) in 0..%d", errUsage, r, s.Endpoints()-1)
+		}
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)

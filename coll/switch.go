@@ -1,0 +1,171 @@
+package coll
+
+// Connection indexes used by switch schedules: NCCL keeps the two directions of NVLS (scatter into
+// the multicast buffer / multimem store of the result) and of CollNet chains (reduce up / broadcast
+// down) on separate connectors, so their messages never share a FIFO.
+const (
+	connUp   = 0
+	connDown = 2
+)
+
+func (b *builder) switchOf(kind string) int {
+	for _, sw := range b.s.Switches {
+		if sw.Kind == kind {
+			return sw.ID
+		}
+	}
+	return -1
+}
+
+// nvls compiles single-node NVLS AllReduce (NCCL 2.30.7's NVLS kernel, paraphrased) through the
+// node's NVSwitch as a switch endpoint. Each channel's part is walked in loops of nRanks chunks;
+// chunk j of a loop belongs to head rank j. Per loop, every rank sends each chunk j to the switch
+// (lane 0, the scatter warps); the switch reduces chunk j over all ranks and hands it to head j
+// (multimem ld_reduce), head j sends it back (lane 1, the reduce warps, applying the post-op) and
+// the switch multicasts it to every rank (multimem st); every rank receives all chunks into its
+// receive buffer (lane 2, the gather warps). A rank thus sends S + S/n and receives S/n + S for a
+// buffer of S bytes, where a ring moves 2(n−1)/n·S each way.
+func (b *builder) nvls(p *Plan, ck *chunking) error {
+	n := p.NRanks
+	sw := b.switchOf(SwitchNVLS)
+	elt := ck.elt
+	offs, cnts := p.parts(p.Count, ck.align)
+	everyone := make([]int, n)
+	for r := range everyone {
+		everyone[r] = r
+	}
+	for c := 0; c < p.nChannels(); c++ {
+		part, cnt := offs[c], cnts[c]
+		loop := 0
+		for eo := int64(0); eo < cnt; eo += int64(n) * ck.chunkElems {
+			rem := cnt - eo
+			cc := ck.chunkElems
+			if rem < int64(n)*cc {
+				cc = alignUp(divUp(rem, int64(n)), ck.align)
+			}
+			portion := func(j int) (int64, int64) {
+				co := min64(int64(j)*cc, rem)
+				return part + eo + co, max64(0, min64(cc, rem-co))
+			}
+			for j := 0; j < n; j++ { // scatter
+				o, ne := portion(j)
+				for r := 0; r < n; r++ {
+					b.emit(ck, call{rank: r, ch: c, lane: 0, prim: Send, sendTo: []int{sw}, connIdx: connUp,
+						src: &BufRef{Buf: BufSend, Offset: o * elt}, nelem: ne, chunk: loop*n + j})
+				}
+				b.emit(ck, call{rank: sw, ch: c, lane: 0, prim: RecvReduceForward, recvFrom: everyone, sendTo: []int{j},
+					connIdx: connUp, nelem: ne, chunk: loop*n + j})
+			}
+			for j := 0; j < n; j++ { // head j: reduced chunk back to the switch, which multicasts it
+				_, ne := portion(j)
+				b.emit(ck, call{rank: j, ch: c, lane: 1, prim: RecvSend, recvFrom: []int{sw}, sendTo: []int{sw},
+					connIdx: connUp, sendIdx: connDown, hasSendIdx: true, nelem: ne, chunk: loop*n + j, postOp: true})
+				b.emit(ck, call{rank: sw, ch: c, lane: 1, prim: RecvSend, recvFrom: []int{j}, sendTo: everyone,
+					connIdx: connDown, nelem: ne, chunk: loop*n + j})
+			}
+			for j := 0; j < n; j++ { // gather
+				o, ne := portion(j)
+				for r := 0; r < n; r++ {
+					b.emit(ck, call{rank: r, ch: c, lane: 2, prim: Recv, recvFrom: []int{sw}, connIdx: connDown,
+						dst: &BufRef{Buf: BufRecv, Offset: o * elt}, nelem: ne, chunk: loop*n + j})
+				}
+			}
+			loop++
+		}
+	}
+	return nil
+}
+
+// collnetChain compiles CollNetChain AllReduce (NCCL 2.30.7, paraphrased) with the network's
+// in-network reduction (SHARP) as a switch endpoint. On every channel each node's ranks form a
+// chain in the channel's ring order, its first rank the head. Lane 0 reduces up the chain (the
+// last rank sends, the others recvReduceSend, the head to the network); the network reduces the
+// heads' data and returns the result to every head; lane 1 broadcasts down the chain (the head
+// receives from the network with the post-op, then recvCopySend down; the last rank receives).
+func (b *builder) collnetChain(p *Plan, ck *chunking) error {
+	n := p.NRanks
+	nNodes := p.NNodes
+	if nNodes < 1 {
+		nNodes = 1
+	}
+	ppn := n / nNodes
+	sw := b.switchOf(SwitchCollNet)
+	elt := ck.elt
+	offs, cnts := p.parts(p.Count, ck.align)
+	for c := 0; c < p.nChannels(); c++ {
+		ring := p.ring(c)
+		// Chains: each node's ranks in ring order, starting where the ring enters the node.
+		chains := make([][]int, nNodes)
+		for i := range ring {
+			r := ring[i]
+			node := r / ppn
+			chains[node] = append(chains[node], r)
+		}
+		for node, ch := range chains {
+			// Rotate so the chain starts at the rank whose ring predecessor is on another node.
+			for i, r := range ch {
+				pos := indexOf(ring, r)
+				if prev := ring[(pos-1+n)%n]; prev/ppn != node || ppn == n {
+					chains[node] = append(append([]int(nil), ch[i:]...), ch[:i]...)
+					break
+				}
+			}
+		}
+		heads := make([]int, nNodes)
+		for node := range chains {
+			heads[node] = chains[node][0]
+		}
+		part, cnt := offs[c], cnts[c]
+		ci := 0
+		for eo := int64(0); eo < cnt; eo += ck.chunkElems {
+			ne := min64(ck.chunkElems, cnt-eo)
+			o := (part + eo) * elt
+			src, dst := &BufRef{Buf: BufSend, Offset: o}, &BufRef{Buf: BufRecv, Offset: o}
+			for _, chain := range chains {
+				for i, r := range chain {
+					up := sw
+					if i > 0 {
+						up = chain[i-1]
+					}
+					down := -1
+					if i+1 < len(chain) {
+						down = chain[i+1]
+					}
+					if down < 0 {
+						b.emit(ck, call{rank: r, ch: c, lane: 0, prim: Send, sendTo: []int{up}, connIdx: connUp, src: src, nelem: ne, chunk: ci})
+					} else {
+						b.emit(ck, call{rank: r, ch: c, lane: 0, prim: RecvReduceSend, recvFrom: []int{down}, sendTo: []int{up}, connIdx: connUp, src: src, nelem: ne, chunk: ci})
+					}
+				}
+			}
+			b.emit(ck, call{rank: sw, ch: c, prim: RecvReduceForward, recvFrom: heads, sendTo: heads, connIdx: connUp,
+				sendIdx: connDown, hasSendIdx: true, nelem: ne, chunk: ci})
+			for _, chain := range chains {
+				for i, r := range chain {
+					up := sw
+					if i > 0 {
+						up = chain[i-1]
+					}
+					cl := call{rank: r, ch: c, lane: 1, recvFrom: []int{up}, connIdx: connDown, dst: dst, nelem: ne, chunk: ci, postOp: i == 0}
+					if i+1 < len(chain) {
+						cl.prim, cl.sendTo = RecvCopySend, []int{chain[i+1]}
+					} else {
+						cl.prim = Recv
+					}
+					b.emit(ck, cl)
+				}
+			}
+			ci++
+		}
+	}
+	return nil
+}
+
+func indexOf(s []int, v int) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
