@@ -410,3 +410,46 @@ func TestKind(t *testing.T) {
 		t.Error("Kind(0)")
 	}
 }
+
+// NCCL 2.28.9 re-dumps a topology it read from a file whose empty elements end in " />" with a
+// nameless attribute `=""` (testdata/nccl/h200x2/nvl4_topo.xml). We accept those dumps, drop the
+// attribute, and keep every other attribute and the line numbers.
+func TestNamelessAttrsFromNCCLDumps(t *testing.T) {
+	for f, want := range map[string]int{"nvl4_topo.xml": 2, "nvl0_topo.xml": 2, "nvswitch_topo.xml": 2, "fakehosts_topo.xml": 1, "real_topo.xml": 2} {
+		d, err := ReadFile(filepath.Join("../../testdata/nccl/h200x2", f))
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		links := d.Root().FindElements("//nvlink")
+		if len(links) != want {
+			t.Fatalf("%s: %d nvlinks, want %d", f, len(links), want)
+		}
+		for _, l := range links {
+			for _, a := range l.Attr {
+				if a.Key == "" {
+					t.Errorf("%s: nameless attribute kept", f)
+				}
+			}
+			if l.SelectAttrValue("tclass", "") != "0x068000" {
+				t.Errorf("%s: tclass lost: %v", f, l.Attr)
+			}
+		}
+		if d.Line(links[0]) != 5 {
+			t.Errorf("%s: first nvlink at line %d, want 5", f, d.Line(links[0]))
+		}
+	}
+	d, err := ParseBytes([]byte(`<system version="1"><cpu a="x =&quot;&quot;" b='=""' =""/></system>`), "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := d.Root().SelectElement("cpu")
+	if got := cpu.SelectAttrValue("a", ""); got != `x =""` {
+		t.Errorf("quoted text changed: %q", got)
+	}
+	if got := cpu.SelectAttrValue("b", ""); got != `=""` {
+		t.Errorf("quoted text changed: %q", got)
+	}
+	if d.NamelessAttrs != 1 {
+		t.Errorf("NamelessAttrs = %d, want 1", d.NamelessAttrs)
+	}
+}
