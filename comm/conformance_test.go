@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/simccl/simccl/coll"
@@ -283,27 +284,41 @@ func (w *world) sync(t *testing.T, what string) {
 	}
 }
 
-// runCase runs one collective on every rank and checks every element; it returns the number of
-// wrong elements (and reports the first few).
-func runCase(t *testing.T, w *world, k collKind, dt coll.DataType, op coll.RedOp, inPlace bool, count int, seed int64) int {
-	t.Helper()
-	n := len(w.cs)
+// caseSpec is one conformance case.
+type caseSpec struct {
+	k       collKind
+	dt      coll.DataType
+	op      coll.RedOp
+	inPlace bool
+	count   int
+	seed    int64
+}
+
+func (sp caseSpec) String() string {
+	return fmt.Sprintf("%s/%v/%v/inplace=%v/count=%d", kindNames[sp.k], sp.dt, sp.op, sp.inPlace, sp.count)
+}
+
+// runRank runs one case on one rank (every rank of the communicator must run the same case) and
+// checks this rank's output element by element; it returns the number of wrong elements and the
+// first few complaints.
+func runRank(c *comm.Comm, sp caseSpec) (wrong int, msgs []string, err error) {
+	n, r := c.Count(), c.Rank()
+	k, dt, op, count, seed := sp.k, sp.dt, sp.op, sp.count, sp.seed
 	elt := dt.Size()
-	name := fmt.Sprintf("%s/%v/%v/inplace=%v/count=%d/n=%d", kindNames[k], dt, op, inPlace, count, n)
 	root := int(seed) % n
-	// Inputs: per rank, the number of elements each rank contributes.
 	inCount := count
 	switch k {
 	case kReduceScatter, kAllToAll:
 		inCount = count * n
 	}
+	// Every rank's input is a function of (rank, seed), so each rank can build the reference.
 	ins := make([][]byte, n)
-	for r := range ins {
+	for p := range ins {
 		if k.reduces() {
-			ins[r] = input(dt, op, r, inCount, seed)
+			ins[p] = input(dt, op, p, inCount, seed)
 		} else {
-			ins[r] = make([]byte, inCount*elt)
-			rand.New(rand.NewSource(seed*31 + int64(r))).Read(ins[r])
+			ins[p] = make([]byte, inCount*elt)
+			rand.New(rand.NewSource(seed*31 + int64(p))).Read(ins[p])
 		}
 	}
 	outCount := count
@@ -311,136 +326,151 @@ func runCase(t *testing.T, w *world, k collKind, dt coll.DataType, op coll.RedOp
 	case kAllGather, kAllToAll:
 		outCount = count * n
 	}
-	sends := make([][]byte, n)
-	recvs := make([][]byte, n)
-	for r := 0; r < n; r++ {
-		if inPlace {
-			switch k {
-			case kAllGather:
-				buf := make([]byte, outCount*elt)
-				copy(buf[r*count*elt:], ins[r])
-				sends[r], recvs[r] = buf[r*count*elt:(r+1)*count*elt], buf
-			case kReduceScatter:
-				buf := append([]byte(nil), ins[r]...)
-				sends[r], recvs[r] = buf, buf[r*count*elt:(r+1)*count*elt]
-			default:
-				buf := make([]byte, max(inCount, outCount)*elt)
-				copy(buf, ins[r])
-				sends[r], recvs[r] = buf, buf
-			}
-		} else {
-			sends[r] = append([]byte(nil), ins[r]...)
-			recvs[r] = make([]byte, outCount*elt)
-			for i := range recvs[r] {
-				recvs[r][i] = 0xA5 // poison
-			}
-		}
-	}
-	useOps := make([]coll.RedOp, n)
-	for r, c := range w.cs {
-		useOp := op
-		if op == coll.PreMulSum {
-			s := floatScalar
-			if !isFloat(dt) {
-				s = intScalar
-			}
-			useOp = c.RedOpCreatePreMulSum(s)
-		}
-		useOps[r] = useOp
-		var err error
+	var send, recv []byte
+	if sp.inPlace {
 		switch k {
-		case kAllReduce:
-			err = c.AllReduce(sends[r], recvs[r], count, dt, useOp, nil)
-		case kReduce:
-			err = c.Reduce(sends[r], recvs[r], count, dt, useOp, root, nil)
-		case kReduceScatter:
-			err = c.ReduceScatter(sends[r], recvs[r], count, dt, useOp, nil)
-		case kBroadcast:
-			err = c.Broadcast(sends[r], recvs[r], count, dt, root, nil)
 		case kAllGather:
-			err = c.AllGather(sends[r], recvs[r], count, dt, nil)
-		case kAllToAll:
-			err = c.AllToAll(sends[r], recvs[r], count, dt, nil)
-		case kSendRecv:
-			c.GroupStart()
-			err = c.Send(sends[r], count, dt, (r+1)%n, nil)
-			if err == nil {
-				err = c.Recv(recvs[r], count, dt, (r+n-1)%n, nil)
-			}
-			if e := c.GroupEnd(); err == nil {
-				err = e
-			}
+			buf := make([]byte, outCount*elt)
+			copy(buf[r*count*elt:], ins[r])
+			send, recv = buf[r*count*elt:(r+1)*count*elt], buf
+		case kReduceScatter:
+			buf := append([]byte(nil), ins[r]...)
+			send, recv = buf, buf[r*count*elt:(r+1)*count*elt]
+		default:
+			buf := make([]byte, max(inCount, outCount)*elt)
+			copy(buf, ins[r])
+			send, recv = buf, buf
 		}
-		if err != nil {
-			t.Fatalf("%s: rank %d: %v", name, r, err)
+	} else {
+		send = append([]byte(nil), ins[r]...)
+		recv = make([]byte, outCount*elt)
+		for i := range recv {
+			recv[i] = 0xA5 // poison
 		}
 	}
-	w.sync(t, name)
+	useOp := op
 	if op == coll.PreMulSum {
-		for r, c := range w.cs {
-			if err := c.RedOpDestroy(useOps[r]); err != nil {
-				t.Fatal(err)
-			}
+		s := floatScalar
+		if !isFloat(dt) {
+			s = intScalar
+		}
+		useOp = c.RedOpCreatePreMulSum(s)
+		defer c.RedOpDestroy(useOp)
+	}
+	switch k {
+	case kAllReduce:
+		err = c.AllReduce(send, recv, count, dt, useOp, nil)
+	case kReduce:
+		err = c.Reduce(send, recv, count, dt, useOp, root, nil)
+	case kReduceScatter:
+		err = c.ReduceScatter(send, recv, count, dt, useOp, nil)
+	case kBroadcast:
+		err = c.Broadcast(send, recv, count, dt, root, nil)
+	case kAllGather:
+		err = c.AllGather(send, recv, count, dt, nil)
+	case kAllToAll:
+		err = c.AllToAll(send, recv, count, dt, nil)
+	case kSendRecv:
+		c.GroupStart()
+		err = c.Send(send, count, dt, (r+1)%n, nil)
+		if err == nil {
+			err = c.Recv(recv, count, dt, (r+n-1)%n, nil)
+		}
+		if e := c.GroupEnd(); err == nil {
+			err = e
 		}
 	}
-	wrong := 0
+	if err == nil {
+		err = c.Synchronize()
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("%v: rank %d: %w", sp, r, err)
+	}
 	report := func(format string, args ...any) {
 		wrong++
 		if wrong <= 3 {
-			t.Errorf("%s: "+format, append([]any{name}, args...)...)
+			msgs = append(msgs, fmt.Sprintf("%v/n=%d: rank %d: ", sp, n, r)+fmt.Sprintf(format, args...))
 		}
 	}
-	for r := 0; r < n; r++ {
-		out := recvs[r]
-		switch k {
-		case kAllReduce, kReduce, kReduceScatter:
-			if k == kReduce && r != root {
+	out := recv
+	switch k {
+	case kAllReduce, kReduce, kReduceScatter:
+		if k == kReduce && r != root {
+			break
+		}
+		base := 0
+		if k == kReduceScatter {
+			base = r * count
+		}
+		for i := 0; i < count; i++ {
+			ref, tol, bits := reduceRef(dt, op, ins, base+i, n)
+			if !isFloat(dt) {
+				if got := intBits(dt, out, i); got != bits {
+					report("element %d = %d, want %d", i, int64(got), int64(bits))
+				}
 				continue
 			}
-			base := 0
-			if k == kReduceScatter {
-				base = r * count
-			}
-			for i := 0; i < count; i++ {
-				ref, tol, bits := reduceRef(dt, op, ins, base+i, n)
-				if !isFloat(dt) {
-					if got := intBits(dt, out, i); got != bits {
-						report("rank %d element %d = %d, want %d", r, i, int64(got), int64(bits))
-					}
-					continue
-				}
-				got := decode(dt, out, i)
-				if math.IsNaN(got) || math.Abs(got-ref) > tol {
-					report("rank %d element %d = %v, want %v ± %v", r, i, got, ref, tol)
-				}
-			}
-		case kBroadcast:
-			if string(out[:count*elt]) != string(ins[root]) {
-				report("rank %d: broadcast data differs from root %d's", r, root)
-			}
-		case kAllGather:
-			for p := 0; p < n; p++ {
-				if string(out[p*count*elt:(p+1)*count*elt]) != string(ins[p]) {
-					report("rank %d: block %d differs", r, p)
-				}
-			}
-		case kAllToAll:
-			for p := 0; p < n; p++ {
-				if string(out[p*count*elt:(p+1)*count*elt]) != string(ins[p][r*count*elt:(r+1)*count*elt]) {
-					report("rank %d: block from %d differs", r, p)
-				}
-			}
-		case kSendRecv:
-			if string(out[:count*elt]) != string(ins[(r+n-1)%n]) {
-				report("rank %d: data from rank %d differs", r, (r+n-1)%n)
+			got := decode(dt, out, i)
+			if math.IsNaN(got) || math.Abs(got-ref) > tol {
+				report("element %d = %v, want %v ± %v", i, got, ref, tol)
 			}
 		}
+	case kBroadcast:
+		if string(out[:count*elt]) != string(ins[root]) {
+			report("broadcast data differs from root %d's", root)
+		}
+	case kAllGather:
+		for p := 0; p < n; p++ {
+			if string(out[p*count*elt:(p+1)*count*elt]) != string(ins[p]) {
+				report("block %d differs", p)
+			}
+		}
+	case kAllToAll:
+		for p := 0; p < n; p++ {
+			if string(out[p*count*elt:(p+1)*count*elt]) != string(ins[p][r*count*elt:(r+1)*count*elt]) {
+				report("block from %d differs", p)
+			}
+		}
+	case kSendRecv:
+		if string(out[:count*elt]) != string(ins[(r+n-1)%n]) {
+			report("data from rank %d differs", (r+n-1)%n)
+		}
 	}
-	return wrong
+	return wrong, msgs, nil
 }
 
-// matrix runs every collective × type × op × placement at the given counts.
-func matrix(t *testing.T, w *world, counts []int, types []coll.DataType, ops []coll.RedOp) (cases, wrong int) {
+// runCase runs one case on every rank of the world (a goroutine per rank).
+func runCase(t *testing.T, w *world, sp caseSpec) int {
+	t.Helper()
+	n := len(w.cs)
+	wrongs := make([]int, n)
+	msgs := make([][]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r, c := range w.cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wrongs[r], msgs[r], errs[r] = runRank(c, sp)
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for r := range wrongs {
+		if errs[r] != nil {
+			t.Fatal(errs[r])
+		}
+		for _, m := range msgs[r] {
+			t.Error(m)
+		}
+		total += wrongs[r]
+	}
+	return total
+}
+
+// forMatrix calls fn for every collective × type × op × placement × count, in one fixed order
+// (every process of a multi-process run walks the same sequence); fn returns false to stop.
+func forMatrix(counts []int, types []coll.DataType, ops []coll.RedOp, fn func(caseSpec) bool) {
 	seed := int64(1)
 	for k := collKind(0); k < numKinds; k++ {
 		for _, dt := range types {
@@ -455,9 +485,7 @@ func matrix(t *testing.T, w *world, counts []int, types []coll.DataType, ops []c
 					}
 					for _, count := range counts {
 						seed++
-						wrong += runCase(t, w, k, dt, op, inPlace, count, seed)
-						cases++
-						if t.Failed() {
+						if !fn(caseSpec{k, dt, op, inPlace, count, seed}) {
 							return
 						}
 					}
@@ -465,6 +493,15 @@ func matrix(t *testing.T, w *world, counts []int, types []coll.DataType, ops []c
 			}
 		}
 	}
+}
+
+// matrix runs every case on a world.
+func matrix(t *testing.T, w *world, counts []int, types []coll.DataType, ops []coll.RedOp) (cases, wrong int) {
+	forMatrix(counts, types, ops, func(sp caseSpec) bool {
+		wrong += runCase(t, w, sp)
+		cases++
+		return !t.Failed()
+	})
 	return
 }
 

@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("SIMCCL_FAULT_CHILD") != "" {
 		os.Exit(faultChild())
 	}
+	if os.Getenv("SIMCCL_CONF_CHILD") != "" {
+		os.Exit(confChild())
+	}
 	os.Exit(m.Run())
 }
 

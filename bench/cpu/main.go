@@ -1,0 +1,273 @@
+// Command cpu benchmarks all-reduce on CPUs: the simccl engine over shared memory and loopback TCP
+// (one process per rank) side by side with Open MPI's MPI_Allreduce on the same host, in one run.
+// It builds mpi/mpi_allreduce.c with mpicc when Open MPI is installed
+// (apt-get install -y openmpi-bin libopenmpi-dev), prints a table and writes JSON.
+//
+//	go run ./bench/cpu [-np 8] [-b 8] [-e 64M] [-iters 20] [-o bench/cpu/results.json]
+package main
+
+import (
+	"bufio"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/comm"
+	"github.com/simccl/simccl/comm/perf"
+	"github.com/simccl/simccl/internal/units"
+)
+
+type row struct {
+	Bytes     int64              `json:"bytes"`
+	BusBW     map[string]float64 `json:"busbw"`   // GB/s per backend
+	TimeUs    map[string]float64 `json:"time_us"` // per backend
+	RatioShm  float64            `json:"ratio_shm_over_ompi,omitempty"`
+	RatioTCP  float64            `json:"ratio_tcp_over_ompi,omitempty"`
+	WrongOurs int64              `json:"wrong"`
+}
+
+type report struct {
+	NRanks   int      `json:"nranks"`
+	CPUs     int      `json:"cpus"`
+	Command  string   `json:"command"`
+	Backends []string `json:"backends"`
+	MPI      string   `json:"mpi,omitempty"`
+	Rows     []row    `json:"rows"`
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/cpu:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	// A child rank (started by ourselves): run the sweep and let rank 0 print JSON.
+	if l, ok, err := perf.DetectLaunch(os.Getenv); ok {
+		if err != nil {
+			return err
+		}
+		return child(l)
+	}
+	np := flag.Int("np", 8, "ranks")
+	b := flag.String("b", "8", "smallest size")
+	e := flag.String("e", "64M", "largest size")
+	iters := flag.Int("iters", 20, "timed iterations per size")
+	out := flag.String("o", "bench/cpu/results.json", "JSON output file (\"\" = none)")
+	backends := flag.String("backends", "shm,tcp", "simccl transports to measure")
+	flag.Parse()
+	lo, err := units.ParseSize(*b)
+	if err != nil {
+		return err
+	}
+	hi, err := units.ParseSize(*e)
+	if err != nil {
+		return err
+	}
+	if _, err := units.Sweep(lo, hi, 2); err != nil {
+		return err
+	}
+	rep := &report{NRanks: *np, CPUs: runtime.NumCPU(), Command: "go run ./bench/cpu " + strings.Join(os.Args[1:], " ")}
+	bySize := map[int64]*row{}
+	get := func(bytes int64) *row {
+		r, ok := bySize[bytes]
+		if !ok {
+			r = &row{Bytes: bytes, BusBW: map[string]float64{}, TimeUs: map[string]float64{}}
+			bySize[bytes] = r
+		}
+		return r
+	}
+	for _, be := range strings.Split(*backends, ",") {
+		fmt.Fprintf(os.Stderr, "bench/cpu: simccl over %s, %d processes\n", be, *np)
+		res, err := spawn(*np, be, lo, hi, *iters)
+		if err != nil {
+			return fmt.Errorf("simccl over %s: %w", be, err)
+		}
+		rep.Backends = append(rep.Backends, "simccl-"+be)
+		for _, r := range res.Rows {
+			if r.InPlace {
+				continue
+			}
+			x := get(r.Bytes)
+			x.BusBW["simccl-"+be] = r.BusBW
+			x.TimeUs["simccl-"+be] = r.TimeUs
+			x.WrongOurs += max(r.Wrong, 0)
+		}
+	}
+	if mpiRows, ver, err := runMPI(*np, lo, hi, *iters); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/cpu: Open MPI not measured:", err)
+	} else {
+		rep.MPI = ver
+		rep.Backends = append(rep.Backends, "openmpi")
+		f := 2 * float64(*np-1) / float64(*np)
+		for _, m := range mpiRows {
+			x := get(m.Bytes)
+			x.TimeUs["openmpi"] = m.TimeUs
+			x.BusBW["openmpi"] = float64(m.Bytes) / (m.TimeUs * 1e-6) / 1e9 * f
+		}
+	}
+	for s := lo; s <= hi; s *= 2 {
+		if r, ok := bySize[s]; ok {
+			if o := r.BusBW["openmpi"]; o > 0 {
+				r.RatioShm = r.BusBW["simccl-shm"] / o
+				r.RatioTCP = r.BusBW["simccl-tcp"] / o
+			}
+			rep.Rows = append(rep.Rows, *r)
+		}
+	}
+	writeTable(os.Stdout, rep)
+	if *out != "" {
+		f, err := os.Create(*out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		enc := json.NewEncoder(f)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return nil
+}
+
+func writeTable(w io.Writer, rep *report) {
+	fmt.Fprintf(w, "# all-reduce, float sum, out-of-place, %d ranks (one process each) on %d CPUs; busbw in GB/s = bytes/time x 2(n-1)/n\n", rep.NRanks, rep.CPUs)
+	if rep.MPI != "" {
+		fmt.Fprintf(w, "# Open MPI: %s\n", rep.MPI)
+	}
+	fmt.Fprintf(w, "# %10s", "size (B)")
+	for _, b := range rep.Backends {
+		fmt.Fprintf(w, "  %14s", b)
+	}
+	fmt.Fprintf(w, "  %10s  %10s\n", "shm/ompi", "tcp/ompi")
+	for _, r := range rep.Rows {
+		fmt.Fprintf(w, "  %10d", r.Bytes)
+		for _, b := range rep.Backends {
+			fmt.Fprintf(w, "  %14.3f", r.BusBW[b])
+		}
+		fmt.Fprintf(w, "  %10.2f  %10.2f\n", r.RatioShm, r.RatioTCP)
+	}
+}
+
+func child(l perf.Launch) error {
+	b, err := hex.DecodeString(l.ID)
+	if err != nil {
+		return err
+	}
+	var id comm.UniqueID
+	copy(id[:], b)
+	c, err := comm.InitRank(l.Size, id, l.Rank, &comm.Config{Transport: os.Getenv("BENCH_TRANSPORT")})
+	if err != nil {
+		return err
+	}
+	defer c.Destroy()
+	lo, _ := strconv.ParseInt(os.Getenv("BENCH_MIN"), 10, 64)
+	hi, _ := strconv.ParseInt(os.Getenv("BENCH_MAX"), 10, 64)
+	iters, _ := strconv.Atoi(os.Getenv("BENCH_ITERS"))
+	sizes, err := units.Sweep(lo, hi, 2)
+	if err != nil {
+		return err
+	}
+	res, err := perf.Run([]*comm.Comm{c}, perf.Options{Colls: []string{"allreduce"}, Sizes: sizes, DataType: coll.Float32, Op: coll.Sum, Iters: iters, Warmup: 1, Check: true})
+	if err != nil {
+		return err
+	}
+	if res != nil {
+		return json.NewEncoder(os.Stdout).Encode(res)
+	}
+	return nil
+}
+
+func spawn(np int, transport string, lo, hi int64, iters int) (*perf.Result, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	id, err := comm.GetUniqueID("")
+	if err != nil {
+		return nil, err
+	}
+	cmds := make([]*exec.Cmd, np)
+	var stdout strings.Builder
+	for r := range cmds {
+		cmd := exec.Command(self)
+		cmd.Env = append(os.Environ(), "RUNCCL_RANK="+strconv.Itoa(r), "RUNCCL_NRANKS="+strconv.Itoa(np), "RUNCCL_ID="+hex.EncodeToString(id[:]),
+			"BENCH_TRANSPORT="+transport, "BENCH_MIN="+strconv.FormatInt(lo, 10), "BENCH_MAX="+strconv.FormatInt(hi, 10), "BENCH_ITERS="+strconv.Itoa(iters))
+		if r == 0 {
+			cmd.Stdout = &stdout
+		}
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		cmds[r] = cmd
+	}
+	var errs []error
+	for r, c := range cmds {
+		if err := c.Wait(); err != nil {
+			errs = append(errs, fmt.Errorf("rank %d: %w", r, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	var res perf.Result
+	if err := json.Unmarshal([]byte(stdout.String()), &res); err != nil {
+		return nil, fmt.Errorf("rank 0 output: %v", err)
+	}
+	return &res, nil
+}
+
+type mpiRow struct {
+	Bytes  int64   `json:"bytes"`
+	TimeUs float64 `json:"time_us"`
+	Wrong  int64   `json:"wrong"`
+}
+
+// runMPI builds mpi_allreduce.c and runs it under mpirun over shared memory.
+func runMPI(np int, lo, hi int64, iters int) ([]mpiRow, string, error) {
+	mpicc, err := exec.LookPath("mpicc")
+	if err != nil {
+		return nil, "", fmt.Errorf("mpicc not found (apt-get install -y openmpi-bin libopenmpi-dev)")
+	}
+	src := filepath.Join("bench", "cpu", "mpi", "mpi_allreduce.c")
+	if _, err := os.Stat(src); err != nil {
+		return nil, "", fmt.Errorf("%s: %v (run from the repository root)", src, err)
+	}
+	bin := filepath.Join(os.TempDir(), "simccl-mpi-allreduce")
+	if out, err := exec.Command(mpicc, "-O2", "-o", bin, src).CombinedOutput(); err != nil {
+		return nil, "", fmt.Errorf("mpicc: %v: %s", err, out)
+	}
+	ver, _ := exec.Command("mpirun", "--version").Output()
+	args := []string{"--allow-run-as-root", "--oversubscribe", "-np", strconv.Itoa(np), bin,
+		strconv.FormatInt(max(lo, 4), 10), strconv.FormatInt(hi, 10), strconv.Itoa(iters)}
+	cmd := exec.Command("mpirun", args...)
+	cmd.Env = append(os.Environ(), "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, "", fmt.Errorf("mpirun: %v", err)
+	}
+	var rows []mpiRow
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		var r mpiRow
+		if json.Unmarshal(sc.Bytes(), &r) == nil {
+			if r.Wrong != 0 {
+				return nil, "", fmt.Errorf("Open MPI gave %d wrong elements at %d bytes", r.Wrong, r.Bytes)
+			}
+			rows = append(rows, r)
+		}
+	}
+	return rows, strings.SplitN(strings.TrimSpace(string(ver)), "\n", 2)[0], nil
+}
