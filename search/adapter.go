@@ -35,7 +35,7 @@ func FromSystem(sys *graph.System, keepNets bool) (*Topology, error) {
 				h = t.AddCPU(n.ID, a, v)
 			case KindNET:
 				h = t.AddNET(n.ID, NetInfo{Dev: n.NET.Dev, Bw: n.NET.Speed, Latency: n.NET.Latency,
-					GUID: n.NET.GUID, Port: n.NET.Port, Coll: n.NET.Coll, GDR: n.NET.GDR})
+					GUID: n.NET.GUID, Port: n.NET.Port, Coll: n.NET.Coll, GDR: n.NET.GDR, Rail: n.NET.Rail, Plane: n.NET.Plane})
 			default:
 				h = t.AddNode(kind, n.ID)
 			}

@@ -15,6 +15,10 @@ type Params struct {
 	Version       string
 	speeds        speedArrays
 	globalTimeout int64
+	// rules230 turns on the 2.30.7 rules the fact sheet lists beyond the speed arrays: the NVML
+	// index taken modulo |localGpus| before mirroring (§3.6), rails and planes in the crossNic=0
+	// end-NET choice (§4.3) and the fallback's NETs (§4.2).
+	rules230 bool
 }
 
 // NCCL 2.28 speed arrays (search.cc, v2.28.x). History (fact sheet §4.2): sm90 intra gained 11 in
@@ -39,8 +43,10 @@ var (
 	globalTimeoutSince = int64(1) << 19 // 2.19+
 )
 
-// ParamsFor returns the search constants of an NCCL release ("2.28" is the default and the one
-// the golden tests check; "2.18", "2.29" and "2.30" change only the speed arrays and budget).
+// ParamsFor returns the search constants of an NCCL release. "2.28" is the default and the one
+// the golden tests check; "2.18" and "2.29" change the speed arrays and budget; "2.30" also turns
+// on the 2.30.7 rules of fact sheet §3.6/§4.2/§4.3 (NIC start index, rails and planes, fallback
+// NETs). Other changes of those releases are not modelled.
 func ParamsFor(version string) (Params, error) {
 	if version == "" {
 		version = defaultVersion
@@ -61,6 +67,7 @@ func ParamsFor(version string) (Params, error) {
 		p.speeds.sm100Intra, p.speeds.sm100Inter = sm100Intra229, sm100Inter229
 	case "2.30":
 		p.speeds.sm100Intra, p.speeds.sm100Inter = sm100Intra229, sm100Inter2307
+		p.rules230 = true
 	default:
 		return Params{}, errorf("unsupported NCCL version %q (supported: %v)", version, supportedVersions)
 	}
@@ -184,6 +191,7 @@ func Compute(top *Topology, req Request, opts Options) (*Graph, error) {
 		return nil, errorf("graph %d: maxChannels %d out of 1..%d", req.ID, req.MaxChannels, MaxChannels)
 	}
 	t := top.clone()
+	t.rules230 = params.rules230
 	sg, err := compute(t, req, opts.crossNicParam(), params)
 	if err != nil {
 		return nil, err
@@ -395,6 +403,15 @@ func compute(t *Topology, req Request, crossNicParam int, params Params) (*sgrap
 			g.intra[i] = gpu.rank
 		}
 		g.inter[0], g.inter[1] = 0, 0
+		if params.rules230 && nnets > 0 {
+			// 2.30.7: the first preferred NET of GPU 0 and of the last GPU.
+			if n, err := t.localNet(0, 0); err == nil {
+				g.inter[0] = t.nodes[KindNET][n].id
+			}
+			if n, err := t.localNet(ngpus-1, 0); err == nil {
+				g.inter[1] = t.nodes[KindNET][n].id
+			}
+		}
 		g.bwIntra, g.bwInter = 0.1, 0.1
 		g.typeIntra, g.typeInter = PathSYS, PathSYS
 		g.nChannels = 1

@@ -137,3 +137,56 @@ func TestComputeNodesReduces(t *testing.T) {
 		t.Error("a node without NET accepted in a 2-node communicator")
 	}
 }
+
+// twoRails: two GPUs joined by NVLink, each beside its own 400G NIC on a PCIe switch; the NICs
+// have different guids but share rail 0 (planes as given).
+func twoRails(tb testing.TB, plane0, plane1 int) *Topology {
+	b := newBuilder()
+	cpu := b.t.AddCPU(0, ArchX86, VendorIntel)
+	g0 := b.t.AddGPU(0x10, 0, 0, 90)
+	g1 := b.t.AddGPU(0x20, 1, 1, 90)
+	b.link(tb, g0, g1, linkNVL, 18*20.6)
+	for i, g := range []Handle{g0, g1} {
+		sw := b.t.AddNode(KindPCI, int64(0x100*(i+1)))
+		nic := b.t.AddNode(KindNIC, int64(0x101*(i+1)))
+		n := b.t.AddNET(int64(i), NetInfo{Dev: i, Bw: 50, GUID: uint64(0xa0 + i), Port: 1, Rail: 0, Plane: []int{plane0, plane1}[i]})
+		b.link(tb, sw, cpu, linkPCI, 48)
+		b.link(tb, g, sw, linkPCI, 48)
+		b.link(tb, nic, sw, linkPCI, 48)
+		b.link(tb, nic, n, linkNET, 50)
+	}
+	return b.bfs()
+}
+
+// With NCCL_CROSS_NIC=0, 2.28 ends a ring on its start NIC (same guid and port), so the ring has
+// to accept the PHB path from the last GPU back to it; 2.30.7 also accepts a NIC of the same
+// rail, unless it sits on another plane.
+func TestRailsAndPlanes(t *testing.T) {
+	zero := 0
+	p230, err := ParamsFor("2.30")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := Request{ID: IDRing, Pattern: PatternRing, MinChannels: 1, MaxChannels: 32}
+	g228, err := Compute(twoRails(t, -1, -1), req, Options{CrossNic: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g228.TypeInter != PathPHB || g228.Inter[0][0] != g228.Inter[0][1] {
+		t.Errorf("2.28: typeInter %v, channel 0 NETs %v; want PHB and the same NET at both ends", g228.TypeInter, g228.Inter[0])
+	}
+	g230, err := Compute(twoRails(t, -1, -1), req, Options{CrossNic: &zero, Params: p230})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g230.TypeInter != PathPIX || g230.Inter[0][0] == g230.Inter[0][1] {
+		t.Errorf("2.30 same rail: typeInter %v, channel 0 NETs %v; want PIX and two NETs", g230.TypeInter, g230.Inter[0])
+	}
+	gPlanes, err := Compute(twoRails(t, 0, 1), req, Options{CrossNic: &zero, Params: p230})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gPlanes.TypeInter != PathPHB || gPlanes.Inter[0][0] != gPlanes.Inter[0][1] {
+		t.Errorf("2.30 two planes: typeInter %v, channel 0 NETs %v; want PHB and one NET", gPlanes.TypeInter, gPlanes.Inter[0])
+	}
+}

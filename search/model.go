@@ -51,6 +51,10 @@ type NetInfo struct {
 	Port    int
 	Coll    bool // CollNet support
 	GDR     bool
+	// Rail and Plane (NCCL 2.30 <net rail plane>; -1 when absent): with 2.30 rules a crossNic=0
+	// channel must end on its start NET's rail (or guid+port), and never changes plane. Set
+	// them to -1 when the topology has none.
+	Rail, Plane int
 }
 
 // node is one vertex. Bandwidths are float32 like NCCL's, so that the search's comparisons and
@@ -106,6 +110,8 @@ type Topology struct {
 	// localNet per GPU and channel, selectNets per (typeInter, GPU).
 	localNetCache  map[[2]int]int
 	selectNetCache map[[2]int][]int
+	// rules230: the NIC choice and end-NET rules of NCCL 2.30.7 (set per search from Params).
+	rules230 bool
 }
 
 // NewTopology returns an empty topology.

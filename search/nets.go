@@ -63,6 +63,9 @@ func (t *Topology) computeLocalNet(g, c int) (int, error) {
 	nGpus := max(len(gpus), 1)
 	perGpu := (len(nets) + nGpus - 1) / nGpus
 	net := gpu.dev
+	if t.rules230 {
+		net %= nGpus // 2.30.7 takes the NVML index modulo |localGpus| first
+	}
 	if isPow2(len(nets)) {
 		net = mirrorBits(net, len(nets))
 	}

@@ -486,8 +486,11 @@ func (s *searcher) recGpu(g *sgraph, gpu *node, step, backToNet, backToFirstRank
 				if g.nChannels&1 == 1 && net.id != g.inter[(g.nChannels-1)*2] {
 					continue
 				}
-			} else if g.crossNic == 0 && (net.net.GUID != startNet.net.GUID || net.net.Port != startNet.net.Port) {
+			} else if g.crossNic == 0 && !s.sameNic(net, startNet) {
 				continue
+			}
+			if s.t.rules230 && net.net.Plane >= 0 && startNet.net.Plane >= 0 && net.net.Plane != startNet.net.Plane {
+				continue // 2.30.7: different planes are never connected
 			}
 			nextBackToNet := -1
 			saveBw := g.bwInter
@@ -547,6 +550,15 @@ func (s *searcher) recGpu(g *sgraph, gpu *node, step, backToNet, backToFirstRank
 	default:
 		s.recGpu(g, gpu, ngpus, -1, -1, order, time)
 	}
+}
+
+// sameNic is the crossNic=0 test for an end NET: the start NET's guid and port (2.28); 2.30.7
+// also accepts a NET of the same rail.
+func (s *searcher) sameNic(net, start *node) bool {
+	if net.net.GUID == start.net.GUID && net.net.Port == start.net.Port {
+		return true
+	}
+	return s.t.rules230 && net.net.Rail >= 0 && net.net.Rail == start.net.Rail
 }
 
 // recNet is ncclTopoSearchRecNet: start a channel from a NET.
