@@ -70,3 +70,42 @@ func TestWriteTextAndSummary(t *testing.T) {
 		t.Error("dump shows rank 2 though only rank 1 was asked for")
 	}
 }
+
+// FuzzReadJSON: no input makes ReadJSON (and so Validate) panic; whatever it accepts executes
+// without panicking either.
+func FuzzReadJSON(f *testing.F) {
+	for _, p := range []Plan{
+		{Func: tuning.AllReduce, Algo: tuning.Ring, Proto: tuning.Simple, NRanks: 3, Count: 10, DataType: Float32},
+		{Func: tuning.AllReduce, Algo: tuning.NVLS, Proto: tuning.Simple, NRanks: 2, Count: 10, DataType: Float32},
+		{Func: tuning.SendRecv, Proto: tuning.LL, NRanks: 2, Count: 3, DataType: Int8},
+	} {
+		s, err := Compile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := WriteJSON(&buf, s); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(buf.Bytes())
+	}
+	f.Add([]byte(`{"nranks":1,"nchannels":1,"conns":[{"id":0,"from":0,"to":1,"messages":-1}],"programs":[{"rank":0,"channel":0,"steps":[]}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := ReadJSON(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		bufs := make([][]Buffers, len(s.Ops))
+		for o, op := range s.Ops {
+			elt := int64(op.DataType.Size())
+			if op.SendBytes/elt > 1<<16 || op.RecvBytes/elt > 1<<16 || s.NRanks > 64 {
+				return
+			}
+			bufs[o] = make([]Buffers, s.NRanks)
+			for r := range bufs[o] {
+				bufs[o][r] = Buffers{Send: make([]float64, op.SendBytes/elt), Recv: make([]float64, op.RecvBytes/elt)}
+			}
+		}
+		_, _ = Execute(s, bufs, ExecOptions{})
+	})
+}

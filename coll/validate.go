@@ -38,7 +38,16 @@ func Validate(s *Schedule) error {
 			return fmt.Errorf("%w: switch %d is malformed (%+v)", ErrBadSchedule, i, sw)
 		}
 	}
+	xfers := 0
+	for _, p := range s.Programs {
+		for _, st := range p.Steps {
+			xfers += len(st.Send)
+		}
+	}
 	for i, c := range s.Conns {
+		if c.Messages < 0 || c.Messages > xfers {
+			return fmt.Errorf("%w: connection %d claims %d messages (the programs send %d in all)", ErrBadSchedule, i, c.Messages, xfers)
+		}
 		if c.ID != i || c.From < 0 || c.From >= ne || c.To < 0 || c.To >= ne || c.From == c.To ||
 			c.Channel < 0 || c.Channel >= s.NChannels {
 			return fmt.Errorf("%w: connection %d is malformed (%+v)", ErrBadSchedule, i, c)
@@ -78,6 +87,9 @@ func Validate(s *Schedule) error {
 			}
 			if st.Bytes < 0 || st.Bytes%elt != 0 {
 				return badStep(p, i, "%d bytes is not a whole number of %d-byte elements", st.Bytes, elt)
+			}
+			if st.Bytes > max64(op.SendBytes, op.RecvBytes) {
+				return badStep(p, i, "%d bytes, more than the operation's buffers hold", st.Bytes)
 			}
 			if st.Prim.Receives() != (len(st.Recv) > 0) || st.Prim.Sends() != (len(st.Send) > 0) {
 				return badStep(p, i, "%v with %d receives and %d sends", st.Prim, len(st.Recv), len(st.Send))
