@@ -21,8 +21,8 @@ func BenchmarkRing64Nodes(b *testing.B) {
 	}
 }
 
-func BenchmarkRing1024Nodes(b *testing.B) {
-	m, err := HGXH100(1024, nil, &tuning.Config{Algo: "ring", Proto: "simple"})
+func BenchmarkRing128Nodes(b *testing.B) {
+	m, err := HGXH100(128, nil, &tuning.Config{Algo: "ring", Proto: "simple"})
 	if err != nil {
 		b.Fatal(err)
 	}

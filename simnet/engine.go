@@ -79,6 +79,7 @@ type Engine struct {
 	epoch uint32
 
 	handler Handler
+	namers  []namer
 
 	// scratch of the rate computation, reused between calls
 	compLinks []LinkID
@@ -109,8 +110,29 @@ func (e *Engine) AddLink(name string, c Rate, lat Time) LinkID {
 // NumLinks is the number of links.
 func (e *Engine) NumLinks() int { return len(e.links) }
 
-// LinkName returns the name given to AddLink.
-func (e *Engine) LinkName(l LinkID) string { return e.links[l].name }
+// LinkName returns the name given to AddLink, or the one a namer of SetNamer gives.
+func (e *Engine) LinkName(l LinkID) string {
+	if n := e.links[l].name; n != "" {
+		return n
+	}
+	for _, nm := range e.namers {
+		if l >= nm.lo && l < nm.hi {
+			return nm.f(l)
+		}
+	}
+	return fmt.Sprintf("link%d", int(l))
+}
+
+type namer struct {
+	lo, hi LinkID
+	f      func(LinkID) string
+}
+
+// SetNamer names the links lo..hi-1 added without a name: f is called only when a name is
+// needed (traces, op logs), so large clusters do not format a string per link.
+func (e *Engine) SetNamer(lo, hi LinkID, f func(LinkID) string) {
+	e.namers = append(e.namers, namer{lo, hi, f})
+}
 
 // LinkCap returns the capacity of l.
 func (e *Engine) LinkCap(l LinkID) Rate { return e.links[l].cap }

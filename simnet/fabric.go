@@ -221,9 +221,14 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 	c.nodeBase = LinkID(e.NumLinks())
 	for n := 0; n < nodes; n++ {
 		for _, l := range node.Links {
-			e.AddLink(fmt.Sprintf("n%d.%s", n, l.Name), GBps(l.GBps), FromMicros(l.LatUs))
+			e.AddLink("", GBps(l.GBps), FromMicros(l.LatUs))
 		}
 	}
+	nl := LinkID(c.nl)
+	e.SetNamer(c.nodeBase, LinkID(e.NumLinks()), func(l LinkID) string {
+		i := l - c.nodeBase
+		return fmt.Sprintf("n%d.%s", i/nl, node.Links[i%nl].Name)
+	})
 	if nodes == 1 {
 		return c, nil
 	}
@@ -248,14 +253,22 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 	}
 	c.nicUp = make([]LinkID, nodes*c.nics)
 	c.nicDown = make([]LinkID, nodes*c.nics)
+	nicBase := LinkID(e.NumLinks())
 	for n := 0; n < nodes; n++ {
 		for k := 0; k < c.nics; k++ {
-			lf := c.leafOf(n, k)
 			lat := FromMicros(f.NICLatUs + node.NICs[k].LatUs)
-			c.nicUp[n*c.nics+k] = e.AddLink(fmt.Sprintf("n%d.NIC%d->leaf%d", n, k, lf), GBps(nicSpeed(k)), lat)
-			c.nicDown[n*c.nics+k] = e.AddLink(fmt.Sprintf("leaf%d->n%d.NIC%d", lf, n, k), GBps(nicSpeed(k)), lat)
+			c.nicUp[n*c.nics+k] = e.AddLink("", GBps(nicSpeed(k)), lat)
+			c.nicDown[n*c.nics+k] = e.AddLink("", GBps(nicSpeed(k)), lat)
 		}
 	}
+	e.SetNamer(nicBase, LinkID(e.NumLinks()), func(l LinkID) string {
+		i := int(l - nicBase)
+		n, k := i/2/c.nics, i/2%c.nics
+		if i%2 == 0 {
+			return fmt.Sprintf("n%d.%s->leaf%d", n, node.NICs[k].Name, c.leafOf(n, k))
+		}
+		return fmt.Sprintf("leaf%d->n%d.%s", c.leafOf(n, k), n, node.NICs[k].Name)
+	})
 	if c.nLeaves == 1 {
 		return c, nil
 	}
@@ -267,12 +280,25 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 	slat := FromMicros(f.SwitchLatUs)
 	c.leafUp = make([]LinkID, c.nLeaves*c.nLeafUp)
 	c.leafDown = make([]LinkID, c.nLeaves*c.nLeafUp)
+	leafBase := LinkID(e.NumLinks())
 	for lf := 0; lf < c.nLeaves; lf++ {
 		for s := 0; s < c.nLeafUp; s++ {
-			c.leafUp[lf*c.nLeafUp+s] = e.AddLink(fmt.Sprintf("leaf%d->up%d", lf, s), GBps(upl), slat)
-			c.leafDown[lf*c.nLeafUp+s] = e.AddLink(fmt.Sprintf("up%d->leaf%d", s, lf), GBps(upl), slat)
+			c.leafUp[lf*c.nLeafUp+s] = e.AddLink("", GBps(upl), slat)
+			c.leafDown[lf*c.nLeafUp+s] = e.AddLink("", GBps(upl), slat)
 		}
 	}
+	e.SetNamer(leafBase, LinkID(e.NumLinks()), func(l LinkID) string {
+		i := int(l - leafBase)
+		lf, s := i/2/c.nLeafUp, i/2%c.nLeafUp
+		up := "spine"
+		if c.Fabric.Tiers == 3 {
+			up = fmt.Sprintf("pod%d.agg", c.podOf(lf))
+		}
+		if i%2 == 0 {
+			return fmt.Sprintf("leaf%d->%s%d", lf, up, s)
+		}
+		return fmt.Sprintf("%s%d->leaf%d", up, s, lf)
+	})
 	if f.Tiers == 3 && c.pods() > 1 {
 		c.nAggUp = int(math.Ceil(float64(f.LeavesPerPod)/f.Oversub2 - 1e-9))
 		if c.nAggUp < 1 {
@@ -281,15 +307,24 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 		np := c.pods()
 		c.aggUp = make([]LinkID, np*c.nLeafUp*c.nAggUp)
 		c.aggDown = make([]LinkID, np*c.nLeafUp*c.nAggUp)
+		aggBase := LinkID(e.NumLinks())
 		for p := 0; p < np; p++ {
 			for s := 0; s < c.nLeafUp; s++ {
 				for m := 0; m < c.nAggUp; m++ {
 					i := (p*c.nLeafUp+s)*c.nAggUp + m
-					c.aggUp[i] = e.AddLink(fmt.Sprintf("pod%d.agg%d->core%d.%d", p, s, s, m), GBps(upl), slat)
-					c.aggDown[i] = e.AddLink(fmt.Sprintf("core%d.%d->pod%d.agg%d", s, m, p, s), GBps(upl), slat)
+					c.aggUp[i] = e.AddLink("", GBps(upl), slat)
+					c.aggDown[i] = e.AddLink("", GBps(upl), slat)
 				}
 			}
 		}
+		e.SetNamer(aggBase, LinkID(e.NumLinks()), func(l LinkID) string {
+			i := int(l-aggBase) / 2
+			m, s, p := i%c.nAggUp, i/c.nAggUp%c.nLeafUp, i/c.nAggUp/c.nLeafUp
+			if int(l-aggBase)%2 == 0 {
+				return fmt.Sprintf("pod%d.agg%d->core%d.%d", p, s, s, m)
+			}
+			return fmt.Sprintf("core%d.%d->pod%d.agg%d", s, m, p, s)
+		})
 	}
 	return c, nil
 }

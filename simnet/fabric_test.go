@@ -146,3 +146,23 @@ func TestExampleFabricsParse(t *testing.T) {
 		}
 	}
 }
+
+func TestClusterLinkNames(t *testing.T) {
+	f := DefaultFabric()
+	f.HostsPerLeaf, f.Tiers, f.LeavesPerPod = 1, 3, 1
+	e := NewEngine(nil)
+	c, err := NewCluster(e, SwitchedNode("n", 2, 100, 2, 50, 48), 3, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := c.Route(1, 5, 1, nil)
+	var names []string
+	for _, l := range r {
+		names = append(names, e.LinkName(l))
+	}
+	got := strings.Join(names, " > ")
+	want := "n0.GPU1->PCISW > n0.PCISW->NIC1 > n0.NIC1->leaf3 > leaf3->pod3.agg0 > pod3.agg0->core0.0 > core0.0->pod5.agg0 > pod5.agg0->leaf5 > leaf5->n2.NIC1 > n2.NIC1->PCISW > n2.PCISW->GPU1"
+	if got != want {
+		t.Fatalf("route names\n got %s\nwant %s", got, want)
+	}
+}

@@ -25,6 +25,43 @@ type Machine struct {
 	Release string
 	// Notes lists the simplifications applied to this machine, for reports.
 	Notes []string
+
+	// the per-node chains rings and trees were built from (for Scale)
+	ringChains, treeChains [][]int
+	crossNic               bool
+	treePattern            coll.TreePattern
+}
+
+// Scale returns the same machine with nodes nodes: the node template, the search's chains and the
+// fabric are kept; the tuning model is rebuilt for the new communicator size and the rings and
+// trees are rebuilt over the new nodes. NCCL searches each node's own topology, so the graphs do
+// not depend on the node count once there is more than one node (fact sheet §4.2–4.4); Scale lets
+// a 2-node search stand for any larger cluster.
+func (m *Machine) Scale(nodes int) (*Machine, error) {
+	if nodes < 1 {
+		return nil, fmt.Errorf("simnet: %d nodes (want >= 1)", nodes)
+	}
+	if (nodes > 1) != (m.Nodes > 1) {
+		return nil, fmt.Errorf("simnet: cannot scale a %d-node machine to %d nodes (the search differs between one node and several)", m.Nodes, nodes)
+	}
+	if nodes*m.Node.NumGPUs > maxRanks {
+		return nil, fmt.Errorf("simnet: %d nodes x %d GPUs = %d ranks, more than the %d this simulator accepts", nodes, m.Node.NumGPUs, nodes*m.Node.NumGPUs, maxRanks)
+	}
+	comm := m.Table.Comm
+	comm.NRanks, comm.NNodes = m.Node.NumGPUs*nodes, nodes
+	comm.MaxLocalRanks = 0
+	cfg := m.Table.Config
+	table, err := tuning.Model(&comm, &cfg)
+	if err != nil {
+		return nil, err
+	}
+	out := *m
+	out.Nodes, out.Table = nodes, table
+	out.Notes = append([]string(nil), m.Notes...)
+	if err := out.setRingsTrees(m.ringChains, m.treeChains, max(table.NChannels, 1), m.crossNic, m.treePattern); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // NRanks is the number of ranks (GPUs).
@@ -114,6 +151,7 @@ func NewMachine(sys *graph.System, nodes int, fab *Fabric, cfg *tuning.Config) (
 // setRingsTrees expands per-channel intra-node chains (search graphs hold nChannels of them; the
 // communicator runs nch channels, repeating them as NCCL's duplication does) into rings and trees.
 func (m *Machine) setRingsTrees(ring, tree [][]int, nch int, crossNic bool, pat coll.TreePattern) error {
+	m.ringChains, m.treeChains, m.crossNic, m.treePattern = ring, tree, crossNic, pat
 	G := m.Node.NumGPUs
 	rep := func(ch [][]int) [][]int {
 		if len(ch) == 0 {
@@ -399,9 +437,10 @@ func MachineFromXML(data []byte, name string, nodes int, fab *Fabric, cfg *tunin
 	if err != nil {
 		return nil, err
 	}
+	searchNodes := min(nodes, 2)
 	if nodes > 1 {
 		// A communicator larger than this system keeps its NETs (NCCL's system->inter).
-		opt.NRanks = len(sys.GPUs()) * nodes
+		opt.NRanks = len(sys.GPUs()) * searchNodes
 		if sys, err = graph.FromXML(doc, opt); err != nil {
 			return nil, err
 		}
@@ -409,7 +448,13 @@ func MachineFromXML(data []byte, name string, nodes int, fab *Fabric, cfg *tunin
 	if sys.Name == "" {
 		sys.Name = name
 	}
-	return NewMachine(sys, nodes, fab, cfg)
+	m, err := NewMachine(sys, searchNodes, fab, cfg)
+	if err != nil || searchNodes == nodes {
+		return m, err
+	}
+	// Every node searches its own copy of the topology: a 2-node search gives the graphs of any
+	// multi-node communicator; tuning, rings and trees are then built for the real size.
+	return m.Scale(nodes)
 }
 
 // HGXH100 is a hand-made model of an 8-GPU H100 NVSwitch node (the shape of the embedded default
