@@ -38,7 +38,13 @@ func Supported(f tuning.Func, a tuning.Algo) bool {
 // rule 6 of the contract): NVLS AllReduce within one node and CollNetChain AllReduce. Executors that
 // do not run switch programs should use Supported alone.
 func NeedsSwitches(f tuning.Func, a tuning.Algo) bool {
-	return f == tuning.AllReduce && (a == tuning.NVLS || a == tuning.CollNetChain)
+	switch a {
+	case tuning.NVLS:
+		return f == tuning.AllReduce || f == tuning.AllGather || f == tuning.ReduceScatter
+	case tuning.CollNetChain:
+		return f == tuning.AllReduce
+	}
+	return false
 }
 
 // Compile turns one collective, or a group of them (run one after another on every channel, as
@@ -62,7 +68,7 @@ func Compile(plans ...Plan) (*Schedule, error) {
 		if c := p.ChannelLo + p.nChannels(); c > nch {
 			nch = c
 		}
-		if p.NRanks > 1 && p.Func == tuning.AllReduce {
+		if p.NRanks > 1 && NeedsSwitches(p.Func, p.Algo) {
 			nvlsNode = nvlsNode || p.Algo == tuning.NVLS
 			collnet = collnet || p.Algo == tuning.CollNetChain
 		}
@@ -141,7 +147,7 @@ func (p *Plan) check() error {
 		return fmt.Errorf("function %v unknown", p.Func)
 	}
 	if !Supported(p.Func, p.Algo) && !NeedsSwitches(p.Func, p.Algo) {
-		return fmt.Errorf("%w: %v with algorithm %v (supported: Ring for all collectives, Tree, NVLS (one node) and CollNetChain for AllReduce, PAT for AllGather/ReduceScatter; SendRecv/AllToAll ignore the algorithm)", ErrUnsupported, p.Func, p.Algo)
+		return fmt.Errorf("%w: %v with algorithm %v (supported: Ring for all collectives, Tree and CollNetChain for AllReduce, NVLS (one node) for AllReduce/AllGather/ReduceScatter, PAT for AllGather/ReduceScatter; SendRecv/AllToAll ignore the algorithm)", ErrUnsupported, p.Func, p.Algo)
 	}
 	if p.ChunkSize < 0 {
 		return fmt.Errorf("chunk size %d is negative", p.ChunkSize)
@@ -433,6 +439,9 @@ func (b *builder) addOp(p *Plan) error {
 	case tuning.PAT:
 		return b.pat(p, ck)
 	case tuning.NVLS:
+		if p.Func != tuning.AllReduce {
+			return b.nvlsGatherScatter(p, ck)
+		}
 		return b.nvls(p, ck)
 	case tuning.CollNetChain:
 		return b.collnetChain(p, ck)

@@ -105,6 +105,16 @@ func expectedSent(p *Plan, s *Schedule) (perRank []int64, total int64) {
 		return perRank, 0
 	}
 	switch {
+	case p.Algo == tuning.NVLS && p.Func == tuning.AllGather:
+		for r := range perRank {
+			perRank[r] = S // each block goes to the switch once, which multicasts it
+		}
+		return perRank, n * S
+	case p.Algo == tuning.NVLS && p.Func == tuning.ReduceScatter:
+		for r := range perRank {
+			perRank[r] = n * S // every block to the switch, which reduces it
+		}
+		return perRank, n * n * S
 	case p.Algo == tuning.NVLS && p.Func == tuning.AllReduce:
 		// Every rank scatters the buffer to the switch; the heads send each reduced chunk back once.
 		return nil, (n + 1) * S
@@ -200,6 +210,7 @@ func TestCollectivesMatchDefinition(t *testing.T) {
 		{tuning.AllToAll, tuning.Ring}, {tuning.SendRecv, tuning.Ring},
 		{tuning.AllGather, tuning.PAT}, {tuning.ReduceScatter, tuning.PAT},
 		{tuning.AllReduce, tuning.NVLS}, {tuning.AllReduce, tuning.CollNetChain},
+		{tuning.AllGather, tuning.NVLS}, {tuning.ReduceScatter, tuning.NVLS},
 	}
 	counts := []int64{0, 1, 7, 131, 1003}
 	ops := []RedOp{Sum, Prod, Max, Min, Avg}

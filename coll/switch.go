@@ -1,5 +1,9 @@
 package coll
 
+import (
+	"github.com/simccl/simccl/tuning"
+)
+
 // Connection indexes used by switch schedules: NCCL keeps the two directions of NVLS (scatter into
 // the multicast buffer / multimem store of the result) and of CollNet chains (reduce up / broadcast
 // down) on separate connectors, so their messages never share a FIFO.
@@ -71,6 +75,56 @@ func (b *builder) nvls(p *Plan, ck *chunking) error {
 				}
 			}
 			loop++
+		}
+	}
+	return nil
+}
+
+// nvlsGatherScatter compiles single-node NVLS AllGather and ReduceScatter (NCCL 2.30.7,
+// paraphrased). AllGather: every rank sends each chunk of its block to the switch once (multimem
+// st), the switch multicasts it, and every rank receives it at the block's place in its receive
+// buffer (lane 0 sends, lane 1 receives). ReduceScatter: every rank sends each chunk of every
+// block to the switch, the switch reduces block q's chunk over all ranks and hands it to rank q
+// (multimem ld_reduce), which writes it with the post-op.
+func (b *builder) nvlsGatherScatter(p *Plan, ck *chunking) error {
+	n := p.NRanks
+	sw := b.switchOf(SwitchNVLS)
+	elt := ck.elt
+	count := p.Count
+	offs, cnts := p.parts(count, ck.align)
+	everyone := make([]int, n)
+	for r := range everyone {
+		everyone[r] = r
+	}
+	for c := 0; c < p.nChannels(); c++ {
+		part, cnt := offs[c], cnts[c]
+		ci := 0
+		for eo := int64(0); eo < cnt; eo += ck.chunkElems {
+			ne := min64(ck.chunkElems, cnt-eo)
+			data := part + eo
+			for q := 0; q < n; q++ {
+				blk := (int64(q)*count + data) * elt
+				if p.Func == tuning.AllGather {
+					b.emit(ck, call{rank: q, ch: c, lane: 0, prim: Send, sendTo: []int{sw}, connIdx: connUp,
+						src: &BufRef{Buf: BufSend, Offset: data * elt}, nelem: ne, chunk: ci})
+					b.emit(ck, call{rank: sw, ch: c, prim: RecvSend, recvFrom: []int{q}, sendTo: everyone, connIdx: connUp,
+						sendIdx: connDown, hasSendIdx: true, nelem: ne, chunk: ci})
+					for r := 0; r < n; r++ {
+						b.emit(ck, call{rank: r, ch: c, lane: 1, prim: Recv, recvFrom: []int{sw}, connIdx: connDown,
+							dst: &BufRef{Buf: BufRecv, Offset: blk}, nelem: ne, chunk: ci})
+					}
+					continue
+				}
+				for r := 0; r < n; r++ {
+					b.emit(ck, call{rank: r, ch: c, lane: 0, prim: Send, sendTo: []int{sw}, connIdx: connUp,
+						src: &BufRef{Buf: BufSend, Offset: blk}, nelem: ne, chunk: ci})
+				}
+				b.emit(ck, call{rank: sw, ch: c, prim: RecvReduceForward, recvFrom: everyone, sendTo: []int{q}, connIdx: connUp,
+					sendIdx: connDown, hasSendIdx: true, nelem: ne, chunk: ci})
+				b.emit(ck, call{rank: q, ch: c, lane: 1, prim: Recv, recvFrom: []int{sw}, connIdx: connDown,
+					dst: &BufRef{Buf: BufRecv, Offset: data * elt}, nelem: ne, chunk: ci, postOp: true})
+			}
+			ci++
 		}
 	}
 	return nil
