@@ -35,8 +35,8 @@ func Supported(f tuning.Func, a tuning.Algo) bool {
 }
 
 // NeedsSwitches reports whether Compile models f with a, through switch endpoints (Schedule.Switches,
-// rule 6 of the contract): NVLS AllReduce within one node and CollNetChain AllReduce. Executors that
-// do not run switch programs should use Supported alone.
+// rule 6 of the contract): NVLS AllReduce, AllGather and ReduceScatter within one node, and
+// CollNetChain AllReduce. Executors that do not run switch programs should use Supported alone.
 func NeedsSwitches(f tuning.Func, a tuning.Algo) bool {
 	switch a {
 	case tuning.NVLS:

@@ -21,8 +21,10 @@ import (
 //     operations of a group, every last step of the previous operation (NCCL runs the work items of
 //     a channel one after another). Lanes of one program run concurrently: NCCL's tree all-reduce
 //     (runTreeSplit) reduces up on one thread group (lane 0) while it broadcasts down on another
-//     (lane 1). An executor that runs a program strictly in list order can deadlock on such
-//     schedules; one that follows Deps cannot.
+//     (lane 1). Following Deps gives the concurrency NCCL has. Running each program strictly in
+//     list order is also deadlock-free for every schedule Compile makes, even with the credits of
+//     rule 3 (the tests run every compiled schedule both ways: ExecOptions.Sequential), but it
+//     serializes the lanes and so times differently.
 //  2. Messages. Every element of Step.Send is one message on connection Conn with sequence number
 //     Seq; the element of some Step.Recv on the peer with the same (Conn, Seq) is its only match.
 //     A recv-type step needs all its messages to have arrived. Seq numbers count from 0 on each
