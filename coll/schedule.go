@@ -23,7 +23,7 @@ import (
 //     (runTreeSplit) reduces up on one thread group (lane 0) while it broadcasts down on another
 //     (lane 1). Following Deps gives the concurrency NCCL has. Running each program strictly in
 //     list order is also deadlock-free for every schedule Compile makes, even with the credits of
-//     rule 3 (the tests run every compiled schedule both ways: ExecOptions.Sequential), but it
+//     rule 3 (the definition tests run every algorithm both ways: ExecOptions.Sequential), but it
 //     serializes the lanes and so times differently.
 //  2. Messages. Every element of Step.Send is one message on connection Conn with sequence number
 //     Seq; the element of some Step.Recv on the peer with the same (Conn, Seq) is its only match.
