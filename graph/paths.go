@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/simccl/simccl/topo/xml"
@@ -213,15 +214,24 @@ func (s *System) computePaths() error {
 		pxnLevel = PathPXB
 	}
 	for ni, n := range nets {
+		// NCCL recomputes n's local GPU for every g. It depends on n→GPU paths and on the
+		// GPU→NET paths of n's closest GPUs only, so it is recomputed when one of those changed.
+		pi, dirty := -1, true
+		var cands []int
 		for _, g := range gpus {
 			if !s.Options.PXNDisable {
-				if pi := s.LocalGPU(n); pi >= 0 && pi != g.Index {
+				if dirty {
+					pi, dirty = s.LocalGPU(n), false
+					cands = s.local(n, GPU)
+				}
+				if pi >= 0 && pi != g.Index {
 					p := gpus[pi]
 					pn, gn := p.path(NET, ni), g.path(NET, ni)
 					if pn.Type <= pxnLevel && s.checkGDR(p, n, true) &&
 						p.path(GPU, g.Index).Type <= PathNVL && p.SystemID() == g.SystemID() &&
 						(pn.BW > gn.BW || gn.Type > PathPXN) {
 						s.addInterStep(p, g, n)
+						dirty = slices.Contains(cands, g.Index)
 					}
 				}
 			}
@@ -229,6 +239,7 @@ func (s *System) computePaths() error {
 				if cpu := s.localCPU(g); cpu != nil {
 					s.addInterStep(cpu, n, g)
 					s.addInterStep(cpu, g, n)
+					dirty = true
 				}
 			}
 		}
@@ -296,7 +307,7 @@ func (s *System) local(n *Node, rt NodeType) []int {
 		return nil
 	}
 	minType, maxBw := PathDIS, 0.0
-	var out []int
+	out := make([]int, 0, 8)
 	for i, p := range ps {
 		if p.BW > maxBw || (p.BW == maxBw && p.Type < minType) {
 			maxBw, minType = p.BW, p.Type
@@ -397,13 +408,30 @@ func intermediateGPU(p *Path, dst *Node) *Node {
 }
 
 // LocalGPU returns the index of the GPU that drives NET n on some channel, or -1
-// (ncclTopoGetLocalGpu, §3.3 step 5).
+// (ncclTopoGetLocalGpu, §3.3 step 5): the first of n's closest GPUs, channel by channel, whose
+// LocalNet is n.
 func (s *System) LocalGPU(n *Node) int {
-	gs := s.local(n, GPU)
-	for c := 0; c < 64; c++ { // MAXCHANNELS
-		for _, gi := range gs {
-			if ni, ok := s.LocalNet(s.Nodes[GPU][gi], c); ok && ni == n.Index {
-				return gi
+	type cand struct {
+		gi        int
+		nets      []int
+		base, per int
+	}
+	var cs []cand
+	maxPer := 0
+	for _, gi := range s.local(n, GPU) {
+		nets, base, per, ok := s.localNetInfo(s.Nodes[GPU][gi])
+		if !ok {
+			continue
+		}
+		cs = append(cs, cand{gi, nets, base, per})
+		maxPer = max(maxPer, per)
+	}
+	// NCCL tries channels 0..MAXCHANNELS-1; a GPU's NET repeats with period per, so channels
+	// beyond the largest period cannot match first.
+	for c := 0; c < min(64, maxPer); c++ {
+		for _, x := range cs {
+			if x.nets[(x.base+c%x.per)%len(x.nets)] == n.Index {
+				return x.gi
 			}
 		}
 	}
@@ -415,21 +443,28 @@ func (s *System) LocalGPU(n *Node) int {
 // localNets[0], netsPerGpu = ceil(nets/gpus), NET = localNets[(mirror(dev % gpus) + c %
 // netsPerGpu) % nets], mirror bit-reversing when the number of local NETs is a power of two.
 func (s *System) LocalNet(g *Node, channel int) (int, bool) {
-	nets := s.local(g, NET)
-	if len(nets) == 0 {
+	nets, base, per, ok := s.localNetInfo(g)
+	if !ok || channel < 0 {
 		return -1, false
+	}
+	return nets[(base+channel%per)%len(nets)], true
+}
+
+func (s *System) localNetInfo(g *Node) (nets []int, base, per int, ok bool) {
+	nets = s.local(g, NET)
+	if len(nets) == 0 {
+		return nil, 0, 0, false
 	}
 	gpus := s.local(s.Nodes[NET][nets[0]], GPU)
 	if len(gpus) == 0 {
-		return -1, false
+		return nil, 0, 0, false
 	}
-	net := g.GPU.Dev % len(gpus)
+	base = g.GPU.Dev % len(gpus)
 	if isPow2(len(nets)) {
-		net = mirrorBits(net, len(nets))
+		base = mirrorBits(base, len(nets))
 	}
-	perGpu := (len(nets) + len(gpus) - 1) / len(gpus)
-	net += channel % perGpu
-	return nets[net%len(nets)], true
+	per = (len(nets) + len(gpus) - 1) / len(gpus)
+	return nets, base, per, true
 }
 
 func isPow2(v int) bool { return v > 0 && v&(v-1) == 0 }
