@@ -653,6 +653,11 @@ func (b *builder) addNIC(e *etree.Element, nic *Node, sid int) error {
 		if dev < 0 {
 			return b.doc.Errorf(ne, "<net dev=%d>: negative", dev)
 		}
+		if prev := b.sys.nodeByID(NET, topoID(sid, dev)); prev != nil {
+			// NCCL keys nets by name when merging a file with detection, so a file can list the
+			// same dev twice; both become NET nodes with one id, which no rank can tell apart.
+			b.warnf(ne, "<net dev=%d> repeats the dev of line %d; both are kept, with the same id", dev, prev.line)
+		}
 		net, err := b.newNode(NET, topoID(sid, dev), ne)
 		if err != nil {
 			return err
