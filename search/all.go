@@ -220,3 +220,16 @@ func postsetChannels(res *Result, opts AllOptions, ccMin int) int {
 	}
 	return n
 }
+
+// ChannelSource returns, for each of the communicator's channels, the search channel it copies:
+// the postset twins (c+n copies c) and the NCCL_MIN_NCHANNELS copies repeat the search channels
+// in order, so comm channel c runs search channel c mod SearchChannels (connect.cc copyChannels).
+func (r *Result) ChannelSource() []int {
+	out := make([]int, r.NChannels)
+	for c := range out {
+		if r.SearchChannels > 0 {
+			out[c] = c % r.SearchChannels
+		}
+	}
+	return out
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/search"
@@ -36,6 +37,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	p2pLevel := fs.String("p2p-level", "", "NCCL_P2P_LEVEL (LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS)")
 	minCh := fs.Int("min-nchannels", 0, "NCCL_MIN_NCHANNELS (0 = unset)")
 	maxCh := fs.Int("max-nchannels", 0, "NCCL_MAX_NCHANNELS (0 = unset)")
+	rings := fs.Bool("rings", false, "also print the communicator's rings over all nodes, as NCCL's \"Channel NN/MM : …\" lines")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -145,5 +147,44 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
-	return search.WriteReport(stdout, res)
+	if err := search.WriteReport(stdout, res); err != nil {
+		return err
+	}
+	if *rings {
+		return writeRings(stdout, res)
+	}
+	return nil
+}
+
+// writeRings prints the communicator's rings as NCCL's init does ("Channel 00/24 : 0 1 …"): each
+// comm channel's ring over all nodes (coll.BuildRings, rank = node × GPUs per node + local
+// index), starting at rank 0.
+func writeRings(w io.Writer, res *search.Result) error {
+	ppn := res.NGPUs
+	src := res.ChannelSource()
+	chains := make([][]int, len(src))
+	for c, s := range src {
+		chains[c] = res.Ring.Intra[s]
+	}
+	built, err := coll.BuildRings(chains, res.NNodes, ppn, res.Ring.CrossNic != 0)
+	if err != nil {
+		return err
+	}
+	for c, ring := range built {
+		start := 0
+		for i, r := range ring {
+			if r == 0 {
+				start = i
+			}
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "Channel %02d/%02d :", c, len(built))
+		for i := range ring {
+			fmt.Fprintf(&b, " %d", ring[(start+i)%len(ring)])
+		}
+		if _, err := fmt.Fprintln(w, b.String()); err != nil {
+			return err
+		}
+	}
+	return nil
 }

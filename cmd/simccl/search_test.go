@@ -13,7 +13,7 @@ func TestSearchCommand(t *testing.T) {
 	var out, errb bytes.Buffer
 	topo := filepath.Join("..", "..", "testdata", "nccl", "h200x2", "real_topo.xml")
 	dump := filepath.Join(t.TempDir(), "graph.xml")
-	if rc := mainRun([]string{"search", "--topo", topo, "--nvls", "off", "--graph-dump", dump}, &out, &errb); rc != 0 {
+	if rc := mainRun([]string{"search", "--topo", topo, "--nvls", "off", "--graph-dump", dump, "--rings"}, &out, &errb); rc != 0 {
 		t.Fatalf("rc %d: %s", rc, errb.String())
 	}
 	// NCCL 2.28.9 printed these on the machine (testdata/nccl/h200x2/real.677.log).
@@ -23,6 +23,8 @@ func TestSearchCommand(t *testing.T) {
 		" 0 : GPU/0-60 GPU/0-70",
 		"Pattern 1, crossNic 0, nChannels 12, bw 60.000000/60.000000, type NVL/PIX, sameChannels 0",
 		"24 coll channels",
+		"Channel 00/24 : 0 1",
+		"Channel 23/24 : 0 1",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
@@ -38,6 +40,25 @@ func TestSearchCommand(t *testing.T) {
 	}
 	if string(got) != string(ref) {
 		t.Errorf("--graph-dump differs from NCCL's dump:\n%s", got)
+	}
+
+	// Two fake hosts with one GPU each (testdata/nccl/h200x2/fakehosts.931.log).
+	out.Reset()
+	fake := filepath.Join("..", "..", "testdata", "nccl", "h200x2", "fakehosts_topo.xml")
+	if rc := mainRun([]string{"search", "--topo", fake, "--nodes", "2", "--rings"}, &out, &errb); rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	for _, want := range []string{
+		"=== System : maxBw 1.2 totalBw 370.8 ===",
+		"Pattern 4, crossNic 0, nChannels 1, bw 1.200000/1.200000, type LOC/PHB, sameChannels 1",
+		" 0 : NET/0-0 GPU/0-60 NET/0-0",
+		"Pattern 3, crossNic 0, nChannels 1, bw 2.400000/1.200000, type LOC/PHB, sameChannels 1",
+		"Channel 00/02 : 0 1",
+		"Channel 01/02 : 0 1",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("fake hosts: output lacks %q:\n%s", want, out.String())
+		}
 	}
 
 	// --graph loads instead of searching (the Azure NC A100 v4 hand-written NCCL_GRAPH_FILE).
