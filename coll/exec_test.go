@@ -394,7 +394,9 @@ func TestGroup(t *testing.T) {
 		{Func: tuning.AllGather, Algo: tuning.Ring, Proto: tuning.Simple, NRanks: n, Count: 333, DataType: Int32, NChannels: 3, ChunkSize: 512,
 			ChannelLo: 2, Parts: []int64{300, 0, 33}},
 		{Func: tuning.AllReduce, Algo: tuning.Ring, Proto: tuning.LL128, NRanks: n, Count: 4000, DataType: Float64, Op: Max, NChannels: 1},
-		{Func: tuning.SendRecv, NRanks: n, Count: 100, DataType: Float32, Proto: tuning.Simple, Transfers: []Transfer{{0, 3, 10}, {3, 0, 20}, {2, 2, 5}, {1, 4, 0}}},
+		{Func: tuning.SendRecv, NRanks: n, Count: 100, DataType: Float32, Proto: tuning.Simple, NChannels: 4, Transfers: []Transfer{
+			{From: 0, To: 3, Count: 10, NChannels: 1, LL: true}, {From: 3, To: 0, Count: 20, NChannels: 2, ChunkSize: 16},
+			{From: 2, To: 2, Count: 5}, {From: 1, To: 4, Count: 0}}},
 	}
 	s, err := Compile(plans...)
 	if err != nil {
@@ -436,6 +438,27 @@ func TestGroup(t *testing.T) {
 				t.Fatalf("transfer %d→%d element %d: got %v want %v", from, to, i, got, want)
 			}
 		}
+	}
+	// Transfer 0→3 runs LL on one channel (distance 3 → channel 3); 3→0 Simple on two channels in
+	// 16-byte chunks (20 floats: 2 parts of 12 and 8 elements, 3 + 2 messages).
+	chans, msgs := map[int]bool{}, 0
+	for c := 0; c < s.NChannels; c++ {
+		for _, st := range s.Program(0, c).Steps {
+			if st.Op == 3 && st.Prim == Send {
+				if st.Proto != tuning.LL {
+					t.Errorf("0→3 step on channel %d uses %v", c, st.Proto)
+				}
+				chans[c] = true
+			}
+		}
+		for _, st := range s.Program(3, c).Steps {
+			if st.Op == 3 && st.Prim == Send {
+				msgs++
+			}
+		}
+	}
+	if len(chans) != 1 || !chans[3] || msgs != 5 {
+		t.Errorf("0→3 on channels %v (want {3}); 3→0 in %d messages (want 5)", chans, msgs)
 	}
 	check(3, 0, 0, 0, 10)
 	check(0, 3, 0, 0, 20)

@@ -13,6 +13,9 @@ type p2pMsg struct {
 	from, to         int
 	sendOff, recvOff int64
 	count            int64
+	nch              int   // 0: the plan's
+	chunk            int64 // 0: the plan's
+	ll               bool
 }
 
 // p2pMessages lists the transfers of a SendRecv or AllToAll plan. SendRecv with Transfers lays each
@@ -32,7 +35,8 @@ func p2pMessages(p *Plan) []p2pMsg {
 		so := make([]int64, n)
 		ro := make([]int64, n)
 		for _, t := range p.Transfers {
-			out = append(out, p2pMsg{from: t.From, to: t.To, sendOff: so[t.From], recvOff: ro[t.To], count: t.Count})
+			out = append(out, p2pMsg{from: t.From, to: t.To, sendOff: so[t.From], recvOff: ro[t.To], count: t.Count,
+				nch: t.NChannels, chunk: t.ChunkSize, ll: t.LL})
 			so[t.From] += t.Count
 			ro[t.To] += t.Count
 		}
@@ -62,45 +66,76 @@ func (b *builder) p2p(p *Plan) error {
 	n := p.NRanks
 	nch := p.nChannels()
 	elt := int64(p.DataType.Size())
-	buff := p.BuffSize[p.Proto]
-	if buff <= 0 {
-		buff = DefaultBuffSize[p.Proto]
-	}
-	chunk := p.ChunkSize
-	if chunk == 0 {
-		if p.Proto == tuning.LL {
-			chunk = buff / NCCLSteps / 2 // one LL step of payload
-		} else {
-			chunk = min64(DefaultP2PChunkSize, buff/NCCLSteps)
+	chunkingFor := func(m p2pMsg) *chunking {
+		proto := p.Proto
+		if m.ll {
+			proto = tuning.LL
 		}
+		buff := p.BuffSize[proto]
+		if buff <= 0 {
+			buff = DefaultBuffSize[proto]
+		}
+		chunk := m.chunk
+		if chunk == 0 && proto == p.Proto {
+			chunk = p.ChunkSize
+		}
+		if chunk == 0 {
+			if proto == tuning.LL {
+				chunk = buff / NCCLSteps / 2 // one LL step of payload
+			} else {
+				chunk = min64(DefaultP2PChunkSize, buff/NCCLSteps)
+			}
+		}
+		return &chunking{proto: proto, elt: elt, chunkElems: max64(chunk/elt, 1), slicesPerChk: 1, stepsPerSlice: 1,
+			stepElems: buff / NCCLSteps / elt, align: max64(16/elt, 1)}
 	}
-	ck := &chunking{proto: p.Proto, elt: elt, chunkElems: max64(chunk/elt, 1), slicesPerChk: 1, stepsPerSlice: 1,
-		stepElems: buff / NCCLSteps / elt, align: max64(16/elt, 1)}
-	b.s.Ops[b.op].ChunkSize = ck.chunkElems * elt
+	b.s.Ops[b.op].ChunkSize = chunkingFor(p2pMsg{}).chunkElems * elt
 	msgs := p2pMessages(p)
 	dist := func(m p2pMsg) int { return ((m.to-m.from)%n + n) % n }
 	sort.SliceStable(msgs, func(i, j int) bool { return dist(msgs[i]) < dist(msgs[j]) })
+	cks := make([]*chunking, len(msgs))
+	for i, m := range msgs {
+		if m.nch < 0 || m.nch > nch || m.chunk < 0 {
+			return fmt.Errorf("transfer %d→%d: %d channels, chunk %d (want 0..%d channels, chunk ≥ 0)", m.from, m.to, m.nch, m.chunk, nch)
+		}
+		if m.nch == 0 {
+			msgs[i].nch = nch
+		}
+		cks[i] = chunkingFor(m)
+	}
 	for c := 0; c < nch; c++ {
-		for _, m := range msgs {
-			offs, cnts := channelParts(m.count, nch, ck.align)
-			if cnts[c] == 0 && !(c == 0 && m.count == 0) {
+		for mi, m := range msgs {
+			// A transfer on fewer channels than the plan starts at a channel that depends on the peer
+			// distance, so that different peers use different channels (NCCL spreads p2p peers over
+			// channels by round; the exact base rule is not reproduced).
+			base := 0
+			if m.nch < nch {
+				base = dist(m) % nch
+			}
+			part := (c - base + nch) % nch
+			if part >= m.nch {
 				continue
 			}
-			so, ro := (m.sendOff+offs[c])*elt, (m.recvOff+offs[c])*elt
+			ck := cks[mi]
+			offs, cnts := channelParts(m.count, m.nch, ck.align)
+			if cnts[part] == 0 && !(part == 0 && m.count == 0) {
+				continue
+			}
+			so, ro := (m.sendOff+offs[part])*elt, (m.recvOff+offs[part])*elt
 			if m.from == m.to {
 				b.emit(ck, call{rank: m.from, ch: c, lane: 0, prim: Copy, src: &BufRef{Buf: BufSend, Offset: so},
-					dst: &BufRef{Buf: BufRecv, Offset: ro}, nelem: cnts[c]})
+					dst: &BufRef{Buf: BufRecv, Offset: ro}, nelem: cnts[part]})
 				continue
 			}
 			ci := 0
-			for eo := int64(0); eo < cnts[c] || (eo == 0 && cnts[c] == 0); eo += ck.chunkElems {
-				ne := min64(ck.chunkElems, cnts[c]-eo)
+			for eo := int64(0); eo < cnts[part] || (eo == 0 && cnts[part] == 0); eo += ck.chunkElems {
+				ne := min64(ck.chunkElems, cnts[part]-eo)
 				b.emit(ck, call{rank: m.from, ch: c, lane: 0, prim: Send, sendTo: []int{m.to}, connIdx: 1,
 					src: &BufRef{Buf: BufSend, Offset: so + eo*elt}, nelem: ne, chunk: ci})
 				b.emit(ck, call{rank: m.to, ch: c, lane: 1, prim: Recv, recvFrom: []int{m.from}, connIdx: 1,
 					dst: &BufRef{Buf: BufRecv, Offset: ro + eo*elt}, nelem: ne, chunk: ci})
 				ci++
-				if cnts[c] == 0 {
+				if cnts[part] == 0 {
 					break
 				}
 			}

@@ -12,10 +12,15 @@ type Tree struct {
 }
 
 // Transfer is one point-to-point message of a SendRecv operation: From sends Count elements to To.
+// The optional fields carry tuning's per-peer choice (fact sheet §5.8, tuning.Table.P2P): the
+// channels this direction is split over, its chunk size and protocol; zero values take the plan's.
 type Transfer struct {
-	From  int   `json:"from"`
-	To    int   `json:"to"`
-	Count int64 `json:"count"`
+	From      int   `json:"from"`
+	To        int   `json:"to"`
+	Count     int64 `json:"count"`
+	NChannels int   `json:"nchannels,omitempty"` // at most the plan's NChannels
+	ChunkSize int64 `json:"chunk_size,omitempty"`
+	LL        bool  `json:"ll,omitempty"` // LL instead of the plan's protocol
 }
 
 // Plan is the input of Compile: one collective with the choices tuning made for it and the channel
