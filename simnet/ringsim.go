@@ -23,7 +23,7 @@ type RingSpec struct {
 	// Merge× the bytes that pays Merge× the per-step latency (1 = exact; 0 = automatic: the
 	// smallest factor that keeps the messages under MaxMessages).
 	Merge       int
-	MaxMessages int64 // 0: 4,000,000
+	MaxMessages int64 // 0: 2,000,000
 }
 
 // RingResult is the outcome of SimulateRing.
@@ -152,7 +152,7 @@ func SimulateRing(e *Engine, r Router, spec RingSpec, tm Timing) (*RingResult, e
 	}
 	maxMsg := spec.MaxMessages
 	if maxMsg <= 0 {
-		maxMsg = 4_000_000
+		maxMsg = 2_000_000
 	}
 	merge := spec.Merge
 	perMerge := int64(len(groups)) * int64(n) * int64(loops)

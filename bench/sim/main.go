@@ -137,7 +137,7 @@ func main() {
 	bytesFlag := flag.String("bytes", "1G", "all-reduce size for the node sweep")
 	sizesFlag := flag.String("sizes", "1M,16M,256M,1G", "sizes for the message-size sweep (at -size-nodes)")
 	sizeNodes := flag.Int("size-nodes", 128, "nodes for the message-size sweep")
-	maxMsg := flag.Int64("max-messages", 4_000_000, "coarse mode: merge ring steps to stay under this many messages")
+	maxMsg := flag.Int64("max-messages", 2_000_000, "coarse mode: merge ring steps to stay under this many messages")
 	jsonOut := flag.String("json", "", "also write the JSON to this file")
 	flag.StringVar(&routing, "routing", "rail", "fabric routing: rail (d-mod-k) or ecmp")
 	flag.Parse()
