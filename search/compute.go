@@ -115,7 +115,8 @@ func (t *Topology) gpuMinMaxPath(k NodeKind) (PathType, PathType) {
 	return minT, maxT
 }
 
-// splitNvLink is ncclTopoSplitNvLink: exactly two NVLink islands.
+// splitNvLink is ncclTopoSplitNvLink: exactly two NVLink islands of two or more GPUs (e.g. two
+// sockets, each with NVLinked GPUs, joined by QPI).
 func (t *Topology) splitNvLink() bool {
 	gpus := t.nodes[KindGPU]
 	dom := make([]int, len(gpus))
@@ -133,9 +134,10 @@ func (t *Topology) splitNvLink() bool {
 	for _, d := range dom {
 		count[d]++
 	}
+	// Domains of a single GPU do not count.
 	n := 0
 	for _, c := range count {
-		if c > 0 {
+		if c > 1 {
 			n++
 		}
 	}

@@ -190,3 +190,45 @@ func TestRailsAndPlanes(t *testing.T) {
 		t.Errorf("2.30 two planes: typeInter %v, channel 0 NETs %v; want PHB and one NET", gPlanes.TypeInter, gPlanes.Inter[0])
 	}
 }
+
+// Two sockets, each with an NVLinked pair of V100s, joined by QPI: NCCL forces at least two ring
+// channels so that the tree (which must match the ring's count) gets two (ncclTopoSplitNvLink).
+func TestSplitNvLink(t *testing.T) {
+	b := newBuilder()
+	c0 := b.t.AddCPU(0, ArchX86, VendorIntel)
+	c1 := b.t.AddCPU(1, ArchX86, VendorIntel)
+	b.link(t, c0, c1, linkSYS, 10)
+	var g [4]Handle
+	for i := range g {
+		g[i] = b.t.AddGPU(int64(0x10*(i+1)), i, i, 70)
+		b.link(t, g[i], []Handle{c0, c0, c1, c1}[i], linkPCI, 12)
+	}
+	b.link(t, g[0], g[1], linkNVL, 40)
+	b.link(t, g[2], g[3], linkNVL, 40)
+	top := b.bfs()
+	if err := top.finish(); err != nil {
+		t.Fatal(err)
+	}
+	if !top.splitNvLink() {
+		t.Fatal("two NVLink pairs not seen as split NVLink")
+	}
+	res, err := ComputeAll(top, AllOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Ring.NChannels < 2 || res.Tree.NChannels != res.Ring.NChannels {
+		t.Errorf("ring %d channels, tree %d; want ≥ 2 and equal", res.Ring.NChannels, res.Tree.NChannels)
+	}
+	// One NVLinked pair and two lone GPUs: not split.
+	b2 := newBuilder()
+	c := b2.t.AddCPU(0, ArchX86, VendorIntel)
+	var h [4]Handle
+	for i := range h {
+		h[i] = b2.t.AddGPU(int64(0x10*(i+1)), i, i, 70)
+		b2.link(t, h[i], c, linkPCI, 12)
+	}
+	b2.link(t, h[0], h[1], linkNVL, 40)
+	if top2 := b2.bfs(); top2.splitNvLink() {
+		t.Error("one NVLink pair and two lone GPUs seen as split NVLink")
+	}
+}
