@@ -73,7 +73,7 @@ func machine(nodes int) (*simnet.Machine, error) {
 	return m, nil
 }
 
-func run(nodes int, bytes int64, maxMsg int64) (result, error) {
+func run(nodes int, bytes int64, maxMsg int64, merge int) (result, error) {
 	runtime.GC()
 	c0 := cpuTime()
 	t0 := time.Now()
@@ -98,7 +98,7 @@ func run(nodes int, bytes int64, maxMsg int64) (result, error) {
 	build := time.Since(t0)
 	t1 := time.Now()
 	res, err := simnet.SimulateRing(e, cl, simnet.RingSpec{Func: tuning.AllReduce, Bytes: bytes, Proto: ch.Proto,
-		Rings: m.Rings[:ch.NChannels], Chunk: ch.ChunkSize, MaxMessages: maxMsg}, tm)
+		Rings: m.Rings[:ch.NChannels], Chunk: ch.ChunkSize, MaxMessages: maxMsg, Merge: merge}, tm)
 	if err != nil {
 		return result{}, err
 	}
@@ -137,6 +137,7 @@ func main() {
 	bytesFlag := flag.String("bytes", "1G", "all-reduce size for the node sweep")
 	sizesFlag := flag.String("sizes", "1M,16M,256M,1G", "sizes for the message-size sweep (at -size-nodes)")
 	sizeNodes := flag.Int("size-nodes", 128, "nodes for the message-size sweep")
+	exactNodes := flag.Int("exact-nodes", 16, "nodes for the exact (merge 1) message-size sweep")
 	maxMsg := flag.Int64("max-messages", 2_000_000, "coarse mode: merge ring steps to stay under this many messages")
 	jsonOut := flag.String("json", "", "also write the JSON to this file")
 	flag.StringVar(&routing, "routing", "rail", "fabric routing: rail (d-mod-k) or ecmp")
@@ -164,7 +165,7 @@ func main() {
 			r.Messages, r.Events, r.BuildS, r.SimS, r.WallS, r.CPUS, r.EventsPerS, r.SimTimeUs, r.BusBw, r.PeakRSSMiB)
 	}
 	for _, n := range nodes {
-		r, err := run(int(n), bytes, *maxMsg)
+		r, err := run(int(n), bytes, *maxMsg, 0)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
@@ -174,7 +175,17 @@ func main() {
 	}
 	fmt.Printf("# message-size sweep at %d nodes\n", *sizeNodes)
 	for _, s := range sizes {
-		r, err := run(*sizeNodes, s, *maxMsg)
+		r, err := run(*sizeNodes, s, *maxMsg, 0)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		pr(r)
+		all = append(all, r)
+	}
+	fmt.Printf("# exact replay (merge 1) at %d nodes: cost against message size\n", *exactNodes)
+	for _, s := range sizes {
+		r, err := run(*exactNodes, s, *maxMsg, 1)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
