@@ -38,6 +38,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	minCh := fs.Int("min-nchannels", 0, "NCCL_MIN_NCHANNELS (0 = unset)")
 	maxCh := fs.Int("max-nchannels", 0, "NCCL_MAX_NCHANNELS (0 = unset)")
 	rings := fs.Bool("rings", false, "also print the communicator's rings over all nodes, as NCCL's \"Channel NN/MM : …\" lines")
+	trees := fs.Int("trees", -1, "also print this rank's tree neighbours on every channel, as NCCL's \"Trees [c] d0/d1/d2->rank->up\" line")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -151,9 +152,47 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *rings {
-		return writeRings(stdout, res)
+		if err := writeRings(stdout, res); err != nil {
+			return err
+		}
+	}
+	if *trees >= 0 {
+		return writeTrees(stdout, res, *trees)
 	}
 	return nil
+}
+
+// writeTrees prints one rank's tree neighbours on every channel as NCCL's init does
+// ("Trees [0] 1/-1/-1->0->-1 [1] …"): channel c uses the tree graph's channel c with tree 0 of the
+// double binary tree over nodes, its twin c+n tree 1 (coll.BuildTrees).
+func writeTrees(w io.Writer, res *search.Result, rank int) error {
+	ppn := res.NGPUs
+	if rank >= res.NNodes*ppn {
+		return fmt.Errorf("%w: --trees %d: the communicator has %d ranks", errUsage, rank, res.NNodes*ppn)
+	}
+	n := res.SearchChannels
+	chains := make([][]int, n)
+	for c := range chains {
+		chains[c] = res.Tree.Intra[c%len(res.Tree.Intra)]
+	}
+	built, err := coll.BuildTrees(chains, res.NNodes, ppn, coll.TreePattern(res.Tree.Pattern))
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString("Trees")
+	for c := 0; c < res.NChannels && c < len(built); c++ {
+		tr := built[c]
+		d := [3]int{-1, -1, -1}
+		for i, x := range tr.Down[rank] {
+			if i < 3 {
+				d[i] = x
+			}
+		}
+		fmt.Fprintf(&b, " [%d] %d/%d/%d->%d->%d", c, d[0], d[1], d[2], rank, tr.Up[rank])
+	}
+	_, err = fmt.Fprintln(w, b.String())
+	return err
 }
 
 // writeRings prints the communicator's rings as NCCL's init does ("Channel 00/24 : 0 1 …"): each

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -115,5 +116,52 @@ func TestSearchCommand(t *testing.T) {
 	}
 	if !strings.Contains(errb.String(), "bad.xml:1") || !strings.Contains(errb.String(), "dev 0x7") {
 		t.Errorf("graph file error does not name the file, line and dev: %q", errb.String())
+	}
+}
+
+// --trees and --rings print what NCCL 2.28.9's init printed on the 2×H200 machine, for each rank.
+func TestSearchTreesRingsLikeNCCL(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "nccl", "h200x2")
+	for _, c := range []struct {
+		topo  string
+		nodes string
+		logs  []string
+	}{
+		{"real_topo.xml", "1", []string{"real.677.log", "real.678.log"}},
+		{"fakehosts_topo.xml", "2", []string{"fakehosts.931.log", "fakehosts.932.log"}},
+	} {
+		for rank, logName := range c.logs {
+			data, err := os.ReadFile(filepath.Join(dir, logName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for _, line := range strings.Split(string(data), "\n") {
+				i := strings.Index(line, "NCCL INFO ")
+				if i < 0 {
+					continue
+				}
+				l := line[i+len("NCCL INFO "):]
+				if strings.HasPrefix(l, "Trees ") || (rank == 0 && strings.HasPrefix(l, "Channel ") && strings.Count(l, "/") == 1 && !strings.Contains(l, "via")) {
+					want = append(want, l)
+				}
+			}
+			if len(want) < 1 {
+				t.Fatalf("%s: no Trees/Channel lines", logName)
+			}
+			var out, errb bytes.Buffer
+			args := []string{"search", "--topo", filepath.Join(dir, c.topo), "--nodes", c.nodes, "--nvls", "off", "--trees", fmt.Sprint(rank)}
+			if rank == 0 {
+				args = append(args, "--rings")
+			}
+			if rc := mainRun(args, &out, &errb); rc != 0 {
+				t.Fatalf("%v: rc %d: %s", args, rc, errb.String())
+			}
+			for _, w := range want {
+				if !strings.Contains(out.String(), w+"\n") {
+					t.Errorf("%s rank %d: NCCL printed %q, we did not:\n%s", c.topo, rank, w, out.String())
+				}
+			}
+		}
 	}
 }
