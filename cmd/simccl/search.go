@@ -26,6 +26,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("search", stderr)
 	topoFile := fs.String("topo", "", "NCCL topology XML (default: the embedded "+topos.DefaultName+"); an embedded name also works")
 	nodes := fs.Int("nodes", 1, "number of nodes of the communicator, each with this topology (NETs take part when > 1)")
+	rank := fs.Int("rank", 0, "the rank whose view is searched (its P2P domain is kept; NCCL_TOPO_DUMP_FILE_RANK-style)")
 	graphFile := fs.String("graph", "", "load graphs from this NCCL graph file instead of searching (NCCL_GRAPH_FILE)")
 	dumpFile := fs.String("graph-dump", "", "write the graphs to this file in NCCL's format (NCCL_GRAPH_DUMP_FILE)")
 	asJSON := fs.Bool("json", false, "print the result as JSON instead of NCCL's log lines")
@@ -85,7 +86,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	gopt := graph.Options{LocalRank: 0, P2PDisable: *p2pDisable, P2PLevel: *p2pLevel}
+	gopt := graph.Options{LocalRank: *rank, P2PDisable: *p2pDisable, P2PLevel: *p2pLevel}
 	if strings.HasPrefix(*version, "2.30") {
 		gopt.Version = graph.V2_30
 	}
