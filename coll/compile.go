@@ -36,12 +36,12 @@ func Supported(f tuning.Func, a tuning.Algo) bool {
 
 // NeedsSwitches reports whether Compile models f with a, through switch endpoints (Schedule.Switches,
 // rule 6 of the contract): NVLS AllReduce, AllGather and ReduceScatter within one node, and
-// CollNetChain AllReduce. Executors that do not run switch programs should use Supported alone.
+// NVLSTree and CollNetChain AllReduce. Executors that do not run switch programs should use Supported alone.
 func NeedsSwitches(f tuning.Func, a tuning.Algo) bool {
 	switch a {
 	case tuning.NVLS:
 		return f == tuning.AllReduce || f == tuning.AllGather || f == tuning.ReduceScatter
-	case tuning.CollNetChain:
+	case tuning.NVLSTree, tuning.CollNetChain:
 		return f == tuning.AllReduce
 	}
 	return false
@@ -56,7 +56,7 @@ func Compile(plans ...Plan) (*Schedule, error) {
 	n := plans[0].NRanks
 	nch := 0
 	var switches []Switch
-	nvlsNode, collnet := false, false
+	nvlsNodes, collnet := 0, false
 	for i := range plans {
 		p := &plans[i]
 		if p.NRanks != n {
@@ -69,12 +69,18 @@ func Compile(plans ...Plan) (*Schedule, error) {
 			nch = c
 		}
 		if p.NRanks > 1 && NeedsSwitches(p.Func, p.Algo) {
-			nvlsNode = nvlsNode || p.Algo == tuning.NVLS
+			if p.Algo == tuning.NVLS || p.Algo == tuning.NVLSTree {
+				nn := max(1, p.NNodes)
+				if nvlsNodes != 0 && nn != nvlsNodes {
+					return nil, fmt.Errorf("coll: Compile: operation %d puts NVLS on %d nodes, an earlier one on %d", i, nn, nvlsNodes)
+				}
+				nvlsNodes = nn
+			}
 			collnet = collnet || p.Algo == tuning.CollNetChain
 		}
 	}
-	if nvlsNode {
-		switches = append(switches, Switch{ID: n + len(switches), Kind: SwitchNVLS, Node: 0})
+	for node := 0; node < nvlsNodes; node++ { // one NVSwitch per node
+		switches = append(switches, Switch{ID: n + len(switches), Kind: SwitchNVLS, Node: node})
 	}
 	if collnet {
 		switches = append(switches, Switch{ID: n + len(switches), Kind: SwitchCollNet, Node: -1})
@@ -147,7 +153,7 @@ func (p *Plan) check() error {
 		return fmt.Errorf("function %v unknown", p.Func)
 	}
 	if !Supported(p.Func, p.Algo) && !NeedsSwitches(p.Func, p.Algo) {
-		return fmt.Errorf("%w: %v with algorithm %v (supported: Ring for all collectives, Tree and CollNetChain for AllReduce, NVLS (one node) for AllReduce/AllGather/ReduceScatter, PAT for AllGather/ReduceScatter; SendRecv/AllToAll ignore the algorithm)", ErrUnsupported, p.Func, p.Algo)
+		return fmt.Errorf("%w: %v with algorithm %v (supported: Ring for all collectives, Tree, NVLSTree and CollNetChain for AllReduce, NVLS (one node) for AllReduce/AllGather/ReduceScatter, PAT for AllGather/ReduceScatter; SendRecv/AllToAll ignore the algorithm)", ErrUnsupported, p.Func, p.Algo)
 	}
 	if p.ChunkSize < 0 {
 		return fmt.Errorf("chunk size %d is negative", p.ChunkSize)
@@ -195,7 +201,7 @@ func (p *Plan) check() error {
 		return fmt.Errorf("%w: %v with %v (NVLS and CollNet run Simple only, fact sheet §5.4)", ErrUnsupported, p.Algo, p.Proto)
 	}
 	if p.Algo == tuning.NVLS && p.NNodes > 1 {
-		return fmt.Errorf("%w: NVLS across %d nodes (NVLSTree is not modelled)", ErrUnsupported, p.NNodes)
+		return fmt.Errorf("%w: NVLS across %d nodes (use NVLSTree)", ErrUnsupported, p.NNodes)
 	}
 	if p.Func == tuning.SendRecv {
 		for i, t := range p.Transfers {
@@ -443,6 +449,8 @@ func (b *builder) addOp(p *Plan) error {
 			return b.nvlsGatherScatter(p, ck)
 		}
 		return b.nvls(p, ck)
+	case tuning.NVLSTree:
+		return b.nvlsTree(p, ck)
 	case tuning.CollNetChain:
 		return b.collnetChain(p, ck)
 	}

@@ -19,14 +19,15 @@
 //   - PAT: AllGather and ReduceScatter as per-block binomial trees over rank±2^k (PAT's peers and
 //     bytes; NCCL's step aggregation is not reproduced, so message counts differ).
 //   - SendRecv (ring shift or an explicit Transfer list) and AllToAll as grouped send/recv.
-//   - NVLS AllReduce, AllGather and ReduceScatter within one node, and CollNetChain AllReduce,
+//   - NVLS AllReduce, AllGather and ReduceScatter within one node, NVLSTree AllReduce (NVLS in
+//     each node, NCCL's double binary tree between the nodes' heads) and CollNetChain AllReduce,
 //     through switch endpoints (the
 //     NVSwitch's multimem engine, the network's SHARP reduction) that run their own programs of
 //     RecvReduceForward and RecvSend steps (NeedsSwitches; contract rule 6).
 //   - Groups: Compile(plans...) runs the operations one after another on every channel.
 //
-// Not modelled: NVLSTree (NVLS across nodes), CollNetDirect, CollNet for functions other than
-// AllReduce (Compile returns ErrUnsupported).
+// Not modelled: CollNetDirect, CollNet and NVLSTree for functions other than AllReduce, NVLS
+// AllGather/ReduceScatter across nodes (Compile returns ErrUnsupported).
 //
 // Chunking follows fact sheet §5.7: stepSize = buffSize/NCCL_STEPS, Ring Simple chunkSteps 4 and
 // sliceSteps 2 for AllReduce/AllGather/ReduceScatter (two slices per chunk, every slice posted even

@@ -118,6 +118,10 @@ func expectedSent(p *Plan, s *Schedule) (perRank []int64, total int64) {
 	case p.Algo == tuning.NVLS && p.Func == tuning.AllReduce:
 		// Every rank scatters the buffer to the switch; the heads send each reduced chunk back once.
 		return nil, (n + 1) * S
+	case p.Algo == tuning.NVLSTree:
+		// Scatter n·S; heads send each chunk up and down every inter-node edge and to their switch.
+		nn := int64(max(1, p.NNodes))
+		return nil, n*S + 2*(nn-1)*S + nn*S
 	case p.Algo == tuning.CollNetChain && p.Func == tuning.AllReduce:
 		// Each node: the chain carries S up and down over ppn−1 links, the head sends S to the network.
 		nn := int64(max(1, p.NNodes))
@@ -210,7 +214,7 @@ func TestCollectivesMatchDefinition(t *testing.T) {
 		{tuning.AllToAll, tuning.Ring}, {tuning.SendRecv, tuning.Ring},
 		{tuning.AllGather, tuning.PAT}, {tuning.ReduceScatter, tuning.PAT},
 		{tuning.AllReduce, tuning.NVLS}, {tuning.AllReduce, tuning.CollNetChain},
-		{tuning.AllGather, tuning.NVLS}, {tuning.ReduceScatter, tuning.NVLS},
+		{tuning.AllGather, tuning.NVLS}, {tuning.ReduceScatter, tuning.NVLS}, {tuning.AllReduce, tuning.NVLSTree},
 	}
 	counts := []int64{0, 1, 7, 131, 1003}
 	ops := []RedOp{Sum, Prod, Max, Min, Avg}
@@ -233,7 +237,7 @@ func TestCollectivesMatchDefinition(t *testing.T) {
 						}
 						p := Plan{Func: cb.f, Algo: cb.a, Proto: proto, NRanks: n, Count: count, DataType: Float32,
 							Op: ops[(n+int(count))%len(ops)], Root: (n * 5) % n, NChannels: nch, ChunkSize: chunk, Peer: 1 + n%3}
-						if cb.a == tuning.CollNetChain {
+						if cb.a == tuning.CollNetChain || cb.a == tuning.NVLSTree {
 							p.NNodes = n
 							for _, d := range []int{3, 2} {
 								if n%d == 0 && n > d {
@@ -475,9 +479,10 @@ func TestBadPlans(t *testing.T) {
 		"ring of channel 0": func(p *Plan) {
 			p.Rings = [][]int{{0, 1, 1, 2}}
 		},
-		"unsupported":     func(p *Plan) { p.Algo = tuning.NVLSTree },
+		"unsupported":     func(p *Plan) { p.Algo = tuning.CollNetDirect },
 		"NVLS across":     func(p *Plan) { p.Algo = tuning.NVLS; p.NNodes = 2 },
 		"Simple only":     func(p *Plan) { p.Algo = tuning.CollNetChain; p.Proto = tuning.LL },
+		"NVLS across 2":   func(p *Plan) { p.Algo = tuning.NVLS; p.Func = tuning.AllGather; p.NNodes = 2 },
 		"NNodes 3":        func(p *Plan) { p.NNodes = 3 },
 		"parts sum":       func(p *Plan) { p.NChannels = 2; p.Parts = []int64{50, 40} },
 		"channels 63..64": func(p *Plan) { p.NChannels = 2; p.ChannelLo = 63 },

@@ -22,6 +22,7 @@ func TestGoldenSchedules(t *testing.T) {
 		"tree_allreduce_n5_ll128":  {Func: tuning.AllReduce, Algo: tuning.Tree, Proto: tuning.LL128, NRanks: 5, Count: 1000, DataType: Float32, NChannels: 2},
 		"pat_reducescatter_n5":     {Func: tuning.ReduceScatter, Algo: tuning.PAT, Proto: tuning.Simple, NRanks: 5, Count: 16, DataType: Float32},
 		"nvls_allreduce_n3":        {Func: tuning.AllReduce, Algo: tuning.NVLS, Proto: tuning.Simple, NRanks: 3, Count: 96, DataType: Float32},
+		"nvlstree_allreduce_4x2":   {Func: tuning.AllReduce, Algo: tuning.NVLSTree, Proto: tuning.Simple, NRanks: 4, NNodes: 2, Count: 64, DataType: Float32},
 		"collnet_allreduce_4x2":    {Func: tuning.AllReduce, Algo: tuning.CollNetChain, Proto: tuning.Simple, NRanks: 4, NNodes: 2, Count: 64, DataType: Float32},
 		"alltoall_n3_ll":           {Func: tuning.AllToAll, Proto: tuning.LL, NRanks: 3, Count: 8, DataType: Float32, NChannels: 2},
 	}

@@ -12,9 +12,12 @@ const (
 	connDown = 2
 )
 
-func (b *builder) switchOf(kind string) int {
+func (b *builder) switchOf(kind string) int { return b.switchAt(kind, 0) }
+
+// switchAt is the endpoint of the switch of a kind on a node (CollNet: node −1 or any).
+func (b *builder) switchAt(kind string, node int) int {
 	for _, sw := range b.s.Switches {
-		if sw.Kind == kind {
+		if sw.Kind == kind && (sw.Node == node || kind == SwitchCollNet) {
 			return sw.ID
 		}
 	}
@@ -125,6 +128,103 @@ func (b *builder) nvlsGatherScatter(p *Plan, ck *chunking) error {
 					dst: &BufRef{Buf: BufRecv, Offset: data * elt}, nelem: ne, chunk: ci, postOp: true})
 			}
 			ci++
+		}
+	}
+	return nil
+}
+
+// nvlsTree compiles NVLSTree AllReduce over nodes of ppn ranks (NCCL 2.30.7, paraphrased; fact
+// sheet §4.7: the NVLS heads of the nodes form the double binary tree, channel parity picking tree
+// 0 or 1). Each loop of a channel covers ppn chunks; chunk j belongs to the node's local rank j
+// (its head). Every rank sends each chunk to its node's switch (lane 0); the switch reduces chunk
+// j over the node and hands it to head j (lane 0 of the switch); head j reduces it with what its
+// child nodes' heads j send and passes it up to its parent node's head j (lane 1); the root heads
+// send the result down to their children and to their own switch, inner heads forward what comes
+// from above the same way (lane 2); each switch multicasts chunk j to its node (lane 1 of the
+// switch) and every rank receives all chunks (lane 3).
+func (b *builder) nvlsTree(p *Plan, ck *chunking) error {
+	n := p.NRanks
+	nNodes := max(1, p.NNodes)
+	ppn := n / nNodes
+	elt := ck.elt
+	offs, cnts := p.parts(p.Count, ck.align)
+	for c := 0; c < p.nChannels(); c++ {
+		tree := (p.ChannelLo + c) % 2
+		part, cnt := offs[c], cnts[c]
+		loop := 0
+		for eo := int64(0); eo < cnt; eo += int64(ppn) * ck.chunkElems {
+			rem := cnt - eo
+			cc := ck.chunkElems
+			if rem < int64(ppn)*cc {
+				cc = alignUp(divUp(rem, int64(ppn)), ck.align)
+			}
+			for j := 0; j < ppn; j++ {
+				co := min64(int64(j)*cc, rem)
+				o, ne := part+eo+co, max64(0, min64(cc, rem-co))
+				ci := loop*ppn + j
+				for node := 0; node < nNodes; node++ { // scatter to the node's switch, reduce to head j
+					sw := b.switchAt(SwitchNVLS, node)
+					local := make([]int, ppn)
+					for l := range local {
+						local[l] = node*ppn + l
+						b.emit(ck, call{rank: local[l], ch: c, lane: 0, prim: Send, sendTo: []int{sw}, connIdx: connUp,
+							src: &BufRef{Buf: BufSend, Offset: o * elt}, nelem: ne, chunk: ci})
+					}
+					b.emit(ck, call{rank: sw, ch: c, lane: 0, prim: RecvReduceForward, recvFrom: local, sendTo: []int{node*ppn + j},
+						connIdx: connUp, nelem: ne, chunk: ci})
+				}
+				for node := 0; node < nNodes; node++ { // reduce up the tree of heads j
+					up, d0, d1, _ := Dtree(nNodes, node, tree)
+					head := node*ppn + j
+					from := []int{b.switchAt(SwitchNVLS, node)}
+					var kids []int
+					for _, d := range []int{d0, d1} {
+						if d >= 0 {
+							kids = append(kids, d*ppn+j)
+						}
+					}
+					from = append(from, kids...)
+					prim := RecvSend
+					if len(from) > 1 {
+						prim = RecvReduceForward
+					}
+					if up >= 0 {
+						b.emit(ck, call{rank: head, ch: c, lane: 1, prim: prim, recvFrom: from, sendTo: []int{up*ppn + j},
+							connIdx: connUp, nelem: ne, chunk: ci})
+					} else {
+						to := append(append([]int(nil), kids...), b.switchAt(SwitchNVLS, node))
+						b.emit(ck, call{rank: head, ch: c, lane: 1, prim: prim, recvFrom: from, sendTo: to,
+							connIdx: connUp, sendIdx: connDown, hasSendIdx: true, nelem: ne, chunk: ci, postOp: true})
+					}
+				}
+				for node := 0; node < nNodes; node++ { // broadcast down the tree, multicast in the node
+					up, d0, d1, _ := Dtree(nNodes, node, tree)
+					head := node*ppn + j
+					sw := b.switchAt(SwitchNVLS, node)
+					if up >= 0 {
+						to := []int{}
+						for _, d := range []int{d0, d1} {
+							if d >= 0 {
+								to = append(to, d*ppn+j)
+							}
+						}
+						to = append(to, sw)
+						b.emit(ck, call{rank: head, ch: c, lane: 2, prim: RecvSend, recvFrom: []int{up*ppn + j}, sendTo: to,
+							connIdx: connDown, nelem: ne, chunk: ci})
+					}
+					local := make([]int, ppn)
+					for l := range local {
+						local[l] = node*ppn + l
+					}
+					b.emit(ck, call{rank: sw, ch: c, lane: 1, prim: RecvSend, recvFrom: []int{head}, sendTo: local,
+						connIdx: connDown, nelem: ne, chunk: ci})
+					for _, r := range local {
+						b.emit(ck, call{rank: r, ch: c, lane: 3, prim: Recv, recvFrom: []int{sw}, connIdx: connDown,
+							dst: &BufRef{Buf: BufRecv, Offset: o * elt}, nelem: ne, chunk: ci})
+					}
+				}
+			}
+			loop++
 		}
 	}
 	return nil
