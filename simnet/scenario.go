@@ -220,6 +220,23 @@ type Row struct {
 	Proto     string  `json:"proto"`
 	NChannels int     `json:"nchannels"`
 	Events    uint64  `json:"events"`
+	// Mode is how it was simulated: "schedule" (coll's schedule, exact), "ring-compact" (the
+	// compact ring executor, exact) or "ring-coarse-K" (K ring steps merged per message).
+	Mode string `json:"mode"`
+}
+
+// CompactAbove is the number of schedule steps above which Machine.Run replays ring collectives
+// with the compact executor instead of materialising coll's schedule.
+var CompactAbove int64 = 4_000_000
+
+// ringSteps estimates the steps of a ring schedule: ranks × channels × steps per loop × loops.
+func ringSteps(p coll.Plan, nBytes int64) int64 {
+	n := int64(p.NRanks)
+	nch := int64(max(p.NChannels, 1))
+	chunk := max(p.ChunkSize, 1)
+	perCh := (nBytes + nch - 1) / nch
+	loops := max((perCh+n*chunk-1)/(n*chunk), 1)
+	return n * nch * (2*n - 1) * loops
 }
 
 // TestName is the nccl-tests program name of f ("all_reduce", …).
@@ -353,10 +370,6 @@ func (m *Machine) Run(f tuning.Func, size int64, dt coll.DataType, op coll.RedOp
 	if err != nil {
 		return row, nil, err
 	}
-	sched, err := coll.Compile(plan)
-	if err != nil {
-		return row, nil, err
-	}
 	e := NewEngine(nil)
 	cl, err := NewCluster(e, m.Node, m.Nodes, m.Fabric)
 	if err != nil {
@@ -366,9 +379,53 @@ func (m *Machine) Run(f tuning.Func, size int64, dt coll.DataType, op coll.RedOp
 	if err != nil {
 		return row, nil, err
 	}
-	res, err := Simulate(e, cl, sched, tm, Options{Record: opt.Record})
-	if err != nil {
-		return row, nil, err
+	var res *Result
+	big := ringSteps(plan, algBytes) > CompactAbove
+	ringColl := f == tuning.AllReduce || f == tuning.AllGather || f == tuning.ReduceScatter
+	if big && ringColl && plan.Algo != tuning.Ring {
+		// No compact executor for this algorithm: the cheapest Ring protocol of the same cost
+		// table runs instead, and the row's mode says so.
+		ch, err := m.Table.Select(tuning.Call{Func: f, Count: count, ElemSize: elt, Op: int(op), DataType: int(dt)})
+		if err != nil {
+			return row, nil, err
+		}
+		best, bp := float32(-1), tuning.Proto(-1)
+		for q := tuning.Proto(0); q < tuning.NumProtos; q++ {
+			if v := ch.Cost[tuning.Ring][q]; v >= 0 && (best < 0 || v < best) {
+				best, bp = v, q
+			}
+		}
+		if bp < 0 {
+			return row, nil, fmt.Errorf("%w: %v on %d ranks needs a schedule too large to compile and Ring is disabled", ErrNotCompiled, plan.Algo, n)
+		}
+		row.Mode = fmt.Sprintf("(tuning chose %v) ", plan.Algo)
+		plan.Algo, plan.Proto = tuning.Ring, bp
+		plan.ChunkSize = m.Table.ChunkSize(f, tuning.Ring, bp, plan.NChannels, ch.Bytes)
+		if tm, err = TimingFor(m.Release, plan.Algo, plan.Proto); err != nil {
+			return row, nil, err
+		}
+	}
+	if big && plan.Algo == tuning.Ring && ringColl {
+		// Too many steps to materialise: replay the same ring with the compact executor.
+		rr, err := SimulateRing(e, cl, RingSpec{Func: f, Bytes: algBytes, Proto: plan.Proto, Rings: plan.Rings[:plan.NChannels], Chunk: plan.ChunkSize}, tm)
+		if err != nil {
+			return row, nil, err
+		}
+		res = &Result{Time: rr.Time, Events: rr.Events, LinkName: e.LinkName}
+		if rr.Merge > 1 {
+			row.Mode += fmt.Sprintf("ring-coarse-%d", rr.Merge)
+		} else {
+			row.Mode += "ring-compact"
+		}
+	} else {
+		sched, err := coll.Compile(plan)
+		if err != nil {
+			return row, nil, err
+		}
+		if res, err = Simulate(e, cl, sched, tm, Options{Record: opt.Record}); err != nil {
+			return row, nil, err
+		}
+		row.Mode = "schedule"
 	}
 	row.TimeUs = res.Time.Micros()
 	if row.TimeUs > 0 {

@@ -174,6 +174,10 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 				return fmt.Errorf("%s %d bytes: %w", simnet.TestName(f), size, err)
 			}
 			rows = append(rows, row)
+			if row.Mode != "" && row.Mode != "schedule" {
+				n := fmt.Sprintf("%s %d bytes simulated as %s (schedule too large to materialise; see docs/cluster.md)", row.Coll, size, row.Mode)
+				notes = append(notes, n)
+			}
 			if record && len(res.Ops) > 0 {
 				recorded += len(res.Ops)
 				traced = append(traced, simnet.Traced{Label: fmt.Sprintf("%s %d", row.Coll, size), Ops: res.Ops, Offset: offset, Names: res.LinkName})
