@@ -365,7 +365,11 @@ func TestGroup(t *testing.T) {
 		ins[o] = make([][]float64, n)
 		for r := 0; r < n; r++ {
 			ins[o][r] = inputs(&plans[o], op, r)
-			bufs[o][r] = Buffers{Send: append([]float64(nil), ins[o][r]...), Recv: make([]float64, op.RecvBytes/elt)}
+			rb := make([]float64, op.RecvBytes/elt)
+			for i := range rb {
+				rb[i] = sentinel
+			}
+			bufs[o][r] = Buffers{Send: append([]float64(nil), ins[o][r]...), Recv: rb}
 		}
 	}
 	if _, err := Execute(s, bufs, ExecOptions{}); err != nil {
