@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -277,4 +278,130 @@ func FuzzLoad(f *testing.F) {
 			t.Fatalf("loaded graphs do not dump: %v", err)
 		}
 	})
+}
+
+// FuzzSearch builds small random machines (GPUs of random compute capability on one or two
+// CPUs, random NVLinks, an optional NVSwitch, NICs with random speeds) and searches them on one
+// and two nodes: never a panic, always channels that pass checkChannels.
+func FuzzSearch(f *testing.F) {
+	f.Add([]byte{3, 1, 0, 2, 4, 9, 1, 7, 3, 3, 200, 17})
+	f.Add([]byte{8, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 5, 5})
+	f.Add([]byte{1, 2, 90, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		next := func() int {
+			if len(data) == 0 {
+				return 0
+			}
+			v := int(data[0])
+			data = data[1:]
+			return v
+		}
+		b := newBuilder()
+		ngpus := next()%8 + 1
+		cpus := []Handle{b.t.AddCPU(0, ArchX86, []int{VendorIntel, VendorAMD}[next()%2])}
+		if next()%2 == 1 {
+			cpus = append(cpus, b.t.AddCPU(1, ArchX86, VendorIntel))
+			b.link(t, cpus[0], cpus[1], linkSYS, float64(next()%40+1))
+		}
+		ccs := []int{70, 80, 86, 90, 100}
+		cc := ccs[next()%len(ccs)]
+		var gpus []Handle
+		for i := 0; i < ngpus; i++ {
+			g := b.t.AddGPU(int64(0x1000*(i+1)), i, i, cc)
+			gpus = append(gpus, g)
+			b.link(t, g, cpus[i%len(cpus)], linkPCI, float64(next()%48+1))
+		}
+		if next()%3 == 0 {
+			sw := b.t.AddNode(KindNVS, 0)
+			for _, g := range gpus {
+				b.link(t, g, sw, linkNVL, float64(next()%18+1)*20.6)
+			}
+		} else {
+			for i := 0; i < ngpus; i++ {
+				for j := i + 1; j < ngpus; j++ {
+					if n := next() % 4; n > 0 {
+						b.link(t, gpus[i], gpus[j], linkNVL, float64(n)*20)
+					}
+				}
+			}
+		}
+		nnets := next() % 4
+		for i := 0; i < nnets; i++ {
+			nic := b.t.AddNode(KindNIC, int64(0x9000+i))
+			speed := float64(next()%50+1) * 8000 / 8000 * 1
+			n := b.t.AddNET(int64(i), NetInfo{Dev: i, Bw: speed, GUID: uint64(next() % 2), Port: i, Rail: -1, Plane: -1, Coll: true})
+			b.link(t, nic, cpus[i%len(cpus)], linkPCI, 24)
+			b.link(t, nic, n, linkNET, speed)
+		}
+		top := b.bfs()
+		for _, nodes := range []int{1, 2} {
+			if nodes == 2 && nnets == 0 {
+				continue
+			}
+			var res *Result
+			var err error
+			if nodes == 1 {
+				// single node: the NETs stay out of the search, as FromSystem(sys, false) leaves them
+				res, err = ComputeAll(withoutNets(t, top), AllOptions{Nodes: 1, CollNet: true})
+			} else {
+				res, err = ComputeAll(top, AllOptions{Nodes: 2, CollNet: true})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt := top
+			if nodes == 1 {
+				tt = res.Topology()
+			}
+			if err := checkChannels(tt, res); err != nil {
+				t.Fatalf("%d nodes: %v", nodes, err)
+			}
+		}
+	})
+}
+
+// withoutNets copies a hand-built topology without its NET nodes.
+func withoutNets(tb testing.TB, t *Topology) *Topology {
+	c := NewTopology()
+	m := map[*node]Handle{}
+	for _, n := range t.all {
+		if n.kind == KindNET {
+			continue
+		}
+		switch n.kind {
+		case KindGPU:
+			m[n] = c.AddGPU(n.id, n.rank, n.dev, n.cc)
+		case KindCPU:
+			m[n] = c.AddCPU(n.id, n.arch, n.vendor)
+		default:
+			m[n] = c.AddNode(n.kind, n.id)
+		}
+	}
+	for _, n := range t.all {
+		for _, l := range n.links {
+			if _, ok := m[l.rem]; !ok {
+				continue
+			}
+			if _, ok := m[n]; !ok {
+				continue
+			}
+			if err := c.Connect(m[n], m[l.rem], l.kind, float64(l.bw)); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	b := &builder{t: c}
+	return b.bfs()
+}
+
+// subRound must agree with C's roundf((a-b)*1000)/1000 in float32, halves included.
+func TestSubRound(t *testing.T) {
+	for _, c := range []struct{ a, b, want float32 }{
+		{370.8, 60, 310.8}, {20, 0.0005, 20}, {0.0015, 0, 0.002}, {0, 0.0015, -0.002}, {1.25, 1.2, 0.05}, {48, 57.6, -9.6}, {0.0025, 0, 0.003}, {0, 0.0025, -0.003},
+	} {
+		want := float32(math.Round(float64((c.a-c.b)*1000))) / 1000
+		if got := subRound(c.a, c.b); got != want || got != c.want {
+			t.Errorf("subRound(%g, %g) = %g, roundf gives %g, want %g", c.a, c.b, got, want, c.want)
+		}
+	}
 }

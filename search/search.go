@@ -69,7 +69,15 @@ type searcher struct {
 
 // subRound is SUB_ROUND: a = roundf((a-b)*1000)/1000 in float32.
 func subRound(a, b float32) float32 {
-	return float32(math.Round(float64((a-b)*1000))) / 1000
+	// roundf rounds half away from zero. x has at most 24 significant bits, so x±0.5 is exact in
+	// float64 and floor gives the same answer as math.Round, faster (floor is an instruction).
+	x := float64((a - b) * 1000)
+	if x < 0 {
+		x = -math.Floor(-x + 0.5)
+	} else {
+		x = math.Floor(x + 0.5)
+	}
+	return float32(x) / 1000
 }
 
 // followPathLinks is followPath: walk up to maxSteps links of p from start, consuming bw on each
