@@ -203,13 +203,21 @@ func (p *Plan) check() error {
 	if p.Algo == tuning.NVLS && p.NNodes > 1 {
 		return fmt.Errorf("%w: NVLS across %d nodes (use NVLSTree)", ErrUnsupported, p.NNodes)
 	}
+	var transferBytes int64
 	if p.Func == tuning.SendRecv {
 		for i, t := range p.Transfers {
 			if t.From < 0 || t.From >= n || t.To < 0 || t.To >= n {
 				return fmt.Errorf("transfer %d: %d→%d out of range 0..%d", i, t.From, t.To, n-1)
 			}
-			if t.Count < 0 {
-				return fmt.Errorf("transfer %d: negative count %d", i, t.Count)
+			if t.Count < 0 || t.Count > (1<<50)/int64(p.DataType.Size()) {
+				return fmt.Errorf("transfer %d: count %d out of range", i, t.Count)
+			}
+			if t.NChannels < 0 || t.ChunkSize < 0 {
+				return fmt.Errorf("transfer %d: %d channels, chunk size %d", i, t.NChannels, t.ChunkSize)
+			}
+			transferBytes += t.Count * int64(p.DataType.Size())
+			if transferBytes > 1<<50 {
+				return fmt.Errorf("transfers total more than %d bytes", int64(1)<<50)
 			}
 		}
 	}
@@ -221,6 +229,9 @@ func (p *Plan) check() error {
 	bytes := p.Count * int64(p.DataType.Size())
 	if p.Func == tuning.AllGather || p.Func == tuning.ReduceScatter || p.Func == tuning.AllToAll {
 		bytes *= int64(n)
+	}
+	if len(p.Transfers) > 0 {
+		bytes = transferBytes + int64(len(p.Transfers))*chunk
 	}
 	est := (divUp(bytes, chunk) + int64(p.nChannels())) * 4 * int64(n)
 	if p.Func == tuning.AllToAll || p.Func == tuning.AllGather || p.Func == tuning.ReduceScatter || p.Func == tuning.AllReduce {
