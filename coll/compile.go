@@ -226,16 +226,24 @@ func (p *Plan) check() error {
 	if chunk == 0 {
 		chunk = DefaultChunkSize(p.Func, p.Algo, p.Proto, p.BuffSize[p.Proto])
 	}
-	bytes := p.Count * int64(p.DataType.Size())
-	if p.Func == tuning.AllGather || p.Func == tuning.ReduceScatter || p.Func == tuning.AllToAll {
-		bytes *= int64(n)
-	}
-	if len(p.Transfers) > 0 {
-		bytes = transferBytes + int64(len(p.Transfers))*chunk
-	}
-	est := (divUp(bytes, chunk) + int64(p.nChannels())) * 4 * int64(n)
-	if p.Func == tuning.AllToAll || p.Func == tuning.AllGather || p.Func == tuning.ReduceScatter || p.Func == tuning.AllReduce {
-		est += 4 * int64(n) * int64(n) * int64(p.nChannels())
+	elt := int64(p.DataType.Size())
+	nc := int64(p.nChannels())
+	var est int64
+	switch {
+	case len(p.Transfers) > 0 && p.Func == tuning.SendRecv:
+		for _, t := range p.Transfers {
+			est += 2 * (divUp(t.Count*elt, chunk) + nc)
+		}
+	case p.Func == tuning.SendRecv:
+		est = 2 * int64(n) * (divUp(p.Count*elt, chunk) + nc)
+	case p.Func == tuning.AllToAll:
+		est = 2 * int64(n) * int64(n) * (divUp(p.Count*elt, chunk) + nc)
+	default:
+		bytes := p.Count * elt
+		if p.Func == tuning.AllGather || p.Func == tuning.ReduceScatter {
+			bytes *= int64(n)
+		}
+		est = (divUp(bytes, chunk)+nc)*4*int64(n) + 4*int64(n)*int64(n)*nc
 	}
 	if est > MaxSteps {
 		return fmt.Errorf("schedule would have about %d steps (limit %d): use fewer ranks or a larger chunk", est, MaxSteps)
