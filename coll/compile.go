@@ -3,6 +3,7 @@ package coll
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/simccl/simccl/tuning"
 )
@@ -226,27 +227,30 @@ func (p *Plan) check() error {
 	if chunk == 0 {
 		chunk = DefaultChunkSize(p.Func, p.Algo, p.Proto, p.BuffSize[p.Proto])
 	}
-	elt := int64(p.DataType.Size())
-	nc := int64(p.nChannels())
-	var est int64
+	// In float64: the products overflow int64 for absurd inputs, which must fail here, not later.
+	elt := float64(p.DataType.Size())
+	nc := float64(p.nChannels())
+	nr := float64(n)
+	chunks := func(bytes float64) float64 { return math.Ceil(bytes/float64(chunk)) + nc }
+	var est float64
 	switch {
 	case len(p.Transfers) > 0 && p.Func == tuning.SendRecv:
 		for _, t := range p.Transfers {
-			est += 2 * (divUp(t.Count*elt, chunk) + nc)
+			est += 2 * chunks(float64(t.Count)*elt)
 		}
 	case p.Func == tuning.SendRecv:
-		est = 2 * int64(n) * (divUp(p.Count*elt, chunk) + nc)
+		est = 2 * nr * chunks(float64(p.Count)*elt)
 	case p.Func == tuning.AllToAll:
-		est = 2 * int64(n) * int64(n) * (divUp(p.Count*elt, chunk) + nc)
+		est = 2 * nr * nr * chunks(float64(p.Count)*elt)
 	default:
-		bytes := p.Count * elt
+		bytes := float64(p.Count) * elt
 		if p.Func == tuning.AllGather || p.Func == tuning.ReduceScatter {
-			bytes *= int64(n)
+			bytes *= nr
 		}
-		est = (divUp(bytes, chunk)+nc)*4*int64(n) + 4*int64(n)*int64(n)*nc
+		est = chunks(bytes)*4*nr + 4*nr*nr*nc
 	}
 	if est > MaxSteps {
-		return fmt.Errorf("schedule would have about %d steps (limit %d): use fewer ranks or a larger chunk", est, MaxSteps)
+		return fmt.Errorf("schedule would have about %.3g steps (limit %d): use fewer ranks, a smaller count or a larger chunk", est, MaxSteps)
 	}
 	return nil
 }
