@@ -52,8 +52,8 @@ var goldens = []golden{
 		nodes: 2, nranks: 2},
 	{name: "dgx1-v100", topo: "topos/dgx1-v100-8gpu-hybrid-cube-mesh.xml", dump: "topos/dgx1-v100-8gpu-hybrid-cube-mesh-graph.xml",
 		release: "2.7.8", nodes: 1, nranks: 8, changes: []change{
-			{0, "2.7.8 searched V100 NVLinks at 22 GB/s per channel (its own NVLink bandwidth and speed array); 2.28 counts " +
-				"SM70 NVLinks at 20 GB/s (fact sheet §2.3) and its cc<90 intra array has no 22, so the same six rings come out at 20",
+			{0, "2.7.8 counted a V100 NVLink as 22 GB/s (SM70_NVLINK_WIDTH 22.0 in its topo.h), 2.28 as 20 (fact sheet §2.3): " +
+				"the search finds the same six rings, GPU for GPU, at 20 GB/s per channel instead of 22",
 				func(d *tx.GraphDump) { d.SpeedIntra, d.SpeedInter = 20, 20 }},
 			{1, "same as the ring: 22 → 20 GB/s per channel with the same six chains", func(d *tx.GraphDump) { d.SpeedIntra, d.SpeedInter = 20, 20 }},
 			{2, "2.7.8 always searched the CollNet chain graph; 2.28 only does when a CollNet plugin is present (none here): empty graph",
