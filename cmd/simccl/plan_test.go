@@ -55,7 +55,7 @@ func TestPlanCommand(t *testing.T) {
 		t.Errorf("--topo with a wrong -n: rc %d (%s)", rc, errb.String())
 	}
 	errb.Reset()
-	if rc := mainRun([]string{"plan", "--algo", "NVLSTree"}, &out, &errb); rc != 1 || !strings.Contains(errb.String(), "unsupported") {
-		t.Errorf("NVLSTree: rc %d, %s", rc, errb.String())
+	if rc := mainRun([]string{"plan", "--algo", "CollNetDirect"}, &out, &errb); rc != 1 || !strings.Contains(errb.String(), "unsupported") {
+		t.Errorf("CollNetDirect: rc %d, %s", rc, errb.String())
 	}
 }
