@@ -34,7 +34,7 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	root := fs.IntP("root", "r", 0, "root rank (broadcast, reduce)")
 	peer := fs.Int("peer", 1, "sendrecv: rank r sends to r+peer")
 	topoFile := fs.String("topo", "", "NCCL topology XML or embedded name: take algorithm, protocol, channels, chunk size, rings and trees from the tuning model and channel search of that machine (× --nnodes), as 'simccl run' does; without it they come from the flags below")
-	algo := fs.String("algo", "Ring", "algorithm: Ring, Tree, NVLS (one node), CollNetChain (AllReduce; through a switch endpoint), PAT (AllGather/ReduceScatter); ignored for sendrecv/alltoall (with --topo: overrides tuning's choice)")
+	algo := fs.String("algo", "Ring", "algorithm: Ring; Tree, NVLSTree, CollNetChain (AllReduce); NVLS (one node: AllReduce, AllGather, ReduceScatter); PAT (AllGather, ReduceScatter); NVLS/CollNet go through switch endpoints; ignored for sendrecv/alltoall (with --topo: overrides tuning's choice)")
 	proto := fs.String("proto", "Simple", "protocol: LL, LL128, Simple (with --topo: overrides tuning's choice)")
 	nch := fs.Int("nchannels", 1, "channels the call is spread over (with --topo: overrides tuning's choice)")
 	chunkStr := fs.String("chunk", "0", "payload bytes per chunk (0 = NCCL's default for the protocol, fact sheet §5.7; with --topo: tuning's)")
