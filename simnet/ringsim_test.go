@@ -2,6 +2,7 @@ package simnet
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/simccl/simccl/coll"
@@ -70,5 +71,65 @@ func TestRingSimMergeClose(t *testing.T) {
 	t.Logf("exact %v (%d msgs), merge 8: %v (%d msgs), %.1f%% apart", exact.Time, exact.Messages, coarse.Time, coarse.Messages, 100*rel)
 	if rel > 0.10 {
 		t.Fatalf("merge 8 is %.0f%% away from the exact replay", 100*rel)
+	}
+}
+
+// The compact tree executor against coll's tree schedule on the same machine.
+func TestTreeSimMatchesSchedule(t *testing.T) {
+	m, err := HGXH100(4, nil, &tuning.Config{Algo: "tree"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int64{1 << 20, 64 << 20} {
+		row, _, err := m.Run(tuning.AllReduce, size, coll.Float32, coll.Sum, RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, _, err := m.Plan(tuning.AllReduce, size, coll.Float32, coll.Sum)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := NewEngine(nil)
+		cl, err := NewCluster(e, m.Node, m.Nodes, m.Fabric)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tm, _ := TimingFor("", plan.Algo, plan.Proto)
+		res, err := SimulateTree(e, cl, TreeSpec{Bytes: size, Proto: plan.Proto, Trees: m.Trees[:plan.NChannels], Chunk: plan.ChunkSize, Merge: 1}, tm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel := math.Abs(res.Time.Micros()-row.TimeUs) / row.TimeUs
+		t.Logf("tree %d %v: schedule %.2f us (%s), compact %.2f us (%.1f%%), groups %d chunks %d", size, plan.Proto, row.TimeUs, row.Mode, res.Time.Micros(), 100*rel, res.Groups, res.Loops)
+		if rel > 0.15 {
+			t.Errorf("tree %d: compact %.2f us vs schedule %.2f us: %.0f%% apart", size, res.Time.Micros(), row.TimeUs, 100*rel)
+		}
+	}
+}
+
+// Machine.Run switches to the compact executors above CompactAbove steps and gets the same time.
+func TestMachineRunCompactMatches(t *testing.T) {
+	for _, cfg := range []string{"ring", "tree"} {
+		mm, err := HGXH100(4, nil, &tuning.Config{Algo: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		exact, _, err := mm.Run(tuning.AllReduce, 16<<20, coll.Float32, coll.Sum, RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := CompactAbove
+		CompactAbove = 1
+		compact, _, err := mm.Run(tuning.AllReduce, 16<<20, coll.Float32, coll.Sum, RunOptions{})
+		CompactAbove = old
+		if err != nil {
+			t.Fatal(err)
+		}
+		if exact.Mode != "schedule" || !strings.HasSuffix(compact.Mode, "-compact") {
+			t.Fatalf("modes %q and %q", exact.Mode, compact.Mode)
+		}
+		if rel := math.Abs(compact.TimeUs-exact.TimeUs) / exact.TimeUs; rel > 0.02 {
+			t.Errorf("%s: compact %.2f us vs schedule %.2f us", cfg, compact.TimeUs, exact.TimeUs)
+		}
 	}
 }

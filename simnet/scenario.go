@@ -382,7 +382,17 @@ func (m *Machine) Run(f tuning.Func, size int64, dt coll.DataType, op coll.RedOp
 	var res *Result
 	big := ringSteps(plan, algBytes) > CompactAbove
 	ringColl := f == tuning.AllReduce || f == tuning.AllGather || f == tuning.ReduceScatter
-	if big && ringColl && plan.Algo != tuning.Ring {
+	if big && f == tuning.AllReduce && plan.Algo == tuning.Tree {
+		tr, err := SimulateTree(e, cl, TreeSpec{Bytes: algBytes, Proto: plan.Proto, Trees: plan.Trees[:plan.NChannels], Chunk: plan.ChunkSize}, tm)
+		if err != nil {
+			return row, nil, err
+		}
+		res = &Result{Time: tr.Time, Events: tr.Events, LinkName: e.LinkName}
+		row.Mode = "tree-compact"
+		if tr.Merge > 1 {
+			row.Mode = fmt.Sprintf("tree-coarse-%d", tr.Merge)
+		}
+	} else if big && ringColl && plan.Algo != tuning.Ring {
 		// No compact executor for this algorithm: the cheapest Ring protocol of the same cost
 		// table runs instead, and the row's mode says so.
 		ch, err := m.Table.Select(tuning.Call{Func: f, Count: count, ElemSize: elt, Op: int(op), DataType: int(dt)})
@@ -405,7 +415,9 @@ func (m *Machine) Run(f tuning.Func, size int64, dt coll.DataType, op coll.RedOp
 			return row, nil, err
 		}
 	}
-	if big && plan.Algo == tuning.Ring && ringColl {
+	if res != nil {
+		// simulated by the compact tree executor above
+	} else if big && plan.Algo == tuning.Ring && ringColl {
 		// Too many steps to materialise: replay the same ring with the compact executor.
 		rr, err := SimulateRing(e, cl, RingSpec{Func: f, Bytes: algBytes, Proto: plan.Proto, Rings: plan.Rings[:plan.NChannels], Chunk: plan.ChunkSize}, tm)
 		if err != nil {
