@@ -423,6 +423,17 @@ func (c *Comm) Destroy() error {
 	c.stateMu.Unlock()
 	c.kick()
 	<-c.stopped
+	// Graceful: let buffered sends reach the peers before the sockets close.
+	if c.GetAsyncError() == nil {
+		deadline := time.Now().Add(c.cfg.Timeout)
+		c.connMu.Lock()
+		for _, cn := range c.conns {
+			if f, ok := cn.c.(realnet.Flusher); ok {
+				f.Flush(deadline)
+			}
+		}
+		c.connMu.Unlock()
+	}
 	c.tr.Close()
 	c.boot.Close()
 	return nil

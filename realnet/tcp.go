@@ -423,6 +423,24 @@ func (c *tcpConn) Recv(p []byte, deadline time.Time) error {
 	return nil
 }
 
+// Flush implements Flusher: it waits until the writer has written every queued frame.
+func (c *tcpConn) Flush(deadline time.Time) error {
+	for {
+		if len(c.free) == Steps {
+			return nil
+		}
+		select {
+		case <-c.done:
+			return c.err()
+		default:
+		}
+		if !deadline.IsZero() && time.Now().After(deadline) {
+			return fmt.Errorf("flush: %w", ErrTimeout)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
 func (c *tcpConn) Close() error {
 	c.closed.Store(true)
 	c.once.Do(func() { close(c.done) })

@@ -90,6 +90,13 @@ type MemoryReporter interface {
 	BufferBytes() int64
 }
 
+// Flusher is an optional capability of connections that buffer sends outside memory the peer can
+// read (a TCP writer queue): Flush returns once every message sent so far has been handed to the
+// network, or the deadline passed. A graceful shutdown flushes before Close; an abort does not.
+type Flusher interface {
+	Flush(deadline time.Time) error
+}
+
 // DirectReceiver is an optional capability: RecvFunc hands the next message, which must be n bytes
 // long, to fn in place (for example in shared memory) so the caller can reduce from it without a
 // copy. fn must not keep the slice; the data may come in several calls (pieces in order).

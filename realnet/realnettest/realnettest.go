@@ -32,6 +32,7 @@ func TestTransport(t *testing.T, mk MakeFunc) {
 	t.Run("LocalClose", func(t *testing.T) { testLocalClose(t, mk) })
 	t.Run("DuplicateKey", func(t *testing.T) { testDuplicate(t, mk) })
 	t.Run("ConnectCancel", func(t *testing.T) { testConnectCancel(t, mk) })
+	t.Run("DeliveredAfterGracefulClose", func(t *testing.T) { testGraceful(t, mk) })
 }
 
 func closeAll(ts []realnet.Transport) {
@@ -388,5 +389,39 @@ func testConnectCancel(t *testing.T, mk MakeFunc) {
 	}
 	if el := time.Since(start); el > 5*time.Second {
 		t.Fatalf("connect with a 100 ms context took %v", el)
+	}
+}
+
+// testGraceful: messages sent (and flushed, where the connection buffers outside shared memory)
+// before the sender closes are all delivered.
+func testGraceful(t *testing.T, mk MakeFunc) {
+	ts := mk(t, 2)
+	defer closeAll(ts)
+	a, b := pair(t, ts, 0, 1, 0, 0)
+	for i := 0; i < realnet.Steps-1; i++ {
+		if err := a.Send([]byte{byte(i), 1, 2, 3}, deadline()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Send(nil, deadline()); err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := a.(realnet.Flusher); ok {
+		if err := f.Flush(deadline()); err != nil {
+			t.Fatalf("flush: %v", err)
+		}
+	}
+	ts[0].Close()
+	for i := 0; i < realnet.Steps-1; i++ {
+		p := make([]byte, 4)
+		if err := b.Recv(p, deadline()); err != nil || p[0] != byte(i) {
+			t.Fatalf("message %d after the sender closed: %v %v", i, p, err)
+		}
+	}
+	if err := b.Recv(nil, deadline()); err != nil {
+		t.Fatalf("empty message after the sender closed: %v", err)
+	}
+	if err := b.Recv(make([]byte, 1), deadline()); !errors.Is(err, realnet.ErrPeerGone) {
+		t.Fatalf("recv past the last message: %v, want ErrPeerGone", err)
 	}
 }
