@@ -36,6 +36,7 @@ type link struct {
 	rem   float64
 	cnt   int32
 	ver   uint32
+	tmark uint32
 }
 
 type flow struct {
@@ -85,6 +86,17 @@ type Engine struct {
 	compLinks []LinkID
 	compFlows []FlowID
 	sh        shareHeap
+	touched   []LinkID
+	tbatch    uint32
+	// flows started and ended in the current instant (replaced)
+	started     []FlowID
+	ended       []endedFlow
+	usedScratch []bool
+	rateScratch []Rate
+
+	// NoShortcut disables the replaced-flow shortcut (every instant with changes recomputes);
+	// tests use it to check the shortcut changes nothing.
+	NoShortcut bool
 
 	// Statistics.
 	Events      uint64 // events handled (including stale flow completions)
@@ -92,6 +104,7 @@ type Engine struct {
 	FlowsTotal  uint64 // flows started
 	MaxActive   int    // largest number of flows active at once
 	CompVisited uint64 // flows visited by rate computations, summed
+	Shortcuts   uint64 // instants where new flows replaced ended ones on the same routes (no recomputation)
 }
 
 // NewEngine returns an engine with no links whose callbacks go to h.
@@ -222,6 +235,8 @@ func (e *Engine) StartFlow(route []LinkID, bytes float64, maxRate Rate, tag int6
 		// Only the per-flow cap limits it: its rate never changes.
 		f.rate = maxRate
 		e.scheduleDone(id)
+	} else {
+		e.started = append(e.started, id)
 	}
 	f.counted = true
 	e.nact++
@@ -320,6 +335,9 @@ func (e *Engine) fhRemove(id FlowID) {
 // finish removes a completed flow from its links and frees its id.
 func (e *Engine) finish(id FlowID) {
 	f := &e.flows[id]
+	if len(f.route) > 0 {
+		e.ended = append(e.ended, endedFlow{&f.route[0], len(f.route), f.maxr, f.rate})
+	}
 	for i, l := range f.route {
 		lk := &e.links[l]
 		lk.bytes += float64(f.rate) * float64(e.now-f.last)
@@ -349,6 +367,61 @@ func (e *Engine) finish(id FlowID) {
 	f.active = false
 	f.route = nil
 	e.free = append(e.free, id)
+}
+
+// endedFlow is what replaced needs of a flow that completed in the current instant.
+type endedFlow struct {
+	route0 *LinkID // identity of its route slice
+	n      int
+	maxr   Rate
+	rate   Rate
+}
+
+// replaced handles the common pipelined case without a rate computation: every flow started in
+// this instant took the place of a flow that ended in it with the same route (the same slice) and
+// the same cap. The multiset of (route, cap) on every link is then unchanged, so the max-min
+// allocation is too: each new flow inherits the rate of the one it replaced and no other rate moves.
+func (e *Engine) replaced() bool {
+	if e.NoShortcut || len(e.started) == 0 || len(e.started) != len(e.ended) {
+		return false
+	}
+	used := e.usedScratch[:0]
+	for range e.ended {
+		used = append(used, false)
+	}
+	e.usedScratch = used
+	rates := e.rateScratch[:0]
+	for _, id := range e.started {
+		f := &e.flows[id]
+		if !f.active || len(f.route) == 0 {
+			e.rateScratch = rates
+			return false
+		}
+		found := -1
+		for j := range e.ended {
+			en := &e.ended[j]
+			if !used[j] && en.route0 == &f.route[0] && en.n == len(f.route) && en.maxr == f.maxr {
+				found = j
+				break
+			}
+		}
+		if found < 0 {
+			e.rateScratch = rates
+			return false
+		}
+		used[found] = true
+		rates = append(rates, e.ended[found].rate)
+	}
+	e.rateScratch = rates
+	for i, id := range e.started {
+		f := &e.flows[id]
+		f.rate = rates[i]
+		f.last = e.now
+		e.scheduleDone(id)
+	}
+	e.dirty = e.dirty[:0]
+	e.Shortcuts++
+	return true
 }
 
 // nextTime is the time of the earliest pending event or completion.
@@ -390,9 +463,10 @@ func (e *Engine) Run() (Time, error) {
 			e.Events++
 			e.handler.Fire(ev.kind, ev.arg)
 		}
-		if len(e.dirty) > 0 {
+		if len(e.dirty) > 0 && !e.replaced() {
 			e.recompute()
 		}
+		e.started, e.ended = e.started[:0], e.ended[:0]
 	}
 	if e.nact > 0 {
 		return e.now, fmt.Errorf("%w: %d flows left at %v", ErrStalled, e.nact, e.now)
@@ -403,6 +477,7 @@ func (e *Engine) Run() (Time, error) {
 // recompute assigns max-min fair rates (progressive filling) to the flows of the connected
 // components that contain a dirty link, and reschedules the completions whose rate changed.
 func (e *Engine) recompute() {
+	e.started, e.ended = e.started[:0], e.ended[:0]
 	e.Recomputes++
 	e.epoch++
 	ep := e.epoch
@@ -478,6 +553,8 @@ func (e *Engine) recompute() {
 				e.fhRemove(fid) // cancel the pending completion
 			}
 		}
+		// Take the flow off its links; their new shares are pushed once per batch (flush), and
+		// the version bump invalidates their older heap entries now.
 		for _, l := range f.route {
 			lk := &e.links[l]
 			lk.rem -= r
@@ -486,17 +563,30 @@ func (e *Engine) recompute() {
 			}
 			lk.cnt--
 			lk.ver++
+			if lk.tmark != e.tbatch {
+				lk.tmark = e.tbatch
+				e.touched = append(e.touched, l)
+			}
+		}
+	}
+	flush := func() {
+		for _, l := range e.touched {
+			lk := &e.links[l]
 			if lk.cnt > 0 {
 				sh.push(shareEntry{share: lk.rem / float64(lk.cnt), idx: int32(l), ver: lk.ver})
 			}
 		}
+		e.touched = e.touched[:0]
+		e.tbatch++
 	}
+	e.tbatch++
 	for sh.len() > 0 {
 		se := sh.pop()
 		if se.isFlow {
 			f := &e.flows[se.idx]
 			if f.frozen != frozen {
 				newRate(FlowID(se.idx), se.share)
+				flush()
 			}
 			continue
 		}
@@ -513,6 +603,7 @@ func (e *Engine) recompute() {
 				newRate(fid, share)
 			}
 		}
+		flush()
 	}
 	e.compLinks = links[:0]
 	e.compFlows = flows[:0]

@@ -133,3 +133,38 @@ func TestMachineRunCompactMatches(t *testing.T) {
 		}
 	}
 }
+
+// The replaced-flow shortcut of the engine must not change any result.
+func TestShortcutChangesNothing(t *testing.T) {
+	m, err := HGXH100(8, nil, &tuning.Config{Algo: "tree"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(no bool, tree bool) (Time, uint64) {
+		e := NewEngine(nil)
+		e.NoShortcut = no
+		cl, err := NewCluster(e, m.Node, m.Nodes, m.Fabric)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tm, _ := TimingFor("", tuning.Tree, tuning.Simple)
+		var res *RingResult
+		if tree {
+			res, err = SimulateTree(e, cl, TreeSpec{Bytes: 256 << 20, Proto: tuning.Simple, Trees: m.Trees}, tm)
+		} else {
+			res, err = SimulateRing(e, cl, RingSpec{Func: tuning.AllReduce, Bytes: 256 << 20, Proto: tuning.Simple, Rings: m.Rings}, tm)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Time, e.Shortcuts
+	}
+	for _, tree := range []bool{false, true} {
+		a, _ := run(true, tree)
+		b, n := run(false, tree)
+		if a != b {
+			t.Fatalf("tree=%v: %v without the shortcut, %v with it", tree, a, b)
+		}
+		t.Logf("tree=%v: %v, %d shortcut instants", tree, b, n)
+	}
+}
