@@ -11,8 +11,9 @@ type AllOptions struct {
 	// CollNet says a CollNet (SHARP) plugin is present: the CollNet chain and direct graphs are
 	// searched (NCCL_COLLNET_ENABLE=1 and collNetSupport).
 	CollNet bool
-	// NVLS says whether to search the NVLS graph: nil = NCCL's rule (an NVSwitch and every GPU
-	// sm ≥ 90; NCCL_NVLS_ENABLE left at its default); false = NCCL_NVLS_ENABLE=0.
+	// NVLS says whether to search the NVLS graph: nil = NCCL's rule (an NVSwitch, every GPU
+	// sm ≥ 90 and more than two GPUs; NCCL_NVLS_ENABLE left at its default); false =
+	// NCCL_NVLS_ENABLE=0.
 	NVLS *bool
 	// Loaded holds graphs read from NCCL_GRAPH_FILE (--graph): a graph with the same id and at
 	// least one channel replaces the search (ncclTopoCompute's NCCL_GRAPH_FILE branch).
@@ -151,7 +152,8 @@ func nodeGraphs(top *Topology, opts AllOptions) ([]*Graph, error) {
 		}
 	}
 	nvlsGraph := emptyGraph(IDNVLS, PatternNVLS)
-	nvls := top.HasNVSwitch() && top.ccMin() >= 90
+	// NCCL's NVLS support (nvls.cc ncclNvlsInit): an NVSwitch, sm ≥ 90, more than two GPUs.
+	nvls := top.HasNVSwitch() && top.ccMin() >= 90 && top.NumGPUs() > 2
 	if opts.NVLS != nil {
 		nvls = nvls && *opts.NVLS
 	}

@@ -28,6 +28,8 @@ type golden struct {
 	graphO  graph.Options
 	nvls    bool // whether NVLS was enabled in the run
 	params  string
+	// crossNic is NCCL_CROSS_NIC when the run set it.
+	crossNic *int
 	// redact substitutes values the publisher redacted in the topology (they are not numbers).
 	redact  *strings.Replacer
 	changes []change
@@ -50,6 +52,19 @@ var goldens = []golden{
 		nodes: 1, nranks: 2},
 	{name: "h200x2-fakehosts", topo: "nccl/h200x2/fakehosts_topo.xml", dump: "nccl/h200x2/fakehosts_graph.xml", release: "2.28.9",
 		nodes: 2, nranks: 2},
+	// Variants captured for the search (search/testdata/h200x2/README.md), NCCL 2.28.9.
+	{name: "h200x2-pix", topo: "../search/testdata/h200x2/pix_topo.xml", dump: "../search/testdata/h200x2/pix_graph.xml",
+		release: "2.28.9", nodes: 1, nranks: 2},
+	{name: "h200x2-sys", topo: "../search/testdata/h200x2/sys_topo.xml", dump: "../search/testdata/h200x2/sys_graph.xml",
+		release: "2.28.9", nodes: 1, nranks: 2},
+	{name: "h200x2-amd-phb", topo: "../search/testdata/h200x2/amd_phb_topo.xml", dump: "../search/testdata/h200x2/amd_phb_graph.xml",
+		release: "2.28.9", nodes: 1, nranks: 2},
+	{name: "h200x2-amd-sys", topo: "../search/testdata/h200x2/amd_sys_topo.xml", dump: "../search/testdata/h200x2/amd_sys_graph.xml",
+		release: "2.28.9", nodes: 1, nranks: 2},
+	{name: "h200x2-p2pdisable", topo: "../search/testdata/h200x2/p2pdisable_topo.xml", dump: "../search/testdata/h200x2/p2pdisable_graph.xml",
+		release: "2.28.9", nodes: 1, nranks: 2, graphO: graph.Options{P2PDisable: true}},
+	{name: "h200x2-crossnic0-fakehosts", topo: "../search/testdata/h200x2/crossnic0_fakehosts_topo.xml",
+		dump: "../search/testdata/h200x2/crossnic0_fakehosts_graph.xml", release: "2.28.9", nodes: 2, nranks: 2, crossNic: new(int)},
 	{name: "dgx1-v100", topo: "topos/dgx1-v100-8gpu-hybrid-cube-mesh.xml", dump: "topos/dgx1-v100-8gpu-hybrid-cube-mesh-graph.xml",
 		release: "2.7.8", nodes: 1, nranks: 8, changes: []change{
 			{0, "2.7.8 counted a V100 NVLink as 22 GB/s (SM70_NVLINK_WIDTH 22.0 in its topo.h), 2.28 as 20 (fact sheet §2.3): " +
@@ -120,7 +135,7 @@ func runGolden(t *testing.T, c golden) {
 		t.Fatal(err)
 	}
 	nvls := c.nvls
-	res, err := ComputeAll(top, AllOptions{Nodes: c.nodes, NVLS: &nvls, Options: Options{Params: params}})
+	res, err := ComputeAll(top, AllOptions{Nodes: c.nodes, NVLS: &nvls, Options: Options{Params: params, CrossNic: c.crossNic}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/simccl/simccl/graph"
 )
 
 // NCCL's INFO logs print every graph it searched (ncclTopoPrintGraph): "Pattern …" then one
@@ -22,6 +24,14 @@ var logGoldens = []struct {
 	{golden{name: "h200x2-nvl4", topo: "nccl/h200x2/nvl4_topo.xml", nodes: 1, nranks: 2}, "nccl/h200x2/nvl4.741.log"},
 	{golden{name: "h200x2-nvl0", topo: "nccl/h200x2/nvl0_topo.xml", nodes: 1, nranks: 2}, "nccl/h200x2/nvl0.803.log"},
 	{golden{name: "h200x2-fakehosts", topo: "nccl/h200x2/fakehosts_topo.xml", nodes: 2, nranks: 2}, "nccl/h200x2/fakehosts.931.log"},
+	{golden{name: "h200x2-pix", topo: "../search/testdata/h200x2/pix_topo.xml", nodes: 1, nranks: 2}, "../search/testdata/h200x2/pix.681.log"},
+	{golden{name: "h200x2-sys", topo: "../search/testdata/h200x2/sys_topo.xml", nodes: 1, nranks: 2}, "../search/testdata/h200x2/sys.743.log"},
+	{golden{name: "h200x2-amd-phb", topo: "../search/testdata/h200x2/amd_phb_topo.xml", nodes: 1, nranks: 2}, "../search/testdata/h200x2/amd_phb.805.log"},
+	{golden{name: "h200x2-amd-sys", topo: "../search/testdata/h200x2/amd_sys_topo.xml", nodes: 1, nranks: 2}, "../search/testdata/h200x2/amd_sys.868.log"},
+	{golden{name: "h200x2-p2pdisable", topo: "../search/testdata/h200x2/p2pdisable_topo.xml", nodes: 1, nranks: 2,
+		graphO: graph.Options{P2PDisable: true}}, "../search/testdata/h200x2/p2pdisable.930.log"},
+	{golden{name: "h200x2-crossnic0-fakehosts", topo: "../search/testdata/h200x2/crossnic0_fakehosts_topo.xml", nodes: 2, nranks: 2},
+		"../search/testdata/h200x2/crossnic0_fakehosts.988.log"},
 	// NCCL 2.27.7; the search rules it used are those of 2.28 for these graphs.
 	{golden{name: "a100pcie-nvlink-bridge", topo: "topos/a100pcie-2gpu-nvlink-bridge-dump-normal.xml", nodes: 1, nranks: 2},
 		"topos/a100pcie-2gpu-nvlink-bridge-dump-normal-nccl-info.log"},

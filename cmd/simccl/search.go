@@ -32,7 +32,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print the result as JSON instead of NCCL's log lines")
 	version := fs.String("nccl-version", "2.28", "NCCL release whose search constants apply (2.18, 2.28, 2.29, 2.30)")
 	crossNic := fs.Int("cross-nic", 2, "NCCL_CROSS_NIC (0, 1 or 2)")
-	nvls := fs.String("nvls", "auto", "search the NVLS graph: auto (NVSwitch and sm >= 90), on, off (NCCL_NVLS_ENABLE=0)")
+	nvls := fs.String("nvls", "auto", "search the NVLS graph: auto/on (NCCL's rule: NVSwitch, sm >= 90, more than 2 GPUs), off (NCCL_NVLS_ENABLE=0)")
 	collnet := fs.Bool("collnet", false, "a CollNet (SHARP) plugin is present: search the CollNet chain and direct graphs")
 	p2pDisable := fs.Bool("p2p-disable", false, "NCCL_P2P_DISABLE=1 (also what NVML reports for GeForce boards)")
 	p2pLevel := fs.String("p2p-level", "", "NCCL_P2P_LEVEL (LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS)")
