@@ -23,6 +23,7 @@ import (
 )
 
 type result struct {
+	Algo       string  `json:"algo"`
 	Nodes      int     `json:"nodes"`
 	GPUs       int     `json:"gpus"`
 	Bytes      int64   `json:"bytes"`
@@ -59,16 +60,18 @@ func peakRSS() float64 {
 }
 
 var routing = "rail"
+var algo = "ring"
 
 func machine(nodes int) (*simnet.Machine, error) {
 	// Rail-optimized 2-tier leaf/spine, 32 nodes per leaf, non-blocking, rail (d-mod-k) routing.
 	fab := simnet.DefaultFabric()
 	fab.Routing = routing
 	name, data := topos.Default()
-	m, err := simnet.MachineFromXML(data, name, nodes, fab, &tuning.Config{Algo: "ring", Proto: "simple"})
+	cfg := &tuning.Config{Algo: algo, Proto: "simple"}
+	m, err := simnet.MachineFromXML(data, name, nodes, fab, cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %s through the graph pipeline: %v; using the hand-made HGX H100 model\n", name, err)
-		return simnet.HGXH100(nodes, fab, &tuning.Config{Algo: "ring", Proto: "simple"})
+		return simnet.HGXH100(nodes, fab, cfg)
 	}
 	return m, nil
 }
@@ -97,15 +100,21 @@ func run(nodes int, bytes int64, maxMsg int64, merge int) (result, error) {
 	}
 	build := time.Since(t0)
 	t1 := time.Now()
-	res, err := simnet.SimulateRing(e, cl, simnet.RingSpec{Func: tuning.AllReduce, Bytes: bytes, Proto: ch.Proto,
-		Rings: m.Rings[:ch.NChannels], Chunk: ch.ChunkSize, MaxMessages: maxMsg, Merge: merge}, tm)
+	var res *simnet.RingResult
+	if ch.Algo == tuning.Tree {
+		res, err = simnet.SimulateTree(e, cl, simnet.TreeSpec{Bytes: bytes, Proto: ch.Proto,
+			Trees: m.Trees[:ch.NChannels], Chunk: ch.ChunkSize, MaxMessages: maxMsg, Merge: merge}, tm)
+	} else {
+		res, err = simnet.SimulateRing(e, cl, simnet.RingSpec{Func: tuning.AllReduce, Bytes: bytes, Proto: ch.Proto,
+			Rings: m.Rings[:ch.NChannels], Chunk: ch.ChunkSize, MaxMessages: maxMsg, Merge: merge}, tm)
+	}
 	if err != nil {
 		return result{}, err
 	}
 	sim := time.Since(t1)
 	wall := time.Since(t0)
 	busbw := float64(bytes) / res.Time.Seconds() / 1e9 * 2 * float64(n-1) / float64(n)
-	return result{Nodes: nodes, GPUs: n, Bytes: bytes, Model: m.Node.Name, Channels: ch.NChannels, Groups: res.Groups, Merge: res.Merge,
+	return result{Algo: ch.Algo.String(), Nodes: nodes, GPUs: n, Bytes: bytes, Model: m.Node.Name, Channels: ch.NChannels, Groups: res.Groups, Merge: res.Merge,
 		Messages: res.Messages, Events: res.Events, BuildS: build.Seconds(), SimS: sim.Seconds(), WallS: wall.Seconds(), CPUS: cpuTime() - c0,
 		EventsPerS: float64(res.Events) / sim.Seconds(), SimTimeUs: res.Time.Micros(), BusBw: busbw, PeakRSSMiB: peakRSS()}, nil
 }
@@ -141,6 +150,7 @@ func main() {
 	maxMsg := flag.Int64("max-messages", 2_000_000, "coarse mode: merge ring steps to stay under this many messages")
 	jsonOut := flag.String("json", "", "also write the JSON to this file")
 	flag.StringVar(&routing, "routing", "rail", "fabric routing: rail (d-mod-k) or ecmp")
+	flag.StringVar(&algo, "algo", "ring", "all-reduce algorithm: ring or tree (Simple protocol)")
 	flag.Parse()
 	nodes, err := parseList(*nodesFlag, false)
 	if err != nil {
@@ -158,7 +168,7 @@ func main() {
 		os.Exit(2)
 	}
 	var all []result
-	fmt.Printf("# simnet ring all-reduce, rail-optimized 2-tier fat tree, GOMAXPROCS=%d, %s\n", runtime.GOMAXPROCS(0), runtime.Version())
+	fmt.Printf("# simnet %s all-reduce (Simple), rail-optimized 2-tier fat tree, GOMAXPROCS=%d, %s\n", algo, runtime.GOMAXPROCS(0), runtime.Version())
 	fmt.Printf("%6s %6s %8s %4s %4s %5s %10s %10s %8s %8s %8s %8s %12s %10s %8s %8s\n", "nodes", "GPUs", "bytes", "nch", "grp", "merge", "messages", "events", "build_s", "sim_s", "wall_s", "cpu_s", "events/s", "sim_us", "busbw", "rss_MiB")
 	pr := func(r result) {
 		fmt.Printf("%6d %6d %8s %4d %4d %5d %10d %10d %8.3f %8.3f %8.3f %8.3f %12.0f %10.1f %8.1f %8.0f\n", r.Nodes, r.GPUs, units.FormatSize(r.Bytes), r.Channels, r.Groups, r.Merge,
