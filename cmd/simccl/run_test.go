@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRunCommand(t *testing.T) {
+	dir := t.TempDir()
+	trace, ops, plot := filepath.Join(dir, "t.json"), filepath.Join(dir, "ops.csv"), filepath.Join(dir, "p.svg")
+	var out, errb bytes.Buffer
+	args := []string{"run", "-c", "allreduce", "-b", "1K", "-e", "1M", "-f", "32", "--json", "--trace", trace, "--ops", ops, "--plot", plot}
+	if rc := mainRun(args, &out, &errb); rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	var v struct {
+		Rows []struct {
+			Coll      string  `json:"coll"`
+			Bytes     int64   `json:"bytes"`
+			Count     int64   `json:"count"`
+			TimeUs    float64 `json:"time_us"`
+			AlgBw     float64 `json:"algbw"`
+			BusBw     float64 `json:"busbw"`
+			Algo      string  `json:"algo"`
+			Proto     string  `json:"proto"`
+			NChannels int     `json:"nchannels"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, out.String())
+	}
+	if len(v.Rows) != 3 || v.Rows[0].Bytes != 1024 || v.Rows[2].Bytes != 1<<20 || v.Rows[2].Count != 1<<18 {
+		t.Fatalf("rows %+v", v.Rows)
+	}
+	for _, r := range v.Rows {
+		if r.Coll != "all_reduce" || r.TimeUs <= 0 || r.BusBw <= 0 || r.Algo == "" || r.Proto == "" || r.NChannels < 1 {
+			t.Errorf("row %+v", r)
+		}
+	}
+	for _, f := range []string{trace, ops, plot} {
+		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
+			t.Errorf("%s not written (%v)", f, err)
+		}
+	}
+	data, _ := os.ReadFile(trace)
+	if !json.Valid(data) {
+		t.Errorf("trace is not valid JSON")
+	}
+
+	// The table, on two nodes, every collective.
+	out.Reset()
+	if rc := mainRun([]string{"run", "-c", "all", "-b", "64K", "-e", "64K", "--nodes", "2"}, &out, &errb); rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	for _, c := range []string{"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv", "busbw", "2 node(s)"} {
+		if !strings.Contains(out.String(), c) {
+			t.Errorf("table lacks %q:\n%s", c, out.String())
+		}
+	}
+}
+
+func TestRunCommandErrors(t *testing.T) {
+	for _, bad := range [][]string{
+		{"run", "-c", "bogus"},
+		{"run", "-b", "1G", "-e", "1K"},
+		{"run", "--nodes", "0"},
+		{"run", "-d", "complex"},
+		{"run", "--fabric-set", "tiers=7", "--nodes", "2"},
+		{"run", "--plot", "x.gif"},
+		{"run", "extra-arg"},
+	} {
+		var out, errb bytes.Buffer
+		if rc := mainRun(bad, &out, &errb); rc != 2 {
+			t.Errorf("%v: rc %d, want 2 (usage); stderr %s", bad, rc, errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if rc := mainRun([]string{"run", "--topo", filepath.Join(t.TempDir(), "missing.xml")}, &out, &errb); rc != 1 || !strings.Contains(errb.String(), "missing.xml") {
+		t.Errorf("missing topology: rc %d, stderr %s", rc, errb.String())
+	}
+	if rc := mainRun([]string{"run", "--fabric", filepath.Join(t.TempDir(), "missing.fabric")}, &out, &errb); rc != 1 {
+		t.Errorf("missing fabric: rc %d", rc)
+	}
+}
