@@ -359,6 +359,9 @@ func (m *Machine) Run(f tuning.Func, size int64, dt coll.DataType, op coll.RedOp
 	}
 	count, algBytes := Sizes(f, size, elt, n)
 	row := Row{Coll: TestName(f), Bytes: size, Count: count, Type: dt.String(), RedOp: op.String()}
+	if f == tuning.AllGather || f == tuning.ReduceScatter || f == tuning.AllToAll {
+		row.Bytes = algBytes // nccl-tests prints base×n×elt, the size actually moved
+	}
 	switch f {
 	case tuning.AllGather, tuning.Broadcast, tuning.AllToAll, tuning.SendRecv:
 		row.RedOp = "none"
