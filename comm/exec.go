@@ -294,10 +294,17 @@ func (c *Comm) schedule(colls []*call) (*coll.Schedule, error) {
 	key := ""
 	plans := make([]coll.Plan, len(colls))
 	for i, k := range colls {
+		// Fewer channels for small operations (as NCCL's tuning lowers nChannels for small sizes,
+		// §5.6): each channel is a goroutine with its own steps, worth it from ~128 KiB per channel.
+		bytes := k.count * int64(k.dt.Size())
+		if k.f == tuning.AllGather || k.f == tuning.ReduceScatter {
+			bytes *= int64(c.n)
+		}
+		nch := int(min(int64(c.cfg.NChannels), max(1, bytes/(128<<10))))
 		plans[i] = coll.Plan{Func: k.f, Count: k.count, DataType: k.dt, Op: k.op, Root: k.root, NRanks: c.n,
-			Algo: c.algo(k.f), Proto: tuning.Simple, NChannels: c.cfg.NChannels}
+			Algo: c.algo(k.f), Proto: tuning.Simple, NChannels: nch}
 		plans[i].BuffSize[tuning.Simple] = int64(realnet.Steps * c.cfg.SlotBytes)
-		key += fmt.Sprintf("%d/%d/%d/%d/%d/%d;", k.f, k.count, k.dt, k.op, k.root, plans[i].Algo)
+		key += fmt.Sprintf("%d/%d/%d/%d/%d/%d/%d;", k.f, k.count, k.dt, k.op, k.root, plans[i].Algo, nch)
 	}
 	c.schedMu.Lock()
 	s, ok := c.scheds[key]

@@ -248,17 +248,18 @@ func processAlive(pid int) bool {
 	return true
 }
 
-// backoff waits a little longer the more often it is called in a row: spin, then yield the thread,
-// then sleep up to 50 µs.
+// backoff waits a little longer the more often it is called in a row: spin (letting other
+// goroutines run), then yield the thread to other processes, and only after a long wait sleep.
+// Go's timers cannot sleep much less than a millisecond on Linux, so a short sleep would cost
+// ~1 ms per step; a waiting rank polls like NCCL's kernels and proxies instead.
 func backoff(n int) {
 	switch {
-	case n < 16:
+	case n < 64:
 		runtime.Gosched()
-	case n < 256:
+	case n < 1<<17:
 		syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
 	default:
-		d := time.Duration(n-255) * time.Microsecond
-		time.Sleep(min(d, 50*time.Microsecond))
+		time.Sleep(time.Millisecond)
 	}
 }
 
