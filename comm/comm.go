@@ -134,6 +134,8 @@ type Comm struct {
 	nconns  atomic.Int64
 	schedMu sync.Mutex
 	scheds  map[string]*coll.Schedule
+	// connected: schedules whose connections are all open (guarded by schedMu)
+	connected map[*coll.Schedule]bool
 
 	asyncErr   atomic.Pointer[error]
 	queue      []*task // guarded by stateMu
@@ -178,7 +180,7 @@ func InitRank(nranks int, id UniqueID, rank int, cfg *Config) (*Comm, error) {
 		return nil, err
 	}
 	c := &Comm{rank: rank, n: nranks, cfg: o, magic: id.Magic(), boot: boot,
-		conns: map[realnet.Key]*conn{}, scheds: map[string]*coll.Schedule{},
+		conns: map[realnet.Key]*conn{}, scheds: map[string]*coll.Schedule{}, connected: map[*coll.Schedule]bool{},
 		wake: make(chan struct{}, 1), stopped: make(chan struct{})}
 	c.defStream = NewStream()
 	if err := c.setupTransports(); err != nil {

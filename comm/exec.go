@@ -319,6 +319,7 @@ func (c *Comm) schedule(colls []*call) (*coll.Schedule, error) {
 	c.schedMu.Lock()
 	if len(c.scheds) > 256 {
 		c.scheds = map[string]*coll.Schedule{}
+		c.connected = map[*coll.Schedule]bool{}
 	}
 	c.scheds[key] = s
 	c.schedMu.Unlock()
@@ -348,8 +349,16 @@ func (c *Comm) runColls(colls []*call) error {
 		}
 	}
 	// Lazy connection (§6.3): connect what this rank's programs use, first time only.
-	if err := c.ensureConns(s); err != nil {
-		return err
+	c.schedMu.Lock()
+	ready := c.connected[s]
+	c.schedMu.Unlock()
+	if !ready {
+		if err := c.ensureConns(s); err != nil {
+			return err
+		}
+		c.schedMu.Lock()
+		c.connected[s] = true
+		c.schedMu.Unlock()
 	}
 	if s.NChannels == 1 {
 		return c.runProgram(s, s.Program(c.rank, 0), bufs, colls)

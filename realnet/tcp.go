@@ -1,6 +1,7 @@
 package realnet
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -292,6 +293,7 @@ func (t *TCP) Close() error {
 // tcpConn is a framed connection with a writer goroutine and Steps slot buffers.
 type tcpConn struct {
 	nc        net.Conn
+	rd        *bufio.Reader // small messages: header and payload in one read
 	slotBytes int
 	free      chan []byte
 	queue     chan []byte // frames: 16-byte header + piece, in a slot buffer
@@ -304,7 +306,7 @@ type tcpConn struct {
 }
 
 func newTCPConn(nc net.Conn, slotBytes int) *tcpConn {
-	c := &tcpConn{nc: nc, slotBytes: slotBytes, free: make(chan []byte, Steps), queue: make(chan []byte, Steps), done: make(chan struct{})}
+	c := &tcpConn{nc: nc, rd: bufio.NewReaderSize(nc, 64<<10), slotBytes: slotBytes, free: make(chan []byte, Steps), queue: make(chan []byte, Steps), done: make(chan struct{})}
 	for i := 0; i < Steps; i++ {
 		c.free <- nil // slot buffers are allocated on first use
 	}
@@ -406,7 +408,7 @@ func (c *tcpConn) Recv(p []byte, deadline time.Time) error {
 	got := 0
 	first := true
 	for first || got < want {
-		if _, err := io.ReadFull(c.nc, c.hdr[:]); err != nil {
+		if _, err := io.ReadFull(c.rd, c.hdr[:]); err != nil {
 			return fmt.Errorf("recv of %d bytes: %w", want, c.classify(err))
 		}
 		k := binary.LittleEndian.Uint64(c.hdr[0:])
@@ -415,7 +417,7 @@ func (c *tcpConn) Recv(p []byte, deadline time.Time) error {
 			return fmt.Errorf("recv: want a %d-byte message, got a piece of %d of a %d-byte message: %w", want, k, total, ErrSize)
 		}
 		first = false
-		if _, err := io.ReadFull(c.nc, p[got:got+int(k)]); err != nil {
+		if _, err := io.ReadFull(c.rd, p[got:got+int(k)]); err != nil {
 			return fmt.Errorf("recv of %d bytes: %w", want, c.classify(err))
 		}
 		got += int(k)
