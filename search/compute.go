@@ -161,6 +161,9 @@ func dupChannels(g *sgraph, ccMin, ngpus int) {
 	g.nChannels = dup
 }
 
+// maxGPUs is NCCL_TOPO_MAX_NODES of 2.30 (640), the largest any supported release accepts.
+const maxGPUs = 640
+
 // Compute searches one graph on a topology: ncclTopoCompute of NCCL 2.28 (fact sheet §4.2–4.3).
 // The topology is not changed.
 func Compute(top *Topology, req Request, opts Options) (*Graph, error) {
@@ -175,12 +178,10 @@ func Compute(top *Topology, req Request, opts Options) (*Graph, error) {
 	if len(top.nodes[KindGPU]) == 0 {
 		return nil, errorf("topology has no GPU with a rank")
 	}
-	if len(top.nodes[KindGPU]) > MaxChannels {
-		// The search keeps one bit per channel in a 64-bit word and 64 channels × ngpus ranks.
-		// NCCL's own limit on GPUs per node is far larger, but no real node has more than 64.
-		if len(top.nodes[KindGPU]) > 4096 {
-			return nil, errorf("%d GPUs in one node: too many to search", len(top.nodes[KindGPU]))
-		}
+	// NCCL_TOPO_MAX_NODES (576 in 2.28, 640 in 2.30) bounds the GPUs of one system; package graph
+	// enforces it on XML input. Hand-built topologies get the same bound here.
+	if n := len(top.nodes[KindGPU]); n > maxGPUs {
+		return nil, errorf("%d GPUs in one node: NCCL allows at most %d (NCCL_TOPO_MAX_NODES)", n, maxGPUs)
 	}
 	params := opts.Params
 	if params.Version == "" {
