@@ -331,3 +331,56 @@ func TestNCCL228H200Exact(t *testing.T) {
 		})
 	}
 }
+
+// TestNCCL228Variants compares, byte for byte, our printout with NCCL 2.28.9's log on the 2×H200
+// machine for the NCCL_TOPO_FILE variants of testdata/nccl228/variants.py, which put the
+// machine's network device behind PCIe switches (captured by testdata/nccl228/capture.sh): PIX,
+// PXB, PXN, SYS paths, Broadcom switch flattening, and the env knobs NCCL_NET_GDR_LEVEL,
+// NCCL_PXN_DISABLE, NCCL_P2P_DISABLE. Both ranks of each run are compared, building from the
+// variant NCCL was given and from NCCL's own dump (NCCL_TOPO_DUMP_FILE) of that run.
+func TestNCCL228Variants(t *testing.T) {
+	const dir = "testdata/nccl228/"
+	cases := []struct {
+		name, topo string
+		opt        Options
+	}{
+		{"pxn", "pxn", Options{}},
+		{"pxn_nogdr", "pxn_nogdr", Options{}},
+		{"pxb", "pxb", Options{}},
+		{"pxb_gdrpix", "pxb", Options{NetGDRLevel: "PIX"}},
+		{"sys", "sys", Options{}},
+		{"bcm", "bcm", Options{}},
+		{"pxn_pxnoff", "pxn", Options{PXNDisable: true}},
+		{"pxn_p2poff", "pxn", Options{P2PDisable: true}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			logs, _ := filepath.Glob(dir + c.name + ".*.log")
+			if len(logs) == 0 {
+				t.Fatalf("no log %s.*.log", c.name)
+			}
+			compared := 0
+			for _, lf := range logs {
+				for rank, lines := range ncclInfo(t, lf) {
+					r, _ := strconv.Atoi(rank)
+					opt := c.opt
+					opt.LocalRank = r
+					// The file NCCL was given, and NCCL's own dump of what it built from it.
+					for _, in := range []string{dir + "variants/" + c.topo + ".xml", dir + c.name + "_topo.xml"} {
+						s := load(t, in, opt)
+						got := strings.Join(s.Lines(), "\n")
+						for _, w := range systemBlocks(lines) {
+							compared++
+							if want := strings.Join(w, "\n"); got != want {
+								t.Errorf("%s from %s rank %s:\n got:\n%s\nwant (NCCL 2.28.9):\n%s", filepath.Base(lf), in, rank, got, want)
+							}
+						}
+					}
+				}
+			}
+			if compared == 0 {
+				t.Fatal("no === System block compared")
+			}
+		})
+	}
+}
