@@ -94,6 +94,13 @@ type Engine struct {
 	usedScratch []bool
 	rateScratch []Rate
 
+	// RateInterval, when > 0, is the smallest simulated time between two rate computations:
+	// changes within it are batched, so a new flow may wait up to RateInterval for its rate and an
+	// ended flow's bandwidth up to RateInterval to be handed out. 0 (the default) is exact.
+	RateInterval     Time
+	nextRecompute    Time
+	pendingRecompute bool
+
 	// NoShortcut disables the replaced-flow shortcut (every instant with changes recomputes);
 	// tests use it to check the shortcut changes nothing.
 	NoShortcut bool
@@ -382,7 +389,7 @@ type endedFlow struct {
 // the same cap. The multiset of (route, cap) on every link is then unchanged, so the max-min
 // allocation is too: each new flow inherits the rate of the one it replaced and no other rate moves.
 func (e *Engine) replaced() bool {
-	if e.NoShortcut || len(e.started) == 0 || len(e.started) != len(e.ended) {
+	if e.NoShortcut || e.pendingRecompute || len(e.started) == 0 || len(e.started) != len(e.ended) {
 		return false
 	}
 	used := e.usedScratch[:0]
@@ -424,6 +431,9 @@ func (e *Engine) replaced() bool {
 	return true
 }
 
+// evRecompute is the engine's own event: a deferred rate computation (RateInterval).
+const evRecompute int32 = -2
+
 // nextTime is the time of the earliest pending event or completion.
 func (e *Engine) nextTime() Time {
 	switch {
@@ -461,10 +471,25 @@ func (e *Engine) Run() (Time, error) {
 			}
 			ev := e.h.pop()
 			e.Events++
+			if ev.kind == evRecompute {
+				e.pendingRecompute = false
+				continue
+			}
 			e.handler.Fire(ev.kind, ev.arg)
 		}
 		if len(e.dirty) > 0 && !e.replaced() {
-			e.recompute()
+			if e.RateInterval <= 0 || e.now >= e.nextRecompute {
+				e.recompute()
+				e.nextRecompute = e.now + e.RateInterval
+			} else {
+				// Defer: the rates of this instant's changes are computed at the next tick.
+				e.started, e.ended = e.started[:0], e.ended[:0]
+				if !e.pendingRecompute {
+					e.pendingRecompute = true
+					e.seq++
+					e.h.push(event{t: e.nextRecompute, seq: e.seq, kind: evRecompute})
+				}
+			}
 		}
 		e.started, e.ended = e.started[:0], e.ended[:0]
 	}
