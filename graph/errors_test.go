@@ -55,7 +55,7 @@ func TestErrors(t *testing.T) {
 		{"gpu without rank only", cpuOpen + `<pci busid="0000:01:00.0" class="0x030200"><gpu dev="0" sm="90"/></pci></cpu></system>`, Options{}, "no GPU with a rank"},
 		{"gpu without sm", cpuOpen + `<pci busid="0000:01:00.0" class="0x030200"><gpu dev="0" rank="0"/></pci></cpu></system>`, Options{}, "t.xml:3: <gpu> without sm"},
 		{"cpu without numaid", `<system version="1"><cpu arch="x86_64"/></system>`, Options{}, "t.xml:1: <cpu> without numaid"},
-		{"local rank absent", cpuOpen + gpuPCI("0000:01:00.0", 0, "") + `</cpu></system>`, Options{LocalRank: 3}, "t.xml: local rank 3 is not in the topology (ranks [0])"},
+		{"local rank absent", cpuOpen + gpuPCI("0000:01:00.0", 5, "") + `</cpu></system>`, Options{LocalRank: 3}, "t.xml: local rank 3 is not in the topology (ranks [5])"},
 		{"graph dump", `<graphs version="1"></graphs>`, Options{}, "t.xml:1: <graphs> is not a topology"},
 	}
 	for _, c := range cases {
@@ -71,6 +71,14 @@ func TestErrors(t *testing.T) {
 				t.Errorf("error does not wrap ErrTopology: %v", err)
 			}
 		})
+	}
+}
+
+// TestRankZeroDefault: a node file whose ranks start at 8 loads with the zero Options.
+func TestRankZeroDefault(t *testing.T) {
+	s, err := build(t, cpuOpen+gpuPCI("0000:01:00.0", 8, "")+gpuPCI("0000:02:00.0", 9, "")+`</cpu></system>`, Options{NRanks: 16})
+	if err != nil || len(s.GPUs()) != 2 || !s.Inter {
+		t.Fatalf("%v", err)
 	}
 }
 

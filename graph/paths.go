@@ -509,6 +509,11 @@ func (s *System) trim() error {
 			my = domains[g]
 		}
 	}
+	if my < 0 && s.Options.LocalRank == 0 && len(gpus) > 0 {
+		// The zero value asks for "rank 0"; a node file of a later node (ranks 8..15) has none,
+		// so the view is that of its first GPU.
+		my = domains[0]
+	}
 	if my < 0 {
 		ranks := make([]int, len(gpus))
 		for i, g := range gpus {

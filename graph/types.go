@@ -273,7 +273,8 @@ type Options struct {
 	// NetGDRDisable forces GDR off for every GPU/NET pair (as if every gdr attribute were 0).
 	NetGDRDisable bool
 	// LocalRank is the rank whose view is built: GPUs outside its P2P domain are trimmed
-	// (ncclTopoTrimSystem, §3.3).
+	// (ncclTopoTrimSystem, §3.3). When it is 0 and no GPU has rank 0, the first GPU's view is
+	// built; another rank that is not in the topology is an error.
 	LocalRank int
 	// NoTrim keeps every GPU (no domain trimming) and every NET.
 	NoTrim bool
