@@ -161,7 +161,7 @@ func (b *builder) build(root *etree.Element) error {
 			}
 		}
 	}
-	if err := b.walkLinks(root, "", 0); err != nil {
+	if err := b.walkLinks(root); err != nil {
 		return err
 	}
 	b.flattenBcmSwitches()
@@ -717,11 +717,10 @@ func (b *builder) addNIC(e *etree.Element, nic *Node, sid int) error {
 
 // --- NVLink, C2C, pcilink ---------------------------------------------------------------------
 
-// walkLinks visits the tree once for the NVLink, C2C and pcilink passes (ncclTopoAddNvLinks,
-// ncclTopoAddC2c, ncclTopoAddPciLinks). NCCL runs three passes; links of different kinds do not
-// interact in ordering except through bandwidth sort, so running them in sequence per pass
-// keeps NCCL's order: all NVLinks first, then C2C, then pcilinks.
-func (b *builder) walkLinks(root *etree.Element, _ string, _ int) error {
+// walkLinks runs NCCL's three passes over the tree in its order: all NVLinks
+// (ncclTopoAddNvLinks), then C2C links (ncclTopoAddC2c), then pcilinks (ncclTopoAddPciLinks).
+// The order matters: links of equal bandwidth keep their insertion order.
+func (b *builder) walkLinks(root *etree.Element) error {
 	for _, pass := range []string{"nvlink", "c2c", "pcilink"} {
 		if err := b.linkPass(root, pass, "", 0); err != nil {
 			return err

@@ -54,7 +54,7 @@ func (s *System) printRec(out []string, n, prev *Node, prefix string, seen map[*
 	seen[n] = true
 	pad := strings.Repeat(" ", len(prefix))
 	for _, l := range n.Links {
-		head := fmt.Sprintf("%s+ %s[%2.1f] - ", pad, linkTypeName(l.Type), l.BW)
+		head := fmt.Sprintf("%s+ %s[%2.1f] - ", pad, l.Type, l.BW)
 		r := l.Remote
 		switch {
 		case l.Type == LinkLOC:
@@ -74,9 +74,6 @@ func (s *System) printRec(out []string, n, prev *Node, prefix string, seen map[*
 	}
 	return out
 }
-
-// linkTypeName is NCCL's topoLinkTypeStr.
-func linkTypeName(t LinkType) string { return t.String() }
 
 // nccl's printNodePaths builds each line in a 1024-byte buffer; longer lines are cut.
 const ncclLineSize = 1024
