@@ -25,6 +25,7 @@ type golden struct {
 	release string // NCCL release that wrote the dump
 	nodes   int    // nodes of the communicator NCCL ran (NETs take part when > 1)
 	nranks  int    // ranks of the communicator
+	rank    int    // the rank whose view the topology is
 	graphO  graph.Options
 	nvls    bool // whether NVLS was enabled in the run
 	params  string
@@ -65,6 +66,13 @@ var goldens = []golden{
 		release: "2.28.9", nodes: 1, nranks: 2, graphO: graph.Options{P2PDisable: true}},
 	{name: "h200x2-crossnic0-fakehosts", topo: "../search/testdata/h200x2/crossnic0_fakehosts_topo.xml",
 		dump: "../search/testdata/h200x2/crossnic0_fakehosts_graph.xml", release: "2.28.9", nodes: 2, nranks: 2, crossNic: new(int)},
+	// Two NICs (socket plugin on eth0 and lo), two fake hosts (search/testdata/h200x2/README.md).
+	{name: "h200x2-twonets", topo: "../search/testdata/h200x2/twonets_topo.xml", dump: "../search/testdata/h200x2/twonets_graph.xml",
+		release: "2.28.9", nodes: 2, nranks: 2},
+	{name: "h200x2-twonets-crossnic1", topo: "../search/testdata/h200x2/twonets_crossnic1_topo.xml",
+		dump: "../search/testdata/h200x2/twonets_crossnic1_graph.xml", release: "2.28.9", nodes: 2, nranks: 2, crossNic: intp(1)},
+	{name: "h200x2-twonets-crossnic0", topo: "../search/testdata/h200x2/twonets_crossnic0_topo.xml",
+		dump: "../search/testdata/h200x2/twonets_crossnic0_graph.xml", release: "2.28.9", nodes: 2, nranks: 2, crossNic: intp(0)},
 	{name: "dgx1-v100", topo: "topos/dgx1-v100-8gpu-hybrid-cube-mesh.xml", dump: "topos/dgx1-v100-8gpu-hybrid-cube-mesh-graph.xml",
 		release: "2.7.8", nodes: 1, nranks: 8, changes: []change{
 			{0, "2.7.8 counted a V100 NVLink as 22 GB/s (SM70_NVLINK_WIDTH 22.0 in its topo.h), 2.28 as 20 (fact sheet §2.3): " +
@@ -97,6 +105,8 @@ var goldens = []golden{
 		}},
 }
 
+func intp(v int) *int { return &v }
+
 func readTopo(t *testing.T, c golden) *Topology {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "testdata", c.topo))
@@ -115,7 +125,7 @@ func readTopo(t *testing.T, c golden) *Topology {
 		t.Fatalf("%s: %v", c.name, err)
 	}
 	o := c.graphO
-	o.LocalRank = 0
+	o.LocalRank = c.rank
 	o.NRanks = c.nranks
 	sys, err := graph.FromXML(doc, o)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,7 +15,7 @@ import (
 
 // NCCL's INFO logs print every graph it searched (ncclTopoPrintGraph): "Pattern …" then one
 // line per channel. These tests compare our printout of the same graphs, line for line, with the
-// lines rank 0 printed, for the logs whose NCCL (2.27.7+) prints GPUs as systemId-busid.
+// lines the rank printed (rank 0 unless said), for the logs whose NCCL (2.27.7+) prints GPUs as systemId-busid.
 var logGoldens = []struct {
 	golden
 	log string
@@ -32,6 +33,18 @@ var logGoldens = []struct {
 		graphO: graph.Options{P2PDisable: true}}, "../search/testdata/h200x2/p2pdisable.930.log"},
 	{golden{name: "h200x2-crossnic0-fakehosts", topo: "../search/testdata/h200x2/crossnic0_fakehosts_topo.xml", nodes: 2, nranks: 2},
 		"../search/testdata/h200x2/crossnic0_fakehosts.988.log"},
+	{golden{name: "h200x2-twonets", topo: "../search/testdata/h200x2/twonets_topo.xml", nodes: 2, nranks: 2},
+		"../search/testdata/h200x2/twonets.1174.log"},
+	{golden{name: "h200x2-twonets-rank1", topo: "../search/testdata/h200x2/twonets_rank1_topo.xml", nodes: 2, nranks: 2, rank: 1},
+		"../search/testdata/h200x2/twonets.1175.log"},
+	{golden{name: "h200x2-twonets-crossnic1", topo: "../search/testdata/h200x2/twonets_crossnic1_topo.xml", nodes: 2, nranks: 2, crossNic: intp(1)},
+		"../search/testdata/h200x2/twonets_crossnic1.1238.log"},
+	{golden{name: "h200x2-twonets-crossnic1-rank1", topo: "../search/testdata/h200x2/twonets_crossnic1_rank1_topo.xml", nodes: 2, nranks: 2, rank: 1, crossNic: intp(1)},
+		"../search/testdata/h200x2/twonets_crossnic1.1239.log"},
+	{golden{name: "h200x2-twonets-crossnic0", topo: "../search/testdata/h200x2/twonets_crossnic0_topo.xml", nodes: 2, nranks: 2, crossNic: intp(0)},
+		"../search/testdata/h200x2/twonets_crossnic0.1302.log"},
+	{golden{name: "h200x2-twonets-crossnic0-rank1", topo: "../search/testdata/h200x2/twonets_crossnic0_rank1_topo.xml", nodes: 2, nranks: 2, rank: 1, crossNic: intp(0)},
+		"../search/testdata/h200x2/twonets_crossnic0.1303.log"},
 	// NCCL 2.27.7; the search rules it used are those of 2.28 for these graphs.
 	{golden{name: "a100pcie-nvlink-bridge", topo: "topos/a100pcie-2gpu-nvlink-bridge-dump-normal.xml", nodes: 1, nranks: 2},
 		"topos/a100pcie-2gpu-nvlink-bridge-dump-normal-nccl-info.log"},
@@ -40,13 +53,13 @@ var logGoldens = []struct {
 }
 
 var (
-	logRank0   = regexp.MustCompile(`\[0\] NCCL INFO (.*)$`)
+	logRankRe  = regexp.MustCompile(`\[(\d+)\] NCCL INFO (.*)$`)
 	logChannel = regexp.MustCompile(`^ ?\d+ : `)
 	logSystem  = regexp.MustCompile(`^=== System : `)
 )
 
-// rank0Graphs returns the System line and the graph lines (Pattern + channels) rank 0 printed.
-func rank0Graphs(t *testing.T, path string) []string {
+// rankGraphs returns the System line and the graph lines (Pattern + channels) a rank printed.
+func rankGraphs(t *testing.T, path string, rank int) []string {
 	t.Helper()
 	f, err := os.Open(filepath.Join("..", "testdata", path))
 	if err != nil {
@@ -58,11 +71,11 @@ func rank0Graphs(t *testing.T, path string) []string {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		m := logRank0.FindStringSubmatch(sc.Text())
-		if m == nil {
+		m := logRankRe.FindStringSubmatch(sc.Text())
+		if m == nil || m[1] != strconv.Itoa(rank) {
 			continue
 		}
-		line := m[1]
+		line := m[2]
 		switch {
 		case logSystem.MatchString(line) && len(out) == 0:
 			out = append(out, line)
@@ -81,13 +94,13 @@ func rank0Graphs(t *testing.T, path string) []string {
 func TestGoldenLogs(t *testing.T) {
 	for _, c := range logGoldens {
 		t.Run(c.name, func(t *testing.T) {
-			want := rank0Graphs(t, c.log)
+			want := rankGraphs(t, c.log, c.rank)
 			if len(want) < 3 {
 				t.Fatalf("%s: only %d graph lines found", c.log, len(want))
 			}
 			top := readTopo(t, c.golden)
 			off := false
-			res, err := ComputeAll(top, AllOptions{Nodes: c.nodes, NVLS: &off})
+			res, err := ComputeAll(top, AllOptions{Nodes: c.nodes, NVLS: &off, Options: Options{CrossNic: c.crossNic}})
 			if err != nil {
 				t.Fatal(err)
 			}
