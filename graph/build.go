@@ -92,6 +92,8 @@ const (
 // cpuCodes are the numeric arch/vendor/model NCCL derives from the XML attributes.
 type cpuCodes struct{ arch, vendor, model int }
 
+func codesOf(n *Node) cpuCodes { return cpuCodes{n.CPU.ArchID, n.CPU.VendorID, n.CPU.ModelID} }
+
 // f32 rounds to float32, as NCCL keeps bandwidths in floats; printing "%.1f" of the same
 // numbers then gives the same digits.
 func f32(x float64) float64 { return float64(float32(x)) }
@@ -100,7 +102,6 @@ func f32(x float64) float64 { return float64(float32(x)) }
 type builder struct {
 	doc   *xml.Document
 	sys   *System
-	codes map[*Node]cpuCodes
 	elem  map[*Node]*etree.Element
 	max   int
 	ranks map[int]*etree.Element
@@ -125,7 +126,6 @@ func FromXML(doc *xml.Document, opt Options) (*System, error) {
 	b := &builder{
 		doc:   doc,
 		sys:   &System{Version: opt.Version, Options: opt, Name: doc.Name},
-		codes: map[*Node]cpuCodes{},
 		elem:  map[*Node]*etree.Element{},
 		max:   opt.Version.MaxNodes(),
 		ranks: map[int]*etree.Element{},
@@ -140,7 +140,7 @@ func FromXML(doc *xml.Document, opt Options) (*System, error) {
 	if opt.Strict && len(s.Warnings) > 0 {
 		return nil, &topoError{errors.New(s.Warnings[0])}
 	}
-	if err := s.computeAll(b.codes); err != nil {
+	if err := s.computeAll(); err != nil {
 		var xe *xml.Error
 		if !errors.As(err, &xe) {
 			err = fmt.Errorf("%s: %w", doc.Name, err)
@@ -424,7 +424,7 @@ func (b *builder) addCPU(e *etree.Element) error {
 			}
 		}
 	}
-	b.codes[cpu] = c
+	cpu.CPU.ArchID, cpu.CPU.VendorID, cpu.CPU.ModelID = c.arch, c.vendor, c.model
 
 	for _, ch := range e.ChildElements() {
 		switch ch.Tag {
@@ -1025,7 +1025,7 @@ func (b *builder) connectCPUs() {
 			if c1 == c2 || c1.SystemID() != c2.SystemID() {
 				continue
 			}
-			_ = connect(c1, c2, LinkSYS, interCPUBw(b.codes[c1]))
+			_ = connect(c1, c2, LinkSYS, interCPUBw(codesOf(c1)))
 		}
 	}
 }

@@ -11,8 +11,7 @@ import (
 // computeAll runs what NCCL runs after building the graph (init.cc): paths, trimming of GPUs
 // outside the local rank's domain and of NETs when every rank is local, paths again, then
 // maxBw/totalBw (§3.2–3.3, §4.2).
-func (s *System) computeAll(codes map[*Node]cpuCodes) error {
-	s.cpuCodes = codes
+func (s *System) computeAll() error {
 	s.nRanks = s.Options.NRanks
 	if s.nRanks <= 0 {
 		s.nRanks = len(s.Nodes[GPU])
@@ -332,7 +331,7 @@ func (s *System) p2pLevel() PathType {
 	}
 	level := PathPXB
 	if len(s.Nodes[CPU]) > 0 {
-		c := s.cpuCodes[s.Nodes[CPU][0]]
+		c := codesOf(s.Nodes[CPU][0])
 		if c.arch == archX86 && c.vendor == vendorAMD && len(s.Nodes[GPU]) <= 2 {
 			level = PathSYS
 		}

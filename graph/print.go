@@ -35,8 +35,7 @@ func (s *System) nodeHead(n *Node) string {
 	case GPU:
 		return fmt.Sprintf("%s (%d)", n.label(), n.GPU.Rank)
 	case CPU:
-		c := s.cpuCodes[n]
-		return fmt.Sprintf("%s (%d/%d/%d)", n.label(), c.arch, c.vendor, c.model)
+		return fmt.Sprintf("%s (%d/%d/%d)", n.label(), n.CPU.ArchID, n.CPU.VendorID, n.CPU.ModelID)
 	case PCI:
 		return fmt.Sprintf("%s (%x)", n.label(), n.PCI.Device)
 	}

@@ -159,6 +159,10 @@ type CPUInfo struct {
 	Model    int    // modelid (decimal)
 	Affinity string // cpuset string, informational
 	NumaID   int    // numaid (-1 unknown)
+	// ArchID, VendorID and ModelID are NCCL's codes (topo.h; 0 = unknown), as printed in
+	// "CPU/0-0 (arch/vendor/model)": arch x86 1, POWER 2, ARM 3; vendor Intel 1, AMD 2,
+	// Zhaoxin 3; model Intel BDW 1, SKL 2, SRP 3, ERP 4, Zhaoxin Yongfeng 1.
+	ArchID, VendorID, ModelID int
 }
 
 // PCIInfo is what NCCL keeps for a PCI switch node.
@@ -312,8 +316,7 @@ type System struct {
 	// ("file:line: ...").
 	Warnings []string
 
-	cpuCodes map[*Node]cpuCodes
-	nRanks   int
+	nRanks int
 }
 
 // Path returns the stored path from one node to another, or nil when NCCL stores none
