@@ -174,9 +174,9 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 				return fmt.Errorf("%s %d bytes: %w", simnet.TestName(f), size, err)
 			}
 			rows = append(rows, row)
-			if row.Mode != "" && row.Mode != "schedule" {
-				n := fmt.Sprintf("%s %d bytes simulated as %s (schedule too large to materialise; see docs/cluster.md)", row.Coll, size, row.Mode)
-				notes = append(notes, n)
+			if row.Mode != "" && row.Mode != "schedule" && !noteSeen[row.Coll+" "+row.Mode] {
+				noteSeen[row.Coll+" "+row.Mode] = true
+				notes = append(notes, fmt.Sprintf("%s from %d bytes: simulated by the compact executor, mode %s (see docs/cluster.md; --json gives the mode per row)", row.Coll, row.Bytes, row.Mode))
 			}
 			if record && len(res.Ops) > 0 {
 				recorded += len(res.Ops)
