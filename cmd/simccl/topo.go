@@ -94,7 +94,16 @@ func runTopo(args []string, stdout, stderr io.Writer) error {
 	}
 	s := c.Node
 	if *asJSON {
-		out, err := json.MarshalIndent(s, "", "  ")
+		raw, err := json.Marshal(s)
+		if err != nil {
+			return err
+		}
+		var obj map[string]any
+		if err := json.Unmarshal(raw, &obj); err != nil {
+			return err
+		}
+		obj["nodes"], obj["ppn"], obj["nranks"], obj["rank"] = c.Nodes, c.PPN, c.NRanks, *rank
+		out, err := json.MarshalIndent(obj, "", "  ")
 		if err != nil {
 			return err
 		}

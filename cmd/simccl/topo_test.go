@@ -36,8 +36,10 @@ func TestTopoJSON(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	var v struct {
-		MaxBw float64 `json:"maxBw"`
-		GPUs  []struct {
+		Nodes  int     `json:"nodes"`
+		NRanks int     `json:"nranks"`
+		MaxBw  float64 `json:"maxBw"`
+		GPUs   []struct {
 			Name string `json:"name"`
 		} `json:"gpus"`
 		NICs  []json.RawMessage `json:"nics"`
@@ -51,7 +53,7 @@ func TestTopoJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		t.Fatal(err)
 	}
-	if len(v.GPUs) != 8 || len(v.NICs) != 8 || len(v.Links) == 0 || v.MaxBw != 48 {
+	if v.Nodes != 2 || v.NRanks != 16 || len(v.GPUs) != 8 || len(v.NICs) != 8 || len(v.Links) == 0 || v.MaxBw != 48 {
 		t.Fatalf("gpus %d nics %d links %d maxBw %v", len(v.GPUs), len(v.NICs), len(v.Links), v.MaxBw)
 	}
 	found := false
