@@ -2,6 +2,7 @@ package simnet
 
 import (
 	"fmt"
+	"image/color"
 	"io"
 	"math"
 	"sort"
@@ -9,6 +10,7 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 )
@@ -109,3 +111,5 @@ func WritePlot(w io.Writer, title string, series []Series, format string) error 
 	_, err = wt.WriteTo(w)
 	return err
 }
+
+func plotutilColor(i int) color.Color { return plotutil.Color(i) }

@@ -1,9 +1,0 @@
-package simnet
-
-import (
-	"image/color"
-
-	"gonum.org/v1/plot/plotutil"
-)
-
-func plotutilColor(i int) color.Color { return plotutil.Color(i) }
