@@ -285,14 +285,23 @@ func (s *System) addInterStep(mid, src, dst *Node) {
 	p.BW = min(a.BW, b.BW)
 }
 
-// localCPU is the CPU closest to a GPU in hops (ncclGetLocalCpu), or nil.
+// localCPU is the CPU closest to a GPU (ncclGetLocalCpu), or nil: ≤2.29 the CPU with the fewest
+// hops; 2.30.7 the fewest hops among the CPUs of best bandwidth (then type) from the GPU.
 func (s *System) localCPU(g *Node) *Node {
+	cands := make([]int, 0, len(s.Nodes[CPU]))
+	if s.Version.AtLeast(V2_30) {
+		cands = s.local(g, CPU)
+	} else {
+		for i := range s.Nodes[CPU] {
+			cands = append(cands, i)
+		}
+	}
 	var best *Node
 	min := 0
-	for i, c := range s.Nodes[CPU] {
+	for _, i := range cands {
 		h := len(g.path(CPU, i).Links)
 		if h > 0 && (min == 0 || h < min) {
-			best, min = c, h
+			best, min = s.Nodes[CPU][i], h
 		}
 	}
 	return best
