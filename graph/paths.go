@@ -399,8 +399,8 @@ func (s *System) checkGDR(g, n *Node, read bool) bool {
 			d = p.path(NET, n.Index).Type
 		}
 	}
-	if !s.Version.AtLeast(V2_30) && s.Options.NetGDRLevel == "" && d == PathP2C {
-		d = PathC2C
+	if !s.Version.AtLeast(V2_30) && d == PathP2C {
+		d = PathC2C // 2.27–2.29: a P2C distance counts as C2C against the level (§3.5)
 	}
 	return d <= s.gdrLevel()
 }
