@@ -53,7 +53,7 @@ type Config struct {
 	Timeout time.Duration
 	// BootstrapTimeout bounds initialisation (default realnet.DefaultBootstrapTimeout).
 	BootstrapTimeout time.Duration
-	// NChannels: channels each collective is split over (default 2).
+	// NChannels: the most channels a collective is split over (default 4; fewer for small sizes).
 	NChannels int
 	// Algo for AllReduce: "ring" (default) or "tree"; other collectives always run Ring.
 	Algo string
@@ -85,7 +85,7 @@ func (c *Config) withDefaults() Config {
 		o.Timeout = DefaultTimeout
 	}
 	if o.NChannels <= 0 {
-		o.NChannels = 2
+		o.NChannels = 4
 	}
 	if o.Algo == "" {
 		o.Algo = "ring"

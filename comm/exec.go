@@ -295,12 +295,12 @@ func (c *Comm) schedule(colls []*call) (*coll.Schedule, error) {
 	plans := make([]coll.Plan, len(colls))
 	for i, k := range colls {
 		// Fewer channels for small operations (as NCCL's tuning lowers nChannels for small sizes,
-		// §5.6): each channel is a goroutine with its own steps, worth it from ~128 KiB per channel.
+		// §5.6): each channel is a goroutine with its own steps, worth it from ~64 KiB per channel.
 		bytes := k.count * int64(k.dt.Size())
 		if k.f == tuning.AllGather || k.f == tuning.ReduceScatter {
 			bytes *= int64(c.n)
 		}
-		nch := int(min(int64(c.cfg.NChannels), max(1, bytes/(128<<10))))
+		nch := int(min(int64(c.cfg.NChannels), max(1, bytes/(64<<10))))
 		plans[i] = coll.Plan{Func: k.f, Count: k.count, DataType: k.dt, Op: k.op, Root: k.root, NRanks: c.n,
 			Algo: c.algo(k.f), Proto: tuning.Simple, NChannels: nch}
 		plans[i].BuffSize[tuning.Simple] = int64(realnet.Steps * c.cfg.SlotBytes)
@@ -624,10 +624,10 @@ func (c *Comm) runStep(s *coll.Schedule, st *coll.Step, bufs []opBufs, calls []*
 		}
 		out = dst
 	} else if prim.Reduces() {
-		if !sameStart(out, src) {
-			copy(out, src)
-		}
-		for _, x := range st.Recv {
+		// The first message is combined with Src straight into out (one pass); any further ones
+		// (a tree node's other children) are folded into out.
+		fused := !sameStart(out, src)
+		for xi, x := range st.Recv {
 			key, err := c.keyOf(s, x.Conn)
 			if err != nil {
 				return err
@@ -641,7 +641,11 @@ func (c *Comm) runStep(s *coll.Schedule, st *coll.Step, bufs []opBufs, calls []*
 			cn.recvMu.Lock()
 			sc.rx, err = realnet.RecvFunc(cn.c, int(n), time.Now().Add(c.cfg.Timeout), sc.rx, func(piece []byte) {
 				if rerr == nil {
-					rerr = Reduce(k.dt, k.op, out[off:off+len(piece)], piece)
+					if fused && xi == 0 {
+						rerr = ReduceInto(k.dt, k.op, out[off:off+len(piece)], src[off:off+len(piece)], piece)
+					} else {
+						rerr = Reduce(k.dt, k.op, out[off:off+len(piece)], piece)
+					}
 				}
 				off += len(piece)
 			})
@@ -652,6 +656,9 @@ func (c *Comm) runStep(s *coll.Schedule, st *coll.Step, bufs []opBufs, calls []*
 			if rerr != nil {
 				return rerr
 			}
+		}
+		if len(st.Recv) == 0 && fused {
+			copy(out, src)
 		}
 	} else if prim.Receives() {
 		if len(st.Recv) != 1 {

@@ -30,6 +30,35 @@ func view[T any](b []byte) []T {
 	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(z)))
 }
 
+// reduce3Num writes d = a op b.
+func reduce3Num[T number](op coll.RedOp, d, a, b []T) {
+	a, b = a[:len(d)], b[:len(d)]
+	switch op {
+	case coll.Sum, coll.Avg, coll.PreMulSum:
+		for i := range d {
+			d[i] = a[i] + b[i]
+		}
+	case coll.Prod:
+		for i := range d {
+			d[i] = a[i] * b[i]
+		}
+	case coll.Max:
+		for i := range d {
+			d[i] = a[i]
+			if b[i] > a[i] {
+				d[i] = b[i]
+			}
+		}
+	case coll.Min:
+		for i := range d {
+			d[i] = a[i]
+			if b[i] < a[i] {
+				d[i] = b[i]
+			}
+		}
+	}
+}
+
 func reduceNum[T number](op coll.RedOp, d, s []T) {
 	s = s[:len(d)]
 	switch op {
@@ -97,6 +126,36 @@ func isFloat(t coll.DataType) bool {
 		return true
 	}
 	return false
+}
+
+// ReduceInto writes dst = a op b (one pass instead of a copy and a fold); the native numeric types
+// only, others fall back to copy + Reduce.
+func ReduceInto(t coll.DataType, op coll.RedOp, dst, a, b []byte) error {
+	if len(a) < len(dst) || len(b) < len(dst) {
+		return fmt.Errorf("comm: reduce: inputs of %d and %d bytes shorter than destination of %d", len(a), len(b), len(dst))
+	}
+	switch t {
+	case coll.Int8:
+		reduce3Num(op, view[int8](dst), view[int8](a), view[int8](b))
+	case coll.Uint8:
+		reduce3Num(op, view[uint8](dst), view[uint8](a), view[uint8](b))
+	case coll.Int32:
+		reduce3Num(op, view[int32](dst), view[int32](a), view[int32](b))
+	case coll.Uint32:
+		reduce3Num(op, view[uint32](dst), view[uint32](a), view[uint32](b))
+	case coll.Int64:
+		reduce3Num(op, view[int64](dst), view[int64](a), view[int64](b))
+	case coll.Uint64:
+		reduce3Num(op, view[uint64](dst), view[uint64](a), view[uint64](b))
+	case coll.Float32:
+		reduce3Num(op, view[float32](dst), view[float32](a), view[float32](b))
+	case coll.Float64:
+		reduce3Num(op, view[float64](dst), view[float64](a), view[float64](b))
+	default:
+		copy(dst, a)
+		return Reduce(t, op, dst, b)
+	}
+	return nil
 }
 
 // Reduce folds src into dst (dst = dst op src) for n = len(dst)/elt elements. Avg and PreMulSum

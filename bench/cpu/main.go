@@ -66,6 +66,7 @@ func run() error {
 	iters := flag.Int("iters", 20, "timed iterations per size")
 	out := flag.String("o", "bench/cpu/results.json", "JSON output file (\"\" = none)")
 	backends := flag.String("backends", "shm,tcp", "simccl transports to measure")
+	channels := flag.Int("channels", 0, "most channels per collective (0 = comm's default)")
 	flag.Parse()
 	lo, err := units.ParseSize(*b)
 	if err != nil {
@@ -90,7 +91,7 @@ func run() error {
 	}
 	for _, be := range strings.Split(*backends, ",") {
 		fmt.Fprintf(os.Stderr, "bench/cpu: simccl over %s, %d processes\n", be, *np)
-		res, err := spawn(*np, be, lo, hi, *iters)
+		res, err := spawn(*np, be, lo, hi, *iters, *channels)
 		if err != nil {
 			return fmt.Errorf("simccl over %s: %w", be, err)
 		}
@@ -166,7 +167,8 @@ func child(l perf.Launch) error {
 	}
 	var id comm.UniqueID
 	copy(id[:], b)
-	c, err := comm.InitRank(l.Size, id, l.Rank, &comm.Config{Transport: os.Getenv("BENCH_TRANSPORT")})
+	nch, _ := strconv.Atoi(os.Getenv("BENCH_CHANNELS"))
+	c, err := comm.InitRank(l.Size, id, l.Rank, &comm.Config{Transport: os.Getenv("BENCH_TRANSPORT"), NChannels: nch})
 	if err != nil {
 		return err
 	}
@@ -188,7 +190,7 @@ func child(l perf.Launch) error {
 	return nil
 }
 
-func spawn(np int, transport string, lo, hi int64, iters int) (*perf.Result, error) {
+func spawn(np int, transport string, lo, hi int64, iters, channels int) (*perf.Result, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -202,7 +204,7 @@ func spawn(np int, transport string, lo, hi int64, iters int) (*perf.Result, err
 	for r := range cmds {
 		cmd := exec.Command(self)
 		cmd.Env = append(os.Environ(), "RUNCCL_RANK="+strconv.Itoa(r), "RUNCCL_NRANKS="+strconv.Itoa(np), "RUNCCL_ID="+hex.EncodeToString(id[:]),
-			"BENCH_TRANSPORT="+transport, "BENCH_MIN="+strconv.FormatInt(lo, 10), "BENCH_MAX="+strconv.FormatInt(hi, 10), "BENCH_ITERS="+strconv.Itoa(iters))
+			"BENCH_TRANSPORT="+transport, "BENCH_MIN="+strconv.FormatInt(lo, 10), "BENCH_MAX="+strconv.FormatInt(hi, 10), "BENCH_ITERS="+strconv.Itoa(iters), "BENCH_CHANNELS="+strconv.Itoa(channels))
 		if r == 0 {
 			cmd.Stdout = &stdout
 		}

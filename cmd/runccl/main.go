@@ -61,7 +61,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	backend := fs.String("backend", "cpu", "execution backend: cpu")
 	procs := fs.Bool("procs", false, "one process per rank on this host (shared memory) instead of goroutines")
 	transport := fs.String("transport", "auto", "auto, inproc, shm or tcp")
-	channels := fs.Int("channels", 2, "channels per collective")
+	channels := fs.Int("channels", 4, "most channels per collective (fewer for small sizes)")
 	algo := fs.String("algo", "ring", "all-reduce algorithm: ring or tree")
 	timeout := fs.Duration("timeout", comm.DefaultTimeout, "fail a call that makes no progress for this long")
 	js := fs.Bool("json", false, "write JSON instead of the table")
