@@ -1,0 +1,38 @@
+// Our own minimal declarations of NCCL's C types (fact sheet §8.1, NCCL 2.28): a communicator is
+// an opaque pointer, the unique id 128 opaque bytes, enums are C ints at the ABI. No nccl.h needed.
+#ifndef SIMCCL_NCCLSHIM_H
+#define SIMCCL_NCCLSHIM_H
+#include <stddef.h>
+#include <stdlib.h>
+typedef int ncclResult_t;
+typedef void *ncclComm_t;
+typedef struct { char internal[128]; } ncclUniqueId;
+typedef void *cudaStream_t;
+typedef void *ncclConfigPtr; // ncclConfig_t *, passed through untouched
+
+// Indexes of the forwarded functions (forward.c).
+enum {
+	F_GetVersion, F_GetUniqueId, F_CommInitRank, F_CommInitRankConfig, F_CommInitAll, F_CommSplit,
+	F_CommFinalize, F_CommDestroy, F_CommAbort, F_CommGetAsyncError, F_CommCount, F_CommCuDevice,
+	F_CommUserRank, F_AllReduce, F_Broadcast, F_Reduce, F_AllGather, F_ReduceScatter, F_Send, F_Recv,
+	F_GroupStart, F_GroupEnd, F_GetErrorString, F_GetLastError, F_N
+};
+const char *simccl_load(const char *path);
+ncclResult_t r_GetVersion(int *v);
+ncclResult_t r_GetUniqueId(ncclUniqueId *id);
+ncclResult_t r_CommInitRank(ncclComm_t *c, int n, ncclUniqueId *id, int r);
+ncclResult_t r_CommInitRankConfig(ncclComm_t *c, int n, ncclUniqueId *id, int r, ncclConfigPtr cfg);
+ncclResult_t r_CommInitAll(ncclComm_t *c, int n, const int *dev);
+ncclResult_t r_CommSplit(ncclComm_t c, int color, int key, ncclComm_t *nc, ncclConfigPtr cfg);
+ncclResult_t r_Comm1(int f, ncclComm_t c);
+ncclResult_t r_CommInt(int f, ncclComm_t c, int *v);
+ncclResult_t r_AllReduce(const void *s, void *r, size_t n, int dt, int op, ncclComm_t c, cudaStream_t st);
+ncclResult_t r_Broadcast(const void *s, void *r, size_t n, int dt, int root, ncclComm_t c, cudaStream_t st);
+ncclResult_t r_Reduce(const void *s, void *r, size_t n, int dt, int op, int root, ncclComm_t c, cudaStream_t st);
+ncclResult_t r_AllGather(const void *s, void *r, size_t n, int dt, ncclComm_t c, cudaStream_t st);
+ncclResult_t r_ReduceScatter(const void *s, void *r, size_t n, int dt, int op, ncclComm_t c, cudaStream_t st);
+ncclResult_t r_P2P(int f, void *b, size_t n, int dt, int peer, ncclComm_t c, cudaStream_t st);
+ncclResult_t r_Group(int f);
+const char *r_GetErrorString(ncclResult_t e);
+const char *r_GetLastError(ncclComm_t c);
+#endif
