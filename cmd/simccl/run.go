@@ -151,6 +151,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 		notes = append(notes, n)
 	}
 	start := time.Now()
+	var failed []string
 	done := 0
 	recorded := 0
 	for _, f := range funcs {
@@ -168,10 +169,10 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 			}
 			row, res, err := m.Run(f, size, dt, op, simnet.RunOptions{Record: record})
 			if err != nil {
-				if showBar {
-					fmt.Fprintln(stderr)
-				}
-				return fmt.Errorf("%s %d bytes: %w", simnet.TestName(f), size, err)
+				// Keep going with the other sizes and collectives; the command fails at the end.
+				failed = append(failed, fmt.Sprintf("%s %d bytes: %v", simnet.TestName(f), size, err))
+				done++
+				continue
 			}
 			rows = append(rows, row)
 			if row.Mode != "" && row.Mode != "schedule" && !noteSeen[row.Coll+" "+row.Mode] {
@@ -223,6 +224,12 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 		}); err != nil {
 			return err
 		}
+	}
+	if len(failed) > 0 {
+		for _, f := range failed {
+			fmt.Fprintf(stderr, "simccl run: %s\n", f)
+		}
+		return fmt.Errorf("%d of %d simulations failed", len(failed), total)
 	}
 	return nil
 }
