@@ -136,6 +136,7 @@ type Comm struct {
 	scheds  map[string]*coll.Schedule
 	// connected: schedules whose connections are all open (guarded by schedMu)
 	connected map[*coll.Schedule]bool
+	scr       [coll.MaxChannels][4]scratch
 
 	asyncErr   atomic.Pointer[error]
 	queue      []*task // guarded by stateMu

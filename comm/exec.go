@@ -526,9 +526,9 @@ func (c *Comm) runProgram(s *coll.Schedule, p *coll.Program, bufs []opBufs, call
 		lanes[l] = append(lanes[l], i)
 	}
 	if len(order) <= 1 {
-		var sc scratch
+		sc := c.scratchFor(p.Channel, 0)
 		for i := range p.Steps {
-			if err := c.runStep(s, &p.Steps[i], bufs, calls, &sc); err != nil {
+			if err := c.runStep(s, &p.Steps[i], bufs, calls, sc); err != nil {
 				return err
 			}
 		}
@@ -546,7 +546,7 @@ func (c *Comm) runProgram(s *coll.Schedule, p *coll.Program, bufs []opBufs, call
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var sc scratch
+			sc := c.scratchFor(p.Channel, li)
 			for _, i := range lanes[l] {
 				for _, d := range p.Steps[i].Deps {
 					if d < 0 || d >= len(done) {
@@ -560,7 +560,7 @@ func (c *Comm) runProgram(s *coll.Schedule, p *coll.Program, bufs []opBufs, call
 						return
 					}
 				}
-				if err := c.runStep(s, &p.Steps[i], bufs, calls, &sc); err != nil {
+				if err := c.runStep(s, &p.Steps[i], bufs, calls, sc); err != nil {
 					errs[li] = err
 					once.Do(func() { close(abort) })
 					c.fail(err)
@@ -575,8 +575,16 @@ func (c *Comm) runProgram(s *coll.Schedule, p *coll.Program, bufs []opBufs, call
 }
 
 // scratch holds a step's private result (out) and a receive buffer for transports without
-// DirectReceiver (rx).
+// DirectReceiver (rx). Each (channel, lane) keeps its own across calls: only that channel's lane
+// goroutine of the communicator's executor touches it.
 type scratch struct{ out, rx []byte }
+
+func (c *Comm) scratchFor(channel, lane int) *scratch {
+	if channel < 0 || channel >= len(c.scr) || lane < 0 || lane >= len(c.scr[0]) {
+		return &scratch{}
+	}
+	return &c.scr[channel][lane]
+}
 
 // runStep executes one primitive (schedule.go rule 4).
 func (c *Comm) runStep(s *coll.Schedule, st *coll.Step, bufs []opBufs, calls []*call, sc *scratch) error {
