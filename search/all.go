@@ -86,6 +86,9 @@ func ComputeNodes(tops []*Topology, opts AllOptions) (*Result, error) {
 	var per [][]*Graph
 	res := &Result{NNodes: len(tops)}
 	ccMin := 0
+	// The search is deterministic, so nodes that share one *Topology (ComputeAll's N identical
+	// nodes) share one search: a 1,024-node cluster searches once, not 1,024 times.
+	searched := make(map[*Topology][]*Graph)
 	for i, top := range tops {
 		if top == nil {
 			return nil, errorf("node %d: no topology", i)
@@ -98,9 +101,13 @@ func ComputeNodes(tops []*Topology, opts AllOptions) (*Result, error) {
 		if len(tops) > 1 && top.NumNETs() == 0 {
 			return nil, errorf("%d nodes but node %d's topology has no NET to reach the others", len(tops), i)
 		}
-		gs, err := nodeGraphs(top, opts)
-		if err != nil {
-			return nil, fmt.Errorf("node %d: %w", i, err)
+		gs, ok := searched[top]
+		if !ok {
+			var err error
+			if gs, err = nodeGraphs(top, opts); err != nil {
+				return nil, fmt.Errorf("node %d: %w", i, err)
+			}
+			searched[top] = gs
 		}
 		per = append(per, gs)
 		res.NRanks += top.NumGPUs()
