@@ -1,0 +1,172 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/examples/topos"
+	"github.com/simccl/simccl/internal/units"
+	"github.com/simccl/simccl/report"
+	"github.com/simccl/simccl/simnet"
+	"github.com/simccl/simccl/tuning"
+)
+
+func init() {
+	register(&command{
+		name:  "report",
+		short: "write one self-contained HTML page: topology, tuner map, busbw, where time goes, memory",
+		run:   runReport,
+	})
+}
+
+func runReport(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("report", stderr)
+	topoFile := fs.String("topo", "", "NCCL topology XML (default: the embedded "+topos.DefaultName+"); an embedded name also works")
+	nodes := fs.Int("nodes", 1, "number of nodes (copies of the topology)")
+	fabricFile := fs.String("fabric", "", "fabric description (key = value file, see docs/cluster.md)")
+	fabSet := fs.StringArray("fabric-set", nil, "override one fabric key (key=value; repeatable)")
+	collName := fs.StringP("collective", "c", "allreduce", "collectives, comma-separated (allreduce,allgather,…) or all")
+	minB := fs.StringP("minbytes", "b", "8", "smallest size (nccl-tests size: the total buffer)")
+	maxB := fs.StringP("maxbytes", "e", "1G", "largest size")
+	factor := fs.Int64P("stepfactor", "f", 2, "size multiplication factor")
+	dtName := fs.StringP("datatype", "d", "float", "data type")
+	opName := fs.String("op", "sum", "reduction (sum, prod, max, min, avg)")
+	version := fs.String("nccl-version", "", "NCCL release whose rules apply (2.28 default, 2.30)")
+	measured := fs.String("measured", "", "measured timings: CSV (tag,coll,world,bytes,us,algbw,busbw), nccl-tests text output, or runccl --json")
+	measTag := fs.String("measured-tag", "default", "CSV rows of this tag (\"*\": every tag, one series each)")
+	measColl := fs.String("measured-coll", "", "collective of an nccl-tests text output (default: the first of -c)")
+	focusColl := fs.String("focus", "", "collective of the \"where time goes\" section (default: the first of -c)")
+	focusSize := fs.String("focus-size", "", "size of the \"where time goes\" section (default: the swept size nearest 1M)")
+	out := fs.StringP("output", "o", "", "HTML file to write (required; - for stdout)")
+	asJSON := fs.Bool("json", false, "print the report's data as JSON on stdout as well")
+	progress := fs.String("progress", "auto", "progress bar on stderr: auto (when a terminal), on, off")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if *out == "" {
+		return fmt.Errorf("%w: -o report.html (or --output FILE) is required", errUsage)
+	}
+	var funcs []tuning.Func
+	if strings.EqualFold(*collName, "all") {
+		funcs = allColls
+	} else {
+		for _, name := range strings.Split(*collName, ",") {
+			f, err := tuning.ParseFunc(strings.TrimSpace(name))
+			if err != nil {
+				return fmt.Errorf("%w: -c: %v", errUsage, err)
+			}
+			funcs = append(funcs, f)
+		}
+	}
+	lo, err := units.ParseSize(*minB)
+	if err != nil {
+		return fmt.Errorf("%w: -b: %v", errUsage, err)
+	}
+	hi, err := units.ParseSize(*maxB)
+	if err != nil {
+		return fmt.Errorf("%w: -e: %v", errUsage, err)
+	}
+	sizes, err := units.Sweep(lo, hi, *factor)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	dt, err := coll.ParseDataType(*dtName)
+	if err != nil {
+		return fmt.Errorf("%w: -d: %v", errUsage, err)
+	}
+	op, err := coll.ParseRedOp(*opName)
+	if err != nil {
+		return fmt.Errorf("%w: --op: %v", errUsage, err)
+	}
+	if *nodes < 1 {
+		return fmt.Errorf("%w: --nodes %d (want >= 1)", errUsage, *nodes)
+	}
+	fab := simnet.DefaultFabric()
+	if *fabricFile != "" {
+		f, err := os.Open(*fabricFile)
+		if err != nil {
+			return err
+		}
+		fab, err = simnet.ParseFabric(f, *fabricFile)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	for _, kv := range *fabSet {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("%w: --fabric-set %q: want key=value", errUsage, kv)
+		}
+		if err := fab.Set(strings.TrimSpace(k), strings.TrimSpace(v)); err != nil {
+			return fmt.Errorf("%w: --fabric-set: %v", errUsage, err)
+		}
+	}
+	if err := fab.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	opt := report.Options{Nodes: *nodes, Fabric: fab, Config: &tuning.Config{Version: *version}, Funcs: funcs, Sizes: sizes,
+		DataType: dt, Op: op, MeasuredTag: *measTag, FocusColl: *focusColl}
+	if *topoFile != "" {
+		if d, err := os.ReadFile(*topoFile); err == nil {
+			opt.TopoName, opt.TopoXML = *topoFile, d
+		} else if d, err2 := topos.Get(*topoFile); err2 == nil {
+			opt.TopoName, opt.TopoXML = *topoFile, d
+		} else {
+			return err
+		}
+	}
+	if *focusSize != "" {
+		if opt.FocusSize, err = units.ParseSize(*focusSize); err != nil {
+			return fmt.Errorf("%w: --focus-size: %v", errUsage, err)
+		}
+	}
+	if *measured != "" {
+		data, err := os.ReadFile(*measured)
+		if err != nil {
+			return err
+		}
+		mc := *measColl
+		if mc == "" {
+			mc = simnet.TestName(funcs[0])
+		}
+		if opt.Measured, err = report.ReadMeasured(data, *measured, mc); err != nil {
+			return err
+		}
+		opt.MeasuredName = *measured
+	}
+	if *progress == "on" || (*progress == "auto" && isTerminal(stderr)) {
+		start := time.Now()
+		opt.Progress = func(done, total int, what string) {
+			drawBar(stderr, done, total, what, time.Since(start))
+			if done == total {
+				fmt.Fprintln(stderr)
+			}
+		}
+	}
+	r, err := report.Build(opt)
+	if err != nil {
+		return err
+	}
+	if *out == "-" {
+		if err := r.WriteHTML(stdout); err != nil {
+			return err
+		}
+	} else if err := writeFile(*out, r.WriteHTML); err != nil {
+		return err
+	}
+	if *asJSON {
+		return r.WriteJSON(stdout)
+	}
+	if *out != "-" {
+		fmt.Fprintf(stdout, "simccl report: wrote %s (%s)\n", *out, r.Title)
+	}
+	return nil
+}

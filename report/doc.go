@@ -1,0 +1,19 @@
+// Package report builds `simccl report`: one self-contained HTML page (no network: styles and
+// script inline, every graphic an SVG drawn here) that explains a machine's simulation:
+//
+//  1. the node topology from the graph (CPUs, PCIe switches, GPUs, NVSwitch, NICs), links coloured
+//     by type and labelled with bandwidth, hovering a GPU lists its paths; for clusters a summary of
+//     the fabric (rails, leaves, spines);
+//  2. the tuner map: per collective, the algorithm/protocol/channels chosen against size, with the
+//     predicted time of every candidate on hover;
+//  3. busbw against size, simulated and (optionally) measured, with the error per size;
+//  4. where time goes for one collective and size: per-link utilisation over time, the busiest
+//     links, a timeline of P2P ops per rank and channel (and the full trace for Perfetto);
+//  5. transport buffer memory per rank, lazy (NCCL_RUNTIME_CONNECT=1) against eager.
+//
+// Building (Build) and rendering (Report.WriteHTML) are separate, so that tests check the data and
+// the generated SVG without a browser:
+//
+//	r, err := report.Build(report.Options{Funcs: []tuning.Func{tuning.AllReduce}, Sizes: sizes})
+//	err = r.WriteHTML(f)
+package report

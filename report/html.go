@@ -1,0 +1,233 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/simccl/simccl/internal/units"
+)
+
+// WriteJSON writes the report's data (everything but the layout and the embedded trace).
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", " ")
+	return enc.Encode(r)
+}
+
+// WriteHTML writes the page: one file, no external resource.
+func (r *Report) WriteHTML(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n")
+	fmt.Fprintf(&b, "<title>%s</title>\n<style>%s</style>\n<script>%s</script>\n</head><body>\n", esc(r.Title), css, errorHook)
+	fmt.Fprintf(&b, "<h1>%s</h1>\n", esc(r.Title))
+	ms := r.Machine
+	fmt.Fprintf(&b, `<p class="sum">%d rank(s) (%d node(s) × %d GPUs), %d channels, NCCL %s rules. Hover any element for details.</p>`+"\n",
+		ms.Ranks, ms.Nodes, ms.GPUsNode, ms.NChannels, esc(ms.Release))
+	b.WriteString(`<nav><a href="#s-topo">1 Topology</a> <a href="#s-tuner">2 Tuner map</a> <a href="#s-busbw">3 busbw</a> <a href="#s-time">4 Where time goes</a> <a href="#s-mem">5 Memory</a></nav>` + "\n")
+	if len(r.Notes) > 0 {
+		b.WriteString(`<ul class="notes">`)
+		for _, n := range r.Notes {
+			fmt.Fprintf(&b, "<li>%s</li>", esc(n))
+		}
+		b.WriteString("</ul>\n")
+	}
+
+	// 1. Topology.
+	b.WriteString(`<section id="s-topo"><h2>1. Topology</h2>` + "\n")
+	fmt.Fprintf(&b, `<p>One node as the graph sees it: %d nodes, %d links. Hover a GPU for its paths to the other GPUs.</p>`+"\n", len(r.Topology.Nodes), len(r.Topology.Links))
+	legend(&b, [][2]string{{"NVLink", linkColour("NVL")}, {"PCIe", linkColour("PCI")}, {"SYS (inter-CPU)", linkColour("SYS")}, {"NET", linkColour("NET")}, {"C2C", linkColour("C2C")}, {"LOC", linkColour("LOC")}})
+	b.WriteString(`<div class="scroll">`)
+	topologySVG(&b, &r.Topology)
+	b.WriteString("</div>\n")
+	if f := r.Fabric; f != nil {
+		fmt.Fprintf(&b, `<h3>Fabric</h3><table class="kv"><tr><th>topology</th><td>%s, %d tiers, routing %s</td></tr><tr><th>nodes</th><td>%d × %d NICs at %s GB/s</td></tr><tr><th>rails</th><td>%d</td></tr><tr><th>leaves</th><td>%d (%d hosts per leaf)</td></tr><tr><th>spine / aggregation ports</th><td>%d</td></tr><tr><th>core ports</th><td>%d</td></tr><tr><th>links</th><td>%d NIC→leaf, %d switch uplinks (oversubscription %g)</td></tr></table>`+"\n",
+			esc(f.Topology), f.Tiers, esc(f.Routing), f.Nodes, f.NICsPerNode, bw(f.NICGBps), f.Rails, f.Leaves, f.HostsPerLeaf, f.Upper, f.Cores, f.NICLinks, f.UpLinks, f.Oversub)
+		fabricSVG(&b, f)
+	}
+	b.WriteString("</section>\n")
+
+	// 2. Tuner map.
+	b.WriteString(`<section id="s-tuner"><h2>2. Tuner map</h2><p>Per collective and size: the algorithm/protocol simulated (colour) and the channel count (number). Hover a cell for the predicted time of every candidate.</p>` + "\n")
+	seen := map[string]bool{}
+	var items [][2]string
+	for _, t := range r.Tuner {
+		for _, p := range t.Points {
+			k := p.SimAlgo + "/" + p.SimProto
+			if !seen[k] {
+				seen[k] = true
+				items = append(items, [2]string{k, choiceColour(p.SimAlgo, p.SimProto)})
+			}
+		}
+	}
+	legend(&b, items)
+	b.WriteString(`<div class="scroll">`)
+	tunerSVG(&b, r.Tuner)
+	b.WriteString("</div></section>\n")
+
+	// 3. busbw.
+	b.WriteString(`<section id="s-busbw"><h2>3. Bus bandwidth against size</h2>` + "\n")
+	if r.Measured != "" {
+		fmt.Fprintf(&b, "<p>Measured: %s (dashed).</p>\n", esc(r.Measured))
+	}
+	busbwSVG(&b, r.BusBW)
+	if len(r.Compare) > 0 {
+		b.WriteString(`<table id="compare"><thead><tr><th>coll</th><th>size</th><th>measured µs</th><th>simulated µs</th><th>measured busbw</th><th>simulated busbw</th><th>error</th><th>simulated as</th></tr></thead><tbody>` + "\n")
+		for _, c := range r.Compare {
+			cls := ""
+			if c.ErrPct > 25 || c.ErrPct < -25 {
+				cls = ` class="bad"`
+			}
+			fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%.2f</td><td>%.2f</td><td>%.2f</td><td>%.2f</td><td%s>%+.1f%%</td><td>%s</td></tr>\n",
+				esc(c.Coll), units.FormatSize(c.Bytes), c.MeasUs, c.SimUs, c.MeasBus, c.SimBus, cls, c.ErrPct, esc(c.Sim))
+		}
+		b.WriteString("</tbody></table>\n")
+	}
+	b.WriteString("</section>\n")
+
+	// 4. Where time goes.
+	b.WriteString(`<section id="s-time"><h2>4. Where time goes</h2>` + "\n")
+	if f := r.Focus; f != nil {
+		fmt.Fprintf(&b, `<p>%s of %s as %s: %.2f µs, %d messages, %d of %d links carry bytes. Utilisation per link over time (the %d busiest; right: mean over the run).</p>`+"\n",
+			esc(f.Coll), units.FormatSize(f.Size), esc(f.Plan), f.TimeUs, f.Messages, f.Used, f.LinkCount, len(f.Links))
+		b.WriteString(`<div class="scroll">`)
+		heatSVG(&b, f)
+		b.WriteString("</div>\n")
+		b.WriteString(`<table id="busiest"><thead><tr><th>link</th><th>GB/s</th><th>bytes</th><th>busy µs</th><th>utilisation</th></tr></thead><tbody>`)
+		for i, l := range f.Links {
+			if i == 10 {
+				break
+			}
+			fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%.2f</td><td>%.0f%%</td></tr>", esc(l.Name), bw(l.GBps), units.FormatSize(int64(l.Bytes)), l.BusyUs, 100*l.Util)
+		}
+		b.WriteString("</tbody></table>\n")
+		fmt.Fprintf(&b, `<h3>P2P ops per rank and channel</h3><p>%d ops drawn (ranks &lt; %d, channels &lt; %d, at most the first of the run); colour = peer. `, f.OpsShown, timelineRanks, timelineChans)
+		fmt.Fprintf(&b, `Full trace (%d of %d ops): <button id="perfetto" type="button">open in Perfetto</button> (opens ui.perfetto.dev and hands it the trace) or <a id="trace-dl" href="#" download="simccl-trace.json">download the trace JSON</a> to drop into Perfetto.</p>`+"\n", len(f.Trace), f.TraceTotal)
+		b.WriteString(`<div class="scroll">`)
+		timelineSVG(&b, f)
+		b.WriteString("</div>\n")
+	} else {
+		b.WriteString("<p>No focus run.</p>\n")
+	}
+	b.WriteString("</section>\n")
+
+	// 5. Memory.
+	m := &r.Memory
+	b.WriteString(`<section id="s-mem"><h2>5. Memory: transport buffers per rank</h2>` + "\n")
+	fmt.Fprintf(&b, `<p>Receive buffers per connection %s (LL + LL128 + Simple, NCCL defaults). Eager (NCCL_RUNTIME_CONNECT=0) connects %s at init; lazy (the default) only %s, what the swept collectives used.</p>`+"\n",
+		mib(m.ConnBytes), esc(strings.Join(m.Eager, ", ")), esc(orNone(m.Lazy)))
+	elo, emed, ehi := memStats(m.Ranks, func(x RankMem) int64 { return x.EagerBytes })
+	llo, lmed, lhi := memStats(m.Ranks, func(x RankMem) int64 { return x.LazyBytes })
+	fmt.Fprintf(&b, `<table id="memtable"><thead><tr><th></th><th>min</th><th>median</th><th>max</th></tr></thead><tbody><tr><th>eager</th><td>%s</td><td>%s</td><td>%s</td></tr><tr><th>lazy</th><td>%s</td><td>%s</td><td>%s</td></tr></tbody></table>`+"\n",
+		mib(elo), mib(emed), mib(ehi), mib(llo), mib(lmed), mib(lhi))
+	legend(&b, [][2]string{{"eager", "#adb5bd"}, {"lazy", "#2a9d8f"}})
+	b.WriteString(`<div class="scroll">`)
+	memorySVG(&b, m)
+	b.WriteString("</div>\n")
+	for _, n := range m.Notes {
+		fmt.Fprintf(&b, "<p class=\"note\">%s</p>\n", esc(n))
+	}
+	b.WriteString("</section>\n")
+
+	b.WriteString(`<div id="tip" role="tooltip"></div>` + "\n")
+	paths, err := json.Marshal(r.Topology.Paths)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(&b, "<script type=\"application/json\" id=\"paths-data\">%s</script>\n", paths)
+	var trace []byte
+	if r.Focus != nil {
+		if trace, err = json.Marshal(map[string]any{"label": r.Focus.Coll + " " + units.FormatSize(r.Focus.Size), "ops": r.Focus.Trace}); err != nil {
+			return err
+		}
+	} else {
+		trace = []byte("null")
+	}
+	fmt.Fprintf(&b, "<script type=\"application/json\" id=\"trace-data\">%s</script>\n", trace)
+	fmt.Fprintf(&b, "<script>%s</script>\n</body></html>\n", script)
+	_, err = io.WriteString(w, b.String())
+	return err
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+const css = `body{font:14px/1.4 system-ui,sans-serif;margin:20px 28px;color:#222;background:#fff}
+h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ddd;padding-bottom:3px;margin-top:28px}h3{font-size:15px}
+nav a{margin-right:14px}.notes{color:#7a4b00;font-size:13px}.scroll{overflow-x:auto;max-width:100%}
+svg text{font:11px system-ui,sans-serif;fill:#222}svg .bw{font-size:9px;fill:#555}svg .tick{font-size:10px;fill:#555}
+svg .node text{text-anchor:middle;font-size:10px;pointer-events:none}svg .node{cursor:default}svg .node.gpu{cursor:pointer}
+svg .node.gpu.sel rect{stroke:#000;stroke-width:2.5}svg .link.hl{stroke:#000 !important;stroke-opacity:1}
+svg .link{stroke-opacity:.75}svg .grid{stroke:#eee}svg .cell text{text-anchor:middle;font-size:10px;pointer-events:none}
+svg .cell:hover rect,svg .pt:hover{stroke:#000;stroke-width:1.5}
+table{border-collapse:collapse;margin:8px 0;font-size:13px}td,th{border:1px solid #ddd;padding:2px 8px;text-align:right}
+th{background:#f6f6f6}.kv th{text-align:left}td.bad{color:#b00020;font-weight:600}
+.legend span{margin-right:14px;font-size:12px;white-space:nowrap}.legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-2px}
+#tip{position:fixed;display:none;background:#fffffe;border:1px solid #888;padding:6px 8px;font:12px/1.35 ui-monospace,monospace;white-space:pre;pointer-events:none;box-shadow:2px 2px 6px rgba(0,0,0,.2);z-index:9;max-width:640px}
+.note{font-size:12px;color:#555}`
+
+// errorHook records uncaught errors and console.error calls (read by the self-check).
+const errorHook = `window.simcclErrors=[];window.addEventListener("error",function(e){window.simcclErrors.push(String(e.message||e));});
+(function(){var ce=console.error;console.error=function(){window.simcclErrors.push(Array.prototype.join.call(arguments," "));return ce.apply(console,arguments);};})();`
+
+// script is the page's whole behaviour: tooltips, the GPU path hover, the trace hand-off to
+// Perfetto, and a self-check run when the URL ends in #selfcheck (for the browser test).
+const script = `(function(){
+"use strict";
+var tip=document.getElementById("tip");
+var paths=JSON.parse(document.getElementById("paths-data").textContent);
+function show(text,ev){tip.textContent=text;tip.style.display="block";
+ var x=(ev&&ev.clientX)||10,y=(ev&&ev.clientY)||10;tip.style.left=Math.min(x+14,window.innerWidth-360)+"px";tip.style.top=(y+14)+"px";}
+function hide(){tip.style.display="none";}
+function gpuText(id){var ps=paths[id]||[];var out=[id+": paths to the other GPUs (type, GB/s, hops)"];
+ ps.forEach(function(p){out.push("  \u2192 "+p.to+"  "+p.type+"  "+p.bw.toFixed(1)+" GB/s  "+p.hops+" hop(s)");});return out.join("\n");}
+function clearHL(){document.querySelectorAll("#topo .hl,#topo .sel").forEach(function(e){e.classList.remove("hl");e.classList.remove("sel");});}
+document.addEventListener("mouseover",function(ev){
+ var g=ev.target.closest&&ev.target.closest("[data-gpu]");
+ if(g){var id=g.getAttribute("data-gpu");clearHL();g.classList.add("sel");
+  document.querySelectorAll('#topo .link[data-a="'+id+'"],#topo .link[data-b="'+id+'"]').forEach(function(l){l.classList.add("hl");});
+  show(gpuText(id),ev);return;}
+ var t=ev.target.closest&&ev.target.closest("[data-tip]");
+ if(t){show(t.getAttribute("data-tip"),ev);return;}
+});
+document.addEventListener("mouseout",function(ev){var t=ev.target.closest&&ev.target.closest("[data-tip],[data-gpu]");if(t){hide();clearHL();}});
+var trace=JSON.parse(document.getElementById("trace-data").textContent);
+function chromeTrace(){var ev=[];if(!trace)return ev;var seen={};
+ trace.ops.forEach(function(o){var r=o[0],c=o[1];
+  if(!seen[r]){seen[r]=1;ev.push({name:"process_name",ph:"M",pid:r,args:{name:"rank "+r}});}
+  if(!seen[r+"/"+c]){seen[r+"/"+c]=1;ev.push({name:"thread_name",ph:"M",pid:r,tid:c,args:{name:"channel "+c}});}
+  ev.push({name:"send "+r+"->"+o[2],cat:trace.label,ph:"X",pid:r,tid:c,ts:o[3]/1000,dur:o[4]/1000,args:{peer:o[2],bytes:o[5]}});});
+ return {displayTimeUnit:"ns",traceEvents:ev};}
+var dl=document.getElementById("trace-dl");
+if(dl){dl.addEventListener("click",function(){dl.href=URL.createObjectURL(new Blob([JSON.stringify(chromeTrace())],{type:"application/json"}));});}
+var pb=document.getElementById("perfetto");
+if(pb){pb.addEventListener("click",function(){
+ var url="https://ui.perfetto.dev";var win=window.open(url);if(!win){return;}
+ var buf=new TextEncoder().encode(JSON.stringify(chromeTrace())).buffer;var n=0;
+ var timer=setInterval(function(){win.postMessage("PING",url);if(++n>50)clearInterval(timer);},200);
+ window.addEventListener("message",function onMsg(e){if(e.data!=="PONG")return;clearInterval(timer);window.removeEventListener("message",onMsg);
+  win.postMessage({perfetto:{buffer:buf,title:"simccl "+trace.label,fileName:"simccl-trace.json"}},url);});
+});}
+window.simcclSelfCheck=function(){
+ var r={};
+ r.gpus=document.querySelectorAll("#topo [data-gpu]").length;
+ r.links=document.querySelectorAll("#topo .link").length;
+ r.series={};document.querySelectorAll("#busbw .series").forEach(function(s){r.series[s.getAttribute("data-series")]=s.querySelectorAll("circle.pt").length;});
+ var g=document.querySelector("#topo [data-gpu]");
+ if(g){var box=g.getBoundingClientRect();g.dispatchEvent(new MouseEvent("mouseover",{bubbles:true,clientX:box.left+5,clientY:box.top+5}));
+  r.hoverGPU=g.getAttribute("data-gpu");r.tip=tip.textContent;r.tipVisible=tip.style.display==="block";r.highlighted=document.querySelectorAll("#topo .link.hl").length;
+  g.dispatchEvent(new MouseEvent("mouseout",{bubbles:true}));}
+ var c=document.querySelector("#tuner .cell");
+ if(c){c.dispatchEvent(new MouseEvent("mouseover",{bubbles:true}));r.tunerTip=tip.textContent;hide();}
+ var nav=performance.getEntriesByType("navigation")[0];
+ r.domContentLoadedMs=nav?nav.domContentLoadedEventEnd:-1;r.loadMs=nav?nav.loadEventEnd:-1;r.nowMs=performance.now();
+ r.errors=window.simcclErrors||[];
+ return r;};
+if(location.hash==="#selfcheck"){window.addEventListener("load",function(){setTimeout(function(){
+ var pre=document.createElement("pre");pre.id="selfcheck";pre.textContent=JSON.stringify(window.simcclSelfCheck());document.body.appendChild(pre);},0);});}
+})();`

@@ -1,0 +1,67 @@
+package report
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/simccl/simccl/simnet"
+	"github.com/simccl/simccl/tuning"
+)
+
+// TunerRow is the tuner's choice against size for one collective.
+type TunerRow struct {
+	Coll   string       `json:"coll"`
+	Points []TunerPoint `json:"points"`
+}
+
+// TunerPoint is one size: what the tuning model chose, what was simulated, and the predicted time
+// of every usable candidate ("why this choice").
+type TunerPoint struct {
+	Bytes      int64       `json:"bytes"`      // nccl-tests size column
+	CallBytes  int64       `json:"call_bytes"` // count × element size, as NCCL logs the call
+	Algo       string      `json:"algo"`
+	Proto      string      `json:"proto"`
+	NChannels  int         `json:"nchannels"`
+	TimeUs     float64     `json:"predicted_us"`
+	SimAlgo    string      `json:"sim_algo"`
+	SimProto   string      `json:"sim_proto"`
+	SimUs      float64     `json:"simulated_us"`
+	Candidates []Candidate `json:"candidates,omitempty"` // fastest first
+}
+
+// Candidate is one algorithm × protocol the cost model could pick.
+type Candidate struct {
+	Algo   string  `json:"algo"`
+	Proto  string  `json:"proto"`
+	TimeUs float64 `json:"predicted_us"`
+}
+
+// tunePoint asks the tuning model about one size (the call simnet.Machine.Plan makes) and keeps its
+// whole cost table. Point-to-point functions have no cost table (NCCL 2.28 tunes them by §5.8's
+// rule); their point holds the simulated choice only.
+func tunePoint(m *simnet.Machine, f tuning.Func, size int64, elt, n int, opt Options, row simnet.Row) (TunerPoint, string, error) {
+	count, _ := simnet.Sizes(f, size, elt, n)
+	tp := TunerPoint{Bytes: row.Bytes, CallBytes: count * int64(elt), SimAlgo: row.Algo, SimProto: row.Proto, SimUs: row.TimeUs,
+		Algo: row.Algo, Proto: row.Proto, NChannels: row.NChannels}
+	if f == tuning.SendRecv || f == tuning.AllToAll {
+		return tp, "", nil
+	}
+	ch, err := m.Table.Select(tuning.Call{Func: f, Count: count, ElemSize: elt, Op: int(opt.Op), DataType: int(opt.DataType)})
+	if err != nil {
+		return tp, "", fmt.Errorf("%s %d bytes: tuning: %w", simnet.TestName(f), size, err)
+	}
+	tp.Algo, tp.Proto, tp.NChannels, tp.TimeUs = ch.Algo.String(), ch.Proto.String(), ch.NChannels, float64(ch.TimeUs)
+	for a := tuning.Algo(0); a < tuning.NumAlgos; a++ {
+		for p := tuning.Proto(0); p < tuning.NumProtos; p++ {
+			if v := ch.Cost[a][p]; v >= 0 {
+				tp.Candidates = append(tp.Candidates, Candidate{Algo: a.String(), Proto: p.String(), TimeUs: float64(v)})
+			}
+		}
+	}
+	sort.SliceStable(tp.Candidates, func(i, j int) bool { return tp.Candidates[i].TimeUs < tp.Candidates[j].TimeUs })
+	note := ""
+	if tp.Algo != tp.SimAlgo || tp.Proto != tp.SimProto {
+		note = fmt.Sprintf("%s: the tuner's %s/%s is simulated as %s/%s at some sizes (hover the tuner map)", row.Coll, tp.Algo, tp.Proto, tp.SimAlgo, tp.SimProto)
+	}
+	return tp, note, nil
+}
