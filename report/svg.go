@@ -171,10 +171,21 @@ func fabricSVG(b *strings.Builder, f *FabricSum) {
 // tunerSVG draws one band per collective: a cell per size coloured by the simulated choice, its
 // channel count written in it, and every candidate's predicted time in its tooltip.
 func tunerSVG(b *strings.Builder, rows []TunerRow) {
-	n := 0
+	col := map[int64]int{}
+	var cols []int64
 	for _, r := range rows {
-		n = max(n, len(r.Points))
+		for _, p := range r.Points {
+			if _, ok := col[p.Size]; !ok {
+				col[p.Size] = 0
+				cols = append(cols, p.Size)
+			}
+		}
 	}
+	sort.Slice(cols, func(i, j int) bool { return cols[i] < cols[j] })
+	for i, s := range cols {
+		col[s] = i
+	}
+	n := len(cols)
 	cw, ch, left, top := 30.0, 30.0, 110.0, 10.0
 	W := left + float64(n)*cw + 20
 	H := top + float64(len(rows))*(ch+8) + 50
@@ -182,8 +193,8 @@ func tunerSVG(b *strings.Builder, rows []TunerRow) {
 	for i, r := range rows {
 		y := top + float64(i)*(ch+8)
 		fmt.Fprintf(b, `<text class="rowlabel" x="%.0f" y="%.1f" text-anchor="end">%s</text>`+"\n", left-6, y+ch/2+4, esc(r.Coll))
-		for j, p := range r.Points {
-			x := left + float64(j)*cw
+		for _, p := range r.Points {
+			x := left + float64(col[p.Size])*cw
 			var tip strings.Builder
 			fmt.Fprintf(&tip, "%s %s (call %s): tuner %s/%s on %d channels", r.Coll, units.FormatSize(p.Bytes), units.FormatSize(p.CallBytes), p.Algo, p.Proto, p.NChannels)
 			if p.TimeUs > 0 {
@@ -206,12 +217,10 @@ func tunerSVG(b *strings.Builder, rows []TunerRow) {
 				esc(r.Coll), p.Bytes, esc(tip.String()), x, y, cw-1, ch, choiceColour(p.SimAlgo, p.SimProto), x+cw/2, y+ch/2+4, p.NChannels)
 		}
 	}
-	if len(rows) > 0 {
-		y := top + float64(len(rows))*(ch+8) + 12
-		for j, p := range rows[0].Points {
-			if j%2 == 0 {
-				fmt.Fprintf(b, `<text class="tick" x="%.1f" y="%.1f" transform="rotate(35 %.1f %.1f)">%s</text>`, left+float64(j)*cw+4, y, left+float64(j)*cw+4, y, units.FormatSize(p.Bytes))
-			}
+	y := top + float64(len(rows))*(ch+8) + 12
+	for j, s := range cols {
+		if j%2 == 0 {
+			fmt.Fprintf(b, `<text class="tick" x="%.1f" y="%.1f" transform="rotate(35 %.1f %.1f)">%s</text>`, left+float64(j)*cw+4, y, left+float64(j)*cw+4, y, units.FormatSize(s))
 		}
 	}
 	b.WriteString("</svg>\n")

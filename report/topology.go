@@ -60,7 +60,10 @@ func nodeLabel(n *graph.Node) string {
 		}
 		return fmt.Sprintf("NET %d", n.NET.Dev)
 	case graph.CPU:
-		return fmt.Sprintf("CPU %d", n.CPU.NumaID)
+		if n.CPU.NumaID >= 0 {
+			return fmt.Sprintf("CPU %d", n.CPU.NumaID)
+		}
+		return fmt.Sprintf("CPU #%d", n.Index)
 	case graph.NVS:
 		return "NVSwitch"
 	case graph.NIC:

@@ -17,6 +17,7 @@ type TunerRow struct {
 // TunerPoint is one size: what the tuning model chose, what was simulated, and the predicted time
 // of every usable candidate ("why this choice").
 type TunerPoint struct {
+	Size       int64       `json:"size"`       // the swept size (-b/-e/-f)
 	Bytes      int64       `json:"bytes"`      // nccl-tests size column
 	CallBytes  int64       `json:"call_bytes"` // count × element size, as NCCL logs the call
 	Algo       string      `json:"algo"`
@@ -41,7 +42,7 @@ type Candidate struct {
 // rule); their point holds the simulated choice only.
 func tunePoint(m *simnet.Machine, f tuning.Func, size int64, elt, n int, opt Options, row simnet.Row) (TunerPoint, string, error) {
 	count, _ := simnet.Sizes(f, size, elt, n)
-	tp := TunerPoint{Bytes: row.Bytes, CallBytes: count * int64(elt), SimAlgo: row.Algo, SimProto: row.Proto, SimUs: row.TimeUs,
+	tp := TunerPoint{Size: size, Bytes: row.Bytes, CallBytes: count * int64(elt), SimAlgo: row.Algo, SimProto: row.Proto, SimUs: row.TimeUs,
 		Algo: row.Algo, Proto: row.Proto, NChannels: row.NChannels}
 	if f == tuning.SendRecv || f == tuning.AllToAll {
 		return tp, "", nil

@@ -1,0 +1,348 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/simccl/simccl/examples/topos"
+	"github.com/simccl/simccl/graph"
+	"github.com/simccl/simccl/simnet"
+	tx "github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/tuning"
+)
+
+func sweep(lo, hi int64) []int64 {
+	var s []int64
+	for v := lo; v <= hi; v *= 4 {
+		s = append(s, v)
+	}
+	return s
+}
+
+// defaultSystem builds the embedded default topology's graph independently of the report.
+func defaultSystem(t *testing.T) *graph.System {
+	t.Helper()
+	name, data := topos.Default()
+	doc, err := tx.ParseBytes(data, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := graph.FromXML(doc, graph.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sys
+}
+
+// undirectedLinks counts the distinct {node, node, type} pairs of a system.
+func undirectedLinks(sys *graph.System) int {
+	type k struct {
+		a, b *graph.Node
+		t    graph.LinkType
+	}
+	seen := map[k]bool{}
+	for ty := range sys.Nodes {
+		for _, n := range sys.Nodes[ty] {
+			for _, l := range n.Links {
+				if l.Remote != n && !seen[k{l.Remote, n, l.Type}] {
+					seen[k{n, l.Remote, l.Type}] = true
+				}
+			}
+		}
+	}
+	return len(seen)
+}
+
+func buildHTML(t *testing.T, opt Options) (*Report, string) {
+	t.Helper()
+	r, err := Build(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := r.WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	return r, b.String()
+}
+
+// svgBlock returns the <svg id="id"> element of a page.
+func svgBlock(t *testing.T, page, id string) string {
+	t.Helper()
+	i := strings.Index(page, `<svg id="`+id+`"`)
+	if i < 0 {
+		t.Fatalf("no <svg id=%q>", id)
+	}
+	j := strings.Index(page[i:], "</svg>")
+	return page[i : i+j+len("</svg>")]
+}
+
+func TestDefaultReport(t *testing.T) {
+	sizes := sweep(8, 64<<20)
+	r, page := buildHTML(t, Options{Funcs: []tuning.Func{tuning.AllReduce, tuning.AllGather}, Sizes: sizes})
+	sys := defaultSystem(t)
+
+	topo := svgBlock(t, page, "topo")
+	if got, want := strings.Count(topo, "data-gpu="), len(sys.GPUs()); got != want {
+		t.Errorf("topology: %d GPU elements, want %d", got, want)
+	}
+	if got, want := strings.Count(topo, `class="link"`), undirectedLinks(sys); got != want {
+		t.Errorf("topology: %d link elements, want %d", got, want)
+	}
+	for _, g := range sys.GPUs() {
+		if ps := r.Topology.Paths[g.Name()]; len(ps) != len(sys.GPUs())-1 {
+			t.Errorf("%s: %d paths, want %d", g.Name(), len(ps), len(sys.GPUs())-1)
+		}
+	}
+	if !strings.Contains(topo, `data-tip="GPU/0 ↔ NVS/0: NVL`) && !strings.Contains(topo, `data-tip="NVS/0 ↔ GPU/0: NVL`) {
+		t.Errorf("topology: no NVLink GPU/0–NVSwitch link with its type in the tooltip")
+	}
+
+	plot := svgBlock(t, page, "busbw")
+	cells := 0
+	for _, f := range []tuning.Func{tuning.AllReduce, tuning.AllGather} {
+		// One point per size that holds at least one element (8 B of all-gather on 8 ranks is none).
+		want := 0
+		for _, s := range sizes {
+			if n, _ := simnet.Sizes(f, s, 4, len(sys.GPUs())); n > 0 {
+				want++
+			}
+		}
+		cells += want
+		coll := simnet.TestName(f)
+		re := regexp.MustCompile(`(?s)<g class="series" data-series="sim ` + coll + `">.*?</g>`)
+		g := re.FindString(plot)
+		if got := strings.Count(g, `<circle class="pt"`); got != want || want < len(sizes)-2 {
+			t.Errorf("busbw %s: %d points, want one per size (%d)", coll, got, want)
+		}
+	}
+
+	tuner := svgBlock(t, page, "tuner")
+	if got := strings.Count(tuner, `class="cell"`); got != cells {
+		t.Errorf("tuner map: %d cells, want %d", got, cells)
+	}
+	for _, row := range r.Tuner {
+		for _, p := range row.Points {
+			if len(p.Candidates) == 0 {
+				t.Fatalf("%s %d: no candidate", row.Coll, p.Bytes)
+			}
+			for i := 1; i < len(p.Candidates); i++ {
+				if p.Candidates[i].TimeUs < p.Candidates[i-1].TimeUs {
+					t.Fatalf("%s %d: candidates not fastest first", row.Coll, p.Bytes)
+				}
+			}
+			// The tuner picks the cheapest candidate (no override here).
+			if c := p.Candidates[0]; c.TimeUs != p.TimeUs {
+				t.Errorf("%s %d: chosen %s/%s %.3f µs, cheapest %s/%s %.3f µs", row.Coll, p.Bytes, p.Algo, p.Proto, p.TimeUs, c.Algo, c.Proto, c.TimeUs)
+			}
+		}
+	}
+
+	// Where time goes: the busiest links first, utilisations within [0, 1].
+	f := r.Focus
+	if f == nil || len(f.Links) == 0 || f.Messages == 0 {
+		t.Fatalf("focus: %+v", f)
+	}
+	for i, l := range f.Links {
+		if i > 0 && l.Bytes > f.Links[i-1].Bytes {
+			t.Errorf("busiest links not sorted at %d", i)
+		}
+		sum := 0.0
+		for _, u := range l.Bins {
+			if u < 0 || u > 1 {
+				t.Errorf("%s: utilisation %g", l.Name, u)
+			}
+			sum += u
+		}
+		if sum == 0 || l.Util <= 0 || l.Util > 1.0001 {
+			t.Errorf("%s: no utilisation (bins %g, mean %g)", l.Name, sum, l.Util)
+		}
+	}
+	if got := strings.Count(svgBlock(t, page, "timeline"), `class="op"`); got != f.OpsShown || got == 0 {
+		t.Errorf("timeline: %d ops drawn, report says %d", got, f.OpsShown)
+	}
+
+	// Every SVG is well-formed XML.
+	for _, id := range []string{"topo", "tuner", "busbw", "heat", "timeline", "memory"} {
+		d := xml.NewDecoder(strings.NewReader(svgBlock(t, page, id)))
+		d.Strict = true
+		for {
+			if _, err := d.Token(); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatalf("svg %s: %v", id, err)
+			}
+		}
+	}
+
+	// Offline: nothing loaded from elsewhere.
+	for _, bad := range []string{"<link ", " src=", "@import", "url(http"} {
+		if strings.Contains(page, bad) {
+			t.Errorf("page loads an external resource (%q)", bad)
+		}
+	}
+}
+
+func TestMemory(t *testing.T) {
+	r, err := Build(Options{Funcs: []tuning.Func{tuning.AllReduce}, Sizes: []int64{1 << 20, 1 << 30}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := r.Memory
+	if len(m.Ranks) != r.Machine.Ranks {
+		t.Fatalf("%d ranks, want %d", len(m.Ranks), r.Machine.Ranks)
+	}
+	used := map[string]bool{}
+	for _, p := range r.Tuner[0].Points {
+		used[p.SimAlgo] = true
+	}
+	for _, rk := range m.Ranks {
+		if rk.LazyBytes > rk.EagerBytes || rk.EagerBytes != int64(rk.EagerConns)*ConnBytes {
+			t.Errorf("rank %d: lazy %d eager %d (%d connections)", rk.Rank, rk.LazyBytes, rk.EagerBytes, rk.EagerConns)
+		}
+		// One node, ring only: one receive connection (from the previous rank) per channel.
+		if len(used) == 1 && used["Ring"] && rk.LazyConns != r.Machine.NChannels {
+			t.Errorf("rank %d: %d lazy connections with rings only, want %d (one per channel)", rk.Rank, rk.LazyConns, r.Machine.NChannels)
+		}
+	}
+	if ConnBytes != 524288+4915200+4194304 {
+		t.Errorf("ConnBytes %d", ConnBytes)
+	}
+}
+
+func TestMeasuredFormats(t *testing.T) {
+	csv := "tag,coll,world,bytes,us,algbw,busbw\ndefault,all_reduce,2,1024,10.5,0.1,0.1\n"
+	text := `# nThread 1 nGpus 1 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 5 iters: 20
+#
+# Using devices
+#  Rank  0 Group  0 Pid 1 on h device  0 [0x1b] NVIDIA H200
+#  Rank  1 Group  0 Pid 2 on h device  1 [0x2b] NVIDIA H200
+#
+#                                                              out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+           8             2     float     sum      -1    12.95    0.00    0.00      0    12.10    0.00    0.00      0
+          16             4     float     sum      -1    11.86    0.00    0.00      0    11.50    0.00    0.00      0
+# Avg bus bandwidth    : 0.001
+`
+	js := `{"nranks":4,"transport":"shm","rows":[{"coll":"allreduce","bytes":64,"time_us":3.5,"algbw":0.1,"busbw":0.2,"in_place":false},{"coll":"allreduce","bytes":64,"time_us":3,"in_place":true}]}`
+	for _, tc := range []struct {
+		name, data string
+		world, n   int
+		us         float64
+	}{{"a.csv", csv, 2, 1, 10.5}, {"a.txt", text, 2, 2, 12.95}, {"a.json", js, 4, 1, 3.5}} {
+		rows, err := ReadMeasured([]byte(tc.data), tc.name, "all_reduce")
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if len(rows) != tc.n || rows[0].World != tc.world || rows[0].Us != tc.us || rows[0].Coll != "all_reduce" {
+			t.Errorf("%s: %+v", tc.name, rows)
+		}
+	}
+	for _, tc := range []struct{ name, data, want string }{
+		{"e.csv", "tag,coll,world,bytes,us,algbw,busbw\ndefault,all_reduce,x,1,1,1,1\n", "e.csv:2"},
+		{"e.txt", "           8             2     float     sum      -1    12.95    0.00    0.00      0\n", "Rank"},
+		{"e.txt", "hello\n", "no data row"},
+		{"e.txt", "#  Rank  0 Group\n 8 2 float sum -1 abc 0.00 0.00 0\n", "e.txt:2"},
+		{"e.json", `{"nranks":2,"rows":[{"coll":"nope","bytes":1,"time_us":1}]}`, "rows[0]"},
+		{"e.json", `{"rows":[]}`, "nranks"},
+		{"e.json", `{"nranks":`, "e.json"},
+		{"empty", "  ", "empty"},
+	} {
+		_, err := ReadMeasured([]byte(tc.data), tc.name, "all_reduce")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %q: error %v, want one naming %q", tc.name, tc.data, err, tc.want)
+		}
+	}
+}
+
+func TestMeasuredCompare(t *testing.T) {
+	data, err := os.ReadFile("../testdata/nccl/h200x2/nccl_perf.csv")
+	if err != nil {
+		t.Skip(err)
+	}
+	topo, err := os.ReadFile("../testdata/nccl/h200x2/real_topo.xml")
+	if err != nil {
+		t.Skip(err)
+	}
+	meas, err := ReadMeasured(data, "nccl_perf.csv", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	for _, m := range meas {
+		if m.Tag == "default" && m.Coll == "all_reduce" {
+			want++
+		}
+	}
+	r, page := buildHTML(t, Options{TopoName: "real_topo.xml", TopoXML: topo, Funcs: []tuning.Func{tuning.AllReduce}, Sizes: sweep(8, 1<<20),
+		Measured: meas, MeasuredName: "nccl_perf.csv"})
+	if len(r.Compare) != want || want == 0 {
+		t.Fatalf("%d compared sizes, want %d", len(r.Compare), want)
+	}
+	if got := strings.Count(page, "<tr><td>all_reduce</td>"); got != want {
+		t.Errorf("error table: %d rows, want %d", got, want)
+	}
+	re := regexp.MustCompile(`(?s)<g class="series" data-series="measured all_reduce">.*?</g>`)
+	if got := strings.Count(re.FindString(svgBlock(t, page, "busbw")), `<circle class="pt"`); got != want {
+		t.Errorf("measured series: %d points, want %d", got, want)
+	}
+	for _, c := range r.Compare {
+		if c.SimUs <= 0 || c.MeasUs <= 0 {
+			t.Errorf("%+v", c)
+		}
+	}
+	// A measurement on another communicator size is an error naming the file.
+	_, err = Build(Options{Funcs: []tuning.Func{tuning.AllReduce}, Sizes: []int64{1024}, Measured: meas, MeasuredName: "nccl_perf.csv"})
+	if !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "nccl_perf.csv") {
+		t.Errorf("world mismatch: %v", err)
+	}
+}
+
+func TestClusterReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster simulation")
+	}
+	r, page := buildHTML(t, Options{Nodes: 4, Funcs: []tuning.Func{tuning.AllReduce}, Sizes: sweep(1024, 1<<20)})
+	f := r.Fabric
+	if f == nil || f.Nodes != 4 || f.Rails != 8 || f.Leaves != 8 || f.NICLinks != 32 {
+		t.Fatalf("fabric summary %+v", f)
+	}
+	if !strings.Contains(page, `<svg id="fabric"`) {
+		t.Error("no fabric drawing")
+	}
+	if len(r.Memory.Ranks) != 32 {
+		t.Errorf("%d ranks in memory", len(r.Memory.Ranks))
+	}
+	var js bytes.Buffer
+	if err := r.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]any
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || back["fabric"] == nil || back["memory"] == nil {
+		t.Errorf("JSON: %v %v", err, back["fabric"])
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		opt  Options
+		want string
+	}{
+		{Options{TopoName: "bad.xml", TopoXML: []byte("<system><gpu")}, "bad.xml"},
+		{Options{Nodes: -1}, "nodes"},
+		{Options{Sizes: []int64{-5}}, "size"},
+		{Options{FocusColl: "nope"}, "focus"},
+	} {
+		if _, err := Build(tc.opt); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want one naming %q", tc.opt.TopoName, err, tc.want)
+		}
+	}
+}
