@@ -1,0 +1,241 @@
+package cuda
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+
+	"github.com/simccl/simccl/coll"
+)
+
+// kernelsPTX is kernels/kernels.cu compiled by kernels/gen.sh (nvcc -ptx -arch=sm_90 -O3).
+//
+//go:embed kernels/kernels.ptx
+var kernelsPTX []byte
+
+// PTXEnv names a file whose PTX replaces the embedded module (development: a freshly generated
+// module tried before it is committed).
+const PTXEnv = "SIMCCL_CUDA_PTX"
+
+// KernelPTX is the PTX the kernels are loaded from: $SIMCCL_CUDA_PTX when set, else the embedded
+// module.
+func KernelPTX() ([]byte, error) {
+	if p := os.Getenv(PTXEnv); p != "" {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: %s: %w", PTXEnv, err)
+		}
+		return b, nil
+	}
+	return kernelsPTX, nil
+}
+
+// kernelTypeNames are the type suffixes of the kernels, indexed by coll.DataType.
+var kernelTypeNames = [coll.NumDataTypes]string{"i8", "u8", "i32", "u32", "i64", "u64", "f16", "f32", "f64", "bf16", "e4m3", "e5m2"}
+
+// kernelOps are the ops with a reduce kernel (Avg is composed: see Kernels.Reduce).
+var kernelOps = [...]coll.RedOp{coll.Sum, coll.Prod, coll.Min, coll.Max, coll.PreMulSum}
+
+func kernelOpName(op coll.RedOp) string {
+	switch op {
+	case coll.Sum:
+		return "sum"
+	case coll.Prod:
+		return "prod"
+	case coll.Min:
+		return "min"
+	case coll.Max:
+		return "max"
+	case coll.PreMulSum:
+		return "premulsum"
+	}
+	return ""
+}
+
+// ReduceKernelName is the PTX entry of the reduction of t by op.
+func ReduceKernelName(t coll.DataType, op coll.RedOp) string {
+	return "simccl_reduce_" + kernelOpName(op) + "_" + kernelTypeNames[t]
+}
+
+// Flags of the premulsum kernels: which inputs are multiplied by the scalar before the sum.
+const (
+	ScaleA uint32 = 1
+	ScaleB uint32 = 2
+)
+
+const kernelThreads = 512 // THREADS in kernels.cu (__launch_bounds__)
+
+// Kernels is the copy and reduction module loaded into one device's context. Its methods take
+// the Ctx of that device (inside Device.Do) and enqueue on a stream; they do not synchronize.
+type Kernels struct {
+	dev     *Device
+	mod     Module
+	copy    Function
+	reduce  [coll.NumDataTypes][coll.NumRedOps]Function
+	divide  [coll.NumDataTypes]Function
+	maxGrid int
+}
+
+// LoadKernels loads the PTX (KernelPTX) into this context and looks up every kernel. The module
+// targets sm_90; the fp8 conversions it uses need compute capability 9.0.
+func (c *Ctx) LoadKernels() (*Kernels, error) {
+	if c.d.Major < 9 {
+		return nil, fmt.Errorf("cuda: device %d is sm_%d%d; the kernels are built for sm_90 (Hopper) or newer", c.d.Ordinal, c.d.Major, c.d.Minor)
+	}
+	ptx, err := KernelPTX()
+	if err != nil {
+		return nil, err
+	}
+	m, err := c.LoadModule(ptx)
+	if err != nil {
+		return nil, err
+	}
+	k := &Kernels{dev: c.d, mod: m, maxGrid: 4 * c.d.SMs} // 4 blocks of 512 threads fill an SM (2048 threads)
+	if k.maxGrid < 1 {
+		k.maxGrid = 1
+	}
+	fail := func(err error) (*Kernels, error) {
+		_ = c.UnloadModule(m)
+		return nil, err
+	}
+	if k.copy, err = c.Function(m, "simccl_copy"); err != nil {
+		return fail(err)
+	}
+	for t := coll.DataType(0); t < coll.NumDataTypes; t++ {
+		for _, op := range kernelOps {
+			if k.reduce[t][op], err = c.Function(m, ReduceKernelName(t, op)); err != nil {
+				return fail(err)
+			}
+		}
+		if isIntType(t) {
+			if k.divide[t], err = c.Function(m, "simccl_divide_"+kernelTypeNames[t]); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	return k, nil
+}
+
+// Unload unloads the module.
+func (k *Kernels) Unload(c *Ctx) error { return c.UnloadModule(k.mod) }
+
+func isIntType(t coll.DataType) bool { return t >= coll.Int8 && t <= coll.Uint64 }
+
+// grid picks the number of blocks for work items of one thread each: enough to cover them, at
+// most 4 blocks per SM (the loops are grid-stride).
+func (k *Kernels) grid(items int) uint32 {
+	g := (items + kernelThreads - 1) / kernelThreads
+	if g > k.maxGrid {
+		g = k.maxGrid
+	}
+	if g < 1 {
+		g = 1
+	}
+	return uint32(g)
+}
+
+func (k *Kernels) check(c *Ctx) error {
+	if c.d != k.dev {
+		return fmt.Errorf("cuda: kernels of device %d used from device %d", k.dev.Ordinal, c.d.Ordinal)
+	}
+	return nil
+}
+
+// Copy copies n bytes from src to dst with the copy kernel (16-byte accesses when both are
+// 16-byte aligned). src or dst may be a peer device's memory once peer access is enabled.
+func (k *Kernels) Copy(c *Ctx, s Stream, dst, src DevPtr, n int) error {
+	if err := k.check(c); err != nil || n == 0 {
+		return err
+	}
+	if n < 0 {
+		return fmt.Errorf("cuda: copy of %d bytes", n)
+	}
+	var a Args
+	_ = a.Add(dst, src, uint64(n))
+	return c.Launch(k.copy, [3]uint32{k.grid((n + 15) / 16), 1, 1}, [3]uint32{kernelThreads, 1, 1}, 0, s, &a)
+}
+
+// Reduce computes dst[i] = op(a[i], b[i]) for count elements of type t (dst may equal a or b).
+// PreMulSum multiplies the inputs selected by flags (ScaleA, ScaleB) by scalar, converted to t
+// first, and sums. Avg is not a kernel: as NCCL runs it (fact sheet §8.1, NCCL 2.28), floating
+// types use PreMulSum with scalar 1/nRanks and integer types Sum followed by Divide.
+func (k *Kernels) Reduce(c *Ctx, s Stream, t coll.DataType, op coll.RedOp, dst, a, b DevPtr, count int, scalar float64, flags uint32) error {
+	if err := k.check(c); err != nil {
+		return err
+	}
+	if t < 0 || t >= coll.NumDataTypes {
+		return fmt.Errorf("cuda: reduce: unknown data type %d", int(t))
+	}
+	if op < 0 || op >= coll.NumRedOps || k.reduce[t][op] == 0 {
+		if op == coll.Avg {
+			return errors.New("cuda: reduce: Avg has no kernel (PreMulSum by 1/nRanks for floats, Sum then Divide for integers)")
+		}
+		return fmt.Errorf("cuda: reduce: unknown op %d", int(op))
+	}
+	if count < 0 {
+		return fmt.Errorf("cuda: reduce of %d elements", count)
+	}
+	if count == 0 {
+		return nil
+	}
+	vec := 16 / t.Size()
+	var args Args
+	_ = args.Add(dst, a, b, uint64(count), ScalarBits(t, scalar), flags)
+	return c.Launch(k.reduce[t][op], [3]uint32{k.grid((count + vec - 1) / vec), 1, 1}, [3]uint32{kernelThreads, 1, 1}, 0, s, &args)
+}
+
+// Divide computes dst[i] = src[i] / divisor (truncating) for count elements of integer type t:
+// the second half of NCCL's Avg on integers.
+func (k *Kernels) Divide(c *Ctx, s Stream, t coll.DataType, dst, src DevPtr, count int, divisor uint64) error {
+	if err := k.check(c); err != nil {
+		return err
+	}
+	if t < 0 || t >= coll.NumDataTypes || !isIntType(t) {
+		return fmt.Errorf("cuda: divide: %v is not an integer type", t)
+	}
+	if divisor == 0 {
+		return errors.New("cuda: divide by zero")
+	}
+	if count <= 0 {
+		return nil
+	}
+	var args Args
+	_ = args.Add(dst, src, uint64(count), divisor)
+	return c.Launch(k.divide[t], [3]uint32{k.grid(count), 1, 1}, [3]uint32{kernelThreads, 1, 1}, 0, s, &args)
+}
+
+// ScalarBits encodes a PreMulSum scalar as the bit pattern of element type t (integers truncate
+// toward zero, floats round to nearest even, fp8 saturates), as the kernels expect it.
+func ScalarBits(t coll.DataType, v float64) uint64 {
+	switch t {
+	case coll.Int8, coll.Int32, coll.Int64:
+		return uint64(int64(v)) & sizeMask(t)
+	case coll.Uint8, coll.Uint32, coll.Uint64:
+		if v < 0 {
+			return uint64(int64(v)) & sizeMask(t)
+		}
+		return uint64(v) & sizeMask(t)
+	case coll.Float16:
+		return uint64(FormatHalf.Encode(v))
+	case coll.Float32:
+		return uint64(math.Float32bits(float32(v)))
+	case coll.Float64:
+		return math.Float64bits(v)
+	case coll.Bfloat16:
+		return uint64(FormatBfloat16.Encode(v))
+	case coll.Float8e4m3:
+		return uint64(FormatE4M3.Encode(v))
+	case coll.Float8e5m2:
+		return uint64(FormatE5M2.Encode(v))
+	}
+	return 0
+}
+
+func sizeMask(t coll.DataType) uint64 {
+	if t.Size() >= 8 {
+		return math.MaxUint64
+	}
+	return 1<<(8*t.Size()) - 1
+}
