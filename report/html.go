@@ -228,6 +228,8 @@ window.simcclSelfCheck=function(){
  r.domContentLoadedMs=nav?nav.domContentLoadedEventEnd:-1;r.loadMs=nav?nav.loadEventEnd:-1;r.nowMs=performance.now();
  r.errors=window.simcclErrors||[];
  return r;};
-if(location.hash==="#selfcheck"){window.addEventListener("load",function(){setTimeout(function(){
- var pre=document.createElement("pre");pre.id="selfcheck";pre.textContent=JSON.stringify(window.simcclSelfCheck());document.body.appendChild(pre);},0);});}
+if(location.hash==="#selfcheck"){window.addEventListener("load",function(){
+ void document.documentElement.scrollHeight; var rendered=performance.now();
+ var res=window.simcclSelfCheck();res.renderMs=rendered;
+ var pre=document.createElement("pre");pre.id="selfcheck";pre.textContent=JSON.stringify(res);document.body.appendChild(pre);});}
 })();`

@@ -1,0 +1,207 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"html"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simccl/simccl/tuning"
+)
+
+// The browser tests open the report in a real headless Chromium (Debian's package; `make
+// test-browser` installs it, see browser_test.sh). They install nothing themselves and skip with
+// a message where no Chromium is found. SIMCCL_CHROMIUM names the binary explicitly;
+// SIMCCL_REPORT_SCREENSHOT=path also writes a screenshot of the default report there.
+
+func findChromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("SIMCCL_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no chromium found (apt-get install -y chromium, or `make test-browser`); browser checks skipped")
+	return ""
+}
+
+// chromiumArgs are the flags for a headless run as root in a container, with a fresh profile.
+func chromiumArgs(t *testing.T) []string {
+	return []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+		"--disable-sync", "--no-first-run", "--user-data-dir=" + t.TempDir(), "--enable-logging=stderr", "--v=0"}
+}
+
+// selfCheckResult is what the page's self-check (run on load when the URL ends in #selfcheck)
+// writes into <pre id="selfcheck">.
+type selfCheckResult struct {
+	GPUs        int            `json:"gpus"`
+	Links       int            `json:"links"`
+	Series      map[string]int `json:"series"`
+	HoverGPU    string         `json:"hoverGPU"`
+	Tip         string         `json:"tip"`
+	TipVisible  bool           `json:"tipVisible"`
+	Highlighted int            `json:"highlighted"`
+	TunerTip    string         `json:"tunerTip"`
+	RenderMs    float64        `json:"renderMs"`
+	Errors      []string       `json:"errors"`
+}
+
+var selfCheckRe = regexp.MustCompile(`(?s)<pre id="selfcheck">(.*?)</pre>`)
+
+// openInChromium loads page with --dump-dom and returns the self-check, Chromium's stderr and the
+// wall time of the whole browser run.
+func openInChromium(t *testing.T, bin, page string) (selfCheckResult, string, time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	args := append(chromiumArgs(t), "--dump-dom", "file://"+page+"#selfcheck")
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	err := cmd.Run()
+	wall := time.Since(start)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", bin, err, tail(errb.String()))
+	}
+	m := selfCheckRe.FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no self-check result in the DOM (did the page's script run?)\nstderr:\n%s", tail(errb.String()))
+	}
+	var r selfCheckResult
+	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &r); err != nil {
+		t.Fatalf("self-check: %v: %s", err, m[1])
+	}
+	return r, errb.String(), wall
+}
+
+func tail(s string) string {
+	if len(s) > 3000 {
+		return s[len(s)-3000:]
+	}
+	return s
+}
+
+// consoleErrors lists the console messages Chromium logged (the page logs nothing on success).
+func consoleErrors(stderr string) []string {
+	var out []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.Contains(l, ":CONSOLE(") || strings.Contains(l, "Uncaught") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func writePage(t *testing.T, r *Report, name string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteHTML(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestBrowserDefault(t *testing.T) {
+	bin := findChromium(t)
+	sizes := sweep(8, 1<<30)
+	r, err := Build(Options{Funcs: []tuning.Func{tuning.AllReduce}, Sizes: sizes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := writePage(t, r, "report.html")
+	res, stderr, wall := openInChromium(t, bin, page)
+	t.Logf("default report: render %.0f ms in page, chromium run %v", res.RenderMs, wall)
+	if len(res.Errors) > 0 || len(consoleErrors(stderr)) > 0 {
+		t.Errorf("console errors: %q %q", res.Errors, consoleErrors(stderr))
+	}
+	sys := defaultSystem(t)
+	if res.GPUs != len(sys.GPUs()) {
+		t.Errorf("topology SVG: %d GPU elements, want %d", res.GPUs, len(sys.GPUs()))
+	}
+	if want := undirectedLinks(sys); res.Links != want {
+		t.Errorf("topology SVG: %d link elements, want %d", res.Links, want)
+	}
+	if got := res.Series["sim all_reduce"]; got != len(sizes) {
+		t.Errorf("busbw plot: %d points for all_reduce, want one per size (%d)", got, len(sizes))
+	}
+	if !res.TipVisible || res.Highlighted == 0 {
+		t.Errorf("hovering %s: tooltip visible %v, %d links highlighted", res.HoverGPU, res.TipVisible, res.Highlighted)
+	}
+	hovered := sys.GPUs()[0]
+	for _, g := range sys.GPUs() {
+		if g == hovered {
+			continue
+		}
+		p := sys.Path(hovered, g)
+		if want := g.Name() + "  " + p.Type.String(); !strings.Contains(res.Tip, want) {
+			t.Errorf("hovering %s: tooltip lacks %q:\n%s", res.HoverGPU, want, res.Tip)
+		}
+	}
+	if !strings.Contains(res.TunerTip, "candidates") || !strings.Contains(res.TunerTip, "chosen") {
+		t.Errorf("tuner map tooltip: %q", res.TunerTip)
+	}
+	if shot := os.Getenv("SIMCCL_REPORT_SCREENSHOT"); shot != "" {
+		abs, err := filepath.Abs(shot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := append(chromiumArgs(t), "--hide-scrollbars", "--window-size=1400,3200", "--screenshot="+abs, "file://"+page)
+		if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+			t.Fatalf("screenshot: %v\n%s", err, tail(string(out)))
+		}
+		t.Logf("screenshot written to %s", abs)
+	}
+}
+
+// TestBrowserCluster checks the budget of the issue: the page for 128 nodes × 8 GPUs stays under
+// 5 MB and renders in under 2 s in headless Chromium.
+func TestBrowserCluster(t *testing.T) {
+	bin := findChromium(t)
+	if testing.Short() {
+		t.Skip("128-node simulation (about 20 s)")
+	}
+	sizes := sweep(8, 1<<30)
+	start := time.Now()
+	r, err := Build(Options{Nodes: 128, Funcs: []tuning.Func{tuning.AllReduce}, Sizes: sizes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := time.Since(start)
+	page := writePage(t, r, "report128.html")
+	st, err := os.Stat(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, stderr, wall := openInChromium(t, bin, page)
+	t.Logf("128 nodes x 8 GPUs: page %d bytes, built in %v, render %.0f ms in page, chromium run %v", st.Size(), build.Round(time.Millisecond), res.RenderMs, wall.Round(time.Millisecond))
+	if st.Size() >= 5e6 {
+		t.Errorf("page is %d bytes, want < 5 MB", st.Size())
+	}
+	if res.RenderMs >= 2000 {
+		t.Errorf("render took %.0f ms, want < 2 s", res.RenderMs)
+	}
+	if len(res.Errors) > 0 || len(consoleErrors(stderr)) > 0 {
+		t.Errorf("console errors: %q %q", res.Errors, consoleErrors(stderr))
+	}
+	if res.GPUs != 8 || res.Series["sim all_reduce"] != len(sizes) {
+		t.Errorf("self-check: %+v", res)
+	}
+}
