@@ -267,14 +267,18 @@ func (r *Report) sweep(m *simnet.Machine, opt Options) error {
 	for _, f := range opt.Funcs {
 		swept[simnet.TestName(f)] = true
 	}
+	lo, hi := opt.Sizes[0], opt.Sizes[0]
+	for _, s := range opt.Sizes {
+		lo, hi = min(lo, s), max(hi, s)
+	}
 	meas := map[string]*Series{}
 	var order []string
 	for _, mr := range opt.Measured {
 		if opt.MeasuredTag != "*" && mr.Tag != opt.MeasuredTag {
 			continue
 		}
-		if !swept[mr.Coll] {
-			continue
+		if !swept[mr.Coll] || mr.Bytes < lo || mr.Bytes > hi {
+			continue // the plot and the table cover the swept range
 		}
 		if mr.World != n {
 			return fmt.Errorf("%w: %s: %s measured on %d ranks, the simulated machine has %d (use --nodes)", ErrInput, opt.MeasuredName, mr.Coll, mr.World, n)
