@@ -18,10 +18,10 @@ NCCLLIB=$(python3 -c 'import nvidia.nccl,os;print(os.path.join(list(nvidia.nccl.
 cd bench/intercept
 echo "== baseline (no shim, COLL log)"
 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL NCCL_DEBUG_FILE=$R/coll/coll.%h.%p.log \
-  timeout 200 torchrun --nproc_per_node=2 torch_mixed.py --out $R/base 2>&1 | tail -5
+  timeout 100 torchrun --nproc_per_node=2 torch_mixed.py --profile --out $R/base 2>&1 | grep -v Warning | tail -5
 echo "== record mode (shim preloaded)"
 LD_PRELOAD=$SHIM SIMCCL_REAL_NCCL=$NCCLLIB SIMCCL_TRACE_DIR=$R/trace \
-  timeout 200 torchrun --nproc_per_node=2 torch_mixed.py --out $R/shim 2>&1 | tail -5
+  timeout 100 torchrun --nproc_per_node=2 torch_mixed.py --profile --out $R/shim 2>&1 | grep -v Warning | tail -5
 echo "== shim overhead on this machine (fake libnccl, C driver)"
 gcc -O2 -shared -fPIC -o $R/libfakenccl.so ../../testdata/intercept/c/fake_nccl.c && \
 gcc -O2 -o $R/drv_shim ../../testdata/intercept/c/driver.c -L$(dirname $SHIM) -lsimccl_nccl -Wl,-rpath,$(dirname $SHIM) && \

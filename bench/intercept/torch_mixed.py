@@ -12,6 +12,7 @@ import torch.distributed as dist
 p = argparse.ArgumentParser()
 p.add_argument("--out", required=True)
 p.add_argument("--iters", type=int, default=50)
+p.add_argument("--profile", action="store_true", help="record NCCL kernel times with torch.profiler (CUPTI)")
 a = p.parse_args()
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -44,6 +45,11 @@ for it in range(a.iters):
     for op in OPS:
         plan.append((op, rng.choice(SIZES), rng.choice(DTYPES)))
 
+prof = None
+if a.profile:
+    from torch.profiler import profile, ProfilerActivity
+    prof = profile(activities=[ProfilerActivity.CUDA])
+    prof.__enter__()
 start_ns = time.time_ns()
 for op, nbytes, dt in plan:
     esz = torch.tensor([], dtype=dt).element_size()
@@ -90,11 +96,22 @@ for op, nbytes, dt in plan:
         bad += int((y != prv + 5).any())
         checksum += float(y[:4].float().sum())
 end_ns = time.time_ns()
+kernels = []
+if prof is not None:
+    prof.__exit__(None, None, None)
+    tmp = f"{a.out}.rank{rank}.prof.json"
+    prof.export_chrome_trace(tmp)
+    with open(tmp) as f:
+        evs = json.load(f)["traceEvents"]
+    os.remove(tmp)
+    kernels = sorted(({"name": e["name"][:48], "ts": e["ts"], "dur": e["dur"]} for e in evs
+                      if e.get("cat") == "kernel" and "nccl" in e.get("name", "").lower()), key=lambda k: k["ts"])
 
 with open(f"{a.out}.rank{rank}.json", "w") as f:
     json.dump({"rank": rank, "world": world, "start_ns": start_ns, "end_ns": end_ns, "checksum": checksum,
                "bad": bad, "nccl": ".".join(map(str, torch.cuda.nccl.version())), "torch": torch.__version__,
-               "calls": calls}, f)
+               "calls": calls, "kernels": kernels}, f)
 print(f"rank {rank}: {len(calls)} calls, checksum {checksum}, bad {bad}, "
+      f"{len(kernels)} nccl kernels, kernel total {sum(k['dur'] for k in kernels):.1f} us, "
       f"event total {sum(c['event_us'] for c in calls):.1f} us, wall total {sum(c['wall_us'] for c in calls):.1f} us")
 dist.destroy_process_group()

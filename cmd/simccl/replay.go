@@ -1,0 +1,259 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/simccl/simccl/examples/topos"
+	"github.com/simccl/simccl/intercept"
+	"github.com/simccl/simccl/internal/units"
+	"github.com/simccl/simccl/simnet"
+	"github.com/simccl/simccl/tuning"
+)
+
+func init() {
+	register(&command{
+		name:  "replay",
+		short: "simulate the NCCL calls of a recorded workload trace (or NCCL COLL logs) on any topology, optionally scaled",
+		run:   runReplay,
+	})
+}
+
+func runReplay(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("replay", stderr)
+	topoFile := fs.String("topo", "", "NCCL topology XML or embedded name (default: the trace's virtual topology, else "+topos.DefaultName+")")
+	nodes := fs.Int("nodes", 0, "number of nodes (default: 1, or --scale-ranks / GPUs per node)")
+	fabricFile := fs.String("fabric", "", "fabric description (key = value file, see docs/cluster.md)")
+	fabSet := fs.StringArray("fabric-set", nil, "override one fabric key (key=value; repeatable)")
+	scaleRanks := fs.Int("scale-ranks", 0, "simulate data-parallel communicators (the trace's largest) at this many ranks (default: the machine's)")
+	version := fs.String("nccl-version", "", "NCCL release whose rules apply (2.28 default, 2.30)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	top := fs.Int("top", 10, "list this many slowest calls")
+	nLinks := fs.Int("links", 10, "list this many most utilised links (0: no per-link accounting)")
+	measured := fs.StringArray("measured", nil, "per-rank timing file of the traced run (bench/intercept/torch_mixed.py output; repeatable): compare")
+	progress := fs.String("progress", "auto", "progress bar on stderr: auto (when a terminal), on, off")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return fmt.Errorf("%w: want one or more trace files (JSON lines from the shim, or NCCL INFO logs with COLL lines)", errUsage)
+	}
+	if *scaleRanks < 0 || *nodes < 0 || *top < 0 || *nLinks < 0 {
+		return fmt.Errorf("%w: --scale-ranks, --nodes, --top and --links must not be negative", errUsage)
+	}
+
+	var recs []intercept.Record
+	virtualTopo := ""
+	for _, path := range fs.Args() {
+		r, err := readTraceOrLog(path)
+		if err != nil {
+			return err
+		}
+		for _, x := range r {
+			if x.Topo != "" && virtualTopo == "" {
+				virtualTopo = x.Topo
+			}
+		}
+		recs = append(recs, r...)
+	}
+	launches, err := intercept.Launches(recs)
+	if err != nil {
+		return err
+	}
+	if len(launches) == 0 {
+		return fmt.Errorf("%s: no collective or point-to-point call in the trace", strings.Join(fs.Args(), ", "))
+	}
+
+	fab := simnet.DefaultFabric()
+	if *fabricFile != "" {
+		f, err := os.Open(*fabricFile)
+		if err != nil {
+			return err
+		}
+		fab, err = simnet.ParseFabric(f, *fabricFile)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	for _, kv := range *fabSet {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("%w: --fabric-set %q: want key=value", errUsage, kv)
+		}
+		if err := fab.Set(strings.TrimSpace(k), strings.TrimSpace(v)); err != nil {
+			return fmt.Errorf("%w: --fabric-set: %v", errUsage, err)
+		}
+	}
+	if err := fab.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	tf := *topoFile
+	if tf == "" {
+		tf = virtualTopo
+	}
+	name, data := topos.Default()
+	if tf != "" {
+		if d, err := os.ReadFile(tf); err == nil {
+			name, data = tf, d
+		} else if d, err2 := topos.Get(tf); err2 == nil {
+			name, data = tf, d
+		} else {
+			return err
+		}
+	}
+	cfg := &tuning.Config{Version: *version}
+	build := func(nodes int) (*simnet.Machine, error) { return simnet.MachineFromXML(data, name, nodes, fab, cfg) }
+	m, err := build(1)
+	if err != nil {
+		return err
+	}
+	g := m.Node.NumGPUs
+	n := *nodes
+	if n == 0 {
+		n = 1
+		if *scaleRanks > 0 {
+			if *scaleRanks%g != 0 {
+				return fmt.Errorf("%w: --scale-ranks %d is not a multiple of the %d GPUs of a %s node", errUsage, *scaleRanks, g, name)
+			}
+			n = *scaleRanks / g
+		}
+	}
+	if n > 1 {
+		if m, err = build(n); err != nil {
+			return err
+		}
+	}
+	if *scaleRanks > 0 && *scaleRanks != m.NRanks() {
+		if *scaleRanks%g != 0 {
+			return fmt.Errorf("%w: --scale-ranks %d is not a multiple of the %d GPUs of a %s node", errUsage, *scaleRanks, g, name)
+		}
+	}
+	if world := intercept.World(launches); *scaleRanks == 0 && world != m.NRanks() {
+		fmt.Fprintf(stderr, "simccl replay: the trace's %d-rank communicators are scaled to the machine's %d ranks (--scale-ranks)\n", world, m.NRanks())
+	}
+
+	opt := intercept.ReplayOptions{ScaleRanks: *scaleRanks, Links: *nLinks > 0, Build: build}
+	if *progress == "on" || (*progress == "auto" && isTerminal(stderr)) {
+		start := time.Now()
+		opt.Progress = func(done, total int, what string) { drawBar(stderr, done, total, what, time.Since(start)) }
+		defer fmt.Fprintln(stderr)
+	}
+	rep, err := intercept.Replay(launches, m, opt)
+	if err != nil {
+		return err
+	}
+	var cmp *intercept.Comparison
+	if len(*measured) > 0 {
+		meas, err := intercept.ReadMeasured(*measured)
+		if err != nil {
+			return err
+		}
+		if cmp, err = intercept.Compare(rep, meas); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		out := struct {
+			*intercept.Report
+			Slowest    []intercept.LaunchResult `json:"slowest"`
+			Comparison *intercept.Comparison    `json:"comparison,omitempty"`
+		}{rep, rep.Slowest(*top), cmp}
+		if len(out.Links) > *nLinks {
+			out.Links = out.Links[:*nLinks]
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", " ")
+		return enc.Encode(out)
+	}
+	return writeReplayText(stdout, rep, cmp, *top, *nLinks)
+}
+
+// readTraceOrLog reads a shim trace (JSON lines) or, when the file does not start with '{', an
+// NCCL INFO log.
+func readTraceOrLog(path string) ([]intercept.Record, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	first := ""
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		if t := strings.TrimSpace(sc.Text()); t != "" {
+			first = t
+			break
+		}
+	}
+	if strings.HasPrefix(first, "{") {
+		return intercept.ReadTrace(bytes.NewReader(data), path)
+	}
+	recs, _, err := intercept.ParseLog(bytes.NewReader(data), path)
+	return recs, err
+}
+
+func writeReplayText(w io.Writer, rep *intercept.Report, cmp *intercept.Comparison, top, nLinks int) error {
+	fmt.Fprintf(w, "# simccl replay: %s, %d node(s), %d ranks, %d launches\n", rep.Machine, rep.Nodes, rep.Ranks, len(rep.Launches))
+	for c, n := range rep.Scaled {
+		fmt.Fprintf(w, "# scaled: communicator %s -> %d ranks\n", c, n)
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "# note: %s\n", n)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "ops\tlaunches\tbytes\ttime(us)\tshare\t")
+	for _, t := range rep.ByOp {
+		share := 0.0
+		if rep.TotalUs > 0 {
+			share = 100 * t.TimeUs / rep.TotalUs
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%.1f%%\t\n", t.Ops, t.Launches, units.FormatSize(t.Bytes), t.TimeUs, share)
+	}
+	fmt.Fprintf(tw, "total\t%d\t\t%.1f\t\t\n", len(rep.Launches), rep.TotalUs)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if top > 0 {
+		fmt.Fprintf(w, "\n# slowest %d launches\n", min(top, len(rep.Launches)))
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "comm\tlaunch\tops\tranks\tbytes\talgo\tproto\ttime(us)\t")
+		for _, l := range rep.Slowest(top) {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\t%.1f\t\n", l.Comm, l.Index, l.Ops, l.NRanks, units.FormatSize(l.Bytes), l.Algo, l.Proto, l.TimeUs)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if nLinks > 0 && len(rep.Links) > 0 {
+		fmt.Fprintf(w, "\n# most utilised links (bytes / (capacity x total time)), %d of %d\n", min(nLinks, len(rep.Links)), len(rep.Links))
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "link\tGB/s\tbytes\tutil\t")
+		for i, l := range rep.Links {
+			if i == nLinks {
+				break
+			}
+			fmt.Fprintf(tw, "%s\t%.1f\t%s\t%.1f%%\t\n", l.Link, l.GBps, units.FormatSize(int64(l.Bytes)), 100*l.Utilisation)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if cmp != nil {
+		fmt.Fprintf(w, "\n# simulated against measured (NCCL kernel time, last rank in to last rank out), %d calls\n", len(cmp.Calls))
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "op\tcalls\tsim(us)\tmeasured(us)\terror\t")
+		for _, p := range cmp.PerOp {
+			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%+.1f%%\t\n", p.Op, p.Calls, p.SimUs, p.MeasUs, 100*p.RelErr)
+		}
+		fmt.Fprintf(tw, "total\t%d\t%.1f\t%.1f\t%+.1f%%\t\n", len(cmp.Calls), cmp.SimUs, cmp.MeasUs, 100*cmp.RelErr)
+		return tw.Flush()
+	}
+	return nil
+}

@@ -1,0 +1,83 @@
+package intercept
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseLogH200(t *testing.T) {
+	files, _ := filepath.Glob("../testdata/nccl/h200x2/coll.*.log")
+	if len(files) != 2 {
+		t.Fatalf("want the two COLL logs of NCCL 2.28.9, found %v", files)
+	}
+	for _, f := range files {
+		recs, st, err := ParseLogFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Calls != 145 || len(recs) != 145 {
+			t.Fatalf("%s: %d calls (stats %+v), want 145 (29 sizes of 5 collectives)", f, len(recs), st)
+		}
+		r := recs[0]
+		if r.Op != OpAllReduce || r.Count != 2 || r.Dtype != "float" || r.RedOp != "sum" || r.NRanks != 2 || r.Comm == "" || r.Stream != "" {
+			t.Errorf("%s: first record %+v", f, r)
+		}
+		last := recs[len(recs)-1]
+		if last.Op != OpReduceScatter || last.Count != 134217728 {
+			t.Errorf("%s: last record %+v", f, last)
+		}
+	}
+}
+
+func TestParseLogCorpus(t *testing.T) {
+	files, _ := filepath.Glob("../testdata/topos/*.log")
+	calls := 0
+	for _, f := range files {
+		recs, _, err := ParseLogFile(f)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+		for _, r := range recs {
+			if r.NRanks != 2 || r.Op != OpAllReduce {
+				t.Errorf("%s: %+v", f, r)
+				break
+			}
+		}
+		calls += len(recs)
+	}
+	if calls == 0 {
+		t.Error("no COLL line found in the corpus logs (two of them have some)")
+	}
+}
+
+func TestParseLogErrors(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"h:1:1 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x1 count 2 datatype 7 op 0 root 0 comm 0x5 stream 0x7\n", "no [nranks"},
+		{"h:1:1 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 garbage\n", "unrecognised COLL line"},
+		{"x\nh:1:1 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x1 count 2 datatype 99 op 0 root 0 comm 0x5 [nranks=2] stream 0x7\n", "in.log:2"},
+		{"h:1:1 [0] NCCL INFO Send: opCount 0 sendbuff 0x1 recvbuff 0x1 count 2 datatype 7 op 0 root 5 comm 0x5 [nranks=2] stream 0x7\n", "peer 5"},
+	} {
+		_, _, err := ParseLog(strings.NewReader(c.in), "in.log")
+		if err == nil || !errors.Is(err, ErrTrace) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want one containing %q", c.in, err, c.want)
+		}
+	}
+}
+
+func FuzzParseLog(f *testing.F) {
+	f.Add("h:1:1 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x1 count 2 datatype 7 op 0 root 0 comm 0x5 [nranks=2] stream 0x7\n")
+	f.Add("h:1:1 [0] NCCL INFO comm 0x5 rank 1 nranks 2 cudaDev 1 nvmlDev 1 busId 1000 commId 0xabc - Init COMPLETE\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		recs, _, err := ParseLog(strings.NewReader(s), "fuzz")
+		if err != nil {
+			return
+		}
+		for _, r := range recs {
+			if err := r.check(); err != nil {
+				t.Fatalf("accepted a bad record %+v: %v", r, err)
+			}
+		}
+	})
+}

@@ -1,0 +1,551 @@
+package intercept
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/simnet"
+	"github.com/simccl/simccl/tuning"
+)
+
+// ErrReplay marks a trace that cannot be replayed on the given machine.
+var ErrReplay = errors.New("intercept: replay")
+
+// Launch is what one communicator runs as one unit: a single call made outside any group, or
+// all the calls of one outermost ncclGroupStart/End on that communicator (NCCL fuses them into
+// one launch, fact sheet §8.3). Launches of one communicator keep their order.
+type Launch struct {
+	Comm   string
+	NRanks int   // the communicator's size in the trace
+	Index  int   // position among the communicator's launches
+	TimeNs int64 // host time of the launch's first call on the lowest rank seen (0 when unknown)
+	Colls  []Record
+	P2P    []Transfer
+}
+
+// Transfer is one point-to-point message of a launch (from a Send, or from a Recv whose Send is
+// not in the trace).
+type Transfer struct {
+	Src, Dst int
+	Bytes    int64
+}
+
+// Ops is the launch's op names joined by "+" (e.g. "AllReduce", "Send+Recv").
+func (l *Launch) Ops() string {
+	var ops []string
+	seen := map[string]bool{}
+	for _, c := range l.Colls {
+		if !seen[c.Op] {
+			seen[c.Op] = true
+			ops = append(ops, c.Op)
+		}
+	}
+	if len(l.P2P) > 0 {
+		ops = append(ops, "SendRecv")
+	}
+	return strings.Join(ops, "+")
+}
+
+// Launches turns the records of all ranks into each communicator's launches: per rank, calls are
+// split into launches (consecutive calls sharing an outermost group number, or single calls);
+// the k-th launches of the ranks of a communicator are merged (NCCL requires every rank to issue
+// a communicator's collectives in the same order). Collectives are taken from the lowest rank
+// that has them; point-to-point messages from every rank's Sends, and from Recvs where the
+// matching Send is absent.
+func Launches(recs []Record) ([]Launch, error) {
+	type key struct {
+		comm string
+		rank int
+	}
+	perRank := map[key][]Record{}
+	sizes := map[string]int{}
+	var comms []string
+	for _, r := range recs {
+		if !IsCollective(r.Op) {
+			continue
+		}
+		if n, ok := sizes[r.Comm]; ok && n != r.NRanks {
+			return nil, fmt.Errorf("%w: communicator %s has size %d and %d in the trace", ErrReplay, r.Comm, n, r.NRanks)
+		}
+		if _, ok := sizes[r.Comm]; !ok {
+			comms = append(comms, r.Comm)
+		}
+		sizes[r.Comm] = r.NRanks
+		k := key{r.Comm, r.Rank}
+		perRank[k] = append(perRank[k], r)
+	}
+	sort.Strings(comms)
+	var out []Launch
+	for _, c := range comms {
+		n := sizes[c]
+		var split [][][]Record // [rank][launch]calls
+		for rank := 0; rank < n; rank++ {
+			calls := perRank[key{c, rank}]
+			sort.SliceStable(calls, func(i, j int) bool { return calls[i].Seq < calls[j].Seq })
+			var ls [][]Record
+			for i, r := range calls {
+				if i > 0 && r.GID != 0 && r.GID == calls[i-1].GID && r.PID == calls[i-1].PID {
+					ls[len(ls)-1] = append(ls[len(ls)-1], r)
+					continue
+				}
+				ls = append(ls, []Record{r})
+			}
+			split = append(split, ls)
+		}
+		nl := 0
+		for _, ls := range split {
+			nl = max(nl, len(ls))
+		}
+		for k := 0; k < nl; k++ {
+			l := Launch{Comm: c, NRanks: n, Index: k}
+			collFrom := -1
+			sends := map[Transfer]int{}
+			recvs := map[Transfer]int{}
+			for rank, ls := range split {
+				if k >= len(ls) {
+					continue
+				}
+				for _, r := range ls[k] {
+					if l.TimeNs == 0 {
+						l.TimeNs = r.TimeNs
+					}
+					switch r.Op {
+					case OpSend:
+						sends[Transfer{rank, r.Root, r.Bytes()}]++
+					case OpRecv:
+						recvs[Transfer{r.Root, rank, r.Bytes()}]++
+					default:
+						if collFrom < 0 {
+							collFrom = rank
+						}
+						if collFrom == rank {
+							l.Colls = append(l.Colls, r)
+						}
+					}
+				}
+			}
+			for t, s := range sends {
+				recvs[t] = max(recvs[t], s)
+			}
+			for t, m := range recvs {
+				for i := 0; i < m; i++ {
+					l.P2P = append(l.P2P, t)
+				}
+			}
+			sort.Slice(l.P2P, func(i, j int) bool {
+				a, b := l.P2P[i], l.P2P[j]
+				if a.Src != b.Src {
+					return a.Src < b.Src
+				}
+				if a.Dst != b.Dst {
+					return a.Dst < b.Dst
+				}
+				return a.Bytes < b.Bytes
+			})
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+// ReplayOptions steer Replay.
+type ReplayOptions struct {
+	// ScaleRanks is the size data-parallel communicators are scaled to (see Replay); 0 means the
+	// machine's rank count.
+	ScaleRanks int
+	// Links accumulates per-link traffic from calls simulated op by op (schedule mode).
+	Links bool
+	// MaxOps bounds the recorded messages per distinct call for Links (0: 2,000,000).
+	MaxOps int
+	// Build makes the machine of another node count when base.Scale cannot (a one-node base,
+	// whose channel search differs from a multi-node one). Nil: base.Scale only.
+	Build func(nodes int) (*simnet.Machine, error)
+	// Progress, when set, is called after each distinct call is simulated.
+	Progress func(done, total int, what string)
+}
+
+// LaunchResult is one simulated launch.
+type LaunchResult struct {
+	Comm     string  `json:"comm"`
+	Index    int     `json:"index"`
+	TimeNs   int64   `json:"t_ns,omitempty"` // host time of the launch in the trace
+	Ops      string  `json:"ops"`
+	Calls    int     `json:"calls"`
+	NRanks   int     `json:"nranks"` // simulated size (after scaling)
+	Bytes    int64   `json:"bytes"`  // nccl-tests size of the launch's calls (total buffer), summed
+	Algo     string  `json:"algo"`
+	Proto    string  `json:"proto"`
+	Mode     string  `json:"mode"`
+	TimeUs   float64 `json:"time_us"`
+	Launches int     `json:"-"`
+}
+
+// LinkUse is the simulated traffic of one link over the whole replay.
+type LinkUse struct {
+	Link        string  `json:"link"`
+	GBps        float64 `json:"capacity_gbps"`
+	Bytes       float64 `json:"bytes"`
+	Utilisation float64 `json:"utilisation"` // bytes / (capacity × total replay time)
+}
+
+// OpTotal sums the launches of one kind.
+type OpTotal struct {
+	Ops      string  `json:"ops"`
+	Launches int     `json:"launches"`
+	Bytes    int64   `json:"bytes"`
+	TimeUs   float64 `json:"time_us"`
+}
+
+// Report is the outcome of a replay.
+type Report struct {
+	Machine  string         `json:"machine"`
+	Ranks    int            `json:"ranks"`
+	Nodes    int            `json:"nodes"`
+	Scaled   map[string]int `json:"scaled,omitempty"` // communicator → simulated size, where it changed
+	Launches []LaunchResult `json:"launches"`
+	ByOp     []OpTotal      `json:"by_op"`
+	TotalUs  float64        `json:"total_us"`
+	Links    []LinkUse      `json:"links,omitempty"`
+	Notes    []string       `json:"notes,omitempty"`
+}
+
+// World is the data-parallel size of a trace: the largest communicator size in it.
+func World(launches []Launch) int {
+	w := 0
+	for _, l := range launches {
+		w = max(w, l.NRanks)
+	}
+	return w
+}
+
+// funcOf maps a trace op to the tuning function simulated for it.
+func funcOf(op string) (tuning.Func, bool) {
+	switch op {
+	case OpAllReduce:
+		return tuning.AllReduce, true
+	case OpBroadcast:
+		return tuning.Broadcast, true
+	case OpReduce:
+		return tuning.Reduce, true
+	case OpAllGather:
+		return tuning.AllGather, true
+	case OpReduceScatter:
+		return tuning.ReduceScatter, true
+	case OpAllToAll:
+		return tuning.AllToAll, true
+	}
+	return 0, false
+}
+
+// testSize is the nccl-tests size (the total buffer, what simnet.Machine.Run takes) of one call
+// whose count argument is count, on n ranks: AllGather's count is the per-rank send count and
+// ReduceScatter's the per-rank receive count, so their total buffer is count×n elements (fact
+// sheet §5.5, ncclFuncMaxSendRecvCount); AllToAll's count is per peer; the others move count
+// elements.
+func testSize(f tuning.Func, count int64, elt, n int) int64 {
+	switch f {
+	case tuning.AllGather, tuning.ReduceScatter, tuning.AllToAll:
+		return count * int64(elt) * int64(n)
+	}
+	return count * int64(elt)
+}
+
+type simKey struct {
+	f     tuning.Func
+	size  int64
+	dt    coll.DataType
+	op    coll.RedOp
+	ranks int
+}
+
+type simOut struct {
+	row   simnet.Row
+	links map[string]float64
+}
+
+// Replay simulates every launch of the trace on base (its node template, node count and fabric),
+// one launch after another (the replay is serial: launches of different communicators, which NCCL
+// may overlap on different streams, are added up).
+//
+// Scaling rule (--scale-ranks): a communicator whose size equals the trace's world size (the
+// largest communicator) is taken as data-parallel and simulated at ScaleRanks ranks with the same
+// per-rank counts: AllReduce, Broadcast and Reduce keep their count; AllGather keeps its per-rank
+// send count and ReduceScatter its per-rank receive count (their total buffers grow with the
+// ranks); the point-to-point messages of a launch become a neighbour exchange of the largest
+// message among all ScaleRanks ranks. Smaller communicators (tensor- or pipeline-parallel groups)
+// keep their size.
+//
+// A launch's time: each collective is simulated on its own (simnet.Machine.Run); the collectives
+// of one group share one kernel launch, so a group of k collectives costs the sum of their times
+// less (k−1) launch costs; its point-to-point messages are simulated as a send/recv exchange of
+// the largest message, added after the collectives.
+func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report, error) {
+	if len(launches) == 0 {
+		return nil, fmt.Errorf("%w: the trace has no collective or point-to-point call", ErrReplay)
+	}
+	world := World(launches)
+	scale := opt.ScaleRanks
+	if scale == 0 {
+		scale = base.NRanks()
+	}
+	rep := &Report{Machine: base.Node.Name, Ranks: base.NRanks(), Nodes: base.Nodes, Scaled: map[string]int{}}
+	rep.Notes = append(rep.Notes, base.Notes...)
+	machines := map[int]*simnet.Machine{base.NRanks(): base}
+	machine := func(ranks int) (*simnet.Machine, error) {
+		if m, ok := machines[ranks]; ok {
+			return m, nil
+		}
+		g := base.Node.NumGPUs
+		if ranks%g != 0 {
+			return nil, fmt.Errorf("a communicator of %d ranks on nodes of %d GPUs: only whole nodes are simulated (use --scale-ranks or --nodes)", ranks, g)
+		}
+		m, err := base.Scale(ranks / g)
+		if err != nil && opt.Build != nil {
+			m, err = opt.Build(ranks / g)
+		}
+		if err != nil {
+			return nil, err
+		}
+		machines[ranks] = m
+		return m, nil
+	}
+	maxOps := opt.MaxOps
+	if maxOps <= 0 {
+		maxOps = 2_000_000
+	}
+	cache := map[simKey]*simOut{}
+	uses := map[simKey]int{}
+	// Distinct calls first (for progress), then the launches.
+	type todo struct {
+		k    simKey
+		what string
+	}
+	var order []todo
+	plan := make([][]simKey, len(launches))
+	noteOnce := map[string]bool{}
+	note := func(s string) {
+		if !noteOnce[s] {
+			noteOnce[s] = true
+			rep.Notes = append(rep.Notes, s)
+		}
+	}
+	for i, l := range launches {
+		ranks := l.NRanks
+		if l.NRanks == world && world != scale {
+			ranks = scale
+			rep.Scaled[l.Comm] = scale
+		}
+		for _, c := range l.Colls {
+			f, ok := funcOf(c.Op)
+			if !ok {
+				return nil, fmt.Errorf("%w: %s launch %d: op %s cannot be simulated", ErrReplay, l.Comm, l.Index, c.Op)
+			}
+			dt, err := c.DataType()
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s launch %d: %v", ErrReplay, l.Comm, l.Index, err)
+			}
+			op := coll.Sum
+			if c.RedOp != "" {
+				if op, err = coll.ParseRedOp(c.RedOp); err != nil {
+					return nil, fmt.Errorf("%w: %s launch %d: %v", ErrReplay, l.Comm, l.Index, err)
+				}
+			}
+			if op == coll.PreMulSum {
+				// User-created PreMulSum ops run as a scaled sum (fact sheet §8.1); simulated as Sum.
+				op = coll.Sum
+				note("ncclRedOpCreatePreMulSum reductions simulated as sum")
+			}
+			k := simKey{f, testSize(f, c.Count, dt.Size(), ranks), dt, op, ranks}
+			plan[i] = append(plan[i], k)
+			if uses[k] == 0 {
+				order = append(order, todo{k, fmt.Sprintf("%s %d B on %d ranks", c.Op, k.size, ranks)})
+			}
+			uses[k]++
+		}
+		if len(l.P2P) > 0 {
+			var big int64
+			for _, t := range l.P2P {
+				big = max(big, t.Bytes)
+			}
+			k := simKey{tuning.SendRecv, big, coll.Int8, coll.Sum, ranks}
+			plan[i] = append(plan[i], k)
+			if uses[k] == 0 {
+				order = append(order, todo{k, fmt.Sprintf("SendRecv %d B on %d ranks", big, ranks)})
+			}
+			uses[k]++
+		}
+	}
+	recorded, unlinked := 0, 0
+	for i, t := range order {
+		m, err := machine(t.k.ranks)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrReplay, t.what, err)
+		}
+		rec := opt.Links && recorded < maxOps
+		row, res, err := m.Run(t.k.f, t.k.size, t.k.dt, t.k.op, simnet.RunOptions{Record: rec})
+		if err != nil {
+			var fb string
+			if row, fb, err = fallback(t.k, m, machine, err); err != nil {
+				return nil, fmt.Errorf("%w: %s: %v", ErrReplay, t.what, err)
+			}
+			note(fb)
+			res = nil
+		}
+		out := &simOut{row: row}
+		if rec && res != nil && len(res.Ops) > 0 && res.LinkName != nil {
+			recorded += len(res.Ops)
+			out.links = map[string]float64{}
+			for _, o := range res.Ops {
+				for _, l := range o.Route {
+					out.links[res.LinkName(l)] += float64(o.Wire)
+				}
+			}
+		} else if opt.Links && row.TimeUs > 0 {
+			unlinked++
+		}
+		cache[t.k] = out
+		if opt.Progress != nil {
+			opt.Progress(i+1, len(order), t.what)
+		}
+	}
+	launchCost := float64(simnet.KernelLaunch) / float64(simnet.Microsecond)
+	byOp := map[string]*OpTotal{}
+	linkBytes := map[string]float64{}
+	linkedUs := 0.0
+	for i, l := range launches {
+		lr := LaunchResult{Comm: l.Comm, Index: l.Index, TimeNs: l.TimeNs, Ops: l.Ops(), Calls: len(l.Colls) + len(l.P2P)}
+		nColl := 0
+		linked := true
+		for j, k := range plan[i] {
+			o := cache[k]
+			lr.NRanks = k.ranks
+			lr.Bytes += o.row.Bytes
+			lr.TimeUs += o.row.TimeUs
+			if k.f != tuning.SendRecv {
+				nColl++
+			}
+			if j == 0 || lr.Algo == "" {
+				lr.Algo, lr.Proto, lr.Mode = o.row.Algo, o.row.Proto, o.row.Mode
+			} else if lr.Algo != o.row.Algo || lr.Proto != o.row.Proto {
+				lr.Algo, lr.Proto = "mixed", "mixed"
+			}
+			for name, b := range o.links {
+				linkBytes[name] += b
+			}
+			if o.links == nil && o.row.TimeUs > 0 {
+				linked = false
+			}
+		}
+		if nColl > 1 {
+			lr.TimeUs -= float64(nColl-1) * launchCost
+		}
+		rep.Launches = append(rep.Launches, lr)
+		rep.TotalUs += lr.TimeUs
+		if linked {
+			linkedUs += lr.TimeUs
+		}
+		t := byOp[lr.Ops]
+		if t == nil {
+			t = &OpTotal{Ops: lr.Ops}
+			byOp[lr.Ops] = t
+		}
+		t.Launches++
+		t.Bytes += lr.Bytes
+		t.TimeUs += lr.TimeUs
+	}
+	for _, t := range byOp {
+		rep.ByOp = append(rep.ByOp, *t)
+	}
+	sort.Slice(rep.ByOp, func(i, j int) bool { return rep.ByOp[i].TimeUs > rep.ByOp[j].TimeUs })
+	if len(rep.Scaled) == 0 {
+		rep.Scaled = nil
+	} else {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("data-parallel communicators (size %d in the trace) scaled to %d ranks with the same per-rank counts", world, scale))
+	}
+	if opt.Links && unlinked > 0 && rep.TotalUs > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("per-link traffic counts the calls simulated message by message: %d of %d distinct calls ran in compact executors or the cost model, which keep no per-message record; the counted launches make %.1f%% of the total time", unlinked, len(order), 100*linkedUs/rep.TotalUs))
+	}
+	if opt.Links && len(linkBytes) > 0 {
+		caps, err := linkCapacities(base)
+		if err != nil {
+			return nil, err
+		}
+		for name, b := range linkBytes {
+			u := LinkUse{Link: name, Bytes: b}
+			if c, ok := caps[name]; ok && c > 0 {
+				u.GBps = c
+				if rep.TotalUs > 0 {
+					u.Utilisation = b / (c * 1e9 * rep.TotalUs * 1e-6)
+				}
+			}
+			rep.Links = append(rep.Links, u)
+		}
+		sort.Slice(rep.Links, func(i, j int) bool {
+			if rep.Links[i].Utilisation != rep.Links[j].Utilisation {
+				return rep.Links[i].Utilisation > rep.Links[j].Utilisation
+			}
+			return rep.Links[i].Link < rep.Links[j].Link
+		})
+	}
+	return rep, nil
+}
+
+// linkCapacities instantiates the machine's links on a fresh engine (as Machine.Run does) and
+// returns each link's capacity in GB/s by name.
+func linkCapacities(m *simnet.Machine) (map[string]float64, error) {
+	e := simnet.NewEngine(nil)
+	if _, err := simnet.NewCluster(e, m.Node, m.Nodes, m.Fabric); err != nil {
+		return nil, err
+	}
+	caps := make(map[string]float64, e.NumLinks())
+	for l := simnet.LinkID(0); int(l) < e.NumLinks(); l++ {
+		caps[e.LinkName(l)] = e.LinkCap(l).GBps()
+	}
+	return caps, nil
+}
+
+// Slowest returns the n launches with the largest simulated time, slowest first.
+func (r *Report) Slowest(n int) []LaunchResult {
+	s := append([]LaunchResult(nil), r.Launches...)
+	sort.SliceStable(s, func(i, j int) bool { return s[i].TimeUs > s[j].TimeUs })
+	if len(s) > n {
+		s = s[:n]
+	}
+	return s
+}
+
+// fallback times a call whose schedule simnet cannot materialise (too many steps at this scale,
+// and no compact executor for it): a send/recv neighbour exchange is simulated on two nodes
+// (every rank sends one message to the next, so each link's load does not grow with the node
+// count); other collectives take NCCL's own cost-model time (fact sheet §5.5: the smallest
+// lat + bytes/bw over the enabled algorithms and protocols). The note says which.
+func fallback(k simKey, m *simnet.Machine, machine func(int) (*simnet.Machine, error), cause error) (simnet.Row, string, error) {
+	g := m.Node.NumGPUs
+	if k.f == tuning.SendRecv && m.Nodes > 2 {
+		m2, err := machine(2 * g)
+		if err != nil {
+			return simnet.Row{}, "", err
+		}
+		row, _, err := m2.Run(k.f, k.size, k.dt, k.op, simnet.RunOptions{})
+		if err != nil {
+			return simnet.Row{}, "", err
+		}
+		row.Mode = "sendrecv-2-nodes"
+		return row, fmt.Sprintf("send/recv exchanges too large to schedule on %d ranks simulated on 2 nodes (same per-link load)", k.ranks), nil
+	}
+	count := k.size / int64(k.dt.Size())
+	switch k.f {
+	case tuning.AllGather, tuning.ReduceScatter, tuning.AllToAll:
+		count /= int64(k.ranks)
+	}
+	ch, err := m.Table.Select(tuning.Call{Func: k.f, Count: count, ElemSize: k.dt.Size(), Op: int(k.op), DataType: int(k.dt)})
+	if err != nil {
+		return simnet.Row{}, "", fmt.Errorf("%v; tuning model: %v", cause, err)
+	}
+	row := simnet.Row{Coll: simnet.TestName(k.f), Bytes: k.size, Count: count, Type: k.dt.String(), RedOp: k.op.String(),
+		TimeUs: float64(ch.TimeUs), Algo: ch.Algo.String(), Proto: ch.Proto.String(), NChannels: ch.NChannels, Mode: "tuning-model"}
+	return row, fmt.Sprintf("%s too large to schedule on %d ranks: timed by NCCL's cost model (tuning), not simulated", simnet.TestName(k.f), k.ranks), nil
+}

@@ -1,0 +1,262 @@
+package intercept
+
+import (
+	"errors"
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/simccl/simccl/examples/topos"
+	"github.com/simccl/simccl/simnet"
+	"github.com/simccl/simccl/tuning"
+)
+
+const h200 = "../testdata/intercept/h200x2/"
+
+func readAll(t *testing.T, pattern string) []Record {
+	t.Helper()
+	files, _ := filepath.Glob(pattern)
+	if len(files) == 0 {
+		t.Fatalf("no file matches %s", pattern)
+	}
+	var recs []Record
+	for _, f := range files {
+		r, err := ReadTraceFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r...)
+	}
+	return recs
+}
+
+func machine(t *testing.T, name string, nodes int) *simnet.Machine {
+	t.Helper()
+	data, err := topos.Get(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := simnet.MachineFromXML(data, name, nodes, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestLaunchesGroups(t *testing.T) {
+	rec := func(rank int, seq int64, op string, count int64, root int, gid int64) Record {
+		r := Record{Seq: seq, Rank: rank, NRanks: 2, Comm: "c", Op: op, Count: count, Dtype: "float", Root: root, GID: gid, PID: 100 + rank}
+		if gid != 0 {
+			r.Group = 1
+		}
+		return r
+	}
+	recs := []Record{
+		rec(0, 0, OpAllReduce, 10, -1, 0), rec(1, 0, OpAllReduce, 10, -1, 0),
+		// rank 0 sends alone (its own group); rank 1 receives (its own group)
+		rec(0, 1, OpSend, 7, 1, 1), rec(1, 1, OpRecv, 7, 0, 1),
+		// a grouped exchange: both ranks send and receive
+		rec(0, 2, OpSend, 3, 1, 2), rec(0, 3, OpRecv, 3, 1, 2),
+		rec(1, 2, OpRecv, 3, 0, 2), rec(1, 3, OpSend, 3, 0, 2),
+		// two collectives in one group
+		rec(0, 4, OpAllGather, 5, -1, 3), rec(0, 5, OpReduceScatter, 5, -1, 3),
+		rec(1, 4, OpAllGather, 5, -1, 3), rec(1, 5, OpReduceScatter, 5, -1, 3),
+		{Seq: 9, Rank: 0, NRanks: 2, Comm: "c", Op: OpCommDestroy, Root: -1},
+	}
+	ls, err := Launches(recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != 4 {
+		t.Fatalf("%d launches, want 4: %+v", len(ls), ls)
+	}
+	if len(ls[0].Colls) != 1 || ls[0].Ops() != "AllReduce" {
+		t.Errorf("launch 0: %+v", ls[0])
+	}
+	if want := []Transfer{{0, 1, 28}}; len(ls[1].P2P) != 1 || ls[1].P2P[0] != want[0] {
+		t.Errorf("launch 1 transfers %+v, want %+v (one message, seen from both sides)", ls[1].P2P, want)
+	}
+	if len(ls[2].P2P) != 2 || ls[2].Ops() != "SendRecv" {
+		t.Errorf("launch 2: %+v", ls[2])
+	}
+	if len(ls[3].Colls) != 2 || ls[3].Ops() != "AllGather+ReduceScatter" {
+		t.Errorf("launch 3: %+v", ls[3])
+	}
+
+	m := machine(t, "h200x2-nvlink", 1)
+	rep, err := Replay(ls, m, ReplayOptions{Links: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag, _, err := m.Run(funcMust(OpAllGather), 5*4*2, 7, 0, simnet.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, _, err := m.Run(funcMust(OpReduceScatter), 5*4*2, 7, 0, simnet.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ag.TimeUs + rs.TimeUs - float64(simnet.KernelLaunch)/float64(simnet.Microsecond)
+	if got := rep.Launches[3].TimeUs; math.Abs(got-want) > 1e-6 {
+		t.Errorf("grouped AllGather+ReduceScatter: %.3f us, want %.3f (one launch saved)", got, want)
+	}
+	sum := 0.0
+	for _, l := range rep.Launches {
+		sum += l.TimeUs
+	}
+	if math.Abs(sum-rep.TotalUs) > 1e-6 || len(rep.Links) == 0 {
+		t.Errorf("total %.3f, launches sum to %.3f; %d links", rep.TotalUs, sum, len(rep.Links))
+	}
+}
+
+func funcMust(op string) tuning.Func {
+	f, _ := funcOf(op)
+	return f
+}
+
+func TestLaunchesSizeMismatch(t *testing.T) {
+	_, err := Launches([]Record{
+		{Rank: 0, NRanks: 2, Comm: "c", Op: OpAllReduce, Count: 1, Dtype: "float", Root: -1},
+		{Rank: 0, NRanks: 4, Comm: "c", Op: OpAllReduce, Count: 1, Dtype: "float", Root: -1},
+	})
+	if !errors.Is(err, ErrReplay) {
+		t.Errorf("err = %v", err)
+	}
+	if _, err := Replay(nil, machine(t, "h200x2-nvlink", 1), ReplayOptions{}); !errors.Is(err, ErrReplay) {
+		t.Errorf("empty replay: err = %v", err)
+	}
+}
+
+// TestReplayH200Measured is the issue's acceptance check: the trace the shim recorded from a
+// torchrun program on the 2×H200 machine, replayed on the 2×H200 topology, predicts the total
+// communication time measured in the same run (NCCL kernel time from the profiler) within 15%.
+func TestReplayH200Measured(t *testing.T) {
+	ls, err := Launches(readAll(t, h200+"trace/*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != 300 {
+		t.Fatalf("%d launches, want the program's 300 calls", len(ls))
+	}
+	rep, err := Replay(ls, machine(t, "h200x2-nvlink", 1), ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meas, err := ReadMeasured([]string{h200 + "shim.rank0.json", h200 + "shim.rank1.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmp, err := Compare(rep, meas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("simulated %.0f us, measured %.0f us, error %+.1f%%", cmp.SimUs, cmp.MeasUs, 100*cmp.RelErr)
+	for _, p := range cmp.PerOp {
+		t.Logf("  %-15s %3d calls sim %8.0f us measured %8.0f us %+6.1f%%", p.Op, p.Calls, p.SimUs, p.MeasUs, 100*p.RelErr)
+	}
+	if math.Abs(cmp.RelErr) > 0.15 {
+		t.Errorf("total simulated %.0f us vs measured %.0f us: error %+.1f%% (limit 15%%)", cmp.SimUs, cmp.MeasUs, 100*cmp.RelErr)
+	}
+	// Calls match by kind: the k-th launch in the window is the k-th measured call.
+	kind := map[string]string{"all_reduce": "AllReduce", "all_gather": "AllGather", "reduce_scatter": "ReduceScatter",
+		"broadcast": "Broadcast", "sendrecv": "SendRecv", "batch_p2p": "SendRecv"}
+	for i, c := range cmp.Calls {
+		if kind[c.Op] != c.SimOps {
+			t.Fatalf("call %d: measured %s, launch %s", i, c.Op, c.SimOps)
+		}
+	}
+}
+
+// TestReplayScaled replays the 2-rank trace on two DGX H100 nodes: the data-parallel
+// communicator becomes 16 ranks with the same per-rank counts.
+func TestReplayScaled(t *testing.T) {
+	ls, err := Launches(readAll(t, h200+"trace/*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sub []Launch
+	for _, l := range ls {
+		if len(sub) < 12 {
+			sub = append(sub, l)
+		}
+	}
+	m := machine(t, "dgx-h100", 2)
+	rep, err := Replay(sub, m, ReplayOptions{Links: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Ranks != 16 || len(rep.Scaled) != 1 {
+		t.Fatalf("ranks %d, scaled %v", rep.Ranks, rep.Scaled)
+	}
+	for i, l := range rep.Launches {
+		if l.NRanks != 16 {
+			t.Errorf("launch %d on %d ranks", i, l.NRanks)
+		}
+		if len(sub[i].Colls) == 1 {
+			c := sub[i].Colls[0]
+			dt, _ := c.DataType()
+			want := c.Count * int64(dt.Size())
+			if c.Op == OpAllGather || c.Op == OpReduceScatter {
+				want *= 16
+			}
+			// simnet reports nccl-tests' size, rounded to whole 16-byte per-rank blocks.
+			if l.Bytes > want || l.Bytes < want-16*16 {
+				t.Errorf("launch %d %s count %d: %d bytes simulated, want about %d", i, c.Op, c.Count, l.Bytes, want)
+			}
+		}
+		if l.TimeUs <= 0 {
+			t.Errorf("launch %d: time %v", i, l.TimeUs)
+		}
+	}
+	if len(rep.Links) == 0 || rep.Links[0].Utilisation <= 0 || rep.Links[0].Utilisation > 1 {
+		t.Errorf("links: %+v", rep.Links[:min(3, len(rep.Links))])
+	}
+}
+
+// TestParseGPULogsMatchTrace: the NCCL_DEBUG_SUBSYS=COLL logs of the same program (run without
+// the shim) parse into the same calls, in the same order, as the shim recorded.
+func TestParseGPULogsMatchTrace(t *testing.T) {
+	logs, _ := filepath.Glob(h200 + "coll/*.log")
+	if len(logs) != 2 {
+		t.Fatalf("logs: %v", logs)
+	}
+	trace := readAll(t, h200+"trace/*.jsonl")
+	byRank := map[int][]Record{}
+	for _, r := range trace {
+		if IsCollective(r.Op) {
+			byRank[r.Rank] = append(byRank[r.Rank], r)
+		}
+	}
+	for _, f := range logs {
+		recs, _, err := ParseLogFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) == 0 {
+			t.Fatalf("%s: no call", f)
+		}
+		want := byRank[recs[0].Rank]
+		if len(recs) != len(want) {
+			t.Fatalf("%s: %d calls, the shim recorded %d on rank %d", f, len(recs), len(want), recs[0].Rank)
+		}
+		for i, r := range recs {
+			w := want[i]
+			if r.Op != w.Op || r.Count != w.Count || r.Dtype != w.Dtype || r.RedOp != w.RedOp || r.Root != w.Root || r.NRanks != w.NRanks {
+				t.Fatalf("%s call %d: log %+v, shim %+v", f, i, r, w)
+			}
+		}
+	}
+	// Both logs together replay (no group marks in logs: each call is its own launch).
+	var all []Record
+	for _, f := range logs {
+		r, _, _ := ParseLogFile(f)
+		all = append(all, r...)
+	}
+	ls, err := Launches(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != 350 {
+		t.Errorf("%d launches from the logs, want 350 (300 calls, the 50 batched exchanges split in two)", len(ls))
+	}
+}

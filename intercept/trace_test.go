@@ -1,0 +1,70 @@
+package intercept
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestAppendRecordRoundTrip(t *testing.T) {
+	in := []Record{
+		{Seq: 0, TimeNs: 17, DurNs: 3, Rank: 1, NRanks: 4, Comm: "u1", Op: OpCommInit, Root: -1, Host: "h\"x", PID: 9, Mode: "virtual", Topo: "dgx-h100"},
+		{Seq: 1, TimeNs: 18, Rank: 1, NRanks: 4, Comm: "u1", Op: OpAllReduce, Count: 1 << 40, Dtype: "bfloat16", RedOp: "avg", Root: -1, Stream: "0x10", Group: 2, GID: 7},
+		{Seq: 2, Rank: 0, NRanks: 2, Comm: "u1/s0c1", Op: OpCommSplit, Root: -1, Parent: "u1", Color: 1},
+		{Seq: 3, Rank: 0, NRanks: 2, Comm: "u1/s0c1", Op: OpSend, Count: 5, Dtype: "int8", Root: 1},
+	}
+	var b []byte
+	for i := range in {
+		b = AppendRecord(b, &in[i])
+	}
+	out, err := ReadTrace(strings.NewReader("# comment\n\n"+string(b)), "t.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(in, out) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", out, in)
+	}
+	if got := out[1].Bytes(); got != 2<<40 {
+		t.Errorf("Bytes = %d", got)
+	}
+}
+
+func TestReadTraceErrors(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"seq":0,"rank":0,"nranks":2,"comm":"c","op":"AllReduce","count":1,"dtype":"float","root":-1,"group":0}` + "\n{", "t.jsonl:2"},
+		{`{"seq":0,"rank":0,"nranks":2,"comm":"c","op":"AllReduce","count":1,"dtype":"float","root":-1,"group":0,"bogus":1}`, "unknown field"},
+		{`{"seq":0,"rank":2,"nranks":2,"comm":"c","op":"AllReduce","count":1,"dtype":"float","root":-1,"group":0}`, "rank 2 of 2"},
+		{`{"seq":0,"rank":0,"nranks":2,"comm":"c","op":"AllReduce","count":1,"dtype":"float9","root":-1,"group":0}`, "unknown data type"},
+		{`{"seq":0,"rank":0,"nranks":2,"comm":"c","op":"Send","count":1,"dtype":"float","root":-1,"group":0}`, "root/peer -1"},
+		{`{"seq":0,"rank":0,"nranks":2,"op":"AllReduce","count":1,"dtype":"float","root":-1,"group":0}`, "no comm"},
+		{`{"seq":0,"rank":0,"nranks":2,"comm":"c","op":"AllReduce","count":-1,"dtype":"float","root":-1,"group":0}`, "count -1"},
+	} {
+		_, err := ReadTrace(strings.NewReader(c.in), "t.jsonl")
+		if err == nil || !errors.Is(err, ErrTrace) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one containing %q", c.in, err, c.want)
+		}
+	}
+}
+
+func TestNames(t *testing.T) {
+	if DtypeName(9) != "bfloat16" || DtypeName(7) != "float" || DtypeName(42) != "dtype42" {
+		t.Error(DtypeName(9), DtypeName(7), DtypeName(42))
+	}
+	if RedOpName(4) != "avg" || RedOpName(9) != "premulsum" || RedOpName(-1) != "redop-1" {
+		t.Error(RedOpName(4), RedOpName(9), RedOpName(-1))
+	}
+}
+
+func FuzzReadTrace(f *testing.F) {
+	f.Add(`{"seq":0,"rank":0,"nranks":2,"comm":"c","op":"AllReduce","count":1,"dtype":"float","root":-1,"group":0}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		recs, err := ReadTrace(strings.NewReader(s), "fuzz")
+		if err != nil {
+			return
+		}
+		if _, err := Launches(recs); err != nil && !errors.Is(err, ErrReplay) {
+			t.Fatalf("Launches: unmarked error %v", err)
+		}
+	})
+}
