@@ -480,7 +480,8 @@ func (c *Comm) connectAll() error {
 	if c.n == 1 {
 		return nil
 	}
-	f := []*call{{f: tuning.AllReduce, count: int64(c.n), dt: coll.Float32, op: coll.Sum}}
+	// An all-reduce large enough to use every channel (schedule picks fewer for small sizes).
+	f := []*call{{f: tuning.AllReduce, count: int64(c.cfg.NChannels) * (64 << 10), dt: coll.Float32, op: coll.Sum}}
 	s, err := c.schedule(f)
 	if err != nil {
 		return err

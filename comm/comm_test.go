@@ -1,0 +1,233 @@
+package comm_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/comm"
+)
+
+// The Tree all-reduce schedule (two lanes per channel: reduce up, broadcast down) on every transport.
+func TestTreeAllReduce(t *testing.T) {
+	ranks := map[string][]int{"inproc": {2, 3, 8}, "tcp": {5}, "shm": {4}}
+	if *long {
+		ranks = map[string][]int{"inproc": {2, 3, 4, 5, 6, 7, 8}, "tcp": {2, 3, 4, 5, 6, 7, 8}, "shm": {2, 3, 4, 5, 6, 7, 8}}
+	}
+	for _, tr := range []string{"inproc", "tcp", "shm"} {
+		for _, n := range ranks[tr] {
+			t.Run(fmt.Sprintf("%s/n=%d", tr, n), func(t *testing.T) {
+				cs, err := comm.InitAll(n, &comm.Config{Transport: tr, Algo: "tree", SlotBytes: testSlot, NChannels: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				w := &world{cs: cs}
+				defer w.close()
+				wrong := 0
+				for _, dt := range []coll.DataType{coll.Int32, coll.Float32, coll.Bfloat16, coll.Float8e4m3} {
+					for _, op := range allOps {
+						for _, inPlace := range []bool{false, true} {
+							for _, count := range []int{1, 1237, 40001} {
+								wrong += runCase(t, w, caseSpec{kAllReduce, dt, op, inPlace, count, int64(count) + int64(op)})
+							}
+						}
+					}
+				}
+				if wrong != 0 {
+					t.Fatalf("%d wrong elements", wrong)
+				}
+			})
+		}
+	}
+}
+
+// Connections are made on first use, per (channel, peer, connIndex), and their memory reported;
+// ConnectAtInit makes the ring ones at init.
+func TestLazyConnection(t *testing.T) {
+	const n = 4
+	cs, err := comm.InitAll(n, &comm.Config{Transport: "inproc", NChannels: 2, SlotBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{cs: cs}
+	defer w.close()
+	for _, c := range cs {
+		if b, k := c.MemoryBytes(); b != 0 || k != 0 {
+			t.Fatalf("rank %d: %d connections (%d bytes) before any call", c.Rank(), k, b)
+		}
+	}
+	runCase(t, w, caseSpec{kAllReduce, coll.Float32, coll.Sum, false, 1 << 16, 1})
+	for _, c := range cs {
+		// Ring on 2 channels: a connection to next and one to prev on each.
+		b, k := c.MemoryBytes()
+		if k != 4 || b <= 0 {
+			t.Fatalf("rank %d after a ring all-reduce: %d connections, %d bytes; want 4 and > 0", c.Rank(), k, b)
+		}
+	}
+	runCase(t, w, caseSpec{kAllReduce, coll.Float32, coll.Sum, false, 1 << 16, 2})
+	if _, k := cs[0].MemoryBytes(); k != 4 {
+		t.Fatalf("a second all-reduce made new connections: %d", k)
+	}
+	runCase(t, w, caseSpec{kSendRecv, coll.Float32, coll.Sum, false, 100, 3})
+	if _, k := cs[0].MemoryBytes(); k != 6 {
+		t.Fatalf("send/recv to next and prev should add 2 connIndex-1 connections: %d", k)
+	}
+
+	pre, err := comm.InitAll(n, &comm.Config{Transport: "inproc", NChannels: 2, ConnectAtInit: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer (&world{cs: pre}).close()
+	for _, c := range pre {
+		if _, k := c.MemoryBytes(); k != 4 {
+			t.Fatalf("rank %d with ConnectAtInit: %d connections at init, want 4", c.Rank(), k)
+		}
+	}
+}
+
+func TestSplit(t *testing.T) {
+	const n = 6
+	cs, err := comm.InitAll(n, &comm.Config{Transport: "inproc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer (&world{cs: cs}).close()
+	subs := make([]*comm.Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			color := r % 2
+			if r == 5 {
+				color = comm.NoColor
+			}
+			subs[r], errs[r] = c.Split(color, -r, nil) // key −r: reverse order
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	if subs[5] != nil {
+		t.Fatalf("NoColor rank got a communicator")
+	}
+	// color 0: ranks 0,2,4 ordered by key −r → 4,2,0; color 1: 1,3 → 3,1.
+	want := map[int][2]int{0: {2, 3}, 2: {1, 3}, 4: {0, 3}, 1: {1, 2}, 3: {0, 2}}
+	for r, w := range want {
+		if subs[r].Rank() != w[0] || subs[r].Count() != w[1] {
+			t.Fatalf("rank %d: sub rank %d of %d, want %d of %d", r, subs[r].Rank(), subs[r].Count(), w[0], w[1])
+		}
+	}
+	even := []*comm.Comm{subs[4], subs[2], subs[0]}
+	odd := []*comm.Comm{subs[3], subs[1]}
+	var wg2 sync.WaitGroup
+	for _, g := range [][]*comm.Comm{even, odd} {
+		wg2.Add(1)
+		go func() {
+			defer wg2.Done()
+			for r, err := range allReduceAll(g, 1001) {
+				if err != nil {
+					t.Errorf("split communicator of %d ranks: rank %d: %v", len(g), r, err)
+				}
+			}
+		}()
+	}
+	wg2.Wait()
+	for _, s := range subs { // Finalize is collective: every member at once
+		if s != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := s.Finalize(); err != nil {
+					t.Errorf("finalize: %v", err)
+				}
+				s.Destroy()
+			}()
+		}
+	}
+	wg.Wait()
+}
+
+func TestBadArguments(t *testing.T) {
+	cs, err := comm.InitAll(2, &comm.Config{Transport: "inproc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer (&world{cs: cs}).close()
+	c := cs[0]
+	b := make([]byte, 16)
+	for name, err := range map[string]error{
+		"short recv":     c.AllReduce(b, b[:8], 4, coll.Float32, coll.Sum, nil),
+		"bad type":       c.AllReduce(b, b, 1, coll.DataType(42), coll.Sum, nil),
+		"bad op":         c.AllReduce(b, b, 1, coll.Float32, coll.RedOp(77), nil),
+		"negative count": c.Broadcast(b, b, -1, coll.Int8, 0, nil),
+		"bad root":       c.Reduce(b, b, 1, coll.Int8, coll.Sum, 2, nil),
+		"bad peer":       c.Send(b, 1, coll.Int8, 5, nil),
+		"allgather recv": c.AllGather(b, b[:8], 8, coll.Int8, nil),
+		"alltoall alias": c.AllToAll(b, b, 2, coll.Int32, nil),
+	} {
+		if !errors.Is(err, comm.ErrInvalidArgument) {
+			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
+		}
+	}
+	if err := c.GroupEnd(); err == nil {
+		t.Errorf("GroupEnd without GroupStart accepted")
+	}
+	if err := comm.GroupEnd(); err == nil {
+		t.Errorf("package GroupEnd without GroupStart accepted")
+	}
+	if _, err := comm.InitRank(2, comm.UniqueID{}, 0, nil); err == nil {
+		t.Errorf("InitRank with an empty id succeeded")
+	}
+	if _, err := comm.InitRank(2, comm.UniqueID{}, 0, &comm.Config{Transport: "carrier-pigeon"}); err == nil {
+		t.Errorf("unknown transport accepted")
+	}
+	// The communicator still works after rejected calls.
+	for r, err := range allReduceAll(cs, 10) {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// One goroutine drives every rank inside a process-wide group (the NCCL single-thread pattern).
+func TestProcessWideGroup(t *testing.T) {
+	const n = 3
+	cs, err := comm.InitAll(n, &comm.Config{Transport: "inproc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer (&world{cs: cs}).close()
+	bufs := make([][]int64, n)
+	comm.GroupStart()
+	for r, c := range cs {
+		bufs[r] = make([]int64, 2*n)
+		for p := 0; p < n; p++ {
+			bufs[r][p] = int64(10*r + p)
+		}
+		// Exchange with both neighbours and all-reduce, all in one group.
+		c.Send(comm.Bytes(bufs[r][:1]), 1, coll.Int64, (r+1)%n, nil)
+		c.Recv(comm.Bytes(bufs[r][n:n+1]), 1, coll.Int64, (r+n-1)%n, nil)
+		c.AllReduce(comm.Bytes(bufs[r][1:2]), comm.Bytes(bufs[r][n+1:n+2]), 1, coll.Int64, coll.Max, nil)
+	}
+	if err := comm.GroupEnd(); err != nil {
+		t.Fatal(err)
+	}
+	for r, c := range cs {
+		if err := c.Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		if got := bufs[r][n]; got != int64(10*((r+n-1)%n)) {
+			t.Errorf("rank %d received %d", r, got)
+		}
+		if got := bufs[r][n+1]; got != int64(10*(n-1)+1) {
+			t.Errorf("rank %d all-reduce max = %d", r, got)
+		}
+	}
+}
