@@ -192,7 +192,8 @@ func (d *Device) Do(fn func(c *Ctx) error) error {
 	return <-res
 }
 
-// Close synchronizes the device, releases the primary context and ends the thread. Memory,
+// Close synchronizes the device, releases the primary context and ends the thread (not from
+// inside Do: it would wait for itself). Memory,
 // streams and modules not freed before are released with the context when no one else holds it.
 func (d *Device) Close() error {
 	d.mu.Lock()
