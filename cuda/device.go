@@ -193,8 +193,8 @@ func (d *Device) Do(fn func(c *Ctx) error) error {
 }
 
 // Close synchronizes the device, releases the primary context and ends the thread (not from
-// inside Do: it would wait for itself). Memory,
-// streams and modules not freed before are released with the context when no one else holds it.
+// inside Do: it would wait for itself). Memory, streams and modules not freed before are
+// released with the context when no one else holds it.
 func (d *Device) Close() error {
 	d.mu.Lock()
 	if d.closed {
