@@ -53,6 +53,8 @@ type selfCheckResult struct {
 	Highlighted int            `json:"highlighted"`
 	TunerTip    string         `json:"tunerTip"`
 	RenderMs    float64        `json:"renderMs"`
+	TraceEvents int            `json:"traceEvents"`
+	TraceOps    int            `json:"traceOps"`
 	Errors      []string       `json:"errors"`
 }
 
@@ -154,6 +156,10 @@ func TestBrowserDefault(t *testing.T) {
 		if want := g.Name() + "  " + p.Type.String(); !strings.Contains(res.Tip, want) {
 			t.Errorf("hovering %s: tooltip lacks %q:\n%s", res.HoverGPU, want, res.Tip)
 		}
+	}
+	// The Perfetto trace built in the page: one slice per embedded op, plus process/thread names.
+	if res.TraceOps == 0 || res.TraceOps != len(r.Focus.Trace) || res.TraceEvents <= res.TraceOps {
+		t.Errorf("Perfetto trace: %d events for %d ops (report embeds %d)", res.TraceEvents, res.TraceOps, len(r.Focus.Trace))
 	}
 	if !strings.Contains(res.TunerTip, "candidates") || !strings.Contains(res.TunerTip, "chosen") {
 		t.Errorf("tuner map tooltip: %q", res.TunerTip)

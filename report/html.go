@@ -226,6 +226,7 @@ window.simcclSelfCheck=function(){
  if(c){c.dispatchEvent(new MouseEvent("mouseover",{bubbles:true}));r.tunerTip=tip.textContent;hide();}
  var nav=performance.getEntriesByType("navigation")[0];
  r.domContentLoadedMs=nav?nav.domContentLoadedEventEnd:-1;r.loadMs=nav?nav.loadEventEnd:-1;r.nowMs=performance.now();
+ r.traceEvents=trace?chromeTrace().traceEvents.length:0;r.traceOps=trace?trace.ops.length:0;
  r.errors=window.simcclErrors||[];
  return r;};
 if(location.hash==="#selfcheck"){window.addEventListener("load",function(){

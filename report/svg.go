@@ -125,7 +125,7 @@ func topologySVG(b *strings.Builder, t *Topology) {
 			extra = fmt.Sprintf(` data-tip="%s"`, esc(n.ID+": "+n.Label))
 		}
 		fmt.Fprintf(b, `<g class="node %s" data-id="%s"%s><rect x="%.1f" y="%.1f" width="%.0f" height="%.0f" rx="5" fill="%s"/><text x="%.1f" y="%.1f">%s</text></g>`+"\n",
-			strings.ToLower(n.Type), esc(n.ID), extra, n.X-w/2, n.Y-h/2, w, h, nodeColour(n.Type), n.X, n.Y+4, esc(n.Label))
+			strings.ToLower(n.Type), esc(n.ID), extra, n.X-w/2, n.Y-h/2, w, h, nodeColour(n.Type), n.X, n.Y+4, esc(short(n.Label, 11)))
 	}
 	b.WriteString("</g>\n</svg>\n")
 }
@@ -399,4 +399,13 @@ func mib(b int64) string {
 		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
 	}
 	return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+}
+
+// short cuts a label to n runes (the whole label is in the tooltip).
+func short(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
