@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const replayData = "../../testdata/intercept/h200x2/"
+
+func TestReplayCommand(t *testing.T) {
+	var out, errb bytes.Buffer
+	args := []string{"replay", "--topo", "h200x2-nvlink", "--json", "--top", "3", "--links", "2",
+		replayData + "trace/simccl-trace.rank0.jsonl", replayData + "trace/simccl-trace.rank1.jsonl",
+		"--measured", replayData + "shim.rank0.json", "--measured", replayData + "shim.rank1.json"}
+	if rc := mainRun(args, &out, &errb); rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	var v struct {
+		Ranks    int `json:"ranks"`
+		Launches []struct {
+			TimeUs float64 `json:"time_us"`
+		} `json:"launches"`
+		TotalUs float64 `json:"total_us"`
+		Slowest []struct {
+			TimeUs float64 `json:"time_us"`
+		} `json:"slowest"`
+		Links []struct {
+			Utilisation float64 `json:"utilisation"`
+		} `json:"links"`
+		Comparison struct {
+			RelErr float64 `json:"rel_err"`
+		} `json:"comparison"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out.String())
+	}
+	if v.Ranks != 2 || len(v.Launches) != 300 || len(v.Slowest) != 3 || len(v.Links) != 2 || v.TotalUs <= 0 {
+		t.Fatalf("report: ranks %d, %d launches, %d slowest, %d links, total %v", v.Ranks, len(v.Launches), len(v.Slowest), len(v.Links), v.TotalUs)
+	}
+	if v.Slowest[0].TimeUs < v.Slowest[2].TimeUs || math.Abs(v.Comparison.RelErr) > 0.15 {
+		t.Errorf("slowest %+v, comparison error %v", v.Slowest, v.Comparison.RelErr)
+	}
+
+	// Text output, from the NCCL COLL logs, scaled to 2 DGX H100 nodes.
+	out.Reset()
+	errb.Reset()
+	logs, _ := filepath.Glob(replayData + "coll/*.log")
+	args = append([]string{"replay", "--topo", "dgx-h100", "--scale-ranks", "16", "--links", "3"}, logs...)
+	if rc := mainRun(args, &out, &errb); rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	for _, want := range []string{"2 node(s), 16 ranks, 350 launches", "scaled to 16 ranks", "slowest 10 launches", "most utilised links", "total"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("text output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestReplayErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.jsonl")
+	os.WriteFile(bad, []byte(`{"seq":0,"rank":5,"nranks":2,"comm":"c","op":"AllReduce","count":1,"dtype":"float","root":-1,"group":0}`+"\n"), 0o644)
+	empty := filepath.Join(dir, "empty.log")
+	os.WriteFile(empty, []byte("nothing here\n"), 0o644)
+	for _, c := range []struct {
+		args []string
+		rc   int
+		want string
+	}{
+		{[]string{"replay"}, 2, "want one or more trace files"},
+		{[]string{"replay", bad}, 1, "bad.jsonl:1: AllReduce: rank 5 of 2"},
+		{[]string{"replay", empty}, 1, "no collective"},
+		{[]string{"replay", "--scale-ranks", "12", "--topo", "dgx-h100", replayData + "trace/simccl-trace.rank0.jsonl"}, 2, "not a multiple"},
+		{[]string{"replay", filepath.Join(dir, "missing")}, 1, "no such file"},
+	} {
+		var out, errb bytes.Buffer
+		rc := mainRun(c.args, &out, &errb)
+		if rc != c.rc || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: rc %d, stderr %q; want rc %d and %q", c.args, rc, errb.String(), c.rc, c.want)
+		}
+	}
+}
