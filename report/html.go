@@ -121,6 +121,12 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	llo, lmed, lhi := memStats(m.Ranks, func(x RankMem) int64 { return x.LazyBytes })
 	fmt.Fprintf(&b, `<table id="memtable"><thead><tr><th></th><th>min</th><th>median</th><th>max</th></tr></thead><tbody><tr><th>eager</th><td>%s</td><td>%s</td><td>%s</td></tr><tr><th>lazy</th><td>%s</td><td>%s</td><td>%s</td></tr></tbody></table>`+"\n",
 		mib(elo), mib(emed), mib(ehi), mib(llo), mib(lmed), mib(lhi))
+	c := func(get func(RankMem) int) string {
+		lo, med, hi := memStats(m.Ranks, func(x RankMem) int64 { return int64(get(x)) })
+		return fmt.Sprintf("<td>%d</td><td>%d</td><td>%d</td>", lo, med, hi)
+	}
+	fmt.Fprintf(&b, `<table id="memconns"><thead><tr><th>connections per rank</th><th>min</th><th>median</th><th>max</th></tr></thead><tbody><tr><th>eager</th>%s</tr><tr><th>eager over NET</th>%s</tr><tr><th>lazy</th>%s</tr><tr><th>lazy over NET</th>%s</tr></tbody></table>`+"\n",
+		c(func(x RankMem) int { return x.EagerConns }), c(func(x RankMem) int { return x.EagerNet }), c(func(x RankMem) int { return x.LazyConns }), c(func(x RankMem) int { return x.LazyNet }))
 	legend(&b, [][2]string{{"eager", "#adb5bd"}, {"lazy", "#2a9d8f"}})
 	b.WriteString(`<div class="scroll">`)
 	memorySVG(&b, m)

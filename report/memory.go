@@ -35,6 +35,10 @@ type RankMem struct {
 	EagerBytes int64 `json:"eager_bytes"`
 	LazyBytes  int64 `json:"lazy_bytes"`
 	P2PConns   int   `json:"p2p_connections"` // send/recv (connIndex 1), in both
+	// EagerNet and LazyNet count the connections to ranks on other nodes (NET transport: buffers
+	// in GPU memory with GPUDirect RDMA, else in host memory, §6.2).
+	EagerNet int `json:"eager_net_connections"`
+	LazyNet  int `json:"lazy_net_connections"`
 }
 
 // buildMemory counts, for every rank, the receive side of its connections (the receiver allocates
@@ -63,12 +67,16 @@ func buildMemory(m *simnet.Machine, u used) Memory {
 	if perPeer < 1 {
 		perPeer = 1
 	}
-	p2p := 0
+	ppn := m.Node.NumGPUs
+	p2p, p2pNet := 0, 0
 	if n > 1 {
 		if u.alltoall {
-			p2p = (n - 1) * perPeer
+			p2p, p2pNet = (n-1)*perPeer, (n-ppn)*perPeer
 		} else if u.sendrecv {
 			p2p = perPeer
+			if ppn == 1 {
+				p2pNet = perPeer
+			}
 		}
 	}
 	if p2p > 0 {
@@ -87,7 +95,7 @@ func buildMemory(m *simnet.Machine, u used) Memory {
 			prev[c][ring[(i+1)%len(ring)]] = r
 		}
 	}
-	count := func(r int, algos map[string]bool) int {
+	count := func(r int, algos map[string]bool) (int, int) {
 		type key struct{ ch, peer int }
 		seen := map[key]bool{}
 		for c := 0; c < nch; c++ {
@@ -112,12 +120,19 @@ func buildMemory(m *simnet.Machine, u used) Memory {
 				}
 			}
 		}
-		return len(seen)
+		net := 0
+		for k := range seen {
+			if k.peer/ppn != r/ppn {
+				net++
+			}
+		}
+		return len(seen), net
 	}
 	for r := 0; r < n; r++ {
-		e, l := count(r, eager), count(r, u.algos)
+		e, en := count(r, eager)
+		l, ln := count(r, u.algos)
 		mem.Ranks = append(mem.Ranks, RankMem{Rank: r, EagerConns: e + p2p, LazyConns: l + p2p, P2PConns: p2p,
-			EagerBytes: int64(e+p2p) * ConnBytes, LazyBytes: int64(l+p2p) * ConnBytes})
+			EagerBytes: int64(e+p2p) * ConnBytes, LazyBytes: int64(l+p2p) * ConnBytes, EagerNet: en + p2pNet, LazyNet: ln + p2pNet})
 	}
 	return mem
 }

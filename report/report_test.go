@@ -321,6 +321,16 @@ func TestClusterReport(t *testing.T) {
 	if len(r.Memory.Ranks) != 32 {
 		t.Errorf("%d ranks in memory", len(r.Memory.Ranks))
 	}
+	net := 0
+	for _, rk := range r.Memory.Ranks {
+		if rk.LazyNet > rk.LazyConns || rk.EagerNet > rk.EagerConns || rk.LazyNet > rk.EagerNet {
+			t.Errorf("rank %d: %+v", rk.Rank, rk)
+		}
+		net += rk.EagerNet
+	}
+	if net == 0 {
+		t.Error("4 nodes: no connection over NET")
+	}
 	var js bytes.Buffer
 	if err := r.WriteJSON(&js); err != nil {
 		t.Fatal(err)

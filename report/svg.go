@@ -370,9 +370,9 @@ func memorySVG(b *strings.Builder, m *Memory) {
 		he := float64(r.EagerBytes) / float64(maxB) * (plot - 10)
 		hl := float64(r.LazyBytes) / float64(maxB) * (plot - 10)
 		fmt.Fprintf(b, `<rect class="eager" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#adb5bd" data-tip="%s"/>`, x, plot+10-he, bwid, he,
-			esc(fmt.Sprintf("rank %d eager: %d connections, %s", r.Rank, r.EagerConns, mib(r.EagerBytes))))
+			esc(fmt.Sprintf("rank %d eager: %d connections (%d over NET), %s", r.Rank, r.EagerConns, r.EagerNet, mib(r.EagerBytes))))
 		fmt.Fprintf(b, `<rect class="lazy" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#2a9d8f" data-tip="%s"/>`, x+bwid, plot+10-hl, bwid, hl,
-			esc(fmt.Sprintf("rank %d lazy: %d connections, %s", r.Rank, r.LazyConns, mib(r.LazyBytes))))
+			esc(fmt.Sprintf("rank %d lazy: %d connections (%d over NET), %s", r.Rank, r.LazyConns, r.LazyNet, mib(r.LazyBytes))))
 		if len(ranks) <= 16 || i%8 == 0 {
 			fmt.Fprintf(b, `<text class="tick" x="%.1f" y="%.0f" text-anchor="middle">%d</text>`, x+bwid, plot+26, r.Rank)
 		}
