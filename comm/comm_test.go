@@ -231,3 +231,58 @@ func TestProcessWideGroup(t *testing.T) {
 		}
 	}
 }
+
+// Calls queued on one communicator run in call order (results of many queued calls, one
+// Synchronize); two communicators over the same goroutine ranks run independently and concurrently.
+func TestOrderingAndIndependentCommunicators(t *testing.T) {
+	const n, calls = 3, 40
+	a, err := comm.InitAll(n, &comm.Config{Transport: "inproc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer (&world{cs: a}).close()
+	b, err := comm.InitAll(n, &comm.Config{Transport: "shm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer (&world{cs: b}).close()
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// One buffer updated in place by every call: the result depends on the order.
+			x := []int64{int64(r + 1)}
+			y := make([]float64, 1000)
+			y[0] = float64(r) // buffers of queued calls are not touched until Synchronize
+			for i := 0; i < calls; i++ {
+				if err := a[r].AllReduce(comm.Bytes(x), comm.Bytes(x), 1, coll.Int64, coll.Sum, nil); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := b[r].AllReduce(comm.Bytes(y), comm.Bytes(y), len(y), coll.Float64, coll.Max, nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			if err := a[r].Synchronize(); err != nil {
+				t.Error(err)
+			}
+			if err := b[r].Synchronize(); err != nil {
+				t.Error(err)
+			}
+			// x = (1+2+3) × 3^(calls-1) wrapped to int64, the same on every rank.
+			want := int64(6)
+			for i := 1; i < calls; i++ {
+				want *= n
+			}
+			if x[0] != want {
+				t.Errorf("rank %d: %d after %d in-place sums, want %d", r, x[0], calls, want)
+			}
+			if y[0] != n-1 {
+				t.Errorf("rank %d: max %v", r, y[0])
+			}
+		}()
+	}
+	wg.Wait()
+}
