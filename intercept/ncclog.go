@@ -43,7 +43,7 @@ type LogStats struct {
 // The log does not say the caller's rank in COLL lines: it comes from the communicator's
 // "Init COMPLETE" line when the log has it (NCCL_DEBUG_SUBSYS=INIT,COLL), else the device index
 // of the line ("[dev]") is taken as the rank. The communicator id is NCCL's commId when known,
-// else "log<k>.n<nranks>" for the k-th communicator seen in the log. Group membership is not printed by NCCL: records from
+// else "log<k>.n<nranks>" for the k-th communicator seen on the line's device in its process. Group membership is not printed by NCCL: records from
 // a log have group 0.
 func ParseLog(r io.Reader, name string) ([]Record, LogStats, error) {
 	type commKey struct {
@@ -56,6 +56,7 @@ func ParseLog(r io.Reader, name string) ([]Record, LogStats, error) {
 	}
 	comms := map[commKey]commMeta{}
 	anon := map[commKey]string{}
+	perDev := map[[2]int]int{}
 	var out []Record
 	var st LogStats
 	sc := bufio.NewScanner(r)
@@ -137,9 +138,12 @@ func ParseLog(r io.Reader, name string) ([]Record, LogStats, error) {
 		rank := int(dev)
 		id, seen := anon[commKey{int(pid), m[13]}]
 		if !seen {
-			// Named by its order of first appearance in this log and its size, which the
-			// logs of the other ranks of a symmetric program reproduce.
-			id = fmt.Sprintf("log%d.n%s", len(anon)+1, m[14])
+			// Named by its order of first appearance among the communicators of its device in
+			// this process, and its size: the other ranks of a symmetric program (other
+			// processes, or other devices of a single-process program) reproduce it.
+			dk := [2]int{int(pid), int(dev)}
+			perDev[dk]++
+			id = fmt.Sprintf("log%d.n%s", perDev[dk], m[14])
 			anon[commKey{int(pid), m[13]}] = id
 		}
 		if known {

@@ -81,3 +81,22 @@ func FuzzParseLog(f *testing.F) {
 		}
 	})
 }
+
+// A single-process program on two GPUs without INIT lines: the two communicator handles of one
+// communicator line up by device and order.
+func TestParseLogSingleProcess(t *testing.T) {
+	in := `h:1:1 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x1 count 8 datatype 7 op 0 root 0 comm 0xa0 [nranks=2] stream 0x7
+h:1:1 [1] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x1 count 8 datatype 7 op 0 root 0 comm 0xb0 [nranks=2] stream 0x8
+`
+	recs, _, err := ParseLog(strings.NewReader(in), "single.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[0].Comm != recs[1].Comm || recs[0].Rank != 0 || recs[1].Rank != 1 {
+		t.Fatalf("%+v", recs)
+	}
+	ls, err := Launches(recs)
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("launches %+v, %v", ls, err)
+	}
+}
