@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/simnet"
@@ -23,13 +24,68 @@ type Focus struct {
 	Used      int     `json:"links_used"` // links that carried bytes
 	// Links are the busiest links, busiest first, each with its utilisation per time bin.
 	Links []LinkUse `json:"busiest_links"`
-	// Classes sums the bytes per link class (name prefix: NVLink, PCIe, NIC, fabric).
-	Ops      []OpBox  `json:"timeline"` // ops drawn in the timeline (a subset)
-	Rows     []string `json:"timeline_rows"`
-	OpsShown int      `json:"timeline_ops"`
+	// Classes sums the links per class (NVLink, PCIe, NIC, fabric uplinks).
+	Classes  []ClassUse `json:"classes"`
+	Ops      []OpBox    `json:"timeline"` // ops drawn in the timeline (a subset)
+	Rows     []string   `json:"timeline_rows"`
+	OpsShown int        `json:"timeline_ops"`
 	// Trace holds ops for Perfetto: [rank, channel, peer, start ns, duration ns, bytes].
 	Trace      [][6]int64 `json:"-"`
 	TraceTotal int        `json:"trace_ops"`
+	// Compact holds the link totals at the requested size when its schedule was too large to
+	// record (simulated by simnet's compact executor, without per-message records).
+	Compact *Compact `json:"compact,omitempty"`
+}
+
+// Compact is a run of the compact executor: link totals, no time profile.
+type Compact struct {
+	Size      int64      `json:"size"`
+	Plan      string     `json:"plan"`
+	TimeUs    float64    `json:"time_us"`
+	Used      int        `json:"links_used"`
+	LinkCount int        `json:"links"`
+	Links     []LinkUse  `json:"busiest_links"`
+	Classes   []ClassUse `json:"classes"`
+}
+
+// compactLinks replays f at size with simnet's compact executor (ring collectives on rings, tree
+// all-reduce) on a fresh engine, for the busiest links at a size whose schedule is too large to
+// record. It returns nil when the plan has no compact executor.
+func compactLinks(m *simnet.Machine, f tuning.Func, size int64, opt Options) (*Compact, error) {
+	plan, _, err := m.Plan(f, size, opt.DataType, opt.Op)
+	if err != nil {
+		return nil, err
+	}
+	_, algBytes := simnet.Sizes(f, size, opt.DataType.Size(), m.NRanks())
+	ringColl := f == tuning.AllReduce || f == tuning.AllGather || f == tuning.ReduceScatter
+	e := simnet.NewEngine(nil)
+	cl, err := simnet.NewCluster(e, m.Node, m.Nodes, m.Fabric)
+	if err != nil {
+		return nil, err
+	}
+	tm, err := simnet.TimingFor(m.Release, plan.Algo, plan.Proto)
+	if err != nil {
+		return nil, err
+	}
+	var rr *simnet.RingResult
+	switch {
+	case f == tuning.AllReduce && plan.Algo == tuning.Tree:
+		rr, err = simnet.SimulateTree(e, cl, simnet.TreeSpec{Bytes: algBytes, Proto: plan.Proto, Trees: plan.Trees[:plan.NChannels], Chunk: plan.ChunkSize}, tm)
+	case ringColl && plan.Algo == tuning.Ring:
+		rr, err = simnet.SimulateRing(e, cl, simnet.RingSpec{Func: f, Bytes: algBytes, Proto: plan.Proto, Rings: plan.Rings[:plan.NChannels], Chunk: plan.ChunkSize}, tm)
+	default:
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("focus %s %d bytes (compact): %w", simnet.TestName(f), size, err)
+	}
+	c := &Compact{Size: size, Plan: fmt.Sprintf("%v/%v/%d ch", plan.Algo, plan.Proto, plan.NChannels), TimeUs: rr.Time.Micros(), LinkCount: e.NumLinks()}
+	if rr.Merge > 1 {
+		c.Plan += fmt.Sprintf(", coarse ×%d", rr.Merge)
+	}
+	_, c.Links, c.Used = busiest(e, float64(rr.Time))
+	c.Classes = classes(e, float64(rr.Time))
+	return c, nil
 }
 
 // LinkUse is one link's load over the run.
@@ -95,19 +151,27 @@ func (r *Report) focus(m *simnet.Machine, opt Options) error {
 			return fmt.Errorf("%w: focus %s %d bytes: no element at this size", ErrInput, simnet.TestName(f), size)
 		}
 		sched, err = coll.Compile(plan)
-		if err == nil && len(sched.Ops) <= maxSteps {
+		if err == nil && steps(sched) <= maxSteps {
 			break
 		}
 		if size <= 8 {
 			if err == nil {
-				err = fmt.Errorf("%d steps", len(sched.Ops))
+				err = fmt.Errorf("%d steps", steps(sched))
 			}
 			return fmt.Errorf("focus %s: schedule too large to record even at %d bytes: %v", simnet.TestName(f), size, err)
 		}
 		size /= 2
 	}
+	var compact *Compact
 	if size != asked {
-		r.Notes = append(r.Notes, fmt.Sprintf("where time goes: %s at %d bytes has a schedule too large to record (more than %d steps); shown at %d bytes", simnet.TestName(f), asked, maxSteps, size))
+		r.Notes = append(r.Notes, fmt.Sprintf("where time goes: %s at %d bytes has a schedule too large to record (more than %d steps); its timeline is shown at %d bytes", simnet.TestName(f), asked, maxSteps, size))
+		var err error
+		if compact, err = compactLinks(m, f, asked, opt); err != nil {
+			return err
+		}
+		if compact == nil {
+			r.Notes = append(r.Notes, fmt.Sprintf("where time goes: no compact executor for %s at %d bytes; no link totals at that size", simnet.TestName(f), asked))
+		}
 	}
 	e := simnet.NewEngine(nil)
 	cl, err := simnet.NewCluster(e, m.Node, m.Nodes, m.Fabric)
@@ -124,10 +188,20 @@ func (r *Report) focus(m *simnet.Machine, opt Options) error {
 	}
 	fo := &Focus{Coll: simnet.TestName(f), Size: size, Plan: fmt.Sprintf("%v/%v/%d ch", plan.Algo, plan.Proto, plan.NChannels),
 		TimeUs: res.Time.Micros(), Messages: len(res.Ops), Bins: focusBins, LinkCount: e.NumLinks()}
+	fo.Compact = compact
 	summariseLinks(fo, e, res)
 	timeline(fo, res, opt)
 	r.Focus = fo
 	return nil
+}
+
+// steps counts the steps of a schedule, all ranks and channels.
+func steps(s *coll.Schedule) int {
+	n := 0
+	for _, p := range s.Programs {
+		n += len(p.Steps)
+	}
+	return n
 }
 
 func nearest(sizes []int64, want int64) int64 {
@@ -140,34 +214,104 @@ func nearest(sizes []int64, want int64) int64 {
 	return best
 }
 
-// summariseLinks keeps the busiest links (by bytes carried, from the engine) and spreads each
-// recorded message's wire bytes evenly over its lifetime on every link of its route, in time bins.
-func summariseLinks(fo *Focus, e *simnet.Engine, res *simnet.Result) {
-	T := float64(res.Time)
-	type lb struct {
-		id    simnet.LinkID
-		bytes float64
+type linkBytes struct {
+	id    simnet.LinkID
+	bytes float64
+}
+
+// ClassUse sums the links of one class (NVLink, PCIe, NIC, fabric uplinks …).
+type ClassUse struct {
+	Class   string  `json:"class"`
+	Links   int     `json:"links"`
+	Used    int     `json:"links_used"`
+	Bytes   float64 `json:"bytes"`
+	MaxUtil float64 `json:"max_utilisation"`
+}
+
+// linkClass names the class of a link from the simulator's link name.
+func linkClass(name string) string {
+	from, to, _ := strings.Cut(name, "->")
+	switch {
+	case strings.HasPrefix(to, "leaf") || strings.HasPrefix(from, "leaf") && strings.HasPrefix(to, "n"):
+		return "NIC ↔ leaf"
+	case strings.HasPrefix(from, "leaf") || strings.HasPrefix(from, "spine") || strings.Contains(from, "agg") || strings.HasPrefix(from, "core"):
+		return "switch uplinks"
+	case strings.HasSuffix(name, "(NVL)"):
+		return "NVLink"
+	case strings.HasSuffix(name, "(PCI)"):
+		return "PCIe"
+	case strings.HasSuffix(name, "(NET)"):
+		return "NIC (in node)"
+	case strings.HasSuffix(name, "(SYS)"):
+		return "CPU interconnect"
+	case strings.HasSuffix(name, "(C2C)"):
+		return "C2C"
 	}
-	var ls []lb
+	return "other"
+}
+
+// classes sums every link of e by class over a run of T.
+func classes(e *simnet.Engine, T float64) []ClassUse {
+	idx := map[string]int{}
+	var out []ClassUse
 	for l := 0; l < e.NumLinks(); l++ {
-		if b := e.LinkBytes(simnet.LinkID(l)); b > 0 {
-			ls = append(ls, lb{simnet.LinkID(l), b})
+		id := simnet.LinkID(l)
+		c := linkClass(e.LinkName(id))
+		i, ok := idx[c]
+		if !ok {
+			i = len(out)
+			idx[c] = i
+			out = append(out, ClassUse{Class: c})
+		}
+		out[i].Links++
+		b := e.LinkBytes(id)
+		if b <= 0 {
+			continue
+		}
+		out[i].Used++
+		out[i].Bytes += b
+		if capB := float64(e.LinkCap(id)); capB > 0 && T > 0 {
+			out[i].MaxUtil = max(out[i].MaxUtil, b/(capB*T))
 		}
 	}
-	fo.Used = len(ls)
+	return out
+}
+
+// busiest returns the links that carried bytes, busiest first (at most focusLinks), with their
+// mean utilisation over a run of T, and how many links carried bytes.
+func busiest(e *simnet.Engine, T float64) ([]linkBytes, []LinkUse, int) {
+	var ls []linkBytes
+	for l := 0; l < e.NumLinks(); l++ {
+		if b := e.LinkBytes(simnet.LinkID(l)); b > 0 {
+			ls = append(ls, linkBytes{simnet.LinkID(l), b})
+		}
+	}
+	used := len(ls)
 	sort.SliceStable(ls, func(i, j int) bool { return ls[i].bytes > ls[j].bytes })
 	if len(ls) > focusLinks {
 		ls = ls[:focusLinks]
 	}
-	row := map[simnet.LinkID]int{}
-	for i, l := range ls {
+	var out []LinkUse
+	for _, l := range ls {
 		capB := float64(e.LinkCap(l.id)) // bytes per ps
 		u := 0.0
 		if T > 0 && capB > 0 {
 			u = l.bytes / (capB * T)
 		}
-		fo.Links = append(fo.Links, LinkUse{Name: e.LinkName(l.id), GBps: e.LinkCap(l.id).GBps(), Bytes: l.bytes, Util: u,
-			BusyUs: e.LinkBusy(l.id).Micros(), Bins: make([]float64, focusBins)})
+		out = append(out, LinkUse{Name: e.LinkName(l.id), GBps: e.LinkCap(l.id).GBps(), Bytes: l.bytes, Util: u, BusyUs: e.LinkBusy(l.id).Micros()})
+	}
+	return ls, out, used
+}
+
+// summariseLinks keeps the busiest links (by bytes carried, from the engine) and spreads each
+// recorded message's wire bytes evenly over its lifetime on every link of its route, in time bins.
+func summariseLinks(fo *Focus, e *simnet.Engine, res *simnet.Result) {
+	T := float64(res.Time)
+	ls, links, used := busiest(e, T)
+	fo.Used, fo.Links, fo.Classes = used, links, classes(e, T)
+	row := map[simnet.LinkID]int{}
+	for i, l := range ls {
+		fo.Links[i].Bins = make([]float64, focusBins)
 		row[l.id] = i
 	}
 	if T <= 0 {

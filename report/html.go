@@ -94,6 +94,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		b.WriteString(`<div class="scroll">`)
 		heatSVG(&b, f)
 		b.WriteString("</div>\n")
+		classTable(&b, "classes", f.Classes)
 		b.WriteString(`<table id="busiest"><thead><tr><th>link</th><th>GB/s</th><th>bytes</th><th>busy µs</th><th>utilisation</th></tr></thead><tbody>`)
 		for i, l := range f.Links {
 			if i == 10 {
@@ -102,6 +103,16 @@ func (r *Report) WriteHTML(w io.Writer) error {
 			fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%.2f</td><td>%.0f%%</td></tr>", esc(l.Name), bw(l.GBps), units.FormatSize(int64(l.Bytes)), l.BusyUs, 100*l.Util)
 		}
 		b.WriteString("</tbody></table>\n")
+		if c := f.Compact; c != nil {
+			fmt.Fprintf(&b, `<h3>At %s (compact executor, no time profile)</h3><p>%s of %s as %s: %.2f µs; %d of %d links carry bytes. The busiest:</p>`+"\n",
+				units.FormatSize(c.Size), esc(f.Coll), units.FormatSize(c.Size), esc(c.Plan), c.TimeUs, c.Used, c.LinkCount)
+			classTable(&b, "classes-compact", c.Classes)
+			b.WriteString(`<table id="busiest-compact"><thead><tr><th>link</th><th>GB/s</th><th>bytes</th><th>busy µs</th><th>utilisation</th></tr></thead><tbody>`)
+			for _, l := range c.Links {
+				fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%.2f</td><td>%.0f%%</td></tr>", esc(l.Name), bw(l.GBps), units.FormatSize(int64(l.Bytes)), l.BusyUs, 100*l.Util)
+			}
+			b.WriteString("</tbody></table>\n")
+		}
 		fmt.Fprintf(&b, `<h3>P2P ops per rank and channel</h3><p>%d ops drawn (ranks &lt; %d, channels &lt; %d, at most the first of the run); colour = peer. `, f.OpsShown, timelineRanks, timelineChans)
 		fmt.Fprintf(&b, `Full trace (%d of %d ops): <button id="perfetto" type="button">open in Perfetto</button> (opens ui.perfetto.dev and hands it the trace) or <a id="trace-dl" href="#" download="simccl-trace.json">download the trace JSON</a> to drop into Perfetto.</p>`+"\n", len(f.Trace), f.TraceTotal)
 		b.WriteString(`<div class="scroll">`)
@@ -154,6 +165,14 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	fmt.Fprintf(&b, "<script>%s</script>\n</body></html>\n", script)
 	_, err = io.WriteString(w, b.String())
 	return err
+}
+
+func classTable(b *strings.Builder, id string, cs []ClassUse) {
+	fmt.Fprintf(b, `<table id="%s"><thead><tr><th>link class</th><th>links</th><th>carrying bytes</th><th>bytes</th><th>busiest link's utilisation</th></tr></thead><tbody>`, id)
+	for _, c := range cs {
+		fmt.Fprintf(b, "<tr><td>%s</td><td>%d</td><td>%d</td><td>%s</td><td>%.0f%%</td></tr>", esc(c.Class), c.Links, c.Used, units.FormatSize(int64(c.Bytes)), 100*c.MaxUtil)
+	}
+	b.WriteString("</tbody></table>\n")
 }
 
 func orNone(s []string) string {

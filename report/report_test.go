@@ -356,3 +356,28 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 }
+
+// A focus size whose schedule is too large to record: the timeline moves to a smaller size and
+// the compact executor gives the link totals at the size asked for.
+func TestFocusCompact(t *testing.T) {
+	r, page := buildHTML(t, Options{Nodes: 4, Funcs: []tuning.Func{tuning.AllReduce}, Sizes: []int64{1 << 20}, FocusSize: 1 << 20, FocusMaxSteps: 2000})
+	f := r.Focus
+	if f.Size >= 1<<20 || f.Compact == nil || f.Compact.Size != 1<<20 || len(f.Compact.Links) == 0 {
+		t.Fatalf("focus %d, compact %+v", f.Size, f.Compact)
+	}
+	nic := false
+	for _, c := range f.Compact.Classes {
+		if c.Class == "NIC ↔ leaf" && c.Used > 0 && c.MaxUtil > 0 {
+			nic = true
+		}
+		if c.Used > c.Links || c.MaxUtil > 1.0001 {
+			t.Errorf("class %+v", c)
+		}
+	}
+	if !nic {
+		t.Errorf("4 nodes: no NIC link carries bytes: %+v", f.Compact.Classes)
+	}
+	if !strings.Contains(page, `<table id="busiest-compact">`) || !strings.Contains(strings.Join(r.Notes, "\n"), "too large to record") {
+		t.Error("compact totals or the note missing from the page")
+	}
+}
