@@ -55,7 +55,8 @@ type Config struct {
 	BootstrapTimeout time.Duration
 	// NChannels: the most channels a collective is split over (default 4; fewer for small sizes).
 	NChannels int
-	// Algo for AllReduce: "ring" (default) or "tree"; other collectives always run Ring.
+	// Algo: "ring" (default, every collective), "tree" (AllReduce by Tree, the rest Ring) or "pat"
+	// (AllGather and ReduceScatter by PAT, the rest Ring) — the algorithms coll compiles.
 	Algo string
 	// SlotBytes: the size of one of a connection's NCCL_STEPS buffer slots (default 512 KiB, the
 	// Simple protocol's step). The Simple chunk size follows from it.
@@ -106,9 +107,9 @@ func (c *Config) check() error {
 		return fmt.Errorf("%w: config Transport %q (want auto, inproc, shm or tcp)", ErrInvalidArgument, c.Transport)
 	}
 	switch c.Algo {
-	case "ring", "tree":
+	case "ring", "tree", "pat":
 	default:
-		return fmt.Errorf("%w: config Algo %q (want ring or tree)", ErrInvalidArgument, c.Algo)
+		return fmt.Errorf("%w: config Algo %q (want ring, tree or pat)", ErrInvalidArgument, c.Algo)
 	}
 	if c.NChannels > coll.MaxChannels {
 		return fmt.Errorf("%w: config NChannels %d exceeds %d", ErrInvalidArgument, c.NChannels, coll.MaxChannels)
@@ -564,8 +565,11 @@ func nanScalar() float64 { var z float64; return z / z }
 
 // algo returns the algorithm for a function.
 func (c *Comm) algo(f tuning.Func) tuning.Algo {
-	if f == tuning.AllReduce && c.cfg.Algo == "tree" {
+	switch {
+	case f == tuning.AllReduce && c.cfg.Algo == "tree":
 		return tuning.Tree
+	case (f == tuning.AllGather || f == tuning.ReduceScatter) && c.cfg.Algo == "pat":
+		return tuning.PAT
 	}
 	return tuning.Ring
 }

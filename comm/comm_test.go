@@ -286,3 +286,44 @@ func TestOrderingAndIndependentCommunicators(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// The PAT AllGather and ReduceScatter schedules on every transport.
+func TestPATAllGatherReduceScatter(t *testing.T) {
+	ranks := map[string][]int{"inproc": {1, 3, 8}, "tcp": {5}, "shm": {4}}
+	counts := []int{1, 333, 2001}
+	if *long {
+		ranks = map[string][]int{"inproc": {1, 2, 3, 4, 5, 6, 7, 8}, "tcp": {2, 3, 4, 5, 6, 7, 8}, "shm": {2, 3, 4, 5, 6, 7, 8}}
+		counts = []int{1, 333, 20001}
+	}
+	for _, tr := range []string{"inproc", "tcp", "shm"} {
+		for _, n := range ranks[tr] {
+			t.Run(fmt.Sprintf("%s/n=%d", tr, n), func(t *testing.T) {
+				cs, err := comm.InitAll(n, &comm.Config{Transport: tr, Algo: "pat", SlotBytes: testSlot, NChannels: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				w := &world{cs: cs}
+				defer w.close()
+				wrong := 0
+				for _, k := range []collKind{kAllGather, kReduceScatter} {
+					for _, dt := range []coll.DataType{coll.Int8, coll.Float32, coll.Float16, coll.Float8e5m2} {
+						ops := allOps
+						if k == kAllGather {
+							ops = []coll.RedOp{coll.Sum}
+						}
+						for _, op := range ops {
+							for _, inPlace := range []bool{false, true} {
+								for _, count := range counts {
+									wrong += runCase(t, w, caseSpec{k, dt, op, inPlace, count, int64(count) + int64(op) + int64(k)})
+								}
+							}
+						}
+					}
+				}
+				if wrong != 0 {
+					t.Fatalf("%d wrong elements", wrong)
+				}
+			})
+		}
+	}
+}

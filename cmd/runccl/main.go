@@ -62,7 +62,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	procs := fs.Bool("procs", false, "one process per rank on this host (shared memory) instead of goroutines")
 	transport := fs.String("transport", "auto", "auto, inproc, shm or tcp")
 	channels := fs.Int("channels", 4, "most channels per collective (fewer for small sizes)")
-	algo := fs.String("algo", "ring", "all-reduce algorithm: ring or tree")
+	algo := fs.String("algo", "ring", "ring (every collective), tree (all-reduce by Tree) or pat (all-gather and reduce-scatter by PAT)")
 	timeout := fs.Duration("timeout", comm.DefaultTimeout, "fail a call that makes no progress for this long")
 	js := fs.Bool("json", false, "write JSON instead of the table")
 	preconn := fs.Bool("connect-at-init", false, "connect every ring/tree connection at init (NCCL_RUNTIME_CONNECT=0)")
