@@ -4,7 +4,7 @@
 // streams, groups (GroupStart/GroupEnd), Abort, Finalize, Destroy and GetAsyncError.
 //
 // Collectives execute the schedules package coll compiles (Ring for every collective, Tree for
-// AllReduce; Simple protocol; channels in parallel) — the same schedules simnet times — over realnet
+// AllReduce, PAT for AllGather/ReduceScatter; Simple protocol; channels in parallel) — the same schedules simnet times — over realnet
 // transports chosen per peer (in-process, shared memory, TCP), with reductions in Go for all twelve
 // NCCL data types. Connections are made lazily on first use of a (channel, peer, connIndex) and
 // their buffer memory is reported (MemoryBytes); Config.ConnectAtInit connects rings and trees at
