@@ -29,7 +29,7 @@ var logOps = map[string]string{
 // commInitLine matches the line NCCL prints when a communicator is ready (init.cc):
 // "comm 0x… rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId … commId 0x… - Init COMPLETE". It gives the
 // caller's rank and a commId equal on every rank (2.12+), which names the communicator.
-var commInitLine = regexp.MustCompile(`comm (0x[0-9a-fA-F]+) rank (\d+) nranks (\d+) .*?(?:commId (0x[0-9a-fA-F]+))?.*Init COMPLETE`)
+var commInitLine = regexp.MustCompile(`comm (0x[0-9a-fA-F]+) rank (\d+) nranks (\d+) (?:.*?commId (0x[0-9a-fA-F]+))?.*Init COMPLETE`)
 
 // LogStats counts what ParseLog read.
 type LogStats struct {

@@ -100,3 +100,21 @@ h:1:1 [1] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x1 count 8 datat
 		t.Fatalf("launches %+v, %v", ls, err)
 	}
 }
+
+// The corpus logs have INIT lines with NCCL's commId: ranks and the communicator come from them.
+func TestParseLogCommId(t *testing.T) {
+	recs, _, err := ParseLogFile("../testdata/topos/a100pcie-2gpu-nvlink-bridge-dump-normal-nccl-info.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranks := map[int]int{}
+	for _, r := range recs {
+		if r.Comm != "commId:0x54fe282d32a87d85" {
+			t.Fatalf("comm %q, want NCCL's commId", r.Comm)
+		}
+		ranks[r.Rank]++
+	}
+	if ranks[0] != ranks[1] || ranks[0] == 0 {
+		t.Errorf("calls per rank %v, want equal", ranks)
+	}
+}

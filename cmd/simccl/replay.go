@@ -36,6 +36,7 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	version := fs.String("nccl-version", "", "NCCL release whose rules apply (2.28 default, 2.30)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	top := fs.Int("top", 10, "list this many slowest calls")
+	allCalls := fs.Bool("calls", false, "list every launch (call or group) with its simulated time")
 	nLinks := fs.Int("links", 10, "list this many most utilised links (0: no per-link accounting)")
 	measured := fs.StringArray("measured", nil, "per-rank timing file of the traced run (bench/intercept/torch_mixed.py output; repeatable): compare")
 	progress := fs.String("progress", "auto", "progress bar on stderr: auto (when a terminal), on, off")
@@ -173,7 +174,23 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 		enc.SetIndent("", " ")
 		return enc.Encode(out)
 	}
+	if *allCalls {
+		if err := writeLaunches(stdout, "every launch, in trace order", rep.Launches); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout)
+	}
 	return writeReplayText(stdout, rep, cmp, *top, *nLinks)
+}
+
+func writeLaunches(w io.Writer, title string, ls []intercept.LaunchResult) error {
+	fmt.Fprintf(w, "# %s\n", title)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "comm\tlaunch\tops\tcalls\tranks\tbytes\talgo\tproto\ttime(us)\t")
+	for _, l := range ls {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%.1f\t\n", l.Comm, l.Index, l.Ops, l.Calls, l.NRanks, units.FormatSize(l.Bytes), l.Algo, l.Proto, l.TimeUs)
+	}
+	return tw.Flush()
 }
 
 // readTraceOrLog reads a shim trace (JSON lines) or, when the file does not start with '{', an
@@ -221,13 +238,8 @@ func writeReplayText(w io.Writer, rep *intercept.Report, cmp *intercept.Comparis
 		return err
 	}
 	if top > 0 {
-		fmt.Fprintf(w, "\n# slowest %d launches\n", min(top, len(rep.Launches)))
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "comm\tlaunch\tops\tranks\tbytes\talgo\tproto\ttime(us)\t")
-		for _, l := range rep.Slowest(top) {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\t%.1f\t\n", l.Comm, l.Index, l.Ops, l.NRanks, units.FormatSize(l.Bytes), l.Algo, l.Proto, l.TimeUs)
-		}
-		if err := tw.Flush(); err != nil {
+		fmt.Fprintln(w)
+		if err := writeLaunches(w, fmt.Sprintf("slowest %d launches", min(top, len(rep.Launches))), rep.Slowest(top)); err != nil {
 			return err
 		}
 	}

@@ -50,11 +50,11 @@ func TestReplayCommand(t *testing.T) {
 	out.Reset()
 	errb.Reset()
 	logs, _ := filepath.Glob(replayData + "coll/*.log")
-	args = append([]string{"replay", "--topo", "dgx-h100", "--scale-ranks", "16", "--links", "3"}, logs...)
+	args = append([]string{"replay", "--topo", "dgx-h100", "--scale-ranks", "16", "--links", "3", "--calls"}, logs...)
 	if rc := mainRun(args, &out, &errb); rc != 0 {
 		t.Fatalf("rc %d: %s", rc, errb.String())
 	}
-	for _, want := range []string{"2 node(s), 16 ranks, 350 launches", "scaled to 16 ranks", "slowest 10 launches", "most utilised links", "total"} {
+	for _, want := range []string{"every launch, in trace order", "2 node(s), 16 ranks, 350 launches", "scaled to 16 ranks", "slowest 10 launches", "most utilised links", "total"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("text output lacks %q:\n%s", want, out.String())
 		}
