@@ -108,7 +108,10 @@ func (r *Report) WriteHTML(w io.Writer) error {
 				units.FormatSize(c.Size), esc(f.Coll), units.FormatSize(c.Size), esc(c.Plan), c.TimeUs, c.Used, c.LinkCount)
 			classTable(&b, "classes-compact", c.Classes)
 			b.WriteString(`<table id="busiest-compact"><thead><tr><th>link</th><th>GB/s</th><th>bytes</th><th>busy µs</th><th>utilisation</th></tr></thead><tbody>`)
-			for _, l := range c.Links {
+			for i, l := range c.Links {
+				if i == 10 {
+					break
+				}
 				fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%.2f</td><td>%.0f%%</td></tr>", esc(l.Name), bw(l.GBps), units.FormatSize(int64(l.Bytes)), l.BusyUs, 100*l.Util)
 			}
 			b.WriteString("</tbody></table>\n")
