@@ -326,6 +326,20 @@ func (c *Comm) schedule(colls []*call) (*coll.Schedule, error) {
 	return s, nil
 }
 
+// Schedule returns the coll schedule this communicator runs for one collective (the plan it
+// compiles: algorithm from Config.Algo, Simple protocol, channels by size, its slot size), so that
+// a real run can be timed by simnet or checked by coll.Execute step for step.
+func (c *Comm) Schedule(f tuning.Func, count int64, dt coll.DataType, op coll.RedOp, root int) (*coll.Schedule, error) {
+	if f == tuning.SendRecv || f == tuning.AllToAll {
+		return nil, fmt.Errorf("%w: %v runs as direct point-to-point, not a coll schedule", ErrInvalidArgument, f)
+	}
+	base, _, err := c.resolveOp(op)
+	if err != nil {
+		return nil, err
+	}
+	return c.schedule([]*call{{f: f, count: count, dt: dt, op: base, root: root}})
+}
+
 // opBufs are one operation's buffers on this rank.
 type opBufs struct {
 	send, recv []byte

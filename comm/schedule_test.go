@@ -1,0 +1,87 @@
+package comm_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/comm"
+	"github.com/simccl/simccl/tuning"
+)
+
+// The schedule the real engine ran, interpreted by coll's reference executor on the same inputs,
+// gives the same bytes: both executors consume one schedule.
+func TestSameScheduleAsReference(t *testing.T) {
+	const n = 4
+	cases := []struct {
+		algo  string
+		f     tuning.Func
+		count int64
+	}{
+		{"ring", tuning.AllReduce, 100003}, {"tree", tuning.AllReduce, 70001}, {"ring", tuning.ReduceScatter, 30011},
+		{"pat", tuning.AllGather, 20011}, {"pat", tuning.ReduceScatter, 9001}, {"ring", tuning.Broadcast, 50001}, {"ring", tuning.Reduce, 50001},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%s/%v", tc.algo, tc.f), func(t *testing.T) {
+			cs, err := comm.InitAll(n, &comm.Config{Transport: "inproc", Algo: tc.algo, SlotBytes: 16 << 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := &world{cs: cs}
+			defer w.close()
+			s, err := cs[0].Schedule(tc.f, tc.count, coll.Float64, coll.Sum, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			op := s.Ops[0]
+			if got := op.AlgoName; got == "" {
+				t.Fatalf("schedule without an algorithm")
+			}
+			ref := make([][]coll.Buffers, 1)
+			ref[0] = make([]coll.Buffers, n)
+			send := make([][]float64, n)
+			recv := make([][]float64, n)
+			for r := 0; r < n; r++ {
+				send[r] = make([]float64, op.SendBytes/8)
+				for i := range send[r] {
+					send[r][i] = float64((r*31 + i*7) % 1000)
+				}
+				recv[r] = make([]float64, op.RecvBytes/8)
+				ref[0][r] = coll.Buffers{Send: append([]float64(nil), send[r]...), Recv: make([]float64, op.RecvBytes/8)}
+			}
+			if _, err := coll.Execute(s, ref, coll.ExecOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			for r, c := range cs {
+				var err error
+				cnt := int(tc.count)
+				switch tc.f {
+				case tuning.AllReduce:
+					err = c.AllReduce(comm.Bytes(send[r]), comm.Bytes(recv[r]), cnt, coll.Float64, coll.Sum, nil)
+				case tuning.ReduceScatter:
+					err = c.ReduceScatter(comm.Bytes(send[r]), comm.Bytes(recv[r]), cnt, coll.Float64, coll.Sum, nil)
+				case tuning.AllGather:
+					err = c.AllGather(comm.Bytes(send[r]), comm.Bytes(recv[r]), cnt, coll.Float64, nil)
+				case tuning.Broadcast:
+					err = c.Broadcast(comm.Bytes(send[r]), comm.Bytes(recv[r]), cnt, coll.Float64, 1, nil)
+				case tuning.Reduce:
+					err = c.Reduce(comm.Bytes(send[r]), comm.Bytes(recv[r]), cnt, coll.Float64, coll.Sum, 1, nil)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			w.sync(t, "real run")
+			for r := 0; r < n; r++ {
+				if tc.f == tuning.Reduce && r != 1 {
+					continue
+				}
+				for i := range recv[r] {
+					if recv[r][i] != ref[0][r].Recv[i] {
+						t.Fatalf("rank %d element %d: real %v, coll.Execute %v", r, i, recv[r][i], ref[0][r].Recv[i])
+					}
+				}
+			}
+		})
+	}
+}
