@@ -50,7 +50,7 @@ type RankMem struct {
 // each on the per-peer P2P channels.
 func buildMemory(m *simnet.Machine, u used) Memory {
 	n := m.NRanks()
-	mem := Memory{ConnBytes: ConnBytes}
+	mem := Memory{ConnBytes: ConnBytes, Lazy: []string{}, Notes: []string{}}
 	eager := map[string]bool{"Ring": true, "Tree": true}
 	if m.Node.NumGPUs == 1 && n > 1 {
 		eager["PAT"] = true

@@ -381,3 +381,20 @@ func TestFocusCompact(t *testing.T) {
 		t.Error("compact totals or the note missing from the page")
 	}
 }
+
+// FuzzReadMeasured: any input is read or refused with an error, never a panic.
+func FuzzReadMeasured(f *testing.F) {
+	f.Add([]byte("tag,coll,world,bytes,us,algbw,busbw\ndefault,all_reduce,2,1024,10.5,0.1,0.1\n"))
+	f.Add([]byte("#  Rank  0 Group\n 8 2 float sum -1 12.95 0.00 0.00 0 12.1 0 0 0\n"))
+	f.Add([]byte(`{"nranks":2,"rows":[{"coll":"allreduce","bytes":64,"time_us":3.5}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rows, err := ReadMeasured(data, "fuzz", "all_reduce")
+		if err == nil {
+			for _, r := range rows {
+				if r.World < 1 || !(r.Us > 0) || r.Bytes < 0 {
+					t.Fatalf("accepted %+v", r)
+				}
+			}
+		}
+	})
+}
