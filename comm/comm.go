@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -561,7 +562,7 @@ func (c *Comm) resolveOp(op coll.RedOp) (coll.RedOp, float64, error) {
 	return coll.PreMulSum, c.userOps[i], nil
 }
 
-func nanScalar() float64 { var z float64; return z / z }
+func nanScalar() float64 { return math.NaN() } // marks a destroyed PreMulSum handle
 
 // algo returns the algorithm for a function.
 func (c *Comm) algo(f tuning.Func) tuning.Algo {

@@ -95,11 +95,11 @@ func Float32ToBfloat16(f float32) uint16 {
 
 // fp8 is one 8-bit format: its 256 decoded values and the sorted positive finite ones for encoding.
 type fp8 struct {
-	dec      [256]float32
-	pos      []float32 // positive finite values in increasing order (including 0)
-	code     []uint8   // code of pos[i]
-	nan      uint8
-	maxFinte float32
+	dec       [256]float32
+	pos       []float32 // positive finite values in increasing order (including 0)
+	code      []uint8   // code of pos[i]
+	nan       uint8
+	maxFinite float32
 }
 
 func newFP8(expBits, manBits, bias int, ieee bool) *fp8 {
@@ -143,7 +143,7 @@ func newFP8(expBits, manBits, bias int, ieee bool) *fp8 {
 		pos[i], code[i] = f.pos[j], f.code[j]
 	}
 	f.pos, f.code = pos, code
-	f.maxFinte = pos[len(pos)-1]
+	f.maxFinite = pos[len(pos)-1]
 	if ieee {
 		f.nan = uint8((1<<expBits-1)<<manBits | 1<<(manBits-1))
 	} else {
@@ -161,7 +161,7 @@ func (f *fp8) encode(v float32) uint8 {
 	if math.Signbit(float64(v)) {
 		sign, v = 0x80, -v
 	}
-	if v >= f.maxFinte {
+	if v >= f.maxFinite {
 		return sign | f.code[len(f.code)-1]
 	}
 	i := sort.Search(len(f.pos), func(i int) bool { return f.pos[i] >= v })

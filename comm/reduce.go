@@ -2,7 +2,6 @@ package comm
 
 import (
 	"fmt"
-	"math"
 	"unsafe"
 
 	"github.com/simccl/simccl/coll"
@@ -279,5 +278,3 @@ func preScale(t coll.DataType, op coll.RedOp, scalar float64, nranks int) float6
 	}
 	return 0
 }
-
-var _ = math.Inf
