@@ -276,7 +276,8 @@ type simOut struct {
 // send count and ReduceScatter its per-rank receive count (their total buffers grow with the
 // ranks); the point-to-point messages of a launch become a neighbour exchange of the largest
 // message among all ScaleRanks ranks. Smaller communicators (tensor- or pipeline-parallel groups)
-// keep their size.
+// keep their size; one that does not fill whole nodes is simulated on the whole nodes that hold it
+// (an upper bound, noted), and one-rank communicators take no time.
 //
 // A launch's time: each collective is simulated on its own (simnet.Machine.Run); the collectives
 // of one group share one kernel launch, so a group of k collectives costs the sum of their times
@@ -299,9 +300,6 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 			return m, nil
 		}
 		g := base.Node.NumGPUs
-		if ranks%g != 0 {
-			return nil, fmt.Errorf("a communicator of %d ranks on nodes of %d GPUs: only whole nodes are simulated (use --scale-ranks or --nodes)", ranks, g)
-		}
 		m, err := base.Scale(ranks / g)
 		if err != nil && opt.Build != nil {
 			m, err = opt.Build(ranks / g)
@@ -337,6 +335,17 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 		if l.NRanks == world && world != scale {
 			ranks = scale
 			rep.Scaled[l.Comm] = scale
+		}
+		if ranks == 1 {
+			// NCCL runs a one-rank communicator as a local copy with no communication
+			// (fact sheet §5.5: nRanks 1 → time 0).
+			note("one-rank communicators take no communication time")
+			continue
+		}
+		if g := base.Node.NumGPUs; ranks%g != 0 {
+			up := (ranks + g - 1) / g * g
+			note(fmt.Sprintf("a communicator of %d ranks is simulated on %d (whole nodes of %d GPUs): an upper bound", ranks, up, g))
+			ranks = up
 		}
 		for _, c := range l.Colls {
 			f, ok := funcOf(c.Op)
@@ -417,6 +426,9 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 	linkedUs := 0.0
 	for i, l := range launches {
 		lr := LaunchResult{Comm: l.Comm, Index: l.Index, TimeNs: l.TimeNs, Ops: l.Ops(), Calls: len(l.Colls) + len(l.P2P)}
+		if len(plan[i]) == 0 {
+			lr.NRanks, lr.Mode = l.NRanks, "single-rank"
+		}
 		nColl := 0
 		linked := true
 		for j, k := range plan[i] {

@@ -2,6 +2,8 @@ package intercept
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"math"
 	"path/filepath"
 	"testing"
@@ -259,4 +261,49 @@ func TestParseGPULogsMatchTrace(t *testing.T) {
 	if len(ls) != 350 {
 		t.Errorf("%d launches from the logs, want 350 (300 calls, the 50 batched exchanges split in two)", len(ls))
 	}
+}
+
+// Communicators that do not fill whole nodes: one rank costs nothing, three ranks run on a whole
+// 8-GPU node (noted); the 16-rank data-parallel one is kept.
+func TestReplaySubNode(t *testing.T) {
+	mk := func(comm string, n, rank int, seq int64) Record {
+		return Record{Seq: seq, Rank: rank, NRanks: n, Comm: comm, Op: OpAllReduce, Count: 1 << 20, Dtype: "float", RedOp: "sum", Root: -1}
+	}
+	ls, err := Launches([]Record{mk("dp", 16, 0, 0), mk("tp", 3, 0, 1), mk("solo", 1, 0, 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := func(nodes int) (*simnet.Machine, error) { return machine(t, "dgx-h100", nodes), nil }
+	if _, err := Replay(ls, machine(t, "dgx-h100", 2), ReplayOptions{}); err == nil || !strings.Contains(err.Error(), "cannot scale") {
+		t.Errorf("without Build: err = %v", err)
+	}
+	rep, err := Replay(ls, machine(t, "dgx-h100", 2), ReplayOptions{Build: build})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]LaunchResult{}
+	for _, l := range rep.Launches {
+		got[l.Comm] = l
+	}
+	if got["dp"].NRanks != 16 || got["tp"].NRanks != 8 || got["solo"].TimeUs != 0 || got["solo"].Mode != "single-rank" || got["tp"].TimeUs <= 0 {
+		t.Errorf("launches %+v", rep.Launches)
+	}
+	if len(rep.Notes) < 2 {
+		t.Errorf("notes %q", rep.Notes)
+	}
+}
+
+func ExampleLaunches() {
+	recs := []Record{
+		{Seq: 0, Rank: 0, NRanks: 2, Comm: "c", Op: OpAllReduce, Count: 1024, Dtype: "float", RedOp: "sum", Root: -1},
+		{Seq: 1, Rank: 0, NRanks: 2, Comm: "c", Op: OpSend, Count: 256, Dtype: "bfloat16", Root: 1, Group: 1, GID: 1},
+		{Seq: 2, Rank: 0, NRanks: 2, Comm: "c", Op: OpRecv, Count: 256, Dtype: "bfloat16", Root: 1, Group: 1, GID: 1},
+	}
+	ls, _ := Launches(recs)
+	for _, l := range ls {
+		fmt.Println(l.Index, l.Ops(), len(l.Colls), l.P2P)
+	}
+	// Output:
+	// 0 AllReduce 1 []
+	// 1 SendRecv 0 [{0 1 512} {1 0 512}]
 }
