@@ -169,7 +169,7 @@ func TestBrowserDefault(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		args := append(chromiumArgs(t), "--hide-scrollbars", "--window-size=1400,3200", "--screenshot="+abs, "file://"+page)
+		args := append(chromiumArgs(t), "--hide-scrollbars", "--window-size=1400,3900", "--screenshot="+abs, "file://"+page)
 		if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
 			t.Fatalf("screenshot: %v\n%s", err, tail(string(out)))
 		}
