@@ -3,9 +3,9 @@ package intercept
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/simccl/simccl/examples/topos"
