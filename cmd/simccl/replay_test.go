@@ -85,3 +85,21 @@ func TestReplayErrors(t *testing.T) {
 		}
 	}
 }
+
+// A virtual-mode trace names its topology: replay uses it when --topo is not given.
+func TestReplayVirtualTopo(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "v.jsonl")
+	trace := `{"seq":0,"t_ns":1,"rank":0,"nranks":2,"comm":"u1","op":"CommInit","root":-1,"group":0,"mode":"virtual","topo":"h200x2-nvlink"}
+{"seq":1,"t_ns":2,"rank":0,"nranks":2,"comm":"u1","op":"AllReduce","count":1048576,"dtype":"bfloat16","redop":"sum","root":-1,"group":0}
+`
+	if err := os.WriteFile(p, []byte(trace), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if rc := mainRun([]string{"replay", p}, &out, &errb); rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	if !strings.Contains(out.String(), "# simccl replay: h200x2-nvlink, 1 node(s), 2 ranks, 1 launches") {
+		t.Errorf("output:\n%s", out.String())
+	}
+}
