@@ -4,7 +4,7 @@ PKGS     := ./...
 # v0.6.1 is the newest staticcheck the module proxy here serves (2025.1.x answers 403).
 STATICCHECK_VERSION := v0.6.1
 
-.PHONY: all build run test test-race fmt vet lint bench fuzz clean
+.PHONY: all build run test test-race test-browser fmt vet lint bench fuzz ptx clean
 
 all: build
 
@@ -35,8 +35,21 @@ vet:
 lint: vet
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
 
+## bench: the benchmark programs (each prints a table and JSON; figures in BENCHMARKS.md).
+## bench/cpu also compares with Open MPI when mpicc is installed (apt-get install -y openmpi-bin libopenmpi-dev).
 bench:
-	$(GO) run ./bench/...
+	$(GO) run ./bench/tune
+	$(GO) run ./bench/sim
+	$(GO) run ./bench/sim/compare
+	$(GO) run ./bench/cpu
+
+## test-browser: the HTML report in headless Chromium (installs Debian's chromium when absent; needs root).
+test-browser:
+	sh report/browser_test.sh
+
+## ptx: regenerate the CUDA kernels' PTX (needs nvcc, CUDA >= 12; run on the GPU machine and commit the result).
+ptx:
+	sh cuda/kernels/gen.sh
 
 ## fuzz: each parser's fuzz test in turn (FUZZTIME per target, default 1m; the XML reader was run for 5m).
 FUZZTIME ?= 1m
