@@ -24,6 +24,7 @@ import (
 type ring struct {
 	mem       []byte
 	slotBytes int
+	race      unsafe.Pointer // race-detector token (shared mappings only; nil otherwise)
 }
 
 const (
@@ -104,11 +105,13 @@ func (c *ringConn) Send(p []byte, deadline time.Time) error {
 		if err := c.l.state(); err != nil {
 			return err
 		}
+		raceAcquire(r.race)
 		hdr, data := r.slot(t)
 		k := min(len(p), r.slotBytes)
 		copy(data, p[:k])
 		binary.LittleEndian.PutUint64(hdr[0:], uint64(k))
 		binary.LittleEndian.PutUint64(hdr[8:], uint64(total))
+		raceRelease(r.race)
 		atomic.StoreUint64(r.u64(ringTailOff), t+1)
 		c.l.notify(true)
 		p = p[k:]
@@ -139,6 +142,7 @@ func (c *ringConn) RecvFunc(want int, deadline time.Time, fn func([]byte)) error
 			}
 			n++
 		}
+		raceAcquire(r.race)
 		hdr, data := r.slot(h)
 		k := binary.LittleEndian.Uint64(hdr[0:])
 		total := binary.LittleEndian.Uint64(hdr[8:])
@@ -148,6 +152,7 @@ func (c *ringConn) RecvFunc(want int, deadline time.Time, fn func([]byte)) error
 		first = false
 		fn(data[:k])
 		got += int(k)
+		raceRelease(r.race)
 		atomic.StoreUint64(r.u64(ringHeadOff), h+1)
 		c.l.notify(false)
 	}

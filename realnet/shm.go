@@ -158,6 +158,7 @@ func (t *Shm) Connect(ctx context.Context, key Key) (Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	r0.race, r1.race = raceToken(name+"/0"), raceToken(name+"/1")
 	rings := [2]*ring{r0, r1}
 	l := &shmLink{m: m, side: side, peerPid: int(atomic.LoadUint64(m.u64(shmOffPid + 64*(1-side))))}
 	c := &ringConn{tx: rings[side], rx: rings[1-side], l: l, bytes: int64(size)}
