@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -150,6 +152,10 @@ type Comm struct {
 	groupDepth int
 	groupCalls []*call
 	splits     int
+	shrinks    int
+	released   bool // Destroy ran
+	rdv        net.Listener
+	peers      []peerInfo
 	userOps    []float64 // PreMulSum scalars; handle = coll.PreMulSum + index
 }
 
@@ -165,6 +171,9 @@ type peerInfo struct {
 	Host string `json:"host"`
 	Pid  int    `json:"pid"`
 	TCP  string `json:"tcp"`
+	// Rdv is a listener kept open for the life of the communicator: the lowest surviving rank of a
+	// Shrink serves the new communicator's bootstrap root on it.
+	Rdv string `json:"rdv"`
 }
 
 // InitRank joins the communicator of id as rank of nranks (ncclCommInitRank). It blocks until all
@@ -194,6 +203,7 @@ func InitRank(nranks int, id UniqueID, rank int, cfg *Config) (*Comm, error) {
 	if o.ConnectAtInit {
 		if err := c.connectAll(); err != nil {
 			c.Abort()
+			c.Destroy()
 			return nil, err
 		}
 	}
@@ -268,6 +278,17 @@ func (c *Comm) setupTransports() error {
 	if tcp != nil {
 		me.TCP = tcp.Addr()
 	}
+	rdvHost := o.Listen
+	if rdvHost == "" {
+		rdvHost = c.boot.LocalHost()
+	}
+	if c.rdv, err = net.Listen("tcp", listenAddr(rdvHost)); err != nil {
+		if tcp != nil {
+			tcp.Close()
+		}
+		return fmt.Errorf("comm: init: rendezvous listener on %s: %v", rdvHost, err)
+	}
+	me.Rdv = c.rdv.Addr().String()
 	b, _ := json.Marshal(me)
 	all, err := c.boot.AllGather(b)
 	if err != nil {
@@ -287,6 +308,7 @@ func (c *Comm) setupTransports() error {
 		}
 		addrs[r] = infos[r].TCP
 	}
+	c.peers = infos
 	rt := &router{kind: make([]string, c.n)}
 	for r := range infos {
 		switch {
@@ -420,11 +442,12 @@ func (c *Comm) drain() error {
 // collective teardown.
 func (c *Comm) Destroy() error {
 	c.stateMu.Lock()
-	if c.destroyed {
+	if c.released {
 		c.stateMu.Unlock()
 		return nil
 	}
 	c.destroyed = true
+	c.released = true
 	c.stateMu.Unlock()
 	c.kick()
 	<-c.stopped
@@ -441,6 +464,7 @@ func (c *Comm) Destroy() error {
 	}
 	c.tr.Close()
 	c.boot.Close()
+	c.rdv.Close()
 	return nil
 }
 
@@ -589,4 +613,62 @@ func (c *Comm) Barrier() error {
 		return err
 	}
 	return nil
+}
+
+// Shrink builds a communicator of the ranks of c that are not in exclude, keeping their relative
+// order (ncclCommShrink, NCCL 2.27, with NCCL_SHRINK_ABORT semantics: c's pending work is aborted
+// first). It needs no working connection to the excluded ranks and no id sent out of band: the
+// lowest surviving rank serves the new bootstrap root on a listener every rank published at init,
+// under a magic all survivors derive from c's magic, the number of shrinks and exclude. Every
+// surviving rank must call it with the same exclude list; c stays usable only for Destroy.
+func (c *Comm) Shrink(exclude []int, cfg *Config) (*Comm, error) {
+	ex := map[int]bool{}
+	for _, r := range exclude {
+		if r < 0 || r >= c.n {
+			return nil, fmt.Errorf("%w: shrink: rank %d out of range (%d ranks)", ErrInvalidArgument, r, c.n)
+		}
+		ex[r] = true
+	}
+	if ex[c.rank] {
+		return nil, fmt.Errorf("%w: shrink: rank %d excludes itself", ErrInvalidArgument, c.rank)
+	}
+	var survivors []int
+	for r := 0; r < c.n; r++ {
+		if !ex[r] {
+			survivors = append(survivors, r)
+		}
+	}
+	// Abort in-flight work (our peers may be dead); c keeps its rendezvous listener.
+	c.fail(fmt.Errorf("rank %d: %w (shrink)", c.rank, ErrAborted))
+	c.stateMu.Lock()
+	c.shrinks++
+	seq := c.shrinks
+	c.stateMu.Unlock()
+	h := fnv.New64a()
+	var b [8]byte
+	for _, v := range append([]int{int(c.magic >> 32), int(c.magic & 0xffffffff), seq, -1}, survivors...) {
+		binary.LittleEndian.PutUint64(b[:], uint64(int64(v)))
+		h.Write(b[:])
+	}
+	magic := h.Sum64()
+	leader := survivors[0]
+	id, err := realnet.NewUniqueIDWithMagic(magic, c.peers[leader].Rdv)
+	if err != nil {
+		return nil, err
+	}
+	if cfg == nil {
+		cc := c.cfg
+		cfg = &cc
+	}
+	if c.rank == leader {
+		root := realnet.StartRootOn(c.rdv, magic, cfg.BootstrapTimeout)
+		defer root.Close()
+	}
+	newRank := 0
+	for i, r := range survivors {
+		if r == c.rank {
+			newRank = i
+		}
+	}
+	return InitRank(len(survivors), id, newRank, cfg)
 }

@@ -398,3 +398,78 @@ func TestFaultKillProcess(t *testing.T) {
 		})
 	}
 }
+
+// Shrink after a failure: the survivors build a communicator without the dead rank from the broken
+// one alone (no new id handed around), twice in a row.
+func TestShrinkAfterFailure(t *testing.T) {
+	for _, tr := range []string{"inproc", "tcp", "shm"} {
+		t.Run(tr, func(t *testing.T) {
+			const n = 5
+			cs, err := comm.InitAll(n, &comm.Config{Transport: tr, Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer (&world{cs: cs}).close()
+			allReduceAll(cs, 1000) // connections made
+			cs[1].Abort()          // rank 1 dies
+			shrink := func(parent []*comm.Comm, exclude []int) []*comm.Comm {
+				t.Helper()
+				out := make([]*comm.Comm, len(parent))
+				errs := make([]error, len(parent))
+				var wg sync.WaitGroup
+				for r, c := range parent {
+					if c == nil || slicesContains(exclude, r) {
+						continue
+					}
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						out[r], errs[r] = c.Shrink(exclude, nil)
+					}()
+				}
+				wg.Wait()
+				var got []*comm.Comm
+				for r, e := range errs {
+					if e != nil {
+						t.Fatalf("rank %d: shrink: %v", r, e)
+					}
+					if out[r] != nil {
+						got = append(got, out[r])
+					}
+				}
+				return sortByRank(got)
+			}
+			s1 := shrink(cs, []int{1})
+			defer (&world{cs: s1}).close()
+			if len(s1) != n-1 || s1[1].Count() != n-1 {
+				t.Fatalf("shrunk to %d ranks", len(s1))
+			}
+			for r, err := range allReduceAll(s1, 77777) {
+				if err != nil {
+					t.Fatalf("shrunk communicator: rank %d: %v", r, err)
+				}
+			}
+			// Then the new rank 2 (old rank 3) fails too: shrink again.
+			s1[2].Abort()
+			s2 := shrink(s1, []int{2})
+			defer (&world{cs: s2}).close()
+			for r, err := range allReduceAll(s2, 4097) {
+				if err != nil {
+					t.Fatalf("twice-shrunk communicator: rank %d: %v", r, err)
+				}
+			}
+			if _, err := cs[0].Shrink([]int{0}, nil); err == nil {
+				t.Fatalf("a rank excluding itself was accepted")
+			}
+		})
+	}
+}
+
+func slicesContains(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

@@ -82,6 +82,7 @@ func UniqueIDFromAddr(addr string) (UniqueID, error) {
 // Root is a running bootstrap root; it serves one communicator's registration and then stops.
 type Root struct {
 	ln       net.Listener
+	keep     bool // the listener belongs to the caller: leave it open (StartRootOn)
 	magic    uint64
 	timeout  time.Duration
 	done     chan struct{}
@@ -140,7 +141,35 @@ func startRoot(listen string, magic uint64, timeout time.Duration) (*Root, error
 }
 
 // Close stops the root.
-func (r *Root) Close() error { return r.ln.Close() }
+func (r *Root) Close() error {
+	if r.keep {
+		if tl, ok := r.ln.(*net.TCPListener); ok {
+			return tl.SetDeadline(time.Unix(1, 0)) // unblock Accept, keep the socket
+		}
+		return nil
+	}
+	return r.ln.Close()
+}
+
+// NewUniqueIDWithMagic makes the id of a root at addr with a given magic (ids that every rank derives
+// by itself, e.g. for shrinking a communicator; the magic should differ per use).
+func NewUniqueIDWithMagic(magic uint64, addr string) (UniqueID, error) {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return UniqueID{}, fmt.Errorf("%w: root address %q: %v", ErrBootstrap, addr, err)
+	}
+	return makeID(magic, addr)
+}
+
+// StartRootOn serves one communicator's registration on a listener the caller keeps (it stays
+// open afterwards, ready for another root), with the given magic.
+func StartRootOn(ln net.Listener, magic uint64, timeout time.Duration) *Root {
+	if timeout <= 0 {
+		timeout = DefaultBootstrapTimeout
+	}
+	r := &Root{ln: ln, keep: true, magic: magic, timeout: timeout, done: make(chan struct{})}
+	go r.serve()
+	return r
+}
 
 // Wait returns when the root has served its communicator (or failed) and gives its error.
 func (r *Root) Wait() error { <-r.done; return r.err }
@@ -156,7 +185,15 @@ type registration struct {
 
 func (r *Root) serve() {
 	defer close(r.done)
-	defer r.ln.Close()
+	if r.keep {
+		defer func() {
+			if tl, ok := r.ln.(*net.TCPListener); ok {
+				tl.SetDeadline(time.Time{})
+			}
+		}()
+	} else {
+		defer r.ln.Close()
+	}
 	var regs []registration
 	nranks := -1
 	got := 0
