@@ -12,8 +12,8 @@
 //
 // Failures: a call that makes no progress for Config.Timeout (default 10 s) fails; a dead peer is
 // seen at once over TCP (reset/EOF) and within ShmLivenessPeriod over shared memory; a failing rank
-// tears its connections down so that its peers fail too, and a new communicator can be built from
-// the survivors with a fresh UniqueID.
+// tears its connections down so that its peers fail too, and the survivors build a new communicator
+// with Shrink (no id sent out of band) or with InitRank on a fresh UniqueID.
 //
 // Usage (goroutine ranks):
 //
