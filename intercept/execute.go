@@ -85,7 +85,7 @@ func Execute(launches []Launch, opt ExecOptions) (*ExecReport, error) {
 
 // bufs returns the send and receive sizes (bytes) of one collective on n ranks.
 func bufs(r *Record, n int) (send, recv int64, err error) {
-	dt, err := r.DataType()
+	dt, err := dataType(r)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -126,7 +126,7 @@ func runLaunch(cs []*comm.Comm, l *Launch) (time.Duration, int, error) {
 		for i := range l.Colls {
 			s, v, _ := bufs(&l.Colls[i], n)
 			sb := make([]byte, s)
-			dt, _ := l.Colls[i].DataType()
+			dt, _ := dataType(&l.Colls[i])
 			for e := 0; e < int(s)/dt.Size(); e++ {
 				comm.SetElement(dt, sb, e, float64(r+1))
 			}
@@ -149,7 +149,7 @@ func runLaunch(cs []*comm.Comm, l *Launch) (time.Duration, int, error) {
 			var err error
 			for i := range l.Colls {
 				x := &l.Colls[i]
-				dt, _ := x.DataType()
+				dt, _ := dataType(x)
 				op := coll.Sum
 				if x.RedOp != "" {
 					op, _ = coll.ParseRedOp(x.RedOp)
@@ -212,7 +212,7 @@ func runLaunch(cs []*comm.Comm, l *Launch) (time.Duration, int, error) {
 	wrong := 0
 	for i := range l.Colls {
 		x := &l.Colls[i]
-		dt, _ := x.DataType()
+		dt, _ := dataType(x)
 		var want float64
 		switch {
 		case x.Op == OpAllReduce && (x.RedOp == "sum" || x.RedOp == ""):

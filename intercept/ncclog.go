@@ -173,7 +173,7 @@ func ParseLog(r io.Reader, name string) ([]Record, LogStats, error) {
 		if m[15] != "(nil)" {
 			rec.Stream = m[15]
 		}
-		if err := rec.check(); err != nil {
+		if err := checkRecord(&rec); err != nil {
 			return nil, st, fmt.Errorf("%w: %s:%d: %v", ErrTrace, name, st.Lines, err)
 		}
 		out = append(out, rec)

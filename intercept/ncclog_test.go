@@ -75,7 +75,7 @@ func FuzzParseLog(f *testing.F) {
 			return
 		}
 		for _, r := range recs {
-			if err := r.check(); err != nil {
+			if err := checkRecord(&r); err != nil {
 				t.Fatalf("accepted a bad record %+v: %v", r, err)
 			}
 		}

@@ -352,7 +352,7 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 			if !ok {
 				return nil, fmt.Errorf("%w: %s launch %d: op %s cannot be simulated", ErrReplay, l.Comm, l.Index, c.Op)
 			}
-			dt, err := c.DataType()
+			dt, err := dataType(&c)
 			if err != nil {
 				return nil, fmt.Errorf("%w: %s launch %d: %v", ErrReplay, l.Comm, l.Index, err)
 			}

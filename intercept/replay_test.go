@@ -196,7 +196,7 @@ func TestReplayScaled(t *testing.T) {
 		}
 		if len(sub[i].Colls) == 1 {
 			c := sub[i].Colls[0]
-			dt, _ := c.DataType()
+			dt, _ := dataType(&c)
 			want := c.Count * int64(dt.Size())
 			if c.Op == OpAllGather || c.Op == OpReduceScatter {
 				want *= 16

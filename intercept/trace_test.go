@@ -5,6 +5,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/intercept/trace"
 )
 
 func TestAppendRecordRoundTrip(t *testing.T) {
@@ -67,4 +70,20 @@ func FuzzReadTrace(f *testing.F) {
 			t.Fatalf("Launches: unmarked error %v", err)
 		}
 	})
+}
+
+// Package trace keeps its own copy of coll's type and reduction names (the shim must not link
+// the simulator): they must agree.
+func TestTraceNamesMatchColl(t *testing.T) {
+	for v := 0; v < int(coll.NumDataTypes); v++ {
+		d := coll.DataType(v)
+		if DtypeName(v) != d.String() || trace.ElemSize(d.String()) != d.Size() {
+			t.Errorf("dtype %d: trace %q size %d, coll %q size %d", v, DtypeName(v), trace.ElemSize(d.String()), d.String(), d.Size())
+		}
+	}
+	for v := 0; v < int(coll.NumRedOps); v++ {
+		if RedOpName(v) != coll.RedOp(v).String() {
+			t.Errorf("redop %d: trace %q, coll %q", v, RedOpName(v), coll.RedOp(v).String())
+		}
+	}
 }

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/simccl/simccl/intercept"
+	"github.com/simccl/simccl/intercept/trace"
 )
 
 // realOK is set once the real library is loaded (record mode's fast path skips the lock).
@@ -84,7 +84,7 @@ func registerInit(c C.ncclComm_t, id string, rank, nranks int, t0, dur int64) {
 		ci.handle = unsafe.Pointer(c)
 	}
 	st.comms[uintptr(c)] = ci
-	emitComm(ci, intercept.OpCommInit, "", 0, t0, dur)
+	emitComm(ci, trace.OpCommInit, "", 0, t0, dur)
 	st.mu.Unlock()
 }
 
@@ -202,7 +202,7 @@ func ncclCommSplit(comm C.ncclComm_t, color, key C.int, newcomm *C.ncclComm_t, c
 		ci.handle = unsafe.Pointer(*newcomm)
 	}
 	st.comms[uintptr(*newcomm)] = ci
-	emitComm(ci, intercept.OpCommSplit, parent.id, int(color), t0, dur)
+	emitComm(ci, trace.OpCommSplit, parent.id, int(color), t0, dur)
 	return res
 }
 
@@ -235,17 +235,17 @@ func endComm(comm C.ncclComm_t, f C.int, op string, drop bool) C.ncclResult_t {
 
 //export ncclCommFinalize
 func ncclCommFinalize(comm C.ncclComm_t) C.ncclResult_t {
-	return endComm(comm, C.F_CommFinalize, intercept.OpCommFinalize, false)
+	return endComm(comm, C.F_CommFinalize, trace.OpCommFinalize, false)
 }
 
 //export ncclCommDestroy
 func ncclCommDestroy(comm C.ncclComm_t) C.ncclResult_t {
-	return endComm(comm, C.F_CommDestroy, intercept.OpCommDestroy, true)
+	return endComm(comm, C.F_CommDestroy, trace.OpCommDestroy, true)
 }
 
 //export ncclCommAbort
 func ncclCommAbort(comm C.ncclComm_t) C.ncclResult_t {
-	return endComm(comm, C.F_CommAbort, intercept.OpCommDestroy, true)
+	return endComm(comm, C.F_CommAbort, trace.OpCommDestroy, true)
 }
 
 // query answers the int-valued communicator queries.
@@ -322,7 +322,7 @@ func ncclAllReduce(sendbuff, recvbuff unsafe.Pointer, count C.size_t, datatype, 
 	if fwd {
 		res = C.r_AllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream)
 	}
-	record(comm, intercept.OpAllReduce, count, int(datatype), int(op), -1, stream, t0, fwd, res)
+	record(comm, trace.OpAllReduce, count, int(datatype), int(op), -1, stream, t0, fwd, res)
 	return res
 }
 
@@ -337,7 +337,7 @@ func ncclBroadcast(sendbuff, recvbuff unsafe.Pointer, count C.size_t, datatype, 
 	if fwd {
 		res = C.r_Broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream)
 	}
-	record(comm, intercept.OpBroadcast, count, int(datatype), -1, int(root), stream, t0, fwd, res)
+	record(comm, trace.OpBroadcast, count, int(datatype), -1, int(root), stream, t0, fwd, res)
 	return res
 }
 
@@ -352,7 +352,7 @@ func ncclReduce(sendbuff, recvbuff unsafe.Pointer, count C.size_t, datatype, op,
 	if fwd {
 		res = C.r_Reduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream)
 	}
-	record(comm, intercept.OpReduce, count, int(datatype), int(op), int(root), stream, t0, fwd, res)
+	record(comm, trace.OpReduce, count, int(datatype), int(op), int(root), stream, t0, fwd, res)
 	return res
 }
 
@@ -367,7 +367,7 @@ func ncclAllGather(sendbuff, recvbuff unsafe.Pointer, sendcount C.size_t, dataty
 	if fwd {
 		res = C.r_AllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream)
 	}
-	record(comm, intercept.OpAllGather, sendcount, int(datatype), -1, -1, stream, t0, fwd, res)
+	record(comm, trace.OpAllGather, sendcount, int(datatype), -1, -1, stream, t0, fwd, res)
 	return res
 }
 
@@ -382,7 +382,7 @@ func ncclReduceScatter(sendbuff, recvbuff unsafe.Pointer, recvcount C.size_t, da
 	if fwd {
 		res = C.r_ReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream)
 	}
-	record(comm, intercept.OpReduceScatter, recvcount, int(datatype), int(op), -1, stream, t0, fwd, res)
+	record(comm, trace.OpReduceScatter, recvcount, int(datatype), int(op), -1, stream, t0, fwd, res)
 	return res
 }
 
@@ -397,7 +397,7 @@ func ncclSend(sendbuff unsafe.Pointer, count C.size_t, datatype, peer C.int, com
 	if fwd {
 		res = C.r_P2P(C.F_Send, sendbuff, count, datatype, peer, comm, stream)
 	}
-	record(comm, intercept.OpSend, count, int(datatype), -1, int(peer), stream, t0, fwd, res)
+	record(comm, trace.OpSend, count, int(datatype), -1, int(peer), stream, t0, fwd, res)
 	return res
 }
 
@@ -412,7 +412,7 @@ func ncclRecv(recvbuff unsafe.Pointer, count C.size_t, datatype, peer C.int, com
 	if fwd {
 		res = C.r_P2P(C.F_Recv, recvbuff, count, datatype, peer, comm, stream)
 	}
-	record(comm, intercept.OpRecv, count, int(datatype), -1, int(peer), stream, t0, fwd, res)
+	record(comm, trace.OpRecv, count, int(datatype), -1, int(peer), stream, t0, fwd, res)
 	return res
 }
 

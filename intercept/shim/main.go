@@ -22,7 +22,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/simccl/simccl/intercept"
+	"github.com/simccl/simccl/intercept/trace"
 )
 
 func main() {}
@@ -67,7 +67,7 @@ var st struct {
 	topo     string
 	gpus     int
 	realPath string
-	rec      intercept.Record
+	rec      trace.Record
 }
 
 func init() {
@@ -201,14 +201,14 @@ func idOf(id *C.ncclUniqueId) string {
 // real library.
 func emit(ci *commInfo, op string, count int64, dt, redop, root int, stream unsafe.Pointer, t0, dur int64) {
 	r := &st.rec
-	*r = intercept.Record{Seq: st.seq, TimeNs: t0, DurNs: dur, Rank: ci.rank, NRanks: ci.nranks, Comm: ci.id, Op: op,
+	*r = trace.Record{Seq: st.seq, TimeNs: t0, DurNs: dur, Rank: ci.rank, NRanks: ci.nranks, Comm: ci.id, Op: op,
 		Count: count, Root: root, Group: st.depth}
 	st.seq++
 	if dt >= 0 {
-		r.Dtype = intercept.DtypeName(dt)
+		r.Dtype = trace.DtypeName(dt)
 	}
 	if redop >= 0 {
-		r.RedOp = intercept.RedOpName(redop)
+		r.RedOp = trace.RedOpName(redop)
 	}
 	if stream != nil {
 		r.Stream = "0x" + strconv.FormatUint(uint64(uintptr(stream)), 16)
@@ -216,7 +216,7 @@ func emit(ci *commInfo, op string, count int64, dt, redop, root int, stream unsa
 	if st.depth > 0 {
 		r.GID = st.gid
 	}
-	st.buf = intercept.AppendRecord(st.buf, r)
+	st.buf = trace.AppendRecord(st.buf, r)
 	if len(st.buf) > 60<<10 {
 		flushLocked()
 	}
@@ -225,7 +225,7 @@ func emit(ci *commInfo, op string, count int64, dt, redop, root int, stream unsa
 // emitComm records a communicator event.
 func emitComm(ci *commInfo, op, parent string, color int, t0, dur int64) {
 	r := &st.rec
-	*r = intercept.Record{Seq: st.seq, TimeNs: t0, DurNs: dur, Rank: ci.rank, NRanks: ci.nranks, Comm: ci.id, Op: op,
+	*r = trace.Record{Seq: st.seq, TimeNs: t0, DurNs: dur, Rank: ci.rank, NRanks: ci.nranks, Comm: ci.id, Op: op,
 		Root: -1, Group: st.depth, Parent: parent, Color: color, Host: st.host, PID: st.pid, Mode: "record"}
 	if st.virtual {
 		r.Mode, r.Topo = "virtual", st.topo
@@ -234,5 +234,5 @@ func emitComm(ci *commInfo, op, parent string, color int, t0, dur int64) {
 		r.GID = st.gid
 	}
 	st.seq++
-	st.buf = intercept.AppendRecord(st.buf, r)
+	st.buf = trace.AppendRecord(st.buf, r)
 }
