@@ -255,8 +255,7 @@ func reduceRef(t coll.DataType, op coll.RedOp, ins [][]byte, i, n int) (ref floa
 
 // world is one communicator of n ranks on one transport, driven from one goroutine.
 type world struct {
-	cs     []*comm.Comm
-	premul []coll.RedOp
+	cs []*comm.Comm
 }
 
 func newWorld(t *testing.T, n int, transport string, slot int) *world {

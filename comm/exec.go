@@ -68,18 +68,17 @@ func (s *Stream) Query() bool {
 
 // call is one API call: a collective (through a coll schedule) or a point-to-point operation.
 type call struct {
-	f        tuning.Func
-	p2pSend  bool // SendRecv: true Send, false Recv
-	peer     int
-	count    int64
-	dt       coll.DataType
-	op       coll.RedOp
-	scalar   float64
-	root     int
-	send     []byte
-	recv     []byte
-	stream   *Stream
-	sameBufs bool
+	f       tuning.Func
+	p2pSend bool // SendRecv: true Send, false Recv
+	peer    int
+	count   int64
+	dt      coll.DataType
+	op      coll.RedOp
+	scalar  float64
+	root    int
+	send    []byte
+	recv    []byte
+	stream  *Stream
 }
 
 // task is what the executor runs: the calls of one group (or one call).

@@ -25,7 +25,6 @@ var (
 	FormatE5M2     = NarrowFormat{Name: "f8e5m2", ExpBits: 5, ManBits: 2, Bias: 15, HasInf: true, Saturate: true}
 )
 
-func (f NarrowFormat) bits() int         { return 1 + f.ExpBits + f.ManBits }
 func (f NarrowFormat) expMax() uint32    { return 1<<f.ExpBits - 1 }
 func (f NarrowFormat) manMask() uint32   { return 1<<f.ManBits - 1 }
 func (f NarrowFormat) signBit() uint32   { return 1 << (f.ExpBits + f.ManBits) }

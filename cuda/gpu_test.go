@@ -35,7 +35,7 @@ func TestDevices(t *testing.T) {
 
 func TestDoRecoversPanic(t *testing.T) {
 	d := needDevices(t, 1)[0]
-	err := d.Do(func(c *Ctx) error { var m map[int]int; m[1] = 1; return nil })
+	err := d.Do(func(c *Ctx) error { var s []int; s[len(s)] = 1; return nil })
 	if err == nil {
 		t.Fatal("panic in submitted work was not reported")
 	}

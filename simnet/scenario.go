@@ -395,7 +395,7 @@ func (m *Machine) Run(f tuning.Func, size int64, dt coll.DataType, op coll.RedOp
 		sched, cerr := coll.Compile(plan)
 		switch {
 		case cerr == nil:
-			if res, err = Simulate(e, cl, sched, tm, Options{Record: opt.Record}); err != nil {
+			if res, err = Simulate(e, cl, sched, tm, Options(opt)); err != nil {
 				return row, nil, err
 			}
 			row.Mode = "schedule"

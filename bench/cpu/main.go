@@ -266,7 +266,7 @@ func runMPI(np int, lo, hi int64, iters int) ([]mpiRow, string, error) {
 		var r mpiRow
 		if json.Unmarshal(sc.Bytes(), &r) == nil {
 			if r.Wrong != 0 {
-				return nil, "", fmt.Errorf("Open MPI gave %d wrong elements at %d bytes", r.Wrong, r.Bytes)
+				return nil, "", fmt.Errorf("open MPI gave %d wrong elements at %d bytes", r.Wrong, r.Bytes)
 			}
 			rows = append(rows, r)
 		}
