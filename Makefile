@@ -4,7 +4,7 @@ PKGS     := ./...
 # v0.6.1 is the newest staticcheck the module proxy here serves (2025.1.x answers 403).
 STATICCHECK_VERSION := v0.6.1
 
-.PHONY: all build run test test-race test-browser fmt vet lint bench fuzz ptx clean
+.PHONY: all build shim run test test-race test-long test-browser fmt vet lint bench fuzz ptx clean
 
 all: build
 
@@ -13,6 +13,10 @@ all: build
 build:
 	$(GO) build -o bin/simccl ./cmd/simccl
 	$(GO) build -o bin/runccl ./cmd/runccl
+
+## shim: the preloadable NCCL shim (record and virtual modes; see intercept/README.md). Needs cgo.
+shim:
+	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o bin/libsimccl_nccl.so ./intercept/shim
 
 ## run: a simulation on the embedded default topology (8x H100 NVSwitch node), printing a real table.
 run: build
@@ -24,6 +28,11 @@ test: lint
 
 test-race:
 	$(GO) test -race -count=1 $(PKGS)
+
+## test-long: the long conformance and fault suites of the CPU engine (tens of thousands of cases;
+## as root, also across network namespaces with SIMCCL_NETNS=1).
+test-long:
+	SIMCCL_LONG=1 $(GO) test -count=1 -timeout 30m ./comm/ ./realnet/
 
 fmt:
 	gofmt -l -w $$(git ls-files '*.go')
@@ -59,6 +68,12 @@ fuzz:
 	$(GO) test ./tuning -run '^$$' -fuzz '^FuzzEnableList$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./graph -run '^$$' -fuzz '^FuzzFromXML$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./search -run '^$$' -fuzz '^FuzzSearch$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./report -run '^$$' -fuzz '^FuzzReadMeasured$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./intercept -run '^$$' -fuzz '^FuzzReadTrace$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./intercept -run '^$$' -fuzz '^FuzzParseLog$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./realnet -run '^$$' -fuzz '^FuzzReadMsg$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./realnet -run '^$$' -fuzz '^FuzzUniqueID$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./coll -run '^$$' -fuzz '^FuzzReadJSON$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./topo/discover -run '^$$' -fuzz '^FuzzParseFakeNVML$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./topo/discover -run '^$$' -fuzz '^FuzzParseBusID$$' -fuzztime $(FUZZTIME)
