@@ -1,0 +1,763 @@
+package simnet
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/graph"
+	"github.com/simccl/simccl/search"
+	tx "github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/tuning"
+	"github.com/simccl/simccl/tuning/fromsearch"
+)
+
+// Transport buffer memory per rank (fact sheet §6.1–6.3, NCCL 2.28).
+//
+// A connection is one (channel, peer, direction, connIndex) of a rank; connIndex 0 carries
+// collectives, 1 send/recv. NCCL reuses a connection that is already set up, so an algorithm
+// whose peers coincide with another's on a channel costs nothing more (the dedup below). The
+// memory a connection takes depends on its transport:
+//
+//   - P2P (NVLink or PCIe peer access): the receiver allocates ncclRecvMem plus the LL, LL128 and
+//     Simple buffers; with P2P read (sm80 over NVLink) the Simple buffer moves to the sender. Both
+//     sides round up to CUDA_IPC_MIN (2 MiB), the cuMem granularity (p2p.cc, NCCL 2.19+).
+//   - SHM (same node, no P2P): the buffers are in pinned host memory on the receive side
+//     (NCCL_SHM_LOCALITY default).
+//   - NET: the sender keeps LL in host memory and LL128/Simple on the GPU when GPUDirect RDMA is
+//     usable; the receiver keeps all three on the GPU with GDR, else in host memory. Send/recv
+//     over the network (connIndex 1) shares one pool per direction of p2pnChannels ×
+//     NCCL_SHARED_STEPS (16) × p2pChunkSize (net.cc sharedNetBuffersInit,
+//     NCCL_NET_SHARED_BUFFERS=1); its LL buffers exist only with NCCL_ALLOC_P2P_NET_LL_BUFFERS=1.
+//   - NVLS: one unicast buffer bound to the multicast object, nvlsChannels × 2 ×
+//     (NCCL_NVLS_CHUNKSIZE × NCCL_STEPS) × nHeads bytes (nvls.cc ncclNvlsBufferSetup).
+//   - COLLNET: the head's connection to the CollNet (SHARP) plugin, Simple only (approximate).
+//
+// Lazy connection (NCCL_RUNTIME_CONNECT=1, the 2.22+ default) connects an algorithm on all its
+// channels the first time a call picks it; eager (NCCL_RUNTIME_CONNECT=0) connects at init rings,
+// trees, PAT (one rank per node only), NVLS buffers and NVLS trees, and CollNet. Send/recv
+// connections are made on first use in both modes, per peer and per p2p channel used.
+
+// Buffer constants of NCCL 2.28 (fact sheet §6.1–6.2).
+const (
+	memSteps       = 8       // NCCL_STEPS
+	memSharedSteps = 16      // NCCL_SHARED_STEPS (net.cc, shared p2p buffers over the network)
+	cudaIPCMin     = 2 << 20 // CUDA_IPC_MIN, the P2P/cuMem allocation granularity
+	hostPage       = 4096
+	// memCtrlBytes stands for ncclSendMem / ncclRecvMem (head, tail, FIFO of NCCL_STEPS
+	// entries, padding): about a page. Only its rounding matters on the GPU (2 MiB).
+	memCtrlBytes = 4096
+	// Default NVLS chunk (NCCL_NVLS_CHUNKSIZE, 2.20+: 128 KiB).
+	defaultNVLSChunk = 128 << 10
+)
+
+// Conn kinds: the transport a connection uses.
+const (
+	KindP2P     = "P2P"
+	KindSHM     = "SHM"
+	KindNET     = "NET"
+	KindNVLS    = "NVLS"
+	KindCollNet = "COLLNET"
+)
+
+var memKinds = []string{KindP2P, KindSHM, KindNET, KindNVLS, KindCollNet}
+
+// AlgoSendRecv labels the send/recv (connIndex 1) connections in breakdowns.
+const AlgoSendRecv = "SendRecv"
+
+// MemSetup is what the memory model needs beyond a Machine: the graphs NCCL searches for NVLS
+// and CollNet (the Machine searches rings and trees only), a tuning table that can pick them,
+// and, per pair of GPUs of a node, how they connect.
+type MemSetup struct {
+	// Table is the tuning table with NVLS/CollNet support as NCCL's init sets it; it picks the
+	// algorithm of each workload call (lazy) and gives p2p channels and chunk sizes.
+	Table *tuning.Table
+	// NVLS is the NVLS graph (nil or no channel: no NVLS). Its channels' first rank are the heads.
+	NVLS *search.Graph
+	// CollNetChain and CollNetDirect are the CollNet graphs (nil: no CollNet).
+	CollNetChain, CollNetDirect *search.Graph
+	// P2P[a][b]: local GPU a reaches local GPU b by peer access (else SHM). Read[a][b]: the P2P
+	// connection uses read mode (sm80 over NVLink). GDR[g]: local GPU g uses GPUDirect RDMA with
+	// its NIC. Nil slices mean all P2P, no read, GDR everywhere.
+	P2P, Read [][]bool
+	GDR       []bool
+}
+
+// NewMemSetup parses the topology m was built from (data, name: as given to MachineFromXML),
+// searches the NVLS graph by NCCL's rule (an NVSwitch, sm ≥ 90, more than two GPUs) and, with
+// collNet, the CollNet graphs (NCCL_COLLNET_ENABLE=1 with a CollNet plugin; NICs need
+// coll="1"), and builds the tuning table of that communicator.
+func NewMemSetup(data []byte, name string, m *Machine, collNet bool) (*MemSetup, error) {
+	doc, err := tx.ParseBytes(data, name)
+	if err != nil {
+		return nil, err
+	}
+	opt := graph.Options{}
+	cfg := m.Table.Config
+	if cfg.Version != "" {
+		v, err := graph.ParseVersion(cfg.Version)
+		if err != nil {
+			return nil, err
+		}
+		opt.Version = v
+	}
+	searchNodes := min(m.Nodes, 2)
+	if m.Nodes > 1 {
+		opt.NRanks = m.Node.NumGPUs * searchNodes
+	}
+	sys, err := graph.FromXML(doc, opt)
+	if err != nil {
+		return nil, err
+	}
+	if n := len(sys.GPUs()); n != m.Node.NumGPUs {
+		return nil, fmt.Errorf("simnet: memory: topology %q has %d GPUs, the machine %d", name, n, m.Node.NumGPUs)
+	}
+	top, err := search.FromSystem(sys, m.Nodes > 1)
+	if err != nil {
+		return nil, err
+	}
+	res, err := search.ComputeAll(top, search.AllOptions{Nodes: searchNodes, CollNet: collNet,
+		MinChannels: cfg.MinNChannels, MaxChannels: cfg.MaxNChannels})
+	if err != nil {
+		return nil, err
+	}
+	comm, err := fromsearch.Comm(res, sys, fromsearch.Options{CollNet: collNet})
+	if err != nil {
+		return nil, err
+	}
+	comm.NRanks, comm.NNodes, comm.MaxLocalRanks = m.NRanks(), m.Nodes, m.Node.NumGPUs
+	table, err := tuning.Model(comm, &cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &MemSetup{Table: table}
+	if res.NVLS != nil && res.NVLS.NChannels > 0 {
+		s.NVLS = res.NVLS
+	}
+	if collNet {
+		if g := res.CollNetChain; g != nil && g.NChannels > 0 {
+			s.CollNetChain = g
+		}
+		if g := res.CollNetDirect; g != nil && g.NChannels > 0 {
+			s.CollNetDirect = g
+		}
+	}
+	gpus := sys.GPUs()
+	G := len(gpus)
+	s.P2P, s.Read, s.GDR = make([][]bool, G), make([][]bool, G), make([]bool, G)
+	for a, ga := range gpus {
+		s.P2P[a], s.Read[a] = make([]bool, G), make([]bool, G)
+		for b, gb := range gpus {
+			p := sys.Path(ga, gb)
+			if a == b || p == nil {
+				continue
+			}
+			// After ncclTopoComputePaths a pair that may not use P2P is routed through its CPU
+			// (PHB or worse); P2P stays on NVLink and PCIe switches (§3.3–3.4).
+			s.P2P[a][b] = p.Type <= graph.PathPXB
+			// P2P read: both GPUs sm80 and an NVLink path (p2p.cc p2pUseRead, §6.2).
+			s.Read[a][b] = p.Type == graph.PathNVL && ga.GPU.SM == 80 && gb.GPU.SM == 80
+		}
+		// GPUDirect RDMA with a NIC close enough (§3.5, simplified: the GPU and NET gdr flags and a
+		// PCIe-switch distance; NCCL_NET_GDR_LEVEL and the C2C/PXN rewrites are not applied).
+		for _, n := range sys.NETs() {
+			p := sys.Path(ga, n)
+			if p != nil && ga.GPU.GDR && n.NET.GDR && (p.Type <= graph.PathPXB || p.Type == graph.PathP2C) {
+				s.GDR[a] = true
+			}
+		}
+	}
+	return s, nil
+}
+
+// MemCall is one call of the workload: an nccl-tests size of a collective (for SendRecv each
+// rank sends Bytes to the next rank; for AllToAll Bytes is the total buffer).
+type MemCall struct {
+	Func  tuning.Func
+	Bytes int64
+}
+
+// MemPick is tuning's choice for one call of the workload.
+type MemPick struct {
+	Coll      string `json:"coll"`
+	Bytes     int64  `json:"bytes"`
+	Algo      string `json:"algo"`
+	Proto     string `json:"proto"`
+	NChannels int    `json:"nchannels"`
+}
+
+// MemBuffers are the sizes the model used.
+type MemBuffers struct {
+	LL, LL128, Simple int64 // per connection (NCCL_LL_BUFFSIZE, NCCL_LL128_BUFFSIZE, NCCL_BUFFSIZE)
+	P2PChunk          int64 // comm->p2pChunkSize
+	P2PChannels       int   // p2pnChannels
+	P2PPerPeer        int   // p2p channels per peer
+	NVLSChunk         int64 // NCCL_NVLS_CHUNKSIZE
+	NVLSChannels      int
+	NVLSHeads         int
+	Channels          int // collective channels
+}
+
+// KindMem is the connections of one transport kind and their bytes.
+type KindMem struct {
+	Kind  string `json:"kind"`
+	Conns int    `json:"connections"`
+	GPU   int64  `json:"gpu_bytes"`
+	Host  int64  `json:"host_bytes"`
+}
+
+// AlgoProtoMem is the buffer bytes of one protocol in the connections an algorithm created.
+type AlgoProtoMem struct {
+	Algo  string `json:"algo"`
+	Proto string `json:"proto"` // LL, LL128, Simple, or "ctrl" (control structures and rounding)
+	Bytes int64  `json:"bytes"`
+}
+
+// RankMemory is one rank's transport memory.
+type RankMemory struct {
+	Rank  int       `json:"rank"`
+	Node  int       `json:"node"`
+	Conns int       `json:"connections"`
+	GPU   int64     `json:"gpu_bytes"`
+	Host  int64     `json:"host_bytes"`
+	Kinds []KindMem `json:"kinds"`
+}
+
+// Stat is min / median / max over ranks.
+type Stat struct {
+	Min    int64 `json:"min"`
+	Median int64 `json:"median"`
+	Max    int64 `json:"max"`
+}
+
+// MemoryReport is the transport memory of every rank for one mode.
+type MemoryReport struct {
+	Mode      string     `json:"mode"` // "lazy" or "eager"
+	Ranks     int        `json:"ranks"`
+	Nodes     int        `json:"nodes"`
+	Connected []string   `json:"connected"` // algorithms connected
+	Picks     []MemPick  `json:"picks,omitempty"`
+	Buffers   MemBuffers `json:"buffers"`
+	GPU       Stat       `json:"gpu_bytes"`
+	Host      Stat       `json:"host_bytes"`
+	// ByAlgoProto and ByKind are of the rank with the most GPU memory (rank MaxRank).
+	MaxRank     int            `json:"max_rank"`
+	ByAlgoProto []AlgoProtoMem `json:"by_algo_proto"`
+	ByKind      []KindMem      `json:"by_kind"`
+	PerRank     []RankMemory   `json:"per_rank"`
+	Notes       []string       `json:"notes,omitempty"`
+}
+
+// alloc is one connection's (or buffer's) memory.
+type alloc struct {
+	gpu, host int64
+	proto     [tuning.NumProtos]int64
+	ctrl      int64
+}
+
+func roundUp(x, to int64) int64 { return (x + to - 1) / to * to }
+
+type connKey struct {
+	ch, peer int32
+	send     bool
+	idx      int8
+}
+
+type memModel struct {
+	m     *Machine
+	s     *MemSetup
+	t     *tuning.Table
+	buf   [tuning.NumProtos]int64
+	G, n  int
+	nch   int
+	p2p   struct{ total, perPeer int }
+	chunk int64
+}
+
+// Memory computes every rank's transport buffers for the workload calls: lazy (eager false)
+// connects the algorithms tuning picks for them, eager everything NCCL_RUNTIME_CONNECT=0
+// connects at init. Send/recv connections come from the workload's SendRecv and AllToAll calls
+// in both modes. s may be nil (no NVLS, no CollNet, all P2P with GDR; the Machine's table).
+func (m *Machine) Memory(s *MemSetup, calls []MemCall, dt coll.DataType, eager bool) (*MemoryReport, error) {
+	if s == nil {
+		s = &MemSetup{}
+	}
+	if s.Table == nil {
+		s.Table = m.Table
+	}
+	if dt.Size() == 0 {
+		return nil, fmt.Errorf("simnet: memory: unknown data type %v", dt)
+	}
+	mm := &memModel{m: m, s: s, t: s.Table, G: m.Node.NumGPUs, n: m.NRanks(), nch: len(m.Rings)}
+	cfg := &s.Table.Config
+	mm.buf = [tuning.NumProtos]int64{tuning.LL: 524288, tuning.LL128: 4915200, tuning.Simple: 4 << 20} // §6.1 defaults
+	if cfg.LLBuffSize > 0 {
+		mm.buf[tuning.LL] = cfg.LLBuffSize
+	}
+	if cfg.LL128BuffSize > 0 {
+		mm.buf[tuning.LL128] = cfg.LL128BuffSize
+	}
+	if cfg.BuffSize > 0 {
+		mm.buf[tuning.Simple] = cfg.BuffSize
+	}
+	mm.p2p.total, mm.p2p.perPeer = s.Table.P2PChannels()
+	mm.chunk = s.Table.P2PChunkSize()
+	rep := &MemoryReport{Mode: "lazy", Ranks: mm.n, Nodes: m.Nodes}
+	if eager {
+		rep.Mode = "eager"
+	}
+	nvlsChunk := int64(defaultNVLSChunk)
+	if cfg.NVLSChunkSize > 0 {
+		nvlsChunk = cfg.NVLSChunkSize
+	}
+	rep.Buffers = MemBuffers{LL: mm.buf[tuning.LL], LL128: mm.buf[tuning.LL128], Simple: mm.buf[tuning.Simple],
+		P2PChunk: mm.chunk, P2PChannels: mm.p2p.total, P2PPerPeer: mm.p2p.perPeer, Channels: mm.nch}
+	if s.NVLS != nil {
+		rep.Buffers.NVLSChunk, rep.Buffers.NVLSChannels, rep.Buffers.NVLSHeads = nvlsChunk, s.Table.NVLSChannels, s.NVLS.NChannels
+	}
+
+	// Which algorithms are connected, and the send/recv peers.
+	algos := map[tuning.Algo]bool{}
+	// Send/recv peers by offset (peer = r+off): channels per direction, [0] for a peer in the
+	// node, [1] for one across the network.
+	p2pSend, p2pRecv := map[int][2]int{}, map[int][2]int{}
+	elt := dt.Size()
+	for _, c := range calls {
+		if c.Bytes < 0 {
+			return nil, fmt.Errorf("simnet: memory: %s of %d bytes", TestName(c.Func), c.Bytes)
+		}
+		switch c.Func {
+		case tuning.SendRecv, tuning.AllToAll:
+			if err := mm.p2pCall(c, rep, p2pSend, p2pRecv); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		count, _ := Sizes(c.Func, c.Bytes, elt, mm.n)
+		if count == 0 || mm.n == 1 {
+			continue
+		}
+		ch, err := s.Table.Select(tuning.Call{Func: c.Func, Count: count, ElemSize: elt, DataType: int(dt)})
+		if err != nil {
+			return nil, fmt.Errorf("simnet: memory: %s %d bytes: %w", TestName(c.Func), c.Bytes, err)
+		}
+		rep.Picks = append(rep.Picks, MemPick{Coll: TestName(c.Func), Bytes: c.Bytes, Algo: ch.Algo.String(), Proto: ch.Proto.String(), NChannels: ch.NChannels})
+		if !eager {
+			algos[ch.Algo] = true
+		}
+	}
+	if eager && mm.n > 1 {
+		algos[tuning.Ring], algos[tuning.Tree] = true, true
+		if mm.n == m.Nodes && s.Table.Enabled(tuning.AllGather, tuning.PAT, tuning.Simple) {
+			algos[tuning.PAT] = true
+		}
+		if s.NVLS != nil {
+			algos[tuning.NVLS] = true
+			if m.Nodes > 1 {
+				algos[tuning.NVLSTree] = true
+			}
+		}
+		if s.CollNetChain != nil {
+			algos[tuning.CollNetChain] = true
+		}
+		if s.CollNetDirect != nil {
+			algos[tuning.CollNetDirect] = true
+		}
+	}
+	for a := tuning.Algo(0); a < tuning.NumAlgos; a++ {
+		if algos[a] {
+			rep.Connected = append(rep.Connected, a.String())
+		}
+	}
+	if len(p2pSend)+len(p2pRecv) > 0 {
+		rep.Connected = append(rep.Connected, AlgoSendRecv)
+	}
+
+	// Per rank.
+	var best *rankAcc
+	for r := 0; r < mm.n; r++ {
+		acc := mm.rank(r, algos, p2pSend, p2pRecv)
+		rm := RankMemory{Rank: r, Node: r / mm.G, Conns: acc.conns}
+		for _, k := range memKinds {
+			km := acc.kinds[k]
+			if km.Conns == 0 && km.GPU == 0 && km.Host == 0 {
+				continue
+			}
+			rm.Kinds = append(rm.Kinds, km)
+			rm.GPU += km.GPU
+			rm.Host += km.Host
+		}
+		rep.PerRank = append(rep.PerRank, rm)
+		if best == nil || rm.GPU > best.gpu {
+			acc.gpu = rm.GPU
+			best = acc
+			rep.MaxRank = r
+		}
+	}
+	rep.GPU = stat(rep.PerRank, func(r RankMemory) int64 { return r.GPU })
+	rep.Host = stat(rep.PerRank, func(r RankMemory) int64 { return r.Host })
+	if best != nil {
+		for _, a := range best.algoOrder {
+			ap := best.byAlgo[a]
+			for p := tuning.Proto(0); p < tuning.NumProtos; p++ {
+				if ap.proto[p] > 0 {
+					rep.ByAlgoProto = append(rep.ByAlgoProto, AlgoProtoMem{Algo: a, Proto: p.String(), Bytes: ap.proto[p]})
+				}
+			}
+			if ap.ctrl > 0 {
+				rep.ByAlgoProto = append(rep.ByAlgoProto, AlgoProtoMem{Algo: a, Proto: "ctrl", Bytes: ap.ctrl})
+			}
+		}
+		for _, k := range memKinds {
+			if km := best.kinds[k]; km.Conns > 0 || km.GPU > 0 || km.Host > 0 {
+				rep.ByKind = append(rep.ByKind, km)
+			}
+		}
+	}
+	if len(p2pSend)+len(p2pRecv) > 0 && m.Nodes > 1 {
+		rep.Notes = append(rep.Notes, "send/recv over the network uses one shared pool per direction (NCCL_NET_SHARED_BUFFERS=1)")
+	}
+	if eager {
+		rep.Notes = append(rep.Notes, "eager: NCCL_RUNTIME_CONNECT=0; send/recv peers are still connected on first use; NVB preconnect (NCCL_NVB_PRECONNECT) and PXN proxies not counted")
+	}
+	rep.Notes = append(rep.Notes, "GPU allocations rounded to 2 MiB (cuMem granularity), control structures taken as one page")
+	return rep, nil
+}
+
+func stat(rs []RankMemory, f func(RankMemory) int64) Stat {
+	if len(rs) == 0 {
+		return Stat{}
+	}
+	v := make([]int64, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
+	}
+	sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
+	return Stat{Min: v[0], Median: v[len(v)/2], Max: v[len(v)-1]}
+}
+
+// p2pCall records the send/recv peers and channels of one SendRecv or AllToAll call.
+func (mm *memModel) p2pCall(c MemCall, rep *MemoryReport, send, recv map[int][2]int) error {
+	if mm.n == 1 {
+		return nil
+	}
+	var offs []int
+	per := c.Bytes
+	if c.Func == tuning.SendRecv {
+		offs = []int{1}
+	} else {
+		per = c.Bytes / int64(mm.n)
+		for o := 1; o < mm.n; o++ {
+			offs = append(offs, o)
+		}
+	}
+	for _, o := range offs {
+		for k, kind := range []tuning.PeerKind{tuning.PeerIntra, tuning.PeerNet} {
+			ch, err := mm.t.P2P(per, kind)
+			if err != nil {
+				return err
+			}
+			nc := max(ch.NChannels, 1)
+			s, r := send[o], recv[mm.n-o]
+			s[k], r[k] = max(s[k], nc), max(r[k], nc)
+			send[o], recv[mm.n-o] = s, r
+			if o == 1 && (k == 1) == (mm.G == 1) {
+				rep.Picks = append(rep.Picks, MemPick{Coll: TestName(c.Func), Bytes: c.Bytes, Algo: "P2P", Proto: ch.Proto.String(), NChannels: nc})
+			}
+		}
+	}
+	return nil
+}
+
+type rankAcc struct {
+	conns     int
+	gpu       int64
+	kinds     map[string]KindMem
+	byAlgo    map[string]*alloc
+	algoOrder []string
+}
+
+func (a *rankAcc) add(algo, kind string, al alloc, conn bool) {
+	km := a.kinds[kind]
+	km.Kind = kind
+	if conn {
+		km.Conns++
+		a.conns++
+	}
+	km.GPU += al.gpu
+	km.Host += al.host
+	a.kinds[kind] = km
+	ap := a.byAlgo[algo]
+	if ap == nil {
+		ap = &alloc{}
+		a.byAlgo[algo] = ap
+		a.algoOrder = append(a.algoOrder, algo)
+	}
+	for p := range al.proto {
+		ap.proto[p] += al.proto[p]
+	}
+	ap.ctrl += al.ctrl
+	ap.gpu += al.gpu
+	ap.host += al.host
+}
+
+// kindOf is the transport between rank r and peer.
+func (mm *memModel) kindOf(r, peer int) string {
+	if r/mm.G != peer/mm.G {
+		return KindNET
+	}
+	if mm.s.P2P != nil && !mm.s.P2P[r%mm.G][peer%mm.G] {
+		return KindSHM
+	}
+	return KindP2P
+}
+
+func (mm *memModel) gdr(r int) bool { return mm.s.GDR == nil || mm.s.GDR[r%mm.G] }
+
+// connAlloc is the memory one connector of rank r to peer takes on rank r.
+func (mm *memModel) connAlloc(kind string, r, peer int, send bool, idx int) alloc {
+	var a alloc
+	ll, ll128, simple := mm.buf[tuning.LL], mm.buf[tuning.LL128], mm.buf[tuning.Simple]
+	switch kind {
+	case KindP2P:
+		read := mm.s.Read != nil && mm.s.Read[r%mm.G][peer%mm.G]
+		raw := int64(memCtrlBytes)
+		if send {
+			if read {
+				raw += simple
+				a.proto[tuning.Simple] = simple
+			}
+		} else {
+			raw += ll + ll128
+			a.proto[tuning.LL], a.proto[tuning.LL128] = ll, ll128
+			if !read {
+				raw += simple
+				a.proto[tuning.Simple] = simple
+			}
+		}
+		a.gpu = roundUp(raw, cudaIPCMin)
+		a.ctrl = a.gpu - (raw - memCtrlBytes)
+	case KindSHM:
+		raw := int64(memCtrlBytes)
+		if !send {
+			raw += ll + ll128 + simple
+			a.proto = [tuning.NumProtos]int64{tuning.LL: ll, tuning.LL128: ll128, tuning.Simple: simple}
+		}
+		a.host = roundUp(raw, hostPage)
+		a.ctrl = a.host - (raw - memCtrlBytes)
+	case KindNET:
+		if idx == 1 {
+			// Shared pool (counted once per direction by the caller); LL only on request.
+			a.host = memCtrlBytes
+			a.ctrl = memCtrlBytes
+			if mm.t.Config.AllocP2PNetLLBuffers {
+				a.host += ll
+				a.proto[tuning.LL] = ll
+			}
+			return a
+		}
+		a.proto = [tuning.NumProtos]int64{tuning.LL: ll, tuning.LL128: ll128, tuning.Simple: simple}
+		switch {
+		case !mm.gdr(r):
+			a.host = roundUp(memCtrlBytes+ll+ll128+simple, hostPage)
+		case send:
+			a.host = roundUp(memCtrlBytes+ll, hostPage)
+			a.gpu = roundUp(ll128+simple, cudaIPCMin)
+		default:
+			a.host = memCtrlBytes
+			a.gpu = roundUp(ll+ll128+simple, cudaIPCMin)
+		}
+		a.ctrl = a.gpu + a.host - ll - ll128 - simple
+	case KindCollNet:
+		a.proto[tuning.Simple] = simple
+		if mm.gdr(r) {
+			a.gpu, a.host = roundUp(simple, cudaIPCMin), memCtrlBytes
+		} else {
+			a.host = roundUp(memCtrlBytes+simple, hostPage)
+		}
+		a.ctrl = a.gpu + a.host - simple
+	}
+	return a
+}
+
+// rank lists rank r's connections algorithm by algorithm (in NCCL's algorithm order, so a
+// connection shared by two algorithms is charged to the first) and adds up their memory.
+func (mm *memModel) rank(r int, algos map[tuning.Algo]bool, p2pSend, p2pRecv map[int][2]int) *rankAcc {
+	acc := &rankAcc{kinds: map[string]KindMem{}, byAlgo: map[string]*alloc{}}
+	seen := map[connKey]bool{}
+	n := mm.n
+	conn := func(algo string, ch, peer int, send bool, idx int) {
+		if peer < 0 || peer == r || peer >= n {
+			return
+		}
+		k := connKey{int32(ch), int32(peer), send, int8(idx)}
+		if seen[k] {
+			return
+		}
+		seen[k] = true
+		kind := mm.kindOf(r, peer)
+		acc.add(algo, kind, mm.connAlloc(kind, r, peer, send, idx), true)
+	}
+	both := func(algo string, ch, peer int) {
+		conn(algo, ch, peer, false, 0)
+		conn(algo, ch, peer, true, 0)
+	}
+	node, local := r/mm.G, r%mm.G
+	// Ring, then Tree, then PAT, NVLS, NVLSTree, CollNet, in the order of ncclCollPreconnect.
+	if algos[tuning.Ring] {
+		for c, ring := range mm.m.Rings {
+			for i, x := range ring {
+				if x == r {
+					conn("Ring", c, ring[(i+len(ring)-1)%len(ring)], false, 0)
+					conn("Ring", c, ring[(i+1)%len(ring)], true, 0)
+				}
+			}
+		}
+	}
+	if algos[tuning.Tree] {
+		for c := 0; c < mm.nch && c < len(mm.m.Trees); c++ {
+			t := mm.m.Trees[c]
+			if r < len(t.Up) && t.Up[r] >= 0 {
+				both("Tree", c, t.Up[r])
+			}
+			if r < len(t.Down) {
+				for _, d := range t.Down[r] {
+					both("Tree", c, d)
+				}
+			}
+		}
+	}
+	if algos[tuning.PAT] {
+		for mask := 1; mask < n; mask <<= 1 {
+			prev, next := (r+mask)%n, (r+n-mask)%n
+			for c := 0; c < mm.nch; c++ {
+				conn("PAT", c, prev, false, 0) // ReduceScatter
+				conn("PAT", c, next, true, 0)
+				conn("PAT", c, next, false, 0) // AllGather
+				conn("PAT", c, prev, true, 0)
+			}
+		}
+	}
+	nvls := mm.s.NVLS
+	if nvls != nil && (algos[tuning.NVLS] || algos[tuning.NVLSTree]) {
+		name := "NVLS"
+		if !algos[tuning.NVLS] {
+			name = "NVLSTree"
+		}
+		size := int64(mm.t.NVLSChannels) * 2 * mm.nvlsChunk() * memSteps * int64(nvls.NChannels)
+		a := alloc{gpu: roundUp(size, cudaIPCMin)}
+		a.proto[tuning.Simple] = size
+		a.ctrl = a.gpu - size
+		acc.add(name, KindNVLS, a, false)
+	}
+	if nvls != nil && algos[tuning.NVLSTree] && mm.m.Nodes > 1 {
+		// NVLS trees (ncclNvlsTreeConnect): on NVLS channel c the node's head of c joins the same
+		// head of its double-binary-tree parent and children nodes, both directions.
+		for c := 0; c < mm.t.NVLSChannels; c++ {
+			h := c % nvls.NChannels
+			if len(nvls.Intra) <= h || len(nvls.Intra[h]) == 0 || nvls.Intra[h][0] != local {
+				continue
+			}
+			up, d0, d1, _ := coll.Dtree(mm.m.Nodes, node, c%2)
+			for _, nd := range []int{up, d0, d1} {
+				if nd >= 0 {
+					both("NVLSTree", c, nd*mm.G+local)
+				}
+			}
+		}
+	}
+	if g := mm.s.CollNetChain; g != nil && algos[tuning.CollNetChain] {
+		for c := 0; c < mm.nch; c++ {
+			chain := g.Intra[c%len(g.Intra)]
+			for i, x := range chain {
+				if x != local {
+					continue
+				}
+				if i > 0 {
+					both("CollNetChain", c, node*mm.G+chain[i-1])
+				}
+				if i+1 < len(chain) {
+					both("CollNetChain", c, node*mm.G+chain[i+1])
+				}
+				if i == 0 {
+					acc.add("CollNetChain", KindCollNet, mm.connAlloc(KindCollNet, r, r, false, 0), true)
+					acc.add("CollNetChain", KindCollNet, mm.connAlloc(KindCollNet, r, r, true, 0), true)
+				}
+			}
+		}
+	}
+	if g := mm.s.CollNetDirect; g != nil && algos[tuning.CollNetDirect] {
+		heads := map[int]bool{}
+		for _, ch := range g.Intra {
+			if len(ch) > 0 {
+				heads[ch[0]] = true
+			}
+		}
+		for c := 0; c < mm.nch; c++ {
+			for h := range heads {
+				// Scatter-reduce on connIndex 1, broadcast-gather on connIndex 0 (p2p.cc).
+				for idx := 0; idx < 2; idx++ {
+					conn("CollNetDirect", c, node*mm.G+h, false, idx)
+					conn("CollNetDirect", c, node*mm.G+h, true, idx)
+				}
+			}
+			if heads[local] {
+				acc.add("CollNetDirect", KindCollNet, mm.connAlloc(KindCollNet, r, r, false, 0), true)
+				acc.add("CollNetDirect", KindCollNet, mm.connAlloc(KindCollNet, r, r, true, 0), true)
+			}
+		}
+	}
+	// Send/recv (connIndex 1): channels per peer as tuning's p2p rule splits the workload's sizes.
+	netPool := [2]bool{}
+	p2p := func(peer int, need [2]int, send bool) {
+		nc := need[0]
+		if mm.kindOf(r, peer) == KindNET {
+			nc = need[1]
+		}
+		for c := 0; c < nc; c++ {
+			conn(AlgoSendRecv, c, peer, send, 1)
+		}
+		if mm.kindOf(r, peer) == KindNET {
+			d := 0
+			if send {
+				d = 1
+			}
+			if !netPool[d] {
+				netPool[d] = true
+				size := int64(mm.p2p.total) * memSharedSteps * mm.chunk
+				a := alloc{}
+				a.proto[tuning.Simple] = size
+				if mm.gdr(r) {
+					a.gpu = roundUp(size, cudaIPCMin)
+				} else {
+					a.host = roundUp(size, hostPage)
+				}
+				a.ctrl = a.gpu + a.host - size
+				acc.add(AlgoSendRecv, KindNET, a, false)
+			}
+		}
+	}
+	for _, o := range sortedKeys(p2pSend) {
+		p2p((r+o)%n, p2pSend[o], true)
+	}
+	for _, o := range sortedKeys(p2pRecv) {
+		p2p((r+o)%n, p2pRecv[o], false)
+	}
+	return acc
+}
+
+func (mm *memModel) nvlsChunk() int64 {
+	if c := mm.t.Config.NVLSChunkSize; c > 0 {
+		return c
+	}
+	return defaultNVLSChunk
+}
+
+func sortedKeys(m map[int][2]int) []int {
+	ks := make([]int, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Ints(ks)
+	return ks
+}
