@@ -2,7 +2,9 @@ package simnet
 
 import (
 	"fmt"
+	"io"
 	"sort"
+	"strings"
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/graph"
@@ -188,14 +190,20 @@ type MemPick struct {
 
 // MemBuffers are the sizes the model used.
 type MemBuffers struct {
-	LL, LL128, Simple int64 // per connection (NCCL_LL_BUFFSIZE, NCCL_LL128_BUFFSIZE, NCCL_BUFFSIZE)
-	P2PChunk          int64 // comm->p2pChunkSize
-	P2PChannels       int   // p2pnChannels
-	P2PPerPeer        int   // p2p channels per peer
-	NVLSChunk         int64 // NCCL_NVLS_CHUNKSIZE
-	NVLSChannels      int
-	NVLSHeads         int
-	Channels          int // collective channels
+	// Per connection: NCCL_LL_BUFFSIZE, NCCL_LL128_BUFFSIZE, NCCL_BUFFSIZE.
+	LL     int64 `json:"ll"`
+	LL128  int64 `json:"ll128"`
+	Simple int64 `json:"simple"`
+	// P2PChunk is comm->p2pChunkSize; P2PChannels p2pnChannels; P2PPerPeer the channels per peer.
+	P2PChunk    int64 `json:"p2p_chunk"`
+	P2PChannels int   `json:"p2p_channels"`
+	P2PPerPeer  int   `json:"p2p_channels_per_peer"`
+	// NVLSChunk is NCCL_NVLS_CHUNKSIZE; NVLSChannels comm->nvlsChannels; NVLSHeads the heads (0: no NVLS).
+	NVLSChunk    int64 `json:"nvls_chunk,omitempty"`
+	NVLSChannels int   `json:"nvls_channels,omitempty"`
+	NVLSHeads    int   `json:"nvls_heads,omitempty"`
+	// Channels is the collective channel count.
+	Channels int `json:"channels"`
 }
 
 // KindMem is the connections of one transport kind and their bytes.
@@ -760,4 +768,89 @@ func sortedKeys(m map[int][2]int) []int {
 	}
 	sort.Ints(ks)
 	return ks
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f", float64(b)/(1<<20)) }
+
+// WriteMemoryText prints rep as tables: the summary over ranks, the breakdown of the rank with
+// the most GPU memory per algorithm × protocol and per connection type, and, with perRank, one
+// line per rank. other (may be nil) is the same workload in the other mode, summarised in one line.
+func WriteMemoryText(w io.Writer, rep, other *MemoryReport, perRank bool) error {
+	var b strings.Builder
+	mode := map[string]string{"lazy": "lazy (NCCL_RUNTIME_CONNECT=1, the default)", "eager": "eager (NCCL_RUNTIME_CONNECT=0)"}
+	fmt.Fprintf(&b, "# transport buffers per rank, %s: %d ranks on %d node(s)\n", mode[rep.Mode], rep.Ranks, rep.Nodes)
+	bf := rep.Buffers
+	fmt.Fprintf(&b, "# per connection: LL %d B, LL128 %d B, Simple %d B; %d channels; p2p: %d channels (%d per peer), chunk %d B",
+		bf.LL, bf.LL128, bf.Simple, bf.Channels, bf.P2PChannels, bf.P2PPerPeer, bf.P2PChunk)
+	if bf.NVLSHeads > 0 {
+		fmt.Fprintf(&b, "; NVLS: %d channels x %d heads, chunk %d B", bf.NVLSChannels, bf.NVLSHeads, bf.NVLSChunk)
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "# connected: %s\n", strings.Join(append([]string{}, rep.Connected...), " "))
+	for _, g := range groupPicks(rep.Picks) {
+		fmt.Fprintf(&b, "#   %s\n", g)
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "%-10s %10s %10s %10s\n", "MiB/rank", "min", "median", "max")
+	fmt.Fprintf(&b, "%-10s %10s %10s %10s\n", "GPU", mib(rep.GPU.Min), mib(rep.GPU.Median), mib(rep.GPU.Max))
+	fmt.Fprintf(&b, "%-10s %10s %10s %10s\n", "host", mib(rep.Host.Min), mib(rep.Host.Median), mib(rep.Host.Max))
+	if len(rep.PerRank) > 0 {
+		fmt.Fprintf(&b, "\nrank %d (most GPU memory) by algorithm and protocol:\n", rep.MaxRank)
+		fmt.Fprintf(&b, "%-14s %-7s %10s\n", "algorithm", "proto", "MiB")
+		for _, ap := range rep.ByAlgoProto {
+			fmt.Fprintf(&b, "%-14s %-7s %10s\n", ap.Algo, ap.Proto, mib(ap.Bytes))
+		}
+		fmt.Fprintf(&b, "\nrank %d by connection type:\n", rep.MaxRank)
+		fmt.Fprintf(&b, "%-8s %6s %10s %10s\n", "type", "conns", "GPU MiB", "host MiB")
+		for _, k := range rep.ByKind {
+			fmt.Fprintf(&b, "%-8s %6d %10s %10s\n", k.Kind, k.Conns, mib(k.GPU), mib(k.Host))
+		}
+	}
+	if perRank {
+		fmt.Fprintf(&b, "\n%6s %5s %6s", "rank", "node", "conns")
+		for _, k := range memKinds {
+			fmt.Fprintf(&b, " %7s", k)
+		}
+		fmt.Fprintf(&b, " %10s %10s\n", "GPU MiB", "host MiB")
+		for _, r := range rep.PerRank {
+			fmt.Fprintf(&b, "%6d %5d %6d", r.Rank, r.Node, r.Conns)
+			for _, k := range memKinds {
+				n := 0
+				for _, km := range r.Kinds {
+					if km.Kind == k {
+						n = km.Conns
+					}
+				}
+				fmt.Fprintf(&b, " %7d", n)
+			}
+			fmt.Fprintf(&b, " %10s %10s\n", mib(r.GPU), mib(r.Host))
+		}
+	}
+	if other != nil {
+		fmt.Fprintf(&b, "\n%s: median %s MiB GPU, %s MiB host per rank (max %s MiB GPU), connecting %s\n",
+			mode[other.Mode], mib(other.GPU.Median), mib(other.Host.Median), mib(other.GPU.Max), strings.Join(other.Connected, " "))
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(&b, "# note: %s\n", n)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// groupPicks folds consecutive picks of one collective with the same choice into size ranges.
+func groupPicks(ps []MemPick) []string {
+	var out []string
+	for i := 0; i < len(ps); {
+		j := i
+		for j+1 < len(ps) && ps[j+1].Coll == ps[i].Coll && ps[j+1].Algo == ps[i].Algo && ps[j+1].Proto == ps[i].Proto {
+			j++
+		}
+		rng := fmt.Sprintf("%d B", ps[i].Bytes)
+		if j > i {
+			rng = fmt.Sprintf("%d..%d B", ps[i].Bytes, ps[j].Bytes)
+		}
+		out = append(out, fmt.Sprintf("%s %s: %s/%s", ps[i].Coll, rng, ps[i].Algo, ps[i].Proto))
+		i = j + 1
+	}
+	return out
 }
