@@ -1,0 +1,914 @@
+package intercept
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/comm"
+)
+
+// RankTrace is what one process of the traced program called: one trace file of the shim (or one
+// NCCL log), by name for errors.
+type RankTrace struct {
+	Name    string
+	Records []Record
+}
+
+// ReadRankTrace reads one trace file, or one NCCL INFO log with COLL lines (ParseLog) when the
+// file does not start with a JSON object.
+func ReadRankTrace(path string) (RankTrace, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return RankTrace{}, err
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	isJSON := false
+	for {
+		b, err := br.Peek(1)
+		if err != nil || len(b) == 0 {
+			break
+		}
+		if b[0] == ' ' || b[0] == '\t' || b[0] == '\n' || b[0] == '\r' {
+			br.ReadByte()
+			continue
+		}
+		isJSON = b[0] == '{' || b[0] == '#'
+		break
+	}
+	if isJSON {
+		recs, err := ReadTrace(br, path)
+		return RankTrace{Name: path, Records: recs}, err
+	}
+	recs, st, err := ParseLog(br, path)
+	if err == nil && st.Calls == 0 {
+		err = fmt.Errorf("%w: %s: neither a trace (JSON lines) nor an NCCL log with COLL lines (%d lines read)", ErrTrace, path, st.Lines)
+	}
+	return RankTrace{Name: path, Records: recs}, err
+}
+
+// RealComm is one communicator of a real replay: its trace id, its size, and which rank trace
+// (index into RealProgram.Actors) holds each of its ranks.
+type RealComm struct {
+	ID      string `json:"comm"`
+	Size    int    `json:"nranks"`
+	Members []int  `json:"-"`
+	Calls   int    `json:"calls"` // data calls of all its ranks
+}
+
+// RealActor is one rank trace turned into launches: what that process runs, in its order.
+type RealActor struct {
+	Name     string
+	Launches []RealLaunch
+}
+
+// RealLaunch is one unit a process issues: a single call, or the calls of one outermost group
+// (they may span communicators). Key ("<comm>#<k>", the k-th launch of the process whose first
+// call is on comm) matches the same launch on the other ranks.
+type RealLaunch struct {
+	Key   string
+	Calls []RealCall
+}
+
+// RealCall is one data call of a launch with what executing and checking it needs.
+type RealCall struct {
+	Rec  Record
+	File string // the rank trace it comes from (for errors)
+	dt   coll.DataType
+	op   coll.RedOp
+	seed int // input pattern number, equal on every rank the call involves
+	n    int // communicator size
+}
+
+// RealProgram is a set of rank traces checked for a real replay (PlanReal).
+type RealProgram struct {
+	Actors []RealActor
+	Comms  []RealComm // sorted by id; only communicators with data calls
+	Notes  []string
+}
+
+// where names a record for errors: "file: seq 12 (AllReduce 1024 float sum)".
+func where(file string, r *Record) string {
+	s := fmt.Sprintf("%s: seq %d (%s", file, r.Seq, r.Op)
+	if IsCollective(r.Op) {
+		s += fmt.Sprintf(" %d %s", r.Count, r.Dtype)
+		if r.RedOp != "" {
+			s += " " + r.RedOp
+		}
+		switch r.Op {
+		case OpBroadcast, OpReduce:
+			s += fmt.Sprintf(" root %d", r.Root)
+		case OpSend:
+			s += fmt.Sprintf(" to %d", r.Root)
+		case OpRecv:
+			s += fmt.Sprintf(" from %d", r.Root)
+		}
+	}
+	return s + fmt.Sprintf(", comm %s rank %d of %d)", r.Comm, r.Rank, r.NRanks)
+}
+
+// PlanReal checks a set of rank traces for a real replay and turns each into its launches. It
+// fails, naming the file and record, on: an unknown op; a communicator recorded with two sizes; a
+// rank of a communicator held by no trace (a missing rank file) or by two; a trace holding two
+// ranks of one communicator (ncclCommInitAll in one process: not replayable rank by rank); the
+// ranks of a communicator disagreeing on its k-th collective (op, count, type, reduction, root)
+// or on their number; a Send without its matching Recv (same count and type, in order per pair of
+// ranks), or the reverse.
+//
+// Launches: consecutive calls of a trace that share an outermost group number (gid) form one
+// launch, issued between GroupStart and GroupEnd on every communicator they touch. NCCL logs print
+// no group marks; consecutive Send/Recv calls of one communicator from a log are put in one group
+// (programs must group the send/recv pairs that would otherwise block, e.g.
+// torch.distributed.batch_isend_irecv).
+func PlanReal(traces []RankTrace) (*RealProgram, error) {
+	if len(traces) == 0 {
+		return nil, fmt.Errorf("%w: no rank trace", ErrTrace)
+	}
+	traces = append([]RankTrace(nil), traces...) // records are sorted below; the caller's stay as they are
+	type place struct {
+		file string
+		rec  Record
+	}
+	type ck struct {
+		comm string
+		rank int
+	}
+	sizeOf := map[string]place{}
+	holder := map[ck]int{}     // (comm, rank) → actor
+	holderAt := map[ck]place{} // first record of that rank
+	rankIn := map[[2]string]int{}
+	dataCalls := map[string]int{}
+	prog := &RealProgram{}
+	premul := false
+	for a, t := range traces {
+		recs := append([]Record(nil), t.Records...)
+		sort.SliceStable(recs, func(i, j int) bool { return recs[i].Seq < recs[j].Seq })
+		for _, r := range recs {
+			switch {
+			case IsCollective(r.Op):
+			case r.Op == OpCommInit || r.Op == OpCommSplit || r.Op == OpCommFinalize || r.Op == OpCommDestroy:
+			default:
+				return nil, fmt.Errorf("%w: %s: unknown op %q", ErrTrace, where(t.Name, &r), r.Op)
+			}
+			if p, ok := sizeOf[r.Comm]; !ok {
+				sizeOf[r.Comm] = place{t.Name, r}
+			} else if p.rec.NRanks != r.NRanks {
+				return nil, fmt.Errorf("%w: communicator %s has %d ranks at %s but %d at %s", ErrTrace, r.Comm, p.rec.NRanks, where(p.file, &p.rec), r.NRanks, where(t.Name, &r))
+			}
+			k := ck{r.Comm, r.Rank}
+			if h, ok := holder[k]; ok && h != a {
+				p := holderAt[k]
+				return nil, fmt.Errorf("%w: rank %d of communicator %s is in two traces: %s and %s", ErrTrace, r.Rank, r.Comm, where(p.file, &p.rec), where(t.Name, &r))
+			}
+			if prev, ok := rankIn[[2]string{t.Name, r.Comm}]; ok && prev != r.Rank {
+				return nil, fmt.Errorf("%w: %s: the trace holds ranks %d and %d of communicator %s (several ranks per process, as ncclCommInitAll makes, cannot be replayed rank by rank)", ErrTrace, where(t.Name, &r), prev, r.Rank, r.Comm)
+			}
+			rankIn[[2]string{t.Name, r.Comm}] = r.Rank
+			if _, ok := holder[k]; !ok {
+				holder[k] = a
+				holderAt[k] = place{t.Name, r}
+			}
+			if IsCollective(r.Op) {
+				dataCalls[r.Comm]++
+				if r.RedOp == "premulsum" {
+					premul = true
+				}
+			}
+		}
+		prog.Actors = append(prog.Actors, RealActor{Name: t.Name})
+		traces[a].Records = recs
+	}
+	var ids []string
+	for id := range dataCalls {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		p := sizeOf[id]
+		c := RealComm{ID: id, Size: p.rec.NRanks, Calls: dataCalls[id]}
+		for r := 0; r < c.Size; r++ {
+			a, ok := holder[ck{id, r}]
+			if !ok {
+				var have []string
+				for q := 0; q < c.Size; q++ {
+					if h, ok := holder[ck{id, q}]; ok {
+						have = append(have, fmt.Sprintf("rank %d in %s", q, traces[h].Name))
+					}
+				}
+				return nil, fmt.Errorf("%w: communicator %s has %d ranks but no trace holds rank %d (missing rank file?); found %s", ErrTrace, id, c.Size, r, strings.Join(have, ", "))
+			}
+			c.Members = append(c.Members, a)
+		}
+		prog.Comms = append(prog.Comms, c)
+	}
+	if len(prog.Comms) == 0 {
+		return nil, fmt.Errorf("%w: the traces have no collective or point-to-point call", ErrTrace)
+	}
+	if premul {
+		prog.Notes = append(prog.Notes, "premulsum reductions (scalar not in the trace) replayed as sum")
+	}
+	if err := prog.matchAndSplit(traces); err != nil {
+		return nil, err
+	}
+	return prog, nil
+}
+
+// matchAndSplit checks that the ranks of every communicator agree on its collectives and
+// point-to-point messages, gives every call its input pattern, and splits each trace into
+// launches.
+func (p *RealProgram) matchAndSplit(traces []RankTrace) error {
+	size := map[string]int{}
+	for _, c := range p.Comms {
+		size[c.ID] = c.Size
+	}
+	type ck struct {
+		comm string
+		rank int
+	}
+	type pk struct {
+		comm     string
+		src, dst int
+	}
+	colls := map[ck][]*RealCall{}
+	sends := map[pk][]*RealCall{}
+	recvs := map[pk][]*RealCall{}
+	calls := make([][]*RealCall, len(traces))
+	for a, t := range traces {
+		for i := range t.Records {
+			r := t.Records[i]
+			if !IsCollective(r.Op) {
+				continue
+			}
+			dt, err := dataType(&r)
+			if err != nil {
+				return fmt.Errorf("%w: %s: %v", ErrTrace, where(t.Name, &r), err)
+			}
+			op := coll.Sum
+			if r.RedOp != "" {
+				if op, err = coll.ParseRedOp(r.RedOp); err != nil {
+					return fmt.Errorf("%w: %s: %v", ErrTrace, where(t.Name, &r), err)
+				}
+			}
+			if op == coll.PreMulSum {
+				op = coll.Sum
+			}
+			c := &RealCall{Rec: r, File: t.Name, dt: dt, op: op, n: size[r.Comm]}
+			calls[a] = append(calls[a], c)
+			switch r.Op {
+			case OpSend:
+				k := pk{r.Comm, r.Rank, r.Root}
+				c.seed = len(sends[k])
+				sends[k] = append(sends[k], c)
+			case OpRecv:
+				k := pk{r.Comm, r.Root, r.Rank}
+				c.seed = len(recvs[k])
+				recvs[k] = append(recvs[k], c)
+			default:
+				k := ck{r.Comm, r.Rank}
+				c.seed = len(colls[k])
+				colls[k] = append(colls[k], c)
+			}
+		}
+	}
+	for _, cm := range p.Comms {
+		ref := colls[ck{cm.ID, 0}]
+		for r := 1; r < cm.Size; r++ {
+			mine := colls[ck{cm.ID, r}]
+			for k := 0; k < min(len(ref), len(mine)); k++ {
+				a, b := &ref[k].Rec, &mine[k].Rec
+				if a.Op != b.Op || a.Count != b.Count || ref[k].dt != mine[k].dt || ref[k].op != mine[k].op || ((a.Op == OpBroadcast || a.Op == OpReduce) && a.Root != b.Root) {
+					return fmt.Errorf("%w: collective %d of communicator %s differs between ranks: %s against %s", ErrTrace, k, cm.ID, where(ref[k].File, a), where(mine[k].File, b))
+				}
+			}
+			if len(ref) != len(mine) {
+				long, short := ref, mine
+				if len(mine) > len(ref) {
+					long, short = mine, ref
+				}
+				x := long[len(short)]
+				return fmt.Errorf("%w: communicator %s: rank %d issues %d collectives, rank %d issues %d; first unmatched: %s", ErrTrace, cm.ID, 0, len(ref), r, len(mine), where(x.File, &x.Rec))
+			}
+		}
+	}
+	var keys []pk
+	for k := range sends {
+		keys = append(keys, k)
+	}
+	for k := range recvs {
+		if _, ok := sends[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.comm != b.comm {
+			return a.comm < b.comm
+		}
+		if a.src != b.src {
+			return a.src < b.src
+		}
+		return a.dst < b.dst
+	})
+	for _, k := range keys {
+		s, r := sends[k], recvs[k]
+		for j := 0; j < min(len(s), len(r)); j++ {
+			if s[j].Rec.Count != r[j].Rec.Count || s[j].dt != r[j].dt {
+				return fmt.Errorf("%w: message %d from rank %d to rank %d of communicator %s: %s does not match %s", ErrTrace, j, k.src, k.dst, k.comm, where(s[j].File, &s[j].Rec), where(r[j].File, &r[j].Rec))
+			}
+		}
+		switch {
+		case len(s) > len(r):
+			x := s[len(r)]
+			return fmt.Errorf("%w: %s has no matching Recv on rank %d (%d sends, %d receives from rank %d to rank %d)", ErrTrace, where(x.File, &x.Rec), k.dst, len(s), len(r), k.src, k.dst)
+		case len(r) > len(s):
+			x := r[len(s)]
+			return fmt.Errorf("%w: %s has no matching Send on rank %d (%d sends, %d receives from rank %d to rank %d)", ErrTrace, where(x.File, &x.Rec), k.src, len(s), len(r), k.src, k.dst)
+		}
+	}
+	for a, cs := range calls {
+		count := map[string]int{}
+		for i := 0; i < len(cs); i++ {
+			c := cs[i]
+			l := RealLaunch{Calls: []RealCall{*c}}
+			for i+1 < len(cs) && sameLaunch(c, cs[i+1]) {
+				i++
+				l.Calls = append(l.Calls, *cs[i])
+			}
+			l.Key = fmt.Sprintf("%s#%d", c.Rec.Comm, count[c.Rec.Comm])
+			count[c.Rec.Comm]++
+			p.Actors[a].Launches = append(p.Actors[a].Launches, l)
+		}
+	}
+	return nil
+}
+
+// sameLaunch reports whether next goes in the launch of first: the same outermost group of one
+// process, or (NCCL logs, which print no groups) consecutive Send/Recv calls of one communicator.
+func sameLaunch(first, next *RealCall) bool {
+	a, b := &first.Rec, &next.Rec
+	if a.GID != 0 {
+		return b.GID == a.GID && b.PID == a.PID
+	}
+	p2p := func(r *Record) bool { return r.Op == OpSend || r.Op == OpRecv }
+	return a.Mode == "log" && b.Mode == "log" && b.GID == 0 && p2p(a) && p2p(b) && a.Comm == b.Comm && a.Stream == b.Stream
+}
+
+// sizes are the call's send and receive buffer sizes in bytes on its rank.
+func (c *RealCall) sizes() (send, recv int64) {
+	b := c.Rec.Count * int64(c.dt.Size())
+	n := int64(c.n)
+	switch c.Rec.Op {
+	case OpAllGather:
+		return b, b * n
+	case OpReduceScatter:
+		return b * n, b
+	case OpAllToAll:
+		return b * n, b * n
+	case OpSend:
+		return b, 0
+	case OpRecv:
+		return 0, b
+	}
+	return b, b
+}
+
+// bytes is the call's nccl-tests size (the larger of its buffers).
+func (c *RealCall) bytes() int64 {
+	s, r := c.sizes()
+	return max(s, r)
+}
+
+// inputValue is element i of rank r's input for pattern seed: small integers 0..7, exact in every
+// type and in sums of a few ranks; period 8 in i, different on neighbouring ranks and calls.
+func inputValue(seed, r int, i int64) float64 {
+	return float64((int64(seed)*7 + int64(r)*3 + i*5) & 7)
+}
+
+// RealLaunchTime is one launch as one rank ran it (Unix ns: one clock for the processes of a host).
+type RealLaunchTime struct {
+	Key     string `json:"key"`
+	Ops     string `json:"ops"`
+	Calls   int    `json:"calls"`
+	Bytes   int64  `json:"bytes"`
+	StartNs int64  `json:"start_ns"`
+	EndNs   int64  `json:"end_ns"`
+}
+
+// RealActorResult is what one rank trace's replay produced.
+type RealActorResult struct {
+	Actor    int              `json:"actor"`
+	Launches []RealLaunchTime `json:"launches"`
+	Checked  int64            `json:"checked"` // elements compared
+	Wrong    int64            `json:"wrong"`
+	FirstBad string           `json:"first_bad,omitempty"`
+}
+
+// RunActor replays actor a's launches on its communicators (comms: trace id → this process's
+// member), one launch at a time: buffers of the recorded sizes and types filled with a pattern
+// every rank can recompute, the calls issued (in a group on each communicator they touch when
+// the launch has several), every touched communicator synchronised, and with check every element
+// the launch wrote compared with its definition (computed in float64 and rounded to the type).
+func (p *RealProgram) RunActor(a int, comms map[string]*comm.Comm, check bool) (*RealActorResult, error) {
+	act := &p.Actors[a]
+	res := &RealActorResult{Actor: a}
+	var pool [][]byte
+	poolType := []coll.DataType{}
+	slot := func(k int, n int64) []byte {
+		for len(pool) <= k {
+			pool = append(pool, nil)
+			poolType = append(poolType, -1)
+		}
+		if int64(cap(pool[k])) < n {
+			pool[k] = make([]byte, n)
+			poolType[k] = -1
+		}
+		return pool[k][:n]
+	}
+	for _, l := range act.Launches {
+		type bufs struct{ send, recv []byte }
+		bs := make([]bufs, len(l.Calls))
+		var involved []*comm.Comm
+		seen := map[*comm.Comm]bool{}
+		lt := RealLaunchTime{Key: l.Key, Calls: len(l.Calls)}
+		var ops []string
+		for j := range l.Calls {
+			c := &l.Calls[j]
+			cm := comms[c.Rec.Comm]
+			if cm == nil {
+				return nil, fmt.Errorf("%w: %s: this process has no member of communicator %s", ErrReplay, where(c.File, &c.Rec), c.Rec.Comm)
+			}
+			if !seen[cm] {
+				seen[cm] = true
+				involved = append(involved, cm)
+			}
+			s, r := c.sizes()
+			bs[j] = bufs{slot(2*j, s), slot(2*j+1, r)}
+			// Send buffers: the call's pattern when checking; otherwise filled once per type (the
+			// values then do not matter, but must be ordinary numbers: no NaN or denormal slows
+			// the reductions down).
+			if check || poolType[2*j] != c.dt {
+				seed := c.seed
+				if !check {
+					seed = 0
+				}
+				tile(c.dt, bs[j].send, func(i int64) float64 { return inputValue(seed, c.Rec.Rank, i) })
+				poolType[2*j] = c.dt
+			}
+			if check && len(bs[j].recv) > 0 {
+				poison(bs[j].recv)
+			}
+			lt.Bytes += c.bytes()
+			if !containsStr(ops, c.Rec.Op) {
+				ops = append(ops, c.Rec.Op)
+			}
+		}
+		lt.Ops = strings.Join(ops, "+")
+		grouped := len(l.Calls) > 1
+		start := time.Now()
+		if grouped {
+			for _, cm := range involved {
+				cm.GroupStart()
+			}
+		}
+		var err error
+		var bad *RealCall
+		for j := range l.Calls {
+			c := &l.Calls[j]
+			if err = issue(comms[c.Rec.Comm], c, bs[j].send, bs[j].recv); err != nil {
+				bad = c
+				break
+			}
+		}
+		if grouped {
+			for _, cm := range involved {
+				if e := cm.GroupEnd(); err == nil {
+					err = e
+				}
+			}
+		}
+		for _, cm := range involved {
+			if e := cm.Synchronize(); err == nil {
+				err = e
+			}
+		}
+		end := time.Now()
+		if err != nil {
+			if bad == nil {
+				bad = &l.Calls[0]
+			}
+			what := where(bad.File, &bad.Rec)
+			if len(l.Calls) > 1 {
+				what = fmt.Sprintf("the launch of %d calls starting at %s", len(l.Calls), what)
+			}
+			return res, fmt.Errorf("%w: %s: %v", ErrReplay, what, err)
+		}
+		lt.StartNs, lt.EndNs = start.UnixNano(), end.UnixNano()
+		res.Launches = append(res.Launches, lt)
+		if check {
+			for j := range l.Calls {
+				c := &l.Calls[j]
+				n, w := checkCall(c, bs[j].recv)
+				res.Checked += n
+				if w > 0 && res.FirstBad == "" {
+					res.FirstBad = where(c.File, &c.Rec)
+				}
+				res.Wrong += w
+			}
+		}
+	}
+	return res, nil
+}
+
+func containsStr(s []string, x string) bool {
+	for _, v := range s {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// issue queues one call on its communicator.
+func issue(cm *comm.Comm, c *RealCall, send, recv []byte) error {
+	r, cnt := &c.Rec, int(c.Rec.Count)
+	switch r.Op {
+	case OpAllReduce:
+		return cm.AllReduce(send, recv, cnt, c.dt, c.op, nil)
+	case OpBroadcast:
+		return cm.Broadcast(send, recv, cnt, c.dt, r.Root, nil)
+	case OpReduce:
+		return cm.Reduce(send, recv, cnt, c.dt, c.op, r.Root, nil)
+	case OpAllGather:
+		return cm.AllGather(send, recv, cnt, c.dt, nil)
+	case OpReduceScatter:
+		return cm.ReduceScatter(send, recv, cnt, c.dt, c.op, nil)
+	case OpAllToAll:
+		return cm.AllToAll(send, recv, cnt, c.dt, nil)
+	case OpSend:
+		return cm.Send(send, cnt, c.dt, r.Root, nil)
+	case OpRecv:
+		return cm.Recv(recv, cnt, c.dt, r.Root, nil)
+	}
+	return fmt.Errorf("op %s cannot be executed", r.Op)
+}
+
+// period is the period of inputValue in its element index.
+const period = 8
+
+// tile writes gen(i) (rounded to dt) into every element of b; gen must have period 8 in i.
+func tile(dt coll.DataType, b []byte, gen func(i int64) float64) {
+	elt := dt.Size()
+	n := len(b) / elt
+	m := min(n, period)
+	for i := 0; i < m; i++ {
+		comm.SetElement(dt, b, i, gen(int64(i)))
+	}
+	for p := m * elt; p < len(b); p *= 2 {
+		copy(b[p:], b[:p])
+	}
+}
+
+// poison fills a receive buffer with 0xA5 bytes, so that an element the call should have written
+// and did not is seen.
+func poison(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	b[0] = 0xA5
+	for p := 1; p < len(b); p *= 2 {
+		copy(b[p:], b[:p])
+	}
+}
+
+// typed rounds v to dt as the engine stores it.
+func typed(dt coll.DataType, v float64) float64 {
+	var b [8]byte
+	comm.SetElement(dt, b[:], 0, v)
+	return comm.Element(dt, b[:], 0)
+}
+
+// epsilon is the unit roundoff of a floating type (0 for integers: exact).
+func epsilon(dt coll.DataType) float64 {
+	switch dt {
+	case coll.Float16:
+		return math.Ldexp(1, -10)
+	case coll.Bfloat16:
+		return math.Ldexp(1, -7)
+	case coll.Float32:
+		return math.Ldexp(1, -23)
+	case coll.Float64:
+		return math.Ldexp(1, -52)
+	case coll.Float8e4m3:
+		return math.Ldexp(1, -3)
+	case coll.Float8e5m2:
+		return math.Ldexp(1, -2)
+	}
+	return 0
+}
+
+// reduceRef is the definition of a reduction over n ranks of the values v(q): the expected result
+// rounded to the type and the rounding the engine may add (n steps of the type's roundoff; Avg on
+// floats pre-multiplies by 1/n, NCCL's way, fact sheet §8.1).
+func reduceRef(dt coll.DataType, op coll.RedOp, n int, v func(q int) float64) (want, tol float64) {
+	var acc, mag float64
+	scale := 1.0
+	if op == coll.Avg && comm.IsFloat(dt) {
+		scale = typed(dt, 1/float64(n))
+	}
+	for q := 0; q < n; q++ {
+		x := v(q)
+		switch op {
+		case coll.Prod:
+			if q == 0 {
+				acc = x
+			} else {
+				acc *= x
+			}
+		case coll.Max:
+			if q == 0 || x > acc {
+				acc = x
+			}
+		case coll.Min:
+			if q == 0 || x < acc {
+				acc = x
+			}
+		default:
+			acc += typed(dt, x*scale)
+			mag += math.Abs(x * scale)
+		}
+	}
+	if op == coll.Avg && !comm.IsFloat(dt) {
+		acc = math.Trunc(acc / float64(n))
+	}
+	acc = typed(dt, acc)
+	return acc, float64(2*n) * epsilon(dt) * (mag + math.Abs(acc))
+}
+
+// checkCall compares what the call left in its receive buffer with its definition; it returns the
+// elements compared and the wrong ones. Blocks of the buffer whose expected values repeat with
+// period 8 are compared as bytes first, element by element with the tolerance only where the
+// bytes differ.
+func checkCall(c *RealCall, recv []byte) (checked, wrong int64) {
+	r, n, cnt := c.Rec.Rank, c.n, c.Rec.Count
+	dt, seed := c.dt, c.seed
+	val := func(q int, i int64) float64 { return inputValue(seed, q, i) }
+	exact := func(f func(i int64) float64) func(i int64) (float64, float64) {
+		return func(i int64) (float64, float64) { return typed(dt, f(i)), 0 }
+	}
+	var blocks []func(i int64) (float64, float64) // one per cnt-element block of recv
+	switch c.Rec.Op {
+	case OpAllReduce, OpReduce:
+		if c.Rec.Op == OpReduce && r != c.Rec.Root {
+			return 0, 0
+		}
+		blocks = append(blocks, func(i int64) (float64, float64) {
+			return reduceRef(dt, c.op, n, func(q int) float64 { return val(q, i) })
+		})
+	case OpReduceScatter:
+		blocks = append(blocks, func(i int64) (float64, float64) {
+			return reduceRef(dt, c.op, n, func(q int) float64 { return val(q, int64(r)*cnt+i) })
+		})
+	case OpBroadcast:
+		blocks = append(blocks, exact(func(i int64) float64 { return val(c.Rec.Root, i) }))
+	case OpAllGather:
+		for q := 0; q < n; q++ {
+			blocks = append(blocks, exact(func(i int64) float64 { return val(q, i) }))
+		}
+	case OpAllToAll:
+		for q := 0; q < n; q++ {
+			blocks = append(blocks, exact(func(i int64) float64 { return val(q, int64(r)*cnt+i) }))
+		}
+	case OpRecv:
+		blocks = append(blocks, exact(func(i int64) float64 { return val(c.Rec.Root, i) }))
+	default:
+		return 0, 0
+	}
+	elt := int64(dt.Size())
+	for q, want := range blocks {
+		b := recv[int64(q)*cnt*elt : int64(q+1)*cnt*elt]
+		wrong += checkBlock(dt, b, want)
+		checked += cnt
+	}
+	return checked, wrong
+}
+
+// checkBlock compares b element by element with want(i) (value, tolerance); want has period 8.
+func checkBlock(dt coll.DataType, b []byte, want func(i int64) (float64, float64)) int64 {
+	elt := dt.Size()
+	n := int64(len(b) / elt)
+	if n == 0 {
+		return 0
+	}
+	const chunkElems = period * 2048
+	ref := make([]byte, min(n, chunkElems)*int64(elt))
+	tile(dt, ref, func(i int64) float64 { v, _ := want(i); return v })
+	var wrong int64
+	for off := int64(0); off < n; off += chunkElems {
+		m := min(chunkElems, n-off)
+		got := b[off*int64(elt) : (off+m)*int64(elt)]
+		if bytes.Equal(got, ref[:len(got)]) {
+			continue
+		}
+		for i := int64(0); i < m; i++ {
+			w, tol := want(off + i)
+			g := comm.Element(dt, got, int(i))
+			if math.IsNaN(g) || math.Abs(g-w) > tol {
+				wrong++
+			}
+		}
+	}
+	return wrong
+}
+
+// RealLaunchResult is one launch of the replay, all ranks together: from the last rank's issue
+// to the last rank's completion (the time every rank was in it, without the skew of a rank that
+// arrived early).
+type RealLaunchResult struct {
+	Key    string  `json:"key"`
+	Ops    string  `json:"ops"`
+	Calls  int     `json:"calls"` // on all ranks
+	Ranks  int     `json:"ranks"` // ranks that ran it
+	Bytes  int64   `json:"bytes"` // largest per-rank sum of the calls' nccl-tests sizes
+	TimeUs float64 `json:"time_us"`
+	Start  int64   `json:"-"`
+}
+
+// RealOpTotal sums the launches of one kind.
+type RealOpTotal struct {
+	Ops      string  `json:"ops"`
+	Launches int     `json:"launches"`
+	Bytes    int64   `json:"bytes"`
+	TimeUs   float64 `json:"time_us"`
+}
+
+// RealReport is a real replay's outcome.
+type RealReport struct {
+	Transport string             `json:"transport"`
+	Procs     bool               `json:"procs"`
+	Ranks     int                `json:"ranks"` // rank traces (processes)
+	Comms     []RealComm         `json:"comms"`
+	Launches  []RealLaunchResult `json:"launches"`
+	ByOp      []RealOpTotal      `json:"by_op"`
+	TotalUs   float64            `json:"total_us"` // sum of the launch times
+	WallUs    float64            `json:"wall_us"`  // first issue to last completion, buffers and checks included
+	Checked   int64              `json:"checked"`
+	Wrong     int64              `json:"wrong"`
+	FirstBad  string             `json:"first_bad,omitempty"`
+	Notes     []string           `json:"notes,omitempty"`
+}
+
+// MergeReal puts the ranks' results together launch by launch (matched by key).
+func (p *RealProgram) MergeReal(results []*RealActorResult) *RealReport {
+	rep := &RealReport{Ranks: len(p.Actors), Comms: p.Comms, Notes: p.Notes}
+	byKey := map[string]*RealLaunchResult{}
+	ends := map[string]int64{}
+	var first, last int64
+	for _, res := range results {
+		if res == nil {
+			continue
+		}
+		rep.Checked += res.Checked
+		rep.Wrong += res.Wrong
+		if rep.FirstBad == "" {
+			rep.FirstBad = res.FirstBad
+		}
+		for _, l := range res.Launches {
+			if first == 0 || l.StartNs < first {
+				first = l.StartNs
+			}
+			last = max(last, l.EndNs)
+			m := byKey[l.Key]
+			if m == nil {
+				m = &RealLaunchResult{Key: l.Key}
+				byKey[l.Key] = m
+			}
+			m.Ranks++
+			m.Calls += l.Calls
+			m.Bytes = max(m.Bytes, l.Bytes)
+			for _, op := range strings.Split(l.Ops, "+") {
+				if !containsStr(strings.Split(m.Ops, "+"), op) {
+					if m.Ops != "" {
+						m.Ops += "+"
+					}
+					m.Ops += op
+				}
+			}
+			m.Start = max(m.Start, l.StartNs)
+			ends[l.Key] = max(ends[l.Key], l.EndNs)
+		}
+	}
+	byOp := map[string]*RealOpTotal{}
+	for k, m := range byKey {
+		m.TimeUs = max(0, float64(ends[k]-m.Start)/1e3)
+		rep.Launches = append(rep.Launches, *m)
+		rep.TotalUs += m.TimeUs
+		t := byOp[m.Ops]
+		if t == nil {
+			t = &RealOpTotal{Ops: m.Ops}
+			byOp[m.Ops] = t
+		}
+		t.Launches++
+		t.Bytes += m.Bytes
+		t.TimeUs += m.TimeUs
+	}
+	sort.Slice(rep.Launches, func(i, j int) bool {
+		if rep.Launches[i].Start != rep.Launches[j].Start {
+			return rep.Launches[i].Start < rep.Launches[j].Start
+		}
+		return rep.Launches[i].Key < rep.Launches[j].Key
+	})
+	for _, t := range byOp {
+		rep.ByOp = append(rep.ByOp, *t)
+	}
+	sort.Slice(rep.ByOp, func(i, j int) bool {
+		if rep.ByOp[i].TimeUs != rep.ByOp[j].TimeUs {
+			return rep.ByOp[i].TimeUs > rep.ByOp[j].TimeUs
+		}
+		return rep.ByOp[i].Ops < rep.ByOp[j].Ops
+	})
+	if last > first {
+		rep.WallUs = float64(last-first) / 1e3
+	}
+	return rep
+}
+
+// Slowest returns the n slowest launches, slowest first.
+func (r *RealReport) Slowest(n int) []RealLaunchResult {
+	s := append([]RealLaunchResult(nil), r.Launches...)
+	sort.SliceStable(s, func(i, j int) bool { return s[i].TimeUs > s[j].TimeUs })
+	if len(s) > n {
+		s = s[:n]
+	}
+	return s
+}
+
+// RunRealInProcess replays the program with every rank trace as a goroutine of this process:
+// every communicator is made with comm.InitAll (its size from the trace, cfg's transport) and its
+// ranks handed to the goroutines of the traces that hold them. A failing rank aborts every
+// communicator, so the others stop at once instead of waiting for cfg's timeout.
+func RunRealInProcess(p *RealProgram, cfg *comm.Config, check bool) (*RealReport, error) {
+	comms := make([]map[string]*comm.Comm, len(p.Actors))
+	for a := range comms {
+		comms[a] = map[string]*comm.Comm{}
+	}
+	var all []*comm.Comm
+	defer func() {
+		for _, c := range all {
+			c.Destroy()
+		}
+	}()
+	for _, c := range p.Comms {
+		cs, err := comm.InitAll(c.Size, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("%w: communicator %s (%d ranks): %v", ErrReplay, c.ID, c.Size, err)
+		}
+		all = append(all, cs...)
+		for r, a := range c.Members {
+			comms[a][c.ID] = cs[r]
+		}
+	}
+	results := make([]*RealActorResult, len(p.Actors))
+	errs := make([]error, len(p.Actors))
+	failedAt := make([]time.Time, len(p.Actors))
+	var once sync.Once
+	var wg sync.WaitGroup
+	for a := range p.Actors {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[a], errs[a] = p.RunActor(a, comms[a], check)
+			if errs[a] != nil {
+				failedAt[a] = time.Now()
+				once.Do(func() {
+					for _, c := range all {
+						c.Abort()
+					}
+				})
+			}
+		}()
+	}
+	wg.Wait()
+	// The first failure is the cause; the others followed from the abort.
+	first := -1
+	for a, err := range errs {
+		if err != nil && (first < 0 || failedAt[a].Before(failedAt[first])) {
+			first = a
+		}
+	}
+	if first >= 0 {
+		return nil, errs[first]
+	}
+	rep := p.MergeReal(results)
+	if cfg != nil {
+		rep.Transport = cfg.Transport
+	}
+	return rep, nil
+}
