@@ -112,6 +112,9 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 }
 
 func mainRun(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	if len(args) > 0 && args[0] == "replay" {
+		return runReplay(args[1:], stdout, stderr, getenv) // replay.go
+	}
 	opt, err := parse(args, stderr)
 	if errors.Is(err, pflag.ErrHelp) {
 		return 0

@@ -1,0 +1,374 @@
+package main
+
+// runccl replay: a workload trace (intercept's JSON lines, one file per rank, or NCCL COLL logs)
+// executed for real by the comm engine. The logic is in package intercept (PlanReal, RunActor,
+// RunRealInProcess, MergeReal); this file wires flags, processes and output.
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/simccl/simccl/comm"
+	"github.com/simccl/simccl/intercept"
+)
+
+// Environment of a --procs child: which rank trace it runs, the communicators' unique ids (a JSON
+// file: comm id → hex id), where it writes its result.
+const (
+	envReplayActor = "RUNCCL_REPLAY_ACTOR"
+	envReplayIDs   = "RUNCCL_REPLAY_IDS"
+	envReplayOut   = "RUNCCL_REPLAY_OUT"
+)
+
+type replayOptions struct {
+	files     []string
+	transport string
+	procs     bool
+	check     bool
+	json      bool
+	top       int
+	calls     bool
+	timeout   time.Duration
+	channels  int
+	algo      string
+	verbose   bool
+	args      []string // as given, for the children
+}
+
+func parseReplay(args []string, stderr io.Writer) (*replayOptions, error) {
+	fs := pflag.NewFlagSet("runccl replay", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: runccl replay [flags] TRACE… (one trace file per rank: simccl-trace.rank<R>.jsonl, or NCCL COLL logs)")
+		fs.PrintDefaults()
+	}
+	o := &replayOptions{args: args}
+	fs.StringVar(&o.transport, "transport", "auto", "auto, inproc, shm or tcp")
+	fs.BoolVar(&o.procs, "procs", false, "one process per rank trace on this host (shared memory) instead of goroutines")
+	fs.BoolVar(&o.check, "check", false, "check every element every call wrote against its definition")
+	fs.BoolVar(&o.json, "json", false, "write JSON instead of the tables")
+	fs.IntVar(&o.top, "top", 10, "slowest launches to list")
+	fs.BoolVar(&o.calls, "calls", false, "list every launch")
+	fs.DurationVar(&o.timeout, "timeout", comm.DefaultTimeout, "fail a call that makes no progress for this long")
+	fs.IntVar(&o.channels, "channels", 4, "most channels per collective (fewer for small sizes)")
+	fs.StringVar(&o.algo, "algo", "ring", "ring, tree (all-reduce by Tree) or pat (all-gather and reduce-scatter by PAT)")
+	fs.BoolVarP(&o.verbose, "verbose", "v", false, "log connections and their memory to stderr")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: replay: %v", errUsage, err)
+	}
+	o.files = fs.Args()
+	switch {
+	case len(o.files) == 0:
+		return nil, fmt.Errorf("%w: replay: no trace file (one per rank)", errUsage)
+	case o.top < 0:
+		return nil, fmt.Errorf("%w: replay: --top %d", errUsage, o.top)
+	case o.timeout <= 0:
+		return nil, fmt.Errorf("%w: replay: --timeout %v", errUsage, o.timeout)
+	}
+	switch o.transport {
+	case "auto", "inproc", "shm", "tcp":
+	default:
+		return nil, fmt.Errorf("%w: replay: --transport %q: want auto, inproc, shm or tcp", errUsage, o.transport)
+	}
+	switch o.algo {
+	case "ring", "tree", "pat":
+	default:
+		return nil, fmt.Errorf("%w: replay: --algo %q: want ring, tree or pat", errUsage, o.algo)
+	}
+	if o.procs && o.transport == "inproc" {
+		return nil, fmt.Errorf("%w: replay: --procs cannot use the in-process transport", errUsage)
+	}
+	return o, nil
+}
+
+// runReplay is `runccl replay`: exit 0, 1 on a failure or wrong elements, 2 on bad usage.
+func runReplay(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	o, err := parseReplay(args, stderr)
+	if errors.Is(err, pflag.ErrHelp) {
+		return 0
+	}
+	if err == nil {
+		if a := getenv(envReplayActor); a != "" {
+			err = replayChild(o, a, getenv, stderr)
+		} else {
+			err = replay(o, stdout, stderr)
+		}
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(stderr, "runccl:", err)
+		return 2
+	default:
+		fmt.Fprintln(stderr, "runccl replay:", err)
+		return 1
+	}
+}
+
+func (o *replayOptions) config(stderr io.Writer) *comm.Config {
+	cfg := &comm.Config{Transport: o.transport, NChannels: o.channels, Algo: o.algo, Timeout: o.timeout, BootstrapTimeout: o.timeout}
+	if o.verbose {
+		cfg.Logf = func(format string, args ...any) { fmt.Fprintf(stderr, "runccl INFO "+format+"\n", args...) }
+	}
+	return cfg
+}
+
+// plan reads the rank traces and checks them.
+func (o *replayOptions) plan() (*intercept.RealProgram, error) {
+	var ts []intercept.RankTrace
+	for _, f := range o.files {
+		t, err := intercept.ReadRankTrace(f)
+		if err != nil {
+			return nil, err
+		}
+		ts = append(ts, t)
+	}
+	return intercept.PlanReal(ts)
+}
+
+func replay(o *replayOptions, stdout, stderr io.Writer) error {
+	prog, err := o.plan()
+	if err != nil {
+		return err
+	}
+	var rep *intercept.RealReport
+	if o.procs {
+		rep, err = replayProcs(o, prog, stderr)
+	} else {
+		rep, err = intercept.RunRealInProcess(prog, o.config(stderr), o.check)
+	}
+	if err != nil {
+		return err
+	}
+	rep.Transport, rep.Procs = o.transport, o.procs
+	if o.transport == "auto" {
+		rep.Transport = "auto (in-process)"
+		if o.procs {
+			rep.Transport = "auto (shared memory)"
+		}
+	}
+	if o.json {
+		out := struct {
+			*intercept.RealReport
+			Slowest []intercept.RealLaunchResult `json:"slowest"`
+		}{rep, rep.Slowest(o.top)}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	} else {
+		writeReplay(stdout, rep, o)
+	}
+	if rep.Wrong > 0 {
+		return fmt.Errorf("%d wrong elements (first in %s)", rep.Wrong, rep.FirstBad)
+	}
+	return nil
+}
+
+func writeReplay(w io.Writer, rep *intercept.RealReport, o *replayOptions) {
+	mode := "goroutine ranks"
+	if rep.Procs {
+		mode = "one process per rank"
+	}
+	fmt.Fprintf(w, "# runccl replay: %d rank traces, %s, transport %s, %d communicators, %d launches\n", rep.Ranks, mode, rep.Transport, len(rep.Comms), len(rep.Launches))
+	for _, c := range rep.Comms {
+		fmt.Fprintf(w, "#   communicator %s: %d ranks, %d calls\n", c.ID, c.Size, c.Calls)
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "# note: %s\n", n)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "ops\tlaunches\tbytes\ttime (us)\tshare\t")
+	for _, t := range rep.ByOp {
+		share := 0.0
+		if rep.TotalUs > 0 {
+			share = 100 * t.TimeUs / rep.TotalUs
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f%%\t\n", t.Ops, t.Launches, t.Bytes, t.TimeUs, share)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "# total communication time: %.1f us over %d launches (wall %.1f ms, buffers and checks included)\n", rep.TotalUs, len(rep.Launches), rep.WallUs/1e3)
+	list := func(title string, ls []intercept.RealLaunchResult) {
+		fmt.Fprintf(w, "# %s\n", title)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "launch\tops\tcalls\tbytes\ttime (us)\t")
+		for _, l := range ls {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t\n", l.Key, l.Ops, l.Calls, l.Bytes, l.TimeUs)
+		}
+		tw.Flush()
+	}
+	if o.top > 0 {
+		list(fmt.Sprintf("slowest %d launches", min(o.top, len(rep.Launches))), rep.Slowest(o.top))
+	}
+	if o.calls {
+		list("every launch, in order", rep.Launches)
+	}
+	if o.check {
+		fmt.Fprintf(w, "# check: %d elements compared, %d wrong\n", rep.Checked, rep.Wrong)
+	} else {
+		fmt.Fprintln(w, "# check: off (--check compares every element)")
+	}
+}
+
+// replayProcs runs one child process (this program again) per rank trace. The parent makes one
+// unique id (and bootstrap root) per communicator and hands them over in a file; each child joins
+// its communicators in id order (the same order on every child, so no two wait on each other),
+// replays its trace and writes its timings; the parent merges them. A failing child's error is on
+// stderr; the others are stopped once they have had a few seconds to see it.
+func replayProcs(o *replayOptions, prog *intercept.RealProgram, stderr io.Writer) (*intercept.RealReport, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "runccl-replay-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	ids := map[string]string{}
+	for _, c := range prog.Comms {
+		id, err := comm.GetUniqueID("")
+		if err != nil {
+			return nil, err
+		}
+		ids[c.ID] = hex.EncodeToString(id[:])
+	}
+	idFile := filepath.Join(dir, "ids.json")
+	b, _ := json.Marshal(ids)
+	if err := os.WriteFile(idFile, b, 0o600); err != nil {
+		return nil, err
+	}
+	var args []string
+	for _, a := range o.args {
+		if a != "--procs" && a != "--procs=true" {
+			args = append(args, a)
+		}
+	}
+	cmds := make([]*exec.Cmd, len(prog.Actors))
+	for a := range cmds {
+		cmd := exec.Command(self, append([]string{"replay"}, args...)...)
+		cmd.Env = append(os.Environ(), envReplayActor+"="+strconv.Itoa(a), envReplayIDs+"="+idFile,
+			envReplayOut+"="+filepath.Join(dir, fmt.Sprintf("rank%d.json", a)))
+		cmd.Stderr = stderr
+		if err := cmd.Start(); err != nil {
+			for _, c := range cmds[:a] {
+				c.Process.Kill()
+			}
+			return nil, err
+		}
+		cmds[a] = cmd
+	}
+	errs := make([]error, len(cmds))
+	var wg sync.WaitGroup
+	var once sync.Once
+	for a, c := range cmds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.Wait(); err != nil {
+				errs[a] = fmt.Errorf("rank trace %s (process %d): %w", prog.Actors[a].Name, c.Process.Pid, err)
+				once.Do(func() {
+					time.AfterFunc(3*time.Second, func() {
+						for _, k := range cmds {
+							k.Process.Kill() // an exited process: harmless error, ignored
+						}
+					})
+				})
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	results := make([]*intercept.RealActorResult, len(cmds))
+	for a := range cmds {
+		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank%d.json", a)))
+		if err != nil {
+			return nil, fmt.Errorf("rank trace %s: no result: %v", prog.Actors[a].Name, err)
+		}
+		var r intercept.RealActorResult
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("rank trace %s: result: %v", prog.Actors[a].Name, err)
+		}
+		results[a] = &r
+	}
+	return prog.MergeReal(results), nil
+}
+
+// replayChild is one --procs child: it joins its communicators, replays its rank trace and writes
+// its result where the parent said.
+func replayChild(o *replayOptions, actor string, getenv func(string) string, stderr io.Writer) error {
+	prog, err := o.plan()
+	if err != nil {
+		return err
+	}
+	a, err := strconv.Atoi(actor)
+	if err != nil || a < 0 || a >= len(prog.Actors) {
+		return fmt.Errorf("%s=%q: not a rank trace index (0..%d)", envReplayActor, actor, len(prog.Actors)-1)
+	}
+	b, err := os.ReadFile(getenv(envReplayIDs))
+	if err != nil {
+		return err
+	}
+	var ids map[string]string
+	if err := json.Unmarshal(b, &ids); err != nil {
+		return fmt.Errorf("%s: %v", getenv(envReplayIDs), err)
+	}
+	cfg := o.config(stderr)
+	comms := map[string]*comm.Comm{}
+	defer func() {
+		for _, c := range comms {
+			c.Destroy()
+		}
+	}()
+	for _, c := range prog.Comms { // id order on every child
+		for r, m := range c.Members {
+			if m != a {
+				continue
+			}
+			raw, err := hex.DecodeString(ids[c.ID])
+			var id comm.UniqueID
+			if err != nil || len(raw) != len(id) {
+				return fmt.Errorf("communicator %s: no unique id from the parent", c.ID)
+			}
+			copy(id[:], raw)
+			cm, err := comm.InitRank(c.Size, id, r, cfg)
+			if err != nil {
+				return fmt.Errorf("%s: communicator %s rank %d: %v", prog.Actors[a].Name, c.ID, r, err)
+			}
+			comms[c.ID] = cm
+		}
+	}
+	res, err := prog.RunActor(a, comms, o.check)
+	if err != nil {
+		for _, c := range comms {
+			c.Abort() // the peers see the connections go and fail at once
+		}
+		return err
+	}
+	out, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(getenv(envReplayOut), out, 0o600)
+}
