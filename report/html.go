@@ -127,28 +127,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	b.WriteString("</section>\n")
 
 	// 5. Memory.
-	m := &r.Memory
-	b.WriteString(`<section id="s-mem"><h2>5. Memory: transport buffers per rank</h2>` + "\n")
-	fmt.Fprintf(&b, `<p>Receive buffers per connection %s (LL + LL128 + Simple, NCCL defaults). Eager (NCCL_RUNTIME_CONNECT=0) connects %s at init; lazy (the default) only %s, what the swept collectives used.</p>`+"\n",
-		mib(m.ConnBytes), esc(strings.Join(m.Eager, ", ")), esc(orNone(m.Lazy)))
-	elo, emed, ehi := memStats(m.Ranks, func(x RankMem) int64 { return x.EagerBytes })
-	llo, lmed, lhi := memStats(m.Ranks, func(x RankMem) int64 { return x.LazyBytes })
-	fmt.Fprintf(&b, `<table id="memtable"><thead><tr><th></th><th>min</th><th>median</th><th>max</th></tr></thead><tbody><tr><th>eager</th><td>%s</td><td>%s</td><td>%s</td></tr><tr><th>lazy</th><td>%s</td><td>%s</td><td>%s</td></tr></tbody></table>`+"\n",
-		mib(elo), mib(emed), mib(ehi), mib(llo), mib(lmed), mib(lhi))
-	c := func(get func(RankMem) int) string {
-		lo, med, hi := memStats(m.Ranks, func(x RankMem) int64 { return int64(get(x)) })
-		return fmt.Sprintf("<td>%d</td><td>%d</td><td>%d</td>", lo, med, hi)
-	}
-	fmt.Fprintf(&b, `<table id="memconns"><thead><tr><th>connections per rank</th><th>min</th><th>median</th><th>max</th></tr></thead><tbody><tr><th>eager</th>%s</tr><tr><th>eager over NET</th>%s</tr><tr><th>lazy</th>%s</tr><tr><th>lazy over NET</th>%s</tr></tbody></table>`+"\n",
-		c(func(x RankMem) int { return x.EagerConns }), c(func(x RankMem) int { return x.EagerNet }), c(func(x RankMem) int { return x.LazyConns }), c(func(x RankMem) int { return x.LazyNet }))
-	legend(&b, [][2]string{{"eager", "#adb5bd"}, {"lazy", "#2a9d8f"}})
-	b.WriteString(`<div class="scroll">`)
-	memorySVG(&b, m)
-	b.WriteString("</div>\n")
-	for _, n := range m.Notes {
-		fmt.Fprintf(&b, "<p class=\"note\">%s</p>\n", esc(n))
-	}
-	b.WriteString("</section>\n")
+	memorySection(&b, &r.Memory)
 
 	b.WriteString(`<div id="tip" role="tooltip"></div>` + "\n")
 	paths, err := json.Marshal(r.Topology.Paths)

@@ -1,138 +1,161 @@
 package report
 
 import (
-	"sort"
+	"fmt"
+	"strings"
 
+	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/simnet"
 )
 
-// Default receive buffers of one connection, NCCL 2.28 (fact sheet §6.1–6.2): LL 8 lines/thread ×
-// 512 threads × NCCL_STEPS 8 × 16 B, LL128 120 u64/thread × 640 threads × 8 × 8 B, Simple
-// DEFAULT_BUFFSIZE 4 MiB. The P2P transport's receiver allocates all three.
-const (
-	bufLL     = 524288
-	bufLL128  = 4915200
-	bufSimple = 4194304
-	// ConnBytes is one connection's receive buffers with NCCL's defaults.
-	ConnBytes = bufLL + bufLL128 + bufSimple
-)
-
-// Memory is the transport buffer memory per rank: eager (NCCL_RUNTIME_CONNECT=0, everything
-// connected at init) against lazy (the 2.22+ default: only what the swept collectives used).
+// Memory is the transport buffer memory per rank from simnet's model (fact sheet §6.2–6.3):
+// lazy (NCCL_RUNTIME_CONNECT=1, the 2.22+ default: only the algorithms tuning picks for the
+// swept collectives are connected) against eager (NCCL_RUNTIME_CONNECT=0: everything at init,
+// NVLS and CollNet buffers included where the topology has them).
 type Memory struct {
-	ConnBytes int64     `json:"bytes_per_connection"`
-	Eager     []string  `json:"eager_algos"`
-	Lazy      []string  `json:"lazy_algos"`
-	Ranks     []RankMem `json:"ranks"`
-	Notes     []string  `json:"notes"`
+	Lazy  *simnet.MemoryReport `json:"lazy"`
+	Eager *simnet.MemoryReport `json:"eager"`
+	Notes []string             `json:"notes,omitempty"`
 }
 
-// RankMem is one rank's receive connections and their buffers.
-type RankMem struct {
-	Rank       int   `json:"rank"`
-	EagerConns int   `json:"eager_connections"`
-	LazyConns  int   `json:"lazy_connections"`
-	EagerBytes int64 `json:"eager_bytes"`
-	LazyBytes  int64 `json:"lazy_bytes"`
-	P2PConns   int   `json:"p2p_connections"` // send/recv (connIndex 1), in both
-	// EagerNet and LazyNet count the connections to ranks on other nodes (NET transport: buffers
-	// in GPU memory with GPUDirect RDMA, else in host memory, §6.2).
-	EagerNet int `json:"eager_net_connections"`
-	LazyNet  int `json:"lazy_net_connections"`
+// buildMemory runs the memory model for the swept workload. The NVLS (and, with opt.CollNet,
+// CollNet) graphs come from a search of the same topology; when that fails the model runs
+// without them and says so.
+func buildMemory(m *simnet.Machine, opt Options) (Memory, error) {
+	var mem Memory
+	setup, err := simnet.NewMemSetup(opt.TopoXML, opt.TopoName, m, opt.CollNet)
+	if err != nil {
+		mem.Notes = append(mem.Notes, "NVLS/CollNet graphs not searched ("+err.Error()+"): their buffers are not counted")
+		setup = nil
+	}
+	var calls []simnet.MemCall
+	for _, f := range opt.Funcs {
+		for _, s := range opt.Sizes {
+			calls = append(calls, simnet.MemCall{Func: f, Bytes: s})
+		}
+	}
+	if mem.Lazy, err = m.Memory(setup, calls, opt.DataType, false); err != nil {
+		return mem, err
+	}
+	if mem.Eager, err = m.Memory(setup, calls, opt.DataType, true); err != nil {
+		return mem, err
+	}
+	return mem, nil
 }
 
-// buildMemory counts, for every rank, the receive side of its connections (the receiver allocates
-// the buffers, §6.2): rings receive from the previous rank on every channel, trees from the parent
-// and each child, PAT from the binomial peers r±2^k; a connection to a peer that the ring already
-// uses on the same channel is reused (dedup). Eager connects Ring and Tree (PAT too with one rank
-// per node, §6.3); lazy connects only the algorithms used. Send/recv connections (connIndex 1) are
-// made on first use in both modes: all-to-all connects every peer, send/recv the previous rank,
-// each on the per-peer P2P channels.
-func buildMemory(m *simnet.Machine, u used) Memory {
-	n := m.NRanks()
-	mem := Memory{ConnBytes: ConnBytes, Lazy: []string{}, Notes: []string{}}
-	eager := map[string]bool{"Ring": true, "Tree": true}
-	if m.Node.NumGPUs == 1 && n > 1 {
-		eager["PAT"] = true
+// memorySection writes section 5: summary over ranks, breakdowns of the rank with the most GPU
+// memory, the per-rank bars and the model's notes.
+func memorySection(b *strings.Builder, m *Memory) {
+	b.WriteString(`<section id="s-mem"><h2>5. Memory: transport buffers per rank</h2>` + "\n")
+	lz, eg := m.Lazy, m.Eager
+	if lz == nil || eg == nil {
+		b.WriteString("<p>No memory model.</p></section>\n")
+		return
 	}
-	for a := range eager {
-		mem.Eager = append(mem.Eager, a)
+	bf := lz.Buffers
+	fmt.Fprintf(b, `<p>Per connection: LL %s, LL128 %s, Simple %s (NCCL_LL_BUFFSIZE, NCCL_LL128_BUFFSIZE, NCCL_BUFFSIZE); the receiver of a P2P connection holds all three, rounded to 2 MiB. %d collective channels, %d p2p channels (%d per peer, chunk %s).`,
+		mib(bf.LL), mib(bf.LL128), mib(bf.Simple), bf.Channels, bf.P2PChannels, bf.P2PPerPeer, units.FormatSize(bf.P2PChunk))
+	if bf.NVLSHeads > 0 {
+		fmt.Fprintf(b, ` NVLS: %d channels × %d heads × 2 × %s × 8 steps = %s per rank.`, bf.NVLSChannels, bf.NVLSHeads, units.FormatSize(bf.NVLSChunk),
+			mib(int64(bf.NVLSChannels)*int64(bf.NVLSHeads)*2*bf.NVLSChunk*8))
 	}
-	for a := range u.algos {
-		mem.Lazy = append(mem.Lazy, a)
+	fmt.Fprintf(b, ` Eager (NCCL_RUNTIME_CONNECT=0) connects %s at init; lazy (the default) connects %s, what tuning picks for the swept collectives.</p>`+"\n",
+		esc(orNone(eg.Connected)), esc(orNone(lz.Connected)))
+	row := func(name string, s simnet.Stat) string {
+		return fmt.Sprintf("<tr><th>%s</th><td>%s</td><td>%s</td><td>%s</td></tr>", name, mib(s.Min), mib(s.Median), mib(s.Max))
 	}
-	sort.Strings(mem.Eager)
-	sort.Strings(mem.Lazy)
-	_, perPeer := m.Table.P2PChannels()
-	if perPeer < 1 {
-		perPeer = 1
-	}
-	ppn := m.Node.NumGPUs
-	p2p, p2pNet := 0, 0
-	if n > 1 {
-		if u.alltoall {
-			p2p, p2pNet = (n-1)*perPeer, (n-ppn)*perPeer
-		} else if u.sendrecv {
-			p2p = perPeer
-			if ppn == 1 {
-				p2pNet = perPeer
+	fmt.Fprintf(b, `<table id="memtable"><thead><tr><th>per rank</th><th>min</th><th>median</th><th>max</th></tr></thead><tbody>%s%s%s%s</tbody></table>`+"\n",
+		row("eager, GPU", eg.GPU), row("lazy, GPU", lz.GPU), row("eager, host", eg.Host), row("lazy, host", lz.Host))
+
+	// Per algorithm × protocol, of the rank with the most GPU memory in each mode.
+	type key struct{ algo, proto string }
+	var order []key
+	vals := map[key][2]int64{}
+	for i, rep := range []*simnet.MemoryReport{eg, lz} {
+		for _, ap := range rep.ByAlgoProto {
+			k := key{ap.Algo, ap.Proto}
+			v, ok := vals[k]
+			if !ok {
+				order = append(order, k)
 			}
+			v[i] = ap.Bytes
+			vals[k] = v
 		}
 	}
-	if p2p > 0 {
-		mem.Notes = append(mem.Notes, "send/recv across nodes draws from a shared pool (NCCL_NET_SHARED_BUFFERS); counted here per connection, an upper bound")
+	fmt.Fprintf(b, `<table id="memalgo"><thead><tr><th>algorithm</th><th>protocol</th><th>eager (rank %d)</th><th>lazy (rank %d)</th></tr></thead><tbody>`, eg.MaxRank, lz.MaxRank)
+	for _, k := range order {
+		v := vals[k]
+		fmt.Fprintf(b, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>", esc(k.algo), esc(k.proto), mib(v[0]), mib(v[1]))
 	}
-	for a := range u.algos {
-		if a != "Ring" && a != "Tree" && a != "PAT" {
-			mem.Notes = append(mem.Notes, a+" buffers are not counted (not simulated)")
+	b.WriteString("</tbody></table>\n")
+
+	kinds := map[string][2]simnet.KindMem{}
+	var korder []string
+	for i, rep := range []*simnet.MemoryReport{eg, lz} {
+		for _, k := range rep.ByKind {
+			v, ok := kinds[k.Kind]
+			if !ok {
+				korder = append(korder, k.Kind)
+			}
+			v[i] = k
+			kinds[k.Kind] = v
 		}
 	}
-	nch := len(m.Rings)
-	prev := make([][]int, nch) // [channel][rank] previous rank of the ring
-	for c, ring := range m.Rings {
-		prev[c] = make([]int, n)
-		for i, r := range ring {
-			prev[c][ring[(i+1)%len(ring)]] = r
+	b.WriteString(`<table id="memkind"><thead><tr><th>connection type</th><th>eager: connections</th><th>GPU</th><th>host</th><th>lazy: connections</th><th>GPU</th><th>host</th></tr></thead><tbody>`)
+	for _, k := range korder {
+		v := kinds[k]
+		fmt.Fprintf(b, "<tr><td>%s</td><td>%d</td><td>%s</td><td>%s</td><td>%d</td><td>%s</td><td>%s</td></tr>", k, v[0].Conns, mib(v[0].GPU), mib(v[0].Host), v[1].Conns, mib(v[1].GPU), mib(v[1].Host))
+	}
+	b.WriteString("</tbody></table>\n")
+	legend(b, [][2]string{{"eager", "#adb5bd"}, {"lazy", "#2a9d8f"}})
+	if n := len(lz.PerRank); n > memBars {
+		fmt.Fprintf(b, "<p class=\"note\">GPU memory of the first %d of %d ranks (every rank is in the JSON).</p>\n", memBars, n)
+	}
+	b.WriteString(`<div class="scroll">`)
+	memorySVG(b, eg, lz)
+	b.WriteString("</div>\n")
+	seen := map[string]bool{}
+	for _, n := range append(append(append([]string{}, m.Notes...), eg.Notes...), lz.Notes...) {
+		if !seen[n] {
+			seen[n] = true
+			fmt.Fprintf(b, "<p class=\"note\">%s</p>\n", esc(n))
 		}
 	}
-	count := func(r int, algos map[string]bool) (int, int) {
-		type key struct{ ch, peer int }
-		seen := map[key]bool{}
-		for c := 0; c < nch; c++ {
-			if algos["Ring"] && n > 1 {
-				seen[key{c, prev[c][r]}] = true
-			}
-			if algos["Tree"] && c < len(m.Trees) {
-				t := m.Trees[c]
-				if r < len(t.Up) && t.Up[r] >= 0 {
-					seen[key{c, t.Up[r]}] = true
-				}
-				if r < len(t.Down) {
-					for _, ch := range t.Down[r] {
-						seen[key{c, ch}] = true
-					}
-				}
-			}
-			if algos["PAT"] {
-				for d := 1; d < n; d *= 2 {
-					seen[key{c, (r + d) % n}] = true
-					seen[key{c, (r - d%n + n) % n}] = true
-				}
-			}
-		}
-		net := 0
-		for k := range seen {
-			if k.peer/ppn != r/ppn {
-				net++
-			}
-		}
-		return len(seen), net
+	b.WriteString("</section>\n")
+}
+
+// memBars is the most ranks the memory bars draw.
+const memBars = 64
+
+// memorySVG draws eager and lazy GPU buffer bytes per rank (the first memBars ranks).
+func memorySVG(b *strings.Builder, eg, lz *simnet.MemoryReport) {
+	n := min(len(eg.PerRank), len(lz.PerRank), memBars)
+	maxB := int64(1)
+	for i := 0; i < n; i++ {
+		maxB = max(maxB, eg.PerRank[i].GPU, lz.PerRank[i].GPU)
 	}
-	for r := 0; r < n; r++ {
-		e, en := count(r, eager)
-		l, ln := count(r, u.algos)
-		mem.Ranks = append(mem.Ranks, RankMem{Rank: r, EagerConns: e + p2p, LazyConns: l + p2p, P2PConns: p2p,
-			EagerBytes: int64(e+p2p) * ConnBytes, LazyBytes: int64(l+p2p) * ConnBytes, EagerNet: en + p2pNet, LazyNet: ln + p2pNet})
+	bwid, left, H := 14.0, 60.0, 220.0
+	W := left + float64(n)*bwid*2.4 + 40
+	plot := H - 40
+	fmt.Fprintf(b, `<svg id="memory" xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f">`+"\n", W, H, W, H)
+	fmt.Fprintf(b, `<text class="tick" x="%.0f" y="14" text-anchor="end">%s</text><text class="tick" x="%.0f" y="%.0f" text-anchor="end">0</text>`, left-4, mib(maxB), left-4, plot+10)
+	tip := func(mode string, r simnet.RankMemory) string {
+		var parts []string
+		for _, k := range r.Kinds {
+			parts = append(parts, fmt.Sprintf("%s %d conns %s", k.Kind, k.Conns, mib(k.GPU+k.Host)))
+		}
+		return fmt.Sprintf("rank %d %s: %s GPU, %s host; %s", r.Rank, mode, mib(r.GPU), mib(r.Host), strings.Join(parts, ", "))
 	}
-	return mem
+	for i := 0; i < n; i++ {
+		e, l := eg.PerRank[i], lz.PerRank[i]
+		x := left + float64(i)*bwid*2.4
+		he := float64(e.GPU) / float64(maxB) * (plot - 10)
+		hl := float64(l.GPU) / float64(maxB) * (plot - 10)
+		fmt.Fprintf(b, `<rect class="eager" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#adb5bd" data-tip="%s"/>`, x, plot+10-he, bwid, he, esc(tip("eager", e)))
+		fmt.Fprintf(b, `<rect class="lazy" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#2a9d8f" data-tip="%s"/>`, x+bwid, plot+10-hl, bwid, hl, esc(tip("lazy", l)))
+		if n <= 16 || i%8 == 0 {
+			fmt.Fprintf(b, `<text class="tick" x="%.1f" y="%.0f" text-anchor="middle">%d</text>`, x+bwid, plot+26, e.Rank)
+		}
+	}
+	b.WriteString("</svg>\n")
 }

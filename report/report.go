@@ -48,6 +48,9 @@ type Options struct {
 	// TimelineOps bounds the ops drawn in the timeline (default 3000) and TraceOps those embedded
 	// for Perfetto (default 20,000).
 	TimelineOps, TraceOps int
+	// CollNet says a CollNet (SHARP) plugin is present (NCCL_COLLNET_ENABLE=1): the memory
+	// section counts CollNet buffers where the topology's NICs have coll="1".
+	CollNet bool
 	// Progress, when set, is called before each simulated size.
 	Progress func(done, total int, what string)
 }
@@ -167,7 +170,9 @@ func Build(opt Options) (*Report, error) {
 	if err := r.focus(m, opt); err != nil {
 		return nil, err
 	}
-	r.Memory = buildMemory(m, r.usedAlgos())
+	if r.Memory, err = buildMemory(m, opt); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -317,28 +322,4 @@ func (r *Report) sweep(m *simnet.Machine, opt Options) error {
 		r.BusBW = append(r.BusBW, *s)
 	}
 	return nil
-}
-
-// usedAlgos lists the algorithms the swept collectives were simulated with (for lazy connection),
-// and whether point-to-point connections were used (send/recv, all-to-all).
-func (r *Report) usedAlgos() used {
-	u := used{algos: map[string]bool{}}
-	for _, t := range r.Tuner {
-		for _, p := range t.Points {
-			switch t.Coll {
-			case "sendrecv":
-				u.sendrecv = true
-			case "alltoall":
-				u.alltoall = true
-			default:
-				u.algos[p.SimAlgo] = true
-			}
-		}
-	}
-	return u
-}
-
-type used struct {
-	algos              map[string]bool
-	sendrecv, alltoall bool
 }

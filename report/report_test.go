@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -191,29 +192,35 @@ func TestDefaultReport(t *testing.T) {
 }
 
 func TestMemory(t *testing.T) {
-	r, err := Build(Options{Funcs: []tuning.Func{tuning.AllReduce}, Sizes: []int64{1 << 20, 1 << 30}})
-	if err != nil {
-		t.Fatal(err)
+	r, page := buildHTML(t, Options{Funcs: []tuning.Func{tuning.AllReduce}, Sizes: []int64{1 << 10, 1 << 20, 1 << 30}})
+	lz, eg := r.Memory.Lazy, r.Memory.Eager
+	if lz == nil || eg == nil || len(lz.PerRank) != r.Machine.Ranks || len(eg.PerRank) != r.Machine.Ranks {
+		t.Fatalf("memory %+v", r.Memory)
 	}
-	m := r.Memory
-	if len(m.Ranks) != r.Machine.Ranks {
-		t.Fatalf("%d ranks, want %d", len(m.Ranks), r.Machine.Ranks)
+	for i := range lz.PerRank {
+		if lz.PerRank[i].GPU > eg.PerRank[i].GPU {
+			t.Errorf("rank %d: lazy %d > eager %d", i, lz.PerRank[i].GPU, eg.PerRank[i].GPU)
+		}
 	}
-	used := map[string]bool{}
+	// Lazy connects what tuning picked for the swept sizes: the tuner map's algorithms.
+	picked := map[string]bool{}
 	for _, p := range r.Tuner[0].Points {
-		used[p.SimAlgo] = true
+		picked[p.Algo] = true
 	}
-	for _, rk := range m.Ranks {
-		if rk.LazyBytes > rk.EagerBytes || rk.EagerBytes != int64(rk.EagerConns)*ConnBytes {
-			t.Errorf("rank %d: lazy %d eager %d (%d connections)", rk.Rank, rk.LazyBytes, rk.EagerBytes, rk.EagerConns)
-		}
-		// One node, ring only: one receive connection (from the previous rank) per channel.
-		if len(used) == 1 && used["Ring"] && rk.LazyConns != r.Machine.NChannels {
-			t.Errorf("rank %d: %d lazy connections with rings only, want %d (one per channel)", rk.Rank, rk.LazyConns, r.Machine.NChannels)
+	for a := range picked {
+		if !slices.Contains(lz.Connected, a) {
+			t.Errorf("tuner picks %s, memory connects %v", a, lz.Connected)
 		}
 	}
-	if ConnBytes != 524288+4915200+4194304 {
-		t.Errorf("ConnBytes %d", ConnBytes)
+	// The default topology (DGX H100) has an NVSwitch: eager holds NVLS buffers, and the page
+	// shows them.
+	if !slices.Contains(eg.Connected, "NVLS") || lz.Buffers.NVLSHeads == 0 {
+		t.Errorf("eager connects %v, NVLS heads %d", eg.Connected, lz.Buffers.NVLSHeads)
+	}
+	for _, s := range []string{`id="memtable"`, `id="memalgo"`, `id="memkind"`, "<td>NVLS</td>", "<td>P2P</td>"} {
+		if !strings.Contains(page, s) {
+			t.Errorf("page lacks %s", s)
+		}
 	}
 }
 
@@ -318,15 +325,16 @@ func TestClusterReport(t *testing.T) {
 	if !strings.Contains(page, `<svg id="fabric"`) {
 		t.Error("no fabric drawing")
 	}
-	if len(r.Memory.Ranks) != 32 {
-		t.Errorf("%d ranks in memory", len(r.Memory.Ranks))
+	if len(r.Memory.Eager.PerRank) != 32 {
+		t.Errorf("%d ranks in memory", len(r.Memory.Eager.PerRank))
 	}
 	net := 0
-	for _, rk := range r.Memory.Ranks {
-		if rk.LazyNet > rk.LazyConns || rk.EagerNet > rk.EagerConns || rk.LazyNet > rk.EagerNet {
-			t.Errorf("rank %d: %+v", rk.Rank, rk)
+	for _, rk := range r.Memory.Eager.PerRank {
+		for _, k := range rk.Kinds {
+			if k.Kind == "NET" {
+				net += k.Conns
+			}
 		}
-		net += rk.EagerNet
 	}
 	if net == 0 {
 		t.Error("4 nodes: no connection over NET")

@@ -350,49 +350,6 @@ func timelineSVG(b *strings.Builder, f *Focus) {
 	b.WriteString("</svg>\n")
 }
 
-// memorySVG draws eager and lazy buffer bytes per rank (at most 64 ranks).
-func memorySVG(b *strings.Builder, m *Memory) {
-	ranks := m.Ranks
-	if len(ranks) > 64 {
-		ranks = ranks[:64]
-	}
-	maxB := int64(1)
-	for _, r := range ranks {
-		maxB = max(maxB, r.EagerBytes, r.LazyBytes)
-	}
-	bwid, left, H := 14.0, 60.0, 220.0
-	W := left + float64(len(ranks))*bwid*2.4 + 40
-	plot := H - 40
-	fmt.Fprintf(b, `<svg id="memory" xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f">`+"\n", W, H, W, H)
-	fmt.Fprintf(b, `<text class="tick" x="%.0f" y="14" text-anchor="end">%s</text><text class="tick" x="%.0f" y="%.0f" text-anchor="end">0</text>`, left-4, mib(maxB), left-4, plot+10)
-	for i, r := range ranks {
-		x := left + float64(i)*bwid*2.4
-		he := float64(r.EagerBytes) / float64(maxB) * (plot - 10)
-		hl := float64(r.LazyBytes) / float64(maxB) * (plot - 10)
-		fmt.Fprintf(b, `<rect class="eager" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#adb5bd" data-tip="%s"/>`, x, plot+10-he, bwid, he,
-			esc(fmt.Sprintf("rank %d eager: %d connections (%d over NET), %s", r.Rank, r.EagerConns, r.EagerNet, mib(r.EagerBytes))))
-		fmt.Fprintf(b, `<rect class="lazy" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#2a9d8f" data-tip="%s"/>`, x+bwid, plot+10-hl, bwid, hl,
-			esc(fmt.Sprintf("rank %d lazy: %d connections (%d over NET), %s", r.Rank, r.LazyConns, r.LazyNet, mib(r.LazyBytes))))
-		if len(ranks) <= 16 || i%8 == 0 {
-			fmt.Fprintf(b, `<text class="tick" x="%.1f" y="%.0f" text-anchor="middle">%d</text>`, x+bwid, plot+26, r.Rank)
-		}
-	}
-	b.WriteString("</svg>\n")
-}
-
-// memStats returns min, median and max of a per-rank value.
-func memStats(rs []RankMem, get func(RankMem) int64) (lo, med, hi int64) {
-	if len(rs) == 0 {
-		return
-	}
-	v := make([]int64, len(rs))
-	for i, r := range rs {
-		v[i] = get(r)
-	}
-	sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
-	return v[0], v[len(v)/2], v[len(v)-1]
-}
-
 // mib formats bytes in MiB (GiB above 10 GiB).
 func mib(b int64) string {
 	if b >= 10<<30 {
