@@ -31,6 +31,13 @@ type Timing struct {
 	// PerFlowCap caps one message's rate (0: none) per protocol; unused by default (links alone
 	// limit the rate).
 	PerFlowCap [tuning.NumProtos]Rate
+	// CTARate is the data rate of one channel's thread block (GPUModel.CTARate; 0: not modelled,
+	// steps cost only their links). A channel's lanes (thread groups: p2p sends and receives,
+	// the tree's up and down halves) share it equally. With it, every message of a step moves at
+	// most at its lane's rate, and a step that sends nothing but copies or reduces data into its
+	// destination (Recv, RecvReduceCopy, Copy, Reduce) holds its lane for its bytes at that rate
+	// before it completes, so the channel's next primitive waits for it as in NCCL's kernels.
+	CTARate Rate
 }
 
 // KernelLaunch is the host-side cost of launching one CUDA kernel, about 3 µs on current GPUs and
@@ -130,6 +137,7 @@ type sim struct {
 	routes   map[[3]int32][]LinkID
 	classes  map[[3]int32]LinkClass
 	arrLat   []Time
+	laneRate []Rate // per program: CTARate over the program's lanes (0: not modelled)
 	err      error
 	end      Time
 }
@@ -298,6 +306,16 @@ func (x *sim) build() error {
 			}
 		}
 	}
+	x.laneRate = make([]Rate, len(s.Programs))
+	if x.tm.CTARate > 0 {
+		for p := range s.Programs {
+			lanes := map[int]bool{}
+			for i := range s.Programs[p].Steps {
+				lanes[s.Programs[p].Steps[i].Lane] = true
+			}
+			x.laneRate[p] = x.tm.CTARate / Rate(max(len(lanes), 1))
+		}
+	}
 	x.msgStart = make([]Time, nmsg)
 	x.msgEnd = make([]Time, nmsg)
 	x.msgClass = make([]LinkClass, nmsg)
@@ -343,10 +361,17 @@ func (x *sim) release(g int32) {
 	}
 }
 
-// start runs step g: every message it sends becomes a flow; a step that sends nothing is done.
+// start runs step g: every message it sends becomes a flow; a step that sends nothing is done at
+// once, or, when the CTA is modelled and the step copies or reduces data locally, after a flow of
+// its bytes at its lane's rate on no link.
 func (x *sim) start(g int32) {
 	st := x.step(g)
+	lane := x.laneRate[x.progOf[g]]
 	if len(st.Send) == 0 {
+		if lane > 0 && st.Bytes > 0 && localWork(st.Prim) {
+			x.e.StartFlow(nil, float64(st.Bytes), lane, int64(len(x.msgSend))+int64(g))
+			return
+		}
 		x.complete(g)
 		return
 	}
@@ -365,12 +390,21 @@ func (x *sim) start(g int32) {
 		if wire == 0 && st.Bytes > 0 {
 			wire = coll.WireBytes(p, st.Bytes)
 		}
-		x.e.StartFlow(route, float64(wire), x.tm.PerFlowCap[p], int64(m))
+		capRate := x.tm.PerFlowCap[p]
+		if lane > 0 && (capRate <= 0 || lane < capRate) {
+			capRate = lane
+		}
+		x.e.StartFlow(route, float64(wire), capRate, int64(m))
 	}
 }
 
-// FlowDone: the message's last byte has left; it arrives after the route and step latency.
+// FlowDone: the message's last byte has left; it arrives after the route and step latency. Tags
+// from len(msgSend) on are the local work of step tag−len(msgSend).
 func (x *sim) FlowDone(tag int64) {
+	if n := int64(len(x.msgSend)); tag >= n {
+		x.complete(int32(tag - n))
+		return
+	}
 	m := int32(tag)
 	x.e.After(x.arrLat[m], evArrive, tag)
 	g := x.msgSend[m]

@@ -7,10 +7,9 @@ import (
 )
 
 // Simulated against measured NCCL 2.28.9 on the 2×H200 machine (testdata/nccl/h200x2). The
-// thresholds are the project's targets where the model meets them (broadcast, reduce: ≤ 10% median
-// |error| at ≥ 1 MiB) and regression guards elsewhere (the model does not charge the SM time of
-// copying and reducing received data, so bidirectional ring collectives come out faster than
-// measured; see docs/cluster.md).
+// guards are the project's targets (≤ 10% median |error| at ≥ 1 MiB, ≤ 25% below) where the model
+// meets them and regression guards elsewhere (bench/sim/README.md "Simulated vs measured" says
+// why each miss is left).
 func TestCompareMeasuredH200x2(t *testing.T) {
 	f, err := os.Open("../testdata/nccl/h200x2/nccl_perf.csv")
 	if err != nil {
@@ -38,9 +37,18 @@ func TestCompareMeasuredH200x2(t *testing.T) {
 	}
 	for _, s := range sums {
 		t.Logf("%-15s median |err| >= 1MiB %5.1f%% (%d sizes), < 1MiB %5.1f%% (%d sizes)", s.Coll, s.MedianLarge, s.NLarge, s.MedianSmall, s.NSmall)
-		large, small := 35.0, 45.0
-		if s.Coll == "broadcast" || s.Coll == "reduce" {
-			large, small = 10, 25
+		large, small := 10.0, 25.0
+		switch s.Coll {
+		case "all_reduce":
+			large = 15 // regression guard: mid sizes (2–32 MiB) come out 10–16% fast
+		case "all_gather":
+			small = 45 // regression guard: the default rows below 1 MiB are ~5 µs slower than the forced Ring/LL rows of the same choice
+		case "reduce_scatter":
+			large = 12
+		case "sendrecv":
+			large = 12
+		case "alltoall":
+			large = 100 // regression guard: coll runs the self copy and the peer send on the same lane (see README)
 		}
 		if s.MedianLarge > large || s.MedianSmall > small {
 			t.Errorf("%s: median |error| %.1f%% (>= 1 MiB) / %.1f%% (< 1 MiB), guard %.0f%% / %.0f%%", s.Coll, s.MedianLarge, s.MedianSmall, large, small)

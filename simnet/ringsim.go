@@ -59,6 +59,8 @@ type ringSim struct {
 	msgBytes []float64
 	stepLat  Time
 	cap      Rate
+	cta      Rate    // one CTA's data rate (Timing.CTARate; 0: not modelled)
+	recvB    float64 // payload the receive-only step of a loop copies or reduces locally
 	done     int64
 	total    int64
 	end      Time
@@ -166,7 +168,16 @@ func SimulateRing(e *Engine, r Router, spec RingSpec, tm Timing) (*RingResult, e
 		merge = stepsPerLoop
 	}
 	S := (stepsPerLoop + merge - 1) / merge
-	x := &ringSim{e: e, groups: groups, S: int32(S), L: int32(loops), cap: tm.PerFlowCap[spec.Proto]}
+	x := &ringSim{e: e, groups: groups, S: int32(S), L: int32(loops), cap: tm.PerFlowCap[spec.Proto], cta: tm.CTARate}
+	if x.cta > 0 && (x.cap <= 0 || x.cta < x.cap) {
+		// Each channel is one CTA (one lane: ring kernels do not split their threads).
+		x.cap = x.cta
+	}
+	if x.cta > 0 {
+		// The last step of a loop (AllGather/AllReduce recv, ReduceScatter recvReduceCopy) copies
+		// or reduces one step's payload into the output before the channel goes on.
+		x.recvB = float64(stepPayload)
+	}
 	x.msgBytes = make([]float64, S)
 	for s := 0; s < S; s++ {
 		k := min(merge, stepsPerLoop-s*merge)
@@ -204,8 +215,10 @@ func wireBytes(p tuning.Proto, payload int64) int64 {
 	return payload
 }
 
-// Tags: group<<32 | position.
+// Tags: group<<32 | position, with localTag set for the local work of a receive-only step.
 func ringTag(g, pos int) int64 { return int64(g)<<32 | int64(pos) }
+
+const localTag = int64(1) << 62
 
 func (x *ringSim) Fire(kind int32, arg int64) {
 	switch kind {
@@ -235,6 +248,13 @@ func (x *ringSim) try(gi, pos int) {
 		l, t := j/(x.S+1), j%(x.S+1)
 		if t > 0 && g.arrived[pos] < l*x.S+t {
 			return // the message this step consumes has not arrived
+		}
+		if t == x.S && x.recvB > 0 {
+			// Receive-only step with the CTA modelled: the local copy or reduction holds the
+			// channel for its bytes at the CTA's rate (no link); FlowDone completes it.
+			g.running[pos] = true
+			x.e.StartFlow(nil, x.recvB*float64(g.lanes), x.cta*Rate(g.lanes), ringTag(gi, pos)|localTag)
+			return
 		}
 		if t == x.S {
 			// Receive-only step: consumes message l*S+S-1 and completes at once.
@@ -269,6 +289,17 @@ func (x *ringSim) finishStep() {
 }
 
 func (x *ringSim) FlowDone(tag int64) {
+	if tag&localTag != 0 {
+		tag &^= localTag
+		gi, pos := int(tag>>32), int(tag&0xffffffff)
+		g := x.groups[gi]
+		g.running[pos] = false
+		x.consume(gi, pos)
+		g.step[pos]++
+		x.finishStep()
+		x.try(gi, pos)
+		return
+	}
 	gi, pos := int(tag>>32), int(tag&0xffffffff)
 	g := x.groups[gi]
 	x.e.After(g.lat[pos]*x.stepLat, evArrive, tag)

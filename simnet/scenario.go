@@ -23,6 +23,9 @@ type Machine struct {
 	Rings   [][]int     // per channel, the ring over all ranks
 	Trees   []coll.Tree // per channel
 	Release string
+	// GPU is the GPU model (the per-CTA data rate of its SM generation; GPUModelFor). A zero
+	// CTARate leaves the CTA unmodelled: steps then cost only their links.
+	GPU GPUModel
 	// Notes lists the simplifications applied to this machine, for reports.
 	Notes []string
 
@@ -137,6 +140,9 @@ func NewMachine(sys *graph.System, nodes int, fab *Fabric, cfg *tuning.Config) (
 		fab = DefaultFabric()
 	}
 	m := &Machine{Node: node, Nodes: nodes, Fabric: fab, Search: res, Table: table, Release: cfg.Version}
+	if m.GPU, err = GPUModelFor(cfg.Version, comm.CCMin); err != nil {
+		return nil, err
+	}
 	m.Notes = append(m.Notes, "NVLS/CollNet not searched (coll compiles Ring, Tree and point-to-point only)")
 	nch := table.NChannels
 	if nch <= 0 {
@@ -308,17 +314,39 @@ func (m *Machine) Plan(f tuning.Func, size int64, dt coll.DataType, op coll.RedO
 	note := ""
 	switch f {
 	case tuning.SendRecv, tuning.AllToAll:
-		// Point-to-point (fact sheet §5.8, simplified): Simple, or LL when the bytes per peer fit
-		// nChannels × NCCL_P2P_LL_THRESHOLD (16384); channels = the communicator's, at most 8 per peer.
-		nch := min(m.Table.NChannels, 8)
-		if nch < 1 {
-			nch = 1
+		// Point-to-point: NCCL 2.28's per-peer plan (enqueue.cc addP2pToPlan, fact sheet §4.8 and
+		// §5.8, tuning.P2P): channels from the part-size bounds up to the per-peer maximum,
+		// LL up to nChannels × NCCL_P2P_LL_THRESHOLD, Simple chunks of the P2P chunk size. Every
+		// peer of a multi-node machine is planned as a network peer.
+		kind := tuning.PeerIntra
+		if m.Nodes > 1 {
+			kind = tuning.PeerNet
 		}
-		p.Algo, p.Proto, p.NChannels = tuning.Ring, tuning.Simple, nch
-		if count*int64(elt) <= int64(nch)*16384 {
-			p.Proto = tuning.LL
+		ch, err := m.Table.P2P(count*int64(elt), kind)
+		if err != nil {
+			return p, "", err
 		}
-		return p, "p2p channels/protocol by a simplified §5.8 rule", nil
+		p.Algo, p.Proto, p.NChannels = tuning.Ring, ch.Proto, max(ch.NChannels, 1)
+		if len(m.Rings) > 0 && len(m.Rings) < p.NChannels {
+			// p2p channels outnumber the collective ones (pow2Up of them, §4.8); coll wants a
+			// ring and a tree per channel, which point-to-point does not follow.
+			rings := make([][]int, p.NChannels)
+			for c := range rings {
+				rings[c] = m.Rings[c%len(m.Rings)]
+			}
+			p.Rings = rings
+		}
+		if len(m.Trees) > 0 && len(m.Trees) < p.NChannels {
+			trees := make([]coll.Tree, p.NChannels)
+			for c := range trees {
+				trees[c] = m.Trees[c%len(m.Trees)]
+			}
+			p.Trees = trees
+		}
+		if ch.Proto == tuning.Simple {
+			p.ChunkSize = ch.ChunkSize
+		}
+		return p, "", nil
 	}
 	ch, err := m.Table.Select(tuning.Call{Func: f, Count: count, ElemSize: elt, Op: int(op), DataType: int(dt)})
 	if err != nil {
@@ -348,6 +376,17 @@ func (m *Machine) Plan(f tuning.Func, size int64, dt coll.DataType, op coll.RedO
 		p.NChannels = 1
 	}
 	return p, note, nil
+}
+
+// Timing is the executors' timing of algorithm a with protocol p on m: NCCL's latencies of m's
+// release (TimingFor) and m's GPU model (the per-CTA data rate).
+func (m *Machine) Timing(a tuning.Algo, p tuning.Proto) (Timing, error) {
+	tm, err := TimingFor(m.Release, a, p)
+	if err != nil {
+		return tm, err
+	}
+	tm.CTARate = m.GPU.CTARate
+	return tm, nil
 }
 
 // RunOptions steer Machine.Run.
@@ -383,7 +422,7 @@ func (m *Machine) Run(f tuning.Func, size int64, dt coll.DataType, op coll.RedOp
 	if err != nil {
 		return row, nil, err
 	}
-	tm, err := TimingFor(m.Release, plan.Algo, plan.Proto)
+	tm, err := m.Timing(plan.Algo, plan.Proto)
 	if err != nil {
 		return row, nil, err
 	}
@@ -424,7 +463,7 @@ func (m *Machine) Run(f tuning.Func, size int64, dt coll.DataType, op coll.RedOp
 		row.Mode = fmt.Sprintf("(tuning chose %v) ", plan.Algo)
 		plan.Algo, plan.Proto = tuning.Ring, bp
 		plan.ChunkSize = m.Table.ChunkSize(f, tuning.Ring, bp, plan.NChannels, ch.Bytes)
-		if tm, err = TimingFor(m.Release, plan.Algo, plan.Proto); err != nil {
+		if tm, err = m.Timing(plan.Algo, plan.Proto); err != nil {
 			return row, nil, err
 		}
 	}
@@ -482,6 +521,11 @@ func NewMachineFromModel(node *NodeModel, nodes int, fab *Fabric, comm tuning.Co
 		fab = DefaultFabric()
 	}
 	m := &Machine{Node: node, Nodes: nodes, Fabric: fab, Table: table, Release: cfg.Version}
+	if comm.CCMin > 0 {
+		if m.GPU, err = GPUModelFor(cfg.Version, comm.CCMin); err != nil {
+			return nil, err
+		}
+	}
 	m.Notes = append(m.Notes, "hand-made node model and communicator (no topology search)")
 	G := node.NumGPUs
 	nch := max(table.NChannels, 1)

@@ -4,7 +4,11 @@
 // collective, for sizes >= 1 MiB and below. Nothing is fitted: the simulation uses the topology,
 // NCCL's search and cost model (for the plan) and NCCL's latency constants (for the steps).
 //
-//	go run ./bench/sim/compare [-csv testdata/nccl/h200x2/nccl_perf.csv] [-topo testdata/nccl/h200x2/real_topo.xml] [-tag default] [-plot cmp.svg] [-json]
+// The GPU model's per-CTA data rate (simnet.GPUModel, NCCL's per-channel ceiling of the SM
+// generation) can be overridden with -cta-rate (GB/s; 0 keeps the model's, a negative value turns
+// the CTA model off); -sensitivity prints the medians at the model's rate ×0.75, ×1, ×1.25 and off.
+//
+//	go run ./bench/sim/compare [-csv testdata/nccl/h200x2/nccl_perf.csv] [-topo testdata/nccl/h200x2/real_topo.xml] [-tag default] [-cta-rate 0] [-sensitivity] [-plot cmp.svg] [-json]
 package main
 
 import (
@@ -24,14 +28,16 @@ func main() {
 	tag := flag.String("tag", "default", "which measured rows to compare (default = NCCL's own choices)")
 	plotPath := flag.String("plot", "", "write simulated and measured busbw (.png or .svg)")
 	asJSON := flag.Bool("json", false, "print JSON instead of the table")
+	ctaRate := flag.Float64("cta-rate", 0, "per-CTA data rate in GB/s (0: the GPU model's; < 0: CTA not modelled)")
+	sens := flag.Bool("sensitivity", false, "print the medians with the CTA rate x0.75, x1, x1.25 and off")
 	flag.Parse()
-	if err := run(*csvPath, *topo, *tag, *plotPath, *asJSON); err != nil {
+	if err := run(*csvPath, *topo, *tag, *plotPath, *asJSON, *ctaRate, *sens); err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
 	}
 }
 
-func run(csvPath, topo, tag, plotPath string, asJSON bool) error {
+func run(csvPath, topo, tag, plotPath string, asJSON bool, ctaRate float64, sens bool) error {
 	f, err := os.Open(csvPath)
 	if err != nil {
 		return err
@@ -48,6 +54,15 @@ func run(csvPath, topo, tag, plotPath string, asJSON bool) error {
 	m, err := simnet.MachineFromXML(data, topo, 1, nil, nil)
 	if err != nil {
 		return err
+	}
+	if sens {
+		return sensitivity(m, meas, tag, asJSON)
+	}
+	switch {
+	case ctaRate < 0:
+		m.GPU.CTARate = 0
+	case ctaRate > 0:
+		m.GPU.CTARate = simnet.GBps(ctaRate)
 	}
 	pts, sums, err := simnet.Compare(m, meas, tag)
 	if err != nil {
@@ -89,7 +104,7 @@ func run(csvPath, topo, tag, plotPath string, asJSON bool) error {
 		fmt.Println(string(b))
 		return nil
 	}
-	fmt.Printf("# simulated (%s) vs measured (%s, tag %s)\n", topo, csvPath, tag)
+	fmt.Printf("# simulated (%s, CTA rate %.1f GB/s) vs measured (%s, tag %s)\n", topo, m.GPU.CTARate.GBps(), csvPath, tag)
 	fmt.Printf("%-15s %12s %11s %11s %8s %9s %9s  %-5s %-6s %3s\n", "coll", "bytes", "meas_us", "sim_us", "err%", "meas_bus", "sim_bus", "algo", "proto", "nch")
 	for _, p := range pts {
 		fmt.Printf("%-15s %12d %11.2f %11.2f %+8.1f %9.2f %9.2f  %-5s %-6s %3d\n", p.Coll, p.Bytes, p.MeasUs, p.SimUs, p.ErrPct, p.MeasBus, p.SimBus, p.SimAlgo, p.SimProto, p.SimNch)
@@ -97,6 +112,47 @@ func run(csvPath, topo, tag, plotPath string, asJSON bool) error {
 	fmt.Printf("\n%-15s %22s %22s\n", "coll", "median|err| >=1MiB", "median|err| <1MiB")
 	for _, s := range sums {
 		fmt.Printf("%-15s %17.1f%% (%2d) %17.1f%% (%2d)\n", s.Coll, s.MedianLarge, s.NLarge, s.MedianSmall, s.NSmall)
+	}
+	return nil
+}
+
+// sensitivity prints the median |error| per collective with the GPU model's CTA rate scaled.
+func sensitivity(m *simnet.Machine, meas []simnet.Measured, tag string, asJSON bool) error {
+	base := m.GPU.CTARate
+	type run struct {
+		Label   string                  `json:"label"`
+		CTAGBps float64                 `json:"cta_rate_gbps"`
+		Summary []simnet.CompareSummary `json:"summary"`
+	}
+	var runs []run
+	for _, k := range []struct {
+		label string
+		scale float64
+	}{{"x0.75", 0.75}, {"x1", 1}, {"x1.25", 1.25}, {"off", 0}} {
+		m.GPU.CTARate = base * simnet.Rate(k.scale)
+		_, sums, err := simnet.Compare(m, meas, tag)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, run{k.label, m.GPU.CTARate.GBps(), sums})
+	}
+	m.GPU.CTARate = base
+	if asJSON {
+		b, _ := json.MarshalIndent(runs, "", "  ")
+		fmt.Println(string(b))
+		return nil
+	}
+	fmt.Printf("# median |error| (>= 1 MiB / < 1 MiB) against the per-CTA rate (tag %s)\n%-15s", tag, "coll")
+	for _, r := range runs {
+		fmt.Printf(" %17s", fmt.Sprintf("%s %.1f GB/s", r.Label, r.CTAGBps))
+	}
+	fmt.Println()
+	for i, s := range runs[0].Summary {
+		fmt.Printf("%-15s", s.Coll)
+		for _, r := range runs {
+			fmt.Printf(" %8.1f%% / %5.1f%%", r.Summary[i].MedianLarge, r.Summary[i].MedianSmall)
+		}
+		fmt.Println()
 	}
 	return nil
 }
