@@ -210,4 +210,15 @@ func TestBrowserCluster(t *testing.T) {
 	if res.GPUs != 8 || res.Series["sim all_reduce"] != len(sizes) {
 		t.Errorf("self-check: %+v", res)
 	}
+	// "Where time goes" at this scale: say whether it was downsized, and the page must say so too.
+	if f := r.Focus; f != nil && f.Asked != 0 {
+		t.Logf("where time goes: asked %d bytes, profiled at %d bytes (compact link totals at the asked size: %v)", f.Asked, f.Size, f.Compact != nil)
+		data, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(data, []byte(`id="focus-downsized"`)) {
+			t.Error("where time goes is downsized but the page does not say so")
+		}
+	}
 }

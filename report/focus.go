@@ -35,6 +35,10 @@ type Focus struct {
 	// Compact holds the link totals at the requested size when its schedule was too large to
 	// record (simulated by simnet's compact executor, without per-message records).
 	Compact *Compact `json:"compact,omitempty"`
+	// Asked is the size the section was asked for when Size is smaller (its schedule has more
+	// than MaxSteps steps, too many to record op by op); 0 when Size is the size asked.
+	Asked    int64 `json:"asked_size,omitempty"`
+	MaxSteps int   `json:"max_steps,omitempty"`
 }
 
 // Compact is a run of the compact executor: link totals, no time profile.
@@ -189,6 +193,9 @@ func (r *Report) focus(m *simnet.Machine, opt Options) error {
 	fo := &Focus{Coll: simnet.TestName(f), Size: size, Plan: fmt.Sprintf("%v/%v/%d ch", plan.Algo, plan.Proto, plan.NChannels),
 		TimeUs: res.Time.Micros(), Messages: len(res.Ops), Bins: focusBins, LinkCount: e.NumLinks()}
 	fo.Compact = compact
+	if size != asked {
+		fo.Asked, fo.MaxSteps = asked, maxSteps
+	}
 	summariseLinks(fo, e, res)
 	timeline(fo, res, opt)
 	r.Focus = fo

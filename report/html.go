@@ -89,6 +89,17 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	// 4. Where time goes.
 	b.WriteString(`<section id="s-time"><h2>4. Where time goes</h2>` + "\n")
 	if f := r.Focus; f != nil {
+		if f.Asked != 0 {
+			// Say it before any figure: the profile below is of a smaller size than asked.
+			fmt.Fprintf(&b, `<p class="note" id="focus-downsized"><b>Downsized:</b> %s of %s has a schedule of more than %d steps, too many to record op by op, so the time profile, the link tables and the timeline below are of %s.`,
+				esc(f.Coll), units.FormatSize(f.Asked), f.MaxSteps, units.FormatSize(f.Size))
+			if f.Compact != nil {
+				fmt.Fprintf(&b, ` Link totals at %s itself (no time profile) follow under “At %s”.`, units.FormatSize(f.Asked), units.FormatSize(f.Asked))
+			} else {
+				fmt.Fprintf(&b, ` No link totals at %s (no compact executor for this algorithm).`, units.FormatSize(f.Asked))
+			}
+			b.WriteString("</p>\n")
+		}
 		fmt.Fprintf(&b, `<p>%s of %s as %s: %.2f µs, %d messages, %d of %d links carry bytes. Utilisation per link over time (the %d busiest; right: mean over the run).</p>`+"\n",
 			esc(f.Coll), units.FormatSize(f.Size), esc(f.Plan), f.TimeUs, f.Messages, f.Used, f.LinkCount, len(f.Links))
 		b.WriteString(`<div class="scroll">`)

@@ -388,6 +388,11 @@ func TestFocusCompact(t *testing.T) {
 	if !strings.Contains(page, `<table id="busiest-compact">`) || !strings.Contains(strings.Join(r.Notes, "\n"), "too large to record") {
 		t.Error("compact totals or the note missing from the page")
 	}
+	// The section says it is downsized before its first figure.
+	sec := page[strings.Index(page, `id="s-time"`):]
+	if f.Asked != 1<<20 || !strings.Contains(sec, `id="focus-downsized"`) || strings.Index(sec, `id="focus-downsized"`) > strings.Index(sec, "<svg") {
+		t.Errorf("downsizing not stated first in section 4 (asked %d)", f.Asked)
+	}
 }
 
 // FuzzReadMeasured: any input is read or refused with an error, never a panic.
