@@ -425,6 +425,12 @@ func (m *Machine) Memory(s *MemSetup, calls []MemCall, dt coll.DataType, eager b
 	if len(p2pSend)+len(p2pRecv) > 0 && m.Nodes > 1 {
 		rep.Notes = append(rep.Notes, "send/recv over the network uses one shared pool per direction (NCCL_NET_SHARED_BUFFERS=1)")
 	}
+	if algos[tuning.CollNetChain] || algos[tuning.CollNetDirect] {
+		rep.Notes = append(rep.Notes, "CollNet is approximate, an upper bound: every rank connects to every head of its node both ways on connIndex 0 and 1 (direct) or to its chain neighbours, and each head holds Simple buffers to the CollNet plugin per channel")
+	}
+	if algos[tuning.NVLSTree] && m.Nodes > 1 {
+		rep.Notes = append(rep.Notes, "NVLS trees: on NVLS channel c the node's head c mod nHeads joins the same head of its double-binary-tree parent and children nodes (approximation of ncclNvlsTreeConnect)")
+	}
 	if eager {
 		rep.Notes = append(rep.Notes, "eager: NCCL_RUNTIME_CONNECT=0; send/recv peers are still connected on first use; NVB preconnect (NCCL_NVB_PRECONNECT) and PXN proxies not counted")
 	}
