@@ -378,6 +378,55 @@ func (m *Machine) Plan(f tuning.Func, size int64, dt coll.DataType, op coll.RedO
 	return p, note, nil
 }
 
+// rounds splits an AllToAll plan into NCCL's point-to-point rounds (NCCL 2.28 enqueue.cc
+// scheduleP2pTasksToPlan, fact sheet §5.8): round d carries every rank's transfer to rank+d on its
+// own channels, so that the self copy (round 0) and the peer transfers do not share a thread
+// block unless there are too few channels. NCCL starts round d at channel d and spreads its parts
+// bit-reversed over the p2p channels; here round d takes the contiguous channels from d×k (k the
+// plan's channels per transfer, modulo the p2p channel count), which gives the same number of
+// channels per round and, when nRanks × k fits in the p2p channels (the case tuning.P2P's nMin
+// ensures), the same disjoint channel sets. Each round is a SendRecv of explicit transfers whose
+// buffer offsets start at 0: the schedule is right for timing, not for moving bytes. Other plans
+// are returned as they are.
+func (m *Machine) rounds(p coll.Plan) []coll.Plan {
+	if p.Func != tuning.AllToAll || p.NRanks < 2 {
+		return []coll.Plan{p}
+	}
+	total, _ := m.Table.P2PChannels()
+	k := max(p.NChannels, 1)
+	total = max(total, k)
+	n := p.NRanks
+	rings, trees := p.Rings, p.Trees
+	if len(rings) > 0 && len(rings) < total {
+		rings = make([][]int, total)
+		for c := range rings {
+			rings[c] = p.Rings[c%len(p.Rings)]
+		}
+	}
+	if len(trees) > 0 && len(trees) < total {
+		trees = make([]coll.Tree, total)
+		for c := range trees {
+			trees[c] = p.Trees[c%len(p.Trees)]
+		}
+	}
+	out := make([]coll.Plan, 0, n)
+	for d := 0; d < n; d++ {
+		q := p
+		q.Func = tuning.SendRecv
+		q.Rings, q.Trees = rings, trees
+		q.ChannelLo = (d * k) % total
+		if q.ChannelLo+k > total {
+			q.ChannelLo = 0
+		}
+		q.Transfers = make([]coll.Transfer, n)
+		for r := 0; r < n; r++ {
+			q.Transfers[r] = coll.Transfer{From: r, To: (r + d) % n, Count: p.Count}
+		}
+		out = append(out, q)
+	}
+	return out
+}
+
 // Timing is the executors' timing of algorithm a with protocol p on m: NCCL's latencies of m's
 // release (TimingFor) and m's GPU model (the per-CTA data rate).
 func (m *Machine) Timing(a tuning.Algo, p tuning.Proto) (Timing, error) {
@@ -431,7 +480,7 @@ func (m *Machine) Run(f tuning.Func, size int64, dt coll.DataType, op coll.RedOp
 	compactable := ringColl && (plan.Algo == tuning.Ring || (f == tuning.AllReduce && plan.Algo == tuning.Tree))
 	var res *Result
 	if !(ringColl && (steps > CompactAbove || (compactable && !opt.Record && steps > CompactQuiet))) {
-		sched, cerr := coll.Compile(plan)
+		sched, cerr := coll.Compile(m.rounds(plan)...)
 		switch {
 		case cerr == nil:
 			if res, err = Simulate(e, cl, sched, tm, Options(opt)); err != nil {

@@ -73,3 +73,54 @@ func TestTwoNodeBusBwBoundedByNIC(t *testing.T) {
 		t.Logf("%d B: %s/%s busbw %.2f", size, row.Algo, row.Proto, row.BusBw)
 	}
 }
+
+// AllToAll runs as NCCL's p2p rounds: round d (every rank to rank+d) on its own channels, so the
+// self copy of round 0 and the transfers to other ranks use disjoint channels when nRanks × the
+// channels per transfer fit in the p2p channels; every byte is still sent once.
+func TestAllToAllRounds(t *testing.T) {
+	m := hgxMachine(t, 1)
+	plan, _, err := m.Plan(tuning.AllToAll, 8<<20, coll.Float32, coll.Sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total, _ := m.Table.P2PChannels()
+	k := plan.NChannels
+	if k*plan.NRanks > total {
+		t.Fatalf("%d channels per transfer x %d ranks > %d p2p channels: pick a smaller size", k, plan.NRanks, total)
+	}
+	rounds := m.rounds(plan)
+	if len(rounds) != plan.NRanks {
+		t.Fatalf("%d rounds, want %d", len(rounds), plan.NRanks)
+	}
+	used := map[int]int{}
+	var count int64
+	for d, q := range rounds {
+		for c := q.ChannelLo; c < q.ChannelLo+q.NChannels; c++ {
+			if o, ok := used[c]; ok {
+				t.Errorf("channel %d used by rounds %d and %d", c, o, d)
+			}
+			used[c] = d
+		}
+		for _, tr := range q.Transfers {
+			if tr.To != (tr.From+d)%plan.NRanks {
+				t.Errorf("round %d has transfer %d->%d", d, tr.From, tr.To)
+			}
+			count += tr.Count
+		}
+	}
+	if want := plan.Count * int64(plan.NRanks*plan.NRanks); count != want {
+		t.Errorf("rounds move %d elements, want %d", count, want)
+	}
+	s, err := coll.Compile(rounds...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := coll.Summarize(s)
+	// Every rank sends count×elt to each of the other ranks (the self copy is not a message).
+	if want := plan.Count * 4 * int64(plan.NRanks-1) * int64(plan.NRanks); sum.Total.SentBytes != want {
+		t.Errorf("schedule sends %d bytes, want %d", sum.Total.SentBytes, want)
+	}
+	if plain := m.rounds(coll.Plan{Func: tuning.AllReduce, NRanks: 8}); len(plain) != 1 {
+		t.Errorf("an AllReduce plan split into %d", len(plain))
+	}
+}
