@@ -1,7 +1,9 @@
 // Command compare simulates the collectives measured with NCCL on the 2×H200 machine
 // (testdata/nccl/h200x2/nccl_perf.csv, tag "default": NCCL's own choices) on that machine's NCCL
 // topology dump, and prints simulated against measured time per size with the median |error| per
-// collective, for sizes >= 1 MiB and below. Nothing is fitted: the simulation uses the topology,
+// collective, for sizes >= 1 MiB and below. Tags other than "default" (ring_LL, ring_LL128,
+// ring_Simple, tree_simple) were measured with NCCL_ALGO/NCCL_PROTO forced; the simulation is
+// forced the same way. Nothing is fitted: the simulation uses the topology,
 // NCCL's search and cost model (for the plan) and NCCL's latency constants (for the steps).
 //
 // The GPU model's per-CTA data rate (simnet.GPUModel, NCCL's per-channel ceiling of the SM
@@ -20,6 +22,7 @@ import (
 	"strings"
 
 	"github.com/simccl/simccl/simnet"
+	"github.com/simccl/simccl/tuning"
 )
 
 func main() {
@@ -51,7 +54,7 @@ func run(csvPath, topo, tag, plotPath string, asJSON bool, ctaRate float64, sens
 	if err != nil {
 		return err
 	}
-	m, err := simnet.MachineFromXML(data, topo, 1, nil, nil)
+	m, err := simnet.MachineFromXML(data, topo, 1, nil, forced(tag))
 	if err != nil {
 		return err
 	}
@@ -155,4 +158,15 @@ func sensitivity(m *simnet.Machine, meas []simnet.Measured, tag string, asJSON b
 		fmt.Println()
 	}
 	return nil
+}
+
+// forced gives the NCCL_ALGO/NCCL_PROTO the measured rows of a tag ran under ("ring_LL",
+// "ring_Simple", "tree_simple"…), so that the simulation makes the same forced choice; nil for
+// NCCL's own choices ("default").
+func forced(tag string) *tuning.Config {
+	algo, proto, ok := strings.Cut(tag, "_")
+	if !ok || tag == "default" {
+		return nil
+	}
+	return &tuning.Config{Algo: algo, Proto: proto}
 }
