@@ -71,8 +71,8 @@ type RealActor struct {
 }
 
 // RealLaunch is one unit a process issues: a single call, or the calls of one outermost group
-// (they may span communicators). Key ("<comm>#<k>", the k-th launch of the process whose first
-// call is on comm) matches the same launch on the other ranks.
+// (they may span communicators). Key is equal on the launches of all ranks that belong together
+// (see keyLaunches).
 type RealLaunch struct {
 	Key   string
 	Calls []RealCall
@@ -334,7 +334,6 @@ func (p *RealProgram) matchAndSplit(traces []RankTrace) error {
 		}
 	}
 	for a, cs := range calls {
-		count := map[string]int{}
 		for i := 0; i < len(cs); i++ {
 			c := cs[i]
 			l := RealLaunch{Calls: []RealCall{*c}}
@@ -342,12 +341,76 @@ func (p *RealProgram) matchAndSplit(traces []RankTrace) error {
 				i++
 				l.Calls = append(l.Calls, *cs[i])
 			}
-			l.Key = fmt.Sprintf("%s#%d", c.Rec.Comm, count[c.Rec.Comm])
-			count[c.Rec.Comm]++
 			p.Actors[a].Launches = append(p.Actors[a].Launches, l)
 		}
 	}
+	p.keyLaunches()
 	return nil
+}
+
+// callID names a call the same way on every rank it involves: "<comm>#c<k>" for the k-th
+// collective of a communicator, "<comm>#p<src>><dst>.<j>" for the j-th message between two of its
+// ranks (on the Send and on the Recv).
+func (c *RealCall) callID() string {
+	r := &c.Rec
+	switch r.Op {
+	case OpSend:
+		return fmt.Sprintf("%s#p%d>%d.%d", r.Comm, r.Rank, r.Root, c.seed)
+	case OpRecv:
+		return fmt.Sprintf("%s#p%d>%d.%d", r.Comm, r.Root, r.Rank, c.seed)
+	}
+	return fmt.Sprintf("%s#c%d", r.Comm, c.seed)
+}
+
+// keyLaunches gives launches that belong together the same key: the launches of different ranks
+// that share a call (a collective, or the two ends of a message) are one launch of the program,
+// named after the first call of its first rank's launch. Ranks may group differently (torch's
+// send on one rank and recv on the other, a batched exchange, a group spanning communicators):
+// the key follows the calls, not the positions.
+func (p *RealProgram) keyLaunches() {
+	type node struct{ a, l int }
+	parent := map[node]node{}
+	var find func(x node) node
+	find = func(x node) node {
+		if q, ok := parent[x]; ok && q != x {
+			r := find(q)
+			parent[x] = r
+			return r
+		}
+		return x
+	}
+	less := func(x, y node) bool { return x.a < y.a || (x.a == y.a && x.l < y.l) }
+	union := func(x, y node) {
+		rx, ry := find(x), find(y)
+		if rx == ry {
+			return
+		}
+		if less(ry, rx) {
+			rx, ry = ry, rx
+		}
+		parent[ry] = rx // the root is the component's first launch
+	}
+	owner := map[string]node{}
+	for a := range p.Actors {
+		for l := range p.Actors[a].Launches {
+			me := node{a, l}
+			parent[me] = me
+			for j := range p.Actors[a].Launches[l].Calls {
+				id := p.Actors[a].Launches[l].Calls[j].callID()
+				if o, ok := owner[id]; ok {
+					union(o, me)
+				} else {
+					owner[id] = me
+				}
+			}
+		}
+	}
+	for a := range p.Actors {
+		for l := range p.Actors[a].Launches {
+			r := find(node{a, l})
+			p.Actors[a].Launches[l].Key = p.Actors[r.a].Launches[r.l].Calls[0].callID()
+		}
+	}
 }
 
 // sameLaunch reports whether next goes in the launch of first: the same outermost group of one
@@ -770,6 +833,7 @@ func (p *RealProgram) MergeReal(results []*RealActorResult) *RealReport {
 	rep := &RealReport{Ranks: len(p.Actors), Comms: p.Comms, Notes: p.Notes}
 	byKey := map[string]*RealLaunchResult{}
 	ends := map[string]int64{}
+	actors := map[string]map[int]bool{}
 	var first, last int64
 	for _, res := range results {
 		if res == nil {
@@ -790,17 +854,16 @@ func (p *RealProgram) MergeReal(results []*RealActorResult) *RealReport {
 				m = &RealLaunchResult{Key: l.Key}
 				byKey[l.Key] = m
 			}
-			m.Ranks++
+			if actors[l.Key] == nil {
+				actors[l.Key] = map[int]bool{}
+			}
+			if !actors[l.Key][res.Actor] {
+				actors[l.Key][res.Actor] = true
+				m.Ranks++
+			}
 			m.Calls += l.Calls
 			m.Bytes = max(m.Bytes, l.Bytes)
-			for _, op := range strings.Split(l.Ops, "+") {
-				if !containsStr(strings.Split(m.Ops, "+"), op) {
-					if m.Ops != "" {
-						m.Ops += "+"
-					}
-					m.Ops += op
-				}
-			}
+			m.Ops = joinOps(m.Ops, l.Ops)
 			m.Start = max(m.Start, l.StartNs)
 			ends[l.Key] = max(ends[l.Key], l.EndNs)
 		}
@@ -838,6 +901,24 @@ func (p *RealProgram) MergeReal(results []*RealActorResult) *RealReport {
 		rep.WallUs = float64(last-first) / 1e3
 	}
 	return rep
+}
+
+// opOrder is the order of ops in a merged launch's name.
+var opOrder = []string{OpAllReduce, OpBroadcast, OpReduce, OpAllGather, OpReduceScatter, OpAllToAll, OpSend, OpRecv}
+
+// joinOps merges two "+"-joined op lists into one, in opOrder.
+func joinOps(a, b string) string {
+	have := map[string]bool{}
+	for _, op := range strings.Split(a+"+"+b, "+") {
+		have[op] = true
+	}
+	var out []string
+	for _, op := range opOrder {
+		if have[op] {
+			out = append(out, op)
+		}
+	}
+	return strings.Join(out, "+")
 }
 
 // Slowest returns the n slowest launches, slowest first.
