@@ -50,6 +50,9 @@ func kindOfReport(r RankMemory, kind string) KindMem {
 // ncclLogFacts is what an NCCL 2.28 INFO log says about one rank's connections.
 type ncclLogFacts struct {
 	collChannels int
+	p2pChunk     int64 // "P2P Chunksize set to N"
+	p2pChannels  int   // "N p2p channels, M p2p channels per peer"
+	p2pPerPeer   int
 	sends        map[string]int // transport ("P2P", "SHM", "NET") → send connections logged
 	rings, trees bool           // "Connected all rings" / "Connected all trees"
 	pat          bool           // "Connected binomial trees"
@@ -66,13 +69,19 @@ func readNCCLLog(t *testing.T, path string) ncclLogFacts {
 	}
 	defer f.Close()
 	facts := ncclLogFacts{sends: map[string]int{}}
-	chRe := regexp.MustCompile(`NCCL INFO (\d+) coll channels`)
+	chRe := regexp.MustCompile(`NCCL INFO (\d+) coll channels, .* (\d+) p2p channels, (\d+) p2p channels per peer`)
+	chunkRe := regexp.MustCompile(`NCCL INFO P2P Chunksize set to (\d+)`)
 	viaRe := regexp.MustCompile(`NCCL INFO Channel \d+(/\d+)? : \d+\[\d+\] -> \d+\[\d+\] (\[send\] |\[receive\] )?via (P2P|SHM|NET)/`)
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Text()
 		if m := chRe.FindStringSubmatch(line); m != nil {
 			facts.collChannels, _ = strconv.Atoi(m[1])
+			facts.p2pChannels, _ = strconv.Atoi(m[2])
+			facts.p2pPerPeer, _ = strconv.Atoi(m[3])
+		}
+		if m := chunkRe.FindStringSubmatch(line); m != nil {
+			facts.p2pChunk, _ = strconv.ParseInt(m[1], 10, 64)
 		}
 		if m := viaRe.FindStringSubmatch(line); m != nil && m[2] != "[receive] " {
 			facts.sends[m[3]]++
@@ -98,6 +107,7 @@ func TestMemoryMatchesNCCLLogs(t *testing.T) {
 		log   string
 		nodes int
 	}{
+		{"real machine", "real_topo.xml", "real.677.log", 1},
 		{"nvswitch", "nvswitch_topo.xml", "nvswitch.869.log", 1},
 		{"nvl4", "nvl4_topo.xml", "nvl4.741.log", 1},
 		{"nvl0 (no NVLink: SHM)", "nvl0_topo.xml", "nvl0.803.log", 1},
@@ -121,6 +131,9 @@ func TestMemoryMatchesNCCLLogs(t *testing.T) {
 			rep, err := m.Memory(s, sweepCalls(funcs, 8, 1<<30), coll.Float32, false)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if b := rep.Buffers; b.P2PChunk != facts.p2pChunk || b.P2PChannels != facts.p2pChannels || b.P2PPerPeer != facts.p2pPerPeer {
+				t.Errorf("p2p chunk %d, %d channels, %d per peer; NCCL %d, %d, %d", b.P2PChunk, b.P2PChannels, b.P2PPerPeer, facts.p2pChunk, facts.p2pChannels, facts.p2pPerPeer)
 			}
 			if got := slices.Contains(rep.Connected, "Ring"); got != facts.rings {
 				t.Errorf("Ring connected %v, NCCL %v (%v)", got, facts.rings, rep.Connected)
