@@ -8,8 +8,11 @@
 //     predicted time of every candidate on hover;
 //  3. busbw against size, simulated and (optionally) measured, with the error per size;
 //  4. where time goes for one collective and size: per-link utilisation over time, the busiest
-//     links, a timeline of P2P ops per rank and channel (and the full trace for Perfetto);
-//  5. transport buffer memory per rank, lazy (NCCL_RUNTIME_CONNECT=1) against eager.
+//     links, a timeline of P2P ops per rank and channel (and the full trace for Perfetto); when the
+//     schedule is too large to record, a smaller size, said first, and the compact link totals;
+//  5. transport buffer memory per rank from simnet's model (Machine.Memory: rings, trees, PAT,
+//     NVLS and NVLS trees, CollNet, send/recv; P2P, SHM and NET buffers per protocol), lazy
+//     (NCCL_RUNTIME_CONNECT=1) against eager.
 //
 // Building (Build) and rendering (Report.WriteHTML) are separate, so that tests check the data and
 // the generated SVG without a browser:
