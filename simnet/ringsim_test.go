@@ -83,8 +83,6 @@ func TestTreeSimMatchesSchedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// SimulateTree does not charge the CTA (Timing.CTARate) yet: compare both without it.
-	m.GPU = GPUModel{}
 	for _, size := range []int64{1 << 20, 64 << 20} {
 		row, _, err := m.Run(tuning.AllReduce, size, coll.Float32, coll.Sum, RunOptions{})
 		if err != nil {
@@ -118,9 +116,6 @@ func TestMachineRunCompactMatches(t *testing.T) {
 		mm, err := HGXH100(4, nil, &tuning.Config{Algo: cfg})
 		if err != nil {
 			t.Fatal(err)
-		}
-		if cfg == "tree" {
-			mm.GPU = GPUModel{} // SimulateTree does not charge the CTA yet
 		}
 		exact, _, err := mm.Run(tuning.AllReduce, 16<<20, coll.Float32, coll.Sum, RunOptions{})
 		if err != nil {
