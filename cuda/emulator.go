@@ -1,0 +1,797 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/simccl/simccl/coll"
+)
+
+// The emulated driver: a CPU stand-in for libcuda.so.1 with several "devices" whose memory lives
+// in host RAM, so that code built on this package (the collective engine in cuda/engine, runccl's
+// cuda backend) runs and is checked element by element on machines without a GPU.
+//
+// What it models, and how faithfully:
+//   - Devices: Emulate(n) gives n devices of compute capability 9.0 with 132 SMs; every pair can
+//     access each other's memory once the context enabled it (cuCtxEnablePeerAccess); a kernel
+//     that touches memory of a device whose peer access was not enabled fails the stream with
+//     CUDA_ERROR_ILLEGAL_ADDRESS, as does any access outside an allocation.
+//   - Contexts: the current context is per OS thread (Device's locked thread), as in CUDA.
+//   - Streams run asynchronously and in order, each on its own goroutine, with a random delay
+//     before each operation (up to EmulatorJitter) so that work on different streams interleaves
+//     differently from run to run: missing cross-stream ordering shows up as wrong data.
+//   - Events: cuEventRecord captures the stream position; cuStreamWaitEvent waits for the most
+//     recent record issued before the wait call (a wait on a never-recorded event is a no-op), as
+//     the CUDA documentation specifies.
+//   - Kernels: the launches of the module's copy, reduce and divide kernels run the host reference
+//     (emuref.go), the rules kernels.cu implements; other functions are refused at lookup.
+//   - Synchronous copies and memsets run on the device's legacy stream and wait for it.
+//   - IPC handles name the address (one process); graphs are not emulated (an error).
+
+// EmulatorJitter bounds the random delay each emulated stream takes before each operation.
+var EmulatorJitter = 20 * time.Microsecond
+
+// ErrorIllegalAddress is CUDA_ERROR_ILLEGAL_ADDRESS, the emulator's verdict on a bad access.
+const ErrorIllegalAddress Result = 700
+
+// Emulate installs the emulated driver with the given number of devices as this process's driver.
+// It must be called before anything else in this package (before Init); afterwards Init returns
+// nil and every device is emulated. It fails if a driver was already initialised or devices is
+// not between 1 and 64.
+func Emulate(devices int) error {
+	if devices < 1 || devices > 64 {
+		return fmt.Errorf("cuda: Emulate(%d): want 1 to 64 devices", devices)
+	}
+	done := false
+	initOnce.Do(func() {
+		drv = newEmu(devices)
+		done = true
+	})
+	if !done {
+		return errors.New("cuda: Emulate: the driver was already initialised (call Emulate before Init)")
+	}
+	return nil
+}
+
+// InitOrEmulate initialises the real driver, or, where none can be loaded, installs the
+// emulated one with the given number of devices. It reports which (emulated = true: no GPU).
+func InitOrEmulate(devices int) (emulated bool, err error) {
+	if devices < 1 || devices > 64 {
+		return false, fmt.Errorf("cuda: InitOrEmulate(%d): want 1 to 64 devices", devices)
+	}
+	initOnce.Do(func() {
+		d, err := loadDriver()
+		if err == nil {
+			err = d.init()
+		}
+		if err != nil {
+			drv = newEmu(devices)
+			return
+		}
+		drv = d
+	})
+	if initErr != nil {
+		return false, initErr
+	}
+	return Emulated(), nil
+}
+
+// Emulated reports whether the process runs on the emulated driver.
+func Emulated() bool {
+	_, ok := drv.(*emu)
+	return ok
+}
+
+const emuDevShift = 40 // device d's memory starts at (d+1)<<40
+
+type emuAlloc struct {
+	base uint64
+	data []byte
+	dev  int
+}
+
+type emu struct {
+	n int
+
+	mu      sync.Mutex
+	cond    *sync.Cond // events completing
+	cur     map[int]int
+	allocs  []*emuAlloc // sorted by base
+	next    []uint64
+	peers   map[[2]int]bool
+	streams map[Stream]*emuStream
+	legacy  []*emuStream
+	events  map[Event]*emuEvent
+	funcs   map[Function]string
+	handle  uintptr
+	host    map[unsafe.Pointer][]byte
+}
+
+type emuEvent struct {
+	recorded, completed uint64
+}
+
+type emuStream struct {
+	e    *emu
+	dev  int
+	mu   sync.Mutex
+	cond *sync.Cond
+	q    []func() error
+	enq  uint64
+	done uint64
+	err  error
+	rng  *rand.Rand
+}
+
+func newEmu(n int) *emu {
+	e := &emu{n: n, cur: map[int]int{}, next: make([]uint64, n), peers: map[[2]int]bool{},
+		streams: map[Stream]*emuStream{}, events: map[Event]*emuEvent{}, funcs: map[Function]string{},
+		host: map[unsafe.Pointer][]byte{}}
+	e.cond = sync.NewCond(&e.mu)
+	for d := 0; d < n; d++ {
+		e.next[d] = uint64(d+1) << emuDevShift
+		e.legacy = append(e.legacy, e.newStream(d))
+	}
+	return e
+}
+
+func (e *emu) newStream(dev int) *emuStream {
+	s := &emuStream{e: e, dev: dev, rng: rand.New(rand.NewPCG(rand.Uint64(), uint64(dev)))}
+	s.cond = sync.NewCond(&s.mu)
+	go s.run()
+	return s
+}
+
+func (s *emuStream) run() {
+	for {
+		s.mu.Lock()
+		for len(s.q) == 0 {
+			s.cond.Wait()
+		}
+		op := s.q[0]
+		s.q[0] = nil
+		s.q = s.q[1:]
+		j := time.Duration(0)
+		if EmulatorJitter > 0 {
+			j = time.Duration(s.rng.Int64N(int64(EmulatorJitter)))
+		}
+		s.mu.Unlock()
+		if op == nil { // destroyed
+			return
+		}
+		if j > EmulatorJitter/2 {
+			time.Sleep(j)
+		}
+		err := op()
+		s.mu.Lock()
+		if err != nil && s.err == nil {
+			s.err = err
+		}
+		s.done++
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	}
+}
+
+func (s *emuStream) push(op func() error) {
+	s.mu.Lock()
+	s.q = append(s.q, op)
+	s.enq++
+	s.cond.Broadcast()
+	s.mu.Unlock()
+}
+
+// wait blocks until every operation queued so far has run and returns the stream's sticky error.
+func (s *emuStream) wait() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	target := s.enq
+	for s.done < target {
+		s.cond.Wait()
+	}
+	return s.err
+}
+
+func emuErr(call string, code Result, name, format string, args ...any) error {
+	return &Error{Call: call, Code: code, Name: name, Text: fmt.Sprintf(format, args...)}
+}
+
+func (e *emu) invalid(call, format string, args ...any) error {
+	return emuErr(call, ErrorInvalidValue, "CUDA_ERROR_INVALID_VALUE", format, args...)
+}
+
+// device is the current context's device on the calling thread.
+func (e *emu) device(call string) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	d, ok := e.cur[gettid()]
+	if !ok {
+		return 0, emuErr(call, 201, "CUDA_ERROR_INVALID_CONTEXT", "no current context on this thread")
+	}
+	return d, nil
+}
+
+func (e *emu) stream(call string, s Stream) (*emuStream, error) {
+	if s == 0 {
+		d, err := e.device(call)
+		if err != nil {
+			return nil, err
+		}
+		return e.legacy[d], nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st, ok := e.streams[s]
+	if !ok {
+		return nil, emuErr(call, 400, "CUDA_ERROR_INVALID_HANDLE", "unknown stream %#x", uintptr(s))
+	}
+	return st, nil
+}
+
+// mem resolves n bytes at p inside one allocation; dev ≥ 0 checks that a kernel of device dev may
+// touch it (its own memory or a peer whose access it enabled).
+func (e *emu) mem(call string, p DevPtr, n uint64, dev int) ([]byte, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	i := sort.Search(len(e.allocs), func(i int) bool { return e.allocs[i].base > uint64(p) }) - 1
+	if i < 0 || uint64(p)+n > e.allocs[i].base+uint64(len(e.allocs[i].data)) {
+		return nil, emuErr(call, ErrorIllegalAddress, "CUDA_ERROR_ILLEGAL_ADDRESS", "%d bytes at %#x are outside every allocation", n, uint64(p))
+	}
+	a := e.allocs[i]
+	if dev >= 0 && a.dev != dev && !e.peers[[2]int{dev, a.dev}] {
+		return nil, emuErr(call, ErrorIllegalAddress, "CUDA_ERROR_ILLEGAL_ADDRESS",
+			"device %d touched memory of device %d at %#x without peer access", dev, a.dev, uint64(p))
+	}
+	off := uint64(p) - a.base
+	return a.data[off : off+n : off+n], nil
+}
+
+func (e *emu) newHandle() uintptr {
+	e.handle++
+	return e.handle
+}
+
+func (e *emu) init() error                 { return nil }
+func (e *emu) driverVersion() (int, error) { return 13000, nil }
+func (e *emu) deviceCount() (int, error)   { return e.n, nil }
+func (e *emu) deviceGet(o int) (int32, error) {
+	if o < 0 || o >= e.n {
+		return 0, emuErr("cuDeviceGet", ErrorInvalidDevice, "CUDA_ERROR_INVALID_DEVICE", "ordinal %d of %d", o, e.n)
+	}
+	return int32(o), nil
+}
+func (e *emu) deviceAttribute(a int, _ int32) (int, error) {
+	switch a {
+	case attrComputeCapMajor:
+		return 9, nil
+	case attrComputeCapMinor:
+		return 0, nil
+	case attrSMCount:
+		return 132, nil
+	case attrUnifiedAddr:
+		return 1, nil
+	case attrMaxThreads:
+		return 1024, nil
+	case attrL2Size:
+		return 50 << 20, nil
+	}
+	return 0, nil
+}
+func (e *emu) deviceName(d int32) (string, error) { return "Emulated GPU", nil }
+func (e *emu) deviceTotalMem(int32) (uint64, error) {
+	return 1 << 36, nil
+}
+func (e *emu) devicePCIBusID(d int32) (string, error) {
+	return fmt.Sprintf("0000:%02x:00.0", 0x10+d), nil
+}
+func (e *emu) canAccessPeer(a, b int32) (bool, error)         { return a != b, nil }
+func (e *emu) primaryCtxRetain(d int32) (uintptr, error)      { return uintptr(d) + 1, nil }
+func (e *emu) primaryCtxRelease(int32) error                  { return nil }
+func (e *emu) memGetInfo() (free, total uint64, err error)    { return 1 << 36, 1 << 36, nil }
+func (e *emu) eventElapsed(start, end Event) (float32, error) { return 0, nil }
+
+func (e *emu) ctxSetCurrent(ctx uintptr) error {
+	if ctx == 0 || int(ctx) > e.n {
+		return e.invalid("cuCtxSetCurrent", "context %#x", ctx)
+	}
+	e.mu.Lock()
+	e.cur[gettid()] = int(ctx) - 1
+	e.mu.Unlock()
+	return nil
+}
+
+func (e *emu) ctxSynchronize() error {
+	d, err := e.device("cuCtxSynchronize")
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	ss := []*emuStream{e.legacy[d]}
+	for _, s := range e.streams {
+		if s.dev == d {
+			ss = append(ss, s)
+		}
+	}
+	e.mu.Unlock()
+	var errs []error
+	for _, s := range ss {
+		errs = append(errs, s.wait())
+	}
+	return errors.Join(errs...)
+}
+
+func (e *emu) ctxEnablePeerAccess(peer uintptr) error {
+	d, err := e.device("cuCtxEnablePeerAccess")
+	if err != nil {
+		return err
+	}
+	if peer == 0 || int(peer) > e.n {
+		return e.invalid("cuCtxEnablePeerAccess", "context %#x", peer)
+	}
+	k := [2]int{d, int(peer) - 1}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.peers[k] {
+		return emuErr("cuCtxEnablePeerAccess", ErrorPeerAlreadyEnabled, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED", "")
+	}
+	e.peers[k] = true
+	return nil
+}
+
+func (e *emu) memAlloc(n uint64) (DevPtr, error) {
+	d, err := e.device("cuMemAlloc_v2")
+	if err != nil {
+		return 0, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	a := &emuAlloc{base: e.next[d], data: make([]byte, n), dev: d}
+	e.next[d] += (n + 511) &^ 255 // 256-byte aligned, with a gap so that overruns are caught
+	i := sort.Search(len(e.allocs), func(i int) bool { return e.allocs[i].base > a.base })
+	e.allocs = append(e.allocs, nil)
+	copy(e.allocs[i+1:], e.allocs[i:])
+	e.allocs[i] = a
+	return DevPtr(a.base), nil
+}
+
+func (e *emu) memFree(p DevPtr) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, a := range e.allocs {
+		if a.base == uint64(p) {
+			e.allocs = append(e.allocs[:i], e.allocs[i+1:]...)
+			return nil
+		}
+	}
+	return e.invalid("cuMemFree_v2", "%#x is not the start of an allocation", uint64(p))
+}
+
+func (e *emu) memHostAlloc(n uint64, _ uint32) (unsafe.Pointer, error) {
+	b := make([]byte, n)
+	p := unsafe.Pointer(&b[0])
+	e.mu.Lock()
+	e.host[p] = b
+	e.mu.Unlock()
+	return p, nil
+}
+
+func (e *emu) memFreeHost(p unsafe.Pointer) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.host[p]; !ok {
+		return e.invalid("cuMemFreeHost", "pointer not from cuMemHostAlloc")
+	}
+	delete(e.host, p)
+	return nil
+}
+
+func hostBytes(p unsafe.Pointer, n uint64) []byte { return unsafe.Slice((*byte)(p), n) }
+
+// copyOp is a copy of n bytes between device memory (or host memory when the pointer is set).
+func (e *emu) copyOp(call string, dst DevPtr, hdst unsafe.Pointer, src DevPtr, hsrc unsafe.Pointer, n uint64) func() error {
+	return func() error {
+		var d, s []byte
+		var err error
+		if hdst != nil {
+			d = hostBytes(hdst, n)
+		} else if d, err = e.mem(call, dst, n, -1); err != nil {
+			return err
+		}
+		if hsrc != nil {
+			s = hostBytes(hsrc, n)
+		} else if s, err = e.mem(call, src, n, -1); err != nil {
+			return err
+		}
+		copy(d, s)
+		return nil
+	}
+}
+
+// syncOp runs op on the current device's legacy stream and waits for it.
+func (e *emu) syncOp(call string, op func() error) error {
+	d, err := e.device(call)
+	if err != nil {
+		return err
+	}
+	e.legacy[d].push(op)
+	return e.legacy[d].wait()
+}
+
+func (e *emu) asyncOp(call string, s Stream, op func() error) error {
+	st, err := e.stream(call, s)
+	if err != nil {
+		return err
+	}
+	st.push(op)
+	return nil
+}
+
+func (e *emu) memcpyHtoD(dst DevPtr, src unsafe.Pointer, n uint64) error {
+	return e.syncOp("cuMemcpyHtoD_v2", e.copyOp("cuMemcpyHtoD_v2", dst, nil, 0, src, n))
+}
+func (e *emu) memcpyDtoH(dst unsafe.Pointer, src DevPtr, n uint64) error {
+	return e.syncOp("cuMemcpyDtoH_v2", e.copyOp("cuMemcpyDtoH_v2", 0, dst, src, nil, n))
+}
+func (e *emu) memcpyDtoD(dst, src DevPtr, n uint64) error {
+	return e.syncOp("cuMemcpyDtoD_v2", e.copyOp("cuMemcpyDtoD_v2", dst, nil, src, nil, n))
+}
+func (e *emu) memcpyHtoDAsync(dst DevPtr, src unsafe.Pointer, n uint64, s Stream) error {
+	return e.asyncOp("cuMemcpyHtoDAsync_v2", s, e.copyOp("cuMemcpyHtoDAsync_v2", dst, nil, 0, src, n))
+}
+func (e *emu) memcpyDtoHAsync(dst unsafe.Pointer, src DevPtr, n uint64, s Stream) error {
+	return e.asyncOp("cuMemcpyDtoHAsync_v2", s, e.copyOp("cuMemcpyDtoHAsync_v2", 0, dst, src, nil, n))
+}
+func (e *emu) memcpyDtoDAsync(dst, src DevPtr, n uint64, s Stream) error {
+	return e.asyncOp("cuMemcpyDtoDAsync_v2", s, e.copyOp("cuMemcpyDtoDAsync_v2", dst, nil, src, nil, n))
+}
+func (e *emu) memcpyPeerAsync(dst DevPtr, _ uintptr, src DevPtr, _ uintptr, n uint64, s Stream) error {
+	return e.asyncOp("cuMemcpyPeerAsync", s, e.copyOp("cuMemcpyPeerAsync", dst, nil, src, nil, n))
+}
+
+func (e *emu) memsetOp(call string, dst DevPtr, v byte, n uint64) func() error {
+	return func() error {
+		b, err := e.mem(call, dst, n, -1)
+		for i := range b {
+			b[i] = v
+		}
+		return err
+	}
+}
+func (e *emu) memsetD8(dst DevPtr, v byte, n uint64) error {
+	return e.syncOp("cuMemsetD8_v2", e.memsetOp("cuMemsetD8_v2", dst, v, n))
+}
+func (e *emu) memsetD8Async(dst DevPtr, v byte, n uint64, s Stream) error {
+	return e.asyncOp("cuMemsetD8Async", s, e.memsetOp("cuMemsetD8Async", dst, v, n))
+}
+
+func (e *emu) streamCreate(uint32) (Stream, error) {
+	d, err := e.device("cuStreamCreate")
+	if err != nil {
+		return 0, err
+	}
+	st := e.newStream(d)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	h := Stream(e.newHandle())
+	e.streams[h] = st
+	return h, nil
+}
+
+func (e *emu) streamSynchronize(s Stream) error {
+	st, err := e.stream("cuStreamSynchronize", s)
+	if err != nil {
+		return err
+	}
+	return st.wait()
+}
+
+func (e *emu) streamQuery(s Stream) error {
+	st, err := e.stream("cuStreamQuery", s)
+	if err != nil {
+		return err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.err != nil {
+		return st.err
+	}
+	if st.done < st.enq {
+		return ErrorNotReady
+	}
+	return nil
+}
+
+func (e *emu) event(call string, ev Event) (*emuEvent, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	x, ok := e.events[ev]
+	if !ok {
+		return nil, emuErr(call, 400, "CUDA_ERROR_INVALID_HANDLE", "unknown event %#x", uintptr(ev))
+	}
+	return x, nil
+}
+
+func (e *emu) streamWaitEvent(s Stream, ev Event) error {
+	st, err := e.stream("cuStreamWaitEvent", s)
+	if err != nil {
+		return err
+	}
+	x, err := e.event("cuStreamWaitEvent", ev)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	target := x.recorded // the most recent record issued before this call
+	e.mu.Unlock()
+	st.push(func() error {
+		e.mu.Lock()
+		for x.completed < target {
+			e.cond.Wait()
+		}
+		e.mu.Unlock()
+		return nil
+	})
+	return nil
+}
+
+func (e *emu) streamDestroy(s Stream) error {
+	e.mu.Lock()
+	st, ok := e.streams[s]
+	delete(e.streams, s)
+	e.mu.Unlock()
+	if !ok {
+		return emuErr("cuStreamDestroy_v2", 400, "CUDA_ERROR_INVALID_HANDLE", "unknown stream %#x", uintptr(s))
+	}
+	st.push(nil) // the goroutine ends after the queued work
+	return nil
+}
+
+func (e *emu) eventCreate(uint32) (Event, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	h := Event(e.newHandle())
+	e.events[h] = &emuEvent{}
+	return h, nil
+}
+
+func (e *emu) eventRecord(ev Event, s Stream) error {
+	st, err := e.stream("cuEventRecord", s)
+	if err != nil {
+		return err
+	}
+	x, err := e.event("cuEventRecord", ev)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	x.recorded++
+	target := x.recorded
+	e.mu.Unlock()
+	st.push(func() error {
+		e.mu.Lock()
+		if x.completed < target {
+			x.completed = target
+		}
+		e.cond.Broadcast()
+		e.mu.Unlock()
+		return nil
+	})
+	return nil
+}
+
+func (e *emu) eventSynchronize(ev Event) error {
+	x, err := e.event("cuEventSynchronize", ev)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	target := x.recorded
+	for x.completed < target {
+		e.cond.Wait()
+	}
+	return nil
+}
+
+func (e *emu) eventQuery(ev Event) error {
+	x, err := e.event("cuEventQuery", ev)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if x.completed < x.recorded {
+		return ErrorNotReady
+	}
+	return nil
+}
+
+func (e *emu) eventDestroy(ev Event) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.events, ev)
+	return nil
+}
+
+func (e *emu) ipcGetMemHandle(p DevPtr) (IPCHandle, error) {
+	var h IPCHandle
+	for i := 0; i < 8; i++ {
+		h[i] = byte(uint64(p) >> (8 * i))
+	}
+	copy(h[8:], "simccl-emulated")
+	return h, nil
+}
+
+func (e *emu) ipcOpenMemHandle(h IPCHandle, _ uint32) (DevPtr, error) {
+	var p uint64
+	for i := 0; i < 8; i++ {
+		p |= uint64(h[i]) << (8 * i)
+	}
+	if _, err := e.mem("cuIpcOpenMemHandle_v2", DevPtr(p), 1, -1); err != nil {
+		return 0, err
+	}
+	return DevPtr(p), nil
+}
+
+func (e *emu) ipcCloseMemHandle(DevPtr) error { return nil }
+
+func (e *emu) moduleLoadData([]byte) (Module, string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return Module(e.newHandle()), "", nil
+}
+
+func (e *emu) moduleUnload(Module) error { return nil }
+
+func (e *emu) moduleGetFunction(_ Module, name string) (Function, error) {
+	if _, _, _, err := emuKernel(name); err != nil {
+		return 0, emuErr("cuModuleGetFunction", 500, "CUDA_ERROR_NOT_FOUND", "%v", err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	f := Function(e.newHandle())
+	e.funcs[f] = name
+	return f, nil
+}
+
+// emuKernel parses a kernel name: "copy", or "reduce"/"divide" with the type and op.
+func emuKernel(name string) (kind string, t coll.DataType, op coll.RedOp, err error) {
+	if name == "simccl_copy" {
+		return "copy", 0, 0, nil
+	}
+	typeOf := func(s string) (coll.DataType, bool) {
+		for i, n := range kernelTypeNames {
+			if n == s {
+				return coll.DataType(i), true
+			}
+		}
+		return 0, false
+	}
+	if rest, ok := strings.CutPrefix(name, "simccl_divide_"); ok {
+		if t, ok := typeOf(rest); ok && isIntType(t) {
+			return "divide", t, 0, nil
+		}
+	}
+	if rest, ok := strings.CutPrefix(name, "simccl_reduce_"); ok {
+		if o, ts, ok := strings.Cut(rest, "_"); ok {
+			t, tok := typeOf(ts)
+			for _, op := range kernelOps {
+				if kernelOpName(op) == o && tok {
+					return "reduce", t, op, nil
+				}
+			}
+		}
+	}
+	return "", 0, 0, fmt.Errorf("no kernel %q in the module", name)
+}
+
+func argU64(args []byte, offs []int32, i int) uint64 {
+	if i >= len(offs) || int(offs[i])+8 > len(args) {
+		return 0
+	}
+	return getElt(args[offs[i]:], 0, 8)
+}
+
+func (e *emu) launchKernel(f Function, _, _ [3]uint32, _ uint32, s Stream, args []byte, offs []int32) error {
+	const call = "cuLaunchKernel"
+	e.mu.Lock()
+	name, ok := e.funcs[f]
+	e.mu.Unlock()
+	if !ok {
+		return emuErr(call, 400, "CUDA_ERROR_INVALID_HANDLE", "unknown function %#x", uintptr(f))
+	}
+	kind, t, op, err := emuKernel(name)
+	if err != nil {
+		return err
+	}
+	st, err := e.stream(call, s)
+	if err != nil {
+		return err
+	}
+	a := func(i int) uint64 { return argU64(args, offs, i) }
+	dev := st.dev
+	switch kind {
+	case "copy":
+		dst, src, n := DevPtr(a(0)), DevPtr(a(1)), a(2)
+		st.push(func() error {
+			d, err := e.mem(name, dst, n, dev)
+			if err != nil {
+				return err
+			}
+			sb, err := e.mem(name, src, n, dev)
+			if err != nil {
+				return err
+			}
+			copy(d, sb)
+			return nil
+		})
+	case "reduce":
+		dst, pa, pb, n, scalar := DevPtr(a(0)), DevPtr(a(1)), DevPtr(a(2)), a(3), a(4)
+		var flags uint32
+		if len(offs) > 5 && int(offs[5])+4 <= len(args) {
+			flags = uint32(getElt(args[offs[5]:], 0, 4))
+		}
+		size := t.Size()
+		nb := n * uint64(size)
+		st.push(func() error {
+			d, err := e.mem(name, dst, nb, dev)
+			if err != nil {
+				return err
+			}
+			x, err := e.mem(name, pa, nb, dev)
+			if err != nil {
+				return err
+			}
+			y, err := e.mem(name, pb, nb, dev)
+			if err != nil {
+				return err
+			}
+			for i := 0; i < int(n); i++ {
+				putElt(d, i, size, refReduce(t, op, getElt(x, i, size), getElt(y, i, size), scalar, flags))
+			}
+			return nil
+		})
+	case "divide":
+		dst, src, n, div := DevPtr(a(0)), DevPtr(a(1)), a(2), a(3)
+		size := t.Size()
+		nb := n * uint64(size)
+		st.push(func() error {
+			d, err := e.mem(name, dst, nb, dev)
+			if err != nil {
+				return err
+			}
+			x, err := e.mem(name, src, nb, dev)
+			if err != nil {
+				return err
+			}
+			mask := sizeMask(t)
+			for i := 0; i < int(n); i++ {
+				v := getElt(x, i, size)
+				if isSigned(t) {
+					sh := uint(64 - 8*size)
+					v = uint64((int64(v<<sh)>>sh)/int64(div)) & mask
+				} else {
+					v = (v & mask) / (div & mask)
+				}
+				putElt(d, i, size, v)
+			}
+			return nil
+		})
+	}
+	return nil
+}
+
+var errGraphs = errors.New("cuda: graphs are not emulated")
+
+func (e *emu) streamBeginCapture(Stream, CaptureMode) error { return errGraphs }
+func (e *emu) streamEndCapture(Stream) (Graph, error)       { return 0, errGraphs }
+func (e *emu) graphInstantiate(Graph) (GraphExec, error)    { return 0, errGraphs }
+func (e *emu) graphLaunch(GraphExec, Stream) error          { return errGraphs }
+func (e *emu) graphDestroy(Graph) error                     { return errGraphs }
+func (e *emu) graphExecDestroy(GraphExec) error             { return errGraphs }

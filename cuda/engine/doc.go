@@ -1,0 +1,32 @@
+// Package engine runs simccl's collectives on NVIDIA GPUs: the coll schedules (Ring, Tree, PAT;
+// channels in parallel; the same schedules comm runs on CPUs) executed by the copy and reduce
+// kernels of package cuda, for one process driving several GPUs (ncclCommInitAll's shape).
+//
+//	devs := []*cuda.Device{d0, d1}                       // cuda.Open(0), cuda.Open(1)
+//	comms, err := engine.InitAll(devs, nil)              // peer access, kernels, one Comm per GPU
+//	...
+//	// one goroutine per rank (or engine.GroupStart/GroupEnd around a loop over the ranks):
+//	err = comms[r].AllReduce(send, recv, count, coll.Float32, coll.Sum, stream)
+//	// the call is enqueued on stream (of rank r's device) and returns; synchronize the stream.
+//
+// How a step runs (exec.go has the details): every (channel, lane) of a rank has a stream; a
+// step's kernel reads the messages it receives straight from the sending GPU's memory (peer
+// access), reduces them with its local input in the same pass and writes its output; the order
+// across GPUs is carried by CUDA events (cuStreamWaitEvent on the event the sending step
+// recorded), and staging slots are reused under the schedule's credits.
+//
+// Launches: every rank makes the same sequence of launches (a call, or a group of calls). The
+// ranks of the n-th launch meet on the host (a rendezvous inside the call) to check that their
+// calls agree and to enqueue concurrently: a call returns once its rank's work is enqueued, not
+// when it has run, but it waits for the other ranks to make the same call. So each rank needs
+// its own goroutine, or one goroutine wraps the calls of all ranks in GroupStart/GroupEnd (as
+// one thread driving several GPUs does with NCCL); a rank that never comes makes the others
+// fail with ErrTimeout after Config.Timeout. Send and Recv run in launches of every rank too:
+// put them in a group on every rank (nccl-tests' pattern); the matching is checked.
+//
+// Tests run on the emulated driver (cuda.Emulate) where no GPU is present; the same tests run
+// on real GPUs where libcuda.so.1 is. devcheck.sh is the one-call check on a GPU machine.
+//
+// Not here yet: one process per GPU (IPC handles over realnet's bootstrap), LL/LL128 protocols,
+// NVLS and CollNet schedules, CUDA graph capture of a launch.
+package engine

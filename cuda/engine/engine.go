@@ -1,0 +1,474 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/cuda"
+	"github.com/simccl/simccl/tuning"
+)
+
+// Errors, matched with errors.Is.
+var (
+	// ErrInvalidArgument: a bad call (ncclInvalidArgument).
+	ErrInvalidArgument = errors.New("engine: invalid argument")
+	// ErrMismatch: the ranks' calls of one launch disagree (count, type, op, root, matching
+	// sends and receives), as NCCL would hang or corrupt memory on.
+	ErrMismatch = errors.New("engine: ranks disagree")
+	// ErrTimeout: a rank waited longer than Config.Timeout for the others to launch (one goroutine
+	// driving several ranks must use GroupStart/GroupEnd).
+	ErrTimeout = errors.New("engine: timeout")
+	// ErrDestroyed: the communicator was destroyed or failed before.
+	ErrDestroyed = errors.New("engine: communicator destroyed")
+)
+
+// DefaultTimeout bounds the host-side waits of a launch for the other ranks.
+const DefaultTimeout = 2 * time.Minute
+
+// Config is the communicator configuration.
+type Config struct {
+	// NChannels is the most channels a collective is split over (default 4); smaller calls use
+	// fewer (one per ChannelBytes).
+	NChannels int
+	// ChannelBytes: a call uses one channel per ChannelBytes of data, up to NChannels (default
+	// 1 MiB: below that a step's launch costs more than the data it moves).
+	ChannelBytes int64
+	// Algo: "ring" (default), "tree" (AllReduce by Tree) or "pat" (AllGather and ReduceScatter by
+	// PAT), the algorithms coll compiles.
+	Algo string
+	// SlotBytes is one of a connection's NCCL_STEPS staging slots (default 4 MiB); the Simple
+	// protocol's chunk follows from it (coll.DefaultChunkSize), and each rank holds 8 slots per
+	// connection it sends on.
+	SlotBytes int
+	// Timeout bounds the host-side waits for the other ranks (default DefaultTimeout).
+	Timeout time.Duration
+}
+
+func (c *Config) withDefaults() (Config, error) {
+	var o Config
+	if c != nil {
+		o = *c
+	}
+	if o.NChannels <= 0 {
+		o.NChannels = 4
+	}
+	if o.NChannels > coll.MaxChannels {
+		return o, fmt.Errorf("%w: config NChannels %d exceeds %d", ErrInvalidArgument, o.NChannels, coll.MaxChannels)
+	}
+	if o.ChannelBytes <= 0 {
+		o.ChannelBytes = 1 << 20
+	}
+	if o.Algo == "" {
+		o.Algo = "ring"
+	}
+	switch o.Algo {
+	case "ring", "tree", "pat":
+	default:
+		return o, fmt.Errorf("%w: config Algo %q (want ring, tree or pat)", ErrInvalidArgument, o.Algo)
+	}
+	if o.SlotBytes <= 0 {
+		o.SlotBytes = 4 << 20
+	}
+	if o.SlotBytes%16 != 0 || o.SlotBytes < 512 {
+		return o, fmt.Errorf("%w: config SlotBytes %d: want a multiple of 16, at least 512 (coll's smallest Simple buffer is 8 slots of 512 bytes)", ErrInvalidArgument, o.SlotBytes)
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	return o, nil
+}
+
+func (c *Config) algo(f tuning.Func) tuning.Algo {
+	switch {
+	case f == tuning.AllReduce && c.Algo == "tree":
+		return tuning.Tree
+	case (f == tuning.AllGather || f == tuning.ReduceScatter) && c.Algo == "pat":
+		return tuning.PAT
+	}
+	return tuning.Ring
+}
+
+// Comm is one rank of a clique of GPUs in this process (ncclComm_t). Its calls may be made from
+// any goroutine; they enqueue on the given stream of the rank's device and return once enqueued.
+type Comm struct {
+	rank int
+	cl   *clique
+	dev  *cuda.Device
+	k    *cuda.Kernels
+
+	mu         sync.Mutex
+	gen        uint64
+	groupDepth int
+	groupCalls []*call
+	err        error // sticky: a failed launch or Destroy
+	premul     []float64
+
+	// Device state, touched only on the device's thread (inside Do).
+	streams map[[2]int]cuda.Stream // (channel, lane)
+	events  [][]cuda.Event         // [channel][step]
+	start   cuda.Event
+	staging map[int]stageBuf // by connection key (channel<<24 | peer<<8 | connIndex)
+	scratch []stageBuf       // per operation of a launch: pre-scaled input and zeros
+	retired []cuda.DevPtr    // outgrown buffers, freed by Destroy
+}
+
+type stageBuf struct {
+	p    cuda.DevPtr
+	size int64
+}
+
+// clique is the communicators of one InitAll.
+type clique struct {
+	n     int
+	comms []*Comm
+	cfg   Config
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	pending map[uint64]*launch
+	plans   map[string]*plan
+}
+
+// InitAll makes one communicator per device (ncclCommInitAll): rank i runs on devs[i]. It enables
+// peer access between every pair (the kernels read peers' memory directly) and loads the kernels
+// on every device. The devices stay owned by the caller (close them after Destroy).
+func InitAll(devs []*cuda.Device, cfg *Config) ([]*Comm, error) {
+	o, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if len(devs) == 0 {
+		return nil, fmt.Errorf("%w: InitAll with no devices", ErrInvalidArgument)
+	}
+	seen := map[*cuda.Device]bool{}
+	for i, d := range devs {
+		if d == nil {
+			return nil, fmt.Errorf("%w: device %d is nil", ErrInvalidArgument, i)
+		}
+		if seen[d] {
+			return nil, fmt.Errorf("%w: device %v given twice (one rank per GPU)", ErrInvalidArgument, d.Ordinal)
+		}
+		seen[d] = true
+	}
+	cl := &clique{n: len(devs), cfg: o, pending: map[uint64]*launch{}, plans: map[string]*plan{}}
+	cl.cond = sync.NewCond(&cl.mu)
+	for i, d := range devs {
+		c := &Comm{rank: i, cl: cl, dev: d, streams: map[[2]int]cuda.Stream{}, staging: map[int]stageBuf{}}
+		err := d.Do(func(x *cuda.Ctx) error {
+			for _, p := range devs {
+				if err := x.EnablePeer(p); err != nil {
+					return err
+				}
+			}
+			var err error
+			if c.k, err = x.LoadKernels(); err != nil {
+				return err
+			}
+			c.start, err = x.NewEvent(false)
+			return err
+		})
+		if err != nil {
+			for _, p := range cl.comms {
+				_ = p.Destroy()
+			}
+			return nil, fmt.Errorf("engine: init rank %d on %v: %w", i, d, err)
+		}
+		cl.comms = append(cl.comms, c)
+	}
+	return cl.comms, nil
+}
+
+// Rank is this communicator's rank.
+func (c *Comm) Rank() int { return c.rank }
+
+// Count is the number of ranks.
+func (c *Comm) Count() int { return c.cl.n }
+
+// Device is the GPU this rank runs on.
+func (c *Comm) Device() *cuda.Device { return c.dev }
+
+// GetAsyncError is the error that broke the communicator, if any (ncclCommGetAsyncError).
+func (c *Comm) GetAsyncError() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *Comm) fail(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	c.mu.Unlock()
+}
+
+// Destroy waits for the device's work and frees the communicator's streams, events and buffers
+// (ncclCommDestroy). Calls afterwards fail with ErrDestroyed.
+func (c *Comm) Destroy() error {
+	c.mu.Lock()
+	if errors.Is(c.err, ErrDestroyed) {
+		c.mu.Unlock()
+		return nil
+	}
+	c.err = fmt.Errorf("rank %d: %w", c.rank, ErrDestroyed)
+	c.mu.Unlock()
+	return c.dev.Do(func(x *cuda.Ctx) error {
+		errs := []error{x.Synchronize()}
+		for _, s := range c.streams {
+			errs = append(errs, x.DestroyStream(s))
+		}
+		for _, evs := range c.events {
+			for _, e := range evs {
+				errs = append(errs, x.DestroyEvent(e))
+			}
+		}
+		if c.start != 0 {
+			errs = append(errs, x.DestroyEvent(c.start))
+		}
+		for _, b := range c.staging {
+			errs = append(errs, x.Free(b.p))
+		}
+		for _, b := range c.scratch {
+			if b.p != 0 {
+				errs = append(errs, x.Free(b.p))
+			}
+		}
+		for _, p := range c.retired {
+			errs = append(errs, x.Free(p))
+		}
+		if c.k != nil {
+			errs = append(errs, c.k.Unload(x))
+		}
+		c.streams, c.events, c.staging, c.scratch, c.retired = nil, nil, nil, nil, nil
+		return errors.Join(errs...)
+	})
+}
+
+// RedOpCreatePreMulSum returns an operation that multiplies every input by scalar before summing
+// (ncclRedOpCreatePreMulSum with a host scalar). Every rank must create its ops in the same order.
+func (c *Comm) RedOpCreatePreMulSum(scalar float64) coll.RedOp {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.premul = append(c.premul, scalar)
+	return coll.PreMulSum + coll.RedOp(len(c.premul)-1)
+}
+
+// resolveOp maps a user op (PreMulSum handles included) to the schedule's op and scalar.
+func (c *Comm) resolveOp(op coll.RedOp) (coll.RedOp, float64, error) {
+	if op >= 0 && op < coll.PreMulSum {
+		return op, 0, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := int(op - coll.PreMulSum)
+	if op < 0 || i >= len(c.premul) || math.IsNaN(c.premul[i]) {
+		return 0, 0, fmt.Errorf("%w: reduction op %d (not a built-in op nor a PreMulSum of this communicator)", ErrInvalidArgument, int(op))
+	}
+	return coll.PreMulSum, c.premul[i], nil
+}
+
+// call is one API call of one rank.
+type call struct {
+	f       tuning.Func
+	p2pSend bool
+	peer    int
+	count   int64
+	dt      coll.DataType
+	op      coll.RedOp
+	scalar  float64
+	root    int
+	send    cuda.DevPtr
+	recv    cuda.DevPtr
+	stream  cuda.Stream
+}
+
+func (c *Comm) checkCall(k *call) error {
+	n := c.cl.n
+	if k.count < 0 {
+		return fmt.Errorf("%w: rank %d %v: count %d", ErrInvalidArgument, c.rank, k.f, k.count)
+	}
+	if k.dt < 0 || k.dt >= coll.NumDataTypes {
+		return fmt.Errorf("%w: rank %d %v: data type %d", ErrInvalidArgument, c.rank, k.f, int(k.dt))
+	}
+	if k.f == tuning.Broadcast || k.f == tuning.Reduce {
+		if k.root < 0 || k.root >= n {
+			return fmt.Errorf("%w: rank %d %v: root %d of %d ranks", ErrInvalidArgument, c.rank, k.f, k.root, n)
+		}
+	}
+	if k.f == tuning.SendRecv && (k.peer < 0 || k.peer >= n) {
+		return fmt.Errorf("%w: rank %d: peer %d of %d ranks", ErrInvalidArgument, c.rank, k.peer, n)
+	}
+	if k.count > 0 {
+		needSend := k.f != tuning.SendRecv || k.p2pSend
+		needRecv := k.f != tuning.SendRecv || !k.p2pSend
+		if k.f == tuning.Broadcast && k.root != c.rank {
+			needSend = false
+		}
+		if k.f == tuning.Reduce && k.root != c.rank {
+			needRecv = false
+		}
+		if needSend && k.send == 0 {
+			return fmt.Errorf("%w: rank %d %v: null send buffer", ErrInvalidArgument, c.rank, k.f)
+		}
+		if needRecv && k.recv == 0 {
+			return fmt.Errorf("%w: rank %d %v: null receive buffer", ErrInvalidArgument, c.rank, k.f)
+		}
+	}
+	return nil
+}
+
+func (c *Comm) reduceCall(f tuning.Func, send, recv cuda.DevPtr, count int, dt coll.DataType, op coll.RedOp, root int, s cuda.Stream) error {
+	base, scalar, err := c.resolveOp(op)
+	if err != nil {
+		return err
+	}
+	return c.enqueue(&call{f: f, count: int64(count), dt: dt, op: base, scalar: scalar, root: root, send: send, recv: recv, stream: s})
+}
+
+// AllReduce reduces count elements of every rank's send into every rank's recv (ncclAllReduce).
+// In place: send == recv.
+func (c *Comm) AllReduce(send, recv cuda.DevPtr, count int, dt coll.DataType, op coll.RedOp, s cuda.Stream) error {
+	return c.reduceCall(tuning.AllReduce, send, recv, count, dt, op, 0, s)
+}
+
+// Reduce reduces count elements into root's recv (ncclReduce); recv is only written on root.
+func (c *Comm) Reduce(send, recv cuda.DevPtr, count int, dt coll.DataType, op coll.RedOp, root int, s cuda.Stream) error {
+	return c.reduceCall(tuning.Reduce, send, recv, count, dt, op, root, s)
+}
+
+// ReduceScatter reduces n×recvcount elements and leaves block rank in recv (ncclReduceScatter).
+// In place: recv == send + rank×recvcount elements.
+func (c *Comm) ReduceScatter(send, recv cuda.DevPtr, recvcount int, dt coll.DataType, op coll.RedOp, s cuda.Stream) error {
+	return c.reduceCall(tuning.ReduceScatter, send, recv, recvcount, dt, op, 0, s)
+}
+
+// Broadcast copies count elements of root's send into every rank's recv (ncclBroadcast).
+func (c *Comm) Broadcast(send, recv cuda.DevPtr, count int, dt coll.DataType, root int, s cuda.Stream) error {
+	return c.enqueue(&call{f: tuning.Broadcast, count: int64(count), dt: dt, root: root, send: send, recv: recv, stream: s})
+}
+
+// AllGather gathers sendcount elements of every rank into recv in rank order (ncclAllGather).
+// In place: send == recv + rank×sendcount elements.
+func (c *Comm) AllGather(send, recv cuda.DevPtr, sendcount int, dt coll.DataType, s cuda.Stream) error {
+	return c.enqueue(&call{f: tuning.AllGather, count: int64(sendcount), dt: dt, send: send, recv: recv, stream: s})
+}
+
+// AllToAll sends block j (count elements) of send to rank j, which stores it as block rank of
+// its recv (ncclAlltoAll). Not in place.
+func (c *Comm) AllToAll(send, recv cuda.DevPtr, count int, dt coll.DataType, s cuda.Stream) error {
+	return c.enqueue(&call{f: tuning.AllToAll, count: int64(count), dt: dt, send: send, recv: recv, stream: s})
+}
+
+// Send sends count elements to peer (ncclSend). Point-to-point calls run in launches every rank
+// makes (see the package documentation): put them in a group on every rank.
+func (c *Comm) Send(buf cuda.DevPtr, count int, dt coll.DataType, peer int, s cuda.Stream) error {
+	return c.enqueue(&call{f: tuning.SendRecv, p2pSend: true, peer: peer, count: int64(count), dt: dt, send: buf, stream: s})
+}
+
+// Recv receives count elements from peer into buf (ncclRecv).
+func (c *Comm) Recv(buf cuda.DevPtr, count int, dt coll.DataType, peer int, s cuda.Stream) error {
+	return c.enqueue(&call{f: tuning.SendRecv, peer: peer, count: int64(count), dt: dt, recv: buf, stream: s})
+}
+
+// GroupStart opens a group on this communicator (the goroutine-per-rank form): its calls are
+// launched together by the matching GroupEnd.
+func (c *Comm) GroupStart() {
+	c.mu.Lock()
+	c.groupDepth++
+	c.mu.Unlock()
+}
+
+// GroupEnd closes the communicator's group and launches its calls.
+func (c *Comm) GroupEnd() error {
+	c.mu.Lock()
+	if c.groupDepth == 0 {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: GroupEnd without GroupStart", ErrInvalidArgument)
+	}
+	c.groupDepth--
+	if c.groupDepth > 0 {
+		c.mu.Unlock()
+		return nil
+	}
+	calls := c.groupCalls
+	c.groupCalls = nil
+	c.mu.Unlock()
+	return c.launch(calls)
+}
+
+// Process-wide group (ncclGroupStart/End driven by one goroutine for several communicators).
+var (
+	groupMu      sync.Mutex
+	groupDepth   int
+	groupPending []*Comm
+	groupCalls   = map[*Comm][]*call{}
+)
+
+// GroupStart opens a process-wide group: calls on any communicator are held until GroupEnd,
+// which launches every communicator's calls concurrently (the way one goroutine drives all the
+// GPUs of a clique, as one thread does with NCCL).
+func GroupStart() {
+	groupMu.Lock()
+	groupDepth++
+	groupMu.Unlock()
+}
+
+// GroupEnd closes the process-wide group and launches its calls; it returns once every
+// communicator's calls are enqueued on their streams.
+func GroupEnd() error {
+	groupMu.Lock()
+	if groupDepth == 0 {
+		groupMu.Unlock()
+		return fmt.Errorf("%w: GroupEnd without GroupStart", ErrInvalidArgument)
+	}
+	groupDepth--
+	if groupDepth > 0 {
+		groupMu.Unlock()
+		return nil
+	}
+	comms, calls := groupPending, groupCalls
+	groupPending, groupCalls = nil, map[*Comm][]*call{}
+	groupMu.Unlock()
+	errs := make([]error, len(comms))
+	var wg sync.WaitGroup
+	for i, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.launch(calls[c])
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (c *Comm) enqueue(k *call) error {
+	if err := c.GetAsyncError(); err != nil {
+		return err
+	}
+	if err := c.checkCall(k); err != nil {
+		return err
+	}
+	groupMu.Lock()
+	if groupDepth > 0 {
+		if _, ok := groupCalls[c]; !ok {
+			groupPending = append(groupPending, c)
+		}
+		groupCalls[c] = append(groupCalls[c], k)
+		groupMu.Unlock()
+		return nil
+	}
+	groupMu.Unlock()
+	c.mu.Lock()
+	if c.groupDepth > 0 {
+		c.groupCalls = append(c.groupCalls, k)
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.Unlock()
+	return c.launch([]*call{k})
+}

@@ -1,0 +1,496 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/cuda"
+)
+
+// The executor: one rank's part of a launch, enqueued on its device's thread (schedule contract
+// of coll/schedule.go, rules 1–5, mapped to the GPU):
+//
+//   - Each (channel, lane) of the rank has its own non-blocking stream; every step is enqueued on
+//     its lane's stream in program order, then an event is recorded (one event per step). A
+//     dependency on another lane's step is a cuStreamWaitEvent on that step's event.
+//   - Messages are pulled: the step that consumes a message reads the sender's memory directly
+//     (peer access), after cuStreamWaitEvent on the event of the sending step, and combines it in
+//     the same kernel that writes its own output (reduce: out = op(Src, message); copy: out =
+//     message). The sender exposes either the data itself, when that memory is written by no
+//     other step of the launch (its input out of place, or a Dst that only this step writes), or a
+//     copy in its staging buffer for the connection: NCCL_STEPS slots of SlotBytes, at the
+//     message's Slot. A step that writes a slot first waits for the event of the receiving step
+//     that consumed the message named by Xfer.CreditSeq (rule 3, NCCL's credits, in reverse).
+//   - A wait may only be enqueued after the event it names has been recorded (cuStreamWaitEvent
+//     waits for the most recent record): ranks enqueue concurrently and a rank blocks, on the
+//     host, until the peer has enqueued the step it needs. Every rank enqueues its channels one
+//     after another and each program in list order, which rule 1 makes deadlock-free.
+//   - The launch starts with an event on the caller's stream that every lane stream waits for,
+//     and ends with the caller's stream waiting for the last event of every lane of every rank:
+//     after it, no peer still reads this rank's memory and this rank's results are complete.
+//   - PreMulSum and Avg on floats scale the input once into a private buffer first (the
+//     premulsum kernel against zeros, on the caller's stream), then the schedule sums; Avg on
+//     integers sums and the PostOp step divides (fact sheet §8.1, NCCL 2.28).
+
+// launch runs one launch of this rank's calls (a single call or a group).
+func (c *Comm) launch(calls []*call) error {
+	if len(calls) == 0 {
+		return nil
+	}
+	if err := c.GetAsyncError(); err != nil {
+		return err
+	}
+	user := calls[0].stream
+	for _, k := range calls[1:] {
+		if k.stream != user {
+			return fmt.Errorf("%w: rank %d: the calls of one group must use one stream", ErrInvalidArgument, c.rank)
+		}
+	}
+	c.mu.Lock()
+	gen := c.gen
+	c.gen++
+	c.mu.Unlock()
+	L, err := c.cl.arrive(c.rank, gen, calls)
+	if err != nil {
+		c.fail(err)
+		return err
+	}
+	if L.pl == nil {
+		return nil
+	}
+	err = c.dev.Do(func(x *cuda.Ctx) error { return c.run(x, L, user) })
+	if err != nil {
+		err = fmt.Errorf("rank %d: %w", c.rank, err)
+		L.abort(err)
+		c.fail(err)
+	}
+	return err
+}
+
+// exec is one rank's state during one launch.
+type exec struct {
+	c      *Comm
+	x      *cuda.Ctx
+	L      *launch
+	s      *coll.Schedule
+	bufs   []opBuf
+	stage  []cuda.DevPtr // [conn]: this rank's staging buffer for the connections it sends on
+	slot   int64
+	writes []interval
+	maxW   int64
+}
+
+// interval is a range of device addresses a step writes.
+type interval struct {
+	lo, hi   cuda.DevPtr
+	ch, step int
+}
+
+func (c *Comm) run(x *cuda.Ctx, L *launch, user cuda.Stream) error {
+	s := L.pl.s
+	e := &exec{c: c, x: x, L: L, s: s, bufs: append([]opBuf(nil), L.bufs[c.rank]...), slot: int64(c.cl.cfg.SlotBytes)}
+	if err := e.setup(); err != nil {
+		return err
+	}
+	if err := e.prescale(user); err != nil {
+		return err
+	}
+	if err := e.index(); err != nil {
+		return err
+	}
+	if err := x.Record(c.start, user); err != nil {
+		return err
+	}
+	for ch := 0; ch < s.NChannels; ch++ {
+		for _, l := range lanes(s.Program(c.rank, ch)) {
+			if err := x.StreamWait(c.streams[[2]int{ch, l}], c.start); err != nil {
+				return err
+			}
+		}
+	}
+	for ch := 0; ch < s.NChannels; ch++ {
+		p := s.Program(c.rank, ch)
+		for i := range p.Steps {
+			if err := e.step(ch, &p.Steps[i]); err != nil {
+				return fmt.Errorf("channel %d step %d (%v): %w", ch, i, p.Steps[i].Prim, err)
+			}
+			L.advance(c.rank, ch, i)
+		}
+	}
+	L.mu.Lock()
+	L.finished++
+	L.cond.Broadcast()
+	L.mu.Unlock()
+	if err := L.waitFor("every rank to enqueue the launch", func() bool { return L.finished == L.n }); err != nil {
+		return err
+	}
+	// The caller's stream continues once every lane of every rank is done (no one reads this
+	// rank's memory any more).
+	for r := 0; r < L.n; r++ {
+		peer := c.cl.comms[r]
+		for ch := 0; ch < s.NChannels; ch++ {
+			p := s.Program(r, ch)
+			for _, last := range lastOfLanes(p) {
+				if err := x.StreamWait(user, peer.events[ch][last]); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// lanes lists the lanes a program uses.
+func lanes(p *coll.Program) []int {
+	var ls []int
+	seen := map[int]bool{}
+	for i := range p.Steps {
+		if l := p.Steps[i].Lane; !seen[l] {
+			seen[l] = true
+			ls = append(ls, l)
+		}
+	}
+	return ls
+}
+
+// lastOfLanes is the index of the last step of every lane.
+func lastOfLanes(p *coll.Program) []int {
+	last := map[int]int{}
+	for i := range p.Steps {
+		last[p.Steps[i].Lane] = i
+	}
+	var out []int
+	for _, i := range last {
+		out = append(out, i)
+	}
+	sort.Ints(out)
+	return out
+}
+
+func stageKey(cn *coll.Conn) int { return cn.Channel<<24 | cn.To<<8 | cn.ConnIndex }
+
+// setup makes the streams, events and staging buffers the launch needs on this rank.
+func (e *exec) setup() error {
+	c, x, s := e.c, e.x, e.s
+	for len(c.events) < s.NChannels {
+		c.events = append(c.events, nil)
+	}
+	for ch := 0; ch < s.NChannels; ch++ {
+		p := s.Program(c.rank, ch)
+		for len(c.events[ch]) < len(p.Steps) {
+			ev, err := x.NewEvent(false)
+			if err != nil {
+				return err
+			}
+			c.events[ch] = append(c.events[ch], ev)
+		}
+		for _, l := range lanes(p) {
+			if _, ok := c.streams[[2]int{ch, l}]; !ok {
+				st, err := x.NewStream()
+				if err != nil {
+					return err
+				}
+				c.streams[[2]int{ch, l}] = st
+			}
+		}
+	}
+	e.stage = make([]cuda.DevPtr, len(s.Conns))
+	for i := range s.Conns {
+		cn := &s.Conns[i]
+		if cn.From != c.rank || e.L.pl.maxMsg[i] == 0 {
+			continue
+		}
+		// NCCL_STEPS slots, plus room for a message that wraps past the last slot to be written
+		// contiguously (its tail lands beyond the ring; the credits still protect it, since a
+		// byte of the tail belongs to one slot number).
+		need := int64(coll.NCCLSteps)*e.slot + e.L.pl.maxMsg[i]
+		k := stageKey(cn)
+		b, ok := c.staging[k]
+		if !ok || b.size < need {
+			if ok {
+				c.retired = append(c.retired, b.p) // a peer of an earlier launch may still read it: freed by Destroy
+			}
+			p, err := x.Alloc(int(need))
+			if err != nil {
+				return err
+			}
+			b = stageBuf{p, need}
+			c.staging[k] = b
+		}
+		e.stage[i] = b.p
+	}
+	return nil
+}
+
+// prescale writes the scaled copy of the send buffer of every PreMulSum / float-Avg operation.
+func (e *exec) prescale(user cuda.Stream) error {
+	c, x := e.c, e.x
+	for len(c.scratch) < len(e.bufs) {
+		c.scratch = append(c.scratch, stageBuf{})
+	}
+	for i := range e.bufs {
+		b := &e.bufs[i]
+		if b.scale == 0 || len(b.send) == 0 {
+			continue
+		}
+		n := b.send[0].n
+		if err := c.growScratch(x, i, 2*n); err != nil {
+			return fmt.Errorf("scratch for the pre-scaled input: %w", err)
+		}
+		scaled, zero := c.scratch[i].p, c.scratch[i].p.Add(int(n))
+		if err := x.MemsetAsync(zero, 0, int(n), user); err != nil {
+			return err
+		}
+		if err := c.k.Reduce(x, user, b.dt, coll.PreMulSum, scaled, b.send[0].p, zero, int(n)/b.dt.Size(), b.scale, cuda.ScaleA); err != nil {
+			return err
+		}
+		b.send = []segment{{0, n, scaled}}
+	}
+	return nil
+}
+
+func (c *Comm) growScratch(x *cuda.Ctx, i int, need int64) error {
+	if c.scratch[i].size >= need {
+		return nil
+	}
+	if c.scratch[i].p != 0 {
+		c.retired = append(c.retired, c.scratch[i].p)
+	}
+	p, err := x.Alloc(int(need))
+	if err != nil {
+		return err
+	}
+	c.scratch[i] = stageBuf{p, need}
+	return nil
+}
+
+// resolve maps a buffer reference of operation op to device memory.
+func (e *exec) resolve(op int, r *coll.BufRef, n int64) (cuda.DevPtr, error) {
+	if r == nil {
+		return 0, nil
+	}
+	b := &e.bufs[op]
+	segs := b.send
+	if r.Buf == coll.BufRecv {
+		segs = b.recv
+	}
+	for _, sg := range segs {
+		if r.Offset >= sg.off && r.Offset+n <= sg.off+sg.n {
+			return sg.p.Add(int(r.Offset - sg.off)), nil
+		}
+	}
+	return 0, fmt.Errorf("schedule names %s[%d:%d] of operation %d, outside the rank's buffers (a null buffer?)", r.Buf, r.Offset, r.Offset+n, op)
+}
+
+// index lists the device ranges every step of this rank writes, for the stability test.
+func (e *exec) index() error {
+	s := e.s
+	for ch := 0; ch < s.NChannels; ch++ {
+		p := s.Program(e.c.rank, ch)
+		for i := range p.Steps {
+			st := &p.Steps[i]
+			if st.Op < 0 || st.Op >= len(e.bufs) {
+				return fmt.Errorf("step %d names operation %d of %d", i, st.Op, len(e.bufs))
+			}
+			if !st.Prim.WritesDst() || st.Dst == nil || st.Bytes == 0 {
+				continue
+			}
+			d, err := e.resolve(st.Op, st.Dst, st.Bytes)
+			if err != nil {
+				return err
+			}
+			e.writes = append(e.writes, interval{d, d.Add(int(st.Bytes)), ch, i})
+			e.maxW = max(e.maxW, st.Bytes)
+		}
+	}
+	sort.Slice(e.writes, func(i, j int) bool { return e.writes[i].lo < e.writes[j].lo })
+	return nil
+}
+
+// stable reports whether [p, p+n) is written by no step of the launch other than (ch, step):
+// then a peer may read it directly until the launch ends.
+func (e *exec) stable(p cuda.DevPtr, n int64, ch, step int) bool {
+	if n == 0 {
+		return true
+	}
+	hi := p.Add(int(n))
+	// Intervals starting at or after p-maxW are the only ones that can reach p.
+	i := sort.Search(len(e.writes), func(i int) bool { return int64(e.writes[i].lo) > int64(p)-e.maxW })
+	for ; i < len(e.writes) && e.writes[i].lo < hi; i++ {
+		w := e.writes[i]
+		if w.hi > p && (w.ch != ch || w.step != step) {
+			return false
+		}
+	}
+	return true
+}
+
+// waitPeer makes stream st wait for step (of rank's program on channel ch), once enqueued.
+func (e *exec) waitPeer(st cuda.Stream, rank, ch, step int) error {
+	if err := e.L.waitStep(rank, ch, step); err != nil {
+		return err
+	}
+	return e.x.StreamWait(st, e.c.cl.comms[rank].events[ch][step])
+}
+
+// slotFor is where message x's bytes go in this rank's staging buffer, after waiting for its
+// credit (the consumption of message CreditSeq by the receiver).
+func (e *exec) slotFor(st cuda.Stream, ch int, x coll.Xfer, bytes int64) (cuda.DevPtr, error) {
+	if bytes > int64(max(x.Steps, 1))*e.slot {
+		return 0, fmt.Errorf("a %d-byte message on %d slots of %d bytes", bytes, x.Steps, e.slot)
+	}
+	if x.Slot < 0 || x.Slot >= coll.NCCLSteps {
+		return 0, fmt.Errorf("message slot %d", x.Slot)
+	}
+	if x.CreditSeq >= 0 {
+		cn := &e.s.Conns[x.Conn]
+		if x.CreditSeq >= len(e.L.pl.recvStep[x.Conn]) {
+			return 0, fmt.Errorf("credit message %d of %d", x.CreditSeq, len(e.L.pl.recvStep[x.Conn]))
+		}
+		if err := e.waitPeer(st, cn.To, ch, e.L.pl.recvStep[x.Conn][x.CreditSeq]); err != nil {
+			return 0, err
+		}
+	}
+	return e.stage[x.Conn].Add(int(int64(x.Slot) * e.slot)), nil
+}
+
+var errSwitch = errors.New("switch primitives (NVLS/CollNet) are not supported")
+
+// step enqueues one step (rule 4).
+func (e *exec) step(ch int, st *coll.Step) error {
+	c, x := e.c, e.x
+	lane := st.Lane
+	stream := c.streams[[2]int{ch, lane}]
+	prog := e.s.Program(c.rank, ch)
+	for _, d := range st.Deps {
+		if d < 0 || d >= st.Index {
+			return fmt.Errorf("depends on step %d (not an earlier step)", d)
+		}
+		if prog.Steps[d].Lane != lane {
+			if err := x.StreamWait(stream, c.events[ch][d]); err != nil {
+				return err
+			}
+		}
+	}
+	n := st.Bytes
+	b := &e.bufs[st.Op]
+	elt := int64(b.dt.Size())
+	count := int(n / elt)
+	src, err := e.resolve(st.Op, st.Src, n)
+	if err != nil {
+		return err
+	}
+	dst, err := e.resolve(st.Op, st.Dst, n)
+	if err != nil {
+		return err
+	}
+	// The messages this step consumes: the sender's memory, once its step is enqueued.
+	var in []cuda.DevPtr
+	for _, rx := range st.Recv {
+		cn := &e.s.Conns[rx.Conn]
+		if err := e.waitPeer(stream, cn.From, ch, e.L.pl.sendStep[rx.Conn][rx.Seq]); err != nil {
+			return err
+		}
+		e.L.mu.Lock()
+		p := e.L.out[rx.Conn][rx.Seq]
+		e.L.mu.Unlock()
+		if p == 0 && n > 0 {
+			return fmt.Errorf("message %d on connection %d has no address", rx.Seq, rx.Conn)
+		}
+		in = append(in, p)
+	}
+	prim := st.Prim
+	if prim == coll.RecvReduceForward {
+		return errSwitch
+	}
+	if prim.Receives() && len(in) == 0 {
+		return fmt.Errorf("%v receives no message", prim)
+	}
+	if (prim.ReadsSrc() && src == 0) || (prim.WritesDst() && dst == 0) {
+		return fmt.Errorf("%v without its source or destination", prim)
+	}
+	// out: where the step's result lives. A step that receives and writes no Dst computes into
+	// the staging slot of its first outgoing message.
+	var out cuda.DevPtr
+	inSlot := false
+	switch {
+	case prim.WritesDst():
+		out = dst
+	case prim == coll.Send:
+		out = src
+	default: // RecvReduceSend, RecvSend
+		if len(st.Send) == 0 {
+			return fmt.Errorf("%v sends nothing", prim)
+		}
+		if out, err = e.slotFor(stream, ch, st.Send[0], n); err != nil {
+			return err
+		}
+		inSlot = true
+	}
+	k := c.k
+	switch prim {
+	case coll.Recv, coll.RecvCopySend, coll.RecvSend:
+		err = k.Copy(x, stream, out, in[0], int(n))
+	case coll.CopySend, coll.Copy:
+		if dst != src {
+			err = k.Copy(x, stream, dst, src, int(n))
+		}
+	case coll.Reduce:
+		err = k.Reduce(x, stream, b.dt, e.redOp(st.Op), dst, dst, src, count, 0, 0)
+	case coll.RecvReduceSend, coll.RecvReduceCopy, coll.RecvReduceCopySend:
+		op := e.redOp(st.Op)
+		err = k.Reduce(x, stream, b.dt, op, out, src, in[0], count, 0, 0)
+		for _, p := range in[1:] {
+			if err == nil {
+				err = k.Reduce(x, stream, b.dt, op, out, out, p, count, 0, 0)
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if st.PostOp && b.avgInt && count > 0 {
+		if err := k.Divide(x, stream, b.dt, out, out, count, uint64(e.L.n)); err != nil {
+			return err
+		}
+	}
+	// Expose the result to each receiver: in place if stable, else through a staging slot.
+	addrs := make([]cuda.DevPtr, len(st.Send))
+	for i, sx := range st.Send {
+		switch {
+		case inSlot && i == 0:
+			addrs[i] = out
+		case n == 0 || (!inSlot && e.stable(out, n, ch, st.Index)):
+			addrs[i] = out
+		default:
+			p, err := e.slotFor(stream, ch, sx, n)
+			if err != nil {
+				return err
+			}
+			if err := k.Copy(x, stream, p, out, int(n)); err != nil {
+				return err
+			}
+			addrs[i] = p
+		}
+	}
+	if err := x.Record(c.events[ch][st.Index], stream); err != nil {
+		return err
+	}
+	e.L.mu.Lock()
+	for i, sx := range st.Send {
+		e.L.out[sx.Conn][sx.Seq] = addrs[i]
+	}
+	e.L.mu.Unlock()
+	return nil
+}
+
+// redOp is the reduction the schedule's operation op runs (Avg and PreMulSum run as Sum).
+func (e *exec) redOp(op int) coll.RedOp {
+	o := e.s.Ops[op].RedOp
+	if o == coll.Avg || o == coll.PreMulSum {
+		return coll.Sum
+	}
+	return o
+}

@@ -1,0 +1,391 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/cuda"
+	"github.com/simccl/simccl/tuning"
+)
+
+// A launch is one call, or one group of calls, made by every rank of the clique: the n-th launch
+// of every rank meet here (the rendezvous), agree on one coll schedule, and enqueue their parts of
+// it concurrently, each on its own device's thread.
+
+// plan is a compiled schedule with the message tables every launch of it uses.
+type plan struct {
+	s        *coll.Schedule
+	sendStep [][]int // [conn][seq]: the step of conn.From's program that sends the message
+	recvStep [][]int // [conn][seq]: the step of conn.To's program that consumes it
+	maxMsg   []int64 // [conn]: largest message
+}
+
+// segment maps bytes [off, off+n) of a logical buffer to device memory.
+type segment struct {
+	off, n int64
+	p      cuda.DevPtr
+}
+
+// opBuf is one rank's buffers of one operation.
+type opBuf struct {
+	send, recv []segment
+	// scale: multiply the send buffer by this before the schedule runs (PreMulSum; Avg on floats).
+	scale  float64
+	avgInt bool // Avg on integers: divide by nRanks at the PostOp step
+	dt     coll.DataType
+}
+
+type launch struct {
+	cl    *clique
+	calls [][]*call
+	n     int
+
+	ready bool
+	err   error // set before ready: the launch fails on every rank
+	pl    *plan // nil: nothing to run (every call empty)
+	bufs  [][]opBuf
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	prog     [][]int         // [rank][channel]: steps enqueued (their events recorded)
+	out      [][]cuda.DevPtr // [conn][seq]: where the message's bytes are
+	finished int
+	failed   error
+}
+
+// arrive is the rendezvous of the gen-th launch: it returns once every rank has arrived (with
+// the launch prepared) or fails after the timeout, naming the ranks that did not come.
+func (cl *clique) arrive(rank int, gen uint64, calls []*call) (*launch, error) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	L := cl.pending[gen]
+	if L == nil {
+		L = &launch{cl: cl, calls: make([][]*call, cl.n), n: cl.n}
+		L.cond = sync.NewCond(&L.mu)
+		cl.pending[gen] = L
+	}
+	if L.err != nil {
+		return nil, L.err
+	}
+	L.calls[rank] = calls
+	arrived := 0
+	for _, c := range L.calls {
+		if c != nil {
+			arrived++
+		}
+	}
+	if arrived == cl.n {
+		delete(cl.pending, gen)
+		L.err = L.prepare()
+		L.ready = true
+		cl.cond.Broadcast()
+	}
+	if !L.ready {
+		deadline := time.Now().Add(cl.cfg.Timeout)
+		t := time.AfterFunc(cl.cfg.Timeout, func() {
+			cl.mu.Lock()
+			cl.cond.Broadcast()
+			cl.mu.Unlock()
+		})
+		for !L.ready && L.err == nil && time.Now().Before(deadline) {
+			cl.cond.Wait()
+		}
+		t.Stop()
+		if !L.ready && L.err == nil {
+			var missing []string
+			for r, c := range L.calls {
+				if c == nil {
+					missing = append(missing, fmt.Sprint(r))
+				}
+			}
+			L.err = fmt.Errorf("%w: rank %d waited %v for ranks [%s] to launch their call %d (%v); one goroutine driving several ranks must use GroupStart/GroupEnd",
+				ErrTimeout, rank, cl.cfg.Timeout, strings.Join(missing, " "), gen, calls[0].f)
+		}
+	}
+	if L.err != nil {
+		return nil, L.err
+	}
+	return L, nil
+}
+
+func sameColl(a, b *call) bool {
+	return a.f == b.f && a.count == b.count && a.dt == b.dt && a.op == b.op && a.root == b.root
+}
+
+// prepare checks that the ranks' calls agree, builds the plans and compiles (or fetches) the
+// schedule. It runs once, under the clique's lock, when the last rank arrives.
+func (L *launch) prepare() error {
+	n := L.n
+	// The collectives (and AllToAll) of every rank, in call order, must match rank 0's.
+	var colls [][]*call
+	type p2pKey struct{ from, to int }
+	sends := map[p2pKey][]*call{}
+	recvs := map[p2pKey][]*call{}
+	var sendOrder [][]*call
+	for r := 0; r < n; r++ {
+		var cs, ss []*call
+		for _, k := range L.calls[r] {
+			if k.f == tuning.SendRecv {
+				if k.p2pSend {
+					sends[p2pKey{r, k.peer}] = append(sends[p2pKey{r, k.peer}], k)
+					ss = append(ss, k)
+				} else {
+					recvs[p2pKey{k.peer, r}] = append(recvs[p2pKey{k.peer, r}], k)
+				}
+				continue
+			}
+			cs = append(cs, k)
+		}
+		colls = append(colls, cs)
+		sendOrder = append(sendOrder, ss)
+	}
+	for r := 1; r < n; r++ {
+		if len(colls[r]) != len(colls[0]) {
+			return fmt.Errorf("%w: rank %d launched %d collectives, rank 0 %d", ErrMismatch, r, len(colls[r]), len(colls[0]))
+		}
+		for i, k := range colls[r] {
+			if k0 := colls[0][i]; !sameColl(k, k0) {
+				return fmt.Errorf("%w: call %d: rank %d has %v count %d %v %v root %d, rank 0 %v count %d %v %v root %d",
+					ErrMismatch, i, r, k.f, k.count, k.dt, k.op, k.root, k0.f, k0.count, k0.dt, k0.op, k0.root)
+			}
+		}
+	}
+	for key, ss := range sends {
+		rs := recvs[key]
+		if len(rs) != len(ss) {
+			return fmt.Errorf("%w: rank %d sends %d messages to rank %d, which receives %d from it", ErrMismatch, key.from, len(ss), key.to, len(rs))
+		}
+		for i := range ss {
+			sb, rb := ss[i].count*int64(ss[i].dt.Size()), rs[i].count*int64(rs[i].dt.Size())
+			if sb != rb {
+				return fmt.Errorf("%w: send %d from rank %d to rank %d has %d bytes, the matching receive %d", ErrMismatch, i, key.from, key.to, sb, rb)
+			}
+		}
+	}
+	for key, rs := range recvs {
+		if len(sends[key]) != len(rs) {
+			return fmt.Errorf("%w: rank %d receives %d messages from rank %d, which sends %d to it", ErrMismatch, key.to, len(rs), key.from, len(sends[key]))
+		}
+	}
+
+	cfg := &L.cl.cfg
+	buff := int64(coll.NCCLSteps) * int64(cfg.SlotBytes)
+	nchFor := func(bytes int64) int { return int(min(int64(cfg.NChannels), max(1, bytes/cfg.ChannelBytes))) }
+	var plans []coll.Plan
+	L.bufs = make([][]opBuf, n)
+	for i, k0 := range colls[0] {
+		if k0.count == 0 {
+			continue
+		}
+		elt := int64(k0.dt.Size())
+		bytes := k0.count * elt
+		if k0.f == tuning.AllGather || k0.f == tuning.ReduceScatter || k0.f == tuning.AllToAll {
+			bytes *= int64(n)
+		}
+		p := coll.Plan{Func: k0.f, Count: k0.count, DataType: k0.dt, Op: k0.op, Root: k0.root, NRanks: n,
+			Algo: cfg.algo(k0.f), Proto: tuning.Simple, NChannels: nchFor(bytes)}
+		if k0.op == coll.Avg {
+			p.Op = coll.Sum // Avg runs as Sum (floats pre-scaled, integers divided at the PostOp step)
+		}
+		if k0.op == coll.PreMulSum {
+			p.Op = coll.Sum // the inputs are pre-scaled
+		}
+		p.BuffSize[tuning.Simple] = buff
+		plans = append(plans, p)
+		send, recv := sendRecvBytes(k0.f, k0.count*elt, n)
+		for r := 0; r < n; r++ {
+			k := colls[r][i]
+			b := opBuf{dt: k.dt}
+			if send > 0 && k.send != 0 {
+				b.send = []segment{{0, send, k.send}}
+			}
+			if recv > 0 && k.recv != 0 {
+				b.recv = []segment{{0, recv, k.recv}}
+			}
+			switch {
+			case k.op == coll.PreMulSum:
+				b.scale = k.scalar
+			case k.op == coll.Avg && isFloat(k.dt):
+				b.scale = 1 / float64(n)
+			case k.op == coll.Avg:
+				b.avgInt = true
+			}
+			L.bufs[r] = append(L.bufs[r], b)
+		}
+	}
+	// Point-to-point: one SendRecv operation in bytes; each rank's sends laid out back to back in
+	// its call order, each rank's receives in the order of the transfer list (coll's layout).
+	var transfers []coll.Transfer
+	sendSeg := make([][]segment, n)
+	recvSeg := make([][]segment, n)
+	sendOff := make([]int64, n)
+	recvOff := make([]int64, n)
+	used := map[p2pKey]int{}
+	var maxBytes int64
+	for r := 0; r < n; r++ {
+		for _, k := range sendOrder[r] {
+			key := p2pKey{r, k.peer}
+			rk := recvs[key][used[key]]
+			used[key]++
+			b := k.count * int64(k.dt.Size())
+			if b == 0 {
+				continue
+			}
+			transfers = append(transfers, coll.Transfer{From: r, To: k.peer, Count: b})
+			sendSeg[r] = append(sendSeg[r], segment{sendOff[r], b, k.send})
+			recvSeg[k.peer] = append(recvSeg[k.peer], segment{recvOff[k.peer], b, rk.recv})
+			sendOff[r] += b
+			recvOff[k.peer] += b
+			maxBytes = max(maxBytes, b)
+		}
+	}
+	if len(transfers) > 0 {
+		p := coll.Plan{Func: tuning.SendRecv, DataType: coll.Uint8, NRanks: n, Transfers: transfers,
+			Algo: tuning.Ring, Proto: tuning.Simple, NChannels: nchFor(maxBytes), ChunkSize: int64(cfg.SlotBytes)}
+		p.BuffSize[tuning.Simple] = buff
+		plans = append(plans, p)
+		for r := 0; r < n; r++ {
+			L.bufs[r] = append(L.bufs[r], opBuf{send: sendSeg[r], recv: recvSeg[r], dt: coll.Uint8})
+		}
+	}
+	if len(plans) == 0 {
+		return nil
+	}
+	pl, err := L.cl.plan(plans)
+	if err != nil {
+		return err
+	}
+	L.pl = pl
+	L.prog = make([][]int, n)
+	for r := range L.prog {
+		L.prog[r] = make([]int, pl.s.NChannels)
+	}
+	L.out = make([][]cuda.DevPtr, len(pl.s.Conns))
+	for i, cn := range pl.s.Conns {
+		L.out[i] = make([]cuda.DevPtr, cn.Messages)
+	}
+	return nil
+}
+
+func isFloat(t coll.DataType) bool {
+	switch t {
+	case coll.Float16, coll.Float32, coll.Float64, coll.Bfloat16, coll.Float8e4m3, coll.Float8e5m2:
+		return true
+	}
+	return false
+}
+
+func sendRecvBytes(f tuning.Func, size int64, n int) (send, recv int64) {
+	switch f {
+	case tuning.AllGather:
+		return size, size * int64(n)
+	case tuning.ReduceScatter:
+		return size * int64(n), size
+	case tuning.AllToAll:
+		return size * int64(n), size * int64(n)
+	}
+	return size, size
+}
+
+// plan compiles the plans (cached by their content) and indexes the messages. Called with cl.mu held.
+func (cl *clique) plan(plans []coll.Plan) (*plan, error) {
+	var key strings.Builder
+	for _, p := range plans {
+		fmt.Fprintf(&key, "%d/%d/%d/%d/%d/%d/%d/%v;", p.Func, p.Count, p.DataType, p.Op, p.Root, p.Algo, p.NChannels, p.Transfers)
+	}
+	if pl, ok := cl.plans[key.String()]; ok {
+		return pl, nil
+	}
+	s, err := coll.Compile(plans...)
+	if err != nil {
+		return nil, err
+	}
+	if len(s.Switches) > 0 {
+		return nil, fmt.Errorf("engine: schedule needs switch endpoints (NVLS/CollNet), which this engine does not run")
+	}
+	pl := &plan{s: s, sendStep: make([][]int, len(s.Conns)), recvStep: make([][]int, len(s.Conns)), maxMsg: make([]int64, len(s.Conns))}
+	for i, cn := range s.Conns {
+		pl.sendStep[i] = make([]int, cn.Messages)
+		pl.recvStep[i] = make([]int, cn.Messages)
+	}
+	for r := 0; r < s.NRanks; r++ {
+		for ch := 0; ch < s.NChannels; ch++ {
+			p := s.Program(r, ch)
+			for i := range p.Steps {
+				st := &p.Steps[i]
+				for _, x := range st.Send {
+					if x.Conn < 0 || x.Conn >= len(s.Conns) || x.Seq < 0 || x.Seq >= s.Conns[x.Conn].Messages {
+						return nil, fmt.Errorf("engine: rank %d channel %d step %d sends message %d on connection %d, outside the schedule", r, ch, i, x.Seq, x.Conn)
+					}
+					pl.sendStep[x.Conn][x.Seq] = i
+					pl.maxMsg[x.Conn] = max(pl.maxMsg[x.Conn], st.Bytes)
+				}
+				for _, x := range st.Recv {
+					if x.Conn < 0 || x.Conn >= len(s.Conns) || x.Seq < 0 || x.Seq >= s.Conns[x.Conn].Messages {
+						return nil, fmt.Errorf("engine: rank %d channel %d step %d receives message %d on connection %d, outside the schedule", r, ch, i, x.Seq, x.Conn)
+					}
+					pl.recvStep[x.Conn][x.Seq] = i
+				}
+			}
+		}
+	}
+	if len(cl.plans) > 256 {
+		cl.plans = map[string]*plan{}
+	}
+	cl.plans[key.String()] = pl
+	return pl, nil
+}
+
+// waitFor blocks until cond holds (evaluated under L.mu), the launch failed, or the timeout.
+func (L *launch) waitFor(what string, cond func() bool) error {
+	L.mu.Lock()
+	defer L.mu.Unlock()
+	if cond() {
+		return nil
+	}
+	if L.failed != nil {
+		return L.failed
+	}
+	timeout := L.cl.cfg.Timeout
+	deadline := time.Now().Add(timeout)
+	t := time.AfterFunc(timeout, func() {
+		L.mu.Lock()
+		L.cond.Broadcast()
+		L.mu.Unlock()
+	})
+	defer t.Stop()
+	for !cond() {
+		if L.failed != nil {
+			return L.failed
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("%w: waited %v for %s", ErrTimeout, timeout, what)
+		}
+		L.cond.Wait()
+	}
+	return nil
+}
+
+// waitStep waits until rank's step on channel ch has been enqueued (its event recorded).
+func (L *launch) waitStep(rank, ch, step int) error {
+	return L.waitFor(fmt.Sprintf("rank %d to enqueue step %d of channel %d", rank, step, ch), func() bool { return L.prog[rank][ch] > step })
+}
+
+func (L *launch) advance(rank, ch, step int) {
+	L.mu.Lock()
+	L.prog[rank][ch] = step + 1
+	L.cond.Broadcast()
+	L.mu.Unlock()
+}
+
+func (L *launch) abort(err error) {
+	L.mu.Lock()
+	if L.failed == nil {
+		L.failed = err
+	}
+	L.cond.Broadcast()
+	L.mu.Unlock()
+}
