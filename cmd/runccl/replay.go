@@ -122,7 +122,7 @@ func runReplay(args []string, stdout, stderr io.Writer, getenv func(string) stri
 }
 
 func (o *replayOptions) config(stderr io.Writer) *comm.Config {
-	cfg := &comm.Config{Transport: o.transport, NChannels: o.channels, Algo: o.algo, Timeout: o.timeout, BootstrapTimeout: o.timeout}
+	cfg := &comm.Config{Transport: o.transport, NChannels: o.channels, Algo: o.algo, Timeout: o.timeout}
 	if o.verbose {
 		cfg.Logf = func(format string, args ...any) { fmt.Fprintf(stderr, "runccl INFO "+format+"\n", args...) }
 	}
