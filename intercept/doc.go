@@ -14,6 +14,10 @@
 // ncclGroupStart/End), Replay simulates the launches on a simnet.Machine (scaling data-parallel
 // communicators by a documented rule) and Compare puts the result beside a measured run.
 //
+// PlanReal checks the rank traces of one run together and RunActor executes one of them on the
+// real engine (package comm), rank by rank with real buffers and checked results;
+// RunRealInProcess runs them all as goroutines (runccl replay).
+//
 // Usage:
 //
 //	recs, _ := intercept.ReadTraceFile("simccl-trace.rank0.jsonl")
