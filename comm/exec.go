@@ -637,6 +637,9 @@ func (c *Comm) runStep(s *coll.Schedule, st *coll.Step, bufs []opBufs, calls []*
 	if prim.ReadsSrc() && src == nil && prim != coll.Send {
 		return fmt.Errorf("comm: step %d (%v) has no source", st.Index, prim)
 	}
+	if done, err := c.slotStep(s, st, k, src, dst, sc); done {
+		return err
+	}
 	if prim == coll.Reduce {
 		if dst == nil || src == nil {
 			return fmt.Errorf("comm: step %d (Reduce) needs a source and a destination", st.Index)
@@ -724,6 +727,138 @@ func (c *Comm) runStep(s *coll.Schedule, st *coll.Step, bufs []opBufs, calls []*
 		}
 	}
 	return nil
+}
+
+// slotBlock is the block a slot step combines and then copies on while it is still in the L1/L2 cache.
+const slotBlock = 32 << 10
+
+// slotStep runs a receive-and-forward step (RecvReduceSend, RecvReduceCopySend, RecvCopySend,
+// RecvSend) in place in the slots of SlotConn connections, as NCCL's primitives do (fact sheet §6.1):
+// each incoming piece is combined with Src straight into the outgoing slot (and Dst), a block at a
+// time, with no staging buffer and no second pass over the message. It reports done false, doing
+// nothing, when the step or its connections do not qualify; the generic path then runs it.
+//
+// Progress is never worse than the generic path's (receive everything, then send): an outgoing slot
+// is only taken when one is free at once; from the first piece that finds none, the results go to
+// Dst (or scratch) and are sent, blocking, after the whole message has been received.
+func (c *Comm) slotStep(s *coll.Schedule, st *coll.Step, k *call, src, dst []byte, sc *scratch) (bool, error) {
+	reduces := false
+	switch st.Prim {
+	case coll.RecvReduceSend, coll.RecvReduceCopySend:
+		reduces = true
+	case coll.RecvCopySend, coll.RecvSend:
+	default:
+		return false, nil
+	}
+	if len(st.Recv) != 1 || len(st.Send) != 1 || (reduces && src == nil) || (st.PostOp && k.op == coll.Avg && !isFloat(k.dt)) {
+		return false, nil
+	}
+	if !st.Prim.WritesDst() {
+		dst = nil
+	}
+	rkey, err := c.keyOf(s, st.Recv[0].Conn)
+	if err != nil {
+		return true, err
+	}
+	tkey, err := c.keyOf(s, st.Send[0].Conn)
+	if err != nil {
+		return true, err
+	}
+	rcn, err := c.getConn(rkey)
+	if err != nil {
+		return true, err
+	}
+	tcn, err := c.getConn(tkey)
+	if err != nil {
+		return true, err
+	}
+	rx, ok1 := rcn.c.(realnet.SlotConn)
+	tx, ok2 := tcn.c.(realnet.SlotConn)
+	slotBytes := rcn.c.SlotBytes()
+	if !ok1 || !ok2 || tcn.c.SlotBytes() != slotBytes || slotBytes%16 != 0 {
+		return false, nil
+	}
+	n := int(st.Bytes)
+	deadline := time.Now().Add(c.cfg.Timeout)
+	rcn.recvMu.Lock()
+	defer rcn.recvMu.Unlock()
+	tcn.sendMu.Lock()
+	defer tcn.sendMu.Unlock()
+
+	deferred := -1 // offset of the first piece whose sending waits for the end of the message
+	var stage []byte
+	for off, first := 0, true; first || off < n; first = false {
+		piece, total, err := rx.PeekRecv(deadline)
+		if err != nil {
+			return true, c.remote(rkey, err)
+		}
+		m := len(piece)
+		if total != n || m != min(slotBytes, n-off) {
+			return true, c.remote(rkey, fmt.Errorf("recv: want a %d-byte message, got a piece of %d bytes at %d of a %d-byte message: %w", n, m, off, total, realnet.ErrSize))
+		}
+		var slot []byte
+		if deferred < 0 {
+			sl, ok, err := tx.ReserveSend(false, deadline)
+			if err != nil {
+				return true, c.remote(tkey, err)
+			}
+			if ok {
+				slot = sl[:m]
+			} else {
+				deferred = off
+			}
+		}
+		var target []byte
+		switch {
+		case dst != nil:
+			target = dst[off : off+m]
+		case slot != nil:
+			target = slot
+		default:
+			if stage == nil {
+				if cap(sc.out) < n {
+					sc.out = make([]byte, n)
+				}
+				stage = sc.out[:n]
+			}
+			target = stage[off : off+m]
+		}
+		for b := 0; b < m; b += slotBlock {
+			e := min(b+slotBlock, m)
+			if reduces {
+				if err := ReduceInto(k.dt, k.op, target[b:e], src[off+b:off+e], piece[b:e]); err != nil {
+					return true, err
+				}
+			} else {
+				copy(target[b:e], piece[b:e])
+			}
+			if slot != nil && dst != nil {
+				copy(slot[b:e], target[b:e])
+			}
+		}
+		rx.ReleaseRecv()
+		if slot != nil {
+			tx.PublishSend(m, n)
+		}
+		off += m
+	}
+	if deferred >= 0 {
+		from := dst
+		if from == nil {
+			from = stage
+		}
+		for off, first := deferred, true; first || off < n; first = false {
+			sl, _, err := tx.ReserveSend(true, deadline)
+			if err != nil {
+				return true, c.remote(tkey, err)
+			}
+			m := min(slotBytes, n-off)
+			copy(sl, from[off:off+m])
+			tx.PublishSend(m, n)
+			off += m
+		}
+	}
+	return true, nil
 }
 
 // remote wraps a transport error with the place and ErrRemote (unless it was a local abort).

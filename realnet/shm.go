@@ -3,6 +3,7 @@ package realnet
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -54,7 +55,7 @@ type Shm struct {
 	closed bool
 	done   chan struct{}
 	keys   map[Key]bool
-	conns  []*ringConn
+	conns  []*shmConn
 }
 
 // NewShm returns the shared-memory transport of rank in communicator comm. dir "" selects /dev/shm
@@ -161,7 +162,7 @@ func (t *Shm) Connect(ctx context.Context, key Key) (Conn, error) {
 	r0.race, r1.race = raceToken(name+"/0"), raceToken(name+"/1")
 	rings := [2]*ring{r0, r1}
 	l := &shmLink{m: m, side: side, peerPid: int(atomic.LoadUint64(m.u64(shmOffPid + 64*(1-side))))}
-	c := &ringConn{tx: rings[side], rx: rings[1-side], l: l, bytes: int64(size)}
+	c := &shmConn{ringConn: &ringConn{tx: rings[side], rx: rings[1-side], l: l, bytes: int64(size)}}
 	c.close = func() error {
 		atomic.StoreUint64(m.u64(shmOffClosed+64*side), 1)
 		return nil
@@ -212,7 +213,7 @@ func (l *shmLink) state() error {
 }
 
 func (l *shmLink) wait(deadline time.Time, n int, _ bool) error {
-	if n > 0 && n%64 == 0 {
+	if n > 0 && (n%64 == 0 || n >= shmYields) {
 		now := time.Now()
 		if !deadline.IsZero() && !now.Before(deadline) {
 			return ErrTimeout
@@ -249,19 +250,103 @@ func processAlive(pid int) bool {
 	return true
 }
 
-// backoff waits a little longer the more often it is called in a row: spin (letting other
-// goroutines run), then yield the thread to other processes, and only after a long wait sleep.
-// Go's timers cannot sleep much less than a millisecond on Linux, so a short sleep would cost
-// ~1 ms per step; a waiting rank polls like NCCL's kernels and proxies instead.
+// Polling policy of a waiting end (NCCL's kernels and proxies poll too: a step is a few µs, far less
+// than a scheduler tick). The first shmSpin polls only re-read the counters (each a load of a shared
+// cache line, ~50–100 ns, so ~10–20 µs in all: a peer on another core answers well within it);
+// then shmGosched polls let other goroutines of this process run; then each poll yields the thread
+// to other processes (sched_yield), which is what makes an oversubscribed host (more ranks than
+// cores) progress: the peer that holds the data gets the core. Only after shmYields yields (a wait of
+// well over 100 ms, an idle communicator) does it sleep, 1 ms at a time, to stop burning a core. Go's
+// timers cannot sleep much less than a millisecond on Linux, so a sleep in the hot path would cost
+// ~1 ms per step.
+const (
+	shmSpin    = 192
+	shmGosched = shmSpin + 64
+	shmYields  = 1 << 17
+)
+
 func backoff(n int) {
 	switch {
-	case n < 64:
+	case n < shmSpin:
+	case n < shmGosched:
 		runtime.Gosched()
-	case n < 1<<17:
+	case n < shmYields:
 		syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
 	default:
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// shmConn is a ring connection in a shared mapping; it adds SlotConn, in-place access to the slots.
+type shmConn struct {
+	*ringConn
+}
+
+// PeekRecv implements SlotConn.
+func (c *shmConn) PeekRecv(deadline time.Time) ([]byte, int, error) {
+	defer runtime.KeepAlive(c)
+	r := c.rx
+	h := r.head()
+	for n := 0; r.tail() <= h; n++ {
+		if err := c.l.state(); err != nil {
+			return nil, 0, err
+		}
+		if err := c.l.wait(deadline, n, true); err != nil {
+			return nil, 0, fmt.Errorf("recv: %w", err)
+		}
+	}
+	raceAcquire(r.race)
+	hdr, data := r.slot(h)
+	k := binary.LittleEndian.Uint64(hdr[0:])
+	total := binary.LittleEndian.Uint64(hdr[8:])
+	if k > uint64(r.slotBytes) || total > 1<<62 || k > total {
+		return nil, 0, fmt.Errorf("recv: a piece of %d bytes of a %d-byte message in %d-byte slots: %w", k, total, r.slotBytes, ErrSize)
+	}
+	return data[:k], int(total), nil
+}
+
+// ReleaseRecv implements SlotConn.
+func (c *shmConn) ReleaseRecv() {
+	r := c.rx
+	raceRelease(r.race)
+	atomic.StoreUint64(r.u64(ringHeadOff), r.head()+1)
+	runtime.KeepAlive(c)
+}
+
+// ReserveSend implements SlotConn.
+func (c *shmConn) ReserveSend(wait bool, deadline time.Time) ([]byte, bool, error) {
+	defer runtime.KeepAlive(c)
+	r := c.tx
+	t := r.tail()
+	for n := 0; t-r.head() >= Steps; n++ {
+		if err := c.l.state(); err != nil {
+			return nil, false, err
+		}
+		if !wait {
+			return nil, false, nil
+		}
+		if err := c.l.wait(deadline, n, false); err != nil {
+			return nil, false, fmt.Errorf("send: %w", err)
+		}
+	}
+	if err := c.l.state(); err != nil {
+		return nil, false, err
+	}
+	raceAcquire(r.race)
+	_, data := r.slot(t)
+	return data, true, nil
+}
+
+// PublishSend implements SlotConn.
+func (c *shmConn) PublishSend(n, msgLen int) {
+	r := c.tx
+	t := r.tail()
+	hdr, _ := r.slot(t)
+	binary.LittleEndian.PutUint64(hdr[0:], uint64(n))
+	binary.LittleEndian.PutUint64(hdr[8:], uint64(msgLen))
+	raceRelease(r.race)
+	atomic.StoreUint64(r.u64(ringTailOff), t+1)
+	runtime.KeepAlive(c)
 }
 
 func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }

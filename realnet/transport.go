@@ -104,6 +104,27 @@ type DirectReceiver interface {
 	RecvFunc(n int, deadline time.Time, fn func(piece []byte)) error
 }
 
+// SlotConn is an optional capability of connections whose buffer slots the caller may read and fill
+// in place (shared memory): a step can then reduce straight from the incoming slot into the outgoing
+// one, as NCCL's primitives read the previous rank's buffer and write the next rank's (fact sheet
+// §6.1), with no staging copy. The wire format is that of Send/Recv: a message is a sequence of
+// pieces of at most SlotBytes, each tagged with the whole message's length, so SlotConn and Send/Recv
+// may be mixed message by message on one connection (not within a message).
+//
+// Receiving: PeekRecv waits for the next piece and returns it in place with the length of the message
+// it belongs to; the piece stays valid until ReleaseRecv frees its slot. Sending: ReserveSend returns
+// the next free slot (SlotBytes long); with wait false it returns ok false at once when none is free,
+// with wait true it waits like Send. PublishSend makes the first n bytes of the reserved slot the next
+// piece of a msgLen-byte message; a sender publishes full slots except for a message's last piece.
+// The concurrency rules of Conn apply (one receiver, one sender).
+type SlotConn interface {
+	Conn
+	PeekRecv(deadline time.Time) (piece []byte, msgLen int, err error)
+	ReleaseRecv()
+	ReserveSend(wait bool, deadline time.Time) (slot []byte, ok bool, err error)
+	PublishSend(n, msgLen int)
+}
+
 // RecvFunc receives an n-byte message into fn, in place when c implements DirectReceiver and through
 // scratch (len ≥ n or grown) otherwise. It returns the scratch buffer for reuse.
 func RecvFunc(c Conn, n int, deadline time.Time, scratch []byte, fn func(piece []byte)) ([]byte, error) {

@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 
@@ -67,6 +68,9 @@ func run() error {
 	out := flag.String("o", "bench/cpu/results.json", "JSON output file (\"\" = none)")
 	backends := flag.String("backends", "shm,tcp", "simccl transports to measure")
 	channels := flag.Int("channels", 0, "most channels per collective (0 = comm's default)")
+	slot := flag.String("slot", "0", "bytes of one connection slot (0 = comm's default)")
+	ompi := flag.Bool("ompi", true, "also measure Open MPI's MPI_Allreduce")
+	cpuprofile := flag.String("cpuprofile", "", "directory for a CPU profile of every simccl rank (<dir>/<transport>-rank<r>.prof)")
 	flag.Parse()
 	lo, err := units.ParseSize(*b)
 	if err != nil {
@@ -79,6 +83,11 @@ func run() error {
 	if _, err := units.Sweep(lo, hi, 2); err != nil {
 		return err
 	}
+	slotBytes, err := units.ParseSize(*slot)
+	if err != nil {
+		return fmt.Errorf("-slot: %w", err)
+	}
+	os.Setenv("BENCH_SLOT", strconv.FormatInt(slotBytes, 10))
 	rep := &report{NRanks: *np, CPUs: runtime.NumCPU(), Command: "go run ./bench/cpu " + strings.Join(os.Args[1:], " ")}
 	bySize := map[int64]*row{}
 	get := func(bytes int64) *row {
@@ -91,7 +100,7 @@ func run() error {
 	}
 	for _, be := range strings.Split(*backends, ",") {
 		fmt.Fprintf(os.Stderr, "bench/cpu: simccl over %s, %d processes\n", be, *np)
-		res, err := spawn(*np, be, lo, hi, *iters, *channels)
+		res, err := spawn(*np, be, lo, hi, *iters, *channels, *cpuprofile)
 		if err != nil {
 			return fmt.Errorf("simccl over %s: %w", be, err)
 		}
@@ -106,7 +115,9 @@ func run() error {
 			x.WrongOurs += max(r.Wrong, 0)
 		}
 	}
-	if mpiRows, ver, err := runMPI(*np, lo, hi, *iters); err != nil {
+	if !*ompi {
+		fmt.Fprintln(os.Stderr, "bench/cpu: Open MPI not measured (-ompi=false)")
+	} else if mpiRows, ver, err := runMPI(*np, lo, hi, *iters); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/cpu: Open MPI not measured:", err)
 	} else {
 		rep.MPI = ver
@@ -168,11 +179,23 @@ func child(l perf.Launch) error {
 	var id comm.UniqueID
 	copy(id[:], b)
 	nch, _ := strconv.Atoi(os.Getenv("BENCH_CHANNELS"))
-	c, err := comm.InitRank(l.Size, id, l.Rank, &comm.Config{Transport: os.Getenv("BENCH_TRANSPORT"), NChannels: nch})
+	slot, _ := strconv.Atoi(os.Getenv("BENCH_SLOT"))
+	c, err := comm.InitRank(l.Size, id, l.Rank, &comm.Config{Transport: os.Getenv("BENCH_TRANSPORT"), NChannels: nch, SlotBytes: slot})
 	if err != nil {
 		return err
 	}
 	defer c.Destroy()
+	if dir := os.Getenv("BENCH_CPUPROFILE"); dir != "" {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-rank%d.prof", os.Getenv("BENCH_TRANSPORT"), l.Rank)))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	lo, _ := strconv.ParseInt(os.Getenv("BENCH_MIN"), 10, 64)
 	hi, _ := strconv.ParseInt(os.Getenv("BENCH_MAX"), 10, 64)
 	iters, _ := strconv.Atoi(os.Getenv("BENCH_ITERS"))
@@ -190,7 +213,7 @@ func child(l perf.Launch) error {
 	return nil
 }
 
-func spawn(np int, transport string, lo, hi int64, iters, channels int) (*perf.Result, error) {
+func spawn(np int, transport string, lo, hi int64, iters, channels int, profDir string) (*perf.Result, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -204,7 +227,7 @@ func spawn(np int, transport string, lo, hi int64, iters, channels int) (*perf.R
 	for r := range cmds {
 		cmd := exec.Command(self)
 		cmd.Env = append(os.Environ(), "RUNCCL_RANK="+strconv.Itoa(r), "RUNCCL_NRANKS="+strconv.Itoa(np), "RUNCCL_ID="+hex.EncodeToString(id[:]),
-			"BENCH_TRANSPORT="+transport, "BENCH_MIN="+strconv.FormatInt(lo, 10), "BENCH_MAX="+strconv.FormatInt(hi, 10), "BENCH_ITERS="+strconv.Itoa(iters), "BENCH_CHANNELS="+strconv.Itoa(channels))
+			"BENCH_TRANSPORT="+transport, "BENCH_MIN="+strconv.FormatInt(lo, 10), "BENCH_MAX="+strconv.FormatInt(hi, 10), "BENCH_ITERS="+strconv.Itoa(iters), "BENCH_CHANNELS="+strconv.Itoa(channels), "BENCH_CPUPROFILE="+profDir)
 		if r == 0 {
 			cmd.Stdout = &stdout
 		}
