@@ -993,3 +993,45 @@ func RunRealInProcess(p *RealProgram, cfg *comm.Config, check bool) (*RealReport
 	}
 	return rep, nil
 }
+
+// ScaleRankTraces makes the rank traces of a data-parallel run of n ranks from those of a smaller
+// one, the way simccl replay scales (same per-rank counts): the traces are copied n/W times (W: the
+// largest communicator size, the recorded world); copy b's ranks of a W-rank communicator become
+// ranks b·W+r of one n-rank communicator (its collectives keep their per-rank counts: AllReduce,
+// Broadcast and Reduce their count, AllGather its send count, ReduceScatter its receive count),
+// and its send/recv stay inside the copy (peer b·W+p); smaller communicators (tensor- or
+// pipeline-parallel groups) are copied, one per copy ("<id>@b"). n must be a multiple of W.
+func ScaleRankTraces(traces []RankTrace, n int) ([]RankTrace, error) {
+	w := 0
+	for _, t := range traces {
+		for _, r := range t.Records {
+			w = max(w, r.NRanks)
+		}
+	}
+	if w == 0 {
+		return nil, fmt.Errorf("%w: no records to scale", ErrTrace)
+	}
+	if n < w || n%w != 0 || n > 1<<16 {
+		return nil, fmt.Errorf("%w: cannot scale a run whose largest communicator has %d ranks to %d ranks (want a multiple of %d)", ErrReplay, w, n, w)
+	}
+	var out []RankTrace
+	for b := 0; b < n/w; b++ {
+		for _, t := range traces {
+			c := RankTrace{Name: fmt.Sprintf("%s@%d", t.Name, b), Records: make([]Record, len(t.Records))}
+			for i, r := range t.Records {
+				if r.NRanks == w {
+					r.Rank += b * w
+					r.NRanks = n
+					if r.Op == OpSend || r.Op == OpRecv {
+						r.Root += b * w
+					}
+				} else {
+					r.Comm = fmt.Sprintf("%s@%d", r.Comm, b)
+				}
+				c.Records[i] = r
+			}
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}

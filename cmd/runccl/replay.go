@@ -44,6 +44,7 @@ type replayOptions struct {
 	channels  int
 	algo      string
 	verbose   bool
+	scale     int
 	args      []string // as given, for the children
 }
 
@@ -65,6 +66,7 @@ func parseReplay(args []string, stderr io.Writer) (*replayOptions, error) {
 	fs.IntVar(&o.channels, "channels", 4, "most channels per collective (fewer for small sizes)")
 	fs.StringVar(&o.algo, "algo", "ring", "ring, tree (all-reduce by Tree) or pat (all-gather and reduce-scatter by PAT)")
 	fs.BoolVarP(&o.verbose, "verbose", "v", false, "log connections and their memory to stderr")
+	fs.IntVar(&o.scale, "scale", 0, "run as N ranks: the largest communicators grow to N ranks with the same per-rank counts, the others are copied (N a multiple of their size)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil, err
@@ -77,6 +79,8 @@ func parseReplay(args []string, stderr io.Writer) (*replayOptions, error) {
 		return nil, fmt.Errorf("%w: replay: no trace file (one per rank)", errUsage)
 	case o.top < 0:
 		return nil, fmt.Errorf("%w: replay: --top %d", errUsage, o.top)
+	case o.scale < 0:
+		return nil, fmt.Errorf("%w: replay: --scale %d", errUsage, o.scale)
 	case o.timeout <= 0:
 		return nil, fmt.Errorf("%w: replay: --timeout %v", errUsage, o.timeout)
 	}
@@ -138,6 +142,12 @@ func (o *replayOptions) plan() (*intercept.RealProgram, error) {
 			return nil, err
 		}
 		ts = append(ts, t)
+	}
+	if o.scale > 0 {
+		var err error
+		if ts, err = intercept.ScaleRankTraces(ts, o.scale); err != nil {
+			return nil, err
+		}
 	}
 	return intercept.PlanReal(ts)
 }

@@ -421,3 +421,34 @@ func TestReplayBadTraces(t *testing.T) {
 		t.Errorf("missing file: exit %d, %s", code, errb.String())
 	}
 }
+
+// --scale 8 runs the 4-rank program as 8 ranks: one 8-rank world communicator, the split
+// communicators and the send/recv patterns copied per block of 4.
+func TestReplayScale(t *testing.T) {
+	files := writeTraces(t, mixedTrace())
+	res := runReplayJSON(t, append([]string{"--check", "--scale", "8", "--top", "0"}, files...)...)
+	if res.Ranks != 8 || len(res.Comms) != 5 || res.Wrong != 0 || res.Checked == 0 {
+		t.Fatalf("ranks %d, comms %+v, checked %d, wrong %d", res.Ranks, res.Comms, res.Checked, res.Wrong)
+	}
+	ranks := map[string]int{}
+	for _, c := range res.Comms {
+		ranks[c.ID] = c.NRanks
+	}
+	if ranks["uworld"] != 8 || ranks["uworld/s0c0@0"] != 2 || ranks["uworld/s0c1@1"] != 2 {
+		t.Fatalf("communicators %v", ranks)
+	}
+	// World collectives are one launch of 8 ranks; exchanges are per copy; split communicators
+	// per copy; the groups with a world collective join everything.
+	if len(res.Launches) != 37 {
+		t.Fatalf("%d launches, want 37", len(res.Launches))
+	}
+	for _, l := range res.Launches {
+		if l.Key == "uworld#c0" && l.Ranks != 8 || l.Key == "uworld#p4>5.0" && (l.Ranks != 4 || l.Calls != 16) {
+			t.Errorf("launch %+v", l)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := mainRun(append([]string{"replay", "--scale", "6"}, files...), &out, &errb, noenv); code != 1 || !strings.Contains(errb.String(), "want a multiple of 4") {
+		t.Errorf("--scale 6: exit %d, %s", code, errb.String())
+	}
+}
