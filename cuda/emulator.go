@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -34,8 +35,17 @@ import (
 //   - Synchronous copies and memsets run on the device's legacy stream and wait for it.
 //   - IPC handles name the address (one process); graphs are not emulated (an error).
 
-// EmulatorJitter bounds the random delay each emulated stream takes before each operation.
-var EmulatorJitter = 20 * time.Microsecond
+// emulatorJitter bounds the random delay each emulated stream takes before each operation.
+var emulatorJitter atomic.Int64
+
+func init() { emulatorJitter.Store(int64(20 * time.Microsecond)) }
+
+// SetEmulatorJitter sets the bound of the random delay an emulated stream takes before each
+// operation (default 20µs; a wider spread makes ordering bugs likelier to show) and returns the
+// previous one.
+func SetEmulatorJitter(d time.Duration) time.Duration {
+	return time.Duration(emulatorJitter.Swap(int64(d)))
+}
 
 // ErrorIllegalAddress is CUDA_ERROR_ILLEGAL_ADDRESS, the emulator's verdict on a bad access.
 const ErrorIllegalAddress Result = 700
@@ -157,15 +167,15 @@ func (s *emuStream) run() {
 		op := s.q[0]
 		s.q[0] = nil
 		s.q = s.q[1:]
-		j := time.Duration(0)
-		if EmulatorJitter > 0 {
-			j = time.Duration(s.rng.Int64N(int64(EmulatorJitter)))
+		j, jmax := time.Duration(0), time.Duration(emulatorJitter.Load())
+		if jmax > 0 {
+			j = time.Duration(s.rng.Int64N(int64(jmax)))
 		}
 		s.mu.Unlock()
 		if op == nil { // destroyed
 			return
 		}
-		if j > EmulatorJitter/2 {
+		if j > jmax/2 {
 			time.Sleep(j)
 		}
 		err := op()

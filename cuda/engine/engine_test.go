@@ -545,3 +545,75 @@ func TestConformanceTreeAndPAT(t *testing.T) {
 	m.kinds = []kind{kAllGather, kReduceScatter}
 	conformance(t, "pat", m)
 }
+
+// TestBackToBack chains launches without synchronizing between them: a → b, b → a, … so that a
+// launch's staging slots and buffers are reused while peers may still be finishing the previous
+// one; only the engine's stream ordering keeps the values right.
+func TestBackToBack(t *testing.T) {
+	const iters, count = 8, 2053
+	if emulated { // wider timing spread between the emulated streams
+		defer cuda.SetEmulatorJitter(cuda.SetEmulatorJitter(300 * time.Microsecond))
+	}
+	for n := 2; n <= min(4, len(devs)); n++ {
+		comms, err := engine.InitAll(needDevs(t, n), &engine.Config{SlotBytes: 512, NChannels: 2, ChannelBytes: 1024})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := make([]cuda.DevPtr, n)
+		b := make([]cuda.DevPtr, n)
+		ss := make([]cuda.Stream, n)
+		for r, c := range comms {
+			in := make([]byte, 4*count)
+			for i := 0; i < count; i++ {
+				put(coll.Float32, in, i, float64(i%7+r))
+			}
+			if a[r], err = upload(c.Device(), in); err != nil {
+				t.Fatal(err)
+			}
+			if b[r], err = upload(c.Device(), in); err != nil {
+				t.Fatal(err)
+			}
+			if ss[r], err = newStream(c.Device()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		engine.GroupStart() // one goroutine drives every rank: each launch in a process-wide group
+		for it := 0; it < iters; it++ {
+			for r, c := range comms {
+				src, dst := a[r], b[r]
+				if it%2 == 1 {
+					src, dst = b[r], a[r]
+				}
+				if err := c.AllReduce(src, dst, count, coll.Float32, coll.Sum, ss[r]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := engine.GroupEnd(); err != nil {
+				t.Fatal(err)
+			}
+			if it+1 < iters {
+				engine.GroupStart()
+			}
+		}
+		for r, c := range comms {
+			got, err := download(c.Device(), a[r], 4*count, ss[r]) // iters is even: the result is in a
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < count; i++ {
+				sum := 0.0
+				for q := 0; q < n; q++ {
+					sum += float64(i%7 + q)
+				}
+				want := sum * math.Pow(float64(n), iters-1)
+				if g := get(coll.Float32, got, i); g != want {
+					t.Fatalf("%d ranks: rank %d element %d: %v, want %v", n, r, i, g, want)
+				}
+			}
+			_ = c.Device().Do(func(x *cuda.Ctx) error { _ = x.Free(a[r]); _ = x.Free(b[r]); return x.DestroyStream(ss[r]) })
+			if err := c.Destroy(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+}
