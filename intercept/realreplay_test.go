@@ -2,7 +2,6 @@ package intercept
 
 import (
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/simccl/simccl/coll"
@@ -119,18 +118,20 @@ func TestPlanRealFromLogs(t *testing.T) {
 			}
 		}
 	}
-	// The first iteration (4 collectives up to 128 MiB, then the merged send/recv group) runs.
+	// The first iteration's all-reduce, all-gather and merged send/recv group run (its 16 and
+	// 128 MiB reduce-scatter and broadcast left out on both ranks, to keep the test short).
 	for a := range prog.Actors {
-		prog.Actors[a].Launches = prog.Actors[a].Launches[:5]
+		l := prog.Actors[a].Launches
+		prog.Actors[a].Launches = []RealLaunch{l[0], l[1], l[4]}
 	}
 	rep, err := RunRealInProcess(prog, &comm.Config{Transport: "inproc"}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Wrong != 0 || rep.Checked == 0 || len(rep.Launches) != 5 {
+	if rep.Wrong != 0 || rep.Checked == 0 || len(rep.Launches) != 3 {
 		t.Fatalf("launches %d, checked %d, wrong %d", len(rep.Launches), rep.Checked, rep.Wrong)
 	}
-	if !strings.Contains(rep.Launches[4].Ops, "Send") || rep.Launches[4].Ranks != 2 {
-		t.Fatalf("launch 4 %+v", rep.Launches[4])
+	if l := rep.Launches[2]; l.Ops != "Send+Recv" || l.Ranks != 2 || l.Calls != 6 || l.Key != "log1.n2#p0>1.0" {
+		t.Fatalf("send/recv launch %+v", l)
 	}
 }
