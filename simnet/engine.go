@@ -92,6 +92,13 @@ type Engine struct {
 	started     []FlowID
 	ended       []endedFlow
 	usedScratch []bool
+	// per-flow caps of a rate computation, grouped by value (capVals[j]: the flows
+	// capFlows[capOff[j]:capOff[j+1]])
+	capVals  []float64
+	capOff   []int32
+	capFlows []FlowID
+	capFill  []int32
+	capIdx   map[float64]int // cap → group, once there are more than a few distinct caps
 	rateScratch []Rate
 
 	// RateInterval, when > 0, is the smallest simulated time between two rate computations:
@@ -548,11 +555,13 @@ func (e *Engine) recompute() {
 			sh.push(shareEntry{share: lk.rem / float64(lk.cnt), idx: int32(l), ver: lk.ver})
 		}
 	}
-	for _, fid := range flows {
-		f := &e.flows[fid]
-		if f.maxr > 0 {
-			sh.push(shareEntry{share: float64(f.maxr), idx: int32(fid), ver: 0, isFlow: true})
-		}
+	// Per-flow caps: one heap entry per distinct cap value (a channel's CTA rate is shared by
+	// thousands of flows). When the smallest pending value is a cap c, every unfrozen flow capped
+	// at c gets c at once: freezing one of them leaves every link's share at least c, so the
+	// result is the one per-flow entries would give.
+	e.groupCaps(flows)
+	for j, c := range e.capVals {
+		sh.push(shareEntry{share: c, idx: int32(j), isFlow: true})
 	}
 	frozen := ep
 	newRate := func(fid FlowID, r float64) {
@@ -608,11 +617,12 @@ func (e *Engine) recompute() {
 	for sh.len() > 0 {
 		se := sh.pop()
 		if se.isFlow {
-			f := &e.flows[se.idx]
-			if f.frozen != frozen {
-				newRate(FlowID(se.idx), se.share)
-				flush()
+			for _, fid := range e.capFlows[e.capOff[se.idx]:e.capOff[se.idx+1]] {
+				if e.flows[fid].frozen != frozen {
+					newRate(fid, se.share)
+				}
 			}
+			flush()
 			continue
 		}
 		lk := &e.links[se.idx]
@@ -632,6 +642,75 @@ func (e *Engine) recompute() {
 	}
 	e.compLinks = links[:0]
 	e.compFlows = flows[:0]
+}
+
+// groupCaps fills capVals, capOff and capFlows with the capped flows of flows, grouped by cap.
+func (e *Engine) groupCaps(flows []FlowID) {
+	vals := e.capVals[:0]
+	cnt := e.capOff[:0]
+	const few = 8 // distinct caps searched linearly; beyond, a map
+	clear(e.capIdx)
+	idx := func(c float64) int {
+		if len(vals) > few {
+			if j, ok := e.capIdx[c]; ok {
+				return j
+			}
+			return -1
+		}
+		for j := len(vals) - 1; j >= 0; j-- {
+			if vals[j] == c {
+				return j
+			}
+		}
+		return -1
+	}
+	add := func(c float64) int {
+		vals = append(vals, c)
+		if len(vals) == few+1 {
+			if e.capIdx == nil {
+				e.capIdx = map[float64]int{}
+			}
+			for j, v := range vals {
+				e.capIdx[v] = j
+			}
+		} else if len(vals) > few+1 {
+			e.capIdx[c] = len(vals) - 1
+		}
+		return len(vals) - 1
+	}
+	for _, fid := range flows {
+		if m := e.flows[fid].maxr; m > 0 {
+			j := idx(float64(m))
+			if j < 0 {
+				j = add(float64(m))
+				cnt = append(cnt, 0)
+			}
+			cnt[j]++
+		}
+	}
+	// Offsets (CSR), then fill.
+	off := append(cnt, 0)
+	sum := int32(0)
+	for j := range vals {
+		c := off[j]
+		off[j] = sum
+		sum += c
+	}
+	off[len(vals)] = sum
+	fl := e.capFlows[:0]
+	for range sum {
+		fl = append(fl, 0)
+	}
+	fill := append(e.capFill[:0], off[:len(vals)]...)
+	e.capFill = fill
+	for _, fid := range flows {
+		if m := e.flows[fid].maxr; m > 0 {
+			j := idx(float64(m))
+			fl[fill[j]] = fid
+			fill[j]++
+		}
+	}
+	e.capVals, e.capOff, e.capFlows = vals, off, fl
 }
 
 // FlowRate returns the current rate of an active flow.

@@ -180,3 +180,53 @@ func TestDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// Many flows with distinct caps (more than the linear search handles) on one link get the
+// water-filling allocation: caps below the fair share are met, the rest share what is left.
+func TestManyDistinctCaps(t *testing.T) {
+	e, _ := newRec()
+	l := e.AddLink("l", GBps(100), 0)
+	const n = 20
+	caps := make([]float64, n)
+	ids := make([]FlowID, n)
+	for i := range caps {
+		caps[i] = float64(n - i) // 20, 19, …, 1 GB/s
+		ids[i] = e.StartFlow([]LinkID{l}, 1e12, GBps(caps[i]), int64(i))
+	}
+	e.recompute()
+	// Water filling by hand.
+	left, rest := 100.0, n
+	want := make([]float64, n)
+	done := make([]bool, n)
+	for rest > 0 {
+		share := left / float64(rest)
+		progressed := false
+		for i, c := range caps {
+			if !done[i] && c <= share {
+				want[i], done[i] = c, true
+				left -= c
+				rest--
+				progressed = true
+			}
+		}
+		if !progressed {
+			for i := range caps {
+				if !done[i] {
+					want[i], done[i] = share, true
+					rest--
+				}
+			}
+		}
+	}
+	sum := 0.0
+	for i, id := range ids {
+		got := e.FlowRate(id).GBps()
+		sum += got
+		if math.Abs(got-want[i]) > 1e-9 {
+			t.Errorf("flow %d (cap %v): %v GB/s, want %v", i, caps[i], got, want[i])
+		}
+	}
+	if sum > 100+1e-9 {
+		t.Errorf("rates sum to %v GB/s on a 100 GB/s link", sum)
+	}
+}

@@ -56,24 +56,29 @@ func TestRingSimMergeClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(merge int) *RingResult {
-		e := NewEngine(nil)
-		cl, err := NewCluster(e, m.Node, m.Nodes, m.Fabric)
-		if err != nil {
-			t.Fatal(err)
+	for _, cta := range []bool{false, true} {
+		run := func(merge int) *RingResult {
+			e := NewEngine(nil)
+			cl, err := NewCluster(e, m.Node, m.Nodes, m.Fabric)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tm, _ := m.Timing(tuning.Ring, tuning.Simple)
+			if !cta {
+				tm.CTARate = 0
+			}
+			res, err := SimulateRing(e, cl, RingSpec{Func: tuning.AllReduce, Bytes: 256 << 20, Proto: tuning.Simple, Rings: m.Rings, Merge: merge}, tm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res
 		}
-		tm, _ := TimingFor("", tuning.Ring, tuning.Simple)
-		res, err := SimulateRing(e, cl, RingSpec{Func: tuning.AllReduce, Bytes: 256 << 20, Proto: tuning.Simple, Rings: m.Rings, Merge: merge}, tm)
-		if err != nil {
-			t.Fatal(err)
+		exact, coarse := run(1), run(8)
+		rel := math.Abs(coarse.Time.Seconds()-exact.Time.Seconds()) / exact.Time.Seconds()
+		t.Logf("CTA %v: exact %v (%d msgs), merge 8: %v (%d msgs), %.1f%% apart", cta, exact.Time, exact.Messages, coarse.Time, coarse.Messages, 100*rel)
+		if rel > 0.10 {
+			t.Fatalf("CTA %v: merge 8 is %.0f%% away from the exact replay", cta, 100*rel)
 		}
-		return res
-	}
-	exact, coarse := run(1), run(8)
-	rel := math.Abs(coarse.Time.Seconds()-exact.Time.Seconds()) / exact.Time.Seconds()
-	t.Logf("exact %v (%d msgs), merge 8: %v (%d msgs), %.1f%% apart", exact.Time, exact.Messages, coarse.Time, coarse.Messages, 100*rel)
-	if rel > 0.10 {
-		t.Fatalf("merge 8 is %.0f%% away from the exact replay", 100*rel)
 	}
 }
 
