@@ -94,11 +94,11 @@ type Engine struct {
 	usedScratch []bool
 	// per-flow caps of a rate computation, grouped by value (capVals[j]: the flows
 	// capFlows[capOff[j]:capOff[j+1]])
-	capVals  []float64
-	capOff   []int32
-	capFlows []FlowID
-	capFill  []int32
-	capIdx   map[float64]int // cap → group, once there are more than a few distinct caps
+	capVals     []float64
+	capOff      []int32
+	capFlows    []FlowID
+	capFill     []int32
+	capIdx      map[float64]int // cap → group, once there are more than a few distinct caps
 	rateScratch []Rate
 
 	// RateInterval, when > 0, is the smallest simulated time between two rate computations:
