@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 	"unsafe"
@@ -290,7 +291,7 @@ func (c *Comm) run(calls []*call) error {
 
 // schedule compiles (or fetches from the cache) the schedule of a list of collectives.
 func (c *Comm) schedule(colls []*call) (*coll.Schedule, error) {
-	key := ""
+	var kb []byte // the cache key, built without fmt: this runs on every call
 	plans := make([]coll.Plan, len(colls))
 	for i, k := range colls {
 		// Fewer channels for small operations (as NCCL's tuning lowers nChannels for small sizes,
@@ -303,8 +304,13 @@ func (c *Comm) schedule(colls []*call) (*coll.Schedule, error) {
 		plans[i] = coll.Plan{Func: k.f, Count: k.count, DataType: k.dt, Op: k.op, Root: k.root, NRanks: c.n,
 			Algo: c.algo(k.f), Proto: tuning.Simple, NChannels: nch}
 		plans[i].BuffSize[tuning.Simple] = int64(realnet.Steps * c.cfg.SlotBytes)
-		key += fmt.Sprintf("%d/%d/%d/%d/%d/%d/%d;", k.f, k.count, k.dt, k.op, k.root, plans[i].Algo, nch)
+		for _, v := range [...]int64{int64(k.f), k.count, int64(k.dt), int64(k.op), int64(k.root), int64(plans[i].Algo), int64(nch)} {
+			kb = strconv.AppendInt(kb, v, 10)
+			kb = append(kb, '/')
+		}
+		kb = append(kb, ';')
 	}
+	key := string(kb)
 	c.schedMu.Lock()
 	s, ok := c.scheds[key]
 	c.schedMu.Unlock()
@@ -530,6 +536,20 @@ func sameStart(a, b []byte) bool {
 
 // runProgram runs one rank's program on one channel, following Deps (lanes run concurrently).
 func (c *Comm) runProgram(s *coll.Schedule, p *coll.Program, bufs []opBufs, calls []*call) error {
+	oneLane := true
+	for i := range p.Steps {
+		oneLane = oneLane && p.Steps[i].Lane == p.Steps[0].Lane
+	}
+	if oneLane {
+		// The common case (rings): the steps in order, on this goroutine.
+		sc := c.scratchFor(p.Channel, 0)
+		for i := range p.Steps {
+			if err := c.runStep(s, &p.Steps[i], bufs, calls, sc); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	lanes := map[int][]int{}
 	var order []int
 	for i := range p.Steps {
@@ -538,15 +558,6 @@ func (c *Comm) runProgram(s *coll.Schedule, p *coll.Program, bufs []opBufs, call
 			order = append(order, l)
 		}
 		lanes[l] = append(lanes[l], i)
-	}
-	if len(order) <= 1 {
-		sc := c.scratchFor(p.Channel, 0)
-		for i := range p.Steps {
-			if err := c.runStep(s, &p.Steps[i], bufs, calls, sc); err != nil {
-				return err
-			}
-		}
-		return nil
 	}
 	done := make([]chan struct{}, len(p.Steps))
 	for i := range done {
