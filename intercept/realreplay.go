@@ -822,6 +822,7 @@ type RealReport struct {
 	ByOp      []RealOpTotal      `json:"by_op"`
 	TotalUs   float64            `json:"total_us"` // sum of the launch times
 	WallUs    float64            `json:"wall_us"`  // first issue to last completion, buffers and checks included
+	Check     bool               `json:"check"`    // results were checked (Checked, Wrong)
 	Checked   int64              `json:"checked"`
 	Wrong     int64              `json:"wrong"`
 	FirstBad  string             `json:"first_bad,omitempty"`
@@ -988,6 +989,7 @@ func RunRealInProcess(p *RealProgram, cfg *comm.Config, check bool) (*RealReport
 		return nil, errs[first]
 	}
 	rep := p.MergeReal(results)
+	rep.Check = check
 	if cfg != nil {
 		rep.Transport = cfg.Transport
 	}

@@ -166,7 +166,7 @@ func replay(o *replayOptions, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep.Transport, rep.Procs = o.transport, o.procs
+	rep.Transport, rep.Procs, rep.Check = o.transport, o.procs, o.check
 	if o.transport == "auto" {
 		rep.Transport = "auto (in-process)"
 		if o.procs {
