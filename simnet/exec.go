@@ -369,7 +369,16 @@ func (x *sim) start(g int32) {
 	lane := x.laneRate[x.progOf[g]]
 	if len(st.Send) == 0 {
 		if lane > 0 && st.Bytes > 0 && localWork(st.Prim) {
-			x.e.StartFlow(nil, float64(st.Bytes), lane, int64(len(x.msgSend))+int64(g))
+			// A received message is read from the FIFO as it lies there: its wire bytes (LL
+			// lines carry 8 B of data in 16 B, LL128 120 in 128).
+			b := st.Bytes
+			if len(st.Recv) > 0 {
+				b = st.Wire
+				if b == 0 {
+					b = coll.WireBytes(st.Proto, st.Bytes)
+				}
+			}
+			x.e.StartFlow(nil, float64(b), lane, int64(len(x.msgSend))+int64(g))
 			return
 		}
 		x.complete(g)

@@ -176,7 +176,8 @@ func SimulateRing(e *Engine, r Router, spec RingSpec, tm Timing) (*RingResult, e
 	if x.cta > 0 {
 		// The last step of a loop (AllGather/AllReduce recv, ReduceScatter recvReduceCopy) copies
 		// or reduces one step's payload into the output before the channel goes on.
-		x.recvB = float64(stepPayload)
+		// It reads the message from the FIFO as it lies there: its wire bytes.
+		x.recvB = wire
 	}
 	x.msgBytes = make([]float64, S)
 	for s := 0; s < S; s++ {
