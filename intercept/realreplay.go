@@ -200,6 +200,10 @@ func PlanReal(traces []RankTrace) (*RealProgram, error) {
 				var have []string
 				for q := 0; q < c.Size; q++ {
 					if h, ok := holder[ck{id, q}]; ok {
+						if len(have) == 8 {
+							have = append(have, "…")
+							break
+						}
 						have = append(have, fmt.Sprintf("rank %d in %s", q, traces[h].Name))
 					}
 				}
@@ -261,6 +265,9 @@ func (p *RealProgram) matchAndSplit(traces []RankTrace) error {
 				op = coll.Sum
 			}
 			c := &RealCall{Rec: r, File: t.Name, dt: dt, op: op, n: size[r.Comm]}
+			if b := float64(r.Count) * float64(dt.Size()) * float64(c.n); b > 1<<50 {
+				return fmt.Errorf("%w: %s: buffers of %.3g bytes cannot be allocated", ErrTrace, where(t.Name, &r), b)
+			}
 			calls[a] = append(calls[a], c)
 			switch r.Op {
 			case OpSend:
@@ -447,6 +454,24 @@ func (c *RealCall) sizes() (send, recv int64) {
 func (c *RealCall) bytes() int64 {
 	s, r := c.sizes()
 	return max(s, r)
+}
+
+// Footprint is the buffer memory actor a needs: that of its largest launch (send and receive
+// buffers of all its calls), and the launch's first call.
+func (p *RealProgram) Footprint(a int) (int64, string) {
+	var big int64
+	what := ""
+	for _, l := range p.Actors[a].Launches {
+		var b int64
+		for j := range l.Calls {
+			s, r := l.Calls[j].sizes()
+			b += s + r
+		}
+		if b > big {
+			big, what = b, where(l.Calls[0].File, &l.Calls[0].Rec)
+		}
+	}
+	return big, what
 }
 
 // inputValue is element i of rank r's input for pattern seed: small integers 0..7, exact in every

@@ -22,6 +22,7 @@ import (
 
 	"github.com/simccl/simccl/comm"
 	"github.com/simccl/simccl/intercept"
+	"github.com/simccl/simccl/internal/units"
 )
 
 // Environment of a --procs child: which rank trace it runs, the communicators' unique ids (a JSON
@@ -45,6 +46,7 @@ type replayOptions struct {
 	algo      string
 	verbose   bool
 	scale     int
+	maxMemory int64
 	args      []string // as given, for the children
 }
 
@@ -66,6 +68,7 @@ func parseReplay(args []string, stderr io.Writer) (*replayOptions, error) {
 	fs.IntVar(&o.channels, "channels", 4, "most channels per collective (fewer for small sizes)")
 	fs.StringVar(&o.algo, "algo", "ring", "ring, tree (all-reduce by Tree) or pat (all-gather and reduce-scatter by PAT)")
 	fs.BoolVarP(&o.verbose, "verbose", "v", false, "log connections and their memory to stderr")
+	mem := fs.String("max-memory", "16G", "refuse a replay whose buffers (the largest launch of every rank this process runs) exceed this")
 	fs.IntVar(&o.scale, "scale", 0, "run as N ranks: the largest communicators grow to N ranks with the same per-rank counts, the others are copied (N a multiple of their size)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -74,6 +77,10 @@ func parseReplay(args []string, stderr io.Writer) (*replayOptions, error) {
 		return nil, fmt.Errorf("%w: replay: %v", errUsage, err)
 	}
 	o.files = fs.Args()
+	var err error
+	if o.maxMemory, err = units.ParseSize(*mem); err != nil {
+		return nil, fmt.Errorf("%w: replay: --max-memory: %v", errUsage, err)
+	}
 	switch {
 	case len(o.files) == 0:
 		return nil, fmt.Errorf("%w: replay: no trace file (one per rank)", errUsage)
@@ -149,7 +156,23 @@ func (o *replayOptions) plan() (*intercept.RealProgram, error) {
 			return nil, err
 		}
 	}
-	return intercept.PlanReal(ts)
+	prog, err := intercept.PlanReal(ts)
+	if err != nil {
+		return nil, err
+	}
+	// Goroutine ranks share this process's memory; with --procs each process holds one rank.
+	var total int64
+	for a := range prog.Actors {
+		b, what := prog.Footprint(a)
+		if o.procs {
+			total = 0
+		}
+		if total += b; total > o.maxMemory {
+			return nil, fmt.Errorf("the replay needs %s of buffers in one process, over --max-memory %s (the largest launch of the last rank counted needs %s: %s)",
+				units.FormatSize(total), units.FormatSize(o.maxMemory), units.FormatSize(b), what)
+		}
+	}
+	return prog, nil
 }
 
 func replay(o *replayOptions, stdout, stderr io.Writer) error {
@@ -328,6 +351,7 @@ func replayProcs(o *replayOptions, prog *intercept.RealProgram, stderr io.Writer
 // replayChild is one --procs child: it joins its communicators, replays its rank trace and writes
 // its result where the parent said.
 func replayChild(o *replayOptions, actor string, getenv func(string) string, stderr io.Writer) error {
+	o.procs = true // one rank in this process (for --max-memory)
 	prog, err := o.plan()
 	if err != nil {
 		return err

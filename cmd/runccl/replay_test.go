@@ -376,6 +376,10 @@ func TestReplayBadTraces(t *testing.T) {
 		}, want: []string{"rank0.jsonl:1:", "float128"}},
 		{name: "neither trace nor log", ranks: func() [][]intercept.Record { return pair(8, 8) }, raw: map[int]string{0: "hello\nworld\n"},
 			want: []string{"rank0.jsonl: neither a trace", "2 lines read"}},
+		{name: "over --max-memory", ranks: func() [][]intercept.Record { return pair(1<<20, 1<<20) }, args: []string{"--max-memory", "12M"},
+			want: []string{"needs 16M of buffers in one process, over --max-memory 12M", "needs 8M: ", "rank1.jsonl: seq 0 (AllReduce 1048576 float sum"}},
+		{name: "absurd count", ranks: func() [][]intercept.Record { return pair(1<<60, 1<<60) },
+			want: []string{"rank0.jsonl: seq 0 (AllReduce 1152921504606846976 float sum", "cannot be allocated"}},
 		{name: "empty trace", ranks: func() [][]intercept.Record {
 			return [][]intercept.Record{{{Rank: 0, NRanks: 1, Comm: "c", Op: intercept.OpCommInit, Root: -1}}}
 		}, want: []string{"no collective or point-to-point call"}},
@@ -411,7 +415,7 @@ func TestReplayBadTraces(t *testing.T) {
 			}
 		})
 	}
-	for _, args := range [][]string{{}, {"--transport", "ib", "x"}, {"--algo", "nvls", "x"}, {"--procs", "--transport", "inproc", "x"}, {"--top", "-1", "x"}, {"--nosuch", "x"}} {
+	for _, args := range [][]string{{}, {"--transport", "ib", "x"}, {"--algo", "nvls", "x"}, {"--procs", "--transport", "inproc", "x"}, {"--top", "-1", "x"}, {"--nosuch", "x"}, {"--max-memory", "lots", "x"}, {"--scale", "-2", "x"}} {
 		var out, errb bytes.Buffer
 		if code := mainRun(append([]string{"replay"}, args...), &out, &errb, noenv); code != 2 || errb.Len() == 0 {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errb.String())
