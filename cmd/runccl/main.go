@@ -42,6 +42,7 @@ type options struct {
 	json      bool
 	preconn   bool
 	verbose   bool
+	backend   string
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -58,7 +59,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	n := fs.IntP("iters", "n", 20, "timed iterations per size")
 	w := fs.IntP("warmup_iters", "w", 1, "warm-up iterations per size")
 	check := fs.Bool("check", false, "check every element of one extra run per size (the #wrong column)")
-	backend := fs.String("backend", "cpu", "execution backend: cpu")
+	backend := fs.String("backend", "cpu", "execution backend: cpu, or cuda (-g GPUs of this machine, cuda.go)")
 	procs := fs.Bool("procs", false, "one process per rank on this host (shared memory) instead of goroutines")
 	transport := fs.String("transport", "auto", "auto, inproc, shm or tcp")
 	channels := fs.Int("channels", 4, "most channels per collective (fewer for small sizes)")
@@ -76,10 +77,10 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
-	if *backend != "cpu" {
-		return nil, fmt.Errorf("%w: --backend %q: only cpu is available in this build", errUsage, *backend)
+	if *backend != "cpu" && *backend != "cuda" {
+		return nil, fmt.Errorf("%w: --backend %q: want cpu or cuda", errUsage, *backend)
 	}
-	opt := &options{nranks: *g, procs: *procs, transport: *transport, channels: *channels, algo: *algo, timeout: *timeout, json: *js, preconn: *preconn, verbose: *verbose}
+	opt := &options{nranks: *g, procs: *procs, transport: *transport, channels: *channels, algo: *algo, timeout: *timeout, json: *js, preconn: *preconn, verbose: *verbose, backend: *backend}
 	var err error
 	if opt.perf.Colls, err = perf.ParseColls(*c); err != nil {
 		return nil, fmt.Errorf("%w: -c: %v", errUsage, err)
@@ -143,6 +144,9 @@ func (o *options) config(stderr io.Writer) *comm.Config {
 }
 
 func run(opt *options, stdout, stderr io.Writer, getenv func(string) string) error {
+	if opt.backend == "cuda" {
+		return runCUDA(opt, stdout, getenv) // cuda.go
+	}
 	launch, launched, err := perf.DetectLaunch(getenv)
 	if err != nil {
 		return err

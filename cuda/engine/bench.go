@@ -1,0 +1,397 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/comm"
+	"github.com/simccl/simccl/comm/perf"
+	"github.com/simccl/simccl/cuda"
+)
+
+// Bench measures collectives on the communicators of one clique the way nccl-tests does (fact
+// sheet §7) and as comm/perf does on CPUs, so that the two backends print the same table: per
+// size, out-of-place then in-place; Warmup launches, then Iters launches timed on the host from
+// the first launch to the end of every rank's stream; algbw = bytes/time, busbw = algbw × the
+// collective's factor; with Check, one extra run per size and placement whose every element is
+// compared with a float64 reference (#wrong). One goroutine drives every GPU, each launch in a
+// process-wide group (nccl-tests -g N with one thread).
+func Bench(comms []*Comm, opt perf.Options) (*perf.Result, error) {
+	n := len(comms)
+	if n == 0 {
+		return nil, fmt.Errorf("engine: Bench: no communicators")
+	}
+	if opt.Iters <= 0 {
+		opt.Iters = 20
+	}
+	if opt.Root < 0 || opt.Root >= n {
+		return nil, fmt.Errorf("engine: Bench: root %d of %d ranks", opt.Root, n)
+	}
+	elt := int64(opt.DataType.Size())
+	if elt == 0 {
+		return nil, fmt.Errorf("engine: Bench: data type %v", opt.DataType)
+	}
+	var maxSize int64
+	for _, s := range opt.Sizes {
+		maxSize = max(maxSize, s)
+	}
+	maxSize = max(maxSize, 16)
+	b := &bench{comms: comms, n: n, opt: opt, elt: elt, op: opt.Op}
+	if opt.Op == coll.PreMulSum {
+		b.scalar = 2
+		for _, c := range comms {
+			b.op = c.RedOpCreatePreMulSum(b.scalar)
+		}
+	}
+	defer b.free()
+	for _, c := range comms {
+		var rb benchRank
+		err := c.dev.Do(func(x *cuda.Ctx) error {
+			var err error
+			if rb.send, err = x.Alloc(int(maxSize)); err != nil {
+				return err
+			}
+			if rb.recv, err = x.Alloc(int(maxSize)); err != nil {
+				return err
+			}
+			if err = x.Memset(rb.send, 0, int(maxSize)); err != nil {
+				return err
+			}
+			if err = x.Memset(rb.recv, 0, int(maxSize)); err != nil {
+				return err
+			}
+			rb.stream, err = x.NewStream()
+			return err
+		})
+		b.ranks = append(b.ranks, rb)
+		if err != nil {
+			return nil, fmt.Errorf("engine: Bench: rank %d: %w", c.rank, err)
+		}
+	}
+	res := &perf.Result{NRanks: n, Transport: "cuda-p2p"}
+	for _, cname := range opt.Colls {
+		for _, size := range opt.Sizes {
+			countCol, arg, bytes := benchCounts(cname, size, elt, n)
+			for _, inPlace := range []bool{false, true} {
+				row := perf.Row{Coll: cname, Bytes: bytes, Count: countCol, Type: opt.DataType.String(), RedOp: opt.Op.String(),
+					Root: -1, InPlace: inPlace, Wrong: -1}
+				if cname == "broadcast" || cname == "reduce" {
+					row.Root = opt.Root
+				}
+				if !benchReduces(cname) {
+					row.RedOp = "none"
+				}
+				if inPlace && (cname == "alltoall" || cname == "sendrecv") {
+					continue // not in-place safe
+				}
+				for i := 0; i < opt.Warmup; i++ {
+					if err := b.issue(cname, arg, inPlace); err != nil {
+						return nil, err
+					}
+				}
+				if err := b.sync(); err != nil {
+					return nil, err
+				}
+				t0 := time.Now()
+				for i := 0; i < opt.Iters; i++ {
+					if err := b.issue(cname, arg, inPlace); err != nil {
+						return nil, err
+					}
+				}
+				if err := b.sync(); err != nil {
+					return nil, err
+				}
+				us := float64(time.Since(t0).Microseconds()) / float64(opt.Iters)
+				us = max(us, 1e-3)
+				row.TimeUs = us
+				row.AlgBW = float64(bytes) / us / 1e3
+				row.BusBW = row.AlgBW * benchBusFactor(cname, n)
+				if opt.Check {
+					w, err := b.check(cname, arg, inPlace)
+					if err != nil {
+						return nil, err
+					}
+					row.Wrong = w
+				}
+				res.Rows = append(res.Rows, row)
+			}
+		}
+	}
+	for _, r := range res.Rows {
+		res.AvgBusBW += r.BusBW
+		if r.Wrong > 0 {
+			res.Wrong += r.Wrong
+		}
+	}
+	if len(res.Rows) > 0 {
+		res.AvgBusBW /= float64(len(res.Rows))
+	}
+	return res, nil
+}
+
+type benchRank struct {
+	send, recv cuda.DevPtr
+	stream     cuda.Stream
+}
+
+type bench struct {
+	comms  []*Comm
+	n      int
+	opt    perf.Options
+	elt    int64
+	op     coll.RedOp
+	scalar float64
+	ranks  []benchRank
+}
+
+func (b *bench) free() {
+	for r, rb := range b.ranks {
+		_ = b.comms[r].dev.Do(func(x *cuda.Ctx) error {
+			_ = x.StreamSync(rb.stream)
+			_ = x.Free(rb.send)
+			_ = x.Free(rb.recv)
+			return x.DestroyStream(rb.stream)
+		})
+	}
+}
+
+// benchBusFactor is nccl-tests' busbw factor (§7).
+func benchBusFactor(c string, n int) float64 {
+	switch c {
+	case "allreduce":
+		return 2 * float64(n-1) / float64(n)
+	case "allgather", "reducescatter", "alltoall":
+		return float64(n-1) / float64(n)
+	}
+	return 1
+}
+
+// benchCounts gives nccl-tests' count column, the count argument and the bytes column of a size.
+func benchCounts(c string, size, elt int64, n int) (countCol, arg, bytes int64) {
+	count := size / elt
+	switch c {
+	case "allgather", "reducescatter", "alltoall":
+		base := count / int64(n)
+		if g := 16 / elt; g > 1 {
+			base = base / g * g
+		}
+		return base, base, base * int64(n) * elt
+	}
+	return count, count, count * elt
+}
+
+func benchReduces(c string) bool { return c == "allreduce" || c == "reduce" || c == "reducescatter" }
+
+// pointers gives rank r's send and receive buffers for a call (nccl-tests' in-place layout).
+func (b *bench) pointers(r int, cname string, arg int64, inPlace bool) (send, recv cuda.DevPtr) {
+	rb := b.ranks[r]
+	if !inPlace {
+		return rb.send, rb.recv
+	}
+	off := int(int64(r) * arg * b.elt)
+	switch cname {
+	case "allgather":
+		return rb.recv.Add(off), rb.recv
+	case "reducescatter":
+		return rb.recv, rb.recv.Add(off)
+	}
+	return rb.recv, rb.recv
+}
+
+func (b *bench) issue(cname string, arg int64, inPlace bool) error {
+	GroupStart()
+	var errs []error
+	cnt := int(arg)
+	dt := b.opt.DataType
+	for r, c := range b.comms {
+		s, rv := b.pointers(r, cname, arg, inPlace)
+		st := b.ranks[r].stream
+		var err error
+		switch cname {
+		case "allreduce":
+			err = c.AllReduce(s, rv, cnt, dt, b.op, st)
+		case "allgather":
+			err = c.AllGather(s, rv, cnt, dt, st)
+		case "reducescatter":
+			err = c.ReduceScatter(s, rv, cnt, dt, b.op, st)
+		case "broadcast":
+			err = c.Broadcast(s, rv, cnt, dt, b.opt.Root, st)
+		case "reduce":
+			err = c.Reduce(s, rv, cnt, dt, b.op, b.opt.Root, st)
+		case "alltoall":
+			err = c.AllToAll(s, rv, cnt, dt, st)
+		case "sendrecv":
+			err = c.Send(s, cnt, dt, (r+1)%b.n, st)
+			if err == nil {
+				err = c.Recv(rv, cnt, dt, (r+b.n-1)%b.n, st)
+			}
+		default:
+			err = fmt.Errorf("engine: Bench: unknown collective %q", cname)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := GroupEnd(); err != nil {
+		return err
+	}
+	if len(errs) > 0 {
+		return errs[0]
+	}
+	return nil
+}
+
+func (b *bench) sync() error {
+	for r, c := range b.comms {
+		if err := c.dev.Do(func(x *cuda.Ctx) error { return x.StreamSync(b.ranks[r].stream) }); err != nil {
+			return fmt.Errorf("rank %d: %w", r, err)
+		}
+	}
+	return nil
+}
+
+func benchValue(r int, i int64) float64 { return float64((int64(r)*7 + i*3) % 4) }
+
+// check runs the call once on known inputs and counts the wrong elements of every rank.
+func (b *bench) check(cname string, arg int64, inPlace bool) (int64, error) {
+	dt := b.opt.DataType
+	n := b.n
+	sendElems, recvElems := arg, arg
+	switch cname {
+	case "allgather":
+		recvElems = arg * int64(n)
+	case "reducescatter":
+		sendElems = arg * int64(n)
+	case "alltoall":
+		sendElems, recvElems = arg*int64(n), arg*int64(n)
+	}
+	for r, c := range b.comms {
+		s, rv := b.pointers(r, cname, arg, inPlace)
+		in := make([]byte, sendElems*b.elt)
+		for i := 0; i < int(sendElems); i++ {
+			comm.SetElement(dt, in, i, benchValue(r, int64(i)))
+		}
+		poison := make([]byte, recvElems*b.elt)
+		for i := range poison {
+			poison[i] = 0xA5
+		}
+		err := c.dev.Do(func(x *cuda.Ctx) error {
+			if err := x.StreamSync(b.ranks[r].stream); err != nil {
+				return err
+			}
+			if !inPlace {
+				if err := x.CopyHtoD(rv, poison); err != nil {
+					return err
+				}
+			}
+			return x.CopyHtoD(s, in)
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	if err := b.issue(cname, arg, inPlace); err != nil {
+		return 0, err
+	}
+	if err := b.sync(); err != nil {
+		return 0, err
+	}
+	typed := func(v float64) float64 {
+		buf := make([]byte, 8)
+		comm.SetElement(dt, buf, 0, v)
+		return comm.Element(dt, buf, 0)
+	}
+	reduceRef := func(i int64) (float64, float64) {
+		var acc, mag float64
+		scale := 1.0
+		if b.opt.Op == coll.PreMulSum {
+			scale = typed(b.scalar)
+		}
+		if b.opt.Op == coll.Avg && comm.IsFloat(dt) {
+			scale = typed(1 / float64(n))
+		}
+		for r := 0; r < n; r++ {
+			v := benchValue(r, i)
+			switch b.opt.Op {
+			case coll.Prod:
+				if r == 0 {
+					acc = v
+				} else {
+					acc *= v
+				}
+			case coll.Max:
+				if r == 0 || v > acc {
+					acc = v
+				}
+			case coll.Min:
+				if r == 0 || v < acc {
+					acc = v
+				}
+			default:
+				acc += typed(v * scale)
+				mag += math.Abs(v * scale)
+			}
+		}
+		if b.opt.Op == coll.Avg && !comm.IsFloat(dt) {
+			acc = math.Trunc(acc / float64(n))
+		}
+		acc = typed(acc)
+		return acc, float64(2*n) * benchEps(dt) * (mag + math.Abs(acc))
+	}
+	var wrong int64
+	cnt := int(arg)
+	for r, c := range b.comms {
+		if cname == "reduce" && r != b.opt.Root {
+			continue
+		}
+		_, rv := b.pointers(r, cname, arg, inPlace)
+		out := make([]byte, recvElems*b.elt)
+		if err := c.dev.Do(func(x *cuda.Ctx) error { return x.CopyDtoH(out, rv) }); err != nil {
+			return 0, err
+		}
+		cmp := func(i int, want, tol float64) {
+			if got := comm.Element(dt, out, i); math.IsNaN(got) || math.Abs(got-want) > tol {
+				wrong++
+			}
+		}
+		for i := 0; i < int(recvElems); i++ {
+			switch cname {
+			case "allreduce", "reduce":
+				want, tol := reduceRef(int64(i))
+				cmp(i, want, tol)
+			case "reducescatter":
+				want, tol := reduceRef(int64(r*cnt + i))
+				cmp(i, want, tol)
+			case "broadcast":
+				cmp(i, typed(benchValue(b.opt.Root, int64(i))), 0)
+			case "allgather":
+				cmp(i, typed(benchValue(i/cnt, int64(i%cnt))), 0)
+			case "alltoall":
+				cmp(i, typed(benchValue(i/cnt, int64(r*cnt+i%cnt))), 0)
+			case "sendrecv":
+				cmp(i, typed(benchValue((r+n-1)%n, int64(i))), 0)
+			}
+		}
+	}
+	return wrong, nil
+}
+
+func benchEps(t coll.DataType) float64 {
+	switch t {
+	case coll.Float16:
+		return math.Ldexp(1, -10)
+	case coll.Bfloat16:
+		return math.Ldexp(1, -7)
+	case coll.Float32:
+		return math.Ldexp(1, -23)
+	case coll.Float64:
+		return math.Ldexp(1, -52)
+	case coll.Float8e4m3:
+		return math.Ldexp(1, -3)
+	case coll.Float8e5m2:
+		return math.Ldexp(1, -2)
+	}
+	return 0
+}

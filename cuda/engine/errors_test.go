@@ -1,0 +1,182 @@
+package engine_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/cuda"
+	"github.com/simccl/simccl/cuda/engine"
+)
+
+func allocEach(t *testing.T, comms []*engine.Comm, n int) []cuda.DevPtr {
+	t.Helper()
+	ps := make([]cuda.DevPtr, len(comms))
+	for r, c := range comms {
+		p, err := upload(c.Device(), make([]byte, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps[r] = p
+	}
+	return ps
+}
+
+func TestBadCalls(t *testing.T) {
+	comms, err := engine.InitAll(needDevs(t, 2), &engine.Config{Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range comms {
+			_ = c.Destroy()
+		}
+	}()
+	p := allocEach(t, comms, 1024)
+	c := comms[0]
+	for name, err := range map[string]error{
+		"root":      c.Broadcast(p[0], p[0], 4, coll.Float32, 2, 0),
+		"count":     c.AllReduce(p[0], p[0], -1, coll.Float32, coll.Sum, 0),
+		"type":      c.AllGather(p[0], p[0], 4, coll.DataType(99), 0),
+		"op":        c.AllReduce(p[0], p[0], 4, coll.Float32, coll.RedOp(42), 0),
+		"peer":      c.Send(p[0], 4, coll.Float32, 5, 0),
+		"null recv": c.AllReduce(p[0], 0, 4, coll.Float32, coll.Sum, 0),
+		"group end": c.GroupEnd(),
+	} {
+		if !errors.Is(err, engine.ErrInvalidArgument) {
+			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
+		}
+	}
+	if _, err := engine.InitAll(nil, nil); !errors.Is(err, engine.ErrInvalidArgument) {
+		t.Errorf("InitAll with no devices: %v", err)
+	}
+	if _, err := engine.InitAll(needDevs(t, 1), &engine.Config{Algo: "nvls"}); !errors.Is(err, engine.ErrInvalidArgument) {
+		t.Errorf("Algo nvls: %v", err)
+	}
+}
+
+func TestMismatchAndTimeout(t *testing.T) {
+	devs := needDevs(t, 2)
+	comms, err := engine.InitAll(devs, &engine.Config{Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := allocEach(t, comms, 1024)
+	// Counts that disagree fail on every rank, naming the mismatch.
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = c.AllReduce(p[r], p[r], 10+r, coll.Float32, coll.Sum, 0)
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if !errors.Is(err, engine.ErrMismatch) {
+			t.Errorf("rank %d: %v, want ErrMismatch", r, err)
+		}
+	}
+	for _, c := range comms {
+		if !errors.Is(c.AllReduce(p[0], p[0], 1, coll.Float32, coll.Sum, 0), engine.ErrMismatch) {
+			t.Error("a failed communicator accepted a call")
+		}
+		_ = c.Destroy()
+	}
+
+	// One goroutine calling rank 0 without a group: the others never come; a timeout, not a hang.
+	comms, err = engine.InitAll(devs, &engine.Config{Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = comms[0].AllReduce(p[0], p[0], 4, coll.Float32, coll.Sum, 0)
+	if !errors.Is(err, engine.ErrTimeout) {
+		t.Errorf("lone rank: %v, want ErrTimeout", err)
+	}
+	for _, c := range comms {
+		_ = c.Destroy()
+	}
+	if err := comms[1].AllReduce(p[1], p[1], 4, coll.Float32, coll.Sum, 0); !errors.Is(err, engine.ErrDestroyed) {
+		t.Errorf("after Destroy: %v", err)
+	}
+}
+
+// TestGroupOfCollectivesAndP2P runs, in one process-wide group, an all-reduce, an all-gather and
+// a ring of sends plus sends to self on every rank: one launch, one schedule of three operations.
+func TestGroupOfCollectivesAndP2P(t *testing.T) {
+	for n := 1; n <= min(4, len(devs)); n++ {
+		comms, err := engine.InitAll(needDevs(t, n), &engine.Config{SlotBytes: 512})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const cnt = 777
+		type bufs struct{ ar, ag, agOut, snd, rcv, self, selfOut cuda.DevPtr }
+		b := make([]bufs, n)
+		for r, c := range comms {
+			vals := make([]byte, 4*cnt)
+			for i := 0; i < cnt; i++ {
+				put(coll.Int32, vals, i, float64(r*1000+i))
+			}
+			up := func(data []byte) cuda.DevPtr {
+				p, err := upload(c.Device(), data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return p
+			}
+			b[r] = bufs{ar: up(vals), ag: up(vals), agOut: up(make([]byte, 4*cnt*n)), snd: up(vals), rcv: up(make([]byte, 4*cnt)),
+				self: up(vals), selfOut: up(make([]byte, 4*cnt))}
+		}
+		engine.GroupStart()
+		for r, c := range comms {
+			check := func(err error) {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			check(c.AllReduce(b[r].ar, b[r].ar, cnt, coll.Int32, coll.Max, 0))
+			check(c.AllGather(b[r].ag, b[r].agOut, cnt, coll.Int32, 0))
+			check(c.Send(b[r].snd, cnt, coll.Int32, (r+1)%n, 0))
+			check(c.Recv(b[r].rcv, cnt, coll.Int32, (r+n-1)%n, 0))
+			check(c.Send(b[r].self, cnt, coll.Int32, r, 0))
+			check(c.Recv(b[r].selfOut, cnt, coll.Int32, r, 0))
+		}
+		if err := engine.GroupEnd(); err != nil {
+			t.Fatal(err)
+		}
+		for r, c := range comms {
+			read := func(p cuda.DevPtr, elems int) []byte {
+				out, err := download(c.Device(), p, 4*elems, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			ar, ag, rcv, self := read(b[r].ar, cnt), read(b[r].agOut, cnt*n), read(b[r].rcv, cnt), read(b[r].selfOut, cnt)
+			for i := 0; i < cnt; i++ {
+				if g, w := get(coll.Int32, ar, i), float64((n-1)*1000+i); g != w {
+					t.Fatalf("%d ranks, rank %d all-reduce max [%d] = %v, want %v", n, r, i, g, w)
+				}
+				if g, w := get(coll.Int32, rcv, i), float64(((r+n-1)%n)*1000+i); g != w {
+					t.Fatalf("%d ranks, rank %d recv [%d] = %v, want %v", n, r, i, g, w)
+				}
+				if g, w := get(coll.Int32, self, i), float64(r*1000+i); g != w {
+					t.Fatalf("%d ranks, rank %d send to self [%d] = %v, want %v", n, r, i, g, w)
+				}
+			}
+			for i := 0; i < cnt*n; i++ {
+				if g, w := get(coll.Int32, ag, i), float64((i/cnt)*1000+i%cnt); g != w {
+					t.Fatalf("%d ranks, rank %d all-gather [%d] = %v, want %v", n, r, i, g, w)
+				}
+			}
+		}
+		for _, c := range comms {
+			if err := c.Destroy(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+}
