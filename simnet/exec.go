@@ -102,12 +102,20 @@ type Result struct {
 type Options struct {
 	// Record keeps an OpRecord per message (memory grows with the schedule).
 	Record bool
+	// OpsPerKernel > 0 runs every OpsPerKernel consecutive operations of the schedule as one
+	// kernel, the kernels of a rank one after another, as back-to-back launches on one CUDA stream
+	// do (nccl-tests' timing loop): rank r's steps of kernel j start Timing.Launch after all its
+	// steps of kernel j−1 are done, while another rank may still be in kernel j−1; connections,
+	// their message numbers and slots carry over, as NCCL's do between kernels. 0: the whole
+	// schedule is one group (one launch; steps ordered by their dependencies only).
+	OpsPerKernel int
 }
 
 // Event kinds of the executor.
 const (
 	evLaunch int32 = iota
 	evArrive
+	evKernel // arg: kernel rank×nk+j starts
 )
 
 type sim struct {
@@ -138,6 +146,12 @@ type sim struct {
 	classes  map[[3]int32]LinkClass
 	arrLat   []Time
 	laneRate []Rate // per program: CTARate over the program's lanes (0: not modelled)
+	// Options.OpsPerKernel: per kernel (rank×nk+j) the steps not yet done, and (CSR) the steps
+	// waiting for it to start
+	nk        int // kernels per rank
+	kernLeft  []int32
+	kernOff   []int32
+	kernSteps []int32
 	err      error
 	end      Time
 }
@@ -306,6 +320,11 @@ func (x *sim) build() error {
 			}
 		}
 	}
+	if x.opt.OpsPerKernel > 0 {
+		if err := x.buildKernels(); err != nil {
+			return err
+		}
+	}
 	x.laneRate = make([]Rate, len(s.Programs))
 	if x.tm.CTARate > 0 {
 		for p := range s.Programs {
@@ -321,6 +340,64 @@ func (x *sim) build() error {
 	x.msgClass = make([]LinkClass, nmsg)
 	x.arrLat = make([]Time, nmsg)
 	return nil
+}
+
+// buildKernels gates every step of kernel j > 0 on its rank's kernel j starting.
+func (x *sim) buildKernels() error {
+	s := x.s
+	per := x.opt.OpsPerKernel
+	nops := max(len(s.Ops), 1)
+	x.nk = (nops + per - 1) / per
+	nk := s.NRanks * x.nk
+	x.kernLeft = make([]int32, nk)
+	x.kernOff = make([]int32, nk+1)
+	for p := range s.Programs {
+		for i := range s.Programs[p].Steps {
+			if op := s.Programs[p].Steps[i].Op; op < 0 || op >= nops {
+				return fmt.Errorf("simnet: rank %d channel %d step %d: operation %d outside the schedule's %d", s.Programs[p].Rank, s.Programs[p].Channel, i, op, nops)
+			}
+			k := x.kernel(x.off[p] + int32(i))
+			x.kernLeft[k]++
+			if k%x.nk > 0 {
+				x.kernOff[k+1]++
+				x.pending[x.off[p]+int32(i)]++
+			}
+		}
+	}
+	for k := 0; k < nk; k++ {
+		x.kernOff[k+1] += x.kernOff[k]
+	}
+	x.kernSteps = make([]int32, x.kernOff[nk])
+	fill := append([]int32(nil), x.kernOff[:nk]...)
+	for g := range x.pending {
+		if k := x.kernel(int32(g)); k%x.nk > 0 {
+			x.kernSteps[fill[k]] = int32(g)
+			fill[k]++
+		}
+	}
+	return nil
+}
+
+// kernel is the kernel (rank×nk+j) of global step g.
+func (x *sim) kernel(g int32) int {
+	return x.s.Programs[x.progOf[g]].Rank*x.nk + x.step(g).Op/x.opt.OpsPerKernel
+}
+
+// kernelDone: every step of kernel k is done; the rank's next kernel starts one launch later.
+func (x *sim) kernelDone(k int) {
+	if k%x.nk+1 < x.nk {
+		x.e.After(x.tm.Launch, evKernel, int64(k+1))
+	}
+}
+
+// kernelStart releases the steps of kernel k.
+func (x *sim) kernelStart(k int) {
+	if x.kernLeft[k] == 0 {
+		x.kernelDone(k)
+	}
+	for _, g := range x.kernSteps[x.kernOff[k]:x.kernOff[k+1]] {
+		x.release(g)
+	}
 }
 
 func (x *sim) step(g int32) *coll.Step {
@@ -342,11 +419,20 @@ func (x *sim) route(src, dst, ch int) ([]LinkID, LinkClass) {
 func (x *sim) Fire(kind int32, arg int64) {
 	switch kind {
 	case evLaunch:
+		if x.opt.OpsPerKernel > 0 {
+			for r := 0; r < x.s.NRanks; r++ {
+				if x.kernLeft[r*x.nk] == 0 {
+					x.kernelDone(r * x.nk)
+				}
+			}
+		}
 		for g := range x.pending {
 			if x.pending[g] == 0 {
 				x.start(int32(g))
 			}
 		}
+	case evKernel:
+		x.kernelStart(int(arg))
 	case evArrive:
 		m := int32(arg)
 		x.msgEnd[m] = x.e.Now()
@@ -427,6 +513,13 @@ func (x *sim) FlowDone(tag int64) {
 // slots for the sends waiting on those credits.
 func (x *sim) complete(g int32) {
 	x.done++
+	if x.opt.OpsPerKernel > 0 {
+		k := x.kernel(g)
+		x.kernLeft[k]--
+		if x.kernLeft[k] == 0 {
+			x.kernelDone(k)
+		}
+	}
 	if now := x.e.Now(); now > x.end {
 		x.end = now
 	}

@@ -93,3 +93,59 @@ func TestSimulateRejectsBadSchedule(t *testing.T) {
 		t.Fatal("want an error for a message received twice")
 	}
 }
+
+// Back-to-back calls (Options.OpsPerKernel): each rank's next kernel starts one launch after its
+// own part of the previous one. A one-way broadcast overlaps the receiver's copy of call k with
+// the sender's call k+1, so a call costs less than an isolated one; a symmetric all-gather, whose
+// ranks both end by receiving, gains nothing.
+func TestBackToBackKernels(t *testing.T) {
+	const link, cta = 20.0, 10.0 // GB/s: the receiver's copy is slower than the link
+	const block = 4 << 20
+	tm := Timing{Launch: 5 * Microsecond, CTARate: GBps(cta)}
+	tm.StepLat[ClassNVLink][tuning.Simple] = 2 * Microsecond
+	run := func(p coll.Plan, k int) float64 {
+		plans := make([]coll.Plan, k)
+		for i := range plans {
+			plans[i] = p
+		}
+		s, err := coll.Compile(plans...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := NewEngine(nil)
+		r := pairRouter{e.AddLink("0->1", GBps(link), 0), e.AddLink("1->0", GBps(link), 0)}
+		res, err := Simulate(e, r, s, tm, Options{OpsPerKernel: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Time.Micros()
+	}
+	bc := coll.Plan{Func: tuning.Broadcast, Count: block / 4, DataType: coll.Float32, NRanks: 2, NChannels: 1, Algo: tuning.Ring, Proto: tuning.Simple}
+	one, three := run(bc, 1), run(bc, 3)
+	perCall := (three - one) / 2
+	// The receiver is the bottleneck: one launch plus its copy of the block per call, less than an
+	// isolated call (launch, send, latency, copy of the last slice).
+	recvBusy := 5 + float64(block)/(cta*1e3)
+	if perCall >= one || perCall < recvBusy-1e-6 {
+		t.Errorf("broadcast: %.2f us per back-to-back call, isolated %.2f us; want in [%.2f, isolated)", perCall, one, recvBusy)
+	}
+	ag := coll.Plan{Func: tuning.AllGather, Count: block / 4, DataType: coll.Float32, NRanks: 2, NChannels: 1, Algo: tuning.Ring, Proto: tuning.Simple}
+	one, three = run(ag, 1), run(ag, 3)
+	if perCall := (three - one) / 2; !near(perCall, one, 1e-6) {
+		t.Errorf("all-gather: %.2f us per back-to-back call, want the isolated %.2f us", perCall, one)
+	}
+	// One group of three operations (no kernel boundaries) pays the launch once.
+	s, err := coll.Compile(bc, bc, bc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := NewEngine(nil)
+	r := pairRouter{e.AddLink("0->1", GBps(link), 0), e.AddLink("1->0", GBps(link), 0)}
+	res, err := Simulate(e, r, s, tm, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := res.Time.Micros(); g >= three {
+		t.Errorf("a group of 3 broadcasts %.2f us, not below 3 back-to-back kernels %.2f us", g, three)
+	}
+}

@@ -23,6 +23,8 @@ type Machine struct {
 	Rings   [][]int     // per channel, the ring over all ranks
 	Trees   []coll.Tree // per channel
 	Release string
+	// BackToBack is RunOptions.BackToBack when a call gives none (0 or 1: one isolated call).
+	BackToBack int
 	// GPU is the GPU model (the per-CTA data rate of its SM generation; GPUModelFor). A zero
 	// CTARate leaves the CTA unmodelled: steps then cost only their links.
 	GPU GPUModel
@@ -427,6 +429,29 @@ func (m *Machine) rounds(p coll.Plan) []coll.Plan {
 	return out
 }
 
+// backToBack replays k consecutive calls of plans (one call = one kernel of len(plans)
+// operations) and returns the time to the end of the last.
+func (m *Machine) backToBack(plans []coll.Plan, k int, tm Timing) (Time, error) {
+	all := make([]coll.Plan, 0, k*len(plans))
+	for range k {
+		all = append(all, plans...)
+	}
+	s, err := coll.Compile(all...)
+	if err != nil {
+		return 0, err
+	}
+	e := NewEngine(nil)
+	cl, err := NewCluster(e, m.Node, m.Nodes, m.Fabric)
+	if err != nil {
+		return 0, err
+	}
+	res, err := Simulate(e, cl, s, tm, Options{OpsPerKernel: len(plans)})
+	if err != nil {
+		return 0, err
+	}
+	return res.Time, nil
+}
+
 // Timing is the executors' timing of algorithm a with protocol p on m: NCCL's latencies of m's
 // release (TimingFor) and m's GPU model (the per-CTA data rate).
 func (m *Machine) Timing(a tuning.Algo, p tuning.Proto) (Timing, error) {
@@ -441,6 +466,13 @@ func (m *Machine) Timing(a tuning.Algo, p tuning.Proto) (Timing, error) {
 // RunOptions steer Machine.Run.
 type RunOptions struct {
 	Record bool // keep every message's record (for traces and op logs)
+	// BackToBack > 1 times the call as nccl-tests does: the time of one call in a loop of
+	// back-to-back launches on each rank's stream, (T(K) − T(1)) / (K − 1) for K = BackToBack
+	// calls replayed as consecutive kernels (Options.OpsPerKernel). A rank's next call starts
+	// when its own part of the previous one is done, so a one-way collective's receiver still
+	// copying call k overlaps its sender starting call k+1. Only schedule replays do this (the
+	// row's mode says "back-to-back"); 0 takes Machine.BackToBack.
+	BackToBack int
 }
 
 // Run simulates one nccl-tests size of f and returns its table row, and the simulation result.
@@ -485,13 +517,27 @@ func (m *Machine) Run(f tuning.Func, size int64, dt coll.DataType, op coll.RedOp
 	compactable := ringColl && (plan.Algo == tuning.Ring || (f == tuning.AllReduce && plan.Algo == tuning.Tree))
 	var res *Result
 	if !(ringColl && (steps > CompactAbove || (compactable && !opt.Record && steps > CompactQuiet))) {
-		sched, cerr := coll.Compile(m.rounds(plan)...)
+		plans := m.rounds(plan)
+		sched, cerr := coll.Compile(plans...)
 		switch {
 		case cerr == nil:
-			if res, err = Simulate(e, cl, sched, tm, Options(opt)); err != nil {
+			if res, err = Simulate(e, cl, sched, tm, Options{Record: opt.Record}); err != nil {
 				return row, nil, err
 			}
 			row.Mode = "schedule"
+			k := opt.BackToBack
+			if k == 0 {
+				k = m.BackToBack
+			}
+			if k > 1 {
+				t, err := m.backToBack(plans, k, tm)
+				if err != nil {
+					return row, nil, err
+				}
+				// Result.Time becomes the per-call time; the records stay those of one call.
+				res.Time = (t - res.Time) / Time(k-1)
+				row.Mode = fmt.Sprintf("schedule back-to-back x%d", k)
+			}
 		case ringColl && strings.Contains(cerr.Error(), "schedule would have"):
 			// coll refuses a schedule this large: replay it compactly below.
 		default:

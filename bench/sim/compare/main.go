@@ -33,14 +33,15 @@ func main() {
 	asJSON := flag.Bool("json", false, "print JSON instead of the table")
 	ctaRate := flag.Float64("cta-rate", 0, "per-CTA data rate in GB/s (0: the GPU model's; < 0: CTA not modelled)")
 	sens := flag.Bool("sensitivity", false, "print the medians with the CTA rate x0.75, x1, x1.25 and off")
+	b2b := flag.Int("b2b", 3, "time each size as nccl-tests does, in a loop of back-to-back calls (simnet.RunOptions.BackToBack); 1: one isolated call")
 	flag.Parse()
-	if err := run(*csvPath, *topo, *tag, *plotPath, *asJSON, *ctaRate, *sens); err != nil {
+	if err := run(*csvPath, *topo, *tag, *plotPath, *asJSON, *ctaRate, *sens, *b2b); err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
 	}
 }
 
-func run(csvPath, topo, tag, plotPath string, asJSON bool, ctaRate float64, sens bool) error {
+func run(csvPath, topo, tag, plotPath string, asJSON bool, ctaRate float64, sens bool, b2b int) error {
 	f, err := os.Open(csvPath)
 	if err != nil {
 		return err
@@ -58,6 +59,7 @@ func run(csvPath, topo, tag, plotPath string, asJSON bool, ctaRate float64, sens
 	if err != nil {
 		return err
 	}
+	m.BackToBack = b2b
 	if sens {
 		return sensitivity(m, meas, tag, asJSON)
 	}
@@ -107,7 +109,7 @@ func run(csvPath, topo, tag, plotPath string, asJSON bool, ctaRate float64, sens
 		fmt.Println(string(b))
 		return nil
 	}
-	fmt.Printf("# simulated (%s, CTA rate %.1f GB/s) vs measured (%s, tag %s)\n", topo, m.GPU.CTARate.GBps(), csvPath, tag)
+	fmt.Printf("# simulated (%s, CTA rate %.1f GB/s, %d back-to-back calls) vs measured (%s, tag %s)\n", topo, m.GPU.CTARate.GBps(), b2b, csvPath, tag)
 	fmt.Printf("%-15s %12s %11s %11s %8s %9s %9s  %-5s %-6s %3s\n", "coll", "bytes", "meas_us", "sim_us", "err%", "meas_bus", "sim_bus", "algo", "proto", "nch")
 	for _, p := range pts {
 		fmt.Printf("%-15s %12d %11.2f %11.2f %+8.1f %9.2f %9.2f  %-5s %-6s %3d\n", p.Coll, p.Bytes, p.MeasUs, p.SimUs, p.ErrPct, p.MeasBus, p.SimBus, p.SimAlgo, p.SimProto, p.SimNch)
