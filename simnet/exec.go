@@ -152,8 +152,8 @@ type sim struct {
 	kernLeft  []int32
 	kernOff   []int32
 	kernSteps []int32
-	err      error
-	end      Time
+	err       error
+	end       Time
 }
 
 // Simulate times schedule s on the links of e reached through r. e must hold the links r
