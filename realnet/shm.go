@@ -146,7 +146,7 @@ func (t *Shm) Connect(ctx context.Context, key Key) (Conn, error) {
 			return nil, fmt.Errorf("shm: connect %v: %w", key, ErrClosed)
 		default:
 		}
-		backoff(n)
+		backoff(n, 0, true)
 	}
 	if side == 0 {
 		os.Remove(name)
@@ -161,7 +161,8 @@ func (t *Shm) Connect(ctx context.Context, key Key) (Conn, error) {
 	}
 	r0.race, r1.race = raceToken(name+"/0"), raceToken(name+"/1")
 	rings := [2]*ring{r0, r1}
-	l := &shmLink{m: m, side: side, peerPid: int(atomic.LoadUint64(m.u64(shmOffPid + 64*(1-side))))}
+	l := &shmLink{m: m, side: side, pid: os.Getpid(), peerPid: int(atomic.LoadUint64(m.u64(shmOffPid + 64*(1-side))))}
+	l.spin.Store(shmSpin / 2)
 	c := &shmConn{ringConn: &ringConn{tx: rings[side], rx: rings[1-side], l: l, bytes: int64(size)}}
 	c.close = func() error {
 		atomic.StoreUint64(m.u64(shmOffClosed+64*side), 1)
@@ -198,8 +199,10 @@ type shmLink struct {
 	m         *shmMap
 	side      int
 	peerPid   int
+	pid       int
 	lastCheck atomic.Int64 // unix nanoseconds of the last liveness check
 	gone      atomic.Bool
+	spin      atomic.Int32 // polls a wait spins before it yields (adaptive)
 }
 
 func (l *shmLink) state() error {
@@ -224,7 +227,19 @@ func (l *shmLink) wait(deadline time.Time, n int, _ bool) error {
 			}
 		}
 	}
-	backoff(n)
+	if l.peerPid == l.pid {
+		// A goroutine rank of this process: it needs this thread's P more than a spin.
+		backoff(n, 0, false)
+		return nil
+	}
+	spin := int(l.spin.Load())
+	switch {
+	case n == 0 && spin < shmSpin:
+		l.spin.Store(int32(min(spin+shmSpinGrow, shmSpin)))
+	case n == spin && n > 0:
+		l.spin.Store(int32(spin / 2))
+	}
+	backoff(n, spin, true)
 	return nil
 }
 
@@ -251,26 +266,34 @@ func processAlive(pid int) bool {
 }
 
 // Polling policy of a waiting end (NCCL's kernels and proxies poll too: a step is a few µs, far less
-// than a scheduler tick). The first shmSpin polls only re-read the counters (each a load of a shared
-// cache line, ~50–100 ns, so ~10–20 µs in all: a peer on another core answers well within it);
-// then shmGosched polls let other goroutines of this process run; then each poll yields the thread
-// to other processes (sched_yield), which is what makes an oversubscribed host (more ranks than
-// cores) progress: the peer that holds the data gets the core. Only after shmYields yields (a wait of
-// well over 100 ms, an idle communicator) does it sleep, 1 ms at a time, to stop burning a core. Go's
-// timers cannot sleep much less than a millisecond on Linux, so a sleep in the hot path would cost
-// ~1 ms per step.
+// than a scheduler tick). A wait first spins: it only re-reads the counters (each a load of a shared
+// cache line, ~50–100 ns), for up to shmSpin polls (~10–20 µs: a peer on another core answers well
+// within it). Then every poll lets the other goroutines of this process run (Gosched: other channels
+// of this rank, or, with goroutine ranks, the peer itself), and, when the peer is another process,
+// from shmGosched polls past the spin also yields the thread to other processes (sched_yield): that
+// is what makes an oversubscribed host (more ranks than cores) progress, the rank that holds the
+// data gets the core. Only after shmYields polls (a wait of well over 100 ms, an idle communicator)
+// does it sleep, 1 ms at a time, to stop burning a core: Go's timers cannot sleep much less than a
+// millisecond on Linux, so a sleep in the hot path would cost ~1 ms per step.
+//
+// The spin is adaptive, per connection, as adaptive mutexes are: every wait adds shmSpinGrow polls
+// to the budget (up to shmSpin), every wait that outlasts the budget halves it. With a core per rank
+// most waits end while spinning and the budget stays high; on an oversubscribed host, where the peer
+// is often not running and spinning only delays it, the budget falls to a few polls.
 const (
-	shmSpin    = 192
-	shmGosched = shmSpin + 64
-	shmYields  = 1 << 17
+	shmSpin     = 192
+	shmSpinGrow = 8
+	shmGosched  = 64
+	shmYields   = 1 << 17
 )
 
-func backoff(n int) {
+func backoff(n, spin int, otherProcess bool) {
 	switch {
-	case n < shmSpin:
-	case n < shmGosched:
+	case n < spin:
+	case n < spin+shmGosched || (!otherProcess && n < shmYields):
 		runtime.Gosched()
 	case n < shmYields:
+		runtime.Gosched()
 		syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
 	default:
 		time.Sleep(time.Millisecond)
