@@ -457,3 +457,40 @@ func TestReplayScale(t *testing.T) {
 		t.Errorf("--scale 6: exit %d, %s", code, errb.String())
 	}
 }
+
+func TestReplayTable(t *testing.T) {
+	files := writeTraces(t, mixedTrace())
+	var out, errb bytes.Buffer
+	if code := mainRun(append([]string{"replay", "--check", "--calls", "--top", "3"}, files...), &out, &errb, noenv); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	s := out.String()
+	for _, want := range []string{
+		"# runccl replay: 4 rank traces, goroutine ranks, transport auto (in-process), 3 communicators, 27 launches",
+		"#   communicator uworld: 4 ranks, ", "#   communicator uworld/s0c1: 2 ranks, 10 calls",
+		"ops  launches", "Send+Recv", "# total communication time: ", "# slowest 3 launches",
+		"# every launch, in order",
+		"elements compared, 0 wrong",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(s, "\n") {
+		if f := strings.Fields(line); len(f) == 5 && strings.Contains(f[0], "#") && f[0][0] != '#' {
+			rows[f[0]] = f[1] + " " + f[2] + " " + f[3]
+		}
+	}
+	for key, want := range map[string]string{
+		"uworld#p0>1.2": "Send+Recv 16 4800016", "uworld#c9": "AllReduce 4 4194316",
+		"uworld/s0c0#c2": "Broadcast+AllGather+Send+Recv 16 33680", "uworld/s0c1#c1": "Reduce 2 8008",
+	} {
+		if rows[key] != want {
+			t.Errorf("launch %s: %q, want %q", key, rows[key], want)
+		}
+	}
+	if len(rows) != 27 {
+		t.Errorf("%d launches listed:\n%s", len(rows), s)
+	}
+}
