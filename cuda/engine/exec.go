@@ -25,8 +25,8 @@ import (
 //     that consumed the message named by Xfer.CreditSeq (rule 3, NCCL's credits, in reverse).
 //   - A wait may only be enqueued after the event it names has been recorded (cuStreamWaitEvent
 //     waits for the most recent record): ranks enqueue concurrently and a rank blocks, on the
-//     host, until the peer has enqueued the step it needs. Every rank enqueues its channels one
-//     after another and each program in list order, which rule 1 makes deadlock-free.
+//     host, until the peer has enqueued the step it needs. Every rank enqueues each program in
+//     list order, the channels round robin (enqueueAll), which rule 1 makes deadlock-free.
 //   - The launch starts with an event on the caller's stream that every lane stream waits for,
 //     and ends with the caller's stream waiting for the last event of every lane of every rank:
 //     after it, no peer still reads this rank's memory and this rank's results are complete.
@@ -110,14 +110,8 @@ func (c *Comm) run(x *cuda.Ctx, L *launch, user cuda.Stream) error {
 			}
 		}
 	}
-	for ch := 0; ch < s.NChannels; ch++ {
-		p := s.Program(c.rank, ch)
-		for i := range p.Steps {
-			if err := e.step(ch, &p.Steps[i]); err != nil {
-				return fmt.Errorf("channel %d step %d (%v): %w", ch, i, p.Steps[i].Prim, err)
-			}
-			L.advance(c.rank, ch, i)
-		}
+	if err := e.enqueueAll(); err != nil {
+		return err
 	}
 	L.mu.Lock()
 	L.finished++
@@ -136,6 +130,74 @@ func (c *Comm) run(x *cuda.Ctx, L *launch, user cuda.Stream) error {
 				if err := x.StreamWait(user, peer.events[ch][last]); err != nil {
 					return err
 				}
+			}
+		}
+	}
+	return nil
+}
+
+// enqueueAll enqueues every channel's program, round robin: each pass enqueues the next step of
+// every channel whose peers have already enqueued what it waits for (the messages it receives, the
+// consumptions its credits name), so that a channel blocked on a peer does not hold the others
+// back and the channels' work reaches the GPU interleaved. Each program still goes in list order,
+// so a step is only passed over, never reordered; when no channel can move, the rank sleeps until
+// a peer advances. Rule 1's deadlock freedom of list order (credits included) carries over.
+func (e *exec) enqueueAll() error {
+	s, L, rank := e.s, e.L, e.c.rank
+	next := make([]int, s.NChannels)
+	left := 0
+	for ch := range next {
+		left += len(s.Program(rank, ch).Steps)
+	}
+	// ready reports whether channel ch's next step would not block (called with L.mu held).
+	ready := func(ch int) bool {
+		p := s.Program(rank, ch)
+		if next[ch] >= len(p.Steps) {
+			return false
+		}
+		st := &p.Steps[next[ch]]
+		for _, x := range st.Recv {
+			if L.prog[s.Conns[x.Conn].From][ch] <= L.pl.sendStep[x.Conn][x.Seq] {
+				return false
+			}
+		}
+		for _, x := range st.Send {
+			if x.CreditSeq >= 0 && x.CreditSeq < len(L.pl.recvStep[x.Conn]) && L.prog[s.Conns[x.Conn].To][ch] <= L.pl.recvStep[x.Conn][x.CreditSeq] {
+				return false
+			}
+		}
+		return true
+	}
+	for left > 0 {
+		moved := false
+		for ch := range next {
+			L.mu.Lock()
+			ok := ready(ch)
+			L.mu.Unlock()
+			if !ok {
+				continue
+			}
+			p := s.Program(rank, ch)
+			i := next[ch]
+			if err := e.step(ch, &p.Steps[i]); err != nil {
+				return fmt.Errorf("channel %d step %d (%v): %w", ch, i, p.Steps[i].Prim, err)
+			}
+			L.advance(rank, ch, i)
+			next[ch]++
+			left--
+			moved = true
+		}
+		if !moved {
+			err := L.waitFor(fmt.Sprintf("a peer of rank %d to enqueue a step its channels wait for (next steps %v)", rank, next), func() bool {
+				for ch := range next {
+					if ready(ch) {
+						return true
+					}
+				}
+				return false
+			})
+			if err != nil {
+				return err
 			}
 		}
 	}
