@@ -60,7 +60,7 @@ type ringSim struct {
 	stepLat  Time
 	cap      Rate
 	cta      Rate    // one CTA's data rate (Timing.CTARate; 0: not modelled)
-	recvB    float64 // payload the receive-only step of a loop copies or reduces locally
+	recvB    float64 // bytes the receive-only step of a loop reads and copies or reduces locally
 	done     int64
 	total    int64
 	end      Time
@@ -175,8 +175,8 @@ func SimulateRing(e *Engine, r Router, spec RingSpec, tm Timing) (*RingResult, e
 	}
 	if x.cta > 0 {
 		// The last step of a loop (AllGather/AllReduce recv, ReduceScatter recvReduceCopy) copies
-		// or reduces one step's payload into the output before the channel goes on.
-		// It reads the message from the FIFO as it lies there: its wire bytes.
+		// or reduces one step into the output before the channel goes on, reading the message
+		// from the FIFO as it lies there: its wire bytes.
 		x.recvB = wire
 	}
 	x.msgBytes = make([]float64, S)
