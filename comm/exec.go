@@ -291,7 +291,7 @@ func (c *Comm) run(calls []*call) error {
 
 // schedule compiles (or fetches from the cache) the schedule of a list of collectives.
 func (c *Comm) schedule(colls []*call) (*coll.Schedule, error) {
-	var kb []byte // the cache key, built without fmt: this runs on every call
+	kb := make([]byte, 0, 48*len(colls)) // the cache key, built without fmt: this runs on every call
 	plans := make([]coll.Plan, len(colls))
 	for i, k := range colls {
 		// Fewer channels for small operations (as NCCL's tuning lowers nChannels for small sizes,
