@@ -92,6 +92,13 @@ func InitOrEmulate(devices int) (emulated bool, err error) {
 	return Emulated(), nil
 }
 
+var emuUnrecordedWaits atomic.Int64
+
+// EmulatorUnrecordedWaits counts the cuStreamWaitEvent calls the emulated driver saw on events
+// never recorded (no-ops in CUDA): code that orders work across streams should make none, since
+// such a wait usually means the wait was enqueued before the record it meant.
+func EmulatorUnrecordedWaits() int64 { return emuUnrecordedWaits.Load() }
+
 // Emulated reports whether the process runs on the emulated driver.
 func Emulated() bool {
 	_, ok := drv.(*emu)
@@ -539,6 +546,9 @@ func (e *emu) streamWaitEvent(s Stream, ev Event) error {
 	e.mu.Lock()
 	target := x.recorded // the most recent record issued before this call
 	e.mu.Unlock()
+	if target == 0 {
+		emuUnrecordedWaits.Add(1)
+	}
 	st.push(func() error {
 		e.mu.Lock()
 		for x.completed < target {
