@@ -37,4 +37,10 @@
 // TestPTXCurrent fails when kernels.ptx was not generated from the committed source.
 // kernels/devcheck.sh is the one-call device check (regenerate PTX, run the GPU tests, report
 // registers and vector loads).
+//
+// The emulated driver (emulator.go): Emulate(n), or InitOrEmulate(n) where no libcuda.so.1 can be
+// loaded, makes the process run on n host-backed devices: streams asynchronous and in order,
+// CUDA's event semantics, peer-access and bounds checks, and the kernels executed by the host
+// reference they are tested against (emuref.go). Package cuda/engine, the collective engine over
+// these kernels, runs its conformance suite on it.
 package cuda

@@ -180,3 +180,31 @@ func TestGroupOfCollectivesAndP2P(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyCalls: count 0 (null buffers allowed) is a launch that does nothing, on every rank.
+func TestEmptyCalls(t *testing.T) {
+	comms, err := engine.InitAll(needDevs(t, 2), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine.GroupStart()
+	for _, c := range comms {
+		if err := c.AllReduce(0, 0, 0, coll.Float32, coll.Sum, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Send(0, 0, coll.Int8, 1-c.Rank(), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Recv(0, 0, coll.Int8, 1-c.Rank(), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := engine.GroupEnd(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range comms {
+		if err := c.Destroy(); err != nil {
+			t.Error(err)
+		}
+	}
+}
