@@ -56,7 +56,8 @@ type Config struct {
 	Timeout time.Duration
 	// BootstrapTimeout bounds initialisation (default realnet.DefaultBootstrapTimeout).
 	BootstrapTimeout time.Duration
-	// NChannels: the most channels a collective is split over (default 4; fewer for small sizes).
+	// NChannels: the most channels a collective is split over (default 4; fewer for small sizes, and
+	// at most max(2, the CPUs per rank of the host)).
 	NChannels int
 	// Algo: "ring" (default, every collective), "tree" (AllReduce by Tree, the rest Ring) or "pat"
 	// (AllGather and ReduceScatter by PAT, the rest Ring) — the algorithms coll compiles.

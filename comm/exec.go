@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -293,6 +294,7 @@ func (c *Comm) run(calls []*call) error {
 func (c *Comm) schedule(colls []*call) (*coll.Schedule, error) {
 	kb := make([]byte, 0, 48*len(colls)) // the cache key, built without fmt: this runs on every call
 	plans := make([]coll.Plan, len(colls))
+	maxCh := min(c.cfg.NChannels, max(2, c.coresPerRank()))
 	for i, k := range colls {
 		// Fewer channels for small operations (as NCCL's tuning lowers nChannels for small sizes,
 		// §5.6): each channel is a goroutine with its own steps, worth it from ~64 KiB per channel.
@@ -300,7 +302,7 @@ func (c *Comm) schedule(colls []*call) (*coll.Schedule, error) {
 		if k.f == tuning.AllGather || k.f == tuning.ReduceScatter {
 			bytes *= int64(c.n)
 		}
-		nch := int(min(int64(c.cfg.NChannels), max(1, bytes/(64<<10))))
+		nch := int(min(int64(maxCh), max(1, bytes/(64<<10))))
 		plans[i] = coll.Plan{Func: k.f, Count: k.count, DataType: k.dt, Op: k.op, Root: k.root, NRanks: c.n,
 			Algo: c.algo(k.f), Proto: tuning.Simple, NChannels: nch}
 		plans[i].BuffSize[tuning.Simple] = int64(realnet.Steps * c.cfg.SlotBytes)
@@ -329,6 +331,28 @@ func (c *Comm) schedule(colls []*call) (*coll.Schedule, error) {
 	c.scheds[key] = s
 	c.schedMu.Unlock()
 	return s, nil
+}
+
+// coresPerRank is the CPUs one rank of this communicator can count on: the host's shared among its
+// ranks on the host, and this process's (GOMAXPROCS) among its ranks in the process. A channel is a
+// goroutine that polls while it waits, so channels beyond a rank's cores only take turns on them
+// (measured on a 2-core host: bench/cpu/README.md); schedule caps the channels at this, but at no
+// fewer than 2, so that several channels still run, and are tested, on small hosts.
+func (c *Comm) coresPerRank() int {
+	if c.rank >= len(c.peers) {
+		return runtime.NumCPU()
+	}
+	me := c.peers[c.rank]
+	host, proc := 0, 0
+	for _, p := range c.peers {
+		if p.Host == me.Host {
+			host++
+			if p.Pid == me.Pid {
+				proc++
+			}
+		}
+	}
+	return max(1, min(runtime.NumCPU()/max(host, 1), runtime.GOMAXPROCS(0)/max(proc, 1)))
 }
 
 // Schedule returns the coll schedule this communicator runs for one collective (the plan it
