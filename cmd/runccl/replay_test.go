@@ -7,11 +7,26 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 
 	"github.com/simccl/simccl/intercept"
 )
+
+// raceEnabled reports whether the test binary was built with -race.
+func raceEnabled() bool {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-race" {
+			return s.Value == "true"
+		}
+	}
+	return false
+}
 
 type replayJSON struct {
 	Transport string `json:"transport"`
@@ -59,6 +74,9 @@ func runReplayJSON(t *testing.T, args ...string) *replayJSON {
 // reduce_scatter, broadcast, send/recv, batch_isend_irecv; 4 KiB–128 MiB), executed for real on
 // both in-process transports with every element checked.
 func TestReplayH200Trace(t *testing.T) {
+	if raceEnabled() {
+		t.Skip("6e9 checked elements take about 5 minutes per transport under -race; TestReplayGroupsAndRoots runs the same code")
+	}
 	files, err := filepath.Glob("../../testdata/intercept/h200x2/trace/simccl-trace.rank*.jsonl")
 	if err != nil || len(files) != 2 {
 		t.Fatalf("trace files %v: %v", files, err)
