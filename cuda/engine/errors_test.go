@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/comm/perf"
 	"github.com/simccl/simccl/cuda"
 	"github.com/simccl/simccl/cuda/engine"
 )
@@ -205,6 +206,35 @@ func TestEmptyCalls(t *testing.T) {
 	for _, c := range comms {
 		if err := c.Destroy(); err != nil {
 			t.Error(err)
+		}
+	}
+}
+
+// TestBench runs the nccl-tests-style sweep with its element check on every collective.
+func TestBench(t *testing.T) {
+	comms, err := engine.InitAll(needDevs(t, min(3, len(devs))), &engine.Config{SlotBytes: 512, ChannelBytes: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range comms {
+			_ = c.Destroy()
+		}
+	}()
+	for _, op := range []coll.RedOp{coll.Avg, coll.PreMulSum, coll.Min} {
+		res, err := engine.Bench(comms, perf.Options{Colls: perf.Collectives, Sizes: []int64{8, 20000}, DataType: coll.Bfloat16,
+			Op: op, Root: 1, Iters: 2, Warmup: 1, Check: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 2 sizes × (5 collectives in and out of place + alltoall and sendrecv out of place only).
+		if len(res.Rows) != 2*12 || res.Wrong != 0 || res.NRanks != len(comms) {
+			t.Fatalf("%v: %d rows, %d wrong, %d ranks", op, len(res.Rows), res.Wrong, res.NRanks)
+		}
+		for _, r := range res.Rows {
+			if r.Wrong != 0 || r.TimeUs <= 0 || (r.Bytes > 0 && r.AlgBW <= 0) {
+				t.Errorf("%v: row %+v", op, r)
+			}
 		}
 	}
 }
