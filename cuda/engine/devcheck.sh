@@ -7,9 +7,11 @@
 #   engine.test  CGO_ENABLED=1 go test -c -o BINDIR/engine.test ./cuda/engine
 #   runccl       CGO_ENABLED=1 go build -o BINDIR/runccl ./cmd/runccl
 #   tools/       a copy of /work/shared/tools (nccl_perf.cu)
+#   cuda.test    (optional) CGO_ENABLED=1 go test -c -o BINDIR/cuda.test ./cuda — runs the cuda
+#                package's GPU tests not yet run on a GPU (graph capture fix, two-GPU all-reduce sketch)
 # OUTDIR receives: engine_test.log, runccl_check.txt (8 B–64 MiB, every element checked),
 # runccl_cuda.json and .csv (timing sweep), runccl_cuda_ch16.json and .csv (16 channels),
-# nccl_perf.csv, compare.csv and compare.json (busbw of each beside NCCL's), steps.log.
+# nccl_perf.csv, compare.csv and compare.json (busbw of each beside NCCL's), cuda_test.log, steps.log.
 set -u
 bin=$(cd "$1" && pwd)
 out=$2
@@ -24,21 +26,29 @@ ngpu=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
 [ "$ngpu" -gt 4 ] && ngpu=4
 
 step "engine conformance on the GPUs"
-timeout 240 "$bin/engine.test" -test.v -test.timeout 230s >"$out/engine_test.log" 2>&1
+timeout 150 "$bin/engine.test" -test.v -test.timeout 140s >"$out/engine_test.log" 2>&1
 echo "engine.test exit $?" | tee -a "$out/steps.log"
 grep -E '^(--- |PASS|FAIL|ok)|cases|wrong|emulated|panic|Error' "$out/engine_test.log" | head -n 60
 
+if [ -x "$bin/cuda.test" ]; then
+	step "cuda package GPU tests (graph capture, two-GPU all-reduce sketch, peer)"
+	(cd "$(dirname "$0")/.." && timeout 60 "$bin/cuda.test" -test.v -test.run 'TestGraphCapture|TestAllReduce2Sketch|TestPeer|TestDevices' \
+		-test.timeout 55s >"$out/cuda_test.log" 2>&1)
+	echo "cuda.test exit $?" | tee -a "$out/steps.log"
+	grep -E '^(--- |PASS|FAIL|ok)|GB/s|busbw' "$out/cuda_test.log" | head -n 20
+fi
+
 step "runccl --backend cuda --check, 8 B - 64 MiB"
-timeout 120 "$bin/runccl" --backend cuda -g "$ngpu" -c allreduce,allgather,reducescatter -b 8 -e 64M -f 8 --check -n 5 \
+timeout 60 "$bin/runccl" --backend cuda -g "$ngpu" -c allreduce,allgather,reducescatter -b 8 -e 64M -f 8 --check -n 5 \
 	>"$out/runccl_check.txt" 2>&1
 echo "runccl check exit $?" | tee -a "$out/steps.log"
 grep -E 'Out of bounds|Avg bus|runccl:' "$out/runccl_check.txt"
 
 step "runccl --backend cuda timing, 8 B - 1 GiB"
-timeout 150 "$bin/runccl" --backend cuda -g "$ngpu" -c allreduce,allgather,reducescatter -b 8 -e 1G -f 2 -n 20 -w 5 --json \
+timeout 120 "$bin/runccl" --backend cuda -g "$ngpu" -c allreduce,allgather,reducescatter -b 8 -e 1G -f 2 -n 20 -w 5 --json \
 	>"$out/runccl_cuda.json" 2>"$out/runccl_cuda.err"
 echo "runccl timing exit $?" | tee -a "$out/steps.log"
-timeout 100 "$bin/runccl" --backend cuda -g "$ngpu" --channels 16 -c allreduce,allgather,reducescatter -b 1M -e 1G -f 4 -n 20 -w 5 --json \
+timeout 50 "$bin/runccl" --backend cuda -g "$ngpu" --channels 16 -c allreduce,allgather,reducescatter -b 1M -e 1G -f 4 -n 20 -w 5 --json \
 	>"$out/runccl_cuda_ch16.json" 2>"$out/runccl_cuda_ch16.err"
 echo "runccl 16 channels exit $?" | tee -a "$out/steps.log"
 
@@ -47,7 +57,7 @@ inc=$(python3 -c 'import nvidia.nccl,os;print(os.path.join(list(nvidia.nccl.__pa
 lib=${inc%/include}/lib
 nvcc -O2 -o /tmp/nccl_perf "$bin/tools/nccl_perf.cu" -I"$inc" -L"$lib" -lnccl -Xlinker -rpath="$lib" >"$out/nvcc.log" 2>&1 ||
 	{ echo "nvcc failed:"; tail -n 20 "$out/nvcc.log"; }
-TAG=nccl MAXEXP=30 COLLS=all_reduce,all_gather,reduce_scatter timeout 120 /tmp/nccl_perf >"$out/nccl_perf.csv" 2>"$out/nccl_perf.err"
+TAG=nccl MAXEXP=30 COLLS=all_reduce,all_gather,reduce_scatter timeout 90 /tmp/nccl_perf >"$out/nccl_perf.csv" 2>"$out/nccl_perf.err"
 echo "nccl_perf exit $?" | tee -a "$out/steps.log"
 
 step compare
