@@ -29,7 +29,10 @@ import (
 //     differently from run to run: missing cross-stream ordering shows up as wrong data.
 //   - Events: cuEventRecord captures the stream position; cuStreamWaitEvent waits for the most
 //     recent record issued before the wait call (a wait on a never-recorded event is a no-op), as
-//     the CUDA documentation specifies.
+//     the CUDA documentation specifies. Event completion is the only synchronization between the
+//     streams' goroutines (table lookups take a read lock, which orders nothing), so under the
+//     race detector device memory touched by two streams without an event between them is
+//     reported as a data race, whatever the timing.
 //   - Kernels: the launches of the module's copy, reduce and divide kernels run the host reference
 //     (emuref.go), the rules kernels.cu implements; other functions are refused at lookup.
 //   - Synchronous copies and memsets run on the device's legacy stream and wait for it.
@@ -116,8 +119,14 @@ type emuAlloc struct {
 type emu struct {
 	n int
 
-	mu      sync.Mutex
-	cond    *sync.Cond // events completing
+	// mu guards the tables; lookups take it for reading only, so that it creates no
+	// happens-before edge between streams (a race detector then sees device memory accessed by
+	// two streams without an event between them as the race it is).
+	mu sync.RWMutex
+	// evMu guards event completion, the only synchronization between streams (and the host's
+	// waits); evCond signals completions.
+	evMu    sync.Mutex
+	evCond  *sync.Cond
 	cur     map[int]int
 	allocs  []*emuAlloc // sorted by base
 	next    []uint64
@@ -131,7 +140,8 @@ type emu struct {
 }
 
 type emuEvent struct {
-	recorded, completed uint64
+	recorded  atomic.Uint64 // records issued (host side)
+	completed uint64        // highest record reached by its stream (evMu)
 }
 
 type emuStream struct {
@@ -150,7 +160,7 @@ func newEmu(n int) *emu {
 	e := &emu{n: n, cur: map[int]int{}, next: make([]uint64, n), peers: map[[2]int]bool{},
 		streams: map[Stream]*emuStream{}, events: map[Event]*emuEvent{}, funcs: map[Function]string{},
 		host: map[unsafe.Pointer][]byte{}}
-	e.cond = sync.NewCond(&e.mu)
+	e.evCond = sync.NewCond(&e.evMu)
 	for d := 0; d < n; d++ {
 		e.next[d] = uint64(d+1) << emuDevShift
 		e.legacy = append(e.legacy, e.newStream(d))
@@ -225,8 +235,8 @@ func (e *emu) invalid(call, format string, args ...any) error {
 
 // device is the current context's device on the calling thread.
 func (e *emu) device(call string) (int, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.mu.RLock()
+	defer e.mu.RUnlock()
 	d, ok := e.cur[gettid()]
 	if !ok {
 		return 0, emuErr(call, 201, "CUDA_ERROR_INVALID_CONTEXT", "no current context on this thread")
@@ -242,8 +252,8 @@ func (e *emu) stream(call string, s Stream) (*emuStream, error) {
 		}
 		return e.legacy[d], nil
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.mu.RLock()
+	defer e.mu.RUnlock()
 	st, ok := e.streams[s]
 	if !ok {
 		return nil, emuErr(call, 400, "CUDA_ERROR_INVALID_HANDLE", "unknown stream %#x", uintptr(s))
@@ -254,8 +264,8 @@ func (e *emu) stream(call string, s Stream) (*emuStream, error) {
 // mem resolves n bytes at p inside one allocation; dev ≥ 0 checks that a kernel of device dev may
 // touch it (its own memory or a peer whose access it enabled).
 func (e *emu) mem(call string, p DevPtr, n uint64, dev int) ([]byte, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.mu.RLock()
+	defer e.mu.RUnlock()
 	i := sort.Search(len(e.allocs), func(i int) bool { return e.allocs[i].base > uint64(p) }) - 1
 	if i < 0 || uint64(p)+n > e.allocs[i].base+uint64(len(e.allocs[i].data)) {
 		return nil, emuErr(call, ErrorIllegalAddress, "CUDA_ERROR_ILLEGAL_ADDRESS", "%d bytes at %#x are outside every allocation", n, uint64(p))
@@ -328,14 +338,14 @@ func (e *emu) ctxSynchronize() error {
 	if err != nil {
 		return err
 	}
-	e.mu.Lock()
+	e.mu.RLock()
 	ss := []*emuStream{e.legacy[d]}
 	for _, s := range e.streams {
 		if s.dev == d {
 			ss = append(ss, s)
 		}
 	}
-	e.mu.Unlock()
+	e.mu.RUnlock()
 	var errs []error
 	for _, s := range ss {
 		errs = append(errs, s.wait())
@@ -525,8 +535,8 @@ func (e *emu) streamQuery(s Stream) error {
 }
 
 func (e *emu) event(call string, ev Event) (*emuEvent, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.mu.RLock()
+	defer e.mu.RUnlock()
 	x, ok := e.events[ev]
 	if !ok {
 		return nil, emuErr(call, 400, "CUDA_ERROR_INVALID_HANDLE", "unknown event %#x", uintptr(ev))
@@ -543,18 +553,16 @@ func (e *emu) streamWaitEvent(s Stream, ev Event) error {
 	if err != nil {
 		return err
 	}
-	e.mu.Lock()
-	target := x.recorded // the most recent record issued before this call
-	e.mu.Unlock()
+	target := x.recorded.Load() // the most recent record issued before this call
 	if target == 0 {
 		emuUnrecordedWaits.Add(1)
 	}
 	st.push(func() error {
-		e.mu.Lock()
+		e.evMu.Lock()
 		for x.completed < target {
-			e.cond.Wait()
+			e.evCond.Wait()
 		}
-		e.mu.Unlock()
+		e.evMu.Unlock()
 		return nil
 	})
 	return nil
@@ -589,17 +597,14 @@ func (e *emu) eventRecord(ev Event, s Stream) error {
 	if err != nil {
 		return err
 	}
-	e.mu.Lock()
-	x.recorded++
-	target := x.recorded
-	e.mu.Unlock()
+	target := x.recorded.Add(1)
 	st.push(func() error {
-		e.mu.Lock()
+		e.evMu.Lock()
 		if x.completed < target {
 			x.completed = target
 		}
-		e.cond.Broadcast()
-		e.mu.Unlock()
+		e.evCond.Broadcast()
+		e.evMu.Unlock()
 		return nil
 	})
 	return nil
@@ -610,11 +615,11 @@ func (e *emu) eventSynchronize(ev Event) error {
 	if err != nil {
 		return err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	target := x.recorded
+	target := x.recorded.Load()
+	e.evMu.Lock()
+	defer e.evMu.Unlock()
 	for x.completed < target {
-		e.cond.Wait()
+		e.evCond.Wait()
 	}
 	return nil
 }
@@ -624,9 +629,10 @@ func (e *emu) eventQuery(ev Event) error {
 	if err != nil {
 		return err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if x.completed < x.recorded {
+	target := x.recorded.Load()
+	e.evMu.Lock()
+	defer e.evMu.Unlock()
+	if x.completed < target {
 		return ErrorNotReady
 	}
 	return nil
@@ -720,9 +726,9 @@ func argU64(args []byte, offs []int32, i int) uint64 {
 
 func (e *emu) launchKernel(f Function, _, _ [3]uint32, _ uint32, s Stream, args []byte, offs []int32) error {
 	const call = "cuLaunchKernel"
-	e.mu.Lock()
+	e.mu.RLock()
 	name, ok := e.funcs[f]
-	e.mu.Unlock()
+	e.mu.RUnlock()
 	if !ok {
 		return emuErr(call, 400, "CUDA_ERROR_INVALID_HANDLE", "unknown function %#x", uintptr(f))
 	}
