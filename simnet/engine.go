@@ -352,9 +352,11 @@ func (e *Engine) finish(id FlowID) {
 	if len(f.route) > 0 {
 		e.ended = append(e.ended, endedFlow{&f.route[0], len(f.route), f.maxr, f.rate})
 	}
+	// The flow is complete: its links carried exactly what it had left at its last rate change
+	// (rate × elapsed would carry the picosecond rounding of the completion time).
 	for i, l := range f.route {
 		lk := &e.links[l]
-		lk.bytes += float64(f.rate) * float64(e.now-f.last)
+		lk.bytes += f.left
 		p := f.pos[i]
 		last := len(lk.flows) - 1
 		if int(p) != last {
