@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -61,6 +62,7 @@ func peakRSS() float64 {
 
 var routing = "rail"
 var algo = "ring"
+var rateIntervalUs float64
 
 func machine(nodes int) (*simnet.Machine, error) {
 	// Rail-optimized 2-tier leaf/spine, 32 nodes per leaf, non-blocking, rail (d-mod-k) routing.
@@ -90,6 +92,7 @@ func run(nodes int, bytes int64, maxMsg int64, merge int) (result, error) {
 		return result{}, err
 	}
 	e := simnet.NewEngine(nil)
+	e.RateInterval = simnet.FromMicros(rateIntervalUs)
 	cl, err := simnet.NewCluster(e, m.Node, m.Nodes, m.Fabric)
 	if err != nil {
 		return result{}, err
@@ -151,7 +154,21 @@ func main() {
 	jsonOut := flag.String("json", "", "also write the JSON to this file")
 	flag.StringVar(&routing, "routing", "rail", "fabric routing: rail (d-mod-k) or ecmp")
 	flag.StringVar(&algo, "algo", "ring", "all-reduce algorithm: ring or tree (Simple protocol)")
+	flag.Float64Var(&rateIntervalUs, "rate-interval", 0, "Engine.RateInterval in µs (0: exact max-min at every change)")
+	cpuProf := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	nodes, err := parseList(*nodesFlag, false)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

@@ -1,0 +1,180 @@
+package simnet
+
+import (
+	"math"
+	"testing"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/examples/topos"
+	"github.com/simccl/simccl/tuning"
+)
+
+// railMachine is bench/sim's cluster: DGX H100 nodes through the graph pipeline on a
+// rail-optimized fat tree with destination-mod-k routing.
+func railMachine(t testing.TB, nodes int) *Machine {
+	t.Helper()
+	fab := DefaultFabric()
+	fab.Routing = "rail"
+	name, data := topos.Default()
+	m, err := MachineFromXML(data, name, nodes, fab, &tuning.Config{Algo: "tree", Proto: "simple"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func runTree(t testing.TB, m *Machine, spec TreeSpec) (*TreeResult, *Engine) {
+	t.Helper()
+	e := NewEngine(nil)
+	cl, err := NewCluster(e, m.Node, m.Nodes, m.Fabric)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := TimingFor("", tuning.Tree, spec.Proto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.Trees == nil {
+		spec.Trees = m.Trees
+	}
+	res, err := SimulateTreeDetail(e, cl, spec, tm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, e
+}
+
+// sameTree checks that two replays of one all-reduce agree on the time and on every link's bytes
+// and busy time, to rel.
+func sameTree(t *testing.T, what string, a, b *TreeResult, ea, eb *Engine, rel float64) {
+	t.Helper()
+	if d := math.Abs(float64(a.Time-b.Time)) / float64(b.Time); d > rel {
+		t.Errorf("%s: %v against %v (%.2g apart)", what, a.Time, b.Time, d)
+	}
+	var worstBytes, worstBusy float64
+	for l := 0; l < ea.NumLinks(); l++ {
+		x, y := ea.LinkBytes(LinkID(l)), eb.LinkBytes(LinkID(l))
+		if (x > 0) != (y > 0) {
+			t.Fatalf("%s: link %s carried %g bytes against %g", what, ea.LinkName(LinkID(l)), x, y)
+		}
+		if y > 0 {
+			worstBytes = max(worstBytes, math.Abs(x-y)/y)
+			bx, by := ea.LinkBusy(LinkID(l)), eb.LinkBusy(LinkID(l))
+			worstBusy = max(worstBusy, math.Abs(float64(bx-by))/float64(by))
+		}
+	}
+	if worstBytes > rel || worstBusy > rel {
+		t.Errorf("%s: link bytes up to %.2g apart, busy times %.2g", what, worstBytes, worstBusy)
+	}
+	if ea.Now() != eb.Now() {
+		t.Errorf("%s: clocks at %v and %v", what, ea.Now(), eb.Now())
+	}
+}
+
+// The symmetric replay (one representative per class) gives the per-rank replay's time and link
+// statistics on bench/sim's cluster, at several sizes.
+func TestTreeSymmetricMatchesPerRank(t *testing.T) {
+	cases := []struct {
+		nodes int
+		bytes int64
+	}{{8, 1 << 20}, {8, 64 << 20}, {8, 1 << 30}, {16, 256 << 20}}
+	for _, c := range cases {
+		m := railMachine(t, c.nodes)
+		ch, err := m.Table.Select(tuning.Call{Func: tuning.AllReduce, Count: c.bytes / 4, ElemSize: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := TreeSpec{Bytes: c.bytes, Proto: tuning.Simple, Trees: m.Trees[:ch.NChannels], Chunk: ch.ChunkSize}
+		a, ea := runTree(t, m, spec)
+		spec.PerRank = true
+		b, eb := runTree(t, m, spec)
+		if !a.Symmetric || b.Symmetric {
+			t.Fatalf("%d nodes: symmetric flags %v and %v", c.nodes, a.Symmetric, b.Symmetric)
+		}
+		if n := ch.NChannels * m.NRanks(); a.Groups*2 > n || b.Groups != n {
+			t.Errorf("%d nodes: %d classes and %d per-rank vertices for %d pairs", c.nodes, a.Groups, b.Groups, n)
+		}
+		t.Logf("%d nodes %d B: %v, %d classes, %d messages against %d (%.2f ps apart)", c.nodes, c.bytes, a.Time, a.Groups,
+			a.Messages, b.Messages, math.Abs(float64(a.Time-b.Time)))
+		sameTree(t, "symmetric vs per-rank", a, b, ea, eb, 1e-6)
+	}
+}
+
+// On the hand-made HGX model every pair of channels 0..7 and 8..15 is identical (same trees,
+// same routes): those classes carry two connections per link. With ECMP across leaves (64 nodes,
+// two leaves) symmetry may be partial or absent; either way the time is the per-rank one.
+func TestTreeSymmetricHGX(t *testing.T) {
+	for _, c := range []struct {
+		nodes   int
+		routing string
+	}{{8, "rail"}, {64, "ecmp"}} {
+		fab := DefaultFabric()
+		fab.Routing = c.routing
+		m, err := HGXH100(c.nodes, fab, &tuning.Config{Algo: "tree"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := TreeSpec{Bytes: 32 << 20, Proto: tuning.Simple}
+		a, ea := runTree(t, m, spec)
+		spec.PerRank = true
+		b, eb := runTree(t, m, spec)
+		t.Logf("%d nodes %s: %v symmetric=%v (%d vertices), per-rank %v", c.nodes, c.routing, a.Time, a.Symmetric, a.Groups, b.Time)
+		sameTree(t, c.routing, a, b, ea, eb, 1e-6)
+	}
+}
+
+// Steady-state extrapolation: simulating 32 of 128 chunks and adding one period per further chunk
+// stays within 0.5% of simulating them all.
+func TestTreeSteadyClose(t *testing.T) {
+	m := railMachine(t, 64)
+	spec := TreeSpec{Bytes: 1 << 30, Proto: tuning.Simple, Chunk: 512 << 10, Trees: m.Trees}
+	exact, _ := runTree(t, m, spec)
+	spec.MaxMessages = 1 // as few chunks as allowed
+	steady, es := runTree(t, m, spec)
+	if exact.Chunks != 128 || exact.Period != 0 || steady.Chunks != minSteadyChunks || steady.Period <= 0 {
+		t.Fatalf("chunks %d/%d, periods %v/%v", exact.Chunks, steady.Chunks, exact.Period, steady.Period)
+	}
+	rel := float64(steady.Time-exact.Time) / float64(exact.Time)
+	t.Logf("exact %v, %d chunks + %d × %v = %v (%+.3f%%)", exact.Time, steady.Chunks, 128-steady.Chunks, steady.Period, steady.Time, 100*rel)
+	if math.Abs(rel) > 0.005 {
+		t.Errorf("extrapolated %v against %v (%+.2f%%)", steady.Time, exact.Time, 100*rel)
+	}
+	if es.Now() != steady.Time {
+		t.Errorf("engine clock %v, time %v", es.Now(), steady.Time)
+	}
+	// Bytes stay exact: every connection carries every chunk.
+	_, ee := runTree(t, m, TreeSpec{Bytes: 1 << 30, Proto: tuning.Simple, Chunk: 512 << 10, Trees: m.Trees})
+	for l := 0; l < ee.NumLinks(); l++ {
+		if x, y := es.LinkBytes(LinkID(l)), ee.LinkBytes(LinkID(l)); math.Abs(x-y) > 1e-6*y {
+			t.Fatalf("link %s: %g bytes extrapolated, %g simulated", ee.LinkName(LinkID(l)), x, y)
+		}
+	}
+}
+
+func TestTreeBadInput(t *testing.T) {
+	m := railMachine(t, 2)
+	e := NewEngine(nil)
+	cl, err := NewCluster(e, m.Node, m.Nodes, m.Fabric)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, _ := TimingFor("", tuning.Tree, tuning.Simple)
+	short := coll.Tree{Up: []int{-1, 0}, Down: [][]int{{1}, nil}}
+	cyc := coll.Tree{Up: make([]int, m.NRanks()), Down: make([][]int, m.NRanks())}
+	for _, c := range []struct {
+		name string
+		spec TreeSpec
+	}{
+		{"no trees", TreeSpec{Bytes: 1 << 20}},
+		{"short tree", TreeSpec{Bytes: 1 << 20, Trees: []coll.Tree{short}}},
+		{"no root", TreeSpec{Bytes: 1 << 20, Trees: []coll.Tree{cyc}}},
+		{"negative merge", TreeSpec{Bytes: 1 << 20, Trees: m.Trees, Merge: -1}},
+		{"bad protocol", TreeSpec{Bytes: 1 << 20, Trees: m.Trees, Proto: tuning.NumProtos}},
+	} {
+		if _, err := SimulateTree(e, cl, c.spec, tm); err == nil {
+			t.Errorf("%s: no error", c.name)
+		} else {
+			t.Logf("%s: %v", c.name, err)
+		}
+	}
+}
