@@ -74,6 +74,27 @@ func TestErrors(t *testing.T) {
 	}
 }
 
+// TestLongAttribute: a 100 kB attribute value gives a short one-line error or warning (the value
+// cut by xml.Quote), not a 100 kB message.
+func TestLongAttribute(t *testing.T) {
+	long := strings.Repeat("f", 100<<10)
+	_, err := build(t, cpuOpen+gpuPCI("0000:01:00.0"+long, 0, "")+`</cpu></system>`, Options{})
+	if err == nil || len(err.Error()) > 200 || !strings.Contains(err.Error(), "t.xml:3: <pci>: bad busid") {
+		t.Errorf("100 kB busid: %.300q (%d bytes)", err, len(fmt.Sprint(err)))
+	}
+	_, err = build(t, cpuOpen+gpuPCI("0000:01:00.0", 0, `<nvlink target="fffffff:ff:ff.0" count="`+long+`" tclass="0x068000"/>`)+`</cpu></system>`, Options{})
+	if err == nil || len(err.Error()) > 200 || !strings.Contains(err.Error(), "t.xml:4: <nvlink count=") {
+		t.Errorf("100 kB count: %.300q (%d bytes)", err, len(fmt.Sprint(err)))
+	}
+	s, err := build(t, strings.Replace(cpuOpen, `host_hash="0x1"`, `host_hash="z`+long+`"`, 1)+gpuPCI("0000:01:00.0", 0, "")+`</cpu></system>`, Options{})
+	if err != nil {
+		t.Fatalf("100 kB host_hash: %.300v", err)
+	}
+	if len(s.Warnings) != 1 || len(s.Warnings[0]) > 200 {
+		t.Errorf("100 kB host_hash: warnings %.300q", s.Warnings)
+	}
+}
+
 // TestRankZeroDefault: a node file whose ranks start at 8 loads with the zero Options.
 func TestRankZeroDefault(t *testing.T) {
 	s, err := build(t, cpuOpen+gpuPCI("0000:01:00.0", 8, "")+gpuPCI("0000:02:00.0", 9, "")+`</cpu></system>`, Options{NRanks: 16})

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/beevik/etree"
 )
@@ -12,6 +13,23 @@ import (
 // Attribute helpers. Each reads one attribute of an element and returns an *Error located at
 // the element when the value is malformed. They only decode numbers and bus ids; what the values
 // mean (bandwidths, path types) is package graph's business.
+
+// MaxQuoted is how many bytes of a value an error or warning quotes: a longer value (a 100 kB
+// attribute, say) is cut there and its length given, so that the message stays one readable line.
+const MaxQuoted = 64
+
+// Quote returns s quoted as fmt's %q does; a value longer than MaxQuoted bytes is cut at a rune
+// boundary and followed by its length ("\"ffff…\"... (102400 bytes)").
+func Quote(s string) string {
+	if len(s) <= MaxQuoted {
+		return strconv.Quote(s)
+	}
+	n := MaxQuoted
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(s[:n]), len(s))
+}
 
 // SentinelBusID is the bus id NCCL writes as an <nvlink target> when the remote end of a link is
 // invisible from the node (an NVSwitch in another tray, or in a VM): NCCL 2.28 treats such a
@@ -40,16 +58,16 @@ func ParseInt(s string) (int64, error) {
 		base, t = 8, t[1:]
 	}
 	if t == "" {
-		return 0, fmt.Errorf("%q is not an integer", s)
+		return 0, fmt.Errorf("%s is not an integer", Quote(s))
 	}
 	for i := 0; i < len(t); i++ {
 		if digitVal(t[i]) >= base {
-			return 0, fmt.Errorf("%q is not an integer", s)
+			return 0, fmt.Errorf("%s is not an integer", Quote(s))
 		}
 	}
 	u, err := strconv.ParseUint(t, base, 64)
 	if err != nil || (!neg && u > math.MaxInt64) || (neg && u > 1<<63) {
-		return 0, fmt.Errorf("%q is out of range for a 64-bit integer", s)
+		return 0, fmt.Errorf("%s is out of range for a 64-bit integer", Quote(s))
 	}
 	if neg {
 		return int64(-u), nil // -(1<<63) wraps to MinInt64, which is what we want
@@ -75,7 +93,7 @@ func ParseFloat(s string) (float64, error) {
 	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || strings.ContainsRune(s, '_') ||
 		strings.HasPrefix(strings.ToLower(strings.TrimLeft(strings.TrimSpace(s), "+-")), "0x") {
-		return 0, fmt.Errorf("%q is not a number", s)
+		return 0, fmt.Errorf("%s is not a number", Quote(s))
 	}
 	return v, nil
 }
@@ -105,16 +123,16 @@ func ParseBusID(s string) (int64, error) {
 		}
 		d := digitVal(c)
 		if d >= 16 {
-			return 0, fmt.Errorf("%q is not a PCI bus id (want dddd:bb:dd.f)", s)
+			return 0, fmt.Errorf("%s is not a PCI bus id (want dddd:bb:dd.f)", Quote(s))
 		}
 		digits++
 		if digits > 16 {
-			return 0, fmt.Errorf("%q is not a PCI bus id (more than 16 hex digits)", s)
+			return 0, fmt.Errorf("%s is not a PCI bus id (more than 16 hex digits)", Quote(s))
 		}
 		v = v<<4 | uint64(d)
 	}
 	if digits == 0 {
-		return 0, fmt.Errorf("%q is not a PCI bus id (want dddd:bb:dd.f)", s)
+		return 0, fmt.Errorf("%s is not a PCI bus id (want dddd:bb:dd.f)", Quote(s))
 	}
 	return int64(v), nil
 }

@@ -1,6 +1,7 @@
 package xml
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -123,5 +124,30 @@ func TestAttrHelpers(t *testing.T) {
 	}
 	if _, ok, err := doc.AttrFloat(cpu, "g"); ok || err != nil {
 		t.Errorf("absent float: %v %v", ok, err)
+	}
+}
+
+// TestQuote: short values are quoted as %q quotes them; long ones are cut at a rune boundary and
+// their length given, so that an error about a 100 kB attribute stays short.
+func TestQuote(t *testing.T) {
+	for _, s := range []string{"", "0000:zz:00.0", "a\"b\n", strings.Repeat("f", MaxQuoted)} {
+		if got, want := Quote(s), fmt.Sprintf("%q", s); got != want {
+			t.Errorf("Quote(%q) = %s, want %s", s, got, want)
+		}
+	}
+	long := strings.Repeat("f", MaxQuoted-1) + "é" + strings.Repeat("f", 100<<10)
+	got := Quote(long)
+	if want := fmt.Sprintf("%q... (%d bytes)", strings.Repeat("f", MaxQuoted-1), len(long)); got != want {
+		t.Errorf("Quote(long) = %s, want %s", got, want)
+	}
+	// Through the parser: a 100 kB bad value gives a short one-line error.
+	in := "<system version=\"1\">\n<cpu numaid=\"" + strings.Repeat("9x", 50<<10) + "\"/></system>"
+	doc, err := ParseBytes([]byte(in), "long.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = doc.AttrInt(doc.Root().SelectElement("cpu"), "numaid")
+	if err == nil || len(err.Error()) > 200 || !strings.HasPrefix(err.Error(), "long.xml:2: ") || !strings.Contains(err.Error(), "(102400 bytes)") {
+		t.Errorf("100 kB numaid: error %q (%d bytes)", err, len(err.Error()))
 	}
 }

@@ -124,7 +124,7 @@ func ParseBytes(data []byte, name string) (*Document, error) {
 		return nil, d.Errorf(root, "root element is <%s>, want <system> (topology) or <graphs> (graph dump)", root.FullTag())
 	}
 	if v := root.SelectAttrValue("version", ""); v != "1" {
-		return nil, d.Errorf(root, "<%s version=%q>: only version 1 is understood", root.Tag, v)
+		return nil, d.Errorf(root, "<%s version=%s>: only version 1 is understood", root.Tag, Quote(v))
 	}
 	return d, nil
 }
