@@ -255,3 +255,36 @@ func TestLocalNet(t *testing.T) {
 		t.Error("unknown rank accepted")
 	}
 }
+
+// Every graph file of the corpus is either a golden case above or excluded here with the reason,
+// so that a new NCCL dump added to testdata/topos cannot go untested.
+func TestGoldenCoversCorpus(t *testing.T) {
+	notDumps := map[string]string{
+		// SOURCES.md: a hand-supplied NCCL_GRAPH_FILE (2 or 4 channels forced over PCIe across four
+		// NUMA nodes), not what NCCL searched; cmd/simccl's TestSearchCommand loads it with
+		// --graph and checks the channels it forces.
+		"topos/azure-ncv4-a100pcie-graph.xml": "hand-written NCCL_GRAPH_FILE, not a dump",
+	}
+	covered := map[string]bool{}
+	for _, g := range goldens {
+		covered[g.dump] = true
+	}
+	files, err := filepath.Glob(filepath.Join("..", "testdata", "topos", "*-graph.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 6 {
+		t.Fatalf("only %d graph files in the corpus", len(files))
+	}
+	for _, f := range files {
+		rel := "topos/" + filepath.Base(f)
+		switch why, excluded := notDumps[rel]; {
+		case covered[rel] && excluded:
+			t.Errorf("%s is both a golden case and excluded (%s)", rel, why)
+		case !covered[rel] && !excluded:
+			t.Errorf("%s has no golden case", rel)
+		case excluded:
+			t.Logf("%s: excluded, %s", rel, why)
+		}
+	}
+}

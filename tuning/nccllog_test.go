@@ -26,6 +26,7 @@ type ncclLog struct {
 	tableRows     int
 	choices       []loggedChoice
 	tableLinesRaw []string
+	thresholds    string // the "threadThresholds …" line
 }
 
 type loggedChoice struct {
@@ -102,6 +103,10 @@ func parseNCCLLog(path string) (*ncclLog, error) {
 			c.lo, _ = strconv.Atoi(m[5])
 			c.hi, _ = strconv.Atoi(m[6])
 			l.choices = append(l.choices, c)
+			continue
+		}
+		if strings.HasPrefix(s, "threadThresholds ") {
+			l.thresholds = s
 			continue
 		}
 		// The TUNING table.
@@ -212,6 +217,9 @@ func TestNCCL228Tables(t *testing.T) {
 						}
 					}
 				}
+			}
+			if got := tb.ThresholdsLine(); l.thresholds == "" || got != l.thresholds {
+				t.Errorf("got %q, NCCL %q", got, l.thresholds)
 			}
 			got := tb.Lines()
 			if len(got) != len(l.tableLinesRaw) {

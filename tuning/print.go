@@ -62,9 +62,20 @@ func (t *Table) Lines() []string {
 	return out
 }
 
-// WriteText writes the table lines, each preceded by prefix (e.g. "NCCL INFO ").
+// ThresholdsLine is the line NCCL prints after the table: the thread thresholds (bytes per
+// thread below which a call runs on fewer threads, §5.6) of Tree LL/LL128/Simple, Ring
+// LL/LL128/Simple, then CollNet direct and chain Simple.
+func (t *Table) ThresholdsLine() string {
+	th := &t.ThreadThresholds
+	return fmt.Sprintf("threadThresholds %d/%d/%d | %d/%d/%d | %d | %d",
+		th[Tree][LL], th[Tree][LL128], th[Tree][Simple], th[Ring][LL], th[Ring][LL128], th[Ring][Simple],
+		th[CollNetDirect][Simple], th[CollNetChain][Simple])
+}
+
+// WriteText writes the table lines and the thresholds line, each preceded by prefix (e.g.
+// "NCCL INFO ").
 func (t *Table) WriteText(w io.Writer, prefix string) error {
-	for _, l := range t.Lines() {
+	for _, l := range append(t.Lines(), t.ThresholdsLine()) {
 		if _, err := fmt.Fprintf(w, "%s%s\n", prefix, l); err != nil {
 			return err
 		}
@@ -83,7 +94,8 @@ type TableCell struct {
 	MaxNThreads int     `json:"max_nthreads"`
 }
 
-// ChoiceJSON is one per-call choice in JSON (NCCL's choice-line spellings: "RING", "SIMPLE").
+// ChoiceJSON is one per-call choice in JSON, with NCCL's names as the table spells them ("Ring",
+// "Simple", "LL128"; the text line keeps the choice line's "RING", "SIMPLE").
 type ChoiceJSON struct {
 	Coll      string  `json:"coll"`
 	Bytes     int64   `json:"bytes"`
@@ -132,8 +144,8 @@ func (t *Table) NewReport(choices []Choice) Report {
 	r := Report{Version: t.K.Release, NRanks: t.Comm.NRanks, NNodes: t.Comm.NNodes, NChannels: t.NChannels,
 		Table: t.Cells(), Choices: []ChoiceJSON{}}
 	for _, c := range choices {
-		r.Choices = append(r.Choices, ChoiceJSON{Coll: c.Func.String(), Bytes: c.Bytes, Algo: c.Algo.LogName(),
-			Proto: c.Proto.LogName(), NChannels: c.NChannels, ChannelLo: c.ChannelLo, ChannelHi: c.ChannelHi,
+		r.Choices = append(r.Choices, ChoiceJSON{Coll: c.Func.String(), Bytes: c.Bytes, Algo: c.Algo.String(),
+			Proto: c.Proto.String(), NChannels: c.NChannels, ChannelLo: c.ChannelLo, ChannelHi: c.ChannelHi,
 			NThreads: c.NThreads, ChunkSize: c.ChunkSize, TimeUs: round4(float64(c.TimeUs)), Override: c.Override})
 	}
 	return r

@@ -182,7 +182,7 @@ func TestLinesFormatAndJSON(t *testing.T) {
 	if err := tb.NewReport([]Choice{ch}).WriteJSON(&b); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{`"coll": "AllReduce"`, `"algo": "RING"`, `"proto": "LL"`, `"nchannels": 24`, `"max_nthreads": 640`, `"lat_us": 7.8`} {
+	for _, s := range []string{`"coll": "AllReduce"`, `"algo": "Ring"`, `"proto": "LL"`, `"nchannels": 24`, `"max_nthreads": 640`, `"lat_us": 7.8`} {
 		if !strings.Contains(b.String(), s) {
 			t.Errorf("JSON lacks %s", s)
 		}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// simccl tune on the 2×H200 topology prints what NCCL 2.28.9 printed there
+// (testdata/nccl/h200x2/real.677.log, NVLS off): the TUNING table row for row and one choice line
+// per collective and size, every one of them among NCCL's.
+func TestTuneCommand(t *testing.T) {
+	t.Setenv("NCCL_NVLS_ENABLE", "0")
+	dir := filepath.Join("..", "..", "testdata", "nccl", "h200x2")
+	logData, err := os.ReadFile(filepath.Join(dir, "real.677.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ncclTable []string
+	ncclChoice := map[string]bool{}
+	for _, l := range strings.Split(string(logData), "\n") {
+		_, msg, ok := strings.Cut(l, "NCCL INFO ")
+		if !ok {
+			continue
+		}
+		switch {
+		case strings.Contains(msg, " Bytes -> Algo "):
+			ncclChoice[msg] = true
+		case strings.Contains(msg, " | ") && strings.Count(msg, "|") >= 3:
+			ncclTable = append(ncclTable, msg)
+		}
+	}
+	if len(ncclTable) != 24 || len(ncclChoice) < 100 {
+		t.Fatalf("log holds %d table rows and %d choice lines", len(ncclTable), len(ncclChoice))
+	}
+
+	var out, errb bytes.Buffer
+	if rc := mainRun([]string{"tune", "--topo", filepath.Join(dir, "real_topo.xml"), "-b", "8", "-e", "1G", "-f", "2"}, &out, &errb); rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	var table []string
+	choices := 0
+	for _, l := range strings.Split(out.String(), "\n") {
+		switch {
+		case strings.Contains(l, " Bytes -> Algo "):
+			choices++
+			if !ncclChoice[l] {
+				t.Errorf("choice not in NCCL's log: %q", l)
+			}
+		case strings.Contains(l, " | ") && strings.Count(l, "|") >= 3:
+			table = append(table, l)
+		}
+	}
+	if choices != 5*28 {
+		t.Errorf("%d choice lines, want 5 collectives × 28 sizes", choices)
+	}
+	if strings.Join(table, "\n") != strings.Join(ncclTable, "\n") {
+		t.Errorf("table differs from NCCL's:\n%s\nwant\n%s", strings.Join(table, "\n"), strings.Join(ncclTable, "\n"))
+	}
+	if !strings.Contains(out.String(), "AllReduce: 1048576 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..23}") {
+		t.Errorf("no 1 MiB all-reduce line:\n%s", out.String())
+	}
+
+	// --json: the issue's keys with NCCL's names; sizes in K/M/G.
+	out.Reset()
+	if rc := mainRun([]string{"tune", "--topo", filepath.Join(dir, "real_topo.xml"), "-c", "allreduce", "-b", "1M", "-e", "4M", "-f", "2", "--json"}, &out, &errb); rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	var v struct {
+		Table   []map[string]any `json:"table"`
+		Choices []struct {
+			Coll      string   `json:"coll"`
+			Bytes     int64    `json:"bytes"`
+			Algo      string   `json:"algo"`
+			Proto     string   `json:"proto"`
+			NChannels int      `json:"nchannels"`
+			TimeUs    *float64 `json:"time_us"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+		t.Fatalf("%v:\n%s", err, out.String())
+	}
+	if len(v.Table) == 0 {
+		t.Fatal("no table rows")
+	}
+	for _, k := range []string{"coll", "algo", "proto", "lat_us", "bw_gbs", "max_nthreads"} {
+		if _, ok := v.Table[0][k]; !ok {
+			t.Errorf("table row lacks %q: %v", k, v.Table[0])
+		}
+	}
+	want := []struct {
+		bytes       int64
+		algo, proto string
+	}{{1 << 20, "Ring", "LL"}, {2 << 20, "Ring", "Simple"}, {4 << 20, "Ring", "Simple"}}
+	if len(v.Choices) != len(want) {
+		t.Fatalf("%d choices, want %d: %+v", len(v.Choices), len(want), v.Choices)
+	}
+	for i, w := range want {
+		c := v.Choices[i]
+		if c.Coll != "AllReduce" || c.Bytes != w.bytes || c.Algo != w.algo || c.Proto != w.proto || c.NChannels != 24 || c.TimeUs == nil || *c.TimeUs <= 0 {
+			t.Errorf("choice %d: %+v, want AllReduce %d %s/%s on 24 channels with a time", i, c, w.bytes, w.algo, w.proto)
+		}
+	}
+
+	for _, bad := range [][]string{
+		{"tune", "-b", "3X"},
+		{"tune", "-c", "alltoall"},
+		{"tune", "--nccl-version", "2.29"},
+		{"tune", "--nodes", "0"},
+		{"tune", "extra"},
+	} {
+		errb.Reset()
+		if rc := mainRun(bad, &out, &errb); rc != 2 || errb.Len() == 0 {
+			t.Errorf("%v: rc %d, want 2 with a message (%q)", bad, rc, errb.String())
+		}
+	}
+}
