@@ -221,8 +221,8 @@ func ready(err error) (bool, error) {
 // EnablePeer lets kernels and copies of this context read and write memory of peer (one direction:
 // call it on each side for both). Enabling twice is not an error.
 func (c *Ctx) EnablePeer(peer *Device) error {
-	if peer == c.d {
-		return nil
+	if peer == c.d || peer.Ordinal == c.d.Ordinal {
+		return nil // the same GPU (possibly opened twice): nothing to enable
 	}
 	ok, err := drv.canAccessPeer(c.d.dev, peer.dev)
 	if err != nil {

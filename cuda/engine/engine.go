@@ -46,6 +46,11 @@ type Config struct {
 	SlotBytes int
 	// Timeout bounds the host-side waits for the other ranks (default DefaultTimeout).
 	Timeout time.Duration
+	// ShareGPUs lets several ranks run on one GPU, each through its own cuda.Device opened on the
+	// same ordinal (its own host thread): a mode for exercising the multi-rank paths on a machine
+	// with fewer GPUs than ranks. NCCL refuses it (one rank per GPU), and its timings say nothing
+	// about NVLink.
+	ShareGPUs bool
 }
 
 func (c *Config) withDefaults() (Config, error) {
@@ -145,14 +150,19 @@ func InitAll(devs []*cuda.Device, cfg *Config) ([]*Comm, error) {
 		return nil, fmt.Errorf("%w: InitAll with no devices", ErrInvalidArgument)
 	}
 	seen := map[*cuda.Device]bool{}
+	ordinals := map[int]bool{}
 	for i, d := range devs {
 		if d == nil {
 			return nil, fmt.Errorf("%w: device %d is nil", ErrInvalidArgument, i)
 		}
 		if seen[d] {
-			return nil, fmt.Errorf("%w: device %v given twice (one rank per GPU)", ErrInvalidArgument, d.Ordinal)
+			// Its one host thread would have to enqueue for two ranks that wait for each other.
+			return nil, fmt.Errorf("%w: device %v given twice (open the ordinal once per rank)", ErrInvalidArgument, d.Ordinal)
 		}
-		seen[d] = true
+		if ordinals[d.Ordinal] && !o.ShareGPUs {
+			return nil, fmt.Errorf("%w: GPU %d given to two ranks (one rank per GPU, as NCCL; Config.ShareGPUs allows it)", ErrInvalidArgument, d.Ordinal)
+		}
+		seen[d], ordinals[d.Ordinal] = true, true
 	}
 	cl := &clique{n: len(devs), cfg: o, pending: map[uint64]*launch{}, plans: map[string]*plan{}}
 	cl.cond = sync.NewCond(&cl.mu)

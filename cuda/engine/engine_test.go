@@ -21,7 +21,24 @@ import (
 var (
 	devs     []*cuda.Device
 	emulated bool
+	// shared: on a machine with fewer than 4 GPUs the tests open them again, round robin, up to
+	// 4 ranks (Config.ShareGPUs), so that the multi-rank tests run on one real GPU; ranks on
+	// distinct GPUs come first (devs[:n] for n up to the GPU count).
+	shared bool
 )
+
+// initAll is engine.InitAll with ShareGPUs set when the tests share GPUs.
+func initAll(ds []*cuda.Device, cfg *engine.Config) ([]*engine.Comm, error) {
+	if shared {
+		c := engine.Config{}
+		if cfg != nil {
+			c = *cfg
+		}
+		c.ShareGPUs = true
+		cfg = &c
+	}
+	return engine.InitAll(ds, cfg)
+}
 
 func TestMain(m *testing.M) {
 	var err error
@@ -39,6 +56,18 @@ func TestMain(m *testing.M) {
 				os.Exit(1)
 			}
 			devs = append(devs, d)
+		}
+		if real := len(devs); !emulated && real > 0 && real < 4 {
+			for i := real; i < 4; i++ {
+				d, err := cuda.Open(devs[i%real].Ordinal)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "engine tests:", err)
+					os.Exit(1)
+				}
+				devs = append(devs, d)
+			}
+			shared = true
+			fmt.Fprintf(os.Stderr, "engine tests: %d GPU(s), opened again for up to %d ranks (Config.ShareGPUs)\n", real, len(devs))
 		}
 	}
 	code := m.Run()
@@ -498,7 +527,7 @@ func (m matrix) cases(n int) []tcase {
 func conformance(t *testing.T, algo string, m matrix) {
 	total, failed := 0, 0
 	for n := 1; n <= min(4, len(devs)); n++ {
-		comms, err := engine.InitAll(needDevs(t, n), &engine.Config{Algo: algo, SlotBytes: 512, NChannels: 2, ChannelBytes: 1024, Timeout: 30 * time.Second})
+		comms, err := initAll(needDevs(t, n), &engine.Config{Algo: algo, SlotBytes: 512, NChannels: 2, ChannelBytes: 1024, Timeout: 30 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -570,7 +599,7 @@ func TestBackToBack(t *testing.T) {
 		defer cuda.SetEmulatorJitter(cuda.SetEmulatorJitter(300 * time.Microsecond))
 	}
 	for n := 2; n <= min(4, len(devs)); n++ {
-		comms, err := engine.InitAll(needDevs(t, n), &engine.Config{SlotBytes: 512, NChannels: 2, ChannelBytes: 1024})
+		comms, err := initAll(needDevs(t, n), &engine.Config{SlotBytes: 512, NChannels: 2, ChannelBytes: 1024})
 		if err != nil {
 			t.Fatal(err)
 		}

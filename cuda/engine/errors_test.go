@@ -26,7 +26,7 @@ func allocEach(t *testing.T, comms []*engine.Comm, n int) []cuda.DevPtr {
 }
 
 func TestBadCalls(t *testing.T) {
-	comms, err := engine.InitAll(needDevs(t, 2), &engine.Config{Timeout: 300 * time.Millisecond})
+	comms, err := initAll(needDevs(t, 2), &engine.Config{Timeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,14 +53,14 @@ func TestBadCalls(t *testing.T) {
 	if _, err := engine.InitAll(nil, nil); !errors.Is(err, engine.ErrInvalidArgument) {
 		t.Errorf("InitAll with no devices: %v", err)
 	}
-	if _, err := engine.InitAll(needDevs(t, 1), &engine.Config{Algo: "nvls"}); !errors.Is(err, engine.ErrInvalidArgument) {
+	if _, err := initAll(needDevs(t, 1), &engine.Config{Algo: "nvls"}); !errors.Is(err, engine.ErrInvalidArgument) {
 		t.Errorf("Algo nvls: %v", err)
 	}
 }
 
 func TestMismatchAndTimeout(t *testing.T) {
 	devs := needDevs(t, 2)
-	comms, err := engine.InitAll(devs, &engine.Config{Timeout: 300 * time.Millisecond})
+	comms, err := initAll(devs, &engine.Config{Timeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestMismatchAndTimeout(t *testing.T) {
 	}
 
 	// One goroutine calling rank 0 without a group: the others never come; a timeout, not a hang.
-	comms, err = engine.InitAll(devs, &engine.Config{Timeout: 300 * time.Millisecond})
+	comms, err = initAll(devs, &engine.Config{Timeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestMismatchAndTimeout(t *testing.T) {
 // a ring of sends plus sends to self on every rank: one launch, one schedule of three operations.
 func TestGroupOfCollectivesAndP2P(t *testing.T) {
 	for n := 1; n <= min(4, len(devs)); n++ {
-		comms, err := engine.InitAll(needDevs(t, n), &engine.Config{SlotBytes: 512})
+		comms, err := initAll(needDevs(t, n), &engine.Config{SlotBytes: 512})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +184,7 @@ func TestGroupOfCollectivesAndP2P(t *testing.T) {
 
 // TestEmptyCalls: count 0 (null buffers allowed) is a launch that does nothing, on every rank.
 func TestEmptyCalls(t *testing.T) {
-	comms, err := engine.InitAll(needDevs(t, 2), nil)
+	comms, err := initAll(needDevs(t, 2), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestEmptyCalls(t *testing.T) {
 
 // TestBench runs the nccl-tests-style sweep with its element check on every collective.
 func TestBench(t *testing.T) {
-	comms, err := engine.InitAll(needDevs(t, min(3, len(devs))), &engine.Config{SlotBytes: 512, ChannelBytes: 1024})
+	comms, err := initAll(needDevs(t, min(3, len(devs))), &engine.Config{SlotBytes: 512, ChannelBytes: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,4 +237,54 @@ func TestBench(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Several ranks on one GPU (Config.ShareGPUs): refused by default as NCCL refuses it, refused
+// for one cuda.Device given twice (its one thread would enqueue for two ranks that wait for each
+// other), and correct when each rank has its own handle on the GPU.
+func TestShareGPUs(t *testing.T) {
+	d0 := needDevs(t, 1)[0]
+	ds := []*cuda.Device{d0}
+	for i := 0; i < 2; i++ {
+		d, err := cuda.Open(d0.Ordinal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		ds = append(ds, d)
+	}
+	if _, err := engine.InitAll(ds, nil); !errors.Is(err, engine.ErrInvalidArgument) {
+		t.Errorf("one GPU for three ranks without ShareGPUs: %v, want ErrInvalidArgument", err)
+	}
+	if _, err := engine.InitAll([]*cuda.Device{d0, d0}, &engine.Config{ShareGPUs: true}); !errors.Is(err, engine.ErrInvalidArgument) {
+		t.Errorf("one device handle for two ranks: %v, want ErrInvalidArgument", err)
+	}
+	comms, err := engine.InitAll(ds, &engine.Config{ShareGPUs: true, SlotBytes: 512, NChannels: 2, ChannelBytes: 1024, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range comms {
+			if err := c.Destroy(); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	premul := make([]coll.RedOp, len(comms))
+	for r, c := range comms {
+		premul[r] = c.RedOpCreatePreMulSum(premulScalar)
+	}
+	m := matrix{
+		kinds:  []kind{kAllReduce, kReduce, kReduceScatter, kBroadcast, kAllGather, kAllToAll, kSendRecv},
+		types:  map[coll.DataType][]coll.RedOp{coll.Float32: {coll.Sum, coll.PreMulSum}, coll.Int32: {coll.Max}},
+		counts: []int{13, 1031},
+	}
+	n := 0
+	for _, c := range m.cases(len(comms)) {
+		n++
+		if err := runCase(t, comms, c, premul); err != nil {
+			t.Errorf("3 ranks on GPU %d: %v: %v", d0.Ordinal, c, err)
+		}
+	}
+	t.Logf("%d cases, 3 ranks on one GPU (emulated: %v)", n, emulated)
 }

@@ -11,9 +11,10 @@ import (
 	"github.com/simccl/simccl/cuda/engine"
 )
 
-// Two GPUs (emulated where this machine has none) all-reduce four floats, one goroutine per rank.
+// Two GPUs (emulated where this machine has none; two ranks sharing the GPU of a one-GPU machine)
+// all-reduce four floats, one goroutine per rank.
 func Example() {
-	comms, err := engine.InitAll(devs[:2], nil)
+	comms, err := engine.InitAll(devs[:2], &engine.Config{ShareGPUs: shared})
 	if err != nil {
 		fmt.Println(err)
 		return
