@@ -121,7 +121,9 @@ func WriteTable(w io.Writer, rows []Row) error {
 		sum += r.BusBw
 	}
 	if len(rows) > 0 {
-		fmt.Fprintf(bw, "# Avg bus bandwidth    : %g\n", sum/float64(len(rows)))
+		// nccl-tests: PRINT("# Avg bus bandwidth    : %g %s\n", bw, "") — C's %g is Go's %.6g
+		// (6 significant digits, trailing zeros dropped), and the empty %s leaves a trailing space.
+		fmt.Fprintf(bw, "# Avg bus bandwidth    : %.6g \n", sum/float64(len(rows)))
 	}
 	return bw.Flush()
 }

@@ -86,6 +86,19 @@ func TestWriteJSONRows(t *testing.T) {
 	}
 }
 
+// TestWriteTableAvgBusBw: the average line as nccl-tests prints it ("%g %s\n" with an empty
+// %s: 6 significant digits and a trailing space), not Go's shortest %g.
+func TestWriteTableAvgBusBw(t *testing.T) {
+	var buf bytes.Buffer
+	rows := []Row{{Coll: "all_reduce", Bytes: 8, Count: 2, BusBw: 93.01666878329968}, {Coll: "all_reduce", Bytes: 16, Count: 4, BusBw: 93.01666878329968}}
+	if err := WriteTable(&buf, rows); err != nil {
+		t.Fatal(err)
+	}
+	if want := "\n# Avg bus bandwidth    : 93.0167 \n"; !strings.HasSuffix(buf.String(), want) {
+		t.Fatalf("table ends %q, want %q", buf.String()[max(0, buf.Len()-60):], want)
+	}
+}
+
 func TestWritePlot(t *testing.T) {
 	rows := []Row{{Coll: "all_reduce", Bytes: 1024, BusBw: 1}, {Coll: "all_reduce", Bytes: 1 << 20, BusBw: 100}}
 	for _, f := range []string{"png", "svg"} {

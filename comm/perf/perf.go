@@ -491,7 +491,9 @@ func WriteTable(w io.Writer, res *Result) {
 		wrongMsg = "FAILED"
 	}
 	fmt.Fprintf(w, "# Out of bounds values : %d %s\n", res.Wrong, wrongMsg)
-	fmt.Fprintf(w, "# Avg bus bandwidth    : %g\n#\n", math.Round(res.AvgBusBW*1e6)/1e6)
+	// nccl-tests: PRINT("# Avg bus bandwidth    : %g %s\n", bw, "") — C's %g is Go's %.6g
+	// (6 significant digits, trailing zeros dropped), and the empty %s leaves a trailing space.
+	fmt.Fprintf(w, "# Avg bus bandwidth    : %.6g \n#\n", res.AvgBusBW)
 }
 
 func fmtTime(us float64) string {

@@ -106,6 +106,16 @@ func TestRunAllCollectivesChecked(t *testing.T) {
 	}
 }
 
+// TestWriteTableAvgBusBw: the footer as nccl-tests prints it ("%g %s\n" with an empty %s: 6
+// significant digits and a trailing space).
+func TestWriteTableAvgBusBw(t *testing.T) {
+	var b bytes.Buffer
+	WriteTable(&b, &Result{NRanks: 2, Transport: "shm", AvgBusBW: 93.01666878329968})
+	if want := "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 93.0167 \n#\n"; !strings.HasSuffix(b.String(), want) {
+		t.Fatalf("table:\n%q\nwant suffix %q", b.String(), want)
+	}
+}
+
 func TestParseColls(t *testing.T) {
 	if c, err := ParseColls("all_reduce,broadcast"); err != nil || len(c) != 2 || c[0] != "allreduce" {
 		t.Fatalf("%v %v", c, err)
