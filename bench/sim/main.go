@@ -157,6 +157,9 @@ func main() {
 	flag.Float64Var(&rateIntervalUs, "rate-interval", 0, "Engine.RateInterval in µs (0: exact max-min at every change)")
 	cpuProf := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	// os.Exit skips deferred calls: stop the profile first, so that a failing run still leaves one
+	// (StopCPUProfile does nothing when none runs).
+	exit := func(code int) { pprof.StopCPUProfile(); os.Exit(code) }
 	if *cpuProf != "" {
 		f, err := os.Create(*cpuProf)
 		if err != nil {
@@ -172,17 +175,17 @@ func main() {
 	nodes, err := parseList(*nodesFlag, false)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(2)
+		exit(2)
 	}
 	sizes, err := parseList(*sizesFlag, true)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(2)
+		exit(2)
 	}
 	bytes, err := units.ParseSize(*bytesFlag)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(2)
+		exit(2)
 	}
 	var all []result
 	fmt.Printf("# simnet %s all-reduce (Simple), rail-optimized 2-tier fat tree, GOMAXPROCS=%d, %s\n", algo, runtime.GOMAXPROCS(0), runtime.Version())
@@ -195,27 +198,36 @@ func main() {
 		r, err := run(int(n), bytes, *maxMsg, 0)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
+			exit(1)
 		}
 		pr(r)
 		all = append(all, r)
 	}
-	fmt.Printf("# message-size sweep at %d nodes\n", *sizeNodes)
+	if *sizeNodes <= 0 {
+		sizes = nil // -size-nodes 0 skips the message-size sweep
+	} else {
+		fmt.Printf("# message-size sweep at %d nodes\n", *sizeNodes)
+	}
 	for _, s := range sizes {
 		r, err := run(*sizeNodes, s, *maxMsg, 0)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
+			exit(1)
 		}
 		pr(r)
 		all = append(all, r)
 	}
-	fmt.Printf("# exact replay (merge 1) at %d nodes: cost against message size\n", *exactNodes)
-	for _, s := range sizes {
+	exactSizes := sizes
+	if *exactNodes <= 0 {
+		exactSizes = nil // -exact-nodes 0 skips the exact-replay sweep
+	} else {
+		fmt.Printf("# exact replay (merge 1) at %d nodes: cost against message size\n", *exactNodes)
+	}
+	for _, s := range exactSizes {
 		r, err := run(*exactNodes, s, *maxMsg, 1)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
+			exit(1)
 		}
 		pr(r)
 		all = append(all, r)
@@ -225,7 +237,7 @@ func main() {
 	if *jsonOut != "" {
 		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
+			exit(1)
 		}
 	}
 }
