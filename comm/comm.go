@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"math/rand/v2"
 	"net"
 	"os"
 	"strings"
@@ -157,6 +158,7 @@ type Comm struct {
 	released   bool // Destroy ran
 	rdv        net.Listener
 	peers      []peerInfo
+	token      uint64    // this rank's peerInfo.Token
 	userOps    []float64 // PreMulSum scalars; handle = coll.PreMulSum + index
 }
 
@@ -175,6 +177,69 @@ type peerInfo struct {
 	// Rdv is a listener kept open for the life of the communicator: the lowest surviving rank of a
 	// Shrink serves the new communicator's bootstrap root on it.
 	Rdv string `json:"rdv"`
+	// Token names this rank of this communicator within its process (random): ranks of the same
+	// process look it up among the failed ones (markFailed) while they wait to connect to it.
+	Token uint64 `json:"token,omitempty"`
+}
+
+// failedTokens are the tokens of this process's communicator ranks that failed or were aborted
+// (bounded: the oldest are forgotten). A goroutine rank still waiting to connect lazily to one of
+// them stops at once instead of after Config.Timeout (connect's peer watch).
+var failedTokens struct {
+	sync.Mutex
+	set   map[uint64]bool
+	order []uint64
+}
+
+const maxFailedTokens = 1 << 14
+
+func markFailed(tok uint64) {
+	if tok == 0 {
+		return
+	}
+	f := &failedTokens
+	f.Lock()
+	defer f.Unlock()
+	if f.set == nil {
+		f.set = map[uint64]bool{}
+	}
+	if f.set[tok] {
+		return
+	}
+	if len(f.order) >= maxFailedTokens {
+		delete(f.set, f.order[0])
+		f.order = f.order[1:]
+	}
+	f.set[tok] = true
+	f.order = append(f.order, tok)
+}
+
+func tokenFailed(tok uint64) bool {
+	f := &failedTokens
+	f.Lock()
+	defer f.Unlock()
+	return tok != 0 && f.set[tok]
+}
+
+// peerGone reports whether peer is known to be dead while this rank waits to connect to it: a rank
+// of this process whose communicator failed or was aborted, or, over shared memory, a process that
+// no longer exists (the shared-memory transport already assumes one PID namespace per host).
+// Elsewhere (TCP to another process) it says false: a dial refused by the peer's listener, or
+// Config.Timeout, decides there.
+func (c *Comm) peerGone(peer int) bool {
+	if peer < 0 || peer >= len(c.peers) || c.rank >= len(c.peers) || peer == c.rank {
+		return false
+	}
+	p, me := c.peers[peer], c.peers[c.rank]
+	switch {
+	case p.Host != me.Host:
+		return false
+	case p.Pid == me.Pid:
+		return tokenFailed(p.Token)
+	case c.tr.kind[peer] == "shm":
+		return !realnet.ProcessAlive(p.Pid)
+	}
+	return false
 }
 
 // InitRank joins the communicator of id as rank of nranks (ncclCommInitRank). It blocks until all
@@ -275,7 +340,8 @@ func (c *Comm) setupTransports() error {
 			return err
 		}
 	}
-	me := peerInfo{Host: hostID(), Pid: os.Getpid()}
+	c.token = rand.Uint64() | 1
+	me := peerInfo{Host: hostID(), Pid: os.Getpid(), Token: c.token}
 	if tcp != nil {
 		me.TCP = tcp.Addr()
 	}
@@ -399,6 +465,7 @@ func (c *Comm) fail(err error) {
 	if c.asyncErr.CompareAndSwap(nil, &err) {
 		c.logf("rank %d: communicator failed: %v", c.rank, err)
 	}
+	markFailed(c.token)
 	c.tr.Close()
 	c.boot.Close()
 }

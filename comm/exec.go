@@ -482,8 +482,13 @@ func (c *Comm) connect(keys []realnet.Key) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
+	// base is cancelled, with the reason, when a peer is seen dead (watchPeers); ctx also when the
+	// timeout passes or one connection fails.
+	base, gone := context.WithCancelCause(context.Background())
+	defer gone(nil)
+	ctx, cancel := context.WithTimeout(base, c.cfg.Timeout)
 	defer cancel()
+	defer c.watchPeers(keys, gone)()
 	errs := make([]error, len(keys))
 	var wg sync.WaitGroup
 	for i, k := range keys {
@@ -492,7 +497,9 @@ func (c *Comm) connect(keys []realnet.Key) error {
 			defer wg.Done()
 			cn, err := c.tr.Connect(ctx, k)
 			if err != nil {
-				if errors.Is(err, context.DeadlineExceeded) {
+				if cause := context.Cause(base); cause != nil && errors.Is(err, context.Canceled) {
+					err = fmt.Errorf("%w (%v)", cause, err)
+				} else if errors.Is(err, context.DeadlineExceeded) {
 					err = fmt.Errorf("%w: peer did not connect within %v (%v)", realnet.ErrTimeout, c.cfg.Timeout, err)
 				}
 				if !errors.Is(err, realnet.ErrClosed) {
@@ -516,6 +523,40 @@ func (c *Comm) connect(keys []realnet.Key) error {
 	}
 	wg.Wait()
 	return firstErr(errs)
+}
+
+// watchPeers checks, every realnet.ShmLivenessPeriod while connect waits, whether a peer of keys is
+// known to be dead (peerGone) and then cancels the wait with realnet.ErrPeerGone: a rank that dies
+// before a lazy connection to it is made is noticed at once, not after Config.Timeout. It returns
+// the function that stops the watch.
+func (c *Comm) watchPeers(keys []realnet.Key, gone context.CancelCauseFunc) (stop func()) {
+	var peers []int
+	seen := map[int]bool{}
+	for _, k := range keys {
+		if !seen[k.Peer] {
+			seen[k.Peer] = true
+			peers = append(peers, k.Peer)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(realnet.ShmLivenessPeriod)
+		defer t.Stop()
+		for {
+			for _, p := range peers {
+				if c.peerGone(p) {
+					gone(fmt.Errorf("rank %d: %w", p, realnet.ErrPeerGone))
+					return
+				}
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 // connectAll makes the ring (and tree) connections of every channel at init (NCCL_RUNTIME_CONNECT=0).

@@ -45,7 +45,7 @@ func confChild() int {
 		}
 		defer root.Close()
 	}
-	c, err := comm.InitRank(n, id, rank, &comm.Config{Transport: os.Getenv("SIMCCL_TRANSPORT"), Listen: os.Getenv("SIMCCL_LISTEN"), SlotBytes: testSlot})
+	c, err := comm.InitRank(n, id, rank, &comm.Config{Transport: os.Getenv("SIMCCL_TRANSPORT"), Listen: os.Getenv("SIMCCL_LISTEN"), SlotBytes: testSlot, Timeout: confTimeout})
 	if err != nil {
 		fmt.Println("ERR", err)
 		return 1
@@ -110,7 +110,8 @@ func runProcs(t *testing.T, n int, addr, transport string, prefix [][]string, li
 		line := strings.TrimSpace(outs[r].String())
 		f := strings.Fields(line)
 		if errs[r] != nil || len(f) < 3 || f[0] != "CONF" {
-			t.Fatalf("rank %d: %v: %q", r, errs[r], line)
+			t.Errorf("rank %d: %v: %q", r, errs[r], line) // every rank's verdict, not just the first
+			continue
 		}
 		if f[2] != "0" {
 			t.Errorf("rank %d: %s wrong elements in %s cases", r, f[2], f[1])

@@ -245,6 +245,10 @@ func (l *shmLink) wait(deadline time.Time, n int, _ bool) error {
 
 func (l *shmLink) notify(bool) {}
 
+// ProcessAlive reports whether the process pid of this host (and PID namespace) exists and is not a
+// zombie: how the shared-memory transport decides that a peer is gone.
+func ProcessAlive(pid int) bool { return processAlive(pid) }
+
 // processAlive reports whether pid exists and is not a zombie (a killed process whose parent has not
 // reaped it yet still answers kill(pid, 0)).
 func processAlive(pid int) bool {

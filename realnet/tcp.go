@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -251,6 +252,11 @@ func (t *TCP) dial(ctx context.Context, addr string, key Key) (net.Conn, error) 
 				return nil, fmt.Errorf("tcp: connect %v: %w", key, ErrClosed)
 			}
 			return nil, fmt.Errorf("tcp: connect %v: hello with %s: %v: %w", key, addr, err, ErrPeerGone)
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			// The peer listened before its address was published (NewTCP), so a refusal means that its
+			// listener is closed: its transport, communicator or process is gone.
+			return nil, fmt.Errorf("tcp: connect %v: dial %s: %v: %w", key, addr, err, ErrPeerGone)
 		}
 		select {
 		case <-ctx.Done():

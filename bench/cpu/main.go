@@ -5,8 +5,9 @@
 //
 //	go run ./bench/cpu [-np 8] [-b 8] [-e 64M] [-iters 20] [-rounds 1] [-o bench/cpu/results.json]
 //
-// Further flags: -backends shm,tcp, -channels, -slot (comm's SlotBytes), -ompi=false (skip Open MPI),
-// -cpuprofile DIR (a CPU profile per simccl rank).
+// Further flags: -backends shm,tcp, -channels, -slot (comm's SlotBytes), -timeout (comm's Timeout:
+// raise it where ranks far outnumber free cores), -ompi=false (skip Open MPI), -cpuprofile DIR (a
+// CPU profile per simccl rank).
 package main
 
 import (
@@ -24,6 +25,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/comm"
@@ -84,6 +86,7 @@ func run() error {
 	backends := flag.String("backends", "shm,tcp", "simccl transports to measure")
 	channels := flag.Int("channels", 0, "most channels per collective (0 = comm's default)")
 	slot := flag.String("slot", "0", "bytes of one connection slot (0 = comm's default)")
+	timeout := flag.Duration("timeout", 0, "longest wait without progress before a simccl rank fails (0 = comm's default, 10s)")
 	ompi := flag.Bool("ompi", true, "also measure Open MPI's MPI_Allreduce")
 	cpuprofile := flag.String("cpuprofile", "", "directory for a CPU profile of every simccl rank (<dir>/<transport>-rank<r>.prof)")
 	flag.Parse()
@@ -106,6 +109,7 @@ func run() error {
 		return fmt.Errorf("-slot: %w", err)
 	}
 	os.Setenv("BENCH_SLOT", strconv.FormatInt(slotBytes, 10))
+	os.Setenv("BENCH_TIMEOUT", timeout.String())
 	rep := &report{NRanks: *np, CPUs: runtime.NumCPU(), Command: "go run ./bench/cpu " + strings.Join(os.Args[1:], " ")}
 	bySize := map[int64]*row{}
 	get := func(bytes int64) *row {
@@ -216,7 +220,8 @@ func child(l perf.Launch) error {
 	copy(id[:], b)
 	nch, _ := strconv.Atoi(os.Getenv("BENCH_CHANNELS"))
 	slot, _ := strconv.Atoi(os.Getenv("BENCH_SLOT"))
-	c, err := comm.InitRank(l.Size, id, l.Rank, &comm.Config{Transport: os.Getenv("BENCH_TRANSPORT"), NChannels: nch, SlotBytes: slot})
+	timeout, _ := time.ParseDuration(os.Getenv("BENCH_TIMEOUT"))
+	c, err := comm.InitRank(l.Size, id, l.Rank, &comm.Config{Transport: os.Getenv("BENCH_TRANSPORT"), NChannels: nch, SlotBytes: slot, Timeout: timeout})
 	if err != nil {
 		return err
 	}
