@@ -45,12 +45,15 @@ lint: vet
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
 
 ## bench: the benchmark programs (each prints a table and JSON; figures in BENCHMARKS.md).
+## bench/report needs Chromium (make test-browser installs it).
 ## bench/cpu also compares with Open MPI when mpicc is installed (apt-get install -y openmpi-bin libopenmpi-dev).
 bench:
 	$(GO) run ./bench/tune
 	$(GO) run ./bench/sim
 	$(GO) run ./bench/sim/compare
 	$(GO) run ./bench/cpu
+	$(GO) run ./bench/badinput
+	$(GO) run ./bench/report
 
 ## test-browser: the HTML report in headless Chromium (installs Debian's chromium when absent; needs root).
 test-browser:

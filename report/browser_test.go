@@ -177,41 +177,35 @@ func TestBrowserDefault(t *testing.T) {
 	}
 }
 
-// TestBrowserCluster checks the budget of the issue: the page for 128 nodes × 8 GPUs stays under
-// 5 MB and renders in under 2 s in headless Chromium.
+// TestBrowserCluster opens a cluster's page (16 nodes × 8 GPUs, the "where time goes" section
+// forced to downsize) and checks that it renders without console errors and says it was
+// downsized. The budget of issue 9 (128 × 8 under 5 MB and 2 s) is a benchmark: bench/report.
 func TestBrowserCluster(t *testing.T) {
 	bin := findChromium(t)
-	if testing.Short() {
-		t.Skip("128-node simulation (about 20 s)")
-	}
 	sizes := sweep(8, 1<<30)
 	start := time.Now()
-	r, err := Build(Options{Nodes: 128, Funcs: []tuning.Func{tuning.AllReduce}, Sizes: sizes})
+	r, err := Build(Options{Nodes: 16, Funcs: []tuning.Func{tuning.AllReduce}, Sizes: sizes, FocusMaxSteps: 2000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	build := time.Since(start)
-	page := writePage(t, r, "report128.html")
+	page := writePage(t, r, "report16.html")
 	st, err := os.Stat(page)
 	if err != nil {
 		t.Fatal(err)
 	}
 	res, stderr, wall := openInChromium(t, bin, page)
-	t.Logf("128 nodes x 8 GPUs: page %d bytes, built in %v, render %.0f ms in page, chromium run %v", st.Size(), build.Round(time.Millisecond), res.RenderMs, wall.Round(time.Millisecond))
-	if st.Size() >= 5e6 {
-		t.Errorf("page is %d bytes, want < 5 MB", st.Size())
-	}
-	if res.RenderMs >= 2000 {
-		t.Errorf("render took %.0f ms, want < 2 s", res.RenderMs)
-	}
+	t.Logf("16 nodes x 8 GPUs: page %d bytes, built in %v, render %.0f ms in page, chromium run %v", st.Size(), build.Round(time.Millisecond), res.RenderMs, wall.Round(time.Millisecond))
 	if len(res.Errors) > 0 || len(consoleErrors(stderr)) > 0 {
 		t.Errorf("console errors: %q %q", res.Errors, consoleErrors(stderr))
 	}
 	if res.GPUs != 8 || res.Series["sim all_reduce"] != len(sizes) {
 		t.Errorf("self-check: %+v", res)
 	}
-	// "Where time goes" at this scale: say whether it was downsized, and the page must say so too.
-	if f := r.Focus; f != nil && f.Asked != 0 {
+	// "Where time goes" downsized: the page must say so.
+	if f := r.Focus; f == nil || f.Asked == 0 {
+		t.Errorf("where time goes: not downsized with FocusMaxSteps 2000 (%+v)", f)
+	} else {
 		t.Logf("where time goes: asked %d bytes, profiled at %d bytes (compact link totals at the asked size: %v)", f.Asked, f.Size, f.Compact != nil)
 		data, err := os.ReadFile(page)
 		if err != nil {

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/simccl/simccl/graph"
 	tx "github.com/simccl/simccl/topo/xml"
@@ -159,7 +158,6 @@ func TestCorpus(t *testing.T) {
 				t.Errorf("%s: %v", f, err)
 				continue
 			}
-			start := time.Now()
 			res, err := ComputeAll(top, AllOptions{Nodes: nodes})
 			if err != nil {
 				if nodes > 1 && top.NumNETs() == 0 {
@@ -167,9 +165,6 @@ func TestCorpus(t *testing.T) {
 				}
 				t.Errorf("%s (%d nodes): %v", f, nodes, err)
 				continue
-			}
-			if d := time.Since(start); d > 20*time.Second {
-				t.Errorf("%s (%d nodes): search took %v", f, nodes, d)
 			}
 			if res.Ring.NChannels < 1 || res.NChannels < 2 {
 				t.Errorf("%s (%d nodes): ring %d channels, comm %d", f, nodes, res.Ring.NChannels, res.NChannels)

@@ -185,14 +185,17 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 func build(data []byte, name string) (*Document, error) {
 	// Refuse documents with too many elements before building anything, so that the time and
 	// memory spent on them stay bounded by MaxElements rather than by MaxInputBytes.
-	if off := nthStartTag(data, MaxElements+1); off >= 0 {
+	n, off := countStartTags(data, MaxElements+1)
+	if off >= 0 {
 		line := 1 + bytes.Count(data[:off], []byte("\n"))
 		return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf("more than %d elements", MaxElements)}
 	}
 	dec := stdxml.NewDecoder(bytes.NewReader(data))
 	dec.Strict = true
 	doc := etree.NewDocument()
-	d := &Document{Name: name, Doc: doc, lines: make(map[*etree.Element]int)}
+	// The count sizes the line map once: growing it step by step cost a third of the time of a
+	// 200,000-GPU file.
+	d := &Document{Name: name, Doc: doc, lines: make(map[*etree.Element]int, n)}
 	type open struct {
 		e    *etree.Element
 		name stdxml.Name
@@ -314,15 +317,16 @@ func duplicateAttr(attrs []stdxml.Attr) (stdxml.Name, bool) {
 	return stdxml.Name{}, false
 }
 
-// nthStartTag returns the offset of the n-th start tag in data, or -1 if there are fewer. It
-// skips comments, CDATA sections, processing instructions and declarations, so on well-formed
-// input it counts exactly the elements; on malformed input the decoder reports the real error.
-func nthStartTag(data []byte, n int) int {
+// countStartTags counts the start tags in data up to limit and returns the count and the offset
+// of the limit-th one, or -1 if there are fewer. It skips comments, CDATA sections, processing
+// instructions and declarations, so on well-formed input it counts exactly the elements; on
+// malformed input the decoder reports the real error.
+func countStartTags(data []byte, limit int) (int, int) {
 	count := 0
 	for i := 0; i < len(data); {
 		j := bytes.IndexByte(data[i:], '<')
 		if j < 0 {
-			return -1
+			return count, -1
 		}
 		i += j
 		rest := data[i:]
@@ -343,13 +347,13 @@ func nthStartTag(data []byte, n int) int {
 		case bytes.HasPrefix(rest, []byte("<!")), bytes.HasPrefix(rest, []byte("</")):
 			i = skip(">")
 		default:
-			if count++; count == n {
-				return i
+			if count++; count == limit {
+				return count, i
 			}
 			i++
 		}
 	}
-	return -1
+	return count, -1
 }
 
 func qname(n stdxml.Name) string {

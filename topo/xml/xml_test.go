@@ -172,7 +172,8 @@ func TestRoundTripOdd(t *testing.T) {
 }
 
 // TestBadInput: every bad input gives an *Error naming the input (and a line where there is
-// one), within a bounded time and memory, never a panic.
+// one), within bounded memory, never a panic. How long each takes is measured by bench/badinput
+// (speed targets live in benchmarks; a hang still fails here through go test's -timeout).
 func TestBadInput(t *testing.T) {
 	deep := strings.Repeat("<pci>", 20000) + strings.Repeat("</pci>", 20000)
 	laughs := `<?xml version="1.0"?>
@@ -220,11 +221,7 @@ func TestBadInput(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
-			start := time.Now()
 			doc, err := ParseBytes([]byte(c.in), "bad.xml")
-			if d := time.Since(start); d > 2*time.Second*slowdown {
-				t.Errorf("took %v", d)
-			}
 			runtime.ReadMemStats(&after)
 			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20+40*uint64(len(c.in)) {
 				t.Errorf("allocated %d bytes for %d bytes of input", alloc, len(c.in))
@@ -273,13 +270,9 @@ func TestTooManyElements(t *testing.T) {
 		b.WriteString("<a/>")
 	}
 	b.WriteString(`</system>`)
-	start := time.Now()
 	_, err := ParseBytes(b.Bytes(), "many.xml")
 	if err == nil || !strings.Contains(err.Error(), "many.xml:1: more than 1048576 elements") {
 		t.Fatalf("got %v", err)
-	}
-	if d := time.Since(start); d > 2*time.Second*slowdown {
-		t.Errorf("took %v", d)
 	}
 }
 
@@ -294,8 +287,9 @@ func manyGPUs(n int) []byte {
 	return b.Bytes()
 }
 
-// TestManyGPUs parses 200,000 <gpu> elements (400,000 elements, 19 MB) within a generous bound
-// and checks the memory it takes stays bounded. BenchmarkParse200kGPUs gives the real figure.
+// TestManyGPUs parses 200,000 <gpu> elements (400,000 elements, 19 MB) and checks that the memory
+// it takes stays bounded and that lines are right at the end. The time is a benchmark's figure
+// (BenchmarkParse200kGPUs, bench/badinput), not a bound here.
 func TestManyGPUs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
@@ -313,11 +307,6 @@ func TestManyGPUs(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	alloc := after.TotalAlloc - before.TotalAlloc
 	t.Logf("%d bytes, 200000 gpus: %v, %d MB allocated", len(data), d, alloc>>20)
-	// On the 2-core build machine this takes about a second with the race detector off; the
-	// bound leaves room for a loaded machine and -race.
-	if d > 10*time.Second*slowdown {
-		t.Errorf("parse took %v", d)
-	}
 	if alloc > 40*uint64(len(data)) {
 		t.Errorf("allocated %d MB for %d MB of input", alloc>>20, len(data)>>20)
 	}
