@@ -30,9 +30,10 @@ test-race:
 	$(GO) test -race -count=1 $(PKGS)
 
 ## test-long: the long conformance and fault suites of the CPU engine (tens of thousands of cases;
-## as root, also across network namespaces with SIMCCL_NETNS=1).
+## as root, also across network namespaces with SIMCCL_NETNS=1), the GPU engine's exhaustive matrix
+## (on the CPU emulator without a GPU) and runccl's H200 trace replay on every transport.
 test-long:
-	SIMCCL_LONG=1 $(GO) test -count=1 -timeout 30m ./comm/ ./realnet/
+	SIMCCL_LONG=1 $(GO) test -count=1 -timeout 60m ./comm/ ./realnet/ ./cuda/engine/ ./cmd/runccl/
 
 fmt:
 	gofmt -l -w $$(git ls-files '*.go')

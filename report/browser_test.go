@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"html"
 	"os"
 	"os/exec"
@@ -177,25 +178,34 @@ func TestBrowserDefault(t *testing.T) {
 	}
 }
 
-// TestBrowserCluster opens a cluster's page (16 nodes × 8 GPUs, the "where time goes" section
-// forced to downsize) and checks that it renders without console errors and says it was
-// downsized. The budget of issue 9 (128 × 8 under 5 MB and 2 s) is a benchmark: bench/report.
+// TestBrowserCluster opens a cluster's page and checks that it renders without console errors, stays
+// under issue 9's 5 MB and says when "where time goes" was downsized. By default 16 nodes × 8 GPUs
+// with the section forced to downsize; with SIMCCL_LONG=1 (make test-browser) the issue's 128 × 8,
+// whose render time it logs. The render budget (< 2 s) is checked by bench/report, over repeated
+// runs: a unit test's one wall-clock reading on a shared machine is no verdict.
 func TestBrowserCluster(t *testing.T) {
 	bin := findChromium(t)
 	sizes := sweep(8, 1<<30)
+	nodes, maxSteps := 16, 2000
+	if os.Getenv("SIMCCL_LONG") != "" {
+		nodes, maxSteps = 128, 0
+	}
 	start := time.Now()
-	r, err := Build(Options{Nodes: 16, Funcs: []tuning.Func{tuning.AllReduce}, Sizes: sizes, FocusMaxSteps: 2000})
+	r, err := Build(Options{Nodes: nodes, Funcs: []tuning.Func{tuning.AllReduce}, Sizes: sizes, FocusMaxSteps: maxSteps})
 	if err != nil {
 		t.Fatal(err)
 	}
 	build := time.Since(start)
-	page := writePage(t, r, "report16.html")
+	page := writePage(t, r, fmt.Sprintf("report%d.html", nodes))
 	st, err := os.Stat(page)
 	if err != nil {
 		t.Fatal(err)
 	}
 	res, stderr, wall := openInChromium(t, bin, page)
-	t.Logf("16 nodes x 8 GPUs: page %d bytes, built in %v, render %.0f ms in page, chromium run %v", st.Size(), build.Round(time.Millisecond), res.RenderMs, wall.Round(time.Millisecond))
+	t.Logf("%d nodes x 8 GPUs: page %d bytes, built in %v, render %.0f ms in page, chromium run %v", nodes, st.Size(), build.Round(time.Millisecond), res.RenderMs, wall.Round(time.Millisecond))
+	if st.Size() >= 5e6 {
+		t.Errorf("page is %d bytes, want < 5 MB", st.Size())
+	}
 	if len(res.Errors) > 0 || len(consoleErrors(stderr)) > 0 {
 		t.Errorf("console errors: %q %q", res.Errors, consoleErrors(stderr))
 	}
@@ -204,7 +214,7 @@ func TestBrowserCluster(t *testing.T) {
 	}
 	// "Where time goes" downsized: the page must say so.
 	if f := r.Focus; f == nil || f.Asked == 0 {
-		t.Errorf("where time goes: not downsized with FocusMaxSteps 2000 (%+v)", f)
+		t.Errorf("where time goes: not downsized at %d nodes (FocusMaxSteps %d): %+v", nodes, maxSteps, f)
 	} else {
 		t.Logf("where time goes: asked %d bytes, profiled at %d bytes (compact link totals at the asked size: %v)", f.Asked, f.Size, f.Compact != nil)
 		data, err := os.ReadFile(page)
