@@ -81,11 +81,14 @@ func TestReplayH200Trace(t *testing.T) {
 	if err != nil || len(files) != 2 {
 		t.Fatalf("trace files %v: %v", files, err)
 	}
-	// Shared memory, the real transport, always; in-process too with SIMCCL_LONG=1 (make test-long):
-	// each checks 6e9 elements, about a minute on a 2-core machine.
-	transports := []string{"shm"}
-	if os.Getenv("SIMCCL_LONG") != "" {
-		transports = append(transports, "inproc")
+	// The whole trace moves 24 GB (a minute and a half per transport on 2 cores): with SIMCCL_LONG=1
+	// (make test-long) it runs as recorded on both transports; otherwise on shared memory with every
+	// count divided by 64, the same 300 launches.
+	long := os.Getenv("SIMCCL_LONG") != ""
+	transports, div, wantChecked := []string{"shm", "inproc"}, int64(1), int64(6036371456)
+	if !long {
+		transports, div, wantChecked = []string{"shm"}, 64, 0
+		files = shrinkTraces(t, files, div)
 	}
 	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
@@ -121,13 +124,32 @@ func TestReplayH200Trace(t *testing.T) {
 			if len(res.Slowest) != 5 || res.Slowest[0].TimeUs < res.Slowest[4].TimeUs {
 				t.Errorf("slowest %+v", res.Slowest)
 			}
-			// Every element of every receive buffer: 6,036,371,456 elements in all.
-			if !res.Check || res.Checked != 6036371456 || res.Wrong != 0 {
-				t.Fatalf("checked %d elements, %d wrong", res.Checked, res.Wrong)
+			// Every element of every receive buffer: 6,036,371,456 elements in all as recorded; with
+			// the counts divided, at least the divided total.
+			if !res.Check || res.Wrong != 0 || (wantChecked != 0 && res.Checked != wantChecked) ||
+				res.Checked < 6036371456/div {
+				t.Fatalf("checked %d elements (counts divided by %d), %d wrong", res.Checked, div, res.Wrong)
 			}
 			t.Logf("%s: %.0f us of communication over %d launches", tr, res.TotalUs, len(res.Launches))
 		})
 	}
+}
+
+// shrinkTraces writes copies of the rank traces with every count divided by div (at least 1).
+func shrinkTraces(t *testing.T, files []string, div int64) []string {
+	t.Helper()
+	var perRank [][]intercept.Record
+	for _, f := range files {
+		recs, err := intercept.ReadTraceFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range recs {
+			recs[i].Count = max(1, recs[i].Count/div)
+		}
+		perRank = append(perRank, recs)
+	}
+	return writeTraces(t, perRank)
 }
 
 // rec builds one trace record.
