@@ -7,19 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simccl/simccl/internal/topogen"
 	"github.com/simccl/simccl/topo/xml"
 )
 
-const cpuOpen = `<system version="1">
-<cpu host_hash="0x1" numaid="0" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143">
-`
+const cpuOpen = topogen.CPUOpen
 
-func gpuPCI(bus string, rank int, inner string) string {
-	return fmt.Sprintf(`<pci busid="%s" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16">
-<gpu dev="%d" sm="90" rank="%d" gdr="1">%s</gpu>
-</pci>
-`, bus, rank, rank, inner)
-}
+var gpuPCI = topogen.GPUPCI
 
 func build(t *testing.T, text string, opt Options) (*System, error) {
 	t.Helper()
@@ -127,25 +121,7 @@ func TestWarningsWithoutStrict(t *testing.T) {
 // TestTooManyNodes: more GPUs than NCCL_TOPO_MAX_NODES (576 in 2.28, 640 in 2.30) fail at the
 // first one over, naming the limit; 200,000 GPUs fail as fast.
 func TestTooManyNodes(t *testing.T) {
-	gen := func(n int) string {
-		var b strings.Builder
-		b.WriteString(cpuOpen)
-		// 64 GPUs per switch: a CPU or switch has at most NCCL_TOPO_MAX_LINKS (576) links.
-		for i := 0; i < n; i++ {
-			if i%64 == 0 {
-				if i > 0 {
-					b.WriteString("</pci>\n")
-				}
-				fmt.Fprintf(&b, "<pci busid=\"%04x:00:00.0\" class=\"0x060400\">\n", 0x8000+i/64)
-			}
-			fmt.Fprintf(&b, "<pci busid=\"%04x:%02x:00.0\" class=\"0x030200\"><gpu dev=\"%d\" sm=\"90\" rank=\"%d\"/></pci>\n", i>>8, i&0xff, i, i)
-		}
-		if n > 0 {
-			b.WriteString("</pci>\n")
-		}
-		b.WriteString("</cpu></system>")
-		return b.String()
-	}
+	gen := func(n int) string { return string(topogen.GPUsBySwitch(n)) }
 	if _, err := build(t, gen(576), Options{}); err != nil {
 		t.Fatalf("576 GPUs: %v", err)
 	}

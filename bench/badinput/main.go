@@ -29,6 +29,7 @@ import (
 
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/graph"
+	"github.com/simccl/simccl/internal/topogen"
 	tx "github.com/simccl/simccl/topo/xml"
 )
 
@@ -40,56 +41,17 @@ type badCase struct {
 	comment string // shown in the README/JSON, not checked
 }
 
-// The generators follow topo/xml/xml_test.go (TestBadInput, manyGPUs) and graph/errors_test.go
-// (TestErrors, TestLongAttribute, TestTooManyNodes); test files cannot be imported.
+// The large inputs and the GPU snippets come from internal/topogen, which topo/xml's and graph's
+// tests (TestBadInput, TestManyGPUs, TestErrors, TestLongAttribute, TestTooManyNodes) also use.
 
-const cpuOpen = `<system version="1">
-<cpu host_hash="0x1" numaid="0" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143">
-`
+const (
+	cpuOpen = topogen.CPUOpen
+	nvs     = `<nvlink target="fffffff:ff:ff.0" count="18" tclass="0x068000"/>`
+)
 
-const nvs = `<nvlink target="fffffff:ff:ff.0" count="18" tclass="0x068000"/>`
-
-func gpuPCI(bus string, rank int, inner string) string {
-	return fmt.Sprintf(`<pci busid="%s" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16">
-<gpu dev="%d" sm="90" rank="%d" gdr="1">%s</gpu>
-</pci>
-`, bus, rank, rank, inner)
-}
+var gpuPCI = topogen.GPUPCI
 
 func str(s string) func() []byte { return func() []byte { return []byte(s) } }
-
-// manyGPUs: n GPUs with distinct bus ids and ranks 0..n-1, 64 per PCI switch (a CPU or switch has
-// at most NCCL_TOPO_MAX_LINKS links), as graph's TestTooManyNodes builds them.
-func manyGPUs(n int) []byte {
-	var b bytes.Buffer
-	b.WriteString(cpuOpen)
-	for i := 0; i < n; i++ {
-		if i%64 == 0 {
-			if i > 0 {
-				b.WriteString("</pci>\n")
-			}
-			fmt.Fprintf(&b, "<pci busid=\"%04x:00:00.0\" class=\"0x060400\">\n", 0x8000+i/64)
-		}
-		fmt.Fprintf(&b, "<pci busid=\"%04x:%02x:00.0\" class=\"0x030200\"><gpu dev=\"%d\" sm=\"90\" rank=\"%d\"/></pci>\n", i>>8, i&0xff, i, i)
-	}
-	if n > 0 {
-		b.WriteString("</pci>\n")
-	}
-	b.WriteString("</cpu></system>")
-	return b.Bytes()
-}
-
-// manyGPUsOneSwitch: topo/xml's manyGPUs, n identical <gpu> elements under one PCI switch
-// (400,000 elements, 19 MB for n = 200,000).
-func manyGPUsOneSwitch(n int) []byte {
-	var b bytes.Buffer
-	b.WriteString("<system version=\"1\">\n <cpu numaid=\"0\">\n  <pci busid=\"0000:01:00.0\" class=\"0x060400\">\n")
-	for i := 0; i < n; i++ {
-		b.WriteString(`   <pci busid="0000:02:00.0" class="0x030200"><gpu dev="0" sm="90" rank="0" gdr="1"/></pci>` + "\n")
-	}
-	b.WriteString("  </pci>\n </cpu>\n</system>\n")
-	return b.Bytes()
-}
 
 const laughs = `<?xml version="1.0"?>
 <!DOCTYPE lolz [
@@ -127,8 +89,8 @@ func cases() []badCase {
 		{name: "billion laughs", gen: str(laughs), comment: "10^9 'lol' if entities were expanded"},
 		{name: "external entity", gen: str("<!DOCTYPE system [<!ENTITY xxe SYSTEM \"file:///etc/passwd\">]>\n<system version=\"1\">&xxe;</system>")},
 		// The large cases last, so that the heap they leave does not weigh on the small ones.
-		{name: "200,000 GPUs", gen: func() []byte { return manyGPUs(200000) }, comment: "distinct bus ids and ranks, 64 per switch"},
-		{name: "200,000 GPUs, one switch", gen: func() []byte { return manyGPUsOneSwitch(200000) }, comment: "topo/xml's manyGPUs: identical bus ids and ranks"},
+		{name: "200,000 GPUs", gen: func() []byte { return topogen.GPUsBySwitch(200000) }, comment: "distinct bus ids and ranks, 64 per switch"},
+		{name: "200,000 GPUs, one switch", gen: func() []byte { return topogen.GPUsOneSwitch(200000) }, comment: "identical bus ids and ranks (topo/xml's TestManyGPUs)"},
 	}
 }
 

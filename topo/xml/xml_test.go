@@ -13,6 +13,7 @@ import (
 
 	"github.com/beevik/etree"
 	"github.com/simccl/simccl/examples/topos"
+	"github.com/simccl/simccl/internal/topogen"
 )
 
 const corpusDir = "../../testdata/topos"
@@ -276,17 +277,6 @@ func TestTooManyElements(t *testing.T) {
 	}
 }
 
-// manyGPUs builds a topology with n <gpu> elements under one PCI switch.
-func manyGPUs(n int) []byte {
-	var b bytes.Buffer
-	b.WriteString("<system version=\"1\">\n <cpu numaid=\"0\">\n  <pci busid=\"0000:01:00.0\" class=\"0x060400\">\n")
-	for i := 0; i < n; i++ {
-		b.WriteString(`   <pci busid="0000:02:00.0" class="0x030200"><gpu dev="0" sm="90" rank="0" gdr="1"/></pci>` + "\n")
-	}
-	b.WriteString("  </pci>\n </cpu>\n</system>\n")
-	return b.Bytes()
-}
-
 // TestManyGPUs parses 200,000 <gpu> elements (400,000 elements, 19 MB) and checks that the memory
 // it takes stays bounded and that lines are right at the end. The time is a benchmark's figure
 // (BenchmarkParse200kGPUs, bench/badinput), not a bound here.
@@ -294,7 +284,7 @@ func TestManyGPUs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	data := manyGPUs(200000)
+	data := topogen.GPUsOneSwitch(200000)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -320,7 +310,7 @@ func TestManyGPUs(t *testing.T) {
 }
 
 func BenchmarkParse200kGPUs(b *testing.B) {
-	data := manyGPUs(200000)
+	data := topogen.GPUsOneSwitch(200000)
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {
