@@ -5,15 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"html"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/simccl/simccl/internal/chromium"
 	"github.com/simccl/simccl/tuning"
 )
 
@@ -24,22 +23,11 @@ import (
 
 func findChromium(t *testing.T) string {
 	t.Helper()
-	if p := os.Getenv("SIMCCL_CHROMIUM"); p != "" {
-		return p
+	p, err := chromium.Find()
+	if err != nil {
+		t.Skipf("%v; browser checks skipped", err)
 	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Skip("no chromium found (apt-get install -y chromium, or `make test-browser`); browser checks skipped")
-	return ""
-}
-
-// chromiumArgs are the flags for a headless run as root in a container, with a fresh profile.
-func chromiumArgs(t *testing.T) []string {
-	return []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-		"--disable-sync", "--no-first-run", "--user-data-dir=" + t.TempDir(), "--enable-logging=stderr", "--v=0"}
+	return p
 }
 
 // selfCheckResult is what the page's self-check (run on load when the URL ends in #selfcheck)
@@ -59,51 +47,25 @@ type selfCheckResult struct {
 	Errors      []string       `json:"errors"`
 }
 
-var selfCheckRe = regexp.MustCompile(`(?s)<pre id="selfcheck">(.*?)</pre>`)
-
 // openInChromium loads page with --dump-dom and returns the self-check, Chromium's stderr and the
 // wall time of the whole browser run.
 func openInChromium(t *testing.T, bin, page string) (selfCheckResult, string, time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	args := append(chromiumArgs(t), "--dump-dom", "file://"+page+"#selfcheck")
-	cmd := exec.CommandContext(ctx, bin, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	start := time.Now()
-	err := cmd.Run()
-	wall := time.Since(start)
+	run, err := chromium.DumpDOM(ctx, bin, t.TempDir(), "file://"+page+"#selfcheck")
 	if err != nil {
-		t.Fatalf("%s: %v\n%s", bin, err, tail(errb.String()))
+		t.Fatal(err)
 	}
-	m := selfCheckRe.FindStringSubmatch(out.String())
-	if m == nil {
-		t.Fatalf("no self-check result in the DOM (did the page's script run?)\nstderr:\n%s", tail(errb.String()))
+	text, ok := chromium.Pre(run.DOM, "selfcheck")
+	if !ok {
+		t.Fatalf("no self-check result in the DOM (did the page's script run?)\nstderr:\n%s", chromium.Tail(run.Stderr, 3000))
 	}
 	var r selfCheckResult
-	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &r); err != nil {
-		t.Fatalf("self-check: %v: %s", err, m[1])
+	if err := json.Unmarshal([]byte(text), &r); err != nil {
+		t.Fatalf("self-check: %v: %s", err, text)
 	}
-	return r, errb.String(), wall
-}
-
-func tail(s string) string {
-	if len(s) > 3000 {
-		return s[len(s)-3000:]
-	}
-	return s
-}
-
-// consoleErrors lists the console messages Chromium logged (the page logs nothing on success).
-func consoleErrors(stderr string) []string {
-	var out []string
-	for _, l := range strings.Split(stderr, "\n") {
-		if strings.Contains(l, ":CONSOLE(") || strings.Contains(l, "Uncaught") {
-			out = append(out, l)
-		}
-	}
-	return out
+	return r, run.Stderr, run.Wall
 }
 
 func writePage(t *testing.T, r *Report, name string) string {
@@ -132,8 +94,8 @@ func TestBrowserDefault(t *testing.T) {
 	page := writePage(t, r, "report.html")
 	res, stderr, wall := openInChromium(t, bin, page)
 	t.Logf("default report: render %.0f ms in page, chromium run %v", res.RenderMs, wall)
-	if len(res.Errors) > 0 || len(consoleErrors(stderr)) > 0 {
-		t.Errorf("console errors: %q %q", res.Errors, consoleErrors(stderr))
+	if len(res.Errors) > 0 || len(chromium.ConsoleErrors(stderr)) > 0 {
+		t.Errorf("console errors: %q %q", res.Errors, chromium.ConsoleErrors(stderr))
 	}
 	sys := defaultSystem(t)
 	if res.GPUs != len(sys.GPUs()) {
@@ -170,9 +132,9 @@ func TestBrowserDefault(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		args := append(chromiumArgs(t), "--hide-scrollbars", "--window-size=1400,3900", "--screenshot="+abs, "file://"+page)
+		args := append(chromium.Args(t.TempDir()), "--hide-scrollbars", "--window-size=1400,3900", "--screenshot="+abs, "file://"+page)
 		if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
-			t.Fatalf("screenshot: %v\n%s", err, tail(string(out)))
+			t.Fatalf("screenshot: %v\n%s", err, chromium.Tail(string(out), 3000))
 		}
 		t.Logf("screenshot written to %s", abs)
 	}
@@ -206,8 +168,8 @@ func TestBrowserCluster(t *testing.T) {
 	if st.Size() >= 5e6 {
 		t.Errorf("page is %d bytes, want < 5 MB", st.Size())
 	}
-	if len(res.Errors) > 0 || len(consoleErrors(stderr)) > 0 {
-		t.Errorf("console errors: %q %q", res.Errors, consoleErrors(stderr))
+	if len(res.Errors) > 0 || len(chromium.ConsoleErrors(stderr)) > 0 {
+		t.Errorf("console errors: %q %q", res.Errors, chromium.ConsoleErrors(stderr))
 	}
 	if res.GPUs != 8 || res.Series["sim all_reduce"] != len(sizes) {
 		t.Errorf("self-check: %+v", res)

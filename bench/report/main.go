@@ -13,23 +13,20 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"html"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/simccl/simccl/internal/chromium"
 	"github.com/simccl/simccl/report"
 	"github.com/simccl/simccl/tuning"
 )
@@ -86,7 +83,7 @@ func run() error {
 		}
 		nodes = append(nodes, n)
 	}
-	bin, err := findChromium()
+	bin, err := chromium.Find()
 	if err != nil {
 		return err
 	}
@@ -188,18 +185,6 @@ func run() error {
 	return nil
 }
 
-func findChromium() (string, error) {
-	if p := os.Getenv("SIMCCL_CHROMIUM"); p != "" {
-		return p, nil
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p, nil
-		}
-	}
-	return "", errors.New("no Chromium found: apt-get install -y chromium (or run `make test-browser` once), or set SIMCCL_CHROMIUM")
-}
-
 // selfCheck is the part of what the page's self-check writes into <pre id="selfcheck"> that this
 // benchmark reads (report/browser_test.go reads all of it).
 type selfCheck struct {
@@ -210,52 +195,25 @@ type selfCheck struct {
 	Console  string         `json:"-"`
 }
 
-var selfCheckRe = regexp.MustCompile(`(?s)<pre id="selfcheck">(.*?)</pre>`)
-
 // openInChromium loads the page once in a fresh headless profile with --dump-dom and returns the
 // page's self-check and the wall time of the whole browser run.
 func openInChromium(bin, dir, page string) (selfCheck, time.Duration, error) {
-	profile, err := os.MkdirTemp(dir, "profile")
-	if err != nil {
-		return selfCheck{}, 0, err
-	}
-	defer os.RemoveAll(profile)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-		"--disable-component-update", "--disable-sync", "--no-first-run", "--user-data-dir="+profile,
-		"--enable-logging=stderr", "--v=0", "--dump-dom", "file://"+page+"#selfcheck")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	start := time.Now()
-	err = cmd.Run()
-	wall := time.Since(start)
+	run, err := chromium.DumpDOM(ctx, bin, dir, "file://"+page+"#selfcheck")
 	if err != nil {
-		return selfCheck{}, wall, fmt.Errorf("%s: %v\n%s", bin, err, tail(errb.String()))
+		return selfCheck{}, run.Wall, err
 	}
-	m := selfCheckRe.FindStringSubmatch(out.String())
-	if m == nil {
-		return selfCheck{}, wall, fmt.Errorf("no self-check result in the DOM (did the page's script run?)\n%s", tail(errb.String()))
+	text, ok := chromium.Pre(run.DOM, "selfcheck")
+	if !ok {
+		return selfCheck{}, run.Wall, fmt.Errorf("no self-check result in the DOM (did the page's script run?)\n%s", chromium.Tail(run.Stderr, 2000))
 	}
 	var sc selfCheck
-	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &sc); err != nil {
-		return selfCheck{}, wall, fmt.Errorf("self-check: %v", err)
+	if err := json.Unmarshal([]byte(text), &sc); err != nil {
+		return selfCheck{}, run.Wall, fmt.Errorf("self-check: %v", err)
 	}
-	var console []string
-	for _, l := range strings.Split(errb.String(), "\n") {
-		if strings.Contains(l, ":CONSOLE(") || strings.Contains(l, "Uncaught") {
-			console = append(console, l)
-		}
-	}
-	sc.Console = strings.Join(console, " | ")
-	return sc, wall, nil
-}
-
-func tail(s string) string {
-	if len(s) > 2000 {
-		return s[len(s)-2000:]
-	}
-	return s
+	sc.Console = strings.Join(chromium.ConsoleErrors(run.Stderr), " | ")
+	return sc, run.Wall, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
