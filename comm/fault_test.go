@@ -82,36 +82,27 @@ func TestFaultPeerAbortMidCollective(t *testing.T) {
 			time.Sleep(30 * time.Millisecond)
 			start := time.Now()
 			cs[victim].Abort()
-			var wg sync.WaitGroup
-			for r, c := range cs {
-				if r == victim {
-					continue
+			eachSurvivor(cs, victim, func(r int, c *comm.Comm) {
+				err := c.Synchronize()
+				el := time.Since(start)
+				if err == nil {
+					t.Errorf("rank %d: all-reduce with a dead peer succeeded", r)
+				} else if el > 10*time.Second {
+					t.Errorf("rank %d: error after %v (bound 10 s): %v", r, el, err)
+				} else {
+					t.Logf("rank %d: error after %v: %v", r, el.Round(time.Millisecond), err)
 				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					err := c.Synchronize()
-					el := time.Since(start)
-					if err == nil {
-						t.Errorf("rank %d: all-reduce with a dead peer succeeded", r)
-					} else if el > 10*time.Second {
-						t.Errorf("rank %d: error after %v (bound 10 s): %v", r, el, err)
-					} else {
-						t.Logf("rank %d: error after %v: %v", r, el.Round(time.Millisecond), err)
+				if c.GetAsyncError() == nil {
+					t.Errorf("rank %d: GetAsyncError is nil after a failure", r)
+				}
+				// Later calls fail at once.
+				b := make([]float32, 4)
+				if err := c.AllReduce(comm.Bytes(b), comm.Bytes(b), 4, coll.Float32, coll.Sum, nil); err == nil {
+					if err = c.Synchronize(); err == nil {
+						t.Errorf("rank %d: a later call on a failed communicator succeeded", r)
 					}
-					if c.GetAsyncError() == nil {
-						t.Errorf("rank %d: GetAsyncError is nil after a failure", r)
-					}
-					// Later calls fail at once.
-					b := make([]float32, 4)
-					if err := c.AllReduce(comm.Bytes(b), comm.Bytes(b), 4, coll.Float32, coll.Sum, nil); err == nil {
-						if err = c.Synchronize(); err == nil {
-							t.Errorf("rank %d: a later call on a failed communicator succeeded", r)
-						}
-					}
-				}()
-			}
-			wg.Wait()
+				}
+			})
 			// Rebuild from the survivors.
 			id, err := comm.GetUniqueID("")
 			if err != nil {
@@ -120,27 +111,19 @@ func TestFaultPeerAbortMidCollective(t *testing.T) {
 			var survivors []*comm.Comm
 			var mu sync.Mutex
 			errs := make([]error, n)
-			for r := range cs {
-				if r == victim {
-					continue
-				}
+			eachSurvivor(cs, victim, func(r int, _ *comm.Comm) {
 				newRank := r
 				if r > victim {
 					newRank--
 				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					c, err := comm.InitRank(n-1, id, newRank, &comm.Config{Transport: tr})
-					errs[r] = err
-					mu.Lock()
-					defer mu.Unlock()
-					if err == nil {
-						survivors = append(survivors, c)
-					}
-				}()
-			}
-			wg.Wait()
+				c, err := comm.InitRank(n-1, id, newRank, &comm.Config{Transport: tr})
+				errs[r] = err
+				mu.Lock()
+				defer mu.Unlock()
+				if err == nil {
+					survivors = append(survivors, c)
+				}
+			})
 			for r, err := range errs {
 				if err != nil {
 					t.Fatalf("rebuild: rank %d: %v", r, err)
@@ -171,33 +154,40 @@ func TestFaultPeerGoneBeforeConnect(t *testing.T) {
 			defer (&world{cs: cs}).close()
 			cs[victim].Abort()
 			start := time.Now()
-			var wg sync.WaitGroup
-			for r, c := range cs {
-				if r == victim {
-					continue
+			eachSurvivor(cs, victim, func(r int, c *comm.Comm) {
+				b := make([]float32, 1<<16)
+				err := c.AllReduce(comm.Bytes(b), comm.Bytes(b), len(b), coll.Float32, coll.Sum, nil)
+				if err == nil {
+					err = c.Synchronize()
 				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					b := make([]float32, 1<<16)
-					err := c.AllReduce(comm.Bytes(b), comm.Bytes(b), len(b), coll.Float32, coll.Sum, nil)
-					if err == nil {
-						err = c.Synchronize()
-					}
-					el := time.Since(start)
-					switch {
-					case err == nil:
-						t.Errorf("rank %d: all-reduce with a dead peer succeeded", r)
-					case el > 10*time.Second:
-						t.Errorf("rank %d: error after %v (timeout 1 min, bound 10 s): %v", r, el, err)
-					default:
-						t.Logf("rank %d: error after %v: %v", r, el.Round(time.Millisecond), err)
-					}
-				}()
-			}
-			wg.Wait()
+				el := time.Since(start)
+				switch {
+				case err == nil:
+					t.Errorf("rank %d: all-reduce with a dead peer succeeded", r)
+				case el > 10*time.Second:
+					t.Errorf("rank %d: error after %v (timeout 1 min, bound 10 s): %v", r, el, err)
+				default:
+					t.Logf("rank %d: error after %v: %v", r, el.Round(time.Millisecond), err)
+				}
+			})
 		})
 	}
+}
+
+// eachSurvivor runs f for every rank but victim, each in its own goroutine, and waits for all.
+func eachSurvivor(cs []*comm.Comm, victim int, f func(r int, c *comm.Comm)) {
+	var wg sync.WaitGroup
+	for r, c := range cs {
+		if r == victim {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(r, c)
+		}()
+	}
+	wg.Wait()
 }
 
 func sortByRank(cs []*comm.Comm) []*comm.Comm {
