@@ -366,3 +366,11 @@ func (c *Ctx) DestroyGraph(g Graph) error { return drv.graphDestroy(g) }
 
 // DestroyGraphExec destroys an instantiated graph.
 func (c *Ctx) DestroyGraphExec(e GraphExec) error { return drv.graphExecDestroy(e) }
+
+// ExchangeCaptureMode sets the calling thread's stream-capture mode (cuThreadExchangeStreamCaptureMode)
+// and returns the previous one. Work that must allocate or create streams and events while another
+// thread's stream may be capturing in CaptureGlobal mode sets CaptureRelaxed around it and then
+// restores the previous mode, as NCCL does around its own allocations.
+func (c *Ctx) ExchangeCaptureMode(mode CaptureMode) (CaptureMode, error) {
+	return drv.exchangeCaptureMode(mode)
+}

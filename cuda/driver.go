@@ -63,6 +63,7 @@ type driver interface {
 	graphLaunch(e GraphExec, s Stream) error
 	graphDestroy(g Graph) error
 	graphExecDestroy(e GraphExec) error
+	exchangeCaptureMode(mode CaptureMode) (CaptureMode, error)
 }
 
 // ErrNoDriver is returned (wrapped, with the reason) by Init and everything that needs the driver

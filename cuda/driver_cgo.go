@@ -36,7 +36,7 @@ typedef void *H;
 	X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle_v2) X(cuIpcCloseMemHandle) \
 	X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel) \
 	X(cuStreamBeginCapture_v2) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) \
-	X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)
+	X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy) X(cuThreadExchangeStreamCaptureMode)
 
 enum {
 #define X(n) I_##n,
@@ -152,6 +152,7 @@ static CUresult s_graphInstantiate(uintptr_t *e, uintptr_t g) { return FN(cuGrap
 static CUresult s_graphLaunch(uintptr_t e, uintptr_t s) { return FN(cuGraphLaunch, (H, H))((H)e, (H)s); }
 static CUresult s_graphDestroy(uintptr_t g) { return FN(cuGraphDestroy, (H))((H)g); }
 static CUresult s_graphExecDestroy(uintptr_t e) { return FN(cuGraphExecDestroy, (H))((H)e); }
+static CUresult s_exchangeCaptureMode(int *mode) { return FN(cuThreadExchangeStreamCaptureMode, (int *))(mode); }
 */
 import "C"
 
@@ -465,4 +466,10 @@ func (cgoDriver) graphDestroy(g Graph) error {
 
 func (cgoDriver) graphExecDestroy(e GraphExec) error {
 	return check("cuGraphExecDestroy", C.s_graphExecDestroy(C.uintptr_t(e)))
+}
+
+func (cgoDriver) exchangeCaptureMode(mode CaptureMode) (CaptureMode, error) {
+	m := C.int(mode)
+	err := check("cuThreadExchangeStreamCaptureMode", C.s_exchangeCaptureMode(&m))
+	return CaptureMode(m), err
 }

@@ -821,3 +821,7 @@ func (e *emu) graphInstantiate(Graph) (GraphExec, error)    { return 0, errGraph
 func (e *emu) graphLaunch(GraphExec, Stream) error          { return errGraphs }
 func (e *emu) graphDestroy(Graph) error                     { return errGraphs }
 func (e *emu) graphExecDestroy(GraphExec) error             { return errGraphs }
+
+// exchangeCaptureMode: nothing is ever captured here, so every thread's mode is moot; the
+// emulator hands back the mode it is given, as a driver would on a thread still at its default.
+func (e *emu) exchangeCaptureMode(m CaptureMode) (CaptureMode, error) { return m, nil }

@@ -90,6 +90,16 @@ type interval struct {
 
 func (c *Comm) run(x *cuda.Ctx, L *launch, user cuda.Stream) error {
 	s := L.pl.s
+	// The caller's stream may be capturing into a CUDA graph, in any mode: the first launch of a
+	// shape allocates staging buffers and creates streams and events, which a CaptureGlobal
+	// capture forbids on every thread. They are not work to capture, so this device thread runs
+	// the launch in relaxed mode (what NCCL does around its own allocations); the steps it
+	// enqueues on capturing streams are captured all the same.
+	prev, err := x.ExchangeCaptureMode(cuda.CaptureRelaxed)
+	if err != nil {
+		return err
+	}
+	defer x.ExchangeCaptureMode(prev)
 	e := &exec{c: c, x: x, L: L, s: s, bufs: append([]opBuf(nil), L.bufs[c.rank]...), slot: int64(c.cl.cfg.SlotBytes)}
 	if err := e.setup(); err != nil {
 		return err
