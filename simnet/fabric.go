@@ -2,6 +2,7 @@ package simnet
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -196,6 +197,13 @@ type Cluster struct {
 // maxRanks bounds the cluster size this simulator accepts.
 const maxRanks = 1 << 20
 
+// ErrTooLarge is wrapped by the error for a cluster of more than 1,048,576 ranks.
+var ErrTooLarge = errors.New("more ranks than this simulator accepts")
+
+func tooLarge(what string, nodes, gpus int) error {
+	return fmt.Errorf("%s: %d nodes x %d GPUs = %d ranks, %w (%d)", what, nodes, gpus, nodes*gpus, ErrTooLarge, maxRanks)
+}
+
 // NewCluster instantiates nodes copies of node, joined by f (nil: DefaultFabric when nodes > 1),
 // as links of e.
 func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, error) {
@@ -206,7 +214,7 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 		return nil, fmt.Errorf("cluster: %d nodes (want >= 1)", nodes)
 	}
 	if nodes*node.NumGPUs > maxRanks {
-		return nil, fmt.Errorf("cluster: %d nodes x %d GPUs = %d ranks, more than the %d this simulator accepts", nodes, node.NumGPUs, nodes*node.NumGPUs, maxRanks)
+		return nil, tooLarge("cluster", nodes, node.NumGPUs)
 	}
 	if nodes > 1 && len(node.NICs) == 0 {
 		return nil, fmt.Errorf("cluster: node model %q has no NIC, cannot join %d nodes", node.Name, nodes)

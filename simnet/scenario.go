@@ -50,7 +50,7 @@ func (m *Machine) Scale(nodes int) (*Machine, error) {
 		return nil, fmt.Errorf("simnet: cannot scale a %d-node machine to %d nodes (the search differs between one node and several)", m.Nodes, nodes)
 	}
 	if nodes*m.Node.NumGPUs > maxRanks {
-		return nil, fmt.Errorf("simnet: %d nodes x %d GPUs = %d ranks, more than the %d this simulator accepts", nodes, m.Node.NumGPUs, nodes*m.Node.NumGPUs, maxRanks)
+		return nil, tooLarge("simnet", nodes, m.Node.NumGPUs)
 	}
 	comm := m.Table.Comm
 	comm.NRanks, comm.NNodes = m.Node.NumGPUs*nodes, nodes

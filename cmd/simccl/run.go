@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -128,7 +129,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	m, err := simnet.MachineFromXML(data, name, *nodes, fab, cfg)
-	if err != nil && defaultTopo {
+	if err != nil && defaultTopo && !errors.Is(err, simnet.ErrTooLarge) {
 		// Labelled fallback: the embedded default is a DGX H100; when the graph pipeline cannot
 		// build it, simulate the hand-made model of the same machine.
 		fmt.Fprintf(stderr, "simccl run: %s: %v\nsimccl run: simulating the hand-made HGX H100 model instead (simplified: no topology search)\n", name, err)

@@ -85,4 +85,11 @@ func TestRunCommandErrors(t *testing.T) {
 	if rc := mainRun([]string{"run", "--fabric", filepath.Join(t.TempDir(), "missing.fabric")}, &out, &errb); rc != 1 {
 		t.Errorf("missing fabric: rc %d", rc)
 	}
+	// Too many ranks: one clear error, no fallback to the hand-made model.
+	errb.Reset()
+	if rc := mainRun([]string{"run", "--nodes", "200000"}, &out, &errb); rc != 1 ||
+		!strings.Contains(errb.String(), "1600000 ranks, more ranks than this simulator accepts (1048576)") ||
+		strings.Contains(errb.String(), "hand-made") || strings.Count(strings.TrimSpace(errb.String()), "\n") != 0 {
+		t.Errorf("200,000 nodes: rc %d, stderr %q", rc, errb.String())
+	}
 }
