@@ -292,6 +292,10 @@ func InitAll(n int, cfg *Config) ([]*Comm, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("%w: InitAll of %d ranks", ErrInvalidArgument, n)
 	}
+	o := cfg.withDefaults()
+	if err := o.check(); err != nil {
+		return nil, err // reported once, not by every rank
+	}
 	id, err := GetUniqueID("")
 	if err != nil {
 		return nil, err

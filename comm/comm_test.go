@@ -2,6 +2,7 @@ package comm_test
 
 import (
 	"errors"
+	"strings"
 	"fmt"
 	"sync"
 	"testing"
@@ -152,6 +153,14 @@ func TestSplit(t *testing.T) {
 		}
 	}
 	wg.Wait()
+}
+
+// A bad configuration fails InitAll once, with one line, before any rank starts.
+func TestInitAllBadConfig(t *testing.T) {
+	_, err := comm.InitAll(4, &comm.Config{Transport: "bogus"})
+	if !errors.Is(err, comm.ErrInvalidArgument) || strings.Count(err.Error(), "bogus") != 1 || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("InitAll with transport bogus: %q", err)
+	}
 }
 
 func TestBadArguments(t *testing.T) {

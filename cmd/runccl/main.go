@@ -106,7 +106,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("%w: -g %d: want 1..1024 ranks", errUsage, *g)
 	}
 	if *n < 1 || *w < 0 {
-		return nil, fmt.Errorf("%w: -n %d / -w %d", errUsage, *n, *w)
+		return nil, fmt.Errorf("%w: -n %d -w %d: want at least 1 timed iteration and no negative warm-up count", errUsage, *n, *w)
 	}
 	opt.perf.Root, opt.perf.Iters, opt.perf.Warmup, opt.perf.Check = *r, *n, *w, *check
 	return opt, nil
