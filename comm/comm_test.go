@@ -2,8 +2,8 @@ package comm_test
 
 import (
 	"errors"
-	"strings"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
