@@ -41,8 +41,11 @@ func runCUDA(opt *options, stdout io.Writer, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	if opt.nranks > have {
-		return fmt.Errorf("--backend cuda: -g %d: this machine has %d GPUs", opt.nranks, have)
+	if opt.nranks > have && !opt.shareGPUs {
+		return fmt.Errorf("--backend cuda: -g %d: this machine has %d GPUs (--share-gpus runs several ranks on one)", opt.nranks, have)
+	}
+	if have == 0 {
+		return errors.New("--backend cuda: this machine has no GPU")
 	}
 	var devs []*cuda.Device
 	defer func() {
@@ -51,13 +54,13 @@ func runCUDA(opt *options, stdout io.Writer, getenv func(string) string) error {
 		}
 	}()
 	for i := 0; i < opt.nranks; i++ {
-		d, err := cuda.Open(i)
+		d, err := cuda.Open(i % have)
 		if err != nil {
 			return err
 		}
 		devs = append(devs, d)
 	}
-	comms, err := engine.InitAll(devs, &engine.Config{NChannels: opt.channels, Algo: opt.algo, Timeout: opt.timeout})
+	comms, err := engine.InitAll(devs, &engine.Config{NChannels: opt.channels, Algo: opt.algo, Timeout: opt.timeout, ShareGPUs: opt.shareGPUs})
 	if err != nil {
 		return err
 	}

@@ -89,4 +89,19 @@ func TestCUDABackendEmulated(t *testing.T) {
 	if _, errs, code = runChild(t, env, "--backend", "rocm"); code != 2 || !strings.Contains(errs, "want cpu or cuda") {
 		t.Errorf("--backend rocm: exit %d, %q", code, errs)
 	}
+	// --share-gpus: 5 ranks on the 3 emulated devices, checked.
+	out, errs, code = runChild(t, env, "--backend", "cuda", "-g", "5", "--share-gpus", "-b", "8", "-e", "4K", "-f", "8", "--check", "-n", "1")
+	if code != 0 || !strings.Contains(out, "nGpus 5") || !strings.Contains(out, "# Out of bounds values : 0 OK") {
+		t.Errorf("-g 5 --share-gpus: exit %d, stderr %q\n%s", code, errs, out)
+	}
+	// -G: the emulator has no CUDA graphs; one error line, exit 1.
+	if out, errs, code = runChild(t, env, "--backend", "cuda", "-g", "2", "-b", "8", "-e", "8", "-G", "2"); code != 1 ||
+		!strings.Contains(errs, "graphs are not emulated") || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+		t.Errorf("-G on the emulator: exit %d, stdout %q stderr %q", code, out, errs)
+	}
+	for _, bad := range [][]string{{"-G", "2"}, {"--share-gpus"}, {"--backend", "cuda", "-G", "-1"}} {
+		if _, errs, code = runChild(t, env, bad...); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (usage): %q", bad, code, errs)
+		}
+	}
 }

@@ -43,6 +43,7 @@ type options struct {
 	preconn   bool
 	verbose   bool
 	backend   string
+	shareGPUs bool
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -68,6 +69,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	js := fs.Bool("json", false, "write JSON instead of the table")
 	preconn := fs.Bool("connect-at-init", false, "connect every ring/tree connection at init (NCCL_RUNTIME_CONNECT=0)")
 	verbose := fs.BoolP("verbose", "v", false, "log connections and their memory to stderr")
+	graph := fs.IntP("cudagraph", "G", 0, "cuda backend: capture the -n timed iterations as one CUDA graph and time this many replays of it (nccl-tests' -G)")
+	share := fs.Bool("share-gpus", false, "cuda backend: let -g exceed the GPU count, ranks sharing GPUs round robin (exercises the multi-rank paths; timings say nothing about NVLink)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil, err
@@ -80,7 +83,14 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	if *backend != "cpu" && *backend != "cuda" {
 		return nil, fmt.Errorf("%w: --backend %q: want cpu or cuda", errUsage, *backend)
 	}
-	opt := &options{nranks: *g, procs: *procs, transport: *transport, channels: *channels, algo: *algo, timeout: *timeout, json: *js, preconn: *preconn, verbose: *verbose, backend: *backend}
+	opt := &options{nranks: *g, procs: *procs, transport: *transport, channels: *channels, algo: *algo, timeout: *timeout, json: *js, preconn: *preconn, verbose: *verbose, backend: *backend, shareGPUs: *share}
+	if *backend != "cuda" && (*graph != 0 || *share) {
+		return nil, fmt.Errorf("%w: -G/--cudagraph and --share-gpus need --backend cuda", errUsage)
+	}
+	if *graph < 0 {
+		return nil, fmt.Errorf("%w: -G %d: want a number of graph replays (0: no graph)", errUsage, *graph)
+	}
+	opt.perf.Graph = *graph
 	var err error
 	if opt.perf.Colls, err = perf.ParseColls(*c); err != nil {
 		return nil, fmt.Errorf("%w: -c: %v", errUsage, err)

@@ -51,6 +51,10 @@ type Options struct {
 	Iters    int  // -n
 	Warmup   int  // -w
 	Check    bool // check every element of one extra run per size and placement
+	// Graph > 0 (nccl-tests' -G/--cudagraph): capture the Iters timed launches as one CUDA graph
+	// and time Graph replays of it; the time per iteration is the replays' time over
+	// Graph × Iters. GPU backends only.
+	Graph int
 }
 
 // Row is one line of the table, for one placement.
