@@ -251,31 +251,39 @@ func (b *bench) issue(cname string, arg int64, inPlace bool) error {
 	return nil
 }
 
-// timeGraph captures opt.Iters launches of the call into one CUDA graph (every rank's stream in
-// one capture sequence: rank 0's stream forked to the others by an event and joined back, see
-// doc.go) and returns the time per iteration of opt.Graph replays, from the first replay's launch
-// to the end of rank 0's stream (which the graph's joins make wait for every rank).
-func (b *bench) timeGraph(cname string, arg int64, inPlace bool) (float64, error) {
+// capture records iters launches of the call into one CUDA graph: every rank's stream in one
+// capture sequence (rank 0's stream forked to the others by an event and joined back, doc.go), so
+// that a replay on rank 0's stream ends when every rank is done. The caller destroys the graph
+// with release.
+func (b *bench) capture(cname string, arg int64, inPlace bool, iters int) (exec cuda.GraphExec, release func(), err error) {
 	d0, s0 := b.comms[0].dev, b.ranks[0].stream
 	events := make([]cuda.Event, b.n) // [0]: the fork; [r > 0]: rank r's join
-	for r, c := range b.comms {
-		if err := c.dev.Do(func(x *cuda.Ctx) error { var err error; events[r], err = x.NewEvent(false); return err }); err != nil {
-			return 0, err
+	freeEvents := func() {
+		for r, c := range b.comms {
+			if events[r] != 0 {
+				_ = c.dev.Do(func(x *cuda.Ctx) error { return x.DestroyEvent(events[r]) })
+			}
 		}
 	}
-	defer func() {
-		for r, c := range b.comms {
-			_ = c.dev.Do(func(x *cuda.Ctx) error { return x.DestroyEvent(events[r]) })
+	defer freeEvents()
+	for r, c := range b.comms {
+		err := c.dev.Do(func(x *cuda.Ctx) error {
+			var err error
+			events[r], err = x.NewEvent(false)
+			return err
+		})
+		if err != nil {
+			return 0, nil, err
 		}
-	}()
-	err := d0.Do(func(x *cuda.Ctx) error {
+	}
+	err = d0.Do(func(x *cuda.Ctx) error {
 		if err := x.BeginCapture(s0, cuda.CaptureGlobal); err != nil {
 			return err
 		}
 		return x.Record(events[0], s0)
 	})
 	if err != nil {
-		return 0, fmt.Errorf("engine: Bench: capture: %w", err)
+		return 0, nil, fmt.Errorf("engine: Bench: capture: %w", err)
 	}
 	graphErr := func() error {
 		for r := 1; r < b.n; r++ {
@@ -283,7 +291,7 @@ func (b *bench) timeGraph(cname string, arg int64, inPlace bool) (float64, error
 				return err
 			}
 		}
-		for i := 0; i < b.opt.Iters; i++ {
+		for i := 0; i < iters; i++ {
 			if err := b.issue(cname, arg, inPlace); err != nil {
 				return err
 			}
@@ -302,9 +310,8 @@ func (b *bench) timeGraph(cname string, arg int64, inPlace bool) (float64, error
 			return nil
 		})
 	}()
-	var exec cuda.GraphExec
 	err = d0.Do(func(x *cuda.Ctx) error {
-		g, err := x.EndCapture(s0) // always ends the capture, also after a failure above
+		g, err := x.EndCapture(s0) // ends the capture after a failure above too
 		if graphErr != nil {
 			if err == nil {
 				_ = x.DestroyGraph(g)
@@ -319,27 +326,36 @@ func (b *bench) timeGraph(cname string, arg int64, inPlace bool) (float64, error
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("engine: Bench: capture: %w", err)
+		return 0, nil, fmt.Errorf("engine: Bench: capture: %w", err)
 	}
-	defer d0.Do(func(x *cuda.Ctx) error { return x.DestroyGraphExec(exec) })
-	var us float64
-	err = d0.Do(func(x *cuda.Ctx) error {
-		t0 := time.Now()
-		for i := 0; i < b.opt.Graph; i++ {
-			if err := x.LaunchGraph(exec, s0); err != nil {
+	return exec, func() { _ = d0.Do(func(x *cuda.Ctx) error { return x.DestroyGraphExec(exec) }) }, nil
+}
+
+// replay launches exec times times on rank 0's stream and waits for the end.
+func (b *bench) replay(exec cuda.GraphExec, times int) error {
+	return b.comms[0].dev.Do(func(x *cuda.Ctx) error {
+		for i := 0; i < times; i++ {
+			if err := x.LaunchGraph(exec, b.ranks[0].stream); err != nil {
 				return err
 			}
 		}
-		if err := x.StreamSync(s0); err != nil {
-			return err
-		}
-		us = float64(time.Since(t0).Microseconds()) / float64(b.opt.Graph*b.opt.Iters)
-		return nil
+		return x.StreamSync(b.ranks[0].stream)
 	})
+}
+
+// timeGraph returns the time per iteration of opt.Graph replays of a graph of opt.Iters launches,
+// from the first replay's launch to the end of the last.
+func (b *bench) timeGraph(cname string, arg int64, inPlace bool) (float64, error) {
+	exec, release, err := b.capture(cname, arg, inPlace, b.opt.Iters)
 	if err != nil {
+		return 0, err
+	}
+	defer release()
+	t0 := time.Now()
+	if err := b.replay(exec, b.opt.Graph); err != nil {
 		return 0, fmt.Errorf("engine: Bench: graph replay: %w", err)
 	}
-	return us, nil
+	return float64(time.Since(t0).Microseconds()) / float64(b.opt.Graph*b.opt.Iters), nil
 }
 
 func (b *bench) sync() error {
@@ -391,7 +407,18 @@ func (b *bench) check(cname string, arg int64, inPlace bool) (int64, error) {
 			return 0, err
 		}
 	}
-	if err := b.issue(cname, arg, inPlace); err != nil {
+	if b.opt.Graph > 0 {
+		// Check what the timing ran: the call captured into a graph (of one launch, so that an
+		// in-place call is applied once), replayed once.
+		exec, release, err := b.capture(cname, arg, inPlace, 1)
+		if err != nil {
+			return 0, err
+		}
+		defer release()
+		if err := b.replay(exec, 1); err != nil {
+			return 0, err
+		}
+	} else if err := b.issue(cname, arg, inPlace); err != nil {
 		return 0, err
 	}
 	if err := b.sync(); err != nil {
