@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"time"
 
@@ -44,6 +45,7 @@ type options struct {
 	verbose   bool
 	backend   string
 	shareGPUs bool
+	cpuprof   string
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -70,6 +72,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	preconn := fs.Bool("connect-at-init", false, "connect every ring/tree connection at init (NCCL_RUNTIME_CONNECT=0)")
 	verbose := fs.BoolP("verbose", "v", false, "log connections and their memory to stderr")
 	graph := fs.IntP("cudagraph", "G", 0, "cuda backend: capture the -n timed iterations as one CUDA graph and time this many replays of it (nccl-tests' -G)")
+	cpuprof := fs.String("cpuprofile", "", "write a CPU profile of the run (Go's pprof format) to this file")
 	share := fs.Bool("share-gpus", false, "cuda backend: let -g exceed the GPU count, ranks sharing GPUs round robin (exercises the multi-rank paths; timings say nothing about NVLink)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -83,7 +86,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	if *backend != "cpu" && *backend != "cuda" {
 		return nil, fmt.Errorf("%w: --backend %q: want cpu or cuda", errUsage, *backend)
 	}
-	opt := &options{nranks: *g, procs: *procs, transport: *transport, channels: *channels, algo: *algo, timeout: *timeout, json: *js, preconn: *preconn, verbose: *verbose, backend: *backend, shareGPUs: *share}
+	opt := &options{nranks: *g, procs: *procs, transport: *transport, channels: *channels, algo: *algo, timeout: *timeout, json: *js, preconn: *preconn, verbose: *verbose, backend: *backend, shareGPUs: *share, cpuprof: *cpuprof}
 	if *backend != "cuda" && (*graph != 0 || *share) {
 		return nil, fmt.Errorf("%w: -G/--cudagraph and --share-gpus need --backend cuda", errUsage)
 	}
@@ -129,6 +132,14 @@ func mainRun(args []string, stdout, stderr io.Writer, getenv func(string) string
 	opt, err := parse(args, stderr)
 	if errors.Is(err, pflag.ErrHelp) {
 		return 0
+	}
+	if err == nil && opt.cpuprof != "" {
+		var f *os.File
+		if f, err = os.Create(opt.cpuprof); err == nil {
+			if err = pprof.StartCPUProfile(f); err == nil {
+				defer func() { pprof.StopCPUProfile(); f.Close() }()
+			}
+		}
 	}
 	if err == nil {
 		err = run(opt, stdout, stderr, getenv)
