@@ -211,3 +211,35 @@ func (d *Device) Close() error {
 func (d *Device) String() string {
 	return fmt.Sprintf("cuda:%d %s (sm_%d%d, %d SMs, %s)", d.Ordinal, d.Name, d.Major, d.Minor, d.SMs, d.PCIBusID)
 }
+
+// Borrow runs fn on the calling goroutine, locked to its OS thread for the call, where use(d)
+// makes device d's context current on that thread (switching only when d's context differs from
+// the current one) and returns d's Ctx. It lets one thread enqueue work for several devices in
+// turn — what a single host thread driving all the GPUs of a process does — without handing work
+// to each device's own thread. The devices' threads keep running their own work meanwhile: fn
+// must not touch state that work submitted through Do also touches. No context is left current.
+func Borrow(fn func(use func(d *Device) (*Ctx, error)) error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var cur uintptr
+	use := func(d *Device) (*Ctx, error) {
+		d.mu.RLock()
+		closed := d.closed
+		d.mu.RUnlock()
+		if closed {
+			return nil, ErrClosed
+		}
+		if d.ctx != cur {
+			if err := drv.ctxSetCurrent(d.ctx); err != nil {
+				return nil, err
+			}
+			cur = d.ctx
+		}
+		return d.c, nil
+	}
+	err := fn(use)
+	if cur != 0 {
+		_ = drv.ctxSetCurrent(0)
+	}
+	return err
+}

@@ -324,7 +324,13 @@ func (e *emu) memGetInfo() (free, total uint64, err error)    { return 1 << 36, 
 func (e *emu) eventElapsed(start, end Event) (float32, error) { return 0, nil }
 
 func (e *emu) ctxSetCurrent(ctx uintptr) error {
-	if ctx == 0 || int(ctx) > e.n {
+	if ctx == 0 { // no context current on this thread, as cuCtxSetCurrent(NULL)
+		e.mu.Lock()
+		delete(e.cur, gettid())
+		e.mu.Unlock()
+		return nil
+	}
+	if int(ctx) > e.n {
 		return e.invalid("cuCtxSetCurrent", "context %#x", ctx)
 	}
 	e.mu.Lock()

@@ -443,6 +443,9 @@ func GroupEnd() error {
 	comms, calls := groupPending, groupCalls
 	groupPending, groupCalls = nil, map[*Comm][]*call{}
 	groupMu.Unlock()
+	if ok, err := launchTogether(comms, calls); ok {
+		return err
+	}
 	errs := make([]error, len(comms))
 	var wg sync.WaitGroup
 	for i, c := range comms {

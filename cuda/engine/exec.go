@@ -80,6 +80,9 @@ type exec struct {
 	slot   int64
 	writes []interval
 	maxW   int64
+	user   cuda.Stream
+	next   []int // per channel: the next step of this rank's program to enqueue
+	left   int   // steps not enqueued yet
 }
 
 // interval is a range of device addresses a step writes.
@@ -89,7 +92,6 @@ type interval struct {
 }
 
 func (c *Comm) run(x *cuda.Ctx, L *launch, user cuda.Stream) error {
-	s := L.pl.s
 	// The caller's stream may be capturing into a CUDA graph, in any mode: the first launch of a
 	// shape allocates staging buffers and creates streams and events, which a CaptureGlobal
 	// capture forbids on every thread. They are not work to capture, so this device thread runs
@@ -100,49 +102,116 @@ func (c *Comm) run(x *cuda.Ctx, L *launch, user cuda.Stream) error {
 		return err
 	}
 	defer x.ExchangeCaptureMode(prev)
-	e := &exec{c: c, x: x, L: L, s: s, bufs: append([]opBuf(nil), L.bufs[c.rank]...), slot: int64(c.cl.cfg.SlotBytes)}
-	if err := e.setup(); err != nil {
+	e, err := c.begin(x, L, user)
+	if err != nil {
 		return err
-	}
-	if err := e.prescale(user); err != nil {
-		return err
-	}
-	if err := e.index(); err != nil {
-		return err
-	}
-	if err := x.Record(c.start, user); err != nil {
-		return err
-	}
-	for ch := 0; ch < s.NChannels; ch++ {
-		for _, l := range lanes(s.Program(c.rank, ch)) {
-			if err := x.StreamWait(c.streams[[2]int{ch, l}], c.start); err != nil {
-				return err
-			}
-		}
 	}
 	if err := e.enqueueAll(); err != nil {
 		return err
 	}
+	return e.finish()
+}
+
+// begin prepares this rank's part of a launch: streams, events, staging, the pre-scaled inputs,
+// the start event every lane waits for.
+func (c *Comm) begin(x *cuda.Ctx, L *launch, user cuda.Stream) (*exec, error) {
+	s := L.pl.s
+	e := &exec{c: c, x: x, L: L, s: s, bufs: append([]opBuf(nil), L.bufs[c.rank]...), slot: int64(c.cl.cfg.SlotBytes), user: user}
+	if err := e.setup(); err != nil {
+		return nil, err
+	}
+	if err := e.prescale(user); err != nil {
+		return nil, err
+	}
+	if err := e.index(); err != nil {
+		return nil, err
+	}
+	if err := x.Record(c.start, user); err != nil {
+		return nil, err
+	}
+	for ch := 0; ch < s.NChannels; ch++ {
+		for _, l := range lanes(s.Program(c.rank, ch)) {
+			if err := x.StreamWait(c.streams[[2]int{ch, l}], c.start); err != nil {
+				return nil, err
+			}
+		}
+	}
+	e.next = make([]int, s.NChannels)
+	for ch := range e.next {
+		e.left += len(s.Program(c.rank, ch).Steps)
+	}
+	return e, nil
+}
+
+// finish counts this rank's enqueueing done and joins (see join).
+func (e *exec) finish() error {
+	e.done()
+	return e.join()
+}
+
+// done counts this rank's enqueueing done.
+func (e *exec) done() {
+	L := e.L
 	L.mu.Lock()
 	L.finished++
 	L.cond.Broadcast()
 	L.mu.Unlock()
+}
+
+// join waits until every rank has enqueued its part and makes the caller's stream wait for every
+// lane of every rank: after it, no peer still reads this rank's memory and this rank's results
+// are complete.
+func (e *exec) join() error {
+	c, x, L, s := e.c, e.x, e.L, e.s
 	if err := L.waitFor("every rank to enqueue the launch", func() bool { return L.finished == L.n }); err != nil {
 		return err
 	}
-	// The caller's stream continues once every lane of every rank is done (no one reads this
-	// rank's memory any more).
 	for r := 0; r < L.n; r++ {
 		peer := c.cl.comms[r]
 		for ch := 0; ch < s.NChannels; ch++ {
 			p := s.Program(r, ch)
 			for _, last := range lastOfLanes(p) {
-				if err := x.StreamWait(user, peer.events[ch][last]); err != nil {
+				if err := x.StreamWait(e.user, peer.events[ch][last]); err != nil {
 					return err
 				}
 			}
 		}
 	}
+	return nil
+}
+
+// ready reports whether channel ch's next step would not block: the peers have enqueued the
+// messages it receives and the consumptions its credits name. Called with L.mu held.
+func (e *exec) ready(ch int) bool {
+	s, L := e.s, e.L
+	p := s.Program(e.c.rank, ch)
+	if e.next[ch] >= len(p.Steps) {
+		return false
+	}
+	st := &p.Steps[e.next[ch]]
+	for _, x := range st.Recv {
+		if L.prog[s.Conns[x.Conn].From][ch] <= L.pl.sendStep[x.Conn][x.Seq] {
+			return false
+		}
+	}
+	for _, x := range st.Send {
+		if x.CreditSeq >= 0 && x.CreditSeq < len(L.pl.recvStep[x.Conn]) && L.prog[s.Conns[x.Conn].To][ch] <= L.pl.recvStep[x.Conn][x.CreditSeq] {
+			return false
+		}
+	}
+	return true
+}
+
+// stepNext enqueues channel ch's next step and publishes the progress.
+func (e *exec) stepNext(ch int) error {
+	p := e.s.Program(e.c.rank, ch)
+	i := e.next[ch]
+	if err := e.step(ch, &p.Steps[i]); err != nil {
+		return fmt.Errorf("channel %d step %d (%v): %w", ch, i, p.Steps[i].Prim, err)
+	}
+	e.L.advance(e.c.rank, ch, i)
+	e.next[ch]++
+	e.left--
 	return nil
 }
 
@@ -153,54 +222,25 @@ func (c *Comm) run(x *cuda.Ctx, L *launch, user cuda.Stream) error {
 // so a step is only passed over, never reordered; when no channel can move, the rank sleeps until
 // a peer advances. Rule 1's deadlock freedom of list order (credits included) carries over.
 func (e *exec) enqueueAll() error {
-	s, L, rank := e.s, e.L, e.c.rank
-	next := make([]int, s.NChannels)
-	left := 0
-	for ch := range next {
-		left += len(s.Program(rank, ch).Steps)
-	}
-	// ready reports whether channel ch's next step would not block (called with L.mu held).
-	ready := func(ch int) bool {
-		p := s.Program(rank, ch)
-		if next[ch] >= len(p.Steps) {
-			return false
-		}
-		st := &p.Steps[next[ch]]
-		for _, x := range st.Recv {
-			if L.prog[s.Conns[x.Conn].From][ch] <= L.pl.sendStep[x.Conn][x.Seq] {
-				return false
-			}
-		}
-		for _, x := range st.Send {
-			if x.CreditSeq >= 0 && x.CreditSeq < len(L.pl.recvStep[x.Conn]) && L.prog[s.Conns[x.Conn].To][ch] <= L.pl.recvStep[x.Conn][x.CreditSeq] {
-				return false
-			}
-		}
-		return true
-	}
-	for left > 0 {
+	L := e.L
+	for e.left > 0 {
 		moved := false
-		for ch := range next {
+		for ch := range e.next {
 			L.mu.Lock()
-			ok := ready(ch)
+			ok := e.ready(ch)
 			L.mu.Unlock()
 			if !ok {
 				continue
 			}
-			p := s.Program(rank, ch)
-			i := next[ch]
-			if err := e.step(ch, &p.Steps[i]); err != nil {
-				return fmt.Errorf("channel %d step %d (%v): %w", ch, i, p.Steps[i].Prim, err)
+			if err := e.stepNext(ch); err != nil {
+				return err
 			}
-			L.advance(rank, ch, i)
-			next[ch]++
-			left--
 			moved = true
 		}
 		if !moved {
-			err := L.waitFor(fmt.Sprintf("a peer of rank %d to enqueue a step its channels wait for (next steps %v)", rank, next), func() bool {
-				for ch := range next {
-					if ready(ch) {
+			err := L.waitFor(fmt.Sprintf("a peer of rank %d to enqueue a step its channels wait for (next steps %v)", e.c.rank, e.next), func() bool {
+				for ch := range e.next {
+					if e.ready(ch) {
 						return true
 					}
 				}
