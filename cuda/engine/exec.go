@@ -130,7 +130,7 @@ func (c *Comm) begin(x *cuda.Ctx, L *launch, user cuda.Stream) (*exec, error) {
 		return nil, err
 	}
 	for ch := 0; ch < s.NChannels; ch++ {
-		for _, l := range lanes(s.Program(c.rank, ch)) {
+		for _, l := range L.pl.lanes[c.rank*s.NChannels+ch] {
 			if err := x.StreamWait(c.streams[[2]int{ch, l}], c.start); err != nil {
 				return nil, err
 			}
@@ -169,8 +169,7 @@ func (e *exec) join() error {
 	for r := 0; r < L.n; r++ {
 		peer := c.cl.comms[r]
 		for ch := 0; ch < s.NChannels; ch++ {
-			p := s.Program(r, ch)
-			for _, last := range lastOfLanes(p) {
+			for _, last := range L.pl.lasts[r*s.NChannels+ch] {
 				if err := x.StreamWait(e.user, peer.events[ch][last]); err != nil {
 					return err
 				}
@@ -298,7 +297,7 @@ func (e *exec) setup() error {
 			}
 			c.events[ch] = append(c.events[ch], ev)
 		}
-		for _, l := range lanes(p) {
+		for _, l := range e.L.pl.lanes[c.rank*s.NChannels+ch] {
 			if _, ok := c.streams[[2]int{ch, l}]; !ok {
 				st, err := x.NewStream()
 				if err != nil {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +22,8 @@ type plan struct {
 	sendStep [][]int // [conn][seq]: the step of conn.From's program that sends the message
 	recvStep [][]int // [conn][seq]: the step of conn.To's program that consumes it
 	maxMsg   []int64 // [conn]: largest message
+	lanes    [][]int // [rank*NChannels+ch]: the lanes the program uses, in order of first use
+	lasts    [][]int // [rank*NChannels+ch]: the index of each lane's last step, ascending
 }
 
 // segment maps bytes [off, off+n) of a logical buffer to device memory.
@@ -292,11 +295,28 @@ func sendRecvBytes(f tuning.Func, size int64, n int) (send, recv int64) {
 
 // plan compiles the plans (cached by their content) and indexes the messages. Called with cl.mu held.
 func (cl *clique) plan(plans []coll.Plan) (*plan, error) {
-	var key strings.Builder
+	key := make([]byte, 0, 64*len(plans))
 	for _, p := range plans {
-		fmt.Fprintf(&key, "%d/%d/%d/%d/%d/%d/%d/%v;", p.Func, p.Count, p.DataType, p.Op, p.Root, p.Algo, p.NChannels, p.Transfers)
+		for _, v := range []int64{int64(p.Func), p.Count, int64(p.DataType), int64(p.Op), int64(p.Root), int64(p.Algo), int64(p.NChannels)} {
+			key = strconv.AppendInt(key, v, 10)
+			key = append(key, '/')
+		}
+		for _, t := range p.Transfers {
+			key = strconv.AppendInt(key, int64(t.From), 10)
+			key = append(key, '>')
+			key = strconv.AppendInt(key, int64(t.To), 10)
+			key = append(key, ':')
+			key = strconv.AppendInt(key, t.Count, 10)
+			key = append(key, ':')
+			key = strconv.AppendInt(key, int64(t.NChannels), 10)
+			key = append(key, ':')
+			key = strconv.AppendInt(key, t.ChunkSize, 10)
+			key = strconv.AppendBool(key, t.LL)
+			key = append(key, ',')
+		}
+		key = append(key, ';')
 	}
-	if pl, ok := cl.plans[key.String()]; ok {
+	if pl, ok := cl.plans[string(key)]; ok {
 		return pl, nil
 	}
 	s, err := coll.Compile(plans...)
@@ -332,10 +352,19 @@ func (cl *clique) plan(plans []coll.Plan) (*plan, error) {
 			}
 		}
 	}
+	pl.lanes = make([][]int, s.NRanks*s.NChannels)
+	pl.lasts = make([][]int, s.NRanks*s.NChannels)
+	for r := 0; r < s.NRanks; r++ {
+		for ch := 0; ch < s.NChannels; ch++ {
+			p := s.Program(r, ch)
+			pl.lanes[r*s.NChannels+ch] = lanes(p)
+			pl.lasts[r*s.NChannels+ch] = lastOfLanes(p)
+		}
+	}
 	if len(cl.plans) > 256 {
 		cl.plans = map[string]*plan{}
 	}
-	cl.plans[key.String()] = pl
+	cl.plans[string(key)] = pl
 	return pl, nil
 }
 
@@ -371,6 +400,12 @@ func (L *launch) waitFor(what string, cond func() bool) error {
 
 // waitStep waits until rank's step on channel ch has been enqueued (its event recorded).
 func (L *launch) waitStep(rank, ch, step int) error {
+	L.mu.Lock()
+	done := L.prog[rank][ch] > step
+	L.mu.Unlock()
+	if done { // the common case: spare the message
+		return nil
+	}
 	return L.waitFor(fmt.Sprintf("rank %d to enqueue step %d of channel %d", rank, step, ch), func() bool { return L.prog[rank][ch] > step })
 }
 
