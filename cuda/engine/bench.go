@@ -251,83 +251,25 @@ func (b *bench) issue(cname string, arg int64, inPlace bool) error {
 	return nil
 }
 
-// capture records iters launches of the call into one CUDA graph: every rank's stream in one
-// capture sequence (rank 0's stream forked to the others by an event and joined back, doc.go), so
-// that a replay on rank 0's stream ends when every rank is done. The caller destroys the graph
-// with release.
+// capture records iters launches of the call into one CUDA graph (Capture, global mode); the
+// caller destroys it with release.
 func (b *bench) capture(cname string, arg int64, inPlace bool, iters int) (exec cuda.GraphExec, release func(), err error) {
-	d0, s0 := b.comms[0].dev, b.ranks[0].stream
-	events := make([]cuda.Event, b.n) // [0]: the fork; [r > 0]: rank r's join
-	freeEvents := func() {
-		for r, c := range b.comms {
-			if events[r] != 0 {
-				_ = c.dev.Do(func(x *cuda.Ctx) error { return x.DestroyEvent(events[r]) })
-			}
-		}
+	streams := make([]cuda.Stream, b.n)
+	for r := range streams {
+		streams[r] = b.ranks[r].stream
 	}
-	defer freeEvents()
-	for r, c := range b.comms {
-		err := c.dev.Do(func(x *cuda.Ctx) error {
-			var err error
-			events[r], err = x.NewEvent(false)
-			return err
-		})
-		if err != nil {
-			return 0, nil, err
-		}
-	}
-	err = d0.Do(func(x *cuda.Ctx) error {
-		if err := x.BeginCapture(s0, cuda.CaptureGlobal); err != nil {
-			return err
-		}
-		return x.Record(events[0], s0)
-	})
-	if err != nil {
-		return 0, nil, fmt.Errorf("engine: Bench: capture: %w", err)
-	}
-	graphErr := func() error {
-		for r := 1; r < b.n; r++ {
-			if err := b.comms[r].dev.Do(func(x *cuda.Ctx) error { return x.StreamWait(b.ranks[r].stream, events[0]) }); err != nil {
-				return err
-			}
-		}
+	exec, err = Capture(b.comms, streams, cuda.CaptureGlobal, func() error {
 		for i := 0; i < iters; i++ {
 			if err := b.issue(cname, arg, inPlace); err != nil {
 				return err
 			}
 		}
-		for r := 1; r < b.n; r++ {
-			if err := b.comms[r].dev.Do(func(x *cuda.Ctx) error { return x.Record(events[r], b.ranks[r].stream) }); err != nil {
-				return err
-			}
-		}
-		return d0.Do(func(x *cuda.Ctx) error {
-			for r := 1; r < b.n; r++ {
-				if err := x.StreamWait(s0, events[r]); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}()
-	err = d0.Do(func(x *cuda.Ctx) error {
-		g, err := x.EndCapture(s0) // ends the capture after a failure above too
-		if graphErr != nil {
-			if err == nil {
-				_ = x.DestroyGraph(g)
-			}
-			return graphErr
-		}
-		if err != nil {
-			return err
-		}
-		defer x.DestroyGraph(g)
-		exec, err = x.Instantiate(g)
-		return err
+		return nil
 	})
 	if err != nil {
-		return 0, nil, fmt.Errorf("engine: Bench: capture: %w", err)
+		return 0, nil, fmt.Errorf("engine: Bench: %w", err)
 	}
+	d0 := b.comms[0].dev
 	return exec, func() { _ = d0.Do(func(x *cuda.Ctx) error { return x.DestroyGraphExec(exec) }) }, nil
 }
 

@@ -2,8 +2,10 @@ package engine_test
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 
@@ -12,13 +14,10 @@ import (
 	"github.com/simccl/simccl/cuda/engine"
 )
 
-// TestGraphCapture captures a group of collectives of every rank into one CUDA graph and replays
-// it: the work must not run while it is captured, and every replay must give the results of the
-// inputs it finds. The ranks' launches are ordered by events across GPUs, so all ranks' streams
-// join one capture sequence — the one started on rank 0's stream, forked to the other ranks'
-// streams by an event and joined back at the end — the way one process driving several GPUs
-// captures them (a capture per rank would make one capture wait on another's events, which CUDA
-// refuses). Each case runs in a capture mode, with or without a launch of the same calls before
+// TestGraphCapture captures a group of collectives of every rank into one CUDA graph (Capture:
+// every rank's stream in the capture sequence begun on rank 0's, forked and joined back by events)
+// and replays it: the work must not run while it is captured, and every replay must give the
+// results of the inputs it finds. Each case runs in a capture mode, with or without a launch of the same calls before
 // the capture (the first launch of a shape creates the streams, events and staging buffers it
 // needs).
 //
@@ -51,7 +50,6 @@ func TestGraphCapture(t *testing.T) {
 type captureBufs struct {
 	send, ar, ag cuda.DevPtr
 	stream       cuda.Stream
-	join         cuda.Event // recorded on stream at the end of the capture (rank > 0)
 }
 
 func captureCase(t *testing.T, ds []*cuda.Device, mode cuda.CaptureMode, warm bool) {
@@ -81,10 +79,7 @@ func captureCase(t *testing.T, ds []*cuda.Device, mode cuda.CaptureMode, warm bo
 			if b.ag, err = x.Alloc(4 * gcount * n); err != nil {
 				return err
 			}
-			if b.stream, err = x.NewStream(); err != nil {
-				return err
-			}
-			b.join, err = x.NewEvent(false)
+			b.stream, err = x.NewStream()
 			return err
 		})
 		if err != nil {
@@ -98,7 +93,6 @@ func captureCase(t *testing.T, ds []*cuda.Device, mode cuda.CaptureMode, warm bo
 				_ = x.Free(b.send)
 				_ = x.Free(b.ar)
 				_ = x.Free(b.ag)
-				_ = x.DestroyEvent(b.join)
 				return x.DestroyStream(b.stream)
 			})
 		}
@@ -209,52 +203,16 @@ func captureCase(t *testing.T, ds []*cuda.Device, mode cuda.CaptureMode, warm bo
 		check(0, true)
 	}
 
-	// Capture: fork every rank's stream from rank 0's, make the calls, join them back. The inputs
-	// and the poison go in first: synchronous copies are not allowed while a capture is open.
+	// Capture (engine.Capture forks every rank's stream from rank 0's and joins them back). The
+	// inputs and the poison go in first: synchronous copies are not allowed while a capture is open.
 	setInputs(1)
 	poison()
 	d0, s0 := ds[0], bufs[0].stream
-	var fork cuda.Event
-	err = d0.Do(func(x *cuda.Ctx) error {
-		var err error
-		if fork, err = x.NewEvent(false); err != nil {
-			return err
-		}
-		if err := x.BeginCapture(s0, mode); err != nil {
-			return err
-		}
-		return x.Record(fork, s0)
-	})
-	if err != nil {
-		t.Fatal(err)
+	streams := make([]cuda.Stream, n)
+	for r := range streams {
+		streams[r] = bufs[r].stream
 	}
-	defer d0.Do(func(x *cuda.Ctx) error { return x.DestroyEvent(fork) })
-	for r := 1; r < n; r++ {
-		if err := ds[r].Do(func(x *cuda.Ctx) error { return x.StreamWait(bufs[r].stream, fork) }); err != nil {
-			t.Fatalf("rank %d joins the capture: %v", r, err)
-		}
-	}
-	calls()
-	for r := 1; r < n; r++ {
-		if err := ds[r].Do(func(x *cuda.Ctx) error { return x.Record(bufs[r].join, bufs[r].stream) }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var exec cuda.GraphExec
-	err = d0.Do(func(x *cuda.Ctx) error {
-		for r := 1; r < n; r++ {
-			if err := x.StreamWait(s0, bufs[r].join); err != nil {
-				return err
-			}
-		}
-		g, err := x.EndCapture(s0)
-		if err != nil {
-			return err
-		}
-		defer x.DestroyGraph(g)
-		exec, err = x.Instantiate(g)
-		return err
-	})
+	exec, err := engine.Capture(comms, streams, mode, func() error { calls(); return nil })
 	if err != nil {
 		t.Fatalf("capture: %v", err)
 	}
@@ -280,4 +238,30 @@ func captureCase(t *testing.T, ds []*cuda.Device, mode cuda.CaptureMode, warm bo
 	poison()
 	calls()
 	check(4, true)
+}
+
+// TestCaptureArguments: Capture refuses mismatched streams, and on the emulator (no graphs) fails
+// with one error before running fn.
+func TestCaptureArguments(t *testing.T) {
+	ds := needDevs(t, 2)
+	comms, err := initAll(ds, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range comms {
+			_ = c.Destroy()
+		}
+	}()
+	if _, err := engine.Capture(comms, []cuda.Stream{0}, cuda.CaptureGlobal, func() error { return nil }); !errors.Is(err, engine.ErrInvalidArgument) {
+		t.Errorf("one stream for two ranks: %v", err)
+	}
+	if !emulated {
+		return
+	}
+	ran := false
+	_, err = engine.Capture(comms, []cuda.Stream{0, 0}, cuda.CaptureGlobal, func() error { ran = true; return nil })
+	if err == nil || ran || !strings.Contains(err.Error(), "graphs are not emulated") {
+		t.Errorf("on the emulator: err %v, fn ran %v", err, ran)
+	}
 }

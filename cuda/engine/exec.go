@@ -201,6 +201,31 @@ func (e *exec) ready(ch int) bool {
 	return true
 }
 
+// pass enqueues the next step of every channel that is ready, in channel order (before, if not
+// nil, runs first each time: the one-thread launch makes the rank's device current with it), and
+// reports whether any step was enqueued.
+func (e *exec) pass(before func() error) (bool, error) {
+	moved := false
+	for ch := range e.next {
+		e.L.mu.Lock()
+		ok := e.ready(ch)
+		e.L.mu.Unlock()
+		if !ok {
+			continue
+		}
+		if before != nil {
+			if err := before(); err != nil {
+				return moved, err
+			}
+		}
+		if err := e.stepNext(ch); err != nil {
+			return moved, err
+		}
+		moved = true
+	}
+	return moved, nil
+}
+
 // stepNext enqueues channel ch's next step and publishes the progress.
 func (e *exec) stepNext(ch int) error {
 	p := e.s.Program(e.c.rank, ch)
@@ -223,18 +248,9 @@ func (e *exec) stepNext(ch int) error {
 func (e *exec) enqueueAll() error {
 	L := e.L
 	for e.left > 0 {
-		moved := false
-		for ch := range e.next {
-			L.mu.Lock()
-			ok := e.ready(ch)
-			L.mu.Unlock()
-			if !ok {
-				continue
-			}
-			if err := e.stepNext(ch); err != nil {
-				return err
-			}
-			moved = true
+		moved, err := e.pass(nil)
+		if err != nil {
+			return err
 		}
 		if !moved {
 			err := L.waitFor(fmt.Sprintf("a peer of rank %d to enqueue a step its channels wait for (next steps %v)", e.c.rank, e.next), func() bool {

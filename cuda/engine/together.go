@@ -118,21 +118,11 @@ func launchTogether1(comms []*Comm, calls map[*Comm][]*call) (bool, error) {
 		for {
 			pending, moved := false, false
 			for r, e := range execs {
-				for ch := range e.next {
-					L.mu.Lock()
-					ok := e.ready(ch)
-					L.mu.Unlock()
-					if !ok {
-						continue
-					}
-					if _, err := use(e.c.dev); err != nil {
-						return fmt.Errorf("rank %d: %w", r, err)
-					}
-					if err := e.stepNext(ch); err != nil {
-						return fmt.Errorf("rank %d: %w", r, err)
-					}
-					moved = true
+				m, err := e.pass(func() error { _, err := use(e.c.dev); return err })
+				if err != nil {
+					return fmt.Errorf("rank %d: %w", r, err)
 				}
+				moved = moved || m
 				pending = pending || e.left > 0
 			}
 			if !pending {

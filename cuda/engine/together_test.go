@@ -82,19 +82,25 @@ func TestGroupLaunchOneThread(t *testing.T) {
 			}
 		}
 	}
+	// groupAllReduce makes every rank's in-place all-reduce in one process-wide group and checks
+	// that launchTogether took it (the want-th launch since the start).
 	before := togetherLaunches.Load()
-	GroupStart()
-	for r, c := range comms {
-		if err := c.AllReduce(bufs[r], bufs[r], count, coll.Float32, coll.Sum, streams[r]); err != nil {
+	groupAllReduce := func(want int64) {
+		t.Helper()
+		GroupStart()
+		for r, c := range comms {
+			if err := c.AllReduce(bufs[r], bufs[r], count, coll.Float32, coll.Sum, streams[r]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := GroupEnd(); err != nil {
 			t.Fatal(err)
 		}
+		if got := togetherLaunches.Load() - before; got != want {
+			t.Fatalf("launchTogether took %d launches, want %d", got, want)
+		}
 	}
-	if err := GroupEnd(); err != nil {
-		t.Fatal(err)
-	}
-	if got := togetherLaunches.Load() - before; got != 1 {
-		t.Fatalf("the whole-clique group took launchTogether %d times, want 1", got)
-	}
+	groupAllReduce(1)
 	check(1)
 	// Goroutine per rank: the per-rank path.
 	var wg sync.WaitGroup
@@ -117,18 +123,7 @@ func TestGroupLaunchOneThread(t *testing.T) {
 	}
 	check(2)
 	// Back to the group: the launch counts still agree, so the one-thread path is taken again.
-	GroupStart()
-	for r, c := range comms {
-		if err := c.AllReduce(bufs[r], bufs[r], count, coll.Float32, coll.Sum, streams[r]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := GroupEnd(); err != nil {
-		t.Fatal(err)
-	}
-	if got := togetherLaunches.Load() - before; got != 2 {
-		t.Fatalf("second group: launchTogether count %d, want 2", got)
-	}
+	groupAllReduce(2)
 	check(3)
 	for r, c := range comms {
 		_ = c.dev.Do(func(x *cuda.Ctx) error { _ = x.Free(bufs[r]); return x.DestroyStream(streams[r]) })
