@@ -30,12 +30,11 @@
 // Tests run on the emulated driver (cuda.Emulate) where no GPU is present; the same tests run
 // on real GPUs where libcuda.so.1 is. devcheck.sh is the one-call check on a GPU machine.
 //
-// CUDA graphs: the calls can be captured (cuda.Ctx.BeginCapture) and the graph replayed, in any
-// capture mode. The ranks' launches wait on each other's events, so every rank's stream must be in
-// one capture sequence: begin it on one rank's stream, make the other ranks' streams wait on an
-// event recorded there, make the calls, and join the other streams back with events before
-// EndCapture (TestGraphCapture). A capture per rank cannot work (CUDA refuses a wait on another
-// capture's event). Launches run their device thread in relaxed capture mode, so the first launch
+// CUDA graphs: the calls can be captured and the graph replayed, in any capture mode. The ranks'
+// launches wait on each other's events, so every rank's stream must be in one capture sequence:
+// Capture begins it on rank 0's stream, forks the other ranks' streams from it, runs the calls
+// and joins the streams back (TestGraphCapture; runccl -G). A capture per rank cannot work (CUDA
+// refuses a wait on another capture's event). Launches run their device thread in relaxed capture mode, so the first launch
 // of a shape may allocate its staging buffers during a global-mode capture.
 //
 // Not here yet: one process per GPU (IPC handles over realnet's bootstrap), LL/LL128 protocols,
