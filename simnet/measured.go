@@ -3,9 +3,9 @@ package simnet
 import (
 	"encoding/csv"
 	"fmt"
+	"github.com/simccl/simccl/internal/stats"
 	"io"
 	"math"
-	"sort"
 	"strconv"
 
 	"github.com/simccl/simccl/coll"
@@ -81,18 +81,6 @@ type CompareSummary struct {
 	NSmall      int     `json:"n_lt_1MiB"`
 }
 
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
 // Compare simulates every measured row with the given tag (float, sum, as nccl-tests runs by
 // default) on m and summarises the errors per collective. Rows whose world differs from m's ranks
 // are an error; sizes that round to no element are skipped.
@@ -134,7 +122,7 @@ func Compare(m *Machine, meas []Measured, tag string) ([]ComparePoint, []Compare
 			}
 		}
 		if len(lg)+len(sm) > 0 {
-			sums = append(sums, CompareSummary{Coll: c, MedianLarge: median(lg), MedianSmall: median(sm), NLarge: len(lg), NSmall: len(sm)})
+			sums = append(sums, CompareSummary{Coll: c, MedianLarge: stats.Median(lg), MedianSmall: stats.Median(sm), NLarge: len(lg), NSmall: len(sm)})
 		}
 	}
 	return pts, sums, nil

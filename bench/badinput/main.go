@@ -17,12 +17,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/simccl/simccl/internal/stats"
 	"os"
 	"regexp"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"sort"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -219,15 +220,6 @@ func firstLine(s string) string {
 	return s
 }
 
-func median(x []float64) float64 {
-	s := append([]float64(nil), x...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
 func run(c badCase, reps int, opt graph.Options, target, timeout time.Duration) result {
 	// Return the previous case's heap to the OS now rather than let the background scavenger do
 	// it during this case's repetitions (seconds for a 200 MB heap where page faults are slow).
@@ -270,8 +262,8 @@ func run(c badCase, reps int, opt graph.Options, target, timeout time.Duration) 
 			break
 		}
 	}
-	r.MedianMs, r.MaxMs = median(walls), slicesMax(walls)
-	r.CPUMs, r.AllocBytes = median(cpus), uint64(median(allocs))
+	r.MedianMs, r.MaxMs = stats.Median(walls), slices.Max(walls)
+	r.CPUMs, r.AllocBytes = stats.Median(cpus), uint64(stats.Median(allocs))
 	// The median, not the max: on a shared machine one repetition can be descheduled for seconds.
 	r.OverTarget = r.MedianMs > float64(target)/1e6
 	return r
@@ -286,14 +278,6 @@ func size(n uint64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-}
-
-func slicesMax(x []float64) float64 {
-	m := x[0]
-	for _, v := range x[1:] {
-		m = max(m, v)
-	}
-	return m
 }
 
 func main() {

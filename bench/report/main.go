@@ -18,10 +18,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/simccl/simccl/internal/stats"
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -142,8 +143,8 @@ func run() error {
 			walls = append(walls, ms(wall))
 			fmt.Fprintf(os.Stderr, "bench/report: %d nodes: browser run %d: render %.0f ms, chromium %.0f ms\n", n, i+1, sc.RenderMs, ms(wall))
 		}
-		rw.RenderMedianMs = median(rw.RenderMs)
-		rw.BrowserMs = median(walls)
+		rw.RenderMedianMs = stats.Median(rw.RenderMs)
+		rw.BrowserMs = stats.Median(walls)
 		rw.OverBytes = float64(rw.PageBytes) >= targetBytes
 		rw.OverRender = rw.RenderMedianMs >= targetRenderMs
 		res.Rows = append(res.Rows, rw)
@@ -156,7 +157,7 @@ func run() error {
 			focus = "downsized (page says so)"
 		}
 		fmt.Printf("%6d %6d %5d %10.0f %12d %10.0f %10.0f %10.0f  %s\n", r.Nodes, r.GPUs, r.Sizes, r.BuildMs, r.PageBytes,
-			r.RenderMedianMs, maxOf(r.RenderMs), r.BrowserMs, focus)
+			r.RenderMedianMs, slices.Max(r.RenderMs), r.BrowserMs, focus)
 	}
 	js, _ := json.MarshalIndent(res, "", "  ")
 	fmt.Println(string(js))
@@ -217,20 +218,3 @@ func openInChromium(bin, dir, page string) (selfCheck, time.Duration, error) {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func median(v []float64) float64 {
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-func maxOf(v []float64) float64 {
-	m := v[0]
-	for _, x := range v[1:] {
-		m = max(m, x)
-	}
-	return m
-}
