@@ -18,17 +18,6 @@ import (
 // ranks in several groups, a rank with no call or a failed communicator, ranks whose launch
 // counts differ), which then takes the per-rank path.
 func launchTogether(comms []*Comm, calls map[*Comm][]*call) (bool, error) {
-	ok, err := launchTogether1(comms, calls)
-	if ok {
-		togetherLaunches.Add(1)
-	}
-	return ok, err
-}
-
-// togetherLaunches counts the launches launchTogether took (for tests).
-var togetherLaunches atomic.Int64
-
-func launchTogether1(comms []*Comm, calls map[*Comm][]*call) (bool, error) {
 	if len(comms) == 0 {
 		return false, nil
 	}
@@ -81,6 +70,7 @@ func launchTogether1(comms []*Comm, calls map[*Comm][]*call) (bool, error) {
 		c.gen++
 	}
 	unlock()
+	togetherLaunches.Add(1)
 	fail := func(err error) error {
 		L.abort(err)
 		for _, c := range byRank {
@@ -150,3 +140,6 @@ func launchTogether1(comms []*Comm, calls map[*Comm][]*call) (bool, error) {
 	}
 	return true, nil
 }
+
+// togetherLaunches counts the launches launchTogether took (for tests).
+var togetherLaunches atomic.Int64
