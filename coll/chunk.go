@@ -1,20 +1,16 @@
 package coll
 
-import (
-	"github.com/simccl/simccl/tuning"
-)
-
 // Protocol buffer defaults per connection (NCCL 2.30.7, fact sheet §6.1): LL 8 lines/thread × 512
 // threads × 8 steps × 16 B; LL128 120 u64/thread × 640 threads × 8 steps × 8 B; Simple 4 MiB
 // (DEFAULT_BUFFSIZE).
-var DefaultBuffSize = [tuning.NumProtos]int64{
-	tuning.LL:     8 * 512 * NCCLSteps * 16,
-	tuning.LL128:  120 * 640 * NCCLSteps * 8,
-	tuning.Simple: 4 << 20,
+var DefaultBuffSize = [NumProtos]int64{
+	LL:     8 * 512 * NCCLSteps * 16,
+	LL128:  120 * 640 * NCCLSteps * 8,
+	Simple: 4 << 20,
 }
 
 // protoGrain is the granularity chunk sizes are rounded down to (NCCL 2.30.7, fact sheet §5.7/§6.1).
-var protoGrain = [tuning.NumProtos]int64{tuning.LL: 16, tuning.LL128: 1920, tuning.Simple: 512}
+var protoGrain = [NumProtos]int64{LL: 16, LL128: 1920, Simple: 512}
 
 // DefaultP2PChunkSize is NCCL_P2P_NET_CHUNKSIZE / NCCL_P2P_PCI_CHUNKSIZE (128 KiB, NCCL 2.30.7, fact
 // sheet §5.8), used for SendRecv/AllToAll when the plan gives no chunk size.
@@ -23,10 +19,10 @@ const DefaultP2PChunkSize = 128 << 10
 // RingChunkSteps returns (chunkSteps, sliceSteps) for a function and algorithm with protocol
 // Simple (NCCL 2.30.7 calcCollChunking, fact sheet §5.7): Ring AllReduce/AllGather/ReduceScatter use
 // NCCL_STEPS/2 and NCCL_STEPS/4; everything else 1 and 1. LL and LL128 always use 1 and 1.
-func RingChunkSteps(f tuning.Func, a tuning.Algo, p tuning.Proto) (chunkSteps, sliceSteps int) {
-	if p == tuning.Simple && a == tuning.Ring {
+func RingChunkSteps(f Func, a Algo, p Proto) (chunkSteps, sliceSteps int) {
+	if p == Simple && a == Ring {
 		switch f {
-		case tuning.AllReduce, tuning.AllGather, tuning.ReduceScatter:
+		case AllReduce, AllGather, ReduceScatter:
 			return NCCLSteps / 2, NCCLSteps / 4
 		}
 	}
@@ -40,22 +36,22 @@ const NVLSChunkSize = 128 << 10
 // (fact sheet §5.7): stepSize×chunkSteps, LL halved (8-byte data per 16-byte line), LL128 ×15/16
 // (120 of 128 bytes); NVLS at most NCCL_NVLS_CHUNKSIZE, CollNetChain at most 256 KiB; rounded
 // down to the protocol grain.
-func DefaultChunkSize(f tuning.Func, a tuning.Algo, p tuning.Proto, buffSize int64) int64 {
+func DefaultChunkSize(f Func, a Algo, p Proto, buffSize int64) int64 {
 	if buffSize <= 0 {
 		buffSize = DefaultBuffSize[p]
 	}
 	cs, _ := RingChunkSteps(f, a, p)
 	chunk := buffSize / NCCLSteps * int64(cs)
 	switch p {
-	case tuning.LL:
+	case LL:
 		chunk /= 2
-	case tuning.LL128:
+	case LL128:
 		chunk = chunk / 16 * 15
 	}
 	switch a {
-	case tuning.NVLS, tuning.NVLSTree:
+	case NVLS, NVLSTree:
 		chunk = min64(chunk, NVLSChunkSize)
-	case tuning.CollNetChain:
+	case CollNetChain:
 		chunk = min64(chunk, 256<<10)
 	}
 	chunk = chunk / protoGrain[p] * protoGrain[p]
@@ -67,11 +63,11 @@ func DefaultChunkSize(f tuning.Func, a tuning.Algo, p tuning.Proto, buffSize int
 
 // WireBytes is how many bytes a message of payload bytes occupies on the wire (fact sheet §6.1):
 // LL sends 8 data bytes per 16-byte line, LL128 120 per 128-byte line, Simple the payload itself.
-func WireBytes(p tuning.Proto, payload int64) int64 {
+func WireBytes(p Proto, payload int64) int64 {
 	switch p {
-	case tuning.LL:
+	case LL:
 		return divUp(payload, 8) * 16
-	case tuning.LL128:
+	case LL128:
 		return divUp(payload, 120) * 128
 	}
 	return payload
@@ -97,7 +93,7 @@ func max64(a, b int64) int64 {
 
 // chunking is how one operation cuts its data (all sizes in elements).
 type chunking struct {
-	proto         tuning.Proto
+	proto         Proto
 	elt           int64 // element size in bytes
 	chunkElems    int64 // payload elements per chunk
 	slicesPerChk  int   // Simple: chunkSteps/sliceSteps
@@ -114,7 +110,7 @@ func (ck *chunking) slices(nelem int64) []int64 {
 	if nelem < 0 {
 		nelem = 0
 	}
-	if ck.proto != tuning.Simple || ck.slicesPerChk <= 1 {
+	if ck.proto != Simple || ck.slicesPerChk <= 1 {
 		return []int64{nelem}
 	}
 	spc := int64(ck.slicesPerChk)

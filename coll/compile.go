@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-
-	"github.com/simccl/simccl/tuning"
 )
 
 // ErrUnsupported reports a function × algorithm combination Compile does not model.
@@ -20,17 +18,17 @@ const MaxChannels = 64
 const MaxSteps = 5_000_000
 
 // Supported reports whether Compile models function f with algorithm a.
-func Supported(f tuning.Func, a tuning.Algo) bool {
-	if f == tuning.SendRecv || f == tuning.AllToAll {
+func Supported(f Func, a Algo) bool {
+	if f == SendRecv || f == AllToAll {
 		return true // grouped point-to-point: no collective algorithm
 	}
 	switch a {
-	case tuning.Ring:
-		return f <= tuning.AllReduce
-	case tuning.Tree:
-		return f == tuning.AllReduce
-	case tuning.PAT:
-		return f == tuning.AllGather || f == tuning.ReduceScatter
+	case Ring:
+		return f <= AllReduce
+	case Tree:
+		return f == AllReduce
+	case PAT:
+		return f == AllGather || f == ReduceScatter
 	}
 	return false
 }
@@ -38,12 +36,12 @@ func Supported(f tuning.Func, a tuning.Algo) bool {
 // NeedsSwitches reports whether Compile models f with a, through switch endpoints (Schedule.Switches,
 // rule 6 of the contract): NVLS AllReduce, AllGather and ReduceScatter within one node, and
 // NVLSTree and CollNetChain AllReduce. Executors that do not run switch programs should use Supported alone.
-func NeedsSwitches(f tuning.Func, a tuning.Algo) bool {
+func NeedsSwitches(f Func, a Algo) bool {
 	switch a {
-	case tuning.NVLS:
-		return f == tuning.AllReduce || f == tuning.AllGather || f == tuning.ReduceScatter
-	case tuning.NVLSTree, tuning.CollNetChain:
-		return f == tuning.AllReduce
+	case NVLS:
+		return f == AllReduce || f == AllGather || f == ReduceScatter
+	case NVLSTree, CollNetChain:
+		return f == AllReduce
 	}
 	return false
 }
@@ -70,14 +68,14 @@ func Compile(plans ...Plan) (*Schedule, error) {
 			nch = c
 		}
 		if p.NRanks > 1 && NeedsSwitches(p.Func, p.Algo) {
-			if p.Algo == tuning.NVLS || p.Algo == tuning.NVLSTree {
+			if p.Algo == NVLS || p.Algo == NVLSTree {
 				nn := max(1, p.NNodes)
 				if nvlsNodes != 0 && nn != nvlsNodes {
 					return nil, fmt.Errorf("coll: Compile: operation %d puts NVLS on %d nodes, an earlier one on %d", i, nn, nvlsNodes)
 				}
 				nvlsNodes = nn
 			}
-			collnet = collnet || p.Algo == tuning.CollNetChain
+			collnet = collnet || p.Algo == CollNetChain
 		}
 	}
 	for node := 0; node < nvlsNodes; node++ { // one NVSwitch per node
@@ -144,13 +142,13 @@ func (p *Plan) check() error {
 			return fmt.Errorf("parts sum to %d, count is %d", sum, p.Count)
 		}
 	}
-	if p.Proto < 0 || p.Proto >= tuning.NumProtos {
+	if p.Proto < 0 || p.Proto >= NumProtos {
 		return fmt.Errorf("protocol %v unknown", p.Proto)
 	}
-	if p.Algo < 0 || p.Algo >= tuning.NumAlgos {
+	if p.Algo < 0 || p.Algo >= NumAlgos {
 		return fmt.Errorf("algorithm %v unknown", p.Algo)
 	}
-	if p.Func < 0 || p.Func > tuning.AllToAll {
+	if p.Func < 0 || p.Func > AllToAll {
 		return fmt.Errorf("function %v unknown", p.Func)
 	}
 	if !Supported(p.Func, p.Algo) && !NeedsSwitches(p.Func, p.Algo) {
@@ -164,10 +162,10 @@ func (p *Plan) check() error {
 	}
 	for pr, s := range p.BuffSize {
 		if s < 0 || (s > 0 && s < NCCLSteps*protoGrain[pr]) {
-			return fmt.Errorf("buffer size %d for %v: want 0 (default) or at least %d", s, tuning.Proto(pr), NCCLSteps*protoGrain[pr])
+			return fmt.Errorf("buffer size %d for %v: want 0 (default) or at least %d", s, Proto(pr), NCCLSteps*protoGrain[pr])
 		}
 	}
-	if p.Func == tuning.Broadcast || p.Func == tuning.Reduce {
+	if p.Func == Broadcast || p.Func == Reduce {
 		if p.Root < 0 || p.Root >= n {
 			return fmt.Errorf("root %d out of range 0..%d", p.Root, n-1)
 		}
@@ -198,14 +196,14 @@ func (p *Plan) check() error {
 	if p.NNodes < 0 || (p.NNodes > 0 && n%p.NNodes != 0) {
 		return fmt.Errorf("NNodes %d does not divide %d ranks", p.NNodes, n)
 	}
-	if NeedsSwitches(p.Func, p.Algo) && p.Proto != tuning.Simple {
+	if NeedsSwitches(p.Func, p.Algo) && p.Proto != Simple {
 		return fmt.Errorf("%w: %v with %v (NVLS and CollNet run Simple only, fact sheet §5.4)", ErrUnsupported, p.Algo, p.Proto)
 	}
-	if p.Algo == tuning.NVLS && p.NNodes > 1 {
+	if p.Algo == NVLS && p.NNodes > 1 {
 		return fmt.Errorf("%w: NVLS across %d nodes (use NVLSTree)", ErrUnsupported, p.NNodes)
 	}
 	var transferBytes int64
-	if p.Func == tuning.SendRecv {
+	if p.Func == SendRecv {
 		for i, t := range p.Transfers {
 			if t.From < 0 || t.From >= n || t.To < 0 || t.To >= n {
 				return fmt.Errorf("transfer %d: %d→%d out of range 0..%d", i, t.From, t.To, n-1)
@@ -234,17 +232,17 @@ func (p *Plan) check() error {
 	chunks := func(bytes float64) float64 { return math.Ceil(bytes/float64(chunk)) + nc }
 	var est float64
 	switch {
-	case len(p.Transfers) > 0 && p.Func == tuning.SendRecv:
+	case len(p.Transfers) > 0 && p.Func == SendRecv:
 		for _, t := range p.Transfers {
 			est += 2 * chunks(float64(t.Count)*elt)
 		}
-	case p.Func == tuning.SendRecv:
+	case p.Func == SendRecv:
 		est = 2 * nr * chunks(float64(p.Count)*elt)
-	case p.Func == tuning.AllToAll:
+	case p.Func == AllToAll:
 		est = 2 * nr * nr * chunks(float64(p.Count)*elt)
 	default:
 		bytes := float64(p.Count) * elt
-		if p.Func == tuning.AllGather || p.Func == tuning.ReduceScatter {
+		if p.Func == AllGather || p.Func == ReduceScatter {
 			bytes *= nr
 		}
 		est = chunks(bytes)*4*nr + 4*nr*nr*nc
@@ -438,20 +436,20 @@ func (b *builder) addOp(p *Plan) error {
 		RedOp: p.Op, OpName: p.Op.String(), Root: p.Root, ChannelLo: p.ChannelLo, NChannels: p.nChannels(), ChunkSize: ck.chunkElems * elt}
 	size := p.Count * elt
 	switch p.Func {
-	case tuning.AllReduce, tuning.Broadcast, tuning.Reduce:
+	case AllReduce, Broadcast, Reduce:
 		op.SendBytes, op.RecvBytes = size, size
-	case tuning.AllGather:
+	case AllGather:
 		op.SendBytes, op.RecvBytes, op.InPlaceStride = size, size*int64(n), size
-	case tuning.ReduceScatter:
+	case ReduceScatter:
 		op.SendBytes, op.RecvBytes, op.InPlaceStride = size*int64(n), size, size
-	case tuning.AllToAll:
+	case AllToAll:
 		op.SendBytes, op.RecvBytes = size*int64(n), size*int64(n)
-	case tuning.SendRecv:
+	case SendRecv:
 		op.SendBytes, op.RecvBytes = sendRecvSizes(p)
 	}
 	b.s.Ops = append(b.s.Ops, op)
 	switch p.Func {
-	case tuning.SendRecv, tuning.AllToAll:
+	case SendRecv, AllToAll:
 		return b.p2p(p)
 	}
 	if n == 1 {
@@ -461,20 +459,20 @@ func (b *builder) addOp(p *Plan) error {
 		return nil
 	}
 	switch p.Algo {
-	case tuning.Ring:
+	case Ring:
 		return b.ring(p, ck)
-	case tuning.Tree:
+	case Tree:
 		return b.tree(p, ck)
-	case tuning.PAT:
+	case PAT:
 		return b.pat(p, ck)
-	case tuning.NVLS:
-		if p.Func != tuning.AllReduce {
+	case NVLS:
+		if p.Func != AllReduce {
 			return b.nvlsGatherScatter(p, ck)
 		}
 		return b.nvls(p, ck)
-	case tuning.NVLSTree:
+	case NVLSTree:
 		return b.nvlsTree(p, ck)
-	case tuning.CollNetChain:
+	case CollNetChain:
 		return b.collnetChain(p, ck)
 	}
 	return fmt.Errorf("%w: algorithm %v", ErrUnsupported, p.Algo)
@@ -547,7 +545,7 @@ func (b *builder) ring(p *Plan, ck *chunking) error {
 			next, prev := at(r, 1), at(r, n-1)
 			bref := func(k BufKind, e int64) *BufRef { return &BufRef{Buf: k, Offset: e * elt} }
 			switch p.Func {
-			case tuning.AllReduce:
+			case AllReduce:
 				chunkCount := ck.chunkElems
 				loopCount := int64(n) * chunkCount
 				loop := 0
@@ -579,14 +577,14 @@ func (b *builder) ring(p *Plan, ck *chunking) error {
 					b.emit(ck, call{rank: r, ch: c, prim: Recv, recvFrom: []int{prev}, dst: bref(BufRecv, o), nelem: ne, chunk: ci})
 					loop++
 				}
-			case tuning.AllGather, tuning.ReduceScatter:
+			case AllGather, ReduceScatter:
 				count := p.Count
 				ci := 0
 				for eo := int64(0); eo < cnt; eo += ck.chunkElems {
 					ne := min64(ck.chunkElems, cnt-eo)
 					data := part + eo
 					blk := func(k int) int64 { return data + int64(at(r, k))*count } // block of the k-th rank after r
-					if p.Func == tuning.AllGather {
+					if p.Func == AllGather {
 						b.emit(ck, call{rank: r, ch: c, prim: CopySend, sendTo: []int{next}, src: bref(BufSend, data), dst: bref(BufRecv, blk(0)), nelem: ne, chunk: ci})
 						for j := 1; j < n-1; j++ {
 							b.emit(ck, call{rank: r, ch: c, prim: RecvCopySend, recvFrom: []int{prev}, sendTo: []int{next}, dst: bref(BufRecv, blk(n-j)), nelem: ne, chunk: ci})
@@ -601,13 +599,13 @@ func (b *builder) ring(p *Plan, ck *chunking) error {
 					}
 					ci++
 				}
-			case tuning.Broadcast, tuning.Reduce:
+			case Broadcast, Reduce:
 				ci := 0
 				for eo := int64(0); eo < cnt; eo += ck.chunkElems {
 					ne := min64(ck.chunkElems, cnt-eo)
 					o := part + eo
 					cl := call{rank: r, ch: c, nelem: ne, chunk: ci}
-					if p.Func == tuning.Broadcast {
+					if p.Func == Broadcast {
 						switch {
 						case r == p.Root:
 							cl.prim, cl.sendTo, cl.src, cl.dst = CopySend, []int{next}, bref(BufSend, o), bref(BufRecv, o)
@@ -650,7 +648,7 @@ func (b *builder) tree(p *Plan, ck *chunking) error {
 			return err
 		}
 		// Channel c uses tree c%2, as channels and their twins alternate the double binary tree.
-		trees = make([]Tree, p.ChannelLo+nch)
+		trees = make([]ChannelTree, p.ChannelLo+nch)
 		for c := range trees {
 			trees[c] = t[c%2]
 		}

@@ -37,7 +37,7 @@
 //
 // Usage:
 //
-//	s, err := coll.Compile(coll.Plan{Func: tuning.AllReduce, Algo: tuning.Ring, Proto: tuning.Simple,
+//	s, err := coll.Compile(coll.Plan{Func: AllReduce, Algo: Ring, Proto: Simple,
 //		NRanks: 8, Count: 1 << 20, DataType: coll.Float32, NChannels: 2})
 //	sum := coll.Summarize(s)              // bytes and messages per rank
 //	coll.WriteText(os.Stdout, s, coll.DumpOptions{Steps: true})

@@ -5,16 +5,14 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/simccl/simccl/tuning"
 )
 
 func TestJSONRoundTrip(t *testing.T) {
 	s, err := Compile(
-		Plan{Func: tuning.AllReduce, Algo: tuning.Tree, Proto: tuning.LL, NRanks: 4, Count: 1000, DataType: Bfloat16, Op: Avg, NChannels: 2},
-		Plan{Func: tuning.Broadcast, Algo: tuning.Ring, Proto: tuning.Simple, NRanks: 4, Count: 77, DataType: Int8, Root: 3},
-		Plan{Func: tuning.AllReduce, Algo: tuning.NVLS, Proto: tuning.Simple, NRanks: 4, Count: 500, DataType: Float32},
-		Plan{Func: tuning.AllReduce, Algo: tuning.CollNetChain, Proto: tuning.Simple, NRanks: 4, NNodes: 2, Count: 500, DataType: Float32},
+		Plan{Func: AllReduce, Algo: Tree, Proto: LL, NRanks: 4, Count: 1000, DataType: Bfloat16, Op: Avg, NChannels: 2},
+		Plan{Func: Broadcast, Algo: Ring, Proto: Simple, NRanks: 4, Count: 77, DataType: Int8, Root: 3},
+		Plan{Func: AllReduce, Algo: NVLS, Proto: Simple, NRanks: 4, Count: 500, DataType: Float32},
+		Plan{Func: AllReduce, Algo: CollNetChain, Proto: Simple, NRanks: 4, NNodes: 2, Count: 500, DataType: Float32},
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +42,7 @@ func TestJSONRoundTrip(t *testing.T) {
 }
 
 func TestWriteTextAndSummary(t *testing.T) {
-	p := Plan{Func: tuning.AllReduce, Algo: tuning.Ring, Proto: tuning.Simple, NRanks: 4, Count: 1 << 20, DataType: Float32, NChannels: 2}
+	p := Plan{Func: AllReduce, Algo: Ring, Proto: Simple, NRanks: 4, Count: 1 << 20, DataType: Float32, NChannels: 2}
 	s, err := Compile(p)
 	if err != nil {
 		t.Fatal(err)
@@ -75,9 +73,9 @@ func TestWriteTextAndSummary(t *testing.T) {
 // without panicking either.
 func FuzzReadJSON(f *testing.F) {
 	for _, p := range []Plan{
-		{Func: tuning.AllReduce, Algo: tuning.Ring, Proto: tuning.Simple, NRanks: 3, Count: 10, DataType: Float32},
-		{Func: tuning.AllReduce, Algo: tuning.NVLS, Proto: tuning.Simple, NRanks: 2, Count: 10, DataType: Float32},
-		{Func: tuning.SendRecv, Proto: tuning.LL, NRanks: 2, Count: 3, DataType: Int8},
+		{Func: AllReduce, Algo: Ring, Proto: Simple, NRanks: 3, Count: 10, DataType: Float32},
+		{Func: AllReduce, Algo: NVLS, Proto: Simple, NRanks: 2, Count: 10, DataType: Float32},
+		{Func: SendRecv, Proto: LL, NRanks: 2, Count: 3, DataType: Int8},
 	} {
 		s, err := Compile(p)
 		if err != nil {

@@ -4,13 +4,12 @@ import (
 	"fmt"
 
 	"github.com/simccl/simccl/coll"
-	"github.com/simccl/simccl/tuning"
 )
 
 // A 4-rank ring all-reduce of 1 MiB floats on 2 channels: each rank sends 2·3/4 of the 4 MiB
 // buffer, in 2 slices per chunk.
 func ExampleCompile() {
-	s, err := coll.Compile(coll.Plan{Func: tuning.AllReduce, Algo: tuning.Ring, Proto: tuning.Simple,
+	s, err := coll.Compile(coll.Plan{Func: coll.AllReduce, Algo: coll.Ring, Proto: coll.Simple,
 		NRanks: 4, Count: 1 << 20, DataType: coll.Float32, NChannels: 2})
 	if err != nil {
 		fmt.Println(err)

@@ -281,7 +281,7 @@ func runStep(s *Schedule, bufs [][]Buffers, opt ExecOptions, p *Program, st *Ste
 		copy(acc, src)
 		have = true
 	}
-	if st.Prim == Reduce {
+	if st.Prim == LocalReduce {
 		dst, err := slice(st.Dst)
 		if err != nil {
 			return err

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"testing"
-
-	"github.com/simccl/simccl/tuning"
 )
 
 // inputs fills every rank's send buffer with small integers (exact in float64 for every reduction).
@@ -51,41 +49,41 @@ func expectedSent(p *Plan, s *Schedule) (perRank []int64, total int64) {
 		return perRank, 0
 	}
 	switch {
-	case p.Algo == tuning.NVLS && p.Func == tuning.AllGather:
+	case p.Algo == NVLS && p.Func == AllGather:
 		for r := range perRank {
 			perRank[r] = S // each block goes to the switch once, which multicasts it
 		}
 		return perRank, n * S
-	case p.Algo == tuning.NVLS && p.Func == tuning.ReduceScatter:
+	case p.Algo == NVLS && p.Func == ReduceScatter:
 		for r := range perRank {
 			perRank[r] = n * S // every block to the switch, which reduces it
 		}
 		return perRank, n * n * S
-	case p.Algo == tuning.NVLS && p.Func == tuning.AllReduce:
+	case p.Algo == NVLS && p.Func == AllReduce:
 		// Every rank scatters the buffer to the switch; the heads send each reduced chunk back once.
 		return nil, (n + 1) * S
-	case p.Algo == tuning.NVLSTree:
+	case p.Algo == NVLSTree:
 		// Scatter n·S; heads send each chunk up and down every inter-node edge and to their switch.
 		nn := int64(max(1, p.NNodes))
 		return nil, n*S + 2*(nn-1)*S + nn*S
-	case p.Algo == tuning.CollNetChain && p.Func == tuning.AllReduce:
+	case p.Algo == CollNetChain && p.Func == AllReduce:
 		// Each node: the chain carries S up and down over ppn−1 links, the head sends S to the network.
 		nn := int64(max(1, p.NNodes))
 		return nil, (2*n - nn) * S
 	}
 	switch p.Func {
-	case tuning.AllReduce:
+	case AllReduce:
 		// Ring: every chunk crosses n−1 links reducing and n−1 links gathering; tree: every edge
 		// carries the buffer up and down once.
 		return nil, 2 * (n - 1) * S
-	case tuning.AllGather, tuning.ReduceScatter, tuning.AllToAll:
+	case AllGather, ReduceScatter, AllToAll:
 		for r := range perRank {
 			perRank[r] = (n - 1) * S
 		}
 		return perRank, n * (n - 1) * S
-	case tuning.Broadcast, tuning.Reduce:
+	case Broadcast, Reduce:
 		return nil, (n - 1) * S
-	case tuning.SendRecv:
+	case SendRecv:
 		for r := range perRank {
 			if (p.Peer % int(n)) != 0 {
 				perRank[r] = S
@@ -136,7 +134,7 @@ func runPlan(t *testing.T, p Plan, opt ExecOptions) (*Schedule, *ExecStats) {
 		if inPlace {
 			_, ro := op.InPlaceOffsets(r)
 			got = got[ro/elt : ro/elt+op.RecvBytes/elt]
-			if p.Func == tuning.Reduce && r != p.Root {
+			if p.Func == Reduce && r != p.Root {
 				continue // in place, a non-root's buffer holds its input
 			}
 		}
@@ -151,16 +149,16 @@ func runPlan(t *testing.T, p Plan, opt ExecOptions) (*Schedule, *ExecStats) {
 
 func TestCollectivesMatchDefinition(t *testing.T) {
 	type combo struct {
-		f tuning.Func
-		a tuning.Algo
+		f Func
+		a Algo
 	}
 	combos := []combo{
-		{tuning.AllReduce, tuning.Ring}, {tuning.AllGather, tuning.Ring}, {tuning.ReduceScatter, tuning.Ring},
-		{tuning.Broadcast, tuning.Ring}, {tuning.Reduce, tuning.Ring}, {tuning.AllReduce, tuning.Tree},
-		{tuning.AllToAll, tuning.Ring}, {tuning.SendRecv, tuning.Ring},
-		{tuning.AllGather, tuning.PAT}, {tuning.ReduceScatter, tuning.PAT},
-		{tuning.AllReduce, tuning.NVLS}, {tuning.AllReduce, tuning.CollNetChain},
-		{tuning.AllGather, tuning.NVLS}, {tuning.ReduceScatter, tuning.NVLS}, {tuning.AllReduce, tuning.NVLSTree},
+		{AllReduce, Ring}, {AllGather, Ring}, {ReduceScatter, Ring},
+		{Broadcast, Ring}, {Reduce, Ring}, {AllReduce, Tree},
+		{AllToAll, Ring}, {SendRecv, Ring},
+		{AllGather, PAT}, {ReduceScatter, PAT},
+		{AllReduce, NVLS}, {AllReduce, CollNetChain},
+		{AllGather, NVLS}, {ReduceScatter, NVLS}, {AllReduce, NVLSTree},
 	}
 	counts := []int64{0, 1, 7, 131, 1003}
 	ops := []RedOp{Sum, Prod, Max, Min, Avg}
@@ -169,21 +167,21 @@ func TestCollectivesMatchDefinition(t *testing.T) {
 		for n := 1; n <= 9; n++ {
 			for _, count := range counts {
 				for nch := 1; nch <= 4; nch++ {
-					for proto := tuning.Proto(0); proto < tuning.NumProtos; proto++ {
-						if proto == tuning.LL128 && (cb.f == tuning.SendRecv || cb.f == tuning.AllToAll) {
+					for proto := Proto(0); proto < NumProtos; proto++ {
+						if proto == LL128 && (cb.f == SendRecv || cb.f == AllToAll) {
 							continue
 						}
-						if NeedsSwitches(cb.f, cb.a) && proto != tuning.Simple {
+						if NeedsSwitches(cb.f, cb.a) && proto != Simple {
 							continue
 						}
 						// Small chunks (in bytes) so that a few hundred elements span many chunks and loops.
 						chunk := []int64{0, 64, 48}[int(proto)]
-						if proto == tuning.LL128 {
+						if proto == LL128 {
 							chunk = 0
 						}
 						p := Plan{Func: cb.f, Algo: cb.a, Proto: proto, NRanks: n, Count: count, DataType: Float32,
 							Op: ops[(n+int(count))%len(ops)], Root: (n * 5) % n, NChannels: nch, ChunkSize: chunk, Peer: 1 + n%3}
-						if cb.a == tuning.CollNetChain || cb.a == tuning.NVLSTree {
+						if cb.a == CollNetChain || cb.a == NVLSTree {
 							p.NNodes = n
 							for _, d := range []int{3, 2} {
 								if n%d == 0 && n > d {
@@ -192,12 +190,12 @@ func TestCollectivesMatchDefinition(t *testing.T) {
 								}
 							}
 						}
-						if proto == tuning.Simple {
+						if proto == Simple {
 							// A small Simple buffer so that ring slices and credits come into play.
-							p.BuffSize[tuning.Simple] = 8 * 512
+							p.BuffSize[Simple] = 8 * 512
 						}
 						name := fmt.Sprintf("%v/%v/n%d/c%d/ch%d/%v", cb.f, cb.a, n, count, nch, proto)
-						opt := ExecOptions{InPlace: (n+nch)%2 == 0 && cb.f < tuning.SendRecv, Sequential: (int(count)+nch)%2 == 1}
+						opt := ExecOptions{InPlace: (n+nch)%2 == 0 && cb.f < SendRecv, Sequential: (int(count)+nch)%2 == 1}
 						s, st := runPlan(t, p, opt)
 						runs++
 						per, total := expectedSent(&p, s)
@@ -207,7 +205,7 @@ func TestCollectivesMatchDefinition(t *testing.T) {
 							if per != nil && rs.SentBytes != per[r] {
 								t.Fatalf("%s: rank %d sent %d bytes, want %d", name, r, rs.SentBytes, per[r])
 							}
-							if proto == tuning.Simple && rs.SentWire != rs.SentBytes {
+							if proto == Simple && rs.SentWire != rs.SentBytes {
 								t.Fatalf("%s: Simple wire %d != payload %d", name, rs.SentWire, rs.SentBytes)
 							}
 							if rs.SentWire < rs.SentBytes {
@@ -241,7 +239,7 @@ func TestCollectivesMatchDefinition(t *testing.T) {
 func TestRingAllReducePerRankBytes(t *testing.T) {
 	for n := 2; n <= 9; n++ {
 		count := int64(n * 4 * 1024)
-		p := Plan{Func: tuning.AllReduce, Algo: tuning.Ring, Proto: tuning.Simple, NRanks: n, Count: count, DataType: Float32, NChannels: 2}
+		p := Plan{Func: AllReduce, Algo: Ring, Proto: Simple, NRanks: n, Count: count, DataType: Float32, NChannels: 2}
 		_, st := runPlan(t, p, ExecOptions{})
 		want := 2 * int64(n-1) * count * 4 / int64(n)
 		for r, rs := range st.Ranks {
@@ -256,7 +254,7 @@ func TestRingAllReducePerRankBytes(t *testing.T) {
 func TestTreeAllReducePerRankBytes(t *testing.T) {
 	for n := 2; n <= 9; n++ {
 		count := int64(3000)
-		p := Plan{Func: tuning.AllReduce, Algo: tuning.Tree, Proto: tuning.Simple, NRanks: n, Count: count, DataType: Float64, NChannels: 1, ChunkSize: 1024}
+		p := Plan{Func: AllReduce, Algo: Tree, Proto: Simple, NRanks: n, Count: count, DataType: Float64, NChannels: 1, ChunkSize: 1024}
 		s, st := runPlan(t, p, ExecOptions{})
 		_ = s
 		tr, _ := BuildTrees([][]int{{0}}, n, 1, PatternBalancedTree)
@@ -275,30 +273,30 @@ func TestTreeAllReducePerRankBytes(t *testing.T) {
 // TestMessageCountMatchesProxySteps checks Ring Simple against NCCL's proxy step count (fact sheet
 // §5.7): per channel nsteps = stepsPerLoop × loops × chunkSteps, posted sliceSteps at a time.
 func TestMessageCountMatchesProxySteps(t *testing.T) {
-	for _, f := range []tuning.Func{tuning.AllReduce, tuning.AllGather, tuning.ReduceScatter, tuning.Broadcast} {
+	for _, f := range []Func{AllReduce, AllGather, ReduceScatter, Broadcast} {
 		for _, n := range []int{2, 3, 8} {
 			for _, mib := range []int64{1, 13, 64} {
 				nch := 2
 				count := mib << 20 / 4
-				if f == tuning.AllGather || f == tuning.ReduceScatter {
+				if f == AllGather || f == ReduceScatter {
 					count /= int64(n)
 				}
-				p := Plan{Func: f, Algo: tuning.Ring, Proto: tuning.Simple, NRanks: n, Count: count, DataType: Float32, NChannels: nch}
+				p := Plan{Func: f, Algo: Ring, Proto: Simple, NRanks: n, Count: count, DataType: Float32, NChannels: nch}
 				s, err := Compile(p)
 				if err != nil {
 					t.Fatal(err)
 				}
-				cs, ss := RingChunkSteps(f, tuning.Ring, tuning.Simple)
-				chunk := DefaultChunkSize(f, tuning.Ring, tuning.Simple, 0)
+				cs, ss := RingChunkSteps(f, Ring, Simple)
+				chunk := DefaultChunkSize(f, Ring, Simple, 0)
 				var stepsPerLoop, chunksPerLoop int64 = int64(n - 1), int64(n)
 				switch f {
-				case tuning.AllReduce:
+				case AllReduce:
 					stepsPerLoop = int64(2 * (n - 1))
-				case tuning.Broadcast:
+				case Broadcast:
 					stepsPerLoop, chunksPerLoop = 1, 1
 				}
 				bytes := count * 4
-				if f == tuning.AllGather || f == tuning.ReduceScatter {
+				if f == AllGather || f == ReduceScatter {
 					bytes *= int64(n)
 				}
 				loops := divUp(bytes, int64(nch)*chunksPerLoop*chunk)
@@ -320,7 +318,7 @@ func TestMessageCountMatchesProxySteps(t *testing.T) {
 
 func TestDeadlockIsReported(t *testing.T) {
 	// Two ranks that both receive before sending.
-	s := &Schedule{NRanks: 2, NChannels: 1, Ops: []Op{{Func: tuning.SendRecv, DataType: Float32, SendBytes: 4, RecvBytes: 4}},
+	s := &Schedule{NRanks: 2, NChannels: 1, Ops: []Op{{Func: SendRecv, DataType: Float32, SendBytes: 4, RecvBytes: 4}},
 		Conns: []Conn{{ID: 0, From: 0, To: 1, Messages: 1}, {ID: 1, From: 1, To: 0, Messages: 1}}}
 	for r := 0; r < 2; r++ {
 		in, out := 1-r, r
@@ -340,11 +338,11 @@ func TestDeadlockIsReported(t *testing.T) {
 func TestGroup(t *testing.T) {
 	n := 5
 	plans := []Plan{
-		{Func: tuning.AllReduce, Algo: tuning.Tree, Proto: tuning.LL, NRanks: n, Count: 999, DataType: Float32, NChannels: 2, ChunkSize: 256},
-		{Func: tuning.AllGather, Algo: tuning.Ring, Proto: tuning.Simple, NRanks: n, Count: 333, DataType: Int32, NChannels: 3, ChunkSize: 512,
+		{Func: AllReduce, Algo: Tree, Proto: LL, NRanks: n, Count: 999, DataType: Float32, NChannels: 2, ChunkSize: 256},
+		{Func: AllGather, Algo: Ring, Proto: Simple, NRanks: n, Count: 333, DataType: Int32, NChannels: 3, ChunkSize: 512,
 			ChannelLo: 2, Parts: []int64{300, 0, 33}},
-		{Func: tuning.AllReduce, Algo: tuning.Ring, Proto: tuning.LL128, NRanks: n, Count: 4000, DataType: Float64, Op: Max, NChannels: 1},
-		{Func: tuning.SendRecv, NRanks: n, Count: 100, DataType: Float32, Proto: tuning.Simple, NChannels: 4, Transfers: []Transfer{
+		{Func: AllReduce, Algo: Ring, Proto: LL128, NRanks: n, Count: 4000, DataType: Float64, Op: Max, NChannels: 1},
+		{Func: SendRecv, NRanks: n, Count: 100, DataType: Float32, Proto: Simple, NChannels: 4, Transfers: []Transfer{
 			{From: 0, To: 3, Count: 10, NChannels: 1, LL: true}, {From: 3, To: 0, Count: 20, NChannels: 2, ChunkSize: 16},
 			{From: 2, To: 2, Count: 5}, {From: 1, To: 4, Count: 0}}},
 	}
@@ -399,7 +397,7 @@ func TestGroup(t *testing.T) {
 	for c := 0; c < s.NChannels; c++ {
 		for _, st := range s.Program(0, c).Steps {
 			if st.Op == 3 && st.Prim == Send {
-				if st.Proto != tuning.LL {
+				if st.Proto != LL {
 					t.Errorf("0→3 step on channel %d uses %v", c, st.Proto)
 				}
 				chans[c] = true
@@ -420,19 +418,19 @@ func TestGroup(t *testing.T) {
 }
 
 func TestBadPlans(t *testing.T) {
-	base := Plan{Func: tuning.AllReduce, Algo: tuning.Ring, Proto: tuning.Simple, NRanks: 4, Count: 100, DataType: Float32}
+	base := Plan{Func: AllReduce, Algo: Ring, Proto: Simple, NRanks: 4, Count: 100, DataType: Float32}
 	cases := map[string]func(p *Plan){
 		"NRanks":    func(p *Plan) { p.NRanks = 0 },
 		"count":     func(p *Plan) { p.Count = -1 },
 		"NChannels": func(p *Plan) { p.NChannels = 65 },
-		"root":      func(p *Plan) { p.Func = tuning.Broadcast; p.Root = 4 },
+		"root":      func(p *Plan) { p.Func = Broadcast; p.Root = 4 },
 		"ring of channel 0": func(p *Plan) {
 			p.Rings = [][]int{{0, 1, 1, 2}}
 		},
-		"unsupported":     func(p *Plan) { p.Algo = tuning.CollNetDirect },
-		"NVLS across":     func(p *Plan) { p.Algo = tuning.NVLS; p.NNodes = 2 },
-		"Simple only":     func(p *Plan) { p.Algo = tuning.CollNetChain; p.Proto = tuning.LL },
-		"NVLS across 2":   func(p *Plan) { p.Algo = tuning.NVLS; p.Func = tuning.AllGather; p.NNodes = 2 },
+		"unsupported":     func(p *Plan) { p.Algo = CollNetDirect },
+		"NVLS across":     func(p *Plan) { p.Algo = NVLS; p.NNodes = 2 },
+		"Simple only":     func(p *Plan) { p.Algo = CollNetChain; p.Proto = LL },
+		"NVLS across 2":   func(p *Plan) { p.Algo = NVLS; p.Func = AllGather; p.NNodes = 2 },
 		"NNodes 3":        func(p *Plan) { p.NNodes = 3 },
 		"parts sum":       func(p *Plan) { p.NChannels = 2; p.Parts = []int64{50, 40} },
 		"channels 63..64": func(p *Plan) { p.NChannels = 2; p.ChannelLo = 63 },

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-
-	"github.com/simccl/simccl/tuning"
 )
 
 // UnmarshalJSON reads an Op and restores its enumerations from their names.
@@ -16,13 +14,13 @@ func (o *Op) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	var err error
-	if p.Func, err = tuning.ParseFunc(p.FuncName); err != nil {
+	if p.Func, err = ParseFunc(p.FuncName); err != nil {
 		return fmt.Errorf("coll: op: %w", err)
 	}
-	if p.Algo, err = tuning.ParseAlgo(p.AlgoName); err != nil {
+	if p.Algo, err = ParseAlgo(p.AlgoName); err != nil {
 		return fmt.Errorf("coll: op: %w", err)
 	}
-	if p.Proto, err = tuning.ParseProto(p.ProtoName); err != nil {
+	if p.Proto, err = ParseProto(p.ProtoName); err != nil {
 		return fmt.Errorf("coll: op: %w", err)
 	}
 	if p.DataType, err = ParseDataType(p.TypeName); err != nil {

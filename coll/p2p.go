@@ -3,8 +3,6 @@ package coll
 import (
 	"fmt"
 	"sort"
-
-	"github.com/simccl/simccl/tuning"
 )
 
 // p2pMsg is one rank-to-rank transfer of a SendRecv or AllToAll operation, with its place in both
@@ -25,7 +23,7 @@ func p2pMessages(p *Plan) []p2pMsg {
 	n := p.NRanks
 	var out []p2pMsg
 	switch {
-	case p.Func == tuning.AllToAll:
+	case p.Func == AllToAll:
 		for r := 0; r < n; r++ {
 			for j := 0; j < n; j++ {
 				out = append(out, p2pMsg{from: r, to: j, sendOff: int64(j) * p.Count, recvOff: int64(r) * p.Count, count: p.Count})
@@ -60,7 +58,7 @@ func p2pMessages(p *Plan) []p2pMsg {
 // ordered by ring distance (to−from mod n) as NCCL's p2p schedule orders peers, which keeps any
 // pattern deadlock-free. A transfer to self is a local copy.
 func (b *builder) p2p(p *Plan) error {
-	if p.Proto == tuning.LL128 {
+	if p.Proto == LL128 {
 		return fmt.Errorf("%w: %v over LL128 (NCCL's point-to-point uses LL or Simple, fact sheet §5.8)", ErrUnsupported, p.Func)
 	}
 	n := p.NRanks
@@ -69,7 +67,7 @@ func (b *builder) p2p(p *Plan) error {
 	chunkingFor := func(m p2pMsg) *chunking {
 		proto := p.Proto
 		if m.ll {
-			proto = tuning.LL
+			proto = LL
 		}
 		buff := p.BuffSize[proto]
 		if buff <= 0 {
@@ -80,7 +78,7 @@ func (b *builder) p2p(p *Plan) error {
 			chunk = p.ChunkSize
 		}
 		if chunk == 0 {
-			if proto == tuning.LL {
+			if proto == LL {
 				chunk = buff / NCCLSteps / 2 // one LL step of payload
 			} else {
 				chunk = min64(DefaultP2PChunkSize, buff/NCCLSteps)

@@ -1,9 +1,5 @@
 package coll
 
-import (
-	"github.com/simccl/simccl/tuning"
-)
-
 // pat compiles AllGather and ReduceScatter over PAT's peers (NCCL 2.23+ "Parallel Aggregated
 // Trees", one rank per node; fact sheet §4.7: binomial peers rank±2^k). Every rank's block travels
 // along its own binomial tree, rooted at the block's owner: relative to the owner, rank y receives
@@ -29,7 +25,7 @@ func (b *builder) pat(p *Plan, ck *chunking) error {
 	order := make([]int, n)
 	for i := range order {
 		order[i] = i
-		if p.Func == tuning.ReduceScatter {
+		if p.Func == ReduceScatter {
 			order[i] = n - 1 - i
 		}
 	}
@@ -55,7 +51,7 @@ func (b *builder) pat(p *Plan, ck *chunking) error {
 					}
 					blk := &BufRef{Buf: BufRecv, Offset: (int64(q)*count + data) * elt}
 					cl := call{rank: r, ch: c, nelem: ne, chunk: ci}
-					if p.Func == tuning.AllGather {
+					if p.Func == AllGather {
 						switch {
 						case y == 0:
 							cl.prim, cl.src, cl.dst, cl.sendTo = CopySend, &BufRef{Buf: BufSend, Offset: data * elt}, blk, children

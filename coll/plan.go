@@ -1,12 +1,8 @@
 package coll
 
-import (
-	"github.com/simccl/simccl/tuning"
-)
-
-// Tree is one channel's tree: for every rank its parent (Up, −1 at the root) and its children
+// ChannelTree is one channel's tree: for every rank its parent (Up, −1 at the root) and its children
 // (Down, at most NCCL_MAX_TREE_ARITY = 3, fact sheet §4.7).
-type Tree struct {
+type ChannelTree struct {
 	Up   []int   `json:"up"`
 	Down [][]int `json:"down"`
 }
@@ -26,7 +22,7 @@ type Transfer struct {
 // Plan is the input of Compile: one collective with the choices tuning made for it and the channel
 // topology search built.
 type Plan struct {
-	Func tuning.Func
+	Func Func
 	// Count is in elements as NCCL's API takes it: AllReduce/Broadcast/Reduce the buffer, AllGather the
 	// per-rank send count, ReduceScatter the per-rank receive count, AllToAll the count per peer,
 	// SendRecv the count each rank sends (unless Transfers is set).
@@ -42,8 +38,8 @@ type Plan struct {
 	// NNodes splits the ranks into nodes of NRanks/NNodes consecutive ranks (0 means 1 node). Only
 	// CollNetChain and NVLS read it; rings and trees already encode the node structure.
 	NNodes    int
-	Algo      tuning.Algo
-	Proto     tuning.Proto
+	Algo      Algo
+	Proto     Proto
 	NChannels int
 	// ChannelLo is the first channel the call uses (NCCL's channel{Lo..Hi}); channels
 	// ChannelLo..ChannelLo+NChannels−1 of the communicator carry it. Rings and Trees are indexed by
@@ -58,10 +54,10 @@ type Plan struct {
 	// grain); 0 derives it from the protocol defaults. SendRecv: the P2P chunk (§5.8), 0 = 128 KiB.
 	ChunkSize int64
 	// BuffSize per protocol (LL, LL128, Simple) in bytes; 0 means NCCL's default (§6.1).
-	BuffSize [tuning.NumProtos]int64
+	BuffSize [NumProtos]int64
 	// Rings: per channel the ring order over all ranks (Rings[c][i+1] follows Rings[c][i]); nil means
 	// the identity ring 0,1,…,n−1 on every channel.
 	Rings [][]int
 	// Trees: per channel the tree links; nil means BuildTrees over one rank per node.
-	Trees []Tree
+	Trees []ChannelTree
 }

@@ -2,8 +2,6 @@ package coll
 
 import (
 	"fmt"
-
-	"github.com/simccl/simccl/tuning"
 )
 
 // Reference computes what a collective must produce, from its definition alone (no schedule):
@@ -22,13 +20,13 @@ func Reference(p *Plan, send, recv [][]float64) error {
 	}
 	var sendLen, recvLen int64
 	switch p.Func {
-	case tuning.AllGather:
+	case AllGather:
 		sendLen, recvLen = cnt, cnt*int64(n)
-	case tuning.ReduceScatter:
+	case ReduceScatter:
 		sendLen, recvLen = cnt*int64(n), cnt
-	case tuning.AllToAll:
+	case AllToAll:
 		sendLen, recvLen = cnt*int64(n), cnt*int64(n)
-	case tuning.SendRecv:
+	case SendRecv:
 		s, r := sendRecvSizes(p)
 		elt := int64(p.DataType.Size())
 		if elt == 0 {
@@ -54,34 +52,34 @@ func Reference(p *Plan, send, recv [][]float64) error {
 		return acc
 	}
 	switch p.Func {
-	case tuning.AllReduce:
+	case AllReduce:
 		for i := int64(0); i < cnt; i++ {
 			v := fold(i)
 			for r := 0; r < n; r++ {
 				recv[r][i] = v
 			}
 		}
-	case tuning.AllGather:
+	case AllGather:
 		for r := 0; r < n; r++ {
 			for q := 0; q < n; q++ {
 				copy(recv[r][int64(q)*cnt:int64(q+1)*cnt], send[q][:cnt])
 			}
 		}
-	case tuning.ReduceScatter:
+	case ReduceScatter:
 		for r := 0; r < n; r++ {
 			for i := int64(0); i < cnt; i++ {
 				recv[r][i] = fold(int64(r)*cnt + i)
 			}
 		}
-	case tuning.Broadcast:
+	case Broadcast:
 		for r := 0; r < n; r++ {
 			copy(recv[r][:cnt], send[p.Root][:cnt])
 		}
-	case tuning.Reduce:
+	case Reduce:
 		for i := int64(0); i < cnt; i++ {
 			recv[p.Root][i] = fold(i)
 		}
-	case tuning.AllToAll, tuning.SendRecv:
+	case AllToAll, SendRecv:
 		for _, m := range p2pMessages(p) {
 			copy(recv[m.to][m.recvOff:m.recvOff+m.count], send[m.from][m.sendOff:m.sendOff+m.count])
 		}

@@ -2,8 +2,6 @@ package coll
 
 import (
 	"fmt"
-
-	"github.com/simccl/simccl/tuning"
 )
 
 // The schedule contract.
@@ -84,8 +82,8 @@ const (
 	RecvSend
 	// Copy copies Src to Dst locally (a rank's own block, a send to self).
 	Copy
-	// Reduce reduces Src into Dst locally (Dst = Dst ⊕ Src).
-	Reduce
+	// LocalReduce reduces Src into Dst locally (Dst = Dst ⊕ Src).
+	LocalReduce
 	// RecvReduceForward reduces the received messages, without local data, and sends the result (a
 	// switch: NVLS multimem ld_reduce, SHARP).
 	RecvReduceForward
@@ -142,7 +140,7 @@ func (p Prim) Sends() bool {
 // Reduces reports whether the primitive folds several inputs with the reduction operation.
 func (p Prim) Reduces() bool {
 	switch p {
-	case RecvReduceSend, RecvReduceCopy, RecvReduceCopySend, Reduce, RecvReduceForward:
+	case RecvReduceSend, RecvReduceCopy, RecvReduceCopySend, LocalReduce, RecvReduceForward:
 		return true
 	}
 	return false
@@ -151,7 +149,7 @@ func (p Prim) Reduces() bool {
 // ReadsSrc reports whether the primitive reads local data (Src).
 func (p Prim) ReadsSrc() bool {
 	switch p {
-	case Send, CopySend, RecvReduceSend, RecvReduceCopy, RecvReduceCopySend, Copy, Reduce:
+	case Send, CopySend, RecvReduceSend, RecvReduceCopy, RecvReduceCopySend, Copy, LocalReduce:
 		return true
 	}
 	return false
@@ -160,7 +158,7 @@ func (p Prim) ReadsSrc() bool {
 // WritesDst reports whether the primitive writes local data (Dst).
 func (p Prim) WritesDst() bool {
 	switch p {
-	case Recv, CopySend, RecvReduceCopy, RecvCopySend, RecvReduceCopySend, Copy, Reduce:
+	case Recv, CopySend, RecvReduceCopy, RecvCopySend, RecvReduceCopySend, Copy, LocalReduce:
 		return true
 	}
 	return false
@@ -225,21 +223,21 @@ type Xfer struct {
 
 // Step is one primitive call of one rank on one channel.
 type Step struct {
-	Index  int          `json:"i"`     // position in Program.Steps
-	Op     int          `json:"op"`    // index into Schedule.Ops
-	Prim   Prim         `json:"prim"`  // what the step does
-	Lane   int          `json:"lane"`  // thread group within the channel (0, or 1 for tree broadcast-down)
-	Deps   []int        `json:"deps"`  // indices of steps of the same program that must complete first
-	Recv   []Xfer       `json:"recv"`  // messages consumed (several: a tree node reducing its children)
-	Send   []Xfer       `json:"send"`  // messages emitted (several: a tree node feeding its children)
-	Src    *BufRef      `json:"src"`   // local input, nil if the primitive reads none
-	Dst    *BufRef      `json:"dst"`   // local output, nil if the primitive writes none
-	Bytes  int64        `json:"bytes"` // payload bytes read/written/sent per input/output/message
-	Wire   int64        `json:"wire"`  // bytes on the wire per message (LL 2×, LL128 128/120×, Simple 1×)
-	Proto  tuning.Proto `json:"proto"` // NCCL numbering: LL 0, LL128 1, Simple 2
-	Chunk  int          `json:"chunk"` // chunk index within the channel's part of the operation
-	Slice  int          `json:"slice"` // slice within the chunk (Ring Simple splits a chunk in 2)
-	PostOp bool         `json:"post_op,omitempty"`
+	Index  int     `json:"i"`     // position in Program.Steps
+	Op     int     `json:"op"`    // index into Schedule.Ops
+	Prim   Prim    `json:"prim"`  // what the step does
+	Lane   int     `json:"lane"`  // thread group within the channel (0, or 1 for tree broadcast-down)
+	Deps   []int   `json:"deps"`  // indices of steps of the same program that must complete first
+	Recv   []Xfer  `json:"recv"`  // messages consumed (several: a tree node reducing its children)
+	Send   []Xfer  `json:"send"`  // messages emitted (several: a tree node feeding its children)
+	Src    *BufRef `json:"src"`   // local input, nil if the primitive reads none
+	Dst    *BufRef `json:"dst"`   // local output, nil if the primitive writes none
+	Bytes  int64   `json:"bytes"` // payload bytes read/written/sent per input/output/message
+	Wire   int64   `json:"wire"`  // bytes on the wire per message (LL 2×, LL128 128/120×, Simple 1×)
+	Proto  Proto   `json:"proto"` // NCCL numbering: LL 0, LL128 1, Simple 2
+	Chunk  int     `json:"chunk"` // chunk index within the channel's part of the operation
+	Slice  int     `json:"slice"` // slice within the chunk (Ring Simple splits a chunk in 2)
+	PostOp bool    `json:"post_op,omitempty"`
 }
 
 // Program is the steps one rank runs on one channel.
@@ -263,23 +261,23 @@ type Conn struct {
 
 // Op describes one operation of the schedule (one entry of a group).
 type Op struct {
-	Func      tuning.Func  `json:"-"`
-	FuncName  string       `json:"func"`
-	Algo      tuning.Algo  `json:"-"`
-	AlgoName  string       `json:"algo"`
-	Proto     tuning.Proto `json:"-"`
-	ProtoName string       `json:"proto"`
-	Count     int64        `json:"count"` // as NCCL's API takes it (AllGather: per-rank send count, …)
-	DataType  DataType     `json:"-"`
-	TypeName  string       `json:"type"`
-	RedOp     RedOp        `json:"-"`
-	OpName    string       `json:"redop"`
-	Root      int          `json:"root"`
-	ChannelLo int          `json:"channel_lo"` // first channel (NCCL's channel{Lo..Hi})
-	NChannels int          `json:"nchannels"`
-	ChunkSize int64        `json:"chunk_size"` // wire bytes per chunk as NCCL's work carries it
-	SendBytes int64        `json:"send_bytes"` // size of each rank's send buffer
-	RecvBytes int64        `json:"recv_bytes"` // size of each rank's receive buffer
+	Func      Func     `json:"-"`
+	FuncName  string   `json:"func"`
+	Algo      Algo     `json:"-"`
+	AlgoName  string   `json:"algo"`
+	Proto     Proto    `json:"-"`
+	ProtoName string   `json:"proto"`
+	Count     int64    `json:"count"` // as NCCL's API takes it (AllGather: per-rank send count, …)
+	DataType  DataType `json:"-"`
+	TypeName  string   `json:"type"`
+	RedOp     RedOp    `json:"-"`
+	OpName    string   `json:"redop"`
+	Root      int      `json:"root"`
+	ChannelLo int      `json:"channel_lo"` // first channel (NCCL's channel{Lo..Hi})
+	NChannels int      `json:"nchannels"`
+	ChunkSize int64    `json:"chunk_size"` // wire bytes per chunk as NCCL's work carries it
+	SendBytes int64    `json:"send_bytes"` // size of each rank's send buffer
+	RecvBytes int64    `json:"recv_bytes"` // size of each rank's receive buffer
 	// InPlaceStride describes the in-place layout (nccl-tests' convention, fact sheet §7): AllGather's
 	// send buffer is its block of the receive buffer (recv + rank×stride); ReduceScatter's receive
 	// buffer is its block of the send buffer (send + rank×stride); other functions alias both at 0.
@@ -290,9 +288,9 @@ type Op struct {
 // one buffer of max(SendBytes, RecvBytes) bytes that holds both.
 func (o *Op) InPlaceOffsets(rank int) (send, recv int64) {
 	switch o.Func {
-	case tuning.AllGather:
+	case AllGather:
 		return int64(rank) * o.InPlaceStride, 0
-	case tuning.ReduceScatter:
+	case ReduceScatter:
 		return 0, int64(rank) * o.InPlaceStride
 	}
 	return 0, 0

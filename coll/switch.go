@@ -1,9 +1,5 @@
 package coll
 
-import (
-	"github.com/simccl/simccl/tuning"
-)
-
 // Connection indexes used by switch schedules: NCCL keeps the two directions of NVLS (scatter into
 // the multicast buffer / multimem store of the result) and of CollNet chains (reduce up / broadcast
 // down) on separate connectors, so their messages never share a FIFO.
@@ -107,7 +103,7 @@ func (b *builder) nvlsGatherScatter(p *Plan, ck *chunking) error {
 			data := part + eo
 			for q := 0; q < n; q++ {
 				blk := (int64(q)*count + data) * elt
-				if p.Func == tuning.AllGather {
+				if p.Func == AllGather {
 					b.emit(ck, call{rank: q, ch: c, lane: 0, prim: Send, sendTo: []int{sw}, connIdx: connUp,
 						src: &BufRef{Buf: BufSend, Offset: data * elt}, nelem: ne, chunk: ci})
 					b.emit(ck, call{rank: sw, ch: c, prim: RecvSend, recvFrom: []int{q}, sendTo: everyone, connIdx: connUp,

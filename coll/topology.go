@@ -122,7 +122,7 @@ func BuildRings(chains [][]int, nNodes, ppn int, crossNic bool) ([][]int, error)
 // local indices (up = previous, down = next). The result has 2×len(chains) trees: channel c uses
 // tree 0 of the double binary tree over nodes, its twin c+len(chains) tree 1. The pattern picks
 // which ranks of a node link to the parent node and to the two child nodes.
-func BuildTrees(chains [][]int, nNodes, ppn int, pattern TreePattern) ([]Tree, error) {
+func BuildTrees(chains [][]int, nNodes, ppn int, pattern TreePattern) ([]ChannelTree, error) {
 	if nNodes < 1 || ppn < 1 {
 		return nil, fmt.Errorf("coll: BuildTrees: bad shape nNodes=%d ppn=%d", nNodes, ppn)
 	}
@@ -141,7 +141,7 @@ func BuildTrees(chains [][]int, nNodes, ppn int, pattern TreePattern) ([]Tree, e
 	}
 	n := nNodes * ppn
 	nc := len(chains)
-	trees := make([]Tree, 2*nc)
+	trees := make([]ChannelTree, 2*nc)
 	for c := 0; c < nc; c++ {
 		chain := chains[c]
 		at := func(node, i int) int {
@@ -165,7 +165,7 @@ func BuildTrees(chains [][]int, nNodes, ppn int, pattern TreePattern) ([]Tree, e
 			return at(node, 0)
 		}
 		for t := 0; t < 2; t++ {
-			tr := Tree{Up: make([]int, n), Down: make([][]int, n)}
+			tr := ChannelTree{Up: make([]int, n), Down: make([][]int, n)}
 			for r := range tr.Up {
 				tr.Up[r] = -1
 			}
@@ -207,7 +207,7 @@ func BuildTrees(chains [][]int, nNodes, ppn int, pattern TreePattern) ([]Tree, e
 
 // CheckTree verifies that a tree's Up and Down links agree, that there is exactly one root, that
 // every rank reaches it without a cycle and that no rank has more than MaxTreeArity children.
-func CheckTree(t Tree) error {
+func CheckTree(t ChannelTree) error {
 	n := len(t.Up)
 	if len(t.Down) != n {
 		return fmt.Errorf("tree has %d up links but %d down lists", n, len(t.Down))

@@ -3,8 +3,6 @@ package coll
 import (
 	"reflect"
 	"testing"
-
-	"github.com/simccl/simccl/tuning"
 )
 
 // Hand-computed from the ncclGetBtree rule (fact sheet §4.7): parent, lower child, higher child and
@@ -126,9 +124,9 @@ func TestBuildTreesMultiNode(t *testing.T) {
 			t.Errorf("pattern %d: rank 8's parent is %d, want %d", pat, trees[0].Up[8], wantUp)
 		}
 		// A tree all-reduce over these links gives the right sums.
-		p := Plan{Func: tuning.AllReduce, Algo: tuning.Tree, Proto: tuning.LL128, NRanks: 16, Count: 5000, DataType: Float32, NChannels: 4, Trees: trees}
+		p := Plan{Func: AllReduce, Algo: Tree, Proto: LL128, NRanks: 16, Count: 5000, DataType: Float32, NChannels: 4, Trees: trees}
 		runPlan(t, p, ExecOptions{})
-		p.Proto = tuning.Simple
+		p.Proto = Simple
 		p.ChunkSize = 2048
 		runPlan(t, p, ExecOptions{InPlace: true})
 	}

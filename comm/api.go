@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/simccl/simccl/coll"
-	"github.com/simccl/simccl/tuning"
 )
 
 // The collective and point-to-point calls (fact sheet §8.2). Buffers are byte slices holding count
@@ -39,7 +38,7 @@ func (c *Comm) checkRoot(root int) error {
 	return nil
 }
 
-func (c *Comm) reduceCall(f tuning.Func, send, recv []byte, count int, dt coll.DataType, op coll.RedOp, root int, sendBytes, recvBytes int64, s *Stream) error {
+func (c *Comm) reduceCall(f coll.Func, send, recv []byte, count int, dt coll.DataType, op coll.RedOp, root int, sendBytes, recvBytes int64, s *Stream) error {
 	if err := c.checkType(dt, count); err != nil {
 		return err
 	}
@@ -50,7 +49,7 @@ func (c *Comm) reduceCall(f tuning.Func, send, recv []byte, count int, dt coll.D
 	if send, err = c.need("send", send, sendBytes); err != nil {
 		return err
 	}
-	if f == tuning.Reduce && c.rank != root && int64(len(recv)) < recvBytes {
+	if f == coll.Reduce && c.rank != root && int64(len(recv)) < recvBytes {
 		recv = make([]byte, recvBytes) // non-root ranks' receive buffer is not used by NCCL
 	}
 	if recv, err = c.need("recv", recv, recvBytes); err != nil {
@@ -62,7 +61,7 @@ func (c *Comm) reduceCall(f tuning.Func, send, recv []byte, count int, dt coll.D
 // AllReduce reduces count elements across ranks into every rank's recv (ncclAllReduce).
 func (c *Comm) AllReduce(send, recv []byte, count int, dt coll.DataType, op coll.RedOp, s *Stream) error {
 	b := int64(count) * int64(dt.Size())
-	return c.reduceCall(tuning.AllReduce, send, recv, count, dt, op, 0, b, b, s)
+	return c.reduceCall(coll.AllReduce, send, recv, count, dt, op, 0, b, b, s)
 }
 
 // Reduce reduces count elements across ranks into root's recv (ncclReduce).
@@ -71,14 +70,14 @@ func (c *Comm) Reduce(send, recv []byte, count int, dt coll.DataType, op coll.Re
 		return err
 	}
 	b := int64(count) * int64(dt.Size())
-	return c.reduceCall(tuning.Reduce, send, recv, count, dt, op, root, b, b, s)
+	return c.reduceCall(coll.Reduce, send, recv, count, dt, op, root, b, b, s)
 }
 
 // ReduceScatter reduces n×recvcount elements and leaves block rank in every rank's recv
 // (ncclReduceScatter).
 func (c *Comm) ReduceScatter(send, recv []byte, recvcount int, dt coll.DataType, op coll.RedOp, s *Stream) error {
 	b := int64(recvcount) * int64(dt.Size())
-	return c.reduceCall(tuning.ReduceScatter, send, recv, recvcount, dt, op, 0, b*int64(c.n), b, s)
+	return c.reduceCall(coll.ReduceScatter, send, recv, recvcount, dt, op, 0, b*int64(c.n), b, s)
 }
 
 // Broadcast copies count elements from root's send to every rank's recv (ncclBroadcast); send is
@@ -101,7 +100,7 @@ func (c *Comm) Broadcast(send, recv []byte, count int, dt coll.DataType, root in
 	if send, err = c.need("send", send, b); err != nil {
 		return err
 	}
-	return c.enqueue(&call{f: tuning.Broadcast, count: int64(count), dt: dt, root: root, send: send, recv: recv, stream: s})
+	return c.enqueue(&call{f: coll.Broadcast, count: int64(count), dt: dt, root: root, send: send, recv: recv, stream: s})
 }
 
 // AllGather gathers sendcount elements from every rank into every rank's recv, rank order
@@ -118,7 +117,7 @@ func (c *Comm) AllGather(send, recv []byte, sendcount int, dt coll.DataType, s *
 	if recv, err = c.need("recv", recv, b*int64(c.n)); err != nil {
 		return err
 	}
-	return c.enqueue(&call{f: tuning.AllGather, count: int64(sendcount), dt: dt, send: send, recv: recv, stream: s})
+	return c.enqueue(&call{f: coll.AllGather, count: int64(sendcount), dt: dt, send: send, recv: recv, stream: s})
 }
 
 // AllToAll sends block j (count elements) of send to rank j, which stores it as block rank of its
@@ -138,7 +137,7 @@ func (c *Comm) AllToAll(send, recv []byte, count int, dt coll.DataType, s *Strea
 	if count > 0 && sameStart(send, recv) {
 		return fmt.Errorf("%w: rank %d: AllToAll in place is not supported (NCCL neither)", ErrInvalidArgument, c.rank)
 	}
-	return c.enqueue(&call{f: tuning.AllToAll, count: int64(count), dt: dt, send: send, recv: recv, stream: s})
+	return c.enqueue(&call{f: coll.AllToAll, count: int64(count), dt: dt, send: send, recv: recv, stream: s})
 }
 
 // Send sends count elements to peer (ncclSend); the matching Recv must be in the same group if the
@@ -154,7 +153,7 @@ func (c *Comm) Send(buf []byte, count int, dt coll.DataType, peer int, s *Stream
 	if err != nil {
 		return err
 	}
-	return c.enqueue(&call{f: tuning.SendRecv, p2pSend: true, peer: peer, count: int64(count), dt: dt, send: b, stream: s})
+	return c.enqueue(&call{f: coll.SendRecv, p2pSend: true, peer: peer, count: int64(count), dt: dt, send: b, stream: s})
 }
 
 // Recv receives count elements from peer (ncclRecv).
@@ -169,5 +168,5 @@ func (c *Comm) Recv(buf []byte, count int, dt coll.DataType, peer int, s *Stream
 	if err != nil {
 		return err
 	}
-	return c.enqueue(&call{f: tuning.SendRecv, peer: peer, count: int64(count), dt: dt, recv: b, stream: s})
+	return c.enqueue(&call{f: coll.SendRecv, peer: peer, count: int64(count), dt: dt, recv: b, stream: s})
 }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/realnet"
-	"github.com/simccl/simccl/tuning"
 )
 
 // Errors of the package (wrapped; test with errors.Is).
@@ -661,14 +660,14 @@ func (c *Comm) resolveOp(op coll.RedOp) (coll.RedOp, float64, error) {
 func nanScalar() float64 { return math.NaN() } // marks a destroyed PreMulSum handle
 
 // algo returns the algorithm for a function.
-func (c *Comm) algo(f tuning.Func) tuning.Algo {
+func (c *Comm) algo(f coll.Func) coll.Algo {
 	switch {
-	case f == tuning.AllReduce && c.cfg.Algo == "tree":
-		return tuning.Tree
-	case (f == tuning.AllGather || f == tuning.ReduceScatter) && c.cfg.Algo == "pat":
-		return tuning.PAT
+	case f == coll.AllReduce && c.cfg.Algo == "tree":
+		return coll.Tree
+	case (f == coll.AllGather || f == coll.ReduceScatter) && c.cfg.Algo == "pat":
+		return coll.PAT
 	}
-	return tuning.Ring
+	return coll.Ring
 }
 
 // Barrier waits for the calls queued so far and then for every rank to reach it (a host-side

@@ -12,7 +12,6 @@ import (
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/realnet"
-	"github.com/simccl/simccl/tuning"
 )
 
 // Stream orders and tracks queued calls, as a CUDA stream does for NCCL: Synchronize waits for
@@ -70,7 +69,7 @@ func (s *Stream) Query() bool {
 
 // call is one API call: a collective (through a coll schedule) or a point-to-point operation.
 type call struct {
-	f       tuning.Func
+	f       coll.Func
 	p2pSend bool // SendRecv: true Send, false Recv
 	peer    int
 	count   int64
@@ -261,10 +260,10 @@ func (c *Comm) enqueue(k *call) error {
 func (c *Comm) run(calls []*call) error {
 	var colls, p2p []*call
 	for _, k := range calls {
-		if k.count == 0 && k.f != tuning.AllToAll {
+		if k.count == 0 && k.f != coll.AllToAll {
 			continue
 		}
-		if k.f == tuning.SendRecv || k.f == tuning.AllToAll {
+		if k.f == coll.SendRecv || k.f == coll.AllToAll {
 			p2p = append(p2p, k)
 		} else {
 			colls = append(colls, k)
@@ -299,13 +298,13 @@ func (c *Comm) schedule(colls []*call) (*coll.Schedule, error) {
 		// Fewer channels for small operations (as NCCL's tuning lowers nChannels for small sizes,
 		// §5.6): each channel is a goroutine with its own steps, worth it from ~64 KiB per channel.
 		bytes := k.count * int64(k.dt.Size())
-		if k.f == tuning.AllGather || k.f == tuning.ReduceScatter {
+		if k.f == coll.AllGather || k.f == coll.ReduceScatter {
 			bytes *= int64(c.n)
 		}
 		nch := int(min(int64(maxCh), max(1, bytes/(64<<10))))
 		plans[i] = coll.Plan{Func: k.f, Count: k.count, DataType: k.dt, Op: k.op, Root: k.root, NRanks: c.n,
-			Algo: c.algo(k.f), Proto: tuning.Simple, NChannels: nch}
-		plans[i].BuffSize[tuning.Simple] = int64(realnet.Steps * c.cfg.SlotBytes)
+			Algo: c.algo(k.f), Proto: coll.Simple, NChannels: nch}
+		plans[i].BuffSize[coll.Simple] = int64(realnet.Steps * c.cfg.SlotBytes)
 		for _, v := range [...]int64{int64(k.f), k.count, int64(k.dt), int64(k.op), int64(k.root), int64(plans[i].Algo), int64(nch)} {
 			kb = strconv.AppendInt(kb, v, 10)
 			kb = append(kb, '/')
@@ -358,8 +357,8 @@ func (c *Comm) coresPerRank() int {
 // Schedule returns the coll schedule this communicator runs for one collective (the plan it
 // compiles: algorithm from Config.Algo, Simple protocol, channels by size, its slot size), so that
 // a real run can be timed by simnet or checked by coll.Execute step for step.
-func (c *Comm) Schedule(f tuning.Func, count int64, dt coll.DataType, op coll.RedOp, root int) (*coll.Schedule, error) {
-	if f == tuning.SendRecv || f == tuning.AllToAll {
+func (c *Comm) Schedule(f coll.Func, count int64, dt coll.DataType, op coll.RedOp, root int) (*coll.Schedule, error) {
+	if f == coll.SendRecv || f == coll.AllToAll {
 		return nil, fmt.Errorf("%w: %v runs as direct point-to-point, not a coll schedule", ErrInvalidArgument, f)
 	}
 	base, _, err := c.resolveOp(op)
@@ -565,7 +564,7 @@ func (c *Comm) connectAll() error {
 		return nil
 	}
 	// An all-reduce large enough to use every channel (schedule picks fewer for small sizes).
-	f := []*call{{f: tuning.AllReduce, count: int64(c.cfg.NChannels) * (64 << 10), dt: coll.Float32, op: coll.Sum}}
+	f := []*call{{f: coll.AllReduce, count: int64(c.cfg.NChannels) * (64 << 10), dt: coll.Float32, op: coll.Sum}}
 	s, err := c.schedule(f)
 	if err != nil {
 		return err
@@ -716,7 +715,7 @@ func (c *Comm) runStep(s *coll.Schedule, st *coll.Step, bufs []opBufs, calls []*
 	if done, err := c.slotStep(s, st, k, src, dst, sc); done {
 		return err
 	}
-	if prim == coll.Reduce {
+	if prim == coll.LocalReduce {
 		if dst == nil || src == nil {
 			return fmt.Errorf("comm: step %d (Reduce) needs a source and a destination", st.Index)
 		}

@@ -6,8 +6,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/realnet"
-	"github.com/simccl/simccl/tuning"
 )
 
 // Point-to-point calls (Send, Recv, and AllToAll as grouped sends and receives, as NCCL builds it)
@@ -22,7 +22,7 @@ func (c *Comm) runP2P(calls []*call) error {
 	recvs := map[int][][]byte{}
 	for _, k := range calls {
 		elt := int64(k.dt.Size())
-		if k.f == tuning.AllToAll {
+		if k.f == coll.AllToAll {
 			per := k.count * elt
 			for p := 0; p < c.n; p++ {
 				sends[p] = append(sends[p], k.send[int64(p)*per:int64(p+1)*per])

@@ -6,7 +6,6 @@ import (
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/comm"
-	"github.com/simccl/simccl/tuning"
 )
 
 // The schedule the real engine ran, interpreted by coll's reference executor on the same inputs,
@@ -15,11 +14,11 @@ func TestSameScheduleAsReference(t *testing.T) {
 	const n = 4
 	cases := []struct {
 		algo  string
-		f     tuning.Func
+		f     coll.Func
 		count int64
 	}{
-		{"ring", tuning.AllReduce, 100003}, {"tree", tuning.AllReduce, 70001}, {"ring", tuning.ReduceScatter, 30011},
-		{"pat", tuning.AllGather, 20011}, {"pat", tuning.ReduceScatter, 9001}, {"ring", tuning.Broadcast, 50001}, {"ring", tuning.Reduce, 50001},
+		{"ring", coll.AllReduce, 100003}, {"tree", coll.AllReduce, 70001}, {"ring", coll.ReduceScatter, 30011},
+		{"pat", coll.AllGather, 20011}, {"pat", coll.ReduceScatter, 9001}, {"ring", coll.Broadcast, 50001}, {"ring", coll.Reduce, 50001},
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s/%v", tc.algo, tc.f), func(t *testing.T) {
@@ -56,15 +55,15 @@ func TestSameScheduleAsReference(t *testing.T) {
 				var err error
 				cnt := int(tc.count)
 				switch tc.f {
-				case tuning.AllReduce:
+				case coll.AllReduce:
 					err = c.AllReduce(comm.Bytes(send[r]), comm.Bytes(recv[r]), cnt, coll.Float64, coll.Sum, nil)
-				case tuning.ReduceScatter:
+				case coll.ReduceScatter:
 					err = c.ReduceScatter(comm.Bytes(send[r]), comm.Bytes(recv[r]), cnt, coll.Float64, coll.Sum, nil)
-				case tuning.AllGather:
+				case coll.AllGather:
 					err = c.AllGather(comm.Bytes(send[r]), comm.Bytes(recv[r]), cnt, coll.Float64, nil)
-				case tuning.Broadcast:
+				case coll.Broadcast:
 					err = c.Broadcast(comm.Bytes(send[r]), comm.Bytes(recv[r]), cnt, coll.Float64, 1, nil)
-				case tuning.Reduce:
+				case coll.Reduce:
 					err = c.Reduce(comm.Bytes(send[r]), comm.Bytes(recv[r]), cnt, coll.Float64, coll.Sum, 1, nil)
 				}
 				if err != nil {
@@ -73,7 +72,7 @@ func TestSameScheduleAsReference(t *testing.T) {
 			}
 			w.sync(t, "real run")
 			for r := 0; r < n; r++ {
-				if tc.f == tuning.Reduce && r != 1 {
+				if tc.f == coll.Reduce && r != 1 {
 					continue
 				}
 				for i := range recv[r] {

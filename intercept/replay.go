@@ -222,20 +222,20 @@ func World(launches []Launch) int {
 }
 
 // funcOf maps a trace op to the tuning function simulated for it.
-func funcOf(op string) (tuning.Func, bool) {
+func funcOf(op string) (coll.Func, bool) {
 	switch op {
 	case OpAllReduce:
-		return tuning.AllReduce, true
+		return coll.AllReduce, true
 	case OpBroadcast:
-		return tuning.Broadcast, true
+		return coll.Broadcast, true
 	case OpReduce:
-		return tuning.Reduce, true
+		return coll.Reduce, true
 	case OpAllGather:
-		return tuning.AllGather, true
+		return coll.AllGather, true
 	case OpReduceScatter:
-		return tuning.ReduceScatter, true
+		return coll.ReduceScatter, true
 	case OpAllToAll:
-		return tuning.AllToAll, true
+		return coll.AllToAll, true
 	}
 	return 0, false
 }
@@ -245,16 +245,16 @@ func funcOf(op string) (tuning.Func, bool) {
 // ReduceScatter's the per-rank receive count, so their total buffer is count×n elements (fact
 // sheet §5.5, ncclFuncMaxSendRecvCount); AllToAll's count is per peer; the others move count
 // elements.
-func testSize(f tuning.Func, count int64, elt, n int) int64 {
+func testSize(f coll.Func, count int64, elt, n int) int64 {
 	switch f {
-	case tuning.AllGather, tuning.ReduceScatter, tuning.AllToAll:
+	case coll.AllGather, coll.ReduceScatter, coll.AllToAll:
 		return count * int64(elt) * int64(n)
 	}
 	return count * int64(elt)
 }
 
 type simKey struct {
-	f     tuning.Func
+	f     coll.Func
 	size  int64
 	dt    coll.DataType
 	op    coll.RedOp
@@ -379,7 +379,7 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 			for _, t := range l.P2P {
 				big = max(big, t.Bytes)
 			}
-			k := simKey{tuning.SendRecv, big, coll.Int8, coll.Sum, ranks}
+			k := simKey{coll.SendRecv, big, coll.Int8, coll.Sum, ranks}
 			plan[i] = append(plan[i], k)
 			if uses[k] == 0 {
 				order = append(order, todo{k, fmt.Sprintf("SendRecv %d B on %d ranks", big, ranks)})
@@ -436,7 +436,7 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 			lr.NRanks = k.ranks
 			lr.Bytes += o.row.Bytes
 			lr.TimeUs += o.row.TimeUs
-			if k.f != tuning.SendRecv {
+			if k.f != coll.SendRecv {
 				nColl++
 			}
 			if j == 0 || lr.Algo == "" {
@@ -536,7 +536,7 @@ func (r *Report) Slowest(n int) []LaunchResult {
 // lat + bytes/bw over the enabled algorithms and protocols). The note says which.
 func fallback(k simKey, m *simnet.Machine, machine func(int) (*simnet.Machine, error), cause error) (simnet.Row, string, error) {
 	g := m.Node.NumGPUs
-	if k.f == tuning.SendRecv && m.Nodes > 2 {
+	if k.f == coll.SendRecv && m.Nodes > 2 {
 		m2, err := machine(2 * g)
 		if err != nil {
 			return simnet.Row{}, "", err
@@ -550,7 +550,7 @@ func fallback(k simKey, m *simnet.Machine, machine func(int) (*simnet.Machine, e
 	}
 	count := k.size / int64(k.dt.Size())
 	switch k.f {
-	case tuning.AllGather, tuning.ReduceScatter, tuning.AllToAll:
+	case coll.AllGather, coll.ReduceScatter, coll.AllToAll:
 		count /= int64(k.ranks)
 	}
 	ch, err := m.Table.Select(tuning.Call{Func: k.f, Count: count, ElemSize: k.dt.Size(), Op: int(k.op), DataType: int(k.dt)})

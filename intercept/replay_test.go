@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/simnet"
-	"github.com/simccl/simccl/tuning"
 )
 
 const h200 = "../testdata/intercept/h200x2/"
@@ -111,7 +111,7 @@ func TestLaunchesGroups(t *testing.T) {
 	}
 }
 
-func funcMust(op string) tuning.Func {
+func funcMust(op string) coll.Func {
 	f, _ := funcOf(op)
 	return f
 }

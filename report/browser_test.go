@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/internal/chromium"
-	"github.com/simccl/simccl/tuning"
 )
 
 // The browser tests open the report in a real headless Chromium (Debian's package; `make
@@ -87,7 +87,7 @@ func writePage(t *testing.T, r *Report, name string) string {
 func TestBrowserDefault(t *testing.T) {
 	bin := findChromium(t)
 	sizes := sweep(8, 1<<30)
-	r, err := Build(Options{Funcs: []tuning.Func{tuning.AllReduce}, Sizes: sizes})
+	r, err := Build(Options{Funcs: []coll.Func{coll.AllReduce}, Sizes: sizes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestBrowserCluster(t *testing.T) {
 		nodes, maxSteps = 128, 0
 	}
 	start := time.Now()
-	r, err := Build(Options{Nodes: nodes, Funcs: []tuning.Func{tuning.AllReduce}, Sizes: sizes, FocusMaxSteps: maxSteps})
+	r, err := Build(Options{Nodes: nodes, Funcs: []coll.Func{coll.AllReduce}, Sizes: sizes, FocusMaxSteps: maxSteps})
 	if err != nil {
 		t.Fatal(err)
 	}

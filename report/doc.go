@@ -17,6 +17,6 @@
 // Building (Build) and rendering (Report.WriteHTML) are separate, so that tests check the data and
 // the generated SVG without a browser:
 //
-//	r, err := report.Build(report.Options{Funcs: []tuning.Func{tuning.AllReduce}, Sizes: sizes})
+//	r, err := report.Build(report.Options{Funcs: []coll.Func{coll.AllReduce}, Sizes: sizes})
 //	err = r.WriteHTML(f)
 package report

@@ -8,7 +8,6 @@ import (
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/simnet"
-	"github.com/simccl/simccl/tuning"
 )
 
 // Focus is "where time goes" for one collective and size: its schedule simulated with every
@@ -55,13 +54,13 @@ type Compact struct {
 // compactLinks replays f at size with simnet's compact executor (ring collectives on rings, tree
 // all-reduce) on a fresh engine, for the busiest links at a size whose schedule is too large to
 // record. It returns nil when the plan has no compact executor.
-func compactLinks(m *simnet.Machine, f tuning.Func, size int64, opt Options) (*Compact, error) {
+func compactLinks(m *simnet.Machine, f coll.Func, size int64, opt Options) (*Compact, error) {
 	plan, _, err := m.Plan(f, size, opt.DataType, opt.Op)
 	if err != nil {
 		return nil, err
 	}
 	_, algBytes := simnet.Sizes(f, size, opt.DataType.Size(), m.NRanks())
-	ringColl := f == tuning.AllReduce || f == tuning.AllGather || f == tuning.ReduceScatter
+	ringColl := f == coll.AllReduce || f == coll.AllGather || f == coll.ReduceScatter
 	e := simnet.NewEngine(nil)
 	cl, err := simnet.NewCluster(e, m.Node, m.Nodes, m.Fabric)
 	if err != nil {
@@ -73,9 +72,9 @@ func compactLinks(m *simnet.Machine, f tuning.Func, size int64, opt Options) (*C
 	}
 	var rr *simnet.RingResult
 	switch {
-	case f == tuning.AllReduce && plan.Algo == tuning.Tree:
+	case f == coll.AllReduce && plan.Algo == coll.Tree:
 		rr, err = simnet.SimulateTree(e, cl, simnet.TreeSpec{Bytes: algBytes, Proto: plan.Proto, Trees: plan.Trees[:plan.NChannels], Chunk: plan.ChunkSize}, tm)
-	case ringColl && plan.Algo == tuning.Ring:
+	case ringColl && plan.Algo == coll.Ring:
 		rr, err = simnet.SimulateRing(e, cl, simnet.RingSpec{Func: f, Bytes: algBytes, Proto: plan.Proto, Rings: plan.Rings[:plan.NChannels], Chunk: plan.ChunkSize}, tm)
 	default:
 		return nil, nil
@@ -124,7 +123,7 @@ func (r *Report) focus(m *simnet.Machine, opt Options) error {
 	f := opt.Funcs[0]
 	if opt.FocusColl != "" {
 		var err error
-		if f, err = tuning.ParseFunc(opt.FocusColl); err != nil {
+		if f, err = coll.ParseFunc(opt.FocusColl); err != nil {
 			return fmt.Errorf("%w: focus collective: %v", ErrInput, err)
 		}
 	}

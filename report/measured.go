@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/simnet"
-	"github.com/simccl/simccl/tuning"
 )
 
 // ReadMeasured reads measured timings in one of three forms, told apart by their content:
@@ -59,7 +59,7 @@ func readRuncclJSON(data []byte, name string) ([]simnet.Measured, error) {
 		if r.InPlace {
 			continue
 		}
-		f, err := tuning.ParseFunc(r.Coll)
+		f, err := coll.ParseFunc(r.Coll)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: rows[%d]: %v", ErrInput, name, i, err)
 		}
@@ -71,11 +71,11 @@ func readRuncclJSON(data []byte, name string) ([]simnet.Measured, error) {
 	return out, nil
 }
 
-func readNcclTests(data []byte, name, coll string) ([]simnet.Measured, error) {
-	f, err := simnet.FuncOfTest(coll)
+func readNcclTests(data []byte, name, collName string) ([]simnet.Measured, error) {
+	f, err := simnet.FuncOfTest(collName)
 	if err != nil {
-		if f, err = tuning.ParseFunc(coll); err != nil {
-			return nil, fmt.Errorf("%w: %s: collective %q: %v", ErrInput, name, coll, err)
+		if f, err = coll.ParseFunc(collName); err != nil {
+			return nil, fmt.Errorf("%w: %s: collective %q: %v", ErrInput, name, collName, err)
 		}
 	}
 	world := 0

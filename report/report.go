@@ -29,7 +29,7 @@ type Options struct {
 	// Config selects the NCCL release and tuning overrides.
 	Config *tuning.Config
 	// Funcs are the swept collectives (nil: all-reduce); Sizes the nccl-tests sizes (nil: 8 B..1 GiB ×2).
-	Funcs []tuning.Func
+	Funcs []coll.Func
 	Sizes []int64
 	// DataType and Op of the sweep (zero: float, sum).
 	DataType coll.DataType
@@ -117,7 +117,7 @@ func Build(opt Options) (*Report, error) {
 		return nil, fmt.Errorf("%w: %d nodes (want >= 1)", ErrInput, opt.Nodes)
 	}
 	if len(opt.Funcs) == 0 {
-		opt.Funcs = []tuning.Func{tuning.AllReduce}
+		opt.Funcs = []coll.Func{coll.AllReduce}
 	}
 	if len(opt.Sizes) == 0 {
 		for s := int64(8); s <= 1<<30; s *= 2 {
@@ -212,11 +212,11 @@ func (r *Report) sweep(m *simnet.Machine, opt Options) error {
 	total := len(opt.Funcs) * len(opt.Sizes)
 	done := 0
 	type key struct {
-		f    tuning.Func
+		f    coll.Func
 		size int64
 	}
 	simmed := map[key]simnet.Row{}
-	run := func(f tuning.Func, size int64) (simnet.Row, error) {
+	run := func(f coll.Func, size int64) (simnet.Row, error) {
 		if row, ok := simmed[key{f, size}]; ok {
 			return row, nil
 		}

@@ -12,11 +12,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/simnet"
 	tx "github.com/simccl/simccl/topo/xml"
-	"github.com/simccl/simccl/tuning"
 )
 
 func sweep(lo, hi int64) []int64 {
@@ -87,7 +87,7 @@ func svgBlock(t *testing.T, page, id string) string {
 
 func TestDefaultReport(t *testing.T) {
 	sizes := sweep(8, 64<<20)
-	r, page := buildHTML(t, Options{Funcs: []tuning.Func{tuning.AllReduce, tuning.AllGather}, Sizes: sizes})
+	r, page := buildHTML(t, Options{Funcs: []coll.Func{coll.AllReduce, coll.AllGather}, Sizes: sizes})
 	sys := defaultSystem(t)
 
 	topo := svgBlock(t, page, "topo")
@@ -108,7 +108,7 @@ func TestDefaultReport(t *testing.T) {
 
 	plot := svgBlock(t, page, "busbw")
 	cells := 0
-	for _, f := range []tuning.Func{tuning.AllReduce, tuning.AllGather} {
+	for _, f := range []coll.Func{coll.AllReduce, coll.AllGather} {
 		// One point per size that holds at least one element (8 B of all-gather on 8 ranks is none).
 		want := 0
 		for _, s := range sizes {
@@ -192,7 +192,7 @@ func TestDefaultReport(t *testing.T) {
 }
 
 func TestMemory(t *testing.T) {
-	r, page := buildHTML(t, Options{Funcs: []tuning.Func{tuning.AllReduce}, Sizes: []int64{1 << 10, 1 << 20, 1 << 30}})
+	r, page := buildHTML(t, Options{Funcs: []coll.Func{coll.AllReduce}, Sizes: []int64{1 << 10, 1 << 20, 1 << 30}})
 	lz, eg := r.Memory.Lazy, r.Memory.Eager
 	if lz == nil || eg == nil || len(lz.PerRank) != r.Machine.Ranks || len(eg.PerRank) != r.Machine.Ranks {
 		t.Fatalf("memory %+v", r.Memory)
@@ -289,7 +289,7 @@ func TestMeasuredCompare(t *testing.T) {
 			want++
 		}
 	}
-	r, page := buildHTML(t, Options{TopoName: "real_topo.xml", TopoXML: topo, Funcs: []tuning.Func{tuning.AllReduce}, Sizes: sweep(8, 1<<20),
+	r, page := buildHTML(t, Options{TopoName: "real_topo.xml", TopoXML: topo, Funcs: []coll.Func{coll.AllReduce}, Sizes: sweep(8, 1<<20),
 		Measured: meas, MeasuredName: "nccl_perf.csv"})
 	if len(r.Compare) != want || want == 0 {
 		t.Fatalf("%d compared sizes, want %d", len(r.Compare), want)
@@ -307,7 +307,7 @@ func TestMeasuredCompare(t *testing.T) {
 		}
 	}
 	// A measurement on another communicator size is an error naming the file.
-	_, err = Build(Options{Funcs: []tuning.Func{tuning.AllReduce}, Sizes: []int64{1024}, Measured: meas, MeasuredName: "nccl_perf.csv"})
+	_, err = Build(Options{Funcs: []coll.Func{coll.AllReduce}, Sizes: []int64{1024}, Measured: meas, MeasuredName: "nccl_perf.csv"})
 	if !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "nccl_perf.csv") {
 		t.Errorf("world mismatch: %v", err)
 	}
@@ -317,7 +317,7 @@ func TestClusterReport(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster simulation")
 	}
-	r, page := buildHTML(t, Options{Nodes: 4, Funcs: []tuning.Func{tuning.AllReduce}, Sizes: sweep(1024, 1<<20)})
+	r, page := buildHTML(t, Options{Nodes: 4, Funcs: []coll.Func{coll.AllReduce}, Sizes: sweep(1024, 1<<20)})
 	f := r.Fabric
 	if f == nil || f.Nodes != 4 || f.Rails != 8 || f.Leaves != 8 || f.NICLinks != 32 {
 		t.Fatalf("fabric summary %+v", f)
@@ -368,7 +368,7 @@ func TestBadInput(t *testing.T) {
 // A focus size whose schedule is too large to record: the timeline moves to a smaller size and
 // the compact executor gives the link totals at the size asked for.
 func TestFocusCompact(t *testing.T) {
-	r, page := buildHTML(t, Options{Nodes: 4, Funcs: []tuning.Func{tuning.AllReduce}, Sizes: []int64{1 << 20}, FocusSize: 1 << 20, FocusMaxSteps: 2000})
+	r, page := buildHTML(t, Options{Nodes: 4, Funcs: []coll.Func{coll.AllReduce}, Sizes: []int64{1 << 20}, FocusSize: 1 << 20, FocusMaxSteps: 2000})
 	f := r.Focus
 	if f.Size >= 1<<20 || f.Compact == nil || f.Compact.Size != 1<<20 || len(f.Compact.Links) == 0 {
 		t.Fatalf("focus %d, compact %+v", f.Size, f.Compact)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/simnet"
 	"github.com/simccl/simccl/tuning"
 )
@@ -40,11 +41,11 @@ type Candidate struct {
 // tunePoint asks the tuning model about one size (the call simnet.Machine.Plan makes) and keeps its
 // whole cost table. Point-to-point functions have no cost table (NCCL 2.28 tunes them by §5.8's
 // rule); their point holds the simulated choice only.
-func tunePoint(m *simnet.Machine, f tuning.Func, size int64, elt, n int, opt Options, row simnet.Row) (TunerPoint, string, error) {
+func tunePoint(m *simnet.Machine, f coll.Func, size int64, elt, n int, opt Options, row simnet.Row) (TunerPoint, string, error) {
 	count, _ := simnet.Sizes(f, size, elt, n)
 	tp := TunerPoint{Size: size, Bytes: row.Bytes, CallBytes: count * int64(elt), SimAlgo: row.Algo, SimProto: row.Proto, SimUs: row.TimeUs,
 		Algo: row.Algo, Proto: row.Proto, NChannels: row.NChannels}
-	if f == tuning.SendRecv || f == tuning.AllToAll {
+	if f == coll.SendRecv || f == coll.AllToAll {
 		return tp, "", nil
 	}
 	ch, err := m.Table.Select(tuning.Call{Func: f, Count: count, ElemSize: elt, Op: int(opt.Op), DataType: int(opt.DataType)})
@@ -52,8 +53,8 @@ func tunePoint(m *simnet.Machine, f tuning.Func, size int64, elt, n int, opt Opt
 		return tp, "", fmt.Errorf("%s %d bytes: tuning: %w", simnet.TestName(f), size, err)
 	}
 	tp.Algo, tp.Proto, tp.NChannels, tp.TimeUs = ch.Algo.String(), ch.Proto.String(), ch.NChannels, float64(ch.TimeUs)
-	for a := tuning.Algo(0); a < tuning.NumAlgos; a++ {
-		for p := tuning.Proto(0); p < tuning.NumProtos; p++ {
+	for a := coll.Algo(0); a < coll.NumAlgos; a++ {
+		for p := coll.Proto(0); p < coll.NumProtos; p++ {
 			if v := ch.Cost[a][p]; v >= 0 {
 				tp.Candidates = append(tp.Candidates, Candidate{Algo: a.String(), Proto: p.String(), TimeUs: float64(v)})
 			}

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/simccl/simccl/coll"
-	"github.com/simccl/simccl/tuning"
 )
 
 // runPair simulates plan on two ranks joined by one link of linkGB each way, with the given CTA
@@ -32,10 +31,10 @@ func runPair(t *testing.T, plan coll.Plan, linkGB, ctaGB float64) float64 {
 func TestCTAAllGatherSlowerThanBroadcastByCopy(t *testing.T) {
 	const link, cta = 20.0, 50.0 // GB/s: the link is the bottleneck of a send
 	const block = 64 << 20       // bytes each rank contributes
-	ag := coll.Plan{Func: tuning.AllGather, Count: block / 4, DataType: coll.Float32, NRanks: 2, NChannels: 1,
-		Algo: tuning.Ring, Proto: tuning.Simple}
-	bc := coll.Plan{Func: tuning.Broadcast, Count: block / 4, DataType: coll.Float32, NRanks: 2, NChannels: 1,
-		Algo: tuning.Ring, Proto: tuning.Simple}
+	ag := coll.Plan{Func: coll.AllGather, Count: block / 4, DataType: coll.Float32, NRanks: 2, NChannels: 1,
+		Algo: coll.Ring, Proto: coll.Simple}
+	bc := coll.Plan{Func: coll.Broadcast, Count: block / 4, DataType: coll.Float32, NRanks: 2, NChannels: 1,
+		Algo: coll.Ring, Proto: coll.Simple}
 	linkUs := float64(block) / (link * 1e3)
 	copyUs := float64(block) / (cta * 1e3)
 
@@ -59,12 +58,12 @@ func localSchedule(b int64, lanes int) *coll.Schedule {
 	s := &coll.Schedule{NRanks: 2, NChannels: 1,
 		Conns: []coll.Conn{{ID: 0, From: 1, To: 0, Messages: 1}, {ID: 1, From: 0, To: 1, Messages: 1}}}
 	p0 := coll.Program{Rank: 0, Steps: []coll.Step{
-		{Index: 0, Prim: coll.Recv, Bytes: b, Wire: b, Proto: tuning.Simple, Recv: []coll.Xfer{{Conn: 0, Peer: 1, CreditSeq: -1}}},
-		{Index: 1, Prim: coll.Send, Deps: []int{0}, Bytes: b, Wire: b, Proto: tuning.Simple, Send: []coll.Xfer{{Conn: 1, Peer: 1, CreditSeq: -1}}},
+		{Index: 0, Prim: coll.Recv, Bytes: b, Wire: b, Proto: coll.Simple, Recv: []coll.Xfer{{Conn: 0, Peer: 1, CreditSeq: -1}}},
+		{Index: 1, Prim: coll.Send, Deps: []int{0}, Bytes: b, Wire: b, Proto: coll.Simple, Send: []coll.Xfer{{Conn: 1, Peer: 1, CreditSeq: -1}}},
 	}}
 	p1 := coll.Program{Rank: 1, Steps: []coll.Step{
-		{Index: 0, Prim: coll.Send, Bytes: b, Wire: b, Proto: tuning.Simple, Send: []coll.Xfer{{Conn: 0, Peer: 0, CreditSeq: -1}}},
-		{Index: 1, Prim: coll.Recv, Deps: []int{0}, Lane: lanes - 1, Bytes: b, Wire: b, Proto: tuning.Simple, Recv: []coll.Xfer{{Conn: 1, Peer: 0, CreditSeq: -1}}},
+		{Index: 0, Prim: coll.Send, Bytes: b, Wire: b, Proto: coll.Simple, Send: []coll.Xfer{{Conn: 0, Peer: 0, CreditSeq: -1}}},
+		{Index: 1, Prim: coll.Recv, Deps: []int{0}, Lane: lanes - 1, Bytes: b, Wire: b, Proto: coll.Simple, Recv: []coll.Xfer{{Conn: 1, Peer: 0, CreditSeq: -1}}},
 	}}
 	s.Programs = []coll.Program{p0, p1}
 	return s
@@ -107,18 +106,18 @@ func TestCTAProgramOrder(t *testing.T) {
 // the link (busbw never above it).
 func TestCTARingSimMatchesSchedule(t *testing.T) {
 	const link, cta = 40.0, 30.0
-	for _, f := range []tuning.Func{tuning.AllGather, tuning.AllReduce, tuning.ReduceScatter} {
+	for _, f := range []coll.Func{coll.AllGather, coll.AllReduce, coll.ReduceScatter} {
 		const total = 96 << 20
 		count := int64(total / 4)
-		if f != tuning.AllReduce {
+		if f != coll.AllReduce {
 			count /= 2
 		}
 		plan := coll.Plan{Func: f, Count: count, DataType: coll.Float32, NRanks: 2, NChannels: 2,
-			Algo: tuning.Ring, Proto: tuning.Simple, ChunkSize: 2 << 20}
+			Algo: coll.Ring, Proto: coll.Simple, ChunkSize: 2 << 20}
 		exact := runPair(t, plan, link, cta)
 		e := NewEngine(nil)
 		r := pairRouter{e.AddLink("0->1", GBps(link), 0), e.AddLink("1->0", GBps(link), 0)}
-		rr, err := SimulateRing(e, r, RingSpec{Func: f, Bytes: total, Proto: tuning.Simple, Rings: [][]int{{0, 1}, {0, 1}}, Chunk: 2 << 20, Merge: 1},
+		rr, err := SimulateRing(e, r, RingSpec{Func: f, Bytes: total, Proto: coll.Simple, Rings: [][]int{{0, 1}, {0, 1}}, Chunk: 2 << 20, Merge: 1},
 			Timing{CTARate: GBps(cta)})
 		if err != nil {
 			t.Fatal(err)
@@ -129,7 +128,7 @@ func TestCTARingSimMatchesSchedule(t *testing.T) {
 		}
 		// Each direction carries total/2 (AllGather, ReduceScatter) or total (AllReduce) bytes.
 		perDir := float64(total) / 2
-		if f == tuning.AllReduce {
+		if f == coll.AllReduce {
 			perDir = total
 		}
 		if bw := perDir / (exact * 1e3); bw > link {

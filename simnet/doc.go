@@ -18,7 +18,7 @@
 // Usage:
 //
 //	m, err := simnet.MachineFromXML(topoXML, "dgx-h100.xml", 16, simnet.DefaultFabric(), nil)
-//	row, res, err := m.Run(tuning.AllReduce, 1<<30, coll.Float32, coll.Sum, simnet.RunOptions{Record: true})
+//	row, res, err := m.Run(coll.AllReduce, 1<<30, coll.Float32, coll.Sum, simnet.RunOptions{Record: true})
 //	fmt.Println(row.TimeUs, row.BusBw, len(res.Ops))
 //
 // Cluster builds the links of nodes copies of a NodeModel joined by a Fabric (rail-optimized or

@@ -27,10 +27,10 @@ type Timing struct {
 	// and the receiver seeing it: NCCL's per-step hardware latency of the algorithm for the route's
 	// class (§5.1 "Hardware latency", NVLINK/PCI/NET × LL/LL128/Simple). With NCCL_STEPS slots in
 	// flight it is hidden by pipelining once messages are large enough, as on the real machine.
-	StepLat [3][tuning.NumProtos]Time
+	StepLat [3][coll.NumProtos]Time
 	// PerFlowCap caps one message's rate (0: none) per protocol; unused by default (links alone
 	// limit the rate).
-	PerFlowCap [tuning.NumProtos]Rate
+	PerFlowCap [coll.NumProtos]Rate
 	// CTARate is the data rate of one channel's thread block (GPUModel.CTARate; 0: not modelled,
 	// steps cost only their links). A channel's lanes (thread groups: p2p sends and receives,
 	// the tree's up and down halves) share it equally. With it, every message of a step moves at
@@ -49,7 +49,7 @@ const KernelLaunch = 3 * Microsecond
 // TimingFor returns the timing of algorithm a with protocol p under the constants of an NCCL
 // release ("2.28", "2.30"; "" = tuning.DefaultRelease). CollNet/NVLS/PAT rows whose hardware
 // latencies are zero fall back to the Ring row so that every step costs something.
-func TimingFor(release string, a tuning.Algo, p tuning.Proto) (Timing, error) {
+func TimingFor(release string, a coll.Algo, p coll.Proto) (Timing, error) {
 	if release == "" {
 		release = tuning.DefaultRelease
 	}
@@ -57,16 +57,16 @@ func TimingFor(release string, a tuning.Algo, p tuning.Proto) (Timing, error) {
 	if err != nil {
 		return Timing{}, err
 	}
-	if a < 0 || a >= tuning.NumAlgos || p < 0 || p >= tuning.NumProtos {
+	if a < 0 || a >= coll.NumAlgos || p < 0 || p >= coll.NumProtos {
 		return Timing{}, fmt.Errorf("simnet: bad algorithm/protocol %v/%v", a, p)
 	}
 	var t Timing
 	t.Launch = KernelLaunch + FromMicros(k.BaseLat[a][p])
 	for hw := 0; hw < 3; hw++ {
-		for q := tuning.Proto(0); q < tuning.NumProtos; q++ {
+		for q := coll.Proto(0); q < coll.NumProtos; q++ {
 			v := k.HwLat[hw][a][q]
 			if v == 0 {
-				v = k.HwLat[hw][tuning.Ring][q]
+				v = k.HwLat[hw][coll.Ring][q]
 			}
 			t.StepLat[hw][q] = FromMicros(v)
 		}
@@ -82,7 +82,7 @@ type OpRecord struct {
 	Chunk      int
 	Bytes      int64 // payload
 	Wire       int64 // bytes on the wire
-	Proto      tuning.Proto
+	Proto      coll.Proto
 	Start, End Time // first byte leaves the sender; the receiver sees the message
 	Class      LinkClass
 	Route      []LinkID
@@ -477,8 +477,8 @@ func (x *sim) start(g int32) {
 		x.msgStart[m] = x.e.Now()
 		x.msgClass[m] = class
 		p := st.Proto
-		if p < 0 || p >= tuning.NumProtos {
-			p = tuning.Simple
+		if p < 0 || p >= coll.NumProtos {
+			p = coll.Simple
 		}
 		x.arrLat[m] = x.e.RouteLatency(route) + x.tm.StepLat[class][p]
 		wire := st.Wire

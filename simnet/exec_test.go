@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/simccl/simccl/coll"
-	"github.com/simccl/simccl/tuning"
 )
 
 // pairRouter joins rank 0 and rank 1 by one link each way.
@@ -34,9 +33,9 @@ func streamSchedule(n int, b int64) *coll.Schedule {
 		if cred < 0 {
 			cred = -1
 		}
-		p0.Steps = append(p0.Steps, coll.Step{Index: k, Prim: coll.Send, Deps: deps, Bytes: b, Wire: b, Proto: tuning.Simple,
+		p0.Steps = append(p0.Steps, coll.Step{Index: k, Prim: coll.Send, Deps: deps, Bytes: b, Wire: b, Proto: coll.Simple,
 			Send: []coll.Xfer{{Conn: 0, Peer: 1, Seq: k, Slot: k % 8, Steps: 1, CreditSeq: cred}}})
-		p1.Steps = append(p1.Steps, coll.Step{Index: k, Prim: coll.Recv, Deps: deps, Bytes: b, Wire: b, Proto: tuning.Simple,
+		p1.Steps = append(p1.Steps, coll.Step{Index: k, Prim: coll.Recv, Deps: deps, Bytes: b, Wire: b, Proto: coll.Simple,
 			Recv: []coll.Xfer{{Conn: 0, Peer: 0, Seq: k, Slot: k % 8, Steps: 1, CreditSeq: -1}}})
 	}
 	s.Programs = []coll.Program{p0, p1}
@@ -48,7 +47,7 @@ func TestSimulateStreamBandwidthBound(t *testing.T) {
 	r := pairRouter{e.AddLink("0->1", GBps(100), 0), e.AddLink("1->0", GBps(100), 0)}
 	var tm Timing
 	tm.Launch = 5 * Microsecond
-	tm.StepLat[ClassNVLink][tuning.Simple] = 1 * Microsecond
+	tm.StepLat[ClassNVLink][coll.Simple] = 1 * Microsecond
 	res, err := Simulate(e, r, streamSchedule(64, 1<<20), tm, Options{Record: true})
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +72,7 @@ func TestSimulateSlotsLimitInflight(t *testing.T) {
 	e := NewEngine(nil)
 	r := pairRouter{e.AddLink("0->1", GBps(1000), 0), e.AddLink("1->0", GBps(1000), 0)}
 	var tm Timing
-	tm.StepLat[ClassNVLink][tuning.Simple] = 100 * Microsecond
+	tm.StepLat[ClassNVLink][coll.Simple] = 100 * Microsecond
 	res, err := Simulate(e, r, streamSchedule(32, 1000), tm, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +101,7 @@ func TestBackToBackKernels(t *testing.T) {
 	const link, cta = 20.0, 10.0 // GB/s: the receiver's copy is slower than the link
 	const block = 4 << 20
 	tm := Timing{Launch: 5 * Microsecond, CTARate: GBps(cta)}
-	tm.StepLat[ClassNVLink][tuning.Simple] = 2 * Microsecond
+	tm.StepLat[ClassNVLink][coll.Simple] = 2 * Microsecond
 	run := func(p coll.Plan, k int) float64 {
 		plans := make([]coll.Plan, k)
 		for i := range plans {
@@ -120,7 +119,7 @@ func TestBackToBackKernels(t *testing.T) {
 		}
 		return res.Time.Micros()
 	}
-	bc := coll.Plan{Func: tuning.Broadcast, Count: block / 4, DataType: coll.Float32, NRanks: 2, NChannels: 1, Algo: tuning.Ring, Proto: tuning.Simple}
+	bc := coll.Plan{Func: coll.Broadcast, Count: block / 4, DataType: coll.Float32, NRanks: 2, NChannels: 1, Algo: coll.Ring, Proto: coll.Simple}
 	one, three := run(bc, 1), run(bc, 3)
 	perCall := (three - one) / 2
 	// The receiver is the bottleneck: one launch plus its copy of the block per call, less than an
@@ -129,7 +128,7 @@ func TestBackToBackKernels(t *testing.T) {
 	if perCall >= one || perCall < recvBusy-1e-6 {
 		t.Errorf("broadcast: %.2f us per back-to-back call, isolated %.2f us; want in [%.2f, isolated)", perCall, one, recvBusy)
 	}
-	ag := coll.Plan{Func: tuning.AllGather, Count: block / 4, DataType: coll.Float32, NRanks: 2, NChannels: 1, Algo: tuning.Ring, Proto: tuning.Simple}
+	ag := coll.Plan{Func: coll.AllGather, Count: block / 4, DataType: coll.Float32, NRanks: 2, NChannels: 1, Algo: coll.Ring, Proto: coll.Simple}
 	one, three = run(ag, 1), run(ag, 3)
 	if perCall := (three - one) / 2; !near(perCall, one, 1e-6) {
 		t.Errorf("all-gather: %.2f us per back-to-back call, want the isolated %.2f us", perCall, one)

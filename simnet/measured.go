@@ -3,13 +3,13 @@ package simnet
 import (
 	"encoding/csv"
 	"fmt"
-	"github.com/simccl/simccl/internal/stats"
 	"io"
 	"math"
 	"strconv"
 
+	"github.com/simccl/simccl/internal/stats"
+
 	"github.com/simccl/simccl/coll"
-	"github.com/simccl/simccl/tuning"
 )
 
 // Measured is one row of a measured-timings CSV (tag,coll,world,bytes,us,algbw,busbw), as
@@ -49,8 +49,8 @@ func ReadMeasuredCSV(r io.Reader, name string) ([]Measured, error) {
 }
 
 // FuncOfTest maps nccl-tests' program names to functions.
-func FuncOfTest(name string) (tuning.Func, error) {
-	for _, f := range []tuning.Func{tuning.AllReduce, tuning.AllGather, tuning.ReduceScatter, tuning.Broadcast, tuning.Reduce, tuning.AllToAll, tuning.SendRecv} {
+func FuncOfTest(name string) (coll.Func, error) {
+	for _, f := range []coll.Func{coll.AllReduce, coll.AllGather, coll.ReduceScatter, coll.Broadcast, coll.Reduce, coll.AllToAll, coll.SendRecv} {
 		if TestName(f) == name {
 			return f, nil
 		}
@@ -108,7 +108,7 @@ func Compare(m *Machine, meas []Measured, tag string) ([]ComparePoint, []Compare
 			ErrPct: 100 * (row.TimeUs - r.Us) / r.Us, SimAlgo: row.Algo, SimProto: row.Proto, SimNch: row.NChannels})
 	}
 	var sums []CompareSummary
-	for _, f := range []tuning.Func{tuning.AllReduce, tuning.AllGather, tuning.ReduceScatter, tuning.Broadcast, tuning.Reduce, tuning.AllToAll, tuning.SendRecv} {
+	for _, f := range []coll.Func{coll.AllReduce, coll.AllGather, coll.ReduceScatter, coll.Broadcast, coll.Reduce, coll.AllToAll, coll.SendRecv} {
 		c := TestName(f)
 		var lg, sm []float64
 		for _, p := range pts {

@@ -175,7 +175,7 @@ func NewMemSetup(data []byte, name string, m *Machine, collNet bool) (*MemSetup,
 // MemCall is one call of the workload: an nccl-tests size of a collective (for SendRecv each
 // rank sends Bytes to the next rank; for AllToAll Bytes is the total buffer).
 type MemCall struct {
-	Func  tuning.Func
+	Func  coll.Func
 	Bytes int64
 }
 
@@ -259,7 +259,7 @@ type MemoryReport struct {
 // alloc is one connection's (or buffer's) memory.
 type alloc struct {
 	gpu, host int64
-	proto     [tuning.NumProtos]int64
+	proto     [coll.NumProtos]int64
 	ctrl      int64
 }
 
@@ -275,7 +275,7 @@ type memModel struct {
 	m     *Machine
 	s     *MemSetup
 	t     *tuning.Table
-	buf   [tuning.NumProtos]int64
+	buf   [coll.NumProtos]int64
 	G, n  int
 	nch   int
 	p2p   struct{ total, perPeer int }
@@ -298,15 +298,15 @@ func (m *Machine) Memory(s *MemSetup, calls []MemCall, dt coll.DataType, eager b
 	}
 	mm := &memModel{m: m, s: s, t: s.Table, G: m.Node.NumGPUs, n: m.NRanks(), nch: len(m.Rings)}
 	cfg := &s.Table.Config
-	mm.buf = [tuning.NumProtos]int64{tuning.LL: 524288, tuning.LL128: 4915200, tuning.Simple: 4 << 20} // §6.1 defaults
+	mm.buf = [coll.NumProtos]int64{coll.LL: 524288, coll.LL128: 4915200, coll.Simple: 4 << 20} // §6.1 defaults
 	if cfg.LLBuffSize > 0 {
-		mm.buf[tuning.LL] = cfg.LLBuffSize
+		mm.buf[coll.LL] = cfg.LLBuffSize
 	}
 	if cfg.LL128BuffSize > 0 {
-		mm.buf[tuning.LL128] = cfg.LL128BuffSize
+		mm.buf[coll.LL128] = cfg.LL128BuffSize
 	}
 	if cfg.BuffSize > 0 {
-		mm.buf[tuning.Simple] = cfg.BuffSize
+		mm.buf[coll.Simple] = cfg.BuffSize
 	}
 	mm.p2p.total, mm.p2p.perPeer = s.Table.P2PChannels()
 	mm.chunk = s.Table.P2PChunkSize()
@@ -318,14 +318,14 @@ func (m *Machine) Memory(s *MemSetup, calls []MemCall, dt coll.DataType, eager b
 	if cfg.NVLSChunkSize > 0 {
 		nvlsChunk = cfg.NVLSChunkSize
 	}
-	rep.Buffers = MemBuffers{LL: mm.buf[tuning.LL], LL128: mm.buf[tuning.LL128], Simple: mm.buf[tuning.Simple],
+	rep.Buffers = MemBuffers{LL: mm.buf[coll.LL], LL128: mm.buf[coll.LL128], Simple: mm.buf[coll.Simple],
 		P2PChunk: mm.chunk, P2PChannels: mm.p2p.total, P2PPerPeer: mm.p2p.perPeer, Channels: mm.nch}
 	if s.NVLS != nil {
 		rep.Buffers.NVLSChunk, rep.Buffers.NVLSChannels, rep.Buffers.NVLSHeads = nvlsChunk, s.Table.NVLSChannels, s.NVLS.NChannels
 	}
 
 	// Which algorithms are connected, and the send/recv peers.
-	algos := map[tuning.Algo]bool{}
+	algos := map[coll.Algo]bool{}
 	// Send/recv peers by offset (peer = r+off): channels per direction, [0] for a peer in the
 	// node, [1] for one across the network.
 	p2pSend, p2pRecv := map[int][2]int{}, map[int][2]int{}
@@ -335,7 +335,7 @@ func (m *Machine) Memory(s *MemSetup, calls []MemCall, dt coll.DataType, eager b
 			return nil, fmt.Errorf("simnet: memory: %s of %d bytes", TestName(c.Func), c.Bytes)
 		}
 		switch c.Func {
-		case tuning.SendRecv, tuning.AllToAll:
+		case coll.SendRecv, coll.AllToAll:
 			if err := mm.p2pCall(c, rep, p2pSend, p2pRecv); err != nil {
 				return nil, err
 			}
@@ -355,24 +355,24 @@ func (m *Machine) Memory(s *MemSetup, calls []MemCall, dt coll.DataType, eager b
 		}
 	}
 	if eager && mm.n > 1 {
-		algos[tuning.Ring], algos[tuning.Tree] = true, true
-		if mm.n == m.Nodes && s.Table.Enabled(tuning.AllGather, tuning.PAT, tuning.Simple) {
-			algos[tuning.PAT] = true
+		algos[coll.Ring], algos[coll.Tree] = true, true
+		if mm.n == m.Nodes && s.Table.Enabled(coll.AllGather, coll.PAT, coll.Simple) {
+			algos[coll.PAT] = true
 		}
 		if s.NVLS != nil {
-			algos[tuning.NVLS] = true
+			algos[coll.NVLS] = true
 			if m.Nodes > 1 {
-				algos[tuning.NVLSTree] = true
+				algos[coll.NVLSTree] = true
 			}
 		}
 		if s.CollNetChain != nil {
-			algos[tuning.CollNetChain] = true
+			algos[coll.CollNetChain] = true
 		}
 		if s.CollNetDirect != nil {
-			algos[tuning.CollNetDirect] = true
+			algos[coll.CollNetDirect] = true
 		}
 	}
-	for a := tuning.Algo(0); a < tuning.NumAlgos; a++ {
+	for a := coll.Algo(0); a < coll.NumAlgos; a++ {
 		if algos[a] {
 			rep.Connected = append(rep.Connected, a.String())
 		}
@@ -407,7 +407,7 @@ func (m *Machine) Memory(s *MemSetup, calls []MemCall, dt coll.DataType, eager b
 	if best != nil {
 		for _, a := range best.algoOrder {
 			ap := best.byAlgo[a]
-			for p := tuning.Proto(0); p < tuning.NumProtos; p++ {
+			for p := coll.Proto(0); p < coll.NumProtos; p++ {
 				if ap.proto[p] > 0 {
 					rep.ByAlgoProto = append(rep.ByAlgoProto, AlgoProtoMem{Algo: a, Proto: p.String(), Bytes: ap.proto[p]})
 				}
@@ -425,10 +425,10 @@ func (m *Machine) Memory(s *MemSetup, calls []MemCall, dt coll.DataType, eager b
 	if len(p2pSend)+len(p2pRecv) > 0 && m.Nodes > 1 {
 		rep.Notes = append(rep.Notes, "send/recv over the network uses one shared pool per direction (NCCL_NET_SHARED_BUFFERS=1)")
 	}
-	if algos[tuning.CollNetChain] || algos[tuning.CollNetDirect] {
+	if algos[coll.CollNetChain] || algos[coll.CollNetDirect] {
 		rep.Notes = append(rep.Notes, "CollNet is approximate, an upper bound: every rank connects to every head of its node both ways on connIndex 0 and 1 (direct) or to its chain neighbours, and each head holds Simple buffers to the CollNet plugin per channel")
 	}
-	if algos[tuning.NVLSTree] && m.Nodes > 1 {
+	if algos[coll.NVLSTree] && m.Nodes > 1 {
 		rep.Notes = append(rep.Notes, "NVLS trees: on NVLS channel c the node's head c mod nHeads joins the same head of its double-binary-tree parent and children nodes (approximation of ncclNvlsTreeConnect)")
 	}
 	if eager {
@@ -457,7 +457,7 @@ func (mm *memModel) p2pCall(c MemCall, rep *MemoryReport, send, recv map[int][2]
 	}
 	var offs []int
 	per := c.Bytes
-	if c.Func == tuning.SendRecv {
+	if c.Func == coll.SendRecv {
 		offs = []int{1}
 	} else {
 		per = c.Bytes / int64(mm.n)
@@ -531,7 +531,7 @@ func (mm *memModel) gdr(r int) bool { return mm.s.GDR == nil || mm.s.GDR[r%mm.G]
 // connAlloc is the memory one connector of rank r to peer takes on rank r.
 func (mm *memModel) connAlloc(kind string, r, peer int, send bool, idx int) alloc {
 	var a alloc
-	ll, ll128, simple := mm.buf[tuning.LL], mm.buf[tuning.LL128], mm.buf[tuning.Simple]
+	ll, ll128, simple := mm.buf[coll.LL], mm.buf[coll.LL128], mm.buf[coll.Simple]
 	switch kind {
 	case KindP2P:
 		read := mm.s.Read != nil && mm.s.Read[r%mm.G][peer%mm.G]
@@ -539,14 +539,14 @@ func (mm *memModel) connAlloc(kind string, r, peer int, send bool, idx int) allo
 		if send {
 			if read {
 				raw += simple
-				a.proto[tuning.Simple] = simple
+				a.proto[coll.Simple] = simple
 			}
 		} else {
 			raw += ll + ll128
-			a.proto[tuning.LL], a.proto[tuning.LL128] = ll, ll128
+			a.proto[coll.LL], a.proto[coll.LL128] = ll, ll128
 			if !read {
 				raw += simple
-				a.proto[tuning.Simple] = simple
+				a.proto[coll.Simple] = simple
 			}
 		}
 		a.gpu = roundUp(raw, cudaIPCMin)
@@ -555,7 +555,7 @@ func (mm *memModel) connAlloc(kind string, r, peer int, send bool, idx int) allo
 		raw := int64(memCtrlBytes)
 		if !send {
 			raw += ll + ll128 + simple
-			a.proto = [tuning.NumProtos]int64{tuning.LL: ll, tuning.LL128: ll128, tuning.Simple: simple}
+			a.proto = [coll.NumProtos]int64{coll.LL: ll, coll.LL128: ll128, coll.Simple: simple}
 		}
 		a.host = roundUp(raw, hostPage)
 		a.ctrl = a.host - (raw - memCtrlBytes)
@@ -566,11 +566,11 @@ func (mm *memModel) connAlloc(kind string, r, peer int, send bool, idx int) allo
 			a.ctrl = memCtrlBytes
 			if mm.t.Config.AllocP2PNetLLBuffers {
 				a.host += ll
-				a.proto[tuning.LL] = ll
+				a.proto[coll.LL] = ll
 			}
 			return a
 		}
-		a.proto = [tuning.NumProtos]int64{tuning.LL: ll, tuning.LL128: ll128, tuning.Simple: simple}
+		a.proto = [coll.NumProtos]int64{coll.LL: ll, coll.LL128: ll128, coll.Simple: simple}
 		switch {
 		case !mm.gdr(r):
 			a.host = roundUp(memCtrlBytes+ll+ll128+simple, hostPage)
@@ -583,7 +583,7 @@ func (mm *memModel) connAlloc(kind string, r, peer int, send bool, idx int) allo
 		}
 		a.ctrl = a.gpu + a.host - ll - ll128 - simple
 	case KindCollNet:
-		a.proto[tuning.Simple] = simple
+		a.proto[coll.Simple] = simple
 		if mm.gdr(r) {
 			a.gpu, a.host = roundUp(simple, cudaIPCMin), memCtrlBytes
 		} else {
@@ -596,7 +596,7 @@ func (mm *memModel) connAlloc(kind string, r, peer int, send bool, idx int) allo
 
 // rank lists rank r's connections algorithm by algorithm (in NCCL's algorithm order, so a
 // connection shared by two algorithms is charged to the first) and adds up their memory.
-func (mm *memModel) rank(r int, algos map[tuning.Algo]bool, p2pSend, p2pRecv map[int][2]int) *rankAcc {
+func (mm *memModel) rank(r int, algos map[coll.Algo]bool, p2pSend, p2pRecv map[int][2]int) *rankAcc {
 	acc := &rankAcc{kinds: map[string]KindMem{}, byAlgo: map[string]*alloc{}}
 	seen := map[connKey]bool{}
 	n := mm.n
@@ -618,7 +618,7 @@ func (mm *memModel) rank(r int, algos map[tuning.Algo]bool, p2pSend, p2pRecv map
 	}
 	node, local := r/mm.G, r%mm.G
 	// Ring, then Tree, then PAT, NVLS, NVLSTree, CollNet, in the order of ncclCollPreconnect.
-	if algos[tuning.Ring] {
+	if algos[coll.Ring] {
 		for c, ring := range mm.m.Rings {
 			for i, x := range ring {
 				if x == r {
@@ -628,7 +628,7 @@ func (mm *memModel) rank(r int, algos map[tuning.Algo]bool, p2pSend, p2pRecv map
 			}
 		}
 	}
-	if algos[tuning.Tree] {
+	if algos[coll.Tree] {
 		for c := 0; c < mm.nch && c < len(mm.m.Trees); c++ {
 			t := mm.m.Trees[c]
 			if r < len(t.Up) && t.Up[r] >= 0 {
@@ -641,7 +641,7 @@ func (mm *memModel) rank(r int, algos map[tuning.Algo]bool, p2pSend, p2pRecv map
 			}
 		}
 	}
-	if algos[tuning.PAT] {
+	if algos[coll.PAT] {
 		for mask := 1; mask < n; mask <<= 1 {
 			prev, next := (r+mask)%n, (r+n-mask)%n
 			for c := 0; c < mm.nch; c++ {
@@ -653,18 +653,18 @@ func (mm *memModel) rank(r int, algos map[tuning.Algo]bool, p2pSend, p2pRecv map
 		}
 	}
 	nvls := mm.s.NVLS
-	if nvls != nil && (algos[tuning.NVLS] || algos[tuning.NVLSTree]) {
+	if nvls != nil && (algos[coll.NVLS] || algos[coll.NVLSTree]) {
 		name := "NVLS"
-		if !algos[tuning.NVLS] {
+		if !algos[coll.NVLS] {
 			name = "NVLSTree"
 		}
 		size := int64(mm.t.NVLSChannels) * 2 * mm.nvlsChunk() * memSteps * int64(nvls.NChannels)
 		a := alloc{gpu: roundUp(size, cudaIPCMin)}
-		a.proto[tuning.Simple] = size
+		a.proto[coll.Simple] = size
 		a.ctrl = a.gpu - size
 		acc.add(name, KindNVLS, a, false)
 	}
-	if nvls != nil && algos[tuning.NVLSTree] && mm.m.Nodes > 1 {
+	if nvls != nil && algos[coll.NVLSTree] && mm.m.Nodes > 1 {
 		// NVLS trees (ncclNvlsTreeConnect): on NVLS channel c the node's head of c joins the same
 		// head of its double-binary-tree parent and children nodes, both directions.
 		for c := 0; c < mm.t.NVLSChannels; c++ {
@@ -680,7 +680,7 @@ func (mm *memModel) rank(r int, algos map[tuning.Algo]bool, p2pSend, p2pRecv map
 			}
 		}
 	}
-	if g := mm.s.CollNetChain; g != nil && algos[tuning.CollNetChain] {
+	if g := mm.s.CollNetChain; g != nil && algos[coll.CollNetChain] {
 		for c := 0; c < mm.nch; c++ {
 			chain := g.Intra[c%len(g.Intra)]
 			for i, x := range chain {
@@ -700,7 +700,7 @@ func (mm *memModel) rank(r int, algos map[tuning.Algo]bool, p2pSend, p2pRecv map
 			}
 		}
 	}
-	if g := mm.s.CollNetDirect; g != nil && algos[tuning.CollNetDirect] {
+	if g := mm.s.CollNetDirect; g != nil && algos[coll.CollNetDirect] {
 		heads := map[int]bool{}
 		for _, ch := range g.Intra {
 			if len(ch) > 0 {
@@ -740,7 +740,7 @@ func (mm *memModel) rank(r int, algos map[tuning.Algo]bool, p2pSend, p2pRecv map
 				netPool[d] = true
 				size := int64(mm.p2p.total) * memSharedSteps * mm.chunk
 				a := alloc{}
-				a.proto[tuning.Simple] = size
+				a.proto[coll.Simple] = size
 				if mm.gdr(r) {
 					a.gpu = roundUp(size, cudaIPCMin)
 				} else {

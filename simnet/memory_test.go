@@ -28,7 +28,7 @@ func memMachine(t *testing.T, name string, data []byte, nodes int, collNet bool,
 	return m, s
 }
 
-func sweepCalls(funcs []tuning.Func, lo, hi int64) []MemCall {
+func sweepCalls(funcs []coll.Func, lo, hi int64) []MemCall {
 	var calls []MemCall
 	for _, f := range funcs {
 		for b := lo; b <= hi; b *= 2 {
@@ -113,7 +113,7 @@ func TestMemoryMatchesNCCLLogs(t *testing.T) {
 		{"nvl0 (no NVLink: SHM)", "nvl0_topo.xml", "nvl0.803.log", 1},
 		{"two hosts (NET, PAT)", "fakehosts_topo.xml", "fakehosts.931.log", 2},
 	}
-	funcs := []tuning.Func{tuning.AllReduce, tuning.Broadcast, tuning.Reduce, tuning.AllGather, tuning.ReduceScatter}
+	funcs := []coll.Func{coll.AllReduce, coll.Broadcast, coll.Reduce, coll.AllGather, coll.ReduceScatter}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			data, err := os.ReadFile(filepath.Join(dir, c.topo))
@@ -205,13 +205,13 @@ func TestMemoryConnectionSizes(t *testing.T) {
 				c.s.Table = m.Table
 			}
 			mm := &memModel{m: m, s: c.s, t: c.s.Table, G: G, n: G, nch: len(m.Rings)}
-			mm.buf = [tuning.NumProtos]int64{524288, 4915200, 4 << 20}
+			mm.buf = [coll.NumProtos]int64{524288, 4915200, 4 << 20}
 			if c.s.Table.Config.BuffSize > 0 {
-				mm.buf[tuning.Simple] = c.s.Table.Config.BuffSize
+				mm.buf[coll.Simple] = c.s.Table.Config.BuffSize
 			}
 			a := mm.connAlloc(c.kind, 0, 1, c.send, c.idx)
-			if a.gpu != c.gpu || a.host != c.host || a.proto[tuning.LL] != c.llBuf || a.proto[tuning.Simple] != c.sim {
-				t.Errorf("gpu %d host %d LL %d Simple %d; want %d %d %d %d", a.gpu, a.host, a.proto[tuning.LL], a.proto[tuning.Simple], c.gpu, c.host, c.llBuf, c.sim)
+			if a.gpu != c.gpu || a.host != c.host || a.proto[coll.LL] != c.llBuf || a.proto[coll.Simple] != c.sim {
+				t.Errorf("gpu %d host %d LL %d Simple %d; want %d %d %d %d", a.gpu, a.host, a.proto[coll.LL], a.proto[coll.Simple], c.gpu, c.host, c.llBuf, c.sim)
 			}
 			var sum int64
 			for _, b := range a.proto {
@@ -231,7 +231,7 @@ func TestMemoryNVLSAndEager(t *testing.T) {
 		if s.NVLS == nil {
 			t.Fatalf("%d nodes: no NVLS graph on %s", nodes, name)
 		}
-		calls := sweepCalls([]tuning.Func{tuning.AllReduce}, 8, 1<<30)
+		calls := sweepCalls([]coll.Func{coll.AllReduce}, 8, 1<<30)
 		lazy, err := m.Memory(s, calls, coll.Float32, false)
 		if err != nil {
 			t.Fatal(err)
@@ -284,7 +284,7 @@ func TestMemorySendRecvAndCollNet(t *testing.T) {
 	if s.CollNetChain == nil && s.CollNetDirect == nil {
 		t.Fatal("no CollNet graph with coll=1 NICs")
 	}
-	rep, err := m.Memory(s, []MemCall{{tuning.AllToAll, 1 << 20}}, coll.Float32, true)
+	rep, err := m.Memory(s, []MemCall{{coll.AllToAll, 1 << 20}}, coll.Float32, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +293,7 @@ func TestMemorySendRecvAndCollNet(t *testing.T) {
 		t.Errorf("no CollNet connection: %+v", r0.Kinds)
 	}
 	// All-to-all connects every other rank both ways on connIndex 1: 15 peers here.
-	lazy, err := m.Memory(s, []MemCall{{tuning.AllToAll, 1 << 20}}, coll.Float32, false)
+	lazy, err := m.Memory(s, []MemCall{{coll.AllToAll, 1 << 20}}, coll.Float32, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestMemorySendRecvAndCollNet(t *testing.T) {
 	if kindOfReport(l0, KindP2P).Conns < 2*7 || kindOfReport(l0, KindNET).Conns < 2*8 {
 		t.Errorf("all-to-all connections %+v", l0.Kinds)
 	}
-	if _, err := m.Memory(s, []MemCall{{tuning.AllReduce, -1}}, coll.Float32, false); err == nil {
+	if _, err := m.Memory(s, []MemCall{{coll.AllReduce, -1}}, coll.Float32, false); err == nil {
 		t.Error("negative size accepted")
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/simccl/simccl/coll"
-	"github.com/simccl/simccl/tuning"
 )
 
 // The trace must be what Perfetto's JSON importer accepts: an object with a traceEvents array whose
@@ -15,7 +14,7 @@ import (
 // ("M") process_name/thread_name with args.name.
 func TestTraceIsValidChromeJSON(t *testing.T) {
 	m := hgxMachine(t, 1)
-	_, res, err := m.Run(tuning.AllReduce, 1<<20, coll.Float32, coll.Sum, RunOptions{Record: true})
+	_, res, err := m.Run(coll.AllReduce, 1<<20, coll.Float32, coll.Sum, RunOptions{Record: true})
 	if err != nil {
 		t.Fatal(err)
 	}

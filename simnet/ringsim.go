@@ -3,7 +3,7 @@ package simnet
 import (
 	"fmt"
 
-	"github.com/simccl/simccl/tuning"
+	"github.com/simccl/simccl/coll"
 )
 
 // RingSpec is a ring collective for the compact executor (SimulateRing), which replays NCCL's ring
@@ -11,9 +11,9 @@ import (
 // so memory stays proportional to ranks × channels, not to the number of steps. It exists for
 // clusters whose schedules would not fit in memory (1,024 to 16,384 GPUs and more).
 type RingSpec struct {
-	Func  tuning.Func // AllReduce, AllGather or ReduceScatter
-	Bytes int64       // NCCL's nBytes: the buffer (AllReduce) or the total gathered/scattered bytes
-	Proto tuning.Proto
+	Func  coll.Func // AllReduce, AllGather or ReduceScatter
+	Bytes int64     // NCCL's nBytes: the buffer (AllReduce) or the total gathered/scattered bytes
+	Proto coll.Proto
 	// Rings holds, per channel, the ring order over all ranks.
 	Rings [][]int
 	// Chunk is the payload of one step on one channel (tuning's chunk size, §5.7; 0: the
@@ -77,14 +77,14 @@ func SimulateRing(e *Engine, r Router, spec RingSpec, tm Timing) (*RingResult, e
 			return nil, fmt.Errorf("simnet: ring %d has %d ranks, the cluster %d", c, len(ring), n)
 		}
 	}
-	if spec.Proto < 0 || spec.Proto >= tuning.NumProtos {
+	if spec.Proto < 0 || spec.Proto >= coll.NumProtos {
 		return nil, fmt.Errorf("simnet: bad protocol %v", spec.Proto)
 	}
 	var stepsPerLoop int
 	switch spec.Func {
-	case tuning.AllReduce:
+	case coll.AllReduce:
 		stepsPerLoop = 2 * (n - 1)
-	case tuning.AllGather, tuning.ReduceScatter:
+	case coll.AllGather, coll.ReduceScatter:
 		stepsPerLoop = n - 1
 	default:
 		return nil, fmt.Errorf("simnet: compact ring executor runs AllReduce, AllGather, ReduceScatter, not %v", spec.Func)
@@ -103,7 +103,7 @@ func SimulateRing(e *Engine, r Router, spec RingSpec, tm Timing) (*RingResult, e
 	loopBytes := int64(n) * chunk
 	loops := int((perCh + loopBytes - 1) / loopBytes)
 	stepPayload := (perCh + int64(loops)*int64(n) - 1) / (int64(loops) * int64(n))
-	if spec.Func != tuning.AllReduce {
+	if spec.Func != coll.AllReduce {
 		// AllGather/ReduceScatter: nBytes is the total over ranks; the per-rank block is nBytes/n.
 		stepPayload = (perCh/int64(n) + int64(loops) - 1) / int64(loops)
 		if stepPayload < 1 {
@@ -206,11 +206,11 @@ func SimulateRing(e *Engine, r Router, spec RingSpec, tm Timing) (*RingResult, e
 		Merge: merge, Groups: len(groups), Loops: loops, Steps: stepsPerLoop}, nil
 }
 
-func wireBytes(p tuning.Proto, payload int64) int64 {
+func wireBytes(p coll.Proto, payload int64) int64 {
 	switch p {
-	case tuning.LL:
+	case coll.LL:
 		return 2 * payload // 8 B of data per 16 B line (§6.1)
-	case tuning.LL128:
+	case coll.LL128:
 		return (payload*128 + 119) / 120 // 120 B of data per 128 B line (§6.1)
 	}
 	return payload

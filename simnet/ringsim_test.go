@@ -17,7 +17,7 @@ func TestRingSimMatchesSchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, size := range []int64{4 << 20, 64 << 20} {
-		for _, f := range []tuning.Func{tuning.AllReduce, tuning.AllGather} {
+		for _, f := range []coll.Func{coll.AllReduce, coll.AllGather} {
 			row, _, err := m.Run(f, size, coll.Float32, coll.Sum, RunOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -63,11 +63,11 @@ func TestRingSimMergeClose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tm, _ := m.Timing(tuning.Ring, tuning.Simple)
+			tm, _ := m.Timing(coll.Ring, coll.Simple)
 			if !cta {
 				tm.CTARate = 0
 			}
-			res, err := SimulateRing(e, cl, RingSpec{Func: tuning.AllReduce, Bytes: 256 << 20, Proto: tuning.Simple, Rings: m.Rings, Merge: merge}, tm)
+			res, err := SimulateRing(e, cl, RingSpec{Func: coll.AllReduce, Bytes: 256 << 20, Proto: coll.Simple, Rings: m.Rings, Merge: merge}, tm)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,11 +89,11 @@ func TestTreeSimMatchesSchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, size := range []int64{1 << 20, 64 << 20} {
-		row, _, err := m.Run(tuning.AllReduce, size, coll.Float32, coll.Sum, RunOptions{})
+		row, _, err := m.Run(coll.AllReduce, size, coll.Float32, coll.Sum, RunOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		plan, _, err := m.Plan(tuning.AllReduce, size, coll.Float32, coll.Sum)
+		plan, _, err := m.Plan(coll.AllReduce, size, coll.Float32, coll.Sum)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,13 +122,13 @@ func TestMachineRunCompactMatches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		exact, _, err := mm.Run(tuning.AllReduce, 16<<20, coll.Float32, coll.Sum, RunOptions{})
+		exact, _, err := mm.Run(coll.AllReduce, 16<<20, coll.Float32, coll.Sum, RunOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		old := CompactAbove
 		CompactAbove = 1
-		compact, _, err := mm.Run(tuning.AllReduce, 16<<20, coll.Float32, coll.Sum, RunOptions{})
+		compact, _, err := mm.Run(coll.AllReduce, 16<<20, coll.Float32, coll.Sum, RunOptions{})
 		CompactAbove = old
 		if err != nil {
 			t.Fatal(err)
@@ -155,12 +155,12 @@ func TestShortcutChangesNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tm, _ := TimingFor("", tuning.Tree, tuning.Simple)
+		tm, _ := TimingFor("", coll.Tree, coll.Simple)
 		var res *RingResult
 		if tree {
-			res, err = SimulateTree(e, cl, TreeSpec{Bytes: 256 << 20, Proto: tuning.Simple, Trees: m.Trees}, tm)
+			res, err = SimulateTree(e, cl, TreeSpec{Bytes: 256 << 20, Proto: coll.Simple, Trees: m.Trees}, tm)
 		} else {
-			res, err = SimulateRing(e, cl, RingSpec{Func: tuning.AllReduce, Bytes: 256 << 20, Proto: tuning.Simple, Rings: m.Rings}, tm)
+			res, err = SimulateRing(e, cl, RingSpec{Func: coll.AllReduce, Bytes: 256 << 20, Proto: coll.Simple, Rings: m.Rings}, tm)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -191,8 +191,8 @@ func TestRateIntervalClose(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tm, _ := TimingFor("", tuning.Tree, tuning.Simple)
-		res, err := SimulateTree(e, cl, TreeSpec{Bytes: 128 << 20, Proto: tuning.Simple, Trees: m.Trees, Merge: 1}, tm)
+		tm, _ := TimingFor("", coll.Tree, coll.Simple)
+		res, err := SimulateTree(e, cl, TreeSpec{Bytes: 128 << 20, Proto: coll.Simple, Trees: m.Trees, Merge: 1}, tm)
 		if err != nil {
 			t.Fatal(err)
 		}

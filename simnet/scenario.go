@@ -20,8 +20,8 @@ type Machine struct {
 	Fabric  *Fabric
 	Search  *search.Result // nil when the plan inputs were set by hand
 	Table   *tuning.Table
-	Rings   [][]int     // per channel, the ring over all ranks
-	Trees   []coll.Tree // per channel
+	Rings   [][]int            // per channel, the ring over all ranks
+	Trees   []coll.ChannelTree // per channel
 	Release string
 	// BackToBack is RunOptions.BackToBack when a call gives none (0 or 1: one isolated call).
 	BackToBack int
@@ -253,21 +253,21 @@ func ringSteps(p coll.Plan, nBytes int64) int64 {
 }
 
 // TestName is the nccl-tests program name of f ("all_reduce", …).
-func TestName(f tuning.Func) string {
+func TestName(f coll.Func) string {
 	switch f {
-	case tuning.AllReduce:
+	case coll.AllReduce:
 		return "all_reduce"
-	case tuning.AllGather:
+	case coll.AllGather:
 		return "all_gather"
-	case tuning.ReduceScatter:
+	case coll.ReduceScatter:
 		return "reduce_scatter"
-	case tuning.Broadcast:
+	case coll.Broadcast:
 		return "broadcast"
-	case tuning.Reduce:
+	case coll.Reduce:
 		return "reduce"
-	case tuning.AllToAll:
+	case coll.AllToAll:
 		return "alltoall"
-	case tuning.SendRecv:
+	case coll.SendRecv:
 		return "sendrecv"
 	}
 	return f.String()
@@ -276,10 +276,10 @@ func TestName(f tuning.Func) string {
 // Sizes returns nccl-tests' count column and the bytes algbw divides by for a size S (the total
 // buffer, -b/-e) of f over n ranks with elements of elt bytes (fact sheet §7): AllGather,
 // ReduceScatter and AlltoAll use base = count/n rounded down to 16 bytes' worth of elements.
-func Sizes(f tuning.Func, size int64, elt, n int) (count, algBytes int64) {
+func Sizes(f coll.Func, size int64, elt, n int) (count, algBytes int64) {
 	count = size / int64(elt)
 	switch f {
-	case tuning.AllGather, tuning.ReduceScatter, tuning.AllToAll:
+	case coll.AllGather, coll.ReduceScatter, coll.AllToAll:
 		base := count / int64(n)
 		align := int64(16 / elt)
 		if align < 1 {
@@ -292,11 +292,11 @@ func Sizes(f tuning.Func, size int64, elt, n int) (count, algBytes int64) {
 }
 
 // BusFactor is nccl-tests' busbw factor (fact sheet §7).
-func BusFactor(f tuning.Func, n int) float64 {
+func BusFactor(f coll.Func, n int) float64 {
 	switch f {
-	case tuning.AllReduce:
+	case coll.AllReduce:
 		return 2 * float64(n-1) / float64(n)
-	case tuning.AllGather, tuning.ReduceScatter, tuning.AllToAll:
+	case coll.AllGather, coll.ReduceScatter, coll.AllToAll:
 		return float64(n-1) / float64(n)
 	}
 	return 1
@@ -308,14 +308,14 @@ var ErrNotCompiled = errors.New("simnet: algorithm not compiled by coll")
 // Plan makes the coll.Plan NCCL would run for one nccl-tests size: tuning's choice of algorithm,
 // protocol, channels and chunk size. When tuning picks an algorithm coll does not compile, the
 // cheapest compiled one from the same cost table is used and the returned note says so.
-func (m *Machine) Plan(f tuning.Func, size int64, dt coll.DataType, op coll.RedOp) (coll.Plan, string, error) {
+func (m *Machine) Plan(f coll.Func, size int64, dt coll.DataType, op coll.RedOp) (coll.Plan, string, error) {
 	n := m.NRanks()
 	elt := dt.Size()
 	count, _ := Sizes(f, size, elt, n)
 	p := coll.Plan{Func: f, Count: count, DataType: dt, Op: op, NRanks: n, Rings: m.Rings, Trees: m.Trees}
 	note := ""
 	switch f {
-	case tuning.SendRecv, tuning.AllToAll:
+	case coll.SendRecv, coll.AllToAll:
 		// Point-to-point: NCCL 2.28's per-peer plan (enqueue.cc addP2pToPlan, fact sheet §4.8 and
 		// §5.8, tuning.P2P): channels from the part-size bounds up to the per-peer maximum,
 		// LL up to nChannels × NCCL_P2P_LL_THRESHOLD, Simple chunks of the P2P chunk size. Every
@@ -328,7 +328,7 @@ func (m *Machine) Plan(f tuning.Func, size int64, dt coll.DataType, op coll.RedO
 		if err != nil {
 			return p, "", err
 		}
-		p.Algo, p.Proto, p.NChannels = tuning.Ring, ch.Proto, max(ch.NChannels, 1)
+		p.Algo, p.Proto, p.NChannels = coll.Ring, ch.Proto, max(ch.NChannels, 1)
 		if len(m.Rings) > 0 && len(m.Rings) < p.NChannels {
 			// p2p channels outnumber the collective ones (pow2Up of them, §4.8); coll wants a
 			// ring and a tree per channel, which point-to-point does not follow.
@@ -339,13 +339,13 @@ func (m *Machine) Plan(f tuning.Func, size int64, dt coll.DataType, op coll.RedO
 			p.Rings = rings
 		}
 		if len(m.Trees) > 0 && len(m.Trees) < p.NChannels {
-			trees := make([]coll.Tree, p.NChannels)
+			trees := make([]coll.ChannelTree, p.NChannels)
 			for c := range trees {
 				trees[c] = m.Trees[c%len(m.Trees)]
 			}
 			p.Trees = trees
 		}
-		if ch.Proto == tuning.Simple {
+		if ch.Proto == coll.Simple {
 			p.ChunkSize = ch.ChunkSize
 		}
 		return p, "", nil
@@ -355,12 +355,12 @@ func (m *Machine) Plan(f tuning.Func, size int64, dt coll.DataType, op coll.RedO
 		return p, "", err
 	}
 	if !coll.Supported(f, ch.Algo) {
-		best, ba, bp := float32(-1), tuning.Algo(-1), tuning.Proto(-1)
-		for a := tuning.Algo(0); a < tuning.NumAlgos; a++ {
+		best, ba, bp := float32(-1), coll.Algo(-1), coll.Proto(-1)
+		for a := coll.Algo(0); a < coll.NumAlgos; a++ {
 			if !coll.Supported(f, a) {
 				continue
 			}
-			for q := tuning.Proto(0); q < tuning.NumProtos; q++ {
+			for q := coll.Proto(0); q < coll.NumProtos; q++ {
 				if v := ch.Cost[a][q]; v >= 0 && (best < 0 || v < best) {
 					best, ba, bp = v, a, q
 				}
@@ -391,7 +391,7 @@ func (m *Machine) Plan(f tuning.Func, size int64, dt coll.DataType, op coll.RedO
 // buffer offsets start at 0: the schedule is right for timing, not for moving bytes. Other plans
 // are returned as they are.
 func (m *Machine) rounds(p coll.Plan) []coll.Plan {
-	if p.Func != tuning.AllToAll || p.NRanks < 2 {
+	if p.Func != coll.AllToAll || p.NRanks < 2 {
 		return []coll.Plan{p}
 	}
 	total, _ := m.Table.P2PChannels()
@@ -406,7 +406,7 @@ func (m *Machine) rounds(p coll.Plan) []coll.Plan {
 		}
 	}
 	if len(trees) > 0 && len(trees) < total {
-		trees = make([]coll.Tree, total)
+		trees = make([]coll.ChannelTree, total)
 		for c := range trees {
 			trees[c] = p.Trees[c%len(p.Trees)]
 		}
@@ -414,7 +414,7 @@ func (m *Machine) rounds(p coll.Plan) []coll.Plan {
 	out := make([]coll.Plan, 0, n)
 	for d := 0; d < n; d++ {
 		q := p
-		q.Func = tuning.SendRecv
+		q.Func = coll.SendRecv
 		q.Rings, q.Trees = rings, trees
 		q.ChannelLo = (d * k) % total
 		if q.ChannelLo+k > total {
@@ -454,7 +454,7 @@ func (m *Machine) backToBack(plans []coll.Plan, k int, tm Timing) (Time, error) 
 
 // Timing is the executors' timing of algorithm a with protocol p on m: NCCL's latencies of m's
 // release (TimingFor) and m's GPU model (the per-CTA data rate).
-func (m *Machine) Timing(a tuning.Algo, p tuning.Proto) (Timing, error) {
+func (m *Machine) Timing(a coll.Algo, p coll.Proto) (Timing, error) {
 	tm, err := TimingFor(m.Release, a, p)
 	if err != nil {
 		return tm, err
@@ -476,7 +476,7 @@ type RunOptions struct {
 }
 
 // Run simulates one nccl-tests size of f and returns its table row, and the simulation result.
-func (m *Machine) Run(f tuning.Func, size int64, dt coll.DataType, op coll.RedOp, opt RunOptions) (Row, *Result, error) {
+func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, opt RunOptions) (Row, *Result, error) {
 	n := m.NRanks()
 	elt := dt.Size()
 	if elt == 0 {
@@ -484,11 +484,11 @@ func (m *Machine) Run(f tuning.Func, size int64, dt coll.DataType, op coll.RedOp
 	}
 	count, algBytes := Sizes(f, size, elt, n)
 	row := Row{Coll: TestName(f), Bytes: size, Count: count, Type: dt.String(), RedOp: op.String()}
-	if f == tuning.AllGather || f == tuning.ReduceScatter || f == tuning.AllToAll {
+	if f == coll.AllGather || f == coll.ReduceScatter || f == coll.AllToAll {
 		row.Bytes = algBytes // nccl-tests prints base×n×elt, the size actually moved
 	}
 	switch f {
-	case tuning.AllGather, tuning.Broadcast, tuning.AllToAll, tuning.SendRecv:
+	case coll.AllGather, coll.Broadcast, coll.AllToAll, coll.SendRecv:
 		row.RedOp = "none"
 	}
 	if count == 0 {
@@ -507,14 +507,14 @@ func (m *Machine) Run(f tuning.Func, size int64, dt coll.DataType, op coll.RedOp
 	if err != nil {
 		return row, nil, err
 	}
-	if plan.Algo == tuning.Tree {
+	if plan.Algo == coll.Tree {
 		// SimulateTree, which replays large trees, does not charge the CTA yet: trees are timed
 		// without it at every size so that exact and compact replays agree.
 		tm.CTARate = 0
 	}
-	ringColl := f == tuning.AllReduce || f == tuning.AllGather || f == tuning.ReduceScatter
+	ringColl := f == coll.AllReduce || f == coll.AllGather || f == coll.ReduceScatter
 	steps := ringSteps(plan, algBytes)
-	compactable := ringColl && (plan.Algo == tuning.Ring || (f == tuning.AllReduce && plan.Algo == tuning.Tree))
+	compactable := ringColl && (plan.Algo == coll.Ring || (f == coll.AllReduce && plan.Algo == coll.Tree))
 	var res *Result
 	if !(ringColl && (steps > CompactAbove || (compactable && !opt.Record && steps > CompactQuiet))) {
 		plans := m.rounds(plan)
@@ -551,9 +551,9 @@ func (m *Machine) Run(f tuning.Func, size int64, dt coll.DataType, op coll.RedOp
 		if err != nil {
 			return row, nil, err
 		}
-		best, bp := float32(-1), tuning.Proto(-1)
-		for q := tuning.Proto(0); q < tuning.NumProtos; q++ {
-			if v := ch.Cost[tuning.Ring][q]; v >= 0 && (best < 0 || v < best) {
+		best, bp := float32(-1), coll.Proto(-1)
+		for q := coll.Proto(0); q < coll.NumProtos; q++ {
+			if v := ch.Cost[coll.Ring][q]; v >= 0 && (best < 0 || v < best) {
 				best, bp = v, q
 			}
 		}
@@ -561,13 +561,13 @@ func (m *Machine) Run(f tuning.Func, size int64, dt coll.DataType, op coll.RedOp
 			return row, nil, fmt.Errorf("%w: %v on %d ranks needs a schedule too large to compile and Ring is disabled", ErrNotCompiled, plan.Algo, n)
 		}
 		row.Mode = fmt.Sprintf("(tuning chose %v) ", plan.Algo)
-		plan.Algo, plan.Proto = tuning.Ring, bp
-		plan.ChunkSize = m.Table.ChunkSize(f, tuning.Ring, bp, plan.NChannels, ch.Bytes)
+		plan.Algo, plan.Proto = coll.Ring, bp
+		plan.ChunkSize = m.Table.ChunkSize(f, coll.Ring, bp, plan.NChannels, ch.Bytes)
 		if tm, err = m.Timing(plan.Algo, plan.Proto); err != nil {
 			return row, nil, err
 		}
 	}
-	if res == nil && plan.Algo == tuning.Tree {
+	if res == nil && plan.Algo == coll.Tree {
 		tr, err := SimulateTree(e, cl, TreeSpec{Bytes: algBytes, Proto: plan.Proto, Trees: plan.Trees[:plan.NChannels], Chunk: plan.ChunkSize}, tm)
 		if err != nil {
 			return row, nil, err

@@ -27,7 +27,7 @@ func hgxMachine(t *testing.T, nodes int) *Machine {
 
 func TestMachineBusBwBelowBottleneck(t *testing.T) {
 	m := hgxMachine(t, 1)
-	for _, f := range []tuning.Func{tuning.AllReduce, tuning.AllGather, tuning.ReduceScatter, tuning.Broadcast, tuning.Reduce, tuning.SendRecv, tuning.AllToAll} {
+	for _, f := range []coll.Func{coll.AllReduce, coll.AllGather, coll.ReduceScatter, coll.Broadcast, coll.Reduce, coll.SendRecv, coll.AllToAll} {
 		for _, size := range []int64{1 << 10, 1 << 20, 64 << 20} {
 			row, res, err := m.Run(f, size, coll.Float32, coll.Sum, RunOptions{})
 			if err != nil {
@@ -60,7 +60,7 @@ func TestTwoNodeBusBwBoundedByNIC(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, size := range []int64{1 << 20, 256 << 20} {
-		row, _, err := m.Run(tuning.AllReduce, size, coll.Float32, coll.Sum, RunOptions{})
+		row, _, err := m.Run(coll.AllReduce, size, coll.Float32, coll.Sum, RunOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func TestTwoNodeBusBwBoundedByNIC(t *testing.T) {
 // channels per transfer fit in the p2p channels; every byte is still sent once.
 func TestAllToAllRounds(t *testing.T) {
 	m := hgxMachine(t, 1)
-	plan, _, err := m.Plan(tuning.AllToAll, 8<<20, coll.Float32, coll.Sum)
+	plan, _, err := m.Plan(coll.AllToAll, 8<<20, coll.Float32, coll.Sum)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestAllToAllRounds(t *testing.T) {
 	if want := plan.Count * 4 * int64(plan.NRanks-1) * int64(plan.NRanks); sum.Total.SentBytes != want {
 		t.Errorf("schedule sends %d bytes, want %d", sum.Total.SentBytes, want)
 	}
-	if plain := m.rounds(coll.Plan{Func: tuning.AllReduce, NRanks: 8}); len(plain) != 1 {
+	if plain := m.rounds(coll.Plan{Func: coll.AllReduce, NRanks: 8}); len(plain) != 1 {
 		t.Errorf("an AllReduce plan split into %d", len(plain))
 	}
 }

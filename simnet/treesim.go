@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/simccl/simccl/coll"
-	"github.com/simccl/simccl/tuning"
 )
 
 // TreeSpec is a tree all-reduce for the compact executor (SimulateTree): NCCL's split tree
@@ -16,9 +15,9 @@ import (
 // directions running concurrently, with NCCL_STEPS credits on every connection.
 type TreeSpec struct {
 	Bytes int64 // the all-reduce buffer
-	Proto tuning.Proto
-	Trees []coll.Tree // per channel
-	Chunk int64       // payload per chunk (tuning's chunk size; 0: the protocol's step)
+	Proto coll.Proto
+	Trees []coll.ChannelTree // per channel
+	Chunk int64              // payload per chunk (tuning's chunk size; 0: the protocol's step)
 	// Merge and MaxMessages: the coarse mode, as in RingSpec: Merge consecutive chunks travel as
 	// one message (0: automatic, the smallest power of two that keeps the simulated messages under
 	// MaxMessages; default 16,000,000). Counted on what is simulated: the representatives of the
@@ -176,7 +175,7 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 	if len(spec.Trees) == 0 {
 		return nil, fmt.Errorf("simnet: tree simulation without trees")
 	}
-	if spec.Proto < 0 || spec.Proto >= tuning.NumProtos {
+	if spec.Proto < 0 || spec.Proto >= coll.NumProtos {
 		return nil, fmt.Errorf("simnet: bad protocol %v", spec.Proto)
 	}
 	if spec.Merge < 0 || spec.MaxMessages < 0 {

@@ -30,7 +30,7 @@ func runTree(t testing.TB, m *Machine, spec TreeSpec) (*TreeResult, *Engine) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tm, err := TimingFor("", tuning.Tree, spec.Proto)
+	tm, err := TimingFor("", coll.Tree, spec.Proto)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,11 +80,11 @@ func TestTreeSymmetricMatchesPerRank(t *testing.T) {
 	}{{8, 1 << 20}, {8, 64 << 20}, {8, 1 << 30}, {16, 256 << 20}}
 	for _, c := range cases {
 		m := railMachine(t, c.nodes)
-		ch, err := m.Table.Select(tuning.Call{Func: tuning.AllReduce, Count: c.bytes / 4, ElemSize: 4})
+		ch, err := m.Table.Select(tuning.Call{Func: coll.AllReduce, Count: c.bytes / 4, ElemSize: 4})
 		if err != nil {
 			t.Fatal(err)
 		}
-		spec := TreeSpec{Bytes: c.bytes, Proto: tuning.Simple, Trees: m.Trees[:ch.NChannels], Chunk: ch.ChunkSize}
+		spec := TreeSpec{Bytes: c.bytes, Proto: coll.Simple, Trees: m.Trees[:ch.NChannels], Chunk: ch.ChunkSize}
 		a, ea := runTree(t, m, spec)
 		spec.PerRank = true
 		b, eb := runTree(t, m, spec)
@@ -114,7 +114,7 @@ func TestTreeSymmetricHGX(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		spec := TreeSpec{Bytes: 32 << 20, Proto: tuning.Simple}
+		spec := TreeSpec{Bytes: 32 << 20, Proto: coll.Simple}
 		a, ea := runTree(t, m, spec)
 		spec.PerRank = true
 		b, eb := runTree(t, m, spec)
@@ -127,7 +127,7 @@ func TestTreeSymmetricHGX(t *testing.T) {
 // stays within 0.5% of simulating them all.
 func TestTreeSteadyClose(t *testing.T) {
 	m := railMachine(t, 64)
-	spec := TreeSpec{Bytes: 1 << 30, Proto: tuning.Simple, Chunk: 512 << 10, Trees: m.Trees}
+	spec := TreeSpec{Bytes: 1 << 30, Proto: coll.Simple, Chunk: 512 << 10, Trees: m.Trees}
 	exact, _ := runTree(t, m, spec)
 	spec.MaxMessages = 1 // as few chunks as allowed
 	steady, es := runTree(t, m, spec)
@@ -143,7 +143,7 @@ func TestTreeSteadyClose(t *testing.T) {
 		t.Errorf("engine clock %v, time %v", es.Now(), steady.Time)
 	}
 	// Bytes stay exact: every connection carries every chunk.
-	_, ee := runTree(t, m, TreeSpec{Bytes: 1 << 30, Proto: tuning.Simple, Chunk: 512 << 10, Trees: m.Trees})
+	_, ee := runTree(t, m, TreeSpec{Bytes: 1 << 30, Proto: coll.Simple, Chunk: 512 << 10, Trees: m.Trees})
 	for l := 0; l < ee.NumLinks(); l++ {
 		if x, y := es.LinkBytes(LinkID(l)), ee.LinkBytes(LinkID(l)); math.Abs(x-y) > 1e-6*y {
 			t.Fatalf("link %s: %g bytes extrapolated, %g simulated", ee.LinkName(LinkID(l)), x, y)
@@ -158,18 +158,18 @@ func TestTreeBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tm, _ := TimingFor("", tuning.Tree, tuning.Simple)
-	short := coll.Tree{Up: []int{-1, 0}, Down: [][]int{{1}, nil}}
-	cyc := coll.Tree{Up: make([]int, m.NRanks()), Down: make([][]int, m.NRanks())}
+	tm, _ := TimingFor("", coll.Tree, coll.Simple)
+	short := coll.ChannelTree{Up: []int{-1, 0}, Down: [][]int{{1}, nil}}
+	cyc := coll.ChannelTree{Up: make([]int, m.NRanks()), Down: make([][]int, m.NRanks())}
 	for _, c := range []struct {
 		name string
 		spec TreeSpec
 	}{
 		{"no trees", TreeSpec{Bytes: 1 << 20}},
-		{"short tree", TreeSpec{Bytes: 1 << 20, Trees: []coll.Tree{short}}},
-		{"no root", TreeSpec{Bytes: 1 << 20, Trees: []coll.Tree{cyc}}},
+		{"short tree", TreeSpec{Bytes: 1 << 20, Trees: []coll.ChannelTree{short}}},
+		{"no root", TreeSpec{Bytes: 1 << 20, Trees: []coll.ChannelTree{cyc}}},
 		{"negative merge", TreeSpec{Bytes: 1 << 20, Trees: m.Trees, Merge: -1}},
-		{"bad protocol", TreeSpec{Bytes: 1 << 20, Trees: m.Trees, Proto: tuning.NumProtos}},
+		{"bad protocol", TreeSpec{Bytes: 1 << 20, Trees: m.Trees, Proto: coll.NumProtos}},
 	} {
 		if _, err := SimulateTree(e, cl, c.spec, tm); err == nil {
 			t.Errorf("%s: no error", c.name)

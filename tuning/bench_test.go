@@ -3,6 +3,8 @@ package tuning
 import (
 	"fmt"
 	"testing"
+
+	"github.com/simccl/simccl/coll"
 )
 
 // hopperCluster is an 8-GPU H100 node × nodes communicator as NCCL 2.28 searches it on a DGX H100
@@ -29,7 +31,7 @@ func BenchmarkModelSweep(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				for f := Func(0); f < NumTunedFuncs; f++ {
+				for f := coll.Func(0); f < coll.NumTunedFuncs; f++ {
 					for i := 0; i < 30; i++ {
 						if _, err := t.SelectBytes(f, 8<<i); err != nil {
 							b.Fatal(err)
@@ -48,7 +50,7 @@ func BenchmarkSelect(b *testing.B) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if _, err := t.SelectBytes(AllReduce, 1<<20); err != nil {
+		if _, err := t.SelectBytes(coll.AllReduce, 1<<20); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -62,7 +64,7 @@ func BenchmarkSelectGroup(b *testing.B) {
 	}
 	calls := make([]Call, 256)
 	for i := range calls {
-		calls[i] = Call{Func: Func(i % 5), Count: int64(1) << (i % 24), ElemSize: 2}
+		calls[i] = Call{Func: coll.Func(i % 5), Count: int64(1) << (i % 24), ElemSize: 2}
 	}
 	for b.Loop() {
 		if _, err := t.SelectGroup(calls); err != nil {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
+
+	"github.com/simccl/simccl/coll"
 )
 
 // TestNCCL228Groups replays what tuning/testdata/capture.sh asked NCCL 2.28.9 on the 2×H200 machine
@@ -64,7 +66,7 @@ func TestNCCL228Groups(t *testing.T) {
 			for gi, g := range groups {
 				calls := make([]Call, len(g))
 				for i, e := range g {
-					f, err := ParseFunc(e[0].(string))
+					f, err := coll.ParseFunc(e[0].(string))
 					if err != nil {
 						t.Fatal(err)
 					}

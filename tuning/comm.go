@@ -3,6 +3,8 @@ package tuning
 import (
 	"fmt"
 	"math"
+
+	"github.com/simccl/simccl/coll"
 )
 
 // Graph ids, as NCCL numbers its per-communicator search graphs (fact sheet §4.1, init.cc).
@@ -167,15 +169,15 @@ var graphNames = [NumGraphs]string{"ring", "tree", "collnet chain", "nvls", "col
 const MaxChannels = 64
 
 // algoGraph maps an algorithm to the graph its model reads (fact sheet §4.1).
-func algoGraph(a Algo) int {
+func algoGraph(a coll.Algo) int {
 	switch a {
-	case Tree, PAT:
+	case coll.Tree, coll.PAT:
 		return GraphTree
-	case Ring:
+	case coll.Ring:
 		return GraphRing
-	case CollNetDirect:
+	case coll.CollNetDirect:
 		return GraphCollNetDirect
-	case CollNetChain:
+	case coll.CollNetChain:
 		return GraphCollNetChain
 	}
 	return GraphNVLS // NVLS, NVLSTree

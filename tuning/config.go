@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/simccl/simccl/coll"
 )
 
 // Config is the environment NCCL's tuner reads. The zero value is NCCL's default for
@@ -139,14 +141,14 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 	return c, nil
 }
 
-func (c *Config) buffSize(p Proto) int64 {
+func (c *Config) buffSize(p coll.Proto) int64 {
 	switch p {
-	case LL:
+	case coll.LL:
 		if c.LLBuffSize > 0 {
 			return c.LLBuffSize
 		}
 		return defaultLLBuffSize
-	case LL128:
+	case coll.LL128:
 		if c.LL128BuffSize > 0 {
 			return c.LL128BuffSize
 		}
@@ -160,14 +162,14 @@ func (c *Config) buffSize(p Proto) int64 {
 
 // threadThresholds returns NCCL's threadThresholds[algo][proto] (§5.6) with NCCL_THREAD_THRESHOLDS
 // applied to the Tree and Ring rows.
-func (c *Config) threadThresholds(nRanks int) ([NumAlgos][NumProtos]int64, error) {
-	var t [NumAlgos][NumProtos]int64
+func (c *Config) threadThresholds(nRanks int) ([coll.NumAlgos][coll.NumProtos]int64, error) {
+	var t [coll.NumAlgos][coll.NumProtos]int64
 	for a := range t {
-		t[a] = [NumProtos]int64{llThreadThreshold, ll128ThreadThreshold, simpleThreadThreshold}
+		t[a] = [coll.NumProtos]int64{llThreadThreshold, ll128ThreadThreshold, simpleThreadThreshold}
 	}
-	t[Ring][LL] *= int64(nRanks)
-	t[CollNetDirect][Simple] = collNetThreadThresh
-	t[CollNetChain][Simple] = collNetThreadThresh
+	t[coll.Ring][coll.LL] *= int64(nRanks)
+	t[coll.CollNetDirect][coll.Simple] = collNetThreadThresh
+	t[coll.CollNetChain][coll.Simple] = collNetThreadThresh
 	if strings.TrimSpace(c.ThreadThresholds) == "" {
 		return t, nil
 	}
@@ -181,21 +183,21 @@ func (c *Config) threadThresholds(nRanks int) ([NumAlgos][NumProtos]int64, error
 			return t, fmt.Errorf("tuning: NCCL_THREAD_THRESHOLDS=%q: field %d %q is not an integer", c.ThreadThresholds, i+1, s)
 		}
 		if v >= 0 {
-			t[[]Algo{Tree, Ring}[i/3]][Proto(i%3)] = v
+			t[[]coll.Algo{coll.Tree, coll.Ring}[i/3]][coll.Proto(i%3)] = v
 		}
 	}
 	return t, nil
 }
 
 // funcSpellings are the function prefixes NCCL_ALGO/NCCL_PROTO accept (§5.4).
-var funcSpellings = [NumTunedFuncs]string{"broadcast", "reduce", "allgather", "reducescatter", "allreduce"}
+var funcSpellings = [coll.NumTunedFuncs]string{"broadcast", "reduce", "allgather", "reducescatter", "allreduce"}
 
 // parseEnableList parses NCCL_ALGO / NCCL_PROTO (§5.4): "elem,elem;func:elem,…;func:^elem". A list
 // sets the listed elements and clears the rest; "^list" clears the listed and sets the others. Only
 // the first entry may omit the function prefix; it applies to every function. The result is
 // enable[func][elem]; -1 means "not set by the user" (the default applies).
-func parseEnableList(varName, s string, elems []string) ([NumTunedFuncs][]int, error) {
-	var out [NumTunedFuncs][]int
+func parseEnableList(varName, s string, elems []string) ([coll.NumTunedFuncs][]int, error) {
+	var out [coll.NumTunedFuncs][]int
 	for f := range out {
 		out[f] = make([]int, len(elems))
 		for i := range out[f] {
@@ -260,3 +262,15 @@ func parseEnableList(varName, s string, elems []string) ([NumTunedFuncs][]int, e
 	}
 	return out, nil
 }
+
+// algoNames and protoNames are coll's spellings in NCCL's numbering, the names NCCL_ALGO and
+// NCCL_PROTO accept.
+var algoNames, protoNames = func() (a [coll.NumAlgos]string, p [coll.NumProtos]string) {
+	for i := range a {
+		a[i] = coll.Algo(i).String()
+	}
+	for i := range p {
+		p[i] = coll.Proto(i).String()
+	}
+	return a, p
+}()

@@ -3,6 +3,8 @@ package tuning
 import (
 	"strings"
 	"testing"
+
+	"github.com/simccl/simccl/coll"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -10,18 +12,18 @@ func env(m map[string]string) func(string) string { return func(k string) string
 func TestParseEnableList(t *testing.T) {
 	cases := []struct {
 		in   string
-		f    Func
+		f    coll.Func
 		want []int // per algorithm
 	}{
-		{"", AllReduce, []int{-1, -1, -1, -1, -1, -1, -1}},
-		{"ring", AllReduce, []int{0, 1, 0, 0, 0, 0, 0}},
-		{"RING,Tree", Broadcast, []int{1, 1, 0, 0, 0, 0, 0}},
-		{"^nvls,nvlstree", AllGather, []int{1, 1, 1, 1, 0, 0, 1}},
-		{"ring;allreduce:tree,collnetdirect", AllReduce, []int{1, 0, 1, 0, 0, 0, 0}},
-		{"ring;allreduce:tree,collnetdirect", AllGather, []int{0, 1, 0, 0, 0, 0, 0}},
-		{"allgather:^pat", AllGather, []int{1, 1, 1, 1, 1, 1, 0}},
-		{"allgather:^pat", AllReduce, []int{-1, -1, -1, -1, -1, -1, -1}},
-		{"AllReduce:NVLSTree;ReduceScatter:ring", ReduceScatter, []int{0, 1, 0, 0, 0, 0, 0}},
+		{"", coll.AllReduce, []int{-1, -1, -1, -1, -1, -1, -1}},
+		{"ring", coll.AllReduce, []int{0, 1, 0, 0, 0, 0, 0}},
+		{"RING,Tree", coll.Broadcast, []int{1, 1, 0, 0, 0, 0, 0}},
+		{"^nvls,nvlstree", coll.AllGather, []int{1, 1, 1, 1, 0, 0, 1}},
+		{"ring;allreduce:tree,collnetdirect", coll.AllReduce, []int{1, 0, 1, 0, 0, 0, 0}},
+		{"ring;allreduce:tree,collnetdirect", coll.AllGather, []int{0, 1, 0, 0, 0, 0, 0}},
+		{"allgather:^pat", coll.AllGather, []int{1, 1, 1, 1, 1, 1, 0}},
+		{"allgather:^pat", coll.AllReduce, []int{-1, -1, -1, -1, -1, -1, -1}},
+		{"AllReduce:NVLSTree;ReduceScatter:ring", coll.ReduceScatter, []int{0, 1, 0, 0, 0, 0, 0}},
 	}
 	for _, c := range cases {
 		got, err := parseEnableList("NCCL_ALGO", c.in, algoNames[:])
@@ -30,7 +32,7 @@ func TestParseEnableList(t *testing.T) {
 		}
 		for a, w := range c.want {
 			if got[c.f][a] != w {
-				t.Errorf("%q %v: %v = %d, want %d", c.in, c.f, Algo(a), got[c.f][a], w)
+				t.Errorf("%q %v: %v = %d, want %d", c.in, c.f, coll.Algo(a), got[c.f][a], w)
 			}
 		}
 	}
@@ -55,7 +57,7 @@ func TestConfigFromEnv(t *testing.T) {
 		t.Errorf("config %+v", c)
 	}
 	th, _ := c.threadThresholds(8)
-	if th[Ring][LL] != 32 || th[Tree][LL] != 8 || th[Ring][Simple] != 64 {
+	if th[coll.Ring][coll.LL] != 32 || th[coll.Tree][coll.LL] != 8 || th[coll.Ring][coll.Simple] != 64 {
 		t.Errorf("thread thresholds %v", th)
 	}
 	for k, v := range map[string]string{
@@ -77,38 +79,38 @@ func TestNCCLAlgoProtoRestrict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for a := Algo(0); a < NumAlgos; a++ {
-		for p := Proto(0); p < NumProtos; p++ {
-			if got, want := tb.Enabled(AllReduce, a, p), a == Tree && p == Simple; got != want {
+	for a := coll.Algo(0); a < coll.NumAlgos; a++ {
+		for p := coll.Proto(0); p < coll.NumProtos; p++ {
+			if got, want := tb.Enabled(coll.AllReduce, a, p), a == coll.Tree && p == coll.Simple; got != want {
 				t.Errorf("AllReduce %v/%v enabled %v, want %v", a, p, got, want)
 			}
 		}
 	}
 	// Latency stays in disabled cells (NCCL prints it).
-	if tb.Lat[AllReduce][Ring][LL] == 0 {
+	if tb.Lat[coll.AllReduce][coll.Ring][coll.LL] == 0 {
 		t.Error("disabled Ring/LL lost its latency")
 	}
-	if !tb.Enabled(Broadcast, Ring, Simple) || tb.Enabled(Broadcast, Ring, LL) {
+	if !tb.Enabled(coll.Broadcast, coll.Ring, coll.Simple) || tb.Enabled(coll.Broadcast, coll.Ring, coll.LL) {
 		t.Error("NCCL_PROTO=simple must apply to every function, NCCL_ALGO=allreduce:… only to AllReduce")
 	}
-	ch, err := tb.SelectBytes(AllReduce, 4)
-	if err != nil || ch.Algo != Tree || ch.Proto != Simple {
+	ch, err := tb.SelectBytes(coll.AllReduce, 4)
+	if err != nil || ch.Algo != coll.Tree || ch.Proto != coll.Simple {
 		t.Errorf("forced choice %v %v", ch, err)
 	}
 	// Nothing left for AllGather: a clear error naming the settings.
 	tb, _ = Model(workedExample(), &Config{Algo: "tree"})
-	if _, err := tb.SelectBytes(AllGather, 1024); err == nil || !strings.Contains(err.Error(), "NCCL_ALGO") {
+	if _, err := tb.SelectBytes(coll.AllGather, 1024); err == nil || !strings.Contains(err.Error(), "NCCL_ALGO") {
 		t.Errorf("AllGather with NCCL_ALGO=tree: %v", err)
 	}
 	// ^LL128 (explicit 1 for LL128) bypasses the LL128 auto rule: PCI intra-node.
 	c := workedExample()
 	c.Graphs[GraphRing].TypeIntra = PathPHB
 	tb, _ = Model(c, &Config{})
-	if tb.Enabled(AllReduce, Ring, LL128) {
+	if tb.Enabled(coll.AllReduce, coll.Ring, coll.LL128) {
 		t.Error("LL128 auto must be off over PHB")
 	}
 	tb, _ = Model(c, &Config{Proto: "^LL"})
-	if !tb.Enabled(AllReduce, Ring, LL128) || tb.Enabled(AllReduce, Ring, LL) {
+	if !tb.Enabled(coll.AllReduce, coll.Ring, coll.LL128) || tb.Enabled(coll.AllReduce, coll.Ring, coll.LL) {
 		t.Error("NCCL_PROTO=^LL must force LL128 on and LL off")
 	}
 }
@@ -116,7 +118,7 @@ func TestNCCLAlgoProtoRestrict(t *testing.T) {
 func TestVersionedConstants(t *testing.T) {
 	k28, _ := ConstantsFor("2.28.9")
 	k30, _ := ConstantsFor("2.30")
-	if k28.HwLat[hwNet][NVLSTree][Simple] != 14 || k30.HwLat[hwNet][NVLSTree][Simple] != 20.9 {
+	if k28.HwLat[hwNet][coll.NVLSTree][coll.Simple] != 14 || k30.HwLat[hwNet][coll.NVLSTree][coll.Simple] != 20.9 {
 		t.Error("NVLSTree NET latency: 14 in 2.28, 20.9 from 2.29")
 	}
 	if k28.PerChMaxRingLL128Bws[ccBlackwell][0] != 73.4 || k30.PerChMaxRingLL128Bws[ccBlackwell][0] != 40 {
@@ -128,15 +130,15 @@ func TestVersionedConstants(t *testing.T) {
 	c.Graphs[GraphRing].NChannels, c.Graphs[GraphRing].BwIntra = 8, 90
 	t28, _ := Model(c, &Config{Version: "2.28"})
 	t30, _ := Model(c, &Config{Version: "2.30"})
-	if !near(float64(t28.Bw[AllReduce][Ring][LL128]), 8*73.4*8/14, 0.01) || !near(float64(t30.Bw[AllReduce][Ring][LL128]), 8*40*8/14.0, 0.01) {
-		t.Errorf("ring LL128 bw 2.28 %.2f 2.30 %.2f", t28.Bw[AllReduce][Ring][LL128], t30.Bw[AllReduce][Ring][LL128])
+	if !near(float64(t28.Bw[coll.AllReduce][coll.Ring][coll.LL128]), 8*73.4*8/14, 0.01) || !near(float64(t30.Bw[coll.AllReduce][coll.Ring][coll.LL128]), 8*40*8/14.0, 0.01) {
+		t.Errorf("ring LL128 bw 2.28 %.2f 2.30 %.2f", t28.Bw[coll.AllReduce][coll.Ring][coll.LL128], t30.Bw[coll.AllReduce][coll.Ring][coll.LL128])
 	}
 	// Mixed compute capabilities: LL128 auto only from 2.30 (cc ≥ 90).
 	c = workedExample()
 	c.CCMin, c.CCMax = 90, 100
 	t28, _ = Model(c, &Config{Version: "2.28"})
 	t30, _ = Model(c, &Config{Version: "2.30"})
-	if t28.Enabled(AllReduce, Ring, LL128) || !t30.Enabled(AllReduce, Ring, LL128) {
+	if t28.Enabled(coll.AllReduce, coll.Ring, coll.LL128) || !t30.Enabled(coll.AllReduce, coll.Ring, coll.LL128) {
 		t.Error("mixed cc 90/100: LL128 off in 2.28, on in 2.30")
 	}
 }
@@ -148,8 +150,8 @@ func TestSingleRankAndValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, err := tb.SelectBytes(AllReduce, 1<<20)
-	if err != nil || ch.Algo != Ring || ch.Proto != Simple || ch.TimeUs != 0 {
+	ch, err := tb.SelectBytes(coll.AllReduce, 1<<20)
+	if err != nil || ch.Algo != coll.Ring || ch.Proto != coll.Simple || ch.TimeUs != 0 {
 		t.Errorf("1 rank: %+v %v, want Ring/Simple time 0", ch, err)
 	}
 	bad := []func(*Comm){
@@ -168,7 +170,7 @@ func TestSingleRankAndValidate(t *testing.T) {
 		}
 	}
 	tb, _ = Model(workedExample(), nil)
-	if _, err := tb.Select(Call{Func: SendRecv, Count: 4}); err == nil {
+	if _, err := tb.Select(Call{Func: coll.SendRecv, Count: 4}); err == nil {
 		t.Error("SendRecv has no cost-table row: want an error")
 	}
 }
@@ -188,7 +190,7 @@ func TestDeriveNChannels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ch, _ := tb.SelectBytes(AllReduce, 1<<30); tb.NChannels != 4 || ch.ChannelHi != 3 {
+	if ch, _ := tb.SelectBytes(coll.AllReduce, 1<<30); tb.NChannels != 4 || ch.ChannelHi != 3 {
 		t.Errorf("NCCL_MAX_NCHANNELS=4: NChannels %d, 1 GiB on channels {%d..%d}", tb.NChannels, ch.ChannelLo, ch.ChannelHi)
 	}
 	c.NNodes, c.NRanks = 2, 16

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/simccl/simccl/coll"
 )
 
 // Hardware classes of NCCL's latency table (fact sheet §5).
@@ -19,8 +21,8 @@ const (
 type Constants struct {
 	Release string
 
-	BaseLat [NumAlgos][NumProtos]float64
-	HwLat   [3][NumAlgos][NumProtos]float64
+	BaseLat [coll.NumAlgos][coll.NumProtos]float64
+	HwLat   [3][coll.NumAlgos][coll.NumProtos]float64
 
 	LLMaxBws             [4][3]float64
 	PerChMaxRingLL128Bws [4][3]float64
@@ -59,33 +61,33 @@ func newReleases() map[string]*Constants {
 	v230 := &Constants{
 		Release: "2.30",
 		// Base latency µs [LL, LL128, Simple] (2.30.7 §5.1). Tree Simple base is 8.4 since 2.23 (≤2.22: 0).
-		BaseLat: [NumAlgos][NumProtos]float64{
-			Tree:          {6.8, 14.0, 8.4},
-			Ring:          {6.6, 14.0, 8.4},
-			CollNetDirect: {0, 0, 0},
-			CollNetChain:  {0, 0, 0},
-			NVLS:          {0, 0, 0},
-			NVLSTree:      {0, 0, 0},
-			PAT:           {8.0, 8.0, 8.0}, // PAT row since 2.28 (2.23–2.27 added a literal 8 µs)
+		BaseLat: [coll.NumAlgos][coll.NumProtos]float64{
+			coll.Tree:          {6.8, 14.0, 8.4},
+			coll.Ring:          {6.6, 14.0, 8.4},
+			coll.CollNetDirect: {0, 0, 0},
+			coll.CollNetChain:  {0, 0, 0},
+			coll.NVLS:          {0, 0, 0},
+			coll.NVLSTree:      {0, 0, 0},
+			coll.PAT:           {8.0, 8.0, 8.0}, // PAT row since 2.28 (2.23–2.27 added a literal 8 µs)
 		},
 		// Hardware latency µs [hw][algo][LL, LL128, Simple] (2.30.7 §5.1).
-		HwLat: [3][NumAlgos][NumProtos]float64{
+		HwLat: [3][coll.NumAlgos][coll.NumProtos]float64{
 			hwNVLink: {
-				Tree: {0.6, 1.25, 4.0}, Ring: {0.6, 1.9, 3.4},
-				CollNetDirect: {0, 0, 3.7}, CollNetChain: {0, 0, 2.8},
-				NVLS: {0, 0, 25}, NVLSTree: {0, 0, 25}, PAT: {0, 0, 4.0},
+				coll.Tree: {0.6, 1.25, 4.0}, coll.Ring: {0.6, 1.9, 3.4},
+				coll.CollNetDirect: {0, 0, 3.7}, coll.CollNetChain: {0, 0, 2.8},
+				coll.NVLS: {0, 0, 25}, coll.NVLSTree: {0, 0, 25}, coll.PAT: {0, 0, 4.0},
 			},
 			hwPCI: {
-				Tree: {1.0, 1.9, 4.0}, Ring: {1.0, 2.5, 5.7},
-				CollNetDirect: {0, 0, 3.7}, CollNetChain: {0, 0, 2.8},
-				NVLS: {0, 0, 0}, NVLSTree: {0, 0, 0}, PAT: {0, 0, 4.0},
+				coll.Tree: {1.0, 1.9, 4.0}, coll.Ring: {1.0, 2.5, 5.7},
+				coll.CollNetDirect: {0, 0, 3.7}, coll.CollNetChain: {0, 0, 2.8},
+				coll.NVLS: {0, 0, 0}, coll.NVLSTree: {0, 0, 0}, coll.PAT: {0, 0, 4.0},
 			},
 			hwNet: {
-				Tree: {5.0, 8.5, 14}, Ring: {2.7, 4.0, 14.0},
-				CollNetDirect: {0, 0, 31}, CollNetChain: {0, 0, 30},
-				NVLS:     {0, 0, 18},
-				NVLSTree: {0, 0, 20.9}, // 20.9 from 2.29 (14 until 2.28)
-				PAT:      {0, 0, 14},
+				coll.Tree: {5.0, 8.5, 14}, coll.Ring: {2.7, 4.0, 14.0},
+				coll.CollNetDirect: {0, 0, 31}, coll.CollNetChain: {0, 0, 30},
+				coll.NVLS:     {0, 0, 18},
+				coll.NVLSTree: {0, 0, 20.9}, // 20.9 from 2.29 (14 until 2.28)
+				coll.PAT:      {0, 0, 14},
 			},
 		},
 		// Per-channel caps GB/s [compCapIndex][s] (2.30.7 §5.1). llMaxBws rows are indexed by
@@ -117,7 +119,7 @@ func newReleases() map[string]*Constants {
 
 	v228 := *v230
 	v228.Release = "2.28"
-	v228.HwLat[hwNet][NVLSTree][Simple] = 14 // NVLSTree NET latency 14 until 2.28 (§5.1 history)
+	v228.HwLat[hwNet][coll.NVLSTree][coll.Simple] = 14 // NVLSTree NET latency 14 until 2.28 (§5.1 history)
 	// Blackwell ring LL128 per-channel cap was 2×36.7 in 2.28 (§5.1 history).
 	v228.PerChMaxRingLL128Bws[ccBlackwell] = [3]float64{2 * 36.7, 2 * 36.7, 2 * 36.7}
 	// 2.27–2.29: the LL128 auto rule needs a uniform compute capability (§5.4).
@@ -184,19 +186,19 @@ const (
 )
 
 // grainSize is ncclProtoGrainSize (§5.7): LL 16 B, LL128 1920 B, Simple 512 B.
-func grainSize(p Proto) int64 {
+func grainSize(p coll.Proto) int64 {
 	switch p {
-	case LL:
+	case coll.LL:
 		return 16
-	case LL128:
+	case coll.LL128:
 		return 1920
 	}
 	return 512
 }
 
 // treeCorrectionFactor[p][logSize], logSize 0..23 = 64 B … 512 MiB (fact sheet §5.5).
-var treeCorrectionFactor = [NumProtos][24]float32{
-	LL:     {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0},
-	LL128:  {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0},
-	Simple: {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9},
+var treeCorrectionFactor = [coll.NumProtos][24]float32{
+	coll.LL:     {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0},
+	coll.LL128:  {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0},
+	coll.Simple: {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9},
 }

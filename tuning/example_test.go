@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/tuning"
 )
 
@@ -20,7 +21,7 @@ func ExampleTable_Select() {
 		return
 	}
 	for _, n := range []int64{4 << 10, 1 << 20, 64 << 20} {
-		ch, _ := table.Select(tuning.Call{Func: tuning.AllReduce, Count: n / 4, ElemSize: 4})
+		ch, _ := table.Select(tuning.Call{Func: coll.AllReduce, Count: n / 4, ElemSize: 4})
 		fmt.Printf("%s  (%.1f us)\n", ch.Line(), ch.TimeUs)
 	}
 	fmt.Println(strings.TrimSpace(table.Lines()[7]))

@@ -3,6 +3,8 @@ package tuning
 import (
 	"strings"
 	"testing"
+
+	"github.com/simccl/simccl/coll"
 )
 
 // FuzzParseOverrides: any input gives rules or an error naming a line, never a panic.
@@ -37,6 +39,6 @@ func FuzzEnableList(f *testing.F) {
 		if err != nil {
 			return
 		}
-		_, _ = tb.SelectBytes(AllReduce, 1<<20) // may find nothing enabled: an error, not a panic
+		_, _ = tb.SelectBytes(coll.AllReduce, 1<<20) // may find nothing enabled: an error, not a panic
 	})
 }

@@ -3,6 +3,8 @@ package tuning
 import (
 	"fmt"
 	"math"
+
+	"github.com/simccl/simccl/coll"
 )
 
 // Table is NCCL's per-communicator cost model: latency (µs) and algorithm bandwidth (GB/s) per
@@ -19,12 +21,12 @@ type Table struct {
 	// channel count (§5.6).
 	NChannels, NVLSChannels int
 
-	Lat [NumTunedFuncs][NumAlgos][NumProtos]float32
-	Bw  [NumTunedFuncs][NumAlgos][NumProtos]float32
+	Lat [coll.NumTunedFuncs][coll.NumAlgos][coll.NumProtos]float32
+	Bw  [coll.NumTunedFuncs][coll.NumAlgos][coll.NumProtos]float32
 	// MaxThreads is comm->maxThreads[algo][proto] (§5.6), printed in the "Max NThreads" row.
-	MaxThreads [NumAlgos][NumProtos]int
+	MaxThreads [coll.NumAlgos][coll.NumProtos]int
 	// ThreadThresholds is comm->threadThresholds[algo][proto] (bytes per thread, §5.6).
-	ThreadThresholds [NumAlgos][NumProtos]int64
+	ThreadThresholds [coll.NumAlgos][coll.NumProtos]int64
 	// PATEnabled reports the NCCL_PAT_ENABLE rule (§5.2).
 	PATEnabled bool
 }
@@ -76,9 +78,9 @@ func Model(comm *Comm, cfg *Config) (*Table, error) {
 	if comm.NRanks <= 1 {
 		return t, nil // NCCL stops after the thread limits for a single rank
 	}
-	for f := Func(0); f < NumTunedFuncs; f++ {
-		for a := Algo(0); a < NumAlgos; a++ {
-			for p := Proto(0); p < NumProtos; p++ {
+	for f := coll.Func(0); f < coll.NumTunedFuncs; f++ {
+		for a := coll.Algo(0); a < coll.NumAlgos; a++ {
+			for p := coll.Proto(0); p < coll.NumProtos; p++ {
 				if t.skipped(f, a, p) {
 					continue
 				}
@@ -129,46 +131,46 @@ func (t *Table) setMaxThreads() error {
 	}
 	nt, ll128nt := t.Config.NThreads, t.Config.LL128NThreads
 	m := &t.MaxThreads
-	m[Ring][Simple] = getNthreads(nt, 2*warpSize, simpleMaxThread, simpleDef)
-	m[Tree][Simple] = getNthreads(nt, 2*warpSize, simpleMaxThread, simpleMaxThread)
-	m[Ring][LL] = getNthreads(nt, 2*warpSize, llMaxThreads, llMaxThreads)
-	m[Tree][LL] = m[Ring][LL]
-	m[Ring][LL128] = getNthreads(ll128nt, ll128MaxThreads/4, ll128MaxThreads, ll128MaxThreads)
-	m[Tree][LL128] = m[Ring][LL128]
-	for _, a := range []Algo{CollNetDirect, CollNetChain, NVLS, NVLSTree} {
-		m[a][Simple] = maxNThreads
+	m[coll.Ring][coll.Simple] = getNthreads(nt, 2*warpSize, simpleMaxThread, simpleDef)
+	m[coll.Tree][coll.Simple] = getNthreads(nt, 2*warpSize, simpleMaxThread, simpleMaxThread)
+	m[coll.Ring][coll.LL] = getNthreads(nt, 2*warpSize, llMaxThreads, llMaxThreads)
+	m[coll.Tree][coll.LL] = m[coll.Ring][coll.LL]
+	m[coll.Ring][coll.LL128] = getNthreads(ll128nt, ll128MaxThreads/4, ll128MaxThreads, ll128MaxThreads)
+	m[coll.Tree][coll.LL128] = m[coll.Ring][coll.LL128]
+	for _, a := range []coll.Algo{coll.CollNetDirect, coll.CollNetChain, coll.NVLS, coll.NVLSTree} {
+		m[a][coll.Simple] = maxNThreads
 	}
 	// PAT keeps 0 (printed as 0 in NCCL 2.29's table); selection runs it on NCCL_MAX_NTHREADS.
 	return nil
 }
 
 // skipped reports the combinations the model never computes (§5.2): they print 0/0.
-func (t *Table) skipped(f Func, a Algo, p Proto) bool {
+func (t *Table) skipped(f coll.Func, a coll.Algo, p coll.Proto) bool {
 	switch f {
-	case Broadcast, Reduce:
-		if a != Ring {
+	case coll.Broadcast, coll.Reduce:
+		if a != coll.Ring {
 			return true
 		}
-	case AllGather, ReduceScatter:
-		if a != Ring && a != PAT && a != NVLS && a != CollNetDirect {
+	case coll.AllGather, coll.ReduceScatter:
+		if a != coll.Ring && a != coll.PAT && a != coll.NVLS && a != coll.CollNetDirect {
 			return true
 		}
-	case AllReduce:
-		if a == PAT {
+	case coll.AllReduce:
+		if a == coll.PAT {
 			return true
 		}
 	}
-	if (a == NVLS || a == NVLSTree) && (p != Simple || t.Comm.Graphs[GraphNVLS].NChannels < 2) {
+	if (a == coll.NVLS || a == coll.NVLSTree) && (p != coll.Simple || t.Comm.Graphs[GraphNVLS].NChannels < 2) {
 		return true
 	}
-	if a == PAT && (p != Simple || !t.PATEnabled) {
+	if a == coll.PAT && (p != coll.Simple || !t.PATEnabled) {
 		return true
 	}
 	return false
 }
 
 // modelCell computes algorithm bandwidth (GB/s) and latency (µs) of one cell (§5.2, §5.3).
-func (t *Table) modelCell(f Func, a Algo, p Proto) (bw, lat float64) {
+func (t *Table) modelCell(f coll.Func, a coll.Algo, p coll.Proto) (bw, lat float64) {
 	c, k := &t.Comm, t.K
 	g := c.Graphs[algoGraph(a)]
 	nRanks, nNodes := float64(c.NRanks), c.NNodes
@@ -179,31 +181,31 @@ func (t *Table) modelCell(f Func, a Algo, p Proto) (bw, lat float64) {
 
 	nsteps := nRanks
 	switch f {
-	case AllReduce:
+	case coll.AllReduce:
 		nsteps = 2 * (nRanks - 1)
-	case AllGather, ReduceScatter:
+	case coll.AllGather, coll.ReduceScatter:
 		nsteps = nRanks - 1
 	}
-	collNet := a == CollNetDirect || a == CollNetChain
+	collNet := a == coll.CollNetDirect || a == coll.CollNetChain
 
 	// §5.2 step 1–2.
 	b := g.BwInter
 	if nNodes <= 2 || collNet {
 		b = g.BwIntra
 	}
-	if a == NVLS || a == NVLSTree {
+	if a == coll.NVLS || a == coll.NVLSTree {
 		intra := g.BwIntra * k.NVLSEfficiency[cci] * (nCh - 1) / nCh
-		if f == AllReduce {
+		if f == coll.AllReduce {
 			intra *= 2
 		} else {
 			intra *= (ppn - 1) / ppn
 		}
 		inter := g.BwInter
-		if a == NVLSTree && nNodes <= 2 {
+		if a == coll.NVLSTree && nNodes <= 2 {
 			inter *= 2
 		}
 		b = math.Min(intra, inter)
-		if a == NVLSTree {
+		if a == coll.NVLSTree {
 			b = math.Min(b, k.PerChMaxNVLSTreeBws[cci][s])
 		}
 	}
@@ -218,36 +220,36 @@ func (t *Table) modelCell(f Func, a Algo, p Proto) (bw, lat float64) {
 		}
 	}
 	llMaxBw := k.LLMaxBws[index1][s]
-	if a == Ring && p == LL {
+	if a == coll.Ring && p == coll.LL {
 		busBw = math.Min(llMaxBw, busBw*0.5)
 	}
-	if a == Ring && p == LL128 {
+	if a == coll.Ring && p == coll.LL128 {
 		busBw = math.Min(busBw*0.92, nCh*k.PerChMaxRingLL128Bws[cci][s])
 	}
-	if a == Tree && f == AllReduce {
+	if a == coll.Tree && f == coll.AllReduce {
 		busBw = math.Min(busBw*0.92, nCh*k.PerChMaxTreeBws[cci][s])
 	}
-	if a == Tree && p == LL {
+	if a == coll.Tree && p == coll.LL {
 		busBw = math.Min(busBw/3.8, llMaxBw)
 	}
-	if a == Tree && p == LL128 {
+	if a == coll.Tree && p == coll.LL128 {
 		fac := 120.0 / 128.0
 		if nNodes == 1 {
 			fac = 7.0 / 9.0
 		}
 		busBw = math.Min(busBw*fac, nCh*k.PerChMaxTreeLL128Bws[cci][s])
 	}
-	if a == Tree && c.maxTreePattern() == PatternTree {
+	if a == coll.Tree && c.maxTreePattern() == PatternTree {
 		busBw *= 0.85
 	}
-	if a == PAT {
+	if a == coll.PAT {
 		busBw *= 0.75
 	}
-	if collNet && p != Simple {
+	if collNet && p != coll.Simple {
 		busBw = 0
 	}
-	if a == CollNetDirect && p == Simple {
-		if f == AllGather || f == ReduceScatter {
+	if a == coll.CollNetDirect && p == coll.Simple {
+		if f == coll.AllGather || f == coll.ReduceScatter {
 			busBw = ppn * math.Min(g.BwIntra, 0.9*g.BwInter)
 		} else {
 			r := ppn / nCh
@@ -258,7 +260,7 @@ func (t *Table) modelCell(f Func, a Algo, p Proto) (bw, lat float64) {
 			}
 		}
 	}
-	if (a == NVLS || a == CollNetDirect) && p == Simple && (f == AllGather || f == ReduceScatter) && nNodes > 1 {
+	if (a == coll.NVLS || a == coll.CollNetDirect) && p == coll.Simple && (f == coll.AllGather || f == coll.ReduceScatter) && nNodes > 1 {
 		if !(c.CollNetSupport && c.CollNetAGRS) {
 			busBw = 0
 		}
@@ -267,9 +269,9 @@ func (t *Table) modelCell(f Func, a Algo, p Proto) (bw, lat float64) {
 	// §5.2 step 4: to algorithm bandwidth.
 	ratio := 1.0
 	switch {
-	case (f == AllGather || f == ReduceScatter) && a != Ring:
+	case (f == coll.AllGather || f == coll.ReduceScatter) && a != coll.Ring:
 		ratio = 1
-	case a == Ring || a == NVLS || a == NVLSTree:
+	case a == coll.Ring || a == coll.NVLS || a == coll.NVLSTree:
 		ratio = nRanks / nsteps
 	default:
 		ratio = 0.5
@@ -287,35 +289,35 @@ func (t *Table) modelCell(f Func, a Algo, p Proto) (bw, lat float64) {
 	}
 	hwLat := k.HwLat
 	if c.CPUArch == "power" {
-		hwLat[hwPCI][Tree][Simple] = hwLat[hwPCI][Ring][Simple]
+		hwLat[hwPCI][coll.Tree][coll.Simple] = hwLat[hwPCI][coll.Ring][coll.Simple]
 	}
 	intraLat := hwLat[intraHw][a][p]
 	interLat := hwLat[hwNet][a][p]
 	if ppn == 1 {
-		interLat = hwLat[hwNet][Tree][p]
+		interLat = hwLat[hwNet][coll.Tree][p]
 	}
 	interLat += g.LatencyInter
-	if p == Simple {
+	if p == coll.Simple {
 		interLat += g.LatencyInter // flush
 	}
 	lat = k.BaseLat[a][p]
 	log2Nodes := float64(log2i(int64(nNodes)))
 	switch a {
-	case Ring:
-		if f == Broadcast || f == Reduce {
-			l := hwLat[hw][Ring][p]
+	case coll.Ring:
+		if f == coll.Broadcast || f == coll.Reduce {
+			l := hwLat[hw][coll.Ring][p]
 			if c.Graphs[GraphRing].SameChannels {
 				lat += l
 			} else {
-				if p == Simple {
-					l = hwLat[hw][Tree][Simple]
+				if p == coll.Simple {
+					l = hwLat[hw][coll.Tree][coll.Simple]
 				}
 				lat += nsteps * l
 			}
 		} else {
 			nInter := 0.0
 			if nNodes > 1 {
-				if f == AllReduce {
+				if f == coll.AllReduce {
 					nInter = 2 * float64(nNodes-1)
 				} else {
 					nInter = float64(nNodes - 1)
@@ -324,28 +326,28 @@ func (t *Table) modelCell(f Func, a Algo, p Proto) (bw, lat float64) {
 			netOH := 0.0
 			if nNodes > 1 {
 				netOH = t.netOverhead()
-				if p == Simple {
+				if p == coll.Simple {
 					netOH *= 3
 				}
 			}
 			lat += (nsteps-nInter)*math.Max(intraLat, netOH) + nInter*interLat
 		}
-	case Tree:
-		if f == AllReduce {
+	case coll.Tree:
+		if f == coll.AllReduce {
 			lat += 2 * ((ppn-1)*intraLat + log2Nodes*interLat)
 		}
-	case CollNetDirect:
+	case coll.CollNetDirect:
 		lat += 2*(math.Min(1, ppn-1)*intraLat+(ppn-1)*0.4) + interLat
-	case CollNetChain:
+	case coll.CollNetChain:
 		lat += 2*(ppn-1)*intraLat + interLat
-	case NVLS:
+	case coll.NVLS:
 		lat = intraLat
 		if nNodes > 1 {
 			lat += interLat
 		}
-	case NVLSTree:
+	case coll.NVLSTree:
 		lat += intraLat + 2*log2Nodes*interLat
-	case PAT:
+	case coll.PAT:
 		lat += log2Nodes*interLat/3.5 + 2.8*nRanks
 	}
 	return bw, lat
@@ -363,7 +365,7 @@ func (t *Table) netOverhead() float64 {
 }
 
 // ll128Auto is the LL128 "auto" rule for one algorithm's graph (§5.4).
-func (t *Table) ll128Auto(a Algo) bool {
+func (t *Table) ll128Auto(a coll.Algo) bool {
 	c := &t.Comm
 	g := c.Graphs[algoGraph(a)]
 	c2c := t.Config.LL128C2C == nil || *t.Config.LL128C2C
@@ -376,28 +378,28 @@ func (t *Table) ll128Auto(a Algo) bool {
 }
 
 // algoHardwareEnabled reports the algorithm rules of §5.4 that no user setting overrides.
-func (t *Table) algoHardwareEnabled(a Algo) bool {
+func (t *Table) algoHardwareEnabled(a coll.Algo) bool {
 	c := &t.Comm
 	switch a {
-	case NVLSTree:
+	case coll.NVLSTree:
 		return c.NNodes > 1 && c.NVLSSupport
-	case NVLS:
+	case coll.NVLS:
 		return c.NVLSSupport && (c.NNodes == 1 || c.CollNetSupport)
-	case CollNetChain:
+	case coll.CollNetChain:
 		return c.CollNetSupport && c.CollNetChainSupport
-	case CollNetDirect:
+	case coll.CollNetDirect:
 		return c.CollNetSupport && c.HasNVSwitch
 	}
 	return true
 }
 
-func (t *Table) applyEnables(algoEn, protoEn [NumTunedFuncs][]int) {
-	for f := Func(0); f < NumTunedFuncs; f++ {
-		for a := Algo(0); a < NumAlgos; a++ {
+func (t *Table) applyEnables(algoEn, protoEn [coll.NumTunedFuncs][]int) {
+	for f := coll.Func(0); f < coll.NumTunedFuncs; f++ {
+		for a := coll.Algo(0); a < coll.NumAlgos; a++ {
 			aOn := t.algoHardwareEnabled(a) && algoEn[f][a] != 0
-			for p := Proto(0); p < NumProtos; p++ {
+			for p := coll.Proto(0); p < coll.NumProtos; p++ {
 				pOn := protoEn[f][p] != 0
-				if p == LL128 && protoEn[f][p] == -1 {
+				if p == coll.LL128 && protoEn[f][p] == -1 {
 					pOn = t.ll128Auto(a)
 				}
 				if !aOn || !pOn {
@@ -409,8 +411,8 @@ func (t *Table) applyEnables(algoEn, protoEn [NumTunedFuncs][]int) {
 }
 
 // Enabled reports whether the cell can be selected (non-zero bandwidth).
-func (t *Table) Enabled(f Func, a Algo, p Proto) bool {
-	if f < 0 || f >= NumTunedFuncs || a < 0 || a >= NumAlgos || p < 0 || p >= NumProtos {
+func (t *Table) Enabled(f coll.Func, a coll.Algo, p coll.Proto) bool {
+	if f < 0 || f >= coll.NumTunedFuncs || a < 0 || a >= coll.NumAlgos || p < 0 || p >= coll.NumProtos {
 		return false
 	}
 	return t.Bw[f][a][p] != 0
@@ -429,8 +431,8 @@ func log2i(n int64) int {
 	return l
 }
 
-func checkFunc(f Func) error {
-	if f < 0 || f >= NumTunedFuncs {
+func checkFunc(f coll.Func) error {
+	if f < 0 || f >= coll.NumTunedFuncs {
 		return fmt.Errorf("tuning: %v has no row in NCCL's cost table (want Broadcast, Reduce, AllGather, ReduceScatter, AllReduce)", f)
 	}
 	return nil

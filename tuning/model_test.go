@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/simccl/simccl/coll"
 )
 
 // workedExample is the input of fact sheet §5.10: 8 ranks on one Hopper node, ring and tree
@@ -35,41 +37,41 @@ func testWorkedExample(t *testing.T, version string) {
 		t.Fatal(err)
 	}
 	cells := []struct {
-		a       Algo
-		p       Proto
+		a       coll.Algo
+		p       coll.Proto
 		bw, lat float64
 	}{
-		{Ring, LL, 80.57, 15.0}, {Ring, LL128, 189.26, 40.6}, {Ring, Simple, 205.71, 56.0},
-		{Tree, LL, 43.58, 15.2}, {Tree, LL128, 128.8, 31.5}, {Tree, Simple, 165.6, 64.4},
+		{coll.Ring, coll.LL, 80.57, 15.0}, {coll.Ring, coll.LL128, 189.26, 40.6}, {coll.Ring, coll.Simple, 205.71, 56.0},
+		{coll.Tree, coll.LL, 43.58, 15.2}, {coll.Tree, coll.LL128, 128.8, 31.5}, {coll.Tree, coll.Simple, 165.6, 64.4},
 	}
 	for _, c := range cells {
-		bw, lat := float64(tb.Bw[AllReduce][c.a][c.p]), float64(tb.Lat[AllReduce][c.a][c.p])
+		bw, lat := float64(tb.Bw[coll.AllReduce][c.a][c.p]), float64(tb.Lat[coll.AllReduce][c.a][c.p])
 		if !near(bw, c.bw, 0.01) || !near(lat, c.lat, 0.01) {
 			t.Errorf("AllReduce %v/%v: bw %.3f lat %.3f, want %.2f / %.2f", c.a, c.p, bw, lat, c.bw, c.lat)
 		}
 	}
-	for _, a := range []Algo{CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT} {
-		for p := Proto(0); p < NumProtos; p++ {
-			if tb.Enabled(AllReduce, a, p) {
+	for _, a := range []coll.Algo{coll.CollNetDirect, coll.CollNetChain, coll.NVLS, coll.NVLSTree, coll.PAT} {
+		for p := coll.Proto(0); p < coll.NumProtos; p++ {
+			if tb.Enabled(coll.AllReduce, a, p) {
 				t.Errorf("%v/%v enabled, want disabled", a, p)
 			}
 		}
 	}
 	times := []struct {
 		n      int64
-		a      Algo
-		p      Proto
+		a      coll.Algo
+		p      coll.Proto
 		us     float64
 		others map[[2]int]float64
 	}{
-		{1 << 10, Ring, LL, 15.01, nil},
-		{64 << 10, Ring, LL, 15.81, nil},
-		{1 << 20, Ring, LL, 28.01, map[[2]int]float64{{int(Tree), int(LL128)}: 45.07, {int(Ring), int(LL128)}: 46.14}},
-		{16 << 20, Ring, LL128, 129.25, map[[2]int]float64{{int(Ring), int(Simple)}: 137.56}},
-		{256 << 20, Ring, Simple, 1360.89, map[[2]int]float64{{int(Ring), int(LL128)}: 1458.96}},
+		{1 << 10, coll.Ring, coll.LL, 15.01, nil},
+		{64 << 10, coll.Ring, coll.LL, 15.81, nil},
+		{1 << 20, coll.Ring, coll.LL, 28.01, map[[2]int]float64{{int(coll.Tree), int(coll.LL128)}: 45.07, {int(coll.Ring), int(coll.LL128)}: 46.14}},
+		{16 << 20, coll.Ring, coll.LL128, 129.25, map[[2]int]float64{{int(coll.Ring), int(coll.Simple)}: 137.56}},
+		{256 << 20, coll.Ring, coll.Simple, 1360.89, map[[2]int]float64{{int(coll.Ring), int(coll.LL128)}: 1458.96}},
 	}
 	for _, c := range times {
-		ch, err := tb.SelectBytes(AllReduce, c.n)
+		ch, err := tb.SelectBytes(coll.AllReduce, c.n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,8 +79,8 @@ func testWorkedExample(t *testing.T, version string) {
 			t.Errorf("%d B: %v/%v %.3f µs, want %v/%v %.2f", c.n, ch.Algo, ch.Proto, ch.TimeUs, c.a, c.p, c.us)
 		}
 		for k, us := range c.others {
-			if got := float64(tb.Time(AllReduce, Algo(k[0]), Proto(k[1]), c.n, 1)); !near(got, us, 0.01) {
-				t.Errorf("%d B: %v/%v %.3f µs, want %.2f", c.n, Algo(k[0]), Proto(k[1]), got, us)
+			if got := float64(tb.Time(coll.AllReduce, coll.Algo(k[0]), coll.Proto(k[1]), c.n, 1)); !near(got, us, 0.01) {
+				t.Errorf("%d B: %v/%v %.3f µs, want %.2f", c.n, coll.Algo(k[0]), coll.Proto(k[1]), got, us)
 			}
 		}
 	}
@@ -152,12 +154,12 @@ func TestPublicLog229Choices(t *testing.T) {
 		1 << 20: "SIMPLE 0..3", 128 << 20: "SIMPLE 0..3",
 	}
 	for n, w := range want {
-		ch, err := tb.SelectBytes(Broadcast, n)
+		ch, err := tb.SelectBytes(coll.Broadcast, n)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := ch.Proto.LogName() + " " + strconv.Itoa(ch.ChannelLo) + ".." + strconv.Itoa(ch.ChannelHi)
-		if ch.Algo != Ring || got != w {
+		if ch.Algo != coll.Ring || got != w {
 			t.Errorf("Broadcast %d: %s %s, want RING %s (%s)", n, ch.Algo.LogName(), got, w, ch.Line())
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/graph"
 )
 
@@ -21,8 +22,8 @@ type ncclLog struct {
 	nRanks        int
 	nNodes        int
 	collChannels  int
-	maxThreads    [NumAlgos][NumProtos]int
-	lat, bw       [NumTunedFuncs][NumAlgos][NumProtos]float64
+	maxThreads    [coll.NumAlgos][coll.NumProtos]int
+	lat, bw       [coll.NumTunedFuncs][coll.NumAlgos][coll.NumProtos]float64
 	tableRows     int
 	choices       []loggedChoice
 	tableLinesRaw []string
@@ -31,7 +32,7 @@ type ncclLog struct {
 
 type loggedChoice struct {
 	line   int
-	f      Func
+	f      coll.Func
 	bytes  int64
 	algo   string
 	proto  string
@@ -94,7 +95,7 @@ func parseNCCLLog(path string) (*ncclLog, error) {
 			l.collChannels, _ = strconv.Atoi(m[1])
 		}
 		if m := reChoice.FindStringSubmatch(s); m != nil {
-			f, err := ParseFunc(m[1])
+			f, err := coll.ParseFunc(m[1])
 			if err != nil {
 				return nil, fmt.Errorf("%s:%d: %v", path, ln, err)
 			}
@@ -126,22 +127,22 @@ func parseNCCLLog(path string) (*ncclLog, error) {
 		case head == "Max NThreads":
 			l.tableLinesRaw = append(l.tableLinesRaw, s)
 			for j, c := range cols[1 : len(cols)-1] {
-				a, p := Algo(block*3+j/3), Proto(j%3)
-				if a < NumAlgos {
+				a, p := coll.Algo(block*3+j/3), coll.Proto(j%3)
+				if a < coll.NumAlgos {
 					l.maxThreads[a][p], _ = strconv.Atoi(strings.TrimSpace(c))
 				}
 			}
 		default:
-			f, err := ParseFunc(head)
-			if err != nil || f >= NumTunedFuncs {
+			f, err := coll.ParseFunc(head)
+			if err != nil || f >= coll.NumTunedFuncs {
 				continue
 			}
 			l.tableLinesRaw = append(l.tableLinesRaw, s)
 			l.tableRows++
 			for j, c := range cols[1 : len(cols)-1] {
-				a, p := Algo(block*3+j/3), Proto(j%3)
+				a, p := coll.Algo(block*3+j/3), coll.Proto(j%3)
 				lb := strings.Split(c, "/")
-				if a >= NumAlgos || len(lb) != 2 {
+				if a >= coll.NumAlgos || len(lb) != 2 {
 					return nil, fmt.Errorf("%s:%d: bad cell %q", path, ln, c)
 				}
 				l.lat[f][a][p], _ = strconv.ParseFloat(strings.TrimSpace(lb[0]), 64)
@@ -195,8 +196,8 @@ func TestNCCL228Tables(t *testing.T) {
 	for _, name := range h200Logs {
 		t.Run(name, func(t *testing.T) {
 			l, tb := loadH200(t, name)
-			if l.tableRows != 3*int(NumTunedFuncs) {
-				t.Fatalf("parsed %d table rows, want %d", l.tableRows, 3*NumTunedFuncs)
+			if l.tableRows != 3*int(coll.NumTunedFuncs) {
+				t.Fatalf("parsed %d table rows, want %d", l.tableRows, 3*coll.NumTunedFuncs)
 			}
 			if tb.NChannels != l.collChannels {
 				t.Errorf("NChannels %d, NCCL logged %d coll channels", tb.NChannels, l.collChannels)
@@ -204,9 +205,9 @@ func TestNCCL228Tables(t *testing.T) {
 			if tb.MaxThreads != l.maxThreads {
 				t.Errorf("MaxThreads %v, NCCL %v", tb.MaxThreads, l.maxThreads)
 			}
-			for f := Func(0); f < NumTunedFuncs; f++ {
-				for a := Algo(0); a < NumAlgos; a++ {
-					for p := Proto(0); p < NumProtos; p++ {
+			for f := coll.Func(0); f < coll.NumTunedFuncs; f++ {
+				for a := coll.Algo(0); a < coll.NumAlgos; a++ {
+					for p := coll.Proto(0); p < coll.NumProtos; p++ {
 						gl, gb := float64(tb.Lat[f][a][p]), float64(tb.Bw[f][a][p])
 						wl, wb := l.lat[f][a][p], l.bw[f][a][p]
 						if math.Abs(gl-wl) > 0.05+1e-9 || math.Abs(gb-wb) > 0.05+1e-9 {

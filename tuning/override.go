@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/internal/units"
 )
 
@@ -14,12 +15,12 @@ import (
 type Override struct {
 	Line int // 1-based line in the file
 	// Func is the collective, or -1 for any.
-	Func Func
+	Func coll.Func
 	// MinBytes..MaxBytes is the inclusive range of the tuning size (MaxBytes < 0: unbounded).
 	MinBytes, MaxBytes int64
 	// Algo and Proto restrict the choice (-1: any).
-	Algo  Algo
-	Proto Proto
+	Algo  coll.Algo
+	Proto coll.Proto
 	// Channels overrides the channel count (0: the model's).
 	Channels int
 }
@@ -71,8 +72,8 @@ func ParseOverrides(name string, r io.Reader) ([]Override, error) {
 		o := Override{Line: ln, Func: -1, MaxBytes: -1, Algo: -1, Proto: -1}
 		any := func(s string) bool { return s == "" || s == "*" }
 		if !any(f[0]) {
-			fn, err := ParseFunc(f[0])
-			if err != nil || fn >= NumTunedFuncs {
+			fn, err := coll.ParseFunc(f[0])
+			if err != nil || fn >= coll.NumTunedFuncs {
 				return nil, fmt.Errorf("%s:%d: collective %q: want allreduce, allgather, reducescatter, broadcast, reduce or *", name, ln, f[0])
 			}
 			o.Func = fn
@@ -95,14 +96,14 @@ func ParseOverrides(name string, r io.Reader) ([]Override, error) {
 			}
 		}
 		if !any(f[3]) {
-			a, err := ParseAlgo(f[3])
+			a, err := coll.ParseAlgo(f[3])
 			if err != nil {
 				return nil, fmt.Errorf("%s:%d: %v", name, ln, err)
 			}
 			o.Algo = a
 		}
 		if !any(f[4]) {
-			p, err := ParseProto(f[4])
+			p, err := coll.ParseProto(f[4])
 			if err != nil {
 				return nil, fmt.Errorf("%s:%d: %v", name, ln, err)
 			}
@@ -123,7 +124,7 @@ func ParseOverrides(name string, r io.Reader) ([]Override, error) {
 	return out, nil
 }
 
-func (o *Override) matches(f Func, nBytes int64) bool {
+func (o *Override) matches(f coll.Func, nBytes int64) bool {
 	if o.Func >= 0 && o.Func != f {
 		return false
 	}
@@ -135,19 +136,19 @@ func (o *Override) matches(f Func, nBytes int64) bool {
 
 // applyOverrides applies the first matching rule to the cost table; it returns the rule's line
 // (0 if none applied) and its channel count.
-func (t *Table) applyOverrides(f Func, nBytes int64, ct *CostTable) (line, channels int) {
+func (t *Table) applyOverrides(f coll.Func, nBytes int64, ct *CostTable) (line, channels int) {
 	for i := range t.Config.Overrides {
 		o := &t.Config.Overrides[i]
 		if !o.matches(f, nBytes) {
 			continue
 		}
-		in := func(a Algo, p Proto) bool {
+		in := func(a coll.Algo, p coll.Proto) bool {
 			return (o.Algo < 0 || o.Algo == a) && (o.Proto < 0 || o.Proto == p)
 		}
 		usable := false
 		for a := range ct {
 			for p := range ct[a] {
-				if ct[a][p] >= 0 && in(Algo(a), Proto(p)) {
+				if ct[a][p] >= 0 && in(coll.Algo(a), coll.Proto(p)) {
 					usable = true
 				}
 			}
@@ -157,7 +158,7 @@ func (t *Table) applyOverrides(f Func, nBytes int64, ct *CostTable) (line, chann
 		}
 		for a := range ct {
 			for p := range ct[a] {
-				if !in(Algo(a), Proto(p)) {
+				if !in(coll.Algo(a), coll.Proto(p)) {
 					ct[a][p] = -1
 				}
 			}

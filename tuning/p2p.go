@@ -1,6 +1,10 @@
 package tuning
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/simccl/simccl/coll"
+)
 
 // PeerKind is how a send/recv peer is reached (fact sheet §5.8).
 type PeerKind int
@@ -28,7 +32,7 @@ func (k PeerKind) String() string {
 
 // P2PChoice is NCCL's plan for one direction of a send/recv (enqueue.cc addP2pToPlan, §5.8).
 type P2PChoice struct {
-	Proto     Proto
+	Proto     coll.Proto
 	NChannels int   // channels this direction is split over
 	StepSize  int64 // bytes per NCCL_STEPS slot
 	ChunkSize int64 // bytes per chunk (payload ×2 for LL lines)
@@ -85,7 +89,7 @@ func (t *Table) P2PChunkSize() int64 {
 			cs = cfg.P2PPCIChunkSize
 		}
 	}
-	return min(cs, cfg.buffSize(Simple)/ncclSteps)
+	return min(cs, cfg.buffSize(coll.Simple)/ncclSteps)
 }
 
 // P2P plans one direction of a send or receive of nBytes to a peer of the given kind, alone in
@@ -106,18 +110,18 @@ func (t *Table) P2P(nBytes int64, peer PeerKind) (P2PChoice, error) {
 		thr = t.Config.P2PLLThreshold
 	}
 	hasLL := peer == PeerIntra || (peer == PeerNet && t.Config.AllocP2PNetLLBuffers)
-	ch := P2PChoice{Proto: Simple}
+	ch := P2PChoice{Proto: coll.Simple}
 	if hasLL && nBytes <= int64(nMax)*thr {
-		ch.Proto = LL
+		ch.Proto = coll.LL
 	}
-	if ch.Proto == LL {
-		ch.StepSize = t.Config.buffSize(LL) / ncclSteps
+	if ch.Proto == coll.LL {
+		ch.StepSize = t.Config.buffSize(coll.LL) / ncclSteps
 	} else {
 		ch.StepSize = t.P2PChunkSize()
 	}
 	ch.ChunkSize = ch.StepSize
 	if peer == PeerNet {
-		if ch.Proto == Simple && nBytes < ch.StepSize {
+		if ch.Proto == coll.Simple && nBytes < ch.StepSize {
 			ch.ChunkSize /= 4
 		} else if nBytes < 8*ch.StepSize {
 			ch.ChunkSize /= 2

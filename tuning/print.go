@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/simccl/simccl/coll"
 )
 
 // Lines returns the TUNING table as NCCL prints it at init (rank 0, after "NCCL INFO "): blocks of
@@ -13,12 +15,12 @@ import (
 // of "latency/bandwidth" cells ("%8.1f/%6.1f |").
 func (t *Table) Lines() []string {
 	var out []string
-	for block := 0; block < (int(NumAlgos)+2)/3; block++ {
+	for block := 0; block < (int(coll.NumAlgos)+2)/3; block++ {
 		var b strings.Builder
 		b.WriteString("  Algorithm   |")
 		for ba := 0; ba < 3; ba++ {
-			a := Algo(block*3 + ba)
-			if a >= NumAlgos {
+			a := coll.Algo(block*3 + ba)
+			if a >= coll.NumAlgos {
 				continue
 			}
 			fmt.Fprintf(&b, " %14s   %14s   %14s |", "", a.String(), "")
@@ -27,7 +29,7 @@ func (t *Table) Lines() []string {
 		b.Reset()
 		b.WriteString("  Protocol    |")
 		for ba := 0; ba < 3; ba++ {
-			for p := Proto(0); p < NumProtos; p++ {
+			for p := coll.Proto(0); p < coll.NumProtos; p++ {
 				fmt.Fprintf(&b, " %14s |", p.String())
 			}
 		}
@@ -35,24 +37,24 @@ func (t *Table) Lines() []string {
 		b.Reset()
 		b.WriteString(" Max NThreads |")
 		for ba := 0; ba < 3; ba++ {
-			a := Algo(block*3 + ba)
-			if a >= NumAlgos {
+			a := coll.Algo(block*3 + ba)
+			if a >= coll.NumAlgos {
 				continue
 			}
-			for p := Proto(0); p < NumProtos; p++ {
+			for p := coll.Proto(0); p < coll.NumProtos; p++ {
 				fmt.Fprintf(&b, " %14d |", t.MaxThreads[a][p])
 			}
 		}
 		out = append(out, b.String())
-		for f := Func(0); f < NumTunedFuncs; f++ {
+		for f := coll.Func(0); f < coll.NumTunedFuncs; f++ {
 			b.Reset()
 			fmt.Fprintf(&b, "%13s |", f.String())
 			for ba := 0; ba < 3; ba++ {
-				a := Algo(block*3 + ba)
-				if a >= NumAlgos {
+				a := coll.Algo(block*3 + ba)
+				if a >= coll.NumAlgos {
 					continue
 				}
-				for p := Proto(0); p < NumProtos; p++ {
+				for p := coll.Proto(0); p < coll.NumProtos; p++ {
 					fmt.Fprintf(&b, "%8.1f/%6.1f |", t.Lat[f][a][p], t.Bw[f][a][p])
 				}
 			}
@@ -68,8 +70,8 @@ func (t *Table) Lines() []string {
 func (t *Table) ThresholdsLine() string {
 	th := &t.ThreadThresholds
 	return fmt.Sprintf("threadThresholds %d/%d/%d | %d/%d/%d | %d | %d",
-		th[Tree][LL], th[Tree][LL128], th[Tree][Simple], th[Ring][LL], th[Ring][LL128], th[Ring][Simple],
-		th[CollNetDirect][Simple], th[CollNetChain][Simple])
+		th[coll.Tree][coll.LL], th[coll.Tree][coll.LL128], th[coll.Tree][coll.Simple], th[coll.Ring][coll.LL], th[coll.Ring][coll.LL128], th[coll.Ring][coll.Simple],
+		th[coll.CollNetDirect][coll.Simple], th[coll.CollNetChain][coll.Simple])
 }
 
 // WriteText writes the table lines and the thresholds line, each preceded by prefix (e.g.
@@ -123,9 +125,9 @@ type Report struct {
 // Cells lists every cell in NCCL's order (function, algorithm, protocol).
 func (t *Table) Cells() []TableCell {
 	var out []TableCell
-	for f := Func(0); f < NumTunedFuncs; f++ {
-		for a := Algo(0); a < NumAlgos; a++ {
-			for p := Proto(0); p < NumProtos; p++ {
+	for f := coll.Func(0); f < coll.NumTunedFuncs; f++ {
+		for a := coll.Algo(0); a < coll.NumAlgos; a++ {
+			for p := coll.Proto(0); p < coll.NumProtos; p++ {
 				out = append(out, TableCell{Coll: f.String(), Algo: a.String(), Proto: p.String(),
 					LatUs: round4(float64(t.Lat[f][a][p])), BwGBs: round4(float64(t.Bw[f][a][p])),
 					MaxNThreads: t.MaxThreads[a][p]})

@@ -3,26 +3,28 @@ package tuning
 import (
 	"fmt"
 	"sort"
+
+	"github.com/simccl/simccl/coll"
 )
 
 // Time is ncclTopoGetAlgoTime (§5.5): the predicted µs of one call of nBytes (the tuning size:
 // total output for AllGather, total input for ReduceScatter), or -1 when the cell is unusable.
 // numPipeOps > 1 models aggregated calls (§5.5). Arithmetic is float32, as in NCCL.
-func (t *Table) Time(f Func, a Algo, p Proto, nBytes int64, numPipeOps int) float32 {
+func (t *Table) Time(f coll.Func, a coll.Algo, p coll.Proto, nBytes int64, numPipeOps int) float32 {
 	if !t.Enabled(f, a, p) {
 		return -1
 	}
 	bw := t.Bw[f][a][p]
 	lat := t.Lat[f][a][p]
 	logSize := log2i(nBytes >> 6)
-	if a == Tree && f == AllReduce && logSize >= 0 && logSize < 23 {
+	if a == coll.Tree && f == coll.AllReduce && logSize >= 0 && logSize < 23 {
 		bw *= treeCorrectionFactor[p][logSize]
 	}
-	if a == NVLSTree && f == AllReduce && logSize >= 0 && logSize < 24 && t.Comm.CCMin >= 100 &&
+	if a == coll.NVLSTree && f == coll.AllReduce && logSize >= 0 && logSize < 24 && t.Comm.CCMin >= 100 &&
 		(t.Comm.CPUArch == "x86" || t.Comm.CPUArch == "") {
 		bw *= treeCorrectionFactor[p][logSize]
 	}
-	if a == Ring && p == Simple && f == AllReduce && t.Comm.NNodes > 1 &&
+	if a == coll.Ring && p == coll.Simple && f == coll.AllReduce && t.Comm.NNodes > 1 &&
 		nBytes/int64(t.NChannels*t.Comm.NRanks) >= 64 {
 		if t.Comm.CCMin < 80 {
 			lat *= 1.9
@@ -34,18 +36,18 @@ func (t *Table) Time(f Func, a Algo, p Proto, nBytes int64, numPipeOps int) floa
 		numPipeOps = 1
 	}
 	latCount := numPipeOps
-	if a != Ring {
+	if a != coll.Ring {
 		latCount = (numPipeOps + maxDevWorkBatchColls - 1) / maxDevWorkBatchColls
 	}
 	return lat*float32(latCount) + float32(nBytes)/(1000*bw)
 }
 
 // CostTable is the per-call table a tuner plugin sees (§5.9): µs per [algo][proto], -1 unusable.
-type CostTable [NumAlgos][NumProtos]float32
+type CostTable [coll.NumAlgos][coll.NumProtos]float32
 
 // Call is one collective call as NCCL logs it.
 type Call struct {
-	Func Func
+	Func coll.Func
 	// Count is the element count NCCL's API takes (per-rank send count for AllGather, per-rank
 	// receive count for ReduceScatter).
 	Count int64
@@ -68,17 +70,17 @@ func (c Call) Bytes() int64 { return c.Count * c.elemSize() }
 
 // TuneBytes is the size the cost model uses (ncclFuncMaxSendRecvCount, §5.5).
 func (c Call) TuneBytes(nRanks int) int64 {
-	if c.Func == AllGather || c.Func == ReduceScatter {
+	if c.Func == coll.AllGather || c.Func == coll.ReduceScatter {
 		return c.Bytes() * int64(nRanks)
 	}
 	return c.Bytes()
 }
 
-func trafficPerByte(f Func, nRanks int) int64 {
+func trafficPerByte(f coll.Func, nRanks int) int64 {
 	switch f {
-	case AllReduce:
+	case coll.AllReduce:
 		return 2
-	case AllGather, ReduceScatter:
+	case coll.AllGather, coll.ReduceScatter:
 		return int64(nRanks)
 	}
 	return 1
@@ -86,10 +88,10 @@ func trafficPerByte(f Func, nRanks int) int64 {
 
 // Choice is what NCCL decides for one call.
 type Choice struct {
-	Func  Func
+	Func  coll.Func
 	Bytes int64 // count × element size (NCCL's log)
-	Algo  Algo
-	Proto Proto
+	Algo  coll.Algo
+	Proto coll.Proto
 	// MaxChannels and NThreads: topoGetAlgoInfo's nc and nt (§5.6), after any override.
 	MaxChannels int
 	NThreads    int
@@ -125,7 +127,7 @@ func (t *Table) Select(call Call) (Choice, error) {
 
 // SelectBytes tunes a call of nBytes as NCCL logs them (count × element size, per-rank count for
 // AllGather/ReduceScatter) with 4-byte elements.
-func (t *Table) SelectBytes(f Func, nBytes int64) (Choice, error) {
+func (t *Table) SelectBytes(f coll.Func, nBytes int64) (Choice, error) {
 	return t.Select(Call{Func: f, Count: nBytes / 4, ElemSize: 4})
 }
 
@@ -139,27 +141,27 @@ func (t *Table) costTable(call Call, nBytes int64, numPipeOps int) CostTable {
 	}
 	c := &t.Comm
 	if c.NRanks == 1 {
-		ct[Ring][Simple] = 0
+		ct[coll.Ring][coll.Simple] = 0
 		return ct
 	}
 	f := call.Func
 	fp8 := call.DataType == 10 || call.DataType == 11
-	for a := Algo(0); a < NumAlgos; a++ {
-		if (a == CollNetDirect || a == CollNetChain) && (!c.CollNetSupport || c.maxLocalRanks() > 8) {
+	for a := coll.Algo(0); a < coll.NumAlgos; a++ {
+		if (a == coll.CollNetDirect || a == coll.CollNetChain) && (!c.CollNetSupport || c.maxLocalRanks() > 8) {
 			continue
 		}
-		if (a == NVLS || a == NVLSTree) && (!c.NVLSSupport || (f != AllReduce && c.maxLocalRanks() > 32)) {
+		if (a == coll.NVLS || a == coll.NVLSTree) && (!c.NVLSSupport || (f != coll.AllReduce && c.maxLocalRanks() > 32)) {
 			continue
 		}
-		if a == NVLS && !c.CollNetSupport && c.NNodes > 1 {
+		if a == coll.NVLS && !c.CollNetSupport && c.NNodes > 1 {
 			continue
 		}
-		if a == PAT && f == ReduceScatter && call.Op >= 4 {
+		if a == coll.PAT && f == coll.ReduceScatter && call.Op >= 4 {
 			continue // PAT ReduceScatter has no Avg/PreMulSum
 		}
-		for p := Proto(0); p < NumProtos; p++ {
+		for p := coll.Proto(0); p < coll.NumProtos; p++ {
 			ct[a][p] = t.Time(f, a, p, nBytes, numPipeOps)
-			if fp8 && a == Ring && c.NRanks > 8 && ct[a][p] >= 0 {
+			if fp8 && a == coll.Ring && c.NRanks > 8 && ct[a][p] >= 0 {
 				ct[a][p] *= 1024
 			}
 		}
@@ -169,11 +171,11 @@ func (t *Table) costTable(call Call, nBytes int64, numPipeOps int) CostTable {
 
 // pick is topoGetAlgoInfo (§5.5, §5.6): the smallest non-negative time in index order, then the
 // channel and thread counts.
-func (t *Table) pick(f Func, nBytes int64, ct CostTable) (a Algo, p Proto, tm float32, nc, nt int, err error) {
+func (t *Table) pick(f coll.Func, nBytes int64, ct CostTable) (a coll.Algo, p coll.Proto, tm float32, nc, nt int, err error) {
 	minTime := float32(3600000000.0)
 	a, p = -1, -1
-	for ai := Algo(0); ai < NumAlgos; ai++ {
-		for pi := Proto(0); pi < NumProtos; pi++ {
+	for ai := coll.Algo(0); ai < coll.NumAlgos; ai++ {
+		for pi := coll.Proto(0); pi < coll.NumProtos; pi++ {
 			if v := ct[ai][pi]; v >= 0 && v < minTime {
 				a, p, minTime = ai, pi, v
 			}
@@ -193,7 +195,7 @@ func (t *Table) pick(f Func, nBytes int64, ct CostTable) (a Algo, p Proto, tm fl
 	nt = t.MaxThreads[a][p]
 	thr := t.ThreadThresholds[a][p]
 	switch a {
-	case CollNetDirect:
+	case coll.CollNetDirect:
 		heads := int64(max(1, t.Comm.CollNetDirectHeads))
 		ncSwitch := 16
 		flag := true
@@ -210,9 +212,9 @@ func (t *Table) pick(f Func, nBytes int64, ct CostTable) (a Algo, p Proto, tm fl
 			}
 			ncSwitch /= 2
 		}
-	case NVLS, NVLSTree:
+	case coll.NVLS, coll.NVLSTree:
 		nc = t.NVLSChannels
-		if t.Comm.NNodes > 1 && a == NVLS {
+		if t.Comm.NNodes > 1 && a == coll.NVLS {
 			nc = min(t.NVLSChannels, t.NChannels)
 		}
 	default:
@@ -220,23 +222,23 @@ func (t *Table) pick(f Func, nBytes int64, ct CostTable) (a Algo, p Proto, tm fl
 			nc--
 		}
 	}
-	if a != NVLS && a != NVLSTree && a != CollNetDirect {
+	if a != coll.NVLS && a != coll.NVLSTree && a != coll.CollNetDirect {
 		for nBytes < int64(nc)*int64(nt)*thr && nt%128 == 0 {
 			nt /= 2
 		}
 	}
-	if p == Simple {
-		if a == Ring {
+	if p == coll.Simple {
+		if a == coll.Ring {
 			nt += warpSize
 		}
-		if a == Tree {
+		if a == coll.Tree {
 			nt += 4 * warpSize
 		}
 	}
 	if nt/warpSize < 3 {
 		nt = 3 * warpSize
 	}
-	if a == Tree || a == PAT {
+	if a == coll.Tree || a == coll.PAT {
 		nt = maxNThreads
 	}
 	return a, p, minTime, nc, nt, nil
@@ -309,12 +311,12 @@ func (t *Table) SelectGroup(calls []Call) ([]Choice, error) {
 			for _, tk := range b[i:j] {
 				tk.choice = ch
 				tk.choice.Bytes = tk.call.Bytes()
-				if ch.Proto == LL {
+				if ch.Proto == coll.LL {
 					tk.traffic *= 4
 				}
 				tk.nMaxChan = ch.MaxChannels
-				tk.nvls = ch.Algo == NVLS || ch.Algo == NVLSTree
-				tk.collnet = ch.Algo == CollNetDirect || ch.Algo == CollNetChain || (ch.Algo == NVLS && t.Comm.NNodes > 1)
+				tk.nvls = ch.Algo == coll.NVLS || ch.Algo == coll.NVLSTree
+				tk.collnet = ch.Algo == coll.CollNetDirect || ch.Algo == coll.CollNetChain || (ch.Algo == coll.NVLS && t.Comm.NNodes > 1)
 				queue[b2i(tk.collnet)][b2i(tk.nvls)] = append(queue[b2i(tk.collnet)][b2i(tk.nvls)], tk)
 			}
 			i = j
@@ -393,7 +395,7 @@ func (t *Table) schedule(plan []*task) {
 		ch := &tk.choice
 		eltSize := tk.call.elemSize()
 		globalPerElt := eltSize
-		if f := tk.call.Func; f == AllGather || f == ReduceScatter {
+		if f := tk.call.Func; f == coll.AllGather || f == coll.ReduceScatter {
 			globalPerElt *= int64(nRanks)
 		}
 		if tk.collnet {
@@ -403,7 +405,7 @@ func (t *Table) schedule(plan []*task) {
 			continue
 		}
 		tpb := trafficPerByte(tk.call.Func, nRanks)
-		if ch.Proto == LL {
+		if ch.Proto == coll.LL {
 			tpb *= 4
 		}
 		cellSize := ceilDiv(ceilDiv(minTraffic, tpb), 16) * 16
@@ -490,26 +492,26 @@ func ceilDiv(a, b int64) int64 {
 
 // ChunkSize is calcCollChunking's chunk in bytes (§5.7) for nBytes (global bytes of the part) on
 // nChannels channels, rounded down to the protocol grain.
-func (t *Table) ChunkSize(f Func, a Algo, p Proto, nChannels int, nBytes int64) int64 {
+func (t *Table) ChunkSize(f coll.Func, a coll.Algo, p coll.Proto, nChannels int, nBytes int64) int64 {
 	cfg := &t.Config
 	c := &t.Comm
 	step := cfg.buffSize(p) / ncclSteps
 	chunkSteps := int64(1)
-	if p == Simple && a == Ring {
-		if f == AllReduce || f == AllGather || f == ReduceScatter {
+	if p == coll.Simple && a == coll.Ring {
+		if f == coll.AllReduce || f == coll.AllGather || f == coll.ReduceScatter {
 			chunkSteps = ncclSteps / 2
 		}
 	}
 	chunk := step * chunkSteps
 	switch p {
-	case LL:
+	case coll.LL:
 		chunk /= 2
-	case LL128:
+	case coll.LL128:
 		chunk = chunk / 16 * 15 // NCCL_LL128_LINEELEMS / NCCL_LL128_DATAELEMS
 	}
 	nc := int64(max(1, nChannels))
 	switch {
-	case a == CollNetDirect:
+	case a == coll.CollNetDirect:
 		heads := int64(max(1, c.CollNetDirectHeads))
 		depth := int64(max(1, c.CollNetDirectDepth))
 		for nBytes/(nc*heads*chunk) < depth*64 && chunk > 131072 {
@@ -521,9 +523,9 @@ func (t *Table) ChunkSize(f Func, a Algo, p Proto, nChannels int, nBytes int64) 
 		for nBytes/(nc*heads*chunk) < depth*8 && chunk > 32768 {
 			chunk /= 2
 		}
-	case a == CollNetChain:
+	case a == coll.CollNetChain:
 		depth := int64(max(1, c.CollNetChainDepth))
-		chunk = min(256*1024, cfg.buffSize(Simple)/ncclSteps*chunkSteps)
+		chunk = min(256*1024, cfg.buffSize(coll.Simple)/ncclSteps*chunkSteps)
 		for nBytes/(nc*chunk) < depth*64 && chunk > 131072 {
 			chunk /= 2
 		}
@@ -533,12 +535,12 @@ func (t *Table) ChunkSize(f Func, a Algo, p Proto, nChannels int, nBytes int64) 
 		for nBytes/(nc*chunk) < depth && chunk > 32768 {
 			chunk /= 2
 		}
-	case a == NVLS:
+	case a == coll.NVLS:
 		maxChunk := int64(nvlsChunkSize)
 		if cfg.NVLSChunkSize > 0 {
 			maxChunk = cfg.NVLSChunkSize
 		}
-		if c.NNodes > 1 && t.Bw[AllReduce][NVLS][Simple] < 150 {
+		if c.NNodes > 1 && t.Bw[coll.AllReduce][coll.NVLS][coll.Simple] < 150 {
 			maxChunk = 32768
 		}
 		chunk = min(chunk, maxChunk)
@@ -552,7 +554,7 @@ func (t *Table) ChunkSize(f Func, a Algo, p Proto, nChannels int, nBytes int64) 
 		if nBytes < 2*ops*chunk && chunk > 16384 {
 			chunk = 16384
 		}
-	case a == NVLSTree:
+	case a == coll.NVLSTree:
 		ops := nc * int64(t.nvlsHeads())
 		chunk = int64(nvlsChunkSize)
 		if cfg.NVLSChunkSize > 0 {
@@ -566,7 +568,7 @@ func (t *Table) ChunkSize(f Func, a Algo, p Proto, nChannels int, nBytes int64) 
 				chunk = s.to
 			}
 		}
-	case a == Tree && p == LL128:
+	case a == coll.Tree && p == coll.LL128:
 		ppn := c.ppn()
 		nsteps := 1 + float64(log2i(int64(c.NNodes))) + 0.1*ppn
 		for float64(nBytes/(nc*chunk)) < nsteps*64/ppn && chunk > 131072 {
@@ -575,11 +577,11 @@ func (t *Table) ChunkSize(f Func, a Algo, p Proto, nChannels int, nBytes int64) 
 		for float64(nBytes/(nc*chunk)) < nsteps*16/ppn && chunk > 32768 {
 			chunk /= 2
 		}
-	case a == PAT && f == AllGather:
+	case a == coll.PAT && f == coll.AllGather:
 		for chunk*nc*32 > nBytes && chunk > 65536 {
 			chunk /= 2
 		}
-	case a == PAT && f == ReduceScatter:
+	case a == coll.PAT && f == coll.ReduceScatter:
 		for chunk*nc*16 > nBytes && chunk > 65536 {
 			chunk /= 2
 		}

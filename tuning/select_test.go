@@ -3,6 +3,8 @@ package tuning
 import (
 	"strings"
 	"testing"
+
+	"github.com/simccl/simccl/coll"
 )
 
 func h200Real(t *testing.T) *Table {
@@ -20,15 +22,15 @@ func h200Real(t *testing.T) *Table {
 
 func TestSelectGroupAggregation(t *testing.T) {
 	tb := h200Real(t)
-	a := Call{Func: AllReduce, Count: 1 << 18, ElemSize: 4}   // 1 MiB
-	b := Call{Func: AllReduce, Count: 3 << 17, ElemSize: 4}   // 1.5 MiB, within 4× of a: aggregated
-	c := Call{Func: AllReduce, Count: 100 << 18, ElemSize: 4} // 100 MiB: tuned alone
-	d := Call{Func: AllGather, Count: 1 << 10, ElemSize: 4}   // other function: own bin
+	a := Call{Func: coll.AllReduce, Count: 1 << 18, ElemSize: 4}   // 1 MiB
+	b := Call{Func: coll.AllReduce, Count: 3 << 17, ElemSize: 4}   // 1.5 MiB, within 4× of a: aggregated
+	c := Call{Func: coll.AllReduce, Count: 100 << 18, ElemSize: 4} // 100 MiB: tuned alone
+	d := Call{Func: coll.AllGather, Count: 1 << 10, ElemSize: 4}   // other function: own bin
 	got, err := tb.SelectGroup([]Call{c, a, d, b})
 	if err != nil {
 		t.Fatal(err)
 	}
-	agg, _ := tb.Select(Call{Func: AllReduce, Count: a.Count + b.Count, ElemSize: 4})
+	agg, _ := tb.Select(Call{Func: coll.AllReduce, Count: a.Count + b.Count, ElemSize: 4})
 	for _, i := range []int{1, 3} {
 		if got[i].Algo != agg.Algo || got[i].Proto != agg.Proto || got[i].TimeUs != agg.TimeUs {
 			t.Errorf("call %d: %v/%v %.2f µs, want the aggregate's %v/%v %.2f", i, got[i].Algo, got[i].Proto, got[i].TimeUs, agg.Algo, agg.Proto, agg.TimeUs)
@@ -49,13 +51,13 @@ func TestSelectGroupAggregation(t *testing.T) {
 	// numPipeOps: 100 calls on 24 channels → ceil(100/24) = 5 pipelined ops for Ring latency.
 	calls := make([]Call, 100)
 	for i := range calls {
-		calls[i] = Call{Func: AllReduce, Count: 2, ElemSize: 4}
+		calls[i] = Call{Func: coll.AllReduce, Count: 2, ElemSize: 4}
 	}
 	many, err := tb.SelectGroup(calls)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := tb.Time(AllReduce, many[0].Algo, many[0].Proto, 800, 5)
+	want := tb.Time(coll.AllReduce, many[0].Algo, many[0].Proto, 800, 5)
 	if many[0].TimeUs != want {
 		t.Errorf("100 tiny calls: %.3f µs, want %.3f (800 B aggregated, numPipeOps 5)", many[0].TimeUs, want)
 	}
@@ -64,17 +66,17 @@ func TestSelectGroupAggregation(t *testing.T) {
 func TestChunkSize(t *testing.T) {
 	tb := h200Real(t)
 	cases := []struct {
-		f     Func
-		a     Algo
-		p     Proto
+		f     coll.Func
+		a     coll.Algo
+		p     coll.Proto
 		bytes int64
 		want  int64
 	}{
-		{AllReduce, Ring, Simple, 1 << 30, 4 * 512 << 10}, // chunkSteps 4 × 512 KiB step
-		{Broadcast, Ring, Simple, 1 << 30, 512 << 10},     // chunkSteps 1
-		{AllReduce, Ring, LL, 1 << 20, 32 << 10},          // 64 KiB step, half payload
-		{AllReduce, Ring, LL128, 1 << 20, 576000},         // 614400 × 15/16, multiple of 1920
-		{AllReduce, Tree, Simple, 1 << 20, 512 << 10},
+		{coll.AllReduce, coll.Ring, coll.Simple, 1 << 30, 4 * 512 << 10}, // chunkSteps 4 × 512 KiB step
+		{coll.Broadcast, coll.Ring, coll.Simple, 1 << 30, 512 << 10},     // chunkSteps 1
+		{coll.AllReduce, coll.Ring, coll.LL, 1 << 20, 32 << 10},          // 64 KiB step, half payload
+		{coll.AllReduce, coll.Ring, coll.LL128, 1 << 20, 576000},         // 614400 × 15/16, multiple of 1920
+		{coll.AllReduce, coll.Tree, coll.Simple, 1 << 20, 512 << 10},
 	}
 	for _, c := range cases {
 		if got := tb.ChunkSize(c.f, c.a, c.p, 1, c.bytes); got != c.want {
@@ -82,7 +84,7 @@ func TestChunkSize(t *testing.T) {
 		}
 	}
 	tb.Config.BuffSize = 1 << 20
-	if got := tb.ChunkSize(AllReduce, Ring, Simple, 1, 1<<30); got != 4*(1<<20)/8 {
+	if got := tb.ChunkSize(coll.AllReduce, coll.Ring, coll.Simple, 1, 1<<30); got != 4*(1<<20)/8 {
 		t.Errorf("NCCL_BUFFSIZE=1M: chunk %d", got)
 	}
 }
@@ -103,16 +105,16 @@ allreduce,64K,*,*,LL128,
 	}
 	tb := h200Real(t)
 	tb.Config.Overrides = ov
-	ch, _ := tb.SelectBytes(AllReduce, 4096)
-	if ch.Algo != Tree || ch.Proto != Simple || ch.MaxChannels != 2 || ch.Override != 3 {
+	ch, _ := tb.SelectBytes(coll.AllReduce, 4096)
+	if ch.Algo != coll.Tree || ch.Proto != coll.Simple || ch.MaxChannels != 2 || ch.Override != 3 {
 		t.Errorf("4 KiB: %+v, want Tree/Simple on 2 channels by line 3", ch)
 	}
-	ch, _ = tb.SelectBytes(AllReduce, 256<<20)
-	if ch.Proto != LL128 || ch.Override != 4 {
+	ch, _ = tb.SelectBytes(coll.AllReduce, 256<<20)
+	if ch.Proto != coll.LL128 || ch.Override != 4 {
 		t.Errorf("256 MiB: %v/%v line %d, want LL128 by line 4", ch.Algo, ch.Proto, ch.Override)
 	}
-	ch, _ = tb.SelectBytes(Broadcast, 4096)
-	if ch.Override != 0 || ch.Algo != Ring || ch.Proto != LL {
+	ch, _ = tb.SelectBytes(coll.Broadcast, 4096)
+	if ch.Override != 0 || ch.Algo != coll.Ring || ch.Proto != coll.LL {
 		t.Errorf("Broadcast: %+v, want the model's Ring/LL (NVLS rule unusable)", ch)
 	}
 	bad := map[string]string{
@@ -146,16 +148,16 @@ func TestP2P(t *testing.T) {
 	cases := []struct {
 		n     int64
 		peer  PeerKind
-		proto Proto
+		proto coll.Proto
 		nch   int
 	}{
-		{0, PeerIntra, LL, 1},
-		{4096, PeerIntra, LL, 1},         // ≤ 32 × 16 KiB → LL; 4 KiB on 8 KiB min parts
-		{512 << 10, PeerIntra, LL, 16},   // LL step 64 KiB, min part 8 KiB, nMin 16
-		{1 << 20, PeerIntra, Simple, 16}, // min part 64 KiB → 16 channels
-		{1 << 30, PeerIntra, Simple, 32}, // parts above 16 MiB → doubled to 32
-		{4096, PeerSelf, Simple, 1},      // self: never LL
-		{4096, PeerNet, Simple, 1},       // no LL buffers over the network by default
+		{0, PeerIntra, coll.LL, 1},
+		{4096, PeerIntra, coll.LL, 1},         // ≤ 32 × 16 KiB → LL; 4 KiB on 8 KiB min parts
+		{512 << 10, PeerIntra, coll.LL, 16},   // LL step 64 KiB, min part 8 KiB, nMin 16
+		{1 << 20, PeerIntra, coll.Simple, 16}, // min part 64 KiB → 16 channels
+		{1 << 30, PeerIntra, coll.Simple, 32}, // parts above 16 MiB → doubled to 32
+		{4096, PeerSelf, coll.Simple, 1},      // self: never LL
+		{4096, PeerNet, coll.Simple, 1},       // no LL buffers over the network by default
 	}
 	for _, c := range cases {
 		got, err := tb.P2P(c.n, c.peer)
@@ -171,10 +173,10 @@ func TestP2P(t *testing.T) {
 func TestLinesFormatAndJSON(t *testing.T) {
 	tb := h200Real(t)
 	lines := tb.Lines()
-	if len(lines) != 3*(3+int(NumTunedFuncs)) {
+	if len(lines) != 3*(3+int(coll.NumTunedFuncs)) {
 		t.Fatalf("%d lines", len(lines))
 	}
-	ch, _ := tb.SelectBytes(AllReduce, 1<<20)
+	ch, _ := tb.SelectBytes(coll.AllReduce, 1<<20)
 	if got, want := ch.Line(), "AllReduce: 1048576 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..23}"; got != want {
 		t.Errorf("line %q, want %q (NCCL 2.28.9 log)", got, want)
 	}

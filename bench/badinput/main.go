@@ -17,7 +17,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/simccl/simccl/internal/stats"
 	"os"
 	"regexp"
 	"runtime"
@@ -27,6 +26,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/simccl/simccl/internal/stats"
 
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/graph"

@@ -18,7 +18,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/simccl/simccl/internal/stats"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -27,9 +26,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/internal/stats"
+
 	"github.com/simccl/simccl/internal/chromium"
 	"github.com/simccl/simccl/report"
-	"github.com/simccl/simccl/tuning"
 )
 
 // Targets of issue 9.
@@ -104,7 +105,7 @@ func run() error {
 	for _, n := range nodes {
 		fmt.Fprintf(os.Stderr, "bench/report: %d nodes: building...\n", n)
 		start := time.Now()
-		r, err := report.Build(report.Options{Nodes: n, Funcs: []tuning.Func{tuning.AllReduce}, Sizes: sizes})
+		r, err := report.Build(report.Options{Nodes: n, Funcs: []coll.Func{coll.AllReduce}, Sizes: sizes})
 		if err != nil {
 			return fmt.Errorf("%d nodes: %w", n, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/simnet"
@@ -87,7 +88,7 @@ func run(nodes int, bytes int64, maxMsg int64, merge int) (result, error) {
 		return result{}, err
 	}
 	n := m.NRanks()
-	ch, err := m.Table.Select(tuning.Call{Func: tuning.AllReduce, Count: bytes / 4, ElemSize: 4})
+	ch, err := m.Table.Select(tuning.Call{Func: coll.AllReduce, Count: bytes / 4, ElemSize: 4})
 	if err != nil {
 		return result{}, err
 	}
@@ -104,11 +105,11 @@ func run(nodes int, bytes int64, maxMsg int64, merge int) (result, error) {
 	build := time.Since(t0)
 	t1 := time.Now()
 	var res *simnet.RingResult
-	if ch.Algo == tuning.Tree {
+	if ch.Algo == coll.Tree {
 		res, err = simnet.SimulateTree(e, cl, simnet.TreeSpec{Bytes: bytes, Proto: ch.Proto,
 			Trees: m.Trees[:ch.NChannels], Chunk: ch.ChunkSize, MaxMessages: maxMsg, Merge: merge}, tm)
 	} else {
-		res, err = simnet.SimulateRing(e, cl, simnet.RingSpec{Func: tuning.AllReduce, Bytes: bytes, Proto: ch.Proto,
+		res, err = simnet.SimulateRing(e, cl, simnet.RingSpec{Func: coll.AllReduce, Bytes: bytes, Proto: ch.Proto,
 			Rings: m.Rings[:ch.NChannels], Chunk: ch.ChunkSize, MaxMessages: maxMsg, Merge: merge}, tm)
 	}
 	if err != nil {

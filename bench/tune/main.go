@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/search"
@@ -132,10 +133,10 @@ func tuneOnce(name string, data []byte, nodes int) (int, int, error) {
 		return 0, 0, err
 	}
 	n := 0
-	for _, f := range []tuning.Func{tuning.AllReduce, tuning.AllGather, tuning.ReduceScatter, tuning.Broadcast, tuning.Reduce} {
+	for _, f := range []coll.Func{coll.AllReduce, coll.AllGather, coll.ReduceScatter, coll.Broadcast, coll.Reduce} {
 		for b := int64(8); b <= 1<<30; b *= 2 {
 			count := b / 4
-			if f == tuning.AllGather || f == tuning.ReduceScatter {
+			if f == coll.AllGather || f == coll.ReduceScatter {
 				count /= int64(comm.NRanks)
 			}
 			if count < 1 {

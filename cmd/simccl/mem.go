@@ -44,14 +44,14 @@ func runMem(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
-	var funcs []tuning.Func
+	var funcs []coll.Func
 	for _, name := range strings.Split(*collName, ",") {
 		name = strings.TrimSpace(name)
 		if strings.EqualFold(name, "all") {
 			funcs = append(funcs, allColls...)
 			continue
 		}
-		f, err := tuning.ParseFunc(name)
+		f, err := coll.ParseFunc(name)
 		if err != nil {
 			return fmt.Errorf("%w: -c: %v", errUsage, err)
 		}

@@ -58,7 +58,7 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
-	f, err := tuning.ParseFunc(*collName)
+	f, err := coll.ParseFunc(*collName)
 	if err != nil {
 		return fmt.Errorf("%w: -c: %v", errUsage, err)
 	}
@@ -74,11 +74,11 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%w: -o: %v", errUsage, err)
 	}
-	a, err := tuning.ParseAlgo(*algo)
+	a, err := coll.ParseAlgo(*algo)
 	if err != nil {
 		return fmt.Errorf("%w: --algo: %v", errUsage, err)
 	}
-	pr, err := tuning.ParseProto(*proto)
+	pr, err := coll.ParseProto(*proto)
 	if err != nil {
 		return fmt.Errorf("%w: --proto: %v", errUsage, err)
 	}
@@ -115,8 +115,8 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	}
 	p := coll.Plan{Func: f, Count: count, DataType: dt, Op: op, Root: *root, Peer: *peer, NRanks: *nRanks,
 		NNodes: *nNodes, Algo: a, Proto: pr, NChannels: *nch, ChunkSize: chunk}
-	if f == tuning.SendRecv || f == tuning.AllToAll {
-		p.Algo = tuning.Ring // no collective algorithm; keeps the plan's name readable
+	if f == coll.SendRecv || f == coll.AllToAll {
+		p.Algo = coll.Ring // no collective algorithm; keeps the plan's name readable
 	}
 	note := "algorithm, protocol and channels from flags"
 	if *topoFile != "" {
@@ -160,7 +160,7 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 		if p.Rings, err = coll.BuildRings(ident(*nch), *nNodes, ppn, *crossNic); err != nil {
 			return err
 		}
-		if a == tuning.Tree {
+		if a == coll.Tree {
 			// Channels 0..k−1 use tree 0 of the double binary tree and their twins k..2k−1 tree 1.
 			trees, err := coll.BuildTrees(ident((*nch+1)/2), *nNodes, ppn, pat)
 			if err != nil {
@@ -194,7 +194,7 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 // tunedPlan builds the machine of a topology (simnet's pipeline: graph, search, tuning) and returns
 // the plan NCCL would run for the call: tuning's algorithm, protocol, channels and chunk size, and
 // the searched rings and trees.
-func tunedPlan(topoFile string, nodes int, f tuning.Func, count int64, dt coll.DataType, op coll.RedOp) (coll.Plan, string, error) {
+func tunedPlan(topoFile string, nodes int, f coll.Func, count int64, dt coll.DataType, op coll.RedOp) (coll.Plan, string, error) {
 	var data []byte
 	if d, err := os.ReadFile(topoFile); err == nil {
 		data = d
@@ -210,7 +210,7 @@ func tunedPlan(topoFile string, nodes int, f tuning.Func, count int64, dt coll.D
 	}
 	// simnet's Plan takes nccl-tests' total size in bytes.
 	size := count * int64(dt.Size())
-	if f == tuning.AllGather || f == tuning.ReduceScatter || f == tuning.AllToAll {
+	if f == coll.AllGather || f == coll.ReduceScatter || f == coll.AllToAll {
 		size *= int64(m.NRanks())
 	}
 	return m.Plan(f, size, dt, op)

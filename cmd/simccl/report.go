@@ -53,12 +53,12 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	if *out == "" {
 		return fmt.Errorf("%w: -o report.html (or --output FILE) is required", errUsage)
 	}
-	var funcs []tuning.Func
+	var funcs []coll.Func
 	if strings.EqualFold(*collName, "all") {
 		funcs = allColls
 	} else {
 		for _, name := range strings.Split(*collName, ",") {
-			f, err := tuning.ParseFunc(strings.TrimSpace(name))
+			f, err := coll.ParseFunc(strings.TrimSpace(name))
 			if err != nil {
 				return fmt.Errorf("%w: -c: %v", errUsage, err)
 			}

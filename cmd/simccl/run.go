@@ -24,7 +24,7 @@ func init() {
 	})
 }
 
-var allColls = []tuning.Func{tuning.AllReduce, tuning.AllGather, tuning.ReduceScatter, tuning.Broadcast, tuning.Reduce, tuning.AllToAll, tuning.SendRecv}
+var allColls = []coll.Func{coll.AllReduce, coll.AllGather, coll.ReduceScatter, coll.Broadcast, coll.Reduce, coll.AllToAll, coll.SendRecv}
 
 func runRun(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("run", stderr)
@@ -51,15 +51,15 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
-	var funcs []tuning.Func
+	var funcs []coll.Func
 	if strings.EqualFold(*collName, "all") {
 		funcs = allColls
 	} else {
-		f, err := tuning.ParseFunc(*collName)
+		f, err := coll.ParseFunc(*collName)
 		if err != nil {
 			return fmt.Errorf("%w: -c: %v", errUsage, err)
 		}
-		funcs = []tuning.Func{f}
+		funcs = []coll.Func{f}
 	}
 	lo, err := units.ParseSize(*minB)
 	if err != nil {

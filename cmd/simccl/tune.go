@@ -24,7 +24,7 @@ func init() {
 	})
 }
 
-var tunedColls = []tuning.Func{tuning.AllReduce, tuning.AllGather, tuning.ReduceScatter, tuning.Broadcast, tuning.Reduce}
+var tunedColls = []coll.Func{coll.AllReduce, coll.AllGather, coll.ReduceScatter, coll.Broadcast, coll.Reduce}
 
 func runTune(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("tune", stderr)
@@ -62,11 +62,11 @@ func runTune(args []string, stdout, stderr io.Writer) error {
 	}
 	funcs := tunedColls
 	if !strings.EqualFold(*collName, "all") {
-		f, err := tuning.ParseFunc(*collName)
-		if err != nil || f >= tuning.NumTunedFuncs {
+		f, err := coll.ParseFunc(*collName)
+		if err != nil || f >= coll.NumTunedFuncs {
 			return fmt.Errorf("%w: -c %q: want allreduce, allgather, reducescatter, broadcast, reduce or all", errUsage, *collName)
 		}
-		funcs = []tuning.Func{f}
+		funcs = []coll.Func{f}
 	}
 	lo, err := units.ParseSize(*minB)
 	if err != nil {
@@ -153,7 +153,7 @@ func runTune(args []string, stdout, stderr io.Writer) error {
 	for _, f := range funcs {
 		for _, s := range sizes {
 			count := s / elt
-			if f == tuning.AllGather || f == tuning.ReduceScatter {
+			if f == coll.AllGather || f == coll.ReduceScatter {
 				count /= int64(comm.NRanks) // nccl-tests: per-rank count of the total buffer
 			}
 			ch, err := table.Select(tuning.Call{Func: f, Count: count, ElemSize: int(elt), DataType: int(dt)})

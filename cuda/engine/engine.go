@@ -9,7 +9,6 @@ import (
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/cuda"
-	"github.com/simccl/simccl/tuning"
 )
 
 // Errors, matched with errors.Is.
@@ -87,14 +86,14 @@ func (c *Config) withDefaults() (Config, error) {
 	return o, nil
 }
 
-func (c *Config) algo(f tuning.Func) tuning.Algo {
+func (c *Config) algo(f coll.Func) coll.Algo {
 	switch {
-	case f == tuning.AllReduce && c.Algo == "tree":
-		return tuning.Tree
-	case (f == tuning.AllGather || f == tuning.ReduceScatter) && c.Algo == "pat":
-		return tuning.PAT
+	case f == coll.AllReduce && c.Algo == "tree":
+		return coll.Tree
+	case (f == coll.AllGather || f == coll.ReduceScatter) && c.Algo == "pat":
+		return coll.PAT
 	}
-	return tuning.Ring
+	return coll.Ring
 }
 
 // Comm is one rank of a clique of GPUs in this process (ncclComm_t). Its calls may be made from
@@ -283,7 +282,7 @@ func (c *Comm) resolveOp(op coll.RedOp) (coll.RedOp, float64, error) {
 
 // call is one API call of one rank.
 type call struct {
-	f       tuning.Func
+	f       coll.Func
 	p2pSend bool
 	peer    int
 	count   int64
@@ -304,21 +303,21 @@ func (c *Comm) checkCall(k *call) error {
 	if k.dt < 0 || k.dt >= coll.NumDataTypes {
 		return fmt.Errorf("%w: rank %d %v: data type %d", ErrInvalidArgument, c.rank, k.f, int(k.dt))
 	}
-	if k.f == tuning.Broadcast || k.f == tuning.Reduce {
+	if k.f == coll.Broadcast || k.f == coll.Reduce {
 		if k.root < 0 || k.root >= n {
 			return fmt.Errorf("%w: rank %d %v: root %d of %d ranks", ErrInvalidArgument, c.rank, k.f, k.root, n)
 		}
 	}
-	if k.f == tuning.SendRecv && (k.peer < 0 || k.peer >= n) {
+	if k.f == coll.SendRecv && (k.peer < 0 || k.peer >= n) {
 		return fmt.Errorf("%w: rank %d: peer %d of %d ranks", ErrInvalidArgument, c.rank, k.peer, n)
 	}
 	if k.count > 0 {
-		needSend := k.f != tuning.SendRecv || k.p2pSend
-		needRecv := k.f != tuning.SendRecv || !k.p2pSend
-		if k.f == tuning.Broadcast && k.root != c.rank {
+		needSend := k.f != coll.SendRecv || k.p2pSend
+		needRecv := k.f != coll.SendRecv || !k.p2pSend
+		if k.f == coll.Broadcast && k.root != c.rank {
 			needSend = false
 		}
-		if k.f == tuning.Reduce && k.root != c.rank {
+		if k.f == coll.Reduce && k.root != c.rank {
 			needRecv = false
 		}
 		if needSend && k.send == 0 {
@@ -331,7 +330,7 @@ func (c *Comm) checkCall(k *call) error {
 	return nil
 }
 
-func (c *Comm) reduceCall(f tuning.Func, send, recv cuda.DevPtr, count int, dt coll.DataType, op coll.RedOp, root int, s cuda.Stream) error {
+func (c *Comm) reduceCall(f coll.Func, send, recv cuda.DevPtr, count int, dt coll.DataType, op coll.RedOp, root int, s cuda.Stream) error {
 	base, scalar, err := c.resolveOp(op)
 	if err != nil {
 		return err
@@ -342,46 +341,46 @@ func (c *Comm) reduceCall(f tuning.Func, send, recv cuda.DevPtr, count int, dt c
 // AllReduce reduces count elements of every rank's send into every rank's recv (ncclAllReduce).
 // In place: send == recv.
 func (c *Comm) AllReduce(send, recv cuda.DevPtr, count int, dt coll.DataType, op coll.RedOp, s cuda.Stream) error {
-	return c.reduceCall(tuning.AllReduce, send, recv, count, dt, op, 0, s)
+	return c.reduceCall(coll.AllReduce, send, recv, count, dt, op, 0, s)
 }
 
 // Reduce reduces count elements into root's recv (ncclReduce); recv is only written on root.
 func (c *Comm) Reduce(send, recv cuda.DevPtr, count int, dt coll.DataType, op coll.RedOp, root int, s cuda.Stream) error {
-	return c.reduceCall(tuning.Reduce, send, recv, count, dt, op, root, s)
+	return c.reduceCall(coll.Reduce, send, recv, count, dt, op, root, s)
 }
 
 // ReduceScatter reduces n×recvcount elements and leaves block rank in recv (ncclReduceScatter).
 // In place: recv == send + rank×recvcount elements.
 func (c *Comm) ReduceScatter(send, recv cuda.DevPtr, recvcount int, dt coll.DataType, op coll.RedOp, s cuda.Stream) error {
-	return c.reduceCall(tuning.ReduceScatter, send, recv, recvcount, dt, op, 0, s)
+	return c.reduceCall(coll.ReduceScatter, send, recv, recvcount, dt, op, 0, s)
 }
 
 // Broadcast copies count elements of root's send into every rank's recv (ncclBroadcast).
 func (c *Comm) Broadcast(send, recv cuda.DevPtr, count int, dt coll.DataType, root int, s cuda.Stream) error {
-	return c.enqueue(&call{f: tuning.Broadcast, count: int64(count), dt: dt, root: root, send: send, recv: recv, stream: s})
+	return c.enqueue(&call{f: coll.Broadcast, count: int64(count), dt: dt, root: root, send: send, recv: recv, stream: s})
 }
 
 // AllGather gathers sendcount elements of every rank into recv in rank order (ncclAllGather).
 // In place: send == recv + rank×sendcount elements.
 func (c *Comm) AllGather(send, recv cuda.DevPtr, sendcount int, dt coll.DataType, s cuda.Stream) error {
-	return c.enqueue(&call{f: tuning.AllGather, count: int64(sendcount), dt: dt, send: send, recv: recv, stream: s})
+	return c.enqueue(&call{f: coll.AllGather, count: int64(sendcount), dt: dt, send: send, recv: recv, stream: s})
 }
 
 // AllToAll sends block j (count elements) of send to rank j, which stores it as block rank of
 // its recv (ncclAlltoAll). Not in place.
 func (c *Comm) AllToAll(send, recv cuda.DevPtr, count int, dt coll.DataType, s cuda.Stream) error {
-	return c.enqueue(&call{f: tuning.AllToAll, count: int64(count), dt: dt, send: send, recv: recv, stream: s})
+	return c.enqueue(&call{f: coll.AllToAll, count: int64(count), dt: dt, send: send, recv: recv, stream: s})
 }
 
 // Send sends count elements to peer (ncclSend). Point-to-point calls run in launches every rank
 // makes (see the package documentation): put them in a group on every rank.
 func (c *Comm) Send(buf cuda.DevPtr, count int, dt coll.DataType, peer int, s cuda.Stream) error {
-	return c.enqueue(&call{f: tuning.SendRecv, p2pSend: true, peer: peer, count: int64(count), dt: dt, send: buf, stream: s})
+	return c.enqueue(&call{f: coll.SendRecv, p2pSend: true, peer: peer, count: int64(count), dt: dt, send: buf, stream: s})
 }
 
 // Recv receives count elements from peer into buf (ncclRecv).
 func (c *Comm) Recv(buf cuda.DevPtr, count int, dt coll.DataType, peer int, s cuda.Stream) error {
-	return c.enqueue(&call{f: tuning.SendRecv, peer: peer, count: int64(count), dt: dt, recv: buf, stream: s})
+	return c.enqueue(&call{f: coll.SendRecv, peer: peer, count: int64(count), dt: dt, recv: buf, stream: s})
 }
 
 // GroupStart opens a group on this communicator (the goroutine-per-rank form): its calls are

@@ -564,7 +564,7 @@ func (e *exec) step(ch int, st *coll.Step) error {
 		if dst != src {
 			err = k.Copy(x, stream, dst, src, int(n))
 		}
-	case coll.Reduce:
+	case coll.LocalReduce:
 		err = k.Reduce(x, stream, b.dt, e.redOp(st.Op), dst, dst, src, count, 0, 0)
 	case coll.RecvReduceSend, coll.RecvReduceCopy, coll.RecvReduceCopySend:
 		op := e.redOp(st.Op)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/cuda"
-	"github.com/simccl/simccl/tuning"
 )
 
 // A launch is one call, or one group of calls, made by every rank of the clique: the n-th launch
@@ -131,7 +130,7 @@ func (L *launch) prepare() error {
 	for r := 0; r < n; r++ {
 		var cs, ss []*call
 		for _, k := range L.calls[r] {
-			if k.f == tuning.SendRecv {
+			if k.f == coll.SendRecv {
 				if k.p2pSend {
 					sends[p2pKey{r, k.peer}] = append(sends[p2pKey{r, k.peer}], k)
 					ss = append(ss, k)
@@ -185,18 +184,18 @@ func (L *launch) prepare() error {
 		}
 		elt := int64(k0.dt.Size())
 		bytes := k0.count * elt
-		if k0.f == tuning.AllGather || k0.f == tuning.ReduceScatter || k0.f == tuning.AllToAll {
+		if k0.f == coll.AllGather || k0.f == coll.ReduceScatter || k0.f == coll.AllToAll {
 			bytes *= int64(n)
 		}
 		p := coll.Plan{Func: k0.f, Count: k0.count, DataType: k0.dt, Op: k0.op, Root: k0.root, NRanks: n,
-			Algo: cfg.algo(k0.f), Proto: tuning.Simple, NChannels: nchFor(bytes)}
+			Algo: cfg.algo(k0.f), Proto: coll.Simple, NChannels: nchFor(bytes)}
 		if k0.op == coll.Avg {
 			p.Op = coll.Sum // Avg runs as Sum (floats pre-scaled, integers divided at the PostOp step)
 		}
 		if k0.op == coll.PreMulSum {
 			p.Op = coll.Sum // the inputs are pre-scaled
 		}
-		p.BuffSize[tuning.Simple] = buff
+		p.BuffSize[coll.Simple] = buff
 		plans = append(plans, p)
 		send, recv := sendRecvBytes(k0.f, k0.count*elt, n)
 		for r := 0; r < n; r++ {
@@ -246,9 +245,9 @@ func (L *launch) prepare() error {
 		}
 	}
 	if len(transfers) > 0 {
-		p := coll.Plan{Func: tuning.SendRecv, DataType: coll.Uint8, NRanks: n, Transfers: transfers,
-			Algo: tuning.Ring, Proto: tuning.Simple, NChannels: nchFor(maxBytes), ChunkSize: int64(cfg.SlotBytes)}
-		p.BuffSize[tuning.Simple] = buff
+		p := coll.Plan{Func: coll.SendRecv, DataType: coll.Uint8, NRanks: n, Transfers: transfers,
+			Algo: coll.Ring, Proto: coll.Simple, NChannels: nchFor(maxBytes), ChunkSize: int64(cfg.SlotBytes)}
+		p.BuffSize[coll.Simple] = buff
 		plans = append(plans, p)
 		for r := 0; r < n; r++ {
 			L.bufs[r] = append(L.bufs[r], opBuf{send: sendSeg[r], recv: recvSeg[r], dt: coll.Uint8})
@@ -281,13 +280,13 @@ func isFloat(t coll.DataType) bool {
 	return false
 }
 
-func sendRecvBytes(f tuning.Func, size int64, n int) (send, recv int64) {
+func sendRecvBytes(f coll.Func, size int64, n int) (send, recv int64) {
 	switch f {
-	case tuning.AllGather:
+	case coll.AllGather:
 		return size, size * int64(n)
-	case tuning.ReduceScatter:
+	case coll.ReduceScatter:
 		return size * int64(n), size
-	case tuning.AllToAll:
+	case coll.AllToAll:
 		return size * int64(n), size * int64(n)
 	}
 	return size, size

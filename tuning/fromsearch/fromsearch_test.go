@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/search"
 	tx "github.com/simccl/simccl/topo/xml"
@@ -46,7 +47,7 @@ func TestEndToEndH200(t *testing.T) {
 				}
 				s := l[i+len("NCCL INFO "):]
 				head := strings.TrimSpace(strings.SplitN(s, "|", 2)[0])
-				_, ferr := tuning.ParseFunc(head)
+				_, ferr := coll.ParseFunc(head)
 				switch {
 				case strings.HasPrefix(s, "  Algorithm   |"):
 					inTable = true
@@ -87,7 +88,7 @@ func TestEndToEndH200(t *testing.T) {
 			}
 			for _, want := range choices {
 				m := reChoice.FindStringSubmatch(want)
-				f, _ := tuning.ParseFunc(m[1])
+				f, _ := coll.ParseFunc(m[1])
 				n, _ := strconv.ParseInt(m[2], 10, 64)
 				ch, err := tb.Select(tuning.Call{Func: f, Count: n / 4, ElemSize: 4})
 				if err != nil {
