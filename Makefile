@@ -67,7 +67,7 @@ ptx:
 ## fuzz: each parser's fuzz test in turn (FUZZTIME per target, default 1m; the XML reader was run for 5m).
 FUZZTIME ?= 1m
 fuzz:
-	$(GO) test ./topo/xml -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./topo/ncclxml -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./tuning -run '^$$' -fuzz '^FuzzParseOverrides$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./tuning -run '^$$' -fuzz '^FuzzEnableList$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./graph -run '^$$' -fuzz '^FuzzFromXML$$' -fuzztime $(FUZZTIME)

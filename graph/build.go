@@ -10,7 +10,7 @@ import (
 
 	"github.com/beevik/etree"
 
-	"github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 // ErrTopology is wrapped by every error FromXML returns for a topology it cannot build.
@@ -100,7 +100,7 @@ func f32(x float64) float64 { return float64(float32(x)) }
 
 // builder holds the state of one FromXML call.
 type builder struct {
-	doc   *xml.Document
+	doc   *ncclxml.Document
 	sys   *System
 	elem  map[*Node]*etree.Element
 	max   int
@@ -112,7 +112,7 @@ type builder struct {
 // FromXML builds the system NCCL would build from a topology document (ncclTopoGetSystemFromXml,
 // then ncclTopoComputePaths, the GPU trimming of ncclTopoTrimSystem, paths again, and the
 // maxBw/totalBw of ncclTopoSearchInit).
-func FromXML(doc *xml.Document, opt Options) (*System, error) {
+func FromXML(doc *ncclxml.Document, opt Options) (*System, error) {
 	if doc == nil || doc.Root() == nil {
 		return nil, &topoError{fmt.Errorf("graph: no document")}
 	}
@@ -141,7 +141,7 @@ func FromXML(doc *xml.Document, opt Options) (*System, error) {
 		return nil, &topoError{errors.New(s.Warnings[0])}
 	}
 	if err := s.computeAll(); err != nil {
-		var xe *xml.Error
+		var xe *ncclxml.Error
 		if !errors.As(err, &xe) {
 			err = fmt.Errorf("%s: %w", doc.Name, err)
 		}
@@ -257,7 +257,7 @@ func (b *builder) attrInt(e *etree.Element, name string, def int64) (int64, erro
 		if f, ferr := strconv.ParseFloat(v, 64); ferr == nil && f == math.Trunc(f) && math.Abs(f) < 1<<62 {
 			return int64(f), nil
 		}
-		return 0, b.doc.Errorf(e, "<%s %s=%s>: not an integer", e.Tag, name, xml.Quote(v))
+		return 0, b.doc.Errorf(e, "<%s %s=%s>: not an integer", e.Tag, name, ncclxml.Quote(v))
 	}
 	return n, nil
 }
@@ -269,7 +269,7 @@ func (b *builder) attrFloat(e *etree.Element, name string, def float64) (float64
 	}
 	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, b.doc.Errorf(e, "<%s %s=%s>: not a number", e.Tag, name, xml.Quote(v))
+		return 0, b.doc.Errorf(e, "<%s %s=%s>: not a number", e.Tag, name, ncclxml.Quote(v))
 	}
 	return f, nil
 }
@@ -282,7 +282,7 @@ func (b *builder) attrHex(e *etree.Element, name string, def uint64) (uint64, er
 	s := strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(v), "0x"), "0X")
 	n, err := strconv.ParseUint(s, 16, 64)
 	if err != nil {
-		return 0, b.doc.Errorf(e, "<%s %s=%s>: not a hexadecimal number", e.Tag, name, xml.Quote(v))
+		return 0, b.doc.Errorf(e, "<%s %s=%s>: not a hexadecimal number", e.Tag, name, ncclxml.Quote(v))
 	}
 	return n, nil
 }
@@ -300,15 +300,15 @@ func parseBusID(s string) (int64, error) {
 		case c >= '0' && c <= '9', c >= 'a' && c <= 'f', c >= 'A' && c <= 'F':
 			digits = append(digits, c)
 		default:
-			return 0, fmt.Errorf("bad busid %s (want dddd:bb:dd.f in hex)", xml.Quote(s))
+			return 0, fmt.Errorf("bad busid %s (want dddd:bb:dd.f in hex)", ncclxml.Quote(s))
 		}
 	}
 	if len(digits) == 0 || len(digits) > 16 {
-		return 0, fmt.Errorf("bad busid %s (want dddd:bb:dd.f in hex)", xml.Quote(s))
+		return 0, fmt.Errorf("bad busid %s (want dddd:bb:dd.f in hex)", ncclxml.Quote(s))
 	}
 	v, err := strconv.ParseUint(string(digits), 16, 64)
 	if err != nil {
-		return 0, fmt.Errorf("bad busid %s: %v", xml.Quote(s), err)
+		return 0, fmt.Errorf("bad busid %s: %v", ncclxml.Quote(s), err)
 	}
 	return int64(v), nil
 }
@@ -342,7 +342,7 @@ func (b *builder) systemID(e *etree.Element) (int, error) {
 				b.warnedHash = map[string]bool{}
 			}
 			b.warnedHash[v] = true
-			b.warnf(e, "<cpu host_hash=%s> is not hexadecimal; hosts are told apart by the string", xml.Quote(v))
+			b.warnf(e, "<cpu host_hash=%s> is not hexadecimal; hosts are told apart by the string", ncclxml.Quote(v))
 		}
 	}
 	for i, x := range b.sys.HostHashes {
@@ -806,7 +806,7 @@ func (b *builder) addNVLink(e *etree.Element, parentBus string, sid int) error {
 	if count == 0 {
 		// NCCL 2.28.9 adds the link with bandwidth 0 (its log prints "NVL[0.0]"); no path can use
 		// it (paths to the NVS stay DIS), so GPUs fall back to PCI. Keep it, and say so.
-		b.warnf(e, "GPU rank %d: <nvlink target=%s count=\"0\">: a link of bandwidth 0 that no path can use", gpu.GPU.Rank, xml.Quote(target))
+		b.warnf(e, "GPU rank %d: <nvlink target=%s count=\"0\">: a link of bandwidth 0 that no path can use", gpu.GPU.Rank, ncclxml.Quote(target))
 	}
 	var remote *Node
 	switch pciClassType(tclass) {
@@ -818,11 +818,11 @@ func (b *builder) addNVLink(e *etree.Element, parentBus string, sid int) error {
 		remote = b.sys.nodeByID(GPU, topoID(sid, id))
 		if remote == nil {
 			// NCCL ignores an NVLink to a GPU it does not know (§1.3).
-			b.warnf(e, "GPU rank %d: <nvlink target=%s> names no GPU of the topology; ignored", gpu.GPU.Rank, xml.Quote(target))
+			b.warnf(e, "GPU rank %d: <nvlink target=%s> names no GPU of the topology; ignored", gpu.GPU.Rank, ncclxml.Quote(target))
 			return nil
 		}
 		if remote == gpu {
-			b.warnf(e, "GPU rank %d: <nvlink> targets its own busid %s; ignored", gpu.GPU.Rank, xml.Quote(target))
+			b.warnf(e, "GPU rank %d: <nvlink> targets its own busid %s; ignored", gpu.GPU.Rank, ncclxml.Quote(target))
 			return nil
 		}
 	case CPU:
@@ -902,7 +902,7 @@ func (b *builder) addPCILink(e *etree.Element, parentBus string, sid int) error 
 	}
 	remote := b.sys.nodeByID(PCI, topoID(sid, tid))
 	if remote == nil {
-		b.warnf(e, "<pcilink target=%s> names no PCI switch; ignored", xml.Quote(target))
+		b.warnf(e, "<pcilink target=%s> names no PCI switch; ignored", ncclxml.Quote(target))
 		return nil
 	}
 	return connect(sw, remote, LinkLOC, LocBw)

@@ -3,7 +3,7 @@ package graph
 import (
 	"fmt"
 
-	"github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 // MaxClusterNodes bounds NewCluster; far above any machine simulated (100,000 GPUs at 8 per
@@ -25,7 +25,7 @@ type Cluster struct {
 // NewCluster builds a cluster of nodes copies of the topology in doc. opt.NRanks is set to the
 // cluster's size, so that with nodes > 1 the node is inter-node (maxBw is the GPU→NET
 // bandwidth, as NCCL prints it on a multi-node job).
-func NewCluster(doc *xml.Document, nodes int, opt Options) (*Cluster, error) {
+func NewCluster(doc *ncclxml.Document, nodes int, opt Options) (*Cluster, error) {
 	if nodes < 1 || nodes > MaxClusterNodes {
 		return nil, fmt.Errorf("graph: %d nodes: want 1..%d", nodes, MaxClusterNodes)
 	}

@@ -6,12 +6,12 @@ import (
 
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/graph"
-	"github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 func TestCluster(t *testing.T) {
 	name, data := topos.Default()
-	doc, err := xml.ParseBytes(data, name)
+	doc, err := ncclxml.ParseBytes(data, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestCluster(t *testing.T) {
 	// A node without NIC cannot be part of a cluster.
 	nonet := `<system version="1"><cpu numaid="0" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143">
 <pci busid="0000:01:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16"><gpu dev="0" sm="90" rank="0"/></pci></cpu></system>`
-	d2, _ := xml.ParseBytes([]byte(nonet), "nonet.xml")
+	d2, _ := ncclxml.ParseBytes([]byte(nonet), "nonet.xml")
 	if _, err := graph.NewCluster(d2, 2, graph.Options{}); err == nil || !strings.Contains(err.Error(), "no NET") {
 		t.Errorf("2 nodes without NET: %v", err)
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 // TestCorpusOutcomes: every topology of testdata/topos either loads (with the GPU count and
@@ -75,7 +75,7 @@ func TestCorpusOutcomes(t *testing.T) {
 			t.Errorf("%s: no expected outcome in the table", name)
 			continue
 		}
-		doc, err := xml.ReadFile(f)
+		doc, err := ncclxml.ReadFile(f)
 		var s *System
 		if err == nil {
 			s, err = FromXML(doc, Options{})

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/simccl/simccl/internal/topogen"
-	"github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 const cpuOpen = topogen.CPUOpen
@@ -17,7 +17,7 @@ var gpuPCI = topogen.GPUPCI
 
 func build(t *testing.T, text string, opt Options) (*System, error) {
 	t.Helper()
-	doc, err := xml.ParseBytes([]byte(text), "t.xml")
+	doc, err := ncclxml.ParseBytes([]byte(text), "t.xml")
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +69,7 @@ func TestErrors(t *testing.T) {
 }
 
 // TestLongAttribute: a 100 kB attribute value gives a short one-line error or warning (the value
-// cut by xml.Quote), not a 100 kB message.
+// cut by ncclxml.Quote), not a 100 kB message.
 func TestLongAttribute(t *testing.T) {
 	long := strings.Repeat("f", 100<<10)
 	_, err := build(t, cpuOpen+gpuPCI("0000:01:00.0"+long, 0, "")+`</cpu></system>`, Options{})
@@ -136,8 +136,8 @@ func TestTooManyNodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("200,000 GPUs skipped in -short")
 	}
-	// Parsing 200,000 GPUs is topo/xml's time; FromXML itself must stop at the 577th.
-	doc, err := xml.ParseBytes([]byte(gen(200000)), "t.xml")
+	// Parsing 200,000 GPUs is topo/ncclxml's time; FromXML itself must stop at the 577th.
+	doc, err := ncclxml.ParseBytes([]byte(gen(200000)), "t.xml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func FuzzFromXML(f *testing.F) {
 	f.Add(cpuOpen + gpuPCI("0000:01:00.0", 0, `<nvlink target="fffffff:ff:ff.0" count="18" tclass="0x068000"/>`) + `<nic><net name="a" dev="0" speed="400000" gdr="1"/></nic></cpu></system>`)
 	f.Add(cpuOpen + `<pci busid="0000:10:00.0" class="0x060400" vendor="0x1000" device="0xc030" subsystem_vendor="0x1000" subsystem_device="0x0100"><pcilink target="0000:20:00.0"/><pci busid="0000:11:00.0" class="0x060400" vendor="0x1000" device="0xc030" subsystem_vendor="0x1000" subsystem_device="0x1100">` + gpuPCI("0000:12:00.0", 0, `<c2c bw="40000" count="2"/>`) + `</pci></pci></cpu></system>`)
 	f.Fuzz(func(t *testing.T, text string) {
-		doc, err := xml.ParseBytes([]byte(text), "fuzz.xml")
+		doc, err := ncclxml.ParseBytes([]byte(text), "fuzz.xml")
 		if err != nil {
 			return
 		}

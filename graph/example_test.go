@@ -6,12 +6,12 @@ import (
 
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/graph"
-	"github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 func dgxH100(t testing.TB, opt graph.Options) *graph.System {
 	name, data := topos.Default()
-	doc, err := xml.ParseBytes(data, name)
+	doc, err := ncclxml.ParseBytes(data, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestVersions(t *testing.T) {
 
 func ExampleSystem_Path() {
 	name, data := topos.Default()
-	doc, _ := xml.ParseBytes(data, name)
+	doc, _ := ncclxml.ParseBytes(data, name)
 	s, _ := graph.FromXML(doc, graph.Options{NRanks: 16})
 	g0, g1, n0, n4 := s.GPUs()[0], s.GPUs()[1], s.NETs()[0], s.NETs()[4]
 	for _, p := range [][2]*graph.Node{{g0, g1}, {g0, n0}, {g0, n4}, {n4, g0}} {

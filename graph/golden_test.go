@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 var update = flag.Bool("update", false, "rewrite graph/testdata/*.golden")
@@ -33,7 +33,7 @@ func goldenInputs(t *testing.T) []string {
 // render is what a golden file holds: a header naming the view, the warnings, then the
 // NCCL-format printout of rank 0's system as one node of two (nRanks = 2 × GPUs, so that the
 // maxBw line is the inter-node one and NET paths are shown as NCCL uses them across nodes).
-func render(doc *xml.Document) (string, error) {
+func render(doc *ncclxml.Document) (string, error) {
 	probe, err := FromXML(doc, Options{NoTrim: true})
 	if err != nil {
 		return "", err
@@ -61,8 +61,8 @@ func render(doc *xml.Document) (string, error) {
 func TestGolden(t *testing.T) {
 	n := 0
 	for _, f := range goldenInputs(t) {
-		doc, err := xml.ReadFile(f)
-		if err != nil || doc.Kind() != xml.KindSystem {
+		doc, err := ncclxml.ReadFile(f)
+		if err != nil || doc.Kind() != ncclxml.KindSystem {
 			continue
 		}
 		got, err := render(doc)

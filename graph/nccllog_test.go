@@ -10,14 +10,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 const corpus = "../testdata/topos/"
 
 func load(t *testing.T, path string, opt Options) *System {
 	t.Helper()
-	doc, err := xml.ReadFile(path)
+	doc, err := ncclxml.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 // computeAll runs what NCCL runs after building the graph (init.cc): paths, trimming of GPUs
@@ -114,7 +114,7 @@ func (s *System) setPaths(base *Node) error {
 					}
 				}
 				if rev == nil {
-					return &xml.Error{File: s.Name, Line: node.line, Msg: fmt.Sprintf(
+					return &ncclxml.Error{File: s.Name, Line: node.line, Msg: fmt.Sprintf(
 						"no %s link from %s back to %s: a one-way link (NCCL fails with \"Failed to find reverse path\")",
 						link.Type, rem.label(), node.label())}
 				}

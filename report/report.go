@@ -9,7 +9,7 @@ import (
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/simnet"
-	tx "github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 	"github.com/simccl/simccl/tuning"
 )
 
@@ -179,7 +179,7 @@ func Build(opt Options) (*Report, error) {
 // machine builds the system graph and the simulated machine the way simnet.MachineFromXML does,
 // keeping the graph for the topology drawing.
 func machine(opt Options) (*graph.System, *simnet.Machine, error) {
-	doc, err := tx.ParseBytes(opt.TopoXML, opt.TopoName)
+	doc, err := ncclxml.ParseBytes(opt.TopoXML, opt.TopoName)
 	if err != nil {
 		return nil, nil, err
 	}

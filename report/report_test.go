@@ -16,7 +16,7 @@ import (
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/simnet"
-	tx "github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 func sweep(lo, hi int64) []int64 {
@@ -31,7 +31,7 @@ func sweep(lo, hi int64) []int64 {
 func defaultSystem(t *testing.T) *graph.System {
 	t.Helper()
 	name, data := topos.Default()
-	doc, err := tx.ParseBytes(data, name)
+	doc, err := ncclxml.ParseBytes(data, name)
 	if err != nil {
 		t.Fatal(err)
 	}

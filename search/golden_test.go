@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/simccl/simccl/graph"
-	tx "github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 // A golden case: a topology with NCCL's own graph dump beside it. The test searches the
@@ -39,7 +39,7 @@ type golden struct {
 type change struct {
 	id     int
 	why    string
-	modify func(d *tx.GraphDump)
+	modify func(d *ncclxml.GraphDump)
 }
 
 var goldens = []golden{
@@ -77,10 +77,10 @@ var goldens = []golden{
 		release: "2.7.8", nodes: 1, nranks: 8, changes: []change{
 			{0, "2.7.8 counted a V100 NVLink as 22 GB/s (SM70_NVLINK_WIDTH 22.0 in its topo.h), 2.28 as 20 (fact sheet §2.3): " +
 				"the search finds the same six rings, GPU for GPU, at 20 GB/s per channel instead of 22",
-				func(d *tx.GraphDump) { d.SpeedIntra, d.SpeedInter = 20, 20 }},
-			{1, "same as the ring: 22 → 20 GB/s per channel with the same six chains", func(d *tx.GraphDump) { d.SpeedIntra, d.SpeedInter = 20, 20 }},
+				func(d *ncclxml.GraphDump) { d.SpeedIntra, d.SpeedInter = 20, 20 }},
+			{1, "same as the ring: 22 → 20 GB/s per channel with the same six chains", func(d *ncclxml.GraphDump) { d.SpeedIntra, d.SpeedInter = 20, 20 }},
 			{2, "2.7.8 always searched the CollNet chain graph; 2.28 only does when a CollNet plugin is present (none here): empty graph",
-				func(d *tx.GraphDump) {
+				func(d *ncclxml.GraphDump) {
 					d.NChannels, d.SpeedIntra, d.SpeedInter, d.TypeIntra, d.TypeInter, d.SameChannels, d.Channels = 0, 0, 0, "LOC", "LOC", 0, nil
 				}},
 		}},
@@ -101,7 +101,7 @@ var goldens = []golden{
 			{1, "2.29 added 45 to the sm100 intra speed array (fact sheet §4.2 history); 2.28's goes 50 → 40. At 50 the 8-GPU " +
 				"chains need 16×50 = 800 GB/s out of GPUs that have 721.8, and the search does not find the rotated chains within " +
 				"its budget, so 2.28 settles at 40 (TestGoldenRelease229 checks that the 2.29 array gives NCCL's 45)",
-				func(d *tx.GraphDump) { d.SpeedIntra, d.SpeedInter = 40, 40 }},
+				func(d *ncclxml.GraphDump) { d.SpeedIntra, d.SpeedInter = 40, 40 }},
 		}},
 }
 
@@ -120,7 +120,7 @@ func readTopo(t *testing.T, c golden) *Topology {
 	// attribute with an empty name (` =""`, testdata/nccl/h200x2/README.md): not XML. Drop it
 	// here so that these goldens test the search, whatever the reader makes of such files.
 	data = []byte(strings.ReplaceAll(string(data), ` =""`, ""))
-	doc, err := tx.ParseBytes(data, c.topo)
+	doc, err := ncclxml.ParseBytes(data, c.topo)
 	if err != nil {
 		t.Fatalf("%s: %v", c.name, err)
 	}
@@ -149,11 +149,11 @@ func runGolden(t *testing.T, c golden) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dumpDoc, err := tx.ReadFile(filepath.Join("..", "testdata", c.dump))
+	dumpDoc, err := ncclxml.ReadFile(filepath.Join("..", "testdata", c.dump))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := tx.ReadGraphs(dumpDoc)
+	want, err := ncclxml.ReadGraphs(dumpDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func runGolden(t *testing.T, c golden) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byID := map[int]tx.GraphDump{}
+	byID := map[int]ncclxml.GraphDump{}
 	for _, g := range gotDump.Graphs {
 		byID[g.ID] = g
 	}
@@ -183,7 +183,7 @@ func runGolden(t *testing.T, c golden) {
 	}
 }
 
-func diffDump(g, w tx.GraphDump) string {
+func diffDump(g, w ncclxml.GraphDump) string {
 	var b strings.Builder
 	f := func(name string, got, want any) {
 		if fmt.Sprint(got) != fmt.Sprint(want) {

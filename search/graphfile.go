@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	tx "github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 // gpuFileID is the id a GPU gets in a graph file: NCCL_TOPO_ID(systemId, NVML dev).
@@ -18,18 +18,18 @@ func gpuFileID(n *node) int64 {
 // Dump converts graphs to NCCL's <graphs> layout (ncclTopoGetXmlFromGraphs, 2.28): GPUs by
 // NCCL_TOPO_ID(systemId, dev), NETs by id, only the first GPU of NVLS channels, NETs only when the
 // topology has NETs; ids in hex as 2.28 writes them.
-func Dump(top *Topology, graphs []*Graph) (*tx.Graphs, error) {
-	out := &tx.Graphs{HexIDs: true}
+func Dump(top *Topology, graphs []*Graph) (*ncclxml.Graphs, error) {
+	out := &ncclxml.Graphs{HexIDs: true}
 	hasNet := top.NumNETs() > 0
 	for _, g := range graphs {
 		if g == nil {
 			continue
 		}
-		d := tx.GraphDump{ID: g.ID, Pattern: int(g.Pattern), CrossNic: g.CrossNic, NChannels: g.NChannels,
+		d := ncclxml.GraphDump{ID: g.ID, Pattern: int(g.Pattern), CrossNic: g.CrossNic, NChannels: g.NChannels,
 			SpeedIntra: g.BwIntra, SpeedInter: g.BwInter, LatencyInter: g.LatencyInter,
 			TypeIntra: g.TypeIntra.String(), TypeInter: g.TypeInter.String(), SameChannels: g.SameChannels}
 		for c := 0; c < g.NChannels && c < len(g.Intra); c++ {
-			var ch tx.Channel
+			var ch ncclxml.Channel
 			if hasNet && c < len(g.Inter) {
 				ch.Nets = []int64{g.Inter[c][0], g.Inter[c][1]}
 			}
@@ -63,7 +63,7 @@ func WriteDump(w io.Writer, top *Topology, graphs []*Graph) error {
 // Load reads the graphs of a graph file (NCCL_GRAPH_FILE) against a topology: GPU dev ids are
 // matched by NCCL_TOPO_ID(systemId, dev) to ranks (ncclTopoGetGraphFromXml). name is used in
 // errors.
-func Load(top *Topology, gs *tx.Graphs, name string) ([]*Graph, error) {
+func Load(top *Topology, gs *ncclxml.Graphs, name string) ([]*Graph, error) {
 	if !top.finished {
 		if err := top.finish(); err != nil {
 			return nil, err

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/simccl/simccl/graph"
-	tx "github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 func TestBadInput(t *testing.T) {
@@ -73,7 +73,7 @@ func TestLoadErrors(t *testing.T) {
 		{`<graphs version="1"><graph id="0" pattern="4" crossnic="0" nchannels="1" speedintra="1" speedinter="1" typeintra="NVL" typeinter="PIX" samechannels="1"><channel><gpu dev="0"/></channel></graph></graphs>`, "1 GPUs, the topology has 2"},
 		{`<graphs version="1"><graph id="0" pattern="4" crossnic="0" nchannels="99" speedintra="1" speedinter="1" typeintra="NVL" typeinter="PIX" samechannels="1"/></graphs>`, "out of 0..64"},
 	} {
-		gs, err := tx.ParseGraphs([]byte(c.xml), "g.xml")
+		gs, err := ncclxml.ParseGraphs([]byte(c.xml), "g.xml")
 		if err != nil {
 			t.Fatalf("%s: %v", c.xml, err)
 		}
@@ -94,7 +94,7 @@ func TestDumpLoadRoundTrip(t *testing.T) {
 	if err := WriteDump(&buf, top, res.Graphs()); err != nil {
 		t.Fatal(err)
 	}
-	gs, err := tx.ParseGraphs(buf.Bytes(), "dump")
+	gs, err := ncclxml.ParseGraphs(buf.Bytes(), "dump")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestCorpus(t *testing.T) {
 			t.Fatal(err)
 		}
 		data = []byte(strings.NewReplacer("0xHOSTHASH_B", "0x1", "0xHOSTHASH_A", "0x2", "0xREDACTED", "0x1").Replace(string(data)))
-		doc, err := tx.ParseBytes(data, f)
+		doc, err := ncclxml.ParseBytes(data, f)
 		if err != nil {
 			continue // the reader's business; it reports the line
 		}
@@ -260,7 +260,7 @@ func FuzzLoad(f *testing.F) {
 	}
 	top := h200x2(f, true, 0, true)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		gs, err := tx.ParseGraphs(data, "fuzz.xml")
+		gs, err := ncclxml.ParseGraphs(data, "fuzz.xml")
 		if err != nil {
 			return
 		}

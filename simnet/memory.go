@@ -9,7 +9,7 @@ import (
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/search"
-	tx "github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 	"github.com/simccl/simccl/tuning"
 	"github.com/simccl/simccl/tuning/fromsearch"
 )
@@ -90,7 +90,7 @@ type MemSetup struct {
 // collNet, the CollNet graphs (NCCL_COLLNET_ENABLE=1 with a CollNet plugin; NICs need
 // coll="1"), and builds the tuning table of that communicator.
 func NewMemSetup(data []byte, name string, m *Machine, collNet bool) (*MemSetup, error) {
-	doc, err := tx.ParseBytes(data, name)
+	doc, err := ncclxml.ParseBytes(data, name)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/search"
-	"github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 	"github.com/simccl/simccl/tuning"
 )
 
@@ -645,7 +645,7 @@ func NewMachineFromModel(node *NodeModel, nodes int, fab *Fabric, comm tuning.Co
 // MachineFromXML parses an NCCL topology, builds its system graph (graph.FromXML) and runs
 // NewMachine on it.
 func MachineFromXML(data []byte, name string, nodes int, fab *Fabric, cfg *tuning.Config) (*Machine, error) {
-	doc, err := xml.ParseBytes(data, name)
+	doc, err := ncclxml.ParseBytes(data, name)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,7 @@
 // not XML, wrong root, unknown version, missing busid, negative link counts, duplicate ranks,
 // 200,000 GPUs, PCI nesting 20,000 deep, a 100 kB attribute, XML entity expansion (billion
 // laughs). Each input is built in memory and goes through the load path of `simccl topo`
-// (topo/xml.ParseBytes, then graph.NewCluster with one node and the default options, which calls
+// (topo/ncclxml.ParseBytes, then graph.NewCluster with one node and the default options, which calls
 // graph.FromXML). Every case must end with a clear one-line error or a correct load: a panic, a
 // hang, an outcome other than the expected one or a multi-line error is a failure (exit status 1).
 // It prints a table, then JSON (-json FILE also writes it), then the cases over the time target.
@@ -32,7 +32,7 @@ import (
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/internal/topogen"
-	tx "github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 // A case is one input and the outcome it must have.
@@ -43,7 +43,7 @@ type badCase struct {
 	comment string // shown in the README/JSON, not checked
 }
 
-// The large inputs and the GPU snippets come from internal/topogen, which topo/xml's and graph's
+// The large inputs and the GPU snippets come from internal/topogen, which topo/ncclxml's and graph's
 // tests (TestBadInput, TestManyGPUs, TestErrors, TestLongAttribute, TestTooManyNodes) also use.
 
 const (
@@ -92,7 +92,7 @@ func cases() []badCase {
 		{name: "external entity", gen: str("<!DOCTYPE system [<!ENTITY xxe SYSTEM \"file:///etc/passwd\">]>\n<system version=\"1\">&xxe;</system>")},
 		// The large cases last, so that the heap they leave does not weigh on the small ones.
 		{name: "200,000 GPUs", gen: func() []byte { return topogen.GPUsBySwitch(200000) }, comment: "distinct bus ids and ranks, 64 per switch"},
-		{name: "200,000 GPUs, one switch", gen: func() []byte { return topogen.GPUsOneSwitch(200000) }, comment: "identical bus ids and ranks (topo/xml's TestManyGPUs)"},
+		{name: "200,000 GPUs, one switch", gen: func() []byte { return topogen.GPUsOneSwitch(200000) }, comment: "identical bus ids and ranks (topo/ncclxml's TestManyGPUs)"},
 	}
 }
 
@@ -134,7 +134,7 @@ func load(data []byte, opt graph.Options) (o one) {
 			o = one{outcome: "panic", panicked: r, stack: debug.Stack()}
 		}
 	}()
-	doc, err := tx.ParseBytes(data, "bad.xml")
+	doc, err := ncclxml.ParseBytes(data, "bad.xml")
 	if err != nil {
 		return one{outcome: "error", stage: "xml", err: err}
 	}
@@ -256,7 +256,7 @@ func run(c badCase, reps int, opt graph.Options, target, timeout time.Duration) 
 			r.Fail = fmt.Sprintf("%s, want %s", o.outcome, r.Expected)
 		case o.err != nil && strings.Contains(o.err.Error(), "\n"):
 			r.Fail = "multi-line error"
-		case o.err != nil && !errors.Is(o.err, tx.ErrSyntax) && !errors.Is(o.err, graph.ErrTopology):
+		case o.err != nil && !errors.Is(o.err, ncclxml.ErrSyntax) && !errors.Is(o.err, graph.ErrTopology):
 			r.Fail = fmt.Sprintf("error %T wraps neither xml.ErrSyntax nor graph.ErrTopology", o.err)
 		}
 		if r.Fail != "" {
@@ -318,7 +318,7 @@ func main() {
 		}
 	}
 
-	fmt.Printf("# bench/badinput: topo/xml.ParseBytes -> graph.NewCluster(1 node, NCCL %s), %d reps (GOMAXPROCS %d, %s)\n",
+	fmt.Printf("# bench/badinput: topo/ncclxml.ParseBytes -> graph.NewCluster(1 node, NCCL %s), %d reps (GOMAXPROCS %d, %s)\n",
 		*version, *reps, runtime.GOMAXPROCS(0), runtime.Version())
 	fmt.Printf("%-26s %10s %-7s %-5s %9s %9s %9s %9s %9s  %s\n", "case", "bytes", "outcome", "stage", "median ms", "max ms", "cpu ms", "alloc", "peak heap", "error (first line) / result")
 	for _, r := range rows {

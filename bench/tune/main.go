@@ -24,7 +24,7 @@ import (
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/search"
-	tx "github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 	"github.com/simccl/simccl/tuning"
 	"github.com/simccl/simccl/tuning/fromsearch"
 )
@@ -116,7 +116,7 @@ func main() {
 // tuneOnce runs the whole pipeline once, as `simccl tune` does, and returns the GPU count and the
 // number of choices made.
 func tuneOnce(name string, data []byte, nodes int) (int, int, error) {
-	doc, err := tx.ParseBytes(data, name)
+	doc, err := ncclxml.ParseBytes(data, name)
 	if err != nil {
 		return 0, 0, err
 	}

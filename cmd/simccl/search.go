@@ -11,7 +11,7 @@ import (
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/search"
-	tx "github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 func init() {
@@ -82,7 +82,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	doc, err := tx.ParseBytes(data, name)
+	doc, err := ncclxml.ParseBytes(data, name)
 	if err != nil {
 		return err
 	}
@@ -110,11 +110,11 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 		Nodes:   *nodes, CollNet: *collnet, NVLS: nvlsOpt, MinChannels: *minCh, MaxChannels: *maxCh,
 	}
 	if *graphFile != "" {
-		gdoc, err := tx.ReadFile(*graphFile)
+		gdoc, err := ncclxml.ReadFile(*graphFile)
 		if err != nil {
 			return err
 		}
-		gs, err := tx.ReadGraphs(gdoc)
+		gs, err := ncclxml.ReadGraphs(gdoc)
 		if err != nil {
 			return err
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/graph"
-	tx "github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 // topoDump runs `simccl topo dump [-o FILE]` (the live machine as NCCL topology XML). It is set
@@ -25,17 +25,17 @@ func init() {
 }
 
 // readTopology reads --topo: a file, or the name of an embedded example, or (empty) the default.
-func readTopology(path string) (*tx.Document, error) {
+func readTopology(path string) (*ncclxml.Document, error) {
 	if path == "" {
 		name, data := topos.Default()
-		return tx.ParseBytes(data, name+".xml (embedded)")
+		return ncclxml.ParseBytes(data, name+".xml (embedded)")
 	}
 	if _, err := os.Stat(path); err != nil {
 		if data, gerr := topos.Get(path); gerr == nil {
-			return tx.ParseBytes(data, path+" (embedded)")
+			return ncclxml.ParseBytes(data, path+" (embedded)")
 		}
 	}
-	return tx.ReadFile(path)
+	return ncclxml.ReadFile(path)
 }
 
 func runTopo(args []string, stdout, stderr io.Writer) error {

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/simccl/simccl/topo/discover"
-	"github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 // Without an NVIDIA driver (this machine, CI): one line on stderr, exit 1.
@@ -45,7 +45,7 @@ func TestTopoDumpFakeNVML(t *testing.T) {
 	if rc != 0 {
 		t.Fatalf("exit %d: %s", rc, errb.String())
 	}
-	doc, err := xml.ReadFile(outFile)
+	doc, err := ncclxml.ReadFile(outFile)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/search"
-	tx "github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 	"github.com/simccl/simccl/tuning"
 	"github.com/simccl/simccl/tuning/fromsearch"
 )
@@ -131,7 +131,7 @@ func runTune(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	doc, err := tx.ParseBytes(data, name)
+	doc, err := ncclxml.ParseBytes(data, name)
 	if err != nil {
 		return err
 	}

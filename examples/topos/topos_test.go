@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 func TestNames(t *testing.T) {
@@ -66,12 +66,12 @@ func TestExamplesParse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		doc, err := xml.ParseBytes(data, name+".xml")
+		doc, err := ncclxml.ParseBytes(data, name+".xml")
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
 		}
-		if doc.Kind() != xml.KindSystem {
+		if doc.Kind() != ncclxml.KindSystem {
 			t.Errorf("%s: kind %v", name, doc.Kind())
 		}
 		w, ok := want[name]
@@ -106,7 +106,7 @@ func TestExamplesConsistent(t *testing.T) {
 	linksPerGPU := map[string]int{"70": 6, "80": 12, "90": 18, "100": 18}
 	for _, name := range Names() {
 		data, _ := Get(name)
-		doc, err := xml.ParseBytes(data, name+".xml")
+		doc, err := ncclxml.ParseBytes(data, name+".xml")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,11 +136,11 @@ func TestExamplesConsistent(t *testing.T) {
 					t.Fatal(err)
 				}
 				total += count
-				if tc, _ := xml.Attr(l, "tclass"); strings.HasPrefix(tc, "0x03") {
+				if tc, _ := ncclxml.Attr(l, "tclass"); strings.HasPrefix(tc, "0x03") {
 					peers[target] = count
 				}
 			}
-			sm, _ := xml.Attr(g, "sm")
+			sm, _ := ncclxml.Attr(g, "sm")
 			if want, ok := linksPerGPU[sm]; ok && len(g.SelectElements("nvlink")) > 0 && total != int64(want) {
 				t.Errorf("%s:%d: GPU with sm %s uses %d NVLinks, want %d", name, doc.Line(g), sm, total, want)
 			}
@@ -158,7 +158,7 @@ func TestExamplesConsistent(t *testing.T) {
 		}
 		devs := map[string]bool{}
 		for _, n := range root.FindElements("//net") {
-			dev, _ := xml.Attr(n, "dev")
+			dev, _ := ncclxml.Attr(n, "dev")
 			if devs[dev] {
 				t.Errorf("%s:%d: net dev %s twice", name, doc.Line(n), dev)
 			}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/beevik/etree"
 
-	"github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 // Options says where and how to look.
@@ -37,7 +37,7 @@ type Options struct {
 
 // Result is a discovered topology.
 type Result struct {
-	Doc *xml.Document
+	Doc *ncclxml.Document
 	// Warnings lists what could not be read the way NCCL reads it and was left out or approximated.
 	Warnings []string
 }
@@ -88,7 +88,7 @@ func Discover(o Options) (*Result, error) {
 		e.el.CreateAttr("gdr", boolStr(ok && err == nil))
 	}
 	b.doc.Indent(2)
-	return &Result{Doc: &xml.Document{Name: "discovered topology", Doc: b.doc}, Warnings: b.warnings}, nil
+	return &Result{Doc: &ncclxml.Document{Name: "discovered topology", Doc: b.doc}, Warnings: b.warnings}, nil
 }
 
 type gpuEntry struct {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/beevik/etree"
 
-	"github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*/want.xml and want_warnings.txt")
@@ -68,8 +68,8 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// What we write must read back through topo/xml.
-			if _, err := xml.ParseBytes(got, dir); err != nil {
+			// What we write must read back through topo/ncclxml.
+			if _, err := ncclxml.ParseBytes(got, dir); err != nil {
 				t.Fatalf("output does not parse: %v", err)
 			}
 			warn := []byte(strings.Join(res.Warnings, "\n") + "\n")
@@ -128,7 +128,7 @@ func TestMatchesNCCLDump(t *testing.T) {
 		{"testdata/h200x2-vm/nccl_topo.xml", nil},
 		{"../../testdata/nccl/h200x2/real_topo.xml", map[string]bool{"host_hash": true}},
 	} {
-		want, err := xml.ReadFile(c.file)
+		want, err := ncclxml.ReadFile(c.file)
 		if err != nil {
 			t.Errorf("NCCL's dump: %v", err)
 			continue

@@ -12,7 +12,7 @@
 //	if err != nil { ... }
 //	defer lib.Close()
 //	res, err := discover.Discover(discover.Options{NVML: lib})
-//	res.Doc.WriteTo(os.Stdout)        // a topo/xml Document
+//	res.Doc.WriteTo(os.Stdout)        // a topo/ncclxml Document
 //	for _, w := range res.Warnings { ... } // facts that had to be approximated
 //
 // How each element is found is documented on Discover; what cannot be read the way NCCL reads it

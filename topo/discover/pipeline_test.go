@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/simccl/simccl/graph"
-	"github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 // TestGoldensFeedTheGraph: what discovery writes is a topology the rest of the pipeline takes
@@ -16,7 +16,7 @@ func TestGoldensFeedTheGraph(t *testing.T) {
 		t.Fatal("no testdata/*/want.xml")
 	}
 	for _, f := range files {
-		doc, err := xml.ReadFile(f)
+		doc, err := ncclxml.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}

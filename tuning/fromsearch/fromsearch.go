@@ -18,7 +18,7 @@ import (
 
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/search"
-	tx "github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 	"github.com/simccl/simccl/tuning"
 )
 
@@ -193,7 +193,7 @@ func Comm(res *search.Result, sys *graph.System, opt Options) (*tuning.Comm, err
 // Pipeline runs topology → system → search → Comm for a communicator of nodes copies of the
 // topology doc: graph.FromXML (NETs kept when nodes > 1), search.FromSystem, search.ComputeAll
 // (sopt.Nodes is set to nodes) and Comm.
-func Pipeline(doc *tx.Document, nodes int, gopt graph.Options, sopt search.AllOptions, opt Options) (*tuning.Comm, *search.Result, *graph.System, error) {
+func Pipeline(doc *ncclxml.Document, nodes int, gopt graph.Options, sopt search.AllOptions, opt Options) (*tuning.Comm, *search.Result, *graph.System, error) {
 	if nodes < 1 {
 		return nil, nil, nil, fmt.Errorf("fromsearch: %d nodes (want ≥ 1)", nodes)
 	}

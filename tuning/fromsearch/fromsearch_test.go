@@ -11,7 +11,7 @@ import (
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/search"
-	tx "github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 	"github.com/simccl/simccl/tuning"
 )
 
@@ -64,7 +64,7 @@ func TestEndToEndH200(t *testing.T) {
 					p2p = m[1:]
 				}
 			}
-			doc, err := tx.ReadFile(filepath.Join(dir, c.topo))
+			doc, err := ncclxml.ReadFile(filepath.Join(dir, c.topo))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +108,7 @@ func TestEndToEndH200(t *testing.T) {
 }
 
 func TestPipelineErrors(t *testing.T) {
-	doc, err := tx.ReadFile(filepath.Join("..", "..", "testdata", "nccl", "h200x2", "variants", "nvl4.xml"))
+	doc, err := ncclxml.ReadFile(filepath.Join("..", "..", "testdata", "nccl", "h200x2", "variants", "nvl4.xml"))
 	if err != nil {
 		t.Fatal(err)
 	}

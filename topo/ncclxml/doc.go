@@ -29,4 +29,4 @@
 //
 //	gs, err := xml.ReadGraphs(doc)
 //	for _, g := range gs.Graphs { ... g.Channels[0].GPUs ... }
-package xml
+package ncclxml

@@ -1,4 +1,4 @@
-package xml
+package ncclxml
 
 import (
 	"os"
@@ -11,7 +11,7 @@ import (
 // FuzzParse: whatever the input, Parse returns a document or an *Error, never panics; and a
 // document it returns writes out as bytes that parse again into the same tree.
 //
-//	go test ./topo/xml -run '^$' -fuzz FuzzParse -fuzztime 5m
+//	go test ./topo/ncclxml -run '^$' -fuzz FuzzParse -fuzztime 5m
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join(corpusDir, "*.xml"))
 	for _, p := range files {

@@ -1,10 +1,10 @@
-package xml_test
+package ncclxml_test
 
 import (
 	"fmt"
 	"os"
 
-	"github.com/simccl/simccl/topo/xml"
+	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 func ExampleParseBytes() {
@@ -15,7 +15,7 @@ func ExampleParseBytes() {
     </pci>
   </cpu>
 </system>`
-	doc, err := xml.ParseBytes([]byte(in), "topo.xml")
+	doc, err := ncclxml.ParseBytes([]byte(in), "topo.xml")
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -31,7 +31,7 @@ func ExampleParseBytes() {
 }
 
 func ExampleParseBytes_error() {
-	_, err := xml.ParseBytes([]byte("<system version=\"1\">\n  <cpu>\n</system>"), "topo.xml")
+	_, err := ncclxml.ParseBytes([]byte("<system version=\"1\">\n  <cpu>\n</system>"), "topo.xml")
 	fmt.Println(err)
 	// Output:
 	// topo.xml:3: </system> closes <cpu> opened at line 2
@@ -49,12 +49,12 @@ func ExampleReadGraphs() {
   </graph>
 </graphs>
 `
-	doc, err := xml.ParseBytes([]byte(in), "graph.xml")
+	doc, err := ncclxml.ParseBytes([]byte(in), "graph.xml")
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	gs, err := xml.ReadGraphs(doc)
+	gs, err := ncclxml.ReadGraphs(doc)
 	if err != nil {
 		fmt.Println(err)
 		return

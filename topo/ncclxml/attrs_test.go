@@ -1,4 +1,4 @@
-package xml
+package ncclxml
 
 import (
 	"fmt"
