@@ -47,8 +47,12 @@ type Plan struct {
 	ChannelLo int
 	// Parts optionally gives each of the call's channels its element count (NCCL's countLo, countMid…,
 	// countHi from scheduleCollTasksToPlan); they must sum to Count. nil splits Count evenly.
-	Parts    []int64
-	NThreads int // informational (tuning's thread count); the schedule does not depend on it
+	Parts []int64
+	// P2PChannels (SendRecv, AllToAll) is the communicator's point-to-point channel count
+	// (NCCL's p2pnChannels, a power of two); NChannels is then the channels each transfer is
+	// split over. 0 means NChannels.
+	P2PChannels int
+	NThreads    int // informational (tuning's thread count); the schedule does not depend on it
 	// ChunkSize is the payload bytes per chunk, the final value of tuning's §5.7 computation
 	// (stepSize×chunkSteps, then LL ×1/2 or LL128 ×15/16, adjustments, rounded down to the protocol
 	// grain); 0 derives it from the protocol defaults. SendRecv: the P2P chunk (§5.8), 0 = 128 KiB.

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/simnet"
-	"github.com/simccl/simccl/tuning"
 )
 
 // ErrReplay marks a trace that cannot be replayed on the given machine.
@@ -160,8 +160,8 @@ type ReplayOptions struct {
 	Links bool
 	// MaxOps bounds the recorded messages per distinct call for Links (0: 2,000,000).
 	MaxOps int
-	// Build makes the machine of another node count when base.Scale cannot (a one-node base,
-	// whose channel search differs from a multi-node one). Nil: base.Scale only.
+	// Build makes the machine of another node count (communicators of another size than the
+	// base machine's). Nil: only the base machine's size can be replayed.
 	Build func(nodes int) (*simnet.Machine, error)
 	// Progress, when set, is called after each distinct call is simulated.
 	Progress func(done, total int, what string)
@@ -299,11 +299,10 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 		if m, ok := machines[ranks]; ok {
 			return m, nil
 		}
-		g := base.Node.NumGPUs
-		m, err := base.Scale(ranks / g)
-		if err != nil && opt.Build != nil {
-			m, err = opt.Build(ranks / g)
+		if opt.Build == nil {
+			return nil, fmt.Errorf("%w: a communicator of %d ranks on a machine of %d (no way to build another size)", ErrReplay, ranks, base.NRanks())
 		}
+		m, err := opt.Build(ranks / base.Node.NumGPUs)
 		if err != nil {
 			return nil, err
 		}
@@ -548,16 +547,23 @@ func fallback(k simKey, m *simnet.Machine, machine func(int) (*simnet.Machine, e
 		row.Mode = "sendrecv-2-nodes"
 		return row, fmt.Sprintf("send/recv exchanges too large to schedule on %d ranks simulated on 2 nodes (same per-link load)", k.ranks), nil
 	}
-	count := k.size / int64(k.dt.Size())
-	switch k.f {
-	case coll.AllGather, coll.ReduceScatter, coll.AllToAll:
-		count /= int64(k.ranks)
+	dec, ok := m.Planner.(interface {
+		Decide(coll.Call) (planner.Decision, error)
+	})
+	if !ok {
+		return simnet.Row{}, "", cause
 	}
-	ch, err := m.Table.Select(tuning.Call{Func: k.f, Count: count, ElemSize: k.dt.Size(), Op: int(k.op), DataType: int(k.dt)})
+	call := coll.TestCall(k.f, k.size, k.dt, k.op, k.ranks)
+	count := call.Count
+	d, err := dec.Decide(call)
+	if err == nil && d.Choice == nil {
+		err = fmt.Errorf("%v has no cost-model time", k.f)
+	}
 	if err != nil {
 		return simnet.Row{}, "", fmt.Errorf("%v; tuning model: %v", cause, err)
 	}
-	row := simnet.Row{Coll: simnet.TestName(k.f), Bytes: k.size, Count: count, Type: k.dt.String(), RedOp: k.op.String(),
+	ch := d.Choice
+	row := simnet.Row{Coll: coll.TestName(k.f), Bytes: k.size, Count: count, Type: k.dt.String(), RedOp: k.op.String(),
 		TimeUs: float64(ch.TimeUs), Algo: ch.Algo.String(), Proto: ch.Proto.String(), NChannels: ch.NChannels, Mode: "tuning-model"}
-	return row, fmt.Sprintf("%s too large to schedule on %d ranks: timed by NCCL's cost model (tuning), not simulated", simnet.TestName(k.f), k.ranks), nil
+	return row, fmt.Sprintf("%s too large to schedule on %d ranks: timed by NCCL's cost model (tuning), not simulated", coll.TestName(k.f), k.ranks), nil
 }

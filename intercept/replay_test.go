@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/simccl/simccl/coll"
-	"github.com/simccl/simccl/examples/topos"
+	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/simnet"
 )
 
@@ -34,11 +34,15 @@ func readAll(t *testing.T, pattern string) []Record {
 
 func machine(t *testing.T, name string, nodes int) *simnet.Machine {
 	t.Helper()
-	data, err := topos.Get(name)
+	name, doc, err := planner.LoadTopology(name, planner.Settings{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := simnet.MachineFromXML(data, name, nodes, nil, nil)
+	p, err := planner.New(planner.Machine{Name: name, Doc: doc, Nodes: nodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := simnet.NewMachine(p.System, nodes, nil, p, p.Settings.Release)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +278,7 @@ func TestReplaySubNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	build := func(nodes int) (*simnet.Machine, error) { return machine(t, "dgx-h100", nodes), nil }
-	if _, err := Replay(ls, machine(t, "dgx-h100", 2), ReplayOptions{}); err == nil || !strings.Contains(err.Error(), "cannot scale") {
+	if _, err := Replay(ls, machine(t, "dgx-h100", 2), ReplayOptions{}); err == nil || !strings.Contains(err.Error(), "no way to build another size") {
 		t.Errorf("without Build: err = %v", err)
 	}
 	rep, err := Replay(ls, machine(t, "dgx-h100", 2), ReplayOptions{Build: build})

@@ -153,7 +153,7 @@ func TestBrowserCluster(t *testing.T) {
 		nodes, maxSteps = 128, 0
 	}
 	start := time.Now()
-	r, err := Build(Options{Nodes: nodes, Funcs: []coll.Func{coll.AllReduce}, Sizes: sizes, FocusMaxSteps: maxSteps})
+	r, err := Build(Options{Planner: testPlanner(t, "", nodes), Funcs: []coll.Func{coll.AllReduce}, Sizes: sizes, FocusMaxSteps: maxSteps})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func compactLinks(m *simnet.Machine, f coll.Func, size int64, opt Options) (*Com
 	if err != nil {
 		return nil, err
 	}
-	_, algBytes := simnet.Sizes(f, size, opt.DataType.Size(), m.NRanks())
+	_, algBytes := coll.TestCount(f, size, opt.DataType.Size(), m.NRanks())
 	ringColl := f == coll.AllReduce || f == coll.AllGather || f == coll.ReduceScatter
 	e := simnet.NewEngine(nil)
 	cl, err := simnet.NewCluster(e, m.Node, m.Nodes, m.Fabric)
@@ -80,7 +80,7 @@ func compactLinks(m *simnet.Machine, f coll.Func, size int64, opt Options) (*Com
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("focus %s %d bytes (compact): %w", simnet.TestName(f), size, err)
+		return nil, fmt.Errorf("focus %s %d bytes (compact): %w", coll.TestName(f), size, err)
 	}
 	c := &Compact{Size: size, Plan: fmt.Sprintf("%v/%v/%d ch", plan.Algo, plan.Proto, plan.NChannels), TimeUs: rr.Time.Micros(), LinkCount: e.NumLinks()}
 	if rr.Merge > 1 {
@@ -148,10 +148,10 @@ func (r *Report) focus(m *simnet.Machine, opt Options) error {
 		var err error
 		plan, _, err = m.Plan(f, size, opt.DataType, opt.Op)
 		if err != nil {
-			return fmt.Errorf("focus %s %d bytes: %w", simnet.TestName(f), size, err)
+			return fmt.Errorf("focus %s %d bytes: %w", coll.TestName(f), size, err)
 		}
 		if plan.Count == 0 {
-			return fmt.Errorf("%w: focus %s %d bytes: no element at this size", ErrInput, simnet.TestName(f), size)
+			return fmt.Errorf("%w: focus %s %d bytes: no element at this size", ErrInput, coll.TestName(f), size)
 		}
 		sched, err = coll.Compile(plan)
 		if err == nil && steps(sched) <= maxSteps {
@@ -161,19 +161,19 @@ func (r *Report) focus(m *simnet.Machine, opt Options) error {
 			if err == nil {
 				err = fmt.Errorf("%d steps", steps(sched))
 			}
-			return fmt.Errorf("focus %s: schedule too large to record even at %d bytes: %v", simnet.TestName(f), size, err)
+			return fmt.Errorf("focus %s: schedule too large to record even at %d bytes: %v", coll.TestName(f), size, err)
 		}
 		size /= 2
 	}
 	var compact *Compact
 	if size != asked {
-		r.Notes = append(r.Notes, fmt.Sprintf("where time goes: %s at %d bytes has a schedule too large to record (more than %d steps); its timeline is shown at %d bytes", simnet.TestName(f), asked, maxSteps, size))
+		r.Notes = append(r.Notes, fmt.Sprintf("where time goes: %s at %d bytes has a schedule too large to record (more than %d steps); its timeline is shown at %d bytes", coll.TestName(f), asked, maxSteps, size))
 		var err error
 		if compact, err = compactLinks(m, f, asked, opt); err != nil {
 			return err
 		}
 		if compact == nil {
-			r.Notes = append(r.Notes, fmt.Sprintf("where time goes: no compact executor for %s at %d bytes; no link totals at that size", simnet.TestName(f), asked))
+			r.Notes = append(r.Notes, fmt.Sprintf("where time goes: no compact executor for %s at %d bytes; no link totals at that size", coll.TestName(f), asked))
 		}
 	}
 	e := simnet.NewEngine(nil)
@@ -187,9 +187,9 @@ func (r *Report) focus(m *simnet.Machine, opt Options) error {
 	}
 	res, err := simnet.Simulate(e, cl, sched, tm, simnet.Options{Record: true})
 	if err != nil {
-		return fmt.Errorf("focus %s %d bytes: %w", simnet.TestName(f), size, err)
+		return fmt.Errorf("focus %s %d bytes: %w", coll.TestName(f), size, err)
 	}
-	fo := &Focus{Coll: simnet.TestName(f), Size: size, Plan: fmt.Sprintf("%v/%v/%d ch", plan.Algo, plan.Proto, plan.NChannels),
+	fo := &Focus{Coll: coll.TestName(f), Size: size, Plan: fmt.Sprintf("%v/%v/%d ch", plan.Algo, plan.Proto, plan.NChannels),
 		TimeUs: res.Time.Micros(), Messages: len(res.Ops), Bins: focusBins, LinkCount: e.NumLinks()}
 	fo.Compact = compact
 	if size != asked {

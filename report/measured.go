@@ -66,13 +66,13 @@ func readRuncclJSON(data []byte, name string) ([]simnet.Measured, error) {
 		if r.Bytes < 0 || !(r.TimeUs > 0) {
 			return nil, fmt.Errorf("%w: %s: rows[%d]: bytes %d, time_us %g", ErrInput, name, i, r.Bytes, r.TimeUs)
 		}
-		out = append(out, simnet.Measured{Tag: "default", Coll: simnet.TestName(f), World: doc.NRanks, Bytes: r.Bytes, Us: r.TimeUs, AlgBw: r.AlgBW, BusBw: r.BusBW})
+		out = append(out, simnet.Measured{Tag: "default", Coll: coll.TestName(f), World: doc.NRanks, Bytes: r.Bytes, Us: r.TimeUs, AlgBw: r.AlgBW, BusBw: r.BusBW})
 	}
 	return out, nil
 }
 
 func readNcclTests(data []byte, name, collName string) ([]simnet.Measured, error) {
-	f, err := simnet.FuncOfTest(collName)
+	f, err := coll.FuncOfTest(collName)
 	if err != nil {
 		if f, err = coll.ParseFunc(collName); err != nil {
 			return nil, fmt.Errorf("%w: %s: collective %q: %v", ErrInput, name, collName, err)
@@ -120,7 +120,7 @@ func readNcclTests(data []byte, name, collName string) ([]simnet.Measured, error
 		if e1 != nil || e2 != nil || e3 != nil || !(us > 0) || size < 0 {
 			return nil, fmt.Errorf("%w: %s:%d: bad nccl-tests row %q", ErrInput, name, line, t)
 		}
-		out = append(out, simnet.Measured{Tag: "default", Coll: simnet.TestName(f), Bytes: size, Us: us, AlgBw: alg, BusBw: bus})
+		out = append(out, simnet.Measured{Tag: "default", Coll: coll.TestName(f), Bytes: size, Us: us, AlgBw: alg, BusBw: bus})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrInput, name, err)

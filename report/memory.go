@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/simccl/simccl/internal/units"
-	"github.com/simccl/simccl/simnet"
+	"github.com/simccl/simccl/planner"
 )
 
 // Memory is the transport buffer memory per rank from simnet's model (fact sheet §6.2–6.3):
@@ -13,31 +13,26 @@ import (
 // swept collectives are connected) against eager (NCCL_RUNTIME_CONNECT=0: everything at init,
 // NVLS and CollNet buffers included where the topology has them).
 type Memory struct {
-	Lazy  *simnet.MemoryReport `json:"lazy"`
-	Eager *simnet.MemoryReport `json:"eager"`
-	Notes []string             `json:"notes,omitempty"`
+	Lazy  *planner.MemoryReport `json:"lazy"`
+	Eager *planner.MemoryReport `json:"eager"`
+	Notes []string              `json:"notes,omitempty"`
 }
 
-// buildMemory runs the memory model for the swept workload. The NVLS (and, with opt.CollNet,
-// CollNet) graphs come from a search of the same topology; when that fails the model runs
-// without them and says so.
-func buildMemory(m *simnet.Machine, opt Options) (Memory, error) {
+// buildMemory runs the planner's memory model for the swept workload (NVLS and CollNet buffers
+// where the planner searched those graphs).
+func buildMemory(p *planner.Planner, opt Options) (Memory, error) {
 	var mem Memory
-	setup, err := simnet.NewMemSetup(opt.TopoXML, opt.TopoName, m, opt.CollNet)
-	if err != nil {
-		mem.Notes = append(mem.Notes, "NVLS/CollNet graphs not searched ("+err.Error()+"): their buffers are not counted")
-		setup = nil
-	}
-	var calls []simnet.MemCall
+	var err error
+	var calls []planner.MemCall
 	for _, f := range opt.Funcs {
 		for _, s := range opt.Sizes {
-			calls = append(calls, simnet.MemCall{Func: f, Bytes: s})
+			calls = append(calls, planner.MemCall{Func: f, Bytes: s})
 		}
 	}
-	if mem.Lazy, err = m.Memory(setup, calls, opt.DataType, false); err != nil {
+	if mem.Lazy, err = p.Memory(calls, opt.DataType, false); err != nil {
 		return mem, err
 	}
-	if mem.Eager, err = m.Memory(setup, calls, opt.DataType, true); err != nil {
+	if mem.Eager, err = p.Memory(calls, opt.DataType, true); err != nil {
 		return mem, err
 	}
 	return mem, nil
@@ -61,7 +56,7 @@ func memorySection(b *strings.Builder, m *Memory) {
 	}
 	fmt.Fprintf(b, ` Eager (NCCL_RUNTIME_CONNECT=0) connects %s at init; lazy (the default) connects %s, what tuning picks for the swept collectives.</p>`+"\n",
 		esc(orNone(eg.Connected)), esc(orNone(lz.Connected)))
-	row := func(name string, s simnet.Stat) string {
+	row := func(name string, s planner.Stat) string {
 		return fmt.Sprintf("<tr><th>%s</th><td>%s</td><td>%s</td><td>%s</td></tr>", name, mib(s.Min), mib(s.Median), mib(s.Max))
 	}
 	fmt.Fprintf(b, `<table id="memtable"><thead><tr><th>per rank</th><th>min</th><th>median</th><th>max</th></tr></thead><tbody>%s%s%s%s</tbody></table>`+"\n",
@@ -71,7 +66,7 @@ func memorySection(b *strings.Builder, m *Memory) {
 	type key struct{ algo, proto string }
 	var order []key
 	vals := map[key][2]int64{}
-	for i, rep := range []*simnet.MemoryReport{eg, lz} {
+	for i, rep := range []*planner.MemoryReport{eg, lz} {
 		for _, ap := range rep.ByAlgoProto {
 			k := key{ap.Algo, ap.Proto}
 			v, ok := vals[k]
@@ -89,9 +84,9 @@ func memorySection(b *strings.Builder, m *Memory) {
 	}
 	b.WriteString("</tbody></table>\n")
 
-	kinds := map[string][2]simnet.KindMem{}
+	kinds := map[string][2]planner.KindMem{}
 	var korder []string
-	for i, rep := range []*simnet.MemoryReport{eg, lz} {
+	for i, rep := range []*planner.MemoryReport{eg, lz} {
 		for _, k := range rep.ByKind {
 			v, ok := kinds[k.Kind]
 			if !ok {
@@ -128,7 +123,7 @@ func memorySection(b *strings.Builder, m *Memory) {
 const memBars = 64
 
 // memorySVG draws eager and lazy GPU buffer bytes per rank (the first memBars ranks).
-func memorySVG(b *strings.Builder, eg, lz *simnet.MemoryReport) {
+func memorySVG(b *strings.Builder, eg, lz *planner.MemoryReport) {
 	n := min(len(eg.PerRank), len(lz.PerRank), memBars)
 	maxB := int64(1)
 	for i := 0; i < n; i++ {
@@ -139,7 +134,7 @@ func memorySVG(b *strings.Builder, eg, lz *simnet.MemoryReport) {
 	plot := H - 40
 	fmt.Fprintf(b, `<svg id="memory" xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f">`+"\n", W, H, W, H)
 	fmt.Fprintf(b, `<text class="tick" x="%.0f" y="14" text-anchor="end">%s</text><text class="tick" x="%.0f" y="%.0f" text-anchor="end">0</text>`, left-4, mib(maxB), left-4, plot+10)
-	tip := func(mode string, r simnet.RankMemory) string {
+	tip := func(mode string, r planner.RankMemory) string {
 		var parts []string
 		for _, k := range r.Kinds {
 			parts = append(parts, fmt.Sprintf("%s %d conns %s", k.Kind, k.Conns, mib(k.GPU+k.Host)))

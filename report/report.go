@@ -6,11 +6,8 @@ import (
 	"sort"
 
 	"github.com/simccl/simccl/coll"
-	"github.com/simccl/simccl/examples/topos"
-	"github.com/simccl/simccl/graph"
+	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/simnet"
-	"github.com/simccl/simccl/topo/ncclxml"
-	"github.com/simccl/simccl/tuning"
 )
 
 // ErrInput is wrapped by errors about the report's inputs.
@@ -19,15 +16,11 @@ var ErrInput = errors.New("report: bad input")
 // Options are the inputs of a report. The zero value reports all-reduce from 8 B to 1 GiB on the
 // embedded default topology.
 type Options struct {
-	// TopoName and TopoXML are the node topology (NCCL topo.xml); empty: the embedded default.
-	TopoName string
-	TopoXML  []byte
-	// Nodes is the number of nodes (copies of the topology), 0 meaning 1.
-	Nodes int
+	// Planner is the communicator reported on (its topology, nodes and NCCL settings); nil: one
+	// node of the embedded default topology with NCCL's defaults.
+	Planner *planner.Planner
 	// Fabric joins the nodes (nil: simnet.DefaultFabric).
 	Fabric *simnet.Fabric
-	// Config selects the NCCL release and tuning overrides.
-	Config *tuning.Config
 	// Funcs are the swept collectives (nil: all-reduce); Sizes the nccl-tests sizes (nil: 8 B..1 GiB ×2).
 	Funcs []coll.Func
 	Sizes []int64
@@ -48,9 +41,6 @@ type Options struct {
 	// TimelineOps bounds the ops drawn in the timeline (default 3000) and TraceOps those embedded
 	// for Perfetto (default 20,000).
 	TimelineOps, TraceOps int
-	// CollNet says a CollNet (SHARP) plugin is present (NCCL_COLLNET_ENABLE=1): the memory
-	// section counts CollNet buffers where the topology's NICs have coll="1".
-	CollNet bool
 	// Progress, when set, is called before each simulated size.
 	Progress func(done, total int, what string)
 }
@@ -110,12 +100,6 @@ type CompareRow struct {
 
 // Build simulates what the report shows.
 func Build(opt Options) (*Report, error) {
-	if opt.Nodes == 0 {
-		opt.Nodes = 1
-	}
-	if opt.Nodes < 1 {
-		return nil, fmt.Errorf("%w: %d nodes (want >= 1)", ErrInput, opt.Nodes)
-	}
 	if len(opt.Funcs) == 0 {
 		opt.Funcs = []coll.Func{coll.AllReduce}
 	}
@@ -141,18 +125,23 @@ func Build(opt Options) (*Report, error) {
 	if opt.Fabric == nil {
 		opt.Fabric = simnet.DefaultFabric()
 	}
-	if opt.Config == nil {
-		opt.Config = &tuning.Config{}
+	if opt.Planner == nil {
+		name, doc, err := planner.LoadTopology("", planner.Settings{})
+		if err != nil {
+			return nil, err
+		}
+		if opt.Planner, err = planner.New(planner.Machine{Name: name, Doc: doc, Nodes: 1}); err != nil {
+			return nil, err
+		}
 	}
-	if opt.TopoXML == nil {
-		opt.TopoName, opt.TopoXML = topos.Default()
-	}
-	sys, m, err := machine(opt)
+	p := opt.Planner
+	sys := p.System
+	m, err := simnet.NewMachine(sys, p.Nodes, opt.Fabric, p, p.Settings.Release)
 	if err != nil {
 		return nil, err
 	}
 	r := &Report{
-		Machine: MachineSum{Name: sys.Name, Nodes: m.Nodes, GPUsNode: m.Node.NumGPUs, Ranks: m.NRanks(), NChannels: m.Table.NChannels, Release: m.Release},
+		Machine: MachineSum{Name: sys.Name, Nodes: m.Nodes, GPUsNode: m.Node.NumGPUs, Ranks: m.NRanks(), NChannels: p.Table.NChannels, Release: p.Table.K.Release},
 	}
 	r.Title = fmt.Sprintf("simccl report: %s, %d node(s) × %d GPUs", sys.Name, m.Nodes, m.Node.NumGPUs)
 	r.Notes = append(r.Notes, m.Notes...)
@@ -170,45 +159,15 @@ func Build(opt Options) (*Report, error) {
 	if err := r.focus(m, opt); err != nil {
 		return nil, err
 	}
-	if r.Memory, err = buildMemory(m, opt); err != nil {
+	if r.Memory, err = buildMemory(p, opt); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-// machine builds the system graph and the simulated machine the way simnet.MachineFromXML does,
-// keeping the graph for the topology drawing.
-func machine(opt Options) (*graph.System, *simnet.Machine, error) {
-	doc, err := ncclxml.ParseBytes(opt.TopoXML, opt.TopoName)
-	if err != nil {
-		return nil, nil, err
-	}
-	gopt := graph.Options{}
-	if opt.Config.Version != "" {
-		v, err := graph.ParseVersion(opt.Config.Version)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %v", ErrInput, err)
-		}
-		gopt.Version = v
-	}
-	sys, err := graph.FromXML(doc, gopt)
-	if err != nil {
-		return nil, nil, err
-	}
-	if sys.Name == "" {
-		sys.Name = opt.TopoName
-	}
-	m, err := simnet.MachineFromXML(opt.TopoXML, opt.TopoName, opt.Nodes, opt.Fabric, opt.Config)
-	if err != nil {
-		return nil, nil, err
-	}
-	return sys, m, nil
-}
-
 // sweep simulates every collective at every size and tunes it, and lines up the measurements.
 func (r *Report) sweep(m *simnet.Machine, opt Options) error {
 	n := m.NRanks()
-	elt := opt.DataType.Size()
 	total := len(opt.Funcs) * len(opt.Sizes)
 	done := 0
 	type key struct {
@@ -222,7 +181,7 @@ func (r *Report) sweep(m *simnet.Machine, opt Options) error {
 		}
 		row, _, err := m.Run(f, size, opt.DataType, opt.Op, simnet.RunOptions{})
 		if err != nil {
-			return row, fmt.Errorf("%s %d bytes: %w", simnet.TestName(f), size, err)
+			return row, fmt.Errorf("%s %d bytes: %w", coll.TestName(f), size, err)
 		}
 		simmed[key{f, size}] = row
 		return row, nil
@@ -232,11 +191,11 @@ func (r *Report) sweep(m *simnet.Machine, opt Options) error {
 		noteSeen[nt] = true
 	}
 	for _, f := range opt.Funcs {
-		tr := TunerRow{Coll: simnet.TestName(f)}
-		s := Series{Name: "sim " + simnet.TestName(f), Coll: simnet.TestName(f)}
+		tr := TunerRow{Coll: coll.TestName(f)}
+		s := Series{Name: "sim " + coll.TestName(f), Coll: coll.TestName(f)}
 		for _, size := range opt.Sizes {
 			if opt.Progress != nil {
-				opt.Progress(done, total, fmt.Sprintf("%s %d", simnet.TestName(f), size))
+				opt.Progress(done, total, fmt.Sprintf("%s %d", coll.TestName(f), size))
 			}
 			done++
 			row, err := run(f, size)
@@ -248,7 +207,7 @@ func (r *Report) sweep(m *simnet.Machine, opt Options) error {
 			}
 			s.Points = append(s.Points, BWPoint{Bytes: row.Bytes, TimeUs: row.TimeUs, BusBw: row.BusBw,
 				Label: fmt.Sprintf("%s/%s/%d ch", row.Algo, row.Proto, row.NChannels)})
-			tp, note, err := tunePoint(m, f, size, elt, n, opt, row)
+			tp, note, err := tunePoint(opt.Planner, f, size, n, opt, row)
 			if err != nil {
 				return err
 			}
@@ -270,7 +229,7 @@ func (r *Report) sweep(m *simnet.Machine, opt Options) error {
 	r.Measured = opt.MeasuredName
 	swept := map[string]bool{}
 	for _, f := range opt.Funcs {
-		swept[simnet.TestName(f)] = true
+		swept[coll.TestName(f)] = true
 	}
 	lo, hi := opt.Sizes[0], opt.Sizes[0]
 	for _, s := range opt.Sizes {
@@ -288,7 +247,7 @@ func (r *Report) sweep(m *simnet.Machine, opt Options) error {
 		if mr.World != n {
 			return fmt.Errorf("%w: %s: %s measured on %d ranks, the simulated machine has %d (use --nodes)", ErrInput, opt.MeasuredName, mr.Coll, mr.World, n)
 		}
-		f, err := simnet.FuncOfTest(mr.Coll)
+		f, err := coll.FuncOfTest(mr.Coll)
 		if err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrInput, opt.MeasuredName, err)
 		}

@@ -15,7 +15,6 @@ import (
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/graph"
-	"github.com/simccl/simccl/simnet"
 	"github.com/simccl/simccl/topo/ncclxml"
 )
 
@@ -112,12 +111,12 @@ func TestDefaultReport(t *testing.T) {
 		// One point per size that holds at least one element (8 B of all-gather on 8 ranks is none).
 		want := 0
 		for _, s := range sizes {
-			if n, _ := simnet.Sizes(f, s, 4, len(sys.GPUs())); n > 0 {
+			if n, _ := coll.TestCount(f, s, 4, len(sys.GPUs())); n > 0 {
 				want++
 			}
 		}
 		cells += want
-		coll := simnet.TestName(f)
+		coll := coll.TestName(f)
 		re := regexp.MustCompile(`(?s)<g class="series" data-series="sim ` + coll + `">.*?</g>`)
 		g := re.FindString(plot)
 		if got := strings.Count(g, `<circle class="pt"`); got != want || want < len(sizes)-2 {
@@ -273,11 +272,7 @@ func TestMeasuredFormats(t *testing.T) {
 func TestMeasuredCompare(t *testing.T) {
 	data, err := os.ReadFile("../testdata/nccl/h200x2/nccl_perf.csv")
 	if err != nil {
-		t.Skip(err)
-	}
-	topo, err := os.ReadFile("../testdata/nccl/h200x2/real_topo.xml")
-	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	meas, err := ReadMeasured(data, "nccl_perf.csv", "")
 	if err != nil {
@@ -289,7 +284,7 @@ func TestMeasuredCompare(t *testing.T) {
 			want++
 		}
 	}
-	r, page := buildHTML(t, Options{TopoName: "real_topo.xml", TopoXML: topo, Funcs: []coll.Func{coll.AllReduce}, Sizes: sweep(8, 1<<20),
+	r, page := buildHTML(t, Options{Planner: testPlanner(t, "../testdata/nccl/h200x2/real_topo.xml", 1), Funcs: []coll.Func{coll.AllReduce}, Sizes: sweep(8, 1<<20),
 		Measured: meas, MeasuredName: "nccl_perf.csv"})
 	if len(r.Compare) != want || want == 0 {
 		t.Fatalf("%d compared sizes, want %d", len(r.Compare), want)
@@ -317,7 +312,7 @@ func TestClusterReport(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster simulation")
 	}
-	r, page := buildHTML(t, Options{Nodes: 4, Funcs: []coll.Func{coll.AllReduce}, Sizes: sweep(1024, 1<<20)})
+	r, page := buildHTML(t, Options{Planner: testPlanner(t, "", 4), Funcs: []coll.Func{coll.AllReduce}, Sizes: sweep(1024, 1<<20)})
 	f := r.Fabric
 	if f == nil || f.Nodes != 4 || f.Rails != 8 || f.Leaves != 8 || f.NICLinks != 32 {
 		t.Fatalf("fabric summary %+v", f)
@@ -354,13 +349,11 @@ func TestBadInput(t *testing.T) {
 		opt  Options
 		want string
 	}{
-		{Options{TopoName: "bad.xml", TopoXML: []byte("<system><gpu")}, "bad.xml"},
-		{Options{Nodes: -1}, "nodes"},
 		{Options{Sizes: []int64{-5}}, "size"},
 		{Options{FocusColl: "nope"}, "focus"},
 	} {
 		if _, err := Build(tc.opt); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%+v: error %v, want one naming %q", tc.opt.TopoName, err, tc.want)
+			t.Errorf("%+v: error %v, want one naming %q", tc.opt, err, tc.want)
 		}
 	}
 }
@@ -368,7 +361,7 @@ func TestBadInput(t *testing.T) {
 // A focus size whose schedule is too large to record: the timeline moves to a smaller size and
 // the compact executor gives the link totals at the size asked for.
 func TestFocusCompact(t *testing.T) {
-	r, page := buildHTML(t, Options{Nodes: 4, Funcs: []coll.Func{coll.AllReduce}, Sizes: []int64{1 << 20}, FocusSize: 1 << 20, FocusMaxSteps: 2000})
+	r, page := buildHTML(t, Options{Planner: testPlanner(t, "", 4), Funcs: []coll.Func{coll.AllReduce}, Sizes: []int64{1 << 20}, FocusSize: 1 << 20, FocusMaxSteps: 2000})
 	f := r.Focus
 	if f.Size >= 1<<20 || f.Compact == nil || f.Compact.Size != 1<<20 || len(f.Compact.Links) == 0 {
 		t.Fatalf("focus %d, compact %+v", f.Size, f.Compact)

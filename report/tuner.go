@@ -5,8 +5,8 @@ import (
 	"sort"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/simnet"
-	"github.com/simccl/simccl/tuning"
 )
 
 // TunerRow is the tuner's choice against size for one collective.
@@ -38,20 +38,21 @@ type Candidate struct {
 	TimeUs float64 `json:"predicted_us"`
 }
 
-// tunePoint asks the tuning model about one size (the call simnet.Machine.Plan makes) and keeps its
-// whole cost table. Point-to-point functions have no cost table (NCCL 2.28 tunes them by §5.8's
+// tunePoint asks the planner about one size (the call the simulator plans) and keeps the tuning
+// model's whole cost table. Point-to-point functions have no cost table (NCCL 2.28 tunes them by §5.8's
 // rule); their point holds the simulated choice only.
-func tunePoint(m *simnet.Machine, f coll.Func, size int64, elt, n int, opt Options, row simnet.Row) (TunerPoint, string, error) {
-	count, _ := simnet.Sizes(f, size, elt, n)
-	tp := TunerPoint{Size: size, Bytes: row.Bytes, CallBytes: count * int64(elt), SimAlgo: row.Algo, SimProto: row.Proto, SimUs: row.TimeUs,
+func tunePoint(p *planner.Planner, f coll.Func, size int64, n int, opt Options, row simnet.Row) (TunerPoint, string, error) {
+	call := coll.TestCall(f, size, opt.DataType, opt.Op, n)
+	tp := TunerPoint{Size: size, Bytes: row.Bytes, CallBytes: call.Count * int64(opt.DataType.Size()), SimAlgo: row.Algo, SimProto: row.Proto, SimUs: row.TimeUs,
 		Algo: row.Algo, Proto: row.Proto, NChannels: row.NChannels}
 	if f == coll.SendRecv || f == coll.AllToAll {
 		return tp, "", nil
 	}
-	ch, err := m.Table.Select(tuning.Call{Func: f, Count: count, ElemSize: elt, Op: int(opt.Op), DataType: int(opt.DataType)})
+	d, err := p.Decide(call)
 	if err != nil {
-		return tp, "", fmt.Errorf("%s %d bytes: tuning: %w", simnet.TestName(f), size, err)
+		return tp, "", fmt.Errorf("%s %d bytes: tuning: %w", coll.TestName(f), size, err)
 	}
+	ch := d.Choice
 	tp.Algo, tp.Proto, tp.NChannels, tp.TimeUs = ch.Algo.String(), ch.Proto.String(), ch.NChannels, float64(ch.TimeUs)
 	for a := coll.Algo(0); a < coll.NumAlgos; a++ {
 		for p := coll.Proto(0); p < coll.NumProtos; p++ {

@@ -48,16 +48,6 @@ func ReadMeasuredCSV(r io.Reader, name string) ([]Measured, error) {
 	return out, nil
 }
 
-// FuncOfTest maps nccl-tests' program names to functions.
-func FuncOfTest(name string) (coll.Func, error) {
-	for _, f := range []coll.Func{coll.AllReduce, coll.AllGather, coll.ReduceScatter, coll.Broadcast, coll.Reduce, coll.AllToAll, coll.SendRecv} {
-		if TestName(f) == name {
-			return f, nil
-		}
-	}
-	return 0, fmt.Errorf("unknown collective %q", name)
-}
-
 // ComparePoint is one size simulated beside its measurement.
 type ComparePoint struct {
 	Coll     string  `json:"coll"`
@@ -93,7 +83,7 @@ func Compare(m *Machine, meas []Measured, tag string) ([]ComparePoint, []Compare
 		if r.World != m.NRanks() {
 			return nil, nil, fmt.Errorf("measurement of %s on %d ranks, machine has %d", r.Coll, r.World, m.NRanks())
 		}
-		f, err := FuncOfTest(r.Coll)
+		f, err := coll.FuncOfTest(r.Coll)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -109,7 +99,7 @@ func Compare(m *Machine, meas []Measured, tag string) ([]ComparePoint, []Compare
 	}
 	var sums []CompareSummary
 	for _, f := range []coll.Func{coll.AllReduce, coll.AllGather, coll.ReduceScatter, coll.Broadcast, coll.Reduce, coll.AllToAll, coll.SendRecv} {
-		c := TestName(f)
+		c := coll.TestName(f)
 		var lg, sm []float64
 		for _, p := range pts {
 			if p.Coll != c {

@@ -113,11 +113,25 @@ func WriteOpsCSV(w io.Writer, runs []Traced) error {
 // and channel columns simccl adds.
 func WriteTable(w io.Writer, rows []Row) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "#%14s %12s %8s %6s %10s %8s %8s  %-6s %-6s %3s  %s\n", "size", "count", "type", "redop", "time", "algbw", "busbw", "algo", "proto", "nch", "coll")
-	fmt.Fprintf(bw, "#%14s %12s %8s %6s %10s %8s %8s  %-6s %-6s %3s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "", "", "")
+	subst := false
+	for _, r := range rows {
+		subst = subst || r.NCCL != ""
+	}
+	ncclHead, ncclUnit := "", ""
+	if subst {
+		// NCCL's decision where the row is not it (an algorithm the simulator lacks).
+		ncclHead, ncclUnit = fmt.Sprintf("  %-20s", "nccl runs"), fmt.Sprintf("  %-20s", "(if not simulated)")
+	}
+	fmt.Fprintf(bw, "#%14s %12s %8s %6s %10s %8s %8s  %-6s %-6s %3s  %-14s%s\n", "size", "count", "type", "redop", "time", "algbw", "busbw", "algo", "proto", "nch", "coll", ncclHead)
+	fmt.Fprintf(bw, "#%14s %12s %8s %6s %10s %8s %8s  %-6s %-6s %3s  %-14s%s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "", "", "", "", ncclUnit)
 	var sum float64
 	for _, r := range rows {
-		fmt.Fprintf(bw, "%15d %12d %8s %6s %10.2f %8.2f %8.2f  %-6s %-6s %3d  %s\n", r.Bytes, r.Count, r.Type, r.RedOp, r.TimeUs, r.AlgBw, r.BusBw, r.Algo, r.Proto, r.NChannels, r.Coll)
+		nccl := ""
+		if subst {
+			nccl = fmt.Sprintf("  %-20s", r.NCCL)
+		}
+		line := fmt.Sprintf("%15d %12d %8s %6s %10.2f %8.2f %8.2f  %-6s %-6s %3d  %-14s%s", r.Bytes, r.Count, r.Type, r.RedOp, r.TimeUs, r.AlgBw, r.BusBw, r.Algo, r.Proto, r.NChannels, r.Coll, nccl)
+		fmt.Fprintln(bw, strings.TrimRight(line, " "))
 		sum += r.BusBw
 	}
 	if len(rows) > 0 {

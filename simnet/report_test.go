@@ -13,7 +13,7 @@ import (
 // events carry name, ph, ts, pid, tid; complete events ("X") a non-negative dur; metadata events
 // ("M") process_name/thread_name with args.name.
 func TestTraceIsValidChromeJSON(t *testing.T) {
-	m := hgxMachine(t, 1)
+	m, _ := hgxMachine(t, 1)
 	_, res, err := m.Run(coll.AllReduce, 1<<20, coll.Float32, coll.Sum, RunOptions{Record: true})
 	if err != nil {
 		t.Fatal(err)

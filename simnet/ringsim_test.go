@@ -6,16 +6,12 @@ import (
 	"testing"
 
 	"github.com/simccl/simccl/coll"
-	"github.com/simccl/simccl/tuning"
 )
 
 // The compact ring executor and the full schedule executor replay the same NCCL ring: on a
 // 2-node cluster their times agree closely.
 func TestRingSimMatchesSchedule(t *testing.T) {
-	m, err := HGXH100(2, nil, &tuning.Config{Algo: "ring"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, _ := testMachine(t, "dgx-h100", 2, nil, "ring", "")
 	for _, size := range []int64{4 << 20, 64 << 20} {
 		for _, f := range []coll.Func{coll.AllReduce, coll.AllGather} {
 			row, _, err := m.Run(f, size, coll.Float32, coll.Sum, RunOptions{})
@@ -35,9 +31,9 @@ func TestRingSimMatchesSchedule(t *testing.T) {
 			if tm.CTARate == 0 {
 				t.Fatal("the H100 model has no CTA rate")
 			}
-			_, algBytes := Sizes(f, size, 4, m.NRanks())
+			_, algBytes := coll.TestCount(f, size, 4, m.NRanks())
 			nb := algBytes
-			res, err := SimulateRing(e, cl, RingSpec{Func: f, Bytes: nb, Proto: plan.Proto, Rings: m.Rings[:plan.NChannels], Chunk: plan.ChunkSize, Merge: 1}, tm)
+			res, err := SimulateRing(e, cl, RingSpec{Func: f, Bytes: nb, Proto: plan.Proto, Rings: ringsOf(m)[:plan.NChannels], Chunk: plan.ChunkSize, Merge: 1}, tm)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,10 +48,7 @@ func TestRingSimMatchesSchedule(t *testing.T) {
 
 // Merging ring steps (the coarse mode) stays close to the exact replay.
 func TestRingSimMergeClose(t *testing.T) {
-	m, err := HGXH100(16, nil, &tuning.Config{Algo: "ring"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, _ := testMachine(t, "dgx-h100", 16, nil, "ring", "")
 	for _, cta := range []bool{false, true} {
 		run := func(merge int) *RingResult {
 			e := NewEngine(nil)
@@ -67,7 +60,7 @@ func TestRingSimMergeClose(t *testing.T) {
 			if !cta {
 				tm.CTARate = 0
 			}
-			res, err := SimulateRing(e, cl, RingSpec{Func: coll.AllReduce, Bytes: 256 << 20, Proto: coll.Simple, Rings: m.Rings, Merge: merge}, tm)
+			res, err := SimulateRing(e, cl, RingSpec{Func: coll.AllReduce, Bytes: 256 << 20, Proto: coll.Simple, Rings: ringsOf(m), Merge: merge}, tm)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,10 +77,7 @@ func TestRingSimMergeClose(t *testing.T) {
 
 // The compact tree executor against coll's tree schedule on the same machine.
 func TestTreeSimMatchesSchedule(t *testing.T) {
-	m, err := HGXH100(4, nil, &tuning.Config{Algo: "tree"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, _ := testMachine(t, "dgx-h100", 4, nil, "tree", "")
 	for _, size := range []int64{1 << 20, 64 << 20} {
 		row, _, err := m.Run(coll.AllReduce, size, coll.Float32, coll.Sum, RunOptions{})
 		if err != nil {
@@ -103,7 +93,7 @@ func TestTreeSimMatchesSchedule(t *testing.T) {
 			t.Fatal(err)
 		}
 		tm, _ := TimingFor("", plan.Algo, plan.Proto)
-		res, err := SimulateTree(e, cl, TreeSpec{Bytes: size, Proto: plan.Proto, Trees: m.Trees[:plan.NChannels], Chunk: plan.ChunkSize, Merge: 1}, tm)
+		res, err := SimulateTree(e, cl, TreeSpec{Bytes: size, Proto: plan.Proto, Trees: treesOf(m)[:plan.NChannels], Chunk: plan.ChunkSize, Merge: 1}, tm)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,10 +108,7 @@ func TestTreeSimMatchesSchedule(t *testing.T) {
 // Machine.Run switches to the compact executors above CompactAbove steps and gets the same time.
 func TestMachineRunCompactMatches(t *testing.T) {
 	for _, cfg := range []string{"ring", "tree"} {
-		mm, err := HGXH100(4, nil, &tuning.Config{Algo: cfg})
-		if err != nil {
-			t.Fatal(err)
-		}
+		mm, _ := testMachine(t, "dgx-h100", 4, nil, cfg, "")
 		exact, _, err := mm.Run(coll.AllReduce, 16<<20, coll.Float32, coll.Sum, RunOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -144,10 +131,7 @@ func TestMachineRunCompactMatches(t *testing.T) {
 
 // The replaced-flow shortcut of the engine must not change any result.
 func TestShortcutChangesNothing(t *testing.T) {
-	m, err := HGXH100(8, nil, &tuning.Config{Algo: "tree"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, _ := testMachine(t, "dgx-h100", 8, nil, "tree", "")
 	run := func(no bool, tree bool) (Time, uint64) {
 		e := NewEngine(nil)
 		e.NoShortcut = no
@@ -158,9 +142,9 @@ func TestShortcutChangesNothing(t *testing.T) {
 		tm, _ := TimingFor("", coll.Tree, coll.Simple)
 		var res *RingResult
 		if tree {
-			res, err = SimulateTree(e, cl, TreeSpec{Bytes: 256 << 20, Proto: coll.Simple, Trees: m.Trees}, tm)
+			res, err = SimulateTree(e, cl, TreeSpec{Bytes: 256 << 20, Proto: coll.Simple, Trees: treesOf(m)}, tm)
 		} else {
-			res, err = SimulateRing(e, cl, RingSpec{Func: coll.AllReduce, Bytes: 256 << 20, Proto: coll.Simple, Rings: m.Rings}, tm)
+			res, err = SimulateRing(e, cl, RingSpec{Func: coll.AllReduce, Bytes: 256 << 20, Proto: coll.Simple, Rings: ringsOf(m)}, tm)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -180,10 +164,7 @@ func TestShortcutChangesNothing(t *testing.T) {
 // RateInterval batches rate computations; on a tree all-reduce a 1 us interval stays within 2% of
 // the exact replay.
 func TestRateIntervalClose(t *testing.T) {
-	m, err := HGXH100(4, nil, &tuning.Config{Algo: "tree"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, _ := testMachine(t, "dgx-h100", 4, nil, "tree", "")
 	run := func(iv Time) Time {
 		e := NewEngine(nil)
 		e.RateInterval = iv
@@ -192,7 +173,7 @@ func TestRateIntervalClose(t *testing.T) {
 			t.Fatal(err)
 		}
 		tm, _ := TimingFor("", coll.Tree, coll.Simple)
-		res, err := SimulateTree(e, cl, TreeSpec{Bytes: 128 << 20, Proto: coll.Simple, Trees: m.Trees, Merge: 1}, tm)
+		res, err := SimulateTree(e, cl, TreeSpec{Bytes: 128 << 20, Proto: coll.Simple, Trees: treesOf(m), Merge: 1}, tm)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/simccl/simccl/coll"
-	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/tuning"
 )
 
@@ -15,11 +14,7 @@ func railMachine(t testing.TB, nodes int) *Machine {
 	t.Helper()
 	fab := DefaultFabric()
 	fab.Routing = "rail"
-	name, data := topos.Default()
-	m, err := MachineFromXML(data, name, nodes, fab, &tuning.Config{Algo: "tree", Proto: "simple"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, _ := testMachine(t, "dgx-h100", nodes, fab, "tree", "simple")
 	return m
 }
 
@@ -35,7 +30,7 @@ func runTree(t testing.TB, m *Machine, spec TreeSpec) (*TreeResult, *Engine) {
 		t.Fatal(err)
 	}
 	if spec.Trees == nil {
-		spec.Trees = m.Trees
+		spec.Trees = treesOf(m)
 	}
 	res, err := SimulateTreeDetail(e, cl, spec, tm)
 	if err != nil {
@@ -80,11 +75,11 @@ func TestTreeSymmetricMatchesPerRank(t *testing.T) {
 	}{{8, 1 << 20}, {8, 64 << 20}, {8, 1 << 30}, {16, 256 << 20}}
 	for _, c := range cases {
 		m := railMachine(t, c.nodes)
-		ch, err := m.Table.Select(tuning.Call{Func: coll.AllReduce, Count: c.bytes / 4, ElemSize: 4})
+		ch, err := tableOf(m).Select(tuning.Call{Func: coll.AllReduce, Count: c.bytes / 4, ElemSize: 4})
 		if err != nil {
 			t.Fatal(err)
 		}
-		spec := TreeSpec{Bytes: c.bytes, Proto: coll.Simple, Trees: m.Trees[:ch.NChannels], Chunk: ch.ChunkSize}
+		spec := TreeSpec{Bytes: c.bytes, Proto: coll.Simple, Trees: treesOf(m)[:ch.NChannels], Chunk: ch.ChunkSize}
 		a, ea := runTree(t, m, spec)
 		spec.PerRank = true
 		b, eb := runTree(t, m, spec)
@@ -110,10 +105,7 @@ func TestTreeSymmetricHGX(t *testing.T) {
 	}{{8, "rail"}, {64, "ecmp"}} {
 		fab := DefaultFabric()
 		fab.Routing = c.routing
-		m, err := HGXH100(c.nodes, fab, &tuning.Config{Algo: "tree"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		m, _ := testMachine(t, "dgx-h100", c.nodes, fab, "tree", "")
 		spec := TreeSpec{Bytes: 32 << 20, Proto: coll.Simple}
 		a, ea := runTree(t, m, spec)
 		spec.PerRank = true
@@ -127,7 +119,7 @@ func TestTreeSymmetricHGX(t *testing.T) {
 // stays within 0.5% of simulating them all.
 func TestTreeSteadyClose(t *testing.T) {
 	m := railMachine(t, 64)
-	spec := TreeSpec{Bytes: 1 << 30, Proto: coll.Simple, Chunk: 512 << 10, Trees: m.Trees}
+	spec := TreeSpec{Bytes: 1 << 30, Proto: coll.Simple, Chunk: 512 << 10, Trees: treesOf(m)}
 	exact, _ := runTree(t, m, spec)
 	spec.MaxMessages = 1 // as few chunks as allowed
 	steady, es := runTree(t, m, spec)
@@ -143,7 +135,7 @@ func TestTreeSteadyClose(t *testing.T) {
 		t.Errorf("engine clock %v, time %v", es.Now(), steady.Time)
 	}
 	// Bytes stay exact: every connection carries every chunk.
-	_, ee := runTree(t, m, TreeSpec{Bytes: 1 << 30, Proto: coll.Simple, Chunk: 512 << 10, Trees: m.Trees})
+	_, ee := runTree(t, m, TreeSpec{Bytes: 1 << 30, Proto: coll.Simple, Chunk: 512 << 10, Trees: treesOf(m)})
 	for l := 0; l < ee.NumLinks(); l++ {
 		if x, y := es.LinkBytes(LinkID(l)), ee.LinkBytes(LinkID(l)); math.Abs(x-y) > 1e-6*y {
 			t.Fatalf("link %s: %g bytes extrapolated, %g simulated", ee.LinkName(LinkID(l)), x, y)
@@ -168,8 +160,8 @@ func TestTreeBadInput(t *testing.T) {
 		{"no trees", TreeSpec{Bytes: 1 << 20}},
 		{"short tree", TreeSpec{Bytes: 1 << 20, Trees: []coll.ChannelTree{short}}},
 		{"no root", TreeSpec{Bytes: 1 << 20, Trees: []coll.ChannelTree{cyc}}},
-		{"negative merge", TreeSpec{Bytes: 1 << 20, Trees: m.Trees, Merge: -1}},
-		{"bad protocol", TreeSpec{Bytes: 1 << 20, Trees: m.Trees, Proto: coll.NumProtos}},
+		{"negative merge", TreeSpec{Bytes: 1 << 20, Trees: treesOf(m), Merge: -1}},
+		{"bad protocol", TreeSpec{Bytes: 1 << 20, Trees: treesOf(m), Proto: coll.NumProtos}},
 	} {
 		if _, err := SimulateTree(e, cl, c.spec, tm); err == nil {
 			t.Errorf("%s: no error", c.name)

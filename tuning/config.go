@@ -126,19 +126,28 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 		c.AllocP2PNetLLBuffers = s != "0"
 	}
 	c.ThreadThresholds = getenv("NCCL_THREAD_THRESHOLDS")
-	if _, err := c.threadThresholds(2); err != nil {
-		return nil, err
-	}
-	if _, err := ConstantsFor(c.Version); err != nil {
-		return nil, err
-	}
-	if _, err := parseEnableList("NCCL_ALGO", c.Algo, algoNames[:]); err != nil {
-		return nil, err
-	}
-	if _, err := parseEnableList("NCCL_PROTO", c.Proto, protoNames[:]); err != nil {
+	if err := c.Check(); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// Check returns an error for a setting NCCL would reject: an unknown release, a bad
+// NCCL_ALGO, NCCL_PROTO or NCCL_THREAD_THRESHOLDS.
+func (c *Config) Check() error {
+	if _, err := c.threadThresholds(2); err != nil {
+		return err
+	}
+	if _, err := ConstantsFor(c.Version); err != nil {
+		return err
+	}
+	if _, err := parseEnableList("NCCL_ALGO", c.Algo, algoNames[:]); err != nil {
+		return err
+	}
+	if _, err := parseEnableList("NCCL_PROTO", c.Proto, protoNames[:]); err != nil {
+		return err
+	}
+	return nil
 }
 
 func (c *Config) buffSize(p coll.Proto) int64 {

@@ -437,3 +437,23 @@ func checkFunc(f coll.Func) error {
 	}
 	return nil
 }
+
+// Without returns a copy of t in which the excluded algorithms and protocols cannot be selected,
+// as if NCCL_ALGO=^… and NCCL_PROTO=^… had disabled them on top of t's settings. An executor that
+// cannot run an algorithm or protocol asks for the decision NCCL would make without it.
+func (t *Table) Without(ex coll.Exclude) *Table {
+	if ex.Empty() {
+		return t
+	}
+	out := *t
+	for f := coll.Func(0); f < coll.NumTunedFuncs; f++ {
+		for a := coll.Algo(0); a < coll.NumAlgos; a++ {
+			for p := coll.Proto(0); p < coll.NumProtos; p++ {
+				if ex.Algos[a] || ex.Protos[p] {
+					out.Bw[f][a][p] = 0
+				}
+			}
+		}
+	}
+	return &out
+}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/internal/stats"
+	"github.com/simccl/simccl/planner"
 
 	"github.com/simccl/simccl/internal/chromium"
 	"github.com/simccl/simccl/report"
@@ -105,7 +106,15 @@ func run() error {
 	for _, n := range nodes {
 		fmt.Fprintf(os.Stderr, "bench/report: %d nodes: building...\n", n)
 		start := time.Now()
-		r, err := report.Build(report.Options{Nodes: n, Funcs: []coll.Func{coll.AllReduce}, Sizes: sizes})
+		name, doc, err := planner.LoadTopology("", planner.Settings{})
+		if err != nil {
+			return err
+		}
+		p, err := planner.New(planner.Machine{Name: name, Doc: doc, Nodes: n})
+		if err != nil {
+			return err
+		}
+		r, err := report.Build(report.Options{Planner: p, Funcs: []coll.Func{coll.AllReduce}, Sizes: sizes})
 		if err != nil {
 			return fmt.Errorf("%d nodes: %w", n, err)
 		}

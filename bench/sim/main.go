@@ -18,10 +18,9 @@ import (
 	"time"
 
 	"github.com/simccl/simccl/coll"
-	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/internal/units"
+	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/simnet"
-	"github.com/simccl/simccl/tuning"
 )
 
 type result struct {
@@ -65,33 +64,38 @@ var routing = "rail"
 var algo = "ring"
 var rateIntervalUs float64
 
-func machine(nodes int) (*simnet.Machine, error) {
+func machine(nodes int) (*simnet.Machine, *planner.Planner, error) {
 	// Rail-optimized 2-tier leaf/spine, 32 nodes per leaf, non-blocking, rail (d-mod-k) routing.
 	fab := simnet.DefaultFabric()
 	fab.Routing = routing
-	name, data := topos.Default()
-	cfg := &tuning.Config{Algo: algo, Proto: "simple"}
-	m, err := simnet.MachineFromXML(data, name, nodes, fab, cfg)
+	s := planner.Settings{}
+	s.Tuning.Algo, s.Tuning.Proto = algo, "simple"
+	name, doc, err := planner.LoadTopology("", s)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "bench: %s through the graph pipeline: %v; using the hand-made HGX H100 model\n", name, err)
-		return simnet.HGXH100(nodes, fab, cfg)
+		return nil, nil, err
 	}
-	return m, nil
+	p, err := planner.New(planner.Machine{Name: name, Doc: doc, Nodes: nodes, Settings: s})
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := simnet.NewMachine(p.System, nodes, fab, p, p.Settings.Release)
+	return m, p, err
 }
 
 func run(nodes int, bytes int64, maxMsg int64, merge int) (result, error) {
 	runtime.GC()
 	c0 := cpuTime()
 	t0 := time.Now()
-	m, err := machine(nodes)
+	m, p, err := machine(nodes)
 	if err != nil {
 		return result{}, err
 	}
 	n := m.NRanks()
-	ch, err := m.Table.Select(tuning.Call{Func: coll.AllReduce, Count: bytes / 4, ElemSize: 4})
+	d, err := p.Decide(coll.Call{Func: coll.AllReduce, Count: bytes / 4, DataType: coll.Float32})
 	if err != nil {
 		return result{}, err
 	}
+	ch := d.Choice
 	e := simnet.NewEngine(nil)
 	e.RateInterval = simnet.FromMicros(rateIntervalUs)
 	cl, err := simnet.NewCluster(e, m.Node, m.Nodes, m.Fabric)
@@ -107,10 +111,10 @@ func run(nodes int, bytes int64, maxMsg int64, merge int) (result, error) {
 	var res *simnet.RingResult
 	if ch.Algo == coll.Tree {
 		res, err = simnet.SimulateTree(e, cl, simnet.TreeSpec{Bytes: bytes, Proto: ch.Proto,
-			Trees: m.Trees[:ch.NChannels], Chunk: ch.ChunkSize, MaxMessages: maxMsg, Merge: merge}, tm)
+			Trees: p.Trees[:ch.NChannels], Chunk: ch.ChunkSize, MaxMessages: maxMsg, Merge: merge}, tm)
 	} else {
 		res, err = simnet.SimulateRing(e, cl, simnet.RingSpec{Func: coll.AllReduce, Bytes: bytes, Proto: ch.Proto,
-			Rings: m.Rings[:ch.NChannels], Chunk: ch.ChunkSize, MaxMessages: maxMsg, Merge: merge}, tm)
+			Rings: p.Rings[:ch.NChannels], Chunk: ch.ChunkSize, MaxMessages: maxMsg, Merge: merge}, tm)
 	}
 	if err != nil {
 		return result{}, err

@@ -15,7 +15,6 @@ import (
 	"github.com/simccl/simccl/intercept"
 	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/simnet"
-	"github.com/simccl/simccl/tuning"
 )
 
 func init() {
@@ -28,12 +27,12 @@ func init() {
 
 func runReplay(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("replay", stderr)
-	topoFile := fs.String("topo", "", "NCCL topology XML or embedded name (default: the trace's virtual topology, else "+topos.DefaultName+")")
-	nodes := fs.Int("nodes", 0, "number of nodes (default: 1, or --scale-ranks / GPUs per node)")
+	mf := addMachineFlags(fs)
+	fs.Lookup("topo").Usage = "NCCL topology XML or embedded name (default: the trace's virtual topology, else $NCCL_TOPO_FILE, else " + topos.DefaultName + ")"
+	fs.Lookup("nodes").Usage = "number of nodes (default: 1, or --scale-ranks / GPUs per node)"
 	fabricFile := fs.String("fabric", "", "fabric description (key = value file, see docs/cluster.md)")
 	fabSet := fs.StringArray("fabric-set", nil, "override one fabric key (key=value; repeatable)")
 	scaleRanks := fs.Int("scale-ranks", 0, "simulate data-parallel communicators (the trace's largest) at this many ranks (default: the machine's)")
-	version := fs.String("nccl-version", "", "NCCL release whose rules apply (2.28 default, 2.30)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	top := fs.Int("top", 10, "list this many slowest calls")
 	allCalls := fs.Bool("calls", false, "list every launch (call or group) with its simulated time")
@@ -46,7 +45,7 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() == 0 {
 		return fmt.Errorf("%w: want one or more trace files (JSON lines from the shim, or NCCL INFO logs with COLL lines)", errUsage)
 	}
-	if *scaleRanks < 0 || *nodes < 0 || *top < 0 || *nLinks < 0 {
+	if *scaleRanks < 0 || *mf.nodes < 1 || *top < 0 || *nLinks < 0 {
 		return fmt.Errorf("%w: --scale-ranks, --nodes, --top and --links must not be negative", errUsage)
 	}
 
@@ -72,53 +71,32 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%s: no collective or point-to-point call in the trace", strings.Join(fs.Args(), ", "))
 	}
 
-	fab := simnet.DefaultFabric()
-	if *fabricFile != "" {
-		f, err := os.Open(*fabricFile)
+	fab, err := readFabric(*fabricFile, *fabSet)
+	if err != nil {
+		return err
+	}
+	if *mf.topo == "" {
+		*mf.topo = virtualTopo
+	}
+	newPlanner, err := mf.builder(fs)
+	if err != nil {
+		return err
+	}
+	build := func(nodes int) (*simnet.Machine, error) {
+		p, err := newPlanner(nodes)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		fab, err = simnet.ParseFabric(f, *fabricFile)
-		f.Close()
-		if err != nil {
-			return err
-		}
+		return simMachine(p, fab)
 	}
-	for _, kv := range *fabSet {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return fmt.Errorf("%w: --fabric-set %q: want key=value", errUsage, kv)
-		}
-		if err := fab.Set(strings.TrimSpace(k), strings.TrimSpace(v)); err != nil {
-			return fmt.Errorf("%w: --fabric-set: %v", errUsage, err)
-		}
-	}
-	if err := fab.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	tf := *topoFile
-	if tf == "" {
-		tf = virtualTopo
-	}
-	name, data := topos.Default()
-	if tf != "" {
-		if d, err := os.ReadFile(tf); err == nil {
-			name, data = tf, d
-		} else if d, err2 := topos.Get(tf); err2 == nil {
-			name, data = tf, d
-		} else {
-			return err
-		}
-	}
-	cfg := &tuning.Config{Version: *version}
-	build := func(nodes int) (*simnet.Machine, error) { return simnet.MachineFromXML(data, name, nodes, fab, cfg) }
 	m, err := build(1)
 	if err != nil {
 		return err
 	}
+	name := m.Node.Name
 	g := m.Node.NumGPUs
-	n := *nodes
-	if n == 0 {
+	n := *mf.nodes
+	if !fs.Changed("nodes") {
 		n = 1
 		if *scaleRanks > 0 {
 			if *scaleRanks%g != 0 {

@@ -4,15 +4,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/simccl/simccl/coll"
-	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/report"
-	"github.com/simccl/simccl/simnet"
-	"github.com/simccl/simccl/tuning"
 )
 
 func init() {
@@ -25,8 +21,7 @@ func init() {
 
 func runReport(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("report", stderr)
-	topoFile := fs.String("topo", "", "NCCL topology XML (default: the embedded "+topos.DefaultName+"); an embedded name also works")
-	nodes := fs.Int("nodes", 1, "number of nodes (copies of the topology)")
+	mf := addMachineFlags(fs)
 	fabricFile := fs.String("fabric", "", "fabric description (key = value file, see docs/cluster.md)")
 	fabSet := fs.StringArray("fabric-set", nil, "override one fabric key (key=value; repeatable)")
 	collName := fs.StringP("collective", "c", "allreduce", "collectives, comma-separated (allreduce,allgather,…) or all")
@@ -35,7 +30,6 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	factor := fs.Int64P("stepfactor", "f", 2, "size multiplication factor")
 	dtName := fs.StringP("datatype", "d", "float", "data type")
 	opName := fs.String("op", "sum", "reduction (sum, prod, max, min, avg)")
-	version := fs.String("nccl-version", "", "NCCL release whose rules apply (2.28 default, 2.30)")
 	measured := fs.String("measured", "", "measured timings: CSV (tag,coll,world,bytes,us,algbw,busbw), nccl-tests text output, or runccl --json")
 	measTag := fs.String("measured-tag", "default", "CSV rows of this tag (\"*\": every tag, one series each)")
 	measColl := fs.String("measured-coll", "", "collective of an nccl-tests text output (default: the first of -c)")
@@ -53,17 +47,9 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	if *out == "" {
 		return fmt.Errorf("%w: -o report.html (or --output FILE) is required", errUsage)
 	}
-	var funcs []coll.Func
-	if strings.EqualFold(*collName, "all") {
-		funcs = allColls
-	} else {
-		for _, name := range strings.Split(*collName, ",") {
-			f, err := coll.ParseFunc(strings.TrimSpace(name))
-			if err != nil {
-				return fmt.Errorf("%w: -c: %v", errUsage, err)
-			}
-			funcs = append(funcs, f)
-		}
+	funcs, err := parseColls(*collName, allColls)
+	if err != nil {
+		return err
 	}
 	lo, err := units.ParseSize(*minB)
 	if err != nil {
@@ -85,44 +71,16 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%w: --op: %v", errUsage, err)
 	}
-	if *nodes < 1 {
-		return fmt.Errorf("%w: --nodes %d (want >= 1)", errUsage, *nodes)
+	fab, err := readFabric(*fabricFile, *fabSet)
+	if err != nil {
+		return err
 	}
-	fab := simnet.DefaultFabric()
-	if *fabricFile != "" {
-		f, err := os.Open(*fabricFile)
-		if err != nil {
-			return err
-		}
-		fab, err = simnet.ParseFabric(f, *fabricFile)
-		f.Close()
-		if err != nil {
-			return err
-		}
+	p, err := mf.planner(fs)
+	if err != nil {
+		return err
 	}
-	for _, kv := range *fabSet {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return fmt.Errorf("%w: --fabric-set %q: want key=value", errUsage, kv)
-		}
-		if err := fab.Set(strings.TrimSpace(k), strings.TrimSpace(v)); err != nil {
-			return fmt.Errorf("%w: --fabric-set: %v", errUsage, err)
-		}
-	}
-	if err := fab.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	opt := report.Options{Nodes: *nodes, Fabric: fab, Config: &tuning.Config{Version: *version}, Funcs: funcs, Sizes: sizes,
+	opt := report.Options{Planner: p, Fabric: fab, Funcs: funcs, Sizes: sizes,
 		DataType: dt, Op: op, MeasuredTag: *measTag, FocusColl: *focusColl}
-	if *topoFile != "" {
-		if d, err := os.ReadFile(*topoFile); err == nil {
-			opt.TopoName, opt.TopoXML = *topoFile, d
-		} else if d, err2 := topos.Get(*topoFile); err2 == nil {
-			opt.TopoName, opt.TopoXML = *topoFile, d
-		} else {
-			return err
-		}
-	}
 	if *focusSize != "" {
 		if opt.FocusSize, err = units.ParseSize(*focusSize); err != nil {
 			return fmt.Errorf("%w: --focus-size: %v", errUsage, err)
@@ -135,7 +93,7 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 		}
 		mc := *measColl
 		if mc == "" {
-			mc = simnet.TestName(funcs[0])
+			mc = coll.TestName(funcs[0])
 		}
 		if opt.Measured, err = report.ReadMeasured(data, *measured, mc); err != nil {
 			return err

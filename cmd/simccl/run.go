@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,10 +9,8 @@ import (
 	"time"
 
 	"github.com/simccl/simccl/coll"
-	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/simnet"
-	"github.com/simccl/simccl/tuning"
 )
 
 func init() {
@@ -28,17 +25,15 @@ var allColls = []coll.Func{coll.AllReduce, coll.AllGather, coll.ReduceScatter, c
 
 func runRun(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("run", stderr)
-	topoFile := fs.String("topo", "", "NCCL topology XML (default: the embedded "+topos.DefaultName+"); an embedded name also works")
-	nodes := fs.Int("nodes", 1, "number of nodes (copies of the topology)")
+	mf := addMachineFlags(fs)
 	fabricFile := fs.String("fabric", "", "fabric description (key = value file, see docs/cluster.md)")
 	fabSet := fs.StringArray("fabric-set", nil, "override one fabric key (key=value; repeatable), e.g. --fabric-set oversubscription=2")
-	collName := fs.StringP("collective", "c", "allreduce", "allreduce|allgather|reducescatter|broadcast|reduce|alltoall|sendrecv|all")
+	collName := fs.StringP("collective", "c", "allreduce", "allreduce|allgather|reducescatter|broadcast|reduce|alltoall|sendrecv|all, or a comma-separated list")
 	minB := fs.StringP("minbytes", "b", "8", "smallest size (nccl-tests size: the total buffer)")
 	maxB := fs.StringP("maxbytes", "e", "1G", "largest size")
 	factor := fs.Int64P("stepfactor", "f", 2, "size multiplication factor")
 	dtName := fs.StringP("datatype", "d", "float", "data type (float, half, bfloat16, double, int8, …)")
 	opName := fs.StringP("op", "o", "sum", "reduction (sum, prod, max, min, avg)")
-	version := fs.String("nccl-version", "", "NCCL release whose rules apply (2.28 default, 2.30)")
 	tracePath := fs.String("trace", "", "write a Chrome trace-event JSON (Perfetto) of every simulated op")
 	opsPath := fs.String("ops", "", "write the op log (CSV, one line per message, with its route)")
 	plotPath := fs.String("plot", "", "plot busbw against size (.png or .svg)")
@@ -51,15 +46,9 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
-	var funcs []coll.Func
-	if strings.EqualFold(*collName, "all") {
-		funcs = allColls
-	} else {
-		f, err := coll.ParseFunc(*collName)
-		if err != nil {
-			return fmt.Errorf("%w: -c: %v", errUsage, err)
-		}
-		funcs = []coll.Func{f}
+	funcs, err := parseColls(*collName, allColls)
+	if err != nil {
+		return err
 	}
 	lo, err := units.ParseSize(*minB)
 	if err != nil {
@@ -81,9 +70,6 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%w: -o: %v", errUsage, err)
 	}
-	if *nodes < 1 {
-		return fmt.Errorf("%w: --nodes %d (want >= 1)", errUsage, *nodes)
-	}
 	var plotFormat string
 	if *plotPath != "" {
 		plotFormat = strings.TrimPrefix(strings.ToLower(filepath.Ext(*plotPath)), ".")
@@ -91,50 +77,15 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%w: --plot %q: want a .png or .svg file", errUsage, *plotPath)
 		}
 	}
-	fab := simnet.DefaultFabric()
-	if *fabricFile != "" {
-		f, err := os.Open(*fabricFile)
-		if err != nil {
-			return err
-		}
-		fab, err = simnet.ParseFabric(f, *fabricFile)
-		f.Close()
-		if err != nil {
-			return err
-		}
+	fab, err := readFabric(*fabricFile, *fabSet)
+	if err != nil {
+		return err
 	}
-	for _, kv := range *fabSet {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return fmt.Errorf("%w: --fabric-set %q: want key=value", errUsage, kv)
-		}
-		if err := fab.Set(strings.TrimSpace(k), strings.TrimSpace(v)); err != nil {
-			return fmt.Errorf("%w: --fabric-set: %v", errUsage, err)
-		}
+	p, err := mf.planner(fs)
+	if err != nil {
+		return err
 	}
-	if err := fab.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	cfg := &tuning.Config{Version: *version}
-
-	name, data := topos.Default()
-	defaultTopo := *topoFile == ""
-	if !defaultTopo {
-		if d, err := os.ReadFile(*topoFile); err == nil {
-			name, data = *topoFile, d
-		} else if d, err2 := topos.Get(*topoFile); err2 == nil {
-			name, data = *topoFile, d
-		} else {
-			return err
-		}
-	}
-	m, err := simnet.MachineFromXML(data, name, *nodes, fab, cfg)
-	if err != nil && defaultTopo && !errors.Is(err, simnet.ErrTooLarge) {
-		// Labelled fallback: the embedded default is a DGX H100; when the graph pipeline cannot
-		// build it, simulate the hand-made model of the same machine.
-		fmt.Fprintf(stderr, "simccl run: %s: %v\nsimccl run: simulating the hand-made HGX H100 model instead (simplified: no topology search)\n", name, err)
-		m, err = simnet.HGXH100(*nodes, fab, cfg)
-	}
+	m, err := simMachine(p, fab)
 	if err != nil {
 		return err
 	}
@@ -158,20 +109,20 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	for _, f := range funcs {
 		for _, size := range sizes {
 			if showBar {
-				drawBar(stderr, done, total, fmt.Sprintf("%s %s", simnet.TestName(f), units.FormatSize(size)), time.Since(start))
+				drawBar(stderr, done, total, fmt.Sprintf("%s %s", coll.TestName(f), units.FormatSize(size)), time.Since(start))
 			}
 			if _, note, err := m.Plan(f, size, dt, op); err == nil && note != "" && !noteSeen[note] {
 				noteSeen[note] = true
-				notes = append(notes, note)
+				notes = append(notes, fmt.Sprintf("%s from %d bytes: %s", coll.TestName(f), size, note))
 			}
 			if record && recorded >= *maxOps {
 				record = false
-				fmt.Fprintf(stderr, "simccl run: %d ops recorded; --trace/--ops stop before %s %d bytes (raise --trace-max-ops)\n", recorded, simnet.TestName(f), size)
+				fmt.Fprintf(stderr, "simccl run: %d ops recorded; --trace/--ops stop before %s %d bytes (raise --trace-max-ops)\n", recorded, coll.TestName(f), size)
 			}
 			row, res, err := m.Run(f, size, dt, op, simnet.RunOptions{Record: record})
 			if err != nil {
 				// Keep going with the other sizes and collectives; the command fails at the end.
-				failed = append(failed, fmt.Sprintf("%s %d bytes: %v", simnet.TestName(f), size, err))
+				failed = append(failed, fmt.Sprintf("%s %d bytes: %v", coll.TestName(f), size, err))
 				done++
 				continue
 			}
@@ -197,7 +148,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(stdout, "# simccl run: %s, %d node(s) x %d GPUs = %d ranks, %d channels\n", m.Node.Name, m.Nodes, m.Node.NumGPUs, m.NRanks(), m.Table.NChannels)
+		fmt.Fprintf(stdout, "# simccl run: %s, %d node(s) x %d GPUs = %d ranks, %d channels, NCCL %s rules\n", m.Node.Name, m.Nodes, m.Node.NumGPUs, m.NRanks(), p.Table.NChannels, p.Table.K.Release)
 		if m.Nodes > 1 {
 			fmt.Fprintf(stdout, "# fabric: %s, %d tiers, %d hosts/leaf, oversubscription %g, routing %s\n", fab.Topology, fab.Tiers, fab.HostsPerLeaf, fab.Oversub, fab.Routing)
 		}

@@ -8,10 +8,8 @@ import (
 	"strings"
 
 	"github.com/simccl/simccl/coll"
-	"github.com/simccl/simccl/examples/topos"
-	"github.com/simccl/simccl/graph"
+	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/search"
-	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 func init() {
@@ -24,20 +22,16 @@ func init() {
 
 func runSearch(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("search", stderr)
-	topoFile := fs.String("topo", "", "NCCL topology XML (default: the embedded "+topos.DefaultName+"); an embedded name also works")
-	nodes := fs.Int("nodes", 1, "number of nodes of the communicator, each with this topology (NETs take part when > 1)")
+	mf := addMachineFlags(fs)
+	mf.searchOnly = true
+	fs.Lookup("nccl-version").Usage = "NCCL release whose search rules apply (" + strings.Join(planner.SearchReleases(), ", ") + "; default 2.28)"
 	rank := fs.Int("rank", 0, "the rank whose view is searched (its P2P domain is kept; NCCL_TOPO_DUMP_FILE_RANK-style)")
-	graphFile := fs.String("graph", os.Getenv("NCCL_GRAPH_FILE"), "load graphs from this NCCL graph file instead of searching (default $NCCL_GRAPH_FILE)")
+	graphFile := fs.String("graph", "", "load graphs from this NCCL graph file instead of searching (default $NCCL_GRAPH_FILE)")
 	dumpFile := fs.String("graph-dump", os.Getenv("NCCL_GRAPH_DUMP_FILE"), "write the graphs to this file in NCCL's format (default $NCCL_GRAPH_DUMP_FILE)")
 	asJSON := fs.Bool("json", false, "print the result as JSON instead of NCCL's log lines")
-	version := fs.String("nccl-version", "2.28", "NCCL release whose search constants apply (2.18, 2.28, 2.29, 2.30)")
-	crossNic := fs.Int("cross-nic", 2, "NCCL_CROSS_NIC (0, 1 or 2)")
-	nvls := fs.String("nvls", "auto", "search the NVLS graph: auto/on (NCCL's rule: NVSwitch, sm >= 90, more than 2 GPUs), off (NCCL_NVLS_ENABLE=0)")
-	collnet := fs.Bool("collnet", false, "a CollNet (SHARP) plugin is present: search the CollNet chain and direct graphs")
+	crossNic := fs.Int("cross-nic", 2, "NCCL_CROSS_NIC (0, 1 or 2; default $NCCL_CROSS_NIC, else 2)")
 	p2pDisable := fs.Bool("p2p-disable", false, "NCCL_P2P_DISABLE=1 (also what NVML reports for GeForce boards)")
 	p2pLevel := fs.String("p2p-level", "", "NCCL_P2P_LEVEL (LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS)")
-	minCh := fs.Int("min-nchannels", 0, "NCCL_MIN_NCHANNELS (0 = unset)")
-	maxCh := fs.Int("max-nchannels", 0, "NCCL_MAX_NCHANNELS (0 = unset)")
 	rings := fs.Bool("rings", false, "also print the communicator's rings over all nodes, as NCCL's \"Channel NN/MM : …\" lines")
 	trees := fs.Int("trees", -1, "also print this rank's tree neighbours on every channel, as NCCL's \"Trees [c] d0/d1/d2->rank->up\" line")
 	if err := parseFlags(fs, args); err != nil {
@@ -46,86 +40,40 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
-	if *nodes < 1 || *nodes > 1<<20 {
-		return fmt.Errorf("%w: --nodes %d (want 1..%d)", errUsage, *nodes, 1<<20)
-	}
 	if *crossNic < 0 || *crossNic > 2 {
 		return fmt.Errorf("%w: --cross-nic %d (want 0, 1 or 2)", errUsage, *crossNic)
 	}
-	if *minCh < 0 || *maxCh < 0 {
-		return fmt.Errorf("%w: --min-nchannels/--max-nchannels must be >= 0", errUsage)
+	if *mf.nodes < 1 || *mf.nodes > planner.MaxNodes {
+		return fmt.Errorf("%w: --nodes %d (want 1..%d)", errUsage, *mf.nodes, planner.MaxNodes)
 	}
-	params, err := search.ParamsFor(*version)
-	if err != nil {
-		return fmt.Errorf("%w: --nccl-version: %v", errUsage, err)
-	}
-	var nvlsOpt *bool
-	switch strings.ToLower(*nvls) {
-	case "auto":
-	case "on", "1", "true":
-		t := true
-		nvlsOpt = &t
-	case "off", "0", "false":
-		f := false
-		nvlsOpt = &f
-	default:
-		return fmt.Errorf("%w: --nvls %q (want auto, on or off)", errUsage, *nvls)
-	}
-
-	name, data := topos.Default()
-	if *topoFile != "" {
-		if d, err := os.ReadFile(*topoFile); err == nil {
-			name, data = *topoFile, d
-		} else if d, err2 := topos.Get(*topoFile); err2 == nil {
-			name, data = *topoFile, d
-		} else {
-			return err
-		}
-	}
-	doc, err := ncclxml.ParseBytes(data, name)
+	s, err := mf.settings(fs)
 	if err != nil {
 		return err
 	}
-	gopt := graph.Options{LocalRank: *rank, P2PDisable: *p2pDisable, P2PLevel: *p2pLevel}
-	if strings.HasPrefix(*version, "2.30") {
-		gopt.Version = graph.V2_30
+	s.Graph.LocalRank = *rank
+	if fs.Changed("p2p-disable") {
+		s.Graph.P2PDisable = *p2pDisable
 	}
-	sys, err := graph.FromXML(doc, gopt)
-	if err != nil {
-		return err
+	if *p2pLevel != "" {
+		s.Graph.P2PLevel = *p2pLevel
 	}
-	if *nodes > 1 {
-		// Build again knowing the communicator spans several nodes, so that the NETs stay.
-		gopt.NRanks = len(sys.GPUs()) * *nodes
-		if sys, err = graph.FromXML(doc, gopt); err != nil {
-			return err
-		}
-	}
-	top, err := search.FromSystem(sys, *nodes > 1)
-	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	opts := search.AllOptions{
-		Options: search.Options{CrossNic: crossNic, Params: params},
-		Nodes:   *nodes, CollNet: *collnet, NVLS: nvlsOpt, MinChannels: *minCh, MaxChannels: *maxCh,
+	if fs.Changed("cross-nic") {
+		s.CrossNic = crossNic
 	}
 	if *graphFile != "" {
-		gdoc, err := ncclxml.ReadFile(*graphFile)
-		if err != nil {
-			return err
-		}
-		gs, err := ncclxml.ReadGraphs(gdoc)
-		if err != nil {
-			return err
-		}
-		if opts.Loaded, err = search.Load(top, gs, *graphFile); err != nil {
-			return err
-		}
+		s.GraphFile = *graphFile
 	}
-	res, err := search.ComputeAll(top, opts)
+	name, doc, err := planner.LoadTopology(*mf.topo, s)
+	if err != nil {
+		return err
+	}
+	p, err := planner.New(planner.Machine{Name: name, Doc: doc, Nodes: *mf.nodes, Settings: s, SearchOnly: true})
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
+	res := p.Search
+	top := res.Topology()
+	params, _ := search.ParamsFor(s.Release)
 	if *dumpFile != "" {
 		f, err := os.Create(*dumpFile)
 		if err != nil {

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/simnet"
 	"github.com/simccl/simccl/tuning"
 )
@@ -51,11 +52,16 @@ func run(csvPath, topo, tag, plotPath string, asJSON bool, ctaRate float64, sens
 	if err != nil {
 		return err
 	}
-	data, err := os.ReadFile(topo)
+	s := planner.Settings{Tuning: forced(tag)}
+	name, doc, err := planner.LoadTopology(topo, s)
 	if err != nil {
 		return err
 	}
-	m, err := simnet.MachineFromXML(data, topo, 1, nil, forced(tag))
+	p, err := planner.New(planner.Machine{Name: name, Doc: doc, Nodes: 1, Settings: s})
+	if err != nil {
+		return err
+	}
+	m, err := simnet.NewMachine(p.System, 1, nil, p, p.Settings.Release)
 	if err != nil {
 		return err
 	}
@@ -165,10 +171,10 @@ func sensitivity(m *simnet.Machine, meas []simnet.Measured, tag string, asJSON b
 // forced gives the NCCL_ALGO/NCCL_PROTO the measured rows of a tag ran under ("ring_LL",
 // "ring_Simple", "tree_simple"…), so that the simulation makes the same forced choice; nil for
 // NCCL's own choices ("default").
-func forced(tag string) *tuning.Config {
+func forced(tag string) tuning.Config {
 	algo, proto, ok := strings.Cut(tag, "_")
 	if !ok || tag == "default" {
-		return nil
+		return tuning.Config{}
 	}
-	return &tuning.Config{Algo: algo, Proto: proto}
+	return tuning.Config{Algo: algo, Proto: proto}
 }

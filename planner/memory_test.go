@@ -1,4 +1,4 @@
-package simnet
+package planner
 
 import (
 	"bufio"
@@ -12,20 +12,26 @@ import (
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/examples/topos"
+	"github.com/simccl/simccl/topo/ncclxml"
 	"github.com/simccl/simccl/tuning"
 )
 
-func memMachine(t *testing.T, name string, data []byte, nodes int, collNet bool, cfg *tuning.Config) (*Machine, *MemSetup) {
+func memMachine(t *testing.T, name string, data []byte, nodes int, collNet bool, cfg *tuning.Config) *Planner {
 	t.Helper()
-	m, err := MachineFromXML(data, name, nodes, nil, cfg)
+	doc, err := ncclxml.ParseBytes(data, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewMemSetup(data, name, m, collNet)
+	s := Settings{CollNet: collNet}
+	if cfg != nil {
+		s.Tuning = *cfg
+		s.Release = cfg.Version
+	}
+	p, err := New(Machine{Name: name, Doc: doc, Nodes: nodes, Settings: s})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m, s
+	return p
 }
 
 func sweepCalls(funcs []coll.Func, lo, hi int64) []MemCall {
@@ -124,11 +130,11 @@ func TestMemoryMatchesNCCLLogs(t *testing.T) {
 			// node model refuses a 0 GB/s link, so they are dropped (NCCL used none either).
 			data = regexp.MustCompile(`<nvlink [^>]*count="0"[^>]*/>`).ReplaceAll(data, nil)
 			facts := readNCCLLog(t, filepath.Join(dir, c.log))
-			m, s := memMachine(t, c.topo, data, c.nodes, false, nil)
+			m := memMachine(t, c.topo, data, c.nodes, false, nil)
 			if len(m.Rings) != facts.collChannels {
 				t.Fatalf("%d channels, NCCL's log says %d", len(m.Rings), facts.collChannels)
 			}
-			rep, err := m.Memory(s, sweepCalls(funcs, 8, 1<<30), coll.Float32, false)
+			rep, err := m.Memory(sweepCalls(funcs, 8, 1<<30), coll.Float32, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,25 +168,30 @@ func TestMemoryMatchesNCCLLogs(t *testing.T) {
 }
 
 func TestMemoryConnectionSizes(t *testing.T) {
-	m, err := HGXH100(1, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	G := m.Node.NumGPUs
-	read := make([][]bool, G)
-	for i := range read {
-		read[i] = make([]bool, G)
-		for j := range read[i] {
-			read[i][j] = i != j
+	_, data := topos.Default()
+	p := memMachine(t, "dgx-h100", data, 1, false, nil)
+	G := p.PPN
+	grid := func(v bool) [][]bool {
+		g := make([][]bool, G)
+		for i := range g {
+			g[i] = make([]bool, G)
+			for j := range g[i] {
+				g[i][j] = v && i != j
+			}
 		}
+		return g
 	}
-	small := m.Table.Config
-	small.BuffSize = 1 << 20
-	smallTable := *m.Table
-	smallTable.Config = small
+	all := make([]bool, G)
+	for i := range all {
+		all[i] = true
+	}
+	plain := &Transports{P2P: grid(true), Read: grid(false), GDR: all}
+	readTr := &Transports{P2P: grid(true), Read: grid(true), GDR: all}
+	noGDR := &Transports{P2P: grid(true), Read: grid(false), GDR: make([]bool, G)}
 	for _, c := range []struct {
 		name       string
-		s          *MemSetup
+		tr         *Transports
+		buffSize   int64 // NCCL_BUFFSIZE (0: default)
 		kind       string
 		send       bool
 		idx        int
@@ -188,26 +199,25 @@ func TestMemoryConnectionSizes(t *testing.T) {
 		llBuf, sim int64
 	}{
 		// 524288 + 4915200 + 4194304 + one page → 10 MiB at 2 MiB granularity; sender: ncclSendMem → 2 MiB.
-		{"P2P recv", &MemSetup{}, KindP2P, false, 0, 10 << 20, 0, 524288, 4 << 20},
-		{"P2P send", &MemSetup{}, KindP2P, true, 0, 2 << 20, 0, 0, 0},
+		{"P2P recv", plain, 0, KindP2P, false, 0, 10 << 20, 0, 524288, 4 << 20},
+		{"P2P send", plain, 0, KindP2P, true, 0, 2 << 20, 0, 0, 0},
 		// P2P read: Simple on the sender.
-		{"P2P read recv", &MemSetup{Read: read}, KindP2P, false, 0, 6 << 20, 0, 524288, 0},
-		{"P2P read send", &MemSetup{Read: read}, KindP2P, true, 0, 6 << 20, 0, 0, 4 << 20},
+		{"P2P read recv", readTr, 0, KindP2P, false, 0, 6 << 20, 0, 524288, 0},
+		{"P2P read send", readTr, 0, KindP2P, true, 0, 6 << 20, 0, 0, 4 << 20},
 		// NCCL_BUFFSIZE=1M: 524288 + 4915200 + 1048576 + page → 8 MiB.
-		{"P2P recv BUFFSIZE=1M", &MemSetup{Table: &smallTable}, KindP2P, false, 0, 8 << 20, 0, 524288, 1 << 20},
-		{"SHM recv", &MemSetup{}, KindSHM, false, 0, 0, 9633792 + 4096, 524288, 4 << 20},
-		{"NET send GDR", &MemSetup{}, KindNET, true, 0, 10 << 20, 524288 + 4096, 524288, 4 << 20},
-		{"NET recv GDR", &MemSetup{}, KindNET, false, 0, 10 << 20, 4096, 524288, 4 << 20},
-		{"NET recv no GDR", &MemSetup{GDR: make([]bool, G)}, KindNET, false, 0, 0, 9633792 + 4096, 524288, 4 << 20},
+		{"P2P recv BUFFSIZE=1M", plain, 1 << 20, KindP2P, false, 0, 8 << 20, 0, 524288, 1 << 20},
+		{"SHM recv", plain, 0, KindSHM, false, 0, 0, 9633792 + 4096, 524288, 4 << 20},
+		{"NET send GDR", plain, 0, KindNET, true, 0, 10 << 20, 524288 + 4096, 524288, 4 << 20},
+		{"NET recv GDR", plain, 0, KindNET, false, 0, 10 << 20, 4096, 524288, 4 << 20},
+		{"NET recv no GDR", noGDR, 0, KindNET, false, 0, 0, 9633792 + 4096, 524288, 4 << 20},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if c.s.Table == nil {
-				c.s.Table = m.Table
-			}
-			mm := &memModel{m: m, s: c.s, t: c.s.Table, G: G, n: G, nch: len(m.Rings)}
+			q := *p
+			q.Transports = c.tr
+			mm := &memModel{p: &q, t: p.Table, G: G, n: G, nch: len(p.Rings)}
 			mm.buf = [coll.NumProtos]int64{524288, 4915200, 4 << 20}
-			if c.s.Table.Config.BuffSize > 0 {
-				mm.buf[coll.Simple] = c.s.Table.Config.BuffSize
+			if c.buffSize > 0 {
+				mm.buf[coll.Simple] = c.buffSize
 			}
 			a := mm.connAlloc(c.kind, 0, 1, c.send, c.idx)
 			if a.gpu != c.gpu || a.host != c.host || a.proto[coll.LL] != c.llBuf || a.proto[coll.Simple] != c.sim {
@@ -227,26 +237,26 @@ func TestMemoryConnectionSizes(t *testing.T) {
 func TestMemoryNVLSAndEager(t *testing.T) {
 	name, data := topos.Default() // DGX H100: NVSwitch, sm90
 	for _, nodes := range []int{1, 4} {
-		m, s := memMachine(t, name, data, nodes, false, nil)
-		if s.NVLS == nil {
+		m := memMachine(t, name, data, nodes, false, nil)
+		if m.Search.NVLS == nil || m.Search.NVLS.NChannels == 0 {
 			t.Fatalf("%d nodes: no NVLS graph on %s", nodes, name)
 		}
 		calls := sweepCalls([]coll.Func{coll.AllReduce}, 8, 1<<30)
-		lazy, err := m.Memory(s, calls, coll.Float32, false)
+		lazy, err := m.Memory(calls, coll.Float32, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		eager, err := m.Memory(s, calls, coll.Float32, true)
+		eager, err := m.Memory(calls, coll.Float32, true)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !slices.Contains(eager.Connected, "NVLS") || (nodes > 1) != slices.Contains(eager.Connected, "NVLSTree") {
 			t.Errorf("%d nodes: eager connects %v", nodes, eager.Connected)
 		}
-		// The NVLS buffer: nvlsChannels × 2 × 128 KiB × NCCL_STEPS × nHeads (fact sheet §6.2).
-		want := int64(s.Table.NVLSChannels) * 2 * (128 << 10) * 8 * int64(s.NVLS.NChannels)
+		// The NVLS buffer: nvlsChannels × 2 × 128 KiB × NCCL_STEPS × nHeads (NCCL 2.28 nvls.cc ncclNvlsBufferSetup).
+		want := int64(m.Table.NVLSChannels) * 2 * (128 << 10) * 8 * int64(m.Search.NVLS.NChannels)
 		if k := kindOfReport(eager.PerRank[0], KindNVLS); k.GPU != roundUp(want, 2<<20) {
-			t.Errorf("%d nodes: NVLS %d bytes, want %d (%d channels, %d heads)", nodes, k.GPU, want, s.Table.NVLSChannels, s.NVLS.NChannels)
+			t.Errorf("%d nodes: NVLS %d bytes, want %d (%d channels, %d heads)", nodes, k.GPU, want, m.Table.NVLSChannels, m.Search.NVLS.NChannels)
 		}
 		for r := range lazy.PerRank {
 			if lazy.PerRank[r].GPU > eager.PerRank[r].GPU {
@@ -276,15 +286,15 @@ func TestMemoryNVLSAndEager(t *testing.T) {
 }
 
 func TestMemorySendRecvAndCollNet(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "shared", "topos", "h800-8gpu-nvswitch-8x400g-ib.xml"))
+	data, err := os.ReadFile(filepath.Join("..", "testdata", "topos", "h800-8gpu-nvswitch-8x400g-ib.xml"))
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
-	m, s := memMachine(t, "h800", data, 2, true, nil)
-	if s.CollNetChain == nil && s.CollNetDirect == nil {
+	m := memMachine(t, "h800", data, 2, true, nil)
+	if m.Search.CollNetChain.NChannels == 0 && m.Search.CollNetDirect.NChannels == 0 {
 		t.Fatal("no CollNet graph with coll=1 NICs")
 	}
-	rep, err := m.Memory(s, []MemCall{{coll.AllToAll, 1 << 20}}, coll.Float32, true)
+	rep, err := m.Memory([]MemCall{{coll.AllToAll, 1 << 20}}, coll.Float32, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +303,7 @@ func TestMemorySendRecvAndCollNet(t *testing.T) {
 		t.Errorf("no CollNet connection: %+v", r0.Kinds)
 	}
 	// All-to-all connects every other rank both ways on connIndex 1: 15 peers here.
-	lazy, err := m.Memory(s, []MemCall{{coll.AllToAll, 1 << 20}}, coll.Float32, false)
+	lazy, err := m.Memory([]MemCall{{coll.AllToAll, 1 << 20}}, coll.Float32, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +314,7 @@ func TestMemorySendRecvAndCollNet(t *testing.T) {
 	if kindOfReport(l0, KindP2P).Conns < 2*7 || kindOfReport(l0, KindNET).Conns < 2*8 {
 		t.Errorf("all-to-all connections %+v", l0.Kinds)
 	}
-	if _, err := m.Memory(s, []MemCall{{coll.AllReduce, -1}}, coll.Float32, false); err == nil {
+	if _, err := m.Memory([]MemCall{{coll.AllReduce, -1}}, coll.Float32, false); err == nil {
 		t.Error("negative size accepted")
 	}
 }

@@ -1,4 +1,4 @@
-package simnet
+package planner
 
 import (
 	"fmt"
@@ -7,11 +7,8 @@ import (
 	"strings"
 
 	"github.com/simccl/simccl/coll"
-	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/search"
-	"github.com/simccl/simccl/topo/ncclxml"
 	"github.com/simccl/simccl/tuning"
-	"github.com/simccl/simccl/tuning/fromsearch"
 )
 
 // Transport buffer memory per rank (fact sheet §6.1–6.3, NCCL 2.28).
@@ -66,111 +63,6 @@ var memKinds = []string{KindP2P, KindSHM, KindNET, KindNVLS, KindCollNet}
 
 // AlgoSendRecv labels the send/recv (connIndex 1) connections in breakdowns.
 const AlgoSendRecv = "SendRecv"
-
-// MemSetup is what the memory model needs beyond a Machine: the graphs NCCL searches for NVLS
-// and CollNet (the Machine searches rings and trees only), a tuning table that can pick them,
-// and, per pair of GPUs of a node, how they connect.
-type MemSetup struct {
-	// Table is the tuning table with NVLS/CollNet support as NCCL's init sets it; it picks the
-	// algorithm of each workload call (lazy) and gives p2p channels and chunk sizes.
-	Table *tuning.Table
-	// NVLS is the NVLS graph (nil or no channel: no NVLS). Its channels' first rank are the heads.
-	NVLS *search.Graph
-	// CollNetChain and CollNetDirect are the CollNet graphs (nil: no CollNet).
-	CollNetChain, CollNetDirect *search.Graph
-	// P2P[a][b]: local GPU a reaches local GPU b by peer access (else SHM). Read[a][b]: the P2P
-	// connection uses read mode (sm80 over NVLink). GDR[g]: local GPU g uses GPUDirect RDMA with
-	// its NIC. Nil slices mean all P2P, no read, GDR everywhere.
-	P2P, Read [][]bool
-	GDR       []bool
-}
-
-// NewMemSetup parses the topology m was built from (data, name: as given to MachineFromXML),
-// searches the NVLS graph by NCCL's rule (an NVSwitch, sm ≥ 90, more than two GPUs) and, with
-// collNet, the CollNet graphs (NCCL_COLLNET_ENABLE=1 with a CollNet plugin; NICs need
-// coll="1"), and builds the tuning table of that communicator.
-func NewMemSetup(data []byte, name string, m *Machine, collNet bool) (*MemSetup, error) {
-	doc, err := ncclxml.ParseBytes(data, name)
-	if err != nil {
-		return nil, err
-	}
-	opt := graph.Options{}
-	cfg := m.Table.Config
-	if cfg.Version != "" {
-		v, err := graph.ParseVersion(cfg.Version)
-		if err != nil {
-			return nil, err
-		}
-		opt.Version = v
-	}
-	searchNodes := min(m.Nodes, 2)
-	if m.Nodes > 1 {
-		opt.NRanks = m.Node.NumGPUs * searchNodes
-	}
-	sys, err := graph.FromXML(doc, opt)
-	if err != nil {
-		return nil, err
-	}
-	if n := len(sys.GPUs()); n != m.Node.NumGPUs {
-		return nil, fmt.Errorf("simnet: memory: topology %q has %d GPUs, the machine %d", name, n, m.Node.NumGPUs)
-	}
-	top, err := search.FromSystem(sys, m.Nodes > 1)
-	if err != nil {
-		return nil, err
-	}
-	res, err := search.ComputeAll(top, search.AllOptions{Nodes: searchNodes, CollNet: collNet,
-		MinChannels: cfg.MinNChannels, MaxChannels: cfg.MaxNChannels})
-	if err != nil {
-		return nil, err
-	}
-	comm, err := fromsearch.Comm(res, sys, fromsearch.Options{CollNet: collNet})
-	if err != nil {
-		return nil, err
-	}
-	comm.NRanks, comm.NNodes, comm.MaxLocalRanks = m.NRanks(), m.Nodes, m.Node.NumGPUs
-	table, err := tuning.Model(comm, &cfg)
-	if err != nil {
-		return nil, err
-	}
-	s := &MemSetup{Table: table}
-	if res.NVLS != nil && res.NVLS.NChannels > 0 {
-		s.NVLS = res.NVLS
-	}
-	if collNet {
-		if g := res.CollNetChain; g != nil && g.NChannels > 0 {
-			s.CollNetChain = g
-		}
-		if g := res.CollNetDirect; g != nil && g.NChannels > 0 {
-			s.CollNetDirect = g
-		}
-	}
-	gpus := sys.GPUs()
-	G := len(gpus)
-	s.P2P, s.Read, s.GDR = make([][]bool, G), make([][]bool, G), make([]bool, G)
-	for a, ga := range gpus {
-		s.P2P[a], s.Read[a] = make([]bool, G), make([]bool, G)
-		for b, gb := range gpus {
-			p := sys.Path(ga, gb)
-			if a == b || p == nil {
-				continue
-			}
-			// After ncclTopoComputePaths a pair that may not use P2P is routed through its CPU
-			// (PHB or worse); P2P stays on NVLink and PCIe switches (§3.3–3.4).
-			s.P2P[a][b] = p.Type <= graph.PathPXB
-			// P2P read: both GPUs sm80 and an NVLink path (p2p.cc p2pUseRead, §6.2).
-			s.Read[a][b] = p.Type == graph.PathNVL && ga.GPU.SM == 80 && gb.GPU.SM == 80
-		}
-		// GPUDirect RDMA with a NIC close enough (§3.5, simplified: the GPU and NET gdr flags and a
-		// PCIe-switch distance; NCCL_NET_GDR_LEVEL and the C2C/PXN rewrites are not applied).
-		for _, n := range sys.NETs() {
-			p := sys.Path(ga, n)
-			if p != nil && ga.GPU.GDR && n.NET.GDR && (p.Type <= graph.PathPXB || p.Type == graph.PathP2C) {
-				s.GDR[a] = true
-			}
-		}
-	}
-	return s, nil
-}
 
 // MemCall is one call of the workload: an nccl-tests size of a collective (for SendRecv each
 // rank sends Bytes to the next rank; for AllToAll Bytes is the total buffer).
@@ -272,33 +164,39 @@ type connKey struct {
 }
 
 type memModel struct {
-	m     *Machine
-	s     *MemSetup
-	t     *tuning.Table
-	buf   [coll.NumProtos]int64
-	G, n  int
-	nch   int
-	p2p   struct{ total, perPeer int }
-	chunk int64
+	p    *Planner
+	t    *tuning.Table
+	nvls *search.Graph // nil: no NVLS
+	// the CollNet graphs (nil: no CollNet)
+	collNetChain, collNetDirect *search.Graph
+	buf                         [coll.NumProtos]int64
+	G, n                        int
+	nch                         int
+	p2p                         struct{ total, perPeer int }
+	chunk                       int64
 }
 
 // Memory computes every rank's transport buffers for the workload calls: lazy (eager false)
-// connects the algorithms tuning picks for them, eager everything NCCL_RUNTIME_CONNECT=0
-// connects at init. Send/recv connections come from the workload's SendRecv and AllToAll calls
-// in both modes. s may be nil (no NVLS, no CollNet, all P2P with GDR; the Machine's table).
-func (m *Machine) Memory(s *MemSetup, calls []MemCall, dt coll.DataType, eager bool) (*MemoryReport, error) {
-	if s == nil {
-		s = &MemSetup{}
-	}
-	if s.Table == nil {
-		s.Table = m.Table
-	}
+// connects the algorithms NCCL picks for them, eager everything NCCL_RUNTIME_CONNECT=0 connects
+// at init. Send/recv connections come from the workload's SendRecv and AllToAll calls in both
+// modes.
+func (p *Planner) Memory(calls []MemCall, dt coll.DataType, eager bool) (*MemoryReport, error) {
 	if dt.Size() == 0 {
-		return nil, fmt.Errorf("simnet: memory: unknown data type %v", dt)
+		return nil, fmt.Errorf("planner: memory: unknown data type %v", dt)
 	}
-	mm := &memModel{m: m, s: s, t: s.Table, G: m.Node.NumGPUs, n: m.NRanks(), nch: len(m.Rings)}
-	cfg := &s.Table.Config
-	mm.buf = [coll.NumProtos]int64{coll.LL: 524288, coll.LL128: 4915200, coll.Simple: 4 << 20} // §6.1 defaults
+	mm := &memModel{p: p, t: p.Table, G: p.PPN, n: p.NRanks(), nch: len(p.Rings)}
+	found := func(g *search.Graph) *search.Graph {
+		if g != nil && g.NChannels > 0 {
+			return g
+		}
+		return nil
+	}
+	mm.nvls = found(p.Search.NVLS)
+	if p.Settings.CollNet {
+		mm.collNetChain, mm.collNetDirect = found(p.Search.CollNetChain), found(p.Search.CollNetDirect)
+	}
+	cfg := &p.Table.Config
+	mm.buf = [coll.NumProtos]int64{coll.LL: 524288, coll.LL128: 4915200, coll.Simple: 4 << 20} // NCCL 2.28 default buffer sizes
 	if cfg.LLBuffSize > 0 {
 		mm.buf[coll.LL] = cfg.LLBuffSize
 	}
@@ -308,9 +206,9 @@ func (m *Machine) Memory(s *MemSetup, calls []MemCall, dt coll.DataType, eager b
 	if cfg.BuffSize > 0 {
 		mm.buf[coll.Simple] = cfg.BuffSize
 	}
-	mm.p2p.total, mm.p2p.perPeer = s.Table.P2PChannels()
-	mm.chunk = s.Table.P2PChunkSize()
-	rep := &MemoryReport{Mode: "lazy", Ranks: mm.n, Nodes: m.Nodes}
+	mm.p2p.total, mm.p2p.perPeer = p.Table.P2PChannels()
+	mm.chunk = p.Table.P2PChunkSize()
+	rep := &MemoryReport{Mode: "lazy", Ranks: mm.n, Nodes: p.Nodes}
 	if eager {
 		rep.Mode = "eager"
 	}
@@ -320,8 +218,8 @@ func (m *Machine) Memory(s *MemSetup, calls []MemCall, dt coll.DataType, eager b
 	}
 	rep.Buffers = MemBuffers{LL: mm.buf[coll.LL], LL128: mm.buf[coll.LL128], Simple: mm.buf[coll.Simple],
 		P2PChunk: mm.chunk, P2PChannels: mm.p2p.total, P2PPerPeer: mm.p2p.perPeer, Channels: mm.nch}
-	if s.NVLS != nil {
-		rep.Buffers.NVLSChunk, rep.Buffers.NVLSChannels, rep.Buffers.NVLSHeads = nvlsChunk, s.Table.NVLSChannels, s.NVLS.NChannels
+	if mm.nvls != nil {
+		rep.Buffers.NVLSChunk, rep.Buffers.NVLSChannels, rep.Buffers.NVLSHeads = nvlsChunk, p.Table.NVLSChannels, mm.nvls.NChannels
 	}
 
 	// Which algorithms are connected, and the send/recv peers.
@@ -332,7 +230,7 @@ func (m *Machine) Memory(s *MemSetup, calls []MemCall, dt coll.DataType, eager b
 	elt := dt.Size()
 	for _, c := range calls {
 		if c.Bytes < 0 {
-			return nil, fmt.Errorf("simnet: memory: %s of %d bytes", TestName(c.Func), c.Bytes)
+			return nil, fmt.Errorf("planner: memory: %s of %d bytes", coll.TestName(c.Func), c.Bytes)
 		}
 		switch c.Func {
 		case coll.SendRecv, coll.AllToAll:
@@ -341,34 +239,34 @@ func (m *Machine) Memory(s *MemSetup, calls []MemCall, dt coll.DataType, eager b
 			}
 			continue
 		}
-		count, _ := Sizes(c.Func, c.Bytes, elt, mm.n)
+		count, _ := coll.TestCount(c.Func, c.Bytes, elt, mm.n)
 		if count == 0 || mm.n == 1 {
 			continue
 		}
-		ch, err := s.Table.Select(tuning.Call{Func: c.Func, Count: count, ElemSize: elt, DataType: int(dt)})
+		ch, err := p.Table.Select(tuning.Call{Func: c.Func, Count: count, ElemSize: elt, DataType: int(dt)})
 		if err != nil {
-			return nil, fmt.Errorf("simnet: memory: %s %d bytes: %w", TestName(c.Func), c.Bytes, err)
+			return nil, fmt.Errorf("planner: memory: %s %d bytes: %w", coll.TestName(c.Func), c.Bytes, err)
 		}
-		rep.Picks = append(rep.Picks, MemPick{Coll: TestName(c.Func), Bytes: c.Bytes, Algo: ch.Algo.String(), Proto: ch.Proto.String(), NChannels: ch.NChannels})
+		rep.Picks = append(rep.Picks, MemPick{Coll: coll.TestName(c.Func), Bytes: c.Bytes, Algo: ch.Algo.String(), Proto: ch.Proto.String(), NChannels: ch.NChannels})
 		if !eager {
 			algos[ch.Algo] = true
 		}
 	}
 	if eager && mm.n > 1 {
 		algos[coll.Ring], algos[coll.Tree] = true, true
-		if mm.n == m.Nodes && s.Table.Enabled(coll.AllGather, coll.PAT, coll.Simple) {
+		if mm.n == p.Nodes && p.Table.Enabled(coll.AllGather, coll.PAT, coll.Simple) {
 			algos[coll.PAT] = true
 		}
-		if s.NVLS != nil {
+		if mm.nvls != nil {
 			algos[coll.NVLS] = true
-			if m.Nodes > 1 {
+			if p.Nodes > 1 {
 				algos[coll.NVLSTree] = true
 			}
 		}
-		if s.CollNetChain != nil {
+		if mm.collNetChain != nil {
 			algos[coll.CollNetChain] = true
 		}
-		if s.CollNetDirect != nil {
+		if mm.collNetDirect != nil {
 			algos[coll.CollNetDirect] = true
 		}
 	}
@@ -422,13 +320,13 @@ func (m *Machine) Memory(s *MemSetup, calls []MemCall, dt coll.DataType, eager b
 			}
 		}
 	}
-	if len(p2pSend)+len(p2pRecv) > 0 && m.Nodes > 1 {
+	if len(p2pSend)+len(p2pRecv) > 0 && p.Nodes > 1 {
 		rep.Notes = append(rep.Notes, "send/recv over the network uses one shared pool per direction (NCCL_NET_SHARED_BUFFERS=1)")
 	}
 	if algos[coll.CollNetChain] || algos[coll.CollNetDirect] {
 		rep.Notes = append(rep.Notes, "CollNet is approximate, an upper bound: every rank connects to every head of its node both ways on connIndex 0 and 1 (direct) or to its chain neighbours, and each head holds Simple buffers to the CollNet plugin per channel")
 	}
-	if algos[coll.NVLSTree] && m.Nodes > 1 {
+	if algos[coll.NVLSTree] && p.Nodes > 1 {
 		rep.Notes = append(rep.Notes, "NVLS trees: on NVLS channel c the node's head c mod nHeads joins the same head of its double-binary-tree parent and children nodes (approximation of ncclNvlsTreeConnect)")
 	}
 	if eager {
@@ -476,7 +374,7 @@ func (mm *memModel) p2pCall(c MemCall, rep *MemoryReport, send, recv map[int][2]
 			s[k], r[k] = max(s[k], nc), max(r[k], nc)
 			send[o], recv[mm.n-o] = s, r
 			if o == 1 && (k == 1) == (mm.G == 1) {
-				rep.Picks = append(rep.Picks, MemPick{Coll: TestName(c.Func), Bytes: c.Bytes, Algo: "P2P", Proto: ch.Proto.String(), NChannels: nc})
+				rep.Picks = append(rep.Picks, MemPick{Coll: coll.TestName(c.Func), Bytes: c.Bytes, Algo: "P2P", Proto: ch.Proto.String(), NChannels: nc})
 			}
 		}
 	}
@@ -520,13 +418,13 @@ func (mm *memModel) kindOf(r, peer int) string {
 	if r/mm.G != peer/mm.G {
 		return KindNET
 	}
-	if mm.s.P2P != nil && !mm.s.P2P[r%mm.G][peer%mm.G] {
+	if !mm.p.Transports.P2P[r%mm.G][peer%mm.G] {
 		return KindSHM
 	}
 	return KindP2P
 }
 
-func (mm *memModel) gdr(r int) bool { return mm.s.GDR == nil || mm.s.GDR[r%mm.G] }
+func (mm *memModel) gdr(r int) bool { return mm.p.Transports.GDR[r%mm.G] }
 
 // connAlloc is the memory one connector of rank r to peer takes on rank r.
 func (mm *memModel) connAlloc(kind string, r, peer int, send bool, idx int) alloc {
@@ -534,7 +432,7 @@ func (mm *memModel) connAlloc(kind string, r, peer int, send bool, idx int) allo
 	ll, ll128, simple := mm.buf[coll.LL], mm.buf[coll.LL128], mm.buf[coll.Simple]
 	switch kind {
 	case KindP2P:
-		read := mm.s.Read != nil && mm.s.Read[r%mm.G][peer%mm.G]
+		read := mm.p.Transports.Read[r%mm.G][peer%mm.G]
 		raw := int64(memCtrlBytes)
 		if send {
 			if read {
@@ -619,7 +517,7 @@ func (mm *memModel) rank(r int, algos map[coll.Algo]bool, p2pSend, p2pRecv map[i
 	node, local := r/mm.G, r%mm.G
 	// Ring, then Tree, then PAT, NVLS, NVLSTree, CollNet, in the order of ncclCollPreconnect.
 	if algos[coll.Ring] {
-		for c, ring := range mm.m.Rings {
+		for c, ring := range mm.p.Rings {
 			for i, x := range ring {
 				if x == r {
 					conn("Ring", c, ring[(i+len(ring)-1)%len(ring)], false, 0)
@@ -629,8 +527,8 @@ func (mm *memModel) rank(r int, algos map[coll.Algo]bool, p2pSend, p2pRecv map[i
 		}
 	}
 	if algos[coll.Tree] {
-		for c := 0; c < mm.nch && c < len(mm.m.Trees); c++ {
-			t := mm.m.Trees[c]
+		for c := 0; c < mm.nch && c < len(mm.p.Trees); c++ {
+			t := mm.p.Trees[c]
 			if r < len(t.Up) && t.Up[r] >= 0 {
 				both("Tree", c, t.Up[r])
 			}
@@ -652,7 +550,7 @@ func (mm *memModel) rank(r int, algos map[coll.Algo]bool, p2pSend, p2pRecv map[i
 			}
 		}
 	}
-	nvls := mm.s.NVLS
+	nvls := mm.nvls
 	if nvls != nil && (algos[coll.NVLS] || algos[coll.NVLSTree]) {
 		name := "NVLS"
 		if !algos[coll.NVLS] {
@@ -664,7 +562,7 @@ func (mm *memModel) rank(r int, algos map[coll.Algo]bool, p2pSend, p2pRecv map[i
 		a.ctrl = a.gpu - size
 		acc.add(name, KindNVLS, a, false)
 	}
-	if nvls != nil && algos[coll.NVLSTree] && mm.m.Nodes > 1 {
+	if nvls != nil && algos[coll.NVLSTree] && mm.p.Nodes > 1 {
 		// NVLS trees (ncclNvlsTreeConnect): on NVLS channel c the node's head of c joins the same
 		// head of its double-binary-tree parent and children nodes, both directions.
 		for c := 0; c < mm.t.NVLSChannels; c++ {
@@ -672,7 +570,7 @@ func (mm *memModel) rank(r int, algos map[coll.Algo]bool, p2pSend, p2pRecv map[i
 			if len(nvls.Intra) <= h || len(nvls.Intra[h]) == 0 || nvls.Intra[h][0] != local {
 				continue
 			}
-			up, d0, d1, _ := coll.Dtree(mm.m.Nodes, node, c%2)
+			up, d0, d1, _ := coll.Dtree(mm.p.Nodes, node, c%2)
 			for _, nd := range []int{up, d0, d1} {
 				if nd >= 0 {
 					both("NVLSTree", c, nd*mm.G+local)
@@ -680,7 +578,7 @@ func (mm *memModel) rank(r int, algos map[coll.Algo]bool, p2pSend, p2pRecv map[i
 			}
 		}
 	}
-	if g := mm.s.CollNetChain; g != nil && algos[coll.CollNetChain] {
+	if g := mm.collNetChain; g != nil && algos[coll.CollNetChain] {
 		for c := 0; c < mm.nch; c++ {
 			chain := g.Intra[c%len(g.Intra)]
 			for i, x := range chain {
@@ -700,7 +598,7 @@ func (mm *memModel) rank(r int, algos map[coll.Algo]bool, p2pSend, p2pRecv map[i
 			}
 		}
 	}
-	if g := mm.s.CollNetDirect; g != nil && algos[coll.CollNetDirect] {
+	if g := mm.collNetDirect; g != nil && algos[coll.CollNetDirect] {
 		heads := map[int]bool{}
 		for _, ch := range g.Intra {
 			if len(ch) > 0 {

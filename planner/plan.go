@@ -1,0 +1,106 @@
+package planner
+
+import (
+	"fmt"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/tuning"
+)
+
+// Decision is NCCL's decision for one call: the plan to compile, and how the tuning model reached
+// it.
+type Decision struct {
+	Plan coll.Plan
+	// Choice is the tuning model's choice line and cost table (collectives; nil for SendRecv and
+	// AllToAll).
+	Choice *tuning.Choice
+	// P2P is the point-to-point choice of one transfer (SendRecv and AllToAll; nil otherwise).
+	P2P *tuning.P2PChoice
+}
+
+// Plan returns what NCCL runs for c (coll.Planner).
+func (p *Planner) Plan(c coll.Call) (coll.Plan, error) {
+	d, err := p.Decide(c)
+	return d.Plan, err
+}
+
+// Decide returns NCCL's decision for c: for a collective, the tuning model's algorithm, protocol,
+// channels, threads and chunk size (NCCL 2.28 enqueue.cc topoGetAlgoInfo and calcCollChunking);
+// for SendRecv and AllToAll the per-peer plan (NCCL 2.28 enqueue.cc addP2pToPlan). c.Exclude takes
+// algorithms and protocols out of the choice as NCCL_ALGO=^…/NCCL_PROTO=^… would.
+func (p *Planner) Decide(c coll.Call) (Decision, error) {
+	n := p.NRanks()
+	if err := c.Check(n); err != nil {
+		return Decision{}, err
+	}
+	cfg := &p.Table.Config
+	plan := coll.Plan{Func: c.Func, Count: c.Count, DataType: c.DataType, Op: c.Op, Root: c.Root, Peer: c.Peer,
+		NRanks: n, NNodes: p.Nodes, Rings: p.Rings, Trees: p.Trees,
+		BuffSize: [coll.NumProtos]int64{coll.LL: cfg.LLBuffSize, coll.LL128: cfg.LL128BuffSize, coll.Simple: cfg.BuffSize}}
+	elt := c.DataType.Size()
+	if c.Func == coll.SendRecv || c.Func == coll.AllToAll {
+		// Point-to-point: NCCL 2.28's per-peer plan (tuning.P2P): channels from the part-size
+		// bounds up to the per-peer maximum, LL up to nChannels × NCCL_P2P_LL_THRESHOLD, Simple
+		// chunks of the P2P chunk size. Every peer of a multi-node communicator is planned as a
+		// network peer.
+		kind := tuning.PeerIntra
+		if p.Nodes > 1 {
+			kind = tuning.PeerNet
+		}
+		ch, err := p.Table.P2P(c.Count*int64(elt), kind)
+		if err != nil {
+			return Decision{}, err
+		}
+		if ch.Proto == coll.LL && c.Exclude.Protos[coll.LL] {
+			// Without LL a transfer goes as Simple, in chunks of the P2P chunk size.
+			ch.Proto, ch.StepSize = coll.Simple, p.Table.P2PChunkSize()
+			ch.ChunkSize = ch.StepSize
+		}
+		if c.Exclude.Protos[ch.Proto] {
+			return Decision{}, fmt.Errorf("planner: %v of %d bytes: NCCL's point-to-point uses %v, which is excluded (%s)", c.Func, c.Count*int64(elt), ch.Proto, c.Exclude)
+		}
+		total, _ := p.Table.P2PChannels()
+		plan.Algo, plan.Proto, plan.NChannels, plan.P2PChannels = coll.Ring, ch.Proto, max(ch.NChannels, 1), max(total, 1)
+		// Point-to-point channels may outnumber the collective ones (p2pnChannels is a power of
+		// two); coll wants a ring and a tree per channel, which point-to-point does not follow.
+		plan.Rings, plan.Trees = repeatRings(p.Rings, plan.P2PChannels), repeatTrees(p.Trees, plan.P2PChannels)
+		if ch.Proto == coll.Simple {
+			plan.ChunkSize = ch.ChunkSize
+		}
+		return Decision{Plan: plan, P2P: &ch}, nil
+	}
+	t := p.Table.Without(c.Exclude)
+	ch, err := t.Select(tuning.Call{Func: c.Func, Count: c.Count, ElemSize: elt, Op: int(c.Op), DataType: int(c.DataType)})
+	if err != nil {
+		return Decision{}, err
+	}
+	if c.Exclude.Algos[ch.Algo] || c.Exclude.Protos[ch.Proto] {
+		// Only a tuner-file rule can force a disabled cell.
+		return Decision{}, fmt.Errorf("planner: %v %d bytes: %v/%v is excluded (%s) but a tuner rule forces it", c.Func, ch.Bytes, ch.Algo, ch.Proto, c.Exclude)
+	}
+	plan.Algo, plan.Proto, plan.NChannels, plan.ChannelLo = ch.Algo, ch.Proto, max(ch.NChannels, 1), ch.ChannelLo
+	plan.NThreads, plan.ChunkSize = ch.NThreads, ch.ChunkSize
+	return Decision{Plan: plan, Choice: &ch}, nil
+}
+
+func repeatRings(rings [][]int, n int) [][]int {
+	if len(rings) == 0 || len(rings) >= n {
+		return rings
+	}
+	out := make([][]int, n)
+	for c := range out {
+		out[c] = rings[c%len(rings)]
+	}
+	return out
+}
+
+func repeatTrees(trees []coll.ChannelTree, n int) []coll.ChannelTree {
+	if len(trees) == 0 || len(trees) >= n {
+		return trees
+	}
+	out := make([]coll.ChannelTree, n)
+	for c := range out {
+		out[c] = trees[c%len(trees)]
+	}
+	return out
+}

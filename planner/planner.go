@@ -1,0 +1,180 @@
+package planner
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/graph"
+	"github.com/simccl/simccl/search"
+	"github.com/simccl/simccl/topo/ncclxml"
+	"github.com/simccl/simccl/tuning"
+	"github.com/simccl/simccl/tuning/fromsearch"
+)
+
+// MaxNodes bounds the node count of a machine (a communicator of 2^20 ranks at 1 GPU per node).
+const MaxNodes = 1 << 20
+
+// Machine describes a communicator: Nodes copies of one node topology, and NCCL's settings.
+type Machine struct {
+	Name     string            // what errors and reports call the topology
+	Doc      *ncclxml.Document // the node topology (LoadTopology)
+	Nodes    int               // nodes of the communicator (≥ 1)
+	Settings Settings
+	// SearchOnly stops after the channel search (no tuning model, rings or trees): what the
+	// search command needs, for releases whose search rules are known but not their tuning.
+	SearchOnly bool
+}
+
+// Planner is one communicator as NCCL builds it, and NCCL's decisions for its calls. It is
+// immutable once built and safe for concurrent use.
+type Planner struct {
+	Name     string
+	Nodes    int // nodes of the communicator
+	PPN      int // ranks (GPUs) per node
+	Settings Settings
+	// System is a node's system as its ranks see it (its NETs kept when Nodes > 1).
+	System *graph.System
+	// Search is the channel search of the communicator (every graph NCCL searches).
+	Search *search.Result
+	// Table is the tuning model; Comm the communicator parameters it was built from.
+	Table *tuning.Table
+	// Rings and Trees are, per channel of the communicator, the ring over all ranks and the
+	// tree links (channels repeat the searched ones as NCCL's duplication does).
+	Rings [][]int
+	Trees []coll.ChannelTree
+	// Transports of every pair of a node's GPUs and their NICs.
+	Transports *Transports
+}
+
+// New builds the communicator of m: the system (twice when there are several nodes, so that the
+// node keeps its NETs, as NCCL's ncclTopoTrimSystem does for an inter-node communicator), the
+// search over m.Nodes nodes, the communicator parameters, the tuning model, and the rings and
+// trees over every rank.
+func New(m Machine) (*Planner, error) {
+	if m.Doc == nil {
+		return nil, fmt.Errorf("planner: no topology")
+	}
+	if m.Nodes < 1 || m.Nodes > MaxNodes {
+		return nil, fmt.Errorf("planner: %d nodes (want 1..%d)", m.Nodes, MaxNodes)
+	}
+	s := m.Settings
+	gv, params, err := s.versions()
+	if err != nil {
+		return nil, err
+	}
+	gopt := s.Graph
+	gopt.Version = gv
+	gopt.NRanks = 0
+	cfg := s.Tuning
+	cfg.Version = s.Release
+	sopt := search.AllOptions{
+		Options:     search.Options{CrossNic: s.CrossNic, Params: params},
+		NVLS:        s.NVLS,
+		CollNet:     s.CollNet,
+		MinChannels: cfg.MinNChannels,
+		MaxChannels: cfg.MaxNChannels,
+	}
+	if s.GraphFile != "" {
+		// NCCL_GRAPH_FILE: loaded graphs replace the search's (search.Load checks them against
+		// the topology they are loaded on).
+		gs, err := ncclxml.ReadGraphsFile(s.GraphFile)
+		if err != nil {
+			return nil, fmt.Errorf("NCCL_GRAPH_FILE: %w", err)
+		}
+		sys, err := graph.FromXML(m.Doc, gopt)
+		if err != nil {
+			return nil, err
+		}
+		if m.Nodes > 1 {
+			lopt := gopt
+			lopt.NRanks = len(sys.GPUs()) * m.Nodes
+			if sys, err = graph.FromXML(m.Doc, lopt); err != nil {
+				return nil, err
+			}
+		}
+		top, err := search.FromSystem(sys, m.Nodes > 1)
+		if err != nil {
+			return nil, err
+		}
+		if sopt.Loaded, err = search.Load(top, gs, s.GraphFile); err != nil {
+			return nil, err
+		}
+	}
+	if !m.SearchOnly {
+		if _, err := tuning.ConstantsFor(s.Release); err != nil {
+			return nil, fmt.Errorf("planner: NCCL %s: the channel search's rules are known, the tuning model's are not (it has %s)", s.Release, strings.Join(tuning.Releases(), ", "))
+		}
+	}
+	comm, res, sys, err := fromsearch.Pipeline(m.Doc, m.Nodes, gopt, sopt, fromsearch.Options{CollNet: s.CollNet})
+	if err != nil {
+		return nil, err
+	}
+	if sys.Name == "" {
+		sys.Name = m.Name
+	}
+	p := &Planner{Name: m.Name, Nodes: m.Nodes, PPN: len(sys.GPUs()), Settings: s, System: sys, Search: res}
+	if m.SearchOnly {
+		return p, nil
+	}
+	if p.Table, err = tuning.Model(comm, &cfg); err != nil {
+		return nil, err
+	}
+	if err := p.buildRingsTrees(); err != nil {
+		return nil, err
+	}
+	if p.Transports, err = newTransports(sys); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// NRanks is the communicator's size.
+func (p *Planner) NRanks() int { return p.PPN * p.Nodes }
+
+// Channels is the communicator's collective channel count.
+func (p *Planner) Channels() int { return max(p.Table.NChannels, 1) }
+
+// buildRingsTrees expands the searched per-node chains (the ring and tree graphs hold NChannels
+// of them; the communicator runs Table.NChannels channels, repeating them as NCCL's duplication
+// does) into rings and trees over every rank.
+func (p *Planner) buildRingsTrees() error {
+	G := p.PPN
+	nch := p.Channels()
+	rep := func(ch [][]int) [][]int {
+		if len(ch) == 0 {
+			id := make([]int, G)
+			for i := range id {
+				id[i] = i
+			}
+			ch = [][]int{id}
+		}
+		out := make([][]int, nch)
+		for c := range out {
+			out[c] = ch[c%len(ch)]
+		}
+		return out
+	}
+	var ringChains, treeChains [][]int
+	crossNic := false
+	pat := coll.PatternBalancedTree
+	if g := p.Search.Ring; g != nil {
+		ringChains, crossNic = g.Intra, g.CrossNic == 1
+	}
+	if g := p.Search.Tree; g != nil {
+		treeChains = g.Intra
+		if tp := coll.TreePattern(g.Pattern); tp >= coll.PatternBalancedTree && tp <= coll.PatternTree {
+			pat = tp
+		}
+	}
+	rings, err := coll.BuildRings(rep(ringChains), p.Nodes, G, crossNic)
+	if err != nil {
+		return fmt.Errorf("planner: %s: rings: %w", p.Name, err)
+	}
+	trees, err := coll.BuildTrees(rep(treeChains)[:(nch+1)/2], p.Nodes, G, pat)
+	if err != nil {
+		return fmt.Errorf("planner: %s: trees: %w", p.Name, err)
+	}
+	p.Rings, p.Trees = rings, trees[:nch]
+	return nil
+}
