@@ -21,7 +21,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/simccl/simccl/comm"
-	"github.com/simccl/simccl/intercept"
+	"github.com/simccl/simccl/intercept/realreplay"
 	"github.com/simccl/simccl/internal/units"
 )
 
@@ -141,10 +141,10 @@ func (o *replayOptions) config(stderr io.Writer) *comm.Config {
 }
 
 // plan reads the rank traces and checks them.
-func (o *replayOptions) plan() (*intercept.RealProgram, error) {
-	var ts []intercept.RankTrace
+func (o *replayOptions) plan() (*realreplay.Program, error) {
+	var ts []realreplay.RankTrace
 	for _, f := range o.files {
-		t, err := intercept.ReadRankTrace(f)
+		t, err := realreplay.ReadRankTrace(f)
 		if err != nil {
 			return nil, err
 		}
@@ -152,11 +152,11 @@ func (o *replayOptions) plan() (*intercept.RealProgram, error) {
 	}
 	if o.scale > 0 {
 		var err error
-		if ts, err = intercept.ScaleRankTraces(ts, o.scale); err != nil {
+		if ts, err = realreplay.ScaleRankTraces(ts, o.scale); err != nil {
 			return nil, err
 		}
 	}
-	prog, err := intercept.PlanReal(ts)
+	prog, err := realreplay.NewProgram(ts)
 	if err != nil {
 		return nil, err
 	}
@@ -180,11 +180,11 @@ func replay(o *replayOptions, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var rep *intercept.RealReport
+	var rep *realreplay.Report
 	if o.procs {
 		rep, err = replayProcs(o, prog, stderr)
 	} else {
-		rep, err = intercept.RunRealInProcess(prog, o.config(stderr), o.check)
+		rep, err = realreplay.RunInProcess(prog, o.config(stderr), o.check)
 	}
 	if err != nil {
 		return err
@@ -198,8 +198,8 @@ func replay(o *replayOptions, stdout, stderr io.Writer) error {
 	}
 	if o.json {
 		out := struct {
-			*intercept.RealReport
-			Slowest []intercept.RealLaunchResult `json:"slowest"`
+			*realreplay.Report
+			Slowest []realreplay.LaunchResult `json:"slowest"`
 		}{rep, rep.Slowest(o.top)}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -215,7 +215,7 @@ func replay(o *replayOptions, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func writeReplay(w io.Writer, rep *intercept.RealReport, o *replayOptions) {
+func writeReplay(w io.Writer, rep *realreplay.Report, o *replayOptions) {
 	mode := "goroutine ranks"
 	if rep.Procs {
 		mode = "one process per rank"
@@ -238,7 +238,7 @@ func writeReplay(w io.Writer, rep *intercept.RealReport, o *replayOptions) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "# total communication time: %.1f us over %d launches (wall %.1f ms, buffers and checks included)\n", rep.TotalUs, len(rep.Launches), rep.WallUs/1e3)
-	list := func(title string, ls []intercept.RealLaunchResult) {
+	list := func(title string, ls []realreplay.LaunchResult) {
 		fmt.Fprintf(w, "# %s\n", title)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "launch\tops\tcalls\tbytes\ttime (us)\t")
@@ -265,7 +265,7 @@ func writeReplay(w io.Writer, rep *intercept.RealReport, o *replayOptions) {
 // its communicators in id order (the same order on every child, so no two wait on each other),
 // replays its trace and writes its timings; the parent merges them. A failing child's error is on
 // stderr; the others are stopped once they have had a few seconds to see it.
-func replayProcs(o *replayOptions, prog *intercept.RealProgram, stderr io.Writer) (*intercept.RealReport, error) {
+func replayProcs(o *replayOptions, prog *realreplay.Program, stderr io.Writer) (*realreplay.Report, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -333,19 +333,19 @@ func replayProcs(o *replayOptions, prog *intercept.RealProgram, stderr io.Writer
 			return nil, err
 		}
 	}
-	results := make([]*intercept.RealActorResult, len(cmds))
+	results := make([]*realreplay.ActorResult, len(cmds))
 	for a := range cmds {
 		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank%d.json", a)))
 		if err != nil {
 			return nil, fmt.Errorf("rank trace %s: no result: %v", prog.Actors[a].Name, err)
 		}
-		var r intercept.RealActorResult
+		var r realreplay.ActorResult
 		if err := json.Unmarshal(b, &r); err != nil {
 			return nil, fmt.Errorf("rank trace %s: result: %v", prog.Actors[a].Name, err)
 		}
 		results[a] = &r
 	}
-	return prog.MergeReal(results), nil
+	return prog.Merge(results), nil
 }
 
 // replayChild is one --procs child: it joins its communicators, replays its rank trace and writes

@@ -1,6 +1,7 @@
-package intercept
+package realreplay
 
 import (
+	"github.com/simccl/simccl/intercept"
 	"path/filepath"
 	"testing"
 
@@ -19,15 +20,15 @@ func TestRealCheckFindsWrongElements(t *testing.T) {
 		rank  int
 		root  int
 	}{
-		{OpAllReduce, "float", "sum", 3, 1, -1},
-		{OpAllReduce, "bfloat16", "avg", 4, 0, -1},
-		{OpAllReduce, "int32", "avg", 3, 2, -1},
-		{OpReduce, "half", "prod", 2, 1, 1},
-		{OpReduceScatter, "double", "max", 4, 3, -1},
-		{OpAllGather, "int8", "", 3, 0, -1},
-		{OpAllToAll, "uint64", "", 2, 1, -1},
-		{OpBroadcast, "f8e4m3", "", 3, 2, 1},
-		{OpRecv, "float", "", 2, 0, 1},
+		{intercept.OpAllReduce, "float", "sum", 3, 1, -1},
+		{intercept.OpAllReduce, "bfloat16", "avg", 4, 0, -1},
+		{intercept.OpAllReduce, "int32", "avg", 3, 2, -1},
+		{intercept.OpReduce, "half", "prod", 2, 1, 1},
+		{intercept.OpReduceScatter, "double", "max", 4, 3, -1},
+		{intercept.OpAllGather, "int8", "", 3, 0, -1},
+		{intercept.OpAllToAll, "uint64", "", 2, 1, -1},
+		{intercept.OpBroadcast, "f8e4m3", "", 3, 2, 1},
+		{intercept.OpRecv, "float", "", 2, 0, 1},
 	} {
 		t.Run(tc.op+"/"+tc.dt, func(t *testing.T) {
 			dt, _ := coll.ParseDataType(tc.dt)
@@ -36,7 +37,7 @@ func TestRealCheckFindsWrongElements(t *testing.T) {
 				op, _ = coll.ParseRedOp(tc.redop)
 			}
 			const cnt = 20000 // more than one compared chunk, not a multiple of the period
-			c := &RealCall{Rec: Record{Op: tc.op, Count: cnt, Dtype: tc.dt, RedOp: tc.redop, Rank: tc.rank, NRanks: tc.n, Root: tc.root}, dt: dt, op: op, n: tc.n, seed: 5}
+			c := &Call{Rec: intercept.Record{Op: tc.op, Count: cnt, Dtype: tc.dt, RedOp: tc.redop, Rank: tc.rank, NRanks: tc.n, Root: tc.root}, dt: dt, op: op, n: tc.n, seed: 5}
 			_, rsize := c.sizes()
 			buf := make([]byte, rsize)
 			// The right answer, element by element from the definition.
@@ -45,15 +46,15 @@ func TestRealCheckFindsWrongElements(t *testing.T) {
 				q, j := i/cnt, int64(i%cnt)
 				var v float64
 				switch tc.op {
-				case OpAllReduce, OpReduce:
+				case intercept.OpAllReduce, intercept.OpReduce:
 					v, _ = reduceRef(dt, op, tc.n, func(p int) float64 { return inputValue(5, p, j) })
-				case OpReduceScatter:
+				case intercept.OpReduceScatter:
 					v, _ = reduceRef(dt, op, tc.n, func(p int) float64 { return inputValue(5, p, int64(tc.rank)*cnt+j) })
-				case OpAllGather:
+				case intercept.OpAllGather:
 					v = inputValue(5, q, j)
-				case OpAllToAll:
+				case intercept.OpAllToAll:
 					v = inputValue(5, q, int64(tc.rank)*cnt+j)
-				case OpBroadcast, OpRecv:
+				case intercept.OpBroadcast, intercept.OpRecv:
 					v = inputValue(5, tc.root, j)
 				}
 				comm.SetElement(dt, buf, i, v)
@@ -73,7 +74,7 @@ func TestRealCheckFindsWrongElements(t *testing.T) {
 		})
 	}
 	// A non-root rank's Reduce output is not defined: nothing is checked.
-	c := &RealCall{Rec: Record{Op: OpReduce, Count: 8, Rank: 0, Root: 1}, dt: coll.Float32, n: 2}
+	c := &Call{Rec: intercept.Record{Op: intercept.OpReduce, Count: 8, Rank: 0, Root: 1}, dt: coll.Float32, n: 2}
 	if n, w := checkCall(c, make([]byte, 32)); n != 0 || w != 0 {
 		t.Fatalf("non-root reduce: %d checked, %d wrong", n, w)
 	}
@@ -82,7 +83,7 @@ func TestRealCheckFindsWrongElements(t *testing.T) {
 // NCCL logs carry no group marks: consecutive Send/Recv of one communicator are one launch, so a
 // batched exchange (both ranks send first) does not deadlock; collectives stay alone.
 func TestPlanRealFromLogs(t *testing.T) {
-	paths, _ := filepath.Glob("../testdata/intercept/h200x2/coll/*.log")
+	paths, _ := filepath.Glob("../../testdata/intercept/h200x2/coll/*.log")
 	if len(paths) != 2 {
 		t.Fatalf("logs %v", paths)
 	}
@@ -94,7 +95,7 @@ func TestPlanRealFromLogs(t *testing.T) {
 		}
 		ts = append(ts, rt)
 	}
-	prog, err := PlanReal(ts)
+	prog, err := NewProgram(ts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestPlanRealFromLogs(t *testing.T) {
 		for _, l := range act.Launches {
 			p2p := 0
 			for _, c := range l.Calls {
-				if c.Rec.Op == OpSend || c.Rec.Op == OpRecv {
+				if c.Rec.Op == intercept.OpSend || c.Rec.Op == intercept.OpRecv {
 					p2p++
 				}
 			}
@@ -122,9 +123,9 @@ func TestPlanRealFromLogs(t *testing.T) {
 	// 128 MiB reduce-scatter and broadcast left out on both ranks, to keep the test short).
 	for a := range prog.Actors {
 		l := prog.Actors[a].Launches
-		prog.Actors[a].Launches = []RealLaunch{l[0], l[1], l[4]}
+		prog.Actors[a].Launches = []Launch{l[0], l[1], l[4]}
 	}
-	rep, err := RunRealInProcess(prog, &comm.Config{Transport: "inproc"}, true)
+	rep, err := RunInProcess(prog, &comm.Config{Transport: "inproc"}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package intercept
+package realreplay
 
 import (
 	"bufio"
@@ -13,13 +13,14 @@ import (
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/comm"
+	"github.com/simccl/simccl/intercept"
 )
 
 // RankTrace is what one process of the traced program called: one trace file of the shim (or one
 // NCCL log), by name for errors.
 type RankTrace struct {
 	Name    string
-	Records []Record
+	Records []intercept.Record
 }
 
 // ReadRankTrace reads one trace file, or one NCCL INFO log with COLL lines (ParseLog) when the
@@ -45,42 +46,42 @@ func ReadRankTrace(path string) (RankTrace, error) {
 		break
 	}
 	if isJSON {
-		recs, err := ReadTrace(br, path)
+		recs, err := intercept.ReadTrace(br, path)
 		return RankTrace{Name: path, Records: recs}, err
 	}
-	recs, st, err := ParseLog(br, path)
+	recs, st, err := intercept.ParseLog(br, path)
 	if err == nil && st.Calls == 0 {
-		err = fmt.Errorf("%w: %s: neither a trace (JSON lines) nor an NCCL log with COLL lines (%d lines read)", ErrTrace, path, st.Lines)
+		err = fmt.Errorf("%w: %s: neither a trace (JSON lines) nor an NCCL log with COLL lines (%d lines read)", intercept.ErrTrace, path, st.Lines)
 	}
 	return RankTrace{Name: path, Records: recs}, err
 }
 
-// RealComm is one communicator of a real replay: its trace id, its size, and which rank trace
-// (index into RealProgram.Actors) holds each of its ranks.
-type RealComm struct {
+// Comm is one communicator of a real replay: its trace id, its size, and which rank trace
+// (index into Program.Actors) holds each of its ranks.
+type Comm struct {
 	ID      string `json:"comm"`
 	Size    int    `json:"nranks"`
 	Members []int  `json:"-"`
 	Calls   int    `json:"calls"` // data calls of all its ranks
 }
 
-// RealActor is one rank trace turned into launches: what that process runs, in its order.
-type RealActor struct {
+// Actor is one rank trace turned into launches: what that process runs, in its order.
+type Actor struct {
 	Name     string
-	Launches []RealLaunch
+	Launches []Launch
 }
 
-// RealLaunch is one unit a process issues: a single call, or the calls of one outermost group
+// Launch is one unit a process issues: a single call, or the calls of one outermost group
 // (they may span communicators). Key is equal on the launches of all ranks that belong together
 // (see keyLaunches).
-type RealLaunch struct {
+type Launch struct {
 	Key   string
-	Calls []RealCall
+	Calls []Call
 }
 
-// RealCall is one data call of a launch with what executing and checking it needs.
-type RealCall struct {
-	Rec  Record
+// Call is one data call of a launch with what executing and checking it needs.
+type Call struct {
+	Rec  intercept.Record
 	File string // the rank trace it comes from (for errors)
 	dt   coll.DataType
 	op   coll.RedOp
@@ -88,34 +89,34 @@ type RealCall struct {
 	n    int // communicator size
 }
 
-// RealProgram is a set of rank traces checked for a real replay (PlanReal).
-type RealProgram struct {
-	Actors []RealActor
-	Comms  []RealComm // sorted by id; only communicators with data calls
+// Program is a set of rank traces checked for a real replay (NewProgram).
+type Program struct {
+	Actors []Actor
+	Comms  []Comm // sorted by id; only communicators with data calls
 	Notes  []string
 }
 
 // where names a record for errors: "file: seq 12 (AllReduce 1024 float sum)".
-func where(file string, r *Record) string {
+func where(file string, r *intercept.Record) string {
 	s := fmt.Sprintf("%s: seq %d (%s", file, r.Seq, r.Op)
-	if IsCollective(r.Op) {
+	if intercept.IsCollective(r.Op) {
 		s += fmt.Sprintf(" %d %s", r.Count, r.Dtype)
 		if r.RedOp != "" {
 			s += " " + r.RedOp
 		}
 		switch r.Op {
-		case OpBroadcast, OpReduce:
+		case intercept.OpBroadcast, intercept.OpReduce:
 			s += fmt.Sprintf(" root %d", r.Root)
-		case OpSend:
+		case intercept.OpSend:
 			s += fmt.Sprintf(" to %d", r.Root)
-		case OpRecv:
+		case intercept.OpRecv:
 			s += fmt.Sprintf(" from %d", r.Root)
 		}
 	}
 	return s + fmt.Sprintf(", comm %s rank %d of %d)", r.Comm, r.Rank, r.NRanks)
 }
 
-// PlanReal checks a set of rank traces for a real replay and turns each into its launches. It
+// NewProgram checks a set of rank traces for a real replay and turns each into its launches. It
 // fails, naming the file and record, on: an unknown op; a communicator recorded with two sizes; a
 // rank of a communicator held by no trace (a missing rank file) or by two; a trace holding two
 // ranks of one communicator (ncclCommInitAll in one process: not replayable rank by rank); the
@@ -128,14 +129,14 @@ func where(file string, r *Record) string {
 // no group marks; consecutive Send/Recv calls of one communicator from a log are put in one group
 // (programs must group the send/recv pairs that would otherwise block, e.g.
 // torch.distributed.batch_isend_irecv).
-func PlanReal(traces []RankTrace) (*RealProgram, error) {
+func NewProgram(traces []RankTrace) (*Program, error) {
 	if len(traces) == 0 {
-		return nil, fmt.Errorf("%w: no rank trace", ErrTrace)
+		return nil, fmt.Errorf("%w: no rank trace", intercept.ErrTrace)
 	}
 	traces = append([]RankTrace(nil), traces...) // records are sorted below; the caller's stay as they are
 	type place struct {
 		file string
-		rec  Record
+		rec  intercept.Record
 	}
 	type ck struct {
 		comm string
@@ -146,44 +147,44 @@ func PlanReal(traces []RankTrace) (*RealProgram, error) {
 	holderAt := map[ck]place{} // first record of that rank
 	rankIn := map[[2]string]int{}
 	dataCalls := map[string]int{}
-	prog := &RealProgram{}
+	prog := &Program{}
 	premul := false
 	for a, t := range traces {
-		recs := append([]Record(nil), t.Records...)
+		recs := append([]intercept.Record(nil), t.Records...)
 		sort.SliceStable(recs, func(i, j int) bool { return recs[i].Seq < recs[j].Seq })
 		for _, r := range recs {
 			switch {
-			case IsCollective(r.Op):
-			case r.Op == OpCommInit || r.Op == OpCommSplit || r.Op == OpCommFinalize || r.Op == OpCommDestroy:
+			case intercept.IsCollective(r.Op):
+			case r.Op == intercept.OpCommInit || r.Op == intercept.OpCommSplit || r.Op == intercept.OpCommFinalize || r.Op == intercept.OpCommDestroy:
 			default:
-				return nil, fmt.Errorf("%w: %s: unknown op %q", ErrTrace, where(t.Name, &r), r.Op)
+				return nil, fmt.Errorf("%w: %s: unknown op %q", intercept.ErrTrace, where(t.Name, &r), r.Op)
 			}
 			if p, ok := sizeOf[r.Comm]; !ok {
 				sizeOf[r.Comm] = place{t.Name, r}
 			} else if p.rec.NRanks != r.NRanks {
-				return nil, fmt.Errorf("%w: communicator %s has %d ranks at %s but %d at %s", ErrTrace, r.Comm, p.rec.NRanks, where(p.file, &p.rec), r.NRanks, where(t.Name, &r))
+				return nil, fmt.Errorf("%w: communicator %s has %d ranks at %s but %d at %s", intercept.ErrTrace, r.Comm, p.rec.NRanks, where(p.file, &p.rec), r.NRanks, where(t.Name, &r))
 			}
 			k := ck{r.Comm, r.Rank}
 			if h, ok := holder[k]; ok && h != a {
 				p := holderAt[k]
-				return nil, fmt.Errorf("%w: rank %d of communicator %s is in two traces: %s and %s", ErrTrace, r.Rank, r.Comm, where(p.file, &p.rec), where(t.Name, &r))
+				return nil, fmt.Errorf("%w: rank %d of communicator %s is in two traces: %s and %s", intercept.ErrTrace, r.Rank, r.Comm, where(p.file, &p.rec), where(t.Name, &r))
 			}
 			if prev, ok := rankIn[[2]string{t.Name, r.Comm}]; ok && prev != r.Rank {
-				return nil, fmt.Errorf("%w: %s: the trace holds ranks %d and %d of communicator %s (several ranks per process, as ncclCommInitAll makes, cannot be replayed rank by rank)", ErrTrace, where(t.Name, &r), prev, r.Rank, r.Comm)
+				return nil, fmt.Errorf("%w: %s: the trace holds ranks %d and %d of communicator %s (several ranks per process, as ncclCommInitAll makes, cannot be replayed rank by rank)", intercept.ErrTrace, where(t.Name, &r), prev, r.Rank, r.Comm)
 			}
 			rankIn[[2]string{t.Name, r.Comm}] = r.Rank
 			if _, ok := holder[k]; !ok {
 				holder[k] = a
 				holderAt[k] = place{t.Name, r}
 			}
-			if IsCollective(r.Op) {
+			if intercept.IsCollective(r.Op) {
 				dataCalls[r.Comm]++
 				if r.RedOp == "premulsum" {
 					premul = true
 				}
 			}
 		}
-		prog.Actors = append(prog.Actors, RealActor{Name: t.Name})
+		prog.Actors = append(prog.Actors, Actor{Name: t.Name})
 		traces[a].Records = recs
 	}
 	var ids []string
@@ -193,7 +194,7 @@ func PlanReal(traces []RankTrace) (*RealProgram, error) {
 	sort.Strings(ids)
 	for _, id := range ids {
 		p := sizeOf[id]
-		c := RealComm{ID: id, Size: p.rec.NRanks, Calls: dataCalls[id]}
+		c := Comm{ID: id, Size: p.rec.NRanks, Calls: dataCalls[id]}
 		for r := 0; r < c.Size; r++ {
 			a, ok := holder[ck{id, r}]
 			if !ok {
@@ -207,14 +208,14 @@ func PlanReal(traces []RankTrace) (*RealProgram, error) {
 						have = append(have, fmt.Sprintf("rank %d in %s", q, traces[h].Name))
 					}
 				}
-				return nil, fmt.Errorf("%w: communicator %s has %d ranks but no trace holds rank %d (missing rank file?); found %s", ErrTrace, id, c.Size, r, strings.Join(have, ", "))
+				return nil, fmt.Errorf("%w: communicator %s has %d ranks but no trace holds rank %d (missing rank file?); found %s", intercept.ErrTrace, id, c.Size, r, strings.Join(have, ", "))
 			}
 			c.Members = append(c.Members, a)
 		}
 		prog.Comms = append(prog.Comms, c)
 	}
 	if len(prog.Comms) == 0 {
-		return nil, fmt.Errorf("%w: the traces have no collective or point-to-point call", ErrTrace)
+		return nil, fmt.Errorf("%w: the traces have no collective or point-to-point call", intercept.ErrTrace)
 	}
 	if premul {
 		prog.Notes = append(prog.Notes, "premulsum reductions (scalar not in the trace) replayed as sum")
@@ -228,7 +229,7 @@ func PlanReal(traces []RankTrace) (*RealProgram, error) {
 // matchAndSplit checks that the ranks of every communicator agree on its collectives and
 // point-to-point messages, gives every call its input pattern, and splits each trace into
 // launches.
-func (p *RealProgram) matchAndSplit(traces []RankTrace) error {
+func (p *Program) matchAndSplit(traces []RankTrace) error {
 	size := map[string]int{}
 	for _, c := range p.Comms {
 		size[c.ID] = c.Size
@@ -241,40 +242,40 @@ func (p *RealProgram) matchAndSplit(traces []RankTrace) error {
 		comm     string
 		src, dst int
 	}
-	colls := map[ck][]*RealCall{}
-	sends := map[pk][]*RealCall{}
-	recvs := map[pk][]*RealCall{}
-	calls := make([][]*RealCall, len(traces))
+	colls := map[ck][]*Call{}
+	sends := map[pk][]*Call{}
+	recvs := map[pk][]*Call{}
+	calls := make([][]*Call, len(traces))
 	for a, t := range traces {
 		for i := range t.Records {
 			r := t.Records[i]
-			if !IsCollective(r.Op) {
+			if !intercept.IsCollective(r.Op) {
 				continue
 			}
-			dt, err := dataType(&r)
+			dt, err := coll.ParseDataType(r.Dtype)
 			if err != nil {
-				return fmt.Errorf("%w: %s: %v", ErrTrace, where(t.Name, &r), err)
+				return fmt.Errorf("%w: %s: %v", intercept.ErrTrace, where(t.Name, &r), err)
 			}
 			op := coll.Sum
 			if r.RedOp != "" {
 				if op, err = coll.ParseRedOp(r.RedOp); err != nil {
-					return fmt.Errorf("%w: %s: %v", ErrTrace, where(t.Name, &r), err)
+					return fmt.Errorf("%w: %s: %v", intercept.ErrTrace, where(t.Name, &r), err)
 				}
 			}
 			if op == coll.PreMulSum {
 				op = coll.Sum
 			}
-			c := &RealCall{Rec: r, File: t.Name, dt: dt, op: op, n: size[r.Comm]}
+			c := &Call{Rec: r, File: t.Name, dt: dt, op: op, n: size[r.Comm]}
 			if b := float64(r.Count) * float64(dt.Size()) * float64(c.n); b > 1<<50 {
-				return fmt.Errorf("%w: %s: buffers of %.3g bytes cannot be allocated", ErrTrace, where(t.Name, &r), b)
+				return fmt.Errorf("%w: %s: buffers of %.3g bytes cannot be allocated", intercept.ErrTrace, where(t.Name, &r), b)
 			}
 			calls[a] = append(calls[a], c)
 			switch r.Op {
-			case OpSend:
+			case intercept.OpSend:
 				k := pk{r.Comm, r.Rank, r.Root}
 				c.seed = len(sends[k])
 				sends[k] = append(sends[k], c)
-			case OpRecv:
+			case intercept.OpRecv:
 				k := pk{r.Comm, r.Root, r.Rank}
 				c.seed = len(recvs[k])
 				recvs[k] = append(recvs[k], c)
@@ -291,8 +292,8 @@ func (p *RealProgram) matchAndSplit(traces []RankTrace) error {
 			mine := colls[ck{cm.ID, r}]
 			for k := 0; k < min(len(ref), len(mine)); k++ {
 				a, b := &ref[k].Rec, &mine[k].Rec
-				if a.Op != b.Op || a.Count != b.Count || ref[k].dt != mine[k].dt || ref[k].op != mine[k].op || ((a.Op == OpBroadcast || a.Op == OpReduce) && a.Root != b.Root) {
-					return fmt.Errorf("%w: collective %d of communicator %s differs between ranks: %s against %s", ErrTrace, k, cm.ID, where(ref[k].File, a), where(mine[k].File, b))
+				if a.Op != b.Op || a.Count != b.Count || ref[k].dt != mine[k].dt || ref[k].op != mine[k].op || ((a.Op == intercept.OpBroadcast || a.Op == intercept.OpReduce) && a.Root != b.Root) {
+					return fmt.Errorf("%w: collective %d of communicator %s differs between ranks: %s against %s", intercept.ErrTrace, k, cm.ID, where(ref[k].File, a), where(mine[k].File, b))
 				}
 			}
 			if len(ref) != len(mine) {
@@ -301,7 +302,7 @@ func (p *RealProgram) matchAndSplit(traces []RankTrace) error {
 					long, short = mine, ref
 				}
 				x := long[len(short)]
-				return fmt.Errorf("%w: communicator %s: rank %d issues %d collectives, rank %d issues %d; first unmatched: %s", ErrTrace, cm.ID, 0, len(ref), r, len(mine), where(x.File, &x.Rec))
+				return fmt.Errorf("%w: communicator %s: rank %d issues %d collectives, rank %d issues %d; first unmatched: %s", intercept.ErrTrace, cm.ID, 0, len(ref), r, len(mine), where(x.File, &x.Rec))
 			}
 		}
 	}
@@ -328,22 +329,22 @@ func (p *RealProgram) matchAndSplit(traces []RankTrace) error {
 		s, r := sends[k], recvs[k]
 		for j := 0; j < min(len(s), len(r)); j++ {
 			if s[j].Rec.Count != r[j].Rec.Count || s[j].dt != r[j].dt {
-				return fmt.Errorf("%w: message %d from rank %d to rank %d of communicator %s: %s does not match %s", ErrTrace, j, k.src, k.dst, k.comm, where(s[j].File, &s[j].Rec), where(r[j].File, &r[j].Rec))
+				return fmt.Errorf("%w: message %d from rank %d to rank %d of communicator %s: %s does not match %s", intercept.ErrTrace, j, k.src, k.dst, k.comm, where(s[j].File, &s[j].Rec), where(r[j].File, &r[j].Rec))
 			}
 		}
 		switch {
 		case len(s) > len(r):
 			x := s[len(r)]
-			return fmt.Errorf("%w: %s has no matching Recv on rank %d (%d sends, %d receives from rank %d to rank %d)", ErrTrace, where(x.File, &x.Rec), k.dst, len(s), len(r), k.src, k.dst)
+			return fmt.Errorf("%w: %s has no matching Recv on rank %d (%d sends, %d receives from rank %d to rank %d)", intercept.ErrTrace, where(x.File, &x.Rec), k.dst, len(s), len(r), k.src, k.dst)
 		case len(r) > len(s):
 			x := r[len(s)]
-			return fmt.Errorf("%w: %s has no matching Send on rank %d (%d sends, %d receives from rank %d to rank %d)", ErrTrace, where(x.File, &x.Rec), k.src, len(s), len(r), k.src, k.dst)
+			return fmt.Errorf("%w: %s has no matching Send on rank %d (%d sends, %d receives from rank %d to rank %d)", intercept.ErrTrace, where(x.File, &x.Rec), k.src, len(s), len(r), k.src, k.dst)
 		}
 	}
 	for a, cs := range calls {
 		for i := 0; i < len(cs); i++ {
 			c := cs[i]
-			l := RealLaunch{Calls: []RealCall{*c}}
+			l := Launch{Calls: []Call{*c}}
 			for i+1 < len(cs) && sameLaunch(c, cs[i+1]) {
 				i++
 				l.Calls = append(l.Calls, *cs[i])
@@ -358,12 +359,12 @@ func (p *RealProgram) matchAndSplit(traces []RankTrace) error {
 // callID names a call the same way on every rank it involves: "<comm>#c<k>" for the k-th
 // collective of a communicator, "<comm>#p<src>><dst>.<j>" for the j-th message between two of its
 // ranks (on the Send and on the Recv).
-func (c *RealCall) callID() string {
+func (c *Call) callID() string {
 	r := &c.Rec
 	switch r.Op {
-	case OpSend:
+	case intercept.OpSend:
 		return fmt.Sprintf("%s#p%d>%d.%d", r.Comm, r.Rank, r.Root, c.seed)
-	case OpRecv:
+	case intercept.OpRecv:
 		return fmt.Sprintf("%s#p%d>%d.%d", r.Comm, r.Root, r.Rank, c.seed)
 	}
 	return fmt.Sprintf("%s#c%d", r.Comm, c.seed)
@@ -374,7 +375,7 @@ func (c *RealCall) callID() string {
 // named after the first call of its first rank's launch. Ranks may group differently (torch's
 // send on one rank and recv on the other, a batched exchange, a group spanning communicators):
 // the key follows the calls, not the positions.
-func (p *RealProgram) keyLaunches() {
+func (p *Program) keyLaunches() {
 	type node struct{ a, l int }
 	parent := map[node]node{}
 	var find func(x node) node
@@ -422,43 +423,43 @@ func (p *RealProgram) keyLaunches() {
 
 // sameLaunch reports whether next goes in the launch of first: the same outermost group of one
 // process, or (NCCL logs, which print no groups) consecutive Send/Recv calls of one communicator.
-func sameLaunch(first, next *RealCall) bool {
+func sameLaunch(first, next *Call) bool {
 	a, b := &first.Rec, &next.Rec
 	if a.GID != 0 {
 		return b.GID == a.GID && b.PID == a.PID
 	}
-	p2p := func(r *Record) bool { return r.Op == OpSend || r.Op == OpRecv }
+	p2p := func(r *intercept.Record) bool { return r.Op == intercept.OpSend || r.Op == intercept.OpRecv }
 	return a.Mode == "log" && b.Mode == "log" && b.GID == 0 && p2p(a) && p2p(b) && a.Comm == b.Comm && a.Stream == b.Stream
 }
 
 // sizes are the call's send and receive buffer sizes in bytes on its rank.
-func (c *RealCall) sizes() (send, recv int64) {
+func (c *Call) sizes() (send, recv int64) {
 	b := c.Rec.Count * int64(c.dt.Size())
 	n := int64(c.n)
 	switch c.Rec.Op {
-	case OpAllGather:
+	case intercept.OpAllGather:
 		return b, b * n
-	case OpReduceScatter:
+	case intercept.OpReduceScatter:
 		return b * n, b
-	case OpAllToAll:
+	case intercept.OpAllToAll:
 		return b * n, b * n
-	case OpSend:
+	case intercept.OpSend:
 		return b, 0
-	case OpRecv:
+	case intercept.OpRecv:
 		return 0, b
 	}
 	return b, b
 }
 
 // bytes is the call's nccl-tests size (the larger of its buffers).
-func (c *RealCall) bytes() int64 {
+func (c *Call) bytes() int64 {
 	s, r := c.sizes()
 	return max(s, r)
 }
 
 // Footprint is the buffer memory actor a needs: that of its largest launch (send and receive
 // buffers of all its calls), and the launch's first call.
-func (p *RealProgram) Footprint(a int) (int64, string) {
+func (p *Program) Footprint(a int) (int64, string) {
 	var big int64
 	what := ""
 	for _, l := range p.Actors[a].Launches {
@@ -480,8 +481,8 @@ func inputValue(seed, r int, i int64) float64 {
 	return float64((int64(seed)*7 + int64(r)*3 + i*5) & 7)
 }
 
-// RealLaunchTime is one launch as one rank ran it (Unix ns: one clock for the processes of a host).
-type RealLaunchTime struct {
+// LaunchTime is one launch as one rank ran it (Unix ns: one clock for the processes of a host).
+type LaunchTime struct {
 	Key     string `json:"key"`
 	Ops     string `json:"ops"`
 	Calls   int    `json:"calls"`
@@ -490,10 +491,10 @@ type RealLaunchTime struct {
 	EndNs   int64  `json:"end_ns"`
 }
 
-// RealActorResult is what one rank trace's replay produced.
-type RealActorResult struct {
+// ActorResult is what one rank trace's replay produced.
+type ActorResult struct {
 	Actor    int              `json:"actor"`
-	Launches []RealLaunchTime `json:"launches"`
+	Launches []LaunchTime `json:"launches"`
 	Checked  int64            `json:"checked"` // elements compared
 	Wrong    int64            `json:"wrong"`
 	FirstBad string           `json:"first_bad,omitempty"`
@@ -504,9 +505,9 @@ type RealActorResult struct {
 // every rank can recompute, the calls issued (in a group on each communicator they touch when
 // the launch has several), every touched communicator synchronised, and with check every element
 // the launch wrote compared with its definition (computed in float64 and rounded to the type).
-func (p *RealProgram) RunActor(a int, comms map[string]*comm.Comm, check bool) (*RealActorResult, error) {
+func (p *Program) RunActor(a int, comms map[string]*comm.Comm, check bool) (*ActorResult, error) {
 	act := &p.Actors[a]
-	res := &RealActorResult{Actor: a}
+	res := &ActorResult{Actor: a}
 	var pool [][]byte
 	poolType := []coll.DataType{}
 	slot := func(k int, n int64) []byte {
@@ -525,13 +526,13 @@ func (p *RealProgram) RunActor(a int, comms map[string]*comm.Comm, check bool) (
 		bs := make([]bufs, len(l.Calls))
 		var involved []*comm.Comm
 		seen := map[*comm.Comm]bool{}
-		lt := RealLaunchTime{Key: l.Key, Calls: len(l.Calls)}
+		lt := LaunchTime{Key: l.Key, Calls: len(l.Calls)}
 		var ops []string
 		for j := range l.Calls {
 			c := &l.Calls[j]
 			cm := comms[c.Rec.Comm]
 			if cm == nil {
-				return nil, fmt.Errorf("%w: %s: this process has no member of communicator %s", ErrReplay, where(c.File, &c.Rec), c.Rec.Comm)
+				return nil, fmt.Errorf("%w: %s: this process has no member of communicator %s", intercept.ErrReplay, where(c.File, &c.Rec), c.Rec.Comm)
 			}
 			if !seen[cm] {
 				seen[cm] = true
@@ -567,7 +568,7 @@ func (p *RealProgram) RunActor(a int, comms map[string]*comm.Comm, check bool) (
 			}
 		}
 		var err error
-		var bad *RealCall
+		var bad *Call
 		for j := range l.Calls {
 			c := &l.Calls[j]
 			if err = issue(comms[c.Rec.Comm], c, bs[j].send, bs[j].recv); err != nil {
@@ -596,7 +597,7 @@ func (p *RealProgram) RunActor(a int, comms map[string]*comm.Comm, check bool) (
 			if len(l.Calls) > 1 {
 				what = fmt.Sprintf("the launch of %d calls starting at %s", len(l.Calls), what)
 			}
-			return res, fmt.Errorf("%w: %s: %v", ErrReplay, what, err)
+			return res, fmt.Errorf("%w: %s: %v", intercept.ErrReplay, what, err)
 		}
 		lt.StartNs, lt.EndNs = start.UnixNano(), end.UnixNano()
 		res.Launches = append(res.Launches, lt)
@@ -625,24 +626,24 @@ func containsStr(s []string, x string) bool {
 }
 
 // issue queues one call on its communicator.
-func issue(cm *comm.Comm, c *RealCall, send, recv []byte) error {
+func issue(cm *comm.Comm, c *Call, send, recv []byte) error {
 	r, cnt := &c.Rec, int(c.Rec.Count)
 	switch r.Op {
-	case OpAllReduce:
+	case intercept.OpAllReduce:
 		return cm.AllReduce(send, recv, cnt, c.dt, c.op, nil)
-	case OpBroadcast:
+	case intercept.OpBroadcast:
 		return cm.Broadcast(send, recv, cnt, c.dt, r.Root, nil)
-	case OpReduce:
+	case intercept.OpReduce:
 		return cm.Reduce(send, recv, cnt, c.dt, c.op, r.Root, nil)
-	case OpAllGather:
+	case intercept.OpAllGather:
 		return cm.AllGather(send, recv, cnt, c.dt, nil)
-	case OpReduceScatter:
+	case intercept.OpReduceScatter:
 		return cm.ReduceScatter(send, recv, cnt, c.dt, c.op, nil)
-	case OpAllToAll:
+	case intercept.OpAllToAll:
 		return cm.AllToAll(send, recv, cnt, c.dt, nil)
-	case OpSend:
+	case intercept.OpSend:
 		return cm.Send(send, cnt, c.dt, r.Root, nil)
-	case OpRecv:
+	case intercept.OpRecv:
 		return cm.Recv(recv, cnt, c.dt, r.Root, nil)
 	}
 	return fmt.Errorf("op %s cannot be executed", r.Op)
@@ -744,7 +745,7 @@ func reduceRef(dt coll.DataType, op coll.RedOp, n int, v func(q int) float64) (w
 // elements compared and the wrong ones. Blocks of the buffer whose expected values repeat with
 // period 8 are compared as bytes first, element by element with the tolerance only where the
 // bytes differ.
-func checkCall(c *RealCall, recv []byte) (checked, wrong int64) {
+func checkCall(c *Call, recv []byte) (checked, wrong int64) {
 	r, n, cnt := c.Rec.Rank, c.n, c.Rec.Count
 	dt, seed := c.dt, c.seed
 	val := func(q int, i int64) float64 { return inputValue(seed, q, i) }
@@ -753,28 +754,28 @@ func checkCall(c *RealCall, recv []byte) (checked, wrong int64) {
 	}
 	var blocks []func(i int64) (float64, float64) // one per cnt-element block of recv
 	switch c.Rec.Op {
-	case OpAllReduce, OpReduce:
-		if c.Rec.Op == OpReduce && r != c.Rec.Root {
+	case intercept.OpAllReduce, intercept.OpReduce:
+		if c.Rec.Op == intercept.OpReduce && r != c.Rec.Root {
 			return 0, 0
 		}
 		blocks = append(blocks, func(i int64) (float64, float64) {
 			return reduceRef(dt, c.op, n, func(q int) float64 { return val(q, i) })
 		})
-	case OpReduceScatter:
+	case intercept.OpReduceScatter:
 		blocks = append(blocks, func(i int64) (float64, float64) {
 			return reduceRef(dt, c.op, n, func(q int) float64 { return val(q, int64(r)*cnt+i) })
 		})
-	case OpBroadcast:
+	case intercept.OpBroadcast:
 		blocks = append(blocks, exact(func(i int64) float64 { return val(c.Rec.Root, i) }))
-	case OpAllGather:
+	case intercept.OpAllGather:
 		for q := 0; q < n; q++ {
 			blocks = append(blocks, exact(func(i int64) float64 { return val(q, i) }))
 		}
-	case OpAllToAll:
+	case intercept.OpAllToAll:
 		for q := 0; q < n; q++ {
 			blocks = append(blocks, exact(func(i int64) float64 { return val(q, int64(r)*cnt+i) }))
 		}
-	case OpRecv:
+	case intercept.OpRecv:
 		blocks = append(blocks, exact(func(i int64) float64 { return val(c.Rec.Root, i) }))
 	default:
 		return 0, 0
@@ -816,10 +817,10 @@ func checkBlock(dt coll.DataType, b []byte, want func(i int64) (float64, float64
 	return wrong
 }
 
-// RealLaunchResult is one launch of the replay, all ranks together: from the last rank's issue
+// LaunchResult is one launch of the replay, all ranks together: from the last rank's issue
 // to the last rank's completion (the time every rank was in it, without the skew of a rank that
 // arrived early).
-type RealLaunchResult struct {
+type LaunchResult struct {
 	Key    string  `json:"key"`
 	Ops    string  `json:"ops"`
 	Calls  int     `json:"calls"` // on all ranks
@@ -829,22 +830,22 @@ type RealLaunchResult struct {
 	Start  int64   `json:"-"`
 }
 
-// RealOpTotal sums the launches of one kind.
-type RealOpTotal struct {
+// OpTotal sums the launches of one kind.
+type OpTotal struct {
 	Ops      string  `json:"ops"`
 	Launches int     `json:"launches"`
 	Bytes    int64   `json:"bytes"`
 	TimeUs   float64 `json:"time_us"`
 }
 
-// RealReport is a real replay's outcome.
-type RealReport struct {
+// Report is a real replay's outcome.
+type Report struct {
 	Transport string             `json:"transport"`
 	Procs     bool               `json:"procs"`
 	Ranks     int                `json:"ranks"` // rank traces (processes)
-	Comms     []RealComm         `json:"comms"`
-	Launches  []RealLaunchResult `json:"launches"`
-	ByOp      []RealOpTotal      `json:"by_op"`
+	Comms     []Comm         `json:"comms"`
+	Launches  []LaunchResult `json:"launches"`
+	ByOp      []OpTotal      `json:"by_op"`
 	TotalUs   float64            `json:"total_us"` // sum of the launch times
 	WallUs    float64            `json:"wall_us"`  // first issue to last completion, buffers and checks included
 	Check     bool               `json:"check"`    // results were checked (Checked, Wrong)
@@ -854,10 +855,10 @@ type RealReport struct {
 	Notes     []string           `json:"notes,omitempty"`
 }
 
-// MergeReal puts the ranks' results together launch by launch (matched by key).
-func (p *RealProgram) MergeReal(results []*RealActorResult) *RealReport {
-	rep := &RealReport{Ranks: len(p.Actors), Comms: p.Comms, Notes: p.Notes}
-	byKey := map[string]*RealLaunchResult{}
+// Merge puts the ranks' results together launch by launch (matched by key).
+func (p *Program) Merge(results []*ActorResult) *Report {
+	rep := &Report{Ranks: len(p.Actors), Comms: p.Comms, Notes: p.Notes}
+	byKey := map[string]*LaunchResult{}
 	ends := map[string]int64{}
 	actors := map[string]map[int]bool{}
 	var first, last int64
@@ -877,7 +878,7 @@ func (p *RealProgram) MergeReal(results []*RealActorResult) *RealReport {
 			last = max(last, l.EndNs)
 			m := byKey[l.Key]
 			if m == nil {
-				m = &RealLaunchResult{Key: l.Key}
+				m = &LaunchResult{Key: l.Key}
 				byKey[l.Key] = m
 			}
 			if actors[l.Key] == nil {
@@ -894,14 +895,14 @@ func (p *RealProgram) MergeReal(results []*RealActorResult) *RealReport {
 			ends[l.Key] = max(ends[l.Key], l.EndNs)
 		}
 	}
-	byOp := map[string]*RealOpTotal{}
+	byOp := map[string]*OpTotal{}
 	for k, m := range byKey {
 		m.TimeUs = max(0, float64(ends[k]-m.Start)/1e3)
 		rep.Launches = append(rep.Launches, *m)
 		rep.TotalUs += m.TimeUs
 		t := byOp[m.Ops]
 		if t == nil {
-			t = &RealOpTotal{Ops: m.Ops}
+			t = &OpTotal{Ops: m.Ops}
 			byOp[m.Ops] = t
 		}
 		t.Launches++
@@ -930,7 +931,7 @@ func (p *RealProgram) MergeReal(results []*RealActorResult) *RealReport {
 }
 
 // opOrder is the order of ops in a merged launch's name.
-var opOrder = []string{OpAllReduce, OpBroadcast, OpReduce, OpAllGather, OpReduceScatter, OpAllToAll, OpSend, OpRecv}
+var opOrder = []string{intercept.OpAllReduce, intercept.OpBroadcast, intercept.OpReduce, intercept.OpAllGather, intercept.OpReduceScatter, intercept.OpAllToAll, intercept.OpSend, intercept.OpRecv}
 
 // joinOps merges two "+"-joined op lists into one, in opOrder.
 func joinOps(a, b string) string {
@@ -948,8 +949,8 @@ func joinOps(a, b string) string {
 }
 
 // Slowest returns the n slowest launches, slowest first.
-func (r *RealReport) Slowest(n int) []RealLaunchResult {
-	s := append([]RealLaunchResult(nil), r.Launches...)
+func (r *Report) Slowest(n int) []LaunchResult {
+	s := append([]LaunchResult(nil), r.Launches...)
 	sort.SliceStable(s, func(i, j int) bool { return s[i].TimeUs > s[j].TimeUs })
 	if len(s) > n {
 		s = s[:n]
@@ -957,11 +958,11 @@ func (r *RealReport) Slowest(n int) []RealLaunchResult {
 	return s
 }
 
-// RunRealInProcess replays the program with every rank trace as a goroutine of this process:
+// RunInProcess replays the program with every rank trace as a goroutine of this process:
 // every communicator is made with comm.InitAll (its size from the trace, cfg's transport) and its
 // ranks handed to the goroutines of the traces that hold them. A failing rank aborts every
 // communicator, so the others stop at once instead of waiting for cfg's timeout.
-func RunRealInProcess(p *RealProgram, cfg *comm.Config, check bool) (*RealReport, error) {
+func RunInProcess(p *Program, cfg *comm.Config, check bool) (*Report, error) {
 	comms := make([]map[string]*comm.Comm, len(p.Actors))
 	for a := range comms {
 		comms[a] = map[string]*comm.Comm{}
@@ -975,14 +976,14 @@ func RunRealInProcess(p *RealProgram, cfg *comm.Config, check bool) (*RealReport
 	for _, c := range p.Comms {
 		cs, err := comm.InitAll(c.Size, cfg)
 		if err != nil {
-			return nil, fmt.Errorf("%w: communicator %s (%d ranks): %v", ErrReplay, c.ID, c.Size, err)
+			return nil, fmt.Errorf("%w: communicator %s (%d ranks): %v", intercept.ErrReplay, c.ID, c.Size, err)
 		}
 		all = append(all, cs...)
 		for r, a := range c.Members {
 			comms[a][c.ID] = cs[r]
 		}
 	}
-	results := make([]*RealActorResult, len(p.Actors))
+	results := make([]*ActorResult, len(p.Actors))
 	errs := make([]error, len(p.Actors))
 	failedAt := make([]time.Time, len(p.Actors))
 	var once sync.Once
@@ -1013,7 +1014,7 @@ func RunRealInProcess(p *RealProgram, cfg *comm.Config, check bool) (*RealReport
 	if first >= 0 {
 		return nil, errs[first]
 	}
-	rep := p.MergeReal(results)
+	rep := p.Merge(results)
 	rep.Check = check
 	if cfg != nil {
 		rep.Transport = cfg.Transport
@@ -1036,20 +1037,20 @@ func ScaleRankTraces(traces []RankTrace, n int) ([]RankTrace, error) {
 		}
 	}
 	if w == 0 {
-		return nil, fmt.Errorf("%w: no records to scale", ErrTrace)
+		return nil, fmt.Errorf("%w: no records to scale", intercept.ErrTrace)
 	}
 	if n < w || n%w != 0 || n > 1<<16 {
-		return nil, fmt.Errorf("%w: cannot scale a run whose largest communicator has %d ranks to %d ranks (want a multiple of %d)", ErrReplay, w, n, w)
+		return nil, fmt.Errorf("%w: cannot scale a run whose largest communicator has %d ranks to %d ranks (want a multiple of %d)", intercept.ErrReplay, w, n, w)
 	}
 	var out []RankTrace
 	for b := 0; b < n/w; b++ {
 		for _, t := range traces {
-			c := RankTrace{Name: fmt.Sprintf("%s@%d", t.Name, b), Records: make([]Record, len(t.Records))}
+			c := RankTrace{Name: fmt.Sprintf("%s@%d", t.Name, b), Records: make([]intercept.Record, len(t.Records))}
 			for i, r := range t.Records {
 				if r.NRanks == w {
 					r.Rank += b * w
 					r.NRanks = n
-					if r.Op == OpSend || r.Op == OpRecv {
+					if r.Op == intercept.OpSend || r.Op == intercept.OpRecv {
 						r.Root += b * w
 					}
 				} else {
