@@ -493,11 +493,11 @@ type LaunchTime struct {
 
 // ActorResult is what one rank trace's replay produced.
 type ActorResult struct {
-	Actor    int              `json:"actor"`
+	Actor    int          `json:"actor"`
 	Launches []LaunchTime `json:"launches"`
-	Checked  int64            `json:"checked"` // elements compared
-	Wrong    int64            `json:"wrong"`
-	FirstBad string           `json:"first_bad,omitempty"`
+	Checked  int64        `json:"checked"` // elements compared
+	Wrong    int64        `json:"wrong"`
+	FirstBad string       `json:"first_bad,omitempty"`
 }
 
 // RunActor replays actor a's launches on its communicators (comms: trace id → this process's
@@ -840,19 +840,19 @@ type OpTotal struct {
 
 // Report is a real replay's outcome.
 type Report struct {
-	Transport string             `json:"transport"`
-	Procs     bool               `json:"procs"`
-	Ranks     int                `json:"ranks"` // rank traces (processes)
+	Transport string         `json:"transport"`
+	Procs     bool           `json:"procs"`
+	Ranks     int            `json:"ranks"` // rank traces (processes)
 	Comms     []Comm         `json:"comms"`
 	Launches  []LaunchResult `json:"launches"`
 	ByOp      []OpTotal      `json:"by_op"`
-	TotalUs   float64            `json:"total_us"` // sum of the launch times
-	WallUs    float64            `json:"wall_us"`  // first issue to last completion, buffers and checks included
-	Check     bool               `json:"check"`    // results were checked (Checked, Wrong)
-	Checked   int64              `json:"checked"`
-	Wrong     int64              `json:"wrong"`
-	FirstBad  string             `json:"first_bad,omitempty"`
-	Notes     []string           `json:"notes,omitempty"`
+	TotalUs   float64        `json:"total_us"` // sum of the launch times
+	WallUs    float64        `json:"wall_us"`  // first issue to last completion, buffers and checks included
+	Check     bool           `json:"check"`    // results were checked (Checked, Wrong)
+	Checked   int64          `json:"checked"`
+	Wrong     int64          `json:"wrong"`
+	FirstBad  string         `json:"first_bad,omitempty"`
+	Notes     []string       `json:"notes,omitempty"`
 }
 
 // Merge puts the ranks' results together launch by launch (matched by key).
