@@ -13,30 +13,11 @@ import (
 	"github.com/simccl/simccl/topo/ncclxml"
 )
 
-// ErrTopology is wrapped by every error FromXML returns for a topology it cannot build.
-var ErrTopology = errors.New("graph: bad topology")
-
 // topoError is a located error that unwraps to ErrTopology (and to the xml error's ErrSyntax).
 type topoError struct{ err error }
 
 func (e *topoError) Error() string   { return e.err.Error() }
 func (e *topoError) Unwrap() []error { return []error{ErrTopology, e.err} }
-
-// Limits of NCCL_TOPO_MAX_NODES (nodes of one type) and NCCL_TOPO_MAX_LINKS (links of one node);
-// fact sheet §2.3: max nodes 576 in 2.27–2.29, 640 in 2.30; max links 576 since 2.25.
-const (
-	maxNodes228 = 576
-	maxNodes230 = 640
-	maxLinks    = 576
-)
-
-// MaxNodes returns NCCL_TOPO_MAX_NODES for a release.
-func (v Version) MaxNodes() int {
-	if v.AtLeast(V2_30) {
-		return maxNodes230
-	}
-	return maxNodes228
-}
 
 // NVLink per-link bandwidth by compute capability (ncclTopoNVLinkBw, NCCL 2.28; §2.3):
 // cc≥100 40.1 (40.0 in 2.25–2.27), ≥90 20.6, ==86 12, ≥80 20, ≥70 20, ≥60 18, else 20.
@@ -71,17 +52,10 @@ const (
 	yongfengZpBw = 9
 )
 
-// CPU arch/vendor/model codes as NCCL prints them in "CPU/0-0 (arch/vendor/model)"
-// (topo.h NCCL_TOPO_CPU_ARCH_*, _VENDOR_*, _MODEL_*; 0 = unknown).
+// CPU model codes as NCCL prints them in "CPU/0-0 (arch/vendor/model)" (NCCL 2.28 topo.h
+// NCCL_TOPO_CPU_MODEL_*; 0 = unknown). The arch and vendor codes are graph.CPUArch* and
+// graph.CPUVendor*.
 const (
-	archX86   = 1
-	archPower = 2
-	archARM   = 3
-
-	vendorIntel   = 1
-	vendorAMD     = 2
-	vendorZhaoxin = 3
-
 	modelBDW      = 1
 	modelSKL      = 2
 	modelSRP      = 3
@@ -94,16 +68,11 @@ type cpuCodes struct{ arch, vendor, model int }
 
 func codesOf(n *Node) cpuCodes { return cpuCodes{n.CPU.ArchID, n.CPU.VendorID, n.CPU.ModelID} }
 
-// f32 rounds to float32, as NCCL keeps bandwidths in floats; printing "%.1f" of the same
-// numbers then gives the same digits.
-func f32(x float64) float64 { return float64(float32(x)) }
-
 // builder holds the state of one FromXML call.
 type builder struct {
 	doc   *ncclxml.Document
 	sys   *System
 	elem  map[*Node]*etree.Element
-	max   int
 	ranks map[int]*etree.Element
 
 	warnedHash map[string]bool
@@ -116,18 +85,14 @@ func FromXML(doc *ncclxml.Document, opt Options) (*System, error) {
 	if doc == nil || doc.Root() == nil {
 		return nil, &topoError{fmt.Errorf("graph: no document")}
 	}
-	if opt.Version == (Version{}) {
-		opt.Version = V2_28
-	}
 	root := doc.Root()
 	if root.Tag != "system" {
 		return nil, &topoError{doc.Errorf(root, "<%s> is not a topology (want <system>)", root.Tag)}
 	}
 	b := &builder{
 		doc:   doc,
-		sys:   &System{Version: opt.Version, Options: opt, Name: doc.Name},
+		sys:   NewSystem(doc.Name, opt),
 		elem:  map[*Node]*etree.Element{},
-		max:   opt.Version.MaxNodes(),
 		ranks: map[int]*etree.Element{},
 	}
 	if err := b.build(root); err != nil {
@@ -140,9 +105,12 @@ func FromXML(doc *ncclxml.Document, opt Options) (*System, error) {
 	if opt.Strict && len(s.Warnings) > 0 {
 		return nil, &topoError{errors.New(s.Warnings[0])}
 	}
-	if err := s.computeAll(); err != nil {
-		var xe *ncclxml.Error
-		if !errors.As(err, &xe) {
+	if err := s.Compute(); err != nil {
+		// A problem with one node is located at the element the node came from.
+		var ne *NodeError
+		if errors.As(err, &ne) {
+			err = doc.Errorf(b.elem[ne.Node], "%s", ne.Msg)
+		} else {
 			err = fmt.Errorf("%s: %w", doc.Name, err)
 		}
 		return nil, &topoError{err}
@@ -173,12 +141,12 @@ func (b *builder) warnf(e *etree.Element, format string, args ...any) {
 	b.sys.Warnings = append(b.sys.Warnings, b.doc.Errorf(e, format, args...).Error())
 }
 
+// newNode adds a node made from element e, which locates the errors found later about it.
 func (b *builder) newNode(t NodeType, id int64, e *etree.Element) (*Node, error) {
-	if len(b.sys.Nodes[t]) >= b.max {
-		return nil, b.doc.Errorf(e, "more than %d %s nodes (NCCL_TOPO_MAX_NODES of NCCL %d.%d)", b.max, t, b.sys.Version.Major, b.sys.Version.Minor)
+	n, err := b.sys.AddNode(t, id)
+	if err != nil {
+		return nil, b.doc.Errorf(e, "%v", err)
 	}
-	n := &Node{Type: t, ID: id, Index: len(b.sys.Nodes[t]), line: b.doc.Line(e)}
-	b.sys.Nodes[t] = append(b.sys.Nodes[t], n)
 	b.elem[n] = e
 	return n, nil
 }
@@ -187,47 +155,14 @@ func topoID(systemID int, local int64) int64 {
 	return int64(uint64(systemID)<<56 | uint64(local)&(1<<56-1))
 }
 
-func (s *System) nodeByID(t NodeType, id int64) *Node {
-	for _, n := range s.Nodes[t] {
+// node finds a node by its id, as ncclTopoGetNode does.
+func (b *builder) node(t NodeType, id int64) *Node {
+	for _, n := range b.sys.Nodes[t] {
 		if n.ID == id {
 			return n
 		}
 	}
 	return nil
-}
-
-// connect adds a link node→remote, aggregating with an existing link of the same type and
-// remote, and keeps the links sorted by bandwidth descending, a new link going after links of
-// equal bandwidth (ncclTopoConnectNodes, §2.2).
-func connect(node, remote *Node, t LinkType, bw float64) error {
-	var link *Link
-	pos := -1
-	for i, l := range node.Links {
-		if l.Remote == remote && l.Type == t {
-			link, pos = l, i
-			break
-		}
-	}
-	if link == nil {
-		if len(node.Links) >= maxLinks {
-			return fmt.Errorf("%s has more than %d links (NCCL_TOPO_MAX_LINKS)", node.label(), maxLinks)
-		}
-		link = &Link{Type: t, Remote: remote}
-		node.Links = append(node.Links, link)
-		pos = len(node.Links) - 1
-	}
-	link.BW = f32(link.BW + bw)
-	for pos > 0 && node.Links[pos-1].BW < link.BW {
-		node.Links[pos] = node.Links[pos-1]
-		pos--
-	}
-	node.Links[pos] = link
-	return nil
-}
-
-// label is "TYPE/sys-local" as NCCL prints ids.
-func (n *Node) label() string {
-	return fmt.Sprintf("%s/%x-%x", n.Type, n.SystemID(), n.LocalID())
 }
 
 // --- attributes -------------------------------------------------------------------------------
@@ -390,23 +325,23 @@ func (b *builder) addCPU(e *etree.Element) error {
 	var c cpuCodes
 	switch {
 	case strings.HasPrefix(cpu.CPU.Arch, "x86_64"):
-		c.arch = archX86
+		c.arch = CPUArchX86
 	case strings.HasPrefix(cpu.CPU.Arch, "arm64"):
-		c.arch = archARM
+		c.arch = CPUArchARM
 	case strings.HasPrefix(cpu.CPU.Arch, "ppc64"):
-		c.arch = archPower
+		c.arch = CPUArchPower
 	}
-	if c.arch == archX86 {
+	if c.arch == CPUArchX86 {
 		switch {
 		case strings.HasPrefix(cpu.CPU.Vendor, "GenuineIntel"):
-			c.vendor = vendorIntel
+			c.vendor = CPUVendorIntel
 		case strings.HasPrefix(cpu.CPU.Vendor, "AuthenticAMD"):
-			c.vendor = vendorAMD
+			c.vendor = CPUVendorAMD
 		case strings.HasPrefix(cpu.CPU.Vendor, "CentaurHauls"), strings.HasPrefix(cpu.CPU.Vendor, "  Shanghai  "):
-			c.vendor = vendorZhaoxin
+			c.vendor = CPUVendorZhaoxin
 		}
 		switch c.vendor {
-		case vendorIntel:
+		case CPUVendorIntel:
 			// Intel model by family 6 and model id (§1.3): ≥0xCF ERP, ≥0x8F SRP, ≥0x55 SKL, else BDW.
 			switch {
 			case fam == 6 && model >= 0xCF:
@@ -418,7 +353,7 @@ func (b *builder) addCPU(e *etree.Element) error {
 			default:
 				c.model = modelBDW
 			}
-		case vendorZhaoxin:
+		case CPUVendorZhaoxin:
 			if fam == 7 && model == 0x5B {
 				c.model = modelYongfeng
 			}
@@ -435,31 +370,21 @@ func (b *builder) addCPU(e *etree.Element) error {
 		case "nic":
 			// A <nic> directly under <cpu>: all such NICs share one NIC node of local id 0,
 			// connected to the first CPU that holds one with LOC_BW PCI links (ncclTopoAddCpu).
-			nic := b.findLocal(NIC, 0)
+			nic := b.node(NIC, 0)
 			if nic == nil {
 				if nic, err = b.newNode(NIC, topoID(sid, 0), ch); err != nil {
 					return err
 				}
-				if err := connect(cpu, nic, LinkPCI, LocBw); err != nil {
+				if err := Connect(cpu, nic, LinkPCI, LocBw); err != nil {
 					return err
 				}
-				if err := connect(nic, cpu, LinkPCI, LocBw); err != nil {
+				if err := Connect(nic, cpu, LinkPCI, LocBw); err != nil {
 					return err
 				}
 			}
 			if err := b.addNIC(ch, nic, sid); err != nil {
 				return err
 			}
-		}
-	}
-	return nil
-}
-
-// findLocal finds a node by its local id only, as ncclTopoGetNode(system, &nic, NIC, 0) does.
-func (b *builder) findLocal(t NodeType, id int64) *Node {
-	for _, n := range b.sys.Nodes[t] {
-		if n.ID == id {
-			return n
 		}
 	}
 	return nil
@@ -546,7 +471,7 @@ func (b *builder) addPCI(e *etree.Element, parent *Node, sid int) error {
 		// Only a newly created NIC is linked to the parent: a second function of the same
 		// device adds its nets but no second PCI link (ncclTopoAddPci).
 		id := topoID(sid, busid&^0xf)
-		nic := b.sys.nodeByID(NIC, id)
+		nic := b.node(NIC, id)
 		if nic == nil {
 			if nic, err = b.newNode(NIC, id, e); err != nil {
 				return err
@@ -592,10 +517,10 @@ func (b *builder) addPCI(e *etree.Element, parent *Node, sid int) error {
 	}
 	speed, _ := attr(e, "link_speed")
 	bw := f32(float64(width) * float64(pciGenCode(speed)) / 80)
-	if err := connect(node, parent, LinkPCI, bw); err != nil {
+	if err := Connect(node, parent, LinkPCI, bw); err != nil {
 		return err
 	}
-	return connect(parent, node, LinkPCI, bw)
+	return Connect(parent, node, LinkPCI, bw)
 }
 
 // addGPU reads <gpu dev sm rank gdr> (ncclTopoAddGpu).
@@ -653,10 +578,10 @@ func (b *builder) addNIC(e *etree.Element, nic *Node, sid int) error {
 		if dev < 0 {
 			return b.doc.Errorf(ne, "<net dev=%d>: negative", dev)
 		}
-		if prev := b.sys.nodeByID(NET, topoID(sid, dev)); prev != nil {
+		if prev := b.node(NET, topoID(sid, dev)); prev != nil {
 			// NCCL keys nets by name when merging a file with detection, so a file can list the
 			// same dev twice; both become NET nodes with one id, which no rank can tell apart.
-			b.warnf(ne, "<net dev=%d> repeats the dev of line %d; both are kept, with the same id", dev, prev.line)
+			b.warnf(ne, "<net dev=%d> repeats the dev of line %d; both are kept, with the same id", dev, b.doc.Line(b.elem[prev]))
 		}
 		net, err := b.newNode(NET, topoID(sid, dev), ne)
 		if err != nil {
@@ -705,10 +630,10 @@ func (b *builder) addNIC(e *etree.Element, nic *Node, sid int) error {
 		}
 		info.GDR, info.Coll = gdr != 0, coll != 0
 		net.NET = info
-		if err := connect(nic, net, LinkNET, info.Speed); err != nil {
+		if err := Connect(nic, net, LinkNET, info.Speed); err != nil {
 			return err
 		}
-		if err := connect(net, nic, LinkNET, info.Speed); err != nil {
+		if err := Connect(net, nic, LinkNET, info.Speed); err != nil {
 			return err
 		}
 	}
@@ -770,7 +695,7 @@ func (b *builder) parentGPU(e *etree.Element, parentBus string, sid int) (*Node,
 	if err != nil {
 		return nil, b.doc.Errorf(e, "<%s>: parent %v", e.Tag, err)
 	}
-	gpu := b.sys.nodeByID(GPU, topoID(sid, id))
+	gpu := b.node(GPU, topoID(sid, id))
 	if gpu == nil {
 		return nil, b.doc.Errorf(e, "<%s>: no GPU at busid %s", e.Tag, parentBus)
 	}
@@ -815,7 +740,7 @@ func (b *builder) addNVLink(e *etree.Element, parentBus string, sid int) error {
 		if err != nil {
 			return b.doc.Errorf(e, "<nvlink>: target %v", err)
 		}
-		remote = b.sys.nodeByID(GPU, topoID(sid, id))
+		remote = b.node(GPU, topoID(sid, id))
 		if remote == nil {
 			// NCCL ignores an NVLink to a GPU it does not know (§1.3).
 			b.warnf(e, "GPU rank %d: <nvlink target=%s> names no GPU of the topology; ignored", gpu.GPU.Rank, ncclxml.Quote(target))
@@ -841,11 +766,11 @@ func (b *builder) addNVLink(e *etree.Element, parentBus string, sid int) error {
 		}
 	}
 	bw := f32(float64(count) * nvlinkBw(gpu.GPU.SM))
-	if err := connect(gpu, remote, LinkNVL, bw); err != nil {
+	if err := Connect(gpu, remote, LinkNVL, bw); err != nil {
 		return err
 	}
 	if remote.Type != GPU {
-		return connect(remote, gpu, LinkNVL, bw)
+		return Connect(remote, gpu, LinkNVL, bw)
 	}
 	return nil
 }
@@ -878,10 +803,10 @@ func (b *builder) addC2C(e *etree.Element, parentBus string, sid int) error {
 		return nil
 	}
 	bw := f32(float64(mbps) * float64(count) / 1000)
-	if err := connect(gpu, cpu, LinkC2C, bw); err != nil {
+	if err := Connect(gpu, cpu, LinkC2C, bw); err != nil {
 		return err
 	}
-	return connect(cpu, gpu, LinkC2C, bw)
+	return Connect(cpu, gpu, LinkC2C, bw)
 }
 
 // addPCILink: a LOC link of LOC_BW from the switch holding <pcilink> to its target switch, one
@@ -891,7 +816,7 @@ func (b *builder) addPCILink(e *etree.Element, parentBus string, sid int) error 
 	if err != nil {
 		return b.doc.Errorf(e, "<pcilink>: parent %v", err)
 	}
-	sw := b.sys.nodeByID(PCI, topoID(sid, id))
+	sw := b.node(PCI, topoID(sid, id))
 	if sw == nil {
 		return b.doc.Errorf(e, "<pcilink>: no PCI switch at busid %s", parentBus)
 	}
@@ -900,12 +825,12 @@ func (b *builder) addPCILink(e *etree.Element, parentBus string, sid int) error 
 	if err != nil {
 		return b.doc.Errorf(e, "<pcilink>: target %v", err)
 	}
-	remote := b.sys.nodeByID(PCI, topoID(sid, tid))
+	remote := b.node(PCI, topoID(sid, tid))
 	if remote == nil {
 		b.warnf(e, "<pcilink target=%s> names no PCI switch; ignored", ncclxml.Quote(target))
 		return nil
 	}
-	return connect(sw, remote, LinkLOC, LocBw)
+	return Connect(sw, remote, LinkLOC, LocBw)
 }
 
 // findLocalCPU walks up PCI links through PCI switches to the CPU (findLocalCpu).
@@ -982,37 +907,11 @@ func (b *builder) flattenBcmSwitches() {
 					}
 				}
 			}
-			b.sys.removeNode(sub)
+			b.sys.RemoveNode(sub)
 		}
 		sw.PCI.Device |= 0xffff
 		// NCCL restarts its scan at index 0 after a merge (the node list changed).
 		s = 0
-	}
-}
-
-// removeNode deletes a node and every link to it, and renumbers the nodes of its type
-// (ncclTopoRemoveNode).
-func (s *System) removeNode(n *Node) {
-	for t := range s.Nodes {
-		for _, m := range s.Nodes[t] {
-			kept := m.Links[:0]
-			for _, l := range m.Links {
-				if l.Remote != n {
-					kept = append(kept, l)
-				}
-			}
-			m.Links = kept
-		}
-	}
-	list := s.Nodes[n.Type]
-	for i, m := range list {
-		if m == n {
-			s.Nodes[n.Type] = append(list[:i:i], list[i+1:]...)
-			break
-		}
-	}
-	for i, m := range s.Nodes[n.Type] {
-		m.Index = i
 	}
 }
 
@@ -1025,7 +924,7 @@ func (b *builder) connectCPUs() {
 			if c1 == c2 || c1.SystemID() != c2.SystemID() {
 				continue
 			}
-			_ = connect(c1, c2, LinkSYS, interCPUBw(codesOf(c1)))
+			_ = Connect(c1, c2, LinkSYS, interCPUBw(codesOf(c1)))
 		}
 	}
 }
@@ -1033,13 +932,13 @@ func (b *builder) connectCPUs() {
 func interCPUBw(c cpuCodes) float64 {
 	bw := LocBw // unrecognised arch or x86 vendor: LOC_BW (NCCL quirk, §1.3)
 	switch c.arch {
-	case archPower:
+	case CPUArchPower:
 		return p9Bw
-	case archARM:
+	case CPUArchARM:
 		return armBw
-	case archX86:
+	case CPUArchX86:
 		switch c.vendor {
-		case vendorIntel:
+		case CPUVendorIntel:
 			switch c.model {
 			case modelERP:
 				bw = erpQpiBw
@@ -1050,9 +949,9 @@ func interCPUBw(c cpuCodes) float64 {
 			default:
 				bw = bdwQpiBw
 			}
-		case vendorAMD:
+		case CPUVendorAMD:
 			bw = amdBw
-		case vendorZhaoxin:
+		case CPUVendorZhaoxin:
 			if c.model == modelYongfeng {
 				bw = yongfengZpBw
 			} else {
@@ -1070,7 +969,7 @@ func (b *builder) sortSystem() error {
 	var rec func(n, up *Node) error
 	rec = func(n, up *Node) error {
 		if seen[n] {
-			return fmt.Errorf("%s: PCI tree has a cycle at %s", b.doc.Name, n.label())
+			return fmt.Errorf("%s: PCI tree has a cycle at %s", b.doc.Name, n.Label())
 		}
 		seen[n] = true
 		if up != nil {

@@ -153,7 +153,7 @@ func TestNCCL218Log(t *testing.T) {
 	i++
 	hopRe := regexp.MustCompile(`--[A-Z]+->([A-Z]+/[0-9A-F]+)`)
 	for _, src := range append(append([]*Node{}, s.Nodes[GPU]...), s.Nodes[NET]...) {
-		head := norm("Paths from " + src.label() + " :")
+		head := norm("Paths from " + src.Label() + " :")
 		if i >= len(block) || block[i] != head {
 			t.Fatalf("expected %q at log line %d, got %q", head, i, block[i])
 		}
@@ -170,10 +170,10 @@ func TestNCCL218Log(t *testing.T) {
 				}
 				var got []string
 				for _, lk := range p.Links {
-					got = append(got, norm(lk.Remote.label()))
+					got = append(got, norm(lk.Remote.Label()))
 				}
 				if strings.Join(got, " ") != strings.Join(want, " ") || f32(bw) != p.BW {
-					t.Errorf("%s → %s: got %v (%.1f), want %v (%.1f) from %q", src.label(), s.Nodes[dt][di].label(), got, p.BW, want, bw, l)
+					t.Errorf("%s → %s: got %v (%.1f), want %v (%.1f) from %q", src.Label(), s.Nodes[dt][di].Label(), got, p.BW, want, bw, l)
 				}
 			}
 		}
