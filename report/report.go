@@ -9,6 +9,7 @@ import (
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/simnet"
+	"github.com/simccl/simccl/topo"
 	"github.com/simccl/simccl/topo/ncclxml"
 	"github.com/simccl/simccl/tuning"
 )
@@ -191,7 +192,7 @@ func machine(opt Options) (*graph.System, *simnet.Machine, error) {
 		}
 		gopt.Version = v
 	}
-	sys, err := graph.FromXML(doc, gopt)
+	sys, err := topo.FromXML(doc, gopt)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/simccl/simccl/graph"
+	"github.com/simccl/simccl/topo"
 	"github.com/simccl/simccl/topo/ncclxml"
 )
 
@@ -146,9 +147,9 @@ func TestCorpus(t *testing.T) {
 			continue // the reader's business; it reports the line
 		}
 		for _, nodes := range []int{1, 2} {
-			sys, err := graph.FromXML(doc, graph.Options{LocalRank: 0, NRanks: 1 << 12})
+			sys, err := topo.FromXML(doc, graph.Options{LocalRank: 0, NRanks: 1 << 12})
 			if nodes == 1 {
-				sys, err = graph.FromXML(doc, graph.Options{LocalRank: 0})
+				sys, err = topo.FromXML(doc, graph.Options{LocalRank: 0})
 			}
 			if err != nil {
 				continue

@@ -9,6 +9,7 @@ import (
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/search"
+	"github.com/simccl/simccl/topo"
 	"github.com/simccl/simccl/topo/ncclxml"
 	"github.com/simccl/simccl/tuning"
 	"github.com/simccl/simccl/tuning/fromsearch"
@@ -107,7 +108,7 @@ func NewMemSetup(data []byte, name string, m *Machine, collNet bool) (*MemSetup,
 	if m.Nodes > 1 {
 		opt.NRanks = m.Node.NumGPUs * searchNodes
 	}
-	sys, err := graph.FromXML(doc, opt)
+	sys, err := topo.FromXML(doc, opt)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/search"
+	"github.com/simccl/simccl/topo"
 	"github.com/simccl/simccl/topo/ncclxml"
 	"github.com/simccl/simccl/tuning"
 )
@@ -642,7 +643,7 @@ func NewMachineFromModel(node *NodeModel, nodes int, fab *Fabric, comm tuning.Co
 	return m, nil
 }
 
-// MachineFromXML parses an NCCL topology, builds its system graph (graph.FromXML) and runs
+// MachineFromXML parses an NCCL topology, builds its system graph (topo.FromXML) and runs
 // NewMachine on it.
 func MachineFromXML(data []byte, name string, nodes int, fab *Fabric, cfg *tuning.Config) (*Machine, error) {
 	doc, err := ncclxml.ParseBytes(data, name)
@@ -657,7 +658,7 @@ func MachineFromXML(data []byte, name string, nodes int, fab *Fabric, cfg *tunin
 		}
 		opt.Version = v
 	}
-	sys, err := graph.FromXML(doc, opt)
+	sys, err := topo.FromXML(doc, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -665,7 +666,7 @@ func MachineFromXML(data []byte, name string, nodes int, fab *Fabric, cfg *tunin
 	if nodes > 1 {
 		// A communicator larger than this system keeps its NETs (NCCL's system->inter).
 		opt.NRanks = len(sys.GPUs()) * searchNodes
-		if sys, err = graph.FromXML(doc, opt); err != nil {
+		if sys, err = topo.FromXML(doc, opt); err != nil {
 			return nil, err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/search"
+	"github.com/simccl/simccl/topo"
 	"github.com/simccl/simccl/topo/ncclxml"
 )
 
@@ -90,14 +91,14 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	if strings.HasPrefix(*version, "2.30") {
 		gopt.Version = graph.V2_30
 	}
-	sys, err := graph.FromXML(doc, gopt)
+	sys, err := topo.FromXML(doc, gopt)
 	if err != nil {
 		return err
 	}
 	if *nodes > 1 {
 		// Build again knowing the communicator spans several nodes, so that the NETs stay.
 		gopt.NRanks = len(sys.GPUs()) * *nodes
-		if sys, err = graph.FromXML(doc, gopt); err != nil {
+		if sys, err = topo.FromXML(doc, gopt); err != nil {
 			return err
 		}
 	}

@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	sys, _ := graph.FromXML(doc, graph.Options{})
+//	sys, _ := topo.FromXML(doc, graph.Options{})
 //	top, _ := search.FromSystem(sys, nodes > 1)
 //	res, _ := search.ComputeAll(top, search.AllOptions{Nodes: nodes})
 //	comm, _ := fromsearch.Comm(res, sys, fromsearch.Options{})
@@ -18,6 +18,7 @@ import (
 
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/search"
+	"github.com/simccl/simccl/topo"
 	"github.com/simccl/simccl/topo/ncclxml"
 	"github.com/simccl/simccl/tuning"
 )
@@ -191,19 +192,19 @@ func Comm(res *search.Result, sys *graph.System, opt Options) (*tuning.Comm, err
 }
 
 // Pipeline runs topology → system → search → Comm for a communicator of nodes copies of the
-// topology doc: graph.FromXML (NETs kept when nodes > 1), search.FromSystem, search.ComputeAll
+// topology doc: topo.FromXML (NETs kept when nodes > 1), search.FromSystem, search.ComputeAll
 // (sopt.Nodes is set to nodes) and Comm.
 func Pipeline(doc *ncclxml.Document, nodes int, gopt graph.Options, sopt search.AllOptions, opt Options) (*tuning.Comm, *search.Result, *graph.System, error) {
 	if nodes < 1 {
 		return nil, nil, nil, fmt.Errorf("fromsearch: %d nodes (want ≥ 1)", nodes)
 	}
-	sys, err := graph.FromXML(doc, gopt)
+	sys, err := topo.FromXML(doc, gopt)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	if nodes > 1 {
 		gopt.NRanks = len(sys.Nodes[graph.GPU]) * nodes
-		if sys, err = graph.FromXML(doc, gopt); err != nil {
+		if sys, err = topo.FromXML(doc, gopt); err != nil {
 			return nil, nil, nil, err
 		}
 	}

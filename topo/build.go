@@ -1,4 +1,4 @@
-package graph
+package topo
 
 import (
 	"errors"
@@ -10,16 +10,18 @@ import (
 
 	"github.com/beevik/etree"
 
+	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/topo/ncclxml"
 )
 
-// topoError is a located error that unwraps to ErrTopology (and to the xml error's ErrSyntax).
+// topoError is what FromXML returns: it unwraps to graph.ErrTopology and to the error inside
+// (an *ncclxml.Error, which wraps ncclxml.ErrSyntax, when the error is located).
 type topoError struct{ err error }
 
 func (e *topoError) Error() string   { return e.err.Error() }
-func (e *topoError) Unwrap() []error { return []error{ErrTopology, e.err} }
+func (e *topoError) Unwrap() []error { return []error{graph.ErrTopology, e.err} }
 
-// NVLink per-link bandwidth by compute capability (ncclTopoNVLinkBw, NCCL 2.28; §2.3):
+// NVLink per-link bandwidth by compute capability (NCCL 2.28 ncclTopoNVLinkBw):
 // cc≥100 40.1 (40.0 in 2.25–2.27), ≥90 20.6, ==86 12, ≥80 20, ≥70 20, ≥60 18, else 20.
 func nvlinkBw(sm int) float64 {
 	switch {
@@ -39,7 +41,7 @@ func nvlinkBw(sm int) float64 {
 	return 20
 }
 
-// Inter-socket bandwidths (ncclTopoGetInterCpuBw, §1.3, §2.3).
+// Inter-socket bandwidths in GB/s (NCCL 2.28 ncclTopoGetInterCpuBw; topo.h P9_BW, ARM_BW, …).
 const (
 	p9Bw         = 32
 	armBw        = 6
@@ -63,16 +65,20 @@ const (
 	modelYongfeng = 1
 )
 
+// f32 rounds to float32, as NCCL keeps bandwidths in floats (the same rounding as package
+// graph's links).
+func f32(x float64) float64 { return float64(float32(x)) }
+
 // cpuCodes are the numeric arch/vendor/model NCCL derives from the XML attributes.
 type cpuCodes struct{ arch, vendor, model int }
 
-func codesOf(n *Node) cpuCodes { return cpuCodes{n.CPU.ArchID, n.CPU.VendorID, n.CPU.ModelID} }
+func codesOf(n *graph.Node) cpuCodes { return cpuCodes{n.CPU.ArchID, n.CPU.VendorID, n.CPU.ModelID} }
 
 // builder holds the state of one FromXML call.
 type builder struct {
 	doc   *ncclxml.Document
-	sys   *System
-	elem  map[*Node]*etree.Element
+	sys   *graph.System
+	elem  map[*graph.Node]*etree.Element
 	ranks map[int]*etree.Element
 
 	warnedHash map[string]bool
@@ -81,7 +87,7 @@ type builder struct {
 // FromXML builds the system NCCL would build from a topology document (ncclTopoGetSystemFromXml,
 // then ncclTopoComputePaths, the GPU trimming of ncclTopoTrimSystem, paths again, and the
 // maxBw/totalBw of ncclTopoSearchInit).
-func FromXML(doc *ncclxml.Document, opt Options) (*System, error) {
+func FromXML(doc *ncclxml.Document, opt graph.Options) (*graph.System, error) {
 	if doc == nil || doc.Root() == nil {
 		return nil, &topoError{fmt.Errorf("graph: no document")}
 	}
@@ -91,15 +97,15 @@ func FromXML(doc *ncclxml.Document, opt Options) (*System, error) {
 	}
 	b := &builder{
 		doc:   doc,
-		sys:   NewSystem(doc.Name, opt),
-		elem:  map[*Node]*etree.Element{},
+		sys:   graph.NewSystem(doc.Name, opt),
+		elem:  map[*graph.Node]*etree.Element{},
 		ranks: map[int]*etree.Element{},
 	}
 	if err := b.build(root); err != nil {
 		return nil, &topoError{err}
 	}
 	s := b.sys
-	if len(s.Nodes[GPU]) == 0 {
+	if len(s.Nodes[graph.GPU]) == 0 {
 		return nil, &topoError{doc.Errorf(root, "no GPU with a rank in the topology (a <gpu> needs rank, dev and sm; partial files that rely on NCCL's hardware detection cannot be simulated)")}
 	}
 	if opt.Strict && len(s.Warnings) > 0 {
@@ -107,7 +113,7 @@ func FromXML(doc *ncclxml.Document, opt Options) (*System, error) {
 	}
 	if err := s.Compute(); err != nil {
 		// A problem with one node is located at the element the node came from.
-		var ne *NodeError
+		var ne *graph.NodeError
 		if errors.As(err, &ne) {
 			err = doc.Errorf(b.elem[ne.Node], "%s", ne.Msg)
 		} else {
@@ -120,7 +126,7 @@ func FromXML(doc *ncclxml.Document, opt Options) (*System, error) {
 
 // build converts the XML tree into nodes and links, in NCCL's order: CPUs (with their PCI trees,
 // GPUs and NICs), NVLinks, C2C links, pcilinks, Broadcom switch flattening, CPU↔CPU links, and
-// the final link sort (§1.1 step 6).
+// the final link sort (NCCL 2.28 ncclTopoGetSystemFromXml).
 func (b *builder) build(root *etree.Element) error {
 	for _, c := range root.ChildElements() {
 		if c.Tag == "cpu" {
@@ -142,7 +148,7 @@ func (b *builder) warnf(e *etree.Element, format string, args ...any) {
 }
 
 // newNode adds a node made from element e, which locates the errors found later about it.
-func (b *builder) newNode(t NodeType, id int64, e *etree.Element) (*Node, error) {
+func (b *builder) newNode(t graph.NodeType, id int64, e *etree.Element) (*graph.Node, error) {
 	n, err := b.sys.AddNode(t, id)
 	if err != nil {
 		return nil, b.doc.Errorf(e, "%v", err)
@@ -156,7 +162,7 @@ func topoID(systemID int, local int64) int64 {
 }
 
 // node finds a node by its id, as ncclTopoGetNode does.
-func (b *builder) node(t NodeType, id int64) *Node {
+func (b *builder) node(t graph.NodeType, id int64) *graph.Node {
 	for _, n := range b.sys.Nodes[t] {
 		if n.ID == id {
 			return n
@@ -303,7 +309,7 @@ func (b *builder) addCPU(e *etree.Element) error {
 	if err != nil {
 		return err
 	}
-	cpu, err := b.newNode(CPU, topoID(sid, numa), e)
+	cpu, err := b.newNode(graph.CPU, topoID(sid, numa), e)
 	if err != nil {
 		return err
 	}
@@ -321,44 +327,7 @@ func (b *builder) addCPU(e *etree.Element) error {
 	}
 	cpu.CPU.Family, cpu.CPU.Model = int(fam), int(model)
 
-	// Arch and vendor dictionaries (kvDictCpuArch, kvDictCpuVendor; prefix match, unknown → 0).
-	var c cpuCodes
-	switch {
-	case strings.HasPrefix(cpu.CPU.Arch, "x86_64"):
-		c.arch = CPUArchX86
-	case strings.HasPrefix(cpu.CPU.Arch, "arm64"):
-		c.arch = CPUArchARM
-	case strings.HasPrefix(cpu.CPU.Arch, "ppc64"):
-		c.arch = CPUArchPower
-	}
-	if c.arch == CPUArchX86 {
-		switch {
-		case strings.HasPrefix(cpu.CPU.Vendor, "GenuineIntel"):
-			c.vendor = CPUVendorIntel
-		case strings.HasPrefix(cpu.CPU.Vendor, "AuthenticAMD"):
-			c.vendor = CPUVendorAMD
-		case strings.HasPrefix(cpu.CPU.Vendor, "CentaurHauls"), strings.HasPrefix(cpu.CPU.Vendor, "  Shanghai  "):
-			c.vendor = CPUVendorZhaoxin
-		}
-		switch c.vendor {
-		case CPUVendorIntel:
-			// Intel model by family 6 and model id (§1.3): ≥0xCF ERP, ≥0x8F SRP, ≥0x55 SKL, else BDW.
-			switch {
-			case fam == 6 && model >= 0xCF:
-				c.model = modelERP
-			case fam == 6 && model >= 0x8F:
-				c.model = modelSRP
-			case fam == 6 && model >= 0x55:
-				c.model = modelSKL
-			default:
-				c.model = modelBDW
-			}
-		case CPUVendorZhaoxin:
-			if fam == 7 && model == 0x5B {
-				c.model = modelYongfeng
-			}
-		}
-	}
+	c := classifyCPU(cpu.CPU.Arch, cpu.CPU.Vendor, fam, model)
 	cpu.CPU.ArchID, cpu.CPU.VendorID, cpu.CPU.ModelID = c.arch, c.vendor, c.model
 
 	for _, ch := range e.ChildElements() {
@@ -370,15 +339,15 @@ func (b *builder) addCPU(e *etree.Element) error {
 		case "nic":
 			// A <nic> directly under <cpu>: all such NICs share one NIC node of local id 0,
 			// connected to the first CPU that holds one with LOC_BW PCI links (ncclTopoAddCpu).
-			nic := b.node(NIC, 0)
+			nic := b.node(graph.NIC, 0)
 			if nic == nil {
-				if nic, err = b.newNode(NIC, topoID(sid, 0), ch); err != nil {
+				if nic, err = b.newNode(graph.NIC, topoID(sid, 0), ch); err != nil {
 					return err
 				}
-				if err := Connect(cpu, nic, LinkPCI, LocBw); err != nil {
+				if err := graph.Connect(cpu, nic, graph.LinkPCI, graph.LocBw); err != nil {
 					return err
 				}
-				if err := Connect(nic, cpu, LinkPCI, LocBw); err != nil {
+				if err := graph.Connect(nic, cpu, graph.LinkPCI, graph.LocBw); err != nil {
 					return err
 				}
 			}
@@ -390,28 +359,74 @@ func (b *builder) addCPU(e *etree.Element) error {
 	return nil
 }
 
+// classifyCPU returns the codes NCCL derives from a <cpu>'s arch, vendor, familyid and modelid
+// (NCCL 2.28 ncclTopoAddCpu): the arch and vendor strings are matched by prefix against
+// kvDictCpuArch (x86_64, arm64, ppc64) and kvDictCpuVendor (GenuineIntel → Intel, AuthenticAMD →
+// AMD, CentaurHauls and "  Shanghai  " → Zhaoxin), anything else being 0 (unknown, HygonGenuine
+// included); the vendor is read on x86 only, and the model for Intel and Zhaoxin only.
+func classifyCPU(arch, vendor string, fam, model int64) cpuCodes {
+	var c cpuCodes
+	switch {
+	case strings.HasPrefix(arch, "x86_64"):
+		c.arch = graph.CPUArchX86
+	case strings.HasPrefix(arch, "arm64"):
+		c.arch = graph.CPUArchARM
+	case strings.HasPrefix(arch, "ppc64"):
+		c.arch = graph.CPUArchPower
+	}
+	if c.arch == graph.CPUArchX86 {
+		switch {
+		case strings.HasPrefix(vendor, "GenuineIntel"):
+			c.vendor = graph.CPUVendorIntel
+		case strings.HasPrefix(vendor, "AuthenticAMD"):
+			c.vendor = graph.CPUVendorAMD
+		case strings.HasPrefix(vendor, "CentaurHauls"), strings.HasPrefix(vendor, "  Shanghai  "):
+			c.vendor = graph.CPUVendorZhaoxin
+		}
+		switch c.vendor {
+		case graph.CPUVendorIntel:
+			// Intel model by family 6 and model id: ≥0xCF ERP, ≥0x8F SRP, ≥0x55 SKL, else BDW.
+			switch {
+			case fam == 6 && model >= 0xCF:
+				c.model = modelERP
+			case fam == 6 && model >= 0x8F:
+				c.model = modelSRP
+			case fam == 6 && model >= 0x55:
+				c.model = modelSKL
+			default:
+				c.model = modelBDW
+			}
+		case graph.CPUVendorZhaoxin:
+			if fam == 7 && model == 0x5B {
+				c.model = modelYongfeng
+			}
+		}
+	}
+	return c
+}
+
 // --- PCI ----------------------------------------------------------------------------------------
 
-// pciClassType maps a PCI class by prefix (kvDictPciClass, §1.2): 0x060400 bridge → PCI,
+// pciClassType maps a PCI class by prefix (NCCL 2.28 kvDictPciClass): 0x060400 bridge → PCI,
 // 0x080100 → PCI, 0x068000 → NVS, 0x068001 → CPU, 0x03… → GPU, 0x02… → NIC, other → PCI.
-func pciClassType(class string) NodeType {
+func pciClassType(class string) graph.NodeType {
 	switch {
 	case strings.HasPrefix(class, "0x060400"), strings.HasPrefix(class, "0x080100"):
-		return PCI
+		return graph.PCI
 	case strings.HasPrefix(class, "0x068000"):
-		return NVS
+		return graph.NVS
 	case strings.HasPrefix(class, "0x068001"):
-		return CPU
+		return graph.CPU
 	case strings.HasPrefix(class, "0x03"):
-		return GPU
+		return graph.GPU
 	case strings.HasPrefix(class, "0x02"):
-		return NIC
+		return graph.NIC
 	}
-	return PCI
+	return graph.PCI
 }
 
 // pciGenCode is the per-lane speed code (units of 100 Mb/s) of a link_speed string, matched by
-// prefix in NCCL's order, first match wins; unknown or empty → 60 (kvDictPciGen, §1.3).
+// prefix in NCCL's order, first match wins; unknown or empty → 60 (NCCL 2.28 kvDictPciGen).
 func pciGenCode(speed string) int {
 	table := []struct {
 		key  string
@@ -442,20 +457,20 @@ func child(e *etree.Element, tag string) *etree.Element {
 // a <nic> with a <net> is a NIC node (functions of one device merged); one whose class maps to
 // PCI is a switch whose children are added recursively; anything else is ignored. The device is
 // linked to its parent both ways with its own link bandwidth.
-func (b *builder) addPCI(e *etree.Element, parent *Node, sid int) error {
+func (b *builder) addPCI(e *etree.Element, parent *graph.Node, sid int) error {
 	busid, err := b.busID(e)
 	if err != nil {
 		return err
 	}
 	class, hasClass := attr(e, "class")
 	t := pciClassType(class)
-	var node *Node
+	var node *graph.Node
 	if g := child(e, "gpu"); g != nil {
-		t = GPU
+		t = graph.GPU
 		if _, ok := attr(g, "rank"); !ok {
 			return nil // a <gpu> without rank is not one of the communicator's GPUs
 		}
-		if node, err = b.newNode(GPU, topoID(sid, busid), g); err != nil {
+		if node, err = b.newNode(graph.GPU, topoID(sid, busid), g); err != nil {
 			return err
 		}
 		if err := b.addGPU(g, node); err != nil {
@@ -463,7 +478,7 @@ func (b *builder) addPCI(e *etree.Element, parent *Node, sid int) error {
 		}
 	}
 	if n := child(e, "nic"); n != nil {
-		t = NIC
+		t = graph.NIC
 		if child(n, "net") == nil {
 			return nil
 		}
@@ -471,9 +486,9 @@ func (b *builder) addPCI(e *etree.Element, parent *Node, sid int) error {
 		// Only a newly created NIC is linked to the parent: a second function of the same
 		// device adds its nets but no second PCI link (ncclTopoAddPci).
 		id := topoID(sid, busid&^0xf)
-		nic := b.node(NIC, id)
+		nic := b.node(graph.NIC, id)
 		if nic == nil {
-			if nic, err = b.newNode(NIC, id, e); err != nil {
+			if nic, err = b.newNode(graph.NIC, id, e); err != nil {
 				return err
 			}
 			node = nic
@@ -481,8 +496,8 @@ func (b *builder) addPCI(e *etree.Element, parent *Node, sid int) error {
 		if err := b.addNIC(n, nic, sid); err != nil {
 			return err
 		}
-	} else if t == PCI || (!hasClass && node == nil) {
-		if node, err = b.newNode(PCI, topoID(sid, busid), e); err != nil {
+	} else if t == graph.PCI || (!hasClass && node == nil) {
+		if node, err = b.newNode(graph.PCI, topoID(sid, busid), e); err != nil {
 			return err
 		}
 		var dev uint64
@@ -513,18 +528,18 @@ func (b *builder) addPCI(e *etree.Element, parent *Node, sid int) error {
 		return b.doc.Errorf(e, "<pci link_width=%d>: negative", width)
 	}
 	if width == 0 {
-		width = 16 // 0 or empty → x16 (§1.3)
+		width = 16 // 0 or empty → x16 (NCCL 2.28 ncclTopoAddPci)
 	}
 	speed, _ := attr(e, "link_speed")
 	bw := f32(float64(width) * float64(pciGenCode(speed)) / 80)
-	if err := Connect(node, parent, LinkPCI, bw); err != nil {
+	if err := graph.Connect(node, parent, graph.LinkPCI, bw); err != nil {
 		return err
 	}
-	return Connect(parent, node, LinkPCI, bw)
+	return graph.Connect(parent, node, graph.LinkPCI, bw)
 }
 
 // addGPU reads <gpu dev sm rank gdr> (ncclTopoAddGpu).
-func (b *builder) addGPU(e *etree.Element, n *Node) error {
+func (b *builder) addGPU(e *etree.Element, n *graph.Node) error {
 	for _, a := range []string{"dev", "sm"} {
 		if _, ok := attr(e, a); !ok {
 			return b.doc.Errorf(e, "<gpu> without %s", a)
@@ -556,13 +571,13 @@ func (b *builder) addGPU(e *etree.Element, n *Node) error {
 		return b.doc.Errorf(e, "duplicate rank %d (also on line %d)", rank, b.doc.Line(prev))
 	}
 	b.ranks[int(rank)] = e
-	n.GPU = GPUInfo{Dev: int(dev), Rank: int(rank), SM: int(sm), GDR: gdr != 0}
+	n.GPU = graph.GPUInfo{Dev: int(dev), Rank: int(rank), SM: int(sm), GDR: gdr != 0}
 	return nil
 }
 
 // addNIC adds the <net> children of a <nic> (ncclTopoAddNic/ncclTopoAddNet): a NET node per net
 // with a dev, linked both ways to the NIC with LINK_NET of speed/8000 GB/s.
-func (b *builder) addNIC(e *etree.Element, nic *Node, sid int) error {
+func (b *builder) addNIC(e *etree.Element, nic *graph.Node, sid int) error {
 	for _, ne := range e.ChildElements() {
 		if ne.Tag != "net" {
 			continue
@@ -578,16 +593,16 @@ func (b *builder) addNIC(e *etree.Element, nic *Node, sid int) error {
 		if dev < 0 {
 			return b.doc.Errorf(ne, "<net dev=%d>: negative", dev)
 		}
-		if prev := b.node(NET, topoID(sid, dev)); prev != nil {
+		if prev := b.node(graph.NET, topoID(sid, dev)); prev != nil {
 			// NCCL keys nets by name when merging a file with detection, so a file can list the
 			// same dev twice; both become NET nodes with one id, which no rank can tell apart.
 			b.warnf(ne, "<net dev=%d> repeats the dev of line %d; both are kept, with the same id", dev, b.doc.Line(b.elem[prev]))
 		}
-		net, err := b.newNode(NET, topoID(sid, dev), ne)
+		net, err := b.newNode(graph.NET, topoID(sid, dev), ne)
 		if err != nil {
 			return err
 		}
-		info := NetInfo{Dev: int(dev), Rail: -1, Plane: -1}
+		info := graph.NetInfo{Dev: int(dev), Rail: -1, Plane: -1}
 		info.Name, _ = attr(ne, "name")
 		if info.GUID, err = b.attrHex(ne, "guid", uint64(dev)); err != nil {
 			// A redacted guid ("0xREDACTED"): NCCL's strtoull reads 0.
@@ -602,7 +617,7 @@ func (b *builder) addNIC(e *etree.Element, nic *Node, sid int) error {
 			if _, given := attr(ne, "speed"); given {
 				b.warnf(ne, "<net speed=%g>: not positive; NCCL uses 10000 Mb/s", mbps)
 			}
-			mbps = 10000 // speed ≤ 0 → 10 Gb/s (§1.3)
+			mbps = 10000 // speed ≤ 0 → 10 Gb/s (NCCL 2.28 ncclTopoAddNet)
 		}
 		info.Speed = f32(mbps / 8000)
 		if info.Latency, err = b.attrFloat(ne, "latency", 0); err != nil {
@@ -630,10 +645,10 @@ func (b *builder) addNIC(e *etree.Element, nic *Node, sid int) error {
 		}
 		info.GDR, info.Coll = gdr != 0, coll != 0
 		net.NET = info
-		if err := Connect(nic, net, LinkNET, info.Speed); err != nil {
+		if err := graph.Connect(nic, net, graph.LinkNET, info.Speed); err != nil {
 			return err
 		}
-		if err := Connect(net, nic, LinkNET, info.Speed); err != nil {
+		if err := graph.Connect(net, nic, graph.LinkNET, info.Speed); err != nil {
 			return err
 		}
 	}
@@ -683,7 +698,7 @@ func (b *builder) linkPass(e *etree.Element, pass, parentBus string, sid int) er
 }
 
 // parentGPU finds the GPU node of the <gpu> holding e, or nil for an unranked GPU.
-func (b *builder) parentGPU(e *etree.Element, parentBus string, sid int) (*Node, error) {
+func (b *builder) parentGPU(e *etree.Element, parentBus string, sid int) (*graph.Node, error) {
 	g := e.Parent()
 	if g == nil || g.Tag != "gpu" {
 		return nil, b.doc.Errorf(e, "<%s> outside a <gpu>", e.Tag)
@@ -695,14 +710,14 @@ func (b *builder) parentGPU(e *etree.Element, parentBus string, sid int) (*Node,
 	if err != nil {
 		return nil, b.doc.Errorf(e, "<%s>: parent %v", e.Tag, err)
 	}
-	gpu := b.node(GPU, topoID(sid, id))
+	gpu := b.node(graph.GPU, topoID(sid, id))
 	if gpu == nil {
 		return nil, b.doc.Errorf(e, "<%s>: no GPU at busid %s", e.Tag, parentBus)
 	}
 	return gpu, nil
 }
 
-// addNVLink follows ncclTopoAddNvLinks (§1.3): bw = count × per-link bw of the GPU's sm. A GPU
+// addNVLink follows NCCL 2.28 ncclTopoAddNvLinks: bw = count × per-link bw of the GPU's sm. A GPU
 // target adds GPU→GPU only (each GPU's XML adds its own direction); a CPU target (POWER) links
 // to the GPU's local CPU; anything else is the NVSwitch, all merged into one NVS node (id 0).
 func (b *builder) addNVLink(e *etree.Element, parentBus string, sid int) error {
@@ -733,16 +748,16 @@ func (b *builder) addNVLink(e *etree.Element, parentBus string, sid int) error {
 		// it (paths to the NVS stay DIS), so GPUs fall back to PCI. Keep it, and say so.
 		b.warnf(e, "GPU rank %d: <nvlink target=%s count=\"0\">: a link of bandwidth 0 that no path can use", gpu.GPU.Rank, ncclxml.Quote(target))
 	}
-	var remote *Node
+	var remote *graph.Node
 	switch pciClassType(tclass) {
-	case GPU:
+	case graph.GPU:
 		id, err := parseBusID(target)
 		if err != nil {
 			return b.doc.Errorf(e, "<nvlink>: target %v", err)
 		}
-		remote = b.node(GPU, topoID(sid, id))
+		remote = b.node(graph.GPU, topoID(sid, id))
 		if remote == nil {
-			// NCCL ignores an NVLink to a GPU it does not know (§1.3).
+			// NCCL ignores an NVLink to a GPU it does not know (ncclTopoAddNvLinks).
 			b.warnf(e, "GPU rank %d: <nvlink target=%s> names no GPU of the topology; ignored", gpu.GPU.Rank, ncclxml.Quote(target))
 			return nil
 		}
@@ -750,33 +765,33 @@ func (b *builder) addNVLink(e *etree.Element, parentBus string, sid int) error {
 			b.warnf(e, "GPU rank %d: <nvlink> targets its own busid %s; ignored", gpu.GPU.Rank, ncclxml.Quote(target))
 			return nil
 		}
-	case CPU:
+	case graph.CPU:
 		remote = findLocalCPU(gpu)
 		if remote == nil {
 			b.warnf(e, "GPU rank %d: <nvlink> to a CPU but no CPU above the GPU; ignored", gpu.GPU.Rank)
 			return nil
 		}
 	default:
-		if len(b.sys.Nodes[NVS]) == 0 {
-			if remote, err = b.newNode(NVS, 0, e); err != nil {
+		if len(b.sys.Nodes[graph.NVS]) == 0 {
+			if remote, err = b.newNode(graph.NVS, 0, e); err != nil {
 				return err
 			}
 		} else {
-			remote = b.sys.Nodes[NVS][0]
+			remote = b.sys.Nodes[graph.NVS][0]
 		}
 	}
 	bw := f32(float64(count) * nvlinkBw(gpu.GPU.SM))
-	if err := Connect(gpu, remote, LinkNVL, bw); err != nil {
+	if err := graph.Connect(gpu, remote, graph.LinkNVL, bw); err != nil {
 		return err
 	}
-	if remote.Type != GPU {
-		return Connect(remote, gpu, LinkNVL, bw)
+	if remote.Type != graph.GPU {
+		return graph.Connect(remote, gpu, graph.LinkNVL, bw)
 	}
 	return nil
 }
 
 // addC2C: bw = bw_attr × count / 1000 GB/s, both ways between the GPU and its local CPU
-// (ncclTopoAddC2c, §1.3).
+// (NCCL 2.28 ncclTopoAddC2c).
 func (b *builder) addC2C(e *etree.Element, parentBus string, sid int) error {
 	gpu, err := b.parentGPU(e, parentBus, sid)
 	if err != nil || gpu == nil {
@@ -803,20 +818,20 @@ func (b *builder) addC2C(e *etree.Element, parentBus string, sid int) error {
 		return nil
 	}
 	bw := f32(float64(mbps) * float64(count) / 1000)
-	if err := Connect(gpu, cpu, LinkC2C, bw); err != nil {
+	if err := graph.Connect(gpu, cpu, graph.LinkC2C, bw); err != nil {
 		return err
 	}
-	return Connect(cpu, gpu, LinkC2C, bw)
+	return graph.Connect(cpu, gpu, graph.LinkC2C, bw)
 }
 
 // addPCILink: a LOC link of LOC_BW from the switch holding <pcilink> to its target switch, one
-// direction per element (ncclTopoAddPciLinks, §1.2).
+// direction per element (NCCL 2.28 ncclTopoAddPciLinks).
 func (b *builder) addPCILink(e *etree.Element, parentBus string, sid int) error {
 	id, err := parseBusID(parentBus)
 	if err != nil {
 		return b.doc.Errorf(e, "<pcilink>: parent %v", err)
 	}
-	sw := b.node(PCI, topoID(sid, id))
+	sw := b.node(graph.PCI, topoID(sid, id))
 	if sw == nil {
 		return b.doc.Errorf(e, "<pcilink>: no PCI switch at busid %s", parentBus)
 	}
@@ -825,20 +840,20 @@ func (b *builder) addPCILink(e *etree.Element, parentBus string, sid int) error 
 	if err != nil {
 		return b.doc.Errorf(e, "<pcilink>: target %v", err)
 	}
-	remote := b.node(PCI, topoID(sid, tid))
+	remote := b.node(graph.PCI, topoID(sid, tid))
 	if remote == nil {
 		b.warnf(e, "<pcilink target=%s> names no PCI switch; ignored", ncclxml.Quote(target))
 		return nil
 	}
-	return Connect(sw, remote, LinkLOC, LocBw)
+	return graph.Connect(sw, remote, graph.LinkLOC, graph.LocBw)
 }
 
 // findLocalCPU walks up PCI links through PCI switches to the CPU (findLocalCpu).
-func findLocalCPU(n *Node) *Node {
-	seen := map[*Node]bool{}
-	var rec func(n, from *Node) *Node
-	rec = func(n, from *Node) *Node {
-		if n.Type == CPU {
+func findLocalCPU(n *graph.Node) *graph.Node {
+	seen := map[*graph.Node]bool{}
+	var rec func(n, from *graph.Node) *graph.Node
+	rec = func(n, from *graph.Node) *graph.Node {
+		if n.Type == graph.CPU {
 			return n
 		}
 		if seen[n] {
@@ -846,7 +861,7 @@ func findLocalCPU(n *Node) *Node {
 		}
 		seen[n] = true
 		for _, l := range n.Links {
-			if l.Type == LinkPCI && l.Remote != from && (l.Remote.Type == PCI || l.Remote.Type == CPU) {
+			if l.Type == graph.LinkPCI && l.Remote != from && (l.Remote.Type == graph.PCI || l.Remote.Type == graph.CPU) {
 				if c := rec(l.Remote, n); c != nil {
 					return c
 				}
@@ -859,8 +874,9 @@ func findLocalCPU(n *Node) *Node {
 
 // --- flattening, CPU links, sorting -------------------------------------------------------------
 
-// bcmGen recognises Broadcom PEX switches that show up as two levels (§2.2): Gen4 when
-// pci.device masked is 0x1000c0101000a000, Gen5 when it is 0x1000c03010000000 | level<<12.
+// bcmGen recognises Broadcom PEX switches that show up as two levels (NCCL 2.28
+// ncclTopoFlattenBcmSwitches): Gen4 when pci.device masked is 0x1000c0101000a000, Gen5 when it
+// is 0x1000c03010000000 | level<<12.
 func bcmGen(dev uint64, level int) int {
 	m := dev & 0xfffffffffffff000
 	if m == 0x1000c0101000a000 {
@@ -877,16 +893,16 @@ func bcmGen(dev uint64, level int) int {
 // their devices point back at the parent, and the parent's subsystem id gets 0xffff so it is
 // not merged again.
 func (b *builder) flattenBcmSwitches() {
-	for s := 0; s < len(b.sys.Nodes[PCI]); s++ {
-		sw := b.sys.Nodes[PCI][s]
+	for s := 0; s < len(b.sys.Nodes[graph.PCI]); s++ {
+		sw := b.sys.Nodes[graph.PCI][s]
 		gen := bcmGen(sw.PCI.Device, 0)
 		if gen == 0 {
 			continue
 		}
-		var subs []*Node
+		var subs []*graph.Node
 		kept := sw.Links[:0:0]
 		for _, l := range sw.Links {
-			if l.Remote.Type == PCI && bcmGen(l.Remote.PCI.Device, 1) == gen {
+			if l.Remote.Type == graph.PCI && bcmGen(l.Remote.PCI.Device, 1) == gen {
 				subs = append(subs, l.Remote)
 				continue
 			}
@@ -916,29 +932,29 @@ func (b *builder) flattenBcmSwitches() {
 }
 
 // connectCPUs links every pair of CPUs of one host with a SYS link whose bandwidth depends on
-// the first CPU's arch/vendor/model (ncclTopoConnectCpus, ncclTopoGetInterCpuBw; §1.3).
+// the first CPU's arch/vendor/model (NCCL 2.28 ncclTopoConnectCpus, ncclTopoGetInterCpuBw).
 func (b *builder) connectCPUs() {
-	cpus := b.sys.Nodes[CPU]
+	cpus := b.sys.Nodes[graph.CPU]
 	for _, c1 := range cpus {
 		for _, c2 := range cpus {
 			if c1 == c2 || c1.SystemID() != c2.SystemID() {
 				continue
 			}
-			_ = Connect(c1, c2, LinkSYS, interCPUBw(codesOf(c1)))
+			_ = graph.Connect(c1, c2, graph.LinkSYS, interCPUBw(codesOf(c1)))
 		}
 	}
 }
 
 func interCPUBw(c cpuCodes) float64 {
-	bw := LocBw // unrecognised arch or x86 vendor: LOC_BW (NCCL quirk, §1.3)
+	bw := graph.LocBw // unrecognised arch or x86 vendor: LOC_BW (an NCCL 2.28 quirk)
 	switch c.arch {
-	case CPUArchPower:
+	case graph.CPUArchPower:
 		return p9Bw
-	case CPUArchARM:
+	case graph.CPUArchARM:
 		return armBw
-	case CPUArchX86:
+	case graph.CPUArchX86:
 		switch c.vendor {
-		case CPUVendorIntel:
+		case graph.CPUVendorIntel:
 			switch c.model {
 			case modelERP:
 				bw = erpQpiBw
@@ -949,9 +965,9 @@ func interCPUBw(c cpuCodes) float64 {
 			default:
 				bw = bdwQpiBw
 			}
-		case CPUVendorAMD:
+		case graph.CPUVendorAMD:
 			bw = amdBw
-		case CPUVendorZhaoxin:
+		case graph.CPUVendorZhaoxin:
 			if c.model == modelYongfeng {
 				bw = yongfengZpBw
 			} else {
@@ -963,11 +979,11 @@ func interCPUBw(c cpuCodes) float64 {
 }
 
 // sortSystem moves, for every node reached down the PCI tree from each CPU, the link to its
-// parent to the end of its links (ncclTopoSortSystem, §2.2).
+// parent to the end of its links (NCCL 2.28 ncclTopoSortSystem).
 func (b *builder) sortSystem() error {
-	seen := map[*Node]bool{}
-	var rec func(n, up *Node) error
-	rec = func(n, up *Node) error {
+	seen := map[*graph.Node]bool{}
+	var rec func(n, up *graph.Node) error
+	rec = func(n, up *graph.Node) error {
 		if seen[n] {
 			return fmt.Errorf("%s: PCI tree has a cycle at %s", b.doc.Name, n.Label())
 		}
@@ -982,7 +998,7 @@ func (b *builder) sortSystem() error {
 			}
 		}
 		for _, l := range n.Links {
-			if l.Type == LinkPCI && l.Remote != up {
+			if l.Type == graph.LinkPCI && l.Remote != up {
 				if err := rec(l.Remote, n); err != nil {
 					return err
 				}
@@ -990,7 +1006,7 @@ func (b *builder) sortSystem() error {
 		}
 		return nil
 	}
-	for _, c := range b.sys.Nodes[CPU] {
+	for _, c := range b.sys.Nodes[graph.CPU] {
 		if err := rec(c, nil); err != nil {
 			return err
 		}
