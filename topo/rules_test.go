@@ -88,3 +88,52 @@ func TestCPUNicAndPciLink(t *testing.T) {
 		t.Errorf("GPU0→CPU NIC %s %.1f", p.Type, p.BW)
 	}
 }
+
+// TestClassifyCPU: the arch and vendor dictionaries of NCCL 2.28 (kvDictCpuArch, kvDictCpuVendor,
+// prefix match, anything else unknown; the vendor read on x86 only), the Intel and Zhaoxin
+// models, and the names package tuning gets from them (graph.CPUInfo.ArchName, VendorName).
+func TestClassifyCPU(t *testing.T) {
+	cases := []struct {
+		arch, vendor          string
+		fam, model            int64
+		archID, vendorID, mdl int
+		archName, vendorName  string
+	}{
+		{"x86_64", "GenuineIntel", 6, 0x8F, graph.CPUArchX86, graph.CPUVendorIntel, modelSRP, "x86", "intel"},
+		{"x86_64", "GenuineIntel", 6, 0x4F, graph.CPUArchX86, graph.CPUVendorIntel, modelBDW, "x86", "intel"},
+		{"x86_64", "AuthenticAMD", 25, 17, graph.CPUArchX86, graph.CPUVendorAMD, 0, "x86", "amd"},
+		// Hygon's Dhyana is Zen, but NCCL's dictionary does not know the string.
+		{"x86_64", "HygonGenuine", 24, 1, graph.CPUArchX86, 0, 0, "x86", ""},
+		{"x86_64", "CentaurHauls", 7, 0x5B, graph.CPUArchX86, graph.CPUVendorZhaoxin, modelYongfeng, "x86", "zhaoxin"},
+		{"x86_64", "  Shanghai  ", 7, 1, graph.CPUArchX86, graph.CPUVendorZhaoxin, 0, "x86", "zhaoxin"},
+		{"x86_64", "Shanghai", 7, 1, graph.CPUArchX86, 0, 0, "x86", ""}, // the CPUID string has the spaces
+		{"x86_64", "genuineintel", 6, 0x8F, graph.CPUArchX86, 0, 0, "x86", ""},
+		{"x86_64", "", 0, 0, graph.CPUArchX86, 0, 0, "x86", ""},
+		{"x86_64_v3", "GenuineIntel", 6, 0xCF, graph.CPUArchX86, graph.CPUVendorIntel, modelERP, "x86", "intel"}, // prefix
+		{"arm64", "GenuineIntel", 6, 0x8F, graph.CPUArchARM, 0, 0, "arm", ""},                                    // vendor read on x86 only
+		{"ppc64", "", 0, 0, graph.CPUArchPower, 0, 0, "power", ""},
+		{"ppc64le", "", 0, 0, graph.CPUArchPower, 0, 0, "power", ""},
+		{"aarch64", "", 0, 0, 0, 0, 0, "", ""},
+		{"amd64", "AuthenticAMD", 25, 17, 0, 0, 0, "", ""},
+		{"", "", 0, 0, 0, 0, 0, "", ""},
+	}
+	for _, c := range cases {
+		got := classifyCPU(c.arch, c.vendor, c.fam, c.model)
+		if got != (cpuCodes{c.archID, c.vendorID, c.mdl}) {
+			t.Errorf("%q %q %d/%d: codes %+v, want %d/%d/%d", c.arch, c.vendor, c.fam, c.model, got, c.archID, c.vendorID, c.mdl)
+		}
+		info := graph.CPUInfo{ArchID: got.arch, VendorID: got.vendor, ModelID: got.model}
+		if info.ArchName() != c.archName || info.VendorName() != c.vendorName {
+			t.Errorf("%q %q: names %q %q, want %q %q", c.arch, c.vendor, info.ArchName(), info.VendorName(), c.archName, c.vendorName)
+		}
+	}
+	// The builder sets the codes of every <cpu> from its attributes.
+	s, err := build(t, `<system version="1"><cpu numaid="0" arch="x86_64" vendor="HygonGenuine" familyid="24" modelid="1">`+
+		gpuPCI("0000:01:00.0", 0, "")+`</cpu><cpu numaid="1" arch="x86_64" vendor="AuthenticAMD" familyid="25" modelid="17"/></system>`, graph.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c0, c1 := s.Nodes[graph.CPU][0].CPU, s.Nodes[graph.CPU][1].CPU; c0.VendorID != 0 || c0.ArchID != graph.CPUArchX86 || c1.VendorID != graph.CPUVendorAMD {
+		t.Errorf("CPU codes %d/%d and %d/%d", c0.ArchID, c0.VendorID, c1.ArchID, c1.VendorID)
+	}
+}

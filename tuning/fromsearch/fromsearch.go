@@ -14,7 +14,6 @@ package fromsearch
 import (
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/search"
@@ -48,32 +47,6 @@ func graphInfo(g *search.Graph) tuning.GraphInfo {
 		SameChannels: g.SameChannels != 0,
 		CrossNic:     g.CrossNic,
 	}
-}
-
-// cpuArch maps the XML arch to the tuning model's names.
-func cpuArch(s string) string {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "x86_64", "x86", "amd64":
-		return "x86"
-	case "arm64", "aarch64", "arm":
-		return "arm"
-	case "ppc64", "ppc64le", "power":
-		return "power"
-	}
-	return ""
-}
-
-// cpuVendor maps the CPUID vendor string to the tuning model's names.
-func cpuVendor(s string) string {
-	switch strings.TrimSpace(s) {
-	case "GenuineIntel":
-		return "intel"
-	case "AuthenticAMD", "HygonGenuine":
-		return "amd"
-	case "CentaurHauls", "Shanghai":
-		return "zhaoxin"
-	}
-	return strings.ToLower(strings.TrimSpace(s))
 }
 
 // nvlinkBw is ncclTopoNVLinkBw (fact sheet §2.3, NCCL 2.28).
@@ -127,12 +100,14 @@ func Comm(res *search.Result, sys *graph.System, opt Options) (*tuning.Comm, err
 		c.CCMin = min(c.CCMin, g.GPU.SM)
 		c.CCMax = max(c.CCMax, g.GPU.SM)
 	}
+	// The CPU names are those of the codes the builder set as NCCL does (graph.CPUInfo): an
+	// unknown arch or vendor (HygonGenuine, say) is "", as NCCL counts it as neither Intel nor AMD.
 	vendors := map[string]bool{}
 	for _, cpu := range sys.Nodes[graph.CPU] {
 		if c.CPUArch == "" {
-			c.CPUArch = cpuArch(cpu.CPU.Arch)
+			c.CPUArch = cpu.CPU.ArchName()
 		}
-		vendors[cpuVendor(cpu.CPU.Vendor)] = true
+		vendors[cpu.CPU.VendorName()] = true
 	}
 	for v := range vendors {
 		c.CPUVendor = v
