@@ -401,3 +401,37 @@ func TestSubRound(t *testing.T) {
 		}
 	}
 }
+
+// TestCPUCodes: FromSystem hands the search the CPU codes the topology builder set as NCCL 2.28
+// does (graph.CPUInfo.ArchID, VendorID; HygonGenuine is unknown), which are search's codes.
+func TestCPUCodes(t *testing.T) {
+	for _, c := range []struct {
+		arch, vendor         string
+		wantArch, wantVendor int
+	}{
+		{"x86_64", "GenuineIntel", ArchX86, VendorIntel},
+		{"x86_64", "AuthenticAMD", ArchX86, VendorAMD},
+		{"x86_64", "HygonGenuine", ArchX86, VendorUnknown},
+		{"x86_64", "CentaurHauls", ArchX86, VendorZhaoxin},
+		{"arm64", "", ArchARM, VendorUnknown},
+		{"ppc64le", "", ArchPower, VendorUnknown},
+	} {
+		text := `<system version="1"><cpu numaid="0" arch="` + c.arch + `" vendor="` + c.vendor + `" familyid="25" modelid="1">` +
+			`<pci busid="0000:01:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16"><gpu dev="0" sm="90" rank="0"/></pci></cpu></system>`
+		doc, err := ncclxml.ParseBytes([]byte(text), "t.xml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sys, err := topo.FromXML(doc, graph.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		top, err := FromSystem(sys, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, v := top.cpuType(); a != c.wantArch || v != c.wantVendor {
+			t.Errorf("%s %q: arch %d vendor %d, want %d %d", c.arch, c.vendor, a, v, c.wantArch, c.wantVendor)
+		}
+	}
+}
