@@ -228,30 +228,17 @@ func (b *builder) attrHex(e *etree.Element, name string, def uint64) (uint64, er
 	return n, nil
 }
 
-// parseBusID converts "dddd:bb:dd.f" to NCCL's integer by dropping ':' and '.' and reading the
-// rest as hex (busIdToInt64). Anything else in the string, no digit at all, or more than 16
-// digits is an error (NCCL would silently stop at the first bad character).
+// parseBusID converts "dddd:bb:dd.f" (spaces around it ignored) to NCCL's integer with
+// ncclxml.ParseBusID (NCCL 2.28 busIdToInt64, which drops ':' and '.' and reads the rest as
+// hex); anything else in the string, no digit at all, or more than 16 digits is an error, in the
+// builder's words.
 func parseBusID(s string) (int64, error) {
 	s = strings.TrimSpace(s)
-	var digits []byte
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == ':' || c == '.':
-		case c >= '0' && c <= '9', c >= 'a' && c <= 'f', c >= 'A' && c <= 'F':
-			digits = append(digits, c)
-		default:
-			return 0, fmt.Errorf("bad busid %s (want dddd:bb:dd.f in hex)", ncclxml.Quote(s))
-		}
-	}
-	if len(digits) == 0 || len(digits) > 16 {
+	v, err := ncclxml.ParseBusID(s)
+	if err != nil {
 		return 0, fmt.Errorf("bad busid %s (want dddd:bb:dd.f in hex)", ncclxml.Quote(s))
 	}
-	v, err := strconv.ParseUint(string(digits), 16, 64)
-	if err != nil {
-		return 0, fmt.Errorf("bad busid %s: %v", ncclxml.Quote(s), err)
-	}
-	return int64(v), nil
+	return v, nil
 }
 
 func (b *builder) busID(e *etree.Element) (int64, error) {

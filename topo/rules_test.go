@@ -137,3 +137,23 @@ func TestClassifyCPU(t *testing.T) {
 		t.Errorf("CPU codes %d/%d and %d/%d", c0.ArchID, c0.VendorID, c1.ArchID, c1.VendorID)
 	}
 }
+
+// TestParseBusID: busIdToInt64 through ncclxml.ParseBusID, spaces around the id ignored, and the
+// builder's message for what is not a bus id.
+func TestParseBusID(t *testing.T) {
+	for in, want := range map[string]int64{"0000:1b:00.0": 0x1b000, " 0000:1B:00.0\t": 0x1b000, "fffffff:ff:ff.0": 0xfffffffffff0, "1": 1} {
+		if got, err := parseBusID(in); err != nil || got != want {
+			t.Errorf("%q: %#x %v, want %#x", in, got, err, want)
+		}
+	}
+	for in, want := range map[string]string{
+		"":                     `bad busid "" (want dddd:bb:dd.f in hex)`,
+		" 0000:zz:00.0 ":       `bad busid "0000:zz:00.0" (want dddd:bb:dd.f in hex)`,
+		"::.":                  `bad busid "::." (want dddd:bb:dd.f in hex)`,
+		"00000000:000000:00.0": `bad busid "00000000:000000:00.0" (want dddd:bb:dd.f in hex)`,
+	} {
+		if _, err := parseBusID(in); err == nil || err.Error() != want {
+			t.Errorf("%q: error %v, want %s", in, err, want)
+		}
+	}
+}
