@@ -70,7 +70,7 @@ fuzz:
 	$(GO) test ./topo/ncclxml -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./tuning -run '^$$' -fuzz '^FuzzParseOverrides$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./tuning -run '^$$' -fuzz '^FuzzEnableList$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./graph -run '^$$' -fuzz '^FuzzFromXML$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./topo -run '^$$' -fuzz '^FuzzFromXML$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzSearch$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./report -run '^$$' -fuzz '^FuzzReadMeasured$$' -fuzztime $(FUZZTIME)

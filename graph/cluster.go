@@ -1,13 +1,9 @@
 package graph
 
-import (
-	"fmt"
+import "fmt"
 
-	"github.com/simccl/simccl/topo/ncclxml"
-)
-
-// MaxClusterNodes bounds NewCluster; far above any machine simulated (100,000 GPUs at 8 per
-// node is 12,500 nodes).
+// MaxClusterNodes bounds the nodes of a Cluster (topo.NewCluster); far above any machine
+// simulated (100,000 GPUs at 8 per node is 12,500 nodes).
 const MaxClusterNodes = 1 << 20
 
 // Cluster is N identical nodes built from one node topology. Rank r lives on node r/PPN as
@@ -20,40 +16,6 @@ type Cluster struct {
 	Node *System
 	// Nodes is the number of nodes, PPN the ranks (GPUs) per node, NRanks = Nodes × PPN.
 	Nodes, PPN, NRanks int
-}
-
-// NewCluster builds a cluster of nodes copies of the topology in doc. opt.NRanks is set to the
-// cluster's size, so that with nodes > 1 the node is inter-node (maxBw is the GPU→NET
-// bandwidth, as NCCL prints it on a multi-node job).
-func NewCluster(doc *ncclxml.Document, nodes int, opt Options) (*Cluster, error) {
-	if nodes < 1 || nodes > MaxClusterNodes {
-		return nil, fmt.Errorf("graph: %d nodes: want 1..%d", nodes, MaxClusterNodes)
-	}
-	probe := opt
-	probe.NRanks = 0
-	one, err := FromXML(doc, probe)
-	if err != nil {
-		return nil, err
-	}
-	ppn := len(one.Nodes[GPU])
-	for i, g := range one.Nodes[GPU] {
-		if g.GPU.Rank != i {
-			// Ranks in the file must be 0..ppn-1 to be replicated as r = node*ppn + local.
-			return nil, fmt.Errorf("%s: GPU ranks must be 0..%d for a cluster (found rank %d at GPU index %d)", doc.Name, ppn-1, g.GPU.Rank, i)
-		}
-	}
-	if nodes == 1 {
-		return &Cluster{Node: one, Nodes: 1, PPN: ppn, NRanks: ppn}, nil
-	}
-	opt.NRanks = nodes * ppn
-	s, err := FromXML(doc, opt)
-	if err != nil {
-		return nil, err
-	}
-	if s.Inter && len(s.Nodes[NET]) == 0 {
-		return nil, fmt.Errorf("%s: %d nodes but the node topology has no NET: nodes cannot reach each other", doc.Name, nodes)
-	}
-	return &Cluster{Node: s, Nodes: nodes, PPN: ppn, NRanks: nodes * ppn}, nil
 }
 
 // NodeOf returns the node of a rank and its local rank there.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/graph"
+	"github.com/simccl/simccl/topo"
 	"github.com/simccl/simccl/topo/ncclxml"
 )
 
@@ -15,7 +16,7 @@ func dgxH100(t testing.TB, opt graph.Options) *graph.System {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := graph.FromXML(doc, opt)
+	s, err := topo.FromXML(doc, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestVersions(t *testing.T) {
 func ExampleSystem_Path() {
 	name, data := topos.Default()
 	doc, _ := ncclxml.ParseBytes(data, name)
-	s, _ := graph.FromXML(doc, graph.Options{NRanks: 16})
+	s, _ := topo.FromXML(doc, graph.Options{NRanks: 16})
 	g0, g1, n0, n4 := s.GPUs()[0], s.GPUs()[1], s.NETs()[0], s.NETs()[4]
 	for _, p := range [][2]*graph.Node{{g0, g1}, {g0, n0}, {g0, n4}, {n4, g0}} {
 		path := s.Path(p[0], p[1])

@@ -1,4 +1,4 @@
-package graph
+package graph_test
 
 import (
 	"flag"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/simccl/simccl/graph"
+	"github.com/simccl/simccl/topo"
 	"github.com/simccl/simccl/topo/ncclxml"
 )
 
@@ -34,16 +36,16 @@ func goldenInputs(t *testing.T) []string {
 // NCCL-format printout of rank 0's system as one node of two (nRanks = 2 × GPUs, so that the
 // maxBw line is the inter-node one and NET paths are shown as NCCL uses them across nodes).
 func render(doc *ncclxml.Document) (string, error) {
-	probe, err := FromXML(doc, Options{NoTrim: true})
+	probe, err := topo.FromXML(doc, graph.Options{NoTrim: true})
 	if err != nil {
 		return "", err
 	}
-	s, err := FromXML(doc, Options{NRanks: 2 * len(probe.Nodes[GPU])})
+	s, err := topo.FromXML(doc, graph.Options{NRanks: 2 * len(probe.Nodes[graph.GPU])})
 	if err != nil {
 		return "", err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "# NCCL %s, rank 0 of %d (2 nodes)\n", s.Version, 2*len(probe.Nodes[GPU]))
+	fmt.Fprintf(&b, "# NCCL %s, rank 0 of %d (2 nodes)\n", s.Version, 2*len(probe.Nodes[graph.GPU]))
 	for _, w := range s.Warnings {
 		fmt.Fprintf(&b, "# warning: %s\n", strings.TrimPrefix(w, "../"))
 	}

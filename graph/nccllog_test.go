@@ -1,4 +1,4 @@
-package graph
+package graph_test
 
 import (
 	"bufio"
@@ -10,18 +10,20 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/simccl/simccl/graph"
+	"github.com/simccl/simccl/topo"
 	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 const corpus = "../testdata/topos/"
 
-func load(t *testing.T, path string, opt Options) *System {
+func load(t *testing.T, path string, opt graph.Options) *graph.System {
 	t.Helper()
 	doc, err := ncclxml.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := FromXML(doc, opt)
+	s, err := topo.FromXML(doc, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +88,7 @@ func TestNCCL2277LogsExact(t *testing.T) {
 			logs := ncclInfo(t, corpus+c.log)
 			for rank, lines := range logs {
 				r, _ := strconv.Atoi(rank)
-				s := load(t, corpus+c.xml, Options{LocalRank: r, Version: V2_27})
+				s := load(t, corpus+c.xml, graph.Options{LocalRank: r, Version: graph.V2_27})
 				want := systemBlocks(lines)
 				if len(want) == 0 {
 					t.Fatalf("no === System block for rank %s", rank)
@@ -112,7 +114,7 @@ func TestNCCL2277LogsExact(t *testing.T) {
 // on this host are 8..15 and its NIC guid differs from the dump's, so ranks and guids are not
 // compared.
 func TestNCCL218Log(t *testing.T) {
-	s := load(t, corpus+"rtx3090-8gpu-pcie-2socket-ib56g.xml", Options{NRanks: 16, P2PUnsupported: true})
+	s := load(t, corpus+"rtx3090-8gpu-pcie-2socket-ib56g.xml", graph.Options{NRanks: 16, P2PUnsupported: true})
 	logs := ncclInfo(t, corpus+"rtx3090-8gpu-pcie-2socket-ib56g-nccl-info.log")
 	lines := logs["4"]
 	var block []string
@@ -152,17 +154,17 @@ func TestNCCL218Log(t *testing.T) {
 	// Paths: "Paths from X :" then one line per destination in type order GPU, NVS, CPU, NET.
 	i++
 	hopRe := regexp.MustCompile(`--[A-Z]+->([A-Z]+/[0-9A-F]+)`)
-	for _, src := range append(append([]*Node{}, s.Nodes[GPU]...), s.Nodes[NET]...) {
-		head := norm("Paths from " + src.label() + " :")
+	for _, src := range append(append([]*graph.Node{}, s.Nodes[graph.GPU]...), s.Nodes[graph.NET]...) {
+		head := norm("Paths from " + src.Label() + " :")
 		if i >= len(block) || block[i] != head {
 			t.Fatalf("expected %q at log line %d, got %q", head, i, block[i])
 		}
 		i++
-		for _, dt := range []NodeType{GPU, NVS, CPU, NET} {
+		for _, dt := range []graph.NodeType{graph.GPU, graph.NVS, graph.CPU, graph.NET} {
 			for di := range s.Nodes[dt] {
 				l := block[i]
 				i++
-				p := src.paths[dt][di]
+				p := s.Path(src, s.Nodes[dt][di])
 				bw, _ := strconv.ParseFloat(l[strings.LastIndex(l, "(")+1:len(l)-1], 64)
 				var want []string
 				for _, m := range hopRe.FindAllStringSubmatch(l, -1) {
@@ -170,10 +172,10 @@ func TestNCCL218Log(t *testing.T) {
 				}
 				var got []string
 				for _, lk := range p.Links {
-					got = append(got, norm(lk.Remote.label()))
+					got = append(got, norm(lk.Remote.Label()))
 				}
-				if strings.Join(got, " ") != strings.Join(want, " ") || f32(bw) != p.BW {
-					t.Errorf("%s → %s: got %v (%.1f), want %v (%.1f) from %q", src.label(), s.Nodes[dt][di].label(), got, p.BW, want, bw, l)
+				if strings.Join(got, " ") != strings.Join(want, " ") || float64(float32(bw)) != p.BW {
+					t.Errorf("%s → %s: got %v (%.1f), want %v (%.1f) from %q", src.Label(), s.Nodes[dt][di].Label(), got, p.BW, want, bw, l)
 				}
 			}
 		}
@@ -188,7 +190,7 @@ func TestNCCL218Log(t *testing.T) {
 // link numbering, where LINK_PCI was printed as PATH_PIX; we print link types by name, so a hop
 // "PATH_PIX" is our PCI link and "PATH_SYS" our SYS link.
 func TestNCCL223Dump(t *testing.T) {
-	s := load(t, corpus+"rtxa6000-4gpu-pcie-2socket-vnics.xml", Options{})
+	s := load(t, corpus+"rtxa6000-4gpu-pcie-2socket-vnics.xml", graph.Options{})
 	f, err := os.Open(corpus + "rtxa6000-4gpu-pcie-2socket-vnics-nccl-info.log")
 	if err != nil {
 		t.Fatal(err)
@@ -198,13 +200,13 @@ func TestNCCL223Dump(t *testing.T) {
 	destRe := regexp.MustCompile(`\[3\] NCCL INFO   -> Dest Type: (\w+)`)
 	totRe := regexp.MustCompile(`\[3\] NCCL INFO      Total Paths: (\d+), BW: ([0-9.]+) GB/s, Type: PATH_(\w+)`)
 	hopRe := regexp.MustCompile(`\[3\] NCCL INFO      Hop \d+: Type=PATH_(\w+), BW=([0-9.]+) GB/s, RemNodeType=(\w+), id ([0-9a-f:.]+)`)
-	busID := func(n *Node) string {
+	busID := func(n *graph.Node) string {
 		v := n.LocalID()
 		return strconv.FormatInt(v>>20&0xffff+0x10000, 16)[1:] + ":" + strconv.FormatInt(v>>12&0xff+0x100, 16)[1:] + ":" +
 			strconv.FormatInt(v>>4&0xff+0x100, 16)[1:] + "." + strconv.FormatInt(v&0xf, 16)
 	}
-	typeOf := map[string]NodeType{"GPU": GPU, "PCI": PCI, "NVS": NVS, "CPU": CPU, "NIC": NIC, "NET": NET}
-	find := func(tn, id string) *Node {
+	typeOf := map[string]graph.NodeType{"GPU": graph.GPU, "PCI": graph.PCI, "NVS": graph.NVS, "CPU": graph.CPU, "NIC": graph.NIC, "NET": graph.NET}
+	find := func(tn, id string) *graph.Node {
 		for _, n := range s.Nodes[typeOf[tn]] {
 			if busID(n) == id {
 				return n
@@ -212,8 +214,8 @@ func TestNCCL223Dump(t *testing.T) {
 		}
 		return nil
 	}
-	var src *Node
-	var path *Path
+	var src *graph.Node
+	var path *graph.Path
 	hop, checked := 0, 0
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -234,8 +236,8 @@ func TestNCCL223Dump(t *testing.T) {
 		if m := destRe.FindStringSubmatch(l); m != nil {
 			dt := typeOf[m[1]]
 			path = nil
-			if len(s.Nodes[dt]) > 0 && src.paths[dt] != nil {
-				path = src.paths[dt][0]
+			if len(s.Nodes[dt]) > 0 {
+				path = s.Path(src, s.Nodes[dt][0])
 			}
 			key = busID(src) + src.Type.String() + "->" + m[1]
 			if path == nil {
@@ -266,7 +268,7 @@ func TestNCCL223Dump(t *testing.T) {
 			lk := path.Links[hop]
 			hop++
 			bw, _ := strconv.ParseFloat(m[2], 64)
-			wantType := map[string]LinkType{"PIX": LinkPCI, "SYS": LinkSYS, "LOC": LinkLOC, "NVL": LinkNVL}[m[1]]
+			wantType := map[string]graph.LinkType{"PIX": graph.LinkPCI, "SYS": graph.LinkSYS, "LOC": graph.LinkLOC, "NVL": graph.LinkNVL}[m[1]]
 			if lk.Type != wantType || roundTo(lk.BW, 2) != bw || lk.Remote.Type.String() != m[3] || busID(lk.Remote) != m[4] {
 				t.Errorf("%s hop %d: got %s %.2f %s %s, want %s", key, hop, lk.Type, lk.BW, lk.Remote.Type, busID(lk.Remote), l)
 			}
@@ -315,7 +317,7 @@ func TestNCCL228H200Exact(t *testing.T) {
 						continue
 					}
 					r, _ := strconv.Atoi(rank)
-					s := load(t, h200+c.topo, Options{LocalRank: r, NRanks: c.nranks})
+					s := load(t, h200+c.topo, graph.Options{LocalRank: r, NRanks: c.nranks})
 					got := strings.Join(s.Lines(), "\n")
 					for _, w := range systemBlocks(lines) {
 						matched++
@@ -342,16 +344,16 @@ func TestNCCL228Variants(t *testing.T) {
 	const dir = "testdata/nccl228/"
 	cases := []struct {
 		name, topo string
-		opt        Options
+		opt        graph.Options
 	}{
-		{"pxn", "pxn", Options{}},
-		{"pxn_nogdr", "pxn_nogdr", Options{}},
-		{"pxb", "pxb", Options{}},
-		{"pxb_gdrpix", "pxb", Options{NetGDRLevel: "PIX"}},
-		{"sys", "sys", Options{}},
-		{"bcm", "bcm", Options{}},
-		{"pxn_pxnoff", "pxn", Options{PXNDisable: true}},
-		{"pxn_p2poff", "pxn", Options{P2PDisable: true}},
+		{"pxn", "pxn", graph.Options{}},
+		{"pxn_nogdr", "pxn_nogdr", graph.Options{}},
+		{"pxb", "pxb", graph.Options{}},
+		{"pxb_gdrpix", "pxb", graph.Options{NetGDRLevel: "PIX"}},
+		{"sys", "sys", graph.Options{}},
+		{"bcm", "bcm", graph.Options{}},
+		{"pxn_pxnoff", "pxn", graph.Options{PXNDisable: true}},
+		{"pxn_p2poff", "pxn", graph.Options{P2PDisable: true}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-
-	"github.com/simccl/simccl/topo/ncclxml"
 )
 
 // computeAll runs what NCCL runs after building the graph (init.cc): paths, trimming of GPUs
@@ -114,9 +112,9 @@ func (s *System) setPaths(base *Node) error {
 					}
 				}
 				if rev == nil {
-					return &ncclxml.Error{File: s.Name, Line: node.line, Msg: fmt.Sprintf(
+					return &NodeError{Node: node, Msg: fmt.Sprintf(
 						"no %s link from %s back to %s: a one-way link (NCCL fails with \"Failed to find reverse path\")",
-						link.Type, rem.label(), node.label())}
+						link.Type, rem.Label(), node.Label())}
 				}
 				links := make([]*Link, 0, hops)
 				links = append(links, rev)
@@ -340,8 +338,8 @@ func (s *System) p2pLevel() PathType {
 	}
 	level := PathPXB
 	if len(s.Nodes[CPU]) > 0 {
-		c := codesOf(s.Nodes[CPU][0])
-		if c.arch == archX86 && c.vendor == vendorAMD && len(s.Nodes[GPU]) <= 2 {
+		c := s.Nodes[CPU][0].CPU
+		if c.ArchID == CPUArchX86 && c.VendorID == CPUVendorAMD && len(s.Nodes[GPU]) <= 2 {
 			level = PathSYS
 		}
 	}
@@ -494,7 +492,7 @@ func (s *System) findUnreachable() {
 	for _, a := range s.Nodes[GPU] {
 		for _, b := range s.Nodes[GPU] {
 			if p := a.path(GPU, b.Index); a != b && (p.Type == PathDIS || len(p.Links) == 0) {
-				s.Unreachable = append(s.Unreachable, fmt.Sprintf("GPU rank %d (%s) has no path to GPU rank %d (%s)", a.GPU.Rank, a.label(), b.GPU.Rank, b.label()))
+				s.Unreachable = append(s.Unreachable, fmt.Sprintf("GPU rank %d (%s) has no path to GPU rank %d (%s)", a.GPU.Rank, a.Label(), b.GPU.Rank, b.Label()))
 			}
 		}
 	}
@@ -537,12 +535,12 @@ func (s *System) trim() error {
 		}
 	}
 	for _, n := range drop {
-		s.removeNode(n)
+		s.RemoveNode(n)
 	}
 	s.setInter()
 	if !s.Inter && !s.Version.AtLeast(V2_28) {
 		for len(s.Nodes[NET]) > 0 {
-			s.removeNode(s.Nodes[NET][len(s.Nodes[NET])-1])
+			s.RemoveNode(s.Nodes[NET][len(s.Nodes[NET])-1])
 		}
 	}
 	return nil

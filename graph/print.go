@@ -33,13 +33,13 @@ func (s *System) Lines() []string {
 func (s *System) nodeHead(n *Node) string {
 	switch n.Type {
 	case GPU:
-		return fmt.Sprintf("%s (%d)", n.label(), n.GPU.Rank)
+		return fmt.Sprintf("%s (%d)", n.Label(), n.GPU.Rank)
 	case CPU:
-		return fmt.Sprintf("%s (%d/%d/%d)", n.label(), n.CPU.ArchID, n.CPU.VendorID, n.CPU.ModelID)
+		return fmt.Sprintf("%s (%d/%d/%d)", n.Label(), n.CPU.ArchID, n.CPU.VendorID, n.CPU.ModelID)
 	case PCI:
-		return fmt.Sprintf("%s (%x)", n.label(), n.PCI.Device)
+		return fmt.Sprintf("%s (%x)", n.Label(), n.PCI.Device)
 	}
-	return n.label()
+	return n.Label()
 }
 
 // printRec follows ncclTopoPrintRec: LOC links are printed as leaves, PCI links recurse (except
@@ -57,7 +57,7 @@ func (s *System) printRec(out []string, n, prev *Node, prefix string, seen map[*
 		r := l.Remote
 		switch {
 		case l.Type == LinkLOC:
-			out = append(out, head+r.label())
+			out = append(out, head+r.Label())
 		case l.Type == LinkPCI && r == prev:
 		case l.Type == LinkPCI:
 			out = s.printRec(out, r, n, head, seen)
@@ -66,9 +66,9 @@ func (s *System) printRec(out []string, n, prev *Node, prefix string, seen map[*
 			if r.NET.Coll {
 				coll = 1
 			}
-			out = append(out, fmt.Sprintf("%s%s (%d/%x/%d/%f)", head, r.label(), coll, r.NET.GUID, r.NET.Port, r.NET.Speed))
+			out = append(out, fmt.Sprintf("%s%s (%d/%x/%d/%f)", head, r.Label(), coll, r.NET.GUID, r.NET.Port, r.NET.Speed))
 		default:
-			out = append(out, head+r.label())
+			out = append(out, head+r.Label())
 		}
 	}
 	return out
@@ -85,14 +85,14 @@ func (s *System) PathLines() []string {
 	for _, t := range []NodeType{GPU, NET} {
 		for _, n := range s.Nodes[t] {
 			var b strings.Builder
-			b.WriteString(n.label() + " :")
+			b.WriteString(n.Label() + " :")
 			for dt := NodeType(0); dt < NumNodeTypes; dt++ {
 				if n.paths[dt] == nil {
 					continue
 				}
 				for i, d := range s.Nodes[dt] {
 					p := n.path(dt, i)
-					fmt.Fprintf(&b, "%s (%d/%.1f/%s) ", d.label(), len(p.Links), p.BW, p.Type)
+					fmt.Fprintf(&b, "%s (%d/%.1f/%s) ", d.Label(), len(p.Links), p.BW, p.Type)
 				}
 			}
 			line := b.String()
@@ -168,10 +168,10 @@ func (s *System) MarshalJSON() ([]byte, error) {
 		Unreachable: s.Unreachable, Warnings: s.Warnings,
 		GPUs: []jsonGPU{}, NICs: []jsonNIC{}, Links: []jsonLink{}, Paths: []jsonPath{}}
 	for _, g := range s.Nodes[GPU] {
-		js.GPUs = append(js.GPUs, jsonGPU{Name: g.Name(), ID: g.label(), Rank: g.GPU.Rank, Dev: g.GPU.Dev, SM: g.GPU.SM, GDR: g.GPU.GDR})
+		js.GPUs = append(js.GPUs, jsonGPU{Name: g.Name(), ID: g.Label(), Rank: g.GPU.Rank, Dev: g.GPU.Dev, SM: g.GPU.SM, GDR: g.GPU.GDR})
 	}
 	for _, n := range s.Nodes[NET] {
-		j := jsonNIC{Name: n.Name(), ID: n.label(), NetName: n.NET.Name, Dev: n.NET.Dev, BW: round4(n.NET.Speed), Port: n.NET.Port,
+		j := jsonNIC{Name: n.Name(), ID: n.Label(), NetName: n.NET.Name, Dev: n.NET.Dev, BW: round4(n.NET.Speed), Port: n.NET.Port,
 			GUID: fmt.Sprintf("0x%x", n.NET.GUID), GDR: n.NET.GDR}
 		if gi := s.LocalGPU(n); gi >= 0 {
 			j.LocalGP = s.Nodes[GPU][gi].Name()

@@ -190,8 +190,6 @@ type Node struct {
 
 	// paths[t][i] is this node's path to System.Nodes[t][i] (nil where NCCL stores none).
 	paths [NumNodeTypes][]*Path
-	// line is the line of the XML element the node came from (0 if none), for errors.
-	line int
 }
 
 // SystemID returns the host index encoded in the top byte of ID.

@@ -7,6 +7,7 @@ import (
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/search"
+	"github.com/simccl/simccl/topo"
 	"github.com/simccl/simccl/topo/ncclxml"
 	"github.com/simccl/simccl/tuning"
 	"github.com/simccl/simccl/tuning/fromsearch"
@@ -82,14 +83,14 @@ func New(m Machine) (*Planner, error) {
 		if err != nil {
 			return nil, fmt.Errorf("NCCL_GRAPH_FILE: %w", err)
 		}
-		sys, err := graph.FromXML(m.Doc, gopt)
+		sys, err := topo.FromXML(m.Doc, gopt)
 		if err != nil {
 			return nil, err
 		}
 		if m.Nodes > 1 {
 			lopt := gopt
 			lopt.NRanks = len(sys.GPUs()) * m.Nodes
-			if sys, err = graph.FromXML(m.Doc, lopt); err != nil {
+			if sys, err = topo.FromXML(m.Doc, lopt); err != nil {
 				return nil, err
 			}
 		}

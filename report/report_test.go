@@ -15,6 +15,7 @@ import (
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/graph"
+	"github.com/simccl/simccl/topo"
 	"github.com/simccl/simccl/topo/ncclxml"
 )
 
@@ -34,7 +35,7 @@ func defaultSystem(t *testing.T) *graph.System {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sys, err := graph.FromXML(doc, graph.Options{})
+	sys, err := topo.FromXML(doc, graph.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

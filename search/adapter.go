@@ -1,10 +1,6 @@
 package search
 
-import (
-	"strings"
-
-	"github.com/simccl/simccl/graph"
-)
+import "github.com/simccl/simccl/graph"
 
 // FromSystem copies what the search needs out of a graph.System: nodes, links (with bandwidths
 // the search may consume on its own copy), the paths graph computed, NET properties and the
@@ -31,8 +27,8 @@ func FromSystem(sys *graph.System, keepNets bool) (*Topology, error) {
 			case KindGPU:
 				h = t.AddGPU(n.ID, n.GPU.Rank, n.GPU.Dev, n.GPU.SM)
 			case KindCPU:
-				a, v := cpuArchVendor(n.CPU.Arch, n.CPU.Vendor)
-				h = t.AddCPU(n.ID, a, v)
+				// graph keeps NCCL's arch and vendor codes, which are search's (topo.h).
+				h = t.AddCPU(n.ID, n.CPU.ArchID, n.CPU.VendorID)
 			case KindNET:
 				h = t.AddNET(n.ID, NetInfo{Dev: n.NET.Dev, Bw: n.NET.Speed, Latency: n.NET.Latency,
 					GUID: n.NET.GUID, Port: n.NET.Port, Coll: n.NET.Coll, GDR: n.NET.GDR, Rail: n.NET.Rail, Plane: n.NET.Plane})
@@ -90,27 +86,4 @@ func FromSystem(sys *graph.System, keepNets bool) (*Topology, error) {
 		return nil, err
 	}
 	return t, nil
-}
-
-// cpuArchVendor maps the XML's arch and vendor strings as NCCL does (prefix match on arch).
-func cpuArchVendor(arch, vendor string) (int, int) {
-	a := ArchUnknown
-	switch {
-	case strings.HasPrefix(arch, "x86_64"):
-		a = ArchX86
-	case strings.HasPrefix(arch, "arm64"), strings.HasPrefix(arch, "aarch64"):
-		a = ArchARM
-	case strings.HasPrefix(arch, "ppc64"):
-		a = ArchPower
-	}
-	v := VendorUnknown
-	switch vendor {
-	case "GenuineIntel":
-		v = VendorIntel
-	case "AuthenticAMD":
-		v = VendorAMD
-	case "CentaurHauls", "  Shanghai  ":
-		v = VendorZhaoxin
-	}
-	return a, v
 }

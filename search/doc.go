@@ -20,7 +20,7 @@
 //
 // Usage:
 //
-//	sys, _ := graph.FromXML(doc, graph.Options{LocalRank: 0, NRanks: nodes * ngpus})
+//	sys, _ := topo.FromXML(doc, graph.Options{LocalRank: 0, NRanks: nodes * ngpus})
 //	top, _ := search.FromSystem(sys, nodes > 1) // single node: NCCL drops the NETs
 //	res, _ := search.ComputeAll(top, search.AllOptions{Nodes: nodes})
 //	search.WriteReport(os.Stdout, res)           // "Pattern 4, crossNic 0, nChannels 12, …"

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/simccl/simccl/graph"
+	"github.com/simccl/simccl/topo"
 	"github.com/simccl/simccl/topo/ncclxml"
 )
 
@@ -127,7 +128,7 @@ func readTopo(t *testing.T, c golden) *Topology {
 	o := c.graphO
 	o.LocalRank = c.rank
 	o.NRanks = c.nranks
-	sys, err := graph.FromXML(doc, o)
+	sys, err := topo.FromXML(doc, o)
 	if err != nil {
 		t.Fatalf("%s: %v", c.name, err)
 	}

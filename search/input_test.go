@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/simccl/simccl/graph"
+	"github.com/simccl/simccl/topo"
 	"github.com/simccl/simccl/topo/ncclxml"
 )
 
@@ -146,9 +147,9 @@ func TestCorpus(t *testing.T) {
 			continue // the reader's business; it reports the line
 		}
 		for _, nodes := range []int{1, 2} {
-			sys, err := graph.FromXML(doc, graph.Options{LocalRank: 0, NRanks: 1 << 12})
+			sys, err := topo.FromXML(doc, graph.Options{LocalRank: 0, NRanks: 1 << 12})
 			if nodes == 1 {
-				sys, err = graph.FromXML(doc, graph.Options{LocalRank: 0})
+				sys, err = topo.FromXML(doc, graph.Options{LocalRank: 0})
 			}
 			if err != nil {
 				continue
@@ -397,6 +398,40 @@ func TestSubRound(t *testing.T) {
 		want := float32(math.Round(float64((c.a-c.b)*1000))) / 1000
 		if got := subRound(c.a, c.b); got != want || got != c.want {
 			t.Errorf("subRound(%g, %g) = %g, roundf gives %g, want %g", c.a, c.b, got, want, c.want)
+		}
+	}
+}
+
+// TestCPUCodes: FromSystem hands the search the CPU codes the topology builder set as NCCL 2.28
+// does (graph.CPUInfo.ArchID, VendorID; HygonGenuine is unknown), which are search's codes.
+func TestCPUCodes(t *testing.T) {
+	for _, c := range []struct {
+		arch, vendor         string
+		wantArch, wantVendor int
+	}{
+		{"x86_64", "GenuineIntel", ArchX86, VendorIntel},
+		{"x86_64", "AuthenticAMD", ArchX86, VendorAMD},
+		{"x86_64", "HygonGenuine", ArchX86, VendorUnknown},
+		{"x86_64", "CentaurHauls", ArchX86, VendorZhaoxin},
+		{"arm64", "", ArchARM, VendorUnknown},
+		{"ppc64le", "", ArchPower, VendorUnknown},
+	} {
+		text := `<system version="1"><cpu numaid="0" arch="` + c.arch + `" vendor="` + c.vendor + `" familyid="25" modelid="1">` +
+			`<pci busid="0000:01:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16"><gpu dev="0" sm="90" rank="0"/></pci></cpu></system>`
+		doc, err := ncclxml.ParseBytes([]byte(text), "t.xml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sys, err := topo.FromXML(doc, graph.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		top, err := FromSystem(sys, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, v := top.cpuType(); a != c.wantArch || v != c.wantVendor {
+			t.Errorf("%s %q: arch %d vendor %d, want %d %d", c.arch, c.vendor, a, v, c.wantArch, c.wantVendor)
 		}
 	}
 }

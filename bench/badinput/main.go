@@ -2,8 +2,8 @@
 // not XML, wrong root, unknown version, missing busid, negative link counts, duplicate ranks,
 // 200,000 GPUs, PCI nesting 20,000 deep, a 100 kB attribute, XML entity expansion (billion
 // laughs). Each input is built in memory and goes through the load path of `simccl topo`
-// (topo/ncclxml.ParseBytes, then graph.NewCluster with one node and the default options, which calls
-// graph.FromXML). Every case must end with a clear one-line error or a correct load: a panic, a
+// (topo/ncclxml.ParseBytes, then topo.NewCluster with one node and the default options, which calls
+// topo.FromXML). Every case must end with a clear one-line error or a correct load: a panic, a
 // hang, an outcome other than the expected one or a multi-line error is a failure (exit status 1).
 // It prints a table, then JSON (-json FILE also writes it), then the cases over the time target.
 //
@@ -32,6 +32,7 @@ import (
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/internal/topogen"
+	"github.com/simccl/simccl/topo"
 	"github.com/simccl/simccl/topo/ncclxml"
 )
 
@@ -43,7 +44,7 @@ type badCase struct {
 	comment string // shown in the README/JSON, not checked
 }
 
-// The large inputs and the GPU snippets come from internal/topogen, which topo/ncclxml's and graph's
+// The large inputs and the GPU snippets come from internal/topogen, which topo/ncclxml's and topo's
 // tests (TestBadInput, TestManyGPUs, TestErrors, TestLongAttribute, TestTooManyNodes) also use.
 
 const (
@@ -127,7 +128,7 @@ type one struct {
 	stack          []byte
 }
 
-// load runs the path of `simccl topo` (readTopology then graph.NewCluster with one node).
+// load runs the path of `simccl topo` (readTopology then topo.NewCluster with one node).
 func load(data []byte, opt graph.Options) (o one) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -138,7 +139,7 @@ func load(data []byte, opt graph.Options) (o one) {
 	if err != nil {
 		return one{outcome: "error", stage: "xml", err: err}
 	}
-	c, err := graph.NewCluster(doc, 1, opt)
+	c, err := topo.NewCluster(doc, 1, opt)
 	if err != nil {
 		return one{outcome: "error", stage: "graph", err: err}
 	}
@@ -318,7 +319,7 @@ func main() {
 		}
 	}
 
-	fmt.Printf("# bench/badinput: topo/ncclxml.ParseBytes -> graph.NewCluster(1 node, NCCL %s), %d reps (GOMAXPROCS %d, %s)\n",
+	fmt.Printf("# bench/badinput: topo/ncclxml.ParseBytes -> topo.NewCluster(1 node, NCCL %s), %d reps (GOMAXPROCS %d, %s)\n",
 		*version, *reps, runtime.GOMAXPROCS(0), runtime.Version())
 	fmt.Printf("%-26s %10s %-7s %-5s %9s %9s %9s %9s %9s  %s\n", "case", "bytes", "outcome", "stage", "median ms", "max ms", "cpu ms", "alloc", "peak heap", "error (first line) / result")
 	for _, r := range rows {

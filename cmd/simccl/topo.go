@@ -9,6 +9,7 @@ import (
 
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/graph"
+	"github.com/simccl/simccl/topo"
 	"github.com/simccl/simccl/topo/ncclxml"
 )
 
@@ -88,7 +89,7 @@ func runTopo(args []string, stdout, stderr io.Writer) error {
 	}
 	opt := graph.Options{Version: v, LocalRank: *rank, P2PDisable: *p2pDisable, P2PLevel: *p2pLevel,
 		P2PUnsupported: *p2pUnsupported, PXNDisable: *pxnDisable, NetGDRLevel: *gdrLevel, Strict: *strict}
-	c, err := graph.NewCluster(doc, *nodes, opt)
+	c, err := topo.NewCluster(doc, *nodes, opt)
 	if err != nil {
 		return err
 	}

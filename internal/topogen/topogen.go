@@ -1,5 +1,5 @@
 // Package topogen writes synthetic NCCL topology files of any size: the oversized inputs that
-// topo/ncclxml's and graph's tests and bench/badinput feed to the loaders. It exists so that the
+// topo/ncclxml's, topo's and graph's tests and bench/badinput feed to the loaders. It exists so that the
 // tests and the benchmark load the same bytes.
 package topogen
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/simccl/simccl/graph"
+	"github.com/simccl/simccl/topo"
 	"github.com/simccl/simccl/topo/ncclxml"
 )
 
@@ -21,9 +22,9 @@ func TestGoldensFeedTheGraph(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := len(doc.Root().FindElements("//gpu"))
-		s, err := graph.FromXML(doc, graph.Options{NoTrim: true})
+		s, err := topo.FromXML(doc, graph.Options{NoTrim: true})
 		if err != nil {
-			t.Errorf("%s: graph.FromXML: %v", f, err)
+			t.Errorf("%s: topo.FromXML: %v", f, err)
 			continue
 		}
 		if got := len(s.GPUs()); got != want {

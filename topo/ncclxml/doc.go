@@ -6,7 +6,7 @@
 // processing instructions and CDATA survive a read followed by a write (the bytes may differ in
 // quoting and character references; the tree read back is the same). Errors are *Error values
 // that name the file and the line and wrap ErrSyntax. The package knows nothing of bandwidths or
-// paths; package graph interprets the tree.
+// paths; package topo builds the system model from the tree.
 //
 //	doc, err := xml.ReadFile("topo.xml")
 //	if err != nil { ... }            // e.g. "topo.xml:12: </pci> closes <gpu> opened at line 9"

@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	sys, _ := graph.FromXML(doc, graph.Options{})
+//	sys, _ := topo.FromXML(doc, graph.Options{})
 //	top, _ := search.FromSystem(sys, nodes > 1)
 //	res, _ := search.ComputeAll(top, search.AllOptions{Nodes: nodes})
 //	comm, _ := fromsearch.Comm(res, sys, fromsearch.Options{})
@@ -14,10 +14,10 @@ package fromsearch
 import (
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/search"
+	"github.com/simccl/simccl/topo"
 	"github.com/simccl/simccl/topo/ncclxml"
 	"github.com/simccl/simccl/tuning"
 )
@@ -47,32 +47,6 @@ func graphInfo(g *search.Graph) tuning.GraphInfo {
 		SameChannels: g.SameChannels != 0,
 		CrossNic:     g.CrossNic,
 	}
-}
-
-// cpuArch maps the XML arch to the tuning model's names.
-func cpuArch(s string) string {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "x86_64", "x86", "amd64":
-		return "x86"
-	case "arm64", "aarch64", "arm":
-		return "arm"
-	case "ppc64", "ppc64le", "power":
-		return "power"
-	}
-	return ""
-}
-
-// cpuVendor maps the CPUID vendor string to the tuning model's names.
-func cpuVendor(s string) string {
-	switch strings.TrimSpace(s) {
-	case "GenuineIntel":
-		return "intel"
-	case "AuthenticAMD", "HygonGenuine":
-		return "amd"
-	case "CentaurHauls", "Shanghai":
-		return "zhaoxin"
-	}
-	return strings.ToLower(strings.TrimSpace(s))
 }
 
 // nvlinkBw is ncclTopoNVLinkBw (fact sheet §2.3, NCCL 2.28).
@@ -126,12 +100,14 @@ func Comm(res *search.Result, sys *graph.System, opt Options) (*tuning.Comm, err
 		c.CCMin = min(c.CCMin, g.GPU.SM)
 		c.CCMax = max(c.CCMax, g.GPU.SM)
 	}
+	// The CPU names are those of the codes the builder set as NCCL does (graph.CPUInfo): an
+	// unknown arch or vendor (HygonGenuine, say) is "", as NCCL counts it as neither Intel nor AMD.
 	vendors := map[string]bool{}
 	for _, cpu := range sys.Nodes[graph.CPU] {
 		if c.CPUArch == "" {
-			c.CPUArch = cpuArch(cpu.CPU.Arch)
+			c.CPUArch = cpu.CPU.ArchName()
 		}
-		vendors[cpuVendor(cpu.CPU.Vendor)] = true
+		vendors[cpu.CPU.VendorName()] = true
 	}
 	for v := range vendors {
 		c.CPUVendor = v
@@ -191,19 +167,19 @@ func Comm(res *search.Result, sys *graph.System, opt Options) (*tuning.Comm, err
 }
 
 // Pipeline runs topology → system → search → Comm for a communicator of nodes copies of the
-// topology doc: graph.FromXML (NETs kept when nodes > 1), search.FromSystem, search.ComputeAll
+// topology doc: topo.FromXML (NETs kept when nodes > 1), search.FromSystem, search.ComputeAll
 // (sopt.Nodes is set to nodes) and Comm.
 func Pipeline(doc *ncclxml.Document, nodes int, gopt graph.Options, sopt search.AllOptions, opt Options) (*tuning.Comm, *search.Result, *graph.System, error) {
 	if nodes < 1 {
 		return nil, nil, nil, fmt.Errorf("fromsearch: %d nodes (want ≥ 1)", nodes)
 	}
-	sys, err := graph.FromXML(doc, gopt)
+	sys, err := topo.FromXML(doc, gopt)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	if nodes > 1 {
 		gopt.NRanks = len(sys.Nodes[graph.GPU]) * nodes
-		if sys, err = graph.FromXML(doc, gopt); err != nil {
+		if sys, err = topo.FromXML(doc, gopt); err != nil {
 			return nil, nil, nil, err
 		}
 	}

@@ -129,3 +129,34 @@ func TestPipelineErrors(t *testing.T) {
 		t.Errorf("p2p %d/%d allNVLink %v, want 8/8 true (NCCL 2.28 log: 8 p2p channels, 8 per peer)", c.P2PNChannels, c.P2PChannelsPerPeer, c.AllNVLink)
 	}
 }
+
+// TestCPUNames: Comm's CPU arch and vendor are the names of the codes the topology builder sets
+// as NCCL 2.28 does (graph.CPUInfo): a vendor NCCL does not know, HygonGenuine included, is "",
+// so it takes neither the AMD net overhead nor the AMD LL row.
+func TestCPUNames(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "nccl", "h200x2", "variants", "nvl4.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ arch, vendor, wantArch, wantVendor string }{
+		{"x86_64", "GenuineIntel", "x86", "intel"},
+		{"x86_64", "AuthenticAMD", "x86", "amd"},
+		{"x86_64", "HygonGenuine", "x86", ""},
+		{"x86_64", "CentaurHauls", "x86", "zhaoxin"},
+		{"arm64", "", "arm", ""},
+		{"ppc64le", "", "power", ""},
+	} {
+		text := strings.Replace(string(data), `arch="x86_64" vendor="GenuineIntel"`, `arch="`+c.arch+`" vendor="`+c.vendor+`"`, 1)
+		doc, err := ncclxml.ParseBytes([]byte(text), "nvl4.xml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		comm, _, _, err := Pipeline(doc, 1, graph.Options{}, search.AllOptions{}, Options{})
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.arch, c.vendor, err)
+		}
+		if comm.CPUArch != c.wantArch || comm.CPUVendor != c.wantVendor {
+			t.Errorf("%s %q: CPUArch %q CPUVendor %q, want %q %q", c.arch, c.vendor, comm.CPUArch, comm.CPUVendor, c.wantArch, c.wantVendor)
+		}
+	}
+}

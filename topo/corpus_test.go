@@ -1,4 +1,4 @@
-package graph
+package topo
 
 import (
 	"math"
@@ -6,8 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/topo/ncclxml"
 )
+
+// corpus holds the real topologies of testdata/topos.
+const corpus = "../testdata/topos/"
 
 // TestCorpusOutcomes: every topology of testdata/topos either loads (with the GPU count and
 // maxBw/totalBw of rank 0's single-node view, NCCL 2.28) or fails with the one-line error
@@ -76,9 +80,9 @@ func TestCorpusOutcomes(t *testing.T) {
 			continue
 		}
 		doc, err := ncclxml.ReadFile(f)
-		var s *System
+		var s *graph.System
 		if err == nil {
-			s, err = FromXML(doc, Options{})
+			s, err = FromXML(doc, graph.Options{})
 		}
 		if w.err != "" {
 			if err == nil || !strings.Contains(err.Error(), w.err) || strings.Contains(err.Error(), "\n") {
@@ -92,8 +96,8 @@ func TestCorpusOutcomes(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 			continue
 		}
-		if len(s.Nodes[GPU]) != w.gpus || math.Abs(w.maxBw-s.MaxBw) > 0.05 || math.Abs(w.totalBw-s.TotalBw) > 0.05 {
-			t.Errorf("%s: got %d GPUs maxBw %.1f totalBw %.1f, want %d %.1f %.1f", name, len(s.Nodes[GPU]), s.MaxBw, s.TotalBw, w.gpus, w.maxBw, w.totalBw)
+		if len(s.Nodes[graph.GPU]) != w.gpus || math.Abs(w.maxBw-s.MaxBw) > 0.05 || math.Abs(w.totalBw-s.TotalBw) > 0.05 {
+			t.Errorf("%s: got %d GPUs maxBw %.1f totalBw %.1f, want %d %.1f %.1f", name, len(s.Nodes[graph.GPU]), s.MaxBw, s.TotalBw, w.gpus, w.maxBw, w.totalBw)
 		}
 	}
 	if seen != len(want) {

@@ -1,4 +1,4 @@
-package graph_test
+package topo_test
 
 import (
 	"strings"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/graph"
+	"github.com/simccl/simccl/topo"
 	"github.com/simccl/simccl/topo/ncclxml"
 )
 
@@ -15,7 +16,7 @@ func TestCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := graph.NewCluster(doc, 12500, graph.Options{})
+	c, err := topo.NewCluster(doc, 12500, graph.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,18 +34,18 @@ func TestCluster(t *testing.T) {
 	if _, _, err := c.NodeOf(100000); err == nil {
 		t.Error("rank 100000 accepted")
 	}
-	one, err := graph.NewCluster(doc, 1, graph.Options{})
+	one, err := topo.NewCluster(doc, 1, graph.Options{})
 	if err != nil || one.Node.Inter || float32(one.Node.MaxBw) != float32(370.8) {
 		t.Fatalf("1 node: %v inter %v", err, one.Node.Inter)
 	}
-	if _, err := graph.NewCluster(doc, 0, graph.Options{}); err == nil || !strings.Contains(err.Error(), "0 nodes") {
+	if _, err := topo.NewCluster(doc, 0, graph.Options{}); err == nil || !strings.Contains(err.Error(), "0 nodes") {
 		t.Errorf("0 nodes: %v", err)
 	}
 	// A node without NIC cannot be part of a cluster.
 	nonet := `<system version="1"><cpu numaid="0" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143">
 <pci busid="0000:01:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16"><gpu dev="0" sm="90" rank="0"/></pci></cpu></system>`
 	d2, _ := ncclxml.ParseBytes([]byte(nonet), "nonet.xml")
-	if _, err := graph.NewCluster(d2, 2, graph.Options{}); err == nil || !strings.Contains(err.Error(), "no NET") {
+	if _, err := topo.NewCluster(d2, 2, graph.Options{}); err == nil || !strings.Contains(err.Error(), "no NET") {
 		t.Errorf("2 nodes without NET: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package graph
+package topo
 
 import (
 	"errors"
@@ -10,35 +10,18 @@ import (
 
 	"github.com/beevik/etree"
 
+	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/topo/ncclxml"
 )
 
-// ErrTopology is wrapped by every error FromXML returns for a topology it cannot build.
-var ErrTopology = errors.New("graph: bad topology")
-
-// topoError is a located error that unwraps to ErrTopology (and to the xml error's ErrSyntax).
+// topoError is what FromXML returns: it unwraps to graph.ErrTopology and to the error inside
+// (an *ncclxml.Error, which wraps ncclxml.ErrSyntax, when the error is located).
 type topoError struct{ err error }
 
 func (e *topoError) Error() string   { return e.err.Error() }
-func (e *topoError) Unwrap() []error { return []error{ErrTopology, e.err} }
+func (e *topoError) Unwrap() []error { return []error{graph.ErrTopology, e.err} }
 
-// Limits of NCCL_TOPO_MAX_NODES (nodes of one type) and NCCL_TOPO_MAX_LINKS (links of one node);
-// fact sheet §2.3: max nodes 576 in 2.27–2.29, 640 in 2.30; max links 576 since 2.25.
-const (
-	maxNodes228 = 576
-	maxNodes230 = 640
-	maxLinks    = 576
-)
-
-// MaxNodes returns NCCL_TOPO_MAX_NODES for a release.
-func (v Version) MaxNodes() int {
-	if v.AtLeast(V2_30) {
-		return maxNodes230
-	}
-	return maxNodes228
-}
-
-// NVLink per-link bandwidth by compute capability (ncclTopoNVLinkBw, NCCL 2.28; §2.3):
+// NVLink per-link bandwidth by compute capability (NCCL 2.28 ncclTopoNVLinkBw):
 // cc≥100 40.1 (40.0 in 2.25–2.27), ≥90 20.6, ==86 12, ≥80 20, ≥70 20, ≥60 18, else 20.
 func nvlinkBw(sm int) float64 {
 	switch {
@@ -58,7 +41,7 @@ func nvlinkBw(sm int) float64 {
 	return 20
 }
 
-// Inter-socket bandwidths (ncclTopoGetInterCpuBw, §1.3, §2.3).
+// Inter-socket bandwidths in GB/s (NCCL 2.28 ncclTopoGetInterCpuBw; topo.h P9_BW, ARM_BW, …).
 const (
 	p9Bw         = 32
 	armBw        = 6
@@ -71,17 +54,10 @@ const (
 	yongfengZpBw = 9
 )
 
-// CPU arch/vendor/model codes as NCCL prints them in "CPU/0-0 (arch/vendor/model)"
-// (topo.h NCCL_TOPO_CPU_ARCH_*, _VENDOR_*, _MODEL_*; 0 = unknown).
+// CPU model codes as NCCL prints them in "CPU/0-0 (arch/vendor/model)" (NCCL 2.28 topo.h
+// NCCL_TOPO_CPU_MODEL_*; 0 = unknown). The arch and vendor codes are graph.CPUArch* and
+// graph.CPUVendor*.
 const (
-	archX86   = 1
-	archPower = 2
-	archARM   = 3
-
-	vendorIntel   = 1
-	vendorAMD     = 2
-	vendorZhaoxin = 3
-
 	modelBDW      = 1
 	modelSKL      = 2
 	modelSRP      = 3
@@ -89,21 +65,20 @@ const (
 	modelYongfeng = 1
 )
 
+// f32 rounds to float32, as NCCL keeps bandwidths in floats (the same rounding as package
+// graph's links).
+func f32(x float64) float64 { return float64(float32(x)) }
+
 // cpuCodes are the numeric arch/vendor/model NCCL derives from the XML attributes.
 type cpuCodes struct{ arch, vendor, model int }
 
-func codesOf(n *Node) cpuCodes { return cpuCodes{n.CPU.ArchID, n.CPU.VendorID, n.CPU.ModelID} }
-
-// f32 rounds to float32, as NCCL keeps bandwidths in floats; printing "%.1f" of the same
-// numbers then gives the same digits.
-func f32(x float64) float64 { return float64(float32(x)) }
+func codesOf(n *graph.Node) cpuCodes { return cpuCodes{n.CPU.ArchID, n.CPU.VendorID, n.CPU.ModelID} }
 
 // builder holds the state of one FromXML call.
 type builder struct {
 	doc   *ncclxml.Document
-	sys   *System
-	elem  map[*Node]*etree.Element
-	max   int
+	sys   *graph.System
+	elem  map[*graph.Node]*etree.Element
 	ranks map[int]*etree.Element
 
 	warnedHash map[string]bool
@@ -112,12 +87,9 @@ type builder struct {
 // FromXML builds the system NCCL would build from a topology document (ncclTopoGetSystemFromXml,
 // then ncclTopoComputePaths, the GPU trimming of ncclTopoTrimSystem, paths again, and the
 // maxBw/totalBw of ncclTopoSearchInit).
-func FromXML(doc *ncclxml.Document, opt Options) (*System, error) {
+func FromXML(doc *ncclxml.Document, opt graph.Options) (*graph.System, error) {
 	if doc == nil || doc.Root() == nil {
 		return nil, &topoError{fmt.Errorf("graph: no document")}
-	}
-	if opt.Version == (Version{}) {
-		opt.Version = V2_28
 	}
 	root := doc.Root()
 	if root.Tag != "system" {
@@ -125,24 +97,26 @@ func FromXML(doc *ncclxml.Document, opt Options) (*System, error) {
 	}
 	b := &builder{
 		doc:   doc,
-		sys:   &System{Version: opt.Version, Options: opt, Name: doc.Name},
-		elem:  map[*Node]*etree.Element{},
-		max:   opt.Version.MaxNodes(),
+		sys:   graph.NewSystem(doc.Name, opt),
+		elem:  map[*graph.Node]*etree.Element{},
 		ranks: map[int]*etree.Element{},
 	}
 	if err := b.build(root); err != nil {
 		return nil, &topoError{err}
 	}
 	s := b.sys
-	if len(s.Nodes[GPU]) == 0 {
+	if len(s.Nodes[graph.GPU]) == 0 {
 		return nil, &topoError{doc.Errorf(root, "no GPU with a rank in the topology (a <gpu> needs rank, dev and sm; partial files that rely on NCCL's hardware detection cannot be simulated)")}
 	}
 	if opt.Strict && len(s.Warnings) > 0 {
 		return nil, &topoError{errors.New(s.Warnings[0])}
 	}
-	if err := s.computeAll(); err != nil {
-		var xe *ncclxml.Error
-		if !errors.As(err, &xe) {
+	if err := s.Compute(); err != nil {
+		// A problem with one node is located at the element the node came from.
+		var ne *graph.NodeError
+		if errors.As(err, &ne) {
+			err = doc.Errorf(b.elem[ne.Node], "%s", ne.Msg)
+		} else {
 			err = fmt.Errorf("%s: %w", doc.Name, err)
 		}
 		return nil, &topoError{err}
@@ -152,7 +126,7 @@ func FromXML(doc *ncclxml.Document, opt Options) (*System, error) {
 
 // build converts the XML tree into nodes and links, in NCCL's order: CPUs (with their PCI trees,
 // GPUs and NICs), NVLinks, C2C links, pcilinks, Broadcom switch flattening, CPU↔CPU links, and
-// the final link sort (§1.1 step 6).
+// the final link sort (NCCL 2.28 ncclTopoGetSystemFromXml).
 func (b *builder) build(root *etree.Element) error {
 	for _, c := range root.ChildElements() {
 		if c.Tag == "cpu" {
@@ -173,12 +147,12 @@ func (b *builder) warnf(e *etree.Element, format string, args ...any) {
 	b.sys.Warnings = append(b.sys.Warnings, b.doc.Errorf(e, format, args...).Error())
 }
 
-func (b *builder) newNode(t NodeType, id int64, e *etree.Element) (*Node, error) {
-	if len(b.sys.Nodes[t]) >= b.max {
-		return nil, b.doc.Errorf(e, "more than %d %s nodes (NCCL_TOPO_MAX_NODES of NCCL %d.%d)", b.max, t, b.sys.Version.Major, b.sys.Version.Minor)
+// newNode adds a node made from element e, which locates the errors found later about it.
+func (b *builder) newNode(t graph.NodeType, id int64, e *etree.Element) (*graph.Node, error) {
+	n, err := b.sys.AddNode(t, id)
+	if err != nil {
+		return nil, b.doc.Errorf(e, "%v", err)
 	}
-	n := &Node{Type: t, ID: id, Index: len(b.sys.Nodes[t]), line: b.doc.Line(e)}
-	b.sys.Nodes[t] = append(b.sys.Nodes[t], n)
 	b.elem[n] = e
 	return n, nil
 }
@@ -187,47 +161,14 @@ func topoID(systemID int, local int64) int64 {
 	return int64(uint64(systemID)<<56 | uint64(local)&(1<<56-1))
 }
 
-func (s *System) nodeByID(t NodeType, id int64) *Node {
-	for _, n := range s.Nodes[t] {
+// node finds a node by its id, as ncclTopoGetNode does.
+func (b *builder) node(t graph.NodeType, id int64) *graph.Node {
+	for _, n := range b.sys.Nodes[t] {
 		if n.ID == id {
 			return n
 		}
 	}
 	return nil
-}
-
-// connect adds a link node→remote, aggregating with an existing link of the same type and
-// remote, and keeps the links sorted by bandwidth descending, a new link going after links of
-// equal bandwidth (ncclTopoConnectNodes, §2.2).
-func connect(node, remote *Node, t LinkType, bw float64) error {
-	var link *Link
-	pos := -1
-	for i, l := range node.Links {
-		if l.Remote == remote && l.Type == t {
-			link, pos = l, i
-			break
-		}
-	}
-	if link == nil {
-		if len(node.Links) >= maxLinks {
-			return fmt.Errorf("%s has more than %d links (NCCL_TOPO_MAX_LINKS)", node.label(), maxLinks)
-		}
-		link = &Link{Type: t, Remote: remote}
-		node.Links = append(node.Links, link)
-		pos = len(node.Links) - 1
-	}
-	link.BW = f32(link.BW + bw)
-	for pos > 0 && node.Links[pos-1].BW < link.BW {
-		node.Links[pos] = node.Links[pos-1]
-		pos--
-	}
-	node.Links[pos] = link
-	return nil
-}
-
-// label is "TYPE/sys-local" as NCCL prints ids.
-func (n *Node) label() string {
-	return fmt.Sprintf("%s/%x-%x", n.Type, n.SystemID(), n.LocalID())
 }
 
 // --- attributes -------------------------------------------------------------------------------
@@ -287,30 +228,17 @@ func (b *builder) attrHex(e *etree.Element, name string, def uint64) (uint64, er
 	return n, nil
 }
 
-// parseBusID converts "dddd:bb:dd.f" to NCCL's integer by dropping ':' and '.' and reading the
-// rest as hex (busIdToInt64). Anything else in the string, no digit at all, or more than 16
-// digits is an error (NCCL would silently stop at the first bad character).
+// parseBusID converts "dddd:bb:dd.f" (spaces around it ignored) to NCCL's integer with
+// ncclxml.ParseBusID (NCCL 2.28 busIdToInt64, which drops ':' and '.' and reads the rest as
+// hex); anything else in the string, no digit at all, or more than 16 digits is an error, in the
+// builder's words.
 func parseBusID(s string) (int64, error) {
 	s = strings.TrimSpace(s)
-	var digits []byte
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == ':' || c == '.':
-		case c >= '0' && c <= '9', c >= 'a' && c <= 'f', c >= 'A' && c <= 'F':
-			digits = append(digits, c)
-		default:
-			return 0, fmt.Errorf("bad busid %s (want dddd:bb:dd.f in hex)", ncclxml.Quote(s))
-		}
-	}
-	if len(digits) == 0 || len(digits) > 16 {
+	v, err := ncclxml.ParseBusID(s)
+	if err != nil {
 		return 0, fmt.Errorf("bad busid %s (want dddd:bb:dd.f in hex)", ncclxml.Quote(s))
 	}
-	v, err := strconv.ParseUint(string(digits), 16, 64)
-	if err != nil {
-		return 0, fmt.Errorf("bad busid %s: %v", ncclxml.Quote(s), err)
-	}
-	return int64(v), nil
+	return v, nil
 }
 
 func (b *builder) busID(e *etree.Element) (int64, error) {
@@ -368,7 +296,7 @@ func (b *builder) addCPU(e *etree.Element) error {
 	if err != nil {
 		return err
 	}
-	cpu, err := b.newNode(CPU, topoID(sid, numa), e)
+	cpu, err := b.newNode(graph.CPU, topoID(sid, numa), e)
 	if err != nil {
 		return err
 	}
@@ -386,44 +314,7 @@ func (b *builder) addCPU(e *etree.Element) error {
 	}
 	cpu.CPU.Family, cpu.CPU.Model = int(fam), int(model)
 
-	// Arch and vendor dictionaries (kvDictCpuArch, kvDictCpuVendor; prefix match, unknown → 0).
-	var c cpuCodes
-	switch {
-	case strings.HasPrefix(cpu.CPU.Arch, "x86_64"):
-		c.arch = archX86
-	case strings.HasPrefix(cpu.CPU.Arch, "arm64"):
-		c.arch = archARM
-	case strings.HasPrefix(cpu.CPU.Arch, "ppc64"):
-		c.arch = archPower
-	}
-	if c.arch == archX86 {
-		switch {
-		case strings.HasPrefix(cpu.CPU.Vendor, "GenuineIntel"):
-			c.vendor = vendorIntel
-		case strings.HasPrefix(cpu.CPU.Vendor, "AuthenticAMD"):
-			c.vendor = vendorAMD
-		case strings.HasPrefix(cpu.CPU.Vendor, "CentaurHauls"), strings.HasPrefix(cpu.CPU.Vendor, "  Shanghai  "):
-			c.vendor = vendorZhaoxin
-		}
-		switch c.vendor {
-		case vendorIntel:
-			// Intel model by family 6 and model id (§1.3): ≥0xCF ERP, ≥0x8F SRP, ≥0x55 SKL, else BDW.
-			switch {
-			case fam == 6 && model >= 0xCF:
-				c.model = modelERP
-			case fam == 6 && model >= 0x8F:
-				c.model = modelSRP
-			case fam == 6 && model >= 0x55:
-				c.model = modelSKL
-			default:
-				c.model = modelBDW
-			}
-		case vendorZhaoxin:
-			if fam == 7 && model == 0x5B {
-				c.model = modelYongfeng
-			}
-		}
-	}
+	c := classifyCPU(cpu.CPU.Arch, cpu.CPU.Vendor, fam, model)
 	cpu.CPU.ArchID, cpu.CPU.VendorID, cpu.CPU.ModelID = c.arch, c.vendor, c.model
 
 	for _, ch := range e.ChildElements() {
@@ -435,15 +326,15 @@ func (b *builder) addCPU(e *etree.Element) error {
 		case "nic":
 			// A <nic> directly under <cpu>: all such NICs share one NIC node of local id 0,
 			// connected to the first CPU that holds one with LOC_BW PCI links (ncclTopoAddCpu).
-			nic := b.findLocal(NIC, 0)
+			nic := b.node(graph.NIC, 0)
 			if nic == nil {
-				if nic, err = b.newNode(NIC, topoID(sid, 0), ch); err != nil {
+				if nic, err = b.newNode(graph.NIC, topoID(sid, 0), ch); err != nil {
 					return err
 				}
-				if err := connect(cpu, nic, LinkPCI, LocBw); err != nil {
+				if err := graph.Connect(cpu, nic, graph.LinkPCI, graph.LocBw); err != nil {
 					return err
 				}
-				if err := connect(nic, cpu, LinkPCI, LocBw); err != nil {
+				if err := graph.Connect(nic, cpu, graph.LinkPCI, graph.LocBw); err != nil {
 					return err
 				}
 			}
@@ -455,38 +346,74 @@ func (b *builder) addCPU(e *etree.Element) error {
 	return nil
 }
 
-// findLocal finds a node by its local id only, as ncclTopoGetNode(system, &nic, NIC, 0) does.
-func (b *builder) findLocal(t NodeType, id int64) *Node {
-	for _, n := range b.sys.Nodes[t] {
-		if n.ID == id {
-			return n
+// classifyCPU returns the codes NCCL derives from a <cpu>'s arch, vendor, familyid and modelid
+// (NCCL 2.28 ncclTopoAddCpu): the arch and vendor strings are matched by prefix against
+// kvDictCpuArch (x86_64, arm64, ppc64) and kvDictCpuVendor (GenuineIntel → Intel, AuthenticAMD →
+// AMD, CentaurHauls and "  Shanghai  " → Zhaoxin), anything else being 0 (unknown, HygonGenuine
+// included); the vendor is read on x86 only, and the model for Intel and Zhaoxin only.
+func classifyCPU(arch, vendor string, fam, model int64) cpuCodes {
+	var c cpuCodes
+	switch {
+	case strings.HasPrefix(arch, "x86_64"):
+		c.arch = graph.CPUArchX86
+	case strings.HasPrefix(arch, "arm64"):
+		c.arch = graph.CPUArchARM
+	case strings.HasPrefix(arch, "ppc64"):
+		c.arch = graph.CPUArchPower
+	}
+	if c.arch == graph.CPUArchX86 {
+		switch {
+		case strings.HasPrefix(vendor, "GenuineIntel"):
+			c.vendor = graph.CPUVendorIntel
+		case strings.HasPrefix(vendor, "AuthenticAMD"):
+			c.vendor = graph.CPUVendorAMD
+		case strings.HasPrefix(vendor, "CentaurHauls"), strings.HasPrefix(vendor, "  Shanghai  "):
+			c.vendor = graph.CPUVendorZhaoxin
+		}
+		switch c.vendor {
+		case graph.CPUVendorIntel:
+			// Intel model by family 6 and model id: ≥0xCF ERP, ≥0x8F SRP, ≥0x55 SKL, else BDW.
+			switch {
+			case fam == 6 && model >= 0xCF:
+				c.model = modelERP
+			case fam == 6 && model >= 0x8F:
+				c.model = modelSRP
+			case fam == 6 && model >= 0x55:
+				c.model = modelSKL
+			default:
+				c.model = modelBDW
+			}
+		case graph.CPUVendorZhaoxin:
+			if fam == 7 && model == 0x5B {
+				c.model = modelYongfeng
+			}
 		}
 	}
-	return nil
+	return c
 }
 
 // --- PCI ----------------------------------------------------------------------------------------
 
-// pciClassType maps a PCI class by prefix (kvDictPciClass, §1.2): 0x060400 bridge → PCI,
+// pciClassType maps a PCI class by prefix (NCCL 2.28 kvDictPciClass): 0x060400 bridge → PCI,
 // 0x080100 → PCI, 0x068000 → NVS, 0x068001 → CPU, 0x03… → GPU, 0x02… → NIC, other → PCI.
-func pciClassType(class string) NodeType {
+func pciClassType(class string) graph.NodeType {
 	switch {
 	case strings.HasPrefix(class, "0x060400"), strings.HasPrefix(class, "0x080100"):
-		return PCI
+		return graph.PCI
 	case strings.HasPrefix(class, "0x068000"):
-		return NVS
+		return graph.NVS
 	case strings.HasPrefix(class, "0x068001"):
-		return CPU
+		return graph.CPU
 	case strings.HasPrefix(class, "0x03"):
-		return GPU
+		return graph.GPU
 	case strings.HasPrefix(class, "0x02"):
-		return NIC
+		return graph.NIC
 	}
-	return PCI
+	return graph.PCI
 }
 
 // pciGenCode is the per-lane speed code (units of 100 Mb/s) of a link_speed string, matched by
-// prefix in NCCL's order, first match wins; unknown or empty → 60 (kvDictPciGen, §1.3).
+// prefix in NCCL's order, first match wins; unknown or empty → 60 (NCCL 2.28 kvDictPciGen).
 func pciGenCode(speed string) int {
 	table := []struct {
 		key  string
@@ -517,20 +444,20 @@ func child(e *etree.Element, tag string) *etree.Element {
 // a <nic> with a <net> is a NIC node (functions of one device merged); one whose class maps to
 // PCI is a switch whose children are added recursively; anything else is ignored. The device is
 // linked to its parent both ways with its own link bandwidth.
-func (b *builder) addPCI(e *etree.Element, parent *Node, sid int) error {
+func (b *builder) addPCI(e *etree.Element, parent *graph.Node, sid int) error {
 	busid, err := b.busID(e)
 	if err != nil {
 		return err
 	}
 	class, hasClass := attr(e, "class")
 	t := pciClassType(class)
-	var node *Node
+	var node *graph.Node
 	if g := child(e, "gpu"); g != nil {
-		t = GPU
+		t = graph.GPU
 		if _, ok := attr(g, "rank"); !ok {
 			return nil // a <gpu> without rank is not one of the communicator's GPUs
 		}
-		if node, err = b.newNode(GPU, topoID(sid, busid), g); err != nil {
+		if node, err = b.newNode(graph.GPU, topoID(sid, busid), g); err != nil {
 			return err
 		}
 		if err := b.addGPU(g, node); err != nil {
@@ -538,7 +465,7 @@ func (b *builder) addPCI(e *etree.Element, parent *Node, sid int) error {
 		}
 	}
 	if n := child(e, "nic"); n != nil {
-		t = NIC
+		t = graph.NIC
 		if child(n, "net") == nil {
 			return nil
 		}
@@ -546,9 +473,9 @@ func (b *builder) addPCI(e *etree.Element, parent *Node, sid int) error {
 		// Only a newly created NIC is linked to the parent: a second function of the same
 		// device adds its nets but no second PCI link (ncclTopoAddPci).
 		id := topoID(sid, busid&^0xf)
-		nic := b.sys.nodeByID(NIC, id)
+		nic := b.node(graph.NIC, id)
 		if nic == nil {
-			if nic, err = b.newNode(NIC, id, e); err != nil {
+			if nic, err = b.newNode(graph.NIC, id, e); err != nil {
 				return err
 			}
 			node = nic
@@ -556,8 +483,8 @@ func (b *builder) addPCI(e *etree.Element, parent *Node, sid int) error {
 		if err := b.addNIC(n, nic, sid); err != nil {
 			return err
 		}
-	} else if t == PCI || (!hasClass && node == nil) {
-		if node, err = b.newNode(PCI, topoID(sid, busid), e); err != nil {
+	} else if t == graph.PCI || (!hasClass && node == nil) {
+		if node, err = b.newNode(graph.PCI, topoID(sid, busid), e); err != nil {
 			return err
 		}
 		var dev uint64
@@ -588,18 +515,18 @@ func (b *builder) addPCI(e *etree.Element, parent *Node, sid int) error {
 		return b.doc.Errorf(e, "<pci link_width=%d>: negative", width)
 	}
 	if width == 0 {
-		width = 16 // 0 or empty → x16 (§1.3)
+		width = 16 // 0 or empty → x16 (NCCL 2.28 ncclTopoAddPci)
 	}
 	speed, _ := attr(e, "link_speed")
 	bw := f32(float64(width) * float64(pciGenCode(speed)) / 80)
-	if err := connect(node, parent, LinkPCI, bw); err != nil {
+	if err := graph.Connect(node, parent, graph.LinkPCI, bw); err != nil {
 		return err
 	}
-	return connect(parent, node, LinkPCI, bw)
+	return graph.Connect(parent, node, graph.LinkPCI, bw)
 }
 
 // addGPU reads <gpu dev sm rank gdr> (ncclTopoAddGpu).
-func (b *builder) addGPU(e *etree.Element, n *Node) error {
+func (b *builder) addGPU(e *etree.Element, n *graph.Node) error {
 	for _, a := range []string{"dev", "sm"} {
 		if _, ok := attr(e, a); !ok {
 			return b.doc.Errorf(e, "<gpu> without %s", a)
@@ -631,13 +558,13 @@ func (b *builder) addGPU(e *etree.Element, n *Node) error {
 		return b.doc.Errorf(e, "duplicate rank %d (also on line %d)", rank, b.doc.Line(prev))
 	}
 	b.ranks[int(rank)] = e
-	n.GPU = GPUInfo{Dev: int(dev), Rank: int(rank), SM: int(sm), GDR: gdr != 0}
+	n.GPU = graph.GPUInfo{Dev: int(dev), Rank: int(rank), SM: int(sm), GDR: gdr != 0}
 	return nil
 }
 
 // addNIC adds the <net> children of a <nic> (ncclTopoAddNic/ncclTopoAddNet): a NET node per net
 // with a dev, linked both ways to the NIC with LINK_NET of speed/8000 GB/s.
-func (b *builder) addNIC(e *etree.Element, nic *Node, sid int) error {
+func (b *builder) addNIC(e *etree.Element, nic *graph.Node, sid int) error {
 	for _, ne := range e.ChildElements() {
 		if ne.Tag != "net" {
 			continue
@@ -653,16 +580,16 @@ func (b *builder) addNIC(e *etree.Element, nic *Node, sid int) error {
 		if dev < 0 {
 			return b.doc.Errorf(ne, "<net dev=%d>: negative", dev)
 		}
-		if prev := b.sys.nodeByID(NET, topoID(sid, dev)); prev != nil {
+		if prev := b.node(graph.NET, topoID(sid, dev)); prev != nil {
 			// NCCL keys nets by name when merging a file with detection, so a file can list the
 			// same dev twice; both become NET nodes with one id, which no rank can tell apart.
-			b.warnf(ne, "<net dev=%d> repeats the dev of line %d; both are kept, with the same id", dev, prev.line)
+			b.warnf(ne, "<net dev=%d> repeats the dev of line %d; both are kept, with the same id", dev, b.doc.Line(b.elem[prev]))
 		}
-		net, err := b.newNode(NET, topoID(sid, dev), ne)
+		net, err := b.newNode(graph.NET, topoID(sid, dev), ne)
 		if err != nil {
 			return err
 		}
-		info := NetInfo{Dev: int(dev), Rail: -1, Plane: -1}
+		info := graph.NetInfo{Dev: int(dev), Rail: -1, Plane: -1}
 		info.Name, _ = attr(ne, "name")
 		if info.GUID, err = b.attrHex(ne, "guid", uint64(dev)); err != nil {
 			// A redacted guid ("0xREDACTED"): NCCL's strtoull reads 0.
@@ -677,7 +604,7 @@ func (b *builder) addNIC(e *etree.Element, nic *Node, sid int) error {
 			if _, given := attr(ne, "speed"); given {
 				b.warnf(ne, "<net speed=%g>: not positive; NCCL uses 10000 Mb/s", mbps)
 			}
-			mbps = 10000 // speed ≤ 0 → 10 Gb/s (§1.3)
+			mbps = 10000 // speed ≤ 0 → 10 Gb/s (NCCL 2.28 ncclTopoAddNet)
 		}
 		info.Speed = f32(mbps / 8000)
 		if info.Latency, err = b.attrFloat(ne, "latency", 0); err != nil {
@@ -705,10 +632,10 @@ func (b *builder) addNIC(e *etree.Element, nic *Node, sid int) error {
 		}
 		info.GDR, info.Coll = gdr != 0, coll != 0
 		net.NET = info
-		if err := connect(nic, net, LinkNET, info.Speed); err != nil {
+		if err := graph.Connect(nic, net, graph.LinkNET, info.Speed); err != nil {
 			return err
 		}
-		if err := connect(net, nic, LinkNET, info.Speed); err != nil {
+		if err := graph.Connect(net, nic, graph.LinkNET, info.Speed); err != nil {
 			return err
 		}
 	}
@@ -758,7 +685,7 @@ func (b *builder) linkPass(e *etree.Element, pass, parentBus string, sid int) er
 }
 
 // parentGPU finds the GPU node of the <gpu> holding e, or nil for an unranked GPU.
-func (b *builder) parentGPU(e *etree.Element, parentBus string, sid int) (*Node, error) {
+func (b *builder) parentGPU(e *etree.Element, parentBus string, sid int) (*graph.Node, error) {
 	g := e.Parent()
 	if g == nil || g.Tag != "gpu" {
 		return nil, b.doc.Errorf(e, "<%s> outside a <gpu>", e.Tag)
@@ -770,14 +697,14 @@ func (b *builder) parentGPU(e *etree.Element, parentBus string, sid int) (*Node,
 	if err != nil {
 		return nil, b.doc.Errorf(e, "<%s>: parent %v", e.Tag, err)
 	}
-	gpu := b.sys.nodeByID(GPU, topoID(sid, id))
+	gpu := b.node(graph.GPU, topoID(sid, id))
 	if gpu == nil {
 		return nil, b.doc.Errorf(e, "<%s>: no GPU at busid %s", e.Tag, parentBus)
 	}
 	return gpu, nil
 }
 
-// addNVLink follows ncclTopoAddNvLinks (§1.3): bw = count × per-link bw of the GPU's sm. A GPU
+// addNVLink follows NCCL 2.28 ncclTopoAddNvLinks: bw = count × per-link bw of the GPU's sm. A GPU
 // target adds GPU→GPU only (each GPU's XML adds its own direction); a CPU target (POWER) links
 // to the GPU's local CPU; anything else is the NVSwitch, all merged into one NVS node (id 0).
 func (b *builder) addNVLink(e *etree.Element, parentBus string, sid int) error {
@@ -808,16 +735,16 @@ func (b *builder) addNVLink(e *etree.Element, parentBus string, sid int) error {
 		// it (paths to the NVS stay DIS), so GPUs fall back to PCI. Keep it, and say so.
 		b.warnf(e, "GPU rank %d: <nvlink target=%s count=\"0\">: a link of bandwidth 0 that no path can use", gpu.GPU.Rank, ncclxml.Quote(target))
 	}
-	var remote *Node
+	var remote *graph.Node
 	switch pciClassType(tclass) {
-	case GPU:
+	case graph.GPU:
 		id, err := parseBusID(target)
 		if err != nil {
 			return b.doc.Errorf(e, "<nvlink>: target %v", err)
 		}
-		remote = b.sys.nodeByID(GPU, topoID(sid, id))
+		remote = b.node(graph.GPU, topoID(sid, id))
 		if remote == nil {
-			// NCCL ignores an NVLink to a GPU it does not know (§1.3).
+			// NCCL ignores an NVLink to a GPU it does not know (ncclTopoAddNvLinks).
 			b.warnf(e, "GPU rank %d: <nvlink target=%s> names no GPU of the topology; ignored", gpu.GPU.Rank, ncclxml.Quote(target))
 			return nil
 		}
@@ -825,33 +752,33 @@ func (b *builder) addNVLink(e *etree.Element, parentBus string, sid int) error {
 			b.warnf(e, "GPU rank %d: <nvlink> targets its own busid %s; ignored", gpu.GPU.Rank, ncclxml.Quote(target))
 			return nil
 		}
-	case CPU:
+	case graph.CPU:
 		remote = findLocalCPU(gpu)
 		if remote == nil {
 			b.warnf(e, "GPU rank %d: <nvlink> to a CPU but no CPU above the GPU; ignored", gpu.GPU.Rank)
 			return nil
 		}
 	default:
-		if len(b.sys.Nodes[NVS]) == 0 {
-			if remote, err = b.newNode(NVS, 0, e); err != nil {
+		if len(b.sys.Nodes[graph.NVS]) == 0 {
+			if remote, err = b.newNode(graph.NVS, 0, e); err != nil {
 				return err
 			}
 		} else {
-			remote = b.sys.Nodes[NVS][0]
+			remote = b.sys.Nodes[graph.NVS][0]
 		}
 	}
 	bw := f32(float64(count) * nvlinkBw(gpu.GPU.SM))
-	if err := connect(gpu, remote, LinkNVL, bw); err != nil {
+	if err := graph.Connect(gpu, remote, graph.LinkNVL, bw); err != nil {
 		return err
 	}
-	if remote.Type != GPU {
-		return connect(remote, gpu, LinkNVL, bw)
+	if remote.Type != graph.GPU {
+		return graph.Connect(remote, gpu, graph.LinkNVL, bw)
 	}
 	return nil
 }
 
 // addC2C: bw = bw_attr × count / 1000 GB/s, both ways between the GPU and its local CPU
-// (ncclTopoAddC2c, §1.3).
+// (NCCL 2.28 ncclTopoAddC2c).
 func (b *builder) addC2C(e *etree.Element, parentBus string, sid int) error {
 	gpu, err := b.parentGPU(e, parentBus, sid)
 	if err != nil || gpu == nil {
@@ -878,20 +805,20 @@ func (b *builder) addC2C(e *etree.Element, parentBus string, sid int) error {
 		return nil
 	}
 	bw := f32(float64(mbps) * float64(count) / 1000)
-	if err := connect(gpu, cpu, LinkC2C, bw); err != nil {
+	if err := graph.Connect(gpu, cpu, graph.LinkC2C, bw); err != nil {
 		return err
 	}
-	return connect(cpu, gpu, LinkC2C, bw)
+	return graph.Connect(cpu, gpu, graph.LinkC2C, bw)
 }
 
 // addPCILink: a LOC link of LOC_BW from the switch holding <pcilink> to its target switch, one
-// direction per element (ncclTopoAddPciLinks, §1.2).
+// direction per element (NCCL 2.28 ncclTopoAddPciLinks).
 func (b *builder) addPCILink(e *etree.Element, parentBus string, sid int) error {
 	id, err := parseBusID(parentBus)
 	if err != nil {
 		return b.doc.Errorf(e, "<pcilink>: parent %v", err)
 	}
-	sw := b.sys.nodeByID(PCI, topoID(sid, id))
+	sw := b.node(graph.PCI, topoID(sid, id))
 	if sw == nil {
 		return b.doc.Errorf(e, "<pcilink>: no PCI switch at busid %s", parentBus)
 	}
@@ -900,20 +827,20 @@ func (b *builder) addPCILink(e *etree.Element, parentBus string, sid int) error 
 	if err != nil {
 		return b.doc.Errorf(e, "<pcilink>: target %v", err)
 	}
-	remote := b.sys.nodeByID(PCI, topoID(sid, tid))
+	remote := b.node(graph.PCI, topoID(sid, tid))
 	if remote == nil {
 		b.warnf(e, "<pcilink target=%s> names no PCI switch; ignored", ncclxml.Quote(target))
 		return nil
 	}
-	return connect(sw, remote, LinkLOC, LocBw)
+	return graph.Connect(sw, remote, graph.LinkLOC, graph.LocBw)
 }
 
 // findLocalCPU walks up PCI links through PCI switches to the CPU (findLocalCpu).
-func findLocalCPU(n *Node) *Node {
-	seen := map[*Node]bool{}
-	var rec func(n, from *Node) *Node
-	rec = func(n, from *Node) *Node {
-		if n.Type == CPU {
+func findLocalCPU(n *graph.Node) *graph.Node {
+	seen := map[*graph.Node]bool{}
+	var rec func(n, from *graph.Node) *graph.Node
+	rec = func(n, from *graph.Node) *graph.Node {
+		if n.Type == graph.CPU {
 			return n
 		}
 		if seen[n] {
@@ -921,7 +848,7 @@ func findLocalCPU(n *Node) *Node {
 		}
 		seen[n] = true
 		for _, l := range n.Links {
-			if l.Type == LinkPCI && l.Remote != from && (l.Remote.Type == PCI || l.Remote.Type == CPU) {
+			if l.Type == graph.LinkPCI && l.Remote != from && (l.Remote.Type == graph.PCI || l.Remote.Type == graph.CPU) {
 				if c := rec(l.Remote, n); c != nil {
 					return c
 				}
@@ -934,8 +861,9 @@ func findLocalCPU(n *Node) *Node {
 
 // --- flattening, CPU links, sorting -------------------------------------------------------------
 
-// bcmGen recognises Broadcom PEX switches that show up as two levels (§2.2): Gen4 when
-// pci.device masked is 0x1000c0101000a000, Gen5 when it is 0x1000c03010000000 | level<<12.
+// bcmGen recognises Broadcom PEX switches that show up as two levels (NCCL 2.28
+// ncclTopoFlattenBcmSwitches): Gen4 when pci.device masked is 0x1000c0101000a000, Gen5 when it
+// is 0x1000c03010000000 | level<<12.
 func bcmGen(dev uint64, level int) int {
 	m := dev & 0xfffffffffffff000
 	if m == 0x1000c0101000a000 {
@@ -952,16 +880,16 @@ func bcmGen(dev uint64, level int) int {
 // their devices point back at the parent, and the parent's subsystem id gets 0xffff so it is
 // not merged again.
 func (b *builder) flattenBcmSwitches() {
-	for s := 0; s < len(b.sys.Nodes[PCI]); s++ {
-		sw := b.sys.Nodes[PCI][s]
+	for s := 0; s < len(b.sys.Nodes[graph.PCI]); s++ {
+		sw := b.sys.Nodes[graph.PCI][s]
 		gen := bcmGen(sw.PCI.Device, 0)
 		if gen == 0 {
 			continue
 		}
-		var subs []*Node
+		var subs []*graph.Node
 		kept := sw.Links[:0:0]
 		for _, l := range sw.Links {
-			if l.Remote.Type == PCI && bcmGen(l.Remote.PCI.Device, 1) == gen {
+			if l.Remote.Type == graph.PCI && bcmGen(l.Remote.PCI.Device, 1) == gen {
 				subs = append(subs, l.Remote)
 				continue
 			}
@@ -982,7 +910,7 @@ func (b *builder) flattenBcmSwitches() {
 					}
 				}
 			}
-			b.sys.removeNode(sub)
+			b.sys.RemoveNode(sub)
 		}
 		sw.PCI.Device |= 0xffff
 		// NCCL restarts its scan at index 0 after a merge (the node list changed).
@@ -990,56 +918,30 @@ func (b *builder) flattenBcmSwitches() {
 	}
 }
 
-// removeNode deletes a node and every link to it, and renumbers the nodes of its type
-// (ncclTopoRemoveNode).
-func (s *System) removeNode(n *Node) {
-	for t := range s.Nodes {
-		for _, m := range s.Nodes[t] {
-			kept := m.Links[:0]
-			for _, l := range m.Links {
-				if l.Remote != n {
-					kept = append(kept, l)
-				}
-			}
-			m.Links = kept
-		}
-	}
-	list := s.Nodes[n.Type]
-	for i, m := range list {
-		if m == n {
-			s.Nodes[n.Type] = append(list[:i:i], list[i+1:]...)
-			break
-		}
-	}
-	for i, m := range s.Nodes[n.Type] {
-		m.Index = i
-	}
-}
-
 // connectCPUs links every pair of CPUs of one host with a SYS link whose bandwidth depends on
-// the first CPU's arch/vendor/model (ncclTopoConnectCpus, ncclTopoGetInterCpuBw; §1.3).
+// the first CPU's arch/vendor/model (NCCL 2.28 ncclTopoConnectCpus, ncclTopoGetInterCpuBw).
 func (b *builder) connectCPUs() {
-	cpus := b.sys.Nodes[CPU]
+	cpus := b.sys.Nodes[graph.CPU]
 	for _, c1 := range cpus {
 		for _, c2 := range cpus {
 			if c1 == c2 || c1.SystemID() != c2.SystemID() {
 				continue
 			}
-			_ = connect(c1, c2, LinkSYS, interCPUBw(codesOf(c1)))
+			_ = graph.Connect(c1, c2, graph.LinkSYS, interCPUBw(codesOf(c1)))
 		}
 	}
 }
 
 func interCPUBw(c cpuCodes) float64 {
-	bw := LocBw // unrecognised arch or x86 vendor: LOC_BW (NCCL quirk, §1.3)
+	bw := graph.LocBw // unrecognised arch or x86 vendor: LOC_BW (an NCCL 2.28 quirk)
 	switch c.arch {
-	case archPower:
+	case graph.CPUArchPower:
 		return p9Bw
-	case archARM:
+	case graph.CPUArchARM:
 		return armBw
-	case archX86:
+	case graph.CPUArchX86:
 		switch c.vendor {
-		case vendorIntel:
+		case graph.CPUVendorIntel:
 			switch c.model {
 			case modelERP:
 				bw = erpQpiBw
@@ -1050,9 +952,9 @@ func interCPUBw(c cpuCodes) float64 {
 			default:
 				bw = bdwQpiBw
 			}
-		case vendorAMD:
+		case graph.CPUVendorAMD:
 			bw = amdBw
-		case vendorZhaoxin:
+		case graph.CPUVendorZhaoxin:
 			if c.model == modelYongfeng {
 				bw = yongfengZpBw
 			} else {
@@ -1064,13 +966,13 @@ func interCPUBw(c cpuCodes) float64 {
 }
 
 // sortSystem moves, for every node reached down the PCI tree from each CPU, the link to its
-// parent to the end of its links (ncclTopoSortSystem, §2.2).
+// parent to the end of its links (NCCL 2.28 ncclTopoSortSystem).
 func (b *builder) sortSystem() error {
-	seen := map[*Node]bool{}
-	var rec func(n, up *Node) error
-	rec = func(n, up *Node) error {
+	seen := map[*graph.Node]bool{}
+	var rec func(n, up *graph.Node) error
+	rec = func(n, up *graph.Node) error {
 		if seen[n] {
-			return fmt.Errorf("%s: PCI tree has a cycle at %s", b.doc.Name, n.label())
+			return fmt.Errorf("%s: PCI tree has a cycle at %s", b.doc.Name, n.Label())
 		}
 		seen[n] = true
 		if up != nil {
@@ -1083,7 +985,7 @@ func (b *builder) sortSystem() error {
 			}
 		}
 		for _, l := range n.Links {
-			if l.Type == LinkPCI && l.Remote != up {
+			if l.Type == graph.LinkPCI && l.Remote != up {
 				if err := rec(l.Remote, n); err != nil {
 					return err
 				}
@@ -1091,7 +993,7 @@ func (b *builder) sortSystem() error {
 		}
 		return nil
 	}
-	for _, c := range b.sys.Nodes[CPU] {
+	for _, c := range b.sys.Nodes[graph.CPU] {
 		if err := rec(c, nil); err != nil {
 			return err
 		}
