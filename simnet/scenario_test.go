@@ -7,8 +7,8 @@ import (
 	"github.com/simccl/simccl/tuning"
 )
 
-// hgx is an 8-GPU NVSwitch node in the H100 shape: 18 NVLinks x 20.6 GB/s (NCCL's SM90 figure,
-// fact sheet §2.3) per GPU, 8 NICs of 400 Gb/s.
+// hgx is an 8-GPU NVSwitch node in the H100 shape: 18 NVLinks x 20.6 GB/s (NCCL 2.28's
+// SM90_NVLINK_BW) per GPU, 8 NICs of 400 Gb/s.
 func hgxMachine(t *testing.T, nodes int) *Machine {
 	t.Helper()
 	node := SwitchedNode("hgx", 8, 18*20.6, 8, 50, 64)
