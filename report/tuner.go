@@ -39,8 +39,8 @@ type Candidate struct {
 }
 
 // tunePoint asks the tuning model about one size (the call simnet.Machine.Plan makes) and keeps its
-// whole cost table. Point-to-point functions have no cost table (NCCL 2.28 tunes them by §5.8's
-// rule); their point holds the simulated choice only.
+// whole cost table. Point-to-point functions have no cost table (NCCL 2.28 plans them by
+// addP2pToPlan's rule); their point holds the simulated choice only.
 func tunePoint(m *simnet.Machine, f coll.Func, size int64, elt, n int, opt Options, row simnet.Row) (TunerPoint, string, error) {
 	count, _ := simnet.Sizes(f, size, elt, n)
 	tp := TunerPoint{Size: size, Bytes: row.Bytes, CallBytes: count * int64(elt), SimAlgo: row.Algo, SimProto: row.Proto, SimUs: row.TimeUs,
