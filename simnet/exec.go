@@ -41,9 +41,8 @@ type Timing struct {
 }
 
 // KernelLaunch is the host-side cost of launching one CUDA kernel, about 3 µs on current GPUs and
-// drivers (the figure /work/shared/STYLE.md uses; an assumption of this project, not an NCCL
-// constant and not fitted to a measurement). nccl-tests times back-to-back launches, so every
-// collective pays it.
+// drivers (an assumption of this project, not an NCCL constant and not fitted to a measurement).
+// nccl-tests times back-to-back launches, so every collective pays it.
 const KernelLaunch = 3 * Microsecond
 
 // TimingFor returns the timing of algorithm a with protocol p under the constants of an NCCL
