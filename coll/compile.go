@@ -522,9 +522,9 @@ func (p *Plan) ring(c int) []int {
 }
 
 // ring compiles the ring algorithms, following the step structure of NCCL 2.30.7's runRing for each
-// collective (paraphrased; chunk sizes from calcCollChunking): per channel, the channel's contiguous part is walked in
-// loops of nRanks chunks (AllReduce) or one chunk per rank block (AllGather, ReduceScatter) or one
-// chunk (Broadcast, Reduce).
+// collective (paraphrased; chunk sizes from calcCollChunking): per channel, the channel's
+// contiguous part is walked in loops of nRanks chunks (AllReduce) or one chunk per rank block
+// (AllGather, ReduceScatter) or one chunk (Broadcast, Reduce).
 func (b *builder) ring(p *Plan, ck *chunking) error {
 	n := p.NRanks
 	nch := p.nChannels()

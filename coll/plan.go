@@ -51,7 +51,8 @@ type Plan struct {
 	NThreads int // informational (tuning's thread count); the schedule does not depend on it
 	// ChunkSize is the payload bytes per chunk, the final value of tuning's calcCollChunking
 	// (stepSize×chunkSteps, then LL ×1/2 or LL128 ×15/16, adjustments, rounded down to the protocol
-	// grain); 0 derives it from the protocol defaults. SendRecv: the P2P chunk (p2pChunkSize), 0 = 128 KiB.
+	// grain); 0 derives it from the protocol defaults. SendRecv: the P2P chunk
+	// (p2pChunkSize), 0 = 128 KiB.
 	ChunkSize int64
 	// BuffSize per protocol (LL, LL128, Simple) in bytes; 0 means NCCL's default (DefaultBuffSize).
 	BuffSize [NumProtos]int64

@@ -30,7 +30,8 @@ var (
 )
 
 // DefaultTimeout is how long a call may wait without progress before it fails: the bound within
-// which every rank reports a dead peer (NCCL itself would block forever; docs/design.md asks for an error).
+// which every rank reports a dead peer (NCCL itself would block forever; docs/design.md asks for an
+// error).
 const DefaultTimeout = 10 * time.Second
 
 // UniqueID is NCCL's 128-byte ncclUniqueId (nccl.h): a random magic and the bootstrap root's address.

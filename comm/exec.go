@@ -296,7 +296,8 @@ func (c *Comm) schedule(colls []*call) (*coll.Schedule, error) {
 	maxCh := min(c.cfg.NChannels, max(2, c.coresPerRank()))
 	for i, k := range colls {
 		// Fewer channels for small operations (as NCCL's tuning lowers nChannels for small sizes,
-		// topoGetAlgoInfo): each channel is a goroutine with its own steps, worth it from ~64 KiB per channel.
+		// topoGetAlgoInfo): each channel is a goroutine with its own steps, worth it from ~64 KiB
+		// per channel.
 		bytes := k.count * int64(k.dt.Size())
 		if k.f == coll.AllGather || k.f == coll.ReduceScatter {
 			bytes *= int64(c.n)
@@ -382,7 +383,8 @@ func (c *Comm) runColls(colls []*call) error {
 	for i, k := range colls {
 		bufs[i] = opBufs{send: k.send, recv: k.recv}
 		if f := preScale(k.dt, k.op, k.scalar, c.n); f != 0 {
-			// PreMulSum / float Avg: the inputs are scaled once, into a private copy (as NCCL runs PreMulSum).
+			// PreMulSum / float Avg: the inputs are scaled once, into a private copy (as NCCL runs
+			// PreMulSum).
 			scaled := make([]byte, len(k.send))
 			if err := Scale(k.dt, scaled, k.send, f); err != nil {
 				return err

@@ -211,7 +211,8 @@ func postsetChannels(res *Result, opts AllOptions, ccMin int) int {
 	// Every channel gets a twin (ring: same ring; tree: the second binary tree).
 	n = min(MaxChannels, 2*n)
 	nRanks := res.NRanks
-	// CollNet (chain graph bwIntra > bwInter): more channels to saturate intra-node bandwidth, except with one rank per node.
+	// CollNet (chain graph bwIntra > bwInter): more channels to saturate intra-node bandwidth,
+	// except with one rank per node.
 	if opts.CollNet && res.CollNetChain.BwIntra > res.CollNetChain.BwInter && nRanks > res.NNodes {
 		n = min(MaxChannels, n+n/2)
 	}

@@ -21,10 +21,10 @@ type Params struct {
 	rules230 bool
 }
 
-// NCCL 2.28 speed arrays (search.cc, v2.28.x). History (search.cc of each release): sm90 intra gained 11 in
-// 2.23; sm90 inter in 2.18 lacked 22, 20 and 17.5; sm100 arrays appeared in 2.25, 2.27 added 18
-// to sm100 intra, 2.28 starts sm100 inter at 96,48,45.1; 2.29 adds 45 to sm100 intra and 80 to
-// sm100 inter; 2.30.7 adds 86 to sm100 inter.
+// NCCL 2.28 speed arrays (search.cc, v2.28.x). History (search.cc of each release): sm90 intra
+// gained 11 in 2.23; sm90 inter in 2.18 lacked 22, 20 and 17.5; sm100 arrays appeared in 2.25, 2.27
+// added 18 to sm100 intra, 2.28 starts sm100 inter at 96,48,45.1; 2.29 adds 45 to sm100 intra and
+// 80 to sm100 inter; 2.30.7 adds 86 to sm100 inter.
 var (
 	speedIntra228      = []float32{40, 30, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3}
 	speedInter228      = []float32{48, 30, 28, 24, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3, 2.4, 1.2, 0.24, 0.12}

@@ -228,8 +228,8 @@ func TestGoldenRelease229(t *testing.T) {
 	}
 }
 
-// NIC choice (ncclTopoGetLocalNet) on the H800 box: one 400G NIC beside each GPU on its PCIe switch, so every
-// GPU uses its own NIC on every channel, and each NIC's local GPU is that GPU.
+// NIC choice (ncclTopoGetLocalNet) on the H800 box: one 400G NIC beside each GPU on its PCIe
+// switch, so every GPU uses its own NIC on every channel, and each NIC's local GPU is that GPU.
 func TestLocalNet(t *testing.T) {
 	top := readTopo(t, golden{name: "h800", topo: "topos/h800-8gpu-nvswitch-8x400g-ib.xml", nodes: 2, nranks: 16})
 	seen := map[int64]int{}

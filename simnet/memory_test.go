@@ -243,7 +243,8 @@ func TestMemoryNVLSAndEager(t *testing.T) {
 		if !slices.Contains(eager.Connected, "NVLS") || (nodes > 1) != slices.Contains(eager.Connected, "NVLSTree") {
 			t.Errorf("%d nodes: eager connects %v", nodes, eager.Connected)
 		}
-		// The NVLS buffer: nvlsChannels × 2 × 128 KiB × NCCL_STEPS × nHeads (NCCL 2.28 ncclNvlsBufferSetup).
+		// The NVLS buffer: nvlsChannels × 2 × 128 KiB × NCCL_STEPS × nHeads (NCCL 2.28
+		// ncclNvlsBufferSetup).
 		want := int64(s.Table.NVLSChannels) * 2 * (128 << 10) * 8 * int64(s.NVLS.NChannels)
 		if k := kindOfReport(eager.PerRank[0], KindNVLS); k.GPU != roundUp(want, 2<<20) {
 			t.Errorf("%d nodes: NVLS %d bytes, want %d (%d channels, %d heads)", nodes, k.GPU, want, s.Table.NVLSChannels, s.NVLS.NChannels)

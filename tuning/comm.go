@@ -119,7 +119,8 @@ func compCapIndex(cc int) int {
 	return 0
 }
 
-// scaleIndex is the node-count index of NCCL 2.28's tuning tables: 0 one node, 1 two nodes, 2 three or more.
+// scaleIndex is the node-count index of NCCL 2.28's tuning tables: 0 one node, 1 two nodes, 2 three
+// or more.
 func (c *Comm) scaleIndex() int {
 	switch {
 	case c.NNodes <= 1:

@@ -23,7 +23,8 @@ type Config struct {
 	// BuffSize, LLBuffSize, LL128BuffSize: NCCL_BUFFSIZE, NCCL_LL_BUFFSIZE, NCCL_LL128_BUFFSIZE in
 	// bytes (0 = default, NCCL 2.28 device.h).
 	BuffSize, LLBuffSize, LL128BuffSize int64
-	// NetOverheadNs is NCCL_NET_OVERHEAD in ns (nil = unset: 1 µs Intel/other, 2 µs AMD, NCCL 2.28 tuning.cc).
+	// NetOverheadNs is NCCL_NET_OVERHEAD in ns (nil = unset: 1 µs Intel/other, 2 µs AMD, NCCL 2.28
+	// tuning.cc).
 	NetOverheadNs *float64
 	// PatEnable is NCCL_PAT_ENABLE: nil = auto (cc ≥ 60, one GPU per node, host networking).
 	PatEnable *bool
@@ -193,9 +194,10 @@ func (c *Config) threadThresholds(nRanks int) ([coll.NumAlgos][coll.NumProtos]in
 var funcSpellings = [coll.NumTunedFuncs]string{"broadcast", "reduce", "allgather", "reducescatter", "allreduce"}
 
 // parseEnableList parses NCCL_ALGO / NCCL_PROTO (NCCL 2.24+ parseList):
-// "elem,elem;func:elem,…;func:^elem". A list sets the listed elements and clears the rest; "^list" clears the listed and sets the others. Only
-// the first entry may omit the function prefix; it applies to every function. The result is
-// enable[func][elem]; -1 means "not set by the user" (the default applies).
+// "elem,elem;func:elem,…;func:^elem". A list sets the listed elements and clears the rest; "^list"
+// clears the listed and sets the others. Only the first entry may omit the function prefix; it
+// applies to every function. The result is enable[func][elem]; -1 means "not set by the user" (the
+// default applies).
 func parseEnableList(varName, s string, elems []string) ([coll.NumTunedFuncs][]int, error) {
 	var out [coll.NumTunedFuncs][]int
 	for f := range out {

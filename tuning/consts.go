@@ -60,7 +60,8 @@ const DefaultRelease = "2.28"
 func newReleases() map[string]*Constants {
 	v230 := &Constants{
 		Release: "2.30",
-		// Base latency µs [LL, LL128, Simple] (2.30.7 baseLat). Tree Simple base is 8.4 since 2.23 (≤2.22: 0).
+		// Base latency µs [LL, LL128, Simple] (2.30.7 baseLat). Tree Simple base is 8.4 since 2.23
+		// (≤2.22: 0).
 		BaseLat: [coll.NumAlgos][coll.NumProtos]float64{
 			coll.Tree:          {6.8, 14.0, 8.4},
 			coll.Ring:          {6.6, 14.0, 8.4},

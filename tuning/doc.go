@@ -55,7 +55,8 @@
 // testdata/capture.sh (grouped calls, half/int8, NCCL_PROTO/NCCL_ALGO per function,
 // NCCL_MAX_NCHANNELS, NCCL_NTHREADS) equal; a hand-computed 8-rank Hopper example; and a public
 // NCCL 2.29.7 log (2 ranks, 2 hosts, Blackwell). The 2.30 constants are read from NCCL 2.30.7's
-// tuning.cc only (no 2.30 log checks them). Not modelled: the sm90 + CUDA 11.8 LL128 exclusion, user-buffer registration (NVLS/CollNet registered paths, the CTA efficiency policy),
-// the u32fp8 rounding of P2P chunk sizes (exact for powers of two), plans that overflow the
-// per-launch work budget, 2.30's per-call CTA limits and " cgaClusterSize" suffix of the choice line.
+// tuning.cc only (no 2.30 log checks them). Not modelled: the sm90 + CUDA 11.8 LL128 exclusion,
+// user-buffer registration (NVLS/CollNet registered paths, the CTA efficiency policy), the u32fp8
+// rounding of P2P chunk sizes (exact for powers of two), plans that overflow the per-launch work
+// budget, 2.30's per-call CTA limits and " cgaClusterSize" suffix of the choice line.
 package tuning

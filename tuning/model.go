@@ -23,7 +23,8 @@ type Table struct {
 
 	Lat [coll.NumTunedFuncs][coll.NumAlgos][coll.NumProtos]float32
 	Bw  [coll.NumTunedFuncs][coll.NumAlgos][coll.NumProtos]float32
-	// MaxThreads is comm->maxThreads[algo][proto] (NCCL 2.28 tuning.cc), printed in the "Max NThreads" row.
+	// MaxThreads is comm->maxThreads[algo][proto] (NCCL 2.28 tuning.cc), printed in the
+	// "Max NThreads" row.
 	MaxThreads [coll.NumAlgos][coll.NumProtos]int
 	// ThreadThresholds is comm->threadThresholds[algo][proto] (bytes per thread, NCCL 2.28 tuning.cc).
 	ThreadThresholds [coll.NumAlgos][coll.NumProtos]int64
@@ -144,7 +145,8 @@ func (t *Table) setMaxThreads() error {
 	return nil
 }
 
-// skipped reports the combinations the model never computes (ncclTopoTuneModel skips them): they print 0/0.
+// skipped reports the combinations the model never computes (ncclTopoTuneModel skips them): they
+// print 0/0.
 func (t *Table) skipped(f coll.Func, a coll.Algo, p coll.Proto) bool {
 	switch f {
 	case coll.Broadcast, coll.Reduce:
@@ -169,7 +171,8 @@ func (t *Table) skipped(f coll.Func, a coll.Algo, p coll.Proto) bool {
 	return false
 }
 
-// modelCell computes algorithm bandwidth (GB/s) and latency (µs) of one cell (NCCL 2.28 ncclTopoTuneModel).
+// modelCell computes algorithm bandwidth (GB/s) and latency (µs) of one cell (NCCL 2.28
+// ncclTopoTuneModel).
 func (t *Table) modelCell(f coll.Func, a coll.Algo, p coll.Proto) (bw, lat float64) {
 	c, k := &t.Comm, t.K
 	g := c.Graphs[algoGraph(a)]

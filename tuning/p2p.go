@@ -38,9 +38,9 @@ type P2PChoice struct {
 	ChunkSize int64 // bytes per chunk (payload ×2 for LL lines)
 }
 
-// P2PChannels returns (p2pnChannels, p2pnChannelsPerPeer) of NCCL 2.28 paths.cc: the communicator values when
-// set in Comm, else p2pnChannels = pow2Up(NChannels) and per peer all of them when every peer is
-// over NVLink, 2 otherwise.
+// P2PChannels returns (p2pnChannels, p2pnChannelsPerPeer) of NCCL 2.28 paths.cc: the communicator
+// values when set in Comm, else p2pnChannels = pow2Up(NChannels) and per peer all of them when
+// every peer is over NVLink, 2 otherwise.
 func (t *Table) P2PChannels() (total, perPeer int) {
 	total = t.Comm.P2PNChannels
 	if total <= 0 {

@@ -7,9 +7,10 @@ import (
 	"github.com/simccl/simccl/coll"
 )
 
-// Time is ncclTopoGetAlgoTime (NCCL 2.28 tuning.cc): the predicted µs of one call of nBytes (the tuning size:
-// total output for AllGather, total input for ReduceScatter), or -1 when the cell is unusable.
-// numPipeOps > 1 models aggregated calls (ncclPrepareTasks). Arithmetic is float32, as in NCCL.
+// Time is ncclTopoGetAlgoTime (NCCL 2.28 tuning.cc): the predicted µs of one call of nBytes (the
+// tuning size: total output for AllGather, total input for ReduceScatter), or -1 when the cell is
+// unusable. numPipeOps > 1 models aggregated calls (ncclPrepareTasks). Arithmetic is float32, as in
+// NCCL.
 func (t *Table) Time(f coll.Func, a coll.Algo, p coll.Proto, nBytes int64, numPipeOps int) float32 {
 	if !t.Enabled(f, a, p) {
 		return -1
@@ -54,8 +55,9 @@ type Call struct {
 	Count int64
 	// ElemSize is the datatype size in bytes (4 when 0).
 	ElemSize int
-	// Op and DataType only bin grouped calls (ncclPrepareTasks) and apply the fp8/PAT rules: DataType uses
-	// ncclDataType_t numbering (10, 11 are fp8), Op ncclRedOp_t (4 Avg, ≥5 PreMulSum).
+	// Op and DataType only bin grouped calls (ncclPrepareTasks) and apply the fp8/PAT rules:
+	// DataType uses ncclDataType_t numbering (10, 11 are fp8), Op ncclRedOp_t (4 Avg, ≥5
+	// PreMulSum).
 	Op, DataType int
 }
 
@@ -255,11 +257,11 @@ type task struct {
 	nMaxChan int
 }
 
-// SelectGroup tunes the calls of one ncclGroupStart/End as NCCL 2.28 ncclPrepareTasks does: calls are binned
-// by (function, op, datatype), sorted by traffic, aggregated when within 4× of the smallest of a
-// run and tuned once per run with numPipeOps = ceil(#calls / nChannels); then scheduled onto
-// channels in one plan (channel{Lo..Hi}). Choices come back in the caller's order. Plans are
-// assumed not to overflow NCCL's per-launch work budget.
+// SelectGroup tunes the calls of one ncclGroupStart/End as NCCL 2.28 ncclPrepareTasks does: calls
+// are binned by (function, op, datatype), sorted by traffic, aggregated when within 4× of the
+// smallest of a run and tuned once per run with numPipeOps = ceil(#calls / nChannels); then
+// scheduled onto channels in one plan (channel{Lo..Hi}). Choices come back in the caller's order.
+// Plans are assumed not to overflow NCCL's per-launch work budget.
 func (t *Table) SelectGroup(calls []Call) ([]Choice, error) {
 	if len(calls) == 0 {
 		return nil, nil
