@@ -1,6 +1,6 @@
 package coll
 
-// Protocol buffer defaults per connection (NCCL 2.30.7, fact sheet §6.1): LL 8 lines/thread × 512
+// Protocol buffer defaults per connection (NCCL 2.30.7 device.h): LL 8 lines/thread × 512
 // threads × 8 steps × 16 B; LL128 120 u64/thread × 640 threads × 8 steps × 8 B; Simple 4 MiB
 // (DEFAULT_BUFFSIZE).
 var DefaultBuffSize = [NumProtos]int64{
@@ -9,15 +9,15 @@ var DefaultBuffSize = [NumProtos]int64{
 	Simple: 4 << 20,
 }
 
-// protoGrain is the granularity chunk sizes are rounded down to (NCCL 2.30.7, fact sheet §5.7/§6.1).
+// protoGrain is the granularity chunk sizes are rounded down to (NCCL 2.30.7 ncclProtoGrainSize).
 var protoGrain = [NumProtos]int64{LL: 16, LL128: 1920, Simple: 512}
 
-// DefaultP2PChunkSize is NCCL_P2P_NET_CHUNKSIZE / NCCL_P2P_PCI_CHUNKSIZE (128 KiB, NCCL 2.30.7, fact
-// sheet §5.8), used for SendRecv/AllToAll when the plan gives no chunk size.
+// DefaultP2PChunkSize is NCCL_P2P_NET_CHUNKSIZE / NCCL_P2P_PCI_CHUNKSIZE (128 KiB, NCCL 2.30.7
+// init.cc p2pChunkSize), used for SendRecv/AllToAll when the plan gives no chunk size.
 const DefaultP2PChunkSize = 128 << 10
 
 // RingChunkSteps returns (chunkSteps, sliceSteps) for a function and algorithm with protocol
-// Simple (NCCL 2.30.7 calcCollChunking, fact sheet §5.7): Ring AllReduce/AllGather/ReduceScatter use
+// Simple (NCCL 2.30.7 enqueue.cc calcCollChunking): Ring AllReduce/AllGather/ReduceScatter use
 // NCCL_STEPS/2 and NCCL_STEPS/4; everything else 1 and 1. LL and LL128 always use 1 and 1.
 func RingChunkSteps(f Func, a Algo, p Proto) (chunkSteps, sliceSteps int) {
 	if p == Simple && a == Ring {
@@ -29,13 +29,13 @@ func RingChunkSteps(f Func, a Algo, p Proto) (chunkSteps, sliceSteps int) {
 	return 1, 1
 }
 
-// NVLSChunkSize is NCCL_NVLS_CHUNKSIZE's default (128 KiB, NCCL 2.30.7, fact sheet §5.7).
+// NVLSChunkSize is NCCL_NVLS_CHUNKSIZE's default (128 KiB, NCCL 2.30.7 calcCollChunking).
 const NVLSChunkSize = 128 << 10
 
-// DefaultChunkSize is the payload chunk size NCCL uses before any size-dependent adjustment
-// (fact sheet §5.7): stepSize×chunkSteps, LL halved (8-byte data per 16-byte line), LL128 ×15/16
-// (120 of 128 bytes); NVLS at most NCCL_NVLS_CHUNKSIZE, CollNetChain at most 256 KiB; rounded
-// down to the protocol grain.
+// DefaultChunkSize is the payload chunk size NCCL uses before any size-dependent adjustment (NCCL
+// 2.30.7 calcCollChunking): stepSize×chunkSteps, LL halved (8-byte data per 16-byte line), LL128
+// ×15/16 (120 of 128 bytes); NVLS at most NCCL_NVLS_CHUNKSIZE, CollNetChain at most 256 KiB;
+// rounded down to the protocol grain.
 func DefaultChunkSize(f Func, a Algo, p Proto, buffSize int64) int64 {
 	if buffSize <= 0 {
 		buffSize = DefaultBuffSize[p]
@@ -61,8 +61,9 @@ func DefaultChunkSize(f Func, a Algo, p Proto, buffSize int64) int64 {
 	return chunk
 }
 
-// WireBytes is how many bytes a message of payload bytes occupies on the wire (fact sheet §6.1):
-// LL sends 8 data bytes per 16-byte line, LL128 120 per 128-byte line, Simple the payload itself.
+// WireBytes is how many bytes a message of payload bytes occupies on the wire (NCCL 2.30.7 device.h
+// line formats): LL sends 8 data bytes per 16-byte line, LL128 120 per 128-byte line, Simple the
+// payload itself.
 func WireBytes(p Proto, payload int64) int64 {
 	switch p {
 	case LL:

@@ -197,7 +197,7 @@ func (p *Plan) check() error {
 		return fmt.Errorf("NNodes %d does not divide %d ranks", p.NNodes, n)
 	}
 	if NeedsSwitches(p.Func, p.Algo) && p.Proto != Simple {
-		return fmt.Errorf("%w: %v with %v (NVLS and CollNet run Simple only, fact sheet §5.4)", ErrUnsupported, p.Algo, p.Proto)
+		return fmt.Errorf("%w: %v with %v (NVLS and CollNet run Simple only, NCCL 2.28 ncclTopoTuneModel)", ErrUnsupported, p.Algo, p.Proto)
 	}
 	if p.Algo == NVLS && p.NNodes > 1 {
 		return fmt.Errorf("%w: NVLS across %d nodes (use NVLSTree)", ErrUnsupported, p.NNodes)
@@ -407,7 +407,7 @@ func (b *builder) finish() *Schedule {
 	return b.s
 }
 
-// newChunking derives the chunking of one plan (fact sheet §5.7).
+// newChunking derives the chunking of one plan (NCCL 2.30.7 calcCollChunking).
 func newChunking(p *Plan) *chunking {
 	elt := int64(p.DataType.Size())
 	buff := p.BuffSize[p.Proto]
@@ -522,9 +522,9 @@ func (p *Plan) ring(c int) []int {
 }
 
 // ring compiles the ring algorithms, following the step structure of NCCL 2.30.7's runRing for each
-// collective (paraphrased; fact sheet §5.7): per channel, the channel's contiguous part is walked in
-// loops of nRanks chunks (AllReduce) or one chunk per rank block (AllGather, ReduceScatter) or one
-// chunk (Broadcast, Reduce).
+// collective (paraphrased; chunk sizes from calcCollChunking): per channel, the channel's
+// contiguous part is walked in loops of nRanks chunks (AllReduce) or one chunk per rank block
+// (AllGather, ReduceScatter) or one chunk (Broadcast, Reduce).
 func (b *builder) ring(p *Plan, ck *chunking) error {
 	n := p.NRanks
 	nch := p.nChannels()

@@ -29,11 +29,11 @@
 // Not modelled: CollNetDirect, CollNet and NVLSTree for functions other than AllReduce, NVLS
 // AllGather/ReduceScatter across nodes (Compile returns ErrUnsupported).
 //
-// Chunking follows fact sheet §5.7: stepSize = buffSize/NCCL_STEPS, Ring Simple chunkSteps 4 and
-// sliceSteps 2 for AllReduce/AllGather/ReduceScatter (two slices per chunk, every slice posted even
-// when empty), LL payload = half the wire bytes, LL128 120 of every 128. Each channel handles a
-// contiguous part of the buffer (NCCL 2.19+); the part sizes are equal 16-byte-aligned splits, an
-// approximation of scheduleCollTasksToPlan's cell packing.
+// Chunking follows NCCL 2.30.7 calcCollChunking: stepSize = buffSize/NCCL_STEPS, Ring Simple
+// chunkSteps 4 and sliceSteps 2 for AllReduce/AllGather/ReduceScatter (two slices per chunk, every
+// slice posted even when empty), LL payload = half the wire bytes, LL128 120 of every 128. Each
+// channel handles a contiguous part of the buffer (NCCL 2.19+); the part sizes are equal
+// 16-byte-aligned splits, an approximation of scheduleCollTasksToPlan's cell packing.
 //
 // Usage:
 //

@@ -235,7 +235,7 @@ func TestCollectivesMatchDefinition(t *testing.T) {
 }
 
 // TestRingAllReducePerRankBytes: with a count that divides evenly, every rank sends exactly
-// 2(n−1)/n of the buffer (the nccl-tests bus bandwidth factor, fact sheet §7).
+// 2(n−1)/n of the buffer (nccl-tests 2.19's bus bandwidth factor, all_reduce.cu).
 func TestRingAllReducePerRankBytes(t *testing.T) {
 	for n := 2; n <= 9; n++ {
 		count := int64(n * 4 * 1024)
@@ -270,8 +270,9 @@ func TestTreeAllReducePerRankBytes(t *testing.T) {
 	}
 }
 
-// TestMessageCountMatchesProxySteps checks Ring Simple against NCCL's proxy step count (fact sheet
-// §5.7): per channel nsteps = stepsPerLoop × loops × chunkSteps, posted sliceSteps at a time.
+// TestMessageCountMatchesProxySteps checks Ring Simple against NCCL's proxy step count (NCCL 2.30.7
+// calcCollChunking): per channel nsteps = stepsPerLoop × loops × chunkSteps, posted sliceSteps at a
+// time.
 func TestMessageCountMatchesProxySteps(t *testing.T) {
 	for _, f := range []Func{AllReduce, AllGather, ReduceScatter, Broadcast} {
 		for _, n := range []int{2, 3, 8} {

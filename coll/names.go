@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// Func is a collective function, numbered as NCCL's tuning tables number them (2.28, §5 of the fact
-// sheet: Broadcast 0, Reduce 1, AllGather 2, ReduceScatter 3, AllReduce 4). SendRecv and AllToAll are
+// Func is a collective function, numbered as NCCL's tuning tables number them (NCCL 2.28
+// tuning.cc: Broadcast 0, Reduce 1, AllGather 2, ReduceScatter 3, AllReduce 4). SendRecv and AllToAll are
 // not in NCCL's cost table; they follow the tuned functions.
 type Func int
 

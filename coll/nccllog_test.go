@@ -92,7 +92,8 @@ func TestTreesMatchNCCLLogs(t *testing.T) {
 		for i := range chain {
 			chain[i] = i
 		}
-		// One search channel, twinned: channel 0 uses tree 0, channel 1 tree 1 (fact sheet §4.6/§4.7).
+		// One search channel, twinned: channel 0 uses tree 0, channel 1 tree 1 (NCCL 2.28
+		// ncclTopoPostset, connectTrees).
 		trees, err := BuildTrees([][]int{chain}, tc.nNodes, tc.ppn, tc.pattern)
 		if err != nil {
 			t.Fatal(err)

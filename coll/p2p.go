@@ -52,14 +52,14 @@ func p2pMessages(p *Plan) []p2pMsg {
 }
 
 // p2p compiles SendRecv and AllToAll as grouped sends and receives (NCCL 2.30.7 enqueue.cc
-// addP2pToPlan, fact sheet §5.8, simplified): every transfer is split over the plan's channels in
+// addP2pToPlan, simplified): every transfer is split over the plan's channels in
 // contiguous parts and each part into chunks of the P2P chunk size, one message per chunk on
 // connIndex 1. On every rank and channel the sends run on lane 0 and the receives on lane 1, both
 // ordered by ring distance (to−from mod n) as NCCL's p2p schedule orders peers, which keeps any
 // pattern deadlock-free. A transfer to self is a local copy.
 func (b *builder) p2p(p *Plan) error {
 	if p.Proto == LL128 {
-		return fmt.Errorf("%w: %v over LL128 (NCCL's point-to-point uses LL or Simple, fact sheet §5.8)", ErrUnsupported, p.Func)
+		return fmt.Errorf("%w: %v over LL128 (NCCL's point-to-point uses LL or Simple: 2.30.7 addP2pToPlan)", ErrUnsupported, p.Func)
 	}
 	n := p.NRanks
 	nch := p.nChannels()

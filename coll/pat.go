@@ -1,7 +1,7 @@
 package coll
 
 // pat compiles AllGather and ReduceScatter over PAT's peers (NCCL 2.23+ "Parallel Aggregated
-// Trees", one rank per node; fact sheet §4.7: binomial peers rank±2^k). Every rank's block travels
+// Trees", one rank per node; binomial peers rank±2^k). Every rank's block travels
 // along its own binomial tree, rooted at the block's owner: relative to the owner, rank y receives
 // the block from y − lowbit(y) and forwards it to y + d for every power of two d < lowbit(y) (all
 // d < n at the owner) that stays below n. AllGather walks the trees down (the owner CopySends, inner

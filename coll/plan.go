@@ -1,14 +1,14 @@
 package coll
 
 // ChannelTree is one channel's tree: for every rank its parent (Up, −1 at the root) and its children
-// (Down, at most NCCL_MAX_TREE_ARITY = 3, fact sheet §4.7).
+// (Down, at most NCCL_MAX_TREE_ARITY = 3, NCCL 2.30.7 device.h).
 type ChannelTree struct {
 	Up   []int   `json:"up"`
 	Down [][]int `json:"down"`
 }
 
 // Transfer is one point-to-point message of a SendRecv operation: From sends Count elements to To.
-// The optional fields carry tuning's per-peer choice (fact sheet §5.8, tuning.Table.P2P): the
+// The optional fields carry tuning's per-peer choice (NCCL 2.28 addP2pToPlan, tuning.Table.P2P): the
 // channels this direction is split over, its chunk size and protocol; zero values take the plan's.
 type Transfer struct {
 	From      int   `json:"from"`
@@ -53,11 +53,12 @@ type Plan struct {
 	// split over. 0 means NChannels.
 	P2PChannels int
 	NThreads    int // informational (tuning's thread count); the schedule does not depend on it
-	// ChunkSize is the payload bytes per chunk, the final value of tuning's §5.7 computation
+	// ChunkSize is the payload bytes per chunk, the final value of tuning's calcCollChunking
 	// (stepSize×chunkSteps, then LL ×1/2 or LL128 ×15/16, adjustments, rounded down to the protocol
-	// grain); 0 derives it from the protocol defaults. SendRecv: the P2P chunk (§5.8), 0 = 128 KiB.
+	// grain); 0 derives it from the protocol defaults. SendRecv: the P2P chunk
+	// (p2pChunkSize), 0 = 128 KiB.
 	ChunkSize int64
-	// BuffSize per protocol (LL, LL128, Simple) in bytes; 0 means NCCL's default (§6.1).
+	// BuffSize per protocol (LL, LL128, Simple) in bytes; 0 means NCCL's default (DefaultBuffSize).
 	BuffSize [NumProtos]int64
 	// Rings: per channel the ring order over all ranks (Rings[c][i+1] follows Rings[c][i]); nil means
 	// the identity ring 0,1,…,n−1 on every channel.

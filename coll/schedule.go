@@ -55,8 +55,8 @@ import (
 // The JSON form is encoding/json of these types (field names as tagged below); enumerations are
 // written as NCCL's names ("RecvReduceSend", "Simple", "send"/"recv").
 
-// NCCLSteps is the number of buffer slots per connection and protocol (NCCL_STEPS, NCCL 2.30.7,
-// fact sheet §6.1).
+// NCCLSteps is the number of buffer slots per connection and protocol (NCCL_STEPS, NCCL 2.30.7
+// device.h).
 const NCCLSteps = 8
 
 // Prim is an NCCL device primitive: what one step does with its received data, its local buffers and
@@ -254,7 +254,7 @@ type Conn struct {
 	From    int `json:"from"`
 	To      int `json:"to"`
 	// ConnIndex separates FIFOs between the same two endpoints: 0 collectives, 1 send/recv (NCCL
-	// 2.30.7, fact sheet §6.2), 2 the downward direction of NVLS and CollNet schedules.
+	// 2.30.7's connIndex), 2 the downward direction of NVLS and CollNet schedules.
 	ConnIndex int `json:"conn_index"`
 	Messages  int `json:"messages"` // number of messages the schedule puts on it
 }
@@ -278,7 +278,7 @@ type Op struct {
 	ChunkSize int64    `json:"chunk_size"` // wire bytes per chunk as NCCL's work carries it
 	SendBytes int64    `json:"send_bytes"` // size of each rank's send buffer
 	RecvBytes int64    `json:"recv_bytes"` // size of each rank's receive buffer
-	// InPlaceStride describes the in-place layout (nccl-tests' convention, fact sheet §7): AllGather's
+	// InPlaceStride describes the in-place layout (nccl-tests 2.19 convention): AllGather's
 	// send buffer is its block of the receive buffer (recv + rank×stride); ReduceScatter's receive
 	// buffer is its block of the send buffer (send + rank×stride); other functions alias both at 0.
 	InPlaceStride int64 `json:"in_place_stride"`

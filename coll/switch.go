@@ -129,8 +129,8 @@ func (b *builder) nvlsGatherScatter(p *Plan, ck *chunking) error {
 	return nil
 }
 
-// nvlsTree compiles NVLSTree AllReduce over nodes of ppn ranks (NCCL 2.30.7, paraphrased; fact
-// sheet §4.7: the NVLS heads of the nodes form the double binary tree, channel parity picking tree
+// nvlsTree compiles NVLSTree AllReduce over nodes of ppn ranks (NCCL 2.30.7, paraphrased;
+// connectNvls: the NVLS heads of the nodes form the double binary tree, channel parity picking tree
 // 0 or 1). Each loop of a channel covers ppn chunks; chunk j belongs to the node's local rank j
 // (its head). Every rank sends each chunk to its node's switch (lane 0); the switch reduces chunk
 // j over the node and hands it to head j (lane 0 of the switch); head j reduces it with what its

@@ -4,7 +4,7 @@ import (
 	"fmt"
 )
 
-// MaxTreeArity is NCCL_MAX_TREE_ARITY (NCCL 2.30.7, fact sheet §4.7): a tree rank has at most 3
+// MaxTreeArity is NCCL_MAX_TREE_ARITY (NCCL 2.30.7 device.h): a tree rank has at most 3
 // children (two nodes below plus the next rank of its node's chain).
 const MaxTreeArity = 3
 
@@ -18,8 +18,8 @@ const (
 	PatternTree         TreePattern = 3
 )
 
-// Btree is NCCL's in-order binary tree over n nodes rooted at 0 (ncclGetBtree, NCCL 2.30.7, fact
-// sheet §4.7), for node r: its parent (−1 at the root), its two children (−1 where absent: d0 is the
+// Btree is NCCL's in-order binary tree over n nodes rooted at 0 (ncclGetBtree, NCCL 2.30.7
+// trees.cc), for node r: its parent (−1 at the root), its two children (−1 where absent: d0 is the
 // lower child, attached to the parent's child0 rank, d1 the higher one) and its child type (0 if r
 // is below its parent, else 1; −1 at the root).
 func Btree(n, r int) (up, d0, d1, childType int) {
@@ -56,7 +56,7 @@ func Btree(n, r int) (up, d0, d1, childType int) {
 	return up, d0, d1, childType
 }
 
-// Dtree is NCCL's double binary tree (ncclGetDtree, NCCL 2.30.7, fact sheet §4.7): tree 0 is Btree;
+// Dtree is NCCL's double binary tree (ncclGetDtree, NCCL 2.30.7 trees.cc): tree 0 is Btree;
 // tree 1 mirrors it (node' = n−1−node) when n is even and shifts it by one (node' = node−1 mod n)
 // when n is odd. It returns node r's links in tree t (0 or 1).
 func Dtree(n, r, t int) (up, d0, d1, childType int) {
@@ -83,8 +83,8 @@ func Dtree(n, r, t int) (up, d0, d1, childType int) {
 }
 
 // BuildRings builds every channel's ring over nNodes×ppn ranks (rank = node×ppn + local index) from
-// each channel's intra-node chain in local indices, as NCCL's connectRings does (NCCL 2.30.7, fact
-// sheet §4.5): node n's last rank sends to node n+1's first rank, cyclically. With crossNic and an
+// each channel's intra-node chain in local indices, as NCCL's connectRings does (NCCL 2.30.7
+// connect.cc): node n's last rank sends to node n+1's first rank, cyclically. With crossNic and an
 // even channel count, odd nodes swap the chains of channel pairs (c, c^1) so consecutive nodes
 // alternate NICs.
 func BuildRings(chains [][]int, nNodes, ppn int, crossNic bool) ([][]int, error) {
@@ -118,7 +118,7 @@ func BuildRings(chains [][]int, nNodes, ppn int, crossNic bool) ([][]int, error)
 }
 
 // BuildTrees builds the tree channels over nNodes×ppn ranks (rank = node×ppn + local) as NCCL's
-// connectTrees does (NCCL 2.30.7, fact sheet §4.7). chains[c] is channel c's intra-node chain in
+// connectTrees does (NCCL 2.30.7 connect.cc). chains[c] is channel c's intra-node chain in
 // local indices (up = previous, down = next). The result has 2×len(chains) trees: channel c uses
 // tree 0 of the double binary tree over nodes, its twin c+len(chains) tree 1. The pattern picks
 // which ranks of a node link to the parent node and to the two child nodes.
@@ -150,7 +150,7 @@ func BuildTrees(chains [][]int, nNodes, ppn int, pattern TreePattern) ([]Channel
 			}
 			return node*ppn + chain[i]
 		}
-		// Special ranks per node (fact sheet §4.7).
+		// Special ranks per node (connectTrees' treeToParent, treeToChild0, treeToChild1).
 		toParent := func(node int) int { return at(node, 0) }
 		toChild0 := func(node int) int {
 			if pattern == PatternTree {

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Hand-computed from the ncclGetBtree rule (fact sheet §4.7): parent, lower child, higher child and
+// Hand-computed from the ncclGetBtree rule (NCCL 2.30.7 trees.cc): parent, lower child, higher child and
 // child type of every node, for 1..9 nodes.
 func TestBtreeHandComputed(t *testing.T) {
 	type node struct{ up, d0, d1, ct int }

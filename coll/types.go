@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// DataType is an element type, numbered as ncclDataType_t (NCCL 2.28, fact sheet §8.1).
+// DataType is an element type, numbered as ncclDataType_t (NCCL 2.28 nccl.h).
 type DataType int
 
 const (

@@ -6,7 +6,7 @@ import (
 	"github.com/simccl/simccl/coll"
 )
 
-// The collective and point-to-point calls (fact sheet §8.2). Buffers are byte slices holding count
+// The collective and point-to-point calls (NCCL 2.28 nccl.h). Buffers are byte slices holding count
 // elements of dt in native byte order (see Bytes/As in buffer.go for typed views). Every call is
 // asynchronous: it is validated, queued on the communicator (in a group when one is open) and run
 // by the communicator's executor; wait with Stream.Synchronize (nil stream: the communicator's

@@ -30,10 +30,11 @@ var (
 )
 
 // DefaultTimeout is how long a call may wait without progress before it fails: the bound within
-// which every rank reports a dead peer (NCCL itself would block forever; DESIGN.md asks for an error).
+// which every rank reports a dead peer (NCCL itself would block forever; docs/design.md asks for an
+// error).
 const DefaultTimeout = 10 * time.Second
 
-// UniqueID is NCCL's 128-byte ncclUniqueId (§8.1): a random magic and the bootstrap root's address.
+// UniqueID is NCCL's 128-byte ncclUniqueId (nccl.h): a random magic and the bootstrap root's address.
 type UniqueID = realnet.UniqueID
 
 // GetUniqueID starts a bootstrap root in this process, listening on listen ("" = 127.0.0.1:0; use
@@ -66,7 +67,8 @@ type Config struct {
 	// Simple protocol's step). The Simple chunk size follows from it.
 	SlotBytes int
 	// ConnectAtInit connects every ring (and tree) connection during init, as NCCL_RUNTIME_CONNECT=0
-	// does; by default connections are made on first use of a (channel, peer, connIndex) (§6.3).
+	// does; by default connections are made on first use of a (channel, peer, connIndex), as NCCL
+	// 2.22+ does.
 	ConnectAtInit bool
 	// Listen is the host for this rank's listeners ("" = the interface that reaches the root).
 	Listen string
@@ -446,7 +448,8 @@ func (c *Comm) TransportOf(peer int) string {
 	return c.tr.kind[peer]
 }
 
-// MemoryBytes is the buffer memory of the connections made so far (§6.2), and their number.
+// MemoryBytes is the buffer memory of the connections made so far (per-connection buffers, as
+// NCCL's transports allocate them), and their number.
 func (c *Comm) MemoryBytes() (bytes int64, conns int) { return c.memory.Load(), int(c.nconns.Load()) }
 
 // GetAsyncError returns the communicator's error, nil while it is healthy (ncclCommGetAsyncError).

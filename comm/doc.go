@@ -1,4 +1,4 @@
-// Package comm is the real engine's public API, shaped like NCCL's (fact sheet §8): communicators
+// Package comm is the real engine's public API, shaped like NCCL 2.28's nccl.h: communicators
 // made from a UniqueID (InitRank, InitAll, Split), collectives (AllReduce, Broadcast, Reduce,
 // AllGather, ReduceScatter, AllToAll) and point-to-point calls (Send, Recv) queued in call order on
 // streams, groups (GroupStart/GroupEnd), Abort, Finalize, Destroy and GetAsyncError.

@@ -296,7 +296,8 @@ func (c *Comm) schedule(colls []*call) (*coll.Schedule, error) {
 	maxCh := min(c.cfg.NChannels, max(2, c.coresPerRank()))
 	for i, k := range colls {
 		// Fewer channels for small operations (as NCCL's tuning lowers nChannels for small sizes,
-		// §5.6): each channel is a goroutine with its own steps, worth it from ~64 KiB per channel.
+		// topoGetAlgoInfo): each channel is a goroutine with its own steps, worth it from ~64 KiB
+		// per channel.
 		bytes := k.count * int64(k.dt.Size())
 		if k.f == coll.AllGather || k.f == coll.ReduceScatter {
 			bytes *= int64(c.n)
@@ -382,7 +383,8 @@ func (c *Comm) runColls(colls []*call) error {
 	for i, k := range colls {
 		bufs[i] = opBufs{send: k.send, recv: k.recv}
 		if f := preScale(k.dt, k.op, k.scalar, c.n); f != 0 {
-			// PreMulSum / float Avg: the inputs are scaled once, into a private copy (§8.1).
+			// PreMulSum / float Avg: the inputs are scaled once, into a private copy (as NCCL runs
+			// PreMulSum).
 			scaled := make([]byte, len(k.send))
 			if err := Scale(k.dt, scaled, k.send, f); err != nil {
 				return err
@@ -390,7 +392,7 @@ func (c *Comm) runColls(colls []*call) error {
 			bufs[i].send = scaled
 		}
 	}
-	// Lazy connection (§6.3): connect what this rank's programs use, first time only.
+	// Lazy connection (NCCL_RUNTIME_CONNECT=1): connect what this rank's programs use, first time only.
 	c.schedMu.Lock()
 	ready := c.connected[s]
 	c.schedMu.Unlock()
@@ -808,7 +810,7 @@ func (c *Comm) runStep(s *coll.Schedule, st *coll.Step, bufs []opBufs, calls []*
 const slotBlock = 32 << 10
 
 // slotStep runs a receive-and-forward step (RecvReduceSend, RecvReduceCopySend, RecvCopySend,
-// RecvSend) in place in the slots of SlotConn connections, as NCCL's primitives do (fact sheet §6.1):
+// RecvSend) in place in the slots of SlotConn connections, as NCCL's primitives do (prims_*.h):
 // each incoming piece is combined with Src straight into the outgoing slot (and Dst), a block at a
 // time, with no staging buffer and no second pass over the message. It reports done false, doing
 // nothing, when the step or its connections do not qualify; the generic path then runs it.

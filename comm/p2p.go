@@ -11,7 +11,7 @@ import (
 )
 
 // Point-to-point calls (Send, Recv, and AllToAll as grouped sends and receives, as NCCL builds it)
-// run directly on connIndex 1 of channel 0 (§6.2: connIndex 1 is send/recv): per peer, the group's
+// run directly on connIndex 1 of channel 0 (NCCL's connIndex 1 is send/recv): per peer, the group's
 // sends go out in call order on one goroutine and its receives come in in call order on another, so
 // any pattern inside a group is deadlock-free.
 

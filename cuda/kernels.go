@@ -159,7 +159,7 @@ func (k *Kernels) Copy(c *Ctx, s Stream, dst, src DevPtr, n int) error {
 
 // Reduce computes dst[i] = op(a[i], b[i]) for count elements of type t (dst may equal a or b).
 // PreMulSum multiplies the inputs selected by flags (ScaleA, ScaleB) by scalar, converted to t
-// first, and sums. Avg is not a kernel: as NCCL runs it (fact sheet §8.1, NCCL 2.28), floating
+// first, and sums. Avg is not a kernel: as NCCL 2.28 runs ncclAvg, floating
 // types use PreMulSum with scalar 1/nRanks and integer types Sum followed by Divide.
 func (k *Kernels) Reduce(c *Ctx, s Stream, t coll.DataType, op coll.RedOp, dst, a, b DevPtr, count int, scalar float64, flags uint32) error {
 	if err := k.check(c); err != nil {

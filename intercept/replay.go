@@ -16,7 +16,7 @@ var ErrReplay = errors.New("intercept: replay")
 
 // Launch is what one communicator runs as one unit: a single call made outside any group, or
 // all the calls of one outermost ncclGroupStart/End on that communicator (NCCL fuses them into
-// one launch, fact sheet §8.3). Launches of one communicator keep their order.
+// one launch, group.cc). Launches of one communicator keep their order.
 type Launch struct {
 	Comm   string
 	NRanks int   // the communicator's size in the trace
@@ -242,8 +242,8 @@ func funcOf(op string) (coll.Func, bool) {
 
 // testSize is the nccl-tests size (the total buffer, what simnet.Machine.Run takes) of one call
 // whose count argument is count, on n ranks: AllGather's count is the per-rank send count and
-// ReduceScatter's the per-rank receive count, so their total buffer is count×n elements (fact
-// sheet §5.5, ncclFuncMaxSendRecvCount); AllToAll's count is per peer; the others move count
+// ReduceScatter's the per-rank receive count, so their total buffer is count×n elements (NCCL
+// 2.28 ncclFuncMaxSendRecvCount); AllToAll's count is per peer; the others move count
 // elements.
 func testSize(f coll.Func, count int64, elt, n int) int64 {
 	switch f {
@@ -337,7 +337,7 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 		}
 		if ranks == 1 {
 			// NCCL runs a one-rank communicator as a local copy with no communication
-			// (fact sheet §5.5: nRanks 1 → time 0).
+			// (NCCL 2.28 topoGetAlgoInfo: nRanks 1 → time 0).
 			note("one-rank communicators take no communication time")
 			continue
 		}
@@ -362,7 +362,7 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 				}
 			}
 			if op == coll.PreMulSum {
-				// User-created PreMulSum ops run as a scaled sum (fact sheet §8.1); simulated as Sum.
+				// User-created PreMulSum ops run as a scaled sum (NCCL 2.11+); simulated as Sum.
 				op = coll.Sum
 				note("ncclRedOpCreatePreMulSum reductions simulated as sum")
 			}
@@ -531,8 +531,8 @@ func (r *Report) Slowest(n int) []LaunchResult {
 // fallback times a call whose schedule simnet cannot materialise (too many steps at this scale,
 // and no compact executor for it): a send/recv neighbour exchange is simulated on two nodes
 // (every rank sends one message to the next, so each link's load does not grow with the node
-// count); other collectives take NCCL's own cost-model time (fact sheet §5.5: the smallest
-// lat + bytes/bw over the enabled algorithms and protocols). The note says which.
+// count); other collectives take NCCL's own cost-model time (NCCL 2.28 topoGetAlgoInfo: the
+// smallest lat + bytes/bw over the enabled algorithms and protocols). The note says which.
 func fallback(k simKey, m *simnet.Machine, machine func(int) (*simnet.Machine, error), cause error) (simnet.Row, string, error) {
 	g := m.Node.NumGPUs
 	if k.f == coll.SendRecv && m.Nodes > 2 {

@@ -39,11 +39,11 @@ const (
 // IsCollective reports whether op moves data (a collective or a point-to-point call).
 func IsCollective(op string) bool { return trace.IsCollective(op) }
 
-// DtypeName maps ncclDataType_t (NCCL 2.28 numbering, fact sheet §8.1) to coll's spelling.
+// DtypeName maps ncclDataType_t (NCCL 2.28 nccl.h numbering) to coll's spelling.
 func DtypeName(v int) string { return trace.DtypeName(v) }
 
 // RedOpName maps ncclRedOp_t (Sum 0 … Avg 4; ≥5 user ops from ncclRedOpCreatePreMulSum,
-// NCCL 2.11+, fact sheet §8.1) to coll's spelling.
+// NCCL 2.11+ nccl.h) to coll's spelling.
 func RedOpName(v int) string { return trace.RedOpName(v) }
 
 // AppendRecord appends r as one JSON line (with its newline) to b (package trace).

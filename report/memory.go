@@ -8,7 +8,7 @@ import (
 	"github.com/simccl/simccl/planner"
 )
 
-// Memory is the transport buffer memory per rank from simnet's model (fact sheet §6.2–6.3):
+// Memory is the transport buffer memory per rank from simnet's model (NCCL 2.28 transports):
 // lazy (NCCL_RUNTIME_CONNECT=1, the 2.22+ default: only the algorithms tuning picks for the
 // swept collectives are connected) against eager (NCCL_RUNTIME_CONNECT=0: everything at init,
 // NVLS and CollNet buffers included where the topology has them).

@@ -211,7 +211,7 @@ func tunerSVG(b *strings.Builder, rows []TunerRow) {
 					fmt.Fprintf(&tip, "\n  %s/%s %.2f%s", c.Algo, c.Proto, c.TimeUs, mark)
 				}
 			} else {
-				tip.WriteString("\n(point-to-point: no cost table, §5.8 rule)")
+				tip.WriteString("\n(point-to-point: no cost table, addP2pToPlan rule)")
 			}
 			fmt.Fprintf(b, `<g class="cell" data-coll="%s" data-bytes="%d" data-tip="%s"><rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/><text x="%.1f" y="%.1f">%d</text></g>`+"\n",
 				esc(r.Coll), p.Bytes, esc(tip.String()), x, y, cw-1, ch, choiceColour(p.SimAlgo, p.SimProto), x+cw/2, y+ch/2+4, p.NChannels)

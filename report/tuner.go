@@ -39,8 +39,8 @@ type Candidate struct {
 }
 
 // tunePoint asks the planner about one size (the call the simulator plans) and keeps the tuning
-// model's whole cost table. Point-to-point functions have no cost table (NCCL 2.28 tunes them by §5.8's
-// rule); their point holds the simulated choice only.
+// model's whole cost table. Point-to-point functions have no cost table (NCCL 2.28 plans them by
+// addP2pToPlan's rule); their point holds the simulated choice only.
 func tunePoint(p *planner.Planner, f coll.Func, size int64, n int, opt Options, row simnet.Row) (TunerPoint, string, error) {
 	call := coll.TestCall(f, size, opt.DataType, opt.Op, n)
 	tp := TunerPoint{Size: size, Bytes: row.Bytes, CallBytes: call.Count * int64(opt.DataType.Size()), SimAlgo: row.Algo, SimProto: row.Proto, SimUs: row.TimeUs,

@@ -6,7 +6,7 @@ import "github.com/simccl/simccl/graph"
 // the search may consume on its own copy), the paths graph computed, NET properties and the
 // number of hosts. keepNets says whether the NETs take part: when all the communicator's ranks
 // are in this system NCCL searches without them (2.28's search.cc tests the NET count, and
-// ncclTopoTrimSystem removes the NETs of a single-node system, fact sheet §3.3; later releases
+// ncclTopoTrimSystem removes the NETs of a single-node system (paths.cc); later releases
 // keep them but test system->inter instead, to the same effect), so a single-node search passes
 // false and a multi-node one true.
 func FromSystem(sys *graph.System, keepNets bool) (*Topology, error) {

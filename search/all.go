@@ -34,7 +34,7 @@ type Result struct {
 	// SearchChannels is min(ring, tree) nChannels, before the postset doubling (comm->nChannels
 	// before ncclTopoPostset).
 	SearchChannels int `json:"searchChannels"`
-	// NChannels is the communicator's channel count after the postset rules (§4.6 steps 2–6).
+	// NChannels is the communicator's channel count after ncclTopoPostset's rules (connect.cc).
 	NChannels int `json:"nChannels"`
 	// NGPUs is the number of GPUs (ranks) of node 0; NRanks the number of ranks of all nodes.
 	NGPUs  int `json:"nGpusPerNode"`
@@ -61,8 +61,8 @@ func emptyGraph(id int, p Pattern) *Graph { return &Graph{ID: id, Pattern: p} }
 
 // ComputeAll runs the searches NCCL's init runs (ring; tree with ring's channel count; CollNet
 // chain and direct when CollNet is on; NVLS when supported) on opts.Nodes nodes that all have
-// this topology, reduces them across the nodes (§4.4; identical nodes keep each graph) and
-// applies the postset channel rules (§4.6).
+// this topology, reduces them across the nodes (init.cc AllGather3; identical nodes keep each graph) and
+// applies ncclTopoPostset's channel rules.
 func ComputeAll(top *Topology, opts AllOptions) (*Result, error) {
 	nodes := opts.Nodes
 	if nodes < 1 {
@@ -77,7 +77,7 @@ func ComputeAll(top *Topology, opts AllOptions) (*Result, error) {
 
 // ComputeNodes is ComputeAll for nodes that differ: tops[i] is node i's topology (its NETs
 // included when there is more than one node). Every node searches its own graphs, then each
-// graph takes the §4.4 minimum/maximum over the nodes; the channel orders printed and dumped are
+// graph takes AllGather3's minimum/maximum over the nodes; the channel orders printed and dumped are
 // node 0's. opts.Nodes is ignored.
 func ComputeNodes(tops []*Topology, opts AllOptions) (*Result, error) {
 	if len(tops) == 0 {
@@ -172,7 +172,7 @@ func nodeGraphs(top *Topology, opts AllOptions) ([]*Graph, error) {
 	return []*Graph{ring, tree, direct, chain, nvlsGraph}, nil
 }
 
-// ReduceAcrossNodes is init.cc's AllGather3 agreement (fact sheet §4.4): per graph, nChannels,
+// ReduceAcrossNodes is init.cc's AllGather3 agreement (NCCL 2.28): per graph, nChannels,
 // sameChannels, bwIntra and bwInter take the minimum over the nodes, typeIntra, typeInter and
 // crossNic the maximum. Channel orders stay those of the first node (each node keeps its own in
 // NCCL; the first is the one printed). perNode[i] lists node i's graphs in one fixed order.
@@ -204,21 +204,23 @@ func ReduceAcrossNodes(perNode [][]*Graph) []*Graph {
 	return out
 }
 
-// postsetChannels applies ncclTopoPostset's channel rules (2.28; fact sheet §4.6 steps 2–6).
+// postsetChannels applies ncclTopoPostset's channel rules (NCCL 2.28 connect.cc); the doubling
+// for device (UNPACK) networking is not modelled.
 func postsetChannels(res *Result, opts AllOptions, ccMin int) int {
 	n := res.SearchChannels
-	// 2. every channel gets a twin (ring: same ring; tree: the second binary tree).
+	// Every channel gets a twin (ring: same ring; tree: the second binary tree).
 	n = min(MaxChannels, 2*n)
 	nRanks := res.NRanks
-	// 3. CollNet (chain graph bwIntra > bwInter): more channels to saturate intra-node bandwidth, except with one rank per node.
+	// CollNet (chain graph bwIntra > bwInter): more channels to saturate intra-node bandwidth,
+	// except with one rank per node.
 	if opts.CollNet && res.CollNetChain.BwIntra > res.CollNetChain.BwInter && nRanks > res.NNodes {
 		n = min(MaxChannels, n+n/2)
 	}
-	// 4. sm90+, multi-node, ring bwIntra > 45 and fewer than 16: 4 compute channels per search channel.
+	// sm90+, multi-node, ring bwIntra > 45 and fewer than 16: 4 compute channels per search channel.
 	if ccMin >= 90 && res.NNodes > 1 && res.Ring.BwIntra > 45.0 && n < 16 {
 		n = 2 * n
 	}
-	// 6. NCCL_MAX_NCHANNELS then NCCL_MIN_NCHANNELS (duplicating channels up to the minimum).
+	// NCCL_MAX_NCHANNELS then NCCL_MIN_NCHANNELS (duplicating channels up to the minimum).
 	maxC := MaxChannels
 	if opts.MaxChannels > 0 {
 		maxC = min(opts.MaxChannels, MaxChannels)

@@ -3,7 +3,7 @@ package search
 import "strconv"
 
 // speedArrays holds the per-channel bandwidths (GB/s) the search tries, by compute capability
-// and intra/inter-node (search.cc speedArray*; fact sheet §4.2).
+// and intra/inter-node (NCCL 2.28 search.cc speedArray*).
 type speedArrays struct {
 	intra, inter           []float32 // cc < 90
 	sm90Intra, sm90Inter   []float32
@@ -15,16 +15,16 @@ type Params struct {
 	Version       string
 	speeds        speedArrays
 	globalTimeout int64
-	// rules230 turns on the 2.30.7 rules the fact sheet lists beyond the speed arrays: the NVML
-	// index taken modulo |localGpus| before mirroring (§3.6), rails and planes in the crossNic=0
-	// end-NET choice (§4.3) and the fallback's NETs (§4.2).
+	// rules230 turns on the NCCL 2.30.7 rules beyond the speed arrays: the NVML index taken modulo
+	// |localGpus| before mirroring (ncclTopoGetLocalNet), rails and planes in the crossNic=0 end-NET
+	// choice (search.cc) and the fallback's NETs (ncclTopoCompute).
 	rules230 bool
 }
 
-// NCCL 2.28 speed arrays (search.cc, v2.28.x). History (fact sheet §4.2): sm90 intra gained 11 in
-// 2.23; sm90 inter in 2.18 lacked 22, 20 and 17.5; sm100 arrays appeared in 2.25, 2.27 added 18
-// to sm100 intra, 2.28 starts sm100 inter at 96,48,45.1; 2.29 adds 45 to sm100 intra and 80 to
-// sm100 inter; 2.30.7 adds 86 to sm100 inter.
+// NCCL 2.28 speed arrays (search.cc, v2.28.x). History (search.cc of each release): sm90 intra
+// gained 11 in 2.23; sm90 inter in 2.18 lacked 22, 20 and 17.5; sm100 arrays appeared in 2.25, 2.27
+// added 18 to sm100 intra, 2.28 starts sm100 inter at 96,48,45.1; 2.29 adds 45 to sm100 intra and
+// 80 to sm100 inter; 2.30.7 adds 86 to sm100 inter.
 var (
 	speedIntra228      = []float32{40, 30, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3}
 	speedInter228      = []float32{48, 30, 28, 24, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3, 2.4, 1.2, 0.24, 0.12}
@@ -45,8 +45,8 @@ var (
 
 // ParamsFor returns the search constants of an NCCL release. "2.28" is the default and the one
 // the golden tests check; "2.18" and "2.29" change the speed arrays and budget; "2.30" also turns
-// on the 2.30.7 rules of fact sheet §3.6/§4.2/§4.3 (NIC start index, rails and planes, fallback
-// NETs). Other changes of those releases are not modelled.
+// on the 2.30.7 rules of ncclTopoGetLocalNet and search.cc (NIC start index, rails and planes,
+// fallback NETs). Other changes of those releases are not modelled.
 func ParamsFor(version string) (Params, error) {
 	if version == "" {
 		version = defaultVersion
@@ -144,7 +144,7 @@ func (t *Topology) splitNvLink() bool {
 	return n == 2
 }
 
-// dupChannels is ncclTopoDupChannels (fact sheet §4.6 step 1).
+// dupChannels is ncclTopoDupChannels (NCCL 2.28 search.cc).
 func dupChannels(g *sgraph, ccMin, ngpus int) {
 	if g.nChannels == 0 || g.pattern == PatternNVLS || g.bwIntra < 25 {
 		return
@@ -164,7 +164,7 @@ func dupChannels(g *sgraph, ccMin, ngpus int) {
 // maxGPUs is NCCL_TOPO_MAX_NODES of 2.30 (640), the largest any supported release accepts.
 const maxGPUs = 640
 
-// Compute searches one graph on a topology: ncclTopoCompute of NCCL 2.28 (fact sheet §4.2–4.3).
+// Compute searches one graph on a topology: ncclTopoCompute of NCCL 2.28 (search.cc).
 // The topology is not changed.
 func Compute(top *Topology, req Request, opts Options) (*Graph, error) {
 	if top == nil {

@@ -1,4 +1,4 @@
-// Package search is NCCL's channel search (src/graph/search.cc of NCCL 2.28; fact sheet §4): from
+// Package search is NCCL's channel search (src/graph/search.cc of NCCL 2.28): from
 // a node's system (nodes, links, paths) it computes the ring, tree, CollNet chain, CollNet direct
 // and NVLS graphs NCCL's init computes — the number of channels, the per-channel bandwidths
 // bwIntra/bwInter, the worst path types typeIntra/typeInter, sameChannels, crossNic, and the GPU
@@ -27,8 +27,8 @@
 //	search.WriteDump(f, top, res.Graphs())       // NCCL_GRAPH_DUMP_FILE format
 //
 // Nodes that differ: search.ComputeNodes([]*search.Topology{…}, opts) reduces their graphs as
-// NCCL's AllGather3 does (§4.4). One graph alone: search.Compute(top, search.Request{ID: search.IDRing, Pattern:
-// search.PatternRing, MinChannels: 1, MaxChannels: 32}, search.Options{}).
+// NCCL's AllGather3 (init.cc) does. One graph alone: search.Compute(top, search.Request{ID:
+// search.IDRing, Pattern: search.PatternRing, MinChannels: 1, MaxChannels: 32}, search.Options{}).
 //
 // The golden tests (golden_test.go) run every topology of testdata that has an NCCL graph dump
 // beside it and compare every graph; where the dump comes from another release, the test says

@@ -76,7 +76,7 @@ var goldens = []golden{
 		dump: "../search/testdata/h200x2/twonets_crossnic0_graph.xml", release: "2.28.9", nodes: 2, nranks: 2, crossNic: intp(0)},
 	{name: "dgx1-v100", topo: "topos/dgx1-v100-8gpu-hybrid-cube-mesh.xml", dump: "topos/dgx1-v100-8gpu-hybrid-cube-mesh-graph.xml",
 		release: "2.7.8", nodes: 1, nranks: 8, changes: []change{
-			{0, "2.7.8 counted a V100 NVLink as 22 GB/s (SM70_NVLINK_WIDTH 22.0 in its topo.h), 2.28 as 20 (fact sheet §2.3): " +
+			{0, "2.7.8 counted a V100 NVLink as 22 GB/s (SM70_NVLINK_WIDTH 22.0 in its topo.h), 2.28 as 20 (SM70_NVLINK_BW): " +
 				"the search finds the same six rings, GPU for GPU, at 20 GB/s per channel instead of 22",
 				func(d *ncclxml.GraphDump) { d.SpeedIntra, d.SpeedInter = 20, 20 }},
 			{1, "same as the ring: 22 → 20 GB/s per channel with the same six chains", func(d *ncclxml.GraphDump) { d.SpeedIntra, d.SpeedInter = 20, 20 }},
@@ -99,7 +99,7 @@ var goldens = []golden{
 		release: "2.29.7", nodes: 1, nranks: 8, nvls: true,
 		redact: strings.NewReplacer("0xHOSTHASH_B", "0x1", "0xHOSTHASH_A", "0x2", "0xREDACTED", "0x1"),
 		changes: []change{
-			{1, "2.29 added 45 to the sm100 intra speed array (fact sheet §4.2 history); 2.28's goes 50 → 40. At 50 the 8-GPU " +
+			{1, "2.29 added 45 to the sm100 intra speed array (search.cc); 2.28's goes 50 → 40. At 50 the 8-GPU " +
 				"chains need 16×50 = 800 GB/s out of GPUs that have 721.8, and the search does not find the rotated chains within " +
 				"its budget, so 2.28 settles at 40 (TestGoldenRelease229 checks that the 2.29 array gives NCCL's 45)",
 				func(d *ncclxml.GraphDump) { d.SpeedIntra, d.SpeedInter = 40, 40 }},
@@ -229,8 +229,8 @@ func TestGoldenRelease229(t *testing.T) {
 	}
 }
 
-// NIC choice (§3.6) on the H800 box: one 400G NIC beside each GPU on its PCIe switch, so every
-// GPU uses its own NIC on every channel, and each NIC's local GPU is that GPU.
+// NIC choice (ncclTopoGetLocalNet) on the H800 box: one 400G NIC beside each GPU on its PCIe
+// switch, so every GPU uses its own NIC on every channel, and each NIC's local GPU is that GPU.
 func TestLocalNet(t *testing.T) {
 	top := readTopo(t, golden{name: "h800", topo: "topos/h800-8gpu-nvswitch-8x400g-ib.xml", nodes: 2, nranks: 16})
 	seen := map[int64]int{}

@@ -116,7 +116,7 @@ func TestFormatLikeNCCL(t *testing.T) {
 	}
 }
 
-// Nodes that differ agree as NCCL's AllGather3 makes them (§4.4): a node with a 25 Gb/s NIC alone
+// Nodes that differ agree as NCCL's AllGather3 (init.cc) makes them: a node with a 25 Gb/s NIC alone
 // would run its ring at 3 GB/s, but its peer's 10 Gb/s NIC only allows 1.2: both take 1.2.
 func TestComputeNodesReduces(t *testing.T) {
 	fast, err := ComputeAll(oneGPUNic(t, 0, 25000), AllOptions{Nodes: 2})

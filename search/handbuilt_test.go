@@ -3,8 +3,8 @@ package search
 import "testing"
 
 // builder makes small topologies by hand for tests that must not depend on package graph: links
-// in both directions and paths from a BFS that follows NCCL 2.28's rule (fact sheet §3.2,
-// ≤2.30.4 update rule; no P2P/PXN/GDR post-processing).
+// in both directions and paths from a BFS that follows NCCL 2.28's rule (paths.cc
+// ncclTopoSetPaths, the ≤2.30.4 update rule; no P2P/PXN/GDR post-processing).
 type builder struct {
 	t *Topology
 }

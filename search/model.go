@@ -6,7 +6,7 @@ import (
 )
 
 // NodeKind is the type of a node in the search's view of a topology (NCCL's GPU, PCI, NVS, CPU,
-// NIC, NET; fact sheet §2.1, ≤2.29 numbering).
+// NIC, NET; topo.h, ≤2.29 numbering).
 type NodeKind int
 
 // Node kinds.
@@ -42,7 +42,7 @@ const (
 	VendorZhaoxin = 3
 )
 
-// NetInfo is what the search needs of a NET node (fact sheet §1.2 `net`).
+// NetInfo is what the search needs of a NET node (the XML `net` element).
 type NetInfo struct {
 	Dev     int     // plugin device index
 	Bw      float64 // GB/s (speed/8000)
@@ -249,7 +249,7 @@ func findLink(a, b *node, typ int) *link {
 }
 
 // finish fills missing paths as disconnected, computes each NET's local GPU and the search's
-// maxBw/totalBw (ncclTopoSearchInit, fact sheet §4.2).
+// maxBw/totalBw (ncclTopoSearchInit, NCCL 2.28 search.cc).
 func (t *Topology) finish() error {
 	for _, n := range t.all {
 		for k := NodeKind(0); k < numKinds; k++ {
@@ -281,7 +281,7 @@ func (t *Topology) finish() error {
 	return nil
 }
 
-// locBw is NCCL's LOC_BW (5000 GB/s, fact sheet §2.3).
+// locBw is NCCL's LOC_BW (5000 GB/s, NCCL 2.28 topo.h).
 const locBw = 5000
 
 // searchInit is ncclTopoSearchInit (2.28): maxBw is the best path bandwidth from a GPU to a NET

@@ -32,7 +32,7 @@ func mirrorBits(val, pow2 int) int {
 	return m
 }
 
-// localNet is ncclTopoGetLocalNet (fact sheet §3.6, 2.28 form): the NET index that GPU g uses on
+// localNet is ncclTopoGetLocalNet (NCCL 2.28 topo.cc): the NET index that GPU g uses on
 // channel c. localNets = the GPU's best NETs; localGpus = the best GPUs of localNets[0];
 // netsPerGpu = ceil(|localNets|/|localGpus|) (NCCL_NETDEVS_POLICY=AUTO); the start is the GPU's
 // NVML index, bit-mirrored when |localNets| is a power of two. (2.30 takes the NVML index modulo
@@ -192,7 +192,7 @@ func (t *Topology) computeSelectNets(typeInter PathType, g int) []int {
 }
 
 // LocalNet is ncclTopoGetLocalNet for callers: the NET a rank uses on a channel (its id and
-// plugin device), as NCCL picks it for point-to-point and for the graphs' NIC choice (§3.6).
+// plugin device), as NCCL picks it for point-to-point and for the graphs' NIC choice.
 func (t *Topology) LocalNet(rank, channel int) (id int64, dev int, err error) {
 	if !t.finished {
 		if err := t.finish(); err != nil {

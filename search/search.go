@@ -38,7 +38,7 @@ func (g *sgraph) copyFrom(o *sgraph) {
 	copy(g.inter, o.inter)
 }
 
-// Search time budgets, counted in calls of the GPU recursion (search.cc; fact sheet §4.2).
+// Search time budgets, counted in calls of the GPU recursion (search.cc).
 // 2.28 values; the global budget was 1<<18 up to 2.18.
 const (
 	timeoutDefault      = 1 << 14

@@ -14,7 +14,7 @@ func errorf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrSearch, fmt.Sprintf(format, args...))
 }
 
-// Pattern is NCCL's NCCL_TOPO_PATTERN_* (graph.h; fact sheet §4.1).
+// Pattern is NCCL's NCCL_TOPO_PATTERN_* (graph.h).
 type Pattern int
 
 // Patterns, numbered as NCCL numbers them (unchanged since 2.12).
@@ -49,7 +49,7 @@ func (p Pattern) isTree() bool {
 	return p == PatternBalancedTree || p == PatternTree || p == PatternSplitTree
 }
 
-// Graph ids as NCCL writes them in NCCL_GRAPH_DUMP_FILE (fact sheet §1.6).
+// Graph ids as NCCL writes them in NCCL_GRAPH_DUMP_FILE (NCCL 2.28 init.cc).
 const (
 	IDRing          = 0
 	IDTree          = 1
@@ -58,7 +58,7 @@ const (
 	IDCollNetDirect = 4
 )
 
-// PathType is NCCL's PATH_* in the 2.27.7+ numbering (fact sheet §3.1); lower is better.
+// PathType is NCCL's PATH_* in the 2.27.7+ numbering (graph.h); lower is better.
 type PathType int
 
 // Path types (2.27.7+ numbering, used by 2.28).
@@ -110,7 +110,7 @@ func ParsePathType(s string) (PathType, error) {
 	return 0, errorf("unknown path type %q (want one of %s)", s, strings.Join(pathNames[:], ", "))
 }
 
-// Link types as NCCL numbers them from 2.27.7 (fact sheet §2.2): equal to the matching path type.
+// Link types as NCCL numbers them from 2.27.7 (topo.h LINK_*): equal to the matching path type.
 const (
 	linkLOC = 0
 	linkNVL = 1
@@ -123,7 +123,7 @@ const (
 // MaxChannels is NCCL's MAXCHANNELS (device.h, 64 since 2.12).
 const MaxChannels = 64
 
-// Graph is one search result: NCCL's struct ncclTopoGraph (fact sheet §4.1).
+// Graph is one search result: NCCL's struct ncclTopoGraph (graph.h).
 type Graph struct {
 	ID           int      `json:"id"`
 	Pattern      Pattern  `json:"pattern"`

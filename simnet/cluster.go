@@ -4,8 +4,8 @@ import (
 	"fmt"
 )
 
-// LinkClass is the hardware class of a route, as NCCL's latency tables index it (NCCL 2.28,
-// fact sheet §5: NVLINK 0, PCI 1, NET 2).
+// LinkClass is the hardware class of a route, as NCCL's latency tables index it (NCCL 2.28
+// tuning.cc: NVLINK 0, PCI 1, NET 2).
 type LinkClass uint8
 
 const (

@@ -32,7 +32,7 @@ type GPUModel struct {
 //
 // Source: NCCL's own per-channel bandwidth ceiling for a channel that receives, reduces and
 // forwards in local memory — perChMaxTreeBws of ncclTunerConstants, single-node column (NCCL
-// 2.28, fact sheet §5.1: Volta 26.5, Ampere 24.0, Hopper 38.7, Blackwell 70.0 GB/s). It is the
+// 2.28 tuning.cc: Volta 26.5, Ampere 24.0, Hopper 38.7, Blackwell 70.0 GB/s). It is the
 // rate NCCL's cost model lets one tree channel (one CTA doing recvReduceSend on NVLink) reach, a
 // figure set by NVIDIA independently of this project's measurements, and it depends on the SM
 // generation only. It is not fitted to the 2×H200 measurements; bench/sim/compare's -cta-rate
@@ -56,7 +56,7 @@ func CTARateGBps(release string, sm int) (float64, error) {
 }
 
 // smIndex is NCCL's compute-capability class of the tuning tables (Volta 0, Ampere 1, Hopper 2,
-// Blackwell 3; fact sheet §5.1).
+// Blackwell 3; NCCL 2.28 tuning.cc).
 func smIndex(sm int) int {
 	switch {
 	case sm >= 100:

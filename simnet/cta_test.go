@@ -142,7 +142,7 @@ func TestGPUModelFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// NCCL 2.28's Hopper single-node per-channel ceiling (fact sheet §5.1 perChMaxTreeBws).
+	// NCCL 2.28's Hopper single-node per-channel ceiling (tuning.cc perChMaxTreeBws).
 	if got := m.CTARate.GBps(); math.Abs(got-38.7) > 1e-9 {
 		t.Errorf("Hopper CTA rate %v GB/s, want 38.7", got)
 	}

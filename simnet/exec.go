@@ -16,16 +16,16 @@ type Router interface {
 }
 
 // Timing holds the time constants the executor applies. Every value comes from NCCL's own cost
-// model (fact sheet §5.1, the ncclTunerConstants of the chosen release); none is fitted to a
+// model (tuning.cc, the ncclTunerConstants of the chosen release); none is fitted to a
 // measurement.
 type Timing struct {
 	// Launch is the fixed cost of one collective before its first step can move data: the CUDA
-	// kernel launch (KernelLaunch) plus NCCL's base latency of the (algorithm, protocol) (§5.1
-	// "Base latency", the device-side fixed cost of NCCL's model).
+	// kernel launch (KernelLaunch) plus NCCL's base latency of the (algorithm, protocol) (baseLat
+	// of ncclTunerConstants, the device-side fixed cost of NCCL's model).
 	Launch Time
 	// StepLat[class][proto] is added to every message between its last byte leaving the sender
 	// and the receiver seeing it: NCCL's per-step hardware latency of the algorithm for the route's
-	// class (§5.1 "Hardware latency", NVLINK/PCI/NET × LL/LL128/Simple). With NCCL_STEPS slots in
+	// class (hwLat of ncclTunerConstants, NVLINK/PCI/NET × LL/LL128/Simple). With NCCL_STEPS slots in
 	// flight it is hidden by pipelining once messages are large enough, as on the real machine.
 	StepLat [3][coll.NumProtos]Time
 	// PerFlowCap caps one message's rate (0: none) per protocol; unused by default (links alone
@@ -41,9 +41,8 @@ type Timing struct {
 }
 
 // KernelLaunch is the host-side cost of launching one CUDA kernel, about 3 µs on current GPUs and
-// drivers (the figure /work/shared/STYLE.md uses; an assumption of this project, not an NCCL
-// constant and not fitted to a measurement). nccl-tests times back-to-back launches, so every
-// collective pays it.
+// drivers (an assumption of this project, not an NCCL constant and not fitted to a measurement).
+// nccl-tests times back-to-back launches, so every collective pays it.
 const KernelLaunch = 3 * Microsecond
 
 // TimingFor returns the timing of algorithm a with protocol p under the constants of an NCCL

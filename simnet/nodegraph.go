@@ -104,7 +104,7 @@ func NodeFromGraph(sys *graph.System) (*NodeModel, error) {
 			cs = append(cs, cand{k, p.Type, p.BW})
 		}
 		// The GPU's local NETs: the best bandwidth, then the best path type (NCCL 2.28
-		// ncclTopoGetLocalNet, fact sheet §3.6); channel c uses the (c mod n)-th.
+		// ncclTopoGetLocalNet); channel c uses the (c mod n)-th.
 		best := cs[0]
 		for _, c := range cs[1:] {
 			if c.bw > best.bw || (c.bw == best.bw && c.t < best.t) {

@@ -16,7 +16,7 @@ type RingSpec struct {
 	Proto coll.Proto
 	// Rings holds, per channel, the ring order over all ranks.
 	Rings [][]int
-	// Chunk is the payload of one step on one channel (tuning's chunk size, §5.7; 0: the
+	// Chunk is the payload of one step on one channel (tuning's calcCollChunking; 0: the
 	// protocol's default step).
 	Chunk int64
 	// Merge is the coarse mode: Merge consecutive ring steps of a loop travel as one message of
@@ -95,10 +95,10 @@ func SimulateRing(e *Engine, r Router, spec RingSpec, tm Timing) (*RingResult, e
 	nch := len(spec.Rings)
 	chunk := spec.Chunk
 	if chunk <= 0 {
-		chunk = [...]int64{32 << 10, 576000, 512 << 10}[spec.Proto] // §6.1 step payload per protocol
+		chunk = [...]int64{32 << 10, 576000, 512 << 10}[spec.Proto] // one step's payload (default buffer / NCCL_STEPS)
 	}
 	// Bytes each channel moves per ring step: NCCL splits the buffer over channels, then each
-	// channel's part into n chunks per loop (fact sheet §5.7).
+	// channel's part into n chunks per loop (NCCL 2.28 calcCollChunking).
 	perCh := (spec.Bytes + int64(nch) - 1) / int64(nch)
 	loopBytes := int64(n) * chunk
 	loops := int((perCh + loopBytes - 1) / loopBytes)
@@ -209,9 +209,9 @@ func SimulateRing(e *Engine, r Router, spec RingSpec, tm Timing) (*RingResult, e
 func wireBytes(p coll.Proto, payload int64) int64 {
 	switch p {
 	case coll.LL:
-		return 2 * payload // 8 B of data per 16 B line (§6.1)
+		return 2 * payload // 8 B of data per 16 B line (ncclLLFifoLine)
 	case coll.LL128:
-		return (payload*128 + 119) / 120 // 120 B of data per 128 B line (§6.1)
+		return (payload*128 + 119) / 120 // 120 B of data per 128 B line (LL128)
 	}
 	return payload
 }

@@ -200,7 +200,7 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 	nch := len(spec.Trees)
 	chunk := spec.Chunk
 	if chunk <= 0 {
-		chunk = [...]int64{32 << 10, 576000, 512 << 10}[spec.Proto] // §6.1 step payload per protocol
+		chunk = [...]int64{32 << 10, 576000, 512 << 10}[spec.Proto] // one step's payload (default buffer / NCCL_STEPS)
 	}
 	perCh := (spec.Bytes + int64(nch) - 1) / int64(nch)
 	nchunks := (perCh + chunk - 1) / chunk

@@ -7,7 +7,7 @@ import (
 	"github.com/simccl/simccl/coll"
 )
 
-// Graph ids, as NCCL numbers its per-communicator search graphs (fact sheet §4.1, init.cc).
+// Graph ids, as NCCL numbers its per-communicator search graphs (NCCL 2.28 init.cc).
 const (
 	GraphRing          = 0
 	GraphTree          = 1
@@ -17,7 +17,7 @@ const (
 	NumGraphs          = 5
 )
 
-// Tree patterns (NCCL_TOPO_PATTERN_*, fact sheet §4.1).
+// Tree patterns (NCCL_TOPO_PATTERN_*, NCCL 2.28 graph.h).
 const (
 	PatternBalancedTree  = 1
 	PatternSplitTree     = 2
@@ -27,9 +27,9 @@ const (
 	PatternCollNetDirect = 6
 )
 
-// GraphInfo is what the tuning model reads from one search graph (fact sheet §4.1): the
-// cross-rank agreed values of §4.4 (min channels and bandwidths, max path types).
-// NChannels is the search channel count, before the postset twin of §4.6 step 2.
+// GraphInfo is what the tuning model reads from one search graph (NCCL 2.28 struct ncclTopoGraph):
+// the values the ranks agreed on in init.cc's AllGather3 (min channels and bandwidths, max path
+// types). NChannels is the search channel count, before ncclTopoPostset twins every channel.
 type GraphInfo struct {
 	Pattern      int
 	NChannels    int
@@ -55,39 +55,40 @@ type Comm struct {
 	// A graph that was not searched has NChannels 0.
 	Graphs [NumGraphs]GraphInfo
 	// NChannels is the communicator's collective channel count after the postset twin and the
-	// duplication rules of §4.6; 0 means derive it with DeriveNChannels.
+	// duplication rules of ncclTopoPostset; 0 means derive it with DeriveNChannels.
 	NChannels int
 	// NVLSSupport: NVLS multicast available (NVSwitch, cc ≥ 90, NCCL_NVLS_ENABLE). NVLSChannels is
-	// comm->nvlsChannels (0 → the §5.6 default for the compute capability).
+	// comm->nvlsChannels (0 → NCCL 2.28's default for the compute capability).
 	NVLSSupport  bool
 	NVLSChannels int
-	NVLSHeads    int // NVLS heads per channel (chunking, §5.7); 0 → NRanks/NNodes
+	NVLSHeads    int // NVLS heads per channel (calcCollChunking); 0 → NRanks/NNodes
 	// CollNetSupport: a CollNet (SHARP) plugin is usable. CollNetChainSupport: the chain graph was
 	// found. CollNetAGRS: the plugin provides iallgather/ireducescatter and every node has at most
-	// collNetHeadsNum local ranks (§5.2 step 3, last rule). CollNetDirectHeads/Depth and
-	// CollNetChainDepth feed §5.7.
+	// collNetHeadsNum local ranks (ncclTopoTuneModel's last bandwidth rule). CollNetDirectHeads/Depth
+	// and CollNetChainDepth feed calcCollChunking.
 	CollNetSupport      bool
 	CollNetChainSupport bool
 	CollNetAGRS         bool
 	CollNetDirectHeads  int
 	CollNetDirectDepth  int
 	CollNetChainDepth   int
-	// HasNVSwitch: the node has an NVSwitch (CollNetDirect needs one, §5.4).
+	// HasNVSwitch: the node has an NVSwitch (CollNetDirect needs one, NCCL 2.28 ncclTopoTuneModel).
 	HasNVSwitch bool
-	// MaxTreePattern is the largest tree pattern over ranks (§4.4); 0 → Graphs[GraphTree].Pattern.
+	// MaxTreePattern is the largest tree pattern over ranks (init.cc AllGather3);
+	// 0 → Graphs[GraphTree].Pattern.
 	MaxTreePattern int
 	// DeviceNet: the network is device-driven (GIN/UNPACK); PAT needs host-side networking.
 	DeviceNet bool
 	// MaxLocalRanks is the largest number of ranks on one node; 0 → ceil(NRanks/NNodes).
 	MaxLocalRanks int
-	// P2P (§4.8): channels per peer and in total; 0 → derived defaults.
+	// P2P (NCCL 2.28 ncclTopoComputeP2pChannels): channels per peer and in total; 0 → derived defaults.
 	P2PChannelsPerPeer int
 	P2PNChannels       int
-	// AllNVLink: every intra-node peer is reached over NVLink (P2P chunk size, §5.8).
+	// AllNVLink: every intra-node peer is reached over NVLink (P2P chunk size, NCCL 2.28 p2pChunkSize).
 	AllNVLink bool
 }
 
-// ppn is ranks per node as NCCL computes it (a float, §5.2).
+// ppn is ranks per node as NCCL 2.28 ncclTopoTuneModel computes it (a float).
 func (c *Comm) ppn() float64 { return float64(c.NRanks) / float64(c.NNodes) }
 
 func (c *Comm) maxLocalRanks() int {
@@ -104,7 +105,8 @@ func (c *Comm) maxTreePattern() int {
 	return c.Graphs[GraphTree].Pattern
 }
 
-// compCapIndex is NCCL's compute-capability class (§5): 0 Volta, 1 Ampere, 2 Hopper, 3 Blackwell.
+// compCapIndex is NCCL's compute-capability class (NCCL 2.28 tuning.cc): 0 Volta, 1 Ampere,
+// 2 Hopper, 3 Blackwell.
 func compCapIndex(cc int) int {
 	switch {
 	case cc >= 100:
@@ -117,7 +119,8 @@ func compCapIndex(cc int) int {
 	return 0
 }
 
-// scaleIndex is the node-count class s of §5: 0 one node, 1 two nodes, 2 three or more.
+// scaleIndex is the node-count index of NCCL 2.28's tuning tables: 0 one node, 1 two nodes, 2 three
+// or more.
 func (c *Comm) scaleIndex() int {
 	switch {
 	case c.NNodes <= 1:
@@ -165,10 +168,10 @@ func (c *Comm) Validate() error {
 
 var graphNames = [NumGraphs]string{"ring", "tree", "collnet chain", "nvls", "collnet direct"}
 
-// MaxChannels is NCCL's MAXCHANNELS (fact sheet §2.3).
+// MaxChannels is NCCL's MAXCHANNELS (NCCL 2.28 device.h).
 const MaxChannels = 64
 
-// algoGraph maps an algorithm to the graph its model reads (fact sheet §4.1).
+// algoGraph maps an algorithm to the graph its model reads (NCCL 2.28 ncclTopoTuneModel).
 func algoGraph(a coll.Algo) int {
 	switch a {
 	case coll.Tree, coll.PAT:
@@ -183,27 +186,27 @@ func algoGraph(a coll.Algo) int {
 	return GraphNVLS // NVLS, NVLSTree
 }
 
-// DeriveNChannels applies §4.6 steps 2–6 to the ring graph: the postset twin, the CollNet ×1.5,
-// the Hopper multi-node ×2 and the clamp to NCCL_MIN/MAX_NCHANNELS. Device networking (step 5) is
-// applied when c.DeviceNet is set.
+// DeriveNChannels applies NCCL 2.28 ncclTopoPostset's channel rules to the ring graph: the postset
+// twin, the CollNet ×1.5, the Hopper multi-node ×2 and the clamp to NCCL_MIN/MAX_NCHANNELS. The
+// device-networking ×2 is applied when c.DeviceNet is set.
 func DeriveNChannels(c *Comm, cfg *Config) int {
 	ring := c.Graphs[GraphRing]
 	n := ring.NChannels
 	if tree := c.Graphs[GraphTree].NChannels; tree > 0 && tree < n {
-		n = tree // ring and tree share min(tree, ring) (§4.4)
+		n = tree // ring and tree share min(tree, ring) (init.cc AllGather3)
 	}
-	n = min(MaxChannels, 2*n) // step 2, postset twin
+	n = min(MaxChannels, 2*n) // postset twin
 	chain := c.Graphs[GraphCollNetChain]
 	if c.CollNetSupport && chain.NChannels > 0 && chain.BwIntra > chain.BwInter && c.NRanks != c.NNodes {
-		n = min(MaxChannels, n*3/2) // step 3
+		n = min(MaxChannels, n*3/2) // CollNet ×1.5
 	}
 	if c.CCMin >= 90 && c.NNodes > 1 && ring.BwIntra > 45 && n < 16 {
-		n = min(MaxChannels, 2*n) // step 4
+		n = min(MaxChannels, 2*n) // Hopper multi-node ×2
 	}
 	if c.DeviceNet && c.NNodes > 1 && n < 16 {
-		n = min(MaxChannels, 2*n) // step 5
+		n = min(MaxChannels, 2*n) // device networking (NCCL_UNPACK_DOUBLE_NCHANNELS)
 	}
-	// Step 6: NCCL_MAX_NCHANNELS first, then NCCL_MIN_NCHANNELS (duplicating channels up to it).
+	// The clamp: NCCL_MAX_NCHANNELS first, then NCCL_MIN_NCHANNELS (duplicating channels up to it).
 	if cfg != nil {
 		if cfg.MaxNChannels > 0 {
 			n = min(n, cfg.MaxNChannels)

@@ -13,7 +13,7 @@ import (
 type Config struct {
 	// Version is the NCCL release whose constants apply ("2.28" default, "2.30").
 	Version string
-	// Algo and Proto are NCCL_ALGO and NCCL_PROTO in NCCL's syntax (§5.4):
+	// Algo and Proto are NCCL_ALGO and NCCL_PROTO in NCCL's syntax (NCCL 2.24+ parseList):
 	// "ring,tree", "^nvls", "allreduce:tree;allgather:^pat" (case-insensitive).
 	Algo, Proto string
 	// MinNChannels/MaxNChannels: NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS (0 = unset).
@@ -21,20 +21,21 @@ type Config struct {
 	// NThreads and LL128NThreads: NCCL_NTHREADS / NCCL_LL128_NTHREADS (0 = unset).
 	NThreads, LL128NThreads int
 	// BuffSize, LLBuffSize, LL128BuffSize: NCCL_BUFFSIZE, NCCL_LL_BUFFSIZE, NCCL_LL128_BUFFSIZE in
-	// bytes (0 = default, §6.1).
+	// bytes (0 = default, NCCL 2.28 device.h).
 	BuffSize, LLBuffSize, LL128BuffSize int64
-	// NetOverheadNs is NCCL_NET_OVERHEAD in ns (nil = unset: 1 µs Intel/other, 2 µs AMD, §5.3).
+	// NetOverheadNs is NCCL_NET_OVERHEAD in ns (nil = unset: 1 µs Intel/other, 2 µs AMD, NCCL 2.28
+	// tuning.cc).
 	NetOverheadNs *float64
 	// PatEnable is NCCL_PAT_ENABLE: nil = auto (cc ≥ 60, one GPU per node, host networking).
 	PatEnable *bool
 	// LL128C2C is NCCL_LL128_C2C (nil = default 1): on cc ≥ 90 the LL128 auto rule accepts inter
-	// paths up to PXN instead of PXB (§5.4).
+	// paths up to PXN instead of PXB (NCCL 2.28 tuning.cc).
 	LL128C2C *bool
 	// ThreadThresholds is NCCL_THREAD_THRESHOLDS: "treeLL treeLL128 treeSimple ringLL ringLL128
 	// ringSimple" bytes per thread; negative entries keep the default.
 	ThreadThresholds string
 	// P2PLLThreshold: NCCL_P2P_LL_THRESHOLD (0 = 16384). P2P chunk sizes: NCCL_P2P_NET_CHUNKSIZE,
-	// NCCL_P2P_NVL_CHUNKSIZE, NCCL_P2P_PCI_CHUNKSIZE (0 = defaults, §5.8).
+	// NCCL_P2P_NVL_CHUNKSIZE, NCCL_P2P_PCI_CHUNKSIZE (0 = defaults, NCCL 2.28 init.cc).
 	P2PLLThreshold                                    int64
 	P2PNetChunkSize, P2PNVLChunkSize, P2PPCIChunkSize int64
 	AllocP2PNetLLBuffers                              bool
@@ -169,8 +170,8 @@ func (c *Config) buffSize(p coll.Proto) int64 {
 	return defaultSimpleBuffSize
 }
 
-// threadThresholds returns NCCL's threadThresholds[algo][proto] (§5.6) with NCCL_THREAD_THRESHOLDS
-// applied to the Tree and Ring rows.
+// threadThresholds returns NCCL's threadThresholds[algo][proto] (NCCL 2.28 ncclTopoTuneModel) with
+// NCCL_THREAD_THRESHOLDS applied to the Tree and Ring rows.
 func (c *Config) threadThresholds(nRanks int) ([coll.NumAlgos][coll.NumProtos]int64, error) {
 	var t [coll.NumAlgos][coll.NumProtos]int64
 	for a := range t {
@@ -198,13 +199,14 @@ func (c *Config) threadThresholds(nRanks int) ([coll.NumAlgos][coll.NumProtos]in
 	return t, nil
 }
 
-// funcSpellings are the function prefixes NCCL_ALGO/NCCL_PROTO accept (§5.4).
+// funcSpellings are the function prefixes NCCL_ALGO/NCCL_PROTO accept (NCCL 2.24+ parseList).
 var funcSpellings = [coll.NumTunedFuncs]string{"broadcast", "reduce", "allgather", "reducescatter", "allreduce"}
 
-// parseEnableList parses NCCL_ALGO / NCCL_PROTO (§5.4): "elem,elem;func:elem,…;func:^elem". A list
-// sets the listed elements and clears the rest; "^list" clears the listed and sets the others. Only
-// the first entry may omit the function prefix; it applies to every function. The result is
-// enable[func][elem]; -1 means "not set by the user" (the default applies).
+// parseEnableList parses NCCL_ALGO / NCCL_PROTO (NCCL 2.24+ parseList):
+// "elem,elem;func:elem,…;func:^elem". A list sets the listed elements and clears the rest; "^list"
+// clears the listed and sets the others. Only the first entry may omit the function prefix; it
+// applies to every function. The result is enable[func][elem]; -1 means "not set by the user" (the
+// default applies).
 func parseEnableList(varName, s string, elems []string) ([coll.NumTunedFuncs][]int, error) {
 	var out [coll.NumTunedFuncs][]int
 	for f := range out {

@@ -197,6 +197,6 @@ func TestDeriveNChannels(t *testing.T) {
 	c.Graphs[GraphRing].NChannels, c.Graphs[GraphTree].NChannels = 4, 4
 	c.Graphs[GraphRing].BwIntra = 48
 	if n := DeriveNChannels(c, nil); n != 16 {
-		t.Errorf("Hopper multi-node, bwIntra 48, 4 channels: %d, want 16 (×2 postset, ×2 §4.6 step 4)", n)
+		t.Errorf("Hopper multi-node, bwIntra 48, 4 channels: %d, want 16 (×2 postset twin, ×2 Hopper multi-node)", n)
 	}
 }

@@ -8,14 +8,14 @@ import (
 	"github.com/simccl/simccl/coll"
 )
 
-// Hardware classes of NCCL's latency table (fact sheet §5).
+// Hardware classes of NCCL's latency table (NCCL 2.28 tuning.cc: NVLINK, PCI, NET).
 const (
 	hwNVLink = 0
 	hwPCI    = 1
 	hwNet    = 2
 )
 
-// Constants are the numbers of NCCL's cost model that a release fixes (fact sheet §5.1, the
+// Constants are the numbers of NCCL's cost model that a release fixes (tuning.cc, the
 // ncclTunerConstants of 2.28+), plus the few scheduling constants that changed between releases.
 // Indices: [algo][proto], [hw][algo][proto], [compCapIndex][scale].
 type Constants struct {
@@ -32,7 +32,7 @@ type Constants struct {
 	NVLSEfficiency       [4]float64
 
 	// LL128AnyCCAtLeast90: the LL128 auto rule accepts mixed compute capabilities when all are ≥ 90
-	// (2.30; 2.27–2.29 require a uniform cc, fact sheet §5.4).
+	// (2.30; 2.27–2.29 require a uniform cc; tuning.cc LL128 rule).
 	LL128AnyCCAtLeast90 bool
 	// MinTrafficPerChannel is scheduleCollTasksToPlan's smallest per-channel traffic (enqueue.cc);
 	// TrafficPerChannelRoundUp selects the 2.29+ rule trafficPerChannel = roundUp16(traffic/nCh)
@@ -50,8 +50,8 @@ const (
 )
 
 // releases is the one table of versioned constants, keyed by NCCL release. 2.30 is written out in
-// full from the fact sheet (§5.1, NCCL 2.30.7 ncclTunerConstantsDefaults); 2.28 is derived from it by
-// the history notes of §5.1 (each difference is named in newReleases below).
+// full from NCCL 2.30.7's ncclTunerConstantsDefaults (tuning.cc); 2.28 is derived from it where the
+// 2.28 source differs (each difference is named in newReleases below).
 var releases = newReleases()
 
 // DefaultRelease is the release Config uses when Version is empty.
@@ -60,7 +60,8 @@ const DefaultRelease = "2.28"
 func newReleases() map[string]*Constants {
 	v230 := &Constants{
 		Release: "2.30",
-		// Base latency µs [LL, LL128, Simple] (2.30.7 §5.1). Tree Simple base is 8.4 since 2.23 (≤2.22: 0).
+		// Base latency µs [LL, LL128, Simple] (2.30.7 baseLat). Tree Simple base is 8.4 since 2.23
+		// (≤2.22: 0).
 		BaseLat: [coll.NumAlgos][coll.NumProtos]float64{
 			coll.Tree:          {6.8, 14.0, 8.4},
 			coll.Ring:          {6.6, 14.0, 8.4},
@@ -70,7 +71,7 @@ func newReleases() map[string]*Constants {
 			coll.NVLSTree:      {0, 0, 0},
 			coll.PAT:           {8.0, 8.0, 8.0}, // PAT row since 2.28 (2.23–2.27 added a literal 8 µs)
 		},
-		// Hardware latency µs [hw][algo][LL, LL128, Simple] (2.30.7 §5.1).
+		// Hardware latency µs [hw][algo][LL, LL128, Simple] (2.30.7 hwLat).
 		HwLat: [3][coll.NumAlgos][coll.NumProtos]float64{
 			hwNVLink: {
 				coll.Tree: {0.6, 1.25, 4.0}, coll.Ring: {0.6, 1.9, 3.4},
@@ -90,7 +91,7 @@ func newReleases() map[string]*Constants {
 				coll.PAT:      {0, 0, 14},
 			},
 		},
-		// Per-channel caps GB/s [compCapIndex][s] (2.30.7 §5.1). llMaxBws rows are indexed by
+		// Per-channel caps GB/s [compCapIndex][s] (2.30.7 tuning.cc). llMaxBws rows are indexed by
 		// index1 (single node: compCapIndex; multi-node: 0 Intel, 1 AMD/mixed).
 		LLMaxBws: [4][3]float64{
 			{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}, {282.0, 90.0, 70.0},
@@ -109,7 +110,7 @@ func newReleases() map[string]*Constants {
 			{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {0.0, 57.7, 45.5}, {0.0, 96.0, 80.0},
 		},
 		NVLSEfficiency:      [4]float64{0, 0, 0.85, 0.74}, // since 2.28
-		LL128AnyCCAtLeast90: true,                         // 2.30 LL128 auto rule (§5.4)
+		LL128AnyCCAtLeast90: true,                         // 2.30 LL128 auto rule (tuning.cc)
 		// 2.29+ scheduleCollTasksToPlan: 32 KiB minimal traffic per channel, trafficPerChannel rounded
 		// up to 16 B (checked against a public NCCL 2.29.7 log: Broadcast 32 KiB Simple on 4 channels
 		// uses channel{0..0}).
@@ -119,10 +120,10 @@ func newReleases() map[string]*Constants {
 
 	v228 := *v230
 	v228.Release = "2.28"
-	v228.HwLat[hwNet][coll.NVLSTree][coll.Simple] = 14 // NVLSTree NET latency 14 until 2.28 (§5.1 history)
-	// Blackwell ring LL128 per-channel cap was 2×36.7 in 2.28 (§5.1 history).
+	v228.HwLat[hwNet][coll.NVLSTree][coll.Simple] = 14 // NVLSTree NET latency 14 until 2.28 (20.9 from 2.29)
+	// Blackwell ring LL128 per-channel cap was 2×36.7 in 2.28 (tuning.cc).
 	v228.PerChMaxRingLL128Bws[ccBlackwell] = [3]float64{2 * 36.7, 2 * 36.7, 2 * 36.7}
-	// 2.27–2.29: the LL128 auto rule needs a uniform compute capability (§5.4).
+	// 2.27–2.29: the LL128 auto rule needs a uniform compute capability (tuning.cc).
 	v228.LL128AnyCCAtLeast90 = false
 	// 2.28 enqueue.cc: MinTrafficPerChannel 16 KiB and trafficPerChannel = max(16 KiB, traffic/nCh)
 	// (NCCL 2.28.9's logs on 2×H200 confirm it: the 2.29+ rule misplaces 32 of 725 channel ranges).
@@ -160,32 +161,32 @@ func ConstantsFor(v string) (*Constants, error) {
 	return &cp, nil
 }
 
-// Protocol and thread constants that did not change across 2.28–2.30 (fact sheet §5.6, §6.1).
+// Protocol and thread constants that did not change across 2.28–2.30 (device.h, enqueue.cc).
 const (
 	warpSize        = 32
 	maxNThreads     = 640 // NCCL_MAX_NTHREADS
 	simpleMaxThread = 512 // NCCL_SIMPLE_MAX_NTHREADS
 	llMaxThreads    = 512 // NCCL_LL_MAX_NTHREADS
 	ll128MaxThreads = 640 // NCCL_LL128_MAX_NTHREADS
-	pciBw           = 12  // PCI_BW, GB/s (fact sheet §2.3): Ring Simple threads threshold
+	pciBw           = 12  // PCI_BW, GB/s (topo.h): Ring Simple threads threshold
 
 	ncclSteps = 8 // NCCL_STEPS
 
-	defaultLLBuffSize     = 524288  // 8 lines/thr × 512 thr × 8 steps × 16 B (§6.1)
-	defaultLL128BuffSize  = 4915200 // 120 u64/thr × 640 thr × 8 steps × 8 B (§6.1)
-	defaultSimpleBuffSize = 4 << 20 // DEFAULT_BUFFSIZE (§6.1)
+	defaultLLBuffSize     = 524288  // 8 lines/thr × 512 thr × 8 steps × 16 B (DEFAULT_LL_BUFFSIZE)
+	defaultLL128BuffSize  = 4915200 // 120 u64/thr × 640 thr × 8 steps × 8 B (DEFAULT_LL128_BUFFSIZE)
+	defaultSimpleBuffSize = 4 << 20 // DEFAULT_BUFFSIZE (device.h)
 
-	llThreadThreshold     = 8  // bytes per thread (§5.6)
+	llThreadThreshold     = 8  // bytes per thread (tuning.cc threadThresholds)
 	ll128ThreadThreshold  = 8  //
 	simpleThreadThreshold = 64 //
 	collNetThreadThresh   = 512
 
-	p2pLLThreshold       = 16384 // NCCL_P2P_LL_THRESHOLD (§5.8)
+	p2pLLThreshold       = 16384 // NCCL_P2P_LL_THRESHOLD (enqueue.cc addP2pToPlan)
 	nvlsChunkSize        = 128 << 10
-	maxDevWorkBatchColls = 8 // 1024-B work batch / 128-B ncclDevWorkColl (§5.5 latCount)
+	maxDevWorkBatchColls = 8 // 1024-B work batch / 128-B ncclDevWorkColl (ncclTopoGetAlgoTime's latCount)
 )
 
-// grainSize is ncclProtoGrainSize (§5.7): LL 16 B, LL128 1920 B, Simple 512 B.
+// grainSize is ncclProtoGrainSize (NCCL 2.28): LL 16 B, LL128 1920 B, Simple 512 B.
 func grainSize(p coll.Proto) int64 {
 	switch p {
 	case coll.LL:
@@ -196,7 +197,7 @@ func grainSize(p coll.Proto) int64 {
 	return 512
 }
 
-// treeCorrectionFactor[p][logSize], logSize 0..23 = 64 B … 512 MiB (fact sheet §5.5).
+// treeCorrectionFactor[p][logSize], logSize 0..23 = 64 B … 512 MiB (NCCL 2.28 tuning.cc).
 var treeCorrectionFactor = [coll.NumProtos][24]float32{
 	coll.LL:     {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0},
 	coll.LL128:  {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0},

@@ -1,4 +1,4 @@
-// Package tuning reproduces NCCL's cost model (src/graph/tuning.cc, src/enqueue.cc; fact sheet §5):
+// Package tuning reproduces NCCL's cost model (src/graph/tuning.cc, src/enqueue.cc of NCCL 2.28):
 // per function × algorithm × protocol a latency (µs) and an algorithm bandwidth (GB/s), the
 // enable rules (NCCL_ALGO, NCCL_PROTO, the LL128 auto rule, NVLS/CollNet/PAT), the selection of
 // one call (smallest predicted time, NCCL's index-order tie-break), the channel and thread counts,
@@ -53,9 +53,10 @@
 // per-call choices (algorithm, protocol, channel range) equal, end to end from the topology XML
 // through packages graph and search too (tuning/fromsearch); 524 more choice lines captured with
 // testdata/capture.sh (grouped calls, half/int8, NCCL_PROTO/NCCL_ALGO per function,
-// NCCL_MAX_NCHANNELS, NCCL_NTHREADS) equal; the §5.10 worked example; and a public NCCL 2.29.7 log
-// (2 ranks, 2 hosts, Blackwell). The 2.30 constants come from the fact sheet only (no 2.30 log). Not modelled: the sm90 + CUDA 11.8 LL128
-// exclusion, user-buffer registration (NVLS/CollNet registered paths, the CTA efficiency policy),
-// the u32fp8 rounding of P2P chunk sizes (exact for powers of two), plans that overflow the
-// per-launch work budget, 2.30's per-call CTA limits and " cgaClusterSize" suffix of the choice line.
+// NCCL_MAX_NCHANNELS, NCCL_NTHREADS) equal; a hand-computed 8-rank Hopper example; and a public
+// NCCL 2.29.7 log (2 ranks, 2 hosts, Blackwell). The 2.30 constants are read from NCCL 2.30.7's
+// tuning.cc only (no 2.30 log checks them). Not modelled: the sm90 + CUDA 11.8 LL128 exclusion,
+// user-buffer registration (NVLS/CollNet registered paths, the CTA efficiency policy), the u32fp8
+// rounding of P2P chunk sizes (exact for powers of two), plans that overflow the per-launch work
+// budget, 2.30's per-call CTA limits and " cgaClusterSize" suffix of the choice line.
 package tuning

@@ -17,21 +17,22 @@ type Table struct {
 	Config Config
 	K      *Constants
 
-	// NChannels is the communicator channel count used by selection (§4.6); NVLSChannels the NVLS
-	// channel count (§5.6).
+	// NChannels is the communicator channel count used by selection (after ncclTopoPostset);
+	// NVLSChannels the NVLS channel count (comm->nvlsChannels).
 	NChannels, NVLSChannels int
 
 	Lat [coll.NumTunedFuncs][coll.NumAlgos][coll.NumProtos]float32
 	Bw  [coll.NumTunedFuncs][coll.NumAlgos][coll.NumProtos]float32
-	// MaxThreads is comm->maxThreads[algo][proto] (§5.6), printed in the "Max NThreads" row.
+	// MaxThreads is comm->maxThreads[algo][proto] (NCCL 2.28 tuning.cc), printed in the
+	// "Max NThreads" row.
 	MaxThreads [coll.NumAlgos][coll.NumProtos]int
-	// ThreadThresholds is comm->threadThresholds[algo][proto] (bytes per thread, §5.6).
+	// ThreadThresholds is comm->threadThresholds[algo][proto] (bytes per thread, NCCL 2.28 tuning.cc).
 	ThreadThresholds [coll.NumAlgos][coll.NumProtos]int64
-	// PATEnabled reports the NCCL_PAT_ENABLE rule (§5.2).
+	// PATEnabled reports the NCCL_PAT_ENABLE rule (NCCL 2.28 ncclTopoTuneModel).
 	PATEnabled bool
 }
 
-// Model builds the cost table of a communicator (fact sheet §5.1–§5.4, §5.6).
+// Model builds the cost table of a communicator (NCCL 2.28 ncclTopoTuneModel and its enable rules).
 func Model(comm *Comm, cfg *Config) (*Table, error) {
 	if cfg == nil {
 		cfg = &Config{}
@@ -94,8 +95,8 @@ func Model(comm *Comm, cfg *Config) (*Table, error) {
 	return t, nil
 }
 
-// defaultNVLSChannels is comm->nvlsChannels by default (§5.6): 16 on sm90, 24 on sm100 single
-// node, 32 on sm100 multi-node.
+// defaultNVLSChannels is comm->nvlsChannels by default (NCCL 2.28 transport/nvls.cc): 16 on sm90,
+// 24 on sm100 single node, 32 on sm100 multi-node.
 func defaultNVLSChannels(c *Comm) int {
 	if c.CCMin >= 100 {
 		if c.NNodes > 1 {
@@ -107,7 +108,7 @@ func defaultNVLSChannels(c *Comm) int {
 }
 
 // getNthreads reproduces NCCL's NCCL_NTHREADS validation: not a multiple of a warp → max, above
-// max → max, below min → min, unset → default (§5.6).
+// max → max, below min → min, unset → default (NCCL 2.28 ncclTopoTuneModel).
 func getNthreads(env, lo, hi, def int) int {
 	if env <= 0 {
 		return def
@@ -127,7 +128,7 @@ func (t *Table) setMaxThreads() error {
 	ring := t.Comm.Graphs[GraphRing]
 	simpleDef := simpleMaxThread
 	if ring.BwIntra*float64(ring.NChannels) <= pciBw {
-		simpleDef = 256 // slow PCI rings (§5.6)
+		simpleDef = 256 // slow PCI rings (ring bw ≤ PCI_BW)
 	}
 	nt, ll128nt := t.Config.NThreads, t.Config.LL128NThreads
 	m := &t.MaxThreads
@@ -144,7 +145,8 @@ func (t *Table) setMaxThreads() error {
 	return nil
 }
 
-// skipped reports the combinations the model never computes (§5.2): they print 0/0.
+// skipped reports the combinations the model never computes (ncclTopoTuneModel skips them): they
+// print 0/0.
 func (t *Table) skipped(f coll.Func, a coll.Algo, p coll.Proto) bool {
 	switch f {
 	case coll.Broadcast, coll.Reduce:
@@ -169,7 +171,8 @@ func (t *Table) skipped(f coll.Func, a coll.Algo, p coll.Proto) bool {
 	return false
 }
 
-// modelCell computes algorithm bandwidth (GB/s) and latency (µs) of one cell (§5.2, §5.3).
+// modelCell computes algorithm bandwidth (GB/s) and latency (µs) of one cell (NCCL 2.28
+// ncclTopoTuneModel).
 func (t *Table) modelCell(f coll.Func, a coll.Algo, p coll.Proto) (bw, lat float64) {
 	c, k := &t.Comm, t.K
 	g := c.Graphs[algoGraph(a)]
@@ -188,7 +191,7 @@ func (t *Table) modelCell(f coll.Func, a coll.Algo, p coll.Proto) (bw, lat float
 	}
 	collNet := a == coll.CollNetDirect || a == coll.CollNetChain
 
-	// §5.2 step 1–2.
+	// Per-channel bandwidth of the graph (NVLS: its own intra/inter rule).
 	b := g.BwInter
 	if nNodes <= 2 || collNet {
 		b = g.BwIntra
@@ -211,7 +214,7 @@ func (t *Table) modelCell(f coll.Func, a coll.Algo, p coll.Proto) (bw, lat float
 	}
 	busBw := nCh * b
 
-	// §5.2 step 3, in NCCL's order.
+	// Refinements of busBw, in NCCL's order.
 	index1 := cci
 	if nNodes > 1 {
 		index1 = 0
@@ -266,7 +269,7 @@ func (t *Table) modelCell(f coll.Func, a coll.Algo, p coll.Proto) (bw, lat float
 		}
 	}
 
-	// §5.2 step 4: to algorithm bandwidth.
+	// To algorithm bandwidth.
 	ratio := 1.0
 	switch {
 	case (f == coll.AllGather || f == coll.ReduceScatter) && a != coll.Ring:
@@ -278,7 +281,7 @@ func (t *Table) modelCell(f coll.Func, a coll.Algo, p coll.Proto) (bw, lat float
 	}
 	bw = busBw * ratio
 
-	// §5.3 latency.
+	// Latency.
 	intraHw := hwPCI
 	if g.TypeIntra == PathNVL {
 		intraHw = hwNVLink
@@ -353,7 +356,7 @@ func (t *Table) modelCell(f coll.Func, a coll.Algo, p coll.Proto) (bw, lat float
 	return bw, lat
 }
 
-// netOverhead is NCCL_NET_OVERHEAD in µs, or 1 µs (Intel, other) / 2 µs (AMD x86) (§5.3).
+// netOverhead is NCCL_NET_OVERHEAD in µs, or 1 µs (Intel, other) / 2 µs (AMD x86) (NCCL 2.28 tuning.cc).
 func (t *Table) netOverhead() float64 {
 	if t.Config.NetOverheadNs != nil {
 		return *t.Config.NetOverheadNs / 1000
@@ -364,7 +367,7 @@ func (t *Table) netOverhead() float64 {
 	return 1.0
 }
 
-// ll128Auto is the LL128 "auto" rule for one algorithm's graph (§5.4).
+// ll128Auto is the LL128 "auto" rule for one algorithm's graph (NCCL 2.28 tuning.cc).
 func (t *Table) ll128Auto(a coll.Algo) bool {
 	c := &t.Comm
 	g := c.Graphs[algoGraph(a)]
@@ -377,7 +380,7 @@ func (t *Table) ll128Auto(a coll.Algo) bool {
 	return interOK && g.TypeIntra <= PathNVB && ccOK && c.CCMin >= 70
 }
 
-// algoHardwareEnabled reports the algorithm rules of §5.4 that no user setting overrides.
+// algoHardwareEnabled reports the algorithm rules of ncclTopoTuneModel that no user setting overrides.
 func (t *Table) algoHardwareEnabled(a coll.Algo) bool {
 	c := &t.Comm
 	switch a {

@@ -9,8 +9,9 @@ import (
 	"github.com/simccl/simccl/coll"
 )
 
-// workedExample is the input of fact sheet §5.10: 8 ranks on one Hopper node, ring and tree
-// graphs of 12 channels at 30 GB/s over NVLink, balanced tree; NVLS, CollNet and PAT excluded.
+// workedExample is a hand-computed case of NCCL 2.28's ncclTopoTuneModel: 8 ranks on one Hopper
+// node, ring and tree graphs of 12 channels at 30 GB/s over NVLink, balanced tree; NVLS, CollNet
+// and PAT excluded.
 func workedExample() *Comm {
 	g := GraphInfo{NChannels: 12, BwIntra: 30, BwInter: 30, TypeIntra: PathNVL, TypeInter: PathPIX, SameChannels: true}
 	c := &Comm{NRanks: 8, NNodes: 1, CCMin: 90, CCMax: 90, CPUArch: "x86", CPUVendor: "intel", NChannels: 24}

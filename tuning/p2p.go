@@ -6,7 +6,7 @@ import (
 	"github.com/simccl/simccl/coll"
 )
 
-// PeerKind is how a send/recv peer is reached (fact sheet §5.8).
+// PeerKind is how a send/recv peer is reached (NCCL 2.28 addP2pToPlan).
 type PeerKind int
 
 const (
@@ -30,7 +30,7 @@ func (k PeerKind) String() string {
 	return fmt.Sprintf("PeerKind(%d)", int(k))
 }
 
-// P2PChoice is NCCL's plan for one direction of a send/recv (enqueue.cc addP2pToPlan, §5.8).
+// P2PChoice is NCCL's plan for one direction of a send/recv (NCCL 2.28 enqueue.cc addP2pToPlan).
 type P2PChoice struct {
 	Proto     coll.Proto
 	NChannels int   // channels this direction is split over
@@ -38,9 +38,9 @@ type P2PChoice struct {
 	ChunkSize int64 // bytes per chunk (payload ×2 for LL lines)
 }
 
-// P2PChannels returns (p2pnChannels, p2pnChannelsPerPeer) of §4.8: the communicator values when
-// set in Comm, else p2pnChannels = pow2Up(NChannels) and per peer all of them when every peer is
-// over NVLink, 2 otherwise.
+// P2PChannels returns (p2pnChannels, p2pnChannelsPerPeer) of NCCL 2.28 paths.cc: the communicator
+// values when set in Comm, else p2pnChannels = pow2Up(NChannels) and per peer all of them when
+// every peer is over NVLink, 2 otherwise.
 func (t *Table) P2PChannels() (total, perPeer int) {
 	total = t.Comm.P2PNChannels
 	if total <= 0 {
@@ -64,7 +64,7 @@ func pow2Up(n int) int {
 	return p
 }
 
-// P2PChunkSize is comm->p2pChunkSize (§5.8): NCCL_P2P_NET_CHUNKSIZE (128 KiB, ×2 on ARM with
+// P2PChunkSize is comm->p2pChunkSize (NCCL 2.28 init.cc): NCCL_P2P_NET_CHUNKSIZE (128 KiB, ×2 on ARM with
 // cc ≥ 100) across nodes, NCCL_P2P_NVL_CHUNKSIZE (512 KiB) when every peer is over NVLink,
 // NCCL_P2P_PCI_CHUNKSIZE (128 KiB) otherwise; capped at the Simple buffer / NCCL_STEPS.
 func (t *Table) P2PChunkSize() int64 {
@@ -93,7 +93,7 @@ func (t *Table) P2PChunkSize() int64 {
 }
 
 // P2P plans one direction of a send or receive of nBytes to a peer of the given kind, alone in
-// its round (§5.8). nRanks bounds how many peers share the channels (nChannelsMin of
+// its round (addP2pToPlan). nRanks bounds how many peers share the channels (nChannelsMin of
 // scheduleP2pTasksToPlan).
 func (t *Table) P2P(nBytes int64, peer PeerKind) (P2PChoice, error) {
 	if nBytes < 0 {

@@ -2,10 +2,10 @@ package tuning
 
 import "github.com/simccl/simccl/graph"
 
-// PathType is graph.PathType (NCCL 2.27.7+ numbering, fact sheet §3.1).
+// PathType is graph.PathType (NCCL 2.27.7+ numbering of graph.h PATH_*).
 type PathType = graph.PathType
 
-// Path types used by the tuning rules (fact sheet §3.1).
+// Path types used by the tuning rules.
 const (
 	PathLOC = graph.PathLOC
 	PathNVL = graph.PathNVL

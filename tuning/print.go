@@ -65,7 +65,7 @@ func (t *Table) Lines() []string {
 }
 
 // ThresholdsLine is the line NCCL prints after the table: the thread thresholds (bytes per
-// thread below which a call runs on fewer threads, §5.6) of Tree LL/LL128/Simple, Ring
+// thread below which a call runs on fewer threads, topoGetAlgoInfo) of Tree LL/LL128/Simple, Ring
 // LL/LL128/Simple, then CollNet direct and chain Simple.
 func (t *Table) ThresholdsLine() string {
 	th := &t.ThreadThresholds

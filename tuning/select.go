@@ -7,9 +7,10 @@ import (
 	"github.com/simccl/simccl/coll"
 )
 
-// Time is ncclTopoGetAlgoTime (§5.5): the predicted µs of one call of nBytes (the tuning size:
-// total output for AllGather, total input for ReduceScatter), or -1 when the cell is unusable.
-// numPipeOps > 1 models aggregated calls (§5.5). Arithmetic is float32, as in NCCL.
+// Time is ncclTopoGetAlgoTime (NCCL 2.28 tuning.cc): the predicted µs of one call of nBytes (the
+// tuning size: total output for AllGather, total input for ReduceScatter), or -1 when the cell is
+// unusable. numPipeOps > 1 models aggregated calls (ncclPrepareTasks). Arithmetic is float32, as in
+// NCCL.
 func (t *Table) Time(f coll.Func, a coll.Algo, p coll.Proto, nBytes int64, numPipeOps int) float32 {
 	if !t.Enabled(f, a, p) {
 		return -1
@@ -42,7 +43,8 @@ func (t *Table) Time(f coll.Func, a coll.Algo, p coll.Proto, nBytes int64, numPi
 	return lat*float32(latCount) + float32(nBytes)/(1000*bw)
 }
 
-// CostTable is the per-call table a tuner plugin sees (§5.9): µs per [algo][proto], -1 unusable.
+// CostTable is the per-call table a tuner plugin sees (collCostTable of the NCCL 2.22+ tuner
+// plugin API, v3+): µs per [algo][proto], -1 unusable.
 type CostTable [coll.NumAlgos][coll.NumProtos]float32
 
 // Call is one collective call as NCCL logs it.
@@ -53,8 +55,9 @@ type Call struct {
 	Count int64
 	// ElemSize is the datatype size in bytes (4 when 0).
 	ElemSize int
-	// Op and DataType only bin grouped calls (§5.5) and apply the fp8/PAT rules: DataType uses
-	// ncclDataType_t numbering (10, 11 are fp8), Op ncclRedOp_t (4 Avg, ≥5 PreMulSum).
+	// Op and DataType only bin grouped calls (ncclPrepareTasks) and apply the fp8/PAT rules:
+	// DataType uses ncclDataType_t numbering (10, 11 are fp8), Op ncclRedOp_t (4 Avg, ≥5
+	// PreMulSum).
 	Op, DataType int
 }
 
@@ -68,7 +71,7 @@ func (c Call) elemSize() int64 {
 // Bytes is what NCCL's choice line prints: count × element size.
 func (c Call) Bytes() int64 { return c.Count * c.elemSize() }
 
-// TuneBytes is the size the cost model uses (ncclFuncMaxSendRecvCount, §5.5).
+// TuneBytes is the size the cost model uses (NCCL 2.28 ncclFuncMaxSendRecvCount).
 func (c Call) TuneBytes(nRanks int) int64 {
 	if c.Func == coll.AllGather || c.Func == coll.ReduceScatter {
 		return c.Bytes() * int64(nRanks)
@@ -92,7 +95,7 @@ type Choice struct {
 	Bytes int64 // count × element size (NCCL's log)
 	Algo  coll.Algo
 	Proto coll.Proto
-	// MaxChannels and NThreads: topoGetAlgoInfo's nc and nt (§5.6), after any override.
+	// MaxChannels and NThreads: topoGetAlgoInfo's nc and nt (NCCL 2.28 enqueue.cc), after any override.
 	MaxChannels int
 	NThreads    int
 	// ChannelLo..ChannelHi is the range the scheduler spreads the call over (the choice line);
@@ -101,7 +104,7 @@ type Choice struct {
 	// TimeUs is the model's predicted time; Cost the whole per-call table.
 	TimeUs float32
 	Cost   CostTable
-	// ChunkSize is calcCollChunking's chunk (bytes) for the first channel's part (§5.7).
+	// ChunkSize is calcCollChunking's chunk (bytes) for the first channel's part (NCCL 2.28 enqueue.cc).
 	ChunkSize int64
 	// Override is the 1-based line of the tuner-file rule that applied, 0 if none.
 	Override int
@@ -131,7 +134,7 @@ func (t *Table) SelectBytes(f coll.Func, nBytes int64) (Choice, error) {
 	return t.Select(Call{Func: f, Count: nBytes / 4, ElemSize: 4})
 }
 
-// costTable is updateCollCostTable (§5.4 per-call rules, §5.5).
+// costTable is updateCollCostTable (NCCL 2.28 enqueue.cc: per-call rules, then ncclTopoGetAlgoTime).
 func (t *Table) costTable(call Call, nBytes int64, numPipeOps int) CostTable {
 	var ct CostTable
 	for a := range ct {
@@ -169,7 +172,7 @@ func (t *Table) costTable(call Call, nBytes int64, numPipeOps int) CostTable {
 	return ct
 }
 
-// pick is topoGetAlgoInfo (§5.5, §5.6): the smallest non-negative time in index order, then the
+// pick is topoGetAlgoInfo (NCCL 2.28 enqueue.cc): the smallest non-negative time in index order, then the
 // channel and thread counts.
 func (t *Table) pick(f coll.Func, nBytes int64, ct CostTable) (a coll.Algo, p coll.Proto, tm float32, nc, nt int, err error) {
 	minTime := float32(3600000000.0)
@@ -254,11 +257,11 @@ type task struct {
 	nMaxChan int
 }
 
-// SelectGroup tunes the calls of one ncclGroupStart/End as NCCL 2.28 does (§5.5): calls are binned
-// by (function, op, datatype), sorted by traffic, aggregated when within 4× of the smallest of a
-// run and tuned once per run with numPipeOps = ceil(#calls / nChannels); then scheduled onto
-// channels in one plan (channel{Lo..Hi}). Choices come back in the caller's order. Plans are
-// assumed not to overflow NCCL's per-launch work budget.
+// SelectGroup tunes the calls of one ncclGroupStart/End as NCCL 2.28 ncclPrepareTasks does: calls
+// are binned by (function, op, datatype), sorted by traffic, aggregated when within 4× of the
+// smallest of a run and tuned once per run with numPipeOps = ceil(#calls / nChannels); then
+// scheduled onto channels in one plan (channel{Lo..Hi}). Choices come back in the caller's order.
+// Plans are assumed not to overflow NCCL's per-launch work budget.
 func (t *Table) SelectGroup(calls []Call) ([]Choice, error) {
 	if len(calls) == 0 {
 		return nil, nil
@@ -490,8 +493,8 @@ func ceilDiv(a, b int64) int64 {
 	return (a + b - 1) / b
 }
 
-// ChunkSize is calcCollChunking's chunk in bytes (§5.7) for nBytes (global bytes of the part) on
-// nChannels channels, rounded down to the protocol grain.
+// ChunkSize is calcCollChunking's chunk in bytes (NCCL 2.28 enqueue.cc) for nBytes (global bytes of
+// the part) on nChannels channels, rounded down to the protocol grain.
 func (t *Table) ChunkSize(f coll.Func, a coll.Algo, p coll.Proto, nChannels int, nBytes int64) int64 {
 	cfg := &t.Config
 	c := &t.Comm

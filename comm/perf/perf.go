@@ -1,4 +1,4 @@
-// Package perf measures collectives on real communicators the way nccl-tests does (fact sheet §7):
+// Package perf measures collectives on real communicators the way nccl-tests 2.19 does (common.cu):
 // sizes from -b to -e by a factor, out-of-place and in-place runs, time averaged over iterations and
 // ranks, algbw = bytes/time, busbw = algbw × the collective's factor, and a check of every element.
 // It prints nccl-tests' table and gives the same rows as JSON.
@@ -81,7 +81,7 @@ type Result struct {
 	Wrong     int64   `json:"wrong"`
 }
 
-// busFactor is nccl-tests' busbw factor (§7).
+// busFactor is nccl-tests' busbw factor (the *GetBw functions of its tests).
 func busFactor(c string, n int) float64 {
 	switch c {
 	case "allreduce":
@@ -92,7 +92,8 @@ func busFactor(c string, n int) float64 {
 	return 1
 }
 
-// counts returns (count column, elements per call argument, bytes column) for a size (§7).
+// counts returns (count column, elements per call argument, bytes column) for a size (nccl-tests'
+// *GetCollByteCount).
 func counts(c string, size int64, elt int64, n int) (countCol, arg, bytes int64) {
 	count := size / elt
 	switch c {

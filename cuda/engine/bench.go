@@ -11,8 +11,8 @@ import (
 	"github.com/simccl/simccl/cuda"
 )
 
-// Bench measures collectives on the communicators of one clique the way nccl-tests does (fact
-// sheet §7) and as comm/perf does on CPUs, so that the two backends print the same table: per
+// Bench measures collectives on the communicators of one clique the way nccl-tests 2.19 does
+// (common.cu) and as comm/perf does on CPUs, so that the two backends print the same table: per
 // size, out-of-place then in-place; Warmup launches, then Iters launches timed on the host from
 // the first launch to the end of every rank's stream; algbw = bytes/time, busbw = algbw × the
 // collective's factor; with Check, one extra run per size and placement whose every element is
@@ -165,7 +165,7 @@ func (b *bench) free() {
 	}
 }
 
-// benchBusFactor is nccl-tests' busbw factor (§7).
+// benchBusFactor is nccl-tests' busbw factor (the *GetBw functions of its tests).
 func benchBusFactor(c string, n int) float64 {
 	switch c {
 	case "allreduce":

@@ -6,7 +6,7 @@
 # BINDIR holds what was built on a machine with Go (the device machine has none):
 #   engine.test  CGO_ENABLED=1 go test -c -o BINDIR/engine.test ./cuda/engine
 #   runccl       CGO_ENABLED=1 go build -o BINDIR/runccl ./cmd/runccl
-#   tools/       a copy of /work/shared/tools (nccl_perf.cu)
+#   tools/       a copy of testdata/nccl/tools (nccl_perf.cu)
 #   cuda.test    (optional) CGO_ENABLED=1 go test -c -o BINDIR/cuda.test ./cuda — runs the cuda
 #                package's GPU tests not yet run on a GPU (graph capture fix, two-GPU all-reduce sketch)
 # OUTDIR receives: engine_test.log, runccl_check.txt (8 B–64 MiB, every element checked),

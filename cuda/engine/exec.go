@@ -32,7 +32,7 @@ import (
 //     after it, no peer still reads this rank's memory and this rank's results are complete.
 //   - PreMulSum and Avg on floats scale the input once into a private buffer first (the
 //     premulsum kernel against zeros, on the caller's stream), then the schedule sums; Avg on
-//     integers sums and the PostOp step divides (fact sheet §8.1, NCCL 2.28).
+//     integers sums and the PostOp step divides (ncclAvg, NCCL 2.28).
 
 // launch runs one launch of this rank's calls (a single call or a group).
 func (c *Comm) launch(calls []*call) error {

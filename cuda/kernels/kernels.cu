@@ -16,7 +16,7 @@
 //  - premulsum: each input whose flag bit is set (bit 0: a, bit 1: b) is first multiplied by the
 //    scalar and rounded to the element type, then the two are summed (NCCL's PreMulSum, with the
 //    scalar converted to the element type first; NCCL's Avg for float types is PreMulSum by
-//    1/nRanks, for integer types Sum then simccl_divide; nccl-model.md §8.1, NCCL 2.28).
+//    1/nRanks, for integer types Sum then simccl_divide; NCCL 2.28 ncclAvg).
 // The scalar argument holds the element type's bit pattern in its low bytes.
 //
 // Access: 16-byte vector loads and stores when out, a and b are all 16-byte aligned, then an

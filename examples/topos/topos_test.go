@@ -101,7 +101,7 @@ func TestExamplesParse(t *testing.T) {
 // TestExamplesConsistent checks what NCCL would trip over in a hand-written file: GPU ranks are
 // 0..n-1 once each, NET devs are unique, every GPU-to-GPU NVLink names a GPU of the file and is
 // matched by a link back with the same count, and every GPU uses as many NVLinks as its
-// generation has (NCCL 2.28 probes 6 links for sm7x, 12 for sm8x, 18 for sm90+; fact sheet §1.3).
+// generation has (NCCL 2.28 probes 6 links for sm7x, 12 for sm8x, 18 for sm90+: ncclTopoGetXmlFromGpu).
 func TestExamplesConsistent(t *testing.T) {
 	linksPerGPU := map[string]int{"70": 6, "80": 12, "90": 18, "100": 18}
 	for _, name := range Names() {

@@ -705,7 +705,7 @@ func epsilon(dt coll.DataType) float64 {
 
 // reduceRef is the definition of a reduction over n ranks of the values v(q): the expected result
 // rounded to the type and the rounding the engine may add (n steps of the type's roundoff; Avg on
-// floats pre-multiplies by 1/n, NCCL's way, fact sheet §8.1).
+// floats pre-multiplies by 1/n, as NCCL 2.28 runs ncclAvg).
 func reduceRef(dt coll.DataType, op coll.RedOp, n int, v func(q int) float64) (want, tol float64) {
 	var acc, mag float64
 	scale := 1.0

@@ -416,7 +416,7 @@ func ncclRecv(recvbuff unsafe.Pointer, count C.size_t, datatype, peer C.int, com
 	return res
 }
 
-// ncclGroupStart/End keep the nesting depth NCCL keeps (fact sheet §8.3). NCCL's depth is per
+// ncclGroupStart/End keep the nesting depth NCCL keeps (group.cc). NCCL's depth is per
 // thread; the shim's is per process, which is what programs that issue NCCL calls from one
 // thread (PyTorch's ProcessGroupNCCL) see.
 //
@@ -464,7 +464,7 @@ func ncclGroupEnd() C.ncclResult_t {
 	return res
 }
 
-// errorStrings are NCCL's ncclResult_t meanings (fact sheet §8.1), for virtual mode.
+// errorStrings are NCCL's ncclResult_t meanings (ncclGetErrorString, NCCL 2.28), for virtual mode.
 var errorStrings = []string{"no error", "unhandled cuda error", "unhandled system error", "internal error",
 	"invalid argument", "invalid usage", "remote process exited or there was a network error", "NCCL operation in progress", "timeout"}
 

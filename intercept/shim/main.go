@@ -27,7 +27,7 @@ import (
 
 func main() {}
 
-// ncclResult_t values (fact sheet §8.1).
+// ncclResult_t values (NCCL 2.28 nccl.h).
 const (
 	ncclSuccess         = 0
 	ncclSystemError     = 2

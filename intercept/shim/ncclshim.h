@@ -1,4 +1,4 @@
-// Our own minimal declarations of NCCL's C types (fact sheet §8.1, NCCL 2.28): a communicator is
+// Our own minimal declarations of NCCL's C types (NCCL 2.28 nccl.h): a communicator is
 // an opaque pointer, the unique id 128 opaque bytes, enums are C ints at the ABI. No nccl.h needed.
 #ifndef SIMCCL_NCCLSHIM_H
 #define SIMCCL_NCCLSHIM_H

@@ -63,7 +63,7 @@ type Record struct {
 func (r *Record) Bytes() int64 { return r.Count * int64(ElemSize(r.Dtype)) }
 
 // Data type and reduction names: coll.DataType's and coll.RedOp's spellings, in ncclDataType_t and
-// ncclRedOp_t order (NCCL 2.28, fact sheet §8.1: Int8 0 … Float8e5m2 11; Sum 0 … Avg 4, ≥5 user
+// ncclRedOp_t order (NCCL 2.28 nccl.h: Int8 0 … Float8e5m2 11; Sum 0 … Avg 4, ≥5 user
 // PreMulSum ops). intercept's tests check that they match package coll.
 var (
 	dtypeNames = [...]string{"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"}

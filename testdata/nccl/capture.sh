@@ -3,11 +3,11 @@
 # simccl: topology and graph dumps, INFO logs (INIT,GRAPH,TUNING: the System tree, paths, graphs, the tuning
 # table and per-size choices) for the real topology, for NCCL_TOPO_FILE variants and for two processes that
 # NCCL takes for two hosts; a COLL log; nccl-tests-style timings (all collectives, 8 B to 1 GiB).
-# Run from the repository root on the device machine with the shared tools copied to .devbin/tools:
+# Run from the repository root on the device machine (the tools are in testdata/nccl/tools):
 #   bash testdata/nccl/capture.sh        (writes $OUT/oracle.tgz)
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-T=.devbin/tools; H=testdata/nccl
+T=testdata/nccl/tools; H=testdata/nccl
 W=$OUT/w; mkdir -p $W
 nvidia-smi > $W/nvidia-smi.txt 2>&1; nvidia-smi topo -m > $W/nvidia-smi-topo.txt 2>&1
 nvidia-smi nvlink -s > $W/nvidia-smi-nvlink.txt 2>&1

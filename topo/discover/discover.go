@@ -31,7 +31,7 @@ type Options struct {
 	HasAddress func(ifname string) bool
 	// GPULinkFromNVML fills a GPU's link_speed/link_width from NVML's current PCIe generation and
 	// width (fallback "16.0 GT/s", 16), as NCCL 2.30 does; false reads sysfs like any other PCI
-	// device, as NCCL 2.28 does (fact sheet §1.3).
+	// device, as NCCL 2.28 does (ncclTopoGetXmlFromSys).
 	GPULinkFromNVML bool
 }
 
@@ -171,7 +171,7 @@ func (b *builder) pciNode(busID string) *etree.Element {
 	return e
 }
 
-// fillFromSys is ncclTopoGetXmlFromSys (NCCL 2.28, fact sheet §1.1/§1.3): fill a <pci> from
+// fillFromSys is ncclTopoGetXmlFromSys (NCCL 2.28 topo.cc): fill a <pci> from
 // sysfs, attach it under its parent (kept in busid order, NCCL issue #820) and go on upwards.
 func (b *builder) fillFromSys(node *etree.Element) {
 	busID := node.SelectAttrValue("busid", "")
@@ -383,7 +383,7 @@ func (b *builder) addGPU(i int, g GPU) (gpuEntry, error) {
 	setIfUnset(node, "class", "0x03")
 	if b.o.GPULinkFromNVML {
 		// NCCL 2.30: current generation → "<gen speed> PCIe"; on failure "16.0 GT/s" (which
-		// matches no speed prefix, fact sheet §1.3) and width 16.
+		// matches no speed prefix of ncclTopoAddPci) and width 16.
 		speeds := []string{"", "2.5 GT/s PCIe", "5.0 GT/s PCIe", "8.0 GT/s PCIe", "16.0 GT/s PCIe", "32.0 GT/s PCIe", "64.0 GT/s PCIe"}
 		gen, width, err := g.PCIeLink()
 		speed, w := "16.0 GT/s", "16"

@@ -176,7 +176,7 @@ func TestHostHash(t *testing.T) {
 }
 
 func TestCPUFamily(t *testing.T) {
-	// NCCL dumps of AMD Zen 2 and Zen 4 machines carry familyid 143 and 175 (shared/topos).
+	// NCCL dumps of AMD Zen 2 and Zen 4 machines carry familyid 143 and 175 (testdata/topos).
 	for linux, want := range map[int]int{6: 6, 23: 143, 25: 175, 15: 15} {
 		if got := ncclFamily(linux); got != want {
 			t.Errorf("ncclFamily(%d) = %d, want %d", linux, got, want)
@@ -185,7 +185,7 @@ func TestCPUFamily(t *testing.T) {
 }
 
 func TestIBGUID(t *testing.T) {
-	// The A100 box of shared/topos dumps guid 0x58a32a0003d23fb8 for the CX-6 whose sysfs GUID
+	// The A100 box of testdata/topos dumps guid 0x58a32a0003d23fb8 for the CX-6 whose sysfs GUID
 	// reads b83f:d203:002a:a358 (Mellanox OUI b8:3f:d2 first).
 	if got := ibGUID("b83f:d203:002a:a358"); got != 0x58a32a0003d23fb8 {
 		t.Errorf("ibGUID = %#x", got)

@@ -39,8 +39,8 @@ func (b *builder) addNets() {
 	}
 }
 
-// fillNet is ncclTopoFillNet plus the attributes ncclTopoPopulateNics sets (NCCL 2.28, fact sheet
-// §1.1 step 3): a <net> is found by name or created in the <nic> of its PCI device (whose chain is
+// fillNet is ncclTopoFillNet plus the attributes ncclTopoPopulateNics sets (NCCL 2.28
+// topo.cc): a <net> is found by name or created in the <nic> of its PCI device (whose chain is
 // filled from sysfs) or, for a device that is not on PCI, of the first <cpu>.
 func (b *builder) fillNet(dev int, d netDev) {
 	n := b.nets[d.name]

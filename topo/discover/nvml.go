@@ -246,8 +246,8 @@ func (a pciAddr) String() string {
 	return fmt.Sprintf("%04x:%02x:%02x.%x", a.domain, a.bus, a.dev, a.fn)
 }
 
-// maxNvLinks is how many links NCCL 2.28 probes for a compute capability (ncclTopoGetXmlFromGpu,
-// fact sheet §1.3): 4 for sm6x, 6 for sm7x, 12 for sm8x, 18 from sm90; none below sm60.
+// maxNvLinks is how many links NCCL 2.28 probes for a compute capability (ncclTopoGetXmlFromGpu):
+// 4 for sm6x, 6 for sm7x, 12 for sm8x, 18 from sm90; none below sm60.
 func maxNvLinks(sm int) int {
 	switch {
 	case sm < 60:
@@ -263,7 +263,7 @@ func maxNvLinks(sm int) int {
 }
 
 // nvlinkSentinel is the target NCCL 2.30 writes when NVML returns an empty or unprintable remote
-// bus id; such a target has no sysfs path and is taken for an NVSwitch (fact sheet §1.2).
+// bus id; such a target has no sysfs path and is taken for an NVSwitch (ncclTopoAddNvLinks).
 const nvlinkSentinel = "fffffff:ffff:ff"
 
 // nvlinkTarget turns NVML's remote bus id into NCCL's <nvlink target>: lower-cased as NVML wrote

@@ -33,7 +33,7 @@ func Quote(s string) string {
 
 // SentinelBusID is the bus id NCCL writes as an <nvlink target> when the remote end of a link is
 // invisible from the node (an NVSwitch in another tray, or in a VM): NCCL 2.28 treats such a
-// target as an NVSwitch (fact sheet §1.2, <nvlink target>).
+// target as an NVSwitch (ncclTopoAddNvLinks).
 const SentinelBusID = "fffffff:ff:ff.0"
 
 // SentinelBusIDValue is SentinelBusID as ParseBusID returns it.
@@ -110,7 +110,7 @@ func NormalizeBusID(s string) (string, error) {
 // ParseBusID converts a PCI bus id to the int64 NCCL uses as the node id of PCI devices: the
 // ':' and '.' separators are dropped and the remaining hex digits read as one number
 // ("0000:1b:00.0" → 0x1b000; the sentinel "fffffff:ff:ff.0" → 0xfffffffffff0). This is the rule
-// of NCCL 2.28 busIdToInt64 (fact sheet §1.2, <pci busid>), except that anything other than hex
+// of NCCL 2.28 busIdToInt64 (misc/utils.cc), except that anything other than hex
 // digits and separators, an empty id, or more than 16 digits is an error instead of being
 // silently cut short.
 func ParseBusID(s string) (int64, error) {

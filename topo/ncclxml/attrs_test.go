@@ -50,7 +50,7 @@ func TestParseBusID(t *testing.T) {
 		"0008:06:00.0":    0x806000,
 		"0019:04:00.1":    0x1904001,
 		SentinelBusID:     SentinelBusIDValue,
-		"fffffff:ffff:ff": 0xfffffffffffff, // the spelling the fact sheet gives for the sentinel
+		"fffffff:ffff:ff": 0xfffffffffffff, // the sentinel as topo/discover spells it (nvlinkSentinel)
 		"1b:00.0":         0x1b000,
 		"0":               0,
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 // Graph dumps: the <graphs version="1"> files NCCL writes with NCCL_GRAPH_DUMP_FILE and reads
-// with NCCL_GRAPH_FILE (fact sheet §1.6 and §4.1):
+// with NCCL_GRAPH_FILE (NCCL 2.28 search.cc ncclTopoDumpGraphs):
 //
 //	<graphs version="1">
 //	  <graph id="0" pattern="4" crossnic="0" nchannels="2" speedintra="20" speedinter="20"
@@ -25,7 +25,7 @@ import (
 //	  </graph>
 //	</graphs>
 
-// Graph ids NCCL writes (NCCL 2.28 init.cc; fact sheet §1.6).
+// Graph ids NCCL writes (NCCL 2.28 init.cc).
 const (
 	GraphRing          = 0
 	GraphTree          = 1

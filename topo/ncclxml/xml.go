@@ -237,7 +237,7 @@ func build(data []byte, name string) (*Document, error) {
 				e.Attr = make([]etree.Attr, 0, len(t.Attr))
 			}
 			if a, dup := duplicateAttr(t.Attr); dup {
-				// Not well-formed XML (XML 1.0 §3.1, "Unique Att Spec").
+				// Not well-formed XML (XML 1.0 section 3.1, "Unique Att Spec").
 				return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf("<%s> has attribute %s twice", qname(t.Name), qname(a))}
 			}
 			for _, a := range t.Attr {

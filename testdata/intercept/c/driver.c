@@ -1,4 +1,4 @@
-// Drives NCCL's C API like an application would (our own declarations, fact sheet §8.1), for the
+// Drives NCCL's C API like an application would (our own declarations of NCCL 2.28 nccl.h), for the
 // shim's tests and overhead benchmark. Usage: driver NRANKS RANK ITERS. Prints "ns_per_call N"
 // (the mean host time of one ncclAllReduce over ITERS calls) and "ok".
 #include <stdio.h>

@@ -1,4 +1,4 @@
-// A stand-in for libnccl with NCCL's C ABI (our own declarations, fact sheet §8.1): every call
+// A stand-in for libnccl with NCCL's C ABI (our own declarations of NCCL 2.28 nccl.h): every call
 // succeeds at once and moves no data. The shim's tests and overhead benchmark forward to it.
 #include <stdlib.h>
 #include <string.h>
