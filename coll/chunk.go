@@ -146,3 +146,66 @@ func channelParts(count int64, nChannels int, align int64) (offs, counts []int64
 	}
 	return offs, counts
 }
+
+// StepSizes describes the steps of one channel of a Ring (AllReduce, AllGather, ReduceScatter) or
+// Tree (AllReduce) collective as Compile cuts them, for executors that replay it without
+// materialising its schedule (simnet's compact executors): the number of loops (ring: of n chunks;
+// tree: chunks), and the mean payload and wire bytes of one step's message over them. bytes is the
+// buffer as nccl-tests counts it (the whole buffer for AllReduce; n per-rank blocks for AllGather
+// and ReduceScatter); chunk is the plan's chunk payload (0: DefaultChunkSize). The first channel
+// has the largest part; sizes are computed for it, in bytes with Compile's 16-byte alignment,
+// which is exact for every data type.
+func StepSizes(f Func, a Algo, p Proto, bytes int64, nRanks, nChannels int, chunk int64) (loops int, payload, wire float64) {
+	if nRanks < 1 || nChannels < 1 || bytes <= 0 || p < 0 || p >= NumProtos || (a != Ring && a != Tree) {
+		return 0, 0, 0
+	}
+	if chunk <= 0 {
+		chunk = DefaultChunkSize(f, a, p, 0)
+	}
+	n := int64(nRanks)
+	var msgs, sumPay, sumWire float64
+	add := func(ne int64, count int64) {
+		msgs += float64(count)
+		sumPay += float64(ne * count)
+		sumWire += float64(WireBytes(p, ne) * count)
+	}
+	switch {
+	case a == Tree && f == AllReduce:
+		_, cnts := channelParts(bytes, nChannels, 16)
+		cnt := cnts[0]
+		for eo := int64(0); eo < cnt; eo += chunk {
+			add(min64(chunk, cnt-eo), 1)
+			loops++
+		}
+	case a == Tree:
+		return 0, 0, 0
+	case f == AllReduce:
+		_, cnts := channelParts(bytes, nChannels, 16)
+		cnt := cnts[0]
+		for eo := int64(0); eo < cnt; eo += n * chunk {
+			rem := cnt - eo
+			cc := chunk
+			if rem < n*chunk {
+				cc = alignUp(divUp(rem, n), 16)
+			}
+			for k := int64(0); k < n; k++ {
+				add(max64(0, min64(cc, rem-k*cc)), 1)
+			}
+			loops++
+		}
+		// A loop's n chunks travel in 2(n−1) steps; the mean per step is the mean per chunk.
+	case f == AllGather || f == ReduceScatter:
+		_, cnts := channelParts(bytes/n, nChannels, 16)
+		cnt := cnts[0]
+		for eo := int64(0); eo < cnt; eo += chunk {
+			add(min64(chunk, cnt-eo), 1)
+			loops++
+		}
+	default:
+		return 0, 0, 0
+	}
+	if msgs == 0 {
+		return 0, 0, 0
+	}
+	return loops, sumPay / msgs, sumWire / msgs
+}

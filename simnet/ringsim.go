@@ -93,24 +93,12 @@ func SimulateRing(e *Engine, r Router, spec RingSpec, tm Timing) (*RingResult, e
 		return &RingResult{Time: tm.Launch}, nil
 	}
 	nch := len(spec.Rings)
-	chunk := spec.Chunk
-	if chunk <= 0 {
-		chunk = [...]int64{32 << 10, 576000, 512 << 10}[spec.Proto] // one step's payload (default buffer / NCCL_STEPS)
+	// Steps as coll cuts them (its channel parts, chunk loops and wire-byte rule): the compact
+	// executor replays loops of equal steps of their mean size.
+	loops, _, wire := coll.StepSizes(spec.Func, coll.Ring, spec.Proto, spec.Bytes, n, nch, spec.Chunk)
+	if loops == 0 {
+		return &RingResult{Time: tm.Launch}, nil
 	}
-	// Bytes each channel moves per ring step: NCCL splits the buffer over channels, then each
-	// channel's part into n chunks per loop (NCCL 2.28 calcCollChunking).
-	perCh := (spec.Bytes + int64(nch) - 1) / int64(nch)
-	loopBytes := int64(n) * chunk
-	loops := int((perCh + loopBytes - 1) / loopBytes)
-	stepPayload := (perCh + int64(loops)*int64(n) - 1) / (int64(loops) * int64(n))
-	if spec.Func != coll.AllReduce {
-		// AllGather/ReduceScatter: nBytes is the total over ranks; the per-rank block is nBytes/n.
-		stepPayload = (perCh/int64(n) + int64(loops) - 1) / int64(loops)
-		if stepPayload < 1 {
-			stepPayload = 1
-		}
-	}
-	wire := float64(wireBytes(spec.Proto, stepPayload))
 
 	// Channel groups: channels with the same ring and the same routes share every link equally,
 	// so they run as one flow of lanes× the bytes.
@@ -204,16 +192,6 @@ func SimulateRing(e *Engine, r Router, spec RingSpec, tm Timing) (*RingResult, e
 	}
 	return &RingResult{Time: x.end - t0, Events: e.Events - startEvents, Messages: int64(len(groups)) * int64(n) * int64(loops) * int64(S),
 		Merge: merge, Groups: len(groups), Loops: loops, Steps: stepsPerLoop}, nil
-}
-
-func wireBytes(p coll.Proto, payload int64) int64 {
-	switch p {
-	case coll.LL:
-		return 2 * payload // 8 B of data per 16 B line (ncclLLFifoLine)
-	case coll.LL128:
-		return (payload*128 + 119) / 120 // 120 B of data per 128 B line (LL128)
-	}
-	return payload
 }
 
 // Tags: group<<32 | position, with localTag set for the local work of a receive-only step.

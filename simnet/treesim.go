@@ -198,14 +198,9 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 		}
 	}
 	nch := len(spec.Trees)
-	chunk := spec.Chunk
-	if chunk <= 0 {
-		chunk = [...]int64{32 << 10, 576000, 512 << 10}[spec.Proto] // one step's payload (default buffer / NCCL_STEPS)
-	}
-	perCh := (spec.Bytes + int64(nch) - 1) / int64(nch)
-	nchunks := (perCh + chunk - 1) / chunk
-	payload := (perCh + nchunks - 1) / nchunks
-	wire := float64(wireBytes(spec.Proto, payload))
+	// Chunks as coll cuts them (its channel parts, chunk size and wire-byte rule).
+	loops, _, wire := coll.StepSizes(coll.AllReduce, coll.Tree, spec.Proto, spec.Bytes, 2, nch, spec.Chunk)
+	nchunks := int64(max(loops, 1))
 
 	full := fullTreeNet(e, r, spec, tm)
 	net, run := full, e
