@@ -100,8 +100,8 @@ func (p *Plan) nChannels() int {
 	return p.NChannels
 }
 
-// check validates a plan's fields, naming the bad one.
-func (p *Plan) check() error {
+// checkArgs validates a plan's fields, naming the bad one.
+func (p *Plan) checkArgs() error {
 	n := p.NRanks
 	if n < 1 {
 		return fmt.Errorf("NRanks %d: want at least 1", n)
@@ -220,6 +220,15 @@ func (p *Plan) check() error {
 			}
 		}
 	}
+	return nil
+}
+
+// check validates a plan's fields and that its schedule has a size Compile can hold.
+func (p *Plan) check() error {
+	if err := p.checkArgs(); err != nil {
+		return err
+	}
+	n := p.NRanks
 	// Rough size guard: steps grow with ranks × chunks.
 	chunk := p.ChunkSize
 	if chunk == 0 {

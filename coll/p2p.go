@@ -103,15 +103,8 @@ func (b *builder) p2p(p *Plan) error {
 	}
 	for c := 0; c < nch; c++ {
 		for mi, m := range msgs {
-			// A transfer on fewer channels than the plan starts at a channel that depends on the peer
-			// distance, so that different peers use different channels (NCCL spreads p2p peers over
-			// channels by round; the exact base rule is not reproduced).
-			base := 0
-			if m.nch < nch {
-				base = dist(m) % nch
-			}
-			part := (c - base + nch) % nch
-			if part >= m.nch {
+			part := m.part(c, n, nch)
+			if part < 0 {
 				continue
 			}
 			ck := cks[mi]
@@ -140,4 +133,49 @@ func (b *builder) p2p(p *Plan) error {
 		}
 	}
 	return nil
+}
+
+// part is the part of m that channel c carries, or −1. A transfer on fewer channels than the plan
+// starts at a channel that depends on the peer distance, so that different peers use different
+// channels (NCCL spreads p2p peers over channels by round; the exact base rule is not reproduced).
+// m.nch must be resolved (non-zero).
+func (m p2pMsg) part(c, n, nch int) int {
+	base := p2pBase((((m.to-m.from)%n + n) % n), nch, m.nch)
+	if part := (c - base + nch) % nch; part < m.nch {
+		return part
+	}
+	return -1
+}
+
+// p2pBase is the first channel of a transfer at ring distance dist split over k of nch channels.
+func p2pBase(dist, nch, k int) int {
+	if k < nch {
+		return dist % nch
+	}
+	return 0
+}
+
+// P2PChannels lists the channels Compile puts a point-to-point transfer on when it is split over k
+// of a plan's nch channels and every part holds data: k consecutive channels (mod nch) from a
+// base that depends on the ring distance dist = (to − from) mod nRanks.
+func P2PChannels(dist, nch, k int) []int {
+	k = min(max(k, 1), nch)
+	base := p2pBase(dist, nch, k)
+	out := make([]int, k)
+	for i := range out {
+		out[i] = (base + i) % nch
+	}
+	return out
+}
+
+// channels lists the channels that carry data of m (Compile's choice; m.nch resolved).
+func (m p2pMsg) channels(n, nch int, align int64) []int {
+	_, cnts := channelParts(m.count, m.nch, align)
+	var out []int
+	for c := 0; c < nch; c++ {
+		if part := m.part(c, n, nch); part >= 0 && (cnts[part] != 0 || (part == 0 && m.count == 0)) {
+			out = append(out, c)
+		}
+	}
+	return out
 }

@@ -233,34 +233,15 @@ func (b *builder) nvlsTree(p *Plan, ck *chunking) error {
 // heads' data and returns the result to every head; lane 1 broadcasts down the chain (the head
 // receives from the network with the post-op, then recvCopySend down; the last rank receives).
 func (b *builder) collnetChain(p *Plan, ck *chunking) error {
-	n := p.NRanks
 	nNodes := p.NNodes
 	if nNodes < 1 {
 		nNodes = 1
 	}
-	ppn := n / nNodes
 	sw := b.switchOf(SwitchCollNet)
 	elt := ck.elt
 	offs, cnts := p.parts(p.Count, ck.align)
 	for c := 0; c < p.nChannels(); c++ {
-		ring := p.ring(c)
-		// Chains: each node's ranks in ring order, starting where the ring enters the node.
-		chains := make([][]int, nNodes)
-		for i := range ring {
-			r := ring[i]
-			node := r / ppn
-			chains[node] = append(chains[node], r)
-		}
-		for node, ch := range chains {
-			// Rotate so the chain starts at the rank whose ring predecessor is on another node.
-			for i, r := range ch {
-				pos := indexOf(ring, r)
-				if prev := ring[(pos-1+n)%n]; prev/ppn != node || ppn == n {
-					chains[node] = append(append([]int(nil), ch[i:]...), ch[:i]...)
-					break
-				}
-			}
-		}
+		chains := collnetChains(p, c, nNodes)
 		heads := make([]int, nNodes)
 		for node := range chains {
 			heads[node] = chains[node][0]
@@ -318,4 +299,29 @@ func indexOf(s []int, v int) int {
 		}
 	}
 	return -1
+}
+
+// collnetChains are channel c's chains: each node's ranks in the channel's ring order, starting
+// where the ring enters the node (the chain's head).
+func collnetChains(p *Plan, c, nNodes int) [][]int {
+	n := p.NRanks
+	ppn := n / nNodes
+	ring := p.ring(c)
+	chains := make([][]int, nNodes)
+	for i := range ring {
+		r := ring[i]
+		node := r / ppn
+		chains[node] = append(chains[node], r)
+	}
+	for node, ch := range chains {
+		// Rotate so the chain starts at the rank whose ring predecessor is on another node.
+		for i, r := range ch {
+			pos := indexOf(ring, r)
+			if prev := ring[(pos-1+n)%n]; prev/ppn != node || ppn == n {
+				chains[node] = append(append([]int(nil), ch[i:]...), ch[:i]...)
+				break
+			}
+		}
+	}
+	return chains
 }

@@ -163,10 +163,20 @@ type connKey struct {
 	idx      int8
 }
 
+// rconn is one connector of a rank: the channel, the peer, the direction and the connIndex.
+type rconn struct {
+	ch, peer int32
+	send     bool
+	idx      int8
+}
+
 type memModel struct {
-	p    *Planner
-	t    *tuning.Table
-	nvls *search.Graph // nil: no NVLS
+	// conns are, per algorithm (and AlgoSendRecv), every rank's connectors as coll lays them out
+	// for the communicator's plans (coll.Connections).
+	conns map[string][][]rconn
+	p     *Planner
+	t     *tuning.Table
+	nvls  *search.Graph // nil: no NVLS
 	// the CollNet graphs (nil: no CollNet)
 	collNetChain, collNetDirect *search.Graph
 	buf                         [coll.NumProtos]int64
@@ -274,6 +284,9 @@ func (p *Planner) Memory(calls []MemCall, dt coll.DataType, eager bool) (*Memory
 		if algos[a] {
 			rep.Connected = append(rep.Connected, a.String())
 		}
+	}
+	if err := mm.connect(algos); err != nil {
+		return nil, err
 	}
 	if len(p2pSend)+len(p2pRecv) > 0 {
 		rep.Connected = append(rep.Connected, AlgoSendRecv)
@@ -492,6 +505,71 @@ func (mm *memModel) connAlloc(kind string, r, peer int, send bool, idx int) allo
 	return a
 }
 
+// connect lays out the connections of the connected algorithms with coll.Connections: rings and
+// trees on every channel of the communicator, PAT's binomial peers for both AllGather and
+// ReduceScatter.
+func (mm *memModel) connect(algos map[coll.Algo]bool) error {
+	p := mm.p
+	mm.conns = map[string][][]rconn{}
+	base := coll.Plan{Func: coll.AllReduce, Proto: coll.Simple, NRanks: mm.n, NNodes: p.Nodes, NChannels: mm.nch,
+		DataType: coll.Float32, Rings: p.Rings, Trees: p.Trees}
+	var plans []struct {
+		name string
+		plan coll.Plan
+	}
+	add := func(name string, q coll.Plan) {
+		plans = append(plans, struct {
+			name string
+			plan coll.Plan
+		}{name, q})
+	}
+	if algos[coll.Ring] {
+		q := base
+		q.Algo = coll.Ring
+		add("Ring", q)
+	}
+	if algos[coll.Tree] {
+		q := base
+		q.Algo = coll.Tree
+		add("Tree", q)
+	}
+	if algos[coll.PAT] {
+		for _, f := range []coll.Func{coll.ReduceScatter, coll.AllGather} {
+			q := base
+			q.Func, q.Algo, q.Rings, q.Trees = f, coll.PAT, nil, nil
+			add("PAT", q)
+		}
+	}
+	for _, pl := range plans {
+		cs, err := coll.Connections(&pl.plan)
+		if err != nil {
+			return fmt.Errorf("planner: memory: %s connections: %w", pl.name, err)
+		}
+		per := mm.conns[pl.name]
+		if per == nil {
+			per = make([][]rconn, mm.n)
+			mm.conns[pl.name] = per
+		}
+		for _, c := range cs {
+			if c.From < mm.n {
+				per[c.From] = append(per[c.From], rconn{ch: int32(c.Channel), peer: int32(c.To), send: true, idx: int8(c.ConnIndex)})
+			}
+			if c.To < mm.n {
+				per[c.To] = append(per[c.To], rconn{ch: int32(c.Channel), peer: int32(c.From), send: false, idx: int8(c.ConnIndex)})
+			}
+		}
+	}
+	return nil
+}
+
+// rankConns are rank r's connectors of one algorithm (none when it is not connected).
+func (mm *memModel) rankConns(name string, r int) []rconn {
+	if per := mm.conns[name]; per != nil {
+		return per[r]
+	}
+	return nil
+}
+
 // rank lists rank r's connections algorithm by algorithm (in NCCL's algorithm order, so a
 // connection shared by two algorithms is charged to the first) and adds up their memory.
 func (mm *memModel) rank(r int, algos map[coll.Algo]bool, p2pSend, p2pRecv map[int][2]int) *rankAcc {
@@ -516,38 +594,9 @@ func (mm *memModel) rank(r int, algos map[coll.Algo]bool, p2pSend, p2pRecv map[i
 	}
 	node, local := r/mm.G, r%mm.G
 	// Ring, then Tree, then PAT, NVLS, NVLSTree, CollNet, in the order of ncclCollPreconnect.
-	if algos[coll.Ring] {
-		for c, ring := range mm.p.Rings {
-			for i, x := range ring {
-				if x == r {
-					conn("Ring", c, ring[(i+len(ring)-1)%len(ring)], false, 0)
-					conn("Ring", c, ring[(i+1)%len(ring)], true, 0)
-				}
-			}
-		}
-	}
-	if algos[coll.Tree] {
-		for c := 0; c < mm.nch && c < len(mm.p.Trees); c++ {
-			t := mm.p.Trees[c]
-			if r < len(t.Up) && t.Up[r] >= 0 {
-				both("Tree", c, t.Up[r])
-			}
-			if r < len(t.Down) {
-				for _, d := range t.Down[r] {
-					both("Tree", c, d)
-				}
-			}
-		}
-	}
-	if algos[coll.PAT] {
-		for mask := 1; mask < n; mask <<= 1 {
-			prev, next := (r+mask)%n, (r+n-mask)%n
-			for c := 0; c < mm.nch; c++ {
-				conn("PAT", c, prev, false, 0) // ReduceScatter
-				conn("PAT", c, next, true, 0)
-				conn("PAT", c, next, false, 0) // AllGather
-				conn("PAT", c, prev, true, 0)
-			}
+	for _, name := range []string{"Ring", "Tree", "PAT"} {
+		for _, c := range mm.rankConns(name, r) {
+			conn(name, int(c.ch), int(c.peer), c.send, int(c.idx))
 		}
 	}
 	nvls := mm.nvls
@@ -621,12 +670,19 @@ func (mm *memModel) rank(r int, algos map[coll.Algo]bool, p2pSend, p2pRecv map[i
 	}
 	// Send/recv (connIndex 1): channels per peer as tuning's p2p rule splits the workload's sizes.
 	netPool := [2]bool{}
+	// Send/recv (connIndex 1): a peer is connected on the channels coll puts a transfer to it on
+	// (coll.P2PChannels), as many as tuning's per-peer plan gives the workload's largest transfer
+	// to a peer in the node (need[0]) or across the network (need[1]).
 	p2p := func(peer int, need [2]int, send bool) {
 		nc := need[0]
 		if mm.kindOf(r, peer) == KindNET {
 			nc = need[1]
 		}
-		for c := 0; c < nc; c++ {
+		dist := ((peer-r)%n + n) % n
+		if !send {
+			dist = n - dist
+		}
+		for _, c := range coll.P2PChannels(dist, mm.p2p.total, nc) {
 			conn(AlgoSendRecv, c, peer, send, 1)
 		}
 		if mm.kindOf(r, peer) == KindNET {

@@ -1,0 +1,66 @@
+package coll
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Connections is the set of connections Compile opens, for every algorithm, on plans whose count
+// fills every channel (and, for rings, whole rings: AllReduce, AllGather, ReduceScatter).
+func TestConnectionsMatchCompile(t *testing.T) {
+	rings4 := [][]int{{0, 1, 2, 3}, {0, 2, 1, 3}, {3, 2, 1, 0}}
+	trees8, err := BuildTrees([][]int{{0, 1, 2, 3}, {0, 1, 2, 3}}, 2, 4, PatternBalancedTree)
+	require.NoError(t, err)
+	for _, p := range []Plan{
+		{Func: AllReduce, Algo: Ring, Proto: Simple, NRanks: 4, Count: 4096, NChannels: 3, Rings: rings4},
+		{Func: AllGather, Algo: Ring, Proto: LL, NRanks: 4, Count: 1000, NChannels: 3, Rings: rings4},
+		{Func: ReduceScatter, Algo: Ring, Proto: LL128, NRanks: 5, Count: 999, NChannels: 2},
+		{Func: AllReduce, Algo: Tree, Proto: Simple, NRanks: 8, NNodes: 2, Count: 1 << 16, NChannels: 4, Trees: trees8},
+		{Func: AllReduce, Algo: Tree, Proto: LL, NRanks: 7, Count: 4096, NChannels: 2},
+		{Func: AllGather, Algo: PAT, Proto: Simple, NRanks: 6, Count: 4096, NChannels: 2},
+		{Func: ReduceScatter, Algo: PAT, Proto: Simple, NRanks: 5, Count: 4096, NChannels: 1},
+		{Func: AllReduce, Algo: NVLS, Proto: Simple, NRanks: 4, Count: 1 << 16, NChannels: 2},
+		{Func: AllGather, Algo: NVLS, Proto: Simple, NRanks: 4, Count: 4096, NChannels: 2},
+		{Func: ReduceScatter, Algo: NVLS, Proto: Simple, NRanks: 3, Count: 4096, NChannels: 2},
+		{Func: AllReduce, Algo: NVLSTree, Proto: Simple, NRanks: 12, NNodes: 3, Count: 1 << 16, NChannels: 2},
+		{Func: AllReduce, Algo: CollNetChain, Proto: Simple, NRanks: 8, NNodes: 2, Count: 1 << 16, NChannels: 2},
+		{Func: SendRecv, Proto: Simple, NRanks: 5, Count: 1 << 14, NChannels: 4, Peer: 2},
+		{Func: AllToAll, Proto: LL, NRanks: 4, Count: 4096, NChannels: 8},
+		{Func: SendRecv, Proto: Simple, NRanks: 4, NChannels: 4, Transfers: []Transfer{
+			{From: 0, To: 3, Count: 100000, NChannels: 2}, {From: 3, To: 0, Count: 5}, {From: 1, To: 1, Count: 8}}},
+	} {
+		t.Run(fmt.Sprintf("%v_%v_%v_n%d", p.Func, p.Algo, p.Proto, p.NRanks), func(t *testing.T) {
+			if p.DataType == 0 {
+				p.DataType = Float32
+			}
+			s, err := Compile(p)
+			require.NoError(t, err)
+			got, err := Connections(&p)
+			require.NoError(t, err)
+			key := func(c Conn) string { return fmt.Sprintf("ch%d %d->%d idx%d", c.Channel, c.From, c.To, c.ConnIndex) }
+			want := map[string]bool{}
+			for _, c := range s.Conns {
+				want[key(c)] = true
+			}
+			have := map[string]bool{}
+			for _, c := range got {
+				have[key(c)] = true
+			}
+			require.Equal(t, want, have)
+		})
+	}
+}
+
+// Broadcast and Reduce rings connect every hop, as NCCL connects rings; their schedules use all
+// but the hop into the root.
+func TestConnectionsWholeRing(t *testing.T) {
+	p := Plan{Func: Broadcast, Algo: Ring, Proto: Simple, NRanks: 4, Count: 4096, NChannels: 2, Root: 2, DataType: Float32}
+	got, err := Connections(&p)
+	require.NoError(t, err)
+	require.Len(t, got, 8)
+	s, err := Compile(p)
+	require.NoError(t, err)
+	require.Len(t, s.Conns, 6)
+}
