@@ -10,7 +10,6 @@ import (
 	"github.com/simccl/simccl/topo"
 	"github.com/simccl/simccl/topo/ncclxml"
 	"github.com/simccl/simccl/tuning"
-	"github.com/simccl/simccl/tuning/fromsearch"
 )
 
 // MaxNodes bounds the node count of a machine (a communicator of 2^20 ranks at 1 GPU per node).
@@ -76,38 +75,44 @@ func New(m Machine) (*Planner, error) {
 		MinChannels: cfg.MinNChannels,
 		MaxChannels: cfg.MaxNChannels,
 	}
-	if s.GraphFile != "" {
-		// NCCL_GRAPH_FILE: loaded graphs replace the search's (search.Load checks them against
-		// the topology they are loaded on).
-		gs, err := ncclxml.ReadGraphsFile(s.GraphFile)
-		if err != nil {
-			return nil, fmt.Errorf("NCCL_GRAPH_FILE: %w", err)
-		}
-		sys, err := topo.FromXML(m.Doc, gopt)
-		if err != nil {
-			return nil, err
-		}
-		if m.Nodes > 1 {
-			lopt := gopt
-			lopt.NRanks = len(sys.GPUs()) * m.Nodes
-			if sys, err = topo.FromXML(m.Doc, lopt); err != nil {
-				return nil, err
-			}
-		}
-		top, err := search.FromSystem(sys, m.Nodes > 1)
-		if err != nil {
-			return nil, err
-		}
-		if sopt.Loaded, err = search.Load(top, gs, s.GraphFile); err != nil {
-			return nil, err
-		}
-	}
 	if !m.SearchOnly {
 		if _, err := tuning.ConstantsFor(s.Release); err != nil {
 			return nil, fmt.Errorf("planner: NCCL %s: the channel search's rules are known, the tuning model's are not (it has %s)", s.Release, strings.Join(tuning.Releases(), ", "))
 		}
 	}
-	comm, res, sys, err := fromsearch.Pipeline(m.Doc, m.Nodes, gopt, sopt, fromsearch.Options{CollNet: s.CollNet})
+	// The system as NCCL builds it; a communicator of several nodes keeps the node's NETs
+	// (ncclTopoTrimSystem), so it is built again knowing the communicator's size.
+	sys, err := topo.FromXML(m.Doc, gopt)
+	if err != nil {
+		return nil, err
+	}
+	if m.Nodes > 1 {
+		gopt.NRanks = len(sys.GPUs()) * m.Nodes
+		if sys, err = topo.FromXML(m.Doc, gopt); err != nil {
+			return nil, err
+		}
+	}
+	top, err := search.FromSystem(sys, m.Nodes > 1)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", m.Name, err)
+	}
+	if s.GraphFile != "" {
+		// NCCL_GRAPH_FILE: loaded graphs replace the search's (search.Load checks them against
+		// the topology).
+		gs, err := ncclxml.ReadGraphsFile(s.GraphFile)
+		if err != nil {
+			return nil, fmt.Errorf("NCCL_GRAPH_FILE: %w", err)
+		}
+		if sopt.Loaded, err = search.Load(top, gs, s.GraphFile); err != nil {
+			return nil, err
+		}
+	}
+	sopt.Nodes = m.Nodes
+	res, err := search.ComputeAll(top, sopt)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", m.Name, err)
+	}
+	comm, err := commOf(res, sys, commOptions{CollNet: s.CollNet})
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,7 @@
 // The input is a Comm: ranks, nodes, compute capabilities, CPU, and one GraphInfo per search graph
 // (ring, tree, CollNet chain, NVLS, CollNet direct) — the "Pattern …, nChannels …, bw …/…, type
 // …/…, sameChannels …" values NCCL prints. It can be written by hand (what-if studies, tests) or
-// built from the channel search with package tuning/fromsearch.
+// built from the channel search by package planner.
 //
 // Usage:
 //
@@ -51,7 +51,7 @@
 // Tested against NCCL 2.28.9's own logs on a 2×H200 machine (real topology, three NCCL_TOPO_FILE
 // variants, two processes taken for two hosts): every table line is byte-identical and all 725
 // per-call choices (algorithm, protocol, channel range) equal, end to end from the topology XML
-// through packages graph and search too (tuning/fromsearch); 524 more choice lines captured with
+// through packages graph, search and planner too; 524 more choice lines captured with
 // testdata/capture.sh (grouped calls, half/int8, NCCL_PROTO/NCCL_ALGO per function,
 // NCCL_MAX_NCHANNELS, NCCL_NTHREADS) equal; a hand-computed 8-rank Hopper example; and a public
 // NCCL 2.29.7 log (2 ranks, 2 hosts, Blackwell). The 2.30 constants are read from NCCL 2.30.7's

@@ -22,11 +22,9 @@ import (
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/examples/topos"
-	"github.com/simccl/simccl/graph"
-	"github.com/simccl/simccl/search"
+	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/topo/ncclxml"
 	"github.com/simccl/simccl/tuning"
-	"github.com/simccl/simccl/tuning/fromsearch"
 )
 
 type row struct {
@@ -120,18 +118,15 @@ func tuneOnce(name string, data []byte, nodes int) (int, int, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	comm, _, _, err := fromsearch.Pipeline(doc, nodes, graph.Options{}, search.AllOptions{}, fromsearch.Options{})
+	s, err := planner.SettingsFromEnv(func(string) string { return "" })
 	if err != nil {
 		return 0, 0, err
 	}
-	cfg, err := tuning.ConfigFromEnv(func(string) string { return "" })
+	p, err := planner.New(planner.Machine{Name: name, Doc: doc, Nodes: nodes, Settings: s})
 	if err != nil {
 		return 0, 0, err
 	}
-	table, err := tuning.Model(comm, cfg)
-	if err != nil {
-		return 0, 0, err
-	}
+	table, comm := p.Table, &p.Table.Comm
 	n := 0
 	for _, f := range []coll.Func{coll.AllReduce, coll.AllGather, coll.ReduceScatter, coll.Broadcast, coll.Reduce} {
 		for b := int64(8); b <= 1<<30; b *= 2 {

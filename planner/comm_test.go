@@ -1,4 +1,4 @@
-package fromsearch
+package planner
 
 import (
 	"os"
@@ -9,8 +9,6 @@ import (
 	"testing"
 
 	"github.com/simccl/simccl/coll"
-	"github.com/simccl/simccl/graph"
-	"github.com/simccl/simccl/search"
 	"github.com/simccl/simccl/topo/ncclxml"
 	"github.com/simccl/simccl/tuning"
 )
@@ -19,10 +17,10 @@ var reChoice = regexp.MustCompile(`^(\w+): (\d+) Bytes -> Algo \w+ proto \w+ cha
 var reP2P = regexp.MustCompile(`(\d+) coll channels, \d+ collnet channels, \d+ nvls channels, (\d+) p2p channels, (\d+) p2p channels per peer`)
 
 // End to end: NCCL 2.28.9's topology dump of the 2×H200 machine (and its variants) goes through
-// graph, search and fromsearch; the tuning table must print exactly as NCCL printed it, every
+// graph, search and the planner; the tuning table must print exactly as NCCL printed it, every
 // per-call choice line must be identical, and the p2p channel counts equal.
 func TestEndToEndH200(t *testing.T) {
-	dir := filepath.Join("..", "..", "testdata", "nccl", "h200x2")
+	dir := filepath.Join("..", "testdata", "nccl", "h200x2")
 	cases := []struct {
 		topo, log string
 		nodes     int
@@ -64,19 +62,8 @@ func TestEndToEndH200(t *testing.T) {
 					p2p = m[1:]
 				}
 			}
-			doc, err := ncclxml.ReadFile(filepath.Join(dir, c.topo))
-			if err != nil {
-				t.Fatal(err)
-			}
 			no := false
-			comm, _, _, err := Pipeline(doc, c.nodes, graph.Options{}, search.AllOptions{NVLS: &no}, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			tb, err := tuning.Model(comm, &tuning.Config{Version: "2.28"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			tb := newTestPlanner(t, filepath.Join(dir, c.topo), c.nodes, Settings{Release: "2.28", NVLS: &no}).Table
 			got := tb.Lines()
 			if len(got) != len(table) {
 				t.Fatalf("%d table lines, NCCL %d", len(got), len(table))
@@ -107,22 +94,38 @@ func TestEndToEndH200(t *testing.T) {
 	}
 }
 
-func TestPipelineErrors(t *testing.T) {
-	doc, err := ncclxml.ReadFile(filepath.Join("..", "..", "testdata", "nccl", "h200x2", "variants", "nvl4.xml"))
+// newTestPlanner builds the planner of a topology file or embedded name.
+func newTestPlanner(t *testing.T, topoFile string, nodes int, s Settings) *Planner {
+	t.Helper()
+	name, doc, err := LoadTopology(topoFile, s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := Pipeline(doc, 0, graph.Options{}, search.AllOptions{}, Options{}); err == nil || !strings.Contains(err.Error(), "0 nodes") {
+	p, err := New(Machine{Name: name, Doc: doc, Nodes: nodes, Settings: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestPipelineErrors(t *testing.T) {
+	file := filepath.Join("..", "testdata", "nccl", "h200x2", "variants", "nvl4.xml")
+	doc, err := ncclxml.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Machine{Name: file, Doc: doc, Nodes: 0}); err == nil || !strings.Contains(err.Error(), "0 nodes") {
 		t.Errorf("0 nodes: %v", err)
 	}
-	if _, err := Comm(nil, nil, Options{}); err == nil {
+	if _, err := New(Machine{Name: file, Nodes: 1}); err == nil {
+		t.Error("no topology: want an error")
+	}
+	if _, err := commOf(nil, nil, commOptions{}); err == nil {
 		t.Error("nil inputs: want an error")
 	}
-	c, res, sys, err := Pipeline(doc, 1, graph.Options{}, search.AllOptions{}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.NRanks != 2 || c.NNodes != 1 || c.CCMin != 90 || c.CPUVendor != "intel" || c.CPUArch != "x86" || res == nil || sys == nil {
+	p := newTestPlanner(t, file, 1, Settings{})
+	c := p.Table.Comm
+	if c.NRanks != 2 || c.NNodes != 1 || c.CCMin != 90 || c.CPUVendor != "intel" || c.CPUArch != "x86" || p.Search == nil || p.System == nil {
 		t.Errorf("comm %+v", c)
 	}
 	if c.P2PChannelsPerPeer != 8 || c.P2PNChannels != 8 || !c.AllNVLink {
@@ -134,7 +137,7 @@ func TestPipelineErrors(t *testing.T) {
 // as NCCL 2.28 does (graph.CPUInfo): a vendor NCCL does not know, HygonGenuine included, is "",
 // so it takes neither the AMD net overhead nor the AMD LL row.
 func TestCPUNames(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "nccl", "h200x2", "variants", "nvl4.xml"))
+	data, err := os.ReadFile(filepath.Join("..", "testdata", "nccl", "h200x2", "variants", "nvl4.xml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,10 +154,11 @@ func TestCPUNames(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		comm, _, _, err := Pipeline(doc, 1, graph.Options{}, search.AllOptions{}, Options{})
+		p, err := New(Machine{Name: "nvl4.xml", Doc: doc, Nodes: 1})
 		if err != nil {
 			t.Fatalf("%s %s: %v", c.arch, c.vendor, err)
 		}
+		comm := p.Table.Comm
 		if comm.CPUArch != c.wantArch || comm.CPUVendor != c.wantVendor {
 			t.Errorf("%s %q: CPUArch %q CPUVendor %q, want %q %q", c.arch, c.vendor, comm.CPUArch, comm.CPUVendor, c.wantArch, c.wantVendor)
 		}

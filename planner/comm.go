@@ -1,15 +1,4 @@
-// Package fromsearch builds the tuning model's input (tuning.Comm) from the channel search
-// (search.Result) and the system it ran on (graph.System). It is kept apart from package tuning so
-// that the cost model does not depend on the search.
-//
-// Usage:
-//
-//	sys, _ := topo.FromXML(doc, graph.Options{})
-//	top, _ := search.FromSystem(sys, nodes > 1)
-//	res, _ := search.ComputeAll(top, search.AllOptions{Nodes: nodes})
-//	comm, _ := fromsearch.Comm(res, sys, fromsearch.Options{})
-//	table, _ := tuning.Model(comm, cfg)
-package fromsearch
+package planner
 
 import (
 	"fmt"
@@ -17,13 +6,11 @@ import (
 
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/search"
-	"github.com/simccl/simccl/topo"
-	"github.com/simccl/simccl/topo/ncclxml"
 	"github.com/simccl/simccl/tuning"
 )
 
-// Options carry what the search result does not say.
-type Options struct {
+// commOptions carry what the search result does not say.
+type commOptions struct {
 	// CollNet: a CollNet (SHARP) plugin is present (the search was run with AllOptions.CollNet).
 	CollNet bool
 	// CollNetAGRS: the plugin provides iallgather/ireducescatter (§5.2).
@@ -74,15 +61,16 @@ func pow2Up(n int) int {
 	return p
 }
 
-// Comm assembles the tuning input. Every node of the communicator is taken to be the system sys
+// commOf assembles the tuning model's input (tuning.Comm) from the channel search and the system
+// it ran on, as NCCL's init fills its communicator. Every node of the communicator is taken to be the system sys
 // (res.NNodes copies of it).
-func Comm(res *search.Result, sys *graph.System, opt Options) (*tuning.Comm, error) {
+func commOf(res *search.Result, sys *graph.System, opt commOptions) (*tuning.Comm, error) {
 	if res == nil || sys == nil {
-		return nil, fmt.Errorf("fromsearch: nil search result or system")
+		return nil, fmt.Errorf("planner: nil search result or system")
 	}
 	gpus := sys.Nodes[graph.GPU]
 	if len(gpus) == 0 {
-		return nil, fmt.Errorf("fromsearch: %s: no GPU", sys.Name)
+		return nil, fmt.Errorf("planner: %s: no GPU", sys.Name)
 	}
 	nodes := max(1, res.NNodes)
 	c := &tuning.Comm{
@@ -161,41 +149,7 @@ func Comm(res *search.Result, sys *graph.System, opt Options) (*tuning.Comm, err
 	c.P2PNChannels = pow2Up(min(max(c.NChannels, 1), tuning.MaxChannels))
 	c.P2PChannelsPerPeer = min(pow2Up(perPeer), c.P2PNChannels)
 	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("fromsearch: %s: %w", sys.Name, err)
+		return nil, fmt.Errorf("planner: %s: %w", sys.Name, err)
 	}
 	return c, nil
-}
-
-// Pipeline runs topology → system → search → Comm for a communicator of nodes copies of the
-// topology doc: topo.FromXML (NETs kept when nodes > 1), search.FromSystem, search.ComputeAll
-// (sopt.Nodes is set to nodes) and Comm.
-func Pipeline(doc *ncclxml.Document, nodes int, gopt graph.Options, sopt search.AllOptions, opt Options) (*tuning.Comm, *search.Result, *graph.System, error) {
-	if nodes < 1 {
-		return nil, nil, nil, fmt.Errorf("fromsearch: %d nodes (want ≥ 1)", nodes)
-	}
-	sys, err := topo.FromXML(doc, gopt)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if nodes > 1 {
-		gopt.NRanks = len(sys.Nodes[graph.GPU]) * nodes
-		if sys, err = topo.FromXML(doc, gopt); err != nil {
-			return nil, nil, nil, err
-		}
-	}
-	top, err := search.FromSystem(sys, nodes > 1)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	sopt.Nodes = nodes
-	sopt.CollNet = sopt.CollNet || opt.CollNet
-	res, err := search.ComputeAll(top, sopt)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	c, err := Comm(res, sys, opt)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return c, res, sys, nil
 }
