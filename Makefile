@@ -33,7 +33,7 @@ test-race:
 ## as root, also across network namespaces with SIMCCL_NETNS=1), the GPU engine's exhaustive matrix
 ## (on the CPU emulator without a GPU) and runccl's H200 trace replay on every transport.
 test-long:
-	SIMCCL_LONG=1 $(GO) test -count=1 -timeout 60m ./comm/ ./realnet/ ./cuda/engine/ ./cmd/runccl/
+	SIMCCL_LONG=1 $(GO) test -count=1 -timeout 60m ./comm/ ./realnet/ ./cuda/engine/ ./cmd/runccl/ ./cmd/simccl/
 
 fmt:
 	gofmt -l -w $$(git ls-files '*.go')

@@ -93,6 +93,17 @@ func Compile(plans ...Plan) (*Schedule, error) {
 	return b.finish(), nil
 }
 
+// Check returns the error Compile(plans...) would return for its arguments and size, without
+// compiling: a schedule that is too large, a plan it cannot compile.
+func Check(plans ...Plan) error {
+	for i := range plans {
+		if err := plans[i].check(); err != nil {
+			return fmt.Errorf("coll: Compile: operation %d (%v): %w", i, plans[i].Func, err)
+		}
+	}
+	return nil
+}
+
 func (p *Plan) nChannels() int {
 	if p.NChannels <= 0 {
 		return 1

@@ -169,18 +169,22 @@ type ReplayOptions struct {
 
 // LaunchResult is one simulated launch.
 type LaunchResult struct {
-	Comm     string  `json:"comm"`
-	Index    int     `json:"index"`
-	TimeNs   int64   `json:"t_ns,omitempty"` // host time of the launch in the trace
-	Ops      string  `json:"ops"`
-	Calls    int     `json:"calls"`
-	NRanks   int     `json:"nranks"` // simulated size (after scaling)
-	Bytes    int64   `json:"bytes"`  // nccl-tests size of the launch's calls (total buffer), summed
-	Algo     string  `json:"algo"`
-	Proto    string  `json:"proto"`
-	Mode     string  `json:"mode"`
-	TimeUs   float64 `json:"time_us"`
-	Launches int     `json:"-"`
+	Comm   string `json:"comm"`
+	Index  int    `json:"index"`
+	TimeNs int64  `json:"t_ns,omitempty"` // host time of the launch in the trace
+	Ops    string `json:"ops"`
+	Calls  int    `json:"calls"`
+	NRanks int    `json:"nranks"` // simulated size (after scaling)
+	Bytes  int64  `json:"bytes"`  // nccl-tests size of the launch's calls (total buffer), summed
+	Algo   string `json:"algo"`
+	Proto  string `json:"proto"`
+	// NChannels is the simulated plan's channel count; NCCL is NCCL's decision when the
+	// simulator ran another (simnet.Row.NCCL).
+	NChannels int     `json:"nchannels"`
+	NCCL      string  `json:"nccl,omitempty"`
+	Mode      string  `json:"mode"`
+	TimeUs    float64 `json:"time_us"`
+	Launches  int     `json:"-"`
 }
 
 // LinkUse is the simulated traffic of one link over the whole replay.
@@ -439,9 +443,9 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 				nColl++
 			}
 			if j == 0 || lr.Algo == "" {
-				lr.Algo, lr.Proto, lr.Mode = o.row.Algo, o.row.Proto, o.row.Mode
-			} else if lr.Algo != o.row.Algo || lr.Proto != o.row.Proto {
-				lr.Algo, lr.Proto = "mixed", "mixed"
+				lr.Algo, lr.Proto, lr.Mode, lr.NChannels, lr.NCCL = o.row.Algo, o.row.Proto, o.row.Mode, o.row.NChannels, o.row.NCCL
+			} else if lr.Algo != o.row.Algo || lr.Proto != o.row.Proto || lr.NChannels != o.row.NChannels || lr.NCCL != o.row.NCCL {
+				lr.Algo, lr.Proto, lr.NChannels, lr.NCCL = "mixed", "mixed", 0, ""
 			}
 			for name, b := range o.links {
 				linkBytes[name] += b

@@ -378,7 +378,7 @@ func (mm *memModel) p2pCall(c MemCall, rep *MemoryReport, send, recv map[int][2]
 	}
 	for _, o := range offs {
 		for k, kind := range []tuning.PeerKind{tuning.PeerIntra, tuning.PeerNet} {
-			ch, err := mm.t.P2P(per, kind)
+			ch, err := mm.p.P2P(per, kind, coll.Exclude{})
 			if err != nil {
 				return err
 			}

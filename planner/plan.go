@@ -47,17 +47,9 @@ func (p *Planner) Decide(c coll.Call) (Decision, error) {
 		if p.Nodes > 1 {
 			kind = tuning.PeerNet
 		}
-		ch, err := p.Table.P2P(c.Count*int64(elt), kind)
+		ch, err := p.P2P(c.Count*int64(elt), kind, c.Exclude)
 		if err != nil {
-			return Decision{}, err
-		}
-		if ch.Proto == coll.LL && c.Exclude.Protos[coll.LL] {
-			// Without LL a transfer goes as Simple, in chunks of the P2P chunk size.
-			ch.Proto, ch.StepSize = coll.Simple, p.Table.P2PChunkSize()
-			ch.ChunkSize = ch.StepSize
-		}
-		if c.Exclude.Protos[ch.Proto] {
-			return Decision{}, fmt.Errorf("planner: %v of %d bytes: NCCL's point-to-point uses %v, which is excluded (%s)", c.Func, c.Count*int64(elt), ch.Proto, c.Exclude)
+			return Decision{}, fmt.Errorf("planner: %v: %w", c.Func, err)
 		}
 		total, _ := p.Table.P2PChannels()
 		plan.Algo, plan.Proto, plan.NChannels, plan.P2PChannels = coll.Ring, ch.Proto, max(ch.NChannels, 1), max(total, 1)
@@ -103,4 +95,24 @@ func repeatTrees(trees []coll.ChannelTree, n int) []coll.ChannelTree {
 		out[c] = trees[c%len(trees)]
 	}
 	return out
+}
+
+// P2P is NCCL's plan for one direction of a send/recv of nBytes to a peer of the given kind (in
+// the node, or across the network), with the exclusions of ex (NCCL 2.28 enqueue.cc addP2pToPlan,
+// tuning.Table.P2P). Decide plans every transfer of a call as a network transfer when the
+// communicator spans nodes; the memory model asks for both kinds.
+func (p *Planner) P2P(nBytes int64, kind tuning.PeerKind, ex coll.Exclude) (tuning.P2PChoice, error) {
+	ch, err := p.Table.P2P(nBytes, kind)
+	if err != nil {
+		return ch, err
+	}
+	if ch.Proto == coll.LL && ex.Protos[coll.LL] {
+		// Without LL a transfer goes as Simple, in chunks of the P2P chunk size.
+		ch.Proto, ch.StepSize = coll.Simple, p.Table.P2PChunkSize()
+		ch.ChunkSize = ch.StepSize
+	}
+	if ex.Protos[ch.Proto] {
+		return ch, fmt.Errorf("%d bytes: NCCL's point-to-point uses %v, which is excluded (%s)", nBytes, ch.Proto, ex)
+	}
+	return ch, nil
 }

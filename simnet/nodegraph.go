@@ -35,7 +35,9 @@ func NodeFromGraph(sys *graph.System) (*NodeModel, error) {
 				}
 				bw := l.BW
 				if !(bw > 0) {
-					return nil, fmt.Errorf("simnet: system %q: link %s -> %s has bandwidth %v", sys.Name, n.Name(), l.Remote.Name(), l.BW)
+					// A link of no bandwidth (an NVLink of count 0) carries nothing: paths do not
+					// use it, and one that did is refused below.
+					continue
 				}
 				idx[l] = len(m.Links)
 				m.Links = append(m.Links, LinkSpec{Name: fmt.Sprintf("%s->%s(%s)", n.Name(), l.Remote.Name(), l.Type), Class: c, GBps: bw})
@@ -50,7 +52,7 @@ func NodeFromGraph(sys *graph.System) (*NodeModel, error) {
 		for _, l := range p.Links {
 			i, ok := idx[l]
 			if !ok {
-				return nil, fmt.Errorf("simnet: system %q: path %s crosses a link outside the system", sys.Name, what)
+				return nil, fmt.Errorf("simnet: system %q: path %s crosses a link outside the system or of no bandwidth", sys.Name, what)
 			}
 			out = append(out, i)
 		}

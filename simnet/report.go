@@ -122,8 +122,10 @@ func WriteTable(w io.Writer, rows []Row) error {
 		// NCCL's decision where the row is not it (an algorithm the simulator lacks).
 		ncclHead, ncclUnit = fmt.Sprintf("  %-20s", "nccl runs"), fmt.Sprintf("  %-20s", "(if not simulated)")
 	}
-	fmt.Fprintf(bw, "#%14s %12s %8s %6s %10s %8s %8s  %-6s %-6s %3s  %-14s%s\n", "size", "count", "type", "redop", "time", "algbw", "busbw", "algo", "proto", "nch", "coll", ncclHead)
-	fmt.Fprintf(bw, "#%14s %12s %8s %6s %10s %8s %8s  %-6s %-6s %3s  %-14s%s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "", "", "", "", ncclUnit)
+	head := fmt.Sprintf("#%14s %12s %8s %6s %10s %8s %8s  %-6s %-6s %3s  %-14s%s", "size", "count", "type", "redop", "time", "algbw", "busbw", "algo", "proto", "nch", "coll", ncclHead)
+	unit := fmt.Sprintf("#%14s %12s %8s %6s %10s %8s %8s  %-6s %-6s %3s  %-14s%s", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "", "", "", "", ncclUnit)
+	fmt.Fprintln(bw, strings.TrimRight(head, " "))
+	fmt.Fprintln(bw, strings.TrimRight(unit, " "))
 	var sum float64
 	for _, r := range rows {
 		nccl := ""

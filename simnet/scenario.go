@@ -236,6 +236,9 @@ type RunOptions struct {
 	// copying call k overlaps its sender starting call k+1. Only schedule replays do this (the
 	// row's mode says "back-to-back"); 0 takes Machine.BackToBack.
 	BackToBack int
+	// DryRun decides how the call would be simulated — the plan, NCCL's decision, the mode —
+	// and returns its row without simulating it (no time).
+	DryRun bool
 }
 
 // Run simulates one nccl-tests size of f and returns its table row, and the simulation result.
@@ -276,8 +279,16 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 			return row, nil, err
 		}
 		plans := m.rounds(plan)
-		sched, cerr := coll.Compile(plans...)
+		var sched *coll.Schedule
+		var cerr error
+		if opt.DryRun {
+			cerr = coll.Check(plans...)
+		} else {
+			sched, cerr = coll.Compile(plans...)
+		}
 		switch {
+		case cerr == nil && opt.DryRun:
+			res, row.Mode = &Result{}, "schedule"
 		case cerr == nil:
 			e := NewEngine(nil)
 			cl, err := NewCluster(e, m.Node, m.Nodes, m.Fabric)
@@ -313,6 +324,9 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		if plan, _, err = m.plan(call, func(a coll.Algo) bool { return a == coll.Ring || (f == coll.AllReduce && a == coll.Tree) }); err != nil {
 			return row, nil, err
 		}
+	}
+	if res == nil && opt.DryRun {
+		res, row.Mode = &Result{}, "compact"
 	}
 	if res == nil {
 		if tm, err = m.timing(plan); err != nil {

@@ -9,21 +9,34 @@ import (
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/internal/units"
+	"github.com/simccl/simccl/planner"
 )
 
 func init() {
 	register(&command{
 		name:  "plan",
-		short: "NCCL's plan for one call on a topology, compiled into its schedule of point-to-point steps",
+		short: "NCCL's plan for calls on a topology, compiled into their schedules of point-to-point steps",
 		run:   runPlan,
 	})
+}
+
+// planOut is one planned call in plan's JSON.
+type planOut struct {
+	Coll     string         `json:"coll"`  // nccl-tests name
+	Count    int64          `json:"count"` // elements, as NCCL's API takes them
+	Note     string         `json:"note"`
+	Schedule *coll.Schedule `json:"schedule,omitempty"` // not with --summary
+	Summary  *coll.Summary  `json:"summary,omitempty"`
+	Error    string         `json:"error,omitempty"` // a plan Compile refuses (a schedule too large)
 }
 
 func runPlan(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("plan", stderr)
 	mf := addMachineFlags(fs)
-	collName := fs.StringP("collective", "c", "allreduce", "collective: allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv")
-	size := fs.StringP("bytes", "b", "", "nccl-tests size (the total buffer, as -b/-e of run); the call's count follows from it")
+	collName := fs.StringP("collective", "c", "allreduce", "collectives: allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv, a comma-separated list or all")
+	minB := fs.StringP("minbytes", "b", "", "nccl-tests size (the total buffer, as -b/-e of run); the call's count follows from it")
+	maxB := fs.StringP("maxbytes", "e", "", "largest size of a sweep from -b (default: -b alone)")
+	factor := fs.Int64P("stepfactor", "f", 2, "size multiplication factor of a sweep")
 	countStr := fs.String("count", "", "element count as NCCL's API takes it instead of -b (AllGather: per-rank send count; ReduceScatter: per-rank receive count; K/M/G = 1024^k); default 1M")
 	dtype := fs.StringP("datatype", "d", "float", "data type (int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2)")
 	redop := fs.StringP("op", "o", "sum", "reduction: sum, prod, max, min, avg")
@@ -31,12 +44,12 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	peer := fs.Int("peer", 1, "sendrecv: rank r sends to r+peer")
 	summary := fs.Bool("summary", false, "print only the per-rank totals, not every step")
 	ranks := fs.String("ranks", "", "comma-separated ranks whose steps to print (default all)")
-	asJSON := fs.Bool("json", false, "print the decision, the schedule and its summary as JSON")
+	asJSON := fs.Bool("json", false, `print {"plans":[{"note","schedule","summary"}…]}`)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: simccl plan [--topo FILE] [--nodes N] -c allreduce [-b SIZE | --count N] [--algo …] [--proto …] [--json]")
-		fmt.Fprintln(stderr, "\nPlans one call as NCCL would on the machine (the topology × --nodes, NCCL's settings from the")
+		fmt.Fprintln(stderr, "Usage: simccl plan [--topo FILE] [--nodes N] -c allreduce [-b SIZE [-e MAX -f F] | --count N] [--algo …] [--proto …] [--json]")
+		fmt.Fprintln(stderr, "\nPlans calls as NCCL would on the machine (the topology × --nodes, NCCL's settings from the")
 		fmt.Fprintln(stderr, "environment and the flags: --algo is NCCL_ALGO, --proto NCCL_PROTO, --max-nchannels NCCL_MAX_NCHANNELS,")
-		fmt.Fprintln(stderr, "…) and compiles it into the schedule that simccl run simulates and the real engines execute: per rank")
+		fmt.Fprintln(stderr, "…) and compiles each into the schedule that simccl run simulates and the real engines execute: per rank")
 		fmt.Fprintln(stderr, "and channel, NCCL's primitives (Send, RecvReduceSend, …) with peers, connections, offsets, bytes and slots.")
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
@@ -47,9 +60,9 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
-	f, err := coll.ParseFunc(*collName)
+	funcs, err := parseColls(*collName, allColls)
 	if err != nil {
-		return fmt.Errorf("%w: -c: %v", errUsage, err)
+		return err
 	}
 	dt, err := coll.ParseDataType(*dtype)
 	if err != nil {
@@ -59,15 +72,30 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%w: -o: %v", errUsage, err)
 	}
-	if *size != "" && *countStr != "" {
+	if *minB != "" && *countStr != "" {
 		return fmt.Errorf("%w: -b and --count both given: one sets the other", errUsage)
 	}
-	var bytes, count int64 = -1, 1 << 20
-	if *size != "" {
-		if bytes, err = units.ParseSize(*size); err != nil {
+	if *maxB != "" && *minB == "" {
+		return fmt.Errorf("%w: -e needs -b", errUsage)
+	}
+	var sizes []int64 // nccl-tests sizes; nil: one call of count elements
+	count := int64(1 << 20)
+	switch {
+	case *minB != "":
+		lo, err := units.ParseSize(*minB)
+		if err != nil {
 			return fmt.Errorf("%w: -b: %v", errUsage, err)
 		}
-	} else if *countStr != "" {
+		hi := lo
+		if *maxB != "" {
+			if hi, err = units.ParseSize(*maxB); err != nil {
+				return fmt.Errorf("%w: -e: %v", errUsage, err)
+			}
+		}
+		if sizes, err = units.Sweep(lo, hi, *factor); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+	case *countStr != "":
 		if count, err = units.ParseSize(*countStr); err != nil {
 			return fmt.Errorf("%w: --count: %v", errUsage, err)
 		}
@@ -87,40 +115,101 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	n := p.NRanks()
-	call := coll.Call{Func: f, Count: count, DataType: dt, Op: op, Root: *root, Peer: *peer}
-	if bytes >= 0 {
-		call = coll.TestCall(f, bytes, dt, op, n)
-		call.Root, call.Peer = *root, *peer
-	}
-	if err := call.Check(n); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
 	for _, r := range show {
 		if r >= n {
 			return fmt.Errorf("%w: --ranks: %d is not a rank of %s × %d node(s) (0..%d)", errUsage, r, p.Name, p.Nodes, n-1)
 		}
 	}
-	d, err := p.Decide(call)
-	if err != nil {
-		return err
+	var calls []coll.Call
+	for _, f := range funcs {
+		if sizes == nil {
+			calls = append(calls, coll.Call{Func: f, Count: count, DataType: dt, Op: op, Root: *root, Peer: *peer})
+			continue
+		}
+		for _, s := range sizes {
+			c := coll.TestCall(f, s, dt, op, n)
+			c.Root, c.Peer = *root, *peer
+			if c.Count == 0 {
+				if len(sizes) == 1 && len(funcs) == 1 {
+					return fmt.Errorf("%w: -b %d: %v over %d ranks has no elements to move (nccl-tests rounds the per-rank count down to 16 bytes' worth): no call", errUsage, s, f, n)
+				}
+				continue // as tune and run: no call of no element
+			}
+			calls = append(calls, c)
+		}
 	}
-	note := fmt.Sprintf("%s × %d node(s), %d ranks: NCCL runs %v/%v on %d channel(s)", p.Name, p.Nodes, n, d.Plan.Algo, d.Plan.Proto, d.Plan.NChannels)
-	if d.Choice != nil {
-		note += " — " + d.Choice.Line()
+	for _, c := range calls {
+		if err := c.Check(n); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
 	}
-	s, err := coll.Compile(d.Plan)
-	if err != nil {
-		return fmt.Errorf("%s: %w", note, err)
+	var outs []planOut
+	failed := 0
+	for i, c := range calls {
+		o, s, err := planOne(p, c, !*summary || !*asJSON)
+		if err != nil {
+			return err
+		}
+		if o.Error != "" {
+			failed++
+			if len(calls) == 1 {
+				return fmt.Errorf("%s: %s", o.Note, o.Error)
+			}
+		}
+		if *asJSON {
+			if !*summary {
+				o.Schedule = s
+			}
+			outs = append(outs, o)
+			continue
+		}
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		fmt.Fprintf(stdout, "# %s\n", o.Note)
+		if o.Error != "" {
+			fmt.Fprintf(stdout, "# not compiled: %s\n", o.Error)
+			continue
+		}
+		if err := coll.WriteText(stdout, s, coll.DumpOptions{Steps: !*summary, Ranks: show}); err != nil {
+			return err
+		}
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", " ")
-		return enc.Encode(struct {
-			Note     string         `json:"note"`
-			Schedule *coll.Schedule `json:"schedule"`
-			Summary  coll.Summary   `json:"summary"`
-		}{note, s, coll.Summarize(s)})
+		if err := enc.Encode(struct {
+			Plans []planOut `json:"plans"`
+		}{outs}); err != nil {
+			return err
+		}
 	}
-	fmt.Fprintf(stdout, "# %s\n", note)
-	return coll.WriteText(stdout, s, coll.DumpOptions{Steps: !*summary, Ranks: show})
+	if failed > 0 {
+		return fmt.Errorf("%d of %d plans not compiled (schedules too large: simccl run simulates them compactly)", failed, len(calls))
+	}
+	return nil
+}
+
+// planOne decides and compiles one call. A schedule Compile refuses is reported in the result's
+// Error (the decision still stands); other errors are returned.
+func planOne(p *planner.Planner, c coll.Call, keep bool) (planOut, *coll.Schedule, error) {
+	d, err := p.Decide(c)
+	if err != nil {
+		return planOut{}, nil, err
+	}
+	o := planOut{Coll: coll.TestName(c.Func), Count: c.Count, Note: fmt.Sprintf("%s × %d node(s), %d ranks: NCCL runs %v/%v on %d channel(s)", p.Name, p.Nodes, p.NRanks(), d.Plan.Algo, d.Plan.Proto, d.Plan.NChannels)}
+	if d.Choice != nil {
+		o.Note += " — " + d.Choice.Line()
+	}
+	s, err := coll.Compile(d.Plan)
+	if err != nil {
+		o.Error = err.Error()
+		return o, nil, nil
+	}
+	sum := coll.Summarize(s)
+	o.Summary = &sum
+	if !keep {
+		s = nil
+	}
+	return o, s, nil
 }

@@ -21,18 +21,22 @@ func TestPlanCommand(t *testing.T) {
 	out.Reset()
 	rc = mainRun([]string{"plan", "--topo", "h200x2-nvlink", "--nodes", "2", "-c", "reducescatter", "--count", "1000", "--proto", "LL", "--json"}, &out, &errb)
 	require.Equal(t, 0, rc, errb.String())
-	var v struct {
-		Note     string `json:"note"`
-		Schedule struct {
-			NRanks int `json:"nranks"`
-		} `json:"schedule"`
-		Summary struct {
-			Total struct {
-				SentBytes int64 `json:"sent_bytes"`
-			} `json:"total"`
-		} `json:"summary"`
+	var vs struct {
+		Plans []struct {
+			Note     string `json:"note"`
+			Schedule struct {
+				NRanks int `json:"nranks"`
+			} `json:"schedule"`
+			Summary struct {
+				Total struct {
+					SentBytes int64 `json:"sent_bytes"`
+				} `json:"total"`
+			} `json:"summary"`
+		} `json:"plans"`
 	}
-	require.NoError(t, json.Unmarshal(out.Bytes(), &v))
+	require.NoError(t, json.Unmarshal(out.Bytes(), &vs))
+	require.Len(t, vs.Plans, 1)
+	v := vs.Plans[0]
 	require.Equal(t, 4, v.Schedule.NRanks)
 	require.Contains(t, v.Note, "/LL on")
 	// A ring reduce-scatter: every rank sends (n−1)/n of the n × 1000 floats.

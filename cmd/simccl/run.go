@@ -40,6 +40,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print {\"rows\":[…]} instead of the table")
 	progress := fs.String("progress", "auto", "progress bar on stderr: auto (when a terminal), on, off")
 	maxOps := fs.Int("trace-max-ops", 2_000_000, "stop recording ops for --trace/--ops after this many (memory bound)")
+	dryRun := fs.Bool("dry-run", false, "print what would be simulated for each size (NCCL's decision, the plan simulated, the mode) without simulating")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -119,7 +120,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 				record = false
 				fmt.Fprintf(stderr, "simccl run: %d ops recorded; --trace/--ops stop before %s %d bytes (raise --trace-max-ops)\n", recorded, coll.TestName(f), size)
 			}
-			row, res, err := m.Run(f, size, dt, op, simnet.RunOptions{Record: record})
+			row, res, err := m.Run(f, size, dt, op, simnet.RunOptions{Record: record, DryRun: *dryRun})
 			if err != nil {
 				// Keep going with the other sizes and collectives; the command fails at the end.
 				failed = append(failed, fmt.Sprintf("%s %d bytes: %v", coll.TestName(f), size, err))
