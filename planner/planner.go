@@ -21,6 +21,8 @@ type Machine struct {
 	Doc      *ncclxml.Document // the node topology (LoadTopology)
 	Nodes    int               // nodes of the communicator (≥ 1)
 	Settings Settings
+	// GPUs, when > 0, keeps the first GPUs (ranks 0..GPUs−1) of each node in the communicator.
+	GPUs int
 	// SearchOnly stops after the channel search (no tuning model, rings or trees): what the
 	// search command needs, for releases whose search rules are known but not their tuning.
 	SearchOnly bool
@@ -57,6 +59,16 @@ func New(m Machine) (*Planner, error) {
 	}
 	if m.Nodes < 1 || m.Nodes > MaxNodes {
 		return nil, fmt.Errorf("planner: %d nodes (want 1..%d)", m.Nodes, MaxNodes)
+	}
+	if m.GPUs < 0 {
+		return nil, fmt.Errorf("planner: %d GPUs per node", m.GPUs)
+	}
+	if m.GPUs > 0 {
+		doc, err := firstGPUs(m.Doc, m.GPUs)
+		if err != nil {
+			return nil, err
+		}
+		m.Doc = doc
 	}
 	s := m.Settings
 	gv, params, err := s.versions()

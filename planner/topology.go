@@ -40,3 +40,38 @@ func LoadTopology(arg string, s Settings) (string, *ncclxml.Document, error) {
 	doc, err := ncclxml.ParseBytes(data, name)
 	return name, doc, err
 }
+
+// firstGPUs returns doc with only the GPUs of rank < k kept in the communicator (the others lose
+// their rank, which takes them out as NCCL leaves out the GPUs no rank of the communicator uses):
+// a communicator on k of a node's GPUs, as CUDA_VISIBLE_DEVICES gives one. The document is
+// parsed again from its bytes, so that line numbers in errors stay those of the file.
+func firstGPUs(doc *ncclxml.Document, k int) (*ncclxml.Document, error) {
+	data, err := doc.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	cp, err := ncclxml.ParseBytes(data, doc.Name)
+	if err != nil {
+		return nil, err
+	}
+	kept := 0
+	for _, g := range cp.Doc.FindElements("//gpu") {
+		a := g.SelectAttr("rank")
+		if a == nil {
+			continue
+		}
+		r, err := ncclxml.ParseInt(a.Value)
+		if err != nil {
+			return nil, cp.Errorf(g, "<gpu rank=%s>: not an integer", ncclxml.Quote(a.Value))
+		}
+		if r >= int64(k) {
+			g.RemoveAttr("rank")
+			continue
+		}
+		kept++
+	}
+	if kept < k {
+		return nil, fmt.Errorf("%s: --gpus %d: the topology has %d GPUs with ranks 0..%d", doc.Name, k, kept, k-1)
+	}
+	return cp, nil
+}

@@ -20,6 +20,7 @@ import (
 type machineFlags struct {
 	topo      *string
 	nodes     *int
+	gpus      *int
 	version   *string
 	algo      *string
 	proto     *string
@@ -37,6 +38,7 @@ func addMachineFlags(fs *pflag.FlagSet) *machineFlags {
 	return &machineFlags{
 		topo:      fs.String("topo", "", "NCCL topology XML or an embedded name ("+strings.Join(topos.Names(), ", ")+"); default: $NCCL_TOPO_FILE, else "+topos.DefaultName),
 		nodes:     fs.Int("nodes", 1, "number of nodes of the communicator, each with this topology"),
+		gpus:      fs.Int("gpus", 0, "use the first N GPUs of each node (ranks 0..N-1, as CUDA_VISIBLE_DEVICES would); 0: all"),
 		version:   fs.String("nccl-version", "", "NCCL release whose rules apply ("+strings.Join(planner.Releases(), ", ")+"; default "+tuning.DefaultRelease+")"),
 		algo:      fs.String("algo", "", "NCCL_ALGO in NCCL's syntax (ring,tree; ^nvls; allreduce:tree;allgather:^pat); default $NCCL_ALGO"),
 		proto:     fs.String("proto", "", "NCCL_PROTO in NCCL's syntax (simple; ^LL128); default $NCCL_PROTO"),
@@ -125,6 +127,9 @@ func (mf *machineFlags) planner(fs *pflag.FlagSet) (*planner.Planner, error) {
 	if *mf.nodes < 1 || *mf.nodes > planner.MaxNodes {
 		return nil, fmt.Errorf("%w: --nodes %d (want 1..%d)", errUsage, *mf.nodes, planner.MaxNodes)
 	}
+	if *mf.gpus < 0 {
+		return nil, fmt.Errorf("%w: --gpus %d (want ≥ 0)", errUsage, *mf.gpus)
+	}
 	build, err := mf.builder(fs)
 	if err != nil {
 		return nil, err
@@ -144,7 +149,7 @@ func (mf *machineFlags) builder(fs *pflag.FlagSet) (func(nodes int) (*planner.Pl
 		return nil, err
 	}
 	return func(nodes int) (*planner.Planner, error) {
-		return planner.New(planner.Machine{Name: name, Doc: doc, Nodes: nodes, Settings: s, SearchOnly: mf.searchOnly})
+		return planner.New(planner.Machine{Name: name, Doc: doc, Nodes: nodes, GPUs: *mf.gpus, Settings: s, SearchOnly: mf.searchOnly})
 	}, nil
 }
 
