@@ -57,17 +57,17 @@ func isFloat(t coll.DataType) bool {
 func decode(t coll.DataType, b []byte, i int) float64 {
 	switch t {
 	case coll.Float16:
-		return float64(comm.HalfToFloat32(binary.NativeEndian.Uint16(b[2*i:])))
+		return float64(coll.HalfToFloat32(binary.NativeEndian.Uint16(b[2*i:])))
 	case coll.Bfloat16:
-		return float64(comm.Bfloat16ToFloat32(binary.NativeEndian.Uint16(b[2*i:])))
+		return float64(coll.Bfloat16ToFloat32(binary.NativeEndian.Uint16(b[2*i:])))
 	case coll.Float32:
 		return float64(math.Float32frombits(binary.NativeEndian.Uint32(b[4*i:])))
 	case coll.Float64:
 		return math.Float64frombits(binary.NativeEndian.Uint64(b[8*i:]))
 	case coll.Float8e4m3:
-		return float64(comm.E4M3ToFloat32(b[i]))
+		return float64(coll.E4M3ToFloat32(b[i]))
 	case coll.Float8e5m2:
-		return float64(comm.E5M2ToFloat32(b[i]))
+		return float64(coll.E5M2ToFloat32(b[i]))
 	}
 	panic("decode of an integer type")
 }
@@ -75,17 +75,17 @@ func decode(t coll.DataType, b []byte, i int) float64 {
 func encode(t coll.DataType, b []byte, i int, v float64) {
 	switch t {
 	case coll.Float16:
-		binary.NativeEndian.PutUint16(b[2*i:], comm.Float32ToHalf(float32(v)))
+		binary.NativeEndian.PutUint16(b[2*i:], coll.Float32ToHalf(float32(v)))
 	case coll.Bfloat16:
-		binary.NativeEndian.PutUint16(b[2*i:], comm.Float32ToBfloat16(float32(v)))
+		binary.NativeEndian.PutUint16(b[2*i:], coll.Float32ToBfloat16(float32(v)))
 	case coll.Float32:
 		binary.NativeEndian.PutUint32(b[4*i:], math.Float32bits(float32(v)))
 	case coll.Float64:
 		binary.NativeEndian.PutUint64(b[8*i:], math.Float64bits(v))
 	case coll.Float8e4m3:
-		b[i] = comm.Float32ToE4M3(float32(v))
+		b[i] = coll.Float32ToE4M3(float32(v))
 	case coll.Float8e5m2:
-		b[i] = comm.Float32ToE5M2(float32(v))
+		b[i] = coll.Float32ToE5M2(float32(v))
 	default:
 		panic("encode of an integer type")
 	}

@@ -155,20 +155,6 @@ func isUnsigned(t coll.DataType) bool {
 	return t == coll.Uint8 || t == coll.Uint32 || t == coll.Uint64
 }
 
-func narrow(t coll.DataType) (cuda.NarrowFormat, bool) {
-	switch t {
-	case coll.Float16:
-		return cuda.FormatHalf, true
-	case coll.Bfloat16:
-		return cuda.FormatBfloat16, true
-	case coll.Float8e4m3:
-		return cuda.FormatE4M3, true
-	case coll.Float8e5m2:
-		return cuda.FormatE5M2, true
-	}
-	return cuda.NarrowFormat{}, false
-}
-
 func put(t coll.DataType, b []byte, i int, v float64) {
 	sz := t.Size()
 	var bits uint64
@@ -178,7 +164,7 @@ func put(t coll.DataType, b []byte, i int, v float64) {
 	case t == coll.Float64:
 		bits = math.Float64bits(v)
 	case isFloat(t):
-		f, _ := narrow(t)
+		f, _ := t.Narrow()
 		bits = uint64(f.Encode(v))
 	default:
 		bits = uint64(int64(v))
@@ -200,7 +186,7 @@ func get(t coll.DataType, b []byte, i int) float64 {
 	case t == coll.Float64:
 		return math.Float64frombits(bits)
 	case isFloat(t):
-		f, _ := narrow(t)
+		f, _ := t.Narrow()
 		return f.Decode(uint16(bits))
 	case isUnsigned(t):
 		return float64(bits)
