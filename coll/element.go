@@ -74,9 +74,14 @@ func (d DataType) Float(bits uint64) float64 {
 		return math.Float64frombits(bits)
 	case Uint8, Uint32, Uint64:
 		return float64(bits)
-	}
-	if f, ok := d.Narrow(); ok {
-		return f.Decode(uint16(bits))
+	case Float16:
+		return float64(HalfToFloat32(uint16(bits)))
+	case Bfloat16:
+		return float64(Bfloat16ToFloat32(uint16(bits)))
+	case Float8e4m3:
+		return float64(E4M3ToFloat32(uint8(bits)))
+	case Float8e5m2:
+		return float64(E5M2ToFloat32(uint8(bits)))
 	}
 	return float64(int64(bits))
 }

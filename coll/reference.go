@@ -46,7 +46,7 @@ func (e Expect) Describe(dt DataType) string {
 func DescribeBits(dt DataType, b uint64) string {
 	switch {
 	case dt.IsFloat():
-		return fmt.Sprintf("%v (%#0*x)", dt.Float(b), 2+2*dt.Size(), b)
+		return fmt.Sprintf("%v (%#0*x)", dt.Float(b), 2*dt.Size(), b)
 	case dt.IsSigned():
 		return strconv.FormatInt(int64(b), 10)
 	}
@@ -68,8 +68,8 @@ func DescribeBits(dt DataType, b uint64) string {
 // every term (s·x_q, or each x_q of a product) is representable in the type, the scale s is
 // exactly 1/n for Avg, and every partial sum or product fits the type's precision (for sums: all
 // terms are multiples of a power of two q and Σ|terms| ≤ q·2^p, p the type's Precision; for
-// products: the terms' significands have at most p bits together and no partial product leaves
-// the type's range). Otherwise the tolerance is
+// products: the product of the terms' odd significands has at most p bits and no partial product
+// leaves the type's range). Otherwise the tolerance is
 //
 //	Tol = n · (ε · M + δ)
 //
@@ -100,25 +100,27 @@ func ReduceRef(dt DataType, op RedOp, scalar float64, in []uint64) Expect {
 		}
 		return e
 	case Prod:
-		var sigBits int
+		sig := uint64(1)   // the product of the odd significands, which any partial product's divides
 		lo, hi := 1.0, 1.0 // the smallest low bit and the largest magnitude of any partial product
 		e.Value = 1
 		for q := 0; q < n; q++ {
 			v := x(q)
 			e.Value *= v
-			b, low := significand(v)
-			sigBits += b
+			m, low := significand(v)
+			over, prod := bits.Mul64(sig, m)
+			exact = exact && over == 0
+			sig = prod
 			lo *= min(1, low)
 			hi *= max(1, math.Abs(v))
 		}
 		mag = math.Abs(e.Value)
-		exact = sigBits <= dt.Precision() && lo >= dt.SmallestPositive() && hi <= dt.MaxFinite()
+		exact = exact && bits.Len64(sig) <= dt.Precision() && lo >= dt.SmallestPositive() && hi <= dt.MaxFinite()
 	default: // Sum, Avg, PreMulSum
 		s := 1.0
 		switch op {
 		case Avg:
 			s = dt.Round(1 / float64(n))
-			exact = s == 1/float64(n)
+			exact = n&(n-1) == 0 && s == 1/float64(n) // 1/n is exact in binary for powers of two only
 		case PreMulSum:
 			s = dt.Round(scalar)
 		}
@@ -141,22 +143,22 @@ func ReduceRef(dt DataType, op RedOp, scalar float64, in []uint64) Expect {
 	return e
 }
 
-// significand returns the number of significant bits of v (from its leading to its lowest set
-// bit) and the value of its lowest set bit; 0 and 1 for zero.
-func significand(v float64) (nbits int, low float64) {
+// significand returns v's significand with its trailing zero bits removed (an odd integer) and
+// the value of its lowest set bit, so that v = ±m·low; 1 and 1 for zero, infinities and NaN.
+func significand(v float64) (m uint64, low float64) {
 	if v == 0 || math.IsInf(v, 0) || math.IsNaN(v) {
-		return 0, 1
+		return 1, 1
 	}
 	b := math.Float64bits(v)
 	exp := int(b>>52) & 0x7ff
-	m := b & (1<<52 - 1)
+	m = b & (1<<52 - 1)
 	if exp == 0 {
 		exp = 1 // subnormal: no leading one
 	} else {
 		m |= 1 << 52
 	}
 	tz := bits.TrailingZeros64(m)
-	return bits.Len64(m) - tz, math.Ldexp(1, exp-1075+tz)
+	return m >> tz, math.Ldexp(1, exp-1075+tz)
 }
 
 // reduceInt is the integer reduction of ReduceRef.
