@@ -76,8 +76,10 @@ func DescribeBits(dt DataType, b uint64) string {
 // with ε the type's Epsilon (twice the unit roundoff), δ its SmallestPositive and M the
 // magnitude folded (Σ|s·x_q| for sums, |Π x_q| for products): an executor rounds at most 2n−1
 // times (n pre-multiplications and n−1 additions, or n−1 multiplications), each time by at most
-// ε/2 of a partial result no larger than M, or δ/2 among subnormals. Dividing the sum by n
-// instead of pre-multiplying (coll.Execute does) stays within the same bound.
+// ε/2 of a partial result no larger than M (relative errors of products compound to about
+// (n−1)·ε/2 of the product), or δ/2 among subnormals; for products δ is scaled by Π max(1, |x_q|),
+// as the factors after a rounding magnify its error. Dividing the sum by n instead of
+// pre-multiplying (coll.Execute does) stays within the same bound.
 func ReduceRef(dt DataType, op RedOp, scalar float64, in []uint64) Expect {
 	n := len(in)
 	if n == 0 {
@@ -89,6 +91,7 @@ func ReduceRef(dt DataType, op RedOp, scalar float64, in []uint64) Expect {
 	x := func(q int) float64 { return dt.Float(in[q]) }
 	e := Expect{Approx: true}
 	var mag float64
+	grow := 1.0 // how much the factors after a rounding can magnify its error (products)
 	exact := true
 	switch op {
 	case Max, Min:
@@ -113,7 +116,7 @@ func ReduceRef(dt DataType, op RedOp, scalar float64, in []uint64) Expect {
 			lo *= min(1, low)
 			hi *= max(1, math.Abs(v))
 		}
-		mag = math.Abs(e.Value)
+		mag, grow = math.Abs(e.Value), hi
 		exact = exact && bits.Len64(sig) <= dt.Precision() && lo >= dt.SmallestPositive() && hi <= dt.MaxFinite()
 	default: // Sum, Avg, PreMulSum
 		s := 1.0
@@ -138,7 +141,7 @@ func ReduceRef(dt DataType, op RedOp, scalar float64, in []uint64) Expect {
 		exact = exact && mag <= dt.MaxFinite() && (mag == 0 || mag <= math.Ldexp(low, dt.Precision()))
 	}
 	if !exact {
-		e.Tol = float64(n) * (dt.Epsilon()*mag + dt.SmallestPositive())
+		e.Tol = float64(n) * (dt.Epsilon()*mag + dt.SmallestPositive()*grow)
 	}
 	return e
 }

@@ -67,7 +67,7 @@ func TestReduceRefFloats(t *testing.T) {
 		{Bfloat16, PreMulSum, 0.1, []float64{1}, 0.10009765625, 0},                                     // 0.1 rounds to the type first
 		{Bfloat16, PreMulSum, 0.1, []float64{3}, 0.30029296875, 1 * (0x1p-7*0.30029296875 + 0x1p-133)}, // 3·s needs 9 bits
 		{Float32, Prod, 0, []float64{-2, 0.5, 3}, -3, 0},
-		{Float8e5m2, Prod, 0, []float64{3, 3}, 9, 2 * (0.25*9 + 0x1p-16)}, // 9 = 1001b needs 4 bits, e5m2 has 3
+		{Float8e5m2, Prod, 0, []float64{3, 3}, 9, 2 * (0.25*9 + 0x1p-16*9)}, // 9 = 1001b needs 4 bits, e5m2 has 3
 		{Float8e5m2, Max, 0, []float64{-1, 0.5, 0.25}, 0.5, 0},
 		{Float64, Min, 0, []float64{-1, 0.5, -7}, -7, 0},
 	}
