@@ -163,12 +163,12 @@ func (c Case) Plan() coll.Plan {
 	return coll.Plan{Func: c.Func, NRanks: c.NRanks, Count: int64(c.Count), DataType: c.DataType, Op: c.Op, Root: c.Root, Peer: 1}
 }
 
-// The values of the float inputs.
-var (
-	prodValues = []float64{1, 2, 0.5, -1, -2, 1, -0.5}
-)
+// prodValues are the float inputs of products: ±1, ±2, ±1/2, whose products over up to 8 ranks
+// are exact in every float type (2^±8 fits even E4M3).
+var prodValues = []float64{1, 2, 0.5, -1, -2, 1, -0.5}
 
-// Input is rank's send data.
+// Input is rank's send data, a function of the seed and the rank alone (the package doc says
+// which values).
 func (c Case) Input(rank int) []byte {
 	dt := c.DataType
 	count, _ := c.Sizes(c.NRanks)
