@@ -3,7 +3,10 @@
 // RecvCopySend, RecvReduceCopySend, …) with their peers, connections, buffer offsets, payload and
 // wire bytes, NCCL_STEPS slots, chunk and slice numbers, and dependencies. It knows nothing about
 // time or transports: simnet times a schedule, comm executes it with real bytes, and Execute, the
-// reference interpreter here, runs it on float64 buffers to check it.
+// reference interpreter here, runs it on float64 buffers to check it. Reference and ReduceRef say
+// what every collective must produce (the one reference, with its tolerance), and the
+// conformance kit that every executor runs, coll/colltest, checks against them. coll also owns
+// the element types' encodings (DataType.Bits, Float, FromFloat; the narrow floats' NarrowFormat).
 //
 // The contract every executor follows is written at the top of schedule.go. In short: a step runs
 // once its Deps (same program) are done, its Recv messages have arrived (matched by connection and

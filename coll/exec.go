@@ -27,6 +27,9 @@ type ExecOptions struct {
 	// for the step before it). Compile's schedules are deadlock-free this way too; it is slower in
 	// time, not different in result.
 	Sequential bool
+	// Scalar is PreMulSum's scalar (0 means 1): every value a PreMulSum operation reads from a
+	// send buffer is multiplied by it, where NCCL pre-multiplies the rank's input.
+	Scalar float64
 }
 
 // RankStats counts what one rank moved.
@@ -280,6 +283,11 @@ func runStep(s *Schedule, bufs [][]Buffers, opt ExecOptions, p *Program, st *Ste
 		}
 		copy(acc, src)
 		have = true
+		if op.RedOp == PreMulSum && st.Src.Buf == BufSend && opt.Scalar != 0 {
+			for i := range acc {
+				acc[i] *= opt.Scalar
+			}
+		}
 	}
 	if st.Prim == LocalReduce {
 		dst, err := slice(st.Dst)
@@ -322,8 +330,8 @@ func runStep(s *Schedule, bufs [][]Buffers, opt ExecOptions, p *Program, st *Ste
 	return nil
 }
 
-// reduce applies one reduction to two values (Avg sums; the division is the post-op; PreMulSum is
-// taken with a scalar of 1).
+// reduce applies one reduction to two values (Avg sums, the division is the post-op; PreMulSum
+// sums, its inputs were multiplied by ExecOptions.Scalar as they were read).
 func reduce(op RedOp, a, b float64) float64 {
 	switch op {
 	case Prod:

@@ -3,7 +3,6 @@ package coll
 import (
 	"errors"
 	"fmt"
-	"math"
 	"testing"
 )
 
@@ -23,20 +22,37 @@ func inputs(p *Plan, op *Op, r int) []float64 {
 
 const sentinel = -12345
 
-// expected computes each rank's receive buffer from the collective's definition (Reference),
-// with sentinels where the collective writes nothing.
-func expected(p *Plan, ins [][]float64, recvLen int64) [][]float64 {
-	out := make([][]float64, p.NRanks)
-	for r := range out {
-		out[r] = make([]float64, recvLen)
-		for i := range out[r] {
-			out[r][i] = sentinel
+// reference is the collective's definition (Reference) for the inputs ins (values of
+// p.DataType). Execute takes PreMulSum with a scalar of 1.
+func reference(p *Plan, ins [][]float64) *Reference {
+	dt := p.DataType
+	send := make([][]byte, len(ins))
+	for r, in := range ins {
+		send[r] = make([]byte, len(in)*dt.Size())
+		for i, v := range in {
+			dt.SetValue(send[r], i, v)
 		}
 	}
-	if err := Reference(p, ins, out); err != nil {
+	ref, err := NewReference(p, 1, send)
+	if err != nil {
 		panic(err) // a broken test table, not a data error
 	}
-	return out
+	return ref
+}
+
+// mismatch compares rank r's receive buffer (values, as Execute leaves them) with the reference,
+// and the sentinel where the collective writes nothing; it describes the first difference, or
+// returns "".
+func mismatch(ref *Reference, dt DataType, r int, got []float64) string {
+	for i := range ref.RecvCount() {
+		switch e, ok := ref.Want(r, i); {
+		case !ok && got[i] != sentinel:
+			return fmt.Sprintf("rank %d element %d: got %v, want the sentinel (not written)", r, i, got[i])
+		case ok && !e.Holds(dt, dt.FromFloat(got[i])):
+			return fmt.Sprintf("rank %d element %d: got %v want %s", r, i, got[i], e.Describe(dt))
+		}
+	}
+	return ""
 }
 
 // expectedSent is how many payload bytes each rank must send by the collective's definition (and
@@ -128,7 +144,7 @@ func runPlan(t *testing.T, p Plan, opt ExecOptions) (*Schedule, *ExecStats) {
 	if err != nil {
 		t.Fatalf("%s: Execute: %v", name, err)
 	}
-	want := expected(&p, ins, op.RecvBytes/elt)
+	ref := reference(&p, ins)
 	for r := range bufs {
 		got := bufs[r].Recv
 		if inPlace {
@@ -138,10 +154,8 @@ func runPlan(t *testing.T, p Plan, opt ExecOptions) (*Schedule, *ExecStats) {
 				continue // in place, a non-root's buffer holds its input
 			}
 		}
-		for i := range want[r] {
-			if got[i] != want[r][i] && !(math.IsNaN(got[i]) && math.IsNaN(want[r][i])) {
-				t.Fatalf("%s: rank %d element %d: got %v want %v", name, r, i, got[i], want[r][i])
-			}
+		if m := mismatch(ref, p.DataType, r, got); m != "" {
+			t.Fatalf("%s: %s", name, m)
 		}
 	}
 	return s, st
@@ -375,12 +389,10 @@ func TestGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	for o := range plans {
-		want := expected(&plans[o], ins[o], s.Ops[o].RecvBytes/int64(s.Ops[o].DataType.Size()))
+		ref := reference(&plans[o], ins[o])
 		for r := 0; r < n; r++ {
-			for i := range want[r] {
-				if bufs[o][r].Recv[i] != want[r][i] {
-					t.Fatalf("op %d rank %d elt %d: got %v want %v", o, r, i, bufs[o][r].Recv[i], want[r][i])
-				}
+			if m := mismatch(ref, plans[o].DataType, r, bufs[o][r].Recv); m != "" {
+				t.Fatalf("op %d: %s", o, m)
 			}
 		}
 	}

@@ -2,45 +2,28 @@ package comm_test
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/coll/colltest"
 	"github.com/simccl/simccl/comm"
+	"github.com/stretchr/testify/require"
 )
 
-// The Tree all-reduce schedule (two lanes per channel: reduce up, broadcast down) on every transport.
+// The Tree all-reduce schedule (two lanes per channel: reduce up, broadcast down) on every
+// transport, through the conformance kit.
 func TestTreeAllReduce(t *testing.T) {
 	ranks := map[string][]int{"inproc": {2, 3, 8}, "tcp": {5}, "shm": {4}}
-	if *long {
-		ranks = map[string][]int{"inproc": {2, 3, 4, 5, 6, 7, 8}, "tcp": {2, 3, 4, 5, 6, 7, 8}, "shm": {2, 3, 4, 5, 6, 7, 8}}
-	}
+	m := colltest.Matrix{Funcs: []coll.Func{coll.AllReduce}, Types: []coll.DataType{coll.Int32, coll.Float32, coll.Bfloat16, coll.Float8e4m3},
+		Counts: []int{1, 1237, 40001}}
 	for _, tr := range []string{"inproc", "tcp", "shm"} {
-		for _, n := range ranks[tr] {
-			t.Run(fmt.Sprintf("%s/n=%d", tr, n), func(t *testing.T) {
-				cs, err := comm.InitAll(n, &comm.Config{Transport: tr, Algo: "tree", SlotBytes: testSlot, NChannels: 2})
-				if err != nil {
-					t.Fatal(err)
-				}
-				w := &world{cs: cs}
-				defer w.close()
-				wrong := 0
-				for _, dt := range []coll.DataType{coll.Int32, coll.Float32, coll.Bfloat16, coll.Float8e4m3} {
-					for _, op := range allOps {
-						for _, inPlace := range []bool{false, true} {
-							for _, count := range []int{1, 1237, 40001} {
-								wrong += runCase(t, w, caseSpec{kAllReduce, dt, op, inPlace, count, int64(count) + int64(op)})
-							}
-						}
-					}
-				}
-				if wrong != 0 {
-					t.Fatalf("%d wrong elements", wrong)
-				}
-			})
-		}
+		t.Run(tr, func(t *testing.T) {
+			short, long := m, m
+			short.Ranks, long.Ranks = ranks[tr], []int{2, 3, 4, 5, 6, 7, 8}
+			colltest.Run(t, executor(tr, comm.Config{Algo: "tree"}), colltest.Options{Matrix: []colltest.Matrix{short}, Long: []colltest.Matrix{long}})
+		})
 	}
 }
 
@@ -59,7 +42,8 @@ func TestLazyConnection(t *testing.T) {
 			t.Fatalf("rank %d: %d connections (%d bytes) before any call", c.Rank(), k, b)
 		}
 	}
-	runCase(t, w, caseSpec{kAllReduce, coll.Float32, coll.Sum, false, 1 << 16, 1})
+	allReduce := colltest.Case{Call: colltest.Call{Func: coll.AllReduce, Count: 1 << 16, DataType: coll.Float32, Op: coll.Sum}, NRanks: n, Seed: 1}
+	require.Zero(t, colltest.RunCase(t, w, allReduce))
 	for _, c := range cs {
 		// Ring on 2 channels: a connection to next and one to prev on each.
 		b, k := c.MemoryBytes()
@@ -67,11 +51,13 @@ func TestLazyConnection(t *testing.T) {
 			t.Fatalf("rank %d after a ring all-reduce: %d connections, %d bytes; want 4 and > 0", c.Rank(), k, b)
 		}
 	}
-	runCase(t, w, caseSpec{kAllReduce, coll.Float32, coll.Sum, false, 1 << 16, 2})
+	allReduce.Seed = 2
+	require.Zero(t, colltest.RunCase(t, w, allReduce))
 	if _, k := cs[0].MemoryBytes(); k != 4 {
 		t.Fatalf("a second all-reduce made new connections: %d", k)
 	}
-	runCase(t, w, caseSpec{kSendRecv, coll.Float32, coll.Sum, false, 100, 3})
+	sendRecv := colltest.Case{Call: colltest.Call{Func: coll.SendRecv, Count: 100, DataType: coll.Float32}, NRanks: n, Seed: 3}
+	require.Zero(t, colltest.RunCase(t, w, sendRecv))
 	if _, k := cs[0].MemoryBytes(); k != 6 {
 		t.Fatalf("send/recv to next and prev should add 2 connIndex-1 connections: %d", k)
 	}
@@ -296,43 +282,18 @@ func TestOrderingAndIndependentCommunicators(t *testing.T) {
 	wg.Wait()
 }
 
-// The PAT AllGather and ReduceScatter schedules on every transport.
+// The PAT AllGather and ReduceScatter schedules on every transport, through the conformance kit.
 func TestPATAllGatherReduceScatter(t *testing.T) {
 	ranks := map[string][]int{"inproc": {1, 3, 8}, "tcp": {5}, "shm": {4}}
-	counts := []int{1, 333, 2001}
-	if *long {
-		ranks = map[string][]int{"inproc": {1, 2, 3, 4, 5, 6, 7, 8}, "tcp": {2, 3, 4, 5, 6, 7, 8}, "shm": {2, 3, 4, 5, 6, 7, 8}}
-		counts = []int{1, 333, 20001}
-	}
+	longRanks := map[string][]int{"inproc": {1, 2, 3, 4, 5, 6, 7, 8}, "tcp": {2, 3, 4, 5, 6, 7, 8}, "shm": {2, 3, 4, 5, 6, 7, 8}}
+	m := colltest.Matrix{Funcs: []coll.Func{coll.AllGather, coll.ReduceScatter},
+		Types: []coll.DataType{coll.Int8, coll.Float32, coll.Float16, coll.Float8e5m2}}
 	for _, tr := range []string{"inproc", "tcp", "shm"} {
-		for _, n := range ranks[tr] {
-			t.Run(fmt.Sprintf("%s/n=%d", tr, n), func(t *testing.T) {
-				cs, err := comm.InitAll(n, &comm.Config{Transport: tr, Algo: "pat", SlotBytes: testSlot, NChannels: 2})
-				if err != nil {
-					t.Fatal(err)
-				}
-				w := &world{cs: cs}
-				defer w.close()
-				wrong := 0
-				for _, k := range []collKind{kAllGather, kReduceScatter} {
-					for _, dt := range []coll.DataType{coll.Int8, coll.Float32, coll.Float16, coll.Float8e5m2} {
-						ops := allOps
-						if k == kAllGather {
-							ops = []coll.RedOp{coll.Sum}
-						}
-						for _, op := range ops {
-							for _, inPlace := range []bool{false, true} {
-								for _, count := range counts {
-									wrong += runCase(t, w, caseSpec{k, dt, op, inPlace, count, int64(count) + int64(op) + int64(k)})
-								}
-							}
-						}
-					}
-				}
-				if wrong != 0 {
-					t.Fatalf("%d wrong elements", wrong)
-				}
-			})
-		}
+		t.Run(tr, func(t *testing.T) {
+			short, long := m, m
+			short.Ranks, short.Counts = ranks[tr], []int{1, 333, 2001}
+			long.Ranks, long.Counts = longRanks[tr], []int{1, 333, 20001}
+			colltest.Run(t, executor(tr, comm.Config{Algo: "pat"}), colltest.Options{Matrix: []colltest.Matrix{short}, Long: []colltest.Matrix{long}})
+		})
 	}
 }

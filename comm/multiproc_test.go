@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/coll/colltest"
 	"github.com/simccl/simccl/comm"
 	"github.com/simccl/simccl/realnet"
 )
@@ -21,11 +22,12 @@ import (
 // address, data over TCP (or shared memory). TestConformanceNetns puts the processes in two network
 // namespaces joined by a veth pair, so TCP really crosses an interface (root only; SIMCCL_NETNS=1).
 
-func procMatrix(long bool) ([]int, []coll.DataType, []coll.RedOp) {
+// procMatrix is the multi-process runs' matrix (the rank count is the run's).
+func procMatrix(long bool) colltest.Matrix {
 	if long {
-		return []int{1, 7, 1237, 70001}, allTypes, allOps
+		return colltest.Matrix{Counts: []int{1, 7, 1237, 70001}}
 	}
-	return []int{1237}, []coll.DataType{coll.Int32, coll.Float16, coll.Float32, coll.Bfloat16, coll.Float8e4m3, coll.Uint64}, allOps
+	return colltest.Matrix{Counts: []int{1237}, Types: []coll.DataType{coll.Int32, coll.Float16, coll.Float32, coll.Bfloat16, coll.Float8e4m3, coll.Uint64}}
 }
 
 // confChild is one rank of a multi-process conformance run.
@@ -50,22 +52,19 @@ func confChild() int {
 		fmt.Println("ERR", err)
 		return 1
 	}
-	counts, types, ops := procMatrix(os.Getenv("SIMCCL_LONG") == "1")
 	cases, wrong := 0, 0
-	var runErr error
-	forMatrix(counts, types, ops, func(sp caseSpec) bool {
-		w, msgs, err := runRank(c, sp)
+	for _, cs := range procMatrix(os.Getenv("SIMCCL_LONG") == "1").Cases(n) {
+		b := cs.Buffers(rank)
+		if err := runRank(c, cs.Call, b); err != nil {
+			fmt.Println("ERR", cs, err)
+			return 1
+		}
+		w, msgs := cs.Check(rank, b)
 		for _, m := range msgs {
 			fmt.Fprintln(os.Stderr, m)
 		}
 		cases++
 		wrong += w
-		runErr = err
-		return err == nil
-	})
-	if runErr != nil {
-		fmt.Println("ERR", runErr)
-		return 1
 	}
 	kinds := map[string]bool{}
 	for p := 0; p < n; p++ {
@@ -94,7 +93,7 @@ func runProcs(t *testing.T, n int, addr, transport string, prefix [][]string, li
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Env = append(os.Environ(), "SIMCCL_CONF_CHILD=1", "SIMCCL_RANK="+strconv.Itoa(r), "SIMCCL_NRANKS="+strconv.Itoa(n),
 			"SIMCCL_ADDR="+addr, "SIMCCL_TRANSPORT="+transport, "SIMCCL_LISTEN="+listen[r])
-		if *long {
+		if colltest.Long() {
 			cmd.Env = append(cmd.Env, "SIMCCL_LONG=1")
 		}
 		cmd.Stdout = &outs[r]

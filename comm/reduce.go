@@ -111,21 +111,7 @@ func reduceNarrow[T uint8 | uint16](op coll.RedOp, d, s []T, widen func(T) float
 	}
 }
 
-func f16w(h uint16) float32  { return halfTable[h] }
-func f16n(f float32) uint16  { return Float32ToHalf(f) }
-func bf16w(h uint16) float32 { return Bfloat16ToFloat32(h) }
-func bf16n(f float32) uint16 { return Float32ToBfloat16(f) }
-func e4m3w(c uint8) float32  { return fp8e4m3.dec[c] }
-func e4m3n(f float32) uint8  { return fp8e4m3.encode(f) }
-func e5m2w(c uint8) float32  { return fp8e5m2.dec[c] }
-func e5m2n(f float32) uint8  { return fp8e5m2.encode(f) }
-func isFloat(t coll.DataType) bool {
-	switch t {
-	case coll.Float16, coll.Float32, coll.Float64, coll.Bfloat16, coll.Float8e4m3, coll.Float8e5m2:
-		return true
-	}
-	return false
-}
+func isFloat(t coll.DataType) bool { return t.IsFloat() }
 
 // ReduceInto writes dst = a op b (one pass instead of a copy and a fold); the native numeric types
 // only, others fall back to copy + Reduce.
@@ -181,13 +167,13 @@ func Reduce(t coll.DataType, op coll.RedOp, dst, src []byte) error {
 	case coll.Float64:
 		reduceNum(op, view[float64](dst), view[float64](src))
 	case coll.Float16:
-		reduceNarrow(op, view[uint16](dst), view[uint16](src), f16w, f16n)
+		reduceNarrow(op, view[uint16](dst), view[uint16](src), coll.HalfToFloat32, coll.Float32ToHalf)
 	case coll.Bfloat16:
-		reduceNarrow(op, view[uint16](dst), view[uint16](src), bf16w, bf16n)
+		reduceNarrow(op, view[uint16](dst), view[uint16](src), coll.Bfloat16ToFloat32, coll.Float32ToBfloat16)
 	case coll.Float8e4m3:
-		reduceNarrow(op, view[uint8](dst), view[uint8](src), e4m3w, e4m3n)
+		reduceNarrow(op, view[uint8](dst), view[uint8](src), coll.E4M3ToFloat32, coll.Float32ToE4M3)
 	case coll.Float8e5m2:
-		reduceNarrow(op, view[uint8](dst), view[uint8](src), e5m2w, e5m2n)
+		reduceNarrow(op, view[uint8](dst), view[uint8](src), coll.E5M2ToFloat32, coll.Float32ToE5M2)
 	default:
 		return fmt.Errorf("comm: reduce: unknown data type %v", t)
 	}
@@ -230,13 +216,13 @@ func Scale(t coll.DataType, dst, src []byte, k float64) error {
 	case coll.Float64:
 		scaleNum(view[float64](dst), view[float64](src), k)
 	case coll.Float16:
-		scaleNarrow(view[uint16](dst), view[uint16](src), k, f16w, f16n)
+		scaleNarrow(view[uint16](dst), view[uint16](src), k, coll.HalfToFloat32, coll.Float32ToHalf)
 	case coll.Bfloat16:
-		scaleNarrow(view[uint16](dst), view[uint16](src), k, bf16w, bf16n)
+		scaleNarrow(view[uint16](dst), view[uint16](src), k, coll.Bfloat16ToFloat32, coll.Float32ToBfloat16)
 	case coll.Float8e4m3:
-		scaleNarrow(view[uint8](dst), view[uint8](src), k, e4m3w, e4m3n)
+		scaleNarrow(view[uint8](dst), view[uint8](src), k, coll.E4M3ToFloat32, coll.Float32ToE4M3)
 	case coll.Float8e5m2:
-		scaleNarrow(view[uint8](dst), view[uint8](src), k, e5m2w, e5m2n)
+		scaleNarrow(view[uint8](dst), view[uint8](src), k, coll.E5M2ToFloat32, coll.Float32ToE5M2)
 	default:
 		return fmt.Errorf("comm: scale: unknown data type %v", t)
 	}

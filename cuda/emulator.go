@@ -805,7 +805,7 @@ func (e *emu) launchKernel(f Function, _, _ [3]uint32, _ uint32, s Stream, args 
 			mask := sizeMask(t)
 			for i := 0; i < int(n); i++ {
 				v := getElt(x, i, size)
-				if isSigned(t) {
+				if t.IsSigned() {
 					sh := uint(64 - 8*size)
 					v = uint64((int64(v<<sh)>>sh)/int64(div)) & mask
 				} else {

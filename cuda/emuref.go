@@ -10,22 +10,6 @@ import (
 // (emulator.go) executes kernel launches with it, and TestReduceKernels checks the GPU's results
 // against it bit for bit.
 
-func narrowFormat(t coll.DataType) (NarrowFormat, bool) {
-	switch t {
-	case coll.Float16:
-		return FormatHalf, true
-	case coll.Bfloat16:
-		return FormatBfloat16, true
-	case coll.Float8e4m3:
-		return FormatE4M3, true
-	case coll.Float8e5m2:
-		return FormatE5M2, true
-	}
-	return NarrowFormat{}, false
-}
-
-func isSigned(t coll.DataType) bool { return t == coll.Int8 || t == coll.Int32 || t == coll.Int64 }
-
 func getElt(b []byte, i, size int) uint64 {
 	var v uint64
 	for k := size - 1; k >= 0; k-- {
@@ -50,7 +34,7 @@ func refReduce(t coll.DataType, op coll.RedOp, a, b, s uint64, flags uint32) uin
 	mask := sizeMask(t)
 	if isIntType(t) {
 		lt := func(x, y uint64) bool {
-			if isSigned(t) {
+			if t.IsSigned() {
 				sh := uint(64 - 8*size)
 				return int64(x<<sh)>>sh < int64(y<<sh)>>sh
 			}
@@ -112,7 +96,7 @@ func refReduce(t coll.DataType, op coll.RedOp, a, b, s uint64, flags uint32) uin
 	// float32 and the narrow formats: one float32 operation, then narrow.
 	var widen func(uint64) float32
 	var narrow func(float32) uint64
-	if f, ok := narrowFormat(t); ok {
+	if f, ok := t.Narrow(); ok {
 		widen = func(c uint64) float32 { return float32(f.Decode(uint16(c))) }
 		narrow = func(v float32) uint64 { return uint64(f.Encode(float64(v))) }
 	} else {

@@ -218,17 +218,17 @@ func ScalarBits(t coll.DataType, v float64) uint64 {
 		}
 		return uint64(v) & sizeMask(t)
 	case coll.Float16:
-		return uint64(FormatHalf.Encode(v))
+		return uint64(coll.FormatHalf.Encode(v))
 	case coll.Float32:
 		return uint64(math.Float32bits(float32(v)))
 	case coll.Float64:
 		return math.Float64bits(v)
 	case coll.Bfloat16:
-		return uint64(FormatBfloat16.Encode(v))
+		return uint64(coll.FormatBfloat16.Encode(v))
 	case coll.Float8e4m3:
-		return uint64(FormatE4M3.Encode(v))
+		return uint64(coll.FormatE4M3.Encode(v))
 	case coll.Float8e5m2:
-		return uint64(FormatE5M2.Encode(v))
+		return uint64(coll.FormatE5M2.Encode(v))
 	}
 	return 0
 }

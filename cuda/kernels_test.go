@@ -25,7 +25,7 @@ func isNaNBits(t coll.DataType, v uint64) bool {
 	case coll.Float64:
 		return math.IsNaN(math.Float64frombits(v))
 	}
-	if f, ok := narrowFormat(t); ok {
+	if f, ok := t.Narrow(); ok {
 		return f.IsNaN(uint16(v))
 	}
 	return false
@@ -45,7 +45,7 @@ func randomElt(r *rand.Rand, t coll.DataType) uint64 {
 				continue
 			}
 		default:
-			if f, ok := narrowFormat(t); ok && !f.IsFinite(uint16(v)) {
+			if f, ok := t.Narrow(); ok && !f.IsFinite(uint16(v)) {
 				continue
 			}
 		}
@@ -179,7 +179,7 @@ func TestDivideKernels(t *testing.T) {
 		for i := 0; i < n; i++ {
 			x := getElt(in, i, size)
 			var want uint64
-			if isSigned(ty) {
+			if ty.IsSigned() {
 				sh := uint(64 - 8*size)
 				want = uint64((int64(x<<sh)>>sh)/3) & sizeMask(ty)
 			} else {

@@ -2,15 +2,14 @@ package engine_test
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/coll/colltest"
 	"github.com/simccl/simccl/cuda"
 	"github.com/simccl/simccl/cuda/engine"
 )
@@ -92,22 +91,6 @@ func needDevs(t *testing.T, n int) []*cuda.Device {
 	return devs[:n]
 }
 
-// rankBufs is one rank's device memory for one case.
-type rankBufs struct {
-	send, recv cuda.DevPtr
-	alloc      []cuda.DevPtr
-	stream     cuda.Stream
-}
-
-func (b *rankBufs) free(d *cuda.Device) {
-	_ = d.Do(func(x *cuda.Ctx) error {
-		for _, p := range b.alloc {
-			_ = x.Free(p)
-		}
-		return x.DestroyStream(b.stream)
-	})
-}
-
 func upload(d *cuda.Device, data []byte) (cuda.DevPtr, error) {
 	var p cuda.DevPtr
 	err := d.Do(func(x *cuda.Ctx) error {
@@ -141,459 +124,166 @@ func newStream(d *cuda.Device) (cuda.Stream, error) {
 	return s, err
 }
 
-// Element values and their encoding --------------------------------------------------------------
-
-func isFloat(t coll.DataType) bool {
-	switch t {
-	case coll.Float16, coll.Float32, coll.Float64, coll.Bfloat16, coll.Float8e4m3, coll.Float8e5m2:
-		return true
-	}
-	return false
+// engineWorld is the conformance kit's World on the engine: the communicators of n ranks; each
+// call runs from one goroutine per rank, on its own stream, with buffers uploaded before and the
+// receive buffer downloaded after.
+type engineWorld struct {
+	comms  []*engine.Comm
+	premul map[float64][]coll.RedOp // PreMulSum ops per scalar, per rank (the engine has no destroy)
 }
 
-func isUnsigned(t coll.DataType) bool {
-	return t == coll.Uint8 || t == coll.Uint32 || t == coll.Uint64
-}
-
-func narrow(t coll.DataType) (cuda.NarrowFormat, bool) {
-	switch t {
-	case coll.Float16:
-		return cuda.FormatHalf, true
-	case coll.Bfloat16:
-		return cuda.FormatBfloat16, true
-	case coll.Float8e4m3:
-		return cuda.FormatE4M3, true
-	case coll.Float8e5m2:
-		return cuda.FormatE5M2, true
+func (w *engineWorld) Run(c colltest.Call, bufs []colltest.Buffers) error {
+	op := make([]coll.RedOp, len(w.comms))
+	for r := range op {
+		op[r] = c.Op
 	}
-	return cuda.NarrowFormat{}, false
-}
-
-func put(t coll.DataType, b []byte, i int, v float64) {
-	sz := t.Size()
-	var bits uint64
-	switch {
-	case t == coll.Float32:
-		bits = uint64(math.Float32bits(float32(v)))
-	case t == coll.Float64:
-		bits = math.Float64bits(v)
-	case isFloat(t):
-		f, _ := narrow(t)
-		bits = uint64(f.Encode(v))
-	default:
-		bits = uint64(int64(v))
-	}
-	for k := 0; k < sz; k++ {
-		b[i*sz+k] = byte(bits >> (8 * k))
-	}
-}
-
-func get(t coll.DataType, b []byte, i int) float64 {
-	sz := t.Size()
-	var bits uint64
-	for k := sz - 1; k >= 0; k-- {
-		bits = bits<<8 | uint64(b[i*sz+k])
-	}
-	switch {
-	case t == coll.Float32:
-		return float64(math.Float32frombits(uint32(bits)))
-	case t == coll.Float64:
-		return math.Float64frombits(bits)
-	case isFloat(t):
-		f, _ := narrow(t)
-		return f.Decode(uint16(bits))
-	case isUnsigned(t):
-		return float64(bits)
-	}
-	sh := uint(64 - 8*sz)
-	return float64(int64(bits<<sh) >> sh)
-}
-
-// value is rank r's element i: small integers, so that every sum, product and scaled sum of up
-// to 4 ranks is exact in every type (fp8 included) and any reduction order gives the same bits.
-func value(t coll.DataType, op coll.RedOp, r, i int) float64 {
-	if op == coll.Prod {
-		if isUnsigned(t) {
-			return []float64{1, 2, 1, 1, 2}[(r+i)%5]
-		}
-		return []float64{1, -1, 2, 1, -2}[(r*3+i)%5]
-	}
-	v := float64((r*7+i*3)%5) - 2
-	if isUnsigned(t) {
-		v += 2
-	}
-	return v
-}
-
-const premulScalar = 2
-
-// fold is the reduction of the ranks' values of one element, and whether it is exact.
-func fold(t coll.DataType, op coll.RedOp, vals []float64) (float64, bool) {
-	acc := vals[0]
-	if op == coll.PreMulSum {
-		acc *= premulScalar
-	}
-	for _, v := range vals[1:] {
-		switch op {
-		case coll.Sum, coll.Avg:
-			acc += v
-		case coll.PreMulSum:
-			acc += premulScalar * v
-		case coll.Prod:
-			acc *= v
-		case coll.Max:
-			acc = math.Max(acc, v)
-		case coll.Min:
-			acc = math.Min(acc, v)
-		}
-	}
-	if op == coll.Avg {
-		if isFloat(t) {
-			return acc / float64(len(vals)), len(vals)&(len(vals)-1) == 0 // 1/n exact for powers of 2
-		}
-		return math.Trunc(acc / float64(len(vals))), true
-	}
-	return acc, true
-}
-
-func tolerance(t coll.DataType) float64 {
-	switch t {
-	case coll.Float16:
-		return 1e-2
-	case coll.Bfloat16:
-		return 5e-2
-	case coll.Float8e4m3:
-		return 0.25
-	case coll.Float8e5m2:
-		return 0.5
-	}
-	return 1e-5
-}
-
-// The conformance matrix ------------------------------------------------------------------------
-
-type kind int
-
-const (
-	kAllReduce kind = iota
-	kReduce
-	kReduceScatter
-	kBroadcast
-	kAllGather
-	kAllToAll
-	kSendRecv
-)
-
-var kindNames = []string{"allreduce", "reduce", "reducescatter", "broadcast", "allgather", "alltoall", "sendrecv"}
-
-func (k kind) reduces() bool { return k <= kReduceScatter }
-
-type tcase struct {
-	k       kind
-	dt      coll.DataType
-	op      coll.RedOp
-	count   int
-	inPlace bool
-	root    int
-}
-
-func (c tcase) String() string {
-	s := fmt.Sprintf("%s/%v/n%d", kindNames[c.k], c.dt, c.count)
-	if c.k.reduces() {
-		s += "/" + c.op.String()
-	}
-	if c.inPlace {
-		s += "/inplace"
-	}
-	if c.k == kReduce || c.k == kBroadcast {
-		s += fmt.Sprintf("/root%d", c.root)
-	}
-	return s
-}
-
-// sizes of each rank's send and receive buffers, in elements.
-func (c tcase) sizes(n int) (send, recv int) {
-	switch c.k {
-	case kAllGather:
-		return c.count, c.count * n
-	case kReduceScatter:
-		return c.count * n, c.count
-	case kAllToAll:
-		return c.count * n, c.count * n
-	}
-	return c.count, c.count
-}
-
-// expected is rank r's receive buffer (nil entries: not written, the poison must remain).
-func (c tcase) expected(n, r int) (want []float64, exact []bool) {
-	_, rl := c.sizes(n)
-	want = make([]float64, rl)
-	exact = make([]bool, rl)
-	sendVal := func(rank, i int) float64 { return value(c.dt, c.op, rank, i) }
-	for i := range want {
-		exact[i] = true
-		switch c.k {
-		case kAllReduce, kReduce, kReduceScatter:
-			gi := i
-			if c.k == kReduceScatter {
-				gi = r*c.count + i
-			}
-			vals := make([]float64, n)
-			for q := range vals {
-				vals[q] = sendVal(q, gi)
-			}
-			want[i], exact[i] = fold(c.dt, c.op, vals)
-			if c.k == kReduce && r != c.root {
-				want[i] = math.NaN() // untouched: the poison, or in place the rank's input
-				if c.inPlace {
-					want[i], exact[i] = sendVal(r, i), true
-				}
-			}
-		case kBroadcast:
-			want[i] = sendVal(c.root, i)
-		case kAllGather:
-			want[i] = sendVal(i/c.count, i%c.count)
-		case kAllToAll:
-			q, j := i/c.count, i%c.count // block q comes from rank q, its block r
-			want[i] = sendVal(q, r*c.count+j)
-		case kSendRecv:
-			want[i] = sendVal((r-1+n)%n, i)
-		}
-	}
-	return want, exact
-}
-
-const poison = 0x5a
-
-func runCase(t *testing.T, comms []*engine.Comm, c tcase, premul []coll.RedOp) error {
-	n := len(comms)
-	elt := c.dt.Size()
-	sl, rl := c.sizes(n)
-	bufs := make([]*rankBufs, n)
-	defer func() {
-		for r, b := range bufs {
-			if b != nil {
-				b.free(comms[r].Device())
+	if c.Op == coll.PreMulSum {
+		if w.premul[c.Scalar] == nil {
+			for _, cm := range w.comms { // every rank creates its ops in the same order
+				w.premul[c.Scalar] = append(w.premul[c.Scalar], cm.RedOpCreatePreMulSum(c.Scalar))
 			}
 		}
-	}()
-	for r, cm := range comms {
-		d := cm.Device()
-		b := &rankBufs{}
-		bufs[r] = b
-		var err error
-		if b.stream, err = newStream(d); err != nil {
-			return err
-		}
-		send := make([]byte, sl*elt)
-		for i := 0; i < sl; i++ {
-			put(c.dt, send, i, value(c.dt, c.op, r, i))
-		}
-		recv := make([]byte, rl*elt)
-		for i := range recv {
-			recv[i] = poison
-		}
-		if c.inPlace {
-			// One buffer of max(send, recv) elements holding both, nccl-tests' layout.
-			whole := recv
-			soff, roff := 0, 0
-			switch c.k {
-			case kAllGather:
-				soff = r * c.count * elt
-			case kReduceScatter:
-				whole = send
-				roff = r * c.count * elt
-			}
-			if c.k != kReduceScatter {
-				copy(whole[soff:], send)
-			}
-			p, err := upload(d, whole)
-			if err != nil {
-				return err
-			}
-			b.alloc = append(b.alloc, p)
-			b.send, b.recv = p.Add(soff), p.Add(roff)
-		} else {
-			if b.send, err = upload(d, send); err != nil {
-				return err
-			}
-			if b.recv, err = upload(d, recv); err != nil {
-				return err
-			}
-			b.alloc = append(b.alloc, b.send, b.recv)
-		}
+		op = w.premul[c.Scalar]
 	}
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r, cm := range comms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			b := bufs[r]
-			op := c.op
-			if op == coll.PreMulSum {
-				op = premul[r]
-			}
-			switch c.k {
-			case kAllReduce:
-				errs[r] = cm.AllReduce(b.send, b.recv, c.count, c.dt, op, b.stream)
-			case kReduce:
-				errs[r] = cm.Reduce(b.send, b.recv, c.count, c.dt, op, c.root, b.stream)
-			case kReduceScatter:
-				errs[r] = cm.ReduceScatter(b.send, b.recv, c.count, c.dt, op, b.stream)
-			case kBroadcast:
-				errs[r] = cm.Broadcast(b.send, b.recv, c.count, c.dt, c.root, b.stream)
-			case kAllGather:
-				errs[r] = cm.AllGather(b.send, b.recv, c.count, c.dt, b.stream)
-			case kAllToAll:
-				errs[r] = cm.AllToAll(b.send, b.recv, c.count, c.dt, b.stream)
-			case kSendRecv:
-				cm.GroupStart()
-				e1 := cm.Send(b.send, c.count, c.dt, (r+1)%n, b.stream)
-				e2 := cm.Recv(b.recv, c.count, c.dt, (r-1+n)%n, b.stream)
-				errs[r] = errors.Join(e1, e2, cm.GroupEnd())
-			}
-		}()
+	return colltest.EachRank(len(w.comms), func(r int) error { return runRank(w.comms[r], c, op[r], bufs[r]) })
+}
+
+func (w *engineWorld) Close() error {
+	var errs []error
+	for _, c := range w.comms {
+		errs = append(errs, c.Destroy())
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	return errors.Join(errs...)
+}
+
+// runRank makes call c (with op, the rank's handle of c.Op) on one rank.
+func runRank(cm *engine.Comm, c colltest.Call, op coll.RedOp, b colltest.Buffers) (err error) {
+	d := cm.Device()
+	n, r := cm.Count(), cm.Rank()
+	s, err := newStream(d)
+	if err != nil {
 		return err
 	}
-	wrong := 0
-	var first string
-	for r, cm := range comms {
-		got, err := download(cm.Device(), bufs[r].recv, rl*elt, bufs[r].stream)
+	var allocs []cuda.DevPtr
+	defer func() {
+		_ = d.Do(func(x *cuda.Ctx) error {
+			for _, p := range allocs {
+				_ = x.Free(p)
+			}
+			return x.DestroyStream(s)
+		})
+	}()
+	alloc := func(data []byte) (cuda.DevPtr, error) {
+		p, err := upload(d, data)
+		if err == nil {
+			allocs = append(allocs, p)
+		}
+		return p, err
+	}
+	var send, recv cuda.DevPtr
+	if c.InPlace {
+		p, err := alloc(b.Whole)
 		if err != nil {
 			return err
 		}
-		want, exact := c.expected(n, r)
-		for i := 0; i < rl; i++ {
-			ok := true
-			if math.IsNaN(want[i]) {
-				for k := 0; k < elt; k++ {
-					ok = ok && got[i*elt+k] == poison
-				}
-			} else if g := get(c.dt, got, i); exact[i] {
-				ok = g == want[i]
-			} else {
-				ok = math.Abs(g-want[i]) <= tolerance(c.dt)*math.Max(1, math.Abs(want[i]))
-			}
-			if !ok {
-				if wrong == 0 {
-					first = fmt.Sprintf("rank %d element %d: got %v, want %v", r, i, get(c.dt, got, i), want[i])
-				}
-				wrong++
-			}
+		send, recv = p.Add(b.SendOffset), p.Add(b.RecvOffset)
+	} else {
+		if send, err = alloc(b.Send); err != nil {
+			return err
+		}
+		if recv, err = alloc(b.Recv); err != nil {
+			return err
 		}
 	}
-	if wrong > 0 {
-		return fmt.Errorf("%d wrong elements; first: %s", wrong, first)
+	switch c.Func {
+	case coll.AllReduce:
+		err = cm.AllReduce(send, recv, c.Count, c.DataType, op, s)
+	case coll.Reduce:
+		err = cm.Reduce(send, recv, c.Count, c.DataType, op, c.Root, s)
+	case coll.ReduceScatter:
+		err = cm.ReduceScatter(send, recv, c.Count, c.DataType, op, s)
+	case coll.Broadcast:
+		err = cm.Broadcast(send, recv, c.Count, c.DataType, c.Root, s)
+	case coll.AllGather:
+		err = cm.AllGather(send, recv, c.Count, c.DataType, s)
+	case coll.AllToAll:
+		err = cm.AllToAll(send, recv, c.Count, c.DataType, s)
+	case coll.SendRecv:
+		cm.GroupStart()
+		err = errors.Join(cm.Send(send, c.Count, c.DataType, (r+1)%n, s), cm.Recv(recv, c.Count, c.DataType, (r-1+n)%n, s), cm.GroupEnd())
+	default:
+		err = fmt.Errorf("no call for %v", c.Func)
 	}
+	if err != nil {
+		return fmt.Errorf("rank %d: %w", r, err)
+	}
+	out, err := download(d, recv, len(b.Recv), s)
+	if err != nil {
+		return fmt.Errorf("rank %d: %w", r, err)
+	}
+	copy(b.Recv, out)
 	return nil
 }
 
-type matrix struct {
-	kinds  []kind
-	types  map[coll.DataType][]coll.RedOp
-	counts []int
-}
-
-func (m matrix) cases(n int) []tcase {
-	var out []tcase
-	for _, k := range m.kinds {
-		for dt, ops := range m.types {
-			if !k.reduces() {
-				ops = []coll.RedOp{coll.Sum}
-			}
-			for _, op := range ops {
-				for _, cnt := range m.counts {
-					for _, ip := range []bool{false, true} {
-						if ip && (k == kAllToAll || k == kSendRecv) {
-							continue // not in-place safe (NCCL's neither)
-						}
-						root := 0
-						if k == kReduce || k == kBroadcast {
-							root = (cnt + 1) % n
-						}
-						out = append(out, tcase{k: k, dt: dt, op: op, count: cnt, inPlace: ip, root: root})
-					}
-				}
-			}
+// executor opens worlds of the first n devices with cfg.
+func executor(cfg engine.Config) colltest.Executor {
+	return colltest.ExecutorFunc(func(n int) (colltest.World, error) {
+		comms, err := initAll(devs[:n], &cfg)
+		if err != nil {
+			return nil, err
 		}
-	}
-	return out
+		return &engineWorld{comms: comms, premul: map[float64][]coll.RedOp{}}, nil
+	})
 }
 
-func conformance(t *testing.T, algo string, m matrix) {
-	total, failed := 0, 0
-	// Up to 4 ranks on real GPUs and with -long; the default emulated run (CI) stops at 3, the
-	// smallest odd ring, to keep the package's time down.
+// conformance runs the kit on the engine with one algorithm, up to 4 ranks on real GPUs and with
+// -long; the default emulated run (CI) stops at 3, the smallest odd ring, to keep the package's
+// time down. In-place AllToAll and SendRecv are not in-place safe (NCCL's neither).
+func conformance(t *testing.T, algo string, short, long colltest.Matrix) {
+	needDevs(t, 1)
 	most := 4
-	if emulated && !*long {
+	if emulated && !colltest.Long() {
 		most = 3
 	}
-	for n := 1; n <= min(most, len(devs)); n++ {
-		comms, err := initAll(needDevs(t, n), &engine.Config{Algo: algo, SlotBytes: 512, NChannels: 2, ChannelBytes: 1024, Timeout: 30 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		premul := make([]coll.RedOp, n)
-		for r, c := range comms {
-			premul[r] = c.RedOpCreatePreMulSum(premulScalar)
-		}
-		for _, c := range m.cases(n) {
-			total++
-			if err := runCase(t, comms, c, premul); err != nil {
-				failed++
-				t.Errorf("%d ranks %s %v: %v", n, algo, c, err)
-			}
-		}
-		for _, c := range comms {
-			if err := c.Destroy(); err != nil {
-				t.Error(err)
-			}
-		}
+	short.Ranks, long.Ranks = nil, nil
+	for n := 1; n <= most; n++ {
+		short.Ranks = append(short.Ranks, n)
+		long.Ranks = append(long.Ranks, n)
 	}
-	t.Logf("%s: %d cases, %d failed (emulated: %v)", algo, total, failed, emulated)
+	if !emulated {
+		short = long
+	}
+	short.Name, long.Name = algo, algo
+	cfg := engine.Config{Algo: algo, SlotBytes: 512, NChannels: 2, ChannelBytes: 1024, Timeout: 30 * time.Second}
+	colltest.Run(t, executor(cfg), colltest.Options{Matrix: []colltest.Matrix{short}, Long: []colltest.Matrix{long},
+		MaxRanks: len(devs), Skip: colltest.SkipInPlaceP2P})
 }
 
-var allOps = []coll.RedOp{coll.Sum, coll.Prod, coll.Max, coll.Min, coll.Avg, coll.PreMulSum}
-
-// long runs the exhaustive matrix (every data type with every op, more counts); the default run
-// keeps CI short.
-var long = flag.Bool("long", os.Getenv("SIMCCL_LONG") == "1", "run the exhaustive conformance matrix")
-
 func TestConformanceRing(t *testing.T) {
-	m := matrix{
-		kinds: []kind{kAllReduce, kReduce, kReduceScatter, kBroadcast, kAllGather, kAllToAll, kSendRecv},
-		types: map[coll.DataType][]coll.RedOp{
-			coll.Float32:    allOps,
-			coll.Int32:      allOps,
+	short := colltest.Matrix{
+		TypeOps: map[coll.DataType][]coll.RedOp{
+			coll.Float32:    colltest.AllOps,
+			coll.Int32:      colltest.AllOps,
 			coll.Float16:    {coll.Sum, coll.Avg},
 			coll.Bfloat16:   {coll.Min},
 			coll.Float8e5m2: {coll.Sum},
 			coll.Uint8:      {coll.Prod},
 		},
-		counts: []int{1, 1031},
+		Counts: []int{1, 1031},
 	}
-	if *long || !emulated {
-		m.counts = []int{1, 13, 1031, 4099}
-		for dt := coll.DataType(0); dt < coll.NumDataTypes; dt++ {
-			m.types[dt] = allOps
-		}
-	}
-	conformance(t, "ring", m)
+	long := colltest.Matrix{Counts: []int{1, 13, 1031, 4099}} // every type and op
+	conformance(t, "ring", short, long)
 }
 
 func TestConformanceTreeAndPAT(t *testing.T) {
-	m := matrix{
-		types:  map[coll.DataType][]coll.RedOp{coll.Float32: allOps, coll.Float16: {coll.Sum}, coll.Uint8: {coll.Max}},
-		counts: []int{1, 13, 301},
+	m := colltest.Matrix{
+		TypeOps: map[coll.DataType][]coll.RedOp{coll.Float32: colltest.AllOps, coll.Float16: {coll.Sum}, coll.Uint8: {coll.Max}},
+		Counts:  []int{1, 13, 301},
 	}
-	m.kinds = []kind{kAllReduce}
-	conformance(t, "tree", m)
-	m.kinds = []kind{kAllGather, kReduceScatter}
-	conformance(t, "pat", m)
+	m.Funcs = []coll.Func{coll.AllReduce}
+	conformance(t, "tree", m, m)
+	m.Funcs = []coll.Func{coll.AllGather, coll.ReduceScatter}
+	conformance(t, "pat", m, m)
 }
 
 // TestBackToBack chains launches without synchronizing between them: a → b, b → a, … so that a
@@ -615,7 +305,7 @@ func TestBackToBack(t *testing.T) {
 		for r, c := range comms {
 			in := make([]byte, 4*count)
 			for i := 0; i < count; i++ {
-				put(coll.Float32, in, i, float64(i%7+r))
+				coll.Float32.SetValue(in, i, float64(i%7+r))
 			}
 			if a[r], err = upload(c.Device(), in); err != nil {
 				t.Fatal(err)
@@ -656,7 +346,7 @@ func TestBackToBack(t *testing.T) {
 					sum += float64(i%7 + q)
 				}
 				want := sum * math.Pow(float64(n), iters-1)
-				if g := get(coll.Float32, got, i); g != want {
+				if g := coll.Float32.Value(got, i); g != want {
 					t.Fatalf("%d ranks: rank %d element %d: %v, want %v", n, r, i, g, want)
 				}
 			}
