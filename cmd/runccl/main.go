@@ -213,6 +213,9 @@ func run(opt *options, stdout, stderr io.Writer, getenv func(string) string) err
 	return nil
 }
 
+// initLaunched joins the job as one rank: runccl's own children are handed their id; under a
+// launcher the id is the root's address and the job's secret (perf.Launch.UniqueID), and rank 0
+// starts the root.
 func initLaunched(l perf.Launch, cfg *comm.Config) (*comm.Comm, error) {
 	var id comm.UniqueID
 	if l.ID != "" {
@@ -223,7 +226,7 @@ func initLaunched(l perf.Launch, cfg *comm.Config) (*comm.Comm, error) {
 		copy(id[:], b)
 	} else {
 		var err error
-		if id, err = realnet.UniqueIDFromAddr(l.Addr); err != nil {
+		if id, err = l.UniqueID(); err != nil {
 			return nil, err
 		}
 		if l.Rank == 0 {
@@ -234,7 +237,11 @@ func initLaunched(l perf.Launch, cfg *comm.Config) (*comm.Comm, error) {
 			defer root.Close()
 		}
 	}
-	return comm.InitRank(l.Size, id, l.Rank, cfg)
+	c, err := comm.InitRank(l.Size, id, l.Rank, cfg)
+	if errors.Is(err, realnet.ErrAuth) {
+		err = fmt.Errorf("%w (every rank needs the same secret: SIMCCL_COMM_ID=host:port#SECRET, or SIMCCL_SECRET_FILE on a file system all hosts share: docs/security.md)", err)
+	}
+	return c, err
 }
 
 // spawn starts one child process per rank (this program again, with RUNCCL_* variables); rank 0's
