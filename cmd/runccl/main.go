@@ -40,12 +40,15 @@ type options struct {
 	channels  int
 	algo      string
 	timeout   time.Duration
-	json      bool
-	preconn   bool
-	verbose   bool
-	backend   string
-	shareGPUs bool
-	cpuprof   string
+	// timeoutSet: --timeout was given; it then bounds the bootstrap under a launcher too (with
+	// goroutine ranks and --procs it always does: this program starts every rank).
+	timeoutSet bool
+	json       bool
+	preconn    bool
+	verbose    bool
+	backend    string
+	shareGPUs  bool
+	cpuprof    string
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -86,7 +89,11 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	if *backend != "cpu" && *backend != "cuda" {
 		return nil, fmt.Errorf("%w: --backend %q: want cpu or cuda", errUsage, *backend)
 	}
-	opt := &options{nranks: *g, procs: *procs, transport: *transport, channels: *channels, algo: *algo, timeout: *timeout, json: *js, preconn: *preconn, verbose: *verbose, backend: *backend, shareGPUs: *share, cpuprof: *cpuprof}
+	opt := &options{nranks: *g, procs: *procs, transport: *transport, channels: *channels, algo: *algo, timeout: *timeout, timeoutSet: fs.Changed("timeout"),
+		json: *js, preconn: *preconn, verbose: *verbose, backend: *backend, shareGPUs: *share, cpuprof: *cpuprof}
+	if *timeout <= 0 {
+		return nil, fmt.Errorf("%w: --timeout %v: want a positive duration", errUsage, *timeout)
+	}
 	if *backend != "cuda" && (*graph != 0 || *share) {
 		return nil, fmt.Errorf("%w: -G/--cudagraph and --share-gpus need --backend cuda", errUsage)
 	}
@@ -156,8 +163,11 @@ func mainRun(args []string, stdout, stderr io.Writer, getenv func(string) string
 	}
 }
 
-func (o *options) config(stderr io.Writer) *comm.Config {
+func (o *options) config(stderr io.Writer, launched bool) *comm.Config {
 	cfg := &comm.Config{Transport: o.transport, NChannels: o.channels, Algo: o.algo, Timeout: o.timeout, ConnectAtInit: o.preconn}
+	if !launched || o.timeoutSet {
+		cfg.BootstrapTimeout = o.timeout
+	}
 	if o.verbose {
 		cfg.Logf = func(format string, args ...any) { fmt.Fprintf(stderr, "runccl INFO "+format+"\n", args...) }
 	}
@@ -175,7 +185,7 @@ func run(opt *options, stdout, stderr io.Writer, getenv func(string) string) err
 	var cs []*comm.Comm
 	switch {
 	case launched:
-		c, err := initLaunched(launch, opt.config(stderr))
+		c, err := initLaunched(launch, opt.config(stderr, launch.Launcher != "runccl"))
 		if err != nil {
 			return err
 		}
@@ -183,7 +193,7 @@ func run(opt *options, stdout, stderr io.Writer, getenv func(string) string) err
 	case opt.procs:
 		return spawn(opt, stdout, stderr)
 	default:
-		cs, err = comm.InitAll(opt.nranks, opt.config(stderr))
+		cs, err = comm.InitAll(opt.nranks, opt.config(stderr, false))
 		if err != nil {
 			return err
 		}
@@ -193,7 +203,11 @@ func run(opt *options, stdout, stderr io.Writer, getenv func(string) string) err
 			c.Destroy()
 		}
 	}()
+	stopWatch := abortOnSignal(cs)
 	res, err := perf.Run(cs, opt.perf)
+	if serr := stopWatch(); serr != nil {
+		return serr
+	}
 	if err != nil {
 		return err
 	}
@@ -244,17 +258,20 @@ func initLaunched(l perf.Launch, cfg *comm.Config) (*comm.Comm, error) {
 	return c, err
 }
 
-// spawn starts one child process per rank (this program again, with RUNCCL_* variables); rank 0's
-// output is the run's output.
+// spawn starts one child process per rank (this program again, with RUNCCL_* variables; the unique
+// id, secret included, travels in the environment, which only this user can read) and owns them
+// (runOwned); rank 0's output is the run's output. The bootstrap root runs here, bounded by
+// --timeout: if the ranks have not all registered by then, the children are stopped.
 func spawn(opt *options, stdout, stderr io.Writer) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	id, err := comm.GetUniqueID("")
+	id, root, err := realnet.NewUniqueID("", opt.timeout)
 	if err != nil {
 		return err
 	}
+	defer root.Close()
 	var args []string
 	for i := 1; i < len(os.Args); i++ {
 		if os.Args[i] != "--procs" && os.Args[i] != "--procs=true" {
@@ -269,19 +286,13 @@ func spawn(opt *options, stdout, stderr io.Writer) error {
 			cmd.Stdout = stdout
 		}
 		cmd.Stderr = stderr
-		if err := cmd.Start(); err != nil {
-			for _, c := range cmds[:r] {
-				c.Process.Kill()
-			}
-			return err
-		}
 		cmds[r] = cmd
 	}
-	var errs []error
-	for r, c := range cmds {
-		if err := c.Wait(); err != nil {
-			errs = append(errs, fmt.Errorf("rank %d: %w", r, err))
+	abort := make(chan error, 1)
+	go func() {
+		if err := root.Wait(); err != nil {
+			abort <- err
 		}
-	}
-	return errors.Join(errs...)
+	}()
+	return runOwned(cmds, func(r int) string { return fmt.Sprintf("rank %d", r) }, abort)
 }
