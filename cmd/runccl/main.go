@@ -22,6 +22,7 @@ import (
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/comm"
 	"github.com/simccl/simccl/comm/perf"
+	"github.com/simccl/simccl/internal/sysmem"
 	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/realnet"
 )
@@ -43,6 +44,7 @@ type options struct {
 	// timeoutSet: --timeout was given; it then bounds the bootstrap under a launcher too (with
 	// goroutine ranks and --procs it always does: this program starts every rank).
 	timeoutSet bool
+	maxMemory  int64 // bytes; 0 = the memory available
 	json       bool
 	preconn    bool
 	verbose    bool
@@ -76,6 +78,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	verbose := fs.BoolP("verbose", "v", false, "log connections and their memory to stderr")
 	graph := fs.IntP("cudagraph", "G", 0, "cuda backend: capture the -n timed iterations as one CUDA graph and time this many replays of it (nccl-tests' -G)")
 	cpuprof := fs.String("cpuprofile", "", "write a CPU profile of the run (Go's pprof format) to this file")
+	maxMem := fs.String("max-memory", "auto", "refuse sizes whose buffers (every rank on this host) exceed this (auto: the memory available)")
 	share := fs.Bool("share-gpus", false, "cuda backend: let -g exceed the GPU count, ranks sharing GPUs round robin (exercises the multi-rank paths; timings say nothing about NVLink)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -93,6 +96,13 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 		json: *js, preconn: *preconn, verbose: *verbose, backend: *backend, shareGPUs: *share, cpuprof: *cpuprof}
 	if *timeout <= 0 {
 		return nil, fmt.Errorf("%w: --timeout %v: want a positive duration", errUsage, *timeout)
+	}
+	if *maxMem != "auto" {
+		v, err := units.ParseSize(*maxMem)
+		if err != nil || v == 0 {
+			return nil, fmt.Errorf("%w: --max-memory %q: want a size (16G) or auto", errUsage, *maxMem)
+		}
+		opt.maxMemory = v
 	}
 	if *backend != "cuda" && (*graph != 0 || *share) {
 		return nil, fmt.Errorf("%w: -G/--cudagraph and --share-gpus need --backend cuda", errUsage)
@@ -182,6 +192,15 @@ func run(opt *options, stdout, stderr io.Writer, getenv func(string) string) err
 	if err != nil {
 		return err
 	}
+	// The ranks' buffers on this host: every rank with goroutines or --procs, this one under a
+	// launcher (which may start others here: the bound is per process).
+	here := opt.nranks
+	if launched {
+		here = 1
+	}
+	if err := checkMemory(opt, here, launched && launch.Launcher == "runccl"); err != nil {
+		return err
+	}
 	var cs []*comm.Comm
 	switch {
 	case launched:
@@ -225,6 +244,54 @@ func run(opt *options, stdout, stderr io.Writer, getenv func(string) string) err
 		return fmt.Errorf("%d wrong elements", res.Wrong)
 	}
 	return nil
+}
+
+// checkMemory refuses sizes whose buffers would not fit: ranks ranks' buffers for the largest size
+// against --max-memory, or else the memory available (child: the parent has checked the host).
+func checkMemory(opt *options, ranks int, child bool) error {
+	per := perf.RankBufferBytes(opt.perf)
+	need := per
+	if per > 0 && int64(ranks) > (1<<62)/per {
+		need = 1 << 62
+	} else {
+		need = per * int64(ranks)
+	}
+	bound, what := opt.maxMemory, "--max-memory"
+	if bound == 0 {
+		if child {
+			return nil
+		}
+		var ok bool
+		if bound, ok = sysmem.Available(); !ok {
+			return nil
+		}
+		what = "the memory available"
+	}
+	if need > bound {
+		return fmt.Errorf("%w: -e %s needs %s of buffers (%s for each of %d ranks in this process), more than %s (%s): use a smaller -e or fewer ranks",
+			errUsage, units.FormatSize(maxSize(opt.perf.Sizes)), approxSize(need), approxSize(per), ranks, what, approxSize(bound))
+	}
+	return nil
+}
+
+func maxSize(sizes []int64) int64 {
+	var m int64
+	for _, s := range sizes {
+		m = max(m, s)
+	}
+	return m
+}
+
+// approxSize prints bytes to three significant digits (1.5G, 640M).
+func approxSize(b int64) string {
+	f, unit := float64(b), ""
+	for _, u := range []string{"K", "M", "G", "T", "P", "E"} {
+		if f < 1024 {
+			break
+		}
+		f, unit = f/1024, u
+	}
+	return fmt.Sprintf("%.3g%s", f, unit)
 }
 
 // initLaunched joins the job as one rank: runccl's own children are handed their id; under a
