@@ -266,9 +266,7 @@ func TestBootstrapRingStrangers(t *testing.T) {
 }
 
 // shmName is the file name of a connection of a transport (as Connect makes it).
-func shmName(t *Shm, lo, hi int, k Key) string {
-	return filepath.Join(t.dir, fmt.Sprintf("simccl-%s-%d-%d-c%d-i%d", t.tag, lo, hi, k.Channel, k.ConnIndex))
-}
+func shmName(t *Shm, lo, hi int, k Key) string { return t.fileName(lo, hi, k) }
 
 func connectPair(ts [2]*Shm, k0, k1 Key, timeout time.Duration) ([2]Conn, [2]error) {
 	var cs [2]Conn
@@ -343,7 +341,7 @@ func TestShmRefusesPlantedFiles(t *testing.T) {
 
 // Two jobs on one host (same ranks, same channels, one directory) never meet in a shared-memory
 // file: the names come from each communicator's secret. Before, launcher jobs named their files
-// from a public constant and collided.
+// from a public constant and collided. One name says nothing of another connection's.
 func TestShmTwoJobsOneHost(t *testing.T) {
 	dir := t.TempDir()
 	var wg sync.WaitGroup
@@ -374,6 +372,11 @@ func TestShmTwoJobsOneHost(t *testing.T) {
 	wg.Wait()
 	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) > 0 {
 		t.Errorf("files left behind: %v", left)
+	}
+	tr := NewShm(dir, SecretFromString("job 0"), 0, 4096)
+	a, b := tr.fileName(0, 1, Key{}), tr.fileName(0, 2, Key{})
+	if strings.Contains(b, strings.TrimPrefix(filepath.Base(a), "simccl-")[:8]) {
+		t.Errorf("two connections' names share their secret part: %s, %s", a, b)
 	}
 }
 

@@ -53,7 +53,7 @@ const (
 // Shm is the shared-memory Transport of one rank (processes on one host).
 type Shm struct {
 	dir       string
-	tag       string // the secret part of every file name
+	names     Secret // file names are derived from it (fileName)
 	rank      int
 	slotBytes int
 
@@ -79,9 +79,20 @@ func NewShm(dir string, secret Secret, rank, slotBytes int) *Shm {
 	if slotBytes <= 0 {
 		slotBytes = DefaultSlotBytes
 	}
-	d := secret.Derive("shm names")
-	return &Shm{dir: dir, tag: hex.EncodeToString(d[:16]), rank: rank, slotBytes: slotBytes, done: make(chan struct{}),
+	return &Shm{dir: dir, names: secret.Derive("shm names"), rank: rank, slotBytes: slotBytes, done: make(chan struct{}),
 		keys: map[Key]bool{}, created: map[string]bool{}}
+}
+
+// fileName is the file of the connection between ranks lo < hi for key: "simccl-" and 128 bits
+// derived from the secret and the connection, so that one name (/dev/shm can be listed by anyone)
+// tells nothing about the names of the communicator's other connections.
+func (t *Shm) fileName(lo, hi int, key Key) string {
+	var b [32]byte
+	for i, v := range [4]int{lo, hi, key.Channel, key.ConnIndex} {
+		binary.LittleEndian.PutUint64(b[8*i:], uint64(int64(v)))
+	}
+	d := t.names.Derive("connection", b[:])
+	return filepath.Join(t.dir, "simccl-"+hex.EncodeToString(d[:16]))
 }
 
 // unlink removes a name this rank created (or the peer's, once both are attached).
@@ -190,7 +201,7 @@ func (t *Shm) Connect(ctx context.Context, key Key) (Conn, error) {
 	if lo > hi {
 		lo, hi, side = hi, lo, 1
 	}
-	name := filepath.Join(t.dir, fmt.Sprintf("simccl-%s-%d-%d-c%d-i%d", t.tag, lo, hi, key.Channel, key.ConnIndex))
+	name := t.fileName(lo, hi, key)
 	rb := (ringBytes(t.slotBytes) + 4095) &^ 4095
 	size := shmHeaderBytes + 2*rb
 	var f *os.File
