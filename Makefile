@@ -78,6 +78,7 @@ fuzz:
 	$(GO) test ./intercept -run '^$$' -fuzz '^FuzzParseLog$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./realnet -run '^$$' -fuzz '^FuzzReadMsg$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./realnet -run '^$$' -fuzz '^FuzzUniqueID$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./realnet -run '^$$' -fuzz '^FuzzBootstrapHandshake$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./coll -run '^$$' -fuzz '^FuzzReadJSON$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./topo/discover -run '^$$' -fuzz '^FuzzParseFakeNVML$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./topo/discover -run '^$$' -fuzz '^FuzzParseBusID$$' -fuzztime $(FUZZTIME)

@@ -2,11 +2,11 @@ package comm
 
 import (
 	"context"
+	crand "crypto/rand"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -34,7 +34,8 @@ var (
 // error).
 const DefaultTimeout = 10 * time.Second
 
-// UniqueID is NCCL's 128-byte ncclUniqueId (nccl.h): a random magic and the bootstrap root's address.
+// UniqueID is NCCL's 128-byte ncclUniqueId: the bootstrap root's address and the communicator's
+// secret (realnet.UniqueID). Whoever holds it can join the communicator: hand it to the ranks only.
 type UniqueID = realnet.UniqueID
 
 // GetUniqueID starts a bootstrap root in this process, listening on listen ("" = 127.0.0.1:0; use
@@ -132,6 +133,7 @@ type Comm struct {
 	rank, n int
 	cfg     Config
 	magic   uint64
+	secret  realnet.Secret // every rank's, from the id: derives split, shrink and shared-memory secrets
 	boot    *realnet.Bootstrap
 	tr      *router
 
@@ -181,6 +183,9 @@ type peerInfo struct {
 	// Token names this rank of this communicator within its process (random): ranks of the same
 	// process look it up among the failed ones (markFailed) while they wait to connect to it.
 	Token uint64 `json:"token,omitempty"`
+	// Nonce (random, rank 0's) makes this run's shared-memory names differ from any earlier run of
+	// a communicator with the same secret (a launcher job's secret is fixed).
+	Nonce []byte `json:"nonce,omitempty"`
 }
 
 // failedTokens are the tokens of this process's communicator ranks that failed or were aborted
@@ -258,7 +263,7 @@ func InitRank(nranks int, id UniqueID, rank int, cfg *Config) (*Comm, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Comm{rank: rank, n: nranks, cfg: o, magic: id.Magic(), boot: boot,
+	c := &Comm{rank: rank, n: nranks, cfg: o, magic: id.Magic(), secret: id.Secret(), boot: boot,
 		conns: map[realnet.Key]*conn{}, scheds: map[string]*coll.Schedule{}, connected: map[*coll.Schedule]bool{},
 		wake: make(chan struct{}, 1), stopped: make(chan struct{})}
 	c.defStream = NewStream()
@@ -340,13 +345,19 @@ func (c *Comm) setupTransports() error {
 		if host == "" {
 			host = c.boot.LocalHost()
 		}
-		tcp, err = realnet.NewTCP(realnet.TCPConfig{Magic: c.magic, Comm: c.magic, Rank: c.rank, Listen: listenAddr(host), SlotBytes: o.SlotBytes})
+		tcp, err = realnet.NewTCP(realnet.TCPConfig{Secret: c.secret, Comm: c.magic, Rank: c.rank, Listen: listenAddr(host), SlotBytes: o.SlotBytes})
 		if err != nil {
 			return err
 		}
 	}
 	c.token = rand.Uint64() | 1
 	me := peerInfo{Host: hostID(), Pid: os.Getpid(), Token: c.token}
+	if c.rank == 0 {
+		me.Nonce = make([]byte, 16)
+		if _, err := crand.Read(me.Nonce); err != nil {
+			return err
+		}
+	}
 	if tcp != nil {
 		me.TCP = tcp.Addr()
 	}
@@ -402,7 +413,10 @@ func (c *Comm) setupTransports() error {
 		rt.tcp = tcp
 	}
 	rt.inproc = realnet.NewInProc(o.Hub, c.magic, c.rank, o.SlotBytes)
-	rt.shm = realnet.NewShm(o.ShmDir, c.magic, c.rank, o.SlotBytes)
+	if len(infos[0].Nonce) < 16 {
+		return fmt.Errorf("comm: init: rank 0 published no nonce")
+	}
+	rt.shm = realnet.NewShm(o.ShmDir, c.secret.Derive("shm", infos[0].Nonce), c.rank, o.SlotBytes)
 	c.tr = rt
 	return nil
 }
@@ -584,16 +598,22 @@ func (c *Comm) Split(color, key int, cfg *Config) (*Comm, error) {
 			mine[j], mine[j-1] = mine[j-1], mine[j]
 		}
 	}
-	// The first member of each color starts the new root and publishes its id.
+	// The first member of each color starts the new root and publishes its address; the members
+	// derive the new communicator's secret from c's (it never crosses the wire).
+	var seq [16]byte
+	binary.LittleEndian.PutUint64(seq[0:], uint64(c.splits))
+	binary.LittleEndian.PutUint64(seq[8:], uint64(int64(color)))
+	secret := c.secret.Derive("split", seq[:])
 	var idb []byte
 	var root *realnet.Root
 	if color != NoColor && mine[0].rank == c.rank {
-		id, r, err := realnet.NewUniqueID(listenAddr(c.boot.LocalHost()), cfg.BootstrapTimeout)
+		id, r, err := realnet.NewRoot(listenAddr(c.boot.LocalHost()), secret, cfg.BootstrapTimeout)
 		if err != nil {
 			return nil, err
 		}
 		root = r
-		idb = id[:]
+		addr, _ := id.Addr()
+		idb = []byte(addr)
 	}
 	ids, err := c.boot.AllGather(idb)
 	if err != nil {
@@ -608,11 +628,10 @@ func (c *Comm) Split(color, key int, cfg *Config) (*Comm, error) {
 		return nil, nil
 	}
 	leader := mine[0].rank
-	if len(ids[leader]) != realnet.UniqueIDBytes {
-		return nil, fmt.Errorf("comm: split: rank %d published a %d-byte id", leader, len(ids[leader]))
+	id, err := realnet.UniqueIDFromAddr(string(ids[leader]), secret)
+	if err != nil {
+		return nil, fmt.Errorf("comm: split: rank %d published a bad root address: %w", leader, err)
 	}
-	var id UniqueID
-	copy(id[:], ids[leader])
 	newRank := 0
 	for i, m := range mine {
 		if m.rank == c.rank {
@@ -693,7 +712,7 @@ func (c *Comm) Barrier() error {
 // order (ncclCommShrink, NCCL 2.27, with NCCL_SHRINK_ABORT semantics: c's pending work is aborted
 // first). It needs no working connection to the excluded ranks and no id sent out of band: the
 // lowest surviving rank serves the new bootstrap root on a listener every rank published at init,
-// under a magic all survivors derive from c's magic, the number of shrinks and exclude. Every
+// under a secret all survivors derive from c's secret, the number of shrinks and exclude. Every
 // surviving rank must call it with the same exclude list; c stays usable only for Destroy.
 func (c *Comm) Shrink(exclude []int, cfg *Config) (*Comm, error) {
 	ex := map[int]bool{}
@@ -718,15 +737,12 @@ func (c *Comm) Shrink(exclude []int, cfg *Config) (*Comm, error) {
 	c.shrinks++
 	seq := c.shrinks
 	c.stateMu.Unlock()
-	h := fnv.New64a()
-	var b [8]byte
-	for _, v := range append([]int{int(c.magic >> 32), int(c.magic & 0xffffffff), seq, -1}, survivors...) {
-		binary.LittleEndian.PutUint64(b[:], uint64(int64(v)))
-		h.Write(b[:])
+	var b []byte
+	for _, v := range append([]int{seq, -1}, survivors...) {
+		b = binary.LittleEndian.AppendUint64(b, uint64(int64(v)))
 	}
-	magic := h.Sum64()
 	leader := survivors[0]
-	id, err := realnet.NewUniqueIDWithMagic(magic, c.peers[leader].Rdv)
+	id, err := realnet.UniqueIDFromAddr(c.peers[leader].Rdv, c.secret.Derive("shrink", b))
 	if err != nil {
 		return nil, err
 	}
@@ -735,7 +751,10 @@ func (c *Comm) Shrink(exclude []int, cfg *Config) (*Comm, error) {
 		cfg = &cc
 	}
 	if c.rank == leader {
-		root := realnet.StartRootOn(c.rdv, magic, cfg.BootstrapTimeout)
+		root, err := realnet.StartRootOn(c.rdv, id, cfg.BootstrapTimeout)
+		if err != nil {
+			return nil, err
+		}
 		defer root.Close()
 	}
 	newRank := 0

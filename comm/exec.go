@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
 	"strconv"
 	"sync"
 	"time"
 	"unsafe"
+	"weak"
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/realnet"
@@ -319,7 +321,7 @@ func (c *Comm) schedule(colls []*call) (*coll.Schedule, error) {
 	if ok {
 		return s, nil
 	}
-	s, err := coll.Compile(plans...)
+	s, err := sharedCompile(key, plans)
 	if err != nil {
 		return nil, err
 	}
@@ -331,6 +333,73 @@ func (c *Comm) schedule(colls []*call) (*coll.Schedule, error) {
 	c.scheds[key] = s
 	c.schedMu.Unlock()
 	return s, nil
+}
+
+// sharedSchedules holds the schedules compiled in this process, so that the goroutine ranks of one
+// communicator (and any other communicator with the same plans) share one copy: a schedule holds
+// every rank's programs, so a copy per rank would make memory grow as ranks³. A schedule is a pure
+// function of its plans and is never modified once compiled. Entries are weak: a schedule lives as
+// long as some communicator's cache holds it. Concurrent first uses wait for one compile.
+var sharedSchedules = struct {
+	sync.Mutex
+	m map[string]*sharedSchedule
+}{m: map[string]*sharedSchedule{}}
+
+type sharedSchedule struct {
+	plans []coll.Plan
+	done  chan struct{} // closed when s and err are set
+	s     weak.Pointer[coll.Schedule]
+	err   error
+}
+
+// sharedCompile returns the process's schedule of plans (key names them, as the communicators'
+// caches do), compiling it once.
+func sharedCompile(key string, plans []coll.Plan) (*coll.Schedule, error) {
+	key = strconv.Itoa(plans[0].NRanks) + "/" + strconv.FormatInt(plans[0].BuffSize[coll.Simple], 10) + "/" + key
+	sh := &sharedSchedules
+	for {
+		sh.Lock()
+		e, ok := sh.m[key]
+		if !ok {
+			e = &sharedSchedule{plans: plans, done: make(chan struct{})}
+			sh.m[key] = e
+			sh.Unlock()
+			s, err := coll.Compile(plans...)
+			if err == nil {
+				e.s = weak.Make(s)
+				runtime.AddCleanup(s, func(e *sharedSchedule) {
+					sh.Lock()
+					if sh.m[key] == e {
+						delete(sh.m, key)
+					}
+					sh.Unlock()
+				}, e)
+			} else {
+				e.err = err
+				sh.Lock()
+				delete(sh.m, key) // errors are not kept
+				sh.Unlock()
+			}
+			close(e.done)
+			return s, err
+		}
+		sh.Unlock()
+		<-e.done
+		if !reflect.DeepEqual(e.plans, plans) {
+			return coll.Compile(plans...) // the key does not name everything a plan holds: no sharing
+		}
+		if e.err != nil {
+			return nil, e.err
+		}
+		if s := e.s.Value(); s != nil {
+			return s, nil
+		}
+		sh.Lock() // collected: compile again
+		if sh.m[key] == e {
+			delete(sh.m, key)
+		}
+		sh.Unlock()
+	}
 }
 
 // coresPerRank is the CPUs one rank of this communicator can count on: the host's shared among its
@@ -357,7 +426,8 @@ func (c *Comm) coresPerRank() int {
 
 // Schedule returns the coll schedule this communicator runs for one collective (the plan it
 // compiles: algorithm from Config.Algo, Simple protocol, channels by size, its slot size), so that
-// a real run can be timed by simnet or checked by coll.Execute step for step.
+// a real run can be timed by simnet or checked by coll.Execute step for step. The schedule is shared
+// with the other ranks of the process: read it, never modify it.
 func (c *Comm) Schedule(f coll.Func, count int64, dt coll.DataType, op coll.RedOp, root int) (*coll.Schedule, error) {
 	if f == coll.SendRecv || f == coll.AllToAll {
 		return nil, fmt.Errorf("%w: %v runs as direct point-to-point, not a coll schedule", ErrInvalidArgument, f)

@@ -374,7 +374,7 @@ func TestFaultKillProcess(t *testing.T) {
 			ln, _ := net.Listen("tcp", "127.0.0.1:0")
 			addr2 := ln.Addr().String()
 			ln.Close()
-			id2, _ := realnet.UniqueIDFromAddr(addr2)
+			id2, _ := realnet.UniqueIDFromAddr(addr2, realnet.SecretFromString(t.Name()))
 			root2, err := realnet.StartRoot(id2, time.Minute)
 			if err != nil {
 				t.Fatal(err)

@@ -3,6 +3,7 @@ package comm_test
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -34,7 +35,7 @@ func procMatrix(long bool) colltest.Matrix {
 func confChild() int {
 	rank, _ := strconv.Atoi(os.Getenv("SIMCCL_RANK"))
 	n, _ := strconv.Atoi(os.Getenv("SIMCCL_NRANKS"))
-	id, err := realnet.UniqueIDFromAddr(os.Getenv("SIMCCL_ADDR"))
+	id, err := realnet.UniqueIDFromAddr(os.Getenv("SIMCCL_ADDR"), realnet.SecretFromString(os.Getenv("SIMCCL_SECRET")))
 	if err != nil {
 		fmt.Println("ERR", err)
 		return 1
@@ -88,11 +89,12 @@ func runProcs(t *testing.T, n int, addr, transport string, prefix [][]string, li
 	var wg sync.WaitGroup
 	outs := make([]bytes.Buffer, n)
 	errs := make([]error, n)
+	secret := strconv.FormatUint(rand.Uint64(), 36) + strconv.FormatUint(rand.Uint64(), 36)
 	for r := 0; r < n; r++ {
 		args := append(append([]string{}, prefix[r]...), os.Args[0], "-test.run=^$")
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Env = append(os.Environ(), "SIMCCL_CONF_CHILD=1", "SIMCCL_RANK="+strconv.Itoa(r), "SIMCCL_NRANKS="+strconv.Itoa(n),
-			"SIMCCL_ADDR="+addr, "SIMCCL_TRANSPORT="+transport, "SIMCCL_LISTEN="+listen[r])
+			"SIMCCL_ADDR="+addr, "SIMCCL_SECRET="+secret, "SIMCCL_TRANSPORT="+transport, "SIMCCL_LISTEN="+listen[r])
 		if colltest.Long() {
 			cmd.Env = append(cmd.Env, "SIMCCL_LONG=1")
 		}

@@ -2,7 +2,6 @@ package realnet
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,29 +12,41 @@ import (
 	"time"
 )
 
-// The bootstrap follows NCCL's (bootstrap.cc, fact sheet §8.4): a root listens at the address in the
-// unique id; every rank opens its own listener, registers {rank, nRanks, listen address} with the
-// root; once all have registered the root tells each rank the address of rank+1; ranks connect to
-// their successor and accept their predecessor, forming a ring of sockets on which AllGather and
-// Barrier run (unidirectional ring, n−1 steps, as NCCL ≤ 2.28.3). Every connection starts with the
-// 64-bit magic of the unique id and is refused otherwise; every length read from the wire is bounded.
+// The bootstrap follows NCCL's (bootstrap.cc): a root listens at the address in the unique id;
+// every rank opens its own listener, registers {rank, nRanks, listen address} with the root; once
+// all have registered the root tells each rank the address of rank+1; ranks connect to their
+// successor and accept their predecessor, forming a ring of sockets on which AllGather and Barrier
+// run (unidirectional ring, n−1 steps, as NCCL ≤ 2.28.3). Unlike NCCL, every connection is first
+// authenticated with the id's secret (auth.go): the root and the ring listeners serve connections
+// concurrently, each with a short handshake deadline, so neither a stranger nor an idle connection
+// can register, learn the ranks' addresses or stall the others. Every message is framed with the
+// communicator's public label (the id's magic) and every length read from the wire is bounded.
 
 // UniqueIDBytes is the size of a unique id: NCCL_UNIQUE_ID_BYTES = 128 (§8.1).
 const UniqueIDBytes = 128
 
-// UniqueID is {magic uint64, address length uint16, "host:port"} zero-padded to 128 bytes.
+// UniqueID is {magic uint64, address length uint16, "host:port" (at most 86 bytes), zero padding,
+// secret [32]byte at offset 96}: 128 bytes. The magic is the secret's public Label. Whoever holds
+// an id can join its communicator: hand it only to the ranks.
 type UniqueID [UniqueIDBytes]byte
 
 const (
-	maxIDAddr = UniqueIDBytes - 10
+	idSecretOff = UniqueIDBytes - SecretBytes
+	maxIDAddr   = idSecretOff - 10
 	// MaxBootstrapMessage bounds any message read on a bootstrap socket.
 	MaxBootstrapMessage = 64 << 20
 	maxAddrLen          = 256
-	// FixedMagic is the magic of ids made from a fixed address (UniqueIDFromAddr), the analogue of
-	// NCCL_COMM_ID where every process must derive the same id without communicating.
-	FixedMagic uint64 = 0x73696d63636c4944 // "simcclID"
 	// DefaultBootstrapTimeout bounds every bootstrap step.
 	DefaultBootstrapTimeout = 60 * time.Second
+	// MaxRanks is the most ranks a communicator may have.
+	MaxRanks = 1 << 20
+)
+
+// What a connection is for: part of its authentication (auth.go).
+const (
+	purposeRoot = "bootstrap root"
+	purposeRing = "bootstrap ring"
+	purposeTCP  = "tcp data"
 )
 
 const (
@@ -47,8 +58,11 @@ const (
 // ErrBootstrap is wrapped by every bootstrap failure.
 var ErrBootstrap = errors.New("realnet: bootstrap")
 
-// Magic returns the id's magic.
+// Magic returns the id's magic: the public label of its secret.
 func (id UniqueID) Magic() uint64 { return binary.LittleEndian.Uint64(id[0:]) }
+
+// Secret returns the id's secret.
+func (id UniqueID) Secret() Secret { return Secret(id[idSecretOff:]) }
 
 // Addr returns the root address in the id.
 func (id UniqueID) Addr() (string, error) {
@@ -59,50 +73,79 @@ func (id UniqueID) Addr() (string, error) {
 	return string(id[10 : 10+n]), nil
 }
 
-func makeID(magic uint64, addr string) (UniqueID, error) {
+// check validates an id: an address, a secret, and the magic that goes with the secret.
+func (id UniqueID) check() (string, error) {
+	addr, err := id.Addr()
+	if err != nil {
+		return "", err
+	}
+	s := id.Secret()
+	if s.IsZero() || s.Label() != id.Magic() {
+		return "", fmt.Errorf("%w: unique id of %s holds no valid secret (an id from another simccl version, or damaged)", ErrBootstrap, addr)
+	}
+	return addr, nil
+}
+
+func makeID(secret Secret, addr string) (UniqueID, error) {
 	var id UniqueID
 	if len(addr) == 0 || len(addr) > maxIDAddr {
-		return id, fmt.Errorf("%w: root address %q does not fit a unique id", ErrBootstrap, addr)
+		return id, fmt.Errorf("%w: root address %q does not fit a unique id (at most %d bytes)", ErrBootstrap, addr, maxIDAddr)
 	}
-	binary.LittleEndian.PutUint64(id[0:], magic)
+	if secret.IsZero() {
+		return id, fmt.Errorf("%w: unique id of %s without a secret", ErrBootstrap, addr)
+	}
+	binary.LittleEndian.PutUint64(id[0:], secret.Label())
 	binary.LittleEndian.PutUint16(id[8:], uint16(len(addr)))
 	copy(id[10:], addr)
+	copy(id[idSecretOff:], secret[:])
 	return id, nil
 }
 
-// UniqueIDFromAddr makes the deterministic id of a root at addr ("host:port") with FixedMagic;
-// the rank that owns addr must call StartRoot(id).
-func UniqueIDFromAddr(addr string) (UniqueID, error) {
+// UniqueIDFromAddr makes the id of a root at addr ("host:port") with a given secret: the analogue
+// of NCCL_COMM_ID, where every process derives the same id without communicating; they must share
+// the secret (SIMCCL_COMM_ID=host:port#secret, a secret file: docs/security.md). The rank that owns
+// addr must call StartRoot(id).
+func UniqueIDFromAddr(addr string, secret Secret) (UniqueID, error) {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return UniqueID{}, fmt.Errorf("%w: root address %q: %v", ErrBootstrap, addr, err)
 	}
-	return makeID(FixedMagic, addr)
+	return makeID(secret, addr)
 }
 
 // Root is a running bootstrap root; it serves one communicator's registration and then stops.
 type Root struct {
 	ln       net.Listener
 	keep     bool // the listener belongs to the caller: leave it open (StartRootOn)
+	secret   Secret
 	magic    uint64
 	timeout  time.Duration
+	stop     chan struct{}
+	stopOnce sync.Once
 	done     chan struct{}
 	err      error
 	rejected atomic.Int64
 }
 
 // NewUniqueID starts a root listening on listen ("127.0.0.1:0" for one host, "0.0.0.0:0" or an
-// interface address for several; "" = 127.0.0.1:0) with a random magic, and returns its id.
+// interface address for several; "" = 127.0.0.1:0) with a random secret, and returns its id.
 // timeout ≤ 0 selects DefaultBootstrapTimeout.
 func NewUniqueID(listen string, timeout time.Duration) (UniqueID, *Root, error) {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	secret, err := NewSecret()
+	if err != nil {
 		return UniqueID{}, nil, err
 	}
-	magic := binary.LittleEndian.Uint64(b[:])
+	return NewRoot(listen, secret, timeout)
+}
+
+// NewRoot starts a root for secret listening on listen (as NewUniqueID) and returns its id.
+func NewRoot(listen string, secret Secret, timeout time.Duration) (UniqueID, *Root, error) {
 	if listen == "" {
 		listen = "127.0.0.1:0"
 	}
-	r, err := startRoot(listen, magic, timeout)
+	if secret.IsZero() {
+		return UniqueID{}, nil, fmt.Errorf("%w: a root without a secret", ErrBootstrap)
+	}
+	r, err := startRoot(listen, secret, timeout)
 	if err != nil {
 		return UniqueID{}, nil, err
 	}
@@ -110,7 +153,7 @@ func NewUniqueID(listen string, timeout time.Duration) (UniqueID, *Root, error) 
 	if host, port, _ := net.SplitHostPort(addr); net.ParseIP(host).IsUnspecified() {
 		addr = net.JoinHostPort(outboundIP(), port)
 	}
-	id, err := makeID(magic, addr)
+	id, err := makeID(secret, addr)
 	if err != nil {
 		r.Close()
 		return id, nil, err
@@ -120,129 +163,140 @@ func NewUniqueID(listen string, timeout time.Duration) (UniqueID, *Root, error) 
 
 // StartRoot starts the root of a fixed id (UniqueIDFromAddr) at the id's address.
 func StartRoot(id UniqueID, timeout time.Duration) (*Root, error) {
-	addr, err := id.Addr()
+	addr, err := id.check()
 	if err != nil {
 		return nil, err
 	}
-	return startRoot(addr, id.Magic(), timeout)
+	return startRoot(addr, id.Secret(), timeout)
 }
 
-func startRoot(listen string, magic uint64, timeout time.Duration) (*Root, error) {
-	if timeout <= 0 {
-		timeout = DefaultBootstrapTimeout
-	}
+func startRoot(listen string, secret Secret, timeout time.Duration) (*Root, error) {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, fmt.Errorf("%w: root listen on %s: %v", ErrBootstrap, listen, err)
 	}
-	r := &Root{ln: ln, magic: magic, timeout: timeout, done: make(chan struct{})}
-	go r.serve()
-	return r, nil
+	return newRoot(ln, false, secret, timeout), nil
 }
 
-// Close stops the root.
-func (r *Root) Close() error {
-	if r.keep {
-		if tl, ok := r.ln.(*net.TCPListener); ok {
-			return tl.SetDeadline(time.Unix(1, 0)) // unblock Accept, keep the socket
-		}
-		return nil
-	}
-	return r.ln.Close()
-}
-
-// NewUniqueIDWithMagic makes the id of a root at addr with a given magic (ids that every rank derives
-// by itself, e.g. for shrinking a communicator; the magic should differ per use).
-func NewUniqueIDWithMagic(magic uint64, addr string) (UniqueID, error) {
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return UniqueID{}, fmt.Errorf("%w: root address %q: %v", ErrBootstrap, addr, err)
-	}
-	return makeID(magic, addr)
-}
-
-// StartRootOn serves one communicator's registration on a listener the caller keeps (it stays
-// open afterwards, ready for another root), with the given magic.
-func StartRootOn(ln net.Listener, magic uint64, timeout time.Duration) *Root {
+func newRoot(ln net.Listener, keep bool, secret Secret, timeout time.Duration) *Root {
 	if timeout <= 0 {
 		timeout = DefaultBootstrapTimeout
 	}
-	r := &Root{ln: ln, keep: true, magic: magic, timeout: timeout, done: make(chan struct{})}
+	r := &Root{ln: ln, keep: keep, secret: secret, magic: secret.Label(), timeout: timeout, stop: make(chan struct{}), done: make(chan struct{})}
 	go r.serve()
 	return r
+}
+
+// Close stops the root (a listener of StartRootOn stays open).
+func (r *Root) Close() error {
+	r.stopOnce.Do(func() { close(r.stop) })
+	<-r.done
+	return nil
+}
+
+// StartRootOn serves the registration of id's communicator on a listener the caller keeps (it stays
+// open afterwards, ready for another root). Only one root may serve a listener at a time.
+func StartRootOn(ln net.Listener, id UniqueID, timeout time.Duration) (*Root, error) {
+	if _, err := id.check(); err != nil {
+		return nil, err
+	}
+	return newRoot(ln, true, id.Secret(), timeout), nil
 }
 
 // Wait returns when the root has served its communicator (or failed) and gives its error.
 func (r *Root) Wait() error { <-r.done; return r.err }
 
-// Rejected counts connections refused (wrong magic, bad lengths, bad ranks).
+// Rejected counts connections refused (failed authentication, bad messages, bad or duplicate ranks).
 func (r *Root) Rejected() int64 { return r.rejected.Load() }
 
 type registration struct {
-	c    net.Conn
-	n    int
-	addr string
+	c       net.Conn
+	rank, n int
+	addr    string
+}
+
+// register authenticates one incoming connection and reads its registration, within the handshake
+// deadline; it checks what one message can show (the rank is within the communicator's size).
+func (r *Root) register(c net.Conn) (registration, error) {
+	c.SetDeadline(time.Now().Add(min(HandshakeTimeout, r.timeout)))
+	if err := authAccept(c, r.secret, purposeRoot); err != nil {
+		return registration{}, err
+	}
+	typ, body, err := readMsg(c, r.magic, maxAddrLen+8)
+	if err != nil {
+		return registration{}, err
+	}
+	if typ != msgRegister || len(body) < 8 {
+		return registration{}, fmt.Errorf("%w: message type %d of %d bytes, want a registration", ErrProtocol, typ, len(body))
+	}
+	rank := int(binary.LittleEndian.Uint32(body[0:]))
+	n := int(binary.LittleEndian.Uint32(body[4:]))
+	if n <= 0 || n > MaxRanks || rank >= n {
+		return registration{}, fmt.Errorf("%w: rank %d of %d ranks", ErrProtocol, rank, n)
+	}
+	return registration{c: c, rank: rank, n: n, addr: string(body[8:])}, nil
 }
 
 func (r *Root) serve() {
 	defer close(r.done)
-	if r.keep {
-		defer func() {
-			if tl, ok := r.ln.(*net.TCPListener); ok {
-				tl.SetDeadline(time.Time{})
-			}
-		}()
-	} else {
-		defer r.ln.Close()
-	}
+	regc := make(chan registration)
+	finished := make(chan struct{})
+	acc := startAcceptor(r.ln, func(c net.Conn) {
+		g, err := r.register(c)
+		if err != nil {
+			r.rejected.Add(1)
+			c.Close()
+			return
+		}
+		select {
+		case regc <- g:
+		case <-finished:
+			c.Close()
+		}
+	})
 	var regs []registration
 	nranks := -1
 	got := 0
+	timer := time.NewTimer(r.timeout)
+	defer timer.Stop()
 	fail := func(err error) {
 		r.err = err
+		close(finished)
+		acc.Stop(r.keep)
 		for _, g := range regs {
 			if g.c != nil {
 				g.c.Close()
 			}
 		}
 	}
-	deadline := time.Now().Add(r.timeout)
 	for nranks < 0 || got < nranks {
-		if tl, ok := r.ln.(*net.TCPListener); ok {
-			tl.SetDeadline(deadline)
-		}
-		c, err := r.ln.Accept()
-		if err != nil {
-			fail(fmt.Errorf("%w: root: %d of %d ranks registered: %v", ErrBootstrap, got, nranks, err))
+		var g registration
+		select {
+		case g = <-regc:
+		case <-timer.C:
+			fail(fmt.Errorf("%w: root: %d of %d ranks registered within %v", ErrBootstrap, got, nranks, r.timeout))
+			return
+		case <-r.stop:
+			fail(fmt.Errorf("%w: root: closed with %d of %d ranks registered", ErrBootstrap, got, nranks))
 			return
 		}
-		c.SetDeadline(time.Now().Add(r.timeout))
-		typ, body, err := readMsg(c, r.magic, maxAddrLen+8)
-		if err != nil || typ != msgRegister || len(body) < 8 {
-			r.rejected.Add(1)
-			c.Close()
-			continue
-		}
-		rank := int(binary.LittleEndian.Uint32(body[0:]))
-		n := int(binary.LittleEndian.Uint32(body[4:]))
-		if n <= 0 || n > 1<<20 || rank >= n || (nranks >= 0 && n != nranks) {
-			r.rejected.Add(1)
-			c.Close()
+		if nranks >= 0 && g.n != nranks || nranks >= 0 && regs[g.rank].c != nil {
+			r.rejected.Add(1) // another size, or a duplicate rank
+			g.c.Close()
 			continue
 		}
 		if nranks < 0 {
-			nranks = n
-			regs = make([]registration, n)
+			nranks = g.n
+			regs = make([]registration, nranks)
 		}
-		if regs[rank].c != nil { // a duplicate rank
-			r.rejected.Add(1)
-			c.Close()
-			continue
-		}
-		regs[rank] = registration{c: c, n: n, addr: string(body[8:])}
+		regs[g.rank] = g
 		got++
 	}
+	close(finished)
+	acc.Stop(r.keep)
 	for i := range regs {
 		next := regs[(i+1)%nranks].addr
+		regs[i].c.SetDeadline(time.Now().Add(r.timeout))
 		err := writeMsg(regs[i].c, r.magic, msgNext, []byte(next))
 		regs[i].c.Close()
 		if err != nil && r.err == nil {
@@ -293,6 +347,7 @@ type BootstrapConfig struct {
 type Bootstrap struct {
 	rank, n    int
 	magic      uint64
+	secret     Secret
 	timeout    time.Duration
 	next, prev net.Conn
 	ln         net.Listener
@@ -304,10 +359,10 @@ type Bootstrap struct {
 
 // NewBootstrap joins the communicator of id as rank of n: registers with the root and builds the ring.
 func NewBootstrap(ctx context.Context, id UniqueID, rank, n int, cfg BootstrapConfig) (*Bootstrap, error) {
-	if n <= 0 || rank < 0 || rank >= n {
-		return nil, fmt.Errorf("%w: rank %d of %d ranks", ErrBootstrap, rank, n)
+	if n <= 0 || n > MaxRanks || rank < 0 || rank >= n {
+		return nil, fmt.Errorf("%w: rank %d of %d ranks (at most %d)", ErrBootstrap, rank, n, MaxRanks)
 	}
-	rootAddr, err := id.Addr()
+	rootAddr, err := id.check()
 	if err != nil {
 		return nil, err
 	}
@@ -315,26 +370,24 @@ func NewBootstrap(ctx context.Context, id UniqueID, rank, n int, cfg BootstrapCo
 	if to <= 0 {
 		to = DefaultBootstrapTimeout
 	}
-	b := &Bootstrap{rank: rank, n: n, magic: id.Magic(), timeout: to}
+	b := &Bootstrap{rank: rank, n: n, magic: id.Magic(), secret: id.Secret(), timeout: to}
 	ctx, cancel := context.WithTimeout(ctx, to)
 	defer cancel()
 	fail := func(format string, args ...any) (*Bootstrap, error) {
 		b.Close()
 		return nil, fmt.Errorf("%w: rank %d: %s", ErrBootstrap, rank, fmt.Sprintf(format, args...))
 	}
-	// Connect to the root (it may start after us: retry until the deadline).
-	var d net.Dialer
-	var rc net.Conn
-	for attempt := 0; ; attempt++ {
-		rc, err = d.DialContext(ctx, "tcp", rootAddr)
-		if err == nil {
-			break
+	dl, _ := ctx.Deadline()
+	// Connect to the root and authenticate. The root may start after us, or close a connection
+	// unanswered while it is busy with many others: retry until the deadline. A root that answers
+	// without knowing the secret belongs to another communicator: stop at once.
+	rc, err := dialAuth(ctx, rootAddr, b.secret, purposeRoot, 10*time.Millisecond)
+	if err != nil {
+		b.Close()
+		if errors.Is(err, ErrAuth) {
+			return nil, fmt.Errorf("%w: rank %d: the bootstrap root at %s serves another communicator (another job at this address, ranks that do not share the secret, or a stranger): %w", ErrBootstrap, rank, rootAddr, err)
 		}
-		select {
-		case <-ctx.Done():
-			return fail("reaching the root at %s: %v", rootAddr, err)
-		case <-time.After(time.Duration(min(attempt+1, 20)) * 10 * time.Millisecond):
-		}
+		return nil, fmt.Errorf("%w: rank %d: reaching the root at %s: %v", ErrBootstrap, rank, rootAddr, err)
 	}
 	defer rc.Close()
 	listen := cfg.Listen
@@ -352,7 +405,6 @@ func NewBootstrap(ctx context.Context, id UniqueID, rank, n int, cfg BootstrapCo
 		myAddr = net.JoinHostPort(lh, port)
 	}
 	b.localHost, _, _ = net.SplitHostPort(rc.LocalAddr().String())
-	dl, _ := ctx.Deadline()
 	rc.SetDeadline(dl)
 	body := make([]byte, 8+len(myAddr))
 	binary.LittleEndian.PutUint32(body[0:], uint32(rank))
@@ -366,29 +418,26 @@ func NewBootstrap(ctx context.Context, id UniqueID, rank, n int, cfg BootstrapCo
 		return fail("waiting for the root at %s (are all %d ranks started?): type %d, %v", rootAddr, n, typ, err)
 	}
 	if n == 1 {
+		b.ln.Close()
 		return b, nil
 	}
 	// Ring: dial next, accept prev, concurrently.
+	actx, acancel := context.WithCancel(ctx)
+	defer acancel()
 	acc := make(chan error, 1)
-	go func() { acc <- b.acceptPrev(dl) }()
-	for attempt := 0; ; attempt++ {
-		b.next, err = d.DialContext(ctx, "tcp", string(nextAddr))
-		if err == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			b.ln.Close()
-			<-acc
-			return fail("connecting to rank %d at %s: %v", (rank+1)%n, nextAddr, err)
-		case <-time.After(time.Duration(min(attempt+1, 20)) * 5 * time.Millisecond):
-		}
+	go func() { acc <- b.acceptPrev(actx) }()
+	b.next, err = dialAuth(ctx, string(nextAddr), b.secret, purposeRing, 5*time.Millisecond)
+	if err != nil {
+		acancel()
+		<-acc
+		b.Close()
+		return nil, fmt.Errorf("%w: rank %d: connecting to rank %d at %s: %w", ErrBootstrap, rank, (rank+1)%n, nextAddr, err)
 	}
 	b.next.SetDeadline(dl)
 	hi := make([]byte, 4)
 	binary.LittleEndian.PutUint32(hi, uint32(rank))
 	if err := writeMsg(b.next, b.magic, msgRingHi, hi); err != nil {
-		b.ln.Close()
+		acancel()
 		<-acc
 		return fail("hello to rank %d: %v", (rank+1)%n, err)
 	}
@@ -399,27 +448,90 @@ func NewBootstrap(ctx context.Context, id UniqueID, rank, n int, cfg BootstrapCo
 	return b, nil
 }
 
-func (b *Bootstrap) acceptPrev(dl time.Time) error {
+// dialAuth connects to addr and authenticates for purpose, retrying (every step, growing to 20
+// steps) while the listener is not up or closes the connection unanswered, until ctx is done. An
+// error wrapping ErrAuth is final.
+func dialAuth(ctx context.Context, addr string, secret Secret, purpose string, step time.Duration) (net.Conn, error) {
+	var d net.Dialer
+	for attempt := 0; ; attempt++ {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			dl := time.Now().Add(HandshakeTimeout)
+			if cd, ok := ctx.Deadline(); ok && cd.Before(dl) {
+				dl = cd
+			}
+			c.SetDeadline(dl)
+			stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+			err = authDial(c, secret, purpose)
+			stop()
+			if err == nil {
+				c.SetDeadline(time.Time{})
+				return c, nil
+			}
+			c.Close()
+			if errors.Is(err, ErrAuth) {
+				return nil, err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%v (%w)", err, ctx.Err())
+		case <-time.After(time.Duration(min(attempt+1, 20)) * step):
+		}
+	}
+}
+
+// acceptPrev accepts the ring predecessor: connections are authenticated concurrently, each within
+// the handshake deadline, and the first that authenticates and names the predecessor is kept; the
+// ring listener is then closed.
+func (b *Bootstrap) acceptPrev(ctx context.Context) error {
 	want := (b.rank + b.n - 1) % b.n
-	for {
-		if tl, ok := b.ln.(*net.TCPListener); ok {
-			tl.SetDeadline(dl)
+	var mu sync.Mutex
+	found := make(chan struct{})
+	finished := false
+	dl, _ := ctx.Deadline()
+	acc := startAcceptor(b.ln, func(c net.Conn) {
+		hd := time.Now().Add(HandshakeTimeout)
+		if hd.After(dl) {
+			hd = dl
 		}
-		c, err := b.ln.Accept()
-		if err != nil {
-			return err
+		c.SetDeadline(hd)
+		err := authAccept(c, b.secret, purposeRing)
+		var typ uint32
+		var body []byte
+		if err == nil {
+			typ, body, err = readMsg(c, b.magic, 4)
 		}
-		c.SetDeadline(dl)
-		typ, body, err := readMsg(c, b.magic, 4)
 		if err != nil || typ != msgRingHi || len(body) != 4 || int(binary.LittleEndian.Uint32(body)) != want {
 			b.rejected.Add(1)
 			c.Close()
-			continue
+			return
 		}
 		c.SetDeadline(time.Time{})
+		mu.Lock()
+		defer mu.Unlock()
+		if finished || b.prev != nil {
+			b.rejected.Add(1)
+			c.Close()
+			return
+		}
 		b.prev = c
-		return nil
+		close(found)
+	})
+	var err error
+	select {
+	case <-found:
+	case <-ctx.Done():
+		err = ctx.Err()
 	}
+	mu.Lock()
+	finished = true
+	if b.prev != nil {
+		err = nil
+	}
+	mu.Unlock()
+	acc.Stop(false) // closes the ring listener: the ring is complete or has failed
+	return err
 }
 
 // Rank and Size of the communicator; Magic of its id.

@@ -87,6 +87,8 @@ func rawMsg(magic uint64, typ, n uint32, body []byte) []byte {
 	return b
 }
 
+// Connections that do not start with the authentication handshake are closed unanswered and do not
+// disturb the ranks (security_test.go sends bad messages after a valid handshake).
 func TestBootstrapRejectsWrongMagicAndHugeLengths(t *testing.T) {
 	id, root, err := realnet.NewUniqueID("", 10*time.Second)
 	if err != nil {
@@ -95,9 +97,9 @@ func TestBootstrapRejectsWrongMagicAndHugeLengths(t *testing.T) {
 	defer root.Close()
 	addr, _ := id.Addr()
 	bad := [][]byte{
-		rawMsg(id.Magic()^1, 1, 8, make([]byte, 8)),              // wrong magic
+		rawMsg(id.Magic()^1, 1, 8, make([]byte, 8)),              // an old-style registration, wrong magic
 		rawMsg(id.Magic(), 1, 1<<31, nil),                        // absurd length: must not be allocated or awaited
-		rawMsg(id.Magic(), 1, 8, []byte{9, 0, 0, 0, 2, 0, 0, 0}), // rank 9 of 2
+		rawMsg(id.Magic(), 1, 8, []byte{9, 0, 0, 0, 2, 0, 0, 0}), // an old-style registration with the public magic
 		[]byte("GET / HTTP/1.0\r\n\r\n"),
 	}
 	for i, m := range bad {
@@ -106,6 +108,7 @@ func TestBootstrapRejectsWrongMagicAndHugeLengths(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.Write(m)
+		c.(*net.TCPConn).CloseWrite()
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if _, err := c.Read(make([]byte, 1)); err == nil {
 			t.Fatalf("bad message %d: the root answered", i)
@@ -155,12 +158,19 @@ func TestBootstrapFixedAddress(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := ln.Addr().String()
 	ln.Close()
-	id, err := realnet.UniqueIDFromAddr(addr)
+	secret := realnet.SecretFromString("a secret the ranks share")
+	id, err := realnet.UniqueIDFromAddr(addr, secret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id.Magic() != realnet.FixedMagic {
-		t.Fatalf("magic %#x", id.Magic())
+	if id.Magic() != secret.Label() || id.Secret() != secret {
+		t.Fatalf("magic %#x, secret %x", id.Magic(), id.Secret())
+	}
+	if id2, _ := realnet.UniqueIDFromAddr(addr, realnet.SecretFromString("another")); id2.Magic() == id.Magic() {
+		t.Fatalf("two secrets, one magic %#x", id.Magic())
+	}
+	if _, err := realnet.UniqueIDFromAddr(addr, realnet.Secret{}); err == nil {
+		t.Fatalf("an id without a secret")
 	}
 	root, err := realnet.StartRoot(id, 10*time.Second)
 	if err != nil {
@@ -174,7 +184,7 @@ func TestBootstrapFixedAddress(t *testing.T) {
 		}
 		defer bs[r].Close()
 	}
-	if _, err := realnet.UniqueIDFromAddr("no-port"); err == nil {
+	if _, err := realnet.UniqueIDFromAddr("no-port", secret); err == nil {
 		t.Fatalf("address without a port accepted")
 	}
 	var bad realnet.UniqueID

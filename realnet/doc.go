@@ -8,15 +8,20 @@
 //   - InProc: goroutine ranks of one process, rings in Go memory meeting at a Hub.
 //   - Shm: processes of one host, a file in /dev/shm mapped by both, a lock-free single-producer
 //     single-consumer ring of NCCL_STEPS slots per direction, polling with backoff, peer liveness by
-//     pid.
-//   - TCP: one socket per connection, a hello that checks the communicator's magic, framed messages
-//     with bounded lengths, a writer goroutine behind NCCL_STEPS slot buffers.
+//     pid. File names are derived from the communicator's secret; the file is created exclusively
+//     (O_EXCL|O_NOFOLLOW, 0600), links are never followed, names are removed on every exit path.
+//   - TCP: one socket per connection, authenticated with the communicator's secret, then a hello
+//     naming the key, framed messages with bounded lengths, a writer goroutine behind NCCL_STEPS
+//     slot buffers.
 //
 // Every transport runs the same conformance suite, realnettest.TestTransport.
 //
-// The bootstrap (bootstrap.go) follows NCCL's: a UniqueID holds a random magic and the root's
-// address; ranks register with the root, learn their ring successor, connect a ring of sockets and
-// run AllGather/Barrier on it. Wrong magics are refused and every length read is bounded.
+// The bootstrap (bootstrap.go) follows NCCL's: a UniqueID holds the root's address and the
+// communicator's Secret; ranks register with the root, learn their ring successor, connect a ring
+// of sockets and run AllGather/Barrier on it. Every connection a communicator accepts (root, ring,
+// TCP data) first passes a mutual HMAC challenge-response on the secret (auth.go), with a short
+// deadline and served concurrently, so that strangers can neither join nor stall it; every length
+// read is bounded. docs/security.md says what this protects against and what it does not.
 //
 // Usage:
 //

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -18,14 +19,19 @@ import (
 )
 
 // Shared-memory transport: each connection is a file in a tmpfs directory (/dev/shm) mapped by both
-// processes, holding a header and two rings (one per direction). Both ends create the file with the
-// same size (idempotent), map it, announce themselves in the header and wait for the other; the
-// lower rank then unlinks the name (the mapping stays). Waiting is polling with backoff (spin, yield,
-// short sleeps); a peer is declared gone when it sets its closed flag or when its process no longer
-// exists (kill(pid, 0) fails with ESRCH, checked every ShmLivenessPeriod).
+// processes, holding a header and two rings (one per direction). The file's name is derived from
+// the communicator's secret (nobody without it can guess it); the lower rank creates it exclusively
+// (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600: a file or link already at the name is never used), the
+// higher rank opens it without following links and checks that it is a regular file of this user,
+// of mode 0600 and of the expected size. Both map it, announce themselves in the header and wait for
+// the other; then the name is unlinked (the mapping stays), and every failure path and Close unlinks
+// the names this rank created. Waiting is polling with backoff (spin, yield, short sleeps); a peer
+// is declared gone when it sets its closed flag or when its process no longer exists (kill(pid, 0)
+// fails with ESRCH, checked every ShmLivenessPeriod).
 //
 // Header layout (64-byte fields): magic, version, slotBytes, pid[0], pid[1], attached[0],
-// attached[1], closed[0], closed[1]; rings start at shmHeaderBytes.
+// attached[1], closed[0], closed[1]; rings start at shmHeaderBytes. The creator writes the magic
+// last (after the version and slot size), so the other end reads a complete header once it sees it.
 
 const (
 	shmMagic       = 0x73696d63636c5348 // "simcclSH"
@@ -47,21 +53,23 @@ const (
 // Shm is the shared-memory Transport of one rank (processes on one host).
 type Shm struct {
 	dir       string
-	comm      uint64
+	names     Secret // file names are derived from it (fileName)
 	rank      int
 	slotBytes int
 
-	mu     sync.Mutex
-	closed bool
-	done   chan struct{}
-	keys   map[Key]bool
-	conns  []*shmConn
+	mu      sync.Mutex
+	closed  bool
+	done    chan struct{}
+	keys    map[Key]bool
+	conns   []*shmConn
+	created map[string]bool // names this rank created and has not unlinked yet
 }
 
-// NewShm returns the shared-memory transport of rank in communicator comm. dir "" selects /dev/shm
-// (or the system temporary directory when /dev/shm does not exist); slotBytes ≤ 0 selects
-// DefaultSlotBytes.
-func NewShm(dir string, comm uint64, rank, slotBytes int) *Shm {
+// NewShm returns the shared-memory transport of rank in the communicator whose ranks share secret
+// (the file names are derived from it: use a secret that differs for every communicator and run,
+// as comm does). dir "" selects /dev/shm (or the system temporary directory when /dev/shm does
+// not exist); slotBytes ≤ 0 selects DefaultSlotBytes.
+func NewShm(dir string, secret Secret, rank, slotBytes int) *Shm {
 	if dir == "" {
 		dir = "/dev/shm"
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
@@ -71,7 +79,98 @@ func NewShm(dir string, comm uint64, rank, slotBytes int) *Shm {
 	if slotBytes <= 0 {
 		slotBytes = DefaultSlotBytes
 	}
-	return &Shm{dir: dir, comm: comm, rank: rank, slotBytes: slotBytes, done: make(chan struct{}), keys: map[Key]bool{}}
+	return &Shm{dir: dir, names: secret.Derive("shm names"), rank: rank, slotBytes: slotBytes, done: make(chan struct{}),
+		keys: map[Key]bool{}, created: map[string]bool{}}
+}
+
+// fileName is the file of the connection between ranks lo < hi for key: "simccl-" and 128 bits
+// derived from the secret and the connection, so that one name (/dev/shm can be listed by anyone)
+// tells nothing about the names of the communicator's other connections.
+func (t *Shm) fileName(lo, hi int, key Key) string {
+	var b [32]byte
+	for i, v := range [4]int{lo, hi, key.Channel, key.ConnIndex} {
+		binary.LittleEndian.PutUint64(b[8*i:], uint64(int64(v)))
+	}
+	d := t.names.Derive("connection", b[:])
+	return filepath.Join(t.dir, "simccl-"+hex.EncodeToString(d[:16]))
+}
+
+// unlink removes a name this rank created (or the peer's, once both are attached).
+func (t *Shm) unlink(name string) {
+	os.Remove(name)
+	t.mu.Lock()
+	delete(t.created, name)
+	t.mu.Unlock()
+}
+
+// createFile creates the file of a connection exclusively, never through a link, readable and
+// writable by this user only, and sizes it.
+func (t *Shm) createFile(name string, size int) (*os.File, error) {
+	fd, err := syscall.Open(name, syscall.O_RDWR|syscall.O_CREAT|syscall.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		if errors.Is(err, syscall.EEXIST) {
+			return nil, fmt.Errorf("%s exists already (a file or link this connection did not create: not used): %w", name, err)
+		}
+		return nil, fmt.Errorf("create %s: %w", name, err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	t.mu.Lock()
+	t.created[name] = true
+	t.mu.Unlock()
+	if err := f.Truncate(int64(size)); err != nil {
+		f.Close()
+		t.unlink(name)
+		return nil, fmt.Errorf("size %s: %w", name, err)
+	}
+	return f, nil
+}
+
+// openFile opens the file the peer creates (waiting for it to appear and be sized), never through
+// a link, and checks that it is a regular file of this user, mode 0600, of the expected size.
+func (t *Shm) openFile(ctx context.Context, name string, size int) (*os.File, error) {
+	for n := 0; ; n++ {
+		fd, err := syscall.Open(name, syscall.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		if err == nil {
+			f := os.NewFile(uintptr(fd), name)
+			var st syscall.Stat_t
+			if err := syscall.Fstat(fd, &st); err != nil {
+				f.Close()
+				return nil, fmt.Errorf("stat %s: %w", name, err)
+			}
+			switch {
+			case st.Mode&syscall.S_IFMT != syscall.S_IFREG:
+				err = fmt.Errorf("%s is not a regular file (mode %#o): not used: %w", name, st.Mode, ErrProtocol)
+			case int(st.Uid) != os.Geteuid():
+				err = fmt.Errorf("%s belongs to user %d, not to this user (%d): not used: %w", name, st.Uid, os.Geteuid(), ErrProtocol)
+			case st.Mode&0o077 != 0:
+				err = fmt.Errorf("%s has mode %#o, want 0600: not used: %w", name, st.Mode&0o777, ErrProtocol)
+			case st.Size != 0 && st.Size != int64(size):
+				err = fmt.Errorf("%s has %d bytes, this rank expects %d (another slot size?): %w", name, st.Size, size, ErrProtocol)
+			case st.Size == 0:
+				f.Close() // created, not sized yet
+				f = nil
+			}
+			if err != nil {
+				f.Close()
+				return nil, err
+			}
+			if f != nil {
+				return f, nil
+			}
+		} else if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("%s is a symbolic link: not followed: %w", name, ErrProtocol)
+		} else if !errors.Is(err, syscall.ENOENT) {
+			return nil, fmt.Errorf("open %s: %w", name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.done:
+			return nil, ErrClosed
+		default:
+		}
+		backoff(n, 0, true)
+	}
 }
 
 func (t *Shm) Name() string { return "shm" }
@@ -102,55 +201,77 @@ func (t *Shm) Connect(ctx context.Context, key Key) (Conn, error) {
 	if lo > hi {
 		lo, hi, side = hi, lo, 1
 	}
-	name := filepath.Join(t.dir, fmt.Sprintf("simccl-%016x-%d-%d-c%d-i%d", t.comm, lo, hi, key.Channel, key.ConnIndex))
+	name := t.fileName(lo, hi, key)
 	rb := (ringBytes(t.slotBytes) + 4095) &^ 4095
 	size := shmHeaderBytes + 2*rb
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+	var f *os.File
+	var err error
+	if side == 0 {
+		f, err = t.createFile(name, size)
+	} else {
+		f, err = t.openFile(ctx, name, size)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("shm: connect %v: %w", key, err)
-	}
-	if err := f.Truncate(int64(size)); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("shm: connect %v: size %s: %w", key, name, err)
 	}
 	mem, err := syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
 	f.Close()
 	if err != nil {
-		os.Remove(name)
+		if side == 0 {
+			t.unlink(name)
+		}
 		return nil, fmt.Errorf("shm: connect %v: mmap %s: %w", key, name, err)
 	}
 	m := &shmMap{mem: mem}
 	runtime.SetFinalizer(m, func(m *shmMap) { syscall.Munmap(m.mem) })
-	if old := atomic.SwapUint64(m.u64(shmOffMagic), shmMagic); old != 0 && old != shmMagic {
-		os.Remove(name)
-		return nil, fmt.Errorf("shm: connect %v: %s has magic %#x, not %#x: %w", key, name, old, uint64(shmMagic), ErrProtocol)
+	fail := func(err error) (Conn, error) {
+		atomic.StoreUint64(m.u64(shmOffClosed+64*side), 1)
+		if side == 0 {
+			t.unlink(name)
+		}
+		return nil, fmt.Errorf("shm: connect %v: %w", key, err)
 	}
-	atomic.StoreUint64(m.u64(shmOffVersion), shmVersion)
-	if old := atomic.SwapUint64(m.u64(shmOffSlot), uint64(t.slotBytes)); old != 0 && old != uint64(t.slotBytes) {
-		os.Remove(name)
-		return nil, fmt.Errorf("shm: connect %v: peer uses %d-byte slots, this rank %d: %w", key, old, t.slotBytes, ErrProtocol)
+	wait := func(n int) error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.done:
+			return ErrClosed
+		default:
+		}
+		backoff(n, 0, true)
+		return nil
+	}
+	if side == 0 {
+		atomic.StoreUint64(m.u64(shmOffVersion), shmVersion)
+		atomic.StoreUint64(m.u64(shmOffSlot), uint64(t.slotBytes))
+		atomic.StoreUint64(m.u64(shmOffMagic), shmMagic)
+	} else {
+		for n := 0; atomic.LoadUint64(m.u64(shmOffMagic)) == 0; n++ {
+			if err := wait(n); err != nil {
+				return fail(err)
+			}
+		}
+		if v := atomic.LoadUint64(m.u64(shmOffMagic)); v != shmMagic {
+			return fail(fmt.Errorf("%s has magic %#x, not %#x: %w", name, v, uint64(shmMagic), ErrProtocol))
+		}
+		if v := atomic.LoadUint64(m.u64(shmOffVersion)); v != shmVersion {
+			return fail(fmt.Errorf("%s has version %d, this rank %d: %w", name, v, shmVersion, ErrProtocol))
+		}
+		if v := atomic.LoadUint64(m.u64(shmOffSlot)); v != uint64(t.slotBytes) {
+			return fail(fmt.Errorf("peer uses %d-byte slots, this rank %d: %w", v, t.slotBytes, ErrProtocol))
+		}
 	}
 	atomic.StoreUint64(m.u64(shmOffPid+64*side), uint64(os.Getpid()))
 	atomic.StoreUint64(m.u64(shmOffAttached+64*side), 1)
 
 	// Wait for the peer to attach.
 	for n := 0; atomic.LoadUint64(m.u64(shmOffAttached+64*(1-side))) == 0; n++ {
-		select {
-		case <-ctx.Done():
-			atomic.StoreUint64(m.u64(shmOffClosed+64*side), 1)
-			os.Remove(name)
-			return nil, fmt.Errorf("shm: connect %v: %w", key, ctx.Err())
-		case <-t.done:
-			atomic.StoreUint64(m.u64(shmOffClosed+64*side), 1)
-			os.Remove(name)
-			return nil, fmt.Errorf("shm: connect %v: %w", key, ErrClosed)
-		default:
+		if err := wait(n); err != nil {
+			return fail(err)
 		}
-		backoff(n, 0, true)
 	}
-	if side == 0 {
-		os.Remove(name)
-	}
+	t.unlink(name) // both attached: the name is no longer needed (whichever end gets here first)
 	r0, err := newRing(mem[shmHeaderBytes:shmHeaderBytes+rb], t.slotBytes)
 	if err != nil {
 		return nil, err
@@ -188,9 +309,17 @@ func (t *Shm) Close() error {
 	close(t.done)
 	conns := t.conns
 	t.conns = nil
+	var names []string
+	for name := range t.created {
+		names = append(names, name)
+	}
+	t.created = map[string]bool{}
 	t.mu.Unlock()
 	for _, c := range conns {
 		c.Close()
+	}
+	for _, name := range names {
+		os.Remove(name) // a connection still waiting for its peer
 	}
 	return nil
 }

@@ -17,8 +17,8 @@ import (
 func shmPair(t *testing.T, slot int) (a, b realnet.SlotConn) {
 	t.Helper()
 	dir := t.TempDir()
-	comm := rand.Uint64()
-	ts := []realnet.Transport{realnet.NewShm(dir, comm, 0, slot), realnet.NewShm(dir, comm, 1, slot)}
+	secret := newSecret(t)
+	ts := []realnet.Transport{realnet.NewShm(dir, secret, 0, slot), realnet.NewShm(dir, secret, 1, slot)}
 	t.Cleanup(func() {
 		for _, tr := range ts {
 			tr.Close()

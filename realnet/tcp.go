@@ -16,8 +16,8 @@ import (
 )
 
 // TCP transport: one socket per connection, opened by the lower rank (it dials the peer's data
-// listener and sends a hello naming the communicator and the key; the listener checks the magic and
-// answers). Messages are framed as {pieceLen uint64, msgLen uint64} + piece, pieces at most
+// listener, both ends authenticate with the communicator's secret (auth.go), then it sends a hello
+// naming the communicator and the key, and the listener answers). Messages are framed as {pieceLen uint64, msgLen uint64} + piece, pieces at most
 // SlotBytes; every length read from the wire is bounded. Send copies into one of Steps slot buffers
 // that a writer goroutine drains, so a rank never waits for its receiver to post a Recv (the same
 // guarantee the ring transports give).
@@ -31,7 +31,9 @@ const (
 
 // TCPConfig configures a TCP transport.
 type TCPConfig struct {
-	Magic     uint64 // the communicator's bootstrap magic; connections with another magic are refused
+	// Secret is the communicator's secret (required): a connection whose other end does not prove it
+	// knows it is refused before anything else is read or written.
+	Secret    Secret
 	Comm      uint64 // communicator id (several communicators may share a process)
 	Rank      int
 	Listen    string // listen address, e.g. "127.0.0.1:0" or ":0"; "" = 127.0.0.1:0
@@ -40,8 +42,10 @@ type TCPConfig struct {
 
 // TCP is the socket Transport of one rank.
 type TCP struct {
-	cfg TCPConfig
-	ln  net.Listener
+	cfg   TCPConfig
+	magic uint64 // the secret's label, in the hello
+	ln    net.Listener
+	acc   *acceptor
 
 	mu      sync.Mutex
 	closed  bool
@@ -64,13 +68,16 @@ func NewTCP(cfg TCPConfig) (*TCP, error) {
 	if cfg.SlotBytes <= 0 {
 		cfg.SlotBytes = DefaultSlotBytes
 	}
+	if cfg.Secret.IsZero() {
+		return nil, fmt.Errorf("tcp transport: no secret (TCPConfig.Secret)")
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("tcp transport: listen on %s: %w", cfg.Listen, err)
 	}
-	t := &TCP{cfg: cfg, ln: ln, done: make(chan struct{}), keys: map[Key]bool{}, waiting: map[Key]chan net.Conn{}}
+	t := &TCP{cfg: cfg, magic: cfg.Secret.Label(), ln: ln, done: make(chan struct{}), keys: map[Key]bool{}, waiting: map[Key]chan net.Conn{}}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
-	go t.acceptLoop()
+	t.acc = startAcceptor(ln, t.handshakeIn)
 	return t, nil
 }
 
@@ -98,20 +105,10 @@ func (t *TCP) waitChan(k Key) chan net.Conn {
 	return ch
 }
 
-func (t *TCP) acceptLoop() {
-	for {
-		c, err := t.ln.Accept()
-		if err != nil {
-			return
-		}
-		go t.handshakeIn(c)
-	}
-}
-
 func (t *TCP) hello(from int, k Key) []byte {
 	b := make([]byte, tcpHelloLen)
 	binary.LittleEndian.PutUint64(b[0:], tcpHelloMagic)
-	binary.LittleEndian.PutUint64(b[8:], t.cfg.Magic)
+	binary.LittleEndian.PutUint64(b[8:], t.magic)
 	binary.LittleEndian.PutUint64(b[16:], t.cfg.Comm)
 	binary.LittleEndian.PutUint32(b[24:], uint32(from))
 	binary.LittleEndian.PutUint32(b[28:], uint32(k.Channel))
@@ -120,16 +117,22 @@ func (t *TCP) hello(from int, k Key) []byte {
 	return b
 }
 
-// handshakeIn reads the hello of an incoming connection and hands it to the matching Connect.
+// handshakeIn authenticates an incoming connection, reads its hello and hands it to the matching
+// Connect.
 func (t *TCP) handshakeIn(c net.Conn) {
-	c.SetDeadline(time.Now().Add(TCPHandshakeTimeout))
+	c.SetDeadline(time.Now().Add(min(HandshakeTimeout, TCPHandshakeTimeout)))
+	if err := authAccept(c, t.cfg.Secret, purposeTCP); err != nil {
+		t.rejects.Add(1)
+		c.Close()
+		return
+	}
 	b := make([]byte, tcpHelloLen)
 	if _, err := io.ReadFull(c, b); err != nil {
 		t.rejects.Add(1)
 		c.Close()
 		return
 	}
-	if binary.LittleEndian.Uint64(b[0:]) != tcpHelloMagic || binary.LittleEndian.Uint64(b[8:]) != t.cfg.Magic ||
+	if binary.LittleEndian.Uint64(b[0:]) != tcpHelloMagic || binary.LittleEndian.Uint64(b[8:]) != t.magic ||
 		binary.LittleEndian.Uint64(b[16:]) != t.cfg.Comm || binary.LittleEndian.Uint32(b[36:]) != uint32(t.cfg.SlotBytes) {
 		t.rejects.Add(1)
 		c.Close()
@@ -224,7 +227,14 @@ func (t *TCP) dial(ctx context.Context, addr string, key Key) (net.Conn, error) 
 		cancel()
 		if err == nil {
 			nc.SetDeadline(time.Now().Add(TCPHandshakeTimeout))
-			if _, err = nc.Write(t.hello(t.cfg.Rank, key)); err == nil {
+			if err = authDial(nc, t.cfg.Secret, purposeTCP); errors.Is(err, ErrAuth) {
+				nc.Close()
+				return nil, fmt.Errorf("tcp: connect %v: %s: %w (%w)", key, addr, ErrProtocol, err)
+			}
+			if err == nil {
+				_, err = nc.Write(t.hello(t.cfg.Rank, key))
+			}
+			if err == nil {
 				// The peer answers when it connects this key itself, which may be later (lazy
 				// connection): wait as long as ctx allows.
 				dl, _ := ctx.Deadline()
@@ -236,7 +246,7 @@ func (t *TCP) dial(ctx context.Context, addr string, key Key) (net.Conn, error) 
 				stop()
 				tdone()
 				if err == nil {
-					if binary.LittleEndian.Uint64(b[0:]) != tcpHelloMagic || binary.LittleEndian.Uint64(b[8:]) != t.cfg.Magic {
+					if binary.LittleEndian.Uint64(b[0:]) != tcpHelloMagic || binary.LittleEndian.Uint64(b[8:]) != t.magic {
 						nc.Close()
 						return nil, fmt.Errorf("tcp: connect %v: %s answered with a wrong magic: %w", key, addr, ErrProtocol)
 					}
@@ -282,7 +292,7 @@ func (t *TCP) Close() error {
 	waiting := t.waiting
 	t.waiting = map[Key]chan net.Conn{}
 	t.mu.Unlock()
-	t.ln.Close()
+	t.acc.Stop(false)
 	for _, c := range conns {
 		c.Close()
 	}

@@ -25,10 +25,10 @@ func TestInProc(t *testing.T) {
 func TestShm(t *testing.T) {
 	dir := t.TempDir() // the same code path as /dev/shm, cleaned up by the test
 	realnettest.TestTransport(t, func(t *testing.T, n int) []realnet.Transport {
-		comm := rand.Uint64()
+		secret := newSecret(t)
 		ts := make([]realnet.Transport, n)
 		for r := range ts {
-			ts[r] = realnet.NewShm(dir, comm, r, testSlot)
+			ts[r] = realnet.NewShm(dir, secret, r, testSlot)
 		}
 		return ts
 	})
@@ -36,11 +36,11 @@ func TestShm(t *testing.T) {
 
 func TestTCP(t *testing.T) {
 	realnettest.TestTransport(t, func(t *testing.T, n int) []realnet.Transport {
-		magic, comm := rand.Uint64(), rand.Uint64()
+		secret, comm := newSecret(t), rand.Uint64()
 		ts := make([]realnet.Transport, n)
 		addrs := make([]string, n)
 		for r := range ts {
-			tr, err := realnet.NewTCP(realnet.TCPConfig{Magic: magic, Comm: comm, Rank: r, SlotBytes: testSlot})
+			tr, err := realnet.NewTCP(realnet.TCPConfig{Secret: secret, Comm: comm, Rank: r, SlotBytes: testSlot})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -51,4 +51,12 @@ func TestTCP(t *testing.T) {
 		}
 		return ts
 	})
+}
+
+func newSecret(t testing.TB) realnet.Secret {
+	s, err := realnet.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/comm"
 	"github.com/simccl/simccl/comm/perf"
+	"github.com/simccl/simccl/internal/sysmem"
 	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/realnet"
 )
@@ -40,12 +41,16 @@ type options struct {
 	channels  int
 	algo      string
 	timeout   time.Duration
-	json      bool
-	preconn   bool
-	verbose   bool
-	backend   string
-	shareGPUs bool
-	cpuprof   string
+	// timeoutSet: --timeout was given; it then bounds the bootstrap under a launcher too (with
+	// goroutine ranks and --procs it always does: this program starts every rank).
+	timeoutSet bool
+	maxMemory  int64 // bytes; 0 = the memory available
+	json       bool
+	preconn    bool
+	verbose    bool
+	backend    string
+	shareGPUs  bool
+	cpuprof    string
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -73,6 +78,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	verbose := fs.BoolP("verbose", "v", false, "log connections and their memory to stderr")
 	graph := fs.IntP("cudagraph", "G", 0, "cuda backend: capture the -n timed iterations as one CUDA graph and time this many replays of it (nccl-tests' -G)")
 	cpuprof := fs.String("cpuprofile", "", "write a CPU profile of the run (Go's pprof format) to this file")
+	maxMem := fs.String("max-memory", "auto", "refuse sizes whose buffers (every rank on this host) exceed this (auto: the memory available)")
 	share := fs.Bool("share-gpus", false, "cuda backend: let -g exceed the GPU count, ranks sharing GPUs round robin (exercises the multi-rank paths; timings say nothing about NVLink)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -86,7 +92,18 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	if *backend != "cpu" && *backend != "cuda" {
 		return nil, fmt.Errorf("%w: --backend %q: want cpu or cuda", errUsage, *backend)
 	}
-	opt := &options{nranks: *g, procs: *procs, transport: *transport, channels: *channels, algo: *algo, timeout: *timeout, json: *js, preconn: *preconn, verbose: *verbose, backend: *backend, shareGPUs: *share, cpuprof: *cpuprof}
+	opt := &options{nranks: *g, procs: *procs, transport: *transport, channels: *channels, algo: *algo, timeout: *timeout, timeoutSet: fs.Changed("timeout"),
+		json: *js, preconn: *preconn, verbose: *verbose, backend: *backend, shareGPUs: *share, cpuprof: *cpuprof}
+	if *timeout <= 0 {
+		return nil, fmt.Errorf("%w: --timeout %v: want a positive duration", errUsage, *timeout)
+	}
+	if *maxMem != "auto" {
+		v, err := units.ParseSize(*maxMem)
+		if err != nil || v == 0 {
+			return nil, fmt.Errorf("%w: --max-memory %q: want a size (16G) or auto", errUsage, *maxMem)
+		}
+		opt.maxMemory = v
+	}
 	if *backend != "cuda" && (*graph != 0 || *share) {
 		return nil, fmt.Errorf("%w: -G/--cudagraph and --share-gpus need --backend cuda", errUsage)
 	}
@@ -156,8 +173,11 @@ func mainRun(args []string, stdout, stderr io.Writer, getenv func(string) string
 	}
 }
 
-func (o *options) config(stderr io.Writer) *comm.Config {
+func (o *options) config(stderr io.Writer, launched bool) *comm.Config {
 	cfg := &comm.Config{Transport: o.transport, NChannels: o.channels, Algo: o.algo, Timeout: o.timeout, ConnectAtInit: o.preconn}
+	if !launched || o.timeoutSet {
+		cfg.BootstrapTimeout = o.timeout
+	}
 	if o.verbose {
 		cfg.Logf = func(format string, args ...any) { fmt.Fprintf(stderr, "runccl INFO "+format+"\n", args...) }
 	}
@@ -172,10 +192,19 @@ func run(opt *options, stdout, stderr io.Writer, getenv func(string) string) err
 	if err != nil {
 		return err
 	}
+	// The ranks' buffers on this host: every rank with goroutines or --procs, this one under a
+	// launcher (which may start others here: the bound is per process).
+	here := opt.nranks
+	if launched {
+		here = 1
+	}
+	if err := checkMemory(opt, here, launched && launch.Launcher == "runccl"); err != nil {
+		return err
+	}
 	var cs []*comm.Comm
 	switch {
 	case launched:
-		c, err := initLaunched(launch, opt.config(stderr))
+		c, err := initLaunched(launch, opt.config(stderr, launch.Launcher != "runccl"))
 		if err != nil {
 			return err
 		}
@@ -183,7 +212,7 @@ func run(opt *options, stdout, stderr io.Writer, getenv func(string) string) err
 	case opt.procs:
 		return spawn(opt, stdout, stderr)
 	default:
-		cs, err = comm.InitAll(opt.nranks, opt.config(stderr))
+		cs, err = comm.InitAll(opt.nranks, opt.config(stderr, false))
 		if err != nil {
 			return err
 		}
@@ -193,7 +222,11 @@ func run(opt *options, stdout, stderr io.Writer, getenv func(string) string) err
 			c.Destroy()
 		}
 	}()
+	stopWatch := abortOnSignal(cs)
 	res, err := perf.Run(cs, opt.perf)
+	if serr := stopWatch(); serr != nil {
+		return serr
+	}
 	if err != nil {
 		return err
 	}
@@ -213,6 +246,57 @@ func run(opt *options, stdout, stderr io.Writer, getenv func(string) string) err
 	return nil
 }
 
+// checkMemory refuses sizes whose buffers would not fit: ranks ranks' buffers for the largest size
+// against --max-memory, or else the memory available (child: the parent has checked the host).
+func checkMemory(opt *options, ranks int, child bool) error {
+	per := perf.RankBufferBytes(opt.perf)
+	need := per
+	if per > 0 && int64(ranks) > (1<<62)/per {
+		need = 1 << 62
+	} else {
+		need = per * int64(ranks)
+	}
+	bound, what := opt.maxMemory, "--max-memory"
+	if bound == 0 {
+		if child {
+			return nil
+		}
+		var ok bool
+		if bound, ok = sysmem.Available(); !ok {
+			return nil
+		}
+		what = "the memory available"
+	}
+	if need > bound {
+		return fmt.Errorf("%w: -e %s needs %s of buffers (%s for each of %d ranks in this process), more than %s (%s): use a smaller -e or fewer ranks",
+			errUsage, units.FormatSize(maxSize(opt.perf.Sizes)), approxSize(need), approxSize(per), ranks, what, approxSize(bound))
+	}
+	return nil
+}
+
+func maxSize(sizes []int64) int64 {
+	var m int64
+	for _, s := range sizes {
+		m = max(m, s)
+	}
+	return m
+}
+
+// approxSize prints bytes to three significant digits (1.5G, 640M).
+func approxSize(b int64) string {
+	f, unit := float64(b), ""
+	for _, u := range []string{"K", "M", "G", "T", "P", "E"} {
+		if f < 1024 {
+			break
+		}
+		f, unit = f/1024, u
+	}
+	return fmt.Sprintf("%.3g%s", f, unit)
+}
+
+// initLaunched joins the job as one rank: runccl's own children are handed their id; under a
+// launcher the id is the root's address and the job's secret (perf.Launch.UniqueID), and rank 0
+// starts the root.
 func initLaunched(l perf.Launch, cfg *comm.Config) (*comm.Comm, error) {
 	var id comm.UniqueID
 	if l.ID != "" {
@@ -223,7 +307,7 @@ func initLaunched(l perf.Launch, cfg *comm.Config) (*comm.Comm, error) {
 		copy(id[:], b)
 	} else {
 		var err error
-		if id, err = realnet.UniqueIDFromAddr(l.Addr); err != nil {
+		if id, err = l.UniqueID(); err != nil {
 			return nil, err
 		}
 		if l.Rank == 0 {
@@ -234,20 +318,27 @@ func initLaunched(l perf.Launch, cfg *comm.Config) (*comm.Comm, error) {
 			defer root.Close()
 		}
 	}
-	return comm.InitRank(l.Size, id, l.Rank, cfg)
+	c, err := comm.InitRank(l.Size, id, l.Rank, cfg)
+	if errors.Is(err, realnet.ErrAuth) {
+		err = fmt.Errorf("%w (every rank needs the same secret: SIMCCL_COMM_ID=host:port#SECRET, or SIMCCL_SECRET_FILE on a file system all hosts share: docs/security.md)", err)
+	}
+	return c, err
 }
 
-// spawn starts one child process per rank (this program again, with RUNCCL_* variables); rank 0's
-// output is the run's output.
+// spawn starts one child process per rank (this program again, with RUNCCL_* variables; the unique
+// id, secret included, travels in the environment, which only this user can read) and owns them
+// (runOwned); rank 0's output is the run's output. The bootstrap root runs here, bounded by
+// --timeout: if the ranks have not all registered by then, the children are stopped.
 func spawn(opt *options, stdout, stderr io.Writer) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	id, err := comm.GetUniqueID("")
+	id, root, err := realnet.NewUniqueID("", opt.timeout)
 	if err != nil {
 		return err
 	}
+	defer root.Close()
 	var args []string
 	for i := 1; i < len(os.Args); i++ {
 		if os.Args[i] != "--procs" && os.Args[i] != "--procs=true" {
@@ -262,19 +353,13 @@ func spawn(opt *options, stdout, stderr io.Writer) error {
 			cmd.Stdout = stdout
 		}
 		cmd.Stderr = stderr
-		if err := cmd.Start(); err != nil {
-			for _, c := range cmds[:r] {
-				c.Process.Kill()
-			}
-			return err
-		}
 		cmds[r] = cmd
 	}
-	var errs []error
-	for r, c := range cmds {
-		if err := c.Wait(); err != nil {
-			errs = append(errs, fmt.Errorf("rank %d: %w", r, err))
+	abort := make(chan error, 1)
+	go func() {
+		if err := root.Wait(); err != nil {
+			abort <- err
 		}
-	}
-	return errors.Join(errs...)
+	}()
+	return runOwned(cmds, func(r int) string { return fmt.Sprintf("rank %d", r) }, abort)
 }

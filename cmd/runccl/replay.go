@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -263,8 +262,8 @@ func writeReplay(w io.Writer, rep *realreplay.Report, o *replayOptions) {
 // replayProcs runs one child process (this program again) per rank trace. The parent makes one
 // unique id (and bootstrap root) per communicator and hands them over in a file; each child joins
 // its communicators in id order (the same order on every child, so no two wait on each other),
-// replays its trace and writes its timings; the parent merges them. A failing child's error is on
-// stderr; the others are stopped once they have had a few seconds to see it.
+// replays its trace and writes its timings; the parent merges them. The parent owns the children
+// (runOwned): a failing child's error is on stderr and the others are stopped.
 func replayProcs(o *replayOptions, prog *realreplay.Program, stderr io.Writer) (*realreplay.Report, error) {
 	self, err := os.Executable()
 	if err != nil {
@@ -300,38 +299,10 @@ func replayProcs(o *replayOptions, prog *realreplay.Program, stderr io.Writer) (
 		cmd.Env = append(os.Environ(), envReplayActor+"="+strconv.Itoa(a), envReplayIDs+"="+idFile,
 			envReplayOut+"="+filepath.Join(dir, fmt.Sprintf("rank%d.json", a)))
 		cmd.Stderr = stderr
-		if err := cmd.Start(); err != nil {
-			for _, c := range cmds[:a] {
-				c.Process.Kill()
-			}
-			return nil, err
-		}
 		cmds[a] = cmd
 	}
-	errs := make([]error, len(cmds))
-	var wg sync.WaitGroup
-	var once sync.Once
-	for a, c := range cmds {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := c.Wait(); err != nil {
-				errs[a] = fmt.Errorf("rank trace %s (process %d): %w", prog.Actors[a].Name, c.Process.Pid, err)
-				once.Do(func() {
-					time.AfterFunc(3*time.Second, func() {
-						for _, k := range cmds {
-							k.Process.Kill() // an exited process: harmless error, ignored
-						}
-					})
-				})
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
+	if err := runOwned(cmds, func(a int) string { return "rank trace " + prog.Actors[a].Name }, nil); err != nil {
+		return nil, err
 	}
 	results := make([]*realreplay.ActorResult, len(cmds))
 	for a := range cmds {
@@ -393,7 +364,15 @@ func replayChild(o *replayOptions, actor string, getenv func(string) string, std
 			comms[c.ID] = cm
 		}
 	}
+	var cs []*comm.Comm
+	for _, c := range comms {
+		cs = append(cs, c)
+	}
+	stopWatch := abortOnSignal(cs)
 	res, err := prog.RunActor(a, comms, o.check)
+	if serr := stopWatch(); serr != nil {
+		return serr
+	}
 	if err != nil {
 		for _, c := range comms {
 			c.Abort() // the peers see the connections go and fail at once

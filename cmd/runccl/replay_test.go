@@ -313,10 +313,7 @@ func TestReplayProcs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds runccl and starts processes")
 	}
-	bin := filepath.Join(t.TempDir(), "runccl")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildRunccl(t)
 	files := writeTraces(t, mixedTrace())
 	cmd := exec.Command(bin, append([]string{"replay", "--procs", "--check", "--json"}, files...)...)
 	var out, errb bytes.Buffer

@@ -162,6 +162,23 @@ func Run(cs []*comm.Comm, opt Options) (*Result, error) {
 	return nil, nil
 }
 
+// RankBufferBytes is the memory one rank's buffers take for opt: a send and a receive buffer of
+// the largest size (runRank), and, for PreMulSum and Avg, the scaled copy of the input comm makes.
+func RankBufferBytes(opt Options) int64 {
+	var m int64
+	for _, sz := range opt.Sizes {
+		m = max(m, sz)
+	}
+	if m > 1<<60 {
+		return 1 << 62
+	}
+	n := 2 * (m + 64)
+	if opt.Op == coll.PreMulSum || opt.Op == coll.Avg {
+		n += m
+	}
+	return n
+}
+
 type rankState struct {
 	c          *comm.Comm
 	n, rank    int
