@@ -58,12 +58,13 @@ type Config struct {
 	Timeout time.Duration
 	// BootstrapTimeout bounds initialisation (default realnet.DefaultBootstrapTimeout).
 	BootstrapTimeout time.Duration
-	// NChannels: the most channels a collective is split over (default 4; fewer for small sizes, and
-	// at most max(2, the CPUs per rank of the host)).
-	NChannels int
-	// Algo: "ring" (default, every collective), "tree" (AllReduce by Tree, the rest Ring) or "pat"
-	// (AllGather and ReduceScatter by PAT, the rest Ring) — the algorithms coll compiles.
-	Algo string
+	// Planners decides what every call runs (required): For(ranksPerHost, hosts) returns the
+	// planner of a communicator laid out as the ranks are (planner.CPU describes the engine's
+	// machine to NCCL's rules; NCCL_ALGO, NCCL_PROTO, NCCL_MAX_NCHANNELS … go in its settings).
+	// The engine runs the planner's plan with the algorithms and protocols it lacks excluded
+	// (Exclude: it runs Simple only, and no NVLS or CollNet), and Plan says when that differs from
+	// NCCL's own decision.
+	Planners Planners
 	// SlotBytes: the size of one of a connection's NCCL_STEPS buffer slots (default 512 KiB, the
 	// Simple protocol's step). The Simple chunk size follows from it.
 	SlotBytes int
@@ -92,12 +93,6 @@ func (c *Config) withDefaults() Config {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
 	}
-	if o.NChannels <= 0 {
-		o.NChannels = 4
-	}
-	if o.Algo == "" {
-		o.Algo = "ring"
-	}
 	if o.SlotBytes <= 0 {
 		o.SlotBytes = realnet.DefaultSlotBytes
 	}
@@ -113,16 +108,30 @@ func (c *Config) check() error {
 	default:
 		return fmt.Errorf("%w: config Transport %q (want auto, inproc, shm or tcp)", ErrInvalidArgument, c.Transport)
 	}
-	switch c.Algo {
-	case "ring", "tree", "pat":
-	default:
-		return fmt.Errorf("%w: config Algo %q (want ring, tree or pat)", ErrInvalidArgument, c.Algo)
-	}
-	if c.NChannels > coll.MaxChannels {
-		return fmt.Errorf("%w: config NChannels %d exceeds %d", ErrInvalidArgument, c.NChannels, coll.MaxChannels)
+	if c.Planners == nil {
+		return fmt.Errorf("%w: config Planners is required (planner.CPU{} plans with NCCL's rules for this engine)", ErrInvalidArgument)
 	}
 	return nil
 }
+
+// Planners makes the planner of a communicator from the layout of its ranks.
+type Planners interface {
+	For(ranksPerHost, hosts int) (coll.Planner, error)
+}
+
+// Exclude is what the engine cannot run: protocols other than Simple (LL and LL128 carry flags in
+// the data, which the engine's transports do not implement) and the algorithms with switch
+// endpoints (NVLS, NVLSTree, CollNet).
+var Exclude = func() coll.Exclude {
+	var ex coll.Exclude
+	ex.Protos[coll.LL], ex.Protos[coll.LL128] = true, true
+	for a := coll.Algo(0); a < coll.NumAlgos; a++ {
+		if a != coll.Ring && a != coll.Tree && a != coll.PAT {
+			ex.Algos[a] = true
+		}
+	}
+	return ex
+}()
 
 // Comm is a communicator: one rank's membership in a group of ranks. Its methods may be called from
 // any goroutine; collective calls are queued in call order and run by the communicator's own
@@ -136,6 +145,7 @@ type Comm struct {
 	secret  realnet.Secret // every rank's, from the id: derives split, shrink and shared-memory secrets
 	boot    *realnet.Bootstrap
 	tr      *router
+	planner coll.Planner
 
 	connMu  sync.Mutex
 	conns   map[realnet.Key]*conn
@@ -392,6 +402,19 @@ func (c *Comm) setupTransports() error {
 		addrs[r] = infos[r].TCP
 	}
 	c.peers = infos
+	ppn, hosts := layout(infos)
+	if c.planner, err = o.Planners.For(ppn, hosts); err != nil {
+		if tcp != nil {
+			tcp.Close()
+		}
+		return fmt.Errorf("comm: init: planner of %d host(s) × %d rank(s): %w", hosts, ppn, err)
+	}
+	if c.planner.NRanks() != c.n {
+		if tcp != nil {
+			tcp.Close()
+		}
+		return fmt.Errorf("comm: init: the planner plans for %d ranks, the communicator has %d", c.planner.NRanks(), c.n)
+	}
 	rt := &router{kind: make([]string, c.n)}
 	for r := range infos {
 		switch {
@@ -419,6 +442,39 @@ func (c *Comm) setupTransports() error {
 	rt.shm = realnet.NewShm(o.ShmDir, c.secret.Derive("shm", infos[0].Nonce), c.rank, o.SlotBytes)
 	c.tr = rt
 	return nil
+}
+
+// layout describes where the ranks run as the planner's machine: ranks per host and hosts, when
+// every host holds the same number of consecutive ranks; otherwise one host of every rank (the
+// planner's nodes are identical blocks of consecutive ranks, and the plan is right whatever the
+// layout: only its speed depends on it).
+func layout(infos []peerInfo) (ppn, hosts int) {
+	n := len(infos)
+	seen := map[string]bool{}
+	run := 0
+	for r := 0; r < n; r++ {
+		if r == 0 || infos[r].Host != infos[r-1].Host {
+			if seen[infos[r].Host] {
+				return n, 1
+			}
+			seen[infos[r].Host] = true
+			hosts++
+			if r > 0 && ppn == 0 {
+				ppn = run
+			} else if r > 0 && run != ppn {
+				return n, 1
+			}
+			run = 0
+		}
+		run++
+	}
+	if ppn == 0 {
+		ppn = run
+	}
+	if run != ppn {
+		return n, 1
+	}
+	return ppn, hosts
 }
 
 // router sends each peer's connections to the transport chosen for it.
@@ -681,15 +737,15 @@ func (c *Comm) resolveOp(op coll.RedOp) (coll.RedOp, float64, error) {
 
 func nanScalar() float64 { return math.NaN() } // marks a destroyed PreMulSum handle
 
-// algo returns the algorithm for a function.
-func (c *Comm) algo(f coll.Func) coll.Algo {
-	switch {
-	case f == coll.AllReduce && c.cfg.Algo == "tree":
-		return coll.Tree
-	case (f == coll.AllGather || f == coll.ReduceScatter) && c.cfg.Algo == "pat":
-		return coll.PAT
+// Plan returns the plan this communicator runs for a call, and NCCL's own decision for it (they
+// differ when NCCL would choose an algorithm or protocol the engine lacks: Exclude).
+func (c *Comm) Plan(call coll.Call) (ran, nccl coll.Plan, err error) {
+	if nccl, err = c.planner.Plan(call); err != nil {
+		return ran, nccl, err
 	}
-	return coll.Ring
+	call.Exclude = Exclude
+	ran, err = c.planner.Plan(call)
+	return ran, nccl, err
 }
 
 // Barrier waits for the calls queued so far and then for every rank to reach it (a host-side

@@ -97,9 +97,10 @@ func executor(transport string, cfg comm.Config) colltest.Executor {
 	if cfg.SlotBytes == 0 {
 		cfg.SlotBytes = testSlot
 	}
-	if cfg.NChannels == 0 {
-		cfg.NChannels = 2
+	if cfg.Planners == nil {
+		cfg.Planners = cpuPlanners("", 2)
 	}
+	withSlots(&cfg)
 	if cfg.Timeout == 0 {
 		cfg.Timeout = confTimeout
 	}
@@ -124,7 +125,7 @@ func TestConformance(t *testing.T) {
 	}
 	for _, tr := range []string{"inproc", "tcp", "shm"} {
 		t.Run(tr, func(t *testing.T) {
-			colltest.Run(t, executor(tr, comm.Config{}), colltest.Options{Matrix: matrix[tr]})
+			colltest.Run(t, executor(tr, comm.Config{Planners: cpuPlanners("", 0)}), colltest.Options{Matrix: matrix[tr]})
 		})
 	}
 }

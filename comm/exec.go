@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -257,15 +258,15 @@ func (c *Comm) enqueue(k *call) error {
 	return c.launch([]*call{k})
 }
 
-// run executes the calls of one task: the collectives as one compiled coll schedule, the
-// point-to-point calls directly, concurrently with it.
+// run executes the calls of one task: the collectives (AllToAll included) as one compiled coll
+// schedule, the sends and receives as another (runP2P), concurrently.
 func (c *Comm) run(calls []*call) error {
 	var colls, p2p []*call
 	for _, k := range calls {
-		if k.count == 0 && k.f != coll.AllToAll {
-			continue
+		if k.count == 0 && k.f != coll.SendRecv {
+			continue // a send or receive of nothing still pairs with a send to or receive from itself
 		}
-		if k.f == coll.SendRecv || k.f == coll.AllToAll {
+		if k.f == coll.SendRecv {
 			p2p = append(p2p, k)
 		} else {
 			colls = append(colls, k)
@@ -291,36 +292,48 @@ func (c *Comm) run(calls []*call) error {
 	return err
 }
 
-// schedule compiles (or fetches from the cache) the schedule of a list of collectives.
+// schedule compiles (or fetches from the cache) the schedule of a list of collectives: the
+// planner's plans for them (Plan), one operation each, run one after another on every channel.
 func (c *Comm) schedule(colls []*call) (*coll.Schedule, error) {
 	kb := make([]byte, 0, 48*len(colls)) // the cache key, built without fmt: this runs on every call
-	plans := make([]coll.Plan, len(colls))
-	maxCh := min(c.cfg.NChannels, max(2, c.coresPerRank()))
-	for i, k := range colls {
-		// Fewer channels for small operations (as NCCL's tuning lowers nChannels for small sizes,
-		// topoGetAlgoInfo): each channel is a goroutine with its own steps, worth it from ~64 KiB
-		// per channel.
-		bytes := k.count * int64(k.dt.Size())
-		if k.f == coll.AllGather || k.f == coll.ReduceScatter {
-			bytes *= int64(c.n)
+	for _, k := range colls {
+		for _, v := range [...]int64{int64(k.f), k.count, int64(k.dt), int64(k.op), int64(k.root)} {
+			kb = strconv.AppendInt(kb, v, 10)
+			kb = append(kb, '/')
 		}
-		nch := int(min(int64(maxCh), max(1, bytes/(64<<10))))
-		plans[i] = coll.Plan{Func: k.f, Count: k.count, DataType: k.dt, Op: k.op, Root: k.root, NRanks: c.n,
-			Algo: c.algo(k.f), Proto: coll.Simple, NChannels: nch}
-		plans[i].BuffSize[coll.Simple] = int64(realnet.Steps * c.cfg.SlotBytes)
-		for _, v := range [...]int64{int64(k.f), k.count, int64(k.dt), int64(k.op), int64(k.root), int64(plans[i].Algo), int64(nch)} {
+		kb = append(kb, ';')
+	}
+	callKey := string(kb)
+	c.schedMu.Lock()
+	s, ok := c.scheds[callKey]
+	c.schedMu.Unlock()
+	if ok {
+		return s, nil
+	}
+	plans := make([]coll.Plan, len(colls))
+	for i, k := range colls {
+		p, _, err := c.Plan(coll.Call{Func: k.f, Count: k.count, DataType: k.dt, Op: k.op, Root: k.root})
+		if err != nil {
+			return nil, err
+		}
+		// The engine's connections are NCCL's Simple buffers: NCCL_STEPS slots of SlotBytes.
+		b := p.BuffSize[coll.Simple]
+		if b == 0 {
+			b = coll.DefaultBuffSize[coll.Simple]
+		}
+		if b != int64(realnet.Steps*c.cfg.SlotBytes) {
+			return nil, fmt.Errorf("%w: the plan's Simple buffer is %d bytes (NCCL_BUFFSIZE), the engine's connections hold %d slots of %d (Config.SlotBytes): set NCCL_BUFFSIZE to %d", ErrInvalidArgument, b, realnet.Steps, c.cfg.SlotBytes, realnet.Steps*c.cfg.SlotBytes)
+		}
+		plans[i] = p
+		// The process-wide cache is shared by communicators whose planners may differ: its key
+		// names the plan too.
+		for _, v := range [...]int64{int64(p.Algo), int64(p.Proto), int64(p.NChannels), int64(p.ChannelLo), p.ChunkSize} {
 			kb = strconv.AppendInt(kb, v, 10)
 			kb = append(kb, '/')
 		}
 		kb = append(kb, ';')
 	}
 	key := string(kb)
-	c.schedMu.Lock()
-	s, ok := c.scheds[key]
-	c.schedMu.Unlock()
-	if ok {
-		return s, nil
-	}
 	s, err := sharedCompile(key, plans)
 	if err != nil {
 		return nil, err
@@ -330,7 +343,7 @@ func (c *Comm) schedule(colls []*call) (*coll.Schedule, error) {
 		c.scheds = map[string]*coll.Schedule{}
 		c.connected = map[*coll.Schedule]bool{}
 	}
-	c.scheds[key] = s
+	c.scheds[callKey] = s
 	c.schedMu.Unlock()
 	return s, nil
 }
@@ -429,8 +442,8 @@ func (c *Comm) coresPerRank() int {
 // a real run can be timed by simnet or checked by coll.Execute step for step. The schedule is shared
 // with the other ranks of the process: read it, never modify it.
 func (c *Comm) Schedule(f coll.Func, count int64, dt coll.DataType, op coll.RedOp, root int) (*coll.Schedule, error) {
-	if f == coll.SendRecv || f == coll.AllToAll {
-		return nil, fmt.Errorf("%w: %v runs as direct point-to-point, not a coll schedule", ErrInvalidArgument, f)
+	if f == coll.SendRecv {
+		return nil, fmt.Errorf("%w: SendRecv is planned per group of sends and receives, not one call", ErrInvalidArgument)
 	}
 	base, _, err := c.resolveOp(op)
 	if err != nil {
@@ -442,6 +455,15 @@ func (c *Comm) Schedule(f coll.Func, count int64, dt coll.DataType, op coll.RedO
 // opBufs are one operation's buffers on this rank.
 type opBufs struct {
 	send, recv []byte
+	// sendSeg/recvSeg, when set, make the send or receive buffer the segments laid end to end
+	// (point-to-point: the group's calls' buffers); a step's range lies within one segment.
+	sendSeg, recvSeg []segment
+}
+
+// segment is a piece of a logical buffer: its offset in it and its memory.
+type segment struct {
+	off int64
+	b   []byte
 }
 
 func (c *Comm) runColls(colls []*call) error {
@@ -630,18 +652,41 @@ func (c *Comm) watchPeers(keys []realnet.Key, gone context.CancelCauseFunc) (sto
 	return func() { close(done) }
 }
 
-// connectAll makes the ring (and tree) connections of every channel at init (NCCL_RUNTIME_CONNECT=0).
+// connectAll makes the ring and tree connections of every channel at init, as
+// NCCL_RUNTIME_CONNECT=0 does: those of the planner's Ring and Tree all-reduce plans for a large
+// buffer (which use the communicator's channels), listed by coll.Connections.
 func (c *Comm) connectAll() error {
 	if c.n == 1 {
 		return nil
 	}
-	// An all-reduce large enough to use every channel (schedule picks fewer for small sizes).
-	f := []*call{{f: coll.AllReduce, count: int64(c.cfg.NChannels) * (64 << 10), dt: coll.Float32, op: coll.Sum}}
-	s, err := c.schedule(f)
-	if err != nil {
-		return err
+	need := map[realnet.Key]bool{}
+	for _, a := range []coll.Algo{coll.Ring, coll.Tree} {
+		call := coll.Call{Func: coll.AllReduce, Count: 1 << 28, DataType: coll.Float32, Op: coll.Sum, Exclude: Exclude}
+		for b := coll.Algo(0); b < coll.NumAlgos; b++ {
+			call.Exclude.Algos[b] = call.Exclude.Algos[b] || b != a
+		}
+		p, err := c.planner.Plan(call)
+		if err != nil {
+			continue // the algorithm is disabled (NCCL_ALGO): NCCL does not connect it either
+		}
+		conns, err := coll.Connections(&p)
+		if err != nil {
+			return err
+		}
+		for _, cn := range conns {
+			switch c.rank {
+			case cn.From:
+				need[realnet.Key{Channel: cn.Channel, Peer: cn.To, ConnIndex: cn.ConnIndex}] = true
+			case cn.To:
+				need[realnet.Key{Channel: cn.Channel, Peer: cn.From, ConnIndex: cn.ConnIndex}] = true
+			}
+		}
 	}
-	return c.ensureConns(s)
+	var keys []realnet.Key
+	for k := range need {
+		keys = append(keys, k)
+	}
+	return c.connect(keys)
 }
 
 func (c *Comm) getConn(k realnet.Key) (*conn, error) {
@@ -656,9 +701,16 @@ func (c *Comm) getConn(k realnet.Key) (*conn, error) {
 
 // ref resolves a schedule buffer reference to a byte range of the operation's buffers.
 func ref(b *opBufs, r *coll.BufRef, n int64) ([]byte, error) {
-	buf := b.send
+	buf, segs := b.send, b.sendSeg
 	if r.Buf == coll.BufRecv {
-		buf = b.recv
+		buf, segs = b.recv, b.recvSeg
+	}
+	if segs != nil {
+		i := sort.Search(len(segs), func(i int) bool { return segs[i].off+int64(len(segs[i].b)) > r.Offset })
+		if i == len(segs) || r.Offset < segs[i].off || r.Offset+n > segs[i].off+int64(len(segs[i].b)) {
+			return nil, fmt.Errorf("comm: schedule reads %s[%d:%d] across the group's buffers", r.Buf, r.Offset, r.Offset+n)
+		}
+		return segs[i].b[r.Offset-segs[i].off : r.Offset-segs[i].off+n], nil
 	}
 	if r.Offset < 0 || r.Offset+n > int64(len(buf)) {
 		return nil, fmt.Errorf("comm: schedule reads %s[%d:%d] of a %d-byte buffer", r.Buf, r.Offset, r.Offset+n, len(buf))

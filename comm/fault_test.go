@@ -57,7 +57,7 @@ func TestFaultPeerAbortMidCollective(t *testing.T) {
 	for _, tr := range []string{"inproc", "tcp", "shm"} {
 		t.Run(tr, func(t *testing.T) {
 			const n, victim = 4, 2
-			cs, err := comm.InitAll(n, &comm.Config{Transport: tr, Timeout: 10 * time.Second})
+			cs, err := comm.InitAll(n, &comm.Config{Planners: cpuPlanners("", 0), Transport: tr, Timeout: 10 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -116,7 +116,7 @@ func TestFaultPeerAbortMidCollective(t *testing.T) {
 				if r > victim {
 					newRank--
 				}
-				c, err := comm.InitRank(n-1, id, newRank, &comm.Config{Transport: tr})
+				c, err := comm.InitRank(n-1, id, newRank, &comm.Config{Planners: cpuPlanners("", 0), Transport: tr})
 				errs[r] = err
 				mu.Lock()
 				defer mu.Unlock()
@@ -147,7 +147,7 @@ func TestFaultPeerGoneBeforeConnect(t *testing.T) {
 	for _, tr := range []string{"inproc", "tcp", "shm"} {
 		t.Run(tr, func(t *testing.T) {
 			const n, victim = 4, 2
-			cs, err := comm.InitAll(n, &comm.Config{Transport: tr, Timeout: time.Minute})
+			cs, err := comm.InitAll(n, &comm.Config{Planners: cpuPlanners("", 0), Transport: tr, Timeout: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -200,7 +200,7 @@ func sortByRank(cs []*comm.Comm) []*comm.Comm {
 
 // A peer that never issues its call: the others fail after the configured timeout, not later.
 func TestFaultTimeoutWithoutProgress(t *testing.T) {
-	cs, err := comm.InitAll(3, &comm.Config{Transport: "inproc", Timeout: 300 * time.Millisecond})
+	cs, err := comm.InitAll(3, &comm.Config{Planners: cpuPlanners("", 0), Transport: "inproc", Timeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestFaultTimeoutWithoutProgress(t *testing.T) {
 
 // Abort unblocks a call that is waiting for peers.
 func TestFaultAbortUnblocks(t *testing.T) {
-	cs, err := comm.InitAll(2, &comm.Config{Transport: "tcp", Timeout: time.Minute})
+	cs, err := comm.InitAll(2, &comm.Config{Planners: cpuPlanners("", 0), Transport: "tcp", Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestFaultAbortUnblocks(t *testing.T) {
 // 100,000 small collectives in a row: zero wrong elements.
 func TestManySmallCollectives(t *testing.T) {
 	iters := 100000
-	cs, err := comm.InitAll(2, &comm.Config{Transport: "inproc", NChannels: 1})
+	cs, err := comm.InitAll(2, &comm.Config{Transport: "inproc", Planners: cpuPlanners("", 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +302,7 @@ func faultChild() int {
 	idb, _ := hex.DecodeString(os.Getenv("SIMCCL_ID"))
 	var id comm.UniqueID
 	copy(id[:], idb)
-	c, err := comm.InitRank(n, id, rank, &comm.Config{Transport: tr})
+	c, err := comm.InitRank(n, id, rank, &comm.Config{Planners: cpuPlanners("", 0), Transport: tr})
 	if err != nil {
 		fmt.Println("INITERR", err)
 		return 1
@@ -337,7 +337,7 @@ func faultChild() int {
 	if rank > victim {
 		nr--
 	}
-	c2, err := comm.InitRank(n-1, id2, nr, &comm.Config{Transport: tr})
+	c2, err := comm.InitRank(n-1, id2, nr, &comm.Config{Planners: cpuPlanners("", 0), Transport: tr})
 	if err != nil {
 		fmt.Println("REBUILDERR", err)
 		return 1
@@ -444,7 +444,7 @@ func TestShrinkAfterFailure(t *testing.T) {
 	for _, tr := range []string{"inproc", "tcp", "shm"} {
 		t.Run(tr, func(t *testing.T) {
 			const n = 5
-			cs, err := comm.InitAll(n, &comm.Config{Transport: tr, Timeout: 5 * time.Second})
+			cs, err := comm.InitAll(n, &comm.Config{Planners: cpuPlanners("", 0), Transport: tr, Timeout: 5 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -48,7 +48,7 @@ func confChild() int {
 		}
 		defer root.Close()
 	}
-	c, err := comm.InitRank(n, id, rank, &comm.Config{Transport: os.Getenv("SIMCCL_TRANSPORT"), Listen: os.Getenv("SIMCCL_LISTEN"), SlotBytes: testSlot, Timeout: confTimeout})
+	c, err := comm.InitRank(n, id, rank, slotted(comm.Config{Planners: cpuPlanners("", 0), Transport: os.Getenv("SIMCCL_TRANSPORT"), Listen: os.Getenv("SIMCCL_LISTEN"), SlotBytes: testSlot, Timeout: confTimeout}))
 	if err != nil {
 		fmt.Println("ERR", err)
 		return 1

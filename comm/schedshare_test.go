@@ -13,7 +13,7 @@ import (
 // including when they all compile it at the same moment.
 func TestScheduleSharedByRanks(t *testing.T) {
 	const n, count = 8, 40000
-	cs, err := comm.InitAll(n, nil)
+	cs, err := comm.InitAll(n, &comm.Config{Planners: cpuPlanners("", 0)})
 	if err != nil {
 		t.Fatal(err)
 	}

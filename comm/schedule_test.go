@@ -22,7 +22,7 @@ func TestSameScheduleAsReference(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s/%v", tc.algo, tc.f), func(t *testing.T) {
-			cs, err := comm.InitAll(n, &comm.Config{Transport: "inproc", Algo: tc.algo, SlotBytes: 16 << 10})
+			cs, err := comm.InitAll(n, slotted(comm.Config{Transport: "inproc", Planners: cpuPlanners(tc.algo, 0), SlotBytes: 16 << 10}))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -31,6 +31,8 @@ import (
 	"github.com/simccl/simccl/comm"
 	"github.com/simccl/simccl/comm/perf"
 	"github.com/simccl/simccl/internal/units"
+	"github.com/simccl/simccl/planner"
+	"github.com/simccl/simccl/realnet"
 )
 
 type row struct {
@@ -221,7 +223,14 @@ func child(l perf.Launch) error {
 	nch, _ := strconv.Atoi(os.Getenv("BENCH_CHANNELS"))
 	slot, _ := strconv.Atoi(os.Getenv("BENCH_SLOT"))
 	timeout, _ := time.ParseDuration(os.Getenv("BENCH_TIMEOUT"))
-	c, err := comm.InitRank(l.Size, id, l.Rank, &comm.Config{Transport: os.Getenv("BENCH_TRANSPORT"), NChannels: nch, SlotBytes: slot, Timeout: timeout})
+	// NCCL's plan for the engine's machine, at most nch channels (NCCL_MAX_NCHANNELS) and with
+	// NCCL_BUFFSIZE of the slots.
+	var st planner.Settings
+	st.Tuning.MaxNChannels = nch
+	if slot > 0 {
+		st.Tuning.BuffSize = int64(slot) * int64(realnet.Steps)
+	}
+	c, err := comm.InitRank(l.Size, id, l.Rank, &comm.Config{Transport: os.Getenv("BENCH_TRANSPORT"), Planners: planner.CPU{Settings: st}, SlotBytes: slot, Timeout: timeout})
 	if err != nil {
 		return err
 	}

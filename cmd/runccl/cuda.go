@@ -7,9 +7,12 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/comm/perf"
 	"github.com/simccl/simccl/cuda"
 	"github.com/simccl/simccl/cuda/engine"
+	"github.com/simccl/simccl/planner"
+	"github.com/simccl/simccl/topo/discover"
 )
 
 // EmulateEnv, set to a number of devices, runs --backend cuda on the emulated driver (package
@@ -60,7 +63,15 @@ func runCUDA(opt *options, stdout io.Writer, getenv func(string) string) error {
 		}
 		devs = append(devs, d)
 	}
-	comms, err := engine.InitAll(devs, &engine.Config{NChannels: opt.channels, Algo: opt.algo, Timeout: opt.timeout, ShareGPUs: opt.shareGPUs})
+	pl, where, err := gpuPlanner(opt, getenv)
+	if err != nil {
+		return err
+	}
+	ecfg := &engine.Config{Planner: pl, Timeout: opt.timeout, ShareGPUs: opt.shareGPUs}
+	if b := opt.settings.Tuning.BuffSize; b > 0 {
+		ecfg.SlotBytes = int(b / coll.NCCLSteps)
+	}
+	comms, err := engine.InitAll(devs, ecfg)
 	if err != nil {
 		return err
 	}
@@ -76,6 +87,7 @@ func runCUDA(opt *options, stdout io.Writer, getenv func(string) string) error {
 	if cuda.Emulated() {
 		res.Transport += " (emulated)"
 	}
+	res.Machine = where
 	if opt.json {
 		if err := perf.WriteJSON(stdout, res); err != nil {
 			return err
@@ -90,3 +102,39 @@ func runCUDA(opt *options, stdout io.Writer, getenv func(string) string) error {
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// gpuPlanner is the planner of the GPUs the engine runs on, and what it describes: the live
+// machine's topology (discovered as NCCL_TOPO_DUMP_FILE would write it, the ranks on its first -g
+// GPUs), or, where that cannot describe the ranks (the emulator, ranks sharing GPUs, no NVML),
+// planner.CPUMachine's GPUs straight under one CPU — said in the output's header.
+func gpuPlanner(opt *options, getenv func(string) string) (*planner.Planner, string, error) {
+	build := func(m planner.Machine) (*planner.Planner, error) { return planner.New(m) }
+	fallback := func(why string) (*planner.Planner, string, error) {
+		m, err := planner.CPUMachine(opt.nranks, 1, opt.settings)
+		if err != nil {
+			return nil, "", err
+		}
+		p, err := build(m)
+		return p, fmt.Sprintf("planned for %d GPUs under one CPU without NVLink (%s)", opt.nranks, why), err
+	}
+	switch {
+	case cuda.Emulated():
+		return fallback("the emulator")
+	case opt.shareGPUs:
+		return fallback("ranks share GPUs")
+	}
+	lib, err := discover.OpenNVML()
+	if err != nil {
+		return fallback("no NVML: " + oneLine(err.Error()))
+	}
+	defer lib.Close()
+	res, err := discover.Discover(discover.Options{NVML: lib, Getenv: getenv})
+	if err != nil {
+		return fallback("discovery failed: " + oneLine(err.Error()))
+	}
+	p, err := build(planner.Machine{Name: "this machine", Doc: res.Doc, Nodes: 1, GPUs: opt.nranks, Settings: opt.settings})
+	if err != nil {
+		return nil, "", fmt.Errorf("planning on this machine's topology: %w", err)
+	}
+	return p, "planned on this machine's topology (discovered)", nil
+}

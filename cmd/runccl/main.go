@@ -24,6 +24,7 @@ import (
 	"github.com/simccl/simccl/comm/perf"
 	"github.com/simccl/simccl/internal/sysmem"
 	"github.com/simccl/simccl/internal/units"
+	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/realnet"
 )
 
@@ -38,8 +39,7 @@ type options struct {
 	nranks    int
 	procs     bool
 	transport string
-	channels  int
-	algo      string
+	settings  planner.Settings // NCCL's, from the environment and the flags
 	timeout   time.Duration
 	// timeoutSet: --timeout was given; it then bounds the bootstrap under a launcher too (with
 	// goroutine ranks and --procs it always does: this program starts every rank).
@@ -53,7 +53,7 @@ type options struct {
 	cpuprof    string
 }
 
-func parse(args []string, stderr io.Writer) (*options, error) {
+func parse(args []string, stderr io.Writer, getenv func(string) string) (*options, error) {
 	fs := pflag.NewFlagSet("runccl", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c := fs.StringP("coll", "c", "allreduce", "collective: "+fmt.Sprint(perf.Collectives)+" or all (comma-separated list allowed)")
@@ -70,8 +70,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	backend := fs.String("backend", "cpu", "execution backend: cpu, or cuda (-g GPUs of this machine, cuda.go)")
 	procs := fs.Bool("procs", false, "one process per rank on this host (shared memory) instead of goroutines")
 	transport := fs.String("transport", "auto", "auto, inproc, shm or tcp")
-	channels := fs.Int("channels", 4, "most channels per collective (fewer for small sizes)")
-	algo := fs.String("algo", "ring", "ring (every collective), tree (all-reduce by Tree) or pat (all-gather and reduce-scatter by PAT)")
+	nf := addNCCLFlags(fs)
 	timeout := fs.Duration("timeout", comm.DefaultTimeout, "fail a call that makes no progress for this long")
 	js := fs.Bool("json", false, "write JSON instead of the table")
 	preconn := fs.Bool("connect-at-init", false, "connect every ring/tree connection at init (NCCL_RUNTIME_CONNECT=0)")
@@ -92,7 +91,11 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	if *backend != "cpu" && *backend != "cuda" {
 		return nil, fmt.Errorf("%w: --backend %q: want cpu or cuda", errUsage, *backend)
 	}
-	opt := &options{nranks: *g, procs: *procs, transport: *transport, channels: *channels, algo: *algo, timeout: *timeout, timeoutSet: fs.Changed("timeout"),
+	settings, err := nf.settings(fs, getenv)
+	if err != nil {
+		return nil, err
+	}
+	opt := &options{nranks: *g, procs: *procs, transport: *transport, settings: settings, timeout: *timeout, timeoutSet: fs.Changed("timeout"),
 		json: *js, preconn: *preconn, verbose: *verbose, backend: *backend, shareGPUs: *share, cpuprof: *cpuprof}
 	if *timeout <= 0 {
 		return nil, fmt.Errorf("%w: --timeout %v: want a positive duration", errUsage, *timeout)
@@ -111,7 +114,6 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("%w: -G %d: want a number of graph replays (0: no graph)", errUsage, *graph)
 	}
 	opt.perf.Graph = *graph
-	var err error
 	if opt.perf.Colls, err = perf.ParseColls(*c); err != nil {
 		return nil, fmt.Errorf("%w: -c: %v", errUsage, err)
 	}
@@ -146,7 +148,7 @@ func mainRun(args []string, stdout, stderr io.Writer, getenv func(string) string
 	if len(args) > 0 && args[0] == "replay" {
 		return runReplay(args[1:], stdout, stderr, getenv) // replay.go
 	}
-	opt, err := parse(args, stderr)
+	opt, err := parse(args, stderr, getenv)
 	if errors.Is(err, pflag.ErrHelp) {
 		return 0
 	}
@@ -174,7 +176,9 @@ func mainRun(args []string, stdout, stderr io.Writer, getenv func(string) string
 }
 
 func (o *options) config(stderr io.Writer, launched bool) *comm.Config {
-	cfg := &comm.Config{Transport: o.transport, NChannels: o.channels, Algo: o.algo, Timeout: o.timeout, ConnectAtInit: o.preconn}
+	c := cpuConfig(o.settings)
+	cfg := &c
+	cfg.Transport, cfg.Timeout, cfg.ConnectAtInit = o.transport, o.timeout, o.preconn
 	if !launched || o.timeoutSet {
 		cfg.BootstrapTimeout = o.timeout
 	}

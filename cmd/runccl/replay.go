@@ -22,6 +22,7 @@ import (
 	"github.com/simccl/simccl/comm"
 	"github.com/simccl/simccl/intercept/realreplay"
 	"github.com/simccl/simccl/internal/units"
+	"github.com/simccl/simccl/planner"
 )
 
 // Environment of a --procs child: which rank trace it runs, the communicators' unique ids (a JSON
@@ -41,15 +42,14 @@ type replayOptions struct {
 	top       int
 	calls     bool
 	timeout   time.Duration
-	channels  int
-	algo      string
+	settings  planner.Settings
 	verbose   bool
 	scale     int
 	maxMemory int64
 	args      []string // as given, for the children
 }
 
-func parseReplay(args []string, stderr io.Writer) (*replayOptions, error) {
+func parseReplay(args []string, stderr io.Writer, getenv func(string) string) (*replayOptions, error) {
 	fs := pflag.NewFlagSet("runccl replay", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -64,8 +64,7 @@ func parseReplay(args []string, stderr io.Writer) (*replayOptions, error) {
 	fs.IntVar(&o.top, "top", 10, "slowest launches to list")
 	fs.BoolVar(&o.calls, "calls", false, "list every launch")
 	fs.DurationVar(&o.timeout, "timeout", comm.DefaultTimeout, "fail a call that makes no progress for this long")
-	fs.IntVar(&o.channels, "channels", 4, "most channels per collective (fewer for small sizes)")
-	fs.StringVar(&o.algo, "algo", "ring", "ring, tree (all-reduce by Tree) or pat (all-gather and reduce-scatter by PAT)")
+	nf := addNCCLFlags(fs)
 	fs.BoolVarP(&o.verbose, "verbose", "v", false, "log connections and their memory to stderr")
 	mem := fs.String("max-memory", "16G", "refuse a replay whose buffers (the largest launch of every rank this process runs) exceed this")
 	fs.IntVar(&o.scale, "scale", 0, "run as N ranks: the largest communicators grow to N ranks with the same per-rank counts, the others are copied (N a multiple of their size)")
@@ -95,10 +94,8 @@ func parseReplay(args []string, stderr io.Writer) (*replayOptions, error) {
 	default:
 		return nil, fmt.Errorf("%w: replay: --transport %q: want auto, inproc, shm or tcp", errUsage, o.transport)
 	}
-	switch o.algo {
-	case "ring", "tree", "pat":
-	default:
-		return nil, fmt.Errorf("%w: replay: --algo %q: want ring, tree or pat", errUsage, o.algo)
+	if o.settings, err = nf.settings(fs, getenv); err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
 	}
 	if o.procs && o.transport == "inproc" {
 		return nil, fmt.Errorf("%w: replay: --procs cannot use the in-process transport", errUsage)
@@ -108,7 +105,7 @@ func parseReplay(args []string, stderr io.Writer) (*replayOptions, error) {
 
 // runReplay is `runccl replay`: exit 0, 1 on a failure or wrong elements, 2 on bad usage.
 func runReplay(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	o, err := parseReplay(args, stderr)
+	o, err := parseReplay(args, stderr, getenv)
 	if errors.Is(err, pflag.ErrHelp) {
 		return 0
 	}
@@ -132,7 +129,9 @@ func runReplay(args []string, stdout, stderr io.Writer, getenv func(string) stri
 }
 
 func (o *replayOptions) config(stderr io.Writer) *comm.Config {
-	cfg := &comm.Config{Transport: o.transport, NChannels: o.channels, Algo: o.algo, Timeout: o.timeout}
+	c := cpuConfig(o.settings)
+	cfg := &c
+	cfg.Transport, cfg.Timeout = o.transport, o.timeout
 	if o.verbose {
 		cfg.Logf = func(format string, args ...any) { fmt.Fprintf(stderr, "runccl INFO "+format+"\n", args...) }
 	}

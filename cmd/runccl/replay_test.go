@@ -458,7 +458,7 @@ func TestReplayBadTraces(t *testing.T) {
 			}
 		})
 	}
-	for _, args := range [][]string{{}, {"--transport", "ib", "x"}, {"--algo", "nvls", "x"}, {"--procs", "--transport", "inproc", "x"}, {"--top", "-1", "x"}, {"--nosuch", "x"}, {"--max-memory", "lots", "x"}, {"--scale", "-2", "x"}} {
+	for _, args := range [][]string{{}, {"--transport", "ib", "x"}, {"--algo", "bogus", "x"}, {"--procs", "--transport", "inproc", "x"}, {"--top", "-1", "x"}, {"--nosuch", "x"}, {"--max-memory", "lots", "x"}, {"--scale", "-2", "x"}} {
 		var out, errb bytes.Buffer
 		if code := mainRun(append([]string{"replay"}, args...), &out, &errb, noenv); code != 2 || errb.Len() == 0 {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errb.String())

@@ -7,6 +7,7 @@ import (
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/comm"
+	"github.com/simccl/simccl/planner"
 )
 
 // BenchmarkAllReduceShm times float32 sum all-reduces of goroutine ranks of one process over the
@@ -16,7 +17,7 @@ func BenchmarkAllReduceShm(b *testing.B) {
 	for _, n := range []int{2, 4} {
 		for _, size := range []int{8, 64 << 10, 1 << 20} {
 			b.Run(fmt.Sprintf("ranks=%d/bytes=%d", n, size), func(b *testing.B) {
-				cs, err := comm.InitAll(n, &comm.Config{Transport: "shm", ShmDir: b.TempDir()})
+				cs, err := comm.InitAll(n, &comm.Config{Transport: "shm", ShmDir: b.TempDir(), Planners: planner.CPU{}})
 				if err != nil {
 					b.Fatal(err)
 				}

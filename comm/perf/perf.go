@@ -70,15 +70,38 @@ type Row struct {
 	AlgBW   float64 `json:"algbw"`
 	BusBW   float64 `json:"busbw"`
 	Wrong   int64   `json:"wrong"` // -1 when not checked
+	// Algo, Proto and NChannels are the plan the engine ran (the planner's, with what the engine
+	// lacks excluded); NCCL is NCCL's own decision ("NVLS/Simple/16") when it is not that one.
+	Algo      string `json:"algo"`
+	Proto     string `json:"proto"`
+	NChannels int    `json:"nchannels"`
+	NCCL      string `json:"nccl,omitempty"`
+}
+
+// Decision fills a row's plan columns from the plan run and NCCL's decision.
+func (r *Row) Decision(ran, nccl coll.Plan) {
+	r.Algo, r.Proto, r.NChannels = ran.Algo.String(), ran.Proto.String(), ran.NChannels
+	if ran.Func == coll.SendRecv || ran.Func == coll.AllToAll {
+		r.Algo = "P2P"
+	}
+	if ran.Algo != nccl.Algo || ran.Proto != nccl.Proto || ran.NChannels != nccl.NChannels {
+		algo := nccl.Algo.String()
+		if nccl.Func == coll.SendRecv || nccl.Func == coll.AllToAll {
+			algo = "P2P"
+		}
+		r.NCCL = fmt.Sprintf("%s/%v/%d", algo, nccl.Proto, nccl.NChannels)
+	}
 }
 
 // Result is a whole run.
 type Result struct {
-	NRanks    int     `json:"nranks"`
-	Transport string  `json:"transport"`
-	Rows      []Row   `json:"rows"`
-	AvgBusBW  float64 `json:"avg_busbw"`
-	Wrong     int64   `json:"wrong"`
+	NRanks    int    `json:"nranks"`
+	Transport string `json:"transport"`
+	// Machine says what the plans were made for (the planner's machine description).
+	Machine  string  `json:"machine,omitempty"`
+	Rows     []Row   `json:"rows"`
+	AvgBusBW float64 `json:"avg_busbw"`
+	Wrong    int64   `json:"wrong"`
 }
 
 // busFactor is nccl-tests' busbw factor (the *GetBw functions of its tests).
@@ -265,8 +288,16 @@ func runRank(c *comm.Comm, opt Options) ([]Row, error) {
 					redop = opt.Op.String()
 				}
 				algbw := float64(bytes) / el / 1e9
-				rows = append(rows, Row{Coll: cname, Bytes: bytes, Count: countCol, Type: opt.DataType.String(), RedOp: redop,
-					Root: root, InPlace: inPlace, TimeUs: el * 1e6, AlgBW: algbw, BusBW: algbw * busFactor(cname, n), Wrong: wrong})
+				row := Row{Coll: cname, Bytes: bytes, Count: countCol, Type: opt.DataType.String(), RedOp: redop,
+					Root: root, InPlace: inPlace, TimeUs: el * 1e6, AlgBW: algbw, BusBW: algbw * busFactor(cname, n), Wrong: wrong}
+				if f, err := coll.ParseFunc(cname); err == nil && arg > 0 {
+					ran, nccl, err := c.Plan(coll.Call{Func: f, Count: arg, DataType: opt.DataType, Op: opt.Op, Root: opt.Root})
+					if err != nil {
+						return nil, err
+					}
+					row.Decision(ran, nccl)
+				}
+				rows = append(rows, row)
 			}
 		}
 	}
@@ -458,6 +489,9 @@ func epsOf(t coll.DataType) float64 {
 // WriteTable prints the result as nccl-tests does.
 func WriteTable(w io.Writer, res *Result) {
 	fmt.Fprintf(w, "# nThread 1 nGpus %d minBytes %d maxBytes %d  transport %s\n", res.NRanks, minBytes(res), maxBytesOf(res), res.Transport)
+	if res.Machine != "" {
+		fmt.Fprintf(w, "# plans: %s\n", res.Machine)
+	}
 	cur := ""
 	var oop *Row
 	flush := func(r *Row, ip *Row) {
@@ -474,6 +508,13 @@ func WriteTable(w io.Writer, res *Result) {
 			}
 			fmt.Fprintf(w, "  %7s  %6.2f  %6.2f  %6s", fmtTime(x.TimeUs), x.AlgBW, x.BusBW, wr)
 		}
+		// The plan run, after nccl-tests' columns, and NCCL's decision where it is another.
+		if r.Algo != "" {
+			fmt.Fprintf(w, "  %6s  %6s  %3d", r.Algo, r.Proto, r.NChannels)
+			if r.NCCL != "" {
+				fmt.Fprintf(w, "  nccl:%s", r.NCCL)
+			}
+		}
 		fmt.Fprintln(w)
 	}
 	for i := range res.Rows {
@@ -486,8 +527,8 @@ func WriteTable(w io.Writer, res *Result) {
 			cur = r.Coll
 			fmt.Fprintf(w, "#\n# Collective: %s\n#\n", r.Coll)
 			fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %32s  %32s\n", "", "", "", "", "", "out-of-place", "in-place")
-			fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type", "redop", "root",
-				"time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong")
+			fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %6s  %6s  %3s\n", "size", "count", "type", "redop", "root",
+				"time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "algo", "proto", "nch")
 			fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "", "",
 				"(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "")
 		}

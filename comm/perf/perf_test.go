@@ -10,6 +10,7 @@ import (
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/comm"
+	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/realnet"
 )
 
@@ -99,7 +100,7 @@ func TestLaunchUniqueID(t *testing.T) {
 }
 
 func TestRunAllCollectivesChecked(t *testing.T) {
-	cs, err := comm.InitAll(3, &comm.Config{Transport: "inproc", SlotBytes: 4096})
+	cs, err := comm.InitAll(3, &comm.Config{Transport: "inproc", SlotBytes: 4096, Planners: planner.CPU{Settings: slots4K}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,3 +172,10 @@ func TestParseColls(t *testing.T) {
 		t.Fatalf("unknown collective accepted")
 	}
 }
+
+// slots4K is NCCL_BUFFSIZE of 8 slots of 4 KiB, the connections the tests' communicators have.
+var slots4K = func() planner.Settings {
+	var s planner.Settings
+	s.Tuning.BuffSize = 8 * 4096
+	return s
+}()

@@ -123,6 +123,13 @@ func Bench(comms []*Comm, opt perf.Options) (*perf.Result, error) {
 					}
 					row.Wrong = w
 				}
+				if f, err := coll.ParseFunc(cname); err == nil && arg > 0 {
+					ran, nccl, err := comms[0].cl.cfg.plan(coll.Call{Func: f, Count: arg, DataType: opt.DataType, Op: opt.Op, Root: opt.Root})
+					if err != nil {
+						return nil, err
+					}
+					row.Decision(ran, nccl)
+				}
 				res.Rows = append(res.Rows, row)
 			}
 		}

@@ -56,7 +56,7 @@ func captureCase(t *testing.T, ds []*cuda.Device, mode cuda.CaptureMode, warm bo
 	n := len(ds)
 	const count = 1<<20 + 3 // 4 MiB of float32: several chunks on each of 2 channels
 	const gcount = 1000
-	comms, err := initAll(ds, &engine.Config{NChannels: 2})
+	comms, err := initAll(ds, &engine.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/comm"
 	"github.com/simccl/simccl/cuda"
 )
 
@@ -30,18 +31,15 @@ const DefaultTimeout = 2 * time.Minute
 
 // Config is the communicator configuration.
 type Config struct {
-	// NChannels is the most channels a collective is split over (default 4); smaller calls use
-	// fewer (one per ChannelBytes).
-	NChannels int
-	// ChannelBytes: a call uses one channel per ChannelBytes of data, up to NChannels (default
-	// 1 MiB: below that a step's launch costs more than the data it moves).
-	ChannelBytes int64
-	// Algo: "ring" (default), "tree" (AllReduce by Tree) or "pat" (AllGather and ReduceScatter by
-	// PAT), the algorithms coll compiles.
-	Algo string
-	// SlotBytes is one of a connection's NCCL_STEPS staging slots (default 4 MiB); the Simple
-	// protocol's chunk follows from it (coll.DefaultChunkSize), and each rank holds 8 slots per
-	// connection it sends on.
+	// Planner decides what every call runs (required; it must plan for the clique's ranks):
+	// NCCL's decision for the machine, from package planner (the live machine's topology, or
+	// planner.CPUMachine's description of ranks sharing a GPU or the emulator). The engine runs
+	// it with the algorithms and protocols it lacks excluded (comm.Exclude: Simple only, no NVLS
+	// or CollNet).
+	Planner coll.Planner
+	// SlotBytes is one of a connection's NCCL_STEPS staging slots (default: NCCL's Simple buffer
+	// over NCCL_STEPS, 512 KiB). The planner's Simple buffer (NCCL_BUFFSIZE) must be NCCL_STEPS of
+	// them; each rank holds 8 slots per connection it sends on.
 	SlotBytes int
 	// Timeout bounds the host-side waits for the other ranks (default DefaultTimeout).
 	Timeout time.Duration
@@ -57,25 +55,11 @@ func (c *Config) withDefaults() (Config, error) {
 	if c != nil {
 		o = *c
 	}
-	if o.NChannels <= 0 {
-		o.NChannels = 4
-	}
-	if o.NChannels > coll.MaxChannels {
-		return o, fmt.Errorf("%w: config NChannels %d exceeds %d", ErrInvalidArgument, o.NChannels, coll.MaxChannels)
-	}
-	if o.ChannelBytes <= 0 {
-		o.ChannelBytes = 1 << 20
-	}
-	if o.Algo == "" {
-		o.Algo = "ring"
-	}
-	switch o.Algo {
-	case "ring", "tree", "pat":
-	default:
-		return o, fmt.Errorf("%w: config Algo %q (want ring, tree or pat)", ErrInvalidArgument, o.Algo)
+	if o.Planner == nil {
+		return o, fmt.Errorf("%w: config Planner is required (package planner plans with NCCL's rules)", ErrInvalidArgument)
 	}
 	if o.SlotBytes <= 0 {
-		o.SlotBytes = 4 << 20
+		o.SlotBytes = int(coll.DefaultBuffSize[coll.Simple] / coll.NCCLSteps)
 	}
 	if o.SlotBytes%16 != 0 || o.SlotBytes < 512 {
 		return o, fmt.Errorf("%w: config SlotBytes %d: want a multiple of 16, at least 512 (coll's smallest Simple buffer is 8 slots of 512 bytes)", ErrInvalidArgument, o.SlotBytes)
@@ -86,14 +70,24 @@ func (c *Config) withDefaults() (Config, error) {
 	return o, nil
 }
 
-func (c *Config) algo(f coll.Func) coll.Algo {
-	switch {
-	case f == coll.AllReduce && c.Algo == "tree":
-		return coll.Tree
-	case (f == coll.AllGather || f == coll.ReduceScatter) && c.Algo == "pat":
-		return coll.PAT
+// plan is the planner's plan for a call with what the engine lacks excluded, and NCCL's own
+// decision for it.
+func (c *Config) plan(call coll.Call) (ran, nccl coll.Plan, err error) {
+	if nccl, err = c.Planner.Plan(call); err != nil {
+		return ran, nccl, err
 	}
-	return coll.Ring
+	call.Exclude = comm.Exclude
+	if ran, err = c.Planner.Plan(call); err != nil {
+		return ran, nccl, err
+	}
+	b := ran.BuffSize[coll.Simple]
+	if b == 0 {
+		b = coll.DefaultBuffSize[coll.Simple]
+	}
+	if b != int64(coll.NCCLSteps)*int64(c.SlotBytes) {
+		return ran, nccl, fmt.Errorf("%w: the plan's Simple buffer is %d bytes (NCCL_BUFFSIZE), the engine's slots %d × %d (Config.SlotBytes)", ErrInvalidArgument, b, coll.NCCLSteps, c.SlotBytes)
+	}
+	return ran, nccl, nil
 }
 
 // Comm is one rank of a clique of GPUs in this process (ncclComm_t). Its calls may be made from
@@ -147,6 +141,9 @@ func InitAll(devs []*cuda.Device, cfg *Config) ([]*Comm, error) {
 	}
 	if len(devs) == 0 {
 		return nil, fmt.Errorf("%w: InitAll with no devices", ErrInvalidArgument)
+	}
+	if o.Planner.NRanks() != len(devs) {
+		return nil, fmt.Errorf("%w: the planner plans for %d ranks, InitAll has %d devices", ErrInvalidArgument, o.Planner.NRanks(), len(devs))
 	}
 	seen := map[*cuda.Device]bool{}
 	ordinals := map[int]bool{}

@@ -12,6 +12,7 @@ import (
 	"github.com/simccl/simccl/coll/colltest"
 	"github.com/simccl/simccl/cuda"
 	"github.com/simccl/simccl/cuda/engine"
+	"github.com/simccl/simccl/planner"
 )
 
 // The tests run on real GPUs where libcuda.so.1 is present (up to 4 of them), else on the
@@ -26,17 +27,64 @@ var (
 	shared bool
 )
 
-// initAll is engine.InitAll with ShareGPUs set when the tests share GPUs.
+// initAll is engine.InitAll with ShareGPUs set when the tests share GPUs, and a planner when cfg
+// has none (initAllAlgo).
 func initAll(ds []*cuda.Device, cfg *engine.Config) ([]*engine.Comm, error) {
-	if shared {
-		c := engine.Config{}
-		if cfg != nil {
-			c = *cfg
-		}
-		c.ShareGPUs = true
-		cfg = &c
+	return initAllAlgo(ds, cfg, "")
+}
+
+// cpuPlanner plans for n ranks described by planner.CPUMachine, with NCCL_BUFFSIZE of slot-byte
+// slots (0: NCCL's default) and NCCL_MIN_NCHANNELS 2.
+func cpuPlanner(t testing.TB, n, slot int) coll.Planner {
+	t.Helper()
+	var s planner.Settings
+	s.Tuning.MinNChannels = 2
+	if slot > 0 {
+		s.Tuning.BuffSize = int64(coll.NCCLSteps * slot)
 	}
-	return engine.InitAll(ds, cfg)
+	m, err := planner.CPUMachine(n, 1, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.New(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// initAllAlgo is initAll whose planner, when cfg has none, plans with NCCL's rules on
+// planner.CPUMachine's description of the ranks (GPUs straight under one CPU, as the emulator and
+// shared GPUs are), under NCCL_ALGO algo, NCCL_BUFFSIZE of cfg's slots and NCCL_MIN_NCHANNELS 2.
+func initAllAlgo(ds []*cuda.Device, cfg *engine.Config, algo string) ([]*engine.Comm, error) {
+	c := engine.Config{}
+	if cfg != nil {
+		c = *cfg
+	}
+	if shared {
+		c.ShareGPUs = true
+	}
+	if c.Planner == nil {
+		var s planner.Settings
+		s.Tuning.Algo, s.Tuning.MinNChannels = algo, 2
+		if c.SlotBytes > 0 {
+			s.Tuning.BuffSize = int64(coll.NCCLSteps * c.SlotBytes)
+		}
+		m, err := planner.CPUMachine(len(ds), 1, s)
+		if err != nil {
+			return nil, err
+		}
+		if algo == "pat" {
+			// NCCL runs PAT with one rank per node only.
+			if m, err = planner.CPUMachine(1, len(ds), s); err != nil {
+				return nil, err
+			}
+		}
+		if c.Planner, err = planner.New(m); err != nil {
+			return nil, err
+		}
+	}
+	return engine.InitAll(ds, &c)
 }
 
 func TestMain(m *testing.M) {
@@ -225,10 +273,10 @@ func runRank(cm *engine.Comm, c colltest.Call, op coll.RedOp, b colltest.Buffers
 	return nil
 }
 
-// executor opens worlds of the first n devices with cfg.
-func executor(cfg engine.Config) colltest.Executor {
+// executor opens worlds of the first n devices with cfg, planned under NCCL_ALGO algo.
+func executor(cfg engine.Config, algo string) colltest.Executor {
 	return colltest.ExecutorFunc(func(n int) (colltest.World, error) {
-		comms, err := initAll(devs[:n], &cfg)
+		comms, err := initAllAlgo(devs[:n], &cfg, algo)
 		if err != nil {
 			return nil, err
 		}
@@ -254,8 +302,8 @@ func conformance(t *testing.T, algo string, short, long colltest.Matrix) {
 		short = long
 	}
 	short.Name, long.Name = algo, algo
-	cfg := engine.Config{Algo: algo, SlotBytes: 512, NChannels: 2, ChannelBytes: 1024, Timeout: 30 * time.Second}
-	colltest.Run(t, executor(cfg), colltest.Options{Matrix: []colltest.Matrix{short}, Long: []colltest.Matrix{long},
+	cfg := engine.Config{SlotBytes: 512, Timeout: 30 * time.Second}
+	colltest.Run(t, executor(cfg, algo), colltest.Options{Matrix: []colltest.Matrix{short}, Long: []colltest.Matrix{long},
 		MaxRanks: len(devs), Skip: colltest.SkipInPlaceP2P})
 }
 
@@ -282,7 +330,10 @@ func TestConformanceTreeAndPAT(t *testing.T) {
 	}
 	m.Funcs = []coll.Func{coll.AllReduce}
 	conformance(t, "tree", m, m)
+	// PAT ReduceScatter has no Avg or PreMulSum (NCCL 2.28 updateCollCostTable): NCCL_ALGO=pat
+	// leaves no algorithm for them.
 	m.Funcs = []coll.Func{coll.AllGather, coll.ReduceScatter}
+	m.TypeOps = map[coll.DataType][]coll.RedOp{coll.Float32: {coll.Sum, coll.Prod, coll.Max, coll.Min}, coll.Float16: {coll.Sum}, coll.Uint8: {coll.Max}}
 	conformance(t, "pat", m, m)
 }
 
@@ -295,7 +346,7 @@ func TestBackToBack(t *testing.T) {
 		defer cuda.SetEmulatorJitter(cuda.SetEmulatorJitter(300 * time.Microsecond))
 	}
 	for n := 2; n <= min(4, len(devs)); n++ {
-		comms, err := initAll(needDevs(t, n), &engine.Config{SlotBytes: 512, NChannels: 2, ChannelBytes: 1024})
+		comms, err := initAll(needDevs(t, n), &engine.Config{SlotBytes: 512})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -55,8 +55,11 @@ func TestBadCalls(t *testing.T) {
 	if _, err := engine.InitAll(nil, nil); !errors.Is(err, engine.ErrInvalidArgument) {
 		t.Errorf("InitAll with no devices: %v", err)
 	}
-	if _, err := initAll(needDevs(t, 1), &engine.Config{Algo: "nvls"}); !errors.Is(err, engine.ErrInvalidArgument) {
-		t.Errorf("Algo nvls: %v", err)
+	if _, err := engine.InitAll(needDevs(t, 1), &engine.Config{Planner: cpuPlanner(t, 3, 0)}); !errors.Is(err, engine.ErrInvalidArgument) {
+		t.Errorf("a planner of 3 ranks for one device: %v", err)
+	}
+	if _, err := engine.InitAll(needDevs(t, 1), nil); !errors.Is(err, engine.ErrInvalidArgument) {
+		t.Errorf("no planner: %v", err)
 	}
 }
 
@@ -214,7 +217,7 @@ func TestEmptyCalls(t *testing.T) {
 
 // TestBench runs the nccl-tests-style sweep with its element check on every collective.
 func TestBench(t *testing.T) {
-	comms, err := initAll(needDevs(t, min(3, len(devs))), &engine.Config{SlotBytes: 512, ChannelBytes: 1024})
+	comms, err := initAll(needDevs(t, min(3, len(devs))), &engine.Config{SlotBytes: 512})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,13 +258,13 @@ func TestShareGPUs(t *testing.T) {
 		defer d.Close()
 		ds = append(ds, d)
 	}
-	if _, err := engine.InitAll(ds, nil); !errors.Is(err, engine.ErrInvalidArgument) {
+	if _, err := engine.InitAll(ds, &engine.Config{Planner: cpuPlanner(t, 3, 0)}); !errors.Is(err, engine.ErrInvalidArgument) {
 		t.Errorf("one GPU for three ranks without ShareGPUs: %v, want ErrInvalidArgument", err)
 	}
-	if _, err := engine.InitAll([]*cuda.Device{d0, d0}, &engine.Config{ShareGPUs: true}); !errors.Is(err, engine.ErrInvalidArgument) {
+	if _, err := engine.InitAll([]*cuda.Device{d0, d0}, &engine.Config{ShareGPUs: true, Planner: cpuPlanner(t, 2, 0)}); !errors.Is(err, engine.ErrInvalidArgument) {
 		t.Errorf("one device handle for two ranks: %v, want ErrInvalidArgument", err)
 	}
-	comms, err := engine.InitAll(ds, &engine.Config{ShareGPUs: true, SlotBytes: 512, NChannels: 2, ChannelBytes: 1024, Timeout: 30 * time.Second})
+	comms, err := engine.InitAll(ds, &engine.Config{ShareGPUs: true, SlotBytes: 512, Planner: cpuPlanner(t, 3, 512), Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

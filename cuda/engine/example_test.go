@@ -9,12 +9,25 @@ import (
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/cuda"
 	"github.com/simccl/simccl/cuda/engine"
+	"github.com/simccl/simccl/planner"
 )
 
 // Two GPUs (emulated where this machine has none; two ranks sharing the GPU of a one-GPU machine)
-// all-reduce four floats, one goroutine per rank.
+// all-reduce four floats, one goroutine per rank. The planner decides what each call runs, with
+// NCCL's rules for the machine (here planner.CPUMachine's description of two GPUs; runccl
+// describes the live machine).
 func Example() {
-	comms, err := engine.InitAll(devs[:2], &engine.Config{ShareGPUs: shared})
+	m, err := planner.CPUMachine(2, 1, planner.Settings{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	p, err := planner.New(m)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	comms, err := engine.InitAll(devs[:2], &engine.Config{ShareGPUs: shared, Planner: p})
 	if err != nil {
 		fmt.Println(err)
 		return

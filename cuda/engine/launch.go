@@ -174,8 +174,6 @@ func (L *launch) prepare() error {
 	}
 
 	cfg := &L.cl.cfg
-	buff := int64(coll.NCCLSteps) * int64(cfg.SlotBytes)
-	nchFor := func(bytes int64) int { return int(min(int64(cfg.NChannels), max(1, bytes/cfg.ChannelBytes))) }
 	var plans []coll.Plan
 	L.bufs = make([][]opBuf, n)
 	for i, k0 := range colls[0] {
@@ -183,19 +181,16 @@ func (L *launch) prepare() error {
 			continue
 		}
 		elt := int64(k0.dt.Size())
-		bytes := k0.count * elt
-		if k0.f == coll.AllGather || k0.f == coll.ReduceScatter || k0.f == coll.AllToAll {
-			bytes *= int64(n)
+		p, _, err := cfg.plan(coll.Call{Func: k0.f, Count: k0.count, DataType: k0.dt, Op: k0.op, Root: k0.root})
+		if err != nil {
+			return err
 		}
-		p := coll.Plan{Func: k0.f, Count: k0.count, DataType: k0.dt, Op: k0.op, Root: k0.root, NRanks: n,
-			Algo: cfg.algo(k0.f), Proto: coll.Simple, NChannels: nchFor(bytes)}
 		if k0.op == coll.Avg {
 			p.Op = coll.Sum // Avg runs as Sum (floats pre-scaled, integers divided at the PostOp step)
 		}
 		if k0.op == coll.PreMulSum {
 			p.Op = coll.Sum // the inputs are pre-scaled
 		}
-		p.BuffSize[coll.Simple] = buff
 		plans = append(plans, p)
 		send, recv := sendRecvBytes(k0.f, k0.count*elt, n)
 		for r := 0; r < n; r++ {
@@ -226,6 +221,7 @@ func (L *launch) prepare() error {
 	sendOff := make([]int64, n)
 	recvOff := make([]int64, n)
 	used := map[p2pKey]int{}
+	var p2p coll.Plan // the plan of the group's largest transfer (its channels and chunk)
 	var maxBytes int64
 	for r := 0; r < n; r++ {
 		for _, k := range sendOrder[r] {
@@ -236,7 +232,15 @@ func (L *launch) prepare() error {
 			if b == 0 {
 				continue
 			}
-			transfers = append(transfers, coll.Transfer{From: r, To: k.peer, Count: b})
+			// Each transfer as the planner plans one of its size (NCCL 2.28 addP2pToPlan).
+			tp, _, err := cfg.plan(coll.Call{Func: coll.SendRecv, Count: b, DataType: coll.Uint8})
+			if err != nil {
+				return err
+			}
+			if b > maxBytes {
+				p2p = tp
+			}
+			transfers = append(transfers, coll.Transfer{From: r, To: k.peer, Count: b, NChannels: tp.NChannels, ChunkSize: tp.ChunkSize})
 			sendSeg[r] = append(sendSeg[r], segment{sendOff[r], b, k.send})
 			recvSeg[k.peer] = append(recvSeg[k.peer], segment{recvOff[k.peer], b, rk.recv})
 			sendOff[r] += b
@@ -245,9 +249,8 @@ func (L *launch) prepare() error {
 		}
 	}
 	if len(transfers) > 0 {
-		p := coll.Plan{Func: coll.SendRecv, DataType: coll.Uint8, NRanks: n, Transfers: transfers,
-			Algo: coll.Ring, Proto: coll.Simple, NChannels: nchFor(maxBytes), ChunkSize: int64(cfg.SlotBytes)}
-		p.BuffSize[coll.Simple] = buff
+		p := coll.Plan{Func: coll.SendRecv, DataType: coll.Uint8, NRanks: n, Transfers: transfers, Algo: coll.Ring,
+			Proto: p2p.Proto, NChannels: max(p2p.P2PChannels, 1), P2PChannels: p2p.P2PChannels, ChunkSize: p2p.ChunkSize, BuffSize: p2p.BuffSize}
 		plans = append(plans, p)
 		for r := 0; r < n; r++ {
 			L.bufs[r] = append(L.bufs[r], opBuf{send: sendSeg[r], recv: recvSeg[r], dt: coll.Uint8})

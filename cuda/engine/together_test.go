@@ -8,6 +8,7 @@ import (
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/cuda"
+	"github.com/simccl/simccl/planner"
 )
 
 // TestGroupLaunchOneThread: a process-wide group with calls for every rank of a clique is
@@ -27,7 +28,17 @@ func TestGroupLaunchOneThread(t *testing.T) {
 		}
 		defer devs[r].Close()
 	}
-	comms, err := InitAll(devs, &Config{ShareGPUs: true, NChannels: 2, SlotBytes: 4096, ChannelBytes: 1024})
+	var st planner.Settings
+	st.Tuning.MinNChannels, st.Tuning.BuffSize = 2, coll.NCCLSteps*4096
+	m, err := planner.CPUMachine(ranks, 1, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.New(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	comms, err := InitAll(devs, &Config{ShareGPUs: true, SlotBytes: 4096, Planner: p})
 	if err != nil {
 		t.Fatal(err)
 	}

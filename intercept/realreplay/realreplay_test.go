@@ -1,9 +1,11 @@
 package realreplay
 
 import (
-	"github.com/simccl/simccl/intercept"
 	"path/filepath"
 	"testing"
+
+	"github.com/simccl/simccl/intercept"
+	"github.com/simccl/simccl/planner"
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/comm"
@@ -125,7 +127,7 @@ func TestPlanRealFromLogs(t *testing.T) {
 		l := prog.Actors[a].Launches
 		prog.Actors[a].Launches = []Launch{l[0], l[1], l[4]}
 	}
-	rep, err := RunInProcess(prog, &comm.Config{Transport: "inproc"}, true)
+	rep, err := RunInProcess(prog, &comm.Config{Transport: "inproc", Planners: planner.CPU{}}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
