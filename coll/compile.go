@@ -64,7 +64,7 @@ func Compile(plans ...Plan) (*Schedule, error) {
 		if err := p.check(); err != nil {
 			return nil, fmt.Errorf("coll: Compile: operation %d (%v): %w", i, p.Func, err)
 		}
-		if c := p.ChannelLo + p.nChannels(); c > nch {
+		if c := p.ChannelLo + p.channelSpan(); c > nch {
 			nch = c
 		}
 		if p.NRanks > 1 && NeedsSwitches(p.Func, p.Algo) {
@@ -111,6 +111,15 @@ func (p *Plan) nChannels() int {
 	return p.NChannels
 }
 
+// channelSpan is the channels the plan's schedule spreads over: a point-to-point plan's transfers
+// (NChannels each) share its P2PChannels; a collective uses NChannels.
+func (p *Plan) channelSpan() int {
+	if p.Func == SendRecv || p.Func == AllToAll {
+		return max(p.P2PChannels, p.nChannels())
+	}
+	return p.nChannels()
+}
+
 // checkArgs validates a plan's fields, naming the bad one.
 func (p *Plan) checkArgs() error {
 	n := p.NRanks
@@ -135,8 +144,11 @@ func (p *Plan) checkArgs() error {
 	if p.NChannels < 0 || p.NChannels > MaxChannels {
 		return fmt.Errorf("NChannels %d: want 1..%d", p.NChannels, MaxChannels)
 	}
-	if p.ChannelLo < 0 || p.ChannelLo+p.nChannels() > MaxChannels {
-		return fmt.Errorf("channels %d..%d outside 0..%d", p.ChannelLo, p.ChannelLo+p.nChannels()-1, MaxChannels-1)
+	if p.P2PChannels < 0 || p.P2PChannels > MaxChannels {
+		return fmt.Errorf("P2PChannels %d: want 0..%d", p.P2PChannels, MaxChannels)
+	}
+	if p.ChannelLo < 0 || p.ChannelLo+p.channelSpan() > MaxChannels {
+		return fmt.Errorf("channels %d..%d outside 0..%d", p.ChannelLo, p.ChannelLo+p.channelSpan()-1, MaxChannels-1)
 	}
 	if p.Parts != nil {
 		if len(p.Parts) != p.nChannels() {

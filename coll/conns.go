@@ -17,7 +17,7 @@ func Connections(p *Plan) ([]Conn, error) {
 		return nil, err
 	}
 	n := p.NRanks
-	nch := p.nChannels()
+	nch := p.channelSpan()
 	set := map[connKey]bool{}
 	add := func(c, from, to, idx int) {
 		if from != to {
@@ -34,7 +34,7 @@ func Connections(p *Plan) ([]Conn, error) {
 					continue
 				}
 				if m.nch == 0 {
-					m.nch = nch
+					m.nch = p.nChannels()
 				}
 				for _, c := range m.channels(n, nch, align) {
 					add(c, m.from, m.to, 1)

@@ -64,3 +64,29 @@ func TestConnectionsWholeRing(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, s.Conns, 6)
 }
+
+// Point-to-point channels (coll.P2PChannels, what Compile and Connections use): the round of
+// ring distance d starts at channel d and spreads a transfer's parts bit-reversed, so that when
+// nRanks × parts fits in the p2p channels the rounds of an all-to-all use disjoint channels, and
+// every transfer's parts are distinct channels.
+func TestP2PChannels(t *testing.T) {
+	require.Equal(t, []int{3, 7, 5, 9 % 8}, P2PChannels(3, 8, 4))
+	for _, c := range []struct{ n, nch, k int }{{8, 32, 4}, {4, 8, 2}, {16, 16, 1}} {
+		used := map[int]int{}
+		for d := 0; d < c.n; d++ {
+			chs := P2PChannels(d, c.nch, c.k)
+			require.Len(t, chs, c.k)
+			seen := map[int]bool{}
+			for _, ch := range chs {
+				require.False(t, seen[ch], "transfer at distance %d uses channel %d twice", d, ch)
+				seen[ch] = true
+				used[ch]++
+			}
+		}
+		if c.n*c.k <= c.nch {
+			for ch, u := range used {
+				require.Equal(t, 1, u, "%+v: channel %d used by %d rounds", c, ch, u)
+			}
+		}
+	}
+}

@@ -62,7 +62,7 @@ func (b *builder) p2p(p *Plan) error {
 		return fmt.Errorf("%w: %v over LL128 (NCCL's point-to-point uses LL or Simple: 2.30.7 addP2pToPlan)", ErrUnsupported, p.Func)
 	}
 	n := p.NRanks
-	nch := p.nChannels()
+	nch := p.channelSpan()
 	elt := int64(p.DataType.Size())
 	chunkingFor := func(m p2pMsg) *chunking {
 		proto := p.Proto
@@ -97,7 +97,7 @@ func (b *builder) p2p(p *Plan) error {
 			return fmt.Errorf("transfer %d→%d: %d channels, chunk %d (want 0..%d channels, chunk ≥ 0)", m.from, m.to, m.nch, m.chunk, nch)
 		}
 		if m.nch == 0 {
-			msgs[i].nch = nch
+			msgs[i].nch = p.nChannels()
 		}
 		cks[i] = chunkingFor(m)
 	}
@@ -140,30 +140,58 @@ func (b *builder) p2p(p *Plan) error {
 // channels (NCCL spreads p2p peers over channels by round; the exact base rule is not reproduced).
 // m.nch must be resolved (non-zero).
 func (m p2pMsg) part(c, n, nch int) int {
-	base := p2pBase((((m.to-m.from)%n + n) % n), nch, m.nch)
-	if part := (c - base + nch) % nch; part < m.nch {
-		return part
+	dist := ((m.to-m.from)%n + n) % n
+	for part := 0; part < m.nch; part++ {
+		if p2pChannel(dist, part, nch) == c {
+			return part
+		}
 	}
 	return -1
 }
 
-// p2pBase is the first channel of a transfer at ring distance dist split over k of nch channels.
-func p2pBase(dist, nch, k int) int {
-	if k < nch {
-		return dist % nch
+// p2pChannel is the channel of part `part` of a transfer at ring distance dist over nch p2p
+// channels: NCCL starts the round of peer distance d at channel d and spreads a transfer's parts
+// over the p2p channels bit-reversed (NCCL 2.28 enqueue.cc scheduleP2pTasksToPlan, single-node
+// form; the multi-node base, which groups rounds by node, is not reproduced). nch is a power of
+// two when it is NCCL's p2pnChannels; otherwise the parts take consecutive channels.
+func p2pChannel(dist, part, nch int) int {
+	delta := part
+	if bits := log2Exact(nch); bits >= 0 {
+		delta = reverseBits(part, bits)
 	}
-	return 0
+	return (dist + delta) % nch
+}
+
+// log2Exact is log2(n) for a power of two n ≥ 1, else −1.
+func log2Exact(n int) int {
+	if n < 1 || n&(n-1) != 0 {
+		return -1
+	}
+	b := 0
+	for n > 1 {
+		n >>= 1
+		b++
+	}
+	return b
+}
+
+// reverseBits reverses the low `bits` bits of v.
+func reverseBits(v, bits int) int {
+	r := 0
+	for i := 0; i < bits; i++ {
+		r = r<<1 | (v>>i)&1
+	}
+	return r
 }
 
 // P2PChannels lists the channels Compile puts a point-to-point transfer on when it is split over k
-// of a plan's nch channels and every part holds data: k consecutive channels (mod nch) from a
-// base that depends on the ring distance dist = (to − from) mod nRanks.
+// of a plan's nch channels and every part holds data (p2pChannel of parts 0..k−1), for the ring
+// distance dist = (to − from) mod nRanks.
 func P2PChannels(dist, nch, k int) []int {
 	k = min(max(k, 1), nch)
-	base := p2pBase(dist, nch, k)
 	out := make([]int, k)
 	for i := range out {
-		out[i] = (base + i) % nch
+		out[i] = p2pChannel(dist, i, nch)
 	}
 	return out
 }

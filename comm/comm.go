@@ -80,6 +80,10 @@ type Config struct {
 	Hub *realnet.Hub
 	// Logf, if set, receives NCCL-INFO-style lines (connections made, their memory).
 	Logf func(format string, args ...any)
+	// Observe, if set, is called with every message this rank sends, before it is sent (tests
+	// compare them with the simulator's records of the same plan; traces). It is called from the
+	// channels' goroutines concurrently.
+	Observe func(Message)
 }
 
 func (c *Config) withDefaults() Config {
@@ -112,6 +116,15 @@ func (c *Config) check() error {
 		return fmt.Errorf("%w: config Planners is required (planner.CPU{} plans with NCCL's rules for this engine)", ErrInvalidArgument)
 	}
 	return nil
+}
+
+// Message is one message of a schedule as the engine sends it: the step of the sender's program
+// on a channel that sends it, the connection (channel, sender, receiver, connIndex) and its payload.
+type Message struct {
+	Channel, From, To, ConnIndex int
+	Step                         int // index of the sending step in its program
+	Seq                          int // message number on the connection, from 0
+	Bytes                        int64
 }
 
 // Planners makes the planner of a communicator from the layout of its ranks.

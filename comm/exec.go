@@ -836,6 +836,12 @@ func (c *Comm) runStep(s *coll.Schedule, st *coll.Step, bufs []opBufs, calls []*
 	if prim.ReadsSrc() && src == nil && prim != coll.Send {
 		return fmt.Errorf("comm: step %d (%v) has no source", st.Index, prim)
 	}
+	if c.cfg.Observe != nil {
+		for _, x := range st.Send {
+			cn := s.Conns[x.Conn]
+			c.cfg.Observe(Message{Channel: cn.Channel, From: cn.From, To: cn.To, ConnIndex: cn.ConnIndex, Step: st.Index, Seq: x.Seq, Bytes: n})
+		}
+	}
 	if done, err := c.slotStep(s, st, k, src, dst, sc); done {
 		return err
 	}

@@ -78,6 +78,7 @@ type OpRecord struct {
 	Rank, Peer int
 	Channel    int
 	Step       int // index of the sending step in its program
+	Seq        int // message number on its connection, from 0
 	Chunk      int
 	Bytes      int64 // payload
 	Wire       int64 // bytes on the wire
@@ -539,13 +540,14 @@ func (x *sim) records() []OpRecord {
 		g := x.msgSend[m]
 		st := x.step(g)
 		pr := &x.s.Programs[x.progOf[g]]
-		peer := x.s.Conns[x.connOfMsg(int32(m))].To
+		cn := x.connOfMsg(int32(m))
+		peer := x.s.Conns[cn].To
 		route, class := x.route(pr.Rank, peer, pr.Channel)
 		wire := st.Wire
 		if wire == 0 {
 			wire = coll.WireBytes(st.Proto, st.Bytes)
 		}
-		out = append(out, OpRecord{Rank: pr.Rank, Peer: peer, Channel: pr.Channel, Step: int(x.stepOf[g]), Chunk: st.Chunk,
+		out = append(out, OpRecord{Rank: pr.Rank, Peer: peer, Channel: pr.Channel, Step: int(x.stepOf[g]), Seq: m - int(x.connOff[cn]), Chunk: st.Chunk,
 			Bytes: st.Bytes, Wire: wire, Proto: st.Proto, Start: x.msgStart[m], End: x.msgEnd[m], Class: class, Route: route})
 	}
 	return out

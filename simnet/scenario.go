@@ -158,40 +158,6 @@ func decision(p coll.Plan) string {
 	return fmt.Sprintf("%v/%v/%d", p.Algo, p.Proto, p.NChannels)
 }
 
-// rounds splits an AllToAll plan into NCCL's point-to-point rounds (NCCL 2.28 enqueue.cc
-// scheduleP2pTasksToPlan, fact sheet §5.8): round d carries every rank's transfer to rank+d on its
-// own channels, so that the self copy (round 0) and the peer transfers do not share a thread
-// block unless there are too few channels. NCCL starts round d at channel d and spreads its parts
-// bit-reversed over the p2p channels; here round d takes the contiguous channels from d×k (k the
-// plan's channels per transfer, modulo the p2p channel count), which gives the same number of
-// channels per round and, when nRanks × k fits in the p2p channels (the case tuning.P2P's nMin
-// ensures), the same disjoint channel sets. Each round is a SendRecv of explicit transfers whose
-// buffer offsets start at 0: the schedule is right for timing, not for moving bytes. Other plans
-// are returned as they are.
-func (m *Machine) rounds(p coll.Plan) []coll.Plan {
-	if p.Func != coll.AllToAll || p.NRanks < 2 {
-		return []coll.Plan{p}
-	}
-	k := max(p.NChannels, 1)
-	total := max(p.P2PChannels, k) // the planner gives rings and trees for every p2p channel
-	n := p.NRanks
-	out := make([]coll.Plan, 0, n)
-	for d := 0; d < n; d++ {
-		q := p
-		q.Func = coll.SendRecv
-		q.ChannelLo = (d * k) % total
-		if q.ChannelLo+k > total {
-			q.ChannelLo = 0
-		}
-		q.Transfers = make([]coll.Transfer, n)
-		for r := 0; r < n; r++ {
-			q.Transfers[r] = coll.Transfer{From: r, To: (r + d) % n, Count: p.Count}
-		}
-		out = append(out, q)
-	}
-	return out
-}
-
 // backToBack replays k consecutive calls of plans (one call = one kernel of len(plans)
 // operations) and returns the time to the end of the last.
 func (m *Machine) backToBack(plans []coll.Plan, k int, tm Timing) (Time, error) {
@@ -278,7 +244,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		if tm, err = m.timing(plan); err != nil {
 			return row, nil, err
 		}
-		plans := m.rounds(plan)
+		plans := []coll.Plan{plan}
 		var sched *coll.Schedule
 		var cerr error
 		if opt.DryRun {
