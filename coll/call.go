@@ -17,6 +17,12 @@ type Call struct {
 	// Peer (SendRecv): rank r sends to r+Peer and receives from r−Peer (mod n); 0 means 1, the
 	// nccl-tests sendrecv pattern.
 	Peer int
+	// Transfers (SendRecv), when set, are a group's sends and receives, counted in DataType
+	// elements (Count and Peer are then unused): the planner plans each as NCCL plans a transfer
+	// of its size to its peer, and the plan carries them (Plan.Transfers). An engine that knows
+	// only its own rank's sends and receives lists those; its peers list theirs, and both ends of
+	// a transfer plan it alike.
+	Transfers []Transfer
 	// Exclude names algorithms and protocols the executor cannot run. The planner then decides
 	// what NCCL decides with them disabled (as NCCL_ALGO=^… and NCCL_PROTO=^… would), and an
 	// executor that asks for this reports both decisions: it never substitutes silently.
@@ -67,7 +73,7 @@ type Planner interface {
 
 // CallOf is the Call a plan answers (the inverse of planning, used to check a plan's arguments).
 func CallOf(p *Plan) Call {
-	return Call{Func: p.Func, Count: p.Count, DataType: p.DataType, Op: p.Op, Root: p.Root, Peer: p.Peer}
+	return Call{Func: p.Func, Count: p.Count, DataType: p.DataType, Op: p.Op, Root: p.Root, Peer: p.Peer, Transfers: p.Transfers}
 }
 
 // Check returns an error for arguments no plan can serve on n ranks.
@@ -79,8 +85,15 @@ func (c Call) Check(n int) error {
 		return fmt.Errorf("coll: %v of %d elements", c.Func, c.Count)
 	case c.DataType.Size() == 0:
 		return fmt.Errorf("coll: unknown data type %v", c.DataType)
+	case len(c.Transfers) > 0 && c.Func != SendRecv:
+		return fmt.Errorf("coll: %v with transfers (only SendRecv has them)", c.Func)
 	case (c.Func == Broadcast || c.Func == Reduce) && (c.Root < 0 || c.Root >= n):
 		return fmt.Errorf("coll: %v root %d out of range 0..%d", c.Func, c.Root, n-1)
+	}
+	for i, t := range c.Transfers {
+		if t.From < 0 || t.From >= n || t.To < 0 || t.To >= n || t.Count < 0 {
+			return fmt.Errorf("coll: transfer %d: %d→%d of %d elements over %d ranks", i, t.From, t.To, t.Count, n)
+		}
 	}
 	return nil
 }

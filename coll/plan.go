@@ -1,5 +1,7 @@
 package coll
 
+import "fmt"
+
 // ChannelTree is one channel's tree: for every rank its parent (Up, −1 at the root) and its children
 // (Down, at most NCCL_MAX_TREE_ARITY = 3, NCCL 2.30.7 device.h).
 type ChannelTree struct {
@@ -65,4 +67,41 @@ type Plan struct {
 	Rings [][]int
 	// Trees: per channel the tree links; nil means BuildTrees over one rank per node.
 	Trees []ChannelTree
+}
+
+// Shown is the protocol and channel count a plan's row shows: for a send/recv plan with
+// transfers, those of its largest transfer (each transfer has its own; the plan's channels are
+// the p2p channels they share); otherwise the plan's.
+func (p *Plan) Shown() (Proto, int) {
+	if p.Func != SendRecv || len(p.Transfers) == 0 {
+		return p.Proto, p.NChannels
+	}
+	best := p.Transfers[0]
+	for _, t := range p.Transfers[1:] {
+		if t.Count > best.Count {
+			best = t
+		}
+	}
+	proto, nch := p.Proto, best.NChannels
+	if best.LL {
+		proto = LL
+	}
+	if nch == 0 {
+		nch = p.NChannels
+	}
+	return proto, nch
+}
+
+// AlgoName is the algorithm a row shows: "P2P" for point-to-point plans, which follow none.
+func (p *Plan) AlgoName() string {
+	if p.Func == SendRecv || p.Func == AllToAll {
+		return "P2P"
+	}
+	return p.Algo.String()
+}
+
+// Decision is "Algo/Proto/channels" as rows show a plan ("Ring/Simple/24", "P2P/LL/2").
+func (p *Plan) Decision() string {
+	proto, nch := p.Shown()
+	return fmt.Sprintf("%s/%v/%d", p.AlgoName(), proto, nch)
 }

@@ -316,13 +316,8 @@ func (c *Comm) schedule(colls []*call) (*coll.Schedule, error) {
 		if err != nil {
 			return nil, err
 		}
-		// The engine's connections are NCCL's Simple buffers: NCCL_STEPS slots of SlotBytes.
-		b := p.BuffSize[coll.Simple]
-		if b == 0 {
-			b = coll.DefaultBuffSize[coll.Simple]
-		}
-		if b != int64(realnet.Steps*c.cfg.SlotBytes) {
-			return nil, fmt.Errorf("%w: the plan's Simple buffer is %d bytes (NCCL_BUFFSIZE), the engine's connections hold %d slots of %d (Config.SlotBytes): set NCCL_BUFFSIZE to %d", ErrInvalidArgument, b, realnet.Steps, c.cfg.SlotBytes, realnet.Steps*c.cfg.SlotBytes)
+		if err := c.checkBuffers(&p); err != nil {
+			return nil, err
 		}
 		plans[i] = p
 		// The process-wide cache is shared by communicators whose planners may differ: its key
@@ -346,6 +341,19 @@ func (c *Comm) schedule(colls []*call) (*coll.Schedule, error) {
 	c.scheds[callKey] = s
 	c.schedMu.Unlock()
 	return s, nil
+}
+
+// checkBuffers checks that a plan's Simple buffer (NCCL_BUFFSIZE) is the engine's connections:
+// NCCL_STEPS slots of SlotBytes.
+func (c *Comm) checkBuffers(p *coll.Plan) error {
+	b := p.BuffSize[coll.Simple]
+	if b == 0 {
+		b = coll.DefaultBuffSize[coll.Simple]
+	}
+	if b != int64(realnet.Steps*c.cfg.SlotBytes) {
+		return fmt.Errorf("%w: the plan's Simple buffer is %d bytes (NCCL_BUFFSIZE), the engine's connections hold %d slots of %d (Config.SlotBytes): set NCCL_BUFFSIZE to %d", ErrInvalidArgument, b, realnet.Steps, c.cfg.SlotBytes, realnet.Steps*c.cfg.SlotBytes)
+	}
+	return nil
 }
 
 // sharedSchedules holds the schedules compiled in this process, so that the goroutine ranks of one

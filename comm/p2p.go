@@ -6,12 +6,11 @@ import (
 	"unsafe"
 
 	"github.com/simccl/simccl/coll"
-	"github.com/simccl/simccl/realnet"
 )
 
 // Point-to-point calls (Send and Recv of a group; AllToAll runs as a collective schedule) run as a
-// coll SendRecv schedule of this rank's transfers: each one split over the channels and chunks the
-// planner gives a transfer of its size (NCCL 2.28 addP2pToPlan), on connIndex 1. A rank knows only
+// coll SendRecv schedule of this rank's transfers, which the planner plans (each one split over
+// the channels and chunks NCCL gives a transfer of its size to its peer), on connIndex 1. A rank knows only
 // its own sends and receives, and its peers only theirs; both ends of a transfer plan it alike
 // (same size, same planner), so the messages on every connection match. The schedule's send and
 // receive buffers are the calls' buffers laid end to end, in the order coll lays transfers out.
@@ -49,24 +48,9 @@ func (c *Comm) runP2P(calls []*call) error {
 		}
 	}
 	nSelf := 0
-	plans := map[int64]coll.Plan{}
-	planFor := func(bytes int64) (coll.Plan, error) {
-		if p, ok := plans[bytes]; ok {
-			return p, nil
-		}
-		p, _, err := c.Plan(coll.Call{Func: coll.SendRecv, Count: bytes, DataType: coll.Uint8})
-		plans[bytes] = p
-		return p, err
+	add := func(from, to int, bytes int64) {
+		transfers = append(transfers, coll.Transfer{From: from, To: to, Count: bytes})
 	}
-	add := func(from, to int, bytes int64) (coll.Plan, error) {
-		p, err := planFor(bytes)
-		if err != nil {
-			return p, err
-		}
-		transfers = append(transfers, coll.Transfer{From: from, To: to, Count: bytes, NChannels: p.NChannels, ChunkSize: p.ChunkSize})
-		return p, nil
-	}
-	var p2pPlan coll.Plan
 	for i, k := range sends {
 		b := int64(len(sendBuf[i]))
 		if k.peer == c.rank {
@@ -89,11 +73,7 @@ func (c *Comm) runP2P(calls []*call) error {
 		} else if b == 0 {
 			continue
 		}
-		pl, err := add(c.rank, k.peer, b)
-		if err != nil {
-			return err
-		}
-		p2pPlan = pl
+		add(c.rank, k.peer, b)
 		bufs.sendSeg = append(bufs.sendSeg, segment{sendOff, sendBuf[i]})
 		sendOff += b
 	}
@@ -105,21 +85,20 @@ func (c *Comm) runP2P(calls []*call) error {
 		if k.peer == c.rank || b == 0 {
 			continue
 		}
-		pl, err := add(k.peer, c.rank, b)
-		if err != nil {
-			return err
-		}
-		p2pPlan = pl
+		add(k.peer, c.rank, b)
 		bufs.recvSeg = append(bufs.recvSeg, segment{recvOff, k.recv[:b]})
 		recvOff += b
 	}
 	if len(transfers) == 0 {
 		return nil
 	}
-	plan := coll.Plan{Func: coll.SendRecv, DataType: coll.Uint8, NRanks: c.n, Algo: coll.Ring, Proto: p2pPlan.Proto,
-		NChannels: max(p2pPlan.P2PChannels, 1), P2PChannels: p2pPlan.P2PChannels, ChunkSize: p2pPlan.ChunkSize,
-		BuffSize: p2pPlan.BuffSize, Transfers: transfers}
-	plan.BuffSize[coll.Simple] = int64(realnet.Steps * c.cfg.SlotBytes)
+	plan, _, err := c.Plan(coll.Call{Func: coll.SendRecv, DataType: coll.Uint8, Transfers: transfers})
+	if err != nil {
+		return err
+	}
+	if err := c.checkBuffers(&plan); err != nil {
+		return err
+	}
 	s, err := coll.Compile(plan)
 	if err != nil {
 		return err

@@ -38,11 +38,12 @@ func (p *Planner) Decide(c coll.Call) (Decision, error) {
 		NRanks: n, NNodes: p.Nodes, Rings: p.Rings, Trees: p.Trees,
 		BuffSize: [coll.NumProtos]int64{coll.LL: cfg.LLBuffSize, coll.LL128: cfg.LL128BuffSize, coll.Simple: cfg.BuffSize}}
 	elt := c.DataType.Size()
-	if c.Func == coll.SendRecv || c.Func == coll.AllToAll {
-		// Point-to-point: NCCL 2.28's per-peer plan (tuning.P2P): channels from the part-size
-		// bounds up to the per-peer maximum, LL up to nChannels × NCCL_P2P_LL_THRESHOLD, Simple
-		// chunks of the P2P chunk size. Every peer of a multi-node communicator is planned as a
-		// network peer.
+	if c.Func == coll.SendRecv {
+		return p.decideSendRecv(c, plan)
+	}
+	if c.Func == coll.AllToAll {
+		// Every peer of a multi-node communicator is planned as a network peer (the most
+		// constrained), in the node otherwise (NCCL 2.28 addP2pToPlan per peer).
 		kind := tuning.PeerIntra
 		if p.Nodes > 1 {
 			kind = tuning.PeerNet
@@ -51,14 +52,7 @@ func (p *Planner) Decide(c coll.Call) (Decision, error) {
 		if err != nil {
 			return Decision{}, fmt.Errorf("planner: %v: %w", c.Func, err)
 		}
-		total, _ := p.Table.P2PChannels()
-		plan.Algo, plan.Proto, plan.NChannels, plan.P2PChannels = coll.Ring, ch.Proto, max(ch.NChannels, 1), max(total, 1)
-		// Point-to-point channels may outnumber the collective ones (p2pnChannels is a power of
-		// two); coll wants a ring and a tree per channel, which point-to-point does not follow.
-		plan.Rings, plan.Trees = repeatRings(p.Rings, plan.P2PChannels), repeatTrees(p.Trees, plan.P2PChannels)
-		if ch.Proto == coll.Simple {
-			plan.ChunkSize = ch.ChunkSize
-		}
+		p.p2pPlan(&plan, ch)
 		return Decision{Plan: plan, P2P: &ch}, nil
 	}
 	t := p.Table.Without(c.Exclude)
@@ -73,6 +67,70 @@ func (p *Planner) Decide(c coll.Call) (Decision, error) {
 	plan.Algo, plan.Proto, plan.NChannels, plan.ChannelLo = ch.Algo, ch.Proto, max(ch.NChannels, 1), ch.ChannelLo
 	plan.NThreads, plan.ChunkSize = ch.NThreads, ch.ChunkSize
 	return Decision{Plan: plan, Choice: &ch}, nil
+}
+
+// p2pPlan sets a point-to-point plan's protocol, channels (per transfer, and the communicator's
+// p2p channels they share) and chunk from one transfer's choice.
+func (p *Planner) p2pPlan(plan *coll.Plan, ch tuning.P2PChoice) {
+	total, _ := p.Table.P2PChannels()
+	plan.Algo, plan.Proto, plan.NChannels, plan.P2PChannels = coll.Ring, ch.Proto, max(ch.NChannels, 1), max(total, 1)
+	// Point-to-point channels may outnumber the collective ones (p2pnChannels is a power of
+	// two); coll wants a ring and a tree per channel, which point-to-point does not follow.
+	plan.Rings, plan.Trees = repeatRings(p.Rings, plan.P2PChannels), repeatTrees(p.Trees, plan.P2PChannels)
+	if ch.Proto == coll.Simple {
+		plan.ChunkSize = ch.ChunkSize
+	}
+}
+
+// decideSendRecv plans a group of sends and receives: each transfer as NCCL plans a transfer of
+// its size to its peer (NCCL 2.28 addP2pToPlan): a peer in the node or across the network (by
+// node), its channels, LL or Simple and its chunk. Without transfers the call is nccl-tests'
+// pattern (rank r sends Count elements to r+Peer).
+func (p *Planner) decideSendRecv(c coll.Call, plan coll.Plan) (Decision, error) {
+	n, elt := p.NRanks(), int64(c.DataType.Size())
+	transfers := c.Transfers
+	if len(transfers) == 0 {
+		peer := c.Peer
+		if peer == 0 {
+			peer = 1
+		}
+		transfers = make([]coll.Transfer, n)
+		for r := range transfers {
+			transfers[r] = coll.Transfer{From: r, To: ((r+peer)%n + n) % n, Count: c.Count}
+		}
+	}
+	if len(transfers) == 0 {
+		return Decision{}, fmt.Errorf("planner: SendRecv with no transfer")
+	}
+	out := make([]coll.Transfer, len(transfers))
+	var first *tuning.P2PChoice
+	var largest int64 = -1
+	for i, t := range transfers {
+		kind := tuning.PeerIntra
+		if t.From/p.PPN != t.To/p.PPN {
+			kind = tuning.PeerNet
+		}
+		ch, err := p.P2P(t.Count*elt, kind, c.Exclude)
+		if err != nil {
+			return Decision{}, fmt.Errorf("planner: SendRecv transfer %d→%d: %w", t.From, t.To, err)
+		}
+		out[i] = coll.Transfer{From: t.From, To: t.To, Count: t.Count, NChannels: max(ch.NChannels, 1), LL: ch.Proto == coll.LL}
+		if ch.Proto == coll.Simple {
+			out[i].ChunkSize = ch.ChunkSize
+		}
+		if t.Count > largest {
+			largest, first = t.Count, &ch
+		}
+	}
+	p.p2pPlan(&plan, *first)
+	// Every transfer carries its own protocol, channels and chunk; the plan's are the largest
+	// transfer's, and its channels are the communicator's p2p channels the transfers share.
+	plan.Proto, plan.ChunkSize, plan.NChannels = coll.Simple, 0, plan.P2PChannels
+	for i := range out {
+		out[i].NChannels = min(out[i].NChannels, plan.NChannels)
+	}
+	plan.Transfers = out
+	return Decision{Plan: plan, P2P: first}, nil
 }
 
 func repeatRings(rings [][]int, n int) [][]int {

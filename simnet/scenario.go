@@ -147,15 +147,10 @@ func (m *Machine) Plan(f coll.Func, size int64, dt coll.DataType, op coll.RedOp)
 
 // substitution says what was simulated instead of NCCL's decision ("" when nothing was).
 func substitution(plan, nccl coll.Plan) string {
-	if plan.Algo == nccl.Algo && plan.Proto == nccl.Proto && plan.NChannels == nccl.NChannels {
+	if plan.Decision() == nccl.Decision() {
 		return ""
 	}
-	return fmt.Sprintf("NCCL runs %s; simulated %s, NCCL's choice without %v (not simulated)", decision(nccl), decision(plan), nccl.Algo)
-}
-
-// decision is "Algo/Proto/channels".
-func decision(p coll.Plan) string {
-	return fmt.Sprintf("%v/%v/%d", p.Algo, p.Proto, p.NChannels)
+	return fmt.Sprintf("NCCL runs %s; simulated %s, NCCL's choice without %v (not simulated)", nccl.Decision(), plan.Decision(), nccl.Algo)
 }
 
 // backToBack replays k consecutive calls of plans (one call = one kernel of len(plans)
@@ -330,12 +325,10 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		row.AlgBw = float64(algBytes) / (row.TimeUs * 1e-6) / 1e9
 		row.BusBw = row.AlgBw * coll.BusFactor(f, n)
 	}
-	row.Algo, row.Proto, row.NChannels, row.Events = plan.Algo.String(), plan.Proto.String(), plan.NChannels, res.Events
-	if f == coll.SendRecv || f == coll.AllToAll {
-		row.Algo = "P2P"
-	}
+	proto, nch := plan.Shown()
+	row.Algo, row.Proto, row.NChannels, row.Events = plan.AlgoName(), proto.String(), nch, res.Events
 	if substitution(plan, nccl) != "" {
-		row.NCCL = decision(nccl)
+		row.NCCL = nccl.Decision()
 	}
 	return row, res, nil
 }

@@ -197,7 +197,8 @@ func planOne(p *planner.Planner, c coll.Call, keep bool) (planOut, *coll.Schedul
 	if err != nil {
 		return planOut{}, nil, err
 	}
-	o := planOut{Coll: coll.TestName(c.Func), Count: c.Count, Note: fmt.Sprintf("%s × %d node(s), %d ranks: NCCL runs %v/%v on %d channel(s)", p.Name, p.Nodes, p.NRanks(), d.Plan.Algo, d.Plan.Proto, d.Plan.NChannels)}
+	proto, nch := d.Plan.Shown()
+	o := planOut{Coll: coll.TestName(c.Func), Count: c.Count, Note: fmt.Sprintf("%s × %d node(s), %d ranks: NCCL runs %s/%v on %d channel(s)", p.Name, p.Nodes, p.NRanks(), d.Plan.AlgoName(), proto, nch)}
 	if d.Choice != nil {
 		o.Note += " — " + d.Choice.Line()
 	}

@@ -80,16 +80,10 @@ type Row struct {
 
 // Decision fills a row's plan columns from the plan run and NCCL's decision.
 func (r *Row) Decision(ran, nccl coll.Plan) {
-	r.Algo, r.Proto, r.NChannels = ran.Algo.String(), ran.Proto.String(), ran.NChannels
-	if ran.Func == coll.SendRecv || ran.Func == coll.AllToAll {
-		r.Algo = "P2P"
-	}
-	if ran.Algo != nccl.Algo || ran.Proto != nccl.Proto || ran.NChannels != nccl.NChannels {
-		algo := nccl.Algo.String()
-		if nccl.Func == coll.SendRecv || nccl.Func == coll.AllToAll {
-			algo = "P2P"
-		}
-		r.NCCL = fmt.Sprintf("%s/%v/%d", algo, nccl.Proto, nccl.NChannels)
+	proto, nch := ran.Shown()
+	r.Algo, r.Proto, r.NChannels = ran.AlgoName(), proto.String(), nch
+	if d := nccl.Decision(); d != ran.Decision() {
+		r.NCCL = d
 	}
 }
 

@@ -221,8 +221,6 @@ func (L *launch) prepare() error {
 	sendOff := make([]int64, n)
 	recvOff := make([]int64, n)
 	used := map[p2pKey]int{}
-	var p2p coll.Plan // the plan of the group's largest transfer (its channels and chunk)
-	var maxBytes int64
 	for r := 0; r < n; r++ {
 		for _, k := range sendOrder[r] {
 			key := p2pKey{r, k.peer}
@@ -232,25 +230,19 @@ func (L *launch) prepare() error {
 			if b == 0 {
 				continue
 			}
-			// Each transfer as the planner plans one of its size (NCCL 2.28 addP2pToPlan).
-			tp, _, err := cfg.plan(coll.Call{Func: coll.SendRecv, Count: b, DataType: coll.Uint8})
-			if err != nil {
-				return err
-			}
-			if b > maxBytes {
-				p2p = tp
-			}
-			transfers = append(transfers, coll.Transfer{From: r, To: k.peer, Count: b, NChannels: tp.NChannels, ChunkSize: tp.ChunkSize})
+			transfers = append(transfers, coll.Transfer{From: r, To: k.peer, Count: b})
 			sendSeg[r] = append(sendSeg[r], segment{sendOff[r], b, k.send})
 			recvSeg[k.peer] = append(recvSeg[k.peer], segment{recvOff[k.peer], b, rk.recv})
 			sendOff[r] += b
 			recvOff[k.peer] += b
-			maxBytes = max(maxBytes, b)
 		}
 	}
 	if len(transfers) > 0 {
-		p := coll.Plan{Func: coll.SendRecv, DataType: coll.Uint8, NRanks: n, Transfers: transfers, Algo: coll.Ring,
-			Proto: p2p.Proto, NChannels: max(p2p.P2PChannels, 1), P2PChannels: p2p.P2PChannels, ChunkSize: p2p.ChunkSize, BuffSize: p2p.BuffSize}
+		// The planner plans each transfer as NCCL plans one of its size to its peer.
+		p, _, err := cfg.plan(coll.Call{Func: coll.SendRecv, DataType: coll.Uint8, Transfers: transfers})
+		if err != nil {
+			return err
+		}
 		plans = append(plans, p)
 		for r := 0; r < n; r++ {
 			L.bufs[r] = append(L.bufs[r], opBuf{send: sendSeg[r], recv: recvSeg[r], dt: coll.Uint8})
