@@ -118,6 +118,17 @@ func gpuPlanner(opt *options, getenv func(string) string) (*planner.Planner, str
 		return p, fmt.Sprintf("planned for %d GPUs under one CPU without NVLink (%s)", opt.nranks, why), err
 	}
 	switch {
+	case opt.settings.TopoFile != "":
+		// NCCL_TOPO_FILE: NCCL reads the machine from the file instead of detecting it.
+		name, doc, err := planner.LoadTopology("", opt.settings)
+		if err != nil {
+			return nil, "", err
+		}
+		p, err := build(planner.Machine{Name: name, Doc: doc, Nodes: 1, GPUs: opt.nranks, Settings: opt.settings})
+		if err != nil {
+			return nil, "", fmt.Errorf("planning on NCCL_TOPO_FILE: %w", err)
+		}
+		return p, "planned on NCCL_TOPO_FILE " + name, nil
 	case cuda.Emulated():
 		return fallback("the emulator")
 	case opt.shareGPUs:
