@@ -7,6 +7,7 @@ require (
 	github.com/beevik/etree v1.5.1
 	github.com/spf13/pflag v1.0.6
 	github.com/stretchr/testify v1.10.0
+	gonum.org/v1/gonum v0.16.0
 	gonum.org/v1/plot v0.15.2
 )
 
@@ -22,6 +23,5 @@ require (
 	github.com/pmezard/go-difflib v1.0.0 // indirect
 	golang.org/x/image v0.25.0 // indirect
 	golang.org/x/text v0.23.0 // indirect
-	gonum.org/v1/gonum v0.16.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )

@@ -1,7 +1,12 @@
 package coll
 
 import (
+	"errors"
 	"fmt"
+	"sort"
+
+	"gonum.org/v1/gonum/graph/simple"
+	"gonum.org/v1/gonum/graph/topo"
 )
 
 // MaxTreeArity is NCCL_MAX_TREE_ARITY (NCCL 2.30.7 device.h): a tree rank has at most 3
@@ -234,14 +239,28 @@ func CheckTree(t ChannelTree) error {
 	if roots != 1 {
 		return fmt.Errorf("tree has %d roots (want 1)", roots)
 	}
+	// One root and consistent links may still hide a cycle of ranks that are each other's
+	// ancestors, away from the root: the child→parent graph must sort topologically.
+	g := simple.NewDirectedGraph()
 	for r := 0; r < n; r++ {
-		x, hops := r, 0
-		for t.Up[x] != -1 {
-			x = t.Up[x]
-			if hops++; hops > n {
-				return fmt.Errorf("rank %d: cycle above it", r)
-			}
+		g.AddNode(simple.Node(r))
+	}
+	for r, u := range t.Up {
+		if u >= 0 {
+			g.SetEdge(g.NewEdge(simple.Node(r), simple.Node(u)))
 		}
+	}
+	if _, err := topo.Sort(g); err != nil {
+		var cyc topo.Unorderable
+		if errors.As(err, &cyc) && len(cyc) > 0 {
+			var ranks []int
+			for _, nd := range cyc[0] {
+				ranks = append(ranks, int(nd.ID()))
+			}
+			sort.Ints(ranks)
+			return fmt.Errorf("ranks %v form a cycle of parents", ranks)
+		}
+		return fmt.Errorf("tree: %v", err)
 	}
 	return nil
 }

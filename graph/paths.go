@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
+
+	"gonum.org/v1/gonum/graph/simple"
+	"gonum.org/v1/gonum/graph/topo"
 )
 
 // computeAll runs what NCCL runs after building the graph (init.cc): paths, trimming of GPUs
@@ -489,11 +493,45 @@ func mirrorBits(val, pow2 int) int {
 // with nothing between them), so that callers can report them.
 func (s *System) findUnreachable() {
 	s.Unreachable = nil
-	for _, a := range s.Nodes[GPU] {
-		for _, b := range s.Nodes[GPU] {
-			if p := a.path(GPU, b.Index); a != b && (p.Type == PathDIS || len(p.Links) == 0) {
-				s.Unreachable = append(s.Unreachable, fmt.Sprintf("GPU rank %d (%s) has no path to GPU rank %d (%s)", a.GPU.Rank, a.Label(), b.GPU.Rank, b.Label()))
+	gpus := s.Nodes[GPU]
+	if len(gpus) < 2 {
+		return
+	}
+	// GPUs that reach each other form groups (connected components of the "has a path" relation,
+	// gonum's topo.ConnectedComponents); one line names every pair of groups that cannot meet.
+	g := simple.NewUndirectedGraph()
+	for i := range gpus {
+		g.AddNode(simple.Node(i))
+	}
+	for i, a := range gpus {
+		for j := i + 1; j < len(gpus); j++ {
+			if p := a.path(GPU, gpus[j].Index); p.Type != PathDIS && len(p.Links) > 0 {
+				g.SetEdge(g.NewEdge(simple.Node(i), simple.Node(j)))
 			}
+		}
+	}
+	comps := topo.ConnectedComponents(g)
+	if len(comps) < 2 {
+		return
+	}
+	groups := make([][]int, len(comps))
+	for c, comp := range comps {
+		for _, nd := range comp {
+			groups[c] = append(groups[c], int(nd.ID()))
+		}
+		sort.Ints(groups[c])
+	}
+	sort.Slice(groups, func(i, j int) bool { return groups[i][0] < groups[j][0] })
+	name := func(grp []int) string {
+		var parts []string
+		for _, i := range grp {
+			parts = append(parts, fmt.Sprintf("%d (%s)", gpus[i].GPU.Rank, gpus[i].Label()))
+		}
+		return strings.Join(parts, ", ")
+	}
+	for i := range groups {
+		for j := i + 1; j < len(groups); j++ {
+			s.Unreachable = append(s.Unreachable, fmt.Sprintf("GPU rank %s has no path to GPU rank %s", name(groups[i]), name(groups[j])))
 		}
 	}
 }

@@ -153,8 +153,9 @@ func TestTooManyNodes(t *testing.T) {
 	t.Logf("FromXML rejected 200000 GPUs in %v", time.Since(start))
 }
 
-// TestUnreachableGPUs: two hosts in one file with nothing between them: every GPU pair across
-// hosts is reported, and each rank keeps only its own host's GPUs (NCCL's trimming), quickly.
+// TestUnreachableGPUs: two hosts in one file with nothing between them: the groups of GPUs that
+// cannot reach each other are reported (one line per pair of groups), and each rank keeps only
+// its own host's GPUs (NCCL's trimming), quickly.
 func TestUnreachableGPUs(t *testing.T) {
 	text := `<system version="1">
 <cpu host_hash="0x1" numaid="0" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143">
@@ -165,7 +166,7 @@ func TestUnreachableGPUs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Unreachable) != 2 || !strings.Contains(s.Unreachable[0], "GPU rank 0 (GPU/0-1000) has no path to GPU rank 1 (GPU/1-1000)") {
+	if len(s.Unreachable) != 1 || !strings.Contains(s.Unreachable[0], "GPU rank 0 (GPU/0-1000) has no path to GPU rank 1 (GPU/1-1000)") {
 		t.Errorf("unreachable %q", s.Unreachable)
 	}
 	if len(s.Nodes[graph.GPU]) != 1 || s.Nodes[graph.GPU][0].GPU.Rank != 1 || !s.Inter {
