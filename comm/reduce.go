@@ -8,10 +8,11 @@ import (
 )
 
 // Reductions on host memory. Buffers are byte slices holding elements of one coll.DataType (native
-// byte order); lengths are multiples of the element size. Semantics follow NCCL (fact sheet §8.1):
-// Sum, Prod, Min, Max elementwise; Avg runs as PreMulSum with 1/nRanks for floating types (the
-// scalar converted to the element type first) and as Sum followed by a division by nRanks for
-// integer types; the narrow float types are widened to float32, combined, and rounded back.
+// byte order); lengths are multiples of the element size. Semantics follow NCCL 2.28 (enqueue.cc
+// hostToDevRedOp): Sum, Prod, Min, Max elementwise; Avg runs as PreMulSum with 1/nRanks for
+// floating types (the scalar converted to the element type first) and as Sum followed by a
+// division by nRanks for integer types; the narrow float types are widened to float32, combined,
+// and rounded back.
 
 type integer interface {
 	~int8 | ~uint8 | ~int32 | ~uint32 | ~int64 | ~uint64

@@ -90,8 +90,8 @@ func TestDGXH100Paths(t *testing.T) {
 	}
 }
 
-// TestLocalNetMirror: NIC assignment per channel (§3.6). On a DGX H100 each GPU has one local
-// NIC at 48 GB/s PIX, so every channel uses that NIC.
+// TestLocalNet: NIC assignment per channel (NCCL 2.28 topo.cc ncclTopoGetLocalNet). On a DGX
+// H100 each GPU has one local NIC at 48 GB/s PIX, so every channel uses that NIC.
 func TestLocalNet(t *testing.T) {
 	s := dgxH100(t, graph.Options{NRanks: 16})
 	for i, g := range s.GPUs() {

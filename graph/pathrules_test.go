@@ -58,10 +58,10 @@ func TestBFSRuleByVersion(t *testing.T) {
 	}
 }
 
-// TestP2PLevelAMD: on AMD x86 with ≤2 GPUs the default P2P level is SYS (§3.4), so GPUs on
-// two sockets keep their direct SYS path; on Intel it is PXB and the pair goes through the
-// destination's CPU (same links here, the CPU of the destination being on the path).
-// NCCL_P2P_LEVEL overrides both.
+// TestP2PLevel: on AMD x86 with ≤2 GPUs the default P2P level is SYS (NCCL 2.28 paths.cc
+// ncclTopoCheckP2p), so GPUs on two sockets keep their direct SYS path; on Intel it is PXB and
+// the pair goes through the destination's CPU (same links here, the CPU of the destination
+// being on the path). NCCL_P2P_LEVEL overrides both.
 func TestP2PLevel(t *testing.T) {
 	mk := func(vendor string) string {
 		return `<system version="1"><cpu numaid="0" arch="x86_64" vendor="` + vendor + `" familyid="25" modelid="1">` + gpuPCI("0000:01:00.0", 0, "") +

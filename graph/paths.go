@@ -10,9 +10,10 @@ import (
 	"gonum.org/v1/gonum/graph/topo"
 )
 
-// computeAll runs what NCCL runs after building the graph (init.cc): paths, trimming of GPUs
-// outside the local rank's domain and of NETs when every rank is local, paths again, then
-// maxBw/totalBw (§3.2–3.3, §4.2).
+// computeAll runs what NCCL runs after building the graph (init.cc initTransportsRank): paths,
+// trimming of GPUs outside the local rank's domain (and, in 2.27, of NETs when every rank is
+// local), paths again, then maxBw/totalBw (paths.cc ncclTopoComputePaths, ncclTopoTrimSystem,
+// search.cc ncclTopoSearchInit).
 func (s *System) computeAll() error {
 	s.nRanks = s.Options.NRanks
 	if s.nRanks <= 0 {
@@ -35,8 +36,9 @@ func (s *System) computeAll() error {
 	return nil
 }
 
-// setPaths runs NCCL's BFS from base (ncclTopoSetPaths, §3.2): every node that can reach base
-// gets a path towards it, made of its own links (the reverse of the links the BFS followed).
+// setPaths runs NCCL's BFS from base (NCCL 2.28 paths.cc ncclTopoSetPaths): every node that can
+// reach base gets a path towards it, made of its own links (the reverse of the links the BFS
+// followed).
 func (s *System) setPaths(base *Node) error {
 	nb := len(s.Nodes[base.Type])
 	ensure := func(n *Node) {
@@ -135,7 +137,7 @@ func (s *System) setPaths(base *Node) error {
 	return nil
 }
 
-// computePaths is ncclTopoComputePaths (§3.2–3.3).
+// computePaths is ncclTopoComputePaths (NCCL 2.28 paths.cc).
 func (s *System) computePaths() error {
 	for t := range s.Nodes {
 		for _, n := range s.Nodes[t] {
@@ -268,7 +270,8 @@ func (n *Node) pathRef(t NodeType, i, count int) *Path {
 }
 
 // addInterStep replaces src's path to dst by src→mid followed by mid→dst: type = max of both
-// (PXN when mid is a GPU), bw = min of both (addInterStep, §3.3).
+// (PXN when mid is a GPU), bw = min of both (NCCL 2.28 paths.cc addInterStep, whose
+// mergePathType also makes C2C with PHB a P2C path; here that pair stays PHB).
 func (s *System) addInterStep(mid, src, dst *Node) {
 	a := src.path(mid.Type, mid.Index)
 	b := mid.path(dst.Type, dst.Index)
@@ -330,7 +333,7 @@ func (s *System) local(n *Node, rt NodeType) []int {
 	return out
 }
 
-// p2pLevel is the highest path type P2P may use (ncclTopoCheckP2p, §3.4).
+// p2pLevel is the highest path type P2P may use (NCCL 2.28 paths.cc ncclTopoCheckP2p).
 func (s *System) p2pLevel() PathType {
 	if s.Options.P2PDisable {
 		return PathLOC
@@ -365,7 +368,7 @@ func (s *System) checkP2P(p, g *Node) bool {
 	return path.Type <= s.p2pLevel()
 }
 
-// gdrLevel is the highest GPU→NET distance for GPUDirect RDMA (§3.5).
+// gdrLevel is the highest GPU→NET distance for GPUDirect RDMA (NCCL 2.28 paths.cc ncclTopoCheckGdr).
 func (s *System) gdrLevel() PathType {
 	if s.Options.NetGDRLevel != "" {
 		if l, err := ParsePathType(s.Options.NetGDRLevel); err == nil {
@@ -402,7 +405,7 @@ func (s *System) checkGDR(g, n *Node, read bool) bool {
 		}
 	}
 	if !s.Version.AtLeast(V2_30) && d == PathP2C {
-		d = PathC2C // 2.27–2.29: a P2C distance counts as C2C against the level (§3.5)
+		d = PathC2C // 2.27–2.29 ncclTopoCheckGdr: a P2C distance counts as C2C against the level
 	}
 	return d <= s.gdrLevel()
 }
@@ -418,8 +421,8 @@ func intermediateGPU(p *Path, dst *Node) *Node {
 }
 
 // LocalGPU returns the index of the GPU that drives NET n on some channel, or -1
-// (ncclTopoGetLocalGpu, §3.3 step 5): the first of n's closest GPUs, channel by channel, whose
-// LocalNet is n.
+// (NCCL 2.28 topo.cc ncclTopoGetLocalGpu): the first of n's closest GPUs, channel by channel,
+// whose LocalNet is n.
 func (s *System) LocalGPU(n *Node) int {
 	type cand struct {
 		gi        int
@@ -448,10 +451,11 @@ func (s *System) LocalGPU(n *Node) int {
 	return -1
 }
 
-// LocalNet returns the index of the NET a GPU uses on a channel (ncclTopoGetLocalNet, §3.6):
-// localNets = NETs with max bw (tie: min type) from the GPU, localGpus = GPUs with max bw from
-// localNets[0], netsPerGpu = ceil(nets/gpus), NET = localNets[(mirror(dev % gpus) + c %
-// netsPerGpu) % nets], mirror bit-reversing when the number of local NETs is a power of two.
+// LocalNet returns the index of the NET a GPU uses on a channel (NCCL 2.28 topo.cc
+// ncclTopoGetLocalNet): localNets = NETs with max bw (tie: min type) from the GPU, localGpus =
+// GPUs with max bw from localNets[0], netsPerGpu = ceil(nets/gpus), NET = localNets[(mirror(dev %
+// gpus) + c % netsPerGpu) % nets], mirror bit-reversing when the number of local NETs is a power
+// of two.
 func (s *System) LocalNet(g *Node, channel int) (int, bool) {
 	nets, base, per, ok := s.localNetInfo(g)
 	if !ok || channel < 0 {
@@ -537,7 +541,8 @@ func (s *System) findUnreachable() {
 }
 
 // trim keeps the GPUs of the local rank's domain (GPUs linked by paths below NET) and removes
-// the NETs when every rank is in the system (ncclTopoTrimSystem, §3.3).
+// the NETs when every rank is in the system (NCCL 2.27 paths.cc ncclTopoTrimSystem; 2.28 keeps
+// them).
 func (s *System) trim() error {
 	gpus := s.Nodes[GPU]
 	domains := make([]int, len(gpus))
@@ -589,9 +594,10 @@ func (s *System) setInter() {
 	s.Inter = len(s.Nodes[GPU]) != s.nRanks
 }
 
-// searchInit computes maxBw and totalBw (ncclTopoSearchInit, §4.2): maxBw = best path bw from a
-// GPU to a NET (inter-node) or to another GPU; totalBw = max over GPUs of max(PCI link bw, sum
-// of NVLink bw); a single GPU without NET gets LOC_BW for both.
+// searchInit computes maxBw and totalBw (NCCL 2.28 search.cc ncclTopoSearchInit): maxBw = best
+// path bw from a GPU to a NET (inter-node) or to another GPU; totalBw = max over GPUs of max(PCI
+// link bw, sum of NVLink bw); a single GPU that is not inter-node (≤2.27: has no NET) gets LOC_BW
+// for both.
 func (s *System) searchInit() {
 	s.MaxBw, s.TotalBw = 0, 0
 	// 2.28 uses system->inter; ≤2.27 the NET count (NETs were removed when not inter).

@@ -7,7 +7,7 @@ import (
 )
 
 // NodeType is the kind of a topology node. The values are NCCL's node type indices
-// (NCCL ≤2.29, topo.h; fact sheet §2.1): GPU 0, PCI 1, NVS 2, CPU 3, NIC 4, NET 5.
+// (NCCL ≤2.29 topo.h): GPU 0, PCI 1, NVS 2, CPU 3, NIC 4, NET 5.
 type NodeType int
 
 const (
@@ -32,7 +32,7 @@ func (t NodeType) String() string {
 	return fmt.Sprintf("NodeType(%d)", int(t))
 }
 
-// LinkType is the type of one link. The numbers are NCCL's (2.27.7+, fact sheet §2.2), chosen so
+// LinkType is the type of one link. The numbers are NCCL's (2.27.7+ topo.h LINK_*), chosen so
 // that a link type equals the path type it produces and a path's type is the max over its hops.
 type LinkType int
 
@@ -64,7 +64,7 @@ func (t LinkType) String() string {
 	return fmt.Sprintf("LinkType(%d)", int(t))
 }
 
-// PathType is the type of a path; lower is better. Numbering of NCCL 2.27.7+ (fact sheet §3.1).
+// PathType is the type of a path; lower is better. Numbering of NCCL 2.27.7+ (topo.h PATH_*).
 type PathType int
 
 const (
@@ -94,9 +94,10 @@ func (t PathType) String() string {
 	return fmt.Sprintf("PathType(%d)", int(t))
 }
 
-// ParsePathType reads a level the way NCCL reads NCCL_P2P_LEVEL / NCCL_NET_GDR_LEVEL (§3.1):
-// a name (LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS, case-insensitive) or a legacy integer 0..5
-// meaning LOC, PIX, PXB, PHB, SYS, SYS (larger integers clamp to SYS).
+// ParsePathType reads a level the way NCCL reads NCCL_P2P_LEVEL / NCCL_NET_GDR_LEVEL (NCCL 2.28
+// paths.cc ncclGetLevel): a name (LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS) or a legacy integer
+// 0..5 meaning LOC, PIX, PXB, PHB, SYS, SYS (larger integers clamp to SYS). Unlike NCCL, which
+// compares names exactly and stops at SYS, it ignores case and also accepts NET and DIS.
 func ParsePathType(s string) (PathType, error) {
 	s = strings.TrimSpace(s)
 	for i, n := range pathTypeNames {
@@ -114,14 +115,14 @@ func ParsePathType(s string) (PathType, error) {
 	return 0, fmt.Errorf("graph: unknown path level %q (want LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS or 0..5)", s)
 }
 
-// Bandwidth constants in GB/s (NCCL topo.h; fact sheet §2.3).
+// Bandwidth constants in GB/s (NCCL 2.28 topo.h).
 const (
 	LocBw = 5000.0 // LOC_BW: self, pcilink, CPU-attached NIC, unknown CPU pairs
 	PciBw = 12.0   // PCI_BW: Gen3 x16 reference (tuning thresholds)
 )
 
 // Link is one directed link of a node. BW is in GB/s; links to the same remote node with the
-// same type are aggregated into one (NCCL ncclTopoConnectNodes, §2.2).
+// same type are aggregated into one (NCCL 2.28 topo.cc ncclTopoConnectNodes).
 type Link struct {
 	Type   LinkType
 	BW     float64
@@ -167,20 +168,21 @@ type CPUInfo struct {
 
 // PCIInfo is what NCCL keeps for a PCI switch node.
 type PCIInfo struct {
-	// Device packs vendor<<48 | device<<32 | subsystem_vendor<<16 | subsystem_device (§1.2).
+	// Device packs vendor<<48 | device<<32 | subsystem_vendor<<16 | subsystem_device (NCCL 2.28
+	// topo.cc ncclTopoAddPci).
 	Device uint64
 }
 
 // Node is one vertex of the system graph.
 type Node struct {
 	Type NodeType
-	// ID is NCCL's id: systemId<<56 | localId (§1.4). localId is the numaid (CPU), the busid as
-	// an integer (PCI, NIC, GPU ≤2.29), the plugin dev (NET) or 0 (NVS).
+	// ID is NCCL's id: systemId<<56 | localId (NCCL 2.28 topo.h NCCL_TOPO_ID). localId is the
+	// numaid (CPU), the busid as an integer (PCI, NIC, GPU ≤2.29), the plugin dev (NET) or 0 (NVS).
 	ID int64
 	// Index is the position of the node in System.Nodes[Type].
 	Index int
 	// Links are sorted as NCCL sorts them: by bandwidth descending, then each PCI node's
-	// upward link moved to the end (§2.2).
+	// upward link moved to the end (NCCL 2.28 topo.cc ncclTopoConnectNodes, ncclTopoSortSystem).
 	Links []*Link
 
 	GPU GPUInfo // Type == GPU
@@ -226,7 +228,8 @@ var (
 	V2_27 = Version{2, 27, 7}
 	// V2_28 is NCCL 2.28.9, the default.
 	V2_28 = Version{2, 28, 9}
-	// V2_30 is NCCL 2.30.7 (the lexicographic BFS rule of §3.2, NCCL_TOPO_MAX_NODES 640).
+	// V2_30 is NCCL 2.30.7 (the lexicographic BFS update of paths.cc ncclTopoSetPaths,
+	// NCCL_TOPO_MAX_NODES 640).
 	V2_30 = Version{2, 30, 7}
 )
 
@@ -260,7 +263,8 @@ func ParseVersion(s string) (Version, error) {
 type Options struct {
 	// Version is the NCCL release to reproduce; zero means V2_28.
 	Version Version
-	// P2PLevel is NCCL_P2P_LEVEL ("" = default: PXB, or SYS on AMD x86 with ≤2 GPUs; §3.4).
+	// P2PLevel is NCCL_P2P_LEVEL ("" = default: PXB, or SYS on AMD x86 with ≤2 GPUs; NCCL 2.28
+	// paths.cc ncclTopoCheckP2p).
 	P2PLevel string
 	// P2PDisable is NCCL_P2P_DISABLE=1 (P2P level LOC).
 	P2PDisable bool
@@ -268,20 +272,21 @@ type Options struct {
 	NVBDisable bool
 	// PXNDisable is NCCL_PXN_DISABLE=1.
 	PXNDisable bool
-	// PXNC2CDisable is NCCL_PXN_C2C=0 (the default is 1 since 2.28; §3.3).
+	// PXNC2CDisable is NCCL_PXN_C2C=0 (the default is 1 since 2.28; paths.cc ncclTopoComputePaths).
 	PXNC2CDisable bool
-	// NetGDRLevel is NCCL_NET_GDR_LEVEL ("" = default P2C/PXB, §3.5).
+	// NetGDRLevel is NCCL_NET_GDR_LEVEL ("" = default P2C/PXB; NCCL 2.28 paths.cc ncclTopoCheckGdr).
 	NetGDRLevel string
 	// NetGDRDisable forces GDR off for every GPU/NET pair (as if every gdr attribute were 0).
 	NetGDRDisable bool
-	// LocalRank is the rank whose view is built: GPUs outside its P2P domain are trimmed
-	// (ncclTopoTrimSystem, §3.3). When it is 0 and no GPU has rank 0, the first GPU's view is
-	// built; another rank that is not in the topology is an error.
+	// LocalRank is the rank whose view is built: GPUs outside its P2P domain are trimmed (NCCL
+	// 2.28 paths.cc ncclTopoTrimSystem). When it is 0 and no GPU has rank 0, the first GPU's view
+	// is built; another rank that is not in the topology is an error.
 	LocalRank int
 	// NoTrim keeps every GPU (no domain trimming) and every NET.
 	NoTrim bool
 	// P2PUnsupported says the driver reports no P2P between GPUs over PCIe (GeForce boards):
-	// NCCL then routes those pairs through the CPU (ncclTopoCheckP2p's NVML check, §3.4).
+	// NCCL then routes those pairs through the CPU (the NVML check of NCCL 2.28 paths.cc
+	// ncclTopoCheckP2p).
 	P2PUnsupported bool
 	// Strict turns warnings (inputs NCCL accepts silently, such as an NVLink to a GPU that is
 	// not in the topology or an NVLink count of 0) into errors.
@@ -296,7 +301,8 @@ type Options struct {
 type System struct {
 	// Nodes holds the nodes of each type, indexed by NodeType.
 	Nodes [NumNodeTypes][]*Node
-	// MaxBw and TotalBw are the values NCCL prints on "=== System : maxBw X totalBw Y ===" (§4.2).
+	// MaxBw and TotalBw are the values NCCL prints on "=== System : maxBw X totalBw Y ===" (NCCL
+	// 2.28 search.cc ncclTopoSearchInit computes them, topo.cc ncclTopoPrint prints them).
 	MaxBw, TotalBw float64
 	// Version is the NCCL release whose rules built this system.
 	Version Version
@@ -318,7 +324,7 @@ type System struct {
 }
 
 // Path returns the stored path from one node to another, or nil when NCCL stores none
-// (paths exist towards CPU, GPU, NET and NVS nodes; §3.2).
+// (paths exist towards CPU, GPU, NET and NVS nodes; NCCL 2.28 paths.cc ncclTopoComputePaths).
 func (s *System) Path(from, to *Node) *Path {
 	if from == nil || to == nil {
 		return nil

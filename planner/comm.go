@@ -13,7 +13,8 @@ import (
 type commOptions struct {
 	// CollNet: a CollNet (SHARP) plugin is present (the search was run with AllOptions.CollNet).
 	CollNet bool
-	// CollNetAGRS: the plugin provides iallgather/ireducescatter (§5.2).
+	// CollNetAGRS: the plugin provides iallgather/ireducescatter (NCCL 2.28 tuning.cc
+	// ncclTopoTuneModel).
 	CollNetAGRS bool
 	// DeviceNet: device-driven networking (GIN/UNPACK); disables PAT.
 	DeviceNet bool
@@ -36,7 +37,7 @@ func graphInfo(g *search.Graph) tuning.GraphInfo {
 	}
 }
 
-// nvlinkBw is ncclTopoNVLinkBw (fact sheet §2.3, NCCL 2.28).
+// nvlinkBw is ncclTopoNVLinkBw (NCCL 2.28 topo.h).
 func nvlinkBw(cc int) float64 {
 	switch {
 	case cc >= 100:
@@ -116,10 +117,10 @@ func commOf(res *search.Result, sys *graph.System, opt commOptions) (*tuning.Com
 		c.NVLSHeads = len(gpus)
 	}
 
-	// P2P channels (fact sheet §4.8): per peer NVL/NVB → 2×max(1, floor(path bw / NVLink bw)),
-	// PCI/SHM → 2, remote → 2 (an assumption: the NET rule of §4.8 needs plugin properties the
-	// topology does not carry); the minimum over peers rounded up to a power of two, capped by
-	// p2pnChannels = pow2Up(nChannels).
+	// P2P channels (NCCL 2.30.7 paths.cc ncclTopoGetNchannels, ncclTopoComputeP2pChannels): per
+	// peer NVL/NVB → 2×max(1, floor(path bw / NVLink bw)), PCI/SHM → 2, remote → 2 (an assumption:
+	// NCCL's NET rule needs plugin properties the topology does not carry); the minimum over peers
+	// rounded up to a power of two, capped by p2pnChannels = pow2Up(nChannels).
 	allNVL := true
 	perPeer := math.MaxInt
 	nvl := nvlinkBw(c.CCMin)

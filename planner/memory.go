@@ -11,7 +11,7 @@ import (
 	"github.com/simccl/simccl/tuning"
 )
 
-// Transport buffer memory per rank (fact sheet §6.1–6.3, NCCL 2.28).
+// Transport buffer memory per rank (NCCL 2.28 src/transport/{p2p,shm,net,nvls}.cc, init.cc).
 //
 // A connection is one (channel, peer, direction, connIndex) of a rank; connIndex 0 carries
 // collectives, 1 send/recv. NCCL reuses a connection that is already set up, so an algorithm
@@ -37,7 +37,7 @@ import (
 // trees, PAT (one rank per node only), NVLS buffers and NVLS trees, and CollNet. Send/recv
 // connections are made on first use in both modes, per peer and per p2p channel used.
 
-// Buffer constants of NCCL 2.28 (fact sheet §6.1–6.2).
+// Buffer constants of NCCL 2.28 (device.h NCCL_STEPS, net.cc NCCL_SHARED_STEPS, comm.h CUDA_IPC_MIN).
 const (
 	memSteps       = 8       // NCCL_STEPS
 	memSharedSteps = 16      // NCCL_SHARED_STEPS (net.cc, shared p2p buffers over the network)

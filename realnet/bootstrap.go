@@ -22,7 +22,7 @@ import (
 // can register, learn the ranks' addresses or stall the others. Every message is framed with the
 // communicator's public label (the id's magic) and every length read from the wire is bounded.
 
-// UniqueIDBytes is the size of a unique id: NCCL_UNIQUE_ID_BYTES = 128 (§8.1).
+// UniqueIDBytes is the size of a unique id: NCCL_UNIQUE_ID_BYTES = 128 (NCCL 2.28 nccl.h.in).
 const UniqueIDBytes = 128
 
 // UniqueID is {magic uint64, address length uint16, "host:port" (at most 86 bytes), zero padding,

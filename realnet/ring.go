@@ -20,7 +20,8 @@ import (
 //
 // The producer fills slot tail%Steps and then publishes with an atomic store of tail+1; the consumer
 // reads slot head%Steps after an atomic load shows tail > head and frees it with a store of head+1.
-// This is NCCL's head/tail step protocol for the Simple protocol (§6.1) without the flags of LL.
+// This is NCCL's head/tail step protocol for the Simple protocol (NCCL 2.28
+// src/device/prims_simple.h) without the flags of LL.
 type ring struct {
 	mem       []byte
 	slotBytes int

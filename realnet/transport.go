@@ -8,15 +8,16 @@ import (
 )
 
 // Steps is the number of buffer slots of one connection direction: NCCL_STEPS = 8
-// (NCCL 2.28, src/include/device.h; fact sheet §6.1).
+// (NCCL 2.28 src/include/device.h).
 const Steps = 8
 
 // DefaultSlotBytes is the size of one slot: the Simple protocol's step, DEFAULT_BUFFSIZE 4 MiB / NCCL_STEPS
-// (NCCL 2.28; fact sheet §6.1).
+// (NCCL 2.28 src/init.cc).
 const DefaultSlotBytes = 4 << 20 / Steps
 
 // Key names one connection: the channel, the peer rank and the connection index (0 collectives,
-// 1 send/recv), as NCCL's connectors are indexed (fact sheet §6.2).
+// 1 send/recv), as NCCL's connectors are indexed (NCCL 2.28 device.h ncclChannelPeer
+// send/recv[NCCL_MAX_CONNS]).
 type Key struct {
 	Channel   int
 	Peer      int
@@ -85,7 +86,8 @@ type Conn interface {
 }
 
 // MemoryReporter is an optional capability: the bytes of buffer memory the connection allocated
-// (both directions, this rank's share), reported as NCCL reports its connection buffers (§6.2).
+// (both directions, this rank's share), reported as NCCL reports its connection buffers (NCCL
+// 2.28 src/transport/p2p.cc, shm.cc, net.cc).
 type MemoryReporter interface {
 	BufferBytes() int64
 }
@@ -106,10 +108,11 @@ type DirectReceiver interface {
 
 // SlotConn is an optional capability of connections whose buffer slots the caller may read and fill
 // in place (shared memory): a step can then reduce straight from the incoming slot into the outgoing
-// one, as NCCL's primitives read the previous rank's buffer and write the next rank's (fact sheet
-// §6.1), with no staging copy. The wire format is that of Send/Recv: a message is a sequence of
-// pieces of at most SlotBytes, each tagged with the whole message's length, so SlotConn and Send/Recv
-// may be mixed message by message on one connection (not within a message).
+// one, as NCCL's primitives read the previous rank's buffer and write the next rank's (NCCL 2.28
+// src/device/prims_simple.h), with no staging copy. The wire format is that of Send/Recv: a
+// message is a sequence of pieces of at most SlotBytes, each tagged with the whole message's
+// length, so SlotConn and Send/Recv may be mixed message by message on one connection (not within
+// a message).
 //
 // Receiving: PeekRecv waits for the next piece and returns it in place with the length of the message
 // it belongs to; the piece stays valid until ReleaseRecv frees its slot. Sending: ReserveSend returns

@@ -7,7 +7,8 @@ import (
 	"github.com/simccl/simccl/graph"
 )
 
-// TestPCIGenCode: NCCL's link_speed table, matched by prefix, first match wins (§1.3).
+// TestPCIGenCode: NCCL's link_speed table, matched by prefix, first match wins (NCCL 2.28 topo.cc
+// kvDictPciGen).
 func TestPCIGenCode(t *testing.T) {
 	for speed, want := range map[string]int{
 		"2.5 GT/s": 15, "2.5 GT/s PCIe": 15, "5 GT/s": 30, "5.0 GT/s PCIe": 30, "8 GT/s": 60, "8.0 GT/s PCIe": 60,
@@ -22,7 +23,7 @@ func TestPCIGenCode(t *testing.T) {
 	}
 }
 
-// TestInterCPUBw: the inter-socket table (§1.3).
+// TestInterCPUBw: the inter-socket table (NCCL 2.28 topo.cc ncclTopoGetInterCpuBw).
 func TestInterCPUBw(t *testing.T) {
 	cases := []struct {
 		arch, vendor string
