@@ -81,3 +81,25 @@ func BusFactor(f Func, n int) float64 {
 func (f Func) Reduces() bool {
 	return f == AllReduce || f == Reduce || f == ReduceScatter
 }
+
+// TestValue is rank r's input element i in a --check run (runccl, and the engines' benchmarks):
+// small integers (0..3), so that the inputs are exact in every type and sums of a few thousand
+// ranks stay exact in the floats.
+func TestValue(r int, i int64) float64 { return float64((int64(r)*7 + i*3) % 4) }
+
+// TestWant returns the expectation of element i of rank's receive buffer after f ran over n ranks
+// with count elements (per rank, or per peer for AllGather, ReduceScatter and AlltoAll), rank r's
+// send element j being in(r, j) rounded to dt; scalar is PreMulSum's. SendRecv is nccl-tests'
+// ring shift: every rank sends to rank+1 and receives from rank−1. It returns nil when the rank's
+// receive buffer holds no result (Reduce off the root).
+func TestWant(f Func, dt DataType, op RedOp, scalar float64, n, rank, root int, count int64, in func(r int, j int64) float64) (func(i int64) Expect, error) {
+	p := &Plan{Func: f, NRanks: n, Count: count, DataType: dt, Op: op, Root: root, Peer: 1}
+	ref, err := NewReferenceOf(p, scalar, func(r int, j int64) uint64 { return dt.FromFloat(in(r, j)) })
+	if err != nil || f == Reduce && rank != root {
+		return nil, err
+	}
+	return func(i int64) Expect {
+		e, _ := ref.Want(rank, i)
+		return e
+	}, nil
+}

@@ -214,7 +214,7 @@ func reduceInt(dt DataType, op RedOp, scalar float64, in []uint64) uint64 {
 type Reference struct {
 	p       Plan
 	scalar  float64
-	send    [][]byte
+	src     func(r int, j int64) uint64 // rank r's send element j (its bits)
 	recvLen int64
 	msgs    [][]p2pMsg // AllToAll and SendRecv: the messages each rank receives
 	folds   []Expect   // reductions: the fold of each send element, computed once
@@ -226,16 +226,43 @@ type Reference struct {
 // Transfers) for the ranks' send buffers send[r] (bytes of p.DataType); scalar is PreMulSum's.
 // The buffers are read, not copied: they must not change while the Reference is used.
 func NewReference(p *Plan, scalar float64, send [][]byte) (*Reference, error) {
+	dt := p.DataType
+	x, sendLen, err := newReference(p, scalar, func(r int, j int64) uint64 { return dt.Bits(send[r], int(j)) })
+	if err != nil {
+		return nil, err
+	}
+	if len(send) != p.NRanks {
+		return nil, fmt.Errorf("coll: Reference: %d send buffers for %d ranks", len(send), p.NRanks)
+	}
+	elt := int64(dt.Size())
+	for r := range send {
+		if int64(len(send[r])) < sendLen*elt {
+			return nil, fmt.Errorf("coll: Reference: rank %d: send buffer of %d bytes, want %d", r, len(send[r]), sendLen*elt)
+		}
+	}
+	if p.Func == AllReduce || p.Func == Reduce || p.Func == ReduceScatter {
+		// Every rank's Want of a reduction asks for the same folds: compute each once.
+		x.folds = make([]Expect, sendLen)
+		x.have = make([]bool, sendLen)
+	}
+	return x, nil
+}
+
+// NewReferenceOf prepares the reference of p for send buffers given element by element: in(r, j)
+// is rank r's send element j (its bits). It keeps no per-element state (each Want of a reduction
+// folds the ranks again), so that it suits one rank checking a large buffer.
+func NewReferenceOf(p *Plan, scalar float64, in func(r int, j int64) uint64) (*Reference, error) {
+	x, _, err := newReference(p, scalar, in)
+	return x, err
+}
+
+func newReference(p *Plan, scalar float64, src func(r int, j int64) uint64) (x *Reference, sendLen int64, err error) {
 	n, cnt := p.NRanks, p.Count
 	elt := int64(p.DataType.Size())
 	if elt == 0 {
-		return nil, fmt.Errorf("coll: Reference: unknown data type %v", p.DataType)
+		return nil, 0, fmt.Errorf("coll: Reference: unknown data type %v", p.DataType)
 	}
-	if len(send) != n {
-		return nil, fmt.Errorf("coll: Reference: %d send buffers for %d ranks", len(send), n)
-	}
-	x := &Reference{p: *p, scalar: scalar, send: send}
-	var sendLen int64
+	x = &Reference{p: *p, scalar: scalar, src: src}
 	switch p.Func {
 	case AllReduce, Broadcast, Reduce:
 		sendLen, x.recvLen = cnt, cnt
@@ -254,22 +281,15 @@ func NewReference(p *Plan, scalar float64, send [][]byte) (*Reference, error) {
 			x.msgs[m.to] = append(x.msgs[m.to], m)
 		}
 	default:
-		return nil, fmt.Errorf("coll: Reference: unknown function %v", p.Func)
+		return nil, 0, fmt.Errorf("coll: Reference: unknown function %v", p.Func)
 	}
 	if (p.Func == Broadcast || p.Func == Reduce) && (p.Root < 0 || p.Root >= n) {
-		return nil, fmt.Errorf("coll: Reference: root %d of %d ranks", p.Root, n)
-	}
-	for r := range send {
-		if int64(len(send[r])) < sendLen*elt {
-			return nil, fmt.Errorf("coll: Reference: rank %d: send buffer of %d bytes, want %d", r, len(send[r]), sendLen*elt)
-		}
+		return nil, 0, fmt.Errorf("coll: Reference: root %d of %d ranks", p.Root, n)
 	}
 	if p.Func == AllReduce || p.Func == Reduce || p.Func == ReduceScatter {
-		x.folds = make([]Expect, sendLen)
-		x.have = make([]bool, sendLen)
 		x.in = make([]uint64, n)
 	}
-	return x, nil
+	return x, sendLen, nil
 }
 
 // RecvCount is the number of elements of each rank's receive buffer.
@@ -279,11 +299,10 @@ func (x *Reference) RecvCount() int64 { return x.recvLen }
 // writes nothing (a non-root's buffer in Reduce, elements no transfer reaches).
 func (x *Reference) Want(r int, i int64) (e Expect, ok bool) {
 	p := &x.p
-	dt := p.DataType
 	if i < 0 || i >= x.recvLen || r < 0 || r >= p.NRanks {
 		return Expect{}, false
 	}
-	copyOf := func(q int, j int64) (Expect, bool) { return Expect{Bits: dt.Bits(x.send[q], int(j))}, true }
+	copyOf := func(q int, j int64) (Expect, bool) { return Expect{Bits: x.src(q, j)}, true }
 	switch p.Func {
 	case AllReduce:
 		return x.fold(i), true
@@ -309,12 +328,15 @@ func (x *Reference) Want(r int, i int64) (e Expect, ok bool) {
 
 // fold is the reduction of send element j over the ranks.
 func (x *Reference) fold(j int64) Expect {
-	if !x.have[j] {
-		for q := range x.in {
-			x.in[q] = x.p.DataType.Bits(x.send[q], int(j))
-		}
-		x.folds[j] = ReduceRef(x.p.DataType, x.p.Op, x.scalar, x.in)
-		x.have[j] = true
+	if x.have != nil && x.have[j] {
+		return x.folds[j]
 	}
-	return x.folds[j]
+	for q := range x.in {
+		x.in[q] = x.src(q, j)
+	}
+	e := ReduceRef(x.p.DataType, x.p.Op, x.scalar, x.in)
+	if x.have != nil {
+		x.folds[j], x.have[j] = e, true
+	}
+	return e
 }

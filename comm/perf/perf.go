@@ -352,15 +352,12 @@ func (s *rankState) issue(cname string, arg int64, inPlace bool) error {
 	return fmt.Errorf("perf: unknown collective %q", cname)
 }
 
-// value is rank r's input element i: small integers, so sums are exact in every type.
-func value(r int, i int64) float64 { return float64((int64(r)*7 + i*3) % 4) }
-
 // check fills the inputs, runs the collective once and counts the wrong elements of this rank.
 func (s *rankState) check(cname string, arg int64, inPlace bool) (int64, error) {
 	dt := s.opt.DataType
 	send, recv := s.buffers(cname, arg, inPlace)
 	for i := 0; i < len(send)/int(s.elt); i++ {
-		comm.SetElement(dt, send, i, value(s.rank, int64(i)))
+		comm.SetElement(dt, send, i, coll.TestValue(s.rank, int64(i)))
 	}
 	if !inPlace {
 		for i := range recv {
@@ -373,111 +370,21 @@ func (s *rankState) check(cname string, arg int64, inPlace bool) (int64, error) 
 	if err := s.c.Synchronize(); err != nil {
 		return 0, err
 	}
-	n := s.n
+	f, err := coll.ParseFunc(cname)
+	if err != nil {
+		return 0, err
+	}
+	want, err := coll.TestWant(f, dt, s.opt.Op, s.scalar, s.n, s.rank, s.opt.Root, arg, coll.TestValue)
+	if want == nil {
+		return 0, err
+	}
 	var wrong int64
-	cmp := func(i int, want float64, tol float64) {
-		got := comm.Element(dt, recv, i)
-		if math.IsNaN(got) || math.Abs(got-want) > tol {
+	for i := 0; i < len(recv)/int(s.elt); i++ {
+		if !want(int64(i)).Holds(dt, dt.Bits(recv, i)) {
 			wrong++
 		}
 	}
-	typed := func(v float64) float64 { // v rounded to the element type
-		b := make([]byte, 8)
-		comm.SetElement(dt, b, 0, v)
-		return comm.Element(dt, b, 0)
-	}
-	reduceRef := func(i int64) (float64, float64) {
-		var acc, mag float64
-		scale := 1.0
-		if s.opt.Op == coll.PreMulSum {
-			scale = typed(s.scalar)
-		}
-		if s.opt.Op == coll.Avg && comm.IsFloat(dt) {
-			scale = typed(1 / float64(n))
-		}
-		for r := 0; r < n; r++ {
-			v := value(r, i)
-			switch s.opt.Op {
-			case coll.Prod:
-				if r == 0 {
-					acc = v
-				} else {
-					acc *= v
-				}
-			case coll.Max:
-				if r == 0 || v > acc {
-					acc = v
-				}
-			case coll.Min:
-				if r == 0 || v < acc {
-					acc = v
-				}
-			default:
-				acc += typed(v * scale)
-				mag += math.Abs(v * scale)
-			}
-		}
-		if s.opt.Op == coll.Avg && !comm.IsFloat(dt) {
-			acc = math.Trunc(acc / float64(n))
-		}
-		acc = typed(acc) // integer types wrap / floats round like the result does
-		return acc, float64(2*n) * epsOf(dt) * (mag + math.Abs(acc))
-	}
-	cnt := int(arg)
-	switch cname {
-	case "allreduce", "reduce":
-		if cname == "reduce" && s.rank != s.opt.Root {
-			return 0, nil
-		}
-		for i := 0; i < cnt; i++ {
-			want, tol := reduceRef(int64(i))
-			cmp(i, want, tol)
-		}
-	case "reducescatter":
-		for i := 0; i < cnt; i++ {
-			want, tol := reduceRef(int64(s.rank*cnt + i))
-			cmp(i, want, tol)
-		}
-	case "broadcast":
-		for i := 0; i < cnt; i++ {
-			cmp(i, typed(value(s.opt.Root, int64(i))), 0)
-		}
-	case "allgather":
-		for p := 0; p < n; p++ {
-			for i := 0; i < cnt; i++ {
-				cmp(p*cnt+i, typed(value(p, int64(i))), 0)
-			}
-		}
-	case "alltoall":
-		for p := 0; p < n; p++ {
-			for i := 0; i < cnt; i++ {
-				cmp(p*cnt+i, typed(value(p, int64(s.rank*cnt+i))), 0)
-			}
-		}
-	case "sendrecv":
-		for i := 0; i < cnt; i++ {
-			cmp(i, typed(value((s.rank+n-1)%n, int64(i))), 0)
-		}
-	}
 	return wrong, nil
-}
-
-func epsOf(t coll.DataType) float64 {
-	switch t {
-	case coll.Float16:
-		return math.Ldexp(1, -10)
-	case coll.Bfloat16:
-		return math.Ldexp(1, -7)
-	case coll.Float32:
-		return math.Ldexp(1, -23)
-	case coll.Float64:
-		return math.Ldexp(1, -52)
-	case coll.Float8e4m3:
-		return math.Ldexp(1, -3)
-	case coll.Float8e5m2:
-		return math.Ldexp(1, -2)
-	}
-	return 0
 }
 
 // WriteTable prints the result as nccl-tests does.

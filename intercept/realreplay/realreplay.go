@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"math"
 	"os"
 	"sort"
 	"strings"
@@ -677,106 +676,47 @@ func poison(b []byte) {
 	}
 }
 
-// typed rounds v to dt as the engine stores it.
-func typed(dt coll.DataType, v float64) float64 {
-	var b [8]byte
-	comm.SetElement(dt, b[:], 0, v)
-	return comm.Element(dt, b[:], 0)
-}
-
-// epsilon is the unit roundoff of a floating type (0 for integers: exact).
-func epsilon(dt coll.DataType) float64 {
-	switch dt {
-	case coll.Float16:
-		return math.Ldexp(1, -10)
-	case coll.Bfloat16:
-		return math.Ldexp(1, -7)
-	case coll.Float32:
-		return math.Ldexp(1, -23)
-	case coll.Float64:
-		return math.Ldexp(1, -52)
-	case coll.Float8e4m3:
-		return math.Ldexp(1, -3)
-	case coll.Float8e5m2:
-		return math.Ldexp(1, -2)
-	}
-	return 0
-}
-
-// reduceRef is the definition of a reduction over n ranks of the values v(q): the expected result
-// rounded to the type and the rounding the engine may add (n steps of the type's roundoff; Avg on
-// floats pre-multiplies by 1/n, as NCCL 2.28 runs ncclAvg).
-func reduceRef(dt coll.DataType, op coll.RedOp, n int, v func(q int) float64) (want, tol float64) {
-	var acc, mag float64
-	scale := 1.0
-	if op == coll.Avg && comm.IsFloat(dt) {
-		scale = typed(dt, 1/float64(n))
-	}
-	for q := 0; q < n; q++ {
-		x := v(q)
-		switch op {
-		case coll.Prod:
-			if q == 0 {
-				acc = x
-			} else {
-				acc *= x
-			}
-		case coll.Max:
-			if q == 0 || x > acc {
-				acc = x
-			}
-		case coll.Min:
-			if q == 0 || x < acc {
-				acc = x
-			}
-		default:
-			acc += typed(dt, x*scale)
-			mag += math.Abs(x * scale)
-		}
-	}
-	if op == coll.Avg && !comm.IsFloat(dt) {
-		acc = math.Trunc(acc / float64(n))
-	}
-	acc = typed(dt, acc)
-	return acc, float64(2*n) * epsilon(dt) * (mag + math.Abs(acc))
-}
-
-// checkCall compares what the call left in its receive buffer with its definition; it returns the
-// elements compared and the wrong ones. Blocks of the buffer whose expected values repeat with
-// period 8 are compared as bytes first, element by element with the tolerance only where the
-// bytes differ.
+// checkCall compares what the call left in its receive buffer with its definition (coll.ReduceRef
+// for reductions); it returns the elements compared and the wrong ones. Blocks of the buffer
+// whose expected values repeat with period 8 are compared as bytes first, element by element
+// only where the bytes differ.
 func checkCall(c *Call, recv []byte) (checked, wrong int64) {
 	r, n, cnt := c.Rec.Rank, c.n, c.Rec.Count
 	dt, seed := c.dt, c.seed
-	val := func(q int, i int64) float64 { return inputValue(seed, q, i) }
-	exact := func(f func(i int64) float64) func(i int64) (float64, float64) {
-		return func(i int64) (float64, float64) { return typed(dt, f(i)), 0 }
+	bitsOf := func(q int, i int64) uint64 { return dt.FromFloat(inputValue(seed, q, i)) }
+	exact := func(q int, off int64) func(i int64) coll.Expect {
+		return func(i int64) coll.Expect { return coll.Expect{Bits: bitsOf(q, off+i)} }
 	}
-	var blocks []func(i int64) (float64, float64) // one per cnt-element block of recv
+	reduced := func(off int64) func(i int64) coll.Expect {
+		in := make([]uint64, n)
+		return func(i int64) coll.Expect {
+			for q := range in {
+				in[q] = bitsOf(q, off+i)
+			}
+			return coll.ReduceRef(dt, c.op, 0, in)
+		}
+	}
+	var blocks []func(i int64) coll.Expect // one per cnt-element block of recv
 	switch c.Rec.Op {
 	case intercept.OpAllReduce, intercept.OpReduce:
 		if c.Rec.Op == intercept.OpReduce && r != c.Rec.Root {
 			return 0, 0
 		}
-		blocks = append(blocks, func(i int64) (float64, float64) {
-			return reduceRef(dt, c.op, n, func(q int) float64 { return val(q, i) })
-		})
+		blocks = append(blocks, reduced(0))
 	case intercept.OpReduceScatter:
-		blocks = append(blocks, func(i int64) (float64, float64) {
-			return reduceRef(dt, c.op, n, func(q int) float64 { return val(q, int64(r)*cnt+i) })
-		})
+		blocks = append(blocks, reduced(int64(r)*cnt))
 	case intercept.OpBroadcast:
-		blocks = append(blocks, exact(func(i int64) float64 { return val(c.Rec.Root, i) }))
+		blocks = append(blocks, exact(c.Rec.Root, 0))
 	case intercept.OpAllGather:
 		for q := 0; q < n; q++ {
-			blocks = append(blocks, exact(func(i int64) float64 { return val(q, i) }))
+			blocks = append(blocks, exact(q, 0))
 		}
 	case intercept.OpAllToAll:
 		for q := 0; q < n; q++ {
-			blocks = append(blocks, exact(func(i int64) float64 { return val(q, int64(r)*cnt+i) }))
+			blocks = append(blocks, exact(q, int64(r)*cnt))
 		}
 	case intercept.OpRecv:
-		blocks = append(blocks, exact(func(i int64) float64 { return val(c.Rec.Root, i) }))
+		blocks = append(blocks, exact(c.Rec.Root, 0))
 	default:
 		return 0, 0
 	}
@@ -789,8 +729,8 @@ func checkCall(c *Call, recv []byte) (checked, wrong int64) {
 	return checked, wrong
 }
 
-// checkBlock compares b element by element with want(i) (value, tolerance); want has period 8.
-func checkBlock(dt coll.DataType, b []byte, want func(i int64) (float64, float64)) int64 {
+// checkBlock compares b element by element with want(i); want has period 8.
+func checkBlock(dt coll.DataType, b []byte, want func(i int64) coll.Expect) int64 {
 	elt := dt.Size()
 	n := int64(len(b) / elt)
 	if n == 0 {
@@ -798,7 +738,13 @@ func checkBlock(dt coll.DataType, b []byte, want func(i int64) (float64, float64
 	}
 	const chunkElems = period * 2048
 	ref := make([]byte, min(n, chunkElems)*int64(elt))
-	tile(dt, ref, func(i int64) float64 { v, _ := want(i); return v })
+	tile(dt, ref, func(i int64) float64 {
+		e := want(i)
+		if !e.Approx {
+			e.Value = dt.Float(e.Bits)
+		}
+		return e.Value
+	})
 	var wrong int64
 	for off := int64(0); off < n; off += chunkElems {
 		m := min(chunkElems, n-off)
@@ -807,9 +753,7 @@ func checkBlock(dt coll.DataType, b []byte, want func(i int64) (float64, float64
 			continue
 		}
 		for i := int64(0); i < m; i++ {
-			w, tol := want(off + i)
-			g := comm.Element(dt, got, int(i))
-			if math.IsNaN(g) || math.Abs(g-w) > tol {
+			if !want(off+i).Holds(dt, dt.Bits(got, int(i))) {
 				wrong++
 			}
 		}
