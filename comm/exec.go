@@ -423,28 +423,6 @@ func sharedCompile(key string, plans []coll.Plan) (*coll.Schedule, error) {
 	}
 }
 
-// coresPerRank is the CPUs one rank of this communicator can count on: the host's shared among its
-// ranks on the host, and this process's (GOMAXPROCS) among its ranks in the process. A channel is a
-// goroutine that polls while it waits, so channels beyond a rank's cores only take turns on them
-// (measured on a 2-core host: bench/cpu/README.md); schedule caps the channels at this, but at no
-// fewer than 2, so that several channels still run, and are tested, on small hosts.
-func (c *Comm) coresPerRank() int {
-	if c.rank >= len(c.peers) {
-		return runtime.NumCPU()
-	}
-	me := c.peers[c.rank]
-	host, proc := 0, 0
-	for _, p := range c.peers {
-		if p.Host == me.Host {
-			host++
-			if p.Pid == me.Pid {
-				proc++
-			}
-		}
-	}
-	return max(1, min(runtime.NumCPU()/max(host, 1), runtime.GOMAXPROCS(0)/max(proc, 1)))
-}
-
 // Schedule returns the coll schedule this communicator runs for one collective (the plan it
 // compiles: algorithm from Config.Algo, Simple protocol, channels by size, its slot size), so that
 // a real run can be timed by simnet or checked by coll.Execute step for step. The schedule is shared
