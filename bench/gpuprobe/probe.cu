@@ -78,7 +78,10 @@ __global__ void llCopy(const uint32_t* __restrict__ src, uint4* fifo, uint32_t* 
   __syncthreads();
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < lines; i += stride) {
     uint4 l;
-    do { l = ((volatile uint4*)fifo)[i]; } while (l.y != step || l.w != step);
+    do {  // one 16-byte volatile load, as NCCL's LL reader polls a line
+      asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(l.x), "=r"(l.y), "=r"(l.z), "=r"(l.w) : "l"(fifo + i) : "memory");
+    } while (l.y != step || l.w != step);
     dst[2 * i] = l.x;
     dst[2 * i + 1] = l.z;
   }
