@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/internal/group"
 	"github.com/simccl/simccl/realnet"
 )
 
@@ -170,22 +171,21 @@ type Comm struct {
 	connected map[*coll.Schedule]bool
 	scr       [coll.MaxChannels][4]scratch
 
-	asyncErr   atomic.Pointer[error]
-	queue      []*task // guarded by stateMu
-	wake       chan struct{}
-	stopped    chan struct{}
-	defStream  *Stream
-	stateMu    sync.Mutex
-	destroyed  bool
-	groupDepth int
-	groupCalls []*call
-	splits     int
-	shrinks    int
-	released   bool // Destroy ran
-	rdv        net.Listener
-	peers      []peerInfo
-	token      uint64    // this rank's peerInfo.Token
-	userOps    []float64 // PreMulSum scalars; handle = coll.PreMulSum + index
+	asyncErr  atomic.Pointer[error]
+	queue     []*task // guarded by stateMu
+	wake      chan struct{}
+	stopped   chan struct{}
+	defStream *Stream
+	stateMu   sync.Mutex
+	destroyed bool
+	group     group.Group[*Comm, *call] // Comm.GroupStart/GroupEnd
+	splits    int
+	shrinks   int
+	released  bool // Destroy ran
+	rdv       net.Listener
+	peers     []peerInfo
+	token     uint64    // this rank's peerInfo.Token
+	userOps   []float64 // PreMulSum scalars; handle = coll.PreMulSum + index
 }
 
 // conn is an established transport connection with per-direction locks.

@@ -14,6 +14,7 @@ import (
 	"weak"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/internal/group"
 	"github.com/simccl/simccl/realnet"
 )
 
@@ -147,41 +148,21 @@ func (c *Comm) executor() {
 	}
 }
 
-// group state: process-wide (GroupStart/GroupEnd) and per communicator (Comm.GroupStart/GroupEnd).
-var (
-	groupMu      sync.Mutex
-	groupDepth   int
-	groupPending []*Comm
-	groupCalls   = map[*Comm][]*call{}
-)
+// processGroup is the process-wide group (GroupStart/GroupEnd); each Comm has its own.
+var processGroup group.Group[*Comm, *call]
 
 // GroupStart opens a process-wide group (ncclGroupStart): calls on any communicator until the
 // matching GroupEnd are queued and launched together, per communicator, by GroupEnd. NCCL keeps the
 // depth per thread; Go has no thread identity, so this group is process-wide and meant for one
 // goroutine driving several communicators. Goroutine ranks use Comm.GroupStart instead.
-func GroupStart() {
-	groupMu.Lock()
-	groupDepth++
-	groupMu.Unlock()
-}
+func GroupStart() { processGroup.Start() }
 
 // GroupEnd closes a process-wide group and launches its calls (ncclGroupEnd).
 func GroupEnd() error {
-	groupMu.Lock()
-	if groupDepth == 0 {
-		groupMu.Unlock()
+	comms, calls, ok := processGroup.End()
+	if !ok {
 		return fmt.Errorf("%w: GroupEnd without GroupStart", ErrInvalidArgument)
 	}
-	groupDepth--
-	if groupDepth > 0 {
-		groupMu.Unlock()
-		return nil
-	}
-	comms := groupPending
-	calls := groupCalls
-	groupPending = nil
-	groupCalls = map[*Comm][]*call{}
-	groupMu.Unlock()
 	var errs []error
 	for _, c := range comms {
 		errs = append(errs, c.launch(calls[c]))
@@ -191,28 +172,15 @@ func GroupEnd() error {
 
 // GroupStart opens a group on this communicator: its calls are queued until the matching GroupEnd
 // and run together (matching Send/Recv pairs must be in one group).
-func (c *Comm) GroupStart() {
-	c.stateMu.Lock()
-	c.groupDepth++
-	c.stateMu.Unlock()
-}
+func (c *Comm) GroupStart() { c.group.Start() }
 
 // GroupEnd closes the communicator's group and launches its calls.
 func (c *Comm) GroupEnd() error {
-	c.stateMu.Lock()
-	if c.groupDepth == 0 {
-		c.stateMu.Unlock()
+	_, calls, ok := c.group.End()
+	if !ok {
 		return fmt.Errorf("%w: GroupEnd without GroupStart", ErrInvalidArgument)
 	}
-	c.groupDepth--
-	if c.groupDepth > 0 {
-		c.stateMu.Unlock()
-		return nil
-	}
-	calls := c.groupCalls
-	c.groupCalls = nil
-	c.stateMu.Unlock()
-	return c.launch(calls)
+	return c.launch(calls[c])
 }
 
 func (c *Comm) launch(calls []*call) error {
@@ -238,23 +206,9 @@ func (c *Comm) enqueue(k *call) error {
 	if k.stream == nil {
 		k.stream = c.defStream
 	}
-	groupMu.Lock()
-	if groupDepth > 0 {
-		if _, ok := groupCalls[c]; !ok {
-			groupPending = append(groupPending, c)
-		}
-		groupCalls[c] = append(groupCalls[c], k)
-		groupMu.Unlock()
+	if processGroup.Hold(c, k) || c.group.Hold(c, k) {
 		return nil
 	}
-	groupMu.Unlock()
-	c.stateMu.Lock()
-	if c.groupDepth > 0 {
-		c.groupCalls = append(c.groupCalls, k)
-		c.stateMu.Unlock()
-		return nil
-	}
-	c.stateMu.Unlock()
 	return c.launch([]*call{k})
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/comm"
 	"github.com/simccl/simccl/cuda"
+	"github.com/simccl/simccl/internal/group"
 )
 
 // Errors, matched with errors.Is.
@@ -98,12 +99,11 @@ type Comm struct {
 	dev  *cuda.Device
 	k    *cuda.Kernels
 
-	mu         sync.Mutex
-	gen        uint64
-	groupDepth int
-	groupCalls []*call
-	err        error // sticky: a failed launch or Destroy
-	premul     []float64
+	mu     sync.Mutex
+	gen    uint64
+	group  group.Group[*Comm, *call] // Comm.GroupStart/GroupEnd
+	err    error                     // sticky: a failed launch or Destroy
+	premul []float64
 
 	// Device state, touched only on the device's thread (inside Do).
 	streams map[[2]int]cuda.Stream // (channel, lane)
@@ -382,63 +382,36 @@ func (c *Comm) Recv(buf cuda.DevPtr, count int, dt coll.DataType, peer int, s cu
 
 // GroupStart opens a group on this communicator (the goroutine-per-rank form): its calls are
 // launched together by the matching GroupEnd.
-func (c *Comm) GroupStart() {
-	c.mu.Lock()
-	c.groupDepth++
-	c.mu.Unlock()
-}
+func (c *Comm) GroupStart() { c.group.Start() }
 
 // GroupEnd closes the communicator's group and launches its calls.
 func (c *Comm) GroupEnd() error {
-	c.mu.Lock()
-	if c.groupDepth == 0 {
-		c.mu.Unlock()
+	_, calls, ok := c.group.End()
+	if !ok {
 		return fmt.Errorf("%w: GroupEnd without GroupStart", ErrInvalidArgument)
 	}
-	c.groupDepth--
-	if c.groupDepth > 0 {
-		c.mu.Unlock()
-		return nil
-	}
-	calls := c.groupCalls
-	c.groupCalls = nil
-	c.mu.Unlock()
-	return c.launch(calls)
+	return c.launch(calls[c])
 }
 
-// Process-wide group (ncclGroupStart/End driven by one goroutine for several communicators).
-var (
-	groupMu      sync.Mutex
-	groupDepth   int
-	groupPending []*Comm
-	groupCalls   = map[*Comm][]*call{}
-)
+// processGroup is the process-wide group (ncclGroupStart/End driven by one goroutine for several
+// communicators).
+var processGroup group.Group[*Comm, *call]
 
 // GroupStart opens a process-wide group: calls on any communicator are held until GroupEnd,
 // which launches every communicator's calls concurrently (the way one goroutine drives all the
 // GPUs of a clique, as one thread does with NCCL).
-func GroupStart() {
-	groupMu.Lock()
-	groupDepth++
-	groupMu.Unlock()
-}
+func GroupStart() { processGroup.Start() }
 
 // GroupEnd closes the process-wide group and launches its calls; it returns once every
 // communicator's calls are enqueued on their streams.
 func GroupEnd() error {
-	groupMu.Lock()
-	if groupDepth == 0 {
-		groupMu.Unlock()
+	comms, calls, ok := processGroup.End()
+	if !ok {
 		return fmt.Errorf("%w: GroupEnd without GroupStart", ErrInvalidArgument)
 	}
-	groupDepth--
-	if groupDepth > 0 {
-		groupMu.Unlock()
+	if len(comms) == 0 {
 		return nil
 	}
-	comms, calls := groupPending, groupCalls
-	groupPending, groupCalls = nil, map[*Comm][]*call{}
-	groupMu.Unlock()
 	if ok, err := launchTogether(comms, calls); ok {
 		return err
 	}
@@ -462,22 +435,8 @@ func (c *Comm) enqueue(k *call) error {
 	if err := c.checkCall(k); err != nil {
 		return err
 	}
-	groupMu.Lock()
-	if groupDepth > 0 {
-		if _, ok := groupCalls[c]; !ok {
-			groupPending = append(groupPending, c)
-		}
-		groupCalls[c] = append(groupCalls[c], k)
-		groupMu.Unlock()
+	if processGroup.Hold(c, k) || c.group.Hold(c, k) {
 		return nil
 	}
-	groupMu.Unlock()
-	c.mu.Lock()
-	if c.groupDepth > 0 {
-		c.groupCalls = append(c.groupCalls, k)
-		c.mu.Unlock()
-		return nil
-	}
-	c.mu.Unlock()
 	return c.launch([]*call{k})
 }

@@ -1,0 +1,60 @@
+// Package group keeps NCCL's group semantics for the real engines (comm and cuda/engine): groups
+// nest (ncclGroupStart/ncclGroupEnd, NCCL 2.28), calls made while one is open are held, and the
+// outermost end hands them over, per communicator in the order the communicators first appeared,
+// each communicator's calls in the order they were made. An engine keeps one process-wide Group
+// (one goroutine driving several communicators) and one per communicator (goroutine ranks).
+package group
+
+import "sync"
+
+// Group is one group's state. The zero value is a closed group, ready to use; it is safe for
+// concurrent use.
+type Group[K comparable, C any] struct {
+	mu    sync.Mutex
+	depth int
+	keys  []K
+	calls map[K][]C
+}
+
+// Start opens a group, or one more level of an open one.
+func (g *Group[K, C]) Start() {
+	g.mu.Lock()
+	g.depth++
+	g.mu.Unlock()
+}
+
+// Hold queues call c of communicator k when a group is open and reports whether it did (false:
+// the caller launches c itself).
+func (g *Group[K, C]) Hold(k K, c C) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.depth == 0 {
+		return false
+	}
+	if g.calls == nil {
+		g.calls = map[K][]C{}
+	}
+	if _, ok := g.calls[k]; !ok {
+		g.keys = append(g.keys, k)
+	}
+	g.calls[k] = append(g.calls[k], c)
+	return true
+}
+
+// End closes one level. ok is false when no group was open (the caller's error: an end without a
+// start). When the outermost level closes, it returns the communicators that were called, in
+// first-call order, with their calls, and the group is empty again; inner levels return none.
+func (g *Group[K, C]) End() (keys []K, calls map[K][]C, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.depth == 0 {
+		return nil, nil, false
+	}
+	g.depth--
+	if g.depth > 0 {
+		return nil, nil, true
+	}
+	keys, calls = g.keys, g.calls
+	g.keys, g.calls = nil, nil
+	return keys, calls, true
+}
