@@ -52,7 +52,8 @@ type stepRef struct{ prog, step int }
 // opt.Unbounded) its credits are free. It returns ErrDeadlock naming the blocked steps if some
 // steps can never run, and never hangs.
 func Execute(s *Schedule, bufs [][]Buffers, opt ExecOptions) (*ExecStats, error) {
-	if err := Validate(s); err != nil {
+	ix, err := NewIndex(s)
+	if err != nil {
 		return nil, err
 	}
 	if len(bufs) != len(s.Ops) {
@@ -90,13 +91,11 @@ func Execute(s *Schedule, bufs [][]Buffers, opt ExecOptions) (*ExecStats, error)
 		}
 		total += len(p.Steps)
 	}
-	recvAt := make([][]stepRef, len(s.Conns))
 	creditWaiters := make([][][]stepRef, len(s.Conns))
 	data := make([][][]float64, len(s.Conns))
 	arrived := make([][]bool, len(s.Conns))
 	consumed := make([][]bool, len(s.Conns))
 	for ci, c := range s.Conns {
-		recvAt[ci] = make([]stepRef, c.Messages)
 		creditWaiters[ci] = make([][]stepRef, c.Messages)
 		data[ci] = make([][]float64, c.Messages)
 		arrived[ci] = make([]bool, c.Messages)
@@ -104,9 +103,6 @@ func Execute(s *Schedule, bufs [][]Buffers, opt ExecOptions) (*ExecStats, error)
 	}
 	for pi := range s.Programs {
 		for i, st := range s.Programs[pi].Steps {
-			for _, x := range st.Recv {
-				recvAt[x.Conn][x.Seq] = stepRef{pi, i}
-			}
 			for _, x := range st.Send {
 				if x.CreditSeq >= 0 {
 					creditWaiters[x.Conn][x.CreditSeq] = append(creditWaiters[x.Conn][x.CreditSeq], stepRef{pi, i})
@@ -192,7 +188,9 @@ func Execute(s *Schedule, bufs [][]Buffers, opt ExecOptions) (*ExecStats, error)
 			rs.SentBytes += st.Bytes
 			rs.SentWire += st.Wire
 			rs.SentMsgs++
-			push(recvAt[x.Conn][x.Seq])
+			c := &s.Conns[x.Conn]
+			to := c.To*s.NChannels + c.Channel
+			push(stepRef{to, ix.Local(to, ix.Receiver[ix.Msg(x)])})
 		}
 		for _, d := range dependents[r.prog][r.step] {
 			push(stepRef{r.prog, d})

@@ -189,12 +189,12 @@ func (e *exec) ready(ch int) bool {
 	}
 	st := &p.Steps[e.next[ch]]
 	for _, x := range st.Recv {
-		if L.prog[s.Conns[x.Conn].From][ch] <= L.pl.sendStep[x.Conn][x.Seq] {
+		if L.prog[s.Conns[x.Conn].From][ch] <= L.pl.sendStep(x.Conn, x.Seq) {
 			return false
 		}
 	}
 	for _, x := range st.Send {
-		if x.CreditSeq >= 0 && x.CreditSeq < len(L.pl.recvStep[x.Conn]) && L.prog[s.Conns[x.Conn].To][ch] <= L.pl.recvStep[x.Conn][x.CreditSeq] {
+		if x.CreditSeq >= 0 && L.prog[s.Conns[x.Conn].To][ch] <= L.pl.recvStep(x.Conn, x.CreditSeq) {
 			return false
 		}
 	}
@@ -473,10 +473,7 @@ func (e *exec) slotFor(st cuda.Stream, ch int, x coll.Xfer, bytes int64) (cuda.D
 	}
 	if x.CreditSeq >= 0 {
 		cn := &e.s.Conns[x.Conn]
-		if x.CreditSeq >= len(e.L.pl.recvStep[x.Conn]) {
-			return 0, fmt.Errorf("credit message %d of %d", x.CreditSeq, len(e.L.pl.recvStep[x.Conn]))
-		}
-		if err := e.waitPeer(st, cn.To, ch, e.L.pl.recvStep[x.Conn][x.CreditSeq]); err != nil {
+		if err := e.waitPeer(st, cn.To, ch, e.L.pl.recvStep(x.Conn, x.CreditSeq)); err != nil {
 			return 0, err
 		}
 	}
@@ -517,7 +514,7 @@ func (e *exec) step(ch int, st *coll.Step) error {
 	var in []cuda.DevPtr
 	for _, rx := range st.Recv {
 		cn := &e.s.Conns[rx.Conn]
-		if err := e.waitPeer(stream, cn.From, ch, e.L.pl.sendStep[rx.Conn][rx.Seq]); err != nil {
+		if err := e.waitPeer(stream, cn.From, ch, e.L.pl.sendStep(rx.Conn, rx.Seq)); err != nil {
 			return err
 		}
 		e.L.mu.Lock()

@@ -18,11 +18,22 @@ import (
 // plan is a compiled schedule with the message tables every launch of it uses.
 type plan struct {
 	s        *coll.Schedule
-	sendStep [][]int // [conn][seq]: the step of conn.From's program that sends the message
-	recvStep [][]int // [conn][seq]: the step of conn.To's program that consumes it
-	maxMsg   []int64 // [conn]: largest message
+	ix       *coll.Index // the schedule's validated message table
+	maxMsg   []int64     // [conn]: largest message
 	lanes    [][]int // [rank*NChannels+ch]: the lanes the program uses, in order of first use
 	lasts    [][]int // [rank*NChannels+ch]: the index of each lane's last step, ascending
+}
+
+// sendStep is the step of conn's sending program that sends message seq.
+func (pl *plan) sendStep(conn, seq int) int {
+	c := &pl.s.Conns[conn]
+	return pl.ix.Local(c.From*pl.s.NChannels+c.Channel, pl.ix.Sender[pl.ix.MsgStart[conn]+int32(seq)])
+}
+
+// recvStep is the step of conn's receiving program that consumes message seq.
+func (pl *plan) recvStep(conn, seq int) int {
+	c := &pl.s.Conns[conn]
+	return pl.ix.Local(c.To*pl.s.NChannels+c.Channel, pl.ix.Receiver[pl.ix.MsgStart[conn]+int32(seq)])
 }
 
 // segment maps bytes [off, off+n) of a logical buffer to device memory.
@@ -320,29 +331,15 @@ func (cl *clique) plan(plans []coll.Plan) (*plan, error) {
 	if len(s.Switches) > 0 {
 		return nil, fmt.Errorf("engine: schedule needs switch endpoints (NVLS/CollNet), which this engine does not run")
 	}
-	pl := &plan{s: s, sendStep: make([][]int, len(s.Conns)), recvStep: make([][]int, len(s.Conns)), maxMsg: make([]int64, len(s.Conns))}
-	for i, cn := range s.Conns {
-		pl.sendStep[i] = make([]int, cn.Messages)
-		pl.recvStep[i] = make([]int, cn.Messages)
+	ix, err := coll.NewIndex(s)
+	if err != nil {
+		return nil, err
 	}
-	for r := 0; r < s.NRanks; r++ {
-		for ch := 0; ch < s.NChannels; ch++ {
-			p := s.Program(r, ch)
-			for i := range p.Steps {
-				st := &p.Steps[i]
-				for _, x := range st.Send {
-					if x.Conn < 0 || x.Conn >= len(s.Conns) || x.Seq < 0 || x.Seq >= s.Conns[x.Conn].Messages {
-						return nil, fmt.Errorf("engine: rank %d channel %d step %d sends message %d on connection %d, outside the schedule", r, ch, i, x.Seq, x.Conn)
-					}
-					pl.sendStep[x.Conn][x.Seq] = i
-					pl.maxMsg[x.Conn] = max(pl.maxMsg[x.Conn], st.Bytes)
-				}
-				for _, x := range st.Recv {
-					if x.Conn < 0 || x.Conn >= len(s.Conns) || x.Seq < 0 || x.Seq >= s.Conns[x.Conn].Messages {
-						return nil, fmt.Errorf("engine: rank %d channel %d step %d receives message %d on connection %d, outside the schedule", r, ch, i, x.Seq, x.Conn)
-					}
-					pl.recvStep[x.Conn][x.Seq] = i
-				}
+	pl := &plan{s: s, ix: ix, maxMsg: make([]int64, len(s.Conns))}
+	for _, p := range s.Programs {
+		for _, st := range p.Steps {
+			for _, x := range st.Send {
+				pl.maxMsg[x.Conn] = max(pl.maxMsg[x.Conn], st.Bytes)
 			}
 		}
 	}
