@@ -3,12 +3,17 @@
 // AllGather, ReduceScatter, AllToAll) and point-to-point calls (Send, Recv) queued in call order on
 // streams, groups (GroupStart/GroupEnd), Abort, Finalize, Destroy and GetAsyncError.
 //
-// Collectives execute the schedules package coll compiles (Ring for every collective, Tree for
-// AllReduce, PAT for AllGather/ReduceScatter; Simple protocol; channels in parallel) — the same schedules simnet times — over realnet
-// transports chosen per peer (in-process, shared memory, TCP), with reductions in Go for all twelve
-// NCCL data types. Connections are made lazily on first use of a (channel, peer, connIndex) and
-// their buffer memory is reported (MemoryBytes); Config.ConnectAtInit connects rings and trees at
-// init. Point-to-point calls and AllToAll run directly on connIndex 1.
+// Every call is planned by Config.Planners (planner.CPU: NCCL 2.28's decision for a machine that
+// describes this engine — ranks under one CPU per host, reached through host memory, hosts joined by
+// a NIC — with what the engine lacks excluded: LL and LL128, NVLS, CollNet; comm.Exclude) and runs
+// the schedule package coll compiles from that plan: Ring, Tree and PAT collectives, AllToAll as a
+// collective schedule, Send/Recv groups as SendRecv schedules of the rank's transfers; channels in
+// parallel. The simulator (simnet) replays the schedule of the same plan, and
+// comm/bothexec_test.go checks that both move the same bytes on the same connections, message for
+// message. Transports are chosen per peer (in-process, shared memory, TCP, package realnet), with
+// reductions in Go for all twelve NCCL data types. Connections are made lazily on first use of a
+// (channel, peer, connIndex) and their buffer memory is reported (MemoryBytes); with
+// NCCL_RUNTIME_CONNECT=0 (Config.ConnectAtInit) the plan's rings and trees connect at init.
 //
 // Failures: a call that makes no progress for Config.Timeout (default 10 s) fails; a dead peer is
 // seen at once over TCP (reset/EOF) and within ShmLivenessPeriod over shared memory; a failing rank
@@ -17,7 +22,7 @@
 //
 // Usage (goroutine ranks):
 //
-//	cs, _ := comm.InitAll(4, nil)
+//	cs, _ := comm.InitAll(4, &comm.Config{Planners: planner.CPU{}})
 //	for r, c := range cs {
 //		c.AllReduce(comm.Bytes(in[r]), comm.Bytes(out[r]), n, coll.Float32, coll.Sum, nil)
 //	}
