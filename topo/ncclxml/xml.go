@@ -6,19 +6,24 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 
 	"github.com/beevik/etree"
+
+	"github.com/simccl/simccl/internal/input"
 )
 
 // Limits bound what the reader accepts, so that hostile input fails fast with a clear error
 // instead of exhausting memory. NCCL itself caps nodes per type at 576 (2.28); these limits are
 // far above anything a real machine produces.
 const (
-	MaxInputBytes = 64 << 20 // whole document
-	MaxDepth      = 512      // element nesting
-	MaxElements   = 1 << 20  // elements in one document (a fused 72-GPU NVL72 dump has a few thousand)
+	MaxInputBytes = input.MaxBytes // whole document (simccl's bound on every input file)
+	MaxDepth      = 512            // element nesting
+	MaxElements   = 1 << 20        // elements in one document (a fused 72-GPU NVL72 dump has a few thousand)
+	// MaxAttrs bounds the attributes of one element. NCCL's own reader keeps at most 16
+	// (MAX_ATTR_COUNT in NCCL 2.28's xml.h); without a bound, one element of 200,000 attributes
+	// (3 MB) took 87 s, the tree's attribute insertion being quadratic.
+	MaxAttrs = 64
 )
 
 // Kind says which NCCL document a file holds.
@@ -49,6 +54,8 @@ type Error struct {
 	File string
 	Line int // 1-based; 0 when unknown
 	Msg  string
+	// Err, when set, is a cause callers may test for besides ErrSyntax (input.ErrTooLarge).
+	Err error
 }
 
 func (e *Error) Error() string {
@@ -62,8 +69,13 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s", name, e.Msg)
 }
 
-// Unwrap lets callers test errors.Is(err, ErrSyntax).
-func (e *Error) Unwrap() error { return ErrSyntax }
+// Unwrap lets callers test errors.Is(err, ErrSyntax) (and the cause in Err, if any).
+func (e *Error) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrSyntax, e.Err}
+	}
+	return []error{ErrSyntax}
+}
 
 // Document is a parsed NCCL XML file. The tree is kept whole (unknown elements and attributes,
 // attribute order, comments) so that writing it back is lossless.
@@ -76,19 +88,30 @@ type Document struct {
 	lines         map[*etree.Element]int
 }
 
-// ReadFile parses the file at path.
+// ReadFile parses the file at path, read with internal/input's bound (a file over MaxInputBytes
+// is refused before it is read when its size is known). A missing file's error satisfies
+// errors.Is(err, fs.ErrNotExist).
 func ReadFile(path string) (*Document, error) {
-	f, err := os.Open(path)
+	data, err := input.ReadFile(path)
+	if errors.Is(err, input.ErrTooLarge) {
+		return nil, tooLarge(path)
+	}
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	return Parse(f, path)
+	return ParseBytes(data, path)
+}
+
+func tooLarge(name string) *Error {
+	return &Error{File: name, Msg: fmt.Sprintf("%v (more than %s)", input.ErrTooLarge, input.Size(MaxInputBytes)), Err: input.ErrTooLarge}
 }
 
 // Parse reads one document from r; name is used in error messages.
 func Parse(r io.Reader, name string) (*Document, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxInputBytes+1))
+	data, err := input.Read(r, name, MaxInputBytes)
+	if errors.Is(err, input.ErrTooLarge) {
+		return nil, tooLarge(name)
+	}
 	if err != nil {
 		return nil, &Error{File: name, Msg: err.Error()}
 	}
@@ -98,7 +121,7 @@ func Parse(r io.Reader, name string) (*Document, error) {
 // ParseBytes parses one document held in memory.
 func ParseBytes(data []byte, name string) (*Document, error) {
 	if len(data) > MaxInputBytes {
-		return nil, &Error{File: name, Msg: fmt.Sprintf("input larger than %d bytes", MaxInputBytes)}
+		return nil, tooLarge(name)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &Error{File: name, Msg: "empty file"}
@@ -231,6 +254,9 @@ func build(data []byte, name string) (*Document, error) {
 				if roots++; roots > 1 {
 					return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf("second root element <%s> after the first one closed", qname(t.Name))}
 				}
+			}
+			if len(t.Attr) > MaxAttrs {
+				return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf("<%s> has %d attributes, more than %d", qname(t.Name), len(t.Attr), MaxAttrs)}
 			}
 			e := parent.CreateElement(qname(t.Name))
 			if len(t.Attr) > 0 {
