@@ -73,6 +73,7 @@ fuzz:
 	$(GO) test ./topo -run '^$$' -fuzz '^FuzzFromXML$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzSearch$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./simnet -run '^$$' -fuzz '^FuzzParseFabric$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./report -run '^$$' -fuzz '^FuzzReadMeasured$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./intercept -run '^$$' -fuzz '^FuzzReadTrace$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./intercept -run '^$$' -fuzz '^FuzzParseLog$$' -fuzztime $(FUZZTIME)
