@@ -1,13 +1,14 @@
 package intercept
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/simccl/simccl/internal/input"
 )
 
 // collLine matches the per-call line NCCL prints with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS
@@ -59,8 +60,7 @@ func ParseLog(r io.Reader, name string) ([]Record, LogStats, error) {
 	perDev := map[[2]int]int{}
 	var out []Record
 	var st LogStats
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	sc := input.NewScanner(r, name)
 	for sc.Scan() {
 		st.Lines++
 		line := sc.Text()
@@ -176,11 +176,14 @@ func ParseLog(r io.Reader, name string) ([]Record, LogStats, error) {
 		if err := checkRecord(&rec); err != nil {
 			return nil, st, fmt.Errorf("%w: %s:%d: %v", ErrTrace, name, st.Lines, err)
 		}
+		if len(out) == MaxRecords {
+			return nil, st, fmt.Errorf("%w: %s:%d: more than %d records", ErrTrace, name, st.Lines, MaxRecords)
+		}
 		out = append(out, rec)
 		st.Calls++
 	}
 	if err := sc.Err(); err != nil {
-		return nil, st, fmt.Errorf("%w: %s:%d: %v", ErrTrace, name, st.Lines+1, err)
+		return nil, st, fmt.Errorf("%w: %w", ErrTrace, err)
 	}
 	return out, st, nil
 }

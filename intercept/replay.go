@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/simnet"
 )
@@ -54,7 +55,8 @@ func (l *Launch) Ops() string {
 // the k-th launches of the ranks of a communicator are merged (NCCL requires every rank to issue
 // a communicator's collectives in the same order). Collectives are taken from the lowest rank
 // that has them; point-to-point messages from every rank's Sends, and from Recvs where the
-// matching Send is absent.
+// matching Send is absent. The records are those of files CheckTraces accepted (ranks that
+// disagree are not reconciled here); a call over units.MaxSize is refused again.
 func Launches(recs []Record) ([]Launch, error) {
 	type key struct {
 		comm string
@@ -66,6 +68,9 @@ func Launches(recs []Record) ([]Launch, error) {
 	for _, r := range recs {
 		if !IsCollective(r.Op) {
 			continue
+		}
+		if err := checkSize("trace", &r); err != nil {
+			return nil, err
 		}
 		if n, ok := sizes[r.Comm]; ok && n != r.NRanks {
 			return nil, fmt.Errorf("%w: communicator %s has size %d and %d in the trace", ErrReplay, r.Comm, n, r.NRanks)
@@ -371,6 +376,9 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 				note("ncclRedOpCreatePreMulSum reductions simulated as sum")
 			}
 			k := simKey{f, testSize(f, c.Count, dt.Size(), ranks), dt, op, ranks}
+			if err := units.CheckSize(fmt.Sprintf("%s launch %d: %s of count %d on %d ranks", l.Comm, l.Index, c.Op, c.Count, ranks), k.size); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrReplay, err)
+			}
 			plan[i] = append(plan[i], k)
 			if uses[k] == 0 {
 				order = append(order, todo{k, fmt.Sprintf("%s %d B on %d ranks", c.Op, k.size, ranks)})

@@ -1,7 +1,6 @@
 package intercept
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/intercept/trace"
+	"github.com/simccl/simccl/internal/input"
 )
 
 // ErrTrace marks a malformed workload trace.
@@ -52,18 +52,20 @@ func AppendRecord(b []byte, r *Record) []byte { return trace.AppendRecord(b, r) 
 // dataType returns the record's element type.
 func dataType(r *Record) (coll.DataType, error) { return coll.ParseDataType(r.Dtype) }
 
-// ReadTrace reads a JSON-lines trace. name is used in errors ("trace.jsonl:12: …"). Blank lines
-// and lines starting with '#' are skipped.
+// ReadTrace reads a JSON-lines trace, with internal/input's bounds (64 MiB, 1 MiB a line) and at
+// most MaxRecords records. name is used in errors ("trace.jsonl:12: …"). Blank lines and lines
+// starting with '#' are skipped.
 func ReadTrace(r io.Reader, name string) ([]Record, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	sc := input.NewScanner(r, name)
 	var out []Record
-	line := 0
 	for sc.Scan() {
-		line++
+		line := sc.Line()
 		t := strings.TrimSpace(sc.Text())
 		if t == "" || t[0] == '#' {
 			continue
+		}
+		if len(out) == MaxRecords {
+			return nil, fmt.Errorf("%w: %s:%d: more than %d records", ErrTrace, name, line, MaxRecords)
 		}
 		var rec Record
 		dec := json.NewDecoder(strings.NewReader(t))
@@ -77,7 +79,7 @@ func ReadTrace(r io.Reader, name string) ([]Record, error) {
 		out = append(out, rec)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %s:%d: %v", ErrTrace, name, line+1, err)
+		return nil, fmt.Errorf("%w: %w", ErrTrace, err)
 	}
 	return out, nil
 }
