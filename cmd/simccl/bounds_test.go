@@ -37,7 +37,7 @@ func TestInputBounds(t *testing.T) {
 		want string
 	}{
 		// Finding 6: files over the bound, through every command that reads one.
-		{args: []string{"run", "--topo", big}, rc: 1, want: big + ": input too large (more than 64 MiB)"},
+		{args: []string{"run", "--topo", big}, rc: 1, want: big + ": input too large (more than 16 MiB)"},
 		{args: []string{"tune", "--topo", big}, rc: 1, want: big + ": input too large"},
 		{args: []string{"plan", "-b", "1M"}, env: map[string]string{"NCCL_TOPO_FILE": big}, rc: 1, want: "NCCL_TOPO_FILE: " + big + ": input too large"},
 		{args: []string{"run", "--nodes", "2", "--fabric", big}, rc: 1, want: big + ":1: input too large (a line longer than 1 MiB)"},

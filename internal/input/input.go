@@ -13,6 +13,7 @@ package input
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -51,7 +52,11 @@ func Size(n int64) string {
 // when its size is known (a regular file), after MaxBytes+1 bytes otherwise (a pipe, or a device
 // such as /dev/zero). Errors name path; a missing file's error still satisfies
 // errors.Is(err, fs.ErrNotExist).
-func ReadFile(path string) ([]byte, error) {
+func ReadFile(path string) ([]byte, error) { return ReadFileMax(path, MaxBytes) }
+
+// ReadFileMax is ReadFile with a tighter bound, for a format whose valid files are all smaller
+// (topo/ncclxml's XML documents).
+func ReadFileMax(path string, max int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -63,13 +68,13 @@ func ReadFile(path string) ([]byte, error) {
 			return nil, fmt.Errorf("%s: is a directory", path)
 		}
 		if st.Mode().IsRegular() {
-			if st.Size() > MaxBytes {
-				return nil, TooLarge(path, MaxBytes)
+			if st.Size() > max {
+				return nil, TooLarge(path, max)
 			}
 			hint = int(st.Size())
 		}
 	}
-	return read(f, path, MaxBytes, hint)
+	return read(f, path, max, hint)
 }
 
 // Read reads r whole, at most max bytes; name is what errors call the input.
@@ -77,26 +82,36 @@ func Read(r io.Reader, name string, max int64) ([]byte, error) {
 	return read(r, name, max, 0)
 }
 
+// read reads r in chunks of growing size (the first of hint+1 bytes when the size is known),
+// joined once at the end: a stream over the bound (/dev/zero) is then written into memory once,
+// not copied again and again as one growing buffer would be on its way to max.
 func read(r io.Reader, name string, max int64, hint int) ([]byte, error) {
-	// One byte more than the bound tells a file of exactly max bytes from a larger one.
-	buf := make([]byte, 0, min(int64(hint), max)+1)
+	var chunks [][]byte
+	var total int64
+	size := int64(64 << 10)
+	if hint > 0 {
+		size = int64(hint) + 1 // one byte more than the file tells a file that grew
+	}
 	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		room := min(int64(cap(buf)-len(buf)), max+1-int64(len(buf)))
-		n, err := r.Read(buf[len(buf) : len(buf)+int(room)])
-		buf = buf[:len(buf)+n]
-		if int64(len(buf)) > max {
+		buf := make([]byte, min(size, max+1-total))
+		n, err := io.ReadFull(r, buf)
+		chunks = append(chunks, buf[:n])
+		total += int64(n)
+		if total > max {
 			return nil, TooLarge(name, max)
 		}
-		if err == io.EOF {
-			return buf, nil
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
+		size = min(2*size, 8<<20)
 	}
+	if len(chunks) == 1 {
+		return chunks[0], nil
+	}
+	return bytes.Join(chunks, nil), nil
 }
 
 // limited is a reader that fails once more than max bytes have come through it.

@@ -17,13 +17,32 @@ import (
 // instead of exhausting memory. NCCL itself caps nodes per type at 576 (2.28); these limits are
 // far above anything a real machine produces.
 const (
-	MaxInputBytes = input.MaxBytes // whole document (simccl's bound on every input file)
-	MaxDepth      = 512            // element nesting
-	MaxElements   = 1 << 20        // elements in one document (a fused 72-GPU NVL72 dump has a few thousand)
+	// MaxInputBytes bounds a whole document, tighter than simccl's 64 MiB on other inputs: the
+	// largest valid NCCL XML (a full graph dump, below) is about 5 MB, and encoding/xml reads
+	// 30-40 MB/s, so that 64 MiB of text in one element took 3.5 s to refuse.
+	MaxInputBytes = 16 << 20
+	MaxDepth      = 512 // element nesting
+	// MaxElements bounds the elements of one document. The largest valid NCCL files are far below
+	// it: a graph dump of 5 graphs × 64 channels (MAXCHANNELS) × 640 GPUs and 2 NETs
+	// (NCCL_TOPO_MAX_NODES: 576 in 2.28, 640 in 2.30) has about 206,000; real ones a few hundred (a fused
+	// 2-tray NVL72 graph dump, the largest in testdata, 310). A 200,000-GPU file (400,000
+	// elements, 18 MB) took 0.7 to 2.3 s to parse before the topology refused it; such files
+	// are now refused before the tree is built.
+	MaxElements = 1 << 18
 	// MaxAttrs bounds the attributes of one element. NCCL's own reader keeps at most 16
 	// (MAX_ATTR_COUNT in NCCL 2.28's xml.h); without a bound, one element of 200,000 attributes
 	// (3 MB) took 87 s, the tree's attribute insertion being quadratic.
 	MaxAttrs = 64
+	// MaxAttrsTotal bounds the attributes of one document, counted before parsing as the '='
+	// characters of the input (each attribute has one outside its value; text may add some, and
+	// NCCL's files have no text). The largest valid files have about 250,000 (a 640-GPU topology
+	// with its NVLinks and PCI devices, a full graph dump's dev ids). Within 64 MiB and
+	// MaxElements, 9 million short attributes took 20 s and 1 GB to read.
+	MaxAttrsTotal = 1 << 19
+	// MaxMarkup bounds the elements, comments, CDATA sections, processing instructions and
+	// declarations of one document together: 64 MiB of "<!---->" would otherwise be 9 million
+	// comment nodes in the tree.
+	MaxMarkup = 2 * MaxElements
 )
 
 // Kind says which NCCL document a file holds.
@@ -92,7 +111,7 @@ type Document struct {
 // is refused before it is read when its size is known). A missing file's error satisfies
 // errors.Is(err, fs.ErrNotExist).
 func ReadFile(path string) (*Document, error) {
-	data, err := input.ReadFile(path)
+	data, err := input.ReadFileMax(path, MaxInputBytes)
 	if errors.Is(err, input.ErrTooLarge) {
 		return nil, tooLarge(path)
 	}
@@ -213,11 +232,19 @@ func build(data []byte, name string) (*Document, error) {
 		line := 1 + bytes.Count(data[:off], []byte("\n"))
 		return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf("more than %d elements", MaxElements)}
 	}
+	if bytes.Count(data, []byte("=")) > MaxAttrsTotal {
+		off, k := 0, 0
+		for ; k <= MaxAttrsTotal; k++ {
+			off += bytes.IndexByte(data[off:], '=') + 1
+		}
+		line := 1 + bytes.Count(data[:off], []byte("\n"))
+		return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf("more than %d attributes", MaxAttrsTotal)}
+	}
 	dec := stdxml.NewDecoder(bytes.NewReader(data))
 	dec.Strict = true
 	doc := etree.NewDocument()
 	// The count sizes the line map once: growing it step by step cost a third of the time of a
-	// 200,000-GPU file.
+	// 200,000-GPU file (when MaxElements allowed one).
 	d := &Document{Name: name, Doc: doc, lines: make(map[*etree.Element]int, n)}
 	type open struct {
 		e    *etree.Element
@@ -225,7 +252,10 @@ func build(data []byte, name string) (*Document, error) {
 	}
 	var stack []open
 	parent := &doc.Element
-	roots, elements := 0, 0
+	roots, elements, markup := 0, 0, 0
+	tooMuch := func(line int) error {
+		return &Error{File: name, Line: line, Msg: fmt.Sprintf("more than %d elements, comments, CDATA sections and processing instructions", MaxMarkup)}
+	}
 	for {
 		// Character data (whitespace included) is a token of its own, so the position before a
 		// token is the position of its first byte: the '<' of a tag, or a CDATA section.
@@ -241,6 +271,13 @@ func build(data []byte, name string) (*Document, error) {
 				return nil, &Error{File: name, Line: se.Line, Msg: se.Msg}
 			}
 			return nil, &Error{File: name, Line: line, Msg: err.Error()}
+		}
+		if _, text := tok.(stdxml.CharData); !text || (off >= 0 && off < int64(len(data)) && bytes.HasPrefix(data[off:], []byte("<![CDATA["))) {
+			if _, end := tok.(stdxml.EndElement); !end {
+				if markup++; markup > MaxMarkup {
+					return nil, tooMuch(line)
+				}
+			}
 		}
 		switch t := tok.(type) {
 		case stdxml.StartElement:
