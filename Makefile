@@ -76,6 +76,7 @@ fuzz:
 	$(GO) test ./simnet -run '^$$' -fuzz '^FuzzParseFabric$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./report -run '^$$' -fuzz '^FuzzReadMeasured$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./intercept -run '^$$' -fuzz '^FuzzReadTrace$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./intercept -run '^$$' -fuzz '^FuzzDecodeRecord$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./intercept -run '^$$' -fuzz '^FuzzParseLog$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./realnet -run '^$$' -fuzz '^FuzzReadMsg$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./realnet -run '^$$' -fuzz '^FuzzUniqueID$$' -fuzztime $(FUZZTIME)

@@ -137,3 +137,25 @@ func TestReadMeasuredBounds(t *testing.T) {
 	_, err = ReadMeasured([]string{bad})
 	require.ErrorContains(t, err, bad+`: "calls" is not an array`)
 }
+
+// TestTraceRecordBounds: a trace of more than MaxRecords records is refused by a scan before any
+// is decoded, and an NCCL log's lines that nearly match are bounded too.
+func TestTraceRecordBounds(t *testing.T) {
+	dir := t.TempDir()
+	line := `{"seq":0,"rank":0,"nranks":1,"comm":"c","op":"AllReduce","count":8,"dtype":"float","root":-1,"group":0}` + "\n"
+	many := filepath.Join(dir, "many.jsonl")
+	require.NoError(t, os.WriteFile(many, []byte("# header\n\n"+strings.Repeat(line, MaxRecords+1)), 0o644))
+	_, err := ReadTraceOrLog(many)
+	require.EqualError(t, err, "intercept: bad trace: "+many+":262147: more than 262144 records")
+
+	inits := filepath.Join(dir, "inits.log")
+	initLine := "h:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0x5 - Init COMPLETE\n"
+	require.NoError(t, os.WriteFile(inits, []byte(strings.Repeat(initLine, maxCommInits+1)), 0o644))
+	_, err = ReadTraceOrLog(inits)
+	require.EqualError(t, err, "intercept: bad trace: "+inits+":65537: more than 65536 communicator-init lines")
+
+	long := filepath.Join(dir, "long.log")
+	require.NoError(t, os.WriteFile(long, []byte("h:1:1 [0] NCCL INFO AllReduce: opCount 0 "+strings.Repeat("x", 5000)+"\n"), 0o644))
+	_, err = ReadTraceOrLog(long)
+	require.EqualError(t, err, "intercept: bad trace: "+long+":1: unrecognised COLL line of 5041 bytes")
+}

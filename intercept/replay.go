@@ -3,6 +3,7 @@ package intercept
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -62,14 +63,17 @@ func Launches(recs []Record) ([]Launch, error) {
 		comm string
 		rank int
 	}
-	perRank := map[key][]Record{}
+	// Records are referred to by index until they go into their launch: copying them into
+	// per-rank slices, growing record by record, was most of the time of a large trace.
+	perRank := map[key][]int{}
 	sizes := map[string]int{}
 	var comms []string
-	for _, r := range recs {
+	for i := range recs {
+		r := &recs[i]
 		if !IsCollective(r.Op) {
 			continue
 		}
-		if err := checkSize("trace", &r); err != nil {
+		if err := checkSize("trace", r); err != nil {
 			return nil, err
 		}
 		if n, ok := sizes[r.Comm]; ok && n != r.NRanks {
@@ -80,57 +84,70 @@ func Launches(recs []Record) ([]Launch, error) {
 		}
 		sizes[r.Comm] = r.NRanks
 		k := key{r.Comm, r.Rank}
-		perRank[k] = append(perRank[k], r)
+		perRank[k] = append(perRank[k], i)
 	}
 	sort.Strings(comms)
 	var out []Launch
 	for _, c := range comms {
 		n := sizes[c]
-		var split [][][]Record // [rank][launch]calls
+		// split[rank]: the rank's calls in order (indices into recs) and where each launch starts.
+		type calls struct{ idx, starts []int }
+		split := make([]calls, n)
+		nl := 0
 		for rank := 0; rank < n; rank++ {
-			calls := perRank[key{c, rank}]
-			sort.SliceStable(calls, func(i, j int) bool { return calls[i].Seq < calls[j].Seq })
-			var ls [][]Record
-			for i, r := range calls {
-				if i > 0 && r.GID != 0 && r.GID == calls[i-1].GID && r.PID == calls[i-1].PID {
-					ls[len(ls)-1] = append(ls[len(ls)-1], r)
+			idx := perRank[key{c, rank}]
+			sort.SliceStable(idx, func(i, j int) bool { return recs[idx[i]].Seq < recs[idx[j]].Seq })
+			var starts []int
+			for i, x := range idx {
+				r, prev := &recs[x], (*Record)(nil)
+				if i > 0 {
+					prev = &recs[idx[i-1]]
+				}
+				if prev != nil && r.GID != 0 && r.GID == prev.GID && r.PID == prev.PID {
 					continue
 				}
-				ls = append(ls, []Record{r})
+				starts = append(starts, i)
 			}
-			split = append(split, ls)
+			split[rank] = calls{idx, append(starts, len(idx))}
+			nl = max(nl, len(starts))
 		}
-		nl := 0
-		for _, ls := range split {
-			nl = max(nl, len(ls))
-		}
+		out = slices.Grow(out, nl)
 		for k := 0; k < nl; k++ {
 			l := Launch{Comm: c, NRanks: n, Index: k}
 			collFrom := -1
-			sends := map[Transfer]int{}
-			recvs := map[Transfer]int{}
-			for rank, ls := range split {
-				if k >= len(ls) {
+			var sends, recvs map[Transfer]int
+			for rank, cs := range split {
+				if k >= len(cs.starts)-1 {
 					continue
 				}
-				for _, r := range ls[k] {
+				for _, x := range cs.idx[cs.starts[k]:cs.starts[k+1]] {
+					r := &recs[x]
 					if l.TimeNs == 0 {
 						l.TimeNs = r.TimeNs
 					}
 					switch r.Op {
 					case OpSend:
+						if sends == nil {
+							sends = map[Transfer]int{}
+						}
 						sends[Transfer{rank, r.Root, r.Bytes()}]++
 					case OpRecv:
+						if recvs == nil {
+							recvs = map[Transfer]int{}
+						}
 						recvs[Transfer{r.Root, rank, r.Bytes()}]++
 					default:
 						if collFrom < 0 {
 							collFrom = rank
 						}
 						if collFrom == rank {
-							l.Colls = append(l.Colls, r)
+							l.Colls = append(l.Colls, *r)
 						}
 					}
 				}
+			}
+			if len(sends) > 0 && recvs == nil {
+				recvs = map[Transfer]int{}
 			}
 			for t, s := range sends {
 				recvs[t] = max(recvs[t], s)
