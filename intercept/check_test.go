@@ -131,7 +131,7 @@ func TestReadMeasuredBounds(t *testing.T) {
 	require.NoError(t, os.WriteFile(many, []byte(`{"rank":0,"calls":[`+strings.Repeat("{},", MaxMeasuredCalls)+`{}]}`), 0o644))
 	_, err := ReadMeasured([]string{many})
 	require.ErrorIs(t, err, ErrTrace)
-	require.EqualError(t, err, "intercept: bad trace: "+many+": more than 1048576 calls")
+	require.EqualError(t, err, "intercept: bad trace: "+many+": more than 262144 calls")
 	bad := filepath.Join(dir, "bad.json")
 	require.NoError(t, os.WriteFile(bad, []byte(`{"rank":0,"calls":{}}`), 0o644))
 	_, err = ReadMeasured([]string{bad})

@@ -37,8 +37,9 @@ type MeasuredKernel struct {
 	Dur  float64 `json:"dur"` // µs
 }
 
-// MaxMeasuredCalls bounds the calls (and kernels) of one measured file.
-const MaxMeasuredCalls = 1 << 20
+// MaxMeasuredCalls bounds the calls (and kernels) of one measured file: as many as a trace may
+// hold records.
+const MaxMeasuredCalls = MaxRecords
 
 // readMeasuredRank decodes one rank's file as a stream, counting calls and kernels as they come
 // (a 64 MiB array of empty objects would otherwise be millions of them in memory).
