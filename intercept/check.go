@@ -203,28 +203,40 @@ func CheckTraces(files []TraceFile, opt CheckOptions) error {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	present := map[string][]int{} // communicator → the ranks that have a file, in order
-	for _, id := range ids {
-		n := sizeOf[id].rec.NRanks
-		for r := 0; r < n; r++ {
-			if _, ok := holder[ck{id, r}]; ok || virtual[id] {
-				if ok {
-					present[id] = append(present[id], r)
-				}
-				continue
-			}
-			var have []string
-			for q := 0; q < n; q++ {
-				if h, ok := holder[ck{id, q}]; ok {
-					if len(have) == 8 {
-						have = append(have, "…")
-						break
-					}
-					have = append(have, fmt.Sprintf("rank %d in %s", q, files[h].Name))
-				}
-			}
-			return fmt.Errorf("%w: communicator %s has %d ranks but no trace holds rank %d (missing rank file?); found %s", ErrTrace, id, n, r, strings.Join(have, ", "))
+	// present: communicator → the ranks that have a file, in order (gathered from the holders, not
+	// by walking every rank: a record may claim 2^24 of them).
+	present := map[string][]int{}
+	for k := range holder {
+		if dataCalls[k.comm] > 0 {
+			present[k.comm] = append(present[k.comm], k.rank)
 		}
+	}
+	for _, id := range ids {
+		held := present[id]
+		sort.Ints(held)
+		if virtual[id] {
+			continue
+		}
+		n := sizeOf[id].rec.NRanks
+		missing := len(held) // ranks are 0..n-1 (checkRecord): the first gap is the first missing
+		for i, r := range held {
+			if r != i {
+				missing = i
+				break
+			}
+		}
+		if missing == n {
+			continue
+		}
+		var have []string
+		for i, q := range held {
+			if i == 8 {
+				have = append(have, "…")
+				break
+			}
+			have = append(have, fmt.Sprintf("rank %d in %s", q, files[holder[ck{id, q}]].Name))
+		}
+		return fmt.Errorf("%w: communicator %s has %d ranks but no trace holds rank %d (missing rank file?); found %s", ErrTrace, id, n, missing, strings.Join(have, ", "))
 	}
 	return matchCalls(files, sorted, ids, present)
 }
