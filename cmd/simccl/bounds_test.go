@@ -65,6 +65,8 @@ func TestInputBounds(t *testing.T) {
 		// Finding 5 through the command line.
 		{args: []string{"run", "--nodes", "2", "--fabric-set", "hosts_per_leaf=1000000000000000000"}, rc: 2, want: "--fabric-set: fabric: hosts_per_leaf 1000000000000000000 (want 1..4096)"},
 		{args: []string{"run", "--nodes", "2", "--fabric-set", "switch_latency_us=1e13"}, rc: 2, want: "switch_latency_us 1e+13"},
+		// Values each in range that multiply into 160,000 uplinks a leaf: one error before any size.
+		{args: []string{"run", "--nodes", "64", "--fabric-set", "uplink_speed=0.08Gbps"}, rc: 1, want: "fabric: a leaf would need 1.6e+05 uplinks of 0.01 GB/s"},
 	} {
 		for k, v := range tc.env {
 			t.Setenv(k, v)
