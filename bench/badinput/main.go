@@ -346,6 +346,16 @@ func subst(s string, paths []string) string {
 	return s
 }
 
+// unsubst writes the case's files back as {F} and {G} (the results name no temporary path).
+func unsubst(s string, paths []string) string {
+	for k, name := range []string{"{F}", "{G}"} {
+		if k < len(paths) {
+			s = strings.ReplaceAll(s, paths[k], name)
+		}
+	}
+	return s
+}
+
 // environ is the environment without NCCL_* and SIMCCL_* variables (cases set their own).
 func environ(extra []string) []string {
 	var env []string
@@ -486,7 +496,7 @@ func runCase(self, bin, dir string, i int, c badCase, reps int, guardKiB int64, 
 		r.PeakRSSMiB = max(r.PeakRSSMiB, float64(o.rssKiB)/1024)
 		r.RC = o.rc
 		msg := strings.TrimRight(o.stderr, "\n")
-		r.Error = clip(msg)
+		r.Error = clip(unsubst(msg, paths))
 		if c.rc == 0 {
 			r.Error = ""
 		}
