@@ -1,32 +1,110 @@
 package intercept
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"sort"
+
+	"github.com/simccl/simccl/internal/input"
 )
 
 // MeasuredRank is what a timed program wrote for one rank (bench/intercept/torch_mixed.py):
 // the host window of its timed loop, its calls in order and the NCCL kernels the profiler saw,
 // one per call, in order.
 type MeasuredRank struct {
-	Rank    int   `json:"rank"`
-	World   int   `json:"world"`
-	StartNs int64 `json:"start_ns"` // Unix ns, the clock of the trace's t_ns
-	EndNs   int64 `json:"end_ns"`
-	Calls   []struct {
-		Op      string  `json:"op"`
-		Bytes   int64   `json:"bytes"`
-		EventUs float64 `json:"event_us"`
-		WallUs  float64 `json:"wall_us"`
-	} `json:"calls"`
-	Kernels []struct {
-		Name string  `json:"name"`
-		Ts   float64 `json:"ts"`  // µs, one clock for all ranks of a host
-		Dur  float64 `json:"dur"` // µs
-	} `json:"kernels"`
+	Rank    int              `json:"rank"`
+	World   int              `json:"world"`
+	StartNs int64            `json:"start_ns"` // Unix ns, the clock of the trace's t_ns
+	EndNs   int64            `json:"end_ns"`
+	Calls   []MeasuredEvent  `json:"calls"`
+	Kernels []MeasuredKernel `json:"kernels"`
+}
+
+// MeasuredEvent is one call of a measured rank.
+type MeasuredEvent struct {
+	Op      string  `json:"op"`
+	Bytes   int64   `json:"bytes"`
+	EventUs float64 `json:"event_us"`
+	WallUs  float64 `json:"wall_us"`
+}
+
+// MeasuredKernel is one NCCL kernel the profiler saw.
+type MeasuredKernel struct {
+	Name string  `json:"name"`
+	Ts   float64 `json:"ts"`  // µs, one clock for all ranks of a host
+	Dur  float64 `json:"dur"` // µs
+}
+
+// MaxMeasuredCalls bounds the calls (and kernels) of one measured file: as many as a trace may
+// hold records.
+const MaxMeasuredCalls = MaxRecords
+
+// readMeasuredRank decodes one rank's file as a stream, counting calls and kernels as they come
+// (a 64 MiB array of empty objects would otherwise be millions of them in memory).
+func readMeasuredRank(data []byte, name string) (MeasuredRank, error) {
+	var m MeasuredRank
+	bad := func(err error) error { return fmt.Errorf("%w: %s: %v", ErrTrace, name, err) }
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return m, bad(fmt.Errorf("not a JSON object"))
+	}
+	array := func(key string, each func() error) error {
+		if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+			return fmt.Errorf("%q is not an array", key)
+		}
+		for n := 0; dec.More(); n++ {
+			if n == MaxMeasuredCalls {
+				return fmt.Errorf("more than %d %s", MaxMeasuredCalls, key)
+			}
+			if err := each(); err != nil {
+				return fmt.Errorf("%s[%d]: %v", key, n, err)
+			}
+		}
+		_, err := dec.Token()
+		return err
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return m, bad(err)
+		}
+		switch key, _ := tok.(string); key {
+		case "rank":
+			err = dec.Decode(&m.Rank)
+		case "world":
+			err = dec.Decode(&m.World)
+		case "start_ns":
+			err = dec.Decode(&m.StartNs)
+		case "end_ns":
+			err = dec.Decode(&m.EndNs)
+		case "calls":
+			err = array(key, func() error {
+				var c MeasuredEvent
+				err := dec.Decode(&c)
+				m.Calls = append(m.Calls, c)
+				return err
+			})
+		case "kernels":
+			err = array(key, func() error {
+				var k MeasuredKernel
+				err := dec.Decode(&k)
+				m.Kernels = append(m.Kernels, k)
+				return err
+			})
+		default:
+			var skip json.RawMessage
+			err = dec.Decode(&skip)
+		}
+		if err != nil {
+			return m, bad(err)
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return m, bad(err)
+	}
+	return m, nil
 }
 
 // MeasuredCall is one call's measured communication time: from the start of the last rank's
@@ -52,13 +130,13 @@ func ReadMeasured(paths []string) (*Measured, error) {
 	}
 	var ranks []MeasuredRank
 	for _, p := range paths {
-		b, err := os.ReadFile(p)
+		b, err := input.ReadFile(p)
 		if err != nil {
 			return nil, err
 		}
-		var m MeasuredRank
-		if err := json.Unmarshal(b, &m); err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrTrace, p, err)
+		m, err := readMeasuredRank(b, p)
+		if err != nil {
+			return nil, err
 		}
 		if len(m.Kernels) != len(m.Calls) {
 			return nil, fmt.Errorf("%w: %s: %d calls but %d NCCL kernels (one kernel per call expected)", ErrTrace, p, len(m.Calls), len(m.Kernels))

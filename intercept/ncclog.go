@@ -1,13 +1,15 @@
 package intercept
 
 import (
-	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/simccl/simccl/internal/input"
 )
 
 // collLine matches the per-call line NCCL prints with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS
@@ -30,6 +32,22 @@ var logOps = map[string]string{
 // "comm 0x… rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId … commId 0x… - Init COMPLETE". It gives the
 // caller's rank and a commId equal on every rank (2.12+), which names the communicator.
 var commInitLine = regexp.MustCompile(`comm (0x[0-9a-fA-F]+) rank (\d+) nranks (\d+) (?:.*?commId (0x[0-9a-fA-F]+))?.*Init COMPLETE`)
+
+// maxLogLine bounds the lines ParseLog matches: NCCL's COLL and init lines are about 200 bytes.
+const maxLogLine = 4096
+
+// maxCommInits bounds the communicator-init lines of one log (a process creates a few
+// communicators per parallel group, not thousands).
+const maxCommInits = 1 << 16
+
+// initMatch matches a communicator-init line (commInitLine), only run when the line holds
+// "Init COMPLETE".
+func initMatch(isInit bool, line string) []string {
+	if !isInit || !strings.Contains(line, " NCCL INFO ") {
+		return nil
+	}
+	return commInitLine.FindStringSubmatch(line)
+}
 
 // LogStats counts what ParseLog read.
 type LogStats struct {
@@ -59,15 +77,29 @@ func ParseLog(r io.Reader, name string) ([]Record, LogStats, error) {
 	perDev := map[[2]int]int{}
 	var out []Record
 	var st LogStats
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	sc := input.NewScanner(r, name)
+	inits := 0
 	for sc.Scan() {
 		st.Lines++
-		line := sc.Text()
-		if !strings.Contains(line, "NCCL INFO") {
+		// Cheap tests first: the regular expressions run only on short lines that hold their
+		// fixed words, and communicator-init lines are bounded as calls are, so that a 64 MiB log
+		// of lines that nearly match costs a scan, not millions of matches.
+		raw := sc.Bytes()
+		isInit, isColl := bytes.Contains(raw, []byte("Init COMPLETE")), bytes.Contains(raw, []byte(": opCount "))
+		if (!isInit && !isColl) || !bytes.Contains(raw, []byte("NCCL INFO")) {
 			continue
 		}
-		if m := commInitLine.FindStringSubmatch(line); m != nil && strings.Contains(line, " NCCL INFO ") {
+		if len(raw) > maxLogLine {
+			if isColl {
+				return nil, st, fmt.Errorf("%w: %s:%d: unrecognised COLL line of %d bytes", ErrTrace, name, st.Lines, len(raw))
+			}
+			continue
+		}
+		line := string(raw)
+		if m := initMatch(isInit, line); m != nil {
+			if inits++; inits > maxCommInits {
+				return nil, st, fmt.Errorf("%w: %s:%d: more than %d communicator-init lines", ErrTrace, name, st.Lines, maxCommInits)
+			}
 			pid := 0
 			if f := strings.SplitN(line, ":", 3); len(f) == 3 {
 				pid, _ = strconv.Atoi(f[1])
@@ -77,6 +109,9 @@ func ParseLog(r io.Reader, name string) ([]Record, LogStats, error) {
 			if m[4] != "" {
 				comms[commKey{pid, m[1]}] = commMeta{rank: rank, nranks: n, id: "commId:" + m[4]}
 			}
+			continue
+		}
+		if !isColl {
 			continue
 		}
 		m := collLine.FindStringSubmatch(line)
@@ -176,11 +211,14 @@ func ParseLog(r io.Reader, name string) ([]Record, LogStats, error) {
 		if err := checkRecord(&rec); err != nil {
 			return nil, st, fmt.Errorf("%w: %s:%d: %v", ErrTrace, name, st.Lines, err)
 		}
+		if len(out) == MaxRecords {
+			return nil, st, fmt.Errorf("%w: %s:%d: more than %d records", ErrTrace, name, st.Lines, MaxRecords)
+		}
 		out = append(out, rec)
 		st.Calls++
 	}
 	if err := sc.Err(); err != nil {
-		return nil, st, fmt.Errorf("%w: %s:%d: %v", ErrTrace, name, st.Lines+1, err)
+		return nil, st, fmt.Errorf("%w: %w", ErrTrace, err)
 	}
 	return out, st, nil
 }

@@ -3,10 +3,12 @@ package intercept
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/simnet"
 )
@@ -54,18 +56,25 @@ func (l *Launch) Ops() string {
 // the k-th launches of the ranks of a communicator are merged (NCCL requires every rank to issue
 // a communicator's collectives in the same order). Collectives are taken from the lowest rank
 // that has them; point-to-point messages from every rank's Sends, and from Recvs where the
-// matching Send is absent.
+// matching Send is absent. The records are those of files CheckTraces accepted (ranks that
+// disagree are not reconciled here); a call over units.MaxSize is refused again.
 func Launches(recs []Record) ([]Launch, error) {
 	type key struct {
 		comm string
 		rank int
 	}
-	perRank := map[key][]Record{}
+	// Records are referred to by index until they go into their launch: copying them into
+	// per-rank slices, growing record by record, was most of the time of a large trace.
+	perRank := map[key][]int{}
 	sizes := map[string]int{}
 	var comms []string
-	for _, r := range recs {
+	for i := range recs {
+		r := &recs[i]
 		if !IsCollective(r.Op) {
 			continue
+		}
+		if err := checkSize("trace", r); err != nil {
+			return nil, err
 		}
 		if n, ok := sizes[r.Comm]; ok && n != r.NRanks {
 			return nil, fmt.Errorf("%w: communicator %s has size %d and %d in the trace", ErrReplay, r.Comm, n, r.NRanks)
@@ -75,57 +84,70 @@ func Launches(recs []Record) ([]Launch, error) {
 		}
 		sizes[r.Comm] = r.NRanks
 		k := key{r.Comm, r.Rank}
-		perRank[k] = append(perRank[k], r)
+		perRank[k] = append(perRank[k], i)
 	}
 	sort.Strings(comms)
 	var out []Launch
 	for _, c := range comms {
 		n := sizes[c]
-		var split [][][]Record // [rank][launch]calls
+		// split[rank]: the rank's calls in order (indices into recs) and where each launch starts.
+		type calls struct{ idx, starts []int }
+		split := make([]calls, n)
+		nl := 0
 		for rank := 0; rank < n; rank++ {
-			calls := perRank[key{c, rank}]
-			sort.SliceStable(calls, func(i, j int) bool { return calls[i].Seq < calls[j].Seq })
-			var ls [][]Record
-			for i, r := range calls {
-				if i > 0 && r.GID != 0 && r.GID == calls[i-1].GID && r.PID == calls[i-1].PID {
-					ls[len(ls)-1] = append(ls[len(ls)-1], r)
+			idx := perRank[key{c, rank}]
+			sort.SliceStable(idx, func(i, j int) bool { return recs[idx[i]].Seq < recs[idx[j]].Seq })
+			var starts []int
+			for i, x := range idx {
+				r, prev := &recs[x], (*Record)(nil)
+				if i > 0 {
+					prev = &recs[idx[i-1]]
+				}
+				if prev != nil && r.GID != 0 && r.GID == prev.GID && r.PID == prev.PID {
 					continue
 				}
-				ls = append(ls, []Record{r})
+				starts = append(starts, i)
 			}
-			split = append(split, ls)
+			split[rank] = calls{idx, append(starts, len(idx))}
+			nl = max(nl, len(starts))
 		}
-		nl := 0
-		for _, ls := range split {
-			nl = max(nl, len(ls))
-		}
+		out = slices.Grow(out, nl)
 		for k := 0; k < nl; k++ {
 			l := Launch{Comm: c, NRanks: n, Index: k}
 			collFrom := -1
-			sends := map[Transfer]int{}
-			recvs := map[Transfer]int{}
-			for rank, ls := range split {
-				if k >= len(ls) {
+			var sends, recvs map[Transfer]int
+			for rank, cs := range split {
+				if k >= len(cs.starts)-1 {
 					continue
 				}
-				for _, r := range ls[k] {
+				for _, x := range cs.idx[cs.starts[k]:cs.starts[k+1]] {
+					r := &recs[x]
 					if l.TimeNs == 0 {
 						l.TimeNs = r.TimeNs
 					}
 					switch r.Op {
 					case OpSend:
+						if sends == nil {
+							sends = map[Transfer]int{}
+						}
 						sends[Transfer{rank, r.Root, r.Bytes()}]++
 					case OpRecv:
+						if recvs == nil {
+							recvs = map[Transfer]int{}
+						}
 						recvs[Transfer{r.Root, rank, r.Bytes()}]++
 					default:
 						if collFrom < 0 {
 							collFrom = rank
 						}
 						if collFrom == rank {
-							l.Colls = append(l.Colls, r)
+							l.Colls = append(l.Colls, *r)
 						}
 					}
 				}
+			}
+			if len(sends) > 0 && recvs == nil {
+				recvs = map[Transfer]int{}
 			}
 			for t, s := range sends {
 				recvs[t] = max(recvs[t], s)
@@ -371,6 +393,9 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 				note("ncclRedOpCreatePreMulSum reductions simulated as sum")
 			}
 			k := simKey{f, testSize(f, c.Count, dt.Size(), ranks), dt, op, ranks}
+			if err := units.CheckSize(fmt.Sprintf("%s launch %d: %s of count %d on %d ranks", l.Comm, l.Index, c.Op, c.Count, ranks), k.size); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrReplay, err)
+			}
 			plan[i] = append(plan[i], k)
 			if uses[k] == 0 {
 				order = append(order, todo{k, fmt.Sprintf("%s %d B on %d ranks", c.Op, k.size, ranks)})

@@ -1,6 +1,7 @@
 package intercept
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -84,6 +85,48 @@ func TestTraceNamesMatchColl(t *testing.T) {
 	for v := 0; v < int(coll.NumRedOps); v++ {
 		if RedOpName(v) != coll.RedOp(v).String() {
 			t.Errorf("redop %d: trace %q, coll %q", v, RedOpName(v), coll.RedOp(v).String())
+		}
+	}
+}
+
+// FuzzDecodeRecord: wherever the fast decoder accepts a line, encoding/json (DisallowUnknownFields)
+// decodes it to the same record.
+func FuzzDecodeRecord(f *testing.F) {
+	for _, s := range []string{
+		`{"seq":0,"t_ns":1795328946573142280,"dur_ns":324889039,"rank":0,"nranks":2,"comm":"udf18ccee6a13bbcb","op":"CommInit","root":-1,"group":0,"host":"vm","pid":751,"mode":"record"}`,
+		`{"seq":1,"rank":0,"nranks":2,"comm":"c","op":"AllReduce","count":2097152,"dtype":"float","redop":"sum","root":-1,"group":1,"gid":3}`,
+		`{}`, ` { "seq" : -0 , "op":"x" } `, `{"seq":01}`, `{"seq":1e3}`, `{"Seq":1}`, `{"op":"\u0041"}`, `{"op":null}`,
+		`{"seq":1} x`, `{"rank":9223372036854775808}`, `{"comm":"é"}`, "{\"comm\":\"\xff\"}", `{"seq":1,}`, `{"seq":1,"seq":2}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var fast Record
+		if !decodeRecord(s, &fast) {
+			return
+		}
+		var ref Record
+		dec := json.NewDecoder(strings.NewReader(s))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&ref); err != nil {
+			t.Fatalf("%q: fast decoder accepted, encoding/json: %v", s, err)
+		}
+		if fast != ref {
+			t.Fatalf("%q: fast %+v, encoding/json %+v", s, fast, ref)
+		}
+	})
+}
+
+// TestDecodeRecordRoundTrip: every record the shim writes takes the fast path.
+func TestDecodeRecordRoundTrip(t *testing.T) {
+	for _, r := range []Record{
+		{Seq: 1, TimeNs: -5, DurNs: 7, Rank: 3, NRanks: 64, Comm: "u0123/s1c2", Op: OpAllGather, Count: 1 << 40, Dtype: "bfloat16", RedOp: "premulsum", Root: -1, Stream: "0x7f", Group: 2, GID: 9, Parent: "p", Color: -1, Host: "h", PID: 42, Mode: "virtual", Topo: "dgx-h100"},
+		{},
+	} {
+		line := strings.TrimSpace(string(AppendRecord(nil, &r)))
+		var got Record
+		if !decodeRecord(line, &got) || got != r {
+			t.Errorf("%s: fast path %+v", line, got)
 		}
 	}
 }

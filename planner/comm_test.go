@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -119,6 +120,15 @@ func TestPipelineErrors(t *testing.T) {
 	}
 	if _, err := New(Machine{Name: file, Nodes: 1}); err == nil {
 		t.Error("no topology: want an error")
+	}
+	// Finding 8 of the input-bounds issue: nodes × GPUs per node over MaxRanks is refused once
+	// the node's system is known, before the search or any per-rank structure (2 GPUs a node).
+	if _, err := New(Machine{Name: file, Doc: doc, Nodes: MaxRanks/2 + 1}); !errors.Is(err, ErrTooManyRanks) ||
+		!strings.Contains(err.Error(), "planner: 65537 nodes × 2 GPUs = 131074 ranks, more ranks than simccl simulates (131072)") {
+		t.Errorf("%d nodes: %v", MaxRanks/2+1, err)
+	}
+	if _, err := New(Machine{Name: file, Doc: doc, Nodes: MaxNodes + 1}); err == nil || !strings.Contains(err.Error(), "want 1..131072") {
+		t.Errorf("%d nodes: %v", MaxNodes+1, err)
 	}
 	if _, err := commOf(nil, nil, commOptions{}); err == nil {
 		t.Error("nil inputs: want an error")

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -12,8 +13,18 @@ import (
 	"github.com/simccl/simccl/tuning"
 )
 
-// MaxNodes bounds the node count of a machine (a communicator of 2^20 ranks at 1 GPU per node).
-const MaxNodes = 1 << 20
+// MaxRanks bounds a communicator: nodes × GPUs per node, checked by New once the node's system is
+// built and before anything of the communicator's size is (rings and trees over every rank, the
+// simulator's links). 131,072 ranks is above the 100,000 GPUs the largest machines simccl is meant
+// to simulate have; without a bound, `simccl plan --nodes 1048576` on an 8-GPU node ran out of
+// memory after allocating several GB.
+const MaxRanks = 1 << 17
+
+// MaxNodes bounds the node count of a machine: MaxRanks nodes of one GPU.
+const MaxNodes = MaxRanks
+
+// ErrTooManyRanks is wrapped by New's error for a machine of more than MaxRanks ranks.
+var ErrTooManyRanks = errors.New("more ranks than simccl simulates")
 
 // Machine describes a communicator: Nodes copies of one node topology, and NCCL's settings.
 type Machine struct {
@@ -97,6 +108,9 @@ func New(m Machine) (*Planner, error) {
 	sys, err := topo.FromXML(m.Doc, gopt)
 	if err != nil {
 		return nil, err
+	}
+	if ppn := len(sys.GPUs()); ppn*m.Nodes > MaxRanks {
+		return nil, fmt.Errorf("planner: %d nodes × %d GPUs = %d ranks, %w (%d)", m.Nodes, ppn, m.Nodes*ppn, ErrTooManyRanks, MaxRanks)
 	}
 	if m.Nodes > 1 {
 		gopt.NRanks = len(sys.GPUs()) * m.Nodes

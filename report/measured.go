@@ -1,7 +1,6 @@
 package report
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -9,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/internal/input"
 	"github.com/simccl/simccl/simnet"
 )
 
@@ -21,7 +21,13 @@ import (
 //     does not print its name), e.g. "all_reduce".
 //
 // Rows read from JSON or text get the tag "default". name is used in errors ("file:line: …").
+// The input is bounded as internal/input bounds a file (64 MiB, 1 MiB a line) and every form to
+// simnet.MaxMeasuredRows rows, each checked by simnet.Measured.Check (no NaN or infinity, sizes
+// within units.MaxSize).
 func ReadMeasured(data []byte, name, coll string) ([]simnet.Measured, error) {
+	if len(data) > input.MaxBytes {
+		return nil, fmt.Errorf("%w: %w", ErrInput, input.TooLarge(name, input.MaxBytes))
+	}
 	trim := bytes.TrimSpace(data)
 	if len(trim) == 0 {
 		return nil, fmt.Errorf("%w: %s: empty", ErrInput, name)
@@ -29,33 +35,80 @@ func ReadMeasured(data []byte, name, coll string) ([]simnet.Measured, error) {
 	if trim[0] == '{' {
 		return readRuncclJSON(trim, name)
 	}
-	first, _, _ := strings.Cut(string(trim), "\n")
+	first, _, _ := strings.Cut(string(trim[:min(len(trim), input.MaxLine)]), "\n")
 	if strings.HasPrefix(first, "tag,") || strings.Count(first, ",") == 6 {
-		return simnet.ReadMeasuredCSV(bytes.NewReader(trim), name)
+		rows, err := simnet.ReadMeasuredCSV(bytes.NewReader(trim), name)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInput, err)
+		}
+		return rows, nil
 	}
 	return readNcclTests(trim, name, coll)
 }
 
+// runccl's JSON row.
+type runcclRow struct {
+	Coll    string  `json:"coll"`
+	Bytes   int64   `json:"bytes"`
+	TimeUs  float64 `json:"time_us"`
+	AlgBW   float64 `json:"algbw"`
+	BusBW   float64 `json:"busbw"`
+	InPlace bool    `json:"in_place"`
+}
+
+// readRuncclJSON decodes runccl's document as a stream, so that the rows are counted as they
+// come (a 64 MiB array of empty objects would otherwise be millions of rows in memory).
 func readRuncclJSON(data []byte, name string) ([]simnet.Measured, error) {
-	var doc struct {
-		NRanks int `json:"nranks"`
-		Rows   []struct {
-			Coll    string  `json:"coll"`
-			Bytes   int64   `json:"bytes"`
-			TimeUs  float64 `json:"time_us"`
-			AlgBW   float64 `json:"algbw"`
-			BusBW   float64 `json:"busbw"`
-			InPlace bool    `json:"in_place"`
-		} `json:"rows"`
+	bad := func(err error) error { return fmt.Errorf("%w: %s: runccl JSON: %v", ErrInput, name, err) }
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if _, err := dec.Token(); err != nil { // '{'
+		return nil, bad(err)
 	}
-	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("%w: %s: runccl JSON: %v", ErrInput, name, err)
+	nranks := 0
+	var rows []runcclRow
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, bad(err)
+		}
+		key, _ := tok.(string)
+		switch key {
+		case "nranks":
+			if err := dec.Decode(&nranks); err != nil {
+				return nil, bad(fmt.Errorf("nranks: %v", err))
+			}
+		case "rows":
+			if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+				return nil, bad(fmt.Errorf("\"rows\" is not an array"))
+			}
+			for dec.More() {
+				if len(rows) == simnet.MaxMeasuredRows {
+					return nil, fmt.Errorf("%w: %s: runccl JSON: more than %d rows", ErrInput, name, simnet.MaxMeasuredRows)
+				}
+				var r runcclRow
+				if err := dec.Decode(&r); err != nil {
+					return nil, bad(fmt.Errorf("rows[%d]: %v", len(rows), err))
+				}
+				rows = append(rows, r)
+			}
+			if _, err := dec.Token(); err != nil { // ']'
+				return nil, bad(err)
+			}
+		default:
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return nil, bad(err)
+			}
+		}
 	}
-	if doc.NRanks < 1 {
+	if _, err := dec.Token(); err != nil { // '}'
+		return nil, bad(err)
+	}
+	if nranks < 1 {
 		return nil, fmt.Errorf("%w: %s: runccl JSON without \"nranks\"", ErrInput, name)
 	}
 	var out []simnet.Measured
-	for i, r := range doc.Rows {
+	for i, r := range rows {
 		if r.InPlace {
 			continue
 		}
@@ -63,10 +116,11 @@ func readRuncclJSON(data []byte, name string) ([]simnet.Measured, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: rows[%d]: %v", ErrInput, name, i, err)
 		}
-		if r.Bytes < 0 || !(r.TimeUs > 0) {
-			return nil, fmt.Errorf("%w: %s: rows[%d]: bytes %d, time_us %g", ErrInput, name, i, r.Bytes, r.TimeUs)
+		m := simnet.Measured{Tag: "default", Coll: coll.TestName(f), World: nranks, Bytes: r.Bytes, Us: r.TimeUs, AlgBw: r.AlgBW, BusBw: r.BusBW}
+		if err := m.Check(); err != nil {
+			return nil, fmt.Errorf("%w: %s: rows[%d]: %v", ErrInput, name, i, err)
 		}
-		out = append(out, simnet.Measured{Tag: "default", Coll: coll.TestName(f), World: doc.NRanks, Bytes: r.Bytes, Us: r.TimeUs, AlgBw: r.AlgBW, BusBw: r.BusBW})
+		out = append(out, m)
 	}
 	return out, nil
 }
@@ -80,11 +134,8 @@ func readNcclTests(data []byte, name, collName string) ([]simnet.Measured, error
 	}
 	world := 0
 	var out []simnet.Measured
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 1<<16), 1<<20)
-	line := 0
+	sc := input.NewScanner(bytes.NewReader(data), name)
 	for sc.Scan() {
-		line++
 		s := sc.Text()
 		// NCCL INFO lines interleave with nccl-tests' when NCCL_DEBUG is set.
 		if strings.Contains(s, "NCCL INFO") || strings.Contains(s, "NCCL WARN") {
@@ -112,18 +163,25 @@ func readNcclTests(data []byte, name, collName string) ([]simnet.Measured, error
 			ti = 4
 		}
 		if len(fs) < ti+3 {
-			return nil, fmt.Errorf("%w: %s:%d: %d fields", ErrInput, name, line, len(fs))
+			return nil, fmt.Errorf("%w: %s:%d: %d fields", ErrInput, name, sc.Line(), len(fs))
 		}
 		us, e1 := strconv.ParseFloat(fs[ti], 64)
 		alg, e2 := strconv.ParseFloat(fs[ti+1], 64)
 		bus, e3 := strconv.ParseFloat(fs[ti+2], 64)
-		if e1 != nil || e2 != nil || e3 != nil || !(us > 0) || size < 0 {
-			return nil, fmt.Errorf("%w: %s:%d: bad nccl-tests row %q", ErrInput, name, line, t)
+		if e1 != nil || e2 != nil || e3 != nil {
+			return nil, fmt.Errorf("%w: %s:%d: bad nccl-tests row %q", ErrInput, name, sc.Line(), clip(t))
 		}
-		out = append(out, simnet.Measured{Tag: "default", Coll: coll.TestName(f), Bytes: size, Us: us, AlgBw: alg, BusBw: bus})
+		if len(out) == simnet.MaxMeasuredRows {
+			return nil, fmt.Errorf("%w: %s:%d: more than %d rows", ErrInput, name, sc.Line(), simnet.MaxMeasuredRows)
+		}
+		m := simnet.Measured{Tag: "default", Coll: coll.TestName(f), World: 1, Bytes: size, Us: us, AlgBw: alg, BusBw: bus}
+		if err := m.Check(); err != nil {
+			return nil, fmt.Errorf("%w: %s:%d: %v", ErrInput, name, sc.Line(), err)
+		}
+		out = append(out, m)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrInput, name, err)
+		return nil, fmt.Errorf("%w: %w", ErrInput, err)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%w: %s: neither CSV, runccl JSON nor nccl-tests output (no data row)", ErrInput, name)
@@ -135,4 +193,12 @@ func readNcclTests(data []byte, name, collName string) ([]simnet.Measured, error
 		out[i].World = world
 	}
 	return out, nil
+}
+
+// clip shortens a line quoted in an error to 160 characters.
+func clip(s string) string {
+	if len(s) > 160 {
+		return s[:160] + "…"
+	}
+	return s
 }

@@ -15,8 +15,11 @@ import (
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/graph"
+	"github.com/simccl/simccl/internal/input"
+	"github.com/simccl/simccl/simnet"
 	"github.com/simccl/simccl/topo"
 	"github.com/simccl/simccl/topo/ncclxml"
+	"github.com/stretchr/testify/require"
 )
 
 func sweep(lo, hi int64) []int64 {
@@ -267,6 +270,31 @@ func TestMeasuredFormats(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s %q: error %v, want one naming %q", tc.name, tc.data, err, tc.want)
 		}
+	}
+}
+
+// TestMeasuredBounds: findings 6 and 10 of the input-bounds issue, in every form report reads:
+// NaN and infinities in any column, sizes over units.MaxSize, more rows than
+// simnet.MaxMeasuredRows (streamed, for JSON), lines and inputs over internal/input's bounds.
+func TestMeasuredBounds(t *testing.T) {
+	rank := "#  Rank  0 Group  0 Pid 1 on h device  0 [0x1b] NVIDIA H200\n"
+	manyJSON := `{"nranks":2,"rows":[` + strings.Repeat(`{},`, simnet.MaxMeasuredRows) + `{}]}`
+	for _, tc := range []struct{ name, data, want string }{
+		{"n.csv", "tag,coll,world,bytes,us,algbw,busbw\ndefault,all_reduce,2,1024,10.5,NaN,0.1\n", "n.csv:2: algbw NaN"},
+		{"n.txt", rank + "  8 2 float sum -1 12.95 NaN 0.00 0\n", "n.txt:2: algbw NaN"},
+		{"n.txt", rank + "  8 2 float sum -1 12.95 0.0 inf 0\n", "n.txt:2: busbw +Inf"},
+		{"n.txt", rank + "  4611686018427387904 2 float sum -1 12.95 0.0 0.0 0\n", "n.txt:2: bytes: 4611686018427387904 bytes, more than 1 TiB"},
+		{"n.txt", rank + strings.Repeat("x", input.MaxLine+1) + "\n", "n.txt:2: input too large (a line longer than 1 MiB)"},
+		{"n.json", `{"nranks":2,"rows":[{"coll":"allreduce","bytes":64,"time_us":3.5,"busbw":-1}]}`, "n.json: rows[0]: busbw -1"},
+		{"n.json", `{"nranks":2,"rows":[{"coll":"allreduce","bytes":4611686018427387904,"time_us":3.5}]}`, "more than 1 TiB"},
+		{"n.json", manyJSON, "n.json: runccl JSON: more than 10000 rows"},
+		{"n.json", `{"nranks":2,"rows":{}}`, `"rows" is not an array`},
+		{"big", strings.Repeat(" ", input.MaxBytes+1), "big: input too large (more than 64 MiB)"},
+	} {
+		_, err := ReadMeasured([]byte(tc.data), tc.name, "all_reduce")
+		require.ErrorContains(t, err, tc.want, tc.name)
+		require.ErrorIs(t, err, ErrInput)
+		require.NotContains(t, err.Error(), "\n")
 	}
 }
 

@@ -3,6 +3,7 @@ package search
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -71,8 +72,24 @@ func Load(top *Topology, gs *ncclxml.Graphs, name string) ([]*Graph, error) {
 	}
 	ngpus := top.NumGPUs()
 	var out []*Graph
+	seen := map[int]int{} // graph id → line
 	for _, d := range gs.Graphs {
 		where := fmt.Sprintf("%s:%d: <graph id=%d>", name, d.Line, d.ID)
+		// NCCL 2.28 ncclTopoGetGraphFromXml takes any values; these would make a plan no
+		// NCCL search produces (and a pattern the search code does not know).
+		if d.ID < IDRing || d.ID > IDCollNetDirect {
+			return nil, errorf("%s: graph id %d (want %d..%d)", where, d.ID, IDRing, IDCollNetDirect)
+		}
+		if l, dup := seen[d.ID]; dup {
+			return nil, errorf("%s: graph id %d repeated (also on line %d)", where, d.ID, l)
+		}
+		seen[d.ID] = d.Line
+		if p := Pattern(d.Pattern); p < PatternBalancedTree || p > PatternCollNetDirect {
+			return nil, errorf("%s: pattern %d (want %d..%d, NCCL_TOPO_PATTERN_*)", where, d.Pattern, PatternBalancedTree, PatternCollNetDirect)
+		}
+		if d.SpeedIntra < 0 || d.SpeedInter < 0 || d.LatencyInter < 0 {
+			return nil, errorf("%s: negative speedintra %g, speedinter %g or latencyinter %g", where, d.SpeedIntra, d.SpeedInter, d.LatencyInter)
+		}
 		ti, err := ParsePathType(d.TypeIntra)
 		if err != nil {
 			return nil, fmt.Errorf("%s typeintra: %w", where, err)
@@ -92,7 +109,7 @@ func Load(top *Topology, gs *ncclxml.Graphs, name string) ([]*Graph, error) {
 			TypeIntra: ti, TypeInter: te, SameChannels: d.SameChannels, FromFile: true}
 		for c, ch := range d.Channels {
 			ranks := make([]int, 0, ngpus)
-			for _, dev := range ch.GPUs {
+			for i, dev := range ch.GPUs {
 				r := -1
 				for _, n := range top.nodes[KindGPU] {
 					if gpuFileID(n) == dev {
@@ -102,7 +119,19 @@ func Load(top *Topology, gs *ncclxml.Graphs, name string) ([]*Graph, error) {
 				if r < 0 {
 					return nil, errorf("%s channel %d: GPU dev %#x is not in the topology", where, c, dev)
 				}
+				if slices.Contains(ranks, r) {
+					return nil, errorf("%s channel %d: GPU dev %#x appears twice (positions %d and %d)", where, c, dev, slices.Index(ranks, r), i)
+				}
 				ranks = append(ranks, r)
+			}
+			// NETs are checked when the topology has them: a single-node system has none (NCCL
+			// trims them, ncclTopoTrimSystem), and NCCL ignores the file's then.
+			if top.NumNETs() > 0 {
+				for _, n := range ch.Nets {
+					if top.netIndexOfID(n) < 0 {
+						return nil, errorf("%s channel %d: NET dev %#x is not in the topology", where, c, n)
+					}
+				}
 			}
 			if g.ID != IDNVLS && len(ranks) != ngpus {
 				return nil, errorf("%s channel %d: %d GPUs, the topology has %d", where, c, len(ranks), ngpus)

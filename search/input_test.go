@@ -67,12 +67,25 @@ func TestFallback(t *testing.T) {
 }
 
 func TestLoadErrors(t *testing.T) {
-	top := h200x2(t, true, 0, false)
+	top := h200x2(t, true, 0, true) // with its NETs
 	for _, c := range []struct{ xml, want string }{
 		{`<graphs version="1"><graph id="0" pattern="4" crossnic="0" nchannels="1" speedintra="1" speedinter="1" typeintra="BOGUS" typeinter="PIX" samechannels="1"/></graphs>`, "typeintra"},
 		{`<graphs version="1"><graph id="0" pattern="4" crossnic="0" nchannels="2" speedintra="1" speedinter="1" typeintra="NVL" typeinter="PIX" samechannels="1"><channel><gpu dev="0"/><gpu dev="1"/></channel></graph></graphs>`, "only 1 <channel>"},
 		{`<graphs version="1"><graph id="0" pattern="4" crossnic="0" nchannels="1" speedintra="1" speedinter="1" typeintra="NVL" typeinter="PIX" samechannels="1"><channel><gpu dev="0"/></channel></graph></graphs>`, "1 GPUs, the topology has 2"},
 		{`<graphs version="1"><graph id="0" pattern="4" crossnic="0" nchannels="99" speedintra="1" speedinter="1" typeintra="NVL" typeinter="PIX" samechannels="1"/></graphs>`, "out of 0..64"},
+		// Finding 10 of the input-bounds issue: each of these was accepted.
+		{`<graphs version="1"><graph id="0" pattern="4" crossnic="0" nchannels="1" speedintra="-20" speedinter="20" typeintra="NVL" typeinter="PIX" samechannels="1"><channel><gpu dev="0"/><gpu dev="1"/></channel></graph></graphs>`,
+			"g.xml:1: <graph id=0>: negative speedintra -20"},
+		{"<graphs version=\"1\">\n<graph id=\"0\" pattern=\"4\" crossnic=\"0\" nchannels=\"1\" speedintra=\"20\" speedinter=\"20\" typeintra=\"NVL\" typeinter=\"PIX\" samechannels=\"1\"><channel><gpu dev=\"0\"/><gpu dev=\"0\"/></channel></graph></graphs>",
+			"g.xml:2: <graph id=0> channel 0: GPU dev 0x0 appears twice (positions 0 and 1)"},
+		{`<graphs version="1"><graph id="0" pattern="4" crossnic="0" nchannels="1" speedintra="20" speedinter="20" typeintra="NVL" typeinter="PIX" samechannels="1"><channel><net dev="0x77"/><gpu dev="0"/><gpu dev="1"/><net dev="0"/></channel></graph></graphs>`,
+			"g.xml:1: <graph id=0> channel 0: NET dev 0x77 is not in the topology"},
+		{`<graphs version="1"><graph id="0" pattern="99" crossnic="0" nchannels="0" speedintra="20" speedinter="20" typeintra="NVL" typeinter="PIX" samechannels="1"/></graphs>`,
+			"g.xml:1: <graph id=0>: pattern 99 (want 1..6, NCCL_TOPO_PATTERN_*)"},
+		{"<graphs version=\"1\">\n<graph id=\"1\" pattern=\"1\" crossnic=\"0\" nchannels=\"0\" speedintra=\"20\" speedinter=\"20\" typeintra=\"NVL\" typeinter=\"PIX\" samechannels=\"1\"/>\n<graph id=\"1\" pattern=\"1\" crossnic=\"0\" nchannels=\"0\" speedintra=\"20\" speedinter=\"20\" typeintra=\"NVL\" typeinter=\"PIX\" samechannels=\"1\"/></graphs>",
+			"g.xml:3: <graph id=1>: graph id 1 repeated (also on line 2)"},
+		{`<graphs version="1"><graph id="9" pattern="4" crossnic="0" nchannels="0" speedintra="20" speedinter="20" typeintra="NVL" typeinter="PIX" samechannels="1"/></graphs>`,
+			"graph id 9 (want 0..4)"},
 	} {
 		gs, err := ncclxml.ParseGraphs([]byte(c.xml), "g.xml")
 		if err != nil {

@@ -1,13 +1,14 @@
 package simnet
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/simccl/simccl/internal/input"
 )
 
 // Fabric describes the network between nodes. See docs/cluster.md for the file format.
@@ -42,44 +43,106 @@ func DefaultFabric() *Fabric {
 		SwitchLatUs: 0.3, Routing: "ecmp"}
 }
 
-// Validate checks the fabric's fields.
+// Bounds on a fabric's values, so that no value can make the simulator allocate without limit
+// or overflow its picosecond clock: a leaf with a billion ports, an uplink a billion times slower
+// than the NIC (a billion uplinks per leaf), a latency of 10^13 µs (past int64 picoseconds). They
+// are far beyond real fabrics: a leaf switch has tens of ports, a chassis a few thousand.
+const (
+	MaxHostsPerLeaf  = 4096    // hosts_per_leaf
+	MaxLeavesPerPod  = 4096    // leaves_per_pod
+	MaxOversub       = 1024    // oversubscription, oversubscription2
+	MinSpeedGBps     = 0.01    // nic_speed, uplink_speed: 80 Mb/s
+	MaxSpeedGBps     = 100000  // 800 Tb/s
+	MaxLatencyUs     = 1e6     // nic_latency_us, switch_latency_us: one second
+	MaxLeafUplinks   = 4096    // uplinks of one leaf (ceil(downlinks × NIC speed / (oversubscription × uplink speed)))
+	MaxClusterLinks  = 1 << 22 // simulator links of a cluster: its nodes' links, NIC ports and switch-to-switch links
+	maxFabricKeyText = 64      // a value longer than this is quoted clipped in errors
+)
+
+// fabricKeys are the file's keys, in the order of docs/cluster.md.
+const fabricKeys = "topology, tiers, hosts_per_leaf, leaves_per_pod, oversubscription, oversubscription2, nic_speed, uplink_speed, nic_latency_us, switch_latency_us, routing"
+
+// Validate checks the fabric's fields and their bounds. Its errors name the file key of the
+// field at fault.
 func (f *Fabric) Validate() error {
-	switch f.Topology {
-	case "rail", "fattree":
-	default:
-		return fmt.Errorf("fabric: topology %q (want rail or fattree)", f.Topology)
-	}
-	if f.Tiers != 2 && f.Tiers != 3 {
-		return fmt.Errorf("fabric: tiers %d (want 2 or 3)", f.Tiers)
-	}
-	if f.HostsPerLeaf <= 0 {
-		return fmt.Errorf("fabric: hosts_per_leaf %d (want > 0)", f.HostsPerLeaf)
-	}
-	if f.Tiers == 3 && f.LeavesPerPod <= 0 {
-		return fmt.Errorf("fabric: leaves_per_pod %d (want > 0 with 3 tiers)", f.LeavesPerPod)
-	}
-	if !(f.Oversub >= 1) || (f.Tiers == 3 && !(f.Oversub2 >= 1)) {
-		return fmt.Errorf("fabric: oversubscription %v/%v (want >= 1)", f.Oversub, f.Oversub2)
-	}
-	if f.NICGBps < 0 || f.UplinkGBps < 0 || f.NICLatUs < 0 || f.SwitchLatUs < 0 {
-		return fmt.Errorf("fabric: negative speed or latency")
-	}
-	switch f.Routing {
-	case "ecmp", "rail":
-	default:
-		return fmt.Errorf("fabric: routing %q (want ecmp or rail)", f.Routing)
+	for _, key := range strings.Split(fabricKeys, ", ") {
+		if err := f.check(key); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// ParseFabric reads the key = value format of docs/cluster.md, starting from DefaultFabric.
-// name is used in error messages ("file.fabric:3: ...").
+// check validates the field of one file key.
+func (f *Fabric) check(key string) error {
+	inRange := func(v, lo, hi float64) bool { return v >= lo && v <= hi } // false for NaN
+	switch key {
+	case "topology":
+		if f.Topology != "rail" && f.Topology != "fattree" {
+			return fmt.Errorf("fabric: topology %q (want rail or fattree)", clipValue(f.Topology))
+		}
+	case "tiers":
+		if f.Tiers != 2 && f.Tiers != 3 {
+			return fmt.Errorf("fabric: tiers %d (want 2 or 3)", f.Tiers)
+		}
+	case "hosts_per_leaf":
+		if f.HostsPerLeaf < 1 || f.HostsPerLeaf > MaxHostsPerLeaf {
+			return fmt.Errorf("fabric: hosts_per_leaf %d (want 1..%d)", f.HostsPerLeaf, MaxHostsPerLeaf)
+		}
+	case "leaves_per_pod":
+		// Only used with 3 tiers, but never out of its range.
+		if (f.Tiers == 3 && f.LeavesPerPod < 1) || f.LeavesPerPod > MaxLeavesPerPod {
+			return fmt.Errorf("fabric: leaves_per_pod %d (want 1..%d)", f.LeavesPerPod, MaxLeavesPerPod)
+		}
+	case "oversubscription", "oversubscription2":
+		v := f.Oversub
+		if key == "oversubscription2" {
+			v = f.Oversub2
+			if f.Tiers != 3 && v == 0 {
+				return nil
+			}
+		}
+		if !inRange(v, 1, MaxOversub) {
+			return fmt.Errorf("fabric: %s %v (want 1..%d)", key, v, MaxOversub)
+		}
+	case "nic_speed", "uplink_speed":
+		v := f.NICGBps
+		if key == "uplink_speed" {
+			v = f.UplinkGBps
+		}
+		if v != 0 && !inRange(v, MinSpeedGBps, MaxSpeedGBps) { // 0: the NIC's speed
+			return fmt.Errorf("fabric: %s %g GB/s (want %g..%g GB/s, i.e. %g Gb/s..%g Tb/s)", key, v, MinSpeedGBps, float64(MaxSpeedGBps), MinSpeedGBps*8, float64(MaxSpeedGBps)*8/1000)
+		}
+	case "nic_latency_us", "switch_latency_us":
+		v := f.NICLatUs
+		if key == "switch_latency_us" {
+			v = f.SwitchLatUs
+		}
+		if !inRange(v, 0, MaxLatencyUs) {
+			return fmt.Errorf("fabric: %s %g (want 0..%g µs)", key, v, MaxLatencyUs)
+		}
+	case "routing":
+		if f.Routing != "ecmp" && f.Routing != "rail" {
+			return fmt.Errorf("fabric: routing %q (want ecmp or rail)", clipValue(f.Routing))
+		}
+	}
+	return nil
+}
+
+func clipValue(s string) string {
+	if len(s) > maxFabricKeyText {
+		return s[:maxFabricKeyText] + "…"
+	}
+	return s
+}
+
+// ParseFabric reads the key = value format of docs/cluster.md, starting from DefaultFabric, with
+// internal/input's bounds (64 MiB, 1 MiB a line). name is used in error messages
+// ("file.fabric:3: ..."); a value out of its range is reported at its line.
 func ParseFabric(r io.Reader, name string) (*Fabric, error) {
 	f := DefaultFabric()
-	sc := bufio.NewScanner(r)
-	line := 0
+	sc := input.NewScanner(r, name)
 	for sc.Scan() {
-		line++
 		s := sc.Text()
 		if i := strings.IndexByte(s, '#'); i >= 0 {
 			s = s[:i]
@@ -90,14 +153,14 @@ func ParseFabric(r io.Reader, name string) (*Fabric, error) {
 		}
 		k, v, ok := strings.Cut(s, "=")
 		if !ok {
-			return nil, fmt.Errorf("%s:%d: want key = value, got %q", name, line, s)
+			return nil, fmt.Errorf("%s:%d: want key = value, got %q", name, sc.Line(), clipValue(s))
 		}
 		if err := f.Set(strings.TrimSpace(k), strings.TrimSpace(v)); err != nil {
-			return nil, fmt.Errorf("%s:%d: %v", name, line, err)
+			return nil, fmt.Errorf("%s:%d: %v", name, sc.Line(), err)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %v", name, err)
+		return nil, err
 	}
 	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %v", name, err)
@@ -105,24 +168,26 @@ func ParseFabric(r io.Reader, name string) (*Fabric, error) {
 	return f, nil
 }
 
-// Set assigns one field by its file key (also used for command-line overrides).
+// Set assigns one field by its file key (also used for command-line overrides) and checks the
+// value's range (the fields it depends on, such as tiers, are checked again by Validate).
 func (f *Fabric) Set(key, val string) error {
 	atoi := func() (int, error) {
 		n, err := strconv.Atoi(val)
 		if err != nil {
-			return 0, fmt.Errorf("%s: %q is not an integer", key, val)
+			return 0, fmt.Errorf("%s: %q is not an integer", key, clipValue(val))
 		}
 		return n, nil
 	}
 	num := func() (float64, error) {
 		x, err := strconv.ParseFloat(val, 64)
 		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
-			return 0, fmt.Errorf("%s: %q is not a number", key, val)
+			return 0, fmt.Errorf("%s: %q is not a number", key, clipValue(val))
 		}
 		return x, nil
 	}
 	var err error
-	switch strings.ToLower(key) {
+	key = strings.ToLower(key)
+	switch key {
 	case "topology":
 		f.Topology = strings.ToLower(val)
 	case "tiers":
@@ -146,9 +211,16 @@ func (f *Fabric) Set(key, val string) error {
 	case "routing":
 		f.Routing = strings.ToLower(val)
 	default:
-		return fmt.Errorf("unknown key %q (want topology, tiers, hosts_per_leaf, leaves_per_pod, oversubscription, oversubscription2, nic_speed, uplink_speed, nic_latency_us, switch_latency_us, routing)", key)
+		return fmt.Errorf("unknown key %q (want %s)", clipValue(key), fabricKeys)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	if key == "leaves_per_pod" && f.Tiers != 3 && f.LeavesPerPod < 1 {
+		// 0 is fine until tiers = 3 says otherwise (Validate).
+		return nil
+	}
+	return f.check(key)
 }
 
 // ParseSpeed reads a link speed with its unit: "400Gbps", "400Gb/s" (bits) or "50GBps", "50GB/s"
@@ -168,7 +240,7 @@ func ParseSpeed(s string) (float64, error) {
 			return x * u.mul, nil
 		}
 	}
-	return 0, fmt.Errorf("bad speed %q (want e.g. 400Gbps, 400Gb/s, 50GBps or 50GB/s)", s)
+	return 0, fmt.Errorf("bad speed %q (want e.g. 400Gbps, 400Gb/s, 50GBps or 50GB/s)", clipValue(s))
 }
 
 // Cluster is nodes copies of a node model joined by a fabric, instantiated as links of an Engine.
@@ -223,6 +295,9 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 		f = DefaultFabric()
 	}
 	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkClusterSize(node, nodes, f); err != nil {
 		return nil, err
 	}
 	c := &Cluster{Node: node, NumNodes: nodes, Fabric: f, e: e, nl: len(node.Links), nics: len(node.NICs)}
@@ -281,10 +356,7 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 		return c, nil
 	}
 	// Leaf uplinks: enough links of speed upl to carry the downlinks' bandwidth / oversubscription.
-	c.nLeafUp = int(math.Ceil(float64(down)*nicSpeed(0)/(f.Oversub*upl) - 1e-9))
-	if c.nLeafUp < 1 {
-		c.nLeafUp = 1
-	}
+	c.nLeafUp = int(leafUplinks(down, nicSpeed(0), f.Oversub, upl))
 	slat := FromMicros(f.SwitchLatUs)
 	c.leafUp = make([]LinkID, c.nLeaves*c.nLeafUp)
 	c.leafDown = make([]LinkID, c.nLeaves*c.nLeafUp)
@@ -335,6 +407,53 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 		})
 	}
 	return c, nil
+}
+
+// leafUplinks is a leaf's uplink count U = ceil(D × nic / (oversubscription × uplink)), at least
+// 1, for D downlinks (docs/cluster.md, "Shape"); a float, so that checkClusterSize can bound it
+// before it is an int.
+func leafUplinks(down int, nic, oversub, upl float64) float64 {
+	return max(1, math.Ceil(float64(down)*nic/(oversub*upl)-1e-9))
+}
+
+// checkClusterSize bounds what NewCluster would allocate before it allocates anything: a leaf's
+// uplinks (MaxLeafUplinks) and the simulator links of the whole cluster (MaxClusterLinks), so
+// that speeds and counts within their own ranges cannot multiply into billions of links. It
+// computes the counts as NewCluster does, in floats (no overflow).
+func checkClusterSize(node *NodeModel, nodes int, f *Fabric) error {
+	links := float64(nodes) * float64(len(node.Links))
+	if nodes > 1 {
+		nics := float64(len(node.NICs))
+		nic := f.NICGBps
+		if nic == 0 {
+			nic = node.NICs[0].GBps
+		}
+		upl := f.UplinkGBps
+		if upl == 0 {
+			upl = nic
+		}
+		groups := math.Ceil(float64(nodes) / float64(f.HostsPerLeaf))
+		down, leaves := f.HostsPerLeaf, groups*nics
+		if f.Topology != "rail" {
+			down, leaves = f.HostsPerLeaf*len(node.NICs), groups
+		}
+		links += 2 * float64(nodes) * nics
+		if leaves > 1 {
+			u := leafUplinks(down, nic, f.Oversub, upl)
+			if !(u <= MaxLeafUplinks) {
+				return fmt.Errorf("fabric: a leaf would need %.3g uplinks of %g GB/s for its %d downlinks of %g GB/s at oversubscription %g (at most %d): raise uplink_speed or oversubscription",
+					u, upl, down, nic, f.Oversub, MaxLeafUplinks)
+			}
+			links += 2 * leaves * u
+			if pods := math.Ceil(leaves / float64(f.LeavesPerPod)); f.Tiers == 3 && pods > 1 {
+				links += 2 * pods * u * math.Max(1, math.Ceil(float64(f.LeavesPerPod)/f.Oversub2-1e-9))
+			}
+		}
+	}
+	if !(links <= MaxClusterLinks) {
+		return fmt.Errorf("cluster: %d nodes of %q with this fabric make %.3g simulator links, more than the %d this simulator accepts", nodes, node.Name, links, MaxClusterLinks)
+	}
+	return nil
 }
 
 // leafOf is the leaf that NIC k of node n plugs into.

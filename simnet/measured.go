@@ -2,12 +2,15 @@ package simnet
 
 import (
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"strconv"
 
+	"github.com/simccl/simccl/internal/input"
 	"github.com/simccl/simccl/internal/stats"
+	"github.com/simccl/simccl/internal/units"
 
 	"github.com/simccl/simccl/coll"
 )
@@ -21,31 +24,86 @@ type Measured struct {
 	Us, AlgBw, BusBw float64
 }
 
-// ReadMeasuredCSV reads measured timings; name is used in errors ("file.csv:12: …").
-func ReadMeasuredCSV(r io.Reader, name string) ([]Measured, error) {
-	recs, err := csv.NewReader(r).ReadAll()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", name, err)
+// MaxMeasuredRows bounds the rows of a measured-timings input: every row is simulated when it is
+// compared, and a real nccl-tests sweep has a few dozen sizes per collective.
+const MaxMeasuredRows = 10000
+
+// Check validates one measured row: a world of at least one rank, a size within units.MaxSize,
+// a positive time, and finite, non-negative bandwidths (a NaN or an infinity in any column would
+// poison every chart and summary it enters).
+func (m *Measured) Check() error {
+	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+	switch {
+	case m.World < 1:
+		return fmt.Errorf("world %d (want >= 1)", m.World)
+	case m.Bytes < 0:
+		return fmt.Errorf("bytes %d (want >= 0)", m.Bytes)
+	case !(m.Us > 0) || !finite(m.Us):
+		return fmt.Errorf("us %v (want a positive number)", m.Us)
+	case !(m.AlgBw >= 0) || !finite(m.AlgBw):
+		return fmt.Errorf("algbw %v (want a finite number >= 0)", m.AlgBw)
+	case !(m.BusBw >= 0) || !finite(m.BusBw):
+		return fmt.Errorf("busbw %v (want a finite number >= 0)", m.BusBw)
 	}
+	return units.CheckSize("bytes", m.Bytes)
+}
+
+// ReadMeasuredCSV reads measured timings with internal/input's bounds and at most
+// MaxMeasuredRows rows; name is used in errors ("file.csv:12: …").
+func ReadMeasuredCSV(r io.Reader, name string) ([]Measured, error) {
+	cr := csv.NewReader(input.Limit(r, name, input.MaxBytes))
+	cr.ReuseRecord = true
+	cr.FieldsPerRecord = -1
 	var out []Measured
-	for i, rec := range recs {
+	for i := 0; ; i++ {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			break
+		}
+		if errors.Is(err, input.ErrTooLarge) {
+			return nil, err
+		}
+		var pe *csv.ParseError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("%s:%d: %v", name, pe.Line, pe.Err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", name, err)
+		}
+		line, _ := cr.FieldPos(0)
 		if i == 0 && len(rec) > 0 && rec[0] == "tag" {
 			continue
 		}
 		if len(rec) < 7 {
-			return nil, fmt.Errorf("%s:%d: %d fields, want 7 (tag,coll,world,bytes,us,algbw,busbw)", name, i+1, len(rec))
+			return nil, fmt.Errorf("%s:%d: %d fields, want 7 (tag,coll,world,bytes,us,algbw,busbw)", name, line, len(rec))
+		}
+		if len(out) == MaxMeasuredRows {
+			return nil, fmt.Errorf("%s:%d: more than %d rows", name, line, MaxMeasuredRows)
 		}
 		w, e1 := strconv.Atoi(rec[2])
 		b, e2 := strconv.ParseInt(rec[3], 10, 64)
 		us, e3 := strconv.ParseFloat(rec[4], 64)
 		ab, e4 := strconv.ParseFloat(rec[5], 64)
 		bb, e5 := strconv.ParseFloat(rec[6], 64)
-		if e1 != nil || e2 != nil || e3 != nil || e4 != nil || e5 != nil || w < 1 || b < 0 || !(us > 0) {
-			return nil, fmt.Errorf("%s:%d: bad row %v", name, i+1, rec)
+		if e1 != nil || e2 != nil || e3 != nil || e4 != nil || e5 != nil {
+			return nil, fmt.Errorf("%s:%d: bad row %s", name, line, clipRow(rec))
 		}
-		out = append(out, Measured{Tag: rec[0], Coll: rec[1], World: w, Bytes: b, Us: us, AlgBw: ab, BusBw: bb})
+		m := Measured{Tag: rec[0], Coll: rec[1], World: w, Bytes: b, Us: us, AlgBw: ab, BusBw: bb}
+		if err := m.Check(); err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", name, line, err)
+		}
+		out = append(out, m)
 	}
 	return out, nil
+}
+
+// clipRow prints a CSV record for an error, at most 200 characters.
+func clipRow(rec []string) string {
+	s := fmt.Sprint(rec)
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
 }
 
 // ComparePoint is one size simulated beside its measurement.

@@ -4,6 +4,10 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/simccl/simccl/internal/input"
 )
 
 // Simulated against measured NCCL 2.28.9 on the 2×H200 machine (testdata/nccl/h200x2). The
@@ -57,4 +61,27 @@ func TestReadMeasuredCSVErrors(t *testing.T) {
 			t.Errorf("%q: err %v, want one naming m.csv:2", bad, err)
 		}
 	}
+}
+
+// TestReadMeasuredCSVBounds: finding 10 (and 6) of the input-bounds issue. A NaN or an infinity
+// in any column was accepted and poisoned every chart; sizes over units.MaxSize, too many rows
+// and inputs over internal/input's bounds are refused, naming the file and the line.
+func TestReadMeasuredCSVBounds(t *testing.T) {
+	head := "tag,coll,world,bytes,us,algbw,busbw\n"
+	for _, tc := range []struct{ in, want string }{
+		{head + "d,all_reduce,8,1024,10,NaN,1\n", "m.csv:2: algbw NaN (want a finite number >= 0)"},
+		{head + "d,all_reduce,8,1024,10,1,+Inf\n", "m.csv:2: busbw +Inf (want a finite number >= 0)"},
+		{head + "d,all_reduce,8,1024,10,1,-3\n", "m.csv:2: busbw -3"},
+		{head + "d,all_reduce,8,1024,Inf,1,1\n", "m.csv:2: us +Inf (want a positive number)"},
+		{head + "d,all_reduce,8,1024,10,1,1\nd,all_reduce,8,4611686018427387904,10,1,1\n", "m.csv:3: bytes: 4611686018427387904 bytes, more than 1 TiB"},
+		{head + "d,all_reduce,0,8,10,1,1\n", "m.csv:2: world 0"},
+		{head + "d,\"all_reduce,8,8,10,1,1\n", "m.csv:2: extraneous or missing \" in quoted-field"},
+		{head + strings.Repeat("d,all_reduce,8,8,10,1,1\n", MaxMeasuredRows+1), "m.csv:10002: more than 10000 rows"},
+	} {
+		_, err := ReadMeasuredCSV(strings.NewReader(tc.in), "m.csv")
+		require.ErrorContains(t, err, tc.want)
+	}
+	_, err := ReadMeasuredCSV(zeros{}, "/dev/zero")
+	require.ErrorIs(t, err, input.ErrTooLarge)
+	require.EqualError(t, err, "/dev/zero: input too large (more than 64 MiB)")
 }

@@ -54,6 +54,13 @@ func NewMachine(sys *graph.System, nodes int, fab *Fabric, pl coll.Planner, rele
 	if fab == nil {
 		fab = DefaultFabric()
 	}
+	// The fabric's shape is checked here, once, rather than at every simulation's NewCluster.
+	if err := fab.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkClusterSize(node, nodes, fab); err != nil {
+		return nil, err
+	}
 	m := &Machine{Node: node, Nodes: nodes, Fabric: fab, Planner: pl, Release: release}
 	cc := 1 << 30
 	for _, g := range sys.GPUs() {

@@ -157,6 +157,18 @@ func (b *builder) newNode(t graph.NodeType, id int64, e *etree.Element) (*graph.
 	return n, nil
 }
 
+// maxNetLatencyUs bounds a <net latency> (µs): one second.
+const maxNetLatencyUs = 1e6
+
+// connect adds a link as graph.Connect does; an error (a node over NCCL_TOPO_MAX_LINKS links) is
+// located at e, the element that asked for the link.
+func (b *builder) connect(e *etree.Element, node, remote *graph.Node, t graph.LinkType, bw float64) error {
+	if err := graph.Connect(node, remote, t, bw); err != nil {
+		return b.doc.Errorf(e, "%v", err)
+	}
+	return nil
+}
+
 func topoID(systemID int, local int64) int64 {
 	return int64(uint64(systemID)<<56 | uint64(local)&(1<<56-1))
 }
@@ -331,10 +343,10 @@ func (b *builder) addCPU(e *etree.Element) error {
 				if nic, err = b.newNode(graph.NIC, topoID(sid, 0), ch); err != nil {
 					return err
 				}
-				if err := graph.Connect(cpu, nic, graph.LinkPCI, graph.LocBw); err != nil {
+				if err := b.connect(ch, cpu, nic, graph.LinkPCI, graph.LocBw); err != nil {
 					return err
 				}
-				if err := graph.Connect(nic, cpu, graph.LinkPCI, graph.LocBw); err != nil {
+				if err := b.connect(ch, nic, cpu, graph.LinkPCI, graph.LocBw); err != nil {
 					return err
 				}
 			}
@@ -457,6 +469,13 @@ func (b *builder) addPCI(e *etree.Element, parent *graph.Node, sid int) error {
 		if _, ok := attr(g, "rank"); !ok {
 			return nil // a <gpu> without rank is not one of the communicator's GPUs
 		}
+		if prev := b.node(graph.GPU, topoID(sid, busid)); prev != nil {
+			// NCCL 2.28's ncclTopoAddPci would create a second GPU node of the same id, which
+			// NVLinks and paths to that bus id cannot tell from the first: a wrong topology.
+			bus, _ := attr(e, "busid")
+			return b.doc.Errorf(e, "<pci busid=%s>: GPU bus id repeated (GPU rank %d has it, line %d)",
+				ncclxml.Quote(bus), prev.GPU.Rank, b.doc.Line(b.elem[prev]))
+		}
 		if node, err = b.newNode(graph.GPU, topoID(sid, busid), g); err != nil {
 			return err
 		}
@@ -519,10 +538,10 @@ func (b *builder) addPCI(e *etree.Element, parent *graph.Node, sid int) error {
 	}
 	speed, _ := attr(e, "link_speed")
 	bw := f32(float64(width) * float64(pciGenCode(speed)) / 80)
-	if err := graph.Connect(node, parent, graph.LinkPCI, bw); err != nil {
+	if err := b.connect(e, node, parent, graph.LinkPCI, bw); err != nil {
 		return err
 	}
-	return graph.Connect(parent, node, graph.LinkPCI, bw)
+	return b.connect(e, parent, node, graph.LinkPCI, bw)
 }
 
 // addGPU reads <gpu dev sm rank gdr> (ncclTopoAddGpu).
@@ -610,6 +629,11 @@ func (b *builder) addNIC(e *etree.Element, nic *graph.Node, sid int) error {
 		if info.Latency, err = b.attrFloat(ne, "latency", 0); err != nil {
 			return err
 		}
+		if info.Latency < 0 || info.Latency > maxNetLatencyUs {
+			// Not an NCCL rule (NCCL takes the plugin's float as it is): the simulator adds it to
+			// every message in integer picoseconds, which a latency of 10^13 µs overflows.
+			return b.doc.Errorf(ne, "<net latency=%g>: want 0..%g µs", info.Latency, float64(maxNetLatencyUs))
+		}
 		ints := []struct {
 			name string
 			def  int64
@@ -632,10 +656,10 @@ func (b *builder) addNIC(e *etree.Element, nic *graph.Node, sid int) error {
 		}
 		info.GDR, info.Coll = gdr != 0, coll != 0
 		net.NET = info
-		if err := graph.Connect(nic, net, graph.LinkNET, info.Speed); err != nil {
+		if err := b.connect(ne, nic, net, graph.LinkNET, info.Speed); err != nil {
 			return err
 		}
-		if err := graph.Connect(net, nic, graph.LinkNET, info.Speed); err != nil {
+		if err := b.connect(ne, net, nic, graph.LinkNET, info.Speed); err != nil {
 			return err
 		}
 	}
@@ -768,11 +792,11 @@ func (b *builder) addNVLink(e *etree.Element, parentBus string, sid int) error {
 		}
 	}
 	bw := f32(float64(count) * nvlinkBw(gpu.GPU.SM))
-	if err := graph.Connect(gpu, remote, graph.LinkNVL, bw); err != nil {
+	if err := b.connect(e, gpu, remote, graph.LinkNVL, bw); err != nil {
 		return err
 	}
 	if remote.Type != graph.GPU {
-		return graph.Connect(remote, gpu, graph.LinkNVL, bw)
+		return b.connect(e, remote, gpu, graph.LinkNVL, bw)
 	}
 	return nil
 }
@@ -805,10 +829,10 @@ func (b *builder) addC2C(e *etree.Element, parentBus string, sid int) error {
 		return nil
 	}
 	bw := f32(float64(mbps) * float64(count) / 1000)
-	if err := graph.Connect(gpu, cpu, graph.LinkC2C, bw); err != nil {
+	if err := b.connect(e, gpu, cpu, graph.LinkC2C, bw); err != nil {
 		return err
 	}
-	return graph.Connect(cpu, gpu, graph.LinkC2C, bw)
+	return b.connect(e, cpu, gpu, graph.LinkC2C, bw)
 }
 
 // addPCILink: a LOC link of LOC_BW from the switch holding <pcilink> to its target switch, one
@@ -832,7 +856,7 @@ func (b *builder) addPCILink(e *etree.Element, parentBus string, sid int) error 
 		b.warnf(e, "<pcilink target=%s> names no PCI switch; ignored", ncclxml.Quote(target))
 		return nil
 	}
-	return graph.Connect(sw, remote, graph.LinkLOC, graph.LocBw)
+	return b.connect(e, sw, remote, graph.LinkLOC, graph.LocBw)
 }
 
 // findLocalCPU walks up PCI links through PCI switches to the CPU (findLocalCpu).

@@ -52,6 +52,11 @@ func TestErrors(t *testing.T) {
 		{"cpu without numaid", `<system version="1"><cpu arch="x86_64"/></system>`, graph.Options{}, "t.xml:1: <cpu> without numaid"},
 		{"local rank absent", cpuOpen + gpuPCI("0000:01:00.0", 5, "") + `</cpu></system>`, graph.Options{LocalRank: 3}, "t.xml: local rank 3 is not in the topology (ranks [5])"},
 		{"graph dump", `<graphs version="1"></graphs>`, graph.Options{}, "t.xml:1: <graphs> is not a topology"},
+		// Finding 10 of the input-bounds issue: a repeated GPU bus id loaded silently as a second
+		// GPU of the same id; more links than NCCL_TOPO_MAX_LINKS named no file or line.
+		{"duplicate GPU bus id", cpuOpen + gpuPCI("0000:01:00.0", 0, nvs) + gpuPCI("0000:01:00.0", 1, nvs) + `</cpu></system>`, graph.Options{}, `t.xml:6: <pci busid="0000:01:00.0">: GPU bus id repeated (GPU rank 0 has it, line 4)`},
+		{"net latency 1e13 µs", cpuOpen + gpuPCI("0000:01:00.0", 0, "") + `<nic><net name="x" dev="0" speed="400000" latency="1e13"/></nic></cpu></system>`, graph.Options{}, "t.xml:6: <net latency=1e+13>: want 0..1e+06 µs"},
+		{"5,000 NICs", string(topogen.NICs(5000)), graph.Options{}, "t.xml:581: CPU/0-0 has more than 576 links (NCCL_TOPO_MAX_LINKS)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -120,7 +125,8 @@ func TestWarningsWithoutStrict(t *testing.T) {
 }
 
 // TestTooManyNodes: more GPUs than NCCL_TOPO_MAX_NODES (576 in 2.28, 640 in 2.30) fail at the
-// first one over, naming the limit; 200,000 GPUs fail as fast.
+// first one over, naming the limit; 100,000 GPUs fail as fast (200,000 are more elements than
+// topo/ncclxml reads).
 func TestTooManyNodes(t *testing.T) {
 	gen := func(n int) string { return string(topogen.GPUsBySwitch(n)) }
 	if _, err := build(t, gen(576), graph.Options{}); err != nil {
@@ -135,22 +141,22 @@ func TestTooManyNodes(t *testing.T) {
 		t.Fatalf("640 GPUs on 2.30: %v", err)
 	}
 	if testing.Short() {
-		t.Skip("200,000 GPUs skipped in -short")
+		t.Skip("100,000 GPUs skipped in -short")
 	}
-	// Parsing 200,000 GPUs is topo/ncclxml's time; FromXML itself must stop at the 577th.
-	doc, err := ncclxml.ParseBytes([]byte(gen(200000)), "t.xml")
+	// Parsing 100,000 GPUs is topo/ncclxml's time; FromXML itself must stop at the 577th.
+	doc, err := ncclxml.ParseBytes([]byte(gen(100000)), "t.xml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
 	_, err = FromXML(doc, graph.Options{})
 	if err == nil || !strings.Contains(err.Error(), "more than 576 GPU nodes") {
-		t.Fatalf("200000 GPUs: %v", err)
+		t.Fatalf("100000 GPUs: %v", err)
 	}
 	if d := time.Since(start); d > time.Second {
-		t.Errorf("FromXML took %v to reject 200000 GPUs", d)
+		t.Errorf("FromXML took %v to reject 100000 GPUs", d)
 	}
-	t.Logf("FromXML rejected 200000 GPUs in %v", time.Since(start))
+	t.Logf("FromXML rejected 100000 GPUs in %v", time.Since(start))
 }
 
 // TestUnreachableGPUs: two hosts in one file with nothing between them: the groups of GPUs that

@@ -99,8 +99,9 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 	}
 	if s := strings.TrimSpace(getenv("NCCL_NET_OVERHEAD")); s != "" {
 		f, err := strconv.ParseFloat(s, 64)
-		if err != nil || f < 0 {
-			return nil, fmt.Errorf("tuning: NCCL_NET_OVERHEAD=%q: want a non-negative number of ns", s)
+		if err != nil || !(f >= 0 && f <= 1e9) {
+			// Bounded (one second) so that the cost model's times stay finite and meaningful.
+			return nil, fmt.Errorf("tuning: NCCL_NET_OVERHEAD=%q: want a number of ns in 0..1e9", s)
 		}
 		c.NetOverheadNs = &f
 	}

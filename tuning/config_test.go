@@ -69,6 +69,11 @@ func TestConfigFromEnv(t *testing.T) {
 			t.Errorf("%s=%q: error %v, want one naming %s", k, v, err, k)
 		}
 	}
+	for _, v := range []string{"1e300", "NaN", "-1"} {
+		if _, err := ConfigFromEnv(env(map[string]string{"NCCL_NET_OVERHEAD": v})); err == nil || !strings.Contains(err.Error(), "NCCL_NET_OVERHEAD") {
+			t.Errorf("NCCL_NET_OVERHEAD=%s: error %v", v, err)
+		}
+	}
 	if _, err := Model(workedExample(), &Config{Version: "2.99"}); err == nil || !strings.Contains(err.Error(), "2.99") {
 		t.Errorf("unknown version: %v", err)
 	}

@@ -1,13 +1,13 @@
 package tuning
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/internal/input"
 	"github.com/simccl/simccl/internal/units"
 )
 
@@ -43,14 +43,17 @@ Example:
   allreduce,64K,*,tree,simple,*
   *,1G,*,*,simple,`
 
-// ParseOverrides reads a tuner file; name is used in error messages ("file:line: …").
+// MaxOverrides bounds the rules of a tuner file: each call's selection walks them in order, and a
+// real tuner file has a few dozen.
+const MaxOverrides = 1000
+
+// ParseOverrides reads a tuner file, with internal/input's bounds (64 MiB, 1 MiB a line) and at
+// most MaxOverrides rules; name is used in error messages ("file:line: …").
 func ParseOverrides(name string, r io.Reader) ([]Override, error) {
 	var out []Override
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1<<20)
-	ln := 0
+	sc := input.NewScanner(r, name)
 	for sc.Scan() {
-		ln++
+		ln := sc.Line()
 		line := sc.Text()
 		if i := strings.IndexByte(line, '#'); i >= 0 {
 			line = line[:i]
@@ -68,6 +71,9 @@ func ParseOverrides(name string, r io.Reader) ([]Override, error) {
 		}
 		if len(out) == 0 && strings.EqualFold(f[0], "collective") {
 			continue // header
+		}
+		if len(out) == MaxOverrides {
+			return nil, fmt.Errorf("%s:%d: more than %d rules", name, ln, MaxOverrides)
 		}
 		o := Override{Line: ln, Func: -1, MaxBytes: -1, Algo: -1, Proto: -1}
 		any := func(s string) bool { return s == "" || s == "*" }
@@ -119,7 +125,7 @@ func ParseOverrides(name string, r io.Reader) ([]Override, error) {
 		out = append(out, o)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s:%d: %v", name, ln+1, err)
+		return nil, err
 	}
 	return out, nil
 }

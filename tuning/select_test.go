@@ -1,10 +1,14 @@
 package tuning
 
 import (
+	"io"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/internal/input"
 )
 
 func h200Real(t *testing.T) *Table {
@@ -189,4 +193,33 @@ func TestLinesFormatAndJSON(t *testing.T) {
 			t.Errorf("JSON lacks %s", s)
 		}
 	}
+}
+
+// TestParseOverridesBounds: finding 6 of the input-bounds issue for tuner files: the rules, one
+// line and the whole input are bounded, and the errors name the file and the line ("bufio.Scanner:
+// token too long" named neither).
+func TestParseOverridesBounds(t *testing.T) {
+	for _, tc := range []struct {
+		in   io.Reader
+		want string
+	}{
+		{strings.NewReader(strings.Repeat("allreduce,0,64K,ring,ll,4\n", MaxOverrides+1)), "t.csv:1001: more than 1000 rules"},
+		{strings.NewReader("# rules\n" + strings.Repeat("#", 2<<20)), "t.csv:2: input too large (a line longer than 1 MiB)"},
+		{io.LimitReader(newlines{}, 100<<20), "t.csv: input too large (more than 64 MiB)"},
+	} {
+		_, err := ParseOverrides("t.csv", tc.in)
+		require.EqualError(t, err, tc.want)
+		if strings.Contains(tc.want, "too large") {
+			require.ErrorIs(t, err, input.ErrTooLarge)
+		}
+	}
+}
+
+type newlines struct{}
+
+func (newlines) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = '\n'
+	}
+	return len(p), nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/examples/topos"
+	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/simnet"
 	"github.com/simccl/simccl/tuning"
@@ -149,13 +151,51 @@ func (mf *machineFlags) builder(fs *pflag.FlagSet) (func(nodes int) (*planner.Pl
 		return nil, err
 	}
 	return func(nodes int) (*planner.Planner, error) {
-		return planner.New(planner.Machine{Name: name, Doc: doc, Nodes: nodes, GPUs: *mf.gpus, Settings: s, SearchOnly: mf.searchOnly})
+		p, err := planner.New(planner.Machine{Name: name, Doc: doc, Nodes: nodes, GPUs: *mf.gpus, Settings: s, SearchOnly: mf.searchOnly})
+		return p, nodesError(err)
 	}, nil
+}
+
+// nodesError makes planner.New's refusal of a communicator over planner.MaxRanks a usage error
+// naming --nodes; other errors are returned as they are.
+func nodesError(err error) error {
+	if errors.Is(err, planner.ErrTooManyRanks) {
+		return fmt.Errorf("%w: --nodes: %v", errUsage, err)
+	}
+	return err
 }
 
 // simMachine is the simulator's machine of a planner.
 func simMachine(p *planner.Planner, fab *simnet.Fabric) (*simnet.Machine, error) {
 	return simnet.NewMachine(p.System, p.Nodes, fab, p, p.Settings.Release)
+}
+
+// parseSweep reads -b, -e and -f as nccl-tests does (-e empty: -b alone), each size within
+// units.MaxSize.
+func parseSweep(minB, maxB string, factor int64) ([]int64, error) {
+	lo, err := units.ParseSize(minB)
+	if err != nil {
+		return nil, fmt.Errorf("%w: -b: %v", errUsage, err)
+	}
+	hi := lo
+	if maxB != "" {
+		if hi, err = units.ParseSize(maxB); err != nil {
+			return nil, fmt.Errorf("%w: -e: %v", errUsage, err)
+		}
+	}
+	for _, f := range []struct {
+		flag string
+		v    int64
+	}{{"-b", lo}, {"-e", hi}} {
+		if err := units.CheckSize(f.flag, f.v); err != nil {
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+	}
+	sizes, err := units.Sweep(lo, hi, factor)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return sizes, nil
 }
 
 // parseColls reads -c: a collective, a comma-separated list, or "all" (every collective of all).

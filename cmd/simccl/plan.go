@@ -82,22 +82,15 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	count := int64(1 << 20)
 	switch {
 	case *minB != "":
-		lo, err := units.ParseSize(*minB)
-		if err != nil {
-			return fmt.Errorf("%w: -b: %v", errUsage, err)
-		}
-		hi := lo
-		if *maxB != "" {
-			if hi, err = units.ParseSize(*maxB); err != nil {
-				return fmt.Errorf("%w: -e: %v", errUsage, err)
-			}
-		}
-		if sizes, err = units.Sweep(lo, hi, *factor); err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
+		if sizes, err = parseSweep(*minB, *maxB, *factor); err != nil {
+			return err
 		}
 	case *countStr != "":
 		if count, err = units.ParseSize(*countStr); err != nil {
 			return fmt.Errorf("%w: --count: %v", errUsage, err)
+		}
+		if count > units.MaxSize/int64(dt.Size()) {
+			return fmt.Errorf("%w: --count %d of %d-byte %s: more than 1 TiB (the largest size simccl simulates)", errUsage, count, dt.Size(), dt)
 		}
 	}
 	var show []int

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,6 +11,7 @@ import (
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/intercept"
 	"github.com/simccl/simccl/internal/units"
+	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/simnet"
 )
 
@@ -48,20 +46,33 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	if *scaleRanks < 0 || *mf.nodes < 1 || *top < 0 || *nLinks < 0 {
 		return fmt.Errorf("%w: --scale-ranks, --nodes, --top and --links must not be negative", errUsage)
 	}
+	if *scaleRanks > planner.MaxRanks || *mf.nodes > planner.MaxNodes {
+		return fmt.Errorf("%w: --scale-ranks %d, --nodes %d: at most %d ranks (planner.MaxRanks)", errUsage, *scaleRanks, *mf.nodes, planner.MaxRanks)
+	}
 
+	// The files are read with simccl's bounds on every input and checked as runccl replay checks
+	// them (intercept.CheckTraces): every rank present, ranks agreeing, every Send received.
+	var files []intercept.TraceFile
 	var recs []intercept.Record
 	virtualTopo := ""
 	for _, path := range fs.Args() {
-		r, err := readTraceOrLog(path)
+		f, err := intercept.ReadTraceOrLog(path)
 		if err != nil {
 			return err
 		}
-		for _, x := range r {
+		if len(recs)+len(f.Records) > intercept.MaxRecords {
+			return fmt.Errorf("%w: %s: more than %d records in the trace's files", intercept.ErrTrace, path, intercept.MaxRecords)
+		}
+		for _, x := range f.Records {
 			if x.Topo != "" && virtualTopo == "" {
 				virtualTopo = x.Topo
 			}
 		}
-		recs = append(recs, r...)
+		files = append(files, f)
+		recs = append(recs, f.Records...)
+	}
+	if err := intercept.CheckTraces(files, intercept.CheckOptions{Virtual: true}); err != nil {
+		return err
 	}
 	launches, err := intercept.Launches(recs)
 	if err != nil {
@@ -169,29 +180,6 @@ func writeLaunches(w io.Writer, title string, ls []intercept.LaunchResult) error
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%.1f\t\n", l.Comm, l.Index, l.Ops, l.Calls, l.NRanks, units.FormatSize(l.Bytes), l.Algo, l.Proto, l.TimeUs)
 	}
 	return tw.Flush()
-}
-
-// readTraceOrLog reads a shim trace (JSON lines) or, when the file does not start with '{', an
-// NCCL INFO log.
-func readTraceOrLog(path string) ([]intercept.Record, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	first := ""
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		if t := strings.TrimSpace(sc.Text()); t != "" {
-			first = t
-			break
-		}
-	}
-	if strings.HasPrefix(first, "{") {
-		return intercept.ReadTrace(bytes.NewReader(data), path)
-	}
-	recs, _, err := intercept.ParseLog(bytes.NewReader(data), path)
-	return recs, err
 }
 
 func writeReplayText(w io.Writer, rep *intercept.Report, cmp *intercept.Comparison, top, nLinks int) error {

@@ -74,8 +74,10 @@ func TestReplayErrors(t *testing.T) {
 	}{
 		{[]string{"replay"}, 2, "want one or more trace files"},
 		{[]string{"replay", bad}, 1, "bad.jsonl:1: AllReduce: rank 5 of 2"},
-		{[]string{"replay", empty}, 1, "no collective"},
-		{[]string{"replay", "--scale-ranks", "12", "--topo", "dgx-h100", replayData + "trace/simccl-trace.rank0.jsonl"}, 2, "not a multiple"},
+		{[]string{"replay", empty}, 1, "empty.log: neither a trace (JSON lines) nor an NCCL log with COLL lines (1 lines read)"},
+		{[]string{"replay", "--scale-ranks", "12", "--topo", "dgx-h100", replayData + "trace/simccl-trace.rank0.jsonl", replayData + "trace/simccl-trace.rank1.jsonl"}, 2, "not a multiple"},
+		// A recorded (not virtual) run needs every rank's file, as runccl replay does.
+		{[]string{"replay", replayData + "trace/simccl-trace.rank0.jsonl"}, 1, "has 2 ranks but no trace holds rank 1 (missing rank file?)"},
 		{[]string{"replay", filepath.Join(dir, "missing")}, 1, "no such file"},
 	} {
 		var out, errb bytes.Buffer

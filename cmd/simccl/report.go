@@ -3,10 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/internal/input"
 	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/report"
 )
@@ -51,17 +51,9 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	lo, err := units.ParseSize(*minB)
+	sizes, err := parseSweep(*minB, *maxB, *factor)
 	if err != nil {
-		return fmt.Errorf("%w: -b: %v", errUsage, err)
-	}
-	hi, err := units.ParseSize(*maxB)
-	if err != nil {
-		return fmt.Errorf("%w: -e: %v", errUsage, err)
-	}
-	sizes, err := units.Sweep(lo, hi, *factor)
-	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return err
 	}
 	dt, err := coll.ParseDataType(*dtName)
 	if err != nil {
@@ -85,9 +77,12 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 		if opt.FocusSize, err = units.ParseSize(*focusSize); err != nil {
 			return fmt.Errorf("%w: --focus-size: %v", errUsage, err)
 		}
+		if err := units.CheckSize("--focus-size", opt.FocusSize); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
 	}
 	if *measured != "" {
-		data, err := os.ReadFile(*measured)
+		data, err := input.ReadFile(*measured)
 		if err != nil {
 			return err
 		}

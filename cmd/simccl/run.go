@@ -51,17 +51,9 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	lo, err := units.ParseSize(*minB)
+	sizes, err := parseSweep(*minB, *maxB, *factor)
 	if err != nil {
-		return fmt.Errorf("%w: -b: %v", errUsage, err)
-	}
-	hi, err := units.ParseSize(*maxB)
-	if err != nil {
-		return fmt.Errorf("%w: -e: %v", errUsage, err)
-	}
-	sizes, err := units.Sweep(lo, hi, *factor)
-	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return err
 	}
 	dt, err := coll.ParseDataType(*dtName)
 	if err != nil {

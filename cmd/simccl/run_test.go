@@ -87,9 +87,9 @@ func TestRunCommandErrors(t *testing.T) {
 	}
 	// Too many ranks: one clear error, no fallback to the hand-made model.
 	errb.Reset()
-	if rc := mainRun([]string{"run", "--nodes", "200000"}, &out, &errb); rc != 1 ||
-		!strings.Contains(errb.String(), "1600000 ranks, more ranks than this simulator accepts (1048576)") ||
+	if rc := mainRun([]string{"run", "--nodes", "20000"}, &out, &errb); rc != 2 ||
+		!strings.Contains(errb.String(), "--nodes: planner: 20000 nodes × 8 GPUs = 160000 ranks, more ranks than simccl simulates (131072)") ||
 		strings.Contains(errb.String(), "hand-made") || strings.Count(strings.TrimSpace(errb.String()), "\n") != 0 {
-		t.Errorf("200,000 nodes: rc %d, stderr %q", rc, errb.String())
+		t.Errorf("20,000 nodes: rc %d, stderr %q", rc, errb.String())
 	}
 }

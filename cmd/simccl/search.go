@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -69,6 +70,9 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	}
 	p, err := planner.New(planner.Machine{Name: name, Doc: doc, Nodes: *mf.nodes, Settings: s, SearchOnly: true})
 	if err != nil {
+		if errors.Is(err, planner.ErrTooManyRanks) {
+			return nodesError(err)
+		}
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	res := p.Search

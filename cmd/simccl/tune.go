@@ -5,7 +5,6 @@ import (
 	"io"
 
 	"github.com/simccl/simccl/coll"
-	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/tuning"
 )
 
@@ -57,17 +56,9 @@ func runTune(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%w: -c %q: want allreduce, allgather, reducescatter, broadcast, reduce or all", errUsage, *collName)
 		}
 	}
-	lo, err := units.ParseSize(*minB)
+	sizes, err := parseSweep(*minB, *maxB, *factor)
 	if err != nil {
-		return fmt.Errorf("%w: -b: %v", errUsage, err)
-	}
-	hi, err := units.ParseSize(*maxB)
-	if err != nil {
-		return fmt.Errorf("%w: -e: %v", errUsage, err)
-	}
-	sizes, err := units.Sweep(lo, hi, *factor)
-	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return err
 	}
 	dt, err := coll.ParseDataType(*dtName)
 	if err != nil {

@@ -1,10 +1,8 @@
 package realreplay
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -17,42 +15,12 @@ import (
 
 // RankTrace is what one process of the traced program called: one trace file of the shim (or one
 // NCCL log), by name for errors.
-type RankTrace struct {
-	Name    string
-	Records []intercept.Record
-}
+type RankTrace = intercept.TraceFile
 
 // ReadRankTrace reads one trace file, or one NCCL INFO log with COLL lines (ParseLog) when the
-// file does not start with a JSON object.
+// file does not start with a JSON object (intercept.ReadTraceOrLog, with internal/input's bounds).
 func ReadRankTrace(path string) (RankTrace, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return RankTrace{}, err
-	}
-	defer f.Close()
-	br := bufio.NewReader(f)
-	isJSON := false
-	for {
-		b, err := br.Peek(1)
-		if err != nil || len(b) == 0 {
-			break
-		}
-		if b[0] == ' ' || b[0] == '\t' || b[0] == '\n' || b[0] == '\r' {
-			br.ReadByte()
-			continue
-		}
-		isJSON = b[0] == '{' || b[0] == '#'
-		break
-	}
-	if isJSON {
-		recs, err := intercept.ReadTrace(br, path)
-		return RankTrace{Name: path, Records: recs}, err
-	}
-	recs, st, err := intercept.ParseLog(br, path)
-	if err == nil && st.Calls == 0 {
-		err = fmt.Errorf("%w: %s: neither a trace (JSON lines) nor an NCCL log with COLL lines (%d lines read)", intercept.ErrTrace, path, st.Lines)
-	}
-	return RankTrace{Name: path, Records: recs}, err
+	return intercept.ReadTraceOrLog(path)
 }
 
 // Comm is one communicator of a real replay: its trace id, its size, and which rank trace
@@ -95,25 +63,8 @@ type Program struct {
 	Notes  []string
 }
 
-// where names a record for errors: "file: seq 12 (AllReduce 1024 float sum)".
-func where(file string, r *intercept.Record) string {
-	s := fmt.Sprintf("%s: seq %d (%s", file, r.Seq, r.Op)
-	if intercept.IsCollective(r.Op) {
-		s += fmt.Sprintf(" %d %s", r.Count, r.Dtype)
-		if r.RedOp != "" {
-			s += " " + r.RedOp
-		}
-		switch r.Op {
-		case intercept.OpBroadcast, intercept.OpReduce:
-			s += fmt.Sprintf(" root %d", r.Root)
-		case intercept.OpSend:
-			s += fmt.Sprintf(" to %d", r.Root)
-		case intercept.OpRecv:
-			s += fmt.Sprintf(" from %d", r.Root)
-		}
-	}
-	return s + fmt.Sprintf(", comm %s rank %d of %d)", r.Comm, r.Rank, r.NRanks)
-}
+// where names a record for errors: "file: seq 12 (AllReduce 1024 float sum, comm c rank 0 of 2)".
+func where(file string, r *intercept.Record) string { return intercept.Where(file, r) }
 
 // NewProgram checks a set of rank traces for a real replay and turns each into its launches. It
 // fails, naming the file and record, on: an unknown op; a communicator recorded with two sizes; a
@@ -132,18 +83,17 @@ func NewProgram(traces []RankTrace) (*Program, error) {
 	if len(traces) == 0 {
 		return nil, fmt.Errorf("%w: no rank trace", intercept.ErrTrace)
 	}
-	traces = append([]RankTrace(nil), traces...) // records are sorted below; the caller's stay as they are
-	type place struct {
-		file string
-		rec  intercept.Record
+	// What both replays refuse (intercept.CheckTraces); what follows only this one does.
+	if err := intercept.CheckTraces(traces, intercept.CheckOptions{}); err != nil {
+		return nil, err
 	}
+	traces = append([]RankTrace(nil), traces...) // records are sorted below; the caller's stay as they are
 	type ck struct {
 		comm string
 		rank int
 	}
-	sizeOf := map[string]place{}
-	holder := map[ck]int{}     // (comm, rank) → actor
-	holderAt := map[ck]place{} // first record of that rank
+	sizeOf := map[string]int{}
+	holder := map[ck]int{} // (comm, rank) → actor
 	rankIn := map[[2]string]int{}
 	dataCalls := map[string]int{}
 	prog := &Program{}
@@ -152,30 +102,12 @@ func NewProgram(traces []RankTrace) (*Program, error) {
 		recs := append([]intercept.Record(nil), t.Records...)
 		sort.SliceStable(recs, func(i, j int) bool { return recs[i].Seq < recs[j].Seq })
 		for _, r := range recs {
-			switch {
-			case intercept.IsCollective(r.Op):
-			case r.Op == intercept.OpCommInit || r.Op == intercept.OpCommSplit || r.Op == intercept.OpCommFinalize || r.Op == intercept.OpCommDestroy:
-			default:
-				return nil, fmt.Errorf("%w: %s: unknown op %q", intercept.ErrTrace, where(t.Name, &r), r.Op)
-			}
-			if p, ok := sizeOf[r.Comm]; !ok {
-				sizeOf[r.Comm] = place{t.Name, r}
-			} else if p.rec.NRanks != r.NRanks {
-				return nil, fmt.Errorf("%w: communicator %s has %d ranks at %s but %d at %s", intercept.ErrTrace, r.Comm, p.rec.NRanks, where(p.file, &p.rec), r.NRanks, where(t.Name, &r))
-			}
-			k := ck{r.Comm, r.Rank}
-			if h, ok := holder[k]; ok && h != a {
-				p := holderAt[k]
-				return nil, fmt.Errorf("%w: rank %d of communicator %s is in two traces: %s and %s", intercept.ErrTrace, r.Rank, r.Comm, where(p.file, &p.rec), where(t.Name, &r))
-			}
+			sizeOf[r.Comm] = r.NRanks
 			if prev, ok := rankIn[[2]string{t.Name, r.Comm}]; ok && prev != r.Rank {
 				return nil, fmt.Errorf("%w: %s: the trace holds ranks %d and %d of communicator %s (several ranks per process, as ncclCommInitAll makes, cannot be replayed rank by rank)", intercept.ErrTrace, where(t.Name, &r), prev, r.Rank, r.Comm)
 			}
 			rankIn[[2]string{t.Name, r.Comm}] = r.Rank
-			if _, ok := holder[k]; !ok {
-				holder[k] = a
-				holderAt[k] = place{t.Name, r}
-			}
+			holder[ck{r.Comm, r.Rank}] = a
 			if intercept.IsCollective(r.Op) {
 				dataCalls[r.Comm]++
 				if r.RedOp == "premulsum" {
@@ -192,24 +124,9 @@ func NewProgram(traces []RankTrace) (*Program, error) {
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		p := sizeOf[id]
-		c := Comm{ID: id, Size: p.rec.NRanks, Calls: dataCalls[id]}
+		c := Comm{ID: id, Size: sizeOf[id], Calls: dataCalls[id]}
 		for r := 0; r < c.Size; r++ {
-			a, ok := holder[ck{id, r}]
-			if !ok {
-				var have []string
-				for q := 0; q < c.Size; q++ {
-					if h, ok := holder[ck{id, q}]; ok {
-						if len(have) == 8 {
-							have = append(have, "…")
-							break
-						}
-						have = append(have, fmt.Sprintf("rank %d in %s", q, traces[h].Name))
-					}
-				}
-				return nil, fmt.Errorf("%w: communicator %s has %d ranks but no trace holds rank %d (missing rank file?); found %s", intercept.ErrTrace, id, c.Size, r, strings.Join(have, ", "))
-			}
-			c.Members = append(c.Members, a)
+			c.Members = append(c.Members, holder[ck{id, r}]) // CheckTraces: every rank is held
 		}
 		prog.Comms = append(prog.Comms, c)
 	}
@@ -219,16 +136,15 @@ func NewProgram(traces []RankTrace) (*Program, error) {
 	if premul {
 		prog.Notes = append(prog.Notes, "premulsum reductions (scalar not in the trace) replayed as sum")
 	}
-	if err := prog.matchAndSplit(traces); err != nil {
+	if err := prog.split(traces); err != nil {
 		return nil, err
 	}
 	return prog, nil
 }
 
-// matchAndSplit checks that the ranks of every communicator agree on its collectives and
-// point-to-point messages, gives every call its input pattern, and splits each trace into
-// launches.
-func (p *Program) matchAndSplit(traces []RankTrace) error {
+// split gives every call its input pattern (the same number on every rank it involves) and
+// splits each trace into launches. The ranks' agreement was checked by intercept.CheckTraces.
+func (p *Program) split(traces []RankTrace) error {
 	size := map[string]int{}
 	for _, c := range p.Comms {
 		size[c.ID] = c.Size
@@ -241,9 +157,9 @@ func (p *Program) matchAndSplit(traces []RankTrace) error {
 		comm     string
 		src, dst int
 	}
-	colls := map[ck][]*Call{}
-	sends := map[pk][]*Call{}
-	recvs := map[pk][]*Call{}
+	colls := map[ck]int{}
+	sends := map[pk]int{}
+	recvs := map[pk]int{}
 	calls := make([][]*Call, len(traces))
 	for a, t := range traces {
 		for i := range t.Records {
@@ -272,72 +188,17 @@ func (p *Program) matchAndSplit(traces []RankTrace) error {
 			switch r.Op {
 			case intercept.OpSend:
 				k := pk{r.Comm, r.Rank, r.Root}
-				c.seed = len(sends[k])
-				sends[k] = append(sends[k], c)
+				c.seed = sends[k]
+				sends[k]++
 			case intercept.OpRecv:
 				k := pk{r.Comm, r.Root, r.Rank}
-				c.seed = len(recvs[k])
-				recvs[k] = append(recvs[k], c)
+				c.seed = recvs[k]
+				recvs[k]++
 			default:
 				k := ck{r.Comm, r.Rank}
-				c.seed = len(colls[k])
-				colls[k] = append(colls[k], c)
+				c.seed = colls[k]
+				colls[k]++
 			}
-		}
-	}
-	for _, cm := range p.Comms {
-		ref := colls[ck{cm.ID, 0}]
-		for r := 1; r < cm.Size; r++ {
-			mine := colls[ck{cm.ID, r}]
-			for k := 0; k < min(len(ref), len(mine)); k++ {
-				a, b := &ref[k].Rec, &mine[k].Rec
-				if a.Op != b.Op || a.Count != b.Count || ref[k].dt != mine[k].dt || ref[k].op != mine[k].op || ((a.Op == intercept.OpBroadcast || a.Op == intercept.OpReduce) && a.Root != b.Root) {
-					return fmt.Errorf("%w: collective %d of communicator %s differs between ranks: %s against %s", intercept.ErrTrace, k, cm.ID, where(ref[k].File, a), where(mine[k].File, b))
-				}
-			}
-			if len(ref) != len(mine) {
-				long, short := ref, mine
-				if len(mine) > len(ref) {
-					long, short = mine, ref
-				}
-				x := long[len(short)]
-				return fmt.Errorf("%w: communicator %s: rank %d issues %d collectives, rank %d issues %d; first unmatched: %s", intercept.ErrTrace, cm.ID, 0, len(ref), r, len(mine), where(x.File, &x.Rec))
-			}
-		}
-	}
-	var keys []pk
-	for k := range sends {
-		keys = append(keys, k)
-	}
-	for k := range recvs {
-		if _, ok := sends[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		if a.comm != b.comm {
-			return a.comm < b.comm
-		}
-		if a.src != b.src {
-			return a.src < b.src
-		}
-		return a.dst < b.dst
-	})
-	for _, k := range keys {
-		s, r := sends[k], recvs[k]
-		for j := 0; j < min(len(s), len(r)); j++ {
-			if s[j].Rec.Count != r[j].Rec.Count || s[j].dt != r[j].dt {
-				return fmt.Errorf("%w: message %d from rank %d to rank %d of communicator %s: %s does not match %s", intercept.ErrTrace, j, k.src, k.dst, k.comm, where(s[j].File, &s[j].Rec), where(r[j].File, &r[j].Rec))
-			}
-		}
-		switch {
-		case len(s) > len(r):
-			x := s[len(r)]
-			return fmt.Errorf("%w: %s has no matching Recv on rank %d (%d sends, %d receives from rank %d to rank %d)", intercept.ErrTrace, where(x.File, &x.Rec), k.dst, len(s), len(r), k.src, k.dst)
-		case len(r) > len(s):
-			x := r[len(s)]
-			return fmt.Errorf("%w: %s has no matching Send on rank %d (%d sends, %d receives from rank %d to rank %d)", intercept.ErrTrace, where(x.File, &x.Rec), k.src, len(s), len(r), k.src, k.dst)
 		}
 	}
 	for a, cs := range calls {

@@ -56,3 +56,18 @@ func GPUPCI(bus string, rank int, inner string) string {
 </pci>
 `, bus, rank, rank, inner)
 }
+
+// NICs returns a one-CPU system with one GPU (lines 3-5) and n NICs, each on its own PCI device
+// directly under the CPU, NIC i on line 6+i: the CPU gets one PCI link per NIC, more than
+// NCCL_TOPO_MAX_LINKS (576 in NCCL 2.28) from n = 576 on.
+func NICs(n int) []byte {
+	var b bytes.Buffer
+	b.WriteString(CPUOpen)
+	b.WriteString(GPUPCI("0000:01:00.0", 0, ""))
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "<pci busid=\"%04x:%02x:00.0\" class=\"0x020000\"><nic><net name=\"mlx5_%d\" dev=\"%d\" speed=\"400000\" port=\"1\" guid=\"0x%x\" maxconn=\"131072\" gdr=\"1\"/></nic></pci>\n",
+			1+i>>8, i&0xff, i, i, i)
+	}
+	b.WriteString("</cpu></system>\n")
+	return b.Bytes()
+}

@@ -9,6 +9,20 @@ import (
 	"strings"
 )
 
+// MaxSize bounds every call size simccl takes (its -b/-e/--count flags, trace counts, measured
+// rows): 1 TiB, several times the memory of any GPU, and small enough that a call's bytes times
+// the ranks of the largest communicator, or its time in picoseconds on the slowest link a fabric
+// may have, stays within int64.
+const MaxSize = 1 << 40
+
+// CheckSize refuses a size over MaxSize; what names it in the error ("-e", "count 3 × float").
+func CheckSize(what string, n int64) error {
+	if n > MaxSize {
+		return fmt.Errorf("%s: %d bytes, more than 1 TiB (the largest size simccl simulates)", what, n)
+	}
+	return nil
+}
+
 // ParseSize reads "8", "64K", "1M", "1G", "4GB", "512KiB" (K/M/G/T are powers of 1024, as in nccl-tests).
 func ParseSize(s string) (int64, error) {
 	t := strings.TrimSpace(s)

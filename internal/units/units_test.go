@@ -31,3 +31,12 @@ func TestSweep(t *testing.T) {
 		t.Fatalf("single size sweep = %v", s)
 	}
 }
+
+func TestCheckSize(t *testing.T) {
+	if err := CheckSize("-e", MaxSize); err != nil {
+		t.Errorf("MaxSize refused: %v", err)
+	}
+	if err := CheckSize("-e", MaxSize+1); err == nil || err.Error() != "-e: 1099511627777 bytes, more than 1 TiB (the largest size simccl simulates)" {
+		t.Errorf("MaxSize+1: %v", err)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/beevik/etree"
+
+	"github.com/simccl/simccl/internal/input"
 )
 
 // cpuInfo is what NCCL reads with CPUID, recovered from /proc/cpuinfo.
@@ -19,7 +21,7 @@ type cpuInfo struct {
 // readCPUInfo parses the first processor of /proc/cpuinfo. Linux prints the x86 family with the
 // extended family added (family 15 + ext) and the model with the extended model shifted in.
 func readCPUInfo(fs sysfs) cpuInfo {
-	data, err := os.ReadFile(fs.host("/proc/cpuinfo"))
+	data, err := input.ReadFile(fs.host("/proc/cpuinfo"))
 	if err != nil {
 		return cpuInfo{}
 	}
@@ -105,7 +107,7 @@ func hostHash(fs sysfs, hostID string) uint64 {
 		s = hostID
 	} else {
 		s = hostname(fs)
-		if data, err := os.ReadFile(fs.host("/proc/sys/kernel/random/boot_id")); err == nil {
+		if data, err := input.ReadFile(fs.host("/proc/sys/kernel/random/boot_id")); err == nil {
 			if f := strings.Fields(string(data)); len(f) > 0 {
 				s += f[0]
 			}
@@ -147,7 +149,7 @@ func ncclHash(b []byte) uint64 {
 
 // hostname is gethostname(2): the UTS nodename, which /proc/sys/kernel/hostname shows.
 func hostname(fs sysfs) string {
-	if data, err := os.ReadFile(fs.host("/proc/sys/kernel/hostname")); err == nil {
+	if data, err := input.ReadFile(fs.host("/proc/sys/kernel/hostname")); err == nil {
 		return strings.TrimRight(string(data), "\n")
 	}
 	if fs.root == "/" {

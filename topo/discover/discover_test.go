@@ -254,4 +254,12 @@ func TestLoadFakeNVMLErrors(t *testing.T) {
 			t.Errorf("%s: got %v, want an error naming the file", name, err)
 		}
 	}
+	// --nvml-json is read with simccl's bound on every input (a sparse file over it: not read).
+	big := filepath.Join(dir, "big.json")
+	if err := os.WriteFile(big, nil, 0o644); err != nil || os.Truncate(big, 65<<20) != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadFakeNVML(big); err == nil || err.Error() != big+": input too large (more than 64 MiB)" {
+		t.Errorf("65 MiB file: %v", err)
+	}
 }

@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
+
+	"github.com/simccl/simccl/internal/input"
 )
 
 // ErrNoNVML reports that NVML could not be used: no NVIDIA driver (libnvidia-ml.so.1 missing),
@@ -83,7 +84,7 @@ type FakeC2C struct {
 
 // LoadFakeNVML reads a FakeNVML from a JSON file.
 func LoadFakeNVML(path string) (*FakeNVML, error) {
-	data, err := os.ReadFile(path)
+	data, err := input.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}

@@ -12,9 +12,11 @@
 //	if err != nil { ... }            // e.g. "topo.xml:12: </pci> closes <gpu> opened at line 9"
 //	doc.WriteTo(os.Stdout)
 //
-// Reading is bounded: at most MaxInputBytes of input, MaxElements elements and MaxDepth levels
-// of nesting; DTD entity declarations (billion laughs, external entities) and duplicate
-// attributes are refused. Only version 1 of either root is accepted (RCCL's version="2" is not
+// Reading is bounded: at most MaxInputBytes of input (16 MiB), MaxElements elements, MaxDepth
+// levels of nesting, MaxAttrs attributes an element and MaxAttrsTotal a document, MaxMarkup
+// elements, comments and other markup together, all checked as the input is read and the first
+// two before any tree is built; DTD entity declarations (billion laughs, external entities) and
+// duplicate attributes are refused. Only version 1 of either root is accepted (RCCL's version="2" is not
 // NCCL's format).
 //
 // Attribute helpers decode the values NCCL's reader decodes, with errors located at the

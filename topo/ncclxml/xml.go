@@ -6,19 +6,43 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 
 	"github.com/beevik/etree"
+
+	"github.com/simccl/simccl/internal/input"
 )
 
 // Limits bound what the reader accepts, so that hostile input fails fast with a clear error
 // instead of exhausting memory. NCCL itself caps nodes per type at 576 (2.28); these limits are
 // far above anything a real machine produces.
 const (
-	MaxInputBytes = 64 << 20 // whole document
-	MaxDepth      = 512      // element nesting
-	MaxElements   = 1 << 20  // elements in one document (a fused 72-GPU NVL72 dump has a few thousand)
+	// MaxInputBytes bounds a whole document, tighter than simccl's 64 MiB on other inputs: the
+	// largest valid NCCL XML (a full graph dump, below) is about 5 MB, and encoding/xml reads
+	// 30-40 MB/s, so that 64 MiB of text in one element took 3.5 s to refuse.
+	MaxInputBytes = 16 << 20
+	MaxDepth      = 512 // element nesting
+	// MaxElements bounds the elements of one document. The largest valid NCCL files are far below
+	// it: a graph dump of 5 graphs × 64 channels (MAXCHANNELS) × 640 GPUs and 2 NETs
+	// (NCCL_TOPO_MAX_NODES: 576 in 2.28, 640 in 2.30) has about 206,000; real ones a few hundred (a fused
+	// 2-tray NVL72 graph dump, the largest in testdata, 310). A 200,000-GPU file (400,000
+	// elements, 18 MB) took 0.7 to 2.3 s to parse before the topology refused it; such files
+	// are now refused before the tree is built.
+	MaxElements = 1 << 18
+	// MaxAttrs bounds the attributes of one element. NCCL's own reader keeps at most 16
+	// (MAX_ATTR_COUNT in NCCL 2.28's xml.h); without a bound, one element of 200,000 attributes
+	// (3 MB) took 87 s, the tree's attribute insertion being quadratic.
+	MaxAttrs = 64
+	// MaxAttrsTotal bounds the attributes of one document, counted before parsing as the '='
+	// characters of the input (each attribute has one outside its value; text may add some, and
+	// NCCL's files have no text). The largest valid files have about 250,000 (a 640-GPU topology
+	// with its NVLinks and PCI devices, a full graph dump's dev ids). Within 64 MiB and
+	// MaxElements, 9 million short attributes took 20 s and 1 GB to read.
+	MaxAttrsTotal = 1 << 19
+	// MaxMarkup bounds the elements, comments, CDATA sections, processing instructions and
+	// declarations of one document together: 64 MiB of "<!---->" would otherwise be 9 million
+	// comment nodes in the tree.
+	MaxMarkup = 2 * MaxElements
 )
 
 // Kind says which NCCL document a file holds.
@@ -49,6 +73,8 @@ type Error struct {
 	File string
 	Line int // 1-based; 0 when unknown
 	Msg  string
+	// Err, when set, is a cause callers may test for besides ErrSyntax (input.ErrTooLarge).
+	Err error
 }
 
 func (e *Error) Error() string {
@@ -62,8 +88,13 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s", name, e.Msg)
 }
 
-// Unwrap lets callers test errors.Is(err, ErrSyntax).
-func (e *Error) Unwrap() error { return ErrSyntax }
+// Unwrap lets callers test errors.Is(err, ErrSyntax) (and the cause in Err, if any).
+func (e *Error) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrSyntax, e.Err}
+	}
+	return []error{ErrSyntax}
+}
 
 // Document is a parsed NCCL XML file. The tree is kept whole (unknown elements and attributes,
 // attribute order, comments) so that writing it back is lossless.
@@ -76,19 +107,30 @@ type Document struct {
 	lines         map[*etree.Element]int
 }
 
-// ReadFile parses the file at path.
+// ReadFile parses the file at path, read with internal/input's bound (a file over MaxInputBytes
+// is refused before it is read when its size is known). A missing file's error satisfies
+// errors.Is(err, fs.ErrNotExist).
 func ReadFile(path string) (*Document, error) {
-	f, err := os.Open(path)
+	data, err := input.ReadFileMax(path, MaxInputBytes)
+	if errors.Is(err, input.ErrTooLarge) {
+		return nil, tooLarge(path)
+	}
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	return Parse(f, path)
+	return ParseBytes(data, path)
+}
+
+func tooLarge(name string) *Error {
+	return &Error{File: name, Msg: fmt.Sprintf("%v (more than %s)", input.ErrTooLarge, input.Size(MaxInputBytes)), Err: input.ErrTooLarge}
 }
 
 // Parse reads one document from r; name is used in error messages.
 func Parse(r io.Reader, name string) (*Document, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxInputBytes+1))
+	data, err := input.Read(r, name, MaxInputBytes)
+	if errors.Is(err, input.ErrTooLarge) {
+		return nil, tooLarge(name)
+	}
 	if err != nil {
 		return nil, &Error{File: name, Msg: err.Error()}
 	}
@@ -98,7 +140,7 @@ func Parse(r io.Reader, name string) (*Document, error) {
 // ParseBytes parses one document held in memory.
 func ParseBytes(data []byte, name string) (*Document, error) {
 	if len(data) > MaxInputBytes {
-		return nil, &Error{File: name, Msg: fmt.Sprintf("input larger than %d bytes", MaxInputBytes)}
+		return nil, tooLarge(name)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &Error{File: name, Msg: "empty file"}
@@ -190,11 +232,19 @@ func build(data []byte, name string) (*Document, error) {
 		line := 1 + bytes.Count(data[:off], []byte("\n"))
 		return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf("more than %d elements", MaxElements)}
 	}
+	if bytes.Count(data, []byte("=")) > MaxAttrsTotal {
+		off, k := 0, 0
+		for ; k <= MaxAttrsTotal; k++ {
+			off += bytes.IndexByte(data[off:], '=') + 1
+		}
+		line := 1 + bytes.Count(data[:off], []byte("\n"))
+		return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf("more than %d attributes", MaxAttrsTotal)}
+	}
 	dec := stdxml.NewDecoder(bytes.NewReader(data))
 	dec.Strict = true
 	doc := etree.NewDocument()
 	// The count sizes the line map once: growing it step by step cost a third of the time of a
-	// 200,000-GPU file.
+	// 200,000-GPU file (when MaxElements allowed one).
 	d := &Document{Name: name, Doc: doc, lines: make(map[*etree.Element]int, n)}
 	type open struct {
 		e    *etree.Element
@@ -202,7 +252,10 @@ func build(data []byte, name string) (*Document, error) {
 	}
 	var stack []open
 	parent := &doc.Element
-	roots, elements := 0, 0
+	roots, elements, markup := 0, 0, 0
+	tooMuch := func(line int) error {
+		return &Error{File: name, Line: line, Msg: fmt.Sprintf("more than %d elements, comments, CDATA sections and processing instructions", MaxMarkup)}
+	}
 	for {
 		// Character data (whitespace included) is a token of its own, so the position before a
 		// token is the position of its first byte: the '<' of a tag, or a CDATA section.
@@ -219,6 +272,13 @@ func build(data []byte, name string) (*Document, error) {
 			}
 			return nil, &Error{File: name, Line: line, Msg: err.Error()}
 		}
+		if _, text := tok.(stdxml.CharData); !text || (off >= 0 && off < int64(len(data)) && bytes.HasPrefix(data[off:], []byte("<![CDATA["))) {
+			if _, end := tok.(stdxml.EndElement); !end {
+				if markup++; markup > MaxMarkup {
+					return nil, tooMuch(line)
+				}
+			}
+		}
 		switch t := tok.(type) {
 		case stdxml.StartElement:
 			if len(stack) >= MaxDepth {
@@ -231,6 +291,9 @@ func build(data []byte, name string) (*Document, error) {
 				if roots++; roots > 1 {
 					return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf("second root element <%s> after the first one closed", qname(t.Name))}
 				}
+			}
+			if len(t.Attr) > MaxAttrs {
+				return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf("<%s> has %d attributes, more than %d", qname(t.Name), len(t.Attr), MaxAttrs)}
 			}
 			e := parent.CreateElement(qname(t.Name))
 			if len(t.Attr) > 0 {
