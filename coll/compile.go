@@ -386,9 +386,12 @@ func (b *builder) emit(ck *chunking, c call) {
 		st := Step{Index: idx, Op: b.op, Prim: c.prim, Lane: c.lane, Bytes: ne * ck.elt,
 			Proto: ck.proto, Chunk: c.chunk, Slice: si, PostOp: c.postOp}
 		st.Wire = WireBytes(ck.proto, st.Bytes)
-		if last, ok := ps.laneLast[c.lane]; ok {
+		switch last, ok := ps.laneLast[c.lane]; {
+		case c.rank >= b.s.NRanks:
+			// A switch acts on each message as it arrives (rule 6): no order among its steps.
+		case ok:
 			st.Deps = []int{last}
-		} else if len(ps.barrier) > 0 {
+		case len(ps.barrier) > 0:
 			st.Deps = append([]int(nil), ps.barrier...)
 		}
 		if c.src != nil {

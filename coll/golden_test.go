@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden schedule dumps in testdata/")
+var update = flag.Bool("update", false, "rewrite the golden schedule dumps and the data-driven cases' expectations in testdata/")
 
 // TestGoldenSchedules pins the exact step structure of small schedules (review a change with
 // `go test ./coll -run Golden -update` and git diff): both executors depend on it.

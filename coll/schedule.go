@@ -49,7 +49,9 @@ import (
 //     is a virtual endpoint numbered NRanks+i that reduces or multicasts inside the fabric: an
 //     NVSwitch's multimem engine (NVLS) or the network's in-network reduction (CollNet/SHARP). Its
 //     programs follow the rank programs (Program(NRanks+i, c)), use only RecvReduceForward and
-//     RecvSend, and touch no buffer. An executor that cannot run them must refuse such schedules
+//     RecvSend, touch no buffer, and carry no dependencies: the switch acts on each message as
+//     it arrives (an NVSwitch serves the multimem requests of every GPU concurrently), so a
+//     switch may send the messages of one connection out of sequence order. An executor that cannot run them must refuse such schedules
 //     (Supported reports the algorithms that need none).
 //
 // The JSON form is encoding/json of these types (field names as tagged below); enumerations are

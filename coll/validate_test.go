@@ -3,7 +3,6 @@ package coll
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"strconv"
@@ -13,13 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected results of data-driven tests (testdata/*.txt) with what the code gives")
-
 // TestValidateCases reads testdata/validate.txt: each case takes a compiled schedule (a 2-rank
 // ring all-reduce on one channel, or the schedule its "schedule:" line names), changes it with
 // "set PATH JSON" lines (PATH into the schedule's JSON, dot-separated, numbers index arrays), and
 // expects what Validate says after the "----" line. `go test ./coll -run TestValidateCases
-// -rewrite` rewrites the expectations.
+// -update` rewrites the expectations.
 func TestValidateCases(t *testing.T) {
 	runDataDriven(t, "testdata/validate.txt", func(t *testing.T, directives []string) string {
 		p := Plan{Func: AllReduce, Algo: Ring, Proto: Simple, NRanks: 2, NChannels: 1, Count: 64, DataType: Float32}
@@ -92,7 +89,7 @@ func setPath(doc any, path []string, v any) error {
 }
 
 // runDataDriven runs the cases of a data-driven file: a case is "case: NAME", directive lines,
-// "----", and the expected output up to a blank line; "#" lines are comments. With -rewrite it
+// "----", and the expected output up to a blank line; "#" lines are comments. With -update it
 // writes the file back with the outputs run produced.
 func runDataDriven(t *testing.T, file string, run func(t *testing.T, directives []string) string) {
 	data, err := os.ReadFile(file)
@@ -120,7 +117,7 @@ func runDataDriven(t *testing.T, file string, run func(t *testing.T, directives 
 		var got string
 		t.Run(name, func(t *testing.T) {
 			got = run(t, directives)
-			if !*rewrite {
+			if !*update {
 				require.Equal(t, strings.Join(want, "\n"), got, "%s:%d", file, start)
 			}
 		})
@@ -130,7 +127,7 @@ func runDataDriven(t *testing.T, file string, run func(t *testing.T, directives 
 		}
 		out.WriteString("----\n" + got + "\n")
 	}
-	if *rewrite {
+	if *update {
 		require.NoError(t, os.WriteFile(file, out.Bytes(), 0o644))
 	}
 }

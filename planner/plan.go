@@ -66,6 +66,13 @@ func (p *Planner) Decide(c coll.Call) (Decision, error) {
 	}
 	plan.Algo, plan.Proto, plan.NChannels, plan.ChannelLo = ch.Algo, ch.Proto, max(ch.NChannels, 1), ch.ChannelLo
 	plan.NThreads, plan.ChunkSize = ch.NThreads, ch.ChunkSize
+	switch plan.Algo {
+	case coll.NVLS, coll.NVLSTree, coll.CollNetDirect, coll.CollNetChain:
+		// These run on their own channels (NVLS's nvlsChannels may outnumber the ring graph's),
+		// through switches and the trees they derive (NCCL 2.28 nvls.cc, collnet setup): the
+		// search's rings and trees are not theirs.
+		plan.Rings, plan.Trees = nil, nil
+	}
 	return Decision{Plan: plan, Choice: &ch}, nil
 }
 

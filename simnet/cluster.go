@@ -47,6 +47,11 @@ type NodeModel struct {
 	GPUToNIC [][][]int // [gpu][nic]: links from the GPU to the NIC
 	NICToGPU [][][]int // [nic][gpu]: links from the NIC to the GPU
 	NICOrder [][]int   // per GPU, the NICs it uses, closest first; channel c uses NICOrder[g][c%len]
+	// GPUToNVS and NVSToGPU (nil without an NVSwitch): per GPU, the link from it to the node's
+	// NVSwitch and back — where NVLS schedules' switch endpoint sits (multimem loads and stores
+	// cross exactly these links).
+	GPUToNVS []int
+	NVSToGPU []int
 }
 
 // NICSpec is one network port of a node.
@@ -93,6 +98,16 @@ func (m *NodeModel) Validate() error {
 	for i, n := range m.NICs {
 		if !(n.GBps > 0) {
 			return fmt.Errorf("node model %q: NIC %d (%s) has speed %v GB/s (want > 0)", m.Name, i, n.Name, n.GBps)
+		}
+	}
+	if m.GPUToNVS != nil || m.NVSToGPU != nil {
+		if len(m.GPUToNVS) != m.NumGPUs || len(m.NVSToGPU) != m.NumGPUs {
+			return fmt.Errorf("node model %q: NVSwitch links for %d and %d GPUs of %d", m.Name, len(m.GPUToNVS), len(m.NVSToGPU), m.NumGPUs)
+		}
+		for g := 0; g < m.NumGPUs; g++ {
+			if err := chk(fmt.Sprintf("GPU %d's NVSwitch links", g), []int{m.GPUToNVS[g], m.NVSToGPU[g]}); err != nil {
+				return err
+			}
 		}
 	}
 	if len(m.NICs) > 0 {
@@ -152,6 +167,7 @@ func SwitchedNode(name string, nGPU int, nvlGBps float64, nNIC int, nicGBps, pci
 		pciUp[g] = add(fmt.Sprintf("GPU%d->PCISW", g), ClassPCI, pciGBps)
 		pciDown[g] = add(fmt.Sprintf("PCISW->GPU%d", g), ClassPCI, pciGBps)
 	}
+	m.GPUToNVS, m.NVSToGPU = up, down
 	m.GPUPaths = make([][][]int, nGPU)
 	for a := 0; a < nGPU; a++ {
 		m.GPUPaths[a] = make([][]int, nGPU)

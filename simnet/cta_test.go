@@ -55,15 +55,15 @@ func TestCTAAllGatherSlowerThanBroadcastByCopy(t *testing.T) {
 // localSchedule: rank 0 runs, in program order on one lane, a Recv of b bytes then a Send of b
 // bytes; rank 1 sends the first message and receives the second.
 func localSchedule(b int64, lanes int) *coll.Schedule {
-	s := &coll.Schedule{NRanks: 2, NChannels: 1,
+	s := &coll.Schedule{NRanks: 2, NChannels: 1, Ops: []coll.Op{byteOp(b)},
 		Conns: []coll.Conn{{ID: 0, From: 1, To: 0, Messages: 1}, {ID: 1, From: 0, To: 1, Messages: 1}}}
 	p0 := coll.Program{Rank: 0, Steps: []coll.Step{
-		{Index: 0, Prim: coll.Recv, Bytes: b, Wire: b, Proto: coll.Simple, Recv: []coll.Xfer{{Conn: 0, Peer: 1, CreditSeq: -1}}},
-		{Index: 1, Prim: coll.Send, Deps: []int{0}, Bytes: b, Wire: b, Proto: coll.Simple, Send: []coll.Xfer{{Conn: 1, Peer: 1, CreditSeq: -1}}},
+		{Index: 0, Prim: coll.Recv, Bytes: b, Wire: b, Proto: coll.Simple, Dst: &coll.BufRef{Buf: coll.BufRecv}, Recv: []coll.Xfer{{Conn: 0, Peer: 1, CreditSeq: -1}}},
+		{Index: 1, Prim: coll.Send, Deps: []int{0}, Bytes: b, Wire: b, Proto: coll.Simple, Src: &coll.BufRef{Buf: coll.BufRecv}, Send: []coll.Xfer{{Conn: 1, Peer: 1, CreditSeq: -1}}},
 	}}
 	p1 := coll.Program{Rank: 1, Steps: []coll.Step{
-		{Index: 0, Prim: coll.Send, Bytes: b, Wire: b, Proto: coll.Simple, Send: []coll.Xfer{{Conn: 0, Peer: 0, CreditSeq: -1}}},
-		{Index: 1, Prim: coll.Recv, Deps: []int{0}, Lane: lanes - 1, Bytes: b, Wire: b, Proto: coll.Simple, Recv: []coll.Xfer{{Conn: 1, Peer: 0, CreditSeq: -1}}},
+		{Index: 0, Prim: coll.Send, Bytes: b, Wire: b, Proto: coll.Simple, Src: &coll.BufRef{}, Send: []coll.Xfer{{Conn: 0, Peer: 0, CreditSeq: -1}}},
+		{Index: 1, Prim: coll.Recv, Deps: []int{0}, Lane: lanes - 1, Bytes: b, Wire: b, Proto: coll.Simple, Dst: &coll.BufRef{Buf: coll.BufRecv}, Recv: []coll.Xfer{{Conn: 1, Peer: 0, CreditSeq: -1}}},
 	}}
 	s.Programs = []coll.Program{p0, p1}
 	return s

@@ -2,6 +2,7 @@ package simnet
 
 import (
 	"fmt"
+	"math"
 	"sort"
 
 	"github.com/simccl/simccl/coll"
@@ -38,6 +39,17 @@ type Timing struct {
 	// destination (Recv, RecvReduceCopy, Copy, Reduce) holds its lane for its bytes at that rate
 	// before it completes, so the channel's next primitive waits for it as in NCCL's kernels.
 	CTARate Rate
+	// SwitchEff is the fraction of a link's bandwidth that messages to and from a switch endpoint
+	// (NVLS multimem loads and stores through the NVSwitch) reach: their wire bytes are their bytes
+	// divided by it (0: 1). Machine.Timing takes NCCL's nvlsEfficiency of the GPU generation.
+	SwitchEff float64
+}
+
+// SwitchRouter is a Router that also places switch endpoints (Schedule.Switches): the links
+// between a rank and the NVSwitch of a node. Simulate needs one for schedules with switches.
+type SwitchRouter interface {
+	Router
+	RouteSwitch(rank, node int, up bool, buf []LinkID) ([]LinkID, error)
 }
 
 // KernelLaunch is the host-side cost of launching one CUDA kernel, about 3 µs on current GPUs and
@@ -61,6 +73,18 @@ func TimingFor(release string, a coll.Algo, p coll.Proto) (Timing, error) {
 	}
 	var t Timing
 	t.Launch = KernelLaunch + FromMicros(k.BaseLat[a][p])
+	if a == coll.NVLS || a == coll.NVLSTree {
+		// NCCL's model gives NVLS one latency for the whole collective, its NVLINK hwLat (which
+		// replaces the base latency), and NVLSTree that plus an interLat per tree hop across
+		// nodes (NCCL 2.28 tuning.cc). The simulator charges the first once, at launch, and the
+		// second on every message that crosses the network; messages within a node (to and from
+		// the NVSwitch) pay their links' latency only.
+		t.Launch += FromMicros(k.HwLat[0][a][p])
+		for q := coll.Proto(0); q < coll.NumProtos; q++ {
+			t.StepLat[2][q] = FromMicros(k.HwLat[2][a][q])
+		}
+		return t, nil
+	}
 	for hw := 0; hw < 3; hw++ {
 		for q := coll.Proto(0); q < coll.NumProtos; q++ {
 			v := k.HwLat[hw][a][q]
@@ -165,12 +189,32 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (*R
 	if s.NRanks != r.NumRanks() {
 		return nil, fmt.Errorf("simnet: schedule has %d ranks, the cluster %d", s.NRanks, r.NumRanks())
 	}
-	if len(s.Programs) != s.NRanks*s.NChannels {
-		return nil, fmt.Errorf("simnet: schedule has %d programs, want %d ranks x %d channels", len(s.Programs), s.NRanks, s.NChannels)
+	if len(s.Programs) != s.Endpoints()*s.NChannels {
+		return nil, fmt.Errorf("simnet: schedule has %d programs, want %d endpoints x %d channels", len(s.Programs), s.Endpoints(), s.NChannels)
+	}
+	if len(s.Switches) > 0 {
+		if _, ok := r.(SwitchRouter); !ok {
+			return nil, fmt.Errorf("simnet: the schedule has switch endpoints (NVLS, CollNet) and the network places none")
+		}
+		for _, sw := range s.Switches {
+			if sw.Kind != coll.SwitchNVLS {
+				return nil, fmt.Errorf("simnet: %s switch endpoints are not simulated", sw.Kind)
+			}
+		}
 	}
 	x := &sim{e: e, s: s, r: r, tm: tm, opt: opt, routes: map[[3]int32][]LinkID{}, classes: map[[3]int32]LinkClass{}}
 	if err := x.build(); err != nil {
 		return nil, err
+	}
+	if len(s.Switches) > 0 {
+		for _, c := range s.Conns { // place every switch connection before any time passes
+			if c.From >= s.NRanks || c.To >= s.NRanks {
+				x.route(c.From, c.To, c.Channel)
+			}
+		}
+		if x.err != nil {
+			return nil, x.err
+		}
 	}
 	e.handler = x
 	startEvents := e.Events
@@ -197,94 +241,38 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (*R
 
 func (x *sim) build() error {
 	s := x.s
-	nconn := len(s.Conns)
-	x.connOff = make([]int32, nconn+1)
-	for i, c := range s.Conns {
-		if c.ID != i {
-			return fmt.Errorf("simnet: schedule connection %d has id %d", i, c.ID)
-		}
-		if c.From < 0 || c.From >= s.NRanks || c.To < 0 || c.To >= s.NRanks {
-			return fmt.Errorf("simnet: schedule connection %d joins ranks %d->%d, out of range", i, c.From, c.To)
-		}
-		x.connOff[i+1] = x.connOff[i] + int32(c.Messages)
+	// The schedule's validated index: message and step numbering, each message's sender and
+	// receiver (coll.NewIndex checks the contract: connections, sequences, credits, dependencies).
+	ix, err := coll.NewIndex(s)
+	if err != nil {
+		return fmt.Errorf("simnet: %w", err)
 	}
-	nmsg := int(x.connOff[nconn])
-	x.msgSend = make([]int32, nmsg)
-	x.msgRecv = make([]int32, nmsg)
-	for i := range x.msgSend {
-		x.msgSend[i], x.msgRecv[i] = -1, -1
-	}
-	x.off = make([]int32, len(s.Programs)+1)
-	for p := range s.Programs {
-		x.off[p+1] = x.off[p] + int32(len(s.Programs[p].Steps))
-	}
-	nstep := int(x.off[len(s.Programs)])
+	x.connOff, x.off, x.msgSend, x.msgRecv = ix.MsgStart, ix.StepStart, ix.Sender, ix.Receiver
+	nmsg := ix.Msgs()
+	nstep := ix.Steps()
 	x.pending = make([]int32, nstep)
 	x.sendsLeft = make([]int32, nstep)
 	x.progOf = make([]int32, nstep)
 	x.stepOf = make([]int32, nstep)
 	x.depsOff = make([]int32, nstep+1)
 	credCnt := make([]int32, nmsg+1)
-	msg := func(where string, xf coll.Xfer) (int32, error) {
-		if xf.Conn < 0 || xf.Conn >= nconn || xf.Seq < 0 || xf.Seq >= s.Conns[xf.Conn].Messages {
-			return 0, fmt.Errorf("simnet: %s: message (conn %d, seq %d) outside the schedule's connections", where, xf.Conn, xf.Seq)
-		}
-		return x.connOff[xf.Conn] + int32(xf.Seq), nil
-	}
 	for p := range s.Programs {
 		pr := &s.Programs[p]
 		for i := range pr.Steps {
 			st := &pr.Steps[i]
 			g := x.off[p] + int32(i)
 			x.progOf[g], x.stepOf[g] = int32(p), int32(i)
-			where := fmt.Sprintf("rank %d channel %d step %d", pr.Rank, pr.Channel, i)
 			for _, d := range st.Deps {
-				if d < 0 || d >= len(pr.Steps) || d == i {
-					return fmt.Errorf("simnet: %s: dependency %d out of range", where, d)
-				}
 				x.depsOff[x.off[p]+int32(d)+1]++
 			}
 			x.pending[g] = int32(len(st.Deps) + len(st.Recv))
-			for _, xf := range st.Recv {
-				m, err := msg(where, xf)
-				if err != nil {
-					return err
-				}
-				if s.Conns[xf.Conn].To != pr.Rank {
-					return fmt.Errorf("simnet: %s: receives on connection %d which goes to rank %d", where, xf.Conn, s.Conns[xf.Conn].To)
-				}
-				if x.msgRecv[m] >= 0 {
-					return fmt.Errorf("simnet: %s: message (conn %d, seq %d) received twice", where, xf.Conn, xf.Seq)
-				}
-				x.msgRecv[m] = g
-			}
 			for _, xf := range st.Send {
-				m, err := msg(where, xf)
-				if err != nil {
-					return err
-				}
-				if s.Conns[xf.Conn].From != pr.Rank {
-					return fmt.Errorf("simnet: %s: sends on connection %d which leaves rank %d", where, xf.Conn, s.Conns[xf.Conn].From)
-				}
-				if x.msgSend[m] >= 0 {
-					return fmt.Errorf("simnet: %s: message (conn %d, seq %d) sent twice", where, xf.Conn, xf.Seq)
-				}
-				x.msgSend[m] = g
 				if xf.CreditSeq >= 0 {
-					if xf.CreditSeq >= xf.Seq {
-						return fmt.Errorf("simnet: %s: credit %d not before message %d", where, xf.CreditSeq, xf.Seq)
-					}
 					credCnt[x.connOff[xf.Conn]+int32(xf.CreditSeq)+1]++
 					x.pending[g]++
 				}
 			}
 			x.sendsLeft[g] = int32(len(st.Send))
-		}
-	}
-	for m := 0; m < nmsg; m++ {
-		if x.msgSend[m] < 0 || x.msgRecv[m] < 0 {
-			c := x.connOfMsg(int32(m))
-			return fmt.Errorf("simnet: message (conn %d, seq %d) has no sender or no receiver", c, int32(m)-x.connOff[c])
 		}
 	}
 	for g := 0; g < nstep; g++ {
@@ -332,7 +320,9 @@ func (x *sim) build() error {
 			for i := range s.Programs[p].Steps {
 				lanes[s.Programs[p].Steps[i].Lane] = true
 			}
-			x.laneRate[p] = x.tm.CTARate / Rate(max(len(lanes), 1))
+			if s.Programs[p].Rank < s.NRanks { // a switch has no CTA
+				x.laneRate[p] = x.tm.CTARate / Rate(max(len(lanes), 1))
+			}
 		}
 	}
 	x.msgStart = make([]Time, nmsg)
@@ -357,6 +347,9 @@ func (x *sim) buildKernels() error {
 				return fmt.Errorf("simnet: rank %d channel %d step %d: operation %d outside the schedule's %d", s.Programs[p].Rank, s.Programs[p].Channel, i, op, nops)
 			}
 			k := x.kernel(x.off[p] + int32(i))
+			if k < 0 {
+				continue // a switch endpoint runs no kernel
+			}
 			x.kernLeft[k]++
 			if k%x.nk > 0 {
 				x.kernOff[k+1]++
@@ -370,7 +363,7 @@ func (x *sim) buildKernels() error {
 	x.kernSteps = make([]int32, x.kernOff[nk])
 	fill := append([]int32(nil), x.kernOff[:nk]...)
 	for g := range x.pending {
-		if k := x.kernel(int32(g)); k%x.nk > 0 {
+		if k := x.kernel(int32(g)); k >= 0 && k%x.nk > 0 {
 			x.kernSteps[fill[k]] = int32(g)
 			fill[k]++
 		}
@@ -378,9 +371,14 @@ func (x *sim) buildKernels() error {
 	return nil
 }
 
-// kernel is the kernel (rank×nk+j) of global step g.
+// kernel is the kernel (rank×nk+j) of global step g; −1 for a switch endpoint's step (a switch
+// forwards what arrives, launching nothing).
 func (x *sim) kernel(g int32) int {
-	return x.s.Programs[x.progOf[g]].Rank*x.nk + x.step(g).Op/x.opt.OpsPerKernel
+	r := x.s.Programs[x.progOf[g]].Rank
+	if r >= x.s.NRanks {
+		return -1
+	}
+	return r*x.nk + x.step(g).Op/x.opt.OpsPerKernel
 }
 
 // kernelDone: every step of kernel k is done; the rank's next kernel starts one launch later.
@@ -409,7 +407,22 @@ func (x *sim) route(src, dst, ch int) ([]LinkID, LinkClass) {
 	if r, ok := x.routes[k]; ok {
 		return r, x.classes[k]
 	}
-	r, c := x.r.Route(src, dst, ch, nil)
+	var r []LinkID
+	c := ClassNVLink
+	if n := x.s.NRanks; src >= n || dst >= n {
+		// A message to or from a switch endpoint crosses the rank's link to its node's NVSwitch
+		// (Simulate checked that the router places switches).
+		rank, sw, up := src, dst, true
+		if src >= n {
+			rank, sw, up = dst, src, false
+		}
+		var err error
+		if r, err = x.r.(SwitchRouter).RouteSwitch(rank, x.s.Switches[sw-n].Node, up, nil); err != nil && x.err == nil {
+			x.err = err
+		}
+	} else {
+		r, c = x.r.Route(src, dst, ch, nil)
+	}
 	x.routes[k] = r
 	x.classes[k] = c
 	return r, c
@@ -485,6 +498,9 @@ func (x *sim) start(g int32) {
 		if wire == 0 && st.Bytes > 0 {
 			wire = coll.WireBytes(p, st.Bytes)
 		}
+		if eff := x.tm.SwitchEff; eff > 0 && eff < 1 && (pr.Rank >= x.s.NRanks || xf.Peer >= x.s.NRanks) {
+			wire = int64(math.Ceil(float64(wire) / eff))
+		}
 		capRate := x.tm.PerFlowCap[p]
 		if lane > 0 && (capRate <= 0 || lane < capRate) {
 			capRate = lane
@@ -514,10 +530,11 @@ func (x *sim) FlowDone(tag int64) {
 func (x *sim) complete(g int32) {
 	x.done++
 	if x.opt.OpsPerKernel > 0 {
-		k := x.kernel(g)
-		x.kernLeft[k]--
-		if x.kernLeft[k] == 0 {
-			x.kernelDone(k)
+		if k := x.kernel(g); k >= 0 {
+			x.kernLeft[k]--
+			if x.kernLeft[k] == 0 {
+				x.kernelDone(k)
+			}
 		}
 	}
 	if now := x.e.Now(); now > x.end {

@@ -17,10 +17,15 @@ func (p pairRouter) Route(src, dst, ch int, buf []LinkID) ([]LinkID, LinkClass) 
 	return append(buf, p.back), ClassNVLink
 }
 
+// byteOp is an operation of n bytes of Uint8 in each buffer, for hand-made schedules.
+func byteOp(n int64) coll.Op {
+	return coll.Op{Func: coll.SendRecv, DataType: coll.Uint8, Count: n, SendBytes: n, RecvBytes: n}
+}
+
 // streamSchedule: rank 0 sends n messages of b bytes to rank 1 on one channel, with NCCL_STEPS
 // credits (message k waits until message k-8 was consumed).
 func streamSchedule(n int, b int64) *coll.Schedule {
-	s := &coll.Schedule{NRanks: 2, NChannels: 1,
+	s := &coll.Schedule{NRanks: 2, NChannels: 1, Ops: []coll.Op{byteOp(int64(n) * b)},
 		Conns: []coll.Conn{{ID: 0, Channel: 0, From: 0, To: 1, Messages: n}}}
 	p0 := coll.Program{Rank: 0}
 	p1 := coll.Program{Rank: 1}
@@ -33,9 +38,10 @@ func streamSchedule(n int, b int64) *coll.Schedule {
 		if cred < 0 {
 			cred = -1
 		}
-		p0.Steps = append(p0.Steps, coll.Step{Index: k, Prim: coll.Send, Deps: deps, Bytes: b, Wire: b, Proto: coll.Simple,
+		at := &coll.BufRef{Offset: int64(k) * b}
+		p0.Steps = append(p0.Steps, coll.Step{Index: k, Prim: coll.Send, Deps: deps, Bytes: b, Wire: b, Proto: coll.Simple, Src: at,
 			Send: []coll.Xfer{{Conn: 0, Peer: 1, Seq: k, Slot: k % 8, Steps: 1, CreditSeq: cred}}})
-		p1.Steps = append(p1.Steps, coll.Step{Index: k, Prim: coll.Recv, Deps: deps, Bytes: b, Wire: b, Proto: coll.Simple,
+		p1.Steps = append(p1.Steps, coll.Step{Index: k, Prim: coll.Recv, Deps: deps, Bytes: b, Wire: b, Proto: coll.Simple, Dst: at,
 			Recv: []coll.Xfer{{Conn: 0, Peer: 0, Seq: k, Slot: k % 8, Steps: 1, CreditSeq: -1}}})
 	}
 	s.Programs = []coll.Program{p0, p1}

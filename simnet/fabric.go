@@ -483,6 +483,27 @@ func mix64(x uint64) uint64 {
 	return x ^ (x >> 31)
 }
 
+// RouteSwitch appends to buf the link between rank and the NVSwitch of node (toward the switch
+// when up), the route of an NVLS schedule's message to or from its switch endpoint. The rank must
+// be on that node, and the node must have an NVSwitch.
+func (c *Cluster) RouteSwitch(rank, node int, up bool, buf []LinkID) ([]LinkID, error) {
+	G := c.Node.NumGPUs
+	if rank < 0 || rank >= c.NumRanks() || rank/G != node {
+		return buf, fmt.Errorf("simnet: rank %d is not on node %d, whose NVSwitch the schedule routes it to", rank, node)
+	}
+	if c.Node.GPUToNVS == nil {
+		return buf, fmt.Errorf("simnet: node %q has no NVSwitch (NVLS needs one)", c.Node.Name)
+	}
+	l := c.Node.NVSToGPU[rank%G]
+	if up {
+		l = c.Node.GPUToNVS[rank%G]
+	}
+	return append(buf, c.nodeLink(node, l)), nil
+}
+
+// HasNVSwitch reports whether the cluster's nodes have an NVSwitch every GPU reaches directly.
+func (c *Cluster) HasNVSwitch() bool { return c.Node.GPUToNVS != nil }
+
 // Route appends to buf the links a transfer from rank src to rank dst on channel ch crosses, and
 // returns them with the route's hardware class (NET if it leaves the node, else PCI if it crosses
 // a PCI link, else NVLINK).

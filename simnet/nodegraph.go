@@ -72,9 +72,12 @@ func NodeFromGraph(sys *graph.System) (*NodeModel, error) {
 			m.GPUPaths[a][b] = r
 		}
 	}
+	if err := nvsLinks(m, gpus, idx); err != nil {
+		return nil, err
+	}
 	nets := sys.NETs()
 	if len(nets) == 0 {
-		return m, nil
+		return m, m.Validate()
 	}
 	m.GPUToNIC = make([][][]int, len(gpus))
 	m.NICToGPU = make([][][]int, len(nets))
@@ -120,4 +123,34 @@ func NodeFromGraph(sys *graph.System) (*NodeModel, error) {
 		}
 	}
 	return m, m.Validate()
+}
+
+// nvsLinks fills m's GPU↔NVSwitch links when every GPU has an NVLink to the system's (merged)
+// NVSwitch node and back; it leaves them nil on machines without one.
+func nvsLinks(m *NodeModel, gpus []*graph.Node, idx map[*graph.Link]int) error {
+	up := make([]int, len(gpus))
+	down := make([]int, len(gpus))
+	for g, gn := range gpus {
+		up[g], down[g] = -1, -1
+		for _, l := range gn.Links {
+			if l == nil || l.Remote == nil || l.Remote.Type != graph.NVS {
+				continue
+			}
+			if i, ok := idx[l]; ok {
+				up[g] = i
+			}
+			for _, b := range l.Remote.Links {
+				if b != nil && b.Remote == gn {
+					if i, ok := idx[b]; ok {
+						down[g] = i
+					}
+				}
+			}
+		}
+		if up[g] < 0 || down[g] < 0 {
+			return nil // not every GPU is on the NVSwitch: no NVLS on this machine
+		}
+	}
+	m.GPUToNVS, m.NVSToGPU = up, down
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/graph"
+	"github.com/simccl/simccl/tuning"
 )
 
 // Machine is a communicator's hardware as the simulator models it — a node template replicated
@@ -118,9 +119,9 @@ func ringSteps(p coll.Plan, nBytes int64) int64 {
 var ErrNotCompiled = errors.New("simnet: algorithm not simulated")
 
 // plan returns the plan the simulator runs for call, and NCCL's decision when it differs: the
-// simulator replays what coll compiles without switch endpoints (coll.Supported); for an
-// algorithm it lacks (NVLS, NVLSTree, CollNet) it runs what NCCL decides with those disabled, as
-// NCCL_ALGO=^… would make it, and says so.
+// simulator replays what coll compiles (Machine.simulates: every algorithm but CollNet, NVLS and
+// NVLSTree only where the nodes have an NVSwitch); for an algorithm it lacks it runs what NCCL
+// decides with those disabled, as NCCL_ALGO=^… would make it, and says so.
 func (m *Machine) plan(call coll.Call, only func(coll.Algo) bool) (plan, nccl coll.Plan, err error) {
 	nccl, err = m.Planner.Plan(call)
 	if err != nil {
@@ -145,7 +146,7 @@ func (m *Machine) plan(call coll.Call, only func(coll.Algo) bool) (plan, nccl co
 // not NCCL's decision.
 func (m *Machine) Plan(f coll.Func, size int64, dt coll.DataType, op coll.RedOp) (coll.Plan, string, error) {
 	call := coll.TestCall(f, size, dt, op, m.NRanks())
-	plan, nccl, err := m.plan(call, func(a coll.Algo) bool { return coll.Supported(f, a) })
+	plan, nccl, err := m.plan(call, func(a coll.Algo) bool { return m.simulates(f, a) })
 	if err != nil {
 		return plan, "", err
 	}
@@ -231,7 +232,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		return row, &Result{}, nil
 	}
 	call := coll.TestCall(f, size, dt, op, n)
-	plan, nccl, err := m.plan(call, func(a coll.Algo) bool { return coll.Supported(f, a) })
+	plan, nccl, err := m.plan(call, func(a coll.Algo) bool { return m.simulates(f, a) })
 	if err != nil {
 		return row, nil, err
 	}
@@ -351,5 +352,41 @@ func (m *Machine) timing(p coll.Plan) (Timing, error) {
 		// without it at every size so that exact and compact replays agree.
 		tm.CTARate = 0
 	}
+	if p.Algo == coll.NVLS || p.Algo == coll.NVLSTree {
+		// NVLS kernels split a channel's warps by role (scatter, reduce, gather) and reduce in
+		// the switch, so the per-CTA rate of ring/tree channels does not bound them; what does is
+		// the share of the NVLink bandwidth multimem loads and stores reach: NCCL's nvlsEfficiency
+		// of the GPU generation (NCCL 2.28 tuning.cc: Hopper 0.85, Blackwell 0.74).
+		tm.CTARate = 0
+		eff, err := nvlsEfficiency(m.Release, m.GPU.SM)
+		if err != nil {
+			return tm, err
+		}
+		tm.SwitchEff = eff
+	}
 	return tm, nil
+}
+
+// nvlsEfficiency is NCCL's nvlsEfficiency for compute capability sm under release's constants.
+func nvlsEfficiency(release string, sm int) (float64, error) {
+	if release == "" {
+		release = tuning.DefaultRelease
+	}
+	k, err := tuning.ConstantsFor(release)
+	if err != nil {
+		return 0, err
+	}
+	if e := k.NVLSEfficiency[smIndex(sm)]; e > 0 {
+		return e, nil
+	}
+	return 0, fmt.Errorf("simnet: NCCL %s has no NVLS efficiency for compute capability %d (NVLS needs sm 90 or newer)", release, sm)
+}
+
+// simulates reports whether the simulator runs algorithm a for f on m: what coll compiles
+// without switch endpoints, and NVLS/NVLSTree where the nodes have an NVSwitch.
+func (m *Machine) simulates(f coll.Func, a coll.Algo) bool {
+	if coll.Supported(f, a) {
+		return true
+	}
+	return (a == coll.NVLS || a == coll.NVLSTree) && coll.NeedsSwitches(f, a) && m.Node.GPUToNVS != nil
 }
