@@ -27,7 +27,7 @@ func runCUDA(opt *options, stdout, stderr io.Writer, getenv func(string) string)
 	if opt.procs {
 		return fmt.Errorf("%w: --procs: the cuda backend runs one process driving -g GPUs", errUsage)
 	}
-	if _, launched, _ := perf.DetectLaunch(getenv); launched {
+	if _, launched, _ := resolveRanks(opt, getenv, stderr); launched {
 		return errors.New("--backend cuda: one process per GPU under a launcher is not supported yet; run one process with -g N")
 	}
 	if v := getenv(EmulateEnv); v != "" {

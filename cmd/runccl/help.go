@@ -85,6 +85,9 @@ OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK, or PMI_RANK/PMI_SIZE) or Slurm
 mpirun) and only rank 0 prints. The bootstrap root is started by rank 0 at
 SIMCCL_COMM_ID=host:port[#SECRET], else at MASTER_ADDR:(MASTER_PORT+1); the job's secret is the
 #SECRET part or the user's secret file (SIMCCL_SECRET_FILE, default ~/.config/simccl/secret).
+An explicit -g N above 1 wins over such variables left in rank 0's environment (a Slurm batch
+script or allocation): N goroutine ranks run here, with a note on stderr; on another rank it is
+an error.
 
 Output: nccl-tests' table, one line per size as it finishes (a run killed half way keeps its
 lines), with the plan the engine ran (algo, proto, nch) after nccl-tests' columns; --json writes

@@ -101,7 +101,7 @@ func run(opt *options, stdout, stderr io.Writer, getenv func(string) string) err
 	if opt.backend == "cuda" {
 		return runCUDA(opt, stdout, stderr, getenv) // cuda.go
 	}
-	launch, launched, err := perf.DetectLaunch(getenv)
+	launch, launched, err := resolveRanks(opt, getenv, stderr)
 	if err != nil {
 		return err
 	}
@@ -142,6 +142,31 @@ func run(opt *options, stdout, stderr io.Writer, getenv func(string) string) err
 		return serr
 	}
 	return err
+}
+
+// resolveRanks decides how this process runs its ranks. With no launcher variables, as -g
+// goroutines (or --procs processes). Under a launcher (torchrun, mpirun, srun), as one rank of the
+// launcher's job, as nccl-tests runs -g 1 under mpirun. An explicit -g N above 1 wins over a
+// launcher's variables left in the environment of rank 0 (a Slurm batch script or allocation has
+// SLURM_PROCID=0 and SLURM_NTASKS): the N ranks run in this process and a note on stderr names the
+// variables left unused. On a rank other than 0 it is an error: that process was started by a
+// launcher, which runs one rank per process.
+func resolveRanks(opt *options, getenv func(string) string, stderr io.Writer) (perf.Launch, bool, error) {
+	l, ok, err := perf.LauncherRank(getenv)
+	if !ok {
+		return l, false, nil
+	}
+	if l.Launcher != "runccl" && opt.nranksSet && opt.nranks > 1 {
+		if err == nil && l.Rank != 0 {
+			return l, false, usagef("-g %d: this process is rank %d of %d started by %s (%s, %s): under a launcher runccl runs one rank per process; drop -g or give -g 1",
+				opt.nranks, l.Rank, l.Size, l.Launcher, l.RankVar, l.SizeVar)
+		}
+		fmt.Fprintf(stderr, "runccl: note: -g %d runs %d ranks in this process; %s's %s=%s and %s=%s are left unused (a launcher's processes run one rank each: -g 1)\n",
+			opt.nranks, opt.nranks, l.Launcher, l.RankVar, getenv(l.RankVar), l.SizeVar, getenv(l.SizeVar))
+		return perf.Launch{}, false, nil
+	}
+	l, _, err = perf.DetectLaunch(getenv)
+	return l, true, err
 }
 
 // sweepCPU runs the command line's tests on the CPU engine's communicators of this process; rank

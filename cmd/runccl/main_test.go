@@ -20,6 +20,8 @@ import (
 
 func noenv(string) string { return "" }
 
+func envOf(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+
 // Every collective, checked, in nccl-tests' layout: one table per collective between nccl-tests'
 // "Collective test starting/concluded" lines, each with its footer; and the JSON document.
 func TestRunTableAndJSON(t *testing.T) {
@@ -231,6 +233,53 @@ func golden(t *testing.T, name, got string) {
 	}
 	if got != string(want) {
 		t.Errorf("%s differs (review, then go test -run %s -rewrite):\n--- want\n%s\n--- got\n%s", path, t.Name(), want, got)
+	}
+}
+
+// How a process runs its ranks when launcher variables are in its environment: an explicit -g N
+// above 1 wins on rank 0 (a Slurm batch script), with a note; on another rank it is a usage
+// error; without -g, or with -g 1, the process is the launcher's rank and needs the bootstrap
+// address; runccl's own --procs children ignore -g.
+func TestLauncherResolution(t *testing.T) {
+	slurm := map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_LOCALID": "0", "SLURM_JOB_ID": "77"}
+	with := func(m map[string]string, kv ...string) map[string]string {
+		out := map[string]string{}
+		for k, v := range m {
+			out[k] = v
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			out[kv[i]] = kv[i+1]
+		}
+		return out
+	}
+	run := []string{"-b", "8", "-e", "8", "-n", "1"}
+	for _, c := range []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		code    int
+		stdout  string
+		stderr  string
+		noteOne bool
+	}{
+		{"slurm batch -g 4", slurm, []string{"-g", "4"}, 0, "nGpus 4", "note: -g 4 runs 4 ranks in this process; srun's SLURM_PROCID=0 and SLURM_NTASKS=4 are left unused", true},
+		{"slurm task 1 -g 4", with(slurm, "SLURM_PROCID", "1"), []string{"-g", "4"}, 2, "", "usage: -g 4: this process is rank 1 of 4 started by srun (SLURM_PROCID, SLURM_NTASKS)", true},
+		{"slurm without -g", slurm, nil, 1, "", "srun rank 0: set SIMCCL_COMM_ID=host:port", true},
+		{"slurm -g 1", slurm, []string{"-g", "1"}, 1, "", "srun rank 0: set SIMCCL_COMM_ID=host:port", true},
+		{"torchrun leftovers -g 2", map[string]string{"RANK": "0", "WORLD_SIZE": "2"}, []string{"-g", "2"}, 0, "nGpus 2", "torchrun's RANK=0 and WORLD_SIZE=2 are left unused", true},
+		{"torchrun without an address", map[string]string{"RANK": "0", "WORLD_SIZE": "2"}, nil, 1, "", "SIMCCL_COMM_ID", true},
+		{"malformed leftovers -g 2", map[string]string{"RANK": "x", "WORLD_SIZE": "2"}, []string{"-g", "2"}, 0, "nGpus 2", "left unused", true},
+		{"runccl child -g 4", map[string]string{"RUNCCL_RANK": "0", "RUNCCL_NRANKS": "4"}, []string{"-g", "4"}, 1, "", "runccl child without RUNCCL_ID", true},
+		{"mpirun rank 3 -g 2", map[string]string{"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "8"}, []string{"-g", "2"}, 2, "", "rank 3 of 8 started by mpirun", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := mainRun(append(append([]string{}, run...), c.args...), &out, &errb, envOf(c.env))
+			if code != c.code || !strings.Contains(out.String(), c.stdout) || !strings.Contains(errb.String(), c.stderr) ||
+				(c.noteOne && strings.Count(errb.String(), "\n") != 1) {
+				t.Errorf("exit %d (want %d)\nstdout %s\nstderr %q (want %q)", code, c.code, out.String(), errb.String(), c.stderr)
+			}
+		})
 	}
 }
 
