@@ -389,3 +389,58 @@ func TestDeprecatedCollectiveFlag(t *testing.T) {
 		t.Errorf("exit %d\n%s\nstderr %q", code, out.String(), errb.String())
 	}
 }
+
+// mask replaces what changes from run to run in runccl's output (the times and bandwidths, pids,
+// the host, the average) with fixed words of the same widths, so that the layout of a real run is a golden
+// file: nccl-tests' columns are fixed widths ("%12li  %12li  %8s  %6s  %6i" then, per placement,
+// "  %7s  %6.2f  %6.2f  %5g").
+func mask(out string, jsonDoc bool) string {
+	if jsonDoc {
+		for _, key := range []string{"time_us", "algbw", "busbw", "avg_busbw"} {
+			out = regexp.MustCompile(`"`+key+`": ?[-+0-9.e]+`).ReplaceAllString(out, `"`+key+`":0`)
+		}
+		out = regexp.MustCompile(`"pid": \d+`).ReplaceAllString(out, `"pid": 1`)
+		return regexp.MustCompile(`"hostname": "[^"]*"`).ReplaceAllString(out, `"hostname": "HOST"`)
+	}
+	out = regexp.MustCompile(`Pid +\d+ on +\S+`).ReplaceAllString(out, "Pid    PID on       HOST")
+	out = regexp.MustCompile(`(# Avg bus bandwidth    : )\S+ `).ReplaceAllString(out, "${1}AVG ")
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if l == "" || l[0] == '#' {
+			continue
+		}
+		b := []byte(l)
+		for p := 0; p < 2; p++ {
+			base := 52 + 32*p
+			if len(b) < base+32 || strings.TrimSpace(string(b[base:base+9])) == "N/A" {
+				continue
+			}
+			copy(b[base+2:], fmt.Sprintf("%7s  %6s  %6s", "T", "A", "B"))
+		}
+		lines[i] = string(b)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// A real run's table and JSON (testdata/output*.golden, -rewrite), with mask's words in place of
+// what changes from run to run: the header lines, the device lines, two collectives' tables with
+// their plan columns, the footers; the JSON's keys and values.
+func TestOutputGolden(t *testing.T) {
+	versionString = "vTEST"
+	defer func() { versionString = "" }()
+	args := []string{"--collective", "all_reduce,sendrecv", "-b", "8", "-e", "1K", "-f", "32", "-g", "2", "-n", "1", "-o", "mulsum"}
+	for _, c := range []struct {
+		golden string
+		json   bool
+	}{{"output.golden", false}, {"output_json.golden", true}} {
+		a := args
+		if c.json {
+			a = append(a, "--json")
+		}
+		var out, errb bytes.Buffer
+		if code := mainRun(a, &out, &errb, noenv); code != 0 {
+			t.Fatalf("exit %d: %s", code, errb.String())
+		}
+		golden(t, c.golden, mask(out.String(), c.json))
+	}
+}
