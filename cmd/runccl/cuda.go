@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -21,11 +23,11 @@ const EmulateEnv = "SIMCCL_CUDA_EMULATE"
 
 // runCUDA runs the sweep on -g GPUs of this machine with the cuda/engine backend: one process,
 // one communicator per GPU, the same table and JSON as the cpu backend.
-func runCUDA(opt *options, stdout io.Writer, getenv func(string) string) error {
+func runCUDA(opt *options, stdout, stderr io.Writer, getenv func(string) string) error {
 	if opt.procs {
 		return fmt.Errorf("%w: --procs: the cuda backend runs one process driving -g GPUs", errUsage)
 	}
-	if _, launched, _ := perf.DetectLaunch(getenv); launched {
+	if _, launched, _ := resolveRanks(opt, getenv, stderr); launched {
 		return errors.New("--backend cuda: one process per GPU under a launcher is not supported yet; run one process with -g N")
 	}
 	if v := getenv(EmulateEnv); v != "" {
@@ -80,25 +82,57 @@ func runCUDA(opt *options, stdout io.Writer, getenv func(string) string) error {
 			_ = c.Destroy()
 		}
 	}()
-	res, err := engine.Bench(comms, opt.perf)
+	n := len(comms)
+	if err := opt.checkRoot(n); err != nil {
+		return err
+	}
+	// nccl-tests' -d all leaves out fp8 below compute capability 9.0 (src/common.cu, run).
+	if len(opt.dtypes) > 1 {
+		for _, d := range devs {
+			if d.Major < 9 {
+				opt.dtypes = slices.DeleteFunc(opt.dtypes, func(t coll.DataType) bool { return t == coll.Float8e4m3 || t == coll.Float8e5m2 })
+				break
+			}
+		}
+	}
+	transport := "cuda-p2p"
+	if cuda.Emulated() {
+		transport += " (emulated)"
+	}
+	host, _ := os.Hostname()
+	var ds []perf.Device
+	for r, d := range devs {
+		ds = append(ds, perf.Device{Rank: r, Pid: os.Getpid(), Host: host, Device: d.Ordinal, Bus: busOf(d.PCIBusID), Name: d.Name})
+	}
+	opt.flags.NGpus = n
+	w, err := opt.writer(stdout, opt.header("cuda", transport, where, n, ds))
 	if err != nil {
 		return err
 	}
-	if cuda.Emulated() {
-		res.Transport += " (emulated)"
-	}
-	res.Machine = where
-	if opt.json {
-		if err := perf.WriteJSON(stdout, res); err != nil {
-			return err
+	// Bench runs one cycle (warming up at every size); -N repeats it.
+	bench := func(p perf.Options) (*perf.Result, error) {
+		var wrong int64
+		var res *perf.Result
+		for cycle := 0; p.Cycles == perf.Forever || cycle < max(p.Cycles, 1); cycle++ {
+			r, err := engine.Bench(comms, p)
+			if err != nil {
+				return nil, err
+			}
+			wrong += r.Wrong
+			res = r
 		}
-	} else {
-		perf.WriteTable(stdout, res)
+		res.Wrong = wrong
+		return res, nil
 	}
-	if res.Wrong > 0 {
-		return fmt.Errorf("%d wrong elements", res.Wrong)
+	return runTests(opt, n, w, bench, nil)
+}
+
+// busOf is a PCI bus id as nccl-tests prints it ("0000:19:00.0" → "0000:19:00").
+func busOf(id string) string {
+	if i := strings.LastIndexByte(id, '.'); i > 0 {
+		return strings.ToLower(id[:i])
 	}
-	return nil
+	return strings.ToLower(id)
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -56,16 +56,16 @@ func TestCUDABackendWithoutDriver(t *testing.T) {
 
 func TestCUDABackendEmulated(t *testing.T) {
 	env := []string{EmulateEnv + "=3"}
-	out, errs, code := runChild(t, env, "--backend", "cuda", "-g", "3", "-c", "all", "-b", "8", "-e", "8K", "-f", "32", "--check", "-n", "1", "-d", "half")
+	out, errs, code := runChild(t, env, "--backend", "cuda", "-g", "3", "--collective", "all", "-b", "8", "-e", "8K", "-f", "32", "--check", "-n", "1", "-d", "half")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"nGpus 3", "transport cuda-p2p (emulated)", "# Collective: allreduce", "# Collective: sendrecv", "# Out of bounds values : 0 OK"} {
+	for _, want := range []string{"nGpus 3", "transport cuda-p2p (emulated)", "device  2 [0000:12:00] Emulated GPU\n", "# Collective test starting: all_reduce_perf", "# Collective test starting: sendrecv_perf", "# Out of bounds values : 0 OK"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("output lacks %q:\n%s", want, out)
 		}
 	}
-	out, errs, code = runChild(t, env, "--backend", "cuda", "-g", "2", "-c", "reducescatter", "-b", "1K", "-e", "1K", "--json", "--check", "-n", "1", "-o", "avg", "--algo", "ring")
+	out, errs, code = runChild(t, env, "--backend", "cuda", "-g", "2", "--collective", "reducescatter", "-b", "1K", "-e", "1K", "--json", "--check", "-n", "1", "-o", "avg", "--algo", "ring")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -93,6 +93,11 @@ func TestCUDABackendEmulated(t *testing.T) {
 	out, errs, code = runChild(t, env, "--backend", "cuda", "-g", "5", "--share-gpus", "-b", "8", "-e", "4K", "-f", "8", "--check", "-n", "1")
 	if code != 0 || !strings.Contains(out, "nGpus 5") || !strings.Contains(out, "# Out of bounds values : 0 OK") {
 		t.Errorf("-g 5 --share-gpus: exit %d, stderr %q\n%s", code, errs, out)
+	}
+	// -o all and -N 2: every reduction, each sweep twice, in one table.
+	out, errs, code = runChild(t, env, "--backend", "cuda", "-g", "2", "all_reduce", "-b", "8", "-e", "64", "-f", "8", "-n", "1", "-o", "all", "-N", "2")
+	if rows := strings.Count(out, "\n   "); code != 0 || rows != 6*2*2 || strings.Count(out, " mulsum ") != 4 || !strings.Contains(out, "# Out of bounds values : 0 OK") {
+		t.Errorf("-o all -N 2: exit %d, %d rows, stderr %q\n%s", code, rows, errs, out)
 	}
 	// -G: the emulator has no CUDA graphs; one error line, exit 1.
 	if out, errs, code = runChild(t, env, "--backend", "cuda", "-g", "2", "-b", "8", "-e", "8", "-G", "2"); code != 1 ||

@@ -52,7 +52,7 @@ func launchJob(env map[string]string, n int, args []string, delay time.Duration)
 // the other's files (before, both named them from one public constant and collided).
 func TestLauncherTwoJobsOneHost(t *testing.T) {
 	home := t.TempDir() // the user's secret file is created there
-	args := []string{"-c", "allreduce,allgather", "-b", "1K", "-e", "256K", "-f", "16", "--check", "-n", "3", "--transport", "shm"}
+	args := []string{"--collective", "allreduce,allgather", "-b", "1K", "-e", "256K", "-f", "16", "--check", "-n", "3", "--transport", "shm"}
 	var wg sync.WaitGroup
 	jobs := make([][]rankRun, 2)
 	for j := range jobs {
@@ -84,7 +84,7 @@ func TestLauncherTwoJobsOneHost(t *testing.T) {
 // Before, the second job's rank 1 could register with the first job's root.
 func TestLauncherTwoJobsOnePort(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	args := []string{"-c", "allreduce", "-b", "1K", "-e", "1K", "--check", "-n", "2", "--timeout", "5s"}
+	args := []string{"--collective", "allreduce", "-b", "1K", "-e", "1K", "--check", "-n", "2", "--timeout", "5s"}
 	a := make(chan []rankRun, 1)
 	go func() {
 		a <- launchJob(map[string]string{"SIMCCL_COMM_ID": addr + "#job A"}, 2, args, 300*time.Millisecond)

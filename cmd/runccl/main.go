@@ -1,9 +1,12 @@
 // Command runccl runs collectives for real, nccl-tests style, on CPUs: goroutine ranks in one
 // process (-g N), one process per rank on this host (--procs, shared memory), or one rank per
-// process under a launcher (torchrun, mpirun, srun: detected from the environment).
+// process under a launcher (torchrun, mpirun, srun: detected from the environment); or on this
+// machine's GPUs (--backend cuda). Its flags are nccl-tests' (flags.go), its output nccl-tests'
+// table (comm/perf.TableWriter) or JSON.
 //
-//	runccl -c allreduce|allgather|reducescatter|broadcast|reduce|alltoall|sendrecv|all
-//	       -b 8 -e 128M -f 2 -g NRANKS [--backend cpu] [-d TYPE] [-o OP] [--check] [--json]
+//	runccl [all_reduce_perf|all_gather|…] -b 8 -e 128M -f 2 -g NRANKS [-c 1] [-d TYPE] [-o OP] [--json]
+//	runccl replay TRACE…
+//	runccl help [replay]
 package main
 
 import (
@@ -15,141 +18,42 @@ import (
 	"os/exec"
 	"runtime/pprof"
 	"strconv"
-	"time"
-
-	"github.com/spf13/pflag"
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/comm"
 	"github.com/simccl/simccl/comm/perf"
 	"github.com/simccl/simccl/internal/sysmem"
 	"github.com/simccl/simccl/internal/units"
-	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/realnet"
 )
 
 var errUsage = errors.New("usage")
 
 func main() {
-	os.Exit(mainRun(os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+	args := os.Args[1:]
+	if c := programColl(os.Args[0]); c != "" {
+		args = append([]string{c}, args...) // a link named all_gather_perf runs all_gather
+	}
+	os.Exit(mainRun(args, os.Stdout, os.Stderr, os.Getenv))
 }
 
-type options struct {
-	perf      perf.Options
-	nranks    int
-	procs     bool
-	transport string
-	settings  planner.Settings // NCCL's, from the environment and the flags
-	timeout   time.Duration
-	// timeoutSet: --timeout was given; it then bounds the bootstrap under a launcher too (with
-	// goroutine ranks and --procs it always does: this program starts every rank).
-	timeoutSet bool
-	maxMemory  int64 // bytes; 0 = the memory available
-	json       bool
-	preconn    bool
-	verbose    bool
-	backend    string
-	shareGPUs  bool
-	cpuprof    string
-}
-
-func parse(args []string, stderr io.Writer, getenv func(string) string) (*options, error) {
-	fs := pflag.NewFlagSet("runccl", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	c := fs.StringP("coll", "c", "allreduce", "collective: "+fmt.Sprint(perf.Collectives)+" or all (comma-separated list allowed)")
-	b := fs.StringP("minbytes", "b", "32M", "smallest total buffer size (8, 64K, 1M, …)")
-	e := fs.StringP("maxbytes", "e", "32M", "largest total buffer size")
-	f := fs.Int64P("stepfactor", "f", 2, "multiply the size by this factor between steps")
-	g := fs.IntP("ngpus", "g", 1, "number of ranks (goroutines in this process, or processes with --procs)")
-	d := fs.StringP("datatype", "d", "float", "data type: int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 f8e4m3 f8e5m2")
-	o := fs.StringP("op", "o", "sum", "reduction: sum prod max min avg premulsum")
-	r := fs.IntP("root", "r", 0, "root rank of broadcast and reduce")
-	n := fs.IntP("iters", "n", 20, "timed iterations per size")
-	w := fs.IntP("warmup_iters", "w", 1, "warm-up iterations per size")
-	check := fs.Bool("check", false, "check every element of one extra run per size (the #wrong column)")
-	backend := fs.String("backend", "cpu", "execution backend: cpu, or cuda (-g GPUs of this machine, cuda.go)")
-	procs := fs.Bool("procs", false, "one process per rank on this host (shared memory) instead of goroutines")
-	transport := fs.String("transport", "auto", "auto, inproc, shm or tcp")
-	nf := addNCCLFlags(fs)
-	timeout := fs.Duration("timeout", comm.DefaultTimeout, "fail a call that makes no progress for this long")
-	js := fs.Bool("json", false, "write JSON instead of the table")
-	preconn := fs.Bool("connect-at-init", false, "connect every ring/tree connection at init (NCCL_RUNTIME_CONNECT=0)")
-	verbose := fs.BoolP("verbose", "v", false, "log connections and their memory to stderr")
-	graph := fs.IntP("cudagraph", "G", 0, "cuda backend: capture the -n timed iterations as one CUDA graph and time this many replays of it (nccl-tests' -G)")
-	cpuprof := fs.String("cpuprofile", "", "write a CPU profile of the run (Go's pprof format) to this file")
-	maxMem := fs.String("max-memory", "auto", "refuse sizes whose buffers (every rank on this host) exceed this (auto: the memory available)")
-	share := fs.Bool("share-gpus", false, "cuda backend: let -g exceed the GPU count, ranks sharing GPUs round robin (exercises the multi-rank paths; timings say nothing about NVLink)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
-	}
-	if *backend != "cpu" && *backend != "cuda" {
-		return nil, fmt.Errorf("%w: --backend %q: want cpu or cuda", errUsage, *backend)
-	}
-	settings, err := nf.settings(fs, getenv)
-	if err != nil {
-		return nil, err
-	}
-	opt := &options{nranks: *g, procs: *procs, transport: *transport, settings: settings, timeout: *timeout, timeoutSet: fs.Changed("timeout"),
-		json: *js, preconn: *preconn, verbose: *verbose, backend: *backend, shareGPUs: *share, cpuprof: *cpuprof}
-	if *timeout <= 0 {
-		return nil, fmt.Errorf("%w: --timeout %v: want a positive duration", errUsage, *timeout)
-	}
-	if *maxMem != "auto" {
-		v, err := units.ParseSize(*maxMem)
-		if err != nil || v == 0 {
-			return nil, fmt.Errorf("%w: --max-memory %q: want a size (16G) or auto", errUsage, *maxMem)
-		}
-		opt.maxMemory = v
-	}
-	if *backend != "cuda" && (*graph != 0 || *share) {
-		return nil, fmt.Errorf("%w: -G/--cudagraph and --share-gpus need --backend cuda", errUsage)
-	}
-	if *graph < 0 {
-		return nil, fmt.Errorf("%w: -G %d: want a number of graph replays (0: no graph)", errUsage, *graph)
-	}
-	opt.perf.Graph = *graph
-	if opt.perf.Colls, err = perf.ParseColls(*c); err != nil {
-		return nil, fmt.Errorf("%w: -c: %v", errUsage, err)
-	}
-	lo, err := units.ParseSize(*b)
-	if err != nil {
-		return nil, fmt.Errorf("%w: -b: %v", errUsage, err)
-	}
-	hi, err := units.ParseSize(*e)
-	if err != nil {
-		return nil, fmt.Errorf("%w: -e: %v", errUsage, err)
-	}
-	if opt.perf.Sizes, err = units.Sweep(lo, hi, *f); err != nil {
-		return nil, fmt.Errorf("%w: -b/-e/-f: %v", errUsage, err)
-	}
-	if opt.perf.DataType, err = coll.ParseDataType(*d); err != nil {
-		return nil, fmt.Errorf("%w: -d: %v", errUsage, err)
-	}
-	if opt.perf.Op, err = coll.ParseRedOp(*o); err != nil {
-		return nil, fmt.Errorf("%w: -o: %v", errUsage, err)
-	}
-	if *g < 1 || *g > 1024 {
-		return nil, fmt.Errorf("%w: -g %d: want 1..1024 ranks", errUsage, *g)
-	}
-	if *n < 1 || *w < 0 {
-		return nil, fmt.Errorf("%w: -n %d -w %d: want at least 1 timed iteration and no negative warm-up count", errUsage, *n, *w)
-	}
-	opt.perf.Root, opt.perf.Iters, opt.perf.Warmup, opt.perf.Check = *r, *n, *w, *check
-	return opt, nil
-}
-
+// mainRun runs the command line args: exit 0, 1 on a failure or wrong elements, 2 on bad usage.
 func mainRun(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	if len(args) > 0 && args[0] == "replay" {
-		return runReplay(args[1:], stdout, stderr, getenv) // replay.go
+	if len(args) > 0 {
+		switch args[0] {
+		case "replay":
+			return runReplay(args[1:], stdout, stderr, getenv) // replay.go
+		case "help":
+			return runHelp(args[1:], stdout, stderr) // help.go
+		}
 	}
 	opt, err := parse(args, stderr, getenv)
-	if errors.Is(err, pflag.ErrHelp) {
+	switch {
+	case errors.Is(err, errHelp):
+		writeHelp(stdout)
+		return 0
+	case errors.Is(err, errVersion):
+		fmt.Fprintln(stdout, "runccl", version())
 		return 0
 	}
 	if err == nil && opt.cpuprof != "" {
@@ -163,14 +67,19 @@ func mainRun(args []string, stdout, stderr io.Writer, getenv func(string) string
 	if err == nil {
 		err = run(opt, stdout, stderr, getenv)
 	}
+	return exitCode(err, stderr, "runccl")
+}
+
+// exitCode prints err (one line) and returns the exit status: 0, 2 for usage, 1 otherwise.
+func exitCode(err error, stderr io.Writer, prog string) int {
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, errUsage):
-		fmt.Fprintln(stderr, "runccl:", err)
+		fmt.Fprintln(stderr, "runccl:", oneLine(err.Error()))
 		return 2
 	default:
-		fmt.Fprintln(stderr, "runccl:", err)
+		fmt.Fprintln(stderr, prog+":", err)
 		return 1
 	}
 }
@@ -190,9 +99,9 @@ func (o *options) config(stderr io.Writer, launched bool) *comm.Config {
 
 func run(opt *options, stdout, stderr io.Writer, getenv func(string) string) error {
 	if opt.backend == "cuda" {
-		return runCUDA(opt, stdout, getenv) // cuda.go
+		return runCUDA(opt, stdout, stderr, getenv) // cuda.go
 	}
-	launch, launched, err := perf.DetectLaunch(getenv)
+	launch, launched, err := resolveRanks(opt, getenv, stderr)
 	if err != nil {
 		return err
 	}
@@ -226,34 +135,169 @@ func run(opt *options, stdout, stderr io.Writer, getenv func(string) string) err
 			c.Destroy()
 		}
 	}()
-	stopWatch := abortOnSignal(cs)
-	res, err := perf.Run(cs, opt.perf)
-	if serr := stopWatch(); serr != nil {
+	opt.flags.NGpus = len(cs)
+	watch := watchSignals(cs)
+	err = sweepCPU(cs, opt, launched, stdout, watch.interrupted)
+	if serr := watch.stop(); serr != nil {
 		return serr
 	}
+	return err
+}
+
+// resolveRanks decides how this process runs its ranks. With no launcher variables, as -g
+// goroutines (or --procs processes). Under a launcher (torchrun, mpirun, srun), as one rank of the
+// launcher's job, as nccl-tests runs -g 1 under mpirun. An explicit -g N above 1 wins over a
+// launcher's variables left in the environment of rank 0 (a Slurm batch script or allocation has
+// SLURM_PROCID=0 and SLURM_NTASKS): the N ranks run in this process and a note on stderr names the
+// variables left unused. On a rank other than 0 it is an error: that process was started by a
+// launcher, which runs one rank per process.
+func resolveRanks(opt *options, getenv func(string) string, stderr io.Writer) (perf.Launch, bool, error) {
+	l, ok, err := perf.LauncherRank(getenv)
+	if !ok {
+		return l, false, nil
+	}
+	if l.Launcher != "runccl" && opt.nranksSet && opt.nranks > 1 {
+		if err == nil && l.Rank != 0 {
+			return l, false, usagef("-g %d: this process is rank %d of %d started by %s (%s, %s): under a launcher runccl runs one rank per process; drop -g or give -g 1",
+				opt.nranks, l.Rank, l.Size, l.Launcher, l.RankVar, l.SizeVar)
+		}
+		fmt.Fprintf(stderr, "runccl: note: -g %d runs %d ranks in this process; %s's %s=%s and %s=%s are left unused (a launcher's processes run one rank each: -g 1)\n",
+			opt.nranks, opt.nranks, l.Launcher, l.RankVar, getenv(l.RankVar), l.SizeVar, getenv(l.SizeVar))
+		return perf.Launch{}, false, nil
+	}
+	l, _, err = perf.DetectLaunch(getenv)
+	return l, true, err
+}
+
+// sweepCPU runs the command line's tests on the CPU engine's communicators of this process; rank
+// 0's process prints.
+func sweepCPU(cs []*comm.Comm, opt *options, launched bool, stdout io.Writer, interrupted func() error) error {
+	n := cs[0].Count()
+	if err := opt.checkRoot(n); err != nil {
+		return err
+	}
+	what := "CPU (goroutine rank)"
+	if launched {
+		what = "CPU (process rank)"
+	}
+	devs, err := perf.Devices(cs, what)
 	if err != nil {
 		return err
 	}
-	if res == nil { // not rank 0
-		return nil
-	}
-	if opt.json {
-		if err := perf.WriteJSON(stdout, res); err != nil {
-			return err
+	var w perf.Writer
+	for _, c := range cs {
+		if c.Rank() == 0 {
+			h := opt.header("cpu", c.TransportOf(1%n), cpuMachine, n, devs)
+			if w, err = opt.writer(stdout, h); err != nil {
+				return err
+			}
 		}
-	} else {
-		perf.WriteTable(stdout, res)
 	}
-	if res.Wrong > 0 {
-		return fmt.Errorf("%d wrong elements", res.Wrong)
+	return runTests(opt, n, w, func(p perf.Options) (*perf.Result, error) { return perf.Run(cs, p) }, interrupted)
+}
+
+// cpuMachine says what the CPU engine plans for (planner.CPUMachine).
+const cpuMachine = "planner.CPUMachine: each host's ranks as GPUs under one CPU socket without NVLink, hosts joined by one NIC"
+
+// header describes the run for the writers.
+func (o *options) header(backend, transport, machine string, n int, devs []perf.Device) perf.Header {
+	return perf.Header{Program: "runccl", Version: version(), Backend: backend, NRanks: n, Transport: transport,
+		NCCLRelease: releaseOf(o.settings), Machine: machine, Collectives: perf.NamesOf(o.colls), Flags: o.flags,
+		Devices: devs, Args: o.args}
+}
+
+// writer returns the table or JSON writer of the run, its header written.
+func (o *options) writer(stdout io.Writer, h perf.Header) (perf.Writer, error) {
+	var w perf.Writer = perf.NewTableWriter(stdout, h)
+	if o.json {
+		w = perf.NewJSONWriter(stdout, h)
+	}
+	return w, w.Begin()
+}
+
+// checkRoot refuses a root that is not a rank of n, for the collectives that have one.
+func (o *options) checkRoot(n int) error {
+	for _, c := range o.colls {
+		if (c == "broadcast" || c == "reduce") && !o.allRoots && o.root >= n {
+			return usagef("-r %d: want a rank of the %d (0..%d) or all", o.root, n, n-1)
+		}
 	}
 	return nil
+}
+
+// runTests runs the tests of the command line in nccl-tests' order (collective, then data type,
+// reduction and root; each test a warm-up and the -N sweeps), each through sweep, with its lines
+// going to w (nil on processes without rank 0), and closes w. It fails on the first error (the
+// signal interrupted names, when one aborted the run), and with the number of wrong elements
+// when some were.
+func runTests(opt *options, n int, w perf.Writer, sweep func(perf.Options) (*perf.Result, error), interrupted func() error) error {
+	var wrong int64
+	err := func() error {
+		for _, c := range opt.colls {
+			f, err := coll.ParseFunc(c)
+			if err != nil {
+				return err
+			}
+			ops, roots := opt.ops, []int{opt.root}
+			if !f.Reduces() {
+				ops = ops[:1] // nccl-tests runs the others once, redop "none"
+			}
+			switch {
+			case c != "broadcast" && c != "reduce":
+				roots = []int{0} // no root: printed -1
+			case opt.allRoots:
+				roots = nil
+				for r := 0; r < n; r++ {
+					roots = append(roots, r)
+				}
+			}
+			for _, dt := range opt.dtypes {
+				for _, op := range ops {
+					for _, root := range roots {
+						p := opt.perf
+						p.Colls, p.DataType, p.Op, p.Root = []string{c}, dt, op, root
+						if w != nil {
+							p.Sink = w
+						}
+						res, err := sweep(p)
+						if err != nil {
+							return err
+						}
+						if res != nil {
+							wrong += res.Wrong
+						}
+					}
+				}
+			}
+		}
+		return nil
+	}()
+	if err != nil && interrupted != nil {
+		if ie := interrupted(); ie != nil {
+			err = ie
+		}
+	}
+	if w != nil {
+		if e := w.End(err); err == nil {
+			err = e
+		}
+	}
+	if err == nil && wrong > 0 {
+		err = fmt.Errorf("%d wrong elements", wrong)
+	}
+	return err
 }
 
 // checkMemory refuses sizes whose buffers would not fit: ranks ranks' buffers for the largest size
 // against --max-memory, or else the memory available (child: the parent has checked the host).
 func checkMemory(opt *options, ranks int, child bool) error {
-	per := perf.RankBufferBytes(opt.perf)
+	p := opt.perf
+	for _, op := range opt.ops {
+		if op == coll.Avg || op == coll.PreMulSum {
+			p.Op = op // these take a scaled copy of the input too
+		}
+	}
+	per := perf.RankBufferBytes(p)
 	need := per
 	if per > 0 && int64(ranks) > (1<<62)/per {
 		need = 1 << 62
@@ -344,9 +388,9 @@ func spawn(opt *options, stdout, stderr io.Writer) error {
 	}
 	defer root.Close()
 	var args []string
-	for i := 1; i < len(os.Args); i++ {
-		if os.Args[i] != "--procs" && os.Args[i] != "--procs=true" {
-			args = append(args, os.Args[i])
+	for _, a := range opt.args {
+		if a != "--procs" && a != "--procs=true" {
+			args = append(args, a)
 		}
 	}
 	cmds := make([]*exec.Cmd, opt.nranks)

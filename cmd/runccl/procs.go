@@ -114,6 +114,19 @@ func runOwned(cmds []*exec.Cmd, name func(int) string, abort <-chan error) error
 // outright; a second signal exits at once. The returned function stops the watch and reports the
 // signal that came, if any.
 func abortOnSignal(cs []*comm.Comm) (stop func() error) {
+	w := watchSignals(cs)
+	return w.stop
+}
+
+// signalWatch is abortOnSignal's watch: interrupted reports, without stopping it, the signal that
+// came so far (nil if none), so that a run's output can name it as the cause of the error the
+// abort made.
+type signalWatch struct {
+	stop        func() error
+	interrupted func() error
+}
+
+func watchSignals(cs []*comm.Comm) signalWatch {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, forwarded...)
 	done := make(chan struct{})
@@ -136,14 +149,20 @@ func abortOnSignal(cs []*comm.Comm) (stop func() error) {
 		case <-done:
 		}
 	}()
-	return func() error {
-		signal.Stop(sigs)
-		close(done)
+	interrupted := func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if got != nil {
 			return fmt.Errorf("interrupted by %v", got)
 		}
 		return nil
+	}
+	return signalWatch{
+		stop: func() error {
+			signal.Stop(sigs)
+			close(done)
+			return interrupted()
+		},
+		interrupted: interrupted,
 	}
 }

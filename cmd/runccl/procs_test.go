@@ -80,7 +80,7 @@ func startProcs(t *testing.T, n int, extra ...string) (*exec.Cmd, []int, func() 
 	if testing.Short() {
 		t.Skip("builds runccl and starts processes")
 	}
-	args := append([]string{"--procs", "-g", strconv.Itoa(n), "-c", "allreduce", "-b", "8", "-e", "8", "-n", "100000000", "-w", "0"}, extra...)
+	args := append([]string{"--procs", "-g", strconv.Itoa(n), "--collective", "allreduce", "-b", "8", "-e", "8", "-n", "100000000", "-w", "0"}, extra...)
 	cmd := exec.Command(buildRunccl(t), args...)
 	errf, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
 	if err != nil {

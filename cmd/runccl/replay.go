@@ -49,14 +49,11 @@ type replayOptions struct {
 	args      []string // as given, for the children
 }
 
-func parseReplay(args []string, stderr io.Writer, getenv func(string) string) (*replayOptions, error) {
-	fs := pflag.NewFlagSet("runccl replay", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: runccl replay [flags] TRACE… (one trace file per rank: simccl-trace.rank<R>.jsonl, or NCCL COLL logs)")
-		fs.PrintDefaults()
-	}
-	o := &replayOptions{args: args}
+// replayFlags defines replay's flags on a new flag set, filling o; it returns the flags parse
+// reads after.
+func replayFlags(o *replayOptions) (fs *pflag.FlagSet, nf *ncclFlags, mem *string) {
+	fs = pflag.NewFlagSet("runccl replay", pflag.ContinueOnError)
+	fs.Usage = func() {} // runReplay prints the help on stdout
 	fs.StringVar(&o.transport, "transport", "auto", "auto, inproc, shm or tcp")
 	fs.BoolVar(&o.procs, "procs", false, "one process per rank trace on this host (shared memory) instead of goroutines")
 	fs.BoolVar(&o.check, "check", false, "check every element every call wrote against its definition")
@@ -64,15 +61,42 @@ func parseReplay(args []string, stderr io.Writer, getenv func(string) string) (*
 	fs.IntVar(&o.top, "top", 10, "slowest launches to list")
 	fs.BoolVar(&o.calls, "calls", false, "list every launch")
 	fs.DurationVar(&o.timeout, "timeout", comm.DefaultTimeout, "fail a call that makes no progress for this long")
-	nf := addNCCLFlags(fs)
+	nf = addNCCLFlags(fs)
 	fs.BoolVarP(&o.verbose, "verbose", "v", false, "log connections and their memory to stderr")
-	mem := fs.String("max-memory", "16G", "refuse a replay whose buffers (the largest launch of every rank this process runs) exceed this")
+	mem = fs.String("max-memory", "16G", "refuse a replay whose buffers (the largest launch of every rank this process runs) exceed this")
 	fs.IntVar(&o.scale, "scale", 0, "run as N ranks: the largest communicators grow to N ranks with the same per-rank counts, the others are copied (N a multiple of their size)")
+	fs.BoolP("help", "h", false, "print this help and exit")
+	return fs, nf, mem
+}
+
+// writeReplayHelp prints replay's help.
+func writeReplayHelp(w io.Writer) {
+	fs, _, _ := replayFlags(&replayOptions{})
+	fmt.Fprint(w, `runccl replay runs a workload trace for real: one trace file per rank (intercept's
+simccl-trace.rank<R>.jsonl) or one NCCL COLL log per process. Every recorded communicator is
+rebuilt and each rank runs its calls in recorded order with their groups; goroutine ranks by
+default, --procs for one process per rank. See intercept/README.md.
+
+Usage:
+  runccl replay [flags] TRACE…
+
+Flags:
+`)
+	fmt.Fprint(w, fs.FlagUsagesWrapped(100))
+	fmt.Fprint(w, "\nExit status: 0, 1 on a failure or wrong elements, 2 on bad usage.\n")
+}
+
+func parseReplay(args []string, getenv func(string) string) (*replayOptions, error) {
+	o := &replayOptions{args: args}
+	fs, nf, mem := replayFlags(o)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			return nil, err
+			return nil, errHelp
 		}
 		return nil, fmt.Errorf("%w: replay: %v", errUsage, err)
+	}
+	if h, _ := fs.GetBool("help"); h {
+		return nil, errHelp
 	}
 	o.files = fs.Args()
 	var err error
@@ -105,8 +129,9 @@ func parseReplay(args []string, stderr io.Writer, getenv func(string) string) (*
 
 // runReplay is `runccl replay`: exit 0, 1 on a failure or wrong elements, 2 on bad usage.
 func runReplay(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	o, err := parseReplay(args, stderr, getenv)
-	if errors.Is(err, pflag.ErrHelp) {
+	o, err := parseReplay(args, getenv)
+	if errors.Is(err, errHelp) {
+		writeReplayHelp(stdout)
 		return 0
 	}
 	if err == nil {
@@ -116,16 +141,7 @@ func runReplay(args []string, stdout, stderr io.Writer, getenv func(string) stri
 			err = replay(o, stdout, stderr)
 		}
 	}
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, errUsage):
-		fmt.Fprintln(stderr, "runccl:", err)
-		return 2
-	default:
-		fmt.Fprintln(stderr, "runccl replay:", err)
-		return 1
-	}
+	return exitCode(err, stderr, "runccl replay")
 }
 
 func (o *replayOptions) config(stderr io.Writer) *comm.Config {

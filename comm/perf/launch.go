@@ -12,10 +12,12 @@ import (
 
 // Launch is one process's place in a job started by a launcher.
 type Launch struct {
-	Launcher  string // "torchrun", "mpirun" (Open MPI), "srun" (Slurm), "runccl"
-	Rank      int
-	Size      int
-	LocalRank int
+	Launcher string // "torchrun", "mpirun" (Open MPI), "srun" (Slurm), "runccl"
+	// RankVar and SizeVar name the variables the rank and size were read from (SLURM_PROCID, …).
+	RankVar, SizeVar string
+	Rank             int
+	Size             int
+	LocalRank        int
 	// Addr is the bootstrap root's address ("host:port"): rank 0 starts the root there.
 	Addr string
 	// Secret is the job's secret as the user gave it (SIMCCL_COMM_ID=host:port#SECRET); "" = none,
@@ -55,12 +57,12 @@ func (l Launch) UniqueID() (realnet.UniqueID, error) {
 	return realnet.UniqueIDFromAddr(l.Addr, secret.Derive("launch", bind...))
 }
 
-// DetectLaunch reads the launcher's environment. The bootstrap address comes from SIMCCL_COMM_ID
-// ("host:port" like NCCL_COMM_ID, or "host:port#SECRET" with the job's secret) when set, else
-// MASTER_ADDR and MASTER_PORT+1 (MASTER_PORT itself belongs to torchrun's own store); the secret
-// (Launch.UniqueID) from SIMCCL_COMM_ID or a secret file. ok is false when no launcher variables are
-// present.
-func DetectLaunch(getenv func(string) string) (l Launch, ok bool, err error) {
+// LauncherRank reads only the launcher's rank variables (the first set present of runccl's own
+// RUNCCL_RANK/RUNCCL_NRANKS, torchrun's RANK/WORLD_SIZE/LOCAL_RANK, Open MPI's
+// OMPI_COMM_WORLD_*, PMI_RANK/PMI_SIZE, Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID): the
+// launcher, rank, size and local rank. ok is false when none is present; err names a malformed
+// variable (Launcher and the variables read before it are then set).
+func LauncherRank(getenv func(string) string) (l Launch, ok bool, err error) {
 	num := func(name string) (int, error) {
 		v, err := strconv.Atoi(getenv(name))
 		if err != nil || v < 0 {
@@ -68,18 +70,11 @@ func DetectLaunch(getenv func(string) string) (l Launch, ok bool, err error) {
 		}
 		return v, nil
 	}
-	type vars struct{ launcher, rank, size, local string }
-	for _, v := range []vars{
-		{"runccl", "RUNCCL_RANK", "RUNCCL_NRANKS", "RUNCCL_RANK"},
-		{"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
-		{"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
-		{"mpirun", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
-		{"srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
-	} {
+	for _, v := range launcherVars {
 		if getenv(v.rank) == "" || getenv(v.size) == "" {
 			continue
 		}
-		l.Launcher = v.launcher
+		l.Launcher, l.RankVar, l.SizeVar = v.launcher, v.rank, v.size
 		if l.Rank, err = num(v.rank); err != nil {
 			return l, true, err
 		}
@@ -94,10 +89,28 @@ func DetectLaunch(getenv func(string) string) (l Launch, ok bool, err error) {
 				return l, true, err
 			}
 		}
-		break
+		return l, true, nil
 	}
-	if l.Launcher == "" {
-		return l, false, nil
+	return l, false, nil
+}
+
+// launcherVars are the launchers' variables, in the order LauncherRank tries them.
+var launcherVars = []struct{ launcher, rank, size, local string }{
+	{"runccl", "RUNCCL_RANK", "RUNCCL_NRANKS", "RUNCCL_RANK"},
+	{"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+	{"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+	{"mpirun", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
+	{"srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+}
+
+// DetectLaunch reads the launcher's environment. The bootstrap address comes from SIMCCL_COMM_ID
+// ("host:port" like NCCL_COMM_ID, or "host:port#SECRET" with the job's secret) when set, else
+// MASTER_ADDR and MASTER_PORT+1 (MASTER_PORT itself belongs to torchrun's own store); the secret
+// (Launch.UniqueID) from SIMCCL_COMM_ID or a secret file. ok is false when no launcher variables are
+// present.
+func DetectLaunch(getenv func(string) string) (l Launch, ok bool, err error) {
+	if l, ok, err = LauncherRank(getenv); !ok || err != nil {
+		return l, ok, err
 	}
 	if l.Launcher == "runccl" {
 		l.ID = getenv("RUNCCL_ID")

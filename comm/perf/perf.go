@@ -1,14 +1,16 @@
-// Package perf measures collectives on real communicators the way nccl-tests 2.19 does (common.cu):
-// sizes from -b to -e by a factor, out-of-place and in-place runs, time averaged over iterations and
-// ranks, algbw = bytes/time, busbw = algbw × the collective's factor, and a check of every element.
-// It prints nccl-tests' table and gives the same rows as JSON.
+// Package perf measures collectives on real communicators the way nccl-tests does (src/common.cu,
+// NVIDIA/nccl-tests; NCCL_TESTS_VERSION 2.19.6 in reference/nccl-model.md §7): a sweep of sizes
+// from -b to -e, a warm-up at min, 2×min, … ≤ max before it, out-of-place and in-place runs per
+// size, the time of -n iterations (each of -m calls in one group) combined over the ranks (-a),
+// algbw = bytes/time, busbw = algbw × the collective's factor, and a check of every element (-c).
+//
+// Rows are handed to a Sink as each size finishes (TableWriter prints nccl-tests' table,
+// JSONWriter the same rows as JSON), so that a run killed half way keeps its finished rows.
 package perf
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
-	"math"
 	"strings"
 	"sync"
 	"time"
@@ -17,14 +19,16 @@ import (
 	"github.com/simccl/simccl/comm"
 )
 
-// Collectives runccl knows, in the order -c all runs them.
+// Collectives runccl knows, in the order "all" runs them. These are the identifiers of
+// Options.Colls and Row.Coll; output spells them as nccl-tests does (NameOf: all_reduce, …).
 var Collectives = []string{"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "sendrecv"}
 
-// ParseColls reads "allreduce", "all_reduce", "all" or a comma-separated list.
+// ParseColls reads "allreduce", "all_reduce", "all_reduce_perf", "all" or a comma-separated list.
 func ParseColls(s string) ([]string, error) {
 	var out []string
-	for _, f := range strings.Split(s, ",") {
-		f = strings.ToLower(strings.ReplaceAll(strings.TrimSpace(f), "_", ""))
+	for _, name := range strings.Split(s, ",") {
+		f := strings.ToLower(strings.TrimSuffix(strings.TrimSpace(name), "_perf"))
+		f = strings.ReplaceAll(f, "_", "")
 		if f == "all" {
 			return Collectives, nil
 		}
@@ -35,47 +39,107 @@ func ParseColls(s string) ([]string, error) {
 			}
 		}
 		if !ok {
-			return nil, fmt.Errorf("unknown collective %q (want %s or all)", f, strings.Join(Collectives, ", "))
+			return nil, fmt.Errorf("unknown collective %q (want %s or all)", strings.TrimSpace(name), strings.Join(NamesOf(Collectives), ", "))
 		}
 	}
 	return out, nil
 }
 
-// Options are nccl-tests' flags that apply.
+// Average is how the ranks' times of one row are combined (nccl-tests -a). The zero value is
+// nccl-tests' default, the mean.
+type Average int
+
+const (
+	Mean  Average = iota // -a 1 (default): the mean of the ranks' times
+	Rank0                // -a 0: rank 0's time
+	Min                  // -a 2: the shortest
+	Max                  // -a 3: the longest
+)
+
+// AverageOf maps nccl-tests' -a value (0 rank 0, 1 mean, 2 min, 3 max) to an Average.
+func AverageOf(a int) (Average, error) {
+	switch a {
+	case 0:
+		return Rank0, nil
+	case 1:
+		return Mean, nil
+	case 2:
+		return Min, nil
+	case 3:
+		return Max, nil
+	}
+	return 0, fmt.Errorf("%d: want 0 (rank 0), 1 (mean), 2 (min) or 3 (max)", a)
+}
+
+// Flag is the Average's nccl-tests -a value.
+func (a Average) Flag() int {
+	switch a {
+	case Rank0:
+		return 0
+	case Min:
+		return 2
+	case Max:
+		return 3
+	}
+	return 1
+}
+
+// Options are nccl-tests' flags that apply to one sweep.
 type Options struct {
 	Colls    []string
-	Sizes    []int64 // total buffer sizes in bytes (-b/-e/-f)
+	Sizes    []int64 // total buffer sizes in bytes (-b/-e with -f or -i; Sweep)
 	DataType coll.DataType
 	Op       coll.RedOp
 	Root     int
 	Iters    int  // -n
-	Warmup   int  // -w
-	Check    bool // check every element of one extra run per size and placement
+	Warmup   int  // -w: warm-up iterations at each of WarmupSizes(Sizes) before the sweep
+	Check    bool // -c: check every element of one extra run per size and placement
+	// CheckIters is nccl-tests' -c N: with Check, up to N checked runs per size and placement,
+	// stopping at the first with a wrong element (0 means 1).
+	CheckIters int
+	// AggIters is -m: every timed iteration issues this many calls in one group (0 means 1); the
+	// time is divided by Iters × AggIters.
+	AggIters int
+	// Blocking is -z 1: wait for every call (and then for every rank) before issuing the next.
+	Blocking bool
+	// Average combines the ranks' times (-a).
+	Average Average
+	// CPUTime is -C 1: report the time to issue the calls (cputime), not to complete them.
+	CPUTime bool
+	// Cycles is -N: the sweep runs this many times after one warm-up (0 means 1; Forever: until
+	// an error or an abort).
+	Cycles int
 	// Graph > 0 (nccl-tests' -G/--cudagraph): capture the Iters timed launches as one CUDA graph
 	// and time Graph replays of it; the time per iteration is the replays' time over
 	// Graph × Iters. GPU backends only.
 	Graph int
+	// Sink, when set, receives every line as its size finishes (on rank 0's process; rows are then
+	// not kept in Result.Rows).
+	Sink Sink
 }
 
-// Row is one line of the table, for one placement.
+// Forever as Options.Cycles runs the sweep until the run is aborted (nccl-tests -N 0).
+const Forever = -1
+
+// Row is one placement of one size.
 type Row struct {
-	Coll    string  `json:"coll"`
-	Bytes   int64   `json:"bytes"`
-	Count   int64   `json:"count"`
-	Type    string  `json:"type"`
-	RedOp   string  `json:"redop"`
-	Root    int     `json:"root"`
-	InPlace bool    `json:"in_place"`
-	TimeUs  float64 `json:"time_us"`
-	AlgBW   float64 `json:"algbw"`
-	BusBW   float64 `json:"busbw"`
-	Wrong   int64   `json:"wrong"` // -1 when not checked
+	Coll    string // an entry of Collectives
+	Bytes   int64
+	Count   int64
+	Type    string
+	RedOp   string // nccl-tests' name (OpName), "none" for collectives that do not reduce
+	Root    int    // -1 for collectives without a root
+	InPlace bool
+	TimeUs  float64
+	AlgBW   float64
+	BusBW   float64
+	Wrong   int64 // -1 when not checked
 	// Algo, Proto and NChannels are the plan the engine ran (the planner's, with what the engine
 	// lacks excluded); NCCL is NCCL's own decision ("NVLS/Simple/16") when it is not that one.
-	Algo      string `json:"algo"`
-	Proto     string `json:"proto"`
-	NChannels int    `json:"nchannels"`
-	NCCL      string `json:"nccl,omitempty"`
+	Algo      string
+	Proto     string
+	NChannels int
+	NCCL      string
 }
 
 // Decision fills a row's plan columns from the plan run and NCCL's decision.
@@ -87,51 +151,61 @@ func (r *Row) Decision(ran, nccl coll.Plan) {
 	}
 }
 
-// Result is a whole run.
+// A Line is one size of a sweep: its out-of-place row and, where the collective runs in place, its
+// in-place row (one line of nccl-tests' table).
+type Line struct {
+	OutOfPlace Row
+	InPlace    *Row
+}
+
+// A Sink receives a sweep's lines as they are measured, in order, on rank 0's goroutine. An error
+// stops the run (every rank's communicator is aborted).
+type Sink interface {
+	Line(Line) error
+}
+
+// Result sums up a run.
 type Result struct {
-	NRanks    int    `json:"nranks"`
-	Transport string `json:"transport"`
+	NRanks    int
+	Transport string
 	// Machine says what the plans were made for (the planner's machine description).
-	Machine  string  `json:"machine,omitempty"`
-	Rows     []Row   `json:"rows"`
-	AvgBusBW float64 `json:"avg_busbw"`
-	Wrong    int64   `json:"wrong"`
+	Machine string
+	// Rows are the rows measured, out-of-place before in-place for each size (empty when
+	// Options.Sink received them).
+	Rows     []Row
+	AvgBusBW float64 // the mean busbw of the placements run
+	Placed   int     // the number of placements run (rows)
+	Wrong    int64   // wrong elements, all rows together
+	// Failed counts the placements with a wrong element (nccl-tests' "Out of bounds values").
+	Failed int
 }
 
-// busFactor is nccl-tests' busbw factor (the *GetBw functions of its tests).
-func busFactor(c string, n int) float64 {
-	switch c {
-	case "allreduce":
-		return 2 * float64(n-1) / float64(n)
-	case "allgather", "reducescatter", "alltoall":
-		return float64(n-1) / float64(n)
-	}
-	return 1
-}
-
-// counts returns (count column, elements per call argument, bytes column) for a size (nccl-tests'
-// *GetCollByteCount).
-func counts(c string, size int64, elt int64, n int) (countCol, arg, bytes int64) {
-	count := size / elt
-	switch c {
-	case "allgather", "reducescatter", "alltoall":
-		base := count / int64(n)
-		if g := 16 / elt; g > 1 {
-			base = base / g * g
+// Add counts a line in r (and keeps its rows unless keep is false).
+func (r *Result) Add(l Line, keep bool) {
+	for _, x := range l.Rows() {
+		r.AvgBusBW = (r.AvgBusBW*float64(r.Placed) + x.BusBW) / float64(r.Placed+1)
+		r.Placed++
+		if x.Wrong > 0 {
+			r.Wrong += x.Wrong
+			r.Failed++
 		}
-		return base, base, base * int64(n) * elt
+		if keep {
+			r.Rows = append(r.Rows, x)
+		}
 	}
-	return count, count, count * elt
 }
 
-func rooted(c string) bool { return c == "broadcast" || c == "reduce" }
-func reduces(c string) bool {
-	return c == "allreduce" || c == "reduce" || c == "reducescatter"
+// Rows returns the line's rows, out-of-place first.
+func (l Line) Rows() []Row {
+	if l.InPlace == nil {
+		return []Row{l.OutOfPlace}
+	}
+	return []Row{l.OutOfPlace, *l.InPlace}
 }
 
 // Run measures on the communicators of this process (one per rank it drives: all ranks with
 // goroutine ranks, one in a launcher-started process); every process of the communicator must call
-// it with the same options. Rank 0's rows are returned (nil on other processes).
+// it with the same options. Rank 0's process gets the result (nil on other processes).
 func Run(cs []*comm.Comm, opt Options) (*Result, error) {
 	if len(cs) == 0 {
 		return nil, fmt.Errorf("perf: no communicators")
@@ -142,41 +216,49 @@ func Run(cs []*comm.Comm, opt Options) (*Result, error) {
 	if opt.Root < 0 || opt.Root >= cs[0].Count() {
 		return nil, fmt.Errorf("perf: root %d of %d ranks", opt.Root, cs[0].Count())
 	}
-	results := make([][]Row, len(cs))
+	if opt.Graph > 0 {
+		return nil, errors.New("perf: CUDA graphs (-G) need a GPU backend")
+	}
+	var res *Result
 	errs := make([]error, len(cs))
 	var wg sync.WaitGroup
 	for i, c := range cs {
+		var r *Result
+		if c.Rank() == 0 {
+			r = &Result{NRanks: c.Count(), Transport: c.TransportOf(1 % c.Count())}
+			res = r
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = runRank(c, opt)
+			errs[i] = runRank(c, opt, r)
 			if errs[i] != nil {
 				c.Abort()
 			}
 		}()
 	}
 	wg.Wait()
+	if err := firstError(errs); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// firstError returns the first error that is not an abort caused by another rank's error.
+func firstError(errs []error) error {
+	var first error
 	for _, e := range errs {
-		if e != nil {
-			return nil, e
+		if e == nil {
+			continue
+		}
+		if first == nil {
+			first = e
+		}
+		if !errors.Is(e, comm.ErrAborted) {
+			return e
 		}
 	}
-	for i, c := range cs {
-		if c.Rank() == 0 {
-			res := &Result{NRanks: c.Count(), Transport: c.TransportOf((c.Rank() + 1) % c.Count()), Rows: results[i]}
-			for _, r := range res.Rows {
-				res.AvgBusBW += r.BusBW
-				if r.Wrong > 0 {
-					res.Wrong += r.Wrong
-				}
-			}
-			if len(res.Rows) > 0 {
-				res.AvgBusBW /= float64(len(res.Rows))
-			}
-			return res, nil
-		}
-	}
-	return nil, nil
+	return first
 }
 
 // RankBufferBytes is the memory one rank's buffers take for opt: a send and a receive buffer of
@@ -206,9 +288,13 @@ type rankState struct {
 	op         coll.RedOp
 }
 
-func runRank(c *comm.Comm, opt Options) ([]Row, error) {
+// runRank runs the sweep on one rank; res is non-nil on rank 0, which fills it and feeds the sink.
+func runRank(c *comm.Comm, opt Options, res *Result) error {
 	n := c.Count()
 	s := &rankState{c: c, n: n, rank: c.Rank(), opt: opt, elt: int64(opt.DataType.Size()), op: opt.Op}
+	if s.elt == 0 {
+		return fmt.Errorf("perf: data type %v", opt.DataType)
+	}
 	if opt.Op == coll.PreMulSum {
 		s.scalar = 2
 		s.op = c.RedOpCreatePreMulSum(s.scalar)
@@ -220,83 +306,152 @@ func runRank(c *comm.Comm, opt Options) ([]Row, error) {
 	// AllToAll/ReduceScatter send n blocks, AllGather receives them: size the buffers for the largest.
 	s.send = make([]byte, maxBytes+64)
 	s.recv = make([]byte, maxBytes+64)
-	var rows []Row
 	for _, cname := range opt.Colls {
-		// Warm-up at every size, as nccl-tests does before the sweep.
-		for _, sz := range opt.Sizes {
-			_, arg, _ := counts(cname, sz, s.elt, n)
+		f, err := coll.ParseFunc(cname)
+		if err != nil {
+			return err
+		}
+		// Warm-up at min, 2×min, … ≤ max, as nccl-tests' TimeTest does before the sweep.
+		for _, sz := range WarmupSizes(opt.Sizes) {
+			arg, _ := coll.TestCount(f, sz, int(s.elt), n)
 			for w := 0; w < opt.Warmup; w++ {
-				if err := s.issue(cname, arg, false); err != nil {
-					return nil, err
+				if err := s.issueIter(cname, arg, false); err != nil {
+					return err
 				}
 			}
+			if err := c.Synchronize(); err != nil {
+				return err
+			}
 		}
-		if err := c.Synchronize(); err != nil {
-			return nil, err
-		}
-		for _, sz := range opt.Sizes {
-			countCol, arg, bytes := counts(cname, sz, s.elt, n)
-			for _, inPlace := range []bool{false, true} {
-				if cname == "alltoall" && inPlace {
+		for cycle := 0; opt.Cycles == Forever || cycle < max(opt.Cycles, 1); cycle++ {
+			for _, sz := range opt.Sizes {
+				var line Line
+				for _, inPlace := range []bool{false, true} {
+					if cname == "alltoall" && inPlace {
+						continue
+					}
+					row, err := s.measure(f, cname, sz, inPlace)
+					if err != nil {
+						return err
+					}
+					if inPlace {
+						line.InPlace = &row
+					} else {
+						line.OutOfPlace = row
+					}
+				}
+				if res == nil {
 					continue
 				}
-				if err := c.Barrier(); err != nil {
-					return nil, err
-				}
-				start := time.Now()
-				for it := 0; it < opt.Iters; it++ {
-					if err := s.issue(cname, arg, inPlace); err != nil {
-						return nil, err
+				res.Add(line, opt.Sink == nil)
+				if opt.Sink != nil {
+					if err := opt.Sink.Line(line); err != nil {
+						return err
 					}
 				}
-				if err := c.Synchronize(); err != nil {
-					return nil, err
-				}
-				el := time.Since(start).Seconds() / float64(opt.Iters)
-				// Average the time over ranks (nccl-tests -a 1) and sum the wrong elements.
-				wrong := int64(-1)
-				if opt.Check {
-					w, err := s.check(cname, arg, inPlace)
-					if err != nil {
-						return nil, err
-					}
-					wrong = w
-				}
-				tot := []float64{el, float64(wrong)}
-				if err := c.AllReduce(comm.Bytes(tot), comm.Bytes(tot), 2, coll.Float64, coll.Sum, nil); err != nil {
-					return nil, err
-				}
-				if err := c.Synchronize(); err != nil {
-					return nil, err
-				}
-				el = tot[0] / float64(n)
-				if opt.Check {
-					wrong = int64(tot[1])
-				}
-				root := -1
-				if rooted(cname) {
-					root = opt.Root
-				}
-				redop := "none"
-				if reduces(cname) {
-					redop = opt.Op.String()
-				}
-				algbw := float64(bytes) / el / 1e9
-				row := Row{Coll: cname, Bytes: bytes, Count: countCol, Type: opt.DataType.String(), RedOp: redop,
-					Root: root, InPlace: inPlace, TimeUs: el * 1e6, AlgBW: algbw, BusBW: algbw * busFactor(cname, n), Wrong: wrong}
-				if f, err := coll.ParseFunc(cname); err == nil && arg > 0 {
-					ran, nccl, err := c.Plan(coll.Call{Func: f, Count: arg, DataType: opt.DataType, Op: opt.Op, Root: opt.Root})
-					if err != nil {
-						return nil, err
-					}
-					row.Decision(ran, nccl)
-				}
-				rows = append(rows, row)
 			}
 		}
 	}
-	return rows, nil
+	return nil
 }
+
+// measure times one placement of one size and checks it; every rank returns the row.
+func (s *rankState) measure(f coll.Func, cname string, sz int64, inPlace bool) (Row, error) {
+	c, opt := s.c, s.opt
+	arg, bytes := coll.TestCount(f, sz, int(s.elt), s.n)
+	if err := c.Barrier(); err != nil {
+		return Row{}, err
+	}
+	start := time.Now()
+	for it := 0; it < opt.Iters; it++ {
+		if err := s.issueIter(cname, arg, inPlace); err != nil {
+			return Row{}, err
+		}
+	}
+	issued := time.Since(start)
+	if err := c.Synchronize(); err != nil {
+		return Row{}, err
+	}
+	el := time.Since(start)
+	if opt.CPUTime {
+		el = issued
+	}
+	sec := el.Seconds() / float64(opt.Iters*max(opt.AggIters, 1))
+	wrong := int64(-1)
+	if opt.Check {
+		wrong = 0
+		for i := 0; i < max(opt.CheckIters, 1) && wrong == 0; i++ {
+			w, err := s.check(f, cname, arg, inPlace)
+			if err != nil {
+				return Row{}, err
+			}
+			wrong = w
+		}
+	}
+	sec, wrong, err := s.combine(sec, wrong)
+	if err != nil {
+		return Row{}, err
+	}
+	root := -1
+	if rooted(cname) {
+		root = opt.Root
+	}
+	redop := "none"
+	if f.Reduces() {
+		redop = OpName(opt.Op)
+	}
+	algbw := float64(bytes) / sec / 1e9
+	row := Row{Coll: cname, Bytes: bytes, Count: arg, Type: opt.DataType.String(), RedOp: redop,
+		Root: root, InPlace: inPlace, TimeUs: sec * 1e6, AlgBW: algbw, BusBW: algbw * coll.BusFactor(f, s.n), Wrong: wrong}
+	if arg > 0 {
+		ran, nccl, err := c.Plan(coll.Call{Func: f, Count: arg, DataType: opt.DataType, Op: opt.Op, Root: opt.Root})
+		if err != nil {
+			return Row{}, err
+		}
+		row.Decision(ran, nccl)
+	}
+	return row, nil
+}
+
+// combine reduces the ranks' times as Options.Average says and sums their wrong elements (-1
+// stays -1: not checked).
+func (s *rankState) combine(sec float64, wrong int64) (float64, int64, error) {
+	c := s.c
+	first := 0.0
+	if s.rank == 0 {
+		first = sec
+	}
+	tot := []float64{sec, float64(max(wrong, 0)), first}
+	if err := c.AllReduce(comm.Bytes(tot), comm.Bytes(tot), len(tot), coll.Float64, coll.Sum, nil); err != nil {
+		return 0, 0, err
+	}
+	t := []float64{sec}
+	switch s.opt.Average {
+	case Min, Max:
+		op := coll.Min
+		if s.opt.Average == Max {
+			op = coll.Max
+		}
+		if err := c.AllReduce(comm.Bytes(t), comm.Bytes(t), 1, coll.Float64, op, nil); err != nil {
+			return 0, 0, err
+		}
+	}
+	if err := c.Synchronize(); err != nil {
+		return 0, 0, err
+	}
+	if wrong >= 0 {
+		wrong = int64(tot[1])
+	}
+	switch s.opt.Average {
+	case Rank0:
+		return tot[2], wrong, nil
+	case Min, Max:
+		return t[0], wrong, nil
+	}
+	return tot[0] / float64(s.n), wrong, nil
+}
+
+func rooted(c string) bool { return c == "broadcast" || c == "reduce" }
 
 // buffers returns (send, recv) for one call with arg elements per call argument.
 func (s *rankState) buffers(cname string, arg int64, inPlace bool) ([]byte, []byte) {
@@ -320,6 +475,30 @@ func (s *rankState) buffers(cname string, arg int64, inPlace bool) ([]byte, []by
 		return s.recv[:in], s.recv[int64(s.rank)*out : int64(s.rank+1)*out]
 	}
 	return s.recv[:in], s.recv[:max(in, out)]
+}
+
+// issueIter issues one timed iteration: AggIters calls in one group (nccl-tests -m), then, when
+// blocking (-z 1), waits for them and for every rank.
+func (s *rankState) issueIter(cname string, arg int64, inPlace bool) error {
+	agg := max(s.opt.AggIters, 1)
+	if agg > 1 {
+		s.c.GroupStart()
+	}
+	var err error
+	for a := 0; a < agg && err == nil; a++ {
+		err = s.issue(cname, arg, inPlace)
+	}
+	if agg > 1 {
+		if e := s.c.GroupEnd(); err == nil {
+			err = e
+		}
+	}
+	if err == nil && s.opt.Blocking {
+		if err = s.c.Synchronize(); err == nil {
+			err = s.c.Barrier()
+		}
+	}
+	return err
 }
 
 func (s *rankState) issue(cname string, arg int64, inPlace bool) error {
@@ -353,7 +532,7 @@ func (s *rankState) issue(cname string, arg int64, inPlace bool) error {
 }
 
 // check fills the inputs, runs the collective once and counts the wrong elements of this rank.
-func (s *rankState) check(cname string, arg int64, inPlace bool) (int64, error) {
+func (s *rankState) check(f coll.Func, cname string, arg int64, inPlace bool) (int64, error) {
 	dt := s.opt.DataType
 	send, recv := s.buffers(cname, arg, inPlace)
 	for i := 0; i < len(send)/int(s.elt); i++ {
@@ -370,10 +549,6 @@ func (s *rankState) check(cname string, arg int64, inPlace bool) (int64, error) 
 	if err := s.c.Synchronize(); err != nil {
 		return 0, err
 	}
-	f, err := coll.ParseFunc(cname)
-	if err != nil {
-		return 0, err
-	}
 	want, err := coll.TestWant(f, dt, s.opt.Op, s.scalar, s.n, s.rank, s.opt.Root, arg, coll.TestValue)
 	if want == nil {
 		return 0, err
@@ -385,113 +560,4 @@ func (s *rankState) check(cname string, arg int64, inPlace bool) (int64, error) 
 		}
 	}
 	return wrong, nil
-}
-
-// WriteTable prints the result as nccl-tests does.
-func WriteTable(w io.Writer, res *Result) {
-	fmt.Fprintf(w, "# nThread 1 nGpus %d minBytes %d maxBytes %d  transport %s\n", res.NRanks, minBytes(res), maxBytesOf(res), res.Transport)
-	if res.Machine != "" {
-		fmt.Fprintf(w, "# plans: %s\n", res.Machine)
-	}
-	cur := ""
-	var oop *Row
-	flush := func(r *Row, ip *Row) {
-		root := fmt.Sprint(r.Root)
-		fmt.Fprintf(w, "%12d  %12d  %8s  %6s  %6s", r.Bytes, r.Count, r.Type, r.RedOp, root)
-		for _, x := range []*Row{r, ip} {
-			if x == nil {
-				fmt.Fprintf(w, "  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A")
-				continue
-			}
-			wr := "N/A"
-			if x.Wrong >= 0 {
-				wr = fmt.Sprint(x.Wrong)
-			}
-			fmt.Fprintf(w, "  %7s  %6.2f  %6.2f  %6s", fmtTime(x.TimeUs), x.AlgBW, x.BusBW, wr)
-		}
-		// The plan run, after nccl-tests' columns, and NCCL's decision where it is another.
-		if r.Algo != "" {
-			fmt.Fprintf(w, "  %6s  %6s  %3d", r.Algo, r.Proto, r.NChannels)
-			if r.NCCL != "" {
-				fmt.Fprintf(w, "  nccl:%s", r.NCCL)
-			}
-		}
-		fmt.Fprintln(w)
-	}
-	for i := range res.Rows {
-		r := &res.Rows[i]
-		if r.Coll != cur {
-			if oop != nil {
-				flush(oop, nil)
-				oop = nil
-			}
-			cur = r.Coll
-			fmt.Fprintf(w, "#\n# Collective: %s\n#\n", r.Coll)
-			fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %32s  %32s\n", "", "", "", "", "", "out-of-place", "in-place")
-			fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %6s  %6s  %3s\n", "size", "count", "type", "redop", "root",
-				"time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "algo", "proto", "nch")
-			fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "", "",
-				"(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "")
-		}
-		if !r.InPlace {
-			if oop != nil {
-				flush(oop, nil)
-			}
-			oop = r
-			continue
-		}
-		if oop != nil && oop.Bytes == r.Bytes {
-			flush(oop, r)
-		} else {
-			flush(r, r)
-		}
-		oop = nil
-	}
-	if oop != nil {
-		flush(oop, nil)
-	}
-	wrongMsg := "OK"
-	if res.Wrong > 0 {
-		wrongMsg = "FAILED"
-	}
-	fmt.Fprintf(w, "# Out of bounds values : %d %s\n", res.Wrong, wrongMsg)
-	// nccl-tests: PRINT("# Avg bus bandwidth    : %g %s\n", bw, "") — C's %g is Go's %.6g
-	// (6 significant digits, trailing zeros dropped), and the empty %s leaves a trailing space.
-	fmt.Fprintf(w, "# Avg bus bandwidth    : %.6g \n#\n", res.AvgBusBW)
-}
-
-func fmtTime(us float64) string {
-	switch {
-	case us >= 1e6:
-		return fmt.Sprintf("%.0f", us)
-	case us >= 1e4:
-		return fmt.Sprintf("%.1f", us)
-	}
-	return fmt.Sprintf("%.2f", us)
-}
-
-func minBytes(r *Result) int64 {
-	m := int64(math.MaxInt64)
-	for _, x := range r.Rows {
-		m = min(m, x.Bytes)
-	}
-	if len(r.Rows) == 0 {
-		return 0
-	}
-	return m
-}
-
-func maxBytesOf(r *Result) int64 {
-	var m int64
-	for _, x := range r.Rows {
-		m = max(m, x.Bytes)
-	}
-	return m
-}
-
-// WriteJSON writes the result as JSON.
-func WriteJSON(w io.Writer, res *Result) error {
-	e := json.NewEncoder(w)
-	e.SetIndent("", "  ")
-	return e.Encode(res)
 }

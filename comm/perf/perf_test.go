@@ -2,174 +2,223 @@ package perf
 
 import (
 	"bytes"
-	"encoding/json"
+	"errors"
 	"math"
-	"path/filepath"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/comm"
 	"github.com/simccl/simccl/planner"
-	"github.com/simccl/simccl/realnet"
 )
 
-func TestDetectLaunch(t *testing.T) {
-	env := func(kv ...string) func(string) string {
-		m := map[string]string{}
-		for i := 0; i+1 < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return func(k string) string { return m[k] }
-	}
-	cases := []struct {
-		env     func(string) string
-		ok      bool
-		want    Launch
-		wantErr string
-	}{
-		{env(), false, Launch{}, ""},
-		{env("RANK", "3", "WORLD_SIZE", "8", "LOCAL_RANK", "3", "MASTER_ADDR", "10.0.0.1", "MASTER_PORT", "29500"), true,
-			Launch{Launcher: "torchrun", Rank: 3, Size: 8, LocalRank: 3, Addr: "10.0.0.1:29501"}, ""},
-		{env("OMPI_COMM_WORLD_RANK", "1", "OMPI_COMM_WORLD_SIZE", "2", "OMPI_COMM_WORLD_LOCAL_RANK", "1", "SIMCCL_COMM_ID", "h:5000"), true,
-			Launch{Launcher: "mpirun", Rank: 1, Size: 2, LocalRank: 1, Addr: "h:5000"}, ""},
-		{env("SLURM_PROCID", "0", "SLURM_NTASKS", "4", "SLURM_LOCALID", "0", "SIMCCL_COMM_ID", "node1:7000"), true,
-			Launch{Launcher: "srun", Rank: 0, Size: 4, Addr: "node1:7000"}, ""},
-		{env("SLURM_PROCID", "0", "SLURM_NTASKS", "4"), true, Launch{}, "SIMCCL_COMM_ID"},
-		{env("RANK", "9", "WORLD_SIZE", "8", "MASTER_ADDR", "a", "MASTER_PORT", "1"), true, Launch{}, "rank 9 of 8"},
-		{env("RANK", "x", "WORLD_SIZE", "8"), true, Launch{}, "RANK"},
-		{env("RANK", "0", "WORLD_SIZE", "2", "MASTER_ADDR", "a", "MASTER_PORT", "http"), true, Launch{}, "MASTER_PORT"},
-		{env("RANK", "1", "WORLD_SIZE", "2", "SIMCCL_COMM_ID", "h:5000#s3cret", "TORCHELASTIC_RUN_ID", "r7"), true,
-			Launch{Launcher: "torchrun", Rank: 1, Size: 2, Addr: "h:5000", Secret: "s3cret", Job: "torchelastic r7"}, ""},
-		{env("SLURM_PROCID", "0", "SLURM_NTASKS", "4", "SLURM_JOB_ID", "42", "SLURM_STEP_ID", "1", "SIMCCL_COMM_ID", "n:7000", "HOME", "/home/u"), true,
-			Launch{Launcher: "srun", Size: 4, Addr: "n:7000", SecretFile: "/home/u/.config/simccl/secret", Job: "slurm 42.1"}, ""},
-		{env("RANK", "0", "WORLD_SIZE", "2", "SIMCCL_COMM_ID", "h:1#"), true, Launch{}, "empty secret"},
-		{env("RANK", "0", "WORLD_SIZE", "2000000", "SIMCCL_COMM_ID", "h:1#s"), true, Launch{}, "at most 1048576"},
-	}
-	for i, c := range cases {
-		l, ok, err := DetectLaunch(c.env)
-		if ok != c.ok {
-			t.Errorf("case %d: ok %v", i, ok)
-		}
-		if c.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
-				t.Errorf("case %d: error %v, want one naming %s", i, err, c.wantErr)
-			}
-			continue
-		}
-		if err != nil || l != c.want {
-			t.Errorf("case %d: %+v, %v; want %+v", i, l, err, c.want)
-		}
-	}
-}
-
-// Every rank of a launcher job derives one id from its environment; another secret, address, size
-// or (with a secret file) job gives another id; no secret at all is an error.
-func TestLaunchUniqueID(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "secret")
-	base := Launch{Launcher: "torchrun", Size: 4, Addr: "10.0.0.1:29501", SecretFile: file, Job: "torchelastic a"}
-	id := func(l Launch) realnet.UniqueID {
-		t.Helper()
-		v, err := l.UniqueID()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	ref := id(base)
-	r3 := base
-	r3.Rank = 3
-	if id(r3) != ref {
-		t.Errorf("ranks 0 and 3 derive different ids")
-	}
-	for _, change := range []func(*Launch){
-		func(l *Launch) { l.Job = "torchelastic b" },
-		func(l *Launch) { l.Size = 8 },
-		func(l *Launch) { l.Addr = "10.0.0.1:29601" },
-		func(l *Launch) { l.Secret = "explicit" },
-	} {
-		l := base
-		change(&l)
-		if id(l).Secret() == ref.Secret() {
-			t.Errorf("%+v: the same secret as %+v", l, base)
-		}
-	}
-	if _, err := (Launch{Launcher: "mpirun", Size: 2, Addr: "h:1"}).UniqueID(); err == nil || !strings.Contains(err.Error(), "SIMCCL_COMM_ID") {
-		t.Errorf("no secret: %v", err)
-	}
-}
-
-func TestRunAllCollectivesChecked(t *testing.T) {
-	cs, err := comm.InitAll(3, &comm.Config{Transport: "inproc", SlotBytes: 4096, Planners: planner.CPU{Settings: slots4K}})
+// initComms makes n goroutine ranks over the in-process transport, destroyed with the test.
+func initComms(t *testing.T, n int) []*comm.Comm {
+	t.Helper()
+	cs, err := comm.InitAll(n, &comm.Config{Transport: "inproc", SlotBytes: 4096, Planners: planner.CPU{Settings: slots4K}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		for _, c := range cs {
 			c.Destroy()
 		}
-	}()
+	})
+	return cs
+}
+
+// table prints rows as the text table, for failure messages.
+func table(rows []Row) string {
+	var b bytes.Buffer
+	w := NewTableWriter(&b, Header{Collectives: []string{"?"}})
+	for i := 0; i < len(rows); i++ {
+		l := Line{OutOfPlace: rows[i]}
+		if i+1 < len(rows) && rows[i+1].InPlace {
+			l.InPlace = &rows[i+1]
+			i++
+		}
+		_ = w.Line(l)
+	}
+	_ = w.End(nil)
+	return b.String()
+}
+
+func TestRunAllCollectivesChecked(t *testing.T) {
+	cs := initComms(t, 3)
 	for _, dt := range []coll.DataType{coll.Float32, coll.Int8, coll.Bfloat16, coll.Float8e5m2} {
 		for _, op := range []coll.RedOp{coll.Sum, coll.Avg, coll.Max, coll.PreMulSum} {
 			res, err := Run(cs, Options{Colls: Collectives, Sizes: []int64{8, 1000, 65536}, DataType: dt, Op: op, Iters: 2, Warmup: 1, Check: true})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Wrong != 0 {
-				var b bytes.Buffer
-				WriteTable(&b, res)
-				t.Fatalf("%v %v: %d wrong\n%s", dt, op, res.Wrong, b.String())
+			if res.Wrong != 0 || res.Failed != 0 {
+				t.Fatalf("%v %v: %d wrong\n%s", dt, op, res.Wrong, table(res.Rows))
 			}
-			if want := len(Collectives)*3*2 - 3; len(res.Rows) != want {
-				t.Fatalf("%d rows, want %d", len(res.Rows), want)
+			if want := len(Collectives)*3*2 - 3; len(res.Rows) != want || res.Placed != want {
+				t.Fatalf("%d rows, %d placements, want %d", len(res.Rows), res.Placed, want)
 			}
 		}
 	}
-	res, err := Run(cs, Options{Colls: []string{"allreduce", "allgather"}, Sizes: []int64{1 << 20}, DataType: coll.Float32, Op: coll.Sum, Iters: 2, Check: true})
+	res, err := Run(cs, Options{Colls: []string{"allreduce", "allgather"}, Sizes: []int64{1 << 20}, DataType: coll.Float32, Op: coll.PreMulSum, Iters: 2, Check: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := res.Rows[0]
-	if r.Bytes != 1<<20 || r.Count != 1<<18 || r.Wrong != 0 || math.Abs(r.BusBW-r.AlgBW*4/3) > 1e-9*r.BusBW {
-		t.Fatalf("allreduce row %+v (busbw factor 2(n-1)/n = 4/3)", r)
+	if r.Bytes != 1<<20 || r.Count != 1<<18 || r.Wrong != 0 || r.RedOp != "mulsum" || math.Abs(r.BusBW-r.AlgBW*4/3) > 1e-9*r.BusBW {
+		t.Fatalf("allreduce row %+v (busbw factor 2(n-1)/n = 4/3, nccl-tests' name mulsum)", r)
 	}
 	ag := res.Rows[2]
-	if ag.Coll != "allgather" || ag.Count != (1<<18)/3/4*4 || ag.Bytes != ag.Count*3*4 || math.Abs(ag.BusBW-ag.AlgBW*2/3) > 1e-9*ag.BusBW {
+	if ag.Coll != "allgather" || ag.RedOp != "none" || ag.Count != (1<<18)/3/4*4 || ag.Bytes != ag.Count*3*4 || math.Abs(ag.BusBW-ag.AlgBW*2/3) > 1e-9*ag.BusBW {
 		t.Fatalf("allgather row %+v", ag)
 	}
-	var tb, jb bytes.Buffer
-	WriteTable(&tb, res)
-	if !strings.Contains(tb.String(), "# Out of bounds values : 0 OK") || !strings.Contains(tb.String(), "     1048576        262144     float     sum      -1") {
-		t.Fatalf("table:\n%s", tb.String())
-	}
-	if err := WriteJSON(&jb, res); err != nil {
-		t.Fatal(err)
-	}
-	var back Result
-	if err := json.Unmarshal(jb.Bytes(), &back); err != nil || len(back.Rows) != len(res.Rows) || back.Rows[0].Coll != "allreduce" {
-		t.Fatalf("json round trip: %v", err)
+	if want := (r.BusBW + res.Rows[1].BusBW + ag.BusBW + res.Rows[3].BusBW) / 4; math.Abs(res.AvgBusBW-want) > 1e-9*want {
+		t.Fatalf("avg busbw %v, want %v", res.AvgBusBW, want)
 	}
 }
 
-// TestWriteTableAvgBusBw: the footer as nccl-tests prints it ("%g %s\n" with an empty %s: 6
-// significant digits and a trailing space).
-func TestWriteTableAvgBusBw(t *testing.T) {
-	var b bytes.Buffer
-	WriteTable(&b, &Result{NRanks: 2, Transport: "shm", AvgBusBW: 93.01666878329968})
-	if want := "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 93.0167 \n#\n"; !strings.HasSuffix(b.String(), want) {
-		t.Fatalf("table:\n%q\nwant suffix %q", b.String(), want)
+// Every nccl-tests option the CPU engine runs gives checked rows: -m (calls in one group), -z
+// (blocking), -C (cputime), -N (cycles), -c N (checked runs), -a (every average).
+func TestRunOptions(t *testing.T) {
+	cs := initComms(t, 3)
+	base := Options{Colls: []string{"allreduce", "sendrecv", "broadcast"}, Sizes: []int64{64, 4096}, DataType: coll.Float32, Iters: 2, Warmup: 1, Check: true, Root: 2}
+	cases := []struct {
+		name  string
+		set   func(*Options)
+		lines int
+	}{
+		{"agg iters", func(o *Options) { o.AggIters = 3 }, 6},
+		{"blocking", func(o *Options) { o.Blocking = true }, 6},
+		{"cputime", func(o *Options) { o.CPUTime = true }, 6},
+		{"cycles", func(o *Options) { o.Cycles = 2 }, 12},
+		{"check iters", func(o *Options) { o.CheckIters = 3 }, 6},
+		{"rank 0's time", func(o *Options) { o.Average = Rank0 }, 6},
+		{"min", func(o *Options) { o.Average = Min }, 6},
+		{"max", func(o *Options) { o.Average = Max }, 6},
+		{"no check", func(o *Options) { o.Check = false }, 6},
+		{"no warm-up", func(o *Options) { o.Warmup = 0 }, 6},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := base
+			c.set(&o)
+			var lines []Line
+			o.Sink = sinkFunc(func(l Line) error { lines = append(lines, l); return nil })
+			res, err := Run(cs, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(lines) != c.lines || len(res.Rows) != 0 || res.Placed != 2*c.lines || res.Wrong != 0 {
+				t.Fatalf("%d lines (want %d), %d rows kept, %d placements, %d wrong", len(lines), c.lines, len(res.Rows), res.Placed, res.Wrong)
+			}
+			for _, l := range lines {
+				for _, r := range l.Rows() {
+					if r.TimeUs <= 0 || (r.Wrong != 0) != !o.Check || (r.Coll == "broadcast") != (r.Root == 2) {
+						t.Fatalf("row %+v", r)
+					}
+				}
+			}
+		})
+	}
+}
+
+type sinkFunc func(Line) error
+
+func (f sinkFunc) Line(l Line) error { return f(l) }
+
+// The ranks' times are combined as -a says: rank 0's, the mean, the shortest or the longest;
+// wrong elements are summed, and an unchecked row stays unchecked.
+func TestCombine(t *testing.T) {
+	cs := initComms(t, 3)
+	for _, c := range []struct {
+		avg  Average
+		want float64
+	}{{Mean, 2}, {Rank0, 1}, {Min, 1}, {Max, 3}} {
+		got := make([]float64, len(cs))
+		wrong := make([]int64, len(cs))
+		errs := make([]error, len(cs))
+		var wg sync.WaitGroup
+		for i, cm := range cs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s := &rankState{c: cm, n: 3, rank: cm.Rank(), opt: Options{Average: c.avg}}
+				w := int64(cm.Rank()) // checked: 0+1+2
+				if c.avg == Max {
+					w = -1 // not checked
+				}
+				got[i], wrong[i], errs[i] = s.combine(float64(cm.Rank()+1), w)
+			}()
+		}
+		wg.Wait()
+		for i := range cs {
+			wantWrong := int64(3)
+			if c.avg == Max {
+				wantWrong = -1
+			}
+			if errs[i] != nil || got[i] != c.want || wrong[i] != wantWrong {
+				t.Errorf("average %v rank %d: %v %d %v, want %v %d", c.avg, i, got[i], wrong[i], errs[i], c.want, wantWrong)
+			}
+		}
+	}
+}
+
+// A sink that fails stops the run, also one that would never end (-N 0), and every rank returns.
+func TestSinkErrorStopsRun(t *testing.T) {
+	cs := initComms(t, 2)
+	stop := errors.New("stdout closed")
+	n := 0
+	_, err := Run(cs, Options{Colls: []string{"allreduce"}, Sizes: []int64{8}, DataType: coll.Float32, Iters: 1, Cycles: Forever,
+		Sink: sinkFunc(func(Line) error {
+			if n++; n == 5 {
+				return stop
+			}
+			return nil
+		})})
+	if !errors.Is(err, stop) || n != 5 {
+		t.Fatalf("err %v after %d lines", err, n)
+	}
+}
+
+// Devices lists every rank with this process's pid and host, numbered on its host.
+func TestDevices(t *testing.T) {
+	cs := initComms(t, 3)
+	ds, err := Devices(cs, "CPU (goroutine rank)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	if len(ds) != 3 {
+		t.Fatalf("%+v", ds)
+	}
+	for r, d := range ds {
+		if d.Rank != r || d.Device != r || d.Pid != os.Getpid() || d.Host != host || d.Bus != "cpu" || !strings.HasPrefix(DeviceLine(d), "#  Rank  ") {
+			t.Errorf("device %+v", d)
+		}
 	}
 }
 
 func TestParseColls(t *testing.T) {
-	if c, err := ParseColls("all_reduce,broadcast"); err != nil || len(c) != 2 || c[0] != "allreduce" {
-		t.Fatalf("%v %v", c, err)
-	}
-	if c, _ := ParseColls("all"); len(c) != len(Collectives) {
-		t.Fatalf("all: %v", c)
-	}
-	if _, err := ParseColls("allscatter"); err == nil {
-		t.Fatalf("unknown collective accepted")
+	for _, c := range []struct {
+		in   string
+		want string
+	}{
+		{"all_reduce,broadcast", "allreduce broadcast"},
+		{"all_gather_perf", "allgather"},
+		{"ReduceScatter", "reducescatter"},
+		{"all", strings.Join(Collectives, " ")},
+		{"allscatter", `unknown collective "allscatter"`},
+		{"all_reduce,gather", `unknown collective "gather"`},
+	} {
+		cs, err := ParseColls(c.in)
+		got := strings.Join(cs, " ")
+		if err != nil {
+			got = err.Error()
+		}
+		if !strings.HasPrefix(got, c.want) {
+			t.Errorf("%q: %q, want %q", c.in, got, c.want)
+		}
 	}
 }
 

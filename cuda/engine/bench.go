@@ -73,8 +73,9 @@ func Bench(comms []*Comm, opt perf.Options) (*perf.Result, error) {
 	for _, cname := range opt.Colls {
 		for _, size := range opt.Sizes {
 			countCol, arg, bytes := benchCounts(cname, size, elt, n)
+			var line perf.Line
 			for _, inPlace := range []bool{false, true} {
-				row := perf.Row{Coll: cname, Bytes: bytes, Count: countCol, Type: opt.DataType.String(), RedOp: opt.Op.String(),
+				row := perf.Row{Coll: cname, Bytes: bytes, Count: countCol, Type: opt.DataType.String(), RedOp: perf.OpName(opt.Op),
 					Root: -1, InPlace: inPlace, Wrong: -1}
 				if cname == "broadcast" || cname == "reduce" {
 					row.Root = opt.Root
@@ -129,18 +130,21 @@ func Bench(comms []*Comm, opt perf.Options) (*perf.Result, error) {
 					}
 					row.Decision(ran, nccl)
 				}
-				res.Rows = append(res.Rows, row)
+				if inPlace {
+					line.InPlace = &row
+				} else {
+					line.OutOfPlace = row
+				}
+			}
+			// Each size goes to the sink as it finishes (rows are kept only without one), as
+			// comm/perf.Run does, so that both backends stream the same lines.
+			res.Add(line, opt.Sink == nil)
+			if opt.Sink != nil {
+				if err := opt.Sink.Line(line); err != nil {
+					return nil, err
+				}
 			}
 		}
-	}
-	for _, r := range res.Rows {
-		res.AvgBusBW += r.BusBW
-		if r.Wrong > 0 {
-			res.Wrong += r.Wrong
-		}
-	}
-	if len(res.Rows) > 0 {
-		res.AvgBusBW /= float64(len(res.Rows))
 	}
 	return res, nil
 }
