@@ -13,7 +13,7 @@ import (
 	"github.com/simccl/simccl/comm/perf"
 )
 
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected results of data-driven tests (testdata/*.txt, *.golden) with what the code gives")
+var update = flag.Bool("update", false, "rewrite the expected results of data-driven tests (testdata/*.txt, *.golden) with what the code gives")
 
 // describe parses a command line and says what runccl would run, or the usage error (exit 2) and
 // the notes it writes.
@@ -60,7 +60,7 @@ func describe(args []string) string {
 }
 
 // TestFlags runs the command lines of testdata/flags.txt: blocks of comment lines, "runccl ARGS…",
-// "----" and what describe says; -rewrite writes what the code says.
+// "----" and what describe says; -update writes what the code says.
 func TestFlags(t *testing.T) {
 	path := filepath.Join("testdata", "flags.txt")
 	data, err := os.ReadFile(path)
@@ -91,11 +91,11 @@ func TestFlags(t *testing.T) {
 		}
 		got := describe(strings.Fields(cmd)[1:])
 		out.WriteString(got + "\n")
-		if w := strings.Join(want, "\n") + "\n"; got != w && !*rewrite {
+		if w := strings.Join(want, "\n") + "\n"; got != w && !*update {
 			t.Errorf("%s\n--- want\n%s--- got\n%s", cmd, w, got)
 		}
 	}
-	if *rewrite {
+	if *update {
 		if err := os.WriteFile(path, []byte(strings.TrimSuffix(out.String(), "\n")), 0o644); err != nil {
 			t.Fatal(err)
 		}

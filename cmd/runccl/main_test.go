@@ -174,7 +174,7 @@ func TestReadersReadRunccl(t *testing.T) {
 }
 
 // runccl --help, -h, help; replay's help three ways; all on stdout with exit 0 and the golden
-// text (testdata/help*.golden, -rewrite); the version; an unknown subcommand of help.
+// text (testdata/help*.golden, -update); the version; an unknown subcommand of help.
 func TestHelpAndVersion(t *testing.T) {
 	for _, c := range []struct {
 		args   [][]string
@@ -217,11 +217,11 @@ func TestHelpAndVersion(t *testing.T) {
 	}
 }
 
-// golden compares got with testdata/name, or writes it there with -rewrite.
+// golden compares got with testdata/name, or writes it there with -update.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
 	path := filepath.Join("testdata", name)
-	if *rewrite {
+	if *update {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -229,10 +229,10 @@ func golden(t *testing.T, name, got string) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (go test -run %s -rewrite writes it)", err, t.Name())
+		t.Fatalf("%v (go test -run %s -update writes it)", err, t.Name())
 	}
 	if got != string(want) {
-		t.Errorf("%s differs (review, then go test -run %s -rewrite):\n--- want\n%s\n--- got\n%s", path, t.Name(), want, got)
+		t.Errorf("%s differs (review, then go test -run %s -update):\n--- want\n%s\n--- got\n%s", path, t.Name(), want, got)
 	}
 }
 
@@ -422,7 +422,7 @@ func mask(out string, jsonDoc bool) string {
 	return strings.Join(lines, "\n")
 }
 
-// A real run's table and JSON (testdata/output*.golden, -rewrite), with mask's words in place of
+// A real run's table and JSON (testdata/output*.golden, -update), with mask's words in place of
 // what changes from run to run: the header lines, the device lines, two collectives' tables with
 // their plan columns, the footers; the JSON's keys and values.
 func TestOutputGolden(t *testing.T) {

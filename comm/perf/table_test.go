@@ -14,13 +14,13 @@ import (
 	"testing"
 )
 
-var rewrite = flag.Bool("rewrite", false, "rewrite the golden files (testdata/*.golden) with what the code gives")
+var update = flag.Bool("update", false, "rewrite the golden files (testdata/*.golden) with what the code gives")
 
-// golden compares got with testdata/name, or writes it there with -rewrite.
+// golden compares got with testdata/name, or writes it there with -update.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
 	path := filepath.Join("testdata", name)
-	if *rewrite {
+	if *update {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -28,10 +28,10 @@ func golden(t *testing.T, name, got string) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (go test -run %s -rewrite writes it)", err, t.Name())
+		t.Fatalf("%v (go test -run %s -update writes it)", err, t.Name())
 	}
 	if got != string(want) {
-		t.Errorf("%s differs from what the code writes (review, then go test -run %s -rewrite):\n--- want\n%s\n--- got\n%s", path, t.Name(), want, got)
+		t.Errorf("%s differs from what the code writes (review, then go test -run %s -update):\n--- want\n%s\n--- got\n%s", path, t.Name(), want, got)
 	}
 }
 
