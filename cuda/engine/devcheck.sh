@@ -39,16 +39,16 @@ if [ -x "$bin/cuda.test" ]; then
 fi
 
 step "runccl --backend cuda --check, 8 B - 64 MiB"
-timeout 60 "$bin/runccl" --backend cuda -g "$ngpu" -c allreduce,allgather,reducescatter -b 8 -e 64M -f 8 --check -n 5 \
+timeout 60 "$bin/runccl" --backend cuda -g "$ngpu" --collective allreduce,allgather,reducescatter -b 8 -e 64M -f 8 --check -n 5 \
 	>"$out/runccl_check.txt" 2>&1
 echo "runccl check exit $?" | tee -a "$out/steps.log"
 grep -E 'Out of bounds|Avg bus|runccl:' "$out/runccl_check.txt"
 
 step "runccl --backend cuda timing, 8 B - 1 GiB"
-timeout 120 "$bin/runccl" --backend cuda -g "$ngpu" -c allreduce,allgather,reducescatter -b 8 -e 1G -f 2 -n 20 -w 5 --json \
+timeout 120 "$bin/runccl" --backend cuda -g "$ngpu" --collective allreduce,allgather,reducescatter -b 8 -e 1G -f 2 -n 20 -w 5 --json \
 	>"$out/runccl_cuda.json" 2>"$out/runccl_cuda.err"
 echo "runccl timing exit $?" | tee -a "$out/steps.log"
-timeout 50 "$bin/runccl" --backend cuda -g "$ngpu" --channels 16 -c allreduce,allgather,reducescatter -b 1M -e 1G -f 4 -n 20 -w 5 --json \
+timeout 50 "$bin/runccl" --backend cuda -g "$ngpu" --min-nchannels 16 --max-nchannels 16 --collective allreduce,allgather,reducescatter -b 1M -e 1G -f 4 -n 20 -w 5 --json \
 	>"$out/runccl_cuda_ch16.json" 2>"$out/runccl_cuda_ch16.err"
 echo "runccl 16 channels exit $?" | tee -a "$out/steps.log"
 
