@@ -17,11 +17,11 @@ import (
 
 // plan is a compiled schedule with the message tables every launch of it uses.
 type plan struct {
-	s        *coll.Schedule
-	ix       *coll.Index // the schedule's validated message table
-	maxMsg   []int64     // [conn]: largest message
-	lanes    [][]int // [rank*NChannels+ch]: the lanes the program uses, in order of first use
-	lasts    [][]int // [rank*NChannels+ch]: the index of each lane's last step, ascending
+	s      *coll.Schedule
+	ix     *coll.Index // the schedule's validated message table
+	maxMsg []int64     // [conn]: largest message
+	lanes  [][]int     // [rank*NChannels+ch]: the lanes the program uses, in order of first use
+	lasts  [][]int     // [rank*NChannels+ch]: the index of each lane's last step, ascending
 }
 
 // sendStep is the step of conn's sending program that sends message seq.
