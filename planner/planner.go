@@ -10,6 +10,7 @@ import (
 	"github.com/simccl/simccl/search"
 	"github.com/simccl/simccl/topo"
 	"github.com/simccl/simccl/topo/ncclxml"
+	"github.com/simccl/simccl/topo/partial"
 	"github.com/simccl/simccl/tuning"
 )
 
@@ -116,6 +117,13 @@ func New(m Machine) (*Planner, error) {
 		gopt.NRanks = len(sys.GPUs()) * m.Nodes
 		if sys, err = topo.FromXML(m.Doc, gopt); err != nil {
 			return nil, err
+		}
+	}
+	if m.Nodes > 1 && len(sys.NETs()) == 0 {
+		if g := partial.Inspect(m.Doc); len(g.NICStubs) > 0 {
+			// A completed partial file: the GPU model gave the GPUs, nothing gave the NICs.
+			return nil, fmt.Errorf("%s: %d nodes need NICs and the topology has none: %s, which NCCL fills from its network plugin and a GPU model does not give; add <nic><net name=… dev=… speed=…/></nic> to them to simulate several nodes",
+				m.Name, m.Nodes, (&partial.Gaps{NICStubs: g.NICStubs}).Describe(m.Doc))
 		}
 	}
 	top, err := search.FromSystem(sys, m.Nodes > 1)

@@ -35,6 +35,11 @@ type Settings struct {
 	GraphFile string
 	// TopoFile is NCCL_TOPO_FILE: the topology used when none is named (LoadTopology).
 	TopoFile string
+	// GPUModel names the GPUs of the machine (topo/partial: "h100", "a100", …) so that
+	// LoadTopology completes a partial file (cloud VM topologies whose GPUs NCCL fills in from
+	// the hardware it detects) as NCCL would on those GPUs. It is not an NCCL variable:
+	// SettingsFromEnv leaves it empty, and empty takes files as they are.
+	GPUModel string
 }
 
 // Releases the planner has rules for (the tuning model's releases).

@@ -8,13 +8,26 @@ import (
 
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/topo/ncclxml"
+	"github.com/simccl/simccl/topo/partial"
 )
 
 // LoadTopology finds the topology a command works on, as NCCL does: the file or embedded example
 // named by arg (a command's --topo); when arg is empty, the file NCCL_TOPO_FILE names
 // (s.TopoFile); when that is empty too, the embedded default (a DGX H100). Files are read with
 // ncclxml's bounds. The name returned is what errors and reports call it.
+//
+// A partial file (GPUs left to NCCL's hardware detection, as cloud VM files are) is completed
+// from s.GPUModel as NCCL would complete it on those GPUs (partial.Complete), and its name says
+// so; without a GPU model such a file is an error that says what it lacks.
 func LoadTopology(arg string, s Settings) (string, *ncclxml.Document, error) {
+	name, doc, err := loadTopology(arg, s)
+	if err != nil {
+		return "", nil, err
+	}
+	return completeTopology(name, doc, s.GPUModel)
+}
+
+func loadTopology(arg string, s Settings) (string, *ncclxml.Document, error) {
 	switch {
 	case arg != "":
 		doc, err := ncclxml.ReadFile(arg)
@@ -39,6 +52,23 @@ func LoadTopology(arg string, s Settings) (string, *ncclxml.Document, error) {
 	name, data := topos.Default()
 	doc, err := ncclxml.ParseBytes(data, name)
 	return name, doc, err
+}
+
+// completeTopology applies a GPU model to doc (partial.Complete), or, without one, refuses a
+// file that cannot be simulated without detection, saying what it lacks.
+func completeTopology(name string, doc *ncclxml.Document, model string) (string, *ncclxml.Document, error) {
+	if strings.TrimSpace(model) == "" {
+		if g := partial.Inspect(doc); g.NeedsModel() {
+			return "", nil, fmt.Errorf("%s: a partial topology, which NCCL completes from the hardware it detects: %s; name the GPU model to complete it (--gpu-model: %s)",
+				name, g.Describe(doc), strings.Join(partial.ModelNames(), ", "))
+		}
+		return name, doc, nil
+	}
+	done, res, err := partial.Complete(doc, model)
+	if err != nil {
+		return "", nil, err
+	}
+	return fmt.Sprintf("%s (GPU model %s)", name, res.Model.Name), done, nil
 }
 
 // firstGPUs returns doc with only the GPUs of rank < k kept in the communicator (the others lose

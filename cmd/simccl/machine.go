@@ -13,6 +13,7 @@ import (
 	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/simnet"
+	"github.com/simccl/simccl/topo/partial"
 	"github.com/simccl/simccl/tuning"
 )
 
@@ -31,6 +32,7 @@ type machineFlags struct {
 	nvls      *string
 	collNet   *bool
 	tunerFile *string
+	gpuModel  *string
 	// searchOnly: the command needs the channel search, not the tuning model (more releases).
 	searchOnly bool
 }
@@ -49,6 +51,8 @@ func addMachineFlags(fs *pflag.FlagSet) *machineFlags {
 		nvls:      fs.String("nvls", "", "NCCL_NVLS_ENABLE: auto (NCCL's rule: NVSwitch, sm >= 90, more than 2 GPUs), on or off; default $NCCL_NVLS_ENABLE"),
 		collNet:   fs.Bool("collnet", false, "a CollNet (SHARP) plugin is present (NCCL_COLLNET_ENABLE=1; NICs need coll=\"1\")"),
 		tunerFile: fs.String("tuner-file", "", "tuner rules (CSV: collective,minBytes,maxBytes,algorithm,protocol,channels)"),
+		gpuModel: fs.String("gpu-model", "", "complete a partial topology (GPUs left to NCCL's detection, as in cloud VM files) as NCCL would on these GPUs: "+
+			strings.Join(partial.ModelNames(), ", ")+"; default: take the file as it is"),
 	}
 }
 
@@ -112,6 +116,13 @@ func (mf *machineFlags) settings(fs *pflag.FlagSet) (planner.Settings, error) {
 		if err != nil {
 			return s, err
 		}
+	}
+	if *mf.gpuModel != "" {
+		m, err := partial.Lookup(*mf.gpuModel)
+		if err != nil {
+			return s, fmt.Errorf("%w: --gpu-model: %v", errUsage, err)
+		}
+		s.GPUModel = m.Name
 	}
 	if !mf.searchOnly {
 		// Check NCCL_ALGO / NCCL_PROTO syntax now, as a usage error.
