@@ -3,6 +3,7 @@ package simnet
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // LinkID names a link (a directed resource with a capacity) of an Engine.
@@ -92,6 +93,7 @@ type Engine struct {
 	started     []FlowID
 	ended       []endedFlow
 	usedScratch []bool
+	rtab        routeTable
 	// per-flow caps of a rate computation, grouped by value (capVals[j]: the flows
 	// capFlows[capOff[j]:capOff[j+1]])
 	capVals     []float64
@@ -397,10 +399,42 @@ type endedFlow struct {
 // this instant took the place of a flow that ended in it with the same route (the same slice) and
 // the same cap. The multiset of (route, cap) on every link is then unchanged, so the max-min
 // allocation is too: each new flow inherits the rate of the one it replaced and no other rate moves.
+//
+// The matching is linear in the flows of the instant: the ended flows are put in a hash table
+// keyed by (route slice, cap), each started flow takes the first unused entry of its key.
 func (e *Engine) replaced() bool {
 	if e.NoShortcut || e.pendingRecompute || len(e.started) == 0 || len(e.started) != len(e.ended) {
 		return false
 	}
+	if len(e.started) <= replacedLinear {
+		return e.replacedLinear()
+	}
+	rt := &e.rtab
+	rt.reset(len(e.ended))
+	for j := range e.ended {
+		rt.insert(&e.ended[j], int32(j))
+	}
+	rates := e.rateScratch[:0]
+	for _, id := range e.started {
+		f := &e.flows[id]
+		if !f.active || len(f.route) == 0 {
+			e.rateScratch = rates
+			return false
+		}
+		j := rt.take(e.ended, &f.route[0], len(f.route), f.maxr)
+		if j < 0 {
+			e.rateScratch = rates
+			return false
+		}
+		rates = append(rates, e.ended[j].rate)
+	}
+	e.rateScratch = rates
+	e.inherit(rates)
+	return true
+}
+
+// replacedLinear is replaced for a few flows: a scan of the ended ones per started flow.
+func (e *Engine) replacedLinear() bool {
 	used := e.usedScratch[:0]
 	for range e.ended {
 		used = append(used, false)
@@ -429,6 +463,12 @@ func (e *Engine) replaced() bool {
 		rates = append(rates, e.ended[found].rate)
 	}
 	e.rateScratch = rates
+	e.inherit(rates)
+	return true
+}
+
+// inherit gives the flows started in this instant the rates of the flows they replaced.
+func (e *Engine) inherit(rates []Rate) {
 	for i, id := range e.started {
 		f := &e.flows[id]
 		f.rate = rates[i]
@@ -437,7 +477,63 @@ func (e *Engine) replaced() bool {
 	}
 	e.dirty = e.dirty[:0]
 	e.Shortcuts++
-	return true
+}
+
+// replacedLinear is the number of started flows up to which replaced scans instead of hashing.
+const replacedLinear = 16
+
+// routeTable is an open-addressing hash table of the flows ended in an instant, keyed by their
+// route slice (its first element's address and its length) and cap. Several entries may share a
+// key; take returns them in insertion order. Resetting it costs its size, which is proportional
+// to the flows of the instant, so replaced stays linear.
+type routeTable struct {
+	slot []int32 // index into ended + 1; 0: empty
+	mask uint64
+}
+
+func (t *routeTable) reset(n int) {
+	size := 1
+	for size < 2*n {
+		size *= 2
+	}
+	if cap(t.slot) >= size {
+		t.slot = t.slot[:size]
+		clear(t.slot)
+	} else {
+		t.slot = make([]int32, size)
+	}
+	t.mask = uint64(size - 1)
+}
+
+// routeKey hashes a route's identity: its first link and length, and the flow's cap. Two
+// distinct slices of the same links hash alike; take compares the addresses.
+func routeKey(r0 *LinkID, n int, maxr Rate) uint64 {
+	return mix64(uint64(*r0)<<20 ^ uint64(n) ^ math.Float64bits(float64(maxr))*0x9e3779b97f4a7c15)
+}
+
+func (t *routeTable) insert(en *endedFlow, j int32) {
+	i := routeKey(en.route0, en.n, en.maxr) & t.mask
+	for t.slot[i] != 0 {
+		i = (i + 1) & t.mask
+	}
+	t.slot[i] = j + 1
+}
+
+// take finds the first unused ended flow with this route and cap, marks it used (slot -1) and
+// returns its index, or -1.
+func (t *routeTable) take(ended []endedFlow, r0 *LinkID, n int, maxr Rate) int32 {
+	i := routeKey(r0, n, maxr) & t.mask
+	for t.slot[i] != 0 {
+		if j := t.slot[i]; j > 0 {
+			en := &ended[j-1]
+			if en.route0 == r0 && en.n == n && en.maxr == maxr {
+				t.slot[i] = -1 // a tombstone keeps later entries of the probe sequence reachable
+				return j - 1
+			}
+		}
+		i = (i + 1) & t.mask
+	}
+	return -1
 }
 
 // evRecompute is the engine's own event: a deferred rate computation (RateInterval).
