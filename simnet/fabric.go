@@ -178,7 +178,6 @@ type Cluster struct {
 	NumNodes int
 	Fabric   *Fabric
 
-	e        *Engine
 	nl       int // links per node
 	nodeBase LinkID
 	nics     int
@@ -225,7 +224,7 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Cluster{Node: node, NumNodes: nodes, Fabric: f, e: e, nl: len(node.Links), nics: len(node.NICs)}
+	c := &Cluster{Node: node, NumNodes: nodes, Fabric: f, nl: len(node.Links), nics: len(node.NICs)}
 	c.nodeBase = LinkID(e.NumLinks())
 	for n := 0; n < nodes; n++ {
 		for _, l := range node.Links {

@@ -10,7 +10,9 @@ import (
 )
 
 // Machine is a communicator's hardware as the simulator models it — a node template replicated
-// Nodes times, joined by a fabric — and the planner that decides what NCCL runs on it.
+// Nodes times, joined by a fabric — and the planner that decides what NCCL runs on it. Its cluster
+// is built once, on the first run, so Node, Nodes and Fabric must not change after that; Run may
+// be called from several goroutines at once.
 type Machine struct {
 	Node   *NodeModel
 	Nodes  int
@@ -26,6 +28,8 @@ type Machine struct {
 	GPU GPUModel
 	// Notes lists the simplifications applied to this machine, for reports.
 	Notes []string
+
+	tmpl clusterTemplate // the cluster, built on first use (engine)
 }
 
 // NRanks is the number of ranks (GPUs).
@@ -203,8 +207,7 @@ func (m *Machine) backToBack(plans []coll.Plan, k int, tm Timing) (Time, error) 
 	if err != nil {
 		return 0, err
 	}
-	e := NewEngine(nil)
-	cl, err := NewCluster(e, m.Node, m.Nodes, m.Fabric)
+	e, cl, err := m.engine()
 	if err != nil {
 		return 0, err
 	}
@@ -279,8 +282,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		sched, cerr := coll.Compile(plans...)
 		switch {
 		case cerr == nil:
-			e := NewEngine(nil)
-			cl, err := NewCluster(e, m.Node, m.Nodes, m.Fabric)
+			e, cl, err := m.engine()
 			if err != nil {
 				return row, nil, err
 			}
@@ -318,8 +320,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		if tm, err = m.timing(plan); err != nil {
 			return row, nil, err
 		}
-		e := NewEngine(nil)
-		cl, err := NewCluster(e, m.Node, m.Nodes, m.Fabric)
+		e, cl, err := m.engine()
 		if err != nil {
 			return row, nil, err
 		}
