@@ -64,29 +64,7 @@ func (b *builder) p2p(p *Plan) error {
 	n := p.NRanks
 	nch := p.nChannels()
 	elt := int64(p.DataType.Size())
-	chunkingFor := func(m p2pMsg) *chunking {
-		proto := p.Proto
-		if m.ll {
-			proto = LL
-		}
-		buff := p.BuffSize[proto]
-		if buff <= 0 {
-			buff = DefaultBuffSize[proto]
-		}
-		chunk := m.chunk
-		if chunk == 0 && proto == p.Proto {
-			chunk = p.ChunkSize
-		}
-		if chunk == 0 {
-			if proto == LL {
-				chunk = buff / NCCLSteps / 2 // one LL step of payload
-			} else {
-				chunk = min64(DefaultP2PChunkSize, buff/NCCLSteps)
-			}
-		}
-		return &chunking{proto: proto, elt: elt, chunkElems: max64(chunk/elt, 1), slicesPerChk: 1, stepsPerSlice: 1,
-			stepElems: buff / NCCLSteps / elt, align: max64(16/elt, 1)}
-	}
+	chunkingFor := p.p2pChunking
 	b.s.Ops[b.op].ChunkSize = chunkingFor(p2pMsg{}).chunkElems * elt
 	msgs := p2pMessages(p)
 	dist := func(m p2pMsg) int { return ((m.to-m.from)%n + n) % n }
@@ -141,3 +119,63 @@ func (b *builder) p2p(p *Plan) error {
 	}
 	return nil
 }
+
+// p2pChunking is how a point-to-point transfer of plan p is cut: the plan's protocol (LL where
+// the transfer says so), the plan's chunk size or the protocol's default.
+func (p *Plan) p2pChunking(m p2pMsg) *chunking {
+	elt := int64(p.DataType.Size())
+	proto := p.Proto
+	if m.ll {
+		proto = LL
+	}
+	buff := p.BuffSize[proto]
+	if buff <= 0 {
+		buff = DefaultBuffSize[proto]
+	}
+	chunk := m.chunk
+	if chunk == 0 && proto == p.Proto {
+		chunk = p.ChunkSize
+	}
+	if chunk == 0 {
+		if proto == LL {
+			chunk = buff / NCCLSteps / 2 // one LL step of payload
+		} else {
+			chunk = min64(DefaultP2PChunkSize, buff/NCCLSteps)
+		}
+	}
+	return &chunking{proto: proto, elt: elt, chunkElems: max64(chunk/elt, 1), slicesPerChk: 1, stepsPerSlice: 1,
+		stepElems: buff / NCCLSteps / elt, align: max64(16/elt, 1)}
+}
+
+// P2PParts describes a transfer of count elements between two ranks as Compile cuts it in a
+// SendRecv or AllToAll plan p spread over all of p's channels (a transfer with no channel count of
+// its own), for executors that replay it without materialising the schedule (simnet's
+// SimulateP2P): per channel of the plan (relative to ChannelLo), the payload bytes of each message,
+// nil where that channel carries nothing. A transfer to self is one local copy per channel: its
+// part's bytes.
+func P2PParts(p *Plan, count int64, self bool) [][]int64 {
+	ck := p.p2pChunking(p2pMsg{})
+	nch := p.nChannels()
+	_, cnts := channelParts(count, nch, ck.align)
+	out := make([][]int64, nch)
+	for part := 0; part < nch; part++ {
+		if cnts[part] == 0 && !(part == 0 && count == 0) {
+			continue
+		}
+		if self {
+			out[part] = []int64{cnts[part] * ck.elt}
+			continue
+		}
+		for eo := int64(0); eo < cnts[part] || (eo == 0 && cnts[part] == 0); eo += ck.chunkElems {
+			out[part] = append(out[part], min64(ck.chunkElems, cnts[part]-eo)*ck.elt)
+			if cnts[part] == 0 {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// P2PProto is the protocol a plan's point-to-point messages travel with (p.Proto; LL128 is not a
+// point-to-point protocol, see p2p).
+func P2PProto(p *Plan) Proto { return p.p2pChunking(p2pMsg{}).proto }
