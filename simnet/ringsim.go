@@ -23,8 +23,16 @@ type RingSpec struct {
 	// Merge× the bytes that pays Merge× the per-step latency (1 = exact; 0 = automatic: the
 	// smallest factor that keeps the messages under MaxMessages).
 	Merge       int
-	MaxMessages int64 // 0: 2,000,000
+	MaxMessages int64 // 0: MessageBudget
 }
+
+// MessageBudget is the one budget of the compact executors' coarse modes: the number of simulated
+// messages a replay aims to stay under when its spec gives no MaxMessages. SimulateRing merges K
+// ring steps per message past it (mode ring-coarse-K); SimulateTree simulates only the first
+// chunks past it and extrapolates the steady state (mode tree-steady-C); SimulateP2P merges K
+// chunks per message (p2p-coarse-K). Machine.Run, bench/sim and docs/cluster.md use it; the error
+// of each coarse mode against the exact replay is measured in docs/cluster.md.
+const MessageBudget = 2_000_000
 
 // RingResult is the outcome of SimulateRing.
 type RingResult struct {
@@ -142,7 +150,7 @@ func SimulateRing(e *Engine, r Router, spec RingSpec, tm Timing) (*RingResult, e
 	}
 	maxMsg := spec.MaxMessages
 	if maxMsg <= 0 {
-		maxMsg = 2_000_000
+		maxMsg = MessageBudget
 	}
 	merge := spec.Merge
 	perMerge := int64(len(groups)) * int64(n) * int64(loops)

@@ -26,13 +26,13 @@ func (m *Machine) engine() (*Engine, *Cluster, error) {
 	return t.e.cloneLinks(), t.cl, nil
 }
 
-// cloneLinks returns an engine with e's links (capacity, latency and name; none of their
-// traffic) and link namers, no flows and no events.
+// cloneLinks returns an engine with e's links (capacity, latency, name and whether they are
+// relaxed; none of their traffic) and link namers, no flows and no events.
 func (e *Engine) cloneLinks() *Engine {
 	c := &Engine{links: make([]link, len(e.links)), namers: e.namers}
 	for i := range e.links {
 		l := &e.links[i]
-		c.links[i] = link{name: l.name, cap: l.cap, lat: l.lat}
+		c.links[i] = link{name: l.name, cap: l.cap, lat: l.lat, relaxed: l.relaxed, lazy: l.relaxed}
 	}
 	return c
 }
