@@ -84,7 +84,9 @@ type Row struct {
 	NChannels int     `json:"nchannels"`
 	Events    uint64  `json:"events"`
 	// Mode is how it was simulated: "schedule" (coll's schedule, exact), "ring-compact" (the
-	// compact ring executor, exact) or "ring-coarse-K" (K ring steps merged per message).
+	// compact ring executor, exact), "ring-coarse-K" (K ring steps merged per message), the tree's
+	// and point-to-point executors' modes (TreeResult.Mode, P2PResult.Mode); docs/cluster.md
+	// lists them with their error against the exact replay.
 	Mode string `json:"mode"`
 	// NCCL is NCCL's decision ("NVLS/Simple/16": algorithm, protocol, channels) when the
 	// simulator could not run it and simulated Algo/Proto/NChannels instead — what NCCL decides
@@ -239,6 +241,9 @@ type RunOptions struct {
 	// copying call k overlaps its sender starting call k+1. Only schedule replays do this (the
 	// row's mode says "back-to-back"); 0 takes Machine.BackToBack.
 	BackToBack int
+	// Exact never lets the ECMP mean model stand for a replay (docs/cluster.md): where ECMP hash
+	// collisions break the symmetric replay, every rank is replayed whatever it costs.
+	Exact bool
 }
 
 // Run simulates one nccl-tests size of f and returns its table row, and the simulation result.
@@ -267,11 +272,9 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	if err != nil {
 		return row, nil, err
 	}
-	ringColl := f == coll.AllReduce || f == coll.AllGather || f == coll.ReduceScatter
-	compactable := func(p coll.Plan) bool {
-		return ringColl && (p.Algo == coll.Ring || (f == coll.AllReduce && p.Algo == coll.Tree))
-	}
-	steps := ringSteps(plan, algBytes)
+	ringColl := compactColl(f)
+	compactable := func(p coll.Plan) bool { return compactAlgo(f, p) }
+	steps := m.scheduleSteps(f, plan, algBytes)
 	var res *Result
 	var tm Timing
 	if !(ringColl && (steps > CompactAbove || (compactable(plan) && !opt.Record && steps > CompactQuiet))) {
@@ -320,30 +323,8 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		if tm, err = m.timing(plan); err != nil {
 			return row, nil, err
 		}
-		e, cl, err := m.engine()
-		if err != nil {
+		if res, row.Mode, err = m.compact(f, plan, algBytes, tm, opt); err != nil {
 			return row, nil, err
-		}
-		if plan.Algo == coll.Tree {
-			tr, err := SimulateTree(e, cl, TreeSpec{Bytes: algBytes, Proto: plan.Proto, Trees: plan.Trees[plan.ChannelLo : plan.ChannelLo+plan.NChannels], Chunk: plan.ChunkSize}, tm)
-			if err != nil {
-				return row, nil, err
-			}
-			res = &Result{Time: tr.Time, Events: tr.Events, LinkName: e.LinkName}
-			row.Mode = "tree-compact"
-			if tr.Merge > 1 {
-				row.Mode = fmt.Sprintf("tree-coarse-%d", tr.Merge)
-			}
-		} else {
-			rr, err := SimulateRing(e, cl, RingSpec{Func: f, Bytes: algBytes, Proto: plan.Proto, Rings: plan.Rings[plan.ChannelLo : plan.ChannelLo+plan.NChannels], Chunk: plan.ChunkSize}, tm)
-			if err != nil {
-				return row, nil, err
-			}
-			res = &Result{Time: rr.Time, Events: rr.Events, LinkName: e.LinkName}
-			row.Mode = "ring-compact"
-			if rr.Merge > 1 {
-				row.Mode = fmt.Sprintf("ring-coarse-%d", rr.Merge)
-			}
 		}
 	}
 	row.TimeUs = res.Time.Micros()
