@@ -65,7 +65,7 @@ func (m *Machine) compact(f coll.Func, p coll.Plan, nBytes int64, tm Timing, opt
 		return &Result{Time: pr.Time, Events: pr.Events, Messages: int(pr.Messages), LinkName: e.LinkName}, pr.Mode(), nil
 	case p.Algo == coll.Tree:
 		tr, err := SimulateTreeDetail(e, cl, TreeSpec{Bytes: nBytes, Proto: p.Proto, Trees: p.Trees[p.ChannelLo : p.ChannelLo+p.NChannels],
-			Chunk: p.ChunkSize, Exact: opt.Exact}, tm)
+			Chunk: p.ChunkSize, Exact: opt.Exact, cache: &m.tmpl.trees}, tm)
 		if err != nil {
 			return nil, "", err
 		}

@@ -133,6 +133,17 @@ func newRelaxCheck(e *Engine, pairs [][2]int32, nslots int) *relaxCheck {
 	return c
 }
 
+// fresh returns a check with c's links and signatures and no load yet, watching engine e.
+func (c *relaxCheck) fresh(e *Engine) *relaxCheck {
+	if c == nil {
+		return nil
+	}
+	n := len(c.capa)
+	return &relaxCheck{e: e, slot: c.slot, off: c.off, sig: c.sig, mult: c.mult, capa: c.capa, links: c.links,
+		load: make([]float64, n), act: make([]float64, n), since: make([]Time, n), busy: make([]Time, n),
+		bad: make([]bool, n), mark: make([]bool, n)}
+}
+
 func (c *relaxCheck) rateChanged(tag int64, old, new Rate, active int) {
 	s := c.slot(tag)
 	if s < 0 {

@@ -1,15 +1,20 @@
 package simnet
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/simccl/simccl/coll"
+)
 
 // clusterTemplate is a Machine's cluster, built once: its router and an engine holding only its
 // links (capacities, latencies, names), which every run copies instead of building the cluster
 // again (at 16,384 nodes the build takes seconds, the copy milliseconds).
 type clusterTemplate struct {
-	once sync.Once
-	e    *Engine
-	cl   *Cluster
-	err  error
+	once  sync.Once
+	e     *Engine
+	cl    *Cluster
+	err   error
+	trees treeCache
 }
 
 // engine returns a fresh engine with the links of m's cluster, and the cluster (a Router over
@@ -35,4 +40,35 @@ func (e *Engine) cloneLinks() *Engine {
 		c.links[i] = link{name: l.name, cap: l.cap, lat: l.lat, relaxed: l.relaxed, lazy: l.relaxed}
 	}
 	return c
+}
+
+// treeCache keeps, per set of trees and protocol, the partition of SimulateTree's symmetric
+// replay with every switch link relaxed (quotientTree, the costly part of a small replay): the
+// sizes of a sweep share it. It is safe for concurrent use.
+type treeCache struct {
+	mu sync.Mutex
+	m  map[treeKey]*treeQuotient
+}
+
+type treeKey struct {
+	trees *coll.ChannelTree
+	n     int
+	proto coll.Proto
+}
+
+// get returns the cached partition of spec's trees, building it with build the first time (nil
+// results are kept too). The result must be copied (fresh) before it is run.
+func (c *treeCache) get(spec TreeSpec, build func() *treeQuotient) *treeQuotient {
+	k := treeKey{&spec.Trees[0], len(spec.Trees), spec.Proto}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if q, ok := c.m[k]; ok {
+		return q
+	}
+	if c.m == nil {
+		c.m = map[treeKey]*treeQuotient{}
+	}
+	q := build()
+	c.m[k] = q
+	return q
 }

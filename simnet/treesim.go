@@ -29,6 +29,8 @@ type TreeSpec struct {
 	// as the reference of the relaxed replay. Exact never settles for the ECMP mean model: where
 	// ECMP hash collisions break the symmetric replay, every rank is replayed whatever it costs.
 	Strict, Exact bool
+	// cache keeps the symmetric replay's partition between calls on one machine (Machine.Run).
+	cache *treeCache
 	// PerRank replays every (channel, rank) pair on e itself. By default SimulateTree first
 	// partitions the pairs into classes that provably behave identically (see SimulateTree) and
 	// replays one representative per class on a private engine, then credits e's links with the
@@ -301,64 +303,70 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 		attempts int
 		ecmpMean bool
 	)
-	eStart := e.Now()
-	for out == nil {
-		attempts++
-		var q *treeQuotient
-		if !spec.PerRank {
-			rf := relax
-			if attempts > maxRelaxAttempts {
-				rf = nil
-			} else if rf != nil && len(keep) > 0 {
-				rf = func(l LinkID) (LinkID, bool) {
-					if keep[l] {
-						return -1, false
-					}
-					return relax(l)
+	// symmetric builds the symmetric replay with the relaxable links but those of keep relaxed
+	// (all kept: none relaxed), halting at the first relaxed link over its capacity if halt.
+	symmetric := func(all, halt bool) *treeQuotient {
+		rf := relax
+		if all {
+			rf = nil
+		} else if rf != nil && len(keep) > 0 {
+			rf = func(l LinkID) (LinkID, bool) {
+				if keep[l] {
+					return -1, false
 				}
-			}
-			if q = quotientTree(e, full, rf); q != nil {
-				if q.check != nil {
-					q.check.halt = !mean
-				}
-				q.e.RateInterval, q.e.NoShortcut, q.e.Strict = e.RateInterval, e.NoShortcut, e.Strict
+				return relax(l)
 			}
 		}
-		if q == nil {
-			tr, err := replay(full, e, nil)
-			if err != nil {
-				return nil, err
+		var q *treeQuotient
+		if spec.cache != nil && !all && len(keep) == 0 && rf != nil {
+			q = spec.cache.get(spec, func() *treeQuotient { return quotientTree(e, full, rf) })
+		} else {
+			q = quotientTree(e, full, rf)
+		}
+		if q != nil {
+			q = q.fresh()
+			if q.check != nil {
+				q.check.halt = halt
 			}
-			events += tr.events
-			out = tr
+			q.e.RateInterval, q.e.NoShortcut, q.e.Strict = e.RateInterval, e.NoShortcut, e.Strict
+		}
+		return q
+	}
+	eStart := e.Now()
+	for out == nil && !spec.PerRank {
+		attempts++
+		q := symmetric(attempts > maxRelaxAttempts, true)
+		if q == nil && (!mean || attempts == 1) {
 			break
 		}
-		tr, err := replay(q.net, q.e, q)
-		events += tr.events
-		over := q.violated()
-		switch {
-		case len(over) == 0:
-			if err != nil {
-				return nil, err
+		var visits uint64
+		scale := 1.0
+		if q != nil {
+			tr, err := replay(q.net, q.e, q)
+			events += tr.events
+			over := q.violated()
+			if len(over) == 0 {
+				if err != nil {
+					return nil, err
+				}
+				out = tr
+				break
 			}
-			out = tr
-		case !mean:
 			// Some relaxed links carried more than their capacity (the replay stopped there):
-			// replay with them kept.
+			// replay with them kept. With ECMP, whose collisions are scattered, once; then
+			// every rank.
 			for _, l := range over {
 				keep[l] = true
 			}
-		default:
-			if err != nil {
-				return nil, err
+			if !mean || attempts < 2 {
+				continue
 			}
-			// ECMP hash collisions change the result: replay every rank, on a copy of e's links,
-			// if that fits the work budget (any work with Exact); else the symmetric replay, the
-			// ECMP mean model, stands (relax.go).
-			if !spec.Exact && !exactAffordable(q.e.CompVisited, float64(full.vertices())/float64(q.net.vertices())) {
-				out, ecmpMean = tr, true
-				break
-			}
+			visits, scale = q.e.CompVisited, float64(full.vertices())/float64(q.net.vertices())
+		}
+		// ECMP hash collisions change the result: replay every rank, on a copy of e's links, if
+		// that fits the work budget (any work with Exact); else the symmetric replay with every
+		// switch link relaxed stands as the ECMP mean model (relax.go).
+		if spec.Exact || q == nil || exactAffordable(visits, scale) {
 			c := e.cloneLinks()
 			c.now, c.RateInterval, c.NoShortcut, c.Strict = e.now, e.RateInterval, e.NoShortcut, e.Strict
 			if !spec.Exact {
@@ -366,15 +374,32 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 			}
 			pr, err := replay(full, c, nil)
 			events += pr.events
-			switch {
-			case err == nil:
+			if err == nil {
 				out = pr
-			case errors.Is(err, errBudget):
-				out, ecmpMean = tr, true
-			default:
+				break
+			}
+			if !errors.Is(err, errBudget) {
 				return nil, err
 			}
 		}
+		clear(keep)
+		if q = symmetric(false, false); q == nil {
+			return nil, fmt.Errorf("simnet: tree simulation: no symmetric replay for the ECMP mean model")
+		}
+		tr, err := replay(q.net, q.e, q)
+		events += tr.events
+		if err != nil {
+			return nil, err
+		}
+		out, ecmpMean = tr, true
+	}
+	if out == nil {
+		tr, err := replay(full, e, nil)
+		events += tr.events
+		if err != nil {
+			return nil, err
+		}
+		out = tr
 	}
 	net, run, q, x, sim, C, merge := out.net, out.run, out.q, out.x, out.sim, out.C, out.merge
 	res := &TreeResult{RingResult: RingResult{Time: x.end - out.t0, Events: events, Messages: out.per * int64(sim),
@@ -449,10 +474,10 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 
 // exactWork bounds the per-rank replay SimulateTree and SimulateP2P try where ECMP hash
 // collisions break the symmetric replay: the flows its rate computations may visit
-// (Engine.CompVisited), one to two seconds of this project's 2-core development machine. Past it
+// (Engine.CompVisited), a few tenths of a second on this project's 2-core development machine. Past it
 // the ECMP mean model stands (relax.go). A replay whose cost, estimated from the symmetric one's,
 // is more than four times that is not tried. Tests lower it to see the mean model.
-var exactWork uint64 = 2_000_000
+var exactWork uint64 = 500_000
 
 // exactAffordable estimates the work of a per-rank replay from a symmetric one that visited
 // visits flows with scale times fewer vertices (scale times more events; its components, which
@@ -690,6 +715,18 @@ func (q *treeQuotient) violated() []LinkID {
 		return nil
 	}
 	return q.check.violated()
+}
+
+// fresh returns a copy of q ready to replay: its own engine (q's links, no traffic) and check.
+// q itself is never run, so that a Machine can keep it for the next size (treeCache).
+func (q *treeQuotient) fresh() *treeQuotient {
+	c := *q
+	c.e = q.e.cloneLinks()
+	c.check = q.check.fresh(c.e)
+	if c.check != nil {
+		c.e.obs = c.check
+	}
+	return &c
 }
 
 // maxRelaxAttempts is the number of symmetric replays with relaxed links SimulateTree tries
@@ -946,15 +983,14 @@ func quotientTree(e *Engine, t *treeNet, relax func(LinkID) (LinkID, bool)) *tre
 			}
 		}
 		if q.check = newRelaxCheck(e, pairs, int(nq)); q.check != nil {
-			q.check.e = q.e
+			upID, dnBase := q.upID, q.dnBase
 			q.check.slot = func(tag int64) int32 {
 				v, lane, kid := treeUntag(tag)
 				if lane == 0 {
-					return q.upID[v]
+					return upID[v]
 				}
-				return q.dnBase[v] + int32(kid)
+				return dnBase[v] + int32(kid)
 			}
-			q.e.obs = q.check
 		}
 	}
 	q.by = pruneDominated(q.e, qt)
