@@ -71,13 +71,27 @@ func (m *Machine) compact(f coll.Func, p coll.Plan, nBytes int64, tm Timing, opt
 		}
 		return &Result{Time: tr.Time, Events: tr.Events, Messages: int(tr.Messages), LinkName: e.LinkName}, tr.Mode(), nil
 	}
-	rr, err := SimulateRing(e, cl, RingSpec{Func: f, Bytes: nBytes, Proto: p.Proto, Rings: p.Rings[p.ChannelLo : p.ChannelLo+p.NChannels], Chunk: p.ChunkSize}, tm)
+	rr, err := SimulateRing(e, cl, RingSpec{Func: f, Bytes: nBytes, Proto: p.Proto, Rings: p.Rings[p.ChannelLo : p.ChannelLo+p.NChannels],
+		Chunk: p.ChunkSize, Exact: opt.Exact}, tm)
 	if err != nil {
 		return nil, "", err
 	}
+	return &Result{Time: rr.Time, Events: rr.Events, Messages: int(rr.Messages), LinkName: e.LinkName}, rr.Mode(), nil
+}
+
+// Mode is the row mode of a ring replay: ring-compact (every step replayed: exact) or
+// ring-coarse-K (K steps merged per message), followed by ", latency-mean" and ", ecmp-mean"
+// where those approximations stand for the exact replay.
+func (r *RingResult) Mode() string {
 	mode := "ring-compact"
-	if rr.Merge > 1 {
-		mode = fmt.Sprintf("ring-coarse-%d", rr.Merge)
+	if r.Merge > 1 {
+		mode = fmt.Sprintf("ring-coarse-%d", r.Merge)
 	}
-	return &Result{Time: rr.Time, Events: rr.Events, Messages: int(rr.Messages), LinkName: e.LinkName}, mode, nil
+	if r.LatencyMean {
+		mode += ", latency-mean"
+	}
+	if r.ECMPMean {
+		mode += ", ecmp-mean"
+	}
+	return mode
 }

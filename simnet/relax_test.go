@@ -142,3 +142,58 @@ func fabricOf(t testing.TB, kv ...string) *Fabric {
 	}
 	return f
 }
+
+// The symmetric ring replay (one node's positions standing for every node's) gives the per-rank
+// replay's time and link bytes, every step replayed, on fabrics of several leaves; without Exact
+// it may say it used the members' mean latency (within 1%) or the ECMP mean model.
+func TestRingSymmetricMatchesPerRank(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		nodes int
+		kv    []string
+	}{
+		{"one leaf", 4, nil},
+		{"ecmp, 2 per leaf", 8, []string{"hosts_per_leaf", "2"}},
+		{"rail, 2 per leaf", 8, []string{"hosts_per_leaf", "2", "routing", "rail"}},
+		{"fat tree 2:1", 8, []string{"topology", "fattree", "hosts_per_leaf", "2", "oversubscription", "2"}},
+	} {
+		m, _ := testMachine(t, "dgx-h100", c.nodes, fabricOf(t, c.kv...), "ring", "simple")
+		for _, f := range []coll.Func{coll.AllReduce, coll.AllGather} {
+			for _, exact := range []bool{true, false} {
+				tm, _ := m.Timing(coll.Ring, coll.Simple)
+				run := func(perRank bool) (*RingResult, *Engine) {
+					e, cl, err := m.engine()
+					if err != nil {
+						t.Fatal(err)
+					}
+					res, err := SimulateRing(e, cl, RingSpec{Func: f, Bytes: 64 << 20, Proto: coll.Simple, Rings: ringsOf(m), Merge: 1,
+						PerRank: perRank, Exact: exact}, tm)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return res, e
+				}
+				a, ea := run(false)
+				b, eb := run(true)
+				rel := float64(a.Time-b.Time) / float64(b.Time)
+				t.Logf("%s %v exact=%v: %v (%s, rotation %d), per rank %v (%+.4f%%)", c.name, f, exact, a.Time, a.Mode(), a.Rotation, b.Time, 100*rel)
+				approx := a.LatencyMean || a.ECMPMean
+				if exact && approx {
+					t.Errorf("%s: mode %s with Exact", c.name, a.Mode())
+				}
+				// The ECMP mean model's error is TestTreeECMPMeanError's business; the latency mean
+				// must stay within 1%.
+				if !approx && math.Abs(rel) > 1e-9 || !a.ECMPMean && math.Abs(rel) > 0.01 {
+					t.Errorf("%s %v: symmetric %v against per-rank %v", c.name, f, a.Time, b.Time)
+				}
+				if !approx {
+					for l := 0; l < eb.NumLinks(); l++ {
+						if x, y := ea.LinkBytes(LinkID(l)), eb.LinkBytes(LinkID(l)); math.Abs(x-y) > 1e-9*max(y, 1) {
+							t.Fatalf("%s: link %s carried %g bytes against %g", c.name, eb.LinkName(LinkID(l)), x, y)
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -148,10 +148,6 @@ type TreeResult struct {
 	// its capacity and the replay started again with it kept).
 	Relaxed  int
 	Attempts int
-	// ECMPMean is true where the time is the ECMP mean model's, not the exact replay's: a
-	// relaxed link carried more than its capacity, so hash collisions change the result
-	// (relax.go, docs/cluster.md). Never with TreeSpec.Exact.
-	ECMPMean bool
 }
 
 // Mode is the row mode of a tree replay: tree-compact (every chunk replayed: exact), tree-steady-C
@@ -404,7 +400,8 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 	net, run, q, x, sim, C, merge := out.net, out.run, out.q, out.x, out.sim, out.C, out.merge
 	res := &TreeResult{RingResult: RingResult{Time: x.end - out.t0, Events: events, Messages: out.per * int64(sim),
 		Merge: merge, Groups: net.vertices(), Loops: int(nchunks), Steps: 2 * (n - 1)}, Symmetric: q != nil, Chunks: int(sim),
-		Attempts: attempts, ECMPMean: ecmpMean}
+		Attempts: attempts}
+	res.ECMPMean = ecmpMean
 	if q != nil && q.check != nil {
 		for _, ls := range q.check.links {
 			res.Relaxed += len(ls)
@@ -474,17 +471,17 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 
 // exactWork bounds the per-rank replay SimulateTree and SimulateP2P try where ECMP hash
 // collisions break the symmetric replay: the flows its rate computations may visit
-// (Engine.CompVisited), a few tenths of a second on this project's 2-core development machine. Past it
+// (Engine.CompVisited), under a second on this project's 2-core development machine. Past it
 // the ECMP mean model stands (relax.go). A replay whose cost, estimated from the symmetric one's,
 // is more than four times that is not tried. Tests lower it to see the mean model.
-var exactWork uint64 = 500_000
+var exactWork uint64 = 1_000_000
 
-// exactAffordable estimates the work of a per-rank replay from a symmetric one that visited
-// visits flows with scale times fewer vertices (scale times more events; its components, which
-// relaxed links keep small, taken as no larger) and reports whether it is worth trying within
-// exactWork.
+// exactAffordable guesses whether a per-rank replay is worth trying within exactWork, from a
+// symmetric one that visited visits flows with scale times fewer vertices. The per-rank replay has
+// scale times more events, but its components, which relaxed links keep apart, grow less than
+// the symmetric replay's: the guess charges sqrt(scale). A wrong guess costs at most exactWork.
 func exactAffordable(visits uint64, scale float64) bool {
-	return float64(visits)*scale <= 4*float64(exactWork)
+	return float64(visits)*math.Sqrt(scale) <= 4*float64(exactWork)
 }
 
 // treeRun is one replay of SimulateTreeDetail: the forest it ran (the full one or a quotient),
