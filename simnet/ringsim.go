@@ -26,7 +26,8 @@ type RingSpec struct {
 	Merge       int
 	MaxMessages int64 // 0: MessageBudget
 	// PerRank replays every rank (no symmetric replay), Strict relaxes no link, Exact never lets
-	// an approximation stand for the exact replay (as in TreeSpec).
+	// an approximation stand for the exact replay (as in TreeSpec): no latency or ECMP mean, and
+	// no merged steps unless Merge asks for them.
 	PerRank, Strict, Exact bool
 }
 
@@ -229,6 +230,9 @@ func runRing(e *Engine, groups []*ringLane, spec RingSpec, tm Timing, stepsPerLo
 	}
 	merge := spec.Merge
 	perMerge := positions * int64(loops)
+	if merge <= 0 && spec.Exact {
+		merge = 1 // no coarse mode either
+	}
 	if merge <= 0 {
 		merge = 1
 		for perMerge*int64((stepsPerLoop+merge-1)/merge) > maxMsg && merge < stepsPerLoop {

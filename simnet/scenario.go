@@ -241,8 +241,8 @@ type RunOptions struct {
 	// copying call k overlaps its sender starting call k+1. Only schedule replays do this (the
 	// row's mode says "back-to-back"); 0 takes Machine.BackToBack.
 	BackToBack int
-	// Exact never lets the ECMP mean model stand for a replay (docs/cluster.md): where ECMP hash
-	// collisions break the symmetric replay, every rank is replayed whatever it costs.
+	// Exact never lets an approximation stand for the exact replay (docs/cluster.md): no ECMP or
+	// latency mean, no merged steps, no extrapolated chunks, whatever it costs.
 	Exact bool
 }
 

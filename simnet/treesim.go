@@ -26,8 +26,9 @@ type TreeSpec struct {
 	Merge       int
 	MaxMessages int64
 	// Strict keeps every link in the symmetric replay (no relaxed links, relax.go); tests use it
-	// as the reference of the relaxed replay. Exact never settles for the ECMP mean model: where
-	// ECMP hash collisions break the symmetric replay, every rank is replayed whatever it costs.
+	// as the reference of the relaxed replay. Exact never settles for an approximation: where ECMP
+	// hash collisions break the symmetric replay every rank is replayed whatever it costs, and
+	// every chunk is simulated (no steady-state extrapolation).
 	Strict, Exact bool
 	// cache keeps the symmetric replay's partition between calls on one machine (Machine.Run).
 	cache *treeCache
@@ -263,7 +264,7 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 		}
 		tr.C = int32((nchunks + int64(tr.merge) - 1) / int64(tr.merge))
 		tr.sim = tr.C
-		if spec.Merge == 0 && tr.per*int64(tr.C) > maxMsg {
+		if spec.Merge == 0 && !spec.Exact && tr.per*int64(tr.C) > maxMsg {
 			c0 := max(minSteadyChunks, maxMsg/tr.per/8*8)
 			if c0 < int64(tr.C) {
 				tr.sim = int32(c0)

@@ -44,7 +44,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	maxOps := fs.Int("trace-max-ops", 2_000_000, "stop recording ops for --trace/--ops after this many (memory bound)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
 	jobs := fs.IntP("jobs", "j", 0, "calls simulated at once (0: one per core, GOMAXPROCS); --trace/--ops run one at a time")
-	exact := fs.Bool("exact", false, "never let an approximation stand for the exact replay where ECMP hash collisions break its symmetry (latency-mean, ecmp-mean modes; see docs/cluster.md): slower")
+	exact := fs.Bool("exact", false, "replay exactly: no approximation (ecmp-mean, latency-mean, ring-coarse-K, tree-steady-C modes; see docs/cluster.md), whatever it costs")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
