@@ -330,9 +330,12 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 		return q
 	}
 	eStart := e.Now()
+	var meanRun *treeRun // the full symmetric replay with every switch link relaxed (ECMP)
 	for out == nil && !spec.PerRank {
 		attempts++
-		q := symmetric(attempts > maxRelaxAttempts, true)
+		// With ECMP the first replay runs to its end even over capacity: it is then the mean
+		// model, should nothing exact fit the budget.
+		q := symmetric(attempts > maxRelaxAttempts, !mean || attempts > 1)
 		if q == nil && (!mean || attempts == 1) {
 			break
 		}
@@ -349,21 +352,28 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 				out = tr
 				break
 			}
-			// Some relaxed links carried more than their capacity (the replay stopped there):
-			// replay with them kept. With ECMP, whose collisions are scattered, once; then
-			// every rank.
+			if err != nil && !errors.Is(err, errHalted) {
+				return nil, err
+			}
+			if attempts == 1 && mean {
+				meanRun = tr
+			}
+			// Some relaxed links carried more than their capacity: replay with them kept. With
+			// ECMP, whose collisions are scattered, once; then every rank.
 			for _, l := range over {
 				keep[l] = true
 			}
 			if !mean || attempts < 2 {
 				continue
 			}
-			visits, scale = q.e.CompVisited, float64(full.vertices())/float64(q.net.vertices())
+		}
+		if meanRun != nil {
+			visits, scale = meanRun.run.CompVisited, float64(full.vertices())/float64(meanRun.net.vertices())
 		}
 		// ECMP hash collisions change the result: replay every rank, on a copy of e's links, if
-		// that fits the work budget (any work with Exact); else the symmetric replay with every
-		// switch link relaxed stands as the ECMP mean model (relax.go).
-		if spec.Exact || q == nil || exactAffordable(visits, scale) {
+		// that fits the work budget (any work with Exact); else the first symmetric replay, with
+		// every switch link relaxed, stands as the ECMP mean model (relax.go).
+		if spec.Exact || meanRun == nil || exactAffordable(visits, scale) {
 			c := e.cloneLinks()
 			c.now, c.RateInterval, c.NoShortcut, c.Strict = e.now, e.RateInterval, e.NoShortcut, e.Strict
 			if !spec.Exact {
@@ -379,16 +389,7 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 				return nil, err
 			}
 		}
-		clear(keep)
-		if q = symmetric(false, false); q == nil {
-			return nil, fmt.Errorf("simnet: tree simulation: no symmetric replay for the ECMP mean model")
-		}
-		tr, err := replay(q.net, q.e, q)
-		events += tr.events
-		if err != nil {
-			return nil, err
-		}
-		out, ecmpMean = tr, true
+		out, ecmpMean = meanRun, true
 	}
 	if out == nil {
 		tr, err := replay(full, e, nil)
@@ -472,10 +473,10 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 
 // exactWork bounds the per-rank replay SimulateTree and SimulateP2P try where ECMP hash
 // collisions break the symmetric replay: the flows its rate computations may visit
-// (Engine.CompVisited), under a second on this project's 2-core development machine. Past it
+// (Engine.CompVisited), a few tenths of a second on this project's 2-core development machine. Past it
 // the ECMP mean model stands (relax.go). A replay whose cost, estimated from the symmetric one's,
 // is more than four times that is not tried. Tests lower it to see the mean model.
-var exactWork uint64 = 1_000_000
+var exactWork uint64 = 300_000
 
 // exactAffordable guesses whether a per-rank replay is worth trying within exactWork, from a
 // symmetric one that visited visits flows with scale times fewer vertices. The per-rank replay has
