@@ -58,21 +58,21 @@ func (m *Machine) compact(f coll.Func, p coll.Plan, nBytes int64, tm Timing, opt
 		if err != nil {
 			return nil, "", err
 		}
-		pr, err := SimulateP2P(e, cl, P2PSpec{Ops: ops, Exact: opt.Exact}, tm)
+		pr, err := SimulateP2P(e, cl, P2PSpec{Ops: ops, Exact: opt.Exact, MeanOversubscribed: opt.MeanOversubscribed}, tm)
 		if err != nil {
 			return nil, "", err
 		}
 		return &Result{Time: pr.Time, Events: pr.Events, Messages: int(pr.Messages), LinkName: e.LinkName}, pr.Mode(), nil
 	case p.Algo == coll.Tree:
 		tr, err := SimulateTreeDetail(e, cl, TreeSpec{Bytes: nBytes, Proto: p.Proto, Trees: p.Trees[p.ChannelLo : p.ChannelLo+p.NChannels],
-			Chunk: p.ChunkSize, Exact: opt.Exact, cache: &m.tmpl.trees}, tm)
+			Chunk: p.ChunkSize, Exact: opt.Exact, MeanOversubscribed: opt.MeanOversubscribed, cache: &m.tmpl.trees}, tm)
 		if err != nil {
 			return nil, "", err
 		}
 		return &Result{Time: tr.Time, Events: tr.Events, Messages: int(tr.Messages), LinkName: e.LinkName}, tr.Mode(), nil
 	}
 	rr, err := SimulateRing(e, cl, RingSpec{Func: f, Bytes: nBytes, Proto: p.Proto, Rings: p.Rings[p.ChannelLo : p.ChannelLo+p.NChannels],
-		Chunk: p.ChunkSize, Exact: opt.Exact}, tm)
+		Chunk: p.ChunkSize, Exact: opt.Exact, MeanOversubscribed: opt.MeanOversubscribed}, tm)
 	if err != nil {
 		return nil, "", err
 	}

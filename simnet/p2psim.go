@@ -64,8 +64,9 @@ func P2POps(plans []coll.Plan) ([]P2POp, error) {
 type P2PSpec struct {
 	Ops []P2POp
 	// PerRank replays every rank (the reference the symmetric replay is tested against); Strict
-	// relaxes no link; Exact never lets the ECMP mean model stand (TreeSpec has the same).
-	PerRank, Strict, Exact bool
+	// relaxes no link; Exact never lets an approximation stand; MeanOversubscribed lets the ECMP
+	// mean model stand on oversubscribed fabrics too (TreeSpec has the same).
+	PerRank, Strict, Exact, MeanOversubscribed bool
 }
 
 // P2PResult is the outcome of SimulateP2P.
@@ -250,10 +251,11 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 	}
 	mean := false
 	if rx, ok := r.(relaxer); ok && !spec.Strict && !spec.PerRank {
-		b.relax = implied(e, func(yield func([]LinkID)) {
+		var kept bool
+		b.relax, kept = implied(e, func(yield func([]LinkID)) {
 			b.eachRoute(func(_, _, _ int, route []LinkID) { yield(route) })
 		}, rx.standIn)
-		mean = rx.ecmp()
+		mean = rx.ecmp() && !spec.Exact && (!kept || spec.MeanOversubscribed)
 	}
 	res := &P2PResult{}
 	cl, isCluster := r.(*Cluster)
@@ -311,10 +313,13 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 					e.now += t
 					return res, nil
 				}
+				if mean && check.over > meanOverload && !spec.MeanOversubscribed {
+					mean = false // too far over for the mean model: replay every rank
+				}
 				if mean {
 					// ECMP collisions: replay every rank on a copy of e's links if that fits
 					// the work budget, else the ECMP mean model stands.
-					if !spec.Exact && !exactAffordable(x.e.CompVisited, float64(n)/float64(x.S)) {
+					if !exactAffordable(x.e.CompVisited, float64(n)/float64(x.S)) {
 						res.Time, res.ECMPMean = t, true
 						x.credit(b, cl, check, R)
 						e.now += t
@@ -322,9 +327,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 					}
 					c := e.cloneLinks()
 					c.now, c.RateInterval, c.NoShortcut, c.Strict = e.now, e.RateInterval, e.NoShortcut, e.Strict
-					if !spec.Exact {
-						c.maxWork = exactWork
-					}
+					c.maxWork = exactWork
 					px := b.perRank(c)
 					pt, err := px.run()
 					res.Events += px.e.Events

@@ -58,7 +58,8 @@ type relaxCheck struct {
 	touched []int32
 	links   [][]LinkID // the links of each signature
 	nbad    int
-	halt    bool // stop the replay at the first violation
+	halt    bool    // stop the replay at the first violation
+	over    float64 // the largest load / capacity seen
 }
 
 // newRelaxCheck builds the check of relaxed links from pairs (link, quotient connection), one per
@@ -175,6 +176,9 @@ func (c *relaxCheck) rateChanged(tag int64, old, new Rate, active int) {
 func (c *relaxCheck) settled() {
 	for _, g := range c.touched {
 		c.mark[g] = false
+		if r := c.load[g] / c.capa[g]; r > c.over {
+			c.over = r
+		}
 		if !c.bad[g] && c.load[g] > c.capa[g]*(1+relaxTolerance) {
 			c.bad[g] = true
 			c.nbad++
@@ -244,7 +248,10 @@ func (c *relaxCheck) minShare() Rate {
 // only what its NICs send, so their stand-in is implied and drops out; it stays where the fabric
 // is oversubscribed. Dropping implied constraints leaves the max-min allocation as it is, and
 // keeps the replay's components small.
-func implied(e *Engine, routes func(yield func([]LinkID)), relax func(LinkID) (LinkID, bool)) func(LinkID) (LinkID, bool) {
+//
+// kept reports whether some stand-in is not implied: the fabric is oversubscribed somewhere the
+// connections go, and the ECMP mean model is far from the exact replay there (docs/cluster.md).
+func implied(e *Engine, routes func(yield func([]LinkID)), relax func(LinkID) (LinkID, bool)) (f func(LinkID) (LinkID, bool), kept bool) {
 	// Per rule, the distinct pairs stand-in<<32 | charged link+1 (0: none); a small table of the
 	// pairs last seen keeps the repeats of consecutive routes out.
 	var pairs [3][]uint64
@@ -312,11 +319,18 @@ func implied(e *Engine, routes func(yield func([]LinkID)), relax func(LinkID) (L
 			}
 		}
 	}
+	for _, ps := range pairs {
+		for _, p := range ps {
+			if !drop[LinkID(p>>32)] {
+				kept = true
+			}
+		}
+	}
 	return func(l LinkID) (LinkID, bool) {
 		s, ok := relax(l)
 		if ok && drop[s] {
 			return -1, true
 		}
 		return s, ok
-	}
+	}, kept
 }

@@ -97,7 +97,7 @@ func runTreeOn(t *testing.T, m *Machine, spec TreeSpec, strict bool) (*TreeResul
 
 // The ECMP mean model (the symmetric replay standing for the exact one where hash collisions
 // break it) against the exact per-rank replay: close on a non-blocking fabric, far on an
-// oversubscribed one (docs/cluster.md gives both).
+// oversubscribed one (docs/cluster.md gives both), where it stands only when asked to.
 func TestTreeECMPMeanError(t *testing.T) {
 	old := exactWork
 	exactWork = 1 // never replay per rank
@@ -114,8 +114,12 @@ func TestTreeECMPMeanError(t *testing.T) {
 	} {
 		m, _ := testMachine(t, "dgx-h100", c.nodes, fabricOf(t, c.kv...), "tree", "simple")
 		spec := TreeSpec{Bytes: c.bytes, Proto: coll.Simple}
+		if d, _ := runTreeOn(t, m, spec, false); d.ECMPMean && c.kv != nil {
+			t.Errorf("%s: the mean model stands on an oversubscribed fabric by default", c.name)
+		}
+		spec.MeanOversubscribed = true
 		a, _ := runTreeOn(t, m, spec, false)
-		spec.Exact = true
+		spec.Exact, spec.MeanOversubscribed = true, false
 		b, _ := runTreeOn(t, m, spec, false)
 		rel := float64(a.Time-b.Time) / float64(b.Time)
 		t.Logf("%s: %s %v, exact %v (%+.2f%%)", c.name, a.Mode(), a.Time, b.Time, 100*rel)

@@ -27,8 +27,8 @@ type RingSpec struct {
 	MaxMessages int64 // 0: MessageBudget
 	// PerRank replays every rank (no symmetric replay), Strict relaxes no link, Exact never lets
 	// an approximation stand for the exact replay (as in TreeSpec): no latency or ECMP mean, and
-	// no merged steps unless Merge asks for them.
-	PerRank, Strict, Exact bool
+	// no merged steps unless Merge asks for them. MeanOversubscribed: as in TreeSpec.
+	PerRank, Strict, Exact, MeanOversubscribed bool
 }
 
 // MessageBudget is the one budget of the compact executors' coarse modes: the number of simulated
@@ -55,6 +55,9 @@ type RingResult struct {
 	// their mean latency. ECMPMean: the ECMP mean model stands for the exact replay, a relaxed
 	// link having carried more than its capacity (relax.go, docs/cluster.md).
 	LatencyMean, ECMPMean bool
+	// Overload is, in a symmetric replay, the largest load over capacity seen on a relaxed link
+	// (above 1 where hash collisions overloaded one).
+	Overload float64
 }
 
 type ringLane struct {

@@ -32,7 +32,7 @@ func symmetricRing(e *Engine, cl *Cluster, spec RingSpec, tm Timing, stepsPerLoo
 			}
 		}
 	}
-	relax := implied(e, func(yield func([]LinkID)) {
+	relax, kept := implied(e, func(yield func([]LinkID)) {
 		eachHop(func(_, _ int, route []LinkID) { yield(route) })
 	}, cl.standIn)
 	use := func(l LinkID) LinkID {
@@ -144,7 +144,7 @@ func symmetricRing(e *Engine, cl *Cluster, spec RingSpec, tm Timing, stepsPerLoo
 		}
 	}
 	check := newRelaxCheck(e, pairs, len(groups)*S)
-	ecmp := cl.ecmp() && !spec.Exact
+	ecmp := cl.ecmp() && !spec.Exact && (!kept || spec.MeanOversubscribed)
 	if check != nil {
 		check.e = q
 		check.halt = !ecmp
@@ -166,7 +166,13 @@ func symmetricRing(e *Engine, cl *Cluster, spec RingSpec, tm Timing, stepsPerLoo
 	case err != nil:
 		return nil, nil, 0, err
 	}
+	if len(over) > 0 && check.over > meanOverload && !spec.MeanOversubscribed {
+		return nil, nil, 0, nil // too far over for the mean model: replay every rank
+	}
 	res.Rotation, res.LatencyMean, res.ECMPMean = R, latMean, len(over) > 0
+	if check != nil {
+		res.Overload = check.over
+	}
 	credit := func() {
 		// Every member hop carries its position's messages; busy times are those of the orbit's
 		// (or relaxed link's).

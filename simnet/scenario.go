@@ -243,7 +243,9 @@ type RunOptions struct {
 	BackToBack int
 	// Exact never lets an approximation stand for the exact replay (docs/cluster.md): no ECMP or
 	// latency mean, no merged steps, no extrapolated chunks, whatever it costs.
-	Exact bool
+	// MeanOversubscribed lets the ECMP mean model stand on oversubscribed fabrics too (fast, far
+	// off: docs/cluster.md).
+	Exact, MeanOversubscribed bool
 }
 
 // Run simulates one nccl-tests size of f and returns its table row, and the simulation result.

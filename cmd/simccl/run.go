@@ -44,6 +44,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	maxOps := fs.Int("trace-max-ops", 2_000_000, "stop recording ops for --trace/--ops after this many (memory bound)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
 	jobs := fs.IntP("jobs", "j", 0, "calls simulated at once (0: one per core, GOMAXPROCS); --trace/--ops run one at a time")
+	ecmpMean := fs.Bool("ecmp-mean", false, "let the ECMP mean model stand even on an oversubscribed fabric (fast, but it ignores hash collisions on links that bind: tens of percent off, see docs/cluster.md)")
 	exact := fs.Bool("exact", false, "replay exactly: no approximation (ecmp-mean, latency-mean, ring-coarse-K, tree-steady-C modes; see docs/cluster.md), whatever it costs")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -156,7 +157,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 				record = false
 				fmt.Fprintf(stderr, "simccl run: %d ops recorded; --trace/--ops stop before %s %d bytes (raise --trace-max-ops)\n", recorded, coll.TestName(c.f), c.size)
 			}
-			c.row, c.res, c.err = m.Run(c.f, c.size, dt, op, simnet.RunOptions{Record: record, Exact: *exact})
+			c.row, c.res, c.err = m.Run(c.f, c.size, dt, op, simnet.RunOptions{Record: record, Exact: *exact, MeanOversubscribed: *ecmpMean})
 			if c.err == nil && record {
 				recorded += len(c.res.Ops)
 			}
@@ -174,7 +175,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 			go func() {
 				for i := range order {
 					c := &calls[i]
-					c.row, c.res, c.err = m.Run(c.f, c.size, dt, op, simnet.RunOptions{Exact: *exact})
+					c.row, c.res, c.err = m.Run(c.f, c.size, dt, op, simnet.RunOptions{Exact: *exact, MeanOversubscribed: *ecmpMean})
 					finished <- i
 				}
 			}()
