@@ -98,14 +98,6 @@ func (r *P2PResult) Mode() string {
 	return mode
 }
 
-// rotator is implemented by routers whose routes map onto each other when the nodes are rotated
-// (Cluster).
-type rotator interface {
-	kindOf(l LinkID) int
-	rotation(kinds [5]bool) int
-	orbit(l LinkID, R int) LinkID
-}
-
 // p2pNet is what SimulateP2P replays: programs (one per rank or orbit of ranks and channel) made
 // of segments (one per operation), and connections ("slots") between them.
 type p2pNet struct {
@@ -609,12 +601,12 @@ type p2pSim struct {
 	S     int
 }
 
-// Flow tags: slot<<2 for a message, program<<2|1 for a receive's local work, program<<2|2 for a
-// copy to self.
+// Flow tags: slot<<2 (kind p2pSend) for a message, program<<2|p2pRecvWork for a receive's local
+// work, program<<2|p2pCopyWork for a copy to self.
 const (
-	p2pSend = iota
-	p2pRecvWork
-	p2pCopyWork
+	p2pSend     = 0
+	p2pRecvWork = 1
+	p2pCopyWork = 2
 )
 
 func newP2PSim(e *Engine, net *p2pNet, tm Timing, proto coll.Proto) *p2pSim {
@@ -715,7 +707,7 @@ func (x *p2pSim) trySend(p int32) {
 		capRate = lane
 	}
 	x.sendRun[p] = true
-	x.e.StartFlow(x.net.route[sg.out], x.net.wire[sg.part][i], capRate, int64(sg.out)<<2|p2pSend)
+	x.e.StartFlow(x.net.route[sg.out], x.net.wire[sg.part][i], capRate, int64(sg.out)<<2)
 }
 
 // tryRecv starts program p's next receive if its message has arrived: a copy out of the FIFO at
