@@ -1,6 +1,10 @@
 package simnet
 
-import "slices"
+import (
+	"runtime"
+	"slices"
+	"sync"
+)
 
 // refine runs colour refinement to its fixed point: the coarsest equitable partition finer than
 // the initial colours col (ids 0..classes-1), over a graph in CSR form (element i's neighbours
@@ -14,20 +18,25 @@ func refine(off []int32, adj []uint64, col []uint32, classes int) ([]uint32, int
 	h1s := make([]uint64, ne)
 	h2s := make([]uint64, ne)
 	var tab colourTable
-	var items []uint64
 	for {
-		for i := 0; i < ne; i++ {
-			items = items[:0]
-			for _, a := range adj[off[i]:off[i+1]] {
-				items = append(items, a&^(1<<32-1)|uint64(col[uint32(a)]))
+		// Every element's signature depends only on the last round's colours: the cores share
+		// them out. Numbering the signatures stays sequential, so the colours do not depend on
+		// how many cores did it.
+		parallelFor(ne, func(lo, hi int) {
+			var items []uint64
+			for i := lo; i < hi; i++ {
+				items = items[:0]
+				for _, a := range adj[off[i]:off[i+1]] {
+					items = append(items, a&^(1<<32-1)|uint64(col[uint32(a)]))
+				}
+				slices.Sort(items)
+				h1, h2 := treeMix(0x1234, uint64(col[i])), treeMix(0x9876, uint64(col[i]))
+				for _, it := range items {
+					h1, h2 = treeMix(h1, it), treeMix(h2^0x5555, it)
+				}
+				h1s[i], h2s[i] = h1, h2
 			}
-			slices.Sort(items)
-			h1, h2 := treeMix(0x1234, uint64(col[i])), treeMix(0x9876, uint64(col[i]))
-			for _, it := range items {
-				h1, h2 = treeMix(h1, it), treeMix(h2^0x5555, it)
-			}
-			h1s[i], h2s[i] = h1, h2
-		}
+		})
 		n := tab.assign(h1s, h2s, next)
 		col, next = next, col
 		if n == classes {
@@ -78,3 +87,27 @@ func (t *colourTable) assign(h1s, h2s []uint64, out []uint32) int {
 	}
 	return int(n)
 }
+
+// parallelFor calls f on consecutive ranges covering [0, n), on up to GOMAXPROCS goroutines at
+// once where n is large enough to be worth it. f must only write what its range owns. It is the
+// simulator's one use of goroutines: work whose result cannot depend on how it was shared out.
+func parallelFor(n int, f func(lo, hi int)) {
+	workers := min(runtime.GOMAXPROCS(0), n/parallelGrain)
+	if workers <= 1 {
+		f(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	per := (n + workers - 1) / workers
+	for lo := 0; lo < n; lo += per {
+		wg.Add(1)
+		go func(lo, hi int) {
+			defer wg.Done()
+			f(lo, hi)
+		}(lo, min(lo+per, n))
+	}
+	wg.Wait()
+}
+
+// parallelGrain is the fewest elements per goroutine of parallelFor.
+const parallelGrain = 1 << 15
