@@ -64,29 +64,7 @@ func (b *builder) p2p(p *Plan) error {
 	n := p.NRanks
 	nch := p.channelSpan()
 	elt := int64(p.DataType.Size())
-	chunkingFor := func(m p2pMsg) *chunking {
-		proto := p.Proto
-		if m.ll {
-			proto = LL
-		}
-		buff := p.BuffSize[proto]
-		if buff <= 0 {
-			buff = DefaultBuffSize[proto]
-		}
-		chunk := m.chunk
-		if chunk == 0 && proto == p.Proto {
-			chunk = p.ChunkSize
-		}
-		if chunk == 0 {
-			if proto == LL {
-				chunk = buff / NCCLSteps / 2 // one LL step of payload
-			} else {
-				chunk = min64(DefaultP2PChunkSize, buff/NCCLSteps)
-			}
-		}
-		return &chunking{proto: proto, elt: elt, chunkElems: max64(chunk/elt, 1), slicesPerChk: 1, stepsPerSlice: 1,
-			stepElems: buff / NCCLSteps / elt, align: max64(16/elt, 1)}
-	}
+	chunkingFor := p.p2pChunking
 	b.s.Ops[b.op].ChunkSize = chunkingFor(p2pMsg{}).chunkElems * elt
 	msgs := p2pMessages(p)
 	dist := func(m p2pMsg) int { return ((m.to-m.from)%n + n) % n }
@@ -207,3 +185,64 @@ func (m p2pMsg) channels(n, nch int, align int64) []int {
 	}
 	return out
 }
+
+// p2pChunking is how a point-to-point transfer of plan p is cut: the plan's protocol (LL where
+// the transfer says so), the plan's chunk size or the protocol's default.
+func (p *Plan) p2pChunking(m p2pMsg) *chunking {
+	elt := int64(p.DataType.Size())
+	proto := p.Proto
+	if m.ll {
+		proto = LL
+	}
+	buff := p.BuffSize[proto]
+	if buff <= 0 {
+		buff = DefaultBuffSize[proto]
+	}
+	chunk := m.chunk
+	if chunk == 0 && proto == p.Proto {
+		chunk = p.ChunkSize
+	}
+	if chunk == 0 {
+		if proto == LL {
+			chunk = buff / NCCLSteps / 2 // one LL step of payload
+		} else {
+			chunk = min64(DefaultP2PChunkSize, buff/NCCLSteps)
+		}
+	}
+	return &chunking{proto: proto, elt: elt, chunkElems: max64(chunk/elt, 1), slicesPerChk: 1, stepsPerSlice: 1,
+		stepElems: buff / NCCLSteps / elt, align: max64(16/elt, 1)}
+}
+
+// P2PParts describes a transfer of count elements from a rank to the rank at ring distance dist
+// ((to − from) mod nRanks) as Compile cuts it in a SendRecv or AllToAll plan p (a transfer with no
+// channel count of its own), for executors that replay it without materialising the schedule
+// (simnet's SimulateP2P): per channel of the plan's span (relative to ChannelLo; p2pChannel
+// places the parts), the payload bytes of each message, nil where that channel carries nothing.
+// A transfer to self (dist 0) is one local copy per part: its part's bytes.
+func P2PParts(p *Plan, count int64, dist int) [][]int64 {
+	ck := p.p2pChunking(p2pMsg{})
+	k, span := p.nChannels(), p.channelSpan()
+	_, cnts := channelParts(count, k, ck.align)
+	out := make([][]int64, span)
+	for part := 0; part < k; part++ {
+		if cnts[part] == 0 && !(part == 0 && count == 0) {
+			continue
+		}
+		c := p2pChannel(dist, part, span)
+		if dist == 0 {
+			out[c] = []int64{cnts[part] * ck.elt}
+			continue
+		}
+		for eo := int64(0); eo < cnts[part] || (eo == 0 && cnts[part] == 0); eo += ck.chunkElems {
+			out[c] = append(out[c], min64(ck.chunkElems, cnts[part]-eo)*ck.elt)
+			if cnts[part] == 0 {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// P2PProto is the protocol a plan's point-to-point messages travel with (p.Proto; LL128 is not a
+// point-to-point protocol, see p2p).
+func P2PProto(p *Plan) Proto { return p.p2pChunking(p2pMsg{}).proto }

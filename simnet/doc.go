@@ -12,19 +12,29 @@
 // Simulate replays a coll.Schedule exactly: a step starts when its dependencies are done, its
 // messages have arrived and the connection's NCCL_STEPS credit is free; each message is a flow of
 // its wire bytes, delivered after the route latency plus NCCL's per-step hardware latency for the
-// route's class. SimulateRing replays NCCL's ring algorithms without materialising the schedule,
-// for clusters of thousands of GPUs (with an optional coarse mode, see docs/cluster.md).
+// route's class. SimulateRing, SimulateTree and SimulateP2P replay NCCL's rings, split trees and
+// point-to-point rounds without materialising the schedule, for clusters of thousands of GPUs:
+// one representative per class of equivalent ranks (colour refinement for trees, the rotation of
+// nodes for rings and point-to-point), the fabric's switch-to-switch links relaxed (left out of
+// the rate computation while they are within their capacity, which changes no rate) and checked.
+// Where ECMP collisions make that inexact, an approximation may stand and the row's mode says so
+// (docs/cluster.md lists the modes with their error against the exact replay).
 //
 // Usage:
 //
-//	m, err := simnet.MachineFromXML(topoXML, "dgx-h100.xml", 16, simnet.DefaultFabric(), nil)
+//	p, err := planner.New(planner.Machine{Name: name, Doc: doc, Nodes: 16})
+//	m, err := simnet.NewMachine(p.System, 16, simnet.DefaultFabric(), p, p.Settings.Release)
 //	row, res, err := m.Run(coll.AllReduce, 1<<30, coll.Float32, coll.Sum, simnet.RunOptions{Record: true})
-//	fmt.Println(row.TimeUs, row.BusBw, len(res.Ops))
+//	fmt.Println(row.TimeUs, row.BusBw, row.Mode, len(res.Ops))
 //
 // Cluster builds the links of nodes copies of a NodeModel joined by a Fabric (rail-optimized or
 // fat tree, two or three tiers, oversubscription, ECMP or destination-mod-k routing; the file
 // format is in docs/cluster.md). WriteTrace, WriteOpsCSV, WriteTable, WriteJSON and WritePlot
 // produce simccl run's outputs.
+//
+// A Machine builds its cluster once; Run may be called from several goroutines at once. The
+// simulation itself runs on one goroutine, except colour refinement, whose rounds are shared out
+// over the cores without changing the result.
 //
 // Programmer errors (a negative event kind) panic; bad input (schedules, fabrics, node models)
 // gives an error naming the place.

@@ -3,6 +3,7 @@ package simnet
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // LinkID names a link (a directed resource with a capacity) of an Engine.
@@ -18,6 +19,13 @@ type Handler interface {
 	// Fire is called for an event scheduled with At or After.
 	Fire(kind int32, arg int64)
 }
+
+// errHalted is returned by Run when its observer stopped it (a relaxed link found over its
+// capacity: the replay will start again).
+var errHalted = errors.New("simnet: replay halted")
+
+// errBudget is returned by Run when its rate computations visited more flows than maxWork.
+var errBudget = errors.New("simnet: replay over its work budget")
 
 // ErrStalled is returned by Run when flows are still active but none can make progress
 // (every one of them crosses a link of zero capacity).
@@ -37,6 +45,11 @@ type link struct {
 	cnt   int32
 	ver   uint32
 	tmark uint32
+	// Relaxed links (relaxLink): relaxed marks a link the engine may leave out of the rate
+	// computation; lazy is true while it does; load is the sum of its flows' rates, checked
+	// against its capacity after every computation.
+	relaxed, lazy, check bool
+	load                 float64
 }
 
 type flow struct {
@@ -81,6 +94,9 @@ type Engine struct {
 
 	handler Handler
 	namers  []namer
+	obs     observer // told of every rate change (relaxed links, see relax.go); nil: none
+	halted  bool     // Run returns errHalted at the end of the current instant
+	maxWork uint64   // Run returns errBudget once CompVisited exceeds it (0: no bound)
 
 	// scratch of the rate computation, reused between calls
 	compLinks []LinkID
@@ -92,6 +108,7 @@ type Engine struct {
 	started     []FlowID
 	ended       []endedFlow
 	usedScratch []bool
+	rtab        routeTable
 	// per-flow caps of a rate computation, grouped by value (capVals[j]: the flows
 	// capFlows[capOff[j]:capOff[j+1]])
 	capVals     []float64
@@ -111,6 +128,10 @@ type Engine struct {
 	// NoShortcut disables the replaced-flow shortcut (every instant with changes recomputes);
 	// tests use it to check the shortcut changes nothing.
 	NoShortcut bool
+	// Strict enforces relaxed links like any other (see relaxLink); tests use it to check that
+	// relaxing them changes nothing.
+	Strict bool
+	checks []LinkID // relaxed links whose load changed since the last check
 
 	// Statistics.
 	Events      uint64 // events handled (including stale flow completions)
@@ -119,6 +140,7 @@ type Engine struct {
 	MaxActive   int    // largest number of flows active at once
 	CompVisited uint64 // flows visited by rate computations, summed
 	Shortcuts   uint64 // instants where new flows replaced ended ones on the same routes (no recomputation)
+	Activations uint64 // relaxed links found over their capacity and enforced from then on
 }
 
 // NewEngine returns an engine with no links whose callbacks go to h.
@@ -249,7 +271,13 @@ func (e *Engine) StartFlow(route []LinkID, bytes float64, maxRate Rate, tag int6
 		// Only the per-flow cap limits it: its rate never changes.
 		f.rate = maxRate
 		e.scheduleDone(id)
+		if e.obs != nil {
+			e.obs.rateChanged(tag, 0, maxRate, 1)
+		}
 	} else {
+		if e.obs != nil {
+			e.obs.rateChanged(tag, 0, 0, 1)
+		}
 		e.started = append(e.started, id)
 	}
 	f.counted = true
@@ -352,11 +380,22 @@ func (e *Engine) finish(id FlowID) {
 	if len(f.route) > 0 {
 		e.ended = append(e.ended, endedFlow{&f.route[0], len(f.route), f.maxr, f.rate})
 	}
+	if e.obs != nil && f.counted {
+		e.obs.rateChanged(f.tag, f.rate, 0, -1)
+	}
 	// The flow is complete: its links carried exactly what it had left at its last rate change
 	// (rate × elapsed would carry the picosecond rounding of the completion time).
 	for i, l := range f.route {
 		lk := &e.links[l]
 		lk.bytes += f.left
+		if lk.relaxed {
+			lk.load -= float64(f.rate)
+			if len(lk.flows) == 1 {
+				// Empty from now on: no rounding left over, and left out again until it is over.
+				lk.load = 0
+				lk.lazy = !e.Strict
+			}
+		}
 		p := f.pos[i]
 		last := len(lk.flows) - 1
 		if int(p) != last {
@@ -397,10 +436,42 @@ type endedFlow struct {
 // this instant took the place of a flow that ended in it with the same route (the same slice) and
 // the same cap. The multiset of (route, cap) on every link is then unchanged, so the max-min
 // allocation is too: each new flow inherits the rate of the one it replaced and no other rate moves.
+//
+// The matching is linear in the flows of the instant: the ended flows are put in a hash table
+// keyed by (route slice, cap), each started flow takes the first unused entry of its key.
 func (e *Engine) replaced() bool {
 	if e.NoShortcut || e.pendingRecompute || len(e.started) == 0 || len(e.started) != len(e.ended) {
 		return false
 	}
+	if len(e.started) <= replacedLinear {
+		return e.replacedLinear()
+	}
+	rt := &e.rtab
+	rt.reset(len(e.ended))
+	for j := range e.ended {
+		rt.insert(&e.ended[j], int32(j))
+	}
+	rates := e.rateScratch[:0]
+	for _, id := range e.started {
+		f := &e.flows[id]
+		if !f.active || len(f.route) == 0 {
+			e.rateScratch = rates
+			return false
+		}
+		j := rt.take(e.ended, &f.route[0], len(f.route), f.maxr)
+		if j < 0 {
+			e.rateScratch = rates
+			return false
+		}
+		rates = append(rates, e.ended[j].rate)
+	}
+	e.rateScratch = rates
+	e.inherit(rates)
+	return true
+}
+
+// replacedLinear is replaced for a few flows: a scan of the ended ones per started flow.
+func (e *Engine) replacedLinear() bool {
 	used := e.usedScratch[:0]
 	for range e.ended {
 		used = append(used, false)
@@ -429,15 +500,93 @@ func (e *Engine) replaced() bool {
 		rates = append(rates, e.ended[found].rate)
 	}
 	e.rateScratch = rates
+	e.inherit(rates)
+	return true
+}
+
+// inherit gives the flows started in this instant the rates of the flows they replaced.
+func (e *Engine) inherit(rates []Rate) {
 	for i, id := range e.started {
 		f := &e.flows[id]
 		f.rate = rates[i]
 		f.last = e.now
 		e.scheduleDone(id)
+		for _, l := range f.route {
+			if e.links[l].relaxed {
+				e.addLoad(l, float64(f.rate))
+			}
+		}
+		if e.obs != nil {
+			e.obs.rateChanged(f.tag, 0, f.rate, 0)
+		}
 	}
 	e.dirty = e.dirty[:0]
 	e.Shortcuts++
-	return true
+}
+
+// replacedLinear is the number of started flows up to which replaced scans instead of hashing.
+const replacedLinear = 16
+
+// routeTable is an open-addressing hash table of the flows ended in an instant, keyed by their
+// route slice (its first element's address and its length) and cap. Several entries may share a
+// key; take returns them in insertion order. Resetting it costs its size, which is proportional
+// to the flows of the instant, so replaced stays linear.
+type routeTable struct {
+	slot []int32 // index into ended + 1; 0: empty
+	mask uint64
+}
+
+func (t *routeTable) reset(n int) {
+	size := 1
+	for size < 2*n {
+		size *= 2
+	}
+	if cap(t.slot) >= size {
+		t.slot = t.slot[:size]
+		clear(t.slot)
+	} else {
+		t.slot = make([]int32, size)
+	}
+	t.mask = uint64(size - 1)
+}
+
+// routeKey hashes a route's identity: its first link and length, and the flow's cap. Two
+// distinct slices of the same links hash alike; take compares the addresses.
+func routeKey(r0 *LinkID, n int, maxr Rate) uint64 {
+	return mix64(uint64(*r0)<<20 ^ uint64(n) ^ math.Float64bits(float64(maxr))*0x9e3779b97f4a7c15)
+}
+
+func (t *routeTable) insert(en *endedFlow, j int32) {
+	i := routeKey(en.route0, en.n, en.maxr) & t.mask
+	for t.slot[i] != 0 {
+		i = (i + 1) & t.mask
+	}
+	t.slot[i] = j + 1
+}
+
+// take finds the first unused ended flow with this route and cap, marks it used (slot -1) and
+// returns its index, or -1.
+func (t *routeTable) take(ended []endedFlow, r0 *LinkID, n int, maxr Rate) int32 {
+	i := routeKey(r0, n, maxr) & t.mask
+	for t.slot[i] != 0 {
+		if j := t.slot[i]; j > 0 {
+			en := &ended[j-1]
+			if en.route0 == r0 && en.n == n && en.maxr == maxr {
+				t.slot[i] = -1 // a tombstone keeps later entries of the probe sequence reachable
+				return j - 1
+			}
+		}
+		i = (i + 1) & t.mask
+	}
+	return -1
+}
+
+// observer is told of the rate changes of an engine's flows: rateChanged after every change
+// (active is +1 when the flow starts, at rate 0 unless it crosses no link, -1 when it completes
+// and its rate drops to 0, else 0), settled once every instant's rates are computed.
+type observer interface {
+	rateChanged(tag int64, old, new Rate, active int)
+	settled()
 }
 
 // evRecompute is the engine's own event: a deferred rate computation (RateInterval).
@@ -457,8 +606,16 @@ func (e *Engine) nextTime() Time {
 // Run handles events until none is left and returns the time of the last one. It returns
 // ErrStalled if flows remain that can never complete.
 func (e *Engine) Run() (Time, error) {
+	if e.Strict {
+		for i := range e.links {
+			e.links[i].lazy = false
+		}
+	}
 	if len(e.dirty) > 0 {
 		e.recompute()
+	}
+	if e.obs != nil {
+		e.obs.settled()
 	}
 	for e.h.len() > 0 || len(e.fh) > 0 {
 		t := e.nextTime()
@@ -501,6 +658,16 @@ func (e *Engine) Run() (Time, error) {
 			}
 		}
 		e.started, e.ended = e.started[:0], e.ended[:0]
+		if e.obs != nil {
+			e.obs.settled()
+		}
+		if e.halted {
+			e.halted = false
+			return e.now, errHalted
+		}
+		if e.maxWork > 0 && e.CompVisited > e.maxWork {
+			return e.now, errBudget
+		}
 	}
 	if e.nact > 0 {
 		return e.now, fmt.Errorf("%w: %d flows left at %v", ErrStalled, e.nact, e.now)
@@ -510,7 +677,59 @@ func (e *Engine) Run() (Time, error) {
 
 // recompute assigns max-min fair rates (progressive filling) to the flows of the connected
 // components that contain a dirty link, and reschedules the completions whose rate changed.
+// Relaxed links that carry no more than their capacity are left out (relaxLink); one found over
+// it is enforced and the rates are computed again.
 func (e *Engine) recompute() {
+	for {
+		e.recompute1()
+		if !e.activate() {
+			return
+		}
+	}
+}
+
+// relaxLink lets e leave link l out of its rate computations while the rates computed without it
+// keep it within its capacity (checked after every computation). That changes no rate: the max-min
+// fair allocation without a constraint, where it satisfies the constraint, is the allocation
+// with it (it is the leximin-largest point of the larger feasible set, so of any subset holding
+// it). A link found over its capacity is enforced until it carries no flow again. Components of
+// the rate computation then stop at links that do not limit anything: the switch-to-switch links
+// of a non-blocking fabric (NewCluster relaxes them) no longer join every flow into one.
+func (e *Engine) relaxLink(l LinkID) {
+	lk := &e.links[l]
+	lk.relaxed, lk.lazy = true, !e.Strict
+}
+
+// addLoad adds d to relaxed link l's load and queues it for the next check.
+func (e *Engine) addLoad(l LinkID, d float64) {
+	lk := &e.links[l]
+	lk.load += d
+	if lk.lazy && !lk.check {
+		lk.check = true
+		e.checks = append(e.checks, l)
+	}
+}
+
+// activate enforces the left-out links found over their capacity, marking them dirty, and
+// reports whether there was any.
+func (e *Engine) activate() bool {
+	any := false
+	for _, l := range e.checks {
+		lk := &e.links[l]
+		lk.check = false
+		if lk.lazy && lk.load > float64(lk.cap)*(1+relaxTolerance) {
+			lk.lazy = false
+			e.Activations++
+			e.markDirty(l)
+			any = true
+		}
+	}
+	e.checks = e.checks[:0]
+	return any
+}
+
+// recompute1 is one rate computation of recompute.
+func (e *Engine) recompute1() {
 	e.started, e.ended = e.started[:0], e.ended[:0]
 	e.Recomputes++
 	e.epoch++
@@ -518,8 +737,8 @@ func (e *Engine) recompute() {
 	links := e.compLinks[:0]
 	flows := e.compFlows[:0]
 	for _, l := range e.dirty {
-		if e.links[l].epoch != ep {
-			e.links[l].epoch = ep
+		if lk := &e.links[l]; lk.epoch != ep && !lk.lazy {
+			lk.epoch = ep
 			links = append(links, l)
 		}
 	}
@@ -535,8 +754,8 @@ func (e *Engine) recompute() {
 			f.epoch = ep
 			flows = append(flows, fid)
 			for _, l2 := range f.route {
-				if e.links[l2].epoch != ep {
-					e.links[l2].epoch = ep
+				if lk2 := &e.links[l2]; lk2.epoch != ep && !lk2.lazy {
+					lk2.epoch = ep
 					links = append(links, l2)
 				}
 			}
@@ -569,6 +788,7 @@ func (e *Engine) recompute() {
 	newRate := func(fid FlowID, r float64) {
 		f := &e.flows[fid]
 		f.frozen = frozen
+		old := float64(f.rate)
 		// Advance the flow at its old rate up to now, then change the rate.
 		if r != float64(f.rate) {
 			if dt := e.now - f.last; dt > 0 {
@@ -582,6 +802,9 @@ func (e *Engine) recompute() {
 				}
 			}
 			f.last = e.now
+			if e.obs != nil {
+				e.obs.rateChanged(f.tag, f.rate, Rate(r), 0)
+			}
 			f.rate = Rate(r)
 			if r > 0 {
 				e.scheduleDone(fid)
@@ -593,6 +816,14 @@ func (e *Engine) recompute() {
 		// the version bump invalidates their older heap entries now.
 		for _, l := range f.route {
 			lk := &e.links[l]
+			if lk.relaxed {
+				if r != old {
+					e.addLoad(l, r-old)
+				}
+				if lk.lazy {
+					continue
+				}
+			}
 			lk.rem -= r
 			if lk.rem < 0 {
 				lk.rem = 0

@@ -3,6 +3,7 @@ package simnet
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -228,5 +229,123 @@ func TestManyDistinctCaps(t *testing.T) {
 	}
 	if sum > 100+1e-9 {
 		t.Errorf("rates sum to %v GB/s on a 100 GB/s link", sum)
+	}
+}
+
+// pipeHandler drives pipelines: each sends its chunks back to back, chunk k+1 starting when
+// chunk k's flow is done, on routes[p][k%len] (one slice per entry, so that a pipeline that
+// keeps its route is replaced by the shortcut and one that changes it is not).
+type pipeHandler struct {
+	e      *Engine
+	routes [][][]LinkID
+	caps   []Rate
+	bytes  float64
+	chunks []int
+	left   []int
+	done   []Time
+}
+
+func (h *pipeHandler) start(p int) {
+	k := h.chunks[p] - h.left[p]
+	h.e.StartFlow(h.routes[p][k%len(h.routes[p])], h.bytes, h.caps[p], int64(p))
+}
+
+func (h *pipeHandler) FlowDone(tag int64) {
+	p := int(tag)
+	h.left[p]--
+	if h.left[p] == 0 {
+		h.done[p] = h.e.Now()
+		return
+	}
+	h.start(p)
+}
+
+func (h *pipeHandler) Fire(int32, int64) {}
+
+// The shortcut's matching of started to ended flows is linear (a hash table past a few flows);
+// with hundreds of flows ending and starting in each instant it must give exactly what a full
+// rate computation gives, and it must engage where routes repeat.
+func TestReplacedManyFlowsPerInstant(t *testing.T) {
+	for _, switching := range []bool{false, true} {
+		run := func(no bool) ([]Time, uint64) {
+			h := &pipeHandler{bytes: 1e6}
+			e := NewEngine(h)
+			e.NoShortcut = no
+			h.e = e
+			var ls []LinkID
+			for i := 0; i < 12; i++ {
+				ls = append(ls, e.AddLink("l", GBps(float64(40+10*i)), 0))
+			}
+			const P = 600
+			for p := 0; p < P; p++ {
+				var rs [][]LinkID
+				for v := 0; v < 1+btoi(switching && p%7 == 0); v++ {
+					// Many pipelines share a route's links, each with its own slice.
+					a, b := ls[(p+v)%12], ls[(p/12+5+v)%12]
+					r := []LinkID{a}
+					if a != b {
+						r = append(r, b)
+					}
+					rs = append(rs, r)
+				}
+				h.routes = append(h.routes, rs)
+				h.caps = append(h.caps, []Rate{0, GBps(1), GBps(2)}[p%3])
+				h.chunks = append(h.chunks, 20)
+			}
+			h.left = slices.Clone(h.chunks)
+			h.done = make([]Time, P)
+			for p := 0; p < P; p++ {
+				h.start(p)
+			}
+			if _, err := e.Run(); err != nil {
+				t.Fatal(err)
+			}
+			return h.done, e.Shortcuts
+		}
+		exact, _ := run(true)
+		got, n := run(false)
+		if !slices.Equal(exact, got) {
+			t.Fatalf("switching=%v: completion times differ with the shortcut", switching)
+		}
+		if !switching && n == 0 {
+			t.Fatalf("the shortcut never engaged")
+		}
+		t.Logf("switching=%v: %d shortcut instants", switching, n)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// routeTable returns the entries of one key in insertion order, each once, and finds nothing
+// for a slice of the same links at another address.
+func TestRouteTable(t *testing.T) {
+	r1 := []LinkID{3, 4}
+	r2 := []LinkID{3, 4} // same links, another slice
+	ended := []endedFlow{{&r1[0], 2, 0, 1}, {&r2[0], 2, 0, 2}, {&r1[0], 2, 0, 3}, {&r1[0], 2, GBps(1), 4}}
+	var rt routeTable
+	rt.reset(len(ended))
+	for j := range ended {
+		rt.insert(&ended[j], int32(j))
+	}
+	var got []int32
+	for range 3 {
+		got = append(got, rt.take(ended, &r1[0], 2, 0))
+	}
+	if want := []int32{0, 2, -1}; !slices.Equal(got, want) {
+		t.Fatalf("takes of r1 = %v, want %v", got, want)
+	}
+	if j := rt.take(ended, &r2[0], 2, 0); j != 1 {
+		t.Fatalf("take of r2 = %d, want 1", j)
+	}
+	if j := rt.take(ended, &r1[0], 2, GBps(1)); j != 3 {
+		t.Fatalf("take of r1 with a cap = %d, want 3", j)
+	}
+	if j := rt.take(ended, &r1[0], 1, 0); j != -1 {
+		t.Fatalf("take of a shorter route = %d, want -1", j)
 	}
 }

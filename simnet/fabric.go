@@ -250,7 +250,6 @@ type Cluster struct {
 	NumNodes int
 	Fabric   *Fabric
 
-	e        *Engine
 	nl       int // links per node
 	nodeBase LinkID
 	nics     int
@@ -264,6 +263,15 @@ type Cluster struct {
 	aggDown  []LinkID
 	nLeaves  int
 	groups   int // leaf groups (leaves per rail)
+	// swLo..swHi-1 are the switch-to-switch links (leaf uplinks and downlinks, then the
+	// aggregation layer's): the links ECMP spreads flows over. mean[l-swLo] is the link that
+	// stands for l's group of equal-cost links in the ECMP mean model (relax.go): one link per
+	// leaf and direction with the capacity of all its uplinks, and one per pod and direction
+	// with that of all its aggregation uplinks. No route crosses those.
+	swLo, swHi LinkID
+	mean       []LinkID
+	// first ids of the NIC, leaf, aggregation and mean-model links (rotation, orbit)
+	nicBase, leafBase, aggBase, meanBase LinkID
 }
 
 // maxRanks bounds the cluster size this simulator accepts.
@@ -300,7 +308,7 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 	if err := checkClusterSize(node, nodes, f); err != nil {
 		return nil, err
 	}
-	c := &Cluster{Node: node, NumNodes: nodes, Fabric: f, e: e, nl: len(node.Links), nics: len(node.NICs)}
+	c := &Cluster{Node: node, NumNodes: nodes, Fabric: f, nl: len(node.Links), nics: len(node.NICs)}
 	c.nodeBase = LinkID(e.NumLinks())
 	for n := 0; n < nodes; n++ {
 		for _, l := range node.Links {
@@ -337,6 +345,7 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 	c.nicUp = make([]LinkID, nodes*c.nics)
 	c.nicDown = make([]LinkID, nodes*c.nics)
 	nicBase := LinkID(e.NumLinks())
+	c.nicBase = nicBase
 	for n := 0; n < nodes; n++ {
 		for k := 0; k < c.nics; k++ {
 			lat := FromMicros(f.NICLatUs + node.NICs[k].LatUs)
@@ -361,6 +370,8 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 	c.leafUp = make([]LinkID, c.nLeaves*c.nLeafUp)
 	c.leafDown = make([]LinkID, c.nLeaves*c.nLeafUp)
 	leafBase := LinkID(e.NumLinks())
+	c.leafBase = leafBase
+	c.swLo = leafBase
 	for lf := 0; lf < c.nLeaves; lf++ {
 		for s := 0; s < c.nLeafUp; s++ {
 			c.leafUp[lf*c.nLeafUp+s] = e.AddLink("", GBps(upl), slat)
@@ -388,6 +399,7 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 		c.aggUp = make([]LinkID, np*c.nLeafUp*c.nAggUp)
 		c.aggDown = make([]LinkID, np*c.nLeafUp*c.nAggUp)
 		aggBase := LinkID(e.NumLinks())
+		c.aggBase = aggBase
 		for p := 0; p < np; p++ {
 			for s := 0; s < c.nLeafUp; s++ {
 				for m := 0; m < c.nAggUp; m++ {
@@ -406,6 +418,11 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 			return fmt.Sprintf("core%d.%d->pod%d.agg%d", s, m, p, s)
 		})
 	}
+	c.swHi = LinkID(e.NumLinks())
+	for l := c.swLo; l < c.swHi; l++ {
+		e.relaxLink(l)
+	}
+	c.addMeanLinks(e, upl, slat)
 	return c, nil
 }
 
@@ -454,6 +471,195 @@ func checkClusterSize(node *NodeModel, nodes int, f *Fabric) error {
 		return fmt.Errorf("cluster: %d nodes of %q with this fabric make %.3g simulator links, more than the %d this simulator accepts", nodes, node.Name, links, MaxClusterLinks)
 	}
 	return nil
+}
+
+// addMeanLinks adds the links of the ECMP mean model (Cluster.mean).
+func (c *Cluster) addMeanLinks(e *Engine, upl float64, slat Time) {
+	c.mean = make([]LinkID, c.swHi-c.swLo)
+	base := LinkID(e.NumLinks())
+	c.meanBase = base
+	leafUp := make([]LinkID, c.nLeaves)
+	leafDown := make([]LinkID, c.nLeaves)
+	for lf := 0; lf < c.nLeaves; lf++ {
+		leafUp[lf] = e.AddLink("", GBps(upl*float64(c.nLeafUp)), slat)
+		leafDown[lf] = e.AddLink("", GBps(upl*float64(c.nLeafUp)), slat)
+		for s := 0; s < c.nLeafUp; s++ {
+			c.mean[c.leafUp[lf*c.nLeafUp+s]-c.swLo] = leafUp[lf]
+			c.mean[c.leafDown[lf*c.nLeafUp+s]-c.swLo] = leafDown[lf]
+		}
+	}
+	np := 0
+	if c.nAggUp > 0 {
+		np = c.pods()
+		for p := 0; p < np; p++ {
+			up := e.AddLink("", GBps(upl*float64(c.nLeafUp*c.nAggUp)), slat)
+			down := e.AddLink("", GBps(upl*float64(c.nLeafUp*c.nAggUp)), slat)
+			for i := p * c.nLeafUp * c.nAggUp; i < (p+1)*c.nLeafUp*c.nAggUp; i++ {
+				c.mean[c.aggUp[i]-c.swLo] = up
+				c.mean[c.aggDown[i]-c.swLo] = down
+			}
+		}
+	}
+	// Named without "->": no route crosses them (they stand for groups of links in the ECMP
+	// mean model).
+	e.SetNamer(base, LinkID(e.NumLinks()), func(l LinkID) string {
+		dir := [2]string{"up", "down"}
+		i := int(l - base)
+		if i < 2*c.nLeaves {
+			return fmt.Sprintf("ecmp-mean:leaf%d:%s", i/2, dir[i%2])
+		}
+		i -= 2 * c.nLeaves
+		return fmt.Sprintf("ecmp-mean:pod%d:%s", i/2, dir[i%2])
+	})
+}
+
+// standIn reports whether l is a switch-to-switch link of the fabric, which a symmetric replay may
+// leave out and check instead, and returns the link that stands for its group of equal-cost links
+// (relax.go).
+func (c *Cluster) standIn(l LinkID) (LinkID, bool) {
+	if l < c.swLo || l >= c.swHi {
+		return -1, false
+	}
+	return c.mean[l-c.swLo], true
+}
+
+// ecmp reports whether the fabric hashes flows over equal-cost links (the ECMP mean model
+// applies; relax.go).
+func (c *Cluster) ecmp() bool { return c.Fabric.Routing == "ecmp" }
+
+// Rotations. Rotating the nodes by R (node n becomes node n+R mod NumNodes) maps every route
+// onto a route of the rotated ranks, link by link, except for the links the fabric picks by hash:
+// a node's own links and NIC ports keep their places, a leaf's links move to the leaf R nodes
+// further where R is a multiple of the nodes under a leaf, a pod's where it is a multiple of the
+// nodes under a pod, and destination-mod-k routing keeps its uplink index where R is a multiple
+// of the uplinks (and of uplinks × aggregation uplinks). Executors that replay one rank per orbit
+// of the rotation (SimulateP2P) use it.
+
+// linkKind classes of rotation.
+const (
+	kindNode = iota // a node's own link or NIC port
+	kindLeafMean
+	kindPodMean
+	kindLeaf // a real leaf uplink or downlink
+	kindAgg  // a real aggregation uplink or downlink
+)
+
+// kindOf is the rotation class of link l.
+func (c *Cluster) kindOf(l LinkID) int {
+	switch {
+	case c.swLo == c.swHi || l < c.swLo:
+		return kindNode
+	case l < c.swHi:
+		if c.nAggUp > 0 && l >= c.aggBase {
+			return kindAgg
+		}
+		return kindLeaf
+	case int(l-c.meanBase) < 2*c.nLeaves:
+		return kindLeafMean
+	}
+	return kindPodMean
+}
+
+// rotation returns the smallest rotation R (a divisor of NumNodes) under which the routes, with
+// only the links for which use is true, map onto each other (NumNodes where none does).
+func (c *Cluster) rotation(kinds [5]bool) int {
+	N := c.NumNodes
+	if N == 1 {
+		return 1
+	}
+	H := c.Fabric.HostsPerLeaf
+	req := 1
+	lcm := func(a, b int) int {
+		g, x := a, b
+		for x != 0 {
+			g, x = x, g%x
+		}
+		return a / g * b
+	}
+	podNodes := H * c.Fabric.LeavesPerPod
+	podOK := c.nAggUp == 0 || c.groups%c.Fabric.LeavesPerPod == 0
+	if kinds[kindLeafMean] {
+		req = lcm(req, H)
+	}
+	if kinds[kindPodMean] {
+		if !podOK {
+			return N
+		}
+		req = lcm(req, podNodes)
+	}
+	if kinds[kindLeaf] || kinds[kindAgg] {
+		if c.Fabric.Routing != "rail" {
+			return N
+		}
+		req = lcm(req, lcm(H, c.nLeafUp))
+		if c.nAggUp > 0 {
+			if !podOK {
+				return N
+			}
+			req = lcm(req, lcm(podNodes, c.nLeafUp*c.nAggUp))
+		}
+	}
+	for R := req; R < N; R += req {
+		if N%R == 0 {
+			return R
+		}
+	}
+	return N
+}
+
+// orbit returns the representative of link l's orbit under rotation by R (a value rotation
+// returned for l's kind): the link that l's node, leaf or pod at the smallest position holds.
+func (c *Cluster) orbit(l LinkID, R int) LinkID {
+	if R >= c.NumNodes {
+		return l
+	}
+	kind := c.kindOf(l)
+	if kind == kindNode {
+		if c.nicBase == 0 || l < c.nicBase {
+			i := int(l - c.nodeBase)
+			n, j := i/c.nl, i%c.nl
+			return c.nodeBase + LinkID((n%R)*c.nl+j)
+		}
+		i := int(l - c.nicBase)
+		n, rest := i/(2*c.nics), i%(2*c.nics)
+		return c.nicBase + LinkID((n%R)*2*c.nics+rest)
+	}
+	// Leaves and pods: the leaf group index moves by R / HostsPerLeaf.
+	H := c.Fabric.HostsPerLeaf
+	gs := max(R/H, 1) // leaf groups per rotation
+	leafRep := func(lf int) int {
+		k, g := lf/c.groups, lf%c.groups
+		if c.Fabric.Topology != "rail" {
+			k, g = 0, lf
+		}
+		return k*c.groups + g%gs
+	}
+	podRep := func(p int) int {
+		lp := c.Fabric.LeavesPerPod
+		pg := c.groups / lp // pods per rail
+		if c.Fabric.Topology != "rail" {
+			return p % max(gs/lp, 1)
+		}
+		k, q := p/pg, p%pg
+		return k*pg + q%max(gs/lp, 1)
+	}
+	switch kind {
+	case kindLeafMean:
+		i := int(l - c.meanBase)
+		return c.meanBase + LinkID(2*leafRep(i/2)+i%2)
+	case kindPodMean:
+		i := int(l-c.meanBase) - 2*c.nLeaves
+		return c.meanBase + LinkID(2*c.nLeaves+2*podRep(i/2)+i%2)
+	case kindAgg:
+		i := int(l - c.aggBase)
+		dir, j := i%2, i/2
+		m, s, p := j%c.nAggUp, j/c.nAggUp%c.nLeafUp, j/c.nAggUp/c.nLeafUp
+		return c.aggBase + LinkID(2*((podRep(p)*c.nLeafUp+s)*c.nAggUp+m)+dir)
+	}
+	i := int(l - c.leafBase)
+	dir, j := i%2, i/2
+	lf, s := j/c.nLeafUp, j%c.nLeafUp
+	return c.leafBase + LinkID(2*(leafRep(lf)*c.nLeafUp+s)+dir)
 }
 
 // leafOf is the leaf that NIC k of node n plugs into.

@@ -122,8 +122,9 @@ func WriteTable(w io.Writer, rows []Row) error {
 		// NCCL's decision where the row is not it (an algorithm the simulator lacks).
 		ncclHead, ncclUnit = fmt.Sprintf("  %-20s", "nccl runs"), fmt.Sprintf("  %-20s", "(if not simulated)")
 	}
-	head := fmt.Sprintf("#%14s %12s %8s %6s %10s %8s %8s  %-6s %-6s %3s  %-14s%s", "size", "count", "type", "redop", "time", "algbw", "busbw", "algo", "proto", "nch", "coll", ncclHead)
-	unit := fmt.Sprintf("#%14s %12s %8s %6s %10s %8s %8s  %-6s %-6s %3s  %-14s%s", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "", "", "", "", ncclUnit)
+	// The mode column says how each row was simulated (Row.Mode; docs/cluster.md).
+	head := fmt.Sprintf("#%14s %12s %8s %6s %10s %8s %8s  %-6s %-6s %3s  %-14s  %-28s%s", "size", "count", "type", "redop", "time", "algbw", "busbw", "algo", "proto", "nch", "coll", "mode", ncclHead)
+	unit := fmt.Sprintf("#%14s %12s %8s %6s %10s %8s %8s  %-6s %-6s %3s  %-14s  %-28s%s", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "", "", "", "", "(how simulated)", ncclUnit)
 	fmt.Fprintln(bw, strings.TrimRight(head, " "))
 	fmt.Fprintln(bw, strings.TrimRight(unit, " "))
 	var sum float64
@@ -132,7 +133,7 @@ func WriteTable(w io.Writer, rows []Row) error {
 		if subst {
 			nccl = fmt.Sprintf("  %-20s", r.NCCL)
 		}
-		line := fmt.Sprintf("%15d %12d %8s %6s %10.2f %8.2f %8.2f  %-6s %-6s %3d  %-14s%s", r.Bytes, r.Count, r.Type, r.RedOp, r.TimeUs, r.AlgBw, r.BusBw, r.Algo, r.Proto, r.NChannels, r.Coll, nccl)
+		line := fmt.Sprintf("%15d %12d %8s %6s %10.2f %8.2f %8.2f  %-6s %-6s %3d  %-14s  %-28s%s", r.Bytes, r.Count, r.Type, r.RedOp, r.TimeUs, r.AlgBw, r.BusBw, r.Algo, r.Proto, r.NChannels, r.Coll, r.Mode, nccl)
 		fmt.Fprintln(bw, strings.TrimRight(line, " "))
 		sum += r.BusBw
 	}

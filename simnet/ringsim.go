@@ -1,6 +1,7 @@
 package simnet
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/simccl/simccl/coll"
@@ -23,8 +24,20 @@ type RingSpec struct {
 	// Merge× the bytes that pays Merge× the per-step latency (1 = exact; 0 = automatic: the
 	// smallest factor that keeps the messages under MaxMessages).
 	Merge       int
-	MaxMessages int64 // 0: 2,000,000
+	MaxMessages int64 // 0: MessageBudget
+	// PerRank replays every rank (no symmetric replay), Strict relaxes no link, Exact never lets
+	// an approximation stand for the exact replay (as in TreeSpec): no latency or ECMP mean, and
+	// no merged steps unless Merge asks for them. MeanOversubscribed: as in TreeSpec.
+	PerRank, Strict, Exact, MeanOversubscribed bool
 }
+
+// MessageBudget is the one budget of the compact executors' coarse modes: the number of simulated
+// messages a replay aims to stay under when its spec gives no MaxMessages. SimulateRing merges K
+// ring steps per message past it (mode ring-coarse-K); SimulateTree simulates only the first
+// chunks past it and extrapolates the steady state (mode tree-steady-C); SimulateP2P merges K
+// chunks per message (p2p-coarse-K). Machine.Run, bench/sim and docs/cluster.md use it; the error
+// of each coarse mode against the exact replay is measured in docs/cluster.md.
+const MessageBudget = 2_000_000
 
 // RingResult is the outcome of SimulateRing.
 type RingResult struct {
@@ -35,6 +48,16 @@ type RingResult struct {
 	Groups   int // channel groups (channels with identical rings and routes run as one)
 	Loops    int
 	Steps    int // ring steps per loop (before merging)
+	// Rotation is the rotation of nodes whose orbits a symmetric replay ran one rank of (0:
+	// every rank replayed).
+	Rotation int
+	// LatencyMean: ranks whose routes differ only in switch latency were replayed as one, with
+	// their mean latency. ECMPMean: the ECMP mean model stands for the exact replay, a relaxed
+	// link having carried more than its capacity (relax.go, docs/cluster.md).
+	LatencyMean, ECMPMean bool
+	// Overload is, in a symmetric replay, the largest load over capacity seen on a relaxed link
+	// (above 1 where hash collisions overloaded one).
+	Overload float64
 }
 
 type ringLane struct {
@@ -100,8 +123,44 @@ func SimulateRing(e *Engine, r Router, spec RingSpec, tm Timing) (*RingResult, e
 		return &RingResult{Time: tm.Launch}, nil
 	}
 
+	if cl, ok := r.(*Cluster); ok && !spec.PerRank && !spec.Strict && cl.NumNodes > 1 {
+		res, credit, visits, err := symmetricRing(e, cl, spec, tm, stepsPerLoop, loops, wire)
+		if err != nil {
+			return nil, err
+		}
+		if res != nil && res.ECMPMean && exactAffordable(visits, float64(n)/float64(res.Rotation*cl.Node.NumGPUs)) {
+			// ECMP collisions: replay every rank on a copy of e's links if that fits the work
+			// budget; else the mean model stands.
+			c := e.cloneLinks()
+			c.now, c.RateInterval, c.NoShortcut, c.Strict = e.now, e.RateInterval, e.NoShortcut, e.Strict
+			c.maxWork = exactWork
+			pr, err := perRankRing(c, r, spec, tm, stepsPerLoop, loops, wire)
+			switch {
+			case err == nil:
+				for l := range e.links {
+					e.links[l].bytes += c.links[l].bytes
+					e.links[l].busy += c.LinkBusy(LinkID(l))
+				}
+				e.now = c.now
+				pr.Events += res.Events
+				return pr, nil
+			case !errors.Is(err, errBudget):
+				return nil, err
+			}
+		}
+		if res != nil {
+			credit()
+			return res, nil
+		}
+	}
+	return perRankRing(e, r, spec, tm, stepsPerLoop, loops, wire)
+}
+
+// perRankRing is SimulateRing replaying every rank.
+func perRankRing(e *Engine, r Router, spec RingSpec, tm Timing, stepsPerLoop, loops int, wire float64) (*RingResult, error) {
+	n := r.NumRanks()
 	// Channel groups: channels with the same ring and the same routes share every link equally,
-	// so they run as one flow of lanes× the bytes.
+	// so they run as one flow of lanes× the bytes, where every group has as many lanes.
 	type key struct {
 		ring  string
 		route string
@@ -140,12 +199,43 @@ func SimulateRing(e *Engine, r Router, spec RingSpec, tm Timing) (*RingResult, e
 		idx[k] = len(groups)
 		groups = append(groups, g)
 	}
+	// A group's flow stands for its lanes only where every flow it meets stands for as many:
+	// max-min fairness counts flows, so a group of two sharing a link with a lone channel would
+	// get half of it where its two channels get two thirds. Unequal groups run channel by channel.
+	for _, g := range groups {
+		if g.lanes != groups[0].lanes {
+			var single []*ringLane
+			for _, g := range groups {
+				for l := 0; l < g.lanes; l++ {
+					c := *g
+					c.lanes = 1
+					single = append(single, &c)
+				}
+			}
+			groups = single
+			break
+		}
+	}
+	return runRing(e, groups, spec, tm, stepsPerLoop, loops, wire, nil)
+}
+
+// runRing replays the ring groups on e (merging steps as spec says) and returns the result.
+// check, where not nil, watches relaxed links (a symmetric replay); a violation it halts on
+// returns errHalted.
+func runRing(e *Engine, groups []*ringLane, spec RingSpec, tm Timing, stepsPerLoop, loops int, wire float64, check *relaxCheck) (*RingResult, error) {
 	maxMsg := spec.MaxMessages
 	if maxMsg <= 0 {
-		maxMsg = 2_000_000
+		maxMsg = MessageBudget
+	}
+	positions := int64(0)
+	for _, g := range groups {
+		positions += int64(len(g.ring))
 	}
 	merge := spec.Merge
-	perMerge := int64(len(groups)) * int64(n) * int64(loops)
+	perMerge := positions * int64(loops)
+	if merge <= 0 && spec.Exact {
+		merge = 1 // no coarse mode either
+	}
 	if merge <= 0 {
 		merge = 1
 		for perMerge*int64((stepsPerLoop+merge-1)/merge) > maxMsg && merge < stepsPerLoop {
@@ -174,24 +264,32 @@ func SimulateRing(e *Engine, r Router, spec RingSpec, tm Timing) (*RingResult, e
 	}
 	x.stepLat = Time(merge) // multiplier applied to each hop latency below
 	for _, g := range groups {
-		g.step = make([]int32, n)
-		g.running = make([]bool, n)
-		g.arrived = make([]int32, n)
-		g.consumed = make([]int32, n)
+		m := len(g.ring)
+		g.step = make([]int32, m)
+		g.running = make([]bool, m)
+		g.arrived = make([]int32, m)
+		g.consumed = make([]int32, m)
 	}
-	x.total = int64(len(groups)) * int64(n) * int64(loops) * int64(S+1)
+	x.total = positions * int64(loops) * int64(S+1)
 	e.handler = x
+	if check != nil {
+		e.obs = check
+	}
 	t0 := e.Now()
 	startEvents := e.Events
 	e.At(t0+tm.Launch, evLaunch, 0)
-	if _, err := e.Run(); err != nil {
-		return nil, err
+	res := &RingResult{Events: e.Events - startEvents, Messages: positions * int64(loops) * int64(S),
+		Merge: merge, Groups: len(groups), Loops: loops, Steps: stepsPerLoop}
+	_, err := e.Run()
+	res.Events = e.Events - startEvents
+	if err != nil {
+		return res, err
 	}
 	if x.done != x.total {
 		return nil, fmt.Errorf("simnet: ring simulation stopped after %d of %d steps", x.done, x.total)
 	}
-	return &RingResult{Time: x.end - t0, Events: e.Events - startEvents, Messages: int64(len(groups)) * int64(n) * int64(loops) * int64(S),
-		Merge: merge, Groups: len(groups), Loops: loops, Steps: stepsPerLoop}, nil
+	res.Time = x.end - t0
+	return res, nil
 }
 
 // Tags: group<<32 | position, with localTag set for the local work of a receive-only step.

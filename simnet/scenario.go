@@ -11,7 +11,9 @@ import (
 )
 
 // Machine is a communicator's hardware as the simulator models it — a node template replicated
-// Nodes times, joined by a fabric — and the planner that decides what NCCL runs on it.
+// Nodes times, joined by a fabric — and the planner that decides what NCCL runs on it. Its cluster
+// is built once, on the first run, so Node, Nodes and Fabric must not change after that; Run may
+// be called from several goroutines at once.
 type Machine struct {
 	Node   *NodeModel
 	Nodes  int
@@ -27,6 +29,8 @@ type Machine struct {
 	GPU GPUModel
 	// Notes lists the simplifications applied to this machine, for reports.
 	Notes []string
+
+	tmpl clusterTemplate // the cluster, built on first use (engine)
 }
 
 // NRanks is the number of ranks (GPUs).
@@ -88,7 +92,9 @@ type Row struct {
 	NChannels int     `json:"nchannels"`
 	Events    uint64  `json:"events"`
 	// Mode is how it was simulated: "schedule" (coll's schedule, exact), "ring-compact" (the
-	// compact ring executor, exact) or "ring-coarse-K" (K ring steps merged per message).
+	// compact ring executor, exact), "ring-coarse-K" (K ring steps merged per message), the tree's
+	// and point-to-point executors' modes (TreeResult.Mode, P2PResult.Mode); docs/cluster.md
+	// lists them with their error against the exact replay.
 	Mode string `json:"mode"`
 	// NCCL is NCCL's decision ("NVLS/Simple/16": algorithm, protocol, channels) when the
 	// simulator could not run it and simulated Algo/Proto/NChannels instead — what NCCL decides
@@ -172,8 +178,7 @@ func (m *Machine) backToBack(plans []coll.Plan, k int, tm Timing) (Time, error) 
 	if err != nil {
 		return 0, err
 	}
-	e := NewEngine(nil)
-	cl, err := NewCluster(e, m.Node, m.Nodes, m.Fabric)
+	e, cl, err := m.engine()
 	if err != nil {
 		return 0, err
 	}
@@ -208,6 +213,11 @@ type RunOptions struct {
 	// DryRun decides how the call would be simulated — the plan, NCCL's decision, the mode —
 	// and returns its row without simulating it (no time).
 	DryRun bool
+	// Exact never lets an approximation stand for the exact replay (docs/cluster.md): no ECMP or
+	// latency mean, no merged steps, no extrapolated chunks, whatever it costs.
+	// MeanOversubscribed lets the ECMP mean model stand on oversubscribed fabrics too (fast, far
+	// off: docs/cluster.md).
+	Exact, MeanOversubscribed bool
 }
 
 // Run simulates one nccl-tests size of f and returns its table row, and the simulation result.
@@ -236,11 +246,11 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	if err != nil {
 		return row, nil, err
 	}
-	ringColl := f == coll.AllReduce || f == coll.AllGather || f == coll.ReduceScatter
-	compactable := func(p coll.Plan) bool {
-		return ringColl && (p.Algo == coll.Ring || (f == coll.AllReduce && p.Algo == coll.Tree))
-	}
-	steps := ringSteps(plan, algBytes)
+	compactable := func(p coll.Plan) bool { return compactAlgo(f, p) }
+	// A point-to-point call whose transfers the compact executor cannot replay (see compactAlgo)
+	// has nothing to fall back on: its schedule or coll's refusal.
+	ringColl := compactColl(f) && (compactable(plan) || (f != coll.SendRecv && f != coll.AllToAll))
+	steps := m.scheduleSteps(f, plan, algBytes)
 	var res *Result
 	var tm Timing
 	if !(ringColl && (steps > CompactAbove || (compactable(plan) && !opt.Record && steps > CompactQuiet))) {
@@ -259,8 +269,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		case cerr == nil && opt.DryRun:
 			res, row.Mode = &Result{}, "schedule"
 		case cerr == nil:
-			e := NewEngine(nil)
-			cl, err := NewCluster(e, m.Node, m.Nodes, m.Fabric)
+			e, cl, err := m.engine()
 			if err != nil {
 				return row, nil, err
 			}
@@ -301,31 +310,8 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		if tm, err = m.timing(plan); err != nil {
 			return row, nil, err
 		}
-		e := NewEngine(nil)
-		cl, err := NewCluster(e, m.Node, m.Nodes, m.Fabric)
-		if err != nil {
+		if res, row.Mode, err = m.compact(f, plan, algBytes, tm, opt); err != nil {
 			return row, nil, err
-		}
-		if plan.Algo == coll.Tree {
-			tr, err := SimulateTree(e, cl, TreeSpec{Bytes: algBytes, Proto: plan.Proto, Trees: plan.Trees[plan.ChannelLo : plan.ChannelLo+plan.NChannels], Chunk: plan.ChunkSize}, tm)
-			if err != nil {
-				return row, nil, err
-			}
-			res = &Result{Time: tr.Time, Events: tr.Events, LinkName: e.LinkName}
-			row.Mode = "tree-compact"
-			if tr.Merge > 1 {
-				row.Mode = fmt.Sprintf("tree-coarse-%d", tr.Merge)
-			}
-		} else {
-			rr, err := SimulateRing(e, cl, RingSpec{Func: f, Bytes: algBytes, Proto: plan.Proto, Rings: plan.Rings[plan.ChannelLo : plan.ChannelLo+plan.NChannels], Chunk: plan.ChunkSize}, tm)
-			if err != nil {
-				return row, nil, err
-			}
-			res = &Result{Time: rr.Time, Events: rr.Events, LinkName: e.LinkName}
-			row.Mode = "ring-compact"
-			if rr.Merge > 1 {
-				row.Mode = fmt.Sprintf("ring-coarse-%d", rr.Merge)
-			}
 		}
 	}
 	row.TimeUs = res.Time.Micros()

@@ -1,248 +1,266 @@
-// Command sim benchmarks the network simulator: a ring all-reduce on rail-optimized clusters of
-// 8-GPU H100 nodes, from 8 to 2,048 nodes, and how the cost grows with the message size. It prints
-// a table and then the same figures as JSON (see BENCHMARKS.md).
+// Command sim benchmarks the simulator along the path its users take: it runs `simccl run` (built
+// from this repository, or the binary given with -simccl) on the embedded DGX H100 topology, with
+// the default fabric (ECMP routing) and with rail routing, for the scenarios BENCHMARKS.md
+// reports. For each it gives the median wall time of -reps runs, their CPU time, the run's peak
+// RSS, the modes of its rows (how each was simulated) and the simulated time of its largest row,
+// and the machine's load average while it ran. It prints a table, then the same as JSON.
 //
-//	go run ./bench/sim [-nodes 8,64,128,1024,2048] [-bytes 1G] [-sizes 1M,16M,256M,1G] [-json out.json]
+//	go run ./bench/sim                                    # every scenario, ECMP and rail, 3 runs each
+//	go run ./bench/sim -scenarios 128,sweep -reps 5       # some of them
+//	go run ./bench/sim -accuracy -scenarios 128,sweep     # also against simccl run --exact
+//	go run ./bench/sim -json bench/sim/results-DATE.json  # also write the JSON
+//
+// With -accuracy every scenario is run once more with --exact (no approximation stands for the
+// exact replay) and each row's simulated time is compared with it: the error of the modes that
+// are not exact (latency-mean, ecmp-mean, tree-steady-C, ring-coarse-K).
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
-	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/simccl/simccl/coll"
-	"github.com/simccl/simccl/internal/units"
-	"github.com/simccl/simccl/planner"
-	"github.com/simccl/simccl/simnet"
 )
 
+// scenario is one `simccl run` command line.
+type scenario struct {
+	name string
+	args []string
+	rail bool // also with --fabric-set routing=rail
+}
+
+// scenarios are the cases of the issue this benchmark tracks (BENCHMARKS.md, "Simulator speed").
+func scenarios(root string) []scenario {
+	ft := filepath.Join(root, "examples", "fabrics", "fattree-3tier-2to1.fabric")
+	return []scenario{
+		{"128", []string{"--nodes", "128", "-c", "allreduce", "-b", "1G", "-e", "1G"}, true},
+		{"sweep", []string{"--nodes", "128", "-c", "allreduce", "-b", "8", "-e", "1G"}, true},
+		{"2048", []string{"--nodes", "2048", "-c", "allreduce", "-b", "1G", "-e", "1G"}, true},
+		{"16384", []string{"--nodes", "16384", "-c", "allreduce", "-b", "1G", "-e", "1G"}, true},
+		{"a2a", []string{"--nodes", "128", "-c", "alltoall", "-b", "1G", "-e", "1G"}, true},
+		{"fattree", []string{"--nodes", "64", "--fabric", ft, "-c", "allreduce", "-b", "1G", "-e", "1G"}, true},
+	}
+}
+
+// row is what the benchmark reads of a `simccl run --json` row.
+type row struct {
+	Coll   string  `json:"coll"`
+	Bytes  int64   `json:"bytes"`
+	TimeUs float64 `json:"time_us"`
+	Algo   string  `json:"algo"`
+	Proto  string  `json:"proto"`
+	Mode   string  `json:"mode"`
+	Events uint64  `json:"events"`
+}
+
+// result is one scenario with one routing.
 type result struct {
-	Algo       string  `json:"algo"`
-	Nodes      int     `json:"nodes"`
-	GPUs       int     `json:"gpus"`
-	Bytes      int64   `json:"bytes"`
-	Model      string  `json:"model"`
-	Channels   int     `json:"channels"`
-	Groups     int     `json:"channel_groups"`
-	Merge      int     `json:"merge"`
-	Messages   int64   `json:"messages"`
-	Events     uint64  `json:"events"`
-	BuildS     float64 `json:"build_s"`
-	SimS       float64 `json:"sim_s"`
-	CPUS       float64 `json:"cpu_s"` // user+system CPU time of build and simulation
-	WallS      float64 `json:"wall_s"`
-	EventsPerS float64 `json:"events_per_s"`
-	SimTimeUs  float64 `json:"sim_time_us"`
-	BusBw      float64 `json:"busbw"`
-	PeakRSSMiB float64 `json:"peak_rss_mib"`
+	Scenario string         `json:"scenario"`
+	Routing  string         `json:"routing"`
+	Command  string         `json:"command"`
+	Reps     int            `json:"reps"`
+	WallS    []float64      `json:"wall_s"` // every run
+	MedianS  float64        `json:"median_wall_s"`
+	CPUS     float64        `json:"cpu_s"`         // user+system of the median run
+	PeakMiB  float64        `json:"peak_rss_mib"`  // largest over the runs
+	Load     [2]float64     `json:"load_avg_1min"` // at the start and the end
+	Rows     int            `json:"rows"`
+	Modes    map[string]int `json:"modes"`
+	SimUs    float64        `json:"sim_time_us"` // the largest row's simulated time
+	Events   uint64         `json:"events"`      // summed over the rows
+	Error    string         `json:"error,omitempty"`
+	// Accuracy (with -accuracy): the same command with --exact.
+	ExactS   float64   `json:"exact_wall_s,omitempty"`
+	ErrPct   []float64 `json:"error_pct,omitempty"` // per row: (time - exact) / exact, %
+	MaxErr   float64   `json:"max_abs_error_pct,omitempty"`
+	ExactErr string    `json:"exact_error,omitempty"`
 }
 
-func cpuTime() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
-}
-
-func peakRSS() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return float64(ru.Maxrss) / 1024 // KiB on Linux
-}
-
-var routing = "rail"
-var algo = "ring"
-var rateIntervalUs float64
-
-func machine(nodes int) (*simnet.Machine, *planner.Planner, error) {
-	// Rail-optimized 2-tier leaf/spine, 32 nodes per leaf, non-blocking, rail (d-mod-k) routing.
-	fab := simnet.DefaultFabric()
-	fab.Routing = routing
-	s := planner.Settings{}
-	s.Tuning.Algo, s.Tuning.Proto = algo, "simple"
-	name, doc, err := planner.LoadTopology("", s)
+// loadAvg reads the 1-minute load average.
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
-		return nil, nil, err
+		return math.NaN()
 	}
-	p, err := planner.New(planner.Machine{Name: name, Doc: doc, Nodes: nodes, Settings: s})
-	if err != nil {
-		return nil, nil, err
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return math.NaN()
 	}
-	m, err := simnet.NewMachine(p.System, nodes, fab, p, p.Settings.Release)
-	return m, p, err
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
 
-func run(nodes int, bytes int64, maxMsg int64, merge int) (result, error) {
-	runtime.GC()
-	c0 := cpuTime()
+// runOnce runs simccl with args and returns its rows, wall time, CPU time and peak RSS.
+func runOnce(bin string, args []string, timeout time.Duration) ([]row, float64, float64, float64, error) {
+	cmd := exec.Command(bin, append([]string{"run", "--json"}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
 	t0 := time.Now()
-	m, p, err := machine(nodes)
-	if err != nil {
-		return result{}, err
+	if err := cmd.Start(); err != nil {
+		return nil, 0, 0, 0, err
 	}
-	n := m.NRanks()
-	d, err := p.Decide(coll.Call{Func: coll.AllReduce, Count: bytes / 4, DataType: coll.Float32})
-	if err != nil {
-		return result{}, err
-	}
-	ch := d.Choice
-	e := simnet.NewEngine(nil)
-	e.RateInterval = simnet.FromMicros(rateIntervalUs)
-	cl, err := simnet.NewCluster(e, m.Node, m.Nodes, m.Fabric)
-	if err != nil {
-		return result{}, err
-	}
-	tm, err := simnet.TimingFor("", ch.Algo, ch.Proto)
-	if err != nil {
-		return result{}, err
-	}
-	build := time.Since(t0)
-	t1 := time.Now()
-	var res *simnet.RingResult
-	if ch.Algo == coll.Tree {
-		res, err = simnet.SimulateTree(e, cl, simnet.TreeSpec{Bytes: bytes, Proto: ch.Proto,
-			Trees: p.Trees[:ch.NChannels], Chunk: ch.ChunkSize, MaxMessages: maxMsg, Merge: merge}, tm)
-	} else {
-		res, err = simnet.SimulateRing(e, cl, simnet.RingSpec{Func: coll.AllReduce, Bytes: bytes, Proto: ch.Proto,
-			Rings: p.Rings[:ch.NChannels], Chunk: ch.ChunkSize, MaxMessages: maxMsg, Merge: merge}, tm)
+	timer := time.AfterFunc(timeout, func() { cmd.Process.Kill() })
+	err := cmd.Wait()
+	timer.Stop()
+	wall := time.Since(t0).Seconds()
+	var cpu, rss float64
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		cpu = float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
+		rss = float64(ru.Maxrss) / 1024 // KiB on Linux
 	}
 	if err != nil {
-		return result{}, err
+		return nil, wall, cpu, rss, fmt.Errorf("%v: %s", err, strings.TrimSpace(errb.String()))
 	}
-	sim := time.Since(t1)
-	wall := time.Since(t0)
-	busbw := float64(bytes) / res.Time.Seconds() / 1e9 * 2 * float64(n-1) / float64(n)
-	return result{Algo: ch.Algo.String(), Nodes: nodes, GPUs: n, Bytes: bytes, Model: m.Node.Name, Channels: ch.NChannels, Groups: res.Groups, Merge: res.Merge,
-		Messages: res.Messages, Events: res.Events, BuildS: build.Seconds(), SimS: sim.Seconds(), WallS: wall.Seconds(), CPUS: cpuTime() - c0,
-		EventsPerS: float64(res.Events) / sim.Seconds(), SimTimeUs: res.Time.Micros(), BusBw: busbw, PeakRSSMiB: peakRSS()}, nil
+	var v struct {
+		Rows []row `json:"rows"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+		return nil, wall, cpu, rss, fmt.Errorf("output: %v", err)
+	}
+	return v.Rows, wall, cpu, rss, nil
 }
 
-func parseList(s string, size bool) ([]int64, error) {
-	var out []int64
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		var v int64
-		var err error
-		if size {
-			v, err = units.ParseSize(f)
-		} else {
-			v, err = strconv.ParseInt(f, 10, 64)
-		}
-		if err != nil || v <= 0 {
-			return nil, fmt.Errorf("bad list element %q", f)
-		}
-		out = append(out, v)
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
 	}
-	return out, nil
+	return s[len(s)/2]
 }
 
 func main() {
-	nodesFlag := flag.String("nodes", "8,64,128,1024,2048", "cluster sizes (nodes of 8 GPUs)")
-	bytesFlag := flag.String("bytes", "1G", "all-reduce size for the node sweep")
-	sizesFlag := flag.String("sizes", "1M,16M,256M,1G", "sizes for the message-size sweep (at -size-nodes)")
-	sizeNodes := flag.Int("size-nodes", 128, "nodes for the message-size sweep")
-	exactNodes := flag.Int("exact-nodes", 16, "nodes for the exact (merge 1) message-size sweep")
-	maxMsg := flag.Int64("max-messages", 2_000_000, "coarse mode: merge ring steps to stay under this many messages")
+	bin := flag.String("simccl", "", "simccl binary to run (default: build ./cmd/simccl into a temporary directory)")
+	reps := flag.Int("reps", 3, "runs per scenario (the median wall time is reported)")
+	only := flag.String("scenarios", "", "comma-separated scenarios (128, sweep, 2048, 16384, a2a, fattree; default all)")
+	routings := flag.String("routing", "ecmp,rail", "routings to run: ecmp (the default fabric's), rail (--fabric-set routing=rail)")
+	accuracy := flag.Bool("accuracy", false, "also run every scenario with --exact and report each row's error against it")
+	timeout := flag.Duration("timeout", 20*time.Minute, "kill a run after this long")
 	jsonOut := flag.String("json", "", "also write the JSON to this file")
-	flag.StringVar(&routing, "routing", "rail", "fabric routing: rail (d-mod-k) or ecmp")
-	flag.StringVar(&algo, "algo", "ring", "all-reduce algorithm: ring or tree (Simple protocol)")
-	flag.Float64Var(&rateIntervalUs, "rate-interval", 0, "Engine.RateInterval in µs (0: exact max-min at every change)")
-	cpuProf := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
-	// os.Exit skips deferred calls: stop the profile first, so that a failing run still leaves one
-	// (StopCPUProfile does nothing when none runs).
-	exit := func(code int) { pprof.StopCPUProfile(); os.Exit(code) }
-	if *cpuProf != "" {
-		f, err := os.Create(*cpuProf)
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, "bench/sim:", err)
+		os.Exit(1)
+	}
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		fail(fmt.Errorf("go env GOMOD: %v", err))
+	}
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	if *bin == "" {
+		dir, err := os.MkdirTemp("", "bench-sim")
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
+			fail(err)
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
+		defer os.RemoveAll(dir)
+		*bin = filepath.Join(dir, "simccl")
+		build := exec.Command("go", "build", "-o", *bin, "./cmd/simccl")
+		build.Dir, build.Stderr = root, os.Stderr
+		if err := build.Run(); err != nil {
+			fail(fmt.Errorf("go build ./cmd/simccl: %v", err))
 		}
-		defer pprof.StopCPUProfile()
 	}
-	nodes, err := parseList(*nodesFlag, false)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		exit(2)
-	}
-	sizes, err := parseList(*sizesFlag, true)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		exit(2)
-	}
-	bytes, err := units.ParseSize(*bytesFlag)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		exit(2)
+	want := map[string]bool{}
+	for _, s := range strings.Split(*only, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			want[s] = true
+		}
 	}
 	var all []result
-	fmt.Printf("# simnet %s all-reduce (Simple), rail-optimized 2-tier fat tree, GOMAXPROCS=%d, %s\n", algo, runtime.GOMAXPROCS(0), runtime.Version())
-	fmt.Printf("%6s %6s %8s %4s %4s %5s %10s %10s %8s %8s %8s %8s %12s %10s %8s %8s\n", "nodes", "GPUs", "bytes", "nch", "grp", "merge", "messages", "events", "build_s", "sim_s", "wall_s", "cpu_s", "events/s", "sim_us", "busbw", "rss_MiB")
-	pr := func(r result) {
-		fmt.Printf("%6d %6d %8s %4d %4d %5d %10d %10d %8.3f %8.3f %8.3f %8.3f %12.0f %10.1f %8.1f %8.0f\n", r.Nodes, r.GPUs, units.FormatSize(r.Bytes), r.Channels, r.Groups, r.Merge,
-			r.Messages, r.Events, r.BuildS, r.SimS, r.WallS, r.CPUS, r.EventsPerS, r.SimTimeUs, r.BusBw, r.PeakRSSMiB)
-	}
-	for _, n := range nodes {
-		r, err := run(int(n), bytes, *maxMsg, 0)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			exit(1)
+	fmt.Printf("# bench/sim: simccl run --json, embedded DGX H100 (8 GPUs, 8 NICs per node), %d cores, %s\n", runtime.NumCPU(), runtime.Version())
+	fmt.Printf("%-8s %-5s %6s %9s %8s %8s %9s %11s  %-44s %s\n", "scenario", "route", "reps", "median_s", "cpu_s", "rss_MiB", "load", "sim_us", "modes", "error_vs_exact")
+	for _, sc := range scenarios(root) {
+		if len(want) > 0 && !want[sc.name] {
+			continue
 		}
-		pr(r)
-		all = append(all, r)
-	}
-	if *sizeNodes <= 0 {
-		sizes = nil // -size-nodes 0 skips the message-size sweep
-	} else {
-		fmt.Printf("# message-size sweep at %d nodes\n", *sizeNodes)
-	}
-	for _, s := range sizes {
-		r, err := run(*sizeNodes, s, *maxMsg, 0)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			exit(1)
+		for _, routing := range strings.Split(*routings, ",") {
+			routing = strings.TrimSpace(routing)
+			args := slices.Clone(sc.args)
+			switch routing {
+			case "ecmp":
+			case "rail":
+				if !sc.rail {
+					continue
+				}
+				args = append(args, "--fabric-set", "routing=rail")
+			default:
+				fail(fmt.Errorf("-routing %q (want ecmp or rail)", routing))
+			}
+			r := result{Scenario: sc.name, Routing: routing, Command: "simccl run --json " + strings.Join(args, " "), Modes: map[string]int{}}
+			r.Load[0] = loadAvg()
+			var cpus []float64
+			var rows []row
+			for range *reps {
+				rs, wall, cpu, rss, err := runOnce(*bin, args, *timeout)
+				r.WallS = append(r.WallS, wall)
+				cpus = append(cpus, cpu)
+				r.PeakMiB = max(r.PeakMiB, rss)
+				if err != nil {
+					r.Error = err.Error()
+					break
+				}
+				rows = rs
+			}
+			r.Load[1] = loadAvg()
+			r.Reps = len(r.WallS)
+			r.MedianS = median(r.WallS)
+			r.CPUS = median(cpus)
+			r.Rows = len(rows)
+			for _, rw := range rows {
+				r.Modes[rw.Mode]++
+				r.Events += rw.Events
+			}
+			if len(rows) > 0 {
+				r.SimUs = rows[len(rows)-1].TimeUs
+			}
+			if *accuracy && r.Error == "" {
+				exact, wall, _, _, err := runOnce(*bin, append(slices.Clone(args), "--exact"), *timeout)
+				r.ExactS = wall
+				if err != nil {
+					r.ExactErr = err.Error()
+				} else if len(exact) == len(rows) {
+					for i := range rows {
+						e := 100 * (rows[i].TimeUs - exact[i].TimeUs) / exact[i].TimeUs
+						r.ErrPct = append(r.ErrPct, e)
+						r.MaxErr = max(r.MaxErr, math.Abs(e))
+					}
+				}
+			}
+			var modes []string
+			for m, n := range r.Modes {
+				modes = append(modes, fmt.Sprintf("%s×%d", m, n))
+			}
+			slices.Sort(modes)
+			acc := ""
+			switch {
+			case r.Error != "":
+				acc = "FAILED: " + r.Error
+			case r.ExactErr != "":
+				acc = "exact failed: " + r.ExactErr
+			case r.ErrPct != nil:
+				acc = fmt.Sprintf("max %.3f%% (exact run %.1f s)", r.MaxErr, r.ExactS)
+			}
+			fmt.Printf("%-8s %-5s %6d %9.2f %8.2f %8.0f %4.1f-%-4.1f %11.1f  %-44s %s\n", r.Scenario, r.Routing, r.Reps, r.MedianS, r.CPUS, r.PeakMiB,
+				r.Load[0], r.Load[1], r.SimUs, strings.Join(modes, " "), acc)
+			all = append(all, r)
 		}
-		pr(r)
-		all = append(all, r)
 	}
-	exactSizes := sizes
-	if *exactNodes <= 0 {
-		exactSizes = nil // -exact-nodes 0 skips the exact-replay sweep
-	} else {
-		fmt.Printf("# exact replay (merge 1) at %d nodes: cost against message size\n", *exactNodes)
-	}
-	for _, s := range exactSizes {
-		r, err := run(*exactNodes, s, *maxMsg, 1)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			exit(1)
-		}
-		pr(r)
-		all = append(all, r)
-	}
-	b, _ := json.MarshalIndent(map[string]any{"results": all, "gomaxprocs": runtime.GOMAXPROCS(0), "go": runtime.Version()}, "", "  ")
+	b, _ := json.MarshalIndent(map[string]any{"results": all, "cpus": runtime.NumCPU(), "go": runtime.Version(),
+		"date": time.Now().UTC().Format(time.RFC3339)}, "", "  ")
 	fmt.Println(string(b))
 	if *jsonOut != "" {
 		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			exit(1)
+			fail(err)
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -41,11 +43,26 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	progress := fs.String("progress", "auto", "progress bar on stderr: auto (when a terminal), on, off")
 	maxOps := fs.Int("trace-max-ops", 2_000_000, "stop recording ops for --trace/--ops after this many (memory bound)")
 	dryRun := fs.Bool("dry-run", false, "print what would be simulated for each size (NCCL's decision, the plan simulated, the mode) without simulating")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
+	jobs := fs.IntP("jobs", "j", 0, "calls simulated at once (0: one per core, GOMAXPROCS); --trace/--ops run one at a time")
+	ecmpMean := fs.Bool("ecmp-mean", false, "let the ECMP mean model stand even on an oversubscribed fabric (fast, but it ignores hash collisions on links that bind: tens of percent off, see docs/cluster.md)")
+	exact := fs.Bool("exact", false, "replay exactly: no approximation (ecmp-mean, latency-mean, ring-coarse-K, tree-steady-C modes; see docs/cluster.md), whatever it costs")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	funcs, err := parseColls(*collName, allColls)
 	if err != nil {
@@ -97,39 +114,93 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	start := time.Now()
 	var failed []string
-	done := 0
-	recorded := 0
+	// The (collective, size) calls are independent: run them on the cores (--jobs), each on its
+	// own engine, and assemble the rows, notes and failures in their order afterwards, so the
+	// output is the same whatever the number of workers. Traces are recorded in order, on one
+	// worker, because --trace-max-ops stops recording after the calls before.
+	type call struct {
+		f    coll.Func
+		size int64
+		row  simnet.Row
+		res  *simnet.Result
+		err  error
+	}
+	calls := make([]call, 0, total)
 	for _, f := range funcs {
 		for _, size := range sizes {
+			calls = append(calls, call{f: f, size: size})
+		}
+	}
+	workers := *jobs
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	if record {
+		workers = 1
+	}
+	done := 0
+	recorded := 0
+	if workers <= 1 {
+		for i := range calls {
+			c := &calls[i]
 			if showBar {
-				drawBar(stderr, done, total, fmt.Sprintf("%s %s", coll.TestName(f), units.FormatSize(size)), time.Since(start))
-			}
-			if _, note, err := m.Plan(f, size, dt, op); err == nil && note != "" && !noteSeen[note] {
-				noteSeen[note] = true
-				notes = append(notes, fmt.Sprintf("%s from %d bytes: %s", coll.TestName(f), size, note))
+				drawBar(stderr, done, total, fmt.Sprintf("%s %s", coll.TestName(c.f), units.FormatSize(c.size)), time.Since(start))
 			}
 			if record && recorded >= *maxOps {
 				record = false
-				fmt.Fprintf(stderr, "simccl run: %d ops recorded; --trace/--ops stop before %s %d bytes (raise --trace-max-ops)\n", recorded, coll.TestName(f), size)
+				fmt.Fprintf(stderr, "simccl run: %d ops recorded; --trace/--ops stop before %s %d bytes (raise --trace-max-ops)\n", recorded, coll.TestName(c.f), c.size)
 			}
-			row, res, err := m.Run(f, size, dt, op, simnet.RunOptions{Record: record, DryRun: *dryRun})
-			if err != nil {
-				// Keep going with the other sizes and collectives; the command fails at the end.
-				failed = append(failed, fmt.Sprintf("%s %d bytes: %v", coll.TestName(f), size, err))
-				done++
-				continue
-			}
-			rows = append(rows, row)
-			if row.Mode != "" && row.Mode != "schedule" && !noteSeen[row.Coll+" "+row.Mode] {
-				noteSeen[row.Coll+" "+row.Mode] = true
-				notes = append(notes, fmt.Sprintf("%s from %d bytes: simulated by the compact executor, mode %s (see docs/cluster.md; --json gives the mode per row)", row.Coll, row.Bytes, row.Mode))
-			}
-			if record && len(res.Ops) > 0 {
-				recorded += len(res.Ops)
-				traced = append(traced, simnet.Traced{Label: fmt.Sprintf("%s %d", row.Coll, size), Ops: res.Ops, Offset: offset, Names: res.LinkName})
-				offset += res.Time + simnet.Microsecond
+			c.row, c.res, c.err = m.Run(c.f, c.size, dt, op, simnet.RunOptions{Record: record, DryRun: *dryRun, Exact: *exact, MeanOversubscribed: *ecmpMean})
+			if c.err == nil && record {
+				recorded += len(c.res.Ops)
 			}
 			done++
+		}
+	} else {
+		// Largest sizes first: they take longest, so the workers end together.
+		order := make(chan int, len(calls))
+		for i := len(calls) - 1; i >= 0; i-- {
+			order <- i
+		}
+		close(order)
+		finished := make(chan int)
+		for range min(workers, len(calls)) {
+			go func() {
+				for i := range order {
+					c := &calls[i]
+					c.row, c.res, c.err = m.Run(c.f, c.size, dt, op, simnet.RunOptions{DryRun: *dryRun, Exact: *exact, MeanOversubscribed: *ecmpMean})
+					finished <- i
+				}
+			}()
+		}
+		for range calls {
+			i := <-finished
+			done++
+			if showBar {
+				drawBar(stderr, done, total, fmt.Sprintf("%s %s", coll.TestName(calls[i].f), units.FormatSize(calls[i].size)), time.Since(start))
+			}
+		}
+	}
+	for i := range calls {
+		c := &calls[i]
+		if _, note, err := m.Plan(c.f, c.size, dt, op); err == nil && note != "" && !noteSeen[note] {
+			noteSeen[note] = true
+			notes = append(notes, fmt.Sprintf("%s from %d bytes: %s", coll.TestName(c.f), c.size, note))
+		}
+		if c.err != nil {
+			// The other sizes and collectives went on; the command fails at the end.
+			failed = append(failed, fmt.Sprintf("%s %d bytes: %v", coll.TestName(c.f), c.size, c.err))
+			continue
+		}
+		row := c.row
+		rows = append(rows, row)
+		if row.Mode != "" && row.Mode != "schedule" && !noteSeen[row.Coll+" "+row.Mode] {
+			noteSeen[row.Coll+" "+row.Mode] = true
+			notes = append(notes, fmt.Sprintf("%s from %d bytes: simulated by the compact executor, mode %s (see docs/cluster.md; --json gives the mode per row)", row.Coll, row.Bytes, row.Mode))
+		}
+		if len(c.res.Ops) > 0 {
+			traced = append(traced, simnet.Traced{Label: fmt.Sprintf("%s %d", row.Coll, c.size), Ops: c.res.Ops, Offset: offset, Names: c.res.LinkName})
+			offset += c.res.Time + simnet.Microsecond
 		}
 	}
 	if showBar {

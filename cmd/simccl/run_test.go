@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -91,5 +92,37 @@ func TestRunCommandErrors(t *testing.T) {
 		!strings.Contains(errb.String(), "--nodes: planner: 20000 nodes × 8 GPUs = 160000 ranks, more ranks than simccl simulates (131072)") ||
 		strings.Contains(errb.String(), "hand-made") || strings.Count(strings.TrimSpace(errb.String()), "\n") != 0 {
 		t.Errorf("20,000 nodes: rc %d, stderr %q", rc, errb.String())
+	}
+}
+
+// The calls of a run are simulated in parallel; the output must not depend on how many run at
+// once or on GOMAXPROCS.
+func TestRunIndependentOfGOMAXPROCS(t *testing.T) {
+	// NVLS off: NCCL would run NVLSTree here, a schedule replay; the test wants the tree executor.
+	args := []string{"run", "--nodes", "16", "--nvls", "off", "-c", "allreduce,alltoall,sendrecv", "-b", "64M", "-e", "1G", "-f", "16", "--json"}
+	var want string
+	for _, c := range []struct {
+		procs int
+		jobs  string
+	}{{1, "0"}, {4, "0"}, {2, "3"}} {
+		old := runtime.GOMAXPROCS(c.procs)
+		var out, errb bytes.Buffer
+		rc := mainRun(append(args, "--jobs", c.jobs), &out, &errb)
+		runtime.GOMAXPROCS(old)
+		if rc != 0 {
+			t.Fatalf("GOMAXPROCS=%d --jobs %s: rc %d: %s", c.procs, c.jobs, rc, errb.String())
+		}
+		if want == "" {
+			want = out.String()
+			for _, mode := range []string{`"schedule"`, `"p2p-compact`, `"tree-`} {
+				if !strings.Contains(want, mode) {
+					t.Errorf("no %s row: the test should cover the schedule and compact executors\n%s", mode, want)
+				}
+			}
+			continue
+		}
+		if out.String() != want {
+			t.Fatalf("GOMAXPROCS=%d --jobs %s: output differs:\n%s\nagainst\n%s", c.procs, c.jobs, out.String(), want)
+		}
 	}
 }

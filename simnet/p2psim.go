@@ -1,0 +1,786 @@
+package simnet
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/simccl/simccl/coll"
+)
+
+// P2POp is one point-to-point operation of a P2PSpec: every rank r sends Count elements to rank
+// (r + Dist) mod n and receives as many from rank (r − Dist) mod n, on the channels of Plan
+// (ChannelLo, NChannels), cut into messages as coll.Compile cuts them (coll.P2PParts). A
+// distance of 0 is every rank's copy to itself.
+type P2POp struct {
+	Plan  coll.Plan
+	Dist  int
+	Count int64
+}
+
+// P2POps turns SendRecv and AllToAll plans (nccl-tests' sendrecv and alltoall) into the
+// operations of a P2PSpec: an AllToAll is one operation per ring distance. A SendRecv must move
+// the same count from every rank to the rank at one distance, every transfer cut alike (channels,
+// chunk, protocol): the patterns nccl-tests runs.
+func P2POps(plans []coll.Plan) ([]P2POp, error) {
+	out := make([]P2POp, 0, len(plans))
+	for i := range plans {
+		p := &plans[i]
+		n := p.NRanks
+		if n < 1 || (p.Func != coll.SendRecv && p.Func != coll.AllToAll) {
+			return nil, fmt.Errorf("simnet: p2p: plan %d is %v over %d ranks, not a SendRecv", i, p.Func, n)
+		}
+		if p.Func == coll.AllToAll {
+			// Compile's AllToAll: every rank sends Count elements to every rank, the round of
+			// distance d on the channels coll.P2PParts gives it.
+			if len(p.Transfers) != 0 {
+				return nil, fmt.Errorf("simnet: p2p: plan %d: an AllToAll with transfers of its own", i)
+			}
+			for d := 0; d < n; d++ {
+				out = append(out, P2POp{Plan: *p, Dist: d, Count: p.Count})
+			}
+			continue
+		}
+		if len(p.Transfers) == 0 {
+			d := p.Peer
+			if d == 0 {
+				d = 1
+			}
+			out = append(out, P2POp{Plan: *p, Dist: ((d % n) + n) % n, Count: p.Count})
+			continue
+		}
+		if len(p.Transfers) != n {
+			return nil, fmt.Errorf("simnet: p2p: plan %d has %d transfers for %d ranks (want one from every rank)", i, len(p.Transfers), n)
+		}
+		t0 := p.Transfers[0]
+		d := ((t0.To-t0.From)%n + n) % n
+		seen := make([]bool, n)
+		for _, t := range p.Transfers {
+			if t.From < 0 || t.From >= n || seen[t.From] || ((t.To-t.From)%n+n)%n != d || t.Count != t0.Count ||
+				t.NChannels != t0.NChannels || t.ChunkSize != t0.ChunkSize || t.LL != t0.LL {
+				return nil, fmt.Errorf("simnet: p2p: plan %d: its transfers are not one count from every rank to the rank at one distance", i)
+			}
+			seen[t.From] = true
+		}
+		// The transfers' own cut (channels, chunk, LL) becomes the operation plan's, as Compile
+		// cuts a transfer (coll.P2PParts).
+		q := *p
+		q.Transfers = nil
+		if t0.NChannels > 0 {
+			q.NChannels = t0.NChannels
+		}
+		if t0.LL {
+			q.Proto, q.ChunkSize = coll.LL, 0
+		} else if t0.ChunkSize > 0 {
+			q.ChunkSize = t0.ChunkSize
+		}
+		out = append(out, P2POp{Plan: q, Dist: d, Count: t0.Count})
+	}
+	return out, nil
+}
+
+// P2PSpec is a group of point-to-point operations for the compact executor (SimulateP2P),
+// replayed as one kernel: on every rank and channel the operations run in order, each starting
+// when both halves (sends, receives) of the previous one on that channel are done, as in the
+// schedule coll compiles for them.
+type P2PSpec struct {
+	Ops []P2POp
+	// PerRank replays every rank (the reference the symmetric replay is tested against); Strict
+	// relaxes no link; Exact never lets an approximation stand; MeanOversubscribed lets the ECMP
+	// mean model stand on oversubscribed fabrics too (TreeSpec has the same).
+	PerRank, Strict, Exact, MeanOversubscribed bool
+}
+
+// P2PResult is the outcome of SimulateP2P.
+type P2PResult struct {
+	Time     Time
+	Events   uint64
+	Messages int64 // simulated messages
+	// Rotation is the rotation of nodes whose orbits the replay ran one rank of (NumNodes: every
+	// rank); Programs the (rank, channel) programs replayed.
+	Rotation, Programs int
+	Relaxed            int  // links the symmetric replay left out and checked
+	ECMPMean           bool // the ECMP mean model stands for the exact replay (relax.go)
+	// LatencyMean: the orbits replayed as one differ only in the switch latencies of their
+	// members' routes; each connection class took its members' mean latency.
+	LatencyMean bool
+}
+
+// Mode is the row mode: p2p-compact (exact), followed by ", latency-mean" where connections
+// whose routes differ in switch latency were replayed as one with their mean latency, and by ",
+// ecmp-mean" where the ECMP mean model stands for the exact replay.
+func (r *P2PResult) Mode() string {
+	mode := "p2p-compact"
+	if r.LatencyMean {
+		mode += ", latency-mean"
+	}
+	if r.ECMPMean {
+		mode += ", ecmp-mean"
+	}
+	return mode
+}
+
+// p2pNet is what SimulateP2P replays: programs (one per rank or orbit of ranks and channel) made
+// of segments (one per operation), and connections ("slots") between them.
+type p2pNet struct {
+	// per program: its segments segs[segOff[p]:segOff[p+1]] and its lanes' rate
+	segOff []int32
+	segs   []p2pSeg
+	lane   []Rate
+	// per slot
+	owner, target []int32
+	route         [][]LinkID
+	lat           []Time
+	part          []int32 // index into wire
+	// per (operation, channel part): the wire bytes of each message, or of the copy to self
+	wire [][]float64
+	// per slot: the ranks and channel of its representative connection; base[op][part]: the
+	// first slot of an operation's channel part (slots follow in representative order)
+	fromRank, toRank, ch []int32
+	base                 [][]int32
+}
+
+type p2pSeg struct {
+	out, in int32 // slots sent on and received from (-1: a copy to self)
+	part    int32 // index into wire
+}
+
+// p2pBuild is what SimulateP2P derives from its spec before replaying it.
+type p2pBuild struct {
+	e     *Engine
+	r     Router
+	tm    Timing
+	n     int
+	proto coll.Proto
+	ops   []p2pOp
+	wire  [][]float64 // per (operation, channel part) with messages: the wire bytes of each
+	chans []int       // channels used
+	chIdx []int32     // channel -> index in chans (-1: unused)
+	buf   []LinkID
+	relax func(LinkID) (LinkID, bool) // nil: no relaxed link
+}
+
+// p2pOp is one operation: its channels, distance, and per channel part the index of its wire
+// bytes (-1: nothing on that channel).
+type p2pOp struct {
+	lo, d int
+	part  []int32
+}
+
+// eachRoute calls f with the route of every connection of every rank (the slice is reused).
+func (b *p2pBuild) eachRoute(f func(i, c, rank int, route []LinkID)) {
+	for i, op := range b.ops {
+		if op.d == 0 {
+			continue
+		}
+		for c, w := range op.part {
+			if w < 0 {
+				continue
+			}
+			for rk := 0; rk < b.n; rk++ {
+				b.buf, _ = b.r.Route(rk, (rk+op.d)%b.n, op.lo+c, b.buf[:0])
+				f(i, c, rk, b.buf)
+			}
+		}
+	}
+}
+
+// use is the link a replay puts in place of l (a relaxed link's stand-in; -1: none).
+func (b *p2pBuild) use(l LinkID) LinkID {
+	if b.relax != nil {
+		if s, ok := b.relax(l); ok {
+			return s
+		}
+	}
+	return l
+}
+
+// SimulateP2P times a group of point-to-point operations on the links of e reached through r.
+//
+// Symmetric replay. The operations are the same from every rank (to the rank at a distance), so
+// rotating the ranks by a whole number of nodes maps the programs onto each other; it maps the
+// routes onto each other too, link by link, except for the switch-to-switch links the fabric
+// picks by hash (Cluster.rotation). Those are relaxed (relax.go): left out where their
+// constraint is implied, replaced by their ECMP mean-model stand-in otherwise, and checked. The
+// smallest rotation R under which what is left maps onto itself splits the ranks into orbits;
+// one rank per orbit is replayed on a private engine whose links stand for orbits of links (a
+// link that every connection class crosses w times among its members gets 1/w of the capacity),
+// and every member moves in lockstep with it. On a fabric whose switch links all drop out that is
+// one node: its ranks stand for all. Where a relaxed link is found over its capacity the replay
+// is not exact: with ECMP, every rank is replayed if that fits exactWork (any work with Exact),
+// else the symmetric replay stands as the ECMP mean model; with rail routing every rank is
+// replayed. Where no rotation short of the whole cluster works every rank is replayed (relaxed
+// links are then the engine's, which is exact). Every message is a flow, as in Simulate: no
+// chunks are merged.
+func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, error) {
+	n := r.NumRanks()
+	if len(spec.Ops) == 0 {
+		return nil, fmt.Errorf("simnet: p2p simulation without operations")
+	}
+	b := &p2pBuild{e: e, r: r, tm: tm, n: n, proto: coll.P2PProto(&spec.Ops[0].Plan)}
+	nch := 0
+	for i, op := range spec.Ops {
+		p := &op.Plan
+		if p.NRanks != n {
+			return nil, fmt.Errorf("simnet: p2p operation %d is over %d ranks, the cluster %d", i, p.NRanks, n)
+		}
+		if q := coll.P2PProto(p); q != b.proto || q == coll.LL128 || q < 0 || q >= coll.NumProtos {
+			return nil, fmt.Errorf("simnet: p2p operation %d: protocol %v (want LL or Simple, the same for all)", i, q)
+		}
+		if op.Count <= 0 || p.ChannelLo < 0 || p.NChannels < 1 {
+			return nil, fmt.Errorf("simnet: p2p operation %d: count %d, channels %d+%d", i, op.Count, p.ChannelLo, p.NChannels)
+		}
+		d := ((op.Dist % n) + n) % n
+		o := p2pOp{lo: p.ChannelLo, d: d}
+		for _, cut := range coll.P2PParts(p, op.Count, d) {
+			if cut == nil {
+				o.part = append(o.part, -1)
+				continue
+			}
+			w := make([]float64, len(cut))
+			for k, by := range cut {
+				if d == 0 {
+					w[k] = float64(by) // a copy to self moves its payload
+				} else {
+					w[k] = float64(coll.WireBytes(b.proto, by))
+				}
+			}
+			o.part = append(o.part, int32(len(b.wire)))
+			b.wire = append(b.wire, w)
+		}
+		nch = max(nch, p.ChannelLo+len(o.part))
+		b.ops = append(b.ops, o)
+	}
+	b.chIdx = make([]int32, nch)
+	for c := range b.chIdx {
+		b.chIdx[c] = -1
+	}
+	for _, op := range b.ops {
+		for c, w := range op.part {
+			if ch := op.lo + c; w >= 0 && b.chIdx[ch] < 0 {
+				b.chIdx[ch] = int32(len(b.chans))
+				b.chans = append(b.chans, ch)
+			}
+		}
+	}
+	mean := false
+	if rx, ok := r.(relaxer); ok && !spec.Strict && !spec.PerRank {
+		var kept bool
+		b.relax, kept = implied(e, func(yield func([]LinkID)) {
+			b.eachRoute(func(_, _, _ int, route []LinkID) { yield(route) })
+		}, rx.standIn)
+		mean = rx.ecmp() && !spec.Exact && (!kept || spec.MeanOversubscribed)
+	}
+	res := &P2PResult{}
+	cl, isCluster := r.(*Cluster)
+	if isCluster && !spec.PerRank && cl.NumNodes > 1 {
+		var kinds, latKinds [5]bool
+		b.eachRoute(func(_, _, _ int, route []LinkID) {
+			for _, l := range route {
+				if u := b.use(l); u >= 0 {
+					kinds[cl.kindOf(u)] = true
+				}
+				if u := b.use(l); u != l && e.links[l].lat > 0 {
+					// A relaxed link still delays its messages: an exact rotation must keep
+					// which routes cross it, as it keeps the leaves (or pods) it stands for.
+					if cl.kindOf(l) == kindAgg {
+						latKinds[kindPodMean] = true
+					} else {
+						latKinds[kindLeafMean] = true
+					}
+				}
+			}
+		})
+		R := cl.rotation(kinds)
+		for k, v := range latKinds {
+			latKinds[k] = v || kinds[k]
+		}
+		if Rl := cl.rotation(latKinds); Rl != R && spec.Exact {
+			R = Rl
+		} else if Rl != R {
+			// Only the switch latencies tell the members of R's orbits apart: replay them as
+			// one, each connection class with its members' mean latency (a few tenths of a µs
+			// per message; latency-mean).
+			res.LatencyMean = true
+		}
+		if R < cl.NumNodes {
+			x, check := b.symmetric(cl, R, res.LatencyMean)
+			if x != nil {
+				if check != nil {
+					check.halt = !mean
+				}
+				t, err := x.run()
+				res.Events += x.e.Events
+				res.Rotation, res.Programs, res.Messages = R, len(x.net.lane), x.messages()
+				if check != nil {
+					for _, ls := range check.links {
+						res.Relaxed += len(ls)
+					}
+				}
+				over := check.violated()
+				if err != nil && !(len(over) > 0 && errors.Is(err, errHalted)) {
+					return nil, err
+				}
+				if len(over) == 0 {
+					res.Time = t
+					x.credit(b, cl, check, R)
+					e.now += t
+					return res, nil
+				}
+				if mean && check.over > meanOverload && !spec.MeanOversubscribed {
+					mean = false // too far over for the mean model: replay every rank
+				}
+				if mean {
+					// ECMP collisions: replay every rank on a copy of e's links if that fits
+					// the work budget, else the ECMP mean model stands.
+					if !exactAffordable(x.e.CompVisited, float64(n)/float64(x.S)) {
+						res.Time, res.ECMPMean = t, true
+						x.credit(b, cl, check, R)
+						e.now += t
+						return res, nil
+					}
+					c := e.cloneLinks()
+					c.now, c.RateInterval, c.NoShortcut, c.Strict = e.now, e.RateInterval, e.NoShortcut, e.Strict
+					c.maxWork = exactWork
+					px := b.perRank(c)
+					pt, err := px.run()
+					res.Events += px.e.Events
+					switch {
+					case err == nil:
+						res.Time, res.Rotation, res.Programs, res.Messages = pt, cl.NumNodes, len(px.net.lane), px.messages()
+						res.LatencyMean = false
+						for l := range e.links {
+							e.links[l].bytes += c.links[l].bytes
+							e.links[l].busy += c.LinkBusy(LinkID(l))
+						}
+						e.now += pt
+					case errors.Is(err, errBudget):
+						res.Time, res.ECMPMean = t, true
+						x.credit(b, cl, check, R)
+						e.now += t
+					default:
+						return nil, err
+					}
+					return res, nil
+				}
+				// Rail routing over its capacity: every rank below.
+				res.Relaxed = 0
+			}
+		}
+	}
+	x := b.perRank(e)
+	t, err := x.run()
+	if err != nil {
+		return nil, err
+	}
+	res.LatencyMean = false
+	res.Time, res.Events, res.Messages, res.Programs = t, res.Events+x.e.Events, x.messages(), len(x.net.lane)
+	res.Rotation = 1
+	if isCluster {
+		res.Rotation = cl.NumNodes
+	}
+	return res, nil
+}
+
+// perRank builds the replay of every rank's programs on e itself (its relaxed links are e's own,
+// which is exact).
+func (b *p2pBuild) perRank(e *Engine) *p2pSim {
+	net := b.programs(b.n, func(rank, target int) int32 { return int32(target) })
+	net.route = make([][]LinkID, len(net.owner))
+	net.lat = make([]Time, len(net.owner))
+	cache := map[[3]int32]int32{} // (from, to, channel) -> slot already routed
+	for s := range net.owner {
+		from, to, ch := b.slotEnds(net, int32(s))
+		k := [3]int32{int32(from), int32(to), int32(ch)}
+		if j, ok := cache[k]; ok {
+			net.route[s], net.lat[s] = net.route[j], net.lat[j]
+			continue
+		}
+		route, class := b.r.Route(from, to, ch, nil)
+		net.route[s] = route
+		net.lat[s] = e.RouteLatency(route) + b.tm.StepLat[class][b.proto]
+		cache[k] = int32(s)
+	}
+	return newP2PSim(e, net, b.tm, b.proto)
+}
+
+// slotEnds returns the ranks and channel of slot s of a net built by programs over S ranks.
+func (b *p2pBuild) slotEnds(net *p2pNet, s int32) (from, to, ch int) {
+	return int(net.fromRank[s]), int(net.toRank[s]), int(net.ch[s])
+}
+
+// programs builds the programs of ranks 0..S-1 on every channel used, and their slots; class
+// maps a target rank to its program's rank (its orbit's representative).
+func (b *p2pBuild) programs(S int, class func(rank, target int) int32) *p2pNet {
+	net := &p2pNet{wire: b.wire}
+	nprog := S * len(b.chans)
+	// Slots: one per (operation, channel part, representative rank) that sends.
+	base := make([][]int32, len(b.ops))
+	net.base = base
+	for i, op := range b.ops {
+		base[i] = make([]int32, len(op.part))
+		for c, w := range op.part {
+			base[i][c] = -1
+			if w < 0 || op.d == 0 {
+				continue
+			}
+			base[i][c] = int32(len(net.owner))
+			ch := op.lo + c
+			for rk := 0; rk < S; rk++ {
+				t := (rk + op.d) % b.n
+				net.owner = append(net.owner, int32(int(b.chIdx[ch])*S+rk))
+				net.target = append(net.target, int32(int(b.chIdx[ch])*S)+class(rk, t))
+				net.part = append(net.part, w)
+				net.fromRank = append(net.fromRank, int32(rk))
+				net.toRank = append(net.toRank, int32(t))
+				net.ch = append(net.ch, int32(ch))
+			}
+		}
+	}
+	// Segments, per program in operation order.
+	net.segOff = make([]int32, nprog+1)
+	for _, op := range b.ops {
+		for c, w := range op.part {
+			if w >= 0 {
+				ci := int(b.chIdx[op.lo+c])
+				for rk := 0; rk < S; rk++ {
+					net.segOff[ci*S+rk+1]++
+				}
+			}
+		}
+	}
+	for p := 0; p < nprog; p++ {
+		net.segOff[p+1] += net.segOff[p]
+	}
+	net.segs = make([]p2pSeg, net.segOff[nprog])
+	fill := append([]int32(nil), net.segOff[:nprog]...)
+	net.lane = make([]Rate, nprog)
+	lanes := make([]int8, nprog)
+	for i, op := range b.ops {
+		for c, w := range op.part {
+			if w < 0 {
+				continue
+			}
+			ci := int(b.chIdx[op.lo+c])
+			for rk := 0; rk < S; rk++ {
+				p := ci*S + rk
+				sg := p2pSeg{out: -1, in: -1, part: w}
+				if op.d != 0 {
+					sg.out = base[i][c] + int32(rk)
+					// The sender to this rank is the rank at -d; its orbit's representative sends
+					// on the same slot class.
+					src := ((rk-op.d)%b.n + b.n) % b.n
+					sg.in = base[i][c] + class(src, src)
+					lanes[p] = 2
+				} else if lanes[p] == 0 {
+					lanes[p] = 1
+				}
+				net.segs[fill[p]] = sg
+				fill[p]++
+			}
+		}
+	}
+	if b.tm.CTARate > 0 {
+		for p := range net.lane {
+			net.lane[p] = b.tm.CTARate / Rate(max(lanes[p], 1))
+		}
+	}
+	return net
+}
+
+// symmetric builds the replay of one rank per orbit of the rotation of nodes by R, on a private
+// engine, and the check of its relaxed links. It returns nil where a link orbit is crossed
+// unequally by the connection classes crossing it.
+func (b *p2pBuild) symmetric(cl *Cluster, R int, latMean bool) (*p2pSim, *relaxCheck) {
+	S := R * (b.n / cl.NumNodes)
+	net := b.programs(S, func(_, t int) int32 { return int32(t % S) })
+	q := NewEngine(nil)
+	q.RateInterval, q.NoShortcut, q.Strict = b.e.RateInterval, b.e.NoShortcut, b.e.Strict
+	qlink := map[LinkID]LinkID{} // orbit -> private link
+	weight := map[LinkID]int{}
+	net.route = make([][]LinkID, len(net.owner))
+	net.lat = make([]Time, len(net.owner))
+	mult := map[LinkID]int{}
+	for s := range net.owner {
+		from, to, ch := b.slotEnds(net, int32(s))
+		route, class := b.r.Route(from, to, ch, nil)
+		net.lat[s] = b.e.RouteLatency(route) + b.tm.StepLat[class][b.proto]
+		clear(mult)
+		var order []LinkID
+		for _, l := range route {
+			if u := b.use(l); u >= 0 {
+				o := cl.orbit(u, R)
+				if mult[o] == 0 {
+					order = append(order, o)
+				}
+				mult[o]++
+			}
+		}
+		qr := make([]LinkID, 0, len(order))
+		for _, o := range order {
+			w := mult[o]
+			if w0, ok := weight[o]; ok && w0 != w {
+				return nil, nil // unequal numbers: no single link stands for this orbit
+			}
+			id, ok := qlink[o]
+			if !ok {
+				weight[o] = w
+				id = q.AddLink("", b.e.LinkCap(o)/Rate(w), 0)
+				qlink[o] = id
+			}
+			qr = append(qr, id)
+		}
+		net.route[s] = qr
+	}
+	x := newP2PSim(q, net, b.tm, b.proto)
+	x.qlink, x.S = qlink, S
+	if latMean {
+		sum := make([]Time, len(net.lat))
+		cnt := make([]Time, len(net.lat))
+		b.eachRoute(func(i, c, rk int, route []LinkID) {
+			slot := net.base[i][c] + int32(rk%S)
+			sum[slot] += b.e.RouteLatency(route)
+			cnt[slot]++
+		})
+		for s := range net.lat {
+			from, to, ch := b.slotEnds(net, int32(s))
+			route, class := b.r.Route(from, to, ch, nil)
+			net.lat[s] += (sum[s]+cnt[s]/2)/max(cnt[s], 1) - b.e.RouteLatency(route)
+			_ = class
+		}
+	}
+	if b.relax == nil {
+		return x, nil
+	}
+	var pairs [][2]int32
+	b.eachRoute(func(i, c, rk int, route []LinkID) {
+		slot := net.base[i][c] + int32(rk%S)
+		for _, l := range route {
+			if _, ok := b.relax(l); ok {
+				pairs = append(pairs, [2]int32{int32(l), slot})
+			}
+		}
+	})
+	check := newRelaxCheck(b.e, pairs, len(net.owner))
+	if check != nil {
+		check.e = q
+		check.slot = func(tag int64) int32 {
+			if tag&3 != p2pSend {
+				return -1
+			}
+			return int32(tag >> 2)
+		}
+		q.obs = check
+	}
+	return x, check
+}
+
+// credit adds to e's links what the symmetric replay x carried: every member's bytes, and the
+// busy time of its link's orbit (or of the relaxed link, from check).
+func (x *p2pSim) credit(b *p2pBuild, cl *Cluster, check *relaxCheck, R int) {
+	e := b.e
+	seen := make([]bool, e.NumLinks())
+	b.eachRoute(func(i, c, rk int, route []LinkID) {
+		slot := x.net.base[i][c] + int32(rk%x.S)
+		total := 0.0
+		for _, w := range x.net.wire[x.net.part[slot]] {
+			total += w
+		}
+		for _, l := range route {
+			e.links[l].bytes += total
+			if seen[l] {
+				continue
+			}
+			seen[l] = true
+			if u := b.use(l); u == l {
+				if id, ok := x.qlink[cl.orbit(u, R)]; ok {
+					e.links[l].busy += x.e.LinkBusy(id)
+				}
+			}
+		}
+	})
+	if check != nil {
+		check.linkBusy(func(l LinkID, busy Time) { e.links[l].busy += busy })
+	}
+}
+
+// p2pSim replays a p2pNet: per program two lanes, as in coll's schedule (sends and copies to self
+// on one, receives on the other), each running through the program's segments in order on its
+// own; per slot the messages that arrived and those consumed.
+type p2pSim struct {
+	e   *Engine
+	net *p2pNet
+	tm  Timing
+	// per program: each lane's current segment (absolute index into net.segs) and message
+	sendSeg, recvSeg   []int32
+	sendNext, recvNext []int32
+	sendRun, recvRun   []bool
+	// per slot
+	arrived, consumed []int32
+	end               Time
+	capRate           Rate // the per-flow cap of the protocol (Timing.PerFlowCap; 0: none)
+	// symmetric replay: orbits of links -> private links, ranks per rotation
+	qlink map[LinkID]LinkID
+	S     int
+}
+
+// Flow tags: slot<<2 (kind p2pSend) for a message, program<<2|p2pRecvWork for a receive's local
+// work, program<<2|p2pCopyWork for a copy to self.
+const (
+	p2pSend     = 0
+	p2pRecvWork = 1
+	p2pCopyWork = 2
+)
+
+func newP2PSim(e *Engine, net *p2pNet, tm Timing, proto coll.Proto) *p2pSim {
+	np, ns := len(net.lane), len(net.owner)
+	x := &p2pSim{e: e, net: net, tm: tm, sendSeg: make([]int32, np), recvSeg: make([]int32, np),
+		sendNext: make([]int32, np), recvNext: make([]int32, np), sendRun: make([]bool, np), recvRun: make([]bool, np),
+		arrived: make([]int32, ns), consumed: make([]int32, ns), capRate: tm.PerFlowCap[proto]}
+	copy(x.sendSeg, net.segOff[:np])
+	copy(x.recvSeg, net.segOff[:np])
+	return x
+}
+
+// messages is the number of messages the replay simulates.
+func (x *p2pSim) messages() int64 {
+	var m int64
+	for _, p := range x.net.part {
+		m += int64(len(x.net.wire[p]))
+	}
+	return m
+}
+
+// run replays the programs from a kernel launch at e's current time and returns the time to the
+// last step's completion.
+func (x *p2pSim) run() (Time, error) {
+	x.e.handler = x
+	t0 := x.e.Now()
+	x.end = t0
+	x.e.At(t0+x.tm.Launch, evLaunch, 0)
+	_, err := x.e.Run()
+	if err != nil {
+		return 0, err
+	}
+	for p := range x.sendSeg {
+		if end := x.net.segOff[p+1]; x.sendSeg[p] != end || x.recvSeg[p] != end {
+			return 0, fmt.Errorf("simnet: p2p simulation stopped in segments %d (sends) and %d (receives) of program %d",
+				x.sendSeg[p]-x.net.segOff[p], x.recvSeg[p]-x.net.segOff[p], p)
+		}
+	}
+	return max(x.end-t0, x.tm.Launch), nil
+}
+
+func (x *p2pSim) Fire(kind int32, arg int64) {
+	switch kind {
+	case evLaunch:
+		for p := range x.sendSeg {
+			x.trySend(int32(p))
+			x.tryRecv(int32(p))
+		}
+	case evArrive:
+		s := int32(arg)
+		x.arrived[s]++
+		x.tryRecv(x.net.target[s])
+	}
+}
+
+// done records a step's completion time.
+func (x *p2pSim) done() {
+	if now := x.e.Now(); now > x.end {
+		x.end = now
+	}
+}
+
+// trySend starts program p's next step on its sending lane if it can run: a copy to self (at the
+// lane's rate; at once where the CTA is not modelled), or the next message once the previous is
+// sent and the connection's slot is free (NCCL_STEPS: message i reuses the slot of message i-8).
+func (x *p2pSim) trySend(p int32) {
+	end := x.net.segOff[p+1]
+	for !x.sendRun[p] && x.sendSeg[p] < end {
+		sg := &x.net.segs[x.sendSeg[p]]
+		wire := x.net.wire[sg.part]
+		if sg.out < 0 {
+			if lane := x.net.lane[p]; lane > 0 && wire[0] > 0 {
+				x.sendRun[p] = true
+				x.e.StartFlow(nil, wire[0], lane, int64(p)<<2|p2pCopyWork)
+				return
+			}
+			x.done()
+			x.sendSeg[p]++
+			continue
+		}
+		i := x.sendNext[p]
+		if i >= int32(len(wire)) {
+			x.sendSeg[p]++
+			x.sendNext[p] = 0
+			continue
+		}
+		if i >= 8 && x.consumed[sg.out] < i-7 {
+			return
+		}
+		capRate := x.capRate
+		if lane := x.net.lane[p]; lane > 0 && (capRate <= 0 || lane < capRate) {
+			capRate = lane
+		}
+		x.sendRun[p] = true
+		x.e.StartFlow(x.net.route[sg.out], wire[i], capRate, int64(sg.out)<<2)
+		return
+	}
+}
+
+// tryRecv starts program p's next receive on its receiving lane if its message has arrived: a
+// copy out of the FIFO at the lane's rate, or nothing without a CTA model.
+func (x *p2pSim) tryRecv(p int32) {
+	end := x.net.segOff[p+1]
+	for !x.recvRun[p] && x.recvSeg[p] < end {
+		sg := &x.net.segs[x.recvSeg[p]]
+		wire := x.net.wire[sg.part]
+		i := x.recvNext[p]
+		if sg.in < 0 || i >= int32(len(wire)) {
+			x.recvSeg[p]++
+			x.recvNext[p] = 0
+			continue
+		}
+		if x.arrived[sg.in] <= i {
+			return
+		}
+		if lane := x.net.lane[p]; lane > 0 {
+			x.recvRun[p] = true
+			x.e.StartFlow(nil, wire[i], lane, int64(p)<<2|p2pRecvWork)
+			return
+		}
+		x.recvDone(p)
+	}
+}
+
+// recvDone completes program p's current receive: the message's slot is free for its sender.
+func (x *p2pSim) recvDone(p int32) {
+	sg := &x.net.segs[x.recvSeg[p]]
+	x.recvNext[p]++
+	x.consumed[sg.in]++
+	x.done()
+	x.trySend(x.net.owner[sg.in])
+}
+
+func (x *p2pSim) FlowDone(tag int64) {
+	id := int32(tag >> 2)
+	switch tag & 3 {
+	case p2pSend:
+		s := id
+		p := x.net.owner[s]
+		x.e.After(x.net.lat[s], evArrive, int64(s))
+		x.sendRun[p] = false
+		x.sendNext[p]++
+		x.done()
+		x.trySend(p)
+	case p2pRecvWork:
+		x.recvRun[id] = false
+		x.recvDone(id)
+		x.tryRecv(id)
+	case p2pCopyWork:
+		x.sendRun[id] = false
+		x.done()
+		x.sendSeg[id]++
+		x.trySend(id)
+	}
+}

@@ -1,0 +1,177 @@
+package simnet
+
+import (
+	"math"
+	"testing"
+
+	"github.com/simccl/simccl/coll"
+)
+
+// p2pBoth replays the point-to-point plans of one nccl-tests size of f on m twice: coll's
+// schedule through Simulate, and SimulateP2P with spec's options.
+func p2pBoth(t *testing.T, m *Machine, f coll.Func, size int64, spec P2PSpec) (sched *Result, compact *P2PResult, es, ec *Engine) {
+	t.Helper()
+	plan, _, err := m.Plan(f, size, coll.Float32, coll.Sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := m.timing(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans := []coll.Plan{plan}
+	s, err := coll.Compile(plans...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, cl, err := m.engine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sched, err = Simulate(es, cl, s, tm, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	ops, err := P2POps(plans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Ops = ops
+	ec, cl, err = m.engine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if compact, err = SimulateP2P(ec, cl, spec, tm); err != nil {
+		t.Fatal(err)
+	}
+	return sched, compact, es, ec
+}
+
+// The compact point-to-point executor replays all-to-all and send/recv as the schedule
+// executor does: the same time to a picosecond's rounding and the same bytes on every link, per
+// rank and with one rank per orbit of the node rotation.
+func TestP2PMatchesSchedule(t *testing.T) {
+	for _, c := range []struct {
+		nodes int
+		f     coll.Func
+		size  int64
+	}{
+		{1, coll.AllToAll, 64 << 20},
+		{2, coll.AllToAll, 1 << 20},
+		{2, coll.AllToAll, 256 << 20},
+		{4, coll.AllToAll, 32 << 20},
+		{4, coll.SendRecv, 64 << 20},
+		{3, coll.SendRecv, 64 << 20},
+	} {
+		m, _ := testMachine(t, "dgx-h100", c.nodes, nil, "", "")
+		for _, perRank := range []bool{true, false} {
+			sched, compact, es, ec := p2pBoth(t, m, c.f, c.size, P2PSpec{PerRank: perRank})
+			rel := math.Abs(float64(compact.Time-sched.Time)) / float64(sched.Time)
+			t.Logf("%d nodes %v %d B per-rank=%v: schedule %v, compact %v (rotation %d, %d programs, %d messages against %d)",
+				c.nodes, c.f, c.size, perRank, sched.Time, compact.Time, compact.Rotation, compact.Programs, compact.Messages, sched.Messages)
+			if rel > 1e-9 {
+				t.Errorf("%d nodes %v %d B per-rank=%v: compact %v against schedule %v", c.nodes, c.f, c.size, perRank, compact.Time, sched.Time)
+			}
+			if !perRank && c.nodes > 1 && compact.Rotation != 1 {
+				t.Errorf("%d nodes %v: rotation %d, want one node", c.nodes, c.f, compact.Rotation)
+			}
+			for l := 0; l < es.NumLinks(); l++ {
+				x, y := ec.LinkBytes(LinkID(l)), es.LinkBytes(LinkID(l))
+				if math.Abs(x-y) > 1e-9*max(y, 1) {
+					t.Fatalf("%d nodes %v: link %s carried %g bytes against %g", c.nodes, c.f, es.LinkName(LinkID(l)), x, y)
+				}
+			}
+		}
+	}
+}
+
+// Across leaves, with relaxed switch links, stand-ins of oversubscribed uplinks and rotations of
+// several nodes, the exact compact replay is still the schedule's; without Exact it is either
+// that or says which approximation it is (latency-mean, ecmp-mean), within 1%.
+func TestP2PFabricsMatchSchedule(t *testing.T) {
+	fabs := map[string][]string{
+		"ecmp, 2 per leaf":           {"hosts_per_leaf", "2"},
+		"rail, 2 per leaf":           {"hosts_per_leaf", "2", "routing", "rail"},
+		"fat tree 2:1, 2 per leaf":   {"topology", "fattree", "hosts_per_leaf", "2", "oversubscription", "2"},
+		"3 tiers, 2 pods, rail 2:1":  {"tiers", "3", "hosts_per_leaf", "1", "leaves_per_pod", "2", "oversubscription", "2", "routing", "rail"},
+		"3 tiers, 2 pods, ecmp 2:1 ": {"tiers", "3", "hosts_per_leaf", "1", "leaves_per_pod", "2", "oversubscription2", "2"},
+	}
+	for name, kv := range fabs {
+		m, _ := testMachine(t, "dgx-h100", 4, fabricOf(t, kv...), "", "")
+		for _, f := range []coll.Func{coll.AllToAll, coll.SendRecv} {
+			for _, exact := range []bool{true, false} {
+				sched, compact, _, _ := p2pBoth(t, m, f, 64<<20, P2PSpec{Exact: exact})
+				rel := float64(compact.Time-sched.Time) / float64(sched.Time)
+				t.Logf("%s %v exact=%v: schedule %v, compact %v (%+.3f%%, %s, rotation %d, %d relaxed)", name, f, exact, sched.Time, compact.Time, 100*rel, compact.Mode(), compact.Rotation, compact.Relaxed)
+				if (exact || !(compact.ECMPMean || compact.LatencyMean)) && math.Abs(rel) > 1e-9 {
+					t.Errorf("%s %v: compact %v against schedule %v", name, f, compact.Time, sched.Time)
+				}
+				if exact && (compact.ECMPMean || compact.LatencyMean) {
+					t.Errorf("%s %v: mode %s with Exact", name, f, compact.Mode())
+				}
+				if math.Abs(rel) > 0.01 {
+					t.Errorf("%s %v: compact %v against schedule %v", name, f, compact.Time, sched.Time)
+				}
+			}
+		}
+	}
+}
+
+// Machine.Run switches all-to-all and send/recv to the compact executor above CompactQuiet steps
+// and gets the schedule's time.
+func TestMachineRunP2PCompact(t *testing.T) {
+	m, _ := testMachine(t, "dgx-h100", 4, nil, "", "")
+	for _, f := range []coll.Func{coll.AllToAll, coll.SendRecv} {
+		old := CompactQuiet
+		CompactQuiet = 1 << 40
+		exact, _, err := m.Run(f, 8<<20, coll.Float32, coll.Sum, RunOptions{})
+		CompactQuiet = old
+		if err != nil {
+			t.Fatal(err)
+		}
+		CompactQuiet = 1
+		compact, _, err := m.Run(f, 8<<20, coll.Float32, coll.Sum, RunOptions{})
+		CompactQuiet = old
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%v: %s %.3f us, %s %.3f us", f, exact.Mode, exact.TimeUs, compact.Mode, compact.TimeUs)
+		if exact.Mode != "schedule" || compact.Mode != "p2p-compact" {
+			t.Fatalf("modes %q and %q", exact.Mode, compact.Mode)
+		}
+		if math.Abs(compact.TimeUs-exact.TimeUs) > 1e-6*exact.TimeUs || compact.BusBw <= 0 {
+			t.Errorf("%v: compact %.3f us against schedule %.3f us", f, compact.TimeUs, exact.TimeUs)
+		}
+	}
+}
+
+// A send/recv whose transfers the planner cuts differently (at 4 KiB: LL on the NVLink peers,
+// another choice for the peer across the network) is not one operation from every rank alike:
+// P2POps refuses it and Machine.Run replays its schedule, even above CompactQuiet.
+func TestSendRecvMixedTransfersRunSchedule(t *testing.T) {
+	m, _ := testMachine(t, "dgx-h100", 3, nil, "", "")
+	plan, _, err := m.Plan(coll.SendRecv, 4<<10, coll.Float32, coll.Sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	differ := false
+	for _, tr := range plan.Transfers {
+		t0 := plan.Transfers[0]
+		differ = differ || tr.NChannels != t0.NChannels || tr.LL != t0.LL || tr.ChunkSize != t0.ChunkSize
+	}
+	if !differ {
+		t.Fatalf("transfers all cut alike: %+v", plan.Transfers[:2])
+	}
+	if _, err := P2POps([]coll.Plan{plan}); err == nil {
+		t.Fatal("P2POps accepted transfers cut differently")
+	}
+	old := CompactQuiet
+	CompactQuiet = 1
+	row, _, err := m.Run(coll.SendRecv, 4<<10, coll.Float32, coll.Sum, RunOptions{})
+	CompactQuiet = old
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.Mode != "schedule" || row.TimeUs <= 0 {
+		t.Errorf("mode %q, %.3f us; want the schedule", row.Mode, row.TimeUs)
+	}
+}

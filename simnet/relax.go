@@ -1,0 +1,336 @@
+package simnet
+
+import (
+	"math"
+	"slices"
+)
+
+// Relaxed links.
+//
+// A symmetric replay (one representative per class of equivalent connections, see
+// SimulateTreeDetail) needs every link to carry the same numbers of connections of each class as
+// the other links of its class. Under ECMP the switch-to-switch links of the fabric do not: a hash
+// puts two connections on one uplink and none on the next, and the classes fall apart into single
+// ranks. Those links rarely limit anything — a connection's own NIC usually binds first — so the
+// replay leaves them out ("relaxes" them) and checks them instead: it adds up, on every relaxed
+// link, the rates of the connections crossing it (a class's rate times its members on that link)
+// after every instant, and marks the links that carry more than their capacity.
+//
+// Where no relaxed link is ever over its capacity the replay is exact: the max-min fair
+// allocation of the problem without those links is feasible with them, and a max-min fair
+// allocation that is feasible in a smaller feasible set is that set's max-min fair allocation
+// (it is the leximin-largest point of the larger set, so of any subset holding it). Every instant
+// then gets the rates the full replay computes, so the whole run is the same. Where some link is
+// over, the replay is started again with those links kept (SimulateTreeDetail).
+
+// relaxer is implemented by routers with links a symmetric replay may relax (Cluster: the
+// switch-to-switch links of its fabric). standIn reports whether l may be relaxed and returns the
+// link that stands for it and its equal-cost siblings in the replay: one link with the capacity
+// of them all, a constraint their own constraints imply (so the replay with it is still a
+// relaxation of the full one). ecmp reports whether the router hashes flows over those siblings.
+type relaxer interface {
+	standIn(l LinkID) (LinkID, bool)
+	ecmp() bool
+}
+
+// relaxTolerance is the relative excess of a relaxed link's load over its capacity that counts
+// as floating-point rounding, not as a violation.
+const relaxTolerance = 1e-9
+
+// relaxCheck watches the relaxed links of a symmetric replay through its engine's observer.
+// Links whose classes cross them in the same numbers have the same load at every instant, so
+// they share one signature ("sig") and are checked once.
+type relaxCheck struct {
+	e    *Engine
+	slot func(tag int64) int32 // quotient connection of a flow (-1: none)
+	// per quotient connection (CSR): the signatures it loads and its members per link of each
+	off  []int32
+	sig  []int32
+	mult []float64
+	// per signature
+	capa    []float64
+	load    []float64
+	act     []float64 // member flows active on one of its links
+	since   []Time
+	busy    []Time
+	bad     []bool
+	mark    []bool
+	touched []int32
+	links   [][]LinkID // the links of each signature
+	nbad    int
+	halt    bool    // stop the replay at the first violation
+	over    float64 // the largest load / capacity seen
+}
+
+// newRelaxCheck builds the check of relaxed links from pairs (link, quotient connection), one per
+// member connection crossing a relaxed link. It returns nil where there is none.
+func newRelaxCheck(e *Engine, pairs [][2]int32, nslots int) *relaxCheck {
+	if len(pairs) == 0 {
+		return nil
+	}
+	keys := make([]uint64, len(pairs))
+	for i, p := range pairs {
+		keys[i] = uint64(p[0])<<32 | uint64(uint32(p[1]))
+	}
+	slices.Sort(keys)
+	for i, k := range keys {
+		pairs[i] = [2]int32{int32(k >> 32), int32(uint32(k))}
+	}
+	type key [2]uint64
+	ids := map[key]int32{}
+	c := &relaxCheck{}
+	type entry struct {
+		slot, sig int32
+		mult      float64
+	}
+	var entries []entry
+	for i := 0; i < len(pairs); {
+		l := pairs[i][0]
+		j := i
+		h1, h2 := treeMix(0x51, math.Float64bits(float64(e.LinkCap(LinkID(l))))), uint64(0x77)
+		var runs []entry
+		for j < len(pairs) && pairs[j][0] == l {
+			k := j
+			for k < len(pairs) && pairs[k][0] == l && pairs[k][1] == pairs[j][1] {
+				k++
+			}
+			runs = append(runs, entry{slot: pairs[j][1], mult: float64(k - j)})
+			h1 = treeMix(h1, uint64(pairs[j][1])<<32|uint64(k-j))
+			h2 = treeMix(h2^0x3c, uint64(pairs[j][1])<<32|uint64(k-j))
+			j = k
+		}
+		id, ok := ids[key{h1, h2}]
+		if !ok {
+			id = int32(len(c.capa))
+			ids[key{h1, h2}] = id
+			c.capa = append(c.capa, float64(e.LinkCap(LinkID(l))))
+			c.links = append(c.links, nil)
+			for _, r := range runs {
+				entries = append(entries, entry{slot: r.slot, sig: id, mult: r.mult})
+			}
+		}
+		c.links[id] = append(c.links[id], LinkID(l))
+		i = j
+	}
+	n := len(c.capa)
+	c.load, c.act = make([]float64, n), make([]float64, n)
+	c.since, c.busy = make([]Time, n), make([]Time, n)
+	c.bad, c.mark = make([]bool, n), make([]bool, n)
+	c.off = make([]int32, nslots+1)
+	for _, en := range entries {
+		c.off[en.slot+1]++
+	}
+	for s := 0; s < nslots; s++ {
+		c.off[s+1] += c.off[s]
+	}
+	c.sig = make([]int32, len(entries))
+	c.mult = make([]float64, len(entries))
+	fill := slices.Clone(c.off[:nslots])
+	for _, en := range entries {
+		c.sig[fill[en.slot]] = en.sig
+		c.mult[fill[en.slot]] = en.mult
+		fill[en.slot]++
+	}
+	return c
+}
+
+// fresh returns a check with c's links and signatures and no load yet, watching engine e.
+func (c *relaxCheck) fresh(e *Engine) *relaxCheck {
+	if c == nil {
+		return nil
+	}
+	n := len(c.capa)
+	return &relaxCheck{e: e, slot: c.slot, off: c.off, sig: c.sig, mult: c.mult, capa: c.capa, links: c.links,
+		load: make([]float64, n), act: make([]float64, n), since: make([]Time, n), busy: make([]Time, n),
+		bad: make([]bool, n), mark: make([]bool, n)}
+}
+
+func (c *relaxCheck) rateChanged(tag int64, old, new Rate, active int) {
+	s := c.slot(tag)
+	if s < 0 {
+		return
+	}
+	d := float64(new) - float64(old)
+	for i := c.off[s]; i < c.off[s+1]; i++ {
+		g := c.sig[i]
+		m := c.mult[i]
+		c.load[g] += m * d
+		if active != 0 {
+			was := c.act[g]
+			c.act[g] += m * float64(active)
+			switch {
+			case was == 0 && c.act[g] > 0:
+				c.since[g] = c.e.now
+			case was > 0 && c.act[g] <= 0:
+				c.act[g], c.load[g] = 0, 0 // no drift from a long sum
+				c.busy[g] += c.e.now - c.since[g]
+			}
+		}
+		if !c.mark[g] {
+			c.mark[g] = true
+			c.touched = append(c.touched, g)
+		}
+	}
+}
+
+func (c *relaxCheck) settled() {
+	for _, g := range c.touched {
+		c.mark[g] = false
+		if r := c.load[g] / c.capa[g]; r > c.over {
+			c.over = r
+		}
+		if !c.bad[g] && c.load[g] > c.capa[g]*(1+relaxTolerance) {
+			c.bad[g] = true
+			c.nbad++
+			if c.halt {
+				// The rest of this replay is not the full replay's: stop it here.
+				c.e.halted = true
+			}
+		}
+	}
+	c.touched = c.touched[:0]
+}
+
+// violated returns the relaxed links that carried more than their capacity at some instant.
+func (c *relaxCheck) violated() []LinkID {
+	if c == nil || c.nbad == 0 {
+		return nil
+	}
+	var out []LinkID
+	for g, b := range c.bad {
+		if b {
+			out = append(out, c.links[g]...)
+		}
+	}
+	return out
+}
+
+// linkBusy returns the busy time of every relaxed link (time with at least one flow on it).
+func (c *relaxCheck) linkBusy(f func(l LinkID, busy Time)) {
+	for g, ls := range c.links {
+		b := c.busy[g]
+		if c.act[g] > 0 {
+			b += c.e.now - c.since[g]
+		}
+		for _, l := range ls {
+			f(l, b)
+		}
+	}
+}
+
+// minShare is the smallest capacity per member connection over the relaxed links (+Inf if none):
+// the rate of the slowest connection through them when every connection sends at once.
+func (c *relaxCheck) minShare() Rate {
+	best := math.Inf(1)
+	if c == nil {
+		return Rate(best)
+	}
+	tot := make([]float64, len(c.capa))
+	for i, g := range c.sig {
+		tot[g] += c.mult[i]
+	}
+	for g, t := range tot {
+		if t > 0 {
+			best = min(best, c.capa[g]/t)
+		}
+	}
+	return Rate(best)
+}
+
+// implied drops from relax the stand-ins whose constraint the others imply (relax returns -1 for
+// their links, which the replay then leaves out altogether). A stand-in s is implied where the
+// connections crossing it can be covered by links whose capacities sum to at most s's. Each
+// connection crossing s is charged to one link of its route that is not relaxed, by one of three
+// rules tried in turn for each stand-in: the nearest such link before s's link in the route (the
+// NIC port that feeds a leaf's uplinks), the nearest after it (the NIC port its downlinks feed),
+// or the one of smallest capacity. If the charged links' capacities add up to no more than s's,
+// the connections through s can never exceed it. On a non-blocking fabric a leaf's uplinks carry
+// only what its NICs send, so their stand-in is implied and drops out; it stays where the fabric
+// is oversubscribed. Dropping implied constraints leaves the max-min allocation as it is, and
+// keeps the replay's components small.
+//
+// kept reports whether some stand-in is not implied: the fabric is oversubscribed somewhere the
+// connections go, and the ECMP mean model is far from the exact replay there (docs/cluster.md).
+func implied(e *Engine, routes func(yield func([]LinkID)), relax func(LinkID) (LinkID, bool)) (f func(LinkID) (LinkID, bool), kept bool) {
+	// Per rule, the distinct pairs stand-in<<32 | charged link+1 (0: none); a small table of the
+	// pairs last seen keeps the repeats of consecutive routes out.
+	var pairs [3][]uint64
+	var recent [3][4096]uint64
+	add := func(rule int, s, charged LinkID) {
+		k := uint64(s)<<32 | uint64(charged+1)
+		h := mix64(k) & 4095
+		if recent[rule][h] == k+1 {
+			return
+		}
+		recent[rule][h] = k + 1
+		pairs[rule] = append(pairs[rule], k)
+	}
+	routes(func(route []LinkID) {
+		best := LinkID(-1)
+		var bc Rate
+		for _, l := range route {
+			if _, ok := relax(l); ok {
+				continue
+			}
+			if c := e.LinkCap(l); best < 0 || c < bc {
+				best, bc = l, c
+			}
+		}
+		for i, l := range route {
+			s, ok := relax(l)
+			if !ok || s < 0 {
+				continue
+			}
+			before, after := LinkID(-1), LinkID(-1)
+			for j := i - 1; j >= 0; j-- {
+				if _, r := relax(route[j]); !r {
+					before = route[j]
+					break
+				}
+			}
+			for j := i + 1; j < len(route); j++ {
+				if _, r := relax(route[j]); !r {
+					after = route[j]
+					break
+				}
+			}
+			add(0, s, before)
+			add(1, s, after)
+			add(2, s, best)
+		}
+	})
+	drop := map[LinkID]bool{}
+	for _, ps := range pairs {
+		slices.Sort(ps)
+		ps = slices.Compact(ps)
+		for i := 0; i < len(ps); {
+			s := ps[i] >> 32
+			sum, ok := 0.0, true
+			for ; i < len(ps) && ps[i]>>32 == s; i++ {
+				c := LinkID(ps[i]&(1<<32-1)) - 1
+				if c < 0 {
+					ok = false // nothing to charge it to
+					continue
+				}
+				sum += float64(e.LinkCap(c))
+			}
+			if ok && sum <= float64(e.LinkCap(LinkID(s)))*(1+relaxTolerance) {
+				drop[LinkID(s)] = true
+			}
+		}
+	}
+	for _, ps := range pairs {
+		for _, p := range ps {
+			if !drop[LinkID(p>>32)] {
+				kept = true
+			}
+		}
+	}
+	return func(l LinkID) (LinkID, bool) {
+		s, ok := relax(l)
+		if ok && drop[s] {
+			return -1, true
+		}
+		return s, ok
+	}, kept
+}

@@ -1,0 +1,205 @@
+package simnet
+
+import (
+	"errors"
+)
+
+// symmetricRing is SimulateRing's symmetric replay. NCCL's rings over several nodes repeat one
+// node's order on every node, so rotating the ranks by whole nodes maps every ring onto itself
+// (position i+S holds rank ring[i]+S). As in SimulateP2P, the smallest rotation R under which
+// the routes map onto each other (the switch links relaxed: left out where implied, else their
+// ECMP mean-model stand-ins, and checked) splits the ring positions into orbits; the first S
+// positions of each ring are replayed as a ring of S positions whose last sends to its first (the
+// position S it stands for) on a private engine whose links stand for orbits of links. Every
+// member moves in lockstep with its representative: at 128 nodes a ring of 1,024 ranks runs as
+// one of 8, every step exact, where the per-rank replay merges 16 steps per message. It returns
+// nil, nil where it does not apply (the caller replays every rank): no rotation short of the
+// whole cluster, rings that do not repeat, unequal crossings of a link orbit, or a relaxed link
+// over its capacity under rail routing (or under ECMP with Exact).
+//
+// Where ECMP collisions overload a relaxed link (without Exact) it returns the replay as the ECMP
+// mean model, with the work its rate computations did, for the caller to try every rank first;
+// credit then adds its traffic to e's links.
+func symmetricRing(e *Engine, cl *Cluster, spec RingSpec, tm Timing, stepsPerLoop, loops int, wire float64) (*RingResult, func(), uint64, error) {
+	n := cl.NumRanks()
+	G := cl.Node.NumGPUs
+	var buf []LinkID
+	eachHop := func(f func(c, i int, route []LinkID)) {
+		for c, ring := range spec.Rings {
+			for i := range ring {
+				buf, _ = cl.Route(ring[i], ring[(i+1)%n], c, buf[:0])
+				f(c, i, buf)
+			}
+		}
+	}
+	relax, kept := implied(e, func(yield func([]LinkID)) {
+		eachHop(func(_, _ int, route []LinkID) { yield(route) })
+	}, cl.standIn)
+	use := func(l LinkID) LinkID {
+		if s, ok := relax(l); ok {
+			return s
+		}
+		return l
+	}
+	var kinds, latKinds [5]bool
+	eachHop(func(_, _ int, route []LinkID) {
+		for _, l := range route {
+			u := use(l)
+			if u >= 0 {
+				kinds[cl.kindOf(u)] = true
+			}
+			if u != l && e.links[l].lat > 0 {
+				if cl.kindOf(l) == kindAgg {
+					latKinds[kindPodMean] = true
+				} else {
+					latKinds[kindLeafMean] = true
+				}
+			}
+		}
+	})
+	for k, v := range kinds {
+		latKinds[k] = latKinds[k] || v
+	}
+	R, Rl := cl.rotation(kinds), cl.rotation(latKinds)
+	latMean := false
+	if Rl != R {
+		if spec.Exact {
+			R = Rl
+		} else {
+			latMean = true
+		}
+	}
+	if R >= cl.NumNodes {
+		return nil, nil, 0, nil
+	}
+	S := R * G
+	for _, ring := range spec.Rings {
+		for i, rk := range ring {
+			if ring[(i+S)%n] != (rk+S)%n {
+				return nil, nil, 0, nil // this ring does not repeat every S ranks
+			}
+		}
+	}
+	// The representative ring of every channel: its first S positions, routes over orbit links.
+	q := NewEngine(nil)
+	q.RateInterval, q.NoShortcut, q.Strict = e.RateInterval, e.NoShortcut, e.Strict
+	qlink := map[LinkID]LinkID{}
+	weight := map[LinkID]int{}
+	mult := map[LinkID]int{}
+	groups := make([]*ringLane, len(spec.Rings))
+	for c, ring := range spec.Rings {
+		g := &ringLane{ring: make([]int32, S), lanes: 1, ch: c, route: make([][]LinkID, S), lat: make([]Time, S)}
+		for i := 0; i < S; i++ {
+			g.ring[i] = int32(ring[i])
+			route, class := cl.Route(ring[i], ring[(i+1)%n], c, nil)
+			g.lat[i] = e.RouteLatency(route) + tm.StepLat[class][spec.Proto]
+			clear(mult)
+			var order []LinkID
+			for _, l := range route {
+				if u := use(l); u >= 0 {
+					o := cl.orbit(u, R)
+					if mult[o] == 0 {
+						order = append(order, o)
+					}
+					mult[o]++
+				}
+			}
+			for _, o := range order {
+				w := mult[o]
+				if w0, ok := weight[o]; ok && w0 != w {
+					return nil, nil, 0, nil // unequal crossings: no single link stands for this orbit
+				}
+				id, ok := qlink[o]
+				if !ok {
+					weight[o] = w
+					id = q.AddLink("", e.LinkCap(o)/Rate(w), 0)
+					qlink[o] = id
+				}
+				g.route[i] = append(g.route[i], id)
+			}
+		}
+		groups[c] = g
+	}
+	// The relaxed links' check, and the members' mean latency where only it differs.
+	var pairs [][2]int32
+	latSum := make([]Time, len(groups)*S)
+	eachHop(func(c, i int, route []LinkID) {
+		slot := int32(c*S + i%S)
+		for _, l := range route {
+			if _, ok := relax(l); ok {
+				pairs = append(pairs, [2]int32{int32(l), slot})
+			}
+		}
+		if latMean {
+			latSum[slot] += e.RouteLatency(route)
+		}
+	})
+	if latMean {
+		members := Time(n / S)
+		for c, g := range groups {
+			for i := 0; i < S; i++ {
+				route, _ := cl.Route(int(g.ring[i]), spec.Rings[c][(i+1)%n], c, nil)
+				g.lat[i] += (latSum[c*S+i]+members/2)/members - e.RouteLatency(route)
+			}
+		}
+	}
+	check := newRelaxCheck(e, pairs, len(groups)*S)
+	ecmp := cl.ecmp() && !spec.Exact && (!kept || spec.MeanOversubscribed)
+	if check != nil {
+		check.e = q
+		check.halt = !ecmp
+		check.slot = func(tag int64) int32 {
+			if tag&localTag != 0 {
+				return -1
+			}
+			return int32(tag>>32)*int32(S) + int32(tag&0xffffffff)
+		}
+	}
+	res, err := runRing(q, groups, spec, tm, stepsPerLoop, loops, wire, check)
+	over := check.violated()
+	switch {
+	case len(over) > 0 && !ecmp:
+		if err != nil && !errors.Is(err, errHalted) {
+			return nil, nil, 0, err
+		}
+		return nil, nil, 0, nil // over capacity: replay every rank
+	case err != nil:
+		return nil, nil, 0, err
+	}
+	if len(over) > 0 && check.over > meanOverload && !spec.MeanOversubscribed {
+		return nil, nil, 0, nil // too far over for the mean model: replay every rank
+	}
+	res.Rotation, res.LatencyMean, res.ECMPMean = R, latMean, len(over) > 0
+	if check != nil {
+		res.Overload = check.over
+	}
+	credit := func() {
+		// Every member hop carries its position's messages; busy times are those of the orbit's
+		// (or relaxed link's).
+		per := 0.0
+		for s := 0; s < (res.Steps+res.Merge-1)/res.Merge; s++ {
+			per += wire * float64(min(res.Merge, res.Steps-s*res.Merge))
+		}
+		per *= float64(loops)
+		seen := make([]bool, e.NumLinks())
+		eachHop(func(_, _ int, route []LinkID) {
+			for _, l := range route {
+				e.links[l].bytes += per
+				if seen[l] {
+					continue
+				}
+				seen[l] = true
+				if u := use(l); u == l {
+					if id, ok := qlink[cl.orbit(u, R)]; ok {
+						e.links[l].busy += q.LinkBusy(id)
+					}
+				}
+			}
+		})
+		if check != nil {
+			check.linkBusy(func(l LinkID, b Time) { e.links[l].busy += b })
+		}
+		e.now += res.Time
+	}
+	return res, credit, q.CompVisited, nil
+}
