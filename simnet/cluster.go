@@ -47,6 +47,10 @@ type NodeModel struct {
 	GPUToNIC [][][]int // [gpu][nic]: links from the GPU to the NIC
 	NICToGPU [][][]int // [nic][gpu]: links from the NIC to the GPU
 	NICOrder [][]int   // per GPU, the NICs it uses, closest first; channel c uses NICOrder[g][c%len]
+	// NICViaPXN[g][k] (nil: none) says GPU g's path to NIC k is of type PXN or better (PCIe-local,
+	// or through the NVLink peer that drives the NIC): a point-to-point send may then go out on
+	// the NIC its peer prefers (Cluster.RouteP2P).
+	NICViaPXN [][]bool
 	// GPUToNVS and NVSToGPU (nil without an NVSwitch): per GPU, the link from it to the node's
 	// NVSwitch and back — where NVLS schedules' switch endpoint sits (multimem loads and stores
 	// cross exactly these links).

@@ -16,6 +16,21 @@ type Router interface {
 	Route(src, dst, ch int, buf []LinkID) ([]LinkID, LinkClass)
 }
 
+// P2PRouter is a Router whose point-to-point connections (send/recv, connIndex 1) may take
+// another route than a collective's between the same ranks (Cluster.RouteP2P: each end's own
+// NIC, PXN).
+type P2PRouter interface {
+	RouteP2P(src, dst, ch int, buf []LinkID) ([]LinkID, LinkClass)
+}
+
+// routeP2P is r's route for a point-to-point message: RouteP2P where r has one, else Route.
+func routeP2P(r Router, src, dst, ch int, buf []LinkID) ([]LinkID, LinkClass) {
+	if pr, ok := r.(P2PRouter); ok {
+		return pr.RouteP2P(src, dst, ch, buf)
+	}
+	return r.Route(src, dst, ch, buf)
+}
+
 // Timing holds the time constants the executor applies. Every value comes from NCCL's own cost
 // model (tuning.cc, the ncclTunerConstants of the chosen release); none is fitted to a
 // measurement.
@@ -209,7 +224,7 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (*R
 	if len(s.Switches) > 0 {
 		for _, c := range s.Conns { // place every switch connection before any time passes
 			if c.From >= s.NRanks || c.To >= s.NRanks {
-				x.route(c.From, c.To, c.Channel)
+				x.route(c.From, c.To, c.Channel, false)
 			}
 		}
 		if x.err != nil {
@@ -402,8 +417,11 @@ func (x *sim) step(g int32) *coll.Step {
 	return &x.s.Programs[x.progOf[g]].Steps[x.stepOf[g]]
 }
 
-func (x *sim) route(src, dst, ch int) ([]LinkID, LinkClass) {
+func (x *sim) route(src, dst, ch int, p2p bool) ([]LinkID, LinkClass) {
 	k := [3]int32{int32(src), int32(dst), int32(ch)}
+	if p2p {
+		k[2] |= 1 << 30 // a point-to-point route is cached apart from a collective's
+	}
 	if r, ok := x.routes[k]; ok {
 		return r, x.classes[k]
 	}
@@ -420,6 +438,8 @@ func (x *sim) route(src, dst, ch int) ([]LinkID, LinkClass) {
 		if r, err = x.r.(SwitchRouter).RouteSwitch(rank, x.s.Switches[sw-n].Node, up, nil); err != nil && x.err == nil {
 			x.err = err
 		}
+	} else if p2p {
+		r, c = routeP2P(x.r, src, dst, ch, nil)
 	} else {
 		r, c = x.r.Route(src, dst, ch, nil)
 	}
@@ -486,7 +506,7 @@ func (x *sim) start(g int32) {
 	pr := &x.s.Programs[x.progOf[g]]
 	for _, xf := range st.Send {
 		m := x.connOff[xf.Conn] + int32(xf.Seq)
-		route, class := x.route(pr.Rank, xf.Peer, pr.Channel)
+		route, class := x.route(pr.Rank, xf.Peer, pr.Channel, x.s.Conns[xf.Conn].ConnIndex == 1)
 		x.msgStart[m] = x.e.Now()
 		x.msgClass[m] = class
 		p := st.Proto
@@ -559,7 +579,7 @@ func (x *sim) records() []OpRecord {
 		pr := &x.s.Programs[x.progOf[g]]
 		cn := x.connOfMsg(int32(m))
 		peer := x.s.Conns[cn].To
-		route, class := x.route(pr.Rank, peer, pr.Channel)
+		route, class := x.route(pr.Rank, peer, pr.Channel, x.s.Conns[cn].ConnIndex == 1)
 		wire := st.Wire
 		if wire == 0 {
 			wire = coll.WireBytes(st.Proto, st.Bytes)

@@ -717,18 +717,10 @@ func (c *Cluster) Route(src, dst, ch int, buf []LinkID) ([]LinkID, LinkClass) {
 	G := c.Node.NumGPUs
 	sn, sg := src/G, src%G
 	dn, dg := dst/G, dst%G
-	class := ClassNVLink
-	addNode := func(n int, ls []int) {
-		for _, l := range ls {
-			buf = append(buf, c.nodeLink(n, l))
-			if c.Node.Links[l].Class == ClassPCI && class == ClassNVLink {
-				class = ClassPCI
-			}
-		}
-	}
 	if sn == dn {
+		class := ClassNVLink
 		if sg != dg {
-			addNode(sn, c.Node.GPUPaths[sg][dg])
+			buf = c.appendNode(buf, sn, c.Node.GPUPaths[sg][dg], &class)
 		}
 		return buf, class
 	}
@@ -736,8 +728,50 @@ func (c *Cluster) Route(src, dst, ch int, buf []LinkID) ([]LinkID, LinkClass) {
 	k := ord[ch%len(ord)]
 	// The receiving side uses the NIC of the same index (same rail), as NCCL's rings keep one
 	// NET device per channel on both ends.
-	k2 := k
-	addNode(sn, c.Node.GPUToNIC[sg][k])
+	return c.routeNet(src, dst, ch, k, k, buf), ClassNet
+}
+
+// RouteP2P is Route for a point-to-point message (NCCL's send/recv connections, connIndex 1).
+// In a node it is Route's path. Across nodes each end takes its own NIC, not a ring's NET
+// device: the receiver its local NIC for the channel, the sender the NIC that the GPU of its
+// node with the receiver's local index would use on the channel (the receiver's rail) when its
+// path to that NIC is of type PXN or better — through that GPU over NVLink where the NIC is not
+// on its own PCIe switch — and else its own local NIC (NCCL 2.28's send/recv NIC choice with
+// NCCL_P2P_PXN_LEVEL at its default 1: the destination's preferred NIC when reachable through
+// PXN; NCCL_PXN_DISABLE=1 removes the PXN paths, see graph).
+func (c *Cluster) RouteP2P(src, dst, ch int, buf []LinkID) ([]LinkID, LinkClass) {
+	G := c.Node.NumGPUs
+	sg, dg := src%G, dst%G
+	if src/G == dst/G {
+		return c.Route(src, dst, ch, buf)
+	}
+	local := func(g int) int { ord := c.Node.NICOrder[g]; return ord[ch%len(ord)] }
+	kr, ks := local(dg), local(sg)
+	if pxn := c.Node.NICViaPXN; pxn != nil && pxn[sg][kr] {
+		ks = kr
+	}
+	return c.routeNet(src, dst, ch, ks, kr, buf), ClassNet
+}
+
+// appendNode appends node n's links ls to buf, raising *class to PCI where one is a PCI link.
+func (c *Cluster) appendNode(buf []LinkID, n int, ls []int, class *LinkClass) []LinkID {
+	for _, l := range ls {
+		buf = append(buf, c.nodeLink(n, l))
+		if c.Node.Links[l].Class == ClassPCI && *class == ClassNVLink {
+			*class = ClassPCI
+		}
+	}
+	return buf
+}
+
+// routeNet appends the route from rank src out of NIC k of its node, across the fabric, into
+// NIC k2 of rank dst's node and on to dst.
+func (c *Cluster) routeNet(src, dst, ch, k, k2 int, buf []LinkID) []LinkID {
+	G := c.Node.NumGPUs
+	sn, sg := src/G, src%G
+	dn, dg := dst/G, dst%G
+	class := ClassNet
+	buf = c.appendNode(buf, sn, c.Node.GPUToNIC[sg][k], &class)
 	buf = append(buf, c.nicUp[sn*c.nics+k])
 	l1, l2 := c.leafOf(sn, k), c.leafOf(dn, k2)
 	if l1 != l2 {
@@ -765,6 +799,5 @@ func (c *Cluster) Route(src, dst, ch int, buf []LinkID) ([]LinkID, LinkClass) {
 		buf = append(buf, c.leafDown[l2*c.nLeafUp+s])
 	}
 	buf = append(buf, c.nicDown[dn*c.nics+k2])
-	addNode(dn, c.Node.NICToGPU[k2][dg])
-	return buf, ClassNet
+	return c.appendNode(buf, dn, c.Node.NICToGPU[k2][dg], &class)
 }

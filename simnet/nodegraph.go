@@ -82,12 +82,14 @@ func NodeFromGraph(sys *graph.System) (*NodeModel, error) {
 	m.GPUToNIC = make([][][]int, len(gpus))
 	m.NICToGPU = make([][][]int, len(nets))
 	m.NICOrder = make([][]int, len(gpus))
+	m.NICViaPXN = make([][]bool, len(gpus))
 	for k, n := range nets {
 		m.NICs = append(m.NICs, NICSpec{Name: n.Name(), GBps: n.NET.Speed, LatUs: n.NET.Latency})
 		m.NICToGPU[k] = make([][]int, len(gpus))
 	}
 	for g, gn := range gpus {
 		m.GPUToNIC[g] = make([][]int, len(nets))
+		m.NICViaPXN[g] = make([]bool, len(nets))
 		type cand struct {
 			k  int
 			t  graph.PathType
@@ -101,6 +103,7 @@ func NodeFromGraph(sys *graph.System) (*NodeModel, error) {
 				return nil, err
 			}
 			m.GPUToNIC[g][k] = r
+			m.NICViaPXN[g][k] = p.Type <= graph.PathPXN
 			back, err := conv(sys.Path(n, gn), fmt.Sprintf("from %s to %s", n.Name(), gn.Name()))
 			if err != nil {
 				return nil, err

@@ -177,7 +177,7 @@ func (b *p2pBuild) eachRoute(f func(i, c, rank int, route []LinkID)) {
 				continue
 			}
 			for rk := 0; rk < b.n; rk++ {
-				b.buf, _ = b.r.Route(rk, (rk+op.d)%b.n, op.lo+c, b.buf[:0])
+				b.buf, _ = routeP2P(b.r, rk, (rk+op.d)%b.n, op.lo+c, b.buf[:0])
 				f(i, c, rk, b.buf)
 			}
 		}
@@ -395,7 +395,7 @@ func (b *p2pBuild) perRank(e *Engine) *p2pSim {
 			net.route[s], net.lat[s] = net.route[j], net.lat[j]
 			continue
 		}
-		route, class := b.r.Route(from, to, ch, nil)
+		route, class := routeP2P(b.r, from, to, ch, nil)
 		net.route[s] = route
 		net.lat[s] = e.RouteLatency(route) + b.tm.StepLat[class][b.proto]
 		cache[k] = int32(s)
@@ -502,7 +502,7 @@ func (b *p2pBuild) symmetric(cl *Cluster, R int, latMean bool) (*p2pSim, *relaxC
 	mult := map[LinkID]int{}
 	for s := range net.owner {
 		from, to, ch := b.slotEnds(net, int32(s))
-		route, class := b.r.Route(from, to, ch, nil)
+		route, class := routeP2P(b.r, from, to, ch, nil)
 		net.lat[s] = b.e.RouteLatency(route) + b.tm.StepLat[class][b.proto]
 		clear(mult)
 		var order []LinkID
@@ -543,7 +543,7 @@ func (b *p2pBuild) symmetric(cl *Cluster, R int, latMean bool) (*p2pSim, *relaxC
 		})
 		for s := range net.lat {
 			from, to, ch := b.slotEnds(net, int32(s))
-			route, class := b.r.Route(from, to, ch, nil)
+			route, class := routeP2P(b.r, from, to, ch, nil)
 			net.lat[s] += (sum[s]+cnt[s]/2)/max(cnt[s], 1) - b.e.RouteLatency(route)
 			_ = class
 		}
