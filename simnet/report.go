@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -20,22 +22,61 @@ type traceEvent struct {
 	Name string         `json:"name"`
 	Cat  string         `json:"cat,omitempty"`
 	Ph   string         `json:"ph"`
-	Ts   float64        `json:"ts"`
-	Dur  float64        `json:"dur,omitempty"`
+	Ts   json.Number    `json:"ts"`
+	Dur  *json.Number   `json:"dur,omitempty"`
 	Pid  int            `json:"pid"`
 	Tid  int            `json:"tid"`
 	Args map[string]any `json:"args,omitempty"`
 }
 
 // WriteTrace writes Chrome trace-event JSON (the "JSON Object Format" Perfetto and chrome://tracing
-// open): one process per rank, one thread per channel, one complete ("X") slice per message from
-// its first byte leaving the sender to its arrival, with bytes, peer, protocol and route in args.
-// Timestamps are microseconds.
+// open): one process per rank and one complete ("X") slice per message, from its first byte
+// leaving the sender to its arrival, with bytes, peer, protocol and route in args. Timestamps are
+// microseconds with nanosecond digits (Perfetto's resolution).
+//
+// Tracks. Perfetto's JSON importer keeps the slices of one thread (pid, tid) as a stack: a slice
+// that starts inside another must end inside it, or the importer drops or truncates it. Messages
+// are not like that: a connection keeps several messages in flight (NCCL's slots), and a channel
+// talks to several peers at once (tree parent and children, all-to-all), so their intervals cross.
+// Each rank's messages therefore go on one thread per (channel, peer) connection — "ch C → P" —
+// and where messages of a connection overlap in time, on extra lanes of it ("ch C → P (2)", …),
+// each message on the first lane free since before it starts (TraceLanes). The slices of a thread
+// never overlap, so everything displays, and the number of lanes of a connection is the number of
+// messages it had in flight at most. Complete events on numbered threads were chosen over async
+// events ("b"/"e"), which Perfetto also stacks per id and name and would lay out by its own rules,
+// and flow arrows are not drawn: the receiver has no slice of its own for an arrow to end on, and
+// the peer is in each slice's name.
 func WriteTrace(w io.Writer, runs []Traced) error {
-	bw := bufio.NewWriter(w)
-	if _, err := bw.WriteString("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n"); err != nil {
-		return err
+	lanes := TraceLanes(runs)
+	// Threads of each rank, numbered in (channel, peer, lane) order so that the output is the same
+	// whatever the order of the ops, and Perfetto lists them in that order.
+	type track struct{ rank, channel, peer, lane int }
+	tid := map[track]int{}
+	var tracks []track
+	for i, r := range runs {
+		for j, op := range r.Ops {
+			k := track{op.Rank, op.Channel, op.Peer, int(lanes[i][j])}
+			if _, ok := tid[k]; !ok {
+				tid[k] = 0
+				tracks = append(tracks, k)
+			}
+		}
 	}
+	sort.Slice(tracks, func(a, b int) bool {
+		x, y := tracks[a], tracks[b]
+		if x.rank != y.rank {
+			return x.rank < y.rank
+		}
+		if x.channel != y.channel {
+			return x.channel < y.channel
+		}
+		if x.peer != y.peer {
+			return x.peer < y.peer
+		}
+		return x.lane < y.lane
+	})
+	bw := bufio.NewWriter(w)
+	bw.WriteString("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")
 	first := true
 	emit := func(ev traceEvent) error {
 		b, err := json.Marshal(ev)
@@ -49,30 +90,38 @@ func WriteTrace(w io.Writer, runs []Traced) error {
 		_, err = bw.Write(b)
 		return err
 	}
-	seen := map[[2]int]bool{}
-	for _, r := range runs {
-		for _, op := range r.Ops {
-			if !seen[[2]int{op.Rank, -1}] {
-				seen[[2]int{op.Rank, -1}] = true
-				if err := emit(traceEvent{Name: "process_name", Ph: "M", Pid: op.Rank, Args: map[string]any{"name": fmt.Sprintf("rank %d", op.Rank)}}); err != nil {
-					return err
-				}
-				if err := emit(traceEvent{Name: "process_sort_index", Ph: "M", Pid: op.Rank, Args: map[string]any{"sort_index": op.Rank}}); err != nil {
-					return err
-				}
+	next := 1
+	for i, k := range tracks {
+		if i == 0 || tracks[i-1].rank != k.rank {
+			next = 1
+			if err := emit(traceEvent{Name: "process_name", Ph: "M", Pid: k.rank, Args: map[string]any{"name": fmt.Sprintf("rank %d", k.rank)}}); err != nil {
+				return err
 			}
-			if !seen[[2]int{op.Rank, op.Channel}] {
-				seen[[2]int{op.Rank, op.Channel}] = true
-				if err := emit(traceEvent{Name: "thread_name", Ph: "M", Pid: op.Rank, Tid: op.Channel, Args: map[string]any{"name": fmt.Sprintf("channel %d", op.Channel)}}); err != nil {
-					return err
-				}
+			if err := emit(traceEvent{Name: "process_sort_index", Ph: "M", Pid: k.rank, Args: map[string]any{"sort_index": k.rank}}); err != nil {
+				return err
 			}
-			ts := (r.Offset + op.Start).Micros()
-			dur := (op.End - op.Start).Micros()
-			ev := traceEvent{Name: fmt.Sprintf("send %d->%d", op.Rank, op.Peer), Cat: r.Label, Ph: "X", Ts: ts, Dur: dur,
-				Pid: op.Rank, Tid: op.Channel, Args: map[string]any{
-					"run": r.Label, "peer": op.Peer, "bytes": op.Bytes, "wire_bytes": op.Wire, "proto": op.Proto.String(),
-					"step": op.Step, "chunk": op.Chunk, "class": op.Class.String(), "route": routeString(op.Route, r.Names)}}
+		}
+		tid[k] = next
+		name := fmt.Sprintf("ch %d → %d", k.channel, k.peer)
+		if k.lane > 0 {
+			name += fmt.Sprintf(" (%d)", k.lane+1)
+		}
+		if err := emit(traceEvent{Name: "thread_name", Ph: "M", Pid: k.rank, Tid: next, Args: map[string]any{"name": name}}); err != nil {
+			return err
+		}
+		if err := emit(traceEvent{Name: "thread_sort_index", Ph: "M", Pid: k.rank, Tid: next, Args: map[string]any{"sort_index": next}}); err != nil {
+			return err
+		}
+		next++
+	}
+	for i, r := range runs {
+		for j, op := range r.Ops {
+			start, end := traceNs(r.Offset+op.Start), traceNs(r.Offset+op.End)
+			dur := traceMicros(end - start)
+			ev := traceEvent{Name: fmt.Sprintf("send %d->%d", op.Rank, op.Peer), Cat: r.Label, Ph: "X", Ts: traceMicros(start), Dur: &dur,
+				Pid: op.Rank, Tid: tid[track{op.Rank, op.Channel, op.Peer, int(lanes[i][j])}], Args: map[string]any{
+					"run": r.Label, "peer": op.Peer, "channel": op.Channel, "bytes": op.Bytes, "wire_bytes": op.Wire, "proto": op.Proto.String(),
+					"step": op.Step, "seq": op.Seq, "chunk": op.Chunk, "class": op.Class.String(), "route": routeString(op.Route, r.Names)}}
 			if err := emit(ev); err != nil {
 				return err
 			}
@@ -82,6 +131,64 @@ func WriteTrace(w io.Writer, runs []Traced) error {
 		return err
 	}
 	return bw.Flush()
+}
+
+// traceNs is t rounded to the nanosecond, the trace's resolution.
+func traceNs(t Time) int64 { return int64((t + Nanosecond/2) / Nanosecond) }
+
+// traceMicros writes ns nanoseconds as microseconds with three decimals, exactly.
+func traceMicros(ns int64) json.Number {
+	return json.Number(strconv.FormatInt(ns/1000, 10) + "." + fmt.Sprintf("%03d", ns%1000))
+}
+
+// TraceLanes returns, for each op of runs (lanes[i][j] for runs[i].Ops[j]), the lane of its
+// connection (rank, channel, peer) that WriteTrace draws it on: taken in order of start (then
+// end, then position), each op goes on the lowest lane whose last op ended by the time it starts,
+// at the trace's nanosecond resolution. A message that starts as the one before it arrives stays
+// on its lane: Perfetto rounds ts×1000 to the nanosecond, which gives the written nanoseconds
+// back exactly, and closes a slice that ends where the next starts.
+func TraceLanes(runs []Traced) [][]int32 {
+	type ref struct {
+		i, j       int
+		start, end int64
+	}
+	type conn struct{ rank, channel, peer int }
+	byConn := map[conn][]ref{}
+	var conns []conn
+	lanes := make([][]int32, len(runs))
+	for i, r := range runs {
+		lanes[i] = make([]int32, len(r.Ops))
+		for j, op := range r.Ops {
+			k := conn{op.Rank, op.Channel, op.Peer}
+			if _, ok := byConn[k]; !ok {
+				conns = append(conns, k)
+			}
+			byConn[k] = append(byConn[k], ref{i, j, traceNs(r.Offset + op.Start), traceNs(r.Offset + op.End)})
+		}
+	}
+	var ends []int64 // last end of each lane
+	for _, k := range conns {
+		refs := byConn[k]
+		sort.SliceStable(refs, func(a, b int) bool {
+			if refs[a].start != refs[b].start {
+				return refs[a].start < refs[b].start
+			}
+			return refs[a].end < refs[b].end
+		})
+		ends = ends[:0]
+		for _, rf := range refs {
+			l := 0
+			for l < len(ends) && ends[l] > rf.start {
+				l++
+			}
+			if l == len(ends) {
+				ends = append(ends, 0)
+			}
+			ends[l] = rf.end
+			lanes[rf.i][rf.j] = int32(l)
+		}
+	}
+	return lanes
 }
 
 func routeString(r []LinkID, names func(LinkID) string) string {

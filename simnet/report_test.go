@@ -55,7 +55,7 @@ func TestTraceIsValidChromeJSON(t *testing.T) {
 		case "M":
 			meta++
 			args, _ := ev["args"].(map[string]any)
-			if _, ok := args["name"]; !ok && ev["name"] != "process_sort_index" {
+			if _, ok := args["name"]; !ok && ev["name"] != "process_sort_index" && ev["name"] != "thread_sort_index" {
 				t.Fatalf("metadata without args.name: %v", ev)
 			}
 		default:
