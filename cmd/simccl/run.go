@@ -103,6 +103,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	showBar := *progress == "on" || (*progress == "auto" && isTerminal(stderr))
 	total := len(funcs) * len(sizes)
 	record := *tracePath != "" || *opsPath != ""
+	wantOps := record
 	var rows []simnet.Row
 	var traced []simnet.Traced
 	var offset simnet.Time
@@ -118,17 +119,10 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	// own engine, and assemble the rows, notes and failures in their order afterwards, so the
 	// output is the same whatever the number of workers. Traces are recorded in order, on one
 	// worker, because --trace-max-ops stops recording after the calls before.
-	type call struct {
-		f    coll.Func
-		size int64
-		row  simnet.Row
-		res  *simnet.Result
-		err  error
-	}
-	calls := make([]call, 0, total)
+	calls := make([]runCall, 0, total)
 	for _, f := range funcs {
 		for _, size := range sizes {
-			calls = append(calls, call{f: f, size: size})
+			calls = append(calls, runCall{f: f, size: size})
 		}
 	}
 	workers := *jobs
@@ -148,8 +142,8 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 			}
 			if record && recorded >= *maxOps {
 				record = false
-				fmt.Fprintf(stderr, "simccl run: %d ops recorded; --trace/--ops stop before %s %d bytes (raise --trace-max-ops)\n", recorded, coll.TestName(c.f), c.size)
 			}
+			c.over = wantOps && !record
 			c.row, c.res, c.err = m.Run(c.f, c.size, dt, op, simnet.RunOptions{Record: record, DryRun: *dryRun, Exact: *exact, MeanOversubscribed: *ecmpMean})
 			if c.err == nil && record {
 				recorded += len(c.res.Ops)
@@ -207,6 +201,12 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 		drawBar(stderr, done, total, "done", time.Since(start))
 		fmt.Fprintln(stderr)
 	}
+	// A trace or op log without ops is an error, not an empty file; the table still comes out.
+	var unrecorded string
+	var noOps error
+	if wantOps {
+		unrecorded, noOps = unrecordedCalls(calls, len(traced), *maxOps, *dryRun)
+	}
 	if *asJSON {
 		if err := simnet.WriteJSON(stdout, rows, notes); err != nil {
 			return err
@@ -223,12 +223,12 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	if *tracePath != "" {
+	if *tracePath != "" && noOps == nil {
 		if err := writeFile(*tracePath, func(w io.Writer) error { return simnet.WriteTrace(w, traced) }); err != nil {
 			return err
 		}
 	}
-	if *opsPath != "" {
+	if *opsPath != "" && noOps == nil {
 		if err := writeFile(*opsPath, func(w io.Writer) error { return simnet.WriteOpsCSV(w, traced) }); err != nil {
 			return err
 		}
@@ -241,13 +241,112 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	if unrecorded != "" {
+		fmt.Fprintf(stderr, "simccl run: %s\n", unrecorded)
+	}
 	if len(failed) > 0 {
 		for _, f := range failed {
 			fmt.Fprintf(stderr, "simccl run: %s\n", f)
 		}
 		return fmt.Errorf("%d of %d simulations failed", len(failed), total)
 	}
-	return nil
+	return noOps
+}
+
+// unrecordedCalls says which calls of a run asked for --trace/--ops left no op records, and why:
+// the compact executors (large sizes, many ranks) keep no per-message records, and calls after
+// --trace-max-ops ops are not recorded. It returns "" when every call was recorded, a one-line
+// warning when some were, and an error when none were, since a trace without events is of no use.
+func unrecordedCalls(calls []runCall, traced, maxOps int, dryRun bool) (string, error) {
+	const (
+		hintCompact = "trace smaller sizes (-e) or fewer --nodes: those run on the schedule executor, which records every message"
+		hintOver    = "raise --trace-max-ops"
+	)
+	// Calls grouped by reason, then by collective, in the order of the run.
+	type group struct {
+		reason string
+		hint   string
+		colls  []string
+		sizes  map[string][]int64
+	}
+	var groups []*group
+	byReason := map[string]*group{}
+	n := 0
+	for _, c := range calls {
+		if c.err != nil || c.res == nil || len(c.res.Ops) > 0 {
+			continue
+		}
+		var reason, hint string
+		switch {
+		case c.over:
+			reason, hint = fmt.Sprintf("past --trace-max-ops %d", maxOps), hintOver
+		case dryRun:
+			reason = "--dry-run simulates nothing"
+		case c.row.Count == 0:
+			reason = "no data at this size"
+		case c.row.Mode != "" && !strings.HasPrefix(c.row.Mode, "schedule"):
+			reason, hint = fmt.Sprintf("compact executor, mode %s, which records no ops", c.row.Mode), hintCompact
+		default:
+			reason = "no messages"
+		}
+		g := byReason[reason]
+		if g == nil {
+			g = &group{reason: reason, hint: hint, sizes: map[string][]int64{}}
+			byReason[reason] = g
+			groups = append(groups, g)
+		}
+		name := coll.TestName(c.f)
+		if g.sizes[name] == nil {
+			g.colls = append(g.colls, name)
+		}
+		g.sizes[name] = append(g.sizes[name], c.size)
+		n++
+	}
+	if n == 0 {
+		return "", nil
+	}
+	var parts []string
+	hints := map[string]bool{}
+	for _, g := range groups {
+		var cs []string
+		for _, name := range g.colls {
+			sz := g.sizes[name]
+			if len(sz) > 3 {
+				cs = append(cs, fmt.Sprintf("%s %d sizes from %d to %d bytes", name, len(sz), sz[0], sz[len(sz)-1]))
+				continue
+			}
+			ss := make([]string, len(sz))
+			for i, b := range sz {
+				ss[i] = fmt.Sprint(b)
+			}
+			cs = append(cs, fmt.Sprintf("%s %s bytes", name, strings.Join(ss, ", ")))
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s)", strings.Join(cs, ", "), g.reason))
+		if g.hint != "" {
+			hints[g.hint] = true
+		}
+	}
+	hint := ""
+	for _, h := range []string{hintCompact, hintOver} {
+		if hints[h] {
+			hint += "; " + h
+		}
+	}
+	if traced == 0 {
+		return "", fmt.Errorf("--trace/--ops: no op recorded, nothing written: %s%s", strings.Join(parts, "; "), hint)
+	}
+	return fmt.Sprintf("--trace/--ops: %d of %d calls not recorded: %s%s", n, len(calls), strings.Join(parts, "; "), hint), nil
+}
+
+// runCall is one (collective, size) call of simccl run and its outcome.
+type runCall struct {
+	f    coll.Func
+	size int64
+	row  simnet.Row
+	res  *simnet.Result
+	err  error
+	// over: not recorded because --trace-max-ops ops were recorded before it.
+	over bool
 }
 
 func writeFile(path string, fill func(io.Writer) error) error {
