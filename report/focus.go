@@ -28,8 +28,10 @@ type Focus struct {
 	Ops      []OpBox    `json:"timeline"` // ops drawn in the timeline (a subset)
 	Rows     []string   `json:"timeline_rows"`
 	OpsShown int        `json:"timeline_ops"`
-	// Trace holds ops for Perfetto: [rank, channel, peer, start ns, duration ns, bytes].
-	Trace      [][6]int64 `json:"-"`
+	// Trace holds ops for Perfetto: [rank, channel, peer, start ns, duration ns, bytes, thread,
+	// lane], on the threads simnet.WriteTrace lays out: one per rank, channel and peer, with
+	// lanes where its messages overlap, numbered from 1 per rank in that order.
+	Trace      [][8]int64 `json:"-"`
 	TraceTotal int        `json:"trace_ops"`
 	// Compact holds the link totals at the requested size when its schedule was too large to
 	// record (simulated by simnet's compact executor, without per-message records).
@@ -377,10 +379,8 @@ func timeline(fo *Focus, res *simnet.Result, opt Options) {
 		rows[k] = i
 		fo.Rows = append(fo.Rows, fmt.Sprintf("rank %d ch %d", k[0], k[1]))
 	}
+	fo.Trace = perfettoOps(res.Ops[:min(len(res.Ops), max(opt.TraceOps, 0))])
 	for _, op := range res.Ops {
-		if len(fo.Trace) < opt.TraceOps {
-			fo.Trace = append(fo.Trace, [6]int64{int64(op.Rank), int64(op.Channel), int64(op.Peer), int64(op.Start / simnet.Nanosecond), int64((op.End - op.Start) / simnet.Nanosecond), op.Bytes})
-		}
 		row, ok := rows[[2]int{op.Rank, op.Channel}]
 		if !ok || len(fo.Ops) >= opt.TimelineOps {
 			continue
@@ -389,4 +389,52 @@ func timeline(fo *Focus, res *simnet.Result, opt Options) {
 	}
 	fo.OpsShown = len(fo.Ops)
 	fo.TraceTotal = len(res.Ops)
+}
+
+// perfettoOps lays ops out on threads as simnet.WriteTrace does (see Focus.Trace), times rounded
+// to the nanosecond as there, so that Perfetto nests every thread's slices.
+func perfettoOps(ops []simnet.OpRecord) [][8]int64 {
+	if len(ops) == 0 {
+		return nil
+	}
+	lanes := simnet.TraceLanes([]simnet.Traced{{Ops: ops}})[0]
+	type track struct{ rank, channel, peer, lane int }
+	tid := map[track]int64{}
+	var tracks []track
+	for i, op := range ops {
+		k := track{op.Rank, op.Channel, op.Peer, int(lanes[i])}
+		if _, ok := tid[k]; !ok {
+			tid[k] = 0
+			tracks = append(tracks, k)
+		}
+	}
+	sort.Slice(tracks, func(a, b int) bool {
+		x, y := tracks[a], tracks[b]
+		if x.rank != y.rank {
+			return x.rank < y.rank
+		}
+		if x.channel != y.channel {
+			return x.channel < y.channel
+		}
+		if x.peer != y.peer {
+			return x.peer < y.peer
+		}
+		return x.lane < y.lane
+	})
+	var next int64
+	for i, k := range tracks {
+		if i == 0 || tracks[i-1].rank != k.rank {
+			next = 0
+		}
+		next++
+		tid[k] = next
+	}
+	ns := func(t simnet.Time) int64 { return int64((t + simnet.Nanosecond/2) / simnet.Nanosecond) }
+	out := make([][8]int64, len(ops))
+	for i, op := range ops {
+		start, end := ns(op.Start), ns(op.End)
+		out[i] = [8]int64{int64(op.Rank), int64(op.Channel), int64(op.Peer), start, end - start, op.Bytes,
+			tid[track{op.Rank, op.Channel, op.Peer, int(lanes[i])}], int64(lanes[i])}
+	}
+	return out
 }

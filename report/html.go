@@ -216,10 +216,11 @@ document.addEventListener("mouseover",function(ev){
 document.addEventListener("mouseout",function(ev){var t=ev.target.closest&&ev.target.closest("[data-tip],[data-gpu]");if(t){hide();clearHL();}});
 var trace=JSON.parse(document.getElementById("trace-data").textContent);
 function chromeTrace(){var ev=[];if(!trace)return ev;var seen={};
- trace.ops.forEach(function(o){var r=o[0],c=o[1];
+ trace.ops.forEach(function(o){var r=o[0],c=o[1],p=o[2],t=o[6];
   if(!seen[r]){seen[r]=1;ev.push({name:"process_name",ph:"M",pid:r,args:{name:"rank "+r}});}
-  if(!seen[r+"/"+c]){seen[r+"/"+c]=1;ev.push({name:"thread_name",ph:"M",pid:r,tid:c,args:{name:"channel "+c}});}
-  ev.push({name:"send "+r+"->"+o[2],cat:trace.label,ph:"X",pid:r,tid:c,ts:o[3]/1000,dur:o[4]/1000,args:{peer:o[2],bytes:o[5]}});});
+  if(!seen[r+"/"+t]){seen[r+"/"+t]=1;ev.push({name:"thread_name",ph:"M",pid:r,tid:t,args:{name:"ch "+c+" \u2192 "+p+(o[7]>0?" ("+(o[7]+1)+")":"")}});
+   ev.push({name:"thread_sort_index",ph:"M",pid:r,tid:t,args:{sort_index:t}});}
+  ev.push({name:"send "+r+"->"+p,cat:trace.label,ph:"X",pid:r,tid:t,ts:o[3]/1000,dur:o[4]/1000,args:{peer:p,channel:c,bytes:o[5]}});});
  return {displayTimeUnit:"ns",traceEvents:ev};}
 var dl=document.getElementById("trace-dl");
 if(dl){dl.addEventListener("click",function(){dl.href=URL.createObjectURL(new Blob([JSON.stringify(chromeTrace())],{type:"application/json"}));});}
