@@ -42,10 +42,11 @@ type traceEvent struct {
 // and where messages of a connection overlap in time, on extra lanes of it ("ch C → P (2)", …),
 // each message on the first lane free since before it starts (TraceLanes). The slices of a thread
 // never overlap, so everything displays, and the number of lanes of a connection is the number of
-// messages it had in flight at most. Complete events on numbered threads were chosen over async
-// events ("b"/"e"), which Perfetto also stacks per id and name and would lay out by its own rules,
-// and flow arrows are not drawn: the receiver has no slice of its own for an arrow to end on, and
-// the peer is in each slice's name.
+// messages it had in flight at most. Complete events on threads of our own were chosen over async
+// events ("b"/"e" with ids): those leave the packing of overlapping messages into rows to the
+// viewer, which differs between Perfetto and chrome://tracing, while fixed threads display the
+// same everywhere and keep the output deterministic. Flow arrows are not drawn: the receiver has
+// no slice of its own for an arrow to end on, and the peer is in each slice's name.
 func WriteTrace(w io.Writer, runs []Traced) error {
 	lanes := TraceLanes(runs)
 	// Threads of each rank, numbered in (channel, peer, lane) order so that the output is the same
