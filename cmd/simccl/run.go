@@ -36,7 +36,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	factor := fs.Int64P("stepfactor", "f", 2, "size multiplication factor")
 	dtName := fs.StringP("datatype", "d", "float", "data type (float, half, bfloat16, double, int8, …)")
 	opName := fs.StringP("op", "o", "sum", "reduction (sum, prod, max, min, avg)")
-	tracePath := fs.String("trace", "", "write a Chrome trace-event JSON (Perfetto) of every simulated op")
+	tracePath := fs.String("trace", "", "write a Chrome trace-event JSON (Perfetto) of every simulated op: a process per rank, a thread per channel and peer (calls the compact executor replays record none)")
 	opsPath := fs.String("ops", "", "write the op log (CSV, one line per message, with its route)")
 	plotPath := fs.String("plot", "", "plot busbw against size (.png or .svg)")
 	asJSON := fs.Bool("json", false, "print {\"rows\":[…]} instead of the table")
