@@ -340,15 +340,20 @@ func (b *builder) conn(ch, from, to, idx int) int {
 // beginOp closes the previous operation: its lanes' last steps become the barrier of the next.
 func (b *builder) beginOp() {
 	for i := range b.ps {
-		ps := &b.ps[i]
-		if len(ps.laneLast) > 0 {
-			ps.barrier = ps.barrier[:0:0]
-			for _, idx := range ps.laneLast {
-				ps.barrier = append(ps.barrier, idx)
-			}
-			sortInts(ps.barrier)
-			ps.laneLast = map[int]int{}
+		b.ps[i].close()
+	}
+}
+
+// close ends what a program has emitted so far: the last steps of its lanes become the barrier
+// that the next step of every lane waits for.
+func (ps *progState) close() {
+	if len(ps.laneLast) > 0 {
+		ps.barrier = ps.barrier[:0:0]
+		for _, idx := range ps.laneLast {
+			ps.barrier = append(ps.barrier, idx)
 		}
+		sortInts(ps.barrier)
+		ps.laneLast = map[int]int{}
 	}
 }
 

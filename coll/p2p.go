@@ -51,12 +51,20 @@ func p2pMessages(p *Plan) []p2pMsg {
 	return out
 }
 
+// P2PBatch is how many point-to-point rounds (peer distances) of a rank a channel runs at once:
+// NCCL packs a channel's p2p work into batches of at most NCCL_MAX_DEV_WORK_P2P_PER_BATCH = 8
+// works (NCCL 2.19+ device.h; one work is one round's send and receive) and its kernel runs the
+// works of a batch concurrently, its warps shared among them, one batch after another.
+const P2PBatch = 8
+
 // p2p compiles SendRecv and AllToAll as grouped sends and receives (NCCL 2.30.7 enqueue.cc
 // addP2pToPlan, simplified): every transfer is split over the plan's channels in
 // contiguous parts and each part into chunks of the P2P chunk size, one message per chunk on
-// connIndex 1. On every rank and channel the sends run on lane 0 and the receives on lane 1, both
-// ordered by ring distance (to−from mod n) as NCCL's p2p schedule orders peers, which keeps any
-// pattern deadlock-free. A transfer to self is a local copy.
+// connIndex 1. On every rank and channel the transfers are ordered by ring distance (to−from mod
+// n) as NCCL's p2p schedule orders peers, which keeps any pattern deadlock-free, and run in
+// batches of P2PBatch distances: slot j of a batch sends on lane 2j and receives on lane 2j+1,
+// the slots of a batch run at once and the next batch starts when all are done. A transfer to
+// self is a local copy on its slot's sending lane.
 func (b *builder) p2p(p *Plan) error {
 	if p.Proto == LL128 {
 		return fmt.Errorf("%w: %v over LL128 (NCCL's point-to-point uses LL or Simple: 2.30.7 addP2pToPlan)", ErrUnsupported, p.Func)
@@ -79,6 +87,26 @@ func (b *builder) p2p(p *Plan) error {
 		}
 		cks[i] = chunkingFor(m)
 	}
+	// NCCL's batches: a channel runs up to P2PBatch rounds of a rank at once (one send and one
+	// receive each, on lanes 2j and 2j+1 of slot j), and the next batch after all of them.
+	type work struct{ dist, n int }
+	works := map[int]*work{}
+	slot := func(rank, c, dist int) int {
+		k := rank*b.s.NChannels + c + b.base
+		w := works[k]
+		if w == nil {
+			w = &work{dist: -1}
+			works[k] = w
+		}
+		if dist != w.dist {
+			if w.n > 0 && w.n%P2PBatch == 0 {
+				b.ps[k].close()
+			}
+			w.dist = dist
+			w.n++
+		}
+		return (w.n - 1) % P2PBatch
+	}
 	for c := 0; c < nch; c++ {
 		for mi, m := range msgs {
 			part := m.part(c, n, nch)
@@ -91,17 +119,19 @@ func (b *builder) p2p(p *Plan) error {
 				continue
 			}
 			so, ro := (m.sendOff+offs[part])*elt, (m.recvOff+offs[part])*elt
+			d := dist(m)
 			if m.from == m.to {
-				b.emit(ck, call{rank: m.from, ch: c, lane: 0, prim: Copy, src: &BufRef{Buf: BufSend, Offset: so},
+				b.emit(ck, call{rank: m.from, ch: c, lane: 2 * slot(m.from, c, d), prim: Copy, src: &BufRef{Buf: BufSend, Offset: so},
 					dst: &BufRef{Buf: BufRecv, Offset: ro}, nelem: cnts[part]})
 				continue
 			}
 			ci := 0
+			sl, rl := 2*slot(m.from, c, d), 2*slot(m.to, c, d)+1
 			for eo := int64(0); eo < cnts[part] || (eo == 0 && cnts[part] == 0); eo += ck.chunkElems {
 				ne := min64(ck.chunkElems, cnts[part]-eo)
-				b.emit(ck, call{rank: m.from, ch: c, lane: 0, prim: Send, sendTo: []int{m.to}, connIdx: 1,
+				b.emit(ck, call{rank: m.from, ch: c, lane: sl, prim: Send, sendTo: []int{m.to}, connIdx: 1,
 					src: &BufRef{Buf: BufSend, Offset: so + eo*elt}, nelem: ne, chunk: ci})
-				b.emit(ck, call{rank: m.to, ch: c, lane: 1, prim: Recv, recvFrom: []int{m.from}, connIdx: 1,
+				b.emit(ck, call{rank: m.to, ch: c, lane: rl, prim: Recv, recvFrom: []int{m.from}, connIdx: 1,
 					dst: &BufRef{Buf: BufRecv, Offset: ro + eo*elt}, nelem: ne, chunk: ci})
 				ci++
 				if cnts[part] == 0 {

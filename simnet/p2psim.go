@@ -137,8 +137,14 @@ type p2pNet struct {
 	// first slot of an operation's channel part (slots follow in representative order)
 	fromRank, toRank, ch []int32
 	base                 [][]int32
+	// per slot: the segment that sends on it and the one that receives from it; per segment:
+	// its program
+	sendSeg, recvSeg []int32
+	prog             []int32
 }
 
+// p2pSeg is one round (operation) of a program: a send and a receive, or a copy to self. A
+// program runs its segments in batches of coll.P2PBatch, as coll's schedule does.
 type p2pSeg struct {
 	out, in int32 // slots sent on and received from (-1: a copy to self)
 	part    int32 // index into wire
@@ -454,7 +460,10 @@ func (b *p2pBuild) programs(S int, class func(rank, target int) int32) *p2pNet {
 	net.segs = make([]p2pSeg, net.segOff[nprog])
 	fill := append([]int32(nil), net.segOff[:nprog]...)
 	net.lane = make([]Rate, nprog)
-	lanes := make([]int8, nprog)
+	net.prog = make([]int32, len(net.segs))
+	net.sendSeg = make([]int32, len(net.owner))
+	net.recvSeg = make([]int32, len(net.owner))
+	lanes := make([]map[int]bool, nprog) // the schedule's lanes each program uses
 	for i, op := range b.ops {
 		for c, w := range op.part {
 			if w < 0 {
@@ -463,6 +472,12 @@ func (b *p2pBuild) programs(S int, class func(rank, target int) int32) *p2pNet {
 			ci := int(b.chIdx[op.lo+c])
 			for rk := 0; rk < S; rk++ {
 				p := ci*S + rk
+				g := fill[p]
+				j := int(g-net.segOff[p]) % coll.P2PBatch // slot in its batch: lanes 2j, 2j+1
+				if lanes[p] == nil {
+					lanes[p] = map[int]bool{}
+				}
+				lanes[p][2*j] = true
 				sg := p2pSeg{out: -1, in: -1, part: w}
 				if op.d != 0 {
 					sg.out = base[i][c] + int32(rk)
@@ -470,18 +485,19 @@ func (b *p2pBuild) programs(S int, class func(rank, target int) int32) *p2pNet {
 					// on the same slot class.
 					src := ((rk-op.d)%b.n + b.n) % b.n
 					sg.in = base[i][c] + class(src, src)
-					lanes[p] = 2
-				} else if lanes[p] == 0 {
-					lanes[p] = 1
+					net.sendSeg[sg.out] = g
+					net.recvSeg[sg.in] = g
+					lanes[p][2*j+1] = true
 				}
-				net.segs[fill[p]] = sg
+				net.segs[g] = sg
+				net.prog[g] = int32(p)
 				fill[p]++
 			}
 		}
 	}
 	if b.tm.CTARate > 0 {
 		for p := range net.lane {
-			net.lane[p] = b.tm.CTARate / Rate(max(lanes[p], 1))
+			net.lane[p] = b.tm.CTARate / Rate(max(len(lanes[p]), 1))
 		}
 	}
 	return net
@@ -603,17 +619,20 @@ func (x *p2pSim) credit(b *p2pBuild, cl *Cluster, check *relaxCheck, R int) {
 	}
 }
 
-// p2pSim replays a p2pNet: per program two lanes, as in coll's schedule (sends and copies to self
-// on one, receives on the other), each running through the program's segments in order on its
-// own; per slot the messages that arrived and those consumed.
+// p2pSim replays a p2pNet as coll's schedule runs it: a program's segments in batches of
+// coll.P2PBatch, each segment of a batch with a sending and a receiving lane of its own, the next
+// batch once every segment of the current one is done; per slot the messages that arrived and
+// those consumed.
 type p2pSim struct {
 	e   *Engine
 	net *p2pNet
 	tm  Timing
-	// per program: each lane's current segment (absolute index into net.segs) and message
-	sendSeg, recvSeg   []int32
+	// per program: its current batch of segments [lo, hi) and how many of them are unfinished
+	lo, hi, left []int32
+	// per segment: each lane's next message, whether it runs a flow, whether it is done
 	sendNext, recvNext []int32
 	sendRun, recvRun   []bool
+	sendFin, recvFin   []bool
 	// per slot
 	arrived, consumed []int32
 	end               Time
@@ -632,12 +651,12 @@ const (
 )
 
 func newP2PSim(e *Engine, net *p2pNet, tm Timing, proto coll.Proto) *p2pSim {
-	np, ns := len(net.lane), len(net.owner)
-	x := &p2pSim{e: e, net: net, tm: tm, sendSeg: make([]int32, np), recvSeg: make([]int32, np),
-		sendNext: make([]int32, np), recvNext: make([]int32, np), sendRun: make([]bool, np), recvRun: make([]bool, np),
+	np, ns, ng := len(net.lane), len(net.owner), len(net.segs)
+	x := &p2pSim{e: e, net: net, tm: tm, lo: make([]int32, np), hi: make([]int32, np), left: make([]int32, np),
+		sendNext: make([]int32, ng), recvNext: make([]int32, ng), sendRun: make([]bool, ng), recvRun: make([]bool, ng),
+		sendFin: make([]bool, ng), recvFin: make([]bool, ng),
 		arrived: make([]int32, ns), consumed: make([]int32, ns), capRate: tm.PerFlowCap[proto]}
-	copy(x.sendSeg, net.segOff[:np])
-	copy(x.recvSeg, net.segOff[:np])
+	copy(x.hi, net.segOff[:np])
 	return x
 }
 
@@ -661,10 +680,9 @@ func (x *p2pSim) run() (Time, error) {
 	if err != nil {
 		return 0, err
 	}
-	for p := range x.sendSeg {
-		if end := x.net.segOff[p+1]; x.sendSeg[p] != end || x.recvSeg[p] != end {
-			return 0, fmt.Errorf("simnet: p2p simulation stopped in segments %d (sends) and %d (receives) of program %d",
-				x.sendSeg[p]-x.net.segOff[p], x.recvSeg[p]-x.net.segOff[p], p)
+	for p := range x.hi {
+		if end := x.net.segOff[p+1]; x.hi[p] != end || x.left[p] != 0 {
+			return 0, fmt.Errorf("simnet: p2p simulation stopped in segment %d of program %d", x.lo[p]-x.net.segOff[p], p)
 		}
 	}
 	return max(x.end-t0, x.tm.Launch), nil
@@ -673,14 +691,49 @@ func (x *p2pSim) run() (Time, error) {
 func (x *p2pSim) Fire(kind int32, arg int64) {
 	switch kind {
 	case evLaunch:
-		for p := range x.sendSeg {
-			x.trySend(int32(p))
-			x.tryRecv(int32(p))
+		for p := range x.hi {
+			x.nextBatch(int32(p))
 		}
 	case evArrive:
 		s := int32(arg)
 		x.arrived[s]++
-		x.tryRecv(x.net.target[s])
+		if g := x.net.recvSeg[s]; x.active(g) {
+			x.tryRecv(g)
+		}
+	}
+}
+
+// nextBatch starts program p's next batch of segments (if any remain).
+func (x *p2pSim) nextBatch(p int32) {
+	end := x.net.segOff[p+1]
+	if x.hi[p] >= end {
+		return
+	}
+	lo := x.hi[p]
+	x.lo[p], x.hi[p] = lo, min(lo+coll.P2PBatch, end)
+	x.left[p] = x.hi[p] - lo
+	for g := lo; g < x.hi[p]; g++ {
+		x.trySend(g)
+		x.tryRecv(g)
+	}
+}
+
+// active reports whether segment g belongs to its program's current batch.
+func (x *p2pSim) active(g int32) bool {
+	p := x.net.prog[g]
+	return g >= x.lo[p] && g < x.hi[p]
+}
+
+// finish records that one lane of segment g is done; when both are, the segment is, and when
+// every segment of its batch is, its program goes on to the next batch.
+func (x *p2pSim) finish(g int32) {
+	if !x.sendFin[g] || !x.recvFin[g] {
+		return
+	}
+	p := x.net.prog[g]
+	x.left[p]--
+	if x.left[p] == 0 {
+		x.nextBatch(p)
 	}
 }
 
@@ -691,75 +744,78 @@ func (x *p2pSim) done() {
 	}
 }
 
-// trySend starts program p's next step on its sending lane if it can run: a copy to self (at the
-// lane's rate; at once where the CTA is not modelled), or the next message once the previous is
-// sent and the connection's slot is free (NCCL_STEPS: message i reuses the slot of message i-8).
-func (x *p2pSim) trySend(p int32) {
-	end := x.net.segOff[p+1]
-	for !x.sendRun[p] && x.sendSeg[p] < end {
-		sg := &x.net.segs[x.sendSeg[p]]
-		wire := x.net.wire[sg.part]
-		if sg.out < 0 {
-			if lane := x.net.lane[p]; lane > 0 && wire[0] > 0 {
-				x.sendRun[p] = true
-				x.e.StartFlow(nil, wire[0], lane, int64(p)<<2|p2pCopyWork)
-				return
-			}
-			x.done()
-			x.sendSeg[p]++
-			continue
-		}
-		i := x.sendNext[p]
-		if i >= int32(len(wire)) {
-			x.sendSeg[p]++
-			x.sendNext[p] = 0
-			continue
-		}
-		if i >= 8 && x.consumed[sg.out] < i-7 {
-			return
-		}
-		capRate := x.capRate
-		if lane := x.net.lane[p]; lane > 0 && (capRate <= 0 || lane < capRate) {
-			capRate = lane
-		}
-		x.sendRun[p] = true
-		x.e.StartFlow(x.net.route[sg.out], wire[i], capRate, int64(sg.out)<<2)
+// trySend starts segment g's next step on its sending lane if it can run: its copy to self (at
+// the lane's rate; at once where the CTA is not modelled), or its next message once the previous
+// is sent and the connection's slot is free (NCCL_STEPS: message i reuses the slot of message
+// i-8).
+func (x *p2pSim) trySend(g int32) {
+	if x.sendRun[g] || x.sendFin[g] {
 		return
 	}
+	sg := &x.net.segs[g]
+	wire := x.net.wire[sg.part]
+	p := x.net.prog[g]
+	if sg.out < 0 {
+		if lane := x.net.lane[p]; lane > 0 && wire[0] > 0 {
+			x.sendRun[g] = true
+			x.e.StartFlow(nil, wire[0], lane, int64(g)<<2|p2pCopyWork)
+			return
+		}
+		x.done()
+		x.sendFin[g] = true
+		x.finish(g)
+		return
+	}
+	i := x.sendNext[g]
+	if i >= int32(len(wire)) {
+		x.sendFin[g] = true
+		x.finish(g)
+		return
+	}
+	if i >= 8 && x.consumed[sg.out] < i-7 {
+		return
+	}
+	capRate := x.capRate
+	if lane := x.net.lane[p]; lane > 0 && (capRate <= 0 || lane < capRate) {
+		capRate = lane
+	}
+	x.sendRun[g] = true
+	x.e.StartFlow(x.net.route[sg.out], wire[i], capRate, int64(sg.out)<<2)
 }
 
-// tryRecv starts program p's next receive on its receiving lane if its message has arrived: a
+// tryRecv starts segment g's next receive on its receiving lane if its message has arrived: a
 // copy out of the FIFO at the lane's rate, or nothing without a CTA model.
-func (x *p2pSim) tryRecv(p int32) {
-	end := x.net.segOff[p+1]
-	for !x.recvRun[p] && x.recvSeg[p] < end {
-		sg := &x.net.segs[x.recvSeg[p]]
+func (x *p2pSim) tryRecv(g int32) {
+	for !x.recvRun[g] && !x.recvFin[g] {
+		sg := &x.net.segs[g]
 		wire := x.net.wire[sg.part]
-		i := x.recvNext[p]
+		i := x.recvNext[g]
 		if sg.in < 0 || i >= int32(len(wire)) {
-			x.recvSeg[p]++
-			x.recvNext[p] = 0
-			continue
+			x.recvFin[g] = true
+			x.finish(g)
+			return
 		}
 		if x.arrived[sg.in] <= i {
 			return
 		}
-		if lane := x.net.lane[p]; lane > 0 {
-			x.recvRun[p] = true
-			x.e.StartFlow(nil, wire[i], lane, int64(p)<<2|p2pRecvWork)
+		if lane := x.net.lane[x.net.prog[g]]; lane > 0 {
+			x.recvRun[g] = true
+			x.e.StartFlow(nil, wire[i], lane, int64(g)<<2|p2pRecvWork)
 			return
 		}
-		x.recvDone(p)
+		x.recvDone(g)
 	}
 }
 
-// recvDone completes program p's current receive: the message's slot is free for its sender.
-func (x *p2pSim) recvDone(p int32) {
-	sg := &x.net.segs[x.recvSeg[p]]
-	x.recvNext[p]++
+// recvDone completes segment g's current receive: the message's slot is free for its sender.
+func (x *p2pSim) recvDone(g int32) {
+	sg := &x.net.segs[g]
+	x.recvNext[g]++
 	x.consumed[sg.in]++
 	x.done()
-	x.trySend(x.net.owner[sg.in])
+	if s := x.net.sendSeg[sg.in]; x.active(s) {
+		x.trySend(s)
+	}
 }
 
 func (x *p2pSim) FlowDone(tag int64) {
@@ -767,12 +823,12 @@ func (x *p2pSim) FlowDone(tag int64) {
 	switch tag & 3 {
 	case p2pSend:
 		s := id
-		p := x.net.owner[s]
+		g := x.net.sendSeg[s]
 		x.e.After(x.net.lat[s], evArrive, int64(s))
-		x.sendRun[p] = false
-		x.sendNext[p]++
+		x.sendRun[g] = false
+		x.sendNext[g]++
 		x.done()
-		x.trySend(p)
+		x.trySend(g)
 	case p2pRecvWork:
 		x.recvRun[id] = false
 		x.recvDone(id)
@@ -780,7 +836,7 @@ func (x *p2pSim) FlowDone(tag int64) {
 	case p2pCopyWork:
 		x.sendRun[id] = false
 		x.done()
-		x.sendSeg[id]++
-		x.trySend(id)
+		x.sendFin[id] = true
+		x.finish(id)
 	}
 }

@@ -68,8 +68,14 @@ func TestP2PMatchesSchedule(t *testing.T) {
 			rel := math.Abs(float64(compact.Time-sched.Time)) / float64(sched.Time)
 			t.Logf("%d nodes %v %d B per-rank=%v: schedule %v, compact %v (rotation %d, %d programs, %d messages against %d)",
 				c.nodes, c.f, c.size, perRank, sched.Time, compact.Time, compact.Rotation, compact.Programs, compact.Messages, sched.Messages)
-			if rel > 1e-9 {
-				t.Errorf("%d nodes %v %d B per-rank=%v: compact %v against schedule %v", c.nodes, c.f, c.size, perRank, compact.Time, sched.Time)
+			// Per rank the replays agree to the picosecond; the symmetric one shares links among
+			// an orbit's members (capacity / members), whose rates round differently: a few ps.
+			tol := 1e-9
+			if !perRank {
+				tol = 1e-8
+			}
+			if rel > tol {
+				t.Errorf("%d nodes %v %d B per-rank=%v: compact %d ps against schedule %d ps", c.nodes, c.f, c.size, perRank, int64(compact.Time), int64(sched.Time))
 			}
 			if !perRank && c.nodes > 1 && compact.Rotation != 1 {
 				t.Errorf("%d nodes %v: rotation %d, want one node", c.nodes, c.f, compact.Rotation)
