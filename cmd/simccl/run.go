@@ -207,21 +207,20 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	if wantOps {
 		unrecorded, noOps = unrecordedCalls(calls, len(traced), *maxOps, *dryRun)
 	}
+	h := simnet.RunHeader{Program: "simccl", Version: version(), Topology: m.Node.Name, Nodes: m.Nodes, GPUsPerNode: m.Node.NumGPUs, NRanks: m.NRanks(),
+		NChannels: p.Table.NChannels, NCCLRelease: p.Table.K.Release, DataType: dt.String(), Op: op.String()}
+	if m.Nodes > 1 {
+		h.Fabric = fab.Header()
+	}
+	for _, f := range funcs {
+		h.Collectives = append(h.Collectives, coll.TestName(f))
+	}
 	if *asJSON {
-		if err := simnet.WriteJSON(stdout, rows, notes); err != nil {
+		if err := simnet.WriteJSON(stdout, h, rows, notes); err != nil {
 			return err
 		}
-	} else {
-		fmt.Fprintf(stdout, "# simccl run: %s, %d node(s) x %d GPUs = %d ranks, %d channels, NCCL %s rules\n", m.Node.Name, m.Nodes, m.Node.NumGPUs, m.NRanks(), p.Table.NChannels, p.Table.K.Release)
-		if m.Nodes > 1 {
-			fmt.Fprintf(stdout, "# fabric: %s, %d tiers, %d hosts/leaf, oversubscription %g, routing %s\n", fab.Topology, fab.Tiers, fab.HostsPerLeaf, fab.Oversub, fab.Routing)
-		}
-		for _, n := range notes {
-			fmt.Fprintf(stdout, "# note: %s\n", n)
-		}
-		if err := simnet.WriteTable(stdout, rows); err != nil {
-			return err
-		}
+	} else if err := simnet.WriteTable(stdout, h, rows, notes); err != nil {
+		return err
 	}
 	if *tracePath != "" && noOps == nil {
 		if err := writeFile(*tracePath, func(w io.Writer) error { return simnet.WriteTrace(w, traced) }); err != nil {
