@@ -100,7 +100,10 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	showBar := *progress == "on" || (*progress == "auto" && isTerminal(stderr))
+	showBar, err := showProgress(*progress, stderr)
+	if err != nil {
+		return err
+	}
 	total := len(funcs) * len(sizes)
 	record := *tracePath != "" || *opsPath != ""
 	wantOps := record
@@ -358,28 +361,4 @@ func writeFile(path string, fill func(io.Writer) error) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return f.Close()
-}
-
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	if err != nil {
-		return false
-	}
-	return st.Mode()&os.ModeCharDevice != 0
-}
-
-// drawBar redraws a one-line progress bar.
-func drawBar(w io.Writer, done, total int, what string, elapsed time.Duration) {
-	const width = 30
-	fill := 0
-	if total > 0 {
-		fill = done * width / total
-	}
-	bar := strings.Repeat("=", fill) + strings.Repeat(" ", width-fill)
-	fmt.Fprintf(w, "\r[%s] %d/%d %-28s %6.1fs", bar, done, total, what, elapsed.Seconds())
 }
