@@ -39,7 +39,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	tracePath := fs.String("trace", "", "write a Chrome trace-event JSON (Perfetto) of every simulated op: a process per rank, a thread per channel and peer (calls the compact executor replays record none)")
 	opsPath := fs.String("ops", "", "write the op log (CSV, one line per message, with its route)")
 	plotPath := fs.String("plot", "", "plot busbw against size (.png or .svg)")
-	asJSON := fs.Bool("json", false, "print {\"rows\":[…]} instead of the table")
+	asJSON := fs.Bool("json", false, "print {\"header\":{…},\"rows\":[…],\"notes\":[…]} instead of the table")
 	progress := fs.String("progress", "auto", "progress bar on stderr: auto (when a terminal), on, off")
 	maxOps := fs.Int("trace-max-ops", 2_000_000, "stop recording ops for --trace/--ops after this many (memory bound)")
 	dryRun := fs.Bool("dry-run", false, "print what would be simulated for each size (NCCL's decision, the plan simulated, the mode) without simulating")
