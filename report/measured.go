@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -18,7 +19,9 @@ import (
 //   - the CSV of testdata/nccl/*/nccl_perf.csv (tag,coll,world,bytes,us,algbw,busbw);
 //   - nccl-tests' own text output (one "#  Rank" line per rank, then size count type redop root
 //     time algbw busbw #wrong …): the out-of-place columns, for the collective coll (nccl-tests
-//     does not print its name), e.g. "all_reduce".
+//     does not print its name), e.g. "all_reduce". simccl run's table is read as such: its
+//     "# simccl run: …, = N ranks" line gives the ranks where it has no "#  Rank" lines, and its
+//     coll column (after nccl-tests' columns and algo, proto, nch) keeps the rows of coll.
 //
 // Rows read from JSON or text get the tag "default". name is used in errors ("file:line: …").
 // The input is bounded as internal/input bounds a file (64 MiB, 1 MiB a line) and every form to
@@ -132,7 +135,8 @@ func readNcclTests(data []byte, name, collName string) ([]simnet.Measured, error
 			return nil, fmt.Errorf("%w: %s: collective %q: %v", ErrInput, name, collName, err)
 		}
 	}
-	world := 0
+	world, simWorld := 0, 0
+	simccl := false
 	var out []simnet.Measured
 	sc := input.NewScanner(bytes.NewReader(data), name)
 	for sc.Scan() {
@@ -145,6 +149,10 @@ func readNcclTests(data []byte, name, collName string) ([]simnet.Measured, error
 		if strings.HasPrefix(t, "#") {
 			if fs := strings.Fields(strings.TrimPrefix(t, "#")); len(fs) >= 2 && fs[0] == "Rank" {
 				world++
+			}
+			if m := simcclRanks.FindStringSubmatch(t); m != nil {
+				simccl = true
+				simWorld, _ = strconv.Atoi(m[1])
 			}
 			continue
 		}
@@ -164,6 +172,11 @@ func readNcclTests(data []byte, name, collName string) ([]simnet.Measured, error
 		}
 		if len(fs) < ti+3 {
 			return nil, fmt.Errorf("%w: %s:%d: %d fields", ErrInput, name, sc.Line(), len(fs))
+		}
+		if simccl && len(fs) > simcclCollField {
+			if g, err := coll.FuncOfTest(fs[simcclCollField]); err == nil && g != f {
+				continue // another collective of the run
+			}
 		}
 		us, e1 := strconv.ParseFloat(fs[ti], 64)
 		alg, e2 := strconv.ParseFloat(fs[ti+1], 64)
@@ -187,6 +200,9 @@ func readNcclTests(data []byte, name, collName string) ([]simnet.Measured, error
 		return nil, fmt.Errorf("%w: %s: neither CSV, runccl JSON nor nccl-tests output (no data row)", ErrInput, name)
 	}
 	if world == 0 {
+		world = simWorld
+	}
+	if world == 0 {
 		return nil, fmt.Errorf("%w: %s: nccl-tests output without its \"#  Rank\" lines (the number of ranks is unknown)", ErrInput, name)
 	}
 	for i := range out {
@@ -194,6 +210,14 @@ func readNcclTests(data []byte, name, collName string) ([]simnet.Measured, error
 	}
 	return out, nil
 }
+
+// simcclRanks matches simccl run's first line ("# simccl run: dgx-h100, 2 node(s) x 8 GPUs = 16
+// ranks, …", simnet.WriteTable) and takes its number of ranks.
+var simcclRanks = regexp.MustCompile(`^# simccl run: .* = (\d+) ranks\b`)
+
+// simcclCollField is the field of simccl run's coll column: after nccl-tests' 13 (size, count,
+// type, redop, root, and time, algbw, busbw, #wrong of each placement) and algo, proto, nch.
+const simcclCollField = 16
 
 // clip shortens a line quoted in an error to 160 characters.
 func clip(s string) string {

@@ -217,10 +217,60 @@ func WriteOpsCSV(w io.Writer, runs []Traced) error {
 	return bw.Flush()
 }
 
-// WriteTable writes rows as nccl-tests prints them (one placement), with the algorithm, protocol
-// and channel columns simccl adds.
-func WriteTable(w io.Writer, rows []Row) error {
+// RunHeader says what a simccl run simulated: the comment lines above WriteTable's table and the
+// "header" object of WriteJSON. Its JSON keys are snake_case, as runccl's header (comm/perf.Header)
+// and the rows' keys; where both headers say the same thing they use the same key (program,
+// version, nranks, nccl_release, collectives).
+type RunHeader struct {
+	Program     string `json:"program"` // "simccl"
+	Version     string `json:"version"`
+	Topology    string `json:"topology"` // the node topology's name
+	Nodes       int    `json:"nodes"`
+	GPUsPerNode int    `json:"gpus_per_node"`
+	NRanks      int    `json:"nranks"`
+	NChannels   int    `json:"nchannels"`
+	// Fabric is the network between the nodes; nil (left out) on one node.
+	Fabric      *FabricHeader `json:"fabric,omitempty"`
+	NCCLRelease string        `json:"nccl_release"`
+	// Collectives simulated, in order, as nccl-tests spells them (all_reduce, …).
+	Collectives []string `json:"collectives"`
+	DataType    string   `json:"datatype"`
+	Op          string   `json:"op"`
+}
+
+// FabricHeader is the part of a Fabric a run's header shows.
+type FabricHeader struct {
+	Topology         string  `json:"topology"`
+	Tiers            int     `json:"tiers"`
+	HostsPerLeaf     int     `json:"hosts_per_leaf"`
+	Oversubscription float64 `json:"oversubscription"`
+	Routing          string  `json:"routing"`
+}
+
+// Header returns f's part of a run's header.
+func (f *Fabric) Header() *FabricHeader {
+	return &FabricHeader{Topology: f.Topology, Tiers: f.Tiers, HostsPerLeaf: f.HostsPerLeaf, Oversubscription: f.Oversub, Routing: f.Routing}
+}
+
+// WriteTable writes a run as nccl-tests prints it, so that nccl-tests' parsers read it: comment
+// lines (h, the notes), then nccl-tests' three header lines and one line per row with its
+// columns first — size, count, type, redop, root, then out-of-place and in-place time, algbw,
+// busbw, #wrong, in nccl-tests' formats (src/common.cu, as comm/perf.FormatLine) — then the
+// columns simccl adds: algo, proto, nch (as runccl), coll, mode (how the row was simulated,
+// Row.Mode) and, when a row is not NCCL's decision, what NCCL runs. The simulator has no in-place
+// difference: both placements show the simulated time. #wrong is "N/A", as nccl-tests prints it
+// when it does not check (-c 0). The footer is nccl-tests' ("# Out of bounds values", "# Avg bus
+// bandwidth").
+func WriteTable(w io.Writer, h RunHeader, rows []Row, notes []string) error {
 	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "# simccl run: %s, %d node(s) x %d GPUs = %d ranks, %d channels, NCCL %s rules\n", h.Topology, h.Nodes, h.GPUsPerNode, h.NRanks, h.NChannels, h.NCCLRelease)
+	if f := h.Fabric; f != nil {
+		fmt.Fprintf(bw, "# fabric: %s, %d tiers, %d hosts/leaf, oversubscription %g, routing %s\n", f.Topology, f.Tiers, f.HostsPerLeaf, f.Oversubscription, f.Routing)
+	}
+	fmt.Fprintf(bw, "# %s %s: %s, datatype %s, op %s\n", h.Program, h.Version, strings.Join(h.Collectives, ", "), h.DataType, h.Op)
+	for _, n := range notes {
+		fmt.Fprintf(bw, "# note: %s\n", n)
+	}
 	subst := false
 	for _, r := range rows {
 		subst = subst || r.NCCL != ""
@@ -230,38 +280,77 @@ func WriteTable(w io.Writer, rows []Row) error {
 		// NCCL's decision where the row is not it (an algorithm the simulator lacks).
 		ncclHead, ncclUnit = fmt.Sprintf("  %-20s", "nccl runs"), fmt.Sprintf("  %-20s", "(if not simulated)")
 	}
-	// The mode column says how each row was simulated (Row.Mode; docs/cluster.md).
-	head := fmt.Sprintf("#%14s %12s %8s %6s %10s %8s %8s  %-6s %-6s %3s  %-14s  %-28s%s", "size", "count", "type", "redop", "time", "algbw", "busbw", "algo", "proto", "nch", "coll", "mode", ncclHead)
-	unit := fmt.Sprintf("#%14s %12s %8s %6s %10s %8s %8s  %-6s %-6s %3s  %-14s  %-28s%s", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "", "", "", "", "(how simulated)", ncclUnit)
-	fmt.Fprintln(bw, strings.TrimRight(head, " "))
-	fmt.Fprintln(bw, strings.TrimRight(unit, " "))
+	// nccl-tests' header lines (src/common.cu), as comm/perf.ColumnHeader, then simccl's columns.
+	head := []string{
+		fmt.Sprintf("#\n# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place", "", "", "", "", ""),
+		fmt.Sprintf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s  %6s  %6s  %3s  %-14s  %-28s%s", "size", "count", "type", "redop", "root",
+			"time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "algo", "proto", "nch", "coll", "mode", ncclHead),
+		fmt.Sprintf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s  %6s  %6s  %3s  %-14s  %-28s%s", "(B)", "(elements)", "", "", "",
+			"(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", "", "", "", "", "(how simulated)", ncclUnit),
+	}
+	for _, l := range head {
+		fmt.Fprintln(bw, strings.TrimRight(l, " "))
+	}
 	var sum float64
 	for _, r := range rows {
 		nccl := ""
 		if subst {
 			nccl = fmt.Sprintf("  %-20s", r.NCCL)
 		}
-		line := fmt.Sprintf("%15d %12d %8s %6s %10.2f %8.2f %8.2f  %-6s %-6s %3d  %-14s  %-28s%s", r.Bytes, r.Count, r.Type, r.RedOp, r.TimeUs, r.AlgBw, r.BusBw, r.Algo, r.Proto, r.NChannels, r.Coll, r.Mode, nccl)
+		// nccl-tests: "%12li  %12li  %8s  %6s  %6i", then per placement "  %7s  %6.2f  %6.2f  %5g"
+		// (#wrong a double, "%5s" of "N/A" when not checked).
+		place := fmt.Sprintf("  %7s  %6.2f  %6.2f  %5s", FormatTime(r.TimeUs), r.AlgBw, r.BusBw, "N/A")
+		line := fmt.Sprintf("%12d  %12d  %8s  %6s  %6d%s%s  %6s  %6s  %3d  %-14s  %-28s%s", r.Bytes, r.Count, r.Type, r.RedOp, tableRoot(r.Coll),
+			place, place, r.Algo, r.Proto, r.NChannels, r.Coll, r.Mode, nccl)
 		fmt.Fprintln(bw, strings.TrimRight(line, " "))
 		sum += r.BusBw
 	}
 	if len(rows) > 0 {
-		// nccl-tests: PRINT("# Avg bus bandwidth    : %g %s\n", bw, "") — C's %g is Go's %.6g
-		// (6 significant digits, trailing zeros dropped), and the empty %s leaves a trailing space.
-		fmt.Fprintf(bw, "# Avg bus bandwidth    : %.6g \n", sum/float64(len(rows)))
+		// nccl-tests: PRINT("# Out of bounds values : %d %s\n", errors, errors ? "FAILED" : "OK")
+		// (0 when not checking); PRINT("# Avg bus bandwidth    : %g %s\n", bw, "") — C's %g is
+		// Go's %.6g (6 significant digits, trailing zeros dropped), and the empty %s leaves a
+		// trailing space.
+		fmt.Fprintf(bw, "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : %.6g \n", sum/float64(len(rows)))
 	}
 	return bw.Flush()
 }
 
-// WriteJSON writes {"rows":[…]} (plus the machine's notes).
-func WriteJSON(w io.Writer, rows []Row, notes []string) error {
+// tableRoot is nccl-tests' root column: the root rank (0, nccl-tests' default -r) of the rooted
+// collectives, -1 for the others.
+func tableRoot(collName string) int {
+	if collName == "broadcast" || collName == "reduce" {
+		return 0
+	}
+	return -1
+}
+
+// FormatTime is nccl-tests' time column (src/common.cu): "%7.0f" from 10000 µs, "%7.1f" from
+// 100 µs, "%7.2f" below, so that a time fits its 7 characters up to 10 s (comm/perf.FormatTime,
+// without its C spelling of infinities: simulated times are finite).
+func FormatTime(us float64) string {
+	switch {
+	case us >= 10000:
+		return fmt.Sprintf("%7.0f", us)
+	case us >= 100:
+		return fmt.Sprintf("%7.1f", us)
+	}
+	return fmt.Sprintf("%7.2f", us)
+}
+
+// WriteJSON writes {"header":{…},"rows":[…],"notes":[…]}: the run's header, its rows and the
+// machine's notes (left out when there are none).
+func WriteJSON(w io.Writer, h RunHeader, rows []Row, notes []string) error {
 	if rows == nil {
 		rows = []Row{}
+	}
+	if h.Collectives == nil {
+		h.Collectives = []string{}
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(struct {
-		Rows  []Row    `json:"rows"`
-		Notes []string `json:"notes,omitempty"`
-	}{rows, notes})
+		Header RunHeader `json:"header"`
+		Rows   []Row     `json:"rows"`
+		Notes  []string  `json:"notes,omitempty"`
+	}{h, rows, notes})
 }

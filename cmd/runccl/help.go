@@ -3,48 +3,17 @@ package main
 import (
 	"fmt"
 	"io"
-	"runtime"
-	"runtime/debug"
 	"strings"
+
+	"github.com/simccl/simccl/internal/buildinfo"
 )
 
 // versionString is set at build time: go build -ldflags "-X main.versionString=v0.9.0". When it is
 // empty, version() reads the module version and VCS revision Go records in the binary.
 var versionString string
 
-// version is runccl's version: -ldflags' value, else the main module's version (Go 1.24 stamps a
-// pseudo-version from the checkout) with the VCS revision, else "devel".
-func version() string {
-	if versionString != "" {
-		return versionString
-	}
-	v := "devel"
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return v
-	}
-	if m := bi.Main.Version; m != "" && m != "(devel)" {
-		v = m
-	}
-	var rev, dirty string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "+dirty"
-			}
-		}
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	if rev != "" && !strings.Contains(v, rev) {
-		v += " (" + rev + dirty + ")"
-	}
-	return v + " " + runtime.Version()
-}
+// version is runccl's version (buildinfo.Version).
+func version() string { return buildinfo.Version(versionString) }
 
 const helpHead = `runccl runs NCCL's collectives for real and prints nccl-tests' table: on CPUs (goroutine ranks,
 one process per rank, or one rank per process under a launcher) or on this machine's GPUs.

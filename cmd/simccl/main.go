@@ -11,7 +11,17 @@ import (
 	"sort"
 
 	"github.com/spf13/pflag"
+
+	"github.com/simccl/simccl/internal/buildinfo"
 )
+
+// versionString is set at build time: go build -ldflags "-X main.versionString=v0.9.0". When it is
+// empty, version() reads the module version and VCS revision Go records in the binary.
+var versionString string
+
+// version is simccl's version (buildinfo.Version), as runccl's: `simccl --version` prints it, and
+// the headers of simccl run's table and JSON carry it.
+func version() string { return buildinfo.Version(versionString) }
 
 // command is one subcommand of simccl.
 type command struct {
@@ -36,7 +46,7 @@ var errUsage = errors.New("usage")
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "simccl — simulate NCCL collectives from a topology (NCCL topo.xml or an embedded default)")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Usage: simccl <command> [flags]    (simccl <command> --help for the flags of one command)")
+	fmt.Fprintln(w, "Usage: simccl <command> [flags]    (simccl <command> --help for the flags of one command; simccl --version)")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
 	names := make([]string, 0, len(commands))
@@ -57,6 +67,10 @@ func main() {
 func mainRun(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(stdout)
+		return 0
+	}
+	if args[0] == "--version" || args[0] == "version" {
+		fmt.Fprintln(stdout, "simccl", version())
 		return 0
 	}
 	c, ok := commands[args[0]]

@@ -131,7 +131,9 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	}
 
 	opt := intercept.ReplayOptions{ScaleRanks: *scaleRanks, Links: *nLinks > 0, Build: build}
-	if *progress == "on" || (*progress == "auto" && isTerminal(stderr)) {
+	if show, err := showProgress(*progress, stderr); err != nil {
+		return err
+	} else if show {
 		start := time.Now()
 		opt.Progress = func(done, total int, what string) { drawBar(stderr, done, total, what, time.Since(start)) }
 		defer fmt.Fprintln(stderr)

@@ -95,7 +95,9 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 		}
 		opt.MeasuredName = *measured
 	}
-	if *progress == "on" || (*progress == "auto" && isTerminal(stderr)) {
+	if show, err := showProgress(*progress, stderr); err != nil {
+		return err
+	} else if show {
 		start := time.Now()
 		opt.Progress = func(done, total int, what string) {
 			drawBar(stderr, done, total, what, time.Since(start))

@@ -39,7 +39,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	tracePath := fs.String("trace", "", "write a Chrome trace-event JSON (Perfetto) of every simulated op: a process per rank, a thread per channel and peer (calls the compact executor replays record none)")
 	opsPath := fs.String("ops", "", "write the op log (CSV, one line per message, with its route)")
 	plotPath := fs.String("plot", "", "plot busbw against size (.png or .svg)")
-	asJSON := fs.Bool("json", false, "print {\"rows\":[…]} instead of the table")
+	asJSON := fs.Bool("json", false, "print {\"header\":{…},\"rows\":[…],\"notes\":[…]} instead of the table")
 	progress := fs.String("progress", "auto", "progress bar on stderr: auto (when a terminal), on, off")
 	maxOps := fs.Int("trace-max-ops", 2_000_000, "stop recording ops for --trace/--ops after this many (memory bound)")
 	dryRun := fs.Bool("dry-run", false, "print what would be simulated for each size (NCCL's decision, the plan simulated, the mode) without simulating")
@@ -100,7 +100,10 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	showBar := *progress == "on" || (*progress == "auto" && isTerminal(stderr))
+	showBar, err := showProgress(*progress, stderr)
+	if err != nil {
+		return err
+	}
 	total := len(funcs) * len(sizes)
 	record := *tracePath != "" || *opsPath != ""
 	wantOps := record
@@ -207,21 +210,20 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	if wantOps {
 		unrecorded, noOps = unrecordedCalls(calls, len(traced), *maxOps, *dryRun)
 	}
+	h := simnet.RunHeader{Program: "simccl", Version: version(), Topology: m.Node.Name, Nodes: m.Nodes, GPUsPerNode: m.Node.NumGPUs, NRanks: m.NRanks(),
+		NChannels: p.Table.NChannels, NCCLRelease: p.Table.K.Release, DataType: dt.String(), Op: op.String()}
+	if m.Nodes > 1 {
+		h.Fabric = fab.Header()
+	}
+	for _, f := range funcs {
+		h.Collectives = append(h.Collectives, coll.TestName(f))
+	}
 	if *asJSON {
-		if err := simnet.WriteJSON(stdout, rows, notes); err != nil {
+		if err := simnet.WriteJSON(stdout, h, rows, notes); err != nil {
 			return err
 		}
-	} else {
-		fmt.Fprintf(stdout, "# simccl run: %s, %d node(s) x %d GPUs = %d ranks, %d channels, NCCL %s rules\n", m.Node.Name, m.Nodes, m.Node.NumGPUs, m.NRanks(), p.Table.NChannels, p.Table.K.Release)
-		if m.Nodes > 1 {
-			fmt.Fprintf(stdout, "# fabric: %s, %d tiers, %d hosts/leaf, oversubscription %g, routing %s\n", fab.Topology, fab.Tiers, fab.HostsPerLeaf, fab.Oversub, fab.Routing)
-		}
-		for _, n := range notes {
-			fmt.Fprintf(stdout, "# note: %s\n", n)
-		}
-		if err := simnet.WriteTable(stdout, rows); err != nil {
-			return err
-		}
+	} else if err := simnet.WriteTable(stdout, h, rows, notes); err != nil {
+		return err
 	}
 	if *tracePath != "" && noOps == nil {
 		if err := writeFile(*tracePath, func(w io.Writer) error { return simnet.WriteTrace(w, traced) }); err != nil {
@@ -359,28 +361,4 @@ func writeFile(path string, fill func(io.Writer) error) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return f.Close()
-}
-
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	if err != nil {
-		return false
-	}
-	return st.Mode()&os.ModeCharDevice != 0
-}
-
-// drawBar redraws a one-line progress bar.
-func drawBar(w io.Writer, done, total int, what string, elapsed time.Duration) {
-	const width = 30
-	fill := 0
-	if total > 0 {
-		fill = done * width / total
-	}
-	bar := strings.Repeat("=", fill) + strings.Repeat(" ", width-fill)
-	fmt.Fprintf(w, "\r[%s] %d/%d %-28s %6.1fs", bar, done, total, what, elapsed.Seconds())
 }

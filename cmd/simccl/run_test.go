@@ -3,11 +3,17 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/simccl/simccl/report"
+	"github.com/simccl/simccl/simnet"
 )
 
 func TestRunCommand(t *testing.T) {
@@ -125,4 +131,92 @@ func TestRunIndependentOfGOMAXPROCS(t *testing.T) {
 			t.Fatalf("GOMAXPROCS=%d --jobs %s: output differs:\n%s\nagainst\n%s", c.procs, c.jobs, out.String(), want)
 		}
 	}
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files (testdata/*.golden) with what the code gives")
+
+// runTableArgs is the run of testdata/run_table.golden: two nodes (the fabric line), a rooted
+// and an unrooted collective, times from tens of µs to ms.
+var runTableArgs = []string{"run", "--nodes", "2", "-c", "allreduce,broadcast", "-b", "1K", "-e", "1G", "-f", "1024", "--progress", "off"}
+
+// TestRunTableGolden: simccl run's table as a whole (testdata/run_table.golden; -update rewrites
+// it): the header lines, nccl-tests' columns and simccl's, the footer.
+func TestRunTableGolden(t *testing.T) {
+	versionString = "vTEST"
+	defer func() { versionString = "" }()
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, mainRun(runTableArgs, &out, &errb), errb.String())
+	golden := filepath.Join("testdata", "run_table.golden")
+	if *update {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(golden, out.Bytes(), 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	require.Equal(t, string(want), out.String())
+}
+
+// TestRunTableReadsAsNCCLTests: the repository's nccl-tests parser (report.ReadMeasured, what
+// simccl report --measured reads) takes simccl run's table: each collective's rows, with the
+// run's ranks and the times, algbw and busbw of --json as the table rounds them.
+func TestRunTableReadsAsNCCLTests(t *testing.T) {
+	var table, js, errb bytes.Buffer
+	require.Equal(t, 0, mainRun(runTableArgs, &table, &errb), errb.String())
+	require.Equal(t, 0, mainRun(append(runTableArgs, "--json"), &js, &errb), errb.String())
+	var doc struct {
+		Header simnet.RunHeader `json:"header"`
+		Rows   []simnet.Row     `json:"rows"`
+	}
+	require.NoError(t, json.Unmarshal(js.Bytes(), &doc))
+	for _, c := range []string{"all_reduce", "broadcast"} {
+		got, err := report.ReadMeasured(table.Bytes(), "run.txt", c)
+		require.NoError(t, err)
+		var want []simnet.Row
+		for _, r := range doc.Rows {
+			if r.Coll == c {
+				want = append(want, r)
+			}
+		}
+		require.Len(t, got, len(want), c)
+		for i, m := range got {
+			require.Equal(t, c, m.Coll)
+			require.Equal(t, 16, m.World)
+			require.Equal(t, want[i].Bytes, m.Bytes)
+			require.InDelta(t, want[i].TimeUs, m.Us, 0.5, "%s %d", c, m.Bytes)
+			require.InDelta(t, want[i].AlgBw, m.AlgBw, 0.005)
+			require.InDelta(t, want[i].BusBw, m.BusBw, 0.005)
+		}
+	}
+	// And through the command.
+	dir := t.TempDir()
+	meas := filepath.Join(dir, "run.txt")
+	require.NoError(t, os.WriteFile(meas, table.Bytes(), 0o644))
+	var out bytes.Buffer
+	errb.Reset()
+	html := filepath.Join(dir, "r.html")
+	rc := mainRun([]string{"report", "--nodes", "2", "-c", "broadcast", "-b", "1K", "-e", "1G", "-f", "1024", "--measured", meas, "-o", html}, &out, &errb)
+	require.Equal(t, 0, rc, errb.String())
+	require.FileExists(t, html)
+}
+
+// TestRunJSONHeader: simccl run --json's header says what was simulated, in snake_case keys.
+func TestRunJSONHeader(t *testing.T) {
+	versionString = "vTEST"
+	defer func() { versionString = "" }()
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, mainRun(append(runTableArgs, "--json", "-d", "half", "-o", "max"), &out, &errb), errb.String())
+	var doc struct {
+		Header map[string]any `json:"header"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &doc))
+	require.Equal(t, map[string]any{
+		"program": "simccl", "version": "vTEST", "topology": "dgx-h100", "nodes": 2.0, "gpus_per_node": 8.0, "nranks": 16.0,
+		"nchannels": doc.Header["nchannels"], "nccl_release": "2.28", "collectives": []any{"all_reduce", "broadcast"}, "datatype": "half", "op": "max",
+		"fabric": map[string]any{"topology": "rail", "tiers": 2.0, "hosts_per_leaf": 32.0, "oversubscription": 1.0, "routing": "ecmp"},
+	}, doc.Header)
+	require.Greater(t, doc.Header["nchannels"], 0.0)
+
+	out.Reset()
+	require.Equal(t, 0, mainRun([]string{"--version"}, &out, &errb))
+	require.Equal(t, "simccl vTEST\n", out.String())
 }
