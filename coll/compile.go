@@ -272,6 +272,9 @@ func (p *Plan) check() error {
 		est = 2 * nr * chunks(float64(p.Count)*elt)
 	case p.Func == AllToAll:
 		est = 2 * nr * nr * chunks(float64(p.Count)*elt)
+	case p.Func == Broadcast || p.Func == Reduce:
+		// A chain along the ring: each rank takes one step per chunk of each channel.
+		est = chunks(float64(p.Count)*elt)*4*nr + 4*nr*nc
 	default:
 		bytes := float64(p.Count) * elt
 		if p.Func == AllGather || p.Func == ReduceScatter {
