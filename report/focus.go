@@ -397,44 +397,13 @@ func perfettoOps(ops []simnet.OpRecord) [][8]int64 {
 	if len(ops) == 0 {
 		return nil
 	}
-	lanes := simnet.TraceLanes([]simnet.Traced{{Ops: ops}})[0]
-	type track struct{ rank, channel, peer, lane int }
-	tid := map[track]int64{}
-	var tracks []track
-	for i, op := range ops {
-		k := track{op.Rank, op.Channel, op.Peer, int(lanes[i])}
-		if _, ok := tid[k]; !ok {
-			tid[k] = 0
-			tracks = append(tracks, k)
-		}
-	}
-	sort.Slice(tracks, func(a, b int) bool {
-		x, y := tracks[a], tracks[b]
-		if x.rank != y.rank {
-			return x.rank < y.rank
-		}
-		if x.channel != y.channel {
-			return x.channel < y.channel
-		}
-		if x.peer != y.peer {
-			return x.peer < y.peer
-		}
-		return x.lane < y.lane
-	})
-	var next int64
-	for i, k := range tracks {
-		if i == 0 || tracks[i-1].rank != k.rank {
-			next = 0
-		}
-		next++
-		tid[k] = next
-	}
+	threads, of := simnet.TraceThreads([]simnet.Traced{{Ops: ops}})
 	ns := func(t simnet.Time) int64 { return int64((t + simnet.Nanosecond/2) / simnet.Nanosecond) }
 	out := make([][8]int64, len(ops))
 	for i, op := range ops {
 		start, end := ns(op.Start), ns(op.End)
 		out[i] = [8]int64{int64(op.Rank), int64(op.Channel), int64(op.Peer), start, end - start, op.Bytes,
-			tid[track{op.Rank, op.Channel, op.Peer, int(lanes[i])}], int64(lanes[i])}
+			int64(threads[of[0][i]].Tid), int64(threads[of[0][i]].Lane)}
 	}
 	return out
 }

@@ -48,34 +48,7 @@ type traceEvent struct {
 // same everywhere and keep the output deterministic. Flow arrows are not drawn: the receiver has
 // no slice of its own for an arrow to end on, and the peer is in each slice's name.
 func WriteTrace(w io.Writer, runs []Traced) error {
-	lanes := TraceLanes(runs)
-	// Threads of each rank, numbered in (channel, peer, lane) order so that the output is the same
-	// whatever the order of the ops, and Perfetto lists them in that order.
-	type track struct{ rank, channel, peer, lane int }
-	tid := map[track]int{}
-	var tracks []track
-	for i, r := range runs {
-		for j, op := range r.Ops {
-			k := track{op.Rank, op.Channel, op.Peer, int(lanes[i][j])}
-			if _, ok := tid[k]; !ok {
-				tid[k] = 0
-				tracks = append(tracks, k)
-			}
-		}
-	}
-	sort.Slice(tracks, func(a, b int) bool {
-		x, y := tracks[a], tracks[b]
-		if x.rank != y.rank {
-			return x.rank < y.rank
-		}
-		if x.channel != y.channel {
-			return x.channel < y.channel
-		}
-		if x.peer != y.peer {
-			return x.peer < y.peer
-		}
-		return x.lane < y.lane
-	})
+	threads, of := TraceThreads(runs)
 	bw := bufio.NewWriter(w)
 	bw.WriteString("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")
 	first := true
@@ -91,36 +64,28 @@ func WriteTrace(w io.Writer, runs []Traced) error {
 		_, err = bw.Write(b)
 		return err
 	}
-	next := 1
-	for i, k := range tracks {
-		if i == 0 || tracks[i-1].rank != k.rank {
-			next = 1
-			if err := emit(traceEvent{Name: "process_name", Ph: "M", Pid: k.rank, Args: map[string]any{"name": fmt.Sprintf("rank %d", k.rank)}}); err != nil {
+	for i, k := range threads {
+		if i == 0 || threads[i-1].Rank != k.Rank {
+			if err := emit(traceEvent{Name: "process_name", Ph: "M", Pid: k.Rank, Args: map[string]any{"name": fmt.Sprintf("rank %d", k.Rank)}}); err != nil {
 				return err
 			}
-			if err := emit(traceEvent{Name: "process_sort_index", Ph: "M", Pid: k.rank, Args: map[string]any{"sort_index": k.rank}}); err != nil {
+			if err := emit(traceEvent{Name: "process_sort_index", Ph: "M", Pid: k.Rank, Args: map[string]any{"sort_index": k.Rank}}); err != nil {
 				return err
 			}
 		}
-		tid[k] = next
-		name := fmt.Sprintf("ch %d → %d", k.channel, k.peer)
-		if k.lane > 0 {
-			name += fmt.Sprintf(" (%d)", k.lane+1)
-		}
-		if err := emit(traceEvent{Name: "thread_name", Ph: "M", Pid: k.rank, Tid: next, Args: map[string]any{"name": name}}); err != nil {
+		if err := emit(traceEvent{Name: "thread_name", Ph: "M", Pid: k.Rank, Tid: k.Tid, Args: map[string]any{"name": k.Name()}}); err != nil {
 			return err
 		}
-		if err := emit(traceEvent{Name: "thread_sort_index", Ph: "M", Pid: k.rank, Tid: next, Args: map[string]any{"sort_index": next}}); err != nil {
+		if err := emit(traceEvent{Name: "thread_sort_index", Ph: "M", Pid: k.Rank, Tid: k.Tid, Args: map[string]any{"sort_index": k.Tid}}); err != nil {
 			return err
 		}
-		next++
 	}
 	for i, r := range runs {
 		for j, op := range r.Ops {
 			start, end := traceNs(r.Offset+op.Start), traceNs(r.Offset+op.End)
 			dur := traceMicros(end - start)
 			ev := traceEvent{Name: fmt.Sprintf("send %d->%d", op.Rank, op.Peer), Cat: r.Label, Ph: "X", Ts: traceMicros(start), Dur: &dur,
-				Pid: op.Rank, Tid: tid[track{op.Rank, op.Channel, op.Peer, int(lanes[i][j])}], Args: map[string]any{
+				Pid: op.Rank, Tid: threads[of[i][j]].Tid, Args: map[string]any{
 					"run": r.Label, "peer": op.Peer, "channel": op.Channel, "bytes": op.Bytes, "wire_bytes": op.Wire, "proto": op.Proto.String(),
 					"step": op.Step, "seq": op.Seq, "chunk": op.Chunk, "class": op.Class.String(), "route": routeString(op.Route, r.Names)}}
 			if err := emit(ev); err != nil {
@@ -140,6 +105,69 @@ func traceNs(t Time) int64 { return int64((t + Nanosecond/2) / Nanosecond) }
 // traceMicros writes ns nanoseconds as microseconds with three decimals, exactly.
 func traceMicros(ns int64) json.Number {
 	return json.Number(strconv.FormatInt(ns/1000, 10) + "." + fmt.Sprintf("%03d", ns%1000))
+}
+
+// TraceThread is one thread of a trace: a lane of the connection (Rank, Channel, Peer), numbered
+// Tid from 1 within its rank.
+type TraceThread struct {
+	Rank, Channel, Peer, Lane, Tid int
+}
+
+// Name is the thread's name in the trace: "ch C → P", with " (L)" for lanes after the first.
+func (t TraceThread) Name() string {
+	name := fmt.Sprintf("ch %d → %d", t.Channel, t.Peer)
+	if t.Lane > 0 {
+		name += fmt.Sprintf(" (%d)", t.Lane+1)
+	}
+	return name
+}
+
+// TraceThreads lays the ops of runs out on threads as WriteTrace draws them: the threads, in
+// (rank, channel, peer, lane) order so that the output does not depend on the order of the ops,
+// each rank's numbered from 1; and each op's thread (of[i][j] for runs[i].Ops[j], an index into
+// threads), its lane from TraceLanes.
+func TraceThreads(runs []Traced) (threads []TraceThread, of [][]int32) {
+	lanes := TraceLanes(runs)
+	type key struct{ rank, channel, peer, lane int }
+	index := map[key]int{}
+	for i, r := range runs {
+		for j, op := range r.Ops {
+			k := key{op.Rank, op.Channel, op.Peer, int(lanes[i][j])}
+			if _, ok := index[k]; !ok {
+				index[k] = 0
+				threads = append(threads, TraceThread{Rank: k.rank, Channel: k.channel, Peer: k.peer, Lane: k.lane})
+			}
+		}
+	}
+	sort.Slice(threads, func(a, b int) bool {
+		x, y := threads[a], threads[b]
+		if x.Rank != y.Rank {
+			return x.Rank < y.Rank
+		}
+		if x.Channel != y.Channel {
+			return x.Channel < y.Channel
+		}
+		if x.Peer != y.Peer {
+			return x.Peer < y.Peer
+		}
+		return x.Lane < y.Lane
+	})
+	for i := range threads {
+		t := &threads[i]
+		t.Tid = 1
+		if i > 0 && threads[i-1].Rank == t.Rank {
+			t.Tid = threads[i-1].Tid + 1
+		}
+		index[key{t.Rank, t.Channel, t.Peer, t.Lane}] = i
+	}
+	of = make([][]int32, len(runs))
+	for i, r := range runs {
+		of[i] = make([]int32, len(r.Ops))
+		for j, op := range r.Ops {
+			of[i][j] = int32(index[key{op.Rank, op.Channel, op.Peer, int(lanes[i][j])}])
+		}
+	}
+	return threads, of
 }
 
 // TraceLanes returns, for each op of runs (lanes[i][j] for runs[i].Ops[j]), the lane of its
