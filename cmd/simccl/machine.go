@@ -181,6 +181,50 @@ func simMachine(p *planner.Planner, fab *simnet.Fabric) (*simnet.Machine, error)
 	return simnet.NewMachine(p.System, p.Nodes, fab, p, p.Settings.Release)
 }
 
+// sweepFlags are nccl-tests' flags of a command that sweeps collectives and sizes: -c, -b, -e, -f,
+// -d and, where the command reduces, the reduction (addOp).
+type sweepFlags struct {
+	coll, minB, maxB, dt, op *string
+	factor                   *int64
+}
+
+// addSweepFlags defines -c (default defColl, help collHelp), -b, -e, -f and -d on fs.
+func addSweepFlags(fs *pflag.FlagSet, defColl, collHelp string) *sweepFlags {
+	return &sweepFlags{
+		coll:   fs.StringP("collective", "c", defColl, collHelp),
+		minB:   fs.StringP("minbytes", "b", "8", "smallest size (nccl-tests size: the total buffer)"),
+		maxB:   fs.StringP("maxbytes", "e", "1G", "largest size"),
+		factor: fs.Int64P("stepfactor", "f", 2, "size multiplication factor"),
+		dt:     fs.StringP("datatype", "d", "float", "data type (float, half, bfloat16, double, int8, …)"),
+	}
+}
+
+// addOp defines the reduction flag, --op with the shorthand short ("" for none).
+func (sf *sweepFlags) addOp(fs *pflag.FlagSet, short string) {
+	sf.op = fs.StringP("op", short, "sum", "reduction (sum, prod, max, min, avg)")
+}
+
+// parse reads the flags: the collectives (among all for "all"), the sizes, the data type and the
+// reduction (sum where the command has no reduction flag).
+func (sf *sweepFlags) parse(all []coll.Func) (funcs []coll.Func, sizes []int64, dt coll.DataType, op coll.RedOp, err error) {
+	if funcs, err = parseColls(*sf.coll, all); err != nil {
+		return
+	}
+	if sizes, err = parseSweep(*sf.minB, *sf.maxB, *sf.factor); err != nil {
+		return
+	}
+	if dt, err = coll.ParseDataType(*sf.dt); err != nil {
+		err = fmt.Errorf("%w: -d: %v", errUsage, err)
+		return
+	}
+	if sf.op != nil {
+		if op, err = coll.ParseRedOp(*sf.op); err != nil {
+			err = fmt.Errorf("%w: -o: %v", errUsage, err)
+		}
+	}
+	return
+}
+
 // parseSweep reads -b, -e and -f as nccl-tests does (-e empty: -b alone), each size within
 // units.MaxSize.
 func parseSweep(minB, maxB string, factor int64) ([]int64, error) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/planner"
 )
 
@@ -20,11 +19,7 @@ func init() {
 func runMem(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("mem", stderr)
 	mf := addMachineFlags(fs)
-	collName := fs.StringP("collective", "c", "allreduce", "the workload: allreduce|allgather|reducescatter|broadcast|reduce|alltoall|sendrecv|all, or a comma-separated list")
-	minB := fs.StringP("minbytes", "b", "8", "smallest size (nccl-tests size: the total buffer)")
-	maxB := fs.StringP("maxbytes", "e", "1G", "largest size")
-	factor := fs.Int64P("stepfactor", "f", 2, "size multiplication factor")
-	dtName := fs.StringP("datatype", "d", "float", "data type")
+	sweep := addSweepFlags(fs, "allreduce", "the workload: allreduce|allgather|reducescatter|broadcast|reduce|alltoall|sendrecv|all, or a comma-separated list")
 	eager := fs.Bool("eager", false, "everything connected at init (NCCL_RUNTIME_CONNECT=0) instead of lazily for the workload")
 	perRank := fs.Bool("per-rank", false, "one line per rank besides the summary")
 	asJSON := fs.Bool("json", false, "print {\"selected\", \"lazy\", \"eager\"} as JSON instead of the tables")
@@ -34,17 +29,9 @@ func runMem(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
-	funcs, err := parseColls(*collName, allColls)
+	funcs, sizes, dt, _, err := sweep.parse(allColls)
 	if err != nil {
 		return err
-	}
-	sizes, err := parseSweep(*minB, *maxB, *factor)
-	if err != nil {
-		return err
-	}
-	dt, err := coll.ParseDataType(*dtName)
-	if err != nil {
-		return fmt.Errorf("%w: -d: %v", errUsage, err)
 	}
 	// Buffer sizes and the other NCCL_* knobs come from the environment, as NCCL reads them.
 	p, err := mf.planner(fs)

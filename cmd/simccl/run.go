@@ -30,12 +30,8 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	mf := addMachineFlags(fs)
 	fabricFile := fs.String("fabric", "", "fabric description (key = value file, see docs/cluster.md)")
 	fabSet := fs.StringArray("fabric-set", nil, "override one fabric key (key=value; repeatable), e.g. --fabric-set oversubscription=2")
-	collName := fs.StringP("collective", "c", "allreduce", "allreduce|allgather|reducescatter|broadcast|reduce|alltoall|sendrecv|all, or a comma-separated list")
-	minB := fs.StringP("minbytes", "b", "8", "smallest size (nccl-tests size: the total buffer)")
-	maxB := fs.StringP("maxbytes", "e", "1G", "largest size")
-	factor := fs.Int64P("stepfactor", "f", 2, "size multiplication factor")
-	dtName := fs.StringP("datatype", "d", "float", "data type (float, half, bfloat16, double, int8, …)")
-	opName := fs.StringP("op", "o", "sum", "reduction (sum, prod, max, min, avg)")
+	sweep := addSweepFlags(fs, "allreduce", "allreduce|allgather|reducescatter|broadcast|reduce|alltoall|sendrecv|all, or a comma-separated list")
+	sweep.addOp(fs, "o")
 	tracePath := fs.String("trace", "", "write a Chrome trace-event JSON (Perfetto) of every simulated op: a process per rank, a thread per channel and peer (calls the compact executor replays record none)")
 	opsPath := fs.String("ops", "", "write the op log (CSV, one line per message, with its route)")
 	plotPath := fs.String("plot", "", "plot busbw against size (.png or .svg)")
@@ -64,21 +60,9 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	funcs, err := parseColls(*collName, allColls)
+	funcs, sizes, dt, op, err := sweep.parse(allColls)
 	if err != nil {
 		return err
-	}
-	sizes, err := parseSweep(*minB, *maxB, *factor)
-	if err != nil {
-		return err
-	}
-	dt, err := coll.ParseDataType(*dtName)
-	if err != nil {
-		return fmt.Errorf("%w: -d: %v", errUsage, err)
-	}
-	op, err := coll.ParseRedOp(*opName)
-	if err != nil {
-		return fmt.Errorf("%w: -o: %v", errUsage, err)
 	}
 	var plotFormat string
 	if *plotPath != "" {

@@ -21,11 +21,7 @@ var tunedColls = []coll.Func{coll.AllReduce, coll.AllGather, coll.ReduceScatter,
 func runTune(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("tune", stderr)
 	mf := addMachineFlags(fs)
-	collName := fs.StringP("collective", "c", "all", "allreduce|allgather|reducescatter|broadcast|reduce|all, or a comma-separated list")
-	minB := fs.StringP("minbytes", "b", "8", "smallest size (nccl-tests size: the total buffer)")
-	maxB := fs.StringP("maxbytes", "e", "1G", "largest size")
-	factor := fs.Int64P("stepfactor", "f", 2, "size multiplication factor")
-	dtName := fs.StringP("datatype", "d", "float", "data type (float, half, bfloat16, double, int8, …)")
+	sweep := addSweepFlags(fs, "all", "allreduce|allgather|reducescatter|broadcast|reduce|all, or a comma-separated list")
 	noTable := fs.Bool("no-table", false, "print only the per-size choices")
 	asJSON := fs.Bool("json", false, `print {"table":[…],"choices":[…]} instead of text`)
 	fs.Usage = func() {
@@ -47,22 +43,14 @@ func runTune(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
-	funcs, err := parseColls(*collName, tunedColls)
+	funcs, sizes, dt, _, err := sweep.parse(tunedColls)
 	if err != nil {
 		return err
 	}
 	for _, f := range funcs {
 		if f >= coll.NumTunedFuncs {
-			return fmt.Errorf("%w: -c %q: want allreduce, allgather, reducescatter, broadcast, reduce or all", errUsage, *collName)
+			return fmt.Errorf("%w: -c %q: want allreduce, allgather, reducescatter, broadcast, reduce or all", errUsage, *sweep.coll)
 		}
-	}
-	sizes, err := parseSweep(*minB, *maxB, *factor)
-	if err != nil {
-		return err
-	}
-	dt, err := coll.ParseDataType(*dtName)
-	if err != nil {
-		return fmt.Errorf("%w: -d: %v", errUsage, err)
 	}
 	p, err := mf.planner(fs)
 	if err != nil {
