@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/simnet"
 )
 
@@ -40,6 +41,9 @@ type Focus struct {
 	// than MaxSteps steps, too many to record op by op); 0 when Size is the size asked.
 	Asked    int64 `json:"asked_size,omitempty"`
 	MaxSteps int   `json:"max_steps,omitempty"`
+	// Unrecorded, when set, says why nothing was recorded: even the smallest size has too many
+	// steps at this scale. Only Coll, Size, MaxSteps and Compact (link totals at Size) are set.
+	Unrecorded string `json:"unrecorded,omitempty"`
 }
 
 // Compact is a run of the compact executor: link totals, no time profile.
@@ -143,11 +147,35 @@ func (r *Report) focus(m *simnet.Machine, opt Options) error {
 	if opt.TraceOps <= 0 {
 		opt.TraceOps = 20_000
 	}
+	asked := size
+	// The smallest size has the fewest steps: when even its schedule is too large to record, the
+	// section is the compact executor's link totals at the size asked and a line saying why.
+	floor := int64(8)
+	if size < floor {
+		floor = size
+	}
+	fplan, _, err := m.Plan(f, floor, opt.DataType, opt.Op)
+	if err != nil {
+		return fmt.Errorf("focus %s %d bytes: %w", coll.TestName(f), floor, err)
+	}
+	if n, ok := recordable(fplan, maxSteps); !ok {
+		fo := &Focus{Coll: coll.TestName(f), Size: asked, MaxSteps: maxSteps}
+		fo.Unrecorded = fmt.Sprintf("the schedule of one %s at %d node(s) (%d ranks) has %s steps even at %s; the time profile, the per-link time bins and the timeline need a recorded schedule, done up to %s steps",
+			coll.TestName(f), m.Nodes, m.NRanks(), n, sizeText(floor), groupDigits(int64(maxSteps)))
+		c, err := compactLinks(m, f, asked, opt)
+		if err != nil {
+			return err
+		}
+		if c == nil {
+			fo.Unrecorded += fmt.Sprintf("; no compact executor for %s at %s, so no link totals either", coll.TestName(f), units.FormatSize(asked))
+		}
+		fo.Compact = c
+		r.Focus = fo
+		return nil
+	}
 	var sched *coll.Schedule
 	var plan coll.Plan
-	asked := size
 	for {
-		var err error
 		plan, _, err = m.Plan(f, size, opt.DataType, opt.Op)
 		if err != nil {
 			return fmt.Errorf("focus %s %d bytes: %w", coll.TestName(f), size, err)
@@ -155,22 +183,20 @@ func (r *Report) focus(m *simnet.Machine, opt Options) error {
 		if plan.Count == 0 {
 			return fmt.Errorf("%w: focus %s %d bytes: no element at this size", ErrInput, coll.TestName(f), size)
 		}
-		sched, err = coll.Compile(plan)
-		if err == nil && steps(sched) <= maxSteps {
-			break
-		}
-		if size <= 8 {
-			if err == nil {
-				err = fmt.Errorf("%d steps", steps(sched))
+		if plan.EstimatedSteps() <= coll.MaxSteps {
+			sched, err = coll.Compile(plan)
+			if err == nil && steps(sched) <= maxSteps {
+				break
 			}
-			return fmt.Errorf("focus %s: schedule too large to record even at %d bytes: %v", coll.TestName(f), size, err)
 		}
-		size /= 2
+		if size <= floor {
+			return fmt.Errorf("focus %s: schedule too large to record at %d bytes (internal: the floor check passed)", coll.TestName(f), size)
+		}
+		size = max(size/2, floor)
 	}
 	var compact *Compact
 	if size != asked {
 		r.Notes = append(r.Notes, fmt.Sprintf("where time goes: %s at %d bytes has a schedule too large to record (more than %d steps); its timeline is shown at %d bytes", coll.TestName(f), asked, maxSteps, size))
-		var err error
 		if compact, err = compactLinks(m, f, asked, opt); err != nil {
 			return err
 		}
@@ -201,6 +227,35 @@ func (r *Report) focus(m *simnet.Machine, opt Options) error {
 	timeline(fo, res, opt)
 	r.Focus = fo
 	return nil
+}
+
+// recordable says whether plan's schedule can be recorded (at most maxSteps steps) and, when it
+// cannot, how many steps it has: counted when coll.Compile builds it, its estimate (about …)
+// when the schedule is too large for Compile itself.
+func recordable(plan coll.Plan, maxSteps int) (string, bool) {
+	if plan.Count == 0 {
+		return "", true // Build reports the size
+	}
+	if est := plan.EstimatedSteps(); est > coll.MaxSteps {
+		return "about " + groupDigits(int64(math.Min(est, 1e18))), false
+	}
+	sched, err := coll.Compile(plan)
+	if err != nil {
+		return "too many", false
+	}
+	if n := steps(sched); n > maxSteps {
+		return groupDigits(int64(n)), false
+	}
+	return "", true
+}
+
+// groupDigits writes n with thousands separators (16,777,216).
+func groupDigits(n int64) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // steps counts the steps of a schedule, all ranks and channels.
@@ -437,4 +492,12 @@ func perfettoOps(ops []simnet.OpRecord) [][8]int64 {
 			tid[track{op.Rank, op.Channel, op.Peer, int(lanes[i])}], int64(lanes[i])}
 	}
 	return out
+}
+
+// sizeText writes a size for prose: "8 bytes", "16K".
+func sizeText(b int64) string {
+	if b < 1024 {
+		return fmt.Sprintf("%d bytes", b)
+	}
+	return units.FormatSize(b)
 }

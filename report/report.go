@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/planner"
@@ -41,6 +42,9 @@ type Options struct {
 	// TimelineOps bounds the ops drawn in the timeline (default 3000) and TraceOps those embedded
 	// for Perfetto (default 20,000).
 	TimelineOps, TraceOps int
+	// Sections are the sections to build, of SectionNames (nil: all); the others are replaced
+	// by a line saying so. FocusColl "none" leaves out "time" as well.
+	Sections []string
 	// Progress, when set, is called before each simulated size.
 	Progress func(done, total int, what string)
 }
@@ -58,6 +62,41 @@ type Report struct {
 	Focus    *Focus       `json:"focus,omitempty"`
 	Memory   Memory       `json:"memory"`
 	Notes    []string     `json:"notes,omitempty"`
+	// Skipped are the sections not built, each with why.
+	Skipped []Skip `json:"skipped,omitempty"`
+}
+
+// SectionNames are the page's sections, in order: the values of Options.Sections.
+var SectionNames = []string{"topology", "tuner", "busbw", "time", "memory"}
+
+// Skip is a section left out of the page and why.
+type Skip struct {
+	Section string `json:"section"`
+	Why     string `json:"why"`
+}
+
+// skipped says why a section was left out ("" when it was built).
+func (r *Report) skipped(section string) string {
+	for _, s := range r.Skipped {
+		if s.Section == section {
+			return s.Why
+		}
+	}
+	return ""
+}
+
+// CheckSections checks section names against SectionNames.
+func CheckSections(names []string) error {
+	for _, n := range names {
+		found := false
+		for _, s := range SectionNames {
+			found = found || n == s
+		}
+		if !found {
+			return fmt.Errorf("%w: section %q (sections: %s)", ErrInput, n, strings.Join(SectionNames, ", "))
+		}
+	}
+	return nil
 }
 
 // MachineSum summarises the simulated communicator.
@@ -113,6 +152,34 @@ func Build(opt Options) (*Report, error) {
 			return nil, fmt.Errorf("%w: size %d", ErrInput, s)
 		}
 	}
+	if err := CheckSections(opt.Sections); err != nil {
+		return nil, err
+	}
+	want := map[string]bool{}
+	for _, n := range SectionNames {
+		want[n] = opt.Sections == nil
+	}
+	for _, n := range opt.Sections {
+		want[n] = true
+	}
+	var skipped []Skip
+	for _, n := range SectionNames {
+		if !want[n] {
+			skipped = append(skipped, Skip{n, "left out (not among the sections asked for)"})
+		}
+	}
+	if want["time"] && opt.FocusColl == "none" {
+		want["time"] = false
+		skipped = append(skipped, Skip{"time", "left out (no focus collective asked for)"})
+	}
+	if want["time"] && opt.FocusColl != "" {
+		if _, err := coll.ParseFunc(opt.FocusColl); err != nil {
+			return nil, fmt.Errorf("%w: focus collective: %v", ErrInput, err)
+		}
+	}
+	if opt.FocusSize < 0 {
+		return nil, fmt.Errorf("%w: focus size %d", ErrInput, opt.FocusSize)
+	}
 	if opt.DataType == 0 && opt.Op == 0 {
 		opt.DataType = coll.Float32
 	}
@@ -140,29 +207,63 @@ func Build(opt Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkMeasuredRanks(opt, m.NRanks()); err != nil {
+		return nil, err
+	}
 	r := &Report{
+		Skipped: skipped,
 		Machine: MachineSum{Name: sys.Name, Nodes: m.Nodes, GPUsNode: m.Node.NumGPUs, Ranks: m.NRanks(), NChannels: p.Table.NChannels, Release: p.Table.K.Release},
 	}
 	r.Title = fmt.Sprintf("simccl report: %s, %d node(s) × %d GPUs", sys.Name, m.Nodes, m.Node.NumGPUs)
 	r.Notes = append(r.Notes, m.Notes...)
-	r.Topology = buildTopology(sys)
-	if m.Nodes > 1 {
+	if want["topology"] {
+		r.Topology = buildTopology(sys)
+	}
+	if want["topology"] && m.Nodes > 1 {
 		fs, err := summariseFabric(m)
 		if err != nil {
 			return nil, err
 		}
 		r.Fabric = fs
 	}
-	if err := r.sweep(m, opt); err != nil {
-		return nil, err
+	if want["tuner"] || want["busbw"] {
+		if err := r.sweep(m, opt); err != nil {
+			return nil, err
+		}
 	}
-	if err := r.focus(m, opt); err != nil {
-		return nil, err
+	if want["time"] {
+		if err := r.focus(m, opt); err != nil {
+			return nil, err
+		}
 	}
-	if r.Memory, err = buildMemory(p, opt); err != nil {
-		return nil, err
+	if want["memory"] {
+		if r.Memory, err = buildMemory(p, opt); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
+}
+
+// checkMeasuredRanks refuses, before any simulation, measured rows of the plotted collectives
+// and sizes taken on another number of ranks than n.
+func checkMeasuredRanks(opt Options, n int) error {
+	swept := map[string]bool{}
+	for _, f := range opt.Funcs {
+		swept[coll.TestName(f)] = true
+	}
+	lo, hi := opt.Sizes[0], opt.Sizes[0]
+	for _, s := range opt.Sizes {
+		lo, hi = min(lo, s), max(hi, s)
+	}
+	for _, mr := range opt.Measured {
+		if opt.MeasuredTag != "*" && mr.Tag != opt.MeasuredTag || !swept[mr.Coll] || mr.Bytes < lo || mr.Bytes > hi {
+			continue
+		}
+		if mr.World != n {
+			return fmt.Errorf("%w: %s: %s measured on %d ranks, the simulated machine has %d (use --nodes)", ErrInput, opt.MeasuredName, mr.Coll, mr.World, n)
+		}
+	}
+	return nil
 }
 
 // sweep simulates every collective at every size and tunes it, and lines up the measurements.
