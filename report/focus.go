@@ -44,6 +44,9 @@ type Focus struct {
 	// Unrecorded, when set, says why nothing was recorded: even the smallest size has too many
 	// steps at this scale. Only Coll, Size, MaxSteps and Compact (link totals at Size) are set.
 	Unrecorded string `json:"unrecorded,omitempty"`
+	// UpToNodes is the largest power-of-two node count whose schedule can be recorded (0: not
+	// known, Options.PlannerAt unset, or none).
+	UpToNodes int `json:"recorded_up_to_nodes,omitempty"`
 }
 
 // Compact is a run of the compact executor: link totals, no time profile.
@@ -160,8 +163,19 @@ func (r *Report) focus(m *simnet.Machine, opt Options) error {
 	}
 	if n, ok := recordable(fplan, maxSteps); !ok {
 		fo := &Focus{Coll: coll.TestName(f), Size: asked, MaxSteps: maxSteps}
-		fo.Unrecorded = fmt.Sprintf("the schedule of one %s at %d node(s) (%d ranks) has %s steps even at %s; the time profile, the per-link time bins and the timeline need a recorded schedule, done up to %s steps",
+		fo.Unrecorded = fmt.Sprintf("the schedule of one %s at %d node(s) (%d ranks) has %s steps even at %s; the time profile, the per-link time bins and the timeline need a recorded schedule (at most %s steps)",
 			coll.TestName(f), m.Nodes, m.NRanks(), n, sizeText(floor), groupDigits(int64(maxSteps)))
+		upTo, err := recordedUpTo(m, f, floor, maxSteps, opt)
+		if err != nil {
+			return err
+		}
+		switch {
+		case upTo > 0:
+			fo.UpToNodes = upTo
+			fo.Unrecorded += fmt.Sprintf(", done up to %d node(s) of this machine (counting in powers of two)", upTo)
+		case opt.PlannerAt != nil:
+			fo.Unrecorded += ", not even on 1 node of this machine"
+		}
 		c, err := compactLinks(m, f, asked, opt)
 		if err != nil {
 			return err
@@ -227,6 +241,35 @@ func (r *Report) focus(m *simnet.Machine, opt Options) error {
 	timeline(fo, res, opt)
 	r.Focus = fo
 	return nil
+}
+
+// recordedUpTo returns the largest power-of-two node count below m's at which f's schedule at
+// floor bytes can be recorded, trying 1, 2, 4 … nodes with opt.PlannerAt until one cannot; 0
+// when none can or opt.PlannerAt is nil.
+func recordedUpTo(m *simnet.Machine, f coll.Func, floor int64, maxSteps int, opt Options) (int, error) {
+	if opt.PlannerAt == nil {
+		return 0, nil
+	}
+	best := 0
+	for k := 1; k < m.Nodes; k *= 2 {
+		p, err := opt.PlannerAt(k)
+		if err != nil {
+			return 0, fmt.Errorf("focus: the communicator on %d node(s): %w", k, err)
+		}
+		mk, err := simnet.NewMachine(p.System, k, opt.Fabric, p, p.Settings.Release)
+		if err != nil {
+			return 0, fmt.Errorf("focus: the machine of %d node(s): %w", k, err)
+		}
+		plan, _, err := mk.Plan(f, floor, opt.DataType, opt.Op)
+		if err != nil {
+			return 0, fmt.Errorf("focus %s %d bytes on %d node(s): %w", coll.TestName(f), floor, k, err)
+		}
+		if _, ok := recordable(plan, maxSteps); !ok {
+			break
+		}
+		best = k
+	}
+	return best, nil
 }
 
 // recordable says whether plan's schedule can be recorded (at most maxSteps steps) and, when it

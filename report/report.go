@@ -42,6 +42,10 @@ type Options struct {
 	// TimelineOps bounds the ops drawn in the timeline (default 3000) and TraceOps those embedded
 	// for Perfetto (default 20,000).
 	TimelineOps, TraceOps int
+	// PlannerAt, when set, builds the same communicator on another number of nodes: the focus
+	// section uses it to say up to how many nodes its schedule can be recorded when it cannot be
+	// at Planner's.
+	PlannerAt func(nodes int) (*planner.Planner, error)
 	// Sections are the sections to build, of SectionNames (nil: all); the others are replaced
 	// by a line saying so. FocusColl "none" leaves out "time" as well.
 	Sections []string

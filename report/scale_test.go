@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/simnet"
 	"github.com/stretchr/testify/require"
 )
@@ -17,12 +19,16 @@ import (
 // other sections are intact.
 func TestReportAt256Nodes(t *testing.T) {
 	start := time.Now()
-	r, page := buildHTML(t, Options{Planner: testPlanner(t, "", 256), Funcs: []coll.Func{coll.AllReduce}, Sizes: []int64{1 << 10, 1 << 20}})
+	at := func(nodes int) (*planner.Planner, error) { return testPlanner(t, "", nodes), nil }
+	r, page := buildHTML(t, Options{Planner: testPlanner(t, "", 256), PlannerAt: at, Funcs: []coll.Func{coll.AllReduce}, Sizes: []int64{1 << 10, 1 << 20}})
 	t.Logf("256 nodes: %v", time.Since(start))
 	f := r.Focus
 	require.NotNil(t, f)
 	require.Contains(t, f.Unrecorded, "the schedule of one all_reduce at 256 node(s) (2048 ranks) has about")
-	require.Contains(t, f.Unrecorded, "done up to 300,000 steps")
+	require.Contains(t, f.Unrecorded, "(at most 300,000 steps)")
+	// 64 nodes record (TestFocusUtilisationDownsized); 256 do not.
+	require.Contains(t, []int{64, 128}, f.UpToNodes)
+	require.Contains(t, f.Unrecorded, fmt.Sprintf("done up to %d node(s) of this machine", f.UpToNodes))
 	require.Contains(t, page, `<p class="skipped" id="focus-summary">The schedule of one all_reduce at 256 node(s)`)
 	require.NotNil(t, f.Compact, "link totals at the size asked")
 	require.NotEmpty(t, f.Compact.Links)

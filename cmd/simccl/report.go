@@ -97,8 +97,12 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	build, err := mf.builder(fs) // the focus section's "done up to N nodes"
+	if err != nil {
+		return err
+	}
 	opt := report.Options{Planner: p, Fabric: fab, Funcs: funcs, Sizes: sizes,
-		DataType: dt, Op: op, MeasuredTag: *measTag, FocusColl: *focusColl, Sections: secs}
+		DataType: dt, Op: op, MeasuredTag: *measTag, FocusColl: *focusColl, Sections: secs, PlannerAt: build}
 	if *focusSize != "" {
 		if opt.FocusSize, err = units.ParseSize(*focusSize); err != nil {
 			return fmt.Errorf("%w: --focus-size: %v", errUsage, err)
