@@ -18,7 +18,9 @@
 //     (NCCL_RUNTIME_CONNECT=1) against eager.
 //
 // Options.Sections picks the sections (SectionNames); the others are one line saying so, as is
-// section 4 with Options.FocusColl "none". Build checks every option before simulating.
+// section 4 with Options.FocusColl "none". Options.SizeBudget bounds the time of one swept
+// size: larger sizes that would pass it are not simulated, and Report.Cut says so. Build checks
+// every option before simulating.
 //
 // Building (Build) and rendering (Report.WriteHTML) are separate, so that tests check the data and
 // the generated SVG without a browser:

@@ -176,6 +176,11 @@ func (r *Report) focus(m *simnet.Machine, opt Options) error {
 		case opt.PlannerAt != nil:
 			fo.Unrecorded += ", not even on 1 node of this machine"
 		}
+		if why := r.unaffordable(f, asked); why != "" {
+			fo.Unrecorded += "; " + why
+			r.Focus = fo
+			return nil
+		}
 		c, err := compactLinks(m, f, asked, opt)
 		if err != nil {
 			return err
@@ -211,10 +216,11 @@ func (r *Report) focus(m *simnet.Machine, opt Options) error {
 	var compact *Compact
 	if size != asked {
 		r.Notes = append(r.Notes, fmt.Sprintf("where time goes: %s at %d bytes has a schedule too large to record (more than %d steps); its timeline is shown at %d bytes", coll.TestName(f), asked, maxSteps, size))
-		if compact, err = compactLinks(m, f, asked, opt); err != nil {
+		if why := r.unaffordable(f, asked); why != "" {
+			r.Notes = append(r.Notes, "where time goes: "+why)
+		} else if compact, err = compactLinks(m, f, asked, opt); err != nil {
 			return err
-		}
-		if compact == nil {
+		} else if compact == nil {
 			r.Notes = append(r.Notes, fmt.Sprintf("where time goes: no compact executor for %s at %d bytes; no link totals at that size", coll.TestName(f), asked))
 		}
 	}
@@ -241,6 +247,15 @@ func (r *Report) focus(m *simnet.Machine, opt Options) error {
 	timeline(fo, res, opt)
 	r.Focus = fo
 	return nil
+}
+
+// unaffordable says why the compact executor's link totals of f at size are not simulated: the
+// sweep found that size of f too long to simulate (Report.Cut); "" when they can be.
+func (r *Report) unaffordable(f coll.Func, size int64) string {
+	if c, ok := r.cutSizes[f]; ok && size >= c {
+		return fmt.Sprintf("no link totals at %s either: the sweep did not simulate %s from %s up (too long at this scale)", sizeText(size), coll.TestName(f), sizeText(c))
+	}
+	return ""
 }
 
 // recordedUpTo returns the largest power-of-two node count below m's at which f's schedule at

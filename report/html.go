@@ -71,6 +71,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 			}
 		}
 		legend(&b, items)
+		cutLines(&b, "tuner", r.Cut)
 		b.WriteString(`<div class="scroll">`)
 		tunerSVG(&b, r.Tuner)
 		b.WriteString("</div></section>\n")
@@ -84,6 +85,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		if r.Measured != "" {
 			fmt.Fprintf(&b, "<p>Measured: %s (dashed).</p>\n", esc(r.Measured))
 		}
+		cutLines(&b, "busbw", r.Cut)
 		busbwSVG(&b, r.BusBW)
 		if len(r.Compare) > 0 {
 			b.WriteString(`<table id="compare"><thead><tr><th>coll</th><th>size</th><th>measured µs</th><th>simulated µs</th><th>measured busbw</th><th>simulated busbw</th><th>error</th><th>simulated as</th></tr></thead><tbody>` + "\n")
@@ -183,6 +185,13 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	fmt.Fprintf(&b, "<script>%s</script>\n</body></html>\n", script)
 	_, err = io.WriteString(w, b.String())
 	return err
+}
+
+// cutLines says which sizes of the sweep were not simulated (Report.Cut).
+func cutLines(b *strings.Builder, section string, cut []string) {
+	for i, c := range cut {
+		fmt.Fprintf(b, `<p class="skipped" id="cut-%s-%d">%s.</p>`+"\n", section, i, esc(capitalise(c)))
+	}
 }
 
 // skipLine is the one line of a section left out.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/planner"
@@ -49,6 +50,10 @@ type Options struct {
 	// Sections are the sections to build, of SectionNames (nil: all); the others are replaced
 	// by a line saying so. FocusColl "none" leaves out "time" as well.
 	Sections []string
+	// SizeBudget bounds the time of one simulated size of the sweep (0: 10 s; negative: no
+	// bound). The larger sizes of a collective are not simulated once the last one's time, scaled
+	// by the size ratio, passes it (the replays grow with the size): a line says which.
+	SizeBudget time.Duration
 	// Progress, when set, is called before each simulated size.
 	Progress func(done, total int, what string)
 }
@@ -66,8 +71,12 @@ type Report struct {
 	Focus    *Focus       `json:"focus,omitempty"`
 	Memory   Memory       `json:"memory"`
 	Notes    []string     `json:"notes,omitempty"`
+	// Cut says, per collective, which sizes of the sweep were not simulated and why (SizeBudget).
+	Cut []string `json:"sizes_not_simulated,omitempty"`
 	// Skipped are the sections not built, each with why.
 	Skipped []Skip `json:"skipped,omitempty"`
+
+	cutSizes map[coll.Func]int64 // per collective, the smallest size not simulated (Cut)
 }
 
 // SectionNames are the page's sections, in order: the values of Options.Sections.
@@ -280,17 +289,69 @@ func (r *Report) sweep(m *simnet.Machine, opt Options) error {
 		size int64
 	}
 	simmed := map[key]simnet.Row{}
-	run := func(f coll.Func, size int64) (simnet.Row, error) {
-		if row, ok := simmed[key{f, size}]; ok {
-			return row, nil
+	budget := opt.SizeBudget
+	if budget == 0 {
+		budget = 10 * time.Second
+	}
+	// last and prev are, per collective, the two largest sizes simulated and how long they
+	// took; cut the smallest size refused.
+	type took struct {
+		size int64
+		d    time.Duration
+		mode string
+	}
+	last, prev := map[coll.Func]took{}, map[coll.Func]took{}
+	cut := map[coll.Func]int64{}
+	var cutOrder []coll.Func
+	afford := func(f coll.Func, size int64) bool {
+		l, ok := last[f]
+		p, okp := prev[f]
+		if budget < 0 || !ok || !okp || size <= l.size || l.size <= p.size {
+			return true
 		}
+		// A replay's time is about linear in the size past the smallest (latency-bound) sizes:
+		// extrapolate the last two.
+		slope := max(float64(l.d-p.d), 0) / float64(l.size-p.size)
+		if float64(l.d)+slope*float64(size-l.size) <= float64(budget) {
+			return true
+		}
+		if c, ok := cut[f]; !ok || size < c {
+			if !ok {
+				cutOrder = append(cutOrder, f)
+			}
+			cut[f] = size
+		}
+		return false
+	}
+	run := func(f coll.Func, size int64) (simnet.Row, bool, error) {
+		if row, ok := simmed[key{f, size}]; ok {
+			return row, true, nil
+		}
+		if !afford(f, size) {
+			return simnet.Row{}, false, nil
+		}
+		start := time.Now()
 		row, _, err := m.Run(f, size, opt.DataType, opt.Op, simnet.RunOptions{})
 		if err != nil {
-			return row, fmt.Errorf("%s %d bytes: %w", coll.TestName(f), size, err)
+			return row, false, fmt.Errorf("%s %d bytes: %w", coll.TestName(f), size, err)
+		}
+		if l, ok := last[f]; !ok || size > l.size {
+			if ok {
+				prev[f] = l
+			}
+			last[f] = took{size, time.Since(start), row.Mode}
 		}
 		simmed[key{f, size}] = row
-		return row, nil
+		return row, true, nil
 	}
+	defer func() {
+		for _, f := range cutOrder {
+			l := last[f]
+			r.Cut = append(r.Cut, fmt.Sprintf("%s from %s up not simulated at %d node(s): %s took %.2g s (%s) and a replay grows with the size; the budget is %v a size",
+				coll.TestName(f), sizeText(cut[f]), m.Nodes, sizeText(l.size), l.d.Seconds(), l.mode, budget))
+		}
+		r.cutSizes = cut
+	}()
 	noteSeen := map[string]bool{}
 	for _, nt := range r.Notes {
 		noteSeen[nt] = true
@@ -303,12 +364,12 @@ func (r *Report) sweep(m *simnet.Machine, opt Options) error {
 				opt.Progress(done, total, fmt.Sprintf("%s %d", coll.TestName(f), size))
 			}
 			done++
-			row, err := run(f, size)
+			row, ok, err := run(f, size)
 			if err != nil {
 				return err
 			}
-			if row.TimeUs <= 0 {
-				continue // rounds to no element
+			if !ok || row.TimeUs <= 0 {
+				continue // not affordable (Cut), or rounds to no element
 			}
 			s.Points = append(s.Points, BWPoint{Bytes: row.Bytes, TimeUs: row.TimeUs, BusBw: row.BusBw,
 				Label: fmt.Sprintf("%s/%s/%d ch", row.Algo, row.Proto, row.NChannels)})
@@ -367,11 +428,11 @@ func (r *Report) sweep(m *simnet.Machine, opt Options) error {
 			order = append(order, name)
 		}
 		s.Points = append(s.Points, BWPoint{Bytes: mr.Bytes, TimeUs: mr.Us, BusBw: mr.BusBw})
-		row, err := run(f, mr.Bytes)
+		row, ok, err := run(f, mr.Bytes)
 		if err != nil {
 			return err
 		}
-		if row.TimeUs <= 0 {
+		if !ok || row.TimeUs <= 0 {
 			continue
 		}
 		r.Compare = append(r.Compare, CompareRow{Coll: mr.Coll, Bytes: mr.Bytes, MeasUs: mr.Us, SimUs: row.TimeUs, MeasBus: mr.BusBw, SimBus: row.BusBw,

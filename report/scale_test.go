@@ -227,3 +227,23 @@ func TestMeasuredCollFromLog(t *testing.T) {
 		})
 	}
 }
+
+// A size budget: the sizes of the sweep whose simulation would pass it are not simulated, and a
+// line says so in the tuner and busbw sections; the focus's compact totals at such a size too.
+func TestSizeBudget(t *testing.T) {
+	r, page := buildHTML(t, Options{Planner: testPlanner(t, "", 4), PlannerAt: func(n int) (*planner.Planner, error) { return testPlanner(t, "", n), nil },
+		Funcs: []coll.Func{coll.AllReduce}, Sizes: []int64{1 << 10, 4 << 10, 1 << 20, 16 << 20}, SizeBudget: time.Nanosecond, FocusSize: 16 << 20, FocusMaxSteps: 2000})
+	require.Len(t, r.BusBW, 1)
+	require.Len(t, r.BusBW[0].Points, 2, "the two first sizes are simulated, which the others are extrapolated from")
+	require.Len(t, r.Cut, 1)
+	require.Contains(t, r.Cut[0], "all_reduce from 1M up not simulated at 4 node(s): 4K took")
+	require.Contains(t, page, `id="cut-busbw-0"`)
+	require.Contains(t, page, `id="cut-tuner-0"`)
+	require.Nil(t, r.Focus.Compact)
+	require.Contains(t, strings.Join(r.Notes, "\n"), "no link totals at 16M either")
+
+	// No bound: every size.
+	r, _ = buildHTML(t, Options{Planner: testPlanner(t, "", 4), Funcs: []coll.Func{coll.AllReduce}, Sizes: []int64{1 << 10, 1 << 20}, SizeBudget: -1, Sections: []string{"busbw"}})
+	require.Len(t, r.BusBW[0].Points, 2)
+	require.Empty(t, r.Cut)
+}

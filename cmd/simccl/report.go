@@ -39,6 +39,7 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	focusColl := fs.String("focus", "", "collective of the \"where time goes\" section (default: the first of -c; none: no such section)")
 	focusSize := fs.String("focus-size", "", "size of the \"where time goes\" section (default: the swept size nearest 1M)")
 	sections := fs.String("sections", "all", "sections to build, comma-separated, of "+strings.Join(report.SectionNames, ",")+" (or all); the others are one line saying so")
+	sizeBudget := fs.Duration("size-budget", 10*time.Second, "longest simulation of one swept size: the larger sizes of a collective whose time, extrapolated from the last two, passes it are not simulated, and the page says so (0: no bound)")
 	out := fs.StringP("output", "o", "", "HTML file to write (required; - for stdout)")
 	asJSON := fs.Bool("json", false, "print the report's data as JSON on stdout as well")
 	progress := fs.String("progress", "auto", "progress bar on stderr: auto (when a terminal), on, off")
@@ -58,6 +59,9 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 		if err := checkWritable(*out); err != nil {
 			return err
 		}
+	}
+	if *sizeBudget < 0 {
+		return fmt.Errorf("%w: --size-budget %v (want ≥ 0)", errUsage, *sizeBudget)
 	}
 	var secs []string
 	if *sections != "all" {
@@ -102,7 +106,10 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	opt := report.Options{Planner: p, Fabric: fab, Funcs: funcs, Sizes: sizes,
-		DataType: dt, Op: op, MeasuredTag: *measTag, FocusColl: *focusColl, Sections: secs, PlannerAt: build}
+		DataType: dt, Op: op, MeasuredTag: *measTag, FocusColl: *focusColl, Sections: secs, PlannerAt: build, SizeBudget: *sizeBudget}
+	if *sizeBudget == 0 {
+		opt.SizeBudget = -1
+	}
 	if *focusSize != "" {
 		if opt.FocusSize, err = units.ParseSize(*focusSize); err != nil {
 			return fmt.Errorf("%w: --focus-size: %v", errUsage, err)

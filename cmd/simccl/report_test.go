@@ -101,6 +101,7 @@ func TestReportChecksFirst(t *testing.T) {
 		{"stdout twice", []string{"-o", "-", "--json"}, 2, "both write to stdout"},
 		{"sections", []string{"-o", page, "--sections", "topology,nope"}, 2, `--sections`},
 		{"focus", []string{"-o", page, "--focus", "nope"}, 2, "--focus"},
+		{"size budget", []string{"-o", page, "--size-budget", "-1s"}, 2, "--size-budget"},
 		{"measured unnamed", []string{"-o", page, "--measured", filepath.Join(dir, "ar.txt")}, 1, "--measured-coll"},
 		{"measured ranks", []string{"-o", page, "--measured", "../../testdata/nccl/h200x2/nccl_perf.csv", "-b", "1K", "-e", "1K"}, 1, "ranks"},
 	} {
