@@ -97,19 +97,9 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	p, err := mf.planner(fs)
-	if err != nil {
-		return err
-	}
-	build, err := mf.builder(fs) // the focus section's "done up to N nodes"
-	if err != nil {
-		return err
-	}
-	opt := report.Options{Planner: p, Fabric: fab, Funcs: funcs, Sizes: sizes,
-		DataType: dt, Op: op, MeasuredTag: *measTag, FocusColl: *focusColl, Sections: secs, PlannerAt: build, SizeBudget: *sizeBudget}
-	if *sizeBudget == 0 {
-		opt.SizeBudget = -1
-	}
+	// Every option and input is checked before the communicator is built (seconds at 2,048
+	// nodes) and the simulation.
+	var opt report.Options
 	if *focusSize != "" {
 		if opt.FocusSize, err = units.ParseSize(*focusSize); err != nil {
 			return fmt.Errorf("%w: --focus-size: %v", errUsage, err)
@@ -127,6 +117,22 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		opt.MeasuredName = *measured
+	}
+	if _, err := showProgress(*progress, stderr); err != nil {
+		return err
+	}
+	p, err := mf.planner(fs)
+	if err != nil {
+		return err
+	}
+	build, err := mf.builder(fs) // the focus section's "done up to N nodes"
+	if err != nil {
+		return err
+	}
+	opt.Planner, opt.Fabric, opt.Funcs, opt.Sizes, opt.DataType, opt.Op = p, fab, funcs, sizes, dt, op
+	opt.MeasuredTag, opt.FocusColl, opt.Sections, opt.PlannerAt, opt.SizeBudget = *measTag, *focusColl, secs, build, *sizeBudget
+	if *sizeBudget == 0 {
+		opt.SizeBudget = -1
 	}
 	if show, err := showProgress(*progress, stderr); err != nil {
 		return err
