@@ -190,7 +190,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 // cutLines says which sizes of the sweep were not simulated (Report.Cut).
 func cutLines(b *strings.Builder, section string, cut []string) {
 	for i, c := range cut {
-		fmt.Fprintf(b, `<p class="skipped" id="cut-%s-%d">%s.</p>`+"\n", section, i, esc(capitalise(c)))
+		fmt.Fprintf(b, `<p class="skipped" id="cut-%s-%d">%s.</p>`+"\n", section, i, esc(c)) // it starts with the collective's name
 	}
 }
 

@@ -347,7 +347,7 @@ func (r *Report) sweep(m *simnet.Machine, opt Options) error {
 	defer func() {
 		for _, f := range cutOrder {
 			l := last[f]
-			r.Cut = append(r.Cut, fmt.Sprintf("%s from %s up not simulated at %d node(s): %s took %.2g s (%s) and a replay grows with the size; the budget is %v a size",
+			r.Cut = append(r.Cut, fmt.Sprintf("%s from %s up not simulated at %d node(s): %s took %.2g s (%s) and a replay grows with the size; the budget is %v a size (the extrapolation can let one size run past it)",
 				coll.TestName(f), sizeText(cut[f]), m.Nodes, sizeText(l.size), l.d.Seconds(), l.mode, budget))
 		}
 		r.cutSizes = cut
