@@ -251,6 +251,17 @@ func (p *Plan) check() error {
 	if err := p.checkArgs(); err != nil {
 		return err
 	}
+	est := p.EstimatedSteps()
+	if est > MaxSteps {
+		return fmt.Errorf("schedule would have about %.3g steps (limit %d): use fewer ranks, a smaller count or a larger chunk", est, MaxSteps)
+	}
+	return nil
+}
+
+// EstimatedSteps is the rough upper estimate of the schedule's steps (all ranks and channels)
+// that Compile checks against MaxSteps before compiling: steps grow with ranks × chunks. The
+// arguments must have been checked (Compile does).
+func (p *Plan) EstimatedSteps() float64 {
 	n := p.NRanks
 	// Rough size guard: steps grow with ranks × chunks.
 	chunk := p.ChunkSize
@@ -282,10 +293,7 @@ func (p *Plan) check() error {
 		}
 		est = chunks(bytes)*4*nr + 4*nr*nr*nc
 	}
-	if est > MaxSteps {
-		return fmt.Errorf("schedule would have about %.3g steps (limit %d): use fewer ranks, a smaller count or a larger chunk", est, MaxSteps)
-	}
-	return nil
+	return est
 }
 
 type connKey struct{ ch, from, to, idx int }

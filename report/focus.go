@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/simnet"
 )
 
@@ -40,6 +41,12 @@ type Focus struct {
 	// than MaxSteps steps, too many to record op by op); 0 when Size is the size asked.
 	Asked    int64 `json:"asked_size,omitempty"`
 	MaxSteps int   `json:"max_steps,omitempty"`
+	// Unrecorded, when set, says why nothing was recorded: even the smallest size has too many
+	// steps at this scale. Only Coll, Size, MaxSteps and Compact (link totals at Size) are set.
+	Unrecorded string `json:"unrecorded,omitempty"`
+	// UpToNodes is the largest power-of-two node count whose schedule can be recorded (0: not
+	// known, Options.PlannerAt unset, or none).
+	UpToNodes int `json:"recorded_up_to_nodes,omitempty"`
 }
 
 // Compact is a run of the compact executor: link totals, no time profile.
@@ -143,11 +150,51 @@ func (r *Report) focus(m *simnet.Machine, opt Options) error {
 	if opt.TraceOps <= 0 {
 		opt.TraceOps = 20_000
 	}
+	asked := size
+	// The smallest size has the fewest steps: when even its schedule is too large to record, the
+	// section is the compact executor's link totals at the size asked and a line saying why.
+	floor := int64(8)
+	if size < floor {
+		floor = size
+	}
+	fplan, _, err := m.Plan(f, floor, opt.DataType, opt.Op)
+	if err != nil {
+		return fmt.Errorf("focus %s %d bytes: %w", coll.TestName(f), floor, err)
+	}
+	if n, ok := recordable(fplan, maxSteps); !ok {
+		fo := &Focus{Coll: coll.TestName(f), Size: asked, MaxSteps: maxSteps}
+		fo.Unrecorded = fmt.Sprintf("the schedule of one %s at %d node(s) (%d ranks) has %s steps even at %s; the time profile, the per-link time bins and the timeline need a recorded schedule (at most %s steps)",
+			coll.TestName(f), m.Nodes, m.NRanks(), n, sizeText(floor), groupDigits(int64(maxSteps)))
+		upTo, err := recordedUpTo(m, f, floor, maxSteps, opt)
+		if err != nil {
+			return err
+		}
+		switch {
+		case upTo > 0:
+			fo.UpToNodes = upTo
+			fo.Unrecorded += fmt.Sprintf(", done up to %d node(s) of this machine (counting in powers of two)", upTo)
+		case opt.PlannerAt != nil:
+			fo.Unrecorded += ", not even on 1 node of this machine"
+		}
+		if why := r.unaffordable(f, asked); why != "" {
+			fo.Unrecorded += "; " + why
+			r.Focus = fo
+			return nil
+		}
+		c, err := compactLinks(m, f, asked, opt)
+		if err != nil {
+			return err
+		}
+		if c == nil {
+			fo.Unrecorded += fmt.Sprintf("; no compact executor for %s at %s, so no link totals either", coll.TestName(f), units.FormatSize(asked))
+		}
+		fo.Compact = c
+		r.Focus = fo
+		return nil
+	}
 	var sched *coll.Schedule
 	var plan coll.Plan
-	asked := size
 	for {
-		var err error
 		plan, _, err = m.Plan(f, size, opt.DataType, opt.Op)
 		if err != nil {
 			return fmt.Errorf("focus %s %d bytes: %w", coll.TestName(f), size, err)
@@ -155,26 +202,25 @@ func (r *Report) focus(m *simnet.Machine, opt Options) error {
 		if plan.Count == 0 {
 			return fmt.Errorf("%w: focus %s %d bytes: no element at this size", ErrInput, coll.TestName(f), size)
 		}
-		sched, err = coll.Compile(plan)
-		if err == nil && steps(sched) <= maxSteps {
-			break
-		}
-		if size <= 8 {
-			if err == nil {
-				err = fmt.Errorf("%d steps", steps(sched))
+		if plan.EstimatedSteps() <= coll.MaxSteps {
+			sched, err = coll.Compile(plan)
+			if err == nil && steps(sched) <= maxSteps {
+				break
 			}
-			return fmt.Errorf("focus %s: schedule too large to record even at %d bytes: %v", coll.TestName(f), size, err)
 		}
-		size /= 2
+		if size <= floor {
+			return fmt.Errorf("focus %s: schedule too large to record at %d bytes (internal: the floor check passed)", coll.TestName(f), size)
+		}
+		size = max(size/2, floor)
 	}
 	var compact *Compact
 	if size != asked {
 		r.Notes = append(r.Notes, fmt.Sprintf("where time goes: %s at %d bytes has a schedule too large to record (more than %d steps); its timeline is shown at %d bytes", coll.TestName(f), asked, maxSteps, size))
-		var err error
-		if compact, err = compactLinks(m, f, asked, opt); err != nil {
+		if why := r.unaffordable(f, asked); why != "" {
+			r.Notes = append(r.Notes, "where time goes: "+why)
+		} else if compact, err = compactLinks(m, f, asked, opt); err != nil {
 			return err
-		}
-		if compact == nil {
+		} else if compact == nil {
 			r.Notes = append(r.Notes, fmt.Sprintf("where time goes: no compact executor for %s at %d bytes; no link totals at that size", coll.TestName(f), asked))
 		}
 	}
@@ -201,6 +247,73 @@ func (r *Report) focus(m *simnet.Machine, opt Options) error {
 	timeline(fo, res, opt)
 	r.Focus = fo
 	return nil
+}
+
+// unaffordable says why the compact executor's link totals of f at size are not simulated: the
+// sweep found that size of f too long to simulate (Report.Cut); "" when they can be.
+func (r *Report) unaffordable(f coll.Func, size int64) string {
+	if c, ok := r.cutSizes[f]; ok && size >= c {
+		return fmt.Sprintf("no link totals at %s either: the sweep did not simulate %s from %s up (too long at this scale)", sizeText(size), coll.TestName(f), sizeText(c))
+	}
+	return ""
+}
+
+// recordedUpTo returns the largest power-of-two node count below m's at which f's schedule at
+// floor bytes can be recorded, trying 1, 2, 4 … nodes with opt.PlannerAt until one cannot; 0
+// when none can or opt.PlannerAt is nil.
+func recordedUpTo(m *simnet.Machine, f coll.Func, floor int64, maxSteps int, opt Options) (int, error) {
+	if opt.PlannerAt == nil {
+		return 0, nil
+	}
+	best := 0
+	for k := 1; k < m.Nodes; k *= 2 {
+		p, err := opt.PlannerAt(k)
+		if err != nil {
+			return 0, fmt.Errorf("focus: the communicator on %d node(s): %w", k, err)
+		}
+		mk, err := simnet.NewMachine(p.System, k, opt.Fabric, p, p.Settings.Release)
+		if err != nil {
+			return 0, fmt.Errorf("focus: the machine of %d node(s): %w", k, err)
+		}
+		plan, _, err := mk.Plan(f, floor, opt.DataType, opt.Op)
+		if err != nil {
+			return 0, fmt.Errorf("focus %s %d bytes on %d node(s): %w", coll.TestName(f), floor, k, err)
+		}
+		if _, ok := recordable(plan, maxSteps); !ok {
+			break
+		}
+		best = k
+	}
+	return best, nil
+}
+
+// recordable says whether plan's schedule can be recorded (at most maxSteps steps) and, when it
+// cannot, how many steps it has: counted when coll.Compile builds it, its estimate (about …)
+// when the schedule is too large for Compile itself.
+func recordable(plan coll.Plan, maxSteps int) (string, bool) {
+	if plan.Count == 0 {
+		return "", true // Build reports the size
+	}
+	if est := plan.EstimatedSteps(); est > coll.MaxSteps {
+		return "about " + groupDigits(int64(math.Min(est, 1e18))), false
+	}
+	sched, err := coll.Compile(plan)
+	if err != nil {
+		return "too many", false
+	}
+	if n := steps(sched); n > maxSteps {
+		return groupDigits(int64(n)), false
+	}
+	return "", true
+}
+
+// groupDigits writes n with thousands separators (16,777,216).
+func groupDigits(n int64) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // steps counts the steps of a schedule, all ranks and channels.
@@ -406,4 +519,12 @@ func perfettoOps(ops []simnet.OpRecord) [][8]int64 {
 			int64(threads[of[0][i]].Tid), int64(threads[of[0][i]].Lane)}
 	}
 	return out
+}
+
+// sizeText writes a size for prose: "8 bytes", "16K".
+func sizeText(b int64) string {
+	if b < 1024 {
+		return fmt.Sprintf("%d bytes", b)
+	}
+	return units.FormatSize(b)
 }

@@ -36,59 +36,80 @@ func (r *Report) WriteHTML(w io.Writer) error {
 
 	// 1. Topology.
 	b.WriteString(`<section id="s-topo"><h2>1. Topology</h2>` + "\n")
-	fmt.Fprintf(&b, `<p>One node as the graph sees it: %d nodes, %d links. Hover a GPU for its paths to the other GPUs.</p>`+"\n", len(r.Topology.Nodes), len(r.Topology.Links))
-	legend(&b, [][2]string{{"NVLink", linkColour("NVL")}, {"PCIe", linkColour("PCI")}, {"SYS (inter-CPU)", linkColour("SYS")}, {"NET", linkColour("NET")}, {"C2C", linkColour("C2C")}, {"LOC", linkColour("LOC")}})
-	b.WriteString(`<div class="scroll">`)
-	topologySVG(&b, &r.Topology)
-	b.WriteString("</div>\n")
-	if f := r.Fabric; f != nil {
-		fmt.Fprintf(&b, `<h3>Fabric</h3><table class="kv"><tr><th>topology</th><td>%s, %d tiers, routing %s</td></tr><tr><th>nodes</th><td>%d × %d NICs at %s GB/s</td></tr><tr><th>rails</th><td>%d</td></tr><tr><th>leaves</th><td>%d (%d hosts per leaf)</td></tr><tr><th>spine / aggregation ports</th><td>%d</td></tr><tr><th>core ports</th><td>%d</td></tr><tr><th>links</th><td>%d NIC→leaf, %d switch uplinks (oversubscription %g)</td></tr></table>`+"\n",
-			esc(f.Topology), f.Tiers, esc(f.Routing), f.Nodes, f.NICsPerNode, bw(f.NICGBps), f.Rails, f.Leaves, f.HostsPerLeaf, f.Upper, f.Cores, f.NICLinks, f.UpLinks, f.Oversub)
-		fabricSVG(&b, f)
+	if why := r.skipped("topology"); why != "" {
+		skipLine(&b, "topology", why)
+	} else {
+		fmt.Fprintf(&b, `<p>One node as the graph sees it: %d nodes, %d links. Hover a GPU for its paths to the other GPUs.</p>`+"\n", len(r.Topology.Nodes), len(r.Topology.Links))
+		legend(&b, [][2]string{{"NVLink", linkColour("NVL")}, {"PCIe", linkColour("PCI")}, {"SYS (inter-CPU)", linkColour("SYS")}, {"NET", linkColour("NET")}, {"C2C", linkColour("C2C")}, {"LOC", linkColour("LOC")}})
+		b.WriteString(`<div class="scroll">`)
+		topologySVG(&b, &r.Topology)
+		b.WriteString("</div>\n")
+		if f := r.Fabric; f != nil {
+			fmt.Fprintf(&b, `<h3>Fabric</h3><table class="kv"><tr><th>topology</th><td>%s, %d tiers, routing %s</td></tr><tr><th>nodes</th><td>%d × %d NICs at %s GB/s</td></tr><tr><th>rails</th><td>%d</td></tr><tr><th>leaves</th><td>%d (%d hosts per leaf)</td></tr><tr><th>spine / aggregation ports</th><td>%d</td></tr><tr><th>core ports</th><td>%d</td></tr><tr><th>links</th><td>%d NIC→leaf, %d switch uplinks (oversubscription %g)</td></tr></table>`+"\n",
+				esc(f.Topology), f.Tiers, esc(f.Routing), f.Nodes, f.NICsPerNode, bw(f.NICGBps), f.Rails, f.Leaves, f.HostsPerLeaf, f.Upper, f.Cores, f.NICLinks, f.UpLinks, f.Oversub)
+			fabricSVG(&b, f)
+		}
 	}
 	b.WriteString("</section>\n")
 
 	// 2. Tuner map.
-	b.WriteString(`<section id="s-tuner"><h2>2. Tuner map</h2><p>Per collective and size: the algorithm/protocol simulated (colour) and the channel count (number). Hover a cell for the predicted time of every candidate.</p>` + "\n")
-	seen := map[string]bool{}
-	var items [][2]string
-	for _, t := range r.Tuner {
-		for _, p := range t.Points {
-			k := p.SimAlgo + "/" + p.SimProto
-			if !seen[k] {
-				seen[k] = true
-				items = append(items, [2]string{k, choiceColour(p.SimAlgo, p.SimProto)})
+	if why := r.skipped("tuner"); why != "" {
+		b.WriteString(`<section id="s-tuner"><h2>2. Tuner map</h2>` + "\n")
+		skipLine(&b, "tuner", why)
+		b.WriteString("</section>\n")
+	} else {
+		b.WriteString(`<section id="s-tuner"><h2>2. Tuner map</h2><p>Per collective and size: the algorithm/protocol simulated (colour) and the channel count (number). Hover a cell for the predicted time of every candidate.</p>` + "\n")
+		seen := map[string]bool{}
+		var items [][2]string
+		for _, t := range r.Tuner {
+			for _, p := range t.Points {
+				k := p.SimAlgo + "/" + p.SimProto
+				if !seen[k] {
+					seen[k] = true
+					items = append(items, [2]string{k, choiceColour(p.SimAlgo, p.SimProto)})
+				}
 			}
 		}
+		legend(&b, items)
+		cutLines(&b, "tuner", r.Cut)
+		b.WriteString(`<div class="scroll">`)
+		tunerSVG(&b, r.Tuner)
+		b.WriteString("</div></section>\n")
 	}
-	legend(&b, items)
-	b.WriteString(`<div class="scroll">`)
-	tunerSVG(&b, r.Tuner)
-	b.WriteString("</div></section>\n")
 
 	// 3. busbw.
 	b.WriteString(`<section id="s-busbw"><h2>3. Bus bandwidth against size</h2>` + "\n")
-	if r.Measured != "" {
-		fmt.Fprintf(&b, "<p>Measured: %s (dashed).</p>\n", esc(r.Measured))
-	}
-	busbwSVG(&b, r.BusBW)
-	if len(r.Compare) > 0 {
-		b.WriteString(`<table id="compare"><thead><tr><th>coll</th><th>size</th><th>measured µs</th><th>simulated µs</th><th>measured busbw</th><th>simulated busbw</th><th>error</th><th>simulated as</th></tr></thead><tbody>` + "\n")
-		for _, c := range r.Compare {
-			cls := ""
-			if c.ErrPct > 25 || c.ErrPct < -25 {
-				cls = ` class="bad"`
-			}
-			fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%.2f</td><td>%.2f</td><td>%.2f</td><td>%.2f</td><td%s>%+.1f%%</td><td>%s</td></tr>\n",
-				esc(c.Coll), units.FormatSize(c.Bytes), c.MeasUs, c.SimUs, c.MeasBus, c.SimBus, cls, c.ErrPct, esc(c.Sim))
+	if why := r.skipped("busbw"); why != "" {
+		skipLine(&b, "busbw", why)
+	} else {
+		if r.Measured != "" {
+			fmt.Fprintf(&b, "<p>Measured: %s (dashed).</p>\n", esc(r.Measured))
 		}
-		b.WriteString("</tbody></table>\n")
+		cutLines(&b, "busbw", r.Cut)
+		busbwSVG(&b, r.BusBW)
+		if len(r.Compare) > 0 {
+			b.WriteString(`<table id="compare"><thead><tr><th>coll</th><th>size</th><th>measured µs</th><th>simulated µs</th><th>measured busbw</th><th>simulated busbw</th><th>error</th><th>simulated as</th></tr></thead><tbody>` + "\n")
+			for _, c := range r.Compare {
+				cls := ""
+				if c.ErrPct > 25 || c.ErrPct < -25 {
+					cls = ` class="bad"`
+				}
+				fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%.2f</td><td>%.2f</td><td>%.2f</td><td>%.2f</td><td%s>%+.1f%%</td><td>%s</td></tr>\n",
+					esc(c.Coll), units.FormatSize(c.Bytes), c.MeasUs, c.SimUs, c.MeasBus, c.SimBus, cls, c.ErrPct, esc(c.Sim))
+			}
+			b.WriteString("</tbody></table>\n")
+		}
 	}
 	b.WriteString("</section>\n")
 
 	// 4. Where time goes.
 	b.WriteString(`<section id="s-time"><h2>4. Where time goes</h2>` + "\n")
-	if f := r.Focus; f != nil {
+	if why := r.skipped("time"); why != "" {
+		skipLine(&b, "time", why)
+	} else if f := r.Focus; f != nil && f.Unrecorded != "" {
+		fmt.Fprintf(&b, `<p class="skipped" id="focus-summary">%s.</p>`+"\n", esc(capitalise(f.Unrecorded)))
+		compactTables(&b, f)
+	} else if f != nil {
 		if f.Asked != 0 {
 			// Say it before any figure: the profile below is of a smaller size than asked.
 			fmt.Fprintf(&b, `<p class="note" id="focus-downsized"><b>Downsized:</b> %s of %s has a schedule of more than %d steps, too many to record op by op, so the time profile, the link tables and the timeline below are of %s.`,
@@ -102,6 +123,14 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, `<p>%s of %s as %s: %.2f µs, %d messages, %d of %d links carry bytes. Utilisation per link over time (the %d busiest; right: mean over the run).</p>`+"\n",
 			esc(f.Coll), units.FormatSize(f.Size), esc(f.Plan), f.TimeUs, f.Messages, f.Used, f.LinkCount, len(f.Links))
+		maxU, maxBusy := 0.0, 0.0
+		for _, l := range f.Links {
+			maxU, maxBusy = max(maxU, l.Util), max(maxBusy, l.BusyUs)
+		}
+		if len(f.Links) > 0 && maxU < 0.01 {
+			fmt.Fprintf(&b, `<p class="note" id="focus-idle">Every link is under 1%% busy over the recorded %.2f µs: at %s the run is bound by latency, not bandwidth (the busiest link carries bytes for %.2f µs of it).</p>`+"\n",
+				f.TimeUs, units.FormatSize(f.Size), maxBusy)
+		}
 		b.WriteString(`<div class="scroll">`)
 		heatSVG(&b, f)
 		b.WriteString("</div>\n")
@@ -111,22 +140,10 @@ func (r *Report) WriteHTML(w io.Writer) error {
 			if i == 10 {
 				break
 			}
-			fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%.2f</td><td>%.0f%%</td></tr>", esc(l.Name), bw(l.GBps), units.FormatSize(int64(l.Bytes)), l.BusyUs, 100*l.Util)
+			fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%.2f</td><td>%s</td></tr>", esc(l.Name), bw(l.GBps), units.FormatSize(int64(l.Bytes)), l.BusyUs, pct(l.Util))
 		}
 		b.WriteString("</tbody></table>\n")
-		if c := f.Compact; c != nil {
-			fmt.Fprintf(&b, `<h3>At %s (compact executor, no time profile)</h3><p>%s of %s as %s: %.2f µs; %d of %d links carry bytes. The busiest:</p>`+"\n",
-				units.FormatSize(c.Size), esc(f.Coll), units.FormatSize(c.Size), esc(c.Plan), c.TimeUs, c.Used, c.LinkCount)
-			classTable(&b, "classes-compact", c.Classes)
-			b.WriteString(`<table id="busiest-compact"><thead><tr><th>link</th><th>GB/s</th><th>bytes</th><th>busy µs</th><th>utilisation</th></tr></thead><tbody>`)
-			for i, l := range c.Links {
-				if i == 10 {
-					break
-				}
-				fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%.2f</td><td>%.0f%%</td></tr>", esc(l.Name), bw(l.GBps), units.FormatSize(int64(l.Bytes)), l.BusyUs, 100*l.Util)
-			}
-			b.WriteString("</tbody></table>\n")
-		}
+		compactTables(&b, f)
 		fmt.Fprintf(&b, `<h3>P2P ops per rank and channel</h3><p>%d ops drawn (ranks &lt; %d, channels &lt; %d, at most the first of the run); colour = peer. `, f.OpsShown, timelineRanks, timelineChans)
 		fmt.Fprintf(&b, `Full trace (%d of %d ops): <button id="perfetto" type="button">open in Perfetto</button> (opens ui.perfetto.dev and hands it the trace) or <a id="trace-dl" href="#" download="simccl-trace.json">download the trace JSON</a> to drop into Perfetto.</p>`+"\n", len(f.Trace), f.TraceTotal)
 		b.WriteString(`<div class="scroll">`)
@@ -138,16 +155,26 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	b.WriteString("</section>\n")
 
 	// 5. Memory.
-	memorySection(&b, &r.Memory)
+	if why := r.skipped("memory"); why != "" {
+		b.WriteString(`<section id="s-mem"><h2>5. Memory: transport buffers per rank</h2>` + "\n")
+		skipLine(&b, "memory", why)
+		b.WriteString("</section>\n")
+	} else {
+		memorySection(&b, &r.Memory)
+	}
 
 	b.WriteString(`<div id="tip" role="tooltip"></div>` + "\n")
-	paths, err := json.Marshal(r.Topology.Paths)
+	pm := r.Topology.Paths
+	if pm == nil {
+		pm = map[string][]GPUPath{}
+	}
+	paths, err := json.Marshal(pm)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(&b, "<script type=\"application/json\" id=\"paths-data\">%s</script>\n", paths)
 	var trace []byte
-	if r.Focus != nil {
+	if r.Focus != nil && r.Focus.Unrecorded == "" {
 		if trace, err = json.Marshal(map[string]any{"label": r.Focus.Coll + " " + units.FormatSize(r.Focus.Size), "ops": r.Focus.Trace}); err != nil {
 			return err
 		}
@@ -160,10 +187,58 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	return err
 }
 
+// cutLines says which sizes of the sweep were not simulated (Report.Cut).
+func cutLines(b *strings.Builder, section string, cut []string) {
+	for i, c := range cut {
+		fmt.Fprintf(b, `<p class="skipped" id="cut-%s-%d">%s.</p>`+"\n", section, i, esc(c)) // it starts with the collective's name
+	}
+}
+
+// skipLine is the one line of a section left out.
+func skipLine(b *strings.Builder, section, why string) {
+	fmt.Fprintf(b, `<p class="skipped" id="skip-%s">%s.</p>`+"\n", section, esc(capitalise(why)))
+}
+
+func capitalise(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// compactTables writes the compact executor's link totals at the size asked (Focus.Compact).
+func compactTables(b *strings.Builder, f *Focus) {
+	if c := f.Compact; c != nil {
+		fmt.Fprintf(b, `<h3>At %s (compact executor, no time profile)</h3><p>%s of %s as %s: %.2f µs; %d of %d links carry bytes. The busiest:</p>`+"\n",
+			units.FormatSize(c.Size), esc(f.Coll), units.FormatSize(c.Size), esc(c.Plan), c.TimeUs, c.Used, c.LinkCount)
+		classTable(b, "classes-compact", c.Classes)
+		b.WriteString(`<table id="busiest-compact"><thead><tr><th>link</th><th>GB/s</th><th>bytes</th><th>busy µs</th><th>utilisation</th></tr></thead><tbody>`)
+		for i, l := range c.Links {
+			if i == 10 {
+				break
+			}
+			fmt.Fprintf(b, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%.2f</td><td>%s</td></tr>", esc(l.Name), bw(l.GBps), units.FormatSize(int64(l.Bytes)), l.BusyUs, pct(l.Util))
+		}
+		b.WriteString("</tbody></table>\n")
+	}
+}
+
+// pct writes a utilisation as a percentage: whole percents from 1%, two significant digits
+// below (0.21%), so that a lightly loaded link does not read 0%.
+func pct(u float64) string {
+	switch {
+	case u <= 0:
+		return "0%"
+	case u < 0.01:
+		return fmt.Sprintf("%.2g%%", 100*u)
+	}
+	return fmt.Sprintf("%.0f%%", 100*u)
+}
+
 func classTable(b *strings.Builder, id string, cs []ClassUse) {
 	fmt.Fprintf(b, `<table id="%s"><thead><tr><th>link class</th><th>links</th><th>carrying bytes</th><th>bytes</th><th>busiest link's utilisation</th></tr></thead><tbody>`, id)
 	for _, c := range cs {
-		fmt.Fprintf(b, "<tr><td>%s</td><td>%d</td><td>%d</td><td>%s</td><td>%.0f%%</td></tr>", esc(c.Class), c.Links, c.Used, units.FormatSize(int64(c.Bytes)), 100*c.MaxUtil)
+		fmt.Fprintf(b, "<tr><td>%s</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td></tr>", esc(c.Class), c.Links, c.Used, units.FormatSize(int64(c.Bytes)), pct(c.MaxUtil))
 	}
 	b.WriteString("</tbody></table>\n")
 }
@@ -187,7 +262,7 @@ table{border-collapse:collapse;margin:8px 0;font-size:13px}td,th{border:1px soli
 th{background:#f6f6f6}.kv th{text-align:left}td.bad{color:#b00020;font-weight:600}
 .legend span{margin-right:14px;font-size:12px;white-space:nowrap}.legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-2px}
 #tip{position:fixed;display:none;background:#fffffe;border:1px solid #888;padding:6px 8px;font:12px/1.35 ui-monospace,monospace;white-space:pre;pointer-events:none;box-shadow:2px 2px 6px rgba(0,0,0,.2);z-index:9;max-width:640px}
-.note{font-size:12px;color:#555}`
+.note{font-size:12px;color:#555}.skipped{color:#7a4b00}`
 
 // errorHook records uncaught errors and console.error calls (read by the self-check).
 const errorHook = `window.simcclErrors=[];window.addEventListener("error",function(e){window.simcclErrors.push(String(e.message||e));});

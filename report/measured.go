@@ -18,10 +18,14 @@ import (
 //     out-of-place rows;
 //   - the CSV of testdata/nccl/*/nccl_perf.csv (tag,coll,world,bytes,us,algbw,busbw);
 //   - nccl-tests' own text output (one "#  Rank" line per rank, then size count type redop root
-//     time algbw busbw #wrong …): the out-of-place columns, for the collective coll (nccl-tests
-//     does not print its name), e.g. "all_reduce". simccl run's table is read as such: its
-//     "# simccl run: …, = N ranks" line gives the ranks where it has no "#  Rank" lines, and its
-//     coll column (after nccl-tests' columns and algo, proto, nch) keeps the rows of coll.
+//     time algbw busbw #wrong …): the out-of-place columns. nccl-tests does not print the
+//     collective's name in its table: the rows are of the collective of the last binary named
+//     before them (its command line: all_gather_perf, ./build/all_reduce_perf_mpi …); coll, when
+//     not empty (e.g. "all_reduce"), must agree with it and names the rows of a log that names
+//     no binary; a log that names none with coll empty is refused. simccl run's table is read
+//     as such: its "# simccl run: …, = N ranks" line gives the ranks where it has no "#  Rank"
+//     lines, and its coll column (after nccl-tests' columns and algo, proto, nch) names each
+//     row's collective (with coll set, only its rows are kept).
 //
 // Rows read from JSON or text get the tag "default". name is used in errors ("file:line: …").
 // The input is bounded as internal/input bounds a file (64 MiB, 1 MiB a line) and every form to
@@ -129,21 +133,59 @@ func readRuncclJSON(data []byte, name string) ([]simnet.Measured, error) {
 }
 
 func readNcclTests(data []byte, name, collName string) ([]simnet.Measured, error) {
-	f, err := coll.FuncOfTest(collName)
-	if err != nil {
-		if f, err = coll.ParseFunc(collName); err != nil {
-			return nil, fmt.Errorf("%w: %s: collective %q: %v", ErrInput, name, collName, err)
+	// f is the collective asked for (explicit); cur the one the log's last *_perf command line
+	// names (named).
+	var f, cur coll.Func
+	explicit, named := collName != "", false
+	if explicit {
+		var err error
+		if f, err = coll.FuncOfTest(collName); err != nil {
+			if f, err = coll.ParseFunc(collName); err != nil {
+				return nil, fmt.Errorf("%w: %s: collective %q: %v", ErrInput, name, collName, err)
+			}
 		}
 	}
 	world, simWorld := 0, 0
-	simccl := false
 	var out []simnet.Measured
+	// A log of several runs (a *_perf command line before each) has the "#  Rank" lines of each
+	// run: part is where the rows of the current run start.
+	part := 0
+	setWorld := func() error {
+		w := world
+		if w == 0 {
+			w = simWorld
+		}
+		if w == 0 && part < len(out) {
+			return fmt.Errorf("%w: %s: nccl-tests output without its \"#  Rank\" lines (the number of ranks is unknown)", ErrInput, name)
+		}
+		for i := part; i < len(out); i++ {
+			out[i].World = w
+		}
+		part, world = len(out), 0
+		return nil
+	}
+	simccl := false
 	sc := input.NewScanner(bytes.NewReader(data), name)
 	for sc.Scan() {
 		s := sc.Text()
 		// NCCL INFO lines interleave with nccl-tests' when NCCL_DEBUG is set.
 		if strings.Contains(s, "NCCL INFO") || strings.Contains(s, "NCCL WARN") {
 			continue
+		}
+		if m := perfBinary.FindStringSubmatch(s); m != nil {
+			g, err := coll.FuncOfTest(m[1])
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s:%d: %s_perf: not a collective simccl simulates", ErrInput, name, sc.Line(), m[1])
+			}
+			if explicit && g != f {
+				return nil, fmt.Errorf("%w: %s:%d: the log is %s_perf's output, not %s's", ErrInput, name, sc.Line(), m[1], coll.TestName(f))
+			}
+			if len(out) > part {
+				if err := setWorld(); err != nil {
+					return nil, err
+				}
+			}
+			cur, named = g, true
 		}
 		t := strings.TrimSpace(s)
 		if strings.HasPrefix(t, "#") {
@@ -173,10 +215,21 @@ func readNcclTests(data []byte, name, collName string) ([]simnet.Measured, error
 		if len(fs) < ti+3 {
 			return nil, fmt.Errorf("%w: %s:%d: %d fields", ErrInput, name, sc.Line(), len(fs))
 		}
-		if simccl && len(fs) > simcclCollField {
-			if g, err := coll.FuncOfTest(fs[simcclCollField]); err == nil && g != f {
+		rowColl := f
+		switch {
+		case simccl && len(fs) > simcclCollField:
+			g, err := coll.FuncOfTest(fs[simcclCollField])
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s:%d: coll column: %v", ErrInput, name, sc.Line(), err)
+			}
+			if explicit && g != f {
 				continue // another collective of the run
 			}
+			rowColl = g
+		case named:
+			rowColl = cur
+		case !explicit:
+			return nil, fmt.Errorf("%w: %s:%d: nccl-tests output that does not name its collective (no all_reduce_perf-like command line before its first row): name it (--measured-coll)", ErrInput, name, sc.Line())
 		}
 		us, e1 := strconv.ParseFloat(fs[ti], 64)
 		alg, e2 := strconv.ParseFloat(fs[ti+1], 64)
@@ -187,7 +240,7 @@ func readNcclTests(data []byte, name, collName string) ([]simnet.Measured, error
 		if len(out) == simnet.MaxMeasuredRows {
 			return nil, fmt.Errorf("%w: %s:%d: more than %d rows", ErrInput, name, sc.Line(), simnet.MaxMeasuredRows)
 		}
-		m := simnet.Measured{Tag: "default", Coll: coll.TestName(f), World: 1, Bytes: size, Us: us, AlgBw: alg, BusBw: bus}
+		m := simnet.Measured{Tag: "default", Coll: coll.TestName(rowColl), World: 1, Bytes: size, Us: us, AlgBw: alg, BusBw: bus}
 		if err := m.Check(); err != nil {
 			return nil, fmt.Errorf("%w: %s:%d: %v", ErrInput, name, sc.Line(), err)
 		}
@@ -199,14 +252,8 @@ func readNcclTests(data []byte, name, collName string) ([]simnet.Measured, error
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%w: %s: neither CSV, runccl JSON nor nccl-tests output (no data row)", ErrInput, name)
 	}
-	if world == 0 {
-		world = simWorld
-	}
-	if world == 0 {
-		return nil, fmt.Errorf("%w: %s: nccl-tests output without its \"#  Rank\" lines (the number of ranks is unknown)", ErrInput, name)
-	}
-	for i := range out {
-		out[i].World = world
+	if err := setWorld(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -214,6 +261,10 @@ func readNcclTests(data []byte, name, collName string) ([]simnet.Measured, error
 // simcclRanks matches simccl run's first line ("# simccl run: dgx-h100, 2 node(s) x 8 GPUs = 16
 // ranks, …", simnet.WriteTable) and takes its number of ranks.
 var simcclRanks = regexp.MustCompile(`^# simccl run: .* = (\d+) ranks\b`)
+
+// perfBinary matches an nccl-tests binary where a log names it (its command line, an mpirun
+// line, a job script's echo): all_gather_perf, ./build/reduce_scatter_perf_mpi …
+var perfBinary = regexp.MustCompile(`(?:^|[^A-Za-z0-9_])(all_reduce|all_gather|broadcast|reduce_scatter|reduce|alltoall|scatter|gather|sendrecv|hypercube)_perf(?:_mpi)?(?:[^A-Za-z0-9_]|$)`)
 
 // simcclCollField is the field of simccl run's coll column: after nccl-tests' 13 (size, count,
 // type, redop, root, and time, algbw, busbw, #wrong of each placement) and algo, proto, nch.

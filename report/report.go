@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
+	"time"
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/planner"
@@ -41,6 +43,17 @@ type Options struct {
 	// TimelineOps bounds the ops drawn in the timeline (default 3000) and TraceOps those embedded
 	// for Perfetto (default 20,000).
 	TimelineOps, TraceOps int
+	// PlannerAt, when set, builds the same communicator on another number of nodes: the focus
+	// section uses it to say up to how many nodes its schedule can be recorded when it cannot be
+	// at Planner's.
+	PlannerAt func(nodes int) (*planner.Planner, error)
+	// Sections are the sections to build, of SectionNames (nil: all); the others are replaced
+	// by a line saying so. FocusColl "none" leaves out "time" as well.
+	Sections []string
+	// SizeBudget bounds the time of one simulated size of the sweep (0: 10 s; negative: no
+	// bound). The larger sizes of a collective are not simulated once the last one's time, scaled
+	// by the size ratio, passes it (the replays grow with the size): a line says which.
+	SizeBudget time.Duration
 	// Progress, when set, is called before each simulated size.
 	Progress func(done, total int, what string)
 }
@@ -58,6 +71,45 @@ type Report struct {
 	Focus    *Focus       `json:"focus,omitempty"`
 	Memory   Memory       `json:"memory"`
 	Notes    []string     `json:"notes,omitempty"`
+	// Cut says, per collective, which sizes of the sweep were not simulated and why (SizeBudget).
+	Cut []string `json:"sizes_not_simulated,omitempty"`
+	// Skipped are the sections not built, each with why.
+	Skipped []Skip `json:"skipped,omitempty"`
+
+	cutSizes map[coll.Func]int64 // per collective, the smallest size not simulated (Cut)
+}
+
+// SectionNames are the page's sections, in order: the values of Options.Sections.
+var SectionNames = []string{"topology", "tuner", "busbw", "time", "memory"}
+
+// Skip is a section left out of the page and why.
+type Skip struct {
+	Section string `json:"section"`
+	Why     string `json:"why"`
+}
+
+// skipped says why a section was left out ("" when it was built).
+func (r *Report) skipped(section string) string {
+	for _, s := range r.Skipped {
+		if s.Section == section {
+			return s.Why
+		}
+	}
+	return ""
+}
+
+// CheckSections checks section names against SectionNames.
+func CheckSections(names []string) error {
+	for _, n := range names {
+		found := false
+		for _, s := range SectionNames {
+			found = found || n == s
+		}
+		if !found {
+			return fmt.Errorf("%w: section %q (sections: %s)", ErrInput, n, strings.Join(SectionNames, ", "))
+		}
+	}
+	return nil
 }
 
 // MachineSum summarises the simulated communicator.
@@ -113,6 +165,34 @@ func Build(opt Options) (*Report, error) {
 			return nil, fmt.Errorf("%w: size %d", ErrInput, s)
 		}
 	}
+	if err := CheckSections(opt.Sections); err != nil {
+		return nil, err
+	}
+	want := map[string]bool{}
+	for _, n := range SectionNames {
+		want[n] = opt.Sections == nil
+	}
+	for _, n := range opt.Sections {
+		want[n] = true
+	}
+	var skipped []Skip
+	for _, n := range SectionNames {
+		if !want[n] {
+			skipped = append(skipped, Skip{n, "left out (not among the sections asked for)"})
+		}
+	}
+	if want["time"] && opt.FocusColl == "none" {
+		want["time"] = false
+		skipped = append(skipped, Skip{"time", "left out (no focus collective asked for)"})
+	}
+	if want["time"] && opt.FocusColl != "" {
+		if _, err := coll.ParseFunc(opt.FocusColl); err != nil {
+			return nil, fmt.Errorf("%w: focus collective: %v", ErrInput, err)
+		}
+	}
+	if opt.FocusSize < 0 {
+		return nil, fmt.Errorf("%w: focus size %d", ErrInput, opt.FocusSize)
+	}
 	if opt.DataType == 0 && opt.Op == 0 {
 		opt.DataType = coll.Float32
 	}
@@ -140,29 +220,63 @@ func Build(opt Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkMeasuredRanks(opt, m.NRanks()); err != nil {
+		return nil, err
+	}
 	r := &Report{
+		Skipped: skipped,
 		Machine: MachineSum{Name: sys.Name, Nodes: m.Nodes, GPUsNode: m.Node.NumGPUs, Ranks: m.NRanks(), NChannels: p.Table.NChannels, Release: p.Table.K.Release},
 	}
 	r.Title = fmt.Sprintf("simccl report: %s, %d node(s) × %d GPUs", sys.Name, m.Nodes, m.Node.NumGPUs)
 	r.Notes = append(r.Notes, m.Notes...)
-	r.Topology = buildTopology(sys)
-	if m.Nodes > 1 {
+	if want["topology"] {
+		r.Topology = buildTopology(sys)
+	}
+	if want["topology"] && m.Nodes > 1 {
 		fs, err := summariseFabric(m)
 		if err != nil {
 			return nil, err
 		}
 		r.Fabric = fs
 	}
-	if err := r.sweep(m, opt); err != nil {
-		return nil, err
+	if want["tuner"] || want["busbw"] {
+		if err := r.sweep(m, opt); err != nil {
+			return nil, err
+		}
 	}
-	if err := r.focus(m, opt); err != nil {
-		return nil, err
+	if want["time"] {
+		if err := r.focus(m, opt); err != nil {
+			return nil, err
+		}
 	}
-	if r.Memory, err = buildMemory(p, opt); err != nil {
-		return nil, err
+	if want["memory"] {
+		if r.Memory, err = buildMemory(p, opt); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
+}
+
+// checkMeasuredRanks refuses, before any simulation, measured rows of the plotted collectives
+// and sizes taken on another number of ranks than n.
+func checkMeasuredRanks(opt Options, n int) error {
+	swept := map[string]bool{}
+	for _, f := range opt.Funcs {
+		swept[coll.TestName(f)] = true
+	}
+	lo, hi := opt.Sizes[0], opt.Sizes[0]
+	for _, s := range opt.Sizes {
+		lo, hi = min(lo, s), max(hi, s)
+	}
+	for _, mr := range opt.Measured {
+		if opt.MeasuredTag != "*" && mr.Tag != opt.MeasuredTag || !swept[mr.Coll] || mr.Bytes < lo || mr.Bytes > hi {
+			continue
+		}
+		if mr.World != n {
+			return fmt.Errorf("%w: %s: %s measured on %d ranks, the simulated machine has %d (use --nodes)", ErrInput, opt.MeasuredName, mr.Coll, mr.World, n)
+		}
+	}
+	return nil
 }
 
 // sweep simulates every collective at every size and tunes it, and lines up the measurements.
@@ -175,17 +289,69 @@ func (r *Report) sweep(m *simnet.Machine, opt Options) error {
 		size int64
 	}
 	simmed := map[key]simnet.Row{}
-	run := func(f coll.Func, size int64) (simnet.Row, error) {
-		if row, ok := simmed[key{f, size}]; ok {
-			return row, nil
+	budget := opt.SizeBudget
+	if budget == 0 {
+		budget = 10 * time.Second
+	}
+	// last and prev are, per collective, the two largest sizes simulated and how long they
+	// took; cut the smallest size refused.
+	type took struct {
+		size int64
+		d    time.Duration
+		mode string
+	}
+	last, prev := map[coll.Func]took{}, map[coll.Func]took{}
+	cut := map[coll.Func]int64{}
+	var cutOrder []coll.Func
+	afford := func(f coll.Func, size int64) bool {
+		l, ok := last[f]
+		p, okp := prev[f]
+		if budget < 0 || !ok || !okp || size <= l.size || l.size <= p.size {
+			return true
 		}
+		// A replay's time is about linear in the size past the smallest (latency-bound) sizes:
+		// extrapolate the last two.
+		slope := max(float64(l.d-p.d), 0) / float64(l.size-p.size)
+		if float64(l.d)+slope*float64(size-l.size) <= float64(budget) {
+			return true
+		}
+		if c, ok := cut[f]; !ok || size < c {
+			if !ok {
+				cutOrder = append(cutOrder, f)
+			}
+			cut[f] = size
+		}
+		return false
+	}
+	run := func(f coll.Func, size int64) (simnet.Row, bool, error) {
+		if row, ok := simmed[key{f, size}]; ok {
+			return row, true, nil
+		}
+		if !afford(f, size) {
+			return simnet.Row{}, false, nil
+		}
+		start := time.Now()
 		row, _, err := m.Run(f, size, opt.DataType, opt.Op, simnet.RunOptions{})
 		if err != nil {
-			return row, fmt.Errorf("%s %d bytes: %w", coll.TestName(f), size, err)
+			return row, false, fmt.Errorf("%s %d bytes: %w", coll.TestName(f), size, err)
+		}
+		if l, ok := last[f]; !ok || size > l.size {
+			if ok {
+				prev[f] = l
+			}
+			last[f] = took{size, time.Since(start), row.Mode}
 		}
 		simmed[key{f, size}] = row
-		return row, nil
+		return row, true, nil
 	}
+	defer func() {
+		for _, f := range cutOrder {
+			l := last[f]
+			r.Cut = append(r.Cut, fmt.Sprintf("%s from %s up not simulated at %d node(s): %s took %.2g s (%s) and a replay grows with the size; the budget is %v a size (the extrapolation can let one size run past it)",
+				coll.TestName(f), sizeText(cut[f]), m.Nodes, sizeText(l.size), l.d.Seconds(), l.mode, budget))
+		}
+		r.cutSizes = cut
+	}()
 	noteSeen := map[string]bool{}
 	for _, nt := range r.Notes {
 		noteSeen[nt] = true
@@ -198,12 +364,12 @@ func (r *Report) sweep(m *simnet.Machine, opt Options) error {
 				opt.Progress(done, total, fmt.Sprintf("%s %d", coll.TestName(f), size))
 			}
 			done++
-			row, err := run(f, size)
+			row, ok, err := run(f, size)
 			if err != nil {
 				return err
 			}
-			if row.TimeUs <= 0 {
-				continue // rounds to no element
+			if !ok || row.TimeUs <= 0 {
+				continue // not affordable (Cut), or rounds to no element
 			}
 			s.Points = append(s.Points, BWPoint{Bytes: row.Bytes, TimeUs: row.TimeUs, BusBw: row.BusBw,
 				Label: fmt.Sprintf("%s/%s/%d ch", row.Algo, row.Proto, row.NChannels)})
@@ -262,11 +428,11 @@ func (r *Report) sweep(m *simnet.Machine, opt Options) error {
 			order = append(order, name)
 		}
 		s.Points = append(s.Points, BWPoint{Bytes: mr.Bytes, TimeUs: mr.Us, BusBw: mr.BusBw})
-		row, err := run(f, mr.Bytes)
+		row, ok, err := run(f, mr.Bytes)
 		if err != nil {
 			return err
 		}
-		if row.TimeUs <= 0 {
+		if !ok || row.TimeUs <= 0 {
 			continue
 		}
 		r.Compare = append(r.Compare, CompareRow{Coll: mr.Coll, Bytes: mr.Bytes, MeasUs: mr.Us, SimUs: row.TimeUs, MeasBus: mr.BusBw, SimBus: row.BusBw,

@@ -229,9 +229,21 @@ func tunerSVG(b *strings.Builder, rows []TunerRow) {
 var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"}
 
 // busbwSVG plots busbw against size (log2 x axis): a polyline and one <circle class="pt"> per
-// size for each series; measured series dashed.
+// size for each series. A collective has one colour, its simulated series solid and its measured
+// ones dashed; the legend is in a column of its own right of the plot area, which grows to hold it.
 func busbwSVG(b *strings.Builder, series []Series) {
 	W, H, l, r, t, bt := 820.0, 380.0, 60.0, 200.0, 15.0, 45.0
+	longest := 0
+	collIdx := map[string]int{}
+	for _, s := range series {
+		longest = max(longest, len([]rune(s.Name)))
+		if _, ok := collIdx[s.Coll]; !ok {
+			collIdx[s.Coll] = len(collIdx)
+		}
+	}
+	r = max(r, 50+6.5*float64(longest)) // legend: a 24-pixel line sample, then the name
+	W += r - 200
+	H = max(H, t+10+float64(len(series))*18+bt)
 	xmin, xmax, ymax := math.Inf(1), math.Inf(-1), 0.0
 	for _, s := range series {
 		for _, p := range s.Points {
@@ -268,7 +280,7 @@ func busbwSVG(b *strings.Builder, series []Series) {
 	}
 	fmt.Fprintf(b, `<text class="axis" x="%.0f" y="%.0f" text-anchor="middle">size (bytes)</text><text class="axis" x="14" y="%.0f" transform="rotate(-90 14 %.0f)" text-anchor="middle">busbw (GB/s)</text>`+"\n", (W-r+l)/2, H-5, H/2, H/2)
 	for i, s := range series {
-		col := palette[i%len(palette)]
+		col := palette[collIdx[s.Coll]%len(palette)]
 		dash := ""
 		if s.Measured {
 			dash = ` stroke-dasharray="6 4"`
@@ -287,7 +299,7 @@ func busbwSVG(b *strings.Builder, series []Series) {
 		}
 		b.WriteString("</g>\n")
 		ly := t + 10 + float64(i)*18
-		fmt.Fprintf(b, `<line x1="%.0f" x2="%.0f" y1="%.0f" y2="%.0f" stroke="%s" stroke-width="2"%s/><text x="%.0f" y="%.0f">%s</text>`+"\n", W-r+10, W-r+34, ly, ly, col, dash, W-r+40, ly+4, esc(s.Name))
+		fmt.Fprintf(b, `<g class="key" data-series="%s"><line x1="%.0f" x2="%.0f" y1="%.0f" y2="%.0f" stroke="%s" stroke-width="2"%s/><text x="%.0f" y="%.0f">%s</text></g>`+"\n", esc(s.Name), W-r+16, W-r+40, ly, ly, col, dash, W-r+46, ly+4, esc(s.Name))
 	}
 	b.WriteString("</svg>\n")
 }

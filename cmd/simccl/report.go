@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/simccl/simccl/coll"
@@ -32,9 +35,11 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	opName := fs.String("op", "sum", "reduction (sum, prod, max, min, avg)")
 	measured := fs.String("measured", "", "measured timings: CSV (tag,coll,world,bytes,us,algbw,busbw), nccl-tests text output, or runccl --json")
 	measTag := fs.String("measured-tag", "default", "CSV rows of this tag (\"*\": every tag, one series each)")
-	measColl := fs.String("measured-coll", "", "collective of an nccl-tests text output (default: the first of -c)")
-	focusColl := fs.String("focus", "", "collective of the \"where time goes\" section (default: the first of -c)")
+	measColl := fs.String("measured-coll", "", "collective of an nccl-tests text output (default: the one its *_perf command line names; refused when it names none)")
+	focusColl := fs.String("focus", "", "collective of the \"where time goes\" section (default: the first of -c; none: no such section)")
 	focusSize := fs.String("focus-size", "", "size of the \"where time goes\" section (default: the swept size nearest 1M)")
+	sections := fs.String("sections", "all", "sections to build, comma-separated, of "+strings.Join(report.SectionNames, ",")+" (or all); the others are one line saying so")
+	sizeBudget := fs.Duration("size-budget", 10*time.Second, "longest simulation of one swept size: the larger sizes of a collective whose time, extrapolated from the last two, passes it are not simulated, and the page says so (0: no bound)")
 	out := fs.StringP("output", "o", "", "HTML file to write (required; - for stdout)")
 	asJSON := fs.Bool("json", false, "print the report's data as JSON on stdout as well")
 	progress := fs.String("progress", "auto", "progress bar on stderr: auto (when a terminal), on, off")
@@ -46,6 +51,31 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	}
 	if *out == "" {
 		return fmt.Errorf("%w: -o report.html (or --output FILE) is required", errUsage)
+	}
+	if *out == "-" && *asJSON {
+		return fmt.Errorf("%w: -o - and --json would both write to stdout: write the page to a file", errUsage)
+	}
+	if *out != "-" {
+		if err := checkWritable(*out); err != nil {
+			return err
+		}
+	}
+	if *sizeBudget < 0 {
+		return fmt.Errorf("%w: --size-budget %v (want ≥ 0)", errUsage, *sizeBudget)
+	}
+	var secs []string
+	if *sections != "all" {
+		for _, s := range strings.Split(*sections, ",") {
+			secs = append(secs, strings.TrimSpace(s))
+		}
+		if err := report.CheckSections(secs); err != nil {
+			return fmt.Errorf("%w: --sections: %v", errUsage, err)
+		}
+	}
+	if *focusColl != "" && *focusColl != "none" {
+		if _, err := coll.ParseFunc(*focusColl); err != nil {
+			return fmt.Errorf("%w: --focus: %v", errUsage, err)
+		}
 	}
 	funcs, err := parseColls(*collName, allColls)
 	if err != nil {
@@ -67,12 +97,9 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	p, err := mf.planner(fs)
-	if err != nil {
-		return err
-	}
-	opt := report.Options{Planner: p, Fabric: fab, Funcs: funcs, Sizes: sizes,
-		DataType: dt, Op: op, MeasuredTag: *measTag, FocusColl: *focusColl}
+	// Every option and input is checked before the communicator is built (seconds at 2,048
+	// nodes) and the simulation.
+	var opt report.Options
 	if *focusSize != "" {
 		if opt.FocusSize, err = units.ParseSize(*focusSize); err != nil {
 			return fmt.Errorf("%w: --focus-size: %v", errUsage, err)
@@ -86,14 +113,26 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		mc := *measColl
-		if mc == "" {
-			mc = coll.TestName(funcs[0])
-		}
-		if opt.Measured, err = report.ReadMeasured(data, *measured, mc); err != nil {
+		if opt.Measured, err = report.ReadMeasured(data, *measured, *measColl); err != nil {
 			return err
 		}
 		opt.MeasuredName = *measured
+	}
+	if _, err := showProgress(*progress, stderr); err != nil {
+		return err
+	}
+	p, err := mf.planner(fs)
+	if err != nil {
+		return err
+	}
+	build, err := mf.builder(fs) // the focus section's "done up to N nodes"
+	if err != nil {
+		return err
+	}
+	opt.Planner, opt.Fabric, opt.Funcs, opt.Sizes, opt.DataType, opt.Op = p, fab, funcs, sizes, dt, op
+	opt.MeasuredTag, opt.FocusColl, opt.Sections, opt.PlannerAt, opt.SizeBudget = *measTag, *focusColl, secs, build, *sizeBudget
+	if *sizeBudget == 0 {
+		opt.SizeBudget = -1
 	}
 	if show, err := showProgress(*progress, stderr); err != nil {
 		return err
@@ -124,4 +163,32 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "simccl report: wrote %s (%s)\n", *out, r.Title)
 	}
 	return nil
+}
+
+// checkWritable fails at once when path cannot be written: its folder is missing or not a
+// folder, or a file cannot be created there (tried with a temporary file, removed), or path is a
+// folder. It runs before the simulation, so that a bad -o costs nothing.
+func checkWritable(path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%w: -o %s: a folder", errUsage, path)
+	} else if err == nil {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0) // no truncation: the page replaces it at the end
+		if err != nil {
+			return fmt.Errorf("-o %s: %w", path, err)
+		}
+		return f.Close()
+	}
+	dir := filepath.Dir(path)
+	if fi, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("-o %s: %w", path, err)
+	} else if !fi.IsDir() {
+		return fmt.Errorf("-o %s: %s is not a folder", path, dir)
+	}
+	f, err := os.CreateTemp(dir, ".simccl-report-*")
+	if err != nil {
+		return fmt.Errorf("-o %s: cannot write in %s: %w", path, dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestReportCommand(t *testing.T) {
@@ -46,7 +47,7 @@ func TestReportCommand(t *testing.T) {
 
 	// nccl-tests' own text output.
 	text := filepath.Join(dir, "ar.txt")
-	os.WriteFile(text, []byte("#  Rank  0 Group  0 Pid 1 on h device 0\n#  Rank  1 Group  0 Pid 2 on h device 1\n     1024   256  float  sum  -1  12.0  0.09  0.09  0  11.0  0.09  0.09  0\n"), 0o644)
+	os.WriteFile(text, []byte("# ./build/all_reduce_perf -b 1K -e 4K\n#  Rank  0 Group  0 Pid 1 on h device 0\n#  Rank  1 Group  0 Pid 2 on h device 1\n     1024   256  float  sum  -1  12.0  0.09  0.09  0  11.0  0.09  0.09  0\n"), 0o644)
 	out.Reset()
 	errb.Reset()
 	if rc := mainRun([]string{"report", "--topo", "../../testdata/nccl/h200x2/real_topo.xml", "--measured", text, "-b", "1K", "-e", "4K", "-o", page}, &out, &errb); rc != 0 {
@@ -77,5 +78,106 @@ func TestReportUsage(t *testing.T) {
 		if rc != tc.rc || !strings.Contains(errb.String(), tc.want) {
 			t.Errorf("%v: rc %d, stderr %q; want rc %d naming %q", tc.args, rc, errb.String(), tc.rc, tc.want)
 		}
+	}
+}
+
+// Every output path and option is checked before the simulation: at 256 nodes, whose sweep
+// takes seconds, each of these fails at once.
+func TestReportChecksFirst(t *testing.T) {
+	dir := t.TempDir()
+	page := filepath.Join(dir, "r.html")
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	ro := filepath.Join(dir, "ro")
+	os.Mkdir(ro, 0o555)
+	for _, tc := range []struct {
+		name string
+		args []string
+		rc   int
+		want string
+	}{
+		{"missing folder", []string{"-o", "/nonexistent/dir/r.html"}, 1, "/nonexistent/dir/r.html"},
+		{"folder", []string{"-o", filepath.Join(dir, "sub")}, 2, "a folder"},
+		{"parent is a file", []string{"-o", filepath.Join(dir, "file.txt", "r.html")}, 1, "not a folder"},
+		{"stdout twice", []string{"-o", "-", "--json"}, 2, "both write to stdout"},
+		{"sections", []string{"-o", page, "--sections", "topology,nope"}, 2, `--sections`},
+		{"focus", []string{"-o", page, "--focus", "nope"}, 2, "--focus"},
+		{"size budget", []string{"-o", page, "--size-budget", "-1s"}, 2, "--size-budget"},
+		{"measured unnamed", []string{"-o", page, "--measured", filepath.Join(dir, "ar.txt")}, 1, "--measured-coll"},
+		{"measured ranks", []string{"-o", page, "--measured", "../../testdata/nccl/h200x2/nccl_perf.csv", "-b", "1K", "-e", "1K"}, 1, "ranks"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			os.WriteFile(filepath.Join(dir, "file.txt"), nil, 0o644)
+			os.WriteFile(filepath.Join(dir, "ar.txt"), []byte("#  Rank  0 Group  0 Pid 1 on h device 0\n     1024   256  float  sum  -1  12.0  0.09  0.09  0  11.0  0.09  0.09  0\n"), 0o644)
+			var out, errb bytes.Buffer
+			start := time.Now()
+			rc := mainRun(append([]string{"report", "--nodes", "256", "--progress", "off"}, tc.args...), &out, &errb)
+			if rc != tc.rc || !strings.Contains(errb.String(), tc.want) {
+				t.Errorf("rc %d, stderr %q; want rc %d naming %q", rc, errb.String(), tc.rc, tc.want)
+			}
+			if d := time.Since(start); d > 3*time.Second {
+				t.Errorf("failed after %v: checked after the simulation", d)
+			}
+		})
+	}
+	if os.Geteuid() != 0 { // root writes anywhere
+		var out, errb bytes.Buffer
+		if rc := mainRun([]string{"report", "--nodes", "256", "-o", filepath.Join(ro, "r.html")}, &out, &errb); rc == 0 || !strings.Contains(errb.String(), "cannot write") {
+			t.Errorf("read-only folder: rc %d, %q", rc, errb.String())
+		}
+	}
+}
+
+// --focus none and --sections; an all_gather log is plotted as all_gather without -c naming it
+// (its command line says so).
+func TestReportSectionsAndFocusNone(t *testing.T) {
+	dir := t.TempDir()
+	page := filepath.Join(dir, "r.html")
+	ag := filepath.Join(dir, "ag.txt")
+	os.WriteFile(ag, []byte("# mpirun -np 2 ./build/all_gather_perf -b 1K -e 4K -f 4 -g 1\n#  Rank  0 Group  0 Pid 1 on h device 0\n#  Rank  1 Group  0 Pid 2 on h device 1\n     1024   128  float  none  -1  12.0  0.09  0.04  0  11.0  0.09  0.04  0\n     4096   512  float  none  -1  13.0  0.32  0.16  0  12.0  0.34  0.17  0\n"), 0o644)
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		has     []string
+		hasNot  []string
+		stdoutJ bool
+	}{
+		{"focus none", []string{"--focus", "none"}, []string{`id="skip-time"`, `<svg id="busbw"`, `<svg id="topo"`}, []string{`<svg id="heat"`}, false},
+		{"sections", []string{"--sections", "busbw,memory"}, []string{`id="skip-topology"`, `id="skip-tuner"`, `id="skip-time"`, `<svg id="busbw"`, `<svg id="memory"`}, []string{`<svg id="topo"`, `<svg id="tuner"`, `<svg id="heat"`}, false},
+		{"all_gather log", []string{"-c", "allreduce,allgather", "--measured", ag, "--sections", "busbw"}, []string{`data-series="measured all_gather"`}, []string{"measured all_reduce"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			args := append([]string{"report", "--topo", "../../testdata/nccl/h200x2/real_topo.xml", "-b", "1K", "-e", "4K", "-f", "4", "--progress", "off", "-o", page}, tc.args...)
+			if rc := mainRun(args, &out, &errb); rc != 0 {
+				t.Fatalf("rc %d: %s", rc, errb.String())
+			}
+			data, err := os.ReadFile(page)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range tc.has {
+				if !bytes.Contains(data, []byte(s)) {
+					t.Errorf("page lacks %q", s)
+				}
+			}
+			for _, s := range tc.hasNot {
+				if bytes.Contains(data, []byte(s)) {
+					t.Errorf("page has %q", s)
+				}
+			}
+		})
+	}
+	// -c alone does not name a log's collective: an unnamed log is refused.
+	os.WriteFile(ag, []byte("#  Rank  0 Group  0 Pid 1 on h device 0\n#  Rank  1 Group  0 Pid 2 on h device 1\n     1024   128  float  none  -1  12.0  0.09  0.04  0  11.0  0.09  0.04  0\n"), 0o644)
+	var out, errb bytes.Buffer
+	if rc := mainRun([]string{"report", "--topo", "../../testdata/nccl/h200x2/real_topo.xml", "-c", "allgather", "--measured", ag, "-o", page}, &out, &errb); rc != 1 || !strings.Contains(errb.String(), "does not name its collective") {
+		t.Errorf("unnamed log: rc %d, %q", rc, errb.String())
+	}
+	// The help names the sections.
+	out.Reset()
+	errb.Reset()
+	mainRun([]string{"report", "--help"}, &out, &errb)
+	if help := out.String() + errb.String(); !strings.Contains(help, "--sections") || !strings.Contains(help, "topology,tuner,busbw,time,memory") || !strings.Contains(help, "none: no such section") {
+		t.Errorf("help: %s", help)
 	}
 }
