@@ -219,7 +219,7 @@ func (sf *sweepFlags) parse(all []coll.Func) (funcs []coll.Func, sizes []int64, 
 	}
 	if sf.op != nil {
 		if op, err = coll.ParseRedOp(*sf.op); err != nil {
-			err = fmt.Errorf("%w: -o: %v", errUsage, err)
+			err = fmt.Errorf("%w: --op: %v", errUsage, err)
 		}
 	}
 	return

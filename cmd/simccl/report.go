@@ -27,12 +27,8 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	mf := addMachineFlags(fs)
 	fabricFile := fs.String("fabric", "", "fabric description (key = value file, see docs/cluster.md)")
 	fabSet := fs.StringArray("fabric-set", nil, "override one fabric key (key=value; repeatable)")
-	collName := fs.StringP("collective", "c", "allreduce", "collectives, comma-separated (allreduce,allgather,…) or all")
-	minB := fs.StringP("minbytes", "b", "8", "smallest size (nccl-tests size: the total buffer)")
-	maxB := fs.StringP("maxbytes", "e", "1G", "largest size")
-	factor := fs.Int64P("stepfactor", "f", 2, "size multiplication factor")
-	dtName := fs.StringP("datatype", "d", "float", "data type")
-	opName := fs.String("op", "sum", "reduction (sum, prod, max, min, avg)")
+	sweep := addSweepFlags(fs, "allreduce", "collectives, comma-separated (allreduce,allgather,…) or all")
+	sweep.addOp(fs, "") // -o is the output file here
 	measured := fs.String("measured", "", "measured timings: CSV (tag,coll,world,bytes,us,algbw,busbw), nccl-tests text output, or runccl --json")
 	measTag := fs.String("measured-tag", "default", "CSV rows of this tag (\"*\": every tag, one series each)")
 	measColl := fs.String("measured-coll", "", "collective of an nccl-tests text output (default: the one its *_perf command line names; refused when it names none)")
@@ -77,21 +73,9 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%w: --focus: %v", errUsage, err)
 		}
 	}
-	funcs, err := parseColls(*collName, allColls)
+	funcs, sizes, dt, op, err := sweep.parse(allColls)
 	if err != nil {
 		return err
-	}
-	sizes, err := parseSweep(*minB, *maxB, *factor)
-	if err != nil {
-		return err
-	}
-	dt, err := coll.ParseDataType(*dtName)
-	if err != nil {
-		return fmt.Errorf("%w: -d: %v", errUsage, err)
-	}
-	op, err := coll.ParseRedOp(*opName)
-	if err != nil {
-		return fmt.Errorf("%w: --op: %v", errUsage, err)
 	}
 	fab, err := readFabric(*fabricFile, *fabSet)
 	if err != nil {
