@@ -27,7 +27,7 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("replay", stderr)
 	mf := addMachineFlags(fs)
 	fs.Lookup("topo").Usage = "NCCL topology XML or embedded name (default: the trace's virtual topology, else $NCCL_TOPO_FILE, else " + topos.DefaultName + ")"
-	fs.Lookup("nodes").Usage = "number of nodes (default: 1, or --scale-ranks / GPUs per node)"
+	fs.Lookup("nodes").Usage = "number of nodes (default: --scale-ranks / GPUs per node; else the trace's ranks / GPUs per node where that divides, else 1)"
 	fabricFile := fs.String("fabric", "", "fabric description (key = value file, see docs/cluster.md)")
 	fabSet := fs.StringArray("fabric-set", nil, "override one fabric key (key=value; repeatable)")
 	scaleRanks := fs.Int("scale-ranks", 0, "simulate data-parallel communicators (the trace's largest) at this many ranks (default: the machine's)")
@@ -109,6 +109,11 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	n := *mf.nodes
 	if !fs.Changed("nodes") {
 		n = 1
+		// Without --nodes or --scale-ranks a trace replays at its own scale where that is a
+		// whole number of nodes of this topology; otherwise it is scaled, and the output says so.
+		if world := intercept.World(launches); *scaleRanks == 0 && world > g && world%g == 0 {
+			n = world / g
+		}
 		if *scaleRanks > 0 {
 			if *scaleRanks%g != 0 {
 				return fmt.Errorf("%w: --scale-ranks %d is not a multiple of the %d GPUs of a %s node", errUsage, *scaleRanks, g, name)

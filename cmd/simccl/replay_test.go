@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -103,5 +104,29 @@ func TestReplayVirtualTopo(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "# simccl replay: h200x2-nvlink, 1 node(s), 2 ranks, 1 launches") {
 		t.Errorf("output:\n%s", out.String())
+	}
+}
+
+// A trace whose communicators span a whole number of nodes replays at its own scale without
+// --nodes or --scale-ranks: 16 ranks on dgx-h100 are 2 nodes, nothing scaled.
+func TestReplayAtTraceScale(t *testing.T) {
+	dir := t.TempDir()
+	var files []string
+	for r := 0; r < 16; r++ {
+		f := filepath.Join(dir, fmt.Sprintf("simccl-trace.rank%d.jsonl", r))
+		lines := fmt.Sprintf(`{"seq":0,"t_ns":1000,"dur_ns":10,"rank":%d,"nranks":16,"comm":"c16","op":"CommInit","root":-1,"group":0,"host":"h","pid":1,"mode":"record"}
+{"seq":1,"t_ns":2000,"dur_ns":10,"rank":%d,"nranks":16,"comm":"c16","op":"AllReduce","count":1048576,"dtype":"float","redop":"sum","root":-1,"group":0}
+`, r, r)
+		if err := os.WriteFile(f, []byte(lines), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	var out, errb bytes.Buffer
+	if rc := mainRun(append([]string{"replay", "--topo", "dgx-h100"}, files...), &out, &errb); rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	if !strings.Contains(out.String(), "2 node(s), 16 ranks") || strings.Contains(out.String()+errb.String(), "scaled") {
+		t.Errorf("want 2 nodes, 16 ranks, nothing scaled:\n%s\n%s", out.String(), errb.String())
 	}
 }
