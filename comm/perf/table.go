@@ -9,7 +9,7 @@ import (
 )
 
 // TableWriter prints a run as nccl-tests prints it, one line as each size finishes. The layout is
-// that of nccl-tests 2.13–2.16 src/common.cu (the public outputs in ../shared/public-nccl-tests,
+// that of nccl-tests 2.13–2.16 src/common.cu (public outputs of real clusters, comm/perf/testdata/nccl-tests,
 // and the one report.ReadMeasured and compare.py-style parsers read): the "# nThread" line, the
 // devices, the three header lines, rows "%12li  %12li  %8s  %6s  %6i" then, per placement,
 // "  %7s  %6.2f  %6.2f  %5g" (time, algbw, busbw, #wrong; "N/A" when not checked), and the
