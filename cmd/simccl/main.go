@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 
 	"github.com/spf13/pflag"
@@ -65,6 +66,12 @@ func main() {
 
 // mainRun is main without the process exit, so that tests can drive the whole CLI.
 func mainRun(args []string, stdout, stderr io.Writer) int {
+	if len(args) >= 2 && args[0] == "help" {
+		// simccl help CMD [SUB]: that command's help, as CMD --help gives it.
+		if _, ok := commands[args[1]]; ok {
+			return mainRun(append(append([]string(nil), args[1:]...), "--help"), stdout, stderr)
+		}
+	}
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(stdout)
 		return 0
@@ -79,6 +86,15 @@ func mainRun(args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
+	if asksHelp(args[1:]) {
+		// Help is what was asked for: it goes to stdout (so that `simccl run --help | less` shows
+		// it), like the top-level help; errors stay on stderr.
+		if err := c.run(args[1:], stdout, stdout); err != nil && !errors.Is(err, pflag.ErrHelp) {
+			fmt.Fprintf(stderr, "simccl %s: %v\n", c.name, err)
+			return 2
+		}
+		return 0
+	}
 	err := c.run(args[1:], stdout, stderr)
 	switch {
 	case err == nil:
@@ -92,6 +108,19 @@ func mainRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "simccl %s: %v\n", c.name, err)
 		return 1
 	}
+}
+
+// asksHelp reports whether args ask for help (-h or --help before any "--").
+func asksHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "--help":
+			return true
+		}
+	}
+	return false
 }
 
 // newFlags returns a flag set for one subcommand whose errors come back as errUsage.
@@ -111,4 +140,33 @@ func parseFlags(fs *pflag.FlagSet, args []string) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return nil
+}
+
+// checkWritable fails at once when path, given by flag, cannot be written: its folder is missing
+// or not a folder, or a file cannot be created there (tried with a temporary file, removed), or
+// path is a folder. Commands run it before their long work, so that a bad output path costs
+// nothing.
+func checkWritable(flag, path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%w: %s %s: a folder", errUsage, flag, path)
+	} else if err == nil {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0) // no truncation: the page replaces it at the end
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", flag, path, err)
+		}
+		return f.Close()
+	}
+	dir := filepath.Dir(path)
+	if fi, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("%s %s: %w", flag, path, err)
+	} else if !fi.IsDir() {
+		return fmt.Errorf("%s %s: %s is not a folder", flag, path, dir)
+	}
+	f, err := os.CreateTemp(dir, ".simccl-*")
+	if err != nil {
+		return fmt.Errorf("%s %s: cannot write in %s: %w", flag, path, dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
 }

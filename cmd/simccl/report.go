@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -52,7 +50,7 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: -o - and --json would both write to stdout: write the page to a file", errUsage)
 	}
 	if *out != "-" {
-		if err := checkWritable(*out); err != nil {
+		if err := checkWritable("-o", *out); err != nil {
 			return err
 		}
 	}
@@ -147,32 +145,4 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "simccl report: wrote %s (%s)\n", *out, r.Title)
 	}
 	return nil
-}
-
-// checkWritable fails at once when path cannot be written: its folder is missing or not a
-// folder, or a file cannot be created there (tried with a temporary file, removed), or path is a
-// folder. It runs before the simulation, so that a bad -o costs nothing.
-func checkWritable(path string) error {
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return fmt.Errorf("%w: -o %s: a folder", errUsage, path)
-	} else if err == nil {
-		f, err := os.OpenFile(path, os.O_WRONLY, 0) // no truncation: the page replaces it at the end
-		if err != nil {
-			return fmt.Errorf("-o %s: %w", path, err)
-		}
-		return f.Close()
-	}
-	dir := filepath.Dir(path)
-	if fi, err := os.Stat(dir); err != nil {
-		return fmt.Errorf("-o %s: %w", path, err)
-	} else if !fi.IsDir() {
-		return fmt.Errorf("-o %s: %s is not a folder", path, dir)
-	}
-	f, err := os.CreateTemp(dir, ".simccl-report-*")
-	if err != nil {
-		return fmt.Errorf("-o %s: cannot write in %s: %w", path, dir, err)
-	}
-	name := f.Name()
-	f.Close()
-	return os.Remove(name)
 }

@@ -64,6 +64,14 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Output paths are checked before anything is simulated.
+	for _, o := range []struct{ flag, path string }{{"--trace", *tracePath}, {"--ops", *opsPath}, {"--plot", *plotPath}} {
+		if o.path != "" {
+			if err := checkWritable(o.flag, o.path); err != nil {
+				return err
+			}
+		}
+	}
 	var plotFormat string
 	if *plotPath != "" {
 		plotFormat = strings.TrimPrefix(strings.ToLower(filepath.Ext(*plotPath)), ".")
