@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The README's command table names every simccl command and no other: the documentation and the
+// CLI do not drift apart.
+func TestREADMEListsEveryCommand(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	var documented []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `simccl ([a-z]+)").FindAllStringSubmatch(string(readme), -1) {
+		documented = append(documented, m[1])
+	}
+	documented = uniq(documented)
+	var registered []string
+	for name := range commands {
+		registered = append(registered, name)
+	}
+	sort.Strings(registered)
+	require.Equal(t, registered, documented, "README.md's command table against `simccl help`")
+}
+
+func uniq(s []string) []string {
+	sort.Strings(s)
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// A walk through the README's commands, as a new user would type them (small sizes so that it
+// stays quick): each exits 0 and prints what its README row promises.
+func TestREADMEWalk(t *testing.T) {
+	dir := t.TempDir()
+	trace := "../../testdata/intercept/h200x2/trace/"
+	steps := []struct {
+		args []string
+		want []string // substrings of stdout
+		json bool     // stdout is one JSON value
+		file string   // a file the command writes
+	}{
+		{args: []string{"topo"}, want: []string{"=== System : maxBw"}},
+		{args: []string{"topo", "--json"}, json: true},
+		{args: []string{"search"}, want: []string{"Pattern 4, crossNic"}},
+		{args: []string{"tune", "-b", "8", "-e", "1M", "-f", "32"}, want: []string{"AllReduce: 8 Bytes -> Algo"}},
+		{args: []string{"plan", "-c", "allreduce", "--nodes", "1", "-b", "1K"}, want: []string{"rank 0 channel 0"}},
+		{args: []string{"run", "-b", "8", "-e", "1M", "-f", "32", "--progress", "off"}, want: []string{"# Avg bus bandwidth", "all_reduce"}},
+		{args: []string{"run", "-c", "allgather,alltoall", "-b", "1K", "-e", "64K", "-f", "8", "--json"}, json: true},
+		{args: []string{"run", "-b", "1M", "-e", "1M", "--trace", filepath.Join(dir, "t.json")}, file: filepath.Join(dir, "t.json")},
+		{args: []string{"run", "-b", "1M", "-e", "1M", "--ops", filepath.Join(dir, "ops.csv")}, file: filepath.Join(dir, "ops.csv")},
+		{args: []string{"run", "-b", "8", "-e", "1M", "-f", "64", "--plot", filepath.Join(dir, "p.svg")}, file: filepath.Join(dir, "p.svg")},
+		{args: []string{"run", "--nodes", "2", "--fabric", "../../examples/fabrics/rail-2tier.fabric", "-b", "1M", "-e", "1M"}, want: []string{"# fabric:"}},
+		{args: []string{"report", "-b", "8", "-e", "1M", "-f", "64", "--progress", "off", "-o", filepath.Join(dir, "r.html")}, file: filepath.Join(dir, "r.html")},
+		{args: []string{"mem", "-c", "allreduce,sendrecv", "-b", "8", "-e", "1M", "-f", "64"}, want: []string{"MiB"}},
+		{args: []string{"replay", "--topo", "h200x2-nvlink", trace + "simccl-trace.rank0.jsonl", trace + "simccl-trace.rank1.jsonl"}, want: []string{"launches", "total"}},
+	}
+	for _, s := range steps {
+		var out, errb bytes.Buffer
+		rc := mainRun(s.args, &out, &errb)
+		require.Equal(t, 0, rc, "simccl %s: stderr %q", strings.Join(s.args, " "), errb.String())
+		for _, w := range s.want {
+			require.Contains(t, out.String(), w, "simccl %s", strings.Join(s.args, " "))
+		}
+		if s.json {
+			var v any
+			require.NoError(t, json.Unmarshal(out.Bytes(), &v), "simccl %s: not JSON", strings.Join(s.args, " "))
+		}
+		if s.file != "" {
+			fi, err := os.Stat(s.file)
+			require.NoError(t, err, "simccl %s", strings.Join(s.args, " "))
+			require.Positive(t, fi.Size(), "simccl %s wrote an empty %s", strings.Join(s.args, " "), s.file)
+		}
+	}
+}
