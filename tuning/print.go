@@ -120,6 +120,34 @@ type Report struct {
 	NChannels int          `json:"nchannels"`
 	Table     []TableCell  `json:"table"`
 	Choices   []ChoiceJSON `json:"choices"`
+	// P2P lists point-to-point choices (send/recv, all-to-all) where they were asked for: NCCL
+	// prints no TUNING line for them.
+	P2P []P2PChoiceJSON `json:"p2p,omitempty"`
+}
+
+// P2PChoiceJSON is the point-to-point plan of one nccl-tests size: Transfers of the call cut
+// alike (peer kind, channels, protocol, chunk).
+type P2PChoiceJSON struct {
+	Coll      string `json:"coll"`
+	Bytes     int64  `json:"bytes"` // nccl-tests size
+	Transfers int    `json:"transfers"`
+	Peer      string `json:"peer,omitempty"` // "intra" (same node) or "net"
+	Proto     string `json:"proto"`
+	NChannels int    `json:"nchannels"`
+	ChunkSize int64  `json:"chunk_size,omitempty"`
+}
+
+// Line is the text form of a point-to-point choice (simccl's own; NCCL prints none).
+func (c P2PChoiceJSON) Line() string {
+	l := fmt.Sprintf("# %s: %d Bytes -> P2P proto %s nchannels %d", c.Coll, c.Bytes, c.Proto, c.NChannels)
+	if c.ChunkSize > 0 {
+		l += fmt.Sprintf(" chunk %d", c.ChunkSize)
+	}
+	l += fmt.Sprintf(" (%d transfers", c.Transfers)
+	if c.Peer != "" {
+		l += ", " + c.Peer
+	}
+	return l + ")"
 }
 
 // Cells lists every cell in NCCL's order (function, algorithm, protocol).

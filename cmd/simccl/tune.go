@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/tuning"
 )
 
@@ -21,7 +22,7 @@ var tunedColls = []coll.Func{coll.AllReduce, coll.AllGather, coll.ReduceScatter,
 func runTune(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("tune", stderr)
 	mf := addMachineFlags(fs)
-	sweep := addSweepFlags(fs, "all", "allreduce|allgather|reducescatter|broadcast|reduce|all, or a comma-separated list")
+	sweep := addSweepFlags(fs, "all", "allreduce|allgather|reducescatter|broadcast|reduce|all (NCCL's tuned collectives), or a comma-separated list; sendrecv and alltoall print their point-to-point plan (NCCL prints no TUNING line for them)")
 	noTable := fs.Bool("no-table", false, "print only the per-size choices")
 	asJSON := fs.Bool("json", false, `print {"table":[…],"choices":[…]} instead of text`)
 	fs.Usage = func() {
@@ -47,16 +48,13 @@ func runTune(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, f := range funcs {
-		if f >= coll.NumTunedFuncs {
-			return fmt.Errorf("%w: -c %q: want allreduce, allgather, reducescatter, broadcast, reduce or all", errUsage, *sweep.coll)
-		}
-	}
+
 	p, err := mf.planner(fs)
 	if err != nil {
 		return err
 	}
 	var choices []tuning.Choice
+	var p2p []tuning.P2PChoiceJSON
 	var skipped []string
 	for _, f := range funcs {
 		for _, s := range sizes {
@@ -71,12 +69,18 @@ func runTune(args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return fmt.Errorf("%s %d bytes: %w", f, s, err)
 			}
-			choices = append(choices, *d.Choice)
+			if d.Choice != nil {
+				choices = append(choices, *d.Choice)
+			} else {
+				p2p = append(p2p, p2pChoices(f, s, p.PPN, d)...)
+			}
 		}
 	}
 	table := p.Table
 	if *asJSON {
-		return table.NewReport(choices).WriteJSON(stdout)
+		r := table.NewReport(choices)
+		r.P2P = p2p
+		return r.WriteJSON(stdout)
 	}
 	fmt.Fprintf(stdout, "# simccl tune: %s, %d ranks on %d node(s), %d channels, NCCL %s rules\n", p.Name, p.NRanks(), p.Nodes, table.NChannels, table.K.Release)
 	if !*noTable {
@@ -92,5 +96,46 @@ func runTune(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	for _, ch := range p2p {
+		if _, err := fmt.Fprintln(stdout, ch.Line()); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// p2pChoices describes the point-to-point plan d of nccl-tests size s of f (SendRecv, AllToAll):
+// one entry per way its transfers are cut (a send/recv across nodes plans its in-node and its
+// network peers apart), with the peer kind where ppn ranks share a node.
+func p2pChoices(f coll.Func, s int64, ppn int, d planner.Decision) []tuning.P2PChoiceJSON {
+	pl := d.Plan
+	if f == coll.AllToAll || len(pl.Transfers) == 0 {
+		c := tuning.P2PChoiceJSON{Coll: f.String(), Bytes: s, Transfers: pl.NRanks * pl.NRanks, Proto: pl.Proto.String(), NChannels: pl.NChannels}
+		if f != coll.AllToAll {
+			c.Transfers = pl.NRanks
+		}
+		if pl.Proto == coll.Simple {
+			c.ChunkSize = pl.ChunkSize
+		}
+		return []tuning.P2PChoiceJSON{c}
+	}
+	var out []tuning.P2PChoiceJSON
+	index := map[tuning.P2PChoiceJSON]int{}
+	for _, t := range pl.Transfers {
+		c := tuning.P2PChoiceJSON{Coll: f.String(), Bytes: s, Proto: coll.Simple.String(), NChannels: t.NChannels, ChunkSize: t.ChunkSize, Peer: "intra"}
+		if t.LL {
+			c.Proto = coll.LL.String()
+		}
+		if ppn > 0 && t.From/ppn != t.To/ppn {
+			c.Peer = "net"
+		}
+		if i, ok := index[c]; ok {
+			out[i].Transfers++
+			continue
+		}
+		index[c] = len(out)
+		c.Transfers = 1
+		out = append(out, c)
+	}
+	return out
 }

@@ -86,3 +86,28 @@ func TestREADMEWalk(t *testing.T) {
 		}
 	}
 }
+
+// tune takes sendrecv and alltoall: it prints their point-to-point plans (NCCL prints no TUNING
+// line for them), a send/recv across nodes with its in-node and its network peers apart, and the
+// JSON lists them under "p2p".
+func TestTuneP2P(t *testing.T) {
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, mainRun([]string{"tune", "-c", "sendrecv,alltoall", "--nodes", "2", "-b", "1K", "-e", "1K", "--no-table"}, &out, &errb), errb.String())
+	require.Contains(t, out.String(), "# SendRecv: 1024 Bytes -> P2P proto LL nchannels 1 (14 transfers, intra)")
+	require.Contains(t, out.String(), "(2 transfers, net)")
+	require.Contains(t, out.String(), "# AllToAll: 1024 Bytes -> P2P")
+	out.Reset()
+	require.Equal(t, 0, mainRun([]string{"tune", "-c", "sendrecv", "-b", "1M", "-e", "1M", "--json"}, &out, &errb), errb.String())
+	var v struct {
+		P2P []struct {
+			Coll      string `json:"coll"`
+			Transfers int    `json:"transfers"`
+			NChannels int    `json:"nchannels"`
+		} `json:"p2p"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &v))
+	require.Len(t, v.P2P, 1)
+	require.Equal(t, "SendRecv", v.P2P[0].Coll)
+	require.Equal(t, 8, v.P2P[0].Transfers)
+	require.Positive(t, v.P2P[0].NChannels)
+}
