@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,4 +46,42 @@ func TestRunChecksOutputsFirst(t *testing.T) {
 		require.Empty(t, out.String(), "%s: the table was printed before the check", flag)
 		require.Less(t, time.Since(start), time.Minute, "%s: checked late", flag)
 	}
+}
+
+// The bar redraws itself while a call runs (not only when a call ends), and says how many events
+// have been simulated.
+func TestLiveBarMoves(t *testing.T) {
+	var buf safeBuffer
+	b := startBar(&buf, 3)
+	b.set(1, "all_reduce 1G")
+	time.Sleep(1200 * time.Millisecond) // the ticker redraws every 500 ms
+	b.finish()
+	out := buf.String()
+	require.GreaterOrEqual(t, strings.Count(out, "\r["), 3, "set, at least one tick, finish: %q", out)
+	require.Contains(t, out, "1/3 all_reduce 1G")
+	require.True(t, strings.HasSuffix(out, "\n"), "finish ends the line")
+	for _, c := range []struct {
+		n    uint64
+		want string
+	}{{65536, "66K ev"}, {12_300_000, "12.3M ev"}, {1_200_000_000, "1.2G ev"}} {
+		require.Equal(t, c.want, formatEvents(c.n))
+	}
+}
+
+// safeBuffer is a bytes.Buffer for a writer and a reader on different goroutines.
+type safeBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *safeBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

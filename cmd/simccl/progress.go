@@ -5,7 +5,10 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/simccl/simccl/simnet"
 )
 
 // showProgress reads a --progress value: "on" draws the bar, "off" does not, "auto" draws it when
@@ -83,5 +86,80 @@ func formatETA(d time.Duration) string {
 	default:
 		m := int(s/60 + 0.5)
 		return fmt.Sprintf("%dh%02dm", m/60, m%60)
+	}
+}
+
+// liveBar is a progress bar that also moves within a long call: a goroutine redraws it every
+// half second with the events simulated so far (simnet.EventsSimulated), so that a size that
+// takes minutes shows its pace. Its methods are safe for concurrent use.
+type liveBar struct {
+	mu          sync.Mutex
+	w           io.Writer
+	done, total int
+	what        string
+	start       time.Time
+	ev0         uint64
+	stop        chan struct{}
+	stopped     sync.WaitGroup
+}
+
+// startBar draws a bar for total calls on w and starts redrawing it.
+func startBar(w io.Writer, total int) *liveBar {
+	b := &liveBar{w: w, total: total, start: time.Now(), ev0: simnet.EventsSimulated(), stop: make(chan struct{})}
+	b.stopped.Add(1)
+	go func() {
+		defer b.stopped.Done()
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-b.stop:
+				return
+			case <-t.C:
+				b.mu.Lock()
+				b.draw()
+				b.mu.Unlock()
+			}
+		}
+	}()
+	return b
+}
+
+// set records that done calls have ended and what runs now, and redraws.
+func (b *liveBar) set(done int, what string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.done, b.what = done, what
+	b.draw()
+}
+
+// finish stops the redrawing and draws the bar once more, done, with its line ended.
+func (b *liveBar) finish() {
+	close(b.stop)
+	b.stopped.Wait()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.what = "done"
+	b.draw()
+	fmt.Fprintln(b.w)
+}
+
+func (b *liveBar) draw() {
+	what := b.what
+	if ev := simnet.EventsSimulated() - b.ev0; ev > 0 && b.what != "done" {
+		what += " " + formatEvents(ev)
+	}
+	drawBar(b.w, b.done, b.total, what, time.Since(b.start))
+}
+
+// formatEvents writes an event count briefly: 655K ev, 12.3M ev, 1.2G ev.
+func formatEvents(n uint64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.1fG ev", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1fM ev", float64(n)/1e6)
+	default:
+		return fmt.Sprintf("%.0fK ev", float64(n)/1e3)
 	}
 }

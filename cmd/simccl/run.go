@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strings"
-	"time"
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/internal/units"
@@ -108,7 +107,10 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 		noteSeen[n] = true
 		notes = append(notes, n)
 	}
-	start := time.Now()
+	var bar *liveBar
+	if showBar {
+		bar = startBar(stderr, total)
+	}
 	var failed []string
 	// The (collective, size) calls are independent: run them on the cores (--jobs), each on its
 	// own engine, and assemble the rows, notes and failures in their order afterwards, so the
@@ -132,8 +134,8 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	if workers <= 1 {
 		for i := range calls {
 			c := &calls[i]
-			if showBar {
-				drawBar(stderr, done, total, fmt.Sprintf("%s %s", coll.TestName(c.f), units.FormatSize(c.size)), time.Since(start))
+			if bar != nil {
+				bar.set(done, fmt.Sprintf("%s %s", coll.TestName(c.f), units.FormatSize(c.size)))
 			}
 			if record && recorded >= *maxOps {
 				record = false
@@ -165,8 +167,8 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 		for range calls {
 			i := <-finished
 			done++
-			if showBar {
-				drawBar(stderr, done, total, fmt.Sprintf("%s %s", coll.TestName(calls[i].f), units.FormatSize(calls[i].size)), time.Since(start))
+			if bar != nil {
+				bar.set(done, fmt.Sprintf("%s %s", coll.TestName(calls[i].f), units.FormatSize(calls[i].size)))
 			}
 		}
 	}
@@ -192,9 +194,8 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 			offset += c.res.Time + simnet.Microsecond
 		}
 	}
-	if showBar {
-		drawBar(stderr, done, total, "done", time.Since(start))
-		fmt.Fprintln(stderr)
+	if bar != nil {
+		bar.finish()
 	}
 	// A trace or op log without ops is an error, not an empty file; the table still comes out.
 	var unrecorded string
