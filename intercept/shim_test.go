@@ -1,6 +1,7 @@
 package intercept
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,11 +32,17 @@ func buildShim(t *testing.T) (dir string) {
 	run("go", "build", "-buildmode=c-shared", "-o", filepath.Join(dir, "libsimccl_nccl.so"), "./shim")
 	run(cc, "-O2", "-shared", "-fPIC", "-o", filepath.Join(dir, "libfakenccl.so"), "../testdata/intercept/c/fake_nccl.c")
 	run(cc, "-O2", "-o", filepath.Join(dir, "driver"), "../testdata/intercept/c/driver.c", "-L"+dir, "-lsimccl_nccl", "-Wl,-rpath,"+dir)
+	run(cc, "-O2", "-shared", "-fPIC", "-DFAKE_NEWER", "-o", filepath.Join(dir, "libfakenccl_newer.so"), "../testdata/intercept/c/fake_nccl.c")
+	run(cc, "-O2", "-o", filepath.Join(dir, "driver_newer"), "../testdata/intercept/c/driver_newer.c", "-L"+dir, "-lsimccl_nccl", "-Wl,-rpath,"+dir)
 	return dir
 }
 
 func runDriver(t *testing.T, dir string, env []string, args ...string) (string, error) {
-	cmd := exec.Command(filepath.Join(dir, "driver"), args...)
+	return runProgram(t, dir, "driver", env, args...)
+}
+
+func runProgram(t *testing.T, dir, name string, env []string, args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(dir, name), args...)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -131,6 +138,62 @@ func TestShim(t *testing.T) {
 		out, err := runDriver(t, dir, []string{"SIMCCL_REAL_NCCL=" + filepath.Join(dir, "nonexistent.so"), "SIMCCL_TRACE_DIR=" + filepath.Join(dir, "none")}, "2", "0", "1")
 		if err == nil || !strings.Contains(out, "simccl shim: dlopen") || !strings.Contains(out, "unhandled system error") {
 			t.Fatalf("want a failing driver naming the library: %v\n%s", err, out)
+		}
+	})
+}
+
+// The shim also catches NCCL's newer and optional calls: ncclCommInitRankScalable (a CommInit
+// record), PreMulSum reductions (recorded as "premulsum"), ncclMemAlloc/Free and buffer
+// registration (forwarded, not recorded), the legacy ncclBcast (a Broadcast record) and NCCL
+// 2.28's ncclAlltoAll (an AllToAll record); in
+// virtual mode too (except ncclMemAlloc: no device memory there); and a real library that lacks
+// them (an older NCCL) still loads, the calls to them failing with ncclInvalidUsage.
+func TestShimNewerAPI(t *testing.T) {
+	dir := buildShim(t)
+	check := func(t *testing.T, tr string, rank int, mode string) {
+		recs, err := ReadTraceFile(filepath.Join(tr, fmt.Sprintf("simccl-trace.rank%d.jsonl", rank)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ops []string
+		for _, r := range recs {
+			ops = append(ops, r.Op)
+		}
+		want := []string{OpCommInit, OpAllReduce, OpBroadcast, OpAllToAll, OpCommDestroy}
+		if strings.Join(ops, ",") != strings.Join(want, ",") {
+			t.Fatalf("ops %v, want %v", ops, want)
+		}
+		if recs[0].Mode != mode || recs[0].NRanks != 4 || recs[0].Rank != rank || recs[1].RedOp != "premulsum" || recs[1].Count != 4096 ||
+			recs[2].Count != 2048 || recs[2].Dtype != "bfloat16" || recs[2].Root != 0 || recs[1].Comm != recs[0].Comm || recs[3].Count != 64 {
+			t.Errorf("records %+v", recs)
+		}
+	}
+	t.Run("record", func(t *testing.T) {
+		tr := filepath.Join(dir, "newer-rec")
+		out, err := runProgram(t, dir, "driver_newer", []string{"SIMCCL_REAL_NCCL=" + filepath.Join(dir, "libfakenccl_newer.so"), "SIMCCL_TRACE_DIR=" + tr, "RANK=2"}, "4", "2", "1")
+		if err != nil || !strings.Contains(out, "ok") {
+			t.Fatalf("driver_newer: %v\n%s", err, out)
+		}
+		check(t, tr, 2, "record")
+	})
+	t.Run("virtual", func(t *testing.T) {
+		tr := filepath.Join(dir, "newer-virt")
+		out, err := runProgram(t, dir, "driver_newer", []string{"SIMCCL_MODE=virtual", "SIMCCL_TRACE_DIR=" + tr, "RANK=1"}, "4", "1", "0")
+		if err != nil || !strings.Contains(out, "ok") {
+			t.Fatalf("driver_newer: %v\n%s", err, out)
+		}
+		check(t, tr, 1, "virtual")
+	})
+	t.Run("older real library", func(t *testing.T) {
+		// The existing driver runs on a library without the optional functions...
+		out, err := runDriver(t, dir, []string{"SIMCCL_REAL_NCCL=" + filepath.Join(dir, "libfakenccl.so"), "SIMCCL_TRACE_DIR=" + filepath.Join(dir, "older")}, "2", "0", "1")
+		if err != nil || !strings.Contains(out, "ok") {
+			t.Fatalf("driver on an older library: %v\n%s", err, out)
+		}
+		// ...and a call to one of them fails with ncclInvalidUsage (5), naming no crash.
+		out, err = runProgram(t, dir, "driver_newer", []string{"SIMCCL_REAL_NCCL=" + filepath.Join(dir, "libfakenccl.so"), "SIMCCL_TRACE_DIR=" + filepath.Join(dir, "older2")}, "4", "0", "1")
+		if err == nil || !strings.Contains(out, "ncclCommInitRankScalable") || !strings.Contains(out, ": 5 ") {
+			t.Fatalf("want ncclCommInitRankScalable to fail with 5: %v\n%s", err, out)
 		}
 	})
 }

@@ -336,6 +336,9 @@ func ncclBroadcast(sendbuff, recvbuff unsafe.Pointer, count C.size_t, datatype, 
 	var res C.ncclResult_t
 	if fwd {
 		res = C.r_Broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream)
+		if C.simccl_nested() != 0 {
+			return res // NCCL's ncclBcast calling ncclBroadcast: ncclBcast records the call
+		}
 	}
 	record(comm, trace.OpBroadcast, count, int(datatype), -1, int(root), stream, t0, fwd, res)
 	return res
@@ -513,4 +516,159 @@ func itoa(v int) string {
 		}
 	}
 	return string(b[i:])
+}
+
+//export ncclCommInitRankScalable
+func ncclCommInitRankScalable(comm *C.ncclComm_t, nranks, myrank, nID C.int, commIds *C.ncclUniqueId, cfg C.ncclConfigPtr) C.ncclResult_t {
+	if comm == nil || nranks < 1 || myrank < 0 || myrank >= nranks || nID < 1 || commIds == nil {
+		return ncclInvalidArgument
+	}
+	t0 := now()
+	fwd, ok := forward()
+	if !ok {
+		return ncclSystemError
+	}
+	var res C.ncclResult_t
+	if fwd {
+		res = C.r_CommInitRankScalable(comm, nranks, myrank, nID, commIds, cfg)
+		if !okResult(res) || *comm == nil {
+			return res
+		}
+	} else {
+		*comm = newVirtual()
+	}
+	// Every rank passes the same ids: the first names the communicator, as ncclCommInitRank's one.
+	registerInit(*comm, idOf(commIds), int(myrank), int(nranks), t0, now()-t0)
+	return res
+}
+
+// virtualOps numbers the reduction operations virtual communicators create: NCCL's user ops
+// follow its built-in ones (ncclNumOps = 5), and the trace spells them all "premulsum".
+var virtualOps atomic.Int32
+
+//export ncclRedOpCreatePreMulSum
+func ncclRedOpCreatePreMulSum(op *C.int, scalar unsafe.Pointer, datatype, residence C.int, comm C.ncclComm_t) C.ncclResult_t {
+	if op == nil || comm == nil {
+		return ncclInvalidArgument
+	}
+	fwd, ok := forward()
+	if !ok {
+		return ncclSystemError
+	}
+	if fwd {
+		return C.r_RedOpCreatePreMulSum(op, scalar, datatype, residence, comm)
+	}
+	*op = C.int(5 + virtualOps.Add(1) - 1)
+	return ncclSuccess
+}
+
+//export ncclRedOpDestroy
+func ncclRedOpDestroy(op C.int, comm C.ncclComm_t) C.ncclResult_t {
+	fwd, ok := forward()
+	if !ok {
+		return ncclSystemError
+	}
+	if fwd {
+		return C.r_RedOpDestroy(op, comm)
+	}
+	if op < 5 || comm == nil {
+		return ncclInvalidArgument
+	}
+	return ncclSuccess
+}
+
+// ncclMemAlloc and ncclMemFree allocate device memory through the real library; virtual mode has
+// none to give (the program's own cudaMalloc still works there).
+//
+//export ncclMemAlloc
+func ncclMemAlloc(ptr *unsafe.Pointer, size C.size_t) C.ncclResult_t {
+	fwd, ok := forward()
+	if !ok {
+		return ncclSystemError
+	}
+	if !fwd {
+		return ncclInvalidUsage
+	}
+	return C.r_MemAlloc(ptr, size)
+}
+
+//export ncclMemFree
+func ncclMemFree(ptr unsafe.Pointer) C.ncclResult_t {
+	fwd, ok := forward()
+	if !ok {
+		return ncclSystemError
+	}
+	if !fwd {
+		return ncclInvalidUsage
+	}
+	return C.r_MemFree(ptr)
+}
+
+// ncclCommRegister and ncclCommDeregister register a buffer with the real communicator; a
+// virtual one has nothing to register and hands the buffer back as the handle.
+//
+//export ncclCommRegister
+func ncclCommRegister(comm C.ncclComm_t, buff unsafe.Pointer, size C.size_t, handle *unsafe.Pointer) C.ncclResult_t {
+	fwd, ok := forward()
+	if !ok {
+		return ncclSystemError
+	}
+	if fwd {
+		return C.r_CommRegister(comm, buff, size, handle)
+	}
+	if comm == nil || handle == nil {
+		return ncclInvalidArgument
+	}
+	*handle = buff
+	return ncclSuccess
+}
+
+//export ncclCommDeregister
+func ncclCommDeregister(comm C.ncclComm_t, handle unsafe.Pointer) C.ncclResult_t {
+	fwd, ok := forward()
+	if !ok {
+		return ncclSystemError
+	}
+	if fwd {
+		return C.r_CommDeregister(comm, handle)
+	}
+	if comm == nil {
+		return ncclInvalidArgument
+	}
+	return ncclSuccess
+}
+
+// ncclBcast is NCCL's legacy in-place broadcast: recorded as a Broadcast.
+//
+//export ncclBcast
+func ncclBcast(buff unsafe.Pointer, count C.size_t, datatype, root C.int, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
+	t0 := now()
+	fwd, ok := forward()
+	if !ok {
+		return ncclSystemError
+	}
+	var res C.ncclResult_t
+	if fwd {
+		res = C.r_Bcast(buff, count, datatype, root, comm, stream)
+	}
+	record(comm, trace.OpBroadcast, count, int(datatype), -1, int(root), stream, t0, fwd, res)
+	return res
+}
+
+// ncclAlltoAll (NCCL 2.28): every rank sends count elements to every rank; recorded as an AllToAll
+// of count elements per peer.
+//
+//export ncclAlltoAll
+func ncclAlltoAll(sendbuff, recvbuff unsafe.Pointer, count C.size_t, datatype C.int, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
+	t0 := now()
+	fwd, ok := forward()
+	if !ok {
+		return ncclSystemError
+	}
+	var res C.ncclResult_t
+	if fwd {
+		res = C.r_AlltoAll(sendbuff, recvbuff, count, datatype, comm, stream)
+	}
+	record(comm, trace.OpAllToAll, count, int(datatype), -1, -1, stream, t0, fwd, res)
+	return res
 }

@@ -14,6 +14,11 @@ static const char *simccl_names[F_N] = {
 	"ncclCommCount", "ncclCommCuDevice", "ncclCommUserRank", "ncclAllReduce", "ncclBroadcast", "ncclReduce",
 	"ncclAllGather", "ncclReduceScatter", "ncclSend", "ncclRecv", "ncclGroupStart", "ncclGroupEnd",
 	"ncclGetErrorString", "ncclGetLastError",
+	// optional (F_NRequired and up): NCCL 2.23 ncclCommInitRankScalable, 2.11 PreMulSum ops,
+	// 2.19 ncclMemAlloc/Free and buffer registration, the legacy in-place ncclBcast, and 2.28
+	// ncclAlltoAll
+	"ncclCommInitRankScalable", "ncclRedOpCreatePreMulSum", "ncclRedOpDestroy", "ncclMemAlloc", "ncclMemFree",
+	"ncclCommRegister", "ncclCommDeregister", "ncclBcast", "ncclAlltoAll",
 };
 static void *simccl_handle;
 
@@ -44,6 +49,7 @@ const char *simccl_load(const char *path) {
 	}
 	for (int i = 0; i < F_N; i++) {
 		simccl_fn[i] = dlsym(simccl_handle, simccl_names[i]);
+		if (simccl_fn[i] == NULL && i >= F_NRequired) continue; // an older NCCL: calls to it fail
 		if (simccl_fn[i] == NULL) {
 			snprintf(msg, sizeof msg, "real NCCL lacks %s", simccl_names[i]);
 			return msg;
@@ -95,3 +101,52 @@ ncclResult_t r_P2P(int f, void *b, size_t n, int dt, int peer, ncclComm_t c, cud
 ncclResult_t r_Group(int f) { return ((ncclResult_t(*)(void))simccl_fn[f])(); }
 const char *r_GetErrorString(ncclResult_t e) { return ((const char *(*)(ncclResult_t))simccl_fn[F_GetErrorString])(e); }
 const char *r_GetLastError(ncclComm_t c) { return ((const char *(*)(ncclComm_t))simccl_fn[F_GetLastError])(c); }
+
+// r_Has reports whether the real library has function f (the optional ones may be missing).
+int r_Has(int f) { return simccl_fn[f] != NULL; }
+
+// The optional functions: ncclInvalidUsage (5) where the real library lacks them.
+#define SIMCCL_NEED(f) if (simccl_fn[f] == NULL) return 5
+ncclResult_t r_CommInitRankScalable(ncclComm_t *c, int n, int r, int nId, ncclUniqueId *ids, ncclConfigPtr cfg) {
+	SIMCCL_NEED(F_CommInitRankScalable);
+	return ((ncclResult_t(*)(ncclComm_t *, int, int, int, ncclUniqueId *, void *))simccl_fn[F_CommInitRankScalable])(c, n, r, nId, ids, cfg);
+}
+ncclResult_t r_RedOpCreatePreMulSum(int *op, void *scalar, int dt, int residence, ncclComm_t c) {
+	SIMCCL_NEED(F_RedOpCreatePreMulSum);
+	return ((ncclResult_t(*)(int *, void *, int, int, ncclComm_t))simccl_fn[F_RedOpCreatePreMulSum])(op, scalar, dt, residence, c);
+}
+ncclResult_t r_RedOpDestroy(int op, ncclComm_t c) {
+	SIMCCL_NEED(F_RedOpDestroy);
+	return ((ncclResult_t(*)(int, ncclComm_t))simccl_fn[F_RedOpDestroy])(op, c);
+}
+ncclResult_t r_MemAlloc(void **ptr, size_t size) {
+	SIMCCL_NEED(F_MemAlloc);
+	return ((ncclResult_t(*)(void **, size_t))simccl_fn[F_MemAlloc])(ptr, size);
+}
+ncclResult_t r_MemFree(void *ptr) {
+	SIMCCL_NEED(F_MemFree);
+	return ((ncclResult_t(*)(void *))simccl_fn[F_MemFree])(ptr);
+}
+ncclResult_t r_CommRegister(ncclComm_t c, void *buff, size_t size, void **handle) {
+	SIMCCL_NEED(F_CommRegister);
+	return ((ncclResult_t(*)(ncclComm_t, void *, size_t, void **))simccl_fn[F_CommRegister])(c, buff, size, handle);
+}
+ncclResult_t r_CommDeregister(ncclComm_t c, void *handle) {
+	SIMCCL_NEED(F_CommDeregister);
+	return ((ncclResult_t(*)(ncclComm_t, void *))simccl_fn[F_CommDeregister])(c, handle);
+}
+// simccl_in_bcast is set on the thread that forwards ncclBcast: NCCL implements it by calling its
+// public ncclBroadcast, which binds to the shim's, and that inner call must not be recorded again.
+static __thread int simccl_in_bcast;
+int simccl_nested(void) { return simccl_in_bcast; }
+ncclResult_t r_Bcast(void *b, size_t n, int dt, int root, ncclComm_t c, cudaStream_t st) {
+	SIMCCL_NEED(F_Bcast);
+	simccl_in_bcast = 1;
+	ncclResult_t r = ((ncclResult_t(*)(void *, size_t, int, int, ncclComm_t, cudaStream_t))simccl_fn[F_Bcast])(b, n, dt, root, c, st);
+	simccl_in_bcast = 0;
+	return r;
+}
+ncclResult_t r_AlltoAll(const void *s, void *r, size_t n, int dt, ncclComm_t c, cudaStream_t st) {
+	SIMCCL_NEED(F_AlltoAll);
+	return ((ncclResult_t(*)(const void *, void *, size_t, int, ncclComm_t, cudaStream_t))simccl_fn[F_AlltoAll])(s, r, n, dt, c, st);
+}

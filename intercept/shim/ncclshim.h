@@ -15,7 +15,10 @@ enum {
 	F_GetVersion, F_GetUniqueId, F_CommInitRank, F_CommInitRankConfig, F_CommInitAll, F_CommSplit,
 	F_CommFinalize, F_CommDestroy, F_CommAbort, F_CommGetAsyncError, F_CommCount, F_CommCuDevice,
 	F_CommUserRank, F_AllReduce, F_Broadcast, F_Reduce, F_AllGather, F_ReduceScatter, F_Send, F_Recv,
-	F_GroupStart, F_GroupEnd, F_GetErrorString, F_GetLastError, F_N
+	F_GroupStart, F_GroupEnd, F_GetErrorString, F_GetLastError,
+	F_NRequired, // the ones above must exist; those below are newer or optional (NULL when absent)
+	F_CommInitRankScalable = F_NRequired, F_RedOpCreatePreMulSum, F_RedOpDestroy, F_MemAlloc, F_MemFree,
+	F_CommRegister, F_CommDeregister, F_Bcast, F_AlltoAll, F_N
 };
 const char *simccl_load(const char *path);
 ncclResult_t r_GetVersion(int *v);
@@ -35,4 +38,15 @@ ncclResult_t r_P2P(int f, void *b, size_t n, int dt, int peer, ncclComm_t c, cud
 ncclResult_t r_Group(int f);
 const char *r_GetErrorString(ncclResult_t e);
 const char *r_GetLastError(ncclComm_t c);
+int r_Has(int f);
+int simccl_nested(void);
+ncclResult_t r_CommInitRankScalable(ncclComm_t *c, int n, int r, int nId, ncclUniqueId *ids, ncclConfigPtr cfg);
+ncclResult_t r_RedOpCreatePreMulSum(int *op, void *scalar, int dt, int residence, ncclComm_t c);
+ncclResult_t r_RedOpDestroy(int op, ncclComm_t c);
+ncclResult_t r_MemAlloc(void **ptr, size_t size);
+ncclResult_t r_MemFree(void *ptr);
+ncclResult_t r_CommRegister(ncclComm_t c, void *buff, size_t size, void **handle);
+ncclResult_t r_CommDeregister(ncclComm_t c, void *handle);
+ncclResult_t r_Bcast(void *b, size_t n, int dt, int root, ncclComm_t c, cudaStream_t st);
+ncclResult_t r_AlltoAll(const void *s, void *r, size_t n, int dt, ncclComm_t c, cudaStream_t st);
 #endif

@@ -48,3 +48,26 @@ int ncclGroupStart(void) { return 0; }
 int ncclGroupEnd(void) { return 0; }
 const char *ncclGetErrorString(int e) { (void)e; return "fake"; }
 const char *ncclGetLastError(ncclComm_t c) { (void)c; return ""; }
+
+#ifdef FAKE_NEWER
+// The newer and optional functions the shim forwards when the real library has them (built with
+// -DFAKE_NEWER; without, the library is an older NCCL that lacks them).
+// (Not through ncclCommInitRank: that call would bind to the shim's export and be recorded twice;
+// NCCL's own functions do not call its public API either.)
+int ncclCommInitRankScalable(ncclComm_t *c, int n, int r, int nId, ncclUniqueId *ids, void *cfg) {
+	(void)nId; (void)ids; (void)cfg;
+	*c = malloc(sizeof **c);
+	(*c)->n = n; (*c)->rank = r;
+	return 0;
+}
+int ncclRedOpCreatePreMulSum(int *op, void *scalar, int dt, int residence, ncclComm_t c) { (void)scalar; (void)dt; (void)residence; (void)c; *op = 5; return 0; }
+int ncclRedOpDestroy(int op, ncclComm_t c) { (void)c; return op >= 5 ? 0 : 4; }
+int ncclMemAlloc(void **p, size_t size) { *p = malloc(size); return *p ? 0 : 1; }
+int ncclMemFree(void *p) { free(p); return 0; }
+int ncclCommRegister(ncclComm_t c, void *buff, size_t size, void **handle) { (void)c; (void)size; *handle = buff; return 0; }
+int ncclCommDeregister(ncclComm_t c, void *handle) { (void)c; (void)handle; return 0; }
+// As NCCL 2.28 does: the legacy in-place broadcast calls the public ncclBroadcast (which binds to
+// the shim's when the shim is loaded).
+int ncclBcast(void *b, size_t n, int dt, int root, ncclComm_t c, void *st) { return ncclBroadcast(b, b, n, dt, root, c, st); }
+int ncclAlltoAll(const void *s, void *r, size_t n, int dt, ncclComm_t c, void *st) { (void)s; (void)r; (void)n; (void)dt; (void)c; (void)st; return 0; }
+#endif
