@@ -53,8 +53,8 @@ type options struct {
 	transport string
 	settings  planner.Settings // NCCL's, from the environment and the flags
 	timeout   time.Duration
-	// timeoutSet: --timeout was given; it then bounds the bootstrap under a launcher too (with
-	// goroutine ranks and --procs it always does: this program starts every rank).
+	// timeoutSet: --timeout was given; it then bounds the bootstrap too (else the bootstrap has
+	// its own default, realnet.DefaultBootstrapTimeout).
 	timeoutSet bool
 	maxMemory  int64 // bytes; 0 = the memory available
 	json       bool

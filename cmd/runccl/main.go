@@ -84,11 +84,14 @@ func exitCode(err error, stderr io.Writer, prog string) int {
 	}
 }
 
-func (o *options) config(stderr io.Writer, launched bool) *comm.Config {
+func (o *options) config(stderr io.Writer) *comm.Config {
 	c := cpuConfig(o.settings)
 	cfg := &c
 	cfg.Transport, cfg.Timeout, cfg.ConnectAtInit = o.transport, o.timeout, o.preconn
-	if !launched || o.timeoutSet {
+	// An explicit --timeout bounds the bootstrap too; without one it has the bootstrap's own
+	// default (realnet.DefaultBootstrapTimeout), not the per-call 10 s: 64 goroutine ranks on a
+	// loaded 2-core machine can take longer than that to meet.
+	if o.timeoutSet {
 		cfg.BootstrapTimeout = o.timeout
 	}
 	if o.verbose {
@@ -117,7 +120,7 @@ func run(opt *options, stdout, stderr io.Writer, getenv func(string) string) err
 	var cs []*comm.Comm
 	switch {
 	case launched:
-		c, err := initLaunched(launch, opt.config(stderr, launch.Launcher != "runccl"))
+		c, err := initLaunched(launch, opt.config(stderr))
 		if err != nil {
 			return err
 		}
@@ -125,7 +128,7 @@ func run(opt *options, stdout, stderr io.Writer, getenv func(string) string) err
 	case opt.procs:
 		return spawn(opt, stdout, stderr)
 	default:
-		cs, err = comm.InitAll(opt.nranks, opt.config(stderr, false))
+		cs, err = comm.InitAll(opt.nranks, opt.config(stderr))
 		if err != nil {
 			return err
 		}
