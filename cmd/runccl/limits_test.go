@@ -10,7 +10,7 @@ import (
 // runtime out-of-memory crash), and a launcher size beyond the bootstrap's bound is named as such.
 func TestMemoryAndRankBounds(t *testing.T) {
 	for _, args := range [][]string{
-		{"-b", "64G", "-e", "64G"},
+		{"-b", "512G", "-e", "512G", "-g", "4"}, // 4 TiB of buffers against the default bound (the memory available): beyond any host
 		{"-b", "1M", "-e", "1M", "-g", "4", "--max-memory", "4M"},
 		{"-b", "1M", "-e", "1M", "-g", "4", "--procs", "--max-memory", "4M"},
 	} {
