@@ -298,6 +298,22 @@ func ncclCommUserRank(comm C.ncclComm_t, rank *C.int) C.ncclResult_t {
 }
 
 // record appends the record of one data call that returned res.
+// recorded forwards one collective or point-to-point call to the real library (real; not in
+// virtual mode) and records it.
+func recorded(comm C.ncclComm_t, op string, count C.size_t, dt, redop, root int, stream C.cudaStream_t, real func() C.ncclResult_t) C.ncclResult_t {
+	t0 := now()
+	fwd, ok := forward()
+	if !ok {
+		return ncclSystemError
+	}
+	var res C.ncclResult_t
+	if fwd {
+		res = real()
+	}
+	record(comm, op, count, dt, redop, root, stream, t0, fwd, res)
+	return res
+}
+
 func record(comm C.ncclComm_t, op string, count C.size_t, dt, redop, root int, stream C.cudaStream_t, t0 int64, fwd bool, res C.ncclResult_t) {
 	if !okResult(res) {
 		return
@@ -313,17 +329,7 @@ func record(comm C.ncclComm_t, op string, count C.size_t, dt, redop, root int, s
 
 //export ncclAllReduce
 func ncclAllReduce(sendbuff, recvbuff unsafe.Pointer, count C.size_t, datatype, op C.int, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
-	t0 := now()
-	fwd, ok := forward()
-	if !ok {
-		return ncclSystemError
-	}
-	var res C.ncclResult_t
-	if fwd {
-		res = C.r_AllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream)
-	}
-	record(comm, trace.OpAllReduce, count, int(datatype), int(op), -1, stream, t0, fwd, res)
-	return res
+	return recorded(comm, trace.OpAllReduce, count, int(datatype), int(op), -1, stream, func() C.ncclResult_t { return C.r_AllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream) })
 }
 
 //export ncclBroadcast
@@ -346,77 +352,29 @@ func ncclBroadcast(sendbuff, recvbuff unsafe.Pointer, count C.size_t, datatype, 
 
 //export ncclReduce
 func ncclReduce(sendbuff, recvbuff unsafe.Pointer, count C.size_t, datatype, op, root C.int, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
-	t0 := now()
-	fwd, ok := forward()
-	if !ok {
-		return ncclSystemError
-	}
-	var res C.ncclResult_t
-	if fwd {
-		res = C.r_Reduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream)
-	}
-	record(comm, trace.OpReduce, count, int(datatype), int(op), int(root), stream, t0, fwd, res)
-	return res
+	return recorded(comm, trace.OpReduce, count, int(datatype), int(op), int(root), stream, func() C.ncclResult_t { return C.r_Reduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream) })
 }
 
 //export ncclAllGather
 func ncclAllGather(sendbuff, recvbuff unsafe.Pointer, sendcount C.size_t, datatype C.int, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
-	t0 := now()
-	fwd, ok := forward()
-	if !ok {
-		return ncclSystemError
-	}
-	var res C.ncclResult_t
-	if fwd {
-		res = C.r_AllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream)
-	}
-	record(comm, trace.OpAllGather, sendcount, int(datatype), -1, -1, stream, t0, fwd, res)
-	return res
+	return recorded(comm, trace.OpAllGather, sendcount, int(datatype), -1, -1, stream, func() C.ncclResult_t { return C.r_AllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream) })
 }
 
 //export ncclReduceScatter
 func ncclReduceScatter(sendbuff, recvbuff unsafe.Pointer, recvcount C.size_t, datatype, op C.int, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
-	t0 := now()
-	fwd, ok := forward()
-	if !ok {
-		return ncclSystemError
-	}
-	var res C.ncclResult_t
-	if fwd {
-		res = C.r_ReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream)
-	}
-	record(comm, trace.OpReduceScatter, recvcount, int(datatype), int(op), -1, stream, t0, fwd, res)
-	return res
+	return recorded(comm, trace.OpReduceScatter, recvcount, int(datatype), int(op), -1, stream, func() C.ncclResult_t {
+		return C.r_ReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream)
+	})
 }
 
 //export ncclSend
 func ncclSend(sendbuff unsafe.Pointer, count C.size_t, datatype, peer C.int, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
-	t0 := now()
-	fwd, ok := forward()
-	if !ok {
-		return ncclSystemError
-	}
-	var res C.ncclResult_t
-	if fwd {
-		res = C.r_P2P(C.F_Send, sendbuff, count, datatype, peer, comm, stream)
-	}
-	record(comm, trace.OpSend, count, int(datatype), -1, int(peer), stream, t0, fwd, res)
-	return res
+	return recorded(comm, trace.OpSend, count, int(datatype), -1, int(peer), stream, func() C.ncclResult_t { return C.r_P2P(C.F_Send, sendbuff, count, datatype, peer, comm, stream) })
 }
 
 //export ncclRecv
 func ncclRecv(recvbuff unsafe.Pointer, count C.size_t, datatype, peer C.int, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
-	t0 := now()
-	fwd, ok := forward()
-	if !ok {
-		return ncclSystemError
-	}
-	var res C.ncclResult_t
-	if fwd {
-		res = C.r_P2P(C.F_Recv, recvbuff, count, datatype, peer, comm, stream)
-	}
-	record(comm, trace.OpRecv, count, int(datatype), -1, int(peer), stream, t0, fwd, res)
-	return res
+	return recorded(comm, trace.OpRecv, count, int(datatype), -1, int(peer), stream, func() C.ncclResult_t { return C.r_P2P(C.F_Recv, recvbuff, count, datatype, peer, comm, stream) })
 }
 
 // ncclGroupStart/End keep the nesting depth NCCL keeps (group.cc). NCCL's depth is per
@@ -642,17 +600,7 @@ func ncclCommDeregister(comm C.ncclComm_t, handle unsafe.Pointer) C.ncclResult_t
 //
 //export ncclBcast
 func ncclBcast(buff unsafe.Pointer, count C.size_t, datatype, root C.int, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
-	t0 := now()
-	fwd, ok := forward()
-	if !ok {
-		return ncclSystemError
-	}
-	var res C.ncclResult_t
-	if fwd {
-		res = C.r_Bcast(buff, count, datatype, root, comm, stream)
-	}
-	record(comm, trace.OpBroadcast, count, int(datatype), -1, int(root), stream, t0, fwd, res)
-	return res
+	return recorded(comm, trace.OpBroadcast, count, int(datatype), -1, int(root), stream, func() C.ncclResult_t { return C.r_Bcast(buff, count, datatype, root, comm, stream) })
 }
 
 // ncclAlltoAll (NCCL 2.28): every rank sends count elements to every rank; recorded as an AllToAll
@@ -660,15 +608,5 @@ func ncclBcast(buff unsafe.Pointer, count C.size_t, datatype, root C.int, comm C
 //
 //export ncclAlltoAll
 func ncclAlltoAll(sendbuff, recvbuff unsafe.Pointer, count C.size_t, datatype C.int, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
-	t0 := now()
-	fwd, ok := forward()
-	if !ok {
-		return ncclSystemError
-	}
-	var res C.ncclResult_t
-	if fwd {
-		res = C.r_AlltoAll(sendbuff, recvbuff, count, datatype, comm, stream)
-	}
-	record(comm, trace.OpAllToAll, count, int(datatype), -1, -1, stream, t0, fwd, res)
-	return res
+	return recorded(comm, trace.OpAllToAll, count, int(datatype), -1, -1, stream, func() C.ncclResult_t { return C.r_AlltoAll(sendbuff, recvbuff, count, datatype, comm, stream) })
 }
