@@ -283,6 +283,16 @@ func (p *Plan) EstimatedSteps() float64 {
 		est = 2 * nr * chunks(float64(p.Count)*elt)
 	case p.Func == AllToAll:
 		est = 2 * nr * nr * chunks(float64(p.Count)*elt)
+	case p.Algo == NVLS || p.Algo == NVLSTree:
+		// Each (rank, channel) program takes about 2.5 steps per chunk of its channel and, per
+		// launch, two per rank of its node (scatter to and gather from the switch's shares):
+		// 3 and 2 bound the compiled counts of the DGX H100 and GB200 NVL72 schedules.
+		ppn := nr / float64(max(p.NNodes, 1))
+		bytes := float64(p.Count) * elt
+		if p.Func == AllGather || p.Func == ReduceScatter {
+			bytes *= nr
+		}
+		est = nr * nc * (3*math.Ceil(bytes/float64(chunk)/nc) + 2*ppn + 4)
 	case p.Func == Broadcast || p.Func == Reduce:
 		// A chain along the ring: each rank takes one step per chunk of each channel.
 		est = chunks(float64(p.Count)*elt)*4*nr + 4*nr*nc
