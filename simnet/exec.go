@@ -67,10 +67,58 @@ type SwitchRouter interface {
 	RouteSwitch(rank, node int, up bool, buf []LinkID) ([]LinkID, error)
 }
 
-// KernelLaunch is the host-side cost of launching one CUDA kernel, about 3 µs on current GPUs and
-// drivers (an assumption of this project, not an NCCL constant and not fitted to a measurement).
-// nccl-tests times back-to-back launches, so every collective pays it.
+// KernelLaunch is the cost of launching one CUDA kernel that every collective pays before its
+// first step, about 3 µs on current GPUs and drivers (an assumption of this project, not an NCCL
+// constant and not fitted to a measurement). It sits between two figures measured on one H100
+// (bench/gpuprobe, 2026-11-25): 5.18 µs of host time per launch back to back on a stream
+// (HostEnqueue) — which one process per GPU overlaps with the previous call's kernel — and
+// 0.96 µs per kernel replayed in a CUDA graph (GraphLaunch).
 const KernelLaunch = 3 * Microsecond
+
+// HostEnqueue is the host time of one kernel launch back to back on a stream, and GraphLaunch
+// the cost per kernel replayed from a CUDA graph, both measured on one H100 SXM with driver
+// 580.159.04 (bench/gpuprobe/results/h100-sxm-2026-11-25.csv: launch 5.18 µs, graph 0.96 µs).
+// They are host and driver costs; the simulator applies them to every GPU generation, for want
+// of a measurement on another.
+const (
+	HostEnqueue = 5180 * Nanosecond
+	GraphLaunch = 960 * Nanosecond
+)
+
+// LaunchMode is how the host launches a collective's kernels, NCCL's usage modes.
+type LaunchMode int
+
+const (
+	// LaunchPerGPU: one process (or thread) per GPU, as torchrun and mpirun -np N … -g 1 run.
+	// Each call pays KernelLaunch.
+	LaunchPerGPU LaunchMode = iota
+	// LaunchPerNode: one thread drives every GPU of its node (nccl-tests -g N, ncclCommInitAll):
+	// it enqueues the call on its GPUs one after another, so a call in a loop takes at least
+	// GPUs per node × HostEnqueue.
+	LaunchPerNode
+	// LaunchGraph: the calls are replayed from a CUDA graph (nccl-tests -G): GraphLaunch instead
+	// of KernelLaunch.
+	LaunchGraph
+)
+
+var launchNames = [...]string{"per-gpu", "per-node", "graph"}
+
+func (l LaunchMode) String() string {
+	if l >= 0 && int(l) < len(launchNames) {
+		return launchNames[l]
+	}
+	return fmt.Sprintf("LaunchMode(%d)", int(l))
+}
+
+// ParseLaunchMode parses per-gpu, per-node or graph.
+func ParseLaunchMode(s string) (LaunchMode, error) {
+	for i, n := range launchNames {
+		if s == n {
+			return LaunchMode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("launch mode %q (want per-gpu, per-node or graph)", s)
+}
 
 // TimingFor returns the timing of algorithm a with protocol p under the constants of an NCCL
 // release ("2.28", "2.30"; "" = tuning.DefaultRelease). CollNet/NVLS/PAT rows whose hardware

@@ -28,6 +28,9 @@ type Machine struct {
 	// GPU is the GPU model (the per-CTA data rate of its SM generation; GPUModelFor). A zero
 	// CTARate leaves the CTA unmodelled: steps then cost only their links.
 	GPU GPUModel
+	// Launch is how the host launches each call's kernels (LaunchPerGPU: one process or thread
+	// per GPU, the default).
+	Launch LaunchMode
 	// Notes lists the simplifications applied to this machine, for reports.
 	Notes []string
 
@@ -327,6 +330,12 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 			return row, nil, err
 		}
 	}
+	if m.Launch == LaunchPerNode {
+		// One host thread enqueues the call on every GPU of its node, one after another; in
+		// nccl-tests' loop of back-to-back calls the next call's enqueue cannot start before, so
+		// a call costs at least that (HostEnqueue per GPU).
+		res.Time = max(res.Time, Time(m.Node.NumGPUs)*HostEnqueue)
+	}
 	row.TimeUs = res.Time.Micros()
 	if row.TimeUs > 0 {
 		row.AlgBw = float64(algBytes) / (row.TimeUs * 1e-6) / 1e9
@@ -345,6 +354,9 @@ func (m *Machine) timing(p coll.Plan) (Timing, error) {
 	tm, err := m.Timing(p.Algo, p.Proto)
 	if err != nil {
 		return tm, err
+	}
+	if m.Launch == LaunchGraph {
+		tm.Launch += GraphLaunch - KernelLaunch
 	}
 	if p.Algo == coll.Tree {
 		// SimulateTree, which replays large trees, does not charge the CTA yet: trees are timed

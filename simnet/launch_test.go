@@ -1,0 +1,35 @@
+package simnet
+
+import (
+	"testing"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/stretchr/testify/require"
+)
+
+// The launch modes: a small all-reduce on one DGX H100 costs at least 8 host enqueues when one
+// thread drives the 8 GPUs, and GraphLaunch − KernelLaunch less from a CUDA graph; a large one,
+// whose kernels outlast the enqueues, is unchanged by the per-node floor.
+func TestLaunchModes(t *testing.T) {
+	m, _ := testMachine(t, "dgx-h100", 1, nil, "", "")
+	run := func(l LaunchMode, size int64) float64 {
+		m.Launch = l
+		row, _, err := m.Run(coll.AllReduce, size, coll.Float32, coll.Sum, RunOptions{})
+		require.NoError(t, err)
+		return row.TimeUs
+	}
+	small := run(LaunchPerGPU, 1024)
+	require.Less(t, small, 8*HostEnqueue.Micros(), "the per-GPU time of 1 KiB is below the floor")
+	require.InDelta(t, 8*HostEnqueue.Micros(), run(LaunchPerNode, 1024), 1e-6)
+	require.InDelta(t, small-(KernelLaunch-GraphLaunch).Micros(), run(LaunchGraph, 1024), 1e-3)
+	big := run(LaunchPerGPU, 256<<20)
+	require.Equal(t, big, run(LaunchPerNode, 256<<20))
+
+	for _, l := range []LaunchMode{LaunchPerGPU, LaunchPerNode, LaunchGraph} {
+		p, err := ParseLaunchMode(l.String())
+		require.NoError(t, err)
+		require.Equal(t, l, p)
+	}
+	_, err := ParseLaunchMode("per-rack")
+	require.ErrorContains(t, err, "per-gpu, per-node or graph")
+}
