@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/simccl/simccl/internal/cli"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,7 +28,8 @@ func describe(args []string) string {
 	case errors.Is(err, errVersion):
 		b.WriteString("version\n")
 	case err != nil:
-		fmt.Fprintf(&b, "exit %d\n", exitCode(err, &errb, "runccl"))
+		fmt.Fprintln(&errb, "runccl:", err)
+		fmt.Fprintf(&b, "exit %d\n", cli.ExitCode(err))
 	default:
 		p := opt.perf
 		sizes := fmt.Sprint(p.Sizes)

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/simccl/simccl/internal/buildinfo"
 )
@@ -78,17 +77,4 @@ func writeHelp(w io.Writer) {
 	fmt.Fprint(w, helpMid)
 	fmt.Fprint(w, s.own.FlagUsagesWrapped(100))
 	fmt.Fprint(w, helpTail)
-}
-
-// runHelp is `runccl help [replay]`.
-func runHelp(args []string, stdout, stderr io.Writer) int {
-	switch {
-	case len(args) == 0:
-		writeHelp(stdout)
-		return 0
-	case len(args) == 1 && args[0] == "replay":
-		writeReplayHelp(stdout)
-		return 0
-	}
-	return exitCode(usagef("help %s: no such subcommand (runccl help, runccl help replay)", strings.Join(args, " ")), stderr, "runccl")
 }

@@ -48,7 +48,7 @@ func addMachineFlags(fs *pflag.FlagSet) *machineFlags {
 
 // settings reads NCCL's variables from the environment and applies the flags over them.
 func (mf *machineFlags) settings(fs *pflag.FlagSet) (planner.Settings, error) {
-	s, err := planner.SettingsFromEnv(os.Getenv)
+	s, err := cli.Settings(os.Getenv)
 	if err != nil {
 		return s, err
 	}

@@ -67,9 +67,43 @@ func NewRoot(use, short, long string) *cobra.Command {
 		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return Usagef("%v", err) })
-	root.SetGlobalNormalizationFunc(normalize)
+	root.SetGlobalNormalizationFunc(Normalize)
 	root.Flags().SortFlags = false
+	root.SetHelpCommand(helpCommand())
 	return root
+}
+
+// helpCommand is `help [COMMAND…]`: the help of the command named, on stdout, as COMMAND --help
+// prints it; a name that is no command is a usage error (cobra's own help command printed the
+// root's usage and exited 0).
+func helpCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "help about any command",
+		Args:  cobra.ArbitraryArgs,
+		ValidArgsFunction: func(c *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+			cmd, _, err := c.Root().Find(args)
+			if err != nil {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var names []string
+			for _, s := range cmd.Commands() {
+				if s.IsAvailableCommand() {
+					names = append(names, s.Name())
+				}
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			root := c.Root()
+			cmd, rest, err := root.Find(args)
+			if err != nil || len(rest) > 0 {
+				return Usagef("help %s: no such command (%s help lists them)", strings.Join(args, " "), root.Name())
+			}
+			cmd.InitDefaultHelpFlag()
+			return cmd.Help()
+		},
+	}
 }
 
 // unknownCommand refuses positional arguments of a root with subcommands: the first names no
@@ -129,12 +163,14 @@ func oneLine(s string) string {
 
 // aliases are former or alternative long names of shared flags, read as the flag they name.
 var aliases = map[string]string{
-	"coll":   "collective", // runccl's and plan's name before --collective
-	"nnodes": "nodes",      // the name a few commands used before --nodes
+	"coll":   "collective",  // runccl's and plan's name before --collective
+	"nnodes": "nodes",       // the name a few commands used before --nodes
+	"scale":  "scale-ranks", // runccl replay's name before it took simccl replay's
 }
 
-// normalize reads an alias as the flag it names, where the command has that flag.
-func normalize(fs *pflag.FlagSet, name string) pflag.NormalizedName {
+// Normalize reads an alias as the flag it names, where the flag set has that flag. Roots made by
+// NewRoot apply it to every command; a flag set parsed without cobra sets it itself.
+func Normalize(fs *pflag.FlagSet, name string) pflag.NormalizedName {
 	if a, ok := aliases[name]; ok && fs.Lookup(a) != nil {
 		name = a
 	}

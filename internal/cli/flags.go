@@ -131,8 +131,8 @@ func (s *Sizes) Sweep(step int64) ([]int64, error) {
 	return Sweep(lo, hi, *s.Factor, step)
 }
 
-// MaxSizes bounds the sizes of one sweep.
-const MaxSizes = 1 << 16
+// MaxSizes bounds the sizes of one sweep (comm/perf's bound).
+const MaxSizes = 100_000
 
 // Sweep is nccl-tests' sweep from lo to hi: multiplied by factor (above 1), else stepped by step.
 func Sweep(lo, hi, factor, step int64) ([]int64, error) {
@@ -211,6 +211,9 @@ func ParseDataTypes(s string, allowAll bool) ([]coll.DataType, error) {
 	}
 	t, err := coll.ParseDataType(d)
 	if err != nil {
+		if allowAll {
+			return nil, Usagef("-d: %v (or all)", err)
+		}
 		return nil, Usagef("-d: %v", err)
 	}
 	return []coll.DataType{t}, nil
@@ -301,11 +304,18 @@ func (f *Fabric) Read() (*simnet.Fabric, error) {
 
 // AddJSON defines --json; shape ("" for none) says what the document holds.
 func AddJSON(fs *pflag.FlagSet, shape string) *bool {
+	v := new(bool)
+	AddJSONVar(fs, v, shape)
+	return v
+}
+
+// AddJSONVar defines --json into v.
+func AddJSONVar(fs *pflag.FlagSet, v *bool, shape string) {
 	u := jsonUsage
 	if shape != "" {
 		u += ": " + shape
 	}
-	return fs.Bool("json", false, u)
+	fs.BoolVar(v, "json", false, u)
 }
 
 // Explain appends a command's own words to a shared flag's help (a default of its own, say),
@@ -348,6 +358,16 @@ func AddNCCL(fs *pflag.FlagSet) *NCCL {
 		MinCh:   fs.Int("min-nchannels", 0, minChUse),
 		MaxCh:   fs.Int("max-nchannels", 0, maxChUse),
 	}
+}
+
+// Settings reads NCCL's variables through getenv (planner.SettingsFromEnv); a bad value is a
+// usage error, as a bad flag is.
+func Settings(getenv func(string) string) (planner.Settings, error) {
+	s, err := planner.SettingsFromEnv(getenv)
+	if err != nil {
+		return s, Usagef("%v", err)
+	}
+	return s, nil
 }
 
 // Apply applies the flags given over s (NCCL's variables, planner.SettingsFromEnv). searchOnly:
