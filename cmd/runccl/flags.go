@@ -19,7 +19,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/simccl/simccl/internal/cli"
 	"io"
 	"path/filepath"
 	"strconv"
@@ -31,6 +30,7 @@ import (
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/comm"
 	"github.com/simccl/simccl/comm/perf"
+	"github.com/simccl/simccl/internal/cli"
 	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/tuning"

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/simccl/simccl/internal/cli"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/simccl/simccl/comm/perf"
+	"github.com/simccl/simccl/internal/cli"
 )
 
 var update = flag.Bool("update", false, "rewrite the expected results of data-driven tests (testdata/*.txt, *.golden) with what the code gives")

@@ -8,8 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/simccl/simccl/internal/cli"
-	"github.com/spf13/cobra"
 	"io"
 	"os"
 	"os/exec"
@@ -18,10 +16,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/simccl/simccl/comm"
 	"github.com/simccl/simccl/intercept/realreplay"
+	"github.com/simccl/simccl/internal/cli"
 	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/planner"
 )

@@ -2,11 +2,11 @@ package main
 
 import (
 	"fmt"
-	"github.com/simccl/simccl/internal/cli"
 
 	"github.com/spf13/pflag"
 
 	"github.com/simccl/simccl/comm"
+	"github.com/simccl/simccl/internal/cli"
 	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/realnet"
 )

@@ -3,10 +3,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/simccl/simccl/internal/cli"
-	"github.com/spf13/pflag"
 	"io"
 
+	"github.com/spf13/pflag"
+
+	"github.com/simccl/simccl/internal/cli"
 	"github.com/simccl/simccl/planner"
 )
 

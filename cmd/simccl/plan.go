@@ -3,13 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/simccl/simccl/internal/cli"
-	"github.com/spf13/pflag"
 	"io"
 	"strconv"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/internal/cli"
 	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/planner"
 )

@@ -1,19 +1,21 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/simccl/simccl/internal/cli"
-	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/intercept"
-	"github.com/simccl/simccl/internal/units"
+	"github.com/simccl/simccl/internal/cli"
 	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/simnet"
 )
@@ -55,6 +57,7 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 		var files []intercept.TraceFile
 		var recs []intercept.Record
 		virtualTopo := ""
+		logP2P := 0 // point-to-point calls read from NCCL logs, which print no groups
 		for _, path := range fs.Args() {
 			f, err := intercept.ReadTraceOrLog(path)
 			if err != nil {
@@ -70,6 +73,13 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 			}
 			files = append(files, f)
 			recs = append(recs, f.Records...)
+			if isNCCLLog(path) {
+				for _, r := range f.Records {
+					if r.Op == "Send" || r.Op == "Recv" {
+						logP2P++
+					}
+				}
+			}
 		}
 		if err := intercept.CheckTraces(files, intercept.CheckOptions{Virtual: true}); err != nil {
 			return err
@@ -147,6 +157,9 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		if logP2P > 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("NCCL's COLL log prints no group boundaries: each of its %d Send/Recv calls is a launch of its own, where a shim trace joins those of one ncclGroupStart/End (see docs/cli.md)", logP2P))
+		}
 		var cmp *intercept.Comparison
 		if len(*measured) > 0 {
 			meas, err := intercept.ReadMeasured(*measured)
@@ -185,7 +198,7 @@ func writeLaunches(w io.Writer, title string, ls []intercept.LaunchResult) error
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "comm\tlaunch\tops\tcalls\tranks\tbytes\talgo\tproto\ttime(us)\t")
 	for _, l := range ls {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%.1f\t\n", l.Comm, l.Index, l.Ops, l.Calls, l.NRanks, units.FormatSize(l.Bytes), l.Algo, l.Proto, l.TimeUs)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%.1f\t\n", l.Comm, l.Index, l.Ops, l.Calls, l.NRanks, l.Bytes, l.Algo, l.Proto, l.TimeUs)
 	}
 	return tw.Flush()
 }
@@ -205,7 +218,7 @@ func writeReplayText(w io.Writer, rep *intercept.Report, cmp *intercept.Comparis
 		if rep.TotalUs > 0 {
 			share = 100 * t.TimeUs / rep.TotalUs
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%.1f%%\t\n", t.Ops, t.Launches, units.FormatSize(t.Bytes), t.TimeUs, share)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f%%\t\n", t.Ops, t.Launches, t.Bytes, t.TimeUs, share)
 	}
 	fmt.Fprintf(tw, "total\t%d\t\t%.1f\t\t\n", len(rep.Launches), rep.TotalUs)
 	if err := tw.Flush(); err != nil {
@@ -225,7 +238,7 @@ func writeReplayText(w io.Writer, rep *intercept.Report, cmp *intercept.Comparis
 			if i == nLinks {
 				break
 			}
-			fmt.Fprintf(tw, "%s\t%.1f\t%s\t%.1f%%\t\n", l.Link, l.GBps, units.FormatSize(int64(l.Bytes)), 100*l.Utilisation)
+			fmt.Fprintf(tw, "%s\t%.1f\t%.0f\t%.1f%%\t\n", l.Link, l.GBps, l.Bytes, 100*l.Utilisation)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -242,4 +255,18 @@ func writeReplayText(w io.Writer, rep *intercept.Report, cmp *intercept.Comparis
 		return tw.Flush()
 	}
 	return nil
+}
+
+// isNCCLLog reports whether the trace file at path is an NCCL INFO log (intercept.ReadTraceOrLog's
+// rule: a shim trace's first character that is not a blank is '{' or '#').
+func isNCCLLog(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	n, _ := io.ReadFull(f, buf)
+	t := bytes.TrimSpace(buf[:n])
+	return len(t) > 0 && t[0] != '{' && t[0] != '#'
 }

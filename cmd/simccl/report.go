@@ -2,13 +2,14 @@ package main
 
 import (
 	"fmt"
-	"github.com/simccl/simccl/internal/cli"
-	"github.com/spf13/pflag"
 	"io"
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/internal/cli"
 	"github.com/simccl/simccl/internal/input"
 	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/report"

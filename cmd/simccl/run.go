@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"github.com/simccl/simccl/internal/cli"
-	"github.com/spf13/pflag"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,7 +9,10 @@ import (
 	"runtime/pprof"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/internal/cli"
 	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/simnet"
 )

@@ -4,13 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/simccl/simccl/internal/cli"
-	"github.com/spf13/pflag"
 	"io"
 	"os"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/internal/cli"
 	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/search"
 )

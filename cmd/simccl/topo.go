@@ -3,9 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/spf13/pflag"
 	"io"
 	"os"
+
+	"github.com/spf13/pflag"
 
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/graph"

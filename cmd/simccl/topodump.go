@@ -2,9 +2,10 @@ package main
 
 import (
 	"fmt"
-	"github.com/spf13/pflag"
 	"io"
 	"os"
+
+	"github.com/spf13/pflag"
 
 	"github.com/simccl/simccl/topo/discover"
 )

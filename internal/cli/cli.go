@@ -55,13 +55,14 @@ func ExitCode(err error) int {
 // help; a word that names no subcommand is a usage error with suggestions.
 func NewRoot(use, short, long string) *cobra.Command {
 	root := &cobra.Command{
-		Use:               use,
-		Short:             short,
-		Long:              long,
-		SilenceErrors:     true,
-		SilenceUsage:      true,
-		DisableAutoGenTag: true,
-		Args:              unknownCommand,
+		Use:                        use,
+		Short:                      short,
+		Long:                       long,
+		SilenceErrors:              true,
+		SilenceUsage:               true,
+		DisableAutoGenTag:          true,
+		SuggestionsMinimumDistance: 2,
+		Args:                       unknownCommand,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return cmd.Help()
 		},
@@ -175,4 +176,32 @@ func Normalize(fs *pflag.FlagSet, name string) pflag.NormalizedName {
 		name = a
 	}
 	return pflag.NormalizedName(name)
+}
+
+// SharedViolations lists the flags of root's commands (and their subcommands) that share a name
+// with a flag of Shared but not its shorthand or help (a command may add words after the shared
+// help, Explain). except names "command path --flag" entries allowed another shorthand.
+func SharedViolations(root *cobra.Command, except map[string]bool) []string {
+	var out []string
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			sh, ok := Shared[f.Name]
+			if !ok {
+				return
+			}
+			where := c.CommandPath() + " --" + f.Name
+			if f.Shorthand != sh.Short && !except[where] {
+				out = append(out, fmt.Sprintf("%s: shorthand %q, shared %q", where, f.Shorthand, sh.Short))
+			}
+			if !strings.HasPrefix(f.Usage, sh.Usage) {
+				out = append(out, fmt.Sprintf("%s: help %q is not the shared %q", where, f.Usage, sh.Usage))
+			}
+		})
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+	}
+	walk(root)
+	return out
 }
