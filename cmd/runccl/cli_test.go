@@ -49,3 +49,27 @@ func TestCompletion(t *testing.T) {
 		}
 	}
 }
+
+// replay's --scale-ranks is simccl replay's name (--scale, its name before, is the same flag);
+// its --timeout reads seconds as -T does.
+func TestReplayFlagNames(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"replay", "--scale-ranks", "-2", "x"}, "--scale-ranks -2"},
+		{[]string{"replay", "--scale", "-2", "x"}, "--scale-ranks -2"},
+		{[]string{"replay", "--timeout", "0s", "x"}, "--timeout"},
+		{[]string{"replay", "--timeout", "soon", "x"}, "--timeout"},
+	} {
+		var out, errb bytes.Buffer
+		if code := mainRun(c.args, &out, &errb, noenv); code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d, %q lacks %q", c.args, code, errb.String(), c.want)
+		}
+	}
+	o := &replayOptions{}
+	fs, _, _ := replayFlags(o)
+	if err := fs.Parse([]string{"--timeout", "30"}); err != nil || o.timeoutFlag.d.Seconds() != 30 {
+		t.Errorf("--timeout 30: %v, %v", err, o.timeoutFlag.d)
+	}
+}

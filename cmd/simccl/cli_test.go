@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -103,4 +106,75 @@ func TestFlagAliases(t *testing.T) {
 	want := run("tune", "-c", "allgather", "--nodes", "2", "-b", "1M", "-e", "1M", "--no-table")
 	require.Contains(t, want, "AllGather: ")
 	require.Equal(t, want, run("tune", "--coll", "all_gather_perf", "--nnodes", "2", "-b", "1M", "-e", "1M", "--no-table"))
+}
+
+// simccl --version and simccl version print "simccl VERSION" on stdout (issue 17: there was no
+// --version); -ldflags -X main.versionString sets it.
+func TestVersion(t *testing.T) {
+	versionString = "v9.9.9"
+	defer func() { versionString = "" }()
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		var out, errb bytes.Buffer
+		require.Equal(t, 0, mainRun(args, &out, &errb), errb.String())
+		require.Equal(t, "simccl v9.9.9\n", out.String(), "%v", args)
+	}
+}
+
+// Help is cobra's for every command: no pflag "Usage of simccl search:" line, the flags listed
+// under "Flags:", and the command's own words above them.
+func TestHelpLayout(t *testing.T) {
+	for _, c := range []string{"search", "run", "tune", "plan", "mem", "report", "replay", "topo"} {
+		var out, errb bytes.Buffer
+		require.Equal(t, 0, mainRun([]string{c, "--help"}, &out, &errb))
+		require.NotContains(t, out.String(), "Usage of", c)
+		require.Contains(t, out.String(), "\nFlags:\n", c)
+		require.Contains(t, out.String(), "--topo", c)
+	}
+}
+
+// Point-to-point rows (sendrecv, alltoall) say P2P in run's algo column, not Ring (issue 17).
+func TestRunP2PRows(t *testing.T) {
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, mainRun([]string{"run", "-c", "sendrecv,alltoall,allreduce", "-b", "1M", "-e", "1M", "--json", "--progress", "off"}, &out, &errb), errb.String())
+	var v struct {
+		Rows []struct {
+			Coll string `json:"coll"`
+			Algo string `json:"algo"`
+		} `json:"rows"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &v))
+	require.Len(t, v.Rows, 3)
+	for _, r := range v.Rows {
+		if r.Coll == "all_reduce" {
+			require.NotEqual(t, "P2P", r.Algo)
+		} else {
+			require.Equal(t, "P2P", r.Algo, r.Coll)
+		}
+	}
+}
+
+// plan takes the call as every sweeping command does, -b (nccl-tests' size), or as NCCL's API,
+// --count (issue 17: plan alone had --count): -b 4M of floats is --count 1M.
+func TestPlanSizeOrCount(t *testing.T) {
+	plan := func(args ...string) string {
+		var out, errb bytes.Buffer
+		require.Equal(t, 0, mainRun(append([]string{"plan", "-c", "allreduce", "--summary"}, args...), &out, &errb), errb.String())
+		return out.String()
+	}
+	require.Equal(t, plan("--count", "1M"), plan("-b", "4M"))
+	require.NotEqual(t, plan("--count", "1M"), plan("-b", "1M"))
+}
+
+// simccl report works at 512 nodes (issue 17: it failed from 256): the page is written, with the
+// "where time goes" section one line saying why the schedule is not recorded.
+func TestReportAt512Nodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	page := filepath.Join(t.TempDir(), "r.html")
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, mainRun([]string{"report", "--nodes", "512", "-b", "8", "-e", "8", "--progress", "off", "-o", page}, &out, &errb), errb.String())
+	html, err := os.ReadFile(page)
+	require.NoError(t, err)
+	require.Contains(t, string(html), "The schedule of one all_reduce at 512 node(s) (4096 ranks) has about")
 }
