@@ -173,7 +173,9 @@ func newFlagSet() *flagSet {
 	s.check.n = 1
 	nt.VarP(&s.check, "check", "c", "checked runs per size and placement, counted in #wrong (0: no check, #wrong N/A)")
 	s.o = cli.AddOp(nt, "o")
+	cli.Explain(nt, "op", "or mulsum (PreMulSum), or all")
 	s.d = cli.AddDataType(nt, "float")
+	cli.Explain(nt, "datatype", "or all")
 	s.r = nt.StringP("root", "r", "0", "root rank of broadcast and reduce, or all (every rank in turn)")
 	s.z = nt.IntP("blocking", "z", 0, "1: wait for every call and then for every rank before the next")
 	s.timeout.d = comm.DefaultTimeout
