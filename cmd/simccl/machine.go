@@ -41,8 +41,7 @@ func addMachineFlags(fs *pflag.FlagSet) *machineFlags {
 	mf.nvls = fs.String("nvls", "", "NCCL_NVLS_ENABLE: auto (NCCL's rule: NVSwitch, sm >= 90, more than 2 GPUs), on or off; default $NCCL_NVLS_ENABLE")
 	mf.collNet = fs.Bool("collnet", false, "a CollNet (SHARP) plugin is present (NCCL_COLLNET_ENABLE=1; NICs need coll=\"1\")")
 	mf.tunerFile = fs.String("tuner-file", "", "tuner rules (CSV: collective,minBytes,maxBytes,algorithm,protocol,channels)")
-	mf.gpuModel = fs.String("gpu-model", "", "complete a partial topology (GPUs left to NCCL's detection, as in cloud VM files) as NCCL would on these GPUs: "+
-		strings.Join(partial.ModelNames(), ", ")+"; default: take the file as it is")
+	mf.gpuModel = cli.AddGPUModel(fs)
 	return mf
 }
 
@@ -111,7 +110,7 @@ func (mf *machineFlags) builder(fs *pflag.FlagSet) (func(nodes int) (*planner.Pl
 	if err != nil {
 		return nil, err
 	}
-	name, doc, err := planner.LoadTopology(*mf.topo, s)
+	name, doc, err := cli.LoadTopology(*mf.topo, "", s) // s holds --gpu-model
 	if err != nil {
 		return nil, err
 	}

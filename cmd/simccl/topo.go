@@ -8,11 +8,10 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/internal/cli"
+	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/topo"
-	"github.com/simccl/simccl/topo/ncclxml"
 	"github.com/simccl/simccl/tuning"
 )
 
@@ -29,29 +28,12 @@ machine's topology as NCCL XML.`,
 	})
 }
 
-// readTopology reads --topo: a file, or the name of an embedded example, or (empty)
-// $NCCL_TOPO_FILE, else the default, as the other commands do (planner.LoadTopology).
-func readTopology(path string) (*ncclxml.Document, error) {
-	if path == "" {
-		path = os.Getenv("NCCL_TOPO_FILE")
-	}
-	if path == "" {
-		name, data := topos.Default()
-		return ncclxml.ParseBytes(data, name+".xml (embedded)")
-	}
-	if _, err := os.Stat(path); err != nil {
-		if data, gerr := topos.Get(path); gerr == nil {
-			return ncclxml.ParseBytes(data, path+" (embedded)")
-		}
-	}
-	return ncclxml.ReadFile(path)
-}
-
 func defineTopo(fs *pflag.FlagSet) runFunc {
 	topoFile := cli.AddTopo(fs)
 	asJSON := cli.AddJSON(fs, `{"gpus","nics","links","paths"}`)
 	version := cli.AddNCCLVersion(fs)
 	nodes := cli.AddNodes(fs)
+	gpuModel := cli.AddGPUModel(fs)
 	rank := fs.Int("rank", 0, "local rank whose view is printed (GPUs outside its P2P domain are trimmed, as NCCL does)")
 	p2pDisable := fs.Bool("p2p-disable", false, "NCCL_P2P_DISABLE=1")
 	p2pLevel := fs.String("p2p-level", "", "NCCL_P2P_LEVEL (LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS)")
@@ -77,7 +59,9 @@ func defineTopo(fs *pflag.FlagSet) runFunc {
 		if *nodes < 1 || *nodes > graph.MaxClusterNodes {
 			return fmt.Errorf("%w: --nodes %d: want 1..%d", errUsage, *nodes, graph.MaxClusterNodes)
 		}
-		doc, err := readTopology(*topoFile)
+		// The topology as every command resolves it (file, embedded name, $NCCL_TOPO_FILE, the
+		// default; a partial file completed for --gpu-model).
+		_, doc, err := cli.LoadTopology(*topoFile, *gpuModel, planner.Settings{TopoFile: os.Getenv("NCCL_TOPO_FILE")})
 		if err != nil {
 			return err
 		}

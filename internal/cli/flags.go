@@ -15,6 +15,8 @@ import (
 	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/simnet"
+	"github.com/simccl/simccl/topo/ncclxml"
+	"github.com/simccl/simccl/topo/partial"
 	"github.com/simccl/simccl/tuning"
 )
 
@@ -41,6 +43,8 @@ var (
 	dtUsage   = share("datatype", "d", "data type: int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2")
 	opUsage   = share("op", "o", "reduction: sum, prod, max, min, avg")
 	topoUsage = share("topo", "", "NCCL topology XML or an embedded name ("+strings.Join(topos.Names(), ", ")+"); default: $NCCL_TOPO_FILE, else "+topos.DefaultName)
+	gpuUsage  = share("gpu-model", "", "complete a partial topology (GPUs left to NCCL's detection, as in cloud VM files) as NCCL would on these GPUs: "+
+		strings.Join(partial.ModelNames(), ", ")+"; default: take the file as it is")
 	nodeUsage = share("nodes", "", "number of nodes of the communicator, each with this topology (--nnodes is the same flag)")
 	fabUsage  = share("fabric", "", "fabric description between the nodes (key = value file, see docs/cluster.md); default: a non-blocking two-tier rail-optimized leaf/spine, 32 nodes a leaf, ECMP")
 	fsetUsage = share("fabric-set", "", "override one fabric key (key=value; repeatable), e.g. --fabric-set oversubscription=2")
@@ -250,6 +254,23 @@ func ParseOps(s string, allowAll bool) ([]coll.RedOp, error) {
 
 // AddTopo defines --topo.
 func AddTopo(fs *pflag.FlagSet) *string { return fs.String("topo", "", topoUsage) }
+
+// AddGPUModel defines --gpu-model.
+func AddGPUModel(fs *pflag.FlagSet) *string { return fs.String("gpu-model", "", gpuUsage) }
+
+// LoadTopology resolves --topo as every command does: a file, else an embedded name, else (empty)
+// $NCCL_TOPO_FILE, else the default; a partial topology is completed for --gpu-model (a model
+// name, "" for none). It returns the topology's name for messages.
+func LoadTopology(topo, gpuModel string, s planner.Settings) (string, *ncclxml.Document, error) {
+	if gpuModel != "" {
+		m, err := partial.Lookup(gpuModel)
+		if err != nil {
+			return "", nil, Usagef("--gpu-model: %v", err)
+		}
+		s.GPUModel = m.Name
+	}
+	return planner.LoadTopology(topo, s)
+}
 
 // AddNodes defines --nodes.
 func AddNodes(fs *pflag.FlagSet) *int { return fs.Int("nodes", 1, nodeUsage) }
