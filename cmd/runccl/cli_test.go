@@ -73,3 +73,34 @@ func TestReplayFlagNames(t *testing.T) {
 		t.Errorf("--timeout 30: %v, %v", err, o.timeoutFlag.d)
 	}
 }
+
+// Through the whole command line (cobra): bad usage exits 2 with one line; --coll and a bare
+// --check (runccl's earlier spellings) still run.
+func TestCommandLine(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--bogus"}, "runccl: usage: unknown flag: --bogus"},
+		{[]string{"-t", "2"}, "runccl: usage: -t 2"},
+		{[]string{"nosuch_perf"}, `runccl: usage: unexpected argument "nosuch_perf"`},
+		{[]string{"all_gather_perf", "--collective", "allreduce"}, "name different collectives"},
+		{[]string{"-b", "lots"}, `runccl: usage: -b "lots"`},
+		{[]string{"replay", "--bogus", "x"}, "runccl replay: usage: unknown flag: --bogus"},
+		{[]string{"help", "tune"}, "runccl help: usage: help tune: no such command"},
+	} {
+		var out, errb bytes.Buffer
+		if code := mainRun(c.args, &out, &errb, noenv); code != 2 || !strings.Contains(errb.String(), c.want) || strings.Count(errb.String(), "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q, want 2 and one line with %q", c.args, code, errb.String(), c.want)
+		}
+	}
+	for _, args := range [][]string{
+		{"--coll", "all_gather", "-b", "1K", "-e", "1K", "-g", "2", "-n", "1", "-w", "0", "--check"},
+		{"all_gather_perf", "-b", "1K", "-e", "1K", "-g", "2", "-n", "1", "-w", "0", "-c", "1"},
+	} {
+		var out, errb bytes.Buffer
+		if code := mainRun(args, &out, &errb, noenv); code != 0 || !strings.Contains(out.String(), "all_gather") || !strings.Contains(out.String(), "Out of bounds values : 0 OK") {
+			t.Errorf("%v: exit %d, %s\n%s", args, code, errb.String(), out.String())
+		}
+	}
+}
