@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -31,6 +30,7 @@ import (
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/comm"
 	"github.com/simccl/simccl/comm/perf"
+	"github.com/simccl/simccl/internal/cli"
 	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/tuning"
@@ -94,7 +94,7 @@ func (c *checkValue) Set(s string) error {
 		c.n = n
 		return nil
 	}
-	if _, err := perf.ParseColls(s); err == nil {
+	if _, err := parseCollNames(s); err == nil {
 		c.colls, c.n = s, 1
 		return nil
 	}
@@ -142,16 +142,18 @@ var unsupported = []struct{ short, long, def, what string }{
 type flagSet struct {
 	fs, nt, own *pflag.FlagSet
 
-	t, g, f, n, m, w, N, p, z, G, C, a *int
-	b, e, i, o, d, r, coll             *string
-	check                              checkValue
-	timeout                            timeoutValue
-	unsup                              []*string
+	t, g, n, m, w, N, p, z, G, C, a *int
+	i, o, d, r, coll                *string
+	sizes                           *cli.Sizes
+	check                           checkValue
+	timeout                         timeoutValue
+	unsup                           []*string
 
 	backend, transport, cpuprof, maxMem *string
 	procs, js, preconn, verbose, share  *bool
 	version                             *bool
 	nf                                  *ncclFlags
+	positional                          []string // the arguments after the flags: collectives
 }
 
 func newFlagSet() *flagSet {
@@ -160,10 +162,9 @@ func newFlagSet() *flagSet {
 	nt.SortFlags = false // in the order of nccl-tests' own usage (src/common.cu)
 	s.t = nt.IntP("nthreads", "t", 1, "threads per process: runccl drives each rank from a goroutine of its own, so only 1 (give the ranks with -g)")
 	s.g = nt.IntP("ngpus", "g", 1, "ranks in this process (goroutines; processes with --procs; GPUs with --backend cuda)")
-	s.b = nt.StringP("minbytes", "b", "32M", "smallest size: the total buffer, in bytes or with a K, M or G suffix")
-	s.e = nt.StringP("maxbytes", "e", "32M", "largest size")
+	s.sizes = cli.AddSizes(nt, "32M", "32M", 1) // all_reduce_perf's defaults
+	cli.Explain(nt, "stepfactor", "nccl-tests: 1 steps by -i bytes")
 	s.i = nt.StringP("stepbytes", "i", "1M", "add this many bytes between sizes (when -f is 1)")
-	s.f = nt.IntP("stepfactor", "f", 1, "multiply the size by this factor between sizes (above 1: -i is not used)")
 	s.n = nt.IntP("iters", "n", 20, "timed iterations per size and placement")
 	s.m = nt.IntP("agg_iters", "m", 1, "calls per timed iteration, issued in one group")
 	s.w = nt.IntP("warmup_iters", "w", 1, "warm-up iterations at min, 2×min, … max before the sweep")
@@ -171,8 +172,10 @@ func newFlagSet() *flagSet {
 	s.p = nt.IntP("parallel_init", "p", 0, "0 or 1; with one thread (-t 1) both initialise the ranks alike")
 	s.check.n = 1
 	nt.VarP(&s.check, "check", "c", "checked runs per size and placement, counted in #wrong (0: no check, #wrong N/A)")
-	s.o = nt.StringP("op", "o", "sum", "reduction: sum, prod, max, min, avg, mulsum (PreMulSum) or all")
-	s.d = nt.StringP("datatype", "d", "float", "int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 f8e4m3 f8e5m2, or all")
+	s.o = cli.AddOp(nt, "o")
+	cli.Explain(nt, "op", "or mulsum (PreMulSum), or all")
+	s.d = cli.AddDataType(nt, "float")
+	cli.Explain(nt, "datatype", "or all")
 	s.r = nt.StringP("root", "r", "0", "root rank of broadcast and reduce, or all (every rank in turn)")
 	s.z = nt.IntP("blocking", "z", 0, "1: wait for every call and then for every rank before the next")
 	s.timeout.d = comm.DefaultTimeout
@@ -186,12 +189,13 @@ func newFlagSet() *flagSet {
 	}
 
 	own := pflag.NewFlagSet("runccl", pflag.ContinueOnError)
-	s.coll = own.String("collective", "", "collectives: "+strings.Join(perf.NamesOf(perf.Collectives), ", ")+" (or without '_'), a comma-separated list, or all (default all_reduce)")
+	s.coll = cli.AddCollective(own, "", "") // no -c: that is nccl-tests' --check
+	cli.Explain(own, "collective", "default all_reduce, or the program's name (all_gather_perf)")
 	s.backend = own.String("backend", "cpu", "execution backend: cpu (package comm), or cuda (-g GPUs of this machine)")
 	s.procs = own.Bool("procs", false, "one process per rank on this host (shared memory) instead of goroutines")
 	s.transport = own.String("transport", "auto", "auto, inproc, shm or tcp")
 	s.nf = addNCCLFlags(own)
-	s.js = own.Bool("json", false, "write JSON instead of the table")
+	s.js = cli.AddJSON(own, "a header, the rows, the sums")
 	s.preconn = own.Bool("connect-at-init", false, "connect every ring/tree connection at init (NCCL_RUNTIME_CONNECT=0)")
 	s.verbose = own.BoolP("verbose", "v", false, "log connections and their memory to stderr")
 	s.cpuprof = own.String("cpuprofile", "", "write a CPU profile of the run (Go's pprof format) to this file")
@@ -203,20 +207,14 @@ func newFlagSet() *flagSet {
 	s.nt, s.own = nt, own
 	s.fs.AddFlagSet(nt)
 	s.fs.AddFlagSet(own)
-	// --coll was the collective's long name before --collective.
-	s.fs.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
-		if name == "coll" {
-			name = "collective"
-		}
-		return pflag.NormalizedName(name)
-	})
+	// --coll was the collective's long name before --collective (cli.Normalize; cobra applies
+	// it to the root's flags).
+	s.fs.SetNormalizeFunc(cli.Normalize)
 	return s
 }
 
 // usagef is a usage error (exit 2).
-func usagef(format string, a ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{errUsage}, a...)...)
-}
+func usagef(format string, a ...any) error { return cli.Usagef(format, a...) }
 
 // errHelp and errVersion ask mainRun to print the help or the version.
 var (
@@ -252,6 +250,13 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (*option
 		}
 		return nil, usagef("%v", err)
 	}
+	return s.options(args, s.fs.Args(), stderr, getenv)
+}
+
+// options reads the parsed flags and the positional arguments: args is the command line as given
+// (passed on to --procs children).
+func (s *flagSet) options(args, positional []string, stderr io.Writer, getenv func(string) string) (*options, error) {
+	s.positional = positional
 	if h, _ := s.fs.GetBool("help"); h {
 		return nil, errHelp
 	}
@@ -318,8 +323,8 @@ func (o *options) readColls(s *flagSet, stderr io.Writer) error {
 	if s.fs.Changed("collective") {
 		srcs = append(srcs, source{"--collective", *s.coll})
 	}
-	for _, a := range s.fs.Args() {
-		if _, err := perf.ParseColls(a); err != nil {
+	for _, a := range s.positional {
+		if _, err := parseCollNames(a); err != nil {
 			return usagef("unexpected argument %q (a collective: %s; or a subcommand first: help, replay)", a, strings.Join(perf.NamesOf(perf.Collectives), ", "))
 		}
 		srcs = append(srcs, source{"argument", a})
@@ -331,9 +336,9 @@ func (o *options) readColls(s *flagSet, stderr io.Writer) error {
 	}
 	o.colls = []string{"allreduce"}
 	for i, src := range srcs {
-		cs, err := perf.ParseColls(src.val)
+		cs, err := parseCollNames(src.val)
 		if err != nil {
-			return usagef("%s: %v", src.what, err)
+			return usagef("%s: %v", src.what, errors.Unwrap(err))
 		}
 		if i > 0 && strings.Join(cs, ",") != strings.Join(o.colls, ",") {
 			return usagef("%s %s and %s %s name different collectives: give one", srcs[0].what, srcs[0].val, src.what, src.val)
@@ -343,95 +348,55 @@ func (o *options) readColls(s *flagSet, stderr io.Writer) error {
 	return nil
 }
 
-// parseNcclSize reads a size as nccl-tests' parsesize does (a number, possibly with a fraction,
-// then K, M or G: powers of 1024), and the forms units.ParseSize takes (1GiB, 4T).
-func parseNcclSize(flag, s string) (int64, error) {
-	if v, err := units.ParseSize(s); err == nil {
-		return v, nil
+// collOrder is perf.Collectives' order (-c all), as coll.Funcs.
+var collOrder = []coll.Func{coll.AllReduce, coll.AllGather, coll.ReduceScatter, coll.Broadcast, coll.Reduce, coll.AllToAll, coll.SendRecv}
+
+// parseCollNames reads collectives as every command does (cli.ParseColls: allreduce, all_reduce,
+// all_reduce_perf, a list, all) and names them as package perf does (allreduce).
+func parseCollNames(s string) ([]string, error) {
+	fs, err := cli.ParseColls(s, collOrder)
+	if err != nil {
+		return nil, err
 	}
-	t := strings.TrimSpace(s)
-	mult := 1.0
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'K', 'k':
-			mult, t = 1<<10, t[:n-1]
-		case 'M', 'm':
-			mult, t = 1<<20, t[:n-1]
-		case 'G', 'g':
-			mult, t = 1<<30, t[:n-1]
-		}
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = strings.ToLower(f.String())
 	}
-	f, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
-	if err != nil || f < 0 || math.IsInf(f, 0) || f*mult > 1<<62 {
-		return 0, usagef("%s %q: want bytes or a K, M or G suffix (8, 64K, 1.5M, 1G)", flag, s)
-	}
-	return int64(f * mult), nil
+	return out, nil
 }
 
 func (o *options) readSizes(s *flagSet) error {
-	lo, err := parseNcclSize("-b", *s.b)
+	lo, hi, err := s.sizes.Bounds()
 	if err != nil {
 		return err
 	}
-	hi, err := parseNcclSize("-e", *s.e)
+	step, err := cli.ParseSize("-i", *s.i)
 	if err != nil {
 		return err
 	}
-	step, err := parseNcclSize("-i", *s.i)
-	if err != nil {
-		return err
-	}
-	f := *s.f
+	f := *s.sizes.Factor
 	switch {
 	case f < 1:
 		return usagef("-f %d: want a factor of 1 (step by -i bytes) or more", f)
 	case f > 1 && s.fs.Changed("stepbytes"):
 		return usagef("-i %s and -f %d: nccl-tests steps by -f when it is above 1 and leaves -i unused; give one of them", *s.i, f)
-	case lo > hi:
-		// nccl-tests' own words for it (src/common.cu, main).
-		return usagef("-b %s -e %s: invalid sizes for 'minbytes' and 'maxbytes': %d > %d", *s.b, *s.e, lo, hi)
-	case lo == 0:
-		return usagef("-b %s: want at least 1 byte", *s.b)
 	case f == 1 && step == 0 && lo < hi:
 		return usagef("-i %s: want a positive step (or -f 2 and more)", *s.i)
 	}
-	if err := units.CheckSize("-e", hi); err != nil {
-		return usagef("%v", err)
+	if o.perf.Sizes, err = cli.Sweep(lo, hi, f, step); err != nil {
+		return err
 	}
-	if o.perf.Sizes, err = perf.Sweep(lo, hi, int64(f), step); err != nil {
-		return usagef("-b/-e/-i/-f: %v", err)
-	}
-	o.flags.MinBytes, o.flags.MaxBytes, o.flags.StepBytes, o.flags.StepFactor = lo, hi, step, int64(f)
+	o.flags.MinBytes, o.flags.MaxBytes, o.flags.StepBytes, o.flags.StepFactor = lo, hi, step, f
 	return nil
 }
 
-// allOps is nccl-tests' -o all (test_opnames: sum, prod, max, min, avg, mulsum).
-var allOps = []coll.RedOp{coll.Sum, coll.Prod, coll.Max, coll.Min, coll.Avg, coll.PreMulSum}
-
 func (o *options) readTypes(s *flagSet) error {
-	switch d := strings.ToLower(strings.TrimSpace(*s.d)); d {
-	case "all":
-		for t := coll.DataType(0); t < coll.NumDataTypes; t++ {
-			o.dtypes = append(o.dtypes, t)
-		}
-	default:
-		t, err := coll.ParseDataType(d)
-		if err != nil {
-			return usagef("-d: %v (or all)", err)
-		}
-		o.dtypes = []coll.DataType{t}
+	var err error
+	if o.dtypes, err = cli.ParseDataTypes(*s.d, true); err != nil {
+		return err
 	}
-	switch op := strings.ToLower(strings.TrimSpace(*s.o)); op {
-	case "all":
-		o.ops = allOps
-	case "mulsum":
-		o.ops = []coll.RedOp{coll.PreMulSum}
-	default:
-		r, err := coll.ParseRedOp(op)
-		if err != nil {
-			return usagef("-o %q: want sum, prod, max, min, avg, mulsum or all", *s.o)
-		}
-		o.ops = []coll.RedOp{r}
+	if o.ops, err = cli.ParseOps(*s.o, true); err != nil {
+		return err
 	}
 	if r := strings.ToLower(strings.TrimSpace(*s.r)); r == "all" {
 		o.allRoots = true
@@ -527,7 +492,7 @@ func programColl(argv0 string) string {
 	if name == "runccl" || name == "." || name == "" {
 		return ""
 	}
-	if cs, err := perf.ParseColls(name); err == nil && len(cs) == 1 && name != "all" {
+	if cs, err := parseCollNames(name); err == nil && len(cs) == 1 && name != "all" {
 		return name
 	}
 	return ""

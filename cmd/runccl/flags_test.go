@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/simccl/simccl/comm/perf"
+	"github.com/simccl/simccl/internal/cli"
 )
 
 var update = flag.Bool("update", false, "rewrite the expected results of data-driven tests (testdata/*.txt, *.golden) with what the code gives")
@@ -27,7 +28,8 @@ func describe(args []string) string {
 	case errors.Is(err, errVersion):
 		b.WriteString("version\n")
 	case err != nil:
-		fmt.Fprintf(&b, "exit %d\n", exitCode(err, &errb, "runccl"))
+		fmt.Fprintln(&errb, "runccl:", err)
+		fmt.Fprintf(&b, "exit %d\n", cli.ExitCode(err))
 	default:
 		p := opt.perf
 		sizes := fmt.Sprint(p.Sizes)

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/simccl/simccl/internal/buildinfo"
 )
@@ -22,6 +21,7 @@ Usage:
   runccl [COLLECTIVE] [flags]        a sweep, as all_reduce_perf & co run it
   runccl replay [flags] TRACE…       run a captured workload trace for real (runccl help replay)
   runccl help [replay]               this help, or replay's
+  runccl completion bash|zsh|fish    a shell's completion script (flags, collectives, types)
 
 COLLECTIVE is one of all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv
 (also spelled all_reduce_perf or allreduce), a comma-separated list, or all; all_reduce by default.
@@ -61,7 +61,7 @@ an error.
 Output: nccl-tests' table, one line per size as it finishes (a run killed half way keeps its
 lines), with the plan the engine ran (algo, proto, nch) after nccl-tests' columns; --json writes
 one JSON document (a header, the rows, the sums). Exit status: 0, 1 on a failure or wrong
-elements, 2 on bad usage. See cmd/runccl/README.md.
+elements, 2 on bad usage, as simccl's (docs/cli.md). See cmd/runccl/README.md.
 
 Examples:
   runccl all_reduce_perf -b 8 -e 128M -f 2 -g 4
@@ -78,17 +78,4 @@ func writeHelp(w io.Writer) {
 	fmt.Fprint(w, helpMid)
 	fmt.Fprint(w, s.own.FlagUsagesWrapped(100))
 	fmt.Fprint(w, helpTail)
-}
-
-// runHelp is `runccl help [replay]`.
-func runHelp(args []string, stdout, stderr io.Writer) int {
-	switch {
-	case len(args) == 0:
-		writeHelp(stdout)
-		return 0
-	case len(args) == 1 && args[0] == "replay":
-		writeReplayHelp(stdout)
-		return 0
-	}
-	return exitCode(usagef("help %s: no such subcommand (runccl help, runccl help replay)", strings.Join(args, " ")), stderr, "runccl")
 }

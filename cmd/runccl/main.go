@@ -19,15 +19,19 @@ import (
 	"runtime/pprof"
 	"strconv"
 
+	"github.com/spf13/cobra"
+
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/comm"
 	"github.com/simccl/simccl/comm/perf"
+	"github.com/simccl/simccl/internal/cli"
 	"github.com/simccl/simccl/internal/sysmem"
 	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/realnet"
 )
 
-var errUsage = errors.New("usage")
+// errUsage marks a usage error (exit 2): cli.ErrUsage, as simccl's.
+var errUsage = cli.ErrUsage
 
 func main() {
 	args := os.Args[1:]
@@ -37,51 +41,61 @@ func main() {
 	os.Exit(mainRun(args, os.Stdout, os.Stderr, os.Getenv))
 }
 
-// mainRun runs the command line args: exit 0, 1 on a failure or wrong elements, 2 on bad usage.
+// mainRun runs the command line args: exit 0, 1 on a failure or wrong elements, 2 on bad usage
+// (cli.ExitCode, as simccl's).
 func mainRun(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	if len(args) > 0 {
-		switch args[0] {
-		case "replay":
-			return runReplay(args[1:], stdout, stderr, getenv) // replay.go
-		case "help":
-			return runHelp(args[1:], stdout, stderr) // help.go
-		}
-	}
-	opt, err := parse(args, stderr, getenv)
-	switch {
-	case errors.Is(err, errHelp):
-		writeHelp(stdout)
-		return 0
-	case errors.Is(err, errVersion):
-		fmt.Fprintln(stdout, "runccl", version())
-		return 0
-	}
-	if err == nil && opt.cpuprof != "" {
-		var f *os.File
-		if f, err = os.Create(opt.cpuprof); err == nil {
-			if err = pprof.StartCPUProfile(f); err == nil {
-				defer func() { pprof.StopCPUProfile(); f.Close() }()
-			}
-		}
-	}
-	if err == nil {
-		err = run(opt, stdout, stderr, getenv)
-	}
-	return exitCode(err, stderr, "runccl")
+	return cli.Execute(newRoot(bareCheck(args), stderr, getenv), bareCheck(args), stdout, stderr)
 }
 
-// exitCode prints err (one line) and returns the exit status: 0, 2 for usage, 1 otherwise.
-func exitCode(err error, stderr io.Writer, prog string) int {
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, errUsage):
-		fmt.Fprintln(stderr, "runccl:", oneLine(err.Error()))
-		return 2
-	default:
-		fmt.Fprintln(stderr, prog+":", err)
-		return 1
+// newRoot builds runccl's command tree for the command line args: the root runs a sweep (its
+// flags are nccl-tests' and runccl's, flags.go), replay runs a trace (replay.go).
+func newRoot(args []string, stderr io.Writer, getenv func(string) string) *cobra.Command {
+	s := newFlagSet()
+	root := cli.NewRoot("runccl [COLLECTIVE]", "run NCCL's collectives for real, nccl-tests style", "")
+	root.Flags().AddFlagSet(s.fs)
+	root.Args = cobra.ArbitraryArgs // collectives, read by options
+	root.RunE = func(cmd *cobra.Command, positional []string) error {
+		opt, err := s.options(args, positional, stderr, getenv)
+		switch {
+		case errors.Is(err, errHelp):
+			return cmd.Help()
+		case errors.Is(err, errVersion):
+			fmt.Fprintln(cmd.OutOrStdout(), "runccl", version())
+			return nil
+		case err != nil:
+			return err
+		}
+		if opt.cpuprof != "" {
+			f, err := os.Create(opt.cpuprof)
+			if err != nil {
+				return err
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				f.Close()
+				return err
+			}
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
+		return run(opt, cmd.OutOrStdout(), cmd.ErrOrStderr(), getenv)
 	}
+	replayArgs := args
+	if len(args) > 0 && args[0] == "replay" {
+		replayArgs = args[1:]
+	}
+	root.AddCommand(replayCommand(replayArgs, getenv))
+	cli.RegisterCompletions(root)
+	defaultHelp := root.HelpFunc()
+	root.SetHelpFunc(func(cmd *cobra.Command, a []string) {
+		switch cmd.CommandPath() {
+		case "runccl":
+			writeHelp(cmd.OutOrStdout())
+		case "runccl replay":
+			writeReplayHelp(cmd.OutOrStdout())
+		default:
+			defaultHelp(cmd, a)
+		}
+	})
+	return root
 }
 
 func (o *options) config(stderr io.Writer) *comm.Config {

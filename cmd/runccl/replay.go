@@ -7,7 +7,6 @@ package main
 import (
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,10 +16,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/simccl/simccl/comm"
 	"github.com/simccl/simccl/intercept/realreplay"
+	"github.com/simccl/simccl/internal/cli"
 	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/planner"
 )
@@ -47,24 +48,28 @@ type replayOptions struct {
 	scale     int
 	maxMemory int64
 	args      []string // as given, for the children
+
+	timeoutFlag timeoutValue // --timeout as runccl's -T reads it
 }
 
 // replayFlags defines replay's flags on a new flag set, filling o; it returns the flags parse
 // reads after.
 func replayFlags(o *replayOptions) (fs *pflag.FlagSet, nf *ncclFlags, mem *string) {
 	fs = pflag.NewFlagSet("runccl replay", pflag.ContinueOnError)
-	fs.Usage = func() {} // runReplay prints the help on stdout
+	fs.SortFlags = false
+	fs.SetNormalizeFunc(cli.Normalize)
 	fs.StringVar(&o.transport, "transport", "auto", "auto, inproc, shm or tcp")
 	fs.BoolVar(&o.procs, "procs", false, "one process per rank trace on this host (shared memory) instead of goroutines")
 	fs.BoolVar(&o.check, "check", false, "check every element every call wrote against its definition")
-	fs.BoolVar(&o.json, "json", false, "write JSON instead of the tables")
+	cli.AddJSONVar(fs, &o.json, "")
 	fs.IntVar(&o.top, "top", 10, "slowest launches to list")
 	fs.BoolVar(&o.calls, "calls", false, "list every launch")
-	fs.DurationVar(&o.timeout, "timeout", comm.DefaultTimeout, "fail a call that makes no progress for this long")
+	o.timeoutFlag.d = comm.DefaultTimeout
+	fs.Var(&o.timeoutFlag, "timeout", "fail a call that makes no progress for this long: seconds (0: the default), or a duration (10s), as runccl's -T")
 	nf = addNCCLFlags(fs)
 	fs.BoolVarP(&o.verbose, "verbose", "v", false, "log connections and their memory to stderr")
 	mem = fs.String("max-memory", "16G", "refuse a replay whose buffers (the largest launch of every rank this process runs) exceed this")
-	fs.IntVar(&o.scale, "scale", 0, "run as N ranks: the largest communicators grow to N ranks with the same per-rank counts, the others are copied (N a multiple of their size)")
+	fs.IntVar(&o.scale, "scale-ranks", 0, "run as N ranks: the largest communicators grow to N ranks with the same per-rank counts, the others are copied (N a multiple of their size), as simccl replay --scale-ranks (--scale is the same flag)")
 	fs.BoolP("help", "h", false, "print this help and exit")
 	return fs, nf, mem
 }
@@ -86,64 +91,57 @@ Flags:
 	fmt.Fprint(w, "\nExit status: 0, 1 on a failure or wrong elements, 2 on bad usage.\n")
 }
 
-func parseReplay(args []string, getenv func(string) string) (*replayOptions, error) {
+// replayCommand is `runccl replay`; args is the command line after "replay", for the children.
+func replayCommand(args []string, getenv func(string) string) *cobra.Command {
 	o := &replayOptions{args: args}
 	fs, nf, mem := replayFlags(o)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil, errHelp
-		}
-		return nil, fmt.Errorf("%w: replay: %v", errUsage, err)
-	}
-	if h, _ := fs.GetBool("help"); h {
-		return nil, errHelp
-	}
-	o.files = fs.Args()
+	cmd := cli.Command("replay [flags] TRACE…", "run a captured workload trace for real", "", cobra.ArbitraryArgs,
+		func(cmd *cobra.Command, files []string) error {
+			if err := o.finish(fs, nf, *mem, files, getenv); err != nil {
+				return err
+			}
+			if a := getenv(envReplayActor); a != "" {
+				return replayChild(o, a, getenv, cmd.ErrOrStderr())
+			}
+			return replay(o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		})
+	cmd.Flags().AddFlagSet(fs)
+	return cmd
+}
+
+// finish reads the parsed flags and the trace files.
+func (o *replayOptions) finish(fs *pflag.FlagSet, nf *ncclFlags, mem string, files []string, getenv func(string) string) error {
+	o.files = files
+	o.timeout = o.timeoutFlag.d
 	var err error
-	if o.maxMemory, err = units.ParseSize(*mem); err != nil {
-		return nil, fmt.Errorf("%w: replay: --max-memory: %v", errUsage, err)
+	if o.maxMemory, err = units.ParseSize(mem); err != nil {
+		return fmt.Errorf("%w: --max-memory: %v", errUsage, err)
 	}
 	switch {
 	case len(o.files) == 0:
-		return nil, fmt.Errorf("%w: replay: no trace file (one per rank)", errUsage)
+		return fmt.Errorf("%w: no trace file (one per rank)", errUsage)
 	case o.top < 0:
-		return nil, fmt.Errorf("%w: replay: --top %d", errUsage, o.top)
+		return fmt.Errorf("%w: --top %d", errUsage, o.top)
 	case o.scale < 0:
-		return nil, fmt.Errorf("%w: replay: --scale %d", errUsage, o.scale)
+		return fmt.Errorf("%w: --scale-ranks %d", errUsage, o.scale)
 	case o.timeout <= 0:
-		return nil, fmt.Errorf("%w: replay: --timeout %v", errUsage, o.timeout)
+		return fmt.Errorf("%w: --timeout %v", errUsage, o.timeout)
 	}
 	switch o.transport {
 	case "auto", "inproc", "shm", "tcp":
 	default:
-		return nil, fmt.Errorf("%w: replay: --transport %q: want auto, inproc, shm or tcp", errUsage, o.transport)
+		return fmt.Errorf("%w: --transport %q: want auto, inproc, shm or tcp", errUsage, o.transport)
 	}
 	if o.settings, err = nf.settings(fs, getenv); err != nil {
-		return nil, fmt.Errorf("replay: %w", err)
+		return err
 	}
 	if o.procs && o.transport == "inproc" {
-		return nil, fmt.Errorf("%w: replay: --procs cannot use the in-process transport", errUsage)
+		return fmt.Errorf("%w: --procs cannot use the in-process transport", errUsage)
 	}
-	return o, nil
+	return nil
 }
 
 // runReplay is `runccl replay`: exit 0, 1 on a failure or wrong elements, 2 on bad usage.
-func runReplay(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	o, err := parseReplay(args, getenv)
-	if errors.Is(err, errHelp) {
-		writeReplayHelp(stdout)
-		return 0
-	}
-	if err == nil {
-		if a := getenv(envReplayActor); a != "" {
-			err = replayChild(o, a, getenv, stderr)
-		} else {
-			err = replay(o, stdout, stderr)
-		}
-	}
-	return exitCode(err, stderr, "runccl replay")
-}
-
 func (o *replayOptions) config(stderr io.Writer) *comm.Config {
 	c := cpuConfig(o.settings)
 	cfg := &c

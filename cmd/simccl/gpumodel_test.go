@@ -29,6 +29,7 @@ func TestGPUModelFlag(t *testing.T) {
 		{"plan", "-c", "allreduce", "-b", "1M", "-e", "1M"},
 		{"mem", "-c", "allreduce", "-b", "1M", "-e", "1M"},
 		{"run", "-c", "allreduce", "-b", "1M", "-e", "1M"},
+		{"topo"}, // topo resolves --topo as the others do (cli.LoadTopology)
 	} {
 		rc, stdout, stderr := run(append(cmd, "--topo", ndv5, "--gpu-model", "h100")...)
 		require.Equal(t, 0, rc, "%v: %s", cmd, stderr)
@@ -73,4 +74,16 @@ func TestGPUModelFlag(t *testing.T) {
 	rc, stdout, stderr = run("tune", "--topo", "dgx-h100", "--gpu-model", "h100", "-b", "1M", "-e", "1M")
 	require.Equal(t, 0, rc, stderr)
 	require.Contains(t, stdout, "dgx-h100 (GPU model h100), 8 ranks")
+}
+
+// topo reads $NCCL_TOPO_FILE without --topo, as the commands that plan do; --topo wins.
+func TestTopoReadsNCCLTopoFile(t *testing.T) {
+	t.Setenv("NCCL_TOPO_FILE", "../../testdata/topos/azure-ndv5-h100-partial.xml")
+	for _, args := range [][]string{{"topo"}, {"tune", "-b", "1M", "-e", "1M"}} {
+		var out, errb bytes.Buffer
+		require.Equal(t, 1, mainRun(args, &out, &errb), "%v", args)
+		require.Contains(t, errb.String(), "name the GPU model to complete it", "%v", args)
+		errb.Reset()
+		require.Equal(t, 0, mainRun(append(args, "--topo", "h200x2-nvlink"), &out, &errb), "%v: %s", args, errb.String())
+	}
 }

@@ -24,11 +24,17 @@ func TestHelpOnStdout(t *testing.T) {
 		require.Equal(t, 0, rc, "%v: stderr %q", args, errb.String())
 		require.Empty(t, errb.String(), "%v wrote to stderr", args)
 		require.Contains(t, out.String(), "Usage", "%v", args)
-		require.NotContains(t, out.String(), "Commands:", "%v printed the top-level help", args)
+		path := strings.Join(args[:len(args)-1], " ")
+		if args[0] == "help" {
+			path = strings.Join(args[1:], " ")
+		}
+		require.Contains(t, out.String(), "Usage:\n  simccl "+path+" [flags]", "%v: not its own help", args)
+		require.NotContains(t, out.String(), "completion", "%v printed the top-level help", args)
 	}
 	var out, errb bytes.Buffer
 	require.Equal(t, 0, mainRun([]string{"help"}, &out, &errb))
 	require.Contains(t, out.String(), "Commands:")
+	require.Contains(t, out.String(), "completion")
 }
 
 // simccl run checks its output paths before simulating: a --plot, --trace or --ops in a missing

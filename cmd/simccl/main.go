@@ -1,19 +1,21 @@
 // Command simccl simulates NCCL-style collective communication from a machine's topology.
 //
-// Each subcommand lives in its own file and registers itself in init(); see `simccl help`.
+// Each subcommand lives in its own file and registers itself in init(); newRoot makes them a
+// cobra command tree (internal/cli, shared with runccl). See `simccl help`.
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/simccl/simccl/internal/buildinfo"
+	"github.com/simccl/simccl/internal/cli"
 )
 
 // versionString is set at build time: go build -ldflags "-X main.versionString=v0.9.0". When it is
@@ -24,13 +26,22 @@ var versionString string
 // the headers of simccl run's table and JSON carry it.
 func version() string { return buildinfo.Version(versionString) }
 
-// command is one subcommand of simccl.
+// command is one subcommand of simccl, made into a cobra command by newRoot.
 type command struct {
 	name  string
 	short string // one line for `simccl help`
-	// run parses args (without the subcommand name) and does the work, writing to stdout/stderr.
-	run func(args []string, stdout, stderr io.Writer) error
+	long  string // what `simccl help CMD` says above the flags ("" : short)
+	// args checks the positional arguments (nil: none are taken).
+	args cobra.PositionalArgs
+	// define defines the command's flags on fs and returns the function that does the work once
+	// cobra has parsed them (fs.Args() holds the positional arguments).
+	define func(fs *pflag.FlagSet) runFunc
+	subs   []*command // subcommands (topo dump)
+	hidden bool
 }
+
+// runFunc does a command's work, writing to stdout and stderr.
+type runFunc func(stdout, stderr io.Writer) error
 
 var commands = map[string]*command{}
 
@@ -41,105 +52,71 @@ func register(c *command) {
 	commands[c.name] = c
 }
 
-// errUsage marks an error caused by bad flags or arguments (exit status 2).
-var errUsage = errors.New("usage")
+// errUsage marks an error caused by bad flags or arguments (exit status 2): cli.ErrUsage, which
+// runccl's usage errors carry too.
+var errUsage = cli.ErrUsage
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "simccl — simulate NCCL collectives from a topology (NCCL topo.xml or an embedded default)")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Usage: simccl <command> [flags]    (simccl <command> --help for the flags of one command; simccl --version)")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Commands:")
+const rootLong = `simccl — simulate NCCL collectives from a topology (NCCL topo.xml or an embedded default)
+
+simccl CMD --help (or simccl help CMD) gives the flags of one command; simccl --version the
+version; simccl completion bash|zsh|fish a shell's completion script. Exit status: 0, 1 on a
+failure, 2 on bad usage.`
+
+// newRoot builds simccl's command tree, afresh for each run (the flags' values live in it).
+func newRoot() *cobra.Command {
+	root := cli.NewRoot("simccl", "simulate NCCL collectives from a topology", rootLong)
+	showVersion := root.Flags().Bool("version", false, "print simccl's version and exit")
+	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *showVersion {
+			fmt.Fprintln(cmd.OutOrStdout(), "simccl", version())
+			return nil
+		}
+		return cmd.Help()
+	}
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].short)
+		root.AddCommand(commands[n].cobra())
 	}
+	root.AddCommand(cli.Command("version", "print simccl's version", "", nil, func(cmd *cobra.Command, _ []string) error {
+		fmt.Fprintln(cmd.OutOrStdout(), "simccl", version())
+		return nil
+	}))
+	return root
+}
+
+// cobra makes c a cobra command.
+func (c *command) cobra() *cobra.Command {
+	long := c.long
+	if long == "" {
+		long = c.short
+	}
+	cmd := cli.Command(c.name, c.short, long, c.args, nil)
+	cmd.Hidden = c.hidden
+	if c.define != nil {
+		run := c.define(cmd.Flags())
+		cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+			return run(cmd.OutOrStdout(), cmd.ErrOrStderr())
+		}
+	}
+	for _, s := range c.subs {
+		cmd.AddCommand(s.cobra())
+	}
+	cli.RegisterCompletions(cmd)
+	return cmd
 }
 
 func main() {
 	os.Exit(mainRun(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// mainRun is main without the process exit, so that tests can drive the whole CLI.
+// mainRun is main without the process exit, so that tests can drive the whole CLI: the exit
+// status is 0, 1 on a failure, 2 on bad usage (cli.ExitCode).
 func mainRun(args []string, stdout, stderr io.Writer) int {
-	if len(args) >= 2 && args[0] == "help" {
-		// simccl help CMD [SUB]: that command's help, as CMD --help gives it.
-		if _, ok := commands[args[1]]; ok {
-			return mainRun(append(append([]string(nil), args[1:]...), "--help"), stdout, stderr)
-		}
-	}
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(stdout)
-		return 0
-	}
-	if args[0] == "--version" || args[0] == "version" {
-		fmt.Fprintln(stdout, "simccl", version())
-		return 0
-	}
-	c, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "simccl: unknown command %q\n\n", args[0])
-		usage(stderr)
-		return 2
-	}
-	if asksHelp(args[1:]) {
-		// Help is what was asked for: it goes to stdout (so that `simccl run --help | less` shows
-		// it), like the top-level help; errors stay on stderr.
-		if err := c.run(args[1:], stdout, stdout); err != nil && !errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprintf(stderr, "simccl %s: %v\n", c.name, err)
-			return 2
-		}
-		return 0
-	}
-	err := c.run(args[1:], stdout, stderr)
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, pflag.ErrHelp):
-		return 0
-	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "simccl %s: %v\n", c.name, err)
-		return 2
-	default:
-		fmt.Fprintf(stderr, "simccl %s: %v\n", c.name, err)
-		return 1
-	}
-}
-
-// asksHelp reports whether args ask for help (-h or --help before any "--").
-func asksHelp(args []string) bool {
-	for _, a := range args {
-		switch a {
-		case "--":
-			return false
-		case "-h", "--help":
-			return true
-		}
-	}
-	return false
-}
-
-// newFlags returns a flag set for one subcommand whose errors come back as errUsage.
-func newFlags(name string, stderr io.Writer) *pflag.FlagSet {
-	fs := pflag.NewFlagSet("simccl "+name, pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.SortFlags = false
-	return fs
-}
-
-// parseFlags parses args and wraps flag errors as usage errors.
-func parseFlags(fs *pflag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	return nil
+	return cli.Execute(newRoot(), args, stdout, stderr)
 }
 
 // checkWritable fails at once when path, given by flag, cannot be written: its folder is missing

@@ -7,7 +7,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/internal/cli"
 	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/planner"
 )
@@ -16,7 +19,15 @@ func init() {
 	register(&command{
 		name:  "plan",
 		short: "NCCL's plan for calls on a topology, compiled into their schedules of point-to-point steps",
-		run:   runPlan,
+		long: `simccl plan [--topo FILE] [--nodes N] -c allreduce [-b SIZE [-e MAX -f F] | --count N] [--algo …] [--proto …] [--json]
+
+Plans calls as NCCL would on the machine (the topology × --nodes, NCCL's settings from the
+environment and the flags: --algo is NCCL_ALGO, --proto NCCL_PROTO, --max-nchannels
+NCCL_MAX_NCHANNELS, …) and compiles each into the schedule that simccl run simulates and the real
+engines execute: per rank and channel, NCCL's primitives (Send, RecvReduceSend, …) with peers,
+connections, offsets, bytes and slots. -b gives the call as nccl-tests' size (the total buffer),
+--count as NCCL's API takes it (1M elements without either).`,
+		define: definePlan,
 	})
 }
 
@@ -30,157 +41,143 @@ type planOut struct {
 	Error    string         `json:"error,omitempty"` // a plan Compile refuses (a schedule too large)
 }
 
-func runPlan(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("plan", stderr)
+func definePlan(fs *pflag.FlagSet) runFunc {
 	mf := addMachineFlags(fs)
-	collName := fs.StringP("collective", "c", "allreduce", "collectives: allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv, a comma-separated list or all")
-	minB := fs.StringP("minbytes", "b", "", "nccl-tests size (the total buffer, as -b/-e of run); the call's count follows from it")
-	maxB := fs.StringP("maxbytes", "e", "", "largest size of a sweep from -b (default: -b alone)")
-	factor := fs.Int64P("stepfactor", "f", 2, "size multiplication factor of a sweep")
+	collName := cli.AddCollective(fs, "c", "allreduce")
+	sizes := cli.AddSizes(fs, "", "", 2) // the call's count follows from -b; no -e: -b alone
+	minB, maxB := sizes.Min, sizes.Max
 	countStr := fs.String("count", "", "element count as NCCL's API takes it instead of -b (AllGather: per-rank send count; ReduceScatter: per-rank receive count; K/M/G = 1024^k); default 1M")
-	dtype := fs.StringP("datatype", "d", "float", "data type (int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2)")
-	redop := fs.StringP("op", "o", "sum", "reduction: sum, prod, max, min, avg")
+	dtype := cli.AddDataType(fs, "float")
+	redop := cli.AddOp(fs, "o")
 	root := fs.IntP("root", "r", 0, "root rank (broadcast, reduce)")
 	peer := fs.Int("peer", 1, "sendrecv: rank r sends to r+peer")
 	summary := fs.Bool("summary", false, "print only the per-rank totals, not every step")
 	ranks := fs.String("ranks", "", "comma-separated ranks whose steps to print (default all)")
-	asJSON := fs.Bool("json", false, `print {"plans":[{"note","schedule","summary"}…]}`)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: simccl plan [--topo FILE] [--nodes N] -c allreduce [-b SIZE [-e MAX -f F] | --count N] [--algo …] [--proto …] [--json]")
-		fmt.Fprintln(stderr, "\nPlans calls as NCCL would on the machine (the topology × --nodes, NCCL's settings from the")
-		fmt.Fprintln(stderr, "environment and the flags: --algo is NCCL_ALGO, --proto NCCL_PROTO, --max-nchannels NCCL_MAX_NCHANNELS,")
-		fmt.Fprintln(stderr, "…) and compiles each into the schedule that simccl run simulates and the real engines execute: per rank")
-		fmt.Fprintln(stderr, "and channel, NCCL's primitives (Send, RecvReduceSend, …) with peers, connections, offsets, bytes and slots.")
-		fmt.Fprintln(stderr)
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
-	}
-	funcs, err := parseColls(*collName, allColls)
-	if err != nil {
-		return err
-	}
-	dt, err := coll.ParseDataType(*dtype)
-	if err != nil {
-		return fmt.Errorf("%w: -d: %v", errUsage, err)
-	}
-	op, err := coll.ParseRedOp(*redop)
-	if err != nil {
-		return fmt.Errorf("%w: -o: %v", errUsage, err)
-	}
-	if *minB != "" && *countStr != "" {
-		return fmt.Errorf("%w: -b and --count both given: one sets the other", errUsage)
-	}
-	if *maxB != "" && *minB == "" {
-		return fmt.Errorf("%w: -e needs -b", errUsage)
-	}
-	var sizes []int64 // nccl-tests sizes; nil: one call of count elements
-	count := int64(1 << 20)
-	switch {
-	case *minB != "":
-		if sizes, err = parseSweep(*minB, *maxB, *factor); err != nil {
-			return err
-		}
-	case *countStr != "":
-		if count, err = units.ParseSize(*countStr); err != nil {
-			return fmt.Errorf("%w: --count: %v", errUsage, err)
-		}
-		if count > units.MaxSize/int64(dt.Size()) {
-			return fmt.Errorf("%w: --count %d of %d-byte %s: more than 1 TiB (the largest size simccl simulates)", errUsage, count, dt.Size(), dt)
-		}
-	}
-	var show []int
-	if *ranks != "" {
-		for _, s := range strings.Split(*ranks, ",") {
-			r, err := strconv.Atoi(strings.TrimSpace(s))
-			if err != nil || r < 0 {
-				return fmt.Errorf("%w: --ranks: %q is not a rank number", errUsage, s)
-			}
-			show = append(show, r)
-		}
-	}
-	p, err := mf.planner(fs)
-	if err != nil {
-		return err
-	}
-	n := p.NRanks()
-	for _, r := range show {
-		if r >= n {
-			return fmt.Errorf("%w: --ranks: %d is not a rank of %s × %d node(s) (0..%d)", errUsage, r, p.Name, p.Nodes, n-1)
-		}
-	}
-	var calls []coll.Call
-	for _, f := range funcs {
-		if sizes == nil {
-			calls = append(calls, coll.Call{Func: f, Count: count, DataType: dt, Op: op, Root: *root, Peer: *peer})
-			continue
-		}
-		for _, s := range sizes {
-			c := coll.TestCall(f, s, dt, op, n)
-			c.Root, c.Peer = *root, *peer
-			if c.Count == 0 {
-				if len(sizes) == 1 && len(funcs) == 1 {
-					return fmt.Errorf("%w: -b %d: %v over %d ranks has no elements to move (nccl-tests rounds the per-rank count down to 16 bytes' worth): no call", errUsage, s, f, n)
-				}
-				continue // as tune and run: no call of no element
-			}
-			calls = append(calls, c)
-		}
-	}
-	for _, c := range calls {
-		if err := c.Check(n); err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
-		}
-	}
-	var outs []planOut
-	failed := 0
-	for i, c := range calls {
-		o, s, err := planOne(p, c, !*summary || !*asJSON)
+	asJSON := cli.AddJSON(fs, `{"plans":[{"note","schedule","summary"}…]}`)
+	return func(stdout, stderr io.Writer) error {
+		funcs, err := cli.ParseColls(*collName, allColls)
 		if err != nil {
 			return err
 		}
-		if o.Error != "" {
-			failed++
-			if len(calls) == 1 {
-				return fmt.Errorf("%s: %s", o.Note, o.Error)
+		dts, err := cli.ParseDataTypes(*dtype, false)
+		if err != nil {
+			return err
+		}
+		ops, err := cli.ParseOps(*redop, false)
+		if err != nil {
+			return err
+		}
+		dt, op := dts[0], ops[0]
+		if *minB != "" && *countStr != "" {
+			return fmt.Errorf("%w: -b and --count both given: one sets the other", errUsage)
+		}
+		if *maxB != "" && *minB == "" {
+			return fmt.Errorf("%w: -e needs -b", errUsage)
+		}
+		var sweep []int64 // nccl-tests sizes; nil: one call of count elements
+		count := int64(1 << 20)
+		switch {
+		case *minB != "":
+			if sweep, err = sizes.Sweep(0); err != nil {
+				return err
+			}
+		case *countStr != "":
+			if count, err = units.ParseSize(*countStr); err != nil {
+				return fmt.Errorf("%w: --count: %v", errUsage, err)
+			}
+			if count > units.MaxSize/int64(dt.Size()) {
+				return fmt.Errorf("%w: --count %d of %d-byte %s: more than 1 TiB (the largest size simccl simulates)", errUsage, count, dt.Size(), dt)
+			}
+		}
+		var show []int
+		if *ranks != "" {
+			for _, s := range strings.Split(*ranks, ",") {
+				r, err := strconv.Atoi(strings.TrimSpace(s))
+				if err != nil || r < 0 {
+					return fmt.Errorf("%w: --ranks: %q is not a rank number", errUsage, s)
+				}
+				show = append(show, r)
+			}
+		}
+		p, err := mf.planner(fs)
+		if err != nil {
+			return err
+		}
+		n := p.NRanks()
+		for _, r := range show {
+			if r >= n {
+				return fmt.Errorf("%w: --ranks: %d is not a rank of %s × %d node(s) (0..%d)", errUsage, r, p.Name, p.Nodes, n-1)
+			}
+		}
+		var calls []coll.Call
+		for _, f := range funcs {
+			if sweep == nil {
+				calls = append(calls, coll.Call{Func: f, Count: count, DataType: dt, Op: op, Root: *root, Peer: *peer})
+				continue
+			}
+			for _, s := range sweep {
+				c := coll.TestCall(f, s, dt, op, n)
+				c.Root, c.Peer = *root, *peer
+				if c.Count == 0 {
+					if len(sweep) == 1 && len(funcs) == 1 {
+						return fmt.Errorf("%w: -b %d: %v over %d ranks has no elements to move (nccl-tests rounds the per-rank count down to 16 bytes' worth): no call", errUsage, s, f, n)
+					}
+					continue // as tune and run: no call of no element
+				}
+				calls = append(calls, c)
+			}
+		}
+		for _, c := range calls {
+			if err := c.Check(n); err != nil {
+				return fmt.Errorf("%w: %v", errUsage, err)
+			}
+		}
+		var outs []planOut
+		failed := 0
+		for i, c := range calls {
+			o, s, err := planOne(p, c, !*summary || !*asJSON)
+			if err != nil {
+				return err
+			}
+			if o.Error != "" {
+				failed++
+				if len(calls) == 1 {
+					return fmt.Errorf("%s: %s", o.Note, o.Error)
+				}
+			}
+			if *asJSON {
+				if !*summary {
+					o.Schedule = s
+				}
+				outs = append(outs, o)
+				continue
+			}
+			if i > 0 {
+				fmt.Fprintln(stdout)
+			}
+			fmt.Fprintf(stdout, "# %s\n", o.Note)
+			if o.Error != "" {
+				fmt.Fprintf(stdout, "# not compiled: %s\n", o.Error)
+				continue
+			}
+			if err := coll.WriteText(stdout, s, coll.DumpOptions{Steps: !*summary, Ranks: show}); err != nil {
+				return err
 			}
 		}
 		if *asJSON {
-			if !*summary {
-				o.Schedule = s
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", " ")
+			if err := enc.Encode(struct {
+				Plans []planOut `json:"plans"`
+			}{outs}); err != nil {
+				return err
 			}
-			outs = append(outs, o)
-			continue
 		}
-		if i > 0 {
-			fmt.Fprintln(stdout)
+		if failed > 0 {
+			return fmt.Errorf("%d of %d plans not compiled (schedules too large: simccl run simulates them compactly)", failed, len(calls))
 		}
-		fmt.Fprintf(stdout, "# %s\n", o.Note)
-		if o.Error != "" {
-			fmt.Fprintf(stdout, "# not compiled: %s\n", o.Error)
-			continue
-		}
-		if err := coll.WriteText(stdout, s, coll.DumpOptions{Steps: !*summary, Ranks: show}); err != nil {
-			return err
-		}
+		return nil
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", " ")
-		if err := enc.Encode(struct {
-			Plans []planOut `json:"plans"`
-		}{outs}); err != nil {
-			return err
-		}
-	}
-	if failed > 0 {
-		return fmt.Errorf("%d of %d plans not compiled (schedules too large: simccl run simulates them compactly)", failed, len(calls))
-	}
-	return nil
 }
 
 // planOne decides and compiles one call. A schedule Compile refuses is reported in the result's

@@ -8,21 +8,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/simccl/simccl/internal/cli"
 	"github.com/simccl/simccl/simnet"
 )
 
 // showProgress reads a --progress value: "on" draws the bar, "off" does not, "auto" draws it when
 // stderr is a terminal (isTerminal).
 func showProgress(mode string, stderr io.Writer) (bool, error) {
-	switch mode {
-	case "on":
-		return true, nil
-	case "off":
-		return false, nil
-	case "auto":
-		return isTerminal(stderr), nil
-	}
-	return false, fmt.Errorf("%w: --progress %q: want on, off or auto", errUsage, mode)
+	return cli.ShowProgress(mode, func() bool { return isTerminal(stderr) })
 }
 
 // isTerminal reports whether w is a terminal: a file the terminal ioctl answers (isTTY; TCGETS on

@@ -1,182 +1,196 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/simccl/simccl/examples/topos"
 	"github.com/simccl/simccl/intercept"
-	"github.com/simccl/simccl/internal/units"
+	"github.com/simccl/simccl/internal/cli"
 	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/simnet"
 )
 
 func init() {
 	register(&command{
-		name:  "replay",
-		short: "simulate the NCCL calls of a recorded workload trace (or NCCL COLL logs) on any topology, optionally scaled",
-		run:   runReplay,
+		name:   "replay",
+		short:  "simulate the NCCL calls of a recorded workload trace (or NCCL COLL logs) on any topology, optionally scaled",
+		args:   cobra.ArbitraryArgs, // the trace files
+		define: defineReplay,
 	})
 }
 
-func runReplay(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("replay", stderr)
+func defineReplay(fs *pflag.FlagSet) runFunc {
 	mf := addMachineFlags(fs)
-	fs.Lookup("topo").Usage = "NCCL topology XML or embedded name (default: the trace's virtual topology, else $NCCL_TOPO_FILE, else " + topos.DefaultName + ")"
-	fs.Lookup("nodes").Usage = "number of nodes (default: --scale-ranks / GPUs per node; else the trace's ranks / GPUs per node where that divides, else 1)"
-	fabricFile := fs.String("fabric", "", "fabric description (key = value file, see docs/cluster.md)")
-	fabSet := fs.StringArray("fabric-set", nil, "override one fabric key (key=value; repeatable)")
+	cli.Explain(fs, "topo", "replay: default the trace's virtual topology, else $NCCL_TOPO_FILE, else "+topos.DefaultName)
+	cli.Explain(fs, "nodes", "replay: default --scale-ranks / GPUs per node; else the trace's ranks / GPUs per node where that divides, else 1")
+	fabric := cli.AddFabric(fs)
 	scaleRanks := fs.Int("scale-ranks", 0, "simulate data-parallel communicators (the trace's largest) at this many ranks (default: the machine's)")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
+	asJSON := cli.AddJSON(fs, "")
 	top := fs.Int("top", 10, "list this many slowest calls")
 	allCalls := fs.Bool("calls", false, "list every launch (call or group) with its simulated time")
 	nLinks := fs.Int("links", 10, "list this many most utilised links (0: no per-link accounting)")
 	measured := fs.StringArray("measured", nil, "per-rank timing file of the traced run (bench/intercept/torch_mixed.py output; repeatable): compare")
-	progress := fs.String("progress", "auto", "progress bar on stderr: auto (when a terminal), on, off")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() == 0 {
-		return fmt.Errorf("%w: want one or more trace files (JSON lines from the shim, or NCCL INFO logs with COLL lines)", errUsage)
-	}
-	if *scaleRanks < 0 || *mf.nodes < 1 || *top < 0 || *nLinks < 0 {
-		return fmt.Errorf("%w: --scale-ranks, --nodes, --top and --links must not be negative", errUsage)
-	}
-	if *scaleRanks > planner.MaxRanks || *mf.nodes > planner.MaxNodes {
-		return fmt.Errorf("%w: --scale-ranks %d, --nodes %d: at most %d ranks (planner.MaxRanks)", errUsage, *scaleRanks, *mf.nodes, planner.MaxRanks)
-	}
+	progress := cli.AddProgress(fs)
+	return func(stdout, stderr io.Writer) error {
+		if fs.NArg() == 0 {
+			return fmt.Errorf("%w: want one or more trace files (JSON lines from the shim, or NCCL INFO logs with COLL lines)", errUsage)
+		}
+		if *scaleRanks < 0 || *mf.nodes < 1 || *top < 0 || *nLinks < 0 {
+			return fmt.Errorf("%w: --scale-ranks, --nodes, --top and --links must not be negative", errUsage)
+		}
+		if *scaleRanks > planner.MaxRanks || *mf.nodes > planner.MaxNodes {
+			return fmt.Errorf("%w: --scale-ranks %d, --nodes %d: at most %d ranks (planner.MaxRanks)", errUsage, *scaleRanks, *mf.nodes, planner.MaxRanks)
+		}
 
-	// The files are read with simccl's bounds on every input and checked as runccl replay checks
-	// them (intercept.CheckTraces): every rank present, ranks agreeing, every Send received.
-	var files []intercept.TraceFile
-	var recs []intercept.Record
-	virtualTopo := ""
-	for _, path := range fs.Args() {
-		f, err := intercept.ReadTraceOrLog(path)
+		// The files are read with simccl's bounds on every input and checked as runccl replay checks
+		// them (intercept.CheckTraces): every rank present, ranks agreeing, every Send received.
+		var files []intercept.TraceFile
+		var recs []intercept.Record
+		virtualTopo := ""
+		logP2P := 0 // point-to-point calls read from NCCL logs, which print no groups
+		for _, path := range fs.Args() {
+			f, err := intercept.ReadTraceOrLog(path)
+			if err != nil {
+				return err
+			}
+			if len(recs)+len(f.Records) > intercept.MaxRecords {
+				return fmt.Errorf("%w: %s: more than %d records in the trace's files", intercept.ErrTrace, path, intercept.MaxRecords)
+			}
+			for _, x := range f.Records {
+				if x.Topo != "" && virtualTopo == "" {
+					virtualTopo = x.Topo
+				}
+			}
+			files = append(files, f)
+			recs = append(recs, f.Records...)
+			if isNCCLLog(path) {
+				for _, r := range f.Records {
+					if r.Op == "Send" || r.Op == "Recv" {
+						logP2P++
+					}
+				}
+			}
+		}
+		if err := intercept.CheckTraces(files, intercept.CheckOptions{Virtual: true}); err != nil {
+			return err
+		}
+		launches, err := intercept.Launches(recs)
 		if err != nil {
 			return err
 		}
-		if len(recs)+len(f.Records) > intercept.MaxRecords {
-			return fmt.Errorf("%w: %s: more than %d records in the trace's files", intercept.ErrTrace, path, intercept.MaxRecords)
+		if len(launches) == 0 {
+			return fmt.Errorf("%s: no collective or point-to-point call in the trace", strings.Join(fs.Args(), ", "))
 		}
-		for _, x := range f.Records {
-			if x.Topo != "" && virtualTopo == "" {
-				virtualTopo = x.Topo
+
+		fab, err := fabric.Read()
+		if err != nil {
+			return err
+		}
+		if *mf.topo == "" {
+			*mf.topo = virtualTopo
+		}
+		newPlanner, err := mf.builder(fs)
+		if err != nil {
+			return err
+		}
+		build := func(nodes int) (*simnet.Machine, error) {
+			p, err := newPlanner(nodes)
+			if err != nil {
+				return nil, err
+			}
+			return simMachine(p, fab)
+		}
+		m, err := build(1)
+		if err != nil {
+			return err
+		}
+		name := m.Node.Name
+		g := m.Node.NumGPUs
+		n := *mf.nodes
+		if !fs.Changed("nodes") {
+			n = 1
+			// Without --nodes or --scale-ranks a trace replays at its own scale where that is a
+			// whole number of nodes of this topology; otherwise it is scaled, and the output says so.
+			if world := intercept.World(launches); *scaleRanks == 0 && world > g && world%g == 0 {
+				n = world / g
+			}
+			if *scaleRanks > 0 {
+				if *scaleRanks%g != 0 {
+					return fmt.Errorf("%w: --scale-ranks %d is not a multiple of the %d GPUs of a %s node", errUsage, *scaleRanks, g, name)
+				}
+				n = *scaleRanks / g
 			}
 		}
-		files = append(files, f)
-		recs = append(recs, f.Records...)
-	}
-	if err := intercept.CheckTraces(files, intercept.CheckOptions{Virtual: true}); err != nil {
-		return err
-	}
-	launches, err := intercept.Launches(recs)
-	if err != nil {
-		return err
-	}
-	if len(launches) == 0 {
-		return fmt.Errorf("%s: no collective or point-to-point call in the trace", strings.Join(fs.Args(), ", "))
-	}
-
-	fab, err := readFabric(*fabricFile, *fabSet)
-	if err != nil {
-		return err
-	}
-	if *mf.topo == "" {
-		*mf.topo = virtualTopo
-	}
-	newPlanner, err := mf.builder(fs)
-	if err != nil {
-		return err
-	}
-	build := func(nodes int) (*simnet.Machine, error) {
-		p, err := newPlanner(nodes)
-		if err != nil {
-			return nil, err
+		if n > 1 {
+			if m, err = build(n); err != nil {
+				return err
+			}
 		}
-		return simMachine(p, fab)
-	}
-	m, err := build(1)
-	if err != nil {
-		return err
-	}
-	name := m.Node.Name
-	g := m.Node.NumGPUs
-	n := *mf.nodes
-	if !fs.Changed("nodes") {
-		n = 1
-		// Without --nodes or --scale-ranks a trace replays at its own scale where that is a
-		// whole number of nodes of this topology; otherwise it is scaled, and the output says so.
-		if world := intercept.World(launches); *scaleRanks == 0 && world > g && world%g == 0 {
-			n = world / g
-		}
-		if *scaleRanks > 0 {
+		if *scaleRanks > 0 && *scaleRanks != m.NRanks() {
 			if *scaleRanks%g != 0 {
 				return fmt.Errorf("%w: --scale-ranks %d is not a multiple of the %d GPUs of a %s node", errUsage, *scaleRanks, g, name)
 			}
-			n = *scaleRanks / g
 		}
-	}
-	if n > 1 {
-		if m, err = build(n); err != nil {
-			return err
+		if world := intercept.World(launches); *scaleRanks == 0 && world != m.NRanks() {
+			fmt.Fprintf(stderr, "simccl replay: the trace's %d-rank communicators are scaled to the machine's %d ranks (--scale-ranks)\n", world, m.NRanks())
 		}
-	}
-	if *scaleRanks > 0 && *scaleRanks != m.NRanks() {
-		if *scaleRanks%g != 0 {
-			return fmt.Errorf("%w: --scale-ranks %d is not a multiple of the %d GPUs of a %s node", errUsage, *scaleRanks, g, name)
-		}
-	}
-	if world := intercept.World(launches); *scaleRanks == 0 && world != m.NRanks() {
-		fmt.Fprintf(stderr, "simccl replay: the trace's %d-rank communicators are scaled to the machine's %d ranks (--scale-ranks)\n", world, m.NRanks())
-	}
 
-	opt := intercept.ReplayOptions{ScaleRanks: *scaleRanks, Links: *nLinks > 0, Build: build}
-	if show, err := showProgress(*progress, stderr); err != nil {
-		return err
-	} else if show {
-		start := time.Now()
-		opt.Progress = func(done, total int, what string) { drawBar(stderr, done, total, what, time.Since(start)) }
-		defer fmt.Fprintln(stderr)
-	}
-	rep, err := intercept.Replay(launches, m, opt)
-	if err != nil {
-		return err
-	}
-	var cmp *intercept.Comparison
-	if len(*measured) > 0 {
-		meas, err := intercept.ReadMeasured(*measured)
+		opt := intercept.ReplayOptions{ScaleRanks: *scaleRanks, Links: *nLinks > 0, Build: build}
+		if show, err := showProgress(*progress, stderr); err != nil {
+			return err
+		} else if show {
+			start := time.Now()
+			opt.Progress = func(done, total int, what string) { drawBar(stderr, done, total, what, time.Since(start)) }
+			defer fmt.Fprintln(stderr)
+		}
+		rep, err := intercept.Replay(launches, m, opt)
 		if err != nil {
 			return err
 		}
-		if cmp, err = intercept.Compare(rep, meas); err != nil {
-			return err
+		if logP2P > 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("NCCL's COLL log prints no group boundaries: each of its %d Send/Recv calls is a launch of its own, where a shim trace joins those of one ncclGroupStart/End (see docs/cli.md)", logP2P))
 		}
-	}
-	if *asJSON {
-		out := struct {
-			*intercept.Report
-			Slowest    []intercept.LaunchResult `json:"slowest"`
-			Comparison *intercept.Comparison    `json:"comparison,omitempty"`
-		}{rep, rep.Slowest(*top), cmp}
-		if len(out.Links) > *nLinks {
-			out.Links = out.Links[:*nLinks]
+		var cmp *intercept.Comparison
+		if len(*measured) > 0 {
+			meas, err := intercept.ReadMeasured(*measured)
+			if err != nil {
+				return err
+			}
+			if cmp, err = intercept.Compare(rep, meas); err != nil {
+				return err
+			}
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", " ")
-		return enc.Encode(out)
-	}
-	if *allCalls {
-		if err := writeLaunches(stdout, "every launch, in trace order", rep.Launches); err != nil {
-			return err
+		if *asJSON {
+			out := struct {
+				*intercept.Report
+				Slowest    []intercept.LaunchResult `json:"slowest"`
+				Comparison *intercept.Comparison    `json:"comparison,omitempty"`
+			}{rep, rep.Slowest(*top), cmp}
+			if len(out.Links) > *nLinks {
+				out.Links = out.Links[:*nLinks]
+			}
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", " ")
+			return enc.Encode(out)
 		}
-		fmt.Fprintln(stdout)
+		if *allCalls {
+			if err := writeLaunches(stdout, "every launch, in trace order", rep.Launches); err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout)
+		}
+		return writeReplayText(stdout, rep, cmp, *top, *nLinks)
 	}
-	return writeReplayText(stdout, rep, cmp, *top, *nLinks)
 }
 
 func writeLaunches(w io.Writer, title string, ls []intercept.LaunchResult) error {
@@ -184,7 +198,7 @@ func writeLaunches(w io.Writer, title string, ls []intercept.LaunchResult) error
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "comm\tlaunch\tops\tcalls\tranks\tbytes\talgo\tproto\ttime(us)\t")
 	for _, l := range ls {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%.1f\t\n", l.Comm, l.Index, l.Ops, l.Calls, l.NRanks, units.FormatSize(l.Bytes), l.Algo, l.Proto, l.TimeUs)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%.1f\t\n", l.Comm, l.Index, l.Ops, l.Calls, l.NRanks, l.Bytes, l.Algo, l.Proto, l.TimeUs)
 	}
 	return tw.Flush()
 }
@@ -204,7 +218,7 @@ func writeReplayText(w io.Writer, rep *intercept.Report, cmp *intercept.Comparis
 		if rep.TotalUs > 0 {
 			share = 100 * t.TimeUs / rep.TotalUs
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%.1f%%\t\n", t.Ops, t.Launches, units.FormatSize(t.Bytes), t.TimeUs, share)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f%%\t\n", t.Ops, t.Launches, t.Bytes, t.TimeUs, share)
 	}
 	fmt.Fprintf(tw, "total\t%d\t\t%.1f\t\t\n", len(rep.Launches), rep.TotalUs)
 	if err := tw.Flush(); err != nil {
@@ -224,7 +238,7 @@ func writeReplayText(w io.Writer, rep *intercept.Report, cmp *intercept.Comparis
 			if i == nLinks {
 				break
 			}
-			fmt.Fprintf(tw, "%s\t%.1f\t%s\t%.1f%%\t\n", l.Link, l.GBps, units.FormatSize(int64(l.Bytes)), 100*l.Utilisation)
+			fmt.Fprintf(tw, "%s\t%.1f\t%.0f\t%.1f%%\t\n", l.Link, l.GBps, l.Bytes, 100*l.Utilisation)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -241,4 +255,18 @@ func writeReplayText(w io.Writer, rep *intercept.Report, cmp *intercept.Comparis
 		return tw.Flush()
 	}
 	return nil
+}
+
+// isNCCLLog reports whether the trace file at path is an NCCL INFO log (intercept.ReadTraceOrLog's
+// rule: a shim trace's first character that is not a blank is '{' or '#').
+func isNCCLLog(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	n, _ := io.ReadFull(f, buf)
+	t := bytes.TrimSpace(buf[:n])
+	return len(t) > 0 && t[0] != '{' && t[0] != '#'
 }

@@ -7,8 +7,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 const replayData = "../../testdata/intercept/h200x2/"
@@ -129,4 +132,69 @@ func TestReplayAtTraceScale(t *testing.T) {
 	if !strings.Contains(out.String(), "2 node(s), 16 ranks") || strings.Contains(out.String()+errb.String(), "scaled") {
 		t.Errorf("want 2 nodes, 16 ranks, nothing scaled:\n%s\n%s", out.String(), errb.String())
 	}
+}
+
+// The same 2×H200 run, replayed from its shim trace and from its NCCL COLL logs (issue 17: 300
+// against 350 launches). The collectives agree launch for launch and byte for byte; the logs have
+// 50 launches more because NCCL prints no group boundaries: each batch_isend_irecv exchange (a
+// Send and a Recv in one group on each rank) is one launch in the trace and two in the logs, and
+// the text output says so. The bytes column is in bytes, every row alike (it mixed 41947392
+// and 8K).
+func TestReplayLogAgainstTrace(t *testing.T) {
+	type byOp struct {
+		Ops      string `json:"ops"`
+		Launches int    `json:"launches"`
+		Bytes    int64  `json:"bytes"`
+	}
+	replay := func(glob string) (map[string]byOp, []string, int) {
+		files, err := filepath.Glob(replayData + glob)
+		require.NoError(t, err)
+		require.Len(t, files, 2)
+		var out, errb bytes.Buffer
+		require.Equal(t, 0, mainRun(append([]string{"replay", "--topo", "h200x2-nvlink", "--json", "--progress", "off"}, files...), &out, &errb), errb.String())
+		var v struct {
+			Launches []json.RawMessage `json:"launches"`
+			ByOp     []byOp            `json:"by_op"`
+			Notes    []string          `json:"notes"`
+		}
+		require.NoError(t, json.Unmarshal(out.Bytes(), &v))
+		m := map[string]byOp{}
+		for _, o := range v.ByOp {
+			m[o.Ops] = o
+		}
+		return m, v.Notes, len(v.Launches)
+	}
+	trace, traceNotes, nTrace := replay("trace/*.jsonl")
+	logs, logNotes, nLog := replay("coll/*.log")
+	require.Equal(t, 300, nTrace)
+	require.Equal(t, 350, nLog)
+	for _, c := range []string{"AllReduce", "AllGather", "ReduceScatter", "Broadcast"} {
+		require.Equal(t, trace[c], logs[c], c)
+		require.Equal(t, 50, trace[c].Launches, c)
+	}
+	// 50 torch send/recv (one launch either way) and 50 exchanges (one launch, or two).
+	require.Equal(t, 100, trace["SendRecv"].Launches)
+	require.Equal(t, 150, logs["SendRecv"].Launches)
+	require.Empty(t, traceNotes)
+	require.Len(t, logNotes, 1)
+	require.Contains(t, logNotes[0], "prints no group boundaries")
+
+	var out, errb bytes.Buffer
+	files, _ := filepath.Glob(replayData + "coll/*.log")
+	require.Equal(t, 0, mainRun(append([]string{"replay", "--topo", "h200x2-nvlink", "--progress", "off", "--calls", "--links", "3"}, files...), &out, &errb), errb.String())
+	col := -1
+	rows := 0
+	for _, l := range strings.Split(out.String(), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case strings.HasPrefix(l, "#") || len(f) == 0:
+			col = -1
+		case col < 0:
+			col = slices.Index(f, "bytes")
+		case f[0] != "total":
+			require.Regexp(t, `^[0-9]+$`, f[col], "bytes column of %q", l)
+			rows++
+		}
+	}
+	require.Greater(t, rows, 350, "rows read")
 }

@@ -6,7 +6,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/internal/cli"
 	"github.com/simccl/simccl/internal/input"
 	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/report"
@@ -14,18 +17,16 @@ import (
 
 func init() {
 	register(&command{
-		name:  "report",
-		short: "write one self-contained HTML page: topology, tuner map, busbw, where time goes, memory",
-		run:   runReport,
+		name:   "report",
+		short:  "write one self-contained HTML page: topology, tuner map, busbw, where time goes, memory",
+		define: defineReport,
 	})
 }
 
-func runReport(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("report", stderr)
+func defineReport(fs *pflag.FlagSet) runFunc {
 	mf := addMachineFlags(fs)
-	fabricFile := fs.String("fabric", "", "fabric description (key = value file, see docs/cluster.md)")
-	fabSet := fs.StringArray("fabric-set", nil, "override one fabric key (key=value; repeatable)")
-	sweep := addSweepFlags(fs, "allreduce", "collectives, comma-separated (allreduce,allgather,…) or all")
+	fabric := cli.AddFabric(fs)
+	sweep := addSweepFlags(fs, "allreduce")
 	sweep.addOp(fs, "") // -o is the output file here
 	measured := fs.String("measured", "", "measured timings: CSV (tag,coll,world,bytes,us,algbw,busbw), nccl-tests text output, or runccl --json")
 	measTag := fs.String("measured-tag", "default", "CSV rows of this tag (\"*\": every tag, one series each)")
@@ -35,114 +36,110 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	sections := fs.String("sections", "all", "sections to build, comma-separated, of "+strings.Join(report.SectionNames, ",")+" (or all); the others are one line saying so")
 	sizeBudget := fs.Duration("size-budget", 10*time.Second, "longest simulation of one swept size: the larger sizes of a collective whose time, extrapolated from the last two, passes it are not simulated, and the page says so (0: no bound)")
 	out := fs.StringP("output", "o", "", "HTML file to write (required; - for stdout)")
-	asJSON := fs.Bool("json", false, "print the report's data as JSON on stdout as well")
-	progress := fs.String("progress", "auto", "progress bar on stderr: auto (when a terminal), on, off")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
-	}
-	if *out == "" {
-		return fmt.Errorf("%w: -o report.html (or --output FILE) is required", errUsage)
-	}
-	if *out == "-" && *asJSON {
-		return fmt.Errorf("%w: -o - and --json would both write to stdout: write the page to a file", errUsage)
-	}
-	if *out != "-" {
-		if err := checkWritable("-o", *out); err != nil {
-			return err
+	asJSON := cli.AddJSON(fs, "the report's data, on stdout as well as the page")
+	progress := cli.AddProgress(fs)
+	return func(stdout, stderr io.Writer) error {
+		if *out == "" {
+			return fmt.Errorf("%w: -o report.html (or --output FILE) is required", errUsage)
 		}
-	}
-	if *sizeBudget < 0 {
-		return fmt.Errorf("%w: --size-budget %v (want ≥ 0)", errUsage, *sizeBudget)
-	}
-	var secs []string
-	if *sections != "all" {
-		for _, s := range strings.Split(*sections, ",") {
-			secs = append(secs, strings.TrimSpace(s))
+		if *out == "-" && *asJSON {
+			return fmt.Errorf("%w: -o - and --json would both write to stdout: write the page to a file", errUsage)
 		}
-		if err := report.CheckSections(secs); err != nil {
-			return fmt.Errorf("%w: --sections: %v", errUsage, err)
+		if *out != "-" {
+			if err := checkWritable("-o", *out); err != nil {
+				return err
+			}
 		}
-	}
-	if *focusColl != "" && *focusColl != "none" {
-		if _, err := coll.ParseFunc(*focusColl); err != nil {
-			return fmt.Errorf("%w: --focus: %v", errUsage, err)
+		if *sizeBudget < 0 {
+			return fmt.Errorf("%w: --size-budget %v (want ≥ 0)", errUsage, *sizeBudget)
 		}
-	}
-	funcs, sizes, dt, op, err := sweep.parse(allColls)
-	if err != nil {
-		return err
-	}
-	fab, err := readFabric(*fabricFile, *fabSet)
-	if err != nil {
-		return err
-	}
-	// Every option and input is checked before the communicator is built (seconds at 2,048
-	// nodes) and the simulation.
-	var opt report.Options
-	if *focusSize != "" {
-		if opt.FocusSize, err = units.ParseSize(*focusSize); err != nil {
-			return fmt.Errorf("%w: --focus-size: %v", errUsage, err)
+		var secs []string
+		if *sections != "all" {
+			for _, s := range strings.Split(*sections, ",") {
+				secs = append(secs, strings.TrimSpace(s))
+			}
+			if err := report.CheckSections(secs); err != nil {
+				return fmt.Errorf("%w: --sections: %v", errUsage, err)
+			}
 		}
-		if err := units.CheckSize("--focus-size", opt.FocusSize); err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
+		if *focusColl != "" && *focusColl != "none" {
+			if _, err := coll.ParseFunc(*focusColl); err != nil {
+				return fmt.Errorf("%w: --focus: %v", errUsage, err)
+			}
 		}
-	}
-	if *measured != "" {
-		data, err := input.ReadFile(*measured)
+		funcs, sizes, dt, op, err := sweep.parse(allColls)
 		if err != nil {
 			return err
 		}
-		if opt.Measured, err = report.ReadMeasured(data, *measured, *measColl); err != nil {
+		fab, err := fabric.Read()
+		if err != nil {
 			return err
 		}
-		opt.MeasuredName = *measured
-	}
-	if _, err := showProgress(*progress, stderr); err != nil {
-		return err
-	}
-	p, err := mf.planner(fs)
-	if err != nil {
-		return err
-	}
-	build, err := mf.builder(fs) // the focus section's "done up to N nodes"
-	if err != nil {
-		return err
-	}
-	opt.Planner, opt.Fabric, opt.Funcs, opt.Sizes, opt.DataType, opt.Op = p, fab, funcs, sizes, dt, op
-	opt.MeasuredTag, opt.FocusColl, opt.Sections, opt.PlannerAt, opt.SizeBudget = *measTag, *focusColl, secs, build, *sizeBudget
-	if *sizeBudget == 0 {
-		opt.SizeBudget = -1
-	}
-	if show, err := showProgress(*progress, stderr); err != nil {
-		return err
-	} else if show {
-		start := time.Now()
-		opt.Progress = func(done, total int, what string) {
-			drawBar(stderr, done, total, what, time.Since(start))
-			if done == total {
-				fmt.Fprintln(stderr)
+		// Every option and input is checked before the communicator is built (seconds at 2,048
+		// nodes) and the simulation.
+		var opt report.Options
+		if *focusSize != "" {
+			if opt.FocusSize, err = units.ParseSize(*focusSize); err != nil {
+				return fmt.Errorf("%w: --focus-size: %v", errUsage, err)
+			}
+			if err := units.CheckSize("--focus-size", opt.FocusSize); err != nil {
+				return fmt.Errorf("%w: %v", errUsage, err)
 			}
 		}
-	}
-	r, err := report.Build(opt)
-	if err != nil {
-		return err
-	}
-	if *out == "-" {
-		if err := r.WriteHTML(stdout); err != nil {
+		if *measured != "" {
+			data, err := input.ReadFile(*measured)
+			if err != nil {
+				return err
+			}
+			if opt.Measured, err = report.ReadMeasured(data, *measured, *measColl); err != nil {
+				return err
+			}
+			opt.MeasuredName = *measured
+		}
+		if _, err := showProgress(*progress, stderr); err != nil {
 			return err
 		}
-	} else if err := writeFile(*out, r.WriteHTML); err != nil {
-		return err
+		p, err := mf.planner(fs)
+		if err != nil {
+			return err
+		}
+		build, err := mf.builder(fs) // the focus section's "done up to N nodes"
+		if err != nil {
+			return err
+		}
+		opt.Planner, opt.Fabric, opt.Funcs, opt.Sizes, opt.DataType, opt.Op = p, fab, funcs, sizes, dt, op
+		opt.MeasuredTag, opt.FocusColl, opt.Sections, opt.PlannerAt, opt.SizeBudget = *measTag, *focusColl, secs, build, *sizeBudget
+		if *sizeBudget == 0 {
+			opt.SizeBudget = -1
+		}
+		if show, err := showProgress(*progress, stderr); err != nil {
+			return err
+		} else if show {
+			start := time.Now()
+			opt.Progress = func(done, total int, what string) {
+				drawBar(stderr, done, total, what, time.Since(start))
+				if done == total {
+					fmt.Fprintln(stderr)
+				}
+			}
+		}
+		r, err := report.Build(opt)
+		if err != nil {
+			return err
+		}
+		if *out == "-" {
+			if err := r.WriteHTML(stdout); err != nil {
+				return err
+			}
+		} else if err := writeFile(*out, r.WriteHTML); err != nil {
+			return err
+		}
+		if *asJSON {
+			return r.WriteJSON(stdout)
+		}
+		if *out != "-" {
+			fmt.Fprintf(stdout, "simccl report: wrote %s (%s)\n", *out, r.Title)
+		}
+		return nil
 	}
-	if *asJSON {
-		return r.WriteJSON(stdout)
-	}
-	if *out != "-" {
-		fmt.Fprintf(stdout, "simccl report: wrote %s (%s)\n", *out, r.Title)
-	}
-	return nil
 }

@@ -9,243 +9,240 @@ import (
 	"runtime/pprof"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/internal/cli"
 	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/simnet"
 )
 
 func init() {
 	register(&command{
-		name:  "run",
-		short: "simulate collectives on a topology (and a cluster of it): nccl-tests style table, traces, plots",
-		run:   runRun,
+		name:   "run",
+		short:  "simulate collectives on a topology (and a cluster of it): nccl-tests style table, traces, plots",
+		define: defineRun,
 	})
 }
 
 var allColls = []coll.Func{coll.AllReduce, coll.AllGather, coll.ReduceScatter, coll.Broadcast, coll.Reduce, coll.AllToAll, coll.SendRecv}
 
-func runRun(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("run", stderr)
+func defineRun(fs *pflag.FlagSet) runFunc {
 	mf := addMachineFlags(fs)
-	fabricFile := fs.String("fabric", "", "fabric description (key = value file, see docs/cluster.md)")
-	fabSet := fs.StringArray("fabric-set", nil, "override one fabric key (key=value; repeatable), e.g. --fabric-set oversubscription=2")
-	sweep := addSweepFlags(fs, "allreduce", "allreduce|allgather|reducescatter|broadcast|reduce|alltoall|sendrecv|all, or a comma-separated list")
+	fabric := cli.AddFabric(fs)
+	sweep := addSweepFlags(fs, "allreduce")
 	sweep.addOp(fs, "o")
 	tracePath := fs.String("trace", "", "write a Chrome trace-event JSON (Perfetto) of every simulated op: a process per rank, a thread per channel and peer (calls the compact executor replays record none)")
 	opsPath := fs.String("ops", "", "write the op log (CSV, one line per message, with its route)")
 	plotPath := fs.String("plot", "", "plot busbw against size (.png or .svg)")
-	asJSON := fs.Bool("json", false, "print {\"header\":{…},\"rows\":[…],\"notes\":[…]} instead of the table")
-	progress := fs.String("progress", "auto", "progress bar on stderr: auto (when a terminal), on, off")
+	asJSON := cli.AddJSON(fs, `{"header":{…},"rows":[…],"notes":[…]}`)
+	progress := cli.AddProgress(fs)
 	maxOps := fs.Int("trace-max-ops", 2_000_000, "stop recording ops for --trace/--ops after this many (memory bound)")
 	dryRun := fs.Bool("dry-run", false, "print what would be simulated for each size (NCCL's decision, the plan simulated, the mode) without simulating")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
 	jobs := fs.IntP("jobs", "j", 0, "calls simulated at once (0: one per core, GOMAXPROCS); --trace/--ops run one at a time")
 	ecmpMean := fs.Bool("ecmp-mean", false, "let the ECMP mean model stand even on an oversubscribed fabric (fast, but it ignores hash collisions on links that bind: tens of percent off, see docs/cluster.md)")
 	exact := fs.Bool("exact", false, "replay exactly: no approximation (ecmp-mean, latency-mean, ring-coarse-K, tree-steady-C modes; see docs/cluster.md), whatever it costs")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
-	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+	return func(stdout, stderr io.Writer) error {
+		if *cpuProfile != "" {
+			f, err := os.Create(*cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return err
+			}
+			defer pprof.StopCPUProfile()
+		}
+		funcs, sizes, dt, op, err := sweep.parse(allColls)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
+		// Output paths are checked before anything is simulated.
+		for _, o := range []struct{ flag, path string }{{"--trace", *tracePath}, {"--ops", *opsPath}, {"--plot", *plotPath}} {
+			if o.path != "" {
+				if err := checkWritable(o.flag, o.path); err != nil {
+					return err
+				}
+			}
+		}
+		var plotFormat string
+		if *plotPath != "" {
+			plotFormat = strings.TrimPrefix(strings.ToLower(filepath.Ext(*plotPath)), ".")
+			if plotFormat != "png" && plotFormat != "svg" {
+				return fmt.Errorf("%w: --plot %q: want a .png or .svg file", errUsage, *plotPath)
+			}
+		}
+		fab, err := fabric.Read()
+		if err != nil {
 			return err
 		}
-		defer pprof.StopCPUProfile()
-	}
-	funcs, sizes, dt, op, err := sweep.parse(allColls)
-	if err != nil {
-		return err
-	}
-	// Output paths are checked before anything is simulated.
-	for _, o := range []struct{ flag, path string }{{"--trace", *tracePath}, {"--ops", *opsPath}, {"--plot", *plotPath}} {
-		if o.path != "" {
-			if err := checkWritable(o.flag, o.path); err != nil {
+		p, err := mf.planner(fs)
+		if err != nil {
+			return err
+		}
+		m, err := simMachine(p, fab)
+		if err != nil {
+			return err
+		}
+
+		showBar, err := showProgress(*progress, stderr)
+		if err != nil {
+			return err
+		}
+		total := len(funcs) * len(sizes)
+		record := *tracePath != "" || *opsPath != ""
+		wantOps := record
+		var rows []simnet.Row
+		var traced []simnet.Traced
+		var offset simnet.Time
+		var notes []string
+		noteSeen := map[string]bool{}
+		for _, n := range m.Notes {
+			noteSeen[n] = true
+			notes = append(notes, n)
+		}
+		var bar *liveBar
+		if showBar {
+			bar = startBar(stderr, total)
+		}
+		var failed []string
+		// The (collective, size) calls are independent: run them on the cores (--jobs), each on its
+		// own engine, and assemble the rows, notes and failures in their order afterwards, so the
+		// output is the same whatever the number of workers. Traces are recorded in order, on one
+		// worker, because --trace-max-ops stops recording after the calls before.
+		calls := make([]runCall, 0, total)
+		for _, f := range funcs {
+			for _, size := range sizes {
+				calls = append(calls, runCall{f: f, size: size})
+			}
+		}
+		workers := *jobs
+		if workers <= 0 {
+			workers = runtime.GOMAXPROCS(0)
+		}
+		if record {
+			workers = 1
+		}
+		done := 0
+		recorded := 0
+		if workers <= 1 {
+			for i := range calls {
+				c := &calls[i]
+				if bar != nil {
+					bar.set(done, fmt.Sprintf("%s %s", coll.TestName(c.f), units.FormatSize(c.size)))
+				}
+				if record && recorded >= *maxOps {
+					record = false
+				}
+				c.over = wantOps && !record
+				c.row, c.res, c.err = m.Run(c.f, c.size, dt, op, simnet.RunOptions{Record: record, DryRun: *dryRun, Exact: *exact, MeanOversubscribed: *ecmpMean})
+				if c.err == nil && record {
+					recorded += len(c.res.Ops)
+				}
+				done++
+			}
+		} else {
+			// Largest sizes first: they take longest, so the workers end together.
+			order := make(chan int, len(calls))
+			for i := len(calls) - 1; i >= 0; i-- {
+				order <- i
+			}
+			close(order)
+			finished := make(chan int)
+			for range min(workers, len(calls)) {
+				go func() {
+					for i := range order {
+						c := &calls[i]
+						c.row, c.res, c.err = m.Run(c.f, c.size, dt, op, simnet.RunOptions{DryRun: *dryRun, Exact: *exact, MeanOversubscribed: *ecmpMean})
+						finished <- i
+					}
+				}()
+			}
+			for range calls {
+				i := <-finished
+				done++
+				if bar != nil {
+					bar.set(done, fmt.Sprintf("%s %s", coll.TestName(calls[i].f), units.FormatSize(calls[i].size)))
+				}
+			}
+		}
+		for i := range calls {
+			c := &calls[i]
+			if _, note, err := m.Plan(c.f, c.size, dt, op); err == nil && note != "" && !noteSeen[note] {
+				noteSeen[note] = true
+				notes = append(notes, fmt.Sprintf("%s from %d bytes: %s", coll.TestName(c.f), c.size, note))
+			}
+			if c.err != nil {
+				// The other sizes and collectives went on; the command fails at the end.
+				failed = append(failed, fmt.Sprintf("%s %d bytes: %v", coll.TestName(c.f), c.size, c.err))
+				continue
+			}
+			row := c.row
+			rows = append(rows, row)
+			if row.Mode != "" && row.Mode != "schedule" && !noteSeen[row.Coll+" "+row.Mode] {
+				noteSeen[row.Coll+" "+row.Mode] = true
+				notes = append(notes, fmt.Sprintf("%s from %d bytes: simulated by the compact executor, mode %s (see docs/cluster.md; --json gives the mode per row)", row.Coll, row.Bytes, row.Mode))
+			}
+			if len(c.res.Ops) > 0 {
+				traced = append(traced, simnet.Traced{Label: fmt.Sprintf("%s %d", row.Coll, c.size), Ops: c.res.Ops, Offset: offset, Names: c.res.LinkName})
+				offset += c.res.Time + simnet.Microsecond
+			}
+		}
+		if bar != nil {
+			bar.finish()
+		}
+		// A trace or op log without ops is an error, not an empty file; the table still comes out.
+		var unrecorded string
+		var noOps error
+		if wantOps {
+			unrecorded, noOps = unrecordedCalls(calls, len(traced), *maxOps, *dryRun)
+		}
+		h := simnet.RunHeader{Program: "simccl", Version: version(), Topology: m.Node.Name, Nodes: m.Nodes, GPUsPerNode: m.Node.NumGPUs, NRanks: m.NRanks(),
+			NChannels: p.Table.NChannels, NCCLRelease: p.Table.K.Release, DataType: dt.String(), Op: op.String()}
+		if m.Nodes > 1 {
+			h.Fabric = fab.Header()
+		}
+		for _, f := range funcs {
+			h.Collectives = append(h.Collectives, coll.TestName(f))
+		}
+		if *asJSON {
+			if err := simnet.WriteJSON(stdout, h, rows, notes); err != nil {
+				return err
+			}
+		} else if err := simnet.WriteTable(stdout, h, rows, notes); err != nil {
+			return err
+		}
+		if *tracePath != "" && noOps == nil {
+			if err := writeFile(*tracePath, func(w io.Writer) error { return simnet.WriteTrace(w, traced) }); err != nil {
 				return err
 			}
 		}
-	}
-	var plotFormat string
-	if *plotPath != "" {
-		plotFormat = strings.TrimPrefix(strings.ToLower(filepath.Ext(*plotPath)), ".")
-		if plotFormat != "png" && plotFormat != "svg" {
-			return fmt.Errorf("%w: --plot %q: want a .png or .svg file", errUsage, *plotPath)
-		}
-	}
-	fab, err := readFabric(*fabricFile, *fabSet)
-	if err != nil {
-		return err
-	}
-	p, err := mf.planner(fs)
-	if err != nil {
-		return err
-	}
-	m, err := simMachine(p, fab)
-	if err != nil {
-		return err
-	}
-
-	showBar, err := showProgress(*progress, stderr)
-	if err != nil {
-		return err
-	}
-	total := len(funcs) * len(sizes)
-	record := *tracePath != "" || *opsPath != ""
-	wantOps := record
-	var rows []simnet.Row
-	var traced []simnet.Traced
-	var offset simnet.Time
-	var notes []string
-	noteSeen := map[string]bool{}
-	for _, n := range m.Notes {
-		noteSeen[n] = true
-		notes = append(notes, n)
-	}
-	var bar *liveBar
-	if showBar {
-		bar = startBar(stderr, total)
-	}
-	var failed []string
-	// The (collective, size) calls are independent: run them on the cores (--jobs), each on its
-	// own engine, and assemble the rows, notes and failures in their order afterwards, so the
-	// output is the same whatever the number of workers. Traces are recorded in order, on one
-	// worker, because --trace-max-ops stops recording after the calls before.
-	calls := make([]runCall, 0, total)
-	for _, f := range funcs {
-		for _, size := range sizes {
-			calls = append(calls, runCall{f: f, size: size})
-		}
-	}
-	workers := *jobs
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	if record {
-		workers = 1
-	}
-	done := 0
-	recorded := 0
-	if workers <= 1 {
-		for i := range calls {
-			c := &calls[i]
-			if bar != nil {
-				bar.set(done, fmt.Sprintf("%s %s", coll.TestName(c.f), units.FormatSize(c.size)))
-			}
-			if record && recorded >= *maxOps {
-				record = false
-			}
-			c.over = wantOps && !record
-			c.row, c.res, c.err = m.Run(c.f, c.size, dt, op, simnet.RunOptions{Record: record, DryRun: *dryRun, Exact: *exact, MeanOversubscribed: *ecmpMean})
-			if c.err == nil && record {
-				recorded += len(c.res.Ops)
-			}
-			done++
-		}
-	} else {
-		// Largest sizes first: they take longest, so the workers end together.
-		order := make(chan int, len(calls))
-		for i := len(calls) - 1; i >= 0; i-- {
-			order <- i
-		}
-		close(order)
-		finished := make(chan int)
-		for range min(workers, len(calls)) {
-			go func() {
-				for i := range order {
-					c := &calls[i]
-					c.row, c.res, c.err = m.Run(c.f, c.size, dt, op, simnet.RunOptions{DryRun: *dryRun, Exact: *exact, MeanOversubscribed: *ecmpMean})
-					finished <- i
-				}
-			}()
-		}
-		for range calls {
-			i := <-finished
-			done++
-			if bar != nil {
-				bar.set(done, fmt.Sprintf("%s %s", coll.TestName(calls[i].f), units.FormatSize(calls[i].size)))
+		if *opsPath != "" && noOps == nil {
+			if err := writeFile(*opsPath, func(w io.Writer) error { return simnet.WriteOpsCSV(w, traced) }); err != nil {
+				return err
 			}
 		}
-	}
-	for i := range calls {
-		c := &calls[i]
-		if _, note, err := m.Plan(c.f, c.size, dt, op); err == nil && note != "" && !noteSeen[note] {
-			noteSeen[note] = true
-			notes = append(notes, fmt.Sprintf("%s from %d bytes: %s", coll.TestName(c.f), c.size, note))
+		if *plotPath != "" {
+			title := fmt.Sprintf("simulated busbw, %s, %d ranks", m.Node.Name, m.NRanks())
+			if err := writeFile(*plotPath, func(w io.Writer) error {
+				return simnet.WritePlot(w, title, simnet.SeriesFromRows(rows, "sim "), plotFormat)
+			}); err != nil {
+				return err
+			}
 		}
-		if c.err != nil {
-			// The other sizes and collectives went on; the command fails at the end.
-			failed = append(failed, fmt.Sprintf("%s %d bytes: %v", coll.TestName(c.f), c.size, c.err))
-			continue
+		if unrecorded != "" {
+			fmt.Fprintf(stderr, "simccl run: %s\n", unrecorded)
 		}
-		row := c.row
-		rows = append(rows, row)
-		if row.Mode != "" && row.Mode != "schedule" && !noteSeen[row.Coll+" "+row.Mode] {
-			noteSeen[row.Coll+" "+row.Mode] = true
-			notes = append(notes, fmt.Sprintf("%s from %d bytes: simulated by the compact executor, mode %s (see docs/cluster.md; --json gives the mode per row)", row.Coll, row.Bytes, row.Mode))
+		if len(failed) > 0 {
+			for _, f := range failed {
+				fmt.Fprintf(stderr, "simccl run: %s\n", f)
+			}
+			return fmt.Errorf("%d of %d simulations failed", len(failed), total)
 		}
-		if len(c.res.Ops) > 0 {
-			traced = append(traced, simnet.Traced{Label: fmt.Sprintf("%s %d", row.Coll, c.size), Ops: c.res.Ops, Offset: offset, Names: c.res.LinkName})
-			offset += c.res.Time + simnet.Microsecond
-		}
+		return noOps
 	}
-	if bar != nil {
-		bar.finish()
-	}
-	// A trace or op log without ops is an error, not an empty file; the table still comes out.
-	var unrecorded string
-	var noOps error
-	if wantOps {
-		unrecorded, noOps = unrecordedCalls(calls, len(traced), *maxOps, *dryRun)
-	}
-	h := simnet.RunHeader{Program: "simccl", Version: version(), Topology: m.Node.Name, Nodes: m.Nodes, GPUsPerNode: m.Node.NumGPUs, NRanks: m.NRanks(),
-		NChannels: p.Table.NChannels, NCCLRelease: p.Table.K.Release, DataType: dt.String(), Op: op.String()}
-	if m.Nodes > 1 {
-		h.Fabric = fab.Header()
-	}
-	for _, f := range funcs {
-		h.Collectives = append(h.Collectives, coll.TestName(f))
-	}
-	if *asJSON {
-		if err := simnet.WriteJSON(stdout, h, rows, notes); err != nil {
-			return err
-		}
-	} else if err := simnet.WriteTable(stdout, h, rows, notes); err != nil {
-		return err
-	}
-	if *tracePath != "" && noOps == nil {
-		if err := writeFile(*tracePath, func(w io.Writer) error { return simnet.WriteTrace(w, traced) }); err != nil {
-			return err
-		}
-	}
-	if *opsPath != "" && noOps == nil {
-		if err := writeFile(*opsPath, func(w io.Writer) error { return simnet.WriteOpsCSV(w, traced) }); err != nil {
-			return err
-		}
-	}
-	if *plotPath != "" {
-		title := fmt.Sprintf("simulated busbw, %s, %d ranks", m.Node.Name, m.NRanks())
-		if err := writeFile(*plotPath, func(w io.Writer) error {
-			return simnet.WritePlot(w, title, simnet.SeriesFromRows(rows, "sim "), plotFormat)
-		}); err != nil {
-			return err
-		}
-	}
-	if unrecorded != "" {
-		fmt.Fprintf(stderr, "simccl run: %s\n", unrecorded)
-	}
-	if len(failed) > 0 {
-		for _, f := range failed {
-			fmt.Fprintf(stderr, "simccl run: %s\n", f)
-		}
-		return fmt.Errorf("%d of %d simulations failed", len(failed), total)
-	}
-	return noOps
 }
 
 // unrecordedCalls says which calls of a run asked for --trace/--ops left no op records, and why:

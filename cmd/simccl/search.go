@@ -8,111 +8,109 @@ import (
 	"os"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/internal/cli"
 	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/search"
 )
 
 func init() {
 	register(&command{
-		name:  "search",
-		short: "NCCL's channel search on a topology: ring, tree, CollNet, NVLS graphs (NCCL log lines, graph XML, JSON)",
-		run:   runSearch,
+		name:   "search",
+		short:  "NCCL's channel search on a topology: ring, tree, CollNet, NVLS graphs (NCCL log lines, graph XML, JSON)",
+		define: defineSearch,
 	})
 }
 
-func runSearch(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("search", stderr)
+func defineSearch(fs *pflag.FlagSet) runFunc {
 	mf := addMachineFlags(fs)
 	mf.searchOnly = true
-	fs.Lookup("nccl-version").Usage = "NCCL release whose search rules apply (" + strings.Join(planner.SearchReleases(), ", ") + "; default 2.28)"
+	cli.Explain(fs, "nccl-version", "search also takes "+strings.Join(planner.SearchReleases(), ", "))
 	rank := fs.Int("rank", 0, "the rank whose view is searched (its P2P domain is kept; NCCL_TOPO_DUMP_FILE_RANK-style)")
 	graphFile := fs.String("graph", "", "load graphs from this NCCL graph file instead of searching (default $NCCL_GRAPH_FILE)")
 	dumpFile := fs.String("graph-dump", os.Getenv("NCCL_GRAPH_DUMP_FILE"), "write the graphs to this file in NCCL's format (default $NCCL_GRAPH_DUMP_FILE)")
-	asJSON := fs.Bool("json", false, "print the result as JSON instead of NCCL's log lines")
+	asJSON := cli.AddJSON(fs, "")
 	crossNic := fs.Int("cross-nic", 2, "NCCL_CROSS_NIC (0, 1 or 2; default $NCCL_CROSS_NIC, else 2)")
 	p2pDisable := fs.Bool("p2p-disable", false, "NCCL_P2P_DISABLE=1 (also what NVML reports for GeForce boards)")
 	p2pLevel := fs.String("p2p-level", "", "NCCL_P2P_LEVEL (LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS)")
 	rings := fs.Bool("rings", false, "also print the communicator's rings over all nodes, as NCCL's \"Channel NN/MM : …\" lines")
 	trees := fs.Int("trees", -1, "also print this rank's tree neighbours on every channel, as NCCL's \"Trees [c] d0/d1/d2->rank->up\" line")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
-	}
-	if *crossNic < 0 || *crossNic > 2 {
-		return fmt.Errorf("%w: --cross-nic %d (want 0, 1 or 2)", errUsage, *crossNic)
-	}
-	if *mf.nodes < 1 || *mf.nodes > planner.MaxNodes {
-		return fmt.Errorf("%w: --nodes %d (want 1..%d)", errUsage, *mf.nodes, planner.MaxNodes)
-	}
-	s, err := mf.settings(fs)
-	if err != nil {
-		return err
-	}
-	s.Graph.LocalRank = *rank
-	if fs.Changed("p2p-disable") {
-		s.Graph.P2PDisable = *p2pDisable
-	}
-	if *p2pLevel != "" {
-		s.Graph.P2PLevel = *p2pLevel
-	}
-	if fs.Changed("cross-nic") {
-		s.CrossNic = crossNic
-	}
-	if *graphFile != "" {
-		s.GraphFile = *graphFile
-	}
-	name, doc, err := planner.LoadTopology(*mf.topo, s)
-	if err != nil {
-		return err
-	}
-	p, err := planner.New(planner.Machine{Name: name, Doc: doc, Nodes: *mf.nodes, Settings: s, SearchOnly: true})
-	if err != nil {
-		if errors.Is(err, planner.ErrTooManyRanks) {
-			return nodesError(err)
+	return func(stdout, stderr io.Writer) error {
+		if *crossNic < 0 || *crossNic > 2 {
+			return fmt.Errorf("%w: --cross-nic %d (want 0, 1 or 2)", errUsage, *crossNic)
 		}
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	res := p.Search
-	top := res.Topology()
-	params, _ := search.ParamsFor(s.Release)
-	if *dumpFile != "" {
-		f, err := os.Create(*dumpFile)
+		if *mf.nodes < 1 || *mf.nodes > planner.MaxNodes {
+			return fmt.Errorf("%w: --nodes %d (want 1..%d)", errUsage, *mf.nodes, planner.MaxNodes)
+		}
+		s, err := mf.settings(fs)
 		if err != nil {
 			return err
 		}
-		werr := search.WriteDump(f, top, res.Graphs())
-		if cerr := f.Close(); werr == nil {
-			werr = cerr
+		s.Graph.LocalRank = *rank
+		if fs.Changed("p2p-disable") {
+			s.Graph.P2PDisable = *p2pDisable
 		}
-		if werr != nil {
-			return fmt.Errorf("--graph-dump %s: %w", *dumpFile, werr)
+		if *p2pLevel != "" {
+			s.Graph.P2PLevel = *p2pLevel
 		}
-	}
-	if *asJSON {
-		out := struct {
-			Topology string `json:"topology"`
-			Version  string `json:"ncclVersion"`
-			*search.Result
-		}{name, params.Version, res}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
-	}
-	if err := search.WriteReport(stdout, res); err != nil {
-		return err
-	}
-	if *rings {
-		if err := writeRings(stdout, res); err != nil {
+		if fs.Changed("cross-nic") {
+			s.CrossNic = crossNic
+		}
+		if *graphFile != "" {
+			s.GraphFile = *graphFile
+		}
+		name, doc, err := planner.LoadTopology(*mf.topo, s)
+		if err != nil {
 			return err
 		}
+		p, err := planner.New(planner.Machine{Name: name, Doc: doc, Nodes: *mf.nodes, Settings: s, SearchOnly: true})
+		if err != nil {
+			if errors.Is(err, planner.ErrTooManyRanks) {
+				return nodesError(err)
+			}
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		res := p.Search
+		top := res.Topology()
+		params, _ := search.ParamsFor(s.Release)
+		if *dumpFile != "" {
+			f, err := os.Create(*dumpFile)
+			if err != nil {
+				return err
+			}
+			werr := search.WriteDump(f, top, res.Graphs())
+			if cerr := f.Close(); werr == nil {
+				werr = cerr
+			}
+			if werr != nil {
+				return fmt.Errorf("--graph-dump %s: %w", *dumpFile, werr)
+			}
+		}
+		if *asJSON {
+			out := struct {
+				Topology string `json:"topology"`
+				Version  string `json:"ncclVersion"`
+				*search.Result
+			}{name, params.Version, res}
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(out)
+		}
+		if err := search.WriteReport(stdout, res); err != nil {
+			return err
+		}
+		if *rings {
+			if err := writeRings(stdout, res); err != nil {
+				return err
+			}
+		}
+		if *trees >= 0 {
+			return writeTrees(stdout, res, *trees)
+		}
+		return nil
 	}
-	if *trees >= 0 {
-		return writeTrees(stdout, res, *trees)
-	}
-	return nil
 }
 
 // writeTrees prints one rank's tree neighbours on every channel as NCCL's init does

@@ -2,55 +2,38 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 
-	"github.com/simccl/simccl/examples/topos"
-	"github.com/simccl/simccl/graph"
-	"github.com/simccl/simccl/topo"
-	"github.com/simccl/simccl/topo/ncclxml"
-)
+	"github.com/spf13/pflag"
 
-// topoDump runs `simccl topo dump [-o FILE]` (the live machine as NCCL topology XML). It is set
-// by topodump.go's init() where that command is built in.
-var topoDump func(args []string, stdout, stderr io.Writer) error
+	"github.com/simccl/simccl/graph"
+	"github.com/simccl/simccl/internal/cli"
+	"github.com/simccl/simccl/planner"
+	"github.com/simccl/simccl/topo"
+	"github.com/simccl/simccl/tuning"
+)
 
 func init() {
 	register(&command{
 		name:  "topo",
 		short: "the system NCCL builds from a topology: the \"=== System\" tree and paths (NCCL log format or JSON); `topo dump` writes the live machine's XML",
-		run:   runTopo,
+		long: `simccl topo [--topo FILE] [--json] [--nccl-version 2.28|2.30] [--nodes N] [flags]: NCCL's
+"=== System : maxBw … ===" tree and one path line per GPU and NIC, as NCCL's INFO log prints them
+(--nodes above 1 makes the node inter-node: maxBw is GPU→NET). simccl topo dump writes the live
+machine's topology as NCCL XML.`,
+		define: defineTopo,
+		subs:   []*command{topoDumpCommand},
 	})
 }
 
-// readTopology reads --topo: a file, or the name of an embedded example, or (empty) the default.
-func readTopology(path string) (*ncclxml.Document, error) {
-	if path == "" {
-		name, data := topos.Default()
-		return ncclxml.ParseBytes(data, name+".xml (embedded)")
-	}
-	if _, err := os.Stat(path); err != nil {
-		if data, gerr := topos.Get(path); gerr == nil {
-			return ncclxml.ParseBytes(data, path+" (embedded)")
-		}
-	}
-	return ncclxml.ReadFile(path)
-}
-
-func runTopo(args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "dump" {
-		if topoDump == nil {
-			return errors.New("topo dump not available in this build")
-		}
-		return topoDump(args[1:], stdout, stderr)
-	}
-	fs := newFlags("topo", stderr)
-	topoFile := fs.String("topo", "", "NCCL topology XML (default: the embedded "+topos.DefaultName+"); an embedded example name also works")
-	asJSON := fs.Bool("json", false, `print {"gpus","nics","links","paths"} as JSON instead of NCCL's log lines`)
-	version := fs.String("nccl-version", "2.28", "NCCL release whose rules apply: 2.28 (2.28.9) or 2.30 (2.30.7)")
-	nodes := fs.Int("nodes", 1, "nodes in the communicator, each with this topology; > 1 makes the node inter-node (maxBw = GPU→NET)")
+func defineTopo(fs *pflag.FlagSet) runFunc {
+	topoFile := cli.AddTopo(fs)
+	asJSON := cli.AddJSON(fs, `{"gpus","nics","links","paths"}`)
+	version := cli.AddNCCLVersion(fs)
+	nodes := cli.AddNodes(fs)
+	gpuModel := cli.AddGPUModel(fs)
 	rank := fs.Int("rank", 0, "local rank whose view is printed (GPUs outside its P2P domain are trimmed, as NCCL does)")
 	p2pDisable := fs.Bool("p2p-disable", false, "NCCL_P2P_DISABLE=1")
 	p2pLevel := fs.String("p2p-level", "", "NCCL_P2P_LEVEL (LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS)")
@@ -58,64 +41,60 @@ func runTopo(args []string, stdout, stderr io.Writer) error {
 	pxnDisable := fs.Bool("pxn-disable", false, "NCCL_PXN_DISABLE=1")
 	gdrLevel := fs.String("net-gdr-level", "", "NCCL_NET_GDR_LEVEL (LOC … SYS)")
 	strict := fs.Bool("strict", false, "treat warnings (inputs NCCL accepts silently, e.g. an NVLink count of 0) as errors")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: simccl topo [--topo FILE] [--json] [--nccl-version 2.28|2.30] [--nodes N] [flags]")
-		fmt.Fprintln(stderr, "       simccl topo dump [-o FILE]   (the live machine's topology as NCCL XML)")
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
-	}
-	v, err := graph.ParseVersion(*version)
-	if err != nil {
-		return fmt.Errorf("%w: --nccl-version: %v", errUsage, err)
-	}
-	for name, lv := range map[string]string{"--p2p-level": *p2pLevel, "--net-gdr-level": *gdrLevel} {
-		if lv != "" {
-			if _, err := graph.ParsePathType(lv); err != nil {
-				return fmt.Errorf("%w: %s: %v", errUsage, name, err)
+	return func(stdout, stderr io.Writer) error {
+		if *version == "" {
+			*version = tuning.DefaultRelease
+		}
+		v, err := graph.ParseVersion(*version)
+		if err != nil {
+			return fmt.Errorf("%w: --nccl-version: %v", errUsage, err)
+		}
+		for name, lv := range map[string]string{"--p2p-level": *p2pLevel, "--net-gdr-level": *gdrLevel} {
+			if lv != "" {
+				if _, err := graph.ParsePathType(lv); err != nil {
+					return fmt.Errorf("%w: %s: %v", errUsage, name, err)
+				}
 			}
 		}
-	}
-	if *nodes < 1 || *nodes > graph.MaxClusterNodes {
-		return fmt.Errorf("%w: --nodes %d: want 1..%d", errUsage, *nodes, graph.MaxClusterNodes)
-	}
-	doc, err := readTopology(*topoFile)
-	if err != nil {
-		return err
-	}
-	opt := graph.Options{Version: v, LocalRank: *rank, P2PDisable: *p2pDisable, P2PLevel: *p2pLevel,
-		P2PUnsupported: *p2pUnsupported, PXNDisable: *pxnDisable, NetGDRLevel: *gdrLevel, Strict: *strict}
-	c, err := topo.NewCluster(doc, *nodes, opt)
-	if err != nil {
-		return err
-	}
-	s := c.Node
-	if *asJSON {
-		raw, err := json.Marshal(s)
+		if *nodes < 1 || *nodes > graph.MaxClusterNodes {
+			return fmt.Errorf("%w: --nodes %d: want 1..%d", errUsage, *nodes, graph.MaxClusterNodes)
+		}
+		// The topology as every command resolves it (file, embedded name, $NCCL_TOPO_FILE, the
+		// default; a partial file completed for --gpu-model).
+		_, doc, err := cli.LoadTopology(*topoFile, *gpuModel, planner.Settings{TopoFile: os.Getenv("NCCL_TOPO_FILE")})
 		if err != nil {
 			return err
 		}
-		var obj map[string]any
-		if err := json.Unmarshal(raw, &obj); err != nil {
-			return err
-		}
-		obj["nodes"], obj["ppn"], obj["nranks"], obj["rank"] = c.Nodes, c.PPN, c.NRanks, *rank
-		out, err := json.MarshalIndent(obj, "", "  ")
+		opt := graph.Options{Version: v, LocalRank: *rank, P2PDisable: *p2pDisable, P2PLevel: *p2pLevel,
+			P2PUnsupported: *p2pUnsupported, PXNDisable: *pxnDisable, NetGDRLevel: *gdrLevel, Strict: *strict}
+		c, err := topo.NewCluster(doc, *nodes, opt)
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(stdout, "%s\n", out)
-		return err
+		s := c.Node
+		if *asJSON {
+			raw, err := json.Marshal(s)
+			if err != nil {
+				return err
+			}
+			var obj map[string]any
+			if err := json.Unmarshal(raw, &obj); err != nil {
+				return err
+			}
+			obj["nodes"], obj["ppn"], obj["nranks"], obj["rank"] = c.Nodes, c.PPN, c.NRanks, *rank
+			out, err := json.MarshalIndent(obj, "", "  ")
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(stdout, "%s\n", out)
+			return err
+		}
+		for _, w := range s.Warnings {
+			fmt.Fprintf(stderr, "warning: %s\n", w)
+		}
+		for _, u := range s.Unreachable {
+			fmt.Fprintf(stderr, "unreachable: %s\n", u)
+		}
+		return s.Print(stdout)
 	}
-	for _, w := range s.Warnings {
-		fmt.Fprintf(stderr, "warning: %s\n", w)
-	}
-	for _, u := range s.Unreachable {
-		fmt.Fprintf(stderr, "unreachable: %s\n", u)
-	}
-	return s.Print(stdout)
 }
