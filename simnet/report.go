@@ -264,6 +264,8 @@ type RunHeader struct {
 	Collectives []string `json:"collectives"`
 	DataType    string   `json:"datatype"`
 	Op          string   `json:"op"`
+	// Launch is the launch mode (per-gpu, per-node, graph).
+	Launch string `json:"launch"`
 }
 
 // FabricHeader is the part of a Fabric a run's header shows.

@@ -42,6 +42,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
 	jobs := fs.IntP("jobs", "j", 0, "calls simulated at once (0: one per core, GOMAXPROCS); --trace/--ops run one at a time")
 	ecmpMean := fs.Bool("ecmp-mean", false, "let the ECMP mean model stand even on an oversubscribed fabric (fast, but it ignores hash collisions on links that bind: tens of percent off, see docs/cluster.md)")
+	launch := fs.String("launch", "per-gpu", "how the host launches each call: per-gpu (one process or thread per GPU, as torchrun and mpirun … -g 1), per-node (one thread drives every GPU of its node, as nccl-tests -g 8: a call costs at least GPUs × 5.18 µs of host enqueue), graph (CUDA graph replays, nccl-tests -G: 0.96 µs per kernel); the costs were measured on one H100 (docs/cluster.md)")
 	exact := fs.Bool("exact", false, "replay exactly: no approximation (ecmp-mean, latency-mean, ring-coarse-K, tree-steady-C modes; see docs/cluster.md), whatever it costs")
 	return func(stdout, stderr io.Writer) error {
 		if *cpuProfile != "" {
@@ -85,6 +86,9 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 		m, err := simMachine(p, fab)
 		if err != nil {
 			return err
+		}
+		if m.Launch, err = simnet.ParseLaunchMode(*launch); err != nil {
+			return fmt.Errorf("%w: --launch: %v", errUsage, err)
 		}
 
 		showBar, err := showProgress(*progress, stderr)
@@ -200,7 +204,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 			unrecorded, noOps = unrecordedCalls(calls, len(traced), *maxOps, *dryRun)
 		}
 		h := simnet.RunHeader{Program: "simccl", Version: version(), Topology: m.Node.Name, Nodes: m.Nodes, GPUsPerNode: m.Node.NumGPUs, NRanks: m.NRanks(),
-			NChannels: p.Table.NChannels, NCCLRelease: p.Table.K.Release, DataType: dt.String(), Op: op.String()}
+			NChannels: p.Table.NChannels, NCCLRelease: p.Table.K.Release, DataType: dt.String(), Op: op.String(), Launch: m.Launch.String()}
 		if m.Nodes > 1 {
 			h.Fabric = fab.Header()
 		}

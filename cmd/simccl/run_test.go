@@ -210,7 +210,7 @@ func TestRunJSONHeader(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(out.Bytes(), &doc))
 	require.Equal(t, map[string]any{
-		"program": "simccl", "version": "vTEST", "topology": "dgx-h100", "nodes": 2.0, "gpus_per_node": 8.0, "nranks": 16.0,
+		"program": "simccl", "version": "vTEST", "topology": "dgx-h100", "nodes": 2.0, "gpus_per_node": 8.0, "launch": "per-gpu", "nranks": 16.0,
 		"nchannels": doc.Header["nchannels"], "nccl_release": "2.28", "collectives": []any{"all_reduce", "broadcast"}, "datatype": "half", "op": "max",
 		"fabric": map[string]any{"topology": "rail", "tiers": 2.0, "hosts_per_leaf": 32.0, "oversubscription": 1.0, "routing": "ecmp"},
 	}, doc.Header)
