@@ -117,6 +117,9 @@ func collLine(dev int, op string, count int64, root int) string {
 }
 
 const csvHead = "tag,coll,world,bytes,us,algbw,busbw\n"
+// cmdLine names the collective, as report --measured requires of nccl-tests text.
+const cmdLine = "# ./build/all_reduce_perf -b 1M -e 1M -g 2\n"
+
 const rankLine = "#  Rank  0 Group  0 Pid 1 on h device  0 [0x1b] NVIDIA H200\n#  Rank  1 Group  0 Pid 2 on h device  1 [0x2b] NVIDIA H200\n"
 
 func repeat(s string, n int) func() []byte {
@@ -255,8 +258,8 @@ func cases() []badCase {
 			return append([]byte(csvHead), repeat("default,all_reduce,8,1048576,10.5,0.1,0.1\n", 20000)()...)
 		})}, rc: 1, want: "{F}:10002: more than 10000 rows"},
 		{format: "measured CSV", name: "/dev/zero", args: []string{"report", "-o", os.DevNull, "--measured", "/dev/zero"}, rc: 1, want: "/dev/zero: input too large (more than 64 MiB)"},
-		{format: "nccl-tests text", name: "NaN busbw", args: report, files: []file{str("txt", rankLine+"     1048576   262144  float  sum  -1  12.95  0.08  NaN  0\n")}, rc: 1, want: "{F}:3: busbw NaN"},
-		{format: "nccl-tests text", name: "no Rank lines", args: report, files: []file{str("txt", "     1048576   262144  float  sum  -1  12.95  0.08  0.1  0\n")}, rc: 1, want: "{F}: nccl-tests output without its \"#  Rank\" lines"},
+		{format: "nccl-tests text", name: "NaN busbw", args: report, files: []file{str("txt", cmdLine+rankLine+"     1048576   262144  float  sum  -1  12.95  0.08  NaN  0\n")}, rc: 1, want: "{F}:4: busbw NaN"},
+		{format: "nccl-tests text", name: "no Rank lines", args: report, files: []file{str("txt", cmdLine+"     1048576   262144  float  sum  -1  12.95  0.08  0.1  0\n")}, rc: 1, want: "{F}: nccl-tests output without its \"# Rank\" lines"},
 		{format: "nccl-tests text", name: "2 MB line", args: report, files: []file{str("txt", rankLine+strings.Repeat("9", 2<<20)+"\n")}, rc: 1, want: "{F}:3: input too large (a line longer than 1 MiB)"},
 		{format: "runccl JSON", name: "2,000,000 empty rows", args: report, files: []file{gen("json", func() []byte {
 			return []byte(`{"nranks":8,"rows":[` + strings.Repeat("{},", 2000000) + `{}]}`)
