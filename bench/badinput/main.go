@@ -117,6 +117,7 @@ func collLine(dev int, op string, count int64, root int) string {
 }
 
 const csvHead = "tag,coll,world,bytes,us,algbw,busbw\n"
+
 // cmdLine names the collective, as report --measured requires of nccl-tests text.
 const cmdLine = "# ./build/all_reduce_perf -b 1M -e 1M -g 2\n"
 
