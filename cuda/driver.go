@@ -53,6 +53,8 @@ type driver interface {
 	ipcGetMemHandle(p DevPtr) (IPCHandle, error)
 	ipcOpenMemHandle(h IPCHandle, flags uint32) (DevPtr, error)
 	ipcCloseMemHandle(p DevPtr) error
+	ipcGetEventHandle(e Event) (IPCHandle, error)
+	ipcOpenEventHandle(h IPCHandle) (Event, error)
 	moduleLoadData(image []byte) (Module, string, error)
 	moduleUnload(m Module) error
 	moduleGetFunction(m Module, name string) (Function, error)

@@ -34,6 +34,7 @@ typedef void *H;
 	X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventQuery) \
 	X(cuEventElapsedTime) X(cuEventDestroy_v2) \
 	X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle_v2) X(cuIpcCloseMemHandle) \
+	X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle) \
 	X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel) \
 	X(cuStreamBeginCapture_v2) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) \
 	X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy) X(cuThreadExchangeStreamCaptureMode)
@@ -125,6 +126,14 @@ static CUresult s_ipcOpen(CUdeviceptr *p, const void *h64, unsigned f) {
 	return FN(cuIpcOpenMemHandle_v2, (CUdeviceptr *, CUipcMemHandle, unsigned))(p, h, f);
 }
 static CUresult s_ipcClose(CUdeviceptr p) { return FN(cuIpcCloseMemHandle, (CUdeviceptr))(p); }
+// CUipcEventHandle is 64 opaque bytes, passed by value to cuIpcOpenEventHandle.
+typedef struct { char reserved[64]; } simccl_ipc_event_handle;
+static CUresult s_ipcGetEvent(void *h64, uintptr_t e) { return FN(cuIpcGetEventHandle, (simccl_ipc_event_handle *, H))((simccl_ipc_event_handle *)h64, (H)e); }
+static CUresult s_ipcOpenEvent(uintptr_t *e, const void *h64) {
+	simccl_ipc_event_handle h;
+	memcpy(&h, h64, sizeof h);
+	return FN(cuIpcOpenEventHandle, (H *, simccl_ipc_event_handle))((H *)e, h);
+}
 
 // s_moduleLoad loads a NUL-terminated image with the JIT's error and info logs captured
 // (CU_JIT_INFO_LOG_BUFFER 3, its size 4, CU_JIT_ERROR_LOG_BUFFER 5, its size 6).
@@ -392,6 +401,18 @@ func (cgoDriver) ipcOpenMemHandle(h IPCHandle, flags uint32) (DevPtr, error) {
 
 func (cgoDriver) ipcCloseMemHandle(p DevPtr) error {
 	return check("cuIpcCloseMemHandle", C.s_ipcClose(C.CUdeviceptr(p)))
+}
+
+func (cgoDriver) ipcGetEventHandle(e Event) (IPCHandle, error) {
+	var h IPCHandle
+	err := check("cuIpcGetEventHandle", C.s_ipcGetEvent(unsafe.Pointer(&h[0]), C.uintptr_t(e)))
+	return h, err
+}
+
+func (cgoDriver) ipcOpenEventHandle(h IPCHandle) (Event, error) {
+	var e C.uintptr_t
+	err := check("cuIpcOpenEventHandle", C.s_ipcOpenEvent(&e, unsafe.Pointer(&h[0])))
+	return Event(e), err
 }
 
 func (cgoDriver) moduleLoadData(image []byte) (Module, string, error) {
