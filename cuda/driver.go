@@ -24,6 +24,7 @@ type driver interface {
 	primaryCtxRelease(dev int32) error
 	ctxSetCurrent(ctx uintptr) error
 	ctxSynchronize() error
+	ctxGetDevice() (int32, error)
 	ctxEnablePeerAccess(peer uintptr) error
 	memAlloc(n uint64) (DevPtr, error)
 	memFree(p DevPtr) error
@@ -153,6 +154,21 @@ func DeviceCount() (int, error) {
 		return 0, err
 	}
 	return drv.deviceCount()
+}
+
+// CurrentDevice is the device ordinal of the context current on the calling OS thread
+// (cuCtxGetDevice: what cudaGetDevice reports once the runtime made a context current), and
+// false when no context is current there. A goroutine must be locked to its thread for the answer
+// to mean anything (a cgo callback from C is).
+func CurrentDevice() (int, bool) {
+	if err := Init(); err != nil {
+		return 0, false
+	}
+	d, err := drv.ctxGetDevice()
+	if err != nil {
+		return 0, false
+	}
+	return int(d), true
 }
 
 // CanAccessPeer reports whether device ordinal a can map memory of device ordinal b.

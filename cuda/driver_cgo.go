@@ -24,7 +24,7 @@ typedef void *H;
 	X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetAttribute) X(cuDeviceGetName) \
 	X(cuDeviceTotalMem_v2) X(cuDeviceGetPCIBusId) X(cuDeviceCanAccessPeer) \
 	X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2) X(cuCtxSetCurrent) \
-	X(cuCtxSynchronize) X(cuCtxEnablePeerAccess) \
+	X(cuCtxSynchronize) X(cuCtxEnablePeerAccess) X(cuCtxGetDevice) \
 	X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemGetInfo_v2) X(cuMemAllocHost_v2) X(cuMemHostAlloc) \
 	X(cuMemFreeHost) X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuMemcpyDtoD_v2) \
 	X(cuMemcpyHtoDAsync_v2) X(cuMemcpyDtoHAsync_v2) X(cuMemcpyDtoDAsync_v2) X(cuMemcpyPeerAsync) \
@@ -90,6 +90,7 @@ static CUresult s_primaryRetain(uintptr_t *c, CUdevice d) { return FN(cuDevicePr
 static CUresult s_primaryRelease(CUdevice d) { return FN(cuDevicePrimaryCtxRelease_v2, (CUdevice))(d); }
 static CUresult s_ctxSetCurrent(uintptr_t c) { return FN(cuCtxSetCurrent, (H))((H)c); }
 static CUresult s_ctxSynchronize(void) { return FN(cuCtxSynchronize, (void))(); }
+static CUresult s_ctxGetDevice(int *d) { return FN(cuCtxGetDevice, (int *))(d); }
 static CUresult s_ctxEnablePeer(uintptr_t c) { return FN(cuCtxEnablePeerAccess, (H, unsigned))((H)c, 0); }
 static CUresult s_memAlloc(CUdeviceptr *p, size_t n) { return FN(cuMemAlloc_v2, (CUdeviceptr *, size_t))(p, n); }
 static CUresult s_memFree(CUdeviceptr p) { return FN(cuMemFree_v2, (CUdeviceptr))(p); }
@@ -267,6 +268,12 @@ func (cgoDriver) ctxSetCurrent(ctx uintptr) error {
 }
 
 func (cgoDriver) ctxSynchronize() error { return check("cuCtxSynchronize", C.s_ctxSynchronize()) }
+
+func (cgoDriver) ctxGetDevice() (int32, error) {
+	var d C.int
+	err := check("cuCtxGetDevice", C.s_ctxGetDevice(&d))
+	return int32(d), err
+}
 
 func (cgoDriver) ctxEnablePeerAccess(peer uintptr) error {
 	return check("cuCtxEnablePeerAccess", C.s_ctxEnablePeer(C.uintptr_t(peer)))

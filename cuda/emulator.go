@@ -340,6 +340,11 @@ func (e *emu) ctxSetCurrent(ctx uintptr) error {
 	return nil
 }
 
+func (e *emu) ctxGetDevice() (int32, error) {
+	d, err := e.device("cuCtxGetDevice")
+	return int32(d), err
+}
+
 func (e *emu) ctxSynchronize() error {
 	d, err := e.device("cuCtxSynchronize")
 	if err != nil {
