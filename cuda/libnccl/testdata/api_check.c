@@ -1,7 +1,7 @@
 // The C API of simccl's libnccl, called as a C program does (on the emulated driver in the Go
 // test, SIMCCL_CUDA_EMULATE=2; on a GPU as is): version, unique id, one rank, two ranks as
 // threads of this process, collectives on ncclMemAlloc'd buffers, groups, split, errors.
-// Return codes only: the emulator's device memory is not host memory (data is checked by the Go
+// Usage: api_check [GPU of ncclCommInitAll's second rank, default 1]. Return codes only: the emulator's device memory is not host memory (data is checked by the Go
 // tests and by testdata/dropin on a GPU).
 #include <pthread.h>
 #include <stdio.h>
@@ -97,7 +97,7 @@ static void *thread(void *arg) {
 	return NULL;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
 	int v = 0;
 	OK(ncclGetVersion(&v));
 	printf("version %d\n", v);
@@ -110,7 +110,7 @@ int main(void) {
 	CHECK(ncclCommCount(NULL, &v), 4);
 
 	ncclComm_t all[2];
-	int devs[2] = {0, 1};
+	int devs[2] = {0, argc > 1 ? atoi(argv[1]) : 1}; // argv[1]: the second rank's GPU (0 on a one-GPU machine)
 	OK(ncclCommInitAll(all, 2, devs));
 	OK(ncclGroupStart());
 	for (int i = 0; i < 2; i++) OK(ncclAllReduce((void *)0, (void *)0, 0, 7, 0, all[i], NULL));
