@@ -25,6 +25,7 @@ type driver interface {
 	ctxSetCurrent(ctx uintptr) error
 	ctxSynchronize() error
 	ctxGetDevice() (int32, error)
+	ctxGetCurrent() (uintptr, error)
 	ctxEnablePeerAccess(peer uintptr) error
 	memAlloc(n uint64) (DevPtr, error)
 	memFree(p DevPtr) error

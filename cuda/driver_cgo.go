@@ -24,7 +24,7 @@ typedef void *H;
 	X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetAttribute) X(cuDeviceGetName) \
 	X(cuDeviceTotalMem_v2) X(cuDeviceGetPCIBusId) X(cuDeviceCanAccessPeer) \
 	X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2) X(cuCtxSetCurrent) \
-	X(cuCtxSynchronize) X(cuCtxEnablePeerAccess) X(cuCtxGetDevice) \
+	X(cuCtxSynchronize) X(cuCtxEnablePeerAccess) X(cuCtxGetDevice) X(cuCtxGetCurrent) \
 	X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemGetInfo_v2) X(cuMemAllocHost_v2) X(cuMemHostAlloc) \
 	X(cuMemFreeHost) X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuMemcpyDtoD_v2) \
 	X(cuMemcpyHtoDAsync_v2) X(cuMemcpyDtoHAsync_v2) X(cuMemcpyDtoDAsync_v2) X(cuMemcpyPeerAsync) \
@@ -91,6 +91,7 @@ static CUresult s_primaryRelease(CUdevice d) { return FN(cuDevicePrimaryCtxRelea
 static CUresult s_ctxSetCurrent(uintptr_t c) { return FN(cuCtxSetCurrent, (H))((H)c); }
 static CUresult s_ctxSynchronize(void) { return FN(cuCtxSynchronize, (void))(); }
 static CUresult s_ctxGetDevice(int *d) { return FN(cuCtxGetDevice, (int *))(d); }
+static CUresult s_ctxGetCurrent(uintptr_t *c) { return FN(cuCtxGetCurrent, (H *))((H *)c); }
 static CUresult s_ctxEnablePeer(uintptr_t c) { return FN(cuCtxEnablePeerAccess, (H, unsigned))((H)c, 0); }
 static CUresult s_memAlloc(CUdeviceptr *p, size_t n) { return FN(cuMemAlloc_v2, (CUdeviceptr *, size_t))(p, n); }
 static CUresult s_memFree(CUdeviceptr p) { return FN(cuMemFree_v2, (CUdeviceptr))(p); }
@@ -268,6 +269,12 @@ func (cgoDriver) ctxSetCurrent(ctx uintptr) error {
 }
 
 func (cgoDriver) ctxSynchronize() error { return check("cuCtxSynchronize", C.s_ctxSynchronize()) }
+
+func (cgoDriver) ctxGetCurrent() (uintptr, error) {
+	var c C.uintptr_t
+	err := check("cuCtxGetCurrent", C.s_ctxGetCurrent(&c))
+	return uintptr(c), err
+}
 
 func (cgoDriver) ctxGetDevice() (int32, error) {
 	var d C.int

@@ -340,6 +340,16 @@ func (e *emu) ctxSetCurrent(ctx uintptr) error {
 	return nil
 }
 
+func (e *emu) ctxGetCurrent() (uintptr, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	d, ok := e.cur[gettid()]
+	if !ok {
+		return 0, nil
+	}
+	return uintptr(d + 1), nil
+}
+
 func (e *emu) ctxGetDevice() (int32, error) {
 	d, err := e.device("cuCtxGetDevice")
 	return int32(d), err

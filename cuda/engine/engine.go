@@ -469,5 +469,28 @@ func (c *Comm) enqueue(k *call) error {
 	if processGroup.Hold(c, k) || c.group.Hold(c, k) {
 		return nil
 	}
+	if ok, err := c.alone(k); ok {
+		return err
+	}
 	return c.launch([]*call{k})
+}
+
+// alone runs a call of a one-rank communicator outside a group as NCCL does for one rank: the
+// result is the input (Sum, Prod, Max, Min and Avg of one input; every collective's output is its
+// one block), so an out-of-place call is one device-to-device copy on the caller's stream,
+// enqueued from the calling thread, and an in-place call enqueues nothing. PreMulSum (a scaling)
+// and point-to-point take the schedule path. It reports false when it does not apply.
+func (c *Comm) alone(k *call) (bool, error) {
+	if c.cl.n != 1 || c.cl.xp != nil || k.f == coll.SendRecv || k.op == coll.PreMulSum {
+		return false, nil
+	}
+	n := int(k.count) * k.dt.Size()
+	if n == 0 || k.send == k.recv {
+		return true, nil
+	}
+	err := c.dev.OnThisThread(func(x *cuda.Ctx) error { return x.CopyDtoDAsync(k.recv, k.send, n, k.stream) })
+	if err != nil {
+		c.fail(err)
+	}
+	return true, err
 }

@@ -63,8 +63,10 @@ gathered = [torch.zeros(4, device="cuda") for _ in range(a.nprocs)]
 dist.all_gather(gathered, torch.full((4,), float(a.rank), device="cuda"))
 ok_extra = bool(torch.equal(t.cpu(), torch.arange(4, dtype=torch.float32) + 1)) and all(bool((gathered[r] == r).all()) for r in range(a.nprocs))
 dist.barrier()
+libs = sorted({l.split()[-1] for l in open("/proc/self/maps") if "nccl" in l.split()[-1]})
 if a.rank == 0:
+    print(f"[ddp {a.backend}] NCCL libraries mapped: {libs}; torch.cuda.nccl.version() = {torch.cuda.nccl.version()}", flush=True)
     with open(a.out, "w") as f:
-        json.dump({"backend": a.backend, "losses": losses, "seconds": el, "broadcast_allgather_ok": ok_extra}, f)
+        json.dump({"backend": a.backend, "losses": losses, "seconds": el, "broadcast_allgather_ok": ok_extra, "nccl_libs": libs}, f)
     print(f"[ddp {a.backend}] {a.steps} steps in {el:.2f} s, loss {losses[0]:.5f} -> {losses[-1]:.5f}, broadcast/all_gather ok={ok_extra}", flush=True)
 dist.destroy_process_group()

@@ -4,7 +4,7 @@
 # Usage: testdata/dropin/go.sh .devbin/dropin $OUT [steps...]
 set -u
 B=$(cd "$1" && pwd); O=$2; shift 2
-STEPS=${*:-"info capi conf graph lat fault ddp"}
+STEPS=${*:-"info capi conf graph lat fault ddp"}  # also: mps (lat and conformance of 2 and 4 processes under MPS)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 D=$(cd "$(dirname "$0")" && pwd)
 REAL=$(python3 -c 'import nvidia.nccl,os;print(os.path.join(list(nvidia.nccl.__path__)[0],"lib","libnccl.so.2"))' 2>/dev/null)
@@ -24,11 +24,11 @@ if has capi; then
   gcc -O1 -o /tmp/api_check "$B/api_check.c" -L"$B" -l:libnccl.so.2 -Wl,-rpath,"$B" -lpthread && timeout 120 /tmp/api_check 0 2>&1 | tail -5 | tee "$O/capi.txt"
 fi
 if has graph; then
-  for n in 1 2; do timeout 120 python3 "$D/nccl_check.py" --lib "$B/libnccl.so.2" --nprocs $n --graph --tag graph$n --out "$O" 2>&1 | tail -4; done
+  for n in ${GRAPH_N:-1 2}; do timeout 120 python3 "$D/nccl_check.py" --lib "$B/libnccl.so.2" --nprocs $n --graph --tag graph$n --out "$O" 2>&1 | tail -4; done
   timeout 120 python3 "$D/nccl_check.py" --lib "$REAL" --nprocs 1 --graph --tag realgraph1 --out "$O" 2>&1 | tail -3
 fi
 if has lat; then
-  for n in 1 2 4; do timeout 120 python3 "$D/nccl_check.py" --lib "$B/libnccl.so.2" --nprocs $n --latency --tag lat$n --out "$O" 2>&1 | tail -5; done
+  for n in ${LAT_N:-1 2 4}; do timeout 120 python3 "$D/nccl_check.py" --lib "$B/libnccl.so.2" --nprocs $n --latency --tag lat$n --out "$O" 2>&1 | tail -5; done
   timeout 120 python3 "$D/nccl_check.py" --lib "$REAL" --nprocs 1 --latency --tag reallat1 --out "$O" 2>&1 | tail -3
 fi
 if has fault; then
@@ -54,9 +54,24 @@ except Exception as e:
 PY
 fi
 if has conf; then
-  for n in 2 4 1; do
+  for n in ${CONF_N:-2 4 1}; do
     timeout 170 python3 "$D/nccl_check.py" --lib "$B/libnccl.so.2" --nprocs $n --conformance --tag conf$n --out "$O" 2>&1 | grep -v Warning | tail -8
   done
   echo "== the harness itself against the real NCCL, 1 rank"
-  timeout 100 python3 "$D/nccl_check.py" --lib "$REAL" --nprocs 1 --conformance --quick --tag realconf1 --out "$O" 2>&1 | tail -4
+  timeout 100 python3 "$D/nccl_check.py" --lib "$REAL" --nprocs 1 --conformance --quick --skip-unsupported --tag realconf1 --out "$O" 2>&1 | tail -4
+fi
+if has mps; then
+  # The ranks of several processes on one GPU run in separate contexts, which the GPU time-slices:
+  # every cross-process dependency waits for a context switch. Under MPS the processes share
+  # the GPU's context; the daemon is started here, for this step only, and stopped after it.
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/simccl-mps CUDA_MPS_LOG_DIRECTORY=/tmp/simccl-mps-log
+  mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+  if nvidia-cuda-mps-control -d; then
+    trap 'echo quit | nvidia-cuda-mps-control' EXIT
+    for n in 2 4; do timeout 100 python3 "$D/nccl_check.py" --lib "$B/libnccl.so.2" --nprocs $n --latency --tag mpslat$n --out "$O" 2>&1 | tail -5; done
+    for n in ${MPS_CONF_N:-4 2}; do timeout 150 python3 "$D/nccl_check.py" --lib "$B/libnccl.so.2" --nprocs $n --conformance --tag mpsconf$n --out "$O" 2>&1 | grep -v Warning | tail -6; done
+    echo quit | nvidia-cuda-mps-control; trap - EXIT
+  else
+    echo "no MPS daemon"
+  fi
 fi
