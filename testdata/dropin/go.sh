@@ -68,8 +68,8 @@ if has mps; then
   mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
   if nvidia-cuda-mps-control -d; then
     trap 'echo quit | nvidia-cuda-mps-control' EXIT
-    for n in 2 4; do timeout 100 python3 "$D/nccl_check.py" --lib "$B/libnccl.so.2" --nprocs $n --latency --tag mpslat$n --out "$O" 2>&1 | tail -5; done
-    for n in ${MPS_CONF_N:-4 2}; do timeout 150 python3 "$D/nccl_check.py" --lib "$B/libnccl.so.2" --nprocs $n --conformance --tag mpsconf$n --out "$O" 2>&1 | grep -v Warning | tail -6; done
+    for n in ${MPS_LAT_N:-2 4}; do timeout 100 python3 "$D/nccl_check.py" --lib "$B/libnccl.so.2" --nprocs $n --latency --tag mpslat$n --out "$O" 2>&1 | tail -5; done
+    for n in ${MPS_CONF_N:-4 2}; do SIMCCL_CHECK_DEADLINE=${MPS_CONF_S:-150} timeout $((${MPS_CONF_S:-150} + 20)) python3 "$D/nccl_check.py" --lib "$B/libnccl.so.2" --nprocs $n --conformance ${MPS_CONF_ARGS:-} --tag mpsconf$n --out "$O" 2>&1 | grep --line-buffered "rank 0\|exit"; done
     echo quit | nvidia-cuda-mps-control; trap - EXIT
   else
     echo "no MPS daemon"
