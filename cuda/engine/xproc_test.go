@@ -3,6 +3,8 @@ package engine_test
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -171,5 +173,28 @@ func TestInitRankAbort(t *testing.T) {
 	_ = d.Do(func(x *cuda.Ctx) error { _ = x.Free(p); return x.DestroyStream(s) })
 	for _, c := range comms {
 		_ = c.Destroy()
+	}
+}
+
+// TestInitRankBadCalls: bad arguments and a segment that already exists (O_EXCL) fail at init.
+func TestInitRankBadCalls(t *testing.T) {
+	needDevs(t, 1)
+	cfg := engine.Config{SlotBytes: 512, Planner: cpuPlanner(t, 2, 512)}
+	b := rankBoot{newMemBoot(1), 0}
+	for _, bad := range []struct {
+		rank, n int
+		name    string
+	}{{2, 2, "x"}, {-1, 2, "x"}, {0, 2, ""}, {0, 2, "../x"}, {0, 3, "x"}} {
+		if _, err := engine.InitRank(devs[0], bad.rank, bad.n, b, t.TempDir(), bad.name, &cfg); !errors.Is(err, engine.ErrInvalidArgument) {
+			t.Errorf("InitRank(rank %d of %d, %q): %v, want ErrInvalidArgument", bad.rank, bad.n, bad.name, err)
+		}
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "taken"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Planner = cpuPlanner(t, 1, 512)
+	if _, err := engine.InitRank(devs[0], 0, 1, b, dir, "taken", &cfg); err == nil {
+		t.Fatal("InitRank over an existing segment file succeeded")
 	}
 }
