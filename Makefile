@@ -4,7 +4,7 @@ PKGS     := ./...
 # v0.6.1 is the newest staticcheck the module proxy here serves (2025.1.x answers 403).
 STATICCHECK_VERSION := v0.6.1
 
-.PHONY: all build shim run test test-race test-long test-browser fmt vet lint bench fuzz ptx clean
+.PHONY: all build shim libnccl run test test-race test-long test-browser fmt vet lint bench fuzz ptx clean
 
 all: build
 
@@ -17,6 +17,10 @@ build:
 ## shim: the preloadable NCCL shim (record and virtual modes; see intercept/README.md). Needs cgo.
 shim:
 	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o bin/libsimccl_nccl.so ./intercept/shim
+
+## libnccl: NCCL's C API on the GPU engine, a drop-in libnccl.so.2 (see cuda/libnccl/README.md). Needs cgo.
+libnccl:
+	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -ldflags=-extldflags=-Wl,-soname,libnccl.so.2 -o bin/libnccl.so.2 ./cuda/libnccl
 
 ## run: a simulation on the embedded default topology (8x H100 NVSwitch node), printing a real table.
 run: build

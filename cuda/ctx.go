@@ -188,6 +188,19 @@ func (c *Ctx) NewEvent(timing bool) (Event, error) {
 	return drv.eventCreate(EventDisableTiming)
 }
 
+// NewIPCEvent creates an event another process can wait on (CU_EVENT_INTERPROCESS, which needs
+// CU_EVENT_DISABLE_TIMING): export it with IPCEventHandle, open it there with IPCOpenEvent.
+func (c *Ctx) NewIPCEvent() (Event, error) {
+	return drv.eventCreate(EventDisableTiming | EventInterprocess)
+}
+
+// IPCEventHandle exports an event made by NewIPCEvent (cuIpcGetEventHandle).
+func (c *Ctx) IPCEventHandle(e Event) (IPCHandle, error) { return drv.ipcGetEventHandle(e) }
+
+// IPCOpenEvent opens another process's event (cuIpcOpenEventHandle): cuStreamWaitEvent on it
+// waits for that process's most recent record. Destroy it with DestroyEvent.
+func (c *Ctx) IPCOpenEvent(h IPCHandle) (Event, error) { return drv.ipcOpenEventHandle(h) }
+
 // Record records e on stream s.
 func (c *Ctx) Record(e Event, s Stream) error { return drv.eventRecord(e, s) }
 

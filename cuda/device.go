@@ -212,6 +212,32 @@ func (d *Device) String() string {
 	return fmt.Sprintf("cuda:%d %s (sm_%d%d, %d SMs, %s)", d.Ordinal, d.Name, d.Major, d.Minor, d.SMs, d.PCIBusID)
 }
 
+// OnThisThread runs fn on the calling goroutine's OS thread with d's context current there, and
+// then makes the thread's previous context current again: a caller's thread (a program calling
+// through cgo, whose CUDA runtime keeps its own context current) is left as it was. Like Borrow,
+// fn must not touch state that work submitted through Do also touches.
+func (d *Device) OnThisThread(fn func(c *Ctx) error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	d.mu.RLock()
+	closed := d.closed
+	d.mu.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	prev, err := drv.ctxGetCurrent()
+	if err != nil {
+		return err
+	}
+	if prev != d.ctx {
+		if err := drv.ctxSetCurrent(d.ctx); err != nil {
+			return err
+		}
+		defer drv.ctxSetCurrent(prev)
+	}
+	return fn(d.c)
+}
+
 // Borrow runs fn on the calling goroutine, locked to its OS thread for the call, where use(d)
 // makes device d's context current on that thread (switching only when d's context differs from
 // the current one) and returns d's Ctx. It lets one thread enqueue work for several devices in

@@ -24,6 +24,8 @@ type driver interface {
 	primaryCtxRelease(dev int32) error
 	ctxSetCurrent(ctx uintptr) error
 	ctxSynchronize() error
+	ctxGetDevice() (int32, error)
+	ctxGetCurrent() (uintptr, error)
 	ctxEnablePeerAccess(peer uintptr) error
 	memAlloc(n uint64) (DevPtr, error)
 	memFree(p DevPtr) error
@@ -53,6 +55,8 @@ type driver interface {
 	ipcGetMemHandle(p DevPtr) (IPCHandle, error)
 	ipcOpenMemHandle(h IPCHandle, flags uint32) (DevPtr, error)
 	ipcCloseMemHandle(p DevPtr) error
+	ipcGetEventHandle(e Event) (IPCHandle, error)
+	ipcOpenEventHandle(h IPCHandle) (Event, error)
 	moduleLoadData(image []byte) (Module, string, error)
 	moduleUnload(m Module) error
 	moduleGetFunction(m Module, name string) (Function, error)
@@ -151,6 +155,21 @@ func DeviceCount() (int, error) {
 		return 0, err
 	}
 	return drv.deviceCount()
+}
+
+// CurrentDevice is the device ordinal of the context current on the calling OS thread
+// (cuCtxGetDevice: what cudaGetDevice reports once the runtime made a context current), and
+// false when no context is current there. A goroutine must be locked to its thread for the answer
+// to mean anything (a cgo callback from C is).
+func CurrentDevice() (int, bool) {
+	if err := Init(); err != nil {
+		return 0, false
+	}
+	d, err := drv.ctxGetDevice()
+	if err != nil {
+		return 0, false
+	}
+	return int(d), true
 }
 
 // CanAccessPeer reports whether device ordinal a can map memory of device ordinal b.

@@ -24,7 +24,7 @@ typedef void *H;
 	X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetAttribute) X(cuDeviceGetName) \
 	X(cuDeviceTotalMem_v2) X(cuDeviceGetPCIBusId) X(cuDeviceCanAccessPeer) \
 	X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2) X(cuCtxSetCurrent) \
-	X(cuCtxSynchronize) X(cuCtxEnablePeerAccess) \
+	X(cuCtxSynchronize) X(cuCtxEnablePeerAccess) X(cuCtxGetDevice) X(cuCtxGetCurrent) \
 	X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemGetInfo_v2) X(cuMemAllocHost_v2) X(cuMemHostAlloc) \
 	X(cuMemFreeHost) X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuMemcpyDtoD_v2) \
 	X(cuMemcpyHtoDAsync_v2) X(cuMemcpyDtoHAsync_v2) X(cuMemcpyDtoDAsync_v2) X(cuMemcpyPeerAsync) \
@@ -34,6 +34,7 @@ typedef void *H;
 	X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventQuery) \
 	X(cuEventElapsedTime) X(cuEventDestroy_v2) \
 	X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle_v2) X(cuIpcCloseMemHandle) \
+	X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle) \
 	X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel) \
 	X(cuStreamBeginCapture_v2) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) \
 	X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy) X(cuThreadExchangeStreamCaptureMode)
@@ -89,6 +90,8 @@ static CUresult s_primaryRetain(uintptr_t *c, CUdevice d) { return FN(cuDevicePr
 static CUresult s_primaryRelease(CUdevice d) { return FN(cuDevicePrimaryCtxRelease_v2, (CUdevice))(d); }
 static CUresult s_ctxSetCurrent(uintptr_t c) { return FN(cuCtxSetCurrent, (H))((H)c); }
 static CUresult s_ctxSynchronize(void) { return FN(cuCtxSynchronize, (void))(); }
+static CUresult s_ctxGetDevice(int *d) { return FN(cuCtxGetDevice, (int *))(d); }
+static CUresult s_ctxGetCurrent(uintptr_t *c) { return FN(cuCtxGetCurrent, (H *))((H *)c); }
 static CUresult s_ctxEnablePeer(uintptr_t c) { return FN(cuCtxEnablePeerAccess, (H, unsigned))((H)c, 0); }
 static CUresult s_memAlloc(CUdeviceptr *p, size_t n) { return FN(cuMemAlloc_v2, (CUdeviceptr *, size_t))(p, n); }
 static CUresult s_memFree(CUdeviceptr p) { return FN(cuMemFree_v2, (CUdeviceptr))(p); }
@@ -125,6 +128,14 @@ static CUresult s_ipcOpen(CUdeviceptr *p, const void *h64, unsigned f) {
 	return FN(cuIpcOpenMemHandle_v2, (CUdeviceptr *, CUipcMemHandle, unsigned))(p, h, f);
 }
 static CUresult s_ipcClose(CUdeviceptr p) { return FN(cuIpcCloseMemHandle, (CUdeviceptr))(p); }
+// CUipcEventHandle is 64 opaque bytes, passed by value to cuIpcOpenEventHandle.
+typedef struct { char reserved[64]; } simccl_ipc_event_handle;
+static CUresult s_ipcGetEvent(void *h64, uintptr_t e) { return FN(cuIpcGetEventHandle, (simccl_ipc_event_handle *, H))((simccl_ipc_event_handle *)h64, (H)e); }
+static CUresult s_ipcOpenEvent(uintptr_t *e, const void *h64) {
+	simccl_ipc_event_handle h;
+	memcpy(&h, h64, sizeof h);
+	return FN(cuIpcOpenEventHandle, (H *, simccl_ipc_event_handle))((H *)e, h);
+}
 
 // s_moduleLoad loads a NUL-terminated image with the JIT's error and info logs captured
 // (CU_JIT_INFO_LOG_BUFFER 3, its size 4, CU_JIT_ERROR_LOG_BUFFER 5, its size 6).
@@ -259,6 +270,18 @@ func (cgoDriver) ctxSetCurrent(ctx uintptr) error {
 
 func (cgoDriver) ctxSynchronize() error { return check("cuCtxSynchronize", C.s_ctxSynchronize()) }
 
+func (cgoDriver) ctxGetCurrent() (uintptr, error) {
+	var c C.uintptr_t
+	err := check("cuCtxGetCurrent", C.s_ctxGetCurrent(&c))
+	return uintptr(c), err
+}
+
+func (cgoDriver) ctxGetDevice() (int32, error) {
+	var d C.int
+	err := check("cuCtxGetDevice", C.s_ctxGetDevice(&d))
+	return int32(d), err
+}
+
 func (cgoDriver) ctxEnablePeerAccess(peer uintptr) error {
 	return check("cuCtxEnablePeerAccess", C.s_ctxEnablePeer(C.uintptr_t(peer)))
 }
@@ -392,6 +415,18 @@ func (cgoDriver) ipcOpenMemHandle(h IPCHandle, flags uint32) (DevPtr, error) {
 
 func (cgoDriver) ipcCloseMemHandle(p DevPtr) error {
 	return check("cuIpcCloseMemHandle", C.s_ipcClose(C.CUdeviceptr(p)))
+}
+
+func (cgoDriver) ipcGetEventHandle(e Event) (IPCHandle, error) {
+	var h IPCHandle
+	err := check("cuIpcGetEventHandle", C.s_ipcGetEvent(unsafe.Pointer(&h[0]), C.uintptr_t(e)))
+	return h, err
+}
+
+func (cgoDriver) ipcOpenEventHandle(h IPCHandle) (Event, error) {
+	var e C.uintptr_t
+	err := check("cuIpcOpenEventHandle", C.s_ipcOpenEvent(&e, unsafe.Pointer(&h[0])))
+	return Event(e), err
 }
 
 func (cgoDriver) moduleLoadData(image []byte) (Module, string, error) {

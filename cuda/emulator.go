@@ -142,6 +142,7 @@ type emu struct {
 type emuEvent struct {
 	recorded  atomic.Uint64 // records issued (host side)
 	completed uint64        // highest record reached by its stream (evMu)
+	ipc       bool          // created with CU_EVENT_INTERPROCESS
 }
 
 type emuStream struct {
@@ -337,6 +338,21 @@ func (e *emu) ctxSetCurrent(ctx uintptr) error {
 	e.cur[gettid()] = int(ctx) - 1
 	e.mu.Unlock()
 	return nil
+}
+
+func (e *emu) ctxGetCurrent() (uintptr, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	d, ok := e.cur[gettid()]
+	if !ok {
+		return 0, nil
+	}
+	return uintptr(d + 1), nil
+}
+
+func (e *emu) ctxGetDevice() (int32, error) {
+	d, err := e.device("cuCtxGetDevice")
+	return int32(d), err
 }
 
 func (e *emu) ctxSynchronize() error {
@@ -586,12 +602,49 @@ func (e *emu) streamDestroy(s Stream) error {
 	return nil
 }
 
-func (e *emu) eventCreate(uint32) (Event, error) {
+func (e *emu) eventCreate(flags uint32) (Event, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if flags&EventInterprocess != 0 && flags&EventDisableTiming == 0 {
+		return 0, emuErr("cuEventCreate", 1, "CUDA_ERROR_INVALID_VALUE", "CU_EVENT_INTERPROCESS needs CU_EVENT_DISABLE_TIMING")
+	}
 	h := Event(e.newHandle())
-	e.events[h] = &emuEvent{}
+	e.events[h] = &emuEvent{ipc: flags&EventInterprocess != 0}
 	return h, nil
+}
+
+// The emulator's "processes" share one address space: an event handle names the event itself,
+// and opening it gives a second handle to the same event (destroying either leaves the other).
+func (e *emu) ipcGetEventHandle(ev Event) (IPCHandle, error) {
+	x, err := e.event("cuIpcGetEventHandle", ev)
+	if err != nil {
+		return IPCHandle{}, err
+	}
+	if !x.ipc {
+		return IPCHandle{}, emuErr("cuIpcGetEventHandle", 1, "CUDA_ERROR_INVALID_VALUE", "event %#x was not created with CU_EVENT_INTERPROCESS", uintptr(ev))
+	}
+	var h IPCHandle
+	for i := 0; i < 8; i++ {
+		h[i] = byte(uint64(ev) >> (8 * i))
+	}
+	copy(h[8:], "simccl-emulated-event")
+	return h, nil
+}
+
+func (e *emu) ipcOpenEventHandle(h IPCHandle) (Event, error) {
+	var v uint64
+	for i := 0; i < 8; i++ {
+		v |= uint64(h[i]) << (8 * i)
+	}
+	x, err := e.event("cuIpcOpenEventHandle", Event(v))
+	if err != nil {
+		return 0, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	a := Event(e.newHandle())
+	e.events[a] = x
+	return a, nil
 }
 
 func (e *emu) eventRecord(ev Event, s Stream) error {
@@ -660,13 +713,27 @@ func (e *emu) ipcGetMemHandle(p DevPtr) (IPCHandle, error) {
 	return h, nil
 }
 
-func (e *emu) ipcOpenMemHandle(h IPCHandle, _ uint32) (DevPtr, error) {
+func (e *emu) ipcOpenMemHandle(h IPCHandle, flags uint32) (DevPtr, error) {
 	var p uint64
 	for i := 0; i < 8; i++ {
 		p |= uint64(h[i]) << (8 * i)
 	}
 	if _, err := e.mem("cuIpcOpenMemHandle_v2", DevPtr(p), 1, -1); err != nil {
 		return 0, err
+	}
+	if flags&IPCLazyEnablePeer != 0 {
+		// CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS: the opening context may access the allocation's
+		// device from now on.
+		d, err := e.device("cuIpcOpenMemHandle_v2")
+		if err != nil {
+			return 0, err
+		}
+		e.mu.Lock()
+		i := sort.Search(len(e.allocs), func(i int) bool { return e.allocs[i].base > p }) - 1
+		if i >= 0 {
+			e.peers[[2]int{d, e.allocs[i].dev}] = true
+		}
+		e.mu.Unlock()
 	}
 	return DevPtr(p), nil
 }

@@ -57,7 +57,9 @@ func (f *fakeDriver) ctxSetCurrent(uintptr) error {
 	f.mu.Unlock()
 	return nil
 }
-func (f *fakeDriver) ctxSynchronize() error { f.mu.Lock(); f.synced++; f.mu.Unlock(); return nil }
+func (f *fakeDriver) ctxGetDevice() (int32, error)    { return 0, nil }
+func (f *fakeDriver) ctxGetCurrent() (uintptr, error) { return 0, nil }
+func (f *fakeDriver) ctxSynchronize() error           { f.mu.Lock(); f.synced++; f.mu.Unlock(); return nil }
 func (f *fakeDriver) primaryCtxRelease(int32) error {
 	f.mu.Lock()
 	f.released++

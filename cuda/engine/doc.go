@@ -37,6 +37,10 @@
 // refuses a wait on another capture's event). Launches run their device thread in relaxed capture mode, so the first launch
 // of a shape may allocate its staging buffers during a global-mode capture.
 //
-// Not here yet: one process per GPU (IPC handles over realnet's bootstrap), LL/LL128 protocols,
-// NVLS and CollNet schedules.
+// One process per rank: InitRank (xproc.go) makes one rank of a clique whose ranks are in other
+// processes; the launch rendezvous and progress live in a /dev/shm segment, step events and
+// staging buffers cross processes through CUDA IPC (README.md). cuda/libnccl puts NCCL's C API on
+// top of InitAll and InitRank.
+//
+// Not here yet: LL/LL128 protocols, NVLS and CollNet schedules, graph capture across processes.
 package engine

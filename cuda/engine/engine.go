@@ -25,6 +25,8 @@ var (
 	ErrTimeout = errors.New("engine: timeout")
 	// ErrDestroyed: the communicator was destroyed or failed before.
 	ErrDestroyed = errors.New("engine: communicator destroyed")
+	// ErrPeerGone: a rank in another process exited or aborted the communicator (InitRank).
+	ErrPeerGone = errors.New("engine: peer gone")
 )
 
 // DefaultTimeout bounds the host-side waits of a launch for the other ranks.
@@ -129,6 +131,7 @@ type clique struct {
 	cond    *sync.Cond
 	pending map[uint64]*launch
 	plans   map[string]*plan
+	xp      *xproc // one process per rank (InitRank); nil: every rank in this process
 }
 
 // InitAll makes one communicator per device (ncclCommInitAll): rank i runs on devs[i]. It enables
@@ -201,7 +204,32 @@ func (c *Comm) Device() *cuda.Device { return c.dev }
 func (c *Comm) GetAsyncError() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.err == nil && c.cl.xp != nil {
+		if err := c.cl.xp.check(false); err != nil {
+			c.err = err
+		}
+	}
 	return c.err
+}
+
+// Abort fails the communicator at once (ncclCommAbort): ranks in other processes see their
+// waits fail (ErrPeerGone); the device's work is not waited for, and the device memory the
+// communicator holds is left allocated (a kernel may still read it).
+func (c *Comm) Abort() error {
+	c.mu.Lock()
+	if c.err == nil || !errors.Is(c.err, ErrDestroyed) {
+		c.err = fmt.Errorf("rank %d: %w (aborted)", c.rank, ErrDestroyed)
+	}
+	c.mu.Unlock()
+	if xp := c.cl.xp; xp != nil {
+		xp.mu.Lock()
+		live := xp.seg != nil
+		xp.mu.Unlock()
+		if live {
+			xp.abort()
+		}
+	}
+	return nil
 }
 
 func (c *Comm) fail(err error) {
@@ -248,6 +276,9 @@ func (c *Comm) Destroy() error {
 		}
 		if c.k != nil {
 			errs = append(errs, c.k.Unload(x))
+		}
+		if c.cl.xp != nil {
+			errs = append(errs, c.cl.xp.close(x))
 		}
 		c.streams, c.events, c.staging, c.scratch, c.retired = nil, nil, nil, nil, nil
 		return errors.Join(errs...)
@@ -438,5 +469,28 @@ func (c *Comm) enqueue(k *call) error {
 	if processGroup.Hold(c, k) || c.group.Hold(c, k) {
 		return nil
 	}
+	if ok, err := c.alone(k); ok {
+		return err
+	}
 	return c.launch([]*call{k})
+}
+
+// alone runs a call of a one-rank communicator outside a group as NCCL does for one rank: the
+// result is the input (Sum, Prod, Max, Min and Avg of one input; every collective's output is its
+// one block), so an out-of-place call is one device-to-device copy on the caller's stream,
+// enqueued from the calling thread, and an in-place call enqueues nothing. PreMulSum (a scaling)
+// and point-to-point take the schedule path. It reports false when it does not apply.
+func (c *Comm) alone(k *call) (bool, error) {
+	if c.cl.n != 1 || c.cl.xp != nil || k.f == coll.SendRecv || k.op == coll.PreMulSum {
+		return false, nil
+	}
+	n := int(k.count) * k.dt.Size()
+	if n == 0 || k.send == k.recv {
+		return true, nil
+	}
+	err := c.dev.OnThisThread(func(x *cuda.Ctx) error { return x.CopyDtoDAsync(k.recv, k.send, n, k.stream) })
+	if err != nil {
+		c.fail(err)
+	}
+	return true, err
 }

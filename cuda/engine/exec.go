@@ -52,7 +52,13 @@ func (c *Comm) launch(calls []*call) error {
 	gen := c.gen
 	c.gen++
 	c.mu.Unlock()
-	L, err := c.cl.arrive(c.rank, gen, calls)
+	var L *launch
+	var err error
+	if xp := c.cl.xp; xp != nil {
+		L, err = xp.arrive(c.cl, c.rank, gen, calls)
+	} else {
+		L, err = c.cl.arrive(c.rank, gen, calls)
+	}
 	if err != nil {
 		c.fail(err)
 		return err
@@ -152,6 +158,9 @@ func (e *exec) finish() error {
 // done counts this rank's enqueueing done.
 func (e *exec) done() {
 	L := e.L
+	if L.xp != nil {
+		L.xp.finish(L.gen)
+	}
 	L.mu.Lock()
 	L.finished++
 	L.cond.Broadcast()
@@ -162,15 +171,22 @@ func (e *exec) done() {
 // lane of every rank: after it, no peer still reads this rank's memory and this rank's results
 // are complete.
 func (e *exec) join() error {
-	c, x, L, s := e.c, e.x, e.L, e.s
-	if err := L.waitFor("every rank to enqueue the launch", func() bool { return L.finished == L.n }); err != nil {
+	x, L, s := e.x, e.L, e.s
+	all := func() bool { return L.finished == L.n }
+	if L.xp != nil {
+		all = func() bool { return L.xp.allFinished(L.gen) }
+	}
+	if err := L.waitFor("every rank to enqueue the launch", all); err != nil {
 		return err
 	}
 	for r := 0; r < L.n; r++ {
-		peer := c.cl.comms[r]
 		for ch := 0; ch < s.NChannels; ch++ {
 			for _, last := range L.pl.lasts[r*s.NChannels+ch] {
-				if err := x.StreamWait(e.user, peer.events[ch][last]); err != nil {
+				ev, err := e.peerEvent(r, ch, last)
+				if err != nil {
+					return err
+				}
+				if err := x.StreamWait(e.user, ev); err != nil {
 					return err
 				}
 			}
@@ -189,12 +205,12 @@ func (e *exec) ready(ch int) bool {
 	}
 	st := &p.Steps[e.next[ch]]
 	for _, x := range st.Recv {
-		if L.prog[s.Conns[x.Conn].From][ch] <= L.pl.sendStep(x.Conn, x.Seq) {
+		if L.progress(s.Conns[x.Conn].From, ch) <= L.pl.sendStep(x.Conn, x.Seq) {
 			return false
 		}
 	}
 	for _, x := range st.Send {
-		if x.CreditSeq >= 0 && L.prog[s.Conns[x.Conn].To][ch] <= L.pl.recvStep(x.Conn, x.CreditSeq) {
+		if x.CreditSeq >= 0 && L.progress(s.Conns[x.Conn].To, ch) <= L.pl.recvStep(x.Conn, x.CreditSeq) {
 			return false
 		}
 	}
@@ -307,6 +323,17 @@ func (e *exec) setup() error {
 	for ch := 0; ch < s.NChannels; ch++ {
 		p := s.Program(c.rank, ch)
 		for len(c.events[ch]) < len(p.Steps) {
+			if xp := e.L.xp; xp != nil {
+				ev, err := x.NewIPCEvent()
+				if err != nil {
+					return err
+				}
+				c.events[ch] = append(c.events[ch], ev)
+				if err := xp.publishEvent(x, ch, len(c.events[ch])-1, ev); err != nil {
+					return err
+				}
+				continue
+			}
 			ev, err := x.NewEvent(false)
 			if err != nil {
 				return err
@@ -335,6 +362,26 @@ func (e *exec) setup() error {
 		need := int64(coll.NCCLSteps)*e.slot + e.L.pl.maxMsg[i]
 		k := stageKey(cn)
 		b, ok := c.staging[k]
+		if xp := e.L.xp; xp != nil {
+			// Across processes a staging buffer is exported once: its size is fixed at the
+			// largest any message needs (a message spans at most NCCL_STEPS slots).
+			if !ok {
+				p, err := x.Alloc(int(2 * coll.NCCLSteps * e.slot))
+				if err != nil {
+					return err
+				}
+				b = stageBuf{p, 2 * coll.NCCLSteps * e.slot}
+				c.staging[k] = b
+				if err := xp.publishStaging(x, k, p); err != nil {
+					return err
+				}
+			}
+			if b.size < need {
+				return fmt.Errorf("a %d-byte message does not fit the staging buffer", e.L.pl.maxMsg[i])
+			}
+			e.stage[i] = b.p
+			continue
+		}
 		if !ok || b.size < need {
 			if ok {
 				c.retired = append(c.retired, b.p) // a peer of an earlier launch may still read it: freed by Destroy
@@ -459,7 +506,23 @@ func (e *exec) waitPeer(st cuda.Stream, rank, ch, step int) error {
 	if err := e.L.waitStep(rank, ch, step); err != nil {
 		return err
 	}
-	return e.x.StreamWait(st, e.c.cl.comms[rank].events[ch][step])
+	ev, err := e.peerEvent(rank, ch, step)
+	if err != nil {
+		return err
+	}
+	return e.x.StreamWait(st, ev)
+}
+
+// peerEvent is the event rank records after its step on channel ch (opened through IPC when the
+// rank is in another process).
+func (e *exec) peerEvent(rank, ch, step int) (cuda.Event, error) {
+	if rank == e.c.rank {
+		return e.c.events[ch][step], nil
+	}
+	if e.L.xp != nil {
+		return e.L.xp.peerEvent(e.x, rank, ch, step)
+	}
+	return e.c.cl.comms[rank].events[ch][step], nil
 }
 
 // slotFor is where message x's bytes go in this rank's staging buffer, after waiting for its
@@ -517,9 +580,21 @@ func (e *exec) step(ch int, st *coll.Step) error {
 		if err := e.waitPeer(stream, cn.From, ch, e.L.pl.sendStep(rx.Conn, rx.Seq)); err != nil {
 			return err
 		}
-		e.L.mu.Lock()
-		p := e.L.out[rx.Conn][rx.Seq]
-		e.L.mu.Unlock()
+		var p cuda.DevPtr
+		if e.L.xp != nil {
+			// Across processes every message is in the sender's staging buffer, at its slot.
+			if n > 0 {
+				base, err := e.L.xp.peerStaging(x, cn.From, stageKey(cn))
+				if err != nil {
+					return err
+				}
+				p = base.Add(int(int64(rx.Slot) * e.slot))
+			}
+		} else {
+			e.L.mu.Lock()
+			p = e.L.out[rx.Conn][rx.Seq]
+			e.L.mu.Unlock()
+		}
 		if p == 0 && n > 0 {
 			return fmt.Errorf("message %d on connection %d has no address", rx.Seq, rx.Conn)
 		}
@@ -586,7 +661,7 @@ func (e *exec) step(ch int, st *coll.Step) error {
 		switch {
 		case inSlot && i == 0:
 			addrs[i] = out
-		case n == 0 || (!inSlot && e.stable(out, n, ch, st.Index)):
+		case n == 0 || (!inSlot && e.L.xp == nil && e.stable(out, n, ch, st.Index)):
 			addrs[i] = out
 		default:
 			p, err := e.slotFor(stream, ch, sx, n)

@@ -61,6 +61,9 @@ type launch struct {
 	pl    *plan // nil: nothing to run (every call empty)
 	bufs  [][]opBuf
 
+	xp  *xproc // ranks in other processes (InitRank): progress and the end count in the segment
+	gen uint64
+
 	mu       sync.Mutex
 	cond     *sync.Cond
 	prog     [][]int         // [rank][channel]: steps enqueued (their events recorded)
@@ -361,6 +364,13 @@ func (cl *clique) plan(plans []coll.Plan) (*plan, error) {
 
 // waitFor blocks until cond holds (evaluated under L.mu), the launch failed, or the timeout.
 func (L *launch) waitFor(what string, cond func() bool) error {
+	if L.xp != nil {
+		return L.xp.poll(L.cl.cfg.Timeout, what, func() bool {
+			L.mu.Lock()
+			defer L.mu.Unlock()
+			return cond()
+		})
+	}
 	L.mu.Lock()
 	defer L.mu.Unlock()
 	if cond() {
@@ -392,15 +402,26 @@ func (L *launch) waitFor(what string, cond func() bool) error {
 // waitStep waits until rank's step on channel ch has been enqueued (its event recorded).
 func (L *launch) waitStep(rank, ch, step int) error {
 	L.mu.Lock()
-	done := L.prog[rank][ch] > step
+	done := L.progress(rank, ch) > step
 	L.mu.Unlock()
 	if done { // the common case: spare the message
 		return nil
 	}
-	return L.waitFor(fmt.Sprintf("rank %d to enqueue step %d of channel %d", rank, step, ch), func() bool { return L.prog[rank][ch] > step })
+	return L.waitFor(fmt.Sprintf("rank %d to enqueue step %d of channel %d", rank, step, ch), func() bool { return L.progress(rank, ch) > step })
+}
+
+// progress is the number of steps of rank's program on channel ch enqueued (under L.mu).
+func (L *launch) progress(rank, ch int) int {
+	if L.xp != nil {
+		return L.xp.progress(L.gen, rank, ch)
+	}
+	return L.prog[rank][ch]
 }
 
 func (L *launch) advance(rank, ch, step int) {
+	if L.xp != nil {
+		L.xp.advance(L.gen, ch, step)
+	}
 	L.mu.Lock()
 	L.prog[rank][ch] = step + 1
 	L.cond.Broadcast()

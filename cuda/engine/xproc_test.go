@@ -1,0 +1,200 @@
+package engine_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/coll/colltest"
+	"github.com/simccl/simccl/cuda"
+	"github.com/simccl/simccl/cuda/engine"
+	"github.com/simccl/simccl/planner"
+)
+
+// memBoot is an in-memory Bootstrap for n goroutine "processes".
+type memBoot struct {
+	n    int
+	mu   sync.Mutex
+	cond *sync.Cond
+	gen  int
+	got  [][]byte
+	cnt  int
+	last [][]byte
+}
+
+func newMemBoot(n int) *memBoot {
+	b := &memBoot{n: n, got: make([][]byte, n)}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+type rankBoot struct {
+	b    *memBoot
+	rank int
+}
+
+func (r rankBoot) AllGather(data []byte) ([][]byte, error) {
+	b := r.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	gen := b.gen
+	b.got[r.rank] = append([]byte(nil), data...)
+	b.cnt++
+	if b.cnt == b.n {
+		b.last, b.got, b.cnt = b.got, make([][]byte, b.n), 0
+		b.gen++
+		b.cond.Broadcast()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for b.gen == gen {
+		if time.Now().After(deadline) {
+			return nil, errors.New("memBoot: timeout")
+		}
+		b.cond.Wait()
+	}
+	return b.last, nil
+}
+
+func (r rankBoot) Barrier() error { _, err := r.AllGather(nil); return err }
+
+var segSeq int
+
+// initRanks makes n communicators as n processes would (InitRank, each with its own mapping of
+// the segment), on devices devs[:n], in dir.
+func initRanks(t testing.TB, n int, cfg engine.Config) ([]*engine.Comm, error) {
+	if cfg.Planner == nil {
+		var s planner.Settings
+		s.Tuning.MinNChannels = 2
+		if cfg.SlotBytes > 0 {
+			s.Tuning.BuffSize = int64(coll.NCCLSteps * cfg.SlotBytes)
+		}
+		m, err := planner.CPUMachine(n, 1, s)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.Planner, err = planner.New(m); err != nil {
+			return nil, err
+		}
+	}
+	if shared {
+		cfg.ShareGPUs = true
+	}
+	segSeq++
+	name := fmt.Sprintf("simccl-xproc-test-%d", segSeq)
+	dir := t.TempDir()
+	b := newMemBoot(n)
+	comms := make([]*engine.Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			comms[r], errs[r] = engine.InitRank(devs[r], r, n, rankBoot{b, r}, dir, name, &cfg)
+		}()
+	}
+	wg.Wait()
+	return comms, errors.Join(errs...)
+}
+
+func TestInitRankConformance(t *testing.T) {
+	needDevs(t, 2)
+	m := colltest.Matrix{
+		TypeOps: map[coll.DataType][]coll.RedOp{
+			coll.Float32:  colltest.AllOps,
+			coll.Int32:    {coll.Sum, coll.Avg, coll.Max},
+			coll.Bfloat16: {coll.Sum},
+		},
+		Counts: []int{1, 13, 1031},
+	}
+	long := colltest.Matrix{Counts: []int{1, 13, 1031, 4099}}
+	most := min(len(devs), 4)
+	if emulated && !colltest.Long() {
+		most = 3
+	}
+	for n := 2; n <= most; n++ {
+		m.Ranks = append(m.Ranks, n)
+		long.Ranks = append(long.Ranks, n)
+	}
+	m.Name, long.Name = "xproc", "xproc"
+	cfg := engine.Config{SlotBytes: 512, Timeout: 30 * time.Second}
+	ex := colltest.ExecutorFunc(func(n int) (colltest.World, error) {
+		comms, err := initRanks(t, n, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return &engineWorld{comms: comms, premul: map[float64][]coll.RedOp{}}, nil
+	})
+	colltest.Run(t, ex, colltest.Options{Matrix: []colltest.Matrix{m}, Long: []colltest.Matrix{long},
+		MaxRanks: len(devs), Skip: colltest.SkipInPlaceP2P})
+}
+
+// TestInitRankAbort: a rank that aborts makes the others' pending launch fail with ErrPeerGone
+// promptly (not after the timeout), and their GetAsyncError report it.
+func TestInitRankAbort(t *testing.T) {
+	needDevs(t, 2)
+	comms, err := initRanks(t, 2, engine.Config{SlotBytes: 512, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := comms[1].Device()
+	s, err := newStream(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := upload(d, make([]byte, 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	t0 := time.Now()
+	go func() { done <- comms[1].AllReduce(p, p, 16, coll.Float32, coll.Sum, s) }()
+	time.Sleep(100 * time.Millisecond)
+	if err := comms[0].Abort(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, engine.ErrPeerGone) {
+			t.Fatalf("rank 1's AllReduce after rank 0 aborted: %v, want ErrPeerGone", err)
+		}
+		t.Logf("rank 1 failed after %v: %v", time.Since(t0).Round(time.Millisecond), err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("rank 1's AllReduce still waiting 10 s after rank 0 aborted")
+	}
+	if err := comms[1].GetAsyncError(); !errors.Is(err, engine.ErrPeerGone) {
+		t.Fatalf("GetAsyncError: %v", err)
+	}
+	_ = d.Do(func(x *cuda.Ctx) error { _ = x.Free(p); return x.DestroyStream(s) })
+	for _, c := range comms {
+		_ = c.Destroy()
+	}
+}
+
+// TestInitRankBadCalls: bad arguments and a segment that already exists (O_EXCL) fail at init.
+func TestInitRankBadCalls(t *testing.T) {
+	needDevs(t, 1)
+	cfg := engine.Config{SlotBytes: 512, Planner: cpuPlanner(t, 2, 512)}
+	b := rankBoot{newMemBoot(1), 0}
+	for _, bad := range []struct {
+		rank, n int
+		name    string
+	}{{2, 2, "x"}, {-1, 2, "x"}, {0, 2, ""}, {0, 2, "../x"}, {0, 3, "x"}} {
+		if _, err := engine.InitRank(devs[0], bad.rank, bad.n, b, t.TempDir(), bad.name, &cfg); !errors.Is(err, engine.ErrInvalidArgument) {
+			t.Errorf("InitRank(rank %d of %d, %q): %v, want ErrInvalidArgument", bad.rank, bad.n, bad.name, err)
+		}
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "taken"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Planner = cpuPlanner(t, 1, 512)
+	if _, err := engine.InitRank(devs[0], 0, 1, b, dir, "taken", &cfg); err == nil {
+		t.Fatal("InitRank over an existing segment file succeeded")
+	}
+}
