@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/simccl/simccl/report"
+	"github.com/stretchr/testify/require"
 )
 
 func noenv(string) string { return "" }
@@ -443,4 +444,45 @@ func TestOutputGolden(t *testing.T) {
 		}
 		golden(t, c.golden, mask(out.String(), c.json))
 	}
+}
+
+// The README's "four jobs" block: its CPU bin/runccl lines run as written (paths from the
+// repository root); the --backend cuda line needs a GPU and is only parsed here (a GPU-less machine
+// gives one clear error, exit 1).
+func TestREADMEJobs(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	text := string(data)
+	start := strings.Index(text, "<!-- jobs:")
+	require.GreaterOrEqual(t, start, 0, "README has no jobs block")
+	block := text[start:]
+	block = block[strings.Index(block, "```sh")+5:]
+	block = block[:strings.Index(block, "```")]
+	ran := 0
+	for _, line := range strings.Split(block, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || fields[0] != "bin/runccl" {
+			continue
+		}
+		var args []string
+		for _, f := range fields[1:] {
+			if strings.HasPrefix(f, "testdata/") {
+				f = "../../" + f
+			}
+			args = append(args, f)
+		}
+		var out, errb bytes.Buffer
+		rc := mainRun(args, &out, &errb, func(string) string { return "" })
+		if strings.Contains(line, "--backend cuda") {
+			if rc != 0 {
+				require.Equal(t, 1, rc, "%s: %s", line, errb.String())
+				require.Contains(t, errb.String(), "cuda", line)
+			}
+		} else {
+			require.Equal(t, 0, rc, "%s: stderr %q", line, errb.String())
+			require.NotContains(t, out.String(), "FAIL", line)
+		}
+		ran++
+	}
+	require.GreaterOrEqual(t, ran, 3, "bin/runccl lines run from the jobs block")
 }

@@ -111,3 +111,62 @@ func TestTuneP2P(t *testing.T) {
 	require.Equal(t, 8, v.P2P[0].Transfers)
 	require.Positive(t, v.P2P[0].NChannels)
 }
+
+// The README's "four jobs" block: every bin/simccl line runs as written (paths from the
+// repository root, -o and > into a temporary directory, NCCL_* assignments in the environment)
+// and exits 0; a line redirected to a .json file prints JSON.
+func TestREADMEJobs(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	text := string(data)
+	start := strings.Index(text, "<!-- jobs:")
+	require.GreaterOrEqual(t, start, 0, "README has no jobs block")
+	block := text[start:]
+	block = block[strings.Index(block, "```sh")+5:]
+	block = block[:strings.Index(block, "```")]
+	dir := t.TempDir()
+	ran := 0
+	for _, line := range strings.Split(block, "\n") {
+		fields := strings.Fields(line)
+		var env []string
+		for len(fields) > 0 && strings.HasPrefix(fields[0], "NCCL_") && strings.Contains(fields[0], "=") {
+			env, fields = append(env, fields[0]), fields[1:]
+		}
+		if len(fields) == 0 || fields[0] != "bin/simccl" {
+			continue
+		}
+		var args []string
+		redirect := ""
+		for i := 1; i < len(fields); i++ {
+			switch f := fields[i]; {
+			case f == ">" && i+1 < len(fields):
+				redirect = fields[i+1]
+				i++
+			case f == "-o" && i+1 < len(fields):
+				args = append(args, "-o", filepath.Join(dir, fields[i+1]))
+				i++
+			case strings.HasPrefix(f, "testdata/"):
+				args = append(args, "../../"+f)
+			default:
+				args = append(args, f)
+			}
+		}
+		for _, kv := range env {
+			k, v, _ := strings.Cut(kv, "=")
+			t.Setenv(k, v)
+		}
+		var out, errb bytes.Buffer
+		rc := mainRun(args, &out, &errb)
+		require.Equal(t, 0, rc, "%s: stderr %q", line, errb.String())
+		if strings.HasSuffix(redirect, ".json") {
+			var v any
+			require.NoError(t, json.Unmarshal(out.Bytes(), &v), "%s: not JSON", line)
+		}
+		for _, kv := range env {
+			k, _, _ := strings.Cut(kv, "=")
+			os.Unsetenv(k)
+		}
+		ran++
+	}
+	require.GreaterOrEqual(t, ran, 7, "bin/simccl lines run from the jobs block")
+}
