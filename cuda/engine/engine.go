@@ -421,7 +421,36 @@ func (c *Comm) GroupEnd() error {
 	if !ok {
 		return fmt.Errorf("%w: GroupEnd without GroupStart", ErrInvalidArgument)
 	}
+	if done, err := aloneGroup([]*Comm{c}, calls); done {
+		return err
+	}
 	return c.launch(calls[c])
+}
+
+// aloneGroup runs a group whose communicators all have one rank and whose calls all take the
+// one-rank path (alone) that way, in each communicator's call order, as NCCL does for a group of
+// one-rank calls (nccl-tests wraps every call in ncclGroupStart/End). It reports false, running
+// nothing, when any call needs the schedule.
+func aloneGroup(comms []*Comm, calls map[*Comm][]*call) (bool, error) {
+	for _, c := range comms {
+		if c.cl.n != 1 || c.cl.xp != nil {
+			return false, nil
+		}
+		for _, k := range calls[c] {
+			if k.f == coll.SendRecv || k.op == coll.PreMulSum {
+				return false, nil
+			}
+		}
+	}
+	var errs []error
+	for _, c := range comms {
+		for _, k := range calls[c] {
+			if _, err := c.alone(k); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return true, errors.Join(errs...)
 }
 
 // processGroup is the process-wide group (ncclGroupStart/End driven by one goroutine for several
@@ -442,6 +471,9 @@ func GroupEnd() error {
 	}
 	if len(comms) == 0 {
 		return nil
+	}
+	if done, err := aloneGroup(comms, calls); done {
+		return err
 	}
 	if ok, err := launchTogether(comms, calls); ok {
 		return err

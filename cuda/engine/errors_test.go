@@ -291,3 +291,59 @@ func TestShareGPUs(t *testing.T) {
 	require.Zero(t, wrong, "3 ranks on GPU %d", d0.Ordinal)
 	t.Logf("%d cases, %d wrong elements, 3 ranks on one GPU (emulated: %v)", n, wrong, emulated)
 }
+
+// A group of one-rank calls (nccl-tests wraps every call in ncclGroupStart/End) takes the one-rank
+// path: each out-of-place call is a copy of its input on the caller's stream, per communicator
+// group and in the process-wide group alike; a group with a point-to-point call keeps the schedule
+// path and still gives the input back. (Calls of one group are unordered, as in NCCL: each reads
+// only src.)
+func TestOneRankGroup(t *testing.T) {
+	comms, err := initAll(needDevs(t, 1), nil)
+	require.NoError(t, err)
+	c := comms[0]
+	d := c.Device()
+	s, err := newStream(d)
+	require.NoError(t, err)
+	in := make([]byte, 4096)
+	for i := range in {
+		in[i] = byte(i*7 + 3)
+	}
+	src, err := upload(d, in)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		run  func(a, b, o cuda.DevPtr) error
+	}{
+		{"comm group", func(a, b, o cuda.DevPtr) error {
+			c.GroupStart()
+			require.NoError(t, c.AllReduce(src, a, 1024, coll.Float32, coll.Sum, s))
+			require.NoError(t, c.AllGather(src, b, 1024, coll.Float32, s))
+			require.NoError(t, c.ReduceScatter(src, o, 1024, coll.Float32, coll.Max, s))
+			return c.GroupEnd()
+		}},
+		{"process group", func(a, b, o cuda.DevPtr) error {
+			engine.GroupStart()
+			require.NoError(t, c.Broadcast(src, a, 4096, coll.Int8, 0, s))
+			require.NoError(t, c.Reduce(src, b, 1024, coll.Float32, coll.Min, 0, s))
+			require.NoError(t, c.AllReduce(src, o, 1024, coll.Int32, coll.Avg, s))
+			return engine.GroupEnd()
+		}},
+		{"with send/recv", func(a, b, o cuda.DevPtr) error {
+			c.GroupStart()
+			require.NoError(t, c.AllReduce(src, a, 1024, coll.Float32, coll.Sum, s))
+			require.NoError(t, c.Send(src, 4096, coll.Int8, 0, s))
+			require.NoError(t, c.Recv(b, 4096, coll.Int8, 0, s))
+			require.NoError(t, c.AllGather(src, o, 1024, coll.Float32, s))
+			return c.GroupEnd()
+		}},
+	} {
+		bufs := allocEach(t, []*engine.Comm{c, c, c}, 4096)
+		require.NoError(t, tc.run(bufs[0], bufs[1], bufs[2]), tc.name)
+		for i, p := range bufs {
+			got, err := download(d, p, 4096, s)
+			require.NoError(t, err)
+			require.Equal(t, in, got, "%s: buffer %d", tc.name, i)
+		}
+	}
+	require.NoError(t, c.Destroy())
+}
