@@ -218,3 +218,7 @@ func (p *Planner) buildRingsTrees() error {
 	p.Rings, p.Trees = rings, trees[:nch]
 	return nil
 }
+
+// TuningTable is the communicator's tuning model (Table), for executors that take a constant of
+// NCCL's cost model from it (simnet's NVLSTree channel ceiling).
+func (p *Planner) TuningTable() *tuning.Table { return p.Table }

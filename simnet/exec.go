@@ -54,6 +54,12 @@ type Timing struct {
 	// destination (Recv, RecvReduceCopy, Copy, Reduce) holds its lane for its bytes at that rate
 	// before it completes, so the channel's next primitive waits for it as in NCCL's kernels.
 	CTARate Rate
+	// ChannelCap is the data rate one channel of the algorithm reaches at most (0: none). It caps
+	// the messages through which a channel's data enters it — each rank's sends to its node's
+	// switch on lane 0 (the NVLS scatter carries every byte of the channel once) — at that rate of
+	// payload, so that the channel moves its data at most at that rate. Machine.timing sets it for
+	// NVLSTree from NCCL's NVLSTree ceiling (perChMaxNVLSTreeBws).
+	ChannelCap Rate
 	// SwitchEff is the fraction of a link's bandwidth that messages to and from a switch endpoint
 	// (NVLS multimem loads and stores through the NVSwitch) reach: their wire bytes are their bytes
 	// divided by it (0: 1). Machine.Timing takes NCCL's nvlsEfficiency of the GPU generation.
@@ -572,6 +578,15 @@ func (x *sim) start(g int32) {
 		capRate := x.tm.PerFlowCap[p]
 		if lane > 0 && (capRate <= 0 || lane < capRate) {
 			capRate = lane
+		}
+		if cc := x.tm.ChannelCap; cc > 0 && st.Lane == 0 && pr.Rank < x.s.NRanks && xf.Peer >= x.s.NRanks {
+			// The cap is on the payload: the flow carries wire bytes.
+			if st.Bytes > 0 {
+				cc = cc * Rate(float64(wire)/float64(st.Bytes))
+			}
+			if capRate <= 0 || cc < capRate {
+				capRate = cc
+			}
 		}
 		x.e.StartFlow(route, float64(wire), capRate, int64(m))
 	}

@@ -374,8 +374,42 @@ func (m *Machine) timing(p coll.Plan) (Timing, error) {
 			return tm, err
 		}
 		tm.SwitchEff = eff
+		if p.Algo == coll.NVLSTree && m.Nodes > 1 {
+			tm.ChannelCap = m.nvlsTreeChannelCap(p)
+		}
 	}
 	return tm, nil
+}
+
+// tuningTabler is a planner that exposes its tuning model (planner.Planner does).
+type tuningTabler interface{ TuningTable() *tuning.Table }
+
+// nvlsTreeChannelCap is the data rate one channel of NVLSTree plan p reaches at most, from NCCL's
+// own ceiling on NVLSTree (NCCL 2.28 tuning.cc): busBw ≤ nCh × perChMaxNVLSTreeBw, nCh the NVLS
+// graph's searched channels, perChMaxNVLSTreeBws Hopper 57.7 GB/s on 2 nodes and 45.5 on more,
+// Blackwell 96.0 and 80.0. That bus bandwidth is shared by the plan's channels and converted to
+// algorithm bandwidth as NCCL converts it (× nRanks / nsteps, nsteps = 2(nRanks − 1)). On 2 DGX
+// H100 nodes it is the term that binds NCCL's own NVLSTree estimate (8 searched channels × 57.7:
+// busbw 462, where its NVLink term gives 476 and the network 768). The ceiling is NCCL's, taken as
+// the CTA rate of ring and tree channels is (CTARateGBps), not fitted to a measurement. 0 (no
+// cap) where the planner exposes no tuning model or NCCL has no ceiling.
+func (m *Machine) nvlsTreeChannelCap(p coll.Plan) Rate {
+	tt, ok := m.Planner.(tuningTabler)
+	if !ok || tt.TuningTable() == nil || p.NChannels < 1 || p.NRanks < 2 {
+		return 0
+	}
+	t := tt.TuningTable()
+	s := 1
+	if m.Nodes > 2 {
+		s = 2
+	}
+	v := t.K.PerChMaxNVLSTreeBws[smIndex(m.GPU.SM)][s]
+	nch := t.Comm.Graphs[tuning.GraphNVLS].NChannels
+	if !(v > 0) || nch < 1 {
+		return 0
+	}
+	bus := float64(nch) * v / float64(p.NChannels)
+	return GBps(bus * float64(p.NRanks) / float64(2*(p.NRanks-1)))
 }
 
 // nvlsEfficiency is NCCL's nvlsEfficiency for compute capability sm under release's constants.

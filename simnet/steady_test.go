@@ -58,3 +58,34 @@ func TestSteadyScheduleNeedsChunks(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, res, mode)
 }
+
+// NVLSTree channels move their data at most at NCCL's own NVLSTree ceiling (perChMaxNVLSTreeBws:
+// on 2 DGX H100 nodes 8 searched channels × 57.7 GB/s of bus bandwidth, shared by the plan's 16
+// channels, × 16/30 to algorithm bandwidth): the cap is that figure, and a 1 GiB all-reduce comes
+// within 10% under it (the pipeline's fill and gaps), where NVLink alone would let it exceed it.
+func TestNVLSTreeChannelCap(t *testing.T) {
+	m, _ := testMachine(t, "dgx-h100", 2, nil, "", "")
+	call := coll.TestCall(coll.AllReduce, 256<<20, coll.Float32, coll.Sum, m.NRanks())
+	p, err := m.Planner.Plan(call)
+	require.NoError(t, err)
+	require.Equal(t, coll.NVLSTree, p.Algo)
+	tm, err := m.timing(p)
+	require.NoError(t, err)
+	want := 8 * 57.7 / float64(p.NChannels) * 16 / 30
+	require.InDelta(t, float64(GBps(want)), float64(tm.ChannelCap), 1e-9*float64(GBps(want)), "per channel (%d channels)", p.NChannels)
+
+	row, _, err := m.Run(coll.AllReduce, 1<<30, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	bound := want * float64(p.NChannels) // GB/s of algorithm bandwidth
+	t.Logf("algbw %.1f GB/s, NCCL's NVLSTree ceiling %.1f", row.AlgBw, bound)
+	require.LessOrEqual(t, row.AlgBw, bound*1.001)
+	require.Greater(t, row.AlgBw, 0.9*bound)
+
+	// One node: NVLS, no cap.
+	m1, _ := testMachine(t, "dgx-h100", 1, nil, "", "")
+	p1, err := m1.Planner.Plan(coll.TestCall(coll.AllReduce, 256<<20, coll.Float32, coll.Sum, m1.NRanks()))
+	require.NoError(t, err)
+	tm1, err := m1.timing(p1)
+	require.NoError(t, err)
+	require.Zero(t, tm1.ChannelCap, "%v", p1.Decision())
+}
