@@ -257,7 +257,19 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	steps := m.scheduleSteps(f, plan, algBytes)
 	var res *Result
 	var tm Timing
-	if !compactable(plan) && !opt.Exact && !opt.Record && plan.EstimatedSteps() > SteadyAbove {
+	if !opt.Record && nvlsFolds(plan) && steps > CompactQuiet {
+		// NVLS, NVLSTree: the channels in lockstep replayed once per class (nvlsSymmetric);
+		// nil where they do not fold.
+		if tm, err = m.timing(plan); err != nil {
+			return row, nil, err
+		}
+		var mode string
+		if res, mode, err = m.nvlsSymmetric(plan, tm, opt); err != nil {
+			return row, nil, err
+		}
+		row.Mode = mode
+	}
+	if res == nil && !compactable(plan) && !opt.Exact && !opt.Record && plan.EstimatedSteps() > SteadyAbove {
 		// No compact executor (NVLS, NVLSTree) and a large schedule: replay it at two smaller
 		// sizes in the pipeline's steady state and extrapolate (steadySchedule).
 		if tm, err = m.timing(plan); err != nil {
