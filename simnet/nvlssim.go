@@ -218,7 +218,6 @@ func nvlsChunk(plan coll.Plan) int64 {
 	return coll.DefaultChunkSize(plan.Func, plan.Algo, plan.Proto, plan.BuffSize[plan.Proto])
 }
 
-
 // steadyPair returns the numbers of loops per channel (L1 = L2/2, L2) of the steady-state
 // replay: L2 the largest that the folded plan's estimated steps fit budget in, below f's whole
 // loops. It returns false where L1 would be under minLoops loops or minChunks chunks.
