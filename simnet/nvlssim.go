@@ -25,15 +25,19 @@ import (
 // part, a fraction of a chunk off.
 
 // NVLSBudget is the most estimated steps (coll.Plan.EstimatedSteps of the folded plan) the
-// symmetric NVLS replay runs directly; above it, it replays the folded plan at two smaller sizes
-// in the pipeline's steady state and extrapolates, as steadySchedule does (NVLSMinChunks chunks
-// per channel at least in the smaller).
-var NVLSBudget = 3_000_000.0
+// symmetric NVLS replay runs directly, below coll's MaxSteps (a folded GB200 NVL72 x16 AllReduce
+// of 1 GiB, 3.9 M, takes about 23 s and 2.8 GB); above it, it replays the folded plan with fewer
+// whole loops per channel, twice, and extrapolates (steadyPair, extrapolate).
+var NVLSBudget = 4_000_000.0
 
-// NVLSMinLoops and NVLSMinChunks are the fewest loops (one chunk per head: a node's ranks) and
-// chunks per channel the smaller of the symmetric NVLS replay's two steady-state sizes holds.
+// NVLSMinLoops and NVLSMinChunks are the fewest loops (one chunk per rank of a node, the chunks a
+// channel's heads share out) and chunks per channel the smaller of the two steady-state replays
+// holds. Measured against the replay of every loop (docs/cluster.md): the time per loop settles
+// from about 64 chunks on with 8 ranks a node (DGX, 16 nodes: +0.13% from 8 and 16 loops, +5.3%
+// from 4 and 8) and from about 3 loops with 72 (GB200 NVL72, 16 racks, 1 GiB: −0.6% from 3 and
+// 6 loops, +3.6% from 2 and 4).
 var (
-	NVLSMinLoops  int64 = 2
+	NVLSMinLoops  int64 = 3
 	NVLSMinChunks int64 = 64
 )
 
@@ -169,8 +173,9 @@ func (m *Machine) nvlsSymmetric(plan coll.Plan, tm Timing, opt RunOptions) (*Res
 	if !ok {
 		return nil, "", nil
 	}
-	size := func(loops int64) string {
-		return units.FormatSize(loops * nvlsLoopElems(plan) * int64(f.period*f.members) * int64(plan.DataType.Size()))
+	size := func(loops int64) string { // the call's size whose parts are those of the replay
+		p := f.withLoops(plan, loops).plan(plan)
+		return units.FormatSize(p.Count * int64(f.members*plan.DataType.Size()))
 	}
 	mode := fmt.Sprintf("nvls-symmetric-steady (%s, %s)", size(l1), size(l2))
 	if opt.DryRun {
