@@ -32,12 +32,13 @@ var NVLSBudget = 4_000_000.0
 
 // NVLSMinLoops and NVLSMinChunks are the fewest loops (one chunk per rank of a node, the chunks a
 // channel's heads share out) and chunks per channel the smaller of the two steady-state replays
-// holds. Measured against the replay of every loop (docs/cluster.md): the time per loop settles
-// from about 64 chunks on with 8 ranks a node (DGX, 16 nodes: +0.13% from 8 and 16 loops, +5.3%
-// from 4 and 8) and from about 3 loops with 72 (GB200 NVL72, 16 racks, 1 GiB: −0.6% from 3 and
-// 6 loops, +3.6% from 2 and 4).
+// holds. A head's connections carry one chunk per loop with NCCL_STEPS slots, so the pipeline
+// may fill over that many loops: measured against the replay of every loop (docs/cluster.md),
+// from 8 and 16 loops the extrapolation is within 0.13% on DGX (8 ranks a node, 4 and 16 nodes)
+// and GB200 NVL72 (72, 1 and 2 racks), where from 4 and 8 loops it is 5.3% off on 16 DGX B200
+// nodes, and on 16 NVL72 racks the pairs 2/4 and 3/6 give times 9% apart at 4 GiB.
 var (
-	NVLSMinLoops  int64 = 3
+	NVLSMinLoops  int64 = coll.NCCLSteps
 	NVLSMinChunks int64 = 64
 )
 
