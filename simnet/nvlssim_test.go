@@ -167,3 +167,18 @@ func TestNVLSSymmetricRun(t *testing.T) {
 	require.Equal(t, "schedule", rec.Mode)
 	require.NotEmpty(t, res.Ops)
 }
+
+// Back-to-back timing (RunOptions.BackToBack) replays the schedule while it fits: the symmetric
+// replay times one call.
+func TestNVLSSymmetricKeepsBackToBack(t *testing.T) {
+	m, _ := testMachine(t, "dgx-h100", 1, nil, "", "")
+	defer func(q int64) { CompactQuiet = q }(CompactQuiet)
+	CompactQuiet = 1000
+	row, _, err := m.Run(coll.AllReduce, 16<<20, coll.Float32, coll.Sum, RunOptions{BackToBack: 3})
+	require.NoError(t, err)
+	require.Equal(t, "NVLS", row.Algo)
+	require.Equal(t, "schedule back-to-back x3", row.Mode)
+	row, _, err = m.Run(coll.AllReduce, 16<<20, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "nvls-symmetric", row.Mode)
+}

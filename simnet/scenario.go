@@ -258,9 +258,14 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	steps := m.scheduleSteps(f, plan, algBytes)
 	var res *Result
 	var tm Timing
-	if !opt.Record && nvlsFolds(plan) && steps > CompactQuiet {
+	b2b := opt.BackToBack
+	if b2b == 0 {
+		b2b = m.BackToBack
+	}
+	if !opt.Record && nvlsFolds(plan) && steps > CompactQuiet && (b2b <= 1 || steps > CompactAbove) {
 		// NVLS, NVLSTree: the channels in lockstep replayed once per class (nvlsSymmetric);
-		// nil where they do not fold.
+		// nil where they do not fold. A back-to-back timing (one call only) keeps the schedule
+		// while it fits.
 		if tm, err = m.timing(plan); err != nil {
 			return row, nil, err
 		}
