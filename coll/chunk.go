@@ -209,3 +209,15 @@ func StepSizes(f Func, a Algo, p Proto, bytes int64, nRanks, nChannels int, chun
 	}
 	return loops, sumPay / msgs, sumWire / msgs
 }
+
+// ChannelCounts is each of the plan's channels' element count as Compile splits Count over them:
+// Parts where the plan gives them, else NCCL's contiguous parts with Compile's 16-byte alignment.
+// Executors that fold identical channels together (simnet's NVLS replay) use it to find them.
+func (p *Plan) ChannelCounts() []int64 {
+	align := max64(16/max64(int64(p.DataType.Size()), 1), 1)
+	_, cnts := p.parts(p.Count, align)
+	if p.Parts != nil {
+		cnts = append([]int64(nil), cnts...)
+	}
+	return cnts
+}

@@ -18,7 +18,10 @@
 // nodes for rings and point-to-point), the fabric's switch-to-switch links relaxed (left out of
 // the rate computation while they are within their capacity, which changes no rate) and checked.
 // Where ECMP collisions make that inexact, an approximation may stand and the row's mode says so
-// (docs/cluster.md lists the modes with their error against the exact replay).
+// (docs/cluster.md lists the modes with their error against the exact replay). NVLS and NVLSTree
+// run on coll's schedule with their channels folded: channels whose parts are equal and whose
+// messages take the same links move in lockstep, so one per class is replayed on a private engine
+// whose links have the capacity each member gets (nvlssim.go).
 //
 // Usage:
 //

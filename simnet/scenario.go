@@ -97,7 +97,8 @@ type Row struct {
 	Events    uint64  `json:"events"`
 	// Mode is how it was simulated: "schedule" (coll's schedule, exact), "ring-compact" (the
 	// compact ring executor, exact), "ring-coarse-K" (K ring steps merged per message), the tree's
-	// and point-to-point executors' modes (TreeResult.Mode, P2PResult.Mode); docs/cluster.md
+	// and point-to-point executors' modes (TreeResult.Mode, P2PResult.Mode), "nvls-symmetric" and
+	// "nvls-symmetric-steady (S1, S2)" (NVLS, NVLSTree: nvlssim.go); docs/cluster.md
 	// lists them with their error against the exact replay.
 	Mode string `json:"mode"`
 	// NCCL is NCCL's decision ("NVLS/Simple/16": algorithm, protocol, channels) when the
@@ -257,7 +258,24 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	steps := m.scheduleSteps(f, plan, algBytes)
 	var res *Result
 	var tm Timing
-	if !compactable(plan) && !opt.Exact && !opt.Record && plan.EstimatedSteps() > SteadyAbove {
+	b2b := opt.BackToBack
+	if b2b == 0 {
+		b2b = m.BackToBack
+	}
+	if !opt.Record && nvlsFolds(plan) && steps > CompactQuiet && (b2b <= 1 || steps > CompactAbove) {
+		// NVLS, NVLSTree: the channels in lockstep replayed once per class (nvlsSymmetric);
+		// nil where they do not fold. A back-to-back timing (one call only) keeps the schedule
+		// while it fits.
+		if tm, err = m.timing(plan); err != nil {
+			return row, nil, err
+		}
+		var mode string
+		if res, mode, err = m.nvlsSymmetric(plan, tm, opt); err != nil {
+			return row, nil, err
+		}
+		row.Mode = mode
+	}
+	if res == nil && !compactable(plan) && !opt.Exact && !opt.Record && plan.EstimatedSteps() > SteadyAbove {
 		// No compact executor (NVLS, NVLSTree) and a large schedule: replay it at two smaller
 		// sizes in the pipeline's steady state and extrapolate (steadySchedule).
 		if tm, err = m.timing(plan); err != nil {

@@ -1,0 +1,269 @@
+package simnet
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/internal/units"
+)
+
+// The symmetric replay of NVLS and NVLSTree (nvlsSymmetric). coll compiles these collectives with
+// one program per (rank, channel) and per (switch, channel); every channel walks its own part of
+// the buffer through the same switch endpoints, and the channels of one NCCL call start together.
+// Channels whose parts are equal and whose messages take the same links (the NVLS scatter,
+// reduce and multicast through each node's NVSwitch do not depend on the channel; NVLSTree's
+// messages between nodes follow the tree of the channel's parity and leave through the NIC its
+// index picks) therefore move in lockstep, each with the same share of every link. The replay
+// keeps one representative per class of such channels — the first P channels of the call, P the
+// period of the classes — on a private engine whose links have the capacity of the machine's
+// divided by the channels per class: each representative's flow then gets the rate each member's
+// gets on the full machine (max-min sharing among k identical flows on a link of capacity C gives
+// each C/k of what it leaves), so the time is the full schedule's. It is exact when every member's
+// part equals its representative's; where Compile's split leaves the last channels a smaller part
+// (a count that is not a multiple of the channels), the representative takes its class's largest
+// part, a fraction of a chunk off.
+
+// NVLSBudget is the most estimated steps (coll.Plan.EstimatedSteps of the folded plan) the
+// symmetric NVLS replay runs directly, below coll's MaxSteps (a folded GB200 NVL72 x16 AllReduce
+// of 1 GiB, 3.9 M, takes about 23 s and 2.8 GB); above it, it replays the folded plan with fewer
+// whole loops per channel, twice, and extrapolates (steadyPair, extrapolate).
+var NVLSBudget = 4_000_000.0
+
+// NVLSMinLoops and NVLSMinChunks are the fewest loops (one chunk per rank of a node, the chunks a
+// channel's heads share out) and chunks per channel the smaller of the two steady-state replays
+// holds. A head's connections carry one chunk per loop with NCCL_STEPS slots, so the pipeline
+// may fill over that many loops: measured against the replay of every loop (docs/cluster.md),
+// from 8 and 16 loops the extrapolation is within 0.13% on DGX (8 ranks a node, 4 and 16 nodes)
+// and GB200 NVL72 (72, 1 and 2 racks), where from 4 and 8 loops it is 5.3% off on 16 DGX B200
+// nodes, and on 16 NVL72 racks the pairs 2/4 and 3/6 give times 9% apart at 4 GiB. With NVLSTree's
+// channel ceiling (Timing.ChannelCap) the pipeline settles later: on 4 DGX H100 nodes at 1 GiB,
+// 8 and 16 loops are +2.1% off, 16 and 32 +0.10% (2 nodes: −0.48%), so the pair starts at 2 ×
+// NCCL_STEPS loops.
+var (
+	NVLSMinLoops  int64 = 2 * coll.NCCLSteps
+	NVLSMinChunks int64 = 64
+)
+
+// nvlsFold is how the channels of an NVLS or NVLSTree plan fold onto representatives.
+type nvlsFold struct {
+	period  int     // representatives: the call's first period channels
+	members int     // channels each representative stands for
+	parts   []int64 // the representatives' element counts: the largest part of their class
+	exact   bool    // every member's part equals its representative's
+}
+
+// nvlsFoldOf finds the shortest period P (a divisor of the call's channels; even for NVLSTree
+// over several nodes, so that a class keeps its tree) such that channel c takes the links channel
+// c mod P takes, and returns false when no fold leaves fewer channels.
+func nvlsFoldOf(p coll.Plan, r Router) (nvlsFold, bool) {
+	cnts := p.ChannelCounts()
+	nch := len(cnts)
+	nNodes := max(p.NNodes, 1)
+	tree := p.Algo == coll.NVLSTree && nNodes > 1
+	// sig[c]: the links of every message channel c sends between nodes (the heads' tree), in
+	// the order coll's schedule pairs them; none on one node (the switch routes are the same for
+	// every channel).
+	sig := make([][]LinkID, nch)
+	if tree {
+		ppn := p.NRanks / nNodes
+		for c := range sig {
+			ch := p.ChannelLo + c
+			var buf []LinkID
+			for node := 0; node < nNodes; node++ {
+				up, _, _, _ := coll.Dtree(nNodes, node, ch%2)
+				if up < 0 {
+					continue
+				}
+				for j := 0; j < ppn; j++ {
+					a, b := node*ppn+j, up*ppn+j
+					buf, _ = r.Route(a, b, ch, buf)
+					buf = append(buf, -1)
+					buf, _ = r.Route(b, a, ch, buf)
+					buf = append(buf, -1)
+				}
+			}
+			sig[c] = buf
+		}
+	}
+	for P := 1; P < nch; P++ {
+		if nch%P != 0 || (tree && P%2 != 0) {
+			continue
+		}
+		ok := true
+		for c := P; c < nch && ok; c++ {
+			ok = slices.Equal(sig[c], sig[c%P])
+		}
+		if !ok {
+			continue
+		}
+		f := nvlsFold{period: P, members: nch / P, parts: make([]int64, P), exact: true}
+		for c, x := range cnts {
+			f.parts[c%P] = max(f.parts[c%P], x)
+		}
+		for c, x := range cnts {
+			f.exact = f.exact && x == f.parts[c%P]
+		}
+		return f, true
+	}
+	return nvlsFold{}, false
+}
+
+// plan is the folded plan: the representatives' channels with their parts.
+func (f nvlsFold) plan(p coll.Plan) coll.Plan {
+	p.NChannels = f.period
+	p.Parts = append([]int64(nil), f.parts...)
+	p.Count = 0
+	for _, x := range f.parts {
+		p.Count += x
+	}
+	return p
+}
+
+// foldedEngine is a private engine with e's links (same ids, so the cluster routes on it), their
+// latencies, and their capacities divided by members.
+func foldedEngine(e *Engine, members int) *Engine {
+	q := NewEngine(nil)
+	n := e.NumLinks()
+	one := make([]LinkID, 1)
+	for l := 0; l < n; l++ {
+		one[0] = LinkID(l)
+		q.AddLink("", e.LinkCap(LinkID(l))/Rate(members), e.RouteLatency(one))
+	}
+	q.SetNamer(0, LinkID(n), e.LinkName)
+	return q
+}
+
+// nvlsSymmetric times an NVLS or NVLSTree plan by the symmetric replay (see the top of this
+// file) and returns its result and the row's mode: "nvls-symmetric" (the folded schedule
+// replayed), or "nvls-symmetric-steady (S1, S2)" (replayed at the sizes S1 and S2 and
+// extrapolated). It returns nil, and no error, where the channels do not fold (each takes links
+// of its own) or where Exact forbids what the fold would need (unequal parts, extrapolation).
+func (m *Machine) nvlsSymmetric(plan coll.Plan, tm Timing, opt RunOptions) (*Result, string, error) {
+	if plan.Algo != coll.NVLS && plan.Algo != coll.NVLSTree {
+		return nil, "", nil
+	}
+	e, cl, err := m.engine()
+	if err != nil {
+		return nil, "", err
+	}
+	f, ok := nvlsFoldOf(plan, cl)
+	if !ok || (opt.Exact && !f.exact) {
+		return nil, "", nil
+	}
+	run := func(p coll.Plan) (*Result, error) {
+		s, err := coll.Compile(p)
+		if err != nil {
+			return nil, err
+		}
+		return Simulate(foldedEngine(e, f.members), cl, s, tm, Options{})
+	}
+	fp := f.plan(plan)
+	if fp.EstimatedSteps() <= NVLSBudget {
+		if opt.DryRun {
+			return &Result{}, "nvls-symmetric", nil
+		}
+		res, err := run(fp)
+		if err != nil {
+			return nil, "", err
+		}
+		res.LinkName = e.LinkName
+		return res, "nvls-symmetric", nil
+	}
+	if opt.Exact {
+		return nil, "", nil
+	}
+	l1, l2, ok := f.steadyPair(plan, NVLSBudget, NVLSMinLoops, NVLSMinChunks)
+	if !ok {
+		return nil, "", nil
+	}
+	size := func(loops int64) string { // the call's size whose parts are those of the replay
+		p := f.withLoops(plan, loops).plan(plan)
+		return units.FormatSize(p.Count * int64(f.members*plan.DataType.Size()))
+	}
+	mode := fmt.Sprintf("nvls-symmetric-steady (%s, %s)", size(l1), size(l2))
+	if opt.DryRun {
+		return &Result{}, mode, nil
+	}
+	res, err := f.extrapolate(plan, l1, l2, run)
+	if err != nil {
+		return nil, "", err
+	}
+	res.LinkName = e.LinkName
+	return res, mode, nil
+}
+
+// withLoops is f with every part cut to loops whole loops of the plan (one chunk for each of a
+// node's ranks, the chunks a channel's heads share out, AllReduce; one chunk, AllGather and
+// ReduceScatter) and the part's last, partial loop: Compile walks a part in whole loops, the
+// last with smaller chunks, so the parts keep their last loop and lose whole ones from the front.
+func (f nvlsFold) withLoops(plan coll.Plan, loops int64) nvlsFold {
+	loop := nvlsLoopElems(plan)
+	f.parts = slices.Clone(f.parts)
+	for i := range f.parts {
+		f.parts[i] = loops*loop + f.parts[i]%loop
+	}
+	return f
+}
+
+// nvlsLoopElems is the elements of one loop of plan's channels (a whole number of chunks).
+func nvlsLoopElems(plan coll.Plan) int64 {
+	return nvlsLoopChunks(plan) * max(nvlsChunk(plan)/int64(plan.DataType.Size()), 1)
+}
+
+// nvlsLoopChunks is the chunks of one loop of plan's channels.
+func nvlsLoopChunks(plan coll.Plan) int64 {
+	if plan.Func == coll.AllReduce {
+		return int64(plan.NRanks / max(plan.NNodes, 1))
+	}
+	return 1
+}
+
+// nvlsChunk is plan's chunk payload (Compile's: the plan's, else coll.DefaultChunkSize).
+func nvlsChunk(plan coll.Plan) int64 {
+	if plan.ChunkSize > 0 {
+		return plan.ChunkSize
+	}
+	return coll.DefaultChunkSize(plan.Func, plan.Algo, plan.Proto, plan.BuffSize[plan.Proto])
+}
+
+// steadyPair returns the numbers of loops per channel (L1 = L2/2, L2) of the steady-state
+// replay: L2 the largest that the folded plan's estimated steps fit budget in, below f's whole
+// loops. It returns false where L1 would be under minLoops loops or minChunks chunks.
+func (f nvlsFold) steadyPair(plan coll.Plan, budget float64, minLoops, minChunks int64) (l1, l2 int64, ok bool) {
+	loop := nvlsLoopElems(plan)
+	chunks := nvlsLoopChunks(plan)
+	l2 = f.parts[0] / loop
+	for ; l2 > 0; l2-- {
+		if p2 := f.withLoops(plan, l2).plan(plan); p2.EstimatedSteps() <= budget {
+			break
+		}
+	}
+	l1 = l2 / 2
+	return l1, l2, l2 < f.parts[0]/loop && l1 >= minLoops && l1*chunks >= minChunks
+}
+
+// extrapolate replays f with l1 and with l2 loops per channel and extrapolates to f: past the
+// pipeline's fill every loop of a channel adds the same time.
+func (f nvlsFold) extrapolate(plan coll.Plan, l1, l2 int64, run func(coll.Plan) (*Result, error)) (*Result, error) {
+	f1, f2 := f.withLoops(plan, l1), f.withLoops(plan, l2)
+	r1, err := run(f1.plan(plan))
+	if err != nil {
+		return nil, err
+	}
+	r2, err := run(f2.plan(plan))
+	if err != nil {
+		return nil, err
+	}
+	loop := nvlsLoopElems(plan)
+	per := float64(r2.Time-r1.Time) / float64(l2-l1)
+	r2.Time += Time(per * float64(f.parts[0]/loop-l2))
+	r2.Events += r1.Events
+	return r2, nil
+}
+
+// nvlsFolds reports whether plan is one nvlsSymmetric may replay: NVLS or NVLSTree over more
+// than one rank and channel.
+func nvlsFolds(p coll.Plan) bool {
+	return (p.Algo == coll.NVLS || p.Algo == coll.NVLSTree) && p.NRanks > 1 && p.NChannels > 1
+}

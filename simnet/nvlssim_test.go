@@ -1,0 +1,184 @@
+package simnet
+
+import (
+	"testing"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/stretchr/testify/require"
+)
+
+// exactNVLS replays plan's whole schedule (Simulate), the reference of the symmetric replay.
+func exactNVLS(t *testing.T, m *Machine, plan coll.Plan, tm Timing) *Result {
+	t.Helper()
+	s, err := coll.Compile(plan)
+	require.NoError(t, err)
+	e, cl, err := m.engine()
+	require.NoError(t, err)
+	res, err := Simulate(e, cl, s, tm, Options{})
+	require.NoError(t, err)
+	return res
+}
+
+// The symmetric NVLS replay gives the full schedule's time: exactly where every channel has the
+// same part, within a fraction of a chunk where Compile's split leaves the last channels less.
+func TestNVLSCompactMatchesSchedule(t *testing.T) {
+	for _, c := range []struct {
+		topo  string
+		nodes int
+		algo  string
+		f     coll.Func
+		size  int64
+	}{
+		{"dgx-h100", 1, "NVLS", coll.AllReduce, 64 << 20},
+		{"dgx-h100", 1, "NVLS", coll.AllReduce, 3<<20 + 12345*4},
+		{"dgx-h100", 1, "NVLS", coll.AllGather, 32 << 20},
+		{"dgx-h100", 1, "NVLS", coll.ReduceScatter, 32 << 20},
+		{"dgx-h100", 2, "NVLSTree", coll.AllReduce, 64 << 20},
+		{"dgx-h100", 4, "NVLSTree", coll.AllReduce, 32 << 20},
+		{"gb200-nvl72", 1, "NVLS", coll.AllReduce, 16 << 20},
+	} {
+		m, _ := testMachine(t, c.topo, c.nodes, nil, c.algo, "")
+		plan, note, err := m.Plan(c.f, c.size, coll.Float32, coll.Sum)
+		require.NoError(t, err)
+		require.Empty(t, note)
+		require.Equal(t, c.algo, plan.Algo.String())
+		tm, err := m.timing(plan)
+		require.NoError(t, err)
+		want := exactNVLS(t, m, plan, tm)
+		got, mode, err := m.nvlsSymmetric(plan, tm, RunOptions{})
+		require.NoError(t, err)
+		require.NotNil(t, got, "%s x%d: no fold", c.topo, c.nodes)
+		f, _ := nvlsFoldOf(plan, m.tmpl.cl)
+		require.Equal(t, "nvls-symmetric", mode)
+		rel := (got.Time.Micros() - want.Time.Micros()) / want.Time.Micros()
+		period := 1
+		if c.nodes > 1 {
+			period = 2 // one channel per tree of the double binary tree
+		}
+		require.Equal(t, period, f.period)
+		require.Equal(t, plan.NChannels/period, f.members)
+		tol := 1e-9 // every channel in lockstep: the same time but for rounding
+		if !f.exact {
+			tol = 1e-3
+		}
+		require.InDelta(t, 0, rel, tol, "%s x%d %v %d B: symmetric %v, schedule %v", c.topo, c.nodes, c.f, c.size, got.Time, want.Time)
+		require.Less(t, got.Events*uint64(f.members)/2, want.Events, "the fold should replay about 1/members of the events")
+		t.Logf("%s x%d %v %d B, %d ch folded to %d (exact parts %v): %s %.3f µs, schedule %.3f µs (%+.4f%%), events %d vs %d",
+			c.topo, c.nodes, c.f, c.size, plan.NChannels, f.period, f.exact, mode, got.Time.Micros(), want.Time.Micros(), 100*rel, got.Events, want.Events)
+	}
+}
+
+// Past NVLSBudget the symmetric replay extrapolates from two replays of whole loops, keeping the
+// call's last, partial loop: on 4 DGX H100 nodes (NVLSTree, 16 channels, 128 loops of 8 chunks
+// at 1 GiB) from 16 and 32 loops, against the folded replay of every loop (the schedule's time,
+// TestNVLSCompactMatchesSchedule). Exact refuses the extrapolation.
+func TestNVLSSymmetricSteady(t *testing.T) {
+	m, _ := testMachine(t, "dgx-h100", 4, nil, "", "")
+	plan, _, err := m.Plan(coll.AllReduce, 1<<30, coll.Float32, coll.Sum)
+	require.NoError(t, err)
+	require.Equal(t, coll.NVLSTree, plan.Algo)
+	tm, err := m.timing(plan)
+	require.NoError(t, err)
+	whole, mode, err := m.nvlsSymmetric(plan, tm, RunOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "nvls-symmetric", mode)
+
+	defer func(b float64) { NVLSBudget = b }(NVLSBudget)
+	_, cl, err := m.engine()
+	require.NoError(t, err)
+	f, ok := nvlsFoldOf(plan, cl)
+	require.True(t, ok)
+	p32 := f.withLoops(plan, 32).plan(plan)
+	NVLSBudget = p32.EstimatedSteps()
+	l1, l2, ok := f.steadyPair(plan, NVLSBudget, NVLSMinLoops, NVLSMinChunks)
+	require.True(t, ok)
+	require.Equal(t, [2]int64{16, 32}, [2]int64{l1, l2})
+	got, mode, err := m.nvlsSymmetric(plan, tm, RunOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "nvls-symmetric-steady (128M, 256M)", mode)
+	rel := got.Time.Micros()/whole.Time.Micros() - 1
+	t.Logf("%s %.2f µs, every loop %.2f µs: %+.4f%%", mode, got.Time.Micros(), whole.Time.Micros(), 100*rel)
+	require.InDelta(t, 0, rel, 0.005) // the issue allows 1%; measured +0.10%
+	dry, dmode, err := m.nvlsSymmetric(plan, tm, RunOptions{DryRun: true})
+	require.NoError(t, err)
+	require.NotNil(t, dry)
+	require.Equal(t, mode, dmode)
+
+	ex, _, err := m.nvlsSymmetric(plan, tm, RunOptions{Exact: true})
+	require.NoError(t, err)
+	require.Nil(t, ex, "Exact: no extrapolation")
+	// Too few loops for a steady pair: none.
+	NVLSBudget = 1000
+	none, _, err := m.nvlsSymmetric(plan, tm, RunOptions{})
+	require.NoError(t, err)
+	require.Nil(t, none)
+}
+
+// chanRouter routes every message between nodes over a link that depends on the channel (mod
+// period): channels fold only onto representatives that take the same links.
+type chanRouter struct{ n, period int }
+
+func (r chanRouter) NumRanks() int { return r.n }
+func (r chanRouter) Route(src, dst, ch int, buf []LinkID) ([]LinkID, LinkClass) {
+	return append(buf, LinkID(ch%r.period)), ClassNet
+}
+
+func TestNVLSFoldNeedsSameLinks(t *testing.T) {
+	p := coll.Plan{Func: coll.AllReduce, Algo: coll.NVLSTree, Proto: coll.Simple, NRanks: 32, NNodes: 4,
+		NChannels: 16, Count: 1 << 20, DataType: coll.Float32}
+	for _, c := range []struct{ period, want int }{{1, 2}, {2, 2}, {4, 4}, {8, 8}, {16, 0}, {3, 0}} {
+		f, ok := nvlsFoldOf(p, chanRouter{32, c.period})
+		require.Equal(t, c.want > 0, ok, "period %d", c.period)
+		if ok {
+			require.Equal(t, c.want, f.period)
+			require.Equal(t, 16/c.want, f.members)
+			require.True(t, f.exact)
+		}
+	}
+	// One node: nothing crosses the network, every channel folds onto one.
+	p.Algo, p.NRanks, p.NNodes = coll.NVLS, 8, 1
+	f, ok := nvlsFoldOf(p, chanRouter{8, 16})
+	require.True(t, ok)
+	require.Equal(t, 1, f.period)
+}
+
+// Machine.Run replays NVLS and NVLSTree calls above CompactQuiet symmetrically (mode
+// nvls-symmetric, NCCL's decision, the schedule's time), a dry run names the mode, and Record
+// keeps the schedule.
+func TestNVLSSymmetricRun(t *testing.T) {
+	m, _ := testMachine(t, "dgx-h100", 2, nil, "", "")
+	const size = 256 << 20
+	sched, _, err := m.Run(coll.AllReduce, size, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "schedule", sched.Mode)
+	defer func(q int64) { CompactQuiet = q }(CompactQuiet)
+	CompactQuiet = 1000
+	row, _, err := m.Run(coll.AllReduce, size, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "nvls-symmetric", row.Mode)
+	require.Equal(t, "NVLSTree", row.Algo)
+	require.Empty(t, row.NCCL)
+	require.InDelta(t, sched.TimeUs, row.TimeUs, sched.TimeUs*1e-9)
+	dry, _, err := m.Run(coll.AllReduce, size, coll.Float32, coll.Sum, RunOptions{DryRun: true})
+	require.NoError(t, err)
+	require.Equal(t, row.Mode, dry.Mode)
+	rec, res, err := m.Run(coll.AllReduce, 1<<20, coll.Float32, coll.Sum, RunOptions{Record: true})
+	require.NoError(t, err)
+	require.Equal(t, "schedule", rec.Mode)
+	require.NotEmpty(t, res.Ops)
+}
+
+// Back-to-back timing (RunOptions.BackToBack) replays the schedule while it fits: the symmetric
+// replay times one call.
+func TestNVLSSymmetricKeepsBackToBack(t *testing.T) {
+	m, _ := testMachine(t, "dgx-h100", 1, nil, "", "")
+	defer func(q int64) { CompactQuiet = q }(CompactQuiet)
+	CompactQuiet = 1000
+	row, _, err := m.Run(coll.AllReduce, 16<<20, coll.Float32, coll.Sum, RunOptions{BackToBack: 3})
+	require.NoError(t, err)
+	require.Equal(t, "NVLS", row.Algo)
+	require.Equal(t, "schedule back-to-back x3", row.Mode)
+	row, _, err = m.Run(coll.AllReduce, 16<<20, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "nvls-symmetric", row.Mode)
+}
