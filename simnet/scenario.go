@@ -464,7 +464,7 @@ func (m *Machine) simulates(f coll.Func, a coll.Algo) bool {
 // replay, 256 MiB from 64 and 128 MiB 2.4% off.
 var (
 	SteadyAbove    = 2_000_000.0
-	SteadyBudget   = 2_000_000.0
+	SteadyBudget   = 2_500_000.0
 	SteadyMinLoops = int64(128)
 )
 
