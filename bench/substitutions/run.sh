@@ -1,7 +1,7 @@
 #!/bin/bash
 # Every substituted row of the embedded topologies × 1, 2, 16 nodes × collectives × 8 B–8 GiB
 # (README.md): one line per row, then a count per (topology, nodes, collective) and the same as JSON.
-set -u
+set -u -o pipefail
 S=${1:-bin/simccl}
 rows=$(mktemp)
 trap 'rm -f "$rows"' EXIT
