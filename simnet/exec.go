@@ -73,13 +73,17 @@ type SwitchRouter interface {
 	RouteSwitch(rank, node int, up bool, buf []LinkID) ([]LinkID, error)
 }
 
-// KernelLaunch is the cost of launching one CUDA kernel that every collective pays before its
-// first step, about 3 µs on current GPUs and drivers (an assumption of this project, not an NCCL
-// constant and not fitted to a measurement). It sits between two figures measured on one H100
-// (bench/gpuprobe, 2026-11-25): 5.18 µs of host time per launch back to back on a stream
-// (HostEnqueue) — which one process per GPU overlaps with the previous call's kernel — and
-// 0.96 µs per kernel replayed in a CUDA graph (GraphLaunch).
-const KernelLaunch = 3 * Microsecond
+// KernelLaunch is the device-side cost of starting one collective's kernel after the previous
+// kernel on its stream, which every call pays before its first step on top of NCCL's base latency.
+// It is the per-kernel cost measured when the host is out of the way, a CUDA graph replay of
+// back-to-back kernels on one H100 SXM (bench/gpuprobe/results/h100-sxm-2026-11-25.csv: 0.96 µs,
+// GraphLaunch). The host's own enqueue time (HostEnqueue) is not part of it: with one process per
+// GPU the host enqueues call k+1 while call k runs, so it bounds a call from below (Machine.Run)
+// instead of adding to it. Measured with NCCL 2.28.9 on 4 H200 (testdata/nccl/h200x4/smallmsg.csv,
+// one process per GPU, nccl-tests' loop): a small Ring/LL all-reduce takes 9.2–9.6 µs a call, below
+// NCCL's own estimate of 10.2 (baseLat 6.6 + 6 steps × 0.6), so nothing larger than this is added.
+// (Until 2026-11-28 this was an assumed 3 µs, which put that call at 13.2.)
+const KernelLaunch = GraphLaunch
 
 // HostEnqueue is the host time of one kernel launch back to back on a stream, and GraphLaunch
 // the cost per kernel replayed from a CUDA graph, both measured on one H100 SXM with driver
@@ -96,14 +100,14 @@ type LaunchMode int
 
 const (
 	// LaunchPerGPU: one process (or thread) per GPU, as torchrun and mpirun -np N … -g 1 run.
-	// Each call pays KernelLaunch.
+	// Each call pays KernelLaunch, and a call in a loop takes at least one HostEnqueue.
 	LaunchPerGPU LaunchMode = iota
 	// LaunchPerNode: one thread drives every GPU of its node (nccl-tests -g N, ncclCommInitAll):
 	// it enqueues the call on its GPUs one after another, so a call in a loop takes at least
 	// GPUs per node × HostEnqueue.
 	LaunchPerNode
-	// LaunchGraph: the calls are replayed from a CUDA graph (nccl-tests -G): GraphLaunch instead
-	// of KernelLaunch.
+	// LaunchGraph: the calls are replayed from a CUDA graph (nccl-tests -G): KernelLaunch
+	// (GraphLaunch) with no host floor.
 	LaunchGraph
 )
 

@@ -8,8 +8,9 @@ import (
 )
 
 // The launch modes: a small all-reduce on one DGX H100 costs at least 8 host enqueues when one
-// thread drives the 8 GPUs, and GraphLaunch − KernelLaunch less from a CUDA graph; a large one,
-// whose kernels outlast the enqueues, is unchanged by the per-node floor.
+// thread drives the 8 GPUs; with a process per GPU its kernel outlasts the one host enqueue that
+// bounds it, so a CUDA graph (no host floor) gives the same time; a large one, whose kernels
+// outlast the enqueues, is unchanged by the per-node floor.
 func TestLaunchModes(t *testing.T) {
 	m, _ := testMachine(t, "dgx-h100", 1, nil, "", "")
 	run := func(l LaunchMode, size int64) float64 {
@@ -21,7 +22,8 @@ func TestLaunchModes(t *testing.T) {
 	small := run(LaunchPerGPU, 1024)
 	require.Less(t, small, 8*HostEnqueue.Micros(), "the per-GPU time of 1 KiB is below the floor")
 	require.InDelta(t, 8*HostEnqueue.Micros(), run(LaunchPerNode, 1024), 1e-6)
-	require.InDelta(t, small-(KernelLaunch-GraphLaunch).Micros(), run(LaunchGraph, 1024), 1e-3)
+	require.Greater(t, small, HostEnqueue.Micros(), "a 1 KiB all-reduce on 8 GPUs outlasts one host enqueue")
+	require.Equal(t, small, run(LaunchGraph, 1024))
 	big := run(LaunchPerGPU, 256<<20)
 	require.Equal(t, big, run(LaunchPerNode, 256<<20))
 

@@ -16,7 +16,10 @@ import (
 )
 
 // Measured is one row of a measured-timings CSV (tag,coll,world,bytes,us,algbw,busbw), as
-// testdata/nccl/*/nccl_perf.csv holds them; coll uses nccl-tests' names (all_reduce, …).
+// testdata/nccl/*/nccl_perf.csv holds them; coll uses nccl-tests' names (all_reduce, …). Rows
+// with an eighth column, the rank (nccl_perf.cu with one process per GPU prints one row per
+// rank), are one measurement per rank: ReadMeasuredCSV keeps the slowest rank's, as nccl-tests
+// reports the slowest rank's time.
 type Measured struct {
 	Tag, Coll        string
 	World            int
@@ -55,6 +58,7 @@ func ReadMeasuredCSV(r io.Reader, name string) ([]Measured, error) {
 	cr.ReuseRecord = true
 	cr.FieldsPerRecord = -1
 	var out []Measured
+	ranked := map[measuredKey]int{} // index in out of each per-rank measurement
 	for i := 0; ; i++ {
 		rec, err := cr.Read()
 		if err == io.EOF {
@@ -92,9 +96,29 @@ func ReadMeasuredCSV(r io.Reader, name string) ([]Measured, error) {
 		if err := m.Check(); err != nil {
 			return nil, fmt.Errorf("%s:%d: %v", name, line, err)
 		}
+		if len(rec) >= 8 {
+			if _, err := strconv.Atoi(rec[7]); err != nil {
+				return nil, fmt.Errorf("%s:%d: rank %q is not a number", name, line, rec[7])
+			}
+			k := measuredKey{m.Tag, m.Coll, m.World, m.Bytes}
+			if j, ok := ranked[k]; ok {
+				if m.Us > out[j].Us {
+					out[j] = m
+				}
+				continue
+			}
+			ranked[k] = len(out)
+		}
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// measuredKey identifies one measurement of several ranks.
+type measuredKey struct {
+	tag, coll string
+	world     int
+	bytes     int64
 }
 
 // clipRow prints a CSV record for an error, at most 200 characters.

@@ -26,6 +26,7 @@ func TestCompareMeasuredH200x2(t *testing.T) {
 	}
 	m, _ := testMachine(t, "../testdata/nccl/h200x2/real_topo.xml", 1, nil, "", "")
 	m.BackToBack = 3 // nccl-tests' loop of back-to-back launches, as bench/sim/compare times it
+	m.Launch = LaunchPerNode // nccl_perf.cu drove both GPUs from one process (ncclCommInitAll)
 	_, sums, err := Compare(m, meas, "default")
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +44,7 @@ func TestCompareMeasuredH200x2(t *testing.T) {
 			large = 12 // regression guard: 4–64 MiB come out 12–20% fast
 			small = 45 // regression guard: the default rows below 1 MiB are ~5 µs slower than the forced Ring/LL rows of the same choice
 		case "reduce_scatter":
-			large = 12 // regression guard: 8–128 MiB come out 10–18% fast
+			large = 16 // regression guard: 8–128 MiB come out 10–18% fast
 		case "sendrecv":
 			large = 12 // regression guard: 1–8 MiB come out 38–43% slow
 		case "alltoall":
@@ -53,6 +54,53 @@ func TestCompareMeasuredH200x2(t *testing.T) {
 			t.Errorf("%s: median |error| %.1f%% (>= 1 MiB) / %.1f%% (< 1 MiB), guard %.0f%% / %.0f%%", s.Coll, s.MedianLarge, s.MedianSmall, large, small)
 		}
 	}
+}
+
+// Simulated against NCCL 2.28.9 measured with one process per GPU on 4 H200s behind NVSwitch
+// (testdata/nccl/h200x4: smallmsg.csv, tag mp_default, one row per rank, the slowest kept). The
+// guards are the project's targets (≤ 10% at ≥ 1 MiB, ≤ 25% below) except reduce_scatter's, a
+// regression guard: 2–64 MiB come out 10–20% fast, as on 2 H200s.
+func TestCompareMeasuredH200x4(t *testing.T) {
+	f, err := os.Open("../testdata/nccl/h200x4/smallmsg.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	meas, err := ReadMeasuredCSV(f, "smallmsg.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := testMachine(t, "../testdata/nccl/h200x4/real_topo.xml", 1, nil, "", "")
+	m.BackToBack = 3
+	m.Launch = LaunchPerGPU
+	_, sums, err := Compare(m, meas, "mp_default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	require.Len(t, sums, 5)
+	for _, s := range sums {
+		t.Logf("%-15s median |err| >= 1MiB %5.1f%% (%d sizes), < 1MiB %5.1f%% (%d sizes)", s.Coll, s.MedianLarge, s.NLarge, s.MedianSmall, s.NSmall)
+		large := 10.0
+		if s.Coll == "reduce_scatter" {
+			large = 15
+		}
+		if s.MedianLarge > large || s.MedianSmall > 25 {
+			t.Errorf("%s: median |error| %.1f%% (>= 1 MiB) / %.1f%% (< 1 MiB), guard %.0f%% / 25%%", s.Coll, s.MedianLarge, s.MedianSmall, large)
+		}
+	}
+}
+
+// Rows with a rank column are one measurement per rank: the slowest rank's is kept.
+func TestReadMeasuredCSVRanks(t *testing.T) {
+	in := "tag,coll,world,bytes,us,algbw,busbw\nmp,all_reduce,2,8,9.5,0,0,0\nmp,all_reduce,2,8,11.25,0,0,1\nmp,all_reduce,2,16,9,0,0,1\nsp,all_reduce,2,8,7,0,0\n"
+	got, err := ReadMeasuredCSV(strings.NewReader(in), "r.csv")
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	require.Equal(t, 11.25, got[0].Us)
+	require.Equal(t, int64(16), got[1].Bytes)
+	require.Equal(t, "sp", got[2].Tag)
+	_, err = ReadMeasuredCSV(strings.NewReader("mp,all_reduce,2,8,9.5,0,0,x\n"), "r.csv")
+	require.ErrorContains(t, err, "r.csv:1: rank")
 }
 
 func TestReadMeasuredCSVErrors(t *testing.T) {

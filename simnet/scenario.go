@@ -348,10 +348,14 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 			return row, nil, err
 		}
 	}
-	if m.Launch == LaunchPerNode {
-		// One host thread enqueues the call on every GPU of its node, one after another; in
-		// nccl-tests' loop of back-to-back calls the next call's enqueue cannot start before, so
-		// a call costs at least that (HostEnqueue per GPU).
+	// In nccl-tests' loop of back-to-back calls the host enqueues the next call while this one
+	// runs, so a call costs at least its host's enqueue time: one HostEnqueue per call with a
+	// process per GPU; one per GPU of the node when one host thread enqueues the call on every
+	// GPU of its node, one after another; none from a CUDA graph.
+	switch m.Launch {
+	case LaunchPerGPU:
+		res.Time = max(res.Time, HostEnqueue)
+	case LaunchPerNode:
 		res.Time = max(res.Time, Time(m.Node.NumGPUs)*HostEnqueue)
 	}
 	row.TimeUs = res.Time.Micros()
@@ -372,9 +376,6 @@ func (m *Machine) timing(p coll.Plan) (Timing, error) {
 	tm, err := m.Timing(p.Algo, p.Proto)
 	if err != nil {
 		return tm, err
-	}
-	if m.Launch == LaunchGraph {
-		tm.Launch += GraphLaunch - KernelLaunch
 	}
 	if p.Algo == coll.Tree {
 		// SimulateTree, which replays large trees, does not charge the CTA yet: trees are timed

@@ -10,7 +10,12 @@
 // generation) can be overridden with -cta-rate (GB/s; 0 keeps the model's, a negative value turns
 // the CTA model off); -sensitivity prints the medians at the model's rate ×0.75, ×1, ×1.25 and off.
 //
-//	go run ./bench/sim/compare [-csv testdata/nccl/h200x2/nccl_perf.csv] [-topo testdata/nccl/h200x2/real_topo.xml] [-tag default] [-cta-rate 0] [-sensitivity] [-plot cmp.svg] [-json]
+// -launch is how the measurement launched its calls, which the simulation then models: nccl_perf.cu
+// drives every GPU from one process unless NPROCS is set (per-node, the default here); its NPROCS
+// rows (tags mp_*, one row per rank, the slowest kept) ran one process per GPU (per-gpu).
+//
+//	go run ./bench/sim/compare [-csv testdata/nccl/h200x2/nccl_perf.csv] [-topo testdata/nccl/h200x2/real_topo.xml] [-tag default] [-launch per-node] [-cta-rate 0] [-sensitivity] [-plot cmp.svg] [-json]
+//	go run ./bench/sim/compare -csv testdata/nccl/h200x4/smallmsg.csv -topo testdata/nccl/h200x4/real_topo.xml -tag mp_default -launch per-gpu
 package main
 
 import (
@@ -34,15 +39,21 @@ func main() {
 	asJSON := flag.Bool("json", false, "print JSON instead of the table")
 	ctaRate := flag.Float64("cta-rate", 0, "per-CTA data rate in GB/s (0: the GPU model's; < 0: CTA not modelled)")
 	sens := flag.Bool("sensitivity", false, "print the medians with the CTA rate x0.75, x1, x1.25 and off")
+	launch := flag.String("launch", "per-node", "how the measurement launched its calls: per-node (one process drives every GPU, nccl_perf.cu's default), per-gpu (a process per GPU, NPROCS), graph")
 	b2b := flag.Int("b2b", 3, "time each size as nccl-tests does, in a loop of back-to-back calls (simnet.RunOptions.BackToBack); 1: one isolated call")
 	flag.Parse()
-	if err := run(*csvPath, *topo, *tag, *plotPath, *asJSON, *ctaRate, *sens, *b2b); err != nil {
+	mode, err := simnet.ParseLaunchMode(*launch)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "compare:", err)
+		os.Exit(2)
+	}
+	if err := run(*csvPath, *topo, *tag, *plotPath, *asJSON, *ctaRate, *sens, *b2b, mode); err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
 	}
 }
 
-func run(csvPath, topo, tag, plotPath string, asJSON bool, ctaRate float64, sens bool, b2b int) error {
+func run(csvPath, topo, tag, plotPath string, asJSON bool, ctaRate float64, sens bool, b2b int, launch simnet.LaunchMode) error {
 	f, err := os.Open(csvPath)
 	if err != nil {
 		return err
@@ -66,6 +77,7 @@ func run(csvPath, topo, tag, plotPath string, asJSON bool, ctaRate float64, sens
 		return err
 	}
 	m.BackToBack = b2b
+	m.Launch = launch
 	if sens {
 		return sensitivity(m, meas, tag, asJSON)
 	}
@@ -102,7 +114,7 @@ func run(csvPath, topo, tag, plotPath string, asJSON bool, ctaRate float64, sens
 			return err
 		}
 		format := strings.TrimPrefix(filepath.Ext(plotPath), ".")
-		if err := simnet.WritePlot(out, "2xH200: simulated vs measured NCCL 2.28.9 busbw", series, format); err != nil {
+		if err := simnet.WritePlot(out, "simulated vs measured NCCL 2.28.9 busbw ("+filepath.Base(filepath.Dir(csvPath))+")", series, format); err != nil {
 			out.Close()
 			return err
 		}
@@ -115,7 +127,7 @@ func run(csvPath, topo, tag, plotPath string, asJSON bool, ctaRate float64, sens
 		fmt.Println(string(b))
 		return nil
 	}
-	fmt.Printf("# simulated (%s, CTA rate %.1f GB/s, %d back-to-back calls) vs measured (%s, tag %s)\n", topo, m.GPU.CTARate.GBps(), b2b, csvPath, tag)
+	fmt.Printf("# simulated (%s, CTA rate %.1f GB/s, %d back-to-back calls, launch %s) vs measured (%s, tag %s)\n", topo, m.GPU.CTARate.GBps(), b2b, launch, csvPath, tag)
 	fmt.Printf("%-15s %12s %11s %11s %8s %9s %9s  %-5s %-6s %3s\n", "coll", "bytes", "meas_us", "sim_us", "err%", "meas_bus", "sim_bus", "algo", "proto", "nch")
 	for _, p := range pts {
 		fmt.Printf("%-15s %12d %11.2f %11.2f %+8.1f %9.2f %9.2f  %-5s %-6s %3d\n", p.Coll, p.Bytes, p.MeasUs, p.SimUs, p.ErrPct, p.MeasBus, p.SimBus, p.SimAlgo, p.SimProto, p.SimNch)
@@ -172,6 +184,10 @@ func sensitivity(m *simnet.Machine, meas []simnet.Measured, tag string, asJSON b
 // "ring_Simple", "tree_simple"…), so that the simulation makes the same forced choice; nil for
 // NCCL's own choices ("default").
 func forced(tag string) tuning.Config {
+	tag = strings.TrimPrefix(strings.TrimPrefix(tag, "mp_"), "sp_")
+	if i := strings.Index(tag, "_ch"); i >= 0 {
+		tag = tag[:i] // a pinned channel count (mp_ring_LL_ch4) is not an algorithm or protocol
+	}
 	algo, proto, ok := strings.Cut(tag, "_")
 	if !ok || tag == "default" {
 		return tuning.Config{}
