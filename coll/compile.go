@@ -34,8 +34,9 @@ func Supported(f Func, a Algo) bool {
 }
 
 // NeedsSwitches reports whether Compile models f with a, through switch endpoints (Schedule.Switches,
-// rule 6 of the contract): NVLS AllReduce, AllGather and ReduceScatter within one node, and
-// NVLSTree and CollNetChain AllReduce. Executors that do not run switch programs should use Supported alone.
+// rule 6 of the contract): NVLS AllReduce, AllGather and ReduceScatter within one node, NVLS
+// AllReduce across nodes (with the network's reduction, CollNet), and NVLSTree and CollNetChain
+// AllReduce. Executors that do not run switch programs should use Supported alone.
 func NeedsSwitches(f Func, a Algo) bool {
 	switch a {
 	case NVLS:
@@ -75,7 +76,8 @@ func Compile(plans ...Plan) (*Schedule, error) {
 				}
 				nvlsNodes = nn
 			}
-			collnet = collnet || p.Algo == CollNetChain
+			// CollNetChain, and NVLS across nodes (NVLS with CollNet): the network reduces.
+			collnet = collnet || p.Algo == CollNetChain || (p.Algo == NVLS && p.NNodes > 1)
 		}
 	}
 	for node := 0; node < nvlsNodes; node++ { // one NVSwitch per node
@@ -222,8 +224,9 @@ func (p *Plan) checkArgs() error {
 	if NeedsSwitches(p.Func, p.Algo) && p.Proto != Simple {
 		return fmt.Errorf("%w: %v with %v (NVLS and CollNet run Simple only, NCCL 2.28 ncclTopoTuneModel)", ErrUnsupported, p.Algo, p.Proto)
 	}
-	if p.Algo == NVLS && p.NNodes > 1 {
-		return fmt.Errorf("%w: NVLS across %d nodes (use NVLSTree)", ErrUnsupported, p.NNodes)
+	if p.Algo == NVLS && p.NNodes > 1 && p.Func != AllReduce {
+		// NCCL 2.28 runs NVLS across nodes with CollNet (SHARP) for AllReduce only here.
+		return fmt.Errorf("%w: NVLS %v across %d nodes (AllReduce only, with CollNet)", ErrUnsupported, p.Func, p.NNodes)
 	}
 	var transferBytes int64
 	if p.Func == SendRecv {
@@ -529,6 +532,9 @@ func (b *builder) addOp(p *Plan) error {
 	case NVLS:
 		if p.Func != AllReduce {
 			return b.nvlsGatherScatter(p, ck)
+		}
+		if p.NNodes > 1 {
+			return b.nvlsCollNet(p, ck)
 		}
 		return b.nvls(p, ck)
 	case NVLSTree:

@@ -75,6 +75,11 @@ func expectedSent(p *Plan, s *Schedule) (perRank []int64, total int64) {
 			perRank[r] = n * S // every block to the switch, which reduces it
 		}
 		return perRank, n * n * S
+	case p.Algo == NVLS && p.Func == AllReduce && p.NNodes > 1:
+		// Every rank scatters the buffer to its switch; each node's heads send each reduced chunk
+		// to the network and the network's result to their switch.
+		nn := int64(p.NNodes)
+		return nil, n*S + 2*nn*S
 	case p.Algo == NVLS && p.Func == AllReduce:
 		// Every rank scatters the buffer to the switch; the heads send each reduced chunk back once.
 		return nil, (n + 1) * S
@@ -163,16 +168,18 @@ func runPlan(t *testing.T, p Plan, opt ExecOptions) (*Schedule, *ExecStats) {
 
 func TestCollectivesMatchDefinition(t *testing.T) {
 	type combo struct {
-		f Func
-		a Algo
+		f     Func
+		a     Algo
+		nodes bool // several nodes (NVLS across nodes: with CollNet)
 	}
 	combos := []combo{
-		{AllReduce, Ring}, {AllGather, Ring}, {ReduceScatter, Ring},
-		{Broadcast, Ring}, {Reduce, Ring}, {AllReduce, Tree},
-		{AllToAll, Ring}, {SendRecv, Ring},
-		{AllGather, PAT}, {ReduceScatter, PAT},
-		{AllReduce, NVLS}, {AllReduce, CollNetChain},
-		{AllGather, NVLS}, {ReduceScatter, NVLS}, {AllReduce, NVLSTree},
+		{f: AllReduce, a: Ring}, {f: AllGather, a: Ring}, {f: ReduceScatter, a: Ring},
+		{f: Broadcast, a: Ring}, {f: Reduce, a: Ring}, {f: AllReduce, a: Tree},
+		{f: AllToAll, a: Ring}, {f: SendRecv, a: Ring},
+		{f: AllGather, a: PAT}, {f: ReduceScatter, a: PAT},
+		{f: AllReduce, a: NVLS}, {f: AllReduce, a: CollNetChain},
+		{f: AllGather, a: NVLS}, {f: ReduceScatter, a: NVLS}, {f: AllReduce, a: NVLSTree},
+		{f: AllReduce, a: NVLS, nodes: true},
 	}
 	counts := []int64{0, 1, 7, 131, 1003}
 	ops := []RedOp{Sum, Prod, Max, Min, Avg}
@@ -195,7 +202,7 @@ func TestCollectivesMatchDefinition(t *testing.T) {
 						}
 						p := Plan{Func: cb.f, Algo: cb.a, Proto: proto, NRanks: n, Count: count, DataType: Float32,
 							Op: ops[(n+int(count))%len(ops)], Root: (n * 5) % n, NChannels: nch, ChunkSize: chunk, Peer: 1 + n%3}
-						if cb.a == CollNetChain || cb.a == NVLSTree {
+						if cb.a == CollNetChain || cb.a == NVLSTree || cb.nodes {
 							p.NNodes = n
 							for _, d := range []int{3, 2} {
 								if n%d == 0 && n > d {
@@ -208,7 +215,7 @@ func TestCollectivesMatchDefinition(t *testing.T) {
 							// A small Simple buffer so that ring slices and credits come into play.
 							p.BuffSize[Simple] = 8 * 512
 						}
-						name := fmt.Sprintf("%v/%v/n%d/c%d/ch%d/%v", cb.f, cb.a, n, count, nch, proto)
+						name := fmt.Sprintf("%v/%v/n%d/nodes%d/c%d/ch%d/%v", cb.f, cb.a, n, p.NNodes, count, nch, proto)
 						opt := ExecOptions{InPlace: (n+nch)%2 == 0 && cb.f < SendRecv, Sequential: (int(count)+nch)%2 == 1}
 						s, st := runPlan(t, p, opt)
 						runs++
@@ -443,9 +450,8 @@ func TestBadPlans(t *testing.T) {
 			p.Rings = [][]int{{0, 1, 1, 2}}
 		},
 		"unsupported":     func(p *Plan) { p.Algo = CollNetDirect },
-		"NVLS across":     func(p *Plan) { p.Algo = NVLS; p.NNodes = 2 },
 		"Simple only":     func(p *Plan) { p.Algo = CollNetChain; p.Proto = LL },
-		"NVLS across 2":   func(p *Plan) { p.Algo = NVLS; p.Func = AllGather; p.NNodes = 2 },
+		"AllReduce only":  func(p *Plan) { p.Algo = NVLS; p.Func = AllGather; p.NNodes = 2 },
 		"NNodes 3":        func(p *Plan) { p.NNodes = 3 },
 		"parts sum":       func(p *Plan) { p.NChannels = 2; p.Parts = []int64{50, 40} },
 		"channels 63..64": func(p *Plan) { p.NChannels = 2; p.ChannelLo = 63 },

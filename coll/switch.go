@@ -226,6 +226,74 @@ func (b *builder) nvlsTree(p *Plan, ck *chunking) error {
 	return nil
 }
 
+// nvlsCollNet compiles NVLS AllReduce across nodes, NVLS with CollNet (NCCL 2.28 runs NVLS on
+// several nodes only with a CollNet plugin, SHARP: "NVLS+SHARP"; paraphrased from its NVLS kernel,
+// whose heads send to and receive from the network instead of a tree): as nvlsTree, each loop of
+// a channel covers ppn chunks, chunk j belonging to local rank j of every node (its head). Every
+// rank sends each chunk to its node's switch (lane 0); the switch reduces chunk j over the node
+// and hands it to head j (lane 0 of the switch); head j sends it to the network's reduction
+// (lane 1); the network reduces chunk j over the nodes' heads j and returns it to each of them;
+// head j passes it, with the post-op, to its switch (lane 2), which multicasts it to the node
+// (lane 1 of the switch); every rank receives all chunks (lane 3).
+func (b *builder) nvlsCollNet(p *Plan, ck *chunking) error {
+	n := p.NRanks
+	nNodes := max(1, p.NNodes)
+	ppn := n / nNodes
+	net := b.switchOf(SwitchCollNet)
+	elt := ck.elt
+	offs, cnts := p.parts(p.Count, ck.align)
+	for c := 0; c < p.nChannels(); c++ {
+		part, cnt := offs[c], cnts[c]
+		loop := 0
+		for eo := int64(0); eo < cnt; eo += int64(ppn) * ck.chunkElems {
+			rem := cnt - eo
+			cc := ck.chunkElems
+			if rem < int64(ppn)*cc {
+				cc = alignUp(divUp(rem, int64(ppn)), ck.align)
+			}
+			for j := 0; j < ppn; j++ {
+				co := min64(int64(j)*cc, rem)
+				o, ne := part+eo+co, max64(0, min64(cc, rem-co))
+				ci := loop*ppn + j
+				heads := make([]int, nNodes)
+				for node := 0; node < nNodes; node++ { // scatter to the node's switch, reduce to head j
+					sw := b.switchAt(SwitchNVLS, node)
+					local := make([]int, ppn)
+					for l := range local {
+						local[l] = node*ppn + l
+						b.emit(ck, call{rank: local[l], ch: c, lane: 0, prim: Send, sendTo: []int{sw}, connIdx: connUp,
+							src: &BufRef{Buf: BufSend, Offset: o * elt}, nelem: ne, chunk: ci})
+					}
+					heads[node] = node*ppn + j
+					b.emit(ck, call{rank: sw, ch: c, lane: 0, prim: RecvReduceForward, recvFrom: local, sendTo: []int{heads[node]},
+						connIdx: connUp, nelem: ne, chunk: ci})
+					b.emit(ck, call{rank: heads[node], ch: c, lane: 1, prim: RecvSend, recvFrom: []int{sw}, sendTo: []int{net},
+						connIdx: connUp, nelem: ne, chunk: ci})
+				}
+				b.emit(ck, call{rank: net, ch: c, prim: RecvReduceForward, recvFrom: heads, sendTo: heads, connIdx: connUp,
+					sendIdx: connDown, hasSendIdx: true, nelem: ne, chunk: ci})
+				for node := 0; node < nNodes; node++ { // back from the network, multicast in the node
+					sw := b.switchAt(SwitchNVLS, node)
+					b.emit(ck, call{rank: heads[node], ch: c, lane: 2, prim: RecvSend, recvFrom: []int{net}, sendTo: []int{sw},
+						connIdx: connDown, nelem: ne, chunk: ci, postOp: true})
+					local := make([]int, ppn)
+					for l := range local {
+						local[l] = node*ppn + l
+					}
+					b.emit(ck, call{rank: sw, ch: c, lane: 1, prim: RecvSend, recvFrom: []int{heads[node]}, sendTo: local,
+						connIdx: connDown, nelem: ne, chunk: ci})
+					for _, r := range local {
+						b.emit(ck, call{rank: r, ch: c, lane: 3, prim: Recv, recvFrom: []int{sw}, connIdx: connDown,
+							dst: &BufRef{Buf: BufRecv, Offset: o * elt}, nelem: ne, chunk: ci})
+					}
+				}
+			}
+			loop++
+		}
+	}
+	return nil
+}
+
 // collnetChain compiles CollNetChain AllReduce (NCCL 2.30.7, paraphrased) with the network's
 // in-network reduction (SHARP) as a switch endpoint. On every channel each node's ranks form a
 // chain in the channel's ring order, its first rank the head. Lane 0 reduces up the chain (the

@@ -67,13 +67,41 @@ func (p *Planner) Decide(c coll.Call) (Decision, error) {
 	plan.Algo, plan.Proto, plan.NChannels, plan.ChannelLo = ch.Algo, ch.Proto, max(ch.NChannels, 1), ch.ChannelLo
 	plan.NThreads, plan.ChunkSize = ch.NThreads, ch.ChunkSize
 	switch plan.Algo {
-	case coll.NVLS, coll.NVLSTree, coll.CollNetDirect, coll.CollNetChain:
+	case coll.CollNetChain:
+		// NCCL 2.28 runs CollNetChain on the CollNet chain graph's channels: on every node the
+		// chain of channel c is that graph's intra[c], headed by intra[c][0], the GPU beside the
+		// channel's NIC (connectCollNet). coll takes each node's chain from the plan's ring.
+		rings, err := p.collnetRings(plan.ChannelLo + plan.NChannels)
+		if err != nil {
+			return Decision{}, err
+		}
+		plan.Rings, plan.Trees = rings, nil
+	case coll.NVLS, coll.NVLSTree, coll.CollNetDirect:
 		// These run on their own channels (NVLS's nvlsChannels may outnumber the ring graph's),
 		// through switches and the trees they derive (NCCL 2.28 nvls.cc, collnet setup): the
 		// search's rings and trees are not theirs.
 		plan.Rings, plan.Trees = nil, nil
 	}
 	return Decision{Plan: plan, Choice: &ch}, nil
+}
+
+// collnetRings are n channels' orders over every rank from the CollNet chain graph: node after
+// node, each node's ranks in the graph's chain of that channel (repeated as NCCL duplicates
+// channels); nil where the search found no chain (coll then takes the ranks in order).
+func (p *Planner) collnetRings(n int) ([][]int, error) {
+	g := p.Search.CollNetChain
+	if g == nil || len(g.Intra) == 0 || n < 1 {
+		return nil, nil
+	}
+	chains := make([][]int, n)
+	for c := range chains {
+		chains[c] = g.Intra[c%len(g.Intra)]
+	}
+	rings, err := coll.BuildRings(chains, p.Nodes, p.PPN, false)
+	if err != nil {
+		return nil, fmt.Errorf("planner: %s: CollNet chains: %w", p.Name, err)
+	}
+	return rings, nil
 }
 
 // p2pPlan sets a point-to-point plan's protocol, channels (per transfer, and the communicator's

@@ -110,6 +110,9 @@ func New(m Machine) (*Planner, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.CollNet {
+		collNetNICs(sys)
+	}
 	if ppn := len(sys.GPUs()); ppn*m.Nodes > MaxRanks {
 		return nil, fmt.Errorf("planner: %d nodes × %d GPUs = %d ranks, %w (%d)", m.Nodes, ppn, m.Nodes*ppn, ErrTooManyRanks, MaxRanks)
 	}
@@ -117,6 +120,9 @@ func New(m Machine) (*Planner, error) {
 		gopt.NRanks = len(sys.GPUs()) * m.Nodes
 		if sys, err = topo.FromXML(m.Doc, gopt); err != nil {
 			return nil, err
+		}
+		if s.CollNet {
+			collNetNICs(sys)
 		}
 	}
 	if m.Nodes > 1 && len(sys.NETs()) == 0 {
@@ -222,3 +228,19 @@ func (p *Planner) buildRingsTrees() error {
 // TuningTable is the communicator's tuning model (Table), for executors that take a constant of
 // NCCL's cost model from it (simnet's NVLSTree channel ceiling).
 func (p *Planner) TuningTable() *tuning.Table { return p.Table }
+
+// collNetNICs makes every NET of sys a CollNet device when none is marked (coll="1"): with
+// NCCL_COLLNET_ENABLE=1 NCCL asks its CollNet plugin which NICs it serves and marks them in the
+// topology, and the SHARP plugin serves every InfiniBand HCA. A topology that marks some NICs (a
+// dump taken with the plugin loaded) keeps its marks.
+func collNetNICs(sys *graph.System) {
+	nets := sys.NETs()
+	for _, n := range nets {
+		if n.NET.Coll {
+			return
+		}
+	}
+	for _, n := range nets {
+		n.NET.Coll = true
+	}
+}

@@ -60,8 +60,8 @@ func (m *Machine) scheduleSteps(f coll.Func, p coll.Plan, nBytes int64) int64 {
 		}
 		return 2 * transfers * max((per+chunk-1)/chunk, int64(max(p.NChannels, 1)))
 	}
-	if p.Algo == coll.NVLS || p.Algo == coll.NVLSTree {
-		// No compact executor: coll's own estimate, which its NVLS programs follow.
+	if p.Algo == coll.NVLS || p.Algo == coll.NVLSTree || p.Algo == coll.CollNetChain {
+		// No compact executor: coll's own estimate, which its switch programs follow.
 		return int64(p.EstimatedSteps())
 	}
 	return ringSteps(p, nBytes)

@@ -270,7 +270,13 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (*R
 			return nil, fmt.Errorf("simnet: the schedule has switch endpoints (NVLS, CollNet) and the network places none")
 		}
 		for _, sw := range s.Switches {
-			if sw.Kind != coll.SwitchNVLS {
+			switch sw.Kind {
+			case coll.SwitchNVLS:
+			case coll.SwitchCollNet:
+				if _, ok := r.(CollNetRouter); !ok {
+					return nil, fmt.Errorf("simnet: the schedule reduces in the network (CollNet) and the network places no reduction")
+				}
+			default:
 				return nil, fmt.Errorf("simnet: %s switch endpoints are not simulated", sw.Kind)
 			}
 		}
@@ -471,6 +477,12 @@ func (x *sim) kernelStart(k int) {
 	}
 }
 
+// nvSwitch reports whether endpoint id is a node's NVSwitch (NVLS), whose multimem loads and
+// stores reach Timing.SwitchEff of the links.
+func (x *sim) nvSwitch(id int) bool {
+	return id >= x.s.NRanks && x.s.Switches[id-x.s.NRanks].Kind == coll.SwitchNVLS
+}
+
 func (x *sim) step(g int32) *coll.Step {
 	return &x.s.Programs[x.progOf[g]].Steps[x.stepOf[g]]
 }
@@ -493,7 +505,15 @@ func (x *sim) route(src, dst, ch int, p2p bool) ([]LinkID, LinkClass) {
 			rank, sw, up = dst, src, false
 		}
 		var err error
-		if r, err = x.r.(SwitchRouter).RouteSwitch(rank, x.s.Switches[sw-n].Node, up, nil); err != nil && x.err == nil {
+		if swi := x.s.Switches[sw-n]; swi.Kind == coll.SwitchCollNet {
+			// The network's reduction (CollNet): through the rank's NIC (Simulate checked the
+			// router places it).
+			r, err = x.r.(CollNetRouter).RouteCollNet(rank, ch, up, nil)
+			c = ClassNet
+		} else {
+			r, err = x.r.(SwitchRouter).RouteSwitch(rank, swi.Node, up, nil)
+		}
+		if err != nil && x.err == nil {
 			x.err = err
 		}
 	} else if p2p {
@@ -571,12 +591,17 @@ func (x *sim) start(g int32) {
 		if p < 0 || p >= coll.NumProtos {
 			p = coll.Simple
 		}
-		x.arrLat[m] = x.e.RouteLatency(route) + x.tm.StepLat[class][p]
+		x.arrLat[m] = x.e.RouteLatency(route)
+		if pr.Rank < x.s.NRanks || x.s.Switches[pr.Rank-x.s.NRanks].Kind != coll.SwitchCollNet {
+			// NCCL's model charges CollNet's network latency once per round trip through the
+			// switches (interLat of ncclTopoTuneModel): on the way up, not again on the way back.
+			x.arrLat[m] += x.tm.StepLat[class][p]
+		}
 		wire := st.Wire
 		if wire == 0 && st.Bytes > 0 {
 			wire = coll.WireBytes(p, st.Bytes)
 		}
-		if eff := x.tm.SwitchEff; eff > 0 && eff < 1 && (pr.Rank >= x.s.NRanks || xf.Peer >= x.s.NRanks) {
+		if eff := x.tm.SwitchEff; eff > 0 && eff < 1 && (x.nvSwitch(pr.Rank) || x.nvSwitch(xf.Peer)) {
 			wire = int64(math.Ceil(float64(wire) / eff))
 		}
 		capRate := x.tm.PerFlowCap[p]

@@ -265,5 +265,8 @@ func (f nvlsFold) extrapolate(plan coll.Plan, l1, l2 int64, run func(coll.Plan) 
 // nvlsFolds reports whether plan is one nvlsSymmetric may replay: NVLS or NVLSTree over more
 // than one rank and channel.
 func nvlsFolds(p coll.Plan) bool {
+	if p.Algo == coll.NVLS && p.NNodes > 1 {
+		return false // NVLS with the network's reduction (CollNet): not folded
+	}
 	return (p.Algo == coll.NVLS || p.Algo == coll.NVLSTree) && p.NRanks > 1 && p.NChannels > 1
 }

@@ -447,10 +447,14 @@ func nvlsEfficiency(release string, sm int) (float64, error) {
 }
 
 // simulates reports whether the simulator runs algorithm a for f on m: what coll compiles
-// without switch endpoints, and NVLS/NVLSTree where the nodes have an NVSwitch.
+// without switch endpoints, NVLS/NVLSTree where the nodes have an NVSwitch, and CollNetChain
+// (the network's reduction, RouteCollNet) across nodes with NICs.
 func (m *Machine) simulates(f coll.Func, a coll.Algo) bool {
 	if coll.Supported(f, a) {
 		return true
+	}
+	if a == coll.CollNetChain {
+		return coll.NeedsSwitches(f, a) && m.Nodes > 1 && len(m.Node.NICs) > 0
 	}
 	return (a == coll.NVLS || a == coll.NVLSTree) && coll.NeedsSwitches(f, a) && m.Node.GPUToNVS != nil
 }
