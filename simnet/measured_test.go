@@ -25,7 +25,7 @@ func TestCompareMeasuredH200x2(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, _ := testMachine(t, "../testdata/nccl/h200x2/real_topo.xml", 1, nil, "", "")
-	m.BackToBack = 3 // nccl-tests' loop of back-to-back launches, as bench/sim/compare times it
+	m.BackToBack = 3         // nccl-tests' loop of back-to-back launches, as bench/sim/compare times it
 	m.Launch = LaunchPerNode // nccl_perf.cu drove both GPUs from one process (ncclCommInitAll)
 	_, sums, err := Compare(m, meas, "default")
 	if err != nil {
