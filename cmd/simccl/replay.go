@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -57,7 +55,6 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 		var files []intercept.TraceFile
 		var recs []intercept.Record
 		virtualTopo := ""
-		logP2P := 0 // point-to-point calls read from NCCL logs, which print no groups
 		for _, path := range fs.Args() {
 			f, err := intercept.ReadTraceOrLog(path)
 			if err != nil {
@@ -73,13 +70,6 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 			}
 			files = append(files, f)
 			recs = append(recs, f.Records...)
-			if isNCCLLog(path) {
-				for _, r := range f.Records {
-					if r.Op == "Send" || r.Op == "Recv" {
-						logP2P++
-					}
-				}
-			}
 		}
 		if err := intercept.CheckTraces(files, intercept.CheckOptions{Virtual: true}); err != nil {
 			return err
@@ -157,9 +147,6 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		if logP2P > 0 {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("NCCL's COLL log prints no group boundaries: each of its %d Send/Recv calls is a launch of its own, where a shim trace joins those of one ncclGroupStart/End (see docs/cli.md)", logP2P))
-		}
 		var cmp *intercept.Comparison
 		if len(*measured) > 0 {
 			meas, err := intercept.ReadMeasured(*measured)
@@ -204,7 +191,18 @@ func writeLaunches(w io.Writer, title string, ls []intercept.LaunchResult) error
 }
 
 func writeReplayText(w io.Writer, rep *intercept.Report, cmp *intercept.Comparison, top, nLinks int) error {
-	fmt.Fprintf(w, "# simccl replay: %s, %d node(s), %d ranks, %d launches\n", rep.Machine, rep.Nodes, rep.Ranks, len(rep.Launches))
+	// launches prints a launch count, or "-" where the input does not say how calls were grouped.
+	launches := func(n int) string {
+		if !rep.LaunchesKnown {
+			return "-"
+		}
+		return fmt.Sprint(n)
+	}
+	grouping := fmt.Sprintf("in %d launches", len(rep.Launches))
+	if !rep.LaunchesKnown {
+		grouping = "(launches not known: see the note)"
+	}
+	fmt.Fprintf(w, "# simccl replay: %s, %d node(s), %d ranks, %d calls %s\n", rep.Machine, rep.Nodes, rep.Ranks, rep.Calls, grouping)
 	for c, n := range rep.Scaled {
 		fmt.Fprintf(w, "# scaled: communicator %s -> %d ranks\n", c, n)
 	}
@@ -212,15 +210,15 @@ func writeReplayText(w io.Writer, rep *intercept.Report, cmp *intercept.Comparis
 		fmt.Fprintf(w, "# note: %s\n", n)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "ops\tlaunches\tbytes\ttime(us)\tshare\t")
+	fmt.Fprintln(tw, "ops\tlaunches\tcalls\tbytes\ttime(us)\tshare\t")
 	for _, t := range rep.ByOp {
 		share := 0.0
 		if rep.TotalUs > 0 {
 			share = 100 * t.TimeUs / rep.TotalUs
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f%%\t\n", t.Ops, t.Launches, t.Bytes, t.TimeUs, share)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t%.1f%%\t\n", t.Ops, launches(t.Launches), t.Calls, t.Bytes, t.TimeUs, share)
 	}
-	fmt.Fprintf(tw, "total\t%d\t\t%.1f\t\t\n", len(rep.Launches), rep.TotalUs)
+	fmt.Fprintf(tw, "total\t%s\t%d\t\t%.1f\t\t\n", launches(len(rep.Launches)), rep.Calls, rep.TotalUs)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -255,18 +253,4 @@ func writeReplayText(w io.Writer, rep *intercept.Report, cmp *intercept.Comparis
 		return tw.Flush()
 	}
 	return nil
-}
-
-// isNCCLLog reports whether the trace file at path is an NCCL INFO log (intercept.ReadTraceOrLog's
-// rule: a shim trace's first character that is not a blank is '{' or '#').
-func isNCCLLog(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	buf := make([]byte, 4096)
-	n, _ := io.ReadFull(f, buf)
-	t := bytes.TrimSpace(buf[:n])
-	return len(t) > 0 && t[0] != '{' && t[0] != '#'
 }

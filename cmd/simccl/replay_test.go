@@ -58,7 +58,7 @@ func TestReplayCommand(t *testing.T) {
 	if rc := mainRun(args, &out, &errb); rc != 0 {
 		t.Fatalf("rc %d: %s", rc, errb.String())
 	}
-	for _, want := range []string{"every launch, in trace order", "2 node(s), 16 ranks, 350 launches", "scaled to 16 ranks", "slowest 10 launches", "most utilised links", "total"} {
+	for _, want := range []string{"every launch, in trace order", "2 node(s), 16 ranks, 350 calls (launches not known", "scaled to 16 ranks", "slowest 10 launches", "most utilised links", "total"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("text output lacks %q:\n%s", want, out.String())
 		}
@@ -105,7 +105,7 @@ func TestReplayVirtualTopo(t *testing.T) {
 	if rc := mainRun([]string{"replay", p}, &out, &errb); rc != 0 {
 		t.Fatalf("rc %d: %s", rc, errb.String())
 	}
-	if !strings.Contains(out.String(), "# simccl replay: h200x2-nvlink, 1 node(s), 2 ranks, 1 launches") {
+	if !strings.Contains(out.String(), "# simccl replay: h200x2-nvlink, 1 node(s), 2 ranks, 1 calls in 1 launches") {
 		t.Errorf("output:\n%s", out.String())
 	}
 }
@@ -135,56 +135,79 @@ func TestReplayAtTraceScale(t *testing.T) {
 }
 
 // The same 2×H200 run, replayed from its shim trace and from its NCCL COLL logs (issue 17: 300
-// against 350 launches). The collectives agree launch for launch and byte for byte; the logs have
-// 50 launches more because NCCL prints no group boundaries: each batch_isend_irecv exchange (a
-// Send and a Recv in one group on each rank) is one launch in the trace and two in the logs, and
-// the text output says so. The bytes column is in bytes, every row alike (it mixed 41947392
-// and 8K).
+// against 350 launches). Both hold the same 350 calls: 200 collectives and 150 messages (50 torch
+// sends, 50 batch_isend_irecv exchanges of two messages), and both say so, per kind of call and
+// with the same bytes. Launches are what only the trace can tell: NCCL prints no group boundaries
+// (every COLL line says opCount 0), so the logs' replay counts none (launches_known false, "-" in
+// the table, a note) and simulates each call as a launch of its own, which takes longer than the
+// trace's 300 launches (an exchange is one launch there, two calls here). The bytes column is in
+// bytes, every row alike (it mixed 41947392 and 8K).
 func TestReplayLogAgainstTrace(t *testing.T) {
 	type byOp struct {
 		Ops      string `json:"ops"`
 		Launches int    `json:"launches"`
+		Calls    int    `json:"calls"`
 		Bytes    int64  `json:"bytes"`
 	}
-	replay := func(glob string) (map[string]byOp, []string, int) {
+	type report struct {
+		Calls         int               `json:"calls"`
+		LaunchesKnown bool              `json:"launches_known"`
+		Launches      []json.RawMessage `json:"launches"`
+		ByOp          []byOp            `json:"by_op"`
+		TotalUs       float64           `json:"total_us"`
+		Notes         []string          `json:"notes"`
+	}
+	replay := func(glob string) (report, map[string]byOp, string) {
 		files, err := filepath.Glob(replayData + glob)
 		require.NoError(t, err)
 		require.Len(t, files, 2)
 		var out, errb bytes.Buffer
 		require.Equal(t, 0, mainRun(append([]string{"replay", "--topo", "h200x2-nvlink", "--json", "--progress", "off"}, files...), &out, &errb), errb.String())
-		var v struct {
-			Launches []json.RawMessage `json:"launches"`
-			ByOp     []byOp            `json:"by_op"`
-			Notes    []string          `json:"notes"`
-		}
+		require.Empty(t, errb.String())
+		var v report
 		require.NoError(t, json.Unmarshal(out.Bytes(), &v))
 		m := map[string]byOp{}
 		for _, o := range v.ByOp {
 			m[o.Ops] = o
 		}
-		return m, v.Notes, len(v.Launches)
+		require.NotContains(t, out.String(), `"launches": 0`, "a launch count where none is known")
+		return v, m, out.String()
 	}
-	trace, traceNotes, nTrace := replay("trace/*.jsonl")
-	logs, logNotes, nLog := replay("coll/*.log")
-	require.Equal(t, 300, nTrace)
-	require.Equal(t, 350, nLog)
+	trace, traceOps, _ := replay("trace/*.jsonl")
+	logs, logOps, _ := replay("coll/*.log")
+	require.Equal(t, 350, trace.Calls)
+	require.Equal(t, 350, logs.Calls)
+	require.True(t, trace.LaunchesKnown)
+	require.False(t, logs.LaunchesKnown)
+	require.Len(t, trace.Launches, 300)
+	require.Len(t, logs.Launches, 350, "one entry a call")
 	for _, c := range []string{"AllReduce", "AllGather", "ReduceScatter", "Broadcast"} {
-		require.Equal(t, trace[c], logs[c], c)
-		require.Equal(t, 50, trace[c].Launches, c)
+		require.Equal(t, byOp{c, 50, 50, traceOps[c].Bytes}, traceOps[c], c)
+		require.Equal(t, byOp{c, 0, 50, traceOps[c].Bytes}, logOps[c], c)
 	}
-	// 50 torch send/recv (one launch either way) and 50 exchanges (one launch, or two).
-	require.Equal(t, 100, trace["SendRecv"].Launches)
-	require.Equal(t, 150, logs["SendRecv"].Launches)
-	require.Empty(t, traceNotes)
-	require.Len(t, logNotes, 1)
-	require.Contains(t, logNotes[0], "prints no group boundaries")
+	require.Equal(t, byOp{"SendRecv", 100, 150, traceOps["SendRecv"].Bytes}, traceOps["SendRecv"])
+	require.Equal(t, byOp{"SendRecv", 0, 150, traceOps["SendRecv"].Bytes}, logOps["SendRecv"], "the same messages and bytes")
+	require.Greater(t, logs.TotalUs, trace.TotalUs, "a launch a call takes longer than the trace's groups")
+	require.Empty(t, trace.Notes)
+	require.Len(t, logs.Notes, 1)
+	require.Contains(t, logs.Notes[0], "print no group boundaries")
+	require.Contains(t, logs.Notes[0], "each of the 350 calls is simulated as a launch of its own")
 
-	var out, errb bytes.Buffer
-	files, _ := filepath.Glob(replayData + "coll/*.log")
-	require.Equal(t, 0, mainRun(append([]string{"replay", "--topo", "h200x2-nvlink", "--progress", "off", "--calls", "--links", "3"}, files...), &out, &errb), errb.String())
+	// The text says the same: calls in both, launches where the trace has them.
+	text := func(glob string) string {
+		files, _ := filepath.Glob(replayData + glob)
+		var out, errb bytes.Buffer
+		require.Equal(t, 0, mainRun(append([]string{"replay", "--topo", "h200x2-nvlink", "--progress", "off", "--calls", "--links", "3"}, files...), &out, &errb), errb.String())
+		return out.String()
+	}
+	require.Contains(t, text("trace/*.jsonl"), "# simccl replay: h200x2-nvlink, 1 node(s), 2 ranks, 350 calls in 300 launches\n")
+	logText := text("coll/*.log")
+	require.Contains(t, logText, "# simccl replay: h200x2-nvlink, 1 node(s), 2 ranks, 350 calls (launches not known: see the note)\n# note: NCCL's COLL logs print no group boundaries")
+	require.Regexp(t, `\n\s+SendRecv\s+-\s+150\s+[0-9]+\s`, logText)
+	require.Regexp(t, `\n\s+total\s+-\s+350\s`, logText)
 	col := -1
 	rows := 0
-	for _, l := range strings.Split(out.String(), "\n") {
+	for _, l := range strings.Split(logText, "\n") {
 		f := strings.Fields(l)
 		switch {
 		case strings.HasPrefix(l, "#") || len(f) == 0:
