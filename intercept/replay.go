@@ -339,10 +339,12 @@ type OpTotal struct {
 
 // Report is the outcome of a replay.
 type Report struct {
-	Machine string         `json:"machine"`
-	Ranks   int            `json:"ranks"`
-	Nodes   int            `json:"nodes"`
-	Scaled  map[string]int `json:"scaled,omitempty"` // communicator → simulated size, where it changed
+	Machine string `json:"machine"`
+	Ranks   int    `json:"ranks"`
+	Nodes   int    `json:"nodes"`
+	// TraceRanks is the trace's data-parallel size (World): its largest communicators' ranks.
+	TraceRanks int            `json:"trace_ranks"`
+	Scaled     map[string]int `json:"scaled,omitempty"` // communicator → simulated size, where it changed
 	// Calls counts the trace's calls as its communicators run them: each collective once (not
 	// once per rank), each point-to-point message (a Send and its Recv) once. A shim trace and the
 	// NCCL logs of the same program have the same calls.
@@ -439,7 +441,7 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 	if scale == 0 {
 		scale = base.NRanks()
 	}
-	rep := &Report{Machine: base.Node.Name, Ranks: base.NRanks(), Nodes: base.Nodes, Scaled: map[string]int{}, LaunchesKnown: true}
+	rep := &Report{Machine: base.Node.Name, Ranks: base.NRanks(), Nodes: base.Nodes, TraceRanks: world, Scaled: map[string]int{}, LaunchesKnown: true}
 	for _, l := range launches {
 		rep.Calls += len(l.Colls) + len(l.P2P)
 		if l.Log {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -30,7 +31,7 @@ func init() {
 func defineReplay(fs *pflag.FlagSet) runFunc {
 	mf := addMachineFlags(fs)
 	cli.Explain(fs, "topo", "replay: default the trace's virtual topology, else $NCCL_TOPO_FILE, else "+topos.DefaultName)
-	cli.Explain(fs, "nodes", "replay: default --scale-ranks / GPUs per node; else the trace's ranks / GPUs per node where that divides, else 1")
+	cli.Explain(fs, "nodes", "replay: default --scale-ranks / GPUs per node, else the trace's ranks / GPUs per node (a trace that does not fill whole nodes needs --nodes or --scale-ranks)")
 	fabric := cli.AddFabric(fs)
 	scaleRanks := fs.Int("scale-ranks", 0, "simulate data-parallel communicators (the trace's largest) at this many ranks (default: the machine's)")
 	asJSON := cli.AddJSON(fs, "")
@@ -109,9 +110,12 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 		n := *mf.nodes
 		if !fs.Changed("nodes") {
 			n = 1
-			// Without --nodes or --scale-ranks a trace replays at its own scale where that is a
-			// whole number of nodes of this topology; otherwise it is scaled, and the output says so.
-			if world := intercept.World(launches); *scaleRanks == 0 && world > g && world%g == 0 {
+			// Without --nodes or --scale-ranks a trace replays at its own scale, which must be a
+			// whole number of nodes of this topology: anything else is scaled only when asked for.
+			if world := intercept.World(launches); *scaleRanks == 0 {
+				if world%g != 0 {
+					return fmt.Errorf("%w: the trace's largest communicators have %d ranks, not a whole number of %s nodes of %d GPUs: pass --scale-ranks N (a multiple of %d, such as %d) to simulate them at N ranks, or --nodes N to replay on N nodes", errUsage, world, name, g, g, (world+g-1)/g*g)
+				}
 				n = world / g
 			}
 			if *scaleRanks > 0 {
@@ -130,9 +134,6 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 			if *scaleRanks%g != 0 {
 				return fmt.Errorf("%w: --scale-ranks %d is not a multiple of the %d GPUs of a %s node", errUsage, *scaleRanks, g, name)
 			}
-		}
-		if world := intercept.World(launches); *scaleRanks == 0 && world != m.NRanks() {
-			fmt.Fprintf(stderr, "simccl replay: the trace's %d-rank communicators are scaled to the machine's %d ranks (--scale-ranks)\n", world, m.NRanks())
 		}
 
 		opt := intercept.ReplayOptions{ScaleRanks: *scaleRanks, Links: *nLinks > 0, Build: build}
@@ -203,8 +204,13 @@ func writeReplayText(w io.Writer, rep *intercept.Report, cmp *intercept.Comparis
 		grouping = "(launches not known: see the note)"
 	}
 	fmt.Fprintf(w, "# simccl replay: %s, %d node(s), %d ranks, %d calls %s\n", rep.Machine, rep.Nodes, rep.Ranks, rep.Calls, grouping)
-	for c, n := range rep.Scaled {
-		fmt.Fprintf(w, "# scaled: communicator %s -> %d ranks\n", c, n)
+	comms := make([]string, 0, len(rep.Scaled))
+	for c := range rep.Scaled {
+		comms = append(comms, c)
+	}
+	sort.Strings(comms)
+	for _, c := range comms {
+		fmt.Fprintf(w, "# scaled: communicator %s, %d ranks in the trace -> %d ranks\n", c, rep.TraceRanks, rep.Scaled[c])
 	}
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "# note: %s\n", n)

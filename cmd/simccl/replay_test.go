@@ -134,6 +134,76 @@ func TestReplayAtTraceScale(t *testing.T) {
 	}
 }
 
+// Issue 17: a trace was scaled to another size with only a stderr note. Replay's scaling is now
+// asked for or refused: without --nodes or --scale-ranks, a trace whose largest communicators do
+// not fill whole nodes (2 ranks, or 12, on 8-GPU DGX H100 nodes) is a usage error that names the
+// flags and a size to pass; with one of them, the header of the text and of the JSON says what was
+// scaled from how many ranks, and nothing goes to stderr.
+func TestReplayScalingExplicit(t *testing.T) {
+	two := []string{replayData + "trace/simccl-trace.rank0.jsonl", replayData + "trace/simccl-trace.rank1.jsonl"}
+	dir := t.TempDir()
+	var twelve []string
+	for r := 0; r < 12; r++ {
+		f := filepath.Join(dir, fmt.Sprintf("simccl-trace.rank%d.jsonl", r))
+		line := fmt.Sprintf(`{"seq":1,"t_ns":2000,"rank":%d,"nranks":12,"comm":"c12","op":"AllReduce","count":1048576,"dtype":"float","redop":"sum","root":-1,"group":0}`+"\n", r)
+		require.NoError(t, os.WriteFile(f, []byte(line), 0o644))
+		twelve = append(twelve, f)
+	}
+	for _, c := range []struct {
+		files []string
+		want  string
+	}{
+		{two, "simccl replay: usage: the trace's largest communicators have 2 ranks, not a whole number of dgx-h100 nodes of 8 GPUs: pass --scale-ranks N (a multiple of 8, such as 8) to simulate them at N ranks, or --nodes N to replay on N nodes\n"},
+		{twelve, "simccl replay: usage: the trace's largest communicators have 12 ranks, not a whole number of dgx-h100 nodes of 8 GPUs: pass --scale-ranks N (a multiple of 8, such as 16) to simulate them at N ranks, or --nodes N to replay on N nodes\n"},
+	} {
+		for _, format := range [][]string{nil, {"--json"}} {
+			var out, errb bytes.Buffer
+			rc := mainRun(append(append([]string{"replay", "--topo", "dgx-h100", "--progress", "off"}, format...), c.files...), &out, &errb)
+			require.Equal(t, 2, rc)
+			require.Equal(t, c.want, errb.String(), "one line on stderr")
+			require.Empty(t, out.String())
+		}
+	}
+
+	// Asked for: --scale-ranks or --nodes. The header says it.
+	for _, c := range []struct {
+		args        []string
+		files       []string
+		nodes, from int
+		to          int
+	}{
+		{[]string{"--scale-ranks", "16"}, two, 2, 2, 16},
+		{[]string{"--nodes", "1"}, two, 1, 2, 8},
+		{[]string{"--nodes", "1"}, twelve, 1, 12, 8},
+		{[]string{"--scale-ranks", "16"}, twelve, 2, 12, 16},
+	} {
+		var out, errb bytes.Buffer
+		args := append(append([]string{"replay", "--topo", "dgx-h100", "--progress", "off", "--links", "0"}, c.args...), c.files...)
+		require.Equal(t, 0, mainRun(args, &out, &errb), errb.String())
+		require.Empty(t, errb.String(), "%v", c.args)
+		lines := strings.SplitN(out.String(), "\n", 3)
+		require.Regexp(t, fmt.Sprintf(`^# simccl replay: dgx-h100, %d node\(s\), %d ranks, \d+ calls in \d+ launches$`, c.nodes, c.nodes*8), lines[0])
+		require.Regexp(t, fmt.Sprintf(`^# scaled: communicator \S+, %d ranks in the trace -> %d ranks$`, c.from, c.to), lines[1])
+
+		out.Reset()
+		require.Equal(t, 0, mainRun(append(args, "--json"), &out, &errb), errb.String())
+		var v struct {
+			Nodes      int            `json:"nodes"`
+			Ranks      int            `json:"ranks"`
+			TraceRanks int            `json:"trace_ranks"`
+			Scaled     map[string]int `json:"scaled"`
+		}
+		require.NoError(t, json.Unmarshal(out.Bytes(), &v))
+		require.Equal(t, c.nodes, v.Nodes)
+		require.Equal(t, c.nodes*8, v.Ranks)
+		require.Equal(t, c.from, v.TraceRanks)
+		require.Len(t, v.Scaled, 1)
+		for _, n := range v.Scaled {
+			require.Equal(t, c.to, n)
+		}
+	}
+}
+
 // The same 2×H200 run, replayed from its shim trace and from its NCCL COLL logs (issue 17: 300
 // against 350 launches). Both hold the same 350 calls: 200 collectives and 150 messages (50 torch
 // sends, 50 batch_isend_irecv exchanges of two messages), and both say so, per kind of call and
