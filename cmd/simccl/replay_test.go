@@ -243,8 +243,24 @@ func TestReplayLogAgainstTrace(t *testing.T) {
 		require.NotContains(t, out.String(), `"launches": 0`, "a launch count where none is known")
 		return v, m, out.String()
 	}
-	trace, traceOps, _ := replay("trace/*.jsonl")
+	trace, traceOps, traceJSON := replay("trace/*.jsonl")
 	logs, logOps, _ := replay("coll/*.log")
+	// Point-to-point launches say P2P, not Ring (issue 17), as simccl mem and run say.
+	var launches struct {
+		Launches []struct {
+			Ops  string `json:"ops"`
+			Algo string `json:"algo"`
+		} `json:"launches"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(traceJSON), &launches))
+	p2p := 0
+	for _, l := range launches.Launches {
+		if l.Ops == "SendRecv" {
+			require.Equal(t, "P2P", l.Algo)
+			p2p++
+		}
+	}
+	require.Equal(t, 100, p2p)
 	require.Equal(t, 350, trace.Calls)
 	require.Equal(t, 350, logs.Calls)
 	require.True(t, trace.LaunchesKnown)
