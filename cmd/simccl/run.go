@@ -14,6 +14,7 @@ import (
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/internal/cli"
 	"github.com/simccl/simccl/internal/units"
+	"github.com/simccl/simccl/report"
 	"github.com/simccl/simccl/simnet"
 )
 
@@ -299,7 +300,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 		if *plotPath != "" {
 			title := fmt.Sprintf("simulated busbw, %s, %d ranks", m.Node.Name, m.NRanks())
 			if err := writeFile(*plotPath, func(w io.Writer) error {
-				return simnet.WritePlot(w, title, simnet.SeriesFromRows(rows, "sim "), plotFormat)
+				return report.WriteBusbwPlot(w, title, report.SeriesOfRows(rows), plotFormat)
 			}); err != nil {
 				return err
 			}
