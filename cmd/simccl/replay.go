@@ -172,7 +172,11 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 			return enc.Encode(out)
 		}
 		if *allCalls {
-			if err := writeLaunches(stdout, "every launch, in trace order", rep.Launches); err != nil {
+			title, index := "every launch, in trace order", "launch"
+			if !rep.LaunchesKnown {
+				title, index = "every call, in log order (launches not known)", "call"
+			}
+			if err := writeLaunches(stdout, title, index, rep.Launches); err != nil {
 				return err
 			}
 			fmt.Fprintln(stdout)
@@ -181,10 +185,12 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 	}
 }
 
-func writeLaunches(w io.Writer, title string, ls []intercept.LaunchResult) error {
+// writeLaunches lists launches; index names their index column ("launch", or "call" where the
+// input does not say how calls were grouped).
+func writeLaunches(w io.Writer, title, index string, ls []intercept.LaunchResult) error {
 	fmt.Fprintf(w, "# %s\n", title)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "comm\tlaunch\tops\tcalls\tranks\tbytes\talgo\tproto\ttime(us)\t")
+	fmt.Fprintf(tw, "comm\t%s\tops\tcalls\tranks\tbytes\talgo\tproto\ttime(us)\t\n", index)
 	for _, l := range ls {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%.1f\t\n", l.Comm, l.Index, l.Ops, l.Calls, l.NRanks, l.Bytes, l.Algo, l.Proto, l.TimeUs)
 	}
@@ -230,7 +236,11 @@ func writeReplayText(w io.Writer, rep *intercept.Report, cmp *intercept.Comparis
 	}
 	if top > 0 {
 		fmt.Fprintln(w)
-		if err := writeLaunches(w, fmt.Sprintf("slowest %d launches", min(top, len(rep.Launches))), rep.Slowest(top)); err != nil {
+		unit, index := "launches", "launch"
+		if !rep.LaunchesKnown {
+			unit, index = "calls", "call"
+		}
+		if err := writeLaunches(w, fmt.Sprintf("slowest %d %s", min(top, len(rep.Launches)), unit), index, rep.Slowest(top)); err != nil {
 			return err
 		}
 	}

@@ -58,7 +58,7 @@ func TestReplayCommand(t *testing.T) {
 	if rc := mainRun(args, &out, &errb); rc != 0 {
 		t.Fatalf("rc %d: %s", rc, errb.String())
 	}
-	for _, want := range []string{"every launch, in trace order", "2 node(s), 16 ranks, 350 calls (launches not known", "scaled to 16 ranks", "slowest 10 launches", "most utilised links", "total"} {
+	for _, want := range []string{"every call, in log order (launches not known)", "2 node(s), 16 ranks, 350 calls (launches not known", "scaled to 16 ranks", "slowest 10 calls", "most utilised links", "total"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("text output lacks %q:\n%s", want, out.String())
 		}
