@@ -109,8 +109,8 @@ func (s *System) PathLines() []string {
 type (
 	jsonSystem struct {
 		Version     string     `json:"nccl_version"`
-		MaxBw       float64    `json:"maxBw"`
-		TotalBw     float64    `json:"totalBw"`
+		MaxBw       float64    `json:"max_bw"`
+		TotalBw     float64    `json:"total_bw"`
 		Inter       bool       `json:"inter"`
 		GPUs        []jsonGPU  `json:"gpus"`
 		NICs        []jsonNIC  `json:"nics"`

@@ -26,6 +26,10 @@ type Launch struct {
 	TimeNs int64 // host time of the launch's first call on the lowest rank seen (0 when unknown)
 	Colls  []Record
 	P2P    []Transfer
+	// Log: the communicator's calls come from NCCL COLL logs, which print no group boundaries
+	// (every line says opCount 0 in NCCL 2.28): the launch is one call, a collective or one
+	// message, not NCCL's launch (see Launches).
+	Log bool
 }
 
 // Transfer is one point-to-point message of a launch (from a Send, or from a Recv whose Send is
@@ -58,6 +62,15 @@ func (l *Launch) Ops() string {
 // that has them; point-to-point messages from every rank's Sends, and from Recvs where the
 // matching Send is absent. The records are those of files CheckTraces accepted (ranks that
 // disagree are not reconciled here); a call over units.MaxSize is refused again.
+//
+// A communicator whose records all come from NCCL COLL logs (Record.Mode "log") carries no group
+// boundaries, so its launches are not known: each of its calls is a Launch of its own (Log set),
+// a collective (the k-th of every rank merged) or one message (the k-th Send from a rank to a
+// peer with the peer's k-th Recv from that rank, as CheckTraces matches them). Merging the k-th
+// calls of the ranks would pair unrelated calls there: two ranks that each send and then receive
+// make a launch of both Sends and one of both Recvs, each message counted twice. The calls of
+// such a communicator are what a shim trace of the same program holds (Report.Calls), without
+// its grouping.
 func Launches(recs []Record) ([]Launch, error) {
 	type key struct {
 		comm string
@@ -67,6 +80,7 @@ func Launches(recs []Record) ([]Launch, error) {
 	// per-rank slices, growing record by record, was most of the time of a large trace.
 	perRank := map[key][]int{}
 	sizes := map[string]int{}
+	notLog := map[string]bool{} // communicators with a call that is not from an NCCL log
 	var comms []string
 	for i := range recs {
 		r := &recs[i]
@@ -85,11 +99,22 @@ func Launches(recs []Record) ([]Launch, error) {
 		sizes[r.Comm] = r.NRanks
 		k := key{r.Comm, r.Rank}
 		perRank[k] = append(perRank[k], i)
+		if r.Mode != "log" || r.GID != 0 {
+			notLog[r.Comm] = true
+		}
 	}
 	sort.Strings(comms)
 	var out []Launch
 	for _, c := range comms {
 		n := sizes[c]
+		if !notLog[c] {
+			idx := make([][]int, n)
+			for rank := range idx {
+				idx[rank] = perRank[key{c, rank}]
+			}
+			out = append(out, logLaunches(recs, c, idx)...)
+			continue
+		}
 		// split[rank]: the rank's calls in order (indices into recs) and where each launch starts.
 		type calls struct{ idx, starts []int }
 		split := make([]calls, n)
@@ -173,6 +198,88 @@ func Launches(recs []Record) ([]Launch, error) {
 	return out, nil
 }
 
+// logLaunches is Launches for a communicator read from NCCL logs (idx[rank]: the rank's calls,
+// indices into recs): one launch per call, collectives merged by their position among the
+// ranks' collectives, messages matched Send to Recv in order per pair of ranks. Launches are
+// ordered by the position of their call in the log of the rank that issues it (the lowest rank of
+// a collective, a message's sender), then by that rank.
+func logLaunches(recs []Record, comm string, idx [][]int) []Launch {
+	n := len(idx)
+	type unit struct {
+		pos, rank int
+		l         Launch
+	}
+	var units []unit
+	type pair struct{ src, dst int }
+	sends := map[pair][]int{} // positions of the sender's Sends, per pair
+	recvs := map[pair][]int{} // positions of the receiver's Recvs, per pair
+	var colls [][2]int        // the collectives of the lowest rank that has them: (rank, position)
+	collRank := -1
+	for rank, is := range idx {
+		is = slices.Clone(is)
+		sort.SliceStable(is, func(i, j int) bool { return recs[is[i]].Seq < recs[is[j]].Seq })
+		idx[rank] = is
+		for pos, x := range is {
+			r := &recs[x]
+			switch r.Op {
+			case OpSend:
+				p := pair{rank, r.Root}
+				sends[p] = append(sends[p], pos)
+			case OpRecv:
+				p := pair{r.Root, rank}
+				recvs[p] = append(recvs[p], pos)
+			default:
+				if collRank < 0 {
+					collRank = rank
+				}
+				if collRank == rank {
+					colls = append(colls, [2]int{rank, pos})
+				}
+			}
+		}
+	}
+	for _, c := range colls {
+		r := recs[idx[c[0]][c[1]]]
+		units = append(units, unit{c[1], c[0], Launch{Colls: []Record{r}, TimeNs: r.TimeNs}})
+	}
+	var pairs []pair
+	for p := range sends {
+		pairs = append(pairs, p)
+	}
+	for p := range recvs {
+		if _, ok := sends[p]; !ok {
+			pairs = append(pairs, p)
+		}
+	}
+	for _, p := range pairs {
+		s, r := sends[p], recvs[p]
+		for k := 0; k < max(len(s), len(r)); k++ {
+			// The sender's Send where the log of the sender is here, else the receiver's Recv.
+			rank, pos := p.src, 0
+			if k < len(s) {
+				pos = s[k]
+			} else {
+				rank, pos = p.dst, r[k]
+			}
+			rec := &recs[idx[rank][pos]]
+			units = append(units, unit{pos, rank, Launch{P2P: []Transfer{{p.src, p.dst, rec.Bytes()}}, TimeNs: rec.TimeNs}})
+		}
+	}
+	sort.Slice(units, func(i, j int) bool {
+		a, b := units[i], units[j]
+		if a.pos != b.pos {
+			return a.pos < b.pos
+		}
+		return a.rank < b.rank
+	})
+	out := make([]Launch, len(units))
+	for i, u := range units {
+		out[i] = u.l
+		out[i].Comm, out[i].NRanks, out[i].Index, out[i].Log = comm, n, i, true
+	}
+	return out
+}
+
 // ReplayOptions steer Replay.
 type ReplayOptions struct {
 	// ScaleRanks is the size data-parallel communicators are scaled to (see Replay); 0 means the
@@ -197,9 +304,12 @@ type LaunchResult struct {
 	Ops    string `json:"ops"`
 	Calls  int    `json:"calls"`
 	NRanks int    `json:"nranks"` // simulated size (after scaling)
-	Bytes  int64  `json:"bytes"`  // nccl-tests size of the launch's calls (total buffer), summed
-	Algo   string `json:"algo"`
-	Proto  string `json:"proto"`
+	// Bytes sums the launch's calls: a collective's nccl-tests size (its total buffer, as
+	// simulated: scaled where its communicator is), a message's bytes (where the communicator is
+	// scaled, the exchange simulated: every rank sends the launch's largest message).
+	Bytes int64  `json:"bytes"`
+	Algo  string `json:"algo"`
+	Proto string `json:"proto"`
 	// NChannels is the simulated plan's channel count; NCCL is NCCL's decision when the
 	// simulator ran another (simnet.Row.NCCL).
 	NChannels int     `json:"nchannels"`
@@ -219,23 +329,36 @@ type LinkUse struct {
 
 // OpTotal sums the launches of one kind.
 type OpTotal struct {
-	Ops      string  `json:"ops"`
-	Launches int     `json:"launches"`
+	Ops string `json:"ops"`
+	// Launches is 0 (left out of the JSON) where the launches are not known (Report.LaunchesKnown).
+	Launches int     `json:"launches,omitempty"`
+	Calls    int     `json:"calls"`
 	Bytes    int64   `json:"bytes"`
 	TimeUs   float64 `json:"time_us"`
 }
 
 // Report is the outcome of a replay.
 type Report struct {
-	Machine  string         `json:"machine"`
-	Ranks    int            `json:"ranks"`
-	Nodes    int            `json:"nodes"`
-	Scaled   map[string]int `json:"scaled,omitempty"` // communicator → simulated size, where it changed
-	Launches []LaunchResult `json:"launches"`
-	ByOp     []OpTotal      `json:"by_op"`
-	TotalUs  float64        `json:"total_us"`
-	Links    []LinkUse      `json:"links,omitempty"`
-	Notes    []string       `json:"notes,omitempty"`
+	Machine string `json:"machine"`
+	Ranks   int    `json:"ranks"`
+	Nodes   int    `json:"nodes"`
+	// TraceRanks is the trace's data-parallel size (World): its largest communicators' ranks.
+	TraceRanks int            `json:"trace_ranks"`
+	Scaled     map[string]int `json:"scaled,omitempty"` // communicator → simulated size, where it changed
+	// Calls counts the trace's calls as its communicators run them: each collective once (not
+	// once per rank), each point-to-point message (a Send and its Recv) once. A shim trace and the
+	// NCCL logs of the same program have the same calls.
+	Calls int `json:"calls"`
+	// LaunchesKnown is whether the input says how calls were grouped into NCCL launches (a shim
+	// trace does; NCCL COLL logs do not, and each of their calls is then a launch of its own:
+	// Launch.Log). Where it is false, the entries of Launches are calls, ByOp counts no launches,
+	// and the time is an upper bound on what grouping would give (a group shares one launch).
+	LaunchesKnown bool           `json:"launches_known"`
+	Launches      []LaunchResult `json:"launches"`
+	ByOp          []OpTotal      `json:"by_op"`
+	TotalUs       float64        `json:"total_us"`
+	Links         []LinkUse      `json:"links,omitempty"`
+	Notes         []string       `json:"notes,omitempty"`
 }
 
 // World is the data-parallel size of a trace: the largest communicator size in it.
@@ -318,7 +441,13 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 	if scale == 0 {
 		scale = base.NRanks()
 	}
-	rep := &Report{Machine: base.Node.Name, Ranks: base.NRanks(), Nodes: base.Nodes, Scaled: map[string]int{}}
+	rep := &Report{Machine: base.Node.Name, Ranks: base.NRanks(), Nodes: base.Nodes, TraceRanks: world, Scaled: map[string]int{}, LaunchesKnown: true}
+	for _, l := range launches {
+		rep.Calls += len(l.Colls) + len(l.P2P)
+		if l.Log {
+			rep.LaunchesKnown = false
+		}
+	}
 	rep.Notes = append(rep.Notes, base.Notes...)
 	machines := map[int]*simnet.Machine{base.NRanks(): base}
 	machine := func(ranks int) (*simnet.Machine, error) {
@@ -462,7 +591,16 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 		for j, k := range plan[i] {
 			o := cache[k]
 			lr.NRanks = k.ranks
-			lr.Bytes += o.row.Bytes
+			switch {
+			case k.f != coll.SendRecv:
+				lr.Bytes += o.row.Bytes
+			case l.NRanks == world && world != scale:
+				lr.Bytes += int64(scale) * k.size // every rank sends the largest message
+			default:
+				for _, t := range l.P2P {
+					lr.Bytes += t.Bytes
+				}
+			}
 			lr.TimeUs += o.row.TimeUs
 			if k.f != coll.SendRecv {
 				nColl++
@@ -492,7 +630,10 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 			t = &OpTotal{Ops: lr.Ops}
 			byOp[lr.Ops] = t
 		}
-		t.Launches++
+		if rep.LaunchesKnown {
+			t.Launches++
+		}
+		t.Calls += lr.Calls
 		t.Bytes += lr.Bytes
 		t.TimeUs += lr.TimeUs
 	}
@@ -504,6 +645,9 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 		rep.Scaled = nil
 	} else {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("data-parallel communicators (size %d in the trace) scaled to %d ranks with the same per-rank counts", world, scale))
+	}
+	if !rep.LaunchesKnown {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("NCCL's COLL logs print no group boundaries (every line says opCount 0 in NCCL 2.28): which calls shared a launch is not known, so each of the %d calls is simulated as a launch of its own, at least the time of the grouped calls (a shim trace of the same program has its launches)", rep.Calls))
 	}
 	if opt.Links && unlinked > 0 && rep.TotalUs > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("per-link traffic counts the calls simulated message by message: %d of %d distinct calls ran in compact executors or the cost model, which keep no per-message record; the counted launches make %.1f%% of the total time", unlinked, len(order), 100*linkedUs/rep.TotalUs))

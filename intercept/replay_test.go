@@ -252,7 +252,9 @@ func TestParseGPULogsMatchTrace(t *testing.T) {
 			}
 		}
 	}
-	// Both logs together replay (no group marks in logs: each call is its own launch).
+	// Both logs together replay. Logs carry no group marks: each call is a launch of its own, a
+	// collective or one message (a Send and its Recv). The trace has the same 200 collectives and
+	// 150 messages (50 torch sends, 50 exchanges of two messages) in 300 launches; the logs, 350.
 	var all []Record
 	for _, f := range logs {
 		r, _, _ := ParseLogFile(f)
@@ -262,8 +264,122 @@ func TestParseGPULogsMatchTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ls) != 350 {
-		t.Errorf("%d launches from the logs, want 350 (300 calls, the 50 batched exchanges split in two)", len(ls))
+	tl, err := Launches(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(ls []Launch) (colls, msgs int, bytes int64) {
+		for _, l := range ls {
+			colls += len(l.Colls)
+			msgs += len(l.P2P)
+			for _, m := range l.P2P {
+				bytes += m.Bytes
+			}
+		}
+		return
+	}
+	lc, lm, lb := count(ls)
+	tc, tm, tb := count(tl)
+	if len(ls) != 350 || len(tl) != 300 || lc != 200 || lm != 150 || lc != tc || lm != tm || lb != tb {
+		t.Errorf("logs: %d launches, %d collectives, %d messages of %d bytes; trace: %d launches, %d, %d of %d; want 350 and 300 launches, 200 collectives and 150 messages alike", len(ls), lc, lm, lb, len(tl), tc, tm, tb)
+	}
+	for _, l := range ls {
+		if !l.Log || len(l.Colls)+len(l.P2P) != 1 {
+			t.Fatalf("log launch %+v: want one call, marked Log", l)
+		}
+	}
+}
+
+// TestLaunchesFromLog: calls read from NCCL logs are matched as a communicator runs them, not by
+// their position on each rank. Both ranks send, then receive (an exchange the program grouped,
+// which the log does not show): two messages, each once, not a launch of both Sends and another
+// of both Recvs (each message twice, as Launches made of the 2×H200 logs before).
+func TestLaunchesFromLog(t *testing.T) {
+	rec := func(rank int, seq int64, op string, count int64, root int) Record {
+		return Record{Seq: seq, Rank: rank, NRanks: 2, Comm: "log1.n2", Op: op, Count: count, Dtype: "float", Root: root, Mode: "log", PID: 100 + rank}
+	}
+	recs := []Record{
+		rec(0, 0, OpAllReduce, 10, -1), rec(1, 0, OpAllReduce, 10, -1),
+		// a message from 0 to 1 (torch.distributed.send/recv)
+		rec(0, 1, OpSend, 7, 1), rec(1, 1, OpRecv, 7, 0),
+		// an exchange: each rank sends, then receives
+		rec(0, 2, OpSend, 3, 1), rec(0, 3, OpRecv, 5, 1),
+		rec(1, 2, OpSend, 5, 0), rec(1, 3, OpRecv, 3, 0),
+		rec(0, 4, OpAllGather, 2, -1), rec(1, 4, OpAllGather, 2, -1),
+	}
+	files := []TraceFile{{Name: "r0.log"}, {Name: "r1.log"}}
+	for _, r := range recs {
+		files[r.Rank].Records = append(files[r.Rank].Records, r)
+	}
+	if err := CheckTraces(files, CheckOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := Launches(recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range ls {
+		if !l.Log || l.Comm != "log1.n2" || l.NRanks != 2 {
+			t.Errorf("launch %+v: want Log, comm log1.n2, 2 ranks", l)
+		}
+		s := fmt.Sprintf("%d:%s", l.Index, l.Ops())
+		for _, m := range l.P2P {
+			s += fmt.Sprintf(" %d>%d/%d", m.Src, m.Dst, m.Bytes)
+		}
+		got = append(got, s)
+	}
+	want := []string{"0:AllReduce", "1:SendRecv 0>1/28", "2:SendRecv 0>1/12", "3:SendRecv 1>0/20", "4:AllGather"}
+	if strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("launches %q, want %q", got, want)
+	}
+
+	// The replay says how many calls there are and that their launches are not known; a trace of
+	// the same program, with its groups, has the same calls and bytes in 4 launches.
+	m := machine(t, "h200x2-nvlink", 1)
+	rep, err := Replay(ls, m, ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grouped := make([]Record, len(recs))
+	for i, r := range recs {
+		r.Mode = ""
+		if r.Op == OpSend || r.Op == OpRecv {
+			r.Group, r.GID = 1, r.Seq
+			if r.Seq == 3 {
+				r.GID = 2 // the exchange: one group on each rank
+			}
+		}
+		grouped[i] = r
+	}
+	gl, err := Launches(grouped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grep, err := Replay(gl, m, ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.LaunchesKnown || !grep.LaunchesKnown || rep.Calls != 5 || grep.Calls != 5 || len(rep.Launches) != 5 || len(grep.Launches) != 4 {
+		t.Fatalf("log: known %v, %d calls, %d launches; grouped: known %v, %d calls, %d launches", rep.LaunchesKnown, rep.Calls, len(rep.Launches), grep.LaunchesKnown, grep.Calls, len(grep.Launches))
+	}
+	byOp := func(r *Report) map[string]OpTotal {
+		m := map[string]OpTotal{}
+		for _, o := range r.ByOp {
+			o.TimeUs = 0
+			m[o.Ops] = o
+		}
+		return m
+	}
+	lo, gro := byOp(rep), byOp(grep)
+	if lo["SendRecv"] != (OpTotal{Ops: "SendRecv", Calls: 3, Bytes: 28 + 12 + 20}) || gro["SendRecv"] != (OpTotal{Ops: "SendRecv", Launches: 2, Calls: 3, Bytes: 60}) {
+		t.Errorf("SendRecv: log %+v, grouped %+v", lo["SendRecv"], gro["SendRecv"])
+	}
+	if rep.TotalUs <= grep.TotalUs {
+		t.Errorf("log replay %.3f us, grouped %.3f: one launch a call must take longer", rep.TotalUs, grep.TotalUs)
+	}
+	if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "print no group boundaries") || len(grep.Notes) != 0 {
+		t.Errorf("notes: log %q, grouped %q", rep.Notes, grep.Notes)
 	}
 }
 

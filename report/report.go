@@ -371,8 +371,7 @@ func (r *Report) sweep(m *simnet.Machine, opt Options) error {
 			if !ok || row.TimeUs <= 0 {
 				continue // not affordable (Cut), or rounds to no element
 			}
-			s.Points = append(s.Points, BWPoint{Bytes: row.Bytes, TimeUs: row.TimeUs, BusBw: row.BusBw,
-				Label: fmt.Sprintf("%s/%s/%d ch", row.Algo, row.Proto, row.NChannels)})
+			s.Points = append(s.Points, pointOfRow(row))
 			tp, note, err := tunePoint(opt.Planner, f, size, n, opt, row)
 			if err != nil {
 				return err

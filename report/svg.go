@@ -228,66 +228,106 @@ func tunerSVG(b *strings.Builder, rows []TunerRow) {
 
 var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"}
 
-// busbwSVG plots busbw against size (log2 x axis): a polyline and one <circle class="pt"> per
-// size for each series. A collective has one colour, its simulated series solid and its measured
-// ones dashed; the legend is in a column of its own right of the plot area, which grows to hold it.
-func busbwSVG(b *strings.Builder, series []Series) {
-	W, H, l, r, t, bt := 820.0, 380.0, 60.0, 200.0, 15.0, 45.0
+// busbwLayout is the geometry of the busbw chart, one for the report's page (busbwSVG) and for
+// the files of simccl run --plot (WriteBusbwPlot): the plot area, a log2 size axis labelled every
+// other power of two with its unit, five busbw grid lines, one colour per collective (its
+// simulated series solid, its measured ones dashed) and the legend in a column of its own right of
+// the plot area, which grows to hold it. Coordinates are pixels from the top left.
+type busbwLayout struct {
+	W, H, l, r, t, bt float64
+	xmin, xmax, ymax  float64
+	collIdx           map[string]int
+}
+
+func newBusbwLayout(series []Series) *busbwLayout {
+	g := &busbwLayout{W: 820, H: 380, l: 60, r: 200, t: 15, bt: 45, collIdx: map[string]int{}}
 	longest := 0
-	collIdx := map[string]int{}
 	for _, s := range series {
 		longest = max(longest, len([]rune(s.Name)))
-		if _, ok := collIdx[s.Coll]; !ok {
-			collIdx[s.Coll] = len(collIdx)
+		if _, ok := g.collIdx[s.Coll]; !ok {
+			g.collIdx[s.Coll] = len(g.collIdx)
 		}
 	}
-	r = max(r, 50+6.5*float64(longest)) // legend: a 24-pixel line sample, then the name
-	W += r - 200
-	H = max(H, t+10+float64(len(series))*18+bt)
-	xmin, xmax, ymax := math.Inf(1), math.Inf(-1), 0.0
+	g.r = max(g.r, 50+6.5*float64(longest)) // legend: a 24-pixel line sample, then the name
+	g.W += g.r - 200
+	g.H = max(g.H, g.t+10+float64(len(series))*18+g.bt)
+	g.xmin, g.xmax = math.Inf(1), math.Inf(-1)
 	for _, s := range series {
 		for _, p := range s.Points {
 			if p.Bytes <= 0 {
 				continue
 			}
 			lx := math.Log2(float64(p.Bytes))
-			xmin, xmax = math.Min(xmin, lx), math.Max(xmax, lx)
-			ymax = math.Max(ymax, p.BusBw)
+			g.xmin, g.xmax = math.Min(g.xmin, lx), math.Max(g.xmax, lx)
+			g.ymax = math.Max(g.ymax, p.BusBw)
 		}
 	}
-	if math.IsInf(xmin, 1) {
-		xmin, xmax = 0, 1
+	if math.IsInf(g.xmin, 1) {
+		g.xmin, g.xmax = 0, 1
 	}
-	if xmax == xmin {
-		xmax = xmin + 1
+	if g.xmax == g.xmin {
+		g.xmax = g.xmin + 1
 	}
-	if ymax <= 0 {
-		ymax = 1
+	if g.ymax <= 0 {
+		g.ymax = 1
 	}
-	ymax = niceCeil(ymax * 1.05)
-	px := func(bytes int64) float64 {
-		return l + (math.Log2(float64(max(bytes, 1)))-xmin)/(xmax-xmin)*(W-l-r)
-	}
-	py := func(v float64) float64 { return H - bt - v/ymax*(H-t-bt) }
-	fmt.Fprintf(b, `<svg id="busbw" xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f">`+"\n", W, H, W, H)
+	g.ymax = niceCeil(g.ymax * 1.05)
+	return g
+}
+
+func (g *busbwLayout) px(bytes int64) float64 {
+	return g.l + (math.Log2(float64(max(bytes, 1)))-g.xmin)/(g.xmax-g.xmin)*(g.W-g.l-g.r)
+}
+
+func (g *busbwLayout) py(v float64) float64 { return g.H - g.bt - v/g.ymax*(g.H-g.t-g.bt) }
+
+// yTicks are the busbw grid lines, 0 to ymax.
+func (g *busbwLayout) yTicks() []float64 {
+	var out []float64
 	for i := 0; i <= 5; i++ {
-		v := ymax * float64(i) / 5
-		fmt.Fprintf(b, `<line class="grid" x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f"/><text class="tick" x="%.0f" y="%.1f" text-anchor="end">%s</text>`+"\n", l, W-r, py(v), py(v), l-5, py(v)+4, bw(v))
+		out = append(out, g.ymax*float64(i)/5)
 	}
-	for e := math.Ceil(xmin); e <= xmax; e += 2 {
-		x := px(int64(math.Pow(2, e)))
-		fmt.Fprintf(b, `<line class="grid" x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f"/><text class="tick" x="%.1f" y="%.0f" text-anchor="middle">%s</text>`+"\n", x, x, t, H-bt, x, H-bt+15, units.FormatSize(int64(math.Pow(2, e))))
+	return out
+}
+
+// xTicks are the sizes labelled: every other power of two.
+func (g *busbwLayout) xTicks() []int64 {
+	var out []int64
+	for e := math.Ceil(g.xmin); e <= g.xmax; e += 2 {
+		out = append(out, int64(math.Pow(2, e)))
+	}
+	return out
+}
+
+// colour is a series' colour: its collective's.
+func (g *busbwLayout) colour(s Series) string { return palette[g.collIdx[s.Coll]%len(palette)] }
+
+// keyY is the height of the i-th legend line.
+func (g *busbwLayout) keyY(i int) float64 { return g.t + 10 + float64(i)*18 }
+
+// busbwSVG plots busbw against size (log2 x axis, busbwLayout): a polyline and one
+// <circle class="pt"> per size for each series.
+func busbwSVG(b *strings.Builder, series []Series) {
+	g := newBusbwLayout(series)
+	W, H, l, r, t, bt := g.W, g.H, g.l, g.r, g.t, g.bt
+	fmt.Fprintf(b, `<svg id="busbw" xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f">`+"\n", W, H, W, H)
+	for _, v := range g.yTicks() {
+		fmt.Fprintf(b, `<line class="grid" x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f"/><text class="tick" x="%.0f" y="%.1f" text-anchor="end">%s</text>`+"\n", l, W-r, g.py(v), g.py(v), l-5, g.py(v)+4, bw(v))
+	}
+	for _, size := range g.xTicks() {
+		x := g.px(size)
+		fmt.Fprintf(b, `<line class="grid" x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f"/><text class="tick" x="%.1f" y="%.0f" text-anchor="middle">%s</text>`+"\n", x, x, t, H-bt, x, H-bt+15, units.FormatSize(size))
 	}
 	fmt.Fprintf(b, `<text class="axis" x="%.0f" y="%.0f" text-anchor="middle">size (bytes)</text><text class="axis" x="14" y="%.0f" transform="rotate(-90 14 %.0f)" text-anchor="middle">busbw (GB/s)</text>`+"\n", (W-r+l)/2, H-5, H/2, H/2)
 	for i, s := range series {
-		col := palette[collIdx[s.Coll]%len(palette)]
+		col := g.colour(s)
 		dash := ""
 		if s.Measured {
 			dash = ` stroke-dasharray="6 4"`
 		}
 		var pts []string
 		for _, p := range s.Points {
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(p.Bytes), py(p.BusBw)))
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", g.px(p.Bytes), g.py(p.BusBw)))
 		}
 		fmt.Fprintf(b, `<g class="series" data-series="%s"><polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", esc(s.Name), col, dash, strings.Join(pts, " "))
 		for _, p := range s.Points {
@@ -295,10 +335,10 @@ func busbwSVG(b *strings.Builder, series []Series) {
 			if p.Label != "" {
 				tip += " (" + p.Label + ")"
 			}
-			fmt.Fprintf(b, `<circle class="pt" cx="%.1f" cy="%.1f" r="3.5" fill="%s" data-tip="%s"/>`, px(p.Bytes), py(p.BusBw), col, esc(tip))
+			fmt.Fprintf(b, `<circle class="pt" cx="%.1f" cy="%.1f" r="3.5" fill="%s" data-tip="%s"/>`, g.px(p.Bytes), g.py(p.BusBw), col, esc(tip))
 		}
 		b.WriteString("</g>\n")
-		ly := t + 10 + float64(i)*18
+		ly := g.keyY(i)
 		fmt.Fprintf(b, `<g class="key" data-series="%s"><line x1="%.0f" x2="%.0f" y1="%.0f" y2="%.0f" stroke="%s" stroke-width="2"%s/><text x="%.0f" y="%.0f">%s</text></g>`+"\n", esc(s.Name), W-r+16, W-r+40, ly, ly, col, dash, W-r+46, ly+4, esc(s.Name))
 	}
 	b.WriteString("</svg>\n")

@@ -26,22 +26,22 @@ type AllOptions struct {
 type Result struct {
 	Ring          *Graph `json:"ring"`
 	Tree          *Graph `json:"tree"`
-	CollNetChain  *Graph `json:"collNetChain"`
-	CollNetDirect *Graph `json:"collNetDirect"`
+	CollNetChain  *Graph `json:"collnet_chain"`
+	CollNetDirect *Graph `json:"collnet_direct"`
 	NVLS          *Graph `json:"nvls"`
 	// NNodes is the number of nodes of the communicator.
-	NNodes int `json:"nNodes"`
+	NNodes int `json:"nodes"`
 	// SearchChannels is min(ring, tree) nChannels, before the postset doubling (comm->nChannels
 	// before ncclTopoPostset).
-	SearchChannels int `json:"searchChannels"`
+	SearchChannels int `json:"search_channels"`
 	// NChannels is the communicator's channel count after ncclTopoPostset's rules (connect.cc).
-	NChannels int `json:"nChannels"`
+	NChannels int `json:"nchannels"`
 	// NGPUs is the number of GPUs (ranks) of node 0; NRanks the number of ranks of all nodes.
-	NGPUs  int `json:"nGpusPerNode"`
-	NRanks int `json:"nRanks"`
+	NGPUs  int `json:"gpus_per_node"`
+	NRanks int `json:"nranks"`
 	// MaxBw, TotalBw are the search's bounds ("=== System : maxBw … totalBw … ===").
-	MaxBw   float64 `json:"maxBw"`
-	TotalBw float64 `json:"totalBw"`
+	MaxBw   float64 `json:"max_bw"`
+	TotalBw float64 `json:"total_bw"`
 	// top is the topology the graphs were searched on (for printing and dumping).
 	top *Topology
 }

@@ -127,25 +127,25 @@ const MaxChannels = 64
 type Graph struct {
 	ID           int      `json:"id"`
 	Pattern      Pattern  `json:"pattern"`
-	CrossNic     int      `json:"crossNic"`
-	CollNet      bool     `json:"collNet"`
-	MinChannels  int      `json:"minChannels"`
-	MaxChannels  int      `json:"maxChannels"`
-	NChannels    int      `json:"nChannels"`
-	BwIntra      float64  `json:"bwIntra"`
-	BwInter      float64  `json:"bwInter"`
-	LatencyInter float64  `json:"latencyInter"`
-	TypeIntra    PathType `json:"typeIntra"`
-	TypeInter    PathType `json:"typeInter"`
-	SameChannels int      `json:"sameChannels"`
-	NHops        int      `json:"nHops"`
+	CrossNic     int      `json:"cross_nic"`
+	CollNet      bool     `json:"collnet"`
+	MinChannels  int      `json:"min_channels"`
+	MaxChannels  int      `json:"max_channels"`
+	NChannels    int      `json:"nchannels"`
+	BwIntra      float64  `json:"bw_intra"`
+	BwInter      float64  `json:"bw_inter"`
+	LatencyInter float64  `json:"latency_inter"`
+	TypeIntra    PathType `json:"type_intra"`
+	TypeInter    PathType `json:"type_inter"`
+	SameChannels int      `json:"same_channels"`
+	NHops        int      `json:"nhops"`
 	// Intra holds, per channel, the ranks in channel order (NChannels × number of GPUs; an NVLS
 	// channel holds its head rank only).
 	Intra [][]int `json:"intra"`
 	// Inter holds, per channel, the NET ids the channel starts and ends on (empty intra-node).
 	Inter [][2]int64 `json:"inter,omitempty"`
 	// FromFile says the graph was loaded from a graph file rather than searched.
-	FromFile bool `json:"fromFile,omitempty"`
+	FromFile bool `json:"from_file,omitempty"`
 }
 
 // PatternName returns the pattern in words for tables.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -77,6 +78,10 @@ func TestExitStatuses(t *testing.T) {
 		{[]string{"rnu"}, 2, "did you mean run?"},
 		{[]string{"help", "nosuch"}, 2, "no such command"},
 		{[]string{"run", "--nccl-version", "2.99"}, 2, "simccl run: usage: --nccl-version"},
+		// The finding's own line: a release only search has is a usage error that says so, at once
+		// (it printed a fallback line, then failed with exit 1).
+		{[]string{"run", "--nccl-version", "2.18"}, 2, "simccl run: usage: --nccl-version 2.18: the tuning model has 2.28, 2.30 (simccl search also takes 2.18"},
+		{[]string{"tune", "--nccl-version", "2.29"}, 2, "simccl tune: usage: --nccl-version 2.29: the tuning model has 2.28, 2.30 (simccl search also takes"},
 		{[]string{"tune", "--nccl-version", "2.99"}, 2, "simccl tune: usage: --nccl-version"},
 		{[]string{"plan", "--nccl-version", "2.99"}, 2, "simccl plan: usage: --nccl-version"},
 		{[]string{"mem", "--nccl-version", "2.99"}, 2, "simccl mem: usage: --nccl-version"},
@@ -177,4 +182,52 @@ func TestReportAt512Nodes(t *testing.T) {
 	html, err := os.ReadFile(page)
 	require.NoError(t, err)
 	require.Contains(t, string(html), "The schedule of one all_reduce at 512 node(s) (4096 ranks) has about")
+}
+
+// Every JSON document simccl prints has one key style, snake_case (issue 17: ncclVersion, nNodes
+// and maxBw beside nccl_version; search and topo kept NCCL's camelCase). Keys of maps that hold
+// data (report's paths by GPU name, replay's scaled communicators) are names, not keys, and are
+// left out.
+func TestJSONKeysSnakeCase(t *testing.T) {
+	trace := replayData + "trace/"
+	page := filepath.Join(t.TempDir(), "r.html")
+	dataKeyed := map[string]bool{"paths": true, "scaled": true}
+	snake := regexp.MustCompile(`^[a-z0-9]+(_[a-z0-9]+)*$`)
+	for _, args := range [][]string{
+		{"topo", "--json"},
+		{"topo", "--json", "--nodes", "2"},
+		{"search", "--json"},
+		{"search", "--json", "--nodes", "2"},
+		{"tune", "--json", "-c", "all", "-b", "1M", "-e", "1M"},
+		{"plan", "--json", "-c", "allreduce,sendrecv", "-b", "1K"},
+		{"mem", "--json", "-c", "all", "-b", "1M", "-e", "1M"},
+		{"run", "--json", "-c", "all", "--nodes", "2", "-b", "1M", "-e", "1M"},
+		{"replay", "--json", "--topo", "h200x2-nvlink", trace + "simccl-trace.rank0.jsonl", trace + "simccl-trace.rank1.jsonl"},
+		{"report", "--json", "-o", page, "-b", "8", "-e", "1K", "--progress", "off"},
+	} {
+		var out, errb bytes.Buffer
+		require.Equal(t, 0, mainRun(args, &out, &errb), "%v: %s", args, errb.String())
+		var doc any
+		require.NoError(t, json.Unmarshal(out.Bytes(), &doc), "%v", args)
+		keys := 0
+		var walk func(v any, path string)
+		walk = func(v any, path string) {
+			switch x := v.(type) {
+			case map[string]any:
+				for k, e := range x {
+					keys++
+					require.Regexp(t, snake, k, "simccl %s: key %s/%s", strings.Join(args, " "), path, k)
+					if !dataKeyed[k] {
+						walk(e, path+"/"+k)
+					}
+				}
+			case []any:
+				for _, e := range x {
+					walk(e, path+"[]")
+				}
+			}
+		}
+		walk(doc, "")
+		require.Greater(t, keys, 5, "%v", args)
+	}
 }

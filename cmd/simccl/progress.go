@@ -126,13 +126,23 @@ func (b *liveBar) set(done int, what string) {
 	b.draw()
 }
 
-// finish stops the redrawing and draws the bar once more, done, with its line ended.
+// above runs write (which writes a line to stdout, on the same terminal) with the bar's line
+// cleared, and draws the bar again below it.
+func (b *liveBar) above(write func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	fmt.Fprint(b.w, "\r\033[K")
+	write()
+	b.draw()
+}
+
+// finish stops the redrawing and draws the bar once more, every call done, with its line ended.
 func (b *liveBar) finish() {
 	close(b.stop)
 	b.stopped.Wait()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.what = "done"
+	b.done, b.what = b.total, "done"
 	b.draw()
 	fmt.Fprintln(b.w)
 }

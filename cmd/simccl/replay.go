@@ -1,11 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -32,7 +31,7 @@ func init() {
 func defineReplay(fs *pflag.FlagSet) runFunc {
 	mf := addMachineFlags(fs)
 	cli.Explain(fs, "topo", "replay: default the trace's virtual topology, else $NCCL_TOPO_FILE, else "+topos.DefaultName)
-	cli.Explain(fs, "nodes", "replay: default --scale-ranks / GPUs per node; else the trace's ranks / GPUs per node where that divides, else 1")
+	cli.Explain(fs, "nodes", "replay: default --scale-ranks / GPUs per node, else the trace's ranks / GPUs per node (a trace that does not fill whole nodes needs --nodes or --scale-ranks)")
 	fabric := cli.AddFabric(fs)
 	scaleRanks := fs.Int("scale-ranks", 0, "simulate data-parallel communicators (the trace's largest) at this many ranks (default: the machine's)")
 	asJSON := cli.AddJSON(fs, "")
@@ -57,7 +56,6 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 		var files []intercept.TraceFile
 		var recs []intercept.Record
 		virtualTopo := ""
-		logP2P := 0 // point-to-point calls read from NCCL logs, which print no groups
 		for _, path := range fs.Args() {
 			f, err := intercept.ReadTraceOrLog(path)
 			if err != nil {
@@ -73,13 +71,6 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 			}
 			files = append(files, f)
 			recs = append(recs, f.Records...)
-			if isNCCLLog(path) {
-				for _, r := range f.Records {
-					if r.Op == "Send" || r.Op == "Recv" {
-						logP2P++
-					}
-				}
-			}
 		}
 		if err := intercept.CheckTraces(files, intercept.CheckOptions{Virtual: true}); err != nil {
 			return err
@@ -119,9 +110,12 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 		n := *mf.nodes
 		if !fs.Changed("nodes") {
 			n = 1
-			// Without --nodes or --scale-ranks a trace replays at its own scale where that is a
-			// whole number of nodes of this topology; otherwise it is scaled, and the output says so.
-			if world := intercept.World(launches); *scaleRanks == 0 && world > g && world%g == 0 {
+			// Without --nodes or --scale-ranks a trace replays at its own scale, which must be a
+			// whole number of nodes of this topology: anything else is scaled only when asked for.
+			if world := intercept.World(launches); *scaleRanks == 0 {
+				if world%g != 0 {
+					return fmt.Errorf("%w: the trace's largest communicators have %d ranks, not a whole number of %s nodes of %d GPUs: pass --scale-ranks N (a multiple of %d, such as %d) to simulate them at N ranks, or --nodes N to replay on N nodes", errUsage, world, name, g, g, (world+g-1)/g*g)
+				}
 				n = world / g
 			}
 			if *scaleRanks > 0 {
@@ -141,9 +135,6 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 				return fmt.Errorf("%w: --scale-ranks %d is not a multiple of the %d GPUs of a %s node", errUsage, *scaleRanks, g, name)
 			}
 		}
-		if world := intercept.World(launches); *scaleRanks == 0 && world != m.NRanks() {
-			fmt.Fprintf(stderr, "simccl replay: the trace's %d-rank communicators are scaled to the machine's %d ranks (--scale-ranks)\n", world, m.NRanks())
-		}
 
 		opt := intercept.ReplayOptions{ScaleRanks: *scaleRanks, Links: *nLinks > 0, Build: build}
 		if show, err := showProgress(*progress, stderr); err != nil {
@@ -156,9 +147,6 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 		rep, err := intercept.Replay(launches, m, opt)
 		if err != nil {
 			return err
-		}
-		if logP2P > 0 {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("NCCL's COLL log prints no group boundaries: each of its %d Send/Recv calls is a launch of its own, where a shim trace joins those of one ncclGroupStart/End (see docs/cli.md)", logP2P))
 		}
 		var cmp *intercept.Comparison
 		if len(*measured) > 0 {
@@ -184,7 +172,11 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 			return enc.Encode(out)
 		}
 		if *allCalls {
-			if err := writeLaunches(stdout, "every launch, in trace order", rep.Launches); err != nil {
+			title, index := "every launch, in trace order", "launch"
+			if !rep.LaunchesKnown {
+				title, index = "every call, in log order (launches not known)", "call"
+			}
+			if err := writeLaunches(stdout, title, index, rep.Launches); err != nil {
 				return err
 			}
 			fmt.Fprintln(stdout)
@@ -193,10 +185,12 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 	}
 }
 
-func writeLaunches(w io.Writer, title string, ls []intercept.LaunchResult) error {
+// writeLaunches lists launches; index names their index column ("launch", or "call" where the
+// input does not say how calls were grouped).
+func writeLaunches(w io.Writer, title, index string, ls []intercept.LaunchResult) error {
 	fmt.Fprintf(w, "# %s\n", title)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "comm\tlaunch\tops\tcalls\tranks\tbytes\talgo\tproto\ttime(us)\t")
+	fmt.Fprintf(tw, "comm\t%s\tops\tcalls\tranks\tbytes\talgo\tproto\ttime(us)\t\n", index)
 	for _, l := range ls {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%.1f\t\n", l.Comm, l.Index, l.Ops, l.Calls, l.NRanks, l.Bytes, l.Algo, l.Proto, l.TimeUs)
 	}
@@ -204,29 +198,49 @@ func writeLaunches(w io.Writer, title string, ls []intercept.LaunchResult) error
 }
 
 func writeReplayText(w io.Writer, rep *intercept.Report, cmp *intercept.Comparison, top, nLinks int) error {
-	fmt.Fprintf(w, "# simccl replay: %s, %d node(s), %d ranks, %d launches\n", rep.Machine, rep.Nodes, rep.Ranks, len(rep.Launches))
-	for c, n := range rep.Scaled {
-		fmt.Fprintf(w, "# scaled: communicator %s -> %d ranks\n", c, n)
+	// launches prints a launch count, or "-" where the input does not say how calls were grouped.
+	launches := func(n int) string {
+		if !rep.LaunchesKnown {
+			return "-"
+		}
+		return fmt.Sprint(n)
+	}
+	grouping := fmt.Sprintf("in %d launches", len(rep.Launches))
+	if !rep.LaunchesKnown {
+		grouping = "(launches not known: see the note)"
+	}
+	fmt.Fprintf(w, "# simccl replay: %s, %d node(s), %d ranks, %d calls %s\n", rep.Machine, rep.Nodes, rep.Ranks, rep.Calls, grouping)
+	comms := make([]string, 0, len(rep.Scaled))
+	for c := range rep.Scaled {
+		comms = append(comms, c)
+	}
+	sort.Strings(comms)
+	for _, c := range comms {
+		fmt.Fprintf(w, "# scaled: communicator %s, %d ranks in the trace -> %d ranks\n", c, rep.TraceRanks, rep.Scaled[c])
 	}
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "# note: %s\n", n)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "ops\tlaunches\tbytes\ttime(us)\tshare\t")
+	fmt.Fprintln(tw, "ops\tlaunches\tcalls\tbytes\ttime(us)\tshare\t")
 	for _, t := range rep.ByOp {
 		share := 0.0
 		if rep.TotalUs > 0 {
 			share = 100 * t.TimeUs / rep.TotalUs
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f%%\t\n", t.Ops, t.Launches, t.Bytes, t.TimeUs, share)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t%.1f%%\t\n", t.Ops, launches(t.Launches), t.Calls, t.Bytes, t.TimeUs, share)
 	}
-	fmt.Fprintf(tw, "total\t%d\t\t%.1f\t\t\n", len(rep.Launches), rep.TotalUs)
+	fmt.Fprintf(tw, "total\t%s\t%d\t\t%.1f\t\t\n", launches(len(rep.Launches)), rep.Calls, rep.TotalUs)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if top > 0 {
 		fmt.Fprintln(w)
-		if err := writeLaunches(w, fmt.Sprintf("slowest %d launches", min(top, len(rep.Launches))), rep.Slowest(top)); err != nil {
+		unit, index := "launches", "launch"
+		if !rep.LaunchesKnown {
+			unit, index = "calls", "call"
+		}
+		if err := writeLaunches(w, fmt.Sprintf("slowest %d %s", min(top, len(rep.Launches)), unit), index, rep.Slowest(top)); err != nil {
 			return err
 		}
 	}
@@ -255,18 +269,4 @@ func writeReplayText(w io.Writer, rep *intercept.Report, cmp *intercept.Comparis
 		return tw.Flush()
 	}
 	return nil
-}
-
-// isNCCLLog reports whether the trace file at path is an NCCL INFO log (intercept.ReadTraceOrLog's
-// rule: a shim trace's first character that is not a blank is '{' or '#').
-func isNCCLLog(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	buf := make([]byte, 4096)
-	n, _ := io.ReadFull(f, buf)
-	t := bytes.TrimSpace(buf[:n])
-	return len(t) > 0 && t[0] != '{' && t[0] != '#'
 }

@@ -58,7 +58,7 @@ func TestReplayCommand(t *testing.T) {
 	if rc := mainRun(args, &out, &errb); rc != 0 {
 		t.Fatalf("rc %d: %s", rc, errb.String())
 	}
-	for _, want := range []string{"every launch, in trace order", "2 node(s), 16 ranks, 350 launches", "scaled to 16 ranks", "slowest 10 launches", "most utilised links", "total"} {
+	for _, want := range []string{"every call, in log order (launches not known)", "2 node(s), 16 ranks, 350 calls (launches not known", "scaled to 16 ranks", "slowest 10 calls", "most utilised links", "total"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("text output lacks %q:\n%s", want, out.String())
 		}
@@ -105,7 +105,7 @@ func TestReplayVirtualTopo(t *testing.T) {
 	if rc := mainRun([]string{"replay", p}, &out, &errb); rc != 0 {
 		t.Fatalf("rc %d: %s", rc, errb.String())
 	}
-	if !strings.Contains(out.String(), "# simccl replay: h200x2-nvlink, 1 node(s), 2 ranks, 1 launches") {
+	if !strings.Contains(out.String(), "# simccl replay: h200x2-nvlink, 1 node(s), 2 ranks, 1 calls in 1 launches") {
 		t.Errorf("output:\n%s", out.String())
 	}
 }
@@ -134,57 +134,166 @@ func TestReplayAtTraceScale(t *testing.T) {
 	}
 }
 
+// Issue 17: a trace was scaled to another size with only a stderr note. Replay's scaling is now
+// asked for or refused: without --nodes or --scale-ranks, a trace whose largest communicators do
+// not fill whole nodes (2 ranks, or 12, on 8-GPU DGX H100 nodes) is a usage error that names the
+// flags and a size to pass; with one of them, the header of the text and of the JSON says what was
+// scaled from how many ranks, and nothing goes to stderr.
+func TestReplayScalingExplicit(t *testing.T) {
+	two := []string{replayData + "trace/simccl-trace.rank0.jsonl", replayData + "trace/simccl-trace.rank1.jsonl"}
+	dir := t.TempDir()
+	var twelve []string
+	for r := 0; r < 12; r++ {
+		f := filepath.Join(dir, fmt.Sprintf("simccl-trace.rank%d.jsonl", r))
+		line := fmt.Sprintf(`{"seq":1,"t_ns":2000,"rank":%d,"nranks":12,"comm":"c12","op":"AllReduce","count":1048576,"dtype":"float","redop":"sum","root":-1,"group":0}`+"\n", r)
+		require.NoError(t, os.WriteFile(f, []byte(line), 0o644))
+		twelve = append(twelve, f)
+	}
+	for _, c := range []struct {
+		files []string
+		want  string
+	}{
+		{two, "simccl replay: usage: the trace's largest communicators have 2 ranks, not a whole number of dgx-h100 nodes of 8 GPUs: pass --scale-ranks N (a multiple of 8, such as 8) to simulate them at N ranks, or --nodes N to replay on N nodes\n"},
+		{twelve, "simccl replay: usage: the trace's largest communicators have 12 ranks, not a whole number of dgx-h100 nodes of 8 GPUs: pass --scale-ranks N (a multiple of 8, such as 16) to simulate them at N ranks, or --nodes N to replay on N nodes\n"},
+	} {
+		for _, format := range [][]string{nil, {"--json"}} {
+			var out, errb bytes.Buffer
+			rc := mainRun(append(append([]string{"replay", "--topo", "dgx-h100", "--progress", "off"}, format...), c.files...), &out, &errb)
+			require.Equal(t, 2, rc)
+			require.Equal(t, c.want, errb.String(), "one line on stderr")
+			require.Empty(t, out.String())
+		}
+	}
+
+	// Asked for: --scale-ranks or --nodes. The header says it.
+	for _, c := range []struct {
+		args        []string
+		files       []string
+		nodes, from int
+		to          int
+	}{
+		{[]string{"--scale-ranks", "16"}, two, 2, 2, 16},
+		{[]string{"--nodes", "1"}, two, 1, 2, 8},
+		{[]string{"--nodes", "1"}, twelve, 1, 12, 8},
+		{[]string{"--scale-ranks", "16"}, twelve, 2, 12, 16},
+	} {
+		var out, errb bytes.Buffer
+		args := append(append([]string{"replay", "--topo", "dgx-h100", "--progress", "off", "--links", "0"}, c.args...), c.files...)
+		require.Equal(t, 0, mainRun(args, &out, &errb), errb.String())
+		require.Empty(t, errb.String(), "%v", c.args)
+		lines := strings.SplitN(out.String(), "\n", 3)
+		require.Regexp(t, fmt.Sprintf(`^# simccl replay: dgx-h100, %d node\(s\), %d ranks, \d+ calls in \d+ launches$`, c.nodes, c.nodes*8), lines[0])
+		require.Regexp(t, fmt.Sprintf(`^# scaled: communicator \S+, %d ranks in the trace -> %d ranks$`, c.from, c.to), lines[1])
+
+		out.Reset()
+		require.Equal(t, 0, mainRun(append(args, "--json"), &out, &errb), errb.String())
+		var v struct {
+			Nodes      int            `json:"nodes"`
+			Ranks      int            `json:"ranks"`
+			TraceRanks int            `json:"trace_ranks"`
+			Scaled     map[string]int `json:"scaled"`
+		}
+		require.NoError(t, json.Unmarshal(out.Bytes(), &v))
+		require.Equal(t, c.nodes, v.Nodes)
+		require.Equal(t, c.nodes*8, v.Ranks)
+		require.Equal(t, c.from, v.TraceRanks)
+		require.Len(t, v.Scaled, 1)
+		for _, n := range v.Scaled {
+			require.Equal(t, c.to, n)
+		}
+	}
+}
+
 // The same 2×H200 run, replayed from its shim trace and from its NCCL COLL logs (issue 17: 300
-// against 350 launches). The collectives agree launch for launch and byte for byte; the logs have
-// 50 launches more because NCCL prints no group boundaries: each batch_isend_irecv exchange (a
-// Send and a Recv in one group on each rank) is one launch in the trace and two in the logs, and
-// the text output says so. The bytes column is in bytes, every row alike (it mixed 41947392
-// and 8K).
+// against 350 launches). Both hold the same 350 calls: 200 collectives and 150 messages (50 torch
+// sends, 50 batch_isend_irecv exchanges of two messages), and both say so, per kind of call and
+// with the same bytes. Launches are what only the trace can tell: NCCL prints no group boundaries
+// (every COLL line says opCount 0), so the logs' replay counts none (launches_known false, "-" in
+// the table, a note) and simulates each call as a launch of its own, which takes longer than the
+// trace's 300 launches (an exchange is one launch there, two calls here). The bytes column is in
+// bytes, every row alike (it mixed 41947392 and 8K).
 func TestReplayLogAgainstTrace(t *testing.T) {
 	type byOp struct {
 		Ops      string `json:"ops"`
 		Launches int    `json:"launches"`
+		Calls    int    `json:"calls"`
 		Bytes    int64  `json:"bytes"`
 	}
-	replay := func(glob string) (map[string]byOp, []string, int) {
+	type report struct {
+		Calls         int               `json:"calls"`
+		LaunchesKnown bool              `json:"launches_known"`
+		Launches      []json.RawMessage `json:"launches"`
+		ByOp          []byOp            `json:"by_op"`
+		TotalUs       float64           `json:"total_us"`
+		Notes         []string          `json:"notes"`
+	}
+	replay := func(glob string) (report, map[string]byOp, string) {
 		files, err := filepath.Glob(replayData + glob)
 		require.NoError(t, err)
 		require.Len(t, files, 2)
 		var out, errb bytes.Buffer
 		require.Equal(t, 0, mainRun(append([]string{"replay", "--topo", "h200x2-nvlink", "--json", "--progress", "off"}, files...), &out, &errb), errb.String())
-		var v struct {
-			Launches []json.RawMessage `json:"launches"`
-			ByOp     []byOp            `json:"by_op"`
-			Notes    []string          `json:"notes"`
-		}
+		require.Empty(t, errb.String())
+		var v report
 		require.NoError(t, json.Unmarshal(out.Bytes(), &v))
 		m := map[string]byOp{}
 		for _, o := range v.ByOp {
 			m[o.Ops] = o
 		}
-		return m, v.Notes, len(v.Launches)
+		require.NotContains(t, out.String(), `"launches": 0`, "a launch count where none is known")
+		return v, m, out.String()
 	}
-	trace, traceNotes, nTrace := replay("trace/*.jsonl")
-	logs, logNotes, nLog := replay("coll/*.log")
-	require.Equal(t, 300, nTrace)
-	require.Equal(t, 350, nLog)
+	trace, traceOps, traceJSON := replay("trace/*.jsonl")
+	logs, logOps, _ := replay("coll/*.log")
+	// Point-to-point launches say P2P, not Ring (issue 17), as simccl mem and run say.
+	var launches struct {
+		Launches []struct {
+			Ops  string `json:"ops"`
+			Algo string `json:"algo"`
+		} `json:"launches"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(traceJSON), &launches))
+	p2p := 0
+	for _, l := range launches.Launches {
+		if l.Ops == "SendRecv" {
+			require.Equal(t, "P2P", l.Algo)
+			p2p++
+		}
+	}
+	require.Equal(t, 100, p2p)
+	require.Equal(t, 350, trace.Calls)
+	require.Equal(t, 350, logs.Calls)
+	require.True(t, trace.LaunchesKnown)
+	require.False(t, logs.LaunchesKnown)
+	require.Len(t, trace.Launches, 300)
+	require.Len(t, logs.Launches, 350, "one entry a call")
 	for _, c := range []string{"AllReduce", "AllGather", "ReduceScatter", "Broadcast"} {
-		require.Equal(t, trace[c], logs[c], c)
-		require.Equal(t, 50, trace[c].Launches, c)
+		require.Equal(t, byOp{c, 50, 50, traceOps[c].Bytes}, traceOps[c], c)
+		require.Equal(t, byOp{c, 0, 50, traceOps[c].Bytes}, logOps[c], c)
 	}
-	// 50 torch send/recv (one launch either way) and 50 exchanges (one launch, or two).
-	require.Equal(t, 100, trace["SendRecv"].Launches)
-	require.Equal(t, 150, logs["SendRecv"].Launches)
-	require.Empty(t, traceNotes)
-	require.Len(t, logNotes, 1)
-	require.Contains(t, logNotes[0], "prints no group boundaries")
+	require.Equal(t, byOp{"SendRecv", 100, 150, traceOps["SendRecv"].Bytes}, traceOps["SendRecv"])
+	require.Equal(t, byOp{"SendRecv", 0, 150, traceOps["SendRecv"].Bytes}, logOps["SendRecv"], "the same messages and bytes")
+	require.Greater(t, logs.TotalUs, trace.TotalUs, "a launch a call takes longer than the trace's groups")
+	require.Empty(t, trace.Notes)
+	require.Len(t, logs.Notes, 1)
+	require.Contains(t, logs.Notes[0], "print no group boundaries")
+	require.Contains(t, logs.Notes[0], "each of the 350 calls is simulated as a launch of its own")
 
-	var out, errb bytes.Buffer
-	files, _ := filepath.Glob(replayData + "coll/*.log")
-	require.Equal(t, 0, mainRun(append([]string{"replay", "--topo", "h200x2-nvlink", "--progress", "off", "--calls", "--links", "3"}, files...), &out, &errb), errb.String())
+	// The text says the same: calls in both, launches where the trace has them.
+	text := func(glob string) string {
+		files, _ := filepath.Glob(replayData + glob)
+		var out, errb bytes.Buffer
+		require.Equal(t, 0, mainRun(append([]string{"replay", "--topo", "h200x2-nvlink", "--progress", "off", "--calls", "--links", "3"}, files...), &out, &errb), errb.String())
+		return out.String()
+	}
+	require.Contains(t, text("trace/*.jsonl"), "# simccl replay: h200x2-nvlink, 1 node(s), 2 ranks, 350 calls in 300 launches\n")
+	logText := text("coll/*.log")
+	require.Contains(t, logText, "# simccl replay: h200x2-nvlink, 1 node(s), 2 ranks, 350 calls (launches not known: see the note)\n# note: NCCL's COLL logs print no group boundaries")
+	require.Regexp(t, `\n\s+SendRecv\s+-\s+150\s+[0-9]+\s`, logText)
+	require.Regexp(t, `\n\s+total\s+-\s+350\s`, logText)
 	col := -1
 	rows := 0
-	for _, l := range strings.Split(out.String(), "\n") {
+	for _, l := range strings.Split(logText, "\n") {
 		f := strings.Fields(l)
 		switch {
 		case strings.HasPrefix(l, "#") || len(f) == 0:

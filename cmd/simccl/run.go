@@ -14,6 +14,7 @@ import (
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/internal/cli"
 	"github.com/simccl/simccl/internal/units"
+	"github.com/simccl/simccl/report"
 	"github.com/simccl/simccl/simnet"
 )
 
@@ -107,21 +108,80 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 			noteSeen[n] = true
 			notes = append(notes, n)
 		}
+		// The calls, and what planning says before anything is simulated: NCCL's decision where the
+		// simulator runs another (the table's "nccl runs" column) and the plan's notes.
+		calls := make([]runCall, 0, total)
+		subst := false
+		for _, f := range funcs {
+			for _, size := range sizes {
+				c := runCall{f: f, size: size}
+				if _, note, err := m.Plan(f, size, dt, op); err == nil {
+					c.planNote = note
+					subst = subst || note != ""
+				}
+				calls = append(calls, c)
+			}
+		}
+		h := simnet.RunHeader{Program: "simccl", Version: version(), Topology: m.Node.Name, Nodes: m.Nodes, GPUsPerNode: m.Node.NumGPUs, NRanks: m.NRanks(),
+			NChannels: p.Table.NChannels, NCCLRelease: p.Table.K.Release, DataType: dt.String(), Op: op.String(), Launch: m.Launch.String()}
+		if m.Nodes > 1 {
+			h.Fabric = fab.Header()
+		}
+		for _, f := range funcs {
+			h.Collectives = append(h.Collectives, coll.TestName(f))
+		}
+		// The text table is streamed as nccl-tests streams its own: each row once its call and
+		// those before it are simulated, so a stopped run keeps what it finished. The JSON is one
+		// document, written at the end.
+		var table *tableStream
 		var bar *liveBar
 		if showBar {
 			bar = startBar(stderr, total)
+		}
+		// emitted: the calls whose rows are written; emit writes those that are ready.
+		emitted := 0
+		var emitErr error
+		emit := func(ready func(i int) bool) {
+			if table == nil || emitErr != nil {
+				return
+			}
+			for emitted < len(calls) && ready(emitted) {
+				if c := &calls[emitted]; c.err == nil {
+					write := func() { emitErr = table.row(c.row) }
+					if bar != nil {
+						bar.above(write)
+					} else {
+						write()
+					}
+				}
+				emitted++
+			}
+		}
+		if !*asJSON {
+			table = &tableStream{w: stdout, h: h}
+			var headNotes []string
+			seen := map[string]bool{}
+			for _, n := range m.Notes {
+				if !seen[n] {
+					seen[n] = true
+					headNotes = append(headNotes, n)
+				}
+			}
+			for _, c := range calls {
+				if c.planNote != "" && !seen[c.planNote] {
+					seen[c.planNote] = true
+					headNotes = append(headNotes, fmt.Sprintf("%s from %d bytes: %s", coll.TestName(c.f), c.size, c.planNote))
+				}
+			}
+			if err := table.begin(headNotes, subst); err != nil {
+				return err
+			}
 		}
 		var failed []string
 		// The (collective, size) calls are independent: run them on the cores (--jobs), each on its
 		// own engine, and assemble the rows, notes and failures in their order afterwards, so the
 		// output is the same whatever the number of workers. Traces are recorded in order, on one
 		// worker, because --trace-max-ops stops recording after the calls before.
-		calls := make([]runCall, 0, total)
-		for _, f := range funcs {
-			for _, size := range sizes {
-				calls = append(calls, runCall{f: f, size: size})
-			}
-		}
 		workers := *jobs
 		if workers <= 0 {
 			workers = runtime.GOMAXPROCS(0)
@@ -146,35 +206,50 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 					recorded += len(c.res.Ops)
 				}
 				done++
+				emit(func(j int) bool { return j < done })
 			}
 		} else {
-			// Largest sizes first: they take longest, so the workers end together.
+			// For the JSON, largest sizes first: they take longest, so the workers end together.
+			// For the streamed table, in order, so that rows come out as they are simulated.
 			order := make(chan int, len(calls))
-			for i := len(calls) - 1; i >= 0; i-- {
-				order <- i
+			if table != nil {
+				for i := range calls {
+					order <- i
+				}
+			} else {
+				for i := len(calls) - 1; i >= 0; i-- {
+					order <- i
+				}
 			}
 			close(order)
-			finished := make(chan int)
+			finished := make([]bool, len(calls))
+			finishedCh := make(chan int)
 			for range min(workers, len(calls)) {
 				go func() {
 					for i := range order {
 						c := &calls[i]
 						c.row, c.res, c.err = m.Run(c.f, c.size, dt, op, simnet.RunOptions{DryRun: *dryRun, Exact: *exact, MeanOversubscribed: *ecmpMean})
-						finished <- i
+						finishedCh <- i
 					}
 				}()
 			}
 			for range calls {
-				i := <-finished
+				i := <-finishedCh
 				done++
+				finished[i] = true
 				if bar != nil {
 					bar.set(done, fmt.Sprintf("%s %s", coll.TestName(calls[i].f), units.FormatSize(calls[i].size)))
 				}
+				emit(func(j int) bool { return finished[j] })
 			}
 		}
+		if emitErr != nil {
+			return emitErr
+		}
+		var lateNotes []string // the notes a simulation tells: after the streamed rows
 		for i := range calls {
 			c := &calls[i]
-			if _, note, err := m.Plan(c.f, c.size, dt, op); err == nil && note != "" && !noteSeen[note] {
+			if note := c.planNote; note != "" && !noteSeen[note] {
 				noteSeen[note] = true
 				notes = append(notes, fmt.Sprintf("%s from %d bytes: %s", coll.TestName(c.f), c.size, note))
 			}
@@ -187,7 +262,9 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 			rows = append(rows, row)
 			if row.Mode != "" && row.Mode != "schedule" && !noteSeen[row.Coll+" "+row.Mode] {
 				noteSeen[row.Coll+" "+row.Mode] = true
-				notes = append(notes, fmt.Sprintf("%s from %d bytes: simulated by the compact executor, mode %s (see docs/cluster.md; --json gives the mode per row)", row.Coll, row.Bytes, row.Mode))
+				n := fmt.Sprintf("%s from %d bytes: simulated by the compact executor, mode %s (see docs/cluster.md; --json gives the mode per row)", row.Coll, row.Bytes, row.Mode)
+				notes = append(notes, n)
+				lateNotes = append(lateNotes, n)
 			}
 			if len(c.res.Ops) > 0 {
 				traced = append(traced, simnet.Traced{Label: fmt.Sprintf("%s %d", row.Coll, c.size), Ops: c.res.Ops, Offset: offset, Names: c.res.LinkName})
@@ -203,19 +280,11 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 		if wantOps {
 			unrecorded, noOps = unrecordedCalls(calls, len(traced), *maxOps, *dryRun)
 		}
-		h := simnet.RunHeader{Program: "simccl", Version: version(), Topology: m.Node.Name, Nodes: m.Nodes, GPUsPerNode: m.Node.NumGPUs, NRanks: m.NRanks(),
-			NChannels: p.Table.NChannels, NCCLRelease: p.Table.K.Release, DataType: dt.String(), Op: op.String(), Launch: m.Launch.String()}
-		if m.Nodes > 1 {
-			h.Fabric = fab.Header()
-		}
-		for _, f := range funcs {
-			h.Collectives = append(h.Collectives, coll.TestName(f))
-		}
 		if *asJSON {
 			if err := simnet.WriteJSON(stdout, h, rows, notes); err != nil {
 				return err
 			}
-		} else if err := simnet.WriteTable(stdout, h, rows, notes); err != nil {
+		} else if err := table.end(lateNotes); err != nil {
 			return err
 		}
 		if *tracePath != "" && noOps == nil {
@@ -231,7 +300,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 		if *plotPath != "" {
 			title := fmt.Sprintf("simulated busbw, %s, %d ranks", m.Node.Name, m.NRanks())
 			if err := writeFile(*plotPath, func(w io.Writer) error {
-				return simnet.WritePlot(w, title, simnet.SeriesFromRows(rows, "sim "), plotFormat)
+				return report.WriteBusbwPlot(w, title, report.SeriesOfRows(rows), plotFormat)
 			}); err != nil {
 				return err
 			}
@@ -343,6 +412,8 @@ type runCall struct {
 	err  error
 	// over: not recorded because --trace-max-ops ops were recorded before it.
 	over bool
+	// planNote: what simnet.Machine.Plan says of the call before it is simulated (a substitution).
+	planNote string
 }
 
 func writeFile(path string, fill func(io.Writer) error) error {

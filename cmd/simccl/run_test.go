@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -219,4 +222,71 @@ func TestRunJSONHeader(t *testing.T) {
 	out.Reset()
 	require.Equal(t, 0, mainRun([]string{"--version"}, &out, &errb))
 	require.Equal(t, "simccl vTEST\n", out.String())
+}
+
+// TestRunStreamsRows: simccl run writes each row of its table once the row's call is simulated, as
+// nccl-tests does (issue 17: the table came out when the whole sweep had ended, so a stopped run
+// lost every finished size). stdout is a pipe the test reads: after two rows, the progress bar on
+// stderr has not reached the sweep's end (the run waits on the pipe), and what was read so far is
+// a table report --measured reads, two rows of it. Then the rest comes, with the footer last. One
+// call at a time (-j 1) and in parallel (-j 2: calls are handed out in order for the table).
+func TestRunStreamsRows(t *testing.T) {
+	for _, jobs := range []string{"1", "2"} {
+		pr, pw := io.Pipe()
+		var errb safeBuffer
+		rc := make(chan int, 1)
+		args := []string{"run", "-c", "allreduce,allgather", "-b", "1K", "-e", "16M", "-f", "4", "-j", jobs, "--progress", "on"}
+		go func() {
+			code := mainRun(args, pw, &errb)
+			pw.Close()
+			rc <- code
+		}()
+		rd := bufio.NewReader(pr)
+		var got bytes.Buffer
+		for rows := 0; rows < 2; {
+			l, err := rd.ReadString('\n')
+			require.NoError(t, err, "-j %s after %q", jobs, got.String())
+			got.WriteString(l)
+			if !strings.HasPrefix(l, "#") {
+				rows++
+			}
+		}
+		require.NotContains(t, errb.String(), "16/16", "-j %s: the sweep ended before its second row was read", jobs)
+		meas, err := report.ReadMeasured(got.Bytes(), "stopped.txt", "all_reduce")
+		require.NoError(t, err)
+		require.Len(t, meas, 2)
+		require.Equal(t, []int64{1024, 4096}, []int64{meas[0].Bytes, meas[1].Bytes})
+		require.Equal(t, 8, meas[0].World)
+
+		rest, err := io.ReadAll(rd)
+		require.NoError(t, err)
+		require.Equal(t, 0, <-rc, errb.String())
+		require.Contains(t, errb.String(), "16/16")
+		all := got.String() + string(rest)
+		lines := strings.Split(strings.TrimSuffix(all, "\n"), "\n")
+		require.True(t, strings.HasPrefix(lines[len(lines)-1], "# Avg bus bandwidth"), "-j %s: footer last:\n%s", jobs, all)
+		rows := 0
+		for _, l := range lines {
+			if !strings.HasPrefix(l, "#") {
+				rows++
+			}
+		}
+		require.Equal(t, 16, rows, all)
+
+		// The same table as --json's rows, in the same order.
+		var js, jerr bytes.Buffer
+		require.Equal(t, 0, mainRun(append(args[:len(args)-2], "--progress", "off", "--json"), &js, &jerr), jerr.String())
+		var doc struct {
+			Rows []simnet.Row `json:"rows"`
+		}
+		require.NoError(t, json.Unmarshal(js.Bytes(), &doc))
+		i := 0
+		for _, l := range lines {
+			if !strings.HasPrefix(l, "#") {
+				r := doc.Rows[i]
+				require.True(t, strings.HasPrefix(strings.TrimSpace(l), fmt.Sprintf("%d ", r.Bytes)) && strings.Contains(l, r.Coll), "row %d %q, JSON %s %d", i, l, r.Coll, r.Bytes)
+				i++
+			}
+		}
+	}
 }

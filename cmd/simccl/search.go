@@ -91,7 +91,7 @@ func defineSearch(fs *pflag.FlagSet) runFunc {
 		if *asJSON {
 			out := struct {
 				Topology string `json:"topology"`
-				Version  string `json:"ncclVersion"`
+				Version  string `json:"nccl_version"`
 				*search.Result
 			}{name, params.Version, res}
 			enc := json.NewEncoder(stdout)

@@ -71,15 +71,15 @@ func TestSearchCommand(t *testing.T) {
 	}
 	var v struct {
 		Ring struct {
-			NChannels int     `json:"nChannels"`
-			BwIntra   float64 `json:"bwIntra"`
-			TypeIntra string  `json:"typeIntra"`
+			NChannels int     `json:"nchannels"`
+			BwIntra   float64 `json:"bw_intra"`
+			TypeIntra string  `json:"type_intra"`
 			Intra     [][]int `json:"intra"`
 		} `json:"ring"`
 		Tree struct {
-			NChannels int `json:"nChannels"`
+			NChannels int `json:"nchannels"`
 		} `json:"tree"`
-		NChannels int `json:"nChannels"`
+		NChannels int `json:"nchannels"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
 		t.Fatal(err)

@@ -37,7 +37,7 @@ func TestTopoJSON(t *testing.T) {
 	var v struct {
 		Nodes  int     `json:"nodes"`
 		NRanks int     `json:"nranks"`
-		MaxBw  float64 `json:"maxBw"`
+		MaxBw  float64 `json:"max_bw"`
 		GPUs   []struct {
 			Name string `json:"name"`
 		} `json:"gpus"`

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"image/png"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -169,4 +171,72 @@ func TestREADMEJobs(t *testing.T) {
 		ran++
 	}
 	require.GreaterOrEqual(t, ran, 7, "bin/simccl lines run from the jobs block")
+}
+
+// simccl run --plot (issue 17: "three y labels, crowded x labels, legend over the data"; one
+// plotting stack for the CLI and the report): the report's busbw chart (report.WriteBusbwPlot, the
+// layout of the page's section 3) with a title: one y label, sizes with their units every other
+// power of two and at least 30 points apart, the legend right of every data point, in SVG and PNG.
+func TestRunPlotLabels(t *testing.T) {
+	dir := t.TempDir()
+	plot := func(name string) []byte {
+		p := filepath.Join(dir, name)
+		var out, errb bytes.Buffer
+		require.Equal(t, 0, mainRun([]string{"run", "-c", "allreduce,allgather", "-b", "8", "-e", "1G", "--progress", "off", "--plot", p}, &out, &errb), errb.String())
+		data, err := os.ReadFile(p)
+		require.NoError(t, err)
+		return data
+	}
+	svg := string(plot("p.svg"))
+	type text struct {
+		s    string
+		x, y float64
+	}
+	var texts []text
+	for _, m := range regexp.MustCompile(`(?s)<text x="([-0-9.]+)" y="([-0-9.]+)"[^>]*>(.*?)</text>`).FindAllStringSubmatch(svg, -1) {
+		x, _ := strconv.ParseFloat(m[1], 64)
+		y, _ := strconv.ParseFloat(m[2], 64)
+		texts = append(texts, text{strings.TrimSpace(m[3]), x, y})
+	}
+	count := func(re string) (n int, xs []float64) {
+		for _, t := range texts {
+			if regexp.MustCompile(re).MatchString(t.s) {
+				n++
+				xs = append(xs, t.x)
+			}
+		}
+		return n, xs
+	}
+	n, _ := count(`^busbw \(GB/s\)$`)
+	require.Equal(t, 1, n, "y labels in %v", texts)
+	n, _ = count(`^size \(bytes\)$`)
+	require.Equal(t, 1, n, "x labels in %v", texts)
+	// The size labels: the row of numbers under the plot area (the busbw "0" sits higher).
+	var sizes []string
+	var sizeXs []float64
+	for _, t := range texts {
+		if regexp.MustCompile(`^[0-9]+[KMG]?$`).MatchString(t.s) && t.y > -35 && t.y < -20 {
+			sizes = append(sizes, t.s)
+			sizeXs = append(sizeXs, t.x)
+		}
+	}
+	require.Equal(t, []string{"8", "32", "128", "512", "2K", "8K", "32K", "128K", "512K", "2M", "8M", "32M", "128M", "512M"}, sizes)
+	for i := 1; i < len(sizeXs); i++ {
+		require.GreaterOrEqual(t, sizeXs[i]-sizeXs[i-1], 30.0, "size labels %v at %v", sizes, sizeXs)
+	}
+	right := 0.0 // the right edge of the data points (circles of radius 3.5)
+	for _, m := range regexp.MustCompile(`<path d="M([0-9.]+),[0-9.]+A3\.5`).FindAllStringSubmatch(svg, -1) {
+		x, _ := strconv.ParseFloat(m[1], 64)
+		right = max(right, x)
+	}
+	require.Positive(t, right)
+	for _, name := range []string{"sim all_reduce", "sim all_gather"} {
+		n, xs := count("^" + name + "$")
+		require.Equal(t, 1, n, name)
+		require.Greater(t, xs[0], right, "%s: the legend overlaps the data", name)
+	}
+
+	img, err := png.Decode(bytes.NewReader(plot("p.png")))
+	require.NoError(t, err)
+	require.Greater(t, img.Bounds().Dx(), img.Bounds().Dy())
 }
