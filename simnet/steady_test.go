@@ -93,3 +93,21 @@ func TestNVLSTreeChannelCap(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, tm1.ChannelCap, "%v", p1.Decision())
 }
+
+// Broadcast and Reduce past coll's schedule limit (8 GiB on 16 HGX H100 16-NIC nodes: about 8.4 M
+// steps) are timed by the steady extrapolation with SteadyMinPipelineLoops chunks per channel
+// where they used to be refused; below the limit (4 GiB) they keep the exact schedule. The
+// extrapolation's error against the exact replay at 4 GiB (0.31–0.99%, SteadyMinPipelineLoops'
+// comment) takes 7 s a replay, so it was measured with simccl run --exact rather than here.
+func TestSteadyPipelinePastLimit(t *testing.T) {
+	m, _ := testMachine(t, "hgx-h100-16nic", 16, nil, "", "")
+	for _, f := range []coll.Func{coll.Broadcast, coll.Reduce} {
+		row, _, err := m.Run(f, 8<<30, coll.Float32, coll.Sum, RunOptions{DryRun: true})
+		require.NoError(t, err, "%v 8 GiB", f)
+		require.True(t, strings.HasPrefix(row.Mode, "schedule-steady"), row.Mode)
+		require.Empty(t, row.NCCL)
+		row, _, err = m.Run(f, 4<<30, coll.Float32, coll.Sum, RunOptions{DryRun: true})
+		require.NoError(t, err)
+		require.Equal(t, "schedule", row.Mode, "%v 4 GiB is within coll's limit", f)
+	}
+}
