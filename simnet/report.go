@@ -26,8 +26,14 @@ type traceEvent struct {
 	Dur  *json.Number   `json:"dur,omitempty"`
 	Pid  int            `json:"pid"`
 	Tid  int            `json:"tid"`
+	ID   int64          `json:"id,omitempty"` // flow events ("s", "f")
+	Bp   string         `json:"bp,omitempty"` // "e": a flow's end binds to the slice enclosing it
 	Args map[string]any `json:"args,omitempty"`
 }
+
+// recvTidBase numbers a rank's receive threads apart from its send threads (TraceThreads numbers
+// those from 1).
+const recvTidBase = 1 << 20
 
 // WriteTrace writes Chrome trace-event JSON (the "JSON Object Format" Perfetto and chrome://tracing
 // open): one process per rank and one complete ("X") slice per message, from its first byte
@@ -45,10 +51,34 @@ type traceEvent struct {
 // messages it had in flight at most. Complete events on threads of our own were chosen over async
 // events ("b"/"e" with ids): those leave the packing of overlapping messages into rows to the
 // viewer, which differs between Perfetto and chrome://tracing, while fixed threads display the
-// same everywhere and keep the output deterministic. Flow arrows are not drawn: the receiver has
-// no slice of its own for an arrow to end on, and the peer is in each slice's name.
+// same everywhere and keep the output deterministic.
+//
+// Receivers and flows. Each message also has a slice on its receiver, "recv S->R", over the same
+// interval, on the receiver's thread for that connection ("ch C ← S", with the sender's lane, so
+// those threads nest as the sender's do), and a flow arrow from the send slice to the receive
+// slice (a "s" event bound to the send slice at its start, an "f" event with "bp":"e" bound to the
+// receive slice at its start), so that Perfetto draws who sent what to whom and lets one follow a
+// message from either end.
 func WriteTrace(w io.Writer, runs []Traced) error {
 	threads, of := TraceThreads(runs)
+	// The receive threads: for each send thread (sender S, channel C, peer R, lane L), thread
+	// (R, C, S, L) on the receiver, numbered from recvTidBase within R in the send threads' order.
+	type recvKey struct{ rank, channel, peer, lane int }
+	recvTid := make(map[recvKey]int, len(threads))
+	recvNext := map[int]int{}
+	type recvThread struct {
+		recvKey
+		tid int
+	}
+	var recvThreads []recvThread
+	for _, k := range threads {
+		rk := recvKey{k.Peer, k.Channel, k.Rank, k.Lane}
+		tid := recvTidBase + recvNext[rk.rank]
+		recvNext[rk.rank]++
+		recvTid[rk] = tid
+		recvThreads = append(recvThreads, recvThread{rk, tid})
+	}
+	sort.SliceStable(recvThreads, func(a, b int) bool { return recvThreads[a].rank < recvThreads[b].rank })
 	bw := bufio.NewWriter(w)
 	bw.WriteString("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")
 	first := true
@@ -64,22 +94,44 @@ func WriteTrace(w io.Writer, runs []Traced) error {
 		_, err = bw.Write(b)
 		return err
 	}
-	for i, k := range threads {
-		if i == 0 || threads[i-1].Rank != k.Rank {
-			if err := emit(traceEvent{Name: "process_name", Ph: "M", Pid: k.Rank, Args: map[string]any{"name": fmt.Sprintf("rank %d", k.Rank)}}); err != nil {
-				return err
-			}
-			if err := emit(traceEvent{Name: "process_sort_index", Ph: "M", Pid: k.Rank, Args: map[string]any{"sort_index": k.Rank}}); err != nil {
-				return err
-			}
+	named := map[int]bool{}
+	process := func(rank int) error {
+		if named[rank] {
+			return nil
 		}
-		if err := emit(traceEvent{Name: "thread_name", Ph: "M", Pid: k.Rank, Tid: k.Tid, Args: map[string]any{"name": k.Name()}}); err != nil {
+		named[rank] = true
+		if err := emit(traceEvent{Name: "process_name", Ph: "M", Pid: rank, Args: map[string]any{"name": fmt.Sprintf("rank %d", rank)}}); err != nil {
 			return err
 		}
-		if err := emit(traceEvent{Name: "thread_sort_index", Ph: "M", Pid: k.Rank, Tid: k.Tid, Args: map[string]any{"sort_index": k.Tid}}); err != nil {
+		return emit(traceEvent{Name: "process_sort_index", Ph: "M", Pid: rank, Args: map[string]any{"sort_index": rank}})
+	}
+	thread := func(rank, tid int, name string) error {
+		if err := emit(traceEvent{Name: "thread_name", Ph: "M", Pid: rank, Tid: tid, Args: map[string]any{"name": name}}); err != nil {
+			return err
+		}
+		return emit(traceEvent{Name: "thread_sort_index", Ph: "M", Pid: rank, Tid: tid, Args: map[string]any{"sort_index": tid}})
+	}
+	for _, k := range threads {
+		if err := process(k.Rank); err != nil {
+			return err
+		}
+		if err := thread(k.Rank, k.Tid, k.Name()); err != nil {
 			return err
 		}
 	}
+	for _, k := range recvThreads {
+		if err := process(k.rank); err != nil {
+			return err
+		}
+		name := fmt.Sprintf("ch %d ← %d", k.channel, k.peer)
+		if k.lane > 0 {
+			name += fmt.Sprintf(" (%d)", k.lane+1)
+		}
+		if err := thread(k.rank, k.tid, name); err != nil {
+			return err
+		}
+	}
+	var flow int64
 	for i, r := range runs {
 		for j, op := range r.Ops {
 			start, end := traceNs(r.Offset+op.Start), traceNs(r.Offset+op.End)
@@ -89,6 +141,20 @@ func WriteTrace(w io.Writer, runs []Traced) error {
 					"run": r.Label, "peer": op.Peer, "channel": op.Channel, "bytes": op.Bytes, "wire_bytes": op.Wire, "proto": op.Proto.String(),
 					"step": op.Step, "seq": op.Seq, "chunk": op.Chunk, "class": op.Class.String(), "route": routeString(op.Route, r.Names)}}
 			if err := emit(ev); err != nil {
+				return err
+			}
+			st := threads[of[i][j]]
+			rtid := recvTid[recvKey{op.Peer, op.Channel, op.Rank, st.Lane}]
+			rev := traceEvent{Name: fmt.Sprintf("recv %d->%d", op.Rank, op.Peer), Cat: r.Label, Ph: "X", Ts: ev.Ts, Dur: &dur,
+				Pid: op.Peer, Tid: rtid, Args: map[string]any{"run": r.Label, "peer": op.Rank, "channel": op.Channel, "bytes": op.Bytes, "seq": op.Seq, "chunk": op.Chunk}}
+			if err := emit(rev); err != nil {
+				return err
+			}
+			flow++
+			if err := emit(traceEvent{Name: "message", Cat: "flow", Ph: "s", Ts: ev.Ts, Pid: op.Rank, Tid: st.Tid, ID: flow}); err != nil {
+				return err
+			}
+			if err := emit(traceEvent{Name: "message", Cat: "flow", Ph: "f", Bp: "e", Ts: ev.Ts, Pid: op.Peer, Tid: rtid, ID: flow}); err != nil {
 				return err
 			}
 		}

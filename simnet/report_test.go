@@ -32,7 +32,7 @@ func TestTraceIsValidChromeJSON(t *testing.T) {
 	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
 		t.Fatalf("trace is not valid JSON: %v", err)
 	}
-	slices, meta := 0, 0
+	slices, meta, flows := 0, 0, 0
 	for i, ev := range doc.TraceEvents {
 		for _, k := range []string{"name", "ph", "pid"} {
 			if _, ok := ev[k]; !ok {
@@ -48,14 +48,21 @@ func TestTraceIsValidChromeJSON(t *testing.T) {
 				t.Fatalf("bad complete event %v", ev)
 			}
 			args, _ := ev["args"].(map[string]any)
-			for _, k := range []string{"bytes", "peer", "route"} {
+			keys := []string{"bytes", "peer"}
+			send := strings.HasPrefix(ev["name"].(string), "send ")
+			if send {
+				keys = append(keys, "route") // the receive slice of a message names its sender only
+			}
+			for _, k := range keys {
 				if _, ok := args[k]; !ok {
 					t.Fatalf("slice lacks args.%s: %v", k, ev)
 				}
 			}
-			if !strings.Contains(args["route"].(string), "NVS") {
+			if send && !strings.Contains(args["route"].(string), "NVS") {
 				t.Fatalf("route %v does not name the NVSwitch links", args["route"])
 			}
+		case "s", "f":
+			flows++
 		case "M":
 			meta++
 			args, _ := ev["args"].(map[string]any)
@@ -66,8 +73,8 @@ func TestTraceIsValidChromeJSON(t *testing.T) {
 			t.Fatalf("unexpected phase %v", ev["ph"])
 		}
 	}
-	if slices != len(res.Ops) || slices == 0 || meta == 0 {
-		t.Fatalf("%d slices for %d ops, %d metadata events", slices, len(res.Ops), meta)
+	if slices != 2*len(res.Ops) || slices == 0 || meta == 0 || flows != 2*len(res.Ops) {
+		t.Fatalf("%d slices and %d flow events for %d ops, %d metadata events", slices, flows, len(res.Ops), meta)
 	}
 }
 

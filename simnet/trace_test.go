@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/simccl/simccl/coll"
@@ -77,6 +78,79 @@ func traceNesting(t *testing.T, data []byte) (slices, tracks int) {
 	return slices, tracks
 }
 
+// traceFlows checks the trace's flow arrows as Perfetto binds them: every flow id has one start
+// ("s") and one end ("f", "bp":"e"); the start lies within a "send" slice of its (pid, tid) and
+// the end within a "recv" slice of its (pid, tid) — the slice each binds to — and the two slices
+// are the same message (recv's peer is the sender's pid). It returns the number of flows.
+func traceFlows(t *testing.T, data []byte) int {
+	t.Helper()
+	var doc struct {
+		TraceEvents []struct {
+			Name string         `json:"name"`
+			Ph   string         `json:"ph"`
+			Pid  int            `json:"pid"`
+			Tid  int            `json:"tid"`
+			Ts   float64        `json:"ts"`
+			Dur  *float64       `json:"dur"`
+			ID   int64          `json:"id"`
+			Bp   string         `json:"bp"`
+			Args map[string]any `json:"args"`
+		} `json:"traceEvents"`
+	}
+	require.NoError(t, json.Unmarshal(data, &doc))
+	ns := func(us float64) int64 { return int64(math.Round(us * 1000)) }
+	type slice struct {
+		start, end int64
+		name       string
+		peer       int
+	}
+	byTrack := map[[2]int][]slice{}
+	for _, ev := range doc.TraceEvents {
+		if ev.Ph == "X" {
+			peer, _ := ev.Args["peer"].(float64)
+			byTrack[[2]int{ev.Pid, ev.Tid}] = append(byTrack[[2]int{ev.Pid, ev.Tid}], slice{ns(ev.Ts), ns(ev.Ts) + ns(*ev.Dur), ev.Name, int(peer)})
+		}
+	}
+	enclosing := func(pid, tid int, ts int64, prefix string) *slice {
+		for i, s := range byTrack[[2]int{pid, tid}] {
+			if s.start <= ts && ts <= s.end && strings.HasPrefix(s.name, prefix) {
+				return &byTrack[[2]int{pid, tid}][i]
+			}
+		}
+		return nil
+	}
+	type end struct {
+		pid, peer int
+		ok        bool
+	}
+	starts, ends := map[int64]end{}, map[int64]end{}
+	for _, ev := range doc.TraceEvents {
+		switch ev.Ph {
+		case "s":
+			_, dup := starts[ev.ID]
+			require.False(t, dup, "flow %d starts twice", ev.ID)
+			s := enclosing(ev.Pid, ev.Tid, ns(ev.Ts), "send ")
+			require.NotNil(t, s, "flow %d starts outside a send slice", ev.ID)
+			starts[ev.ID] = end{ev.Pid, s.peer, true}
+		case "f":
+			require.Equal(t, "e", ev.Bp, "flow %d ends without binding to its enclosing slice", ev.ID)
+			_, dup := ends[ev.ID]
+			require.False(t, dup, "flow %d ends twice", ev.ID)
+			r := enclosing(ev.Pid, ev.Tid, ns(ev.Ts), "recv ")
+			require.NotNil(t, r, "flow %d ends outside a recv slice", ev.ID)
+			ends[ev.ID] = end{ev.Pid, r.peer, true}
+		}
+	}
+	require.Equal(t, len(starts), len(ends))
+	for id, s := range starts {
+		e := ends[id]
+		require.True(t, e.ok, "flow %d has no end", id)
+		require.Equal(t, s.peer, e.pid, "flow %d ends on rank %d, its send went to %d", id, e.pid, s.peer)
+		require.Equal(t, s.pid, e.peer, "flow %d: the receive names sender %d, the send is on %d", id, e.peer, s.pid)
+	}
+	return len(starts)
+}
+
 // Every track of the trace nests as Perfetto requires, on one node and on clusters of 8 and 64
 // nodes, for collectives whose messages overlap (pipelined ring slots, tree parents and children,
 // all-to-all peers).
@@ -102,7 +176,8 @@ func TestTraceTracksNest(t *testing.T) {
 			var buf bytes.Buffer
 			require.NoError(t, WriteTrace(&buf, runs))
 			slices, tracks := traceNesting(t, buf.Bytes())
-			require.Equal(t, 2*len(res.Ops), slices)
+			require.Equal(t, 4*len(res.Ops), slices, "a send and a receive slice per message of each run")
+			require.Equal(t, 2*len(res.Ops), traceFlows(t, buf.Bytes()))
 			t.Logf("%s, %d ops: %d slices on %d tracks, %d bytes", row.Mode, len(res.Ops), slices, tracks, buf.Len())
 			var again bytes.Buffer
 			require.NoError(t, WriteTrace(&again, runs))
