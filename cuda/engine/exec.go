@@ -61,6 +61,7 @@ func (c *Comm) launch(calls []*call) error {
 	}
 	if err != nil {
 		c.fail(err)
+		c.tellPeers()
 		return err
 	}
 	if L.pl == nil {
@@ -71,6 +72,7 @@ func (c *Comm) launch(calls []*call) error {
 		err = fmt.Errorf("rank %d: %w", c.rank, err)
 		L.abort(err)
 		c.fail(err)
+		c.tellPeers()
 	}
 	return err
 }

@@ -198,3 +198,62 @@ func TestInitRankBadCalls(t *testing.T) {
 		t.Fatal("InitRank over an existing segment file succeeded")
 	}
 }
+
+// TestInitRankFailedLaunch: a rank whose part of a launch fails after the rendezvous (here its
+// stream is not a stream) tells the other processes, whose launch then fails with ErrPeerGone
+// promptly instead of waiting for its steps until Config.Timeout. (With one process per rank a
+// peer cannot see the failing rank's Go state: before, the others waited the whole timeout.)
+func TestInitRankFailedLaunch(t *testing.T) {
+	needDevs(t, 2)
+	if !emulated {
+		t.Skip("the failure is injected with a stream handle that is not a stream, safe only on the emulated driver")
+	}
+	comms, err := initRanks(t, 2, engine.Config{SlotBytes: 512, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := make([]cuda.DevPtr, 2)
+	ss := make([]cuda.Stream, 2)
+	for r, c := range comms {
+		if ps[r], err = upload(c.Device(), make([]byte, 4096)); err != nil {
+			t.Fatal(err)
+		}
+		if ss[r], err = newStream(c.Device()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bogus := ss[1] + 0x7fff0000
+	errs := make([]error, 2)
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := ss[r]
+			if r == 1 {
+				s = bogus
+			}
+			errs[r] = c.AllReduce(ps[r], ps[r], 1024, coll.Float32, coll.Sum, s)
+		}()
+	}
+	wg.Wait()
+	took := time.Since(t0)
+	if errs[1] == nil || errors.Is(errs[1], engine.ErrPeerGone) {
+		t.Fatalf("rank 1's AllReduce on a bogus stream: %v, want its own failure", errs[1])
+	}
+	if !errors.Is(errs[0], engine.ErrPeerGone) {
+		t.Fatalf("rank 0's AllReduce while rank 1's part failed: %v, want ErrPeerGone", errs[0])
+	}
+	if took > 10*time.Second {
+		t.Fatalf("rank 0 failed after %v, want well within the 1 min timeout", took)
+	}
+	t.Logf("rank 1: %v; rank 0 after %v: %v", errs[1], took.Round(time.Millisecond), errs[0])
+	for r, c := range comms {
+		if err := c.GetAsyncError(); err == nil {
+			t.Errorf("rank %d's GetAsyncError after the failed launch: nil", r)
+		}
+		_ = c.Device().Do(func(x *cuda.Ctx) error { _ = x.Free(ps[r]); return x.DestroyStream(ss[r]) })
+		_ = c.Destroy()
+	}
+}
