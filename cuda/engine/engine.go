@@ -28,6 +28,9 @@ var (
 	// ErrPeerGone: a rank in another process exited, aborted the communicator or failed its part
 	// of a launch (InitRank).
 	ErrPeerGone = errors.New("engine: peer gone")
+	// ErrNotSupported: a valid use the engine does not implement (a CUDA graph capture of a
+	// communicator whose ranks are in several processes); the communicator stays usable.
+	ErrNotSupported = errors.New("engine: not supported")
 )
 
 // DefaultTimeout bounds the host-side waits of a launch for the other ranks.
