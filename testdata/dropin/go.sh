@@ -89,7 +89,7 @@ torch_run() {  # torch_run N TAG SECONDS [env...]
   echo "== torch_check.py, $n processes ($tag, ${*:-all GPUs visible}), ${sec} s"
   env "$@" LD_PRELOAD="$B/libnccl.so.2" SIMCCL_NCCL_DEBUG=1 SIMCCL_TIMEOUT=${SIMCCL_TIMEOUT:-30s} OMP_NUM_THREADS=2 \
     timeout -k 10 $((sec + 40)) python3 -m torch.distributed.run --standalone --nproc_per_node $n \
-    "$D/torch_check.py" --out "$O" --tag "$tag" --seconds "$sec" 2>&1 | tee "$O/$tag.log" | grep -v "Warning\|warn(\|^ *$\|OMP_NUM_THREADS\|\*\*\*\*" | tail -${TORCH_TAIL:-24}
+    "$D/torch_check.py" --out "$O" --tag "$tag" --seconds "$sec" 2>&1 | tee "$O/$tag.log" | grep -a "^\[$tag\|^simccl libnccl" | tail -${TORCH_TAIL:-30}
   echo "exit ${PIPESTATUS[0]}"
 }
 if has torch; then

@@ -364,6 +364,16 @@ def graph_check():
     except Exception as e:  # noqa: BLE001
         res["error"] = f"{type(e).__name__}: {str(e)[:600]}"
         print(f"[{a.tag} rank {rank}] graph capture failed: {res['error']}", flush=True)
+        # a refused capture must leave the communicator usable: one all_reduce, not captured
+        try:
+            torch.cuda.synchronize()
+            y = torch.full((count,), float(rank + 1), device=dev)
+            dist.all_reduce(y)
+            ok = bool((y == float(n * (n + 1) // 2)).all())
+            res["after_failed_capture"] = "all_reduce right" if ok else "all_reduce wrong"
+        except Exception as e2:  # noqa: BLE001
+            res["after_failed_capture"] = f"{type(e2).__name__}: {str(e2)[:300]}"
+        print(f"[{a.tag} rank {rank}] after the failed capture: {res['after_failed_capture']}", flush=True)
     return res
 
 
