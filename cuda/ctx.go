@@ -368,6 +368,10 @@ func (c *Ctx) BeginCapture(s Stream, mode CaptureMode) error { return drv.stream
 // EndCapture ends the capture and returns the graph.
 func (c *Ctx) EndCapture(s Stream) (Graph, error) { return drv.streamEndCapture(s) }
 
+// IsCapturing reports whether s is capturing into a graph (cuStreamIsCapturing; a capture that
+// an error invalidated counts until it ends).
+func (c *Ctx) IsCapturing(s Stream) (bool, error) { return drv.streamIsCapturing(s) }
+
 // Instantiate makes a launchable graph.
 func (c *Ctx) Instantiate(g Graph) (GraphExec, error) { return drv.graphInstantiate(g) }
 

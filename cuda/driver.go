@@ -63,6 +63,7 @@ type driver interface {
 	launchKernel(f Function, grid, block [3]uint32, shmem uint32, s Stream, args []byte, offs []int32) error
 	streamBeginCapture(s Stream, mode CaptureMode) error
 	streamEndCapture(s Stream) (Graph, error)
+	streamIsCapturing(s Stream) (bool, error)
 	graphInstantiate(g Graph) (GraphExec, error)
 	graphLaunch(e GraphExec, s Stream) error
 	graphDestroy(g Graph) error

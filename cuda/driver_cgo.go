@@ -36,7 +36,7 @@ typedef void *H;
 	X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle_v2) X(cuIpcCloseMemHandle) \
 	X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle) \
 	X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel) \
-	X(cuStreamBeginCapture_v2) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) \
+	X(cuStreamBeginCapture_v2) X(cuStreamEndCapture) X(cuStreamIsCapturing) X(cuGraphInstantiateWithFlags) \
 	X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy) X(cuThreadExchangeStreamCaptureMode)
 
 enum {
@@ -159,6 +159,7 @@ static CUresult s_launch(uintptr_t f, unsigned gx, unsigned gy, unsigned gz, uns
 }
 static CUresult s_beginCapture(uintptr_t s, int mode) { return FN(cuStreamBeginCapture_v2, (H, int))((H)s, mode); }
 static CUresult s_endCapture(uintptr_t s, uintptr_t *g) { return FN(cuStreamEndCapture, (H, H *))((H)s, (H *)g); }
+static CUresult s_isCapturing(uintptr_t s, int *status) { return FN(cuStreamIsCapturing, (H, int *))((H)s, status); }
 static CUresult s_graphInstantiate(uintptr_t *e, uintptr_t g) { return FN(cuGraphInstantiateWithFlags, (H *, H, unsigned long long))((H *)e, (H)g, 0); }
 static CUresult s_graphLaunch(uintptr_t e, uintptr_t s) { return FN(cuGraphLaunch, (H, H))((H)e, (H)s); }
 static CUresult s_graphDestroy(uintptr_t g) { return FN(cuGraphDestroy, (H))((H)g); }
@@ -483,6 +484,14 @@ func (cgoDriver) streamEndCapture(s Stream) (Graph, error) {
 	var g C.uintptr_t
 	err := check("cuStreamEndCapture", C.s_endCapture(C.uintptr_t(s), &g))
 	return Graph(g), err
+}
+
+// streamIsCapturing: CU_STREAM_CAPTURE_STATUS_NONE is 0; ACTIVE (1) and INVALIDATED (2, a
+// capture that failed and has not ended yet) are both a capture in progress.
+func (cgoDriver) streamIsCapturing(s Stream) (bool, error) {
+	var st C.int
+	err := check("cuStreamIsCapturing", C.s_isCapturing(C.uintptr_t(s), &st))
+	return st != 0, err
 }
 
 func (cgoDriver) graphInstantiate(g Graph) (GraphExec, error) {

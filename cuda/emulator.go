@@ -102,6 +102,24 @@ var emuUnrecordedWaits atomic.Int64
 // such a wait usually means the wait was enqueued before the record it meant.
 func EmulatorUnrecordedWaits() int64 { return emuUnrecordedWaits.Load() }
 
+// EmulatorSetCapturing makes the emulated driver report stream s as capturing into a graph (or
+// not) from now on, so that code which refuses to run during a capture can be tested; the
+// emulator still captures nothing (its stream-capture calls fail).
+func EmulatorSetCapturing(s Stream, on bool) error {
+	e, ok := drv.(*emu)
+	if !ok {
+		return errors.New("cuda: EmulatorSetCapturing needs the emulated driver")
+	}
+	st, err := e.stream("EmulatorSetCapturing", s)
+	if err != nil {
+		return err
+	}
+	st.mu.Lock()
+	st.capturing = on
+	st.mu.Unlock()
+	return nil
+}
+
 // Emulated reports whether the process runs on the emulated driver.
 func Emulated() bool {
 	_, ok := drv.(*emu)
@@ -155,6 +173,8 @@ type emuStream struct {
 	done uint64
 	err  error
 	rng  *rand.Rand
+	// capturing: what cuStreamIsCapturing reports (EmulatorSetCapturing; nothing is captured)
+	capturing bool
 }
 
 func newEmu(n int) *emu {
@@ -894,6 +914,16 @@ func (e *emu) graphInstantiate(Graph) (GraphExec, error)    { return 0, errGraph
 func (e *emu) graphLaunch(GraphExec, Stream) error          { return errGraphs }
 func (e *emu) graphDestroy(Graph) error                     { return errGraphs }
 func (e *emu) graphExecDestroy(GraphExec) error             { return errGraphs }
+
+func (e *emu) streamIsCapturing(s Stream) (bool, error) {
+	st, err := e.stream("cuStreamIsCapturing", s)
+	if err != nil {
+		return false, err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.capturing, nil
+}
 
 // exchangeCaptureMode: nothing is ever captured here, so every thread's mode is moot; the
 // emulator hands back the mode it is given, as a driver would on a thread still at its default.

@@ -25,8 +25,12 @@ var (
 	ErrTimeout = errors.New("engine: timeout")
 	// ErrDestroyed: the communicator was destroyed or failed before.
 	ErrDestroyed = errors.New("engine: communicator destroyed")
-	// ErrPeerGone: a rank in another process exited or aborted the communicator (InitRank).
+	// ErrPeerGone: a rank in another process exited, aborted the communicator or failed its part
+	// of a launch (InitRank).
 	ErrPeerGone = errors.New("engine: peer gone")
+	// ErrNotSupported: a valid use the engine does not implement (a CUDA graph capture of a
+	// communicator whose ranks are in several processes); the communicator stays usable.
+	ErrNotSupported = errors.New("engine: not supported")
 )
 
 // DefaultTimeout bounds the host-side waits of a launch for the other ranks.
@@ -221,15 +225,22 @@ func (c *Comm) Abort() error {
 		c.err = fmt.Errorf("rank %d: %w (aborted)", c.rank, ErrDestroyed)
 	}
 	c.mu.Unlock()
+	c.tellPeers()
+	return nil
+}
+
+// tellPeers raises the segment's abort flag of a communicator whose ranks are in several
+// processes (InitRank), so that the others' waits fail with ErrPeerGone within a poll interval:
+// on Abort, and when this rank's part of a launch failed (its peers wait for its steps, which
+// will not come, and cannot see its Go state). In-process peers learn it from the launch.
+func (c *Comm) tellPeers() {
 	if xp := c.cl.xp; xp != nil {
 		xp.mu.Lock()
-		live := xp.seg != nil
-		xp.mu.Unlock()
-		if live {
+		if xp.seg != nil {
 			xp.abort()
 		}
+		xp.mu.Unlock()
 	}
-	return nil
 }
 
 func (c *Comm) fail(err error) {

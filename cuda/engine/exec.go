@@ -48,6 +48,11 @@ func (c *Comm) launch(calls []*call) error {
 			return fmt.Errorf("%w: rank %d: the calls of one group must use one stream", ErrInvalidArgument, c.rank)
 		}
 	}
+	if c.cl.xp != nil {
+		if err := c.refuseCapture(user); err != nil {
+			return err
+		}
+	}
 	c.mu.Lock()
 	gen := c.gen
 	c.gen++
@@ -61,6 +66,7 @@ func (c *Comm) launch(calls []*call) error {
 	}
 	if err != nil {
 		c.fail(err)
+		c.tellPeers()
 		return err
 	}
 	if L.pl == nil {
@@ -71,8 +77,29 @@ func (c *Comm) launch(calls []*call) error {
 		err = fmt.Errorf("rank %d: %w", c.rank, err)
 		L.abort(err)
 		c.fail(err)
+		c.tellPeers()
 	}
 	return err
+}
+
+// refuseCapture fails a launch of a communicator whose ranks are in several processes when the
+// caller's stream is capturing into a CUDA graph, before the rendezvous, so that nothing of it
+// happened and the communicator stays usable: its steps record events that the peers' processes
+// wait on (CU_EVENT_INTERPROCESS), and the driver refuses to record those on a capturing stream
+// (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, seen on H200: one rank failed mid-launch and its
+// peers waited for its steps). Every rank of a capture refuses alike. A stream the driver cannot
+// query is left to the launch, which reports it (and tells the peers).
+func (c *Comm) refuseCapture(s cuda.Stream) error {
+	var capturing bool
+	_ = c.dev.Do(func(x *cuda.Ctx) error {
+		var err error
+		capturing, err = x.IsCapturing(s)
+		return err
+	})
+	if capturing {
+		return fmt.Errorf("%w: rank %d: capturing a launch into a CUDA graph when the ranks are in several processes (the steps wait on interprocess events, which a capture cannot record)", ErrNotSupported, c.rank)
+	}
+	return nil
 }
 
 // exec is one rank's state during one launch.

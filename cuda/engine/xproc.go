@@ -224,7 +224,7 @@ func (xp *xproc) check(force bool) error {
 		return xp.dead
 	}
 	if atomic.LoadUint64(xp.u64(16)) != 0 {
-		xp.dead = fmt.Errorf("%w: rank %d aborted the communicator", ErrPeerGone, int(atomic.LoadUint64(xp.u64(24))))
+		xp.dead = fmt.Errorf("%w: rank %d aborted the communicator or failed its part of a launch", ErrPeerGone, int(atomic.LoadUint64(xp.u64(24))))
 		return xp.dead
 	}
 	if !force && time.Since(xp.lastLive) < 20*time.Millisecond {

@@ -1,8 +1,10 @@
 package engine_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -196,5 +198,164 @@ func TestInitRankBadCalls(t *testing.T) {
 	cfg.Planner = cpuPlanner(t, 1, 512)
 	if _, err := engine.InitRank(devs[0], 0, 1, b, dir, "taken", &cfg); err == nil {
 		t.Fatal("InitRank over an existing segment file succeeded")
+	}
+}
+
+// TestInitRankFailedLaunch: a rank whose part of a launch fails after the rendezvous (here its
+// stream is not a stream) tells the other processes, whose launch then fails with ErrPeerGone
+// promptly instead of waiting for its steps until Config.Timeout. (With one process per rank a
+// peer cannot see the failing rank's Go state: before, the others waited the whole timeout.)
+func TestInitRankFailedLaunch(t *testing.T) {
+	needDevs(t, 2)
+	if !emulated {
+		t.Skip("the failure is injected with a stream handle that is not a stream, safe only on the emulated driver")
+	}
+	comms, err := initRanks(t, 2, engine.Config{SlotBytes: 512, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := make([]cuda.DevPtr, 2)
+	ss := make([]cuda.Stream, 2)
+	for r, c := range comms {
+		if ps[r], err = upload(c.Device(), make([]byte, 4096)); err != nil {
+			t.Fatal(err)
+		}
+		if ss[r], err = newStream(c.Device()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bogus := ss[1] + 0x7fff0000
+	errs := make([]error, 2)
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := ss[r]
+			if r == 1 {
+				s = bogus
+			}
+			errs[r] = c.AllReduce(ps[r], ps[r], 1024, coll.Float32, coll.Sum, s)
+		}()
+	}
+	wg.Wait()
+	took := time.Since(t0)
+	if errs[1] == nil || errors.Is(errs[1], engine.ErrPeerGone) {
+		t.Fatalf("rank 1's AllReduce on a bogus stream: %v, want its own failure", errs[1])
+	}
+	if !errors.Is(errs[0], engine.ErrPeerGone) {
+		t.Fatalf("rank 0's AllReduce while rank 1's part failed: %v, want ErrPeerGone", errs[0])
+	}
+	if took > 10*time.Second {
+		t.Fatalf("rank 0 failed after %v, want well within the 1 min timeout", took)
+	}
+	t.Logf("rank 1: %v; rank 0 after %v: %v", errs[1], took.Round(time.Millisecond), errs[0])
+	for r, c := range comms {
+		if err := c.GetAsyncError(); err == nil {
+			t.Errorf("rank %d's GetAsyncError after the failed launch: nil", r)
+		}
+		_ = c.Device().Do(func(x *cuda.Ctx) error { _ = x.Free(ps[r]); return x.DestroyStream(ss[r]) })
+		_ = c.Destroy()
+	}
+}
+
+// TestInitRankRefusesCapture: with the ranks in several processes, a launch on a stream that is
+// capturing into a CUDA graph fails on every rank with ErrNotSupported at once (the steps' events
+// are interprocess, which a capture cannot record: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED on
+// H200), before the rendezvous, so the communicator stays usable: the next launch, not captured,
+// gives the right sum. On the emulator the streams are marked capturing; on GPUs they capture.
+func TestInitRankRefusesCapture(t *testing.T) {
+	needDevs(t, 2)
+	comms, err := initRanks(t, 2, engine.Config{SlotBytes: 512, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const count = 1024
+	ps := make([]cuda.DevPtr, 2)
+	ss := make([]cuda.Stream, 2)
+	for r, c := range comms {
+		b := make([]byte, 4*count)
+		for i := 0; i < count; i++ {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(r+1)))
+		}
+		if ps[r], err = upload(c.Device(), b); err != nil {
+			t.Fatal(err)
+		}
+		if ss[r], err = newStream(c.Device()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	capture := func(r int, on bool) error {
+		if emulated {
+			return cuda.EmulatorSetCapturing(ss[r], on)
+		}
+		return comms[r].Device().Do(func(x *cuda.Ctx) error {
+			if on {
+				return x.BeginCapture(ss[r], cuda.CaptureRelaxed)
+			}
+			g, err := x.EndCapture(ss[r])
+			if err != nil {
+				return err
+			}
+			return x.DestroyGraph(g)
+		})
+	}
+	allReduce := func() []error {
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for r, c := range comms {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[r] = c.AllReduce(ps[r], ps[r], count, coll.Float32, coll.Sum, ss[r])
+			}()
+		}
+		wg.Wait()
+		return errs
+	}
+	for r := range comms {
+		if err := capture(r, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t0 := time.Now()
+	errs := allReduce()
+	took := time.Since(t0)
+	for r, err := range errs {
+		if !errors.Is(err, engine.ErrNotSupported) {
+			t.Errorf("rank %d's AllReduce while capturing: %v, want ErrNotSupported", r, err)
+		}
+		if err := capture(r, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if took > 5*time.Second {
+		t.Errorf("the refusal took %v", took)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Logf("refused in %v: %v", took.Round(time.Microsecond), errs[0])
+	for r, err := range allReduce() {
+		if err != nil {
+			t.Fatalf("rank %d's AllReduce after the refused capture: %v", r, err)
+		}
+	}
+	for r, c := range comms {
+		if err := c.GetAsyncError(); err != nil {
+			t.Errorf("rank %d's GetAsyncError: %v", r, err)
+		}
+		b, err := download(c.Device(), ps[r], 4*count, ss[r])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < count; i++ {
+			if g := math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])); g != 3 {
+				t.Fatalf("rank %d [%d] = %v after the uncaptured AllReduce, want 3", r, i, g)
+			}
+		}
+		_ = c.Device().Do(func(x *cuda.Ctx) error { _ = x.Free(ps[r]); return x.DestroyStream(ss[r]) })
+		_ = c.Destroy()
 	}
 }

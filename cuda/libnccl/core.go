@@ -80,7 +80,7 @@ func fail(err error) result {
 		return ncclRemoteError
 	case errors.Is(err, engine.ErrInvalidArgument):
 		return ncclInvalidArgument
-	case errors.Is(err, engine.ErrMismatch), errors.Is(err, engine.ErrDestroyed), errors.Is(err, errUsage):
+	case errors.Is(err, engine.ErrMismatch), errors.Is(err, engine.ErrDestroyed), errors.Is(err, engine.ErrNotSupported), errors.Is(err, errUsage):
 		return ncclInvalidUsage
 	case errors.Is(err, engine.ErrTimeout), errors.Is(err, realnet.ErrBootstrap):
 		return ncclSystemError
