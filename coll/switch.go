@@ -139,13 +139,64 @@ func (b *builder) nvlsGatherScatter(p *Plan, ck *chunking) error {
 // from above the same way (lane 2); each switch multicasts chunk j to its node (lane 1 of the
 // switch) and every rank receives all chunks (lane 3).
 func (b *builder) nvlsTree(p *Plan, ck *chunking) error {
-	n := p.NRanks
 	nNodes := max(1, p.NNodes)
-	ppn := n / nNodes
-	elt := ck.elt
+	ppn := p.NRanks / nNodes
+	b.nvlsChunks(p, ck, func(c int, o, ne int64, ci, j int) {
+		tree := (p.ChannelLo + c) % 2
+		for node := 0; node < nNodes; node++ {
+			b.nvlsScatter(ck, c, node, ppn, j, o, ne, ci)
+		}
+		for node := 0; node < nNodes; node++ { // reduce up the tree of heads j
+			up, d0, d1, _ := Dtree(nNodes, node, tree)
+			head := node*ppn + j
+			from := []int{b.switchAt(SwitchNVLS, node)}
+			var kids []int
+			for _, d := range []int{d0, d1} {
+				if d >= 0 {
+					kids = append(kids, d*ppn+j)
+				}
+			}
+			from = append(from, kids...)
+			prim := RecvSend
+			if len(from) > 1 {
+				prim = RecvReduceForward
+			}
+			if up >= 0 {
+				b.emit(ck, call{rank: head, ch: c, lane: 1, prim: prim, recvFrom: from, sendTo: []int{up*ppn + j},
+					connIdx: connUp, nelem: ne, chunk: ci})
+			} else {
+				to := append(append([]int(nil), kids...), b.switchAt(SwitchNVLS, node))
+				b.emit(ck, call{rank: head, ch: c, lane: 1, prim: prim, recvFrom: from, sendTo: to,
+					connIdx: connUp, sendIdx: connDown, hasSendIdx: true, nelem: ne, chunk: ci, postOp: true})
+			}
+		}
+		for node := 0; node < nNodes; node++ { // broadcast down the tree, multicast in the node
+			up, d0, d1, _ := Dtree(nNodes, node, tree)
+			if up >= 0 {
+				to := []int{}
+				for _, d := range []int{d0, d1} {
+					if d >= 0 {
+						to = append(to, d*ppn+j)
+					}
+				}
+				to = append(to, b.switchAt(SwitchNVLS, node))
+				b.emit(ck, call{rank: node*ppn + j, ch: c, lane: 2, prim: RecvSend, recvFrom: []int{up*ppn + j}, sendTo: to,
+					connIdx: connDown, nelem: ne, chunk: ci})
+			}
+			b.nvlsMulticast(ck, c, node, ppn, j, o, ne, ci)
+		}
+	})
+	return nil
+}
+
+// nvlsChunks walks p's channels as NCCL's NVLS kernels do across nodes (NVLSTree, NVLS with
+// CollNet): each loop of a channel covers ppn chunks, chunk j of a loop belonging to local rank j
+// of every node (its head); fn gets the channel, the chunk's element offset and count, its number
+// in the channel and j.
+func (b *builder) nvlsChunks(p *Plan, ck *chunking, fn func(c int, o, ne int64, ci, j int)) {
+	ppn := p.NRanks / max(1, p.NNodes)
 	offs, cnts := p.parts(p.Count, ck.align)
 	for c := 0; c < p.nChannels(); c++ {
-		tree := (p.ChannelLo + c) % 2
 		part, cnt := offs[c], cnts[c]
 		loop := 0
 		for eo := int64(0); eo < cnt; eo += int64(ppn) * ck.chunkElems {
@@ -156,74 +207,41 @@ func (b *builder) nvlsTree(p *Plan, ck *chunking) error {
 			}
 			for j := 0; j < ppn; j++ {
 				co := min64(int64(j)*cc, rem)
-				o, ne := part+eo+co, max64(0, min64(cc, rem-co))
-				ci := loop*ppn + j
-				for node := 0; node < nNodes; node++ { // scatter to the node's switch, reduce to head j
-					sw := b.switchAt(SwitchNVLS, node)
-					local := make([]int, ppn)
-					for l := range local {
-						local[l] = node*ppn + l
-						b.emit(ck, call{rank: local[l], ch: c, lane: 0, prim: Send, sendTo: []int{sw}, connIdx: connUp,
-							src: &BufRef{Buf: BufSend, Offset: o * elt}, nelem: ne, chunk: ci})
-					}
-					b.emit(ck, call{rank: sw, ch: c, lane: 0, prim: RecvReduceForward, recvFrom: local, sendTo: []int{node*ppn + j},
-						connIdx: connUp, nelem: ne, chunk: ci})
-				}
-				for node := 0; node < nNodes; node++ { // reduce up the tree of heads j
-					up, d0, d1, _ := Dtree(nNodes, node, tree)
-					head := node*ppn + j
-					from := []int{b.switchAt(SwitchNVLS, node)}
-					var kids []int
-					for _, d := range []int{d0, d1} {
-						if d >= 0 {
-							kids = append(kids, d*ppn+j)
-						}
-					}
-					from = append(from, kids...)
-					prim := RecvSend
-					if len(from) > 1 {
-						prim = RecvReduceForward
-					}
-					if up >= 0 {
-						b.emit(ck, call{rank: head, ch: c, lane: 1, prim: prim, recvFrom: from, sendTo: []int{up*ppn + j},
-							connIdx: connUp, nelem: ne, chunk: ci})
-					} else {
-						to := append(append([]int(nil), kids...), b.switchAt(SwitchNVLS, node))
-						b.emit(ck, call{rank: head, ch: c, lane: 1, prim: prim, recvFrom: from, sendTo: to,
-							connIdx: connUp, sendIdx: connDown, hasSendIdx: true, nelem: ne, chunk: ci, postOp: true})
-					}
-				}
-				for node := 0; node < nNodes; node++ { // broadcast down the tree, multicast in the node
-					up, d0, d1, _ := Dtree(nNodes, node, tree)
-					head := node*ppn + j
-					sw := b.switchAt(SwitchNVLS, node)
-					if up >= 0 {
-						to := []int{}
-						for _, d := range []int{d0, d1} {
-							if d >= 0 {
-								to = append(to, d*ppn+j)
-							}
-						}
-						to = append(to, sw)
-						b.emit(ck, call{rank: head, ch: c, lane: 2, prim: RecvSend, recvFrom: []int{up*ppn + j}, sendTo: to,
-							connIdx: connDown, nelem: ne, chunk: ci})
-					}
-					local := make([]int, ppn)
-					for l := range local {
-						local[l] = node*ppn + l
-					}
-					b.emit(ck, call{rank: sw, ch: c, lane: 1, prim: RecvSend, recvFrom: []int{head}, sendTo: local,
-						connIdx: connDown, nelem: ne, chunk: ci})
-					for _, r := range local {
-						b.emit(ck, call{rank: r, ch: c, lane: 3, prim: Recv, recvFrom: []int{sw}, connIdx: connDown,
-							dst: &BufRef{Buf: BufRecv, Offset: o * elt}, nelem: ne, chunk: ci})
-					}
-				}
+				fn(c, part+eo+co, max64(0, min64(cc, rem-co)), loop*ppn+j, j)
 			}
 			loop++
 		}
 	}
-	return nil
+}
+
+// nvlsScatter emits chunk ci (elements o, ne) of channel c going from every rank of node to the
+// node's switch (lane 0) and the switch's reduction of it handed to the node's local rank j.
+func (b *builder) nvlsScatter(ck *chunking, c, node, ppn, j int, o, ne int64, ci int) {
+	sw := b.switchAt(SwitchNVLS, node)
+	local := make([]int, ppn)
+	for l := range local {
+		local[l] = node*ppn + l
+		b.emit(ck, call{rank: local[l], ch: c, lane: 0, prim: Send, sendTo: []int{sw}, connIdx: connUp,
+			src: &BufRef{Buf: BufSend, Offset: o * ck.elt}, nelem: ne, chunk: ci})
+	}
+	b.emit(ck, call{rank: sw, ch: c, lane: 0, prim: RecvReduceForward, recvFrom: local, sendTo: []int{node*ppn + j},
+		connIdx: connUp, nelem: ne, chunk: ci})
+}
+
+// nvlsMulticast emits the node's switch multicasting chunk ci, which local rank j sends it, to
+// the node (lane 1 of the switch) and every rank of the node receiving it into its output (lane 3).
+func (b *builder) nvlsMulticast(ck *chunking, c, node, ppn, j int, o, ne int64, ci int) {
+	sw := b.switchAt(SwitchNVLS, node)
+	local := make([]int, ppn)
+	for l := range local {
+		local[l] = node*ppn + l
+	}
+	b.emit(ck, call{rank: sw, ch: c, lane: 1, prim: RecvSend, recvFrom: []int{node*ppn + j}, sendTo: local,
+		connIdx: connDown, nelem: ne, chunk: ci})
+	for _, r := range local {
+		b.emit(ck, call{rank: r, ch: c, lane: 3, prim: Recv, recvFrom: []int{sw}, connIdx: connDown,
+			dst: &BufRef{Buf: BufRecv, Offset: o * ck.elt}, nelem: ne, chunk: ci})
+	}
 }
 
 // nvlsCollNet compiles NVLS AllReduce across nodes, NVLS with CollNet (NCCL 2.28 runs NVLS on
@@ -236,61 +254,25 @@ func (b *builder) nvlsTree(p *Plan, ck *chunking) error {
 // head j passes it, with the post-op, to its switch (lane 2), which multicasts it to the node
 // (lane 1 of the switch); every rank receives all chunks (lane 3).
 func (b *builder) nvlsCollNet(p *Plan, ck *chunking) error {
-	n := p.NRanks
 	nNodes := max(1, p.NNodes)
-	ppn := n / nNodes
+	ppn := p.NRanks / nNodes
 	net := b.switchOf(SwitchCollNet)
-	elt := ck.elt
-	offs, cnts := p.parts(p.Count, ck.align)
-	for c := 0; c < p.nChannels(); c++ {
-		part, cnt := offs[c], cnts[c]
-		loop := 0
-		for eo := int64(0); eo < cnt; eo += int64(ppn) * ck.chunkElems {
-			rem := cnt - eo
-			cc := ck.chunkElems
-			if rem < int64(ppn)*cc {
-				cc = alignUp(divUp(rem, int64(ppn)), ck.align)
-			}
-			for j := 0; j < ppn; j++ {
-				co := min64(int64(j)*cc, rem)
-				o, ne := part+eo+co, max64(0, min64(cc, rem-co))
-				ci := loop*ppn + j
-				heads := make([]int, nNodes)
-				for node := 0; node < nNodes; node++ { // scatter to the node's switch, reduce to head j
-					sw := b.switchAt(SwitchNVLS, node)
-					local := make([]int, ppn)
-					for l := range local {
-						local[l] = node*ppn + l
-						b.emit(ck, call{rank: local[l], ch: c, lane: 0, prim: Send, sendTo: []int{sw}, connIdx: connUp,
-							src: &BufRef{Buf: BufSend, Offset: o * elt}, nelem: ne, chunk: ci})
-					}
-					heads[node] = node*ppn + j
-					b.emit(ck, call{rank: sw, ch: c, lane: 0, prim: RecvReduceForward, recvFrom: local, sendTo: []int{heads[node]},
-						connIdx: connUp, nelem: ne, chunk: ci})
-					b.emit(ck, call{rank: heads[node], ch: c, lane: 1, prim: RecvSend, recvFrom: []int{sw}, sendTo: []int{net},
-						connIdx: connUp, nelem: ne, chunk: ci})
-				}
-				b.emit(ck, call{rank: net, ch: c, prim: RecvReduceForward, recvFrom: heads, sendTo: heads, connIdx: connUp,
-					sendIdx: connDown, hasSendIdx: true, nelem: ne, chunk: ci})
-				for node := 0; node < nNodes; node++ { // back from the network, multicast in the node
-					sw := b.switchAt(SwitchNVLS, node)
-					b.emit(ck, call{rank: heads[node], ch: c, lane: 2, prim: RecvSend, recvFrom: []int{net}, sendTo: []int{sw},
-						connIdx: connDown, nelem: ne, chunk: ci, postOp: true})
-					local := make([]int, ppn)
-					for l := range local {
-						local[l] = node*ppn + l
-					}
-					b.emit(ck, call{rank: sw, ch: c, lane: 1, prim: RecvSend, recvFrom: []int{heads[node]}, sendTo: local,
-						connIdx: connDown, nelem: ne, chunk: ci})
-					for _, r := range local {
-						b.emit(ck, call{rank: r, ch: c, lane: 3, prim: Recv, recvFrom: []int{sw}, connIdx: connDown,
-							dst: &BufRef{Buf: BufRecv, Offset: o * elt}, nelem: ne, chunk: ci})
-					}
-				}
-			}
-			loop++
+	b.nvlsChunks(p, ck, func(c int, o, ne int64, ci, j int) {
+		heads := make([]int, nNodes) // a step keeps its peer lists
+		for node := 0; node < nNodes; node++ {
+			b.nvlsScatter(ck, c, node, ppn, j, o, ne, ci)
+			heads[node] = node*ppn + j
+			b.emit(ck, call{rank: heads[node], ch: c, lane: 1, prim: RecvSend, recvFrom: []int{b.switchAt(SwitchNVLS, node)},
+				sendTo: []int{net}, connIdx: connUp, nelem: ne, chunk: ci})
 		}
-	}
+		b.emit(ck, call{rank: net, ch: c, prim: RecvReduceForward, recvFrom: heads, sendTo: heads, connIdx: connUp,
+			sendIdx: connDown, hasSendIdx: true, nelem: ne, chunk: ci})
+		for node := 0; node < nNodes; node++ { // back from the network, multicast in the node
+			b.emit(ck, call{rank: heads[node], ch: c, lane: 2, prim: RecvSend, recvFrom: []int{net},
+				sendTo: []int{b.switchAt(SwitchNVLS, node)}, connIdx: connDown, nelem: ne, chunk: ci, postOp: true})
+			b.nvlsMulticast(ck, c, node, ppn, j, o, ne, ci)
+		}
+	})
 	return nil
 }
 
