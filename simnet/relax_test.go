@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/planner"
+	"github.com/stretchr/testify/require"
 )
 
 // A relaxed link is left out of the rate computation while it is within its capacity and enforced
@@ -199,5 +201,35 @@ func TestRingSymmetricMatchesPerRank(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// One GPU a node (a rotation of one node is one rank, which would be its own successor): the
+// symmetric ring replay takes the next rotation and gives the per-rank replay's time. At 1,024
+// such nodes it used to stop ("ring simulation stopped after 1025 of 1024 steps").
+func TestRingSymmetricOneGPUPerNode(t *testing.T) {
+	s := planner.Settings{}
+	s.Tuning.Algo, s.Tuning.Proto = "ring", "simple"
+	name, doc, err := planner.LoadTopology("dgx-h100", s)
+	require.NoError(t, err)
+	p, err := planner.New(planner.Machine{Name: name, Doc: doc, Nodes: 8, GPUs: 1, Settings: s})
+	require.NoError(t, err)
+	m, err := NewMachine(p.System, 8, fabricOf(t, "routing", "rail"), p, p.Settings.Release)
+	require.NoError(t, err)
+	tm, err := m.Timing(coll.Ring, coll.Simple)
+	require.NoError(t, err)
+	for _, f := range []coll.Func{coll.AllReduce, coll.AllGather} {
+		var times [2]Time
+		for i, perRank := range []bool{false, true} {
+			e, cl, err := m.engine()
+			require.NoError(t, err)
+			res, err := SimulateRing(e, cl, RingSpec{Func: f, Bytes: 16 << 20, Proto: coll.Simple, Rings: p.Rings, Merge: 1, PerRank: perRank}, tm)
+			require.NoError(t, err, "%v perRank=%v", f, perRank)
+			if !perRank {
+				require.Greater(t, res.Rotation, 1, "%v: the symmetric replay stood for the ring", f)
+			}
+			times[i] = res.Time
+		}
+		require.InDelta(t, float64(times[1]), float64(times[0]), 1e-9*float64(times[1]), "%v: symmetric %v, per rank %v", f, times[0], times[1])
 	}
 }

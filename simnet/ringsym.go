@@ -69,7 +69,17 @@ func symmetricRing(e *Engine, cl *Cluster, spec RingSpec, tm Timing, stepsPerLoo
 			latMean = true
 		}
 	}
-	if R >= cl.NumNodes {
+	if R*G < 2 {
+		// A one-rank representative (one GPU a node, rotation 1) would be its own successor, which
+		// runRing does not model: take the next rotation that divides the cluster.
+		for R2 := 2 * R; R2 < cl.NumNodes; R2 += R {
+			if cl.NumNodes%R2 == 0 {
+				R = R2
+				break
+			}
+		}
+	}
+	if R >= cl.NumNodes || R*G < 2 {
 		return nil, nil, 0, nil
 	}
 	S := R * G

@@ -352,10 +352,12 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	// runs, so a call costs at least its host's enqueue time: one HostEnqueue per call with a
 	// process per GPU; one per GPU of the node when one host thread enqueues the call on every
 	// GPU of its node, one after another; none from a CUDA graph.
-	switch m.Launch {
-	case LaunchPerGPU:
+	switch {
+	case opt.DryRun:
+		// Nothing was timed.
+	case m.Launch == LaunchPerGPU:
 		res.Time = max(res.Time, HostEnqueue)
-	case LaunchPerNode:
+	case m.Launch == LaunchPerNode:
 		res.Time = max(res.Time, Time(m.Node.NumGPUs)*HostEnqueue)
 	}
 	row.TimeUs = res.Time.Micros()
