@@ -101,7 +101,7 @@ func firstGPUs(doc *ncclxml.Document, k int) (*ncclxml.Document, error) {
 		kept++
 	}
 	if kept < k {
-		return nil, fmt.Errorf("%s: --gpus %d: the topology has %d GPUs with ranks 0..%d", doc.Name, k, kept, k-1)
+		return nil, fmt.Errorf("%s: --gpus %d: the topology has only %d GPU(s) with a rank below %d", doc.Name, k, kept, k)
 	}
 	return cp, nil
 }

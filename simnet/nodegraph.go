@@ -75,7 +75,23 @@ func NodeFromGraph(sys *graph.System) (*NodeModel, error) {
 	if err := nvsLinks(m, gpus, idx); err != nil {
 		return nil, err
 	}
-	nets := sys.NETs()
+	// The NETs every GPU of the communicator reaches both ways. A GPU left out of the
+	// communicator (--gpus, CUDA_VISIBLE_DEVICES) can leave NETs that only it reached (a GB200
+	// NVL72 tray's NICs hang off that tray's CPU, and trays meet only through NVLink): NCCL's
+	// search never picks those, and neither do the routes here.
+	var nets []*graph.Node
+	for _, n := range sys.NETs() {
+		ok := true
+		for _, g := range gpus {
+			if sys.Path(g, n) == nil || sys.Path(n, g) == nil {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			nets = append(nets, n)
+		}
+	}
 	if len(nets) == 0 {
 		return m, m.Validate()
 	}

@@ -233,3 +233,21 @@ func TestRingSymmetricOneGPUPerNode(t *testing.T) {
 		require.InDelta(t, float64(times[1]), float64(times[0]), 1e-9*float64(times[1]), "%v: symmetric %v, per rank %v", f, times[0], times[1])
 	}
 }
+
+// Four GPUs of a GB200 NVL72 rack (--gpus 4): the NICs of the trays left out have no path to the
+// kept GPUs; the node model keeps the NICs they reach and simulates (it used to fail: "no path
+// from NET/4 to GPU/0").
+func TestNodeModelKeepsReachableNICs(t *testing.T) {
+	s := planner.Settings{}
+	name, doc, err := planner.LoadTopology("gb200-nvl72", s)
+	require.NoError(t, err)
+	p, err := planner.New(planner.Machine{Name: name, Doc: doc, Nodes: 2, GPUs: 4, Settings: s})
+	require.NoError(t, err)
+	m, err := NewMachine(p.System, 2, nil, p, p.Settings.Release)
+	require.NoError(t, err)
+	require.NotEmpty(t, m.Node.NICs)
+	require.Less(t, len(m.Node.NICs), len(p.System.NETs()), "the unreachable NICs are left out")
+	row, _, err := m.Run(coll.AllReduce, 1<<20, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	require.Greater(t, row.TimeUs, 0.0)
+}
