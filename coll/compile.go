@@ -35,13 +35,13 @@ func Supported(f Func, a Algo) bool {
 
 // NeedsSwitches reports whether Compile models f with a, through switch endpoints (Schedule.Switches,
 // rule 6 of the contract): NVLS AllReduce, AllGather and ReduceScatter within one node, NVLS
-// AllReduce across nodes (with the network's reduction, CollNet), and NVLSTree and CollNetChain
-// AllReduce. Executors that do not run switch programs should use Supported alone.
+// AllReduce across nodes (with the network's reduction, CollNet), and NVLSTree, CollNetChain and
+// CollNetDirect AllReduce. Executors that do not run switch programs should use Supported alone.
 func NeedsSwitches(f Func, a Algo) bool {
 	switch a {
 	case NVLS:
 		return f == AllReduce || f == AllGather || f == ReduceScatter
-	case NVLSTree, CollNetChain:
+	case NVLSTree, CollNetChain, CollNetDirect:
 		return f == AllReduce
 	}
 	return false
@@ -77,7 +77,7 @@ func Compile(plans ...Plan) (*Schedule, error) {
 				nvlsNodes = nn
 			}
 			// CollNetChain, and NVLS across nodes (NVLS with CollNet): the network reduces.
-			collnet = collnet || p.Algo == CollNetChain || (p.Algo == NVLS && p.NNodes > 1)
+			collnet = collnet || p.Algo == CollNetChain || p.Algo == CollNetDirect || (p.Algo == NVLS && p.NNodes > 1)
 		}
 	}
 	for node := 0; node < nvlsNodes; node++ { // one NVSwitch per node
@@ -224,6 +224,16 @@ func (p *Plan) checkArgs() error {
 	if NeedsSwitches(p.Func, p.Algo) && p.Proto != Simple {
 		return fmt.Errorf("%w: %v with %v (NVLS and CollNet run Simple only, NCCL 2.28 ncclTopoTuneModel)", ErrUnsupported, p.Algo, p.Proto)
 	}
+	if p.Algo == CollNetDirect && p.Func == AllReduce {
+		ppn := n / max(p.NNodes, 1)
+		seen := map[int]bool{}
+		for _, h := range p.CollNetHeads {
+			if h < 0 || h >= ppn || seen[h] {
+				return fmt.Errorf("CollNet heads %v: want distinct local ranks 0..%d", p.CollNetHeads, ppn-1)
+			}
+			seen[h] = true
+		}
+	}
 	if p.Algo == NVLS && p.NNodes > 1 && p.Func != AllReduce {
 		// NCCL 2.28 runs NVLS across nodes with CollNet (SHARP) for AllReduce only here.
 		return fmt.Errorf("%w: NVLS %v across %d nodes (AllReduce only, with CollNet)", ErrUnsupported, p.Func, p.NNodes)
@@ -286,10 +296,15 @@ func (p *Plan) EstimatedSteps() float64 {
 		est = 2 * nr * chunks(float64(p.Count)*elt)
 	case p.Func == AllToAll:
 		est = 2 * nr * nr * chunks(float64(p.Count)*elt)
-	case p.Algo == NVLS || p.Algo == NVLSTree:
+	case p.Algo == CollNetChain:
+		// Each (rank, channel) program takes two steps per chunk (up the chain, down it); the
+		// network's program one.
+		est = nr * nc * (3*math.Ceil(float64(p.Count)*elt/float64(chunk)/nc) + 4)
+	case p.Algo == NVLS || p.Algo == NVLSTree || p.Algo == CollNetDirect:
 		// Each (rank, channel) program takes about 2.5 steps per chunk of its channel and, per
-		// launch, two per rank of its node (scatter to and gather from the switch's shares):
-		// 3 and 2 bound the compiled counts of the DGX H100 and GB200 NVL72 schedules.
+		// launch, two per rank of its node (scatter to and gather from the switch's shares, or
+		// CollNetDirect's heads): 3 and 2 bound the compiled counts of the DGX H100 and GB200
+		// NVL72 schedules (TestEstimatedStepsSwitches).
 		ppn := nr / float64(max(p.NNodes, 1))
 		bytes := float64(p.Count) * elt
 		if p.Func == AllGather || p.Func == ReduceScatter {
@@ -541,6 +556,8 @@ func (b *builder) addOp(p *Plan) error {
 		return b.nvlsTree(p, ck)
 	case CollNetChain:
 		return b.collnetChain(p, ck)
+	case CollNetDirect:
+		return b.collnetDirect(p, ck)
 	}
 	return fmt.Errorf("%w: algorithm %v", ErrUnsupported, p.Algo)
 }

@@ -87,7 +87,10 @@ func expectedSent(p *Plan, s *Schedule) (perRank []int64, total int64) {
 		// Scatter n·S; heads send each chunk up and down every inter-node edge and to their switch.
 		nn := int64(max(1, p.NNodes))
 		return nil, n*S + 2*(nn-1)*S + nn*S
-	case p.Algo == CollNetChain && p.Func == AllReduce:
+	case (p.Algo == CollNetChain || p.Algo == CollNetDirect) && p.Func == AllReduce:
+		// Chain: the chain carries S up and down over ppn−1 links and the head sends S to the
+		// network. Direct: ppn−1 ranks send each head its part, the heads send S to the network and
+		// send the result back to ppn−1 ranks. Both (2·ppn − 1)·S a node.
 		// Each node: the chain carries S up and down over ppn−1 links, the head sends S to the network.
 		nn := int64(max(1, p.NNodes))
 		return nil, (2*n - nn) * S
@@ -179,7 +182,7 @@ func TestCollectivesMatchDefinition(t *testing.T) {
 		{f: AllGather, a: PAT}, {f: ReduceScatter, a: PAT},
 		{f: AllReduce, a: NVLS}, {f: AllReduce, a: CollNetChain},
 		{f: AllGather, a: NVLS}, {f: ReduceScatter, a: NVLS}, {f: AllReduce, a: NVLSTree},
-		{f: AllReduce, a: NVLS, nodes: true},
+		{f: AllReduce, a: NVLS, nodes: true}, {f: AllReduce, a: CollNetDirect, nodes: true},
 	}
 	counts := []int64{0, 1, 7, 131, 1003}
 	ops := []RedOp{Sum, Prod, Max, Min, Avg}
@@ -449,7 +452,8 @@ func TestBadPlans(t *testing.T) {
 		"ring of channel 0": func(p *Plan) {
 			p.Rings = [][]int{{0, 1, 1, 2}}
 		},
-		"unsupported":     func(p *Plan) { p.Algo = CollNetDirect },
+		"unsupported":     func(p *Plan) { p.Algo = CollNetDirect; p.Func = AllGather },
+		"CollNet heads":   func(p *Plan) { p.Algo = CollNetDirect; p.NNodes = 2; p.CollNetHeads = []int{0, 0} },
 		"Simple only":     func(p *Plan) { p.Algo = CollNetChain; p.Proto = LL },
 		"AllReduce only":  func(p *Plan) { p.Algo = NVLS; p.Func = AllGather; p.NNodes = 2 },
 		"NNodes 3":        func(p *Plan) { p.NNodes = 3 },
@@ -470,4 +474,50 @@ func TestBadPlans(t *testing.T) {
 
 func containsStr(s, sub string) bool {
 	return len(sub) == 0 || (len(s) >= len(sub) && (s[:len(sub)] == sub || containsStr(s[1:], sub)))
+}
+
+// CollNetDirect with fewer heads than local ranks (NCCL's heads are the GPUs beside a NIC): the
+// chunks of a loop go to the heads in turn, every result is right, and only heads talk to the
+// network.
+func TestCollNetDirectHeads(t *testing.T) {
+	for _, heads := range [][]int{{1, 3}, {2}, {0, 1, 2, 3}} {
+		p := Plan{Func: AllReduce, Algo: CollNetDirect, Proto: Simple, NRanks: 8, NNodes: 2, Count: 1003, DataType: Float32,
+			Op: Avg, NChannels: 2, ChunkSize: 64, CollNetHeads: heads}
+		s, _ := runPlan(t, p, ExecOptions{})
+		for _, pr := range s.Programs {
+			for _, st := range pr.Steps {
+				for _, x := range st.Send {
+					if x.Peer >= s.NRanks && indexOf(heads, pr.Rank%4) < 0 {
+						t.Fatalf("heads %v: rank %d sends to the network", heads, pr.Rank)
+					}
+				}
+			}
+		}
+	}
+}
+
+// EstimatedSteps bounds what Compile makes for the switch algorithms (their estimate decides when
+// a call is too large to compile and when the simulator extrapolates), and is not far above it.
+func TestEstimatedStepsSwitches(t *testing.T) {
+	for _, a := range []Algo{NVLSTree, CollNetChain, CollNetDirect, NVLS} {
+		for _, c := range []struct {
+			nodes, ppn, nch int
+			count           int64
+		}{{2, 8, 16, 1 << 20}, {4, 8, 16, 16 << 20}, {2, 4, 8, 3 << 20}} {
+			p := Plan{Func: AllReduce, Algo: a, Proto: Simple, NRanks: c.nodes * c.ppn, NNodes: c.nodes, Count: c.count,
+				DataType: Float32, NChannels: c.nch}
+			s, err := Compile(p)
+			if err != nil {
+				t.Fatalf("%v %+v: %v", a, c, err)
+			}
+			steps := 0
+			for _, pr := range s.Programs {
+				steps += len(pr.Steps)
+			}
+			est := p.EstimatedSteps()
+			if est < float64(steps) || est > 6*float64(steps) {
+				t.Errorf("%v %+v: estimate %.0f for %d compiled steps", a, c, est, steps)
+			}
+		}
+	}
 }

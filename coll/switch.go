@@ -276,6 +276,130 @@ func (b *builder) nvlsCollNet(p *Plan, ck *chunking) error {
 	return nil
 }
 
+// collnetDirect compiles CollNetDirect AllReduce (NCCL 2.28, paraphrased): every node has the same
+// heads (Plan.CollNetHeads), each beside its own NIC; each loop of a channel covers one chunk per
+// head, chunk j belonging to head j. Every other rank of the node sends chunk j to head j (lane
+// 0); head j reduces them with its own and sends the node's sum to the network (lane 0); the
+// network reduces chunk j over the nodes' heads j and returns it to each of them; head j writes it,
+// with the post-op, and sends it to every other rank of its node (lane 1), which write it. NCCL
+// scatters a rank's chunks to all heads in one primitive; here they are one step each, and each
+// rank takes the heads in its own rotation (a head from the one after itself, ending with its own
+// reduction, which waits for the others' parts; another rank from the (l+c)-th, l its local
+// index), so that at each step the node's ranks send to different heads, as the scatter's pieces
+// go out together, rather than all to one. On the way down a head forwards its own chunk first
+// (it waits only for the network) and then receives the other heads'.
+func (b *builder) collnetDirect(p *Plan, ck *chunking) error {
+	nNodes := max(1, p.NNodes)
+	ppn := p.NRanks / nNodes
+	heads := p.CollNetHeads
+	if len(heads) == 0 {
+		heads = make([]int, ppn)
+		for i := range heads {
+			heads[i] = i
+		}
+	}
+	nh := len(heads)
+	net := b.switchOf(SwitchCollNet)
+	elt := ck.elt
+	offs, cnts := p.parts(p.Count, ck.align)
+	others := func(node, head int) []int { // a step keeps its peer lists: a new slice each time
+		var out []int
+		for l := 0; l < ppn; l++ {
+			if r := node*ppn + l; r != head {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	o := make([]int64, nh)
+	ne := make([]int64, nh)
+	// order is the heads local rank l of channel c takes on the way up (down: the head's own first).
+	order := func(l, c int, down bool) []int {
+		own := indexOf(heads, l)
+		out := make([]int, 0, nh)
+		if own < 0 {
+			for t := 0; t < nh; t++ {
+				out = append(out, (l+c+t)%nh)
+			}
+			return out
+		}
+		if down {
+			out = append(out, own)
+		}
+		for t := 1; t < nh; t++ {
+			out = append(out, (own+t)%nh)
+		}
+		if !down {
+			out = append(out, own)
+		}
+		return out
+	}
+	for c := 0; c < p.nChannels(); c++ {
+		part, cnt := offs[c], cnts[c]
+		loop := 0
+		for eo := int64(0); eo < cnt; eo += int64(nh) * ck.chunkElems {
+			rem := cnt - eo
+			cc := ck.chunkElems
+			if rem < int64(nh)*cc {
+				cc = alignUp(divUp(rem, int64(nh)), ck.align)
+			}
+			for j := range heads {
+				co := min64(int64(j)*cc, rem)
+				o[j], ne[j] = part+eo+co, max64(0, min64(cc, rem-co))
+			}
+			ci := func(j int) int { return loop*nh + j }
+			for node := 0; node < nNodes; node++ { // up: every rank's part to each head, heads to the network
+				for l := 0; l < ppn; l++ {
+					r := node*ppn + l
+					for _, j := range order(l, c, false) {
+						head := node*ppn + heads[j]
+						src := &BufRef{Buf: BufSend, Offset: o[j] * elt}
+						if r != head {
+							b.emit(ck, call{rank: r, ch: c, lane: 0, prim: Send, sendTo: []int{head}, connIdx: connUp, src: src, nelem: ne[j], chunk: ci(j)})
+							continue
+						}
+						from := others(node, head)
+						prim := RecvReduceSend
+						if len(from) == 0 {
+							prim = Send
+						}
+						b.emit(ck, call{rank: head, ch: c, lane: 0, prim: prim, recvFrom: from, sendTo: []int{net}, connIdx: connUp, src: src, nelem: ne[j], chunk: ci(j)})
+					}
+				}
+			}
+			for j, h := range heads { // the network reduces chunk j over the nodes' heads j
+				nodeHeads := make([]int, nNodes)
+				for node := range nodeHeads {
+					nodeHeads[node] = node*ppn + h
+				}
+				b.emit(ck, call{rank: net, ch: c, prim: RecvReduceForward, recvFrom: nodeHeads, sendTo: nodeHeads, connIdx: connUp,
+					sendIdx: connDown, hasSendIdx: true, nelem: ne[j], chunk: ci(j)})
+			}
+			for node := 0; node < nNodes; node++ { // down: each head to the rest of its node
+				for l := 0; l < ppn; l++ {
+					r := node*ppn + l
+					for _, j := range order(l, c, true) {
+						head := node*ppn + heads[j]
+						dst := &BufRef{Buf: BufRecv, Offset: o[j] * elt}
+						if r != head {
+							b.emit(ck, call{rank: r, ch: c, lane: 1, prim: Recv, recvFrom: []int{head}, connIdx: connDown, dst: dst, nelem: ne[j], chunk: ci(j)})
+							continue
+						}
+						cl := call{rank: head, ch: c, lane: 1, prim: RecvCopySend, recvFrom: []int{net}, sendTo: others(node, head), connIdx: connDown,
+							dst: dst, nelem: ne[j], chunk: ci(j), postOp: true}
+						if len(cl.sendTo) == 0 {
+							cl.prim, cl.sendTo = Recv, nil
+						}
+						b.emit(ck, cl)
+					}
+				}
+			}
+			loop++
+		}
+	}
+	return nil
+}
+
 // collnetChain compiles CollNetChain AllReduce (NCCL 2.30.7, paraphrased) with the network's
 // in-network reduction (SHARP) as a switch endpoint. On every channel each node's ranks form a
 // chain in the channel's ring order, its first rank the head. Lane 0 reduces up the chain (the

@@ -76,7 +76,20 @@ func (p *Planner) Decide(c coll.Call) (Decision, error) {
 			return Decision{}, err
 		}
 		plan.Rings, plan.Trees = rings, nil
-	case coll.NVLS, coll.NVLSTree, coll.CollNetDirect:
+	case coll.CollNetDirect:
+		// NCCL 2.28's CollNet direct heads: the distinct first GPUs of the CollNet direct graph's
+		// channels, each beside its own NIC; every rank sends each head its part.
+		plan.Rings, plan.Trees = nil, nil
+		if g := p.Search.CollNetDirect; g != nil {
+			seen := map[int]bool{}
+			for _, ch := range g.Intra {
+				if len(ch) > 0 && !seen[ch[0]] {
+					seen[ch[0]] = true
+					plan.CollNetHeads = append(plan.CollNetHeads, ch[0])
+				}
+			}
+		}
+	case coll.NVLS, coll.NVLSTree:
 		// These run on their own channels (NVLS's nvlsChannels may outnumber the ring graph's),
 		// through switches and the trees they derive (NCCL 2.28 nvls.cc, collnet setup): the
 		// search's rings and trees are not theirs.

@@ -24,8 +24,9 @@ func collnetMachine(t *testing.T, nodes int, nvls bool) *Machine {
 	return m
 }
 
-// With a CollNet plugin NCCL 2.28 picks CollNetChain (NVLS off) and NVLS across nodes (NVLS+SHARP,
-// NVLS on) for large all-reduces on DGX H100 nodes; both are simulated, not substituted. Every
+// With a CollNet plugin NCCL 2.28 picks CollNetDirect (NVLS off, 1–16 MiB), CollNetChain (NVLS
+// off, larger) and NVLS across nodes (NVLS+SHARP, NVLS on) for all-reduces on DGX H100 nodes;
+// each is simulated, not substituted. Every
 // message to or from the network's reduction crosses one NIC of the sender's node and nothing
 // beyond the NIC's link to its leaf, each channel's head uses its own NIC so that all eight
 // NICs of a node carry the call, and the call is no faster than those NICs allow.
@@ -34,7 +35,7 @@ func TestCollNetSimulated(t *testing.T) {
 		nvls bool
 		algo string
 		size int64
-	}{{false, "CollNetChain", 64 << 20}, {true, "NVLS", 4 << 20}} {
+	}{{false, "CollNetChain", 64 << 20}, {false, "CollNetDirect", 4 << 20}, {true, "NVLS", 4 << 20}} {
 		t.Run(tc.algo, func(t *testing.T) {
 			m := collnetMachine(t, 2, tc.nvls)
 			size := tc.size

@@ -60,7 +60,7 @@ func (m *Machine) scheduleSteps(f coll.Func, p coll.Plan, nBytes int64) int64 {
 		}
 		return 2 * transfers * max((per+chunk-1)/chunk, int64(max(p.NChannels, 1)))
 	}
-	if p.Algo == coll.NVLS || p.Algo == coll.NVLSTree || p.Algo == coll.CollNetChain {
+	if p.Algo == coll.NVLS || p.Algo == coll.NVLSTree || p.Algo == coll.CollNetChain || p.Algo == coll.CollNetDirect {
 		// No compact executor: coll's own estimate, which its switch programs follow.
 		return int64(p.EstimatedSteps())
 	}

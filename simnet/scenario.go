@@ -449,13 +449,13 @@ func nvlsEfficiency(release string, sm int) (float64, error) {
 }
 
 // simulates reports whether the simulator runs algorithm a for f on m: what coll compiles
-// without switch endpoints, NVLS/NVLSTree where the nodes have an NVSwitch, and CollNetChain
-// (the network's reduction, RouteCollNet) across nodes with NICs.
+// without switch endpoints, NVLS/NVLSTree where the nodes have an NVSwitch, and CollNetChain and
+// CollNetDirect (the network's reduction, RouteCollNet) across nodes with NICs.
 func (m *Machine) simulates(f coll.Func, a coll.Algo) bool {
 	if coll.Supported(f, a) {
 		return true
 	}
-	if a == coll.CollNetChain {
+	if a == coll.CollNetChain || a == coll.CollNetDirect {
 		return coll.NeedsSwitches(f, a) && m.Nodes > 1 && len(m.Node.NICs) > 0
 	}
 	return (a == coll.NVLS || a == coll.NVLSTree) && coll.NeedsSwitches(f, a) && m.Node.GPUToNVS != nil

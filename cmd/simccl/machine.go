@@ -39,7 +39,7 @@ func addMachineFlags(fs *pflag.FlagSet) *machineFlags {
 	mf.gpus = fs.Int("gpus", 0, "use the first N GPUs of each node (ranks 0..N-1, as CUDA_VISIBLE_DEVICES would); 0: all")
 	mf.nccl = cli.AddNCCL(fs)
 	mf.nvls = fs.String("nvls", "", "NCCL_NVLS_ENABLE: auto (NCCL's rule: NVSwitch, sm >= 90, more than 2 GPUs), on or off; default $NCCL_NVLS_ENABLE")
-	mf.collNet = fs.Bool("collnet", false, "a CollNet (SHARP) plugin is present (NCCL_COLLNET_ENABLE=1): every NIC reduces in the network unless the topology marks some with coll=\"1\"; CollNetChain and NVLS across nodes are simulated, CollNetDirect is not")
+	mf.collNet = fs.Bool("collnet", false, "a CollNet (SHARP) plugin is present (NCCL_COLLNET_ENABLE=1): every NIC reduces in the network unless the topology marks some with coll=\"1\"; CollNetDirect, CollNetChain and NVLS across nodes are simulated")
 	mf.tunerFile = fs.String("tuner-file", "", "tuner rules (CSV: collective,minBytes,maxBytes,algorithm,protocol,channels)")
 	mf.gpuModel = cli.AddGPUModel(fs)
 	return mf
