@@ -44,8 +44,6 @@ type link struct {
 	epoch uint32
 	rem   float64
 	cnt   int32
-	ver   uint32
-	tmark uint32
 	// Relaxed links (relaxLink): relaxed marks a link the engine may leave out of the rate
 	// computation; lazy is true while it does; load is the sum of its flows' rates, checked
 	// against its capacity after every computation.
@@ -103,8 +101,6 @@ type Engine struct {
 	compLinks []LinkID
 	compFlows []FlowID
 	sh        shareHeap
-	touched   []LinkID
-	tbatch    uint32
 	// flows started and ended in the current instant (replaced)
 	started     []FlowID
 	ended       []endedFlow
@@ -788,9 +784,8 @@ func (e *Engine) recompute1() {
 		lk := &e.links[l]
 		lk.rem = float64(lk.cap)
 		lk.cnt = int32(len(lk.flows))
-		lk.ver++
 		if lk.cnt > 0 {
-			sh.push(shareEntry{share: lk.rem / float64(lk.cnt), idx: int32(l), ver: lk.ver})
+			sh.push(shareEntry{share: lk.rem / float64(lk.cnt), idx: int32(l)})
 		}
 	}
 	// Per-flow caps: one heap entry per distinct cap value (a channel's CTA rate is shared by
@@ -846,24 +841,12 @@ func (e *Engine) recompute1() {
 				lk.rem = 0
 			}
 			lk.cnt--
-			lk.ver++
-			if lk.tmark != e.tbatch {
-				lk.tmark = e.tbatch
-				e.touched = append(e.touched, l)
-			}
 		}
 	}
-	flush := func() {
-		for _, l := range e.touched {
-			lk := &e.links[l]
-			if lk.cnt > 0 {
-				sh.push(shareEntry{share: lk.rem / float64(lk.cnt), idx: int32(l), ver: lk.ver})
-			}
-		}
-		e.touched = e.touched[:0]
-		e.tbatch++
-	}
-	e.tbatch++
+	// A link's fair share rem/cnt never falls when a flow crossing it is frozen (the flow gets
+	// the smallest share, at most this link's), so each link keeps one heap entry, a lower bound
+	// of its share: popped, an entry whose link's share has grown goes back with the new share,
+	// and one that has not is the smallest share of all.
 	for sh.len() > 0 {
 		se := sh.pop()
 		if se.isFlow {
@@ -872,14 +855,18 @@ func (e *Engine) recompute1() {
 					newRate(fid, se.share)
 				}
 			}
-			flush()
 			continue
 		}
 		lk := &e.links[se.idx]
-		if se.ver != lk.ver || lk.cnt == 0 {
+		if lk.cnt == 0 {
 			continue
 		}
-		share := se.share
+		share := lk.rem / float64(lk.cnt)
+		if share > se.share {
+			se.share = share
+			sh.push(se)
+			continue
+		}
 		if share < 0 {
 			share = 0
 		}
@@ -888,7 +875,6 @@ func (e *Engine) recompute1() {
 				newRate(fid, share)
 			}
 		}
-		flush()
 	}
 	e.compLinks = links[:0]
 	e.compFlows = flows[:0]
@@ -969,7 +955,6 @@ func (e *Engine) FlowRate(id FlowID) Rate { return e.flows[id].rate }
 type shareEntry struct {
 	share  float64
 	idx    int32
-	ver    uint32
 	isFlow bool
 }
 
