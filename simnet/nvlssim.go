@@ -1,6 +1,7 @@
 package simnet
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -57,6 +58,12 @@ type nvlsFold struct {
 // over several nodes, so that a class keeps its tree) such that channel c takes the links channel
 // c mod P takes, and returns false when no fold leaves fewer channels.
 func nvlsFoldOf(p coll.Plan, r Router) (nvlsFold, bool) {
+	return nvlsFoldBy(p, r, nil)
+}
+
+// nvlsFoldBy is nvlsFoldOf comparing the channels' routes through key (nil: link by link; see
+// nvlsFoldChecked).
+func nvlsFoldBy(p coll.Plan, r Router, key func(sig, route []LinkID) []LinkID) (nvlsFold, bool) {
 	cnts := p.ChannelCounts()
 	nch := len(cnts)
 	nNodes := max(p.NNodes, 1)
@@ -77,10 +84,15 @@ func nvlsFoldOf(p coll.Plan, r Router) (nvlsFold, bool) {
 				}
 				for j := 0; j < ppn; j++ {
 					a, b := node*ppn+j, up*ppn+j
-					buf, _ = r.Route(a, b, ch, buf)
-					buf = append(buf, -1)
-					buf, _ = r.Route(b, a, ch, buf)
-					buf = append(buf, -1)
+					for _, ab := range [2][2]int{{a, b}, {b, a}} {
+						if key == nil {
+							buf, _ = r.Route(ab[0], ab[1], ch, buf)
+						} else {
+							route, _ := r.Route(ab[0], ab[1], ch, nil)
+							buf = key(buf, route)
+						}
+						buf = append(buf, -1)
+					}
 				}
 			}
 			sig[c] = buf
@@ -129,6 +141,9 @@ func foldedEngine(e *Engine, members int) *Engine {
 	for l := 0; l < n; l++ {
 		one[0] = LinkID(l)
 		q.AddLink("", e.LinkCap(LinkID(l))/Rate(members), e.RouteLatency(one))
+		if e.links[l].relaxed {
+			q.relaxLink(LinkID(l)) // as e does (exact: enforced once found over)
+		}
 	}
 	q.SetNamer(0, LinkID(n), e.LinkName)
 	return q
@@ -148,13 +163,22 @@ func (m *Machine) nvlsSymmetric(plan coll.Plan, tm Timing, opt RunOptions) (*Res
 		return nil, "", err
 	}
 	f, ok := nvlsFoldOf(plan, cl)
-	if !ok || (opt.Exact && !f.exact) {
+	var checked *nvlsCheck // channels folded onto links they do not share (nvlsecmp.go)
+	if !ok {
+		if f, checked, ok = nvlsFoldChecked(plan, cl, e); !ok {
+			return nil, "", nil
+		}
+	}
+	if opt.Exact && !f.exact {
 		return nil, "", nil
 	}
 	run := func(p coll.Plan) (*Result, error) {
 		s, err := coll.Compile(p)
 		if err != nil {
 			return nil, err
+		}
+		if checked != nil {
+			return checked.simulate(e, cl, s, tm)
 		}
 		return Simulate(foldedEngine(e, f.members), cl, s, tm, Options{})
 	}
@@ -164,6 +188,9 @@ func (m *Machine) nvlsSymmetric(plan coll.Plan, tm Timing, opt RunOptions) (*Res
 			return &Result{}, "nvls-symmetric", nil
 		}
 		res, err := run(fp)
+		if errors.Is(err, errHalted) {
+			return nil, "", nil // a link the fold relaxed went over its capacity
+		}
 		if err != nil {
 			return nil, "", err
 		}
@@ -186,6 +213,9 @@ func (m *Machine) nvlsSymmetric(plan coll.Plan, tm Timing, opt RunOptions) (*Res
 		return &Result{}, mode, nil
 	}
 	res, err := f.extrapolate(plan, l1, l2, run)
+	if errors.Is(err, errHalted) {
+		return nil, "", nil
+	}
 	if err != nil {
 		return nil, "", err
 	}

@@ -182,3 +182,52 @@ func TestNVLSSymmetricKeepsBackToBack(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "nvls-symmetric", row.Mode)
 }
+
+// Under ECMP the channels of an NVLSTree call cross the spine on uplinks of their own, so no
+// two take the same links and the same-link fold finds nothing; the checked fold (nvlsecmp.go)
+// folds them by leaf and latency, leaves the switch links out and checks every real one. Where
+// none goes over its capacity it is the schedule's time; where one does it stops and the call
+// is timed without it.
+func TestNVLSCheckedFoldMatchesSchedule(t *testing.T) {
+	for _, c := range []struct {
+		nodes, perLeaf int
+		oversub        float64
+		size           int64
+		folds          bool
+	}{
+		{8, 4, 1, 32 << 20, true}, // two leaves per rail, four uplinks each
+		{16, 8, 1, 16 << 20, true},
+		{16, 8, 4, 16 << 20, false}, // 4:1 oversubscribed leaves: uplinks over their capacity
+	} {
+		fab := DefaultFabric()
+		fab.HostsPerLeaf, fab.Oversub = c.perLeaf, c.oversub
+		m, _ := testMachine(t, "dgx-h100", c.nodes, fab, "NVLSTree", "")
+		plan, note, err := m.Plan(coll.AllReduce, c.size, coll.Float32, coll.Sum)
+		require.NoError(t, err)
+		require.Empty(t, note)
+		require.Equal(t, coll.NVLSTree, plan.Algo)
+		tm, err := m.timing(plan)
+		require.NoError(t, err)
+		e, cl, err := m.engine()
+		require.NoError(t, err)
+		_, same := nvlsFoldOf(plan, cl)
+		require.False(t, same, "%d nodes: ECMP spreads the channels over the spine", c.nodes)
+		f, _, ok := nvlsFoldChecked(plan, cl, e)
+		require.True(t, ok)
+		require.Equal(t, 2, f.period)
+		want := exactNVLS(t, m, plan, tm)
+		got, mode, err := m.nvlsSymmetric(plan, tm, RunOptions{})
+		require.NoError(t, err)
+		if !c.folds {
+			require.Nil(t, got, "%d nodes, %g:1: a relaxed link over its capacity", c.nodes, c.oversub)
+			continue
+		}
+		require.NotNil(t, got)
+		require.Equal(t, "nvls-symmetric", mode)
+		rel := got.Time.Micros()/want.Time.Micros() - 1
+		t.Logf("%d nodes, %d per leaf: %.6f µs, schedule %.6f µs (%+.2e), events %d / %d", c.nodes, c.perLeaf,
+			got.Time.Micros(), want.Time.Micros(), rel, got.Events, want.Events)
+		require.InDelta(t, 0, rel, 1e-8) // the same rates: a few picoseconds of rounding
+		require.Less(t, got.Events, want.Events/4)
+	}
+}
