@@ -277,11 +277,7 @@ func (f nvlsFold) steadyPair(plan coll.Plan, budget float64, minLoops, minChunks
 // pipeline's fill every loop of a channel adds the same time.
 func (f nvlsFold) extrapolate(plan coll.Plan, l1, l2 int64, run func(coll.Plan) (*Result, error)) (*Result, error) {
 	f1, f2 := f.withLoops(plan, l1), f.withLoops(plan, l2)
-	r1, err := run(f1.plan(plan))
-	if err != nil {
-		return nil, err
-	}
-	r2, err := run(f2.plan(plan))
+	r1, r2, err := replayPair(func() (*Result, error) { return run(f1.plan(plan)) }, func() (*Result, error) { return run(f2.plan(plan)) })
 	if err != nil {
 		return nil, err
 	}
