@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync/atomic"
 )
 
@@ -46,7 +47,8 @@ type link struct {
 	cnt   int32
 	// Relaxed links (relaxLink): relaxed marks a link the engine may leave out of the rate
 	// computation; lazy is true while it does; load is the sum of its flows' rates, checked
-	// against its capacity after every computation.
+	// against its capacity after every computation. lazy is also set, for good, on a link that
+	// is not relaxed but whose constraint another link implies (pruneImplied).
 	relaxed, lazy, check bool
 	load                 float64
 }
@@ -997,4 +999,54 @@ func (h *shareHeap) pop() shareEntry {
 		i = m
 	}
 	return e
+}
+
+// pruneImplied leaves out of every rate computation the links whose constraint another link
+// implies, given every route the engine's flows will take (routes calls yield once per route,
+// repeats allowed). Link l is implied by l' where every route that crosses l crosses l' and l'
+// has no more capacity (ties: the lower id stays): the flows on l are then always a subset of
+// those on l', so their rates, which l' keeps within its capacity, keep l within its own, and the
+// max-min fair allocation is the same without l (a constraint that the others imply changes no
+// feasible point). Relaxed links are neither left out here nor used to imply others. On a path
+// GPU → PCIe switch → NIC it leaves the PCIe links out wherever only the NIC's flows cross them.
+func (e *Engine) pruneImplied(routes func(yield func([]LinkID))) {
+	cand := map[LinkID][]LinkID{}     // for each link seen: the links every route through it crosses
+	below := func(a, b LinkID) bool { // a may imply b
+		ca, cb := e.links[a].cap, e.links[b].cap
+		return !e.links[a].relaxed && (ca < cb || (ca == cb && a < b))
+	}
+	var tmp []LinkID
+	routes(func(route []LinkID) {
+		for _, l := range route {
+			if e.links[l].relaxed {
+				continue
+			}
+			c, seen := cand[l]
+			if !seen {
+				c = nil
+				for _, o := range route {
+					if o != l && below(o, l) && !slices.Contains(c, o) {
+						c = append(c, o)
+					}
+				}
+				cand[l] = c
+				continue
+			}
+			if len(c) == 0 {
+				continue
+			}
+			tmp = tmp[:0]
+			for _, o := range c {
+				if slices.Contains(route, o) {
+					tmp = append(tmp, o)
+				}
+			}
+			cand[l] = append(c[:0], tmp...)
+		}
+	})
+	for l, c := range cand {
+		if len(c) > 0 {
+			e.links[l].lazy = true
+		}
+	}
 }

@@ -206,6 +206,9 @@ type Options struct {
 	// local work) before the replay starts, and returns an observer of the engine's rate changes
 	// (the checked NVLS fold, nvlsecmp.go).
 	watch func(s *coll.Schedule, conn func(tag int64) int32) observer
+	// prune leaves out of the rate computations the links whose constraint another link of the
+	// schedule's routes implies (Engine.pruneImplied; the same rates). e must serve no other flows.
+	prune bool
 }
 
 // Event kinds of the executor.
@@ -285,6 +288,17 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (*R
 				x.route(c.From, c.To, c.Channel, false)
 			}
 		}
+		if x.err != nil {
+			return nil, x.err
+		}
+	}
+	if opt.prune {
+		e.pruneImplied(func(yield func([]LinkID)) {
+			for _, c := range s.Conns {
+				r, _ := x.route(c.From, c.To, c.Channel, c.ConnIndex == 1)
+				yield(r)
+			}
+		})
 		if x.err != nil {
 			return nil, x.err
 		}

@@ -91,7 +91,7 @@ func (c *nvlsCheck) simulate(e *Engine, cl *Cluster, s *coll.Schedule, tm Timing
 		}
 	}
 	check := newRelaxCheck(e, pairs, len(s.Conns))
-	opt := Options{}
+	opt := Options{prune: true}
 	if check != nil {
 		check.e, check.halt = q, true
 		opt.watch = func(_ *coll.Schedule, conn func(int64) int32) observer {

@@ -180,7 +180,7 @@ func (m *Machine) nvlsSymmetric(plan coll.Plan, tm Timing, opt RunOptions) (*Res
 		if checked != nil {
 			return checked.simulate(e, cl, s, tm)
 		}
-		return Simulate(foldedEngine(e, f.members), cl, s, tm, Options{})
+		return Simulate(foldedEngine(e, f.members), cl, s, tm, Options{prune: true})
 	}
 	fp := f.plan(plan)
 	if fp.EstimatedSteps() <= NVLSBudget {

@@ -231,3 +231,40 @@ func TestNVLSCheckedFoldMatchesSchedule(t *testing.T) {
 		require.Less(t, got.Events, want.Events/4)
 	}
 }
+
+// Leaving out the links whose constraint another link implies (Options.prune) changes no rate:
+// the same time, and the same bytes and busy time on every link, with fewer links in the rate
+// computations (the PCIe links between a GPU and its NIC, under the NIC's port).
+func TestPruneImpliedSameReplay(t *testing.T) {
+	m, _ := testMachine(t, "dgx-h100", 4, nil, "NVLSTree", "")
+	plan, _, err := m.Plan(coll.AllReduce, 32<<20, coll.Float32, coll.Sum)
+	require.NoError(t, err)
+	tm, err := m.timing(plan)
+	require.NoError(t, err)
+	s, err := coll.Compile(plan)
+	require.NoError(t, err)
+	var res [2]*Result
+	var engines [2]*Engine
+	for i, prune := range []bool{false, true} {
+		e, cl, err := m.engine()
+		require.NoError(t, err)
+		res[i], err = Simulate(e, cl, s, tm, Options{prune: prune})
+		require.NoError(t, err)
+		engines[i] = e
+	}
+	pruned := 0
+	for l := range engines[1].links {
+		if lk := &engines[1].links[l]; lk.lazy && !lk.relaxed {
+			pruned++
+		}
+	}
+	require.Positive(t, pruned)
+	require.InDelta(t, res[0].Time.Micros(), res[1].Time.Micros(), res[0].Time.Micros()*1e-7) // rounding: picoseconds
+	for l := 0; l < engines[0].NumLinks(); l++ {
+		b0, b1 := engines[0].LinkBytes(LinkID(l)), engines[1].LinkBytes(LinkID(l))
+		require.InDelta(t, b0, b1, 1+b0*1e-9, "link %s", engines[0].LinkName(LinkID(l)))
+		require.InDelta(t, float64(engines[0].LinkBusy(LinkID(l))), float64(engines[1].LinkBusy(LinkID(l))), 1e3, "link %d", l)
+	}
+	t.Logf("%d links pruned; %.6f / %.6f µs; recomputed flows %d -> %d", pruned, res[0].Time.Micros(), res[1].Time.Micros(),
+		engines[0].CompVisited, engines[1].CompVisited)
+}
