@@ -1,6 +1,7 @@
 package simnet
 
 import (
+	"os"
 	"testing"
 
 	"github.com/simccl/simccl/coll"
@@ -267,4 +268,45 @@ func TestPruneImpliedSameReplay(t *testing.T) {
 	}
 	t.Logf("%d links pruned; %.6f / %.6f µs; recomputed flows %d -> %d", pruned, res[0].Time.Micros(), res[1].Time.Micros(),
 		engines[0].CompVisited, engines[1].CompVisited)
+}
+
+// The steady-state extrapolation of the checked fold on 128 DGX H100 nodes (default fabric,
+// ECMP) against the folded replay of every loop (exact: the checked fold is the schedule's time)
+// at 768 MiB (96 loops of 64 KiB chunks), the largest size whose whole folded plan coll compiles.
+// From 40 and 80 loops (the pair NVLSBudget gives 768 MiB and 1 GiB) it must be within 1%; the
+// pairs 24/48 (48 loops extrapolated, as the 1 GiB row does from 80) and 20/40 are logged. A few
+// minutes and 2 GB: SIMCCL_LONG=1.
+func TestNVLSSteady128Long(t *testing.T) {
+	if os.Getenv("SIMCCL_LONG") == "" {
+		t.Skip("SIMCCL_LONG=1: minutes and 2 GB")
+	}
+	m, _ := testMachine(t, "dgx-h100", 128, nil, "", "")
+	plan, note, err := m.Plan(coll.AllReduce, 768<<20, coll.Float32, coll.Sum)
+	require.NoError(t, err)
+	require.Empty(t, note)
+	require.Equal(t, coll.NVLSTree, plan.Algo)
+	tm, err := m.timing(plan)
+	require.NoError(t, err)
+	e, cl, err := m.engine()
+	require.NoError(t, err)
+	f, _, ok := nvlsFoldChecked(plan, cl, e)
+	require.True(t, ok)
+	defer func(b float64) { NVLSBudget = b }(NVLSBudget)
+	NVLSBudget = 4_999_999
+	whole, wmode, err := m.nvlsSymmetric(plan, tm, RunOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, whole)
+	require.Equal(t, "nvls-symmetric", wmode)
+	for _, l2 := range []int64{80, 48, 40} {
+		p2 := f.withLoops(plan, l2).plan(plan)
+		NVLSBudget = p2.EstimatedSteps()
+		steady, mode, err := m.nvlsSymmetric(plan, tm, RunOptions{})
+		require.NoError(t, err)
+		require.NotNil(t, steady)
+		rel := steady.Time.Micros()/whole.Time.Micros() - 1
+		t.Logf("%s %.3f µs, every loop %.3f µs: %+.4f%%", mode, steady.Time.Micros(), whole.Time.Micros(), 100*rel)
+		if l2 == 80 {
+			require.InDelta(t, 0, rel, 0.01)
+		}
+	}
 }
