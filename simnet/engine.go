@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync/atomic"
 )
 
@@ -44,11 +45,10 @@ type link struct {
 	epoch uint32
 	rem   float64
 	cnt   int32
-	ver   uint32
-	tmark uint32
 	// Relaxed links (relaxLink): relaxed marks a link the engine may leave out of the rate
 	// computation; lazy is true while it does; load is the sum of its flows' rates, checked
-	// against its capacity after every computation.
+	// against its capacity after every computation. lazy is also set, for good, on a link that
+	// is not relaxed but whose constraint another link implies (pruneImplied).
 	relaxed, lazy, check bool
 	load                 float64
 }
@@ -103,8 +103,6 @@ type Engine struct {
 	compLinks []LinkID
 	compFlows []FlowID
 	sh        shareHeap
-	touched   []LinkID
-	tbatch    uint32
 	// flows started and ended in the current instant (replaced)
 	started     []FlowID
 	ended       []endedFlow
@@ -788,9 +786,8 @@ func (e *Engine) recompute1() {
 		lk := &e.links[l]
 		lk.rem = float64(lk.cap)
 		lk.cnt = int32(len(lk.flows))
-		lk.ver++
 		if lk.cnt > 0 {
-			sh.push(shareEntry{share: lk.rem / float64(lk.cnt), idx: int32(l), ver: lk.ver})
+			sh.push(shareEntry{share: lk.rem / float64(lk.cnt), idx: int32(l)})
 		}
 	}
 	// Per-flow caps: one heap entry per distinct cap value (a channel's CTA rate is shared by
@@ -846,24 +843,12 @@ func (e *Engine) recompute1() {
 				lk.rem = 0
 			}
 			lk.cnt--
-			lk.ver++
-			if lk.tmark != e.tbatch {
-				lk.tmark = e.tbatch
-				e.touched = append(e.touched, l)
-			}
 		}
 	}
-	flush := func() {
-		for _, l := range e.touched {
-			lk := &e.links[l]
-			if lk.cnt > 0 {
-				sh.push(shareEntry{share: lk.rem / float64(lk.cnt), idx: int32(l), ver: lk.ver})
-			}
-		}
-		e.touched = e.touched[:0]
-		e.tbatch++
-	}
-	e.tbatch++
+	// A link's fair share rem/cnt never falls when a flow crossing it is frozen (the flow gets
+	// the smallest share, at most this link's), so each link keeps one heap entry, a lower bound
+	// of its share: popped, an entry whose link's share has grown goes back with the new share,
+	// and one that has not is the smallest share of all.
 	for sh.len() > 0 {
 		se := sh.pop()
 		if se.isFlow {
@@ -872,14 +857,18 @@ func (e *Engine) recompute1() {
 					newRate(fid, se.share)
 				}
 			}
-			flush()
 			continue
 		}
 		lk := &e.links[se.idx]
-		if se.ver != lk.ver || lk.cnt == 0 {
+		if lk.cnt == 0 {
 			continue
 		}
-		share := se.share
+		share := lk.rem / float64(lk.cnt)
+		if share > se.share {
+			se.share = share
+			sh.push(se)
+			continue
+		}
 		if share < 0 {
 			share = 0
 		}
@@ -888,7 +877,6 @@ func (e *Engine) recompute1() {
 				newRate(fid, share)
 			}
 		}
-		flush()
 	}
 	e.compLinks = links[:0]
 	e.compFlows = flows[:0]
@@ -969,7 +957,6 @@ func (e *Engine) FlowRate(id FlowID) Rate { return e.flows[id].rate }
 type shareEntry struct {
 	share  float64
 	idx    int32
-	ver    uint32
 	isFlow bool
 }
 
@@ -1012,4 +999,54 @@ func (h *shareHeap) pop() shareEntry {
 		i = m
 	}
 	return e
+}
+
+// pruneImplied leaves out of every rate computation the links whose constraint another link
+// implies, given every route the engine's flows will take (routes calls yield once per route,
+// repeats allowed). Link l is implied by l' where every route that crosses l crosses l' and l'
+// has no more capacity (ties: the lower id stays): the flows on l are then always a subset of
+// those on l', so their rates, which l' keeps within its capacity, keep l within its own, and the
+// max-min fair allocation is the same without l (a constraint that the others imply changes no
+// feasible point). Relaxed links are neither left out here nor used to imply others. On a path
+// GPU → PCIe switch → NIC it leaves the PCIe links out wherever only the NIC's flows cross them.
+func (e *Engine) pruneImplied(routes func(yield func([]LinkID))) {
+	cand := map[LinkID][]LinkID{}     // for each link seen: the links every route through it crosses
+	below := func(a, b LinkID) bool { // a may imply b
+		ca, cb := e.links[a].cap, e.links[b].cap
+		return !e.links[a].relaxed && (ca < cb || (ca == cb && a < b))
+	}
+	var tmp []LinkID
+	routes(func(route []LinkID) {
+		for _, l := range route {
+			if e.links[l].relaxed {
+				continue
+			}
+			c, seen := cand[l]
+			if !seen {
+				c = nil
+				for _, o := range route {
+					if o != l && below(o, l) && !slices.Contains(c, o) {
+						c = append(c, o)
+					}
+				}
+				cand[l] = c
+				continue
+			}
+			if len(c) == 0 {
+				continue
+			}
+			tmp = tmp[:0]
+			for _, o := range c {
+				if slices.Contains(route, o) {
+					tmp = append(tmp, o)
+				}
+			}
+			cand[l] = append(c[:0], tmp...)
+		}
+	})
+	for l, c := range cand {
+		if len(c) > 0 {
+			e.links[l].lazy = true
+		}
+	}
 }

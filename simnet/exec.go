@@ -206,6 +206,13 @@ type Options struct {
 	// their message numbers and slots carry over, as NCCL's do between kernels. 0: the whole
 	// schedule is one group (one launch; steps ordered by their dependencies only).
 	OpsPerKernel int
+	// watch, if set, is given the schedule and the connection of each flow tag (−1: a step's
+	// local work) before the replay starts, and returns an observer of the engine's rate changes
+	// (the checked NVLS fold, nvlsecmp.go).
+	watch func(s *coll.Schedule, conn func(tag int64) int32) observer
+	// prune leaves out of the rate computations the links whose constraint another link of the
+	// schedule's routes implies (Engine.pruneImplied; the same rates). e must serve no other flows.
+	prune bool
 }
 
 // Event kinds of the executor.
@@ -294,6 +301,31 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (*R
 		if x.err != nil {
 			return nil, x.err
 		}
+	}
+	if opt.prune {
+		e.pruneImplied(func(yield func([]LinkID)) {
+			for _, c := range s.Conns {
+				r, _ := x.route(c.From, c.To, c.Channel, c.ConnIndex == 1)
+				yield(r)
+			}
+		})
+		if x.err != nil {
+			return nil, x.err
+		}
+	}
+	if opt.watch != nil {
+		conn := make([]int32, len(x.msgSend))
+		for c := 0; c+1 < len(x.connOff); c++ {
+			for m := x.connOff[c]; m < x.connOff[c+1]; m++ {
+				conn[m] = int32(c)
+			}
+		}
+		e.obs = opt.watch(s, func(tag int64) int32 {
+			if tag < 0 || tag >= int64(len(conn)) {
+				return -1
+			}
+			return conn[tag]
+		})
 	}
 	e.handler = x
 	startEvents := e.Events

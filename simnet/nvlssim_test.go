@@ -1,6 +1,7 @@
 package simnet
 
 import (
+	"os"
 	"testing"
 
 	"github.com/simccl/simccl/coll"
@@ -181,4 +182,131 @@ func TestNVLSSymmetricKeepsBackToBack(t *testing.T) {
 	row, _, err = m.Run(coll.AllReduce, 16<<20, coll.Float32, coll.Sum, RunOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "nvls-symmetric", row.Mode)
+}
+
+// Under ECMP the channels of an NVLSTree call cross the spine on uplinks of their own, so no
+// two take the same links and the same-link fold finds nothing; the checked fold (nvlsecmp.go)
+// folds them by leaf and latency, leaves the switch links out and checks every real one. Where
+// none goes over its capacity it is the schedule's time; where one does it stops and the call
+// is timed without it.
+func TestNVLSCheckedFoldMatchesSchedule(t *testing.T) {
+	for _, c := range []struct {
+		nodes, perLeaf int
+		oversub        float64
+		size           int64
+		folds          bool
+	}{
+		{8, 4, 1, 32 << 20, true}, // two leaves per rail, four uplinks each
+		{16, 8, 1, 16 << 20, true},
+		{16, 8, 4, 16 << 20, false}, // 4:1 oversubscribed leaves: uplinks over their capacity
+	} {
+		fab := DefaultFabric()
+		fab.HostsPerLeaf, fab.Oversub = c.perLeaf, c.oversub
+		m, _ := testMachine(t, "dgx-h100", c.nodes, fab, "NVLSTree", "")
+		plan, note, err := m.Plan(coll.AllReduce, c.size, coll.Float32, coll.Sum)
+		require.NoError(t, err)
+		require.Empty(t, note)
+		require.Equal(t, coll.NVLSTree, plan.Algo)
+		tm, err := m.timing(plan)
+		require.NoError(t, err)
+		e, cl, err := m.engine()
+		require.NoError(t, err)
+		_, same := nvlsFoldOf(plan, cl)
+		require.False(t, same, "%d nodes: ECMP spreads the channels over the spine", c.nodes)
+		f, _, ok := nvlsFoldChecked(plan, cl, e)
+		require.True(t, ok)
+		require.Equal(t, 2, f.period)
+		want := exactNVLS(t, m, plan, tm)
+		got, mode, err := m.nvlsSymmetric(plan, tm, RunOptions{})
+		require.NoError(t, err)
+		if !c.folds {
+			require.Nil(t, got, "%d nodes, %g:1: a relaxed link over its capacity", c.nodes, c.oversub)
+			continue
+		}
+		require.NotNil(t, got)
+		require.Equal(t, "nvls-symmetric", mode)
+		rel := got.Time.Micros()/want.Time.Micros() - 1
+		t.Logf("%d nodes, %d per leaf: %.6f µs, schedule %.6f µs (%+.2e), events %d / %d", c.nodes, c.perLeaf,
+			got.Time.Micros(), want.Time.Micros(), rel, got.Events, want.Events)
+		require.InDelta(t, 0, rel, 1e-8) // the same rates: a few picoseconds of rounding
+		require.Less(t, got.Events, want.Events/4)
+	}
+}
+
+// Leaving out the links whose constraint another link implies (Options.prune) changes no rate:
+// the same time, and the same bytes and busy time on every link, with fewer links in the rate
+// computations (the PCIe links between a GPU and its NIC, under the NIC's port).
+func TestPruneImpliedSameReplay(t *testing.T) {
+	m, _ := testMachine(t, "dgx-h100", 4, nil, "NVLSTree", "")
+	plan, _, err := m.Plan(coll.AllReduce, 32<<20, coll.Float32, coll.Sum)
+	require.NoError(t, err)
+	tm, err := m.timing(plan)
+	require.NoError(t, err)
+	s, err := coll.Compile(plan)
+	require.NoError(t, err)
+	var res [2]*Result
+	var engines [2]*Engine
+	for i, prune := range []bool{false, true} {
+		e, cl, err := m.engine()
+		require.NoError(t, err)
+		res[i], err = Simulate(e, cl, s, tm, Options{prune: prune})
+		require.NoError(t, err)
+		engines[i] = e
+	}
+	pruned := 0
+	for l := range engines[1].links {
+		if lk := &engines[1].links[l]; lk.lazy && !lk.relaxed {
+			pruned++
+		}
+	}
+	require.Positive(t, pruned)
+	require.InDelta(t, res[0].Time.Micros(), res[1].Time.Micros(), res[0].Time.Micros()*1e-7) // rounding: picoseconds
+	for l := 0; l < engines[0].NumLinks(); l++ {
+		b0, b1 := engines[0].LinkBytes(LinkID(l)), engines[1].LinkBytes(LinkID(l))
+		require.InDelta(t, b0, b1, 1+b0*1e-9, "link %s", engines[0].LinkName(LinkID(l)))
+		require.InDelta(t, float64(engines[0].LinkBusy(LinkID(l))), float64(engines[1].LinkBusy(LinkID(l))), 1e3, "link %d", l)
+	}
+	t.Logf("%d links pruned; %.6f / %.6f µs; recomputed flows %d -> %d", pruned, res[0].Time.Micros(), res[1].Time.Micros(),
+		engines[0].CompVisited, engines[1].CompVisited)
+}
+
+// The steady-state extrapolation of the checked fold on 128 DGX H100 nodes (default fabric,
+// ECMP) against the folded replay of every loop (exact: the checked fold is the schedule's time)
+// at 768 MiB (96 loops of 64 KiB chunks), the largest size whose whole folded plan coll compiles.
+// From 40 and 80 loops (the pair NVLSBudget gives 768 MiB and 1 GiB) it must be within 1%; the
+// pairs 24/48 (48 loops extrapolated, as the 1 GiB row does from 80) and 20/40 are logged. A few
+// minutes and 2 GB: SIMCCL_LONG=1.
+func TestNVLSSteady128Long(t *testing.T) {
+	if os.Getenv("SIMCCL_LONG") == "" {
+		t.Skip("SIMCCL_LONG=1: minutes and 2 GB")
+	}
+	m, _ := testMachine(t, "dgx-h100", 128, nil, "", "")
+	plan, note, err := m.Plan(coll.AllReduce, 768<<20, coll.Float32, coll.Sum)
+	require.NoError(t, err)
+	require.Empty(t, note)
+	require.Equal(t, coll.NVLSTree, plan.Algo)
+	tm, err := m.timing(plan)
+	require.NoError(t, err)
+	e, cl, err := m.engine()
+	require.NoError(t, err)
+	f, _, ok := nvlsFoldChecked(plan, cl, e)
+	require.True(t, ok)
+	defer func(b float64) { NVLSBudget = b }(NVLSBudget)
+	NVLSBudget = 4_999_999
+	whole, wmode, err := m.nvlsSymmetric(plan, tm, RunOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, whole)
+	require.Equal(t, "nvls-symmetric", wmode)
+	for _, l2 := range []int64{80, 48, 40} {
+		p2 := f.withLoops(plan, l2).plan(plan)
+		NVLSBudget = p2.EstimatedSteps()
+		steady, mode, err := m.nvlsSymmetric(plan, tm, RunOptions{})
+		require.NoError(t, err)
+		require.NotNil(t, steady)
+		rel := steady.Time.Micros()/whole.Time.Micros() - 1
+		t.Logf("%s %.3f µs, every loop %.3f µs: %+.4f%%", mode, steady.Time.Micros(), whole.Time.Micros(), 100*rel)
+		if l2 == 80 {
+			require.InDelta(t, 0, rel, 0.01)
+		}
+	}
 }

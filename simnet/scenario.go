@@ -3,6 +3,7 @@ package simnet
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 
 	"github.com/simccl/simccl/coll"
@@ -531,11 +532,7 @@ func (m *Machine) steadySchedule(plan coll.Plan, tm Timing, dry bool) (*Result, 
 		}
 		return Simulate(e, cl, s, tm, Options{})
 	}
-	r1, err := run(p1)
-	if err != nil {
-		return nil, "", err
-	}
-	r2, err := run(p2)
+	r1, r2, err := replayPair(func() (*Result, error) { return run(p1) }, func() (*Result, error) { return run(p2) })
 	if err != nil {
 		return nil, "", err
 	}
@@ -543,4 +540,34 @@ func (m *Machine) steadySchedule(plan coll.Plan, tm Timing, dry bool) (*Result, 
 	r2.Events += r1.Events
 	r2.Time += Time(per * float64(plan.Count-p2.Count))
 	return r2, mode, nil
+}
+
+// replayPair runs the two independent replays of a steady-state extrapolation, at once where there
+// is more than one core (each on its own engine: the results do not depend on it), and returns
+// both results or the first error.
+func replayPair(a, b func() (*Result, error)) (ra, rb *Result, err error) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		if ra, err = a(); err != nil {
+			return nil, nil, err
+		}
+		if rb, err = b(); err != nil {
+			return nil, nil, err
+		}
+		return ra, rb, nil
+	}
+	var ea error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ra, ea = a()
+	}()
+	rb, err = b()
+	<-done
+	if ea != nil {
+		return nil, nil, ea
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return ra, rb, nil
 }

@@ -60,6 +60,7 @@ type row struct {
 	Algo   string  `json:"algo"`
 	Proto  string  `json:"proto"`
 	Mode   string  `json:"mode"`
+	NCCL   string  `json:"nccl"` // NCCL's choice where the row simulates another (substituted)
 	Events uint64  `json:"events"`
 }
 
@@ -217,7 +218,11 @@ func main() {
 			r.CPUS = median(cpus)
 			r.Rows = len(rows)
 			for _, rw := range rows {
-				r.Modes[rw.Mode]++
+				m := rw.Mode
+				if rw.NCCL != "" {
+					m += " [" + rw.Algo + " for " + rw.NCCL + "]" // not NCCL's choice: say so
+				}
+				r.Modes[m]++
 				r.Events += rw.Events
 			}
 			if len(rows) > 0 {
