@@ -32,50 +32,35 @@ func (b *builder) nvls(p *Plan, ck *chunking) error {
 	n := p.NRanks
 	sw := b.switchOf(SwitchNVLS)
 	elt := ck.elt
-	offs, cnts := p.parts(p.Count, ck.align)
 	everyone := make([]int, n)
 	for r := range everyone {
 		everyone[r] = r
 	}
-	for c := 0; c < p.nChannels(); c++ {
-		part, cnt := offs[c], cnts[c]
-		loop := 0
-		for eo := int64(0); eo < cnt; eo += int64(n) * ck.chunkElems {
-			rem := cnt - eo
-			cc := ck.chunkElems
-			if rem < int64(n)*cc {
-				cc = alignUp(divUp(rem, int64(n)), ck.align)
+	b.loopChunks(p, ck, n, func(c, loop int, portion func(int) (int64, int64)) {
+		for j := 0; j < n; j++ { // scatter
+			o, ne := portion(j)
+			for r := 0; r < n; r++ {
+				b.emit(ck, call{rank: r, ch: c, lane: 0, prim: Send, sendTo: []int{sw}, connIdx: connUp,
+					src: &BufRef{Buf: BufSend, Offset: o * elt}, nelem: ne, chunk: loop*n + j})
 			}
-			portion := func(j int) (int64, int64) {
-				co := min64(int64(j)*cc, rem)
-				return part + eo + co, max64(0, min64(cc, rem-co))
-			}
-			for j := 0; j < n; j++ { // scatter
-				o, ne := portion(j)
-				for r := 0; r < n; r++ {
-					b.emit(ck, call{rank: r, ch: c, lane: 0, prim: Send, sendTo: []int{sw}, connIdx: connUp,
-						src: &BufRef{Buf: BufSend, Offset: o * elt}, nelem: ne, chunk: loop*n + j})
-				}
-				b.emit(ck, call{rank: sw, ch: c, lane: 0, prim: RecvReduceForward, recvFrom: everyone, sendTo: []int{j},
-					connIdx: connUp, nelem: ne, chunk: loop*n + j})
-			}
-			for j := 0; j < n; j++ { // head j: reduced chunk back to the switch, which multicasts it
-				_, ne := portion(j)
-				b.emit(ck, call{rank: j, ch: c, lane: 1, prim: RecvSend, recvFrom: []int{sw}, sendTo: []int{sw},
-					connIdx: connUp, sendIdx: connDown, hasSendIdx: true, nelem: ne, chunk: loop*n + j, postOp: true})
-				b.emit(ck, call{rank: sw, ch: c, lane: 1, prim: RecvSend, recvFrom: []int{j}, sendTo: everyone,
-					connIdx: connDown, nelem: ne, chunk: loop*n + j})
-			}
-			for j := 0; j < n; j++ { // gather
-				o, ne := portion(j)
-				for r := 0; r < n; r++ {
-					b.emit(ck, call{rank: r, ch: c, lane: 2, prim: Recv, recvFrom: []int{sw}, connIdx: connDown,
-						dst: &BufRef{Buf: BufRecv, Offset: o * elt}, nelem: ne, chunk: loop*n + j})
-				}
-			}
-			loop++
+			b.emit(ck, call{rank: sw, ch: c, lane: 0, prim: RecvReduceForward, recvFrom: everyone, sendTo: []int{j},
+				connIdx: connUp, nelem: ne, chunk: loop*n + j})
 		}
-	}
+		for j := 0; j < n; j++ { // head j: reduced chunk back to the switch, which multicasts it
+			_, ne := portion(j)
+			b.emit(ck, call{rank: j, ch: c, lane: 1, prim: RecvSend, recvFrom: []int{sw}, sendTo: []int{sw},
+				connIdx: connUp, sendIdx: connDown, hasSendIdx: true, nelem: ne, chunk: loop*n + j, postOp: true})
+			b.emit(ck, call{rank: sw, ch: c, lane: 1, prim: RecvSend, recvFrom: []int{j}, sendTo: everyone,
+				connIdx: connDown, nelem: ne, chunk: loop*n + j})
+		}
+		for j := 0; j < n; j++ { // gather
+			o, ne := portion(j)
+			for r := 0; r < n; r++ {
+				b.emit(ck, call{rank: r, ch: c, lane: 2, prim: Recv, recvFrom: []int{sw}, connIdx: connDown,
+					dst: &BufRef{Buf: BufRecv, Offset: o * elt}, nelem: ne, chunk: loop*n + j})
+			}
+		}
+	})
 	return nil
 }
 
@@ -141,74 +126,83 @@ func (b *builder) nvlsGatherScatter(p *Plan, ck *chunking) error {
 func (b *builder) nvlsTree(p *Plan, ck *chunking) error {
 	nNodes := max(1, p.NNodes)
 	ppn := p.NRanks / nNodes
-	b.nvlsChunks(p, ck, func(c int, o, ne int64, ci, j int) {
-		tree := (p.ChannelLo + c) % 2
-		for node := 0; node < nNodes; node++ {
-			b.nvlsScatter(ck, c, node, ppn, j, o, ne, ci)
-		}
-		for node := 0; node < nNodes; node++ { // reduce up the tree of heads j
-			up, d0, d1, _ := Dtree(nNodes, node, tree)
-			head := node*ppn + j
-			from := []int{b.switchAt(SwitchNVLS, node)}
-			var kids []int
-			for _, d := range []int{d0, d1} {
-				if d >= 0 {
-					kids = append(kids, d*ppn+j)
-				}
-			}
-			from = append(from, kids...)
-			prim := RecvSend
-			if len(from) > 1 {
-				prim = RecvReduceForward
-			}
-			if up >= 0 {
-				b.emit(ck, call{rank: head, ch: c, lane: 1, prim: prim, recvFrom: from, sendTo: []int{up*ppn + j},
-					connIdx: connUp, nelem: ne, chunk: ci})
-			} else {
-				to := append(append([]int(nil), kids...), b.switchAt(SwitchNVLS, node))
-				b.emit(ck, call{rank: head, ch: c, lane: 1, prim: prim, recvFrom: from, sendTo: to,
-					connIdx: connUp, sendIdx: connDown, hasSendIdx: true, nelem: ne, chunk: ci, postOp: true})
-			}
-		}
-		for node := 0; node < nNodes; node++ { // broadcast down the tree, multicast in the node
-			up, d0, d1, _ := Dtree(nNodes, node, tree)
-			if up >= 0 {
-				to := []int{}
-				for _, d := range []int{d0, d1} {
-					if d >= 0 {
-						to = append(to, d*ppn+j)
-					}
-				}
-				to = append(to, b.switchAt(SwitchNVLS, node))
-				b.emit(ck, call{rank: node*ppn + j, ch: c, lane: 2, prim: RecvSend, recvFrom: []int{up*ppn + j}, sendTo: to,
-					connIdx: connDown, nelem: ne, chunk: ci})
-			}
-			b.nvlsMulticast(ck, c, node, ppn, j, o, ne, ci)
+	b.loopChunks(p, ck, ppn, func(c, loop int, portion func(int) (int64, int64)) {
+		for j := 0; j < ppn; j++ {
+			o, ne := portion(j)
+			b.nvlsTreeChunk(ck, p, c, j, loop*ppn+j, o, ne)
 		}
 	})
 	return nil
 }
 
-// nvlsChunks walks p's channels as NCCL's NVLS kernels do across nodes (NVLSTree, NVLS with
-// CollNet): each loop of a channel covers ppn chunks, chunk j of a loop belonging to local rank j
-// of every node (its head); fn gets the channel, the chunk's element offset and count, its number
-// in the channel and j.
-func (b *builder) nvlsChunks(p *Plan, ck *chunking, fn func(c int, o, ne int64, ci, j int)) {
-	ppn := p.NRanks / max(1, p.NNodes)
+// nvlsTreeChunk emits chunk ci (head j, elements o, ne) of NVLSTree channel c.
+func (b *builder) nvlsTreeChunk(ck *chunking, p *Plan, c, j, ci int, o, ne int64) {
+	nNodes := max(1, p.NNodes)
+	ppn := p.NRanks / nNodes
+	tree := (p.ChannelLo + c) % 2
+	for node := 0; node < nNodes; node++ {
+		b.nvlsScatter(ck, c, node, ppn, j, o, ne, ci)
+	}
+	for node := 0; node < nNodes; node++ { // reduce up the tree of heads j
+		up, d0, d1, _ := Dtree(nNodes, node, tree)
+		head := node*ppn + j
+		from := []int{b.switchAt(SwitchNVLS, node)}
+		var kids []int
+		for _, d := range []int{d0, d1} {
+			if d >= 0 {
+				kids = append(kids, d*ppn+j)
+			}
+		}
+		from = append(from, kids...)
+		prim := RecvSend
+		if len(from) > 1 {
+			prim = RecvReduceForward
+		}
+		if up >= 0 {
+			b.emit(ck, call{rank: head, ch: c, lane: 1, prim: prim, recvFrom: from, sendTo: []int{up*ppn + j},
+				connIdx: connUp, nelem: ne, chunk: ci})
+		} else {
+			to := append(append([]int(nil), kids...), b.switchAt(SwitchNVLS, node))
+			b.emit(ck, call{rank: head, ch: c, lane: 1, prim: prim, recvFrom: from, sendTo: to,
+				connIdx: connUp, sendIdx: connDown, hasSendIdx: true, nelem: ne, chunk: ci, postOp: true})
+		}
+	}
+	for node := 0; node < nNodes; node++ { // broadcast down the tree, multicast in the node
+		up, d0, d1, _ := Dtree(nNodes, node, tree)
+		if up >= 0 {
+			to := []int{}
+			for _, d := range []int{d0, d1} {
+				if d >= 0 {
+					to = append(to, d*ppn+j)
+				}
+			}
+			to = append(to, b.switchAt(SwitchNVLS, node))
+			b.emit(ck, call{rank: node*ppn + j, ch: c, lane: 2, prim: RecvSend, recvFrom: []int{up*ppn + j}, sendTo: to,
+				connIdx: connDown, nelem: ne, chunk: ci})
+		}
+		b.nvlsMulticast(ck, c, node, ppn, j, o, ne, ci)
+	}
+}
+
+// loopChunks walks p's channels as NCCL's switch kernels do (NVLS, NVLSTree, CollNet): each loop
+// of a channel covers k chunks, chunk j of a loop belonging to its j-th head (a rank of the node,
+// or of every node); fn gets the channel, the loop and each chunk's element offset and count
+// (the last loop's chunks are shrunk to share what is left).
+func (b *builder) loopChunks(p *Plan, ck *chunking, k int, fn func(c, loop int, portion func(j int) (o, ne int64))) {
 	offs, cnts := p.parts(p.Count, ck.align)
 	for c := 0; c < p.nChannels(); c++ {
 		part, cnt := offs[c], cnts[c]
 		loop := 0
-		for eo := int64(0); eo < cnt; eo += int64(ppn) * ck.chunkElems {
+		for eo := int64(0); eo < cnt; eo += int64(k) * ck.chunkElems {
 			rem := cnt - eo
 			cc := ck.chunkElems
-			if rem < int64(ppn)*cc {
-				cc = alignUp(divUp(rem, int64(ppn)), ck.align)
+			if rem < int64(k)*cc {
+				cc = alignUp(divUp(rem, int64(k)), ck.align)
 			}
-			for j := 0; j < ppn; j++ {
+			fn(c, loop, func(j int) (int64, int64) {
 				co := min64(int64(j)*cc, rem)
-				fn(c, part+eo+co, max64(0, min64(cc, rem-co)), loop*ppn+j, j)
-			}
+				return part + eo + co, max64(0, min64(cc, rem-co))
+			})
 			loop++
 		}
 	}
@@ -257,23 +251,31 @@ func (b *builder) nvlsCollNet(p *Plan, ck *chunking) error {
 	nNodes := max(1, p.NNodes)
 	ppn := p.NRanks / nNodes
 	net := b.switchOf(SwitchCollNet)
-	b.nvlsChunks(p, ck, func(c int, o, ne int64, ci, j int) {
-		heads := make([]int, nNodes) // a step keeps its peer lists
-		for node := 0; node < nNodes; node++ {
-			b.nvlsScatter(ck, c, node, ppn, j, o, ne, ci)
-			heads[node] = node*ppn + j
-			b.emit(ck, call{rank: heads[node], ch: c, lane: 1, prim: RecvSend, recvFrom: []int{b.switchAt(SwitchNVLS, node)},
-				sendTo: []int{net}, connIdx: connUp, nelem: ne, chunk: ci})
-		}
-		b.emit(ck, call{rank: net, ch: c, prim: RecvReduceForward, recvFrom: heads, sendTo: heads, connIdx: connUp,
-			sendIdx: connDown, hasSendIdx: true, nelem: ne, chunk: ci})
-		for node := 0; node < nNodes; node++ { // back from the network, multicast in the node
-			b.emit(ck, call{rank: heads[node], ch: c, lane: 2, prim: RecvSend, recvFrom: []int{net},
-				sendTo: []int{b.switchAt(SwitchNVLS, node)}, connIdx: connDown, nelem: ne, chunk: ci, postOp: true})
-			b.nvlsMulticast(ck, c, node, ppn, j, o, ne, ci)
+	b.loopChunks(p, ck, ppn, func(c, loop int, portion func(int) (int64, int64)) {
+		for j := 0; j < ppn; j++ {
+			o, ne := portion(j)
+			b.nvlsCollNetChunk(ck, c, nNodes, ppn, net, j, loop*ppn+j, o, ne)
 		}
 	})
 	return nil
+}
+
+// nvlsCollNetChunk emits chunk ci (head j, elements o, ne) of NVLS-with-CollNet channel c.
+func (b *builder) nvlsCollNetChunk(ck *chunking, c, nNodes, ppn, net, j, ci int, o, ne int64) {
+	heads := make([]int, nNodes) // a step keeps its peer lists
+	for node := 0; node < nNodes; node++ {
+		b.nvlsScatter(ck, c, node, ppn, j, o, ne, ci)
+		heads[node] = node*ppn + j
+		b.emit(ck, call{rank: heads[node], ch: c, lane: 1, prim: RecvSend, recvFrom: []int{b.switchAt(SwitchNVLS, node)},
+			sendTo: []int{net}, connIdx: connUp, nelem: ne, chunk: ci})
+	}
+	b.emit(ck, call{rank: net, ch: c, prim: RecvReduceForward, recvFrom: heads, sendTo: heads, connIdx: connUp,
+		sendIdx: connDown, hasSendIdx: true, nelem: ne, chunk: ci})
+	for node := 0; node < nNodes; node++ { // back from the network, multicast in the node
+		b.emit(ck, call{rank: heads[node], ch: c, lane: 2, prim: RecvSend, recvFrom: []int{net},
+			sendTo: []int{b.switchAt(SwitchNVLS, node)}, connIdx: connDown, nelem: ne, chunk: ci, postOp: true})
+		b.nvlsMulticast(ck, c, node, ppn, j, o, ne, ci)
+	}
 }
 
 // collnetDirect compiles CollNetDirect AllReduce (NCCL 2.28, paraphrased): every node has the same
@@ -301,7 +303,6 @@ func (b *builder) collnetDirect(p *Plan, ck *chunking) error {
 	nh := len(heads)
 	net := b.switchOf(SwitchCollNet)
 	elt := ck.elt
-	offs, cnts := p.parts(p.Count, ck.align)
 	others := func(node, head int) []int { // a step keeps its peer lists: a new slice each time
 		var out []int
 		for l := 0; l < ppn; l++ {
@@ -334,69 +335,58 @@ func (b *builder) collnetDirect(p *Plan, ck *chunking) error {
 		}
 		return out
 	}
-	for c := 0; c < p.nChannels(); c++ {
-		part, cnt := offs[c], cnts[c]
-		loop := 0
-		for eo := int64(0); eo < cnt; eo += int64(nh) * ck.chunkElems {
-			rem := cnt - eo
-			cc := ck.chunkElems
-			if rem < int64(nh)*cc {
-				cc = alignUp(divUp(rem, int64(nh)), ck.align)
-			}
-			for j := range heads {
-				co := min64(int64(j)*cc, rem)
-				o[j], ne[j] = part+eo+co, max64(0, min64(cc, rem-co))
-			}
-			ci := func(j int) int { return loop*nh + j }
-			for node := 0; node < nNodes; node++ { // up: every rank's part to each head, heads to the network
-				for l := 0; l < ppn; l++ {
-					r := node*ppn + l
-					for _, j := range order(l, c, false) {
-						head := node*ppn + heads[j]
-						src := &BufRef{Buf: BufSend, Offset: o[j] * elt}
-						if r != head {
-							b.emit(ck, call{rank: r, ch: c, lane: 0, prim: Send, sendTo: []int{head}, connIdx: connUp, src: src, nelem: ne[j], chunk: ci(j)})
-							continue
-						}
-						from := others(node, head)
-						prim := RecvReduceSend
-						if len(from) == 0 {
-							prim = Send
-						}
-						b.emit(ck, call{rank: head, ch: c, lane: 0, prim: prim, recvFrom: from, sendTo: []int{net}, connIdx: connUp, src: src, nelem: ne[j], chunk: ci(j)})
-					}
-				}
-			}
-			for j, h := range heads { // the network reduces chunk j over the nodes' heads j
-				nodeHeads := make([]int, nNodes)
-				for node := range nodeHeads {
-					nodeHeads[node] = node*ppn + h
-				}
-				b.emit(ck, call{rank: net, ch: c, prim: RecvReduceForward, recvFrom: nodeHeads, sendTo: nodeHeads, connIdx: connUp,
-					sendIdx: connDown, hasSendIdx: true, nelem: ne[j], chunk: ci(j)})
-			}
-			for node := 0; node < nNodes; node++ { // down: each head to the rest of its node
-				for l := 0; l < ppn; l++ {
-					r := node*ppn + l
-					for _, j := range order(l, c, true) {
-						head := node*ppn + heads[j]
-						dst := &BufRef{Buf: BufRecv, Offset: o[j] * elt}
-						if r != head {
-							b.emit(ck, call{rank: r, ch: c, lane: 1, prim: Recv, recvFrom: []int{head}, connIdx: connDown, dst: dst, nelem: ne[j], chunk: ci(j)})
-							continue
-						}
-						cl := call{rank: head, ch: c, lane: 1, prim: RecvCopySend, recvFrom: []int{net}, sendTo: others(node, head), connIdx: connDown,
-							dst: dst, nelem: ne[j], chunk: ci(j), postOp: true}
-						if len(cl.sendTo) == 0 {
-							cl.prim, cl.sendTo = Recv, nil
-						}
-						b.emit(ck, cl)
-					}
-				}
-			}
-			loop++
+	b.loopChunks(p, ck, nh, func(c, loop int, portion func(int) (int64, int64)) {
+		for j := range heads {
+			o[j], ne[j] = portion(j)
 		}
-	}
+		ci := func(j int) int { return loop*nh + j }
+		for node := 0; node < nNodes; node++ { // up: every rank's part to each head, heads to the network
+			for l := 0; l < ppn; l++ {
+				r := node*ppn + l
+				for _, j := range order(l, c, false) {
+					head := node*ppn + heads[j]
+					src := &BufRef{Buf: BufSend, Offset: o[j] * elt}
+					if r != head {
+						b.emit(ck, call{rank: r, ch: c, lane: 0, prim: Send, sendTo: []int{head}, connIdx: connUp, src: src, nelem: ne[j], chunk: ci(j)})
+						continue
+					}
+					from := others(node, head)
+					prim := RecvReduceSend
+					if len(from) == 0 {
+						prim = Send
+					}
+					b.emit(ck, call{rank: head, ch: c, lane: 0, prim: prim, recvFrom: from, sendTo: []int{net}, connIdx: connUp, src: src, nelem: ne[j], chunk: ci(j)})
+				}
+			}
+		}
+		for j, h := range heads { // the network reduces chunk j over the nodes' heads j
+			nodeHeads := make([]int, nNodes)
+			for node := range nodeHeads {
+				nodeHeads[node] = node*ppn + h
+			}
+			b.emit(ck, call{rank: net, ch: c, prim: RecvReduceForward, recvFrom: nodeHeads, sendTo: nodeHeads, connIdx: connUp,
+				sendIdx: connDown, hasSendIdx: true, nelem: ne[j], chunk: ci(j)})
+		}
+		for node := 0; node < nNodes; node++ { // down: each head to the rest of its node
+			for l := 0; l < ppn; l++ {
+				r := node*ppn + l
+				for _, j := range order(l, c, true) {
+					head := node*ppn + heads[j]
+					dst := &BufRef{Buf: BufRecv, Offset: o[j] * elt}
+					if r != head {
+						b.emit(ck, call{rank: r, ch: c, lane: 1, prim: Recv, recvFrom: []int{head}, connIdx: connDown, dst: dst, nelem: ne[j], chunk: ci(j)})
+						continue
+					}
+					cl := call{rank: head, ch: c, lane: 1, prim: RecvCopySend, recvFrom: []int{net}, sendTo: others(node, head), connIdx: connDown,
+						dst: dst, nelem: ne[j], chunk: ci(j), postOp: true}
+					if len(cl.sendTo) == 0 {
+						cl.prim, cl.sendTo = Recv, nil
+					}
+					b.emit(ck, cl)
+				}
+			}
+		}
+	})
 	return nil
 }
 
