@@ -1,6 +1,7 @@
 package simnet
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -85,4 +86,22 @@ func TestCollNetSimulated(t *testing.T) {
 			t.Logf("%s %d MiB on 2 nodes: %.1f µs, busbw %.1f GB/s", row.Algo, size>>20, row.TimeUs, row.BusBw)
 		})
 	}
+}
+
+// NVLS with CollNet folds its channels as one-node NVLS does (every channel's heads take the same
+// NICs to the network): the folded replay gives the whole schedule's time, so 1,024 ranks at 1 GiB
+// are simulated rather than run as Tree.
+func TestNVLSCollNetFoldMatchesSchedule(t *testing.T) {
+	m := collnetMachine(t, 4, true)
+	const size = 256 << 20
+	folded, _, err := m.Run(coll.AllReduce, size, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "NVLS", folded.Algo)
+	require.Equal(t, "nvls-symmetric", folded.Mode)
+	defer func(q int64) { CompactQuiet = q }(CompactQuiet)
+	CompactQuiet = math.MaxInt64 // the schedule itself
+	whole, _, err := m.Run(coll.AllReduce, size, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "schedule", whole.Mode)
+	require.InDelta(t, whole.TimeUs, folded.TimeUs, 1e-6*whole.TimeUs, "folded %.3f µs, schedule %.3f µs", folded.TimeUs, whole.TimeUs)
 }

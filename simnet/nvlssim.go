@@ -81,6 +81,28 @@ func nvlsFoldBy(p coll.Plan, r Router, key func(sig, route []LinkID) []LinkID) (
 	// the order coll's schedule pairs them; none on one node (the switch routes are the same for
 	// every channel).
 	sig := make([][]LinkID, nch)
+	if cr, ok := r.(CollNetRouter); ok && p.Algo == coll.NVLS && nNodes > 1 {
+		// NVLS with CollNet: the heads' routes to and from the network's reduction on channel c.
+		ppn := p.NRanks / nNodes
+		for c := range sig {
+			var buf []LinkID
+			for rank := 0; rank < nNodes*ppn; rank++ {
+				for _, up := range []bool{true, false} {
+					route, err := cr.RouteCollNet(rank, p.ChannelLo+c, up, nil)
+					if err != nil {
+						return nvlsFold{}, false
+					}
+					if key == nil {
+						buf = append(buf, route...)
+					} else {
+						buf = key(buf, route)
+					}
+					buf = append(buf, -1)
+				}
+			}
+			sig[c] = buf
+		}
+	}
 	if tree {
 		ppn := p.NRanks / nNodes
 		for c := range sig {
@@ -300,8 +322,5 @@ func (f nvlsFold) extrapolate(plan coll.Plan, l1, l2 int64, run func(coll.Plan) 
 // nvlsFolds reports whether plan is one nvlsSymmetric may replay: NVLS or NVLSTree over more
 // than one rank and channel.
 func nvlsFolds(p coll.Plan) bool {
-	if p.Algo == coll.NVLS && p.NNodes > 1 {
-		return false // NVLS with the network's reduction (CollNet): not folded
-	}
 	return (p.Algo == coll.NVLS || p.Algo == coll.NVLSTree) && p.NRanks > 1 && p.NChannels > 1
 }
