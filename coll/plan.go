@@ -70,7 +70,7 @@ type Plan struct {
 	// CollNetHeads (CollNetDirect): the local ranks of every node that talk to the network, each
 	// beside its own NIC (NCCL 2.28: the distinct intra[0] of the CollNet direct graph's
 	// channels); nil means every local rank.
-	CollNetHeads []int `json:",omitempty"`
+	CollNetHeads []int
 }
 
 // Shown is the protocol and channel count a plan's row shows: for a send/recv plan with
