@@ -32,8 +32,8 @@
 //
 // Cluster builds the links of nodes copies of a NodeModel joined by a Fabric (rail-optimized or
 // fat tree, two or three tiers, oversubscription, ECMP or destination-mod-k routing; the file
-// format is in docs/cluster.md). WriteTrace, WriteOpsCSV, WriteTable, WriteJSON and WritePlot
-// produce simccl run's outputs.
+// format is in docs/cluster.md). WriteTrace, WriteOpsCSV, WriteTable and WriteJSON produce
+// simccl run's outputs (its --plot is the report's chart, report.WriteBusbwPlot).
 //
 // A Machine builds its cluster once; Run may be called from several goroutines at once. The
 // simulation itself runs on one goroutine, except colour refinement, whose rounds are shared out

@@ -167,19 +167,3 @@ func TestWriteTableColumns(t *testing.T) {
 	}
 	require.True(t, strings.HasSuffix(buf.String(), "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0.8 \n"), buf.String())
 }
-
-func TestWritePlot(t *testing.T) {
-	rows := []Row{{Coll: "all_reduce", Bytes: 1024, BusBw: 1}, {Coll: "all_reduce", Bytes: 1 << 20, BusBw: 100}}
-	for _, f := range []string{"png", "svg"} {
-		var buf bytes.Buffer
-		if err := WritePlot(&buf, "t", SeriesFromRows(rows, "sim "), f); err != nil {
-			t.Fatal(err)
-		}
-		if buf.Len() < 100 {
-			t.Fatalf("%s plot only %d bytes", f, buf.Len())
-		}
-	}
-	if err := WritePlot(&bytes.Buffer{}, "t", nil, "gif"); err == nil {
-		t.Fatal("want an error for gif")
-	}
-}

@@ -27,6 +27,7 @@ import (
 	"strings"
 
 	"github.com/simccl/simccl/planner"
+	"github.com/simccl/simccl/report"
 	"github.com/simccl/simccl/simnet"
 	"github.com/simccl/simccl/tuning"
 )
@@ -92,7 +93,7 @@ func run(csvPath, topo, tag, plotPath string, asJSON bool, ctaRate float64, sens
 		return err
 	}
 	if plotPath != "" {
-		var series []simnet.Series
+		var series []report.Series
 		idx := map[string]int{}
 		for _, p := range pts {
 			for k, name := range []string{"sim " + p.Coll, "measured " + p.Coll} {
@@ -100,13 +101,13 @@ func run(csvPath, topo, tag, plotPath string, asJSON bool, ctaRate float64, sens
 				if !ok {
 					j = len(series)
 					idx[name] = j
-					series = append(series, simnet.Series{Name: name})
+					series = append(series, report.Series{Name: name, Coll: p.Coll, Measured: k == 1})
 				}
-				v := p.SimBus
+				pt := report.BWPoint{Bytes: p.Bytes, TimeUs: p.SimUs, BusBw: p.SimBus}
 				if k == 1 {
-					v = p.MeasBus
+					pt.TimeUs, pt.BusBw = p.MeasUs, p.MeasBus
 				}
-				series[j].Points = append(series[j].Points, [2]float64{float64(p.Bytes), v})
+				series[j].Points = append(series[j].Points, pt)
 			}
 		}
 		out, err := os.Create(plotPath)
@@ -114,7 +115,7 @@ func run(csvPath, topo, tag, plotPath string, asJSON bool, ctaRate float64, sens
 			return err
 		}
 		format := strings.TrimPrefix(filepath.Ext(plotPath), ".")
-		if err := simnet.WritePlot(out, "simulated vs measured NCCL 2.28.9 busbw ("+filepath.Base(filepath.Dir(csvPath))+")", series, format); err != nil {
+		if err := report.WriteBusbwPlot(out, "simulated vs measured NCCL 2.28.9 busbw ("+filepath.Base(filepath.Dir(csvPath))+")", series, format); err != nil {
 			out.Close()
 			return err
 		}
