@@ -340,25 +340,30 @@ func (b *builder) collnetDirect(p *Plan, ck *chunking) error {
 			o[j], ne[j] = portion(j)
 		}
 		ci := func(j int) int { return loop*nh + j }
-		for node := 0; node < nNodes; node++ { // up: every rank's part to each head, heads to the network
-			for l := 0; l < ppn; l++ {
-				r := node*ppn + l
-				for _, j := range order(l, c, false) {
-					head := node*ppn + heads[j]
-					src := &BufRef{Buf: BufSend, Offset: o[j] * elt}
-					if r != head {
-						b.emit(ck, call{rank: r, ch: c, lane: 0, prim: Send, sendTo: []int{head}, connIdx: connUp, src: src, nelem: ne[j], chunk: ci(j)})
-						continue
+		// visit calls fn for every rank r of every node with each head j in r's order (down: the way
+		// back), head being head j's rank on r's node.
+		visit := func(down bool, fn func(node, r, j, head int)) {
+			for node := 0; node < nNodes; node++ {
+				for l := 0; l < ppn; l++ {
+					for _, j := range order(l, c, down) {
+						fn(node, node*ppn+l, j, node*ppn+heads[j])
 					}
-					from := others(node, head)
-					prim := RecvReduceSend
-					if len(from) == 0 {
-						prim = Send
-					}
-					b.emit(ck, call{rank: head, ch: c, lane: 0, prim: prim, recvFrom: from, sendTo: []int{net}, connIdx: connUp, src: src, nelem: ne[j], chunk: ci(j)})
 				}
 			}
 		}
+		visit(false, func(node, r, j, head int) { // up: every rank's part to each head, heads to the network
+			src := &BufRef{Buf: BufSend, Offset: o[j] * elt}
+			if r != head {
+				b.emit(ck, call{rank: r, ch: c, lane: 0, prim: Send, sendTo: []int{head}, connIdx: connUp, src: src, nelem: ne[j], chunk: ci(j)})
+				return
+			}
+			from := others(node, head)
+			prim := RecvReduceSend
+			if len(from) == 0 {
+				prim = Send
+			}
+			b.emit(ck, call{rank: head, ch: c, lane: 0, prim: prim, recvFrom: from, sendTo: []int{net}, connIdx: connUp, src: src, nelem: ne[j], chunk: ci(j)})
+		})
 		for j, h := range heads { // the network reduces chunk j over the nodes' heads j
 			nodeHeads := make([]int, nNodes)
 			for node := range nodeHeads {
@@ -367,25 +372,19 @@ func (b *builder) collnetDirect(p *Plan, ck *chunking) error {
 			b.emit(ck, call{rank: net, ch: c, prim: RecvReduceForward, recvFrom: nodeHeads, sendTo: nodeHeads, connIdx: connUp,
 				sendIdx: connDown, hasSendIdx: true, nelem: ne[j], chunk: ci(j)})
 		}
-		for node := 0; node < nNodes; node++ { // down: each head to the rest of its node
-			for l := 0; l < ppn; l++ {
-				r := node*ppn + l
-				for _, j := range order(l, c, true) {
-					head := node*ppn + heads[j]
-					dst := &BufRef{Buf: BufRecv, Offset: o[j] * elt}
-					if r != head {
-						b.emit(ck, call{rank: r, ch: c, lane: 1, prim: Recv, recvFrom: []int{head}, connIdx: connDown, dst: dst, nelem: ne[j], chunk: ci(j)})
-						continue
-					}
-					cl := call{rank: head, ch: c, lane: 1, prim: RecvCopySend, recvFrom: []int{net}, sendTo: others(node, head), connIdx: connDown,
-						dst: dst, nelem: ne[j], chunk: ci(j), postOp: true}
-					if len(cl.sendTo) == 0 {
-						cl.prim, cl.sendTo = Recv, nil
-					}
-					b.emit(ck, cl)
-				}
+		visit(true, func(node, r, j, head int) { // down: each head to the rest of its node
+			dst := &BufRef{Buf: BufRecv, Offset: o[j] * elt}
+			if r != head {
+				b.emit(ck, call{rank: r, ch: c, lane: 1, prim: Recv, recvFrom: []int{head}, connIdx: connDown, dst: dst, nelem: ne[j], chunk: ci(j)})
+				return
 			}
-		}
+			cl := call{rank: head, ch: c, lane: 1, prim: RecvCopySend, recvFrom: []int{net}, sendTo: others(node, head), connIdx: connDown,
+				dst: dst, nelem: ne[j], chunk: ci(j), postOp: true}
+			if len(cl.sendTo) == 0 {
+				cl.prim, cl.sendTo = Recv, nil
+			}
+			b.emit(ck, cl)
+		})
 	})
 	return nil
 }

@@ -15,13 +15,7 @@ import (
 // network (planner marks them), NVLS on or off.
 func collnetMachine(t *testing.T, nodes int, nvls bool) *Machine {
 	t.Helper()
-	s := planner.Settings{CollNet: true, NVLS: &nvls}
-	name, doc, err := planner.LoadTopology("dgx-h100", s)
-	require.NoError(t, err)
-	p, err := planner.New(planner.Machine{Name: name, Doc: doc, Nodes: nodes, Settings: s})
-	require.NoError(t, err)
-	m, err := NewMachine(p.System, nodes, nil, p, p.Settings.Release)
-	require.NoError(t, err)
+	m, _ := settingsMachine(t, "dgx-h100", nodes, 0, nil, planner.Settings{CollNet: true, NVLS: &nvls})
 	return m
 }
 

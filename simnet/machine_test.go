@@ -14,11 +14,18 @@ func testMachine(t testing.TB, topo string, nodes int, fab *Fabric, algo, proto 
 	t.Helper()
 	s := planner.Settings{}
 	s.Tuning.Algo, s.Tuning.Proto = algo, proto
+	return settingsMachine(t, topo, nodes, 0, fab, s)
+}
+
+// settingsMachine is nodes copies of topology topo (gpus > 0: its first gpus GPUs) joined by fab,
+// planned with NCCL settings s.
+func settingsMachine(t testing.TB, topo string, nodes, gpus int, fab *Fabric, s planner.Settings) (*Machine, *planner.Planner) {
+	t.Helper()
 	name, doc, err := planner.LoadTopology(topo, s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := planner.New(planner.Machine{Name: name, Doc: doc, Nodes: nodes, Settings: s})
+	p, err := planner.New(planner.Machine{Name: name, Doc: doc, Nodes: nodes, GPUs: gpus, Settings: s})
 	if err != nil {
 		t.Fatal(err)
 	}

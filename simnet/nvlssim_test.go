@@ -203,14 +203,7 @@ func TestNVLSCheckedFoldMatchesSchedule(t *testing.T) {
 		fab := DefaultFabric()
 		fab.HostsPerLeaf, fab.Oversub = c.perLeaf, c.oversub
 		m, _ := testMachine(t, "dgx-h100", c.nodes, fab, "NVLSTree", "")
-		plan, note, err := m.Plan(coll.AllReduce, c.size, coll.Float32, coll.Sum)
-		require.NoError(t, err)
-		require.Empty(t, note)
-		require.Equal(t, coll.NVLSTree, plan.Algo)
-		tm, err := m.timing(plan)
-		require.NoError(t, err)
-		e, cl, err := m.engine()
-		require.NoError(t, err)
+		plan, tm, e, cl := nvlsTreeCall(t, m, c.size)
 		_, same := nvlsFoldOf(plan, cl)
 		require.False(t, same, "%d nodes: ECMP spreads the channels over the spine", c.nodes)
 		f, _, ok := nvlsFoldChecked(plan, cl, e)
@@ -281,14 +274,7 @@ func TestNVLSSteady128Long(t *testing.T) {
 		t.Skip("SIMCCL_LONG=1: minutes and 2 GB")
 	}
 	m, _ := testMachine(t, "dgx-h100", 128, nil, "", "")
-	plan, note, err := m.Plan(coll.AllReduce, 768<<20, coll.Float32, coll.Sum)
-	require.NoError(t, err)
-	require.Empty(t, note)
-	require.Equal(t, coll.NVLSTree, plan.Algo)
-	tm, err := m.timing(plan)
-	require.NoError(t, err)
-	e, cl, err := m.engine()
-	require.NoError(t, err)
+	plan, tm, e, cl := nvlsTreeCall(t, m, 768<<20)
 	f, _, ok := nvlsFoldChecked(plan, cl, e)
 	require.True(t, ok)
 	defer func(b float64) { NVLSBudget = b }(NVLSBudget)
@@ -309,4 +295,19 @@ func TestNVLSSteady128Long(t *testing.T) {
 			require.InDelta(t, 0, rel, 0.01)
 		}
 	}
+}
+
+// nvlsTreeCall is NCCL's plan of an all-reduce of size bytes on m, which must be NVLSTree and not
+// substituted, with its timing and m's engine and cluster.
+func nvlsTreeCall(t *testing.T, m *Machine, size int64) (coll.Plan, Timing, *Engine, *Cluster) {
+	t.Helper()
+	plan, note, err := m.Plan(coll.AllReduce, size, coll.Float32, coll.Sum)
+	require.NoError(t, err)
+	require.Empty(t, note)
+	require.Equal(t, coll.NVLSTree, plan.Algo)
+	tm, err := m.timing(plan)
+	require.NoError(t, err)
+	e, cl, err := m.engine()
+	require.NoError(t, err)
+	return plan, tm, e, cl
 }

@@ -210,12 +210,7 @@ func TestRingSymmetricMatchesPerRank(t *testing.T) {
 func TestRingSymmetricOneGPUPerNode(t *testing.T) {
 	s := planner.Settings{}
 	s.Tuning.Algo, s.Tuning.Proto = "ring", "simple"
-	name, doc, err := planner.LoadTopology("dgx-h100", s)
-	require.NoError(t, err)
-	p, err := planner.New(planner.Machine{Name: name, Doc: doc, Nodes: 8, GPUs: 1, Settings: s})
-	require.NoError(t, err)
-	m, err := NewMachine(p.System, 8, fabricOf(t, "routing", "rail"), p, p.Settings.Release)
-	require.NoError(t, err)
+	m, p := settingsMachine(t, "dgx-h100", 8, 1, fabricOf(t, "routing", "rail"), s)
 	tm, err := m.Timing(coll.Ring, coll.Simple)
 	require.NoError(t, err)
 	for _, f := range []coll.Func{coll.AllReduce, coll.AllGather} {
@@ -238,13 +233,7 @@ func TestRingSymmetricOneGPUPerNode(t *testing.T) {
 // kept GPUs; the node model keeps the NICs they reach and simulates (it used to fail: "no path
 // from NET/4 to GPU/0").
 func TestNodeModelKeepsReachableNICs(t *testing.T) {
-	s := planner.Settings{}
-	name, doc, err := planner.LoadTopology("gb200-nvl72", s)
-	require.NoError(t, err)
-	p, err := planner.New(planner.Machine{Name: name, Doc: doc, Nodes: 2, GPUs: 4, Settings: s})
-	require.NoError(t, err)
-	m, err := NewMachine(p.System, 2, nil, p, p.Settings.Release)
-	require.NoError(t, err)
+	m, p := settingsMachine(t, "gb200-nvl72", 2, 4, nil, planner.Settings{})
 	require.NotEmpty(t, m.Node.NICs)
 	require.Less(t, len(m.Node.NICs), len(p.System.NETs()), "the unreachable NICs are left out")
 	row, _, err := m.Run(coll.AllReduce, 1<<20, coll.Float32, coll.Sum, RunOptions{})
