@@ -300,9 +300,12 @@ func implied(e *Engine, routes func(yield func([]LinkID)), relax func(LinkID) (L
 		}
 	})
 	drop := map[LinkID]bool{}
-	for _, ps := range pairs {
-		slices.Sort(ps)
-		ps = slices.Compact(ps)
+	for rule := range pairs {
+		slices.Sort(pairs[rule])
+		// Compact zeroes what it drops: keep the compacted slice, or the loop below would read
+		// those zeros as pairs of link 0 (and keep a stand-in that was never there).
+		pairs[rule] = slices.Compact(pairs[rule])
+		ps := pairs[rule]
 		for i := 0; i < len(ps); {
 			s := ps[i] >> 32
 			sum, ok := 0.0, true

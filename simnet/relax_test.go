@@ -240,3 +240,47 @@ func TestNodeModelKeepsReachableNICs(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, row.TimeUs, 0.0)
 }
+
+// implied drops a stand-in whose connections the links before it already bound, however often a
+// route repeats (a route seen again after many others is added again, and the repeats are
+// compacted away), and keeps it where those links could send more than it carries; kept says
+// whether any stand-in was kept.
+func TestImpliedStandIns(t *testing.T) {
+	const nics = 3000 // more distinct (stand-in, NIC) pairs than implied's table of recent ones
+	for _, c := range []struct {
+		name     string
+		standIn  float64 // GB/s
+		wantKept bool
+	}{
+		{"non-blocking: 3,000 NICs of 1 GB/s into 3,000 GB/s of uplinks", nics, false},
+		{"oversubscribed 2:1: the same NICs into 1,500 GB/s", nics / 2, true},
+	} {
+		e := NewEngine(nil)
+		var routes [][]LinkID
+		up := e.AddLink("up", GBps(1), 0)
+		for i := 0; i < nics; i++ {
+			routes = append(routes, []LinkID{e.AddLink("nic", GBps(1), 0), up})
+		}
+		s := e.AddLink("standin", GBps(c.standIn), 0)
+		relax := func(l LinkID) (LinkID, bool) {
+			if l == up {
+				return s, true
+			}
+			return 0, false
+		}
+		f, kept := implied(e, func(yield func([]LinkID)) {
+			for k := 0; k < 3; k++ { // every route again, as many channels and steps repeat them
+				for _, r := range routes {
+					yield(r)
+				}
+			}
+		}, relax)
+		if kept != c.wantKept {
+			t.Errorf("%s: kept %v, want %v", c.name, kept, c.wantKept)
+		}
+		got, ok := f(up)
+		if !ok || (got < 0) == c.wantKept {
+			t.Errorf("%s: the uplink relaxed to %d (%v), want dropped=%v", c.name, got, ok, !c.wantKept)
+		}
+	}
+}

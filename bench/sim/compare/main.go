@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/simccl/simccl/planner"
@@ -186,12 +187,22 @@ func sensitivity(m *simnet.Machine, meas []simnet.Measured, tag string, asJSON b
 // NCCL's own choices ("default").
 func forced(tag string) tuning.Config {
 	tag = strings.TrimPrefix(strings.TrimPrefix(tag, "mp_"), "sp_")
+	var nch int
 	if i := strings.Index(tag, "_ch"); i >= 0 {
-		tag = tag[:i] // a pinned channel count (mp_ring_LL_ch4) is not an algorithm or protocol
+		// A pinned channel count (mp_ring_LL_ch4: NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS = 4,
+		// testdata/nccl/smallmsg.sh).
+		n, err := strconv.Atoi(tag[i+3:])
+		if err == nil && n > 0 {
+			nch = n
+		}
+		tag = tag[:i]
 	}
 	algo, proto, ok := strings.Cut(tag, "_")
 	if !ok || tag == "default" {
-		return tuning.Config{}
+		return tuning.Config{MinNChannels: nch, MaxNChannels: nch}
 	}
-	return tuning.Config{Algo: algo, Proto: proto}
+	if algo == "ag" { // smallmsg.sh's all_gather sweeps (mp_ag_LL_ch1) ran NCCL_ALGO=Ring
+		algo = "ring"
+	}
+	return tuning.Config{Algo: algo, Proto: proto, MinNChannels: nch, MaxNChannels: nch}
 }
