@@ -35,7 +35,9 @@ import (
 //     race detector device memory touched by two streams without an event between them is
 //     reported as a data race, whatever the timing.
 //   - Kernels: the launches of the module's copy, reduce and divide kernels run the host reference
-//     (emuref.go), the rules kernels.cu implements; other functions are refused at lookup.
+//     (emuref.go), the rules kernels.cu implements; other functions are refused at lookup. The LL
+//     kernels poll their lines' flags as the GPU's do (atomic 4-byte accesses, so that the race
+//     detector sees the flags, not events, ordering sender and receiver).
 //   - Synchronous copies and memsets run on the device's legacy stream and wait for it.
 //   - IPC handles name the address (one process); graphs are not emulated (an error).
 
@@ -839,7 +841,8 @@ func emuLLWord(b []byte, i uint64, k int) *uint32 {
 	return (*uint32)(unsafe.Pointer(&b[i*LLLineBytes+uint64(4*k)]))
 }
 
-// emuLLWait waits until both flags of line i of b are flag and returns its 8 payload bytes.
+// emuLLWait waits until both flags of line i of b are flag, zeroes the line (as the kernels do)
+// and returns its 8 payload bytes.
 func emuLLWait(b []byte, i uint64, flag uint32, deadline *time.Time) ([8]byte, error) {
 	var v [8]byte
 	for spins := 0; ; spins++ {
@@ -847,6 +850,7 @@ func emuLLWait(b []byte, i uint64, flag uint32, deadline *time.Time) ([8]byte, e
 			lo, hi := atomic.LoadUint32(emuLLWord(b, i, 0)), atomic.LoadUint32(emuLLWord(b, i, 2))
 			for k := 0; k < 4; k++ {
 				v[k], v[4+k] = byte(lo>>(8*k)), byte(hi>>(8*k))
+				atomic.StoreUint32(emuLLWord(b, i, k), 0)
 			}
 			return v, nil
 		}

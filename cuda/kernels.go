@@ -271,7 +271,8 @@ func LLLines(n int64) int64 { return (n + LLLinePayload - 1) / LLLinePayload }
 // LLWire is the size in bytes of the LL lines that carry n payload bytes.
 func LLWire(n int64) int64 { return LLLines(n) * LLLineBytes }
 
-// LLCopy moves n payload bytes: from the LL lines at in (waiting for inFlag) or, when in is 0,
+// LLCopy moves n payload bytes: from the LL lines at in (waiting for inFlag, then zeroing the
+// lines: a buffer holds no line of a consumed message) or, when in is 0,
 // from the raw buffer src; to the raw buffer dst (if not 0) and as LL lines with outFlag to out
 // (if not 0). in may be a peer GPU's memory (peer access enabled).
 func (k *Kernels) LLCopy(c *Ctx, s Stream, dst, src, in DevPtr, inFlag uint32, out DevPtr, outFlag uint32, n int) error {
@@ -296,7 +297,7 @@ func (k *Kernels) LLCopy(c *Ctx, s Stream, dst, src, in DevPtr, inFlag uint32, o
 }
 
 // LLReduce computes op(a[i], m[i]) for the count elements of type t of the message m, which
-// arrives as LL lines at in with inFlag, and writes it to dst (if not 0) and as LL lines with
+// arrives as LL lines at in with inFlag (zeroed once read), and writes it to dst (if not 0) and as LL lines with
 // outFlag to out (if not 0). PreMulSum scales as Reduce does (flags ScaleA, ScaleB: a, m).
 func (k *Kernels) LLReduce(c *Ctx, s Stream, t coll.DataType, op coll.RedOp, dst, a, in DevPtr, inFlag uint32, out DevPtr, outFlag uint32, count int, scalar float64, flags uint32) error {
 	if err := k.check(c); err != nil {

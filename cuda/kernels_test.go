@@ -214,9 +214,10 @@ func TestReduceRejectsBadInput(t *testing.T) {
 }
 
 // checkLLKernels checks the LL kernels on device d: a message packed into LL lines (flag f) is
-// unpacked and reduced by kernels enqueued on other streams before the sender's kernel, over
+// unpacked and reduced by kernels enqueued on other streams before the sender's kernels, over
 // lines holding a stale message of flag f-1, every type × op, counts 1, 13 and 1031 with the
-// local input and output one element off alignment; results bit for bit against refReduce.
+// local input and output one element off alignment; results bit for bit against refReduce, and
+// the lines read are zero afterwards.
 func checkLLKernels(t *testing.T, d *Device, k *Kernels) {
 	r := rand.New(rand.NewPCG(rand.Uint64(), 3))
 	for ty := coll.DataType(0); ty < coll.NumDataTypes; ty++ {
@@ -233,7 +234,7 @@ func checkLLKernels(t *testing.T, d *Device, k *Kernels) {
 				wire := int(LLWire(int64(n * size)))
 				var copied, fwd, reduced, fwdRed []byte
 				err := d.Do(func(c *Ctx) error {
-					var p [8]DevPtr // src, lines, dst, lines2, local, out, lines3, stale
+					var p [9]DevPtr // src, lines, dst, lines2, local, out, lines3, stale, linesB
 					for i := range p {
 						var err error
 						if p[i], err = c.Alloc(wire + 64); err != nil {
@@ -241,7 +242,7 @@ func checkLLKernels(t *testing.T, d *Device, k *Kernels) {
 						}
 						defer c.Free(p[i])
 					}
-					src, lines, dst, lines2, local, out, lines3, st := p[0], p[1], p[2], p[3], p[4].Add(size), p[5].Add(size), p[6], p[7]
+					src, lines, dst, lines2, local, out, lines3, st, linesB := p[0], p[1], p[2], p[3], p[4].Add(size), p[5].Add(size), p[6], p[7], p[8]
 					if err := c.CopyHtoD(src, msg); err != nil {
 						return err
 					}
@@ -257,8 +258,13 @@ func checkLLKernels(t *testing.T, d *Device, k *Kernels) {
 						}
 					}
 					// the stale message, flag f-1, in the lines first
-					if err := k.LLCopy(c, 0, 0, st, 0, 0, lines, f-1, n*size); err != nil {
-						return err
+					for _, l := range []DevPtr{lines, linesB} {
+						if err := c.Memset(l, 0, wire); err != nil {
+							return err
+						}
+						if err := k.LLCopy(c, 0, 0, st, 0, 0, l, f-1, n*size); err != nil {
+							return err
+						}
 					}
 					if err := c.Synchronize(); err != nil {
 						return err
@@ -275,14 +281,28 @@ func checkLLKernels(t *testing.T, d *Device, k *Kernels) {
 					if err := k.LLCopy(c, ss[1], dst, 0, lines, f, lines2, f+1, n*size); err != nil {
 						return err
 					}
-					if err := k.LLReduce(c, ss[2], ty, rc.op, out, local, lines, f, lines3, f+2, n, rc.scalar, rc.flags); err != nil {
+					if err := k.LLReduce(c, ss[2], ty, rc.op, out, local, linesB, f, lines3, f+2, n, rc.scalar, rc.flags); err != nil {
 						return err
 					}
 					if err := k.LLCopy(c, ss[0], 0, src, 0, 0, lines, f, n*size); err != nil {
 						return err
 					}
+					if err := k.LLCopy(c, ss[0], 0, src, 0, 0, linesB, f, n*size); err != nil {
+						return err
+					}
 					if err := c.Synchronize(); err != nil {
 						return err
+					}
+					// the receivers zeroed the lines they read
+					zero := make([]byte, 2*wire)
+					if err := c.CopyDtoH(zero[:wire], lines); err != nil {
+						return err
+					}
+					if err := c.CopyDtoH(zero[wire:], linesB); err != nil {
+						return err
+					}
+					if !bytes.Equal(zero, make([]byte, 2*wire)) {
+						return fmt.Errorf("LL lines not zero after they were read")
 					}
 					// the forwarded lines, unpacked again
 					copied, fwd, reduced, fwdRed = make([]byte, n*size), make([]byte, n*size), make([]byte, n*size), make([]byte, n*size)

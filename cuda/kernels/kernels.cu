@@ -230,11 +230,13 @@ DIVIDE(u64, uint64_t)
 // until both flags equal the flag it expects. An aligned 8-byte half (4 bytes of data, 4 of flag)
 // becomes visible as a unit, so a half whose flag is right carries its data: no memory fence and
 // no separate ready counter or event between sender and receiver. The flag is the connection
-// buffer's message counter (never 0, never reused while a stale line could hold it; the engine
-// zeroes the buffer when the counter restarts), so a line of an earlier message never passes.
-// The payload's tail past nbytes is padded with zeros. Both kernels take one line per thread,
-// grid-stride. A receiver that sees no flag for LL_TIMEOUT_NS traps (the launch fails with an
-// error instead of spinning forever).
+// message's number on its connection plus one (never 0). The receiver zeroes every line it has
+// read (in the sender's memory), so a buffer holds no line of a consumed message: the next
+// message in the slot (after the schedule's credit), the same message of the next launch, or of
+// the next replay of a captured CUDA graph (whose flags are the same kernel arguments) waits for
+// its own data. Buffers start zeroed. The payload's tail past nbytes is padded with zeros. Both
+// kernels take one line per thread, grid-stride. A receiver that sees no flag for LL_TIMEOUT_NS
+// traps (the launch fails with an error instead of spinning forever).
 
 #define LL_TIMEOUT_NS 10000000000ull
 
@@ -244,7 +246,8 @@ __device__ __forceinline__ unsigned long long ll_clock() {
 	return t;
 }
 
-__device__ __forceinline__ uint2 ll_wait(const uint4 *p, unsigned flag) {
+// ll_wait waits for line p to carry flag, zeroes it and returns its payload.
+__device__ __forceinline__ uint2 ll_wait(uint4 *p, unsigned flag) {
 	unsigned a, b, c, d;
 	unsigned spins = 0;
 	unsigned long long t0 = 0;
@@ -258,6 +261,7 @@ __device__ __forceinline__ uint2 ll_wait(const uint4 *p, unsigned flag) {
 			spins = 0;
 		}
 	}
+	asm volatile("st.volatile.global.v4.u32 [%0], {%1,%1,%1,%1};" ::"l"(p), "r"(0u) : "memory");
 	return make_uint2(a, c);
 }
 
@@ -286,10 +290,10 @@ __device__ __forceinline__ void ll_store8(uint8_t *dst, unsigned long long i, un
 	for (int k = 0; k < 8 && off + k < nbytes; k++) dst[off + k] = u.b[k];
 }
 
-// simccl_ll_copy: the payload comes from the LL lines in (waiting for inflag) or, when in is
+// simccl_ll_copy: the payload comes from the LL lines in (waiting for inflag, then zeroing them) or, when in is
 // null, from the raw buffer src; it goes to the raw buffer dst (if not null) and as LL lines with
 // outflag to out (if not null).
-extern "C" __global__ void __launch_bounds__(THREADS) simccl_ll_copy(uint8_t *dst, const uint8_t *src, const uint4 *in,
+extern "C" __global__ void __launch_bounds__(THREADS) simccl_ll_copy(uint8_t *dst, const uint8_t *src, uint4 *in,
 	unsigned inflag, uint4 *out, unsigned outflag, unsigned long long nbytes) {
 	unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
 	unsigned long long nth = (unsigned long long)gridDim.x * blockDim.x;
@@ -304,7 +308,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) simccl_ll_copy(uint8_t *ds
 // ll_reduce_body: dst[j] = op(a[j], m[j]) for the n elements of the message m (LL lines in),
 // written to dst (if not null) and as LL lines with outflag to out (if not null).
 template <class T, class Op>
-__device__ __forceinline__ void ll_reduce_body(T *dst, const T *a, const uint4 *in, unsigned inflag, uint4 *out, unsigned outflag,
+__device__ __forceinline__ void ll_reduce_body(T *dst, const T *a, uint4 *in, unsigned inflag, uint4 *out, unsigned outflag,
 	unsigned long long n, const Op &op) {
 	constexpr int E = 8 / sizeof(T);
 	unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -326,7 +330,7 @@ __device__ __forceinline__ void ll_reduce_body(T *dst, const T *a, const uint4 *
 
 #define LL_REDUCE_OP(OPNAME, OPTYPE, TY, TR)                                                                   \
 	extern "C" __global__ void __launch_bounds__(THREADS) simccl_ll_reduce_##OPNAME##_##TY(TR::Elt *dst,       \
-		const TR::Elt *a, const uint4 *in, unsigned inflag, uint4 *out, unsigned outflag, unsigned long long n, \
+		const TR::Elt *a, uint4 *in, unsigned inflag, uint4 *out, unsigned outflag, unsigned long long n, \
 		unsigned long long scalar, unsigned int flags) {                                                       \
 		OPTYPE<TR> op(scalar, flags);                                                                          \
 		ll_reduce_body<TR::Elt>(dst, a, in, inflag, out, outflag, n, op);                                      \
