@@ -41,8 +41,8 @@ type Config struct {
 	// Planner decides what every call runs (required; it must plan for the clique's ranks):
 	// NCCL's decision for the machine, from package planner (the live machine's topology, or
 	// planner.CPUMachine's description of ranks sharing a GPU or the emulator). The engine runs
-	// it with the algorithms and protocols it lacks excluded (comm.Exclude: Simple only, no NVLS
-	// or CollNet).
+	// it with the algorithms and protocols it lacks excluded (Exclude: no LL128, NVLS or
+	// CollNet).
 	Planner coll.Planner
 	// SlotBytes is one of a connection's NCCL_STEPS staging slots (default: NCCL's Simple buffer
 	// over NCCL_STEPS, 512 KiB). The planner's Simple buffer (NCCL_BUFFSIZE) must be NCCL_STEPS of
@@ -77,13 +77,22 @@ func (c *Config) withDefaults() (Config, error) {
 	return o, nil
 }
 
+// Exclude is what this engine cannot run: the LL128 protocol and the algorithms with switch
+// endpoints (NVLS, NVLSTree, CollNet). LL and Simple run (exec.go); comm's CPU engine runs
+// Simple only (comm.Exclude).
+var Exclude = func() coll.Exclude {
+	ex := comm.Exclude
+	ex.Protos[coll.LL] = false
+	return ex
+}()
+
 // plan is the planner's plan for a call with what the engine lacks excluded, and NCCL's own
 // decision for it.
 func (c *Config) plan(call coll.Call) (ran, nccl coll.Plan, err error) {
 	if nccl, err = c.Planner.Plan(call); err != nil {
 		return ran, nccl, err
 	}
-	call.Exclude = comm.Exclude
+	call.Exclude = Exclude
 	if ran, err = c.Planner.Plan(call); err != nil {
 		return ran, nccl, err
 	}
@@ -116,6 +125,13 @@ type Comm struct {
 	events  [][]cuda.Event         // [channel][step]
 	start   cuda.Event
 	staging map[int]stageBuf // by connection key (channel<<24 | peer<<8 | connIndex)
+	// llStaging: the LL buffers of the connections this rank sends on, by connection key; zeroed
+	// at allocation, then only LL lines are written there (a receiver zeroes what it read).
+	llStaging map[int]stageBuf
+	aux       cuda.Stream // a private stream for zeroing new LL buffers (never captured)
+	// tmp: per (channel, lane), room for an LL step's raw result when it cannot be fused (several
+	// messages in or out, or the integer Avg's division before sending).
+	tmp map[[2]int]stageBuf
 	scratch []stageBuf       // per operation of a launch: pre-scaled input and zeros
 	retired []cuda.DevPtr    // outgrown buffers, freed by Destroy
 }
@@ -170,7 +186,7 @@ func InitAll(devs []*cuda.Device, cfg *Config) ([]*Comm, error) {
 	cl := &clique{n: len(devs), cfg: o, pending: map[uint64]*launch{}, plans: map[string]*plan{}}
 	cl.cond = sync.NewCond(&cl.mu)
 	for i, d := range devs {
-		c := &Comm{rank: i, cl: cl, dev: d, streams: map[[2]int]cuda.Stream{}, staging: map[int]stageBuf{}}
+		c := &Comm{rank: i, cl: cl, dev: d, streams: map[[2]int]cuda.Stream{}, staging: map[int]stageBuf{}, llStaging: map[int]stageBuf{}, tmp: map[[2]int]stageBuf{}}
 		err := d.Do(func(x *cuda.Ctx) error {
 			for _, p := range devs {
 				if err := x.EnablePeer(p); err != nil {
@@ -277,6 +293,15 @@ func (c *Comm) Destroy() error {
 		for _, b := range c.staging {
 			errs = append(errs, x.Free(b.p))
 		}
+		for _, b := range c.llStaging {
+			errs = append(errs, x.Free(b.p))
+		}
+		for _, b := range c.tmp {
+			errs = append(errs, x.Free(b.p))
+		}
+		if c.aux != 0 {
+			errs = append(errs, x.DestroyStream(c.aux))
+		}
 		for _, b := range c.scratch {
 			if b.p != 0 {
 				errs = append(errs, x.Free(b.p))
@@ -292,6 +317,7 @@ func (c *Comm) Destroy() error {
 			errs = append(errs, c.cl.xp.close(x))
 		}
 		c.streams, c.events, c.staging, c.scratch, c.retired = nil, nil, nil, nil, nil
+		c.llStaging, c.tmp, c.aux = nil, nil, 0
 		return errors.Join(errs...)
 	})
 }
