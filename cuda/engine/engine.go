@@ -131,9 +131,9 @@ type Comm struct {
 	aux       cuda.Stream // a private stream for zeroing new LL buffers (never captured)
 	// tmp: per (channel, lane), room for an LL step's raw result when it cannot be fused (several
 	// messages in or out, or the integer Avg's division before sending).
-	tmp map[[2]int]stageBuf
-	scratch []stageBuf       // per operation of a launch: pre-scaled input and zeros
-	retired []cuda.DevPtr    // outgrown buffers, freed by Destroy
+	tmp     map[[2]int]stageBuf
+	scratch []stageBuf    // per operation of a launch: pre-scaled input and zeros
+	retired []cuda.DevPtr // outgrown buffers, freed by Destroy
 }
 
 type stageBuf struct {

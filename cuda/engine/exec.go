@@ -105,20 +105,20 @@ func (c *Comm) refuseCapture(s cuda.Stream) error {
 
 // exec is one rank's state during one launch.
 type exec struct {
-	c      *Comm
-	x      *cuda.Ctx
-	L      *launch
-	s      *coll.Schedule
-	bufs   []opBuf
-	stage  []cuda.DevPtr // [conn]: this rank's staging buffer for the connections it sends on
+	c     *Comm
+	x     *cuda.Ctx
+	L     *launch
+	s     *coll.Schedule
+	bufs  []opBuf
+	stage []cuda.DevPtr // [conn]: this rank's staging buffer for the connections it sends on
 	// llStage: [conn]: this rank's LL buffer for the connections it sends LL messages on
 	llStage []cuda.DevPtr
-	slot   int64
-	writes []interval
-	maxW   int64
-	user   cuda.Stream
-	next   []int // per channel: the next step of this rank's program to enqueue
-	left   int   // steps not enqueued yet
+	slot    int64
+	writes  []interval
+	maxW    int64
+	user    cuda.Stream
+	next    []int // per channel: the next step of this rank's program to enqueue
+	left    int   // steps not enqueued yet
 }
 
 // interval is a range of device addresses a step writes.
