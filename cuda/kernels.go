@@ -72,6 +72,12 @@ const (
 
 const kernelThreads = 512 // THREADS in kernels.cu (__launch_bounds__)
 
+// llMaxGrid caps the blocks of an LL kernel. Its threads spin until the sender's lines arrive,
+// holding their SM slots meanwhile: with every (rank, channel, lane) stream of ranks sharing a GPU
+// running one such kernel, a few blocks each leave room for the senders (NCCL runs one block of
+// at most 512 LL threads per channel). A thread takes several lines, grid-stride.
+const llMaxGrid = 2
+
 // Kernels is the copy and reduction module loaded into one device's context. Its methods take
 // the Ctx of that device (inside Device.Do) and enqueue on a stream; they do not synchronize.
 type Kernels struct {
@@ -293,7 +299,7 @@ func (k *Kernels) LLCopy(c *Ctx, s Stream, dst, src, in DevPtr, inFlag uint32, o
 	}
 	var a Args
 	_ = a.Add(dst, src, in, inFlag, out, outFlag, uint64(n))
-	return c.Launch(k.llCopy, [3]uint32{k.grid(int(LLLines(int64(n)))), 1, 1}, [3]uint32{kernelThreads, 1, 1}, 0, s, &a)
+	return c.Launch(k.llCopy, [3]uint32{min(k.grid(int(LLLines(int64(n)))), llMaxGrid), 1, 1}, [3]uint32{kernelThreads, 1, 1}, 0, s, &a)
 }
 
 // LLReduce computes op(a[i], m[i]) for the count elements of type t of the message m, which
@@ -324,5 +330,5 @@ func (k *Kernels) LLReduce(c *Ctx, s Stream, t coll.DataType, op coll.RedOp, dst
 	var args Args
 	_ = args.Add(dst, a, in, inFlag, out, outFlag, uint64(count), ScalarBits(t, scalar), flags)
 	lines := LLLines(int64(count * t.Size()))
-	return c.Launch(k.llReduce[t][op], [3]uint32{k.grid(int(lines)), 1, 1}, [3]uint32{kernelThreads, 1, 1}, 0, s, &args)
+	return c.Launch(k.llReduce[t][op], [3]uint32{min(k.grid(int(lines)), llMaxGrid), 1, 1}, [3]uint32{kernelThreads, 1, 1}, 0, s, &args)
 }

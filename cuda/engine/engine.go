@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"sync"
 	"time"
 
@@ -544,6 +545,10 @@ func (c *Comm) enqueue(k *call) error {
 	return c.launch([]*call{k})
 }
 
+// aloneKernel makes the one-rank copy (alone) the copy kernel instead of cuMemcpyDtoDAsync:
+// SIMCCL_ONE_RANK_COPY=kernel or memcpy (a measurement knob).
+var aloneKernel = os.Getenv("SIMCCL_ONE_RANK_COPY") == "kernel"
+
 // alone runs a call of a one-rank communicator outside a group as NCCL does for one rank: the
 // result is the input (Sum, Prod, Max, Min and Avg of one input; every collective's output is its
 // one block), so an out-of-place call is one device-to-device copy on the caller's stream,
@@ -557,7 +562,12 @@ func (c *Comm) alone(k *call) (bool, error) {
 	if n == 0 || k.send == k.recv {
 		return true, nil
 	}
-	err := c.dev.OnThisThread(func(x *cuda.Ctx) error { return x.CopyDtoDAsync(k.recv, k.send, n, k.stream) })
+	err := c.dev.OnThisThread(func(x *cuda.Ctx) error {
+		if aloneKernel {
+			return c.k.Copy(x, k.stream, k.recv, k.send, n)
+		}
+		return x.CopyDtoDAsync(k.recv, k.send, n, k.stream)
+	})
 	if err != nil {
 		c.fail(err)
 	}
