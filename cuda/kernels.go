@@ -173,7 +173,9 @@ func (k *Kernels) Copy(c *Ctx, s Stream, dst, src DevPtr, n int) error {
 		return fmt.Errorf("cuda: copy of %d bytes", n)
 	}
 	var a Args
-	_ = a.Add(dst, src, uint64(n))
+	a.Ptr(dst)
+	a.Ptr(src)
+	a.U64(uint64(n))
 	return c.Launch(k.copy, [3]uint32{k.grid((n + 15) / 16), 1, 1}, [3]uint32{kernelThreads, 1, 1}, 0, s, &a)
 }
 
@@ -202,7 +204,12 @@ func (k *Kernels) Reduce(c *Ctx, s Stream, t coll.DataType, op coll.RedOp, dst, 
 	}
 	vec := 16 / t.Size()
 	var args Args
-	_ = args.Add(dst, a, b, uint64(count), ScalarBits(t, scalar), flags)
+	args.Ptr(dst)
+	args.Ptr(a)
+	args.Ptr(b)
+	args.U64(uint64(count))
+	args.U64(ScalarBits(t, scalar))
+	args.U32(flags)
 	return c.Launch(k.reduce[t][op], [3]uint32{k.grid((count + vec - 1) / vec), 1, 1}, [3]uint32{kernelThreads, 1, 1}, 0, s, &args)
 }
 
@@ -298,7 +305,13 @@ func (k *Kernels) LLCopy(c *Ctx, s Stream, dst, src, in DevPtr, inFlag uint32, o
 		return errors.New("cuda: LL lines must be 16-byte aligned")
 	}
 	var a Args
-	_ = a.Add(dst, src, in, inFlag, out, outFlag, uint64(n))
+	a.Ptr(dst)
+	a.Ptr(src)
+	a.Ptr(in)
+	a.U32(inFlag)
+	a.Ptr(out)
+	a.U32(outFlag)
+	a.U64(uint64(n))
 	return c.Launch(k.llCopy, [3]uint32{min(k.grid(int(LLLines(int64(n)))), llMaxGrid), 1, 1}, [3]uint32{kernelThreads, 1, 1}, 0, s, &a)
 }
 
@@ -328,7 +341,15 @@ func (k *Kernels) LLReduce(c *Ctx, s Stream, t coll.DataType, op coll.RedOp, dst
 		return errors.New("cuda: LL lines must be 16-byte aligned")
 	}
 	var args Args
-	_ = args.Add(dst, a, in, inFlag, out, outFlag, uint64(count), ScalarBits(t, scalar), flags)
+	args.Ptr(dst)
+	args.Ptr(a)
+	args.Ptr(in)
+	args.U32(inFlag)
+	args.Ptr(out)
+	args.U32(outFlag)
+	args.U64(uint64(count))
+	args.U64(ScalarBits(t, scalar))
+	args.U32(flags)
 	lines := LLLines(int64(count * t.Size()))
 	return c.Launch(k.llReduce[t][op], [3]uint32{min(k.grid(int(lines)), llMaxGrid), 1, 1}, [3]uint32{kernelThreads, 1, 1}, 0, s, &args)
 }

@@ -1,6 +1,9 @@
 #!/bin/bash
 # One device call on one H200 (kind nvidia-h200) for the LL protocol and the one-rank latency:
-#   testdata/device/h200x1-2026-11-28-ll/go.sh BINDIR        (results under $OUT)
+#   testdata/device/h200x1-2026-11-28-ll/go.sh BINDIR [KERNELDIR]    (results under $OUT)
+# KERNELDIR holds kernels.cu and gen.sh (default: cuda/kernels of this checkout); the device
+# machine gets the session's checkout, so a helper working in another worktree carries this
+# folder, the kernels and the binaries in one ignored folder.
 # BINDIR, built on a machine with Go (CGO_ENABLED=1 GOOS=linux GOARCH=amd64):
 #   cuda.test   go test -c -o BINDIR/cuda.test ./cuda
 #   engine.test go test -c -o BINDIR/engine.test ./cuda/engine
@@ -15,7 +18,7 @@
 set -u
 B=$(cd "$1" && pwd)
 D=$(cd "$(dirname "$0")" && pwd)
-R=$(cd "$D/../../.." && pwd)
+K=$(cd "${2:-$D/../../../cuda/kernels}" && pwd)
 W=/tmp/llrun
 mkdir -p $W
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -26,16 +29,16 @@ inc=$(python3 -c 'import nvidia.nccl,os;print(os.path.join(list(nvidia.nccl.__pa
 lib=${inc%/include}/lib
 (nvcc -O2 -arch=sm_90 -o /tmp/lat "$D/lat.cu" -I"$inc" -L"$lib" -lnccl -Xlinker -rpath="$lib" >$W/nvcc_lat.log 2>&1; echo "lat nvcc exit $?" >>$W/nvcc_lat.log) &
 step gen.sh
-timeout 200 "$R/cuda/kernels/gen.sh" "$OUT/kernels.ptx" >$W/gen.log 2>&1
+timeout 200 "$K/gen.sh" "$OUT/kernels.ptx" >$W/gen.log 2>&1
 echo "gen exit $?" | tee -a $W/steps.log
 tail -n 3 $W/gen.log
 export SIMCCL_CUDA_PTX=$OUT/kernels.ptx
 step cuda tests
-(cd "$R/cuda" && timeout 90 "$B/cuda.test" -test.v -test.run 'TestLLKernels|TestReduceKernels|TestDevices|TestCopyKernel' -test.timeout 85s >$W/cuda_test.log 2>&1)
+(cd "$W" && timeout 90 "$B/cuda.test" -test.v -test.run 'TestLLKernels|TestReduceKernels|TestDevices|TestCopyKernel' -test.timeout 85s >$W/cuda_test.log 2>&1)
 echo "cuda.test exit $?" | tee -a $W/steps.log
 grep -E '^(--- |PASS|FAIL|ok)' $W/cuda_test.log | head -20
 step engine tests
-(cd "$R/cuda/engine" && timeout 170 "$B/engine.test" -test.v -test.run 'TestConformanceLL|TestConformanceSimpleSmall|TestBackToBack|TestGraphCapture|TestTogether' -test.timeout 165s >$W/engine_test.log 2>&1)
+(cd "$W" && timeout 170 "$B/engine.test" -test.v -test.run 'TestConformanceLL|TestConformanceSimpleSmall|TestBackToBack|TestGraphCapture|TestTogether' -test.timeout 165s >$W/engine_test.log 2>&1)
 echo "engine.test exit $?" | tee -a $W/steps.log
 grep -E '^(--- |PASS|FAIL|ok)|conformance:|LL steps|panic' $W/engine_test.log | head -40
 step runccl 2 ranks sharing the GPU, Simple against LL
