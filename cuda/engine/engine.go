@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/simccl/simccl/coll"
@@ -119,6 +120,7 @@ type Comm struct {
 	gen    uint64
 	group  group.Group[*Comm, *call] // Comm.GroupStart/GroupEnd
 	err    error                     // sticky: a failed launch or Destroy
+	failed atomic.Bool               // err != nil (read without the lock on every call)
 	premul []float64
 
 	// Device state, touched only on the device's thread (inside Do).
@@ -223,11 +225,15 @@ func (c *Comm) Device() *cuda.Device { return c.dev }
 
 // GetAsyncError is the error that broke the communicator, if any (ncclCommGetAsyncError).
 func (c *Comm) GetAsyncError() error {
+	if c.cl.xp == nil && !c.failed.Load() {
+		return nil // in-process and healthy: the common case, without the lock
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err == nil && c.cl.xp != nil {
 		if err := c.cl.xp.check(false); err != nil {
 			c.err = err
+			c.failed.Store(true)
 		}
 	}
 	return c.err
@@ -240,6 +246,7 @@ func (c *Comm) Abort() error {
 	c.mu.Lock()
 	if c.err == nil || !errors.Is(c.err, ErrDestroyed) {
 		c.err = fmt.Errorf("rank %d: %w (aborted)", c.rank, ErrDestroyed)
+		c.failed.Store(true)
 	}
 	c.mu.Unlock()
 	c.tellPeers()
@@ -264,6 +271,7 @@ func (c *Comm) fail(err error) {
 	c.mu.Lock()
 	if c.err == nil {
 		c.err = err
+		c.failed.Store(true)
 	}
 	c.mu.Unlock()
 }
@@ -277,6 +285,7 @@ func (c *Comm) Destroy() error {
 		return nil
 	}
 	c.err = fmt.Errorf("rank %d: %w", c.rank, ErrDestroyed)
+	c.failed.Store(true)
 	c.mu.Unlock()
 	return c.dev.Do(func(x *cuda.Ctx) error {
 		errs := []error{x.Synchronize()}
@@ -401,7 +410,7 @@ func (c *Comm) reduceCall(f coll.Func, send, recv cuda.DevPtr, count int, dt col
 	if err != nil {
 		return err
 	}
-	return c.enqueue(&call{f: f, count: int64(count), dt: dt, op: base, scalar: scalar, root: root, send: send, recv: recv, stream: s})
+	return c.enqueue(call{f: f, count: int64(count), dt: dt, op: base, scalar: scalar, root: root, send: send, recv: recv, stream: s})
 }
 
 // AllReduce reduces count elements of every rank's send into every rank's recv (ncclAllReduce).
@@ -423,30 +432,30 @@ func (c *Comm) ReduceScatter(send, recv cuda.DevPtr, recvcount int, dt coll.Data
 
 // Broadcast copies count elements of root's send into every rank's recv (ncclBroadcast).
 func (c *Comm) Broadcast(send, recv cuda.DevPtr, count int, dt coll.DataType, root int, s cuda.Stream) error {
-	return c.enqueue(&call{f: coll.Broadcast, count: int64(count), dt: dt, root: root, send: send, recv: recv, stream: s})
+	return c.enqueue(call{f: coll.Broadcast, count: int64(count), dt: dt, root: root, send: send, recv: recv, stream: s})
 }
 
 // AllGather gathers sendcount elements of every rank into recv in rank order (ncclAllGather).
 // In place: send == recv + rank×sendcount elements.
 func (c *Comm) AllGather(send, recv cuda.DevPtr, sendcount int, dt coll.DataType, s cuda.Stream) error {
-	return c.enqueue(&call{f: coll.AllGather, count: int64(sendcount), dt: dt, send: send, recv: recv, stream: s})
+	return c.enqueue(call{f: coll.AllGather, count: int64(sendcount), dt: dt, send: send, recv: recv, stream: s})
 }
 
 // AllToAll sends block j (count elements) of send to rank j, which stores it as block rank of
 // its recv (ncclAlltoAll). Not in place.
 func (c *Comm) AllToAll(send, recv cuda.DevPtr, count int, dt coll.DataType, s cuda.Stream) error {
-	return c.enqueue(&call{f: coll.AllToAll, count: int64(count), dt: dt, send: send, recv: recv, stream: s})
+	return c.enqueue(call{f: coll.AllToAll, count: int64(count), dt: dt, send: send, recv: recv, stream: s})
 }
 
 // Send sends count elements to peer (ncclSend). Point-to-point calls run in launches every rank
 // makes (see the package documentation): put them in a group on every rank.
 func (c *Comm) Send(buf cuda.DevPtr, count int, dt coll.DataType, peer int, s cuda.Stream) error {
-	return c.enqueue(&call{f: coll.SendRecv, p2pSend: true, peer: peer, count: int64(count), dt: dt, send: buf, stream: s})
+	return c.enqueue(call{f: coll.SendRecv, p2pSend: true, peer: peer, count: int64(count), dt: dt, send: buf, stream: s})
 }
 
 // Recv receives count elements from peer into buf (ncclRecv).
 func (c *Comm) Recv(buf cuda.DevPtr, count int, dt coll.DataType, peer int, s cuda.Stream) error {
-	return c.enqueue(&call{f: coll.SendRecv, peer: peer, count: int64(count), dt: dt, recv: buf, stream: s})
+	return c.enqueue(call{f: coll.SendRecv, peer: peer, count: int64(count), dt: dt, recv: buf, stream: s})
 }
 
 // GroupStart opens a group on this communicator (the goroutine-per-rank form): its calls are
@@ -529,20 +538,29 @@ func GroupEnd() error {
 	return errors.Join(errs...)
 }
 
-func (c *Comm) enqueue(k *call) error {
+// enqueue takes the call by value: a one-rank call outside a group (alone) then costs no
+// allocation; a call that is held or launched is copied to the heap.
+func (c *Comm) enqueue(k call) error {
 	if err := c.GetAsyncError(); err != nil {
 		return err
 	}
-	if err := c.checkCall(k); err != nil {
+	if err := c.checkCall(&k); err != nil {
 		return err
 	}
-	if processGroup.Hold(c, k) || c.group.Hold(c, k) {
+	if !processGroup.Open() && !c.group.Open() {
+		if ok, err := c.alone(&k); ok {
+			return err
+		}
+	}
+	kp := new(call)
+	*kp = k
+	if processGroup.Hold(c, kp) || c.group.Hold(c, kp) {
 		return nil
 	}
-	if ok, err := c.alone(k); ok {
+	if ok, err := c.alone(kp); ok { // a group closed meanwhile
 		return err
 	}
-	return c.launch([]*call{k})
+	return c.launch([]*call{kp})
 }
 
 // aloneKernelMax is the largest one-rank copy (alone) made by the copy kernel; larger ones are

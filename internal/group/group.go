@@ -5,13 +5,17 @@
 // (one goroutine driving several communicators) and one per communicator (goroutine ranks).
 package group
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Group is one group's state. The zero value is a closed group, ready to use; it is safe for
 // concurrent use.
 type Group[K comparable, C any] struct {
 	mu    sync.Mutex
 	depth int
+	open  atomic.Int32 // depth, readable without the lock (Open)
 	keys  []K
 	calls map[K][]C
 }
@@ -20,6 +24,7 @@ type Group[K comparable, C any] struct {
 func (g *Group[K, C]) Start() {
 	g.mu.Lock()
 	g.depth++
+	g.open.Store(int32(g.depth))
 	g.mu.Unlock()
 }
 
@@ -51,6 +56,7 @@ func (g *Group[K, C]) End() (keys []K, calls map[K][]C, ok bool) {
 		return nil, nil, false
 	}
 	g.depth--
+	g.open.Store(int32(g.depth))
 	if g.depth > 0 {
 		return nil, nil, true
 	}
@@ -58,3 +64,8 @@ func (g *Group[K, C]) End() (keys []K, calls map[K][]C, ok bool) {
 	g.keys, g.calls = nil, nil
 	return keys, calls, true
 }
+
+// Open reports whether a group is open, without taking the lock: a caller on its fast path
+// (nothing to hold) checks it before Hold. A group opened or closed concurrently may be missed,
+// as with any check before the call; Hold is the authoritative test.
+func (g *Group[K, C]) Open() bool { return g.open.Load() > 0 }
