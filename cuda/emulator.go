@@ -105,6 +105,13 @@ var emuUnrecordedWaits atomic.Int64
 // such a wait usually means the wait was enqueued before the record it meant.
 func EmulatorUnrecordedWaits() int64 { return emuUnrecordedWaits.Load() }
 
+var emuCrossWaits atomic.Int64
+
+// EmulatorCrossDeviceWaits counts the cuStreamWaitEvent calls whose event was last recorded on
+// another device's stream: the GPU-side dependencies between ranks (tests check that the LL
+// protocol's receives make none).
+func EmulatorCrossDeviceWaits() int64 { return emuCrossWaits.Load() }
+
 // EmulatorSetCapturing makes the emulated driver report stream s as capturing into a graph (or
 // not) from now on, so that code which refuses to run during a capture can be tested; the
 // emulator still captures nothing (its stream-capture calls fail).
@@ -162,6 +169,7 @@ type emu struct {
 
 type emuEvent struct {
 	recorded  atomic.Uint64 // records issued (host side)
+	dev       atomic.Int32  // device of the stream of the last record, plus one
 	completed uint64        // highest record reached by its stream (evMu)
 	ipc       bool          // created with CU_EVENT_INTERPROCESS
 }
@@ -602,6 +610,9 @@ func (e *emu) streamWaitEvent(s Stream, ev Event) error {
 	if target == 0 {
 		emuUnrecordedWaits.Add(1)
 	}
+	if d := x.dev.Load(); d != 0 && int(d-1) != st.dev {
+		emuCrossWaits.Add(1)
+	}
 	st.push(func() error {
 		e.evMu.Lock()
 		for x.completed < target {
@@ -679,6 +690,7 @@ func (e *emu) eventRecord(ev Event, s Stream) error {
 	if err != nil {
 		return err
 	}
+	x.dev.Store(int32(st.dev + 1))
 	target := x.recorded.Add(1)
 	st.push(func() error {
 		e.evMu.Lock()

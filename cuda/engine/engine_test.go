@@ -475,3 +475,79 @@ func TestBackToBack(t *testing.T) {
 		}
 	}
 }
+
+// TestLLReceivesWithoutEvents: an LL launch's receiving steps do not wait on the sending steps'
+// events (the flags order them). The same 2-rank ring all-gather of 8 floats on one channel, on
+// Simple and on LL: LL's only cross-device stream waits are the end-of-launch join's (each rank
+// waits for the other's last step: 2), Simple's add one per message received.
+func TestLLReceivesWithoutEvents(t *testing.T) {
+	if !emulated {
+		t.Skip("counts the emulated driver's stream waits")
+	}
+	ds := needDevs(t, 2)
+	const count = 8
+	waits := map[string]int64{}
+	for _, proto := range []string{"Simple", "LL"} {
+		var s planner.Settings
+		s.Tuning.Algo, s.Tuning.Proto, s.Tuning.MinNChannels, s.Tuning.MaxNChannels = "ring", proto, 1, 1
+		s.Tuning.BuffSize = coll.NCCLSteps * 512
+		m, err := planner.CPUMachine(2, 1, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := planner.New(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		comms, err := engine.InitAll(ds, &engine.Config{Planner: p, SlotBytes: 512})
+		if err != nil {
+			t.Fatal(err)
+		}
+		send, recv := make([]cuda.DevPtr, 2), make([]cuda.DevPtr, 2)
+		ss := make([]cuda.Stream, 2)
+		for r, c := range comms {
+			in := make([]byte, 4*count)
+			for i := 0; i < count; i++ {
+				coll.Float32.SetValue(in, i, float64(10*r+i))
+			}
+			if send[r], err = upload(c.Device(), in); err != nil {
+				t.Fatal(err)
+			}
+			if recv[r], err = upload(c.Device(), make([]byte, 8*count)); err != nil {
+				t.Fatal(err)
+			}
+			if ss[r], err = newStream(c.Device()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := cuda.EmulatorCrossDeviceWaits()
+		err = colltest.EachRank(2, func(r int) error { return comms[r].AllGather(send[r], recv[r], count, coll.Float32, ss[r]) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r, c := range comms {
+			got, err := download(c.Device(), recv[r], 8*count, ss[r])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for q := 0; q < 2; q++ {
+				for i := 0; i < count; i++ {
+					if v := coll.Float32.Value(got, q*count+i); v != float64(10*q+i) {
+						t.Fatalf("%s: rank %d block %d element %d: %v", proto, r, q, i, v)
+					}
+				}
+			}
+			_ = c.Device().Do(func(x *cuda.Ctx) error { _ = x.Free(send[r]); _ = x.Free(recv[r]); return x.DestroyStream(ss[r]) })
+		}
+		waits[proto] = cuda.EmulatorCrossDeviceWaits() - before
+		for _, c := range comms {
+			if err := c.Destroy(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Logf("cross-device stream waits: Simple %d, LL %d", waits["Simple"], waits["LL"])
+	if waits["LL"] != 2 || waits["Simple"] <= 2 {
+		t.Fatalf("cross-device waits: LL %d (want 2, the join's), Simple %d (want more)", waits["LL"], waits["Simple"])
+	}
+}
