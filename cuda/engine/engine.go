@@ -464,11 +464,12 @@ func (c *Comm) GroupStart() { c.group.Start() }
 
 // GroupEnd closes the communicator's group and launches its calls.
 func (c *Comm) GroupEnd() error {
-	_, calls, ok := c.group.End()
+	keys, calls, ok := c.group.End()
 	if !ok {
 		return fmt.Errorf("%w: GroupEnd without GroupStart", ErrInvalidArgument)
 	}
 	if done, err := aloneGroup([]*Comm{c}, calls); done {
+		c.group.Recycle(keys, calls) // consumed: nothing of the group is kept
 		return err
 	}
 	return c.launch(calls[c])
@@ -520,6 +521,7 @@ func GroupEnd() error {
 		return nil
 	}
 	if done, err := aloneGroup(comms, calls); done {
+		processGroup.Recycle(comms, calls) // consumed: nothing of the group is kept
 		return err
 	}
 	if ok, err := launchTogether(comms, calls); ok {
