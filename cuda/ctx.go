@@ -305,9 +305,16 @@ func (c *Ctx) Function(m Module, name string) (Function, error) {
 type Args struct {
 	buf  []byte
 	offs []int32
+	// inline room for the common argument lists (a launch per small call must not pay for
+	// growing slices): buf and offs start in it.
+	inl  [96]byte
+	inlo [12]int32
 }
 
 func (a *Args) put(v uint64, size int) {
+	if a.buf == nil {
+		a.buf, a.offs = a.inl[:0], a.inlo[:0]
+	}
 	off := (len(a.buf) + size - 1) &^ (size - 1)
 	for len(a.buf) < off+size {
 		a.buf = append(a.buf, 0)
@@ -317,6 +324,15 @@ func (a *Args) put(v uint64, size int) {
 	}
 	a.offs = append(a.offs, int32(off))
 }
+
+// Ptr appends a device pointer (Add without boxing its arguments).
+func (a *Args) Ptr(p DevPtr) { a.put(uint64(p), 8) }
+
+// U64 appends a 64-bit value.
+func (a *Args) U64(v uint64) { a.put(v, 8) }
+
+// U32 appends a 32-bit value.
+func (a *Args) U32(v uint32) { a.put(uint64(v), 4) }
 
 // Reset empties the argument list for reuse.
 func (a *Args) Reset() { a.buf, a.offs = a.buf[:0], a.offs[:0] }

@@ -145,10 +145,10 @@ func TestPTXCurrent(t *testing.T) {
 			entries[strings.TrimRight(strings.SplitN(rest, "(", 2)[0], " ")] = true
 		}
 	}
-	names := []string{"simccl_copy"}
+	names := []string{"simccl_copy", "simccl_ll_copy"}
 	for ty := coll.DataType(0); ty < coll.NumDataTypes; ty++ {
 		for _, op := range kernelOps {
-			names = append(names, ReduceKernelName(ty, op))
+			names = append(names, ReduceKernelName(ty, op), LLReduceKernelName(ty, op))
 		}
 		if isIntType(ty) {
 			names = append(names, "simccl_divide_"+kernelTypeNames[ty])

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -34,7 +35,9 @@ import (
 //     race detector device memory touched by two streams without an event between them is
 //     reported as a data race, whatever the timing.
 //   - Kernels: the launches of the module's copy, reduce and divide kernels run the host reference
-//     (emuref.go), the rules kernels.cu implements; other functions are refused at lookup.
+//     (emuref.go), the rules kernels.cu implements; other functions are refused at lookup. The LL
+//     kernels poll their lines' flags as the GPU's do (atomic 4-byte accesses, so that the race
+//     detector sees the flags, not events, ordering sender and receiver).
 //   - Synchronous copies and memsets run on the device's legacy stream and wait for it.
 //   - IPC handles name the address (one process); graphs are not emulated (an error).
 
@@ -102,6 +105,13 @@ var emuUnrecordedWaits atomic.Int64
 // such a wait usually means the wait was enqueued before the record it meant.
 func EmulatorUnrecordedWaits() int64 { return emuUnrecordedWaits.Load() }
 
+var emuCrossWaits atomic.Int64
+
+// EmulatorCrossDeviceWaits counts the cuStreamWaitEvent calls whose event was last recorded on
+// another device's stream: the GPU-side dependencies between ranks (tests check that the LL
+// protocol's receives make none).
+func EmulatorCrossDeviceWaits() int64 { return emuCrossWaits.Load() }
+
 // EmulatorSetCapturing makes the emulated driver report stream s as capturing into a graph (or
 // not) from now on, so that code which refuses to run during a capture can be tested; the
 // emulator still captures nothing (its stream-capture calls fail).
@@ -159,6 +169,7 @@ type emu struct {
 
 type emuEvent struct {
 	recorded  atomic.Uint64 // records issued (host side)
+	dev       atomic.Int32  // device of the stream of the last record, plus one
 	completed uint64        // highest record reached by its stream (evMu)
 	ipc       bool          // created with CU_EVENT_INTERPROCESS
 }
@@ -599,6 +610,9 @@ func (e *emu) streamWaitEvent(s Stream, ev Event) error {
 	if target == 0 {
 		emuUnrecordedWaits.Add(1)
 	}
+	if d := x.dev.Load(); d != 0 && int(d-1) != st.dev {
+		emuCrossWaits.Add(1)
+	}
 	st.push(func() error {
 		e.evMu.Lock()
 		for x.completed < target {
@@ -676,6 +690,7 @@ func (e *emu) eventRecord(ev Event, s Stream) error {
 	if err != nil {
 		return err
 	}
+	x.dev.Store(int32(st.dev + 1))
 	target := x.recorded.Add(1)
 	st.push(func() error {
 		e.evMu.Lock()
@@ -784,6 +799,9 @@ func emuKernel(name string) (kind string, t coll.DataType, op coll.RedOp, err er
 	if name == "simccl_copy" {
 		return "copy", 0, 0, nil
 	}
+	if name == "simccl_ll_copy" {
+		return "llcopy", 0, 0, nil
+	}
 	typeOf := func(s string) (coll.DataType, bool) {
 		for i, n := range kernelTypeNames {
 			if n == s {
@@ -797,12 +815,14 @@ func emuKernel(name string) (kind string, t coll.DataType, op coll.RedOp, err er
 			return "divide", t, 0, nil
 		}
 	}
-	if rest, ok := strings.CutPrefix(name, "simccl_reduce_"); ok {
-		if o, ts, ok := strings.Cut(rest, "_"); ok {
-			t, tok := typeOf(ts)
-			for _, op := range kernelOps {
-				if kernelOpName(op) == o && tok {
-					return "reduce", t, op, nil
+	for _, k := range [...][2]string{{"simccl_reduce_", "reduce"}, {"simccl_ll_reduce_", "llreduce"}} {
+		if rest, ok := strings.CutPrefix(name, k[0]); ok {
+			if o, ts, ok := strings.Cut(rest, "_"); ok {
+				t, tok := typeOf(ts)
+				for _, op := range kernelOps {
+					if kernelOpName(op) == o && tok {
+						return k[1], t, op, nil
+					}
 				}
 			}
 		}
@@ -815,6 +835,112 @@ func argU64(args []byte, offs []int32, i int) uint64 {
 		return 0
 	}
 	return getElt(args[offs[i]:], 0, 8)
+}
+
+func argU32(args []byte, offs []int32, i int) uint32 {
+	if i >= len(offs) || int(offs[i])+4 > len(args) {
+		return 0
+	}
+	return uint32(getElt(args[offs[i]:], 0, 4))
+}
+
+// emuLLTimeout bounds an emulated LL receive's wait for its flags (the kernels trap after 10 s).
+var emuLLTimeout = 60 * time.Second
+
+// emuLLWord is the 4-byte word k of line i of LL lines b, accessed atomically: the sender's and the
+// receiver's streams touch LL lines with no event between them (the flags order them), as on a GPU.
+func emuLLWord(b []byte, i uint64, k int) *uint32 {
+	return (*uint32)(unsafe.Pointer(&b[i*LLLineBytes+uint64(4*k)]))
+}
+
+// emuLLWait waits until both flags of line i of b are flag, zeroes the line (as the kernels do)
+// and returns its 8 payload bytes.
+func emuLLWait(b []byte, i uint64, flag uint32, deadline *time.Time) ([8]byte, error) {
+	var v [8]byte
+	for spins := 0; ; spins++ {
+		if atomic.LoadUint32(emuLLWord(b, i, 1)) == flag && atomic.LoadUint32(emuLLWord(b, i, 3)) == flag {
+			lo, hi := atomic.LoadUint32(emuLLWord(b, i, 0)), atomic.LoadUint32(emuLLWord(b, i, 2))
+			for k := 0; k < 4; k++ {
+				v[k], v[4+k] = byte(lo>>(8*k)), byte(hi>>(8*k))
+				atomic.StoreUint32(emuLLWord(b, i, k), 0)
+			}
+			return v, nil
+		}
+		switch {
+		case spins < 64:
+			runtime.Gosched()
+		case deadline.IsZero():
+			*deadline = time.Now().Add(emuLLTimeout)
+		case time.Now().After(*deadline):
+			return v, emuErr("cuLaunchKernel", 719, "CUDA_ERROR_LAUNCH_FAILED", "LL line %d: flag %d never came (last %d/%d)", i, flag,
+				atomic.LoadUint32(emuLLWord(b, i, 1)), atomic.LoadUint32(emuLLWord(b, i, 3)))
+		default:
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+}
+
+// emuLLStore writes line i of b: the payload halves, each before its flag.
+func emuLLStore(b []byte, i uint64, v [8]byte, flag uint32) {
+	var lo, hi uint32
+	for k := 0; k < 4; k++ {
+		lo |= uint32(v[k]) << (8 * k)
+		hi |= uint32(v[4+k]) << (8 * k)
+	}
+	atomic.StoreUint32(emuLLWord(b, i, 0), lo)
+	atomic.StoreUint32(emuLLWord(b, i, 1), flag)
+	atomic.StoreUint32(emuLLWord(b, i, 2), hi)
+	atomic.StoreUint32(emuLLWord(b, i, 3), flag)
+}
+
+// emuLL runs the LL kernels' line loop: for each line, get the 8 payload bytes (from the LL lines
+// in, waiting for inFlag, or from src), transform them (f, may be nil), store them to dst (raw,
+// up to nbytes) and to out (LL lines with outFlag).
+func (e *emu) emuLL(name string, dev int, dst, src, in DevPtr, inFlag uint32, out DevPtr, outFlag uint32, nbytes uint64, f func(i uint64, v [8]byte) [8]byte) error {
+	lines := (nbytes + LLLinePayload - 1) / LLLinePayload
+	get := func(p DevPtr, n uint64) ([]byte, error) {
+		if p == 0 {
+			return nil, nil
+		}
+		return e.mem(name, p, n, dev)
+	}
+	d, err := get(dst, nbytes)
+	if err != nil {
+		return err
+	}
+	sb, err := get(src, nbytes)
+	if err != nil {
+		return err
+	}
+	ib, err := get(in, lines*LLLineBytes)
+	if err != nil {
+		return err
+	}
+	ob, err := get(out, lines*LLLineBytes)
+	if err != nil {
+		return err
+	}
+	var deadline time.Time
+	for i := uint64(0); i < lines; i++ {
+		var v [8]byte
+		if ib != nil {
+			if v, err = emuLLWait(ib, i, inFlag, &deadline); err != nil {
+				return err
+			}
+		} else {
+			copy(v[:], sb[min(i*8, nbytes):min(i*8+8, nbytes)])
+		}
+		if f != nil {
+			v = f(i, v)
+		}
+		if d != nil {
+			copy(d[i*8:min(i*8+8, nbytes)], v[:])
+		}
+		if ob != nil {
+			emuLLStore(ob, i, v, outFlag)
+		}
+	}
+	return nil
 }
 
 func (e *emu) launchKernel(f Function, _, _ [3]uint32, _ uint32, s Stream, args []byte, offs []int32) error {
@@ -875,6 +1001,32 @@ func (e *emu) launchKernel(f Function, _, _ [3]uint32, _ uint32, s Stream, args 
 				putElt(d, i, size, refReduce(t, op, getElt(x, i, size), getElt(y, i, size), scalar, flags))
 			}
 			return nil
+		})
+	case "llcopy":
+		dst, src, in, inFlag, out, outFlag, n := DevPtr(a(0)), DevPtr(a(1)), DevPtr(a(2)), argU32(args, offs, 3), DevPtr(a(4)), argU32(args, offs, 5), a(6)
+		st.push(func() error { return e.emuLL(name, dev, dst, src, in, inFlag, out, outFlag, n, nil) })
+	case "llreduce":
+		dst, pa, in, inFlag, out, outFlag, n, scalar := DevPtr(a(0)), DevPtr(a(1)), DevPtr(a(2)), argU32(args, offs, 3), DevPtr(a(4)), argU32(args, offs, 5), a(6), a(7)
+		flags := argU32(args, offs, 8)
+		size := t.Size()
+		nb := n * uint64(size)
+		st.push(func() error {
+			x, err := e.mem(name, pa, nb, dev)
+			if err != nil {
+				return err
+			}
+			per := LLLinePayload / size
+			return e.emuLL(name, dev, dst, 0, in, inFlag, out, outFlag, nb, func(i uint64, m [8]byte) [8]byte {
+				var r [8]byte
+				for k := 0; k < per; k++ {
+					j := int(i)*per + k
+					if uint64(j) >= n {
+						break
+					}
+					putElt(r[:], k, size, refReduce(t, op, getElt(x, j, size), getElt(m[:], k, size), scalar, flags))
+				}
+				return r
+			})
 		})
 	case "divide":
 		dst, src, n, div := DevPtr(a(0)), DevPtr(a(1)), a(2), a(3)

@@ -59,6 +59,11 @@ func ReduceKernelName(t coll.DataType, op coll.RedOp) string {
 	return "simccl_reduce_" + kernelOpName(op) + "_" + kernelTypeNames[t]
 }
 
+// LLReduceKernelName is the PTX entry of the LL-protocol reduction of t by op.
+func LLReduceKernelName(t coll.DataType, op coll.RedOp) string {
+	return "simccl_ll_reduce_" + kernelOpName(op) + "_" + kernelTypeNames[t]
+}
+
 // Flags of the premulsum kernels: which inputs are multiplied by the scalar before the sum.
 const (
 	ScaleA uint32 = 1
@@ -67,15 +72,24 @@ const (
 
 const kernelThreads = 512 // THREADS in kernels.cu (__launch_bounds__)
 
+// llMaxGrid caps the blocks of an LL kernel. Its threads spin until the sender's lines arrive,
+// holding their SM slots meanwhile: with every (rank, channel, lane) stream of ranks sharing a GPU
+// running one such kernel, a few blocks each leave room for the senders (NCCL runs one block of
+// at most 512 LL threads per channel). A thread takes several lines, grid-stride.
+const llMaxGrid = 2
+
 // Kernels is the copy and reduction module loaded into one device's context. Its methods take
 // the Ctx of that device (inside Device.Do) and enqueue on a stream; they do not synchronize.
 type Kernels struct {
-	dev     *Device
-	mod     Module
-	copy    Function
-	reduce  [coll.NumDataTypes][coll.NumRedOps]Function
-	divide  [coll.NumDataTypes]Function
-	maxGrid int
+	dev    *Device
+	mod    Module
+	copy   Function
+	reduce [coll.NumDataTypes][coll.NumRedOps]Function
+	divide [coll.NumDataTypes]Function
+	// LL protocol (kernels.cu, "LL"): flags travel with the data.
+	llCopy   Function
+	llReduce [coll.NumDataTypes][coll.NumRedOps]Function
+	maxGrid  int
 }
 
 // LoadKernels loads the PTX (KernelPTX) into this context and looks up every kernel. The module
@@ -103,9 +117,15 @@ func (c *Ctx) LoadKernels() (*Kernels, error) {
 	if k.copy, err = c.Function(m, "simccl_copy"); err != nil {
 		return fail(err)
 	}
+	if k.llCopy, err = c.Function(m, "simccl_ll_copy"); err != nil {
+		return fail(err)
+	}
 	for t := coll.DataType(0); t < coll.NumDataTypes; t++ {
 		for _, op := range kernelOps {
 			if k.reduce[t][op], err = c.Function(m, ReduceKernelName(t, op)); err != nil {
+				return fail(err)
+			}
+			if k.llReduce[t][op], err = c.Function(m, LLReduceKernelName(t, op)); err != nil {
 				return fail(err)
 			}
 		}
@@ -153,7 +173,9 @@ func (k *Kernels) Copy(c *Ctx, s Stream, dst, src DevPtr, n int) error {
 		return fmt.Errorf("cuda: copy of %d bytes", n)
 	}
 	var a Args
-	_ = a.Add(dst, src, uint64(n))
+	a.Ptr(dst)
+	a.Ptr(src)
+	a.U64(uint64(n))
 	return c.Launch(k.copy, [3]uint32{k.grid((n + 15) / 16), 1, 1}, [3]uint32{kernelThreads, 1, 1}, 0, s, &a)
 }
 
@@ -182,7 +204,12 @@ func (k *Kernels) Reduce(c *Ctx, s Stream, t coll.DataType, op coll.RedOp, dst, 
 	}
 	vec := 16 / t.Size()
 	var args Args
-	_ = args.Add(dst, a, b, uint64(count), ScalarBits(t, scalar), flags)
+	args.Ptr(dst)
+	args.Ptr(a)
+	args.Ptr(b)
+	args.U64(uint64(count))
+	args.U64(ScalarBits(t, scalar))
+	args.U32(flags)
 	return c.Launch(k.reduce[t][op], [3]uint32{k.grid((count + vec - 1) / vec), 1, 1}, [3]uint32{kernelThreads, 1, 1}, 0, s, &args)
 }
 
@@ -238,4 +265,91 @@ func sizeMask(t coll.DataType) uint64 {
 		return math.MaxUint64
 	}
 	return 1<<(8*t.Size()) - 1
+}
+
+// LL protocol (kernels.cu): a message of n payload bytes travels as LLLines(n) lines of 16 bytes,
+// each holding 8 bytes of payload in two 4-byte halves, each beside a copy of the message's
+// 4-byte flag; the receiving kernel polls the lines until their flags are the one it expects, so
+// no event or fence orders it after the sender. A flag is never 0 (zeroed memory holds no message).
+
+// LLLineBytes is the size of one LL line; it carries LLLinePayload bytes.
+const (
+	LLLineBytes   = 16
+	LLLinePayload = 8
+)
+
+// LLLines is the number of LL lines that carry n payload bytes.
+func LLLines(n int64) int64 { return (n + LLLinePayload - 1) / LLLinePayload }
+
+// LLWire is the size in bytes of the LL lines that carry n payload bytes.
+func LLWire(n int64) int64 { return LLLines(n) * LLLineBytes }
+
+// LLCopy moves n payload bytes: from the LL lines at in (waiting for inFlag, then zeroing the
+// lines: a buffer holds no line of a consumed message) or, when in is 0,
+// from the raw buffer src; to the raw buffer dst (if not 0) and as LL lines with outFlag to out
+// (if not 0). in may be a peer GPU's memory (peer access enabled).
+func (k *Kernels) LLCopy(c *Ctx, s Stream, dst, src, in DevPtr, inFlag uint32, out DevPtr, outFlag uint32, n int) error {
+	if err := k.check(c); err != nil || n == 0 {
+		return err
+	}
+	switch {
+	case n < 0:
+		return fmt.Errorf("cuda: LL copy of %d bytes", n)
+	case (in == 0) == (src == 0):
+		return errors.New("cuda: LL copy needs exactly one of a raw source and LL lines")
+	case in != 0 && inFlag == 0, out != 0 && outFlag == 0:
+		return errors.New("cuda: LL flag 0")
+	case dst == 0 && out == 0:
+		return errors.New("cuda: LL copy with no destination")
+	case in%LLLineBytes != 0 || out%LLLineBytes != 0:
+		return errors.New("cuda: LL lines must be 16-byte aligned")
+	}
+	var a Args
+	a.Ptr(dst)
+	a.Ptr(src)
+	a.Ptr(in)
+	a.U32(inFlag)
+	a.Ptr(out)
+	a.U32(outFlag)
+	a.U64(uint64(n))
+	return c.Launch(k.llCopy, [3]uint32{min(k.grid(int(LLLines(int64(n)))), llMaxGrid), 1, 1}, [3]uint32{kernelThreads, 1, 1}, 0, s, &a)
+}
+
+// LLReduce computes op(a[i], m[i]) for the count elements of type t of the message m, which
+// arrives as LL lines at in with inFlag (zeroed once read), and writes it to dst (if not 0) and as LL lines with
+// outFlag to out (if not 0). PreMulSum scales as Reduce does (flags ScaleA, ScaleB: a, m).
+func (k *Kernels) LLReduce(c *Ctx, s Stream, t coll.DataType, op coll.RedOp, dst, a, in DevPtr, inFlag uint32, out DevPtr, outFlag uint32, count int, scalar float64, flags uint32) error {
+	if err := k.check(c); err != nil {
+		return err
+	}
+	if t < 0 || t >= coll.NumDataTypes {
+		return fmt.Errorf("cuda: LL reduce: unknown data type %d", int(t))
+	}
+	if op < 0 || op >= coll.NumRedOps || k.llReduce[t][op] == 0 {
+		return fmt.Errorf("cuda: LL reduce: no kernel for op %v", op)
+	}
+	switch {
+	case count < 0:
+		return fmt.Errorf("cuda: LL reduce of %d elements", count)
+	case count == 0:
+		return nil
+	case a == 0 || in == 0 || (dst == 0 && out == 0):
+		return errors.New("cuda: LL reduce needs a local input, the LL lines and a destination")
+	case inFlag == 0, out != 0 && outFlag == 0:
+		return errors.New("cuda: LL flag 0")
+	case in%LLLineBytes != 0 || out%LLLineBytes != 0:
+		return errors.New("cuda: LL lines must be 16-byte aligned")
+	}
+	var args Args
+	args.Ptr(dst)
+	args.Ptr(a)
+	args.Ptr(in)
+	args.U32(inFlag)
+	args.Ptr(out)
+	args.U32(outFlag)
+	args.U64(uint64(count))
+	args.U64(ScalarBits(t, scalar))
+	args.U32(flags)
+	lines := LLLines(int64(count * t.Size()))
+	return c.Launch(k.llReduce[t][op], [3]uint32{min(k.grid(int(lines)), llMaxGrid), 1, 1}, [3]uint32{kernelThreads, 1, 1}, 0, s, &args)
 }

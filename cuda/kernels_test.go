@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -210,4 +211,181 @@ func TestReduceRejectsBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// checkLLKernels checks the LL kernels on device d: a message packed into LL lines (flag f) is
+// unpacked and reduced by kernels enqueued on other streams before the sender's kernels, over
+// lines holding a stale message of flag f-1, every type × op, counts 1, 13 and 1031 with the
+// local input and output one element off alignment; results bit for bit against refReduce, and
+// the lines read are zero afterwards.
+func checkLLKernels(t *testing.T, d *Device, k *Kernels) {
+	r := rand.New(rand.NewPCG(rand.Uint64(), 3))
+	for ty := coll.DataType(0); ty < coll.NumDataTypes; ty++ {
+		size := ty.Size()
+		for _, n := range []int{1, 13, 1031} {
+			msg, stale, loc := make([]byte, n*size), make([]byte, n*size), make([]byte, n*size)
+			for i := 0; i < n; i++ {
+				putElt(msg, i, size, randomElt(r, ty))
+				putElt(stale, i, size, randomElt(r, ty))
+				putElt(loc, i, size, randomElt(r, ty))
+			}
+			for _, rc := range []reduceCase{{coll.Sum, 0, 0}, {coll.Prod, 0, 0}, {coll.Min, 0, 0}, {coll.Max, 0, 0}, {coll.PreMulSum, 3, ScaleB}} {
+				const f = 77
+				wire := int(LLWire(int64(n * size)))
+				var copied, fwd, reduced, fwdRed []byte
+				err := d.Do(func(c *Ctx) error {
+					var p [9]DevPtr // src, lines, dst, lines2, local, out, lines3, stale, linesB
+					for i := range p {
+						var err error
+						if p[i], err = c.Alloc(wire + 64); err != nil {
+							return err
+						}
+						defer c.Free(p[i])
+					}
+					src, lines, dst, lines2, local, out, lines3, st, linesB := p[0], p[1], p[2], p[3], p[4].Add(size), p[5].Add(size), p[6], p[7], p[8]
+					if err := c.CopyHtoD(src, msg); err != nil {
+						return err
+					}
+					if err := c.CopyHtoD(st, stale); err != nil {
+						return err
+					}
+					if err := c.CopyHtoD(local, loc); err != nil {
+						return err
+					}
+					for _, q := range []DevPtr{dst, out} {
+						if err := c.Memset(q, 0xa5, n*size); err != nil {
+							return err
+						}
+					}
+					// the stale message, flag f-1, in the lines first
+					for _, l := range []DevPtr{lines, linesB} {
+						if err := c.Memset(l, 0, wire); err != nil {
+							return err
+						}
+						if err := k.LLCopy(c, 0, 0, st, 0, 0, l, f-1, n*size); err != nil {
+							return err
+						}
+					}
+					if err := c.Synchronize(); err != nil {
+						return err
+					}
+					var ss [3]Stream
+					for i := range ss {
+						var err error
+						if ss[i], err = c.NewStream(); err != nil {
+							return err
+						}
+						defer c.DestroyStream(ss[i])
+					}
+					// receivers first, on their own streams: only the flags order them after the sender
+					if err := k.LLCopy(c, ss[1], dst, 0, lines, f, lines2, f+1, n*size); err != nil {
+						return err
+					}
+					if err := k.LLReduce(c, ss[2], ty, rc.op, out, local, linesB, f, lines3, f+2, n, rc.scalar, rc.flags); err != nil {
+						return err
+					}
+					if err := k.LLCopy(c, ss[0], 0, src, 0, 0, lines, f, n*size); err != nil {
+						return err
+					}
+					if err := k.LLCopy(c, ss[0], 0, src, 0, 0, linesB, f, n*size); err != nil {
+						return err
+					}
+					if err := c.Synchronize(); err != nil {
+						return err
+					}
+					// the receivers zeroed the lines they read
+					zero := make([]byte, 2*wire)
+					if err := c.CopyDtoH(zero[:wire], lines); err != nil {
+						return err
+					}
+					if err := c.CopyDtoH(zero[wire:], linesB); err != nil {
+						return err
+					}
+					if !bytes.Equal(zero, make([]byte, 2*wire)) {
+						return fmt.Errorf("LL lines not zero after they were read")
+					}
+					// the forwarded lines, unpacked again
+					copied, fwd, reduced, fwdRed = make([]byte, n*size), make([]byte, n*size), make([]byte, n*size), make([]byte, n*size)
+					if err := k.LLCopy(c, 0, src, 0, lines2, f+1, 0, 0, n*size); err != nil {
+						return err
+					}
+					if err := k.LLCopy(c, 0, st, 0, lines3, f+2, 0, 0, n*size); err != nil {
+						return err
+					}
+					if err := c.Synchronize(); err != nil {
+						return err
+					}
+					for _, cp := range []struct {
+						b []byte
+						p DevPtr
+					}{{copied, dst}, {fwd, src}, {reduced, out}, {fwdRed, st}} {
+						if err := c.CopyDtoH(cp.b, cp.p); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatalf("%v %v n %d: %v", ty, rc, n, err)
+				}
+				if !bytes.Equal(copied, msg) || !bytes.Equal(fwd, msg) {
+					t.Fatalf("%v n %d: LL copy or its forwarded lines differ from the message", ty, n)
+				}
+				sBits := ScalarBits(ty, rc.scalar)
+				for i := 0; i < n; i++ {
+					want := refReduce(ty, rc.op, getElt(loc, i, size), getElt(msg, i, size), sBits, rc.flags)
+					for _, b := range [][]byte{reduced, fwdRed} {
+						if g := getElt(b, i, size); g != want && !(isNaNBits(ty, g) && isNaNBits(ty, want)) {
+							t.Fatalf("%v %v n %d: element %d: %#x, want %#x", ty, rc, n, i, g, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestLLKernels runs checkLLKernels on a GPU.
+func TestLLKernels(t *testing.T) {
+	d := needDevices(t, 1)[0]
+	checkLLKernels(t, d, kernelsFor(t, d))
+}
+
+// TestEmulatorLLKernels runs checkLLKernels on the emulated driver.
+func TestEmulatorLLKernels(t *testing.T) {
+	withEmulator(t, 1, func(_ *emu, ds []*Device) {
+		var k *Kernels
+		if err := ds[0].Do(func(c *Ctx) (err error) { k, err = c.LoadKernels(); return }); err != nil {
+			t.Fatal(err)
+		}
+		checkLLKernels(t, ds[0], k)
+	})
+}
+
+func TestLLRejectsBadInput(t *testing.T) {
+	withEmulator(t, 1, func(_ *emu, ds []*Device) {
+		err := ds[0].Do(func(c *Ctx) error {
+			k, err := c.LoadKernels()
+			if err != nil {
+				return err
+			}
+			p, _ := c.Alloc(256)
+			for i, bad := range []error{
+				k.LLCopy(c, 0, p, p, p, 1, 0, 0, 8),                                 // raw and LL source
+				k.LLCopy(c, 0, p, 0, p, 0, 0, 0, 8),                                 // flag 0
+				k.LLCopy(c, 0, 0, p, 0, 0, 0, 0, 8),                                 // no destination
+				k.LLCopy(c, 0, 0, p, 0, 0, p+8, 1, 8),                               // unaligned lines
+				k.LLReduce(c, 0, coll.Float32, coll.Sum, p, 0, p, 1, 0, 0, 2, 0, 0), // no local input
+				k.LLReduce(c, 0, coll.Float32, coll.Avg, p, p, p, 1, 0, 0, 2, 0, 0), // Avg
+			} {
+				if bad == nil {
+					return fmt.Errorf("bad call %d accepted", i)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
 }

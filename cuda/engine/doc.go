@@ -42,5 +42,10 @@
 // staging buffers cross processes through CUDA IPC (README.md). cuda/libnccl puts NCCL's C API on
 // top of InitAll and InitRank.
 //
-// Not here yet: LL/LL128 protocols, NVLS and CollNet schedules, graph capture across processes.
+// Protocols: Simple and LL, as the planner picks them per call (NCCL's choice; LL128 is
+// excluded: Exclude). An LL message travels as flagged 16-byte lines that the receiving kernel
+// polls (no event between sender and receiver; exec.go, stepLL); Simple steps are ordered by
+// events as above.
+//
+// Not here yet: LL128, NVLS and CollNet schedules, graph capture across processes.
 package engine

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/simccl/simccl/coll"
@@ -41,8 +43,8 @@ type Config struct {
 	// Planner decides what every call runs (required; it must plan for the clique's ranks):
 	// NCCL's decision for the machine, from package planner (the live machine's topology, or
 	// planner.CPUMachine's description of ranks sharing a GPU or the emulator). The engine runs
-	// it with the algorithms and protocols it lacks excluded (comm.Exclude: Simple only, no NVLS
-	// or CollNet).
+	// it with the algorithms and protocols it lacks excluded (Exclude: no LL128, NVLS or
+	// CollNet).
 	Planner coll.Planner
 	// SlotBytes is one of a connection's NCCL_STEPS staging slots (default: NCCL's Simple buffer
 	// over NCCL_STEPS, 512 KiB). The planner's Simple buffer (NCCL_BUFFSIZE) must be NCCL_STEPS of
@@ -77,13 +79,22 @@ func (c *Config) withDefaults() (Config, error) {
 	return o, nil
 }
 
+// Exclude is what this engine cannot run: the LL128 protocol and the algorithms with switch
+// endpoints (NVLS, NVLSTree, CollNet). LL and Simple run (exec.go); comm's CPU engine runs
+// Simple only (comm.Exclude).
+var Exclude = func() coll.Exclude {
+	ex := comm.Exclude
+	ex.Protos[coll.LL] = false
+	return ex
+}()
+
 // plan is the planner's plan for a call with what the engine lacks excluded, and NCCL's own
 // decision for it.
 func (c *Config) plan(call coll.Call) (ran, nccl coll.Plan, err error) {
 	if nccl, err = c.Planner.Plan(call); err != nil {
 		return ran, nccl, err
 	}
-	call.Exclude = comm.Exclude
+	call.Exclude = Exclude
 	if ran, err = c.Planner.Plan(call); err != nil {
 		return ran, nccl, err
 	}
@@ -109,6 +120,7 @@ type Comm struct {
 	gen    uint64
 	group  group.Group[*Comm, *call] // Comm.GroupStart/GroupEnd
 	err    error                     // sticky: a failed launch or Destroy
+	failed atomic.Bool               // err != nil (read without the lock on every call)
 	premul []float64
 
 	// Device state, touched only on the device's thread (inside Do).
@@ -116,8 +128,15 @@ type Comm struct {
 	events  [][]cuda.Event         // [channel][step]
 	start   cuda.Event
 	staging map[int]stageBuf // by connection key (channel<<24 | peer<<8 | connIndex)
-	scratch []stageBuf       // per operation of a launch: pre-scaled input and zeros
-	retired []cuda.DevPtr    // outgrown buffers, freed by Destroy
+	// llStaging: the LL buffers of the connections this rank sends on, by connection key; zeroed
+	// at allocation, then only LL lines are written there (a receiver zeroes what it read).
+	llStaging map[int]stageBuf
+	aux       cuda.Stream // a private stream for zeroing new LL buffers (never captured)
+	// tmp: per (channel, lane), room for an LL step's raw result when it cannot be fused (several
+	// messages in or out, or the integer Avg's division before sending).
+	tmp     map[[2]int]stageBuf
+	scratch []stageBuf    // per operation of a launch: pre-scaled input and zeros
+	retired []cuda.DevPtr // outgrown buffers, freed by Destroy
 }
 
 type stageBuf struct {
@@ -170,7 +189,7 @@ func InitAll(devs []*cuda.Device, cfg *Config) ([]*Comm, error) {
 	cl := &clique{n: len(devs), cfg: o, pending: map[uint64]*launch{}, plans: map[string]*plan{}}
 	cl.cond = sync.NewCond(&cl.mu)
 	for i, d := range devs {
-		c := &Comm{rank: i, cl: cl, dev: d, streams: map[[2]int]cuda.Stream{}, staging: map[int]stageBuf{}}
+		c := &Comm{rank: i, cl: cl, dev: d, streams: map[[2]int]cuda.Stream{}, staging: map[int]stageBuf{}, llStaging: map[int]stageBuf{}, tmp: map[[2]int]stageBuf{}}
 		err := d.Do(func(x *cuda.Ctx) error {
 			for _, p := range devs {
 				if err := x.EnablePeer(p); err != nil {
@@ -206,11 +225,15 @@ func (c *Comm) Device() *cuda.Device { return c.dev }
 
 // GetAsyncError is the error that broke the communicator, if any (ncclCommGetAsyncError).
 func (c *Comm) GetAsyncError() error {
+	if c.cl.xp == nil && !c.failed.Load() {
+		return nil // in-process and healthy: the common case, without the lock
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err == nil && c.cl.xp != nil {
 		if err := c.cl.xp.check(false); err != nil {
 			c.err = err
+			c.failed.Store(true)
 		}
 	}
 	return c.err
@@ -223,6 +246,7 @@ func (c *Comm) Abort() error {
 	c.mu.Lock()
 	if c.err == nil || !errors.Is(c.err, ErrDestroyed) {
 		c.err = fmt.Errorf("rank %d: %w (aborted)", c.rank, ErrDestroyed)
+		c.failed.Store(true)
 	}
 	c.mu.Unlock()
 	c.tellPeers()
@@ -247,6 +271,7 @@ func (c *Comm) fail(err error) {
 	c.mu.Lock()
 	if c.err == nil {
 		c.err = err
+		c.failed.Store(true)
 	}
 	c.mu.Unlock()
 }
@@ -260,6 +285,7 @@ func (c *Comm) Destroy() error {
 		return nil
 	}
 	c.err = fmt.Errorf("rank %d: %w", c.rank, ErrDestroyed)
+	c.failed.Store(true)
 	c.mu.Unlock()
 	return c.dev.Do(func(x *cuda.Ctx) error {
 		errs := []error{x.Synchronize()}
@@ -277,6 +303,15 @@ func (c *Comm) Destroy() error {
 		for _, b := range c.staging {
 			errs = append(errs, x.Free(b.p))
 		}
+		for _, b := range c.llStaging {
+			errs = append(errs, x.Free(b.p))
+		}
+		for _, b := range c.tmp {
+			errs = append(errs, x.Free(b.p))
+		}
+		if c.aux != 0 {
+			errs = append(errs, x.DestroyStream(c.aux))
+		}
 		for _, b := range c.scratch {
 			if b.p != 0 {
 				errs = append(errs, x.Free(b.p))
@@ -292,6 +327,7 @@ func (c *Comm) Destroy() error {
 			errs = append(errs, c.cl.xp.close(x))
 		}
 		c.streams, c.events, c.staging, c.scratch, c.retired = nil, nil, nil, nil, nil
+		c.llStaging, c.tmp, c.aux = nil, nil, 0
 		return errors.Join(errs...)
 	})
 }
@@ -374,7 +410,7 @@ func (c *Comm) reduceCall(f coll.Func, send, recv cuda.DevPtr, count int, dt col
 	if err != nil {
 		return err
 	}
-	return c.enqueue(&call{f: f, count: int64(count), dt: dt, op: base, scalar: scalar, root: root, send: send, recv: recv, stream: s})
+	return c.enqueue(call{f: f, count: int64(count), dt: dt, op: base, scalar: scalar, root: root, send: send, recv: recv, stream: s})
 }
 
 // AllReduce reduces count elements of every rank's send into every rank's recv (ncclAllReduce).
@@ -396,30 +432,30 @@ func (c *Comm) ReduceScatter(send, recv cuda.DevPtr, recvcount int, dt coll.Data
 
 // Broadcast copies count elements of root's send into every rank's recv (ncclBroadcast).
 func (c *Comm) Broadcast(send, recv cuda.DevPtr, count int, dt coll.DataType, root int, s cuda.Stream) error {
-	return c.enqueue(&call{f: coll.Broadcast, count: int64(count), dt: dt, root: root, send: send, recv: recv, stream: s})
+	return c.enqueue(call{f: coll.Broadcast, count: int64(count), dt: dt, root: root, send: send, recv: recv, stream: s})
 }
 
 // AllGather gathers sendcount elements of every rank into recv in rank order (ncclAllGather).
 // In place: send == recv + rank×sendcount elements.
 func (c *Comm) AllGather(send, recv cuda.DevPtr, sendcount int, dt coll.DataType, s cuda.Stream) error {
-	return c.enqueue(&call{f: coll.AllGather, count: int64(sendcount), dt: dt, send: send, recv: recv, stream: s})
+	return c.enqueue(call{f: coll.AllGather, count: int64(sendcount), dt: dt, send: send, recv: recv, stream: s})
 }
 
 // AllToAll sends block j (count elements) of send to rank j, which stores it as block rank of
 // its recv (ncclAlltoAll). Not in place.
 func (c *Comm) AllToAll(send, recv cuda.DevPtr, count int, dt coll.DataType, s cuda.Stream) error {
-	return c.enqueue(&call{f: coll.AllToAll, count: int64(count), dt: dt, send: send, recv: recv, stream: s})
+	return c.enqueue(call{f: coll.AllToAll, count: int64(count), dt: dt, send: send, recv: recv, stream: s})
 }
 
 // Send sends count elements to peer (ncclSend). Point-to-point calls run in launches every rank
 // makes (see the package documentation): put them in a group on every rank.
 func (c *Comm) Send(buf cuda.DevPtr, count int, dt coll.DataType, peer int, s cuda.Stream) error {
-	return c.enqueue(&call{f: coll.SendRecv, p2pSend: true, peer: peer, count: int64(count), dt: dt, send: buf, stream: s})
+	return c.enqueue(call{f: coll.SendRecv, p2pSend: true, peer: peer, count: int64(count), dt: dt, send: buf, stream: s})
 }
 
 // Recv receives count elements from peer into buf (ncclRecv).
 func (c *Comm) Recv(buf cuda.DevPtr, count int, dt coll.DataType, peer int, s cuda.Stream) error {
-	return c.enqueue(&call{f: coll.SendRecv, peer: peer, count: int64(count), dt: dt, recv: buf, stream: s})
+	return c.enqueue(call{f: coll.SendRecv, peer: peer, count: int64(count), dt: dt, recv: buf, stream: s})
 }
 
 // GroupStart opens a group on this communicator (the goroutine-per-rank form): its calls are
@@ -428,11 +464,12 @@ func (c *Comm) GroupStart() { c.group.Start() }
 
 // GroupEnd closes the communicator's group and launches its calls.
 func (c *Comm) GroupEnd() error {
-	_, calls, ok := c.group.End()
+	keys, calls, ok := c.group.End()
 	if !ok {
 		return fmt.Errorf("%w: GroupEnd without GroupStart", ErrInvalidArgument)
 	}
 	if done, err := aloneGroup([]*Comm{c}, calls); done {
+		c.group.Recycle(keys, calls) // consumed: nothing of the group is kept
 		return err
 	}
 	return c.launch(calls[c])
@@ -484,6 +521,7 @@ func GroupEnd() error {
 		return nil
 	}
 	if done, err := aloneGroup(comms, calls); done {
+		processGroup.Recycle(comms, calls) // consumed: nothing of the group is kept
 		return err
 	}
 	if ok, err := launchTogether(comms, calls); ok {
@@ -502,21 +540,45 @@ func GroupEnd() error {
 	return errors.Join(errs...)
 }
 
-func (c *Comm) enqueue(k *call) error {
+// enqueue takes the call by value: a one-rank call outside a group (alone) then costs no
+// allocation; a call that is held or launched is copied to the heap.
+func (c *Comm) enqueue(k call) error {
 	if err := c.GetAsyncError(); err != nil {
 		return err
 	}
-	if err := c.checkCall(k); err != nil {
+	if err := c.checkCall(&k); err != nil {
 		return err
 	}
-	if processGroup.Hold(c, k) || c.group.Hold(c, k) {
+	if !processGroup.Open() && !c.group.Open() {
+		if ok, err := c.alone(&k); ok {
+			return err
+		}
+	}
+	kp := new(call)
+	*kp = k
+	if processGroup.Hold(c, kp) || c.group.Hold(c, kp) {
 		return nil
 	}
-	if ok, err := c.alone(k); ok {
+	if ok, err := c.alone(kp); ok { // a group closed meanwhile
 		return err
 	}
-	return c.launch([]*call{k})
+	return c.launch([]*call{kp})
 }
+
+// aloneKernelMax is the largest one-rank copy (alone) made by the copy kernel; larger ones are
+// cuMemcpyDtoDAsync. On one H200 (testdata/device/h200x1-2026-11-28-ll) back-to-back small copies
+// took 5.0–5.4 µs each by the kernel against 5.5–6.0 µs by cuMemcpyDtoDAsync, and a 1 GiB copy
+// 548 µs against 506 µs (the copy engine is 8% faster at HBM speed). SIMCCL_ONE_RANK_COPY=kernel
+// or memcpy forces one (a measurement knob).
+var aloneKernelMax = func() int {
+	switch os.Getenv("SIMCCL_ONE_RANK_COPY") {
+	case "kernel":
+		return math.MaxInt
+	case "memcpy":
+		return -1
+	}
+	return 1 << 20
+}()
 
 // alone runs a call of a one-rank communicator outside a group as NCCL does for one rank: the
 // result is the input (Sum, Prod, Max, Min and Avg of one input; every collective's output is its
@@ -531,7 +593,12 @@ func (c *Comm) alone(k *call) (bool, error) {
 	if n == 0 || k.send == k.recv {
 		return true, nil
 	}
-	err := c.dev.OnThisThread(func(x *cuda.Ctx) error { return x.CopyDtoDAsync(k.recv, k.send, n, k.stream) })
+	err := c.dev.OnThisThread(func(x *cuda.Ctx) error {
+		if n <= aloneKernelMax {
+			return c.k.Copy(x, k.stream, k.recv, k.send, n)
+		}
+		return x.CopyDtoDAsync(k.recv, k.send, n, k.stream)
+	})
 	if err != nil {
 		c.fail(err)
 	}

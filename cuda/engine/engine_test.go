@@ -57,6 +57,11 @@ func cpuPlanner(t testing.TB, n, slot int) coll.Planner {
 // planner.CPUMachine's description of the ranks (GPUs straight under one CPU, as the emulator and
 // shared GPUs are), under NCCL_ALGO algo, NCCL_BUFFSIZE of cfg's slots and NCCL_MIN_NCHANNELS 2.
 func initAllAlgo(ds []*cuda.Device, cfg *engine.Config, algo string) ([]*engine.Comm, error) {
+	return initAllTuned(ds, cfg, algo, "")
+}
+
+// initAllTuned is initAllAlgo under NCCL_PROTO proto as well ("": NCCL's choice).
+func initAllTuned(ds []*cuda.Device, cfg *engine.Config, algo, proto string) ([]*engine.Comm, error) {
 	c := engine.Config{}
 	if cfg != nil {
 		c = *cfg
@@ -66,7 +71,10 @@ func initAllAlgo(ds []*cuda.Device, cfg *engine.Config, algo string) ([]*engine.
 	}
 	if c.Planner == nil {
 		var s planner.Settings
-		s.Tuning.Algo, s.Tuning.MinNChannels = algo, 2
+		s.Tuning.Algo, s.Tuning.Proto, s.Tuning.MinNChannels = algo, proto, 2
+		if algo == "treenodes" { // tree over one rank per node: a node has up to two children
+			s.Tuning.Algo = "tree"
+		}
 		if c.SlotBytes > 0 {
 			s.Tuning.BuffSize = int64(coll.NCCLSteps * c.SlotBytes)
 		}
@@ -74,7 +82,7 @@ func initAllAlgo(ds []*cuda.Device, cfg *engine.Config, algo string) ([]*engine.
 		if err != nil {
 			return nil, err
 		}
-		if algo == "pat" {
+		if algo == "pat" || algo == "treenodes" {
 			// NCCL runs PAT with one rank per node only.
 			if m, err = planner.CPUMachine(1, len(ds), s); err != nil {
 				return nil, err
@@ -273,10 +281,11 @@ func runRank(cm *engine.Comm, c colltest.Call, op coll.RedOp, b colltest.Buffers
 	return nil
 }
 
-// executor opens worlds of the first n devices with cfg, planned under NCCL_ALGO algo.
-func executor(cfg engine.Config, algo string) colltest.Executor {
+// executor opens worlds of the first n devices with cfg, planned under NCCL_ALGO algo and
+// NCCL_PROTO proto.
+func executor(cfg engine.Config, algo, proto string) colltest.Executor {
 	return colltest.ExecutorFunc(func(n int) (colltest.World, error) {
-		comms, err := initAllAlgo(devs[:n], &cfg, algo)
+		comms, err := initAllTuned(devs[:n], &cfg, algo, proto)
 		if err != nil {
 			return nil, err
 		}
@@ -288,6 +297,11 @@ func executor(cfg engine.Config, algo string) colltest.Executor {
 // -long; the default emulated run (CI) stops at 3, the smallest odd ring, to keep the package's
 // time down. In-place AllToAll and SendRecv are not in-place safe (NCCL's neither).
 func conformance(t *testing.T, algo string, short, long colltest.Matrix) {
+	conformanceProto(t, algo, "", short, long)
+}
+
+// conformanceProto is conformance under NCCL_PROTO proto.
+func conformanceProto(t *testing.T, algo, proto string, short, long colltest.Matrix) {
 	needDevs(t, 1)
 	most := 4
 	if emulated && !colltest.Long() {
@@ -298,12 +312,16 @@ func conformance(t *testing.T, algo string, short, long colltest.Matrix) {
 		short.Ranks = append(short.Ranks, n)
 		long.Ranks = append(long.Ranks, n)
 	}
+	if algo == "treenodes" && len(devs) >= 4 {
+		// a node with two children needs 4 nodes (NCCL's double binary tree)
+		short.Ranks, long.Ranks = []int{4}, []int{4}
+	}
 	if !emulated {
 		short = long
 	}
-	short.Name, long.Name = algo, algo
+	short.Name, long.Name = algo+proto, algo+proto
 	cfg := engine.Config{SlotBytes: 512, Timeout: 30 * time.Second}
-	colltest.Run(t, executor(cfg, algo), colltest.Options{Matrix: []colltest.Matrix{short}, Long: []colltest.Matrix{long},
+	colltest.Run(t, executor(cfg, algo, proto), colltest.Options{Matrix: []colltest.Matrix{short}, Long: []colltest.Matrix{long},
 		MaxRanks: len(devs), Skip: colltest.SkipInPlaceP2P})
 }
 
@@ -321,6 +339,55 @@ func TestConformanceRing(t *testing.T) {
 	}
 	long := colltest.Matrix{Counts: []int{1, 13, 1031, 4099}} // every type and op
 	conformance(t, "ring", short, long)
+}
+
+// TestConformanceLL runs the kit with every collective on the LL protocol (NCCL_PROTO=LL): ring
+// and tree; point-to-point takes LL below NCCL's threshold whatever NCCL_PROTO says (every
+// SendRecv and AllToAll case here). The messages travel as flagged lines that the receiving
+// kernels poll, with no event between sender and receiver.
+func TestConformanceLL(t *testing.T) {
+	before := engine.LLSteps()
+	short := colltest.Matrix{
+		TypeOps: map[coll.DataType][]coll.RedOp{
+			coll.Float32:    colltest.AllOps,
+			coll.Int32:      colltest.AllOps,
+			coll.Float16:    {coll.Sum, coll.Avg},
+			coll.Bfloat16:   {coll.Min},
+			coll.Float8e5m2: {coll.Sum},
+			coll.Uint8:      {coll.Prod},
+			coll.Int64:      {coll.Avg},
+			coll.Float64:    {coll.Max},
+		},
+		Counts: []int{1, 13, 9001}, // 9001 float64: several 32 KiB LL steps per channel
+	}
+	long := short // on GPUs (and -long): larger counts too
+	long.Counts = []int{1, 13, 1031, 9001, 70001}
+	if colltest.Long() {
+		long.TypeOps = nil // every type and op
+	}
+	conformanceProto(t, "ring", "LL", short, long)
+	m := colltest.Matrix{
+		TypeOps: map[coll.DataType][]coll.RedOp{coll.Float32: colltest.AllOps, coll.Float16: {coll.Sum}, coll.Uint8: {coll.Max}, coll.Int32: {coll.Avg}},
+		Counts:  []int{1, 13, 301, 40000},
+	}
+	m.Funcs = []coll.Func{coll.AllReduce} // NCCL runs Tree for all-reduce only
+	conformanceProto(t, "tree", "LL", m, m)
+	conformanceProto(t, "treenodes", "LL", m, m) // steps receiving or sending two messages
+	if got := engine.LLSteps() - before; got == 0 {
+		t.Fatal("no LL step ran")
+	} else {
+		t.Logf("%d LL steps", got)
+	}
+}
+
+// TestConformanceSimpleSmall runs small counts on the Simple protocol (NCCL_PROTO=Simple), which
+// NCCL's tuning would otherwise run as LL.
+func TestConformanceSimpleSmall(t *testing.T) {
+	m := colltest.Matrix{
+		TypeOps: map[coll.DataType][]coll.RedOp{coll.Float32: colltest.AllOps, coll.Int32: {coll.Avg}, coll.Uint8: {coll.Max}},
+		Counts:  []int{1, 13, 1031},
+	}
+	conformanceProto(t, "", "Simple", m, m)
 }
 
 func TestConformanceTreeAndPAT(t *testing.T) {
@@ -406,5 +473,81 @@ func TestBackToBack(t *testing.T) {
 				t.Error(err)
 			}
 		}
+	}
+}
+
+// TestLLReceivesWithoutEvents: an LL launch's receiving steps do not wait on the sending steps'
+// events (the flags order them). The same 2-rank ring all-gather of 8 floats on one channel, on
+// Simple and on LL: LL's only cross-device stream waits are the end-of-launch join's (each rank
+// waits for the other's last step: 2), Simple's add one per message received.
+func TestLLReceivesWithoutEvents(t *testing.T) {
+	if !emulated {
+		t.Skip("counts the emulated driver's stream waits")
+	}
+	ds := needDevs(t, 2)
+	const count = 8
+	waits := map[string]int64{}
+	for _, proto := range []string{"Simple", "LL"} {
+		var s planner.Settings
+		s.Tuning.Algo, s.Tuning.Proto, s.Tuning.MinNChannels, s.Tuning.MaxNChannels = "ring", proto, 1, 1
+		s.Tuning.BuffSize = coll.NCCLSteps * 512
+		m, err := planner.CPUMachine(2, 1, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := planner.New(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		comms, err := engine.InitAll(ds, &engine.Config{Planner: p, SlotBytes: 512})
+		if err != nil {
+			t.Fatal(err)
+		}
+		send, recv := make([]cuda.DevPtr, 2), make([]cuda.DevPtr, 2)
+		ss := make([]cuda.Stream, 2)
+		for r, c := range comms {
+			in := make([]byte, 4*count)
+			for i := 0; i < count; i++ {
+				coll.Float32.SetValue(in, i, float64(10*r+i))
+			}
+			if send[r], err = upload(c.Device(), in); err != nil {
+				t.Fatal(err)
+			}
+			if recv[r], err = upload(c.Device(), make([]byte, 8*count)); err != nil {
+				t.Fatal(err)
+			}
+			if ss[r], err = newStream(c.Device()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := cuda.EmulatorCrossDeviceWaits()
+		err = colltest.EachRank(2, func(r int) error { return comms[r].AllGather(send[r], recv[r], count, coll.Float32, ss[r]) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r, c := range comms {
+			got, err := download(c.Device(), recv[r], 8*count, ss[r])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for q := 0; q < 2; q++ {
+				for i := 0; i < count; i++ {
+					if v := coll.Float32.Value(got, q*count+i); v != float64(10*q+i) {
+						t.Fatalf("%s: rank %d block %d element %d: %v", proto, r, q, i, v)
+					}
+				}
+			}
+			_ = c.Device().Do(func(x *cuda.Ctx) error { _ = x.Free(send[r]); _ = x.Free(recv[r]); return x.DestroyStream(ss[r]) })
+		}
+		waits[proto] = cuda.EmulatorCrossDeviceWaits() - before
+		for _, c := range comms {
+			if err := c.Destroy(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Logf("cross-device stream waits: Simple %d, LL %d", waits["Simple"], waits["LL"])
+	if waits["LL"] != 2 || waits["Simple"] <= 2 {
+		t.Fatalf("cross-device waits: LL %d (want 2, the join's), Simple %d (want more)", waits["LL"], waits["Simple"])
 	}
 }

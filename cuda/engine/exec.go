@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync/atomic"
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/cuda"
@@ -104,18 +105,20 @@ func (c *Comm) refuseCapture(s cuda.Stream) error {
 
 // exec is one rank's state during one launch.
 type exec struct {
-	c      *Comm
-	x      *cuda.Ctx
-	L      *launch
-	s      *coll.Schedule
-	bufs   []opBuf
-	stage  []cuda.DevPtr // [conn]: this rank's staging buffer for the connections it sends on
-	slot   int64
-	writes []interval
-	maxW   int64
-	user   cuda.Stream
-	next   []int // per channel: the next step of this rank's program to enqueue
-	left   int   // steps not enqueued yet
+	c     *Comm
+	x     *cuda.Ctx
+	L     *launch
+	s     *coll.Schedule
+	bufs  []opBuf
+	stage []cuda.DevPtr // [conn]: this rank's staging buffer for the connections it sends on
+	// llStage: [conn]: this rank's LL buffer for the connections it sends LL messages on
+	llStage []cuda.DevPtr
+	slot    int64
+	writes  []interval
+	maxW    int64
+	user    cuda.Stream
+	next    []int // per channel: the next step of this rank's program to enqueue
+	left    int   // steps not enqueued yet
 }
 
 // interval is a range of device addresses a step writes.
@@ -341,6 +344,10 @@ func lastOfLanes(p *coll.Program) []int {
 
 func stageKey(cn *coll.Conn) int { return cn.Channel<<24 | cn.To<<8 | cn.ConnIndex }
 
+// llKey is the key an LL buffer is published under across processes (beside the Simple staging
+// buffer of the same connection: channels are fewer than 64, so stageKey stays below bit 30).
+func llKey(cn *coll.Conn) int { return stageKey(cn) | 1<<30 }
+
 // setup makes the streams, events and staging buffers the launch needs on this rank.
 func (e *exec) setup() error {
 	c, x, s := e.c, e.x, e.s
@@ -422,7 +429,82 @@ func (e *exec) setup() error {
 		}
 		e.stage[i] = b.p
 	}
+	return e.setupLL()
+}
+
+// setupLL makes the LL buffers of the connections this rank sends LL messages on: NCCL_STEPS
+// slots of the plan's LL slot size (plus room for a message wrapping past the last slot), zeroed
+// before any peer can read them (a private stream, synchronized: the first launch of a shape may
+// run inside a capture).
+func (e *exec) setupLL() error {
+	c, x, pl := e.c, e.x, e.L.pl
+	e.llStage = make([]cuda.DevPtr, len(e.s.Conns))
+	for i := range e.s.Conns {
+		cn := &e.s.Conns[i]
+		if cn.From != c.rank || pl.maxLL[i] == 0 {
+			continue
+		}
+		need := int64(coll.NCCLSteps)*pl.llSlot + pl.maxLL[i]
+		k := stageKey(cn)
+		b, ok := c.llStaging[k]
+		if ok && b.size >= need {
+			e.llStage[i] = b.p
+			continue
+		}
+		if ok && e.L.xp != nil {
+			return fmt.Errorf("a %d-byte LL message does not fit the LL buffer (%d bytes)", pl.maxLL[i], b.size)
+		}
+		size := need
+		if e.L.xp != nil {
+			size = max(need, 2*coll.NCCLSteps*pl.llSlot) // published once: sized for any message
+		}
+		p, err := x.Alloc(int(size))
+		if err != nil {
+			return err
+		}
+		if c.aux == 0 {
+			if c.aux, err = x.NewStream(); err != nil {
+				return err
+			}
+		}
+		if err := x.MemsetAsync(p, 0, int(size), c.aux); err != nil {
+			return err
+		}
+		if err := x.StreamSync(c.aux); err != nil {
+			return err
+		}
+		if ok {
+			c.retired = append(c.retired, b.p) // a peer of an earlier launch may still read it: freed by Destroy
+		}
+		c.llStaging[k] = stageBuf{p, size}
+		if xp := e.L.xp; xp != nil {
+			if err := xp.publishStaging(x, llKey(cn), p); err != nil {
+				return err
+			}
+		}
+		e.llStage[i] = p
+	}
 	return nil
+}
+
+// tmpFor is room for n bytes on (channel, lane)'s stream: the raw result of an LL step that is
+// not fused into one kernel. Steps of one lane run in stream order, so they share it.
+func (e *exec) tmpFor(ch, lane int, n int64) (cuda.DevPtr, error) {
+	c := e.c
+	k := [2]int{ch, lane}
+	b := c.tmp[k]
+	if b.size >= n {
+		return b.p, nil
+	}
+	if b.p != 0 {
+		c.retired = append(c.retired, b.p)
+	}
+	p, err := e.x.Alloc(int(max(n, 4096)))
+	if err != nil {
+		return 0, err
+	}
+	c.tmp[k] = stageBuf{p, max(n, 4096)}
+	return p, nil
 }
 
 // prescale writes the scaled copy of the send buffer of every PreMulSum / float-Avg operation.
@@ -552,11 +634,16 @@ func (e *exec) peerEvent(rank, ch, step int) (cuda.Event, error) {
 	return e.c.cl.comms[rank].events[ch][step], nil
 }
 
-// slotFor is where message x's bytes go in this rank's staging buffer, after waiting for its
-// credit (the consumption of message CreditSeq by the receiver).
-func (e *exec) slotFor(st cuda.Stream, ch int, x coll.Xfer, bytes int64) (cuda.DevPtr, error) {
-	if bytes > int64(max(x.Steps, 1))*e.slot {
-		return 0, fmt.Errorf("a %d-byte message on %d slots of %d bytes", bytes, x.Steps, e.slot)
+// slotFor is where message x's bytes go in this rank's staging buffer (its LL buffer, as LL
+// lines, when ll), after waiting for its credit (the consumption of message CreditSeq by the
+// receiver).
+func (e *exec) slotFor(st cuda.Stream, ch int, x coll.Xfer, bytes int64, ll bool) (cuda.DevPtr, error) {
+	slot, stage := e.slot, e.stage
+	if ll {
+		slot, stage, bytes = e.L.pl.llSlot, e.llStage, cuda.LLWire(bytes)
+	}
+	if bytes > int64(max(x.Steps, 1))*slot {
+		return 0, fmt.Errorf("a %d-byte message on %d slots of %d bytes", bytes, x.Steps, slot)
 	}
 	if x.Slot < 0 || x.Slot >= coll.NCCLSteps {
 		return 0, fmt.Errorf("message slot %d", x.Slot)
@@ -567,7 +654,10 @@ func (e *exec) slotFor(st cuda.Stream, ch int, x coll.Xfer, bytes int64) (cuda.D
 			return 0, err
 		}
 	}
-	return e.stage[x.Conn].Add(int(int64(x.Slot) * e.slot)), nil
+	if stage[x.Conn] == 0 {
+		return 0, fmt.Errorf("no staging buffer for connection %d", x.Conn)
+	}
+	return stage[x.Conn].Add(int(int64(x.Slot) * slot)), nil
 }
 
 var errSwitch = errors.New("switch primitives (NVLS/CollNet) are not supported")
@@ -587,6 +677,9 @@ func (e *exec) step(ch int, st *coll.Step) error {
 				return err
 			}
 		}
+	}
+	if st.Proto == coll.LL {
+		return e.stepLL(ch, st, stream)
 	}
 	n := st.Bytes
 	b := &e.bufs[st.Op]
@@ -650,7 +743,7 @@ func (e *exec) step(ch int, st *coll.Step) error {
 		if len(st.Send) == 0 {
 			return fmt.Errorf("%v sends nothing", prim)
 		}
-		if out, err = e.slotFor(stream, ch, st.Send[0], n); err != nil {
+		if out, err = e.slotFor(stream, ch, st.Send[0], n, false); err != nil {
 			return err
 		}
 		inSlot = true
@@ -691,7 +784,7 @@ func (e *exec) step(ch int, st *coll.Step) error {
 		case n == 0 || (!inSlot && e.L.xp == nil && e.stable(out, n, ch, st.Index)):
 			addrs[i] = out
 		default:
-			p, err := e.slotFor(stream, ch, sx, n)
+			p, err := e.slotFor(stream, ch, sx, n, false)
 			if err != nil {
 				return err
 			}
@@ -720,3 +813,176 @@ func (e *exec) redOp(op int) coll.RedOp {
 	}
 	return o
 }
+
+// stepLL enqueues one step of an LL operation (after its same-program dependencies, which step
+// has made its stream wait for). Every message travels as LL lines in the sender's LL buffer, at
+// its slot, with flag Seq+1 (cuda.LLCopy, cuda.LLReduce): the receiving kernel polls the flags,
+// so its stream does not wait for the sending step's event; the host still waits until the
+// sender has enqueued that step (for the address, as on the Simple path). A step with one
+// message in and at most one out is one kernel (receive, combine, write Dst and the outgoing
+// lines in one pass); otherwise the raw result goes to Dst (or the lane's tmp buffer) and each
+// outgoing message is packed from it. Credits (slot reuse) wait on the receiver's step event as
+// on the Simple path.
+func (e *exec) stepLL(ch int, st *coll.Step, stream cuda.Stream) error {
+	c, x, L := e.c, e.x, e.L
+	llSteps.Add(1)
+	n := st.Bytes
+	b := &e.bufs[st.Op]
+	elt := int64(b.dt.Size())
+	count := int(n / elt)
+	src, err := e.resolve(st.Op, st.Src, n)
+	if err != nil {
+		return err
+	}
+	dst, err := e.resolve(st.Op, st.Dst, n)
+	if err != nil {
+		return err
+	}
+	prim := st.Prim
+	if prim == coll.RecvReduceForward {
+		return errSwitch
+	}
+	if (prim.ReadsSrc() && src == 0) || (prim.WritesDst() && dst == 0) {
+		return fmt.Errorf("%v without its source or destination", prim)
+	}
+	in := make([]cuda.DevPtr, len(st.Recv))
+	for i, rx := range st.Recv {
+		cn := &e.s.Conns[rx.Conn]
+		if err := L.waitStep(cn.From, ch, L.pl.sendStep(rx.Conn, rx.Seq)); err != nil {
+			return err
+		}
+		if n == 0 {
+			continue
+		}
+		if L.xp != nil {
+			base, err := L.xp.peerStaging(x, cn.From, llKey(cn))
+			if err != nil {
+				return err
+			}
+			in[i] = base.Add(int(int64(rx.Slot) * L.pl.llSlot))
+		} else {
+			L.mu.Lock()
+			in[i] = L.out[rx.Conn][rx.Seq]
+			L.mu.Unlock()
+		}
+		if in[i] == 0 {
+			return fmt.Errorf("LL message %d on connection %d has no address", rx.Seq, rx.Conn)
+		}
+	}
+	if prim.Receives() && len(in) == 0 {
+		return fmt.Errorf("%v receives no message", prim)
+	}
+	if !prim.Receives() && len(in) > 0 {
+		return fmt.Errorf("%v receives %d messages", prim, len(in))
+	}
+	outs := make([]cuda.DevPtr, len(st.Send))
+	for i, sx := range st.Send {
+		if outs[i], err = e.slotFor(stream, ch, sx, n, true); err != nil {
+			return err
+		}
+	}
+	if len(st.Send) > 0 && !prim.Sends() {
+		return fmt.Errorf("%v sends %d messages", prim, len(st.Send))
+	}
+	if n > 0 {
+		if err := e.computeLL(ch, st, stream, b, count, src, dst, in, outs); err != nil {
+			return err
+		}
+	}
+	if err := x.Record(c.events[ch][st.Index], stream); err != nil {
+		return err
+	}
+	L.mu.Lock()
+	for i, sx := range st.Send {
+		L.out[sx.Conn][sx.Seq] = outs[i]
+	}
+	L.mu.Unlock()
+	return nil
+}
+
+// llFlag is the flag of message x's LL lines: its number on the connection plus one. The lines of
+// a consumed message are zeroed by its receiver, so the same flag in the next launch (or graph
+// replay) cannot be mistaken for it.
+func llFlag(x coll.Xfer) uint32 { return uint32(x.Seq + 1) }
+
+// computeLL enqueues the kernels of an LL step with n > 0 bytes (stepLL).
+func (e *exec) computeLL(ch int, st *coll.Step, stream cuda.Stream, b *opBuf, count int, src, dst cuda.DevPtr, in, outs []cuda.DevPtr) error {
+	x, k, prim, n := e.x, e.c.k, st.Prim, int(st.Bytes)
+	postDiv := st.PostOp && b.avgInt
+	raw := cuda.DevPtr(0) // the raw result the kernels write (Dst when the primitive has one)
+	if prim.WritesDst() {
+		raw = dst
+	}
+	if len(st.Recv) <= 1 && len(outs) <= 1 && !postDiv { // one kernel
+		var out cuda.DevPtr
+		var of uint32
+		if len(outs) == 1 {
+			out, of = outs[0], llFlag(st.Send[0])
+		}
+		switch prim {
+		case coll.Copy:
+			if dst != src {
+				return k.Copy(x, stream, dst, src, n)
+			}
+			return nil
+		case coll.LocalReduce:
+			return k.Reduce(x, stream, b.dt, e.redOp(st.Op), dst, dst, src, count, 0, 0)
+		case coll.Send, coll.CopySend:
+			if raw == src {
+				raw = 0
+			}
+			if raw == 0 && out == 0 {
+				return nil
+			}
+			return k.LLCopy(x, stream, raw, src, 0, 0, out, of, n)
+		case coll.Recv, coll.RecvCopySend, coll.RecvSend:
+			return k.LLCopy(x, stream, raw, 0, in[0], llFlag(st.Recv[0]), out, of, n)
+		case coll.RecvReduceSend, coll.RecvReduceCopy, coll.RecvReduceCopySend:
+			return k.LLReduce(x, stream, b.dt, e.redOp(st.Op), raw, src, in[0], llFlag(st.Recv[0]), out, of, count, 0, 0)
+		}
+		return fmt.Errorf("%v: no LL kernel", prim)
+	}
+	// Several messages in or out, or the integer Avg's division: the raw result first.
+	if raw == 0 {
+		var err error
+		if raw, err = e.tmpFor(ch, st.Lane, int64(n)); err != nil {
+			return err
+		}
+	}
+	var err error
+	switch prim {
+	case coll.Send, coll.CopySend:
+		if prim == coll.CopySend && dst != src {
+			err = k.Copy(x, stream, dst, src, n)
+		}
+		raw = src
+	case coll.Recv, coll.RecvCopySend, coll.RecvSend:
+		if len(in) != 1 {
+			return fmt.Errorf("%v receives %d messages", prim, len(in))
+		}
+		err = k.LLCopy(x, stream, raw, 0, in[0], llFlag(st.Recv[0]), 0, 0, n)
+	case coll.RecvReduceSend, coll.RecvReduceCopy, coll.RecvReduceCopySend:
+		op := e.redOp(st.Op)
+		a := src
+		for i, p := range in {
+			if err == nil {
+				err = k.LLReduce(x, stream, b.dt, op, raw, a, p, llFlag(st.Recv[i]), 0, 0, count, 0, 0)
+			}
+			a = raw
+		}
+	default:
+		return fmt.Errorf("%v: no LL kernel", prim)
+	}
+	if err == nil && postDiv && count > 0 {
+		err = k.Divide(x, stream, b.dt, raw, raw, count, uint64(e.L.n))
+	}
+	for i, out := range outs {
+		if err == nil {
+			err = k.LLCopy(x, stream, 0, raw, 0, 0, out, llFlag(st.Send[i]), n)
+		}
+	}
+	return err
+}
+
+// llSteps counts the LL steps enqueued (for tests).
+var llSteps atomic.Int64

@@ -19,7 +19,9 @@ import (
 type plan struct {
 	s      *coll.Schedule
 	ix     *coll.Index // the schedule's validated message table
-	maxMsg []int64     // [conn]: largest message
+	maxMsg []int64     // [conn]: largest Simple message (payload bytes)
+	maxLL  []int64     // [conn]: largest LL message (bytes of LL lines)
+	llSlot int64       // bytes of one of a connection's NCCL_STEPS LL slots (LL buffer / NCCL_STEPS)
 	lanes  [][]int     // [rank*NChannels+ch]: the lanes the program uses, in order of first use
 	lasts  [][]int     // [rank*NChannels+ch]: the index of each lane's last step, ascending
 }
@@ -305,7 +307,7 @@ func sendRecvBytes(f coll.Func, size int64, n int) (send, recv int64) {
 func (cl *clique) plan(plans []coll.Plan) (*plan, error) {
 	key := make([]byte, 0, 64*len(plans))
 	for _, p := range plans {
-		for _, v := range []int64{int64(p.Func), p.Count, int64(p.DataType), int64(p.Op), int64(p.Root), int64(p.Algo), int64(p.NChannels)} {
+		for _, v := range []int64{int64(p.Func), p.Count, int64(p.DataType), int64(p.Op), int64(p.Root), int64(p.Algo), int64(p.Proto), int64(p.NChannels), p.BuffSize[coll.LL]} {
 			key = strconv.AppendInt(key, v, 10)
 			key = append(key, '/')
 		}
@@ -338,11 +340,22 @@ func (cl *clique) plan(plans []coll.Plan) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl := &plan{s: s, ix: ix, maxMsg: make([]int64, len(s.Conns))}
+	pl := &plan{s: s, ix: ix, maxMsg: make([]int64, len(s.Conns)), maxLL: make([]int64, len(s.Conns))}
+	for _, p := range plans {
+		b := p.BuffSize[coll.LL]
+		if b <= 0 {
+			b = coll.DefaultBuffSize[coll.LL]
+		}
+		pl.llSlot = max(pl.llSlot, (b/coll.NCCLSteps+cuda.LLLineBytes-1)/cuda.LLLineBytes*cuda.LLLineBytes)
+	}
 	for _, p := range s.Programs {
 		for _, st := range p.Steps {
 			for _, x := range st.Send {
-				pl.maxMsg[x.Conn] = max(pl.maxMsg[x.Conn], st.Bytes)
+				if st.Proto == coll.LL {
+					pl.maxLL[x.Conn] = max(pl.maxLL[x.Conn], cuda.LLWire(st.Bytes))
+				} else {
+					pl.maxMsg[x.Conn] = max(pl.maxMsg[x.Conn], st.Bytes)
+				}
 			}
 		}
 	}

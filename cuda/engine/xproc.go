@@ -196,7 +196,7 @@ func InitRank(dev *cuda.Device, rank, n int, b Bootstrap, dir, name string, cfg 
 	}
 	cl := &clique{n: n, cfg: o, pending: map[uint64]*launch{}, plans: map[string]*plan{}, xp: xp}
 	cl.cond = sync.NewCond(&cl.mu)
-	c := &Comm{rank: rank, cl: cl, dev: dev, streams: map[[2]int]cuda.Stream{}, staging: map[int]stageBuf{}}
+	c := &Comm{rank: rank, cl: cl, dev: dev, streams: map[[2]int]cuda.Stream{}, staging: map[int]stageBuf{}, llStaging: map[int]stageBuf{}, tmp: map[[2]int]stageBuf{}}
 	err = dev.Do(func(x *cuda.Ctx) error {
 		var err error
 		if c.k, err = x.LoadKernels(); err != nil {

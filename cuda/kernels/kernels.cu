@@ -19,6 +19,10 @@
 //    1/nRanks, for integer types Sum then simccl_divide; NCCL 2.28 ncclAvg).
 // The scalar argument holds the element type's bit pattern in its low bytes.
 //
+// LL protocol kernels (flags travel with the data; see the LL section below):
+//   simccl_ll_copy(dst, src, in, inflag, out, outflag, nbytes)
+//   simccl_ll_reduce_<op>_<type>(dst, a, in, inflag, out, outflag, n, scalar, flags)
+//
 // Access: 16-byte vector loads and stores when out, a and b are all 16-byte aligned, then an
 // element loop for the tail (and for unaligned buffers); grid-stride loops, so any grid size is
 // correct. Inputs may live on a peer GPU (peer access enabled): the loads then go over NVLink.
@@ -216,3 +220,138 @@ DIVIDE(i32, int32_t)
 DIVIDE(u32, uint32_t)
 DIVIDE(i64, int64_t)
 DIVIDE(u64, uint64_t)
+
+// ---------------------------------------------------------------------------------------------
+// LL (NCCL's low-latency protocol, reproduced): a message travels in the sender's staging buffer
+// as 16-byte lines, each carrying 8 bytes of payload as two 4-byte halves, each half beside a
+// copy of the message's 4-byte flag:
+//     line i = { payload[8i .. 8i+3], flag, payload[8i+4 .. 8i+7], flag }
+// written with one 16-byte volatile store. The receiver polls a line with a 16-byte volatile load
+// until both flags equal the flag it expects. An aligned 8-byte half (4 bytes of data, 4 of flag)
+// becomes visible as a unit, so a half whose flag is right carries its data: no memory fence and
+// no separate ready counter or event between sender and receiver. The flag is the connection
+// message's number on its connection plus one (never 0). The receiver zeroes every line it has
+// read (in the sender's memory), so a buffer holds no line of a consumed message: the next
+// message in the slot (after the schedule's credit), the same message of the next launch, or of
+// the next replay of a captured CUDA graph (whose flags are the same kernel arguments) waits for
+// its own data. Buffers start zeroed. The payload's tail past nbytes is padded with zeros. Both
+// kernels take one line per thread, grid-stride. A receiver that sees no flag for LL_TIMEOUT_NS
+// traps (the launch fails with an error instead of spinning forever).
+
+#define LL_TIMEOUT_NS 10000000000ull
+
+__device__ __forceinline__ unsigned long long ll_clock() {
+	unsigned long long t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
+// ll_wait waits for line p to carry flag, zeroes it and returns its payload.
+__device__ __forceinline__ uint2 ll_wait(uint4 *p, unsigned flag) {
+	unsigned a, b, c, d;
+	unsigned spins = 0;
+	unsigned long long t0 = 0;
+	for (;;) {
+		asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(a), "=r"(b), "=r"(c), "=r"(d) : "l"(p) : "memory");
+		if (b == flag && d == flag) break;
+		if (++spins == 256) {
+			unsigned long long t = ll_clock();
+			if (t0 == 0) t0 = t;
+			else if (t - t0 > LL_TIMEOUT_NS) __trap();
+			spins = 0;
+		}
+	}
+	asm volatile("st.volatile.global.v4.u32 [%0], {%1,%1,%1,%1};" ::"l"(p), "r"(0u) : "memory");
+	return make_uint2(a, c);
+}
+
+__device__ __forceinline__ void ll_store(uint4 *p, uint2 v, unsigned flag) {
+	asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(flag), "r"(v.y), "r"(flag) : "memory");
+}
+
+// ll_load8 reads the 8 bytes of line i of a raw buffer (zeros past nbytes).
+__device__ __forceinline__ uint2 ll_load8(const uint8_t *src, unsigned long long i, unsigned long long nbytes) {
+	unsigned long long off = i * 8;
+	if (((uintptr_t)src & 7) == 0 && off + 8 <= nbytes) return *(const uint2 *)(src + off);
+	union { uint2 v; uint8_t b[8]; } u;
+	u.v = make_uint2(0, 0);
+	for (int k = 0; k < 8 && off + k < nbytes; k++) u.b[k] = src[off + k];
+	return u.v;
+}
+
+__device__ __forceinline__ void ll_store8(uint8_t *dst, unsigned long long i, unsigned long long nbytes, uint2 v) {
+	unsigned long long off = i * 8;
+	if (((uintptr_t)dst & 7) == 0 && off + 8 <= nbytes) {
+		*(uint2 *)(dst + off) = v;
+		return;
+	}
+	union { uint2 v; uint8_t b[8]; } u;
+	u.v = v;
+	for (int k = 0; k < 8 && off + k < nbytes; k++) dst[off + k] = u.b[k];
+}
+
+// simccl_ll_copy: the payload comes from the LL lines in (waiting for inflag, then zeroing them) or, when in is
+// null, from the raw buffer src; it goes to the raw buffer dst (if not null) and as LL lines with
+// outflag to out (if not null).
+extern "C" __global__ void __launch_bounds__(THREADS) simccl_ll_copy(uint8_t *dst, const uint8_t *src, uint4 *in,
+	unsigned inflag, uint4 *out, unsigned outflag, unsigned long long nbytes) {
+	unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+	unsigned long long nth = (unsigned long long)gridDim.x * blockDim.x;
+	unsigned long long lines = (nbytes + 7) / 8;
+	for (unsigned long long i = tid; i < lines; i += nth) {
+		uint2 v = in ? ll_wait(in + i, inflag) : ll_load8(src, i, nbytes);
+		if (dst) ll_store8(dst, i, nbytes, v);
+		if (out) ll_store(out + i, v, outflag);
+	}
+}
+
+// ll_reduce_body: dst[j] = op(a[j], m[j]) for the n elements of the message m (LL lines in),
+// written to dst (if not null) and as LL lines with outflag to out (if not null).
+template <class T, class Op>
+__device__ __forceinline__ void ll_reduce_body(T *dst, const T *a, uint4 *in, unsigned inflag, uint4 *out, unsigned outflag,
+	unsigned long long n, const Op &op) {
+	constexpr int E = 8 / sizeof(T);
+	unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+	unsigned long long nth = (unsigned long long)gridDim.x * blockDim.x;
+	unsigned long long lines = (n + E - 1) / E;
+	unsigned long long nbytes = n * sizeof(T);
+	for (unsigned long long i = tid; i < lines; i += nth) {
+		union { uint2 v; T e[E]; } m, x, r;
+		m.v = ll_wait(in + i, inflag);
+		x.v = ll_load8((const uint8_t *)a, i, nbytes);
+		r.v = make_uint2(0, 0);
+#pragma unroll
+		for (int k = 0; k < E; k++)
+			if (i * E + k < n) r.e[k] = op(x.e[k], m.e[k]);
+		if (dst) ll_store8((uint8_t *)dst, i, nbytes, r.v);
+		if (out) ll_store(out + i, r.v, outflag);
+	}
+}
+
+#define LL_REDUCE_OP(OPNAME, OPTYPE, TY, TR)                                                                   \
+	extern "C" __global__ void __launch_bounds__(THREADS) simccl_ll_reduce_##OPNAME##_##TY(TR::Elt *dst,       \
+		const TR::Elt *a, uint4 *in, unsigned inflag, uint4 *out, unsigned outflag, unsigned long long n, \
+		unsigned long long scalar, unsigned int flags) {                                                       \
+		OPTYPE<TR> op(scalar, flags);                                                                          \
+		ll_reduce_body<TR::Elt>(dst, a, in, inflag, out, outflag, n, op);                                      \
+	}
+
+#define LL_REDUCE_ALL(TY, TR)                   \
+	LL_REDUCE_OP(sum, OpSum, TY, TR)             \
+	LL_REDUCE_OP(prod, OpProd, TY, TR)           \
+	LL_REDUCE_OP(min, OpMin, TY, TR)             \
+	LL_REDUCE_OP(max, OpMax, TY, TR)             \
+	LL_REDUCE_OP(premulsum, OpPreMulSum, TY, TR)
+
+LL_REDUCE_ALL(i8, TrI8)
+LL_REDUCE_ALL(u8, TrU8)
+LL_REDUCE_ALL(i32, TrI32)
+LL_REDUCE_ALL(u32, TrU32)
+LL_REDUCE_ALL(i64, TrI64)
+LL_REDUCE_ALL(u64, TrU64)
+LL_REDUCE_ALL(f16, TrF16)
+LL_REDUCE_ALL(f32, F32Tr)
+LL_REDUCE_ALL(f64, F64Tr)
+LL_REDUCE_ALL(bf16, TrBF16)
+LL_REDUCE_ALL(e4m3, TrE4M3)
+LL_REDUCE_ALL(e5m2, TrE5M2)

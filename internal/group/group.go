@@ -5,21 +5,30 @@
 // (one goroutine driving several communicators) and one per communicator (goroutine ranks).
 package group
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Group is one group's state. The zero value is a closed group, ready to use; it is safe for
 // concurrent use.
 type Group[K comparable, C any] struct {
 	mu    sync.Mutex
 	depth int
+	open  atomic.Int32 // depth, readable without the lock (Open)
 	keys  []K
 	calls map[K][]C
+	// spare: the storage of an ended group handed back by Recycle, for the next group (a group of
+	// one call then allocates nothing here).
+	spareKeys  []K
+	spareCalls map[K][]C
 }
 
 // Start opens a group, or one more level of an open one.
 func (g *Group[K, C]) Start() {
 	g.mu.Lock()
 	g.depth++
+	g.open.Store(int32(g.depth))
 	g.mu.Unlock()
 }
 
@@ -32,13 +41,36 @@ func (g *Group[K, C]) Hold(k K, c C) bool {
 		return false
 	}
 	if g.calls == nil {
-		g.calls = map[K][]C{}
+		if g.spareCalls != nil {
+			g.keys, g.calls = g.spareKeys, g.spareCalls
+			g.spareKeys, g.spareCalls = nil, nil
+		} else {
+			g.calls = map[K][]C{}
+		}
 	}
-	if _, ok := g.calls[k]; !ok {
+	if len(g.calls[k]) == 0 { // absent, or an empty slice kept from a recycled group
 		g.keys = append(g.keys, k)
 	}
 	g.calls[k] = append(g.calls[k], c)
 	return true
+}
+
+// Recycle hands back what End returned, once the caller is done with it (it must not keep the
+// keys, the map or the slices): the next group reuses the storage. Optional.
+func (g *Group[K, C]) Recycle(keys []K, calls map[K][]C) {
+	if calls == nil || len(calls) > 64 {
+		return
+	}
+	for k, v := range calls {
+		clear(v) // drop the references to the calls
+		calls[k] = v[:0]
+	}
+	clear(keys)
+	g.mu.Lock()
+	if g.spareCalls == nil {
+		g.spareKeys, g.spareCalls = keys[:0], calls
+	}
+	g.mu.Unlock()
 }
 
 // End closes one level. ok is false when no group was open (the caller's error: an end without a
@@ -51,10 +83,21 @@ func (g *Group[K, C]) End() (keys []K, calls map[K][]C, ok bool) {
 		return nil, nil, false
 	}
 	g.depth--
+	g.open.Store(int32(g.depth))
 	if g.depth > 0 {
 		return nil, nil, true
 	}
 	keys, calls = g.keys, g.calls
 	g.keys, g.calls = nil, nil
+	for k, v := range calls {
+		if len(v) == 0 {
+			delete(calls, k) // kept from a recycled group, not called in this one
+		}
+	}
 	return keys, calls, true
 }
+
+// Open reports whether a group is open, without taking the lock: a caller on its fast path
+// (nothing to hold) checks it before Hold. A group opened or closed concurrently may be missed,
+// as with any check before the call; Hold is the authoritative test.
+func (g *Group[K, C]) Open() bool { return g.open.Load() > 0 }

@@ -59,3 +59,34 @@ func TestConcurrentHold(t *testing.T) {
 		}
 	}
 }
+
+func TestRecycle(t *testing.T) {
+	var g Group[string, int]
+	g.Start()
+	require.True(t, g.Hold("a", 1))
+	require.True(t, g.Hold("b", 2))
+	keys, calls, ok := g.End()
+	require.True(t, ok)
+	require.Equal(t, []string{"a", "b"}, keys)
+	g.Recycle(keys, calls)
+	g.Start()
+	require.True(t, g.Hold("b", 3))
+	require.True(t, g.Hold("b", 4))
+	keys, calls, ok = g.End()
+	require.True(t, ok)
+	require.Equal(t, []string{"b"}, keys, "a, not called this time, is not handed over")
+	require.Equal(t, map[string][]int{"b": {3, 4}}, calls)
+	g.Recycle(keys, calls)
+	g.Start()
+	keys, calls, ok = g.End()
+	require.True(t, ok)
+	require.Empty(t, keys, "an empty group after recycling")
+	require.Empty(t, calls)
+	n := testing.AllocsPerRun(100, func() {
+		g.Start()
+		g.Hold("a", 1)
+		k, c, _ := g.End()
+		g.Recycle(k, c)
+	})
+	require.Zero(t, n, "a recycled group of one call allocates nothing")
+}
