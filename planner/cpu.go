@@ -17,8 +17,8 @@ const MaxCPURanksPerHost = 512
 // a peer of the same host through host memory (PHB path: the SHM transport, as the engine's
 // shared-memory and in-process transports do); hosts are joined by one NIC each (the engine's TCP
 // transport, taken as a 100 Gb/s port). The GPUs are declared sm 80 so that NCCL's tuning
-// constants of a current generation apply; the engine runs Simple only (it excludes LL and LL128
-// from its calls), so the protocol tables of that generation matter little.
+// constants of a current generation apply; comm's CPU engine runs Simple only (it excludes LL and
+// LL128 from its calls), so the protocol tables of that generation matter little.
 func CPUMachine(ranksPerHost, hosts int, s Settings) (Machine, error) {
 	if ranksPerHost < 1 || ranksPerHost > MaxCPURanksPerHost {
 		return Machine{}, fmt.Errorf("planner: %d ranks per host (want 1..%d)", ranksPerHost, MaxCPURanksPerHost)
