@@ -34,6 +34,10 @@ type Machine struct {
 	Launch LaunchMode
 	// Notes lists the simplifications applied to this machine, for reports.
 	Notes []string
+	// PlannerAt, when set, returns the planner of the same machine with another node count, for
+	// the broadcast and reduce pipelines too long to replay, which are timed from replays on fewer
+	// nodes (nodesSteady).
+	PlannerAt func(nodes int) (coll.Planner, error)
 
 	tmpl clusterTemplate // the cluster, built on first use (engine)
 }
@@ -209,6 +213,9 @@ func (m *Machine) Timing(a coll.Algo, p coll.Proto) (Timing, error) {
 // RunOptions steer Machine.Run.
 type RunOptions struct {
 	Record bool // keep every message's record (for traces and op logs)
+	// Exclude is what the call may not use (as NCCL_ALGO / NCCL_PROTO would exclude it): the
+	// replays of nodesSteady on fewer nodes keep the full call's algorithm and protocol.
+	Exclude coll.Exclude
 	// BackToBack > 1 times the call as nccl-tests does: the time of one call in a loop of
 	// back-to-back launches on each rank's stream, (T(K) − T(1)) / (K − 1) for K = BackToBack
 	// calls replayed as consecutive kernels (Options.OpsPerKernel). A rank's next call starts
@@ -248,6 +255,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		return row, &Result{}, nil
 	}
 	call := coll.TestCall(f, size, dt, op, n)
+	call.Exclude = opt.Exclude
 	plan, nccl, err := m.plan(call, func(a coll.Algo) bool { return m.simulates(f, a) })
 	if err != nil {
 		return row, nil, err
@@ -328,7 +336,19 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		case ringColl && strings.Contains(cerr.Error(), "schedule would have"):
 			// coll refuses a schedule this large: replay it compactly below.
 		default:
-			return row, nil, cerr
+			if opt.Exact || opt.Record || !strings.Contains(cerr.Error(), "schedule would have") {
+				return row, nil, cerr
+			}
+			// A broadcast or reduce pipeline too long to replay: from the same call on fewer
+			// nodes (nodesSteady), where m can build them.
+			var mode string
+			if res, mode, err = m.nodesSteady(f, size, dt, op, plan, opt); err != nil {
+				return row, nil, err
+			}
+			if res == nil {
+				return row, nil, cerr
+			}
+			row.Mode = mode
 		}
 	}
 	if res == nil && !compactable(plan) {

@@ -2,12 +2,14 @@ package main
 
 import (
 	"fmt"
+	"github.com/simccl/simccl/planner"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"strings"
+	"sync"
 
 	"github.com/spf13/pflag"
 
@@ -88,6 +90,11 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		build, err := mf.builder(fs)
+		if err != nil {
+			return err
+		}
+		m.PlannerAt = plannersAt(build)
 		if m.Launch, err = simnet.ParseLaunchMode(*launch); err != nil {
 			return fmt.Errorf("%w: --launch: %v", errUsage, err)
 		}
@@ -426,4 +433,24 @@ func writeFile(path string, fill func(io.Writer) error) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// plannersAt returns build's planners, each node count's built once (the simulator asks for the
+// same smaller communicators at every size of a sweep, concurrently).
+func plannersAt(build func(nodes int) (*planner.Planner, error)) func(nodes int) (coll.Planner, error) {
+	var mu sync.Mutex
+	built := map[int]*planner.Planner{}
+	return func(nodes int) (coll.Planner, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if p, ok := built[nodes]; ok {
+			return p, nil
+		}
+		p, err := build(nodes)
+		if err != nil {
+			return nil, err
+		}
+		built[nodes] = p
+		return p, nil
+	}
 }

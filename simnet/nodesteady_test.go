@@ -1,0 +1,54 @@
+package simnet
+
+import (
+	"math"
+	"testing"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/planner"
+)
+
+// The broadcast and reduce pipelines timed from replays on fewer nodes (nodesSteady) against the
+// replay of their whole schedule, on clusters small enough to replay: within 1%.
+func TestNodesSteadyMatchesExact(t *testing.T) {
+	for _, c := range []struct {
+		topo        string
+		gpus, nodes int
+		f           coll.Func
+		size        int64
+	}{
+		{"dgx-h100", 2, 8, coll.Broadcast, 32 << 20},
+		{"dgx-h100", 2, 16, coll.Reduce, 32 << 20},
+		{"dgx-h100", 4, 8, coll.Broadcast, 64 << 20},  // from 2 and 4 nodes: +0.90%
+		{"dgx-h100", 4, 16, coll.Broadcast, 64 << 20}, // from 4 and 8 nodes: −0.07%
+	} {
+		m, _ := settingsMachine(t, c.topo, c.nodes, c.gpus, nil, planner.Settings{})
+		m.PlannerAt = func(k int) (coll.Planner, error) {
+			_, p := settingsMachine(t, c.topo, k, c.gpus, nil, planner.Settings{})
+			return p, nil
+		}
+		exact, _, err := m.Run(c.f, c.size, coll.Float32, coll.Sum, RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if exact.Mode != "schedule" {
+			t.Fatalf("%s ×%d %v: the reference ran %s", c.topo, c.nodes, c.f, exact.Mode)
+		}
+		plan, _, err := m.Plan(c.f, c.size, coll.Float32, coll.Sum)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, mode, err := m.nodesSteady(c.f, c.size, coll.Float32, coll.Sum, plan, RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res == nil {
+			t.Fatalf("%s ×%d %v: no node extrapolation", c.topo, c.nodes, c.f)
+		}
+		rel := res.Time.Micros()/exact.TimeUs - 1
+		t.Logf("%d×%d GPUs %v %d B: %s %.2f µs, schedule %.2f µs (%+.3f%%)", c.nodes, c.gpus, c.f, c.size, mode, res.Time.Micros(), exact.TimeUs, 100*rel)
+		if math.Abs(rel) > 0.01 {
+			t.Errorf("%d×%d GPUs %v: %s %+.2f%% from the schedule", c.nodes, c.gpus, c.f, mode, 100*rel)
+		}
+	}
+}
