@@ -232,7 +232,7 @@ func (p *Plan) checkArgs() error {
 			if len(p.NodeTrees[c].Up) != max(1, p.NNodes) {
 				return fmt.Errorf("node tree of channel %d covers %d nodes, want %d", c, len(p.NodeTrees[c].Up), max(1, p.NNodes))
 			}
-			if err := CheckTree(p.NodeTrees[c]); err != nil {
+			if err := checkTree(p.NodeTrees[c], 0); err != nil {
 				return fmt.Errorf("node tree of channel %d: %w", c, err)
 			}
 		}

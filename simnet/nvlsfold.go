@@ -1,0 +1,354 @@
+package simnet
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/simccl/simccl/coll"
+)
+
+// The node fold of NVLSTree (nvlstree-fold).
+//
+// nvlsSymmetric folds an NVLSTree call's channels but keeps every node: at 128 DGX H100 nodes
+// its replay still has 1,024 ranks and 128 switches per channel. Inside a node every NVLSTree
+// node does the same (the NVLS scatter and multicast through its NVSwitch); between nodes its
+// heads follow NCCL's double binary tree. Nodes at the same place of both trees behave alike, and
+// the fold replays one node per class of places.
+//
+// No exact fold of the nodes exists: a node's NIC carries both trees (channels of each parity),
+// and the coarsest equitable partition of the nodes under the two trees (colour refinement from
+// the roots) is the discrete one at every node count tried (2 to 2,048): the mirrored tree tells
+// every node apart. The fold is therefore an approximation, and says so in its mode. Its classes
+// are those of the nodes' places in both trees seen from above: the depth, the number of
+// children and the latency of the route to the parent in each tree, refined until every member
+// of a class has its parents (in each tree) in one class. The quotient is then a tree of classes
+// per parity: class X's parent is its members' parents' class, its children the classes whose
+// parent is X. Every message between classes is replayed as in the schedule; what is merged is
+// which children a member has: a member of X waits for one child of each child class of X (the
+// real one for its own two), and its NIC carries, for each child class Y, the down messages of
+// |Y|/|X| members (the mean number of children in Y per member of X). The engine weighs the
+// links of X's side of such a connection by |Y|/|X| (Engine.weighRoute) and the child's side by
+// 1, so every NIC port of the quotient carries the mean load of its class's ports: exact in
+// expectation over the members of a class. Measured against the whole replay, docs/cluster.md.
+//
+// The fabric's switch-to-switch links are left out of the replay (unbounded, their latency kept)
+// and checked after every instant, as the checked channel fold does (nvlsecmp.go): each real link's
+// load is the rates of the quotient connections that every real member connection crossing it
+// stands for. At the first link over its capacity the replay stops and the call is timed as
+// without the node fold.
+
+// NVLSNodeFoldMin is the fewest nodes for which nvlsSymmetric folds the nodes of an NVLSTree call
+// (where the classes are at most half the nodes); below, the channel fold replays every node.
+var NVLSNodeFoldMin = 16
+
+// nodeFold is the partition of an NVLSTree call's nodes into classes.
+type nodeFold struct {
+	class   []int32 // class of each node
+	reps    []int   // representative (first member) of each class
+	size    []int   // members of each class
+	up      [2][]int32
+	kids    [2][][]int32
+	parents [2][]int32 // per class and tree: the class of its members' parents (-1: root class)
+}
+
+// nodeClasses partitions nNodes nodes by their places in the double binary tree (see the top
+// of this file); lat(n, t) is the latency of node n's route to its parent in tree t.
+func nodeClasses(nNodes int, lat func(n, t int) Time) *nodeFold {
+	nf := &nodeFold{class: make([]int32, nNodes)}
+	depth := [2][]int32{make([]int32, nNodes), make([]int32, nNodes)}
+	for t := 0; t < 2; t++ {
+		nf.up[t] = make([]int32, nNodes)
+		nf.kids[t] = make([][]int32, nNodes)
+		for n := 0; n < nNodes; n++ {
+			up, d0, d1, _ := coll.Dtree(nNodes, n, t)
+			nf.up[t][n] = int32(up)
+			for _, d := range []int{d0, d1} {
+				if d >= 0 {
+					nf.kids[t][n] = append(nf.kids[t][n], int32(d))
+				}
+			}
+		}
+		for n := 0; n < nNodes; n++ {
+			d := int32(0)
+			for x := n; nf.up[t][x] >= 0; x = int(nf.up[t][x]) {
+				d++
+			}
+			depth[t][n] = d
+		}
+	}
+	type key [8]int64
+	col := make([]int32, nNodes)
+	assign := func(k func(n int) key) int {
+		ids := map[key]int32{}
+		next := make([]int32, nNodes)
+		for n := range next {
+			kk := k(n)
+			id, ok := ids[kk]
+			if !ok {
+				id = int32(len(ids))
+				ids[kk] = id
+			}
+			next[n] = id
+		}
+		copy(col, next)
+		return len(ids)
+	}
+	k := assign(func(n int) key {
+		var kk key
+		for t := 0; t < 2; t++ {
+			l := Time(-1)
+			if nf.up[t][n] >= 0 {
+				l = lat(n, t)
+			}
+			kk[3*t], kk[3*t+1], kk[3*t+2] = int64(depth[t][n]), int64(len(nf.kids[t][n])), int64(l)
+		}
+		return kk
+	})
+	for {
+		parent := func(n, t int) int64 {
+			if u := nf.up[t][n]; u >= 0 {
+				return int64(col[u])
+			}
+			return -1
+		}
+		k2 := assign(func(n int) key {
+			return key{int64(col[n]), parent(n, 0), parent(n, 1)}
+		})
+		if k2 == k {
+			break
+		}
+		k = k2
+	}
+	// Classes numbered by their first member.
+	renum := map[int32]int32{}
+	for n, c := range col {
+		id, ok := renum[c]
+		if !ok {
+			id = int32(len(nf.reps))
+			renum[c] = id
+			nf.reps = append(nf.reps, n)
+			nf.size = append(nf.size, 0)
+		}
+		nf.class[n] = id
+		nf.size[id]++
+	}
+	for t := 0; t < 2; t++ {
+		nf.parents[t] = make([]int32, len(nf.reps))
+		for x, r := range nf.reps {
+			nf.parents[t][x] = -1
+			if u := nf.up[t][r]; u >= 0 {
+				nf.parents[t][x] = nf.class[u]
+			}
+		}
+	}
+	return nf
+}
+
+// trees is the quotient's tree of classes for tree t: a class's parent is its members' parents'
+// class, its children the classes whose parent it is.
+func (nf *nodeFold) tree(t int) coll.ChannelTree {
+	k := len(nf.reps)
+	ct := coll.ChannelTree{Up: make([]int, k), Down: make([][]int, k)}
+	for x := 0; x < k; x++ {
+		ct.Up[x] = int(nf.parents[t][x])
+		if p := nf.parents[t][x]; p >= 0 {
+			ct.Down[p] = append(ct.Down[p], x)
+		}
+	}
+	return ct
+}
+
+// nodeFoldRouter routes the quotient schedule's ranks (class×ppn + local index) over the links
+// of the classes' representatives on the replay's engine q, weighing each connection between
+// classes (see the top of the file).
+type nodeFoldRouter struct {
+	cl  *Cluster
+	q   *Engine
+	nf  *nodeFold
+	ppn int
+}
+
+func (r *nodeFoldRouter) NumRanks() int { return len(r.nf.reps) * r.ppn }
+
+func (r *nodeFoldRouter) real(rank int) int { return r.nf.reps[rank/r.ppn]*r.ppn + rank%r.ppn }
+
+// RouteSwitch is the representative's link to or from its NVSwitch.
+func (r *nodeFoldRouter) RouteSwitch(rank, node int, up bool, buf []LinkID) ([]LinkID, error) {
+	return r.cl.RouteSwitch(r.real(rank), r.nf.reps[node], up, buf)
+}
+
+// Route is the route between the representatives of the classes of src and dst. Between classes
+// X (parent) and Y (child) in the tree of ch's parity, it is the route of a real connection —
+// from Y's representative to its parent, a member of X, or back — with that parent's links
+// moved to X's representative: the fabric links and latencies a member of Y sees, the node
+// links of the two representatives. X's links weigh |Y|/|X|, Y's 1.
+func (r *nodeFoldRouter) Route(src, dst, ch int, buf []LinkID) ([]LinkID, LinkClass) {
+	X, Y := src/r.ppn, dst/r.ppn
+	if X == Y {
+		return r.cl.Route(r.real(src), r.real(dst), ch, buf)
+	}
+	t := ch % 2
+	nf := r.nf
+	child, parent := Y, X
+	if int(nf.parents[t][X]) == Y {
+		child, parent = X, Y
+	} else if int(nf.parents[t][Y]) != X {
+		panic(fmt.Sprintf("simnet: node fold: classes %d and %d are not neighbours in tree %d", X, Y, t))
+	}
+	rc := nf.reps[child]
+	rp := int(nf.up[t][rc]) // the real parent of Y's representative, a member of X
+	j := src % r.ppn
+	var route []LinkID
+	if child == X {
+		route, _ = r.cl.Route(rc*r.ppn+j, rp*r.ppn+j, ch, nil)
+	} else {
+		route, _ = r.cl.Route(rp*r.ppn+j, rc*r.ppn+j, ch, nil)
+	}
+	w := make([]float64, len(route))
+	wp := float64(nf.size[child]) / float64(nf.size[parent])
+	for i, l := range route {
+		w[i] = 1
+		if m, ok := r.cl.moveNodeLink(l, rp, nf.reps[parent]); ok {
+			route[i], w[i] = m, wp
+		}
+	}
+	// The weights go with the slice returned (Simulate keeps it per connection): buf's links,
+	// if any, weigh 1.
+	out := append(buf, route...)
+	r.q.weighRoute(out, append(slices.Repeat([]float64{1}, len(buf)), w...))
+	return out, ClassNet
+}
+
+// moveNodeLink maps link l of node from (its own links and NIC ports) to the same link of node
+// to; false where l is not one of from's.
+func (c *Cluster) moveNodeLink(l LinkID, from, to int) (LinkID, bool) {
+	lo := c.nodeLink(from, 0)
+	if l >= lo && l < lo+LinkID(c.nl) {
+		return c.nodeLink(to, int(l-lo)), true
+	}
+	for k := 0; k < c.nics; k++ {
+		switch l {
+		case c.nicUp[from*c.nics+k]:
+			return c.nicUp[to*c.nics+k], true
+		case c.nicDown[from*c.nics+k]:
+			return c.nicDown[to*c.nics+k], true
+		}
+	}
+	return l, false
+}
+
+// nvlsNodeFold returns the node fold of plan (an NVLSTree call over more than one node), or nil
+// where it leaves more than half the nodes.
+func nvlsNodeFold(plan coll.Plan, cl *Cluster, e *Engine) *nodeFold {
+	nNodes := max(plan.NNodes, 1)
+	if plan.Algo != coll.NVLSTree || nNodes < 2 || cl == nil || cl.NumNodes != nNodes {
+		return nil
+	}
+	ppn := plan.NRanks / nNodes
+	nf := nodeClasses(nNodes, func(n, t int) Time {
+		up, _, _, _ := coll.Dtree(nNodes, n, t)
+		route, _ := cl.Route(n*ppn, up*ppn, t, nil)
+		return e.RouteLatency(route)
+	})
+	if 2*len(nf.reps) > nNodes {
+		return nil
+	}
+	return nf
+}
+
+// nodeFoldRun replays the folded plan fp (f's representative channels of an NVLSTree call) with
+// the nodes folded by nf on a private engine: e's links with their capacities divided by f's
+// members, the switch-to-switch links unbounded and checked. It returns errHalted where a real
+// switch link went over its capacity.
+func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster, tm Timing) (*Result, error) {
+	nNodes := max(fp.NNodes, 1)
+	ppn := fp.NRanks / nNodes
+	k := len(nf.reps)
+	qp := fp
+	qp.NNodes, qp.NRanks = k, k*ppn
+	qp.NodeTrees = make([]coll.ChannelTree, fp.ChannelLo+fp.NChannels)
+	for c := fp.ChannelLo; c < fp.ChannelLo+fp.NChannels; c++ {
+		qp.NodeTrees[c] = nf.tree(c % 2)
+	}
+	s, err := coll.Compile(qp)
+	if err != nil {
+		return nil, err
+	}
+	q := foldedEngine(e, f.members)
+	for l := cl.swLo; l < cl.swHi; l++ {
+		q.links[l].cap = Rate(math.Inf(1))
+		q.links[l].relaxed, q.links[l].lazy = false, false
+	}
+	// The node links but the NVSwitch links and the NIC ports are relaxed (left out of the rate
+	// computations while within their capacity, enforced from the instant one is over: the same
+	// rates, relax.go): the rate computations then stop at a GPU's NVSwitch links and at the NIC
+	// ports instead of joining every flow of a node.
+	nvs := map[int]bool{} // the links to and from the NVSwitch stay: a switch message crosses no other
+	for g := range cl.Node.GPUToNVS {
+		nvs[cl.Node.GPUToNVS[g]], nvs[cl.Node.NVSToGPU[g]] = true, true
+	}
+	for n := 0; n < cl.NumNodes; n++ {
+		for l := 0; l < cl.nl; l++ {
+			if !nvs[l] {
+				q.relaxLink(cl.nodeLink(n, l))
+			}
+		}
+	}
+	qr := &nodeFoldRouter{cl: cl, q: q, nf: nf, ppn: ppn}
+	// The check: every real member connection between nodes (each channel f folds, each head,
+	// each tree link, both directions) loads the switch links of its route with the rate of the
+	// quotient connection that stands for it.
+	conn := map[[4]int]int32{}
+	for i, cn := range s.Conns {
+		conn[[4]int{cn.From, cn.To, cn.Channel, cn.ConnIndex}] = int32(i)
+	}
+	var pairs [][2]int32
+	var buf []LinkID
+	if cl.swLo < cl.swHi {
+		for c := fp.ChannelLo; c < fp.ChannelLo+fp.NChannels; c++ {
+			t := c % 2
+			for m := 0; m < f.members; m++ {
+				ch := c + m*f.period
+				for n := 0; n < nNodes; n++ {
+					u := int(nf.up[t][n])
+					if u < 0 {
+						continue
+					}
+					X, P := int(nf.class[n]), int(nf.class[u])
+					for j := 0; j < ppn; j++ {
+						for _, dir := range [2]struct{ a, b, A, B, idx int }{{n, u, X, P, 0}, {u, n, P, X, 2}} {
+							id, ok := conn[[4]int{dir.A*ppn + j, dir.B*ppn + j, c, dir.idx}]
+							if !ok {
+								return nil, fmt.Errorf("simnet: node fold: no quotient connection %d→%d on channel %d", dir.A*ppn+j, dir.B*ppn+j, c)
+							}
+							buf, _ = cl.Route(dir.a*ppn+j, dir.b*ppn+j, ch, buf[:0])
+							for _, l := range buf {
+								if l >= cl.swLo && l < cl.swHi {
+									pairs = append(pairs, [2]int32{int32(l), id})
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	opt := Options{}
+	if check := newRelaxCheck(e, pairs, len(s.Conns)); check != nil {
+		check.e, check.halt = q, true
+		opt.watch = func(_ *coll.Schedule, conn func(int64) int32) observer {
+			check.slot = conn
+			return check
+		}
+	}
+	return Simulate(q, qr, s, tm, opt)
+}
+
+// nodeFoldMode is the row mode of a node-folded replay.
+const nodeFoldMode = "nvlstree-fold"
+
+// classesString is a short description of nf for messages and tests.
+func (nf *nodeFold) String() string {
+	return fmt.Sprintf("%d classes of %d nodes (sizes %v)", len(nf.reps), len(nf.class), slices.Clone(nf.size))
+}
