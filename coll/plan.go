@@ -7,6 +7,11 @@ import "fmt"
 type ChannelTree struct {
 	Up   []int   `json:"up"`
 	Down [][]int `json:"down"`
+	// Loose (Plan.NodeTrees only): per node, children of Down whose messages up the node receives
+	// on a lane of their own instead of reducing them with the others: it consumes them without
+	// waiting for them. simnet's node fold uses it for child classes its representative does not
+	// have. nil: none.
+	Loose [][]int `json:"loose,omitempty"`
 }
 
 // Transfer is one point-to-point message of a SendRecv operation: From sends Count elements to To.

@@ -151,6 +151,16 @@ func (p *Plan) nodeTree(c, node int) (up int, kids []int) {
 	return up, kids
 }
 
+// looseKid reports whether node's child d in the NVLSTree tree of channel c is loose
+// (ChannelTree.Loose).
+func (p *Plan) looseKid(c, node, d int) bool {
+	if p.NodeTrees == nil {
+		return false
+	}
+	t := &p.NodeTrees[p.ChannelLo+c]
+	return t.Loose != nil && contains(t.Loose[node], d)
+}
+
 // nvlsTreeChunk emits chunk ci (head j, elements o, ne) of NVLSTree channel c.
 func (b *builder) nvlsTreeChunk(ck *chunking, p *Plan, c, j, ci int, o, ne int64) {
 	nNodes := max(1, p.NNodes)
@@ -165,8 +175,13 @@ func (b *builder) nvlsTreeChunk(ck *chunking, p *Plan, c, j, ci int, o, ne int64
 		var kids []int
 		for _, d := range ds {
 			kids = append(kids, d*ppn+j)
+			if p.looseKid(c, node, d) {
+				b.emit(ck, call{rank: head, ch: c, lane: 4, prim: Recv, recvFrom: []int{d*ppn + j}, connIdx: connUp,
+					dst: &BufRef{Buf: BufRecv, Offset: o * ck.elt}, nelem: ne, chunk: ci})
+				continue
+			}
+			from = append(from, d*ppn+j)
 		}
-		from = append(from, kids...)
 		prim := RecvSend
 		if len(from) > 1 {
 			prim = RecvReduceForward

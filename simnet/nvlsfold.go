@@ -156,6 +156,20 @@ func (nf *nodeFold) tree(t int) coll.ChannelTree {
 			ct.Down[p] = append(ct.Down[p], x)
 		}
 	}
+	// A class waits for the classes of its representative's own children; it receives the
+	// others' messages up without waiting (loose).
+	ct.Loose = make([][]int, k)
+	for x, r := range nf.reps {
+		for _, y := range ct.Down[x] {
+			own := false
+			for _, kid := range nf.kids[t][r] {
+				own = own || int(nf.class[kid]) == y
+			}
+			if !own {
+				ct.Loose[x] = append(ct.Loose[x], y)
+			}
+		}
+	}
 	return ct
 }
 
@@ -241,20 +255,26 @@ func (c *Cluster) moveNodeLink(l LinkID, from, to int) (LinkID, bool) {
 // nvlsNodeFold returns the node fold of plan (an NVLSTree call over more than one node), or nil
 // where it leaves more than half the nodes.
 func nvlsNodeFold(plan coll.Plan, cl *Cluster, e *Engine) *nodeFold {
+	nf := nodeClassesOf(plan, cl, e)
+	if nf == nil || 2*len(nf.reps) > len(nf.class) {
+		return nil
+	}
+	return nf
+}
+
+// nodeClassesOf is the partition of plan's nodes (nodeClasses, with the latencies of cl's routes
+// on e), nil where plan is no NVLSTree call across cl's nodes.
+func nodeClassesOf(plan coll.Plan, cl *Cluster, e *Engine) *nodeFold {
 	nNodes := max(plan.NNodes, 1)
 	if plan.Algo != coll.NVLSTree || nNodes < 2 || cl == nil || cl.NumNodes != nNodes {
 		return nil
 	}
 	ppn := plan.NRanks / nNodes
-	nf := nodeClasses(nNodes, func(n, t int) Time {
+	return nodeClasses(nNodes, func(n, t int) Time {
 		up, _, _, _ := coll.Dtree(nNodes, n, t)
 		route, _ := cl.Route(n*ppn, up*ppn, t, nil)
 		return e.RouteLatency(route)
 	})
-	if 2*len(nf.reps) > nNodes {
-		return nil
-	}
-	return nf
 }
 
 // nodeFoldRun replays the folded plan fp (f's representative channels of an NVLSTree call) with

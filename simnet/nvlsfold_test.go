@@ -1,0 +1,174 @@
+package simnet
+
+import (
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/stretchr/testify/require"
+)
+
+// foldVsFull times an NVLSTree all-reduce of size on nodes DGX H100 nodes joined by fab twice: by
+// the node fold and by the channel-folded replay of every node (nvlsSymmetric without the node
+// fold; itself the schedule's time, TestNVLSCompactMatchesSchedule). The fold's result is nil where
+// its check halted it.
+func foldVsFull(t *testing.T, nodes int, fab *Fabric, size int64) (fold, full *Result, nf *nodeFold) {
+	t.Helper()
+	fold, nf = foldOnly(t, nodes, fab, size)
+	m, _ := testMachine(t, "dgx-h100", nodes, fab, "NVLSTree", "")
+	plan, tm, _, _ := nvlsTreeCall(t, m, size)
+	old := NVLSNodeFoldMin
+	NVLSNodeFoldMin = 1 << 30
+	defer func() { NVLSNodeFoldMin = old }()
+	full, mode, err := m.nvlsSymmetric(plan, tm, RunOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, full)
+	require.True(t, strings.HasPrefix(mode, "nvls-symmetric"), mode)
+	return fold, full, nf
+}
+
+// foldOnly is the node-folded replay of foldVsFull (nil where its check halted it).
+func foldOnly(t *testing.T, nodes int, fab *Fabric, size int64) (fold *Result, nf *nodeFold) {
+	t.Helper()
+	m, _ := testMachine(t, "dgx-h100", nodes, fab, "NVLSTree", "")
+	plan, tm, e, cl := nvlsTreeCall(t, m, size)
+	f, ok := nvlsFoldOf(plan, cl)
+	if !ok {
+		f, _, ok = nvlsFoldChecked(plan, cl, e)
+	}
+	require.True(t, ok, "%d nodes: the channels fold", nodes)
+	nf = nodeClassesOf(plan, cl, e) // also where it leaves more than half the nodes
+	fold, _, err := f.nodeFolded(plan, nf, e, cl, tm, RunOptions{})
+	require.NoError(t, err)
+	return fold, nf
+}
+
+// TestNodeFoldSurvey prints the node fold's error against the replay of every node for the node
+// counts and sizes of SIMCCL_FOLD_SURVEY ("nodes,nodes:sizeMiB,sizeMiB[:rail]").
+func TestNodeFoldSurvey(t *testing.T) {
+	spec := os.Getenv("SIMCCL_FOLD_SURVEY")
+	if spec == "" {
+		t.Skip("SIMCCL_FOLD_SURVEY not set")
+	}
+	parts := strings.Split(spec, ":")
+	fab := DefaultFabric()
+	if len(parts) > 2 && parts[2] == "rail" {
+		fab.Routing = "rail"
+	}
+	for _, ns := range strings.Split(parts[0], ",") {
+		nodes, _ := strconv.Atoi(ns)
+		for _, ss := range strings.Split(parts[1], ",") {
+			mib, _ := strconv.Atoi(ss)
+			fold, full, nf := foldVsFull(t, nodes, fab, int64(mib)<<20)
+			if fold == nil {
+				t.Logf("%3d nodes %5d MiB %s: fold halted by its check; full %.3f µs", nodes, mib, fab.Routing, full.Time.Micros())
+				continue
+			}
+			t.Logf("%3d nodes %5d MiB %s: fold %.3f µs, full %.3f µs, %+.3f%% (%s; events %d / %d)", nodes, mib, fab.Routing,
+				fold.Time.Micros(), full.Time.Micros(), 100*(fold.Time.Micros()/full.Time.Micros()-1), nf, fold.Events, full.Events)
+		}
+	}
+}
+
+// Where every class is one node (node counts whose trees tell every node apart: 3, 5, 6, 12) the
+// fold's quotient is the whole tree, with every weight 1: the fold must then be the replay of
+// every node, to rounding — under rail routing and ECMP, with leaves of 2 nodes so that the
+// switch links are left out and checked.
+func TestNodeFoldExactOnSingletons(t *testing.T) {
+	for _, routing := range []string{"rail", "ecmp"} {
+		for _, nodes := range []int{3, 5, 6, 12} {
+			fab := DefaultFabric()
+			fab.Routing, fab.HostsPerLeaf = routing, 2
+			fold, full, nf := foldVsFull(t, nodes, fab, 16<<20)
+			require.Len(t, nf.reps, nodes, "%d nodes: every node its own class", nodes)
+			require.NotNil(t, fold, "%d nodes %s: the check halted a non-blocking fabric", nodes, routing)
+			rel := fold.Time.Micros()/full.Time.Micros() - 1
+			t.Logf("%2d nodes %s: fold %.6f µs, full %.6f µs (%+.1e)", nodes, routing, fold.Time.Micros(), full.Time.Micros(), rel)
+			require.InDelta(t, 0, rel, 1e-6, "%d nodes %s", nodes, routing)
+		}
+	}
+}
+
+// nodeFoldBound is the largest error of the node fold against the replay of every node that
+// docs/cluster.md reports where nvlsSymmetric uses it (NVLSMinLoops loops per channel and more).
+const nodeFoldBound = 0.01
+
+// The fold of 16 and 32 nodes (8 and 10 classes) against the replay of every node, under rail
+// routing and ECMP, at 16 MiB (one loop per channel) and 256 MiB (16 loops, where nvlsSymmetric
+// starts to use it).
+func TestNodeFoldClose(t *testing.T) {
+	for _, c := range []struct {
+		nodes   int
+		routing string
+		mib     int64
+	}{
+		{16, "ecmp", 16}, {16, "ecmp", 256}, {16, "rail", 256},
+		{32, "ecmp", 256}, {32, "rail", 16}, {32, "rail", 256},
+	} {
+		fab := DefaultFabric()
+		fab.Routing = c.routing
+		fold, full, nf := foldVsFull(t, c.nodes, fab, c.mib<<20)
+		require.Less(t, 2*len(nf.reps), c.nodes+1, "%d nodes fold", c.nodes)
+		require.NotNil(t, fold)
+		rel := fold.Time.Micros()/full.Time.Micros() - 1
+		t.Logf("%d nodes %s %d MiB: fold %.3f µs, full %.3f µs (%+.3f%%; %s)", c.nodes, c.routing, c.mib,
+			fold.Time.Micros(), full.Time.Micros(), 100*rel, nf)
+		require.InDelta(t, 0, rel, nodeFoldBound, "%d nodes %s %d MiB", c.nodes, c.routing, c.mib)
+	}
+}
+
+// Where a switch link goes over its capacity (4:1 oversubscribed leaves of 8 nodes) the fold's
+// check halts it, and nvlsSymmetric falls back to what it ran without the fold.
+func TestNodeFoldFallsBack(t *testing.T) {
+	fab := DefaultFabric()
+	fab.HostsPerLeaf, fab.Oversub = 8, 4
+	fold, nf := foldOnly(t, 32, fab, 16<<20)
+	require.NotNil(t, nf)
+	require.Nil(t, fold, "an uplink over its capacity halts the fold")
+	m, _ := testMachine(t, "dgx-h100", 32, fab, "NVLSTree", "")
+	old := NVLSNodeFoldMin
+	NVLSNodeFoldMin = 2
+	defer func() { NVLSNodeFoldMin = old }()
+	row, _, err := m.Run(coll.AllReduce, 16<<20, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	require.NotContains(t, row.Mode, nodeFoldMode)
+	// Non-blocking, the same call folds.
+	fab.Oversub = 1
+	fold, _ = foldOnly(t, 32, fab, 16<<20)
+	require.NotNil(t, fold)
+}
+
+// The classes of the power-of-two trees: depth, children and parents' classes in both trees.
+func TestNodeClasses(t *testing.T) {
+	for nodes, want := range map[int]int{8: 6, 16: 8, 32: 10, 128: 14, 2048: 22, 12: 12} {
+		nf := nodeClasses(nodes, func(n, t int) Time { return 0 })
+		require.Len(t, nf.reps, want, "%d nodes", nodes)
+		for n, x := range nf.class {
+			for tr := 0; tr < 2; tr++ {
+				if u := nf.up[tr][n]; u >= 0 {
+					require.Equal(t, nf.parents[tr][x], nf.class[u], "node %d tree %d: parent's class", n, tr)
+				}
+			}
+		}
+		for tr := 0; tr < 2; tr++ {
+			ct := nf.tree(tr)
+			roots := 0
+			for x, u := range ct.Up {
+				if u < 0 {
+					roots++
+					continue
+				}
+				require.Contains(t, ct.Down[u], x)
+			}
+			require.Equal(t, 1, roots)
+			for x := range ct.Loose {
+				for _, y := range ct.Loose[x] {
+					require.True(t, slices.Contains(ct.Down[x], y))
+				}
+			}
+		}
+	}
+}
