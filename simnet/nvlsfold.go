@@ -38,9 +38,18 @@ import (
 // stands for. At the first link over its capacity the replay stops and the call is timed as
 // without the node fold.
 
-// NVLSNodeFoldMin is the fewest nodes for which nvlsSymmetric folds the nodes of an NVLSTree call
-// (where the classes are at most half the nodes); below, the channel fold replays every node.
-var NVLSNodeFoldMin = 16
+// NVLSNodeFoldMin and NVLSNodeFoldMinLoops are the fewest nodes and loops per channel (one chunk
+// per rank of a node: NVLSTree's heads' share) for which nvlsSymmetric folds the nodes of an
+// NVLSTree call (where the classes are at most half the nodes); elsewhere the channel fold
+// replays every node, exactly. They keep the fold where it was measured within 1% of the replay
+// of every node (docs/cluster.md): on 16 nodes (8 classes, half the nodes) it is up to 2.6% off;
+// with 4 loops per channel (64 MiB on 128 DGX H100 nodes) 2.4% and with 8 loops (128 MiB on 64)
+// 1.1%, where the NCCL_STEPS credits bind and the members of a class, which wait for different
+// children, part; from 16 loops (NVLSMinLoops, the pipeline settled) within 0.35%.
+var (
+	NVLSNodeFoldMin      = 32
+	NVLSNodeFoldMinLoops = NVLSMinLoops
+)
 
 // nodeFold is the partition of an NVLSTree call's nodes into classes.
 type nodeFold struct {

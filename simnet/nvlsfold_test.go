@@ -76,12 +76,13 @@ func TestNodeFoldSurvey(t *testing.T) {
 // Where every class is one node (node counts whose trees tell every node apart: 3, 5, 6, 12) the
 // fold's quotient is the whole tree, with every weight 1: the fold must then be the replay of
 // every node, to rounding — under rail routing and ECMP, with leaves of 2 nodes so that the
-// switch links are left out and checked.
+// switch links are left out and checked (one uplink per leaf and rail, as fast as the leaf's two
+// NICs, so that none can be over its capacity).
 func TestNodeFoldExactOnSingletons(t *testing.T) {
 	for _, routing := range []string{"rail", "ecmp"} {
 		for _, nodes := range []int{3, 5, 6, 12} {
 			fab := DefaultFabric()
-			fab.Routing, fab.HostsPerLeaf = routing, 2
+			fab.Routing, fab.HostsPerLeaf, fab.UplinkGBps = routing, 2, 100
 			fold, full, nf := foldVsFull(t, nodes, fab, 16<<20)
 			require.Len(t, nf.reps, nodes, "%d nodes: every node its own class", nodes)
 			require.NotNil(t, fold, "%d nodes %s: the check halted a non-blocking fabric", nodes, routing)
@@ -96,20 +97,20 @@ func TestNodeFoldExactOnSingletons(t *testing.T) {
 // docs/cluster.md reports where nvlsSymmetric uses it (NVLSMinLoops loops per channel and more).
 const nodeFoldBound = 0.01
 
-// The fold of 16 and 32 nodes (8 and 10 classes) against the replay of every node, under rail
-// routing and ECMP, at 16 MiB (one loop per channel) and 256 MiB (16 loops, where nvlsSymmetric
-// starts to use it).
+// The fold of 32 and 48 nodes (10 and 24 classes or more where leaves of 16 nodes tell the
+// routes' latencies apart) against the replay of every node, under rail routing and ECMP, at 16 MiB (one loop per channel: not used by default, exact here) and at
+// 256 MiB (16 loops, where nvlsSymmetric starts to use it).
 func TestNodeFoldClose(t *testing.T) {
 	for _, c := range []struct {
 		nodes   int
 		routing string
 		mib     int64
+		perLeaf int
 	}{
-		{16, "ecmp", 16}, {16, "ecmp", 256}, {16, "rail", 256},
-		{32, "ecmp", 256}, {32, "rail", 16}, {32, "rail", 256},
+		{32, "ecmp", 16, 32}, {32, "ecmp", 256, 32}, {32, "rail", 256, 16}, {48, "ecmp", 256, 16},
 	} {
 		fab := DefaultFabric()
-		fab.Routing = c.routing
+		fab.Routing, fab.HostsPerLeaf = c.routing, c.perLeaf
 		fold, full, nf := foldVsFull(t, c.nodes, fab, c.mib<<20)
 		require.Less(t, 2*len(nf.reps), c.nodes+1, "%d nodes fold", c.nodes)
 		require.NotNil(t, fold)
@@ -117,6 +118,9 @@ func TestNodeFoldClose(t *testing.T) {
 		t.Logf("%d nodes %s %d MiB: fold %.3f µs, full %.3f µs (%+.3f%%; %s)", c.nodes, c.routing, c.mib,
 			fold.Time.Micros(), full.Time.Micros(), 100*rel, nf)
 		require.InDelta(t, 0, rel, nodeFoldBound, "%d nodes %s %d MiB", c.nodes, c.routing, c.mib)
+		if c.mib == 16 {
+			require.InDelta(t, 0, rel, 1e-9, "one loop per channel: the same time")
+		}
 	}
 }
 
@@ -130,8 +134,9 @@ func TestNodeFoldFallsBack(t *testing.T) {
 	require.Nil(t, fold, "an uplink over its capacity halts the fold")
 	m, _ := testMachine(t, "dgx-h100", 32, fab, "NVLSTree", "")
 	old := NVLSNodeFoldMin
-	NVLSNodeFoldMin = 2
-	defer func() { NVLSNodeFoldMin = old }()
+	oldLoops := NVLSNodeFoldMinLoops
+	NVLSNodeFoldMin, NVLSNodeFoldMinLoops = 2, 0
+	defer func() { NVLSNodeFoldMin, NVLSNodeFoldMinLoops = old, oldLoops }()
 	row, _, err := m.Run(coll.AllReduce, 16<<20, coll.Float32, coll.Sum, RunOptions{})
 	require.NoError(t, err)
 	require.NotContains(t, row.Mode, nodeFoldMode)

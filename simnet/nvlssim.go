@@ -203,7 +203,7 @@ func (m *Machine) nvlsSymmetric(plan coll.Plan, tm Timing, opt RunOptions) (*Res
 	if opt.Exact && !f.exact {
 		return nil, "", nil
 	}
-	if !opt.Exact && plan.Algo == coll.NVLSTree && plan.NNodes >= NVLSNodeFoldMin {
+	if !opt.Exact && plan.Algo == coll.NVLSTree && plan.NNodes >= NVLSNodeFoldMin && f.parts[0]/nvlsLoopElems(plan) >= NVLSNodeFoldMinLoops {
 		// NVLSTree's nodes folded too (nvlsfold.go): an approximation, so never with Exact. A
 		// replay halted by its check (a switch link over its capacity) falls through.
 		if nf := nvlsNodeFold(plan, cl, e); nf != nil {
