@@ -42,13 +42,14 @@ import (
 // per rank of a node: NVLSTree's heads' share) for which nvlsSymmetric folds the nodes of an
 // NVLSTree call (where the classes are at most half the nodes); elsewhere the channel fold
 // replays every node, exactly. They keep the fold where it was measured within 1% of the replay
-// of every node (docs/cluster.md): on 16 nodes (8 classes, half the nodes) it is up to 2.6% off;
-// with 4 loops per channel (64 MiB on 128 DGX H100 nodes) 2.4% and with 8 loops (128 MiB on 64)
-// 1.1%, where the NCCL_STEPS credits bind and the members of a class, which wait for different
-// children, part; from 16 loops (NVLSMinLoops, the pipeline settled) within 0.35%.
+// of every node (docs/cluster.md; chosen from those measurements, a usage bound, not a constant
+// of the model): on 16 nodes (8 classes, half the nodes) it is up to 2.6% off; with 8 loops per
+// channel (64 MiB on 128 DGX H100 nodes) 2.4% and with 16 loops (128 MiB on 64 nodes) 1.1%,
+// where the NCCL_STEPS credits bind and the members of a class, which wait for different
+// children, part; from 32 loops (4 × NCCL_STEPS) on 32 to 128 nodes within 0.35%.
 var (
-	NVLSNodeFoldMin      = 32
-	NVLSNodeFoldMinLoops = NVLSMinLoops
+	NVLSNodeFoldMin            = 32
+	NVLSNodeFoldMinLoops int64 = 4 * coll.NCCLSteps
 )
 
 // nodeFold is the partition of an NVLSTree call's nodes into classes.

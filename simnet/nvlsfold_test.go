@@ -94,12 +94,13 @@ func TestNodeFoldExactOnSingletons(t *testing.T) {
 }
 
 // nodeFoldBound is the largest error of the node fold against the replay of every node that
-// docs/cluster.md reports where nvlsSymmetric uses it (NVLSMinLoops loops per channel and more).
+// docs/cluster.md reports where nvlsSymmetric uses it (NVLSNodeFoldMin nodes and
+// NVLSNodeFoldMinLoops loops per channel and more).
 const nodeFoldBound = 0.01
 
 // The fold of 32 and 48 nodes (10 and 24 classes or more where leaves of 16 nodes tell the
-// routes' latencies apart) against the replay of every node, under rail routing and ECMP, at 16 MiB (one loop per channel: not used by default, exact here) and at
-// 256 MiB (16 loops, where nvlsSymmetric starts to use it).
+// routes' latencies apart) against the replay of every node, under rail routing and ECMP, at 16 MiB (two loops per channel: not used by default, the same time here) and at
+// 256 MiB (32 loops, where nvlsSymmetric starts to use it).
 func TestNodeFoldClose(t *testing.T) {
 	for _, c := range []struct {
 		nodes   int
@@ -119,7 +120,7 @@ func TestNodeFoldClose(t *testing.T) {
 			fold.Time.Micros(), full.Time.Micros(), 100*rel, nf)
 		require.InDelta(t, 0, rel, nodeFoldBound, "%d nodes %s %d MiB", c.nodes, c.routing, c.mib)
 		if c.mib == 16 {
-			require.InDelta(t, 0, rel, 1e-9, "one loop per channel: the same time")
+			require.InDelta(t, 0, rel, 1e-9, "two loops per channel: the same time")
 		}
 	}
 }
