@@ -25,12 +25,14 @@ import (
 // of a class has its parents (in each tree) in one class. The quotient is then a tree of classes
 // per parity: class X's parent is its members' parents' class, its children the classes whose
 // parent is X. Every message between classes is replayed as in the schedule; what is merged is
-// which children a member has: a member of X waits for one child of each child class of X (the
-// real one for its own two), and its NIC carries, for each child class Y, the down messages of
-// |Y|/|X| members (the mean number of children in Y per member of X). The engine weighs the
-// links of X's side of such a connection by |Y|/|X| (Engine.weighRoute) and the child's side by
-// 1, so every NIC port of the quotient carries the mean load of its class's ports: exact in
-// expectation over the members of a class. Measured against the whole replay, docs/cluster.md.
+// which children a member has: X's representative waits for the classes of its own children and
+// receives the other child classes' messages up without waiting for them (coll's
+// ChannelTree.Loose), and its NIC carries, for each child class Y, the messages of |Y|/|X|
+// members (the mean number of children in Y per member of X). The engine weighs the links of X's
+// side of such a connection by |Y|/|X| (Engine.weighRoute) and the child's side by 1, so every NIC
+// port of the quotient carries the mean load of its class's ports: exact in expectation over the
+// members of a class, not for each. Measured against the whole replay, docs/cluster.md; used
+// only where that was within 1% (NVLSNodeFoldMin, NVLSNodeFoldMinLoops).
 //
 // The fabric's switch-to-switch links are left out of the replay (unbounded, their latency kept)
 // and checked after every instant, as the checked channel fold does (nvlsecmp.go): each real link's
