@@ -108,7 +108,7 @@ func TestNodeFoldClose(t *testing.T) {
 		mib     int64
 		perLeaf int
 	}{
-		{32, "ecmp", 16, 32}, {32, "ecmp", 256, 32}, {32, "rail", 256, 16}, {48, "ecmp", 256, 16},
+		{32, "ecmp", 16, 32}, {32, "rail", 256, 16}, {48, "ecmp", 256, 16},
 	} {
 		fab := DefaultFabric()
 		fab.Routing, fab.HostsPerLeaf = c.routing, c.perLeaf
