@@ -232,8 +232,19 @@ func (p *Plan) checkArgs() error {
 			if len(p.NodeTrees[c].Up) != max(1, p.NNodes) {
 				return fmt.Errorf("node tree of channel %d covers %d nodes, want %d", c, len(p.NodeTrees[c].Up), max(1, p.NNodes))
 			}
-			if err := checkTree(p.NodeTrees[c], 0); err != nil {
+			t := p.NodeTrees[c]
+			if err := checkTree(t, 0); err != nil {
 				return fmt.Errorf("node tree of channel %d: %w", c, err)
+			}
+			if t.Loose != nil && len(t.Loose) != len(t.Up) {
+				return fmt.Errorf("node tree of channel %d: %d loose lists for %d nodes", c, len(t.Loose), len(t.Up))
+			}
+			for x, ls := range t.Loose {
+				for _, d := range ls {
+					if !contains(t.Down[x], d) {
+						return fmt.Errorf("node tree of channel %d: node %d's loose child %d is no child", c, x, d)
+					}
+				}
 			}
 		}
 	}
