@@ -20,9 +20,10 @@ import (
 // and the coarsest equitable partition of the nodes under the two trees (colour refinement from
 // the roots) is the discrete one at every node count tried (2 to 2,048): the mirrored tree tells
 // every node apart. The fold is therefore an approximation, and says so in its mode. Its classes
-// are those of the nodes' places in both trees seen from above: the depth, the number of
-// children and the latency of the route to the parent in each tree, refined until every member
-// of a class has its parents (in each tree) in one class. The quotient is then a tree of classes
+// are those of the nodes' places in both trees seen from above: the depth and the number of
+// children in each tree, refined until every member of a class has its parents (in each tree) in
+// one class. A class's connections with its parent's take its members' mean latency (routes
+// through the spine and within a leaf differ by two switch hops). The quotient is then a tree of classes
 // per parity: class X's parent is its members' parents' class, its children the classes whose
 // parent is X. Every message between classes is replayed as in the schedule; what is merged is
 // which children a member has: X's representative waits for the classes of its own children and
@@ -65,7 +66,8 @@ type nodeFold struct {
 }
 
 // nodeClasses partitions nNodes nodes by their places in the double binary tree (see the top
-// of this file); lat(n, t) is the latency of node n's route to its parent in tree t.
+// of this file); lat(n, t), where not nil, is the latency of node n's route to its parent in tree
+// t, and tells classes apart too (nodeFoldByLatency).
 func nodeClasses(nNodes int, lat func(n, t int) Time) *nodeFold {
 	nf := &nodeFold{class: make([]int32, nNodes)}
 	depth := [2][]int32{make([]int32, nNodes), make([]int32, nNodes)}
@@ -110,7 +112,7 @@ func nodeClasses(nNodes int, lat func(n, t int) Time) *nodeFold {
 		var kk key
 		for t := 0; t < 2; t++ {
 			l := Time(-1)
-			if nf.up[t][n] >= 0 {
+			if nf.up[t][n] >= 0 && lat != nil {
 				l = lat(n, t)
 			}
 			kk[3*t], kk[3*t+1], kk[3*t+2] = int64(depth[t][n]), int64(len(nf.kids[t][n])), int64(l)
@@ -189,10 +191,22 @@ func (nf *nodeFold) tree(t int) coll.ChannelTree {
 // of the classes' representatives on the replay's engine q, weighing each connection between
 // classes (see the top of the file).
 type nodeFoldRouter struct {
-	cl  *Cluster
-	q   *Engine
-	nf  *nodeFold
-	ppn int
+	cl      *Cluster
+	q       *Engine
+	nf      *nodeFold
+	ppn     int
+	members [][]int             // per class, its nodes
+	routes  map[[3]int][]LinkID // Route's results by (src, dst, ch)
+	latLink map[Time]LinkID     // links of latency only (unbounded), by latency
+}
+
+func newNodeFoldRouter(cl *Cluster, q *Engine, nf *nodeFold, ppn int) *nodeFoldRouter {
+	r := &nodeFoldRouter{cl: cl, q: q, nf: nf, ppn: ppn, members: make([][]int, len(nf.reps)),
+		routes: map[[3]int][]LinkID{}, latLink: map[Time]LinkID{}}
+	for n, x := range nf.class {
+		r.members[x] = append(r.members[x], n)
+	}
+	return r
 }
 
 func (r *nodeFoldRouter) NumRanks() int { return len(r.nf.reps) * r.ppn }
@@ -205,15 +219,36 @@ func (r *nodeFoldRouter) RouteSwitch(rank, node int, up bool, buf []LinkID) ([]L
 }
 
 // Route is the route between the representatives of the classes of src and dst. Between classes
-// X (parent) and Y (child) in the tree of ch's parity, it is the route of a real connection —
-// from Y's representative to its parent, a member of X, or back — with that parent's links
-// moved to X's representative: the fabric links and latencies a member of Y sees, the node
-// links of the two representatives. X's links weigh |Y|/|X|, Y's 1.
+// X (parent) and Y (child) in the tree of ch's parity, it is the route of a real connection of a
+// member of Y with its parent, a member of X — the member whose route has the least latency —
+// with the two nodes' links moved to the representatives', and a link of latency only (no
+// capacity limit) for the members' mean latency beyond it: the fabric links a member of Y
+// sees, the mean latency of its class (where the classes tell routes through the spine apart,
+// every member's), the node links of the two representatives. X's links weigh |Y|/|X|, Y's 1.
+// Every route between classes must be asked for before the replay starts (prepare).
 func (r *nodeFoldRouter) Route(src, dst, ch int, buf []LinkID) ([]LinkID, LinkClass) {
 	X, Y := src/r.ppn, dst/r.ppn
 	if X == Y {
 		return r.cl.Route(r.real(src), r.real(dst), ch, buf)
 	}
+	key := [3]int{src, dst, ch}
+	route, ok := r.routes[key]
+	if !ok {
+		route = r.between(src, dst, ch)
+		r.routes[key] = route
+	}
+	if len(buf) == 0 {
+		return route, ClassNet
+	}
+	// The weights go with the slice (Simulate keeps it per connection): buf's links weigh 1.
+	out := append(buf, route...)
+	r.q.weighRoute(out, append(slices.Repeat([]float64{1}, len(buf)), r.q.weights[&route[0]]...))
+	return out, ClassNet
+}
+
+// between builds Route's route between two classes and weighs it on q.
+func (r *nodeFoldRouter) between(src, dst, ch int) []LinkID {
+	X, Y := src/r.ppn, dst/r.ppn
 	t := ch % 2
 	nf := r.nf
 	child, parent := Y, X
@@ -222,28 +257,59 @@ func (r *nodeFoldRouter) Route(src, dst, ch int, buf []LinkID) ([]LinkID, LinkCl
 	} else if int(nf.parents[t][Y]) != X {
 		panic(fmt.Sprintf("simnet: node fold: classes %d and %d are not neighbours in tree %d", X, Y, t))
 	}
-	rc := nf.reps[child]
-	rp := int(nf.up[t][rc]) // the real parent of Y's representative, a member of X
 	j := src % r.ppn
-	var route []LinkID
-	if child == X {
-		route, _ = r.cl.Route(rc*r.ppn+j, rp*r.ppn+j, ch, nil)
-	} else {
-		route, _ = r.cl.Route(rp*r.ppn+j, rc*r.ppn+j, ch, nil)
+	real := func(y int) []LinkID { // member y's connection with its parent, this way
+		p := int(nf.up[t][y])
+		a, b := p, y
+		if child == X {
+			a, b = y, p
+		}
+		route, _ := r.cl.Route(a*r.ppn+j, b*r.ppn+j, ch, nil)
+		return route
 	}
+	var sum Time
+	best, bestLat := -1, Time(0)
+	for _, y := range r.members[child] {
+		l := r.q.RouteLatency(real(y))
+		sum += l
+		if best < 0 || l < bestLat {
+			best, bestLat = y, l
+		}
+	}
+	mean := Time(math.Round(float64(sum) / float64(len(r.members[child]))))
+	route := real(best)
+	pb := int(nf.up[t][best])
 	w := make([]float64, len(route))
 	wp := float64(nf.size[child]) / float64(nf.size[parent])
 	for i, l := range route {
 		w[i] = 1
-		if m, ok := r.cl.moveNodeLink(l, rp, nf.reps[parent]); ok {
+		if m, ok := r.cl.moveNodeLink(l, pb, nf.reps[parent]); ok {
 			route[i], w[i] = m, wp
+		} else if m, ok := r.cl.moveNodeLink(l, best, nf.reps[child]); ok {
+			route[i] = m
 		}
 	}
-	// The weights go with the slice returned (Simulate keeps it per connection): buf's links,
-	// if any, weigh 1.
-	out := append(buf, route...)
-	r.q.weighRoute(out, append(slices.Repeat([]float64{1}, len(buf)), w...))
-	return out, ClassNet
+	if extra := mean - bestLat; extra > 0 {
+		l, ok := r.latLink[extra]
+		if !ok {
+			l = r.q.AddLink("", Rate(math.Inf(1)), extra)
+			r.q.relaxLink(l)
+			r.latLink[extra] = l
+		}
+		route, w = append(route, l), append(w, 1)
+	}
+	r.q.weighRoute(route, w)
+	return route
+}
+
+// prepare asks for the route of every connection of s between classes: the links of latency
+// only are added to q before the replay.
+func (r *nodeFoldRouter) prepare(s *coll.Schedule) {
+	for _, cn := range s.Conns {
+		if cn.From < s.NRanks && cn.To < s.NRanks && cn.From/r.ppn != cn.To/r.ppn {
+			r.Route(cn.From, cn.To, cn.Channel, nil)
+		}
+	}
 }
 
 // moveNodeLink maps link l of node from (its own links and NIC ports) to the same link of node
@@ -281,6 +347,9 @@ func nodeClassesOf(plan coll.Plan, cl *Cluster, e *Engine) *nodeFold {
 	if plan.Algo != coll.NVLSTree || nNodes < 2 || cl == nil || cl.NumNodes != nNodes {
 		return nil
 	}
+	if !nodeFoldByLatency {
+		return nodeClasses(nNodes, nil)
+	}
 	ppn := plan.NRanks / nNodes
 	return nodeClasses(nNodes, func(n, t int) Time {
 		up, _, _, _ := coll.Dtree(nNodes, n, t)
@@ -288,6 +357,11 @@ func nodeClassesOf(plan coll.Plan, cl *Cluster, e *Engine) *nodeFold {
 		return e.RouteLatency(route)
 	})
 }
+
+// nodeFoldByLatency tells the fold's classes apart by the latency of their routes to their
+// parents too (routes through the spine or not): more classes, each with its members' own
+// latency, where by default a class takes its members' mean (nodeFoldRouter.Route).
+var nodeFoldByLatency = false
 
 // nodeFoldRun replays the folded plan fp (f's representative channels of an NVLSTree call) with
 // the nodes folded by nf on a private engine: e's links with their capacities divided by f's
@@ -327,7 +401,8 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 			}
 		}
 	}
-	qr := &nodeFoldRouter{cl: cl, q: q, nf: nf, ppn: ppn}
+	qr := newNodeFoldRouter(cl, q, nf, ppn)
+	qr.prepare(s)
 	// The check: every real member connection between nodes (each channel f folds, each head,
 	// each tree link, both directions) loads the switch links of its route with the rate of the
 	// quotient connection that stands for it.

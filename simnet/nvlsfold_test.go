@@ -47,7 +47,8 @@ func foldOnly(t *testing.T, nodes int, fab *Fabric, size int64) (fold *Result, n
 }
 
 // TestNodeFoldSurvey prints the node fold's error against the replay of every node for the node
-// counts and sizes of SIMCCL_FOLD_SURVEY ("nodes,nodes:sizeMiB,sizeMiB[:rail]").
+// counts and sizes of SIMCCL_FOLD_SURVEY ("nodes,nodes:sizeMiB,sizeMiB[:rail|ecmp[:perLeaf]]";
+// SIMCCL_FOLD_BY_LATENCY set: classes told apart by their routes' latencies too).
 func TestNodeFoldSurvey(t *testing.T) {
 	spec := os.Getenv("SIMCCL_FOLD_SURVEY")
 	if spec == "" {
@@ -57,6 +58,13 @@ func TestNodeFoldSurvey(t *testing.T) {
 	fab := DefaultFabric()
 	if len(parts) > 2 && parts[2] == "rail" {
 		fab.Routing = "rail"
+	}
+	if len(parts) > 3 {
+		fab.HostsPerLeaf, _ = strconv.Atoi(parts[3])
+	}
+	if os.Getenv("SIMCCL_FOLD_BY_LATENCY") != "" {
+		nodeFoldByLatency = true
+		defer func() { nodeFoldByLatency = false }()
 	}
 	for _, ns := range strings.Split(parts[0], ",") {
 		nodes, _ := strconv.Atoi(ns)
@@ -98,8 +106,9 @@ func TestNodeFoldExactOnSingletons(t *testing.T) {
 // NVLSNodeFoldMinLoops loops per channel and more).
 const nodeFoldBound = 0.01
 
-// The fold of 32 and 48 nodes (10 and 24 classes or more where leaves of 16 nodes tell the
-// routes' latencies apart) against the replay of every node, under rail routing and ECMP, at 16 MiB (two loops per channel: not used by default, the same time here) and at
+// The fold of 32 and 48 nodes (10 and 24 classes; with leaves of 16 nodes, members of a class
+// whose routes to their parents cross the spine or not, which take their mean latency) against
+// the replay of every node, under rail routing and ECMP, at 16 MiB (two loops per channel: not used by default, the same time here) and at
 // 256 MiB (32 loops, where nvlsSymmetric starts to use it).
 func TestNodeFoldClose(t *testing.T) {
 	for _, c := range []struct {
