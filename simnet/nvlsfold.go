@@ -47,9 +47,9 @@ import (
 // replays every node, exactly. They keep the fold where it was measured within 1% of the replay
 // of every node (docs/cluster.md; chosen from those measurements, a usage bound, not a constant
 // of the model): on 16 nodes (8 classes, half the nodes) it is up to 2.6% off; with 8 loops per
-// channel (64 MiB on 128 DGX H100 nodes) 2.4% and with 16 loops (128 MiB on 64 nodes) 1.1%,
+// channel (64 MiB on 128 DGX H100 nodes) 1.4% and with 16 loops (128 MiB on 64 nodes) 1.3%,
 // where the NCCL_STEPS credits bind and the members of a class, which wait for different
-// children, part; from 32 loops (4 × NCCL_STEPS) on 32 to 128 nodes within 0.35%.
+// children, part; from 32 loops (4 × NCCL_STEPS) on 32 to 128 nodes within 0.41%.
 var (
 	NVLSNodeFoldMin            = 32
 	NVLSNodeFoldMinLoops int64 = 4 * coll.NCCLSteps
