@@ -159,7 +159,7 @@ func nodeClasses(nNodes int, lat func(n, t int) Time) *nodeFold {
 	return nf
 }
 
-// trees is the quotient's tree of classes for tree t: a class's parent is its members' parents'
+// tree is the quotient's tree of classes for tree t: a class's parent is its members' parents'
 // class, its children the classes whose parent it is.
 func (nf *nodeFold) tree(t int) coll.ChannelTree {
 	k := len(nf.reps)
@@ -455,7 +455,7 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 // nodeFoldMode is the row mode of a node-folded replay.
 const nodeFoldMode = "nvlstree-fold"
 
-// classesString is a short description of nf for messages and tests.
+// String is a short description of nf for messages and tests.
 func (nf *nodeFold) String() string {
 	return fmt.Sprintf("%d classes of %d nodes (sizes %v)", len(nf.reps), len(nf.class), slices.Clone(nf.size))
 }
