@@ -221,6 +221,33 @@ func (p *Plan) checkArgs() error {
 	if p.NNodes < 0 || (p.NNodes > 0 && n%p.NNodes != 0) {
 		return fmt.Errorf("NNodes %d does not divide %d ranks", p.NNodes, n)
 	}
+	if p.NodeTrees != nil {
+		if p.Algo != NVLSTree {
+			return fmt.Errorf("NodeTrees given for %v (NVLSTree only)", p.Algo)
+		}
+		if len(p.NodeTrees) < p.ChannelLo+p.nChannels() {
+			return fmt.Errorf("%d node trees for channels up to %d", len(p.NodeTrees), p.ChannelLo+p.nChannels()-1)
+		}
+		for c := p.ChannelLo; c < p.ChannelLo+p.nChannels(); c++ {
+			if len(p.NodeTrees[c].Up) != max(1, p.NNodes) {
+				return fmt.Errorf("node tree of channel %d covers %d nodes, want %d", c, len(p.NodeTrees[c].Up), max(1, p.NNodes))
+			}
+			t := p.NodeTrees[c]
+			if err := checkTree(t, 0); err != nil {
+				return fmt.Errorf("node tree of channel %d: %w", c, err)
+			}
+			if t.Loose != nil && len(t.Loose) != len(t.Up) {
+				return fmt.Errorf("node tree of channel %d: %d loose lists for %d nodes", c, len(t.Loose), len(t.Up))
+			}
+			for x, ls := range t.Loose {
+				for _, d := range ls {
+					if !contains(t.Down[x], d) {
+						return fmt.Errorf("node tree of channel %d: node %d's loose child %d is no child", c, x, d)
+					}
+				}
+			}
+		}
+	}
 	if NeedsSwitches(p.Func, p.Algo) && p.Proto != Simple {
 		return fmt.Errorf("%w: %v with %v (NVLS and CollNet run Simple only, NCCL 2.28 ncclTopoTuneModel)", ErrUnsupported, p.Algo, p.Proto)
 	}

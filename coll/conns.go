@@ -99,10 +99,9 @@ func Connections(p *Plan) ([]Conn, error) {
 			nNodes := max(1, p.NNodes)
 			ppn := n / nNodes
 			for c := 0; c < nch; c++ {
-				tree := (p.ChannelLo + c) % 2
 				for node := 0; node < nNodes; node++ {
 					sw := n + node
-					up, d0, d1, _ := Dtree(nNodes, node, tree)
+					up, ds := p.nodeTree(c, node)
 					for j := 0; j < ppn; j++ {
 						r, head := node*ppn+j, node*ppn+j
 						add(c, r, sw, connUp)   // scatter to the node's switch
@@ -115,11 +114,9 @@ func Connections(p *Plan) ([]Conn, error) {
 						} else {
 							add(c, head, sw, connDown)
 						}
-						for _, d := range []int{d0, d1} {
-							if d >= 0 {
-								add(c, d*ppn+j, head, connUp)
-								add(c, head, d*ppn+j, connDown)
-							}
+						for _, d := range ds {
+							add(c, d*ppn+j, head, connUp)
+							add(c, head, d*ppn+j, connDown)
 						}
 					}
 				}

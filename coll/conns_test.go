@@ -25,6 +25,7 @@ func TestConnectionsMatchCompile(t *testing.T) {
 		{Func: AllGather, Algo: NVLS, Proto: Simple, NRanks: 4, Count: 4096, NChannels: 2},
 		{Func: ReduceScatter, Algo: NVLS, Proto: Simple, NRanks: 3, Count: 4096, NChannels: 2},
 		{Func: AllReduce, Algo: NVLSTree, Proto: Simple, NRanks: 12, NNodes: 3, Count: 1 << 16, NChannels: 2},
+		{Func: AllReduce, Algo: NVLSTree, Proto: Simple, NRanks: 8, NNodes: 4, Count: 1 << 16, NChannels: 2, NodeTrees: starTrees},
 		{Func: AllReduce, Algo: CollNetChain, Proto: Simple, NRanks: 8, NNodes: 2, Count: 1 << 16, NChannels: 2},
 		{Func: SendRecv, Proto: Simple, NRanks: 5, Count: 1 << 14, NChannels: 4, Peer: 2},
 		{Func: AllToAll, Proto: LL, NRanks: 4, Count: 4096, NChannels: 8},
@@ -89,4 +90,38 @@ func TestP2PChannels(t *testing.T) {
 			}
 		}
 	}
+}
+
+// starTrees: node 0 the root of nodes 1, 2 and 3 in both trees, child 3 loose.
+var starTrees = []ChannelTree{
+	{Up: []int{-1, 0, 0, 0}, Down: [][]int{{1, 2, 3}, nil, nil, nil}, Loose: [][]int{{3}, nil, nil, nil}},
+	{Up: []int{-1, 0, 0, 0}, Down: [][]int{{1, 2, 3}, nil, nil, nil}, Loose: [][]int{{3}, nil, nil, nil}},
+}
+
+// NodeTrees that are NCCL's double binary tree compile to the schedule without them; a loose
+// child must be a child.
+func TestNodeTrees(t *testing.T) {
+	p := Plan{Func: AllReduce, Algo: NVLSTree, Proto: Simple, NRanks: 20, NNodes: 5, Count: 1 << 16, NChannels: 2, DataType: Float32}
+	want, err := Compile(p)
+	require.NoError(t, err)
+	for c := 0; c < 2; c++ {
+		ct := ChannelTree{Up: make([]int, 5), Down: make([][]int, 5)}
+		for n := 0; n < 5; n++ {
+			up, d0, d1, _ := Dtree(5, n, c)
+			ct.Up[n] = up
+			for _, d := range []int{d0, d1} {
+				if d >= 0 {
+					ct.Down[n] = append(ct.Down[n], d)
+				}
+			}
+		}
+		p.NodeTrees = append(p.NodeTrees, ct)
+	}
+	got, err := Compile(p)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	q := Plan{Func: AllReduce, Algo: NVLSTree, Proto: Simple, NRanks: 8, NNodes: 4, Count: 1 << 16, NChannels: 2, DataType: Float32,
+		NodeTrees: []ChannelTree{starTrees[0], {Up: starTrees[1].Up, Down: starTrees[1].Down, Loose: [][]int{nil, {2}, nil, nil}}}}
+	_, err = Compile(q)
+	require.ErrorContains(t, err, "loose child 2 is no child")
 }

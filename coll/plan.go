@@ -7,6 +7,11 @@ import "fmt"
 type ChannelTree struct {
 	Up   []int   `json:"up"`
 	Down [][]int `json:"down"`
+	// Loose (Plan.NodeTrees only): per node, children of Down whose messages up the node receives
+	// on a lane of their own instead of reducing them with the others: it consumes them without
+	// waiting for them. simnet's node fold uses it for child classes its representative does not
+	// have. nil: none.
+	Loose [][]int `json:"loose,omitempty"`
 }
 
 // Transfer is one point-to-point message of a SendRecv operation: From sends Count elements to To.
@@ -67,6 +72,11 @@ type Plan struct {
 	Rings [][]int
 	// Trees: per channel the tree links; nil means BuildTrees over one rank per node.
 	Trees []ChannelTree
+	// NodeTrees (NVLSTree): per channel of the communicator the tree of its NVLS heads over the
+	// nodes (Up and Down indexed by node; a node may have any number of children); nil means
+	// NCCL's double binary tree (Dtree, the channel's parity picking the tree). simnet's node
+	// fold compiles a quotient of the nodes with it.
+	NodeTrees []ChannelTree
 	// CollNetHeads (CollNetDirect): the local ranks of every node that talk to the network, each
 	// beside its own NIC (NCCL 2.28: the distinct intra[0] of the CollNet direct graph's
 	// channels); nil means every local rank.

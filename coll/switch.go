@@ -135,25 +135,53 @@ func (b *builder) nvlsTree(p *Plan, ck *chunking) error {
 	return nil
 }
 
+// nodeTree is node's parent (−1 at the root) and children in the NVLSTree tree of channel c of
+// the call: p.NodeTrees where given, else the double binary tree of the channel's parity.
+func (p *Plan) nodeTree(c, node int) (up int, kids []int) {
+	if p.NodeTrees != nil {
+		t := &p.NodeTrees[p.ChannelLo+c]
+		return t.Up[node], t.Down[node]
+	}
+	up, d0, d1, _ := Dtree(max(1, p.NNodes), node, (p.ChannelLo+c)%2)
+	for _, d := range []int{d0, d1} {
+		if d >= 0 {
+			kids = append(kids, d)
+		}
+	}
+	return up, kids
+}
+
+// looseKid reports whether node's child d in the NVLSTree tree of channel c is loose
+// (ChannelTree.Loose).
+func (p *Plan) looseKid(c, node, d int) bool {
+	if p.NodeTrees == nil {
+		return false
+	}
+	t := &p.NodeTrees[p.ChannelLo+c]
+	return t.Loose != nil && contains(t.Loose[node], d)
+}
+
 // nvlsTreeChunk emits chunk ci (head j, elements o, ne) of NVLSTree channel c.
 func (b *builder) nvlsTreeChunk(ck *chunking, p *Plan, c, j, ci int, o, ne int64) {
 	nNodes := max(1, p.NNodes)
 	ppn := p.NRanks / nNodes
-	tree := (p.ChannelLo + c) % 2
 	for node := 0; node < nNodes; node++ {
 		b.nvlsScatter(ck, c, node, ppn, j, o, ne, ci)
 	}
 	for node := 0; node < nNodes; node++ { // reduce up the tree of heads j
-		up, d0, d1, _ := Dtree(nNodes, node, tree)
+		up, ds := p.nodeTree(c, node)
 		head := node*ppn + j
 		from := []int{b.switchAt(SwitchNVLS, node)}
 		var kids []int
-		for _, d := range []int{d0, d1} {
-			if d >= 0 {
-				kids = append(kids, d*ppn+j)
+		for _, d := range ds {
+			kids = append(kids, d*ppn+j)
+			if p.looseKid(c, node, d) {
+				b.emit(ck, call{rank: head, ch: c, lane: 4, prim: Recv, recvFrom: []int{d*ppn + j}, connIdx: connUp,
+					dst: &BufRef{Buf: BufRecv, Offset: o * ck.elt}, nelem: ne, chunk: ci})
+				continue
 			}
+			from = append(from, d*ppn+j)
 		}
-		from = append(from, kids...)
 		prim := RecvSend
 		if len(from) > 1 {
 			prim = RecvReduceForward
@@ -168,13 +196,11 @@ func (b *builder) nvlsTreeChunk(ck *chunking, p *Plan, c, j, ci int, o, ne int64
 		}
 	}
 	for node := 0; node < nNodes; node++ { // broadcast down the tree, multicast in the node
-		up, d0, d1, _ := Dtree(nNodes, node, tree)
+		up, ds := p.nodeTree(c, node)
 		if up >= 0 {
 			to := []int{}
-			for _, d := range []int{d0, d1} {
-				if d >= 0 {
-					to = append(to, d*ppn+j)
-				}
+			for _, d := range ds {
+				to = append(to, d*ppn+j)
 			}
 			to = append(to, b.switchAt(SwitchNVLS, node))
 			b.emit(ck, call{rank: node*ppn + j, ch: c, lane: 2, prim: RecvSend, recvFrom: []int{up*ppn + j}, sendTo: to,

@@ -212,7 +212,10 @@ func BuildTrees(chains [][]int, nNodes, ppn int, pattern TreePattern) ([]Channel
 
 // CheckTree verifies that a tree's Up and Down links agree, that there is exactly one root, that
 // every rank reaches it without a cycle and that no rank has more than MaxTreeArity children.
-func CheckTree(t ChannelTree) error {
+func CheckTree(t ChannelTree) error { return checkTree(t, MaxTreeArity) }
+
+// checkTree is CheckTree with at most arity children per rank (0: any number).
+func checkTree(t ChannelTree, arity int) error {
 	n := len(t.Up)
 	if len(t.Down) != n {
 		return fmt.Errorf("tree has %d up links but %d down lists", n, len(t.Down))
@@ -227,8 +230,8 @@ func CheckTree(t ChannelTree) error {
 		} else if !contains(t.Down[u], r) {
 			return fmt.Errorf("rank %d has parent %d, which does not list it as a child", r, u)
 		}
-		if len(t.Down[r]) > MaxTreeArity {
-			return fmt.Errorf("rank %d has %d children (max %d)", r, len(t.Down[r]), MaxTreeArity)
+		if arity > 0 && len(t.Down[r]) > arity {
+			return fmt.Errorf("rank %d has %d children (max %d)", r, len(t.Down[r]), arity)
 		}
 		for _, d := range t.Down[r] {
 			if d < 0 || d >= n || t.Up[d] != r {

@@ -21,7 +21,9 @@
 // (docs/cluster.md lists the modes with their error against the exact replay). NVLS and NVLSTree
 // run on coll's schedule with their channels folded: channels whose parts are equal and whose
 // messages take the same links move in lockstep, so one per class is replayed on a private engine
-// whose links have the capacity each member gets (nvlssim.go).
+// whose links have the capacity each member gets (nvlssim.go). Across many nodes NVLSTree also
+// folds its nodes, one per class of places in the double binary tree, exact in expectation only
+// (nvlsfold.go, mode nvlstree-fold).
 //
 // Usage:
 //

@@ -44,7 +44,7 @@ type link struct {
 	// scratch of the rate computation
 	epoch uint32
 	rem   float64
-	cnt   int32
+	cnt   float64 // unfrozen flows (their weights' sum where routes are weighted)
 	// Relaxed links (relaxLink): relaxed marks a link the engine may leave out of the rate
 	// computation; lazy is true while it does; load is the sum of its flows' rates, checked
 	// against its capacity after every computation. lazy is also set, for good, on a link that
@@ -59,7 +59,8 @@ type flow struct {
 	left    float64 // bytes still to send at time last
 	rate    Rate
 	last    Time
-	maxr    Rate // per-flow cap (0: none)
+	maxr    Rate      // per-flow cap (0: none)
+	w       []float64 // w[i]: the flow's weight on route[i] (nil: 1 on every link; weighRoute)
 	tag     int64
 	doneAt  Time   // completion time while in the flow heap
 	dseq    uint64 // schedule order of that completion
@@ -95,6 +96,9 @@ type Engine struct {
 
 	handler Handler
 	namers  []namer
+	// weights: the weights of the routes given to weighRoute, by the identity of their slice
+	// (nil: every flow weighs 1 on every link).
+	weights map[*LinkID][]float64
 	obs     observer // told of every rate change (relaxed links, see relax.go); nil: none
 	halted  bool     // Run returns errHalted at the end of the current instant
 	maxWork uint64   // Run returns errBudget once CompVisited exceeds it (0: no bound)
@@ -243,6 +247,10 @@ func (e *Engine) StartFlow(route []LinkID, bytes float64, maxRate Rate, tag int6
 	f.maxr = maxRate
 	f.tag = tag
 	f.active = true
+	f.w = nil
+	if e.weights != nil && len(route) > 0 {
+		f.w = e.weights[&route[0]]
+	}
 	if bytes <= 0 || (len(route) == 0 && maxRate <= 0) {
 		// Nothing to share: complete at once (an empty route with a cap is rate-limited below).
 		f.left = 0
@@ -288,6 +296,33 @@ func (e *Engine) StartFlow(route []LinkID, bytes float64, maxRate Rate, tag int6
 }
 
 func (e *Engine) markDirty(l LinkID) { e.dirty = append(e.dirty, l) }
+
+// weighRoute gives every flow later started on route (this slice: its identity, not its links)
+// the weight w[i] on route[i]: the flow loads that link as w[i] flows of its rate would, and
+// max-min sharing gives it the rate of one of them. A folded replay (nvlsfold.go) uses it for a
+// representative flow that stands for w[i] members on one link and for fewer on another.
+// Weights of 1 everywhere are the unweighted engine's arithmetic exactly.
+func (e *Engine) weighRoute(route []LinkID, w []float64) {
+	if len(route) == 0 || len(w) != len(route) {
+		panic("simnet: weighRoute: empty route or weights of another length")
+	}
+	if e.weights == nil {
+		e.weights = map[*LinkID][]float64{}
+	}
+	e.weights[&route[0]] = w
+}
+
+// weight is f's weight on route[i].
+func (f *flow) weight(i int) float64 {
+	if f.w == nil {
+		return 1
+	}
+	return f.w[i]
+}
+
+// cntEps is the weight below which a link's unfrozen count is taken as none: weights are sums
+// of fractions of small integers, so a residue is rounding, never a flow.
+const cntEps = 1e-9
 
 func (e *Engine) scheduleDone(id FlowID) {
 	f := &e.flows[id]
@@ -386,9 +421,10 @@ func (e *Engine) finish(id FlowID) {
 	// (rate × elapsed would carry the picosecond rounding of the completion time).
 	for i, l := range f.route {
 		lk := &e.links[l]
-		lk.bytes += f.left
+		w := f.weight(i)
+		lk.bytes += f.left * w
 		if lk.relaxed {
-			lk.load -= float64(f.rate)
+			lk.load -= float64(f.rate) * w
 			if len(lk.flows) == 1 {
 				// Empty from now on: no rounding left over, and left out again until it is over.
 				lk.load = 0
@@ -420,6 +456,7 @@ func (e *Engine) finish(id FlowID) {
 	}
 	f.active = false
 	f.route = nil
+	f.w = nil
 	e.free = append(e.free, id)
 }
 
@@ -510,9 +547,9 @@ func (e *Engine) inherit(rates []Rate) {
 		f.rate = rates[i]
 		f.last = e.now
 		e.scheduleDone(id)
-		for _, l := range f.route {
+		for j, l := range f.route {
 			if e.links[l].relaxed {
-				e.addLoad(l, float64(f.rate))
+				e.addLoad(l, float64(f.rate)*f.weight(j))
 			}
 		}
 		if e.obs != nil {
@@ -782,12 +819,28 @@ func (e *Engine) recompute1() {
 	// that share and are removed from every other link they cross.
 	sh := &e.sh
 	sh.a = sh.a[:0]
+	if e.weights != nil {
+		// Weighted routes: a link's count is the sum of its flows' weights on it.
+		for _, l := range links {
+			e.links[l].cnt = 0
+		}
+		for _, fid := range flows {
+			f := &e.flows[fid]
+			for i, l := range f.route {
+				if lk := &e.links[l]; lk.epoch == ep {
+					lk.cnt += f.weight(i)
+				}
+			}
+		}
+	}
 	for _, l := range links {
 		lk := &e.links[l]
 		lk.rem = float64(lk.cap)
-		lk.cnt = int32(len(lk.flows))
+		if e.weights == nil {
+			lk.cnt = float64(len(lk.flows))
+		}
 		if lk.cnt > 0 {
-			sh.push(shareEntry{share: lk.rem / float64(lk.cnt), idx: int32(l)})
+			sh.push(shareEntry{share: lk.rem / lk.cnt, idx: int32(l)})
 		}
 	}
 	// Per-flow caps: one heap entry per distinct cap value (a channel's CTA rate is shared by
@@ -808,8 +861,8 @@ func (e *Engine) recompute1() {
 			if dt := e.now - f.last; dt > 0 {
 				moved := float64(f.rate) * float64(dt)
 				f.left -= moved
-				for _, l := range f.route {
-					e.links[l].bytes += moved
+				for i, l := range f.route {
+					e.links[l].bytes += moved * f.weight(i)
 				}
 				if f.left < 0 {
 					f.left = 0
@@ -828,21 +881,25 @@ func (e *Engine) recompute1() {
 		}
 		// Take the flow off its links; their new shares are pushed once per batch (flush), and
 		// the version bump invalidates their older heap entries now.
-		for _, l := range f.route {
+		for i, l := range f.route {
 			lk := &e.links[l]
+			w := 1.0
+			if f.w != nil {
+				w = f.w[i]
+			}
 			if lk.relaxed {
 				if r != old {
-					e.addLoad(l, r-old)
+					e.addLoad(l, (r-old)*w)
 				}
 				if lk.lazy {
 					continue
 				}
 			}
-			lk.rem -= r
+			lk.rem -= r * w
 			if lk.rem < 0 {
 				lk.rem = 0
 			}
-			lk.cnt--
+			lk.cnt -= w
 		}
 	}
 	// A link's fair share rem/cnt never falls when a flow crossing it is frozen (the flow gets
@@ -860,10 +917,10 @@ func (e *Engine) recompute1() {
 			continue
 		}
 		lk := &e.links[se.idx]
-		if lk.cnt == 0 {
-			continue
+		if lk.cnt <= cntEps {
+			continue // every flow frozen (a weighted sum may keep a rounding residue)
 		}
-		share := lk.rem / float64(lk.cnt)
+		share := lk.rem / lk.cnt
 		if share > se.share {
 			se.share = share
 			sh.push(se)

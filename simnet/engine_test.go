@@ -349,3 +349,41 @@ func TestRouteTable(t *testing.T) {
 		t.Fatalf("take of a shorter route = %d, want -1", j)
 	}
 }
+
+// A route weighted w on a link loads it as w flows: the weighted engine gives the rates of the
+// unweighted one where every weight is replaced by that many copies of the flow.
+func TestWeightedRouteActsAsCopies(t *testing.T) {
+	// Weighted: flow A crosses a (weight 2) and b (weight 1); flow B crosses a; flow C crosses b.
+	e, h := newRec()
+	a := e.AddLink("a", GBps(90), 0)
+	b := e.AddLink("b", GBps(100), 0)
+	ra := []LinkID{a, b}
+	e.weighRoute(ra, []float64{2, 1})
+	e.StartFlow(ra, 3e6, 0, 1)
+	e.StartFlow([]LinkID{a}, 3e6, 0, 2)
+	e.StartFlow([]LinkID{b}, 9e6, 0, 3)
+	if _, err := e.Run(); err != nil {
+		t.Fatal(err)
+	}
+	// Copies: two flows A1, A2 on a (A2 on a only, as b carries one copy), B on a, C on b.
+	e2, h2 := newRec()
+	a2 := e2.AddLink("a", GBps(90), 0)
+	b2 := e2.AddLink("b", GBps(100), 0)
+	e2.StartFlow([]LinkID{a2, b2}, 3e6, 0, 1)
+	e2.StartFlow([]LinkID{a2}, 3e6, 0, 4)
+	e2.StartFlow([]LinkID{a2}, 3e6, 0, 2)
+	e2.StartFlow([]LinkID{b2}, 9e6, 0, 3)
+	if _, err := e2.Run(); err != nil {
+		t.Fatal(err)
+	}
+	for tag := int64(1); tag <= 3; tag++ {
+		if h.done[tag] != h2.done[tag] {
+			t.Errorf("flow %d done at %v weighted, %v with copies", tag, h.done[tag], h2.done[tag])
+		}
+	}
+	// 90 GB/s over three flows on a: A and B finish 3e6 B at 30 GB/s (100 µs); C has 70 GB/s of b
+	// meanwhile, then all of it.
+	if !near(h.done[1].Micros(), 100, 1e-9) {
+		t.Errorf("weighted flow done at %v, want 100 µs", h.done[1])
+	}
+}

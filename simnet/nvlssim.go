@@ -203,6 +203,16 @@ func (m *Machine) nvlsSymmetric(plan coll.Plan, tm Timing, opt RunOptions) (*Res
 	if opt.Exact && !f.exact {
 		return nil, "", nil
 	}
+	if !opt.Exact && plan.Algo == coll.NVLSTree && plan.NNodes >= NVLSNodeFoldMin && f.parts[0]/nvlsLoopElems(plan) >= NVLSNodeFoldMinLoops {
+		// NVLSTree's nodes folded too (nvlsfold.go): an approximation, so never with Exact. A
+		// replay halted by its check (a switch link over its capacity) falls through.
+		if nf := nvlsNodeFold(plan, cl, e); nf != nil {
+			res, mode, err := f.nodeFolded(plan, nf, e, cl, tm, opt)
+			if err != nil || res != nil {
+				return res, mode, err
+			}
+		}
+	}
 	run := func(p coll.Plan) (*Result, error) {
 		s, err := coll.Compile(p)
 		if err != nil {
@@ -323,4 +333,47 @@ func (f nvlsFold) extrapolate(plan coll.Plan, l1, l2 int64, run func(coll.Plan) 
 // than one rank and channel.
 func nvlsFolds(p coll.Plan) bool {
 	return (p.Algo == coll.NVLS || p.Algo == coll.NVLSTree) && p.NRanks > 1 && p.NChannels > 1
+}
+
+// nodeFolded times plan by the node fold nf on top of the channel fold f (nvlsfold.go), directly
+// where the quotient's schedule fits NVLSBudget, else from two shorter replays (steadyPair,
+// extrapolate). It returns nil, and no error, where the fold's check halted the replay.
+func (f nvlsFold) nodeFolded(plan coll.Plan, nf *nodeFold, e *Engine, cl *Cluster, tm Timing, opt RunOptions) (*Result, string, error) {
+	run := func(p coll.Plan) (*Result, error) { return nodeFoldRun(p, f, nf, e, cl, tm) }
+	// The quotient's schedule has the folded plan's steps on len(nf.reps) nodes instead of all.
+	scale := float64(len(nf.reps)) / float64(max(plan.NNodes, 1))
+	fp := f.plan(plan)
+	var (
+		res  *Result
+		err  error
+		mode = nodeFoldMode
+	)
+	if fp.EstimatedSteps()*scale <= NVLSBudget {
+		if opt.DryRun {
+			return &Result{}, mode, nil
+		}
+		res, err = run(fp)
+	} else {
+		l1, l2, ok := f.steadyPair(plan, NVLSBudget/scale, nvlsMinLoops(plan), NVLSMinChunks)
+		if !ok {
+			return nil, "", nil
+		}
+		size := func(loops int64) string {
+			p := f.withLoops(plan, loops).plan(plan)
+			return units.FormatSize(p.Count * int64(f.members*plan.DataType.Size()))
+		}
+		mode = fmt.Sprintf("%s-steady (%s, %s)", nodeFoldMode, size(l1), size(l2))
+		if opt.DryRun {
+			return &Result{}, mode, nil
+		}
+		res, err = f.extrapolate(plan, l1, l2, run)
+	}
+	if errors.Is(err, errHalted) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	res.LinkName = e.LinkName
+	return res, mode, nil
 }

@@ -103,7 +103,8 @@ type Row struct {
 	// Mode is how it was simulated: "schedule" (coll's schedule, exact), "ring-compact" (the
 	// compact ring executor, exact), "ring-coarse-K" (K ring steps merged per message), the tree's
 	// and point-to-point executors' modes (TreeResult.Mode, P2PResult.Mode), "nvls-symmetric" and
-	// "nvls-symmetric-steady (S1, S2)" (NVLS, NVLSTree: nvlssim.go); docs/cluster.md
+	// "nvls-symmetric-steady (S1, S2)" (NVLS, NVLSTree: nvlssim.go), "nvlstree-fold" and
+	// "nvlstree-fold-steady (S1, S2)" (NVLSTree's nodes folded too: nvlsfold.go); docs/cluster.md
 	// lists them with their error against the exact replay.
 	Mode string `json:"mode"`
 	// NCCL is NCCL's decision ("NVLS/Simple/16": algorithm, protocol, channels) when the

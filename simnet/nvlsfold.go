@@ -1,0 +1,461 @@
+package simnet
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/simccl/simccl/coll"
+)
+
+// The node fold of NVLSTree (nvlstree-fold).
+//
+// nvlsSymmetric folds an NVLSTree call's channels but keeps every node: at 128 DGX H100 nodes
+// its replay still has 1,024 ranks and 128 switches per channel. Inside a node every NVLSTree
+// node does the same (the NVLS scatter and multicast through its NVSwitch); between nodes its
+// heads follow NCCL's double binary tree. Nodes at the same place of both trees behave alike, and
+// the fold replays one node per class of places.
+//
+// No exact fold of the nodes exists: a node's NIC carries both trees (channels of each parity),
+// and the coarsest equitable partition of the nodes under the two trees (colour refinement from
+// the roots) is the discrete one at every node count tried (2 to 2,048): the mirrored tree tells
+// every node apart. The fold is therefore an approximation, and says so in its mode. Its classes
+// are those of the nodes' places in both trees seen from above: the depth and the number of
+// children in each tree, refined until every member of a class has its parents (in each tree) in
+// one class. A class's connections with its parent's take its members' mean latency (routes
+// through the spine and within a leaf differ by two switch hops). The quotient is then a tree of classes
+// per parity: class X's parent is its members' parents' class, its children the classes whose
+// parent is X. Every message between classes is replayed as in the schedule; what is merged is
+// which children a member has: X's representative waits for the classes of its own children and
+// receives the other child classes' messages up without waiting for them (coll's
+// ChannelTree.Loose), and its NIC carries, for each child class Y, the messages of |Y|/|X|
+// members (the mean number of children in Y per member of X). The engine weighs the links of X's
+// side of such a connection by |Y|/|X| (Engine.weighRoute) and the child's side by 1, so every NIC
+// port of the quotient carries the mean load of its class's ports: exact in expectation over the
+// members of a class, not for each. Measured against the whole replay, docs/cluster.md; used
+// only where that was within 1% (NVLSNodeFoldMin, NVLSNodeFoldMinLoops).
+//
+// The fabric's switch-to-switch links are left out of the replay (unbounded, their latency kept)
+// and checked after every instant, as the checked channel fold does (nvlsecmp.go): each real link's
+// load is the rates of the quotient connections that every real member connection crossing it
+// stands for. At the first link over its capacity the replay stops and the call is timed as
+// without the node fold.
+
+// NVLSNodeFoldMin and NVLSNodeFoldMinLoops are the fewest nodes and loops per channel (one chunk
+// per rank of a node: NVLSTree's heads' share) for which nvlsSymmetric folds the nodes of an
+// NVLSTree call (where the classes are at most half the nodes); elsewhere the channel fold
+// replays every node, exactly. They keep the fold where it was measured within 1% of the replay
+// of every node (docs/cluster.md; chosen from those measurements, a usage bound, not a constant
+// of the model): on 16 nodes (8 classes, half the nodes) it is up to 2.6% off; with 8 loops per
+// channel (64 MiB on 128 DGX H100 nodes) 1.4% and with 16 loops (128 MiB on 64 nodes) 1.3%,
+// where the NCCL_STEPS credits bind and the members of a class, which wait for different
+// children, part; from 32 loops (4 × NCCL_STEPS) on 32 to 128 nodes within 0.41%.
+var (
+	NVLSNodeFoldMin            = 32
+	NVLSNodeFoldMinLoops int64 = 4 * coll.NCCLSteps
+)
+
+// nodeFold is the partition of an NVLSTree call's nodes into classes.
+type nodeFold struct {
+	class   []int32 // class of each node
+	reps    []int   // representative (first member) of each class
+	size    []int   // members of each class
+	up      [2][]int32
+	kids    [2][][]int32
+	parents [2][]int32 // per class and tree: the class of its members' parents (-1: root class)
+}
+
+// nodeClasses partitions nNodes nodes by their places in the double binary tree (see the top
+// of this file); lat(n, t), where not nil, is the latency of node n's route to its parent in tree
+// t, and tells classes apart too (nodeFoldByLatency).
+func nodeClasses(nNodes int, lat func(n, t int) Time) *nodeFold {
+	nf := &nodeFold{class: make([]int32, nNodes)}
+	depth := [2][]int32{make([]int32, nNodes), make([]int32, nNodes)}
+	for t := 0; t < 2; t++ {
+		nf.up[t] = make([]int32, nNodes)
+		nf.kids[t] = make([][]int32, nNodes)
+		for n := 0; n < nNodes; n++ {
+			up, d0, d1, _ := coll.Dtree(nNodes, n, t)
+			nf.up[t][n] = int32(up)
+			for _, d := range []int{d0, d1} {
+				if d >= 0 {
+					nf.kids[t][n] = append(nf.kids[t][n], int32(d))
+				}
+			}
+		}
+		for n := 0; n < nNodes; n++ {
+			d := int32(0)
+			for x := n; nf.up[t][x] >= 0; x = int(nf.up[t][x]) {
+				d++
+			}
+			depth[t][n] = d
+		}
+	}
+	type key [8]int64
+	col := make([]int32, nNodes)
+	assign := func(k func(n int) key) int {
+		ids := map[key]int32{}
+		next := make([]int32, nNodes)
+		for n := range next {
+			kk := k(n)
+			id, ok := ids[kk]
+			if !ok {
+				id = int32(len(ids))
+				ids[kk] = id
+			}
+			next[n] = id
+		}
+		copy(col, next)
+		return len(ids)
+	}
+	k := assign(func(n int) key {
+		var kk key
+		for t := 0; t < 2; t++ {
+			l := Time(-1)
+			if nf.up[t][n] >= 0 && lat != nil {
+				l = lat(n, t)
+			}
+			kk[3*t], kk[3*t+1], kk[3*t+2] = int64(depth[t][n]), int64(len(nf.kids[t][n])), int64(l)
+		}
+		return kk
+	})
+	for {
+		parent := func(n, t int) int64 {
+			if u := nf.up[t][n]; u >= 0 {
+				return int64(col[u])
+			}
+			return -1
+		}
+		k2 := assign(func(n int) key {
+			return key{int64(col[n]), parent(n, 0), parent(n, 1)}
+		})
+		if k2 == k {
+			break
+		}
+		k = k2
+	}
+	// Classes numbered by their first member.
+	renum := map[int32]int32{}
+	for n, c := range col {
+		id, ok := renum[c]
+		if !ok {
+			id = int32(len(nf.reps))
+			renum[c] = id
+			nf.reps = append(nf.reps, n)
+			nf.size = append(nf.size, 0)
+		}
+		nf.class[n] = id
+		nf.size[id]++
+	}
+	for t := 0; t < 2; t++ {
+		nf.parents[t] = make([]int32, len(nf.reps))
+		for x, r := range nf.reps {
+			nf.parents[t][x] = -1
+			if u := nf.up[t][r]; u >= 0 {
+				nf.parents[t][x] = nf.class[u]
+			}
+		}
+	}
+	return nf
+}
+
+// tree is the quotient's tree of classes for tree t: a class's parent is its members' parents'
+// class, its children the classes whose parent it is.
+func (nf *nodeFold) tree(t int) coll.ChannelTree {
+	k := len(nf.reps)
+	ct := coll.ChannelTree{Up: make([]int, k), Down: make([][]int, k)}
+	for x := 0; x < k; x++ {
+		ct.Up[x] = int(nf.parents[t][x])
+		if p := nf.parents[t][x]; p >= 0 {
+			ct.Down[p] = append(ct.Down[p], x)
+		}
+	}
+	// A class waits for the classes of its representative's own children; it receives the
+	// others' messages up without waiting (loose).
+	ct.Loose = make([][]int, k)
+	for x, r := range nf.reps {
+		for _, y := range ct.Down[x] {
+			own := false
+			for _, kid := range nf.kids[t][r] {
+				own = own || int(nf.class[kid]) == y
+			}
+			if !own {
+				ct.Loose[x] = append(ct.Loose[x], y)
+			}
+		}
+	}
+	return ct
+}
+
+// nodeFoldRouter routes the quotient schedule's ranks (class×ppn + local index) over the links
+// of the classes' representatives on the replay's engine q, weighing each connection between
+// classes (see the top of the file).
+type nodeFoldRouter struct {
+	cl      *Cluster
+	q       *Engine
+	nf      *nodeFold
+	ppn     int
+	members [][]int             // per class, its nodes
+	routes  map[[3]int][]LinkID // Route's results by (src, dst, ch)
+	latLink map[Time]LinkID     // links of latency only (unbounded), by latency
+}
+
+func newNodeFoldRouter(cl *Cluster, q *Engine, nf *nodeFold, ppn int) *nodeFoldRouter {
+	r := &nodeFoldRouter{cl: cl, q: q, nf: nf, ppn: ppn, members: make([][]int, len(nf.reps)),
+		routes: map[[3]int][]LinkID{}, latLink: map[Time]LinkID{}}
+	for n, x := range nf.class {
+		r.members[x] = append(r.members[x], n)
+	}
+	return r
+}
+
+func (r *nodeFoldRouter) NumRanks() int { return len(r.nf.reps) * r.ppn }
+
+func (r *nodeFoldRouter) real(rank int) int { return r.nf.reps[rank/r.ppn]*r.ppn + rank%r.ppn }
+
+// RouteSwitch is the representative's link to or from its NVSwitch.
+func (r *nodeFoldRouter) RouteSwitch(rank, node int, up bool, buf []LinkID) ([]LinkID, error) {
+	return r.cl.RouteSwitch(r.real(rank), r.nf.reps[node], up, buf)
+}
+
+// Route is the route between the representatives of the classes of src and dst. Between classes
+// X (parent) and Y (child) in the tree of ch's parity, it is the route of a real connection of a
+// member of Y with its parent, a member of X — the member whose route has the least latency —
+// with the two nodes' links moved to the representatives', and a link of latency only (no
+// capacity limit) for the members' mean latency beyond it: the fabric links a member of Y
+// sees, the mean latency of its class (where the classes tell routes through the spine apart,
+// every member's), the node links of the two representatives. X's links weigh |Y|/|X|, Y's 1.
+// Every route between classes must be asked for before the replay starts (prepare).
+func (r *nodeFoldRouter) Route(src, dst, ch int, buf []LinkID) ([]LinkID, LinkClass) {
+	X, Y := src/r.ppn, dst/r.ppn
+	if X == Y {
+		return r.cl.Route(r.real(src), r.real(dst), ch, buf)
+	}
+	key := [3]int{src, dst, ch}
+	route, ok := r.routes[key]
+	if !ok {
+		route = r.between(src, dst, ch)
+		r.routes[key] = route
+	}
+	if len(buf) == 0 {
+		return route, ClassNet
+	}
+	// The weights go with the slice (Simulate keeps it per connection): buf's links weigh 1.
+	out := append(buf, route...)
+	r.q.weighRoute(out, append(slices.Repeat([]float64{1}, len(buf)), r.q.weights[&route[0]]...))
+	return out, ClassNet
+}
+
+// between builds Route's route between two classes and weighs it on q.
+func (r *nodeFoldRouter) between(src, dst, ch int) []LinkID {
+	X, Y := src/r.ppn, dst/r.ppn
+	t := ch % 2
+	nf := r.nf
+	child, parent := Y, X
+	if int(nf.parents[t][X]) == Y {
+		child, parent = X, Y
+	} else if int(nf.parents[t][Y]) != X {
+		panic(fmt.Sprintf("simnet: node fold: classes %d and %d are not neighbours in tree %d", X, Y, t))
+	}
+	j := src % r.ppn
+	real := func(y int) []LinkID { // member y's connection with its parent, this way
+		p := int(nf.up[t][y])
+		a, b := p, y
+		if child == X {
+			a, b = y, p
+		}
+		route, _ := r.cl.Route(a*r.ppn+j, b*r.ppn+j, ch, nil)
+		return route
+	}
+	var sum Time
+	best, bestLat := -1, Time(0)
+	for _, y := range r.members[child] {
+		l := r.q.RouteLatency(real(y))
+		sum += l
+		if best < 0 || l < bestLat {
+			best, bestLat = y, l
+		}
+	}
+	mean := Time(math.Round(float64(sum) / float64(len(r.members[child]))))
+	route := real(best)
+	pb := int(nf.up[t][best])
+	w := make([]float64, len(route))
+	wp := float64(nf.size[child]) / float64(nf.size[parent])
+	for i, l := range route {
+		w[i] = 1
+		if m, ok := r.cl.moveNodeLink(l, pb, nf.reps[parent]); ok {
+			route[i], w[i] = m, wp
+		} else if m, ok := r.cl.moveNodeLink(l, best, nf.reps[child]); ok {
+			route[i] = m
+		}
+	}
+	if extra := mean - bestLat; extra > 0 {
+		l, ok := r.latLink[extra]
+		if !ok {
+			l = r.q.AddLink("", Rate(math.Inf(1)), extra)
+			r.q.relaxLink(l)
+			r.latLink[extra] = l
+		}
+		route, w = append(route, l), append(w, 1)
+	}
+	r.q.weighRoute(route, w)
+	return route
+}
+
+// prepare asks for the route of every connection of s between classes: the links of latency
+// only are added to q before the replay.
+func (r *nodeFoldRouter) prepare(s *coll.Schedule) {
+	for _, cn := range s.Conns {
+		if cn.From < s.NRanks && cn.To < s.NRanks && cn.From/r.ppn != cn.To/r.ppn {
+			r.Route(cn.From, cn.To, cn.Channel, nil)
+		}
+	}
+}
+
+// moveNodeLink maps link l of node from (its own links and NIC ports) to the same link of node
+// to; false where l is not one of from's.
+func (c *Cluster) moveNodeLink(l LinkID, from, to int) (LinkID, bool) {
+	lo := c.nodeLink(from, 0)
+	if l >= lo && l < lo+LinkID(c.nl) {
+		return c.nodeLink(to, int(l-lo)), true
+	}
+	for k := 0; k < c.nics; k++ {
+		switch l {
+		case c.nicUp[from*c.nics+k]:
+			return c.nicUp[to*c.nics+k], true
+		case c.nicDown[from*c.nics+k]:
+			return c.nicDown[to*c.nics+k], true
+		}
+	}
+	return l, false
+}
+
+// nvlsNodeFold returns the node fold of plan (an NVLSTree call over more than one node), or nil
+// where it leaves more than half the nodes.
+func nvlsNodeFold(plan coll.Plan, cl *Cluster, e *Engine) *nodeFold {
+	nf := nodeClassesOf(plan, cl, e)
+	if nf == nil || 2*len(nf.reps) > len(nf.class) {
+		return nil
+	}
+	return nf
+}
+
+// nodeClassesOf is the partition of plan's nodes (nodeClasses, with the latencies of cl's routes
+// on e), nil where plan is no NVLSTree call across cl's nodes.
+func nodeClassesOf(plan coll.Plan, cl *Cluster, e *Engine) *nodeFold {
+	nNodes := max(plan.NNodes, 1)
+	if plan.Algo != coll.NVLSTree || nNodes < 2 || cl == nil || cl.NumNodes != nNodes {
+		return nil
+	}
+	if !nodeFoldByLatency {
+		return nodeClasses(nNodes, nil)
+	}
+	ppn := plan.NRanks / nNodes
+	return nodeClasses(nNodes, func(n, t int) Time {
+		up, _, _, _ := coll.Dtree(nNodes, n, t)
+		route, _ := cl.Route(n*ppn, up*ppn, t, nil)
+		return e.RouteLatency(route)
+	})
+}
+
+// nodeFoldByLatency tells the fold's classes apart by the latency of their routes to their
+// parents too (routes through the spine or not): more classes, each with its members' own
+// latency, where by default a class takes its members' mean (nodeFoldRouter.Route).
+var nodeFoldByLatency = false
+
+// nodeFoldRun replays the folded plan fp (f's representative channels of an NVLSTree call) with
+// the nodes folded by nf on a private engine: e's links with their capacities divided by f's
+// members, the switch-to-switch links unbounded and checked. It returns errHalted where a real
+// switch link went over its capacity.
+func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster, tm Timing) (*Result, error) {
+	nNodes := max(fp.NNodes, 1)
+	ppn := fp.NRanks / nNodes
+	k := len(nf.reps)
+	qp := fp
+	qp.NNodes, qp.NRanks = k, k*ppn
+	qp.NodeTrees = make([]coll.ChannelTree, fp.ChannelLo+fp.NChannels)
+	for c := fp.ChannelLo; c < fp.ChannelLo+fp.NChannels; c++ {
+		qp.NodeTrees[c] = nf.tree(c % 2)
+	}
+	s, err := coll.Compile(qp)
+	if err != nil {
+		return nil, err
+	}
+	q := foldedEngine(e, f.members)
+	for l := cl.swLo; l < cl.swHi; l++ {
+		q.links[l].cap = Rate(math.Inf(1))
+		q.links[l].relaxed, q.links[l].lazy = false, false
+	}
+	// The node links but the NVSwitch links and the NIC ports are relaxed (left out of the rate
+	// computations while within their capacity, enforced from the instant one is over: the same
+	// rates, relax.go): the rate computations then stop at a GPU's NVSwitch links and at the NIC
+	// ports instead of joining every flow of a node.
+	nvs := map[int]bool{} // the links to and from the NVSwitch stay: a switch message crosses no other
+	for g := range cl.Node.GPUToNVS {
+		nvs[cl.Node.GPUToNVS[g]], nvs[cl.Node.NVSToGPU[g]] = true, true
+	}
+	for n := 0; n < cl.NumNodes; n++ {
+		for l := 0; l < cl.nl; l++ {
+			if !nvs[l] {
+				q.relaxLink(cl.nodeLink(n, l))
+			}
+		}
+	}
+	qr := newNodeFoldRouter(cl, q, nf, ppn)
+	qr.prepare(s)
+	// The check: every real member connection between nodes (each channel f folds, each head,
+	// each tree link, both directions) loads the switch links of its route with the rate of the
+	// quotient connection that stands for it.
+	conn := map[[4]int]int32{}
+	for i, cn := range s.Conns {
+		conn[[4]int{cn.From, cn.To, cn.Channel, cn.ConnIndex}] = int32(i)
+	}
+	var pairs [][2]int32
+	var buf []LinkID
+	if cl.swLo < cl.swHi {
+		for c := fp.ChannelLo; c < fp.ChannelLo+fp.NChannels; c++ {
+			t := c % 2
+			for m := 0; m < f.members; m++ {
+				ch := c + m*f.period
+				for n := 0; n < nNodes; n++ {
+					u := int(nf.up[t][n])
+					if u < 0 {
+						continue
+					}
+					X, P := int(nf.class[n]), int(nf.class[u])
+					for j := 0; j < ppn; j++ {
+						for _, dir := range [2]struct{ a, b, A, B, idx int }{{n, u, X, P, 0}, {u, n, P, X, 2}} {
+							id, ok := conn[[4]int{dir.A*ppn + j, dir.B*ppn + j, c, dir.idx}]
+							if !ok {
+								return nil, fmt.Errorf("simnet: node fold: no quotient connection %d→%d on channel %d", dir.A*ppn+j, dir.B*ppn+j, c)
+							}
+							buf, _ = cl.Route(dir.a*ppn+j, dir.b*ppn+j, ch, buf[:0])
+							for _, l := range buf {
+								if l >= cl.swLo && l < cl.swHi {
+									pairs = append(pairs, [2]int32{int32(l), id})
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	opt := Options{}
+	if check := newRelaxCheck(e, pairs, len(s.Conns)); check != nil {
+		check.e, check.halt = q, true
+		opt.watch = func(_ *coll.Schedule, conn func(int64) int32) observer {
+			check.slot = conn
+			return check
+		}
+	}
+	return Simulate(q, qr, s, tm, opt)
+}
+
+// nodeFoldMode is the row mode of a node-folded replay.
+const nodeFoldMode = "nvlstree-fold"
+
+// String is a short description of nf for messages and tests.
+func (nf *nodeFold) String() string {
+	return fmt.Sprintf("%d classes of %d nodes (sizes %v)", len(nf.reps), len(nf.class), slices.Clone(nf.size))
+}

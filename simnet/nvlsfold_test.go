@@ -1,0 +1,189 @@
+package simnet
+
+import (
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/stretchr/testify/require"
+)
+
+// foldVsFull times an NVLSTree all-reduce of size on nodes DGX H100 nodes joined by fab twice: by
+// the node fold and by the channel-folded replay of every node (nvlsSymmetric without the node
+// fold; itself the schedule's time, TestNVLSCompactMatchesSchedule). The fold's result is nil where
+// its check halted it.
+func foldVsFull(t *testing.T, nodes int, fab *Fabric, size int64) (fold, full *Result, nf *nodeFold) {
+	t.Helper()
+	fold, nf = foldOnly(t, nodes, fab, size)
+	m, _ := testMachine(t, "dgx-h100", nodes, fab, "NVLSTree", "")
+	plan, tm, _, _ := nvlsTreeCall(t, m, size)
+	old := NVLSNodeFoldMin
+	NVLSNodeFoldMin = 1 << 30
+	defer func() { NVLSNodeFoldMin = old }()
+	full, mode, err := m.nvlsSymmetric(plan, tm, RunOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, full)
+	require.True(t, strings.HasPrefix(mode, "nvls-symmetric"), mode)
+	return fold, full, nf
+}
+
+// foldOnly is the node-folded replay of foldVsFull (nil where its check halted it).
+func foldOnly(t *testing.T, nodes int, fab *Fabric, size int64) (fold *Result, nf *nodeFold) {
+	t.Helper()
+	m, _ := testMachine(t, "dgx-h100", nodes, fab, "NVLSTree", "")
+	plan, tm, e, cl := nvlsTreeCall(t, m, size)
+	f, ok := nvlsFoldOf(plan, cl)
+	if !ok {
+		f, _, ok = nvlsFoldChecked(plan, cl, e)
+	}
+	require.True(t, ok, "%d nodes: the channels fold", nodes)
+	nf = nodeClassesOf(plan, cl, e) // also where it leaves more than half the nodes
+	fold, _, err := f.nodeFolded(plan, nf, e, cl, tm, RunOptions{})
+	require.NoError(t, err)
+	return fold, nf
+}
+
+// TestNodeFoldSurvey prints the node fold's error against the replay of every node for the node
+// counts and sizes of SIMCCL_FOLD_SURVEY ("nodes,nodes:sizeMiB,sizeMiB[:rail|ecmp[:perLeaf]]";
+// SIMCCL_FOLD_BY_LATENCY set: classes told apart by their routes' latencies too).
+func TestNodeFoldSurvey(t *testing.T) {
+	spec := os.Getenv("SIMCCL_FOLD_SURVEY")
+	if spec == "" {
+		t.Skip("SIMCCL_FOLD_SURVEY not set")
+	}
+	parts := strings.Split(spec, ":")
+	fab := DefaultFabric()
+	if len(parts) > 2 && parts[2] == "rail" {
+		fab.Routing = "rail"
+	}
+	if len(parts) > 3 {
+		fab.HostsPerLeaf, _ = strconv.Atoi(parts[3])
+	}
+	if os.Getenv("SIMCCL_FOLD_BY_LATENCY") != "" {
+		nodeFoldByLatency = true
+		defer func() { nodeFoldByLatency = false }()
+	}
+	for _, ns := range strings.Split(parts[0], ",") {
+		nodes, _ := strconv.Atoi(ns)
+		for _, ss := range strings.Split(parts[1], ",") {
+			mib, _ := strconv.Atoi(ss)
+			fold, full, nf := foldVsFull(t, nodes, fab, int64(mib)<<20)
+			if fold == nil {
+				t.Logf("%3d nodes %5d MiB %s: fold halted by its check; full %.3f µs", nodes, mib, fab.Routing, full.Time.Micros())
+				continue
+			}
+			t.Logf("%3d nodes %5d MiB %s: fold %.3f µs, full %.3f µs, %+.3f%% (%s; events %d / %d)", nodes, mib, fab.Routing,
+				fold.Time.Micros(), full.Time.Micros(), 100*(fold.Time.Micros()/full.Time.Micros()-1), nf, fold.Events, full.Events)
+		}
+	}
+}
+
+// Where every class is one node (node counts whose trees tell every node apart: 3, 5, 6, 12) the
+// fold's quotient is the whole tree, with every weight 1: the fold must then be the replay of
+// every node, to rounding — under rail routing and ECMP, with leaves of 2 nodes so that the
+// switch links are left out and checked (one uplink per leaf and rail, as fast as the leaf's two
+// NICs, so that none can be over its capacity).
+func TestNodeFoldExactOnSingletons(t *testing.T) {
+	for _, routing := range []string{"rail", "ecmp"} {
+		for _, nodes := range []int{3, 5, 6, 12} {
+			fab := DefaultFabric()
+			fab.Routing, fab.HostsPerLeaf, fab.UplinkGBps = routing, 2, 100
+			fold, full, nf := foldVsFull(t, nodes, fab, 16<<20)
+			require.Len(t, nf.reps, nodes, "%d nodes: every node its own class", nodes)
+			require.NotNil(t, fold, "%d nodes %s: the check halted a non-blocking fabric", nodes, routing)
+			rel := fold.Time.Micros()/full.Time.Micros() - 1
+			t.Logf("%2d nodes %s: fold %.6f µs, full %.6f µs (%+.1e)", nodes, routing, fold.Time.Micros(), full.Time.Micros(), rel)
+			require.InDelta(t, 0, rel, 1e-6, "%d nodes %s", nodes, routing)
+		}
+	}
+}
+
+// nodeFoldBound is the largest error of the node fold against the replay of every node that
+// docs/cluster.md reports where nvlsSymmetric uses it (NVLSNodeFoldMin nodes and
+// NVLSNodeFoldMinLoops loops per channel and more).
+const nodeFoldBound = 0.01
+
+// The fold of 32 and 48 nodes (10 and 24 classes; with leaves of 16 nodes, members of a class
+// whose routes to their parents cross the spine or not, which take their mean latency) against
+// the replay of every node, under rail routing and ECMP, at 16 MiB (two loops per channel: not used by default, the same time here) and at
+// 256 MiB (32 loops, where nvlsSymmetric starts to use it).
+func TestNodeFoldClose(t *testing.T) {
+	for _, c := range []struct {
+		nodes   int
+		routing string
+		mib     int64
+		perLeaf int
+	}{
+		{32, "ecmp", 16, 32}, {32, "rail", 256, 16}, {48, "ecmp", 256, 16},
+	} {
+		fab := DefaultFabric()
+		fab.Routing, fab.HostsPerLeaf = c.routing, c.perLeaf
+		fold, full, nf := foldVsFull(t, c.nodes, fab, c.mib<<20)
+		require.Less(t, 2*len(nf.reps), c.nodes+1, "%d nodes fold", c.nodes)
+		require.NotNil(t, fold)
+		rel := fold.Time.Micros()/full.Time.Micros() - 1
+		t.Logf("%d nodes %s %d MiB: fold %.3f µs, full %.3f µs (%+.3f%%; %s)", c.nodes, c.routing, c.mib,
+			fold.Time.Micros(), full.Time.Micros(), 100*rel, nf)
+		require.InDelta(t, 0, rel, nodeFoldBound, "%d nodes %s %d MiB", c.nodes, c.routing, c.mib)
+		if c.mib == 16 {
+			require.InDelta(t, 0, rel, 1e-9, "two loops per channel: the same time")
+		}
+	}
+}
+
+// Where a switch link goes over its capacity (4:1 oversubscribed leaves of 8 nodes) the fold's
+// check halts it, and nvlsSymmetric falls back to what it ran without the fold.
+func TestNodeFoldFallsBack(t *testing.T) {
+	fab := DefaultFabric()
+	fab.HostsPerLeaf, fab.Oversub = 8, 4
+	fold, nf := foldOnly(t, 32, fab, 16<<20)
+	require.NotNil(t, nf)
+	require.Nil(t, fold, "an uplink over its capacity halts the fold")
+	m, _ := testMachine(t, "dgx-h100", 32, fab, "NVLSTree", "")
+	old := NVLSNodeFoldMin
+	oldLoops := NVLSNodeFoldMinLoops
+	NVLSNodeFoldMin, NVLSNodeFoldMinLoops = 2, 0
+	defer func() { NVLSNodeFoldMin, NVLSNodeFoldMinLoops = old, oldLoops }()
+	row, _, err := m.Run(coll.AllReduce, 16<<20, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	require.NotContains(t, row.Mode, nodeFoldMode)
+	// Non-blocking, the same call folds.
+	fab.Oversub = 1
+	fold, _ = foldOnly(t, 32, fab, 16<<20)
+	require.NotNil(t, fold)
+}
+
+// The classes of the power-of-two trees: depth, children and parents' classes in both trees.
+func TestNodeClasses(t *testing.T) {
+	for nodes, want := range map[int]int{8: 6, 16: 8, 32: 10, 128: 14, 2048: 22, 12: 12} {
+		nf := nodeClasses(nodes, func(n, t int) Time { return 0 })
+		require.Len(t, nf.reps, want, "%d nodes", nodes)
+		for n, x := range nf.class {
+			for tr := 0; tr < 2; tr++ {
+				if u := nf.up[tr][n]; u >= 0 {
+					require.Equal(t, nf.parents[tr][x], nf.class[u], "node %d tree %d: parent's class", n, tr)
+				}
+			}
+		}
+		for tr := 0; tr < 2; tr++ {
+			ct := nf.tree(tr)
+			roots := 0
+			for x, u := range ct.Up {
+				if u < 0 {
+					roots++
+					continue
+				}
+				require.Contains(t, ct.Down[u], x)
+			}
+			require.Equal(t, 1, roots)
+			for x := range ct.Loose {
+				for _, y := range ct.Loose[x] {
+					require.True(t, slices.Contains(ct.Down[x], y))
+				}
+			}
+		}
+	}
+}
