@@ -25,70 +25,6 @@ type GPUModel struct {
 	// CTARate is the data rate of one CTA with NCCL's ring thread count: what one channel can copy
 	// or reduce in local memory, or store towards a peer, per second.
 	CTARate Rate
-	// Mem, where set for a protocol, is the rate at which one CTA of that protocol moves memory
-	// traffic — every byte it loads plus every byte it stores, locally or into a peer's buffer
-	// (ctaTraffic) — and replaces CTARate for that protocol's steps: a primitive then holds its
-	// channel for its traffic over Mem instead of its payload over CTARate (docs/cluster.md
-	// "GPU-side cost"). Zero: the flat CTARate model. MemModelFor gives the measured rates.
-	Mem [coll.NumProtos]Rate
-}
-
-// Per-CTA memory-traffic rates of one Hopper CTA by protocol (GB/s of bytes loaded plus bytes
-// stored, ctaTraffic), from the channel-pinned sweeps of NCCL 2.28.9 on 4 H200 with a process per
-// GPU (testdata/nccl/h200x4/smallmsg.csv, tags mp_ring_{Simple,LL128,LL}_ch1: Ring all-reduce on
-// one channel). One channel of a 4-rank ring all-reduce runs, per chunk c of its loop, send,
-// 2 × recvReduceSend, recvReduceCopySend, 2 × recvCopySend and recv, and moves 6c of bus bytes;
-// its traffic is 20c under Simple (w = 1), 20.8c under LL128 (w = 128/120) and 32c under LL
-// (w = 2), w the FIFO's wire bytes per payload byte. The measured marginal busbw of those rows
-// (Simple and LL128 between 2 and 4 MiB: 26.4 and 19.5 GB/s; LL between 512 KiB and 1 MiB:
-// 8.3 GB/s — sizes where the chunk count per channel is the same at both ends, so only the
-// per-byte cost enters the difference) gives traffic × busbw / 6: Simple 88, LL128 68, LL 44.
-// Checks, not inputs: the same sweeps' Ring reduce (a middle rank runs recvReduceSend, 2c + w c)
-// gives 97 (Simple), 78 (LL128), 51 (LL); and bench/gpuprobe measured one H100 CTA of 512
-// threads copying with four 16-byte loads in flight at 96 GB/s read plus written (NCCL's Simple
-// unroll), reducing at 119.
-const (
-	hopperMemSimpleGBps = 88
-	hopperMemLL128GBps  = 68
-	hopperMemLLGBps     = 44
-)
-
-// MemModelFor returns the per-protocol memory-traffic rates of one CTA (GPUModel.Mem) on
-// compute capability sm, zero where nothing was measured: only Hopper (sm 90) was.
-func MemModelFor(sm int) [coll.NumProtos]Rate {
-	var m [coll.NumProtos]Rate
-	if smIndex(sm) == 2 {
-		m[coll.LL] = GBps(hopperMemLLGBps)
-		m[coll.LL128] = GBps(hopperMemLL128GBps)
-		m[coll.Simple] = GBps(hopperMemSimpleGBps)
-	}
-	return m
-}
-
-// ctaTraffic is the memory traffic (bytes loaded plus bytes stored) of one CTA running primitive
-// p on a step of payload bytes whose FIFO form is wire bytes, storing into sends peers' buffers:
-// a received step is loaded from the FIFO as it lies there (wire), a local source is loaded and a
-// local destination stored as payload, every send stores the wire form into its peer's FIFO (P2P
-// write mode, NCCL's default off Ampere: the sender's stores cross NVLink), and a local reduction
-// without a receive loads its second input too.
-func ctaTraffic(p coll.Prim, payload, wire float64, sends int) float64 {
-	var t float64
-	if p.Receives() {
-		t += wire
-	}
-	if p.ReadsSrc() {
-		t += payload
-	}
-	if p.Reduces() && !p.Receives() {
-		t += payload
-	}
-	if p.WritesDst() {
-		t += payload
-	}
-	if p.Sends() {
-		t += wire * float64(max(sends, 1))
-	}
-	return t
 }
 
 // CTARateGBps returns the per-CTA data rate (GB/s) of SM generation sm (compute capability ×10)
@@ -139,7 +75,7 @@ func GPUModelFor(release string, sm int) (GPUModel, error) {
 	if err != nil {
 		return GPUModel{}, err
 	}
-	return GPUModel{SM: sm, CTARate: GBps(v), Mem: MemModelFor(sm)}, nil
+	return GPUModel{SM: sm, CTARate: GBps(v)}, nil
 }
 
 // localWork reports whether a primitive that sends nothing still moves data through its CTA: it

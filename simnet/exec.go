@@ -54,16 +54,6 @@ type Timing struct {
 	// destination (Recv, RecvReduceCopy, Copy, Reduce) holds its lane for its bytes at that rate
 	// before it completes, so the channel's next primitive waits for it as in NCCL's kernels.
 	CTARate Rate
-	// CTAMem, where non-zero for a step's protocol (and CTARate is), replaces CTARate by the
-	// memory-traffic model (GPUModel.Mem): the step holds its lane for ctaTraffic of its
-	// primitive — bytes loaded plus bytes stored, local and remote — at CTAMem over the lanes,
-	// its messages moving no faster than that, and a step that only copies or reduces locally
-	// takes that time on no link.
-	CTAMem [coll.NumProtos]Rate
-	// Fence is the time a Simple step's CTA spends after its last store to a peer before the
-	// peer may see the data: the memory fence NCCL's Simple protocol runs before posting its
-	// tail counter (0: none). It holds the sending CTA and delays the message's arrival.
-	Fence Time
 	// ChannelCap is the data rate one channel of the algorithm reaches at most (0: none). It caps
 	// the messages through which a channel's data enters it — each rank's sends to its node's
 	// switch on lane 0 (the NVLS scatter carries every byte of the channel once) — at that rate of
@@ -229,8 +219,7 @@ type Options struct {
 const (
 	evLaunch int32 = iota
 	evArrive
-	evKernel   // arg: kernel rank×nk+j starts
-	evComplete // arg: global step that completes (after its fence)
+	evKernel // arg: kernel rank×nk+j starts
 )
 
 type sim struct {
@@ -261,8 +250,6 @@ type sim struct {
 	classes  map[[3]int32]LinkClass
 	arrLat   []Time
 	laneRate []Rate // per program: CTARate over the program's lanes (0: not modelled)
-	memCap   Rate   // experiment: (a) concurrent, 1/memT of the step being started
-	laneDiv  []Rate // per program: its lanes (CTAMem is shared as CTARate is)
 	// Options.OpsPerKernel: per kernel (rank×nk+j) the steps not yet done, and (CSR) the steps
 	// waiting for it to start
 	nk        int // kernels per rank
@@ -438,7 +425,6 @@ func (x *sim) build() error {
 		}
 	}
 	x.laneRate = make([]Rate, len(s.Programs))
-	x.laneDiv = make([]Rate, len(s.Programs))
 	if x.tm.CTARate > 0 {
 		for p := range s.Programs {
 			lanes := map[int]bool{}
@@ -447,7 +433,6 @@ func (x *sim) build() error {
 			}
 			if s.Programs[p].Rank < s.NRanks { // a switch has no CTA
 				x.laneRate[p] = x.tm.CTARate / Rate(max(len(lanes), 1))
-				x.laneDiv[p] = Rate(max(len(lanes), 1))
 			}
 		}
 	}
@@ -591,8 +576,6 @@ func (x *sim) Fire(kind int32, arg int64) {
 		}
 	case evKernel:
 		x.kernelStart(int(arg))
-	case evComplete:
-		x.complete(int32(arg))
 	case evArrive:
 		m := int32(arg)
 		x.msgEnd[m] = x.e.Now()
@@ -613,20 +596,7 @@ func (x *sim) release(g int32) {
 func (x *sim) start(g int32) {
 	st := x.step(g)
 	lane := x.laneRate[x.progOf[g]]
-	// memT > 0: the memory-traffic model's time of the step on its lane (Timing.CTAMem).
-	var memT float64
-	if pp := st.Proto; lane > 0 && pp >= 0 && pp < coll.NumProtos && x.tm.CTAMem[pp] > 0 && st.Bytes > 0 {
-		w := st.Wire
-		if w == 0 {
-			w = coll.WireBytes(pp, st.Bytes)
-		}
-		memT = ctaTraffic(st.Prim, float64(st.Bytes), float64(w), len(st.Send)) / float64(x.tm.CTAMem[pp]/x.laneDiv[x.progOf[g]])
-	}
 	if len(st.Send) == 0 {
-		if memT > 0 && localWork(st.Prim) {
-			x.e.StartFlow(nil, memT, 1, int64(len(x.msgSend))+int64(g))
-			return
-		}
 		if lane > 0 && st.Bytes > 0 && localWork(st.Prim) {
 			// A received message is read from the FIFO as it lies there: its wire bytes (LL
 			// lines carry 8 B of data in 16 B, LL128 120 in 128).
@@ -642,38 +612,6 @@ func (x *sim) start(g int32) {
 		}
 		x.complete(g)
 		return
-	}
-	if memT > 0 && !ExperimentSerial {
-		// (a) concurrent: the message moves no faster than the step's whole traffic allows.
-		pr := &x.s.Programs[x.progOf[g]]
-		_ = pr
-		x.memCap = Rate(1) / Rate(memT)
-	} else {
-		x.memCap = 0
-	}
-	if memT > 0 && ExperimentSerial {
-		// The CTA loads what it sends (and stores its local copy) before its stores leave for the
-		// peers: that part of its traffic holds the lane on no link first (memory-traffic model).
-		w := st.Wire
-		if w == 0 {
-			w = coll.WireBytes(st.Proto, st.Bytes)
-		}
-		remote := float64(w) * float64(len(st.Send))
-		if tr := ctaTraffic(st.Prim, float64(st.Bytes), float64(w), len(st.Send)); tr > remote {
-			x.e.StartFlow(nil, memT*(tr-remote)/tr, 1, int64(len(x.msgSend))+int64(len(x.pending))+int64(g))
-			return
-		}
-	}
-	x.startSends(g)
-}
-
-// startSends starts step g's messages.
-func (x *sim) startSends(g int32) {
-	st := x.step(g)
-	lane := x.laneRate[x.progOf[g]]
-	var memR Rate // the lane's rate of remote stores under the memory-traffic model
-	if pp := st.Proto; lane > 0 && pp >= 0 && pp < coll.NumProtos && x.tm.CTAMem[pp] > 0 && st.Bytes > 0 {
-		memR = x.tm.CTAMem[pp] / x.laneDiv[x.progOf[g]] / Rate(len(st.Send))
 	}
 	pr := &x.s.Programs[x.progOf[g]]
 	for _, xf := range st.Send {
@@ -691,9 +629,6 @@ func (x *sim) startSends(g int32) {
 			// switches (interLat of ncclTopoTuneModel): on the way up, not again on the way back.
 			x.arrLat[m] += x.tm.StepLat[class][p]
 		}
-		if p == coll.Simple && pr.Rank < x.s.NRanks {
-			x.arrLat[m] += x.tm.Fence
-		}
 		wire := st.Wire
 		if wire == 0 && st.Bytes > 0 {
 			wire = coll.WireBytes(p, st.Bytes)
@@ -702,15 +637,7 @@ func (x *sim) startSends(g int32) {
 			wire = int64(math.Ceil(float64(wire) / eff))
 		}
 		capRate := x.tm.PerFlowCap[p]
-		if x.memCap > 0 {
-			memR = x.memCap * Rate(wire)
-		}
-		if memR > 0 {
-			// The CTA's stores into the peer's buffer move at most at its rate.
-			if capRate <= 0 || memR < capRate {
-				capRate = memR
-			}
-		} else if lane > 0 && (capRate <= 0 || lane < capRate) {
+		if lane > 0 && (capRate <= 0 || lane < capRate) {
 			capRate = lane
 		}
 		if cc := x.tm.ChannelCap; cc > 0 && st.Lane == 0 && pr.Rank < x.s.NRanks && xf.Peer >= x.s.NRanks {
@@ -730,11 +657,7 @@ func (x *sim) startSends(g int32) {
 // from len(msgSend) on are the local work of step tag−len(msgSend).
 func (x *sim) FlowDone(tag int64) {
 	if n := int64(len(x.msgSend)); tag >= n {
-		if g := tag - n; g >= int64(len(x.pending)) {
-			x.startSends(int32(g - int64(len(x.pending))))
-		} else {
-			x.complete(int32(g))
-		}
+		x.complete(int32(tag - n))
 		return
 	}
 	m := int32(tag)
@@ -742,10 +665,6 @@ func (x *sim) FlowDone(tag int64) {
 	g := x.msgSend[m]
 	x.sendsLeft[g]--
 	if x.sendsLeft[g] == 0 {
-		if f := x.tm.Fence; f > 0 && x.step(g).Proto == coll.Simple && x.s.Programs[x.progOf[g]].Rank < x.s.NRanks {
-			x.e.After(f, evComplete, int64(g))
-			return
-		}
 		x.complete(g)
 	}
 }
@@ -799,6 +718,3 @@ func (x *sim) records() []OpRecord {
 func (x *sim) connOfMsg(m int32) int {
 	return sort.Search(len(x.connOff)-1, func(c int) bool { return x.connOff[c+1] > m })
 }
-
-// ExperimentSerial selects the serial variant of the memory-traffic model (experiment).
-var ExperimentSerial bool

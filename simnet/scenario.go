@@ -3,9 +3,7 @@ package simnet
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
-	"strconv"
 	"strings"
 
 	"github.com/simccl/simccl/coll"
@@ -205,10 +203,6 @@ func (m *Machine) Timing(a coll.Algo, p coll.Proto) (Timing, error) {
 		return tm, err
 	}
 	tm.CTARate = m.GPU.CTARate
-	tm.Fence = ExperimentFence
-	if tm.CTARate > 0 && !experimentMemOff {
-		tm.CTAMem = m.GPU.Mem
-	}
 	return tm, nil
 }
 
@@ -390,7 +384,6 @@ func (m *Machine) timing(p coll.Plan) (Timing, error) {
 		// SimulateTree, which replays large trees, does not charge the CTA yet: trees are timed
 		// without it at every size so that exact and compact replays agree.
 		tm.CTARate = 0
-		tm.CTAMem = [coll.NumProtos]Rate{}
 	}
 	if p.Algo == coll.NVLS || p.Algo == coll.NVLSTree {
 		// NVLS kernels split a channel's warps by role (scatter, reduce, gather) and reduce in
@@ -398,7 +391,6 @@ func (m *Machine) timing(p coll.Plan) (Timing, error) {
 		// the share of the NVLink bandwidth multimem loads and stores reach: NCCL's nvlsEfficiency
 		// of the GPU generation (NCCL 2.28 tuning.cc: Hopper 0.85, Blackwell 0.74).
 		tm.CTARate = 0
-		tm.CTAMem = [coll.NumProtos]Rate{}
 		eff, err := nvlsEfficiency(m.Release, m.GPU.SM)
 		if err != nil {
 			return tm, err
@@ -578,23 +570,4 @@ func replayPair(a, b func() (*Result, error)) (ra, rb *Result, err error) {
 		return nil, nil, err
 	}
 	return ra, rb, nil
-}
-
-// ExperimentFence is Timing.Fence for every machine (experiment).
-var ExperimentFence Time
-
-// Experiment switches read from the environment (SIMCCL_EXP_MEM = off | serial | on,
-// SIMCCL_EXP_FENCE_US), for the public-set runs of the 2026-11-28 GPU-side cost model trial.
-var experimentMemOff bool
-
-func init() {
-	switch os.Getenv("SIMCCL_EXP_MEM") {
-	case "off":
-		experimentMemOff = true
-	case "serial":
-		ExperimentSerial = true
-	}
-	if v, err := strconv.ParseFloat(os.Getenv("SIMCCL_EXP_FENCE_US"), 64); err == nil {
-		ExperimentFence = FromMicros(v)
-	}
 }

@@ -42,25 +42,20 @@ func main() {
 	ctaRate := flag.Float64("cta-rate", 0, "per-CTA data rate in GB/s (0: the GPU model's; < 0: CTA not modelled)")
 	sens := flag.Bool("sensitivity", false, "print the medians with the CTA rate x0.75, x1, x1.25 and off")
 	launch := flag.String("launch", "per-node", "how the measurement launched its calls: per-node (one process drives every GPU, nccl_perf.cu's default), per-gpu (a process per GPU, NPROCS), graph")
-	flat := flag.Bool("flat-cta", false, "the flat per-CTA model (payload at -cta-rate) instead of the per-protocol memory-traffic model (simnet.GPUModel.Mem)")
-	serial := flag.Bool("serial", false, "experiment")
-	fence := flag.Float64("fence-us", 0, "Simple per-step fence (µs) [experiment]")
 	b2b := flag.Int("b2b", 3, "time each size as nccl-tests does, in a loop of back-to-back calls (simnet.RunOptions.BackToBack); 1: one isolated call")
 	flag.Parse()
-	simnet.ExperimentFence = simnet.FromMicros(*fence)
-	simnet.ExperimentSerial = *serial
 	mode, err := simnet.ParseLaunchMode(*launch)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(2)
 	}
-	if err := run(*csvPath, *topo, *tag, *plotPath, *asJSON, *ctaRate, *sens, *flat, *b2b, mode); err != nil {
+	if err := run(*csvPath, *topo, *tag, *plotPath, *asJSON, *ctaRate, *sens, *b2b, mode); err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
 	}
 }
 
-func run(csvPath, topo, tag, plotPath string, asJSON bool, ctaRate float64, sens, flat bool, b2b int, launch simnet.LaunchMode) error {
+func run(csvPath, topo, tag, plotPath string, asJSON bool, ctaRate float64, sens bool, b2b int, launch simnet.LaunchMode) error {
 	f, err := os.Open(csvPath)
 	if err != nil {
 		return err
@@ -85,9 +80,6 @@ func run(csvPath, topo, tag, plotPath string, asJSON bool, ctaRate float64, sens
 	}
 	m.BackToBack = b2b
 	m.Launch = launch
-	if flat {
-		m.GPU.Mem = [len(m.GPU.Mem)]simnet.Rate{}
-	}
 	if sens {
 		return sensitivity(m, meas, tag, asJSON)
 	}
