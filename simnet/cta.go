@@ -25,6 +25,111 @@ type GPUModel struct {
 	// CTARate is the data rate of one CTA with NCCL's ring thread count: what one channel can copy
 	// or reduce in local memory, or store towards a peer, per second.
 	CTARate Rate
+	// Mem, where set for a protocol, is the rate at which one CTA of that protocol moves memory
+	// traffic — every byte it loads plus every byte it stores, locally or into a peer's buffer
+	// (ctaTraffic) — and replaces CTARate for that protocol's steps: a primitive then holds its
+	// channel for its traffic over Mem instead of its payload over CTARate (docs/cluster.md
+	// "GPU-side cost"). Zero: the flat CTARate model. MemModelFor gives the measured rates.
+	Mem [coll.NumProtos]Rate
+	// Fence is the time one Simple step holds its CTA after its last store into a peer's buffer
+	// (Timing.Fence): NCCL's Simple protocol runs a memory fence before it posts the step's tail
+	// counter, and the fence waits for the stores to be acknowledged. Zero: not modelled.
+	Fence Time
+}
+
+// Per-CTA memory-traffic rates of one Hopper CTA by protocol: GB/s of copy-equivalent traffic
+// (ctaTraffic: bytes loaded plus bytes stored, a reduction's divided by reduceSpeedup). Inputs:
+// the channel-pinned sweeps of NCCL 2.28.9 on 4 H200 with a process per GPU
+// (testdata/nccl/h200x4/smallmsg.csv, tags mp_ring_{Simple,LL128,LL}_ch1: Ring all-reduce on one
+// channel). Per chunk c of its loop one channel of a 4-rank ring all-reduce runs send,
+// 2 × recvReduceSend, recvReduceCopySend, 2 × recvCopySend and recv and moves 6c of bus bytes; its
+// traffic is, with w the FIFO's wire bytes per payload byte (Simple 1, LL128 128/120, LL 2),
+// (4 + 4w)c of copies and (5 + 5w)c of reductions. The measured marginal busbw of those rows
+// (Simple and LL128 between 2 and 4 MiB: 26.4 and 19.5 GB/s; LL between 512 KiB and 1 MiB:
+// 8.3 GB/s — sizes with the same number of chunks per channel at both ends, so that only the
+// per-byte cost enters the difference) gives the copy rate ((4 + 4w) + (5 + 5w)/reduceSpeedup) ×
+// busbw / 6: Simple 79.7, LL128 61.2, LL 40.1 GB/s. Checks, not inputs: the same sweeps' Ring reduce
+// (a middle rank runs recvReduceSend: (1 + 2w)c of reduction per c) predicts 32.8, 24.1 and 9.9 GB/s
+// where 32.4, 25.0 and 10.2 were measured; bench/gpuprobe measured one H100 CTA of 512 threads
+// copying with four 16-byte loads in flight (NCCL's unroll) at 96 GB/s, locally — the ring's stores
+// cross NVLink. The LL rate is not applied (MemModelFor): the executors move an LL step as one
+// message, where NCCL's LL streams 8-byte lines whose flags the receiver polls as they land, so the
+// step's latency is paid after its copy in the simulation and under it in NCCL; a per-byte cost
+// measured over whole ring steps then counts that latency twice (with it, the 4×H200 all-reduce
+// below 1 MiB went from 18.7% to 21.9% median error, 2×H200 all-to-all at 1 MiB from +5% to +26%).
+const (
+	hopperMemSimpleGBps = 79.7
+	hopperMemLL128GBps  = 61.2
+	hopperMemLLGBps     = 40.1 // measured, not applied (above)
+)
+
+// SimpleFence is GPUModel.Fence where the memory-traffic model applies: the round trip of a step
+// flag between two CTAs with a __threadfence() between the data and the flag (Simple's ordering),
+// measured on one H100 SXM by bench/gpuprobe (results/h100-sxm-2026-11-25.csv: 1.28 µs; without
+// the fence, LL's ordering, 0.54 µs). A fence waits for the CTA's outstanding stores to be
+// acknowledged, a round trip to where they land; the probe's is the one measured figure of it (the
+// stores of a real step cross NVLink, whose acknowledgement is not measured and is not faster).
+const SimpleFence = 1280 * Nanosecond
+
+// MemModel turns the memory-traffic model (GPUModel.Mem, Fence) on for the GPUs it has figures
+// for; false gives the flat CTARate model of before 2026-11-28 (bench/sim/compare -flat-cta).
+var MemModel = true
+
+// MemModelFor returns the per-protocol memory-traffic rates of one CTA (GPUModel.Mem) on
+// compute capability sm, zero where nothing was measured: only Hopper (sm 90) was.
+func MemModelFor(sm int) [coll.NumProtos]Rate {
+	if !MemModel {
+		return [coll.NumProtos]Rate{}
+	}
+	var m [coll.NumProtos]Rate
+	if smIndex(sm) == 2 {
+		m[coll.LL128] = GBps(hopperMemLL128GBps)
+		m[coll.Simple] = GBps(hopperMemSimpleGBps)
+	}
+	return m
+}
+
+// ctaTraffic is the memory traffic (bytes loaded plus bytes stored, in copy-equivalent bytes) of
+// one CTA running primitive p on a step of payload bytes whose FIFO form is wire bytes, storing
+// into sends peers' buffers: a received step is loaded from the FIFO as it lies there (wire), a local source is loaded and a
+// local destination stored as payload, every send stores the wire form into its peer's FIFO (P2P
+// write mode, NCCL's default off Ampere: the sender's stores cross NVLink), and a local reduction
+// without a receive loads its second input too.
+func ctaTraffic(p coll.Prim, payload, wire float64, sends int) float64 {
+	t := ctaBytes(p, payload, wire, sends)
+	if p.Reduces() {
+		return t / reduceSpeedup
+	}
+	return t
+}
+
+// reduceSpeedup is how much faster one CTA moves the traffic of a reduction than that of a copy:
+// bench/gpuprobe measured one H100 CTA of 512 threads with four 16-byte loads in flight (NCCL's
+// unroll) at 118.64 GB/s reducing (a+b→c, bytes read plus written) and 96.22 GB/s copying
+// (results/h100-sxm-2026-11-25.csv, reduce_u4 and copy_u4 at 1 CTA): a reduction issues two
+// independent loads per store, so more of its traffic is in flight. ctaTraffic divides a reducing
+// primitive's bytes by it, so that GPUModel.Mem is a copy's rate.
+const reduceSpeedup = 118.64 / 96.22
+
+// ctaBytes is the bytes ctaTraffic counts before the reduction's speed-up.
+func ctaBytes(p coll.Prim, payload, wire float64, sends int) float64 {
+	var t float64
+	if p.Receives() {
+		t += wire
+	}
+	if p.ReadsSrc() {
+		t += payload
+	}
+	if p.Reduces() && !p.Receives() {
+		t += payload
+	}
+	if p.WritesDst() {
+		t += payload
+	}
+	if p.Sends() {
+		t += wire * float64(max(sends, 1))
+	}
+	return t
 }
 
 // CTARateGBps returns the per-CTA data rate (GB/s) of SM generation sm (compute capability ×10)
@@ -75,7 +180,11 @@ func GPUModelFor(release string, sm int) (GPUModel, error) {
 	if err != nil {
 		return GPUModel{}, err
 	}
-	return GPUModel{SM: sm, CTARate: GBps(v)}, nil
+	g := GPUModel{SM: sm, CTARate: GBps(v), Mem: MemModelFor(sm)}
+	if g.Mem[coll.Simple] > 0 {
+		g.Fence = SimpleFence
+	}
+	return g, nil
 }
 
 // localWork reports whether a primitive that sends nothing still moves data through its CTA: it

@@ -54,6 +54,19 @@ type Timing struct {
 	// destination (Recv, RecvReduceCopy, Copy, Reduce) holds its lane for its bytes at that rate
 	// before it completes, so the channel's next primitive waits for it as in NCCL's kernels.
 	CTARate Rate
+	// CTAMem, where non-zero for a step's protocol (and CTARate is), replaces CTARate by the
+	// memory-traffic model (GPUModel.Mem): the step holds its lane for ctaTraffic of its
+	// primitive — bytes loaded plus bytes stored, locally and into peers' buffers — at CTAMem over
+	// the program's lanes; its messages move no faster than that, and a step that only copies or
+	// reduces locally takes that time on no link.
+	CTAMem [coll.NumProtos]Rate
+	// Fence is what a Simple step costs its CTA after its last store into a peer's buffer
+	// (GPUModel.Fence; 0: none, and it applies only where CTARate is set): the memory fence NCCL's
+	// Simple protocol runs before posting the step's tail counter. The sending step completes
+	// Fence after its messages have left; their arrival is unchanged, NCCL's per-step latency
+	// (StepLat) being the whole time from the last store to the receiver seeing the tail, fence
+	// included.
+	Fence Time
 	// ChannelCap is the data rate one channel of the algorithm reaches at most (0: none). It caps
 	// the messages through which a channel's data enters it — each rank's sends to its node's
 	// switch on lane 0 (the NVLS scatter carries every byte of the channel once) — at that rate of
@@ -219,7 +232,8 @@ type Options struct {
 const (
 	evLaunch int32 = iota
 	evArrive
-	evKernel // arg: kernel rank×nk+j starts
+	evKernel   // arg: kernel rank×nk+j starts
+	evComplete // arg: a global step whose fence has passed completes
 )
 
 type sim struct {
@@ -249,7 +263,8 @@ type sim struct {
 	routes   map[[3]int32][]LinkID
 	classes  map[[3]int32]LinkClass
 	arrLat   []Time
-	laneRate []Rate // per program: CTARate over the program's lanes (0: not modelled)
+	laneRate []Rate  // per program: CTARate over the program's lanes (0: not modelled)
+	lanes    []int32 // per program: its lanes (CTAMem is shared among them as CTARate is)
 	// Options.OpsPerKernel: per kernel (rank×nk+j) the steps not yet done, and (CSR) the steps
 	// waiting for it to start
 	nk        int // kernels per rank
@@ -425,6 +440,7 @@ func (x *sim) build() error {
 		}
 	}
 	x.laneRate = make([]Rate, len(s.Programs))
+	x.lanes = make([]int32, len(s.Programs))
 	if x.tm.CTARate > 0 {
 		for p := range s.Programs {
 			lanes := map[int]bool{}
@@ -433,6 +449,7 @@ func (x *sim) build() error {
 			}
 			if s.Programs[p].Rank < s.NRanks { // a switch has no CTA
 				x.laneRate[p] = x.tm.CTARate / Rate(max(len(lanes), 1))
+				x.lanes[p] = int32(max(len(lanes), 1))
 			}
 		}
 	}
@@ -576,6 +593,8 @@ func (x *sim) Fire(kind int32, arg int64) {
 		}
 	case evKernel:
 		x.kernelStart(int(arg))
+	case evComplete:
+		x.complete(int32(arg))
 	case evArrive:
 		m := int32(arg)
 		x.msgEnd[m] = x.e.Now()
@@ -596,7 +615,12 @@ func (x *sim) release(g int32) {
 func (x *sim) start(g int32) {
 	st := x.step(g)
 	lane := x.laneRate[x.progOf[g]]
+	memT := x.memTime(g) // the memory-traffic model's time of the step (0: not modelled)
 	if len(st.Send) == 0 {
+		if memT > 0 && localWork(st.Prim) {
+			x.e.StartFlow(nil, memT, 1, int64(len(x.msgSend))+int64(g))
+			return
+		}
 		if lane > 0 && st.Bytes > 0 && localWork(st.Prim) {
 			// A received message is read from the FIFO as it lies there: its wire bytes (LL
 			// lines carry 8 B of data in 16 B, LL128 120 in 128).
@@ -637,7 +661,12 @@ func (x *sim) start(g int32) {
 			wire = int64(math.Ceil(float64(wire) / eff))
 		}
 		capRate := x.tm.PerFlowCap[p]
-		if lane > 0 && (capRate <= 0 || lane < capRate) {
+		if memT > 0 {
+			// The step's whole traffic at the lane's rate bounds each of its messages.
+			if r := Rate(float64(wire) / memT); capRate <= 0 || r < capRate {
+				capRate = r
+			}
+		} else if lane > 0 && (capRate <= 0 || lane < capRate) {
 			capRate = lane
 		}
 		if cc := x.tm.ChannelCap; cc > 0 && st.Lane == 0 && pr.Rank < x.s.NRanks && xf.Peer >= x.s.NRanks {
@@ -653,6 +682,35 @@ func (x *sim) start(g int32) {
 	}
 }
 
+// memTime is the time step g holds its lane under the memory-traffic model (Timing.CTAMem):
+// its primitive's traffic over the lane's share of the CTA's rate; 0 where the model does not
+// apply (no CTA, no rate for the protocol, an empty step, a switch endpoint).
+func (x *sim) memTime(g int32) float64 {
+	st := x.step(g)
+	p := x.progOf[g]
+	pp := st.Proto
+	if x.laneRate[p] <= 0 || pp < 0 || pp >= coll.NumProtos || x.tm.CTAMem[pp] <= 0 || st.Bytes <= 0 {
+		return 0
+	}
+	w := st.Wire
+	if w == 0 {
+		w = coll.WireBytes(pp, st.Bytes)
+	}
+	return ctaTraffic(st.Prim, float64(st.Bytes), float64(w), len(st.Send)) / float64(x.tm.CTAMem[pp]/Rate(x.lanes[p]))
+}
+
+// fence is the fence step g's CTA runs after its stores (Timing.Fence): Simple steps that send,
+// on a rank whose CTA is modelled.
+func (x *sim) fence(g int32) Time {
+	if x.tm.Fence <= 0 || x.laneRate[x.progOf[g]] <= 0 {
+		return 0
+	}
+	if st := x.step(g); st.Proto != coll.Simple || len(st.Send) == 0 {
+		return 0
+	}
+	return x.tm.Fence
+}
+
 // FlowDone: the message's last byte has left; it arrives after the route and step latency. Tags
 // from len(msgSend) on are the local work of step tag−len(msgSend).
 func (x *sim) FlowDone(tag int64) {
@@ -665,6 +723,10 @@ func (x *sim) FlowDone(tag int64) {
 	g := x.msgSend[m]
 	x.sendsLeft[g]--
 	if x.sendsLeft[g] == 0 {
+		if f := x.fence(g); f > 0 {
+			x.e.After(f, evComplete, int64(g))
+			return
+		}
 		x.complete(g)
 	}
 }

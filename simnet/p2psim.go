@@ -637,6 +637,11 @@ type p2pSim struct {
 	arrived, consumed []int32
 	end               Time
 	capRate           Rate // the per-flow cap of the protocol (Timing.PerFlowCap; 0: none)
+	// The memory-traffic model (Timing.CTAMem, Fence), where it applies (mem > 0): the CTA's
+	// rate of traffic, the payload bytes per wire byte, and the fence after a Simple send.
+	mem   Rate
+	pay   float64
+	fence Time
 	// symmetric replay: orbits of links -> private links, ranks per rotation
 	qlink map[LinkID]LinkID
 	S     int
@@ -657,7 +662,22 @@ func newP2PSim(e *Engine, net *p2pNet, tm Timing, proto coll.Proto) *p2pSim {
 		sendFin: make([]bool, ng), recvFin: make([]bool, ng),
 		arrived: make([]int32, ns), consumed: make([]int32, ns), capRate: tm.PerFlowCap[proto]}
 	copy(x.hi, net.segOff[:np])
+	if proto >= 0 && proto < coll.NumProtos && tm.CTARate > 0 && tm.CTAMem[proto] > 0 {
+		const unit = 1 << 20
+		x.mem, x.pay = tm.CTAMem[proto], float64(unit)/float64(coll.WireBytes(proto, unit))
+		if proto == coll.Simple {
+			x.fence = tm.Fence
+		}
+	}
 	return x
+}
+
+// memLane is program p's lane share of the CTA's traffic rate (0: the model does not apply).
+func (x *p2pSim) memLane(p int32) Rate {
+	if x.mem <= 0 || x.net.lane[p] <= 0 {
+		return 0
+	}
+	return x.mem * (x.net.lane[p] / x.tm.CTARate)
 }
 
 // messages is the number of messages the replay simulates.
@@ -694,6 +714,8 @@ func (x *p2pSim) Fire(kind int32, arg int64) {
 		for p := range x.hi {
 			x.nextBatch(int32(p))
 		}
+	case evComplete:
+		x.sent(int32(arg))
 	case evArrive:
 		s := int32(arg)
 		x.arrived[s]++
@@ -756,6 +778,11 @@ func (x *p2pSim) trySend(g int32) {
 	wire := x.net.wire[sg.part]
 	p := x.net.prog[g]
 	if sg.out < 0 {
+		if m := x.memLane(p); m > 0 && wire[0] > 0 {
+			x.sendRun[g] = true // Copy: load and store the payload
+			x.e.StartFlow(nil, ctaTraffic(coll.Copy, wire[0]*x.pay, wire[0], 0), m, int64(g)<<2|p2pCopyWork)
+			return
+		}
 		if lane := x.net.lane[p]; lane > 0 && wire[0] > 0 {
 			x.sendRun[g] = true
 			x.e.StartFlow(nil, wire[0], lane, int64(g)<<2|p2pCopyWork)
@@ -776,7 +803,12 @@ func (x *p2pSim) trySend(g int32) {
 		return
 	}
 	capRate := x.capRate
-	if lane := x.net.lane[p]; lane > 0 && (capRate <= 0 || lane < capRate) {
+	if m := x.memLane(p); m > 0 {
+		// Send: load the payload, store the wire form into the peer's FIFO.
+		if r := m * Rate(wire[i]/ctaTraffic(coll.Send, wire[i]*x.pay, wire[i], 1)); capRate <= 0 || r < capRate {
+			capRate = r
+		}
+	} else if lane := x.net.lane[p]; lane > 0 && (capRate <= 0 || lane < capRate) {
 		capRate = lane
 	}
 	x.sendRun[g] = true
@@ -796,6 +828,11 @@ func (x *p2pSim) tryRecv(g int32) {
 			return
 		}
 		if x.arrived[sg.in] <= i {
+			return
+		}
+		if m := x.memLane(x.net.prog[g]); m > 0 {
+			x.recvRun[g] = true // Recv: load the FIFO's wire bytes, store the payload
+			x.e.StartFlow(nil, ctaTraffic(coll.Recv, wire[i]*x.pay, wire[i], 0), m, int64(g)<<2|p2pRecvWork)
 			return
 		}
 		if lane := x.net.lane[x.net.prog[g]]; lane > 0 {
@@ -822,13 +859,12 @@ func (x *p2pSim) FlowDone(tag int64) {
 	id := int32(tag >> 2)
 	switch tag & 3 {
 	case p2pSend:
-		s := id
-		g := x.net.sendSeg[s]
-		x.e.After(x.net.lat[s], evArrive, int64(s))
-		x.sendRun[g] = false
-		x.sendNext[g]++
-		x.done()
-		x.trySend(g)
+		x.e.After(x.net.lat[id], evArrive, int64(id))
+		if x.fence > 0 {
+			x.e.After(x.fence, evComplete, int64(id)) // the fence holds the sending lane
+			return
+		}
+		x.sent(id)
 	case p2pRecvWork:
 		x.recvRun[id] = false
 		x.recvDone(id)
@@ -839,4 +875,13 @@ func (x *p2pSim) FlowDone(tag int64) {
 		x.sendFin[id] = true
 		x.finish(id)
 	}
+}
+
+// sent completes the send on slot s that is running.
+func (x *p2pSim) sent(s int32) {
+	g := x.net.sendSeg[s]
+	x.sendRun[g] = false
+	x.sendNext[g]++
+	x.done()
+	x.trySend(g)
 }

@@ -84,9 +84,15 @@ type ringSim struct {
 	cap      Rate
 	cta      Rate    // one CTA's data rate (Timing.CTARate; 0: not modelled)
 	recvB    float64 // bytes the receive-only step of a loop reads and copies or reduces locally
-	done     int64
-	total    int64
-	end      Time
+	// The memory-traffic model (Timing.CTAMem), where it applies: per merged send step its cap
+	// (the step's traffic at the CTA's rate), the receive-only step's time, and the time a Simple
+	// step's fences hold the CTA after its sends (Timing.Fence, once per slice).
+	capT  []Rate
+	recvT float64
+	hold  []Time
+	done  int64
+	total int64
+	end   Time
 }
 
 // SimulateRing times a ring collective on the links of e reached through r.
@@ -262,6 +268,7 @@ func runRing(e *Engine, groups []*ringLane, spec RingSpec, tm Timing, stepsPerLo
 		k := min(merge, stepsPerLoop-s*merge)
 		x.msgBytes[s] = wire * float64(k)
 	}
+	x.memModel(spec, tm, stepsPerLoop, merge, wire)
 	x.stepLat = Time(merge) // multiplier applied to each hop latency below
 	for _, g := range groups {
 		m := len(g.ring)
@@ -305,6 +312,8 @@ func (x *ringSim) Fire(kind int32, arg int64) {
 				x.try(gi, pos)
 			}
 		}
+	case evComplete:
+		x.sent(int(arg>>32), int(arg&0xffffffff))
 	case evArrive:
 		gi, pos := int(arg>>32), int(arg&0xffffffff)
 		g := x.groups[gi]
@@ -326,6 +335,11 @@ func (x *ringSim) try(gi, pos int) {
 		if t > 0 && g.arrived[pos] < l*x.S+t {
 			return // the message this step consumes has not arrived
 		}
+		if t == x.S && x.recvT > 0 {
+			g.running[pos] = true
+			x.e.StartFlow(nil, x.recvT*float64(g.lanes), Rate(g.lanes), ringTag(gi, pos)|localTag)
+			return
+		}
 		if t == x.S && x.recvB > 0 {
 			// Receive-only step with the CTA modelled: the local copy or reduction holds the
 			// channel for its bytes at the CTA's rate (no link); FlowDone completes it.
@@ -345,7 +359,11 @@ func (x *ringSim) try(gi, pos int) {
 			return // NCCL_STEPS: slot of message m-8 not yet freed by the next rank
 		}
 		g.running[pos] = true
-		x.e.StartFlow(g.route[pos], x.msgBytes[t]*float64(g.lanes), x.cap*Rate(g.lanes), ringTag(gi, pos))
+		c := x.cap
+		if x.capT != nil {
+			c = x.capT[t]
+		}
+		x.e.StartFlow(g.route[pos], x.msgBytes[t]*float64(g.lanes), c*Rate(g.lanes), ringTag(gi, pos))
 		return
 	}
 }
@@ -380,6 +398,18 @@ func (x *ringSim) FlowDone(tag int64) {
 	gi, pos := int(tag>>32), int(tag&0xffffffff)
 	g := x.groups[gi]
 	x.e.After(g.lat[pos]*x.stepLat, evArrive, tag)
+	if x.hold != nil {
+		if h := x.hold[g.step[pos]%(x.S+1)]; h > 0 {
+			x.e.After(h, evComplete, tag) // the fences hold the CTA; the step completes after them
+			return
+		}
+	}
+	x.sent(gi, pos)
+}
+
+// sent completes the send step of (group, position) that is running.
+func (x *ringSim) sent(gi, pos int) {
+	g := x.groups[gi]
 	j := g.step[pos]
 	t := j % (x.S + 1)
 	g.running[pos] = false
@@ -389,4 +419,78 @@ func (x *ringSim) FlowDone(tag int64) {
 		x.consume(gi, pos)
 	}
 	x.try(gi, pos)
+}
+
+// ringPrims is the primitive of each step of one ring loop, as coll compiles it: the
+// stepsPerLoop sending steps, then the receive-only one.
+func ringPrims(f coll.Func, n int) []coll.Prim {
+	var p []coll.Prim
+	switch f {
+	case coll.AllReduce:
+		p = append(p, coll.Send)
+		for j := 2; j < n; j++ {
+			p = append(p, coll.RecvReduceSend)
+		}
+		p = append(p, coll.RecvReduceCopySend)
+		for j := 1; j < n-1; j++ {
+			p = append(p, coll.RecvCopySend)
+		}
+		p = append(p, coll.Recv)
+	case coll.AllGather:
+		p = append(p, coll.CopySend)
+		for j := 1; j < n-1; j++ {
+			p = append(p, coll.RecvCopySend)
+		}
+		p = append(p, coll.Recv)
+	case coll.ReduceScatter:
+		p = append(p, coll.Send)
+		for j := 2; j < n; j++ {
+			p = append(p, coll.RecvReduceSend)
+		}
+		p = append(p, coll.RecvReduceCopy)
+	}
+	return p
+}
+
+// memModel sets the memory-traffic model's caps, receive time and fence holds (Timing.CTAMem,
+// Fence) where it applies: the CTA modelled and a rate for the protocol. A step of wire bytes
+// carries wire × payload/wire of the protocol's payload; a Simple step is cut into
+// chunkSteps/sliceSteps slices, each with its fence.
+func (x *ringSim) memModel(spec RingSpec, tm Timing, stepsPerLoop, merge int, wire float64) {
+	mem := tm.CTAMem[spec.Proto]
+	if tm.CTARate <= 0 || mem <= 0 || wire <= 0 {
+		return
+	}
+	n := stepsPerLoop + 1 // the ring's ranks (a symmetric replay's groups hold fewer)
+	if spec.Func == coll.AllReduce {
+		n = stepsPerLoop/2 + 1
+	}
+	prims := ringPrims(spec.Func, n)
+	if len(prims) != stepsPerLoop+1 {
+		return
+	}
+	const unit = 1 << 20
+	pay := wire * float64(unit) / float64(coll.WireBytes(spec.Proto, unit))
+	slices := 1
+	var fence Time
+	if spec.Proto == coll.Simple && tm.Fence > 0 {
+		cs, ss := coll.RingChunkSteps(spec.Func, coll.Ring, spec.Proto)
+		slices = max(cs/max(ss, 1), 1)
+		fence = tm.Fence
+	}
+	x.capT = make([]Rate, x.S)
+	x.hold = make([]Time, x.S+1)
+	for s := 0; s < int(x.S); s++ {
+		var traffic float64
+		k := min(merge, stepsPerLoop-s*merge)
+		for i := s * merge; i < s*merge+k; i++ {
+			traffic += ctaTraffic(prims[i], pay, wire, 1)
+		}
+		x.capT[s] = Rate(x.msgBytes[s] * float64(mem) / traffic)
+		if x.cap > 0 && x.cap != x.cta && x.cap < x.capT[s] {
+			x.capT[s] = x.cap // a PerFlowCap below the CTA's
+		}
+		x.hold[s] = fence * Time(k*slices)
+	}
+	x.recvT = ctaTraffic(prims[stepsPerLoop], pay, wire, 0) / float64(mem)
 }

@@ -208,6 +208,9 @@ func (m *Machine) Timing(a coll.Algo, p coll.Proto) (Timing, error) {
 		return tm, err
 	}
 	tm.CTARate = m.GPU.CTARate
+	if tm.CTARate > 0 {
+		tm.CTAMem, tm.Fence = m.GPU.Mem, m.GPU.Fence
+	}
 	return tm, nil
 }
 
@@ -404,14 +407,14 @@ func (m *Machine) timing(p coll.Plan) (Timing, error) {
 	if p.Algo == coll.Tree {
 		// SimulateTree, which replays large trees, does not charge the CTA yet: trees are timed
 		// without it at every size so that exact and compact replays agree.
-		tm.CTARate = 0
+		tm.CTARate, tm.CTAMem, tm.Fence = 0, [coll.NumProtos]Rate{}, 0
 	}
 	if p.Algo == coll.NVLS || p.Algo == coll.NVLSTree {
 		// NVLS kernels split a channel's warps by role (scatter, reduce, gather) and reduce in
 		// the switch, so the per-CTA rate of ring/tree channels does not bound them; what does is
 		// the share of the NVLink bandwidth multimem loads and stores reach: NCCL's nvlsEfficiency
 		// of the GPU generation (NCCL 2.28 tuning.cc: Hopper 0.85, Blackwell 0.74).
-		tm.CTARate = 0
+		tm.CTARate, tm.CTAMem, tm.Fence = 0, [coll.NumProtos]Rate{}, 0
 		eff, err := nvlsEfficiency(m.Release, m.GPU.SM)
 		if err != nil {
 			return tm, err

@@ -10,11 +10,15 @@
 // generation) can be overridden with -cta-rate (GB/s; 0 keeps the model's, a negative value turns
 // the CTA model off); -sensitivity prints the medians at the model's rate ×0.75, ×1, ×1.25 and off.
 //
+// The GPU model also charges each step its CTA's memory traffic at a per-protocol rate and Simple's
+// fence (simnet.GPUModel.Mem, Fence; measured, see simnet/cta.go); -flat-cta turns that off for
+// comparison.
+//
 // -launch is how the measurement launched its calls, which the simulation then models: nccl_perf.cu
 // drives every GPU from one process unless NPROCS is set (per-node, the default here); its NPROCS
 // rows (tags mp_*, one row per rank, the slowest kept) ran one process per GPU (per-gpu).
 //
-//	go run ./bench/sim/compare [-csv testdata/nccl/h200x2/nccl_perf.csv] [-topo testdata/nccl/h200x2/real_topo.xml] [-tag default] [-launch per-node] [-cta-rate 0] [-sensitivity] [-plot cmp.svg] [-json]
+//	go run ./bench/sim/compare [-csv testdata/nccl/h200x2/nccl_perf.csv] [-topo testdata/nccl/h200x2/real_topo.xml] [-tag default] [-launch per-node] [-cta-rate 0] [-flat-cta] [-sensitivity] [-plot cmp.svg] [-json]
 //	go run ./bench/sim/compare -csv testdata/nccl/h200x4/smallmsg.csv -topo testdata/nccl/h200x4/real_topo.xml -tag mp_default -launch per-gpu
 package main
 
@@ -42,12 +46,16 @@ func main() {
 	ctaRate := flag.Float64("cta-rate", 0, "per-CTA data rate in GB/s (0: the GPU model's; < 0: CTA not modelled)")
 	sens := flag.Bool("sensitivity", false, "print the medians with the CTA rate x0.75, x1, x1.25 and off")
 	launch := flag.String("launch", "per-node", "how the measurement launched its calls: per-node (one process drives every GPU, nccl_perf.cu's default), per-gpu (a process per GPU, NPROCS), graph")
+	flat := flag.Bool("flat-cta", false, "the flat per-CTA model of before 2026-11-28 (every step's payload at the CTA rate, no fence) instead of the per-protocol memory-traffic model and Simple's fence (simnet.GPUModel.Mem, Fence)")
 	b2b := flag.Int("b2b", 3, "time each size as nccl-tests does, in a loop of back-to-back calls (simnet.RunOptions.BackToBack); 1: one isolated call")
 	flag.Parse()
 	mode, err := simnet.ParseLaunchMode(*launch)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(2)
+	}
+	if *flat {
+		simnet.MemModel = false
 	}
 	if err := run(*csvPath, *topo, *tag, *plotPath, *asJSON, *ctaRate, *sens, *b2b, mode); err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
@@ -85,7 +93,7 @@ func run(csvPath, topo, tag, plotPath string, asJSON bool, ctaRate float64, sens
 	}
 	switch {
 	case ctaRate < 0:
-		m.GPU.CTARate = 0
+		m.GPU.CTARate, m.GPU.Mem, m.GPU.Fence = 0, [len(m.GPU.Mem)]simnet.Rate{}, 0
 	case ctaRate > 0:
 		m.GPU.CTARate = simnet.GBps(ctaRate)
 	}

@@ -1,0 +1,189 @@
+package simnet
+
+import (
+	"math"
+	"os"
+	"sort"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/planner"
+	"github.com/simccl/simccl/tuning"
+)
+
+// The traffic of each primitive, per payload byte: loads of the FIFO in wire bytes, of a local
+// source as payload, stores of the local destination as payload and into every peer's FIFO in
+// wire bytes; a reduction's bytes count 1/reduceSpeedup of a copy's.
+func TestCTATraffic(t *testing.T) {
+	const w = 2.0 // LL: 16 B on the wire per 8 B of data
+	for _, c := range []struct {
+		p     coll.Prim
+		sends int
+		want  float64
+	}{
+		{coll.Send, 1, 1 + w},
+		{coll.Recv, 0, w + 1},
+		{coll.CopySend, 1, 1 + 1 + w},
+		{coll.RecvCopySend, 1, w + 1 + w},
+		{coll.RecvReduceSend, 1, (w + 1 + w) / reduceSpeedup},
+		{coll.RecvReduceCopySend, 1, (w + 1 + 1 + w) / reduceSpeedup},
+		{coll.RecvReduceCopy, 0, (w + 1 + 1) / reduceSpeedup},
+		{coll.RecvCopySend, 3, w + 1 + 3*w},
+		{coll.Copy, 0, 2},
+	} {
+		require.InDelta(t, c.want, ctaTraffic(c.p, 1, w, c.sends), 1e-12, "%v", c.p)
+	}
+}
+
+// Only Hopper has measured rates, and only Simple and LL128 are applied; the fence comes with
+// them; MemModel = false gives the flat model.
+func TestMemModelFor(t *testing.T) {
+	g, err := GPUModelFor("2.28", 90)
+	require.NoError(t, err)
+	require.InDelta(t, hopperMemSimpleGBps, g.Mem[coll.Simple].GBps(), 1e-9)
+	require.InDelta(t, hopperMemLL128GBps, g.Mem[coll.LL128].GBps(), 1e-9)
+	require.Zero(t, g.Mem[coll.LL])
+	require.Equal(t, SimpleFence, g.Fence)
+	a, err := GPUModelFor("2.28", 80)
+	require.NoError(t, err)
+	require.Zero(t, a.Mem)
+	require.Zero(t, a.Fence)
+	MemModel = false
+	defer func() { MemModel = true }()
+	h, err := GPUModelFor("2.28", 90)
+	require.NoError(t, err)
+	require.Zero(t, h.Mem)
+	require.Zero(t, h.Fence)
+}
+
+// The compact ring executor charges the memory-traffic model and the fence as the schedule
+// replay does: on a 2-rank pair of links, Simple (fences, two slices a chunk in the schedule, one
+// hold of two fences a step in the compact replay) and LL128.
+func TestMemModelRingSimMatchesSchedule(t *testing.T) {
+	const link = 40.0
+	tm := Timing{CTARate: GBps(38.7), Fence: SimpleFence}
+	tm.CTAMem[coll.Simple], tm.CTAMem[coll.LL128] = GBps(hopperMemSimpleGBps), GBps(hopperMemLL128GBps)
+	for _, p := range []coll.Proto{coll.Simple, coll.LL128} {
+		for _, f := range []coll.Func{coll.AllGather, coll.AllReduce, coll.ReduceScatter} {
+			const total = 96 << 20
+			count := int64(total / 4)
+			if f != coll.AllReduce {
+				count /= 2
+			}
+			plan := coll.Plan{Func: f, Count: count, DataType: coll.Float32, NRanks: 2, NChannels: 2, Algo: coll.Ring, Proto: p}
+			plan.ChunkSize = coll.DefaultChunkSize(f, coll.Ring, p, 0)
+			s, err := coll.Compile(plan)
+			require.NoError(t, err)
+			e := NewEngine(nil)
+			r := pairRouter{e.AddLink("0->1", GBps(link), 0), e.AddLink("1->0", GBps(link), 0)}
+			res, err := Simulate(e, r, s, tm, Options{})
+			require.NoError(t, err)
+			e = NewEngine(nil)
+			r = pairRouter{e.AddLink("0->1", GBps(link), 0), e.AddLink("1->0", GBps(link), 0)}
+			rr, err := SimulateRing(e, r, RingSpec{Func: f, Bytes: total, Proto: p, Rings: [][]int{{0, 1}, {0, 1}}, Chunk: plan.ChunkSize, Merge: 1}, tm)
+			require.NoError(t, err)
+			exact := res.Time.Micros()
+			t.Logf("%v %v: schedule %.1f us, compact %.1f us", f, p, exact, rr.Time.Micros())
+			if rel := math.Abs(rr.Time.Micros()-exact) / exact; rel > 0.05 {
+				t.Errorf("%v %v: compact %.1f us vs schedule %.1f us (%.1f%% apart)", f, p, rr.Time.Micros(), exact, 100*rel)
+			}
+		}
+	}
+}
+
+// The fence holds the CTA: one channel's Simple all-gather on a fast pair of links takes longer
+// with it, by about a fence per slice; the flat model (no Mem, no Fence) is what it was.
+func TestFenceHoldsTheCTA(t *testing.T) {
+	plan := coll.Plan{Func: coll.AllGather, Count: 16 << 20, DataType: coll.Float32, NRanks: 2, NChannels: 1, Algo: coll.Ring, Proto: coll.Simple}
+	s, err := coll.Compile(plan)
+	require.NoError(t, err)
+	run := func(tm Timing) float64 {
+		e := NewEngine(nil)
+		r := pairRouter{e.AddLink("0->1", GBps(400), 0), e.AddLink("1->0", GBps(400), 0)}
+		res, err := Simulate(e, r, s, tm, Options{})
+		require.NoError(t, err)
+		return res.Time.Micros()
+	}
+	tm := Timing{CTARate: GBps(38.7)}
+	tm.CTAMem[coll.Simple] = GBps(hopperMemSimpleGBps)
+	without := run(tm)
+	tm.Fence = SimpleFence
+	with := run(tm)
+	sends := 0
+	for _, st := range s.Programs[0].Steps {
+		if len(st.Send) > 0 {
+			sends++
+		}
+	}
+	require.InDelta(t, float64(sends)*SimpleFence.Micros(), with-without, 0.1*float64(sends)*SimpleFence.Micros())
+}
+
+// The channel-pinned sweeps (testdata/nccl/h200x4/smallmsg.csv, NCCL 2.28.9 on 4 H200, one process
+// per GPU) are the inputs of the memory-traffic rates (cta.go): with one channel, the simulated
+// marginal busbw of Ring all-reduce and reduce between 2 and 4 MiB is within 10% of the measured
+// one for Simple and LL128 (flat model: 25–45% above it), and the median |time error| from
+// 256 KiB to 4 MiB within 15% (flat model: 13–33%).
+func TestPinnedSweepsPerChannel(t *testing.T) {
+	f, err := os.Open("../testdata/nccl/h200x4/smallmsg.csv")
+	require.NoError(t, err)
+	defer f.Close()
+	meas, err := ReadMeasuredCSV(f, "smallmsg.csv")
+	require.NoError(t, err)
+	for _, c := range []struct {
+		tag, proto string
+		coll       string
+	}{
+		{"mp_ring_Simple_ch1", "Simple", "all_reduce"}, {"mp_ring_Simple_ch1", "Simple", "reduce"},
+		{"mp_ring_LL128_ch1", "LL128", "all_reduce"}, {"mp_ring_LL128_ch1", "LL128", "reduce"},
+	} {
+		s := planner.Settings{Tuning: tuning.Config{Algo: "ring", Proto: c.proto, MinNChannels: 1, MaxNChannels: 1}}
+		m, _ := settingsMachine(t, "../testdata/nccl/h200x4/real_topo.xml", 1, 0, nil, s)
+		m.BackToBack = 3
+		m.Launch = LaunchPerGPU
+		pts, _, err := Compare(m, meas, c.tag)
+		require.NoError(t, err)
+		at := map[int64]ComparePoint{}
+		var errs []float64
+		for _, p := range pts {
+			if p.Coll != c.coll {
+				continue
+			}
+			require.Equal(t, 1, p.SimNch)
+			at[p.Bytes] = p
+			if p.Bytes >= 256<<10 && p.Bytes <= 4<<20 {
+				errs = append(errs, math.Abs(p.ErrPct))
+			}
+		}
+		a, b := at[2<<20], at[4<<20]
+		require.NotZero(t, a.MeasUs)
+		require.NotZero(t, b.MeasUs)
+		bus := 1.0
+		if c.coll == "all_reduce" {
+			bus = 1.5 // 2(n−1)/n on 4 ranks
+		}
+		meas := bus * float64(2<<20) / ((b.MeasUs - a.MeasUs) * 1e3)
+		sim := bus * float64(2<<20) / ((b.SimUs - a.SimUs) * 1e3)
+		med := median(errs)
+		t.Logf("%s %s: marginal busbw measured %.1f GB/s, simulated %.1f; median |err| 256 KiB–4 MiB %.1f%%", c.tag, c.coll, meas, sim, med)
+		if math.Abs(sim/meas-1) > 0.10 {
+			t.Errorf("%s %s: simulated per-channel busbw %.1f GB/s, measured %.1f (more than 10%% apart)", c.tag, c.coll, sim, meas)
+		}
+		if med > 15 {
+			t.Errorf("%s %s: median |error| %.1f%% from 256 KiB to 4 MiB (guard 15%%)", c.tag, c.coll, med)
+		}
+	}
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
