@@ -355,3 +355,163 @@ LL_REDUCE_ALL(f64, F64Tr)
 LL_REDUCE_ALL(bf16, TrBF16)
 LL_REDUCE_ALL(e4m3, TrE4M3)
 LL_REDUCE_ALL(e5m2, TrE5M2)
+
+// ---------------------------------------------------------------------------------------------
+// LL128 (NCCL's LL128 protocol, reproduced): a message travels as 128-byte lines, each carrying
+// 120 bytes of payload and an 8-byte flag in its last 8 bytes:
+//     line i = { payload[120i .. 120i+119], flag (u64) }
+// Eight consecutive threads of a warp carry a line, thread j its 16-byte chunk j (chunk 7: the
+// last 8 payload bytes and the flag), stored with one warp-wide instruction and read back the
+// same way. Like NCCL, this relies on the 128-byte line being written and read as a unit (a
+// 128-byte aligned line from one warp instruction is one transaction on NVLink and in the GPU's
+// memory): a line whose flag is right carries its data, with no fence. NCCL enables LL128 only
+// where that holds (NVLink paths); the engine runs it where the planner, following NCCL, picks it.
+// The flag is the message's number on its connection plus one. The receiver polls until every
+// line of the warp's group carries its flag, then zeroes each flag word it read (the payload can
+// stay: a later line is written as a unit, flag included), so a stale line never passes for the
+// next message in the slot, the next launch or graph replay. Lines must be 128-byte aligned.
+// Payload past nbytes is padded with zeros. Grid-stride by warp: a warp takes 4 lines per round.
+
+#define LL128_LINE_BYTES 128
+#define LL128_PAYLOAD 120
+
+// ll128_wait waits until the lines of this warp's round carry flag (act: this thread's line
+// exists), zeroes the flag words and returns this thread's 16-byte chunk.
+__device__ __forceinline__ ulonglong2 ll128_wait(ulonglong2 *in, unsigned long long line, int j, unsigned long long flag, bool act) {
+	ulonglong2 v = make_ulonglong2(0, 0);
+	ulonglong2 *p = in + line * 8 + j;
+	unsigned spins = 0;
+	unsigned long long t0 = 0;
+	for (;;) {
+		if (act) asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(v.x), "=l"(v.y) : "l"(p) : "memory");
+		bool bad = act && j == 7 && v.y != flag;
+		if (!__any_sync(0xffffffffu, bad)) break;
+		if (++spins == 256) {
+			unsigned long long t = ll_clock();
+			if (t0 == 0) t0 = t;
+			else if (t - t0 > LL_TIMEOUT_NS) __trap();
+			spins = 0;
+		}
+	}
+	if (act && j == 7) asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"((unsigned long long *)p + 1), "l"(0ull) : "memory");
+	return v;
+}
+
+// ll128_put stores this thread's chunk of a line with flag (chunk 7 carries it in its high half).
+__device__ __forceinline__ void ll128_put(ulonglong2 *out, unsigned long long line, int j, ulonglong2 v, unsigned long long flag, bool act) {
+	if (j == 7) v.y = flag;
+	__syncwarp();
+	if (act) asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" ::"l"(out + line * 8 + j), "l"(v.x), "l"(v.y) : "memory");
+}
+
+// ll128_raw_off is the payload byte offset of chunk j of a line and its length (16, or 8 for chunk 7).
+__device__ __forceinline__ unsigned long long ll128_raw_off(unsigned long long line, int j) { return line * LL128_PAYLOAD + 16ull * j; }
+
+// ll128_load reads chunk j's payload bytes of a raw buffer (zeros past nbytes; chunk 7's high half 0).
+__device__ __forceinline__ ulonglong2 ll128_load(const uint8_t *src, unsigned long long line, int j, unsigned long long nbytes) {
+	unsigned long long off = ll128_raw_off(line, j);
+	int len = j == 7 ? 8 : 16;
+	ulonglong2 v = make_ulonglong2(0, 0);
+	if (((uintptr_t)src & 7) == 0 && off + len <= nbytes) {
+		const unsigned long long *s = (const unsigned long long *)(src + off);
+		v.x = s[0];
+		if (len == 16) v.y = s[1];
+		return v;
+	}
+	union { ulonglong2 v; uint8_t b[16]; } u;
+	u.v = v;
+	for (int k = 0; k < len && off + k < nbytes; k++) u.b[k] = src[off + k];
+	return u.v;
+}
+
+// ll128_store writes chunk j's payload bytes to a raw buffer (up to nbytes).
+__device__ __forceinline__ void ll128_store(uint8_t *dst, unsigned long long line, int j, unsigned long long nbytes, ulonglong2 v) {
+	unsigned long long off = ll128_raw_off(line, j);
+	int len = j == 7 ? 8 : 16;
+	if (((uintptr_t)dst & 7) == 0 && off + len <= nbytes) {
+		unsigned long long *d = (unsigned long long *)(dst + off);
+		d[0] = v.x;
+		if (len == 16) d[1] = v.y;
+		return;
+	}
+	union { ulonglong2 v; uint8_t b[16]; } u;
+	u.v = v;
+	for (int k = 0; k < len && off + k < nbytes; k++) dst[off + k] = u.b[k];
+}
+
+// simccl_ll128_copy: as simccl_ll_copy, with LL128 lines (in, out: 128-byte aligned).
+extern "C" __global__ void __launch_bounds__(THREADS) simccl_ll128_copy(uint8_t *dst, const uint8_t *src, ulonglong2 *in,
+	unsigned inflag, ulonglong2 *out, unsigned outflag, unsigned long long nbytes) {
+	int lane = threadIdx.x & 31, j = lane & 7;
+	unsigned long long warp = ((unsigned long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	unsigned long long nwarps = ((unsigned long long)gridDim.x * blockDim.x) >> 5;
+	unsigned long long lines = (nbytes + LL128_PAYLOAD - 1) / LL128_PAYLOAD;
+	for (unsigned long long base = warp * 4; base < lines; base += nwarps * 4) {
+		unsigned long long line = base + (lane >> 3);
+		bool act = line < lines;
+		ulonglong2 v = make_ulonglong2(0, 0);
+		if (in) v = ll128_wait(in, line, j, inflag, act);
+		else if (act) v = ll128_load(src, line, j, nbytes);
+		if (act && dst) ll128_store(dst, line, j, nbytes, v);
+		if (out) ll128_put(out, line, j, v, outflag, act);
+	}
+}
+
+// ll128_reduce_body: dst[i] = op(a[i], m[i]) for the n elements of the message m (LL128 lines in),
+// written to dst (if not null) and as LL128 lines with outflag to out (if not null). A line holds
+// whole elements (120 is a multiple of every element size).
+template <class T, class Op>
+__device__ __forceinline__ void ll128_reduce_body(T *dst, const T *a, ulonglong2 *in, unsigned inflag, ulonglong2 *out,
+	unsigned outflag, unsigned long long n, const Op &op) {
+	constexpr int E = 16 / sizeof(T);
+	int lane = threadIdx.x & 31, j = lane & 7;
+	unsigned long long warp = ((unsigned long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	unsigned long long nwarps = ((unsigned long long)gridDim.x * blockDim.x) >> 5;
+	unsigned long long nbytes = n * sizeof(T);
+	unsigned long long lines = (nbytes + LL128_PAYLOAD - 1) / LL128_PAYLOAD;
+	int ne = j == 7 ? E / 2 : E;
+	for (unsigned long long base = warp * 4; base < lines; base += nwarps * 4) {
+		unsigned long long line = base + (lane >> 3);
+		bool act = line < lines;
+		union { ulonglong2 v; T e[E]; } m, x, r;
+		m.v = ll128_wait(in, line, j, inflag, act);
+		r.v = make_ulonglong2(0, 0);
+		if (act) {
+			x.v = ll128_load((const uint8_t *)a, line, j, nbytes);
+			unsigned long long e0 = ll128_raw_off(line, j) / sizeof(T);
+#pragma unroll
+			for (int k = 0; k < E; k++)
+				if (k < ne && e0 + k < n) r.e[k] = op(x.e[k], m.e[k]);
+			if (dst) ll128_store((uint8_t *)dst, line, j, nbytes, r.v);
+		}
+		if (out) ll128_put(out, line, j, r.v, outflag, act);
+	}
+}
+
+#define LL128_REDUCE_OP(OPNAME, OPTYPE, TY, TR)                                                                   \
+	extern "C" __global__ void __launch_bounds__(THREADS) simccl_ll128_reduce_##OPNAME##_##TY(TR::Elt *dst,       \
+		const TR::Elt *a, ulonglong2 *in, unsigned inflag, ulonglong2 *out, unsigned outflag, unsigned long long n, \
+		unsigned long long scalar, unsigned int flags) {                                                          \
+		OPTYPE<TR> op(scalar, flags);                                                                             \
+		ll128_reduce_body<TR::Elt>(dst, a, in, inflag, out, outflag, n, op);                                      \
+	}
+
+#define LL128_REDUCE_ALL(TY, TR)                   \
+	LL128_REDUCE_OP(sum, OpSum, TY, TR)             \
+	LL128_REDUCE_OP(prod, OpProd, TY, TR)           \
+	LL128_REDUCE_OP(min, OpMin, TY, TR)             \
+	LL128_REDUCE_OP(max, OpMax, TY, TR)             \
+	LL128_REDUCE_OP(premulsum, OpPreMulSum, TY, TR)
+
+LL128_REDUCE_ALL(i8, TrI8)
+LL128_REDUCE_ALL(u8, TrU8)
+LL128_REDUCE_ALL(i32, TrI32)
+LL128_REDUCE_ALL(u32, TrU32)
+LL128_REDUCE_ALL(i64, TrI64)
+LL128_REDUCE_ALL(u64, TrU64)
+LL128_REDUCE_ALL(f16, TrF16)
+LL128_REDUCE_ALL(f32, F32Tr)
+LL128_REDUCE_ALL(f64, F64Tr)
+LL128_REDUCE_ALL(bf16, TrBF16)
+LL128_REDUCE_ALL(e4m3, TrE4M3)
+LL128_REDUCE_ALL(e5m2, TrE5M2)
