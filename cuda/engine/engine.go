@@ -43,8 +43,7 @@ type Config struct {
 	// Planner decides what every call runs (required; it must plan for the clique's ranks):
 	// NCCL's decision for the machine, from package planner (the live machine's topology, or
 	// planner.CPUMachine's description of ranks sharing a GPU or the emulator). The engine runs
-	// it with the algorithms and protocols it lacks excluded (Exclude: no LL128, NVLS or
-	// CollNet).
+	// it with the algorithms it lacks excluded (Exclude: no NVLS or CollNet).
 	Planner coll.Planner
 	// SlotBytes is one of a connection's NCCL_STEPS staging slots (default: NCCL's Simple buffer
 	// over NCCL_STEPS, 512 KiB). The planner's Simple buffer (NCCL_BUFFSIZE) must be NCCL_STEPS of
@@ -79,12 +78,13 @@ func (c *Config) withDefaults() (Config, error) {
 	return o, nil
 }
 
-// Exclude is what this engine cannot run: the LL128 protocol and the algorithms with switch
-// endpoints (NVLS, NVLSTree, CollNet). LL and Simple run (exec.go); comm's CPU engine runs
-// Simple only (comm.Exclude).
+// Exclude is what this engine cannot run: the algorithms with switch endpoints (NVLS, NVLSTree,
+// CollNet). LL, LL128 and Simple run (exec.go; LL128 where the planner picks it as NCCL would, on
+// NVLink paths, or under NCCL_PROTO); comm's CPU engine runs Simple only (comm.Exclude).
 var Exclude = func() coll.Exclude {
 	ex := comm.Exclude
 	ex.Protos[coll.LL] = false
+	ex.Protos[coll.LL128] = false
 	return ex
 }()
 

@@ -380,6 +380,45 @@ func TestConformanceLL(t *testing.T) {
 	}
 }
 
+// TestConformanceLL128 runs the kit with every collective on the LL128 protocol
+// (NCCL_PROTO=LL128, which enables it whatever the path, as NCCL's explicit setting does): ring
+// and tree. The messages travel as 128-byte lines of 120 payload bytes and a flag, polled by the
+// receiving kernels; point-to-point stays on LL or Simple (NCCL never runs it on LL128).
+func TestConformanceLL128(t *testing.T) {
+	before := engine.LL128Steps()
+	short := colltest.Matrix{
+		TypeOps: map[coll.DataType][]coll.RedOp{
+			coll.Float32:    colltest.AllOps,
+			coll.Int32:      colltest.AllOps,
+			coll.Float16:    {coll.Sum, coll.Avg},
+			coll.Bfloat16:   {coll.Min},
+			coll.Float8e5m2: {coll.Sum},
+			coll.Uint8:      {coll.Prod},
+			coll.Int64:      {coll.Avg},
+			coll.Float64:    {coll.Max},
+		},
+		Counts: []int{1, 13, 9001},
+	}
+	long := short // on GPUs (and -long): a count past one LL128 slot per channel too
+	long.Counts = []int{1, 13, 1031, 9001, 200003}
+	if colltest.Long() {
+		long.TypeOps = nil // every type and op
+	}
+	conformanceProto(t, "ring", "LL128", short, long)
+	m := colltest.Matrix{
+		TypeOps: map[coll.DataType][]coll.RedOp{coll.Float32: colltest.AllOps, coll.Float16: {coll.Sum}, coll.Uint8: {coll.Max}, coll.Int32: {coll.Avg}},
+		Counts:  []int{1, 13, 301, 40000},
+	}
+	m.Funcs = []coll.Func{coll.AllReduce} // NCCL runs Tree for all-reduce only
+	conformanceProto(t, "tree", "LL128", m, m)
+	conformanceProto(t, "treenodes", "LL128", m, m) // steps receiving or sending two messages
+	if got := engine.LL128Steps() - before; got == 0 {
+		t.Fatal("no LL128 step ran")
+	} else {
+		t.Logf("%d LL128 steps", got)
+	}
+}
+
 // TestConformanceSimpleSmall runs small counts on the Simple protocol (NCCL_PROTO=Simple), which
 // NCCL's tuning would otherwise run as LL.
 func TestConformanceSimpleSmall(t *testing.T) {
