@@ -235,7 +235,7 @@ DIVIDE(u64, uint64_t)
 // message in the slot (after the schedule's credit), the same message of the next launch, or of
 // the next replay of a captured CUDA graph (whose flags are the same kernel arguments) waits for
 // its own data. Buffers start zeroed. The payload's tail past nbytes is padded with zeros. Both
-// kernels take one line per thread, grid-stride. A receiver that sees no flag for LL_TIMEOUT_NS
+// kernels take LL_UNROLL lines per thread per round, grid-stride. A receiver that sees no flag for LL_TIMEOUT_NS
 // traps (the launch fails with an error instead of spinning forever).
 
 #define LL_TIMEOUT_NS 10000000000ull
@@ -246,23 +246,49 @@ __device__ __forceinline__ unsigned long long ll_clock() {
 	return t;
 }
 
-// ll_wait waits for line p to carry flag, zeroes it and returns its payload.
-__device__ __forceinline__ uint2 ll_wait(uint4 *p, unsigned flag) {
-	unsigned a, b, c, d;
+// LL_UNROLL: lines a thread takes per round (grid-stride by nth between them). Their loads are
+// issued together before any flag is checked, so a thread waits for LL_UNROLL lines at once
+// instead of one after the other (-DLL_UNROLL=1: one line per round, the first LL kernels).
+#ifndef LL_UNROLL
+#define LL_UNROLL 4
+#endif
+
+__device__ __forceinline__ uint4 ll_ld(const uint4 *p) {
+	uint4 v;
+	asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+	return v;
+}
+
+// ll_spin reloads line p into v until both its flags are flag (trapping after LL_TIMEOUT_NS).
+__device__ __forceinline__ void ll_spin(const uint4 *p, uint4 &v, unsigned flag) {
 	unsigned spins = 0;
 	unsigned long long t0 = 0;
-	for (;;) {
-		asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(a), "=r"(b), "=r"(c), "=r"(d) : "l"(p) : "memory");
-		if (b == flag && d == flag) break;
+	while (v.y != flag || v.w != flag) {
 		if (++spins == 256) {
 			unsigned long long t = ll_clock();
 			if (t0 == 0) t0 = t;
 			else if (t - t0 > LL_TIMEOUT_NS) __trap();
 			spins = 0;
 		}
+		v = ll_ld(p);
 	}
-	asm volatile("st.volatile.global.v4.u32 [%0], {%1,%1,%1,%1};" ::"l"(p), "r"(0u) : "memory");
-	return make_uint2(a, c);
+}
+
+// ll_wait_n waits for the lines i + u*nth (u < LL_UNROLL, those below lines) to carry flag,
+// zeroes them and returns their payloads in out[u].
+__device__ __forceinline__ void ll_wait_n(uint4 *in, unsigned long long i, unsigned long long nth, unsigned long long lines,
+	unsigned flag, uint2 *out) {
+	uint4 v[LL_UNROLL];
+#pragma unroll
+	for (int u = 0; u < LL_UNROLL; u++)
+		if (i + u * nth < lines) v[u] = ll_ld(in + i + u * nth);
+#pragma unroll
+	for (int u = 0; u < LL_UNROLL; u++)
+		if (i + u * nth < lines) {
+			ll_spin(in + i + u * nth, v[u], flag);
+			asm volatile("st.volatile.global.v4.u32 [%0], {%1,%1,%1,%1};" ::"l"(in + i + u * nth), "r"(0u) : "memory");
+			out[u] = make_uint2(v[u].x, v[u].z);
+		}
 }
 
 __device__ __forceinline__ void ll_store(uint4 *p, uint2 v, unsigned flag) {
@@ -298,10 +324,22 @@ extern "C" __global__ void __launch_bounds__(THREADS) simccl_ll_copy(uint8_t *ds
 	unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
 	unsigned long long nth = (unsigned long long)gridDim.x * blockDim.x;
 	unsigned long long lines = (nbytes + 7) / 8;
-	for (unsigned long long i = tid; i < lines; i += nth) {
-		uint2 v = in ? ll_wait(in + i, inflag) : ll_load8(src, i, nbytes);
-		if (dst) ll_store8(dst, i, nbytes, v);
-		if (out) ll_store(out + i, v, outflag);
+	for (unsigned long long i = tid; i < lines; i += nth * LL_UNROLL) {
+		uint2 v[LL_UNROLL];
+		if (in) ll_wait_n(in, i, nth, lines, inflag, v);
+		else {
+#pragma unroll
+			for (int u = 0; u < LL_UNROLL; u++)
+				if (i + u * nth < lines) v[u] = ll_load8(src, i + u * nth, nbytes);
+		}
+#pragma unroll
+		for (int u = 0; u < LL_UNROLL; u++) {
+			unsigned long long l = i + u * nth;
+			if (l < lines) {
+				if (dst) ll_store8(dst, l, nbytes, v[u]);
+				if (out) ll_store(out + l, v[u], outflag);
+			}
+		}
 	}
 }
 
@@ -315,16 +353,27 @@ __device__ __forceinline__ void ll_reduce_body(T *dst, const T *a, uint4 *in, un
 	unsigned long long nth = (unsigned long long)gridDim.x * blockDim.x;
 	unsigned long long lines = (n + E - 1) / E;
 	unsigned long long nbytes = n * sizeof(T);
-	for (unsigned long long i = tid; i < lines; i += nth) {
-		union { uint2 v; T e[E]; } m, x, r;
-		m.v = ll_wait(in + i, inflag);
-		x.v = ll_load8((const uint8_t *)a, i, nbytes);
-		r.v = make_uint2(0, 0);
+	for (unsigned long long i = tid; i < lines; i += nth * LL_UNROLL) {
+		uint2 mv[LL_UNROLL], xv[LL_UNROLL];
 #pragma unroll
-		for (int k = 0; k < E; k++)
-			if (i * E + k < n) r.e[k] = op(x.e[k], m.e[k]);
-		if (dst) ll_store8((uint8_t *)dst, i, nbytes, r.v);
-		if (out) ll_store(out + i, r.v, outflag);
+		for (int u = 0; u < LL_UNROLL; u++)
+			if (i + u * nth < lines) xv[u] = ll_load8((const uint8_t *)a, i + u * nth, nbytes);
+		ll_wait_n(in, i, nth, lines, inflag, mv);
+#pragma unroll
+		for (int u = 0; u < LL_UNROLL; u++) {
+			unsigned long long l = i + u * nth;
+			if (l < lines) {
+				union { uint2 v; T e[E]; } m, x, r;
+				m.v = mv[u];
+				x.v = xv[u];
+				r.v = make_uint2(0, 0);
+#pragma unroll
+				for (int k = 0; k < E; k++)
+					if (l * E + k < n) r.e[k] = op(x.e[k], m.e[k]);
+				if (dst) ll_store8((uint8_t *)dst, l, nbytes, r.v);
+				if (out) ll_store(out + l, r.v, outflag);
+			}
+		}
 	}
 }
 
@@ -370,21 +419,36 @@ LL_REDUCE_ALL(e5m2, TrE5M2)
 // line of the warp's group carries its flag, then zeroes each flag word it read (the payload can
 // stay: a later line is written as a unit, flag included), so a stale line never passes for the
 // next message in the slot, the next launch or graph replay. Lines must be 128-byte aligned.
-// Payload past nbytes is padded with zeros. Grid-stride by warp: a warp takes 4 lines per round.
+// Payload past nbytes is padded with zeros. Grid-stride by warp: a warp takes 4 lines per round,
+// LL128_UNROLL rounds at once.
 
 #define LL128_LINE_BYTES 128
 #define LL128_PAYLOAD 120
 
-// ll128_wait waits until the lines of this warp's round carry flag (act: this thread's line
-// exists), zeroes the flag words and returns this thread's 16-byte chunk.
-__device__ __forceinline__ ulonglong2 ll128_wait(ulonglong2 *in, unsigned long long line, int j, unsigned long long flag, bool act) {
-	ulonglong2 v = make_ulonglong2(0, 0);
-	ulonglong2 *p = in + line * 8 + j;
+// LL128_UNROLL: rounds of 4 lines a warp takes at once (their loads issued together).
+#ifndef LL128_UNROLL
+#define LL128_UNROLL 4
+#endif
+
+// ll128_wait_n waits until the lines base + u*stride + lane/8 (u < LL128_UNROLL; act[u]: the line
+// exists) carry flag, zeroes their flag words and returns this thread's 16-byte chunks in v[u].
+__device__ __forceinline__ void ll128_wait_n(ulonglong2 *in, unsigned long long base, unsigned long long stride, int lane,
+	unsigned long long flag, const bool *act, ulonglong2 *v) {
+	int j = lane & 7;
 	unsigned spins = 0;
 	unsigned long long t0 = 0;
 	for (;;) {
-		if (act) asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(v.x), "=l"(v.y) : "l"(p) : "memory");
-		bool bad = act && j == 7 && v.y != flag;
+		bool bad = false;
+#pragma unroll
+		for (int u = 0; u < LL128_UNROLL; u++) {
+			v[u] = make_ulonglong2(0, 0);
+			if (act[u]) {
+				ulonglong2 *p = in + (base + u * stride + (lane >> 3)) * 8 + j;
+				asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(v[u].x), "=l"(v[u].y) : "l"(p) : "memory");
+			}
+		}
+#pragma unroll
+		for (int u = 0; u < LL128_UNROLL; u++) bad |= act[u] && j == 7 && v[u].y != flag;
 		if (!__any_sync(0xffffffffu, bad)) break;
 		if (++spins == 256) {
 			unsigned long long t = ll_clock();
@@ -393,8 +457,14 @@ __device__ __forceinline__ ulonglong2 ll128_wait(ulonglong2 *in, unsigned long l
 			spins = 0;
 		}
 	}
-	if (act && j == 7) asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"((unsigned long long *)p + 1), "l"(0ull) : "memory");
-	return v;
+	if (j == 7) {
+#pragma unroll
+		for (int u = 0; u < LL128_UNROLL; u++)
+			if (act[u]) {
+				unsigned long long *f = (unsigned long long *)(in + (base + u * stride + (lane >> 3)) * 8 + j) + 1;
+				asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(f), "l"(0ull) : "memory");
+			}
+	}
 }
 
 // ll128_put stores this thread's chunk of a line with flag (chunk 7 carries it in its high half).
@@ -446,14 +516,23 @@ extern "C" __global__ void __launch_bounds__(THREADS) simccl_ll128_copy(uint8_t 
 	unsigned long long warp = ((unsigned long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
 	unsigned long long nwarps = ((unsigned long long)gridDim.x * blockDim.x) >> 5;
 	unsigned long long lines = (nbytes + LL128_PAYLOAD - 1) / LL128_PAYLOAD;
-	for (unsigned long long base = warp * 4; base < lines; base += nwarps * 4) {
-		unsigned long long line = base + (lane >> 3);
-		bool act = line < lines;
-		ulonglong2 v = make_ulonglong2(0, 0);
-		if (in) v = ll128_wait(in, line, j, inflag, act);
-		else if (act) v = ll128_load(src, line, j, nbytes);
-		if (act && dst) ll128_store(dst, line, j, nbytes, v);
-		if (out) ll128_put(out, line, j, v, outflag, act);
+	unsigned long long stride = nwarps * 4; // lines between a warp's rounds
+	for (unsigned long long base = warp * 4; base < lines; base += stride * LL128_UNROLL) {
+		bool act[LL128_UNROLL];
+		ulonglong2 v[LL128_UNROLL];
+#pragma unroll
+		for (int u = 0; u < LL128_UNROLL; u++) act[u] = base + u * stride + (lane >> 3) < lines;
+		if (in) ll128_wait_n(in, base, stride, lane, inflag, act, v);
+		else {
+#pragma unroll
+			for (int u = 0; u < LL128_UNROLL; u++) v[u] = act[u] ? ll128_load(src, base + u * stride + (lane >> 3), j, nbytes) : make_ulonglong2(0, 0);
+		}
+#pragma unroll
+		for (int u = 0; u < LL128_UNROLL; u++) {
+			unsigned long long line = base + u * stride + (lane >> 3);
+			if (act[u] && dst) ll128_store(dst, line, j, nbytes, v[u]);
+			if (out) ll128_put(out, line, j, v[u], outflag, act[u]);
+		}
 	}
 }
 
@@ -469,22 +548,34 @@ __device__ __forceinline__ void ll128_reduce_body(T *dst, const T *a, ulonglong2
 	unsigned long long nwarps = ((unsigned long long)gridDim.x * blockDim.x) >> 5;
 	unsigned long long nbytes = n * sizeof(T);
 	unsigned long long lines = (nbytes + LL128_PAYLOAD - 1) / LL128_PAYLOAD;
+	unsigned long long stride = nwarps * 4;
 	int ne = j == 7 ? E / 2 : E;
-	for (unsigned long long base = warp * 4; base < lines; base += nwarps * 4) {
-		unsigned long long line = base + (lane >> 3);
-		bool act = line < lines;
-		union { ulonglong2 v; T e[E]; } m, x, r;
-		m.v = ll128_wait(in, line, j, inflag, act);
-		r.v = make_ulonglong2(0, 0);
-		if (act) {
-			x.v = ll128_load((const uint8_t *)a, line, j, nbytes);
-			unsigned long long e0 = ll128_raw_off(line, j) / sizeof(T);
+	for (unsigned long long base = warp * 4; base < lines; base += stride * LL128_UNROLL) {
+		bool act[LL128_UNROLL];
+		ulonglong2 mv[LL128_UNROLL], xv[LL128_UNROLL];
 #pragma unroll
-			for (int k = 0; k < E; k++)
-				if (k < ne && e0 + k < n) r.e[k] = op(x.e[k], m.e[k]);
-			if (dst) ll128_store((uint8_t *)dst, line, j, nbytes, r.v);
+		for (int u = 0; u < LL128_UNROLL; u++) {
+			unsigned long long line = base + u * stride + (lane >> 3);
+			act[u] = line < lines;
+			xv[u] = act[u] ? ll128_load((const uint8_t *)a, line, j, nbytes) : make_ulonglong2(0, 0);
 		}
-		if (out) ll128_put(out, line, j, r.v, outflag, act);
+		ll128_wait_n(in, base, stride, lane, inflag, act, mv);
+#pragma unroll
+		for (int u = 0; u < LL128_UNROLL; u++) {
+			unsigned long long line = base + u * stride + (lane >> 3);
+			union { ulonglong2 v; T e[E]; } m, x, r;
+			m.v = mv[u];
+			x.v = xv[u];
+			r.v = make_ulonglong2(0, 0);
+			if (act[u]) {
+				unsigned long long e0 = ll128_raw_off(line, j) / sizeof(T);
+#pragma unroll
+				for (int k = 0; k < E; k++)
+					if (k < ne && e0 + k < n) r.e[k] = op(x.e[k], m.e[k]);
+				if (dst) ll128_store((uint8_t *)dst, line, j, nbytes, r.v);
+			}
+			if (out) ll128_put(out, line, j, r.v, outflag, act[u]);
+		}
 	}
 }
 
