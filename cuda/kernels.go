@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
 
 	"github.com/simccl/simccl/coll"
 )
@@ -77,11 +78,18 @@ const (
 
 const kernelThreads = 512 // THREADS in kernels.cu (__launch_bounds__)
 
-// llMaxGrid caps the blocks of an LL kernel. Its threads spin until the sender's lines arrive,
-// holding their SM slots meanwhile: with every (rank, channel, lane) stream of ranks sharing a GPU
-// running one such kernel, a few blocks each leave room for the senders (NCCL runs one block of
-// at most 512 LL threads per channel). A thread takes several lines, grid-stride.
-const llMaxGrid = 2
+// llMaxGrid caps the blocks of an LL or LL128 kernel. Its threads spin until the sender's lines
+// arrive, holding their SM slots meanwhile: with every (rank, channel, lane) stream of ranks
+// sharing a GPU running one such kernel, a few blocks each leave room for the senders (NCCL runs
+// one block of at most 512 LL or 640 LL128 threads per channel). A message takes up to 2 blocks
+// of one line (LL) or line chunk (LL128) per thread, and more blocks, up to llMaxGrid, once every
+// thread has 4 (the kernels' unrolled loop). SIMCCL_LL_MAX_GRID overrides it (a measurement knob).
+var llMaxGrid = func() int {
+	if v, err := strconv.Atoi(os.Getenv("SIMCCL_LL_MAX_GRID")); err == nil && v >= 1 {
+		return v
+	}
+	return 8
+}()
 
 // Kernels is the copy and reduction module loaded into one device's context. Its methods take
 // the Ctx of that device (inside Device.Do) and enqueue on a stream; they do not synchronize.
@@ -355,14 +363,15 @@ func (k *Kernels) LL128Reduce(c *Ctx, s Stream, t coll.DataType, op coll.RedOp, 
 	return k.LineReduce(c, s, coll.LL128, t, op, dst, a, in, inFlag, out, outFlag, count, scalar, flags)
 }
 
-// lineGrid is the grid of a line kernel of protocol p for n payload bytes: LL takes a line per
-// thread, LL128 a line per 8 threads; at most llMaxGrid blocks.
+// lineGrid is the grid of a line kernel of protocol p for n payload bytes (LL: a line per
+// thread, LL128: a line per 8 threads; llMaxGrid).
 func (k *Kernels) lineGrid(p coll.Proto, n int64) uint32 {
 	items := LLLines(n)
 	if p == coll.LL128 {
 		items = LL128Lines(n) * 8
 	}
-	return min(k.grid(int(items)), llMaxGrid)
+	g := max(min(int(k.grid(int(items))), 2), min(int(k.grid(int((items+3)/4))), llMaxGrid))
+	return uint32(max(g, 1))
 }
 
 // LineCopy is LLCopy (p = coll.LL) or LL128Copy (p = coll.LL128).

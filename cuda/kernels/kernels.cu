@@ -246,9 +246,10 @@ __device__ __forceinline__ unsigned long long ll_clock() {
 	return t;
 }
 
-// LL_UNROLL: lines a thread takes per round (grid-stride by nth between them). Their loads are
-// issued together before any flag is checked, so a thread waits for LL_UNROLL lines at once
-// instead of one after the other (-DLL_UNROLL=1: one line per round, the first LL kernels).
+// LL_UNROLL: lines a thread takes per round (grid-stride by nth between them) when it has more
+// than 2. Their loads are issued together before any flag is checked, so a thread waits for
+// LL_UNROLL lines at once instead of one after the other (-DLL_UNROLL=1: one line per round,
+// the first LL kernels).
 #ifndef LL_UNROLL
 #define LL_UNROLL 4
 #endif
@@ -274,16 +275,17 @@ __device__ __forceinline__ void ll_spin(const uint4 *p, uint4 &v, unsigned flag)
 	}
 }
 
-// ll_wait_n waits for the lines i + u*nth (u < LL_UNROLL, those below lines) to carry flag,
-// zeroes them and returns their payloads in out[u].
+// ll_wait_n waits for the lines i + u*nth (u < U, those below lines) to carry flag, zeroes them
+// and returns their payloads in out[u].
+template <int U>
 __device__ __forceinline__ void ll_wait_n(uint4 *in, unsigned long long i, unsigned long long nth, unsigned long long lines,
 	unsigned flag, uint2 *out) {
-	uint4 v[LL_UNROLL];
+	uint4 v[U];
 #pragma unroll
-	for (int u = 0; u < LL_UNROLL; u++)
+	for (int u = 0; u < U; u++)
 		if (i + u * nth < lines) v[u] = ll_ld(in + i + u * nth);
 #pragma unroll
-	for (int u = 0; u < LL_UNROLL; u++)
+	for (int u = 0; u < U; u++)
 		if (i + u * nth < lines) {
 			ll_spin(in + i + u * nth, v[u], flag);
 			asm volatile("st.volatile.global.v4.u32 [%0], {%1,%1,%1,%1};" ::"l"(in + i + u * nth), "r"(0u) : "memory");
@@ -316,24 +318,23 @@ __device__ __forceinline__ void ll_store8(uint8_t *dst, unsigned long long i, un
 	for (int k = 0; k < 8 && off + k < nbytes; k++) dst[off + k] = u.b[k];
 }
 
-// simccl_ll_copy: the payload comes from the LL lines in (waiting for inflag, then zeroing them) or, when in is
-// null, from the raw buffer src; it goes to the raw buffer dst (if not null) and as LL lines with
-// outflag to out (if not null).
-extern "C" __global__ void __launch_bounds__(THREADS) simccl_ll_copy(uint8_t *dst, const uint8_t *src, uint4 *in,
-	unsigned inflag, uint4 *out, unsigned outflag, unsigned long long nbytes) {
-	unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-	unsigned long long nth = (unsigned long long)gridDim.x * blockDim.x;
-	unsigned long long lines = (nbytes + 7) / 8;
-	for (unsigned long long i = tid; i < lines; i += nth * LL_UNROLL) {
-		uint2 v[LL_UNROLL];
-		if (in) ll_wait_n(in, i, nth, lines, inflag, v);
+// ll_copy_loop is simccl_ll_copy's loop, U lines per thread at once: the payload comes from the
+// LL lines in (waiting for inflag, then zeroing them) or, when in is null, from the raw buffer
+// src; it goes to the raw buffer dst (if not null) and as LL lines with outflag to out (if not
+// null).
+template <int U>
+__device__ __forceinline__ void ll_copy_loop(uint8_t *dst, const uint8_t *src, uint4 *in, unsigned inflag, uint4 *out,
+	unsigned outflag, unsigned long long nbytes, unsigned long long lines, unsigned long long tid, unsigned long long nth) {
+	for (unsigned long long i = tid; i < lines; i += nth * U) {
+		uint2 v[U];
+		if (in) ll_wait_n<U>(in, i, nth, lines, inflag, v);
 		else {
 #pragma unroll
-			for (int u = 0; u < LL_UNROLL; u++)
+			for (int u = 0; u < U; u++)
 				if (i + u * nth < lines) v[u] = ll_load8(src, i + u * nth, nbytes);
 		}
 #pragma unroll
-		for (int u = 0; u < LL_UNROLL; u++) {
+		for (int u = 0; u < U; u++) {
 			unsigned long long l = i + u * nth;
 			if (l < lines) {
 				if (dst) ll_store8(dst, l, nbytes, v[u]);
@@ -343,24 +344,36 @@ extern "C" __global__ void __launch_bounds__(THREADS) simccl_ll_copy(uint8_t *ds
 	}
 }
 
-// ll_reduce_body: dst[j] = op(a[j], m[j]) for the n elements of the message m (LL lines in),
+// simccl_ll_copy: a thread with at most 2 lines takes them one at a time, one with more
+// LL_UNROLL at once (the unrolled loop is slower for the smallest messages: measured on one
+// H200, testdata/device/h200x1-2026-11-28-ll128).
+extern "C" __global__ void __launch_bounds__(THREADS) simccl_ll_copy(uint8_t *dst, const uint8_t *src, uint4 *in,
+	unsigned inflag, uint4 *out, unsigned outflag, unsigned long long nbytes) {
+	unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+	unsigned long long nth = (unsigned long long)gridDim.x * blockDim.x;
+	unsigned long long lines = (nbytes + 7) / 8;
+	if (lines <= 2 * nth) ll_copy_loop<1>(dst, src, in, inflag, out, outflag, nbytes, lines, tid, nth);
+	else ll_copy_loop<LL_UNROLL>(dst, src, in, inflag, out, outflag, nbytes, lines, tid, nth);
+}
+
+// ll_reduce_loop: dst[j] = op(a[j], m[j]) for the n elements of the message m (LL lines in),
 // written to dst (if not null) and as LL lines with outflag to out (if not null).
-template <class T, class Op>
-__device__ __forceinline__ void ll_reduce_body(T *dst, const T *a, uint4 *in, unsigned inflag, uint4 *out, unsigned outflag,
+template <int U, class T, class Op>
+__device__ __forceinline__ void ll_reduce_loop(T *dst, const T *a, uint4 *in, unsigned inflag, uint4 *out, unsigned outflag,
 	unsigned long long n, const Op &op) {
 	constexpr int E = 8 / sizeof(T);
 	unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
 	unsigned long long nth = (unsigned long long)gridDim.x * blockDim.x;
 	unsigned long long lines = (n + E - 1) / E;
 	unsigned long long nbytes = n * sizeof(T);
-	for (unsigned long long i = tid; i < lines; i += nth * LL_UNROLL) {
-		uint2 mv[LL_UNROLL], xv[LL_UNROLL];
+	for (unsigned long long i = tid; i < lines; i += nth * U) {
+		uint2 mv[U], xv[U];
 #pragma unroll
-		for (int u = 0; u < LL_UNROLL; u++)
+		for (int u = 0; u < U; u++)
 			if (i + u * nth < lines) xv[u] = ll_load8((const uint8_t *)a, i + u * nth, nbytes);
-		ll_wait_n(in, i, nth, lines, inflag, mv);
+		ll_wait_n<U>(in, i, nth, lines, inflag, mv);
 #pragma unroll
-		for (int u = 0; u < LL_UNROLL; u++) {
+		for (int u = 0; u < U; u++) {
 			unsigned long long l = i + u * nth;
 			if (l < lines) {
 				union { uint2 v; T e[E]; } m, x, r;
@@ -375,6 +388,15 @@ __device__ __forceinline__ void ll_reduce_body(T *dst, const T *a, uint4 *in, un
 			}
 		}
 	}
+}
+
+template <class T, class Op>
+__device__ __forceinline__ void ll_reduce_body(T *dst, const T *a, uint4 *in, unsigned inflag, uint4 *out, unsigned outflag,
+	unsigned long long n, const Op &op) {
+	constexpr int E = 8 / sizeof(T);
+	unsigned long long nth = (unsigned long long)gridDim.x * blockDim.x;
+	if ((n + E - 1) / E <= 2 * nth) ll_reduce_loop<1, T>(dst, a, in, inflag, out, outflag, n, op);
+	else ll_reduce_loop<LL_UNROLL, T>(dst, a, in, inflag, out, outflag, n, op);
 }
 
 #define LL_REDUCE_OP(OPNAME, OPTYPE, TY, TR)                                                                   \
@@ -425,13 +447,15 @@ LL_REDUCE_ALL(e5m2, TrE5M2)
 #define LL128_LINE_BYTES 128
 #define LL128_PAYLOAD 120
 
-// LL128_UNROLL: rounds of 4 lines a warp takes at once (their loads issued together).
+// LL128_UNROLL: rounds of 4 lines a warp takes at once (their loads issued together) when it has
+// more than 2 rounds.
 #ifndef LL128_UNROLL
 #define LL128_UNROLL 4
 #endif
 
-// ll128_wait_n waits until the lines base + u*stride + lane/8 (u < LL128_UNROLL; act[u]: the line
+// ll128_wait_n waits until the lines base + u*stride + lane/8 (u < U; act[u]: the line
 // exists) carry flag, zeroes their flag words and returns this thread's 16-byte chunks in v[u].
+template <int U>
 __device__ __forceinline__ void ll128_wait_n(ulonglong2 *in, unsigned long long base, unsigned long long stride, int lane,
 	unsigned long long flag, const bool *act, ulonglong2 *v) {
 	int j = lane & 7;
@@ -440,7 +464,7 @@ __device__ __forceinline__ void ll128_wait_n(ulonglong2 *in, unsigned long long 
 	for (;;) {
 		bool bad = false;
 #pragma unroll
-		for (int u = 0; u < LL128_UNROLL; u++) {
+		for (int u = 0; u < U; u++) {
 			v[u] = make_ulonglong2(0, 0);
 			if (act[u]) {
 				ulonglong2 *p = in + (base + u * stride + (lane >> 3)) * 8 + j;
@@ -448,7 +472,7 @@ __device__ __forceinline__ void ll128_wait_n(ulonglong2 *in, unsigned long long 
 			}
 		}
 #pragma unroll
-		for (int u = 0; u < LL128_UNROLL; u++) bad |= act[u] && j == 7 && v[u].y != flag;
+		for (int u = 0; u < U; u++) bad |= act[u] && j == 7 && v[u].y != flag;
 		if (!__any_sync(0xffffffffu, bad)) break;
 		if (++spins == 256) {
 			unsigned long long t = ll_clock();
@@ -459,7 +483,7 @@ __device__ __forceinline__ void ll128_wait_n(ulonglong2 *in, unsigned long long 
 	}
 	if (j == 7) {
 #pragma unroll
-		for (int u = 0; u < LL128_UNROLL; u++)
+		for (int u = 0; u < U; u++)
 			if (act[u]) {
 				unsigned long long *f = (unsigned long long *)(in + (base + u * stride + (lane >> 3)) * 8 + j) + 1;
 				asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(f), "l"(0ull) : "memory");
@@ -509,26 +533,27 @@ __device__ __forceinline__ void ll128_store(uint8_t *dst, unsigned long long lin
 	for (int k = 0; k < len && off + k < nbytes; k++) dst[off + k] = u.b[k];
 }
 
-// simccl_ll128_copy: as simccl_ll_copy, with LL128 lines (in, out: 128-byte aligned).
-extern "C" __global__ void __launch_bounds__(THREADS) simccl_ll128_copy(uint8_t *dst, const uint8_t *src, ulonglong2 *in,
-	unsigned inflag, ulonglong2 *out, unsigned outflag, unsigned long long nbytes) {
+// ll128_copy_loop is simccl_ll128_copy's loop, U rounds of 4 lines per warp at once.
+template <int U>
+__device__ __forceinline__ void ll128_copy_loop(uint8_t *dst, const uint8_t *src, ulonglong2 *in, unsigned inflag, ulonglong2 *out,
+	unsigned outflag, unsigned long long nbytes) {
 	int lane = threadIdx.x & 31, j = lane & 7;
 	unsigned long long warp = ((unsigned long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
 	unsigned long long nwarps = ((unsigned long long)gridDim.x * blockDim.x) >> 5;
 	unsigned long long lines = (nbytes + LL128_PAYLOAD - 1) / LL128_PAYLOAD;
 	unsigned long long stride = nwarps * 4; // lines between a warp's rounds
-	for (unsigned long long base = warp * 4; base < lines; base += stride * LL128_UNROLL) {
-		bool act[LL128_UNROLL];
-		ulonglong2 v[LL128_UNROLL];
+	for (unsigned long long base = warp * 4; base < lines; base += stride * U) {
+		bool act[U];
+		ulonglong2 v[U];
 #pragma unroll
-		for (int u = 0; u < LL128_UNROLL; u++) act[u] = base + u * stride + (lane >> 3) < lines;
-		if (in) ll128_wait_n(in, base, stride, lane, inflag, act, v);
+		for (int u = 0; u < U; u++) act[u] = base + u * stride + (lane >> 3) < lines;
+		if (in) ll128_wait_n<U>(in, base, stride, lane, inflag, act, v);
 		else {
 #pragma unroll
-			for (int u = 0; u < LL128_UNROLL; u++) v[u] = act[u] ? ll128_load(src, base + u * stride + (lane >> 3), j, nbytes) : make_ulonglong2(0, 0);
+			for (int u = 0; u < U; u++) v[u] = act[u] ? ll128_load(src, base + u * stride + (lane >> 3), j, nbytes) : make_ulonglong2(0, 0);
 		}
 #pragma unroll
-		for (int u = 0; u < LL128_UNROLL; u++) {
+		for (int u = 0; u < U; u++) {
 			unsigned long long line = base + u * stride + (lane >> 3);
 			if (act[u] && dst) ll128_store(dst, line, j, nbytes, v[u]);
 			if (out) ll128_put(out, line, j, v[u], outflag, act[u]);
@@ -536,11 +561,20 @@ extern "C" __global__ void __launch_bounds__(THREADS) simccl_ll128_copy(uint8_t 
 	}
 }
 
-// ll128_reduce_body: dst[i] = op(a[i], m[i]) for the n elements of the message m (LL128 lines in),
+// simccl_ll128_copy: as simccl_ll_copy, with LL128 lines (in, out: 128-byte aligned); a warp with
+// at most 2 rounds of lines takes them one round at a time, one with more LL128_UNROLL at once.
+extern "C" __global__ void __launch_bounds__(THREADS) simccl_ll128_copy(uint8_t *dst, const uint8_t *src, ulonglong2 *in,
+	unsigned inflag, ulonglong2 *out, unsigned outflag, unsigned long long nbytes) {
+	unsigned long long nwarps = ((unsigned long long)gridDim.x * blockDim.x) >> 5;
+	if ((nbytes + LL128_PAYLOAD - 1) / LL128_PAYLOAD <= 2 * 4 * nwarps) ll128_copy_loop<1>(dst, src, in, inflag, out, outflag, nbytes);
+	else ll128_copy_loop<LL128_UNROLL>(dst, src, in, inflag, out, outflag, nbytes);
+}
+
+// ll128_reduce_loop: dst[i] = op(a[i], m[i]) for the n elements of the message m (LL128 lines in),
 // written to dst (if not null) and as LL128 lines with outflag to out (if not null). A line holds
 // whole elements (120 is a multiple of every element size).
-template <class T, class Op>
-__device__ __forceinline__ void ll128_reduce_body(T *dst, const T *a, ulonglong2 *in, unsigned inflag, ulonglong2 *out,
+template <int U, class T, class Op>
+__device__ __forceinline__ void ll128_reduce_loop(T *dst, const T *a, ulonglong2 *in, unsigned inflag, ulonglong2 *out,
 	unsigned outflag, unsigned long long n, const Op &op) {
 	constexpr int E = 16 / sizeof(T);
 	int lane = threadIdx.x & 31, j = lane & 7;
@@ -550,18 +584,18 @@ __device__ __forceinline__ void ll128_reduce_body(T *dst, const T *a, ulonglong2
 	unsigned long long lines = (nbytes + LL128_PAYLOAD - 1) / LL128_PAYLOAD;
 	unsigned long long stride = nwarps * 4;
 	int ne = j == 7 ? E / 2 : E;
-	for (unsigned long long base = warp * 4; base < lines; base += stride * LL128_UNROLL) {
-		bool act[LL128_UNROLL];
-		ulonglong2 mv[LL128_UNROLL], xv[LL128_UNROLL];
+	for (unsigned long long base = warp * 4; base < lines; base += stride * U) {
+		bool act[U];
+		ulonglong2 mv[U], xv[U];
 #pragma unroll
-		for (int u = 0; u < LL128_UNROLL; u++) {
+		for (int u = 0; u < U; u++) {
 			unsigned long long line = base + u * stride + (lane >> 3);
 			act[u] = line < lines;
 			xv[u] = act[u] ? ll128_load((const uint8_t *)a, line, j, nbytes) : make_ulonglong2(0, 0);
 		}
-		ll128_wait_n(in, base, stride, lane, inflag, act, mv);
+		ll128_wait_n<U>(in, base, stride, lane, inflag, act, mv);
 #pragma unroll
-		for (int u = 0; u < LL128_UNROLL; u++) {
+		for (int u = 0; u < U; u++) {
 			unsigned long long line = base + u * stride + (lane >> 3);
 			union { ulonglong2 v; T e[E]; } m, x, r;
 			m.v = mv[u];
@@ -577,6 +611,14 @@ __device__ __forceinline__ void ll128_reduce_body(T *dst, const T *a, ulonglong2
 			if (out) ll128_put(out, line, j, r.v, outflag, act[u]);
 		}
 	}
+}
+
+template <class T, class Op>
+__device__ __forceinline__ void ll128_reduce_body(T *dst, const T *a, ulonglong2 *in, unsigned inflag, ulonglong2 *out,
+	unsigned outflag, unsigned long long n, const Op &op) {
+	unsigned long long nwarps = ((unsigned long long)gridDim.x * blockDim.x) >> 5;
+	if ((n * sizeof(T) + LL128_PAYLOAD - 1) / LL128_PAYLOAD <= 2 * 4 * nwarps) ll128_reduce_loop<1, T>(dst, a, in, inflag, out, outflag, n, op);
+	else ll128_reduce_loop<LL128_UNROLL, T>(dst, a, in, inflag, out, outflag, n, op);
 }
 
 #define LL128_REDUCE_OP(OPNAME, OPTYPE, TY, TR)                                                                   \
