@@ -443,3 +443,8 @@ func (k *Kernels) LineReduce(c *Ctx, s Stream, p coll.Proto, t coll.DataType, op
 	args.U32(flags)
 	return c.Launch(k.llReduce[p][t][op], [3]uint32{k.lineGrid(p, int64(count*t.Size())), 1, 1}, [3]uint32{kernelThreads, 1, 1}, 0, s, &args)
 }
+
+// CopyKernel is the copy kernel's CUfunction and the most blocks Copy launches it with, for C
+// code that launches it itself (cuda/libnccl's one-rank path): simccl_copy(dst, src, nbytes), 512
+// threads a block, ceil(ceil(nbytes/16)/512) blocks capped at maxGrid.
+func (k *Kernels) CopyKernel() (f Function, maxGrid int) { return k.copy, k.maxGrid }

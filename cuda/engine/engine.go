@@ -580,6 +580,26 @@ var aloneKernelMax = func() int {
 	return 1 << 20
 }()
 
+// OneRank describes how this communicator's one-rank calls run (alone), for a C caller that
+// enqueues them itself (cuda/libnccl): the device's context, the copy kernel and its grid cap, and
+// the largest copy made by the kernel (larger ones are cuMemcpyDtoDAsync). ok is false when the
+// communicator has several ranks, ranks in other processes, or has failed.
+func (c *Comm) OneRank() (ctx uintptr, copyKernel cuda.Function, maxGrid, kernelMax int, ok bool) {
+	if c.cl.n != 1 || c.cl.xp != nil || c.failed.Load() {
+		return 0, 0, 0, 0, false
+	}
+	f, g := c.k.CopyKernel()
+	return c.dev.Context(), f, g, aloneKernelMax, true
+}
+
+// Fail records err as the communicator's error (GetAsyncError; calls afterwards fail with it): a
+// failure of work a C caller enqueued for it (OneRank).
+func (c *Comm) Fail(err error) {
+	if err != nil {
+		c.fail(err)
+	}
+}
+
 // alone runs a call of a one-rank communicator outside a group as NCCL does for one rank: the
 // result is the input (Sum, Prod, Max, Min and Avg of one input; every collective's output is its
 // one block), so an out-of-place call is one device-to-device copy on the caller's stream,

@@ -2,7 +2,7 @@
 import csv, json, os, statistics, sys
 w = sys.argv[1]
 print("runccl --backend cuda --share-gpus --algo ring -G 10 (CUDA graph replays), out of place, us per call (median of the rounds); wrong elements summed")
-names = [("simple", "Simple"), ("ll", "LL"), ("llu1", "LL u1"), ("ll128", "LL128"), ("ll128u1", "LL128 u1")]
+names = [(p, h) for p, h in [("simple", "Simple"), ("ll", "LL"), ("llg2", "LL grid 2"), ("llu1", "LL u1"), ("ll128", "LL128"), ("ll128g2", "LL128 grid 2"), ("ll128u1", "LL128 u1")] if any(f.startswith("runccl_n2_%s_" % p) or f == "runccl_n2_%s.json" % p for f in os.listdir(w))]
 for n in (2, 4):
     rows = {}
     for p, _ in names:
@@ -38,13 +38,14 @@ for r in csv.reader(open(os.path.join(w, "lat.csv"))):
     k = (r[0], r[1], r[2], int(r[3]))
     d.setdefault(k, []).append(float(r[4]))
     h.setdefault(k, []).append(float(r[6]))
-print("one rank: ratio simccl/NCCL of the median us per call (6 runs each), 8 B-64 KiB: median, max, min; 1 GiB; host us per call medians")
+print("one rank: ratio ours/NCCL of the median us per call (6 runs each), 8 B-64 KiB: median, max, min; 1 GiB; host us per call medians")
 modes = sorted({k[1] for k in d})
-for mode in modes:
+tags = sorted({k[0] for k in d} - {"nccl"})
+for tag, mode in [(t, m) for t in tags for m in modes]:
     for c in ("all_reduce", "all_gather", "reduce_scatter"):
         rs, big, hs, hn = [], None, [], []
         for b in sorted({k[3] for k in d}):
-            a, n = ("simccl", mode, c, b), ("nccl", mode, c, b)
+            a, n = (tag, mode, c, b), ("nccl", mode, c, b)
             if a not in d or n not in d:
                 continue
             ratio = statistics.median(d[a]) / statistics.median(d[n])
@@ -55,14 +56,14 @@ for mode in modes:
             else:
                 big = ratio
         if rs:
-            print("%-16s %-15s median %.3f max %.3f min %.3f | 1GiB %s | host us simccl %.2f nccl %.2f" % (mode, c, statistics.median(rs), max(rs), min(rs), "-" if big is None else "%.4f" % big, statistics.median(hs), statistics.median(hn)))
+            print("%-10s %-16s %-15s median %.3f max %.3f min %.3f | 1GiB %s | host us ours %.2f nccl %.2f" % (tag, mode, c, statistics.median(rs), max(rs), min(rs), "-" if big is None else "%.4f" % big, statistics.median(hs), statistics.median(hn)))
 print()
-print("per size, median us per call (event) nccl/simccl")
-for mode in modes:
+print("per size, median us per call (event) nccl/ours")
+for tag, mode in [(t, m) for t in tags for m in modes]:
     for c in ("all_reduce", "all_gather", "reduce_scatter"):
         out = []
         for b in sorted({k[3] for k in d}):
-            a, n = ("simccl", mode, c, b), ("nccl", mode, c, b)
+            a, n = (tag, mode, c, b), ("nccl", mode, c, b)
             if a in d and n in d:
                 out.append("%d:%.2f/%.2f" % (b, statistics.median(d[n]), statistics.median(d[a])))
-        print(mode, c, " ".join(out))
+        print(tag, mode, c, " ".join(out))
