@@ -419,6 +419,48 @@ func TestConformanceLL128(t *testing.T) {
 	}
 }
 
+// TestPlannerPicksLL128: with NCCL's decisions on an NVLink machine (the first 4 GPUs of a DGX
+// H100, NVSwitch; NVLS excluded as the engine cannot run it), the planner picks LL128 for some
+// all-reduce sizes (NCCL enables it on NVLink paths) and the engine runs those calls right: the
+// smallest power-of-4 count planned as LL128 (and one a quarter of it, planned otherwise), every
+// element checked by the kit.
+func TestPlannerPicksLL128(t *testing.T) {
+	const n = 4
+	needDevs(t, n)
+	var s planner.Settings
+	s.Tuning.BuffSize = coll.NCCLSteps * 512
+	name, doc, err := planner.LoadTopology("", s) // the embedded DGX H100
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.New(planner.Machine{Name: name, Doc: doc, Nodes: 1, GPUs: n, Settings: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := 0
+	for c := 1; c <= 1<<22 && count == 0; c *= 4 {
+		pl, err := p.Plan(coll.Call{Func: coll.AllReduce, Count: int64(c), DataType: coll.Float32, Op: coll.Sum, Exclude: engine.Exclude})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pl.Proto == coll.LL128 {
+			count = c
+			t.Logf("%s, %d GPUs: all-reduce of %d floats planned %v/%v on %d channels", name, n, c, pl.Algo, pl.Proto, pl.NChannels)
+		}
+	}
+	if count == 0 {
+		t.Fatal("the planner never picks LL128 for the engine on an NVLink machine")
+	}
+	before := engine.LL128Steps()
+	m := colltest.Matrix{Name: "dgx-h100", Ranks: []int{n}, Funcs: []coll.Func{coll.AllReduce}, Counts: []int{count / 4, count},
+		TypeOps: map[coll.DataType][]coll.RedOp{coll.Float32: {coll.Sum}}}
+	cfg := engine.Config{Planner: p, SlotBytes: 512, Timeout: 60 * time.Second}
+	colltest.Run(t, executor(cfg, "", ""), colltest.Options{Matrix: []colltest.Matrix{m}, MaxRanks: len(devs)})
+	if engine.LL128Steps() == before {
+		t.Fatal("no LL128 step ran")
+	}
+}
+
 // TestConformanceSimpleSmall runs small counts on the Simple protocol (NCCL_PROTO=Simple), which
 // NCCL's tuning would otherwise run as LL.
 func TestConformanceSimpleSmall(t *testing.T) {
