@@ -10,6 +10,7 @@ package main
 import "C"
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"sync"
@@ -359,6 +360,14 @@ func goGroupStart() C.ncclResult_t {
 
 //export goGroupEnd
 func goGroupEnd() C.ncclResult_t { return ret(engine.GroupEnd()) }
+
+// goGroupMisuse is fast.c's ncclGroupEnd without an ncclGroupStart on the calling thread: the
+// error the engine gives for it, leaving any other thread's group alone.
+//
+//export goGroupMisuse
+func goGroupMisuse() C.ncclResult_t {
+	return ret(fmt.Errorf("%w: ncclGroupEnd without ncclGroupStart on this thread", engine.ErrInvalidArgument))
+}
 
 // goOneRankCopy is fast.c's copy on the emulated driver: the engine's one-rank path (a copy of
 // n bytes on the caller's stream).

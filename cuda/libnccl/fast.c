@@ -183,7 +183,7 @@ ncclResult_t ncclGroupStart(void) {
 }
 
 ncclResult_t ncclGroupEnd(void) {
-	if (g_depth == 0) return goGroupEnd(); // no group open: Go reports the misuse
+	if (g_depth == 0) return goGroupMisuse(); // no group open on this thread (another thread's stays open)
 	if (--g_depth > 0) return 0;
 	if (g_forwarded) {
 		g_forwarded = 0;
