@@ -269,3 +269,8 @@ func Borrow(fn func(use func(d *Device) (*Ctx, error)) error) error {
 	}
 	return err
 }
+
+// Context is the device's CUcontext handle (what cuCtxSetCurrent takes), for C code that enqueues
+// on the device itself (cuda/libnccl's one-rank path). The emulated driver's contexts are handles
+// of its own.
+func (d *Device) Context() uintptr { return d.ctx }

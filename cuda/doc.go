@@ -32,9 +32,11 @@
 // stream-ordered copies (host, device, peer), memset, streams, events and timing, peer access,
 // IPC memory handles (one process per GPU), modules from PTX with the JIT's error log, kernel
 // launches, stream capture into graphs. The kernels (copy; reduction of two inputs for every
-// NCCL datatype and Sum/Prod/Min/Max/PreMulSum; integer division for Avg; the LL protocol's copy
-// and reduction, whose messages carry their flags in 16-byte lines: Kernels.LLCopy, LLReduce)
-// are our CUDA C in kernels/kernels.cu, compiled to PTX by kernels/gen.sh (nvcc -ptx -arch=sm_90 -O3) and embedded;
+// NCCL datatype and Sum/Prod/Min/Max/PreMulSum; integer division for Avg; the LL and LL128
+// protocols' copy and reduction, whose messages carry their flags in 16-byte LL lines or 128-byte
+// LL128 lines: Kernels.LLCopy, LLReduce, LL128Copy, LL128Reduce, LineCopy, LineReduce) are our
+// CUDA C in kernels/kernels.cu, compiled to PTX by kernels/gen.sh (nvcc -ptx -arch=sm_90 -O3) and
+// embedded;
 // TestPTXCurrent fails when kernels.ptx was not generated from the committed source.
 // kernels/devcheck.sh is the one-call device check (regenerate PTX, run the GPU tests, report
 // registers and vector loads).

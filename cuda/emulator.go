@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -802,6 +803,9 @@ func emuKernel(name string) (kind string, t coll.DataType, op coll.RedOp, err er
 	if name == "simccl_ll_copy" {
 		return "llcopy", 0, 0, nil
 	}
+	if name == "simccl_ll128_copy" {
+		return "ll128copy", 0, 0, nil
+	}
 	typeOf := func(s string) (coll.DataType, bool) {
 		for i, n := range kernelTypeNames {
 			if n == s {
@@ -815,7 +819,7 @@ func emuKernel(name string) (kind string, t coll.DataType, op coll.RedOp, err er
 			return "divide", t, 0, nil
 		}
 	}
-	for _, k := range [...][2]string{{"simccl_reduce_", "reduce"}, {"simccl_ll_reduce_", "llreduce"}} {
+	for _, k := range [...][2]string{{"simccl_reduce_", "reduce"}, {"simccl_ll_reduce_", "llreduce"}, {"simccl_ll128_reduce_", "ll128reduce"}} {
 		if rest, ok := strings.CutPrefix(name, k[0]); ok {
 			if o, ts, ok := strings.Cut(rest, "_"); ok {
 				t, tok := typeOf(ts)
@@ -893,11 +897,57 @@ func emuLLStore(b []byte, i uint64, v [8]byte, flag uint32) {
 	atomic.StoreUint32(emuLLWord(b, i, 3), flag)
 }
 
-// emuLL runs the LL kernels' line loop: for each line, get the 8 payload bytes (from the LL lines
-// in, waiting for inFlag, or from src), transform them (f, may be nil), store them to dst (raw,
-// up to nbytes) and to out (LL lines with outFlag).
-func (e *emu) emuLL(name string, dev int, dst, src, in DevPtr, inFlag uint32, out DevPtr, outFlag uint32, nbytes uint64, f func(i uint64, v [8]byte) [8]byte) error {
-	lines := (nbytes + LLLinePayload - 1) / LLLinePayload
+// emuLL128Word is the 8-byte word k of line i of LL128 lines b (word 15 is the flag), accessed
+// atomically: the sender writes the payload words before the flag, the receiver reads the flag
+// before the payload, so a line seen with its flag carries its payload, as a 128-byte line
+// written and read as a unit does on the GPU.
+func emuLL128Word(b []byte, i uint64, k int) *uint64 {
+	return (*uint64)(unsafe.Pointer(&b[i*LL128LineBytes+uint64(8*k)]))
+}
+
+// emuLL128Wait waits until line i of b carries flag, zeroes its flag word (as the kernels do) and
+// returns its 120 payload bytes.
+func emuLL128Wait(b []byte, i uint64, flag uint32, deadline *time.Time, v []byte) error {
+	for spins := 0; ; spins++ {
+		if atomic.LoadUint64(emuLL128Word(b, i, 15)) == uint64(flag) {
+			for k := 0; k < 15; k++ {
+				binary.LittleEndian.PutUint64(v[8*k:], atomic.LoadUint64(emuLL128Word(b, i, k)))
+			}
+			atomic.StoreUint64(emuLL128Word(b, i, 15), 0)
+			return nil
+		}
+		switch {
+		case spins < 64:
+			runtime.Gosched()
+		case deadline.IsZero():
+			*deadline = time.Now().Add(emuLLTimeout)
+		case time.Now().After(*deadline):
+			return emuErr("cuLaunchKernel", 719, "CUDA_ERROR_LAUNCH_FAILED", "LL128 line %d: flag %d never came (last %d)", i, flag,
+				atomic.LoadUint64(emuLL128Word(b, i, 15)))
+		default:
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+}
+
+// emuLL128Store writes line i of b: the payload words, then the flag.
+func emuLL128Store(b []byte, i uint64, v []byte, flag uint32) {
+	for k := 0; k < 15; k++ {
+		atomic.StoreUint64(emuLL128Word(b, i, k), binary.LittleEndian.Uint64(v[8*k:]))
+	}
+	atomic.StoreUint64(emuLL128Word(b, i, 15), uint64(flag))
+}
+
+// emuLL runs the line kernels' loop (LL128 when ll128, else LL): for each line, get its payload
+// bytes (from the lines in, waiting for inFlag, or from src, zero-padded), transform them (f,
+// may be nil; i is the line's number), store them to dst (raw, up to nbytes) and to out (lines
+// with outFlag).
+func (e *emu) emuLL(name string, dev int, ll128 bool, dst, src, in DevPtr, inFlag uint32, out DevPtr, outFlag uint32, nbytes uint64, f func(i uint64, v []byte)) error {
+	pay, wire := uint64(LLLinePayload), uint64(LLLineBytes)
+	if ll128 {
+		pay, wire = LL128LinePayload, LL128LineBytes
+	}
+	lines := (nbytes + pay - 1) / pay
 	get := func(p DevPtr, n uint64) ([]byte, error) {
 		if p == 0 {
 			return nil, nil
@@ -912,32 +962,43 @@ func (e *emu) emuLL(name string, dev int, dst, src, in DevPtr, inFlag uint32, ou
 	if err != nil {
 		return err
 	}
-	ib, err := get(in, lines*LLLineBytes)
+	ib, err := get(in, lines*wire)
 	if err != nil {
 		return err
 	}
-	ob, err := get(out, lines*LLLineBytes)
+	ob, err := get(out, lines*wire)
 	if err != nil {
 		return err
 	}
 	var deadline time.Time
+	v := make([]byte, pay)
 	for i := uint64(0); i < lines; i++ {
-		var v [8]byte
-		if ib != nil {
-			if v, err = emuLLWait(ib, i, inFlag, &deadline); err != nil {
+		switch {
+		case ib != nil && ll128:
+			if err := emuLL128Wait(ib, i, inFlag, &deadline, v); err != nil {
 				return err
 			}
-		} else {
-			copy(v[:], sb[min(i*8, nbytes):min(i*8+8, nbytes)])
+		case ib != nil:
+			w, err := emuLLWait(ib, i, inFlag, &deadline)
+			if err != nil {
+				return err
+			}
+			copy(v, w[:])
+		default:
+			clear(v)
+			copy(v, sb[min(i*pay, nbytes):min(i*pay+pay, nbytes)])
 		}
 		if f != nil {
-			v = f(i, v)
+			f(i, v)
 		}
 		if d != nil {
-			copy(d[i*8:min(i*8+8, nbytes)], v[:])
+			copy(d[i*pay:min(i*pay+pay, nbytes)], v)
 		}
-		if ob != nil {
-			emuLLStore(ob, i, v, outFlag)
+		switch {
+		case ob != nil && ll128:
+			emuLL128Store(ob, i, v, outFlag)
+		case ob != nil:
+			emuLLStore(ob, i, [8]byte(v), outFlag)
 		}
 	}
 	return nil
@@ -1002,30 +1063,31 @@ func (e *emu) launchKernel(f Function, _, _ [3]uint32, _ uint32, s Stream, args 
 			}
 			return nil
 		})
-	case "llcopy":
+	case "llcopy", "ll128copy":
 		dst, src, in, inFlag, out, outFlag, n := DevPtr(a(0)), DevPtr(a(1)), DevPtr(a(2)), argU32(args, offs, 3), DevPtr(a(4)), argU32(args, offs, 5), a(6)
-		st.push(func() error { return e.emuLL(name, dev, dst, src, in, inFlag, out, outFlag, n, nil) })
-	case "llreduce":
+		ll128 := kind == "ll128copy"
+		st.push(func() error { return e.emuLL(name, dev, ll128, dst, src, in, inFlag, out, outFlag, n, nil) })
+	case "llreduce", "ll128reduce":
 		dst, pa, in, inFlag, out, outFlag, n, scalar := DevPtr(a(0)), DevPtr(a(1)), DevPtr(a(2)), argU32(args, offs, 3), DevPtr(a(4)), argU32(args, offs, 5), a(6), a(7)
 		flags := argU32(args, offs, 8)
 		size := t.Size()
 		nb := n * uint64(size)
+		ll128 := kind == "ll128reduce"
 		st.push(func() error {
 			x, err := e.mem(name, pa, nb, dev)
 			if err != nil {
 				return err
 			}
-			per := LLLinePayload / size
-			return e.emuLL(name, dev, dst, 0, in, inFlag, out, outFlag, nb, func(i uint64, m [8]byte) [8]byte {
-				var r [8]byte
-				for k := 0; k < per; k++ {
-					j := int(i)*per + k
+			return e.emuLL(name, dev, ll128, dst, 0, in, inFlag, out, outFlag, nb, func(i uint64, m []byte) {
+				per := uint64(len(m) / size)
+				for k := uint64(0); k < per; k++ {
+					j := int(i*per + k)
 					if uint64(j) >= n {
-						break
+						putElt(m, int(k), size, 0) // the padding past the message
+						continue
 					}
-					putElt(r[:], k, size, refReduce(t, op, getElt(x, j, size), getElt(m[:], k, size), scalar, flags))
+					putElt(m, int(k), size, refReduce(t, op, getElt(x, j, size), getElt(m, int(k), size), scalar, flags))
 				}
-				return r
 			})
 		})
 	case "divide":

@@ -152,7 +152,7 @@ func TestFakeKernelLaunches(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if len(f.functions) != 2+2*int(coll.NumDataTypes)*len(kernelOps)+6 { // copy, LL copy, reduce and LL reduce, divide
+			if len(f.functions) != 3+3*int(coll.NumDataTypes)*len(kernelOps)+6 { // copy, LL and LL128 copy, reduce, LL and LL128 reduce, divide
 				t.Errorf("looked up %d kernels", len(f.functions))
 			}
 			// 1000 halves: 125 vectors of 8, one block; 1<<30 floats: capped at 4 blocks per SM.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
 
 	"github.com/simccl/simccl/coll"
 )
@@ -64,6 +65,11 @@ func LLReduceKernelName(t coll.DataType, op coll.RedOp) string {
 	return "simccl_ll_reduce_" + kernelOpName(op) + "_" + kernelTypeNames[t]
 }
 
+// LL128ReduceKernelName is the PTX entry of the LL128-protocol reduction of t by op.
+func LL128ReduceKernelName(t coll.DataType, op coll.RedOp) string {
+	return "simccl_ll128_reduce_" + kernelOpName(op) + "_" + kernelTypeNames[t]
+}
+
 // Flags of the premulsum kernels: which inputs are multiplied by the scalar before the sum.
 const (
 	ScaleA uint32 = 1
@@ -72,11 +78,18 @@ const (
 
 const kernelThreads = 512 // THREADS in kernels.cu (__launch_bounds__)
 
-// llMaxGrid caps the blocks of an LL kernel. Its threads spin until the sender's lines arrive,
-// holding their SM slots meanwhile: with every (rank, channel, lane) stream of ranks sharing a GPU
-// running one such kernel, a few blocks each leave room for the senders (NCCL runs one block of
-// at most 512 LL threads per channel). A thread takes several lines, grid-stride.
-const llMaxGrid = 2
+// llMaxGrid caps the blocks of an LL or LL128 kernel. Its threads spin until the sender's lines
+// arrive, holding their SM slots meanwhile: with every (rank, channel, lane) stream of ranks
+// sharing a GPU running one such kernel, a few blocks each leave room for the senders (NCCL runs
+// one block of at most 512 LL or 640 LL128 threads per channel). A message takes up to 2 blocks
+// of one line (LL) or line chunk (LL128) per thread, and more blocks, up to llMaxGrid, once every
+// thread has 4 (the kernels' unrolled loop). SIMCCL_LL_MAX_GRID overrides it (a measurement knob).
+var llMaxGrid = func() int {
+	if v, err := strconv.Atoi(os.Getenv("SIMCCL_LL_MAX_GRID")); err == nil && v >= 1 {
+		return v
+	}
+	return 8
+}()
 
 // Kernels is the copy and reduction module loaded into one device's context. Its methods take
 // the Ctx of that device (inside Device.Do) and enqueue on a stream; they do not synchronize.
@@ -86,9 +99,10 @@ type Kernels struct {
 	copy   Function
 	reduce [coll.NumDataTypes][coll.NumRedOps]Function
 	divide [coll.NumDataTypes]Function
-	// LL protocol (kernels.cu, "LL"): flags travel with the data.
-	llCopy   Function
-	llReduce [coll.NumDataTypes][coll.NumRedOps]Function
+	// LL and LL128 protocols (kernels.cu, "LL", "LL128"): flags travel with the data; indexed
+	// by coll.LL and coll.LL128.
+	llCopy   [2]Function
+	llReduce [2][coll.NumDataTypes][coll.NumRedOps]Function
 	maxGrid  int
 }
 
@@ -117,7 +131,10 @@ func (c *Ctx) LoadKernels() (*Kernels, error) {
 	if k.copy, err = c.Function(m, "simccl_copy"); err != nil {
 		return fail(err)
 	}
-	if k.llCopy, err = c.Function(m, "simccl_ll_copy"); err != nil {
+	if k.llCopy[coll.LL], err = c.Function(m, "simccl_ll_copy"); err != nil {
+		return fail(err)
+	}
+	if k.llCopy[coll.LL128], err = c.Function(m, "simccl_ll128_copy"); err != nil {
 		return fail(err)
 	}
 	for t := coll.DataType(0); t < coll.NumDataTypes; t++ {
@@ -125,7 +142,10 @@ func (c *Ctx) LoadKernels() (*Kernels, error) {
 			if k.reduce[t][op], err = c.Function(m, ReduceKernelName(t, op)); err != nil {
 				return fail(err)
 			}
-			if k.llReduce[t][op], err = c.Function(m, LLReduceKernelName(t, op)); err != nil {
+			if k.llReduce[coll.LL][t][op], err = c.Function(m, LLReduceKernelName(t, op)); err != nil {
+				return fail(err)
+			}
+			if k.llReduce[coll.LL128][t][op], err = c.Function(m, LL128ReduceKernelName(t, op)); err != nil {
 				return fail(err)
 			}
 		}
@@ -278,31 +298,101 @@ const (
 	LLLinePayload = 8
 )
 
+// LL128 protocol (kernels.cu, "LL128"): a message of n payload bytes travels as LL128Lines(n)
+// lines of 128 bytes, each holding 120 payload bytes and the message's flag in its last 8 bytes;
+// the line is written and read as a unit (one warp instruction: NCCL's assumption, which holds
+// on NVLink and within a GPU), so the receiver that sees the flag sees the payload. Lines are
+// 128-byte aligned.
+const (
+	LL128LineBytes   = 128
+	LL128LinePayload = 120
+)
+
 // LLLines is the number of LL lines that carry n payload bytes.
 func LLLines(n int64) int64 { return (n + LLLinePayload - 1) / LLLinePayload }
 
 // LLWire is the size in bytes of the LL lines that carry n payload bytes.
 func LLWire(n int64) int64 { return LLLines(n) * LLLineBytes }
 
+// LL128Lines is the number of LL128 lines that carry n payload bytes.
+func LL128Lines(n int64) int64 { return (n + LL128LinePayload - 1) / LL128LinePayload }
+
+// LL128Wire is the size in bytes of the LL128 lines that carry n payload bytes.
+func LL128Wire(n int64) int64 { return LL128Lines(n) * LL128LineBytes }
+
+// LineWire is the size in bytes of the lines of protocol p (LL or LL128) that carry n payload
+// bytes.
+func LineWire(p coll.Proto, n int64) int64 {
+	if p == coll.LL128 {
+		return LL128Wire(n)
+	}
+	return LLWire(n)
+}
+
+// lineAlign is the alignment the lines of protocol p need.
+func lineAlign(p coll.Proto) DevPtr {
+	if p == coll.LL128 {
+		return LL128LineBytes
+	}
+	return LLLineBytes
+}
+
 // LLCopy moves n payload bytes: from the LL lines at in (waiting for inFlag, then zeroing the
 // lines: a buffer holds no line of a consumed message) or, when in is 0,
 // from the raw buffer src; to the raw buffer dst (if not 0) and as LL lines with outFlag to out
 // (if not 0). in may be a peer GPU's memory (peer access enabled).
 func (k *Kernels) LLCopy(c *Ctx, s Stream, dst, src, in DevPtr, inFlag uint32, out DevPtr, outFlag uint32, n int) error {
+	return k.LineCopy(c, s, coll.LL, dst, src, in, inFlag, out, outFlag, n)
+}
+
+// LL128Copy is LLCopy with LL128 lines (in and out 128-byte aligned; the receiver zeroes the
+// flag word of every line it read).
+func (k *Kernels) LL128Copy(c *Ctx, s Stream, dst, src, in DevPtr, inFlag uint32, out DevPtr, outFlag uint32, n int) error {
+	return k.LineCopy(c, s, coll.LL128, dst, src, in, inFlag, out, outFlag, n)
+}
+
+// LLReduce computes op(a[i], m[i]) for the count elements of type t of the message m, which
+// arrives as LL lines at in with inFlag (zeroed once read), and writes it to dst (if not 0) and as LL lines with
+// outFlag to out (if not 0). PreMulSum scales as Reduce does (flags ScaleA, ScaleB: a, m).
+func (k *Kernels) LLReduce(c *Ctx, s Stream, t coll.DataType, op coll.RedOp, dst, a, in DevPtr, inFlag uint32, out DevPtr, outFlag uint32, count int, scalar float64, flags uint32) error {
+	return k.LineReduce(c, s, coll.LL, t, op, dst, a, in, inFlag, out, outFlag, count, scalar, flags)
+}
+
+// LL128Reduce is LLReduce with LL128 lines.
+func (k *Kernels) LL128Reduce(c *Ctx, s Stream, t coll.DataType, op coll.RedOp, dst, a, in DevPtr, inFlag uint32, out DevPtr, outFlag uint32, count int, scalar float64, flags uint32) error {
+	return k.LineReduce(c, s, coll.LL128, t, op, dst, a, in, inFlag, out, outFlag, count, scalar, flags)
+}
+
+// lineGrid is the grid of a line kernel of protocol p for n payload bytes (LL: a line per
+// thread, LL128: a line per 8 threads; llMaxGrid).
+func (k *Kernels) lineGrid(p coll.Proto, n int64) uint32 {
+	items := LLLines(n)
+	if p == coll.LL128 {
+		items = LL128Lines(n) * 8
+	}
+	g := max(min(int(k.grid(int(items))), 2), min(int(k.grid(int((items+3)/4))), llMaxGrid))
+	return uint32(max(g, 1))
+}
+
+// LineCopy is LLCopy (p = coll.LL) or LL128Copy (p = coll.LL128).
+func (k *Kernels) LineCopy(c *Ctx, s Stream, p coll.Proto, dst, src, in DevPtr, inFlag uint32, out DevPtr, outFlag uint32, n int) error {
 	if err := k.check(c); err != nil || n == 0 {
 		return err
 	}
+	if p != coll.LL && p != coll.LL128 {
+		return fmt.Errorf("cuda: no line kernels for protocol %v", p)
+	}
 	switch {
 	case n < 0:
-		return fmt.Errorf("cuda: LL copy of %d bytes", n)
+		return fmt.Errorf("cuda: %v copy of %d bytes", p, n)
 	case (in == 0) == (src == 0):
-		return errors.New("cuda: LL copy needs exactly one of a raw source and LL lines")
+		return fmt.Errorf("cuda: %v copy needs exactly one of a raw source and %v lines", p, p)
 	case in != 0 && inFlag == 0, out != 0 && outFlag == 0:
-		return errors.New("cuda: LL flag 0")
+		return fmt.Errorf("cuda: %v flag 0", p)
 	case dst == 0 && out == 0:
-		return errors.New("cuda: LL copy with no destination")
-	case in%LLLineBytes != 0 || out%LLLineBytes != 0:
-		return errors.New("cuda: LL lines must be 16-byte aligned")
+		return fmt.Errorf("cuda: %v copy with no destination", p)
+	case in%lineAlign(p) != 0 || out%lineAlign(p) != 0:
+		return fmt.Errorf("cuda: %v lines must be %d-byte aligned", p, lineAlign(p))
 	}
 	var a Args
 	a.Ptr(dst)
@@ -312,33 +402,34 @@ func (k *Kernels) LLCopy(c *Ctx, s Stream, dst, src, in DevPtr, inFlag uint32, o
 	a.Ptr(out)
 	a.U32(outFlag)
 	a.U64(uint64(n))
-	return c.Launch(k.llCopy, [3]uint32{min(k.grid(int(LLLines(int64(n)))), llMaxGrid), 1, 1}, [3]uint32{kernelThreads, 1, 1}, 0, s, &a)
+	return c.Launch(k.llCopy[p], [3]uint32{k.lineGrid(p, int64(n)), 1, 1}, [3]uint32{kernelThreads, 1, 1}, 0, s, &a)
 }
 
-// LLReduce computes op(a[i], m[i]) for the count elements of type t of the message m, which
-// arrives as LL lines at in with inFlag (zeroed once read), and writes it to dst (if not 0) and as LL lines with
-// outFlag to out (if not 0). PreMulSum scales as Reduce does (flags ScaleA, ScaleB: a, m).
-func (k *Kernels) LLReduce(c *Ctx, s Stream, t coll.DataType, op coll.RedOp, dst, a, in DevPtr, inFlag uint32, out DevPtr, outFlag uint32, count int, scalar float64, flags uint32) error {
+// LineReduce is LLReduce (p = coll.LL) or LL128Reduce (p = coll.LL128).
+func (k *Kernels) LineReduce(c *Ctx, s Stream, p coll.Proto, t coll.DataType, op coll.RedOp, dst, a, in DevPtr, inFlag uint32, out DevPtr, outFlag uint32, count int, scalar float64, flags uint32) error {
 	if err := k.check(c); err != nil {
 		return err
 	}
-	if t < 0 || t >= coll.NumDataTypes {
-		return fmt.Errorf("cuda: LL reduce: unknown data type %d", int(t))
+	if p != coll.LL && p != coll.LL128 {
+		return fmt.Errorf("cuda: no line kernels for protocol %v", p)
 	}
-	if op < 0 || op >= coll.NumRedOps || k.llReduce[t][op] == 0 {
-		return fmt.Errorf("cuda: LL reduce: no kernel for op %v", op)
+	if t < 0 || t >= coll.NumDataTypes {
+		return fmt.Errorf("cuda: %v reduce: unknown data type %d", p, int(t))
+	}
+	if op < 0 || op >= coll.NumRedOps || k.llReduce[p][t][op] == 0 {
+		return fmt.Errorf("cuda: %v reduce: no kernel for op %v", p, op)
 	}
 	switch {
 	case count < 0:
-		return fmt.Errorf("cuda: LL reduce of %d elements", count)
+		return fmt.Errorf("cuda: %v reduce of %d elements", p, count)
 	case count == 0:
 		return nil
 	case a == 0 || in == 0 || (dst == 0 && out == 0):
-		return errors.New("cuda: LL reduce needs a local input, the LL lines and a destination")
+		return fmt.Errorf("cuda: %v reduce needs a local input, the lines and a destination", p)
 	case inFlag == 0, out != 0 && outFlag == 0:
-		return errors.New("cuda: LL flag 0")
-	case in%LLLineBytes != 0 || out%LLLineBytes != 0:
-		return errors.New("cuda: LL lines must be 16-byte aligned")
+		return fmt.Errorf("cuda: %v flag 0", p)
+	case in%lineAlign(p) != 0 || out%lineAlign(p) != 0:
+		return fmt.Errorf("cuda: %v lines must be %d-byte aligned", p, lineAlign(p))
 	}
 	var args Args
 	args.Ptr(dst)
@@ -350,6 +441,10 @@ func (k *Kernels) LLReduce(c *Ctx, s Stream, t coll.DataType, op coll.RedOp, dst
 	args.U64(uint64(count))
 	args.U64(ScalarBits(t, scalar))
 	args.U32(flags)
-	lines := LLLines(int64(count * t.Size()))
-	return c.Launch(k.llReduce[t][op], [3]uint32{min(k.grid(int(lines)), llMaxGrid), 1, 1}, [3]uint32{kernelThreads, 1, 1}, 0, s, &args)
+	return c.Launch(k.llReduce[p][t][op], [3]uint32{k.lineGrid(p, int64(count*t.Size())), 1, 1}, [3]uint32{kernelThreads, 1, 1}, 0, s, &args)
 }
+
+// CopyKernel is the copy kernel's CUfunction and the most blocks Copy launches it with, for C
+// code that launches it itself (cuda/libnccl's one-rank path): simccl_copy(dst, src, nbytes), 512
+// threads a block, ceil(ceil(nbytes/16)/512) blocks capped at maxGrid.
+func (k *Kernels) CopyKernel() (f Function, maxGrid int) { return k.copy, k.maxGrid }

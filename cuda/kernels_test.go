@@ -213,16 +213,17 @@ func TestReduceRejectsBadInput(t *testing.T) {
 	}
 }
 
-// checkLLKernels checks the LL kernels on device d: a message packed into LL lines (flag f) is
-// unpacked and reduced by kernels enqueued on other streams before the sender's kernels, over
-// lines holding a stale message of flag f-1, every type × op, counts 1, 13 and 1031 with the
-// local input and output one element off alignment; results bit for bit against refReduce, and
-// the lines read are zero afterwards.
-func checkLLKernels(t *testing.T, d *Device, k *Kernels) {
+// checkLLKernels checks the line kernels of protocol p (LL or LL128) on device d: a message
+// packed into lines (flag f) is unpacked and reduced by kernels enqueued on other streams before
+// the sender's kernels, over lines holding a stale message of flag f-1, every type × op, counts
+// 1, 13, 1031 and 9001 (several rounds of the grid) with the local input and output one element
+// off alignment; results bit for bit against refReduce, and the lines read hold no flag
+// afterwards (LL: zero lines; LL128: zero flag words).
+func checkLLKernels(t *testing.T, d *Device, k *Kernels, proto coll.Proto) {
 	r := rand.New(rand.NewPCG(rand.Uint64(), 3))
 	for ty := coll.DataType(0); ty < coll.NumDataTypes; ty++ {
 		size := ty.Size()
-		for _, n := range []int{1, 13, 1031} {
+		for _, n := range []int{1, 13, 1031, 9001} {
 			msg, stale, loc := make([]byte, n*size), make([]byte, n*size), make([]byte, n*size)
 			for i := 0; i < n; i++ {
 				putElt(msg, i, size, randomElt(r, ty))
@@ -231,7 +232,7 @@ func checkLLKernels(t *testing.T, d *Device, k *Kernels) {
 			}
 			for _, rc := range []reduceCase{{coll.Sum, 0, 0}, {coll.Prod, 0, 0}, {coll.Min, 0, 0}, {coll.Max, 0, 0}, {coll.PreMulSum, 3, ScaleB}} {
 				const f = 77
-				wire := int(LLWire(int64(n * size)))
+				wire := int(LineWire(proto, int64(n*size)))
 				var copied, fwd, reduced, fwdRed []byte
 				err := d.Do(func(c *Ctx) error {
 					var p [9]DevPtr // src, lines, dst, lines2, local, out, lines3, stale, linesB
@@ -262,7 +263,7 @@ func checkLLKernels(t *testing.T, d *Device, k *Kernels) {
 						if err := c.Memset(l, 0, wire); err != nil {
 							return err
 						}
-						if err := k.LLCopy(c, 0, 0, st, 0, 0, l, f-1, n*size); err != nil {
+						if err := k.LineCopy(c, 0, proto, 0, st, 0, 0, l, f-1, n*size); err != nil {
 							return err
 						}
 					}
@@ -278,16 +279,16 @@ func checkLLKernels(t *testing.T, d *Device, k *Kernels) {
 						defer c.DestroyStream(ss[i])
 					}
 					// receivers first, on their own streams: only the flags order them after the sender
-					if err := k.LLCopy(c, ss[1], dst, 0, lines, f, lines2, f+1, n*size); err != nil {
+					if err := k.LineCopy(c, ss[1], proto, dst, 0, lines, f, lines2, f+1, n*size); err != nil {
 						return err
 					}
-					if err := k.LLReduce(c, ss[2], ty, rc.op, out, local, linesB, f, lines3, f+2, n, rc.scalar, rc.flags); err != nil {
+					if err := k.LineReduce(c, ss[2], proto, ty, rc.op, out, local, linesB, f, lines3, f+2, n, rc.scalar, rc.flags); err != nil {
 						return err
 					}
-					if err := k.LLCopy(c, ss[0], 0, src, 0, 0, lines, f, n*size); err != nil {
+					if err := k.LineCopy(c, ss[0], proto, 0, src, 0, 0, lines, f, n*size); err != nil {
 						return err
 					}
-					if err := k.LLCopy(c, ss[0], 0, src, 0, 0, linesB, f, n*size); err != nil {
+					if err := k.LineCopy(c, ss[0], proto, 0, src, 0, 0, linesB, f, n*size); err != nil {
 						return err
 					}
 					if err := c.Synchronize(); err != nil {
@@ -301,15 +302,21 @@ func checkLLKernels(t *testing.T, d *Device, k *Kernels) {
 					if err := c.CopyDtoH(zero[wire:], linesB); err != nil {
 						return err
 					}
-					if !bytes.Equal(zero, make([]byte, 2*wire)) {
+					if proto == coll.LL128 { // only the flag words are zeroed
+						for i := LL128LinePayload; i < len(zero); i += LL128LineBytes {
+							if !bytes.Equal(zero[i:i+8], make([]byte, 8)) {
+								return fmt.Errorf("LL128 line %d: flag not zero after it was read", i/LL128LineBytes)
+							}
+						}
+					} else if !bytes.Equal(zero, make([]byte, 2*wire)) {
 						return fmt.Errorf("LL lines not zero after they were read")
 					}
 					// the forwarded lines, unpacked again
 					copied, fwd, reduced, fwdRed = make([]byte, n*size), make([]byte, n*size), make([]byte, n*size), make([]byte, n*size)
-					if err := k.LLCopy(c, 0, src, 0, lines2, f+1, 0, 0, n*size); err != nil {
+					if err := k.LineCopy(c, 0, proto, src, 0, lines2, f+1, 0, 0, n*size); err != nil {
 						return err
 					}
-					if err := k.LLCopy(c, 0, st, 0, lines3, f+2, 0, 0, n*size); err != nil {
+					if err := k.LineCopy(c, 0, proto, st, 0, lines3, f+2, 0, 0, n*size); err != nil {
 						return err
 					}
 					if err := c.Synchronize(); err != nil {
@@ -326,17 +333,17 @@ func checkLLKernels(t *testing.T, d *Device, k *Kernels) {
 					return nil
 				})
 				if err != nil {
-					t.Fatalf("%v %v n %d: %v", ty, rc, n, err)
+					t.Fatalf("%v %v %v n %d: %v", proto, ty, rc, n, err)
 				}
 				if !bytes.Equal(copied, msg) || !bytes.Equal(fwd, msg) {
-					t.Fatalf("%v n %d: LL copy or its forwarded lines differ from the message", ty, n)
+					t.Fatalf("%v %v n %d: copy or its forwarded lines differ from the message", proto, ty, n)
 				}
 				sBits := ScalarBits(ty, rc.scalar)
 				for i := 0; i < n; i++ {
 					want := refReduce(ty, rc.op, getElt(loc, i, size), getElt(msg, i, size), sBits, rc.flags)
 					for _, b := range [][]byte{reduced, fwdRed} {
 						if g := getElt(b, i, size); g != want && !(isNaNBits(ty, g) && isNaNBits(ty, want)) {
-							t.Fatalf("%v %v n %d: element %d: %#x, want %#x", ty, rc, n, i, g, want)
+							t.Fatalf("%v %v %v n %d: element %d: %#x, want %#x", proto, ty, rc, n, i, g, want)
 						}
 					}
 				}
@@ -348,7 +355,13 @@ func checkLLKernels(t *testing.T, d *Device, k *Kernels) {
 // TestLLKernels runs checkLLKernels on a GPU.
 func TestLLKernels(t *testing.T) {
 	d := needDevices(t, 1)[0]
-	checkLLKernels(t, d, kernelsFor(t, d))
+	checkLLKernels(t, d, kernelsFor(t, d), coll.LL)
+}
+
+// TestLL128Kernels runs checkLLKernels on a GPU with LL128 lines.
+func TestLL128Kernels(t *testing.T) {
+	d := needDevices(t, 1)[0]
+	checkLLKernels(t, d, kernelsFor(t, d), coll.LL128)
 }
 
 // TestEmulatorLLKernels runs checkLLKernels on the emulated driver.
@@ -358,7 +371,8 @@ func TestEmulatorLLKernels(t *testing.T) {
 		if err := ds[0].Do(func(c *Ctx) (err error) { k, err = c.LoadKernels(); return }); err != nil {
 			t.Fatal(err)
 		}
-		checkLLKernels(t, ds[0], k)
+		checkLLKernels(t, ds[0], k, coll.LL)
+		checkLLKernels(t, ds[0], k, coll.LL128)
 	})
 }
 
@@ -377,6 +391,9 @@ func TestLLRejectsBadInput(t *testing.T) {
 				k.LLCopy(c, 0, 0, p, 0, 0, p+8, 1, 8),                               // unaligned lines
 				k.LLReduce(c, 0, coll.Float32, coll.Sum, p, 0, p, 1, 0, 0, 2, 0, 0), // no local input
 				k.LLReduce(c, 0, coll.Float32, coll.Avg, p, p, p, 1, 0, 0, 2, 0, 0), // Avg
+				k.LL128Copy(c, 0, 0, p, 0, 0, p+16, 1, 8),                           // LL128 lines not 128-byte aligned
+				k.LL128Reduce(c, 0, coll.Float32, coll.Sum, p, p, p+64, 1, 0, 0, 2, 0, 0),
+				k.LineCopy(c, 0, coll.Simple, 0, p, 0, 0, p, 1, 8), // no line kernels for Simple
 			} {
 				if bad == nil {
 					return fmt.Errorf("bad call %d accepted", i)

@@ -18,7 +18,7 @@ type ncclFlags struct{ *cli.NCCL }
 
 func addNCCLFlags(fs *pflag.FlagSet) *ncclFlags {
 	nf := &ncclFlags{cli.AddNCCL(fs)}
-	cli.Explain(fs, "proto", "the cpu engine runs Simple only and the cuda engine LL and Simple: the others are excluded, and the output says when NCCL would have chosen one")
+	cli.Explain(fs, "proto", "the cpu engine runs Simple only and the cuda engine LL, LL128 and Simple: the others are excluded, and the output says when NCCL would have chosen one")
 	return nf
 }
 

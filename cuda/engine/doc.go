@@ -42,10 +42,12 @@
 // staging buffers cross processes through CUDA IPC (README.md). cuda/libnccl puts NCCL's C API on
 // top of InitAll and InitRank.
 //
-// Protocols: Simple and LL, as the planner picks them per call (NCCL's choice; LL128 is
-// excluded: Exclude). An LL message travels as flagged 16-byte lines that the receiving kernel
-// polls (no event between sender and receiver; exec.go, stepLL); Simple steps are ordered by
-// events as above.
+// Protocols: Simple, LL and LL128, as the planner picks them per call (NCCL's choice: LL128 only
+// where NCCL enables it, NVLink paths, or under NCCL_PROTO; Exclude lists what is left out). An
+// LL message travels as flagged 16-byte lines, an LL128 message as 128-byte lines of 120 payload
+// bytes and an 8-byte flag written and read by one warp instruction (NCCL's assumption that such
+// a line arrives whole); the receiving kernel polls the flags, so no event orders it after the
+// sender (exec.go, stepLL). Simple steps are ordered by events as above.
 //
-// Not here yet: LL128, NVLS and CollNet schedules, graph capture across processes.
+// Not here yet: NVLS and CollNet schedules, graph capture across processes.
 package engine

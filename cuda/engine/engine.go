@@ -43,8 +43,7 @@ type Config struct {
 	// Planner decides what every call runs (required; it must plan for the clique's ranks):
 	// NCCL's decision for the machine, from package planner (the live machine's topology, or
 	// planner.CPUMachine's description of ranks sharing a GPU or the emulator). The engine runs
-	// it with the algorithms and protocols it lacks excluded (Exclude: no LL128, NVLS or
-	// CollNet).
+	// it with the algorithms it lacks excluded (Exclude: no NVLS or CollNet).
 	Planner coll.Planner
 	// SlotBytes is one of a connection's NCCL_STEPS staging slots (default: NCCL's Simple buffer
 	// over NCCL_STEPS, 512 KiB). The planner's Simple buffer (NCCL_BUFFSIZE) must be NCCL_STEPS of
@@ -79,12 +78,13 @@ func (c *Config) withDefaults() (Config, error) {
 	return o, nil
 }
 
-// Exclude is what this engine cannot run: the LL128 protocol and the algorithms with switch
-// endpoints (NVLS, NVLSTree, CollNet). LL and Simple run (exec.go); comm's CPU engine runs
-// Simple only (comm.Exclude).
+// Exclude is what this engine cannot run: the algorithms with switch endpoints (NVLS, NVLSTree,
+// CollNet). LL, LL128 and Simple run (exec.go; LL128 where the planner picks it as NCCL would, on
+// NVLink paths, or under NCCL_PROTO); comm's CPU engine runs Simple only (comm.Exclude).
 var Exclude = func() coll.Exclude {
 	ex := comm.Exclude
 	ex.Protos[coll.LL] = false
+	ex.Protos[coll.LL128] = false
 	return ex
 }()
 
@@ -469,6 +469,7 @@ func (c *Comm) GroupEnd() error {
 		return fmt.Errorf("%w: GroupEnd without GroupStart", ErrInvalidArgument)
 	}
 	if done, err := aloneGroup([]*Comm{c}, calls); done {
+		freeCalls(keys, calls)
 		c.group.Recycle(keys, calls) // consumed: nothing of the group is kept
 		return err
 	}
@@ -521,6 +522,7 @@ func GroupEnd() error {
 		return nil
 	}
 	if done, err := aloneGroup(comms, calls); done {
+		freeCalls(comms, calls)
 		processGroup.Recycle(comms, calls) // consumed: nothing of the group is kept
 		return err
 	}
@@ -540,8 +542,23 @@ func GroupEnd() error {
 	return errors.Join(errs...)
 }
 
+// callPool holds the calls of groups consumed by aloneGroup (nothing keeps them): a held call
+// reuses one, so a grouped one-rank call allocates nothing (pprof on the emulator: the
+// allocation's garbage collections, with their write barriers, were a third of the call).
+var callPool = sync.Pool{New: func() any { return new(call) }}
+
+// freeCalls returns a consumed group's calls to callPool.
+func freeCalls(comms []*Comm, calls map[*Comm][]*call) {
+	for _, c := range comms {
+		for _, k := range calls[c] {
+			*k = call{}
+			callPool.Put(k)
+		}
+	}
+}
+
 // enqueue takes the call by value: a one-rank call outside a group (alone) then costs no
-// allocation; a call that is held or launched is copied to the heap.
+// allocation; a call that is held or launched is copied to the heap (callPool).
 func (c *Comm) enqueue(k call) error {
 	if err := c.GetAsyncError(); err != nil {
 		return err
@@ -554,7 +571,7 @@ func (c *Comm) enqueue(k call) error {
 			return err
 		}
 	}
-	kp := new(call)
+	kp := callPool.Get().(*call)
 	*kp = k
 	if processGroup.Hold(c, kp) || c.group.Hold(c, kp) {
 		return nil
@@ -579,6 +596,26 @@ var aloneKernelMax = func() int {
 	}
 	return 1 << 20
 }()
+
+// OneRank describes how this communicator's one-rank calls run (alone), for a C caller that
+// enqueues them itself (cuda/libnccl): the device's context, the copy kernel and its grid cap, and
+// the largest copy made by the kernel (larger ones are cuMemcpyDtoDAsync). ok is false when the
+// communicator has several ranks, ranks in other processes, or has failed.
+func (c *Comm) OneRank() (ctx uintptr, copyKernel cuda.Function, maxGrid, kernelMax int, ok bool) {
+	if c.cl.n != 1 || c.cl.xp != nil || c.failed.Load() {
+		return 0, 0, 0, 0, false
+	}
+	f, g := c.k.CopyKernel()
+	return c.dev.Context(), f, g, aloneKernelMax, true
+}
+
+// Fail records err as the communicator's error (GetAsyncError; calls afterwards fail with it): a
+// failure of work a C caller enqueued for it (OneRank).
+func (c *Comm) Fail(err error) {
+	if err != nil {
+		c.fail(err)
+	}
+}
 
 // alone runs a call of a one-rank communicator outside a group as NCCL does for one rank: the
 // result is the input (Sum, Prod, Max, Min and Avg of one input; every collective's output is its

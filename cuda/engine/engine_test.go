@@ -380,6 +380,87 @@ func TestConformanceLL(t *testing.T) {
 	}
 }
 
+// TestConformanceLL128 runs the kit with every collective on the LL128 protocol
+// (NCCL_PROTO=LL128, which enables it whatever the path, as NCCL's explicit setting does): ring
+// and tree. The messages travel as 128-byte lines of 120 payload bytes and a flag, polled by the
+// receiving kernels; point-to-point stays on LL or Simple (NCCL never runs it on LL128).
+func TestConformanceLL128(t *testing.T) {
+	before := engine.LL128Steps()
+	short := colltest.Matrix{
+		TypeOps: map[coll.DataType][]coll.RedOp{
+			coll.Float32:    colltest.AllOps,
+			coll.Int32:      colltest.AllOps,
+			coll.Float16:    {coll.Sum, coll.Avg},
+			coll.Bfloat16:   {coll.Min},
+			coll.Float8e5m2: {coll.Sum},
+			coll.Uint8:      {coll.Prod},
+			coll.Int64:      {coll.Avg},
+			coll.Float64:    {coll.Max},
+		},
+		Counts: []int{1, 13, 9001},
+	}
+	long := short // on GPUs (and -long): a count past one LL128 slot per channel too
+	long.Counts = []int{1, 13, 1031, 9001, 200003}
+	if colltest.Long() {
+		long.TypeOps = nil // every type and op
+	}
+	conformanceProto(t, "ring", "LL128", short, long)
+	m := colltest.Matrix{
+		TypeOps: map[coll.DataType][]coll.RedOp{coll.Float32: colltest.AllOps, coll.Float16: {coll.Sum}, coll.Uint8: {coll.Max}, coll.Int32: {coll.Avg}},
+		Counts:  []int{1, 13, 301, 40000},
+	}
+	m.Funcs = []coll.Func{coll.AllReduce} // NCCL runs Tree for all-reduce only
+	conformanceProto(t, "tree", "LL128", m, m)
+	conformanceProto(t, "treenodes", "LL128", m, m) // steps receiving or sending two messages
+	if got := engine.LL128Steps() - before; got == 0 {
+		t.Fatal("no LL128 step ran")
+	} else {
+		t.Logf("%d LL128 steps", got)
+	}
+}
+
+// TestPlannerPicksLL128: with NCCL's decisions on an NVLink machine (the first 4 GPUs of a DGX
+// H100, NVSwitch; NVLS excluded as the engine cannot run it), the planner picks LL128 for some
+// all-reduce sizes (NCCL enables it on NVLink paths) and the engine runs those calls right: the
+// smallest power-of-4 count planned as LL128 (and one a quarter of it, planned otherwise), every
+// element checked by the kit.
+func TestPlannerPicksLL128(t *testing.T) {
+	const n = 4
+	needDevs(t, n)
+	var s planner.Settings
+	s.Tuning.BuffSize = coll.NCCLSteps * 512
+	name, doc, err := planner.LoadTopology("", s) // the embedded DGX H100
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.New(planner.Machine{Name: name, Doc: doc, Nodes: 1, GPUs: n, Settings: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := 0
+	for c := 1; c <= 1<<22 && count == 0; c *= 4 {
+		pl, err := p.Plan(coll.Call{Func: coll.AllReduce, Count: int64(c), DataType: coll.Float32, Op: coll.Sum, Exclude: engine.Exclude})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pl.Proto == coll.LL128 {
+			count = c
+			t.Logf("%s, %d GPUs: all-reduce of %d floats planned %v/%v on %d channels", name, n, c, pl.Algo, pl.Proto, pl.NChannels)
+		}
+	}
+	if count == 0 {
+		t.Fatal("the planner never picks LL128 for the engine on an NVLink machine")
+	}
+	before := engine.LL128Steps()
+	m := colltest.Matrix{Name: "dgx-h100", Ranks: []int{n}, Funcs: []coll.Func{coll.AllReduce}, Counts: []int{count / 4, count},
+		TypeOps: map[coll.DataType][]coll.RedOp{coll.Float32: {coll.Sum}}}
+	cfg := engine.Config{Planner: p, SlotBytes: 512, Timeout: 60 * time.Second}
+	colltest.Run(t, executor(cfg, "", ""), colltest.Options{Matrix: []colltest.Matrix{m}, MaxRanks: len(devs)})
+	if engine.LL128Steps() == before {
+		t.Fatal("no LL128 step ran")
+	}
+}
+
 // TestConformanceSimpleSmall runs small counts on the Simple protocol (NCCL_PROTO=Simple), which
 // NCCL's tuning would otherwise run as LL.
 func TestConformanceSimpleSmall(t *testing.T) {

@@ -111,14 +111,15 @@ type exec struct {
 	s     *coll.Schedule
 	bufs  []opBuf
 	stage []cuda.DevPtr // [conn]: this rank's staging buffer for the connections it sends on
-	// llStage: [conn]: this rank's LL buffer for the connections it sends LL messages on
-	llStage []cuda.DevPtr
-	slot    int64
-	writes  []interval
-	maxW    int64
-	user    cuda.Stream
-	next    []int // per channel: the next step of this rank's program to enqueue
-	left    int   // steps not enqueued yet
+	// lineStage: [coll.LL or coll.LL128][conn]: this rank's buffer of the line protocol for the
+	// connections it sends such messages on
+	lineStage [2][]cuda.DevPtr
+	slot      int64
+	writes    []interval
+	maxW      int64
+	user      cuda.Stream
+	next      []int // per channel: the next step of this rank's program to enqueue
+	left      int   // steps not enqueued yet
 }
 
 // interval is a range of device addresses a step writes.
@@ -344,9 +345,18 @@ func lastOfLanes(p *coll.Program) []int {
 
 func stageKey(cn *coll.Conn) int { return cn.Channel<<24 | cn.To<<8 | cn.ConnIndex }
 
-// llKey is the key an LL buffer is published under across processes (beside the Simple staging
-// buffer of the same connection: channels are fewer than 64, so stageKey stays below bit 30).
-func llKey(cn *coll.Conn) int { return stageKey(cn) | 1<<30 }
+// lineKey is the key the buffer of line protocol p (LL or LL128) is published under across
+// processes (beside the Simple staging buffer of the same connection: channels are fewer than 64,
+// so stageKey stays below bit 30).
+func lineKey(cn *coll.Conn, p coll.Proto) int {
+	if p == coll.LL128 {
+		return stageKey(cn) | 1<<31
+	}
+	return stageKey(cn) | 1<<30
+}
+
+// isLine: protocol p's messages travel as flagged lines (LL, LL128; stepLL).
+func isLine(p coll.Proto) bool { return p == coll.LL || p == coll.LL128 }
 
 // setup makes the streams, events and staging buffers the launch needs on this rank.
 func (e *exec) setup() error {
@@ -432,57 +442,60 @@ func (e *exec) setup() error {
 	return e.setupLL()
 }
 
-// setupLL makes the LL buffers of the connections this rank sends LL messages on: NCCL_STEPS
-// slots of the plan's LL slot size (plus room for a message wrapping past the last slot), zeroed
-// before any peer can read them (a private stream, synchronized: the first launch of a shape may
-// run inside a capture).
+// setupLL makes the LL and LL128 buffers of the connections this rank sends such messages on:
+// NCCL_STEPS slots of the plan's slot size for the protocol (plus room for a message wrapping past
+// the last slot), zeroed before any peer can read them (a private stream, synchronized: the first
+// launch of a shape may run inside a capture).
 func (e *exec) setupLL() error {
 	c, x, pl := e.c, e.x, e.L.pl
-	e.llStage = make([]cuda.DevPtr, len(e.s.Conns))
-	for i := range e.s.Conns {
-		cn := &e.s.Conns[i]
-		if cn.From != c.rank || pl.maxLL[i] == 0 {
-			continue
-		}
-		need := int64(coll.NCCLSteps)*pl.llSlot + pl.maxLL[i]
-		k := stageKey(cn)
-		b, ok := c.llStaging[k]
-		if ok && b.size >= need {
-			e.llStage[i] = b.p
-			continue
-		}
-		if ok && e.L.xp != nil {
-			return fmt.Errorf("a %d-byte LL message does not fit the LL buffer (%d bytes)", pl.maxLL[i], b.size)
-		}
-		size := need
-		if e.L.xp != nil {
-			size = max(need, 2*coll.NCCLSteps*pl.llSlot) // published once: sized for any message
-		}
-		p, err := x.Alloc(int(size))
-		if err != nil {
-			return err
-		}
-		if c.aux == 0 {
-			if c.aux, err = x.NewStream(); err != nil {
+	for _, proto := range []coll.Proto{coll.LL, coll.LL128} {
+		e.lineStage[proto] = make([]cuda.DevPtr, len(e.s.Conns))
+		for i := range e.s.Conns {
+			cn := &e.s.Conns[i]
+			maxMsg := pl.maxLine[proto][i]
+			if cn.From != c.rank || maxMsg == 0 {
+				continue
+			}
+			need := int64(coll.NCCLSteps)*pl.lineSlot[proto] + maxMsg
+			k := lineKey(cn, proto)
+			b, ok := c.llStaging[k]
+			if ok && b.size >= need {
+				e.lineStage[proto][i] = b.p
+				continue
+			}
+			if ok && e.L.xp != nil {
+				return fmt.Errorf("a %d-byte %v message does not fit the %v buffer (%d bytes)", maxMsg, proto, proto, b.size)
+			}
+			size := need
+			if e.L.xp != nil {
+				size = max(need, 2*coll.NCCLSteps*pl.lineSlot[proto]) // published once: sized for any message
+			}
+			p, err := x.Alloc(int(size))
+			if err != nil {
 				return err
 			}
-		}
-		if err := x.MemsetAsync(p, 0, int(size), c.aux); err != nil {
-			return err
-		}
-		if err := x.StreamSync(c.aux); err != nil {
-			return err
-		}
-		if ok {
-			c.retired = append(c.retired, b.p) // a peer of an earlier launch may still read it: freed by Destroy
-		}
-		c.llStaging[k] = stageBuf{p, size}
-		if xp := e.L.xp; xp != nil {
-			if err := xp.publishStaging(x, llKey(cn), p); err != nil {
+			if c.aux == 0 {
+				if c.aux, err = x.NewStream(); err != nil {
+					return err
+				}
+			}
+			if err := x.MemsetAsync(p, 0, int(size), c.aux); err != nil {
 				return err
 			}
+			if err := x.StreamSync(c.aux); err != nil {
+				return err
+			}
+			if ok {
+				c.retired = append(c.retired, b.p) // a peer of an earlier launch may still read it: freed by Destroy
+			}
+			c.llStaging[k] = stageBuf{p, size}
+			if xp := e.L.xp; xp != nil {
+				if err := xp.publishStaging(x, k, p); err != nil {
+					return err
+				}
+			}
+			e.lineStage[proto][i] = p
 		}
-		e.llStage[i] = p
 	}
 	return nil
 }
@@ -634,13 +647,13 @@ func (e *exec) peerEvent(rank, ch, step int) (cuda.Event, error) {
 	return e.c.cl.comms[rank].events[ch][step], nil
 }
 
-// slotFor is where message x's bytes go in this rank's staging buffer (its LL buffer, as LL
-// lines, when ll), after waiting for its credit (the consumption of message CreditSeq by the
-// receiver).
-func (e *exec) slotFor(st cuda.Stream, ch int, x coll.Xfer, bytes int64, ll bool) (cuda.DevPtr, error) {
+// slotFor is where message x's bytes go in this rank's staging buffer of protocol proto (for LL
+// and LL128 its buffer of that protocol, as lines), after waiting for its credit (the consumption
+// of message CreditSeq by the receiver).
+func (e *exec) slotFor(st cuda.Stream, ch int, x coll.Xfer, bytes int64, proto coll.Proto) (cuda.DevPtr, error) {
 	slot, stage := e.slot, e.stage
-	if ll {
-		slot, stage, bytes = e.L.pl.llSlot, e.llStage, cuda.LLWire(bytes)
+	if isLine(proto) {
+		slot, stage, bytes = e.L.pl.lineSlot[proto], e.lineStage[proto], cuda.LineWire(proto, bytes)
 	}
 	if bytes > int64(max(x.Steps, 1))*slot {
 		return 0, fmt.Errorf("a %d-byte message on %d slots of %d bytes", bytes, x.Steps, slot)
@@ -678,7 +691,7 @@ func (e *exec) step(ch int, st *coll.Step) error {
 			}
 		}
 	}
-	if st.Proto == coll.LL {
+	if isLine(st.Proto) {
 		return e.stepLL(ch, st, stream)
 	}
 	n := st.Bytes
@@ -743,7 +756,7 @@ func (e *exec) step(ch int, st *coll.Step) error {
 		if len(st.Send) == 0 {
 			return fmt.Errorf("%v sends nothing", prim)
 		}
-		if out, err = e.slotFor(stream, ch, st.Send[0], n, false); err != nil {
+		if out, err = e.slotFor(stream, ch, st.Send[0], n, coll.Simple); err != nil {
 			return err
 		}
 		inSlot = true
@@ -784,7 +797,7 @@ func (e *exec) step(ch int, st *coll.Step) error {
 		case n == 0 || (!inSlot && e.L.xp == nil && e.stable(out, n, ch, st.Index)):
 			addrs[i] = out
 		default:
-			p, err := e.slotFor(stream, ch, sx, n, false)
+			p, err := e.slotFor(stream, ch, sx, n, coll.Simple)
 			if err != nil {
 				return err
 			}
@@ -814,9 +827,10 @@ func (e *exec) redOp(op int) coll.RedOp {
 	return o
 }
 
-// stepLL enqueues one step of an LL operation (after its same-program dependencies, which step
-// has made its stream wait for). Every message travels as LL lines in the sender's LL buffer, at
-// its slot, with flag Seq+1 (cuda.LLCopy, cuda.LLReduce): the receiving kernel polls the flags,
+// stepLL enqueues one step of an LL or LL128 operation (after its same-program dependencies,
+// which step has made its stream wait for). Every message travels as lines of the step's protocol
+// in the sender's buffer of that protocol, at its slot, with flag Seq+1 (cuda.Kernels.LineCopy,
+// LineReduce: 16-byte LL lines or 128-byte LL128 lines): the receiving kernel polls the flags,
 // so its stream does not wait for the sending step's event; the host still waits until the
 // sender has enqueued that step (for the address, as on the Simple path). A step with one
 // message in and at most one out is one kernel (receive, combine, write Dst and the outgoing
@@ -826,6 +840,9 @@ func (e *exec) redOp(op int) coll.RedOp {
 func (e *exec) stepLL(ch int, st *coll.Step, stream cuda.Stream) error {
 	c, x, L := e.c, e.x, e.L
 	llSteps.Add(1)
+	if st.Proto == coll.LL128 {
+		ll128Steps.Add(1)
+	}
 	n := st.Bytes
 	b := &e.bufs[st.Op]
 	elt := int64(b.dt.Size())
@@ -855,18 +872,18 @@ func (e *exec) stepLL(ch int, st *coll.Step, stream cuda.Stream) error {
 			continue
 		}
 		if L.xp != nil {
-			base, err := L.xp.peerStaging(x, cn.From, llKey(cn))
+			base, err := L.xp.peerStaging(x, cn.From, lineKey(cn, st.Proto))
 			if err != nil {
 				return err
 			}
-			in[i] = base.Add(int(int64(rx.Slot) * L.pl.llSlot))
+			in[i] = base.Add(int(int64(rx.Slot) * L.pl.lineSlot[st.Proto]))
 		} else {
 			L.mu.Lock()
 			in[i] = L.out[rx.Conn][rx.Seq]
 			L.mu.Unlock()
 		}
 		if in[i] == 0 {
-			return fmt.Errorf("LL message %d on connection %d has no address", rx.Seq, rx.Conn)
+			return fmt.Errorf("%v message %d on connection %d has no address", st.Proto, rx.Seq, rx.Conn)
 		}
 	}
 	if prim.Receives() && len(in) == 0 {
@@ -877,7 +894,7 @@ func (e *exec) stepLL(ch int, st *coll.Step, stream cuda.Stream) error {
 	}
 	outs := make([]cuda.DevPtr, len(st.Send))
 	for i, sx := range st.Send {
-		if outs[i], err = e.slotFor(stream, ch, sx, n, true); err != nil {
+		if outs[i], err = e.slotFor(stream, ch, sx, n, st.Proto); err != nil {
 			return err
 		}
 	}
@@ -905,9 +922,9 @@ func (e *exec) stepLL(ch int, st *coll.Step, stream cuda.Stream) error {
 // replay) cannot be mistaken for it.
 func llFlag(x coll.Xfer) uint32 { return uint32(x.Seq + 1) }
 
-// computeLL enqueues the kernels of an LL step with n > 0 bytes (stepLL).
+// computeLL enqueues the kernels of an LL or LL128 step with n > 0 bytes (stepLL).
 func (e *exec) computeLL(ch int, st *coll.Step, stream cuda.Stream, b *opBuf, count int, src, dst cuda.DevPtr, in, outs []cuda.DevPtr) error {
-	x, k, prim, n := e.x, e.c.k, st.Prim, int(st.Bytes)
+	x, k, prim, n, p := e.x, e.c.k, st.Prim, int(st.Bytes), st.Proto
 	postDiv := st.PostOp && b.avgInt
 	raw := cuda.DevPtr(0) // the raw result the kernels write (Dst when the primitive has one)
 	if prim.WritesDst() {
@@ -934,13 +951,13 @@ func (e *exec) computeLL(ch int, st *coll.Step, stream cuda.Stream, b *opBuf, co
 			if raw == 0 && out == 0 {
 				return nil
 			}
-			return k.LLCopy(x, stream, raw, src, 0, 0, out, of, n)
+			return k.LineCopy(x, stream, p, raw, src, 0, 0, out, of, n)
 		case coll.Recv, coll.RecvCopySend, coll.RecvSend:
-			return k.LLCopy(x, stream, raw, 0, in[0], llFlag(st.Recv[0]), out, of, n)
+			return k.LineCopy(x, stream, p, raw, 0, in[0], llFlag(st.Recv[0]), out, of, n)
 		case coll.RecvReduceSend, coll.RecvReduceCopy, coll.RecvReduceCopySend:
-			return k.LLReduce(x, stream, b.dt, e.redOp(st.Op), raw, src, in[0], llFlag(st.Recv[0]), out, of, count, 0, 0)
+			return k.LineReduce(x, stream, p, b.dt, e.redOp(st.Op), raw, src, in[0], llFlag(st.Recv[0]), out, of, count, 0, 0)
 		}
-		return fmt.Errorf("%v: no LL kernel", prim)
+		return fmt.Errorf("%v: no %v kernel", prim, p)
 	}
 	// Several messages in or out, or the integer Avg's division: the raw result first.
 	if raw == 0 {
@@ -960,29 +977,29 @@ func (e *exec) computeLL(ch int, st *coll.Step, stream cuda.Stream, b *opBuf, co
 		if len(in) != 1 {
 			return fmt.Errorf("%v receives %d messages", prim, len(in))
 		}
-		err = k.LLCopy(x, stream, raw, 0, in[0], llFlag(st.Recv[0]), 0, 0, n)
+		err = k.LineCopy(x, stream, p, raw, 0, in[0], llFlag(st.Recv[0]), 0, 0, n)
 	case coll.RecvReduceSend, coll.RecvReduceCopy, coll.RecvReduceCopySend:
 		op := e.redOp(st.Op)
 		a := src
-		for i, p := range in {
+		for i, m := range in {
 			if err == nil {
-				err = k.LLReduce(x, stream, b.dt, op, raw, a, p, llFlag(st.Recv[i]), 0, 0, count, 0, 0)
+				err = k.LineReduce(x, stream, p, b.dt, op, raw, a, m, llFlag(st.Recv[i]), 0, 0, count, 0, 0)
 			}
 			a = raw
 		}
 	default:
-		return fmt.Errorf("%v: no LL kernel", prim)
+		return fmt.Errorf("%v: no %v kernel", prim, p)
 	}
 	if err == nil && postDiv && count > 0 {
 		err = k.Divide(x, stream, b.dt, raw, raw, count, uint64(e.L.n))
 	}
 	for i, out := range outs {
 		if err == nil {
-			err = k.LLCopy(x, stream, 0, raw, 0, 0, out, llFlag(st.Send[i]), n)
+			err = k.LineCopy(x, stream, p, 0, raw, 0, 0, out, llFlag(st.Send[i]), n)
 		}
 	}
 	return err
 }
 
-// llSteps counts the LL steps enqueued (for tests).
-var llSteps atomic.Int64
+// llSteps counts the LL and LL128 steps enqueued (for tests); ll128Steps the LL128 ones.
+var llSteps, ll128Steps atomic.Int64

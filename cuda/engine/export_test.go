@@ -3,3 +3,6 @@ package engine
 // LLSteps is the number of LL steps enqueued so far in this process (tests check that the LL
 // path ran).
 func LLSteps() int64 { return llSteps.Load() }
+
+// LL128Steps is the number of LL128 steps enqueued so far in this process.
+func LL128Steps() int64 { return ll128Steps.Load() }

@@ -20,10 +20,13 @@ type plan struct {
 	s      *coll.Schedule
 	ix     *coll.Index // the schedule's validated message table
 	maxMsg []int64     // [conn]: largest Simple message (payload bytes)
-	maxLL  []int64     // [conn]: largest LL message (bytes of LL lines)
-	llSlot int64       // bytes of one of a connection's NCCL_STEPS LL slots (LL buffer / NCCL_STEPS)
-	lanes  [][]int     // [rank*NChannels+ch]: the lanes the program uses, in order of first use
-	lasts  [][]int     // [rank*NChannels+ch]: the index of each lane's last step, ascending
+	// maxLine [coll.LL or coll.LL128][conn]: the largest message of the line protocol (bytes of
+	// lines); lineSlot: bytes of one of a connection's NCCL_STEPS slots of the protocol (its
+	// buffer / NCCL_STEPS, rounded up to whole lines).
+	maxLine  [2][]int64
+	lineSlot [2]int64
+	lanes    [][]int // [rank*NChannels+ch]: the lanes the program uses, in order of first use
+	lasts    [][]int // [rank*NChannels+ch]: the index of each lane's last step, ascending
 }
 
 // sendStep is the step of conn's sending program that sends message seq.
@@ -307,7 +310,7 @@ func sendRecvBytes(f coll.Func, size int64, n int) (send, recv int64) {
 func (cl *clique) plan(plans []coll.Plan) (*plan, error) {
 	key := make([]byte, 0, 64*len(plans))
 	for _, p := range plans {
-		for _, v := range []int64{int64(p.Func), p.Count, int64(p.DataType), int64(p.Op), int64(p.Root), int64(p.Algo), int64(p.Proto), int64(p.NChannels), p.BuffSize[coll.LL]} {
+		for _, v := range []int64{int64(p.Func), p.Count, int64(p.DataType), int64(p.Op), int64(p.Root), int64(p.Algo), int64(p.Proto), int64(p.NChannels), p.BuffSize[coll.LL], p.BuffSize[coll.LL128]} {
 			key = strconv.AppendInt(key, v, 10)
 			key = append(key, '/')
 		}
@@ -340,19 +343,22 @@ func (cl *clique) plan(plans []coll.Plan) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl := &plan{s: s, ix: ix, maxMsg: make([]int64, len(s.Conns)), maxLL: make([]int64, len(s.Conns))}
+	pl := &plan{s: s, ix: ix, maxMsg: make([]int64, len(s.Conns)), maxLine: [2][]int64{make([]int64, len(s.Conns)), make([]int64, len(s.Conns))}}
 	for _, p := range plans {
-		b := p.BuffSize[coll.LL]
-		if b <= 0 {
-			b = coll.DefaultBuffSize[coll.LL]
+		for _, proto := range []coll.Proto{coll.LL, coll.LL128} {
+			b := p.BuffSize[proto]
+			if b <= 0 {
+				b = coll.DefaultBuffSize[proto]
+			}
+			line := cuda.LineWire(proto, 1)
+			pl.lineSlot[proto] = max(pl.lineSlot[proto], (b/coll.NCCLSteps+line-1)/line*line)
 		}
-		pl.llSlot = max(pl.llSlot, (b/coll.NCCLSteps+cuda.LLLineBytes-1)/cuda.LLLineBytes*cuda.LLLineBytes)
 	}
 	for _, p := range s.Programs {
 		for _, st := range p.Steps {
 			for _, x := range st.Send {
-				if st.Proto == coll.LL {
-					pl.maxLL[x.Conn] = max(pl.maxLL[x.Conn], cuda.LLWire(st.Bytes))
+				if isLine(st.Proto) {
+					pl.maxLine[st.Proto][x.Conn] = max(pl.maxLine[st.Proto][x.Conn], cuda.LineWire(st.Proto, st.Bytes))
 				} else {
 					pl.maxMsg[x.Conn] = max(pl.maxMsg[x.Conn], st.Bytes)
 				}

@@ -367,3 +367,47 @@ func TestInitRankRefusesCapture(t *testing.T) {
 		_ = c.Destroy()
 	}
 }
+
+// TestInitRankConformanceLL128 is TestInitRankConformance under NCCL_PROTO=LL,LL128: LL for the
+// small counts and LL128 for the large ones on the same connections, their lines crossing
+// processes in the LL and LL128 buffers published side by side.
+func TestInitRankConformanceLL128(t *testing.T) {
+	needDevs(t, 2)
+	m := colltest.Matrix{
+		TypeOps: map[coll.DataType][]coll.RedOp{coll.Float32: colltest.AllOps, coll.Int32: {coll.Avg}, coll.Float16: {coll.Sum}},
+		Counts:  []int{1, 13, 200003},
+		// the collectives (point-to-point never runs LL128; a 200003-element all-to-all on 512-byte
+		// Simple slots has more steps than a program may across processes)
+		Funcs: []coll.Func{coll.AllReduce, coll.Reduce, coll.ReduceScatter, coll.Broadcast, coll.AllGather},
+	}
+	for n := 2; n <= min(len(devs), 3); n++ {
+		m.Ranks = append(m.Ranks, n)
+	}
+	m.Name = "xprocLL128"
+	ex := colltest.ExecutorFunc(func(n int) (colltest.World, error) {
+		var s planner.Settings
+		s.Tuning.MinNChannels, s.Tuning.Proto, s.Tuning.BuffSize = 2, "LL,LL128", coll.NCCLSteps*512
+		mach, err := planner.CPUMachine(n, 1, s)
+		if err != nil {
+			return nil, err
+		}
+		p, err := planner.New(mach)
+		if err != nil {
+			return nil, err
+		}
+		comms, err := initRanks(t, n, engine.Config{Planner: p, SlotBytes: 512, Timeout: 30 * time.Second})
+		if err != nil {
+			return nil, err
+		}
+		return &engineWorld{comms: comms, premul: map[float64][]coll.RedOp{}}, nil
+	})
+	before, before128 := engine.LLSteps(), engine.LL128Steps()
+	colltest.Run(t, ex, colltest.Options{Matrix: []colltest.Matrix{m}, MaxRanks: len(devs), Skip: colltest.SkipInPlaceP2P})
+	ll128 := engine.LL128Steps() - before128
+	ll := engine.LLSteps() - before - ll128 // LLSteps counts both
+	if ll == 0 || ll128 == 0 {
+		t.Errorf("LL steps %d, LL128 steps %d across processes: want both", ll, ll128)
+	} else {
+		t.Logf("%d LL steps, %d LL128 steps", ll, ll128)
+	}
+}

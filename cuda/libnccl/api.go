@@ -4,18 +4,15 @@ package main
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-// Our own declarations of NCCL's C types (NCCL 2.28.9 nccl.h): communicator = opaque pointer,
-// unique id = 128 bytes, enums = int at the ABI.
-typedef int ncclResult_t;
-typedef void *ncclComm_t;
-typedef struct { char internal[128]; } ncclUniqueId;
-typedef void *cudaStream_t;
-typedef void *ncclConfigPtr;
+// Our own declarations of NCCL's C types and the handle an ncclComm_t points to (fast.h).
+#include "fast.h"
 */
 import "C"
 
 import (
+	"fmt"
 	"math"
+	"os"
 	"sync"
 	"unsafe"
 
@@ -35,11 +32,44 @@ var handles = struct {
 }{m: map[uintptr]*comm{}}
 
 func newHandle(c *comm) C.ncclComm_t {
-	h := C.malloc(16)
+	h := (*C.simccl_handle)(C.calloc(1, C.size_t(unsafe.Sizeof(C.simccl_handle{}))))
 	handles.Lock()
-	handles.m[uintptr(h)] = c
+	handles.m[uintptr(unsafe.Pointer(h))] = c
 	handles.Unlock()
-	return C.ncclComm_t(h)
+	enableFast(h, c)
+	return C.ncclComm_t(unsafe.Pointer(h))
+}
+
+// fastDriver: fast.c found the driver entry points it calls (once per process).
+var fastDriver = sync.OnceValue(func() bool { return C.simccl_fast_driver() != 0 })
+
+// enableFast lets fast.c enqueue the one-rank calls of c itself (engine.Comm.OneRank) unless
+// SIMCCL_NCCL_FAST=0. On the emulated driver fast.c's copies come back to Go (goOneRankCopy), so
+// that the tests run its group logic.
+func enableFast(h *C.simccl_handle, c *comm) {
+	if os.Getenv("SIMCCL_NCCL_FAST") == "0" {
+		return
+	}
+	ctx, f, grid, kmax, ok := c.e.OneRank()
+	if !ok {
+		return
+	}
+	emu := cuda.Emulated()
+	if !emu && !fastDriver() {
+		return
+	}
+	h.ctx, h.copy, h.max_grid, h.kernel_max = C.uintptr_t(ctx), C.uintptr_t(f), C.unsigned(grid), C.size_t(max(kmax, 0))
+	if emu {
+		h.emulated = 1
+	}
+	h.fast = 1
+}
+
+// noFast takes the communicator behind h off fast.c's path (failed, destroyed or aborted).
+func noFast(h C.ncclComm_t) {
+	if h != nil {
+		(*C.simccl_handle)(unsafe.Pointer(h)).fast = 0
+	}
 }
 
 func get(h C.ncclComm_t) *comm {
@@ -49,6 +79,7 @@ func get(h C.ncclComm_t) *comm {
 }
 
 func drop(h C.ncclComm_t) {
+	noFast(h)
 	handles.Lock()
 	delete(handles.m, uintptr(h))
 	handles.Unlock()
@@ -240,91 +271,132 @@ func ptr(p unsafe.Pointer) cuda.DevPtr { return cuda.DevPtr(uintptr(p)) }
 
 func stream(s C.cudaStream_t) cuda.Stream { return cuda.Stream(uintptr(s)) }
 
-//export ncclAllReduce
-func ncclAllReduce(sendbuff, recvbuff unsafe.Pointer, count C.size_t, datatype, op C.int, comm C.ncclComm_t, s C.cudaStream_t) C.ncclResult_t {
+// retc is ret for a call on communicator c (handle h): a failed communicator leaves fast.c's
+// path (its calls then come here and report the error).
+func retc(h C.ncclComm_t, c *comm, err error) C.ncclResult_t {
+	if err != nil && c.e.GetAsyncError() != nil {
+		noFast(h)
+	}
+	return ret(err)
+}
+
+//export goAllReduce
+func goAllReduce(sendbuff, recvbuff unsafe.Pointer, count C.size_t, datatype, op C.int, comm C.ncclComm_t, s C.cudaStream_t) C.ncclResult_t {
 	c := get(comm)
 	if c == nil {
 		return bad()
 	}
-	return ret(c.e.AllReduce(ptr(sendbuff), ptr(recvbuff), int(count), coll.DataType(datatype), coll.RedOp(op), stream(s)))
+	return retc(comm, c, c.e.AllReduce(ptr(sendbuff), ptr(recvbuff), int(count), coll.DataType(datatype), coll.RedOp(op), stream(s)))
 }
 
-//export ncclBroadcast
-func ncclBroadcast(sendbuff, recvbuff unsafe.Pointer, count C.size_t, datatype, root C.int, comm C.ncclComm_t, s C.cudaStream_t) C.ncclResult_t {
+//export goBroadcast
+func goBroadcast(sendbuff, recvbuff unsafe.Pointer, count C.size_t, datatype, root C.int, comm C.ncclComm_t, s C.cudaStream_t) C.ncclResult_t {
 	c := get(comm)
 	if c == nil {
 		return bad()
 	}
-	return ret(c.e.Broadcast(ptr(sendbuff), ptr(recvbuff), int(count), coll.DataType(datatype), int(root), stream(s)))
+	return retc(comm, c, c.e.Broadcast(ptr(sendbuff), ptr(recvbuff), int(count), coll.DataType(datatype), int(root), stream(s)))
 }
 
-//export ncclBcast
-func ncclBcast(buff unsafe.Pointer, count C.size_t, datatype, root C.int, comm C.ncclComm_t, s C.cudaStream_t) C.ncclResult_t {
-	return ncclBroadcast(buff, buff, count, datatype, root, comm, s)
-}
-
-//export ncclReduce
-func ncclReduce(sendbuff, recvbuff unsafe.Pointer, count C.size_t, datatype, op, root C.int, comm C.ncclComm_t, s C.cudaStream_t) C.ncclResult_t {
+//export goReduce
+func goReduce(sendbuff, recvbuff unsafe.Pointer, count C.size_t, datatype, op, root C.int, comm C.ncclComm_t, s C.cudaStream_t) C.ncclResult_t {
 	c := get(comm)
 	if c == nil {
 		return bad()
 	}
-	return ret(c.e.Reduce(ptr(sendbuff), ptr(recvbuff), int(count), coll.DataType(datatype), coll.RedOp(op), int(root), stream(s)))
+	return retc(comm, c, c.e.Reduce(ptr(sendbuff), ptr(recvbuff), int(count), coll.DataType(datatype), coll.RedOp(op), int(root), stream(s)))
 }
 
-//export ncclAllGather
-func ncclAllGather(sendbuff, recvbuff unsafe.Pointer, sendcount C.size_t, datatype C.int, comm C.ncclComm_t, s C.cudaStream_t) C.ncclResult_t {
+//export goAllGather
+func goAllGather(sendbuff, recvbuff unsafe.Pointer, sendcount C.size_t, datatype C.int, comm C.ncclComm_t, s C.cudaStream_t) C.ncclResult_t {
 	c := get(comm)
 	if c == nil {
 		return bad()
 	}
-	return ret(c.e.AllGather(ptr(sendbuff), ptr(recvbuff), int(sendcount), coll.DataType(datatype), stream(s)))
+	return retc(comm, c, c.e.AllGather(ptr(sendbuff), ptr(recvbuff), int(sendcount), coll.DataType(datatype), stream(s)))
 }
 
-//export ncclReduceScatter
-func ncclReduceScatter(sendbuff, recvbuff unsafe.Pointer, recvcount C.size_t, datatype, op C.int, comm C.ncclComm_t, s C.cudaStream_t) C.ncclResult_t {
+//export goReduceScatter
+func goReduceScatter(sendbuff, recvbuff unsafe.Pointer, recvcount C.size_t, datatype, op C.int, comm C.ncclComm_t, s C.cudaStream_t) C.ncclResult_t {
 	c := get(comm)
 	if c == nil {
 		return bad()
 	}
-	return ret(c.e.ReduceScatter(ptr(sendbuff), ptr(recvbuff), int(recvcount), coll.DataType(datatype), coll.RedOp(op), stream(s)))
+	return retc(comm, c, c.e.ReduceScatter(ptr(sendbuff), ptr(recvbuff), int(recvcount), coll.DataType(datatype), coll.RedOp(op), stream(s)))
 }
 
-//export ncclAlltoAll
-func ncclAlltoAll(sendbuff, recvbuff unsafe.Pointer, count C.size_t, datatype C.int, comm C.ncclComm_t, s C.cudaStream_t) C.ncclResult_t {
+//export goAlltoAll
+func goAlltoAll(sendbuff, recvbuff unsafe.Pointer, count C.size_t, datatype C.int, comm C.ncclComm_t, s C.cudaStream_t) C.ncclResult_t {
 	c := get(comm)
 	if c == nil {
 		return bad()
 	}
-	return ret(c.e.AllToAll(ptr(sendbuff), ptr(recvbuff), int(count), coll.DataType(datatype), stream(s)))
+	return retc(comm, c, c.e.AllToAll(ptr(sendbuff), ptr(recvbuff), int(count), coll.DataType(datatype), stream(s)))
 }
 
-//export ncclSend
-func ncclSend(sendbuff unsafe.Pointer, count C.size_t, datatype, peer C.int, comm C.ncclComm_t, s C.cudaStream_t) C.ncclResult_t {
+//export goSend
+func goSend(sendbuff unsafe.Pointer, count C.size_t, datatype, peer C.int, comm C.ncclComm_t, s C.cudaStream_t) C.ncclResult_t {
 	c := get(comm)
 	if c == nil {
 		return bad()
 	}
-	return ret(c.e.Send(ptr(sendbuff), int(count), coll.DataType(datatype), int(peer), stream(s)))
+	return retc(comm, c, c.e.Send(ptr(sendbuff), int(count), coll.DataType(datatype), int(peer), stream(s)))
 }
 
-//export ncclRecv
-func ncclRecv(recvbuff unsafe.Pointer, count C.size_t, datatype, peer C.int, comm C.ncclComm_t, s C.cudaStream_t) C.ncclResult_t {
+//export goRecv
+func goRecv(recvbuff unsafe.Pointer, count C.size_t, datatype, peer C.int, comm C.ncclComm_t, s C.cudaStream_t) C.ncclResult_t {
 	c := get(comm)
 	if c == nil {
 		return bad()
 	}
-	return ret(c.e.Recv(ptr(recvbuff), int(count), coll.DataType(datatype), int(peer), stream(s)))
+	return retc(comm, c, c.e.Recv(ptr(recvbuff), int(count), coll.DataType(datatype), int(peer), stream(s)))
 }
 
-//export ncclGroupStart
-func ncclGroupStart() C.ncclResult_t {
+//export goGroupStart
+func goGroupStart() C.ncclResult_t {
 	engine.GroupStart()
 	return 0
 }
 
-//export ncclGroupEnd
-func ncclGroupEnd() C.ncclResult_t { return ret(engine.GroupEnd()) }
+//export goGroupEnd
+func goGroupEnd() C.ncclResult_t { return ret(engine.GroupEnd()) }
+
+// goGroupMisuse is fast.c's ncclGroupEnd without an ncclGroupStart on the calling thread: the
+// error the engine gives for it, leaving any other thread's group alone.
+//
+//export goGroupMisuse
+func goGroupMisuse() C.ncclResult_t {
+	return ret(fmt.Errorf("%w: ncclGroupEnd without ncclGroupStart on this thread", engine.ErrInvalidArgument))
+}
+
+// goOneRankCopy is fast.c's copy on the emulated driver: the engine's one-rank path (a copy of
+// n bytes on the caller's stream).
+//
+//export goOneRankCopy
+func goOneRankCopy(comm C.ncclComm_t, sendbuff, recvbuff unsafe.Pointer, n C.size_t, s C.cudaStream_t) C.ncclResult_t {
+	c := get(comm)
+	if c == nil {
+		return bad()
+	}
+	return retc(comm, c, c.e.AllGather(ptr(sendbuff), ptr(recvbuff), int(n), coll.Uint8, stream(s)))
+}
+
+// goOneRankFailed records the failure of fast.c's launch (kernel) or copy (CUresult code) as the
+// communicator's error.
+//
+//export goOneRankFailed
+func goOneRankFailed(comm C.ncclComm_t, code C.int, kernel C.int) C.ncclResult_t {
+	call := "cuMemcpyDtoDAsync_v2"
+	if kernel != 0 {
+		call = "cuLaunchKernel"
+	}
+	err := &cuda.Error{Call: call, Code: cuda.Result(code), Text: "one-rank copy enqueued by libnccl's C path"}
+	noFast(comm)
+	if c := get(comm); c != nil {
+		c.e.Fail(err)
+	}
+	return ret(err)
+}
 
 // ncclScalarResidence_t (NCCL 2.28): the scalar is in device memory (0) or host memory (1).
 const scalarHostImmediate = 1

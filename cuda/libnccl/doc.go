@@ -28,9 +28,17 @@
 // the ranks (GPUs under one CPU), with NCCL_* tuning variables honoured as planner.SettingsFromEnv
 // reads them.
 //
+// Groups nest per thread, as NCCL's do (fast.c). The collectives and group calls enter C first
+// (fast.c): a call of a one-rank communicator whose result is its input (every collective but
+// PreMulSum, all-to-all and send/recv) is enqueued there without entering Go, as the engine's
+// one-rank path would (the copy kernel on the caller's stream, cuMemcpyDtoDAsync above 1 MiB,
+// nothing in place); inside a group such calls are held on the thread and enqueued in order at
+// the outermost ncclGroupEnd, and a group with any other call is handed to the engine's group
+// (the held calls first). SIMCCL_NCCL_FAST=0 sends every call to Go.
+//
 // Not implemented: device-resident PreMulSum scalars (ncclScalarDevice: ncclInvalidUsage),
 // non-blocking initialisation (a config's blocking=0 is accepted and the call blocks), window
 // registration, ncclCommShrink and device communicators (exported as stubs that fail with
 // ncclInvalidUsage, so that a program that imports them still loads and no call reaches another
-// library with our communicator), LL/LL128 protocols (the engine runs Simple).
+// library with our communicator).
 package main

@@ -19,9 +19,14 @@ type Group[K comparable, C any] struct {
 	keys  []K
 	calls map[K][]C
 	// spare: the storage of an ended group handed back by Recycle, for the next group (a group of
-	// one call then allocates nothing here).
+	// one call then allocates nothing here). old: the communicators whose (emptied) slices the
+	// recycled map still holds, which End drops when this group did not call them; spareOld is
+	// the same for the spare storage. Walking these lists instead of the map keeps map iteration
+	// (its random start costs more than the rest of a one-call group) off the path.
 	spareKeys  []K
 	spareCalls map[K][]C
+	old        []K
+	spareOld   []K
 }
 
 // Start opens a group, or one more level of an open one.
@@ -44,6 +49,7 @@ func (g *Group[K, C]) Hold(k K, c C) bool {
 		if g.spareCalls != nil {
 			g.keys, g.calls = g.spareKeys, g.spareCalls
 			g.spareKeys, g.spareCalls = nil, nil
+			g.old, g.spareOld = g.spareOld, g.old[:0]
 		} else {
 			g.calls = map[K][]C{}
 		}
@@ -58,16 +64,18 @@ func (g *Group[K, C]) Hold(k K, c C) bool {
 // Recycle hands back what End returned, once the caller is done with it (it must not keep the
 // keys, the map or the slices): the next group reuses the storage. Optional.
 func (g *Group[K, C]) Recycle(keys []K, calls map[K][]C) {
-	if calls == nil || len(calls) > 64 {
+	if calls == nil || len(calls) > 64 || len(keys) != len(calls) {
 		return
 	}
-	for k, v := range calls {
+	for _, k := range keys { // End left only the keys' entries in calls
+		v := calls[k]
 		clear(v) // drop the references to the calls
 		calls[k] = v[:0]
 	}
-	clear(keys)
 	g.mu.Lock()
 	if g.spareCalls == nil {
+		g.spareOld = append(g.spareOld[:0], keys...)
+		clear(keys)
 		g.spareKeys, g.spareCalls = keys[:0], calls
 	}
 	g.mu.Unlock()
@@ -89,11 +97,13 @@ func (g *Group[K, C]) End() (keys []K, calls map[K][]C, ok bool) {
 	}
 	keys, calls = g.keys, g.calls
 	g.keys, g.calls = nil, nil
-	for k, v := range calls {
-		if len(v) == 0 {
+	for _, k := range g.old {
+		if len(calls[k]) == 0 {
 			delete(calls, k) // kept from a recycled group, not called in this one
 		}
 	}
+	clear(g.old)
+	g.old = g.old[:0]
 	return keys, calls, true
 }
 
