@@ -7,6 +7,7 @@
 // of the group that needs Go (any other call or communicator) opens Go's group, hands it the held
 // calls in order, and every later call of the group goes to Go; the outermost ncclGroupEnd then
 // ends Go's group. SIMCCL_NCCL_FAST=0 sends every call to Go (api.go does not set fast).
+#include <stdlib.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <string.h>
@@ -47,7 +48,24 @@ enum { MAX_HELD = 256 };
 static __thread int g_depth;     // ncclGroupStart nesting on this thread
 static __thread int g_forwarded; // this thread's group has opened Go's group
 static __thread int g_n;         // calls held
-static __thread held_call g_held[MAX_HELD];
+// The held calls live on the heap, one array per thread that groups calls: Go's c-shared library
+// makes all of this library's thread-local storage static, and glibc keeps only a small reserve
+// of static TLS for libraries loaded with dlopen (ctypes.CDLL, a program's dlopen of
+// libnccl.so.2): 16 KiB of calls here made dlopen fail with "cannot allocate memory in static TLS
+// block". Per thread it is allocated once and kept.
+static __thread held_call *g_held;
+static pthread_key_t g_held_key; // frees a thread's array when the thread exits
+static pthread_once_t g_held_once = PTHREAD_ONCE_INIT;
+static void held_key(void) { pthread_key_create(&g_held_key, free); }
+
+static held_call *held_array(void) {
+	if (!g_held) {
+		pthread_once(&g_held_once, held_key);
+		g_held = (held_call *)malloc(MAX_HELD * sizeof(held_call));
+		if (g_held) pthread_setspecific(g_held_key, g_held);
+	}
+	return g_held;
+}
 
 static const int dt_size[12] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
 
@@ -115,7 +133,7 @@ static ncclResult_t coll(held_call k) {
 	size_t bytes = 0;
 	if (eligible(&k, &bytes)) {
 		if (g_depth == 0) return one_rank(&k, bytes);
-		if (!g_forwarded && g_n < MAX_HELD) {
+		if (!g_forwarded && held_array() && g_n < MAX_HELD) {
 			g_held[g_n++] = k;
 			return 0;
 		}

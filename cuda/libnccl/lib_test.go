@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +30,7 @@ func TestCAPI(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build -buildmode=c-shared: %v\n%s", err, out)
 	}
+	checkStaticTLS(t, filepath.Join(dir, "libnccl.so.2"))
 	bin := filepath.Join(dir, "api_check")
 	if out, err := exec.CommandContext(ctx, cc, "-O1", "-o", bin, "testdata/api_check.c", "-L"+dir, "-l:libnccl.so.2", "-Wl,-rpath,"+dir, "-lpthread").CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
@@ -46,6 +48,27 @@ func TestHalf(t *testing.T) {
 	for h, want := range map[uint16]float64{0x3c00: 1, 0xc000: -2, 0x3800: 0.5, 0x0001: 5.960464477539063e-08} {
 		if got := halfToFloat(h); got != want {
 			t.Errorf("halfToFloat(%#x) = %v, want %v", h, got, want)
+		}
+	}
+}
+
+// maxStaticTLS bounds the library's thread-local storage. A Go c-shared library's TLS is static
+// (DF_STATIC_TLS), and glibc keeps only a small reserve of static TLS for libraries loaded with
+// dlopen (glibc.rtld.optional_static_tls, 512 bytes by default), which other libraries of the
+// process also draw on: 16 KiB of thread-local group state made Python's ctypes.CDLL fail with
+// "cannot allocate memory in static TLS block" on the device machine (2026-11-28).
+const maxStaticTLS = 256
+
+func checkStaticTLS(t *testing.T, lib string) {
+	t.Helper()
+	f, err := elf.Open(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_TLS && p.Memsz > maxStaticTLS {
+			t.Errorf("%s: %d bytes of thread-local storage (want at most %d: dlopen needs static TLS)", lib, p.Memsz, maxStaticTLS)
 		}
 	}
 }
