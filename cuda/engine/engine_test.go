@@ -344,48 +344,28 @@ func TestConformanceRing(t *testing.T) {
 // TestConformanceLL runs the kit with every collective on the LL protocol (NCCL_PROTO=LL): ring
 // and tree; point-to-point takes LL below NCCL's threshold whatever NCCL_PROTO says (every
 // SendRecv and AllToAll case here). The messages travel as flagged lines that the receiving
-// kernels poll, with no event between sender and receiver.
+// kernels poll, with no event between sender and receiver. 9001 float64 elements are several
+// 32 KiB LL steps per channel.
 func TestConformanceLL(t *testing.T) {
-	before := engine.LLSteps()
-	short := colltest.Matrix{
-		TypeOps: map[coll.DataType][]coll.RedOp{
-			coll.Float32:    colltest.AllOps,
-			coll.Int32:      colltest.AllOps,
-			coll.Float16:    {coll.Sum, coll.Avg},
-			coll.Bfloat16:   {coll.Min},
-			coll.Float8e5m2: {coll.Sum},
-			coll.Uint8:      {coll.Prod},
-			coll.Int64:      {coll.Avg},
-			coll.Float64:    {coll.Max},
-		},
-		Counts: []int{1, 13, 9001}, // 9001 float64: several 32 KiB LL steps per channel
-	}
-	long := short // on GPUs (and -long): larger counts too
-	long.Counts = []int{1, 13, 1031, 9001, 70001}
-	if colltest.Long() {
-		long.TypeOps = nil // every type and op
-	}
-	conformanceProto(t, "ring", "LL", short, long)
-	m := colltest.Matrix{
-		TypeOps: map[coll.DataType][]coll.RedOp{coll.Float32: colltest.AllOps, coll.Float16: {coll.Sum}, coll.Uint8: {coll.Max}, coll.Int32: {coll.Avg}},
-		Counts:  []int{1, 13, 301, 40000},
-	}
-	m.Funcs = []coll.Func{coll.AllReduce} // NCCL runs Tree for all-reduce only
-	conformanceProto(t, "tree", "LL", m, m)
-	conformanceProto(t, "treenodes", "LL", m, m) // steps receiving or sending two messages
-	if got := engine.LLSteps() - before; got == 0 {
-		t.Fatal("no LL step ran")
-	} else {
-		t.Logf("%d LL steps", got)
-	}
+	conformanceLines(t, "LL", engine.LLSteps, []int{1, 13, 1031, 9001, 70001})
 }
 
 // TestConformanceLL128 runs the kit with every collective on the LL128 protocol
 // (NCCL_PROTO=LL128, which enables it whatever the path, as NCCL's explicit setting does): ring
 // and tree. The messages travel as 128-byte lines of 120 payload bytes and a flag, polled by the
-// receiving kernels; point-to-point stays on LL or Simple (NCCL never runs it on LL128).
+// receiving kernels; point-to-point stays on LL or Simple (NCCL never runs it on LL128). The
+// longest count is past one LL128 slot per channel.
 func TestConformanceLL128(t *testing.T) {
-	before := engine.LL128Steps()
+	conformanceLines(t, "LL128", engine.LL128Steps, []int{1, 13, 1031, 9001, 200003})
+}
+
+// conformanceLines runs the kit on a line protocol (LL, LL128): ring with a choice of types and
+// ops (every one with -long, and longCounts on GPUs and -long), then Tree all-reduce on one node
+// and across nodes (steps receiving or sending two messages); steps counts the protocol's steps,
+// so that the test fails if none ran.
+func conformanceLines(t *testing.T, proto string, steps func() int64, longCounts []int) {
+	t.Helper()
+	before := steps()
 	short := colltest.Matrix{
 		TypeOps: map[coll.DataType][]coll.RedOp{
 			coll.Float32:    colltest.AllOps,
@@ -399,23 +379,23 @@ func TestConformanceLL128(t *testing.T) {
 		},
 		Counts: []int{1, 13, 9001},
 	}
-	long := short // on GPUs (and -long): a count past one LL128 slot per channel too
-	long.Counts = []int{1, 13, 1031, 9001, 200003}
+	long := short
+	long.Counts = longCounts
 	if colltest.Long() {
 		long.TypeOps = nil // every type and op
 	}
-	conformanceProto(t, "ring", "LL128", short, long)
+	conformanceProto(t, "ring", proto, short, long)
 	m := colltest.Matrix{
 		TypeOps: map[coll.DataType][]coll.RedOp{coll.Float32: colltest.AllOps, coll.Float16: {coll.Sum}, coll.Uint8: {coll.Max}, coll.Int32: {coll.Avg}},
 		Counts:  []int{1, 13, 301, 40000},
 	}
 	m.Funcs = []coll.Func{coll.AllReduce} // NCCL runs Tree for all-reduce only
-	conformanceProto(t, "tree", "LL128", m, m)
-	conformanceProto(t, "treenodes", "LL128", m, m) // steps receiving or sending two messages
-	if got := engine.LL128Steps() - before; got == 0 {
-		t.Fatal("no LL128 step ran")
+	conformanceProto(t, "tree", proto, m, m)
+	conformanceProto(t, "treenodes", proto, m, m)
+	if got := steps() - before; got == 0 {
+		t.Fatalf("no %s step ran", proto)
 	} else {
-		t.Logf("%d LL128 steps", got)
+		t.Logf("%d %s steps", got, proto)
 	}
 }
 
