@@ -45,34 +45,38 @@ func (m *Machine) nodesSteady(f coll.Func, size int64, dt coll.DataType, op coll
 	for q := range ex.Protos {
 		ex.Protos[q] = coll.Proto(q) != plan.Proto
 	}
-	// fits reports whether the call on k nodes is planned as the full one (algorithm, protocol,
-	// channels, chunk) and Run times it.
-	fits := func(k int) (*Machine, bool, error) {
+	// fits returns the machine of k nodes and the mode its Run times the call in (a dry run), or
+	// nil where the call is not planned there as the full one (algorithm, protocol, channels,
+	// chunk) or Run cannot time it.
+	fits := func(k int) (*Machine, string, error) {
 		mk, p, err := m.smaller(f, size, dt, op, k, ex)
 		if err != nil {
-			return nil, false, err
+			return nil, "", err
 		}
 		if p.Decision() != plan.Decision() || p.ChunkSize != plan.ChunkSize {
-			return nil, false, nil
+			return nil, "", nil
 		}
-		_, _, err = mk.Run(f, size, dt, op, RunOptions{DryRun: true, Exclude: ex})
-		return mk, err == nil, nil
+		row, _, err := mk.Run(f, size, dt, op, RunOptions{DryRun: true, Exclude: ex})
+		if err != nil {
+			return nil, "", nil
+		}
+		return mk, row.Mode, nil
 	}
 	var m1, m2 *Machine
-	for n2 := m.Nodes / 2; n2/2 >= NodesMin; n2 /= 2 {
-		mk, ok, err := fits(n2)
-		if err != nil {
+	var mode1, mode2 string
+	for n2 := m.Nodes / 2; n2/2 >= NodesMin && m2 == nil; n2 /= 2 {
+		var err error
+		if m2, mode2, err = fits(n2); err != nil {
 			return nil, "", err
 		}
-		if !ok {
+		if m2 == nil {
 			continue
 		}
-		if m1, ok, err = fits(n2 / 2); err != nil {
+		if m1, mode1, err = fits(n2 / 2); err != nil {
 			return nil, "", err
 		}
-		if ok {
-			m2 = mk
-			break
+		if m1 == nil {
+			m2 = nil
 		}
 	}
 	if m2 == nil {
@@ -80,27 +84,22 @@ func (m *Machine) nodesSteady(f coll.Func, size int64, dt coll.DataType, op coll
 	}
 	n1, n2 := m1.Nodes, m2.Nodes
 	mode := fmt.Sprintf("nodes-steady (%d, %d nodes)", n1, n2)
+	if mode1 != "schedule" || mode2 != "schedule" {
+		mode = fmt.Sprintf("nodes-steady (%d nodes: %s; %d nodes: %s)", n1, mode1, n2, mode2)
+	}
 	if opt.DryRun {
 		return &Result{}, mode, nil
 	}
 	sub := RunOptions{BackToBack: 1, Exclude: ex}
-	var row1, row2 Row
 	r1, r2, err := replayPair(func() (*Result, error) {
-		var r *Result
-		var err error
-		row1, r, err = m1.Run(f, size, dt, op, sub)
+		_, r, err := m1.Run(f, size, dt, op, sub)
 		return r, err
 	}, func() (*Result, error) {
-		var r *Result
-		var err error
-		row2, r, err = m2.Run(f, size, dt, op, sub)
+		_, r, err := m2.Run(f, size, dt, op, sub)
 		return r, err
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("simnet: %s on %d and %d nodes: %w", coll.TestName(f), n1, n2, err)
-	}
-	if row1.Mode != "schedule" || row2.Mode != "schedule" {
-		mode = fmt.Sprintf("nodes-steady (%d nodes: %s; %d nodes: %s)", n1, row1.Mode, n2, row2.Mode)
 	}
 	// The smaller machines' calls pay the host's floor per call (Run); the full call adds its own.
 	per := float64(r2.Time-r1.Time) / float64(n2-n1)
