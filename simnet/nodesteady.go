@@ -91,22 +91,18 @@ func (m *Machine) nodesSteady(f coll.Func, size int64, dt coll.DataType, op coll
 		return &Result{}, mode, nil
 	}
 	sub := RunOptions{BackToBack: 1, Exclude: ex}
-	r1, r2, err := replayPair(func() (*Result, error) {
-		_, r, err := m1.Run(f, size, dt, op, sub)
-		return r, err
-	}, func() (*Result, error) {
-		_, r, err := m2.Run(f, size, dt, op, sub)
-		return r, err
-	})
+	run := func(mk *Machine) func() (*Result, error) {
+		return func() (*Result, error) {
+			_, r, err := mk.Run(f, size, dt, op, sub)
+			return r, err
+		}
+	}
+	// The smaller machines' calls pay the host's floor per call (Run); the full call adds its own.
+	res, err := extrapolated(int64(n1), int64(n2), int64(m.Nodes), run(m1), run(m2))
 	if err != nil {
 		return nil, "", fmt.Errorf("simnet: %s on %d and %d nodes: %w", coll.TestName(f), n1, n2, err)
 	}
-	// The smaller machines' calls pay the host's floor per call (Run); the full call adds its own.
-	per := float64(r2.Time-r1.Time) / float64(n2-n1)
-	out := *r2
-	out.Events += r1.Events
-	out.Time += Time(per * float64(m.Nodes-n2))
-	return &out, mode, nil
+	return res, mode, nil
 }
 
 // smaller is m with k nodes (its planner from PlannerAt) and the plan it makes of the call with

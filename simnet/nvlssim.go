@@ -245,11 +245,7 @@ func (m *Machine) nvlsSymmetric(plan coll.Plan, tm Timing, opt RunOptions) (*Res
 	if !ok {
 		return nil, "", nil
 	}
-	size := func(loops int64) string { // the call's size whose parts are those of the replay
-		p := f.withLoops(plan, loops).plan(plan)
-		return units.FormatSize(p.Count * int64(f.members*plan.DataType.Size()))
-	}
-	mode := fmt.Sprintf("nvls-symmetric-steady (%s, %s)", size(l1), size(l2))
+	mode := fmt.Sprintf("nvls-symmetric-steady (%s, %s)", f.loopsSize(plan, l1), f.loopsSize(plan, l2))
 	if opt.DryRun {
 		return &Result{}, mode, nil
 	}
@@ -262,6 +258,12 @@ func (m *Machine) nvlsSymmetric(plan coll.Plan, tm Timing, opt RunOptions) (*Res
 	}
 	res.LinkName = e.LinkName
 	return res, mode, nil
+}
+
+// loopsSize is the call's size whose parts are those of a replay of loops loops (for modes).
+func (f nvlsFold) loopsSize(plan coll.Plan, loops int64) string {
+	p := f.withLoops(plan, loops).plan(plan)
+	return units.FormatSize(p.Count * int64(f.members*plan.DataType.Size()))
 }
 
 // withLoops is f with every part cut to loops whole loops of the plan (one chunk for each of a
@@ -318,15 +320,7 @@ func (f nvlsFold) steadyPair(plan coll.Plan, budget float64, minLoops, minChunks
 // pipeline's fill every loop of a channel adds the same time.
 func (f nvlsFold) extrapolate(plan coll.Plan, l1, l2 int64, run func(coll.Plan) (*Result, error)) (*Result, error) {
 	f1, f2 := f.withLoops(plan, l1), f.withLoops(plan, l2)
-	r1, r2, err := replayPair(func() (*Result, error) { return run(f1.plan(plan)) }, func() (*Result, error) { return run(f2.plan(plan)) })
-	if err != nil {
-		return nil, err
-	}
-	loop := nvlsLoopElems(plan)
-	per := float64(r2.Time-r1.Time) / float64(l2-l1)
-	r2.Time += Time(per * float64(f.parts[0]/loop-l2))
-	r2.Events += r1.Events
-	return r2, nil
+	return extrapolated(l1, l2, f.parts[0]/nvlsLoopElems(plan), func() (*Result, error) { return run(f1.plan(plan)) }, func() (*Result, error) { return run(f2.plan(plan)) })
 }
 
 // nvlsFolds reports whether plan is one nvlsSymmetric may replay: NVLS or NVLSTree over more
@@ -358,11 +352,7 @@ func (f nvlsFold) nodeFolded(plan coll.Plan, nf *nodeFold, e *Engine, cl *Cluste
 		if !ok {
 			return nil, "", nil
 		}
-		size := func(loops int64) string {
-			p := f.withLoops(plan, loops).plan(plan)
-			return units.FormatSize(p.Count * int64(f.members*plan.DataType.Size()))
-		}
-		mode = fmt.Sprintf("%s-steady (%s, %s)", nodeFoldMode, size(l1), size(l2))
+		mode = fmt.Sprintf("%s-steady (%s, %s)", nodeFoldMode, f.loopsSize(plan, l1), f.loopsSize(plan, l2))
 		if opt.DryRun {
 			return &Result{}, mode, nil
 		}

@@ -556,14 +556,26 @@ func (m *Machine) steadySchedule(plan coll.Plan, tm Timing, dry bool) (*Result, 
 		}
 		return Simulate(e, cl, s, tm, Options{})
 	}
-	r1, r2, err := replayPair(func() (*Result, error) { return run(p1) }, func() (*Result, error) { return run(p2) })
+	res, err := extrapolated(p1.Count, p2.Count, plan.Count, func() (*Result, error) { return run(p1) }, func() (*Result, error) { return run(p2) })
 	if err != nil {
 		return nil, "", err
 	}
-	per := float64(r2.Time-r1.Time) / float64(p2.Count-p1.Count)
+	return res, mode, nil
+}
+
+// extrapolated runs the two replays of an extrapolation at x1 < x2 (replayPair) and extends the
+// line through their times to x: T(x) = T(x2) + (x − x2)·(T(x2) − T(x1))/(x2 − x1), x being the
+// count (steadySchedule), the loops (nvls steady pair) or the nodes (nodesSteady). The result is
+// the x2 replay's, with both replays' events and the extrapolated time.
+func extrapolated(x1, x2, x int64, run1, run2 func() (*Result, error)) (*Result, error) {
+	r1, r2, err := replayPair(run1, run2)
+	if err != nil {
+		return nil, err
+	}
+	per := float64(r2.Time-r1.Time) / float64(x2-x1)
 	r2.Events += r1.Events
-	r2.Time += Time(per * float64(plan.Count-p2.Count))
-	return r2, mode, nil
+	r2.Time += Time(per * float64(x-x2))
+	return r2, nil
 }
 
 // replayPair runs the two independent replays of a steady-state extrapolation, at once where there
