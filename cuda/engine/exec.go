@@ -563,6 +563,20 @@ func (c *Comm) growScratch(x *cuda.Ctx, i int, need int64) error {
 }
 
 // resolve maps a buffer reference of operation op to device memory.
+// operands are step st's buffers, its element count, and its source and destination (0 where it
+// has none).
+func (e *exec) operands(st *coll.Step) (b *opBuf, count int, src, dst cuda.DevPtr, err error) {
+	b = &e.bufs[st.Op]
+	count = int(st.Bytes / int64(b.dt.Size()))
+	if src, err = e.resolve(st.Op, st.Src, st.Bytes); err != nil {
+		return nil, 0, 0, 0, err
+	}
+	if dst, err = e.resolve(st.Op, st.Dst, st.Bytes); err != nil {
+		return nil, 0, 0, 0, err
+	}
+	return b, count, src, dst, nil
+}
+
 func (e *exec) resolve(op int, r *coll.BufRef, n int64) (cuda.DevPtr, error) {
 	if r == nil {
 		return 0, nil
@@ -695,14 +709,7 @@ func (e *exec) step(ch int, st *coll.Step) error {
 		return e.stepLL(ch, st, stream)
 	}
 	n := st.Bytes
-	b := &e.bufs[st.Op]
-	elt := int64(b.dt.Size())
-	count := int(n / elt)
-	src, err := e.resolve(st.Op, st.Src, n)
-	if err != nil {
-		return err
-	}
-	dst, err := e.resolve(st.Op, st.Dst, n)
+	b, count, src, dst, err := e.operands(st)
 	if err != nil {
 		return err
 	}
@@ -844,14 +851,7 @@ func (e *exec) stepLL(ch int, st *coll.Step, stream cuda.Stream) error {
 		ll128Steps.Add(1)
 	}
 	n := st.Bytes
-	b := &e.bufs[st.Op]
-	elt := int64(b.dt.Size())
-	count := int(n / elt)
-	src, err := e.resolve(st.Op, st.Src, n)
-	if err != nil {
-		return err
-	}
-	dst, err := e.resolve(st.Op, st.Dst, n)
+	b, count, src, dst, err := e.operands(st)
 	if err != nil {
 		return err
 	}
