@@ -177,6 +177,24 @@ func (c *Ctx) StreamDone(s Stream) (bool, error) { return ready(drv.streamQuery(
 // StreamWait makes future work on s wait for event e.
 func (c *Ctx) StreamWait(s Stream, e Event) error { return drv.streamWaitEvent(s, e) }
 
+// WaitFlag makes future work on s wait until the 32-bit word at p is at least v (cuStreamWaitValue32
+// with CU_STREAM_WAIT_VALUE_GEQ: (int32)(*p - v) >= 0). p is device memory this context can
+// read: its own, a peer's with peer access, or memory opened through IPC. A stream memory
+// operation, not a kernel: it holds no SM while it waits, and a stream capture records it as a
+// graph node, so a graph replay waits again.
+func (c *Ctx) WaitFlag(s Stream, p DevPtr, v uint32) error {
+	return drv.streamWaitValue32(s, p, v, streamWaitValueGEQ)
+}
+
+// WriteFlag writes v to the 32-bit word at p in stream order (cuStreamWriteValue32): the writes
+// of earlier work on s are visible before it (the default memory barrier).
+func (c *Ctx) WriteFlag(s Stream, p DevPtr, v uint32) error {
+	return drv.streamWriteValue32(s, p, v, 0)
+}
+
+// CU_STREAM_WAIT_VALUE_GEQ (cuda.h, CUstreamWaitValue_flags).
+const streamWaitValueGEQ = 0
+
 // DestroyStream destroys the stream (its queued work still completes).
 func (c *Ctx) DestroyStream(s Stream) error { return drv.streamDestroy(s) }
 

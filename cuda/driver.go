@@ -45,6 +45,8 @@ type driver interface {
 	streamSynchronize(s Stream) error
 	streamQuery(s Stream) error
 	streamWaitEvent(s Stream, e Event) error
+	streamWaitValue32(s Stream, p DevPtr, v, flags uint32) error
+	streamWriteValue32(s Stream, p DevPtr, v, flags uint32) error
 	streamDestroy(s Stream) error
 	eventCreate(flags uint32) (Event, error)
 	eventRecord(e Event, s Stream) error

@@ -53,6 +53,7 @@ static const char *simccl_names[] = {
 };
 
 static void *simccl_fn[I_COUNT];
+static void *simccl_wait32, *simccl_write32;
 
 // simccl_load opens libcuda.so.1 and resolves every entry point. On failure it writes the reason
 // to err and returns non-zero.
@@ -70,6 +71,12 @@ static int simccl_load(char *err, size_t errlen) {
 			return 2;
 		}
 	}
+	// Optional entry points: stream memory operations (the _v2 names are CUDA 11.7's, available
+	// by default on every platform; the unsuffixed ones need NVreg_EnableStreamMemOPs).
+	simccl_wait32 = dlsym(lib, "cuStreamWaitValue32_v2");
+	if (!simccl_wait32) simccl_wait32 = dlsym(lib, "cuStreamWaitValue32");
+	simccl_write32 = dlsym(lib, "cuStreamWriteValue32_v2");
+	if (!simccl_write32) simccl_write32 = dlsym(lib, "cuStreamWriteValue32");
 	return 0;
 }
 
@@ -164,6 +171,15 @@ static CUresult s_graphInstantiate(uintptr_t *e, uintptr_t g) { return FN(cuGrap
 static CUresult s_graphLaunch(uintptr_t e, uintptr_t s) { return FN(cuGraphLaunch, (H, H))((H)e, (H)s); }
 static CUresult s_graphDestroy(uintptr_t g) { return FN(cuGraphDestroy, (H))((H)g); }
 static CUresult s_graphExecDestroy(uintptr_t e) { return FN(cuGraphExecDestroy, (H))((H)e); }
+// CUDA_ERROR_NOT_SUPPORTED (801) where the driver lacks the stream memory operations.
+static CUresult s_waitValue32(uintptr_t s, CUdeviceptr p, unsigned v, unsigned f) {
+	if (!simccl_wait32) return 801;
+	return ((CUresult (*)(H, CUdeviceptr, unsigned, unsigned))simccl_wait32)((H)s, p, v, f);
+}
+static CUresult s_writeValue32(uintptr_t s, CUdeviceptr p, unsigned v, unsigned f) {
+	if (!simccl_write32) return 801;
+	return ((CUresult (*)(H, CUdeviceptr, unsigned, unsigned))simccl_write32)((H)s, p, v, f);
+}
 static CUresult s_exchangeCaptureMode(int *mode) { return FN(cuThreadExchangeStreamCaptureMode, (int *))(mode); }
 */
 import "C"
@@ -364,6 +380,14 @@ func (cgoDriver) streamSynchronize(s Stream) error {
 
 func (cgoDriver) streamQuery(s Stream) error {
 	return check("cuStreamQuery", C.s_streamQuery(C.uintptr_t(s)))
+}
+
+func (cgoDriver) streamWaitValue32(s Stream, p DevPtr, v, flags uint32) error {
+	return check("cuStreamWaitValue32_v2", C.s_waitValue32(C.uintptr_t(s), C.CUdeviceptr(p), C.unsigned(v), C.unsigned(flags)))
+}
+
+func (cgoDriver) streamWriteValue32(s Stream, p DevPtr, v, flags uint32) error {
+	return check("cuStreamWriteValue32_v2", C.s_writeValue32(C.uintptr_t(s), C.CUdeviceptr(p), C.unsigned(v), C.unsigned(flags)))
 }
 
 func (cgoDriver) streamWaitEvent(s Stream, e Event) error {

@@ -625,6 +625,75 @@ func (e *emu) streamWaitEvent(s Stream, ev Event) error {
 	return nil
 }
 
+// flagWord is the 4-byte word at p that a stream of device dev may touch.
+func (e *emu) flagWord(call string, p DevPtr, dev int) (*uint32, error) {
+	if p%4 != 0 {
+		return nil, emuErr(call, 1, "CUDA_ERROR_INVALID_VALUE", "address %#x is not 4-byte aligned", uint64(p))
+	}
+	b, err := e.mem(call, p, 4, dev)
+	if err != nil {
+		return nil, err
+	}
+	return (*uint32)(unsafe.Pointer(&b[0])), nil
+}
+
+// emuFlagTimeout bounds an emulated flag wait: CUDA would wait forever; a test that never writes
+// the flag fails the stream instead of hanging.
+const emuFlagTimeout = 20 * time.Second
+
+// streamWaitValue32 polls the word atomically (as the GPU's front end does; the atomic access
+// is what orders the writer's earlier work before the waiter's later work, also for the race
+// detector).
+func (e *emu) streamWaitValue32(s Stream, p DevPtr, v, flags uint32) error {
+	const call = "cuStreamWaitValue32_v2"
+	st, err := e.stream(call, s)
+	if err != nil {
+		return err
+	}
+	if flags != 0 {
+		return e.invalid(call, "flags %#x (the emulator knows CU_STREAM_WAIT_VALUE_GEQ)", flags)
+	}
+	w, err := e.flagWord(call, p, st.dev)
+	if err != nil {
+		return err
+	}
+	st.push(func() error {
+		deadline := time.Now().Add(emuFlagTimeout)
+		for i := 0; int32(atomic.LoadUint32(w)-v) < 0; i++ {
+			if i < 100 {
+				runtime.Gosched()
+				continue
+			}
+			if time.Now().After(deadline) {
+				return emuErr(call, 702, "CUDA_ERROR_LAUNCH_TIMEOUT", "the word at %#x stayed below %d for %v", uint64(p), v, emuFlagTimeout)
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+		return nil
+	})
+	return nil
+}
+
+func (e *emu) streamWriteValue32(s Stream, p DevPtr, v, flags uint32) error {
+	const call = "cuStreamWriteValue32_v2"
+	st, err := e.stream(call, s)
+	if err != nil {
+		return err
+	}
+	if flags != 0 {
+		return e.invalid(call, "flags %#x", flags)
+	}
+	w, err := e.flagWord(call, p, st.dev)
+	if err != nil {
+		return err
+	}
+	st.push(func() error {
+		atomic.StoreUint32(w, v)
+		return nil
+	})
+	return nil
+}
+
 func (e *emu) streamDestroy(s Stream) error {
 	e.mu.Lock()
 	st, ok := e.streams[s]

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/simccl/simccl/coll"
 )
@@ -173,6 +174,89 @@ func TestEmulatorKernels(t *testing.T) {
 			want := []byte{40, 0, 0, 0, 0xd8, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 13, 0, 0, 0, 0xf3, 0xff, 0xff, 0xff}
 			if !bytes.Equal(got[16:40], want) {
 				t.Errorf("premulsum then divide: % x, want % x", got[16:40], want)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestEmulatorFlags: a stream waiting on a flag (WaitFlag) runs only after another stream's
+// WriteFlag, and sees the data written before it; GEQ compares as CUDA does.
+func TestEmulatorFlags(t *testing.T) {
+	withEmulator(t, 1, func(e *emu, ds []*Device) {
+		gate := make(chan struct{})
+		pattern := bytes.Repeat([]byte{9, 8, 7, 6, 5}, 64)
+		err := ds[0].Do(func(c *Ctx) error {
+			k, err := c.LoadKernels()
+			if err != nil {
+				return err
+			}
+			a, _ := c.NewStream()
+			b, _ := c.NewStream()
+			src, _ := c.Alloc(len(pattern))
+			mid, _ := c.Alloc(len(pattern))
+			dst, _ := c.Alloc(len(pattern))
+			flag, _ := c.Alloc(64)
+			if err := c.Memset(flag, 0, 64); err != nil {
+				return err
+			}
+			if err := c.CopyHtoD(src, pattern); err != nil {
+				return err
+			}
+			sa, _ := e.stream("test", a)
+			sa.push(func() error { <-gate; return nil })
+			if err := k.Copy(c, a, mid, src, len(pattern)); err != nil {
+				return err
+			}
+			if err := c.WriteFlag(a, flag, 1); err != nil {
+				return err
+			}
+			if err := c.WaitFlag(b, flag, 1); err != nil {
+				return err
+			}
+			if err := k.Copy(c, b, dst, mid, len(pattern)); err != nil {
+				return err
+			}
+			if err := c.WriteFlag(b, flag, 0); err != nil { // the reader resets it
+				return err
+			}
+			time.Sleep(5 * time.Millisecond)
+			if done, _ := c.StreamDone(b); done {
+				t.Error("stream b passed its flag wait before the flag was written")
+			}
+			close(gate)
+			if err := c.StreamSync(b); err != nil {
+				return err
+			}
+			got := make([]byte, len(pattern))
+			if err := c.CopyDtoH(got, dst); err != nil {
+				return err
+			}
+			if !bytes.Equal(got, pattern) {
+				t.Error("the copy after the flag wait did not see the data")
+			}
+			word := make([]byte, 4)
+			if err := c.CopyDtoH(word, flag); err != nil {
+				return err
+			}
+			if word[0] != 0 {
+				t.Errorf("flag after the reader's reset: %v", word)
+			}
+			// GEQ: a word above the value satisfies the wait.
+			if err := c.CopyHtoD(flag.Add(4), []byte{7, 0, 0, 0}); err != nil {
+				return err
+			}
+			if err := c.WaitFlag(b, flag.Add(4), 3); err != nil {
+				return err
+			}
+			if err := c.StreamSync(b); err != nil {
+				t.Errorf("a wait on a word above its value: %v", err)
+			}
+			if err := c.WaitFlag(b, flag.Add(2), 1); err == nil {
+				t.Error("a wait on a misaligned word was accepted")
 			}
 			return nil
 		})

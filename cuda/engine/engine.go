@@ -56,6 +56,11 @@ type Config struct {
 	// with fewer GPUs than ranks. NCCL refuses it (one rank per GPU), and its timings say nothing
 	// about NVLink.
 	ShareGPUs bool
+	// DeviceFlags makes the ranks of a communicator spread over processes (InitRank) order every
+	// launch's steps through flags in device memory (stream memory operations, flags.go) instead
+	// of interprocess events. A launch on a stream that is capturing into a CUDA graph always
+	// does (the driver cannot capture interprocess events); every rank of a launch must agree.
+	DeviceFlags bool
 }
 
 func (c *Config) withDefaults() (Config, error) {
@@ -127,6 +132,11 @@ type Comm struct {
 	streams map[[2]int]cuda.Stream // (channel, lane)
 	events  [][]cuda.Event         // [channel][step]
 	start   cuda.Event
+	// fevents: [channel][step], plain events for this rank's own cross-lane order in a flag-mode
+	// launch (events holds interprocess ones, which a capture cannot record); flags: this rank's
+	// flag area (flags.go), InitRank only.
+	fevents [][]cuda.Event
+	flags   cuda.DevPtr
 	staging map[int]stageBuf // by connection key (channel<<24 | peer<<8 | connIndex)
 	// llStaging: the LL buffers of the connections this rank sends on, by connection key; zeroed
 	// at allocation, then only LL lines are written there (a receiver zeroes what it read).
@@ -292,7 +302,7 @@ func (c *Comm) Destroy() error {
 		for _, s := range c.streams {
 			errs = append(errs, x.DestroyStream(s))
 		}
-		for _, evs := range c.events {
+		for _, evs := range append(c.events, c.fevents...) {
 			for _, e := range evs {
 				errs = append(errs, x.DestroyEvent(e))
 			}
@@ -320,13 +330,17 @@ func (c *Comm) Destroy() error {
 		for _, p := range c.retired {
 			errs = append(errs, x.Free(p))
 		}
+		if c.flags != 0 {
+			errs = append(errs, x.Free(c.flags))
+		}
 		if c.k != nil {
 			errs = append(errs, c.k.Unload(x))
 		}
 		if c.cl.xp != nil {
 			errs = append(errs, c.cl.xp.close(x))
 		}
-		c.streams, c.events, c.staging, c.scratch, c.retired = nil, nil, nil, nil, nil
+		c.streams, c.events, c.fevents, c.staging, c.scratch, c.retired = nil, nil, nil, nil, nil, nil
+		c.flags = 0
 		c.llStaging, c.tmp, c.aux = nil, nil, 0
 		return errors.Join(errs...)
 	})
@@ -365,6 +379,7 @@ type call struct {
 	op      coll.RedOp
 	scalar  float64
 	root    int
+	flags   bool // across processes: this launch is ordered by device flags (Launch.flags)
 	send    cuda.DevPtr
 	recv    cuda.DevPtr
 	stream  cuda.Stream

@@ -50,8 +50,9 @@ func (c *Comm) launch(calls []*call) error {
 		}
 	}
 	if c.cl.xp != nil {
-		if err := c.refuseCapture(user); err != nil {
-			return err
+		flags := c.cl.cfg.DeviceFlags || c.capturing(user)
+		for _, k := range calls {
+			k.flags = flags
 		}
 	}
 	c.mu.Lock()
@@ -83,24 +84,18 @@ func (c *Comm) launch(calls []*call) error {
 	return err
 }
 
-// refuseCapture fails a launch of a communicator whose ranks are in several processes when the
-// caller's stream is capturing into a CUDA graph, before the rendezvous, so that nothing of it
-// happened and the communicator stays usable: its steps record events that the peers' processes
-// wait on (CU_EVENT_INTERPROCESS), and the driver refuses to record those on a capturing stream
-// (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, seen on H200: one rank failed mid-launch and its
-// peers waited for its steps). Every rank of a capture refuses alike. A stream the driver cannot
-// query is left to the launch, which reports it (and tells the peers).
-func (c *Comm) refuseCapture(s cuda.Stream) error {
+// capturing reports whether the caller's stream is capturing into a CUDA graph: across processes
+// such a launch is ordered by device flags (flags.go), since the driver refuses to record an
+// interprocess event on a capturing stream (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, seen on
+// H200). A stream the driver cannot query is left to the launch, which reports it.
+func (c *Comm) capturing(s cuda.Stream) bool {
 	var capturing bool
 	_ = c.dev.Do(func(x *cuda.Ctx) error {
 		var err error
 		capturing, err = x.IsCapturing(s)
 		return err
 	})
-	if capturing {
-		return fmt.Errorf("%w: rank %d: capturing a launch into a CUDA graph when the ranks are in several processes (the steps wait on interprocess events, which a capture cannot record)", ErrNotSupported, c.rank)
-	}
-	return nil
+	return capturing
 }
 
 // exec is one rank's state during one launch.
@@ -209,6 +204,16 @@ func (e *exec) join() error {
 	}
 	if err := L.waitFor("every rank to enqueue the launch", all); err != nil {
 		return err
+	}
+	if L.flags {
+		for ch := 0; ch < s.NChannels; ch++ {
+			for _, last := range L.pl.lasts[e.c.rank*s.NChannels+ch] {
+				if err := x.StreamWait(e.user, e.ev(ch, last)); err != nil {
+					return err
+				}
+			}
+		}
+		return e.joinFlags()
 	}
 	for r := 0; r < L.n; r++ {
 		for ch := 0; ch < s.NChannels; ch++ {
@@ -383,6 +388,16 @@ func (e *exec) setup() error {
 				return err
 			}
 			c.events[ch] = append(c.events[ch], ev)
+		}
+		for e.L.flags && len(c.fevents) <= ch {
+			c.fevents = append(c.fevents, nil)
+		}
+		for e.L.flags && len(c.fevents[ch]) < len(p.Steps) {
+			ev, err := x.NewEvent(false)
+			if err != nil {
+				return err
+			}
+			c.fevents[ch] = append(c.fevents[ch], ev)
 		}
 		for _, l := range e.L.pl.lanes[c.rank*s.NChannels+ch] {
 			if _, ok := c.streams[[2]int{ch, l}]; !ok {
@@ -637,6 +652,27 @@ func (e *exec) stable(p cuda.DevPtr, n int64, ch, step int) bool {
 	return true
 }
 
+// ev is this rank's event of (ch, step) for its own order: the interprocess one, or in a
+// flag-mode launch a plain one.
+func (e *exec) ev(ch, step int) cuda.Event {
+	if e.L.flags {
+		return e.c.fevents[ch][step]
+	}
+	return e.c.events[ch][step]
+}
+
+// record marks step st of channel ch done on its stream: its event, and in a flag-mode launch the
+// flags its peers wait on.
+func (e *exec) record(ch int, st *coll.Step, stream cuda.Stream) error {
+	if err := e.x.Record(e.ev(ch, st.Index), stream); err != nil {
+		return err
+	}
+	if e.L.flags {
+		return e.signal(stream, st)
+	}
+	return nil
+}
+
 // waitPeer makes stream st wait for step (of rank's program on channel ch), once enqueued.
 func (e *exec) waitPeer(st cuda.Stream, rank, ch, step int) error {
 	if err := e.L.waitStep(rank, ch, step); err != nil {
@@ -653,7 +689,7 @@ func (e *exec) waitPeer(st cuda.Stream, rank, ch, step int) error {
 // rank is in another process).
 func (e *exec) peerEvent(rank, ch, step int) (cuda.Event, error) {
 	if rank == e.c.rank {
-		return e.c.events[ch][step], nil
+		return e.ev(ch, step), nil
 	}
 	if e.L.xp != nil {
 		return e.L.xp.peerEvent(e.x, rank, ch, step)
@@ -677,7 +713,14 @@ func (e *exec) slotFor(st cuda.Stream, ch int, x coll.Xfer, bytes int64, proto c
 	}
 	if x.CreditSeq >= 0 {
 		cn := &e.s.Conns[x.Conn]
-		if err := e.waitPeer(st, cn.To, ch, e.L.pl.recvStep(x.Conn, x.CreditSeq)); err != nil {
+		if e.L.flags {
+			if err := e.L.waitStep(cn.To, ch, e.L.pl.recvStep(x.Conn, x.CreditSeq)); err != nil {
+				return 0, err
+			}
+			if err := e.awaitFlag(st, flagConsumed, e.msgNum(x.Conn, x.CreditSeq)); err != nil {
+				return 0, err
+			}
+		} else if err := e.waitPeer(st, cn.To, ch, e.L.pl.recvStep(x.Conn, x.CreditSeq)); err != nil {
 			return 0, err
 		}
 	}
@@ -700,7 +743,7 @@ func (e *exec) step(ch int, st *coll.Step) error {
 			return fmt.Errorf("depends on step %d (not an earlier step)", d)
 		}
 		if prog.Steps[d].Lane != lane {
-			if err := x.StreamWait(stream, c.events[ch][d]); err != nil {
+			if err := x.StreamWait(stream, e.ev(ch, d)); err != nil {
 				return err
 			}
 		}
@@ -717,7 +760,14 @@ func (e *exec) step(ch int, st *coll.Step) error {
 	var in []cuda.DevPtr
 	for _, rx := range st.Recv {
 		cn := &e.s.Conns[rx.Conn]
-		if err := e.waitPeer(stream, cn.From, ch, e.L.pl.sendStep(rx.Conn, rx.Seq)); err != nil {
+		if e.L.flags {
+			if err := e.L.waitStep(cn.From, ch, e.L.pl.sendStep(rx.Conn, rx.Seq)); err != nil {
+				return err
+			}
+			if err := e.awaitFlag(stream, flagReady, e.msgNum(rx.Conn, rx.Seq)); err != nil {
+				return err
+			}
+		} else if err := e.waitPeer(stream, cn.From, ch, e.L.pl.sendStep(rx.Conn, rx.Seq)); err != nil {
 			return err
 		}
 		var p cuda.DevPtr
@@ -814,7 +864,7 @@ func (e *exec) step(ch int, st *coll.Step) error {
 			addrs[i] = p
 		}
 	}
-	if err := x.Record(c.events[ch][st.Index], stream); err != nil {
+	if err := e.record(ch, st, stream); err != nil {
 		return err
 	}
 	e.L.mu.Lock()
@@ -845,7 +895,7 @@ func (e *exec) redOp(op int) coll.RedOp {
 // outgoing message is packed from it. Credits (slot reuse) wait on the receiver's step event as
 // on the Simple path.
 func (e *exec) stepLL(ch int, st *coll.Step, stream cuda.Stream) error {
-	c, x, L := e.c, e.x, e.L
+	x, L := e.x, e.L
 	llSteps.Add(1)
 	if st.Proto == coll.LL128 {
 		ll128Steps.Add(1)
@@ -906,7 +956,7 @@ func (e *exec) stepLL(ch int, st *coll.Step, stream cuda.Stream) error {
 			return err
 		}
 	}
-	if err := x.Record(c.events[ch][st.Index], stream); err != nil {
+	if err := e.record(ch, st, stream); err != nil {
 		return err
 	}
 	L.mu.Lock()

@@ -27,6 +27,9 @@ type plan struct {
 	lineSlot [2]int64
 	lanes    [][]int // [rank*NChannels+ch]: the lanes the program uses, in order of first use
 	lasts    [][]int // [rank*NChannels+ch]: the index of each lane's last step, ascending
+
+	creditOnce sync.Once
+	creditSet  []bool // credited(): by global message number
 }
 
 // sendStep is the step of conn's sending program that sends message seq.
@@ -68,6 +71,9 @@ type launch struct {
 
 	xp  *xproc // ranks in other processes (InitRank): progress and the end count in the segment
 	gen uint64
+	// flags: the ranks (in other processes) order this launch's steps through device flags
+	// (flags.go), not interprocess events: the launch is being captured, or Config.DeviceFlags.
+	flags bool
 
 	mu       sync.Mutex
 	cond     *sync.Cond

@@ -202,7 +202,10 @@ func InitRank(dev *cuda.Device, rank, n int, b Bootstrap, dir, name string, cfg 
 		if c.k, err = x.LoadKernels(); err != nil {
 			return err
 		}
-		c.start, err = x.NewEvent(false)
+		if c.start, err = x.NewEvent(false); err != nil {
+			return err
+		}
+		c.flags, err = xp.newFlagArea(x)
 		return err
 	})
 	if err == nil {
@@ -301,6 +304,9 @@ func (xp *xproc) arrive(cl *clique, rank int, gen uint64, calls []*call) (*launc
 		if k.p2pSend {
 			w[1] = 1
 		}
+		if k.flags {
+			w[1] |= 2
+		}
 		for j, v := range w {
 			atomic.StoreUint64(xp.u64(base+xRankCalls+8*(xCallWords*i+j)), v)
 		}
@@ -335,8 +341,15 @@ func (xp *xproc) arrive(cl *clique, rank int, gen uint64, calls []*call) (*launc
 			for j := range w {
 				w[j] = atomic.LoadUint64(xp.u64(ob + xRankCalls + 8*(xCallWords*i+j)))
 			}
-			L.calls[r] = append(L.calls[r], &call{f: coll.Func(w[0]), p2pSend: w[1] == 1, peer: int(int64(w[2])), count: int64(w[3]),
+			L.calls[r] = append(L.calls[r], &call{f: coll.Func(w[0]), p2pSend: w[1]&1 == 1, flags: w[1]&2 == 2, peer: int(int64(w[2])), count: int64(w[3]),
 				dt: coll.DataType(w[4]), op: coll.RedOp(w[5]), scalar: math.Float64frombits(w[6]), root: int(int64(w[7]))})
+		}
+	}
+	L.flags = calls[0].flags
+	for r := 0; r < xp.n; r++ {
+		if len(L.calls[r]) > 0 && L.calls[r][0].flags != L.flags {
+			return nil, fmt.Errorf("%w: rank %d orders its launch %d by %s, rank %d by %s (a CUDA graph capture must include every rank's call)",
+				ErrMismatch, rank, gen, syncName(L.flags), r, syncName(!L.flags))
 		}
 	}
 	cl.mu.Lock()
@@ -347,6 +360,14 @@ func (xp *xproc) arrive(cl *clique, rank int, gen uint64, calls []*call) (*launc
 		return nil, L.err
 	}
 	return L, nil
+}
+
+// syncName names a launch's cross-process ordering for errors.
+func syncName(flags bool) string {
+	if flags {
+		return "device flags (capturing, or DeviceFlags)"
+	}
+	return "interprocess events"
 }
 
 func (xp *xproc) finish(gen uint64) {

@@ -144,6 +144,51 @@ func TestInitRankConformance(t *testing.T) {
 	}
 }
 
+// TestInitRankConformanceFlags: the conformance kit with every launch ordered by device flags
+// (Config.DeviceFlags, what a launch on a capturing stream uses), under NCCL_PROTO=Simple (whose
+// messages wait on ready flags; 4099 elements on 512-byte slots reuse slots under credits) and
+// NCCL_PROTO=LL,LL128 (line flags, credits): no step waits on another rank's event.
+func TestInitRankConformanceFlags(t *testing.T) {
+	needDevs(t, 2)
+	before := cuda.EmulatorCrossDeviceWaits()
+	for _, proto := range []string{"Simple", "LL,LL128"} {
+		m := colltest.Matrix{
+			Name: "xprocFlags" + proto,
+			TypeOps: map[coll.DataType][]coll.RedOp{
+				coll.Float32: colltest.AllOps,
+				coll.Int32:   {coll.Sum, coll.Avg},
+			},
+			Counts: []int{1, 13, 4099},
+		}
+		for n := 2; n <= min(len(devs), 3); n++ {
+			m.Ranks = append(m.Ranks, n)
+		}
+		ex := colltest.ExecutorFunc(func(n int) (colltest.World, error) {
+			var s planner.Settings
+			s.Tuning.MinNChannels, s.Tuning.Proto, s.Tuning.BuffSize = 2, proto, coll.NCCLSteps*512
+			mach, err := planner.CPUMachine(n, 1, s)
+			if err != nil {
+				return nil, err
+			}
+			p, err := planner.New(mach)
+			if err != nil {
+				return nil, err
+			}
+			comms, err := initRanks(t, n, engine.Config{Planner: p, SlotBytes: 512, Timeout: 30 * time.Second, DeviceFlags: true})
+			if err != nil {
+				return nil, err
+			}
+			return &engineWorld{comms: comms, premul: map[float64][]coll.RedOp{}}, nil
+		})
+		colltest.Run(t, ex, colltest.Options{Matrix: []colltest.Matrix{m}, MaxRanks: len(devs), Skip: colltest.SkipInPlaceP2P})
+	}
+	if emulated {
+		if got := cuda.EmulatorCrossDeviceWaits() - before; got != 0 {
+			t.Errorf("%d waits on another device's event in flag mode", got)
+		}
+	}
+}
+
 // TestInitRankAbort: a rank that aborts makes the others' pending launch fail with ErrPeerGone
 // promptly (not after the timeout), and their GetAsyncError report it.
 func TestInitRankAbort(t *testing.T) {
@@ -268,103 +313,332 @@ func TestInitRankFailedLaunch(t *testing.T) {
 	}
 }
 
-// TestInitRankRefusesCapture: with the ranks in several processes, a launch on a stream that is
-// capturing into a CUDA graph fails on every rank with ErrNotSupported at once (the steps' events
-// are interprocess, which a capture cannot record: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED on
-// H200), before the rendezvous, so the communicator stays usable: the next launch, not captured,
-// gives the right sum. On the emulator the streams are marked capturing; on GPUs they capture.
-func TestInitRankRefusesCapture(t *testing.T) {
+// TestInitRankCapture: with the ranks in several processes, each rank captures its calls into
+// its own CUDA graph (as PyTorch's torch.cuda.graph does in every process) and replays it; the
+// launches are ordered by device flags (flags.go), which a capture records and each replay runs
+// again. Captured: a Simple all-reduce that reuses staging slots under credits (70001 floats on
+// 512-byte slots) and a small LL one. Five replays with new inputs give the right sums. On the
+// emulator, which records no graph, the streams are marked capturing and the calls run as they
+// are enqueued, ordered by flags alone (no wait on another device's event). A launch that one
+// rank captures and another does not fails on both with ErrMismatch.
+func TestInitRankCapture(t *testing.T) {
 	needDevs(t, 2)
-	comms, err := initRanks(t, 2, engine.Config{SlotBytes: 512, Timeout: time.Minute})
+	n := 2
+	comms, err := initRanks(t, n, engine.Config{SlotBytes: 512, Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	const count = 1024
-	ps := make([]cuda.DevPtr, 2)
-	ss := make([]cuda.Stream, 2)
+	counts := []int{70001, 13}
+	type bufs struct{ x, y []cuda.DevPtr }
+	bs := make([]bufs, n)
+	ss := make([]cuda.Stream, n)
 	for r, c := range comms {
-		b := make([]byte, 4*count)
-		for i := 0; i < count; i++ {
-			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(r+1)))
-		}
-		if ps[r], err = upload(c.Device(), b); err != nil {
-			t.Fatal(err)
+		for _, cnt := range counts {
+			x, err := upload(c.Device(), make([]byte, 4*cnt))
+			if err != nil {
+				t.Fatal(err)
+			}
+			y, err := upload(c.Device(), make([]byte, 4*cnt))
+			if err != nil {
+				t.Fatal(err)
+			}
+			bs[r].x, bs[r].y = append(bs[r].x, x), append(bs[r].y, y)
 		}
 		if ss[r], err = newStream(c.Device()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	capture := func(r int, on bool) error {
-		if emulated {
-			return cuda.EmulatorSetCapturing(ss[r], on)
+	fill := func(r int, v float32) {
+		for i, cnt := range counts {
+			b := make([]byte, 4*cnt)
+			for j := 0; j < cnt; j++ {
+				binary.LittleEndian.PutUint32(b[4*j:], math.Float32bits(v+float32(j%5)))
+			}
+			if err := comms[r].Device().Do(func(x *cuda.Ctx) error { return x.CopyHtoD(bs[r].x[i], b) }); err != nil {
+				t.Fatal(err)
+			}
 		}
-		return comms[r].Device().Do(func(x *cuda.Ctx) error {
-			if on {
-				return x.BeginCapture(ss[r], cuda.CaptureRelaxed)
-			}
-			g, err := x.EndCapture(ss[r])
-			if err != nil {
-				return err
-			}
-			return x.DestroyGraph(g)
-		})
 	}
-	allReduce := func() []error {
-		errs := make([]error, 2)
+	check := func(r int, want func(j int) float32, what string) {
+		for i, cnt := range counts {
+			b, err := download(comms[r].Device(), bs[r].y[i], 4*cnt, ss[r])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j := 0; j < cnt; j++ {
+				if g := math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:])); g != want(j) {
+					t.Fatalf("%s: rank %d, %d floats, [%d] = %v, want %v", what, r, cnt, j, g, want(j))
+				}
+			}
+		}
+	}
+	calls := func(ranks []int) []error {
+		errs := make([]error, n)
 		var wg sync.WaitGroup
-		for r, c := range comms {
+		for _, r := range ranks {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[r] = c.AllReduce(ps[r], ps[r], count, coll.Float32, coll.Sum, ss[r])
+				for i, cnt := range counts {
+					if err := comms[r].AllReduce(bs[r].x[i], bs[r].y[i], cnt, coll.Float32, coll.Sum, ss[r]); err != nil {
+						errs[r] = err
+						return
+					}
+				}
 			}()
 		}
 		wg.Wait()
 		return errs
 	}
-	for r := range comms {
-		if err := capture(r, true); err != nil {
+	all := []int{0, 1}
+	sum := func(it int) func(j int) float32 {
+		return func(j int) float32 { return float32(2*it+1) + 2*float32(j%5) } // (it+0) + (it+1)
+	}
+	crossBefore := cuda.EmulatorCrossDeviceWaits()
+	if emulated {
+		for r := range comms {
+			fill(r, float32(r))
+			if err := cuda.EmulatorSetCapturing(ss[r], true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for r, err := range calls(all) {
+			if err != nil {
+				t.Fatalf("rank %d, capturing: %v", r, err)
+			}
+		}
+		for r := range comms {
+			check(r, sum(0), "flag-ordered launch")
+		}
+		if got := cuda.EmulatorCrossDeviceWaits() - crossBefore; got != 0 {
+			t.Errorf("%d waits on another device's event while capturing", got)
+		}
+		// Rank 1 not capturing: both fail at the rendezvous.
+		if err := cuda.EmulatorSetCapturing(ss[1], false); err != nil {
 			t.Fatal(err)
 		}
-	}
-	t0 := time.Now()
-	errs := allReduce()
-	took := time.Since(t0)
-	for r, err := range errs {
-		if !errors.Is(err, engine.ErrNotSupported) {
-			t.Errorf("rank %d's AllReduce while capturing: %v, want ErrNotSupported", r, err)
+		for r, err := range calls(all) {
+			if !errors.Is(err, engine.ErrMismatch) {
+				t.Errorf("rank %d, only rank 0 capturing: %v, want ErrMismatch", r, err)
+			}
 		}
-		if err := capture(r, false); err != nil {
-			t.Fatal(err)
+	} else {
+		graphs := make([]cuda.GraphExec, n)
+		for r, c := range comms {
+			if err := c.Device().Do(func(x *cuda.Ctx) error { return x.BeginCapture(ss[r], cuda.CaptureRelaxed) }); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	if took > 5*time.Second {
-		t.Errorf("the refusal took %v", took)
-	}
-	if t.Failed() {
-		t.FailNow()
-	}
-	t.Logf("refused in %v: %v", took.Round(time.Microsecond), errs[0])
-	for r, err := range allReduce() {
-		if err != nil {
-			t.Fatalf("rank %d's AllReduce after the refused capture: %v", r, err)
+		errs := calls(all)
+		for r, c := range comms {
+			err := c.Device().Do(func(x *cuda.Ctx) error {
+				g, err := x.EndCapture(ss[r])
+				if err != nil {
+					return err
+				}
+				defer x.DestroyGraph(g)
+				graphs[r], err = x.Instantiate(g)
+				return err
+			})
+			if errs[r] != nil || err != nil {
+				t.Fatalf("rank %d: capture: %v, %v", r, errs[r], err)
+			}
+		}
+		for it := 0; it < 5; it++ {
+			for r := range comms {
+				fill(r, float32(it+r))
+			}
+			for r, c := range comms {
+				if err := c.Device().Do(func(x *cuda.Ctx) error { return x.LaunchGraph(graphs[r], ss[r]) }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for r := range comms {
+				check(r, sum(it), fmt.Sprintf("replay %d", it))
+			}
+		}
+		for r, c := range comms {
+			_ = c.Device().Do(func(x *cuda.Ctx) error { return x.DestroyGraphExec(graphs[r]) })
+		}
+		// Not captured afterwards: interprocess events again, same communicator.
+		for r := range comms {
+			fill(r, float32(7+r))
+		}
+		for r, err := range calls(all) {
+			if err != nil {
+				t.Fatalf("rank %d, after the graphs: %v", r, err)
+			}
+		}
+		for r := range comms {
+			check(r, sum(7), "after the graphs")
 		}
 	}
 	for r, c := range comms {
-		if err := c.GetAsyncError(); err != nil {
-			t.Errorf("rank %d's GetAsyncError: %v", r, err)
+		_ = c.Device().Do(func(x *cuda.Ctx) error {
+			for i := range counts {
+				_ = x.Free(bs[r].x[i])
+				_ = x.Free(bs[r].y[i])
+			}
+			return x.DestroyStream(ss[r])
+		})
+		_ = c.Destroy()
+	}
+}
+
+// TestInitRankBackToBackFlags chains flag-ordered launches across processes without
+// synchronizing between them (TestBackToBack's a → b, b → a): only the end-of-launch barrier
+// keeps a rank from reusing staging slots and flags a peer still needs.
+func TestInitRankBackToBackFlags(t *testing.T) {
+	const iters, count = 8, 2053
+	needDevs(t, 2)
+	if emulated {
+		defer cuda.SetEmulatorJitter(cuda.SetEmulatorJitter(300 * time.Microsecond))
+	}
+	n := min(3, len(devs))
+	comms, err := initRanks(t, n, engine.Config{SlotBytes: 512, Timeout: time.Minute, DeviceFlags: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for r, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = func() error {
+				in := make([]byte, 4*count)
+				for i := 0; i < count; i++ {
+					coll.Float32.SetValue(in, i, float64(i%7+r))
+				}
+				a, err := upload(c.Device(), in)
+				if err != nil {
+					return err
+				}
+				b, err := upload(c.Device(), in)
+				if err != nil {
+					return err
+				}
+				s, err := newStream(c.Device())
+				if err != nil {
+					return err
+				}
+				defer c.Device().Do(func(x *cuda.Ctx) error { _ = x.Free(a); _ = x.Free(b); return x.DestroyStream(s) })
+				for it := 0; it < iters; it++ {
+					src, dst := a, b
+					if it%2 == 1 {
+						src, dst = b, a
+					}
+					if err := c.AllReduce(src, dst, count, coll.Float32, coll.Sum, s); err != nil {
+						return err
+					}
+				}
+				got, err := download(c.Device(), a, 4*count, s)
+				if err != nil {
+					return err
+				}
+				for i := 0; i < count; i++ {
+					sum := 0.0
+					for q := 0; q < n; q++ {
+						sum += float64(i%7 + q)
+					}
+					want := sum * math.Pow(float64(n), iters-1)
+					if g := coll.Float32.Value(got, i); g != want {
+						return fmt.Errorf("element %d: %v, want %v", i, g, want)
+					}
+				}
+				return nil
+			}()
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
 		}
-		b, err := download(c.Device(), ps[r], 4*count, ss[r])
+	}
+	for _, c := range comms {
+		_ = c.Destroy()
+	}
+}
+
+// TestInitRankBroadcastChainFlags: back-to-back flag-ordered broadcasts from rank 0, each from
+// its own source into its own destination, without synchronizing: the root depends on no one but
+// its credits, so without the end-of-launch barrier its next launch would write the slots (and
+// raise the ready flags) of messages a receiver has not yet read.
+func TestInitRankBroadcastChainFlags(t *testing.T) {
+	const iters, count = 12, 2053
+	needDevs(t, 2)
+	if emulated {
+		defer cuda.SetEmulatorJitter(cuda.SetEmulatorJitter(300 * time.Microsecond))
+	}
+	n := min(3, len(devs))
+	for _, proto := range []string{"Simple", "LL"} {
+		var st planner.Settings
+		st.Tuning.MinNChannels, st.Tuning.Proto, st.Tuning.BuffSize = 1, proto, coll.NCCLSteps*512
+		mach, err := planner.CPUMachine(n, 1, st)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := 0; i < count; i++ {
-			if g := math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])); g != 3 {
-				t.Fatalf("rank %d [%d] = %v after the uncaptured AllReduce, want 3", r, i, g)
+		p, err := planner.New(mach)
+		if err != nil {
+			t.Fatal(err)
+		}
+		comms, err := initRanks(t, n, engine.Config{Planner: p, SlotBytes: 512, Timeout: time.Minute, DeviceFlags: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		for r, c := range comms {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[r] = func() error {
+					s, err := newStream(c.Device())
+					if err != nil {
+						return err
+					}
+					bufs := make([]cuda.DevPtr, iters)
+					for it := range bufs {
+						in := make([]byte, 4*count)
+						if r == 0 {
+							for i := 0; i < count; i++ {
+								coll.Float32.SetValue(in, i, float64(1000*it+i%97))
+							}
+						}
+						if bufs[it], err = upload(c.Device(), in); err != nil {
+							return err
+						}
+					}
+					for it := 0; it < iters; it++ {
+						if err := c.Broadcast(bufs[it], bufs[it], count, coll.Float32, 0, s); err != nil {
+							return err
+						}
+					}
+					for it := range bufs {
+						got, err := download(c.Device(), bufs[it], 4*count, s)
+						if err != nil {
+							return err
+						}
+						for i := 0; i < count; i++ {
+							if g, want := coll.Float32.Value(got, i), float64(1000*it+i%97); g != want {
+								return fmt.Errorf("%s broadcast %d element %d: %v, want %v", proto, it, i, g, want)
+							}
+						}
+					}
+					return nil
+				}()
+			}()
+		}
+		wg.Wait()
+		for r, err := range errs {
+			if err != nil {
+				t.Errorf("rank %d: %v", r, err)
 			}
 		}
-		_ = c.Device().Do(func(x *cuda.Ctx) error { _ = x.Free(ps[r]); return x.DestroyStream(ss[r]) })
-		_ = c.Destroy()
+		for _, c := range comms {
+			_ = c.Destroy()
+		}
 	}
 }
 
