@@ -166,6 +166,9 @@ func config(n int) (*engine.Config, error) {
 	if v, err := time.ParseDuration(os.Getenv("SIMCCL_TIMEOUT")); err == nil && v > 0 {
 		cfg.Timeout = v
 	}
+	// SIMCCL_DEVICE_FLAGS=1: order every launch across processes by device flags, as a captured
+	// launch always is (engine.Config.DeviceFlags); every process must set it alike.
+	cfg.DeviceFlags = os.Getenv("SIMCCL_DEVICE_FLAGS") == "1"
 	return cfg, nil
 }
 

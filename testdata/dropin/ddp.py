@@ -34,11 +34,13 @@ import torch.nn as nn
 
 os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
 os.environ["MASTER_PORT"] = str(a.port)
-torch.cuda.set_device(0)
+# SIMCCL_CHECK_GPUS=1: rank r on GPU r mod the GPU count (else every rank on GPU 0)
+dev = a.rank % torch.cuda.device_count() if os.environ.get("SIMCCL_CHECK_GPUS") == "1" else 0
+torch.cuda.set_device(dev)
 dist.init_process_group(a.backend, rank=a.rank, world_size=a.nprocs)
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)).cuda()
-ddp = nn.parallel.DistributedDataParallel(model, device_ids=[0], bucket_cap_mb=1)
+ddp = nn.parallel.DistributedDataParallel(model, device_ids=[dev], bucket_cap_mb=1)
 opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
 g = torch.Generator().manual_seed(1234 + a.rank)
 teacher = torch.randn(64, 10, generator=torch.Generator().manual_seed(99))

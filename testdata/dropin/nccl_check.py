@@ -43,7 +43,8 @@ if a.rank < 0:  # the launcher: one process per rank
 import torch
 
 rank, n = a.rank, a.nprocs
-torch.cuda.set_device(0)
+# SIMCCL_CHECK_GPUS=1: rank r on GPU r mod the GPU count (else every rank on GPU 0)
+torch.cuda.set_device(rank % torch.cuda.device_count() if os.environ.get("SIMCCL_CHECK_GPUS") == "1" else 0)
 torch.zeros(1, device="cuda")
 L = ctypes.CDLL(a.lib)
 
@@ -296,26 +297,59 @@ def latency():
 
 
 def graph():
-    count = 4099
-    x = torch.zeros(count, device="cuda")
-    y = torch.zeros(count, device="cuda")
+    """Captures one graph of several calls (a small all-reduce, a 4 MiB all-reduce, an all-gather and
+    a reduce-scatter), replays it 20 times with new inputs checking every element, then times a
+    graph of one 4 KiB all-reduce (200 replays)."""
+    counts = {"ar_small": 4099, "ar_big": 1 << 20, "ag": 65537, "rs": 65537}
+    xs = {k: torch.zeros(c * (n if k == "rs" else 1), device="cuda") for k, c in counts.items()}
+    ys = {k: torch.zeros(c * (n if k == "ag" else 1), device="cuda") for k, c in counts.items()}
+
+    def calls(st):
+        ck(L.ncclAllReduce(xs["ar_small"].data_ptr(), ys["ar_small"].data_ptr(), counts["ar_small"], 7, 0, comm, st), "AllReduce small")
+        ck(L.ncclAllReduce(xs["ar_big"].data_ptr(), ys["ar_big"].data_ptr(), counts["ar_big"], 7, 0, comm, st), "AllReduce 4 MiB")
+        ck(L.ncclAllGather(xs["ag"].data_ptr(), ys["ag"].data_ptr(), counts["ag"], 7, comm, st), "AllGather")
+        ck(L.ncclReduceScatter(xs["rs"].data_ptr(), ys["rs"].data_ptr(), counts["rs"], 7, 0, comm, st), "ReduceScatter")
+
     g = torch.cuda.CUDAGraph()
     try:
-        # warm up outside the capture (staging buffers, events), as PyTorch does before capturing
-        ck(L.ncclAllReduce(x.data_ptr(), y.data_ptr(), count, 7, 0, comm, S), "warm")
+        calls(S)  # warm up outside the capture (staging buffers, events), as PyTorch does before capturing
         stream.synchronize()
         with torch.cuda.graph(g, stream=stream):
-            ck(L.ncclAllReduce(x.data_ptr(), y.data_ptr(), count, 7, 0, comm, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)), "captured AllReduce")
-        bad = 0
-        for it in range(5):
-            x.fill_(float(it + rank))
+            calls(ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+        bad, replays = 0, 20
+        for it in range(replays):
+            for k, x in xs.items():
+                x.copy_(torch.arange(x.numel(), device="cuda", dtype=torch.float32).remainder(13) + float(it + rank))
             torch.cuda.synchronize()
             g.replay()
             torch.cuda.synchronize()
-            want = sum(float(it + r) for r in range(n))
-            bad += int((y != want).sum())
-        out["graph"] = {"replays": 5, "wrong_elements": bad}
-        print(f"[{a.tag} rank {rank}] graph: 5 replays, {bad} wrong elements", flush=True)
+            base = lambda m: torch.arange(m, device="cuda", dtype=torch.float32).remainder(13)
+            tot = sum(float(it + r) for r in range(n))
+            for k in ("ar_small", "ar_big"):
+                bad += int((ys[k] != base(counts[k]) * n + tot).sum())
+            c = counts["ag"]
+            want_ag = torch.cat([base(c) + float(it + r) for r in range(n)])
+            bad += int((ys["ag"] != want_ag).sum())
+            c = counts["rs"]
+            want_rs = base(c * n)[rank * c:(rank + 1) * c] * n + tot
+            bad += int((ys["rs"] != want_rs).sum())
+        # replay time of a graph of one 4 KiB all-reduce
+        x1 = torch.ones(1024, device="cuda")
+        g1 = torch.cuda.CUDAGraph()
+        ck(L.ncclAllReduce(x1.data_ptr(), x1.data_ptr(), 1024, 7, 0, comm, S), "warm 4 KiB")
+        stream.synchronize()
+        with torch.cuda.graph(g1, stream=stream):
+            ck(L.ncclAllReduce(x1.data_ptr(), x1.data_ptr(), 1024, 7, 0, comm, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)), "captured 4 KiB")
+        for _ in range(20):
+            g1.replay()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(200):
+            g1.replay()
+        torch.cuda.synchronize()
+        us = (time.perf_counter() - t0) / 200 * 1e6
+        out["graph"] = {"replays": replays, "calls": 4, "wrong_elements": bad, "replay_4KiB_allreduce_us": us}
+        print(f"[{a.tag} rank {rank}] graph: {replays} replays of 4 captured calls, {bad} wrong elements; a captured 4 KiB all-reduce replays in {us:.1f} µs", flush=True)
     except Exception as e:
         out["graph"] = {"error": str(e)[:500]}
         print(f"[{a.tag} rank {rank}] graph capture failed: {e}", flush=True)
