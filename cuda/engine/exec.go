@@ -239,6 +239,9 @@ func (e *exec) ready(ch int) bool {
 	if e.next[ch] >= len(p.Steps) {
 		return false
 	}
+	if e.L.flags {
+		return true // device flags order the steps: the host need not wait for a peer's enqueueing
+	}
 	st := &p.Steps[e.next[ch]]
 	for _, x := range st.Recv {
 		if L.progress(s.Conns[x.Conn].From, ch) <= L.pl.sendStep(x.Conn, x.Seq) {
@@ -714,9 +717,6 @@ func (e *exec) slotFor(st cuda.Stream, ch int, x coll.Xfer, bytes int64, proto c
 	if x.CreditSeq >= 0 {
 		cn := &e.s.Conns[x.Conn]
 		if e.L.flags {
-			if err := e.L.waitStep(cn.To, ch, e.L.pl.recvStep(x.Conn, x.CreditSeq)); err != nil {
-				return 0, err
-			}
 			if err := e.awaitFlag(st, flagConsumed, e.msgNum(x.Conn, x.CreditSeq)); err != nil {
 				return 0, err
 			}
@@ -761,9 +761,6 @@ func (e *exec) step(ch int, st *coll.Step) error {
 	for _, rx := range st.Recv {
 		cn := &e.s.Conns[rx.Conn]
 		if e.L.flags {
-			if err := e.L.waitStep(cn.From, ch, e.L.pl.sendStep(rx.Conn, rx.Seq)); err != nil {
-				return err
-			}
 			if err := e.awaitFlag(stream, flagReady, e.msgNum(rx.Conn, rx.Seq)); err != nil {
 				return err
 			}
@@ -774,7 +771,7 @@ func (e *exec) step(ch int, st *coll.Step) error {
 		if e.L.xp != nil {
 			// Across processes every message is in the sender's staging buffer, at its slot.
 			if n > 0 {
-				base, err := e.L.xp.peerStaging(x, cn.From, stageKey(cn))
+				base, err := e.L.xp.peerStaging(x, cn.From, stageKey(cn), e.c.cl.cfg.Timeout)
 				if err != nil {
 					return err
 				}
@@ -915,14 +912,16 @@ func (e *exec) stepLL(ch int, st *coll.Step, stream cuda.Stream) error {
 	in := make([]cuda.DevPtr, len(st.Recv))
 	for i, rx := range st.Recv {
 		cn := &e.s.Conns[rx.Conn]
-		if err := L.waitStep(cn.From, ch, L.pl.sendStep(rx.Conn, rx.Seq)); err != nil {
-			return err
+		if !L.flags { // in flag mode the message's address (the sender's buffer) is known already
+			if err := L.waitStep(cn.From, ch, L.pl.sendStep(rx.Conn, rx.Seq)); err != nil {
+				return err
+			}
 		}
 		if n == 0 {
 			continue
 		}
 		if L.xp != nil {
-			base, err := L.xp.peerStaging(x, cn.From, lineKey(cn, st.Proto))
+			base, err := L.xp.peerStaging(x, cn.From, lineKey(cn, st.Proto), e.c.cl.cfg.Timeout)
 			if err != nil {
 				return err
 			}

@@ -98,7 +98,7 @@ func (e *exec) flagAt(rank, kind, i int) (cuda.DevPtr, error) {
 	base := e.c.flags
 	if rank != e.c.rank {
 		var err error
-		if base, err = e.L.xp.peerStaging(e.x, rank, xFlagKey); err != nil {
+		if base, err = e.L.xp.peerStaging(e.x, rank, xFlagKey, e.c.cl.cfg.Timeout); err != nil {
 			return 0, err
 		}
 	}

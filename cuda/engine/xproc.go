@@ -446,8 +446,10 @@ func (xp *xproc) publishStaging(x *cuda.Ctx, key int, p cuda.DevPtr) error {
 	return fmt.Errorf("engine: more than %d staging buffers", xMaxStaging)
 }
 
-// peerStaging is the staging buffer of rank's connection key, opened in this process.
-func (xp *xproc) peerStaging(x *cuda.Ctx, rank, key int) (cuda.DevPtr, error) {
+// peerStaging is the staging buffer of rank's connection key, opened in this process. It waits
+// (up to timeout) for the peer to publish it: a flag-mode launch does not wait for the peer's
+// enqueueing, so it may get here before the peer's first launch on the connection allocated it.
+func (xp *xproc) peerStaging(x *cuda.Ctx, rank, key int, timeout time.Duration) (cuda.DevPtr, error) {
 	k := [2]int{rank, key}
 	xp.mu.Lock()
 	p, ok := xp.staging[k]
@@ -456,26 +458,34 @@ func (xp *xproc) peerStaging(x *cuda.Ctx, rank, key int) (cuda.DevPtr, error) {
 		return p, nil
 	}
 	base := xp.rankOff(rank) + xRankStage
-	for i := 0; i < xMaxStaging; i++ {
-		off := base + xStageEntry*i
-		if atomic.LoadUint64(xp.u64(off+8)) == 0 {
-			break
+	at := -1
+	err := xp.poll(timeout, fmt.Sprintf("rank %d to publish its buffer %#x", rank, key), func() bool {
+		for i := 0; i < xMaxStaging; i++ {
+			off := base + xStageEntry*i
+			if atomic.LoadUint64(xp.u64(off+8)) == 0 {
+				return false
+			}
+			if binary.LittleEndian.Uint64(xp.seg[off:]) == uint64(key) {
+				at = i
+				return true
+			}
 		}
-		if binary.LittleEndian.Uint64(xp.seg[off:]) != uint64(key) {
-			continue
-		}
-		var h cuda.IPCHandle
-		copy(h[:], xp.seg[off+16:off+16+xHandleBytes])
-		p, err := x.IPCOpen(h)
-		if err != nil {
-			return 0, fmt.Errorf("rank %d's staging buffer: %w", rank, err)
-		}
-		xp.mu.Lock()
-		xp.staging[k] = p
-		xp.mu.Unlock()
-		return p, nil
+		return false
+	})
+	if err != nil {
+		return 0, err
 	}
-	return 0, fmt.Errorf("engine: rank %d has not published a staging buffer for connection %#x", rank, key)
+	off := base + xStageEntry*at
+	var h cuda.IPCHandle
+	copy(h[:], xp.seg[off+16:off+16+xHandleBytes])
+	p, err = x.IPCOpen(h)
+	if err != nil {
+		return 0, fmt.Errorf("rank %d's staging buffer: %w", rank, err)
+	}
+	xp.mu.Lock()
+	xp.staging[k] = p
+	xp.mu.Unlock()
+	return p, nil
 }
 
 // close releases the opened peer objects and the mapping (on the device's thread).
