@@ -2,7 +2,7 @@
 # The drop-in NCCL with one process per GPU on a machine of 2 GPUs (kind nvidia-h200-x2), beside
 # NCCL 2.28 in the same call. Carry a folder B holding libnccl.so.2 (soname libnccl.so.2) built as
 # in cuda/libnccl/README.md.
-#   testdata/dropin/gpus2.sh B OUT [steps...]   (steps: check graph lat ll128 flags torch ddp perf)
+#   testdata/dropin/gpus2.sh B OUT [steps...]   (steps: check graph lat ll128 flags torch ddp perf enginetest)
 # Every rank r runs on GPU r (SIMCCL_CHECK_GPUS=1). Each step has its own timeout, so the call ends
 # inside the device tool's 600 s. Results: OUT/*.json (nccl_check.py, torch_check.py, ddp.py),
 # OUT/perf_{nccl,simccl}.csv (nccl_perf.cu, NPROCS=2), OUT/steps.log.
@@ -77,13 +77,17 @@ if has perf; then
   C=${PERF_COLLS:-all_reduce,all_gather,reduce_scatter,broadcast,reduce}
   NPROCS=2 TAG=nccl MAXEXP=30 COLLS=$C timeout 120 /tmp/nccl_perf >"$O/perf_nccl.csv" 2>"$O/perf_nccl.err"; echo "nccl exit $?"
   LD_PRELOAD="$B/libnccl.so.2" NPROCS=2 TAG=simccl MAXEXP=30 COLLS=$C timeout 170 /tmp/nccl_perf >"$O/perf_simccl.csv" 2>"$O/perf_simccl.err"; echo "simccl exit $?"
+  SIMCCL_DEVICE_FLAGS=1 LD_PRELOAD="$B/libnccl.so.2" NPROCS=2 TAG=simccl_flags MAXEXP=24 COLLS=$C timeout 100 /tmp/nccl_perf >"$O/perf_simccl_flags.csv" 2>"$O/perf_simccl_flags.err"; echo "simccl flags exit $?"
+  # one process for both GPUs (ncclCommInitAll)
+  TAG=nccl MAXEXP=30 COLLS=$C timeout 90 /tmp/nccl_perf >"$O/perf1_nccl.csv" 2>"$O/perf1_nccl.err"; echo "nccl one process exit $?"
+  LD_PRELOAD="$B/libnccl.so.2" TAG=simccl MAXEXP=30 COLLS=$C timeout 150 /tmp/nccl_perf >"$O/perf1_simccl.csv" 2>"$O/perf1_simccl.err"; echo "simccl one process exit $?"
   python3 - "$O" <<'PY'
 import csv, json, os, sys
 o = sys.argv[1]
 t = {}
-for tag in ("nccl", "simccl"):
+for tag in ("nccl", "simccl", "simccl_flags", "1_nccl", "1_simccl"):
     try:
-        for r in csv.reader(open(os.path.join(o, f"perf_{tag}.csv"))):
+        for r in csv.reader(open(os.path.join(o, f"perf{tag}.csv" if tag.startswith("1") else f"perf_{tag}.csv"))):
             if len(r) >= 7 and r[3].isdigit():
                 k = (r[1], int(r[3]))
                 t.setdefault(k, {})[tag] = max(t.get(k, {}).get(tag, 0.0), float(r[4]))  # slowest rank
@@ -91,12 +95,26 @@ for tag in ("nccl", "simccl"):
         print("perf", tag, e)
 rows = []
 for (c, b), v in sorted(t.items()):
+    r = {"coll": c, "bytes": b}
+    r.update({k + "_us": x for k, x in v.items()})
     if "nccl" in v and "simccl" in v:
-        rows.append({"coll": c, "bytes": b, "nccl_us": v["nccl"], "simccl_us": v["simccl"], "time_ratio": v["simccl"] / v["nccl"]})
+        r["time_ratio"] = v["simccl"] / v["nccl"]
+    if "1_nccl" in v and "1_simccl" in v:
+        r["time_ratio_1proc"] = v["1_simccl"] / v["1_nccl"]
+    rows.append(r)
 json.dump(rows, open(os.path.join(o, "perf_compare.json"), "w"), indent=1)
+print("one process per GPU: NCCL µs, simccl µs (events), simccl µs (device flags) | one process: NCCL µs, simccl µs")
 for r in rows:
     if r["bytes"] in (8, 4096, 65536, 1 << 20, 16 << 20, 256 << 20, 1 << 30):
-        print(f'{r["coll"]:15s} {r["bytes"]:>11d} nccl {r["nccl_us"]:10.1f} µs  simccl {r["simccl_us"]:10.1f} µs  time ratio {r["time_ratio"]:.2f}')
+        f = lambda k: "%10.1f" % r[k] if k in r else "%10s" % "-"
+        print(f'{r["coll"]:15s} {r["bytes"]:>11d} {f("nccl_us")} {f("simccl_us")} {f("simccl_flags_us")} | {f("1_nccl_us")} {f("1_simccl_us")}')
 PY
+fi
+if has enginetest && [ -x "$B/engine.test" ]; then
+  step "cuda/engine tests on the 2 GPUs, one process (LL128 and Simple between the GPUs, graphs, back to back)"
+  (cd "$D/../../cuda/engine" && timeout 170 "$B/engine.test" -test.v -test.timeout 160s \
+    -test.run 'TestConformanceRing|TestConformanceLL128|TestConformanceLL$|TestBackToBack|TestCapture|TestGraph|TestPlannerPicksLL128|TestInitRankCapture' >"$O/engine_test.log" 2>&1)
+  echo "engine.test exit $?"
+  grep -aE '^(--- |PASS|FAIL|ok)|cases,|panic' "$O/engine_test.log" | head -40
 fi
 step done
