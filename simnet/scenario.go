@@ -413,7 +413,7 @@ func (m *Machine) timing(p coll.Plan) (Timing, error) {
 		// tree channel's threads between reduce-up and broadcast-down (NCCL 2.28 all_reduce.h:
 		// 70/30 for LL and LL128, half plus 64 threads for Simple), which the traffic model does
 		// not describe (applied to trees, it made Tree/LL128 at 4–8 MiB on 2 A100 nodes 47–89%
-		// slower than measured; BENCHMARKS.md "Trees and the CTA").
+		// slower than measured; BENCHMARKS.md "2026-11-28 (fid2)").
 		tm.CTAMem, tm.Fence = [coll.NumProtos]Rate{}, 0
 	}
 	if p.Algo == coll.NVLS || p.Algo == coll.NVLSTree {
