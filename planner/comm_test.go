@@ -174,3 +174,37 @@ func TestCPUNames(t *testing.T) {
 		}
 	}
 }
+
+// NCCL_MIN_CTAS raises the communicator's channels and comm->nvlsChannels as NCCL's config minCTAs
+// does (the gj-aion runs of nccl-tests#309 set NCCL_MIN_CTAS=24): 2 DGX H100 nodes plan 24
+// channels for NVLSTree at 1 GiB and for Ring (NCCL_ALGO=Ring) at 8 GiB, where the default gives 16.
+func TestMinCTAsPlans(t *testing.T) {
+	for _, minCTAs := range []string{"", "24"} {
+		want := 16
+		if minCTAs != "" {
+			want = 24
+		}
+		for _, c := range []struct {
+			algo  string
+			want  coll.Algo
+			bytes int64
+		}{{"", coll.NVLSTree, 1 << 30}, {"ring", coll.Ring, 8 << 30}} {
+			env := map[string]string{"NCCL_MIN_CTAS": minCTAs, "NCCL_ALGO": c.algo}
+			s, err := SettingsFromEnv(func(k string) string { return env[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := newTestPlanner(t, "dgx-h100", 2, s)
+			if p.Channels() != want {
+				t.Errorf("%v: %d channels, want %d", env, p.Channels(), want)
+			}
+			plan, err := p.Plan(coll.Call{Func: coll.AllReduce, Count: c.bytes / 4, DataType: coll.Float32, Op: coll.Sum})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if plan.Algo != c.want || plan.NChannels != want {
+				t.Errorf("%v, %d B: %v on %d channels, want %v on %d", env, c.bytes, plan.Algo, plan.NChannels, c.want, want)
+			}
+		}
+	}
+}

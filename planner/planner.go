@@ -92,12 +92,14 @@ func New(m Machine) (*Planner, error) {
 	gopt.NRanks = 0
 	cfg := s.Tuning
 	cfg.Version = s.Release
+	// NCCL_MIN/MAX_NCHANNELS and NCCL_MIN/MAX_CTAS bound the postset's channel count together.
+	minCh, maxCh := cfg.ChannelBounds()
 	sopt := search.AllOptions{
 		Options:     search.Options{CrossNic: s.CrossNic, Params: params},
 		NVLS:        s.NVLS,
 		CollNet:     s.CollNet,
-		MinChannels: cfg.MinNChannels,
-		MaxChannels: cfg.MaxNChannels,
+		MinChannels: minCh,
+		MaxChannels: maxCh,
 	}
 	if !m.SearchOnly {
 		if _, err := tuning.ConstantsFor(s.Release); err != nil {

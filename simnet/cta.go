@@ -63,12 +63,28 @@ const (
 	hopperMemLLGBps     = 40.1 // measured, not applied (above)
 )
 
+// Ampere (sm 80) has no measurement of its own here (the device machine has H100/H200s only). Its
+// rates are Hopper's measured ones scaled by the ratio of NCCL's own per-channel ceilings for the
+// two generations (NCCL 2.28 tuning.cc, single-node column; reference/nccl-model.md "perChMax"):
+// Simple by perChMaxTreeBws (a CTA receiving, reducing and forwarding: Ampere 24.0, Hopper 38.7
+// GB/s, the figure the flat model already takes as the CTA rate), LL128 by perChMaxRingLL128Bws
+// (Ampere 20, Hopper 36.7). NCCL's constants say how fast NVIDIA lets one channel of each
+// generation go relative to the other; the scaling assumes a CTA's memory traffic scales the same
+// way. 49.4 and 33.4 GB/s; nothing here was fitted to a measurement of an A100.
+const (
+	ampereMemSimpleGBps = hopperMemSimpleGBps * 24.0 / 38.7
+	ampereMemLL128GBps  = hopperMemLL128GBps * 20.0 / 36.7
+)
+
 // SimpleFence is GPUModel.Fence where the memory-traffic model applies: the round trip of a step
 // flag between two CTAs with a __threadfence() between the data and the flag (Simple's ordering),
 // measured on one H100 SXM by bench/gpuprobe (results/h100-sxm-2026-11-25.csv: 1.28 µs; without
 // the fence, LL's ordering, 0.54 µs). A fence waits for the CTA's outstanding stores to be
 // acknowledged, a round trip to where they land; the probe's is the one measured figure of it (the
 // stores of a real step cross NVLink, whose acknowledgement is not measured and is not faster).
+// Ampere runs the same fence in the same protocol; its round trip is not measured and is taken as
+// Hopper's (A100's SM clock, 1.41 GHz boost, is lower than H100's 1.98, so not shorter on that
+// account).
 const SimpleFence = 1280 * Nanosecond
 
 // MemModel turns the memory-traffic model (GPUModel.Mem, Fence) on for the GPUs it has figures
@@ -76,15 +92,20 @@ const SimpleFence = 1280 * Nanosecond
 var MemModel = true
 
 // MemModelFor returns the per-protocol memory-traffic rates of one CTA (GPUModel.Mem) on
-// compute capability sm, zero where nothing was measured: only Hopper (sm 90) was.
+// compute capability sm, zero where there is no figure: Hopper (sm 90) was measured, Ampere (sm
+// 80) is Hopper scaled by NCCL's per-generation channel ceilings; Volta and Blackwell have none.
 func MemModelFor(sm int) [coll.NumProtos]Rate {
 	if !MemModel {
 		return [coll.NumProtos]Rate{}
 	}
 	var m [coll.NumProtos]Rate
-	if smIndex(sm) == 2 {
+	switch smIndex(sm) {
+	case 2:
 		m[coll.LL128] = GBps(hopperMemLL128GBps)
 		m[coll.Simple] = GBps(hopperMemSimpleGBps)
+	case 1:
+		m[coll.LL128] = GBps(ampereMemLL128GBps)
+		m[coll.Simple] = GBps(ampereMemSimpleGBps)
 	}
 	return m
 }

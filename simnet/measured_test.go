@@ -51,6 +51,32 @@ func TestCompareMeasuredH200x2(t *testing.T) {
 	}
 }
 
+// Tree/Simple all-reduce forced on the 2×H200 machine (tag tree_simple: NCCL_ALGO=Tree
+// NCCL_PROTO=Simple), against the same rows simulated: trees are charged the flat per-CTA rate
+// (NCCL's perChMaxTreeBws) by both tree executors. Medians 3.8% (≥ 1 MiB) and 0.8% (< 1 MiB); with
+// trees timed without the CTA they were 20.7% and 2.1% (BENCHMARKS.md, "2026-11-28 (fid2)").
+func TestCompareMeasuredH200x2Tree(t *testing.T) {
+	f, err := os.Open("../testdata/nccl/h200x2/nccl_perf.csv")
+	require.NoError(t, err)
+	defer f.Close()
+	meas, err := ReadMeasuredCSV(f, "nccl_perf.csv")
+	require.NoError(t, err)
+	m, _ := testMachine(t, "../testdata/nccl/h200x2/real_topo.xml", 1, nil, "tree", "simple")
+	m.BackToBack = 3
+	m.Launch = LaunchPerNode
+	rows, sums, err := Compare(m, meas, "tree_simple")
+	require.NoError(t, err)
+	require.Len(t, sums, 1)
+	for _, r := range rows {
+		require.Equal(t, "Tree", r.SimAlgo, "%d B", r.Bytes)
+	}
+	s := sums[0]
+	t.Logf("%s median |err| >= 1MiB %.1f%% (%d sizes), < 1MiB %.1f%% (%d sizes)", s.Coll, s.MedianLarge, s.NLarge, s.MedianSmall, s.NSmall)
+	if s.MedianLarge > 6 || s.MedianSmall > 5 {
+		t.Errorf("tree_simple: median |error| %.1f%% / %.1f%%, guard 6%% / 5%%", s.MedianLarge, s.MedianSmall)
+	}
+}
+
 // Simulated against NCCL 2.28.9 measured with one process per GPU on 4 H200s behind NVSwitch
 // (testdata/nccl/h200x4: smallmsg.csv, tag mp_default, one row per rank, the slowest kept). The
 // guards are the project's targets (≤ 10% at ≥ 1 MiB, ≤ 25% below); with the GPU-side cost model

@@ -37,8 +37,8 @@ func TestCTATraffic(t *testing.T) {
 	}
 }
 
-// Only Hopper has measured rates, and only Simple and LL128 are applied; the fence comes with
-// them; MemModel = false gives the flat model.
+// Hopper has measured rates and Ampere scaled ones, only Simple and LL128 are applied; the fence
+// comes with them; MemModel = false gives the flat model.
 func TestMemModelFor(t *testing.T) {
 	g, err := GPUModelFor("2.28", 90)
 	require.NoError(t, err)
@@ -48,8 +48,16 @@ func TestMemModelFor(t *testing.T) {
 	require.Equal(t, SimpleFence, g.Fence)
 	a, err := GPUModelFor("2.28", 80)
 	require.NoError(t, err)
-	require.Zero(t, a.Mem)
-	require.Zero(t, a.Fence)
+	require.InDelta(t, 79.7*24.0/38.7, a.Mem[coll.Simple].GBps(), 1e-9) // Hopper × perChMaxTreeBws Ampere/Hopper
+	require.InDelta(t, 61.2*20.0/36.7, a.Mem[coll.LL128].GBps(), 1e-9)  // × perChMaxRingLL128Bws
+	require.Zero(t, a.Mem[coll.LL])
+	require.Equal(t, SimpleFence, a.Fence)
+	for _, sm := range []int{70, 100} {
+		o, err := GPUModelFor("2.28", sm)
+		require.NoError(t, err)
+		require.Zero(t, o.Mem, "sm %d", sm)
+		require.Zero(t, o.Fence, "sm %d", sm)
+	}
 	MemModel = false
 	defer func() { MemModel = true }()
 	h, err := GPUModelFor("2.28", 90)

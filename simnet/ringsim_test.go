@@ -78,7 +78,7 @@ func TestRingSimMergeClose(t *testing.T) {
 // The compact tree executor against coll's tree schedule on the same machine.
 func TestTreeSimMatchesSchedule(t *testing.T) {
 	m, _ := testMachine(t, "dgx-h100", 4, nil, "tree", "")
-	for _, size := range []int64{1 << 20, 64 << 20} {
+	for _, size := range []int64{64 << 10, 1 << 20, 64 << 20} {
 		row, _, err := m.Run(coll.AllReduce, size, coll.Float32, coll.Sum, RunOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -92,7 +92,10 @@ func TestTreeSimMatchesSchedule(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tm, _ := TimingFor("", plan.Algo, plan.Proto)
+		tm, err := m.timing(plan) // the row's timing: the CTA at the flat rate, as on the schedule
+		if err != nil {
+			t.Fatal(err)
+		}
 		res, err := SimulateTree(e, cl, TreeSpec{Bytes: size, Proto: plan.Proto, Trees: treesOf(m)[:plan.NChannels], Chunk: plan.ChunkSize, Merge: 1}, tm)
 		if err != nil {
 			t.Fatal(err)

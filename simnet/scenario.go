@@ -405,9 +405,16 @@ func (m *Machine) timing(p coll.Plan) (Timing, error) {
 		return tm, err
 	}
 	if p.Algo == coll.Tree {
-		// SimulateTree, which replays large trees, does not charge the CTA yet: trees are timed
-		// without it at every size so that exact and compact replays agree.
-		tm.CTARate, tm.CTAMem, tm.Fence = 0, [coll.NumProtos]Rate{}, 0
+		// Trees are charged the flat per-CTA rate (GPUModel.CTARate), by every executor: the
+		// schedule replay and SimulateTree alike. That rate is NCCL's own per-channel ceiling of a
+		// tree channel (perChMaxTreeBws, single-node column; CTARateGBps), so it is a tree's figure
+		// before it is a ring's. The memory-traffic rates (CTAMem) and the fence are not applied:
+		// they were measured on ring channels, whose CTA is not split, where runTreeSplit splits a
+		// tree channel's threads between reduce-up and broadcast-down (NCCL 2.28 all_reduce.h:
+		// 70/30 for LL and LL128, half plus 64 threads for Simple), which the traffic model does
+		// not describe (applied to trees, it made Tree/LL128 at 4–8 MiB on 2 A100 nodes 47–89%
+		// slower than measured; BENCHMARKS.md "2026-11-28 (fid2)").
+		tm.CTAMem, tm.Fence = [coll.NumProtos]Rate{}, 0
 	}
 	if p.Algo == coll.NVLS || p.Algo == coll.NVLSTree {
 		// NVLS kernels split a channel's warps by role (scatter, reduce, gather) and reduce in

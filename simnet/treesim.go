@@ -115,11 +115,16 @@ type treeSim struct {
 	chunks int32
 	bytes  []float64 // wire bytes per (merged) chunk
 	cap    Rate
-	mul    Time
-	done   int64
-	total  int64
-	end    Time
-	dk     []Time // per chunk: when its last down step completed
+	// cta is one CTA's data rate (Timing.CTARate; 0: not modelled). As in the schedule replay, a
+	// channel's CTA is shared by its lanes: a non-root rank reduces up and broadcasts down on two
+	// lanes at cta/2 each, the root runs one primitive on one lane at cta. Every message moves at
+	// most at its lane's rate, and a leaf's receive copies the chunk out of the FIFO at that rate.
+	cta   Rate
+	mul   Time
+	done  int64
+	total int64
+	end   Time
+	dk    []Time // per chunk: when its last down step completed
 	// per vertex
 	upNext []int32
 	dnNext []int32
@@ -277,7 +282,7 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 				tr.sim = int32(c0)
 			}
 		}
-		tr.x = newTreeSim(run, net, tr.sim, tm.PerFlowCap[spec.Proto], tr.merge)
+		tr.x = newTreeSim(run, net, tr.sim, tm.PerFlowCap[spec.Proto], tm.CTARate, tr.merge)
 		for k := int32(0); k < tr.sim; k++ {
 			m := min(int64(tr.merge), nchunks-int64(k)*int64(tr.merge))
 			tr.x.bytes[k] = wire * float64(m)
@@ -428,7 +433,11 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 	}
 	simTime := res.Time
 	if sim < C {
-		sr := steadyRate(run, net, tm.PerFlowCap[spec.Proto])
+		perFlow := tm.PerFlowCap[spec.Proto]
+		if l := tm.CTARate / 2; l > 0 && (perFlow <= 0 || l < perFlow) {
+			perFlow = l // every non-root message moves at most at its lane's rate
+		}
+		sr := steadyRate(run, net, perFlow)
 		if q != nil {
 			sr = min(sr, q.check.minShare())
 		}
@@ -547,9 +556,9 @@ func steadyRate(e *Engine, t *treeNet, perFlow Rate) Rate {
 	return best
 }
 
-func newTreeSim(e *Engine, t *treeNet, chunks int32, capRate Rate, merge int) *treeSim {
+func newTreeSim(e *Engine, t *treeNet, chunks int32, capRate, cta Rate, merge int) *treeSim {
 	nv := t.vertices()
-	x := &treeSim{e: e, t: t, chunks: chunks, cap: capRate, mul: Time(merge), bytes: make([]float64, chunks), dk: make([]Time, chunks),
+	x := &treeSim{e: e, t: t, chunks: chunks, cap: capRate, cta: cta, mul: Time(merge), bytes: make([]float64, chunks), dk: make([]Time, chunks),
 		upNext: make([]int32, nv), dnNext: make([]int32, nv), upRun: make([]bool, nv), dnRun: make([]bool, nv),
 		dnPend: make([]int8, nv), dnRecv: make([]int32, nv), upCons: make([]int32, nv),
 		upRecv: make([][]int32, nv), dnCons: make([][]int32, nv)}
@@ -563,6 +572,24 @@ func newTreeSim(e *Engine, t *treeNet, chunks int32, capRate Rate, merge int) *t
 	}
 	x.total = int64(chunks) * int64(2*nv-roots)
 	return x
+}
+
+// lane is the CTA rate of vertex v's lanes (0: not modelled): the root's one lane has the whole
+// CTA, every other vertex's two lanes half of it each.
+func (x *treeSim) lane(v int) Rate {
+	if x.t.up[v] < 0 {
+		return x.cta
+	}
+	return x.cta / 2
+}
+
+// capFor is the rate cap of vertex v's messages: the protocol's per-flow cap and its lane's rate.
+func (x *treeSim) capFor(v int) Rate {
+	c := x.cap
+	if l := x.lane(v); l > 0 && (c <= 0 || l < c) {
+		c = l
+	}
+	return c
 }
 
 // Tags: vertex<<4 | lane<<3 | kid (lane 0 up, 1 down).
@@ -624,7 +651,7 @@ func (x *treeSim) tryUp(v int) {
 		return
 	}
 	x.upRun[v] = true
-	x.e.StartFlow(t.upRoute[v], x.bytes[k], x.cap, treeTag(v, 0, 0))
+	x.e.StartFlow(t.upRoute[v], x.bytes[k], x.capFor(v), treeTag(v, 0, 0))
 }
 
 func (x *treeSim) tryDown(v int) {
@@ -649,14 +676,20 @@ func (x *treeSim) tryDown(v int) {
 			}
 		}
 		if len(t.kids[v]) == 0 {
-			// A leaf only receives: the step completes at once.
+			// A leaf only receives: the step completes at once, or, with the CTA modelled, once
+			// its lane has copied the chunk out of the FIFO (a flow on no link, FlowDone).
+			if l := x.lane(v); l > 0 && x.bytes[k] > 0 {
+				x.dnRun[v] = true
+				x.e.StartFlow(nil, x.bytes[k], l, treeTag(v, 1, 0))
+				return
+			}
 			x.completeDown(v)
 			continue
 		}
 		x.dnRun[v] = true
 		x.dnPend[v] = int8(len(t.kids[v]))
 		for i := range t.kids[v] {
-			x.e.StartFlow(t.dnRoute[v][i], x.bytes[k], x.cap, treeTag(v, 1, i))
+			x.e.StartFlow(t.dnRoute[v][i], x.bytes[k], x.capFor(v), treeTag(v, 1, i))
 		}
 		return
 	}
@@ -697,6 +730,13 @@ func (x *treeSim) FlowDone(tag int64) {
 		x.finishStep()
 		x.consumeKids(v)
 		x.tryUp(v)
+		return
+	}
+	if len(t.kids[v]) == 0 {
+		// A leaf's copy out of the FIFO (tryDown): its receive step is done.
+		x.dnRun[v] = false
+		x.completeDown(v)
+		x.tryDown(v)
 		return
 	}
 	x.e.After(t.dnLat[v][kid]*x.mul, evArrive, tag)
@@ -1005,11 +1045,14 @@ func quotientTree(e *Engine, t *treeNet, relax func(LinkID) (LinkID, bool)) *tre
 			}
 		}
 		if q.check = newRelaxCheck(e, pairs, int(nq)); q.check != nil {
-			upID, dnBase := q.upID, q.dnBase
+			upID, dnBase, kids := q.upID, q.dnBase, qt.kids
 			q.check.slot = func(tag int64) int32 {
 				v, lane, kid := treeUntag(tag)
 				if lane == 0 {
 					return upID[v]
+				}
+				if len(kids[v]) == 0 {
+					return -1 // a leaf's copy out of its FIFO (treeSim.tryDown): no connection
 				}
 				return dnBase[v] + int32(kid)
 			}

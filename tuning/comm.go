@@ -206,14 +206,9 @@ func DeriveNChannels(c *Comm, cfg *Config) int {
 	if c.DeviceNet && c.NNodes > 1 && n < 16 {
 		n = min(MaxChannels, 2*n) // device networking (NCCL_UNPACK_DOUBLE_NCHANNELS)
 	}
-	// The clamp: NCCL_MAX_NCHANNELS first, then NCCL_MIN_NCHANNELS (duplicating channels up to it).
-	if cfg != nil {
-		if cfg.MaxNChannels > 0 {
-			n = min(n, cfg.MaxNChannels)
-		}
-		if cfg.MinNChannels > n {
-			n = min(cfg.MinNChannels, MaxChannels)
-		}
-	}
+	// The clamp: NCCL_MAX_NCHANNELS and maxCTAs first, then NCCL_MIN_NCHANNELS and minCTAs
+	// (duplicating channels up to it).
+	lo, hi := cfg.ChannelBounds()
+	n = max(min(n, hi), lo)
 	return max(n, 1)
 }

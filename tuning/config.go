@@ -18,6 +18,11 @@ type Config struct {
 	Algo, Proto string
 	// MinNChannels/MaxNChannels: NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS (0 = unset).
 	MinNChannels, MaxNChannels int
+	// MinCTAs/MaxCTAs: NCCL_MIN_CTAS / NCCL_MAX_CTAS, the communicator config's minCTAs and
+	// maxCTAs (NCCL 2.17+, init.cc envConfigOverride; 0 = unset: 1 and MAXCHANNELS). They bound
+	// the channel count with NCCL_MIN/MAX_NCHANNELS (connect.cc ncclTopoPostset) and also
+	// comm->nvlsChannels (transport/nvls.cc), which NCCL_MIN/MAX_NCHANNELS do not.
+	MinCTAs, MaxCTAs int
 	// NThreads and LL128NThreads: NCCL_NTHREADS / NCCL_LL128_NTHREADS (0 = unset).
 	NThreads, LL128NThreads int
 	// BuffSize, LLBuffSize, LL128BuffSize: NCCL_BUFFSIZE, NCCL_LL_BUFFSIZE, NCCL_LL128_BUFFSIZE in
@@ -59,6 +64,8 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 	}{
 		{"NCCL_MIN_NCHANNELS", "NCCL_MIN_NRINGS", &c.MinNChannels, 1, MaxChannels},
 		{"NCCL_MAX_NCHANNELS", "NCCL_MAX_NRINGS", &c.MaxNChannels, 1, MaxChannels},
+		{"NCCL_MIN_CTAS", "", &c.MinCTAs, 1, 1 << 16},
+		{"NCCL_MAX_CTAS", "", &c.MaxCTAs, 1, 1 << 16},
 		{"NCCL_NTHREADS", "", &c.NThreads, 1, 1 << 16},
 		{"NCCL_LL128_NTHREADS", "", &c.LL128NThreads, 1, 1 << 16},
 	}
@@ -96,6 +103,11 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 			return nil, fmt.Errorf("tuning: %s=%q: want a positive number of bytes", v.name, s)
 		}
 		*v.dst = n
+	}
+	// NCCL caps both at MAXCHANNELS and lowers minCTAs to maxCTAs (init.cc envConfigOverride).
+	c.MinCTAs, c.MaxCTAs = min(c.MinCTAs, MaxChannels), min(c.MaxCTAs, MaxChannels)
+	if c.MaxCTAs > 0 && c.MinCTAs > c.MaxCTAs {
+		c.MinCTAs = c.MaxCTAs
 	}
 	if s := strings.TrimSpace(getenv("NCCL_NET_OVERHEAD")); s != "" {
 		f, err := strconv.ParseFloat(s, 64)
@@ -286,3 +298,33 @@ var algoNames, protoNames = func() (a [coll.NumAlgos]string, p [coll.NumProtos]s
 	}
 	return a, p
 }()
+
+// ChannelBounds is the clamp ncclTopoPostset applies to the communicator's channel count
+// (NCCL 2.28 connect.cc): at most min(NCCL_MAX_NCHANNELS, maxCTAs, MAXCHANNELS), then at least
+// max(NCCL_MIN_NCHANNELS, minCTAs), duplicating channels up to it. lo is 0 when neither minimum
+// is set.
+func (c *Config) ChannelBounds() (lo, hi int) {
+	hi = MaxChannels
+	if c == nil {
+		return 0, hi
+	}
+	if c.MaxNChannels > 0 {
+		hi = min(hi, c.MaxNChannels)
+	}
+	if c.MaxCTAs > 0 {
+		hi = min(hi, c.MaxCTAs)
+	}
+	return min(max(c.MinNChannels, c.MinCTAs), MaxChannels), hi
+}
+
+// clampNVLSChannels bounds comm->nvlsChannels by minCTAs and maxCTAs (NCCL 2.28
+// transport/nvls.cc: max(minCTAs, min(maxCTAs, nvlsChannels))).
+func (c *Config) clampNVLSChannels(n int) int {
+	if c == nil {
+		return n
+	}
+	if c.MaxCTAs > 0 {
+		n = min(n, c.MaxCTAs)
+	}
+	return max(n, c.MinCTAs)
+}

@@ -205,3 +205,47 @@ func TestDeriveNChannels(t *testing.T) {
 		t.Errorf("Hopper multi-node, bwIntra 48, 4 channels: %d, want 16 (×2 postset twin, ×2 Hopper multi-node)", n)
 	}
 }
+
+// NCCL_MIN_CTAS / NCCL_MAX_CTAS (init.cc envConfigOverride) bound the channel count with
+// NCCL_MIN/MAX_NCHANNELS and, unlike those, comm->nvlsChannels (transport/nvls.cc).
+func TestMinMaxCTAs(t *testing.T) {
+	env := map[string]string{"NCCL_MIN_CTAS": "24", "NCCL_MAX_CTAS": "200"}
+	cfg, err := ConfigFromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MinCTAs != 24 || cfg.MaxCTAs != MaxChannels {
+		t.Fatalf("MinCTAs %d MaxCTAs %d, want 24 and %d (capped at MAXCHANNELS)", cfg.MinCTAs, cfg.MaxCTAs, MaxChannels)
+	}
+	c := workedExample()
+	if n := DeriveNChannels(c, cfg); n != 24 {
+		t.Errorf("NCCL_MIN_CTAS=24 with 24 channels: %d", n)
+	}
+	if n := DeriveNChannels(c, &Config{MinCTAs: 32, MinNChannels: 28}); n != 32 {
+		t.Errorf("minCTAs 32, NCCL_MIN_NCHANNELS 28: %d, want 32 (the larger minimum)", n)
+	}
+	if n := DeriveNChannels(c, &Config{MaxCTAs: 8, MaxNChannels: 16}); n != 8 {
+		t.Errorf("maxCTAs 8, NCCL_MAX_NCHANNELS 16: %d, want 8 (the smaller maximum)", n)
+	}
+	c.CCMin = 90
+	for _, tc := range []struct {
+		cfg  Config
+		want int
+	}{{Config{}, 16}, {Config{MinCTAs: 24}, 24}, {Config{MaxCTAs: 8}, 8}, {Config{MinNChannels: 24}, 16}} {
+		tb, err := Model(c, &tc.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tb.NVLSChannels != tc.want {
+			t.Errorf("%+v: nvlsChannels %d, want %d", tc.cfg, tb.NVLSChannels, tc.want)
+		}
+	}
+	env = map[string]string{"NCCL_MIN_CTAS": "16", "NCCL_MAX_CTAS": "4"}
+	if cfg, err = ConfigFromEnv(func(k string) string { return env[k] }); err != nil || cfg.MinCTAs != 4 {
+		t.Errorf("NCCL_MIN_CTAS=16 NCCL_MAX_CTAS=4: %+v %v, want minCTAs lowered to 4", cfg, err)
+	}
+	env = map[string]string{"NCCL_MIN_CTAS": "0"}
+	if _, err := ConfigFromEnv(func(k string) string { return env[k] }); err == nil {
+		t.Error("NCCL_MIN_CTAS=0: want an error")
+	}
+}

@@ -61,16 +61,12 @@ func Model(comm *Comm, cfg *Config) (*Table, error) {
 	if t.NChannels == 0 {
 		t.NChannels = DeriveNChannels(comm, cfg)
 	} else {
-		if cfg.MaxNChannels > 0 {
-			t.NChannels = min(t.NChannels, cfg.MaxNChannels)
-		}
-		if cfg.MinNChannels > t.NChannels {
-			t.NChannels = min(cfg.MinNChannels, MaxChannels)
-		}
+		lo, hi := cfg.ChannelBounds()
+		t.NChannels = max(min(t.NChannels, hi), lo)
 	}
 	t.NVLSChannels = comm.NVLSChannels
 	if t.NVLSChannels == 0 {
-		t.NVLSChannels = defaultNVLSChannels(comm)
+		t.NVLSChannels = cfg.clampNVLSChannels(defaultNVLSChannels(comm))
 	}
 	if err := t.setMaxThreads(); err != nil {
 		return nil, err
