@@ -87,10 +87,11 @@ func (c *Comm) launch(calls []*call) error {
 // capturing reports whether the caller's stream is capturing into a CUDA graph: across processes
 // such a launch is ordered by device flags (flags.go), since the driver refuses to record an
 // interprocess event on a capturing stream (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, seen on
-// H200). A stream the driver cannot query is left to the launch, which reports it.
+// H200). A stream the driver cannot query is left to the launch, which reports it. The query is
+// made on the calling thread (no hand-off to the device's thread: it is on every call's path).
 func (c *Comm) capturing(s cuda.Stream) bool {
 	var capturing bool
-	_ = c.dev.Do(func(x *cuda.Ctx) error {
+	_ = c.dev.OnThisThread(func(x *cuda.Ctx) error {
 		var err error
 		capturing, err = x.IsCapturing(s)
 		return err
