@@ -355,6 +355,17 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 			row.Mode = mode
 		}
 	}
+	if res == nil && plan.Algo == coll.NVLSTree && !opt.Exact && !opt.Record {
+		// An NVLSTree all-reduce nothing above could replay: from the same call on fewer nodes
+		// (nodesSteady, in the trees' depth), before timing NCCL's decision without it.
+		var mode string
+		if res, mode, err = m.nodesSteady(f, size, dt, op, plan, opt); err != nil {
+			return row, nil, err
+		}
+		if res != nil {
+			row.Mode = mode
+		}
+	}
 	if res == nil && !compactable(plan) {
 		// No compact executor for this algorithm at a size whose schedule is too large: run
 		// what NCCL decides with only the compactly simulated algorithms enabled.
