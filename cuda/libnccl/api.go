@@ -32,6 +32,7 @@ var handles = struct {
 }{m: map[uintptr]*comm{}}
 
 func newHandle(c *comm) C.ncclComm_t {
+	profileStart()
 	h := (*C.simccl_handle)(C.calloc(1, C.size_t(unsafe.Sizeof(C.simccl_handle{}))))
 	handles.Lock()
 	handles.m[uintptr(unsafe.Pointer(h))] = c
@@ -84,6 +85,7 @@ func drop(h C.ncclComm_t) {
 	delete(handles.m, uintptr(h))
 	handles.Unlock()
 	C.free(unsafe.Pointer(h))
+	profileStop()
 }
 
 func ret(err error) C.ncclResult_t { return C.ncclResult_t(fail(err)) }

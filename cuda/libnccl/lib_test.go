@@ -36,11 +36,19 @@ func TestCAPI(t *testing.T) {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
 	run := exec.CommandContext(ctx, bin)
-	run.Env = append(os.Environ(), "SIMCCL_CUDA_EMULATE=2", "SIMCCL_TIMEOUT=30s")
+	run.Env = append(os.Environ(), "SIMCCL_CUDA_EMULATE=2", "SIMCCL_TIMEOUT=30s", "SIMCCL_CPUPROFILE="+filepath.Join(dir, "cpu"))
 	out, err := run.CombinedOutput()
 	t.Logf("%s", out)
 	if err != nil || !strings.Contains(string(out), "ok: 0 failures") {
 		t.Fatalf("api_check: %v", err)
+	}
+	// SIMCCL_CPUPROFILE: the profile is written once the last communicator is gone.
+	profs, _ := filepath.Glob(filepath.Join(dir, "cpu.*"))
+	if len(profs) != 1 {
+		t.Fatalf("SIMCCL_CPUPROFILE: profiles %v, want one", profs)
+	}
+	if st, err := os.Stat(profs[0]); err != nil || st.Size() == 0 {
+		t.Errorf("SIMCCL_CPUPROFILE: %s is empty or missing (%v)", profs[0], err)
 	}
 }
 

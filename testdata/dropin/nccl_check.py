@@ -283,7 +283,7 @@ def latency():
         for i in range(20):
             ck(L.ncclAllReduce(x.data_ptr(), x.data_ptr(), count, 7, 0, comm, S), "warm")
         stream.synchronize()
-        iters = 500
+        iters = int(os.environ.get("SIMCCL_LAT_ITERS", "500"))
         t0 = time.perf_counter()
         for i in range(iters):
             L.ncclAllReduce(x.data_ptr(), x.data_ptr(), count, 7, 0, comm, S)
