@@ -74,7 +74,16 @@ func (c *Comm) launch(calls []*call) error {
 	if L.pl == nil {
 		return nil
 	}
-	err = c.dev.Do(func(x *cuda.Ctx) error { return c.run(x, L, user) })
+	// A rank alone in its process (InitRank) enqueues from the calling thread, with its device's
+	// context made current there: the hand-off to the device's thread and back cost about 40% of
+	// the host time of a small call (a CPU profile on 2 H200, BENCHMARKS.md "2026-11-28 (4)"). A
+	// communicator is used by one thread at a time (NCCL's rule), so nothing else touches its
+	// device state meanwhile.
+	do := c.dev.Do
+	if c.cl.xp != nil {
+		do = c.dev.OnThisThread
+	}
+	err = do(func(x *cuda.Ctx) error { return c.run(x, L, user) })
 	if err != nil {
 		err = fmt.Errorf("rank %d: %w", c.rank, err)
 		L.abort(err)
