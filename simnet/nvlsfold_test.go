@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/simccl/simccl/coll"
 	"github.com/stretchr/testify/require"
 )
 
@@ -48,7 +47,9 @@ func foldOnly(t *testing.T, nodes int, fab *Fabric, size int64) (fold *Result, n
 
 // TestNodeFoldSurvey prints the node fold's error against the replay of every node for the node
 // counts and sizes of SIMCCL_FOLD_SURVEY ("nodes,nodes:sizeMiB,sizeMiB[:rail|ecmp[:perLeaf]]";
-// SIMCCL_FOLD_BY_LATENCY set: classes told apart by their routes' latencies too).
+// SIMCCL_FOLD_BY_LATENCY set: classes told apart by their routes' latencies too;
+// SIMCCL_FOLD_FABRIC: a fabric file instead of the default fabric, SIMCCL_FOLD_SET: settings
+// "key=value,key=value" applied to it).
 func TestNodeFoldSurvey(t *testing.T) {
 	spec := os.Getenv("SIMCCL_FOLD_SURVEY")
 	if spec == "" {
@@ -56,12 +57,28 @@ func TestNodeFoldSurvey(t *testing.T) {
 	}
 	parts := strings.Split(spec, ":")
 	fab := DefaultFabric()
-	if len(parts) > 2 && parts[2] == "rail" {
-		fab.Routing = "rail"
+	if path := os.Getenv("SIMCCL_FOLD_FABRIC"); path != "" {
+		f, err := os.Open(path)
+		require.NoError(t, err)
+		fab, err = ParseFabric(f, path)
+		f.Close()
+		require.NoError(t, err)
+	}
+	if set := os.Getenv("SIMCCL_FOLD_SET"); set != "" {
+		for _, kv := range strings.Split(set, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			require.NoError(t, fab.Set(k, v))
+		}
+	}
+	if len(parts) > 2 && parts[2] != "" {
+		fab.Routing = parts[2]
 	}
 	if len(parts) > 3 {
 		fab.HostsPerLeaf, _ = strconv.Atoi(parts[3])
 	}
+	var act uint64
+	nodeFoldSeen = func(q *Engine) { act = q.Activations }
+	defer func() { nodeFoldSeen = nil }()
 	if os.Getenv("SIMCCL_FOLD_BY_LATENCY") != "" {
 		nodeFoldByLatency = true
 		defer func() { nodeFoldByLatency = false }()
@@ -70,13 +87,19 @@ func TestNodeFoldSurvey(t *testing.T) {
 		nodes, _ := strconv.Atoi(ns)
 		for _, ss := range strings.Split(parts[1], ",") {
 			mib, _ := strconv.Atoi(ss)
+			nodeFoldStandIns = false
+			old, _ := foldOnly(t, nodes, fab, int64(mib)<<20)
+			nodeFoldStandIns = true
 			fold, full, nf := foldVsFull(t, nodes, fab, int64(mib)<<20)
+			if old == nil {
+				t.Logf("%3d nodes %5d MiB %s: a switch link over its capacity stopped the fold without stand-ins", nodes, mib, fab.Routing)
+			}
 			if fold == nil {
 				t.Logf("%3d nodes %5d MiB %s: fold halted by its check; full %.3f µs", nodes, mib, fab.Routing, full.Time.Micros())
 				continue
 			}
-			t.Logf("%3d nodes %5d MiB %s: fold %.3f µs, full %.3f µs, %+.3f%% (%s; events %d / %d)", nodes, mib, fab.Routing,
-				fold.Time.Micros(), full.Time.Micros(), 100*(fold.Time.Micros()/full.Time.Micros()-1), nf, fold.Events, full.Events)
+			t.Logf("%3d nodes %5d MiB %s: fold %.3f µs, full %.3f µs, %+.3f%% (%s; events %d / %d; %d activations in the fold)", nodes, mib, fab.Routing,
+				fold.Time.Micros(), full.Time.Micros(), 100*(fold.Time.Micros()/full.Time.Micros()-1), nf, fold.Events, full.Events, act)
 		}
 	}
 }
@@ -118,6 +141,7 @@ func TestNodeFoldClose(t *testing.T) {
 		perLeaf int
 	}{
 		{32, "ecmp", 16, 32}, {32, "rail", 256, 16}, {48, "ecmp", 256, 16},
+		{48, "rail", 256, 16}, // switch links over their capacity: their stand-ins are enforced
 	} {
 		fab := DefaultFabric()
 		fab.Routing, fab.HostsPerLeaf = c.routing, c.perLeaf
@@ -134,26 +158,42 @@ func TestNodeFoldClose(t *testing.T) {
 	}
 }
 
-// Where a switch link goes over its capacity (4:1 oversubscribed leaves of 8 nodes) the fold's
-// check halts it, and nvlsSymmetric falls back to what it ran without the fold.
-func TestNodeFoldFallsBack(t *testing.T) {
+// Where the fabric's switch links bind (rail routing, leaves of 8 nodes 8:1 oversubscribed: one
+// uplink per leaf and rail), the fold's stand-ins for them are enforced: without them the fold
+// runs the switch links unbounded, its check halts it, and a fold that ran on would be as fast as
+// on a non-blocking fabric (the switch links slow the replay of every node by over 10% here).
+// With them it is within nodeFoldBound of the replay of every node.
+func TestNodeFoldOversubscribed(t *testing.T) {
 	fab := DefaultFabric()
-	fab.HostsPerLeaf, fab.Oversub = 8, 4
-	fold, nf := foldOnly(t, 32, fab, 16<<20)
-	require.NotNil(t, nf)
-	require.Nil(t, fold, "an uplink over its capacity halts the fold")
-	m, _ := testMachine(t, "dgx-h100", 32, fab, "NVLSTree", "")
-	old := NVLSNodeFoldMin
-	oldLoops := NVLSNodeFoldMinLoops
-	NVLSNodeFoldMin, NVLSNodeFoldMinLoops = 2, 0
-	defer func() { NVLSNodeFoldMin, NVLSNodeFoldMinLoops = old, oldLoops }()
-	row, _, err := m.Run(coll.AllReduce, 16<<20, coll.Float32, coll.Sum, RunOptions{})
-	require.NoError(t, err)
-	require.NotContains(t, row.Mode, nodeFoldMode)
-	// Non-blocking, the same call folds.
-	fab.Oversub = 1
-	fold, _ = foldOnly(t, 32, fab, 16<<20)
+	fab.Routing, fab.HostsPerLeaf, fab.Oversub = "rail", 8, 8
+	nodeFoldStandIns = false
+	old, _ := foldOnly(t, 32, fab, 256<<20)
+	nodeFoldStandIns = true
+	require.Nil(t, old, "without stand-ins the check halts the fold")
+	fold, full, nf := foldVsFull(t, 32, fab, 256<<20)
 	require.NotNil(t, fold)
+	free := DefaultFabric()
+	free.Routing, free.HostsPerLeaf = "rail", 8
+	_, fullFree, _ := foldVsFull(t, 32, free, 256<<20)
+	rel := fold.Time.Micros()/full.Time.Micros() - 1
+	t.Logf("32 nodes rail 8:1, 256 MiB: fold %.3f µs, full %.3f µs (%+.3f%%; non-blocking full %.3f µs; %s)",
+		fold.Time.Micros(), full.Time.Micros(), 100*rel, fullFree.Time.Micros(), nf)
+	require.Greater(t, full.Time.Micros(), 1.1*fullFree.Time.Micros(), "the switch links bind")
+	require.InDelta(t, 0, rel, nodeFoldBound)
+}
+
+// Where the switch links do not bind, their stand-ins change nothing: the fold is the one
+// without them (and, with ECMP on a non-blocking fabric, no check halts it).
+func TestNodeFoldStandInsIdle(t *testing.T) {
+	fab := DefaultFabric()
+	fab.HostsPerLeaf = 16
+	with, _ := foldOnly(t, 32, fab, 256<<20)
+	nodeFoldStandIns = false
+	without, _ := foldOnly(t, 32, fab, 256<<20)
+	nodeFoldStandIns = true
+	require.NotNil(t, with)
+	require.NotNil(t, without)
+	require.Equal(t, without.Time, with.Time)
 }
 
 // The classes of the power-of-two trees: depth, children and parents' classes in both trees.
