@@ -205,7 +205,7 @@ func (m *Machine) nvlsSymmetric(plan coll.Plan, tm Timing, opt RunOptions) (*Res
 	}
 	if !opt.Exact && plan.Algo == coll.NVLSTree && plan.NNodes >= NVLSNodeFoldMin && f.parts[0]/nvlsLoopElems(plan) >= NVLSNodeFoldMinLoops {
 		// NVLSTree's nodes folded too (nvlsfold.go): an approximation, so never with Exact. A
-		// replay halted by its check (a switch link over its capacity) falls through.
+		// replay halted (none is since the fold has stand-ins for the switch links) falls through.
 		if nf := nvlsNodeFold(plan, cl, e); nf != nil {
 			res, mode, err := f.nodeFolded(plan, nf, e, cl, tm, opt)
 			if err != nil || res != nil {
@@ -331,7 +331,8 @@ func nvlsFolds(p coll.Plan) bool {
 
 // nodeFolded times plan by the node fold nf on top of the channel fold f (nvlsfold.go), directly
 // where the quotient's schedule fits NVLSBudget, else from two shorter replays (steadyPair,
-// extrapolate). It returns nil, and no error, where the fold's check halted the replay.
+// extrapolate). It returns nil, and no error, where the replay halted (errHalted; the stand-ins
+// for the switch links leave nothing that halts it).
 func (f nvlsFold) nodeFolded(plan coll.Plan, nf *nodeFold, e *Engine, cl *Cluster, tm Timing, opt RunOptions) (*Result, string, error) {
 	run := func(p coll.Plan) (*Result, error) { return nodeFoldRun(p, f, nf, e, cl, tm) }
 	// The quotient's schedule has the folded plan's steps on len(nf.reps) nodes instead of all.
