@@ -372,8 +372,10 @@ var nodeFoldByLatency = false
 
 // nodeFoldRun replays the folded plan fp (f's representative channels of an NVLSTree call) with
 // the nodes folded by nf on a private engine: e's links with their capacities divided by f's
-// members, the switch-to-switch links unbounded, with stand-ins for them (standIns).
-func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster, tm Timing) (*Result, error) {
+// members, the switch-to-switch links unbounded. Not bound, it checks the real switch links and
+// returns errHalted at the first one over its capacity; bound, it gives the quotient stand-ins
+// for them (standIns, switch-bound).
+func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster, tm Timing, bound bool) (*Result, error) {
 	nNodes := max(fp.NNodes, 1)
 	ppn := fp.NRanks / nNodes
 	k := len(nf.reps)
@@ -455,8 +457,8 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 	opt := Options{}
 	sigs := newRelaxCheck(e, pairs, len(s.Conns))
 	switch {
-	case sigs != nil && !nodeFoldStandIns:
-		// Tests: the switch links checked, the replay halted at the first one over.
+	case sigs != nil && !bound:
+		// The switch links checked, the replay halted at the first one over.
 		sigs.e, sigs.halt = q, true
 		opt.watch = func(_ *coll.Schedule, conn func(int64) int32) observer {
 			sigs.slot = conn
@@ -471,11 +473,6 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 	}
 	return res, err
 }
-
-// nodeFoldStandIns: the switch links have stand-ins in the fold's replay; false (tests) checks
-// them instead and halts the replay at the first one over its capacity (errHalted), as the fold
-// did before they had.
-var nodeFoldStandIns = true
 
 // nodeFoldSeen, where set (tests), is given the engine of every node-folded replay once it ends.
 var nodeFoldSeen func(q *Engine)

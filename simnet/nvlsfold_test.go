@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/simccl/simccl/coll"
 	"github.com/stretchr/testify/require"
 )
 
@@ -29,7 +30,11 @@ func foldVsFull(t *testing.T, nodes int, fab *Fabric, size int64) (fold, full *R
 	return fold, full, nf
 }
 
-// foldOnly is the node-folded replay of foldVsFull (nil where its check halted it).
+// foldBound: foldOnly replays the fold with stand-ins for the switch links (switch-bound).
+var foldBound bool
+
+// foldOnly is the node-folded replay of foldVsFull (nil where its check halted it; never with
+// foldBound).
 func foldOnly(t *testing.T, nodes int, fab *Fabric, size int64) (fold *Result, nf *nodeFold) {
 	t.Helper()
 	m, _ := testMachine(t, "dgx-h100", nodes, fab, "NVLSTree", "")
@@ -40,7 +45,7 @@ func foldOnly(t *testing.T, nodes int, fab *Fabric, size int64) (fold *Result, n
 	}
 	require.True(t, ok, "%d nodes: the channels fold", nodes)
 	nf = nodeClassesOf(plan, cl, e) // also where it leaves more than half the nodes
-	fold, _, err := f.nodeFolded(plan, nf, e, cl, tm, RunOptions{})
+	fold, _, err := f.nodeFolded(plan, nf, e, cl, tm, RunOptions{}, foldBound)
 	require.NoError(t, err)
 	return fold, nf
 }
@@ -87,19 +92,17 @@ func TestNodeFoldSurvey(t *testing.T) {
 		nodes, _ := strconv.Atoi(ns)
 		for _, ss := range strings.Split(parts[1], ",") {
 			mib, _ := strconv.Atoi(ss)
-			nodeFoldStandIns = false
-			old, _ := foldOnly(t, nodes, fab, int64(mib)<<20)
-			nodeFoldStandIns = true
 			fold, full, nf := foldVsFull(t, nodes, fab, int64(mib)<<20)
-			if old == nil {
-				t.Logf("%3d nodes %5d MiB %s: a switch link over its capacity stopped the fold without stand-ins", nodes, mib, fab.Routing)
-			}
+			how := "fold"
 			if fold == nil {
-				t.Logf("%3d nodes %5d MiB %s: fold halted by its check; full %.3f µs", nodes, mib, fab.Routing, full.Time.Micros())
-				continue
+				// The check halted the fold: the fold with stand-ins (switch-bound).
+				foldBound = true
+				fold, _ = foldOnly(t, nodes, fab, int64(mib)<<20)
+				foldBound = false
+				how = "fold halted by its check; switch-bound"
 			}
-			t.Logf("%3d nodes %5d MiB %s: fold %.3f µs, full %.3f µs, %+.3f%% (%s; events %d / %d; %d activations in the fold)", nodes, mib, fab.Routing,
-				fold.Time.Micros(), full.Time.Micros(), 100*(fold.Time.Micros()/full.Time.Micros()-1), nf, fold.Events, full.Events, act)
+			t.Logf("%3d nodes %5d MiB %s: %s %.3f µs, full %.3f µs, %+.3f%% (%s; events %d / %d; %d activations in the fold)", nodes, mib, fab.Routing,
+				how, fold.Time.Micros(), full.Time.Micros(), 100*(fold.Time.Micros()/full.Time.Micros()-1), nf, fold.Events, full.Events, act)
 		}
 	}
 }
@@ -141,7 +144,6 @@ func TestNodeFoldClose(t *testing.T) {
 		perLeaf int
 	}{
 		{32, "ecmp", 16, 32}, {32, "rail", 256, 16}, {48, "ecmp", 256, 16},
-		{48, "rail", 256, 16}, // switch links over their capacity: their stand-ins are enforced
 	} {
 		fab := DefaultFabric()
 		fab.Routing, fab.HostsPerLeaf = c.routing, c.perLeaf
@@ -158,39 +160,65 @@ func TestNodeFoldClose(t *testing.T) {
 	}
 }
 
-// Where the fabric's switch links bind (rail routing, leaves of 8 nodes 8:1 oversubscribed: one
-// uplink per leaf and rail), the fold's stand-ins for them are enforced: without them the fold
-// runs the switch links unbounded, its check halts it, and a fold that ran on would be as fast as
-// on a non-blocking fabric (the switch links slow the replay of every node by over 10% here).
-// With them it is within nodeFoldBound of the replay of every node.
-func TestNodeFoldOversubscribed(t *testing.T) {
+// Where a switch link goes over its capacity (4:1 oversubscribed leaves of 8 nodes) the fold's
+// check halts it, and nvlsSymmetric falls back to what it ran without the fold.
+func TestNodeFoldFallsBack(t *testing.T) {
 	fab := DefaultFabric()
-	fab.Routing, fab.HostsPerLeaf, fab.Oversub = "rail", 8, 8
-	nodeFoldStandIns = false
-	old, _ := foldOnly(t, 32, fab, 256<<20)
-	nodeFoldStandIns = true
-	require.Nil(t, old, "without stand-ins the check halts the fold")
-	fold, full, nf := foldVsFull(t, 32, fab, 256<<20)
+	fab.HostsPerLeaf, fab.Oversub = 8, 4
+	fold, nf := foldOnly(t, 32, fab, 16<<20)
+	require.NotNil(t, nf)
+	require.Nil(t, fold, "an uplink over its capacity halts the fold")
+	m, _ := testMachine(t, "dgx-h100", 32, fab, "NVLSTree", "")
+	old := NVLSNodeFoldMin
+	oldLoops := NVLSNodeFoldMinLoops
+	NVLSNodeFoldMin, NVLSNodeFoldMinLoops = 2, 0
+	defer func() { NVLSNodeFoldMin, NVLSNodeFoldMinLoops = old, oldLoops }()
+	row, _, err := m.Run(coll.AllReduce, 16<<20, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	require.NotContains(t, row.Mode, nodeFoldMode)
+	// Non-blocking, the same call folds.
+	fab.Oversub = 1
+	fold, _ = foldOnly(t, 32, fab, 16<<20)
 	require.NotNil(t, fold)
-	free := DefaultFabric()
-	free.Routing, free.HostsPerLeaf = "rail", 8
-	_, fullFree, _ := foldVsFull(t, 32, free, 256<<20)
-	rel := fold.Time.Micros()/full.Time.Micros() - 1
-	t.Logf("32 nodes rail 8:1, 256 MiB: fold %.3f µs, full %.3f µs (%+.3f%%; non-blocking full %.3f µs; %s)",
-		fold.Time.Micros(), full.Time.Micros(), 100*rel, fullFree.Time.Micros(), nf)
-	require.Greater(t, full.Time.Micros(), 1.1*fullFree.Time.Micros(), "the switch links bind")
-	require.InDelta(t, 0, rel, nodeFoldBound)
 }
 
-// Where the switch links do not bind, their stand-ins change nothing: the fold is the one
-// without them (and, with ECMP on a non-blocking fabric, no check halts it).
+// Where the fabric's switch links bind, the fold's check halts it; the switch-bound fold gives
+// the quotient stand-ins for them, enforced once over their capacity: rail routing, 48 nodes, 16
+// per leaf (non-blocking: the uplink picked by destination takes two members' connections), and
+// 32 nodes under 8:1 oversubscribed leaves of 8 (one uplink per leaf and rail: the switch links
+// slow the replay of every node by over 10%). A fold whose stand-ins were not enforced would be as
+// fast as on a non-blocking fabric there. Both within nodeFoldBound of the replay of every node.
+func TestNodeFoldSwitchBound(t *testing.T) {
+	for _, c := range []struct{ nodes, perLeaf, oversub int }{{48, 16, 1}, {32, 8, 8}} {
+		fab := DefaultFabric()
+		fab.Routing, fab.HostsPerLeaf, fab.Oversub = "rail", c.perLeaf, float64(c.oversub)
+		fold, full, nf := foldVsFull(t, c.nodes, fab, 256<<20)
+		require.Nil(t, fold, "%d nodes: the check halts the fold", c.nodes)
+		foldBound = true
+		fold, _ = foldOnly(t, c.nodes, fab, 256<<20)
+		foldBound = false
+		require.NotNil(t, fold)
+		rel := fold.Time.Micros()/full.Time.Micros() - 1
+		t.Logf("%d nodes rail %d per leaf %d:1, 256 MiB: switch-bound fold %.3f µs, full %.3f µs (%+.3f%%; %s)",
+			c.nodes, c.perLeaf, c.oversub, fold.Time.Micros(), full.Time.Micros(), 100*rel, nf)
+		require.InDelta(t, 0, rel, nodeFoldBound)
+		if c.oversub > 1 {
+			free := DefaultFabric()
+			free.Routing, free.HostsPerLeaf = "rail", c.perLeaf
+			_, fullFree, _ := foldVsFull(t, c.nodes, free, 256<<20)
+			require.Greater(t, full.Time.Micros(), 1.1*fullFree.Time.Micros(), "the switch links bind")
+		}
+	}
+}
+
+// Where no switch link binds, the stand-ins change nothing: the switch-bound fold is the fold.
 func TestNodeFoldStandInsIdle(t *testing.T) {
 	fab := DefaultFabric()
 	fab.HostsPerLeaf = 16
-	with, _ := foldOnly(t, 32, fab, 256<<20)
-	nodeFoldStandIns = false
 	without, _ := foldOnly(t, 32, fab, 256<<20)
-	nodeFoldStandIns = true
+	foldBound = true
+	with, _ := foldOnly(t, 32, fab, 256<<20)
+	foldBound = false
 	require.NotNil(t, with)
 	require.NotNil(t, without)
 	require.Equal(t, without.Time, with.Time)

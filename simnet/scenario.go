@@ -355,6 +355,18 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 			row.Mode = mode
 		}
 	}
+	if res == nil && !compactable(plan) && !opt.Record && nvlsFolds(plan) {
+		// NVLSTree whose node fold a switch link over its capacity halted: the fold with
+		// stand-ins for those links (nvlsSwitchBound) rather than another algorithm.
+		if tm, err = m.timing(plan); err != nil {
+			return row, nil, err
+		}
+		var mode string
+		if res, mode, err = m.nvlsSwitchBound(plan, tm, opt); err != nil {
+			return row, nil, err
+		}
+		row.Mode = mode
+	}
 	if res == nil && !compactable(plan) {
 		// No compact executor for this algorithm at a size whose schedule is too large: run
 		// what NCCL decides with only the compactly simulated algorithms enabled.
