@@ -255,3 +255,23 @@ func TestNodeClasses(t *testing.T) {
 		}
 	}
 }
+
+// nvlsSwitchBound, Run's last resort before Tree, is the fold with stand-ins and says so.
+func TestNVLSSwitchBoundMode(t *testing.T) {
+	fab := DefaultFabric()
+	fab.Routing, fab.HostsPerLeaf, fab.Oversub = "rail", 8, 8
+	foldBound = true
+	want, _ := foldOnly(t, 32, fab, 256<<20)
+	foldBound = false
+	require.NotNil(t, want)
+	m, _ := testMachine(t, "dgx-h100", 32, fab, "NVLSTree", "")
+	plan, tm, _, _ := nvlsTreeCall(t, m, 256<<20)
+	res, mode, err := m.nvlsSwitchBound(plan, tm, RunOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, res)
+	require.Equal(t, nodeFoldMode+", "+switchBoundMode, mode)
+	require.Equal(t, want.Time, res.Time)
+	res, _, err = m.nvlsSwitchBound(plan, tm, RunOptions{Exact: true})
+	require.NoError(t, err)
+	require.Nil(t, res, "never with Exact")
+}
