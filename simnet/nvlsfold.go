@@ -35,11 +35,22 @@ import (
 // members of a class, not for each. Measured against the whole replay, docs/cluster.md; used
 // only where that was within 1% (NVLSNodeFoldMin, NVLSNodeFoldMinLoops).
 //
-// The fabric's switch-to-switch links are left out of the replay (unbounded, their latency kept)
-// and checked after every instant, as the checked channel fold does (nvlsecmp.go): each real link's
-// load is the rates of the quotient connections that every real member connection crossing it
-// stands for. At the first link over its capacity the replay stops and the call is timed as
-// without the node fold.
+// The fabric's switch-to-switch links are not the quotient's: a class's members reach their
+// parents through links of their own (hashed uplinks, a leaf's uplink picked by destination).
+// They are left out of the replay (unbounded, their latency kept) and checked after every
+// instant, as the checked channel fold does (nvlsecmp.go): each real link's load is the rates of
+// the quotient connections that the real member connections crossing it stand for. At the first
+// link over its capacity the replay stops and the call is timed as without the node fold.
+//
+// Where nothing else can then time the call but another algorithm (Tree), Run replays the fold
+// switch-bound (nvlsSwitchBound): each quotient connection crosses a stand-in for the real links
+// its members cross, a relaxed link of their capacity weighed by its members on one of them
+// (links loaded alike share one stand-in; standIns). Left out of the rate computations while
+// within its capacity, a stand-in changes nothing; once over, it is enforced, and it slows every
+// member of the connections crossing it, where on the machine only those crossing the real link
+// slow down first. The fold is then slower than the replay of every node: within 0.9% where
+// measured with four hosts per leaf and more, up to 4.5% with two (docs/cluster.md); the mode
+// says switch-bound.
 
 // NVLSNodeFoldMin and NVLSNodeFoldMinLoops are the fewest nodes and loops per channel (one chunk
 // per rank of a node: NVLSTree's heads' share) for which nvlsSymmetric folds the nodes of an
@@ -365,9 +376,10 @@ var nodeFoldByLatency = false
 
 // nodeFoldRun replays the folded plan fp (f's representative channels of an NVLSTree call) with
 // the nodes folded by nf on a private engine: e's links with their capacities divided by f's
-// members, the switch-to-switch links unbounded and checked. It returns errHalted where a real
-// switch link went over its capacity.
-func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster, tm Timing) (*Result, error) {
+// members, the switch-to-switch links unbounded. Not bound, it checks the real switch links and
+// returns errHalted at the first one over its capacity; bound, it gives the quotient stand-ins
+// for them (standIns, switch-bound).
+func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster, tm Timing, bound bool) (*Result, error) {
 	nNodes := max(fp.NNodes, 1)
 	ppn := fp.NRanks / nNodes
 	k := len(nf.reps)
@@ -402,10 +414,14 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 		}
 	}
 	qr := newNodeFoldRouter(cl, q, nf, ppn)
-	qr.prepare(s)
-	// The check: every real member connection between nodes (each channel f folds, each head,
-	// each tree link, both directions) loads the switch links of its route with the rate of the
-	// quotient connection that stands for it.
+	// The fabric's switch links: every real member connection between nodes (each channel f
+	// folds, each head, each tree link, both directions) loads the switch links of its route with
+	// the rate of the quotient connection that stands for it. Links loaded alike (the same
+	// capacity, the same quotient connections in the same numbers) share one stand-in on q, a
+	// relaxed link of their capacity that each quotient connection crosses with the weight of its
+	// members on one of them: left out while within its capacity (the replay is then the one
+	// without it), enforced from the instant it is over (docs/cluster.md, "NVLSTree: the node
+	// fold").
 	conn := map[[4]int]int32{}
 	for i, cn := range s.Conns {
 		conn[[4]int{cn.From, cn.To, cn.Channel, cn.ConnIndex}] = int32(i)
@@ -441,15 +457,86 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 			}
 		}
 	}
+	qr.prepare(s)
 	opt := Options{}
-	if check := newRelaxCheck(e, pairs, len(s.Conns)); check != nil {
-		check.e, check.halt = q, true
+	sigs := newRelaxCheck(e, pairs, len(s.Conns))
+	switch {
+	case sigs != nil && !bound:
+		// The switch links checked, the replay halted at the first one over.
+		sigs.e, sigs.halt = q, true
 		opt.watch = func(_ *coll.Schedule, conn func(int64) int32) observer {
-			check.slot = conn
-			return check
+			sigs.slot = conn
+			return sigs
+		}
+	case sigs != nil:
+		qr.standIns(s, sigs)
+	}
+	res, err := Simulate(q, qr, s, tm, opt)
+	if nodeFoldSeen != nil {
+		nodeFoldSeen(q)
+	}
+	return res, err
+}
+
+// nodeFoldSeen, where set (tests), is given the engine of every node-folded replay once it ends.
+var nodeFoldSeen func(q *Engine)
+
+// standIns gives the quotient connections of s between classes the stand-ins of the switch links
+// their members cross (sigs: one signature per set of real links loaded alike, with its capacity
+// and, per connection, its members on one of those links): a relaxed link of q of the signature's
+// capacity, crossed with the weight of those members. A signature that cannot go over its
+// capacity even with every connection crossing it at the most its other links allow (the least
+// capacity over weight of its route) gets none: it would never be enforced. Routes must have
+// been asked for (prepare); those that get stand-ins are replaced by longer ones.
+func (r *nodeFoldRouter) standIns(s *coll.Schedule, sigs *relaxCheck) {
+	keys := make([][3]int, len(s.Conns))
+	most := make([]float64, len(s.Conns)) // the most a connection's flow may get
+	worst := make([]float64, len(sigs.capa))
+	for id, cn := range s.Conns {
+		keys[id] = [3]int{cn.From, cn.To, cn.Channel}
+		route, ok := r.routes[keys[id]]
+		if !ok || sigs.off[id] == sigs.off[id+1] {
+			continue
+		}
+		most[id] = math.Inf(1)
+		w := r.q.weights[&route[0]]
+		for i, l := range route {
+			if c := float64(r.q.LinkCap(l)); !math.IsInf(c, 1) {
+				most[id] = min(most[id], c/w[i])
+			}
+		}
+		for i := sigs.off[id]; i < sigs.off[id+1]; i++ {
+			worst[sigs.sig[i]] += sigs.mult[i] * most[id]
 		}
 	}
-	return Simulate(q, qr, s, tm, opt)
+	links := make([]LinkID, len(sigs.capa))
+	for g, c := range sigs.capa {
+		links[g] = -1
+		if worst[g] > c*(1+relaxTolerance) {
+			links[g] = r.q.AddLink("", Rate(c), 0)
+			r.q.relaxLink(links[g])
+		}
+	}
+	for id := range s.Conns {
+		route, ok := r.routes[keys[id]]
+		if !ok {
+			continue
+		}
+		var add []LinkID
+		var wadd []float64
+		for i := sigs.off[id]; i < sigs.off[id+1]; i++ {
+			if l := links[sigs.sig[i]]; l >= 0 {
+				add, wadd = append(add, l), append(wadd, sigs.mult[i])
+			}
+		}
+		if len(add) == 0 {
+			continue
+		}
+		w := r.q.weights[&route[0]]
+		route = append(slices.Clone(route), add...)
+		r.q.weighRoute(route, append(slices.Clone(w), wadd...))
+		r.routes[keys[id]] = route
+	}
 }
 
 // nodeFoldMode is the row mode of a node-folded replay.

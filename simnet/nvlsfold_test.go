@@ -30,7 +30,11 @@ func foldVsFull(t *testing.T, nodes int, fab *Fabric, size int64) (fold, full *R
 	return fold, full, nf
 }
 
-// foldOnly is the node-folded replay of foldVsFull (nil where its check halted it).
+// foldBound: foldOnly replays the fold with stand-ins for the switch links (switch-bound).
+var foldBound bool
+
+// foldOnly is the node-folded replay of foldVsFull (nil where its check halted it; never with
+// foldBound).
 func foldOnly(t *testing.T, nodes int, fab *Fabric, size int64) (fold *Result, nf *nodeFold) {
 	t.Helper()
 	m, _ := testMachine(t, "dgx-h100", nodes, fab, "NVLSTree", "")
@@ -41,14 +45,16 @@ func foldOnly(t *testing.T, nodes int, fab *Fabric, size int64) (fold *Result, n
 	}
 	require.True(t, ok, "%d nodes: the channels fold", nodes)
 	nf = nodeClassesOf(plan, cl, e) // also where it leaves more than half the nodes
-	fold, _, err := f.nodeFolded(plan, nf, e, cl, tm, RunOptions{})
+	fold, _, err := f.nodeFolded(plan, nf, e, cl, tm, RunOptions{}, foldBound)
 	require.NoError(t, err)
 	return fold, nf
 }
 
 // TestNodeFoldSurvey prints the node fold's error against the replay of every node for the node
 // counts and sizes of SIMCCL_FOLD_SURVEY ("nodes,nodes:sizeMiB,sizeMiB[:rail|ecmp[:perLeaf]]";
-// SIMCCL_FOLD_BY_LATENCY set: classes told apart by their routes' latencies too).
+// SIMCCL_FOLD_BY_LATENCY set: classes told apart by their routes' latencies too;
+// SIMCCL_FOLD_FABRIC: a fabric file instead of the default fabric, SIMCCL_FOLD_SET: settings
+// "key=value,key=value" applied to it).
 func TestNodeFoldSurvey(t *testing.T) {
 	spec := os.Getenv("SIMCCL_FOLD_SURVEY")
 	if spec == "" {
@@ -56,12 +62,28 @@ func TestNodeFoldSurvey(t *testing.T) {
 	}
 	parts := strings.Split(spec, ":")
 	fab := DefaultFabric()
-	if len(parts) > 2 && parts[2] == "rail" {
-		fab.Routing = "rail"
+	if path := os.Getenv("SIMCCL_FOLD_FABRIC"); path != "" {
+		f, err := os.Open(path)
+		require.NoError(t, err)
+		fab, err = ParseFabric(f, path)
+		f.Close()
+		require.NoError(t, err)
+	}
+	if set := os.Getenv("SIMCCL_FOLD_SET"); set != "" {
+		for _, kv := range strings.Split(set, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			require.NoError(t, fab.Set(k, v))
+		}
+	}
+	if len(parts) > 2 && parts[2] != "" {
+		fab.Routing = parts[2]
 	}
 	if len(parts) > 3 {
 		fab.HostsPerLeaf, _ = strconv.Atoi(parts[3])
 	}
+	var act uint64
+	nodeFoldSeen = func(q *Engine) { act = q.Activations }
+	defer func() { nodeFoldSeen = nil }()
 	if os.Getenv("SIMCCL_FOLD_BY_LATENCY") != "" {
 		nodeFoldByLatency = true
 		defer func() { nodeFoldByLatency = false }()
@@ -71,12 +93,16 @@ func TestNodeFoldSurvey(t *testing.T) {
 		for _, ss := range strings.Split(parts[1], ",") {
 			mib, _ := strconv.Atoi(ss)
 			fold, full, nf := foldVsFull(t, nodes, fab, int64(mib)<<20)
+			how := "fold"
 			if fold == nil {
-				t.Logf("%3d nodes %5d MiB %s: fold halted by its check; full %.3f µs", nodes, mib, fab.Routing, full.Time.Micros())
-				continue
+				// The check halted the fold: the fold with stand-ins (switch-bound).
+				foldBound = true
+				fold, _ = foldOnly(t, nodes, fab, int64(mib)<<20)
+				foldBound = false
+				how = "fold halted by its check; switch-bound"
 			}
-			t.Logf("%3d nodes %5d MiB %s: fold %.3f µs, full %.3f µs, %+.3f%% (%s; events %d / %d)", nodes, mib, fab.Routing,
-				fold.Time.Micros(), full.Time.Micros(), 100*(fold.Time.Micros()/full.Time.Micros()-1), nf, fold.Events, full.Events)
+			t.Logf("%3d nodes %5d MiB %s: %s %.3f µs, full %.3f µs, %+.3f%% (%s; events %d / %d; %d activations in the fold)", nodes, mib, fab.Routing,
+				how, fold.Time.Micros(), full.Time.Micros(), 100*(fold.Time.Micros()/full.Time.Micros()-1), nf, fold.Events, full.Events, act)
 		}
 	}
 }
@@ -156,6 +182,48 @@ func TestNodeFoldFallsBack(t *testing.T) {
 	require.NotNil(t, fold)
 }
 
+// Where the fabric's switch links bind, the fold's check halts it; the switch-bound fold gives
+// the quotient stand-ins for them, enforced once over their capacity: rail routing, 48 nodes, 16
+// per leaf (non-blocking: the uplink picked by destination takes two members' connections), and
+// 32 nodes under 8:1 oversubscribed leaves of 8 (one uplink per leaf and rail: the switch links
+// slow the replay of every node by over 10%). A fold whose stand-ins were not enforced would be as
+// fast as on a non-blocking fabric there. Both within nodeFoldBound of the replay of every node.
+func TestNodeFoldSwitchBound(t *testing.T) {
+	for _, c := range []struct{ nodes, perLeaf, oversub int }{{48, 16, 1}, {32, 8, 8}} {
+		fab := DefaultFabric()
+		fab.Routing, fab.HostsPerLeaf, fab.Oversub = "rail", c.perLeaf, float64(c.oversub)
+		fold, full, nf := foldVsFull(t, c.nodes, fab, 256<<20)
+		require.Nil(t, fold, "%d nodes: the check halts the fold", c.nodes)
+		foldBound = true
+		fold, _ = foldOnly(t, c.nodes, fab, 256<<20)
+		foldBound = false
+		require.NotNil(t, fold)
+		rel := fold.Time.Micros()/full.Time.Micros() - 1
+		t.Logf("%d nodes rail %d per leaf %d:1, 256 MiB: switch-bound fold %.3f µs, full %.3f µs (%+.3f%%; %s)",
+			c.nodes, c.perLeaf, c.oversub, fold.Time.Micros(), full.Time.Micros(), 100*rel, nf)
+		require.InDelta(t, 0, rel, nodeFoldBound)
+		if c.oversub > 1 {
+			free := DefaultFabric()
+			free.Routing, free.HostsPerLeaf = "rail", c.perLeaf
+			_, fullFree, _ := foldVsFull(t, c.nodes, free, 256<<20)
+			require.Greater(t, full.Time.Micros(), 1.1*fullFree.Time.Micros(), "the switch links bind")
+		}
+	}
+}
+
+// Where no switch link binds, the stand-ins change nothing: the switch-bound fold is the fold.
+func TestNodeFoldStandInsIdle(t *testing.T) {
+	fab := DefaultFabric()
+	fab.HostsPerLeaf = 16
+	without, _ := foldOnly(t, 32, fab, 256<<20)
+	foldBound = true
+	with, _ := foldOnly(t, 32, fab, 256<<20)
+	foldBound = false
+	require.NotNil(t, with)
+	require.NotNil(t, without)
+	require.Equal(t, without.Time, with.Time)
+}
+
 // The classes of the power-of-two trees: depth, children and parents' classes in both trees.
 func TestNodeClasses(t *testing.T) {
 	for nodes, want := range map[int]int{8: 6, 16: 8, 32: 10, 128: 14, 2048: 22, 12: 12} {
@@ -186,4 +254,24 @@ func TestNodeClasses(t *testing.T) {
 			}
 		}
 	}
+}
+
+// nvlsSwitchBound, Run's last resort before Tree, is the fold with stand-ins and says so.
+func TestNVLSSwitchBoundMode(t *testing.T) {
+	fab := DefaultFabric()
+	fab.Routing, fab.HostsPerLeaf, fab.Oversub = "rail", 8, 8
+	foldBound = true
+	want, _ := foldOnly(t, 32, fab, 256<<20)
+	foldBound = false
+	require.NotNil(t, want)
+	m, _ := testMachine(t, "dgx-h100", 32, fab, "NVLSTree", "")
+	plan, tm, _, _ := nvlsTreeCall(t, m, 256<<20)
+	res, mode, err := m.nvlsSwitchBound(plan, tm, RunOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, res)
+	require.Equal(t, nodeFoldMode+", "+switchBoundMode, mode)
+	require.Equal(t, want.Time, res.Time)
+	res, _, err = m.nvlsSwitchBound(plan, tm, RunOptions{Exact: true})
+	require.NoError(t, err)
+	require.Nil(t, res, "never with Exact")
 }

@@ -205,9 +205,10 @@ func (m *Machine) nvlsSymmetric(plan coll.Plan, tm Timing, opt RunOptions) (*Res
 	}
 	if !opt.Exact && plan.Algo == coll.NVLSTree && plan.NNodes >= NVLSNodeFoldMin && f.parts[0]/nvlsLoopElems(plan) >= NVLSNodeFoldMinLoops {
 		// NVLSTree's nodes folded too (nvlsfold.go): an approximation, so never with Exact. A
-		// replay halted by its check (a switch link over its capacity) falls through.
+		// replay halted by its check (a switch link over its capacity) falls through (Run may
+		// come back to the fold with stand-ins for those links: nvlsSwitchBound).
 		if nf := nvlsNodeFold(plan, cl, e); nf != nil {
-			res, mode, err := f.nodeFolded(plan, nf, e, cl, tm, opt)
+			res, mode, err := f.nodeFolded(plan, nf, e, cl, tm, opt, false)
 			if err != nil || res != nil {
 				return res, mode, err
 			}
@@ -331,16 +332,21 @@ func nvlsFolds(p coll.Plan) bool {
 
 // nodeFolded times plan by the node fold nf on top of the channel fold f (nvlsfold.go), directly
 // where the quotient's schedule fits NVLSBudget, else from two shorter replays (steadyPair,
-// extrapolate). It returns nil, and no error, where the fold's check halted the replay.
-func (f nvlsFold) nodeFolded(plan coll.Plan, nf *nodeFold, e *Engine, cl *Cluster, tm Timing, opt RunOptions) (*Result, string, error) {
-	run := func(p coll.Plan) (*Result, error) { return nodeFoldRun(p, f, nf, e, cl, tm) }
+// extrapolate). It returns nil, and no error, where the fold's check halted the replay (not
+// bound; bound, the switch links have stand-ins and the mode says switch-bound).
+func (f nvlsFold) nodeFolded(plan coll.Plan, nf *nodeFold, e *Engine, cl *Cluster, tm Timing, opt RunOptions, bound bool) (*Result, string, error) {
+	run := func(p coll.Plan) (*Result, error) { return nodeFoldRun(p, f, nf, e, cl, tm, bound) }
 	// The quotient's schedule has the folded plan's steps on len(nf.reps) nodes instead of all.
 	scale := float64(len(nf.reps)) / float64(max(plan.NNodes, 1))
 	fp := f.plan(plan)
+	suffix := ""
+	if bound {
+		suffix = ", " + switchBoundMode
+	}
 	var (
 		res  *Result
 		err  error
-		mode = nodeFoldMode
+		mode = nodeFoldMode + suffix
 	)
 	if fp.EstimatedSteps()*scale <= NVLSBudget {
 		if opt.DryRun {
@@ -352,7 +358,7 @@ func (f nvlsFold) nodeFolded(plan coll.Plan, nf *nodeFold, e *Engine, cl *Cluste
 		if !ok {
 			return nil, "", nil
 		}
-		mode = fmt.Sprintf("%s-steady (%s, %s)", nodeFoldMode, f.loopsSize(plan, l1), f.loopsSize(plan, l2))
+		mode = fmt.Sprintf("%s-steady (%s, %s)%s", nodeFoldMode, f.loopsSize(plan, l1), f.loopsSize(plan, l2), suffix)
 		if opt.DryRun {
 			return &Result{}, mode, nil
 		}
@@ -366,4 +372,40 @@ func (f nvlsFold) nodeFolded(plan coll.Plan, nf *nodeFold, e *Engine, cl *Cluste
 	}
 	res.LinkName = e.LinkName
 	return res, mode, nil
+}
+
+// switchBoundMode is the suffix of the node fold's mode where the fabric's switch links bind and
+// the fold runs with stand-ins for them (nvlsSwitchBound).
+const switchBoundMode = "switch-bound"
+
+// nvlsSwitchBound times an NVLSTree plan by the node fold with stand-ins for the fabric's switch
+// links (nvlsfold.go, standIns): Run's last resort for a call that nvlsSymmetric could not time
+// (the fold's check halted it: a switch link over its capacity, rail routing or an oversubscribed
+// fabric) and whose schedule is too large to replay, before NCCL's choice among the compactly
+// simulated algorithms (Tree for NVLSTree) would stand in. An approximation of its own, slower
+// than the replay of every node where switch links bind: measured up to +1.7% with rail routing
+// and +4.5% on a 2:1 fat tree of two nodes per leaf under ECMP (docs/cluster.md); the row's mode
+// says so. It returns nil, and no error, where the node fold does not apply.
+func (m *Machine) nvlsSwitchBound(plan coll.Plan, tm Timing, opt RunOptions) (*Result, string, error) {
+	if opt.Exact || plan.Algo != coll.NVLSTree || plan.NNodes < NVLSNodeFoldMin {
+		return nil, "", nil
+	}
+	e, cl, err := m.engine()
+	if err != nil {
+		return nil, "", err
+	}
+	f, ok := nvlsFoldOf(plan, cl)
+	if !ok {
+		if f, _, ok = nvlsFoldChecked(plan, cl, e); !ok {
+			return nil, "", nil
+		}
+	}
+	if f.parts[0]/nvlsLoopElems(plan) < NVLSNodeFoldMinLoops {
+		return nil, "", nil
+	}
+	nf := nvlsNodeFold(plan, cl, e)
+	if nf == nil {
+		return nil, "", nil
+	}
+	return f.nodeFolded(plan, nf, e, cl, tm, opt, true)
 }

@@ -355,6 +355,18 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 			row.Mode = mode
 		}
 	}
+	if res == nil && !compactable(plan) && !opt.Record && nvlsFolds(plan) {
+		// NVLSTree whose node fold a switch link over its capacity halted: the fold with
+		// stand-ins for those links (nvlsSwitchBound) rather than another algorithm.
+		if tm, err = m.timing(plan); err != nil {
+			return row, nil, err
+		}
+		var mode string
+		if res, mode, err = m.nvlsSwitchBound(plan, tm, opt); err != nil {
+			return row, nil, err
+		}
+		row.Mode = mode
+	}
 	if res == nil && plan.Algo == coll.NVLSTree && !opt.Exact && !opt.Record {
 		// An NVLSTree all-reduce nothing above could replay: from the same call on fewer nodes
 		// (nodesSteady, in the trees' depth), before timing NCCL's decision without it.
