@@ -76,7 +76,7 @@ func (c *Comm) launch(calls []*call) error {
 	}
 	// A rank alone in its process (InitRank) enqueues from the calling thread, with its device's
 	// context made current there: the hand-off to the device's thread and back cost about 40% of
-	// the host time of a small call (a CPU profile on 2 H200, BENCHMARKS.md "2026-11-28 (4)"). A
+	// the host time of a small call (a CPU profile on 2 H200, BENCHMARKS.md "2026-11-28 (5)"). A
 	// communicator is used by one thread at a time (NCCL's rule), so nothing else touches its
 	// device state meanwhile.
 	do := c.dev.Do
