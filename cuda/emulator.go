@@ -625,16 +625,25 @@ func (e *emu) streamWaitEvent(s Stream, ev Event) error {
 	return nil
 }
 
-// flagWord is the 4-byte word at p that a stream of device dev may touch.
-func (e *emu) flagWord(call string, p DevPtr, dev int) (*uint32, error) {
-	if p%4 != 0 {
-		return nil, emuErr(call, 1, "CUDA_ERROR_INVALID_VALUE", "address %#x is not 4-byte aligned", uint64(p))
-	}
-	b, err := e.mem(call, p, 4, dev)
+// flagOp checks a stream memory operation on the 4-byte word at p (the emulator knows flags 0:
+// CU_STREAM_WAIT_VALUE_GEQ, a write with its memory barrier) and returns the stream and the word,
+// which the stream's device must be able to touch.
+func (e *emu) flagOp(call string, s Stream, p DevPtr, flags uint32) (*emuStream, *uint32, error) {
+	st, err := e.stream(call, s)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return (*uint32)(unsafe.Pointer(&b[0])), nil
+	if flags != 0 {
+		return nil, nil, e.invalid(call, "flags %#x (the emulator knows 0 only)", flags)
+	}
+	if p%4 != 0 {
+		return nil, nil, emuErr(call, 1, "CUDA_ERROR_INVALID_VALUE", "address %#x is not 4-byte aligned", uint64(p))
+	}
+	b, err := e.mem(call, p, 4, st.dev)
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, (*uint32)(unsafe.Pointer(&b[0])), nil
 }
 
 // emuFlagTimeout bounds an emulated flag wait: CUDA would wait forever; a test that never writes
@@ -646,14 +655,7 @@ const emuFlagTimeout = 20 * time.Second
 // detector).
 func (e *emu) streamWaitValue32(s Stream, p DevPtr, v, flags uint32) error {
 	const call = "cuStreamWaitValue32_v2"
-	st, err := e.stream(call, s)
-	if err != nil {
-		return err
-	}
-	if flags != 0 {
-		return e.invalid(call, "flags %#x (the emulator knows CU_STREAM_WAIT_VALUE_GEQ)", flags)
-	}
-	w, err := e.flagWord(call, p, st.dev)
+	st, w, err := e.flagOp(call, s, p, flags)
 	if err != nil {
 		return err
 	}
@@ -675,15 +677,7 @@ func (e *emu) streamWaitValue32(s Stream, p DevPtr, v, flags uint32) error {
 }
 
 func (e *emu) streamWriteValue32(s Stream, p DevPtr, v, flags uint32) error {
-	const call = "cuStreamWriteValue32_v2"
-	st, err := e.stream(call, s)
-	if err != nil {
-		return err
-	}
-	if flags != 0 {
-		return e.invalid(call, "flags %#x", flags)
-	}
-	w, err := e.flagWord(call, p, st.dev)
+	st, w, err := e.flagOp("cuStreamWriteValue32_v2", s, p, flags)
 	if err != nil {
 		return err
 	}

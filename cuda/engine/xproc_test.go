@@ -110,6 +110,18 @@ func initRanks(t testing.TB, n int, cfg engine.Config) ([]*engine.Comm, error) {
 	return comms, errors.Join(errs...)
 }
 
+// protoPlanner plans for n ranks of planner.CPUMachine under NCCL_PROTO=proto, at least minCh
+// channels and 512-byte slots (NCCL_BUFFSIZE = NCCL_STEPS × 512).
+func protoPlanner(n, minCh int, proto string) (coll.Planner, error) {
+	var s planner.Settings
+	s.Tuning.MinNChannels, s.Tuning.Proto, s.Tuning.BuffSize = minCh, proto, coll.NCCLSteps*512
+	mach, err := planner.CPUMachine(n, 1, s)
+	if err != nil {
+		return nil, err
+	}
+	return planner.New(mach)
+}
+
 func TestInitRankConformance(t *testing.T) {
 	needDevs(t, 2)
 	m := colltest.Matrix{
@@ -170,13 +182,7 @@ func TestInitRankConformanceFlags(t *testing.T) {
 			m.Ranks = append(m.Ranks, n)
 		}
 		ex := colltest.ExecutorFunc(func(n int) (colltest.World, error) {
-			var s planner.Settings
-			s.Tuning.MinNChannels, s.Tuning.Proto, s.Tuning.BuffSize = 2, proto, coll.NCCLSteps*512
-			mach, err := planner.CPUMachine(n, 1, s)
-			if err != nil {
-				return nil, err
-			}
-			p, err := planner.New(mach)
+			p, err := protoPlanner(n, 2, proto)
 			if err != nil {
 				return nil, err
 			}
@@ -579,13 +585,7 @@ func TestInitRankBroadcastChainFlags(t *testing.T) {
 	}
 	n := min(3, len(devs))
 	for _, proto := range []string{"Simple", "LL"} {
-		var st planner.Settings
-		st.Tuning.MinNChannels, st.Tuning.Proto, st.Tuning.BuffSize = 1, proto, coll.NCCLSteps*512
-		mach, err := planner.CPUMachine(n, 1, st)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := planner.New(mach)
+		p, err := protoPlanner(n, 1, proto)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -665,13 +665,7 @@ func TestInitRankConformanceLL128(t *testing.T) {
 	}
 	m.Name = "xprocLL128"
 	ex := colltest.ExecutorFunc(func(n int) (colltest.World, error) {
-		var s planner.Settings
-		s.Tuning.MinNChannels, s.Tuning.Proto, s.Tuning.BuffSize = 2, "LL,LL128", coll.NCCLSteps*512
-		mach, err := planner.CPUMachine(n, 1, s)
-		if err != nil {
-			return nil, err
-		}
-		p, err := planner.New(mach)
+		p, err := protoPlanner(n, 2, "LL,LL128")
 		if err != nil {
 			return nil, err
 		}
