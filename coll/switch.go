@@ -42,6 +42,7 @@ func (b *builder) nvls(p *Plan, ck *chunking) error {
 			for r := 0; r < n; r++ {
 				b.emit(ck, call{rank: r, ch: c, lane: 0, prim: Send, sendTo: []int{sw}, connIdx: connUp,
 					src: &BufRef{Buf: BufSend, Offset: o * elt}, nelem: ne, chunk: loop*n + j})
+				b.fifos(c, r, sw, connUp, n)
 			}
 			b.emit(ck, call{rank: sw, ch: c, lane: 0, prim: RecvReduceForward, recvFrom: everyone, sendTo: []int{j},
 				connIdx: connUp, nelem: ne, chunk: loop*n + j})
@@ -58,6 +59,7 @@ func (b *builder) nvls(p *Plan, ck *chunking) error {
 			for r := 0; r < n; r++ {
 				b.emit(ck, call{rank: r, ch: c, lane: 2, prim: Recv, recvFrom: []int{sw}, connIdx: connDown,
 					dst: &BufRef{Buf: BufRecv, Offset: o * elt}, nelem: ne, chunk: loop*n + j})
+				b.fifos(c, sw, r, connDown, n)
 			}
 		}
 	})
@@ -243,6 +245,7 @@ func (b *builder) nvlsScatter(ck *chunking, c, node, ppn, j int, o, ne int64, ci
 		local[l] = node*ppn + l
 		b.emit(ck, call{rank: local[l], ch: c, lane: 0, prim: Send, sendTo: []int{sw}, connIdx: connUp,
 			src: &BufRef{Buf: BufSend, Offset: o * ck.elt}, nelem: ne, chunk: ci})
+		b.fifos(c, local[l], sw, connUp, ppn)
 	}
 	b.emit(ck, call{rank: sw, ch: c, lane: 0, prim: RecvReduceForward, recvFrom: local, sendTo: []int{node*ppn + j},
 		connIdx: connUp, nelem: ne, chunk: ci})
@@ -261,6 +264,7 @@ func (b *builder) nvlsMulticast(ck *chunking, c, node, ppn, j int, o, ne int64, 
 	for _, r := range local {
 		b.emit(ck, call{rank: r, ch: c, lane: 3, prim: Recv, recvFrom: []int{sw}, connIdx: connDown,
 			dst: &BufRef{Buf: BufRecv, Offset: o * ck.elt}, nelem: ne, chunk: ci})
+		b.fifos(c, sw, r, connDown, ppn)
 	}
 }
 
