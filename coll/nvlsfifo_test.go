@@ -62,3 +62,42 @@ func TestNVLSFifosPerHead(t *testing.T) {
 		}
 	}
 }
+
+// TestNVLSGatherScatterFifos: single-node NVLS AllGather gathers over per-head FIFOs and sends its
+// own part over one (nvls->down); ReduceScatter scatters over per-head FIFOs and receives its
+// part over one.
+func TestNVLSGatherScatterFifos(t *testing.T) {
+	const n = 4
+	for _, f := range []Func{AllGather, ReduceScatter} {
+		p := Plan{Func: f, Algo: NVLS, Proto: Simple, NRanks: n, NNodes: 1, Count: 4 << 20, DataType: Float32, NChannels: 2}
+		s, err := Compile(p)
+		if err != nil {
+			t.Fatalf("%v: %v", f, err)
+		}
+		wide := 0
+		for _, pr := range s.Programs {
+			for _, st := range pr.Steps {
+				for _, x := range st.Send {
+					cn := s.Conns[x.Conn]
+					window := NCCLSteps
+					if (f == AllGather && cn.From >= n) || (f == ReduceScatter && cn.From < n) {
+						window = NCCLSteps * n
+					}
+					want := x.Seq - window
+					if want < 0 {
+						want = -1
+					}
+					if x.CreditSeq != want {
+						t.Fatalf("%v: message %d (%d→%d) waits for %d, want %d", f, x.Seq, cn.From, cn.To, x.CreditSeq, want)
+					}
+					if window > NCCLSteps && x.Seq >= window {
+						wide++
+					}
+				}
+			}
+		}
+		if wide == 0 {
+			t.Errorf("%v: no message past a per-head window (call too small for the test)", f)
+		}
+	}
+}
