@@ -359,6 +359,7 @@ type connState struct {
 	sendStep, recvStep int     // cumulative slot counters
 	ends               []int64 // ends[seq] = sendStep after message seq (for credits)
 	credit             int     // first candidate for CreditSeq
+	slots              int     // slots a send may run ahead of the receiver (0: NCCLSteps; builder.fifos)
 }
 
 type progState struct {
@@ -487,7 +488,11 @@ func (b *builder) emit(ck *chunking, c call) {
 			id := b.conn(c.ch, c.rank, peer, sidx)
 			cs := &b.cst[id]
 			start := int64(cs.sendStep)
-			need := start + int64(steps) - NCCLSteps // consumed slot counter needed
+			slots := int64(NCCLSteps)
+			if cs.slots > 0 {
+				slots = int64(cs.slots)
+			}
+			need := start + int64(steps) - slots // consumed slot counter needed
 			credit := -1
 			if need > 0 {
 				for cs.credit < len(cs.ends) && cs.ends[cs.credit] < need {
@@ -504,6 +509,15 @@ func (b *builder) emit(ck *chunking, c call) {
 		ps.laneLast[c.lane] = idx
 		off += st.Bytes
 	}
+}
+
+// fifos gives the connection from → to (index idx) of channel ch NCCLSteps slots for each of k
+// FIFOs: a connection that stands for k of NCCL's, one per head, whose messages take the heads in
+// turn (builder.nvlsFifos). Call it after the connection's first emit (its id is then the one it
+// had without), and before its NCCLSteps+1-th message.
+func (b *builder) fifos(ch, from, to, idx, k int) {
+	id := b.conn(ch+b.base, from, to, idx)
+	b.cst[id].slots = NCCLSteps * k
 }
 
 func (b *builder) finish() *Schedule {

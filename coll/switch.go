@@ -42,6 +42,7 @@ func (b *builder) nvls(p *Plan, ck *chunking) error {
 			for r := 0; r < n; r++ {
 				b.emit(ck, call{rank: r, ch: c, lane: 0, prim: Send, sendTo: []int{sw}, connIdx: connUp,
 					src: &BufRef{Buf: BufSend, Offset: o * elt}, nelem: ne, chunk: loop*n + j})
+				b.fifos(c, r, sw, connUp, n)
 			}
 			b.emit(ck, call{rank: sw, ch: c, lane: 0, prim: RecvReduceForward, recvFrom: everyone, sendTo: []int{j},
 				connIdx: connUp, nelem: ne, chunk: loop*n + j})
@@ -58,6 +59,7 @@ func (b *builder) nvls(p *Plan, ck *chunking) error {
 			for r := 0; r < n; r++ {
 				b.emit(ck, call{rank: r, ch: c, lane: 2, prim: Recv, recvFrom: []int{sw}, connIdx: connDown,
 					dst: &BufRef{Buf: BufRecv, Offset: o * elt}, nelem: ne, chunk: loop*n + j})
+				b.fifos(c, sw, r, connDown, n)
 			}
 		}
 	})
@@ -69,7 +71,9 @@ func (b *builder) nvls(p *Plan, ck *chunking) error {
 // st), the switch multicasts it, and every rank receives it at the block's place in its receive
 // buffer (lane 0 sends, lane 1 receives). ReduceScatter: every rank sends each chunk of every
 // block to the switch, the switch reduces block q's chunk over all ranks and hands it to rank q
-// (multimem ld_reduce), which writes it with the post-op.
+// (multimem ld_reduce), which writes it with the post-op. As in nvls, the connection that stands
+// for NCCL's per-head FIFOs (AllGather's gather, ReduceScatter's scatter) gets NCCL_STEPS slots
+// per head.
 func (b *builder) nvlsGatherScatter(p *Plan, ck *chunking) error {
 	n := p.NRanks
 	sw := b.switchOf(SwitchNVLS)
@@ -96,12 +100,14 @@ func (b *builder) nvlsGatherScatter(p *Plan, ck *chunking) error {
 					for r := 0; r < n; r++ {
 						b.emit(ck, call{rank: r, ch: c, lane: 1, prim: Recv, recvFrom: []int{sw}, connIdx: connDown,
 							dst: &BufRef{Buf: BufRecv, Offset: blk}, nelem: ne, chunk: ci})
+						b.fifos(c, sw, r, connDown, n) // NCCL's gather: one FIFO per head (nvls->up)
 					}
 					continue
 				}
 				for r := 0; r < n; r++ {
 					b.emit(ck, call{rank: r, ch: c, lane: 0, prim: Send, sendTo: []int{sw}, connIdx: connUp,
 						src: &BufRef{Buf: BufSend, Offset: blk}, nelem: ne, chunk: ci})
+					b.fifos(c, r, sw, connUp, n) // NCCL's scatter: one FIFO per head (nvls->up)
 				}
 				b.emit(ck, call{rank: sw, ch: c, prim: RecvReduceForward, recvFrom: everyone, sendTo: []int{q}, connIdx: connUp,
 					sendIdx: connDown, hasSendIdx: true, nelem: ne, chunk: ci})
@@ -243,6 +249,7 @@ func (b *builder) nvlsScatter(ck *chunking, c, node, ppn, j int, o, ne int64, ci
 		local[l] = node*ppn + l
 		b.emit(ck, call{rank: local[l], ch: c, lane: 0, prim: Send, sendTo: []int{sw}, connIdx: connUp,
 			src: &BufRef{Buf: BufSend, Offset: o * ck.elt}, nelem: ne, chunk: ci})
+		b.fifos(c, local[l], sw, connUp, ppn)
 	}
 	b.emit(ck, call{rank: sw, ch: c, lane: 0, prim: RecvReduceForward, recvFrom: local, sendTo: []int{node*ppn + j},
 		connIdx: connUp, nelem: ne, chunk: ci})
@@ -261,6 +268,7 @@ func (b *builder) nvlsMulticast(ck *chunking, c, node, ppn, j int, o, ne int64, 
 	for _, r := range local {
 		b.emit(ck, call{rank: r, ch: c, lane: 3, prim: Recv, recvFrom: []int{sw}, connIdx: connDown,
 			dst: &BufRef{Buf: BufRecv, Offset: o * ck.elt}, nelem: ne, chunk: ci})
+		b.fifos(c, sw, r, connDown, ppn)
 	}
 }
 

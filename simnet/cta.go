@@ -52,7 +52,7 @@ type GPUModel struct {
 // (a middle rank runs recvReduceSend: (1 + 2w)c of reduction per c) predicts 32.8, 24.1 and 9.9 GB/s
 // where 32.4, 25.0 and 10.2 were measured; bench/gpuprobe measured one H100 CTA of 512 threads
 // copying with four 16-byte loads in flight (NCCL's unroll) at 96 GB/s, locally — the ring's stores
-// cross NVLink. The LL rate is not applied (MemModelFor): the executors move an LL step as one
+// cross NVLink. The LL rate is not applied (MemModelFor) unless LineStream is on: the executors move an LL step as one
 // message, where NCCL's LL streams 8-byte lines whose flags the receiver polls as they land, so the
 // step's latency is paid after its copy in the simulation and under it in NCCL; a per-byte cost
 // measured over whole ring steps then counts that latency twice (with it, the 4×H200 all-reduce
@@ -101,6 +101,9 @@ func MemModelFor(sm int) [coll.NumProtos]Rate {
 	var m [coll.NumProtos]Rate
 	switch smIndex(sm) {
 	case 2:
+		if LineStream {
+			m[coll.LL] = GBps(hopperMemLLGBps)
+		}
 		m[coll.LL128] = GBps(hopperMemLL128GBps)
 		m[coll.Simple] = GBps(hopperMemSimpleGBps)
 	case 1:

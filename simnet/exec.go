@@ -77,6 +77,20 @@ type Timing struct {
 	// (NVLS multimem loads and stores through the NVSwitch) reach: their wire bytes are their bytes
 	// divided by it (0: 1). Machine.Timing takes NCCL's nvlsEfficiency of the GPU generation.
 	SwitchEff float64
+	// LineStream lets LL and LL128 receives overlap the message they receive, as NCCL's do: those
+	// protocols carry a flag in every line (LL: 8 bytes of data and a 4-byte flag per 16-byte
+	// line pair; LL128: 120 bytes and an 8-byte flag per 128-byte line; NCCL 2.28 prims_ll.h,
+	// prims_ll128.h), and each receiving warp polls the flags of its own lines and goes on with
+	// them (reduces, forwards, stores) as soon as they land, without waiting for the rest of the
+	// step. A step receiving such a message over NVLink or PCI starts when the message's first
+	// lines arrive (its start plus the route and step latency) instead of its last; what it
+	// sends or writes cannot be done before the lines it is made of have arrived, so its
+	// messages leave, and its local work ends, no earlier than the received message's arrival.
+	// Messages across the network are excluded: NCCL's proxy posts a step to the NIC only once
+	// the GPU has written all of it, and the receiving proxy hands it over whole. Only this
+	// executor (Simulate) applies it; the compact ring, tree and point-to-point executors stay
+	// store-and-forward, so with it on they no longer agree with the schedule replay.
+	LineStream bool
 }
 
 // SwitchRouter is a Router that also places switch endpoints (Schedule.Switches): the links
@@ -234,6 +248,7 @@ const (
 	evArrive
 	evKernel   // arg: kernel rank×nk+j starts
 	evComplete // arg: a global step whose fence has passed completes
+	evFirst    // arg: the first lines of a streamed LL/LL128 message reach its receiver
 )
 
 type sim struct {
@@ -263,8 +278,15 @@ type sim struct {
 	routes   map[[3]int32][]LinkID
 	classes  map[[3]int32]LinkClass
 	arrLat   []Time
-	laneRate []Rate  // per program: CTARate over the program's lanes (0: not modelled)
-	lanes    []int32 // per program: its lanes (CTAMem is shared among them as CTARate is)
+	// Timing.LineStream: per message 0, msgFirst once its first lines released the receiver
+	// early, msgArrived once it has arrived; per step the streamed messages it started on that
+	// have not all arrived, and what it finished meanwhile (held until they have)
+	msgState  []uint8
+	inflight  []int32
+	heldSends map[int32][]int32
+	heldLocal map[int32]bool
+	laneRate  []Rate  // per program: CTARate over the program's lanes (0: not modelled)
+	lanes     []int32 // per program: its lanes (CTAMem is shared among them as CTARate is)
 	// Options.OpsPerKernel: per kernel (rank×nk+j) the steps not yet done, and (CSR) the steps
 	// waiting for it to start
 	nk        int // kernels per rank
@@ -457,8 +479,20 @@ func (x *sim) build() error {
 	x.msgEnd = make([]Time, nmsg)
 	x.msgClass = make([]LinkClass, nmsg)
 	x.arrLat = make([]Time, nmsg)
+	if x.tm.LineStream {
+		x.msgState = make([]uint8, nmsg)
+		x.inflight = make([]int32, nstep)
+		x.heldSends = map[int32][]int32{}
+		x.heldLocal = map[int32]bool{}
+	}
 	return nil
 }
+
+// Message states under Timing.LineStream (sim.msgState).
+const (
+	msgFirst   uint8 = 1
+	msgArrived uint8 = 2
+)
 
 // buildKernels gates every step of kernel j > 0 on its rank's kernel j starting.
 func (x *sim) buildKernels() error {
@@ -595,11 +629,63 @@ func (x *sim) Fire(kind int32, arg int64) {
 		x.kernelStart(int(arg))
 	case evComplete:
 		x.complete(int32(arg))
+	case evFirst:
+		m := int32(arg)
+		if x.msgState[m] == msgArrived {
+			return // it arrived whole first (released then)
+		}
+		x.msgState[m] = msgFirst
+		x.inflight[x.msgRecv[m]]++
+		x.release(x.msgRecv[m])
 	case evArrive:
 		m := int32(arg)
 		x.msgEnd[m] = x.e.Now()
+		if x.msgState != nil {
+			if x.msgState[m] == msgFirst {
+				x.msgState[m] = msgArrived
+				x.arrived(x.msgRecv[m])
+				return
+			}
+			x.msgState[m] = msgArrived
+		}
 		x.release(x.msgRecv[m])
 	}
+}
+
+// streams reports whether message m of step g (sent by program pr over a route of class) is
+// received line by line (Timing.LineStream).
+func (x *sim) streams(st *coll.Step, pr *coll.Program, peer int, class LinkClass) bool {
+	return x.tm.LineStream && (st.Proto == coll.LL || st.Proto == coll.LL128) && class != ClassNet &&
+		pr.Rank < x.s.NRanks && peer < x.s.NRanks
+}
+
+// arrived: a streamed message step g started on has arrived whole; once the last has, what g
+// finished meanwhile completes now.
+func (x *sim) arrived(g int32) {
+	x.inflight[g]--
+	if x.inflight[g] > 0 {
+		return
+	}
+	if ms, ok := x.heldSends[g]; ok {
+		delete(x.heldSends, g)
+		for _, m := range ms {
+			x.sent(m)
+		}
+	}
+	if x.heldLocal[g] {
+		delete(x.heldLocal, g)
+		x.complete(g)
+	}
+}
+
+// finishLocal completes step g's local part, or holds it while a message it streams from has
+// not arrived.
+func (x *sim) finishLocal(g int32) {
+	if x.inflight != nil && x.inflight[g] > 0 {
+		x.heldLocal[g] = true
+		return
+	}
+	x.complete(g)
 }
 
 func (x *sim) release(g int32) {
@@ -634,7 +720,7 @@ func (x *sim) start(g int32) {
 			x.e.StartFlow(nil, float64(b), lane, int64(len(x.msgSend))+int64(g))
 			return
 		}
-		x.complete(g)
+		x.finishLocal(g)
 		return
 	}
 	pr := &x.s.Programs[x.progOf[g]]
@@ -679,6 +765,9 @@ func (x *sim) start(g int32) {
 			}
 		}
 		x.e.StartFlow(route, float64(wire), capRate, int64(m))
+		if x.streams(st, pr, xf.Peer, class) {
+			x.e.After(x.arrLat[m], evFirst, int64(m))
+		}
 	}
 }
 
@@ -715,11 +804,21 @@ func (x *sim) fence(g int32) Time {
 // from len(msgSend) on are the local work of step tag−len(msgSend).
 func (x *sim) FlowDone(tag int64) {
 	if n := int64(len(x.msgSend)); tag >= n {
-		x.complete(int32(tag - n))
+		x.finishLocal(int32(tag - n))
 		return
 	}
 	m := int32(tag)
-	x.e.After(x.arrLat[m], evArrive, tag)
+	if g := x.msgSend[m]; x.inflight != nil && x.inflight[g] > 0 {
+		// Its last lines cannot leave before the lines they are made of have arrived.
+		x.heldSends[g] = append(x.heldSends[g], m)
+		return
+	}
+	x.sent(m)
+}
+
+// sent: message m's last byte has left; it arrives after the route and step latency.
+func (x *sim) sent(m int32) {
+	x.e.After(x.arrLat[m], evArrive, int64(m))
 	g := x.msgSend[m]
 	x.sendsLeft[g]--
 	if x.sendsLeft[g] == 0 {

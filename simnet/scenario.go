@@ -211,8 +211,16 @@ func (m *Machine) Timing(a coll.Algo, p coll.Proto) (Timing, error) {
 	if tm.CTARate > 0 {
 		tm.CTAMem, tm.Fence = m.GPU.Mem, m.GPU.Fence
 	}
+	tm.LineStream = LineStream
 	return tm, nil
 }
+
+// LineStream turns Timing.LineStream on in Machine.Timing for every algorithm, and with it the
+// measured LL rate of one Hopper CTA (MemModelFor). It is off: NCCL does stream LL and LL128 lines,
+// but with it the public nccl-tests set moves from 12.8% to 15.0% median error (trees only
+// off: 13.5%) while the 4×H200 rows of testdata/nccl improve (BENCHMARKS.md "2026-11-28 (fid3)").
+// bench/sim/compare -line-stream turns it on.
+var LineStream = false
 
 // RunOptions steer Machine.Run.
 type RunOptions struct {

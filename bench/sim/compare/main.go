@@ -18,7 +18,7 @@
 // drives every GPU from one process unless NPROCS is set (per-node, the default here); its NPROCS
 // rows (tags mp_*, one row per rank, the slowest kept) ran one process per GPU (per-gpu).
 //
-//	go run ./bench/sim/compare [-csv testdata/nccl/h200x2/nccl_perf.csv] [-topo testdata/nccl/h200x2/real_topo.xml] [-tag default] [-launch per-node] [-cta-rate 0] [-flat-cta] [-sensitivity] [-plot cmp.svg] [-json]
+//	go run ./bench/sim/compare [-csv testdata/nccl/h200x2/nccl_perf.csv] [-topo testdata/nccl/h200x2/real_topo.xml] [-tag default] [-launch per-node] [-cta-rate 0] [-flat-cta] [-line-stream] [-sensitivity] [-plot cmp.svg] [-json]
 //	go run ./bench/sim/compare -csv testdata/nccl/h200x4/smallmsg.csv -topo testdata/nccl/h200x4/real_topo.xml -tag mp_default -launch per-gpu
 package main
 
@@ -47,6 +47,7 @@ func main() {
 	sens := flag.Bool("sensitivity", false, "print the medians with the CTA rate x0.75, x1, x1.25 and off")
 	launch := flag.String("launch", "per-node", "how the measurement launched its calls: per-node (one process drives every GPU, nccl_perf.cu's default), per-gpu (a process per GPU, NPROCS), graph")
 	flat := flag.Bool("flat-cta", false, "the flat per-CTA model of before 2026-11-28 (every step's payload at the CTA rate, no fence) instead of the per-protocol memory-traffic model and Simple's fence (simnet.GPUModel.Mem, Fence)")
+	stream := flag.Bool("line-stream", false, "LL and LL128 receives overlap the message they receive, with the measured LL rate of one Hopper CTA (simnet.LineStream; off by default)")
 	b2b := flag.Int("b2b", 3, "time each size as nccl-tests does, in a loop of back-to-back calls (simnet.RunOptions.BackToBack); 1: one isolated call")
 	flag.Parse()
 	mode, err := simnet.ParseLaunchMode(*launch)
@@ -57,6 +58,7 @@ func main() {
 	if *flat {
 		simnet.MemModel = false
 	}
+	simnet.LineStream = *stream
 	if err := run(*csvPath, *topo, *tag, *plotPath, *asJSON, *ctaRate, *sens, *b2b, mode); err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
