@@ -60,3 +60,40 @@ func TestNodesSteadyMatchesExact(t *testing.T) {
 		}
 	}
 }
+
+// An NVLSTree all-reduce timed from the same call at half and a quarter of its size
+// (sizesSteady) against its exact replay (the channels' lockstep folded): within 1%.
+func TestSizesSteadyMatchesExact(t *testing.T) {
+	for _, c := range []struct {
+		nodes, gpus int
+		size        int64
+	}{
+		{4, 8, 1 << 30},
+		{8, 8, 1 << 30},
+	} {
+		m, _ := settingsMachine(t, "dgx-h100", c.nodes, c.gpus, nil, planner.Settings{})
+		exact, _, err := m.Run(coll.AllReduce, c.size, coll.Float32, coll.Sum, RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if exact.Algo != "NVLSTree" || exact.NCCL != "" || (exact.Mode != "schedule" && exact.Mode != "nvls-symmetric") {
+			t.Fatalf("%d×%d: the reference ran %s in mode %s", c.nodes, c.gpus, exact.Algo, exact.Mode)
+		}
+		plan, _, err := m.Plan(coll.AllReduce, c.size, coll.Float32, coll.Sum)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, mode, err := m.sizesSteady(coll.AllReduce, c.size, coll.Float32, coll.Sum, plan, RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res == nil {
+			t.Fatalf("%d×%d: no size extrapolation", c.nodes, c.gpus)
+		}
+		rel := res.Time.Micros()/exact.TimeUs - 1
+		t.Logf("%d×%d GPUs %d B: %s %.2f µs, %s %.2f µs (%+.3f%%)", c.nodes, c.gpus, c.size, mode, res.Time.Micros(), exact.Mode, exact.TimeUs, 100*rel)
+		if math.Abs(rel) > 0.01 {
+			t.Errorf("%d×%d GPUs: %s %+.2f%% from the exact replay", c.nodes, c.gpus, mode, 100*rel)
+		}
+	}
+}

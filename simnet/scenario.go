@@ -243,6 +243,8 @@ type RunOptions struct {
 	// MeanOversubscribed lets the ECMP mean model stand on oversubscribed fabrics too (fast, far
 	// off: docs/cluster.md).
 	Exact, MeanOversubscribed bool
+	// noSizes: not from smaller sizes (sizesSteady's own replays, which must be timed directly).
+	noSizes bool
 }
 
 // Run simulates one nccl-tests size of f and returns its table row, and the simulation result.
@@ -380,6 +382,17 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		// (nodesSteady, in the trees' depth), before timing NCCL's decision without it.
 		var mode string
 		if res, mode, err = m.nodesSteady(f, size, dt, op, plan, opt); err != nil {
+			return row, nil, err
+		}
+		if res != nil {
+			row.Mode = mode
+		}
+	}
+	if res == nil && !compactable(plan) && !opt.Exact && !opt.Record && !opt.noSizes {
+		// Still nothing: from the same call at two smaller sizes (sizesSteady), before timing
+		// NCCL's decision without this algorithm.
+		var mode string
+		if res, mode, err = m.sizesSteady(f, size, dt, op, plan, opt); err != nil {
 			return row, nil, err
 		}
 		if res != nil {
@@ -616,11 +629,26 @@ func extrapolated(x1, x2, x int64, run1, run2 func() (*Result, error)) (*Result,
 	return r2, nil
 }
 
+// pairToken is held by the one pair of replays that runs its two replays at once (replayPair).
+var pairToken = make(chan struct{}, 1)
+
 // replayPair runs the two independent replays of a steady-state extrapolation, at once where there
-// is more than one core (each on its own engine: the results do not depend on it), and returns
-// both results or the first error.
+// is more than one core and no other pair of the process runs at once (pairToken), one after the
+// other otherwise (each on its own engine: the results do not depend on it), and returns both
+// results or the first error. One pair at a time bounds the memory of nested extrapolations (16
+// GB200 racks at 4 GiB: a pair of node counts whose 8-rack replay is itself a pair of sizes held
+// 4.1 GB with every pair in parallel).
 func replayPair(a, b func() (*Result, error)) (ra, rb *Result, err error) {
-	if runtime.GOMAXPROCS(0) < 2 {
+	parallel := runtime.GOMAXPROCS(0) >= 2
+	if parallel {
+		select {
+		case pairToken <- struct{}{}:
+			defer func() { <-pairToken }()
+		default:
+			parallel = false
+		}
+	}
+	if !parallel {
 		if ra, err = a(); err != nil {
 			return nil, nil, err
 		}
