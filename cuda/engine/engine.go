@@ -260,7 +260,27 @@ func (c *Comm) Abort() error {
 	}
 	c.mu.Unlock()
 	c.tellPeers()
+	c.releaseFlags()
 	return nil
+}
+
+// releaseFlags, on Abort, sets every word of this rank's flag area (flags.go) to a value that
+// satisfies its waits, on a private stream, so that a device-flag wait whose writer will never
+// come (a dead peer during a graph replay) no longer holds the caller's streams: their work runs
+// to its end on whatever the buffers hold, as after NCCL's abort, and a later synchronize returns.
+func (c *Comm) releaseFlags() {
+	if c.cl.xp == nil || c.flags == 0 {
+		return
+	}
+	// On the calling thread: the device's thread may itself be waiting on the stuck work.
+	_ = c.dev.OnThisThread(func(x *cuda.Ctx) error {
+		s, err := x.NewStream()
+		if err != nil {
+			return err
+		}
+		err = x.MemsetAsync(c.flags, 1, flagBytes(c.cl.n), s) // each word 0x01010101 ≥ 1
+		return errors.Join(err, x.DestroyStream(s))            // the memset still runs
+	})
 }
 
 // tellPeers raises the segment's abort flag of a communicator whose ranks are in several

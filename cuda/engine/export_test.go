@@ -6,3 +6,6 @@ func LLSteps() int64 { return llSteps.Load() }
 
 // LL128Steps is the number of LL128 steps enqueued so far in this process.
 func LL128Steps() int64 { return ll128Steps.Load() }
+
+// FlagArea is the rank's device-flag area (flags.go); 0 outside InitRank.
+func (c *Comm) FlagArea() uintptr { return uintptr(c.flags) }

@@ -685,3 +685,48 @@ func TestInitRankConformanceLL128(t *testing.T) {
 		t.Logf("%d LL steps, %d LL128 steps", ll, ll128)
 	}
 }
+
+// TestInitRankAbortReleasesFlags: a stream waiting on a device flag that no peer will raise (as a
+// graph replay whose peer died) completes once the rank aborts. Not under -race: the release is a
+// memset, which the emulator does not order against the flag's atomic polls.
+func TestInitRankAbortReleasesFlags(t *testing.T) {
+	needDevs(t, 2)
+	if raceOn {
+		t.Skip("the release is a plain memset racing the emulated flag poll")
+	}
+	comms, err := initRanks(t, 2, engine.Config{SlotBytes: 512, Timeout: time.Minute, DeviceFlags: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := comms[0].Device()
+	s, err := newStream(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flag := cuda.DevPtr(comms[0].FlagArea()) // the done word of rank 0's barrier: only rank 1 writes it
+	if err := d.Do(func(x *cuda.Ctx) error { return x.WaitFlag(s, flag, 1) }); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	// as a user's thread would wait, not on the device's thread
+	go func() { done <- d.OnThisThread(func(x *cuda.Ctx) error { return x.StreamSync(s) }) }()
+	select {
+	case err := <-done:
+		t.Fatalf("the stream passed a flag nobody raised: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := comms[0].Abort(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream still waits 10 s after Abort")
+	}
+	for _, c := range comms {
+		_ = c.Destroy()
+	}
+}
