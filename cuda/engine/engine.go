@@ -279,7 +279,7 @@ func (c *Comm) releaseFlags() {
 			return err
 		}
 		err = x.MemsetAsync(c.flags, 1, flagBytes(c.cl.n), s) // each word 0x01010101 ≥ 1
-		return errors.Join(err, x.DestroyStream(s))            // the memset still runs
+		return errors.Join(err, x.DestroyStream(s))           // the memset still runs
 	})
 }
 
