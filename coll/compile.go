@@ -572,6 +572,10 @@ func (b *builder) emit(ck *chunking, c call) {
 			cs.sendStep += steps
 			cs.ends = append(cs.ends, int64(cs.sendStep))
 		}
+		if len(prog.Steps) == cap(prog.Steps) {
+			// Doubling (append grows a large slice by a quarter): fewer copies of a long program.
+			prog.Steps = append(make([]Step, 0, max(2*cap(prog.Steps), 16)), prog.Steps...)
+		}
 		prog.Steps = append(prog.Steps, st)
 		ps.setLast(c.lane, idx)
 		off += st.Bytes
