@@ -240,6 +240,9 @@ type Options struct {
 	// prune leaves out of the rate computations the links whose constraint another link of the
 	// schedule's routes implies (Engine.pruneImplied; the same rates). e must serve no other flows.
 	prune bool
+	// index, where set, is coll.NewIndex of the schedule, built before (a schedule replayed
+	// twice: foldScheds).
+	index *coll.Index
 }
 
 // Event kinds of the executor.
@@ -391,9 +394,12 @@ func (x *sim) build() error {
 	s := x.s
 	// The schedule's validated index: message and step numbering, each message's sender and
 	// receiver (coll.NewIndex checks the contract: connections, sequences, credits, dependencies).
-	ix, err := coll.NewIndex(s)
-	if err != nil {
-		return fmt.Errorf("simnet: %w", err)
+	ix := x.opt.index
+	if ix == nil {
+		var err error
+		if ix, err = coll.NewIndex(s); err != nil {
+			return fmt.Errorf("simnet: %w", err)
+		}
 	}
 	x.connOff, x.off, x.msgSend, x.msgRecv = ix.MsgStart, ix.StepStart, ix.Sender, ix.Receiver
 	nmsg := ix.Msgs()

@@ -243,6 +243,8 @@ type RunOptions struct {
 	// MeanOversubscribed lets the ECMP mean model stand on oversubscribed fabrics too (fast, far
 	// off: docs/cluster.md).
 	Exact, MeanOversubscribed bool
+	// folds keeps the call's node-fold quotient schedules between its replays (set by Run).
+	folds *foldScheds
 }
 
 // Run simulates one nccl-tests size of f and returns its table row, and the simulation result.
@@ -268,6 +270,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	}
 	call := coll.TestCall(f, size, dt, op, n)
 	call.Exclude = opt.Exclude
+	opt.folds = &foldScheds{}
 	plan, nccl, err := m.plan(call, func(a coll.Algo) bool { return m.simulates(f, a) })
 	if err != nil {
 		return row, nil, err
