@@ -285,7 +285,7 @@ type sim struct {
 	connRoute [][]LinkID
 	connClass []LinkClass
 	connKnown []bool
-	arrLat   []Time
+	arrLat    []Time
 	// Timing.LineStream: per message 0, msgFirst once its first lines released the receiver
 	// early, msgArrived once it has arrived; per step the streamed messages it started on that
 	// have not all arrived, and what it finished meanwhile (held until they have)
