@@ -363,8 +363,32 @@ type connState struct {
 }
 
 type progState struct {
-	laneLast map[int]int // last step index per lane within the current op
-	barrier  []int       // last steps of every lane of the previous ops
+	laneLast []laneStep // last step index per lane within the current op (a few lanes)
+	barrier  []int      // last steps of every lane of the previous ops
+}
+
+// laneStep is a lane's last step within the current op.
+type laneStep struct{ lane, idx int }
+
+// last is the index of lane's last step within the current op, false where it has none.
+func (ps *progState) last(lane int) (int, bool) {
+	for _, l := range ps.laneLast {
+		if l.lane == lane {
+			return l.idx, true
+		}
+	}
+	return 0, false
+}
+
+// setLast makes idx lane's last step within the current op.
+func (ps *progState) setLast(lane, idx int) {
+	for i := range ps.laneLast {
+		if ps.laneLast[i].lane == lane {
+			ps.laneLast[i].idx = idx
+			return
+		}
+	}
+	ps.laneLast = append(ps.laneLast, laneStep{lane, idx})
 }
 
 type builder struct {
@@ -374,6 +398,48 @@ type builder struct {
 	ps    []progState
 	op    int
 	base  int // the current operation's first channel (Plan.ChannelLo)
+	// Slabs the steps' small slices and buffer references are cut from (one allocation for
+	// many steps instead of one per step; each cut is capped at its length, so an append to a
+	// step's slice copies it out rather than overwrite its neighbour's).
+	xslab []Xfer
+	islab []int
+	rslab []BufRef
+}
+
+// slabLen is the elements of a builder slab.
+const slabLen = 4096
+
+// xfers is a slice of length 0 and capacity n from the builder's slab (nil for n = 0).
+func (b *builder) xfers(n int) []Xfer {
+	if n == 0 {
+		return nil
+	}
+	if len(b.xslab)+n > cap(b.xslab) {
+		b.xslab = make([]Xfer, 0, max(slabLen, n))
+	}
+	k := len(b.xslab)
+	b.xslab = b.xslab[:k+n]
+	return b.xslab[k : k : k+n]
+}
+
+// ints is a copy of a from the builder's slab, its capacity its length.
+func (b *builder) ints(a ...int) []int {
+	n := len(a)
+	if len(b.islab)+n > cap(b.islab) {
+		b.islab = make([]int, 0, max(slabLen, n))
+	}
+	k := len(b.islab)
+	b.islab = append(b.islab, a...)
+	return b.islab[k : k+n : k+n]
+}
+
+// bufRef is a pointer to a copy of r from the builder's slab.
+func (b *builder) bufRef(r BufRef) *BufRef {
+	if len(b.rslab) == cap(b.rslab) {
+		b.rslab = make([]BufRef, 0, slabLen)
+	}
+	b.rslab = append(b.rslab, r)
+	return &b.rslab[len(b.rslab)-1]
 }
 
 func newBuilder(n, nch int, switches []Switch) *builder {
@@ -386,7 +452,6 @@ func newBuilder(n, nch int, switches []Switch) *builder {
 	for r := 0; r < ne; r++ {
 		for c := 0; c < nch; c++ {
 			b.s.Programs[r*nch+c] = Program{Rank: r, Channel: c}
-			b.ps[r*nch+c].laneLast = map[int]int{}
 		}
 	}
 	return b
@@ -416,11 +481,11 @@ func (b *builder) beginOp() {
 func (ps *progState) close() {
 	if len(ps.laneLast) > 0 {
 		ps.barrier = ps.barrier[:0:0]
-		for _, idx := range ps.laneLast {
-			ps.barrier = append(ps.barrier, idx)
+		for _, l := range ps.laneLast {
+			ps.barrier = append(ps.barrier, l.idx)
 		}
 		sortInts(ps.barrier)
-		ps.laneLast = map[int]int{}
+		ps.laneLast = ps.laneLast[:0]
 	}
 }
 
@@ -458,20 +523,22 @@ func (b *builder) emit(ck *chunking, c call) {
 		st := Step{Index: idx, Op: b.op, Prim: c.prim, Lane: c.lane, Bytes: ne * ck.elt,
 			Proto: ck.proto, Chunk: c.chunk, Slice: si, PostOp: c.postOp}
 		st.Wire = WireBytes(ck.proto, st.Bytes)
-		switch last, ok := ps.laneLast[c.lane]; {
+		switch last, ok := ps.last(c.lane); {
 		case c.rank >= b.s.NRanks:
 			// A switch acts on each message as it arrives (rule 6): no order among its steps.
 		case ok:
-			st.Deps = []int{last}
+			st.Deps = b.ints(last)
 		case len(ps.barrier) > 0:
-			st.Deps = append([]int(nil), ps.barrier...)
+			st.Deps = b.ints(ps.barrier...)
 		}
 		if c.src != nil {
-			st.Src = &BufRef{Buf: c.src.Buf, Offset: c.src.Offset + off}
+			st.Src = b.bufRef(BufRef{Buf: c.src.Buf, Offset: c.src.Offset + off})
 		}
 		if c.dst != nil {
-			st.Dst = &BufRef{Buf: c.dst.Buf, Offset: c.dst.Offset + off}
+			st.Dst = b.bufRef(BufRef{Buf: c.dst.Buf, Offset: c.dst.Offset + off})
 		}
+		st.Recv = b.xfers(len(c.recvFrom))
+		st.Send = b.xfers(len(c.sendTo))
 		steps := ck.stepsPerSlice
 		for _, peer := range c.recvFrom {
 			id := b.conn(c.ch, peer, c.rank, c.connIdx)
@@ -505,8 +572,12 @@ func (b *builder) emit(ck *chunking, c call) {
 			cs.sendStep += steps
 			cs.ends = append(cs.ends, int64(cs.sendStep))
 		}
+		if len(prog.Steps) == cap(prog.Steps) {
+			// Doubling (append grows a large slice by a quarter): fewer copies of a long program.
+			prog.Steps = append(make([]Step, 0, max(2*cap(prog.Steps), 16)), prog.Steps...)
+		}
 		prog.Steps = append(prog.Steps, st)
-		ps.laneLast[c.lane] = idx
+		ps.setLast(c.lane, idx)
 		off += st.Bytes
 	}
 }

@@ -1022,23 +1022,32 @@ type shareHeap struct{ a []shareEntry }
 func (h *shareHeap) len() int { return len(h.a) }
 
 func (h *shareHeap) push(e shareEntry) {
+	// Sifted up with a hole instead of swaps: the same comparisons, so the same array.
 	h.a = append(h.a, e)
-	i := len(h.a) - 1
+	a := h.a
+	i := len(a) - 1
 	for i > 0 {
 		p := (i - 1) / 2
-		if !(h.a[i].share < h.a[p].share) {
+		if !(e.share < a[p].share) {
 			break
 		}
-		h.a[i], h.a[p] = h.a[p], h.a[i]
+		a[i] = a[p]
 		i = p
 	}
+	a[i] = e
 }
 
 func (h *shareHeap) pop() shareEntry {
-	e := h.a[0]
-	n := len(h.a) - 1
-	h.a[0] = h.a[n]
-	h.a = h.a[:n]
+	// Sifted down with a hole instead of swaps: the same comparisons, so the same array.
+	a := h.a
+	e := a[0]
+	n := len(a) - 1
+	x := a[n]
+	h.a = a[:n]
+	a = a[:n]
+	if n == 0 {
+		return e
+	}
 	i := 0
 	for {
 		l := 2*i + 1
@@ -1046,15 +1055,16 @@ func (h *shareHeap) pop() shareEntry {
 			break
 		}
 		m := l
-		if r := l + 1; r < n && h.a[r].share < h.a[l].share {
+		if r := l + 1; r < n && a[r].share < a[l].share {
 			m = r
 		}
-		if !(h.a[m].share < h.a[i].share) {
+		if !(a[m].share < x.share) {
 			break
 		}
-		h.a[i], h.a[m] = h.a[m], h.a[i]
+		a[i] = a[m]
 		i = m
 	}
+	a[i] = x
 	return e
 }
 

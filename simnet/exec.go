@@ -240,6 +240,9 @@ type Options struct {
 	// prune leaves out of the rate computations the links whose constraint another link of the
 	// schedule's routes implies (Engine.pruneImplied; the same rates). e must serve no other flows.
 	prune bool
+	// index, where set, is coll.NewIndex of the schedule, built before (a schedule replayed
+	// twice: foldScheds).
+	index *coll.Index
 }
 
 // Event kinds of the executor.
@@ -277,7 +280,12 @@ type sim struct {
 	msgClass []LinkClass
 	routes   map[[3]int32][]LinkID
 	classes  map[[3]int32]LinkClass
-	arrLat   []Time
+	// per connection, the route of its sends and its class once asked for (route's, the same
+	// slice: without a map look-up per message)
+	connRoute [][]LinkID
+	connClass []LinkClass
+	connKnown []bool
+	arrLat    []Time
 	// Timing.LineStream: per message 0, msgFirst once its first lines released the receiver
 	// early, msgArrived once it has arrived; per step the streamed messages it started on that
 	// have not all arrived, and what it finished meanwhile (held until they have)
@@ -391,9 +399,12 @@ func (x *sim) build() error {
 	s := x.s
 	// The schedule's validated index: message and step numbering, each message's sender and
 	// receiver (coll.NewIndex checks the contract: connections, sequences, credits, dependencies).
-	ix, err := coll.NewIndex(s)
-	if err != nil {
-		return fmt.Errorf("simnet: %w", err)
+	ix := x.opt.index
+	if ix == nil {
+		var err error
+		if ix, err = coll.NewIndex(s); err != nil {
+			return fmt.Errorf("simnet: %w", err)
+		}
 	}
 	x.connOff, x.off, x.msgSend, x.msgRecv = ix.MsgStart, ix.StepStart, ix.Sender, ix.Receiver
 	nmsg := ix.Msgs()
@@ -609,6 +620,24 @@ func (x *sim) route(src, dst, ch int, p2p bool) ([]LinkID, LinkClass) {
 	return r, c
 }
 
+// sendRoute is route for the sends of program pr on connection c (from pr's rank to the
+// connection's other end), remembered per connection.
+func (x *sim) sendRoute(c int, pr *coll.Program) ([]LinkID, LinkClass) {
+	if x.connKnown == nil {
+		n := len(x.s.Conns)
+		x.connRoute, x.connClass, x.connKnown = make([][]LinkID, n), make([]LinkClass, n), make([]bool, n)
+	}
+	if x.connKnown[c] {
+		return x.connRoute[c], x.connClass[c]
+	}
+	cn := &x.s.Conns[c]
+	r, class := x.route(pr.Rank, cn.To, pr.Channel, cn.ConnIndex == 1)
+	if cn.From == pr.Rank && cn.Channel == pr.Channel {
+		x.connRoute[c], x.connClass[c], x.connKnown[c] = r, class, true
+	}
+	return r, class
+}
+
 // Fire handles the executor's own events.
 func (x *sim) Fire(kind int32, arg int64) {
 	switch kind {
@@ -726,7 +755,7 @@ func (x *sim) start(g int32) {
 	pr := &x.s.Programs[x.progOf[g]]
 	for _, xf := range st.Send {
 		m := x.connOff[xf.Conn] + int32(xf.Seq)
-		route, class := x.route(pr.Rank, xf.Peer, pr.Channel, x.s.Conns[xf.Conn].ConnIndex == 1)
+		route, class := x.sendRoute(xf.Conn, pr)
 		x.msgStart[m] = x.e.Now()
 		x.msgClass[m] = class
 		p := st.Proto

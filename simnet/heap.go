@@ -23,25 +23,34 @@ type eventHeap struct{ a []event }
 func (h *eventHeap) len() int { return len(h.a) }
 
 func (h *eventHeap) push(e event) {
+	// Sifted up with a hole instead of swaps: the same comparisons, so the same array.
 	h.a = append(h.a, e)
-	i := len(h.a) - 1
+	a := h.a
+	i := len(a) - 1
 	for i > 0 {
 		p := (i - 1) / 2
-		if !h.a[i].less(&h.a[p]) {
+		if !e.less(&a[p]) {
 			break
 		}
-		h.a[i], h.a[p] = h.a[p], h.a[i]
+		a[i] = a[p]
 		i = p
 	}
+	a[i] = e
 }
 
 func (h *eventHeap) top() *event { return &h.a[0] }
 
 func (h *eventHeap) pop() event {
-	e := h.a[0]
-	n := len(h.a) - 1
-	h.a[0] = h.a[n]
-	h.a = h.a[:n]
+	// Sifted down with a hole instead of swaps: the same comparisons, so the same array.
+	a := h.a
+	e := a[0]
+	n := len(a) - 1
+	x := a[n]
+	h.a = a[:n]
+	a = a[:n]
+	if n == 0 {
+		return e
+	}
 	i := 0
 	for {
 		l := 2*i + 1
@@ -49,14 +58,15 @@ func (h *eventHeap) pop() event {
 			break
 		}
 		m := l
-		if r := l + 1; r < n && h.a[r].less(&h.a[l]) {
+		if r := l + 1; r < n && a[r].less(&a[l]) {
 			m = r
 		}
-		if !h.a[m].less(&h.a[i]) {
+		if !a[m].less(&x) {
 			break
 		}
-		h.a[i], h.a[m] = h.a[m], h.a[i]
+		a[i] = a[m]
 		i = m
 	}
+	a[i] = x
 	return e
 }

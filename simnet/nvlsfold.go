@@ -3,7 +3,9 @@ package simnet
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
+	"sync"
 
 	"github.com/simccl/simccl/coll"
 )
@@ -379,7 +381,7 @@ var nodeFoldByLatency = false
 // members, the switch-to-switch links unbounded. Not bound, it checks the real switch links and
 // returns errHalted at the first one over its capacity; bound, it gives the quotient stand-ins
 // for them (standIns, switch-bound).
-func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster, tm Timing, bound bool) (*Result, error) {
+func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster, tm Timing, bound bool, memo *foldScheds) (*Result, error) {
 	nNodes := max(fp.NNodes, 1)
 	ppn := fp.NRanks / nNodes
 	k := len(nf.reps)
@@ -389,7 +391,7 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 	for c := fp.ChannelLo; c < fp.ChannelLo+fp.NChannels; c++ {
 		qp.NodeTrees[c] = nf.tree(c % 2)
 	}
-	s, err := coll.Compile(qp)
+	s, ix, err := memo.compile(qp)
 	if err != nil {
 		return nil, err
 	}
@@ -458,7 +460,7 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 		}
 	}
 	qr.prepare(s)
-	opt := Options{}
+	opt := Options{index: ix}
 	sigs := newRelaxCheck(e, pairs, len(s.Conns))
 	switch {
 	case sigs != nil && !bound:
@@ -476,6 +478,51 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 		nodeFoldSeen(q)
 	}
 	return res, err
+}
+
+// foldScheds keeps the quotient schedules that one call's node-folded replays compiled, with
+// their indexes: the switch-bound replay (nvlsSwitchBound) replays the quotient that the checked
+// one (nvlsSymmetric) compiled before its check halted it, and takes it from here instead of
+// compiling and indexing it again. Safe for the two replays of an extrapolation at once; a nil
+// *foldScheds keeps nothing.
+type foldScheds struct {
+	mu sync.Mutex
+	a  []foldSched
+}
+
+type foldSched struct {
+	qp coll.Plan
+	s  *coll.Schedule
+	ix *coll.Index
+}
+
+// compile is coll.Compile(qp) and its coll.NewIndex, from m where an equal plan was compiled
+// before.
+func (m *foldScheds) compile(qp coll.Plan) (*coll.Schedule, *coll.Index, error) {
+	if m != nil {
+		m.mu.Lock()
+		for _, x := range m.a {
+			if reflect.DeepEqual(x.qp, qp) {
+				m.mu.Unlock()
+				return x.s, x.ix, nil
+			}
+		}
+		m.mu.Unlock()
+	}
+	s, err := coll.Compile(qp)
+	if err != nil {
+		return nil, nil, err
+	}
+	ix, err := coll.NewIndex(s)
+	if err != nil {
+		return nil, nil, fmt.Errorf("simnet: %w", err)
+	}
+	if m != nil {
+		m.mu.Lock()
+		m.a = append(m.a, foldSched{qp, s, ix})
+		m.mu.Unlock()
+	}
+	return s, ix, nil
 }
 
 // nodeFoldSeen, where set (tests), is given the engine of every node-folded replay once it ends.

@@ -275,3 +275,30 @@ func TestNVLSSwitchBoundMode(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, res, "never with Exact")
 }
+
+// TestFoldSchedsReuse: a call's quotient compiled once is handed back for an equal plan (the
+// switch-bound replay after the checked one), and a different plan is compiled anew.
+func TestFoldSchedsReuse(t *testing.T) {
+	p := coll.Plan{Func: coll.AllGather, Count: 1 << 16, DataType: coll.Float32, NRanks: 2, NChannels: 1, Algo: coll.Ring, Proto: coll.Simple}
+	m := &foldScheds{}
+	s1, ix1, err := m.compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, ix2, err := m.compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s1 != s2 || ix1 != ix2 {
+		t.Error("an equal plan was compiled again")
+	}
+	q := p
+	q.Count *= 2
+	if s3, _, err := m.compile(q); err != nil || s3 == s1 {
+		t.Errorf("another plan: %v, same schedule %v", err, s3 == s1)
+	}
+	var none *foldScheds
+	if s4, ix4, err := none.compile(p); err != nil || s4 == nil || ix4 == nil || s4 == s1 {
+		t.Errorf("no memo: %v", err)
+	}
+}

@@ -335,7 +335,7 @@ func nvlsFolds(p coll.Plan) bool {
 // extrapolate). It returns nil, and no error, where the fold's check halted the replay (not
 // bound; bound, the switch links have stand-ins and the mode says switch-bound).
 func (f nvlsFold) nodeFolded(plan coll.Plan, nf *nodeFold, e *Engine, cl *Cluster, tm Timing, opt RunOptions, bound bool) (*Result, string, error) {
-	run := func(p coll.Plan) (*Result, error) { return nodeFoldRun(p, f, nf, e, cl, tm, bound) }
+	run := func(p coll.Plan) (*Result, error) { return nodeFoldRun(p, f, nf, e, cl, tm, bound, opt.folds) }
 	// The quotient's schedule has the folded plan's steps on len(nf.reps) nodes instead of all.
 	scale := float64(len(nf.reps)) / float64(max(plan.NNodes, 1))
 	fp := f.plan(plan)

@@ -245,6 +245,8 @@ type RunOptions struct {
 	Exact, MeanOversubscribed bool
 	// noSizes: not from smaller sizes (sizesSteady's own replays, which must be timed directly).
 	noSizes bool
+	// folds keeps the call's node-fold quotient schedules between its replays (set by Run).
+	folds *foldScheds
 }
 
 // Run simulates one nccl-tests size of f and returns its table row, and the simulation result.
@@ -270,6 +272,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	}
 	call := coll.TestCall(f, size, dt, op, n)
 	call.Exclude = opt.Exclude
+	opt.folds = &foldScheds{}
 	plan, nccl, err := m.plan(call, func(a coll.Algo) bool { return m.simulates(f, a) })
 	if err != nil {
 		return row, nil, err
