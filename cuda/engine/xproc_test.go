@@ -497,6 +497,30 @@ func TestInitRankCapture(t *testing.T) {
 	}
 }
 
+// eachRank runs fn for every rank at once (as its own process would), reports each rank's error
+// and destroys the communicators.
+func eachRank(t *testing.T, comms []*engine.Comm, fn func(r int, c *engine.Comm) error) {
+	t.Helper()
+	errs := make([]error, len(comms))
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = fn(r, c)
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+	for _, c := range comms {
+		_ = c.Destroy()
+	}
+}
+
 // TestInitRankBackToBackFlags chains flag-ordered launches across processes without
 // synchronizing between them (TestBackToBack's a → b, b → a): only the end-of-launch barrier
 // keeps a rank from reusing staging slots and flags a peer still needs.
@@ -511,66 +535,49 @@ func TestInitRankBackToBackFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for r, c := range comms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[r] = func() error {
-				in := make([]byte, 4*count)
-				for i := 0; i < count; i++ {
-					coll.Float32.SetValue(in, i, float64(i%7+r))
-				}
-				a, err := upload(c.Device(), in)
-				if err != nil {
-					return err
-				}
-				b, err := upload(c.Device(), in)
-				if err != nil {
-					return err
-				}
-				s, err := newStream(c.Device())
-				if err != nil {
-					return err
-				}
-				defer c.Device().Do(func(x *cuda.Ctx) error { _ = x.Free(a); _ = x.Free(b); return x.DestroyStream(s) })
-				for it := 0; it < iters; it++ {
-					src, dst := a, b
-					if it%2 == 1 {
-						src, dst = b, a
-					}
-					if err := c.AllReduce(src, dst, count, coll.Float32, coll.Sum, s); err != nil {
-						return err
-					}
-				}
-				got, err := download(c.Device(), a, 4*count, s)
-				if err != nil {
-					return err
-				}
-				for i := 0; i < count; i++ {
-					sum := 0.0
-					for q := 0; q < n; q++ {
-						sum += float64(i%7 + q)
-					}
-					want := sum * math.Pow(float64(n), iters-1)
-					if g := coll.Float32.Value(got, i); g != want {
-						return fmt.Errorf("element %d: %v, want %v", i, g, want)
-					}
-				}
-				return nil
-			}()
-		}()
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Errorf("rank %d: %v", r, err)
+	eachRank(t, comms, func(r int, c *engine.Comm) error {
+		in := make([]byte, 4*count)
+		for i := 0; i < count; i++ {
+			coll.Float32.SetValue(in, i, float64(i%7+r))
 		}
-	}
-	for _, c := range comms {
-		_ = c.Destroy()
-	}
+		a, err := upload(c.Device(), in)
+		if err != nil {
+			return err
+		}
+		b, err := upload(c.Device(), in)
+		if err != nil {
+			return err
+		}
+		s, err := newStream(c.Device())
+		if err != nil {
+			return err
+		}
+		defer c.Device().Do(func(x *cuda.Ctx) error { _ = x.Free(a); _ = x.Free(b); return x.DestroyStream(s) })
+		for it := 0; it < iters; it++ {
+			src, dst := a, b
+			if it%2 == 1 {
+				src, dst = b, a
+			}
+			if err := c.AllReduce(src, dst, count, coll.Float32, coll.Sum, s); err != nil {
+				return err
+			}
+		}
+		got, err := download(c.Device(), a, 4*count, s)
+		if err != nil {
+			return err
+		}
+		for i := 0; i < count; i++ {
+			sum := 0.0
+			for q := 0; q < n; q++ {
+				sum += float64(i%7 + q)
+			}
+			want := sum * math.Pow(float64(n), iters-1)
+			if g := coll.Float32.Value(got, i); g != want {
+				return fmt.Errorf("element %d: %v, want %v", i, g, want)
+			}
+		}
+		return nil
+	})
 }
 
 // TestInitRankBroadcastChainFlags: back-to-back flag-ordered broadcasts from rank 0, each from
@@ -593,58 +600,41 @@ func TestInitRankBroadcastChainFlags(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var wg sync.WaitGroup
-		errs := make([]error, n)
-		for r, c := range comms {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[r] = func() error {
-					s, err := newStream(c.Device())
-					if err != nil {
-						return err
-					}
-					bufs := make([]cuda.DevPtr, iters)
-					for it := range bufs {
-						in := make([]byte, 4*count)
-						if r == 0 {
-							for i := 0; i < count; i++ {
-								coll.Float32.SetValue(in, i, float64(1000*it+i%97))
-							}
-						}
-						if bufs[it], err = upload(c.Device(), in); err != nil {
-							return err
-						}
-					}
-					for it := 0; it < iters; it++ {
-						if err := c.Broadcast(bufs[it], bufs[it], count, coll.Float32, 0, s); err != nil {
-							return err
-						}
-					}
-					for it := range bufs {
-						got, err := download(c.Device(), bufs[it], 4*count, s)
-						if err != nil {
-							return err
-						}
-						for i := 0; i < count; i++ {
-							if g, want := coll.Float32.Value(got, i), float64(1000*it+i%97); g != want {
-								return fmt.Errorf("%s broadcast %d element %d: %v, want %v", proto, it, i, g, want)
-							}
-						}
-					}
-					return nil
-				}()
-			}()
-		}
-		wg.Wait()
-		for r, err := range errs {
+		eachRank(t, comms, func(r int, c *engine.Comm) error {
+			s, err := newStream(c.Device())
 			if err != nil {
-				t.Errorf("rank %d: %v", r, err)
+				return err
 			}
-		}
-		for _, c := range comms {
-			_ = c.Destroy()
-		}
+			bufs := make([]cuda.DevPtr, iters)
+			for it := range bufs {
+				in := make([]byte, 4*count)
+				if r == 0 {
+					for i := 0; i < count; i++ {
+						coll.Float32.SetValue(in, i, float64(1000*it+i%97))
+					}
+				}
+				if bufs[it], err = upload(c.Device(), in); err != nil {
+					return err
+				}
+			}
+			for it := 0; it < iters; it++ {
+				if err := c.Broadcast(bufs[it], bufs[it], count, coll.Float32, 0, s); err != nil {
+					return err
+				}
+			}
+			for it := range bufs {
+				got, err := download(c.Device(), bufs[it], 4*count, s)
+				if err != nil {
+					return err
+				}
+				for i := 0; i < count; i++ {
+					if g, want := coll.Float32.Value(got, i), float64(1000*it+i%97); g != want {
+						return fmt.Errorf("%s broadcast %d element %d: %v, want %v", proto, it, i, g, want)
+					}
+				}
+			}
+			return nil
+		})
 	}
 }
 
