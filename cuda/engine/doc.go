@@ -33,9 +33,11 @@
 // CUDA graphs: the calls can be captured and the graph replayed, in any capture mode. The ranks'
 // launches wait on each other's events, so every rank's stream must be in one capture sequence:
 // Capture begins it on rank 0's stream, forks the other ranks' streams from it, runs the calls
-// and joins the streams back (TestGraphCapture; runccl -G). A capture per rank cannot work (CUDA
-// refuses a wait on another capture's event). Launches run their device thread in relaxed capture mode, so the first launch
-// of a shape may allocate its staging buffers during a global-mode capture.
+// and joins the streams back (TestGraphCapture; runccl -G). A capture per rank cannot work there
+// (CUDA refuses a wait on another capture's event). Ranks in separate processes (InitRank) each
+// capture their own stream: a capturing launch is ordered by flags in device memory instead of
+// events (flags.go). Launches run in relaxed capture mode, so the first launch of a shape may
+// allocate its staging buffers during a global-mode capture.
 //
 // One process per rank: InitRank (xproc.go) makes one rank of a clique whose ranks are in other
 // processes; the launch rendezvous and progress live in a /dev/shm segment, step events and
