@@ -23,6 +23,11 @@ type Config struct {
 	// the channel count with NCCL_MIN/MAX_NCHANNELS (connect.cc ncclTopoPostset) and also
 	// comm->nvlsChannels (transport/nvls.cc), which NCCL_MIN/MAX_NCHANNELS do not.
 	MinCTAs, MaxCTAs int
+	// MinP2PNChannels/MaxP2PNChannels: NCCL_MIN_P2P_NCHANNELS / NCCL_MAX_P2P_NCHANNELS (0 = unset:
+	// 1 and MAXCHANNELS). NCCL 2.28 paths.cc clamps the communicator's channel count to them
+	// before rounding it up to a power of two for point-to-point (p2pnChannels); the channels
+	// per peer never exceed it.
+	MinP2PNChannels, MaxP2PNChannels int
 	// NThreads and LL128NThreads: NCCL_NTHREADS / NCCL_LL128_NTHREADS (0 = unset).
 	NThreads, LL128NThreads int
 	// BuffSize, LLBuffSize, LL128BuffSize: NCCL_BUFFSIZE, NCCL_LL_BUFFSIZE, NCCL_LL128_BUFFSIZE in
@@ -66,6 +71,8 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 		{"NCCL_MAX_NCHANNELS", "NCCL_MAX_NRINGS", &c.MaxNChannels, 1, MaxChannels},
 		{"NCCL_MIN_CTAS", "", &c.MinCTAs, 1, 1 << 16},
 		{"NCCL_MAX_CTAS", "", &c.MaxCTAs, 1, 1 << 16},
+		{"NCCL_MIN_P2P_NCHANNELS", "", &c.MinP2PNChannels, 1, MaxChannels},
+		{"NCCL_MAX_P2P_NCHANNELS", "", &c.MaxP2PNChannels, 1, MaxChannels},
 		{"NCCL_NTHREADS", "", &c.NThreads, 1, 1 << 16},
 		{"NCCL_LL128_NTHREADS", "", &c.LL128NThreads, 1, 1 << 16},
 	}

@@ -40,11 +40,20 @@ type P2PChoice struct {
 
 // P2PChannels returns (p2pnChannels, p2pnChannelsPerPeer) of NCCL 2.28 paths.cc: the communicator
 // values when set in Comm, else p2pnChannels = pow2Up(NChannels) and per peer all of them when
-// every peer is over NVLink, 2 otherwise.
+// every peer is over NVLink, 2 otherwise; NCCL_MIN/MAX_P2P_NCHANNELS (Config) bound p2pnChannels
+// and the channels per peer follow it down.
 func (t *Table) P2PChannels() (total, perPeer int) {
 	total = t.Comm.P2PNChannels
 	if total <= 0 {
 		total = pow2Up(min(max(t.NChannels, 1), MaxChannels))
+	}
+	// NCCL_MIN/MAX_P2P_NCHANNELS bound the count before NCCL rounds it up to a power of two;
+	// bounding the rounded count and rounding again gives the same result.
+	if hi := t.Config.MaxP2PNChannels; hi > 0 {
+		total = pow2Up(min(total, hi))
+	}
+	if lo := t.Config.MinP2PNChannels; lo > 0 {
+		total = pow2Up(min(max(total, lo), MaxChannels))
 	}
 	perPeer = t.Comm.P2PChannelsPerPeer
 	if perPeer <= 0 {

@@ -172,6 +172,30 @@ func TestP2P(t *testing.T) {
 	if _, err := tb.P2P(-1, PeerIntra); err == nil {
 		t.Error("negative size: want an error")
 	}
+
+	// NCCL_MIN/MAX_P2P_NCHANNELS on the same machine (32 p2p channels by default). The 64 MiB
+	// rows of NCCL 2.28 measured with NCCL_MAX_P2P_NCHANNELS=4 and 8 take the same time
+	// (testdata/nccl/h200x2/p2pscan-2026-11-28.csv, 812 and 814 µs): a 64 MiB transfer is split
+	// over 4 channels either way.
+	bounds := []struct {
+		lo, hi, total, perPeer, nch64M int
+	}{
+		{0, 1, 1, 1, 1},
+		{0, 3, 4, 4, 4},
+		{0, 8, 8, 8, 4},
+		{0, 64, 32, 32, 16},
+		{33, 0, 64, 64, 32},
+		{2, 1, 2, 2, 2}, // the minimum is applied after the maximum, as NCCL does
+	}
+	for _, b := range bounds {
+		tb.Config.MinP2PNChannels, tb.Config.MaxP2PNChannels = b.lo, b.hi
+		total, perPeer := tb.P2PChannels()
+		got, err := tb.P2P(64<<20, PeerIntra)
+		if total != b.total || perPeer != b.perPeer || err != nil || got.NChannels != b.nch64M {
+			t.Errorf("NCCL_MIN/MAX_P2P_NCHANNELS %d/%d: %d/%d channels, 64 MiB on %d (%v), want %d/%d and %d",
+				b.lo, b.hi, total, perPeer, got.NChannels, err, b.total, b.perPeer, b.nch64M)
+		}
+	}
 }
 
 func TestLinesFormatAndJSON(t *testing.T) {
