@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"sync/atomic"
 )
@@ -34,23 +35,40 @@ var errBudget = errors.New("simnet: replay over its work budget")
 var ErrStalled = errors.New("simnet: flows stalled (a route crosses a link of zero capacity)")
 
 type link struct {
-	name  string
-	cap   Rate
-	lat   Time
+	// What the rate computation reads comes first: 56 bytes, one cache line in a line-aligned
+	// array of 128-byte links (a large slice's backing array is page-aligned).
 	flows []FlowID // active flows crossing the link, unordered
-	bytes float64  // bytes carried so far (utilisation)
-	busy  Time     // time with at least one active flow
-	since Time     // start of the current busy period
-	// scratch of the rate computation
-	epoch uint32
-	rem   float64
-	cnt   float64 // unfrozen flows (their weights' sum where routes are weighted)
+	cap   Rate
 	// Relaxed links (relaxLink): relaxed marks a link the engine may leave out of the rate
 	// computation; lazy is true while it does; load is the sum of its flows' rates, checked
 	// against its capacity after every computation. lazy is also set, for good, on a link that
 	// is not relaxed but whose constraint another link implies (pruneImplied).
 	relaxed, lazy, check bool
 	load                 float64
+	bytes                float64 // bytes carried so far (utilisation)
+	name                 string
+	lat                  Time
+	busy                 Time // time with at least one active flow
+	since                Time // start of the current busy period
+	_                    [32]byte
+}
+
+// linkScratch is a link's mark in the rate computation (Engine.ls, indexed by LinkID).
+type linkScratch struct {
+	epoch uint32 // the computation that last saw the link
+	loc   int32  // its index in that computation's component (-1: lazy, left out)
+}
+
+// flowScratch is a flow's mark in the rate computation (Engine.fs, indexed by FlowID).
+type flowScratch struct {
+	epoch uint32 // the computation that visited it
+	loc   int32  // its index in that computation's component
+}
+
+// routeEntry is a link of a flow's route in the component being computed (Engine.frEnt).
+type routeEntry struct {
+	loc int32   // local index of the link
+	w   float64 // the flow's weight on it
 }
 
 type flow struct {
@@ -67,9 +85,6 @@ type flow struct {
 	hpos    int32  // index in Engine.fh, -1 when not scheduled
 	active  bool
 	counted bool // counted in nact (not a flow completed at once)
-	// scratch
-	epoch  uint32
-	frozen uint32
 }
 
 // Engine is a discrete-event simulator of flows over links with max-min fair bandwidth sharing.
@@ -103,9 +118,21 @@ type Engine struct {
 	halted  bool     // Run returns errHalted at the end of the current instant
 	maxWork uint64   // Run returns errBudget once CompVisited exceeds it (0: no bound)
 
-	// scratch of the rate computation, reused between calls
-	compLinks []LinkID
-	compFlows []FlowID
+	// scratch of the rate computation, reused between calls. The links and flows of the
+	// component being computed get local indices (their order of visit): compLinks and compFlows
+	// map them back, and the arrays below are indexed by them, so that the filling's inner loops
+	// stay within a few dense arrays.
+	ls        []linkScratch // by link id
+	fs        []flowScratch // by flow id
+	compLinks []LinkID      // by local link
+	compFlows []FlowID      // by local flow
+	rem, cnt  []float64     // by local link: capacity left, unfrozen flows (weights' sum)
+	lfOff     []int32       // by local link: its flows are lfIdx[lfOff[i]:lfOff[i+1]]
+	lfIdx     []int32       // local flows of each local link, in the link's order
+	frOff     []int32       // by local flow: its route is frEnt[frOff[j]:frOff[j+1]]
+	frEnt     []routeEntry  // the route of each local flow, lazy links left out
+	frozen    []bool        // by local flow: rate given
+	nfrozen   int           // flows of the component given their rate
 	sh        shareHeap
 	// flows started and ended in the current instant (replaced)
 	started     []FlowID
@@ -116,7 +143,7 @@ type Engine struct {
 	// capFlows[capOff[j]:capOff[j+1]])
 	capVals     []float64
 	capOff      []int32
-	capFlows    []FlowID
+	capFlows    []int32 // local flows
 	capFill     []int32
 	capIdx      map[float64]int // cap → group, once there are more than a few distinct caps
 	rateScratch []Rate
@@ -152,7 +179,7 @@ func NewEngine(h Handler) *Engine { return &Engine{handler: h} }
 // Now is the current simulated time.
 func (e *Engine) Now() Time { return e.now }
 
-// AddLink adds a directed link of capacity c and latency lat and returns its id. A link's
+// AddLink adds a directed link of capacity c (not negative) and latency lat and returns its id. A link's
 // latency is not applied by the engine (flows are rate-limited only); callers add RouteLatency.
 func (e *Engine) AddLink(name string, c Rate, lat Time) LinkID {
 	e.links = append(e.links, link{name: name, cap: c, lat: lat})
@@ -786,61 +813,93 @@ func (e *Engine) recompute1() {
 	e.Recomputes++
 	e.epoch++
 	ep := e.epoch
-	links := e.compLinks[:0]
-	flows := e.compFlows[:0]
+	if len(e.ls) < len(e.links) {
+		e.ls = append(e.ls, make([]linkScratch, len(e.links)-len(e.ls))...)
+	}
+	if len(e.fs) < len(e.flows) {
+		e.fs = append(e.fs, make([]flowScratch, len(e.flows)-len(e.fs))...)
+	}
+	ls, fs := e.ls, e.fs
+	weighted := e.weights != nil
+	links, flows := e.compLinks[:0], e.compFlows[:0]
+	rem, cnt := e.rem[:0], e.cnt[:0]
+	lfOff, lfIdx := e.lfOff[:0], e.lfIdx[:0]
+	frOff, frEnt := e.frOff[:0], e.frEnt[:0]
+	// A link seen for the first time is marked with this computation's epoch and, unless it is
+	// left out (lazy), added to the component with its full capacity and, unweighted, its count.
 	for _, l := range e.dirty {
-		if lk := &e.links[l]; lk.epoch != ep && !lk.lazy {
-			lk.epoch = ep
+		s := &ls[l]
+		if s.epoch == ep {
+			continue
+		}
+		s.epoch, s.loc = ep, -1
+		if lk := &e.links[l]; !lk.lazy {
+			s.loc = int32(len(links))
 			links = append(links, l)
+			rem = append(rem, float64(lk.cap))
+			cnt = append(cnt, float64(len(lk.flows)))
 		}
 	}
 	e.dirty = e.dirty[:0]
 	// Breadth-first closure over link -> flows -> links.
 	for i := 0; i < len(links); i++ {
-		lk := &e.links[links[i]]
-		for _, fid := range lk.flows {
-			f := &e.flows[fid]
-			if f.epoch == ep {
-				continue
-			}
-			f.epoch = ep
-			flows = append(flows, fid)
-			for _, l2 := range f.route {
-				if lk2 := &e.links[l2]; lk2.epoch != ep && !lk2.lazy {
-					lk2.epoch = ep
-					links = append(links, l2)
+		lfOff = append(lfOff, int32(len(lfIdx)))
+		for _, fid := range e.links[links[i]].flows {
+			fsc := &fs[fid]
+			if fsc.epoch != ep {
+				fsc.epoch, fsc.loc = ep, int32(len(flows))
+				flows = append(flows, fid)
+				frOff = append(frOff, int32(len(frEnt)))
+				f := &e.flows[fid]
+				for j, l2 := range f.route {
+					s := &ls[l2]
+					if s.epoch != ep {
+						s.epoch, s.loc = ep, -1
+						if lk := &e.links[l2]; !lk.lazy {
+							s.loc = int32(len(links))
+							links = append(links, l2)
+							rem = append(rem, float64(lk.cap))
+							cnt = append(cnt, float64(len(lk.flows)))
+						}
+					}
+					if loc := s.loc; loc >= 0 {
+						frEnt = append(frEnt, routeEntry{loc, f.weight(j)})
+					}
 				}
 			}
+			lfIdx = append(lfIdx, fsc.loc)
 		}
 	}
+	lfOff = append(lfOff, int32(len(lfIdx)))
+	frOff = append(frOff, int32(len(frEnt)))
+	if weighted {
+		// Weighted routes: a link's count is the sum of its flows' weights on it, added in the
+		// order of the flows' visit.
+		clear(cnt)
+		for _, en := range frEnt {
+			cnt[en.loc] += en.w
+		}
+	}
+	e.compLinks, e.compFlows, e.rem, e.cnt = links, flows, rem, cnt
+	e.lfOff, e.lfIdx, e.frOff, e.frEnt = lfOff, lfIdx, frOff, frEnt
+	frozen := e.frozen[:0]
+	for range flows {
+		frozen = append(frozen, false)
+	}
+	e.frozen = frozen
 	e.CompVisited += uint64(len(flows))
 	// Progressive filling. Every link starts with its full capacity shared by its flows; the link
 	// (or per-flow cap) with the smallest fair share is the next bottleneck: its unfrozen flows get
 	// that share and are removed from every other link they cross.
 	sh := &e.sh
 	sh.a = sh.a[:0]
-	if e.weights != nil {
-		// Weighted routes: a link's count is the sum of its flows' weights on it.
-		for _, l := range links {
-			e.links[l].cnt = 0
-		}
-		for _, fid := range flows {
-			f := &e.flows[fid]
-			for i, l := range f.route {
-				if lk := &e.links[l]; lk.epoch == ep {
-					lk.cnt += f.weight(i)
-				}
+	for i := range links {
+		if cnt[i] > 0 {
+			share := rem[i] / cnt[i]
+			if share == 0 {
+				share = 0 // not -0: the heap orders shares by their bits (shareHeap.pop)
 			}
-		}
-	}
-	for _, l := range links {
-		lk := &e.links[l]
-		lk.rem = float64(lk.cap)
-		if e.weights == nil {
-			lk.cnt = float64(len(lk.flows))
-		}
-		if lk.cnt > 0 {
-			sh.push(shareEntry{share: lk.rem / lk.cnt, idx: int32(l)})
+			sh.push(shareEntry{share: share, idx: int32(i)})
 		}
 	}
 	// Per-flow caps: one heap entry per distinct cap value (a channel's CTA rate is shared by
@@ -851,76 +910,26 @@ func (e *Engine) recompute1() {
 	for j, c := range e.capVals {
 		sh.push(shareEntry{share: c, idx: int32(j), isFlow: true})
 	}
-	frozen := ep
-	newRate := func(fid FlowID, r float64) {
-		f := &e.flows[fid]
-		f.frozen = frozen
-		old := float64(f.rate)
-		// Advance the flow at its old rate up to now, then change the rate.
-		if r != float64(f.rate) {
-			if dt := e.now - f.last; dt > 0 {
-				moved := float64(f.rate) * float64(dt)
-				f.left -= moved
-				for i, l := range f.route {
-					e.links[l].bytes += moved * f.weight(i)
-				}
-				if f.left < 0 {
-					f.left = 0
-				}
-			}
-			f.last = e.now
-			if e.obs != nil {
-				e.obs.rateChanged(f.tag, f.rate, Rate(r), 0)
-			}
-			f.rate = Rate(r)
-			if r > 0 {
-				e.scheduleDone(fid)
-			} else {
-				e.fhRemove(fid) // cancel the pending completion
-			}
-		}
-		// Take the flow off its links; their new shares are pushed once per batch (flush), and
-		// the version bump invalidates their older heap entries now.
-		for i, l := range f.route {
-			lk := &e.links[l]
-			w := 1.0
-			if f.w != nil {
-				w = f.w[i]
-			}
-			if lk.relaxed {
-				if r != old {
-					e.addLoad(l, (r-old)*w)
-				}
-				if lk.lazy {
-					continue
-				}
-			}
-			lk.rem -= r * w
-			if lk.rem < 0 {
-				lk.rem = 0
-			}
-			lk.cnt -= w
-		}
-	}
 	// A link's fair share rem/cnt never falls when a flow crossing it is frozen (the flow gets
 	// the smallest share, at most this link's), so each link keeps one heap entry, a lower bound
 	// of its share: popped, an entry whose link's share has grown goes back with the new share,
 	// and one that has not is the smallest share of all.
-	for sh.len() > 0 {
+	e.nfrozen = 0
+	for sh.len() > 0 && e.nfrozen < len(flows) {
 		se := sh.pop()
 		if se.isFlow {
-			for _, fid := range e.capFlows[e.capOff[se.idx]:e.capOff[se.idx+1]] {
-				if e.flows[fid].frozen != frozen {
-					newRate(fid, se.share)
+			for _, j := range e.capFlows[e.capOff[se.idx]:e.capOff[se.idx+1]] {
+				if !frozen[j] {
+					e.newRate(j, se.share)
 				}
 			}
 			continue
 		}
-		lk := &e.links[se.idx]
-		if lk.cnt <= cntEps {
+		i := se.idx
+		if cnt[i] <= cntEps {
 			continue // every flow frozen (a weighted sum may keep a rounding residue)
 		}
-		share := lk.rem / lk.cnt
+		share := rem[i] / cnt[i]
 		if share > se.share {
 			se.share = share
 			sh.push(se)
@@ -929,17 +938,64 @@ func (e *Engine) recompute1() {
 		if share < 0 {
 			share = 0
 		}
-		for _, fid := range lk.flows {
-			if e.flows[fid].frozen != frozen {
-				newRate(fid, share)
+		for _, j := range lfIdx[lfOff[i]:lfOff[i+1]] {
+			if !frozen[j] {
+				e.newRate(j, share)
 			}
 		}
 	}
-	e.compLinks = links[:0]
-	e.compFlows = flows[:0]
 }
 
-// groupCaps fills capVals, capOff and capFlows with the capped flows of flows, grouped by cap.
+// newRate gives the component's flow j (a local index) its rate r: it freezes the flow and
+// takes it off the links of its route (their new shares are pushed when next popped).
+func (e *Engine) newRate(j int32, r float64) {
+	e.frozen[j] = true
+	e.nfrozen++
+	f := &e.flows[e.compFlows[j]]
+	old := float64(f.rate)
+	if r != old {
+		// Advance the flow at its old rate up to now, then change the rate.
+		dt := e.now - f.last
+		moved := old * float64(dt)
+		if dt > 0 {
+			f.left -= moved
+			if f.left < 0 {
+				f.left = 0
+			}
+		}
+		for i, l := range f.route {
+			lk := &e.links[l]
+			w := f.weight(i)
+			if dt > 0 {
+				lk.bytes += moved * w
+			}
+			if lk.relaxed {
+				e.addLoad(l, (r-old)*w)
+			}
+		}
+		f.last = e.now
+		if e.obs != nil {
+			e.obs.rateChanged(f.tag, f.rate, Rate(r), 0)
+		}
+		f.rate = Rate(r)
+		if r > 0 {
+			e.scheduleDone(e.compFlows[j])
+		} else {
+			e.fhRemove(e.compFlows[j]) // cancel the pending completion
+		}
+	}
+	rem, cnt := e.rem, e.cnt
+	for _, en := range e.frEnt[e.frOff[j]:e.frOff[j+1]] {
+		rem[en.loc] -= r * en.w
+		if rem[en.loc] < 0 {
+			rem[en.loc] = 0
+		}
+		cnt[en.loc] -= en.w
+	}
+}
+
+// groupCaps fills capVals, capOff and capFlows with the capped flows of flows (their indices in
+// flows), grouped by cap.
 func (e *Engine) groupCaps(flows []FlowID) {
 	vals := e.capVals[:0]
 	cnt := e.capOff[:0]
@@ -998,10 +1054,10 @@ func (e *Engine) groupCaps(flows []FlowID) {
 	}
 	fill := append(e.capFill[:0], off[:len(vals)]...)
 	e.capFill = fill
-	for _, fid := range flows {
+	for k, fid := range flows {
 		if m := e.flows[fid].maxr; m > 0 {
 			j := idx(float64(m))
-			fl[fill[j]] = fid
+			fl[fill[j]] = int32(k)
 			fill[j]++
 		}
 	}
@@ -1038,31 +1094,41 @@ func (h *shareHeap) push(e shareEntry) {
 }
 
 func (h *shareHeap) pop() shareEntry {
-	// Sifted down with a hole instead of swaps: the same comparisons, so the same array.
+	// Bottom-up (Floyd): the hole left at the root goes down the path of smaller children to a
+	// leaf, then the last entry x goes up that path while its parent is not smaller than x. The
+	// path's shares do not decrease going down, so x lands where a sift-down stopping at the first
+	// child not smaller than x puts it, and every entry of the path where that sift-down leaves
+	// it: the same array, ties included, with one comparison a level instead of two. The slot
+	// just past the heap holds +Inf while the hole goes down, so that a node whose right child is
+	// that slot picks its left child as a bounds test would, without a branch (shares are never
+	// NaN, and as non-negative floats they order as their bits do).
 	a := h.a
 	e := a[0]
 	n := len(a) - 1
 	x := a[n]
 	h.a = a[:n]
-	a = a[:n]
 	if n == 0 {
 		return e
 	}
+	a[n].share = math.Inf(1)
 	i := 0
 	for {
 		l := 2*i + 1
 		if l >= n {
 			break
 		}
-		m := l
-		if r := l + 1; r < n && a[r].share < a[l].share {
-			m = r
-		}
-		if !(a[m].share < x.share) {
-			break
-		}
+		_, b := bits.Sub64(math.Float64bits(a[l+1].share), math.Float64bits(a[l].share), 0)
+		m := l + int(b)
 		a[i] = a[m]
 		i = m
+	}
+	for i > 0 {
+		p := (i - 1) / 2
+		if a[p].share < x.share {
+			break
+		}
+		a[i] = a[p]
+		i = p
 	}
 	a[i] = x
 	return e
