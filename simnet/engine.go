@@ -53,22 +53,13 @@ type link struct {
 	_                    [32]byte
 }
 
-// linkScratch is a link's mark in the rate computation (Engine.ls, indexed by LinkID).
+// linkScratch is a link's state in the rate computation (Engine.ls, indexed by LinkID), apart
+// from link so that the computation's inner loops touch 24 bytes a link.
 type linkScratch struct {
-	epoch uint32 // the computation that last saw the link
-	loc   int32  // its index in that computation's component (-1: lazy, left out)
-}
-
-// flowScratch is a flow's mark in the rate computation (Engine.fs, indexed by FlowID).
-type flowScratch struct {
-	epoch uint32 // the computation that visited it
-	loc   int32  // its index in that computation's component
-}
-
-// routeEntry is a link of a flow's route in the component being computed (Engine.frEnt).
-type routeEntry struct {
-	loc int32   // local index of the link
-	w   float64 // the flow's weight on it
+	rem   float64
+	cnt   float64 // unfrozen flows (their weights' sum where routes are weighted)
+	epoch uint32  // the computation that last saw the link
+	in    bool    // in that computation's component (not lazy)
 }
 
 type flow struct {
@@ -85,6 +76,9 @@ type flow struct {
 	hpos    int32  // index in Engine.fh, -1 when not scheduled
 	active  bool
 	counted bool // counted in nact (not a flow completed at once)
+	// scratch of the rate computation
+	epoch  uint32 // the computation that visited it
+	frozen uint32 // the computation that gave it its rate
 }
 
 // Engine is a discrete-event simulator of flows over links with max-min fair bandwidth sharing.
@@ -118,21 +112,11 @@ type Engine struct {
 	halted  bool     // Run returns errHalted at the end of the current instant
 	maxWork uint64   // Run returns errBudget once CompVisited exceeds it (0: no bound)
 
-	// scratch of the rate computation, reused between calls. The links and flows of the
-	// component being computed get local indices (their order of visit): compLinks and compFlows
-	// map them back, and the arrays below are indexed by them, so that the filling's inner loops
-	// stay within a few dense arrays.
-	ls        []linkScratch // by link id
-	fs        []flowScratch // by flow id
-	compLinks []LinkID      // by local link
-	compFlows []FlowID      // by local flow
-	rem, cnt  []float64     // by local link: capacity left, unfrozen flows (weights' sum)
-	lfOff     []int32       // by local link: its flows are lfIdx[lfOff[i]:lfOff[i+1]]
-	lfIdx     []int32       // local flows of each local link, in the link's order
-	frOff     []int32       // by local flow: its route is frEnt[frOff[j]:frOff[j+1]]
-	frEnt     []routeEntry  // the route of each local flow, lazy links left out
-	frozen    []bool        // by local flow: rate given
-	nfrozen   int           // flows of the component given their rate
+	// scratch of the rate computation, reused between calls
+	ls        []linkScratch // by link
+	compLinks []LinkID
+	compFlows []FlowID
+	nfrozen   int // flows of the component given their rate
 	sh        shareHeap
 	// flows started and ended in the current instant (replaced)
 	started     []FlowID
@@ -143,7 +127,7 @@ type Engine struct {
 	// capFlows[capOff[j]:capOff[j+1]])
 	capVals     []float64
 	capOff      []int32
-	capFlows    []int32 // local flows
+	capFlows    []FlowID
 	capFill     []int32
 	capIdx      map[float64]int // cap → group, once there are more than a few distinct caps
 	rateScratch []Rate
@@ -816,90 +800,72 @@ func (e *Engine) recompute1() {
 	if len(e.ls) < len(e.links) {
 		e.ls = append(e.ls, make([]linkScratch, len(e.links)-len(e.ls))...)
 	}
-	if len(e.fs) < len(e.flows) {
-		e.fs = append(e.fs, make([]flowScratch, len(e.flows)-len(e.fs))...)
-	}
-	ls, fs := e.ls, e.fs
-	weighted := e.weights != nil
-	links, flows := e.compLinks[:0], e.compFlows[:0]
-	rem, cnt := e.rem[:0], e.cnt[:0]
-	lfOff, lfIdx := e.lfOff[:0], e.lfIdx[:0]
-	frOff, frEnt := e.frOff[:0], e.frEnt[:0]
-	// A link seen for the first time is marked with this computation's epoch and, unless it is
-	// left out (lazy), added to the component with its full capacity and, unweighted, its count.
+	ls := e.ls
+	links := e.compLinks[:0]
+	flows := e.compFlows[:0]
+	// A link is marked the first time the computation sees it, and is in its component unless it
+	// is left out (lazy).
 	for _, l := range e.dirty {
-		s := &ls[l]
-		if s.epoch == ep {
-			continue
-		}
-		s.epoch, s.loc = ep, -1
-		if lk := &e.links[l]; !lk.lazy {
-			s.loc = int32(len(links))
-			links = append(links, l)
-			rem = append(rem, float64(lk.cap))
-			cnt = append(cnt, float64(len(lk.flows)))
+		if s := &ls[l]; s.epoch != ep {
+			s.epoch, s.in = ep, !e.links[l].lazy
+			if s.in {
+				links = append(links, l)
+			}
 		}
 	}
 	e.dirty = e.dirty[:0]
 	// Breadth-first closure over link -> flows -> links.
 	for i := 0; i < len(links); i++ {
-		lfOff = append(lfOff, int32(len(lfIdx)))
 		for _, fid := range e.links[links[i]].flows {
-			fsc := &fs[fid]
-			if fsc.epoch != ep {
-				fsc.epoch, fsc.loc = ep, int32(len(flows))
-				flows = append(flows, fid)
-				frOff = append(frOff, int32(len(frEnt)))
-				f := &e.flows[fid]
-				for j, l2 := range f.route {
-					s := &ls[l2]
-					if s.epoch != ep {
-						s.epoch, s.loc = ep, -1
-						if lk := &e.links[l2]; !lk.lazy {
-							s.loc = int32(len(links))
-							links = append(links, l2)
-							rem = append(rem, float64(lk.cap))
-							cnt = append(cnt, float64(len(lk.flows)))
-						}
-					}
-					if loc := s.loc; loc >= 0 {
-						frEnt = append(frEnt, routeEntry{loc, f.weight(j)})
+			f := &e.flows[fid]
+			if f.epoch == ep {
+				continue
+			}
+			f.epoch = ep
+			flows = append(flows, fid)
+			for _, l2 := range f.route {
+				if s := &ls[l2]; s.epoch != ep {
+					s.epoch, s.in = ep, !e.links[l2].lazy
+					if s.in {
+						links = append(links, l2)
 					}
 				}
 			}
-			lfIdx = append(lfIdx, fsc.loc)
 		}
 	}
-	lfOff = append(lfOff, int32(len(lfIdx)))
-	frOff = append(frOff, int32(len(frEnt)))
-	if weighted {
-		// Weighted routes: a link's count is the sum of its flows' weights on it, added in the
-		// order of the flows' visit.
-		clear(cnt)
-		for _, en := range frEnt {
-			cnt[en.loc] += en.w
-		}
-	}
-	e.compLinks, e.compFlows, e.rem, e.cnt = links, flows, rem, cnt
-	e.lfOff, e.lfIdx, e.frOff, e.frEnt = lfOff, lfIdx, frOff, frEnt
-	frozen := e.frozen[:0]
-	for range flows {
-		frozen = append(frozen, false)
-	}
-	e.frozen = frozen
+	e.compLinks, e.compFlows = links, flows
 	e.CompVisited += uint64(len(flows))
 	// Progressive filling. Every link starts with its full capacity shared by its flows; the link
 	// (or per-flow cap) with the smallest fair share is the next bottleneck: its unfrozen flows get
 	// that share and are removed from every other link they cross.
+	if e.weights != nil {
+		// Weighted routes: a link's count is the sum of its flows' weights on it.
+		for _, l := range links {
+			ls[l].cnt = 0
+		}
+		for _, fid := range flows {
+			f := &e.flows[fid]
+			for i, l := range f.route {
+				if s := &ls[l]; s.in {
+					s.cnt += f.weight(i)
+				}
+			}
+		}
+	}
 	sh := &e.sh
 	sh.a = sh.a[:0]
-	for i := range links {
-		if cnt[i] > 0 {
-			share := rem[i] / cnt[i]
+	for _, l := range links {
+		lk, s := &e.links[l], &ls[l]
+		s.rem = float64(lk.cap)
+		if e.weights == nil {
+			s.cnt = float64(len(lk.flows))
+		}
+		if s.cnt > 0 {
+			share := s.rem / s.cnt
 			if share == 0 {
 				share = 0 // not -0: the heap orders shares by their bits (shareHeap.pop)
 			}
-			sh.push(shareEntry{share: share, idx: int32(i)})
+			sh.push(shareEntry{share: share, ref: int32(l)})
 		}
 	}
 	// Per-flow caps: one heap entry per distinct cap value (a channel's CTA rate is shared by
@@ -908,28 +874,30 @@ func (e *Engine) recompute1() {
 	// result is the one per-flow entries would give.
 	e.groupCaps(flows)
 	for j, c := range e.capVals {
-		sh.push(shareEntry{share: c, idx: int32(j), isFlow: true})
+		sh.push(shareEntry{share: c, ref: ^int32(j)})
 	}
 	// A link's fair share rem/cnt never falls when a flow crossing it is frozen (the flow gets
 	// the smallest share, at most this link's), so each link keeps one heap entry, a lower bound
 	// of its share: popped, an entry whose link's share has grown goes back with the new share,
-	// and one that has not is the smallest share of all.
+	// and one that has not is the smallest share of all. Once every flow has its rate, the
+	// entries left can change nothing.
 	e.nfrozen = 0
 	for sh.len() > 0 && e.nfrozen < len(flows) {
 		se := sh.pop()
-		if se.isFlow {
-			for _, j := range e.capFlows[e.capOff[se.idx]:e.capOff[se.idx+1]] {
-				if !frozen[j] {
-					e.newRate(j, se.share)
+		if se.ref < 0 {
+			j := ^se.ref
+			for _, fid := range e.capFlows[e.capOff[j]:e.capOff[j+1]] {
+				if e.flows[fid].frozen != ep {
+					e.newRate(fid, se.share)
 				}
 			}
 			continue
 		}
-		i := se.idx
-		if cnt[i] <= cntEps {
+		s := &ls[se.ref]
+		if s.cnt <= cntEps {
 			continue // every flow frozen (a weighted sum may keep a rounding residue)
 		}
-		share := rem[i] / cnt[i]
+		share := s.rem / s.cnt
 		if share > se.share {
 			se.share = share
 			sh.push(se)
@@ -938,20 +906,20 @@ func (e *Engine) recompute1() {
 		if share < 0 {
 			share = 0
 		}
-		for _, j := range lfIdx[lfOff[i]:lfOff[i+1]] {
-			if !frozen[j] {
-				e.newRate(j, share)
+		for _, fid := range e.links[se.ref].flows {
+			if e.flows[fid].frozen != ep {
+				e.newRate(fid, share)
 			}
 		}
 	}
 }
 
-// newRate gives the component's flow j (a local index) its rate r: it freezes the flow and
+// newRate gives flow fid its rate r in the current rate computation: it freezes the flow and
 // takes it off the links of its route (their new shares are pushed when next popped).
-func (e *Engine) newRate(j int32, r float64) {
-	e.frozen[j] = true
+func (e *Engine) newRate(fid FlowID, r float64) {
+	f := &e.flows[fid]
+	f.frozen = e.epoch
 	e.nfrozen++
-	f := &e.flows[e.compFlows[j]]
 	old := float64(f.rate)
 	if r != old {
 		// Advance the flow at its old rate up to now, then change the rate.
@@ -979,23 +947,36 @@ func (e *Engine) newRate(j int32, r float64) {
 		}
 		f.rate = Rate(r)
 		if r > 0 {
-			e.scheduleDone(e.compFlows[j])
+			e.scheduleDone(fid)
 		} else {
-			e.fhRemove(e.compFlows[j]) // cancel the pending completion
+			e.fhRemove(fid) // cancel the pending completion
 		}
 	}
-	rem, cnt := e.rem, e.cnt
-	for _, en := range e.frEnt[e.frOff[j]:e.frOff[j+1]] {
-		rem[en.loc] -= r * en.w
-		if rem[en.loc] < 0 {
-			rem[en.loc] = 0
+	ls := e.ls
+	if f.w == nil {
+		for _, l := range f.route {
+			if s := &ls[l]; s.in {
+				s.rem -= r
+				if s.rem < 0 {
+					s.rem = 0
+				}
+				s.cnt--
+			}
 		}
-		cnt[en.loc] -= en.w
+		return
+	}
+	for i, l := range f.route {
+		if s := &ls[l]; s.in {
+			s.rem -= r * f.w[i]
+			if s.rem < 0 {
+				s.rem = 0
+			}
+			s.cnt -= f.w[i]
+		}
 	}
 }
 
-// groupCaps fills capVals, capOff and capFlows with the capped flows of flows (their indices in
-// flows), grouped by cap.
+// groupCaps fills capVals, capOff and capFlows with the capped flows of flows, grouped by cap.
 func (e *Engine) groupCaps(flows []FlowID) {
 	vals := e.capVals[:0]
 	cnt := e.capOff[:0]
@@ -1054,10 +1035,10 @@ func (e *Engine) groupCaps(flows []FlowID) {
 	}
 	fill := append(e.capFill[:0], off[:len(vals)]...)
 	e.capFill = fill
-	for k, fid := range flows {
+	for _, fid := range flows {
 		if m := e.flows[fid].maxr; m > 0 {
 			j := idx(float64(m))
-			fl[fill[j]] = int32(k)
+			fl[fill[j]] = fid
 			fill[j]++
 		}
 	}
@@ -1067,10 +1048,11 @@ func (e *Engine) groupCaps(flows []FlowID) {
 // FlowRate returns the current rate of an active flow.
 func (e *Engine) FlowRate(id FlowID) Rate { return e.flows[id].rate }
 
+// shareEntry is an entry of the rate computation's heap: a link's share (ref: its id) or a per-flow
+// cap (ref: ^ its group in capVals).
 type shareEntry struct {
-	share  float64
-	idx    int32
-	isFlow bool
+	share float64
+	ref   int32
 }
 
 type shareHeap struct{ a []shareEntry }
@@ -1112,13 +1094,9 @@ func (h *shareHeap) pop() shareEntry {
 	}
 	a[n].share = math.Inf(1)
 	i := 0
-	for {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		_, b := bits.Sub64(math.Float64bits(a[l+1].share), math.Float64bits(a[l].share), 0)
-		m := l + int(b)
+	for r := 2; r < len(a); r = 2*i + 2 {
+		_, b := bits.Sub64(math.Float64bits(a[r].share), math.Float64bits(a[r-1].share), 0)
+		m := r - 1 + int(b)
 		a[i] = a[m]
 		i = m
 	}
