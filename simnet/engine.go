@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"sync/atomic"
 )
@@ -34,23 +35,31 @@ var errBudget = errors.New("simnet: replay over its work budget")
 var ErrStalled = errors.New("simnet: flows stalled (a route crosses a link of zero capacity)")
 
 type link struct {
-	name  string
-	cap   Rate
-	lat   Time
+	// What the rate computation reads comes first: 56 bytes, one cache line in a line-aligned
+	// array of 128-byte links (a large slice's backing array is page-aligned).
 	flows []FlowID // active flows crossing the link, unordered
-	bytes float64  // bytes carried so far (utilisation)
-	busy  Time     // time with at least one active flow
-	since Time     // start of the current busy period
-	// scratch of the rate computation
-	epoch uint32
-	rem   float64
-	cnt   float64 // unfrozen flows (their weights' sum where routes are weighted)
+	cap   Rate
 	// Relaxed links (relaxLink): relaxed marks a link the engine may leave out of the rate
 	// computation; lazy is true while it does; load is the sum of its flows' rates, checked
 	// against its capacity after every computation. lazy is also set, for good, on a link that
 	// is not relaxed but whose constraint another link implies (pruneImplied).
 	relaxed, lazy, check bool
 	load                 float64
+	bytes                float64 // bytes carried so far (utilisation)
+	name                 string
+	lat                  Time
+	busy                 Time // time with at least one active flow
+	since                Time // start of the current busy period
+	_                    [32]byte
+}
+
+// linkScratch is a link's state in the rate computation (Engine.ls, indexed by LinkID), apart
+// from link so that the computation's inner loops touch 24 bytes a link.
+type linkScratch struct {
+	rem   float64
+	cnt   float64 // unfrozen flows (their weights' sum where routes are weighted)
+	epoch uint32  // the computation that last saw the link
+	in    bool    // in that computation's component (not lazy)
 }
 
 type flow struct {
@@ -67,9 +76,9 @@ type flow struct {
 	hpos    int32  // index in Engine.fh, -1 when not scheduled
 	active  bool
 	counted bool // counted in nact (not a flow completed at once)
-	// scratch
-	epoch  uint32
-	frozen uint32
+	// scratch of the rate computation
+	epoch  uint32 // the computation that visited it
+	frozen uint32 // the computation that gave it its rate
 }
 
 // Engine is a discrete-event simulator of flows over links with max-min fair bandwidth sharing.
@@ -104,8 +113,10 @@ type Engine struct {
 	maxWork uint64   // Run returns errBudget once CompVisited exceeds it (0: no bound)
 
 	// scratch of the rate computation, reused between calls
+	ls        []linkScratch // by link
 	compLinks []LinkID
 	compFlows []FlowID
+	nfrozen   int // flows of the component given their rate
 	sh        shareHeap
 	// flows started and ended in the current instant (replaced)
 	started     []FlowID
@@ -152,7 +163,7 @@ func NewEngine(h Handler) *Engine { return &Engine{handler: h} }
 // Now is the current simulated time.
 func (e *Engine) Now() Time { return e.now }
 
-// AddLink adds a directed link of capacity c and latency lat and returns its id. A link's
+// AddLink adds a directed link of capacity c (not negative) and latency lat and returns its id. A link's
 // latency is not applied by the engine (flows are rate-limited only); callers add RouteLatency.
 func (e *Engine) AddLink(name string, c Rate, lat Time) LinkID {
 	e.links = append(e.links, link{name: name, cap: c, lat: lat})
@@ -786,19 +797,26 @@ func (e *Engine) recompute1() {
 	e.Recomputes++
 	e.epoch++
 	ep := e.epoch
+	if len(e.ls) < len(e.links) {
+		e.ls = append(e.ls, make([]linkScratch, len(e.links)-len(e.ls))...)
+	}
+	ls := e.ls
 	links := e.compLinks[:0]
 	flows := e.compFlows[:0]
+	// A link is marked the first time the computation sees it, and is in its component unless it
+	// is left out (lazy).
 	for _, l := range e.dirty {
-		if lk := &e.links[l]; lk.epoch != ep && !lk.lazy {
-			lk.epoch = ep
-			links = append(links, l)
+		if s := &ls[l]; s.epoch != ep {
+			s.epoch, s.in = ep, !e.links[l].lazy
+			if s.in {
+				links = append(links, l)
+			}
 		}
 	}
 	e.dirty = e.dirty[:0]
 	// Breadth-first closure over link -> flows -> links.
 	for i := 0; i < len(links); i++ {
-		lk := &e.links[links[i]]
-		for _, fid := range lk.flows {
+		for _, fid := range e.links[links[i]].flows {
 			f := &e.flows[fid]
 			if f.epoch == ep {
 				continue
@@ -806,41 +824,48 @@ func (e *Engine) recompute1() {
 			f.epoch = ep
 			flows = append(flows, fid)
 			for _, l2 := range f.route {
-				if lk2 := &e.links[l2]; lk2.epoch != ep && !lk2.lazy {
-					lk2.epoch = ep
-					links = append(links, l2)
+				if s := &ls[l2]; s.epoch != ep {
+					s.epoch, s.in = ep, !e.links[l2].lazy
+					if s.in {
+						links = append(links, l2)
+					}
 				}
 			}
 		}
 	}
+	e.compLinks, e.compFlows = links, flows
 	e.CompVisited += uint64(len(flows))
 	// Progressive filling. Every link starts with its full capacity shared by its flows; the link
 	// (or per-flow cap) with the smallest fair share is the next bottleneck: its unfrozen flows get
 	// that share and are removed from every other link they cross.
-	sh := &e.sh
-	sh.a = sh.a[:0]
 	if e.weights != nil {
 		// Weighted routes: a link's count is the sum of its flows' weights on it.
 		for _, l := range links {
-			e.links[l].cnt = 0
+			ls[l].cnt = 0
 		}
 		for _, fid := range flows {
 			f := &e.flows[fid]
 			for i, l := range f.route {
-				if lk := &e.links[l]; lk.epoch == ep {
-					lk.cnt += f.weight(i)
+				if s := &ls[l]; s.in {
+					s.cnt += f.weight(i)
 				}
 			}
 		}
 	}
+	sh := &e.sh
+	sh.a = sh.a[:0]
 	for _, l := range links {
-		lk := &e.links[l]
-		lk.rem = float64(lk.cap)
+		lk, s := &e.links[l], &ls[l]
+		s.rem = float64(lk.cap)
 		if e.weights == nil {
-			lk.cnt = float64(len(lk.flows))
+			s.cnt = float64(len(lk.flows))
 		}
-		if lk.cnt > 0 {
-			sh.push(shareEntry{share: lk.rem / lk.cnt, idx: int32(l)})
+		if s.cnt > 0 {
+			share := s.rem / s.cnt
+			if share == 0 {
+				share = 0 // not -0: the heap orders shares by their bits (shareHeap.pop)
+			}
+			sh.push(shareEntry{share: share, ref: int32(l)})
 		}
 	}
 	// Per-flow caps: one heap entry per distinct cap value (a channel's CTA rate is shared by
@@ -849,78 +874,30 @@ func (e *Engine) recompute1() {
 	// result is the one per-flow entries would give.
 	e.groupCaps(flows)
 	for j, c := range e.capVals {
-		sh.push(shareEntry{share: c, idx: int32(j), isFlow: true})
-	}
-	frozen := ep
-	newRate := func(fid FlowID, r float64) {
-		f := &e.flows[fid]
-		f.frozen = frozen
-		old := float64(f.rate)
-		// Advance the flow at its old rate up to now, then change the rate.
-		if r != float64(f.rate) {
-			if dt := e.now - f.last; dt > 0 {
-				moved := float64(f.rate) * float64(dt)
-				f.left -= moved
-				for i, l := range f.route {
-					e.links[l].bytes += moved * f.weight(i)
-				}
-				if f.left < 0 {
-					f.left = 0
-				}
-			}
-			f.last = e.now
-			if e.obs != nil {
-				e.obs.rateChanged(f.tag, f.rate, Rate(r), 0)
-			}
-			f.rate = Rate(r)
-			if r > 0 {
-				e.scheduleDone(fid)
-			} else {
-				e.fhRemove(fid) // cancel the pending completion
-			}
-		}
-		// Take the flow off its links; their new shares are pushed once per batch (flush), and
-		// the version bump invalidates their older heap entries now.
-		for i, l := range f.route {
-			lk := &e.links[l]
-			w := 1.0
-			if f.w != nil {
-				w = f.w[i]
-			}
-			if lk.relaxed {
-				if r != old {
-					e.addLoad(l, (r-old)*w)
-				}
-				if lk.lazy {
-					continue
-				}
-			}
-			lk.rem -= r * w
-			if lk.rem < 0 {
-				lk.rem = 0
-			}
-			lk.cnt -= w
-		}
+		sh.push(shareEntry{share: c, ref: ^int32(j)})
 	}
 	// A link's fair share rem/cnt never falls when a flow crossing it is frozen (the flow gets
 	// the smallest share, at most this link's), so each link keeps one heap entry, a lower bound
 	// of its share: popped, an entry whose link's share has grown goes back with the new share,
-	// and one that has not is the smallest share of all.
-	for sh.len() > 0 {
+	// and one that has not is the smallest share of all. Once every flow has its rate, the
+	// entries left can change nothing.
+	e.nfrozen = 0
+	for sh.len() > 0 && e.nfrozen < len(flows) {
 		se := sh.pop()
-		if se.isFlow {
-			for _, fid := range e.capFlows[e.capOff[se.idx]:e.capOff[se.idx+1]] {
-				if e.flows[fid].frozen != frozen {
-					newRate(fid, se.share)
+		if se.ref < 0 {
+			j := ^se.ref
+			for _, fid := range e.capFlows[e.capOff[j]:e.capOff[j+1]] {
+				if e.flows[fid].frozen != ep {
+					e.newRate(fid, se.share)
 				}
 			}
 			continue
 		}
-		lk := &e.links[se.idx]
-		if lk.cnt <= cntEps {
+		s := &ls[se.ref]
+		if s.cnt <= cntEps {
 			continue // every flow frozen (a weighted sum may keep a rounding residue)
 		}
-		share := lk.rem / lk.cnt
+		share := s.rem / s.cnt
 		if share > se.share {
 			se.share = share
 			sh.push(se)
@@ -929,14 +906,74 @@ func (e *Engine) recompute1() {
 		if share < 0 {
 			share = 0
 		}
-		for _, fid := range lk.flows {
-			if e.flows[fid].frozen != frozen {
-				newRate(fid, share)
+		for _, fid := range e.links[se.ref].flows {
+			if e.flows[fid].frozen != ep {
+				e.newRate(fid, share)
 			}
 		}
 	}
-	e.compLinks = links[:0]
-	e.compFlows = flows[:0]
+}
+
+// newRate gives flow fid its rate r in the current rate computation: it freezes the flow and
+// takes it off the links of its route (their new shares are pushed when next popped).
+func (e *Engine) newRate(fid FlowID, r float64) {
+	f := &e.flows[fid]
+	f.frozen = e.epoch
+	e.nfrozen++
+	old := float64(f.rate)
+	if r != old {
+		// Advance the flow at its old rate up to now, then change the rate.
+		dt := e.now - f.last
+		moved := old * float64(dt)
+		if dt > 0 {
+			f.left -= moved
+			if f.left < 0 {
+				f.left = 0
+			}
+		}
+		for i, l := range f.route {
+			lk := &e.links[l]
+			w := f.weight(i)
+			if dt > 0 {
+				lk.bytes += moved * w
+			}
+			if lk.relaxed {
+				e.addLoad(l, (r-old)*w)
+			}
+		}
+		f.last = e.now
+		if e.obs != nil {
+			e.obs.rateChanged(f.tag, f.rate, Rate(r), 0)
+		}
+		f.rate = Rate(r)
+		if r > 0 {
+			e.scheduleDone(fid)
+		} else {
+			e.fhRemove(fid) // cancel the pending completion
+		}
+	}
+	ls := e.ls
+	if f.w == nil {
+		for _, l := range f.route {
+			if s := &ls[l]; s.in {
+				s.rem -= r
+				if s.rem < 0 {
+					s.rem = 0
+				}
+				s.cnt--
+			}
+		}
+		return
+	}
+	for i, l := range f.route {
+		if s := &ls[l]; s.in {
+			s.rem -= r * f.w[i]
+			if s.rem < 0 {
+				s.rem = 0
+			}
+			s.cnt -= f.w[i]
+		}
+	}
 }
 
 // groupCaps fills capVals, capOff and capFlows with the capped flows of flows, grouped by cap.
@@ -1011,10 +1048,11 @@ func (e *Engine) groupCaps(flows []FlowID) {
 // FlowRate returns the current rate of an active flow.
 func (e *Engine) FlowRate(id FlowID) Rate { return e.flows[id].rate }
 
+// shareEntry is an entry of the rate computation's heap: a link's share (ref: its id) or a per-flow
+// cap (ref: ^ its group in capVals).
 type shareEntry struct {
-	share  float64
-	idx    int32
-	isFlow bool
+	share float64
+	ref   int32
 }
 
 type shareHeap struct{ a []shareEntry }
@@ -1038,31 +1076,37 @@ func (h *shareHeap) push(e shareEntry) {
 }
 
 func (h *shareHeap) pop() shareEntry {
-	// Sifted down with a hole instead of swaps: the same comparisons, so the same array.
+	// Bottom-up (Floyd): the hole left at the root goes down the path of smaller children to a
+	// leaf, then the last entry x goes up that path while its parent is not smaller than x. The
+	// path's shares do not decrease going down, so x lands where a sift-down stopping at the first
+	// child not smaller than x puts it, and every entry of the path where that sift-down leaves
+	// it: the same array, ties included, with one comparison a level instead of two. The slot
+	// just past the heap holds +Inf while the hole goes down, so that a node whose right child is
+	// that slot picks its left child as a bounds test would, without a branch (shares are never
+	// NaN, and as non-negative floats they order as their bits do).
 	a := h.a
 	e := a[0]
 	n := len(a) - 1
 	x := a[n]
 	h.a = a[:n]
-	a = a[:n]
 	if n == 0 {
 		return e
 	}
+	a[n].share = math.Inf(1)
 	i := 0
-	for {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		m := l
-		if r := l + 1; r < n && a[r].share < a[l].share {
-			m = r
-		}
-		if !(a[m].share < x.share) {
-			break
-		}
+	for r := 2; r < len(a); r = 2*i + 2 {
+		_, b := bits.Sub64(math.Float64bits(a[r].share), math.Float64bits(a[r-1].share), 0)
+		m := r - 1 + int(b)
 		a[i] = a[m]
 		i = m
+	}
+	for i > 0 {
+		p := (i - 1) / 2
+		if a[p].share < x.share {
+			break
+		}
+		a[i] = a[p]
+		i = p
 	}
 	a[i] = x
 	return e
