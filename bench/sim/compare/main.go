@@ -19,6 +19,7 @@
 // rows (tags mp_*, one row per rank, the slowest kept) ran one process per GPU (per-gpu).
 //
 //	go run ./bench/sim/compare [-csv testdata/nccl/h200x2/nccl_perf.csv] [-topo testdata/nccl/h200x2/real_topo.xml] [-tag default] [-launch per-node] [-cta-rate 0] [-flat-cta] [-line-stream] [-sensitivity] [-plot cmp.svg] [-json]
+//	go run ./bench/sim/compare -csv testdata/nccl/h200x2/p2pscan-2026-11-28.csv -tag p2p_maxch1 -launch per-gpu -env NCCL_MAX_P2P_NCHANNELS=1
 //	go run ./bench/sim/compare -csv testdata/nccl/h200x4/smallmsg.csv -topo testdata/nccl/h200x4/real_topo.xml -tag mp_default -launch per-gpu
 package main
 
@@ -48,6 +49,7 @@ func main() {
 	launch := flag.String("launch", "per-node", "how the measurement launched its calls: per-node (one process drives every GPU, nccl_perf.cu's default), per-gpu (a process per GPU, NPROCS), graph")
 	flat := flag.Bool("flat-cta", false, "the flat per-CTA model of before 2026-11-28 (every step's payload at the CTA rate, no fence) instead of the per-protocol memory-traffic model and Simple's fence (simnet.GPUModel.Mem, Fence)")
 	stream := flag.Bool("line-stream", false, "LL and LL128 receives overlap the message they receive, with the measured LL rate of one Hopper CTA (simnet.LineStream; off by default)")
+	env := flag.String("env", "", "NCCL settings the measured rows ran under, K=V[,K=V…] (e.g. NCCL_MAX_P2P_NCHANNELS=1, as testdata/nccl/p2pscan.sh's log names them per tag): the simulation plans with them too; a tag's own algorithm, protocol and channels win")
 	b2b := flag.Int("b2b", 3, "time each size as nccl-tests does, in a loop of back-to-back calls (simnet.RunOptions.BackToBack); 1: one isolated call")
 	flag.Parse()
 	mode, err := simnet.ParseLaunchMode(*launch)
@@ -59,13 +61,18 @@ func main() {
 		simnet.MemModel = false
 	}
 	simnet.LineStream = *stream
-	if err := run(*csvPath, *topo, *tag, *plotPath, *asJSON, *ctaRate, *sens, *b2b, mode); err != nil {
+	cfg, err := settings(*tag, *env)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "compare:", err)
+		os.Exit(2)
+	}
+	if err := run(*csvPath, *topo, *tag, cfg, *plotPath, *asJSON, *ctaRate, *sens, *b2b, mode); err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
 	}
 }
 
-func run(csvPath, topo, tag, plotPath string, asJSON bool, ctaRate float64, sens bool, b2b int, launch simnet.LaunchMode) error {
+func run(csvPath, topo, tag string, cfg tuning.Config, plotPath string, asJSON bool, ctaRate float64, sens bool, b2b int, launch simnet.LaunchMode) error {
 	f, err := os.Open(csvPath)
 	if err != nil {
 		return err
@@ -75,7 +82,7 @@ func run(csvPath, topo, tag, plotPath string, asJSON bool, ctaRate float64, sens
 	if err != nil {
 		return err
 	}
-	s := planner.Settings{Tuning: forced(tag)}
+	s := planner.Settings{Tuning: cfg}
 	name, doc, err := planner.LoadTopology(topo, s)
 	if err != nil {
 		return err
@@ -192,6 +199,34 @@ func sensitivity(m *simnet.Machine, meas []simnet.Measured, tag string, asJSON b
 	return nil
 }
 
+// settings is the tuning configuration of the measured rows: NCCL's variables from env
+// ("K=V,K=V", read as NCCL reads its environment) under what the tag itself forces (forced).
+func settings(tag, env string) (tuning.Config, error) {
+	f := forced(tag)
+	if env == "" {
+		return f, nil
+	}
+	vars := map[string]string{}
+	for _, kv := range strings.Split(env, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || !strings.HasPrefix(k, "NCCL_") {
+			return tuning.Config{}, fmt.Errorf("-env %q: want NCCL_NAME=VALUE pairs separated by commas", kv)
+		}
+		vars[k] = v
+	}
+	c, err := tuning.ConfigFromEnv(func(k string) string { return vars[k] })
+	if err != nil {
+		return tuning.Config{}, err
+	}
+	if f.Algo != "" {
+		c.Algo, c.Proto = f.Algo, f.Proto
+	}
+	if f.MinNChannels > 0 {
+		c.MinNChannels, c.MaxNChannels = f.MinNChannels, f.MaxNChannels
+	}
+	return *c, nil
+}
+
 // forced gives the NCCL_ALGO/NCCL_PROTO the measured rows of a tag ran under ("ring_LL",
 // "ring_Simple", "tree_simple"…), so that the simulation makes the same forced choice; nil for
 // NCCL's own choices ("default").
@@ -208,7 +243,9 @@ func forced(tag string) tuning.Config {
 		tag = tag[:i]
 	}
 	algo, proto, ok := strings.Cut(tag, "_")
-	if !ok || tag == "default" {
+	// p2pscan.sh's tags (p2p_maxch1, p2p_chunk131072, ag_default_np2) ran NCCL's own choices
+	// under the settings its log names (-env).
+	if !ok || tag == "default" || algo == "p2p" || strings.HasPrefix(proto, "default") {
 		return tuning.Config{MinNChannels: nch, MaxNChannels: nch}
 	}
 	if algo == "ag" { // smallmsg.sh's all_gather sweeps (mp_ag_LL_ch1) ran NCCL_ALGO=Ring
