@@ -95,10 +95,11 @@ var MemModel = true
 // as they need it, instead of each holding a fixed share (rate / lanes) whether or not the others
 // are busy: a CTA is one link of that rate that every step of the channel crosses, a send with
 // its traffic per wire byte, a receive's or a copy's local work alone, and max-min sharing gives a
-// lane that runs alone the whole rate. Only the point-to-point executor (SimulateP2P) applies it
-// so far; the schedule replay (Simulate) still gives each lane rate / lanes, so it stays off
-// until both do (docs/cluster.md "GPU-side cost": the 2×H200 and 4×H200 send/recv rows it was
-// checked against, and the change Simulate needs).
+// lane that runs alone the whole rate. Both executors apply it (SimulateP2P and the schedule
+// replay, Simulate, which give the same times: TestP2PMatchesSchedule); where no op is recorded
+// Machine.Run times send/recv and all-to-all on SimulateP2P, since the replay's CTA links join a
+// rank's lanes into large rate computations (docs/cluster.md "GPU-side cost": the measurements it
+// was checked against).
 //
 // Why: NCCL 2.28 runs a channel's point-to-point work in one CTA of NCCL_MAX_NTHREADS threads
 // whose warps it splits between the send and the receive of each work (sendrecv.h
@@ -111,7 +112,7 @@ var MemModel = true
 // chunk costs the same only if each of its two halves, the send and then the copy, runs at the
 // whole CTA's rate. With fixed half shares the lone chunk would take two periods (52.6 µs plus
 // the fixed costs), 17 µs more than NCCL's whole call.
-var SharedCTA = false
+var SharedCTA = true
 
 // MemModelFor returns the per-protocol memory-traffic rates of one CTA (GPUModel.Mem) on
 // compute capability sm, zero where there is no figure: Hopper (sm 90) was measured, Ampere (sm

@@ -127,10 +127,10 @@ func TestP2PFabricsMatchSchedule(t *testing.T) {
 func TestMachineRunP2PCompact(t *testing.T) {
 	m, _ := testMachine(t, "dgx-h100", 4, nil, "", "")
 	for _, f := range []coll.Func{coll.AllToAll, coll.SendRecv} {
-		old := CompactQuiet
-		CompactQuiet = 1 << 40
+		old, oldP2P := CompactQuiet, P2PQuiet
+		CompactQuiet, P2PQuiet = 1<<40, 1<<40
 		exact, _, err := m.Run(f, 8<<20, coll.Float32, coll.Sum, RunOptions{})
-		CompactQuiet = old
+		CompactQuiet, P2PQuiet = old, oldP2P
 		if err != nil {
 			t.Fatal(err)
 		}
