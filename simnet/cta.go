@@ -91,6 +91,29 @@ const SimpleFence = 1280 * Nanosecond
 // for; false gives the flat CTARate model of before 2026-11-28 (bench/sim/compare -flat-cta).
 var MemModel = true
 
+// SharedCTA makes the lanes of one channel's CTA share its memory-traffic rate (GPUModel.Mem)
+// as they need it, instead of each holding a fixed share (rate / lanes) whether or not the others
+// are busy: a CTA is one link of that rate that every step of the channel crosses, a send with
+// its traffic per wire byte, a receive's or a copy's local work alone, and max-min sharing gives a
+// lane that runs alone the whole rate. Both executors apply it (SimulateP2P and the schedule
+// replay, Simulate, which give the same times: TestP2PMatchesSchedule); where no op is recorded
+// Machine.Run times send/recv and all-to-all on SimulateP2P, since the replay's CTA links join a
+// rank's lanes into large rate computations (docs/cluster.md "GPU-side cost": the measurements it
+// was checked against).
+//
+// Why: NCCL 2.28 runs a channel's point-to-point work in one CTA of NCCL_MAX_NTHREADS threads
+// whose warps it splits between the send and the receive of each work (sendrecv.h
+// RunWorkBatch: about half each), and the measurements say that a group running alone moves
+// data at the whole CTA's rate. 4×H200 nccl_perf.csv send/recv on 8 channels (one 512 KiB
+// chunk per channel at 4 MiB, each chunk sent whole before its receiver copies it out of the
+// FIFO: Simple's store and forward) takes 35.6 µs at 4 MiB and 25–27 µs more per further chunk
+// of each channel from 8 to 128 MiB. A pipelined chunk costs its send's and its receive's traffic
+// (2 + 2 bytes per byte) at the CTA rate measured on ring channels (79.7 GB/s: 26.3 µs); a lone
+// chunk costs the same only if each of its two halves, the send and then the copy, runs at the
+// whole CTA's rate. With fixed half shares the lone chunk would take two periods (52.6 µs plus
+// the fixed costs), 17 µs more than NCCL's whole call.
+var SharedCTA = true
+
 // MemModelFor returns the per-protocol memory-traffic rates of one CTA (GPUModel.Mem) on
 // compute capability sm, zero where there is no figure: Hopper (sm 90) was measured, Ampere (sm
 // 80) is Hopper scaled by NCCL's per-generation channel ceilings; Volta and Blackwell have none.

@@ -293,7 +293,12 @@ type sim struct {
 	inflight  []int32
 	heldSends map[int32][]int32
 	heldLocal map[int32]bool
-	laneRate  []Rate  // per program: CTARate over the program's lanes (0: not modelled)
+	laneRate  []Rate // per program: CTARate over the program's lanes (0: not modelled)
+	// SharedCTA: per program its CTA's link (-1: none), and the routes extended by it, one per
+	// (route, CTA link, weight on it), so that every message of a connection and primitive shares
+	// one route and one set of weights
+	ctaLink   []LinkID
+	ctaRoutes map[ctaRouteKey][]LinkID
 	lanes     []int32 // per program: its lanes (CTAMem is shared among them as CTARate is)
 	// Options.OpsPerKernel: per kernel (rank×nk+j) the steps not yet done, and (CSR) the steps
 	// waiting for it to start
@@ -486,6 +491,21 @@ func (x *sim) build() error {
 			}
 		}
 	}
+	if x.tm.CTARate > 0 && SharedCTA {
+		x.ctaLink = make([]LinkID, len(s.Programs))
+		for p := range s.Programs {
+			x.ctaLink[p] = -1
+			if x.lanes[p] <= 1 {
+				continue
+			}
+			for i := range s.Programs[p].Steps {
+				if pp := s.Programs[p].Steps[i].Proto; pp >= 0 && pp < coll.NumProtos && x.tm.CTAMem[pp] > 0 {
+					x.ctaLink[p] = x.e.AddLink("cta", x.tm.CTAMem[pp], 0)
+					break
+				}
+			}
+		}
+	}
 	x.msgStart = make([]Time, nmsg)
 	x.msgEnd = make([]Time, nmsg)
 	x.msgClass = make([]LinkClass, nmsg)
@@ -620,6 +640,41 @@ func (x *sim) route(src, dst, ch int, p2p bool) ([]LinkID, LinkClass) {
 	return r, c
 }
 
+type ctaRouteKey struct {
+	route *LinkID
+	cta   LinkID
+	w     float64
+}
+
+// ctaRoute is route followed by cta, crossed with weight w (its CTA's traffic per wire byte);
+// the same slice for the same arguments.
+func (x *sim) ctaRoute(route []LinkID, cta LinkID, w float64) []LinkID {
+	k := ctaRouteKey{cta: cta, w: w}
+	if len(route) > 0 {
+		k.route = &route[0]
+	}
+	if r, ok := x.ctaRoutes[k]; ok {
+		return r
+	}
+	r := append(append(make([]LinkID, 0, len(route)+1), route...), cta)
+	ws := make([]float64, len(r))
+	for i := range ws {
+		ws[i] = 1
+	}
+	ws[len(ws)-1] = w
+	x.e.weighRoute(r, ws)
+	if x.ctaRoutes == nil {
+		x.ctaRoutes = map[ctaRouteKey][]LinkID{}
+	}
+	x.ctaRoutes[k] = r
+	return r
+}
+
+// ctaOnly is the route of local work on CTA link cta (one slice per link).
+func (x *sim) ctaOnly(cta LinkID) []LinkID {
+	return x.ctaRoute(nil, cta, 1)
+}
+
 // sendRoute is route for the sends of program pr on connection c (from pr's rank to the
 // connection's other end), remembered per connection.
 func (x *sim) sendRoute(c int, pr *coll.Program) ([]LinkID, LinkClass) {
@@ -731,7 +786,19 @@ func (x *sim) start(g int32) {
 	st := x.step(g)
 	lane := x.laneRate[x.progOf[g]]
 	memT := x.memTime(g) // the memory-traffic model's time of the step (0: not modelled)
+	cta := LinkID(-1)
+	if memT > 0 && x.ctaLink != nil {
+		cta = x.ctaLink[x.progOf[g]]
+	}
 	if len(st.Send) == 0 {
+		if cta >= 0 && localWork(st.Prim) {
+			w := st.Wire
+			if w == 0 {
+				w = coll.WireBytes(st.Proto, st.Bytes)
+			}
+			x.e.StartFlow(x.ctaOnly(cta), ctaTraffic(st.Prim, float64(st.Bytes), float64(w), 0), 0, int64(len(x.msgSend))+int64(g))
+			return
+		}
 		if memT > 0 && localWork(st.Prim) {
 			x.e.StartFlow(nil, memT, 1, int64(len(x.msgSend))+int64(g))
 			return
@@ -776,7 +843,10 @@ func (x *sim) start(g int32) {
 			wire = int64(math.Ceil(float64(wire) / eff))
 		}
 		capRate := x.tm.PerFlowCap[p]
-		if memT > 0 {
+		if cta >= 0 {
+			tr := ctaTraffic(st.Prim, float64(st.Bytes), float64(wire), len(st.Send)) / float64(len(st.Send))
+			route = x.ctaRoute(route, cta, tr/float64(wire))
+		} else if memT > 0 {
 			// The step's whole traffic at the lane's rate bounds each of its messages.
 			if r := Rate(float64(wire) / memT); capRate <= 0 || r < capRate {
 				capRate = r

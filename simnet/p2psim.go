@@ -642,6 +642,11 @@ type p2pSim struct {
 	mem   Rate
 	pay   float64
 	fence Time
+	// SharedCTA (where the memory-traffic model applies): per program the link standing for its
+	// CTA (capacity mem, traffic bytes), and per slot its route followed by its sender's CTA link,
+	// weighted by the send's traffic per wire byte (nil: the lanes' fixed shares).
+	cta      []LinkID
+	ctaRoute [][]LinkID
 	// symmetric replay: orbits of links -> private links, ranks per rotation
 	qlink map[LinkID]LinkID
 	S     int
@@ -668,8 +673,34 @@ func newP2PSim(e *Engine, net *p2pNet, tm Timing, proto coll.Proto) *p2pSim {
 		if proto == coll.Simple {
 			x.fence = tm.Fence
 		}
+		if SharedCTA {
+			x.shareCTA()
+		}
 	}
 	return x
+}
+
+// shareCTA makes every program's lanes share one link of its CTA's traffic rate (SharedCTA): a
+// send crosses its route and its sender's CTA link, which it loads with its traffic per wire byte
+// (ctaTraffic of a Send), a receive's and a copy's local work cross the CTA link alone.
+func (x *p2pSim) shareCTA() {
+	x.cta = make([]LinkID, len(x.net.lane))
+	for p := range x.cta {
+		x.cta[p] = x.e.AddLink("cta", x.mem, 0)
+	}
+	const unit = 1 << 20
+	w := ctaTraffic(coll.Send, unit*x.pay, unit, 1) / unit
+	x.ctaRoute = make([][]LinkID, len(x.net.owner))
+	for s, r := range x.net.route {
+		cr := append(append(make([]LinkID, 0, len(r)+1), r...), x.cta[x.net.owner[s]])
+		ws := make([]float64, len(cr))
+		for i := range ws {
+			ws[i] = 1
+		}
+		ws[len(ws)-1] = w
+		x.e.weighRoute(cr, ws)
+		x.ctaRoute[s] = cr
+	}
 }
 
 // memLane is program p's lane share of the CTA's traffic rate (0: the model does not apply).
@@ -778,6 +809,11 @@ func (x *p2pSim) trySend(g int32) {
 	wire := x.net.wire[sg.part]
 	p := x.net.prog[g]
 	if sg.out < 0 {
+		if x.cta != nil && wire[0] > 0 {
+			x.sendRun[g] = true // Copy on the shared CTA
+			x.e.StartFlow(x.cta[p:p+1], ctaTraffic(coll.Copy, wire[0]*x.pay, wire[0], 0), x.capRate, int64(g)<<2|p2pCopyWork)
+			return
+		}
 		if m := x.memLane(p); m > 0 && wire[0] > 0 {
 			x.sendRun[g] = true // Copy: load and store the payload
 			x.e.StartFlow(nil, ctaTraffic(coll.Copy, wire[0]*x.pay, wire[0], 0), m, int64(g)<<2|p2pCopyWork)
@@ -803,6 +839,12 @@ func (x *p2pSim) trySend(g int32) {
 		return
 	}
 	capRate := x.capRate
+	if x.cta != nil {
+		// The sender's CTA link bounds the message with whatever the CTA's other lanes leave.
+		x.sendRun[g] = true
+		x.e.StartFlow(x.ctaRoute[sg.out], wire[i], capRate, int64(sg.out)<<2)
+		return
+	}
 	if m := x.memLane(p); m > 0 {
 		// Send: load the payload, store the wire form into the peer's FIFO.
 		if r := m * Rate(wire[i]/ctaTraffic(coll.Send, wire[i]*x.pay, wire[i], 1)); capRate <= 0 || r < capRate {
@@ -828,6 +870,11 @@ func (x *p2pSim) tryRecv(g int32) {
 			return
 		}
 		if x.arrived[sg.in] <= i {
+			return
+		}
+		if p := x.net.prog[g]; x.cta != nil {
+			x.recvRun[g] = true // Recv on the shared CTA
+			x.e.StartFlow(x.cta[p:p+1], ctaTraffic(coll.Recv, wire[i]*x.pay, wire[i], 0), x.capRate, int64(g)<<2|p2pRecvWork)
 			return
 		}
 		if m := x.memLane(x.net.prog[g]); m > 0 {

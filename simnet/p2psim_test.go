@@ -80,7 +80,7 @@ func TestP2PMatchesSchedule(t *testing.T) {
 			if !perRank && c.nodes > 1 && compact.Rotation != 1 {
 				t.Errorf("%d nodes %v: rotation %d, want one node", c.nodes, c.f, compact.Rotation)
 			}
-			for l := 0; l < es.NumLinks(); l++ {
+			for l := 0; l < m.tmpl.e.NumLinks(); l++ { // the machine's links (SharedCTA adds its own)
 				x, y := ec.LinkBytes(LinkID(l)), es.LinkBytes(LinkID(l))
 				if math.Abs(x-y) > 1e-9*max(y, 1) {
 					t.Fatalf("%d nodes %v: link %s carried %g bytes against %g", c.nodes, c.f, es.LinkName(LinkID(l)), x, y)
@@ -127,10 +127,10 @@ func TestP2PFabricsMatchSchedule(t *testing.T) {
 func TestMachineRunP2PCompact(t *testing.T) {
 	m, _ := testMachine(t, "dgx-h100", 4, nil, "", "")
 	for _, f := range []coll.Func{coll.AllToAll, coll.SendRecv} {
-		old := CompactQuiet
-		CompactQuiet = 1 << 40
+		old, oldP2P := CompactQuiet, P2PQuiet
+		CompactQuiet, P2PQuiet = 1<<40, 1<<40
 		exact, _, err := m.Run(f, 8<<20, coll.Float32, coll.Sum, RunOptions{})
-		CompactQuiet = old
+		CompactQuiet, P2PQuiet = old, oldP2P
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,5 +179,51 @@ func TestSendRecvMixedTransfersRunSchedule(t *testing.T) {
 	}
 	if row.Mode != "schedule" || row.TimeUs <= 0 {
 		t.Errorf("mode %q, %.3f us; want the schedule", row.Mode, row.TimeUs)
+	}
+}
+
+// SharedCTA: a channel's send and receive share its CTA's traffic rate as they need it. A
+// send/recv of one Simple chunk per channel sends the chunk, then copies it out of the FIFO; with
+// the CTA shared each half runs at the whole rate where a fixed share gave it half, so the call
+// is faster by at least the copy's traffic at the whole rate, and no faster than both halves at
+// the whole rate allow.
+func TestP2PSharedCTA(t *testing.T) {
+	m, _ := testMachine(t, "dgx-h100", 1, nil, "", "")
+	run := func(shared bool) (Time, Timing, coll.Plan) {
+		defer func(v bool) { SharedCTA = v }(SharedCTA)
+		SharedCTA = shared
+		plan, _, err := m.Plan(coll.SendRecv, 4<<20, coll.Float32, coll.Sum)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tm, err := m.timing(plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, compact, _, _ := p2pBoth(t, m, coll.SendRecv, 4<<20, P2PSpec{PerRank: true})
+		return compact.Time, tm, plan
+	}
+	off, tm, plan := run(false)
+	on, _, _ := run(true)
+	if plan.Proto != coll.Simple || tm.CTAMem[coll.Simple] <= 0 {
+		t.Fatalf("plan %v/%v, CTA traffic rate %v: want Simple with the memory-traffic model", plan.Algo, plan.Proto, tm.CTAMem[coll.Simple])
+	}
+	part := float64(4<<20) / float64(plan.NChannels)
+	chunk := plan.ChunkSize
+	if chunk == 0 {
+		chunk = coll.DefaultP2PChunkSize
+	}
+	if part > float64(chunk) {
+		t.Fatalf("%g bytes per channel, chunk %d: want one chunk per channel", part, chunk)
+	}
+	mem := float64(tm.CTAMem[coll.Simple])
+	copyFull := Time(ctaTraffic(coll.Recv, part, part, 0) / mem)
+	sendFull := Time(ctaTraffic(coll.Send, part, part, 1) / mem)
+	t.Logf("%d channels, %g B each: fixed shares %v, shared %v (copy at the whole rate %v)", plan.NChannels, part, off, on, copyFull)
+	if off-on < copyFull*99/100 {
+		t.Errorf("shared CTA %v against fixed shares %v: want at least %v faster", on, off, copyFull)
+	}
+	if on < tm.Launch+sendFull+copyFull {
+		t.Errorf("shared CTA %v: below launch %v + send %v + copy %v at the whole rate", on, tm.Launch, sendFull, copyFull)
 	}
 }

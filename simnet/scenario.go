@@ -120,6 +120,9 @@ type Row struct {
 var (
 	CompactAbove int64 = 4_000_000
 	CompactQuiet int64 = 300_000
+	// P2PQuiet is CompactQuiet for send/recv and all-to-all under SharedCTA: every such call
+	// without op records runs on SimulateP2P (tests raise it to replay the schedule).
+	P2PQuiet int64 = 0
 )
 
 // ringSteps estimates the steps of a ring schedule: ranks × channels × steps per loop × loops.
@@ -313,7 +316,12 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		}
 		row.Mode = mode
 	}
-	if res == nil && !(ringColl && (steps > CompactAbove || (compactable(plan) && !opt.Record && steps > CompactQuiet))) {
+	// Point-to-point calls run on SimulateP2P whenever no op is recorded: it gives the schedule
+	// replay's times (TestP2PMatchesSchedule) where the replay's CTA links (SharedCTA) join a
+	// rank's lanes into large rate computations (a 64 MiB all-to-all on 16 nodes: 8 s of CPU
+	// for the schedule, 128 s with SharedCTA).
+	p2pQuick := SharedCTA && (f == coll.AllToAll || f == coll.SendRecv) && compactable(plan) && !opt.Record && steps > P2PQuiet
+	if res == nil && !(ringColl && (steps > CompactAbove || p2pQuick || (compactable(plan) && !opt.Record && steps > CompactQuiet))) {
 		if tm, err = m.timing(plan); err != nil {
 			return row, nil, err
 		}
