@@ -311,3 +311,52 @@ func nvlsTreeCall(t *testing.T, m *Machine, size int64) (coll.Plan, Timing, *Eng
 	require.NoError(t, err)
 	return plan, tm, e, cl
 }
+
+// A checked fold's replay that halts is known to halt from a replay of its first loops
+// (nvlsCheck.halts): that replay halts at the same instant, after the same events, as the
+// replay of every loop; a probe whose prefix ends before the halt tells nothing, and neither does
+// one of a fold that never halts.
+func TestNVLSCheckProbe(t *testing.T) {
+	type end struct {
+		now    Time
+		events uint64
+		err    error
+	}
+	var seen []end
+	nvlsCheckSeen = func(q *Engine, err error) { seen = append(seen, end{q.Now(), q.Events, err}) }
+	defer func() { nvlsCheckSeen = nil }()
+	for _, c := range []struct {
+		oversub float64
+		loops   int64 // the probe's
+		halts   bool
+	}{
+		{4, 16, true},
+		{4, 1, false}, // diverges before the check halts
+		{1, 16, false},
+	} {
+		fab := DefaultFabric()
+		fab.HostsPerLeaf, fab.Oversub = 8, c.oversub
+		m, _ := testMachine(t, "dgx-h100", 16, fab, "NVLSTree", "")
+		plan, tm, e, cl := nvlsTreeCall(t, m, 256<<20)
+		f, check, ok := nvlsFoldChecked(plan, cl, e)
+		require.True(t, ok)
+		require.Equal(t, int64(32), f.wholeLoops(plan))
+		seen = seen[:0]
+		h, err := check.halts(e, cl, plan, f, tm, c.loops)
+		require.NoError(t, err)
+		require.Equal(t, c.halts, h, "%g:1, %d loops", c.oversub, c.loops)
+		require.Len(t, seen, 1)
+		require.ErrorIs(t, seen[0].err, errHalted) // by the check, or at the prefix's end
+		if !c.halts {
+			continue
+		}
+		s, err := coll.Compile(f.plan(plan))
+		require.NoError(t, err)
+		_, err = check.simulate(e, cl, s, tm)
+		require.ErrorIs(t, err, errHalted)
+		require.Len(t, seen, 2)
+		t.Logf("%g:1: the probe of %d loops and the replay of %d halt at %v after %d and %d events", c.oversub, c.loops,
+			f.wholeLoops(plan), seen[1].now, seen[0].events, seen[1].events)
+		require.Equal(t, seen[1], seen[0])
+	}
+}
