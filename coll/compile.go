@@ -393,7 +393,7 @@ func (ps *progState) setLast(lane, idx int) {
 
 type builder struct {
 	s     *Schedule
-	conns map[connKey]int
+	conns map[uint64]int32 // connection ids by channel, index and ends (conn)
 	cst   []connState
 	ps    []progState
 	op    int
@@ -404,6 +404,8 @@ type builder struct {
 	xslab []Xfer
 	islab []int
 	rslab []BufRef
+	sl    []int64 // emit's slices of the current call
+	peers []int   // scratch peer lists of the switch schedules' calls (emit keeps none)
 }
 
 // slabLen is the elements of a builder slab.
@@ -446,7 +448,7 @@ func newBuilder(n, nch int, switches []Switch) *builder {
 	ne := n + len(switches)
 	b := &builder{
 		s:     &Schedule{NRanks: n, NChannels: nch, Switches: switches, Programs: make([]Program, ne*nch)},
-		conns: map[connKey]int{},
+		conns: map[uint64]int32{},
 		ps:    make([]progState, ne*nch),
 	}
 	for r := 0; r < ne; r++ {
@@ -458,12 +460,14 @@ func newBuilder(n, nch int, switches []Switch) *builder {
 }
 
 func (b *builder) conn(ch, from, to, idx int) int {
-	k := connKey{ch, from, to, idx}
+	// One word per key (channels < 64, connection indexes < 256, endpoints < 2^24: Compile
+	// takes at most 2^20 ranks and one switch per node and one for the network).
+	k := uint64(ch)<<56 | uint64(idx&0xff)<<48 | uint64(from)<<24 | uint64(to)
 	if id, ok := b.conns[k]; ok {
-		return id
+		return int(id)
 	}
 	id := len(b.s.Conns)
-	b.conns[k] = id
+	b.conns[k] = int32(id)
 	b.s.Conns = append(b.s.Conns, Conn{ID: id, Channel: ch, From: from, To: to, ConnIndex: idx})
 	b.cst = append(b.cst, connState{})
 	return id
@@ -518,7 +522,8 @@ func (b *builder) emit(ck *chunking, c call) {
 	prog := &b.s.Programs[c.rank*b.s.NChannels+c.ch]
 	ps := &b.ps[c.rank*b.s.NChannels+c.ch]
 	off := int64(0)
-	for si, ne := range ck.slices(c.nelem) {
+	b.sl = ck.appendSlices(b.sl[:0], c.nelem)
+	for si, ne := range b.sl {
 		idx := len(prog.Steps)
 		st := Step{Index: idx, Op: b.op, Prim: c.prim, Lane: c.lane, Bytes: ne * ck.elt,
 			Proto: ck.proto, Chunk: c.chunk, Slice: si, PostOp: c.postOp}
