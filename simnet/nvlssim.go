@@ -174,6 +174,7 @@ func (f nvlsFold) plan(p coll.Plan) coll.Plan {
 func foldedEngine(e *Engine, members int) *Engine {
 	q := NewEngine(nil)
 	n := e.NumLinks()
+	q.links = make([]link, 0, n+n/8) // room for a few more (the node fold's stand-ins, latencies)
 	one := make([]LinkID, 1)
 	for l := 0; l < n; l++ {
 		one[0] = LinkID(l)
