@@ -325,17 +325,26 @@ func TestNVLSCheckProbe(t *testing.T) {
 	var seen []end
 	nvlsCheckSeen = func(q *Engine, err error) { seen = append(seen, end{q.Now(), q.Events, err}) }
 	defer func() { nvlsCheckSeen = nil }()
+	fatTree := func() *Fabric { // examples/fabrics/fattree-3tier-2to1.fabric
+		return &Fabric{Topology: "fattree", Tiers: 3, HostsPerLeaf: 4, LeavesPerPod: 16, Oversub: 2, Oversub2: 1,
+			UplinkGBps: 100, SwitchLatUs: 0.5, Routing: "ecmp"}
+	}
 	for _, c := range []struct {
+		fab     *Fabric // nil: the default with 8 nodes per leaf and oversub:1 leaves
 		oversub float64
 		loops   int64 // the probe's
 		halts   bool
 	}{
-		{4, 16, true},
-		{4, 1, false}, // diverges before the check halts
-		{1, 16, false},
+		{nil, 4, 16, true},
+		{nil, 4, 1, false}, // diverges before the check halts
+		{nil, 1, 16, false},
+		{fatTree(), 2, 16, true},
 	} {
-		fab := DefaultFabric()
-		fab.HostsPerLeaf, fab.Oversub = 8, c.oversub
+		fab := c.fab
+		if fab == nil {
+			fab = DefaultFabric()
+			fab.HostsPerLeaf, fab.Oversub = 8, c.oversub
+		}
 		m, _ := testMachine(t, "dgx-h100", 16, fab, "NVLSTree", "")
 		plan, tm, e, cl := nvlsTreeCall(t, m, 256<<20)
 		f, check, ok := nvlsFoldChecked(plan, cl, e)
