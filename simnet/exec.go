@@ -298,9 +298,8 @@ type sim struct {
 	msgRecv  []int32 // receiving step
 	credOff  []int32 // CSR: steps waiting for this message to be consumed
 	cred     []int32
-	msgStart []Time
+	msgStart []Time // Options.Record only
 	msgEnd   []Time
-	msgClass []LinkClass
 	routes   map[[3]int32][]LinkID
 	classes  map[[3]int32]LinkClass
 	// per connection, the route of its sends and its class once asked for (route's, the same
@@ -514,9 +513,10 @@ func (x *sim) build() error {
 	if x.opt.prefix != nil {
 		x.markPrefix(x.opt.prefix)
 	}
-	x.msgStart = make([]Time, nmsg)
-	x.msgEnd = make([]Time, nmsg)
-	x.msgClass = make([]LinkClass, nmsg)
+	if x.opt.Record { // the records' times (nothing else reads them)
+		x.msgStart = make([]Time, nmsg)
+		x.msgEnd = make([]Time, nmsg)
+	}
 	x.arrLat = make([]Time, nmsg)
 	if x.tm.LineStream {
 		x.msgState = make([]uint8, nmsg)
@@ -749,7 +749,9 @@ func (x *sim) Fire(kind int32, arg int64) {
 		x.release(x.msgRecv[m])
 	case evArrive:
 		m := int32(arg)
-		x.msgEnd[m] = x.e.Now()
+		if x.msgEnd != nil {
+			x.msgEnd[m] = x.e.Now()
+		}
 		if x.msgState != nil {
 			if x.msgState[m] == msgFirst {
 				x.msgState[m] = msgArrived
@@ -837,8 +839,9 @@ func (x *sim) start(g int32) {
 	for _, xf := range st.Send {
 		m := x.connOff[xf.Conn] + int32(xf.Seq)
 		route, class := x.sendRoute(xf.Conn, pr)
-		x.msgStart[m] = x.e.Now()
-		x.msgClass[m] = class
+		if x.msgStart != nil {
+			x.msgStart[m] = x.e.Now()
+		}
 		p := st.Proto
 		if p < 0 || p >= coll.NumProtos {
 			p = coll.Simple
