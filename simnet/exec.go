@@ -3,6 +3,7 @@ package simnet
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"sort"
 
@@ -500,14 +501,12 @@ func (x *sim) build() error {
 	x.lanes = make([]int32, len(s.Programs))
 	if x.tm.CTARate > 0 {
 		for p := range s.Programs {
-			lanes := map[int]bool{}
-			for i := range s.Programs[p].Steps {
-				lanes[s.Programs[p].Steps[i].Lane] = true
+			if s.Programs[p].Rank >= s.NRanks {
+				continue // a switch has no CTA
 			}
-			if s.Programs[p].Rank < s.NRanks { // a switch has no CTA
-				x.laneRate[p] = x.tm.CTARate / Rate(max(len(lanes), 1))
-				x.lanes[p] = int32(max(len(lanes), 1))
-			}
+			n := programLanes(s.Programs[p].Steps)
+			x.laneRate[p] = x.tm.CTARate / Rate(max(n, 1))
+			x.lanes[p] = int32(max(n, 1))
 		}
 	}
 	if x.opt.prefix != nil {
@@ -578,6 +577,23 @@ func (x *sim) markPrefix(pp *prefixProbe) {
 	}
 	x.frontier = frontier
 	pp.OK = true
+}
+
+// programLanes is the number of distinct lanes of steps.
+func programLanes(steps []coll.Step) int {
+	var low uint64 // lanes 0..63
+	var other map[int]bool
+	for i := range steps {
+		if l := steps[i].Lane; l >= 0 && l < 64 {
+			low |= 1 << l
+		} else {
+			if other == nil {
+				other = map[int]bool{}
+			}
+			other[l] = true
+		}
+	}
+	return bits.OnesCount64(low) + len(other)
 }
 
 // Message states under Timing.LineStream (sim.msgState).
