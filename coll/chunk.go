@@ -103,27 +103,26 @@ type chunking struct {
 	align         int64 // 16 bytes in elements (NCCL aligns partial chunks to 16 B)
 }
 
-// slices cuts one primitive call of nelem elements into the messages NCCL posts (genericOp in
+// appendSlices appends to out the cuts of one primitive call of nelem elements into the messages NCCL posts (genericOp in
 // NCCL 2.30.7's prims_simple.h, paraphrased): Simple splits a chunk into SlicePerChunk slices of
 // max(ceil(nelem/(16·SPC))·16, stepSize·StepPerSlice/32) elements and posts every slice even when
 // it is empty; LL and LL128 post one message per call.
-func (ck *chunking) slices(nelem int64) []int64 {
+func (ck *chunking) appendSlices(out []int64, nelem int64) []int64 {
 	if nelem < 0 {
 		nelem = 0
 	}
 	if ck.proto != Simple || ck.slicesPerChk <= 1 {
-		return []int64{nelem}
+		return append(out, nelem)
 	}
 	spc := int64(ck.slicesPerChk)
 	sliceSize := max64(divUp(nelem, 16*spc)*16, ck.stepElems*int64(ck.stepsPerSlice)/32)
-	out := make([]int64, spc)
 	off := int64(0)
-	for i := range out {
+	for range spc {
 		n := min64(sliceSize, nelem-off)
 		if n < 0 {
 			n = 0
 		}
-		out[i] = n
+		out = append(out, n)
 		off += n
 	}
 	return out

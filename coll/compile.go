@@ -392,18 +392,29 @@ func (ps *progState) setLast(lane, idx int) {
 }
 
 type builder struct {
-	s     *Schedule
-	conns map[connKey]int
-	cst   []connState
-	ps    []progState
-	op    int
-	base  int // the current operation's first channel (Plan.ChannelLo)
+	s         *Schedule
+	conns     map[uint64]int32 // connection ids by channel, index and ends (conn)
+	connCache *[1 << connCacheBits]connCacheEntry
+	cst       []connState
+	ps        []progState
+	op        int
+	base      int // the current operation's first channel (Plan.ChannelLo)
 	// Slabs the steps' small slices and buffer references are cut from (one allocation for
 	// many steps instead of one per step; each cut is capped at its length, so an append to a
 	// step's slice copies it out rather than overwrite its neighbour's).
 	xslab []Xfer
 	islab []int
 	rslab []BufRef
+	sl    []int64 // emit's slices of the current call
+	peers []int   // scratch peer lists of the switch schedules' calls (emit keeps none)
+}
+
+// connCacheBits is the log2 of the entries of the builder's cache of connection look-ups.
+const connCacheBits = 12
+
+type connCacheEntry struct {
+	key uint64 // the connection's key + 1 (0: empty)
+	id  int32
 }
 
 // slabLen is the elements of a builder slab.
@@ -445,9 +456,10 @@ func (b *builder) bufRef(r BufRef) *BufRef {
 func newBuilder(n, nch int, switches []Switch) *builder {
 	ne := n + len(switches)
 	b := &builder{
-		s:     &Schedule{NRanks: n, NChannels: nch, Switches: switches, Programs: make([]Program, ne*nch)},
-		conns: map[connKey]int{},
-		ps:    make([]progState, ne*nch),
+		s:         &Schedule{NRanks: n, NChannels: nch, Switches: switches, Programs: make([]Program, ne*nch)},
+		conns:     map[uint64]int32{},
+		connCache: new([1 << connCacheBits]connCacheEntry),
+		ps:        make([]progState, ne*nch),
 	}
 	for r := 0; r < ne; r++ {
 		for c := 0; c < nch; c++ {
@@ -458,12 +470,22 @@ func newBuilder(n, nch int, switches []Switch) *builder {
 }
 
 func (b *builder) conn(ch, from, to, idx int) int {
-	k := connKey{ch, from, to, idx}
+	// One word per key (channels < 64, connection indexes < 256, endpoints < 2^24: Compile
+	// takes at most 2^20 ranks and one switch per node and one for the network).
+	k := uint64(ch)<<56 | uint64(idx&0xff)<<48 | uint64(from)<<24 | uint64(to)
+	// A direct-mapped cache of recent look-ups in front of the map (a connection comes back
+	// every chunk); its entries hold key+1, so that the zero entry matches no key.
+	slot := &b.connCache[(k*0x9e3779b97f4a7c15)>>(64-connCacheBits)]
+	if slot.key == k+1 {
+		return int(slot.id)
+	}
 	if id, ok := b.conns[k]; ok {
-		return id
+		*slot = connCacheEntry{k + 1, id}
+		return int(id)
 	}
 	id := len(b.s.Conns)
-	b.conns[k] = id
+	b.conns[k] = int32(id)
+	*slot = connCacheEntry{k + 1, int32(id)}
 	b.s.Conns = append(b.s.Conns, Conn{ID: id, Channel: ch, From: from, To: to, ConnIndex: idx})
 	b.cst = append(b.cst, connState{})
 	return id
@@ -518,7 +540,8 @@ func (b *builder) emit(ck *chunking, c call) {
 	prog := &b.s.Programs[c.rank*b.s.NChannels+c.ch]
 	ps := &b.ps[c.rank*b.s.NChannels+c.ch]
 	off := int64(0)
-	for si, ne := range ck.slices(c.nelem) {
+	b.sl = ck.appendSlices(b.sl[:0], c.nelem)
+	for si, ne := range b.sl {
 		idx := len(prog.Steps)
 		st := Step{Index: idx, Op: b.op, Prim: c.prim, Lane: c.lane, Bytes: ne * ck.elt,
 			Proto: ck.proto, Chunk: c.chunk, Slice: si, PostOp: c.postOp}

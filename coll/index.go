@@ -57,8 +57,8 @@ func NewIndex(s *Schedule) (*Index, error) {
 			return nil, fmt.Errorf("%w: more than %d steps", ErrBadSchedule, math.MaxInt32)
 		}
 		ix.StepStart[p+1] = int32(steps)
-		for _, st := range s.Programs[p].Steps {
-			xfers += int64(len(st.Send))
+		for i := range s.Programs[p].Steps {
+			xfers += int64(len(s.Programs[p].Steps[i].Send))
 		}
 	}
 	var msgs int64
@@ -81,13 +81,16 @@ func NewIndex(s *Schedule) (*Index, error) {
 	for m := range ix.Sender {
 		ix.Sender[m], ix.Receiver[m] = -1, -1
 	}
+	// Each message's bytes and slots as the first of its two steps checked gives them, and
+	// whether the second gave others: compared as the steps come, without visiting them again.
+	mc := msgCheck{bytes: make([]int64, msgs), slots: make([]int32, msgs), bad: make([]bool, msgs)}
 	for pi := range s.Programs {
 		p := &s.Programs[pi]
 		if p.Rank != pi/s.NChannels || p.Channel != pi%s.NChannels {
 			return nil, fmt.Errorf("%w: program %d says rank %d channel %d", ErrBadSchedule, pi, p.Rank, p.Channel)
 		}
 		for i := range p.Steps {
-			if err := checkStep(s, ix, pi, i); err != nil {
+			if err := checkStep(s, ix, &mc, pi, i); err != nil {
 				return nil, err
 			}
 		}
@@ -100,14 +103,31 @@ func NewIndex(s *Schedule) (*Index, error) {
 				return nil, fmt.Errorf("%w: connection %d (%d→%d) message %d has no %s", ErrBadSchedule, ci, s.Conns[ci].From, s.Conns[ci].To, seq,
 					map[bool]string{true: "sender", false: "receiver"}[a < 0])
 			}
-			sa, xa := ix.stepOf(s, a, ci, seq, true)
-			sb, xb := ix.stepOf(s, b, ci, seq, false)
-			if sa.Bytes != sb.Bytes || xa.Steps != xb.Steps {
+			if !mc.bad[m] {
+				continue
+			}
+			if sa, xa, sb, xb := ix.sides(s, a, b, ci, seq); sa.Bytes != sb.Bytes || xa.Steps != xb.Steps {
 				return nil, fmt.Errorf("%w: connection %d message %d: sender has %d bytes/%d slots, receiver %d/%d", ErrBadSchedule, ci, seq, sa.Bytes, xa.Steps, sb.Bytes, xb.Steps)
 			}
 		}
 	}
 	return ix, nil
+}
+
+// sides are the sending step a and receiving step b of message seq of connection ci, and their
+// transfers of it.
+func (ix *Index) sides(s *Schedule, a, b int32, ci, seq int) (sa *Step, xa Xfer, sb *Step, xb Xfer) {
+	sa, xa = ix.stepOf(s, a, ci, seq, true)
+	sb, xb = ix.stepOf(s, b, ci, seq, false)
+	return sa, xa, sb, xb
+}
+
+// msgCheck holds, per message, the bytes and slots of the first of its steps that NewIndex
+// checked, and whether the other's differ.
+type msgCheck struct {
+	bytes []int64
+	slots []int32
+	bad   []bool
 }
 
 // stepOf finds step g, on connection ci's sending (or receiving) program, and its transfer of
@@ -132,8 +152,8 @@ func (ix *Index) stepOf(s *Schedule, g int32, ci, seq int, send bool) (*Step, Xf
 	return st, Xfer{}
 }
 
-// checkStep checks step i of program pi and records its messages in ix.
-func checkStep(s *Schedule, ix *Index, pi, i int) error {
+// checkStep checks step i of program pi and records its messages in ix (and their sizes in mc).
+func checkStep(s *Schedule, ix *Index, mc *msgCheck, pi, i int) error {
 	p := &s.Programs[pi]
 	st := &p.Steps[i]
 	if st.Index != i {
@@ -214,6 +234,12 @@ func checkStep(s *Schedule, ix *Index, pi, i int) error {
 			return badStep(p, i, "credit %d not before sequence %d", x.CreditSeq, x.Seq)
 		}
 		tab[m] = g
+		if first := (send && ix.Receiver[m] < 0) || (!send && ix.Sender[m] < 0); first {
+			mc.bytes[m], mc.slots[m] = st.Bytes, int32(x.Steps)
+			mc.bad[m] = int(mc.slots[m]) != x.Steps // past int32: NewIndex compares the steps
+		} else if mc.bytes[m] != st.Bytes || int(mc.slots[m]) != x.Steps {
+			mc.bad[m] = true
+		}
 		return nil
 	}
 	for _, x := range st.Recv {

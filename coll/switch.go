@@ -222,8 +222,11 @@ func (b *builder) nvlsTreeChunk(ck *chunking, p *Plan, c, j, ci int, o, ne int64
 // (the last loop's chunks are shrunk to share what is left).
 func (b *builder) loopChunks(p *Plan, ck *chunking, k int, fn func(c, loop int, portion func(j int) (o, ne int64))) {
 	offs, cnts := p.parts(p.Count, ck.align)
+	var mark []int
 	for c := 0; c < p.nChannels(); c++ {
 		part, cnt := offs[c], cnts[c]
+		loops := divUp(cnt, int64(k)*ck.chunkElems)
+		mark = b.lens(c, mark)
 		loop := 0
 		for eo := int64(0); eo < cnt; eo += int64(k) * ck.chunkElems {
 			rem := cnt - eo
@@ -235,16 +238,52 @@ func (b *builder) loopChunks(p *Plan, ck *chunking, k int, fn func(c, loop int, 
 				co := min64(int64(j)*cc, rem)
 				return part + eo + co, max64(0, min64(cc, rem-co))
 			})
+			if loop == 0 && loops > 1 {
+				// Every loop emits the steps the first did (the last one's chunks are smaller,
+				// not fewer): room for them all, instead of growing each program as it goes.
+				b.reserve(c, mark, int(loops-1))
+			}
 			loop++
 		}
 	}
+}
+
+// lens is the number of steps of every endpoint's program on the current operation's channel c,
+// in buf.
+func (b *builder) lens(c int, buf []int) []int {
+	buf = buf[:0]
+	nch := b.s.NChannels
+	for p := c + b.base; p < len(b.s.Programs); p += nch {
+		buf = append(buf, len(b.s.Programs[p].Steps))
+	}
+	return buf
+}
+
+// reserve makes room in every endpoint's program on channel c for times as many steps again as
+// it got since lens gave mark.
+func (b *builder) reserve(c int, mark []int, times int) {
+	nch := b.s.NChannels
+	for e, p := 0, c+b.base; p < len(b.s.Programs); e, p = e+1, p+nch {
+		steps := b.s.Programs[p].Steps
+		if add := (len(steps) - mark[e]) * times; cap(steps)-len(steps) < add {
+			b.s.Programs[p].Steps = append(make([]Step, 0, len(steps)+add), steps...)
+		}
+	}
+}
+
+// scratch is n peers of the builder's scratch list (a call's peer list, which emit does not keep).
+func (b *builder) scratch(n int) []int {
+	if cap(b.peers) < n {
+		b.peers = make([]int, n)
+	}
+	return b.peers[:n]
 }
 
 // nvlsScatter emits chunk ci (elements o, ne) of channel c going from every rank of node to the
 // node's switch (lane 0) and the switch's reduction of it handed to the node's local rank j.
 func (b *builder) nvlsScatter(ck *chunking, c, node, ppn, j int, o, ne int64, ci int) {
 	sw := b.switchAt(SwitchNVLS, node)
-	local := make([]int, ppn)
+	local := b.scratch(ppn)
 	for l := range local {
 		local[l] = node*ppn + l
 		b.emit(ck, call{rank: local[l], ch: c, lane: 0, prim: Send, sendTo: []int{sw}, connIdx: connUp,
@@ -259,7 +298,7 @@ func (b *builder) nvlsScatter(ck *chunking, c, node, ppn, j int, o, ne int64, ci
 // the node (lane 1 of the switch) and every rank of the node receiving it into its output (lane 3).
 func (b *builder) nvlsMulticast(ck *chunking, c, node, ppn, j int, o, ne int64, ci int) {
 	sw := b.switchAt(SwitchNVLS, node)
-	local := make([]int, ppn)
+	local := b.scratch(ppn)
 	for l := range local {
 		local[l] = node*ppn + l
 	}

@@ -243,7 +243,11 @@ func checkTree(t ChannelTree, arity int) error {
 		return fmt.Errorf("tree has %d roots (want 1)", roots)
 	}
 	// One root and consistent links may still hide a cycle of ranks that are each other's
-	// ancestors, away from the root: the child→parent graph must sort topologically.
+	// ancestors, away from the root: the child→parent graph must sort topologically. Every
+	// rank reaching the root up its parents says it does; else the sort names the cycle.
+	if reachesRoot(t.Up) {
+		return nil
+	}
 	g := simple.NewDirectedGraph()
 	for r := 0; r < n; r++ {
 		g.AddNode(simple.Node(r))
@@ -266,6 +270,31 @@ func checkTree(t ChannelTree, arity int) error {
 		return fmt.Errorf("tree: %v", err)
 	}
 	return nil
+}
+
+// reachesRoot reports whether every rank reaches a rank of parent −1 by its parents (up holds
+// parents in range).
+func reachesRoot(up []int) bool {
+	const (
+		unseen = iota
+		onPath
+		reaches
+	)
+	state := make([]uint8, len(up))
+	for r := range up {
+		x := r
+		for x >= 0 && state[x] == unseen {
+			state[x] = onPath
+			x = up[x]
+		}
+		if x >= 0 && state[x] == onPath {
+			return false // a cycle
+		}
+		for x := r; x >= 0 && state[x] == onPath; x = up[x] {
+			state[x] = reaches
+		}
+	}
+	return true
 }
 
 func contains(s []int, v int) bool {

@@ -3,6 +3,8 @@ package simnet
 import (
 	"fmt"
 	"math"
+	"math/bits"
+	"slices"
 	"sort"
 
 	"github.com/simccl/simccl/coll"
@@ -243,6 +245,28 @@ type Options struct {
 	// index, where set, is coll.NewIndex of the schedule, built before (a schedule replayed
 	// twice: foldScheds).
 	index *coll.Index
+	// prefix, where set, watches the replay for the end of the schedule's first chunks
+	// (prefixProbe: a replay that agrees with any schedule that begins with the same steps).
+	prefix *prefixProbe
+}
+
+// prefixProbe watches a replay (Options.prefix) for the first instant at which a longer schedule
+// whose programs begin with the same steps could be replayed otherwise: the steps of the chunks
+// below Chunks (in Step.Chunk's numbering) form a prefix of every program, and the replay is that
+// of every such schedule as long as none of its other steps has started. The executor's choices
+// depend only on the steps' order within each program and the messages' within each connection,
+// which the prefix keeps; the other steps' numbers change nothing before one of them runs.
+//
+// Simulate checks that the prefix is closed (every message a prefix step sends, a prefix step
+// receives, and the reverse, so its credits wait for prefix steps too) and that every rank step
+// past it waits for an earlier step of its lane, its lane having steps in the prefix; a switch
+// step past it receives messages from past it only. No step past the prefix can then start
+// before the last prefix step of some lane of some rank completes: Diverged says one has, and
+// the replay then stops (errHalted) at the end of that instant. OK says the schedule had that
+// structure (else the probe proves nothing).
+type prefixProbe struct {
+	Chunks       int
+	OK, Diverged bool
 }
 
 // Event kinds of the executor.
@@ -275,9 +299,8 @@ type sim struct {
 	msgRecv  []int32 // receiving step
 	credOff  []int32 // CSR: steps waiting for this message to be consumed
 	cred     []int32
-	msgStart []Time
+	msgStart []Time // Options.Record only
 	msgEnd   []Time
-	msgClass []LinkClass
 	routes   map[[3]int32][]LinkID
 	classes  map[[3]int32]LinkClass
 	// per connection, the route of its sends and its class once asked for (route's, the same
@@ -306,8 +329,10 @@ type sim struct {
 	kernLeft  []int32
 	kernOff   []int32
 	kernSteps []int32
-	err       error
-	end       Time
+	// Options.prefix: per global step, whether its completion ends the prefix's replay
+	frontier []bool
+	err      error
+	end      Time
 }
 
 // Simulate times schedule s on the links of e reached through r. e must hold the links r
@@ -481,14 +506,12 @@ func (x *sim) build() error {
 	x.lanes = make([]int32, len(s.Programs))
 	if x.tm.CTARate > 0 {
 		for p := range s.Programs {
-			lanes := map[int]bool{}
-			for i := range s.Programs[p].Steps {
-				lanes[s.Programs[p].Steps[i].Lane] = true
+			if s.Programs[p].Rank >= s.NRanks {
+				continue // a switch has no CTA
 			}
-			if s.Programs[p].Rank < s.NRanks { // a switch has no CTA
-				x.laneRate[p] = x.tm.CTARate / Rate(max(len(lanes), 1))
-				x.lanes[p] = int32(max(len(lanes), 1))
-			}
+			n := programLanes(s.Programs[p].Steps)
+			x.laneRate[p] = x.tm.CTARate / Rate(max(n, 1))
+			x.lanes[p] = int32(max(n, 1))
 		}
 	}
 	if x.tm.CTARate > 0 && SharedCTA {
@@ -506,9 +529,13 @@ func (x *sim) build() error {
 			}
 		}
 	}
-	x.msgStart = make([]Time, nmsg)
-	x.msgEnd = make([]Time, nmsg)
-	x.msgClass = make([]LinkClass, nmsg)
+	if x.opt.prefix != nil {
+		x.markPrefix(x.opt.prefix)
+	}
+	if x.opt.Record { // the records' times (nothing else reads them)
+		x.msgStart = make([]Time, nmsg)
+		x.msgEnd = make([]Time, nmsg)
+	}
 	x.arrLat = make([]Time, nmsg)
 	if x.tm.LineStream {
 		x.msgState = make([]uint8, nmsg)
@@ -517,6 +544,76 @@ func (x *sim) build() error {
 		x.heldLocal = map[int32]bool{}
 	}
 	return nil
+}
+
+// markPrefix checks the structure Options.prefix needs (prefixProbe) and marks, in every rank
+// program, the last prefix step of each lane (sim.frontier).
+func (x *sim) markPrefix(pp *prefixProbe) {
+	s := x.s
+	pp.OK, pp.Diverged = false, false
+	in := func(g int32) bool { return x.step(g).Chunk < pp.Chunks }
+	for m := range x.msgSend {
+		if in(x.msgSend[m]) != in(x.msgRecv[m]) {
+			return
+		}
+	}
+	frontier := make([]bool, len(x.pending))
+	var last, prev []int // per lane, the index of its last prefix step and of its last step (-1: none)
+	for p := range s.Programs {
+		pr := &s.Programs[p]
+		rank := pr.Rank < s.NRanks
+		last, prev = last[:0], prev[:0]
+		past := false
+		for i := range pr.Steps {
+			st := &pr.Steps[i]
+			if st.Lane < 0 || st.Lane > 64 {
+				return
+			}
+			for len(last) <= st.Lane {
+				last, prev = append(last, -1), append(prev, -1)
+			}
+			l := st.Lane
+			if st.Chunk < pp.Chunks {
+				if past {
+					return // not a prefix
+				}
+				last[l], prev[l] = i, i
+				continue
+			}
+			past = true
+			// A rank step past the prefix waits for the previous step of its lane.
+			if rank && (last[l] < 0 || !slices.Contains(st.Deps, prev[l])) {
+				return
+			}
+			prev[l] = i
+		}
+		if rank {
+			for _, i := range last {
+				if i >= 0 {
+					frontier[x.off[p]+int32(i)] = true
+				}
+			}
+		}
+	}
+	x.frontier = frontier
+	pp.OK = true
+}
+
+// programLanes is the number of distinct lanes of steps.
+func programLanes(steps []coll.Step) int {
+	var low uint64 // lanes 0..63
+	var other map[int]bool
+	for i := range steps {
+		if l := steps[i].Lane; l >= 0 && l < 64 {
+			low |= 1 << l
+		} else {
+			if other == nil {
+				other = map[int]bool{}
+			}
+			other[l] = true
+		}
+	}
+	return bits.OnesCount64(low) + len(other)
 }
 
 // Message states under Timing.LineStream (sim.msgState).
@@ -723,7 +820,9 @@ func (x *sim) Fire(kind int32, arg int64) {
 		x.release(x.msgRecv[m])
 	case evArrive:
 		m := int32(arg)
-		x.msgEnd[m] = x.e.Now()
+		if x.msgEnd != nil {
+			x.msgEnd[m] = x.e.Now()
+		}
 		if x.msgState != nil {
 			if x.msgState[m] == msgFirst {
 				x.msgState[m] = msgArrived
@@ -823,8 +922,9 @@ func (x *sim) start(g int32) {
 	for _, xf := range st.Send {
 		m := x.connOff[xf.Conn] + int32(xf.Seq)
 		route, class := x.sendRoute(xf.Conn, pr)
-		x.msgStart[m] = x.e.Now()
-		x.msgClass[m] = class
+		if x.msgStart != nil {
+			x.msgStart[m] = x.e.Now()
+		}
 		p := st.Proto
 		if p < 0 || p >= coll.NumProtos {
 			p = coll.Simple
@@ -933,6 +1033,12 @@ func (x *sim) sent(m int32) {
 // slots for the sends waiting on those credits.
 func (x *sim) complete(g int32) {
 	x.done++
+	if x.frontier != nil && x.frontier[g] && !x.opt.prefix.Diverged {
+		// Past here the replay tells nothing of the longer schedules: it stops at the end of
+		// the instant.
+		x.opt.prefix.Diverged = true
+		x.e.halted = true
+	}
 	if x.opt.OpsPerKernel > 0 {
 		if k := x.kernel(g); k >= 0 {
 			x.kernLeft[k]--

@@ -1,6 +1,7 @@
 package simnet
 
 import (
+	"errors"
 	"math"
 
 	"github.com/simccl/simccl/coll"
@@ -65,6 +66,11 @@ func nvlsFoldChecked(plan coll.Plan, cl *Cluster, e *Engine) (nvlsFold, *nvlsChe
 // divided by the members and the relaxed links unbounded, checking every real relaxed link. It
 // returns errHalted at the first one over its capacity.
 func (c *nvlsCheck) simulate(e *Engine, cl *Cluster, s *coll.Schedule, tm Timing) (*Result, error) {
+	return c.replay(e, cl, s, tm, nil)
+}
+
+// replay is simulate, watching the replay for the end of a prefix of s where pp is set.
+func (c *nvlsCheck) replay(e *Engine, cl *Cluster, s *coll.Schedule, tm Timing, pp *prefixProbe) (*Result, error) {
 	q := foldedEngine(e, c.members)
 	for l := cl.swLo; l < cl.swHi; l++ {
 		q.links[l].cap = Rate(math.Inf(1))
@@ -91,7 +97,7 @@ func (c *nvlsCheck) simulate(e *Engine, cl *Cluster, s *coll.Schedule, tm Timing
 		}
 	}
 	check := newRelaxCheck(e, pairs, len(s.Conns))
-	opt := Options{prune: true}
+	opt := Options{prune: true, prefix: pp}
 	if check != nil {
 		check.e, check.halt = q, true
 		opt.watch = func(_ *coll.Schedule, conn func(int64) int32) observer {
@@ -100,8 +106,37 @@ func (c *nvlsCheck) simulate(e *Engine, cl *Cluster, s *coll.Schedule, tm Timing
 		}
 	}
 	res, err := Simulate(q, cl, s, tm, opt)
+	if nvlsCheckSeen != nil {
+		nvlsCheckSeen(q, err)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// nvlsCheckSeen, where set (tests), is given the engine of every checked replay once it ends,
+// and its error.
+var nvlsCheckSeen func(q *Engine, err error)
+
+// halts reports whether the checked replay of every schedule of plan's fold f with at least
+// loops+1 whole loops per channel (withLoops) halts, from the replay of the one with loops+1
+// (prefixProbe): the schedules begin with the same steps, the first loops of every channel, and
+// where the replay of the short one halts before any lane's last step of those loops completes,
+// the replay of a longer one is the same up to there and halts at the same instant. It returns
+// false where the probe halted later or not at all (nothing is known then).
+func (c *nvlsCheck) halts(e *Engine, cl *Cluster, plan coll.Plan, f nvlsFold, tm Timing, loops int64) (bool, error) {
+	s, err := coll.Compile(f.withLoops(plan, loops+1).plan(plan))
+	if err != nil {
+		return false, err
+	}
+	pp := &prefixProbe{Chunks: int(loops * nvlsLoopChunks(plan))}
+	_, err = c.replay(e, cl, s, tm, pp)
+	switch {
+	case errors.Is(err, errHalted):
+		return pp.OK && !pp.Diverged, nil
+	case err != nil:
+		return false, err
+	}
+	return false, nil
 }

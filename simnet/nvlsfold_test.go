@@ -45,7 +45,7 @@ func foldOnly(t *testing.T, nodes int, fab *Fabric, size int64) (fold *Result, n
 	}
 	require.True(t, ok, "%d nodes: the channels fold", nodes)
 	nf = nodeClassesOf(plan, cl, e) // also where it leaves more than half the nodes
-	fold, _, err := f.nodeFolded(plan, nf, e, cl, tm, RunOptions{}, foldBound)
+	fold, _, _, err := f.nodeFolded(plan, nf, e, cl, tm, RunOptions{}, foldBound)
 	require.NoError(t, err)
 	return fold, nf
 }

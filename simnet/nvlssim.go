@@ -46,6 +46,12 @@ var (
 	NVLSMinChunks int64 = 64
 )
 
+// NVLSProbeLoops is the fewest loops per channel of the short replay that tells in advance that
+// a checked fold's replay will halt (nvlsCheck.halts; an eighth of the replay's loops where that
+// is more). Only the cost depends on it: on 64 DGX H100 nodes of a 2:1 three-tier fat tree (1 GiB,
+// 128 loops) the replay halts at 445 µs of 6.5 ms, which 16 loops show and 8 do not.
+var NVLSProbeLoops int64 = 2 * coll.NCCLSteps
+
 // nvlsMinLoops is the fewest loops the smaller steady-state replay of plan holds: NVLSMinLoops,
 // and a quarter of the nodes where that is more. An NVLSTree pipeline across many nodes fills
 // slowly: on 128 DGX H100 nodes at 768 MiB (96 loops), extrapolating from 40 and 80 loops is
@@ -168,6 +174,7 @@ func (f nvlsFold) plan(p coll.Plan) coll.Plan {
 func foldedEngine(e *Engine, members int) *Engine {
 	q := NewEngine(nil)
 	n := e.NumLinks()
+	q.links = make([]link, 0, n+n/8) // room for a few more (the node fold's stand-ins, latencies)
 	one := make([]LinkID, 1)
 	for l := 0; l < n; l++ {
 		one[0] = LinkID(l)
@@ -203,16 +210,28 @@ func (m *Machine) nvlsSymmetric(plan coll.Plan, tm Timing, opt RunOptions) (*Res
 	if opt.Exact && !f.exact {
 		return nil, "", nil
 	}
+	nodeHalted := false
 	if !opt.Exact && plan.Algo == coll.NVLSTree && plan.NNodes >= NVLSNodeFoldMin && f.parts[0]/nvlsLoopElems(plan) >= NVLSNodeFoldMinLoops {
 		// NVLSTree's nodes folded too (nvlsfold.go): an approximation, so never with Exact. A
 		// replay halted by its check (a switch link over its capacity) falls through (Run may
 		// come back to the fold with stand-ins for those links: nvlsSwitchBound).
 		if nf := nvlsNodeFold(plan, cl, e); nf != nil {
-			res, mode, err := f.nodeFolded(plan, nf, e, cl, tm, opt, false)
+			res, mode, halted, err := f.nodeFolded(plan, nf, e, cl, tm, opt, false)
 			if err != nil || res != nil {
 				return res, mode, err
 			}
+			nodeHalted = halted
 		}
+	}
+	// A checked fold whose replay will halt: known from a replay of its first loops
+	// (nvlsCheck.halts) where the node fold's check halted, or where that replay is at most an
+	// eighth of the one it saves.
+	halts := func(loops int64) (bool, error) {
+		l := max(NVLSProbeLoops, loops/8)
+		if checked == nil || l+1 >= loops || !(nodeHalted || 8*l <= loops) {
+			return false, nil
+		}
+		return checked.halts(e, cl, plan, f, tm, l)
 	}
 	run := func(p coll.Plan) (*Result, error) {
 		s, err := coll.Compile(p)
@@ -228,6 +247,9 @@ func (m *Machine) nvlsSymmetric(plan coll.Plan, tm Timing, opt RunOptions) (*Res
 	if fp.EstimatedSteps() <= NVLSBudget {
 		if opt.DryRun {
 			return &Result{}, "nvls-symmetric", nil
+		}
+		if h, err := halts(f.wholeLoops(plan)); h || err != nil {
+			return nil, "", err
 		}
 		res, err := run(fp)
 		if errors.Is(err, errHalted) {
@@ -250,6 +272,9 @@ func (m *Machine) nvlsSymmetric(plan coll.Plan, tm Timing, opt RunOptions) (*Res
 	if opt.DryRun {
 		return &Result{}, mode, nil
 	}
+	if h, err := halts(l1); h || err != nil {
+		return nil, "", err
+	}
 	res, err := f.extrapolate(plan, l1, l2, run)
 	if errors.Is(err, errHalted) {
 		return nil, "", nil
@@ -259,6 +284,16 @@ func (m *Machine) nvlsSymmetric(plan coll.Plan, tm Timing, opt RunOptions) (*Res
 	}
 	res.LinkName = e.LinkName
 	return res, mode, nil
+}
+
+// wholeLoops is the whole loops of plan's channels each of f's representatives walks at least.
+func (f nvlsFold) wholeLoops(plan coll.Plan) int64 {
+	loop := nvlsLoopElems(plan)
+	n := f.parts[0] / loop
+	for _, x := range f.parts {
+		n = min(n, x/loop)
+	}
+	return n
 }
 
 // loopsSize is the call's size whose parts are those of a replay of loops loops (for modes).
@@ -333,8 +368,9 @@ func nvlsFolds(p coll.Plan) bool {
 // nodeFolded times plan by the node fold nf on top of the channel fold f (nvlsfold.go), directly
 // where the quotient's schedule fits NVLSBudget, else from two shorter replays (steadyPair,
 // extrapolate). It returns nil, and no error, where the fold's check halted the replay (not
-// bound; bound, the switch links have stand-ins and the mode says switch-bound).
-func (f nvlsFold) nodeFolded(plan coll.Plan, nf *nodeFold, e *Engine, cl *Cluster, tm Timing, opt RunOptions, bound bool) (*Result, string, error) {
+// bound, and halted says so; bound, the switch links have stand-ins and the mode says
+// switch-bound) or where no steady pair fits the budget.
+func (f nvlsFold) nodeFolded(plan coll.Plan, nf *nodeFold, e *Engine, cl *Cluster, tm Timing, opt RunOptions, bound bool) (res *Result, mode string, halted bool, err error) {
 	run := func(p coll.Plan) (*Result, error) { return nodeFoldRun(p, f, nf, e, cl, tm, bound, opt.folds) }
 	// The quotient's schedule has the folded plan's steps on len(nf.reps) nodes instead of all.
 	scale := float64(len(nf.reps)) / float64(max(plan.NNodes, 1))
@@ -343,35 +379,31 @@ func (f nvlsFold) nodeFolded(plan coll.Plan, nf *nodeFold, e *Engine, cl *Cluste
 	if bound {
 		suffix = ", " + switchBoundMode
 	}
-	var (
-		res  *Result
-		err  error
-		mode = nodeFoldMode + suffix
-	)
+	mode = nodeFoldMode + suffix
 	if fp.EstimatedSteps()*scale <= NVLSBudget {
 		if opt.DryRun {
-			return &Result{}, mode, nil
+			return &Result{}, mode, false, nil
 		}
 		res, err = run(fp)
 	} else {
 		l1, l2, ok := f.steadyPair(plan, NVLSBudget/scale, nvlsMinLoops(plan), NVLSMinChunks)
 		if !ok {
-			return nil, "", nil
+			return nil, "", false, nil
 		}
 		mode = fmt.Sprintf("%s-steady (%s, %s)%s", nodeFoldMode, f.loopsSize(plan, l1), f.loopsSize(plan, l2), suffix)
 		if opt.DryRun {
-			return &Result{}, mode, nil
+			return &Result{}, mode, false, nil
 		}
 		res, err = f.extrapolate(plan, l1, l2, run)
 	}
 	if errors.Is(err, errHalted) {
-		return nil, "", nil
+		return nil, "", true, nil
 	}
 	if err != nil {
-		return nil, "", err
+		return nil, "", false, err
 	}
 	res.LinkName = e.LinkName
-	return res, mode, nil
+	return res, mode, false, nil
 }
 
 // switchBoundMode is the suffix of the node fold's mode where the fabric's switch links bind and
@@ -407,5 +439,6 @@ func (m *Machine) nvlsSwitchBound(plan coll.Plan, tm Timing, opt RunOptions) (*R
 	if nf == nil {
 		return nil, "", nil
 	}
-	return f.nodeFolded(plan, nf, e, cl, tm, opt, true)
+	res, mode, _, err := f.nodeFolded(plan, nf, e, cl, tm, opt, true)
+	return res, mode, err
 }

@@ -311,3 +311,61 @@ func nvlsTreeCall(t *testing.T, m *Machine, size int64) (coll.Plan, Timing, *Eng
 	require.NoError(t, err)
 	return plan, tm, e, cl
 }
+
+// A checked fold's replay that halts is known to halt from a replay of its first loops
+// (nvlsCheck.halts): that replay halts at the same instant, after the same events, as the
+// replay of every loop; a probe whose prefix ends before the halt tells nothing, and neither does
+// one of a fold that never halts.
+func TestNVLSCheckProbe(t *testing.T) {
+	type end struct {
+		now    Time
+		events uint64
+		err    error
+	}
+	var seen []end
+	nvlsCheckSeen = func(q *Engine, err error) { seen = append(seen, end{q.Now(), q.Events, err}) }
+	defer func() { nvlsCheckSeen = nil }()
+	fatTree := func() *Fabric { // examples/fabrics/fattree-3tier-2to1.fabric
+		return &Fabric{Topology: "fattree", Tiers: 3, HostsPerLeaf: 4, LeavesPerPod: 16, Oversub: 2, Oversub2: 1,
+			UplinkGBps: 100, SwitchLatUs: 0.5, Routing: "ecmp"}
+	}
+	for _, c := range []struct {
+		fab     *Fabric // nil: the default with 8 nodes per leaf and oversub:1 leaves
+		oversub float64
+		loops   int64 // the probe's
+		halts   bool
+	}{
+		{nil, 4, 16, true},
+		{nil, 4, 1, false}, // diverges before the check halts
+		{nil, 1, 16, false},
+		{fatTree(), 2, 16, true},
+	} {
+		fab := c.fab
+		if fab == nil {
+			fab = DefaultFabric()
+			fab.HostsPerLeaf, fab.Oversub = 8, c.oversub
+		}
+		m, _ := testMachine(t, "dgx-h100", 16, fab, "NVLSTree", "")
+		plan, tm, e, cl := nvlsTreeCall(t, m, 256<<20)
+		f, check, ok := nvlsFoldChecked(plan, cl, e)
+		require.True(t, ok)
+		require.Equal(t, int64(32), f.wholeLoops(plan))
+		seen = seen[:0]
+		h, err := check.halts(e, cl, plan, f, tm, c.loops)
+		require.NoError(t, err)
+		require.Equal(t, c.halts, h, "%g:1, %d loops", c.oversub, c.loops)
+		require.Len(t, seen, 1)
+		require.ErrorIs(t, seen[0].err, errHalted) // by the check, or at the prefix's end
+		if !c.halts {
+			continue
+		}
+		s, err := coll.Compile(f.plan(plan))
+		require.NoError(t, err)
+		_, err = check.simulate(e, cl, s, tm)
+		require.ErrorIs(t, err, errHalted)
+		require.Len(t, seen, 2)
+		t.Logf("%g:1: the probe of %d loops and the replay of %d halt at %v after %d and %d events", c.oversub, c.loops,
+			f.wholeLoops(plan), seen[1].now, seen[0].events, seen[1].events)
+		require.Equal(t, seen[1], seen[0])
+	}
+}

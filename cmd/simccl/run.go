@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"github.com/simccl/simccl/planner"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 
@@ -217,16 +219,12 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 			}
 		} else {
 			// For the JSON, largest sizes first: they take longest, so the workers end together.
-			// For the streamed table, in order, so that rows come out as they are simulated.
+			// For the streamed table, the largest call of each worker but one first, then the
+			// others in order, so that rows come out as they are simulated and the longest calls
+			// do not start last.
 			order := make(chan int, len(calls))
-			if table != nil {
-				for i := range calls {
-					order <- i
-				}
-			} else {
-				for i := len(calls) - 1; i >= 0; i-- {
-					order <- i
-				}
+			for _, i := range callOrder(calls, workers, table == nil) {
+				order <- i
 			}
 			close(order)
 			finished := make([]bool, len(calls))
@@ -411,6 +409,27 @@ func unrecordedCalls(calls []runCall, traced, maxOps int, dryRun bool) (string, 
 }
 
 // runCall is one (collective, size) call of simccl run and its outcome.
+// callOrder is the order in which workers take calls: the largest sizes first (all, or the
+// workers−1 largest and then the others in order).
+func callOrder(calls []runCall, workers int, all bool) []int {
+	bySize := make([]int, len(calls))
+	for i := range bySize {
+		bySize[i] = len(calls) - 1 - i // among equal sizes, the later call first
+	}
+	slices.SortStableFunc(bySize, func(a, b int) int { return cmp.Compare(calls[b].size, calls[a].size) })
+	if all {
+		return bySize
+	}
+	head := bySize[:min(max(workers-1, 0), len(bySize))]
+	order := slices.Clone(head)
+	for i := range calls {
+		if !slices.Contains(head, i) {
+			order = append(order, i)
+		}
+	}
+	return order
+}
+
 type runCall struct {
 	f    coll.Func
 	size int64

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/report"
 	"github.com/simccl/simccl/simnet"
 )
@@ -291,4 +292,19 @@ func TestRunStreamsRows(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The workers take the largest calls first: all of them for the JSON, the largest of each
+// worker but one for the streamed table, whose other calls go in order.
+func TestCallOrder(t *testing.T) {
+	var calls []runCall
+	for _, f := range []coll.Func{coll.AllReduce, coll.AllGather} {
+		for _, s := range []int64{8, 1 << 10, 1 << 20} {
+			calls = append(calls, runCall{f: f, size: s})
+		}
+	}
+	require.Equal(t, []int{5, 2, 4, 1, 3, 0}, callOrder(calls, 2, true))
+	require.Equal(t, []int{5, 0, 1, 2, 3, 4}, callOrder(calls, 2, false))
+	require.Equal(t, []int{5, 2, 0, 1, 3, 4}, callOrder(calls, 3, false))
+	require.Equal(t, []int{0, 1, 2, 3, 4, 5}, callOrder(calls, 1, false))
 }
