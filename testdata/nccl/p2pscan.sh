@@ -6,18 +6,8 @@
 # (NPROCS=2 rows carry the rank; take the larger time of the two ranks), and OUT/p2pscan.log.
 set -u
 O=$1; mkdir -p "$O"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-D=$(cd "$(dirname "$0")" && pwd)
-NP=${NP:-$(nvidia-smi -L | wc -l)}  # one process per GPU in the NPROCS runs
-inc=$(python3 -c 'import nvidia.nccl,os;print(os.path.join(list(nvidia.nccl.__path__)[0],"include"))')
-lib=${inc%/include}/lib
-nvcc -O2 -o /tmp/nccl_perf "$D/tools/nccl_perf.cu" -I"$inc" -L"$lib" -lnccl -Xlinker -rpath="$lib" 2>&1 | tail -3
-CSV=$O/p2pscan.csv; LOG=$O/p2pscan.log
-run() {  # run TAG ENV... : nccl_perf with the settings, 8 B..64 MiB
-  local tag=$1; shift
-  echo "== $tag $* ($(date -u +%T))" >> "$LOG"
-  env "$@" TAG="$tag" MAXEXP=${MAXEXP:-26} timeout 120 /tmp/nccl_perf >> "$CSV" 2>> "$LOG" || echo "failed: $tag" >> "$LOG"
-}
+CSV=$O/p2pscan.csv; LOG=$O/p2pscan.log; MAXEXP=${MAXEXP:-26}
+. "$(dirname "$0")/scan_common.sh"
 P2P=sendrecv,alltoall
 # launch modes, NCCL's own choices
 run p2p_default COLLS=$P2P
