@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// The rate computation keeps its scratch in arrays indexed by a component's local indices, pops
-// its heap bottom-up and stops once every flow has its rate: none of that may change a result by
+// The rate computation keeps a compact scratch entry per link, pops its heap bottom-up and stops
+// once every flow has its rate: none of that may change a result by
 // a bit, since a replay's later events depend on the exact rates and on the order the rates are
 // given in (ties between equal shares included). refRecompute is the computation as it was
 // written before those changes (link and flow fields indexed by id, a sift-down heap popped to the
