@@ -1,0 +1,139 @@
+// slice.cu — what one slice of a 2-rank ring costs a CTA beyond its bytes, and which part of NCCL
+// Simple's per-slice protocol costs it: an input to simccl's GPU-side cost model (NCCL 2.28 on 2 and
+// 4 H200 spends 2.6 µs per all_gather primitive and slice, 1.9 per reduce_scatter one, where the
+// model charges a 1.28 µs fence: testdata/nccl/h200x2/ringscan-2026-11-28.csv). Needs two GPUs with
+// peer access. Build and run on the device machine:
+//
+//   nvcc -O3 -arch=sm_90 -o /tmp/slice bench/gpuprobe/slice.cu && /tmp/slice > slice.csv
+//
+// One CTA of 512 threads on each GPU runs, per group of G slices, NCCL Simple's order: for every
+// slice, wait for a credit (the peer's head counter, 4 slots of buffer), copy the slice into the
+// peer's receive buffer (stores over NVLink), fence, post the tail counter in the peer's memory;
+// then for every slice of the group, wait for the tail the peer posted, take the slice out of the
+// local receive buffer, post the head counter back. Modes: "ag" — the send also stores the slice
+// into the local output (CopySend) and the receive copies it out (Recv), all_gather's pair;
+// "rs" — the send only sends (Send) and the receive adds the local input to it (RecvReduceCopy),
+// reduce_scatter's pair. Fences: 0 none, 1 __threadfence(), 2 __threadfence_system().
+//
+// Output: CSV "mode,fence,group,slice_bytes,slices,us" (the slower GPU's time of one kernel, median
+// of 5) for 8 and 40 slices; the cost of a slice is the difference over 32, its bytes' share is
+// what the same slice costs at the largest size, per byte.
+#include <cuda_runtime.h>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+#include <algorithm>
+
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
+  fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+
+constexpr int kSlots = 4;  // NCCL_STEPS (8) / 2 steps per slice
+
+// copyOut: dst0[i] = src[i] (+ add[i] when add), and dst1[i] = the same when dst1; 4 16-byte
+// loads in flight per thread (NCCL's unroll).
+__device__ void copyOut(const float4* src, const float4* add, float4* dst0, float4* dst1, size_t n) {
+  size_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  for (size_t base = warp * 32 * 4; base < n; base += warps * 32 * 4) {
+    float4 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) { size_t i = base + u * 32 + lane; if (i < n) v[u] = src[i]; }
+    if (add) {
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        size_t i = base + u * 32 + lane;
+        if (i < n) { float4 a = add[i]; v[u].x += a.x; v[u].y += a.y; v[u].z += a.z; v[u].w += a.w; }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < 4; u++) { size_t i = base + u * 32 + lane; if (i < n) dst0[i] = v[u]; }
+    if (dst1) {
+#pragma unroll
+      for (int u = 0; u < 4; u++) { size_t i = base + u * 32 + lane; if (i < n) dst1[i] = v[u]; }
+    }
+  }
+}
+
+__global__ void ring(const float4* src, float4* dst, float4* myFifo, float4* peerFifo,
+                     volatile unsigned long long* myTail, volatile unsigned long long* peerTail,
+                     volatile unsigned long long* myHead, volatile unsigned long long* peerHead,
+                     int slices, size_t n, int group, int ag, int fence) {
+  for (int g = 0; g < slices; g += group) {
+    int end = min(g + group, slices);
+    for (int k = g; k < end; k++) {  // send
+      if (threadIdx.x == 0) while ((long long)*myHead < (long long)k - kSlots + 1) {}
+      __syncthreads();
+      copyOut(src + (size_t)k * n, nullptr, peerFifo + (size_t)(k % kSlots) * n, ag ? dst + (size_t)k * n : nullptr, n);
+      if (fence == 1) __threadfence();
+      if (fence == 2) __threadfence_system();
+      __syncthreads();
+      if (threadIdx.x == 0) *peerTail = k + 1;
+    }
+    for (int k = g; k < end; k++) {  // receive
+      if (threadIdx.x == 0) while (*myTail < (unsigned long long)k + 1) {}
+      __syncthreads();
+      copyOut(myFifo + (size_t)(k % kSlots) * n, ag ? nullptr : src + (size_t)k * n,
+              dst + (size_t)(slices + k) * n, nullptr, n);
+      __syncthreads();
+      if (threadIdx.x == 0) *peerHead = k + 1;
+    }
+  }
+}
+
+static float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int main() {
+  int n = 0;
+  CK(cudaGetDeviceCount(&n));
+  if (n < 2) { fprintf(stderr, "needs 2 GPUs, found %d\n", n); return 1; }
+  for (int d = 0; d < 2; d++) { CK(cudaSetDevice(d)); CK(cudaDeviceEnablePeerAccess(1 - d, 0)); }
+  const size_t maxSlice = 1 << 20;
+  const int maxSlices = 40;
+  float4 *src[2], *dst[2], *fifo[2];
+  unsigned long long* flags[2];  // [0] tail (written by the peer), [1] head (written by the peer)
+  cudaStream_t st[2];
+  cudaEvent_t e0[2], e1[2];
+  for (int d = 0; d < 2; d++) {
+    CK(cudaSetDevice(d));
+    CK(cudaMalloc(&src[d], maxSlice * maxSlices));
+    CK(cudaMalloc(&dst[d], 2 * maxSlice * maxSlices));
+    CK(cudaMalloc(&fifo[d], maxSlice * kSlots));
+    CK(cudaMalloc(&flags[d], 2 * sizeof(unsigned long long)));
+    CK(cudaMemset(src[d], 0, maxSlice * maxSlices));
+    CK(cudaStreamCreateWithFlags(&st[d], cudaStreamNonBlocking));
+    CK(cudaEventCreate(&e0[d])); CK(cudaEventCreate(&e1[d]));
+  }
+  printf("mode,fence,group,slice_bytes,slices,us\n");
+  const size_t sizes[] = {64 << 10, 256 << 10, 1 << 20};
+  for (int ag = 1; ag >= 0; ag--)
+    for (int fence = 0; fence < 3; fence++)
+      for (int group : {1, 2})
+        for (size_t bytes : sizes)
+          for (int slices : {8, maxSlices}) {
+            std::vector<float> t;
+            for (int r = 0; r < 6; r++) {
+              for (int d = 0; d < 2; d++) {
+                CK(cudaSetDevice(d)); CK(cudaMemset(flags[d], 0, 2 * sizeof(unsigned long long)));
+                CK(cudaDeviceSynchronize());
+              }
+              for (int d = 0; d < 2; d++) {
+                CK(cudaSetDevice(d));
+                CK(cudaEventRecord(e0[d], st[d]));
+                ring<<<1, 512, 0, st[d]>>>(src[d], dst[d], fifo[d], fifo[1 - d], flags[d], flags[1 - d],
+                                           flags[d] + 1, flags[1 - d] + 1, slices, bytes / 16, group, ag, fence);
+                CK(cudaEventRecord(e1[d], st[d]));
+              }
+              float worst = 0;
+              for (int d = 0; d < 2; d++) {
+                CK(cudaSetDevice(d)); CK(cudaEventSynchronize(e1[d]));
+                float ms; CK(cudaEventElapsedTime(&ms, e0[d], e1[d])); worst = std::max(worst, ms);
+              }
+              if (r > 0) t.push_back(worst * 1e3f);
+            }
+            printf("%s,%d,%d,%zu,%d,%.3f\n", ag ? "ag" : "rs", fence, group, bytes, slices, median(t));
+            fflush(stdout);
+          }
+  return 0;
+}
