@@ -31,6 +31,23 @@ func withEmulator(t *testing.T, n int, body func(e *emu, ds []*Device)) {
 	body(e, ds)
 }
 
+// openedAndCopied waits for stream s, whose copy into dst waited on another stream (an event or a
+// flag, named by what) held until the test opened its gate, and checks that the copy saw want.
+func openedAndCopied(t *testing.T, c *Ctx, s Stream, dst DevPtr, want []byte, what string) error {
+	t.Helper()
+	if err := c.StreamSync(s); err != nil {
+		return err
+	}
+	got := make([]byte, len(want))
+	if err := c.CopyDtoH(got, dst); err != nil {
+		return err
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("the copy after the %s wait did not see the data", what)
+	}
+	return nil
+}
+
 func TestEmulatorEventOrder(t *testing.T) {
 	withEmulator(t, 1, func(e *emu, ds []*Device) {
 		gate := make(chan struct{})
@@ -79,17 +96,7 @@ func TestEmulatorEventOrder(t *testing.T) {
 				t.Error("stream b done before the event it waits for")
 			}
 			close(gate)
-			if err := c.StreamSync(b); err != nil {
-				return err
-			}
-			got := make([]byte, len(pattern))
-			if err := c.CopyDtoH(got, dst); err != nil {
-				return err
-			}
-			if !bytes.Equal(got, pattern) {
-				t.Error("the copy after the event wait did not see the data")
-			}
-			return nil
+			return openedAndCopied(t, c, b, dst, pattern, "event")
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -228,15 +235,8 @@ func TestEmulatorFlags(t *testing.T) {
 				t.Error("stream b passed its flag wait before the flag was written")
 			}
 			close(gate)
-			if err := c.StreamSync(b); err != nil {
+			if err := openedAndCopied(t, c, b, dst, pattern, "flag"); err != nil {
 				return err
-			}
-			got := make([]byte, len(pattern))
-			if err := c.CopyDtoH(got, dst); err != nil {
-				return err
-			}
-			if !bytes.Equal(got, pattern) {
-				t.Error("the copy after the flag wait did not see the data")
 			}
 			word := make([]byte, 4)
 			if err := c.CopyDtoH(word, flag); err != nil {
