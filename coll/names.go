@@ -24,6 +24,10 @@ const (
 
 var funcNames = [...]string{"Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce", "SendRecv", "AllToAll"}
 
+// IsP2P reports whether f is point-to-point work (send/recv, all-to-all) rather than a collective
+// primitive loop.
+func (f Func) IsP2P() bool { return f == SendRecv || f == AllToAll }
+
 func (f Func) String() string {
 	if f >= 0 && int(f) < len(funcNames) {
 		return funcNames[f]

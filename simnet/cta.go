@@ -35,6 +35,78 @@ type GPUModel struct {
 	// (Timing.Fence): NCCL's Simple protocol runs a memory fence before it posts the step's tail
 	// counter, and the fence waits for the stores to be acknowledged. Zero: not modelled.
 	Fence Time
+	// Slice is what one Simple primitive of a collective costs its CTA per slice beyond its
+	// bytes, its fence included (Timing.Slice; SimpleSlice). Zero: only the fence is charged.
+	Slice SliceCost
+}
+
+// SliceCost is the fixed time one Simple primitive call on one slice holds its CTA beyond the
+// time its bytes take, by whether the primitive reduces and by the slice's payload: piecewise
+// linear through (0, 0) and the points (Bytes[i], Copy[i]) or (Bytes[i], Reduce[i]), and the last
+// point's value past it. A primitive that sends pays at least the fence (Timing.Fence).
+type SliceCost struct {
+	Bytes        []int64
+	Copy, Reduce []Time
+}
+
+// Of is the cost of primitive p on a slice of payload bytes.
+func (c SliceCost) Of(p coll.Prim, bytes int64) Time {
+	v := c.Copy
+	if p.Reduces() {
+		v = c.Reduce
+	}
+	if len(c.Bytes) == 0 || len(v) != len(c.Bytes) || bytes <= 0 {
+		return 0
+	}
+	x0, y0 := int64(0), Time(0)
+	for i, x := range c.Bytes {
+		if bytes < x {
+			return y0 + Time(float64(v[i]-y0)*float64(bytes-x0)/float64(x-x0))
+		}
+		x0, y0 = x, v[i]
+	}
+	return y0
+}
+
+func (c SliceCost) set() bool { return len(c.Bytes) > 0 }
+
+// sliceCosted reports whether the slice costs (SimpleSlice) apply to a's f: the ring loops they
+// were measured on (all-gather, reduce-scatter, all-reduce), where each CTA runs every primitive
+// of a slice in turn and waits on its neighbour's. A ring broadcast's or reduce's rank runs one
+// primitive per slice, pipelined along the chain (NCCL's slice there is one step): the same scan
+// puts their cost per slice at about 2 µs and 1.0–1.3 µs, below a ring loop's primitive, and
+// they keep the fence alone. Point-to-point keeps the fence too (its chunks were measured apart:
+// SharedCTA), as do trees, NVLS and the rest, which Machine.timing gives no fence.
+func sliceCosted(a coll.Algo, f coll.Func) bool {
+	return a == coll.Ring && (f == coll.AllGather || f == coll.ReduceScatter || f == coll.AllReduce)
+}
+
+// SimpleSlice is GPUModel.Slice where the memory-traffic model applies: what NCCL 2.28.9's Simple
+// primitives cost per slice on Hopper beyond their bytes, measured with NCCL itself on 2 H200
+// (testdata/nccl/slicescan.sh, h200x2/slicescan-2026-11-28.csv). The scan runs one Ring/Simple
+// channel, one process per GPU, with NCCL_BUFFSIZE from 64 KiB to 8 MiB: a slice is a quarter of
+// the buffer (two of NCCL_STEPS' eight steps), so at 16 MiB the same bytes cross the ring in 16 to
+// 2048 KiB slices. Per slice index (every primitive of a loop running one slice) the time is a
+// fixed part plus the slice over a rate, and the rate of the two largest slices — 16.2 GB/s
+// all_gather, 19.5 reduce_scatter, 11.1 all_reduce, where the memory-traffic model gives 15.9,
+// 18.0 and 11.0 — leaves as fixed part, for slices of 16, 32, 64, 128, 256 KiB and more:
+// all_gather (send, recv) 3.20, 3.55, 3.99, 4.87, 5.31–5.33 µs; reduce_scatter (send,
+// recvReduceCopy) 2.84, 2.66, 2.55, 3.36, 3.87; all_reduce (send, recvReduceCopySend, recv) 4.91,
+// 4.86, 5.05, 5.67, 6.29–6.64. A least-squares split of each size's three into a cost C of a
+// primitive that copies and R of one that reduces gives C = 1.65, 1.82, 2.05, 2.42, 2.63–2.68 µs
+// and R = 1.40, 1.03, 0.72, 0.88, 1.14–1.23 µs: the copy's cost grows with the slice up to 256 KiB,
+// the reduction's shows no trend and is taken as its mean, 1.07 µs. Below 16 KiB the cost falls
+// to nothing: a 4 KiB all_gather (2 KiB slices) took 14.16 µs where the simulation without it gave
+// 14.12 (ringscan-2026-11-28.csv). The costs contain the flag waits and posts, the fence
+// (SimpleFence, 1.28 µs, measured apart) and what else a slice costs beyond its bytes; a probe of
+// the bare protocol put its part at 2.2–2.8 µs per send and receive pair of large slices
+// (bench/gpuprobe/slice.cu). The scans are not validation rows (testdata/nccl/*/nccl_perf.csv
+// run NCCL's own choices on up to 24 channels). Ampere takes Hopper's (no measurement here), as
+// it takes the fence.
+var SimpleSlice = SliceCost{
+	Bytes:  []int64{16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10},
+	Copy:   []Time{1650 * Nanosecond, 1820 * Nanosecond, 2050 * Nanosecond, 2420 * Nanosecond, 2650 * Nanosecond},
+	Reduce: []Time{1070 * Nanosecond, 1070 * Nanosecond, 1070 * Nanosecond, 1070 * Nanosecond, 1070 * Nanosecond},
 }
 
 // Per-CTA memory-traffic rates of one Hopper CTA by protocol: GB/s of copy-equivalent traffic
@@ -230,6 +302,7 @@ func GPUModelFor(release string, sm int) (GPUModel, error) {
 	g := GPUModel{SM: sm, CTARate: GBps(v), Mem: MemModelFor(sm)}
 	if g.Mem[coll.Simple] > 0 {
 		g.Fence = SimpleFence
+		g.Slice = SimpleSlice
 	}
 	return g, nil
 }

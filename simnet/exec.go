@@ -62,6 +62,11 @@ type Timing struct {
 	// the program's lanes; its messages move no faster than that, and a step that only copies or
 	// reduces locally takes that time on no link.
 	CTAMem [coll.NumProtos]Rate
+	// Slice, where set (with Fence), is what each Simple primitive of a collective costs its CTA
+	// per slice beyond its bytes, fence included (GPUModel.Slice): a step that sends completes
+	// that long after its messages have left, one that sends nothing that long after its local
+	// work. Point-to-point steps keep Fence.
+	Slice SliceCost
 	// Fence is what a Simple step costs its CTA after its last store into a peer's buffer
 	// (GPUModel.Fence; 0: none, and it applies only where CTARate is set): the memory fence NCCL's
 	// Simple protocol runs before posting the step's tail counter. The sending step completes
@@ -862,10 +867,14 @@ func (x *sim) arrived(g int32) {
 }
 
 // finishLocal completes step g's local part, or holds it while a message it streams from has
-// not arrived.
+// not arrived. A step that sends nothing completes after its slice cost (hold) where it has one.
 func (x *sim) finishLocal(g int32) {
 	if x.inflight != nil && x.inflight[g] > 0 {
 		x.heldLocal[g] = true
+		return
+	}
+	if h := x.hold(g); h > 0 {
+		x.e.After(h, evComplete, int64(g))
 		return
 	}
 	x.complete(g)
@@ -987,13 +996,26 @@ func (x *sim) memTime(g int32) float64 {
 	return ctaTraffic(st.Prim, float64(st.Bytes), float64(w), len(st.Send)) / float64(x.tm.CTAMem[pp]/Rate(x.lanes[p]))
 }
 
-// fence is the fence step g's CTA runs after its stores (Timing.Fence): Simple steps that send,
-// on a rank whose CTA is modelled.
-func (x *sim) fence(g int32) Time {
-	if x.tm.Fence <= 0 || x.laneRate[x.progOf[g]] <= 0 {
+// hold is the time step g holds its CTA beyond its bytes, on a rank whose CTA is modelled: a
+// Simple primitive of a ring all-gather, reduce-scatter or all-reduce its slice cost
+// (Timing.Slice, at least the fence where it sends), whether it sends or not; any other Simple
+// step that sends, the fence after its stores (Timing.Fence).
+func (x *sim) hold(g int32) Time {
+	if x.laneRate[x.progOf[g]] <= 0 {
 		return 0
 	}
-	if st := x.step(g); st.Proto != coll.Simple || len(st.Send) == 0 {
+	st := x.step(g)
+	if st.Proto != coll.Simple {
+		return 0
+	}
+	if op := &x.s.Ops[st.Op]; x.tm.Slice.set() && x.tm.Fence > 0 && sliceCosted(op.Algo, op.Func) {
+		h := x.tm.Slice.Of(st.Prim, st.Bytes)
+		if len(st.Send) > 0 {
+			h = max(h, x.tm.Fence)
+		}
+		return h
+	}
+	if x.tm.Fence <= 0 || len(st.Send) == 0 {
 		return 0
 	}
 	return x.tm.Fence
@@ -1021,7 +1043,7 @@ func (x *sim) sent(m int32) {
 	g := x.msgSend[m]
 	x.sendsLeft[g]--
 	if x.sendsLeft[g] == 0 {
-		if f := x.fence(g); f > 0 {
+		if f := x.hold(g); f > 0 {
 			x.e.After(f, evComplete, int64(g))
 			return
 		}

@@ -86,13 +86,16 @@ type ringSim struct {
 	recvB    float64 // bytes the receive-only step of a loop reads and copies or reduces locally
 	// The memory-traffic model (Timing.CTAMem), where it applies: per merged send step its cap
 	// (the step's traffic at the CTA's rate), the receive-only step's time, and the time a Simple
-	// step's fences hold the CTA after its sends (Timing.Fence, once per slice).
+	// step's slice costs hold the CTA after its sends (Timing.Slice, or the fence of
+	// Timing.Fence, once per slice).
 	capT  []Rate
 	recvT float64
 	hold  []Time
-	done  int64
-	total int64
-	end   Time
+	// recvHold is the slice cost of the receive-only step (Timing.Slice), after its local work.
+	recvHold Time
+	done     int64
+	total    int64
+	end      Time
 }
 
 // SimulateRing times a ring collective on the links of e reached through r.
@@ -313,6 +316,11 @@ func (x *ringSim) Fire(kind int32, arg int64) {
 			}
 		}
 	case evComplete:
+		if arg&localTag != 0 {
+			arg &^= localTag
+			x.received(int(arg>>32), int(arg&0xffffffff))
+			return
+		}
 		x.sent(int(arg>>32), int(arg&0xffffffff))
 	case evArrive:
 		gi, pos := int(arg>>32), int(arg&0xffffffff)
@@ -385,14 +393,12 @@ func (x *ringSim) finishStep() {
 
 func (x *ringSim) FlowDone(tag int64) {
 	if tag&localTag != 0 {
+		if x.recvHold > 0 {
+			x.e.After(x.recvHold, evComplete, tag) // the slice costs hold the CTA after the copy
+			return
+		}
 		tag &^= localTag
-		gi, pos := int(tag>>32), int(tag&0xffffffff)
-		g := x.groups[gi]
-		g.running[pos] = false
-		x.consume(gi, pos)
-		g.step[pos]++
-		x.finishStep()
-		x.try(gi, pos)
+		x.received(int(tag>>32), int(tag&0xffffffff))
 		return
 	}
 	gi, pos := int(tag>>32), int(tag&0xffffffff)
@@ -407,6 +413,16 @@ func (x *ringSim) FlowDone(tag int64) {
 	x.sent(gi, pos)
 }
 
+// received completes the receive-only step of (group, position) that is running.
+func (x *ringSim) received(gi, pos int) {
+	g := x.groups[gi]
+	g.running[pos] = false
+	x.consume(gi, pos)
+	g.step[pos]++
+	x.finishStep()
+	x.try(gi, pos)
+}
+
 // sent completes the send step of (group, position) that is running.
 func (x *ringSim) sent(gi, pos int) {
 	g := x.groups[gi]
@@ -419,6 +435,19 @@ func (x *ringSim) sent(gi, pos int) {
 		x.consume(gi, pos)
 	}
 	x.try(gi, pos)
+}
+
+// sliceBytes is how NCCL's Simple protocol cuts a primitive call of payload bytes into slices
+// slices of at least minSlice bytes, posting every slice even when empty (coll's appendSlices, in
+// bytes: its 16-element rounding is taken as 64 bytes).
+func sliceBytes(payload, minSlice int64, slices int) []int64 {
+	out := make([]int64, slices)
+	size := max((payload+int64(slices)*64-1)/(int64(slices)*64)*64, minSlice)
+	for i := range out {
+		out[i] = max(min(size, payload), 0)
+		payload -= out[i]
+	}
+	return out
 }
 
 // ringPrims is the primitive of each step of one ring loop, as coll compiles it: the
@@ -472,11 +501,35 @@ func (x *ringSim) memModel(spec RingSpec, tm Timing, stepsPerLoop, merge int, wi
 	const unit = 1 << 20
 	pay := wire * float64(unit) / float64(coll.WireBytes(spec.Proto, unit))
 	slices := 1
-	var fence Time
+	// cost is what primitive p holds the CTA per slice: its slice cost (Timing.Slice) where set,
+	// else the fence after a send.
+	cost := func(coll.Prim) Time { return 0 }
 	if spec.Proto == coll.Simple && tm.Fence > 0 {
 		cs, ss := coll.RingChunkSteps(spec.Func, coll.Ring, spec.Proto)
 		slices = max(cs/max(ss, 1), 1)
-		fence = tm.Fence
+		chunk := spec.Chunk
+		if chunk <= 0 {
+			chunk = coll.DefaultChunkSize(spec.Func, coll.Ring, spec.Proto, 0)
+		}
+		sl := sliceBytes(int64(pay), chunk/int64(max(cs, 1))*int64(ss)/32, slices)
+		cost = func(p coll.Prim) Time {
+			if !tm.Slice.set() || !sliceCosted(coll.Ring, spec.Func) {
+				if p.Sends() {
+					return tm.Fence
+				}
+				return 0
+			}
+			var h Time
+			for _, b := range sl {
+				c := tm.Slice.Of(p, b)
+				if p.Sends() {
+					c = max(c, tm.Fence)
+				}
+				h += c
+			}
+			return h
+		}
+		slices = 1 // cost sums the slices
 	}
 	x.capT = make([]Rate, x.S)
 	x.hold = make([]Time, x.S+1)
@@ -490,7 +543,10 @@ func (x *ringSim) memModel(spec RingSpec, tm Timing, stepsPerLoop, merge int, wi
 		if x.cap > 0 && x.cap != x.cta && x.cap < x.capT[s] {
 			x.capT[s] = x.cap // a PerFlowCap below the CTA's
 		}
-		x.hold[s] = fence * Time(k*slices)
+		for i := s * merge; i < s*merge+k; i++ {
+			x.hold[s] += cost(prims[i]) * Time(slices)
+		}
 	}
 	x.recvT = ctaTraffic(prims[stepsPerLoop], pay, wire, 0) / float64(mem)
+	x.recvHold = cost(prims[stepsPerLoop]) * Time(slices)
 }

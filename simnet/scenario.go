@@ -212,7 +212,7 @@ func (m *Machine) Timing(a coll.Algo, p coll.Proto) (Timing, error) {
 	}
 	tm.CTARate = m.GPU.CTARate
 	if tm.CTARate > 0 {
-		tm.CTAMem, tm.Fence = m.GPU.Mem, m.GPU.Fence
+		tm.CTAMem, tm.Fence, tm.Slice = m.GPU.Mem, m.GPU.Fence, m.GPU.Slice
 	}
 	tm.LineStream = LineStream
 	return tm, nil
@@ -469,14 +469,14 @@ func (m *Machine) timing(p coll.Plan) (Timing, error) {
 		// 70/30 for LL and LL128, half plus 64 threads for Simple), which the traffic model does
 		// not describe (applied to trees, it made Tree/LL128 at 4–8 MiB on 2 A100 nodes 47–89%
 		// slower than measured; BENCHMARKS.md "2026-11-28 (fid2)").
-		tm.CTAMem, tm.Fence = [coll.NumProtos]Rate{}, 0
+		tm.CTAMem, tm.Fence, tm.Slice = [coll.NumProtos]Rate{}, 0, SliceCost{}
 	}
 	if p.Algo == coll.NVLS || p.Algo == coll.NVLSTree {
 		// NVLS kernels split a channel's warps by role (scatter, reduce, gather) and reduce in
 		// the switch, so the per-CTA rate of ring/tree channels does not bound them; what does is
 		// the share of the NVLink bandwidth multimem loads and stores reach: NCCL's nvlsEfficiency
 		// of the GPU generation (NCCL 2.28 tuning.cc: Hopper 0.85, Blackwell 0.74).
-		tm.CTARate, tm.CTAMem, tm.Fence = 0, [coll.NumProtos]Rate{}, 0
+		tm.CTARate, tm.CTAMem, tm.Fence, tm.Slice = 0, [coll.NumProtos]Rate{}, 0, SliceCost{}
 		eff, err := nvlsEfficiency(m.Release, m.GPU.SM)
 		if err != nil {
 			return tm, err

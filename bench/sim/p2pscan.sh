@@ -21,6 +21,9 @@ grep '^== ' "$LOG" | while read -r _ tag rest; do
       NCCL_*=*) env="${env:+$env,}$kv" ;;
     esac
   done
+  # rows that carry a rank (an 8th field) come from one process per GPU, whatever the log line says
+  # (the first ring scans' log lines left NPROCS out)
+  if grep -q "^$tag,[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,[0-9]" "$CSV"; then launch=per-gpu; fi
   echo "== $tag (launch $launch${env:+, $env})"
   "$CMP" -csv "$CSV" -topo "$TOPO" -tag "$tag" -launch "$launch" ${env:+-env "$env"} |
     awk '/^#/ {next} $2 == 1048576 || $2 == 4194304 || $2 == 16777216 || $2 == 67108864 || /median/ || /% \(/'

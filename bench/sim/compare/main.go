@@ -102,7 +102,7 @@ func run(csvPath, topo, tag string, cfg tuning.Config, plotPath string, asJSON b
 	}
 	switch {
 	case ctaRate < 0:
-		m.GPU.CTARate, m.GPU.Mem, m.GPU.Fence = 0, [len(m.GPU.Mem)]simnet.Rate{}, 0
+		m.GPU.CTARate, m.GPU.Mem, m.GPU.Fence, m.GPU.Slice = 0, [len(m.GPU.Mem)]simnet.Rate{}, 0, simnet.SliceCost{}
 	case ctaRate > 0:
 		m.GPU.CTARate = simnet.GBps(ctaRate)
 	}
