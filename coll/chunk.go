@@ -114,16 +114,21 @@ func (ck *chunking) appendSlices(out []int64, nelem int64) []int64 {
 	if ck.proto != Simple || ck.slicesPerChk <= 1 {
 		return append(out, nelem)
 	}
-	spc := int64(ck.slicesPerChk)
-	sliceSize := max64(divUp(nelem, 16*spc)*16, ck.stepElems*int64(ck.stepsPerSlice)/32)
+	return SimpleSlices(out, nelem, ck.slicesPerChk, ck.stepElems*int64(ck.stepsPerSlice)/32, 16)
+}
+
+// SimpleSlices appends to out the slices NCCL's Simple protocol cuts a primitive call of n units
+// (elements, or bytes) into: slices of max(ceil(n/(grain·slices))·grain, minSlice) units, the last
+// ones short or empty, every one posted (genericOp in NCCL 2.30.7's prims_simple.h, paraphrased;
+// grain is 16 elements).
+func SimpleSlices(out []int64, n int64, slices int, minSlice, grain int64) []int64 {
+	spc := int64(slices)
+	size := max64(divUp(n, grain*spc)*grain, minSlice)
 	off := int64(0)
 	for range spc {
-		n := min64(sliceSize, nelem-off)
-		if n < 0 {
-			n = 0
-		}
-		out = append(out, n)
-		off += n
+		k := max64(min64(size, n-off), 0)
+		out = append(out, k)
+		off += k
 	}
 	return out
 }

@@ -437,19 +437,6 @@ func (x *ringSim) sent(gi, pos int) {
 	x.try(gi, pos)
 }
 
-// sliceBytes is how NCCL's Simple protocol cuts a primitive call of payload bytes into slices
-// slices of at least minSlice bytes, posting every slice even when empty (coll's appendSlices, in
-// bytes: its 16-element rounding is taken as 64 bytes).
-func sliceBytes(payload, minSlice int64, slices int) []int64 {
-	out := make([]int64, slices)
-	size := max((payload+int64(slices)*64-1)/(int64(slices)*64)*64, minSlice)
-	for i := range out {
-		out[i] = max(min(size, payload), 0)
-		payload -= out[i]
-	}
-	return out
-}
-
 // ringPrims is the primitive of each step of one ring loop, as coll compiles it: the
 // stepsPerLoop sending steps, then the receive-only one.
 func ringPrims(f coll.Func, n int) []coll.Prim {
@@ -511,7 +498,8 @@ func (x *ringSim) memModel(spec RingSpec, tm Timing, stepsPerLoop, merge int, wi
 		if chunk <= 0 {
 			chunk = coll.DefaultChunkSize(spec.Func, coll.Ring, spec.Proto, 0)
 		}
-		sl := sliceBytes(int64(pay), chunk/int64(max(cs, 1))*int64(ss)/32, slices)
+		// The slices of a step (bytes; coll's 16-element grain taken as 64 bytes).
+		sl := coll.SimpleSlices(nil, int64(pay), slices, chunk/int64(max(cs, 1))*int64(ss)/32, 64)
 		cost = func(p coll.Prim) Time {
 			if !tm.Slice.set() || !sliceCosted(coll.Ring, spec.Func) {
 				if p.Sends() {
