@@ -114,13 +114,7 @@ func TestFenceHoldsTheCTA(t *testing.T) {
 	plan := coll.Plan{Func: coll.AllGather, Count: 16 << 20, DataType: coll.Float32, NRanks: 2, NChannels: 1, Algo: coll.Ring, Proto: coll.Simple}
 	s, err := coll.Compile(plan)
 	require.NoError(t, err)
-	run := func(tm Timing) float64 {
-		e := NewEngine(nil)
-		r := pairRouter{e.AddLink("0->1", GBps(400), 0), e.AddLink("1->0", GBps(400), 0)}
-		res, err := Simulate(e, r, s, tm, Options{})
-		require.NoError(t, err)
-		return res.Time.Micros()
-	}
+	run := fastPair(t, s)
 	tm := Timing{CTARate: GBps(38.7)}
 	tm.CTAMem[coll.Simple] = GBps(hopperMemSimpleGBps)
 	without := run(tm)
@@ -150,18 +144,24 @@ func TestFenceHoldsTheCTA(t *testing.T) {
 	require.InDelta(t, want, sliced-without, 0.1*want)
 }
 
-// The slice cost is a collective's: point-to-point steps keep the fence alone.
-func TestSliceCostSparesP2P(t *testing.T) {
-	plan := coll.Plan{Func: coll.SendRecv, Count: 16 << 20, DataType: coll.Float32, NRanks: 2, NChannels: 1, Proto: coll.Simple, Peer: 1}
-	s, err := coll.Compile(plan)
-	require.NoError(t, err)
-	run := func(tm Timing) float64 {
+// fastPair returns a replay of s (µs) on two ranks joined by 400 GB/s links, fast enough that
+// the CTA is what holds a step.
+func fastPair(t *testing.T, s *coll.Schedule) func(Timing) float64 {
+	return func(tm Timing) float64 {
 		e := NewEngine(nil)
 		r := pairRouter{e.AddLink("0->1", GBps(400), 0), e.AddLink("1->0", GBps(400), 0)}
 		res, err := Simulate(e, r, s, tm, Options{})
 		require.NoError(t, err)
 		return res.Time.Micros()
 	}
+}
+
+// The slice cost is a collective's: point-to-point steps keep the fence alone.
+func TestSliceCostSparesP2P(t *testing.T) {
+	plan := coll.Plan{Func: coll.SendRecv, Count: 16 << 20, DataType: coll.Float32, NRanks: 2, NChannels: 1, Proto: coll.Simple, Peer: 1}
+	s, err := coll.Compile(plan)
+	require.NoError(t, err)
+	run := fastPair(t, s)
 	tm := Timing{CTARate: GBps(38.7), Fence: SimpleFence}
 	tm.CTAMem[coll.Simple] = GBps(hopperMemSimpleGBps)
 	fenced := run(tm)
