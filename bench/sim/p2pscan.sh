@@ -1,5 +1,5 @@
 #!/bin/bash
-# Every tag of a scan of testdata/nccl/p2pscan.sh or ringscan.sh (default: the 2×H200 p2pscan)
+# Every tag of a scan of testdata/nccl/p2pscan.sh, ringscan.sh or slicescan.sh (default: the 2×H200 p2pscan)
 # against the simulation planned under the same NCCL settings and launch mode (read from the scan's
 # log) on the machine's topology (real_topo.xml beside it), one summary block per tag:
 #   bash bench/sim/p2pscan.sh [COMPARE_BINARY [SCAN_CSV]]
