@@ -44,6 +44,7 @@ type link struct {
 	// against its capacity after every computation. lazy is also set, for good, on a link that
 	// is not relaxed but whose constraint another link implies (pruneImplied).
 	relaxed, lazy, check bool
+	release, listed      bool // left out again once under its capacity (releaseLink); in Engine.enforced
 	load                 float64
 	bytes                float64 // bytes carried so far (utilisation)
 	name                 string
@@ -146,6 +147,9 @@ type Engine struct {
 	// relaxing them changes nothing.
 	Strict bool
 	checks []LinkID // relaxed links whose load changed since the last check
+	// enforced: the links of releaseLink enforced since they were last found over their
+	// capacity, checked after every rate computation (release)
+	enforced []LinkID
 
 	// Statistics.
 	Events      uint64 // events handled (including stale flow completions)
@@ -155,6 +159,7 @@ type Engine struct {
 	CompVisited uint64 // flows visited by rate computations, summed
 	Shortcuts   uint64 // instants where new flows replaced ended ones on the same routes (no recomputation)
 	Activations uint64 // relaxed links found over their capacity and enforced from then on
+	Releases    uint64 // links of releaseLink left out again, under their capacity
 }
 
 // NewEngine returns an engine with no links whose callbacks go to h.
@@ -746,8 +751,11 @@ func (e *Engine) recompute() {
 	for {
 		e.recompute1()
 		if !e.activate() {
-			return
+			break
 		}
+	}
+	if len(e.enforced) > 0 {
+		e.release()
 	}
 }
 
@@ -761,6 +769,47 @@ func (e *Engine) recompute() {
 func (e *Engine) relaxLink(l LinkID) {
 	lk := &e.links[l]
 	lk.relaxed, lk.lazy = true, !e.Strict
+}
+
+// releaseLink relaxes link l (relaxLink) and, once it is enforced, leaves it out again at the
+// end of any rate computation that leaves its load under its capacity by more than
+// releaseMargin, where relaxLink keeps it enforced until it carries no flow. That changes no
+// rate either: a link under its capacity is no flow's bottleneck, so the max-min fair allocation
+// without it is the one with it; from then on it is checked as any left-out link is. It is for
+// links that carry flows without a break and bind only now and then (the node fold's stand-ins
+// for switch links, nvlsfold.go): enforced, such a link joins the flows of every connection
+// crossing it into one component of every rate computation, for as long as it carries any.
+func (e *Engine) releaseLink(l LinkID) {
+	e.relaxLink(l)
+	e.links[l].release = true
+}
+
+// releaseMargin is how far under its capacity (relative) a link of releaseLink must be to be
+// left out again: a link that binds carries its capacity to rounding, and one left out at that
+// load would be found over it at the next computation. Only the cost depends on it (1e-6 to
+// 1e-2 measured alike on the 64-node fat tree of BENCHMARKS.md's speed9 section; 5% and more
+// keep links enforced longer).
+const releaseMargin = 1e-6
+
+// release leaves out again the enforced links of releaseLink that are under their capacity.
+func (e *Engine) release() {
+	keep := e.enforced[:0]
+	for _, l := range e.enforced {
+		lk := &e.links[l]
+		switch {
+		case lk.lazy:
+			// Emptied since (finish) and left out already.
+		case e.Strict:
+		case lk.load < float64(lk.cap)*(1-releaseMargin):
+			lk.lazy = true
+			e.Releases++
+		default:
+			keep = append(keep, l)
+			continue
+		}
+		lk.listed = false
+	}
+	e.enforced = keep
 }
 
 // addLoad adds d to relaxed link l's load and queues it for the next check.
@@ -783,6 +832,10 @@ func (e *Engine) activate() bool {
 		if lk.lazy && lk.load > float64(lk.cap)*(1+relaxTolerance) {
 			lk.lazy = false
 			e.Activations++
+			if lk.release && !lk.listed {
+				lk.listed = true
+				e.enforced = append(e.enforced, l)
+			}
 			e.markDirty(l)
 			any = true
 		}

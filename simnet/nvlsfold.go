@@ -48,7 +48,9 @@ import (
 // switch-bound (nvlsSwitchBound): each quotient connection crosses a stand-in for the real links
 // its members cross, a relaxed link of their capacity weighed by its members on one of them
 // (links loaded alike share one stand-in; standIns). Left out of the rate computations while
-// within its capacity, a stand-in changes nothing; once over, it is enforced, and it slows every
+// within its capacity, a stand-in changes nothing; once over, it is enforced until it is under
+// its capacity again (Engine.releaseLink: a stand-in carries flows without a break, and enforced
+// it joins every connection crossing it into one component of the rate computations), and it slows every
 // member of the connections crossing it, where on the machine only those crossing the real link
 // slow down first. The fold is then slower than the replay of every node: within 0.9% where
 // measured with four hosts per leaf and more, up to 4.5% with two (docs/cluster.md); the mode
@@ -397,8 +399,14 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 	}
 	q := foldedEngine(e, f.members)
 	for l := cl.swLo; l < cl.swHi; l++ {
+		// Unbounded, they limit nothing. The switch-bound replay also leaves them out of the
+		// rate computations, where they would join the components of connections whose
+		// members cross the same spine links (on the 64-node fat tree of BENCHMARKS.md's speed9
+		// section, together with the stand-ins' release, 116 flows a computation → 64); the
+		// checked replay keeps them in, which gives its rows as before (leaving them out moves
+		// them by rounding: 128 nodes, 1 GiB, −0.16%).
 		q.links[l].cap = Rate(math.Inf(1))
-		q.links[l].relaxed, q.links[l].lazy = false, false
+		q.links[l].relaxed, q.links[l].lazy = false, bound
 	}
 	// The node links but the NVSwitch links and the NIC ports are relaxed (left out of the rate
 	// computations while within their capacity, enforced from the instant one is over: the same
@@ -422,8 +430,8 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 	// capacity, the same quotient connections in the same numbers) share one stand-in on q, a
 	// relaxed link of their capacity that each quotient connection crosses with the weight of its
 	// members on one of them: left out while within its capacity (the replay is then the one
-	// without it), enforced from the instant it is over (docs/cluster.md, "NVLSTree: the node
-	// fold").
+	// without it), enforced from the instant it is over until it is under again (docs/cluster.md,
+	// "NVLSTree: the node fold").
 	conn := map[[4]int]int32{}
 	for i, cn := range s.Conns {
 		conn[[4]int{cn.From, cn.To, cn.Channel, cn.ConnIndex}] = int32(i)
@@ -561,7 +569,7 @@ func (r *nodeFoldRouter) standIns(s *coll.Schedule, sigs *relaxCheck) {
 		links[g] = -1
 		if worst[g] > c*(1+relaxTolerance) {
 			links[g] = r.q.AddLink("", Rate(c), 0)
-			r.q.relaxLink(links[g])
+			r.q.releaseLink(links[g])
 		}
 	}
 	for id := range s.Conns {

@@ -211,7 +211,9 @@ func TestNodeFoldSwitchBound(t *testing.T) {
 	}
 }
 
-// Where no switch link binds, the stand-ins change nothing: the switch-bound fold is the fold.
+// Where no switch link binds, the stand-ins change nothing: the switch-bound fold is the fold, to
+// rounding (the switch-bound replay leaves the unbounded switch links out of its rate
+// computations, the checked one keeps them in: the same rates, summed in another order).
 func TestNodeFoldStandInsIdle(t *testing.T) {
 	fab := DefaultFabric()
 	fab.HostsPerLeaf = 16
@@ -221,7 +223,9 @@ func TestNodeFoldStandInsIdle(t *testing.T) {
 	foldBound = false
 	require.NotNil(t, with)
 	require.NotNil(t, without)
-	require.Equal(t, without.Time, with.Time)
+	rel := with.Time.Micros()/without.Time.Micros() - 1
+	t.Logf("switch-bound %.6f µs, fold %.6f µs (%+.1e)", with.Time.Micros(), without.Time.Micros(), rel)
+	require.InDelta(t, 0, rel, 1e-5)
 }
 
 // The classes of the power-of-two trees: depth, children and parents' classes in both trees.

@@ -47,6 +47,52 @@ func TestEngineRelaxedLinks(t *testing.T) {
 	t.Logf("done at %v; %d activations", got, act)
 }
 
+// A link of releaseLink is left out again once under its capacity, while it still carries flows,
+// and enforced again when it goes back over: the completion times are the strict engine's (to
+// rounding: the rates are summed in another order), and it is released and enforced more than
+// once. Pipe 2 alternates between a route through the link and one beside it, so the link is over
+// its capacity (150 GB/s of 110) every other chunk of pipe 2 and under it (100) in between.
+func TestEngineReleasedLinks(t *testing.T) {
+	run := func(strict, release bool) ([]Time, *Engine) {
+		h := &pipeHandler{bytes: 1e6}
+		e := NewEngine(h)
+		e.Strict = strict
+		h.e = e
+		a := e.AddLink("a", GBps(50), 0)
+		b := e.AddLink("b", GBps(50), 0)
+		c := e.AddLink("c", GBps(50), 0)
+		up := e.AddLink("up", GBps(110), 0)
+		if release {
+			e.releaseLink(up)
+		} else {
+			e.relaxLink(up)
+		}
+		h.routes = [][][]LinkID{{{a, up}}, {{b, up}}, {{c, up}, {c}}}
+		h.caps = []Rate{0, 0, 0}
+		h.chunks = []int{20, 17, 12}
+		h.left = slices.Clone(h.chunks)
+		h.done = make([]Time, len(h.chunks))
+		for p := range h.chunks {
+			h.start(p)
+		}
+		if _, err := e.Run(); err != nil {
+			t.Fatal(err)
+		}
+		return h.done, e
+	}
+	want, _ := run(true, true)
+	kept, ek := run(false, false)
+	got, e := run(false, true)
+	for p := range want {
+		require.InDelta(t, float64(want[p]), float64(got[p]), 1e-9*float64(want[p])+1, "pipe %d: released %v, strict %v", p, got, want)
+		require.InDelta(t, float64(want[p]), float64(kept[p]), 1e-9*float64(want[p])+1, "pipe %d: relaxed %v, strict %v", p, kept, want)
+	}
+	require.Greater(t, e.Releases, uint64(1), "released while carrying flows")
+	require.Greater(t, e.Activations, uint64(1), "enforced again after a release")
+	require.Zero(t, ek.Releases)
+	t.Logf("done at %v; released %d times, enforced %d (relaxLink: enforced %d)", got, e.Releases, e.Activations, ek.Activations)
+}
+
 // On a fabric of several leaves the symmetric tree replay with relaxed switch links is the
 // per-rank replay with every link enforced, to rounding, wherever it does not say it is the ECMP
 // mean model; with rail routing it always is.
