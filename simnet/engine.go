@@ -860,14 +860,17 @@ func (e *Engine) recompute1() {
 	// is left out (lazy).
 	for _, l := range e.dirty {
 		if s := &ls[l]; s.epoch != ep {
-			s.epoch, s.in = ep, !e.links[l].lazy
+			s.epoch, s.in, s.cnt = ep, !e.links[l].lazy, 0
 			if s.in {
 				links = append(links, l)
 			}
 		}
 	}
 	e.dirty = e.dirty[:0]
-	// Breadth-first closure over link -> flows -> links.
+	// Breadth-first closure over link -> flows -> links. With weighted routes a link's count is
+	// the sum of its flows' weights on it, added up here: flow by flow in the order of flows, as a
+	// pass over flows after the closure would.
+	weighted := e.weights != nil
 	for i := 0; i < len(links); i++ {
 		for _, fid := range e.links[links[i]].flows {
 			f := &e.flows[fid]
@@ -876,12 +879,32 @@ func (e *Engine) recompute1() {
 			}
 			f.epoch = ep
 			flows = append(flows, fid)
+			if weighted && f.w != nil {
+				w := f.w[:len(f.route)]
+				for j, l2 := range f.route {
+					s := &ls[l2]
+					if s.epoch != ep {
+						s.epoch, s.in, s.cnt = ep, !e.links[l2].lazy, 0
+						if s.in {
+							links = append(links, l2)
+						}
+					}
+					if s.in {
+						s.cnt += w[j]
+					}
+				}
+				continue
+			}
 			for _, l2 := range f.route {
-				if s := &ls[l2]; s.epoch != ep {
-					s.epoch, s.in = ep, !e.links[l2].lazy
+				s := &ls[l2]
+				if s.epoch != ep {
+					s.epoch, s.in, s.cnt = ep, !e.links[l2].lazy, 0
 					if s.in {
 						links = append(links, l2)
 					}
+				}
+				if weighted && s.in {
+					s.cnt++
 				}
 			}
 		}
@@ -891,20 +914,6 @@ func (e *Engine) recompute1() {
 	// Progressive filling. Every link starts with its full capacity shared by its flows; the link
 	// (or per-flow cap) with the smallest fair share is the next bottleneck: its unfrozen flows get
 	// that share and are removed from every other link they cross.
-	if e.weights != nil {
-		// Weighted routes: a link's count is the sum of its flows' weights on it.
-		for _, l := range links {
-			ls[l].cnt = 0
-		}
-		for _, fid := range flows {
-			f := &e.flows[fid]
-			for i, l := range f.route {
-				if s := &ls[l]; s.in {
-					s.cnt += f.weight(i)
-				}
-			}
-		}
-	}
 	sh := &e.sh
 	sh.a = sh.a[:0]
 	for _, l := range links {
@@ -974,8 +983,10 @@ func (e *Engine) newRate(fid FlowID, r float64) {
 	f.frozen = e.epoch
 	e.nfrozen++
 	old := float64(f.rate)
+	ls := e.ls
 	if r != old {
-		// Advance the flow at its old rate up to now, then change the rate.
+		// Advance the flow at its old rate up to now, then change the rate. One pass over the
+		// route: each link's bytes and load, and its share's remainder and count.
 		dt := e.now - f.last
 		moved := old * float64(dt)
 		if dt > 0 {
@@ -993,6 +1004,13 @@ func (e *Engine) newRate(fid FlowID, r float64) {
 			if lk.relaxed {
 				e.addLoad(l, (r-old)*w)
 			}
+			if s := &ls[l]; s.in {
+				s.rem -= r * w
+				if s.rem < 0 {
+					s.rem = 0
+				}
+				s.cnt -= w
+			}
 		}
 		f.last = e.now
 		if e.obs != nil {
@@ -1004,8 +1022,8 @@ func (e *Engine) newRate(fid FlowID, r float64) {
 		} else {
 			e.fhRemove(fid) // cancel the pending completion
 		}
+		return
 	}
-	ls := e.ls
 	if f.w == nil {
 		for _, l := range f.route {
 			if s := &ls[l]; s.in {
