@@ -95,7 +95,7 @@ type Engine struct {
 	now   Time
 	seq   uint64
 	h     eventHeap
-	fh    []FlowID // indexed min-heap of flow completions by (doneAt, dseq): one entry per flow
+	fh    []fhEntry // indexed min-heap of flow completions by (doneAt, dseq): one entry per flow
 	links []link
 	flows []flow
 	free  []FlowID
@@ -347,62 +347,78 @@ func (e *Engine) scheduleDone(id FlowID) {
 	e.fhSet(id)
 }
 
-func (e *Engine) fhLess(a, b FlowID) bool {
-	fa, fb := &e.flows[a], &e.flows[b]
-	if fa.doneAt != fb.doneAt {
-		return fa.doneAt < fb.doneAt
+// fhEntry is an entry of the completion heap: a flow's completion time and schedule order, kept
+// in the heap so that its comparisons do not reach into the flows.
+type fhEntry struct {
+	t   Time
+	seq uint64
+	id  FlowID
+}
+
+// fhLess orders completions by (time, schedule order), a strict total order (the order is
+// unique): any heap pops them in the same sequence.
+func fhLess(a, b *fhEntry) bool {
+	if a.t != b.t {
+		return a.t < b.t
 	}
-	return fa.dseq < fb.dseq
+	return a.seq < b.seq
 }
 
-func (e *Engine) fhSwap(i, j int) {
-	e.fh[i], e.fh[j] = e.fh[j], e.fh[i]
-	e.flows[e.fh[i]].hpos = int32(i)
-	e.flows[e.fh[j]].hpos = int32(j)
-}
-
-func (e *Engine) fhUp(i int) {
+// fhUp moves entry x up from slot i (a hole) to its place.
+func (e *Engine) fhUp(i int, x fhEntry) {
+	fh := e.fh
 	for i > 0 {
 		p := (i - 1) / 2
-		if !e.fhLess(e.fh[i], e.fh[p]) {
+		if !fhLess(&x, &fh[p]) {
 			break
 		}
-		e.fhSwap(i, p)
+		fh[i] = fh[p]
+		e.flows[fh[i].id].hpos = int32(i)
 		i = p
 	}
+	fh[i] = x
+	e.flows[x.id].hpos = int32(i)
 }
 
-func (e *Engine) fhDown(i int) {
-	n := len(e.fh)
+// fhDown moves entry x down from slot i (a hole) to its place.
+func (e *Engine) fhDown(i int, x fhEntry) {
+	fh := e.fh
+	n := len(fh)
 	for {
 		l := 2*i + 1
 		if l >= n {
-			return
+			break
 		}
 		m := l
-		if r := l + 1; r < n && e.fhLess(e.fh[r], e.fh[l]) {
+		if r := l + 1; r < n && fhLess(&fh[r], &fh[l]) {
 			m = r
 		}
-		if !e.fhLess(e.fh[m], e.fh[i]) {
-			return
+		if !fhLess(&fh[m], &x) {
+			break
 		}
-		e.fhSwap(i, m)
+		fh[i] = fh[m]
+		e.flows[fh[i].id].hpos = int32(i)
 		i = m
 	}
+	fh[i] = x
+	e.flows[x.id].hpos = int32(i)
 }
 
-// fhSet inserts flow id into the completion heap or moves it to its new key.
+// fhSet inserts flow id into the completion heap or moves it to its new key (f.doneAt, f.dseq).
 func (e *Engine) fhSet(id FlowID) {
 	f := &e.flows[id]
+	x := fhEntry{f.doneAt, f.dseq, id}
 	if f.hpos < 0 {
-		f.hpos = int32(len(e.fh))
-		e.fh = append(e.fh, id)
-		e.fhUp(int(f.hpos))
+		e.fh = append(e.fh, x)
+		e.fhUp(len(e.fh)-1, x)
 		return
 	}
 	i := int(f.hpos)
-	e.fhUp(i)
-	e.fhDown(int(e.flows[id].hpos))
+	if i > 0 && fhLess(&x, &e.fh[(i-1)/2]) {
+		e.fhUp(i, x)
+	} else {
+		e.fhDown(i, x)
+	}
 }
 
 // fhRemove takes flow id out of the completion heap.
@@ -412,15 +428,17 @@ func (e *Engine) fhRemove(id FlowID) {
 	if i < 0 {
 		return
 	}
-	last := len(e.fh) - 1
-	if i != last {
-		e.fhSwap(i, last)
-	}
-	e.fh = e.fh[:last]
 	f.hpos = -1
-	if i != last {
-		e.fhUp(i)
-		e.fhDown(int(e.flows[e.fh[i]].hpos))
+	last := len(e.fh) - 1
+	x := e.fh[last]
+	e.fh = e.fh[:last]
+	if i == last {
+		return
+	}
+	if i > 0 && fhLess(&x, &e.fh[(i-1)/2]) {
+		e.fhUp(i, x)
+	} else {
+		e.fhDown(i, x)
 	}
 }
 
@@ -648,11 +666,11 @@ const evRecompute int32 = -2
 func (e *Engine) nextTime() Time {
 	switch {
 	case e.h.len() == 0:
-		return e.flows[e.fh[0]].doneAt
+		return e.fh[0].t
 	case len(e.fh) == 0:
 		return e.h.top().t
 	}
-	return min(e.h.top().t, e.flows[e.fh[0]].doneAt)
+	return min(e.h.top().t, e.fh[0].t)
 }
 
 // Run handles events until none is left and returns the time of the last one. It returns
@@ -684,12 +702,12 @@ func (e *Engine) Run() (Time, error) {
 		e.now = t
 		for {
 			hOK := e.h.len() > 0 && e.h.top().t == t
-			fOK := len(e.fh) > 0 && e.flows[e.fh[0]].doneAt == t
+			fOK := len(e.fh) > 0 && e.fh[0].t == t
 			if !hOK && !fOK {
 				break
 			}
-			if fOK && (!hOK || e.flows[e.fh[0]].dseq < e.h.top().seq) {
-				id := e.fh[0]
+			if fOK && (!hOK || e.fh[0].seq < e.h.top().seq) {
+				id := e.fh[0].id
 				e.Events++
 				if e.Events%eventBlock == 0 {
 					eventsSimulated.Add(eventBlock)
