@@ -1207,25 +1207,42 @@ func (h *shareHeap) pop() shareEntry {
 // has no more capacity (ties: the lower id stays): the flows on l are then always a subset of
 // those on l', so their rates, which l' keeps within its capacity, keep l within its own, and the
 // max-min fair allocation is the same without l (a constraint that the others imply changes no
-// feasible point). Relaxed links are neither left out here nor used to imply others. On a path
-// GPU → PCIe switch → NIC it leaves the PCIe links out wherever only the NIC's flows cross them.
+// feasible point). On weighted routes (weighRoute) each link's capacity is taken over the
+// route's weight on it, route by route: a flow of weight w on l and w' on l' takes w/cap(l) of
+// l's capacity for every w'/cap(l') of the capacity of l', so l' keeps l within its own where
+// cap(l')/w' ≤ cap(l)/w on every route through l (an order on each route, so no two links imply
+// each other; unweighted, the capacities themselves). Relaxed links are neither left out here
+// nor used to imply others. On a path GPU → PCIe switch → NIC it leaves the PCIe links out
+// wherever only the NIC's flows cross them.
 func (e *Engine) pruneImplied(routes func(yield func([]LinkID))) {
-	cand := map[LinkID][]LinkID{}     // for each link seen: the links every route through it crosses
-	below := func(a, b LinkID) bool { // a may imply b
-		ca, cb := e.links[a].cap, e.links[b].cap
-		return !e.links[a].relaxed && (ca < cb || (ca == cb && a < b))
-	}
+	cand := map[LinkID][]LinkID{} // for each link seen: the links every route through it crosses
 	var tmp []LinkID
 	routes(func(route []LinkID) {
-		for _, l := range route {
+		var w []float64
+		if e.weights != nil && len(route) > 0 {
+			w = e.weights[&route[0]]
+		}
+		ratio := func(i int) float64 { // route[i]'s capacity over the route's weight on it
+			c := float64(e.links[route[i]].cap)
+			if w != nil {
+				c /= w[i]
+			}
+			return c
+		}
+		below := func(j, i int) bool { // route[j] may imply route[i] on this route
+			a, b := route[j], route[i]
+			ra, rb := ratio(j), ratio(i)
+			return !e.links[a].relaxed && (ra < rb || (ra == rb && a < b))
+		}
+		for i, l := range route {
 			if e.links[l].relaxed {
 				continue
 			}
 			c, seen := cand[l]
 			if !seen {
 				c = nil
-				for _, o := range route {
-					if o != l && below(o, l) && !slices.Contains(c, o) {
+				for j, o := range route {
+					if o != l && below(j, i) && !slices.Contains(c, o) {
 						c = append(c, o)
 					}
 				}
@@ -1237,7 +1254,7 @@ func (e *Engine) pruneImplied(routes func(yield func([]LinkID))) {
 			}
 			tmp = tmp[:0]
 			for _, o := range c {
-				if slices.Contains(route, o) {
+				if j := slices.Index(route, o); j >= 0 && below(j, i) {
 					tmp = append(tmp, o)
 				}
 			}

@@ -330,3 +330,34 @@ func TestImpliedStandIns(t *testing.T) {
 		}
 	}
 }
+
+// pruneImplied compares weighted links by their capacity over the route's weight on them: a
+// flow that weighs 2 on a link of 10 GB/s is held to 5 by it, so that link implies one of 8 GB/s
+// it also crosses with weight 1, and not the other way round (as the bare capacities would say).
+func TestPruneImpliedWeighted(t *testing.T) {
+	h := &pipeHandler{bytes: 1e6}
+	e := NewEngine(h)
+	h.e = e
+	a := e.AddLink("a", GBps(10), 0)
+	b := e.AddLink("b", GBps(8), 0)
+	c := e.AddLink("c", GBps(8), 0)
+	heavy := []LinkID{a, b}
+	e.weighRoute(heavy, []float64{2, 1})
+	plain := []LinkID{c, a} // unweighted: c (8) implies a (10) on this route, but not on heavy
+	e.pruneImplied(func(yield func([]LinkID)) {
+		yield(heavy)
+		yield(plain)
+	})
+	require.True(t, e.links[b].lazy, "b is implied by a on the weighted route")
+	require.False(t, e.links[a].lazy, "a binds the weighted route")
+	require.False(t, e.links[c].lazy)
+	h.routes = [][][]LinkID{{heavy}}
+	h.caps = []Rate{0}
+	h.chunks = []int{1}
+	h.left = []int{1}
+	h.done = make([]Time, 1)
+	h.start(0)
+	_, err := e.Run()
+	require.NoError(t, err)
+	require.InDelta(t, 1e6/5e9, h.done[0].Seconds(), 1e-12, "held to 5 GB/s by a")
+}
