@@ -399,12 +399,12 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 	}
 	q := foldedEngine(e, f.members)
 	for l := cl.swLo; l < cl.swHi; l++ {
-		// Unbounded, they limit nothing. The switch-bound replay also leaves them out of the
-		// rate computations, where they would join the components of connections whose
-		// members cross the same spine links (on the 64-node fat tree of BENCHMARKS.md's speed9
-		// section, together with the stand-ins' release, 116 flows a computation → 64); the
-		// checked replay keeps them in, which gives its rows as before (leaving them out moves
-		// them by rounding: 128 nodes, 1 GiB, −0.16%).
+		// Unbounded, they limit nothing. The switch-bound replay leaves them out of the rate
+		// computations from the start, where they would join the components of connections
+		// whose members cross the same spine links (on the 64-node fat tree of BENCHMARKS.md's
+		// speed9 section, together with the stand-ins' release, 116 flows a computation → 64);
+		// in the checked replay pruneImplied leaves them out (a finite link of every route
+		// through them implies them).
 		q.links[l].cap = Rate(math.Inf(1))
 		q.links[l].relaxed, q.links[l].lazy = false, bound
 	}
