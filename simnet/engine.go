@@ -44,6 +44,7 @@ type link struct {
 	// against its capacity after every computation. lazy is also set, for good, on a link that
 	// is not relaxed but whose constraint another link implies (pruneImplied).
 	relaxed, lazy, check bool
+	release, listed      bool // left out again once under its capacity (releaseLink); in Engine.enforced
 	load                 float64
 	bytes                float64 // bytes carried so far (utilisation)
 	name                 string
@@ -94,7 +95,7 @@ type Engine struct {
 	now   Time
 	seq   uint64
 	h     eventHeap
-	fh    []FlowID // indexed min-heap of flow completions by (doneAt, dseq): one entry per flow
+	fh    []fhEntry // indexed min-heap of flow completions by (doneAt, dseq): one entry per flow
 	links []link
 	flows []flow
 	free  []FlowID
@@ -146,6 +147,9 @@ type Engine struct {
 	// relaxing them changes nothing.
 	Strict bool
 	checks []LinkID // relaxed links whose load changed since the last check
+	// enforced: the links of releaseLink enforced since they were last found over their
+	// capacity, checked after every rate computation (release)
+	enforced []LinkID
 
 	// Statistics.
 	Events      uint64 // events handled (including stale flow completions)
@@ -155,6 +159,7 @@ type Engine struct {
 	CompVisited uint64 // flows visited by rate computations, summed
 	Shortcuts   uint64 // instants where new flows replaced ended ones on the same routes (no recomputation)
 	Activations uint64 // relaxed links found over their capacity and enforced from then on
+	Releases    uint64 // links of releaseLink left out again, under their capacity
 }
 
 // NewEngine returns an engine with no links whose callbacks go to h.
@@ -342,62 +347,78 @@ func (e *Engine) scheduleDone(id FlowID) {
 	e.fhSet(id)
 }
 
-func (e *Engine) fhLess(a, b FlowID) bool {
-	fa, fb := &e.flows[a], &e.flows[b]
-	if fa.doneAt != fb.doneAt {
-		return fa.doneAt < fb.doneAt
+// fhEntry is an entry of the completion heap: a flow's completion time and schedule order, kept
+// in the heap so that its comparisons do not reach into the flows.
+type fhEntry struct {
+	t   Time
+	seq uint64
+	id  FlowID
+}
+
+// fhLess orders completions by (time, schedule order), a strict total order (the order is
+// unique): any heap pops them in the same sequence.
+func fhLess(a, b *fhEntry) bool {
+	if a.t != b.t {
+		return a.t < b.t
 	}
-	return fa.dseq < fb.dseq
+	return a.seq < b.seq
 }
 
-func (e *Engine) fhSwap(i, j int) {
-	e.fh[i], e.fh[j] = e.fh[j], e.fh[i]
-	e.flows[e.fh[i]].hpos = int32(i)
-	e.flows[e.fh[j]].hpos = int32(j)
-}
-
-func (e *Engine) fhUp(i int) {
+// fhUp moves entry x up from slot i (a hole) to its place.
+func (e *Engine) fhUp(i int, x fhEntry) {
+	fh := e.fh
 	for i > 0 {
 		p := (i - 1) / 2
-		if !e.fhLess(e.fh[i], e.fh[p]) {
+		if !fhLess(&x, &fh[p]) {
 			break
 		}
-		e.fhSwap(i, p)
+		fh[i] = fh[p]
+		e.flows[fh[i].id].hpos = int32(i)
 		i = p
 	}
+	fh[i] = x
+	e.flows[x.id].hpos = int32(i)
 }
 
-func (e *Engine) fhDown(i int) {
-	n := len(e.fh)
+// fhDown moves entry x down from slot i (a hole) to its place.
+func (e *Engine) fhDown(i int, x fhEntry) {
+	fh := e.fh
+	n := len(fh)
 	for {
 		l := 2*i + 1
 		if l >= n {
-			return
+			break
 		}
 		m := l
-		if r := l + 1; r < n && e.fhLess(e.fh[r], e.fh[l]) {
+		if r := l + 1; r < n && fhLess(&fh[r], &fh[l]) {
 			m = r
 		}
-		if !e.fhLess(e.fh[m], e.fh[i]) {
-			return
+		if !fhLess(&fh[m], &x) {
+			break
 		}
-		e.fhSwap(i, m)
+		fh[i] = fh[m]
+		e.flows[fh[i].id].hpos = int32(i)
 		i = m
 	}
+	fh[i] = x
+	e.flows[x.id].hpos = int32(i)
 }
 
-// fhSet inserts flow id into the completion heap or moves it to its new key.
+// fhSet inserts flow id into the completion heap or moves it to its new key (f.doneAt, f.dseq).
 func (e *Engine) fhSet(id FlowID) {
 	f := &e.flows[id]
+	x := fhEntry{f.doneAt, f.dseq, id}
 	if f.hpos < 0 {
-		f.hpos = int32(len(e.fh))
-		e.fh = append(e.fh, id)
-		e.fhUp(int(f.hpos))
+		e.fh = append(e.fh, x)
+		e.fhUp(len(e.fh)-1, x)
 		return
 	}
 	i := int(f.hpos)
-	e.fhUp(i)
-	e.fhDown(int(e.flows[id].hpos))
+	if i > 0 && fhLess(&x, &e.fh[(i-1)/2]) {
+		e.fhUp(i, x)
+	} else {
+		e.fhDown(i, x)
+	}
 }
 
 // fhRemove takes flow id out of the completion heap.
@@ -407,15 +428,17 @@ func (e *Engine) fhRemove(id FlowID) {
 	if i < 0 {
 		return
 	}
-	last := len(e.fh) - 1
-	if i != last {
-		e.fhSwap(i, last)
-	}
-	e.fh = e.fh[:last]
 	f.hpos = -1
-	if i != last {
-		e.fhUp(i)
-		e.fhDown(int(e.flows[e.fh[i]].hpos))
+	last := len(e.fh) - 1
+	x := e.fh[last]
+	e.fh = e.fh[:last]
+	if i == last {
+		return
+	}
+	if i > 0 && fhLess(&x, &e.fh[(i-1)/2]) {
+		e.fhUp(i, x)
+	} else {
+		e.fhDown(i, x)
 	}
 }
 
@@ -643,11 +666,11 @@ const evRecompute int32 = -2
 func (e *Engine) nextTime() Time {
 	switch {
 	case e.h.len() == 0:
-		return e.flows[e.fh[0]].doneAt
+		return e.fh[0].t
 	case len(e.fh) == 0:
 		return e.h.top().t
 	}
-	return min(e.h.top().t, e.flows[e.fh[0]].doneAt)
+	return min(e.h.top().t, e.fh[0].t)
 }
 
 // Run handles events until none is left and returns the time of the last one. It returns
@@ -679,12 +702,12 @@ func (e *Engine) Run() (Time, error) {
 		e.now = t
 		for {
 			hOK := e.h.len() > 0 && e.h.top().t == t
-			fOK := len(e.fh) > 0 && e.flows[e.fh[0]].doneAt == t
+			fOK := len(e.fh) > 0 && e.fh[0].t == t
 			if !hOK && !fOK {
 				break
 			}
-			if fOK && (!hOK || e.flows[e.fh[0]].dseq < e.h.top().seq) {
-				id := e.fh[0]
+			if fOK && (!hOK || e.fh[0].seq < e.h.top().seq) {
+				id := e.fh[0].id
 				e.Events++
 				if e.Events%eventBlock == 0 {
 					eventsSimulated.Add(eventBlock)
@@ -746,8 +769,11 @@ func (e *Engine) recompute() {
 	for {
 		e.recompute1()
 		if !e.activate() {
-			return
+			break
 		}
+	}
+	if len(e.enforced) > 0 {
+		e.release()
 	}
 }
 
@@ -761,6 +787,47 @@ func (e *Engine) recompute() {
 func (e *Engine) relaxLink(l LinkID) {
 	lk := &e.links[l]
 	lk.relaxed, lk.lazy = true, !e.Strict
+}
+
+// releaseLink relaxes link l (relaxLink) and, once it is enforced, leaves it out again at the
+// end of any rate computation that leaves its load under its capacity by more than
+// releaseMargin, where relaxLink keeps it enforced until it carries no flow. That changes no
+// rate either: a link under its capacity is no flow's bottleneck, so the max-min fair allocation
+// without it is the one with it; from then on it is checked as any left-out link is. It is for
+// links that carry flows without a break and bind only now and then (the node fold's stand-ins
+// for switch links, nvlsfold.go): enforced, such a link joins the flows of every connection
+// crossing it into one component of every rate computation, for as long as it carries any.
+func (e *Engine) releaseLink(l LinkID) {
+	e.relaxLink(l)
+	e.links[l].release = true
+}
+
+// releaseMargin is how far under its capacity (relative) a link of releaseLink must be to be
+// left out again: a link that binds carries its capacity to rounding, and one left out at that
+// load would be found over it at the next computation. Only the cost depends on it (1e-6 to
+// 1e-2 measured alike on the 64-node fat tree of BENCHMARKS.md's speed9 section; 5% and more
+// keep links enforced longer).
+const releaseMargin = 1e-6
+
+// release leaves out again the enforced links of releaseLink that are under their capacity.
+func (e *Engine) release() {
+	keep := e.enforced[:0]
+	for _, l := range e.enforced {
+		lk := &e.links[l]
+		switch {
+		case lk.lazy:
+			// Emptied since (finish) and left out already.
+		case e.Strict:
+		case lk.load < float64(lk.cap)*(1-releaseMargin):
+			lk.lazy = true
+			e.Releases++
+		default:
+			keep = append(keep, l)
+			continue
+		}
+		lk.listed = false
+	}
+	e.enforced = keep
 }
 
 // addLoad adds d to relaxed link l's load and queues it for the next check.
@@ -783,6 +850,10 @@ func (e *Engine) activate() bool {
 		if lk.lazy && lk.load > float64(lk.cap)*(1+relaxTolerance) {
 			lk.lazy = false
 			e.Activations++
+			if lk.release && !lk.listed {
+				lk.listed = true
+				e.enforced = append(e.enforced, l)
+			}
 			e.markDirty(l)
 			any = true
 		}
@@ -807,14 +878,17 @@ func (e *Engine) recompute1() {
 	// is left out (lazy).
 	for _, l := range e.dirty {
 		if s := &ls[l]; s.epoch != ep {
-			s.epoch, s.in = ep, !e.links[l].lazy
+			s.epoch, s.in, s.cnt = ep, !e.links[l].lazy, 0
 			if s.in {
 				links = append(links, l)
 			}
 		}
 	}
 	e.dirty = e.dirty[:0]
-	// Breadth-first closure over link -> flows -> links.
+	// Breadth-first closure over link -> flows -> links. With weighted routes a link's count is
+	// the sum of its flows' weights on it, added up here: flow by flow in the order of flows, as a
+	// pass over flows after the closure would.
+	weighted := e.weights != nil
 	for i := 0; i < len(links); i++ {
 		for _, fid := range e.links[links[i]].flows {
 			f := &e.flows[fid]
@@ -823,12 +897,32 @@ func (e *Engine) recompute1() {
 			}
 			f.epoch = ep
 			flows = append(flows, fid)
+			if weighted && f.w != nil {
+				w := f.w[:len(f.route)]
+				for j, l2 := range f.route {
+					s := &ls[l2]
+					if s.epoch != ep {
+						s.epoch, s.in, s.cnt = ep, !e.links[l2].lazy, 0
+						if s.in {
+							links = append(links, l2)
+						}
+					}
+					if s.in {
+						s.cnt += w[j]
+					}
+				}
+				continue
+			}
 			for _, l2 := range f.route {
-				if s := &ls[l2]; s.epoch != ep {
-					s.epoch, s.in = ep, !e.links[l2].lazy
+				s := &ls[l2]
+				if s.epoch != ep {
+					s.epoch, s.in, s.cnt = ep, !e.links[l2].lazy, 0
 					if s.in {
 						links = append(links, l2)
 					}
+				}
+				if weighted && s.in {
+					s.cnt++
 				}
 			}
 		}
@@ -838,20 +932,6 @@ func (e *Engine) recompute1() {
 	// Progressive filling. Every link starts with its full capacity shared by its flows; the link
 	// (or per-flow cap) with the smallest fair share is the next bottleneck: its unfrozen flows get
 	// that share and are removed from every other link they cross.
-	if e.weights != nil {
-		// Weighted routes: a link's count is the sum of its flows' weights on it.
-		for _, l := range links {
-			ls[l].cnt = 0
-		}
-		for _, fid := range flows {
-			f := &e.flows[fid]
-			for i, l := range f.route {
-				if s := &ls[l]; s.in {
-					s.cnt += f.weight(i)
-				}
-			}
-		}
-	}
 	sh := &e.sh
 	sh.a = sh.a[:0]
 	for _, l := range links {
@@ -921,8 +1001,10 @@ func (e *Engine) newRate(fid FlowID, r float64) {
 	f.frozen = e.epoch
 	e.nfrozen++
 	old := float64(f.rate)
+	ls := e.ls
 	if r != old {
-		// Advance the flow at its old rate up to now, then change the rate.
+		// Advance the flow at its old rate up to now, then change the rate. One pass over the
+		// route: each link's bytes and load, and its share's remainder and count.
 		dt := e.now - f.last
 		moved := old * float64(dt)
 		if dt > 0 {
@@ -940,6 +1022,13 @@ func (e *Engine) newRate(fid FlowID, r float64) {
 			if lk.relaxed {
 				e.addLoad(l, (r-old)*w)
 			}
+			if s := &ls[l]; s.in {
+				s.rem -= r * w
+				if s.rem < 0 {
+					s.rem = 0
+				}
+				s.cnt -= w
+			}
 		}
 		f.last = e.now
 		if e.obs != nil {
@@ -951,8 +1040,8 @@ func (e *Engine) newRate(fid FlowID, r float64) {
 		} else {
 			e.fhRemove(fid) // cancel the pending completion
 		}
+		return
 	}
-	ls := e.ls
 	if f.w == nil {
 		for _, l := range f.route {
 			if s := &ls[l]; s.in {
@@ -1118,25 +1207,42 @@ func (h *shareHeap) pop() shareEntry {
 // has no more capacity (ties: the lower id stays): the flows on l are then always a subset of
 // those on l', so their rates, which l' keeps within its capacity, keep l within its own, and the
 // max-min fair allocation is the same without l (a constraint that the others imply changes no
-// feasible point). Relaxed links are neither left out here nor used to imply others. On a path
-// GPU → PCIe switch → NIC it leaves the PCIe links out wherever only the NIC's flows cross them.
+// feasible point). On weighted routes (weighRoute) each link's capacity is taken over the
+// route's weight on it, route by route: a flow of weight w on l and w' on l' takes w/cap(l) of
+// l's capacity for every w'/cap(l') of the capacity of l', so l' keeps l within its own where
+// cap(l')/w' ≤ cap(l)/w on every route through l (an order on each route, so no two links imply
+// each other; unweighted, the capacities themselves). Relaxed links are neither left out here
+// nor used to imply others. On a path GPU → PCIe switch → NIC it leaves the PCIe links out
+// wherever only the NIC's flows cross them.
 func (e *Engine) pruneImplied(routes func(yield func([]LinkID))) {
-	cand := map[LinkID][]LinkID{}     // for each link seen: the links every route through it crosses
-	below := func(a, b LinkID) bool { // a may imply b
-		ca, cb := e.links[a].cap, e.links[b].cap
-		return !e.links[a].relaxed && (ca < cb || (ca == cb && a < b))
-	}
+	cand := map[LinkID][]LinkID{} // for each link seen: the links every route through it crosses
 	var tmp []LinkID
 	routes(func(route []LinkID) {
-		for _, l := range route {
+		var w []float64
+		if e.weights != nil && len(route) > 0 {
+			w = e.weights[&route[0]]
+		}
+		ratio := func(i int) float64 { // route[i]'s capacity over the route's weight on it
+			c := float64(e.links[route[i]].cap)
+			if w != nil {
+				c /= w[i]
+			}
+			return c
+		}
+		below := func(j, i int) bool { // route[j] may imply route[i] on this route
+			a, b := route[j], route[i]
+			ra, rb := ratio(j), ratio(i)
+			return !e.links[a].relaxed && (ra < rb || (ra == rb && a < b))
+		}
+		for i, l := range route {
 			if e.links[l].relaxed {
 				continue
 			}
 			c, seen := cand[l]
 			if !seen {
 				c = nil
-				for _, o := range route {
-					if o != l && below(o, l) && !slices.Contains(c, o) {
+				for j, o := range route {
+					if o != l && below(j, i) && !slices.Contains(c, o) {
 						c = append(c, o)
 					}
 				}
@@ -1148,7 +1254,7 @@ func (e *Engine) pruneImplied(routes func(yield func([]LinkID))) {
 			}
 			tmp = tmp[:0]
 			for _, o := range c {
-				if slices.Contains(route, o) {
+				if j := slices.Index(route, o); j >= 0 && below(j, i) {
 					tmp = append(tmp, o)
 				}
 			}

@@ -48,7 +48,9 @@ import (
 // switch-bound (nvlsSwitchBound): each quotient connection crosses a stand-in for the real links
 // its members cross, a relaxed link of their capacity weighed by its members on one of them
 // (links loaded alike share one stand-in; standIns). Left out of the rate computations while
-// within its capacity, a stand-in changes nothing; once over, it is enforced, and it slows every
+// within its capacity, a stand-in changes nothing; once over, it is enforced until it is under
+// its capacity again (Engine.releaseLink: a stand-in carries flows without a break, and enforced
+// it joins every connection crossing it into one component of the rate computations), and it slows every
 // member of the connections crossing it, where on the machine only those crossing the real link
 // slow down first. The fold is then slower than the replay of every node: within 0.9% where
 // measured with four hosts per leaf and more, up to 4.5% with two (docs/cluster.md); the mode
@@ -397,13 +399,20 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 	}
 	q := foldedEngine(e, f.members)
 	for l := cl.swLo; l < cl.swHi; l++ {
+		// Unbounded, they limit nothing. The switch-bound replay leaves them out of the rate
+		// computations from the start, where they would join the components of connections
+		// whose members cross the same spine links (on the 64-node fat tree of BENCHMARKS.md's
+		// speed9 section, together with the stand-ins' release, 116 flows a computation → 64);
+		// in the checked replay pruneImplied leaves them out (a finite link of every route
+		// through them implies them).
 		q.links[l].cap = Rate(math.Inf(1))
-		q.links[l].relaxed, q.links[l].lazy = false, false
+		q.links[l].relaxed, q.links[l].lazy = false, bound
 	}
 	// The node links but the NVSwitch links and the NIC ports are relaxed (left out of the rate
 	// computations while within their capacity, enforced from the instant one is over: the same
 	// rates, relax.go): the rate computations then stop at a GPU's NVSwitch links and at the NIC
-	// ports instead of joining every flow of a node.
+	// ports instead of joining every flow of a node. Those that carry only a NIC port's flows are
+	// made strict again once the routes are known (tighten).
 	nvs := map[int]bool{} // the links to and from the NVSwitch stay: a switch message crosses no other
 	for g := range cl.Node.GPUToNVS {
 		nvs[cl.Node.GPUToNVS[g]], nvs[cl.Node.NVSToGPU[g]] = true, true
@@ -422,8 +431,8 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 	// capacity, the same quotient connections in the same numbers) share one stand-in on q, a
 	// relaxed link of their capacity that each quotient connection crosses with the weight of its
 	// members on one of them: left out while within its capacity (the replay is then the one
-	// without it), enforced from the instant it is over (docs/cluster.md, "NVLSTree: the node
-	// fold").
+	// without it), enforced from the instant it is over until it is under again (docs/cluster.md,
+	// "NVLSTree: the node fold").
 	conn := map[[4]int]int32{}
 	for i, cn := range s.Conns {
 		conn[[4]int{cn.From, cn.To, cn.Channel, cn.ConnIndex}] = int32(i)
@@ -460,7 +469,9 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 		}
 	}
 	qr.prepare(s)
-	opt := Options{index: ix}
+	// The relaxed node links that only ever carry flows of one strict link are made strict and
+	// the links another implies left out (tighten, pruneImplied).
+	opt := Options{index: ix, prune: nodeFoldTighten}
 	sigs := newRelaxCheck(e, pairs, len(s.Conns))
 	switch {
 	case sigs != nil && !bound:
@@ -472,6 +483,9 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 		}
 	case sigs != nil:
 		qr.standIns(s, sigs)
+	}
+	if nodeFoldTighten {
+		qr.tighten(s)
 	}
 	res, err := Simulate(q, qr, s, tm, opt)
 	if nodeFoldSeen != nil {
@@ -561,7 +575,7 @@ func (r *nodeFoldRouter) standIns(s *coll.Schedule, sigs *relaxCheck) {
 		links[g] = -1
 		if worst[g] > c*(1+relaxTolerance) {
 			links[g] = r.q.AddLink("", Rate(c), 0)
-			r.q.relaxLink(links[g])
+			r.q.releaseLink(links[g])
 		}
 	}
 	for id := range s.Conns {
@@ -584,6 +598,81 @@ func (r *nodeFoldRouter) standIns(s *coll.Schedule, sigs *relaxCheck) {
 		r.q.weighRoute(route, append(slices.Clone(w), wadd...))
 		r.routes[keys[id]] = route
 	}
+}
+
+// tighten makes strict the relaxed node links every route through which also crosses one strict
+// link of finite capacity (the same one for every route): a head's PCIe links on the way to its
+// NIC, whose port is strict. Enforced, such a link joins no flows into a rate computation that
+// the strict link does not join already; relaxed, it is left out while within its capacity and
+// enforced once over it, and on DGX H100, whose PCIe links (48 GB/s) are narrower than its NIC
+// ports (50 GB/s), it goes over at once and stays enforced while it carries flows. Strict, the
+// links whose constraint another implies are left out for good (Engine.pruneImplied, given
+// Options.prune): one link of a head's three to its NIC port (GPU → PCIe switch → NIC → leaf)
+// stays in the rate computations instead of all three. The rates are the same (relaxation and
+// pruning each change none); their floating-point order is not. Routes must have been asked for
+// (prepare, standIns).
+func (r *nodeFoldRouter) tighten(s *coll.Schedule) {
+	q := r.q
+	cover := map[LinkID][]LinkID{} // per relaxed node link seen: the strict links every route through it crosses
+	var tmp []LinkID
+	visit := func(route []LinkID) {
+		for _, l := range route {
+			if !q.links[l].relaxed || !r.cl.isNodeLink(l) {
+				continue
+			}
+			c, seen := cover[l]
+			if !seen {
+				c = nil
+				for _, o := range route {
+					if lk := &q.links[o]; !lk.relaxed && !math.IsInf(float64(lk.cap), 1) {
+						c = append(c, o)
+					}
+				}
+				cover[l] = c
+				continue
+			}
+			tmp = tmp[:0]
+			for _, o := range c {
+				if slices.Contains(route, o) {
+					tmp = append(tmp, o)
+				}
+			}
+			cover[l] = append(c[:0], tmp...)
+		}
+	}
+	for _, cn := range s.Conns {
+		n := s.NRanks
+		switch {
+		case cn.From < n && cn.To < n:
+			route, _ := r.Route(cn.From, cn.To, cn.Channel, nil)
+			visit(route)
+		case cn.From < n || cn.To < n:
+			rank, sw, up := cn.From, cn.To, true
+			if cn.From >= n {
+				rank, sw, up = cn.To, cn.From, false
+			}
+			if swi := s.Switches[sw-n]; swi.Kind == coll.SwitchNVLS {
+				if route, err := r.RouteSwitch(rank, swi.Node, up, nil); err == nil {
+					visit(route)
+				}
+			}
+		}
+	}
+	for l, c := range cover {
+		if len(c) > 0 {
+			q.links[l].relaxed, q.links[l].lazy = false, false
+		}
+	}
+}
+
+// nodeFoldTighten: nodeFoldRun tightens the quotient's node links (tighten; tests turn it off to
+// compare).
+var nodeFoldTighten = true
+
+// isNodeLink reports whether l is one of the links inside a node (nodeLink).
+func (c *Cluster) isNodeLink(l LinkID) bool {
+	lo := c.nodeLink(0, 0)
+	return l >= lo && l < lo+LinkID(c.NumNodes*c.nl)
 }
 
 // nodeFoldMode is the row mode of a node-folded replay.

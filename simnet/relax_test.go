@@ -47,6 +47,52 @@ func TestEngineRelaxedLinks(t *testing.T) {
 	t.Logf("done at %v; %d activations", got, act)
 }
 
+// A link of releaseLink is left out again once under its capacity, while it still carries flows,
+// and enforced again when it goes back over: the completion times are the strict engine's (to
+// rounding: the rates are summed in another order), and it is released and enforced more than
+// once. Pipe 2 alternates between a route through the link and one beside it, so the link is over
+// its capacity (150 GB/s of 110) every other chunk of pipe 2 and under it (100) in between.
+func TestEngineReleasedLinks(t *testing.T) {
+	run := func(strict, release bool) ([]Time, *Engine) {
+		h := &pipeHandler{bytes: 1e6}
+		e := NewEngine(h)
+		e.Strict = strict
+		h.e = e
+		a := e.AddLink("a", GBps(50), 0)
+		b := e.AddLink("b", GBps(50), 0)
+		c := e.AddLink("c", GBps(50), 0)
+		up := e.AddLink("up", GBps(110), 0)
+		if release {
+			e.releaseLink(up)
+		} else {
+			e.relaxLink(up)
+		}
+		h.routes = [][][]LinkID{{{a, up}}, {{b, up}}, {{c, up}, {c}}}
+		h.caps = []Rate{0, 0, 0}
+		h.chunks = []int{20, 17, 12}
+		h.left = slices.Clone(h.chunks)
+		h.done = make([]Time, len(h.chunks))
+		for p := range h.chunks {
+			h.start(p)
+		}
+		if _, err := e.Run(); err != nil {
+			t.Fatal(err)
+		}
+		return h.done, e
+	}
+	want, _ := run(true, true)
+	kept, ek := run(false, false)
+	got, e := run(false, true)
+	for p := range want {
+		require.InDelta(t, float64(want[p]), float64(got[p]), 1e-9*float64(want[p])+1, "pipe %d: released %v, strict %v", p, got, want)
+		require.InDelta(t, float64(want[p]), float64(kept[p]), 1e-9*float64(want[p])+1, "pipe %d: relaxed %v, strict %v", p, kept, want)
+	}
+	require.Greater(t, e.Releases, uint64(1), "released while carrying flows")
+	require.Greater(t, e.Activations, uint64(1), "enforced again after a release")
+	require.Zero(t, ek.Releases)
+	t.Logf("done at %v; released %d times, enforced %d (relaxLink: enforced %d)", got, e.Releases, e.Activations, ek.Activations)
+}
+
 // On a fabric of several leaves the symmetric tree replay with relaxed switch links is the
 // per-rank replay with every link enforced, to rounding, wherever it does not say it is the ECMP
 // mean model; with rail routing it always is.
@@ -283,4 +329,35 @@ func TestImpliedStandIns(t *testing.T) {
 			t.Errorf("%s: the uplink relaxed to %d (%v), want dropped=%v", c.name, got, ok, !c.wantKept)
 		}
 	}
+}
+
+// pruneImplied compares weighted links by their capacity over the route's weight on them: a
+// flow that weighs 2 on a link of 10 GB/s is held to 5 by it, so that link implies one of 8 GB/s
+// it also crosses with weight 1, and not the other way round (as the bare capacities would say).
+func TestPruneImpliedWeighted(t *testing.T) {
+	h := &pipeHandler{bytes: 1e6}
+	e := NewEngine(h)
+	h.e = e
+	a := e.AddLink("a", GBps(10), 0)
+	b := e.AddLink("b", GBps(8), 0)
+	c := e.AddLink("c", GBps(8), 0)
+	heavy := []LinkID{a, b}
+	e.weighRoute(heavy, []float64{2, 1})
+	plain := []LinkID{c, a} // unweighted: c (8) implies a (10) on this route, but not on heavy
+	e.pruneImplied(func(yield func([]LinkID)) {
+		yield(heavy)
+		yield(plain)
+	})
+	require.True(t, e.links[b].lazy, "b is implied by a on the weighted route")
+	require.False(t, e.links[a].lazy, "a binds the weighted route")
+	require.False(t, e.links[c].lazy)
+	h.routes = [][][]LinkID{{heavy}}
+	h.caps = []Rate{0}
+	h.chunks = []int{1}
+	h.left = []int{1}
+	h.done = make([]Time, 1)
+	h.start(0)
+	_, err := e.Run()
+	require.NoError(t, err)
+	require.InDelta(t, 1e6/5e9, h.done[0].Seconds(), 1e-12, "held to 5 GB/s by a")
 }
