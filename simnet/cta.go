@@ -82,31 +82,37 @@ func sliceCosted(a coll.Algo, f coll.Func) bool {
 }
 
 // SimpleSlice is GPUModel.Slice where the memory-traffic model applies: what NCCL 2.28.9's Simple
-// primitives cost per slice on Hopper beyond their bytes, measured with NCCL itself on 2 H200
-// (testdata/nccl/slicescan.sh, h200x2/slicescan-2026-11-28.csv). The scan runs one Ring/Simple
-// channel, one process per GPU, with NCCL_BUFFSIZE from 64 KiB to 8 MiB: a slice is a quarter of
-// the buffer (two of NCCL_STEPS' eight steps), so at 16 MiB the same bytes cross the ring in 16 to
-// 2048 KiB slices. Per slice index (every primitive of a loop running one slice) the time is a
-// fixed part plus the slice over a rate, and the rate of the two largest slices — 16.2 GB/s
-// all_gather, 19.5 reduce_scatter, 11.1 all_reduce, where the memory-traffic model gives 15.9,
-// 18.0 and 11.0 — leaves as fixed part, for slices of 16, 32, 64, 128, 256 KiB and more:
-// all_gather (send, recv) 3.20, 3.55, 3.99, 4.87, 5.31–5.33 µs; reduce_scatter (send,
-// recvReduceCopy) 2.84, 2.66, 2.55, 3.36, 3.87; all_reduce (send, recvReduceCopySend, recv) 4.91,
-// 4.86, 5.05, 5.67, 6.29–6.64. A least-squares split of each size's three into a cost C of a
-// primitive that copies and R of one that reduces gives C = 1.65, 1.82, 2.05, 2.42, 2.63–2.68 µs
-// and R = 1.40, 1.03, 0.72, 0.88, 1.14–1.23 µs: the copy's cost grows with the slice up to 256 KiB,
-// the reduction's shows no trend and is taken as its mean, 1.07 µs. Below 16 KiB the cost falls
-// to nothing: a 4 KiB all_gather (2 KiB slices) took 14.16 µs where the simulation without it gave
-// 14.12 (ringscan-2026-11-28.csv). The costs contain the flag waits and posts, the fence
-// (SimpleFence, 1.28 µs, measured apart) and what else a slice costs beyond its bytes; a probe of
-// the bare protocol put its part at 2.2–2.8 µs per send and receive pair of large slices
-// (bench/gpuprobe/slice.cu). The scans are not validation rows (testdata/nccl/*/nccl_perf.csv
-// run NCCL's own choices on up to 24 channels). Ampere takes Hopper's (no measurement here), as
-// it takes the fence.
+// primitives cost per slice on Hopper beyond their bytes, measured with NCCL itself on 2 and 4 H200
+// (testdata/nccl/slicescan.sh; h200x2/ and h200x4/slicescan-2026-11-28.csv). The scan runs one
+// Ring/Simple channel, one process per GPU, with NCCL_BUFFSIZE from 64 KiB to 8 MiB: a slice is a
+// quarter of the buffer (two of NCCL_STEPS' eight steps), so at 16 MiB the same bytes cross the
+// ring in 16 to 2048 KiB slices. Per slice index (every primitive of a loop running one slice)
+// the time is a fixed part plus the slice over a rate; the rate of the largest slices (2 H200:
+// 16.2 GB/s all_gather, 19.5 reduce_scatter, 11.1 all_reduce, where the memory-traffic model
+// gives 15.9, 18.0 and 11.0) leaves as fixed part, for slices of 16, 32, 64, 128 and 256 KiB:
+//
+//	                                     2 H200                         4 H200
+//	all_gather (copies: 2 | 4)           3.20 3.55 3.99 4.87 5.31       6.90 7.47 8.37 9.97 10.17
+//	reduce_scatter (1 copy + 1 | 3 red.) 2.84 2.66 2.55 3.36 3.87       6.32 5.83 5.60 6.84 7.81
+//	all_reduce (2 | 4 copies + 1 | 3)    4.91 4.86 5.05 5.67 6.29       11.57 11.59 12.76 13.45 14.41
+//
+// µs (flat from 256 KiB on: 5.26–5.33, 3.86–4.10, 5.96–6.64 on 2 GPUs). A least-squares split of
+// each size's six into a cost C of a primitive that copies (send, recv, copySend,
+// recvCopySend) and R of one that reduces gives C = 1.70, 1.85, 2.11, 2.40, 2.48 µs (2.45–2.50
+// from 256 KiB to 1 MiB) and R = 1.54, 1.32, 1.24, 1.33, 1.61 µs (1.66–1.70 at 512 KiB and
+// 1 MiB): the copy's cost grows with the slice up to 256 KiB, the reduction's shows no trend and
+// is taken as its mean over 16 KiB–1 MiB, 1.49 µs. The residuals are within ±0.8 µs of the
+// per-slice-index figures. Below 16 KiB the cost falls to nothing: a 4 KiB all_gather (2 KiB
+// slices) took 14.16 µs where the simulation without it gave 14.12 (ringscan-2026-11-28.csv). The
+// costs contain the flag waits and posts, the fence (SimpleFence, 1.28 µs, measured apart) and
+// what else a slice costs beyond its bytes; a probe of the bare protocol put its part at 2.2–2.8 µs
+// per send and receive pair of large slices (bench/gpuprobe/slice.cu). The scans are not
+// validation rows (testdata/nccl/*/nccl_perf.csv run NCCL's own choices on up to 24 channels).
+// Ampere takes Hopper's (no measurement here), as it takes the fence.
 var SimpleSlice = SliceCost{
 	Bytes:  []int64{16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10},
-	Copy:   []Time{1650 * Nanosecond, 1820 * Nanosecond, 2050 * Nanosecond, 2420 * Nanosecond, 2650 * Nanosecond},
-	Reduce: []Time{1070 * Nanosecond, 1070 * Nanosecond, 1070 * Nanosecond, 1070 * Nanosecond, 1070 * Nanosecond},
+	Copy:   []Time{1700 * Nanosecond, 1850 * Nanosecond, 2110 * Nanosecond, 2400 * Nanosecond, 2480 * Nanosecond},
+	Reduce: []Time{1490 * Nanosecond, 1490 * Nanosecond, 1490 * Nanosecond, 1490 * Nanosecond, 1490 * Nanosecond},
 }
 
 // Per-CTA memory-traffic rates of one Hopper CTA by protocol: GB/s of copy-equivalent traffic
