@@ -78,8 +78,10 @@ type flow struct {
 	active  bool
 	counted bool // counted in nact (not a flow completed at once)
 	// scratch of the rate computation
-	epoch  uint32 // the computation that visited it
-	frozen uint32 // the computation that gave it its rate
+	epoch      uint32     // the computation that visited it
+	frozen     uint32     // the computation that gave it its rate
+	inLo, inHi int32      // Engine.inPos[inLo:inHi]: positions in route of its links in that computation's component
+	meta       *routeMeta // its route's (useMeta; nil: not looked up yet)
 }
 
 // Engine is a discrete-event simulator of flows over links with max-min fair bandwidth sharing.
@@ -118,7 +120,15 @@ type Engine struct {
 	compLinks []LinkID
 	compFlows []FlowID
 	nfrozen   int // flows of the component given their rate
-	sh        shareHeap
+	inPos     []int32
+	// Route metadata (routeMeta), where the engine has links of releaseLink.
+	hasRelease bool
+	useMeta    bool
+	metas      map[*LinkID]*routeMeta
+	activeR    []LinkID // the links of releaseLink enforced now, sorted (activeRel)
+	activeVer  uint64   // changes whenever activeR does
+	extraBuf   []int32
+	sh         shareHeap
 	// flows started and ended in the current instant (replaced)
 	started     []FlowID
 	ended       []endedFlow
@@ -264,6 +274,7 @@ func (e *Engine) StartFlow(route []LinkID, bytes float64, maxRate Rate, tag int6
 	f.tag = tag
 	f.active = true
 	f.w = nil
+	f.meta = nil
 	if e.weights != nil && len(route) > 0 {
 		f.w = e.weights[&route[0]]
 	}
@@ -691,6 +702,14 @@ func (e *Engine) Run() (Time, error) {
 			e.links[i].lazy = false
 		}
 	}
+	// Route metadata: the links left out for good are known from here on.
+	e.useMeta = e.hasRelease && !e.Strict
+	if e.metas != nil {
+		clear(e.metas)
+		for i := range e.flows {
+			e.flows[i].meta = nil
+		}
+	}
 	if len(e.dirty) > 0 {
 		e.recompute()
 	}
@@ -800,6 +819,7 @@ func (e *Engine) relaxLink(l LinkID) {
 func (e *Engine) releaseLink(l LinkID) {
 	e.relaxLink(l)
 	e.links[l].release = true
+	e.hasRelease = true
 }
 
 // releaseMargin is how far under its capacity (relative) a link of releaseLink must be to be
@@ -862,6 +882,124 @@ func (e *Engine) activate() bool {
 	return any
 }
 
+// routeMeta is what a rate computation's closure needs of a route (by its slice's identity) on
+// an engine with links of releaseLink (stand-ins: a switch-bound fold's route crosses about 21 of
+// them, and about 6 links left out for good, among 30): the positions of the links it may find
+// in a component, in route order, apart from the links of releaseLink, which it looks up among
+// the few enforced at the time (activeRel). Links that are neither relaxed nor in any component
+// (pruneImplied's, unbounded switch links) stay out for the whole replay, and the closure skips
+// them: it would mark them seen and out of the component, which changes nothing.
+type routeMeta struct {
+	n      int     // the route's length
+	full   bool    // every position: the closure walks the route
+	pos    []int32 // the positions of the links a component may hold, but those of releaseLink
+	relID  []LinkID
+	relPos []int32 // the links of releaseLink (relID, sorted) and their positions
+	relOrd []int32 // those positions in route order
+	ver    uint64  // the Engine.activeVer that merged was built for (0: none)
+	merged []int32 // pos with the positions of the enforced links of releaseLink the route crosses
+}
+
+// routeMetaOf is route's metadata, built the first time it is asked for in a Run.
+func (e *Engine) routeMetaOf(route []LinkID) *routeMeta {
+	if len(route) == 0 {
+		return &routeMeta{full: true}
+	}
+	if m, ok := e.metas[&route[0]]; ok && m.n == len(route) {
+		return m
+	}
+	m := &routeMeta{n: len(route)}
+	for j, l := range route {
+		lk := &e.links[l]
+		switch {
+		case lk.release:
+			m.relOrd = append(m.relOrd, int32(j))
+		case lk.lazy && !lk.relaxed:
+			// Left out for good.
+		default:
+			m.pos = append(m.pos, int32(j))
+		}
+	}
+	m.full = len(m.pos) == len(route)
+	if len(m.relOrd) > 0 {
+		ord := slices.Clone(m.relOrd)
+		slices.SortFunc(ord, func(a, b int32) int { return int(route[a]) - int(route[b]) })
+		for _, j := range ord {
+			m.relID, m.relPos = append(m.relID, route[j]), append(m.relPos, j)
+		}
+	}
+	if e.metas == nil {
+		e.metas = map[*LinkID]*routeMeta{}
+	}
+	e.metas[&route[0]] = m
+	return m
+}
+
+// activeRel lists the links of releaseLink that are enforced now (not lazy), sorted, and
+// changes activeVer where they are not those of the last call.
+func (e *Engine) activeRel() {
+	a := e.extraBuf[:0]
+	for _, l := range e.enforced {
+		if !e.links[l].lazy {
+			a = append(a, int32(l))
+		}
+	}
+	slices.Sort(a)
+	e.extraBuf = a
+	same := len(a) == len(e.activeR)
+	for i := 0; same && i < len(a); i++ {
+		same = LinkID(a[i]) == e.activeR[i]
+	}
+	if same && e.activeVer > 0 {
+		return
+	}
+	e.activeR = e.activeR[:0]
+	for _, l := range a {
+		e.activeR = append(e.activeR, LinkID(l))
+	}
+	e.activeVer++
+}
+
+// positions returns the positions of f's route the closure must walk, in route order (nil: all
+// of them): those of its metadata and those of the enforced links of releaseLink it crosses.
+func (e *Engine) positions(f *flow) []int32 {
+	m := f.meta
+	if m == nil {
+		m = e.routeMetaOf(f.route)
+		f.meta = m
+	}
+	if m.full {
+		return nil
+	}
+	if len(m.relID) == 0 || len(e.activeR) == 0 {
+		return m.pos
+	}
+	if m.ver == e.activeVer {
+		return m.merged
+	}
+	m.ver = e.activeVer
+	extra := e.extraBuf[:0]
+	for _, l := range e.activeR {
+		if k, ok := slices.BinarySearch(m.relID, l); ok {
+			extra = append(extra, m.relPos[k])
+		}
+	}
+	slices.Sort(extra)
+	e.extraBuf = extra
+	out := m.merged[:0]
+	a, b := m.pos, extra
+	for len(a) > 0 && len(b) > 0 {
+		if a[0] < b[0] {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	out = append(append(out, a...), b...)
+	m.merged = out
+	return out
+}
+
 // recompute1 is one rate computation of recompute.
 func (e *Engine) recompute1() {
 	e.started, e.ended = e.started[:0], e.ended[:0]
@@ -887,8 +1025,13 @@ func (e *Engine) recompute1() {
 	e.dirty = e.dirty[:0]
 	// Breadth-first closure over link -> flows -> links. With weighted routes a link's count is
 	// the sum of its flows' weights on it, added up here: flow by flow in the order of flows, as a
-	// pass over flows after the closure would.
+	// pass over flows after the closure would. The positions in its route of a flow's links in
+	// the component are kept (inPos[f.inLo:f.inHi]) for newRate.
 	weighted := e.weights != nil
+	inPos := e.inPos[:0]
+	if e.useMeta {
+		e.activeRel()
+	}
 	for i := 0; i < len(links); i++ {
 		for _, fid := range e.links[links[i]].flows {
 			f := &e.flows[fid]
@@ -897,6 +1040,34 @@ func (e *Engine) recompute1() {
 			}
 			f.epoch = ep
 			flows = append(flows, fid)
+			f.inLo = int32(len(inPos))
+			if e.useMeta {
+				if ps := e.positions(f); ps != nil {
+					route := f.route
+					for _, j := range ps {
+						l2 := route[j]
+						s := &ls[l2]
+						if s.epoch != ep {
+							s.epoch, s.in, s.cnt = ep, !e.links[l2].lazy, 0
+							if s.in {
+								links = append(links, l2)
+							}
+						}
+						if s.in {
+							if weighted {
+								if f.w != nil {
+									s.cnt += f.w[j]
+								} else {
+									s.cnt++
+								}
+							}
+							inPos = append(inPos, j)
+						}
+					}
+					f.inHi = int32(len(inPos))
+					continue
+				}
+			}
 			if weighted && f.w != nil {
 				w := f.w[:len(f.route)]
 				for j, l2 := range f.route {
@@ -909,11 +1080,13 @@ func (e *Engine) recompute1() {
 					}
 					if s.in {
 						s.cnt += w[j]
+						inPos = append(inPos, int32(j))
 					}
 				}
+				f.inHi = int32(len(inPos))
 				continue
 			}
-			for _, l2 := range f.route {
+			for j, l2 := range f.route {
 				s := &ls[l2]
 				if s.epoch != ep {
 					s.epoch, s.in, s.cnt = ep, !e.links[l2].lazy, 0
@@ -921,12 +1094,17 @@ func (e *Engine) recompute1() {
 						links = append(links, l2)
 					}
 				}
-				if weighted && s.in {
-					s.cnt++
+				if s.in {
+					if weighted {
+						s.cnt++
+					}
+					inPos = append(inPos, int32(j))
 				}
 			}
+			f.inHi = int32(len(inPos))
 		}
 	}
+	e.inPos = inPos
 	e.compLinks, e.compFlows = links, flows
 	e.CompVisited += uint64(len(flows))
 	// Progressive filling. Every link starts with its full capacity shared by its flows; the link
@@ -1022,13 +1200,15 @@ func (e *Engine) newRate(fid FlowID, r float64) {
 			if lk.relaxed {
 				e.addLoad(l, (r-old)*w)
 			}
-			if s := &ls[l]; s.in {
-				s.rem -= r * w
-				if s.rem < 0 {
-					s.rem = 0
-				}
-				s.cnt -= w
+		}
+		for _, j := range e.inPos[f.inLo:f.inHi] {
+			s := &ls[f.route[j]]
+			w := f.weight(int(j))
+			s.rem -= r * w
+			if s.rem < 0 {
+				s.rem = 0
 			}
+			s.cnt -= w
 		}
 		f.last = e.now
 		if e.obs != nil {
@@ -1043,25 +1223,23 @@ func (e *Engine) newRate(fid FlowID, r float64) {
 		return
 	}
 	if f.w == nil {
-		for _, l := range f.route {
-			if s := &ls[l]; s.in {
-				s.rem -= r
-				if s.rem < 0 {
-					s.rem = 0
-				}
-				s.cnt--
-			}
-		}
-		return
-	}
-	for i, l := range f.route {
-		if s := &ls[l]; s.in {
-			s.rem -= r * f.w[i]
+		for _, j := range e.inPos[f.inLo:f.inHi] {
+			s := &ls[f.route[j]]
+			s.rem -= r
 			if s.rem < 0 {
 				s.rem = 0
 			}
-			s.cnt -= f.w[i]
+			s.cnt--
 		}
+		return
+	}
+	for _, j := range e.inPos[f.inLo:f.inHi] {
+		s := &ls[f.route[j]]
+		s.rem -= r * f.w[j]
+		if s.rem < 0 {
+			s.rem = 0
+		}
+		s.cnt -= f.w[j]
 	}
 }
 
