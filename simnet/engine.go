@@ -76,12 +76,16 @@ type flow struct {
 	dseq    uint64 // schedule order of that completion
 	hpos    int32  // index in Engine.fh, -1 when not scheduled
 	active  bool
-	counted bool // counted in nact (not a flow completed at once)
-	// scratch of the rate computation
-	epoch      uint32     // the computation that visited it
-	frozen     uint32     // the computation that gave it its rate
-	inLo, inHi int32      // Engine.inPos[inLo:inHi]: positions in route of its links in that computation's component
-	meta       *routeMeta // its route's (useMeta; nil: not looked up yet)
+	counted bool       // counted in nact (not a flow completed at once)
+	meta    *routeMeta // its route's (useMeta; nil: not looked up yet)
+}
+
+// flowScratch is a flow's state in the rate computation (Engine.fs, indexed by FlowID), apart
+// from flow so that the computation's tests of flows already seen read 16 bytes a flow.
+type flowScratch struct {
+	epoch      uint32 // the computation that visited it
+	frozen     uint32 // the computation that gave it its rate
+	inLo, inHi int32  // Engine.inPos[inLo:inHi]: positions in route of its links in that computation's component
 }
 
 // Engine is a discrete-event simulator of flows over links with max-min fair bandwidth sharing.
@@ -117,6 +121,7 @@ type Engine struct {
 
 	// scratch of the rate computation, reused between calls
 	ls        []linkScratch // by link
+	fs        []flowScratch // by flow
 	compLinks []LinkID
 	compFlows []FlowID
 	nfrozen   int // flows of the component given their rate
@@ -263,6 +268,7 @@ func (e *Engine) StartFlow(route []LinkID, bytes float64, maxRate Rate, tag int6
 		e.free = e.free[:n-1]
 	} else {
 		e.flows = append(e.flows, flow{hpos: -1})
+		e.fs = append(e.fs, flowScratch{})
 		id = FlowID(len(e.flows) - 1)
 	}
 	f := &e.flows[id]
@@ -1026,7 +1032,7 @@ func (e *Engine) recompute1() {
 	// Breadth-first closure over link -> flows -> links. With weighted routes a link's count is
 	// the sum of its flows' weights on it, added up here: flow by flow in the order of flows, as a
 	// pass over flows after the closure would. The positions in its route of a flow's links in
-	// the component are kept (inPos[f.inLo:f.inHi]) for newRate.
+	// the component are kept (inPos[fs.inLo:fs.inHi], fs = Engine.fs[f]) for newRate.
 	weighted := e.weights != nil
 	inPos := e.inPos[:0]
 	if e.useMeta {
@@ -1034,13 +1040,14 @@ func (e *Engine) recompute1() {
 	}
 	for i := 0; i < len(links); i++ {
 		for _, fid := range e.links[links[i]].flows {
-			f := &e.flows[fid]
-			if f.epoch == ep {
+			fs := &e.fs[fid]
+			if fs.epoch == ep {
 				continue
 			}
-			f.epoch = ep
+			fs.epoch = ep
+			f := &e.flows[fid]
 			flows = append(flows, fid)
-			f.inLo = int32(len(inPos))
+			fs.inLo = int32(len(inPos))
 			if e.useMeta {
 				if ps := e.positions(f); ps != nil {
 					route := f.route
@@ -1064,7 +1071,7 @@ func (e *Engine) recompute1() {
 							inPos = append(inPos, j)
 						}
 					}
-					f.inHi = int32(len(inPos))
+					fs.inHi = int32(len(inPos))
 					continue
 				}
 			}
@@ -1083,7 +1090,7 @@ func (e *Engine) recompute1() {
 						inPos = append(inPos, int32(j))
 					}
 				}
-				f.inHi = int32(len(inPos))
+				fs.inHi = int32(len(inPos))
 				continue
 			}
 			for j, l2 := range f.route {
@@ -1101,7 +1108,7 @@ func (e *Engine) recompute1() {
 					inPos = append(inPos, int32(j))
 				}
 			}
-			f.inHi = int32(len(inPos))
+			fs.inHi = int32(len(inPos))
 		}
 	}
 	e.inPos = inPos
@@ -1145,7 +1152,7 @@ func (e *Engine) recompute1() {
 		if se.ref < 0 {
 			j := ^se.ref
 			for _, fid := range e.capFlows[e.capOff[j]:e.capOff[j+1]] {
-				if e.flows[fid].frozen != ep {
+				if e.fs[fid].frozen != ep {
 					e.newRate(fid, se.share)
 				}
 			}
@@ -1165,7 +1172,7 @@ func (e *Engine) recompute1() {
 			share = 0
 		}
 		for _, fid := range e.links[se.ref].flows {
-			if e.flows[fid].frozen != ep {
+			if e.fs[fid].frozen != ep {
 				e.newRate(fid, share)
 			}
 		}
@@ -1176,7 +1183,8 @@ func (e *Engine) recompute1() {
 // takes it off the links of its route (their new shares are pushed when next popped).
 func (e *Engine) newRate(fid FlowID, r float64) {
 	f := &e.flows[fid]
-	f.frozen = e.epoch
+	fs := &e.fs[fid]
+	fs.frozen = e.epoch
 	e.nfrozen++
 	old := float64(f.rate)
 	ls := e.ls
@@ -1201,7 +1209,7 @@ func (e *Engine) newRate(fid FlowID, r float64) {
 				e.addLoad(l, (r-old)*w)
 			}
 		}
-		for _, j := range e.inPos[f.inLo:f.inHi] {
+		for _, j := range e.inPos[fs.inLo:fs.inHi] {
 			s := &ls[f.route[j]]
 			w := f.weight(int(j))
 			s.rem -= r * w
@@ -1223,7 +1231,7 @@ func (e *Engine) newRate(fid FlowID, r float64) {
 		return
 	}
 	if f.w == nil {
-		for _, j := range e.inPos[f.inLo:f.inHi] {
+		for _, j := range e.inPos[fs.inLo:fs.inHi] {
 			s := &ls[f.route[j]]
 			s.rem -= r
 			if s.rem < 0 {
@@ -1233,7 +1241,7 @@ func (e *Engine) newRate(fid FlowID, r float64) {
 		}
 		return
 	}
-	for _, j := range e.inPos[f.inLo:f.inHi] {
+	for _, j := range e.inPos[fs.inLo:fs.inHi] {
 		s := &ls[f.route[j]]
 		s.rem -= r * f.w[j]
 		if s.rem < 0 {
