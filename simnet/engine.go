@@ -126,6 +126,12 @@ type Engine struct {
 	compFlows []FlowID
 	nfrozen   int // flows of the component given their rate
 	inPos     []int32
+	// The partial rate computation (relax.go): allowed; the rates it gives, by flow; the flows in
+	// the order it gave them; the enforced stand-ins it crosses.
+	partialOK bool
+	prate     []float64
+	pend      []pendRate
+	rparts    []rPart
 	// Route metadata (routeMeta), where the engine has links of releaseLink.
 	hasRelease bool
 	useMeta    bool
@@ -174,6 +180,8 @@ type Engine struct {
 	CompVisited uint64 // flows visited by rate computations, summed
 	Shortcuts   uint64 // instants where new flows replaced ended ones on the same routes (no recomputation)
 	Activations uint64 // relaxed links found over their capacity and enforced from then on
+	Partials    uint64 // rate computations of a part of a component (partial), kept
+	PartialsOff uint64 // partial computations not kept (the whole component computed instead)
 	Releases    uint64 // links of releaseLink left out again, under their capacity
 }
 
@@ -269,6 +277,7 @@ func (e *Engine) StartFlow(route []LinkID, bytes float64, maxRate Rate, tag int6
 	} else {
 		e.flows = append(e.flows, flow{hpos: -1})
 		e.fs = append(e.fs, flowScratch{})
+		e.prate = append(e.prate, 0)
 		id = FlowID(len(e.flows) - 1)
 	}
 	f := &e.flows[id]
@@ -1015,6 +1024,18 @@ func (e *Engine) recompute1() {
 	if len(e.ls) < len(e.links) {
 		e.ls = append(e.ls, make([]linkScratch, len(e.links)-len(e.ls))...)
 	}
+	if e.useMeta {
+		e.activeRel()
+	}
+	if e.partialOK && len(e.activeR) > 0 && e.obs == nil && e.weights != nil && !e.Strict {
+		// Stand-ins enforced: the part of the component that changed, if that is enough
+		// (partial); else the whole component, in a computation of its own.
+		if e.partial(ep) {
+			return
+		}
+		e.epoch++
+		ep = e.epoch
+	}
 	ls := e.ls
 	links := e.compLinks[:0]
 	flows := e.compFlows[:0]
@@ -1035,9 +1056,6 @@ func (e *Engine) recompute1() {
 	// the component are kept (inPos[fs.inLo:fs.inHi], fs = Engine.fs[f]) for newRate.
 	weighted := e.weights != nil
 	inPos := e.inPos[:0]
-	if e.useMeta {
-		e.activeRel()
-	}
 	for i := 0; i < len(links); i++ {
 		for _, fid := range e.links[links[i]].flows {
 			fs := &e.fs[fid]

@@ -483,6 +483,7 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 		}
 	case sigs != nil:
 		qr.standIns(s, sigs)
+		q.partialOK = nodeFoldPartial
 	}
 	if nodeFoldTighten {
 		qr.tighten(s)
@@ -664,6 +665,10 @@ func (r *nodeFoldRouter) tighten(s *coll.Schedule) {
 		}
 	}
 }
+
+// nodeFoldPartial: the switch-bound replay computes the rates of the part of a component that
+// changed where that is enough (Engine.partial; tests turn it off to compare).
+var nodeFoldPartial = true
 
 // nodeFoldTighten: nodeFoldRun tightens the quotient's node links (tighten; tests turn it off to
 // compare).

@@ -348,3 +348,34 @@ func TestNodeFoldTighten(t *testing.T) {
 	require.False(t, ql.links[cl.nicUp[rep*cl.nics]].lazy)
 	require.True(t, qt.links[cl.nicUp[rep*cl.nics]].lazy, "its NIC port, which the PCIe links imply, left out")
 }
+
+// The switch-bound replay's partial rate computations (nodeFoldPartial, Engine.partial) give its
+// time to rounding: the fold with and without them, where a stand-in binds (32 nodes, rail
+// routing, 8 per leaf 8:1, as TestNodeFoldSwitchBound, which holds the fold to the replay of every
+// node) and on the three-tier fat tree of examples/fabrics (32 nodes), and they were used.
+func TestNodeFoldPartial(t *testing.T) {
+	rail := DefaultFabric()
+	rail.Routing, rail.HostsPerLeaf, rail.Oversub = "rail", 8, 8
+	f, err := os.Open("../examples/fabrics/fattree-3tier-2to1.fabric")
+	require.NoError(t, err)
+	tree, err := ParseFabric(f, "fattree-3tier-2to1.fabric")
+	f.Close()
+	require.NoError(t, err)
+	var q *Engine
+	nodeFoldSeen = func(e *Engine) { q = e }
+	defer func() { nodeFoldSeen, nodeFoldPartial, foldBound = nil, true, false }()
+	foldBound = true
+	for _, fab := range []*Fabric{rail, tree} {
+		nodeFoldPartial = false
+		whole, _ := foldOnly(t, 32, fab, 256<<20)
+		require.Zero(t, q.Partials)
+		visited := q.CompVisited
+		nodeFoldPartial = true
+		part, _ := foldOnly(t, 32, fab, 256<<20)
+		rel := part.Time.Micros()/whole.Time.Micros() - 1
+		t.Logf("%s: %.3f µs with partial computations (%d kept, %d not), %.3f µs without (%+.1e); %d flows visited against %d",
+			fab.Topology, part.Time.Micros(), q.Partials, q.PartialsOff, whole.Time.Micros(), rel, q.CompVisited, visited)
+		require.Greater(t, q.Partials, uint64(1000))
+		require.InDelta(t, 0, rel, 1e-4)
+	}
+}
