@@ -482,8 +482,13 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 			return sigs
 		}
 	case sigs != nil:
-		qr.standIns(s, sigs)
-		q.partialOK = nodeFoldPartial
+		// Partial rate computations (Engine.partial) where a stand-in joins the connections of
+		// several GPUs of a node (ECMP hashes every rail's connections onto a leaf's uplinks):
+		// it then joins their trees into one component, where one GPU's connections change at a
+		// time. A GPU's connections are one component already (its PCIe links carry them all),
+		// so where each stand-in carries one GPU's (rail routing) partial would save nothing and
+		// is not tried: those replays are bit for bit as before.
+		q.partialOK = qr.standIns(s, sigs) && nodeFoldPartial
 	}
 	if nodeFoldTighten {
 		qr.tighten(s)
@@ -549,8 +554,10 @@ var nodeFoldSeen func(q *Engine)
 // capacity, crossed with the weight of those members. A signature that cannot go over its
 // capacity even with every connection crossing it at the most its other links allow (the least
 // capacity over weight of its route) gets none: it would never be enforced. Routes must have
-// been asked for (prepare); those that get stand-ins are replaced by longer ones.
-func (r *nodeFoldRouter) standIns(s *coll.Schedule, sigs *relaxCheck) {
+// been asked for (prepare); those that get stand-ins are replaced by longer ones. It reports
+// whether some stand-in is crossed by the connections of more than one GPU of a node (local
+// index).
+func (r *nodeFoldRouter) standIns(s *coll.Schedule, sigs *relaxCheck) (mixed bool) {
 	keys := make([][3]int, len(s.Conns))
 	most := make([]float64, len(s.Conns)) // the most a connection's flow may get
 	worst := make([]float64, len(sigs.capa))
@@ -579,7 +586,8 @@ func (r *nodeFoldRouter) standIns(s *coll.Schedule, sigs *relaxCheck) {
 			r.q.releaseLink(links[g])
 		}
 	}
-	for id := range s.Conns {
+	local := make([]int, len(links)) // per stand-in: the local index of its connections' GPUs, +1 (0: none yet)
+	for id, cn := range s.Conns {
 		route, ok := r.routes[keys[id]]
 		if !ok {
 			continue
@@ -587,8 +595,14 @@ func (r *nodeFoldRouter) standIns(s *coll.Schedule, sigs *relaxCheck) {
 		var add []LinkID
 		var wadd []float64
 		for i := sigs.off[id]; i < sigs.off[id+1]; i++ {
-			if l := links[sigs.sig[i]]; l >= 0 {
+			g := sigs.sig[i]
+			if l := links[g]; l >= 0 {
 				add, wadd = append(add, l), append(wadd, sigs.mult[i])
+				j := cn.From%r.ppn + 1
+				if local[g] != 0 && local[g] != j {
+					mixed = true
+				}
+				local[g] = j
 			}
 		}
 		if len(add) == 0 {
@@ -599,6 +613,7 @@ func (r *nodeFoldRouter) standIns(s *coll.Schedule, sigs *relaxCheck) {
 		r.q.weighRoute(route, append(slices.Clone(w), wadd...))
 		r.routes[keys[id]] = route
 	}
+	return mixed
 }
 
 // tighten makes strict the relaxed node links every route through which also crosses one strict
