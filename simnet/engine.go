@@ -138,8 +138,12 @@ type Engine struct {
 	metas      map[*LinkID]*routeMeta
 	activeR    []LinkID // the links of releaseLink enforced now, sorted (activeRel)
 	activeVer  uint64   // changes whenever activeR does
-	extraBuf   []int32
-	sh         shareHeap
+	// lazyAtStandIn: links left out for good from the first activation of a link of releaseLink
+	// (leaveOut; the node fold's unbounded switch links where its checked replay goes on
+	// switch-bound: nvlsfold.go)
+	lazyAtStandIn []LinkID
+	extraBuf      []int32
+	sh            shareHeap
 	// flows started and ended in the current instant (replaced)
 	started     []FlowID
 	ended       []endedFlow
@@ -180,6 +184,7 @@ type Engine struct {
 	CompVisited uint64 // flows visited by rate computations, summed
 	Shortcuts   uint64 // instants where new flows replaced ended ones on the same routes (no recomputation)
 	Activations uint64 // relaxed links found over their capacity and enforced from then on
+	StandInActs uint64 // those of them of releaseLink
 	Partials    uint64 // rate computations of a part of a component (partial), kept
 	PartialsOff uint64 // partial computations not kept (the whole component computed instead)
 	Releases    uint64 // links of releaseLink left out again, under their capacity
@@ -885,6 +890,12 @@ func (e *Engine) activate() bool {
 		if lk.lazy && lk.load > float64(lk.cap)*(1+relaxTolerance) {
 			lk.lazy = false
 			e.Activations++
+			if lk.release {
+				if e.StandInActs == 0 && len(e.lazyAtStandIn) > 0 {
+					e.leaveOut(e.lazyAtStandIn)
+				}
+				e.StandInActs++
+			}
 			if lk.release && !lk.listed {
 				lk.listed = true
 				e.enforced = append(e.enforced, l)
@@ -948,6 +959,23 @@ func (e *Engine) routeMetaOf(route []LinkID) *routeMeta {
 	}
 	e.metas[&route[0]] = m
 	return m
+}
+
+// leaveOut leaves the links ls, which are not relaxed and limit no rate (unbounded), out of the
+// rate computations for good: the same rates, summed in another order. The routes' metadata are
+// built again (the closure skips those links from then on).
+func (e *Engine) leaveOut(ls []LinkID) {
+	for _, l := range ls {
+		if lk := &e.links[l]; !lk.relaxed && math.IsInf(float64(lk.cap), 1) {
+			lk.lazy = true
+		}
+	}
+	if e.metas != nil {
+		clear(e.metas)
+		for i := range e.flows {
+			e.flows[i].meta = nil
+		}
+	}
 }
 
 // activeRel lists the links of releaseLink that are enforced now (not lazy), sorted, and
