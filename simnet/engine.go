@@ -76,10 +76,16 @@ type flow struct {
 	dseq    uint64 // schedule order of that completion
 	hpos    int32  // index in Engine.fh, -1 when not scheduled
 	active  bool
-	counted bool // counted in nact (not a flow completed at once)
-	// scratch of the rate computation
-	epoch  uint32 // the computation that visited it
-	frozen uint32 // the computation that gave it its rate
+	counted bool       // counted in nact (not a flow completed at once)
+	meta    *routeMeta // its route's (useMeta; nil: not looked up yet)
+}
+
+// flowScratch is a flow's state in the rate computation (Engine.fs, indexed by FlowID), apart
+// from flow so that the computation's tests of flows already seen read 16 bytes a flow.
+type flowScratch struct {
+	epoch      uint32 // the computation that visited it
+	frozen     uint32 // the computation that gave it its rate
+	inLo, inHi int32  // Engine.inPos[inLo:inHi]: positions in route of its links in that computation's component
 }
 
 // Engine is a discrete-event simulator of flows over links with max-min fair bandwidth sharing.
@@ -115,10 +121,30 @@ type Engine struct {
 
 	// scratch of the rate computation, reused between calls
 	ls        []linkScratch // by link
+	fs        []flowScratch // by flow
 	compLinks []LinkID
 	compFlows []FlowID
 	nfrozen   int // flows of the component given their rate
-	sh        shareHeap
+	inPos     []int32
+	// The partial rate computation (relax.go): allowed; the rates it gives, by flow; the flows in
+	// the order it gave them; the enforced stand-ins it crosses.
+	partialOK bool
+	prate     []float64
+	pend      []pendRate
+	rparts    []rPart
+	// Route metadata (routeMeta), where the engine has links of releaseLink and partial rate
+	// computations (partialOK; elsewhere the closure and newRate walk whole routes, as before).
+	hasRelease bool
+	useMeta    bool
+	metas      map[*LinkID]*routeMeta
+	activeR    []LinkID // the links of releaseLink enforced now, sorted (activeRel)
+	activeVer  uint64   // changes whenever activeR does
+	// lazyAtStandIn: links left out for good from the first activation of a link of releaseLink
+	// (leaveOut; the node fold's unbounded switch links where its checked replay goes on
+	// switch-bound: nvlsfold.go)
+	lazyAtStandIn []LinkID
+	extraBuf      []int32
+	sh            shareHeap
 	// flows started and ended in the current instant (replaced)
 	started     []FlowID
 	ended       []endedFlow
@@ -159,6 +185,9 @@ type Engine struct {
 	CompVisited uint64 // flows visited by rate computations, summed
 	Shortcuts   uint64 // instants where new flows replaced ended ones on the same routes (no recomputation)
 	Activations uint64 // relaxed links found over their capacity and enforced from then on
+	StandInActs uint64 // those of them of releaseLink
+	Partials    uint64 // rate computations of a part of a component (partial), kept
+	PartialsOff uint64 // partial computations not kept (the whole component computed instead)
 	Releases    uint64 // links of releaseLink left out again, under their capacity
 }
 
@@ -253,6 +282,8 @@ func (e *Engine) StartFlow(route []LinkID, bytes float64, maxRate Rate, tag int6
 		e.free = e.free[:n-1]
 	} else {
 		e.flows = append(e.flows, flow{hpos: -1})
+		e.fs = append(e.fs, flowScratch{})
+		e.prate = append(e.prate, 0)
 		id = FlowID(len(e.flows) - 1)
 	}
 	f := &e.flows[id]
@@ -264,6 +295,7 @@ func (e *Engine) StartFlow(route []LinkID, bytes float64, maxRate Rate, tag int6
 	f.tag = tag
 	f.active = true
 	f.w = nil
+	f.meta = nil
 	if e.weights != nil && len(route) > 0 {
 		f.w = e.weights[&route[0]]
 	}
@@ -691,6 +723,17 @@ func (e *Engine) Run() (Time, error) {
 			e.links[i].lazy = false
 		}
 	}
+	// Route metadata: the links left out for good are known from here on. Only with partial
+	// rate computations: on the other engines (short routes, every link in the component: the
+	// point-to-point executor's) keeping positions cost more than it saved (all_to_all on 128
+	// nodes: 5.0 → 6.1 s).
+	e.useMeta = e.hasRelease && e.partialOK && !e.Strict
+	if e.metas != nil {
+		clear(e.metas)
+		for i := range e.flows {
+			e.flows[i].meta = nil
+		}
+	}
 	if len(e.dirty) > 0 {
 		e.recompute()
 	}
@@ -800,6 +843,7 @@ func (e *Engine) relaxLink(l LinkID) {
 func (e *Engine) releaseLink(l LinkID) {
 	e.relaxLink(l)
 	e.links[l].release = true
+	e.hasRelease = true
 }
 
 // releaseMargin is how far under its capacity (relative) a link of releaseLink must be to be
@@ -850,6 +894,12 @@ func (e *Engine) activate() bool {
 		if lk.lazy && lk.load > float64(lk.cap)*(1+relaxTolerance) {
 			lk.lazy = false
 			e.Activations++
+			if lk.release {
+				if e.StandInActs == 0 && len(e.lazyAtStandIn) > 0 {
+					e.leaveOut(e.lazyAtStandIn)
+				}
+				e.StandInActs++
+			}
 			if lk.release && !lk.listed {
 				lk.listed = true
 				e.enforced = append(e.enforced, l)
@@ -862,6 +912,223 @@ func (e *Engine) activate() bool {
 	return any
 }
 
+// routeMeta is what a rate computation's closure needs of a route (by its slice's identity) on
+// an engine with links of releaseLink (stand-ins: a switch-bound fold's route crosses about 21 of
+// them, and about 6 links left out for good, among 30): the positions of the links it may find
+// in a component, in route order, apart from the links of releaseLink, which it looks up among
+// the few enforced at the time (activeRel). Links that are neither relaxed nor in any component
+// (pruneImplied's, unbounded switch links) stay out for the whole replay, and the closure skips
+// them: it would mark them seen and out of the component, which changes nothing.
+type routeMeta struct {
+	n      int     // the route's length
+	full   bool    // every position: the closure walks the route
+	pos    []int32 // the positions of the links a component may hold, but those of releaseLink
+	relID  []LinkID
+	relPos []int32 // the links of releaseLink (relID, sorted) and their positions
+	relOrd []int32 // those positions in route order
+	ver    uint64  // the Engine.activeVer that merged was built for (0: none)
+	merged []int32 // pos with the positions of the enforced links of releaseLink the route crosses
+}
+
+// routeMetaOf is route's metadata, built the first time it is asked for in a Run.
+func (e *Engine) routeMetaOf(route []LinkID) *routeMeta {
+	if len(route) == 0 {
+		return &routeMeta{full: true}
+	}
+	if m, ok := e.metas[&route[0]]; ok && m.n == len(route) {
+		return m
+	}
+	m := &routeMeta{n: len(route)}
+	for j, l := range route {
+		lk := &e.links[l]
+		switch {
+		case lk.release:
+			m.relOrd = append(m.relOrd, int32(j))
+		case lk.lazy && !lk.relaxed:
+			// Left out for good.
+		default:
+			m.pos = append(m.pos, int32(j))
+		}
+	}
+	m.full = len(m.pos) == len(route)
+	if len(m.relOrd) > 0 {
+		ord := slices.Clone(m.relOrd)
+		slices.SortFunc(ord, func(a, b int32) int { return int(route[a]) - int(route[b]) })
+		for _, j := range ord {
+			m.relID, m.relPos = append(m.relID, route[j]), append(m.relPos, j)
+		}
+	}
+	if e.metas == nil {
+		e.metas = map[*LinkID]*routeMeta{}
+	}
+	e.metas[&route[0]] = m
+	return m
+}
+
+// leaveOut leaves the links ls, which are not relaxed and limit no rate (unbounded), out of the
+// rate computations for good: the same rates, summed in another order. The routes' metadata are
+// built again (the closure skips those links from then on).
+func (e *Engine) leaveOut(ls []LinkID) {
+	for _, l := range ls {
+		if lk := &e.links[l]; !lk.relaxed && math.IsInf(float64(lk.cap), 1) {
+			lk.lazy = true
+		}
+	}
+	if e.metas != nil {
+		clear(e.metas)
+		for i := range e.flows {
+			e.flows[i].meta = nil
+		}
+	}
+}
+
+// activeRel lists the links of releaseLink that are enforced now (not lazy), sorted, and
+// changes activeVer where they are not those of the last call.
+func (e *Engine) activeRel() {
+	a := e.extraBuf[:0]
+	for _, l := range e.enforced {
+		if !e.links[l].lazy {
+			a = append(a, int32(l))
+		}
+	}
+	slices.Sort(a)
+	e.extraBuf = a
+	same := len(a) == len(e.activeR)
+	for i := 0; same && i < len(a); i++ {
+		same = LinkID(a[i]) == e.activeR[i]
+	}
+	if same && e.activeVer > 0 {
+		return
+	}
+	e.activeR = e.activeR[:0]
+	for _, l := range a {
+		e.activeR = append(e.activeR, LinkID(l))
+	}
+	e.activeVer++
+}
+
+// positions returns the positions of f's route the closure must walk, in route order (nil: all
+// of them): those of its metadata and those of the enforced links of releaseLink it crosses.
+func (e *Engine) positions(f *flow) []int32 {
+	m := f.meta
+	if m == nil {
+		m = e.routeMetaOf(f.route)
+		f.meta = m
+	}
+	if m.full {
+		return nil
+	}
+	if len(m.relID) == 0 || len(e.activeR) == 0 {
+		return m.pos
+	}
+	if m.ver == e.activeVer {
+		return m.merged
+	}
+	m.ver = e.activeVer
+	extra := e.extraBuf[:0]
+	for _, l := range e.activeR {
+		if k, ok := slices.BinarySearch(m.relID, l); ok {
+			extra = append(extra, m.relPos[k])
+		}
+	}
+	slices.Sort(extra)
+	e.extraBuf = extra
+	out := m.merged[:0]
+	a, b := m.pos, extra
+	for len(a) > 0 && len(b) > 0 {
+		if a[0] < b[0] {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	out = append(append(out, a...), b...)
+	m.merged = out
+	return out
+}
+
+// closeMeta is recompute1's closure with route metadata (useMeta): from the links it has, the
+// component's links and flows, the positions in its route of every flow's links in the component
+// kept in inPos (inPos[fs.inLo:fs.inHi], fs = Engine.fs[f]) for newRateIn.
+func (e *Engine) closeMeta(ep uint32, links []LinkID, flows []FlowID) ([]LinkID, []FlowID) {
+	ls := e.ls
+	weighted := e.weights != nil
+	inPos := e.inPos[:0]
+	for i := 0; i < len(links); i++ {
+		for _, fid := range e.links[links[i]].flows {
+			fs := &e.fs[fid]
+			if fs.epoch == ep {
+				continue
+			}
+			fs.epoch = ep
+			f := &e.flows[fid]
+			flows = append(flows, fid)
+			fs.inLo = int32(len(inPos))
+			if ps := e.positions(f); ps != nil {
+				route := f.route
+				for _, j := range ps {
+					l2 := route[j]
+					s := &ls[l2]
+					if s.epoch != ep {
+						s.epoch, s.in, s.cnt = ep, !e.links[l2].lazy, 0
+						if s.in {
+							links = append(links, l2)
+						}
+					}
+					if s.in {
+						if weighted {
+							if f.w != nil {
+								s.cnt += f.w[j]
+							} else {
+								s.cnt++
+							}
+						}
+						inPos = append(inPos, j)
+					}
+				}
+				fs.inHi = int32(len(inPos))
+				continue
+			}
+			if weighted && f.w != nil {
+				w := f.w[:len(f.route)]
+				for j, l2 := range f.route {
+					s := &ls[l2]
+					if s.epoch != ep {
+						s.epoch, s.in, s.cnt = ep, !e.links[l2].lazy, 0
+						if s.in {
+							links = append(links, l2)
+						}
+					}
+					if s.in {
+						s.cnt += w[j]
+						inPos = append(inPos, int32(j))
+					}
+				}
+				fs.inHi = int32(len(inPos))
+				continue
+			}
+			for j, l2 := range f.route {
+				s := &ls[l2]
+				if s.epoch != ep {
+					s.epoch, s.in, s.cnt = ep, !e.links[l2].lazy, 0
+					if s.in {
+						links = append(links, l2)
+					}
+				}
+				if s.in {
+					if weighted {
+						s.cnt++
+					}
+					inPos = append(inPos, int32(j))
+				}
+			}
+			fs.inHi = int32(len(inPos))
+		}
+	}
+	e.inPos = inPos
+	return links, flows
+}
+
 // recompute1 is one rate computation of recompute.
 func (e *Engine) recompute1() {
 	e.started, e.ended = e.started[:0], e.ended[:0]
@@ -870,6 +1137,18 @@ func (e *Engine) recompute1() {
 	ep := e.epoch
 	if len(e.ls) < len(e.links) {
 		e.ls = append(e.ls, make([]linkScratch, len(e.links)-len(e.ls))...)
+	}
+	if e.useMeta {
+		e.activeRel()
+	}
+	if e.partialOK && len(e.activeR) > 0 && e.obs == nil && e.weights != nil && !e.Strict {
+		// Stand-ins enforced: the part of the component that changed, if that is enough
+		// (partial); else the whole component, in a computation of its own.
+		if e.partial(ep) {
+			return
+		}
+		e.epoch++
+		ep = e.epoch
 	}
 	ls := e.ls
 	links := e.compLinks[:0]
@@ -887,19 +1166,38 @@ func (e *Engine) recompute1() {
 	e.dirty = e.dirty[:0]
 	// Breadth-first closure over link -> flows -> links. With weighted routes a link's count is
 	// the sum of its flows' weights on it, added up here: flow by flow in the order of flows, as a
-	// pass over flows after the closure would.
-	weighted := e.weights != nil
-	for i := 0; i < len(links); i++ {
-		for _, fid := range e.links[links[i]].flows {
-			f := &e.flows[fid]
-			if f.epoch == ep {
-				continue
-			}
-			f.epoch = ep
-			flows = append(flows, fid)
-			if weighted && f.w != nil {
-				w := f.w[:len(f.route)]
-				for j, l2 := range f.route {
+	// pass over flows after the closure would. With route metadata (useMeta) closeMeta walks the
+	// routes by it and keeps, for newRateIn, the positions of a flow's links in the component.
+	if e.useMeta {
+		links, flows = e.closeMeta(ep, links, flows)
+	} else {
+		weighted := e.weights != nil
+		for i := 0; i < len(links); i++ {
+			for _, fid := range e.links[links[i]].flows {
+				fs := &e.fs[fid]
+				if fs.epoch == ep {
+					continue
+				}
+				fs.epoch = ep
+				f := &e.flows[fid]
+				flows = append(flows, fid)
+				if weighted && f.w != nil {
+					w := f.w[:len(f.route)]
+					for j, l2 := range f.route {
+						s := &ls[l2]
+						if s.epoch != ep {
+							s.epoch, s.in, s.cnt = ep, !e.links[l2].lazy, 0
+							if s.in {
+								links = append(links, l2)
+							}
+						}
+						if s.in {
+							s.cnt += w[j]
+						}
+					}
+					continue
+				}
+				for _, l2 := range f.route {
 					s := &ls[l2]
 					if s.epoch != ep {
 						s.epoch, s.in, s.cnt = ep, !e.links[l2].lazy, 0
@@ -907,22 +1205,9 @@ func (e *Engine) recompute1() {
 							links = append(links, l2)
 						}
 					}
-					if s.in {
-						s.cnt += w[j]
+					if weighted && s.in {
+						s.cnt++
 					}
-				}
-				continue
-			}
-			for _, l2 := range f.route {
-				s := &ls[l2]
-				if s.epoch != ep {
-					s.epoch, s.in, s.cnt = ep, !e.links[l2].lazy, 0
-					if s.in {
-						links = append(links, l2)
-					}
-				}
-				if weighted && s.in {
-					s.cnt++
 				}
 			}
 		}
@@ -967,8 +1252,12 @@ func (e *Engine) recompute1() {
 		if se.ref < 0 {
 			j := ^se.ref
 			for _, fid := range e.capFlows[e.capOff[j]:e.capOff[j+1]] {
-				if e.flows[fid].frozen != ep {
-					e.newRate(fid, se.share)
+				if e.fs[fid].frozen != ep {
+					if e.useMeta {
+						e.newRateIn(fid, se.share)
+					} else {
+						e.newRate(fid, se.share)
+					}
 				}
 			}
 			continue
@@ -987,8 +1276,12 @@ func (e *Engine) recompute1() {
 			share = 0
 		}
 		for _, fid := range e.links[se.ref].flows {
-			if e.flows[fid].frozen != ep {
-				e.newRate(fid, share)
+			if e.fs[fid].frozen != ep {
+				if e.useMeta {
+					e.newRateIn(fid, share)
+				} else {
+					e.newRate(fid, share)
+				}
 			}
 		}
 	}
@@ -998,7 +1291,7 @@ func (e *Engine) recompute1() {
 // takes it off the links of its route (their new shares are pushed when next popped).
 func (e *Engine) newRate(fid FlowID, r float64) {
 	f := &e.flows[fid]
-	f.frozen = e.epoch
+	e.fs[fid].frozen = e.epoch
 	e.nfrozen++
 	old := float64(f.rate)
 	ls := e.ls
@@ -1062,6 +1355,78 @@ func (e *Engine) newRate(fid FlowID, r float64) {
 			}
 			s.cnt -= f.w[i]
 		}
+	}
+}
+
+// newRateIn is newRate with route metadata (useMeta): the component's links of the flow are
+// those closeMeta kept, where newRate tests every link of its route.
+func (e *Engine) newRateIn(fid FlowID, r float64) {
+	f := &e.flows[fid]
+	fs := &e.fs[fid]
+	fs.frozen = e.epoch
+	e.nfrozen++
+	old := float64(f.rate)
+	ls := e.ls
+	if r != old {
+		// Advance the flow at its old rate up to now, then change the rate. One pass over the
+		// route: each link's bytes and load, and its share's remainder and count.
+		dt := e.now - f.last
+		moved := old * float64(dt)
+		if dt > 0 {
+			f.left -= moved
+			if f.left < 0 {
+				f.left = 0
+			}
+		}
+		for i, l := range f.route {
+			lk := &e.links[l]
+			w := f.weight(i)
+			if dt > 0 {
+				lk.bytes += moved * w
+			}
+			if lk.relaxed {
+				e.addLoad(l, (r-old)*w)
+			}
+		}
+		for _, j := range e.inPos[fs.inLo:fs.inHi] {
+			s := &ls[f.route[j]]
+			w := f.weight(int(j))
+			s.rem -= r * w
+			if s.rem < 0 {
+				s.rem = 0
+			}
+			s.cnt -= w
+		}
+		f.last = e.now
+		if e.obs != nil {
+			e.obs.rateChanged(f.tag, f.rate, Rate(r), 0)
+		}
+		f.rate = Rate(r)
+		if r > 0 {
+			e.scheduleDone(fid)
+		} else {
+			e.fhRemove(fid) // cancel the pending completion
+		}
+		return
+	}
+	if f.w == nil {
+		for _, j := range e.inPos[fs.inLo:fs.inHi] {
+			s := &ls[f.route[j]]
+			s.rem -= r
+			if s.rem < 0 {
+				s.rem = 0
+			}
+			s.cnt--
+		}
+		return
+	}
+	for _, j := range e.inPos[fs.inLo:fs.inHi] {
+		s := &ls[f.route[j]]
+		s.rem -= r * f.w[j]
+		if s.rem < 0 {
+			s.rem = 0
+		}
+		s.cnt -= f.w[j]
 	}
 }
 

@@ -212,9 +212,12 @@ func (o *logObserver) settled() {}
 // TestRecomputeMatchesReference runs random problems with many equal shares (few distinct
 // capacities, weights and caps; links of infinite capacity; relaxed and left-out links) through
 // the engine's rate computation and the reference one, flows starting and ending between
-// computations, and requires the same rates, bit for bit, given in the same order.
+// computations, and requires the same rates, bit for bit, given in the same order. Seeds 41 to
+// 80 have links of releaseLink too, and the closure walks the routes by their metadata
+// (routeMeta: the links left out for good skipped, the enforced links of releaseLink looked up).
 func TestRecomputeMatchesReference(t *testing.T) {
-	for seed := uint64(1); seed <= 40; seed++ {
+	relActs := 0 // links of releaseLink enforced, summed over the computations' closures
+	for seed := uint64(1); seed <= 80; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		e := NewEngine(nil)
 		obs := &logObserver{}
@@ -236,8 +239,13 @@ func TestRecomputeMatchesReference(t *testing.T) {
 				e.relaxLink(ls[i])
 			case 1:
 				e.links[ls[i]].lazy = true // as pruneImplied leaves a link out
+			case 2, 3:
+				if seed > 40 {
+					e.releaseLink(ls[i])
+				}
 			}
 		}
+		e.useMeta = e.hasRelease
 		weighted := seed%2 == 0
 		var routes [][]LinkID
 		for r := 0; r < 3+rng.IntN(12); r++ {
@@ -313,8 +321,16 @@ func TestRecomputeMatchesReference(t *testing.T) {
 					break
 				}
 			}
+			if len(e.enforced) > 0 {
+				e.release()
+			}
+			relActs += len(e.activeR)
 		}
 	}
+	if relActs < 20 {
+		t.Fatalf("links of releaseLink enforced in %d closures only", relActs)
+	}
+	t.Logf("links of releaseLink enforced, summed over the closures: %d", relActs)
 }
 
 // TestShareHeapMatchesSiftDown checks the bottom-up pop against the sift-down pop on random

@@ -73,7 +73,10 @@ func (c *nvlsCheck) simulate(e *Engine, cl *Cluster, s *coll.Schedule, tm Timing
 func (c *nvlsCheck) replay(e *Engine, cl *Cluster, s *coll.Schedule, tm Timing, pp *prefixProbe) (*Result, error) {
 	q := foldedEngine(e, c.members)
 	for l := cl.swLo; l < cl.swHi; l++ {
+		// Unbounded, they limit nothing: left out of the rate computations for good, where
+		// relaxed they would be left out too but their loads kept (the same rates).
 		q.links[l].cap = Rate(math.Inf(1))
+		q.links[l].relaxed, q.links[l].lazy = false, true
 	}
 	// One pair (link, connection) per member connection crossing a relaxed link.
 	var pairs [][2]int32

@@ -397,6 +397,11 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 	if err != nil {
 		return nil, err
 	}
+	if bound {
+		if res := memo.boundResult(qp); res != nil {
+			return res, nil // replayed ahead (below)
+		}
+	}
 	q := foldedEngine(e, f.members)
 	for l := cl.swLo; l < cl.swHi; l++ {
 		// Unbounded, they limit nothing. The switch-bound replay leaves them out of the rate
@@ -473,8 +478,22 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 	// the links another implies left out (tighten, pruneImplied).
 	opt := Options{index: ix, prune: nodeFoldTighten}
 	sigs := newRelaxCheck(e, pairs, len(s.Conns))
+	// Ahead: where the switch-bound replay would take partial rate computations (standInsMixed),
+	// the checked replay is the switch-bound one. Until a stand-in goes over its capacity (a
+	// switch link over its capacity: where the check would halt the replay) the two are the same
+	// replay; where none does, its result is the fold's; where one does, the replay goes on
+	// switch-bound, its result is kept for nvlsSwitchBound (foldScheds.boundResult) and the
+	// check's halt returned.
+	ahead := sigs != nil && !bound && memo != nil && nodeFoldAhead && nodeFoldPartial && qr.standInsMixed(s, sigs)
+	if ahead {
+		// As the checked replay has them until then (the same rates summed in the same order),
+		// left out as the switch-bound replay has them from then on.
+		for l := cl.swLo; l < cl.swHi; l++ {
+			q.lazyAtStandIn = append(q.lazyAtStandIn, l)
+		}
+	}
 	switch {
-	case sigs != nil && !bound:
+	case sigs != nil && !bound && !ahead:
 		// The switch links checked, the replay halted at the first one over.
 		sigs.e, sigs.halt = q, true
 		opt.watch = func(_ *coll.Schedule, conn func(int64) int32) observer {
@@ -482,7 +501,13 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 			return sigs
 		}
 	case sigs != nil:
-		qr.standIns(s, sigs)
+		// Partial rate computations (Engine.partial) where a stand-in joins the connections of
+		// several GPUs of a node (ECMP hashes every rail's connections onto a leaf's uplinks):
+		// it then joins their trees into one component, where one GPU's connections change at a
+		// time. A GPU's connections are one component already (its PCIe links carry them all),
+		// so where each stand-in carries one GPU's (rail routing) partial would save nothing and
+		// is not tried: those replays are bit for bit as before.
+		q.partialOK = qr.standIns(s, sigs) && nodeFoldPartial
 	}
 	if nodeFoldTighten {
 		qr.tighten(s)
@@ -491,8 +516,16 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 	if nodeFoldSeen != nil {
 		nodeFoldSeen(q)
 	}
+	if ahead && err == nil && q.StandInActs > 0 {
+		memo.keepBound(qp, res)
+		return nil, errHalted
+	}
 	return res, err
 }
+
+// nodeFoldAhead: the checked replay is the switch-bound one where that takes partial rate
+// computations (nodeFoldRun; tests turn it off to compare).
+var nodeFoldAhead = true
 
 // foldScheds keeps the quotient schedules that one call's node-folded replays compiled, with
 // their indexes: the switch-bound replay (nvlsSwitchBound) replays the quotient that the checked
@@ -505,9 +538,40 @@ type foldScheds struct {
 }
 
 type foldSched struct {
-	qp coll.Plan
-	s  *coll.Schedule
-	ix *coll.Index
+	qp    coll.Plan
+	s     *coll.Schedule
+	ix    *coll.Index
+	bound *Result // the switch-bound replay's result, where it was replayed ahead (nodeFoldRun)
+}
+
+// keepBound keeps res as the switch-bound replay's result of the quotient plan qp.
+func (m *foldScheds) keepBound(qp coll.Plan, res *Result) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range m.a {
+		if reflect.DeepEqual(m.a[i].qp, qp) {
+			m.a[i].bound = res
+			return
+		}
+	}
+}
+
+// boundResult is the switch-bound replay's result of qp kept by keepBound (nil: none), handed
+// out once.
+func (m *foldScheds) boundResult(qp coll.Plan) *Result {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range m.a {
+		if x := &m.a[i]; x.bound != nil && reflect.DeepEqual(x.qp, qp) {
+			res := x.bound
+			x.bound = nil
+			return res
+		}
+	}
+	return nil
 }
 
 // compile is coll.Compile(qp) and its coll.NewIndex, from m where an equal plan was compiled
@@ -533,7 +597,7 @@ func (m *foldScheds) compile(qp coll.Plan) (*coll.Schedule, *coll.Index, error) 
 	}
 	if m != nil {
 		m.mu.Lock()
-		m.a = append(m.a, foldSched{qp, s, ix})
+		m.a = append(m.a, foldSched{qp: qp, s: s, ix: ix})
 		m.mu.Unlock()
 	}
 	return s, ix, nil
@@ -542,15 +606,10 @@ func (m *foldScheds) compile(qp coll.Plan) (*coll.Schedule, *coll.Index, error) 
 // nodeFoldSeen, where set (tests), is given the engine of every node-folded replay once it ends.
 var nodeFoldSeen func(q *Engine)
 
-// standIns gives the quotient connections of s between classes the stand-ins of the switch links
-// their members cross (sigs: one signature per set of real links loaded alike, with its capacity
-// and, per connection, its members on one of those links): a relaxed link of q of the signature's
-// capacity, crossed with the weight of those members. A signature that cannot go over its
-// capacity even with every connection crossing it at the most its other links allow (the least
-// capacity over weight of its route) gets none: it would never be enforced. Routes must have
-// been asked for (prepare); those that get stand-ins are replaced by longer ones.
-func (r *nodeFoldRouter) standIns(s *coll.Schedule, sigs *relaxCheck) {
-	keys := make([][3]int, len(s.Conns))
+// standInNeed is the signatures of sigs that get a stand-in (standIns), and every connection's
+// key in routes.
+func (r *nodeFoldRouter) standInNeed(s *coll.Schedule, sigs *relaxCheck) (keys [][3]int, need []bool) {
+	keys = make([][3]int, len(s.Conns))
 	most := make([]float64, len(s.Conns)) // the most a connection's flow may get
 	worst := make([]float64, len(sigs.capa))
 	for id, cn := range s.Conns {
@@ -570,15 +629,56 @@ func (r *nodeFoldRouter) standIns(s *coll.Schedule, sigs *relaxCheck) {
 			worst[sigs.sig[i]] += sigs.mult[i] * most[id]
 		}
 	}
+	need = make([]bool, len(sigs.capa))
+	for g, c := range sigs.capa {
+		need[g] = worst[g] > c*(1+relaxTolerance)
+	}
+	return keys, need
+}
+
+// standInsMixed reports whether standIns would give some stand-in the connections of more than
+// one GPU of a node, changing nothing.
+func (r *nodeFoldRouter) standInsMixed(s *coll.Schedule, sigs *relaxCheck) bool {
+	_, need := r.standInNeed(s, sigs)
+	local := make([]int, len(need))
+	for id, cn := range s.Conns {
+		if _, ok := r.routes[[3]int{cn.From, cn.To, cn.Channel}]; !ok {
+			continue
+		}
+		for i := sigs.off[id]; i < sigs.off[id+1]; i++ {
+			if g := sigs.sig[i]; need[g] {
+				j := cn.From%r.ppn + 1
+				if local[g] != 0 && local[g] != j {
+					return true
+				}
+				local[g] = j
+			}
+		}
+	}
+	return false
+}
+
+// standIns gives the quotient connections of s between classes the stand-ins of the switch links
+// their members cross (sigs: one signature per set of real links loaded alike, with its capacity
+// and, per connection, its members on one of those links): a relaxed link of q of the signature's
+// capacity, crossed with the weight of those members. A signature that cannot go over its
+// capacity even with every connection crossing it at the most its other links allow (the least
+// capacity over weight of its route) gets none: it would never be enforced. Routes must have
+// been asked for (prepare); those that get stand-ins are replaced by longer ones. It reports
+// whether some stand-in is crossed by the connections of more than one GPU of a node (local
+// index).
+func (r *nodeFoldRouter) standIns(s *coll.Schedule, sigs *relaxCheck) (mixed bool) {
+	keys, need := r.standInNeed(s, sigs)
 	links := make([]LinkID, len(sigs.capa))
 	for g, c := range sigs.capa {
 		links[g] = -1
-		if worst[g] > c*(1+relaxTolerance) {
+		if need[g] {
 			links[g] = r.q.AddLink("", Rate(c), 0)
 			r.q.releaseLink(links[g])
 		}
 	}
-	for id := range s.Conns {
+	local := make([]int, len(links)) // per stand-in: the local index of its connections' GPUs, +1 (0: none yet)
+	for id, cn := range s.Conns {
 		route, ok := r.routes[keys[id]]
 		if !ok {
 			continue
@@ -586,8 +686,14 @@ func (r *nodeFoldRouter) standIns(s *coll.Schedule, sigs *relaxCheck) {
 		var add []LinkID
 		var wadd []float64
 		for i := sigs.off[id]; i < sigs.off[id+1]; i++ {
-			if l := links[sigs.sig[i]]; l >= 0 {
+			g := sigs.sig[i]
+			if l := links[g]; l >= 0 {
 				add, wadd = append(add, l), append(wadd, sigs.mult[i])
+				j := cn.From%r.ppn + 1
+				if local[g] != 0 && local[g] != j {
+					mixed = true
+				}
+				local[g] = j
 			}
 		}
 		if len(add) == 0 {
@@ -598,6 +704,7 @@ func (r *nodeFoldRouter) standIns(s *coll.Schedule, sigs *relaxCheck) {
 		r.q.weighRoute(route, append(slices.Clone(w), wadd...))
 		r.routes[keys[id]] = route
 	}
+	return mixed
 }
 
 // tighten makes strict the relaxed node links every route through which also crosses one strict
@@ -664,6 +771,10 @@ func (r *nodeFoldRouter) tighten(s *coll.Schedule) {
 		}
 	}
 }
+
+// nodeFoldPartial: the switch-bound replay computes the rates of the part of a component that
+// changed where that is enough (Engine.partial; tests turn it off to compare).
+var nodeFoldPartial = true
 
 // nodeFoldTighten: nodeFoldRun tightens the quotient's node links (tighten; tests turn it off to
 // compare).

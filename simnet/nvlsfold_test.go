@@ -348,3 +348,98 @@ func TestNodeFoldTighten(t *testing.T) {
 	require.False(t, ql.links[cl.nicUp[rep*cl.nics]].lazy)
 	require.True(t, qt.links[cl.nicUp[rep*cl.nics]].lazy, "its NIC port, which the PCIe links imply, left out")
 }
+
+// The switch-bound replay's partial rate computations (nodeFoldPartial, Engine.partial) give its
+// time to rounding: the fold with and without them on the three-tier fat tree of examples/fabrics
+// (32 nodes, 4 and 2 hosts per leaf, ECMP: docs/cluster.md's table holds the fold to the replay
+// of every node), and they were used. Under rail routing every stand-in carries one GPU's
+// connections and they are not tried (TestNodeFoldSwitchBound's 8:1 case).
+func TestNodeFoldPartial(t *testing.T) {
+	f, err := os.Open("../examples/fabrics/fattree-3tier-2to1.fabric")
+	require.NoError(t, err)
+	tree, err := ParseFabric(f, "fattree-3tier-2to1.fabric")
+	f.Close()
+	require.NoError(t, err)
+	two := *tree
+	two.HostsPerLeaf = 2
+	rail := DefaultFabric()
+	rail.Routing, rail.HostsPerLeaf, rail.Oversub = "rail", 8, 8
+	var q *Engine
+	nodeFoldSeen = func(e *Engine) { q = e }
+	defer func() { nodeFoldSeen, nodeFoldPartial, foldBound = nil, true, false }()
+	foldBound = true
+	for _, fab := range []*Fabric{tree, &two, rail} {
+		nodeFoldPartial = false
+		whole, _ := foldOnly(t, 32, fab, 256<<20)
+		require.Zero(t, q.Partials)
+		visited := q.CompVisited
+		nodeFoldPartial = true
+		part, _ := foldOnly(t, 32, fab, 256<<20)
+		rel := part.Time.Micros()/whole.Time.Micros() - 1
+		t.Logf("%s fabric, %s routing, %d per leaf: %.3f µs with partial computations (%d kept, %d not), %.3f µs without (%+.1e); %d flows visited against %d",
+			fab.Topology, fab.Routing, fab.HostsPerLeaf, part.Time.Micros(), q.Partials, q.PartialsOff, whole.Time.Micros(), rel, q.CompVisited, visited)
+		if fab.Routing == "rail" {
+			require.Zero(t, q.Partials+q.PartialsOff, "not tried")
+			require.Equal(t, whole.Time, part.Time)
+			continue
+		}
+		require.Greater(t, q.Partials, uint64(1000))
+		require.Less(t, q.CompVisited, visited)
+		require.InDelta(t, 0, rel, 1e-4)
+	}
+}
+
+// Where the switch-bound replay takes partial rate computations, the checked replay is the
+// switch-bound one (nodeFoldAhead): bit for bit the checked replay's time where no switch link
+// goes over its capacity (the fat tree of examples/fabrics made non-blocking); where one does, the
+// check's halt, and the switch-bound result kept for nvlsSwitchBound, which equals the
+// switch-bound replay's to rounding (its first instants computed with the unbounded switch links
+// in the rate computations, as the checked replay has them).
+func TestNodeFoldAhead(t *testing.T) {
+	f, err := os.Open("../examples/fabrics/fattree-3tier-2to1.fabric")
+	require.NoError(t, err)
+	tree, err := ParseFabric(f, "fattree-3tier-2to1.fabric")
+	f.Close()
+	require.NoError(t, err)
+	free := *tree
+	free.Oversub = 1
+	var q *Engine
+	nodeFoldSeen = func(e *Engine) { q = e }
+	defer func() { nodeFoldSeen, nodeFoldAhead = nil, true }()
+	for _, fab := range []*Fabric{&free, tree} {
+		m, _ := testMachine(t, "dgx-h100", 32, fab, "NVLSTree", "")
+		plan, tm, e, cl := nvlsTreeCall(t, m, 256<<20)
+		fo, _, ok := nvlsFoldChecked(plan, cl, e)
+		require.True(t, ok)
+		nf := nodeClassesOf(plan, cl, e)
+		var res [2]*Result
+		var halted [2]bool
+		for i, ahead := range []bool{false, true} {
+			nodeFoldAhead = ahead
+			res[i], _, halted[i], err = fo.nodeFolded(plan, nf, e, cl, tm, RunOptions{folds: &foldScheds{}}, false)
+			require.NoError(t, err)
+			require.Equal(t, ahead, len(q.lazyAtStandIn) > 0, "ahead %v", ahead)
+		}
+		require.Equal(t, halted[0], halted[1])
+		if !halted[0] {
+			require.Equal(t, res[0].Time, res[1].Time, "no switch link over its capacity: the checked replay's time")
+			require.Zero(t, q.StandInActs)
+			continue
+		}
+		// Halted: the switch-bound result, replayed ahead and kept, against the one replayed anew.
+		memo := &foldScheds{}
+		_, _, h, err := fo.nodeFolded(plan, nf, e, cl, tm, RunOptions{folds: memo}, false)
+		require.NoError(t, err)
+		require.True(t, h)
+		q = nil
+		kept, _, _, err := fo.nodeFolded(plan, nf, e, cl, tm, RunOptions{folds: memo}, true)
+		require.NoError(t, err)
+		require.Nil(t, q, "no replay: the kept result")
+		nodeFoldAhead = false
+		anew, _, _, err := fo.nodeFolded(plan, nf, e, cl, tm, RunOptions{folds: &foldScheds{}}, true)
+		require.NoError(t, err)
+		rel := kept.Time.Micros()/anew.Time.Micros() - 1
+		t.Logf("switch-bound, replayed ahead %.3f µs, anew %.3f µs (%+.1e)", kept.Time.Micros(), anew.Time.Micros(), rel)
+		require.InDelta(t, 0, rel, 1e-4)
+	}
+}

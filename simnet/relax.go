@@ -337,3 +337,315 @@ func implied(e *Engine, routes func(yield func([]LinkID)), relax func(LinkID) (L
 		return s, ok
 	}, kept
 }
+
+// The partial rate computation (Engine.partialOK; the switch-bound fold's replay).
+//
+// An enforced stand-in (releaseLink) joins the flows of every connection crossing it into one
+// component: on the 64-node fat tree of BENCHMARKS.md the eight rails' trees, about 290 flows,
+// where an instant's changes are those of one rail's, about 35. Most such instants move no rate
+// outside the part of the component their changed links reach without crossing a stand-in
+// (measured: 89% of them move none by more than 1e-9 of itself; those that do, move the
+// stand-in's level). partial computes the rates of that part alone, the stand-ins it crosses
+// with the capacity the other flows leave them, and keeps them where the whole is then max-min
+// fair, which it checks from the stand-ins alone:
+//
+// Every flow outside the part keeps its rate and its links their load, but for the stand-ins.
+// One whose bottleneck is elsewhere keeps it. One whose bottleneck is a stand-in S had the
+// largest rate on S (the outside flows' largest, mB), and keeps S as its bottleneck where S is
+// still saturated and no flow of the part gets more than mB on it. A flow of the part whose
+// bottleneck is a link of the part has it in the whole too (every flow of such a link is in the
+// part); one whose bottleneck is S (it was frozen at S's share) needs at least mB. Where S
+// carries no outside flow, nothing is to check. These are the conditions of the max-min fair
+// allocation (every flow has a saturated link on which no flow gets more), checked to
+// relaxTolerance: where they hold the rates are those of the whole component's computation, to
+// rounding; where they do not, the whole component is computed instead (PartialsOff). The rates
+// being the same to rounding, not bit for bit, results move by rounding (BENCHMARKS.md, speed10).
+
+// pendRate is a rate partial gave: kept, it is applied in that order.
+type pendRate struct {
+	fid FlowID
+	r   float64
+}
+
+// rPart is what partial knows of an enforced stand-in it crosses: the load and largest rate of
+// the flows outside the part, and how many there are.
+type rPart struct {
+	l           LinkID
+	bload, mB   float64
+	nb          int
+	aload, maxA float64
+}
+
+// partialTolerance is the relative tolerance of partial's checks.
+var partialTolerance = relaxTolerance
+
+// partial computes the rates of the part of a component that the dirty links reach without
+// crossing an enforced stand-in, and keeps them where the checks above hold (true: e.dirty
+// consumed, the rates applied). False leaves e's rates and e.dirty as they were, and the
+// scratch of computation ep spent.
+func (e *Engine) partial(ep uint32) bool {
+	ls := e.ls
+	links := e.compLinks[:0]
+	flows := e.compFlows[:0]
+	rp := e.rparts[:0]
+	addR := func(l LinkID) {
+		rp = append(rp, rPart{l: l})
+	}
+	seeds := 0
+	for _, l := range e.dirty {
+		s := &ls[l]
+		if s.epoch == ep {
+			continue
+		}
+		lk := &e.links[l]
+		s.epoch, s.in, s.cnt = ep, !lk.lazy, 0
+		if !s.in {
+			continue
+		}
+		links = append(links, l)
+		if lk.release {
+			addR(l)
+		} else {
+			seeds++
+		}
+	}
+	if seeds == 0 {
+		e.compLinks = links
+		e.rparts = rp
+		return false
+	}
+	inPos := e.inPos[:0]
+	for i := 0; i < len(links); i++ {
+		if e.links[links[i]].release {
+			continue // a stand-in: the flows beyond it are not the part's
+		}
+		for _, fid := range e.links[links[i]].flows {
+			fs := &e.fs[fid]
+			if fs.epoch == ep {
+				continue
+			}
+			fs.epoch = ep
+			f := &e.flows[fid]
+			flows = append(flows, fid)
+			fs.inLo = int32(len(inPos))
+			ps := e.positions(f)
+			n := len(f.route)
+			if ps != nil {
+				n = len(ps)
+			}
+			for k := 0; k < n; k++ {
+				j := int32(k)
+				if ps != nil {
+					j = ps[k]
+				}
+				l2 := f.route[j]
+				s := &ls[l2]
+				if s.epoch != ep {
+					lk := &e.links[l2]
+					s.epoch, s.in, s.cnt = ep, !lk.lazy, 0
+					if s.in {
+						links = append(links, l2)
+						if lk.release {
+							addR(l2)
+						}
+					}
+				}
+				if s.in {
+					s.cnt += f.weight(int(j))
+					inPos = append(inPos, j)
+				}
+			}
+			fs.inHi = int32(len(inPos))
+		}
+	}
+	e.compLinks, e.compFlows, e.inPos, e.rparts = links, flows, inPos, rp
+	e.CompVisited += uint64(len(flows))
+	// The stand-ins' capacity left by the flows outside the part.
+	for i := range rp {
+		x := &rp[i]
+		for _, b := range e.links[x.l].flows {
+			if e.fs[b].epoch == ep {
+				continue
+			}
+			bf := &e.flows[b]
+			if bf.rate == 0 {
+				// Started in this instant (its other links are left out) or stalled: not a
+				// rate to keep.
+				e.PartialsOff++
+				return false
+			}
+			w := 1.0
+			if bf.w != nil {
+				if bf.meta == nil {
+					bf.meta = e.routeMetaOf(bf.route)
+				}
+				k, ok := slices.BinarySearch(bf.meta.relID, x.l)
+				if !ok {
+					panic("simnet: partial: a flow of a stand-in without it in its route's metadata")
+				}
+				w = bf.w[bf.meta.relPos[k]]
+			}
+			x.bload += float64(bf.rate) * w
+			x.mB = max(x.mB, float64(bf.rate))
+			x.nb++
+		}
+	}
+	// Progressive filling of the part (recompute1's), the rates kept aside.
+	sh := &e.sh
+	sh.a = sh.a[:0]
+	ri := 0
+	for _, l := range links {
+		lk, s := &e.links[l], &ls[l]
+		s.rem = float64(lk.cap)
+		if lk.release {
+			s.rem = max(s.rem-rp[ri].bload, 0)
+			ri++
+		}
+		if s.cnt > 0 {
+			share := s.rem / s.cnt
+			if share == 0 {
+				share = 0
+			}
+			sh.push(shareEntry{share: share, ref: int32(l)})
+		}
+	}
+	e.groupCaps(flows)
+	for j, c := range e.capVals {
+		sh.push(shareEntry{share: c, ref: ^int32(j)})
+	}
+	pend := e.pend[:0]
+	freeze := func(fid FlowID, r float64) {
+		fs := &e.fs[fid]
+		fs.frozen = ep
+		e.nfrozen++
+		f := &e.flows[fid]
+		for _, j := range e.inPos[fs.inLo:fs.inHi] {
+			s := &ls[f.route[j]]
+			w := f.weight(int(j))
+			s.rem -= r * w
+			if s.rem < 0 {
+				s.rem = 0
+			}
+			s.cnt -= w
+		}
+		e.prate[fid] = r
+		pend = append(pend, pendRate{fid, r})
+	}
+	ok := true
+	e.nfrozen = 0
+	for sh.len() > 0 && e.nfrozen < len(flows) {
+		se := sh.pop()
+		if se.ref < 0 {
+			j := ^se.ref
+			for _, fid := range e.capFlows[e.capOff[j]:e.capOff[j+1]] {
+				if e.fs[fid].frozen != ep {
+					freeze(fid, se.share)
+				}
+			}
+			continue
+		}
+		s := &ls[se.ref]
+		if s.cnt <= cntEps {
+			continue
+		}
+		share := s.rem / s.cnt
+		if share > se.share {
+			se.share = share
+			sh.push(se)
+			continue
+		}
+		if share < 0 {
+			share = 0
+		}
+		lk := &e.links[se.ref]
+		for _, fid := range lk.flows {
+			if fs := &e.fs[fid]; fs.epoch == ep && fs.frozen != ep {
+				freeze(fid, share)
+				if lk.release {
+					// Its bottleneck is the stand-in: it needs the outside flows' largest rate.
+					for _, x := range rp {
+						if x.l == LinkID(se.ref) && x.nb > 0 && share < x.mB*(1-partialTolerance) {
+							ok = false
+						}
+					}
+				}
+			}
+		}
+	}
+	e.pend = pend
+	if !ok || e.nfrozen < len(flows) {
+		e.PartialsOff++
+		return false
+	}
+	// The stand-ins: still saturated, and no flow of the part above the outside flows' largest.
+	for i := range rp {
+		x := &rp[i]
+		if x.nb == 0 {
+			continue
+		}
+		for _, a := range e.links[x.l].flows {
+			if e.fs[a].epoch != ep {
+				continue
+			}
+			af := &e.flows[a]
+			w := 1.0
+			if af.w != nil {
+				k, _ := slices.BinarySearch(af.meta.relID, x.l)
+				w = af.w[af.meta.relPos[k]]
+			}
+			r := e.prate[a]
+			x.aload += r * w
+			x.maxA = max(x.maxA, r)
+		}
+		c := float64(e.links[x.l].cap)
+		if x.bload+x.aload < c*(1-partialTolerance) || x.maxA > x.mB*(1+partialTolerance) {
+			e.PartialsOff++
+			return false
+		}
+	}
+	// Kept: the rates applied in the order they were given (newRate's, but for the scratch).
+	e.dirty = e.dirty[:0]
+	e.Partials++
+	for _, p := range pend {
+		e.applyRate(p.fid, p.r)
+	}
+	return true
+}
+
+// applyRate gives flow fid its rate r as newRate does where r is a new rate, but for the rate
+// computation's scratch (partial has done that).
+func (e *Engine) applyRate(fid FlowID, r float64) {
+	f := &e.flows[fid]
+	old := float64(f.rate)
+	if r == old {
+		return
+	}
+	dt := e.now - f.last
+	moved := old * float64(dt)
+	if dt > 0 {
+		f.left -= moved
+		if f.left < 0 {
+			f.left = 0
+		}
+	}
+	for i, l := range f.route {
+		lk := &e.links[l]
+		w := f.weight(i)
+		if dt > 0 {
+			lk.bytes += moved * w
+		}
+		if lk.relaxed {
+			e.addLoad(l, (r-old)*w)
+		}
+	}
+	f.last = e.now
+	if e.obs != nil {
+		e.obs.rateChanged(f.tag, f.rate, Rate(r), 0)
+	}
+	f.rate = Rate(r)
+	if r > 0 {
+		e.scheduleDone(fid)
+	} else {
+		e.fhRemove(fid)
+	}
+}
