@@ -1287,54 +1287,16 @@ func (e *Engine) recompute1() {
 	}
 }
 
-// newRate gives flow fid its rate r in the current rate computation: it freezes the flow and
-// takes it off the links of its route (their new shares are pushed when next popped).
+// newRate gives flow fid its rate r in the current rate computation: it freezes the flow, moves
+// it to its new rate where that changed (applyRate) and takes it off the links of its route
+// (their new shares are pushed when next popped). Each link's state is updated once per flow,
+// so the order of the two passes changes no result.
 func (e *Engine) newRate(fid FlowID, r float64) {
 	f := &e.flows[fid]
 	e.fs[fid].frozen = e.epoch
 	e.nfrozen++
-	old := float64(f.rate)
+	e.applyRate(fid, r)
 	ls := e.ls
-	if r != old {
-		// Advance the flow at its old rate up to now, then change the rate. One pass over the
-		// route: each link's bytes and load, and its share's remainder and count.
-		dt := e.now - f.last
-		moved := old * float64(dt)
-		if dt > 0 {
-			f.left -= moved
-			if f.left < 0 {
-				f.left = 0
-			}
-		}
-		for i, l := range f.route {
-			lk := &e.links[l]
-			w := f.weight(i)
-			if dt > 0 {
-				lk.bytes += moved * w
-			}
-			if lk.relaxed {
-				e.addLoad(l, (r-old)*w)
-			}
-			if s := &ls[l]; s.in {
-				s.rem -= r * w
-				if s.rem < 0 {
-					s.rem = 0
-				}
-				s.cnt -= w
-			}
-		}
-		f.last = e.now
-		if e.obs != nil {
-			e.obs.rateChanged(f.tag, f.rate, Rate(r), 0)
-		}
-		f.rate = Rate(r)
-		if r > 0 {
-			e.scheduleDone(fid)
-		} else {
-			e.fhRemove(fid) // cancel the pending completion
-		}
-		return
-	}
 	if f.w == nil {
 		for _, l := range f.route {
 			if s := &ls[l]; s.in {
@@ -1365,68 +1327,16 @@ func (e *Engine) newRateIn(fid FlowID, r float64) {
 	fs := &e.fs[fid]
 	fs.frozen = e.epoch
 	e.nfrozen++
-	old := float64(f.rate)
+	e.applyRate(fid, r)
 	ls := e.ls
-	if r != old {
-		// Advance the flow at its old rate up to now, then change the rate. One pass over the
-		// route: each link's bytes and load, and its share's remainder and count.
-		dt := e.now - f.last
-		moved := old * float64(dt)
-		if dt > 0 {
-			f.left -= moved
-			if f.left < 0 {
-				f.left = 0
-			}
-		}
-		for i, l := range f.route {
-			lk := &e.links[l]
-			w := f.weight(i)
-			if dt > 0 {
-				lk.bytes += moved * w
-			}
-			if lk.relaxed {
-				e.addLoad(l, (r-old)*w)
-			}
-		}
-		for _, j := range e.inPos[fs.inLo:fs.inHi] {
-			s := &ls[f.route[j]]
-			w := f.weight(int(j))
-			s.rem -= r * w
-			if s.rem < 0 {
-				s.rem = 0
-			}
-			s.cnt -= w
-		}
-		f.last = e.now
-		if e.obs != nil {
-			e.obs.rateChanged(f.tag, f.rate, Rate(r), 0)
-		}
-		f.rate = Rate(r)
-		if r > 0 {
-			e.scheduleDone(fid)
-		} else {
-			e.fhRemove(fid) // cancel the pending completion
-		}
-		return
-	}
-	if f.w == nil {
-		for _, j := range e.inPos[fs.inLo:fs.inHi] {
-			s := &ls[f.route[j]]
-			s.rem -= r
-			if s.rem < 0 {
-				s.rem = 0
-			}
-			s.cnt--
-		}
-		return
-	}
 	for _, j := range e.inPos[fs.inLo:fs.inHi] {
 		s := &ls[f.route[j]]
-		s.rem -= r * f.w[j]
+		w := f.weight(int(j))
+		s.rem -= r * w
 		if s.rem < 0 {
 			s.rem = 0
 		}
-		s.cnt -= f.w[j]
+		s.cnt -= w
 	}
 }
 

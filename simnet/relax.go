@@ -612,8 +612,10 @@ func (e *Engine) partial(ep uint32) bool {
 	return true
 }
 
-// applyRate gives flow fid its rate r as newRate does where r is a new rate, but for the rate
-// computation's scratch (partial has done that).
+// applyRate moves flow fid to rate r where that is a new rate: it advances the flow at its old
+// rate up to now (its bytes left, each link's bytes and load), sets the rate and reschedules its
+// completion. newRate and newRateIn call it and then do the rate computation's scratch; partial
+// calls it alone, having done that itself.
 func (e *Engine) applyRate(fid FlowID, r float64) {
 	f := &e.flows[fid]
 	old := float64(f.rate)
