@@ -62,10 +62,10 @@ type Timing struct {
 	// the program's lanes; its messages move no faster than that, and a step that only copies or
 	// reduces locally takes that time on no link.
 	CTAMem [coll.NumProtos]Rate
-	// Slice, where set (with Fence), is what each Simple primitive of a collective costs its CTA
-	// per slice beyond its bytes, fence included (GPUModel.Slice): a step that sends completes
-	// that long after its messages have left, one that sends nothing that long after its local
-	// work. Point-to-point steps keep Fence.
+	// Slice, where set (with Fence), is what each Simple primitive of a ring all-gather,
+	// reduce-scatter or all-reduce costs its CTA per slice beyond its bytes, fence included
+	// (GPUModel.Slice, sliceCosted): a step that sends completes that long after its messages
+	// have left, one that sends nothing that long after its local work. Other steps keep Fence.
 	Slice SliceCost
 	// Fence is what a Simple step costs its CTA after its last store into a peer's buffer
 	// (GPUModel.Fence; 0: none, and it applies only where CTARate is set): the memory fence NCCL's
