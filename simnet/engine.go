@@ -1262,18 +1262,9 @@ func (e *Engine) recompute1() {
 			}
 			continue
 		}
-		s := &ls[se.ref]
-		if s.cnt <= cntEps {
-			continue // every flow frozen (a weighted sum may keep a rounding residue)
-		}
-		share := s.rem / s.cnt
-		if share > se.share {
-			se.share = share
-			sh.push(se)
+		share, ok := e.linkShare(sh, se)
+		if !ok {
 			continue
-		}
-		if share < 0 {
-			share = 0
 		}
 		for _, fid := range e.links[se.ref].flows {
 			if e.fs[fid].frozen != ep {
@@ -1414,6 +1405,27 @@ func (e *Engine) FlowRate(id FlowID) Rate { return e.flows[id].rate }
 
 // shareEntry is an entry of the rate computation's heap: a link's share (ref: its id) or a per-flow
 // cap (ref: ^ its group in capVals).
+// linkShare is what a popped link entry se of the rate computation's heap gives: the link's fair
+// share, where that is still the smallest pending (ok); nothing where every flow across the link
+// is frozen (a weighted sum may keep a rounding residue), or where its share has grown since, in
+// which case the entry goes back on the heap with the new share.
+func (e *Engine) linkShare(sh *shareHeap, se shareEntry) (float64, bool) {
+	s := &e.ls[se.ref]
+	if s.cnt <= cntEps {
+		return 0, false
+	}
+	share := s.rem / s.cnt
+	if share > se.share {
+		se.share = share
+		sh.push(se)
+		return 0, false
+	}
+	if share < 0 {
+		share = 0
+	}
+	return share, true
+}
+
 type shareEntry struct {
 	share float64
 	ref   int32

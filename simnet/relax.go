@@ -544,18 +544,9 @@ func (e *Engine) partial(ep uint32) bool {
 			}
 			continue
 		}
-		s := &ls[se.ref]
-		if s.cnt <= cntEps {
+		share, ok1 := e.linkShare(sh, se)
+		if !ok1 {
 			continue
-		}
-		share := s.rem / s.cnt
-		if share > se.share {
-			se.share = share
-			sh.push(se)
-			continue
-		}
-		if share < 0 {
-			share = 0
 		}
 		lk := &e.links[se.ref]
 		for _, fid := range lk.flows {
