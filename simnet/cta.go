@@ -47,6 +47,11 @@ type GPUModel struct {
 type SliceCost struct {
 	Bytes        []int64
 	Copy, Reduce []Time
+	// ChainBytes and Chain, where set, are the cost of one primitive of a ring broadcast per
+	// slice (one step there), piecewise linear through (0, 0) and (ChainBytes[i], Chain[i]) and
+	// flat past the last point (BroadcastSlice).
+	ChainBytes []int64
+	Chain      []Time
 }
 
 // Of is the cost of primitive p on a slice of payload bytes.
@@ -55,11 +60,30 @@ func (c SliceCost) Of(p coll.Prim, bytes int64) Time {
 	if p.Reduces() {
 		v = c.Reduce
 	}
-	if len(c.Bytes) == 0 || len(v) != len(c.Bytes) || bytes <= 0 {
+	return piecewise(c.Bytes, v, bytes)
+}
+
+// For is the cost of primitive p on a slice of payload bytes in a call of algorithm a and
+// collective f, and whether any applies: Of for the ring loops (sliceCosted), the chain's cost
+// for a ring broadcast where it is set.
+func (c SliceCost) For(a coll.Algo, f coll.Func, p coll.Prim, bytes int64) (Time, bool) {
+	switch {
+	case c.set() && sliceCosted(a, f):
+		return c.Of(p, bytes), true
+	case len(c.ChainBytes) > 0 && a == coll.Ring && f == coll.Broadcast:
+		return piecewise(c.ChainBytes, c.Chain, bytes), true
+	}
+	return 0, false
+}
+
+// piecewise is the piecewise linear function through (0, 0) and the points (xs[i], v[i]), flat
+// past the last point; 0 where the table is empty or malformed or bytes ≤ 0.
+func piecewise(xs []int64, v []Time, bytes int64) Time {
+	if len(xs) == 0 || len(v) != len(xs) || bytes <= 0 {
 		return 0
 	}
 	x0, y0 := int64(0), Time(0)
-	for i, x := range c.Bytes {
+	for i, x := range xs {
 		if bytes < x {
 			return y0 + Time(float64(v[i]-y0)*float64(bytes-x0)/float64(x-x0))
 		}
@@ -109,10 +133,23 @@ func sliceCosted(a coll.Algo, f coll.Func) bool {
 // per send and receive pair of large slices (bench/gpuprobe/slice.cu). The scans are not
 // validation rows (testdata/nccl/*/nccl_perf.csv run NCCL's own choices on up to 24 channels).
 // Ampere takes Hopper's (no measurement here), as it takes the fence.
+//
+// A ring broadcast's primitive (Chain) was measured by the same scans: NCCL's broadcast runs one
+// step per slice, so the scan's slices are an eighth of the buffer, 8 KiB to 1 MiB. Fitting each
+// buffer's time against the size (4–64 MiB) gives a per-byte cost, and those costs against one over
+// the slice give, for slices of 128 KiB to 1 MiB, 24.9 GB/s and 2.09 µs a slice on 2 H200, 24.9 and
+// 2.06 on 4 (the chain's slowest rank, the root's copySend, binds on both). Below 128 KiB, the time
+// less the bytes at 24.9 GB/s, per slice, at 16 MiB: 1.46 / 1.52 µs (8 KiB), 1.33 / 1.43 (16 KiB),
+// 1.30 / 1.42 (32 KiB), 1.99 / 1.99 (64 KiB) on 2 / 4 GPUs. Chain takes the mean of the two
+// machines. The rate stays the traffic model's (a copySend's three bytes per byte at Mem: 26.6
+// GB/s), so one simulated broadcast channel is about 6% faster than the scan at large slices.
+// Reduce keeps the fence alone: its fitted per-slice cost, 0.83 / 0.94 µs, is below the fence.
 var SimpleSlice = SliceCost{
-	Bytes:  []int64{16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10},
-	Copy:   []Time{1700 * Nanosecond, 1850 * Nanosecond, 2110 * Nanosecond, 2400 * Nanosecond, 2480 * Nanosecond},
-	Reduce: []Time{1490 * Nanosecond, 1490 * Nanosecond, 1490 * Nanosecond, 1490 * Nanosecond, 1490 * Nanosecond},
+	Bytes:      []int64{16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10},
+	Copy:       []Time{1700 * Nanosecond, 1850 * Nanosecond, 2110 * Nanosecond, 2400 * Nanosecond, 2480 * Nanosecond},
+	Reduce:     []Time{1490 * Nanosecond, 1490 * Nanosecond, 1490 * Nanosecond, 1490 * Nanosecond, 1490 * Nanosecond},
+	ChainBytes: []int64{8 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10},
+	Chain:      []Time{1490 * Nanosecond, 1380 * Nanosecond, 1360 * Nanosecond, 1990 * Nanosecond, 2075 * Nanosecond},
 }
 
 // Per-CTA memory-traffic rates of one Hopper CTA by protocol: GB/s of copy-equivalent traffic

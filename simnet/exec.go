@@ -1008,12 +1008,13 @@ func (x *sim) hold(g int32) Time {
 	if st.Proto != coll.Simple {
 		return 0
 	}
-	if op := &x.s.Ops[st.Op]; x.tm.Slice.set() && x.tm.Fence > 0 && sliceCosted(op.Algo, op.Func) {
-		h := x.tm.Slice.Of(st.Prim, st.Bytes)
-		if len(st.Send) > 0 {
-			h = max(h, x.tm.Fence)
+	if op := &x.s.Ops[st.Op]; x.tm.Fence > 0 {
+		if h, ok := x.tm.Slice.For(op.Algo, op.Func, st.Prim, st.Bytes); ok {
+			if len(st.Send) > 0 {
+				h = max(h, x.tm.Fence)
+			}
+			return h
 		}
-		return h
 	}
 	if x.tm.Fence <= 0 || len(st.Send) == 0 {
 		return 0
