@@ -236,16 +236,22 @@ func forced(tag string) tuning.Config {
 	if i := strings.Index(tag, "_ch"); i >= 0 {
 		// A pinned channel count (mp_ring_LL_ch4: NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS = 4,
 		// testdata/nccl/smallmsg.sh).
-		n, err := strconv.Atoi(tag[i+3:])
+		// The count's leading digits: chscan.sh's ring_simple_ch24_to1g_r1 is 24 channels.
+		d := tag[i+3:]
+		if j := strings.IndexFunc(d, func(r rune) bool { return r < '0' || r > '9' }); j >= 0 {
+			d = d[:j]
+		}
+		n, err := strconv.Atoi(d)
 		if err == nil && n > 0 {
 			nch = n
 		}
 		tag = tag[:i]
 	}
 	algo, proto, ok := strings.Cut(tag, "_")
-	// p2pscan.sh's tags (p2p_maxch1, p2p_chunk131072, ag_default_np2) ran NCCL's own choices
+	// p2pscan.sh's tags (p2p_maxch1, p2p_chunk131072, ag_default_np2) and bigscan.sh's
+	// (default_to8g_r1) ran NCCL's own choices
 	// under the settings its log names (-env).
-	if !ok || tag == "default" || algo == "p2p" || strings.HasPrefix(proto, "default") {
+	if !ok || tag == "default" || algo == "p2p" || algo == "default" || strings.HasPrefix(proto, "default") {
 		return tuning.Config{MinNChannels: nch, MaxNChannels: nch}
 	}
 	if algo == "ag" { // smallmsg.sh's all_gather sweeps (mp_ag_LL_ch1) ran NCCL_ALGO=Ring
