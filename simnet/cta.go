@@ -38,6 +38,10 @@ type GPUModel struct {
 	// Slice is what one Simple primitive of a collective costs its CTA per slice beyond its
 	// bytes, its fence included (Timing.Slice; SimpleSlice). Zero: only the fence is charged.
 	Slice SliceCost
+	// ChannelSkew is how much later than channel c−1 channel c of a ring call starts its first
+	// step after a kernel launch (Timing.ChannelSkew; ChannelSkew). Zero: the channels start
+	// together and stay in lockstep.
+	ChannelSkew Time
 }
 
 // SliceCost is the fixed time one Simple primitive call on one slice holds its CTA beyond the
@@ -202,6 +206,19 @@ const (
 // account).
 const SimpleFence = 1280 * Nanosecond
 
+// ChannelSkew is GPUModel.ChannelSkew, for every GPU: the CTAs of one kernel do not start at
+// one instant. bench/gpuprobe/ctastart.cu on one H200 (results/h200-ctastart-2026-11-28.csv):
+// over 2,000 launches of 24 CTAs of 512 threads, the latest CTA starts 32 ns after the earliest at
+// the median launch (the timer's step; 64 ns at the 90th percentile), 1.4 ns a CTA on average.
+// It matters because the channels of a ring call are otherwise identical state machines on
+// identical links, which a max-min fair replay keeps in step for ever — every channel storing into
+// the NVLink at once, then every one copying locally while the link idles — an equilibrium that
+// any skew breaks (a channel ahead finds the link freer and stays ahead) and NCCL's measured rates
+// do not show (docs/cluster.md "Channels do not start in lockstep"). The replay is insensitive to
+// the figure (1.4 or 2.8 ns: within 1% on 4 H200 at 64 MiB–8 GiB). The block scheduler is the
+// same part on other generations; this is the one measurement of it and they take it too.
+const ChannelSkew = 1400 * Picosecond
+
 // MemModel turns the memory-traffic model (GPUModel.Mem, Fence) on for the GPUs it has figures
 // for; false gives the flat CTARate model of before 2026-11-28 (bench/sim/compare -flat-cta).
 var MemModel = true
@@ -342,7 +359,7 @@ func GPUModelFor(release string, sm int) (GPUModel, error) {
 	if err != nil {
 		return GPUModel{}, err
 	}
-	g := GPUModel{SM: sm, CTARate: GBps(v), Mem: MemModelFor(sm)}
+	g := GPUModel{SM: sm, CTARate: GBps(v), Mem: MemModelFor(sm), ChannelSkew: ChannelSkew}
 	if g.Mem[coll.Simple] > 0 {
 		g.Fence = SimpleFence
 		g.Slice = SimpleSlice

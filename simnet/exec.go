@@ -62,6 +62,10 @@ type Timing struct {
 	// the program's lanes; its messages move no faster than that, and a step that only copies or
 	// reduces locally takes that time on no link.
 	CTAMem [coll.NumProtos]Rate
+	// ChannelSkew, where set, starts channel c's first steps c × ChannelSkew after the launch
+	// and after each kernel start (GPUModel.ChannelSkew): the steps of rank programs only, a
+	// switch forwarding what arrives. Machine.Timing sets it for Ring calls.
+	ChannelSkew Time
 	// Slice, where set (with Fence), is what each Simple primitive of a ring all-gather,
 	// reduce-scatter or all-reduce costs its CTA per slice beyond its bytes, fence included
 	// (GPUModel.Slice, sliceCosted): a step that sends completes that long after its messages
@@ -281,6 +285,7 @@ const (
 	evKernel   // arg: kernel rank×nk+j starts
 	evComplete // arg: a global step whose fence has passed completes
 	evFirst    // arg: the first lines of a streamed LL/LL128 message reach its receiver
+	evSkewed   // arg: a global step held back by its channel's start skew (Timing.ChannelSkew)
 )
 
 type sim struct {
@@ -689,8 +694,31 @@ func (x *sim) kernelStart(k int) {
 		x.kernelDone(k)
 	}
 	for _, g := range x.kernSteps[x.kernOff[k]:x.kernOff[k+1]] {
+		if d := x.skew(g); d > 0 && x.pending[g] == 1 {
+			// Its kernel was all it waited for: it starts with its channel's skew.
+			x.pending[g] = 0
+			x.e.After(d, evSkewed, int64(g))
+			continue
+		}
 		x.release(g)
 	}
+}
+
+// skew is how long after its kernel's start step g's channel begins (Timing.ChannelSkew): c ×
+// the skew for channel c of a rank's program in a ring collective, nothing for a switch
+// endpoint or a point-to-point call.
+func (x *sim) skew(g int32) Time {
+	if x.tm.ChannelSkew <= 0 {
+		return 0
+	}
+	pr := &x.s.Programs[x.progOf[g]]
+	if pr.Rank >= x.s.NRanks {
+		return 0
+	}
+	if op := &x.s.Ops[x.step(g).Op]; op.Algo != coll.Ring || op.Func == coll.SendRecv || op.Func == coll.AllToAll {
+		return 0 // point-to-point keeps its channels in step, as SimulateP2P does
+	}
+	return x.tm.ChannelSkew * Time(pr.Channel)
 }
 
 // nvSwitch reports whether endpoint id is a node's NVSwitch (NVLS), whose multimem loads and
@@ -808,9 +836,15 @@ func (x *sim) Fire(kind int32, arg int64) {
 		}
 		for g := range x.pending {
 			if x.pending[g] == 0 {
+				if d := x.skew(int32(g)); d > 0 {
+					x.e.After(d, evSkewed, int64(g))
+					continue
+				}
 				x.start(int32(g))
 			}
 		}
+	case evSkewed:
+		x.start(int32(arg))
 	case evKernel:
 		x.kernelStart(int(arg))
 	case evComplete:

@@ -214,6 +214,11 @@ func (m *Machine) Timing(a coll.Algo, p coll.Proto) (Timing, error) {
 	if tm.CTARate > 0 {
 		tm.CTAMem, tm.Fence, tm.Slice = m.GPU.Mem, m.GPU.Fence, m.GPU.Slice
 	}
+	if a == coll.Ring {
+		// Rings only: the tree, NVLS and point-to-point executors fold channels that move in
+		// step, and only the ring's lockstep was measured against NCCL (docs/cluster.md).
+		tm.ChannelSkew = m.GPU.ChannelSkew
+	}
 	tm.LineStream = LineStream
 	return tm, nil
 }
