@@ -60,6 +60,12 @@ type relaxCheck struct {
 	nbad    int
 	halt    bool    // stop the replay at the first violation
 	over    float64 // the largest load / capacity seen
+	// Per signature, the backlog of a fluid queue fed at load/capacity and drained at 1 (link
+	// time, ps), its load/capacity since qAt, and the largest backlog seen: backlog.
+	q    []float64
+	qR   []float64
+	qAt  []Time
+	qMax float64
 }
 
 // newRelaxCheck builds the check of relaxed links from pairs (link, quotient connection), one per
@@ -174,11 +180,19 @@ func (c *relaxCheck) rateChanged(tag int64, old, new Rate, active int) {
 }
 
 func (c *relaxCheck) settled() {
+	if c.q == nil {
+		n := len(c.capa)
+		c.q, c.qR, c.qAt = make([]float64, n), make([]float64, n), make([]Time, n)
+	}
 	for _, g := range c.touched {
 		c.mark[g] = false
-		if r := c.load[g] / c.capa[g]; r > c.over {
+		r := c.load[g] / c.capa[g]
+		if r > c.over {
 			c.over = r
 		}
+		c.q[g] = max(0, c.q[g]+float64(c.e.now-c.qAt[g])*(c.qR[g]-1))
+		c.qMax = max(c.qMax, c.q[g])
+		c.qR[g], c.qAt[g] = r, c.e.now
 		if !c.bad[g] && c.load[g] > c.capa[g]*(1+relaxTolerance) {
 			c.bad[g] = true
 			c.nbad++
@@ -189,6 +203,20 @@ func (c *relaxCheck) settled() {
 		}
 	}
 	c.touched = c.touched[:0]
+}
+
+// backlog is the largest backlog a relaxed link built up: its load over time as a fluid queue
+// fed at load/capacity of its time and drained at one, the time the link would lag behind the
+// replay's rates to carry what was hashed onto it (0 where none was ever over its capacity).
+func (c *relaxCheck) backlog() Time {
+	if c == nil {
+		return 0
+	}
+	best := c.qMax
+	for g, q := range c.q {
+		best = max(best, q+float64(c.e.now-c.qAt[g])*(c.qR[g]-1))
+	}
+	return Time(best)
 }
 
 // violated returns the relaxed links that carried more than their capacity at some instant.

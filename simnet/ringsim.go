@@ -3,6 +3,7 @@ package simnet
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/simccl/simccl/coll"
 )
@@ -249,7 +250,8 @@ func runRing(e *Engine, groups []*ringLane, spec RingSpec, tm Timing, stepsPerLo
 	if merge <= 0 && spec.Exact {
 		merge = 1 // no coarse mode either
 	}
-	if merge <= 0 {
+	auto := merge <= 0
+	if auto {
 		merge = 1
 		for perMerge*int64((stepsPerLoop+merge-1)/merge) > maxMsg && merge < stepsPerLoop {
 			merge *= 2
@@ -258,32 +260,22 @@ func runRing(e *Engine, groups []*ringLane, spec RingSpec, tm Timing, stepsPerLo
 	if merge > stepsPerLoop {
 		merge = stepsPerLoop
 	}
-	S := (stepsPerLoop + merge - 1) / merge
-	x := &ringSim{e: e, groups: groups, S: int32(S), L: int32(loops), cap: tm.PerFlowCap[spec.Proto], cta: tm.CTARate, skew: tm.ChannelSkew}
-	if x.cta > 0 && (x.cap <= 0 || x.cta < x.cap) {
-		// Each channel is one CTA (one lane: ring kernels do not split their threads).
-		x.cap = x.cta
+	x := newRingSim(e, groups, spec, tm, stepsPerLoop, loops, wire, merge)
+	if auto && merge > 1 {
+		// Merged messages overpay their latency by up to (K−1) hop latencies a loop
+		// (MaxCoarseError): merge no more than keeps that under its share of a loop's least time.
+		hop := Time(0)
+		for _, g := range groups {
+			for _, l := range g.lat {
+				hop = max(hop, l)
+			}
+		}
+		if k := coarseMergeLimit(x.loopBound(), hop); k < merge {
+			merge = k
+			x = newRingSim(e, groups, spec, tm, stepsPerLoop, loops, wire, merge)
+		}
 	}
-	if x.cta > 0 {
-		// The last step of a loop (AllGather/AllReduce recv, ReduceScatter recvReduceCopy) copies
-		// or reduces one step into the output before the channel goes on, reading the message
-		// from the FIFO as it lies there: its wire bytes.
-		x.recvB = wire
-	}
-	x.msgBytes = make([]float64, S)
-	for s := 0; s < S; s++ {
-		k := min(merge, stepsPerLoop-s*merge)
-		x.msgBytes[s] = wire * float64(k)
-	}
-	x.memModel(spec, tm, stepsPerLoop, merge, wire)
-	if merge > 1 {
-		// Merged steps keep the channels in step: with the start skew the coarse replay drifts
-		// from the exact one (a flat-rate Ring/Simple all-reduce of 256 MiB on 16 DGX H100 nodes,
-		// K = 8: 12.6% from the exact replay with the skew, 7.0% without it), where the skew
-		// moves the exact replay by 0.7%.
-		x.skew = 0
-	}
-	x.stepLat = Time(merge) // multiplier applied to each hop latency below
+	S := int(x.S)
 	for _, g := range groups {
 		m := len(g.ring)
 		g.step = make([]int32, m)
@@ -311,6 +303,105 @@ func runRing(e *Engine, groups []*ringLane, spec RingSpec, tm Timing, stepsPerLo
 	}
 	res.Time = x.end - t0
 	return res, nil
+}
+
+// newRingSim sets up the replay of the ring groups with merge steps per message.
+func newRingSim(e *Engine, groups []*ringLane, spec RingSpec, tm Timing, stepsPerLoop, loops int, wire float64, merge int) *ringSim {
+	S := (stepsPerLoop + merge - 1) / merge
+	x := &ringSim{e: e, groups: groups, S: int32(S), L: int32(loops), cap: tm.PerFlowCap[spec.Proto], cta: tm.CTARate, skew: tm.ChannelSkew}
+	if x.cta > 0 && (x.cap <= 0 || x.cta < x.cap) {
+		// Each channel is one CTA (one lane: ring kernels do not split their threads).
+		x.cap = x.cta
+	}
+	if x.cta > 0 {
+		// The last step of a loop (AllGather/AllReduce recv, ReduceScatter recvReduceCopy) copies
+		// or reduces one step into the output before the channel goes on, reading the message
+		// from the FIFO as it lies there: its wire bytes.
+		x.recvB = wire
+	}
+	x.msgBytes = make([]float64, S)
+	for s := 0; s < S; s++ {
+		k := min(merge, stepsPerLoop-s*merge)
+		x.msgBytes[s] = wire * float64(k)
+	}
+	x.memModel(spec, tm, stepsPerLoop, merge, wire)
+	if merge > 1 {
+		// Merged steps keep the channels in step: with the start skew the coarse replay drifts
+		// from the exact one (a flat-rate Ring/Simple all-reduce of 256 MiB on 16 DGX H100 nodes,
+		// K = 8: 12.6% from the exact replay with the skew, 7.0% without it), where the skew
+		// moves the exact replay by 0.7%.
+		x.skew = 0
+	}
+	x.stepLat = Time(merge) // multiplier applied to each hop latency
+	return x
+}
+
+// loopBound is a least time one loop of the replay can take: every position runs its steps one
+// after the other, each no faster than its cap (the CTA's or the memory model's) nor than its
+// lanes' bytes over the narrowest link of its route, each followed by its slice costs' hold.
+func (x *ringSim) loopBound() Time {
+	var cta, holds, bytes float64
+	for s := 0; s < int(x.S); s++ {
+		c := x.cap
+		if x.capT != nil {
+			c = x.capT[s]
+		}
+		if c > 0 {
+			cta += x.msgBytes[s] / float64(c)
+		}
+		if x.hold != nil {
+			holds += float64(x.hold[s])
+		}
+		bytes += x.msgBytes[s]
+	}
+	// The receive-only step: its local work, then its hold.
+	recv := x.recvT
+	if recv == 0 && x.recvB > 0 && x.cta > 0 {
+		recv = x.recvB / float64(x.cta)
+	}
+	recv += float64(x.recvHold)
+	link := 0.0
+	for _, g := range x.groups {
+		for _, route := range g.route {
+			narrow := Rate(0)
+			for _, l := range route {
+				if c := x.e.LinkCap(l); narrow == 0 || c < narrow {
+					narrow = c
+				}
+			}
+			if narrow > 0 {
+				link = max(link, bytes*float64(g.lanes)/float64(narrow))
+			}
+		}
+	}
+	return Time(max(cta, link) + holds + recv)
+}
+
+// MaxCoarseError is the share of a ring replay's time that merging its steps may add: issue #19's
+// bound on every approximate mode. A merged message of K steps pays K× its hop's latency
+// (StepLat and the route's), but in the exact replay a step's latency overlaps the steps that
+// follow it wherever the sender, not its input, paces the ring: there a merged hop stands for K
+// hops of the critical chain where the exact replay pays its latency once, and the merged replay
+// comes out slow by up to about (K−1) hop latencies (10.3 µs a merged step on 64 DGX H100 nodes,
+// Ring/Simple 1 GiB all-reduce in one loop, the network hop's latency being 14.6: K = 16 +1.64%,
+// 32 +3.20%; where the input paces the ring, K× is what the exact chain pays). Each loop restarts
+// the pipeline (its first step waits for no input), so SimulateRing merges at most the K whose
+// (K−1) × the largest hop latency stays under this share of the least time one loop can take
+// (coarseMergeLimit, ringSim.loopBound); past it the replay goes over its message budget rather
+// than merge more. On 2 nodes, Ring/LL all-reduce of 1 GiB in 128 loops, K = 16 would be +2.41%
+// (2 µs a loop); the bound merges none there.
+const MaxCoarseError = 0.01
+
+// coarseMergeLimit is the largest power of two K with (K−1) × hop ≤ MaxCoarseError × loop.
+func coarseMergeLimit(loop, hop Time) int {
+	if hop <= 0 {
+		return math.MaxInt32
+	}
+	k := 1
+	for float64(2*k-1)*float64(hop) <= MaxCoarseError*float64(loop) {
+		k *= 2
+	}
+	return k
 }
 
 // Tags: group<<32 | position, with localTag set for the local work of a receive-only step.

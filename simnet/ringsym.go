@@ -176,7 +176,7 @@ func symmetricRing(e *Engine, cl *Cluster, spec RingSpec, tm Timing, stepsPerLoo
 	case err != nil:
 		return nil, nil, 0, err
 	}
-	if len(over) > 0 && check.over > meanOverload && !spec.MeanOversubscribed {
+	if len(over) > 0 && meanTooFar(check, res.Time) && !spec.MeanOversubscribed {
 		return nil, nil, 0, nil // too far over for the mean model: replay every rank
 	}
 	res.Rotation, res.LatencyMean, res.ECMPMean = R, latMean, len(over) > 0

@@ -369,7 +369,7 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 			}
 			if attempts == 1 && mean {
 				meanRun = tr
-				if q.check.over > meanOverload && !spec.MeanOversubscribed {
+				if meanTooFar(q.check, tr.x.end-tr.t0) && !spec.MeanOversubscribed {
 					mean = false // too far over for the mean model: replay every rank
 				}
 			}
