@@ -38,9 +38,9 @@ type GPUModel struct {
 	// Slice is what one Simple primitive of a collective costs its CTA per slice beyond its
 	// bytes, its fence included (Timing.Slice; SimpleSlice). Zero: only the fence is charged.
 	Slice SliceCost
-	// ChannelSkew is how much later than channel c−1 channel c of a ring call starts its first
-	// step after a kernel launch (Timing.ChannelSkew; ChannelSkew). Zero: the channels start
-	// together and stay in lockstep.
+	// ChannelSkew is how much later than channel c−1 channel c of a ring call on one node
+	// starts its first step after a kernel launch (Timing.ChannelSkew; ChannelSkew). Zero: the
+	// channels start together and stay in lockstep.
 	ChannelSkew Time
 }
 

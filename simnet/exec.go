@@ -64,7 +64,7 @@ type Timing struct {
 	CTAMem [coll.NumProtos]Rate
 	// ChannelSkew, where set, starts channel c's first steps c × ChannelSkew after the launch
 	// and after each kernel start (GPUModel.ChannelSkew): the steps of rank programs only, a
-	// switch forwarding what arrives. Machine.Timing sets it for Ring calls.
+	// switch forwarding what arrives. Machine.Timing sets it for Ring calls on one node.
 	ChannelSkew Time
 	// Slice, where set (with Fence), is what each Simple primitive of a ring all-gather,
 	// reduce-scatter or all-reduce costs its CTA per slice beyond its bytes, fence included
