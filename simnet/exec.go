@@ -283,6 +283,28 @@ const (
 	evFirst    // arg: the first lines of a streamed LL/LL128 message reach its receiver
 )
 
+// stepRec is what the replay reads of a global step.
+type stepRec struct {
+	pending   int32 // dependencies, messages and credits not yet there
+	sendsLeft int32 // messages whose last byte has not left
+	rel       int32 // sim.rel[rel:next.rel]: the steps its completion releases
+	send      int32 // sim.sendList[send:next.send]: the messages it sends
+	prog      int32
+	plain     bool // no lane rate (CTA) and no line streaming: start takes the plain path
+	hold      Time // sim.hold of the step
+}
+
+// msgRec is what the replay reads of a message: its steps, and the flow it becomes.
+type msgRec struct {
+	send, recv int32 // sending and receiving step
+	conn       int32
+	proto      int8  // the sending step's protocol, coll.Simple where out of range
+	stepLat    bool  // the step latency applies (not a CollNet switch's send)
+	wire       int64 // wire bytes of the flow, SwitchEff applied
+	cap        Rate  // the flow's cap on the plain path (laneRate 0)
+	lat        Time  // route and step latency, from its start
+}
+
 type sim struct {
 	e      *Engine
 	s      *coll.Schedule
@@ -292,18 +314,21 @@ type sim struct {
 	progOf []int32 // program of each global step
 	stepOf []int32 // index within the program
 	off    []int32 // first global step of each program
-	// per global step
-	pending   []int32
-	sendsLeft []int32
-	deps      []int32 // CSR of dependents
-	depsOff   []int32
-	done      int
+	// per global step (one more: the ends of the last step's lists), what the replay reads of it,
+	// so that a step's events touch one small record instead of the schedule's steps
+	rec []stepRec
+	// the steps a step's completion releases, in the order it releases them (stepRec.rel): its
+	// dependents, then the steps waiting for the credits of the messages it consumed, message by
+	// message
+	rel []int32
+	// the messages each step sends, in the order of its sends (stepRec.send)
+	sendList []int32
+	done     int
 	// per message (connOff[conn]+seq)
 	connOff  []int32
 	msgSend  []int32 // sending step
 	msgRecv  []int32 // receiving step
-	credOff  []int32 // CSR: steps waiting for this message to be consumed
-	cred     []int32
+	msg      []msgRec
 	msgStart []Time // Options.Record only
 	msgEnd   []Time
 	routes   map[[3]int32][]LinkID
@@ -313,7 +338,7 @@ type sim struct {
 	connRoute [][]LinkID
 	connClass []LinkClass
 	connKnown []bool
-	arrLat    []Time
+	connLat   []Time // RouteLatency of connRoute
 	// Timing.LineStream: per message 0, msgFirst once its first lines released the receiver
 	// early, msgArrived once it has arrived; per step the streamed messages it started on that
 	// have not all arrived, and what it finished meanwhile (held until they have)
@@ -417,8 +442,8 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (*R
 	if x.err != nil {
 		return nil, x.err
 	}
-	if x.done != len(x.pending) {
-		return nil, fmt.Errorf("simnet: schedule deadlocked: %d of %d steps never ran (a dependency or message that cannot be satisfied)", len(x.pending)-x.done, len(x.pending))
+	if n := len(x.rec) - 1; x.done != n {
+		return nil, fmt.Errorf("simnet: schedule deadlocked: %d of %d steps never ran (a dependency or message that cannot be satisfied)", n-x.done, n)
 	}
 	res := &Result{Time: x.end - t0, Events: e.Events - startEvents, Messages: len(x.msgSend), LinkName: e.LinkName}
 	if x.end < t0+tm.Launch {
@@ -444,69 +469,10 @@ func (x *sim) build() error {
 	x.connOff, x.off, x.msgSend, x.msgRecv = ix.MsgStart, ix.StepStart, ix.Sender, ix.Receiver
 	nmsg := ix.Msgs()
 	nstep := ix.Steps()
-	x.pending = make([]int32, nstep)
-	x.sendsLeft = make([]int32, nstep)
+	x.rec = make([]stepRec, nstep+1)
 	x.progOf = make([]int32, nstep)
 	x.stepOf = make([]int32, nstep)
-	x.depsOff = make([]int32, nstep+1)
-	credCnt := make([]int32, nmsg+1)
-	for p := range s.Programs {
-		pr := &s.Programs[p]
-		for i := range pr.Steps {
-			st := &pr.Steps[i]
-			g := x.off[p] + int32(i)
-			x.progOf[g], x.stepOf[g] = int32(p), int32(i)
-			for _, d := range st.Deps {
-				x.depsOff[x.off[p]+int32(d)+1]++
-			}
-			x.pending[g] = int32(len(st.Deps) + len(st.Recv))
-			for _, xf := range st.Send {
-				if xf.CreditSeq >= 0 {
-					credCnt[x.connOff[xf.Conn]+int32(xf.CreditSeq)+1]++
-					x.pending[g]++
-				}
-			}
-			x.sendsLeft[g] = int32(len(st.Send))
-		}
-	}
-	for g := 0; g < nstep; g++ {
-		x.depsOff[g+1] += x.depsOff[g]
-	}
-	x.deps = make([]int32, x.depsOff[nstep])
-	fill := append([]int32(nil), x.depsOff[:nstep]...)
-	for p := range s.Programs {
-		for i := range s.Programs[p].Steps {
-			g := x.off[p] + int32(i)
-			for _, d := range s.Programs[p].Steps[i].Deps {
-				dg := x.off[p] + int32(d)
-				x.deps[fill[dg]] = g
-				fill[dg]++
-			}
-		}
-	}
-	x.credOff = make([]int32, nmsg+1)
-	for m := 0; m < nmsg; m++ {
-		x.credOff[m+1] = x.credOff[m] + credCnt[m+1]
-	}
-	x.cred = make([]int32, x.credOff[nmsg])
-	cf := append([]int32(nil), x.credOff[:nmsg]...)
-	for p := range s.Programs {
-		for i := range s.Programs[p].Steps {
-			g := x.off[p] + int32(i)
-			for _, xf := range s.Programs[p].Steps[i].Send {
-				if xf.CreditSeq >= 0 {
-					m := x.connOff[xf.Conn] + int32(xf.CreditSeq)
-					x.cred[cf[m]] = g
-					cf[m]++
-				}
-			}
-		}
-	}
-	if x.opt.OpsPerKernel > 0 {
-		if err := x.buildKernels(); err != nil {
-			return err
-		}
-	}
+	x.msg = make([]msgRec, nmsg)
 	x.laneRate = make([]Rate, len(s.Programs))
 	x.lanes = make([]int32, len(s.Programs))
 	if x.tm.CTARate > 0 {
@@ -517,6 +483,89 @@ func (x *sim) build() error {
 			n := programLanes(s.Programs[p].Steps)
 			x.laneRate[p] = x.tm.CTARate / Rate(max(n, 1))
 			x.lanes[p] = int32(max(n, 1))
+		}
+	}
+	// One pass over the steps: per step its counts and the messages it sends, per message its
+	// flow's constants; and, for the lists of steps each completion releases (stepRec.rel), the
+	// (dependency, step) pairs, the (credit message, step) pairs and the messages each step
+	// consumes, in step order.
+	credCnt := make([]int32, nmsg+1)
+	x.sendList = make([]int32, 0, nmsg)
+	recvList := make([]int32, 0, nmsg)
+	recvOff := make([]int32, nstep+1)
+	depPairs, credPairs := make([][2]int32, 0, nstep), make([][2]int32, 0, nmsg)
+	for p := range s.Programs {
+		pr := &s.Programs[p]
+		plain := x.laneRate[p] <= 0 && !x.tm.LineStream
+		for i := range pr.Steps {
+			st := &pr.Steps[i]
+			g := x.off[p] + int32(i)
+			x.progOf[g], x.stepOf[g] = int32(p), int32(i)
+			r := &x.rec[g]
+			for _, d := range st.Deps {
+				dg := x.off[p] + int32(d)
+				x.rec[dg+1].rel++
+				depPairs = append(depPairs, [2]int32{dg, g})
+			}
+			r.pending = int32(len(st.Deps) + len(st.Recv))
+			r.send = int32(len(x.sendList))
+			r.prog = int32(p)
+			r.plain = plain
+			for _, xf := range st.Send {
+				m := x.connOff[xf.Conn] + int32(xf.Seq)
+				x.sendList = append(x.sendList, m)
+				if xf.CreditSeq >= 0 {
+					mc := x.connOff[xf.Conn] + int32(xf.CreditSeq)
+					credCnt[mc+1]++
+					credPairs = append(credPairs, [2]int32{mc, g})
+					r.pending++
+				}
+				x.msg[m] = x.msgConsts(st, pr, xf)
+			}
+			r.sendsLeft = int32(len(st.Send))
+			for _, xf := range st.Recv {
+				recvList = append(recvList, x.connOff[xf.Conn]+int32(xf.Seq))
+			}
+			recvOff[g+1] = int32(len(recvList))
+		}
+	}
+	x.rec[nstep].send = int32(len(x.sendList))
+	for m := 0; m < nmsg; m++ {
+		credCnt[m+1] += credCnt[m]
+		x.msg[m].send, x.msg[m].recv = x.msgSend[m], x.msgRecv[m]
+	}
+	// The steps waiting for each message's credit (CSR by message, in step order), then every
+	// step's list: its dependents (in step order), then the credit waiters of what it consumes,
+	// message by message.
+	cred := make([]int32, credCnt[nmsg])
+	cf := append([]int32(nil), credCnt[:nmsg]...)
+	for _, pr := range credPairs {
+		cred[cf[pr[0]]] = pr[1]
+		cf[pr[0]]++
+	}
+	for g := 0; g < nstep; g++ {
+		n := x.rec[g+1].rel // its dependents
+		for _, m := range recvList[recvOff[g]:recvOff[g+1]] {
+			n += credCnt[m+1] - credCnt[m]
+		}
+		x.rec[g+1].rel = x.rec[g].rel + n
+	}
+	x.rel = make([]int32, x.rec[nstep].rel)
+	fill := make([]int32, nstep) // per step, its dependents filled so far
+	for _, pr := range depPairs {
+		dg := pr[0]
+		x.rel[x.rec[dg].rel+fill[dg]] = pr[1]
+		fill[dg]++
+	}
+	for g := 0; g < nstep; g++ {
+		at := x.rec[g].rel + fill[g]
+		for _, m := range recvList[recvOff[g]:recvOff[g+1]] {
+			at += int32(copy(x.rel[at:], cred[credCnt[m]:credCnt[m+1]]))
+		}
+	}
+	if x.opt.OpsPerKernel > 0 {
+		if err := x.buildKernels(); err != nil {
+			return err
 		}
 	}
 	if x.tm.CTARate > 0 && SharedCTA {
@@ -541,7 +590,9 @@ func (x *sim) build() error {
 		x.msgStart = make([]Time, nmsg)
 		x.msgEnd = make([]Time, nmsg)
 	}
-	x.arrLat = make([]Time, nmsg)
+	for g := 0; g < nstep; g++ {
+		x.rec[g].hold = x.holdOf(int32(g))
+	}
 	if x.tm.LineStream {
 		x.msgState = make([]uint8, nmsg)
 		x.inflight = make([]int32, nstep)
@@ -562,7 +613,7 @@ func (x *sim) markPrefix(pp *prefixProbe) {
 			return
 		}
 	}
-	frontier := make([]bool, len(x.pending))
+	frontier := make([]bool, len(x.rec)-1)
 	var last, prev []int // per lane, the index of its last prefix step and of its last step (-1: none)
 	for p := range s.Programs {
 		pr := &s.Programs[p]
@@ -648,7 +699,7 @@ func (x *sim) buildKernels() error {
 			x.kernLeft[k]++
 			if k%x.nk > 0 {
 				x.kernOff[k+1]++
-				x.pending[x.off[p]+int32(i)]++
+				x.rec[x.off[p]+int32(i)].pending++
 			}
 		}
 	}
@@ -657,7 +708,7 @@ func (x *sim) buildKernels() error {
 	}
 	x.kernSteps = make([]int32, x.kernOff[nk])
 	fill := append([]int32(nil), x.kernOff[:nk]...)
-	for g := range x.pending {
+	for g := range x.rec[:len(x.rec)-1] {
 		if k := x.kernel(int32(g)); k >= 0 && k%x.nk > 0 {
 			x.kernSteps[fill[k]] = int32(g)
 			fill[k]++
@@ -783,6 +834,7 @@ func (x *sim) sendRoute(c int, pr *coll.Program) ([]LinkID, LinkClass) {
 	if x.connKnown == nil {
 		n := len(x.s.Conns)
 		x.connRoute, x.connClass, x.connKnown = make([][]LinkID, n), make([]LinkClass, n), make([]bool, n)
+		x.connLat = make([]Time, n)
 	}
 	if x.connKnown[c] {
 		return x.connRoute[c], x.connClass[c]
@@ -791,8 +843,17 @@ func (x *sim) sendRoute(c int, pr *coll.Program) ([]LinkID, LinkClass) {
 	r, class := x.route(pr.Rank, cn.To, pr.Channel, cn.ConnIndex == 1)
 	if cn.From == pr.Rank && cn.Channel == pr.Channel {
 		x.connRoute[c], x.connClass[c], x.connKnown[c] = r, class, true
+		x.connLat[c] = x.e.RouteLatency(r)
 	}
 	return r, class
+}
+
+// connLatOf is RouteLatency(route), route being the route sendRoute gave for connection c.
+func (x *sim) connLatOf(c int, route []LinkID) Time {
+	if x.connKnown[c] {
+		return x.connLat[c]
+	}
+	return x.e.RouteLatency(route)
 }
 
 // Fire handles the executor's own events.
@@ -806,8 +867,8 @@ func (x *sim) Fire(kind int32, arg int64) {
 				}
 			}
 		}
-		for g := range x.pending {
-			if x.pending[g] == 0 {
+		for g := range x.rec[:len(x.rec)-1] {
+			if x.rec[g].pending == 0 {
 				x.start(int32(g))
 			}
 		}
@@ -821,8 +882,8 @@ func (x *sim) Fire(kind int32, arg int64) {
 			return // it arrived whole first (released then)
 		}
 		x.msgState[m] = msgFirst
-		x.inflight[x.msgRecv[m]]++
-		x.release(x.msgRecv[m])
+		x.inflight[x.msg[m].recv]++
+		x.release(x.msg[m].recv)
 	case evArrive:
 		m := int32(arg)
 		if x.msgEnd != nil {
@@ -831,12 +892,12 @@ func (x *sim) Fire(kind int32, arg int64) {
 		if x.msgState != nil {
 			if x.msgState[m] == msgFirst {
 				x.msgState[m] = msgArrived
-				x.arrived(x.msgRecv[m])
+				x.arrived(x.msg[m].recv)
 				return
 			}
 			x.msgState[m] = msgArrived
 		}
-		x.release(x.msgRecv[m])
+		x.release(x.msg[m].recv)
 	}
 }
 
@@ -873,7 +934,7 @@ func (x *sim) finishLocal(g int32) {
 		x.heldLocal[g] = true
 		return
 	}
-	if h := x.hold(g); h > 0 {
+	if h := x.rec[g].hold; h > 0 {
 		x.e.After(h, evComplete, int64(g))
 		return
 	}
@@ -881,9 +942,65 @@ func (x *sim) finishLocal(g int32) {
 }
 
 func (x *sim) release(g int32) {
-	x.pending[g]--
-	if x.pending[g] == 0 {
+	r := &x.rec[g]
+	r.pending--
+	if r.pending == 0 {
 		x.start(g)
+	}
+}
+
+// msgConsts is what msgRec holds of the message xf that step st of program pr sends (but its
+// steps and latency).
+func (x *sim) msgConsts(st *coll.Step, pr *coll.Program, xf coll.Xfer) msgRec {
+	p := st.Proto
+	if p < 0 || p >= coll.NumProtos {
+		p = coll.Simple
+	}
+	mr := msgRec{conn: int32(xf.Conn), proto: int8(p)}
+	mr.stepLat = pr.Rank < x.s.NRanks || x.s.Switches[pr.Rank-x.s.NRanks].Kind != coll.SwitchCollNet
+	wire := st.Wire
+	if wire == 0 && st.Bytes > 0 {
+		wire = coll.WireBytes(p, st.Bytes)
+	}
+	if eff := x.tm.SwitchEff; eff > 0 && eff < 1 && (x.nvSwitch(pr.Rank) || x.nvSwitch(xf.Peer)) {
+		wire = int64(math.Ceil(float64(wire) / eff))
+	}
+	mr.wire = wire
+	// The cap where the step's program has no lane rate (start's plain path).
+	capRate := x.tm.PerFlowCap[p]
+	if cc := x.tm.ChannelCap; cc > 0 && st.Lane == 0 && pr.Rank < x.s.NRanks && xf.Peer >= x.s.NRanks {
+		// The cap is on the payload: the flow carries wire bytes.
+		if st.Bytes > 0 {
+			cc = cc * Rate(float64(wire)/float64(st.Bytes))
+		}
+		if capRate <= 0 || cc < capRate {
+			capRate = cc
+		}
+	}
+	mr.cap = capRate
+	return mr
+}
+
+// startPlain is start for a step of a program with no lane rate, without line streaming: what
+// start does there, read from the step's and its messages' records.
+func (x *sim) startPlain(g int32, r *stepRec) {
+	ms := x.sendList[r.send:x.rec[g+1].send]
+	if len(ms) == 0 {
+		x.finishLocal(g)
+		return
+	}
+	pr := &x.s.Programs[r.prog]
+	for _, m := range ms {
+		mr := &x.msg[m]
+		route, class := x.sendRoute(int(mr.conn), pr)
+		if x.msgStart != nil {
+			x.msgStart[m] = x.e.Now()
+		}
+		mr.lat = x.connLatOf(int(mr.conn), route)
+		if mr.stepLat {
+			mr.lat += x.tm.StepLat[class][mr.proto]
+		}
+		x.e.StartFlow(route, float64(mr.wire), mr.cap, int64(m))
 	}
 }
 
@@ -891,6 +1008,10 @@ func (x *sim) release(g int32) {
 // once, or, when the CTA is modelled and the step copies or reduces data locally, after a flow of
 // its bytes at its lane's rate on no link.
 func (x *sim) start(g int32) {
+	if r := &x.rec[g]; r.plain {
+		x.startPlain(g, r)
+		return
+	}
 	st := x.step(g)
 	lane := x.laneRate[x.progOf[g]]
 	memT := x.memTime(g) // the memory-traffic model's time of the step (0: not modelled)
@@ -934,23 +1055,15 @@ func (x *sim) start(g int32) {
 		if x.msgStart != nil {
 			x.msgStart[m] = x.e.Now()
 		}
-		p := st.Proto
-		if p < 0 || p >= coll.NumProtos {
-			p = coll.Simple
-		}
-		x.arrLat[m] = x.e.RouteLatency(route)
-		if pr.Rank < x.s.NRanks || x.s.Switches[pr.Rank-x.s.NRanks].Kind != coll.SwitchCollNet {
+		mr := &x.msg[m]
+		p := coll.Proto(mr.proto)
+		mr.lat = x.connLatOf(xf.Conn, route)
+		if mr.stepLat {
 			// NCCL's model charges CollNet's network latency once per round trip through the
 			// switches (interLat of ncclTopoTuneModel): on the way up, not again on the way back.
-			x.arrLat[m] += x.tm.StepLat[class][p]
+			mr.lat += x.tm.StepLat[class][p]
 		}
-		wire := st.Wire
-		if wire == 0 && st.Bytes > 0 {
-			wire = coll.WireBytes(p, st.Bytes)
-		}
-		if eff := x.tm.SwitchEff; eff > 0 && eff < 1 && (x.nvSwitch(pr.Rank) || x.nvSwitch(xf.Peer)) {
-			wire = int64(math.Ceil(float64(wire) / eff))
-		}
+		wire := mr.wire
 		capRate := x.tm.PerFlowCap[p]
 		if cta >= 0 {
 			tr := ctaTraffic(st.Prim, float64(st.Bytes), float64(wire), len(st.Send)) / float64(len(st.Send))
@@ -974,7 +1087,7 @@ func (x *sim) start(g int32) {
 		}
 		x.e.StartFlow(route, float64(wire), capRate, int64(m))
 		if x.streams(st, pr, xf.Peer, class) {
-			x.e.After(x.arrLat[m], evFirst, int64(m))
+			x.e.After(mr.lat, evFirst, int64(m))
 		}
 	}
 }
@@ -1000,7 +1113,7 @@ func (x *sim) memTime(g int32) float64 {
 // Simple primitive of a ring all-gather, reduce-scatter or all-reduce its slice cost
 // (Timing.Slice, at least the fence where it sends), whether it sends or not; any other Simple
 // step that sends, the fence after its stores (Timing.Fence).
-func (x *sim) hold(g int32) Time {
+func (x *sim) holdOf(g int32) Time {
 	if x.laneRate[x.progOf[g]] <= 0 {
 		return 0
 	}
@@ -1029,7 +1142,7 @@ func (x *sim) FlowDone(tag int64) {
 		return
 	}
 	m := int32(tag)
-	if g := x.msgSend[m]; x.inflight != nil && x.inflight[g] > 0 {
+	if g := x.msg[m].send; x.inflight != nil && x.inflight[g] > 0 {
 		// Its last lines cannot leave before the lines they are made of have arrived.
 		x.heldSends[g] = append(x.heldSends[g], m)
 		return
@@ -1039,11 +1152,13 @@ func (x *sim) FlowDone(tag int64) {
 
 // sent: message m's last byte has left; it arrives after the route and step latency.
 func (x *sim) sent(m int32) {
-	x.e.After(x.arrLat[m], evArrive, int64(m))
-	g := x.msgSend[m]
-	x.sendsLeft[g]--
-	if x.sendsLeft[g] == 0 {
-		if f := x.hold(g); f > 0 {
+	mr := &x.msg[m]
+	x.e.After(mr.lat, evArrive, int64(m))
+	g := mr.send
+	r := &x.rec[g]
+	r.sendsLeft--
+	if r.sendsLeft == 0 {
+		if f := r.hold; f > 0 {
 			x.e.After(f, evComplete, int64(g))
 			return
 		}
@@ -1072,14 +1187,8 @@ func (x *sim) complete(g int32) {
 	if now := x.e.Now(); now > x.end {
 		x.end = now
 	}
-	for _, d := range x.deps[x.depsOff[g]:x.depsOff[g+1]] {
+	for _, d := range x.rel[x.rec[g].rel:x.rec[g+1].rel] {
 		x.release(d)
-	}
-	for _, xf := range x.step(g).Recv {
-		m := x.connOff[xf.Conn] + int32(xf.Seq)
-		for _, w := range x.cred[x.credOff[m]:x.credOff[m+1]] {
-			x.release(w)
-		}
 	}
 }
 
