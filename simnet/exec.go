@@ -1,6 +1,7 @@
 package simnet
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -247,9 +248,9 @@ type Options struct {
 	// prune leaves out of the rate computations the links whose constraint another link of the
 	// schedule's routes implies (Engine.pruneImplied; the same rates). e must serve no other flows.
 	prune bool
-	// index, where set, is coll.NewIndex of the schedule, built before (a schedule replayed
-	// twice: foldScheds).
-	index *coll.Index
+	// index, where set, is coll.NewIndex of the schedule, started before (a schedule replayed
+	// twice: foldScheds); else Simulate starts it.
+	index *indexJob
 	// prefix, where set, watches the replay for the end of the schedule's first chunks
 	// (prefixProbe: a replay that agrees with any schedule that begins with the same steps).
 	prefix *prefixProbe
@@ -306,14 +307,12 @@ type msgRec struct {
 }
 
 type sim struct {
-	e      *Engine
-	s      *coll.Schedule
-	r      Router
-	tm     Timing
-	opt    Options
-	progOf []int32 // program of each global step
-	stepOf []int32 // index within the program
-	off    []int32 // first global step of each program
+	e   *Engine
+	s   *coll.Schedule
+	r   Router
+	tm  Timing
+	opt Options
+	off []int32 // first global step of each program
 	// per global step (one more: the ends of the last step's lists), what the replay reads of it,
 	// so that a step's events touch one small record instead of the schedule's steps
 	rec []stepRec
@@ -455,23 +454,94 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (*R
 	return res, nil
 }
 
-func (x *sim) build() error {
-	s := x.s
-	// The schedule's validated index: message and step numbering, each message's sender and
-	// receiver (coll.NewIndex checks the contract: connections, sequences, credits, dependencies).
-	ix := x.opt.index
-	if ix == nil {
-		var err error
-		if ix, err = coll.NewIndex(s); err != nil {
-			return fmt.Errorf("simnet: %w", err)
+// indexJob is coll.NewIndex of a schedule, computed by a goroutine of its own (startIndex):
+// Simulate builds its records while the schedule is checked, and replays nothing before the
+// check has passed.
+type indexJob struct {
+	done chan struct{}
+	ix   *coll.Index
+	err  error
+}
+
+// startIndex starts coll.NewIndex(s).
+func startIndex(s *coll.Schedule) *indexJob {
+	j := &indexJob{done: make(chan struct{})}
+	go func() {
+		defer close(j.done)
+		j.ix, j.err = coll.NewIndex(s)
+		if j.err != nil {
+			j.err = fmt.Errorf("simnet: %w", j.err)
 		}
+	}()
+	return j
+}
+
+// wait is the index, or NewIndex's error.
+func (j *indexJob) wait() (*coll.Index, error) {
+	<-j.done
+	return j.ix, j.err
+}
+
+// errUnchecked is what build reports of a schedule it cannot read, where the index it waits for
+// finds no fault (it always does: build checks a part of the contract).
+var errUnchecked = errors.New("simnet: the schedule breaks its contract")
+
+func (x *sim) build() error {
+	// The schedule's validated index (coll.NewIndex checks the contract: connections, sequences,
+	// credits, dependencies) is computed beside the records, which number steps and messages
+	// as it does; build reads the schedule only where it holds what build indexes by, and
+	// returns the index's error where it does not.
+	job := x.opt.index
+	if job == nil {
+		job = startIndex(x.s)
 	}
-	x.connOff, x.off, x.msgSend, x.msgRecv = ix.MsgStart, ix.StepStart, ix.Sender, ix.Receiver
-	nmsg := ix.Msgs()
-	nstep := ix.Steps()
+	if err := x.buildRecords(); err != nil {
+		if _, ierr := job.wait(); ierr != nil {
+			return ierr
+		}
+		return err
+	}
+	ix, err := job.wait()
+	if err != nil {
+		return err
+	}
+	x.msgSend, x.msgRecv = ix.Sender, ix.Receiver
+	return x.buildRest()
+}
+
+// buildRecords numbers the steps and messages as coll.Index does and builds the replay's records.
+// It checks what it indexes by (connections, sequences, dependencies, programs' ranks), not the
+// rest of the contract.
+func (x *sim) buildRecords() error {
+	s := x.s
+	ne := s.Endpoints()
+	x.off = make([]int32, len(s.Programs)+1)
+	var nsteps int64
+	for p := range s.Programs {
+		if pr := &s.Programs[p]; pr.Rank != p/s.NChannels || pr.Channel != p%s.NChannels {
+			return errUnchecked
+		}
+		nsteps += int64(len(s.Programs[p].Steps))
+		if nsteps > math.MaxInt32 {
+			return errUnchecked
+		}
+		x.off[p+1] = int32(nsteps)
+	}
+	x.connOff = make([]int32, len(s.Conns)+1)
+	var nmsgs int64
+	for i, c := range s.Conns {
+		if c.Messages < 0 || c.From < 0 || c.From >= ne || c.To < 0 || c.To >= ne || c.Channel < 0 || c.Channel >= s.NChannels {
+			return errUnchecked
+		}
+		nmsgs += int64(c.Messages)
+		if nmsgs > math.MaxInt32 {
+			return errUnchecked
+		}
+		x.connOff[i+1] = int32(nmsgs)
+	}
+	nmsg := int(nmsgs)
+	nstep := int(nsteps)
 	x.rec = make([]stepRec, nstep+1)
-	x.progOf = make([]int32, nstep)
-	x.stepOf = make([]int32, nstep)
 	x.msg = make([]msgRec, nmsg)
 	x.laneRate = make([]Rate, len(s.Programs))
 	x.lanes = make([]int32, len(s.Programs))
@@ -500,9 +570,11 @@ func (x *sim) build() error {
 		for i := range pr.Steps {
 			st := &pr.Steps[i]
 			g := x.off[p] + int32(i)
-			x.progOf[g], x.stepOf[g] = int32(p), int32(i)
 			r := &x.rec[g]
 			for _, d := range st.Deps {
+				if d < 0 || d >= i {
+					return errUnchecked
+				}
 				dg := x.off[p] + int32(d)
 				x.rec[dg+1].rel++
 				depPairs = append(depPairs, [2]int32{dg, g})
@@ -512,19 +584,28 @@ func (x *sim) build() error {
 			r.prog = int32(p)
 			r.plain = plain
 			for _, xf := range st.Send {
+				if !x.onConn(xf, pr, true) || xf.CreditSeq >= xf.Seq {
+					return errUnchecked
+				}
 				m := x.connOff[xf.Conn] + int32(xf.Seq)
 				x.sendList = append(x.sendList, m)
+				x.msg[m].send = g
 				if xf.CreditSeq >= 0 {
 					mc := x.connOff[xf.Conn] + int32(xf.CreditSeq)
 					credCnt[mc+1]++
 					credPairs = append(credPairs, [2]int32{mc, g})
 					r.pending++
 				}
-				x.msg[m] = x.msgConsts(st, pr, xf)
+				x.msgConsts(&x.msg[m], st, pr, xf)
 			}
 			r.sendsLeft = int32(len(st.Send))
 			for _, xf := range st.Recv {
-				recvList = append(recvList, x.connOff[xf.Conn]+int32(xf.Seq))
+				if !x.onConn(xf, pr, false) {
+					return errUnchecked
+				}
+				m := x.connOff[xf.Conn] + int32(xf.Seq)
+				recvList = append(recvList, m)
+				x.msg[m].recv = g
 			}
 			recvOff[g+1] = int32(len(recvList))
 		}
@@ -532,7 +613,6 @@ func (x *sim) build() error {
 	x.rec[nstep].send = int32(len(x.sendList))
 	for m := 0; m < nmsg; m++ {
 		credCnt[m+1] += credCnt[m]
-		x.msg[m].send, x.msg[m].recv = x.msgSend[m], x.msgRecv[m]
 	}
 	// The steps waiting for each message's credit (CSR by message, in step order), then every
 	// step's list: its dependents (in step order), then the credit waiters of what it consumes,
@@ -563,6 +643,29 @@ func (x *sim) build() error {
 			at += int32(copy(x.rel[at:], cred[credCnt[m]:credCnt[m+1]]))
 		}
 	}
+	return nil
+}
+
+// onConn reports whether transfer xf of a step of program pr names a message of a connection
+// of pr's (from pr's endpoint where send, to it where not).
+func (x *sim) onConn(xf coll.Xfer, pr *coll.Program, send bool) bool {
+	if xf.Conn < 0 || xf.Conn >= len(x.s.Conns) {
+		return false
+	}
+	c := &x.s.Conns[xf.Conn]
+	self := c.To
+	if send {
+		self = c.From
+	}
+	return self == pr.Rank && c.Channel == pr.Channel && xf.Seq >= 0 && xf.Seq < c.Messages
+}
+
+// buildRest builds what the replay needs beside the records, on a schedule that keeps the
+// contract.
+func (x *sim) buildRest() error {
+	s := x.s
+	nmsg := len(x.msg)
+	nstep := len(x.rec) - 1
 	if x.opt.OpsPerKernel > 0 {
 		if err := x.buildKernels(); err != nil {
 			return err
@@ -720,7 +823,7 @@ func (x *sim) buildKernels() error {
 // kernel is the kernel (rank×nk+j) of global step g; −1 for a switch endpoint's step (a switch
 // forwards what arrives, launching nothing).
 func (x *sim) kernel(g int32) int {
-	r := x.s.Programs[x.progOf[g]].Rank
+	r := x.s.Programs[x.rec[g].prog].Rank
 	if r >= x.s.NRanks {
 		return -1
 	}
@@ -751,7 +854,8 @@ func (x *sim) nvSwitch(id int) bool {
 }
 
 func (x *sim) step(g int32) *coll.Step {
-	return &x.s.Programs[x.progOf[g]].Steps[x.stepOf[g]]
+	p := x.rec[g].prog
+	return &x.s.Programs[p].Steps[g-x.off[p]]
 }
 
 func (x *sim) route(src, dst, ch int, p2p bool) ([]LinkID, LinkClass) {
@@ -951,24 +1055,25 @@ func (x *sim) release(g int32) {
 
 // msgConsts is what msgRec holds of the message xf that step st of program pr sends (but its
 // steps and latency).
-func (x *sim) msgConsts(st *coll.Step, pr *coll.Program, xf coll.Xfer) msgRec {
+func (x *sim) msgConsts(mr *msgRec, st *coll.Step, pr *coll.Program, xf coll.Xfer) {
 	p := st.Proto
 	if p < 0 || p >= coll.NumProtos {
 		p = coll.Simple
 	}
-	mr := msgRec{conn: int32(xf.Conn), proto: int8(p)}
+	mr.conn, mr.proto = int32(xf.Conn), int8(p)
 	mr.stepLat = pr.Rank < x.s.NRanks || x.s.Switches[pr.Rank-x.s.NRanks].Kind != coll.SwitchCollNet
 	wire := st.Wire
 	if wire == 0 && st.Bytes > 0 {
 		wire = coll.WireBytes(p, st.Bytes)
 	}
-	if eff := x.tm.SwitchEff; eff > 0 && eff < 1 && (x.nvSwitch(pr.Rank) || x.nvSwitch(xf.Peer)) {
+	peer := x.s.Conns[xf.Conn].To // xf.Peer (NewIndex checks it), known to be an endpoint
+	if eff := x.tm.SwitchEff; eff > 0 && eff < 1 && (x.nvSwitch(pr.Rank) || x.nvSwitch(peer)) {
 		wire = int64(math.Ceil(float64(wire) / eff))
 	}
 	mr.wire = wire
 	// The cap where the step's program has no lane rate (start's plain path).
 	capRate := x.tm.PerFlowCap[p]
-	if cc := x.tm.ChannelCap; cc > 0 && st.Lane == 0 && pr.Rank < x.s.NRanks && xf.Peer >= x.s.NRanks {
+	if cc := x.tm.ChannelCap; cc > 0 && st.Lane == 0 && pr.Rank < x.s.NRanks && peer >= x.s.NRanks {
 		// The cap is on the payload: the flow carries wire bytes.
 		if st.Bytes > 0 {
 			cc = cc * Rate(float64(wire)/float64(st.Bytes))
@@ -978,7 +1083,6 @@ func (x *sim) msgConsts(st *coll.Step, pr *coll.Program, xf coll.Xfer) msgRec {
 		}
 	}
 	mr.cap = capRate
-	return mr
 }
 
 // startPlain is start for a step of a program with no lane rate, without line streaming: what
@@ -1013,11 +1117,11 @@ func (x *sim) start(g int32) {
 		return
 	}
 	st := x.step(g)
-	lane := x.laneRate[x.progOf[g]]
+	lane := x.laneRate[x.rec[g].prog]
 	memT := x.memTime(g) // the memory-traffic model's time of the step (0: not modelled)
 	cta := LinkID(-1)
 	if memT > 0 && x.ctaLink != nil {
-		cta = x.ctaLink[x.progOf[g]]
+		cta = x.ctaLink[x.rec[g].prog]
 	}
 	if len(st.Send) == 0 {
 		if cta >= 0 && localWork(st.Prim) {
@@ -1048,7 +1152,7 @@ func (x *sim) start(g int32) {
 		x.finishLocal(g)
 		return
 	}
-	pr := &x.s.Programs[x.progOf[g]]
+	pr := &x.s.Programs[x.rec[g].prog]
 	for _, xf := range st.Send {
 		m := x.connOff[xf.Conn] + int32(xf.Seq)
 		route, class := x.sendRoute(xf.Conn, pr)
@@ -1097,7 +1201,7 @@ func (x *sim) start(g int32) {
 // apply (no CTA, no rate for the protocol, an empty step, a switch endpoint).
 func (x *sim) memTime(g int32) float64 {
 	st := x.step(g)
-	p := x.progOf[g]
+	p := x.rec[g].prog
 	pp := st.Proto
 	if x.laneRate[p] <= 0 || pp < 0 || pp >= coll.NumProtos || x.tm.CTAMem[pp] <= 0 || st.Bytes <= 0 {
 		return 0
@@ -1114,7 +1218,7 @@ func (x *sim) memTime(g int32) float64 {
 // (Timing.Slice, at least the fence where it sends), whether it sends or not; any other Simple
 // step that sends, the fence after its stores (Timing.Fence).
 func (x *sim) holdOf(g int32) Time {
-	if x.laneRate[x.progOf[g]] <= 0 {
+	if x.laneRate[x.rec[g].prog] <= 0 {
 		return 0
 	}
 	st := x.step(g)
@@ -1197,7 +1301,7 @@ func (x *sim) records() []OpRecord {
 	for m := range x.msgSend {
 		g := x.msgSend[m]
 		st := x.step(g)
-		pr := &x.s.Programs[x.progOf[g]]
+		pr := &x.s.Programs[x.rec[g].prog]
 		cn := x.connOfMsg(int32(m))
 		peer := x.s.Conns[cn].To
 		route, class := x.route(pr.Rank, peer, pr.Channel, x.s.Conns[cn].ConnIndex == 1)
@@ -1205,7 +1309,7 @@ func (x *sim) records() []OpRecord {
 		if wire == 0 {
 			wire = coll.WireBytes(st.Proto, st.Bytes)
 		}
-		out = append(out, OpRecord{Rank: pr.Rank, Peer: peer, Channel: pr.Channel, Step: int(x.stepOf[g]), Seq: m - int(x.connOff[cn]), Chunk: st.Chunk,
+		out = append(out, OpRecord{Rank: pr.Rank, Peer: peer, Channel: pr.Channel, Step: int(g - x.off[x.rec[g].prog]), Seq: m - int(x.connOff[cn]), Chunk: st.Chunk,
 			Bytes: st.Bytes, Wire: wire, Proto: st.Proto, Start: x.msgStart[m], End: x.msgEnd[m], Class: class, Route: route})
 	}
 	return out
