@@ -78,6 +78,7 @@ type flow struct {
 	active  bool
 	counted bool       // counted in nact (not a flow completed at once)
 	meta    *routeMeta // its route's (useMeta; nil: not looked up yet)
+	filt    *routeFilt // its route's at its start (Engine.lean; nil: the whole route)
 }
 
 // flowScratch is a flow's state in the rate computation (Engine.fs, indexed by FlowID), apart
@@ -132,6 +133,12 @@ type Engine struct {
 	prate     []float64
 	pend      []pendRate
 	rparts    []rPart
+	// lean: the engine keeps no link statistics (LinkBytes, LinkBusy: nobody reads them) and
+	// walks, of a flow started in Run, only the links of its route that a rate computation may
+	// hold (routeFilt). Set for the folded NVLS replays' private engines (foldedEngine).
+	lean    bool
+	running bool // inside Run
+	filts   map[*LinkID]*routeFilt
 	// Route metadata (routeMeta), where the engine has links of releaseLink and partial rate
 	// computations (partialOK; elsewhere the closure and newRate walk whole routes, as before).
 	hasRelease bool
@@ -296,6 +303,7 @@ func (e *Engine) StartFlow(route []LinkID, bytes float64, maxRate Rate, tag int6
 	f.active = true
 	f.w = nil
 	f.meta = nil
+	f.filt = nil
 	if e.weights != nil && len(route) > 0 {
 		f.w = e.weights[&route[0]]
 	}
@@ -313,14 +321,29 @@ func (e *Engine) StartFlow(route []LinkID, bytes float64, maxRate Rate, tag int6
 	} else {
 		f.pos = make([]int32, len(route))
 	}
-	for i, l := range route {
-		lk := &e.links[l]
-		if len(lk.flows) == 0 {
-			lk.since = e.now
+	if e.lean && e.running && !e.Strict && len(route) > 0 {
+		ft := e.filtOf(route)
+		f.filt = ft
+		for _, i := range ft.pos {
+			l := route[i]
+			lk := &e.links[l]
+			f.pos[i] = int32(len(lk.flows))
+			lk.flows = append(lk.flows, id)
+			e.markDirty(l)
 		}
-		f.pos[i] = int32(len(lk.flows))
-		lk.flows = append(lk.flows, id)
-		e.markDirty(l)
+		if len(ft.pos) == 0 {
+			e.markDirty(route[0]) // an instant with changes, as the whole route would make it
+		}
+	} else {
+		for i, l := range route {
+			lk := &e.links[l]
+			if len(lk.flows) == 0 {
+				lk.since = e.now
+			}
+			f.pos[i] = int32(len(lk.flows))
+			lk.flows = append(lk.flows, id)
+			e.markDirty(l)
+		}
 	}
 	if len(route) == 0 {
 		// Only the per-flow cap limits it: its rate never changes.
@@ -483,6 +506,24 @@ func (e *Engine) finish(id FlowID) {
 	if e.obs != nil && f.counted {
 		e.obs.rateChanged(f.tag, f.rate, 0, -1)
 	}
+	if ft := f.filt; ft != nil {
+		e.finishLean(f, ft)
+	} else {
+		e.finishLinks(f)
+	}
+	if f.counted {
+		e.nact--
+		f.counted = false
+	}
+	f.active = false
+	f.route = nil
+	f.w = nil
+	f.filt = nil
+	e.free = append(e.free, id)
+}
+
+// finishLinks takes completed flow f off the links of its route.
+func (e *Engine) finishLinks(f *flow) {
 	// The flow is complete: its links carried exactly what it had left at its last rate change
 	// (rate × elapsed would carry the picosecond rounding of the completion time).
 	for i, l := range f.route {
@@ -516,14 +557,77 @@ func (e *Engine) finish(id FlowID) {
 		}
 		e.markDirty(l)
 	}
-	if f.counted {
-		e.nact--
-		f.counted = false
+}
+
+// finishLean is finishLinks on a lean engine for a flow started with filter ft: the links of
+// ft only (the flow is on no other list), no statistics.
+func (e *Engine) finishLean(f *flow, ft *routeFilt) {
+	for _, i := range ft.pos {
+		l := f.route[i]
+		lk := &e.links[l]
+		if lk.relaxed {
+			lk.load -= float64(f.rate) * f.weight(int(i))
+			if len(lk.flows) == 1 {
+				// Empty from now on: no rounding left over, and left out again until it is over.
+				lk.load = 0
+				lk.lazy = !e.Strict
+			}
+		}
+		p := f.pos[i]
+		last := len(lk.flows) - 1
+		if int(p) != last {
+			other := lk.flows[last]
+			lk.flows[p] = other
+			of := &e.flows[other]
+			for j, ol := range of.route {
+				if ol == l {
+					of.pos[j] = p
+					break
+				}
+			}
+		}
+		lk.flows = lk.flows[:last]
+		e.markDirty(l)
 	}
-	f.active = false
-	f.route = nil
-	f.w = nil
-	e.free = append(e.free, id)
+	if len(ft.pos) == 0 {
+		e.markDirty(f.route[0])
+	}
+}
+
+// routeFilt is what a lean engine walks of a route (by its slice's identity): the positions of
+// the links a rate computation may hold — all but those left out for good (lazy and not relaxed:
+// pruneImplied's, unbounded links; no link of those is ever enforced in a Run: activate enforces
+// relaxed links only), in route order — and of its relaxed links (their loads are kept). A flow
+// crossing the others is on their lists, but no rate computation reads those lists, and a flow
+// is given its rate by the links it shares with others in one, so leaving them out changes no
+// rate.
+type routeFilt struct {
+	n   int
+	pos []int32
+	rel []int32
+}
+
+// filtOf is route's filter, built the first time it is asked for in a Run.
+func (e *Engine) filtOf(route []LinkID) *routeFilt {
+	if ft, ok := e.filts[&route[0]]; ok && ft.n == len(route) {
+		return ft
+	}
+	ft := &routeFilt{n: len(route)}
+	for j, l := range route {
+		lk := &e.links[l]
+		if lk.lazy && !lk.relaxed {
+			continue
+		}
+		ft.pos = append(ft.pos, int32(j))
+		if lk.relaxed {
+			ft.rel = append(ft.rel, int32(j))
+		}
+	}
+	if e.filts == nil {
+		e.filts = map[*LinkID]*routeFilt{}
+	}
+	e.filts[&route[0]] = ft
+	return ft
 }
 
 // endedFlow is what replaced needs of a flow that completed in the current instant.
@@ -613,9 +717,15 @@ func (e *Engine) inherit(rates []Rate) {
 		f.rate = rates[i]
 		f.last = e.now
 		e.scheduleDone(id)
-		for j, l := range f.route {
-			if e.links[l].relaxed {
-				e.addLoad(l, float64(f.rate)*f.weight(j))
+		if ft := f.filt; ft != nil {
+			for _, j := range ft.rel {
+				e.addLoad(f.route[j], float64(f.rate)*f.weight(int(j)))
+			}
+		} else {
+			for j, l := range f.route {
+				if e.links[l].relaxed {
+					e.addLoad(l, float64(f.rate)*f.weight(j))
+				}
 			}
 		}
 		if e.obs != nil {
@@ -734,6 +844,9 @@ func (e *Engine) Run() (Time, error) {
 			e.flows[i].meta = nil
 		}
 	}
+	clear(e.filts) // the flows keep theirs
+	e.running = true
+	defer func() { e.running = false }()
 	if len(e.dirty) > 0 {
 		e.recompute()
 	}
@@ -980,6 +1093,7 @@ func (e *Engine) leaveOut(ls []LinkID) {
 			e.flows[i].meta = nil
 		}
 	}
+	clear(e.filts) // flows started from now on leave those links out too
 }
 
 // activeRel lists the links of releaseLink that are enforced now (not lazy), sorted, and
@@ -1181,6 +1295,28 @@ func (e *Engine) recompute1() {
 				fs.epoch = ep
 				f := &e.flows[fid]
 				flows = append(flows, fid)
+				if ft := f.filt; ft != nil {
+					// Lean: the links it may have in the component.
+					route := f.route
+					for _, j := range ft.pos {
+						l2 := route[j]
+						s := &ls[l2]
+						if s.epoch != ep {
+							s.epoch, s.in, s.cnt = ep, !e.links[l2].lazy, 0
+							if s.in {
+								links = append(links, l2)
+							}
+						}
+						if weighted && s.in {
+							if f.w != nil {
+								s.cnt += f.w[j]
+							} else {
+								s.cnt++
+							}
+						}
+					}
+					continue
+				}
 				if weighted && f.w != nil {
 					w := f.w[:len(f.route)]
 					for j, l2 := range f.route {
@@ -1288,6 +1424,19 @@ func (e *Engine) newRate(fid FlowID, r float64) {
 	e.nfrozen++
 	e.applyRate(fid, r)
 	ls := e.ls
+	if ft := f.filt; ft != nil {
+		for _, j := range ft.pos {
+			if s := &ls[f.route[j]]; s.in {
+				w := f.weight(int(j))
+				s.rem -= r * w
+				if s.rem < 0 {
+					s.rem = 0
+				}
+				s.cnt -= w
+			}
+		}
+		return
+	}
 	if f.w == nil {
 		for _, l := range f.route {
 			if s := &ls[l]; s.in {

@@ -621,14 +621,21 @@ func (e *Engine) applyRate(fid FlowID, r float64) {
 			f.left = 0
 		}
 	}
-	for i, l := range f.route {
-		lk := &e.links[l]
-		w := f.weight(i)
-		if dt > 0 {
-			lk.bytes += moved * w
+	if ft := f.filt; ft != nil {
+		// Lean: no bytes kept; the relaxed links' loads.
+		for _, j := range ft.rel {
+			e.addLoad(f.route[j], (r-old)*f.weight(int(j)))
 		}
-		if lk.relaxed {
-			e.addLoad(l, (r-old)*w)
+	} else {
+		for i, l := range f.route {
+			lk := &e.links[l]
+			w := f.weight(i)
+			if dt > 0 {
+				lk.bytes += moved * w
+			}
+			if lk.relaxed {
+				e.addLoad(l, (r-old)*w)
+			}
 		}
 	}
 	f.last = e.now
