@@ -418,17 +418,12 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (*R
 		}
 	}
 	if opt.watch != nil {
-		conn := make([]int32, len(x.msgSend))
-		for c := 0; c+1 < len(x.connOff); c++ {
-			for m := x.connOff[c]; m < x.connOff[c+1]; m++ {
-				conn[m] = int32(c)
-			}
-		}
+		msg := x.msg // every message's connection (its sender's transfer names it)
 		e.obs = opt.watch(s, func(tag int64) int32 {
-			if tag < 0 || tag >= int64(len(conn)) {
+			if tag < 0 || tag >= int64(len(msg)) {
 				return -1
 			}
-			return conn[tag]
+			return msg[tag].conn
 		})
 	}
 	e.handler = x
