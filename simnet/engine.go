@@ -79,6 +79,19 @@ type flow struct {
 	counted bool       // counted in nact (not a flow completed at once)
 	meta    *routeMeta // its route's (useMeta; nil: not looked up yet)
 	filt    *routeFilt // its route's at its start (Engine.lean; nil: the whole route)
+	// orc, where the engine's observer was a *relaxCheck at the flow's start, is it, and oslot
+	// its slot of the flow's tag (looked up once)
+	orc   *relaxCheck
+	oslot int32
+}
+
+// told tells the engine's observer of flow f's rate change (observer.rateChanged).
+func (e *Engine) told(f *flow, old, new Rate, active int) {
+	if f.orc != nil && e.obs == observer(f.orc) {
+		f.orc.changedAt(f.oslot, old, new, active)
+		return
+	}
+	e.obs.rateChanged(f.tag, old, new, active)
 }
 
 // flowScratch is a flow's state in the rate computation (Engine.fs, indexed by FlowID), apart
@@ -304,6 +317,10 @@ func (e *Engine) StartFlow(route []LinkID, bytes float64, maxRate Rate, tag int6
 	f.w = nil
 	f.meta = nil
 	f.filt = nil
+	f.orc = nil
+	if rc, ok := e.obs.(*relaxCheck); ok && rc != nil {
+		f.orc, f.oslot = rc, rc.slot(tag)
+	}
 	if e.weights != nil && len(route) > 0 {
 		f.w = e.weights[&route[0]]
 	}
@@ -350,11 +367,11 @@ func (e *Engine) StartFlow(route []LinkID, bytes float64, maxRate Rate, tag int6
 		f.rate = maxRate
 		e.scheduleDone(id)
 		if e.obs != nil {
-			e.obs.rateChanged(tag, 0, maxRate, 1)
+			e.told(f, 0, maxRate, 1)
 		}
 	} else {
 		if e.obs != nil {
-			e.obs.rateChanged(tag, 0, 0, 1)
+			e.told(f, 0, 0, 1)
 		}
 		e.started = append(e.started, id)
 	}
@@ -504,7 +521,7 @@ func (e *Engine) finish(id FlowID) {
 		e.ended = append(e.ended, endedFlow{&f.route[0], len(f.route), f.maxr, f.rate})
 	}
 	if e.obs != nil && f.counted {
-		e.obs.rateChanged(f.tag, f.rate, 0, -1)
+		e.told(f, f.rate, 0, -1)
 	}
 	if ft := f.filt; ft != nil {
 		e.finishLean(f, ft)
@@ -729,7 +746,7 @@ func (e *Engine) inherit(rates []Rate) {
 			}
 		}
 		if e.obs != nil {
-			e.obs.rateChanged(f.tag, 0, f.rate, 0)
+			e.told(f, 0, f.rate, 0)
 		}
 	}
 	e.dirty = e.dirty[:0]

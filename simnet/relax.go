@@ -146,7 +146,12 @@ func (c *relaxCheck) fresh(e *Engine) *relaxCheck {
 }
 
 func (c *relaxCheck) rateChanged(tag int64, old, new Rate, active int) {
-	s := c.slot(tag)
+	c.changedAt(c.slot(tag), old, new, active)
+}
+
+// changedAt is rateChanged of a flow of slot s (c.slot of its tag: the engine keeps it per flow,
+// flow.oslot).
+func (c *relaxCheck) changedAt(s int32, old, new Rate, active int) {
 	if s < 0 {
 		return
 	}
@@ -640,7 +645,7 @@ func (e *Engine) applyRate(fid FlowID, r float64) {
 	}
 	f.last = e.now
 	if e.obs != nil {
-		e.obs.rateChanged(f.tag, f.rate, Rate(r), 0)
+		e.told(f, f.rate, Rate(r), 0)
 	}
 	f.rate = Rate(r)
 	if r > 0 {
