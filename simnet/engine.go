@@ -436,11 +436,16 @@ func fhLess(a, b *fhEntry) bool {
 	return a.seq < b.seq
 }
 
+// The completion heap is 4-ary (slot i's children are 4i+1 … 4i+4): half the levels of a binary
+// heap, so fewer moves (each rewrites a flow's hpos). Its order is a strict total order, so every
+// heap pops the same sequence.
+const fhArity = 4
+
 // fhUp moves entry x up from slot i (a hole) to its place.
 func (e *Engine) fhUp(i int, x fhEntry) {
 	fh := e.fh
 	for i > 0 {
-		p := (i - 1) / 2
+		p := (i - 1) / fhArity
 		if !fhLess(&x, &fh[p]) {
 			break
 		}
@@ -457,13 +462,15 @@ func (e *Engine) fhDown(i int, x fhEntry) {
 	fh := e.fh
 	n := len(fh)
 	for {
-		l := 2*i + 1
+		l := fhArity*i + 1
 		if l >= n {
 			break
 		}
 		m := l
-		if r := l + 1; r < n && fhLess(&fh[r], &fh[l]) {
-			m = r
+		for c := l + 1; c < min(l+fhArity, n); c++ {
+			if fhLess(&fh[c], &fh[m]) {
+				m = c
+			}
 		}
 		if !fhLess(&fh[m], &x) {
 			break
@@ -486,7 +493,7 @@ func (e *Engine) fhSet(id FlowID) {
 		return
 	}
 	i := int(f.hpos)
-	if i > 0 && fhLess(&x, &e.fh[(i-1)/2]) {
+	if i > 0 && fhLess(&x, &e.fh[(i-1)/fhArity]) {
 		e.fhUp(i, x)
 	} else {
 		e.fhDown(i, x)
@@ -507,7 +514,7 @@ func (e *Engine) fhRemove(id FlowID) {
 	if i == last {
 		return
 	}
-	if i > 0 && fhLess(&x, &e.fh[(i-1)/2]) {
+	if i > 0 && fhLess(&x, &e.fh[(i-1)/fhArity]) {
 		e.fhUp(i, x)
 	} else {
 		e.fhDown(i, x)
