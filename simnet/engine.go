@@ -64,25 +64,27 @@ type linkScratch struct {
 }
 
 type flow struct {
-	route   []LinkID
-	pos     []int32 // pos[i]: index of this flow in links[route[i]].flows
-	left    float64 // bytes still to send at time last
-	rate    Rate
-	last    Time
-	maxr    Rate      // per-flow cap (0: none)
-	w       []float64 // w[i]: the flow's weight on route[i] (nil: 1 on every link; weighRoute)
-	tag     int64
-	doneAt  Time   // completion time while in the flow heap
-	dseq    uint64 // schedule order of that completion
-	hpos    int32  // index in Engine.fh, -1 when not scheduled
-	active  bool
-	counted bool       // counted in nact (not a flow completed at once)
-	meta    *routeMeta // its route's (useMeta; nil: not looked up yet)
-	filt    *routeFilt // its route's at its start (Engine.lean; nil: the whole route)
+	// What the rate computation's closure and filling read first (one 64-byte line), then what
+	// a new rate moves, then the rest.
+	route []LinkID
+	w     []float64  // w[i]: the flow's weight on route[i] (nil: 1 on every link; weighRoute)
+	filt  *routeFilt // its route's at its start (Engine.lean; nil: the whole route)
+	maxr  Rate       // per-flow cap (0: none)
+	rate  Rate
+	left  float64 // bytes still to send at time last
+	last  Time
+	tag   int64
 	// orc, where the engine's observer was a *relaxCheck at the flow's start, is it, and oslot
 	// its slot of the flow's tag (looked up once)
-	orc   *relaxCheck
-	oslot int32
+	orc     *relaxCheck
+	oslot   int32
+	hpos    int32      // index in Engine.fh, -1 when not scheduled
+	doneAt  Time       // completion time while in the flow heap
+	dseq    uint64     // schedule order of that completion
+	pos     []int32    // pos[i]: index of this flow in links[route[i]].flows
+	meta    *routeMeta // its route's (useMeta; nil: not looked up yet)
+	active  bool
+	counted bool // counted in nact (not a flow completed at once)
 }
 
 // told tells the engine's observer of flow f's rate change (observer.rateChanged).
@@ -176,7 +178,9 @@ type Engine struct {
 	capOff      []int32
 	capFlows    []FlowID
 	capFill     []int32
-	capIdx      map[float64]int // cap → group, once there are more than a few distinct caps
+	capGrp      []int32
+	capped      []FlowID
+	capTab      capTable
 	rateScratch []Rate
 
 	// RateInterval, when > 0, is the smallest simulated time between two rate computations:
@@ -436,16 +440,11 @@ func fhLess(a, b *fhEntry) bool {
 	return a.seq < b.seq
 }
 
-// The completion heap is 4-ary (slot i's children are 4i+1 … 4i+4): half the levels of a binary
-// heap, so fewer moves (each rewrites a flow's hpos). Its order is a strict total order, so every
-// heap pops the same sequence.
-const fhArity = 4
-
 // fhUp moves entry x up from slot i (a hole) to its place.
 func (e *Engine) fhUp(i int, x fhEntry) {
 	fh := e.fh
 	for i > 0 {
-		p := (i - 1) / fhArity
+		p := (i - 1) / 2
 		if !fhLess(&x, &fh[p]) {
 			break
 		}
@@ -462,15 +461,13 @@ func (e *Engine) fhDown(i int, x fhEntry) {
 	fh := e.fh
 	n := len(fh)
 	for {
-		l := fhArity*i + 1
+		l := 2*i + 1
 		if l >= n {
 			break
 		}
 		m := l
-		for c := l + 1; c < min(l+fhArity, n); c++ {
-			if fhLess(&fh[c], &fh[m]) {
-				m = c
-			}
+		if r := l + 1; r < n && fhLess(&fh[r], &fh[l]) {
+			m = r
 		}
 		if !fhLess(&fh[m], &x) {
 			break
@@ -493,7 +490,7 @@ func (e *Engine) fhSet(id FlowID) {
 		return
 	}
 	i := int(f.hpos)
-	if i > 0 && fhLess(&x, &e.fh[(i-1)/fhArity]) {
+	if i > 0 && fhLess(&x, &e.fh[(i-1)/2]) {
 		e.fhUp(i, x)
 	} else {
 		e.fhDown(i, x)
@@ -514,7 +511,7 @@ func (e *Engine) fhRemove(id FlowID) {
 	if i == last {
 		return
 	}
-	if i > 0 && fhLess(&x, &e.fh[(i-1)/fhArity]) {
+	if i > 0 && fhLess(&x, &e.fh[(i-1)/2]) {
 		e.fhUp(i, x)
 	} else {
 		e.fhDown(i, x)
@@ -1306,8 +1303,10 @@ func (e *Engine) recompute1() {
 	// the sum of its flows' weights on it, added up here: flow by flow in the order of flows, as a
 	// pass over flows after the closure would. With route metadata (useMeta) closeMeta walks the
 	// routes by it and keeps, for newRateIn, the positions of a flow's links in the component.
+	capped := e.capped[:0] // the component's capped flows, in the order of flows
 	if e.useMeta {
 		links, flows = e.closeMeta(ep, links, flows)
+		capped = e.cappedOf(capped, flows)
 	} else {
 		weighted := e.weights != nil
 		for i := 0; i < len(links); i++ {
@@ -1319,9 +1318,29 @@ func (e *Engine) recompute1() {
 				fs.epoch = ep
 				f := &e.flows[fid]
 				flows = append(flows, fid)
+				if f.maxr > 0 {
+					capped = append(capped, fid)
+				}
 				if ft := f.filt; ft != nil {
 					// Lean: the links it may have in the component.
 					route := f.route
+					if weighted && f.w != nil {
+						w := f.w[:len(route)]
+						for _, j := range ft.pos {
+							l2 := route[j]
+							s := &ls[l2]
+							if s.epoch != ep {
+								s.epoch, s.in, s.cnt = ep, !e.links[l2].lazy, 0
+								if s.in {
+									links = append(links, l2)
+								}
+							}
+							if s.in {
+								s.cnt += w[j]
+							}
+						}
+						continue
+					}
 					for _, j := range ft.pos {
 						l2 := route[j]
 						s := &ls[l2]
@@ -1332,11 +1351,7 @@ func (e *Engine) recompute1() {
 							}
 						}
 						if weighted && s.in {
-							if f.w != nil {
-								s.cnt += f.w[j]
-							} else {
-								s.cnt++
-							}
+							s.cnt++
 						}
 					}
 					continue
@@ -1397,7 +1412,8 @@ func (e *Engine) recompute1() {
 	// thousands of flows). When the smallest pending value is a cap c, every unfrozen flow capped
 	// at c gets c at once: freezing one of them leaves every link's share at least c, so the
 	// result is the one per-flow entries would give.
-	e.groupCaps(flows)
+	e.capped = capped
+	e.groupCaps(capped)
 	for j, c := range e.capVals {
 		sh.push(shareEntry{share: c, ref: ^int32(j)})
 	}
@@ -1449,14 +1465,27 @@ func (e *Engine) newRate(fid FlowID, r float64) {
 	e.applyRate(fid, r)
 	ls := e.ls
 	if ft := f.filt; ft != nil {
+		route := f.route
+		if f.w == nil {
+			for _, j := range ft.pos {
+				if s := &ls[route[j]]; s.in {
+					s.rem -= r
+					if s.rem < 0 {
+						s.rem = 0
+					}
+					s.cnt--
+				}
+			}
+			return
+		}
+		w := f.w[:len(route)]
 		for _, j := range ft.pos {
-			if s := &ls[f.route[j]]; s.in {
-				w := f.weight(int(j))
-				s.rem -= r * w
+			if s := &ls[route[j]]; s.in {
+				s.rem -= r * w[j]
 				if s.rem < 0 {
 					s.rem = 0
 				}
-				s.cnt -= w
+				s.cnt -= w[j]
 			}
 		}
 		return
@@ -1504,49 +1533,50 @@ func (e *Engine) newRateIn(fid FlowID, r float64) {
 	}
 }
 
-// groupCaps fills capVals, capOff and capFlows with the capped flows of flows, grouped by cap.
-func (e *Engine) groupCaps(flows []FlowID) {
+// cappedOf appends to dst the flows of flows that have a cap, in order.
+func (e *Engine) cappedOf(dst, flows []FlowID) []FlowID {
+	for _, fid := range flows {
+		if e.flows[fid].maxr > 0 {
+			dst = append(dst, fid)
+		}
+	}
+	return dst
+}
+
+// groupCaps fills capVals, capOff and capFlows with the flows of capped (every one with a cap),
+// grouped by cap (groups in the order of their first flow).
+func (e *Engine) groupCaps(capped []FlowID) {
 	vals := e.capVals[:0]
 	cnt := e.capOff[:0]
-	const few = 8 // distinct caps searched linearly; beyond, a map
-	clear(e.capIdx)
-	idx := func(c float64) int {
+	const few = 8 // distinct caps searched linearly; beyond, a hash table (capTable)
+	t := &e.capTab
+	// Each capped flow's group, in the order of flows.
+	grp := e.capGrp[:0]
+	for _, fid := range capped {
+		c := float64(e.flows[fid].maxr)
+		j := int32(-1)
 		if len(vals) > few {
-			if j, ok := e.capIdx[c]; ok {
-				return j
+			j = t.find(vals, c)
+		} else {
+			for k := len(vals) - 1; k >= 0; k-- {
+				if vals[k] == c {
+					j = int32(k)
+					break
+				}
 			}
-			return -1
 		}
-		for j := len(vals) - 1; j >= 0; j-- {
-			if vals[j] == c {
-				return j
+		if j < 0 {
+			vals = append(vals, c)
+			j = int32(len(vals) - 1)
+			if len(vals) == few+1 {
+				t.reset(vals)
+			} else if len(vals) > few+1 {
+				t.add(vals, j)
 			}
+			cnt = append(cnt, 0)
 		}
-		return -1
-	}
-	add := func(c float64) int {
-		vals = append(vals, c)
-		if len(vals) == few+1 {
-			if e.capIdx == nil {
-				e.capIdx = map[float64]int{}
-			}
-			for j, v := range vals {
-				e.capIdx[v] = j
-			}
-		} else if len(vals) > few+1 {
-			e.capIdx[c] = len(vals) - 1
-		}
-		return len(vals) - 1
-	}
-	for _, fid := range flows {
-		if m := e.flows[fid].maxr; m > 0 {
-			j := idx(float64(m))
-			if j < 0 {
-				j = add(float64(m))
-				cnt = append(cnt, 0)
-			}
-			cnt[j]++
-		}
+		cnt[j]++
+		grp = append(grp, j)
 	}
 	// Offsets (CSR), then fill.
 	off := append(cnt, 0)
@@ -1562,15 +1592,67 @@ func (e *Engine) groupCaps(flows []FlowID) {
 		fl = append(fl, 0)
 	}
 	fill := append(e.capFill[:0], off[:len(vals)]...)
-	e.capFill = fill
-	for _, fid := range flows {
-		if m := e.flows[fid].maxr; m > 0 {
-			j := idx(float64(m))
-			fl[fill[j]] = fid
-			fill[j]++
-		}
+	for k, fid := range capped {
+		j := grp[k]
+		fl[fill[j]] = fid
+		fill[j]++
 	}
+	e.capFill, e.capGrp = fill, grp
 	e.capVals, e.capOff, e.capFlows = vals, off, fl
+}
+
+// capTable finds a cap's group among many (groupCaps): open addressing on the cap's bits (caps
+// are positive, never NaN, so equal bits are equal caps), the groups' values in vals.
+type capTable struct {
+	slot []int32 // group + 1; 0: empty
+	mask uint64
+	n    int
+}
+
+// reset empties t and adds the groups of vals.
+func (t *capTable) reset(vals []float64) {
+	size := 64
+	for size < 4*len(vals) {
+		size *= 2
+	}
+	if cap(t.slot) >= size {
+		t.slot = t.slot[:size]
+		clear(t.slot)
+	} else {
+		t.slot = make([]int32, size)
+	}
+	t.mask, t.n = uint64(size-1), 0
+	for j := range vals {
+		t.add(vals, int32(j))
+	}
+}
+
+// add adds group j (value vals[j]), growing the table past half full.
+func (t *capTable) add(vals []float64, j int32) {
+	if 2*(t.n+1) > len(t.slot) {
+		t.reset(vals[:j])
+	}
+	i := mix64(math.Float64bits(vals[j])) & t.mask
+	for t.slot[i] != 0 {
+		i = (i + 1) & t.mask
+	}
+	t.slot[i] = j + 1
+	t.n++
+}
+
+// find is c's group, −1 where it has none (vals: the groups' values, as given to add).
+func (t *capTable) find(vals []float64, c float64) int32 {
+	i := mix64(math.Float64bits(c)) & t.mask
+	for {
+		j := t.slot[i]
+		if j == 0 {
+			return -1
+		}
+		if vals[j-1] == c {
+			return j - 1
+		}
+		i = (i + 1) & t.mask
+	}
 }
 
 // FlowRate returns the current rate of an active flow.

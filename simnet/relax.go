@@ -514,7 +514,8 @@ func (e *Engine) partial(ep uint32) bool {
 			sh.push(shareEntry{share: share, ref: int32(l)})
 		}
 	}
-	e.groupCaps(flows)
+	e.capped = e.cappedOf(e.capped[:0], flows)
+	e.groupCaps(e.capped)
 	for j, c := range e.capVals {
 		sh.push(shareEntry{share: c, ref: ^int32(j)})
 	}
