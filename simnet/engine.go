@@ -51,7 +51,10 @@ type link struct {
 	lat                  Time
 	busy                 Time // time with at least one active flow
 	since                Time // start of the current busy period
-	_                    [32]byte
+	// fj[k]: the position of link in the route of flows[k] (finish moves a flow in flows
+	// without looking for the link in its route)
+	fj []int32
+	_  [8]byte
 }
 
 // linkScratch is a link's state in the rate computation (Engine.ls, indexed by LinkID), apart
@@ -350,6 +353,7 @@ func (e *Engine) StartFlow(route []LinkID, bytes float64, maxRate Rate, tag int6
 			lk := &e.links[l]
 			f.pos[i] = int32(len(lk.flows))
 			lk.flows = append(lk.flows, id)
+			lk.fj = append(lk.fj, i)
 			e.markDirty(l)
 		}
 		if len(ft.pos) == 0 {
@@ -363,6 +367,7 @@ func (e *Engine) StartFlow(route []LinkID, bytes float64, maxRate Rate, tag int6
 			}
 			f.pos[i] = int32(len(lk.flows))
 			lk.flows = append(lk.flows, id)
+			lk.fj = append(lk.fj, int32(i))
 			e.markDirty(l)
 		}
 	}
@@ -562,17 +567,11 @@ func (e *Engine) finishLinks(f *flow) {
 		p := f.pos[i]
 		last := len(lk.flows) - 1
 		if int(p) != last {
-			other := lk.flows[last]
-			lk.flows[p] = other
-			of := &e.flows[other]
-			for j, ol := range of.route {
-				if ol == l {
-					of.pos[j] = p
-					break
-				}
-			}
+			other, j := lk.flows[last], lk.fj[last]
+			lk.flows[p], lk.fj[p] = other, j
+			e.flows[other].pos[j] = p
 		}
-		lk.flows = lk.flows[:last]
+		lk.flows, lk.fj = lk.flows[:last], lk.fj[:last]
 		if last == 0 {
 			lk.busy += e.now - lk.since
 		}
@@ -597,17 +596,11 @@ func (e *Engine) finishLean(f *flow, ft *routeFilt) {
 		p := f.pos[i]
 		last := len(lk.flows) - 1
 		if int(p) != last {
-			other := lk.flows[last]
-			lk.flows[p] = other
-			of := &e.flows[other]
-			for j, ol := range of.route {
-				if ol == l {
-					of.pos[j] = p
-					break
-				}
-			}
+			other, j := lk.flows[last], lk.fj[last]
+			lk.flows[p], lk.fj[p] = other, j
+			e.flows[other].pos[j] = p
 		}
-		lk.flows = lk.flows[:last]
+		lk.flows, lk.fj = lk.flows[:last], lk.fj[:last]
 		e.markDirty(l)
 	}
 	if len(ft.pos) == 0 {
