@@ -303,7 +303,19 @@ type msgRec struct {
 	stepLat    bool  // the step latency applies (not a CollNet switch's send)
 	wire       int64 // wire bytes of the flow, SwitchEff applied
 	cap        Rate  // the flow's cap on the plain path (laneRate 0)
-	lat        Time  // route and step latency, from its start
+}
+
+// msgLat is message mr's route and step latency, from its start to its arrival (once started:
+// its connection's route is known).
+func (x *sim) msgLat(mr *msgRec) Time {
+	c := mr.conn
+	lat := x.connLat[c]
+	if mr.stepLat {
+		// NCCL's model charges CollNet's network latency once per round trip through the
+		// switches (interLat of ncclTopoTuneModel): on the way up, not again on the way back.
+		lat += x.tm.StepLat[x.connClass[c]][mr.proto]
+	}
+	return lat
 }
 
 type sim struct {
@@ -947,14 +959,6 @@ func (x *sim) sendRoute(c int, pr *coll.Program) ([]LinkID, LinkClass) {
 	return r, class
 }
 
-// connLatOf is RouteLatency(route), route being the route sendRoute gave for connection c.
-func (x *sim) connLatOf(c int, route []LinkID) Time {
-	if x.connKnown[c] {
-		return x.connLat[c]
-	}
-	return x.e.RouteLatency(route)
-}
-
 // Fire handles the executor's own events.
 func (x *sim) Fire(kind int32, arg int64) {
 	switch kind {
@@ -1091,13 +1095,9 @@ func (x *sim) startPlain(g int32, r *stepRec) {
 	pr := &x.s.Programs[r.prog]
 	for _, m := range ms {
 		mr := &x.msg[m]
-		route, class := x.sendRoute(int(mr.conn), pr)
+		route, _ := x.sendRoute(int(mr.conn), pr)
 		if x.msgStart != nil {
 			x.msgStart[m] = x.e.Now()
-		}
-		mr.lat = x.connLatOf(int(mr.conn), route)
-		if mr.stepLat {
-			mr.lat += x.tm.StepLat[class][mr.proto]
 		}
 		x.e.StartFlow(route, float64(mr.wire), mr.cap, int64(m))
 	}
@@ -1156,12 +1156,6 @@ func (x *sim) start(g int32) {
 		}
 		mr := &x.msg[m]
 		p := coll.Proto(mr.proto)
-		mr.lat = x.connLatOf(xf.Conn, route)
-		if mr.stepLat {
-			// NCCL's model charges CollNet's network latency once per round trip through the
-			// switches (interLat of ncclTopoTuneModel): on the way up, not again on the way back.
-			mr.lat += x.tm.StepLat[class][p]
-		}
 		wire := mr.wire
 		capRate := x.tm.PerFlowCap[p]
 		if cta >= 0 {
@@ -1186,7 +1180,7 @@ func (x *sim) start(g int32) {
 		}
 		x.e.StartFlow(route, float64(wire), capRate, int64(m))
 		if x.streams(st, pr, xf.Peer, class) {
-			x.e.After(mr.lat, evFirst, int64(m))
+			x.e.After(x.msgLat(mr), evFirst, int64(m))
 		}
 	}
 }
@@ -1252,7 +1246,7 @@ func (x *sim) FlowDone(tag int64) {
 // sent: message m's last byte has left; it arrives after the route and step latency.
 func (x *sim) sent(m int32) {
 	mr := &x.msg[m]
-	x.e.After(mr.lat, evArrive, int64(m))
+	x.e.After(x.msgLat(mr), evArrive, int64(m))
 	g := mr.send
 	r := &x.rec[g]
 	r.sendsLeft--
