@@ -611,10 +611,10 @@ func (e *Engine) finishLean(f *flow, ft *routeFilt) {
 // routeFilt is what a lean engine walks of a route (by its slice's identity): the positions of
 // the links a rate computation may hold — all but those left out for good (lazy and not relaxed:
 // pruneImplied's, unbounded links; no link of those is ever enforced in a Run: activate enforces
-// relaxed links only), in route order — and of its relaxed links (their loads are kept). A flow
-// crossing the others is on their lists, but no rate computation reads those lists, and a flow
-// is given its rate by the links it shares with others in one, so leaving them out changes no
-// rate.
+// relaxed links only), in route order — and of its relaxed links (their loads are kept). A lean
+// flow is on no list of the links left out: no rate computation reads those lists (such a link is
+// never in a component), nor marks them (the closure and newRate skip them, which only ever marked
+// them out of the component), so leaving them out changes no rate and no order of operations.
 type routeFilt struct {
 	n   int
 	pos []int32
