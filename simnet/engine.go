@@ -51,7 +51,10 @@ type link struct {
 	lat                  Time
 	busy                 Time // time with at least one active flow
 	since                Time // start of the current busy period
-	_                    [32]byte
+	// fj[k]: the position of link in the route of flows[k] (finish moves a flow in flows
+	// without looking for the link in its route)
+	fj []int32
+	_  [8]byte
 }
 
 // linkScratch is a link's state in the rate computation (Engine.ls, indexed by LinkID), apart
@@ -64,20 +67,36 @@ type linkScratch struct {
 }
 
 type flow struct {
-	route   []LinkID
-	pos     []int32 // pos[i]: index of this flow in links[route[i]].flows
-	left    float64 // bytes still to send at time last
-	rate    Rate
-	last    Time
-	maxr    Rate      // per-flow cap (0: none)
-	w       []float64 // w[i]: the flow's weight on route[i] (nil: 1 on every link; weighRoute)
-	tag     int64
-	doneAt  Time   // completion time while in the flow heap
-	dseq    uint64 // schedule order of that completion
-	hpos    int32  // index in Engine.fh, -1 when not scheduled
-	active  bool
-	counted bool       // counted in nact (not a flow completed at once)
+	// What the rate computation's closure and filling read first (one 64-byte line), then what
+	// a new rate moves, then the rest.
+	route []LinkID
+	w     []float64  // w[i]: the flow's weight on route[i] (nil: 1 on every link; weighRoute)
+	filt  *routeFilt // its route's at its start (Engine.lean; nil: the whole route)
+	maxr  Rate       // per-flow cap (0: none)
+	rate  Rate
+	left  float64 // bytes still to send at time last
+	last  Time
+	tag   int64
+	// orc, where the engine's observer was a *relaxCheck at the flow's start, is it, and oslot
+	// its slot of the flow's tag (looked up once)
+	orc     *relaxCheck
+	oslot   int32
+	hpos    int32      // index in Engine.fh, -1 when not scheduled
+	doneAt  Time       // completion time while in the flow heap
+	dseq    uint64     // schedule order of that completion
+	pos     []int32    // pos[i]: index of this flow in links[route[i]].flows
 	meta    *routeMeta // its route's (useMeta; nil: not looked up yet)
+	active  bool
+	counted bool // counted in nact (not a flow completed at once)
+}
+
+// told tells the engine's observer of flow f's rate change (observer.rateChanged).
+func (e *Engine) told(f *flow, old, new Rate, active int) {
+	if f.orc != nil && e.obs == observer(f.orc) {
+		f.orc.changedAt(f.oslot, old, new, active)
+		return
+	}
+	e.obs.rateChanged(f.tag, old, new, active)
 }
 
 // flowScratch is a flow's state in the rate computation (Engine.fs, indexed by FlowID), apart
@@ -132,6 +151,12 @@ type Engine struct {
 	prate     []float64
 	pend      []pendRate
 	rparts    []rPart
+	// lean: the engine keeps no link statistics (LinkBytes, LinkBusy: nobody reads them) and
+	// walks, of a flow started in Run, only the links of its route that a rate computation may
+	// hold (routeFilt). Set for the folded NVLS replays' private engines (foldedEngine).
+	lean    bool
+	running bool // inside Run
+	filts   map[*LinkID]*routeFilt
 	// Route metadata (routeMeta), where the engine has links of releaseLink and partial rate
 	// computations (partialOK; elsewhere the closure and newRate walk whole routes, as before).
 	hasRelease bool
@@ -156,7 +181,9 @@ type Engine struct {
 	capOff      []int32
 	capFlows    []FlowID
 	capFill     []int32
-	capIdx      map[float64]int // cap → group, once there are more than a few distinct caps
+	capGrp      []int32
+	capped      []FlowID
+	capTab      capTable
 	rateScratch []Rate
 
 	// RateInterval, when > 0, is the smallest simulated time between two rate computations:
@@ -296,6 +323,11 @@ func (e *Engine) StartFlow(route []LinkID, bytes float64, maxRate Rate, tag int6
 	f.active = true
 	f.w = nil
 	f.meta = nil
+	f.filt = nil
+	f.orc = nil
+	if rc, ok := e.obs.(*relaxCheck); ok && rc != nil {
+		f.orc, f.oslot = rc, rc.slot(tag)
+	}
 	if e.weights != nil && len(route) > 0 {
 		f.w = e.weights[&route[0]]
 	}
@@ -313,25 +345,42 @@ func (e *Engine) StartFlow(route []LinkID, bytes float64, maxRate Rate, tag int6
 	} else {
 		f.pos = make([]int32, len(route))
 	}
-	for i, l := range route {
-		lk := &e.links[l]
-		if len(lk.flows) == 0 {
-			lk.since = e.now
+	if e.lean && e.running && !e.Strict && len(route) > 0 {
+		ft := e.filtOf(route)
+		f.filt = ft
+		for _, i := range ft.pos {
+			l := route[i]
+			lk := &e.links[l]
+			f.pos[i] = int32(len(lk.flows))
+			lk.flows = append(lk.flows, id)
+			lk.fj = append(lk.fj, i)
+			e.markDirty(l)
 		}
-		f.pos[i] = int32(len(lk.flows))
-		lk.flows = append(lk.flows, id)
-		e.markDirty(l)
+		if len(ft.pos) == 0 {
+			e.markDirty(route[0]) // an instant with changes, as the whole route would make it
+		}
+	} else {
+		for i, l := range route {
+			lk := &e.links[l]
+			if len(lk.flows) == 0 {
+				lk.since = e.now
+			}
+			f.pos[i] = int32(len(lk.flows))
+			lk.flows = append(lk.flows, id)
+			lk.fj = append(lk.fj, int32(i))
+			e.markDirty(l)
+		}
 	}
 	if len(route) == 0 {
 		// Only the per-flow cap limits it: its rate never changes.
 		f.rate = maxRate
 		e.scheduleDone(id)
 		if e.obs != nil {
-			e.obs.rateChanged(tag, 0, maxRate, 1)
+			e.told(f, 0, maxRate, 1)
 		}
 	} else {
 		if e.obs != nil {
-			e.obs.rateChanged(tag, 0, 0, 1)
+			e.told(f, 0, 0, 1)
 		}
 		e.started = append(e.started, id)
 	}
@@ -481,8 +530,26 @@ func (e *Engine) finish(id FlowID) {
 		e.ended = append(e.ended, endedFlow{&f.route[0], len(f.route), f.maxr, f.rate})
 	}
 	if e.obs != nil && f.counted {
-		e.obs.rateChanged(f.tag, f.rate, 0, -1)
+		e.told(f, f.rate, 0, -1)
 	}
+	if ft := f.filt; ft != nil {
+		e.finishLean(f, ft)
+	} else {
+		e.finishLinks(f)
+	}
+	if f.counted {
+		e.nact--
+		f.counted = false
+	}
+	f.active = false
+	f.route = nil
+	f.w = nil
+	f.filt = nil
+	e.free = append(e.free, id)
+}
+
+// finishLinks takes completed flow f off the links of its route.
+func (e *Engine) finishLinks(f *flow) {
 	// The flow is complete: its links carried exactly what it had left at its last rate change
 	// (rate × elapsed would carry the picosecond rounding of the completion time).
 	for i, l := range f.route {
@@ -500,30 +567,81 @@ func (e *Engine) finish(id FlowID) {
 		p := f.pos[i]
 		last := len(lk.flows) - 1
 		if int(p) != last {
-			other := lk.flows[last]
-			lk.flows[p] = other
-			of := &e.flows[other]
-			for j, ol := range of.route {
-				if ol == l {
-					of.pos[j] = p
-					break
-				}
-			}
+			other, j := lk.flows[last], lk.fj[last]
+			lk.flows[p], lk.fj[p] = other, j
+			e.flows[other].pos[j] = p
 		}
-		lk.flows = lk.flows[:last]
+		lk.flows, lk.fj = lk.flows[:last], lk.fj[:last]
 		if last == 0 {
 			lk.busy += e.now - lk.since
 		}
 		e.markDirty(l)
 	}
-	if f.counted {
-		e.nact--
-		f.counted = false
+}
+
+// finishLean is finishLinks on a lean engine for a flow started with filter ft: the links of
+// ft only (the flow is on no other list), no statistics.
+func (e *Engine) finishLean(f *flow, ft *routeFilt) {
+	for _, i := range ft.pos {
+		l := f.route[i]
+		lk := &e.links[l]
+		if lk.relaxed {
+			lk.load -= float64(f.rate) * f.weight(int(i))
+			if len(lk.flows) == 1 {
+				// Empty from now on: no rounding left over, and left out again until it is over.
+				lk.load = 0
+				lk.lazy = !e.Strict
+			}
+		}
+		p := f.pos[i]
+		last := len(lk.flows) - 1
+		if int(p) != last {
+			other, j := lk.flows[last], lk.fj[last]
+			lk.flows[p], lk.fj[p] = other, j
+			e.flows[other].pos[j] = p
+		}
+		lk.flows, lk.fj = lk.flows[:last], lk.fj[:last]
+		e.markDirty(l)
 	}
-	f.active = false
-	f.route = nil
-	f.w = nil
-	e.free = append(e.free, id)
+	if len(ft.pos) == 0 {
+		e.markDirty(f.route[0])
+	}
+}
+
+// routeFilt is what a lean engine walks of a route (by its slice's identity): the positions of
+// the links a rate computation may hold — all but those left out for good (lazy and not relaxed:
+// pruneImplied's, unbounded links; no link of those is ever enforced in a Run: activate enforces
+// relaxed links only), in route order — and of its relaxed links (their loads are kept). A lean
+// flow is on no list of the links left out: no rate computation reads those lists (such a link is
+// never in a component), nor marks them (the closure and newRate skip them, which only ever marked
+// them out of the component), so leaving them out changes no rate and no order of operations.
+type routeFilt struct {
+	n   int
+	pos []int32
+	rel []int32
+}
+
+// filtOf is route's filter, built the first time it is asked for in a Run.
+func (e *Engine) filtOf(route []LinkID) *routeFilt {
+	if ft, ok := e.filts[&route[0]]; ok && ft.n == len(route) {
+		return ft
+	}
+	ft := &routeFilt{n: len(route)}
+	for j, l := range route {
+		lk := &e.links[l]
+		if lk.lazy && !lk.relaxed {
+			continue
+		}
+		ft.pos = append(ft.pos, int32(j))
+		if lk.relaxed {
+			ft.rel = append(ft.rel, int32(j))
+		}
+	}
+	if e.filts == nil {
+		e.filts = map[*LinkID]*routeFilt{}
+	}
+	e.filts[&route[0]] = ft
+	return ft
 }
 
 // endedFlow is what replaced needs of a flow that completed in the current instant.
@@ -613,13 +731,19 @@ func (e *Engine) inherit(rates []Rate) {
 		f.rate = rates[i]
 		f.last = e.now
 		e.scheduleDone(id)
-		for j, l := range f.route {
-			if e.links[l].relaxed {
-				e.addLoad(l, float64(f.rate)*f.weight(j))
+		if ft := f.filt; ft != nil {
+			for _, j := range ft.rel {
+				e.addLoad(f.route[j], float64(f.rate)*f.weight(int(j)))
+			}
+		} else {
+			for j, l := range f.route {
+				if e.links[l].relaxed {
+					e.addLoad(l, float64(f.rate)*f.weight(j))
+				}
 			}
 		}
 		if e.obs != nil {
-			e.obs.rateChanged(f.tag, 0, f.rate, 0)
+			e.told(f, 0, f.rate, 0)
 		}
 	}
 	e.dirty = e.dirty[:0]
@@ -734,6 +858,9 @@ func (e *Engine) Run() (Time, error) {
 			e.flows[i].meta = nil
 		}
 	}
+	clear(e.filts) // the flows keep theirs
+	e.running = true
+	defer func() { e.running = false }()
 	if len(e.dirty) > 0 {
 		e.recompute()
 	}
@@ -980,6 +1107,7 @@ func (e *Engine) leaveOut(ls []LinkID) {
 			e.flows[i].meta = nil
 		}
 	}
+	clear(e.filts) // flows started from now on leave those links out too
 }
 
 // activeRel lists the links of releaseLink that are enforced now (not lazy), sorted, and
@@ -1168,8 +1296,10 @@ func (e *Engine) recompute1() {
 	// the sum of its flows' weights on it, added up here: flow by flow in the order of flows, as a
 	// pass over flows after the closure would. With route metadata (useMeta) closeMeta walks the
 	// routes by it and keeps, for newRateIn, the positions of a flow's links in the component.
+	capped := e.capped[:0] // the component's capped flows, in the order of flows
 	if e.useMeta {
 		links, flows = e.closeMeta(ep, links, flows)
+		capped = e.cappedOf(capped, flows)
 	} else {
 		weighted := e.weights != nil
 		for i := 0; i < len(links); i++ {
@@ -1181,6 +1311,44 @@ func (e *Engine) recompute1() {
 				fs.epoch = ep
 				f := &e.flows[fid]
 				flows = append(flows, fid)
+				if f.maxr > 0 {
+					capped = append(capped, fid)
+				}
+				if ft := f.filt; ft != nil {
+					// Lean: the links it may have in the component.
+					route := f.route
+					if weighted && f.w != nil {
+						w := f.w[:len(route)]
+						for _, j := range ft.pos {
+							l2 := route[j]
+							s := &ls[l2]
+							if s.epoch != ep {
+								s.epoch, s.in, s.cnt = ep, !e.links[l2].lazy, 0
+								if s.in {
+									links = append(links, l2)
+								}
+							}
+							if s.in {
+								s.cnt += w[j]
+							}
+						}
+						continue
+					}
+					for _, j := range ft.pos {
+						l2 := route[j]
+						s := &ls[l2]
+						if s.epoch != ep {
+							s.epoch, s.in, s.cnt = ep, !e.links[l2].lazy, 0
+							if s.in {
+								links = append(links, l2)
+							}
+						}
+						if weighted && s.in {
+							s.cnt++
+						}
+					}
+					continue
+				}
 				if weighted && f.w != nil {
 					w := f.w[:len(f.route)]
 					for j, l2 := range f.route {
@@ -1237,7 +1405,8 @@ func (e *Engine) recompute1() {
 	// thousands of flows). When the smallest pending value is a cap c, every unfrozen flow capped
 	// at c gets c at once: freezing one of them leaves every link's share at least c, so the
 	// result is the one per-flow entries would give.
-	e.groupCaps(flows)
+	e.capped = capped
+	e.groupCaps(capped)
 	for j, c := range e.capVals {
 		sh.push(shareEntry{share: c, ref: ^int32(j)})
 	}
@@ -1288,6 +1457,32 @@ func (e *Engine) newRate(fid FlowID, r float64) {
 	e.nfrozen++
 	e.applyRate(fid, r)
 	ls := e.ls
+	if ft := f.filt; ft != nil {
+		route := f.route
+		if f.w == nil {
+			for _, j := range ft.pos {
+				if s := &ls[route[j]]; s.in {
+					s.rem -= r
+					if s.rem < 0 {
+						s.rem = 0
+					}
+					s.cnt--
+				}
+			}
+			return
+		}
+		w := f.w[:len(route)]
+		for _, j := range ft.pos {
+			if s := &ls[route[j]]; s.in {
+				s.rem -= r * w[j]
+				if s.rem < 0 {
+					s.rem = 0
+				}
+				s.cnt -= w[j]
+			}
+		}
+		return
+	}
 	if f.w == nil {
 		for _, l := range f.route {
 			if s := &ls[l]; s.in {
@@ -1331,49 +1526,50 @@ func (e *Engine) newRateIn(fid FlowID, r float64) {
 	}
 }
 
-// groupCaps fills capVals, capOff and capFlows with the capped flows of flows, grouped by cap.
-func (e *Engine) groupCaps(flows []FlowID) {
+// cappedOf appends to dst the flows of flows that have a cap, in order.
+func (e *Engine) cappedOf(dst, flows []FlowID) []FlowID {
+	for _, fid := range flows {
+		if e.flows[fid].maxr > 0 {
+			dst = append(dst, fid)
+		}
+	}
+	return dst
+}
+
+// groupCaps fills capVals, capOff and capFlows with the flows of capped (every one with a cap),
+// grouped by cap (groups in the order of their first flow).
+func (e *Engine) groupCaps(capped []FlowID) {
 	vals := e.capVals[:0]
 	cnt := e.capOff[:0]
-	const few = 8 // distinct caps searched linearly; beyond, a map
-	clear(e.capIdx)
-	idx := func(c float64) int {
+	const few = 8 // distinct caps searched linearly; beyond, a hash table (capTable)
+	t := &e.capTab
+	// Each capped flow's group, in the order of flows.
+	grp := e.capGrp[:0]
+	for _, fid := range capped {
+		c := float64(e.flows[fid].maxr)
+		j := int32(-1)
 		if len(vals) > few {
-			if j, ok := e.capIdx[c]; ok {
-				return j
+			j = t.find(vals, c)
+		} else {
+			for k := len(vals) - 1; k >= 0; k-- {
+				if vals[k] == c {
+					j = int32(k)
+					break
+				}
 			}
-			return -1
 		}
-		for j := len(vals) - 1; j >= 0; j-- {
-			if vals[j] == c {
-				return j
+		if j < 0 {
+			vals = append(vals, c)
+			j = int32(len(vals) - 1)
+			if len(vals) == few+1 {
+				t.reset(vals)
+			} else if len(vals) > few+1 {
+				t.add(vals, j)
 			}
+			cnt = append(cnt, 0)
 		}
-		return -1
-	}
-	add := func(c float64) int {
-		vals = append(vals, c)
-		if len(vals) == few+1 {
-			if e.capIdx == nil {
-				e.capIdx = map[float64]int{}
-			}
-			for j, v := range vals {
-				e.capIdx[v] = j
-			}
-		} else if len(vals) > few+1 {
-			e.capIdx[c] = len(vals) - 1
-		}
-		return len(vals) - 1
-	}
-	for _, fid := range flows {
-		if m := e.flows[fid].maxr; m > 0 {
-			j := idx(float64(m))
-			if j < 0 {
-				j = add(float64(m))
-				cnt = append(cnt, 0)
-			}
-			cnt[j]++
-		}
+		cnt[j]++
+		grp = append(grp, j)
 	}
 	// Offsets (CSR), then fill.
 	off := append(cnt, 0)
@@ -1389,15 +1585,67 @@ func (e *Engine) groupCaps(flows []FlowID) {
 		fl = append(fl, 0)
 	}
 	fill := append(e.capFill[:0], off[:len(vals)]...)
-	e.capFill = fill
-	for _, fid := range flows {
-		if m := e.flows[fid].maxr; m > 0 {
-			j := idx(float64(m))
-			fl[fill[j]] = fid
-			fill[j]++
-		}
+	for k, fid := range capped {
+		j := grp[k]
+		fl[fill[j]] = fid
+		fill[j]++
 	}
+	e.capFill, e.capGrp = fill, grp
 	e.capVals, e.capOff, e.capFlows = vals, off, fl
+}
+
+// capTable finds a cap's group among many (groupCaps): open addressing on the cap's bits (caps
+// are positive, never NaN, so equal bits are equal caps), the groups' values in vals.
+type capTable struct {
+	slot []int32 // group + 1; 0: empty
+	mask uint64
+	n    int
+}
+
+// reset empties t and adds the groups of vals.
+func (t *capTable) reset(vals []float64) {
+	size := 64
+	for size < 4*len(vals) {
+		size *= 2
+	}
+	if cap(t.slot) >= size {
+		t.slot = t.slot[:size]
+		clear(t.slot)
+	} else {
+		t.slot = make([]int32, size)
+	}
+	t.mask, t.n = uint64(size-1), 0
+	for j := range vals {
+		t.add(vals, int32(j))
+	}
+}
+
+// add adds group j (value vals[j]), growing the table past half full.
+func (t *capTable) add(vals []float64, j int32) {
+	if 2*(t.n+1) > len(t.slot) {
+		t.reset(vals[:j])
+	}
+	i := mix64(math.Float64bits(vals[j])) & t.mask
+	for t.slot[i] != 0 {
+		i = (i + 1) & t.mask
+	}
+	t.slot[i] = j + 1
+	t.n++
+}
+
+// find is c's group, −1 where it has none (vals: the groups' values, as given to add).
+func (t *capTable) find(vals []float64, c float64) int32 {
+	i := mix64(math.Float64bits(c)) & t.mask
+	for {
+		j := t.slot[i]
+		if j == 0 {
+			return -1
+		}
+		if vals[j-1] == c {
+			return j - 1
+		}
+		i = (i + 1) & t.mask
+	}
 }
 
 // FlowRate returns the current rate of an active flow.

@@ -1,6 +1,7 @@
 package simnet
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -251,9 +252,9 @@ type Options struct {
 	// prune leaves out of the rate computations the links whose constraint another link of the
 	// schedule's routes implies (Engine.pruneImplied; the same rates). e must serve no other flows.
 	prune bool
-	// index, where set, is coll.NewIndex of the schedule, built before (a schedule replayed
-	// twice: foldScheds).
-	index *coll.Index
+	// index, where set, is coll.NewIndex of the schedule, started before (a schedule replayed
+	// twice: foldScheds); else Simulate starts it.
+	index *indexJob
 	// prefix, where set, watches the replay for the end of the schedule's first chunks
 	// (prefixProbe: a replay that agrees with any schedule that begins with the same steps).
 	prefix *prefixProbe
@@ -288,27 +289,62 @@ const (
 	evSkewed   // arg: a global step held back by its channel's start skew (Timing.ChannelSkew)
 )
 
+// stepRec is what the replay reads of a global step.
+type stepRec struct {
+	pending   int32 // dependencies, messages and credits not yet there
+	sendsLeft int32 // messages whose last byte has not left
+	rel       int32 // sim.rel[rel:next.rel]: the steps its completion releases
+	send      int32 // sim.sendList[send:next.send]: the messages it sends
+	prog      int32
+	plain     bool // no lane rate (CTA) and no line streaming: start takes the plain path
+	hold      Time // sim.hold of the step
+}
+
+// msgRec is what the replay reads of a message: its steps, and the flow it becomes.
+type msgRec struct {
+	send, recv int32 // sending and receiving step
+	conn       int32
+	proto      int8  // the sending step's protocol, coll.Simple where out of range
+	stepLat    bool  // the step latency applies (not a CollNet switch's send)
+	wire       int64 // wire bytes of the flow, SwitchEff applied
+	cap        Rate  // the flow's cap on the plain path (laneRate 0)
+}
+
+// msgLat is message mr's route and step latency, from its start to its arrival (once started:
+// its connection's route is known).
+func (x *sim) msgLat(mr *msgRec) Time {
+	c := mr.conn
+	lat := x.connLat[c]
+	if mr.stepLat {
+		// NCCL's model charges CollNet's network latency once per round trip through the
+		// switches (interLat of ncclTopoTuneModel): on the way up, not again on the way back.
+		lat += x.tm.StepLat[x.connClass[c]][mr.proto]
+	}
+	return lat
+}
+
 type sim struct {
-	e      *Engine
-	s      *coll.Schedule
-	r      Router
-	tm     Timing
-	opt    Options
-	progOf []int32 // program of each global step
-	stepOf []int32 // index within the program
-	off    []int32 // first global step of each program
-	// per global step
-	pending   []int32
-	sendsLeft []int32
-	deps      []int32 // CSR of dependents
-	depsOff   []int32
-	done      int
+	e   *Engine
+	s   *coll.Schedule
+	r   Router
+	tm  Timing
+	opt Options
+	off []int32 // first global step of each program
+	// per global step (one more: the ends of the last step's lists), what the replay reads of it,
+	// so that a step's events touch one small record instead of the schedule's steps
+	rec []stepRec
+	// the steps a step's completion releases, in the order it releases them (stepRec.rel): its
+	// dependents, then the steps waiting for the credits of the messages it consumed, message by
+	// message
+	rel []int32
+	// the messages each step sends, in the order of its sends (stepRec.send)
+	sendList []int32
+	done     int
 	// per message (connOff[conn]+seq)
 	connOff  []int32
 	msgSend  []int32 // sending step
 	msgRecv  []int32 // receiving step
-	credOff  []int32 // CSR: steps waiting for this message to be consumed
-	cred     []int32
+	msg      []msgRec
 	msgStart []Time // Options.Record only
 	msgEnd   []Time
 	routes   map[[3]int32][]LinkID
@@ -318,7 +354,7 @@ type sim struct {
 	connRoute [][]LinkID
 	connClass []LinkClass
 	connKnown []bool
-	arrLat    []Time
+	connLat   []Time // RouteLatency of connRoute
 	// Timing.LineStream: per message 0, msgFirst once its first lines released the receiver
 	// early, msgArrived once it has arrived; per step the streamed messages it started on that
 	// have not all arrived, and what it finished meanwhile (held until they have)
@@ -399,17 +435,12 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (*R
 		}
 	}
 	if opt.watch != nil {
-		conn := make([]int32, len(x.msgSend))
-		for c := 0; c+1 < len(x.connOff); c++ {
-			for m := x.connOff[c]; m < x.connOff[c+1]; m++ {
-				conn[m] = int32(c)
-			}
-		}
+		msg := x.msg // every message's connection (its sender's transfer names it)
 		e.obs = opt.watch(s, func(tag int64) int32 {
-			if tag < 0 || tag >= int64(len(conn)) {
+			if tag < 0 || tag >= int64(len(msg)) {
 				return -1
 			}
-			return conn[tag]
+			return msg[tag].conn
 		})
 	}
 	e.handler = x
@@ -422,8 +453,8 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (*R
 	if x.err != nil {
 		return nil, x.err
 	}
-	if x.done != len(x.pending) {
-		return nil, fmt.Errorf("simnet: schedule deadlocked: %d of %d steps never ran (a dependency or message that cannot be satisfied)", len(x.pending)-x.done, len(x.pending))
+	if n := len(x.rec) - 1; x.done != n {
+		return nil, fmt.Errorf("simnet: schedule deadlocked: %d of %d steps never ran (a dependency or message that cannot be satisfied)", n-x.done, n)
 	}
 	res := &Result{Time: x.end - t0, Events: e.Events - startEvents, Messages: len(x.msgSend), LinkName: e.LinkName}
 	if x.end < t0+tm.Launch {
@@ -435,83 +466,95 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (*R
 	return res, nil
 }
 
+// indexJob is coll.NewIndex of a schedule, computed by a goroutine of its own (startIndex):
+// Simulate builds its records while the schedule is checked, and replays nothing before the
+// check has passed.
+type indexJob struct {
+	done chan struct{}
+	ix   *coll.Index
+	err  error
+}
+
+// startIndex starts coll.NewIndex(s).
+func startIndex(s *coll.Schedule) *indexJob {
+	j := &indexJob{done: make(chan struct{})}
+	go func() {
+		defer close(j.done)
+		j.ix, j.err = coll.NewIndex(s)
+		if j.err != nil {
+			j.err = fmt.Errorf("simnet: %w", j.err)
+		}
+	}()
+	return j
+}
+
+// wait is the index, or NewIndex's error.
+func (j *indexJob) wait() (*coll.Index, error) {
+	<-j.done
+	return j.ix, j.err
+}
+
+// errUnchecked is what build reports of a schedule it cannot read, where the index it waits for
+// finds no fault (it always does: build checks a part of the contract).
+var errUnchecked = errors.New("simnet: the schedule breaks its contract")
+
 func (x *sim) build() error {
+	// The schedule's validated index (coll.NewIndex checks the contract: connections, sequences,
+	// credits, dependencies) is computed beside the records, which number steps and messages
+	// as it does; build reads the schedule only where it holds what build indexes by, and
+	// returns the index's error where it does not.
+	job := x.opt.index
+	if job == nil {
+		job = startIndex(x.s)
+	}
+	if err := x.buildRecords(); err != nil {
+		if _, ierr := job.wait(); ierr != nil {
+			return ierr
+		}
+		return err
+	}
+	ix, err := job.wait()
+	if err != nil {
+		return err
+	}
+	x.msgSend, x.msgRecv = ix.Sender, ix.Receiver
+	return x.buildRest()
+}
+
+// buildRecords numbers the steps and messages as coll.Index does and builds the replay's records.
+// It checks what it indexes by (connections, sequences, dependencies, programs' ranks), not the
+// rest of the contract.
+func (x *sim) buildRecords() error {
 	s := x.s
-	// The schedule's validated index: message and step numbering, each message's sender and
-	// receiver (coll.NewIndex checks the contract: connections, sequences, credits, dependencies).
-	ix := x.opt.index
-	if ix == nil {
-		var err error
-		if ix, err = coll.NewIndex(s); err != nil {
-			return fmt.Errorf("simnet: %w", err)
-		}
-	}
-	x.connOff, x.off, x.msgSend, x.msgRecv = ix.MsgStart, ix.StepStart, ix.Sender, ix.Receiver
-	nmsg := ix.Msgs()
-	nstep := ix.Steps()
-	x.pending = make([]int32, nstep)
-	x.sendsLeft = make([]int32, nstep)
-	x.progOf = make([]int32, nstep)
-	x.stepOf = make([]int32, nstep)
-	x.depsOff = make([]int32, nstep+1)
-	credCnt := make([]int32, nmsg+1)
+	ne := s.Endpoints()
+	x.off = make([]int32, len(s.Programs)+1)
+	var nsteps int64
 	for p := range s.Programs {
-		pr := &s.Programs[p]
-		for i := range pr.Steps {
-			st := &pr.Steps[i]
-			g := x.off[p] + int32(i)
-			x.progOf[g], x.stepOf[g] = int32(p), int32(i)
-			for _, d := range st.Deps {
-				x.depsOff[x.off[p]+int32(d)+1]++
-			}
-			x.pending[g] = int32(len(st.Deps) + len(st.Recv))
-			for _, xf := range st.Send {
-				if xf.CreditSeq >= 0 {
-					credCnt[x.connOff[xf.Conn]+int32(xf.CreditSeq)+1]++
-					x.pending[g]++
-				}
-			}
-			x.sendsLeft[g] = int32(len(st.Send))
+		if pr := &s.Programs[p]; pr.Rank != p/s.NChannels || pr.Channel != p%s.NChannels {
+			return errUnchecked
 		}
-	}
-	for g := 0; g < nstep; g++ {
-		x.depsOff[g+1] += x.depsOff[g]
-	}
-	x.deps = make([]int32, x.depsOff[nstep])
-	fill := append([]int32(nil), x.depsOff[:nstep]...)
-	for p := range s.Programs {
-		for i := range s.Programs[p].Steps {
-			g := x.off[p] + int32(i)
-			for _, d := range s.Programs[p].Steps[i].Deps {
-				dg := x.off[p] + int32(d)
-				x.deps[fill[dg]] = g
-				fill[dg]++
-			}
+		nsteps += int64(len(s.Programs[p].Steps))
+		if nsteps > math.MaxInt32 {
+			return errUnchecked
 		}
+		x.off[p+1] = int32(nsteps)
 	}
-	x.credOff = make([]int32, nmsg+1)
-	for m := 0; m < nmsg; m++ {
-		x.credOff[m+1] = x.credOff[m] + credCnt[m+1]
-	}
-	x.cred = make([]int32, x.credOff[nmsg])
-	cf := append([]int32(nil), x.credOff[:nmsg]...)
-	for p := range s.Programs {
-		for i := range s.Programs[p].Steps {
-			g := x.off[p] + int32(i)
-			for _, xf := range s.Programs[p].Steps[i].Send {
-				if xf.CreditSeq >= 0 {
-					m := x.connOff[xf.Conn] + int32(xf.CreditSeq)
-					x.cred[cf[m]] = g
-					cf[m]++
-				}
-			}
+	x.connOff = make([]int32, len(s.Conns)+1)
+	var nmsgs int64
+	for i, c := range s.Conns {
+		if c.Messages < 0 || c.From < 0 || c.From >= ne || c.To < 0 || c.To >= ne || c.Channel < 0 || c.Channel >= s.NChannels {
+			return errUnchecked
 		}
-	}
-	if x.opt.OpsPerKernel > 0 {
-		if err := x.buildKernels(); err != nil {
-			return err
+		nmsgs += int64(c.Messages)
+		if nmsgs > math.MaxInt32 {
+			return errUnchecked
 		}
+		x.connOff[i+1] = int32(nmsgs)
 	}
+	nmsg := int(nmsgs)
+	nstep := int(nsteps)
+	x.rec = make([]stepRec, nstep+1)
+	x.msg = make([]msgRec, nmsg)
 	x.laneRate = make([]Rate, len(s.Programs))
 	x.lanes = make([]int32, len(s.Programs))
 	if x.tm.CTARate > 0 {
@@ -522,6 +565,122 @@ func (x *sim) build() error {
 			n := programLanes(s.Programs[p].Steps)
 			x.laneRate[p] = x.tm.CTARate / Rate(max(n, 1))
 			x.lanes[p] = int32(max(n, 1))
+		}
+	}
+	// One pass over the steps: per step its counts and the messages it sends, per message its
+	// flow's constants; and, for the lists of steps each completion releases (stepRec.rel), the
+	// (dependency, step) pairs, the (credit message, step) pairs and the messages each step
+	// consumes, in step order.
+	credCnt := make([]int32, nmsg+1)
+	x.sendList = make([]int32, 0, nmsg)
+	recvList := make([]int32, 0, nmsg)
+	recvOff := make([]int32, nstep+1)
+	depPairs, credPairs := make([][2]int32, 0, nstep), make([][2]int32, 0, nmsg)
+	for p := range s.Programs {
+		pr := &s.Programs[p]
+		plain := x.laneRate[p] <= 0 && !x.tm.LineStream
+		for i := range pr.Steps {
+			st := &pr.Steps[i]
+			g := x.off[p] + int32(i)
+			r := &x.rec[g]
+			for _, d := range st.Deps {
+				if d < 0 || d >= i {
+					return errUnchecked
+				}
+				dg := x.off[p] + int32(d)
+				x.rec[dg+1].rel++
+				depPairs = append(depPairs, [2]int32{dg, g})
+			}
+			r.pending = int32(len(st.Deps) + len(st.Recv))
+			r.send = int32(len(x.sendList))
+			r.prog = int32(p)
+			r.plain = plain
+			for _, xf := range st.Send {
+				if !x.onConn(xf, pr, true) || xf.CreditSeq >= xf.Seq {
+					return errUnchecked
+				}
+				m := x.connOff[xf.Conn] + int32(xf.Seq)
+				x.sendList = append(x.sendList, m)
+				x.msg[m].send = g
+				if xf.CreditSeq >= 0 {
+					mc := x.connOff[xf.Conn] + int32(xf.CreditSeq)
+					credCnt[mc+1]++
+					credPairs = append(credPairs, [2]int32{mc, g})
+					r.pending++
+				}
+				x.msgConsts(&x.msg[m], st, pr, xf)
+			}
+			r.sendsLeft = int32(len(st.Send))
+			for _, xf := range st.Recv {
+				if !x.onConn(xf, pr, false) {
+					return errUnchecked
+				}
+				m := x.connOff[xf.Conn] + int32(xf.Seq)
+				recvList = append(recvList, m)
+				x.msg[m].recv = g
+			}
+			recvOff[g+1] = int32(len(recvList))
+		}
+	}
+	x.rec[nstep].send = int32(len(x.sendList))
+	for m := 0; m < nmsg; m++ {
+		credCnt[m+1] += credCnt[m]
+	}
+	// The steps waiting for each message's credit (CSR by message, in step order), then every
+	// step's list: its dependents (in step order), then the credit waiters of what it consumes,
+	// message by message.
+	cred := make([]int32, credCnt[nmsg])
+	cf := append([]int32(nil), credCnt[:nmsg]...)
+	for _, pr := range credPairs {
+		cred[cf[pr[0]]] = pr[1]
+		cf[pr[0]]++
+	}
+	for g := 0; g < nstep; g++ {
+		n := x.rec[g+1].rel // its dependents
+		for _, m := range recvList[recvOff[g]:recvOff[g+1]] {
+			n += credCnt[m+1] - credCnt[m]
+		}
+		x.rec[g+1].rel = x.rec[g].rel + n
+	}
+	x.rel = make([]int32, x.rec[nstep].rel)
+	fill := make([]int32, nstep) // per step, its dependents filled so far
+	for _, pr := range depPairs {
+		dg := pr[0]
+		x.rel[x.rec[dg].rel+fill[dg]] = pr[1]
+		fill[dg]++
+	}
+	for g := 0; g < nstep; g++ {
+		at := x.rec[g].rel + fill[g]
+		for _, m := range recvList[recvOff[g]:recvOff[g+1]] {
+			at += int32(copy(x.rel[at:], cred[credCnt[m]:credCnt[m+1]]))
+		}
+	}
+	return nil
+}
+
+// onConn reports whether transfer xf of a step of program pr names a message of a connection
+// of pr's (from pr's endpoint where send, to it where not).
+func (x *sim) onConn(xf coll.Xfer, pr *coll.Program, send bool) bool {
+	if xf.Conn < 0 || xf.Conn >= len(x.s.Conns) {
+		return false
+	}
+	c := &x.s.Conns[xf.Conn]
+	self := c.To
+	if send {
+		self = c.From
+	}
+	return self == pr.Rank && c.Channel == pr.Channel && xf.Seq >= 0 && xf.Seq < c.Messages
+}
+
+// buildRest builds what the replay needs beside the records, on a schedule that keeps the
+// contract.
+func (x *sim) buildRest() error {
+	s := x.s
+	nmsg := len(x.msg)
+	nstep := len(x.rec) - 1
+	if x.opt.OpsPerKernel > 0 {
+		if err := x.buildKernels(); err != nil {
+			return err
 		}
 	}
 	if x.tm.CTARate > 0 && SharedCTA {
@@ -546,7 +705,9 @@ func (x *sim) build() error {
 		x.msgStart = make([]Time, nmsg)
 		x.msgEnd = make([]Time, nmsg)
 	}
-	x.arrLat = make([]Time, nmsg)
+	for g := 0; g < nstep; g++ {
+		x.rec[g].hold = x.holdOf(int32(g))
+	}
 	if x.tm.LineStream {
 		x.msgState = make([]uint8, nmsg)
 		x.inflight = make([]int32, nstep)
@@ -567,7 +728,7 @@ func (x *sim) markPrefix(pp *prefixProbe) {
 			return
 		}
 	}
-	frontier := make([]bool, len(x.pending))
+	frontier := make([]bool, len(x.rec)-1)
 	var last, prev []int // per lane, the index of its last prefix step and of its last step (-1: none)
 	for p := range s.Programs {
 		pr := &s.Programs[p]
@@ -653,7 +814,7 @@ func (x *sim) buildKernels() error {
 			x.kernLeft[k]++
 			if k%x.nk > 0 {
 				x.kernOff[k+1]++
-				x.pending[x.off[p]+int32(i)]++
+				x.rec[x.off[p]+int32(i)].pending++
 			}
 		}
 	}
@@ -662,7 +823,7 @@ func (x *sim) buildKernels() error {
 	}
 	x.kernSteps = make([]int32, x.kernOff[nk])
 	fill := append([]int32(nil), x.kernOff[:nk]...)
-	for g := range x.pending {
+	for g := range x.rec[:len(x.rec)-1] {
 		if k := x.kernel(int32(g)); k >= 0 && k%x.nk > 0 {
 			x.kernSteps[fill[k]] = int32(g)
 			fill[k]++
@@ -674,7 +835,7 @@ func (x *sim) buildKernels() error {
 // kernel is the kernel (rank×nk+j) of global step g; −1 for a switch endpoint's step (a switch
 // forwards what arrives, launching nothing).
 func (x *sim) kernel(g int32) int {
-	r := x.s.Programs[x.progOf[g]].Rank
+	r := x.s.Programs[x.rec[g].prog].Rank
 	if r >= x.s.NRanks {
 		return -1
 	}
@@ -694,9 +855,9 @@ func (x *sim) kernelStart(k int) {
 		x.kernelDone(k)
 	}
 	for _, g := range x.kernSteps[x.kernOff[k]:x.kernOff[k+1]] {
-		if d := x.skew(g); d > 0 && x.pending[g] == 1 {
+		if d := x.skew(g); d > 0 && x.rec[g].pending == 1 {
 			// Its kernel was all it waited for: it starts with its channel's skew.
-			x.pending[g] = 0
+			x.rec[g].pending = 0
 			x.e.After(d, evSkewed, int64(g))
 			continue
 		}
@@ -711,7 +872,7 @@ func (x *sim) skew(g int32) Time {
 	if x.tm.ChannelSkew <= 0 {
 		return 0
 	}
-	pr := &x.s.Programs[x.progOf[g]]
+	pr := &x.s.Programs[x.rec[g].prog]
 	if pr.Rank >= x.s.NRanks {
 		return 0
 	}
@@ -728,7 +889,8 @@ func (x *sim) nvSwitch(id int) bool {
 }
 
 func (x *sim) step(g int32) *coll.Step {
-	return &x.s.Programs[x.progOf[g]].Steps[x.stepOf[g]]
+	p := x.rec[g].prog
+	return &x.s.Programs[p].Steps[g-x.off[p]]
 }
 
 func (x *sim) route(src, dst, ch int, p2p bool) ([]LinkID, LinkClass) {
@@ -811,6 +973,7 @@ func (x *sim) sendRoute(c int, pr *coll.Program) ([]LinkID, LinkClass) {
 	if x.connKnown == nil {
 		n := len(x.s.Conns)
 		x.connRoute, x.connClass, x.connKnown = make([][]LinkID, n), make([]LinkClass, n), make([]bool, n)
+		x.connLat = make([]Time, n)
 	}
 	if x.connKnown[c] {
 		return x.connRoute[c], x.connClass[c]
@@ -819,6 +982,7 @@ func (x *sim) sendRoute(c int, pr *coll.Program) ([]LinkID, LinkClass) {
 	r, class := x.route(pr.Rank, cn.To, pr.Channel, cn.ConnIndex == 1)
 	if cn.From == pr.Rank && cn.Channel == pr.Channel {
 		x.connRoute[c], x.connClass[c], x.connKnown[c] = r, class, true
+		x.connLat[c] = x.e.RouteLatency(r)
 	}
 	return r, class
 }
@@ -834,8 +998,8 @@ func (x *sim) Fire(kind int32, arg int64) {
 				}
 			}
 		}
-		for g := range x.pending {
-			if x.pending[g] == 0 {
+		for g := range x.rec[:len(x.rec)-1] {
+			if x.rec[g].pending == 0 {
 				if d := x.skew(int32(g)); d > 0 {
 					x.e.After(d, evSkewed, int64(g))
 					continue
@@ -855,8 +1019,8 @@ func (x *sim) Fire(kind int32, arg int64) {
 			return // it arrived whole first (released then)
 		}
 		x.msgState[m] = msgFirst
-		x.inflight[x.msgRecv[m]]++
-		x.release(x.msgRecv[m])
+		x.inflight[x.msg[m].recv]++
+		x.release(x.msg[m].recv)
 	case evArrive:
 		m := int32(arg)
 		if x.msgEnd != nil {
@@ -865,12 +1029,12 @@ func (x *sim) Fire(kind int32, arg int64) {
 		if x.msgState != nil {
 			if x.msgState[m] == msgFirst {
 				x.msgState[m] = msgArrived
-				x.arrived(x.msgRecv[m])
+				x.arrived(x.msg[m].recv)
 				return
 			}
 			x.msgState[m] = msgArrived
 		}
-		x.release(x.msgRecv[m])
+		x.release(x.msg[m].recv)
 	}
 }
 
@@ -907,7 +1071,7 @@ func (x *sim) finishLocal(g int32) {
 		x.heldLocal[g] = true
 		return
 	}
-	if h := x.hold(g); h > 0 {
+	if h := x.rec[g].hold; h > 0 {
 		x.e.After(h, evComplete, int64(g))
 		return
 	}
@@ -915,9 +1079,61 @@ func (x *sim) finishLocal(g int32) {
 }
 
 func (x *sim) release(g int32) {
-	x.pending[g]--
-	if x.pending[g] == 0 {
+	r := &x.rec[g]
+	r.pending--
+	if r.pending == 0 {
 		x.start(g)
+	}
+}
+
+// msgConsts is what msgRec holds of the message xf that step st of program pr sends (but its
+// steps and latency).
+func (x *sim) msgConsts(mr *msgRec, st *coll.Step, pr *coll.Program, xf coll.Xfer) {
+	p := st.Proto
+	if p < 0 || p >= coll.NumProtos {
+		p = coll.Simple
+	}
+	mr.conn, mr.proto = int32(xf.Conn), int8(p)
+	mr.stepLat = pr.Rank < x.s.NRanks || x.s.Switches[pr.Rank-x.s.NRanks].Kind != coll.SwitchCollNet
+	wire := st.Wire
+	if wire == 0 && st.Bytes > 0 {
+		wire = coll.WireBytes(p, st.Bytes)
+	}
+	peer := x.s.Conns[xf.Conn].To // xf.Peer (NewIndex checks it), known to be an endpoint
+	if eff := x.tm.SwitchEff; eff > 0 && eff < 1 && (x.nvSwitch(pr.Rank) || x.nvSwitch(peer)) {
+		wire = int64(math.Ceil(float64(wire) / eff))
+	}
+	mr.wire = wire
+	// The cap where the step's program has no lane rate (start's plain path).
+	capRate := x.tm.PerFlowCap[p]
+	if cc := x.tm.ChannelCap; cc > 0 && st.Lane == 0 && pr.Rank < x.s.NRanks && peer >= x.s.NRanks {
+		// The cap is on the payload: the flow carries wire bytes.
+		if st.Bytes > 0 {
+			cc = cc * Rate(float64(wire)/float64(st.Bytes))
+		}
+		if capRate <= 0 || cc < capRate {
+			capRate = cc
+		}
+	}
+	mr.cap = capRate
+}
+
+// startPlain is start for a step of a program with no lane rate, without line streaming: what
+// start does there, read from the step's and its messages' records.
+func (x *sim) startPlain(g int32, r *stepRec) {
+	ms := x.sendList[r.send:x.rec[g+1].send]
+	if len(ms) == 0 {
+		x.finishLocal(g)
+		return
+	}
+	pr := &x.s.Programs[r.prog]
+	for _, m := range ms {
+		mr := &x.msg[m]
+		route, _ := x.sendRoute(int(mr.conn), pr)
+		if x.msgStart != nil {
+			x.msgStart[m] = x.e.Now()
+		}
+		x.e.StartFlow(route, float64(mr.wire), mr.cap, int64(m))
 	}
 }
 
@@ -925,12 +1141,16 @@ func (x *sim) release(g int32) {
 // once, or, when the CTA is modelled and the step copies or reduces data locally, after a flow of
 // its bytes at its lane's rate on no link.
 func (x *sim) start(g int32) {
+	if r := &x.rec[g]; r.plain {
+		x.startPlain(g, r)
+		return
+	}
 	st := x.step(g)
-	lane := x.laneRate[x.progOf[g]]
+	lane := x.laneRate[x.rec[g].prog]
 	memT := x.memTime(g) // the memory-traffic model's time of the step (0: not modelled)
 	cta := LinkID(-1)
 	if memT > 0 && x.ctaLink != nil {
-		cta = x.ctaLink[x.progOf[g]]
+		cta = x.ctaLink[x.rec[g].prog]
 	}
 	if len(st.Send) == 0 {
 		if cta >= 0 && localWork(st.Prim) {
@@ -961,30 +1181,16 @@ func (x *sim) start(g int32) {
 		x.finishLocal(g)
 		return
 	}
-	pr := &x.s.Programs[x.progOf[g]]
+	pr := &x.s.Programs[x.rec[g].prog]
 	for _, xf := range st.Send {
 		m := x.connOff[xf.Conn] + int32(xf.Seq)
 		route, class := x.sendRoute(xf.Conn, pr)
 		if x.msgStart != nil {
 			x.msgStart[m] = x.e.Now()
 		}
-		p := st.Proto
-		if p < 0 || p >= coll.NumProtos {
-			p = coll.Simple
-		}
-		x.arrLat[m] = x.e.RouteLatency(route)
-		if pr.Rank < x.s.NRanks || x.s.Switches[pr.Rank-x.s.NRanks].Kind != coll.SwitchCollNet {
-			// NCCL's model charges CollNet's network latency once per round trip through the
-			// switches (interLat of ncclTopoTuneModel): on the way up, not again on the way back.
-			x.arrLat[m] += x.tm.StepLat[class][p]
-		}
-		wire := st.Wire
-		if wire == 0 && st.Bytes > 0 {
-			wire = coll.WireBytes(p, st.Bytes)
-		}
-		if eff := x.tm.SwitchEff; eff > 0 && eff < 1 && (x.nvSwitch(pr.Rank) || x.nvSwitch(xf.Peer)) {
-			wire = int64(math.Ceil(float64(wire) / eff))
-		}
+		mr := &x.msg[m]
+		p := coll.Proto(mr.proto)
+		wire := mr.wire
 		capRate := x.tm.PerFlowCap[p]
 		if cta >= 0 {
 			tr := ctaTraffic(st.Prim, float64(st.Bytes), float64(wire), len(st.Send)) / float64(len(st.Send))
@@ -1008,7 +1214,7 @@ func (x *sim) start(g int32) {
 		}
 		x.e.StartFlow(route, float64(wire), capRate, int64(m))
 		if x.streams(st, pr, xf.Peer, class) {
-			x.e.After(x.arrLat[m], evFirst, int64(m))
+			x.e.After(x.msgLat(mr), evFirst, int64(m))
 		}
 	}
 }
@@ -1018,7 +1224,7 @@ func (x *sim) start(g int32) {
 // apply (no CTA, no rate for the protocol, an empty step, a switch endpoint).
 func (x *sim) memTime(g int32) float64 {
 	st := x.step(g)
-	p := x.progOf[g]
+	p := x.rec[g].prog
 	pp := st.Proto
 	if x.laneRate[p] <= 0 || pp < 0 || pp >= coll.NumProtos || x.tm.CTAMem[pp] <= 0 || st.Bytes <= 0 {
 		return 0
@@ -1034,8 +1240,8 @@ func (x *sim) memTime(g int32) float64 {
 // Simple primitive of a ring all-gather, reduce-scatter or all-reduce its slice cost
 // (Timing.Slice, at least the fence where it sends), whether it sends or not; any other Simple
 // step that sends, the fence after its stores (Timing.Fence).
-func (x *sim) hold(g int32) Time {
-	if x.laneRate[x.progOf[g]] <= 0 {
+func (x *sim) holdOf(g int32) Time {
+	if x.laneRate[x.rec[g].prog] <= 0 {
 		return 0
 	}
 	st := x.step(g)
@@ -1064,7 +1270,7 @@ func (x *sim) FlowDone(tag int64) {
 		return
 	}
 	m := int32(tag)
-	if g := x.msgSend[m]; x.inflight != nil && x.inflight[g] > 0 {
+	if g := x.msg[m].send; x.inflight != nil && x.inflight[g] > 0 {
 		// Its last lines cannot leave before the lines they are made of have arrived.
 		x.heldSends[g] = append(x.heldSends[g], m)
 		return
@@ -1074,11 +1280,13 @@ func (x *sim) FlowDone(tag int64) {
 
 // sent: message m's last byte has left; it arrives after the route and step latency.
 func (x *sim) sent(m int32) {
-	x.e.After(x.arrLat[m], evArrive, int64(m))
-	g := x.msgSend[m]
-	x.sendsLeft[g]--
-	if x.sendsLeft[g] == 0 {
-		if f := x.hold(g); f > 0 {
+	mr := &x.msg[m]
+	x.e.After(x.msgLat(mr), evArrive, int64(m))
+	g := mr.send
+	r := &x.rec[g]
+	r.sendsLeft--
+	if r.sendsLeft == 0 {
+		if f := r.hold; f > 0 {
 			x.e.After(f, evComplete, int64(g))
 			return
 		}
@@ -1107,14 +1315,8 @@ func (x *sim) complete(g int32) {
 	if now := x.e.Now(); now > x.end {
 		x.end = now
 	}
-	for _, d := range x.deps[x.depsOff[g]:x.depsOff[g+1]] {
+	for _, d := range x.rel[x.rec[g].rel:x.rec[g+1].rel] {
 		x.release(d)
-	}
-	for _, xf := range x.step(g).Recv {
-		m := x.connOff[xf.Conn] + int32(xf.Seq)
-		for _, w := range x.cred[x.credOff[m]:x.credOff[m+1]] {
-			x.release(w)
-		}
 	}
 }
 
@@ -1123,7 +1325,7 @@ func (x *sim) records() []OpRecord {
 	for m := range x.msgSend {
 		g := x.msgSend[m]
 		st := x.step(g)
-		pr := &x.s.Programs[x.progOf[g]]
+		pr := &x.s.Programs[x.rec[g].prog]
 		cn := x.connOfMsg(int32(m))
 		peer := x.s.Conns[cn].To
 		route, class := x.route(pr.Rank, peer, pr.Channel, x.s.Conns[cn].ConnIndex == 1)
@@ -1131,7 +1333,7 @@ func (x *sim) records() []OpRecord {
 		if wire == 0 {
 			wire = coll.WireBytes(st.Proto, st.Bytes)
 		}
-		out = append(out, OpRecord{Rank: pr.Rank, Peer: peer, Channel: pr.Channel, Step: int(x.stepOf[g]), Seq: m - int(x.connOff[cn]), Chunk: st.Chunk,
+		out = append(out, OpRecord{Rank: pr.Rank, Peer: peer, Channel: pr.Channel, Step: int(g - x.off[x.rec[g].prog]), Seq: m - int(x.connOff[cn]), Chunk: st.Chunk,
 			Bytes: st.Bytes, Wire: wire, Proto: st.Proto, Start: x.msgStart[m], End: x.msgEnd[m], Class: class, Route: route})
 	}
 	return out

@@ -540,7 +540,7 @@ type foldScheds struct {
 type foldSched struct {
 	qp    coll.Plan
 	s     *coll.Schedule
-	ix    *coll.Index
+	ix    *indexJob
 	bound *Result // the switch-bound replay's result, where it was replayed ahead (nodeFoldRun)
 }
 
@@ -574,9 +574,9 @@ func (m *foldScheds) boundResult(qp coll.Plan) *Result {
 	return nil
 }
 
-// compile is coll.Compile(qp) and its coll.NewIndex, from m where an equal plan was compiled
-// before.
-func (m *foldScheds) compile(qp coll.Plan) (*coll.Schedule, *coll.Index, error) {
+// compile is coll.Compile(qp) and its coll.NewIndex (started: Simulate waits for it), from m where
+// an equal plan was compiled before.
+func (m *foldScheds) compile(qp coll.Plan) (*coll.Schedule, *indexJob, error) {
 	if m != nil {
 		m.mu.Lock()
 		for _, x := range m.a {
@@ -591,10 +591,7 @@ func (m *foldScheds) compile(qp coll.Plan) (*coll.Schedule, *coll.Index, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	ix, err := coll.NewIndex(s)
-	if err != nil {
-		return nil, nil, fmt.Errorf("simnet: %w", err)
-	}
+	ix := startIndex(s)
 	if m != nil {
 		m.mu.Lock()
 		m.a = append(m.a, foldSched{qp: qp, s: s, ix: ix})

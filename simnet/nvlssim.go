@@ -170,9 +170,11 @@ func (f nvlsFold) plan(p coll.Plan) coll.Plan {
 }
 
 // foldedEngine is a private engine with e's links (same ids, so the cluster routes on it), their
-// latencies, and their capacities divided by members.
+// latencies, and their capacities divided by members. It is lean (Engine.lean): its replays'
+// times are read, never its links' statistics.
 func foldedEngine(e *Engine, members int) *Engine {
 	q := NewEngine(nil)
+	q.lean = true
 	n := e.NumLinks()
 	q.links = make([]link, 0, n+n/8) // room for a few more (the node fold's stand-ins, latencies)
 	one := make([]LinkID, 1)

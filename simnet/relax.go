@@ -152,7 +152,12 @@ func (c *relaxCheck) fresh(e *Engine) *relaxCheck {
 }
 
 func (c *relaxCheck) rateChanged(tag int64, old, new Rate, active int) {
-	s := c.slot(tag)
+	c.changedAt(c.slot(tag), old, new, active)
+}
+
+// changedAt is rateChanged of a flow of slot s (c.slot of its tag: the engine keeps it per flow,
+// flow.oslot).
+func (c *relaxCheck) changedAt(s int32, old, new Rate, active int) {
 	if s < 0 {
 		return
 	}
@@ -537,7 +542,8 @@ func (e *Engine) partial(ep uint32) bool {
 			sh.push(shareEntry{share: share, ref: int32(l)})
 		}
 	}
-	e.groupCaps(flows)
+	e.capped = e.cappedOf(e.capped[:0], flows)
+	e.groupCaps(e.capped)
 	for j, c := range e.capVals {
 		sh.push(shareEntry{share: c, ref: ^int32(j)})
 	}
@@ -649,19 +655,26 @@ func (e *Engine) applyRate(fid FlowID, r float64) {
 			f.left = 0
 		}
 	}
-	for i, l := range f.route {
-		lk := &e.links[l]
-		w := f.weight(i)
-		if dt > 0 {
-			lk.bytes += moved * w
+	if ft := f.filt; ft != nil {
+		// Lean: no bytes kept; the relaxed links' loads.
+		for _, j := range ft.rel {
+			e.addLoad(f.route[j], (r-old)*f.weight(int(j)))
 		}
-		if lk.relaxed {
-			e.addLoad(l, (r-old)*w)
+	} else {
+		for i, l := range f.route {
+			lk := &e.links[l]
+			w := f.weight(i)
+			if dt > 0 {
+				lk.bytes += moved * w
+			}
+			if lk.relaxed {
+				e.addLoad(l, (r-old)*w)
+			}
 		}
 	}
 	f.last = e.now
 	if e.obs != nil {
-		e.obs.rateChanged(f.tag, f.rate, Rate(r), 0)
+		e.told(f, f.rate, Rate(r), 0)
 	}
 	f.rate = Rate(r)
 	if r > 0 {

@@ -1,0 +1,71 @@
+package simnet
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/stretchr/testify/require"
+)
+
+// Simulate builds its records while coll.NewIndex checks the schedule on a goroutine of its own
+// (indexJob): a schedule that breaks the contract where the records index by it (connection,
+// sequence, dependency, credit, a program's rank) is refused with the index's error, and none
+// makes the build panic.
+func TestSimulateBadScheduleIndexError(t *testing.T) {
+	for name, spoil := range map[string]func(s *coll.Schedule){
+		"connection out of range": func(s *coll.Schedule) { s.Programs[0].Steps[1].Send[0].Conn = 7 },
+		"negative connection":     func(s *coll.Schedule) { s.Programs[1].Steps[0].Recv[0].Conn = -1 },
+		"sequence out of range":   func(s *coll.Schedule) { s.Programs[0].Steps[1].Send[0].Seq = 9 },
+		"negative sequence":       func(s *coll.Schedule) { s.Programs[1].Steps[1].Recv[0].Seq = -2 },
+		"dependency forward":      func(s *coll.Schedule) { s.Programs[0].Steps[0].Deps = []int{1} },
+		"credit not before":       func(s *coll.Schedule) { s.Programs[0].Steps[9].Send[0].CreditSeq = 9 },
+		"wrong end":               func(s *coll.Schedule) { s.Programs[0].Steps[0].Recv = s.Programs[1].Steps[0].Recv },
+		"program's rank":          func(s *coll.Schedule) { s.Programs[1].Rank = 0 },
+		"received twice":          func(s *coll.Schedule) { s.Programs[1].Steps[1].Recv[0].Seq = 0 },
+		"messages claimed":        func(s *coll.Schedule) { s.Conns[0].Messages = -1 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := NewEngine(nil)
+			r := pairRouter{e.AddLink("0->1", GBps(1), 0), e.AddLink("1->0", GBps(1), 0)}
+			s := streamSchedule(10, 10)
+			spoil(s)
+			_, want := coll.NewIndex(s)
+			require.Error(t, want)
+			_, err := Simulate(e, r, s, Timing{}, Options{})
+			require.Error(t, err)
+			require.True(t, errors.Is(err, coll.ErrBadSchedule), "%v", err)
+			require.Equal(t, "simnet: "+want.Error(), err.Error())
+		})
+	}
+}
+
+// A lean engine (foldedEngine's: the links a rate computation may hold, no link statistics)
+// replays a schedule to the same picosecond as the same engine walking whole routes: the NVLSTree
+// channel fold on 4 DGX H100 nodes (its switch links unbounded and pruned, relaxed node links).
+func TestLeanEngineSameTime(t *testing.T) {
+	m, _ := testMachine(t, "dgx-h100", 4, DefaultFabric(), "NVLSTree", "")
+	plan, tm, e, cl := nvlsTreeCall(t, m, 64<<20)
+	f, ok := nvlsFoldOf(plan, cl)
+	require.True(t, ok)
+	s, err := coll.Compile(f.plan(plan))
+	require.NoError(t, err)
+	var times []Time
+	for _, lean := range []bool{true, false} {
+		q := foldedEngine(e, f.members)
+		q.lean = lean
+		res, err := Simulate(q, cl, s, tm, Options{prune: true})
+		require.NoError(t, err)
+		times = append(times, res.Time)
+		if lean {
+			shorter := 0
+			for _, ft := range q.filts {
+				if len(ft.pos) < ft.n {
+					shorter++
+				}
+			}
+			require.NotZero(t, shorter, "some route walked in part")
+		}
+	}
+	require.Equal(t, times[0], times[1])
+}
