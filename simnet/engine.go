@@ -554,54 +554,42 @@ func (e *Engine) finishLinks(f *flow) {
 	// (rate × elapsed would carry the picosecond rounding of the completion time).
 	for i, l := range f.route {
 		lk := &e.links[l]
-		w := f.weight(i)
-		lk.bytes += f.left * w
-		if lk.relaxed {
-			lk.load -= float64(f.rate) * w
-			if len(lk.flows) == 1 {
-				// Empty from now on: no rounding left over, and left out again until it is over.
-				lk.load = 0
-				lk.lazy = !e.Strict
-			}
-		}
-		p := f.pos[i]
-		last := len(lk.flows) - 1
-		if int(p) != last {
-			other, j := lk.flows[last], lk.fj[last]
-			lk.flows[p], lk.fj[p] = other, j
-			e.flows[other].pos[j] = p
-		}
-		lk.flows, lk.fj = lk.flows[:last], lk.fj[:last]
-		if last == 0 {
+		lk.bytes += f.left * f.weight(i)
+		if e.unlink(f, i, l) {
 			lk.busy += e.now - lk.since
 		}
-		e.markDirty(l)
 	}
+}
+
+// unlink takes flow f off link l, the i-th of its route (its relaxed load with it), and marks l
+// for the next rate computation; it reports whether l carries no flow now.
+func (e *Engine) unlink(f *flow, i int, l LinkID) bool {
+	lk := &e.links[l]
+	if lk.relaxed {
+		lk.load -= float64(f.rate) * f.weight(i)
+		if len(lk.flows) == 1 {
+			// Empty from now on: no rounding left over, and left out again until it is over.
+			lk.load = 0
+			lk.lazy = !e.Strict
+		}
+	}
+	p := f.pos[i]
+	last := len(lk.flows) - 1
+	if int(p) != last {
+		other, j := lk.flows[last], lk.fj[last]
+		lk.flows[p], lk.fj[p] = other, j
+		e.flows[other].pos[j] = p
+	}
+	lk.flows, lk.fj = lk.flows[:last], lk.fj[:last]
+	e.markDirty(l)
+	return last == 0
 }
 
 // finishLean is finishLinks on a lean engine for a flow started with filter ft: the links of
 // ft only (the flow is on no other list), no statistics.
 func (e *Engine) finishLean(f *flow, ft *routeFilt) {
 	for _, i := range ft.pos {
-		l := f.route[i]
-		lk := &e.links[l]
-		if lk.relaxed {
-			lk.load -= float64(f.rate) * f.weight(int(i))
-			if len(lk.flows) == 1 {
-				// Empty from now on: no rounding left over, and left out again until it is over.
-				lk.load = 0
-				lk.lazy = !e.Strict
-			}
-		}
-		p := f.pos[i]
-		last := len(lk.flows) - 1
-		if int(p) != last {
-			other, j := lk.flows[last], lk.fj[last]
-			lk.flows[p], lk.fj[p] = other, j
-			e.flows[other].pos[j] = p
-		}
-		lk.flows, lk.fj = lk.flows[:last], lk.fj[:last]
-		e.markDirty(l)
+		e.unlink(f, int(i), f.route[i])
 	}
 	if len(ft.pos) == 0 {
 		e.markDirty(f.route[0])
