@@ -47,6 +47,7 @@ func main() {
 	ctaRate := flag.Float64("cta-rate", 0, "per-CTA data rate in GB/s (0: the GPU model's; < 0: CTA not modelled)")
 	sens := flag.Bool("sensitivity", false, "print the medians with the CTA rate x0.75, x1, x1.25 and off")
 	launch := flag.String("launch", "per-node", "how the measurement launched its calls: per-node (one process drives every GPU, nccl_perf.cu's default), per-gpu (a process per GPU, NPROCS), graph")
+	skewNs := flag.Float64("channel-skew", -1, "ns between the starts of consecutive ring channels on one node (simnet.GPUModel.ChannelSkew; < 0: the model's, 0: lockstep)")
 	flat := flag.Bool("flat-cta", false, "the flat per-CTA model of before 2026-11-28 (every step's payload at the CTA rate, no fence) instead of the per-protocol memory-traffic model and Simple's fence (simnet.GPUModel.Mem, Fence)")
 	stream := flag.Bool("line-stream", false, "LL and LL128 receives overlap the message they receive, with the measured LL rate of one Hopper CTA (simnet.LineStream; off by default)")
 	env := flag.String("env", "", "NCCL settings the measured rows ran under, K=V[,K=V…] (e.g. NCCL_MAX_P2P_NCHANNELS=1, as testdata/nccl/p2pscan.sh's log names them per tag): the simulation plans with them too; a tag's own algorithm, protocol and channels win")
@@ -66,13 +67,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(2)
 	}
-	if err := run(*csvPath, *topo, *tag, cfg, *plotPath, *asJSON, *ctaRate, *sens, *b2b, mode); err != nil {
+	if err := run(*csvPath, *topo, *tag, cfg, *plotPath, *asJSON, *ctaRate, *sens, *b2b, mode, *skewNs); err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
 	}
 }
 
-func run(csvPath, topo, tag string, cfg tuning.Config, plotPath string, asJSON bool, ctaRate float64, sens bool, b2b int, launch simnet.LaunchMode) error {
+func run(csvPath, topo, tag string, cfg tuning.Config, plotPath string, asJSON bool, ctaRate float64, sens bool, b2b int, launch simnet.LaunchMode, skewNs float64) error {
 	f, err := os.Open(csvPath)
 	if err != nil {
 		return err
@@ -97,6 +98,9 @@ func run(csvPath, topo, tag string, cfg tuning.Config, plotPath string, asJSON b
 	}
 	m.BackToBack = b2b
 	m.Launch = launch
+	if skewNs >= 0 {
+		m.GPU.ChannelSkew = simnet.Time(skewNs * float64(simnet.Nanosecond))
+	}
 	if sens {
 		return sensitivity(m, meas, tag, asJSON)
 	}
