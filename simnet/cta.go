@@ -214,9 +214,11 @@ const SimpleFence = 1280 * Nanosecond
 // identical links, which a max-min fair replay keeps in step for ever — every channel storing into
 // the NVLink at once, then every one copying locally while the link idles — an equilibrium that
 // any skew breaks (a channel ahead finds the link freer and stays ahead) and NCCL's measured rates
-// do not show (docs/cluster.md "Channels do not start in lockstep"). The replay is insensitive to
-// the figure (1.4 or 2.8 ns: within 1% on 4 H200 at 64 MiB–8 GiB). The block scheduler is the
-// same part on other generations; this is the one measurement of it and they take it too.
+// do not show (docs/cluster.md "Channels do not start in lockstep"). On 4 H200 the replay is
+// insensitive to the figure (1.4 or 2.8 ns: within 1% at 64 MiB–8 GiB); on 2 H200 all_gather
+// and reduce_scatter from 2 GiB stay 10–16% slow and larger skews move them, so what else keeps
+// NCCL's channels apart is not modelled. The block scheduler is the same part on other
+// generations; this is the one measurement of it and they take it too.
 const ChannelSkew = 1400 * Picosecond
 
 // MemModel turns the memory-traffic model (GPUModel.Mem, Fence) on for the GPUs it has figures
