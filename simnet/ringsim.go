@@ -202,10 +202,8 @@ func perRankRing(e *Engine, r Router, spec RingSpec, tm Timing, stepsPerLoop, lo
 			sig = fmt.Appendf(sig, "%d,", rk)
 		}
 		k := key{string(sig), string(rsig)}
-		if tm.ChannelSkew > 0 {
-			k.ring = fmt.Sprint(c) // each channel starts at its own time: no groups
-		}
-		if j, ok := idx[k]; ok {
+		// With a start skew (Timing.ChannelSkew) each channel starts at its own time: no groups.
+		if j, ok := idx[k]; ok && tm.ChannelSkew <= 0 {
 			groups[j].lanes++
 			continue
 		}
