@@ -1,0 +1,154 @@
+// chan.cu — whether a channel of a 2-rank ring moves less data per second when more channels run
+// beside it: an input to simccl's GPU-side cost model. NCCL 2.28 on 2 and 4 H200 pinned to 2, 4
+// and 8 Ring/Simple channels moves 4–7% less per channel at 8 than at 2, at every size from 16 MiB
+// to 1 GiB, where the simulation keeps one channel's rate (BENCHMARKS.md "(channel count)"). Needs
+// two GPUs with peer access. Build and run on the device machine:
+//
+//   nvcc -O3 -arch=sm_90 -o /tmp/chan bench/gpuprobe/chan.cu && /tmp/chan > chan.csv
+//
+// The kernel is slice.cu's ring, one CTA of 512 threads per channel, every channel with its own
+// FIFO (4 slots) and its own head and tail counters (each on its own 128-byte line): per slice,
+// wait for a credit, copy the slice into the peer's FIFO (stores over NVLink), fence, post the
+// tail in the peer's memory; then wait for the peer's tail, take the slice out of the local FIFO,
+// post the head back. Modes: "ag" (CopySend then Recv: all_gather's pair), "rs" (Send then
+// RecvReduceCopy: reduce_scatter's pair), "push" (the send alone, no receive, no flags: the data
+// path without the protocol). Fences: 0 none, 1 __threadfence(), 2 __threadfence_system().
+//
+// Output: CSV "mode,fence,channels,slice_bytes,slices,us" (the slower GPU's kernel time, median of
+// 5 after one warm-up) for 8 and 40 slices per channel; a slice's time per channel is the
+// difference over 32.
+#include <cuda_runtime.h>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+#include <algorithm>
+
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
+  fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+
+constexpr int kSlots = 4;          // NCCL_STEPS (8) / 2 steps per slice
+constexpr int kFlagStride = 16;    // unsigned long longs per channel's counter: 128 bytes
+constexpr int kMaxChannels = 24;
+constexpr int kMaxSlices = 40;
+constexpr size_t kMaxSlice = 512 << 10;
+
+__device__ void copyOut(const float4* src, const float4* add, float4* dst0, float4* dst1, size_t n) {
+  size_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  for (size_t base = warp * 32 * 4; base < n; base += warps * 32 * 4) {
+    float4 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) { size_t i = base + u * 32 + lane; if (i < n) v[u] = src[i]; }
+    if (add) {
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        size_t i = base + u * 32 + lane;
+        if (i < n) { float4 a = add[i]; v[u].x += a.x; v[u].y += a.y; v[u].z += a.z; v[u].w += a.w; }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < 4; u++) { size_t i = base + u * 32 + lane; if (i < n) dst0[i] = v[u]; }
+    if (dst1) {
+#pragma unroll
+      for (int u = 0; u < 4; u++) { size_t i = base + u * 32 + lane; if (i < n) dst1[i] = v[u]; }
+    }
+  }
+}
+
+// mode: 0 rs, 1 ag, 2 push. Channel c = blockIdx.x.
+__global__ void ring(const float4* src0, float4* dst0, float4* myFifo0, float4* peerFifo0,
+                     volatile unsigned long long* myFlags, volatile unsigned long long* peerFlags,
+                     int slices, size_t n, int mode, int fence) {
+  const int c = blockIdx.x;
+  const float4* src = src0 + (size_t)c * kMaxSlices * (kMaxSlice / 16);
+  float4* dst = dst0 + (size_t)c * 2 * kMaxSlices * (kMaxSlice / 16);
+  float4* myFifo = myFifo0 + (size_t)c * kSlots * (kMaxSlice / 16);
+  float4* peerFifo = peerFifo0 + (size_t)c * kSlots * (kMaxSlice / 16);
+  volatile unsigned long long* myTail = myFlags + (2 * c) * kFlagStride;
+  volatile unsigned long long* myHead = myFlags + (2 * c + 1) * kFlagStride;
+  volatile unsigned long long* peerTail = peerFlags + (2 * c) * kFlagStride;
+  volatile unsigned long long* peerHead = peerFlags + (2 * c + 1) * kFlagStride;
+  if (mode == 2) {  // the data path alone
+    for (int k = 0; k < slices; k++) copyOut(src + (size_t)k * n, nullptr, peerFifo + (size_t)(k % kSlots) * n, nullptr, n);
+    return;
+  }
+  const bool ag = mode == 1;
+  for (int k = 0; k < slices; k++) {
+    if (threadIdx.x == 0) while ((long long)*myHead < (long long)k - kSlots + 1) {}
+    __syncthreads();
+    copyOut(src + (size_t)k * n, nullptr, peerFifo + (size_t)(k % kSlots) * n, ag ? dst + (size_t)k * n : nullptr, n);
+    if (fence == 1) __threadfence();
+    if (fence == 2) __threadfence_system();
+    __syncthreads();
+    if (threadIdx.x == 0) *peerTail = k + 1;
+    if (threadIdx.x == 0) while (*myTail < (unsigned long long)k + 1) {}
+    __syncthreads();
+    copyOut(myFifo + (size_t)(k % kSlots) * n, ag ? nullptr : src + (size_t)k * n,
+            dst + (size_t)(slices + k) * n, nullptr, n);
+    __syncthreads();
+    if (threadIdx.x == 0) *peerHead = k + 1;
+  }
+}
+
+static float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int main() {
+  int n = 0;
+  CK(cudaGetDeviceCount(&n));
+  if (n < 2) { fprintf(stderr, "needs 2 GPUs, found %d\n", n); return 1; }
+  for (int d = 0; d < 2; d++) { CK(cudaSetDevice(d)); CK(cudaDeviceEnablePeerAccess(1 - d, 0)); }
+  const size_t perCh = kMaxSlice * kMaxSlices;
+  float4 *src[2], *dst[2], *fifo[2];
+  unsigned long long* flags[2];
+  const size_t flagBytes = (size_t)2 * kMaxChannels * kFlagStride * sizeof(unsigned long long);
+  cudaStream_t st[2];
+  cudaEvent_t e0[2], e1[2];
+  for (int d = 0; d < 2; d++) {
+    CK(cudaSetDevice(d));
+    CK(cudaMalloc(&src[d], perCh * kMaxChannels));
+    CK(cudaMalloc(&dst[d], 2 * perCh * kMaxChannels));
+    CK(cudaMalloc(&fifo[d], kMaxSlice * kSlots * kMaxChannels));
+    CK(cudaMalloc(&flags[d], flagBytes));
+    CK(cudaMemset(src[d], 0, perCh * kMaxChannels));
+    CK(cudaStreamCreateWithFlags(&st[d], cudaStreamNonBlocking));
+    CK(cudaEventCreate(&e0[d])); CK(cudaEventCreate(&e1[d]));
+  }
+  printf("mode,fence,channels,slice_bytes,slices,us\n");
+  const char* names[] = {"rs", "ag", "push"};
+  const size_t sizes[] = {128 << 10, 512 << 10};
+  const int chans[] = {1, 2, 4, 8, 12, 16, 24};
+  for (int mode = 0; mode < 3; mode++)
+    for (int fence : {0, 1, 2}) {
+      if (mode == 2 && fence > 0) continue;
+      for (int ch : chans)
+        for (size_t bytes : sizes)
+          for (int slices : {8, kMaxSlices}) {
+            std::vector<float> t;
+            for (int r = 0; r < 6; r++) {
+              for (int d = 0; d < 2; d++) {
+                CK(cudaSetDevice(d)); CK(cudaMemset(flags[d], 0, flagBytes));
+                CK(cudaDeviceSynchronize());
+              }
+              for (int d = 0; d < 2; d++) {
+                CK(cudaSetDevice(d));
+                CK(cudaEventRecord(e0[d], st[d]));
+                ring<<<ch, 512, 0, st[d]>>>(src[d], dst[d], fifo[d], fifo[1 - d], flags[d], flags[1 - d],
+                                            slices, bytes / 16, mode, fence);
+                CK(cudaGetLastError());
+                CK(cudaEventRecord(e1[d], st[d]));
+              }
+              float worst = 0;
+              for (int d = 0; d < 2; d++) {
+                CK(cudaSetDevice(d)); CK(cudaEventSynchronize(e1[d]));
+                float ms; CK(cudaEventElapsedTime(&ms, e0[d], e1[d])); worst = std::max(worst, ms);
+              }
+              if (r > 0) t.push_back(worst * 1e3f);
+            }
+            printf("%s,%d,%d,%zu,%d,%.3f\n", names[mode], fence, ch, bytes, slices, median(t));
+            fflush(stdout);
+          }
+    }
+  return 0;
+}
