@@ -47,16 +47,17 @@ func (x *p2pSim) owed(b *p2pBuild, check *relaxCheck) Time {
 		return 0
 	}
 	e := b.e
-	bytes := map[LinkID]float64{}
+	watched := make([]bool, e.NumLinks())
 	for _, ls := range check.links {
 		for _, l := range ls {
-			bytes[l] = 0
+			watched[l] = true
 		}
 	}
+	bytes := make([]float64, e.NumLinks())
 	b.eachRoute(func(i, c, rk int, route []LinkID) {
 		var total float64
 		for _, l := range route {
-			if _, ok := bytes[l]; !ok {
+			if !watched[l] {
 				continue
 			}
 			if total == 0 {
