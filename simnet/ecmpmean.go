@@ -31,8 +31,8 @@ func meanTooFar(check *relaxCheck, t Time) bool {
 // all of its previous one, the call with them, unless the link's idle moments in the replay take
 // some of it: W − B is then an upper estimate. Measured against the exact replay (DGX H100, 2 per
 // leaf, docs/cluster.md): 16 nodes, 1–16 MiB, the replay alone −4.1…−7.6%, with W − B
-// +0.00…+0.44% (the links stay busy, the whole W − B is lost); 20 and 24 nodes, 1–4 MiB, the
-// replay alone −0.8…−2.3%, with W − B +1.9…+3.5% (about half of it is absorbed). Where no link
+// +0.00…+0.44% (the links stay busy, the whole W − B is lost); 12, 20 and 24 nodes, 1–16 MiB,
+// the replay alone −0.8…−4.7%, with W − B −0.25…+3.5% (30–80% of it is lost). Where no link
 // owes anything (the default fabric: bursts over 32 uplinks a leaf) the time is the replay's
 // (TestECMPMeanAllToAll).
 func meanLagged(b *p2pBuild, x *p2pSim, check *relaxCheck, t Time) Time {
