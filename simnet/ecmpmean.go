@@ -32,7 +32,7 @@ func meanTooFar(check *relaxCheck, t Time) bool {
 // some of it: W − B is then an upper estimate. Measured against the exact replay (DGX H100, 2 per
 // leaf, docs/cluster.md): 16 nodes, 1–16 MiB, the replay alone −4.1…−7.6%, with W − B
 // +0.00…+0.44% (the links stay busy, the whole W − B is lost); 12, 20 and 24 nodes, 1–16 MiB,
-// the replay alone −0.8…−4.7%, with W − B −0.25…+3.5% (30–85% of it is lost). Where no link
+// the replay alone −0.8…−4.7%, with W − B +1.0…+3.5% (30–85% of it is lost). Where no link
 // owes anything (the default fabric: bursts over 32 uplinks a leaf) the time is the replay's
 // (TestECMPMeanAllToAll).
 func meanLagged(b *p2pBuild, x *p2pSim, check *relaxCheck, t Time) Time {
