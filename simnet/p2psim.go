@@ -339,9 +339,9 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 					// ECMP collisions: replay every rank on a copy of e's links if that fits
 					// the work budget, else the ECMP mean model stands.
 					if !exactAffordable(x.e.CompVisited, float64(n)/float64(x.S)) {
-						res.Time, res.ECMPMean = t, true
+						res.Time, res.ECMPMean = meanLagged(b, x, check, t), true
 						x.credit(b, cl, check, R)
-						e.now += t
+						e.now += res.Time
 						return res, nil
 					}
 					c := e.cloneLinks()
@@ -360,9 +360,9 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 						}
 						e.now += pt
 					case errors.Is(err, errBudget):
-						res.Time, res.ECMPMean = t, true
+						res.Time, res.ECMPMean = meanLagged(b, x, check, t), true
 						x.credit(b, cl, check, R)
-						e.now += t
+						e.now += res.Time
 					default:
 						return nil, err
 					}
