@@ -253,7 +253,7 @@ type Options struct {
 	// schedule's routes implies (Engine.pruneImplied; the same rates). e must serve no other flows.
 	prune bool
 	// index, where set, is coll.NewIndex of the schedule, started before (a schedule replayed
-	// twice: foldScheds); else Simulate starts it.
+	// twice: foldScheds); else Simulate starts it. Either way it runs beside the replay.
 	index *indexJob
 	// prefix, where set, watches the replay for the end of the schedule's first chunks
 	// (prefixProbe: a replay that agrees with any schedule that begins with the same steps).
@@ -342,8 +342,6 @@ type sim struct {
 	done     int
 	// per message (connOff[conn]+seq)
 	connOff  []int32
-	msgSend  []int32 // sending step
-	msgRecv  []int32 // receiving step
 	msg      []msgRec
 	msgStart []Time // Options.Record only
 	msgEnd   []Time
@@ -377,13 +375,14 @@ type sim struct {
 	kernSteps []int32
 	// Options.prefix: per global step, whether its completion ends the prefix's replay
 	frontier []bool
+	job      *indexJob // the schedule's check (build)
 	err      error
 	end      Time
 }
 
 // Simulate times schedule s on the links of e reached through r. e must hold the links r
 // returns and no active flow.
-func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (*Result, error) {
+func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (_ *Result, err error) {
 	if s == nil || s.NRanks <= 0 || s.NChannels <= 0 {
 		return nil, fmt.Errorf("simnet: empty schedule")
 	}
@@ -410,6 +409,21 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (*R
 		}
 	}
 	x := &sim{e: e, s: s, r: r, tm: tm, opt: opt, routes: map[[3]int32][]LinkID{}, classes: map[[3]int32]LinkClass{}}
+	defer func() {
+		// The replay runs while coll.NewIndex checks the schedule (build): a schedule that
+		// breaks the contract gets the check's error, whatever its replay did (a panic included).
+		if x.job == nil {
+			return
+		}
+		p := recover()
+		if _, ierr := x.job.wait(); ierr != nil {
+			err = ierr
+			return
+		}
+		if p != nil {
+			panic(p)
+		}
+	}()
 	if err := x.build(); err != nil {
 		return nil, err
 	}
@@ -447,7 +461,10 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (*R
 	startEvents := e.Events
 	e.At(e.Now()+tm.Launch, evLaunch, 0)
 	t0 := e.Now()
-	if _, err := e.Run(); err != nil {
+	e.abort = x.job.failed
+	_, err = e.Run()
+	e.abort = nil
+	if err != nil {
 		return nil, err
 	}
 	if x.err != nil {
@@ -456,7 +473,7 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (*R
 	if n := len(x.rec) - 1; x.done != n {
 		return nil, fmt.Errorf("simnet: schedule deadlocked: %d of %d steps never ran (a dependency or message that cannot be satisfied)", n-x.done, n)
 	}
-	res := &Result{Time: x.end - t0, Events: e.Events - startEvents, Messages: len(x.msgSend), LinkName: e.LinkName}
+	res := &Result{Time: x.end - t0, Events: e.Events - startEvents, Messages: len(x.msg), LinkName: e.LinkName}
 	if x.end < t0+tm.Launch {
 		res.Time = tm.Launch
 	}
@@ -467,8 +484,8 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (*R
 }
 
 // indexJob is coll.NewIndex of a schedule, computed by a goroutine of its own (startIndex):
-// Simulate builds its records while the schedule is checked, and replays nothing before the
-// check has passed.
+// Simulate builds its records and replays the schedule while it is checked, and returns the
+// check's error where it finds one (the replay is then stopped: Engine.abort).
 type indexJob struct {
 	done chan struct{}
 	ix   *coll.Index
@@ -494,30 +511,36 @@ func (j *indexJob) wait() (*coll.Index, error) {
 	return j.ix, j.err
 }
 
+// failed is NewIndex's error once it has found one, without waiting (nil: none, or not yet).
+func (j *indexJob) failed() error {
+	select {
+	case <-j.done:
+		return j.err
+	default:
+		return nil
+	}
+}
+
 // errUnchecked is what build reports of a schedule it cannot read, where the index it waits for
 // finds no fault (it always does: build checks a part of the contract).
 var errUnchecked = errors.New("simnet: the schedule breaks its contract")
 
 func (x *sim) build() error {
-	// The schedule's validated index (coll.NewIndex checks the contract: connections, sequences,
-	// credits, dependencies) is computed beside the records, which number steps and messages
-	// as it does; build reads the schedule only where it holds what build indexes by, and
-	// returns the index's error where it does not.
+	// The schedule's check (coll.NewIndex: connections, sequences, credits, dependencies) runs
+	// beside the records and the replay (Simulate returns its error where it finds one); build
+	// reads the schedule only where it holds what build indexes by, and returns the check's
+	// error where it does not.
 	job := x.opt.index
 	if job == nil {
 		job = startIndex(x.s)
 	}
+	x.job = job
 	if err := x.buildRecords(); err != nil {
 		if _, ierr := job.wait(); ierr != nil {
 			return ierr
 		}
 		return err
 	}
-	ix, err := job.wait()
-	if err != nil {
-		return err
-	}
-	x.msgSend, x.msgRecv = ix.Sender, ix.Receiver
 	return x.buildRest()
 }
 
@@ -723,8 +746,8 @@ func (x *sim) markPrefix(pp *prefixProbe) {
 	s := x.s
 	pp.OK, pp.Diverged = false, false
 	in := func(g int32) bool { return x.step(g).Chunk < pp.Chunks }
-	for m := range x.msgSend {
-		if in(x.msgSend[m]) != in(x.msgRecv[m]) {
+	for m := range x.msg {
+		if in(x.msg[m].send) != in(x.msg[m].recv) {
 			return
 		}
 	}
@@ -1158,11 +1181,11 @@ func (x *sim) start(g int32) {
 			if w == 0 {
 				w = coll.WireBytes(st.Proto, st.Bytes)
 			}
-			x.e.StartFlow(x.ctaOnly(cta), ctaTraffic(st.Prim, float64(st.Bytes), float64(w), 0), 0, int64(len(x.msgSend))+int64(g))
+			x.e.StartFlow(x.ctaOnly(cta), ctaTraffic(st.Prim, float64(st.Bytes), float64(w), 0), 0, int64(len(x.msg))+int64(g))
 			return
 		}
 		if memT > 0 && localWork(st.Prim) {
-			x.e.StartFlow(nil, memT, 1, int64(len(x.msgSend))+int64(g))
+			x.e.StartFlow(nil, memT, 1, int64(len(x.msg))+int64(g))
 			return
 		}
 		if lane > 0 && st.Bytes > 0 && localWork(st.Prim) {
@@ -1175,7 +1198,7 @@ func (x *sim) start(g int32) {
 					b = coll.WireBytes(st.Proto, st.Bytes)
 				}
 			}
-			x.e.StartFlow(nil, float64(b), lane, int64(len(x.msgSend))+int64(g))
+			x.e.StartFlow(nil, float64(b), lane, int64(len(x.msg))+int64(g))
 			return
 		}
 		x.finishLocal(g)
@@ -1263,9 +1286,9 @@ func (x *sim) holdOf(g int32) Time {
 }
 
 // FlowDone: the message's last byte has left; it arrives after the route and step latency. Tags
-// from len(msgSend) on are the local work of step tag−len(msgSend).
+// from len(msg) on are the local work of step tag−len(msg).
 func (x *sim) FlowDone(tag int64) {
-	if n := int64(len(x.msgSend)); tag >= n {
+	if n := int64(len(x.msg)); tag >= n {
 		x.finishLocal(int32(tag - n))
 		return
 	}
@@ -1321,9 +1344,9 @@ func (x *sim) complete(g int32) {
 }
 
 func (x *sim) records() []OpRecord {
-	out := make([]OpRecord, 0, len(x.msgSend))
-	for m := range x.msgSend {
-		g := x.msgSend[m]
+	out := make([]OpRecord, 0, len(x.msg))
+	for m := range x.msg {
+		g := x.msg[m].send
 		st := x.step(g)
 		pr := &x.s.Programs[x.rec[g].prog]
 		cn := x.connOfMsg(int32(m))
