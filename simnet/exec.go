@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"runtime"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/tuning"
@@ -483,30 +485,39 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (_ 
 	return res, nil
 }
 
-// indexJob is coll.NewIndex of a schedule, computed by a goroutine of its own (startIndex):
-// Simulate builds its records and replays the schedule while it is checked, and returns the
-// check's error where it finds one (the replay is then stopped: Engine.abort).
+// indexJob is coll.NewIndex of a schedule, computed by a goroutine of its own: Simulate
+// replays the schedule while it is checked, and returns the check's error where it finds one
+// (the replay is then stopped: Engine.abort). The check starts once the records are built
+// (build, which takes both cores where there are two) or when waited for.
 type indexJob struct {
+	s    *coll.Schedule
+	once sync.Once
 	done chan struct{}
 	ix   *coll.Index
 	err  error
 }
 
-// startIndex starts coll.NewIndex(s).
+// startIndex is coll.NewIndex(s), to be started (indexJob.start).
 func startIndex(s *coll.Schedule) *indexJob {
-	j := &indexJob{done: make(chan struct{})}
-	go func() {
-		defer close(j.done)
-		j.ix, j.err = coll.NewIndex(s)
-		if j.err != nil {
-			j.err = fmt.Errorf("simnet: %w", j.err)
-		}
-	}()
-	return j
+	return &indexJob{s: s, done: make(chan struct{})}
+}
+
+// start starts the check, once.
+func (j *indexJob) start() {
+	j.once.Do(func() {
+		go func() {
+			defer close(j.done)
+			j.ix, j.err = coll.NewIndex(j.s)
+			if j.err != nil {
+				j.err = fmt.Errorf("simnet: %w", j.err)
+			}
+		}()
+	})
 }
 
 // wait is the index, or NewIndex's error.
 func (j *indexJob) wait() (*coll.Index, error) {
+	j.start()
 	<-j.done
 	return j.ix, j.err
 }
@@ -527,9 +538,9 @@ var errUnchecked = errors.New("simnet: the schedule breaks its contract")
 
 func (x *sim) build() error {
 	// The schedule's check (coll.NewIndex: connections, sequences, credits, dependencies) runs
-	// beside the records and the replay (Simulate returns its error where it finds one); build
-	// reads the schedule only where it holds what build indexes by, and returns the check's
-	// error where it does not.
+	// beside the replay (Simulate returns its error where it finds one); build reads the
+	// schedule only where it holds what build indexes by, and returns the check's error where
+	// it does not.
 	job := x.opt.index
 	if job == nil {
 		job = startIndex(x.s)
@@ -541,6 +552,7 @@ func (x *sim) build() error {
 		}
 		return err
 	}
+	job.start()
 	return x.buildRest()
 }
 
@@ -593,57 +605,62 @@ func (x *sim) buildRecords() error {
 	// One pass over the steps: per step its counts and the messages it sends, per message its
 	// flow's constants; and, for the lists of steps each completion releases (stepRec.rel), the
 	// (dependency, step) pairs, the (credit message, step) pairs and the messages each step
-	// consumes, in step order.
+	// consumes, in step order. Two ranges of programs at once on a large schedule: each writes
+	// the records of its own steps and, of a message, what its sender (or its receiver) gives
+	// it (a connection has one sending program and one receiving program); its lists are
+	// joined in program order, the same lists as one pass.
 	credCnt := make([]int32, nmsg+1)
-	x.sendList = make([]int32, 0, nmsg)
-	recvList := make([]int32, 0, nmsg)
 	recvOff := make([]int32, nstep+1)
-	depPairs, credPairs := make([][2]int32, 0, nstep), make([][2]int32, 0, nmsg)
-	for p := range s.Programs {
-		pr := &s.Programs[p]
-		plain := x.laneRate[p] <= 0 && !x.tm.LineStream
-		for i := range pr.Steps {
-			st := &pr.Steps[i]
-			g := x.off[p] + int32(i)
-			r := &x.rec[g]
-			for _, d := range st.Deps {
-				if d < 0 || d >= i {
-					return errUnchecked
-				}
-				dg := x.off[p] + int32(d)
-				x.rec[dg+1].rel++
-				depPairs = append(depPairs, [2]int32{dg, g})
-			}
-			r.pending = int32(len(st.Deps) + len(st.Recv))
-			r.send = int32(len(x.sendList))
-			r.prog = int32(p)
-			r.plain = plain
-			for _, xf := range st.Send {
-				if !x.onConn(xf, pr, true) || xf.CreditSeq >= xf.Seq {
-					return errUnchecked
-				}
-				m := x.connOff[xf.Conn] + int32(xf.Seq)
-				x.sendList = append(x.sendList, m)
-				x.msg[m].send = g
-				if xf.CreditSeq >= 0 {
-					mc := x.connOff[xf.Conn] + int32(xf.CreditSeq)
-					credCnt[mc+1]++
-					credPairs = append(credPairs, [2]int32{mc, g})
-					r.pending++
-				}
-				x.msgConsts(&x.msg[m], st, pr, xf)
-			}
-			r.sendsLeft = int32(len(st.Send))
-			for _, xf := range st.Recv {
-				if !x.onConn(xf, pr, false) {
-					return errUnchecked
-				}
-				m := x.connOff[xf.Conn] + int32(xf.Seq)
-				recvList = append(recvList, m)
-				x.msg[m].recv = g
-			}
-			recvOff[g+1] = int32(len(recvList))
+	parts := []recordPart{{p1: len(s.Programs)}}
+	if recordsSplit(nstep) {
+		split := sort.Search(len(s.Programs), func(p int) bool { return x.off[p] >= x.off[len(s.Programs)]/2 })
+		parts = []recordPart{{p1: split}, {p0: split, p1: len(s.Programs)}}
+	}
+	// The first part's lists have room for every part's (each message is sent and received
+	// once), the others' for about their share.
+	for i := range parts {
+		pt := &parts[i]
+		nm, ns := nmsg, nstep
+		if i > 0 {
+			ns = int(x.off[pt.p1] - x.off[pt.p0])
+			nm = int(int64(nmsg)*int64(ns)/int64(nstep)) + 16
 		}
+		pt.sends, pt.recvs = make([]int32, 0, nm), make([]int32, 0, nm)
+		pt.deps, pt.creds = make([][2]int32, 0, ns), make([][2]int32, 0, nm)
+	}
+	if len(parts) == 1 {
+		parts[0].err = x.recordRange(&parts[0], credCnt, recvOff)
+	} else {
+		var wg sync.WaitGroup
+		for i := range parts[1:] {
+			wg.Add(1)
+			go func(pt *recordPart) {
+				defer wg.Done()
+				pt.err = x.recordRange(pt, credCnt, recvOff)
+			}(&parts[1+i])
+		}
+		parts[0].err = x.recordRange(&parts[0], credCnt, recvOff)
+		wg.Wait()
+	}
+	for i := range parts {
+		if parts[i].err != nil {
+			return parts[i].err
+		}
+	}
+	x.sendList = parts[0].sends
+	recvList, depPairs, credPairs := parts[0].recvs, parts[0].deps, parts[0].creds
+	for i := range parts[1:] {
+		pt := &parts[1+i]
+		// The part's list positions count from its own start.
+		ds, dr := int32(len(x.sendList)), int32(len(recvList))
+		for g := x.off[pt.p0]; g < x.off[pt.p1]; g++ {
+			x.rec[g].send += ds
+			recvOff[g+1] += dr
+		}
+		x.sendList = append(x.sendList, pt.sends...)
+		recvList = append(recvList, pt.recvs...)
+		depPairs = append(depPairs, pt.deps...)
+		credPairs = append(credPairs, pt.creds...)
 	}
 	x.rec[nstep].send = int32(len(x.sendList))
 	for m := 0; m < nmsg; m++ {
@@ -676,6 +693,71 @@ func (x *sim) buildRecords() error {
 		at := x.rec[g].rel + fill[g]
 		for _, m := range recvList[recvOff[g]:recvOff[g+1]] {
 			at += int32(copy(x.rel[at:], cred[credCnt[m]:credCnt[m+1]]))
+		}
+	}
+	return nil
+}
+
+// recordsSplit reports whether buildRecords builds the records of nstep steps in two parts at
+// once: from 65,536 steps where there are two cores (tests set it).
+var recordsSplit = func(nstep int) bool { return nstep >= 1<<16 && runtime.GOMAXPROCS(0) > 1 }
+
+// recordPart is what buildRecords' pass over programs p0..p1−1 gives beside the records: its
+// lists in step order, with positions counted from the part's start (sim.rec's send, recvOff).
+type recordPart struct {
+	p0, p1       int
+	sends, recvs []int32
+	deps, creds  [][2]int32
+	err          error
+}
+
+// recordRange is buildRecords' pass over the programs of part pt, appending to its lists.
+func (x *sim) recordRange(pt *recordPart, credCnt, recvOff []int32) error {
+	s := x.s
+	for p := pt.p0; p < pt.p1; p++ {
+		pr := &s.Programs[p]
+		plain := x.laneRate[p] <= 0 && !x.tm.LineStream
+		for i := range pr.Steps {
+			st := &pr.Steps[i]
+			g := x.off[p] + int32(i)
+			r := &x.rec[g]
+			for _, d := range st.Deps {
+				if d < 0 || d >= i {
+					return errUnchecked
+				}
+				dg := x.off[p] + int32(d)
+				x.rec[dg+1].rel++
+				pt.deps = append(pt.deps, [2]int32{dg, g})
+			}
+			r.pending = int32(len(st.Deps) + len(st.Recv))
+			r.send = int32(len(pt.sends))
+			r.prog = int32(p)
+			r.plain = plain
+			for _, xf := range st.Send {
+				if !x.onConn(xf, pr, true) || xf.CreditSeq >= xf.Seq {
+					return errUnchecked
+				}
+				m := x.connOff[xf.Conn] + int32(xf.Seq)
+				pt.sends = append(pt.sends, m)
+				x.msg[m].send = g
+				if xf.CreditSeq >= 0 {
+					mc := x.connOff[xf.Conn] + int32(xf.CreditSeq)
+					credCnt[mc+1]++
+					pt.creds = append(pt.creds, [2]int32{mc, g})
+					r.pending++
+				}
+				x.msgConsts(&x.msg[m], st, pr, xf)
+			}
+			r.sendsLeft = int32(len(st.Send))
+			for _, xf := range st.Recv {
+				if !x.onConn(xf, pr, false) {
+					return errUnchecked
+				}
+				m := x.connOff[xf.Conn] + int32(xf.Seq)
+				pt.recvs = append(pt.recvs, m)
+				x.msg[m].recv = g
+			}
+			recvOff[g+1] = int32(len(pt.recvs))
 		}
 	}
 	return nil
