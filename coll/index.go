@@ -83,14 +83,14 @@ func NewIndex(s *Schedule) (*Index, error) {
 	}
 	// Each message's bytes and slots as the first of its two steps checked gives them, and
 	// whether the second gave others: compared as the steps come, without visiting them again.
-	mc := msgCheck{bytes: make([]int64, msgs), slots: make([]int32, msgs), bad: make([]bool, msgs)}
+	mc := make(msgCheck, msgs)
 	for pi := range s.Programs {
 		p := &s.Programs[pi]
 		if p.Rank != pi/s.NChannels || p.Channel != pi%s.NChannels {
 			return nil, fmt.Errorf("%w: program %d says rank %d channel %d", ErrBadSchedule, pi, p.Rank, p.Channel)
 		}
 		for i := range p.Steps {
-			if err := checkStep(s, ix, &mc, pi, i); err != nil {
+			if err := checkStep(s, ix, mc, pi, i); err != nil {
 				return nil, err
 			}
 		}
@@ -103,7 +103,7 @@ func NewIndex(s *Schedule) (*Index, error) {
 				return nil, fmt.Errorf("%w: connection %d (%d→%d) message %d has no %s", ErrBadSchedule, ci, s.Conns[ci].From, s.Conns[ci].To, seq,
 					map[bool]string{true: "sender", false: "receiver"}[a < 0])
 			}
-			if !mc.bad[m] {
+			if !mc[m].bad {
 				continue
 			}
 			if sa, xa, sb, xb := ix.sides(s, a, b, ci, seq); sa.Bytes != sb.Bytes || xa.Steps != xb.Steps {
@@ -123,11 +123,11 @@ func (ix *Index) sides(s *Schedule, a, b int32, ci, seq int) (sa *Step, xa Xfer,
 }
 
 // msgCheck holds, per message, the bytes and slots of the first of its steps that NewIndex
-// checked, and whether the other's differ.
-type msgCheck struct {
-	bytes []int64
-	slots []int32
-	bad   []bool
+// checked, and whether the other's differ (one record a message: one cache line to reach).
+type msgCheck []struct {
+	bytes int64
+	slots int32
+	bad   bool
 }
 
 // stepOf finds step g, on connection ci's sending (or receiving) program, and its transfer of
@@ -153,7 +153,7 @@ func (ix *Index) stepOf(s *Schedule, g int32, ci, seq int, send bool) (*Step, Xf
 }
 
 // checkStep checks step i of program pi and records its messages in ix (and their sizes in mc).
-func checkStep(s *Schedule, ix *Index, mc *msgCheck, pi, i int) error {
+func checkStep(s *Schedule, ix *Index, mc msgCheck, pi, i int) error {
 	p := &s.Programs[pi]
 	st := &p.Steps[i]
 	if st.Index != i {
@@ -235,10 +235,11 @@ func checkStep(s *Schedule, ix *Index, mc *msgCheck, pi, i int) error {
 		}
 		tab[m] = g
 		if first := (send && ix.Receiver[m] < 0) || (!send && ix.Sender[m] < 0); first {
-			mc.bytes[m], mc.slots[m] = st.Bytes, int32(x.Steps)
-			mc.bad[m] = int(mc.slots[m]) != x.Steps // past int32: NewIndex compares the steps
-		} else if mc.bytes[m] != st.Bytes || int(mc.slots[m]) != x.Steps {
-			mc.bad[m] = true
+			c := &mc[m]
+			c.bytes, c.slots = st.Bytes, int32(x.Steps)
+			c.bad = int(c.slots) != x.Steps // past int32: NewIndex compares the steps
+		} else if c := &mc[m]; c.bytes != st.Bytes || int(c.slots) != x.Steps {
+			c.bad = true
 		}
 		return nil
 	}
