@@ -464,9 +464,8 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (_ 
 	e.At(e.Now()+tm.Launch, evLaunch, 0)
 	t0 := e.Now()
 	e.abort = x.job.failed
-	_, err = e.Run()
-	e.abort = nil
-	if err != nil {
+	defer func() { e.abort = nil }() // whatever the replay did, a panic included
+	if _, err = e.Run(); err != nil {
 		return nil, err
 	}
 	if x.err != nil {

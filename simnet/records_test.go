@@ -57,6 +57,23 @@ func testBadScheduleIndexError(t *testing.T) {
 	}
 }
 
+// A replay whose schedule the check refuses stops within a block of events of the refusal
+// (Engine.abort) and returns the check's error: here a check that has already failed, on a
+// schedule of 100,000 messages (about 300,000 events).
+func TestSimulateStoppedByCheck(t *testing.T) {
+	e := NewEngine(nil)
+	r := pairRouter{e.AddLink("0->1", GBps(1), 0), e.AddLink("1->0", GBps(1), 0)}
+	refused := errors.New("refused")
+	job := startIndex(nil)
+	job.once.Do(func() {})
+	job.err = refused
+	close(job.done)
+	_, err := Simulate(e, r, streamSchedule(100_000, 1024), Timing{}, Options{index: job})
+	require.ErrorIs(t, err, refused)
+	require.LessOrEqual(t, e.Events, uint64(eventBlock))
+	require.Nil(t, e.abort)
+}
+
 // The records built in two parts at once are the ones built in one pass (buildRecords), on the
 // NVLSTree channel fold of 4 DGX H100 nodes (switches, credits, two lanes), and replay to the
 // same time.
