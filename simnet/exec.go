@@ -377,7 +377,8 @@ type sim struct {
 	kernSteps []int32
 	// Options.prefix: per global step, whether its completion ends the prefix's replay
 	frontier []bool
-	job      *indexJob // the schedule's check (build)
+	job      *indexJob          // the schedule's check (build)
+	check    *coll.IndexChecker // the check within the records' pass (buildChecked)
 	err      error
 	end      Time
 }
@@ -484,10 +485,10 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (_ 
 	return res, nil
 }
 
-// indexJob is coll.NewIndex of a schedule, computed by a goroutine of its own: Simulate
-// replays the schedule while it is checked, and returns the check's error where it finds one
-// (the replay is then stopped: Engine.abort). The check starts once the records are built
-// (build, which takes both cores where there are two) or when waited for.
+// indexJob is coll.NewIndex of a schedule. The first Simulate of the schedule checks it within
+// its records' pass (build: coll.IndexChecker, program by program as the records are built);
+// else the check runs on a goroutine of its own (start), beside the replay, and Simulate returns
+// its error where it finds one (the replay is then stopped: Engine.abort).
 type indexJob struct {
 	s    *coll.Schedule
 	once sync.Once
@@ -512,6 +513,21 @@ func (j *indexJob) start() {
 			}
 		}()
 	})
+}
+
+// claim takes the check for the caller, who then ends it (finish), where nobody has started it.
+func (j *indexJob) claim() (claimed bool) {
+	j.once.Do(func() { claimed = true })
+	return claimed
+}
+
+// finish ends a claimed check with its index or its error (NewIndex's, wrapped as start wraps it).
+func (j *indexJob) finish(ix *coll.Index, err error) {
+	if err != nil {
+		ix, err = nil, fmt.Errorf("simnet: %w", err)
+	}
+	j.ix, j.err = ix, err
+	close(j.done)
 }
 
 // wait is the index, or NewIndex's error.
@@ -545,6 +561,12 @@ func (x *sim) build() error {
 		job = startIndex(x.s)
 	}
 	x.job = job
+	if job.claim() {
+		if err := x.buildChecked(job); err != nil {
+			return err
+		}
+		return x.buildRest()
+	}
 	if err := x.buildRecords(); err != nil {
 		if _, ierr := job.wait(); ierr != nil {
 			return ierr
@@ -553,6 +575,32 @@ func (x *sim) build() error {
 	}
 	job.start()
 	return x.buildRest()
+}
+
+// buildChecked builds the records and checks the schedule in the same pass (job claimed): each
+// program is checked (coll.IndexChecker) before its records are built, the messages' two ends
+// once all are. A schedule that fails gets coll.NewIndex's error (the first in program order,
+// wherever the parts stopped).
+func (x *sim) buildChecked(job *indexJob) error {
+	ck, err := coll.NewIndexChecker(x.s)
+	if err != nil {
+		job.finish(nil, err)
+		return job.err
+	}
+	x.check = ck
+	err = x.buildRecords()
+	x.check = nil
+	if err == nil {
+		ix, ierr := ck.Index()
+		job.finish(ix, ierr)
+		return job.err
+	}
+	ix, ierr := coll.NewIndex(x.s)
+	job.finish(ix, ierr)
+	if job.err != nil {
+		return job.err
+	}
+	return err
 }
 
 // buildRecords numbers the steps and messages as coll.Index does and builds the replay's records.
@@ -714,6 +762,11 @@ type recordPart struct {
 func (x *sim) recordRange(pt *recordPart, credCnt, recvOff []int32) error {
 	s := x.s
 	for p := pt.p0; p < pt.p1; p++ {
+		if x.check != nil {
+			if err := x.check.CheckProgram(p); err != nil {
+				return err
+			}
+		}
 		pr := &s.Programs[p]
 		plain := x.laneRate[p] <= 0 && !x.tm.LineStream
 		for i := range pr.Steps {
