@@ -254,8 +254,9 @@ type Options struct {
 	// prune leaves out of the rate computations the links whose constraint another link of the
 	// schedule's routes implies (Engine.pruneImplied; the same rates). e must serve no other flows.
 	prune bool
-	// index, where set, is coll.NewIndex of the schedule, started before (a schedule replayed
-	// twice: foldScheds); else Simulate starts it. Either way it runs beside the replay.
+	// index, where set, is coll.NewIndex of the schedule, shared by its replays (a schedule
+	// replayed twice: foldScheds); else Simulate makes one. The first replay checks the schedule
+	// within its records' pass; one started elsewhere runs beside the replay (indexJob).
 	index *indexJob
 	// prefix, where set, watches the replay for the end of the schedule's first chunks
 	// (prefixProbe: a replay that agrees with any schedule that begins with the same steps).

@@ -8,11 +8,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Simulate builds its records and replays the schedule while coll.NewIndex checks it on a
-// goroutine of its own (indexJob): a schedule that breaks the contract, where the records index
-// by it (connection, sequence, dependency, credit, a program's rank) or elsewhere (a message
-// received twice, the messages a connection claims), is refused with the index's error, and
-// none makes the build panic; the same with the records built in one part or two.
+// Simulate checks the schedule (coll.IndexChecker) as it builds its records: a schedule that
+// breaks the contract, where the records index by it (connection, sequence, dependency, credit,
+// a program's rank) or elsewhere (a message received twice, the messages a connection claims),
+// is refused with coll.NewIndex's error, and none makes the build panic; the same with the
+// records built in one part or two.
 func TestSimulateBadScheduleIndexError(t *testing.T) {
 	for _, split := range []bool{false, true} {
 		t.Run(map[bool]string{false: "one part", true: "two parts"}[split], func(t *testing.T) {
