@@ -403,10 +403,14 @@ type builder struct {
 	// many steps instead of one per step; each cut is capped at its length, so an append to a
 	// step's slice copies it out rather than overwrite its neighbour's).
 	xslab []Xfer
-	islab []int
-	rslab []BufRef
-	sl    []int64 // emit's slices of the current call
-	peers []int   // scratch peer lists of the switch schedules' calls (emit keeps none)
+	// keepX: the full transfer slabs are kept in xslabs (a fork, whose connections join
+	// renumbers)
+	keepX  bool
+	xslabs [][]Xfer
+	islab  []int
+	rslab  []BufRef
+	sl     []int64 // emit's slices of the current call
+	peers  []int   // scratch peer lists of the switch schedules' calls (emit keeps none)
 }
 
 // connCacheBits is the log2 of the entries of the builder's cache of connection look-ups.
@@ -426,6 +430,9 @@ func (b *builder) xfers(n int) []Xfer {
 		return nil
 	}
 	if len(b.xslab)+n > cap(b.xslab) {
+		if b.keepX && len(b.xslab) > 0 {
+			b.xslabs = append(b.xslabs, b.xslab)
+		}
 		b.xslab = make([]Xfer, 0, max(slabLen, n))
 	}
 	k := len(b.xslab)
@@ -469,10 +476,15 @@ func newBuilder(n, nch int, switches []Switch) *builder {
 	return b
 }
 
+// connWord is the key of a connection in builder.conns: one word (channels < 64, connection
+// indexes < 256, endpoints < 2^24: Compile takes at most 2^20 ranks and one switch per node and
+// one for the network).
+func connWord(ch, from, to, idx int) uint64 {
+	return uint64(ch)<<56 | uint64(idx&0xff)<<48 | uint64(from)<<24 | uint64(to)
+}
+
 func (b *builder) conn(ch, from, to, idx int) int {
-	// One word per key (channels < 64, connection indexes < 256, endpoints < 2^24: Compile
-	// takes at most 2^20 ranks and one switch per node and one for the network).
-	k := uint64(ch)<<56 | uint64(idx&0xff)<<48 | uint64(from)<<24 | uint64(to)
+	k := connWord(ch, from, to, idx)
 	// A direct-mapped cache of recent look-ups in front of the map (a connection comes back
 	// every chunk); its entries hold key+1, so that the zero entry matches no key.
 	slot := &b.connCache[(k*0x9e3779b97f4a7c15)>>(64-connCacheBits)]

@@ -34,6 +34,38 @@ func (ix *Index) Local(p int, g int32) int { return int(g - ix.StepStart[p]) }
 
 // NewIndex checks that a schedule keeps the contract (see Validate) and returns its index.
 func NewIndex(s *Schedule) (*Index, error) {
+	c, err := NewIndexChecker(s)
+	if err != nil {
+		return nil, err
+	}
+	for pi := range s.Programs {
+		if err := c.CheckProgram(pi); err != nil {
+			return nil, err
+		}
+	}
+	return c.Index()
+}
+
+// IndexChecker is NewIndex in parts, for a reader that walks the programs itself:
+// NewIndexChecker checks the schedule's header and connections, CheckProgram one program and
+// its steps, Index every message's two ends. Run in program order, the parts return the error
+// NewIndex returns; CheckProgram may run on two goroutines at once for different programs (a
+// message's sending and receiving programs each write their own end of it).
+type IndexChecker struct {
+	s        *Schedule
+	ix       *Index
+	snd, rcv []msgEnd // per message, what its sending and its receiving step give it
+}
+
+// msgEnd is what one end of a message says of it: the step's bytes and the transfer's slots.
+type msgEnd struct {
+	bytes int64
+	slots int
+}
+
+// NewIndexChecker checks s's header and connections and makes the index the programs' checks
+// fill.
+func NewIndexChecker(s *Schedule) (*IndexChecker, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: nil", ErrBadSchedule)
 	}
@@ -81,20 +113,28 @@ func NewIndex(s *Schedule) (*Index, error) {
 	for m := range ix.Sender {
 		ix.Sender[m], ix.Receiver[m] = -1, -1
 	}
-	// Each message's bytes and slots as the first of its two steps checked gives them, and
-	// whether the second gave others: compared as the steps come, without visiting them again.
-	mc := msgCheck{bytes: make([]int64, msgs), slots: make([]int32, msgs), bad: make([]bool, msgs)}
-	for pi := range s.Programs {
-		p := &s.Programs[pi]
-		if p.Rank != pi/s.NChannels || p.Channel != pi%s.NChannels {
-			return nil, fmt.Errorf("%w: program %d says rank %d channel %d", ErrBadSchedule, pi, p.Rank, p.Channel)
-		}
-		for i := range p.Steps {
-			if err := checkStep(s, ix, &mc, pi, i); err != nil {
-				return nil, err
-			}
+	return &IndexChecker{s: s, ix: ix, snd: make([]msgEnd, msgs), rcv: make([]msgEnd, msgs)}, nil
+}
+
+// CheckProgram checks program pi and its steps, and records their messages' ends.
+func (c *IndexChecker) CheckProgram(pi int) error {
+	s := c.s
+	p := &s.Programs[pi]
+	if p.Rank != pi/s.NChannels || p.Channel != pi%s.NChannels {
+		return fmt.Errorf("%w: program %d says rank %d channel %d", ErrBadSchedule, pi, p.Rank, p.Channel)
+	}
+	for i := range p.Steps {
+		if err := c.checkStep(pi, i); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// Index checks, once every program has been, that every message has a sender and a receiver
+// that agree on its bytes and slots, and returns the index.
+func (c *IndexChecker) Index() (*Index, error) {
+	s, ix := c.s, c.ix
 	for ci := range s.Conns {
 		for seq := 0; seq < s.Conns[ci].Messages; seq++ {
 			m := ix.MsgStart[ci] + int32(seq)
@@ -103,57 +143,17 @@ func NewIndex(s *Schedule) (*Index, error) {
 				return nil, fmt.Errorf("%w: connection %d (%d→%d) message %d has no %s", ErrBadSchedule, ci, s.Conns[ci].From, s.Conns[ci].To, seq,
 					map[bool]string{true: "sender", false: "receiver"}[a < 0])
 			}
-			if !mc.bad[m] {
-				continue
-			}
-			if sa, xa, sb, xb := ix.sides(s, a, b, ci, seq); sa.Bytes != sb.Bytes || xa.Steps != xb.Steps {
-				return nil, fmt.Errorf("%w: connection %d message %d: sender has %d bytes/%d slots, receiver %d/%d", ErrBadSchedule, ci, seq, sa.Bytes, xa.Steps, sb.Bytes, xb.Steps)
+			if sa, sb := c.snd[m], c.rcv[m]; sa != sb {
+				return nil, fmt.Errorf("%w: connection %d message %d: sender has %d bytes/%d slots, receiver %d/%d", ErrBadSchedule, ci, seq, sa.bytes, sa.slots, sb.bytes, sb.slots)
 			}
 		}
 	}
 	return ix, nil
 }
 
-// sides are the sending step a and receiving step b of message seq of connection ci, and their
-// transfers of it.
-func (ix *Index) sides(s *Schedule, a, b int32, ci, seq int) (sa *Step, xa Xfer, sb *Step, xb Xfer) {
-	sa, xa = ix.stepOf(s, a, ci, seq, true)
-	sb, xb = ix.stepOf(s, b, ci, seq, false)
-	return sa, xa, sb, xb
-}
-
-// msgCheck holds, per message, the bytes and slots of the first of its steps that NewIndex
-// checked, and whether the other's differ.
-type msgCheck struct {
-	bytes []int64
-	slots []int32
-	bad   []bool
-}
-
-// stepOf finds step g, on connection ci's sending (or receiving) program, and its transfer of
-// message seq.
-func (ix *Index) stepOf(s *Schedule, g int32, ci, seq int, send bool) (*Step, Xfer) {
-	c := &s.Conns[ci]
-	e := c.To
-	if send {
-		e = c.From
-	}
-	p := e*s.NChannels + c.Channel
-	st := &s.Programs[p].Steps[ix.Local(p, g)]
-	xs := st.Recv
-	if send {
-		xs = st.Send
-	}
-	for _, x := range xs {
-		if x.Conn == ci && x.Seq == seq {
-			return st, x
-		}
-	}
-	return st, Xfer{}
-}
-
-// checkStep checks step i of program pi and records its messages in ix (and their sizes in mc).
-func checkStep(s *Schedule, ix *Index, mc *msgCheck, pi, i int) error {
+// checkStep checks step i of program pi and records its messages in the index, and their ends.
+func (ck *IndexChecker) checkStep(pi, i int) error {
+	s, ix := ck.s, ck.ix
 	p := &s.Programs[pi]
 	st := &p.Steps[i]
 	if st.Index != i {
@@ -234,12 +234,11 @@ func checkStep(s *Schedule, ix *Index, mc *msgCheck, pi, i int) error {
 			return badStep(p, i, "credit %d not before sequence %d", x.CreditSeq, x.Seq)
 		}
 		tab[m] = g
-		if first := (send && ix.Receiver[m] < 0) || (!send && ix.Sender[m] < 0); first {
-			mc.bytes[m], mc.slots[m] = st.Bytes, int32(x.Steps)
-			mc.bad[m] = int(mc.slots[m]) != x.Steps // past int32: NewIndex compares the steps
-		} else if mc.bytes[m] != st.Bytes || int(mc.slots[m]) != x.Steps {
-			mc.bad[m] = true
+		end := &ck.rcv[m]
+		if send {
+			end = &ck.snd[m]
 		}
+		*end = msgEnd{st.Bytes, x.Steps}
 		return nil
 	}
 	for _, x := range st.Recv {

@@ -1,5 +1,7 @@
 package coll
 
+import "runtime"
+
 // Connection indexes used by switch schedules: NCCL keeps the two directions of NVLS (scatter into
 // the multicast buffer / multimem store of the result) and of CollNet chains (reduce up / broadcast
 // down) on separate connectors, so their messages never share a FIFO.
@@ -132,13 +134,70 @@ func (b *builder) nvlsGatherScatter(p *Plan, ck *chunking) error {
 func (b *builder) nvlsTree(p *Plan, ck *chunking) error {
 	nNodes := max(1, p.NNodes)
 	ppn := p.NRanks / nNodes
-	b.loopChunks(p, ck, ppn, func(c, loop int, portion func(int) (int64, int64)) {
-		for j := 0; j < ppn; j++ {
-			o, ne := portion(j)
-			b.nvlsTreeChunk(ck, p, c, j, loop*ppn+j, o, ne)
+	chunks := func(b *builder) func(c, loop int, portion func(int) (int64, int64)) {
+		return func(c, loop int, portion func(int) (int64, int64)) {
+			for j := 0; j < ppn; j++ {
+				o, ne := portion(j)
+				b.nvlsTreeChunk(ck, p, c, j, loop*ppn+j, o, ne)
+			}
 		}
-	})
+	}
+	// A channel's steps and connections are its own: on a large call the upper half of the
+	// channels is compiled beside the lower half, by a builder of its own whose connections
+	// then follow the lower half's (join), as one pass numbers them.
+	nch := p.nChannels()
+	if h := nch / 2; h > 0 && len(b.s.Conns) == 0 &&
+		forkChannels(int64(p.NRanks)*int64(ppn)*max64(1, p.Count/(int64(ppn)*ck.chunkElems))) {
+		b2 := b.fork()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			b2.loopChunkRange(p, ck, ppn, h, nch, chunks(b2))
+		}()
+		b.loopChunkRange(p, ck, ppn, 0, h, chunks(b))
+		<-done
+		b.join(b2)
+		return nil
+	}
+	b.loopChunks(p, ck, ppn, chunks(b))
 	return nil
+}
+
+// forkChannels reports whether a switch schedule of about work steps compiles half of its
+// channels on a second builder at once: from 65,536 where there are two cores (tests set it).
+var forkChannels = func(work int64) bool { return work >= 1<<16 && runtime.GOMAXPROCS(0) > 1 }
+
+// fork is a builder of the same programs, to compile channels b leaves alone: it numbers its own
+// connections from 0 and keeps its transfer slabs for join.
+func (b *builder) fork() *builder {
+	return &builder{
+		s:         &Schedule{NRanks: b.s.NRanks, NChannels: b.s.NChannels, Switches: b.s.Switches, Programs: b.s.Programs},
+		conns:     map[uint64]int32{},
+		connCache: new([1 << connCacheBits]connCacheEntry),
+		ps:        b.ps,
+		op:        b.op,
+		base:      b.base,
+		keepX:     true,
+	}
+}
+
+// join takes the connections of b2 (a fork of b that compiled channels after b's) after b's:
+// b2's are renumbered after them, in its transfers too.
+func (b *builder) join(b2 *builder) {
+	n1 := len(b.s.Conns)
+	if n1 > 0 {
+		for _, xs := range append(b2.xslabs, b2.xslab) {
+			for i := range xs {
+				xs[i].Conn += n1
+			}
+		}
+	}
+	for _, cn := range b2.s.Conns {
+		cn.ID += n1
+		b.conns[connWord(cn.Channel, cn.From, cn.To, cn.ConnIndex)] = int32(cn.ID)
+		b.s.Conns = append(b.s.Conns, cn)
+	}
+	b.cst = append(b.cst, b2.cst...)
 }
 
 // nodeTree is node's parent (−1 at the root) and children in the NVLSTree tree of channel c of
@@ -221,9 +280,14 @@ func (b *builder) nvlsTreeChunk(ck *chunking, p *Plan, c, j, ci int, o, ne int64
 // or of every node); fn gets the channel, the loop and each chunk's element offset and count
 // (the last loop's chunks are shrunk to share what is left).
 func (b *builder) loopChunks(p *Plan, ck *chunking, k int, fn func(c, loop int, portion func(j int) (o, ne int64))) {
+	b.loopChunkRange(p, ck, k, 0, p.nChannels(), fn)
+}
+
+// loopChunkRange is loopChunks over channels c0..c1−1.
+func (b *builder) loopChunkRange(p *Plan, ck *chunking, k, c0, c1 int, fn func(c, loop int, portion func(j int) (o, ne int64))) {
 	offs, cnts := p.parts(p.Count, ck.align)
 	var mark []int
-	for c := 0; c < p.nChannels(); c++ {
+	for c := c0; c < c1; c++ {
 		part, cnt := offs[c], cnts[c]
 		loops := divUp(cnt, int64(k)*ck.chunkElems)
 		mark = b.lens(c, mark)

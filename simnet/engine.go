@@ -137,6 +137,9 @@ type Engine struct {
 	obs     observer // told of every rate change (relaxed links, see relax.go); nil: none
 	halted  bool     // Run returns errHalted at the end of the current instant
 	maxWork uint64   // Run returns errBudget once CompVisited exceeds it (0: no bound)
+	// abort, where set, is asked every eventBlock events; Run returns its error, if any, at
+	// once (Simulate: the schedule's check failed).
+	abort func() error
 
 	// scratch of the rate computation, reused between calls
 	ls        []linkScratch // by link
@@ -825,6 +828,15 @@ var eventsSimulated atomic.Uint64
 
 const eventBlock = 1 << 16
 
+// block counts a block of eventBlock events (EventsSimulated) and asks abort.
+func (e *Engine) block() error {
+	eventsSimulated.Add(eventBlock)
+	if e.abort != nil {
+		return e.abort()
+	}
+	return nil
+}
+
 // EventsSimulated is how many events the engines of this process have handled so far, counted in
 // blocks of 65,536: a progress figure that moves during one long simulation (simccl run's bar).
 func EventsSimulated() uint64 { return eventsSimulated.Load() }
@@ -868,7 +880,9 @@ func (e *Engine) Run() (Time, error) {
 				id := e.fh[0].id
 				e.Events++
 				if e.Events%eventBlock == 0 {
-					eventsSimulated.Add(eventBlock)
+					if err := e.block(); err != nil {
+						return e.now, err
+					}
 				}
 				e.fhRemove(id)
 				tag := e.flows[id].tag
@@ -879,7 +893,9 @@ func (e *Engine) Run() (Time, error) {
 			ev := e.h.pop()
 			e.Events++
 			if e.Events%eventBlock == 0 {
-				eventsSimulated.Add(eventBlock)
+				if err := e.block(); err != nil {
+					return e.now, err
+				}
 			}
 			if ev.kind == evRecompute {
 				e.pendingRecompute = false

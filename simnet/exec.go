@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"runtime"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/tuning"
@@ -252,8 +254,9 @@ type Options struct {
 	// prune leaves out of the rate computations the links whose constraint another link of the
 	// schedule's routes implies (Engine.pruneImplied; the same rates). e must serve no other flows.
 	prune bool
-	// index, where set, is coll.NewIndex of the schedule, started before (a schedule replayed
-	// twice: foldScheds); else Simulate starts it.
+	// index, where set, is coll.NewIndex of the schedule, shared by its replays (a schedule
+	// replayed twice: foldScheds); else Simulate makes one. The first replay checks the schedule
+	// within its records' pass; one started elsewhere runs beside the replay (indexJob).
 	index *indexJob
 	// prefix, where set, watches the replay for the end of the schedule's first chunks
 	// (prefixProbe: a replay that agrees with any schedule that begins with the same steps).
@@ -342,8 +345,6 @@ type sim struct {
 	done     int
 	// per message (connOff[conn]+seq)
 	connOff  []int32
-	msgSend  []int32 // sending step
-	msgRecv  []int32 // receiving step
 	msg      []msgRec
 	msgStart []Time // Options.Record only
 	msgEnd   []Time
@@ -377,13 +378,15 @@ type sim struct {
 	kernSteps []int32
 	// Options.prefix: per global step, whether its completion ends the prefix's replay
 	frontier []bool
+	job      *indexJob          // the schedule's check (build)
+	check    *coll.IndexChecker // the check within the records' pass (buildChecked)
 	err      error
 	end      Time
 }
 
 // Simulate times schedule s on the links of e reached through r. e must hold the links r
 // returns and no active flow.
-func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (*Result, error) {
+func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (_ *Result, err error) {
 	if s == nil || s.NRanks <= 0 || s.NChannels <= 0 {
 		return nil, fmt.Errorf("simnet: empty schedule")
 	}
@@ -410,6 +413,21 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (*R
 		}
 	}
 	x := &sim{e: e, s: s, r: r, tm: tm, opt: opt, routes: map[[3]int32][]LinkID{}, classes: map[[3]int32]LinkClass{}}
+	defer func() {
+		// The replay runs while coll.NewIndex checks the schedule (build): a schedule that
+		// breaks the contract gets the check's error, whatever its replay did (a panic included).
+		if x.job == nil {
+			return
+		}
+		p := recover()
+		if _, ierr := x.job.wait(); ierr != nil {
+			err = ierr
+			return
+		}
+		if p != nil {
+			panic(p)
+		}
+	}()
 	if err := x.build(); err != nil {
 		return nil, err
 	}
@@ -447,7 +465,9 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (*R
 	startEvents := e.Events
 	e.At(e.Now()+tm.Launch, evLaunch, 0)
 	t0 := e.Now()
-	if _, err := e.Run(); err != nil {
+	e.abort = x.job.failed
+	defer func() { e.abort = nil }() // whatever the replay did, a panic included
+	if _, err = e.Run(); err != nil {
 		return nil, err
 	}
 	if x.err != nil {
@@ -456,7 +476,7 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (*R
 	if n := len(x.rec) - 1; x.done != n {
 		return nil, fmt.Errorf("simnet: schedule deadlocked: %d of %d steps never ran (a dependency or message that cannot be satisfied)", n-x.done, n)
 	}
-	res := &Result{Time: x.end - t0, Events: e.Events - startEvents, Messages: len(x.msgSend), LinkName: e.LinkName}
+	res := &Result{Time: x.end - t0, Events: e.Events - startEvents, Messages: len(x.msg), LinkName: e.LinkName}
 	if x.end < t0+tm.Launch {
 		res.Time = tm.Launch
 	}
@@ -466,32 +486,66 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (*R
 	return res, nil
 }
 
-// indexJob is coll.NewIndex of a schedule, computed by a goroutine of its own (startIndex):
-// Simulate builds its records while the schedule is checked, and replays nothing before the
-// check has passed.
+// indexJob is coll.NewIndex of a schedule. The first Simulate of the schedule checks it within
+// its records' pass (build: coll.IndexChecker, program by program as the records are built);
+// else the check runs on a goroutine of its own (start), beside the replay, and Simulate returns
+// its error where it finds one (the replay is then stopped: Engine.abort).
 type indexJob struct {
+	s    *coll.Schedule
+	once sync.Once
 	done chan struct{}
 	ix   *coll.Index
 	err  error
 }
 
-// startIndex starts coll.NewIndex(s).
+// startIndex is coll.NewIndex(s), to be started (indexJob.start).
 func startIndex(s *coll.Schedule) *indexJob {
-	j := &indexJob{done: make(chan struct{})}
-	go func() {
-		defer close(j.done)
-		j.ix, j.err = coll.NewIndex(s)
-		if j.err != nil {
-			j.err = fmt.Errorf("simnet: %w", j.err)
-		}
-	}()
-	return j
+	return &indexJob{s: s, done: make(chan struct{})}
+}
+
+// start starts the check, once.
+func (j *indexJob) start() {
+	j.once.Do(func() {
+		go func() {
+			defer close(j.done)
+			j.ix, j.err = coll.NewIndex(j.s)
+			if j.err != nil {
+				j.err = fmt.Errorf("simnet: %w", j.err)
+			}
+		}()
+	})
+}
+
+// claim takes the check for the caller, who then ends it (finish), where nobody has started it.
+func (j *indexJob) claim() (claimed bool) {
+	j.once.Do(func() { claimed = true })
+	return claimed
+}
+
+// finish ends a claimed check with its index or its error (NewIndex's, wrapped as start wraps it).
+func (j *indexJob) finish(ix *coll.Index, err error) {
+	if err != nil {
+		ix, err = nil, fmt.Errorf("simnet: %w", err)
+	}
+	j.ix, j.err = ix, err
+	close(j.done)
 }
 
 // wait is the index, or NewIndex's error.
 func (j *indexJob) wait() (*coll.Index, error) {
+	j.start()
 	<-j.done
 	return j.ix, j.err
+}
+
+// failed is NewIndex's error once it has found one, without waiting (nil: none, or not yet).
+func (j *indexJob) failed() error {
+	select {
+	case <-j.done:
+		return j.err
+	default:
+		return nil
+	}
 }
 
 // errUnchecked is what build reports of a schedule it cannot read, where the index it waits for
@@ -499,13 +553,20 @@ func (j *indexJob) wait() (*coll.Index, error) {
 var errUnchecked = errors.New("simnet: the schedule breaks its contract")
 
 func (x *sim) build() error {
-	// The schedule's validated index (coll.NewIndex checks the contract: connections, sequences,
-	// credits, dependencies) is computed beside the records, which number steps and messages
-	// as it does; build reads the schedule only where it holds what build indexes by, and
-	// returns the index's error where it does not.
+	// The schedule's check (coll.NewIndex: connections, sequences, credits, dependencies) runs
+	// beside the replay (Simulate returns its error where it finds one); build reads the
+	// schedule only where it holds what build indexes by, and returns the check's error where
+	// it does not.
 	job := x.opt.index
 	if job == nil {
 		job = startIndex(x.s)
+	}
+	x.job = job
+	if job.claim() {
+		if err := x.buildChecked(job); err != nil {
+			return err
+		}
+		return x.buildRest()
 	}
 	if err := x.buildRecords(); err != nil {
 		if _, ierr := job.wait(); ierr != nil {
@@ -513,12 +574,34 @@ func (x *sim) build() error {
 		}
 		return err
 	}
-	ix, err := job.wait()
-	if err != nil {
-		return err
-	}
-	x.msgSend, x.msgRecv = ix.Sender, ix.Receiver
+	job.start()
 	return x.buildRest()
+}
+
+// buildChecked builds the records and checks the schedule in the same pass (job claimed): each
+// program is checked (coll.IndexChecker) before its records are built, the messages' two ends
+// once all are. A schedule that fails gets coll.NewIndex's error (the first in program order,
+// wherever the parts stopped).
+func (x *sim) buildChecked(job *indexJob) error {
+	ck, err := coll.NewIndexChecker(x.s)
+	if err != nil {
+		job.finish(nil, err)
+		return job.err
+	}
+	x.check = ck
+	err = x.buildRecords()
+	x.check = nil
+	if err == nil {
+		ix, ierr := ck.Index()
+		job.finish(ix, ierr)
+		return job.err
+	}
+	ix, ierr := coll.NewIndex(x.s)
+	job.finish(ix, ierr)
+	if job.err != nil {
+		return job.err
+	}
+	return err
 }
 
 // buildRecords numbers the steps and messages as coll.Index does and builds the replay's records.
@@ -570,57 +653,62 @@ func (x *sim) buildRecords() error {
 	// One pass over the steps: per step its counts and the messages it sends, per message its
 	// flow's constants; and, for the lists of steps each completion releases (stepRec.rel), the
 	// (dependency, step) pairs, the (credit message, step) pairs and the messages each step
-	// consumes, in step order.
+	// consumes, in step order. Two ranges of programs at once on a large schedule: each writes
+	// the records of its own steps and, of a message, what its sender (or its receiver) gives
+	// it (a connection has one sending program and one receiving program); its lists are
+	// joined in program order, the same lists as one pass.
 	credCnt := make([]int32, nmsg+1)
-	x.sendList = make([]int32, 0, nmsg)
-	recvList := make([]int32, 0, nmsg)
 	recvOff := make([]int32, nstep+1)
-	depPairs, credPairs := make([][2]int32, 0, nstep), make([][2]int32, 0, nmsg)
-	for p := range s.Programs {
-		pr := &s.Programs[p]
-		plain := x.laneRate[p] <= 0 && !x.tm.LineStream
-		for i := range pr.Steps {
-			st := &pr.Steps[i]
-			g := x.off[p] + int32(i)
-			r := &x.rec[g]
-			for _, d := range st.Deps {
-				if d < 0 || d >= i {
-					return errUnchecked
-				}
-				dg := x.off[p] + int32(d)
-				x.rec[dg+1].rel++
-				depPairs = append(depPairs, [2]int32{dg, g})
-			}
-			r.pending = int32(len(st.Deps) + len(st.Recv))
-			r.send = int32(len(x.sendList))
-			r.prog = int32(p)
-			r.plain = plain
-			for _, xf := range st.Send {
-				if !x.onConn(xf, pr, true) || xf.CreditSeq >= xf.Seq {
-					return errUnchecked
-				}
-				m := x.connOff[xf.Conn] + int32(xf.Seq)
-				x.sendList = append(x.sendList, m)
-				x.msg[m].send = g
-				if xf.CreditSeq >= 0 {
-					mc := x.connOff[xf.Conn] + int32(xf.CreditSeq)
-					credCnt[mc+1]++
-					credPairs = append(credPairs, [2]int32{mc, g})
-					r.pending++
-				}
-				x.msgConsts(&x.msg[m], st, pr, xf)
-			}
-			r.sendsLeft = int32(len(st.Send))
-			for _, xf := range st.Recv {
-				if !x.onConn(xf, pr, false) {
-					return errUnchecked
-				}
-				m := x.connOff[xf.Conn] + int32(xf.Seq)
-				recvList = append(recvList, m)
-				x.msg[m].recv = g
-			}
-			recvOff[g+1] = int32(len(recvList))
+	parts := []recordPart{{p1: len(s.Programs)}}
+	if recordsSplit(nstep) {
+		split := sort.Search(len(s.Programs), func(p int) bool { return x.off[p] >= x.off[len(s.Programs)]/2 })
+		parts = []recordPart{{p1: split}, {p0: split, p1: len(s.Programs)}}
+	}
+	// The first part's lists have room for every part's (each message is sent and received
+	// once), the others' for about their share.
+	for i := range parts {
+		pt := &parts[i]
+		nm, ns := nmsg, nstep
+		if i > 0 {
+			ns = int(x.off[pt.p1] - x.off[pt.p0])
+			nm = int(int64(nmsg)*int64(ns)/int64(nstep)) + 16
 		}
+		pt.sends, pt.recvs = make([]int32, 0, nm), make([]int32, 0, nm)
+		pt.deps, pt.creds = make([][2]int32, 0, ns), make([][2]int32, 0, nm)
+	}
+	if len(parts) == 1 {
+		parts[0].err = x.recordRange(&parts[0], credCnt, recvOff)
+	} else {
+		var wg sync.WaitGroup
+		for i := range parts[1:] {
+			wg.Add(1)
+			go func(pt *recordPart) {
+				defer wg.Done()
+				pt.err = x.recordRange(pt, credCnt, recvOff)
+			}(&parts[1+i])
+		}
+		parts[0].err = x.recordRange(&parts[0], credCnt, recvOff)
+		wg.Wait()
+	}
+	for i := range parts {
+		if parts[i].err != nil {
+			return parts[i].err
+		}
+	}
+	x.sendList = parts[0].sends
+	recvList, depPairs, credPairs := parts[0].recvs, parts[0].deps, parts[0].creds
+	for i := range parts[1:] {
+		pt := &parts[1+i]
+		// The part's list positions count from its own start.
+		ds, dr := int32(len(x.sendList)), int32(len(recvList))
+		for g := x.off[pt.p0]; g < x.off[pt.p1]; g++ {
+			x.rec[g].send += ds
+			recvOff[g+1] += dr
+		}
+		x.sendList = append(x.sendList, pt.sends...)
+		recvList = append(recvList, pt.recvs...)
+		depPairs = append(depPairs, pt.deps...)
+		credPairs = append(credPairs, pt.creds...)
 	}
 	x.rec[nstep].send = int32(len(x.sendList))
 	for m := 0; m < nmsg; m++ {
@@ -653,6 +741,76 @@ func (x *sim) buildRecords() error {
 		at := x.rec[g].rel + fill[g]
 		for _, m := range recvList[recvOff[g]:recvOff[g+1]] {
 			at += int32(copy(x.rel[at:], cred[credCnt[m]:credCnt[m+1]]))
+		}
+	}
+	return nil
+}
+
+// recordsSplit reports whether buildRecords builds the records of nstep steps in two parts at
+// once: from 65,536 steps where there are two cores (tests set it).
+var recordsSplit = func(nstep int) bool { return nstep >= 1<<16 && runtime.GOMAXPROCS(0) > 1 }
+
+// recordPart is what buildRecords' pass over programs p0..p1−1 gives beside the records: its
+// lists in step order, with positions counted from the part's start (sim.rec's send, recvOff).
+type recordPart struct {
+	p0, p1       int
+	sends, recvs []int32
+	deps, creds  [][2]int32
+	err          error
+}
+
+// recordRange is buildRecords' pass over the programs of part pt, appending to its lists.
+func (x *sim) recordRange(pt *recordPart, credCnt, recvOff []int32) error {
+	s := x.s
+	for p := pt.p0; p < pt.p1; p++ {
+		if x.check != nil {
+			if err := x.check.CheckProgram(p); err != nil {
+				return err
+			}
+		}
+		pr := &s.Programs[p]
+		plain := x.laneRate[p] <= 0 && !x.tm.LineStream
+		for i := range pr.Steps {
+			st := &pr.Steps[i]
+			g := x.off[p] + int32(i)
+			r := &x.rec[g]
+			for _, d := range st.Deps {
+				if d < 0 || d >= i {
+					return errUnchecked
+				}
+				dg := x.off[p] + int32(d)
+				x.rec[dg+1].rel++
+				pt.deps = append(pt.deps, [2]int32{dg, g})
+			}
+			r.pending = int32(len(st.Deps) + len(st.Recv))
+			r.send = int32(len(pt.sends))
+			r.prog = int32(p)
+			r.plain = plain
+			for _, xf := range st.Send {
+				if !x.onConn(xf, pr, true) || xf.CreditSeq >= xf.Seq {
+					return errUnchecked
+				}
+				m := x.connOff[xf.Conn] + int32(xf.Seq)
+				pt.sends = append(pt.sends, m)
+				x.msg[m].send = g
+				if xf.CreditSeq >= 0 {
+					mc := x.connOff[xf.Conn] + int32(xf.CreditSeq)
+					credCnt[mc+1]++
+					pt.creds = append(pt.creds, [2]int32{mc, g})
+					r.pending++
+				}
+				x.msgConsts(&x.msg[m], st, pr, xf)
+			}
+			r.sendsLeft = int32(len(st.Send))
+			for _, xf := range st.Recv {
+				if !x.onConn(xf, pr, false) {
+					return errUnchecked
+				}
+				m := x.connOff[xf.Conn] + int32(xf.Seq)
+				pt.recvs = append(pt.recvs, m)
+				x.msg[m].recv = g
+			}
+			recvOff[g+1] = int32(len(pt.recvs))
 		}
 	}
 	return nil
@@ -723,8 +881,8 @@ func (x *sim) markPrefix(pp *prefixProbe) {
 	s := x.s
 	pp.OK, pp.Diverged = false, false
 	in := func(g int32) bool { return x.step(g).Chunk < pp.Chunks }
-	for m := range x.msgSend {
-		if in(x.msgSend[m]) != in(x.msgRecv[m]) {
+	for m := range x.msg {
+		if in(x.msg[m].send) != in(x.msg[m].recv) {
 			return
 		}
 	}
@@ -1158,11 +1316,11 @@ func (x *sim) start(g int32) {
 			if w == 0 {
 				w = coll.WireBytes(st.Proto, st.Bytes)
 			}
-			x.e.StartFlow(x.ctaOnly(cta), ctaTraffic(st.Prim, float64(st.Bytes), float64(w), 0), 0, int64(len(x.msgSend))+int64(g))
+			x.e.StartFlow(x.ctaOnly(cta), ctaTraffic(st.Prim, float64(st.Bytes), float64(w), 0), 0, int64(len(x.msg))+int64(g))
 			return
 		}
 		if memT > 0 && localWork(st.Prim) {
-			x.e.StartFlow(nil, memT, 1, int64(len(x.msgSend))+int64(g))
+			x.e.StartFlow(nil, memT, 1, int64(len(x.msg))+int64(g))
 			return
 		}
 		if lane > 0 && st.Bytes > 0 && localWork(st.Prim) {
@@ -1175,7 +1333,7 @@ func (x *sim) start(g int32) {
 					b = coll.WireBytes(st.Proto, st.Bytes)
 				}
 			}
-			x.e.StartFlow(nil, float64(b), lane, int64(len(x.msgSend))+int64(g))
+			x.e.StartFlow(nil, float64(b), lane, int64(len(x.msg))+int64(g))
 			return
 		}
 		x.finishLocal(g)
@@ -1263,9 +1421,9 @@ func (x *sim) holdOf(g int32) Time {
 }
 
 // FlowDone: the message's last byte has left; it arrives after the route and step latency. Tags
-// from len(msgSend) on are the local work of step tag−len(msgSend).
+// from len(msg) on are the local work of step tag−len(msg).
 func (x *sim) FlowDone(tag int64) {
-	if n := int64(len(x.msgSend)); tag >= n {
+	if n := int64(len(x.msg)); tag >= n {
 		x.finishLocal(int32(tag - n))
 		return
 	}
@@ -1321,9 +1479,9 @@ func (x *sim) complete(g int32) {
 }
 
 func (x *sim) records() []OpRecord {
-	out := make([]OpRecord, 0, len(x.msgSend))
-	for m := range x.msgSend {
-		g := x.msgSend[m]
+	out := make([]OpRecord, 0, len(x.msg))
+	for m := range x.msg {
+		g := x.msg[m].send
 		st := x.step(g)
 		pr := &x.s.Programs[x.rec[g].prog]
 		cn := x.connOfMsg(int32(m))

@@ -8,11 +8,28 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Simulate builds its records while coll.NewIndex checks the schedule on a goroutine of its own
-// (indexJob): a schedule that breaks the contract where the records index by it (connection,
-// sequence, dependency, credit, a program's rank) is refused with the index's error, and none
-// makes the build panic.
+// Simulate checks the schedule (coll.IndexChecker) as it builds its records: a schedule that
+// breaks the contract, where the records index by it (connection, sequence, dependency, credit,
+// a program's rank) or elsewhere (a message received twice, the messages a connection claims),
+// is refused with coll.NewIndex's error, and none makes the build panic; the same with the
+// records built in one part or two.
 func TestSimulateBadScheduleIndexError(t *testing.T) {
+	for _, split := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one part", true: "two parts"}[split], func(t *testing.T) {
+			defer setRecordsSplit(split)()
+			testBadScheduleIndexError(t)
+		})
+	}
+}
+
+// setRecordsSplit makes buildRecords split or not, and returns what undoes it.
+func setRecordsSplit(split bool) func() {
+	old := recordsSplit
+	recordsSplit = func(int) bool { return split }
+	return func() { recordsSplit = old }
+}
+
+func testBadScheduleIndexError(t *testing.T) {
 	for name, spoil := range map[string]func(s *coll.Schedule){
 		"connection out of range": func(s *coll.Schedule) { s.Programs[0].Steps[1].Send[0].Conn = 7 },
 		"negative connection":     func(s *coll.Schedule) { s.Programs[1].Steps[0].Recv[0].Conn = -1 },
@@ -38,6 +55,56 @@ func TestSimulateBadScheduleIndexError(t *testing.T) {
 			require.Equal(t, "simnet: "+want.Error(), err.Error())
 		})
 	}
+}
+
+// A replay whose schedule the check refuses stops within a block of events of the refusal
+// (Engine.abort) and returns the check's error: here a check that has already failed, on a
+// schedule of 100,000 messages (about 300,000 events).
+func TestSimulateStoppedByCheck(t *testing.T) {
+	e := NewEngine(nil)
+	r := pairRouter{e.AddLink("0->1", GBps(1), 0), e.AddLink("1->0", GBps(1), 0)}
+	refused := errors.New("refused")
+	job := startIndex(nil)
+	job.once.Do(func() {})
+	job.err = refused
+	close(job.done)
+	_, err := Simulate(e, r, streamSchedule(100_000, 1024), Timing{}, Options{index: job})
+	require.ErrorIs(t, err, refused)
+	require.LessOrEqual(t, e.Events, uint64(eventBlock))
+	require.Nil(t, e.abort)
+}
+
+// The records built in two parts at once are the ones built in one pass (buildRecords), on the
+// NVLSTree channel fold of 4 DGX H100 nodes (switches, credits, two lanes), and replay to the
+// same time.
+func TestRecordsSplitSame(t *testing.T) {
+	m, _ := testMachine(t, "dgx-h100", 4, DefaultFabric(), "NVLSTree", "")
+	plan, tm, e, cl := nvlsTreeCall(t, m, 64<<20)
+	f, ok := nvlsFoldOf(plan, cl)
+	require.True(t, ok)
+	s, err := coll.Compile(f.plan(plan))
+	require.NoError(t, err)
+	var xs []*sim
+	var times []Time
+	for _, split := range []bool{false, true} {
+		undo := setRecordsSplit(split)
+		x := &sim{e: e, s: s, r: cl, tm: tm}
+		require.NoError(t, x.buildRecords())
+		xs = append(xs, x)
+		res, err := Simulate(foldedEngine(e, f.members), cl, s, tm, Options{prune: true})
+		require.NoError(t, err)
+		times = append(times, res.Time)
+		undo()
+	}
+	a, b := xs[0], xs[1]
+	require.Greater(t, len(a.rec), 1000)
+	require.Equal(t, a.off, b.off)
+	require.Equal(t, a.connOff, b.connOff)
+	require.Equal(t, a.rec, b.rec)
+	require.Equal(t, a.rel, b.rel)
+	require.Equal(t, a.sendList, b.sendList)
+	require.Equal(t, a.msg, b.msg)
+	require.Equal(t, times[0], times[1])
 }
 
 // A lean engine (foldedEngine's: the links a rate computation may hold, no link statistics)

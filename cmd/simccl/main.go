@@ -110,6 +110,7 @@ func (c *command) cobra() *cobra.Command {
 }
 
 func main() {
+	deferGC()
 	os.Exit(mainRun(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -107,6 +107,32 @@ func TestRunCommandErrors(t *testing.T) {
 
 // The calls of a run are simulated in parallel; the output must not depend on how many run at
 // once or on GOMAXPROCS.
+// An NVLSTree call large enough for its compile and its records to take two cores where there
+// are two (coll's fork, simnet's record parts) gives the same row with one.
+func TestRunNVLSTreeIndependentOfGOMAXPROCS(t *testing.T) {
+	args := []string{"run", "--nodes", "16", "-c", "allreduce", "-b", "256M", "-e", "256M", "--json"}
+	var want string
+	for _, procs := range []int{2, 1} {
+		old := runtime.GOMAXPROCS(procs)
+		var out, errb bytes.Buffer
+		rc := mainRun(args, &out, &errb)
+		runtime.GOMAXPROCS(old)
+		if rc != 0 {
+			t.Fatalf("GOMAXPROCS=%d: rc %d: %s", procs, rc, errb.String())
+		}
+		if want == "" {
+			want = out.String()
+			if !strings.Contains(want, `"NVLSTree"`) {
+				t.Fatalf("no NVLSTree row:\n%s", want)
+			}
+			continue
+		}
+		if out.String() != want {
+			t.Fatalf("GOMAXPROCS=%d: output differs:\n%s\nagainst\n%s", procs, out.String(), want)
+		}
+	}
+}
+
 func TestRunIndependentOfGOMAXPROCS(t *testing.T) {
 	// NVLS off: NCCL would run NVLSTree here, a schedule replay; the test wants the tree executor.
 	// Broadcast has no compact executor: its 64 MiB row is a schedule replay (send/recv and
