@@ -204,7 +204,7 @@ const (
 // Ampere runs the same fence in the same protocol; its round trip is not measured and is taken as
 // Hopper's (A100's SM clock, 1.41 GHz boost, is lower than H100's 1.98, so not shorter on that
 // account). The same probe on H200s, the GPU of testdata/nccl's validation rows, gave 1.30 µs
-// (results/h200-probe-2026-11-28.csv) and 1.23 µs on another lease
+// (bench/gpuprobe/results/h200-probe-2026-11-28.csv) and 1.23 µs on another lease
 // (testdata/nccl/h200x2/hostscan-2026-11-28b-launch.csv): the figure holds there.
 const SimpleFence = 1280 * Nanosecond
 
@@ -292,7 +292,7 @@ func ctaTraffic(p coll.Prim, payload, wire float64, sends int) float64 {
 // (results/h100-sxm-2026-11-25.csv, reduce_u4 and copy_u4 at 1 CTA): a reduction issues two
 // independent loads per store, so more of its traffic is in flight. ctaTraffic divides a reducing
 // primitive's bytes by it, so that GPUModel.Mem is a copy's rate. One H200 gives the same ratio
-// (118.13 / 95.80 = 1.233; results/h200-probe-2026-11-28.csv).
+// (118.13 / 95.80 = 1.233; bench/gpuprobe/results/h200-probe-2026-11-28.csv).
 const reduceSpeedup = 118.64 / 96.22
 
 // ctaBytes is the bytes ctaTraffic counts before the reduction's speed-up.
