@@ -26,13 +26,12 @@
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
   fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
-constexpr int kSlots = 4;          // NCCL_STEPS (8) / 2 steps per slice
 constexpr int kFlagStride = 16;    // unsigned long longs per channel's counter: 128 bytes
 constexpr int kMaxChannels = 24;
 constexpr int kMaxSlices = 40;
 constexpr size_t kMaxSlice = 512 << 10;
 
-#include "copyout.cuh"  // copyOut: 4 16-byte loads in flight per thread (NCCL's unroll)
+#include "simple.cuh"  // copyOut, sendSlice, recvSlice, kSlots
 
 // mode: 0 rs, 1 ag, 2 push. Channel c = blockIdx.x.
 __global__ void ring(const float4* src0, float4* dst0, float4* myFifo0, float4* peerFifo0,
@@ -53,19 +52,8 @@ __global__ void ring(const float4* src0, float4* dst0, float4* myFifo0, float4* 
   }
   const bool ag = mode == 1;
   for (int k = 0; k < slices; k++) {
-    if (threadIdx.x == 0) while ((long long)*myHead < (long long)k - kSlots + 1) {}
-    __syncthreads();
-    copyOut(src + (size_t)k * n, nullptr, peerFifo + (size_t)(k % kSlots) * n, ag ? dst + (size_t)k * n : nullptr, n);
-    if (fence == 1) __threadfence();
-    if (fence == 2) __threadfence_system();
-    __syncthreads();
-    if (threadIdx.x == 0) *peerTail = k + 1;
-    if (threadIdx.x == 0) while (*myTail < (unsigned long long)k + 1) {}
-    __syncthreads();
-    copyOut(myFifo + (size_t)(k % kSlots) * n, ag ? nullptr : src + (size_t)k * n,
-            dst + (size_t)(slices + k) * n, nullptr, n);
-    __syncthreads();
-    if (threadIdx.x == 0) *peerHead = k + 1;
+    sendSlice(src, dst, peerFifo, myHead, peerTail, k, n, ag, fence);
+    recvSlice(src, dst, myFifo, myTail, peerHead, k, slices, n, ag);
   }
 }
 

@@ -27,9 +27,7 @@
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
   fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
-constexpr int kSlots = 4;  // NCCL_STEPS (8) / 2 steps per slice
-
-#include "copyout.cuh"
+#include "simple.cuh"  // copyOut, sendSlice, recvSlice, kSlots
 
 __global__ void ring(const float4* src, float4* dst, float4* myFifo, float4* peerFifo,
                      volatile unsigned long long* myTail, volatile unsigned long long* peerTail,
@@ -37,23 +35,8 @@ __global__ void ring(const float4* src, float4* dst, float4* myFifo, float4* pee
                      int slices, size_t n, int group, int ag, int fence) {
   for (int g = 0; g < slices; g += group) {
     int end = min(g + group, slices);
-    for (int k = g; k < end; k++) {  // send
-      if (threadIdx.x == 0) while ((long long)*myHead < (long long)k - kSlots + 1) {}
-      __syncthreads();
-      copyOut(src + (size_t)k * n, nullptr, peerFifo + (size_t)(k % kSlots) * n, ag ? dst + (size_t)k * n : nullptr, n);
-      if (fence == 1) __threadfence();
-      if (fence == 2) __threadfence_system();
-      __syncthreads();
-      if (threadIdx.x == 0) *peerTail = k + 1;
-    }
-    for (int k = g; k < end; k++) {  // receive
-      if (threadIdx.x == 0) while (*myTail < (unsigned long long)k + 1) {}
-      __syncthreads();
-      copyOut(myFifo + (size_t)(k % kSlots) * n, ag ? nullptr : src + (size_t)k * n,
-              dst + (size_t)(slices + k) * n, nullptr, n);
-      __syncthreads();
-      if (threadIdx.x == 0) *peerHead = k + 1;
-    }
+    for (int k = g; k < end; k++) sendSlice(src, dst, peerFifo, myHead, peerTail, k, n, ag, fence);
+    for (int k = g; k < end; k++) recvSlice(src, dst, myFifo, myTail, peerHead, k, slices, n, ag);
   }
 }
 

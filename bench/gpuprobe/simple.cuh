@@ -1,0 +1,62 @@
+// simple.cuh — what slice.cu and chan.cu share (included from the same folder, so their one-line
+// nvcc builds are unchanged): NCCL's copy loop and the two halves of a 2-rank ring's slice in
+// NCCL Simple's order.
+#pragma once
+#include <cuda_runtime.h>
+#include <cstddef>
+
+constexpr int kSlots = 4;  // NCCL_STEPS (8) / 2 steps per slice
+
+// copyOut: dst0[i] = src[i] (+ add[i] when add), and dst1[i] = the same when dst1; 4 16-byte
+// loads in flight per thread (NCCL's unroll).
+__device__ void copyOut(const float4* src, const float4* add, float4* dst0, float4* dst1, size_t n) {
+  size_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  for (size_t base = warp * 32 * 4; base < n; base += warps * 32 * 4) {
+    float4 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) { size_t i = base + u * 32 + lane; if (i < n) v[u] = src[i]; }
+    if (add) {
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        size_t i = base + u * 32 + lane;
+        if (i < n) { float4 a = add[i]; v[u].x += a.x; v[u].y += a.y; v[u].z += a.z; v[u].w += a.w; }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < 4; u++) { size_t i = base + u * 32 + lane; if (i < n) dst0[i] = v[u]; }
+    if (dst1) {
+#pragma unroll
+      for (int u = 0; u < 4; u++) { size_t i = base + u * 32 + lane; if (i < n) dst1[i] = v[u]; }
+    }
+  }
+}
+
+// sendSlice sends slice k (n float4s) of a ring channel: wait for a credit (the peer's head
+// counter, kSlots slots of FIFO), copy the slice into the peer's FIFO (and the local output for
+// all_gather's CopySend), fence (1 __threadfence(), 2 __threadfence_system()), post the tail in
+// the peer's memory.
+__device__ void sendSlice(const float4* src, float4* dst, float4* peerFifo,
+                          volatile unsigned long long* myHead, volatile unsigned long long* peerTail,
+                          int k, size_t n, bool ag, int fence) {
+  if (threadIdx.x == 0) while ((long long)*myHead < (long long)k - kSlots + 1) {}
+  __syncthreads();
+  copyOut(src + (size_t)k * n, nullptr, peerFifo + (size_t)(k % kSlots) * n, ag ? dst + (size_t)k * n : nullptr, n);
+  if (fence == 1) __threadfence();
+  if (fence == 2) __threadfence_system();
+  __syncthreads();
+  if (threadIdx.x == 0) *peerTail = k + 1;
+}
+
+// recvSlice receives slice k: wait for the tail the peer posted, take the slice out of the local
+// FIFO into the output (all_gather's Recv; reduce_scatter's RecvReduceCopy adds the local input),
+// post the head back.
+__device__ void recvSlice(const float4* src, float4* dst, const float4* myFifo,
+                          volatile unsigned long long* myTail, volatile unsigned long long* peerHead,
+                          int k, int slices, size_t n, bool ag) {
+  if (threadIdx.x == 0) while (*myTail < (unsigned long long)k + 1) {}
+  __syncthreads();
+  copyOut(myFifo + (size_t)(k % kSlots) * n, ag ? nullptr : src + (size_t)k * n,
+          dst + (size_t)(slices + k) * n, nullptr, n);
+  __syncthreads();
+  if (threadIdx.x == 0) *peerHead = k + 1;
+}
