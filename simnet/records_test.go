@@ -74,16 +74,24 @@ func TestSimulateStoppedByCheck(t *testing.T) {
 	require.Nil(t, e.abort)
 }
 
-// The records built in two parts at once are the ones built in one pass (buildRecords), on the
-// NVLSTree channel fold of 4 DGX H100 nodes (switches, credits, two lanes), and replay to the
-// same time.
-func TestRecordsSplitSame(t *testing.T) {
+// foldedNVLSTree is the NVLSTree channel fold's schedule of a 64 MiB all-reduce on 4 DGX H100
+// nodes, with its fold, timing, engine and cluster.
+func foldedNVLSTree(t *testing.T) (*coll.Schedule, nvlsFold, Timing, *Engine, *Cluster) {
+	t.Helper()
 	m, _ := testMachine(t, "dgx-h100", 4, DefaultFabric(), "NVLSTree", "")
 	plan, tm, e, cl := nvlsTreeCall(t, m, 64<<20)
 	f, ok := nvlsFoldOf(plan, cl)
 	require.True(t, ok)
 	s, err := coll.Compile(f.plan(plan))
 	require.NoError(t, err)
+	return s, f, tm, e, cl
+}
+
+// The records built in two parts at once are the ones built in one pass (buildRecords), on the
+// NVLSTree channel fold of 4 DGX H100 nodes (switches, credits, two lanes), and replay to the
+// same time.
+func TestRecordsSplitSame(t *testing.T) {
+	s, f, tm, e, cl := foldedNVLSTree(t)
 	var xs []*sim
 	var times []Time
 	for _, split := range []bool{false, true} {
@@ -111,12 +119,7 @@ func TestRecordsSplitSame(t *testing.T) {
 // replays a schedule to the same picosecond as the same engine walking whole routes: the NVLSTree
 // channel fold on 4 DGX H100 nodes (its switch links unbounded and pruned, relaxed node links).
 func TestLeanEngineSameTime(t *testing.T) {
-	m, _ := testMachine(t, "dgx-h100", 4, DefaultFabric(), "NVLSTree", "")
-	plan, tm, e, cl := nvlsTreeCall(t, m, 64<<20)
-	f, ok := nvlsFoldOf(plan, cl)
-	require.True(t, ok)
-	s, err := coll.Compile(f.plan(plan))
-	require.NoError(t, err)
+	s, f, tm, e, cl := foldedNVLSTree(t)
 	var times []Time
 	for _, lean := range []bool{true, false} {
 		q := foldedEngine(e, f.members)
