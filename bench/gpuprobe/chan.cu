@@ -31,7 +31,7 @@ constexpr int kMaxChannels = 24;
 constexpr int kMaxSlices = 40;
 constexpr size_t kMaxSlice = 512 << 10;
 
-#include "simple.cuh"  // copyOut, sendSlice, recvSlice, kSlots
+#include "simple.cuh"  // copyOut, sendSlice, recvSlice, kSlots, median, twoPeers
 
 // mode: 0 rs, 1 ag, 2 push. Channel c = blockIdx.x.
 __global__ void ring(const float4* src0, float4* dst0, float4* myFifo0, float4* peerFifo0,
@@ -57,16 +57,8 @@ __global__ void ring(const float4* src0, float4* dst0, float4* myFifo0, float4* 
   }
 }
 
-static float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 int main() {
-  int n = 0;
-  CK(cudaGetDeviceCount(&n));
-  if (n < 2) { fprintf(stderr, "needs 2 GPUs, found %d\n", n); return 1; }
-  for (int d = 0; d < 2; d++) { CK(cudaSetDevice(d)); CK(cudaDeviceEnablePeerAccess(1 - d, 0)); }
+  if (!twoPeers()) return 1;
   const size_t perCh = kMaxSlice * kMaxSlices;
   float4 *src[2], *dst[2], *fifo[2];
   unsigned long long* flags[2];

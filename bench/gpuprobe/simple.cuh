@@ -4,6 +4,9 @@
 #pragma once
 #include <cuda_runtime.h>
 #include <cstddef>
+#include <cstdio>
+#include <vector>
+#include <algorithm>
 
 constexpr int kSlots = 4;  // NCCL_STEPS (8) / 2 steps per slice
 
@@ -59,4 +62,25 @@ __device__ void recvSlice(const float4* src, float4* dst, const float4* myFifo,
           dst + (size_t)(slices + k) * n, nullptr, n);
   __syncthreads();
   if (threadIdx.x == 0) *peerHead = k + 1;
+}
+
+// median of a probe's timed repetitions.
+static float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// twoPeers reports whether GPUs 0 and 1 exist, and enables peer access between them.
+static bool twoPeers() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2) {
+    fprintf(stderr, "needs 2 GPUs, found %d\n", n);
+    return false;
+  }
+  for (int d = 0; d < 2; d++) {
+    cudaError_t e = cudaSetDevice(d);
+    if (e == cudaSuccess) e = cudaDeviceEnablePeerAccess(1 - d, 0);
+    if (e != cudaSuccess) { fprintf(stderr, "GPU %d: peer access: %s\n", d, cudaGetErrorString(e)); return false; }
+  }
+  return true;
 }

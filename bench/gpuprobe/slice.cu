@@ -27,7 +27,7 @@
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
   fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
-#include "simple.cuh"  // copyOut, sendSlice, recvSlice, kSlots
+#include "simple.cuh"  // copyOut, sendSlice, recvSlice, kSlots, median, twoPeers
 
 __global__ void ring(const float4* src, float4* dst, float4* myFifo, float4* peerFifo,
                      volatile unsigned long long* myTail, volatile unsigned long long* peerTail,
@@ -40,16 +40,8 @@ __global__ void ring(const float4* src, float4* dst, float4* myFifo, float4* pee
   }
 }
 
-static float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 int main() {
-  int n = 0;
-  CK(cudaGetDeviceCount(&n));
-  if (n < 2) { fprintf(stderr, "needs 2 GPUs, found %d\n", n); return 1; }
-  for (int d = 0; d < 2; d++) { CK(cudaSetDevice(d)); CK(cudaDeviceEnablePeerAccess(1 - d, 0)); }
+  if (!twoPeers()) return 1;
   const size_t maxSlice = 1 << 20;
   const int maxSlices = 40;
   float4 *src[2], *dst[2], *fifo[2];
