@@ -186,11 +186,17 @@ type gpuScore struct {
 // nextGpuSort is ncclTopoSearchNextGpuSort: the order in which to try the GPUs after gpu.
 // sortNet 0: intra only; 1: also sort by the channel's start NET; -1: the same, and reverse the
 // order when every candidate has the same intra score. With an NVSwitch only the index
-// neighbours are tried (ring: next then previous; balanced/split tree: previous then next; other
-// patterns: next).
+// neighbours are tried (neighbourGpus; ring: previous then next; balanced/split tree: next then
+// previous; other patterns: next).
 func (s *searcher) nextGpuSort(g *sgraph, gpu *node, sortNet int) []int {
 	flag := uint64(1) << uint(g.nChannels)
 	ngpus := s.ngpus
+	if s.hasNV {
+		// Only the neighbours are tried, and their order does not depend on the scores: skip
+		// scoring and sorting every GPU (72 of them on a GB200 NVL72 rack, at every step of the
+		// search).
+		return s.neighbourGpus(g, gpu, flag)
+	}
 	var netPaths []path
 	if sortNet != 0 {
 		ni := s.t.netIndexOfID(g.inter[g.nChannels*2])
@@ -220,14 +226,7 @@ func (s *searcher) nextGpuSort(g *sgraph, gpu *node, sortNet int) []int {
 	// qsort is not stable, but startIndex is unique so the order is total.
 	sortScores(scores)
 	s.scores = scores
-	slot := g.nChannels*ngpus + gpu.index
-	if s.nextBuf == nil {
-		s.nextBuf = make([][]int, MaxChannels*ngpus)
-	}
-	if s.nextBuf[slot] == nil {
-		s.nextBuf[slot] = make([]int, ngpus)
-	}
-	next := s.nextBuf[slot][:len(scores)]
+	next := s.nextSlot(g, gpu)[:len(scores)]
 	sameIntra := true
 	for i := 1; i < len(scores); i++ {
 		if scores[i].intraBw != scores[0].intraBw || scores[i].intraNhops != scores[0].intraNhops {
@@ -243,10 +242,29 @@ func (s *searcher) nextGpuSort(g *sgraph, gpu *node, sortNet int) []int {
 			next[i] = scores[i].g
 		}
 	}
-	if !s.hasNV {
-		return next
+	return next
+}
+
+// nextSlot is the buffer of nextGpuSort's result for gpu at g's channel (the recursion holds one
+// per step).
+func (s *searcher) nextSlot(g *sgraph, gpu *node) []int {
+	ngpus := s.ngpus
+	slot := g.nChannels*ngpus + gpu.index
+	if s.nextBuf == nil {
+		s.nextBuf = make([][]int, MaxChannels*ngpus)
 	}
-	// NVSwitches prefer when we talk to a limited set of peers: try neighbours first, and only them.
+	if s.nextBuf[slot] == nil {
+		s.nextBuf[slot] = make([]int, ngpus)
+	}
+	return s.nextBuf[slot]
+}
+
+// neighbourGpus is nextGpuSort with an NVSwitch: NVSwitches prefer a limited set of peers, so
+// only the index neighbours are tried, those gpu reaches and that g's channel has not used. Each
+// is moved to the front of the sorted candidates in turn, so the last of them comes first
+// whatever the scores.
+func (s *searcher) neighbourGpus(g *sgraph, gpu *node, flag uint64) []int {
+	ngpus := s.ngpus
 	prev := (gpu.index - 1 + ngpus) % ngpus
 	nxt := (gpu.index + 1) % ngpus
 	var firstBuf [2]int
@@ -263,21 +281,16 @@ func (s *searcher) nextGpuSort(g *sgraph, gpu *node, sortNet int) []int {
 	if len(first) == 2 && nxt == prev {
 		first = first[:1]
 	}
-	real := 0
+	next := s.nextSlot(g, gpu)[:0]
 	for _, f := range first {
-		i := 0
-		for i < len(next) && next[i] != f {
-			i++
+		if f == gpu.index || gpu.paths[KindGPU][f].count() == 0 || s.t.nodes[KindGPU][f].used&flag != 0 {
+			continue
 		}
-		if i < len(next) {
-			for ; i > 0; i-- {
-				next[i] = next[i-1]
-			}
-			next[0] = f
-			real++
-		}
+		next = append(next, 0)
+		copy(next[1:], next)
+		next[0] = f
 	}
-	return next[:real]
+	return next
 }
 
 func sortScores(sc []gpuScore) {
