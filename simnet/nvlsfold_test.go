@@ -18,7 +18,7 @@ import (
 func foldVsFull(t *testing.T, nodes int, fab *Fabric, size int64) (fold, full *Result, nf *nodeFold) {
 	t.Helper()
 	fold, nf = foldOnly(t, nodes, fab, size)
-	m, _ := testMachine(t, "dgx-h100", nodes, fab, "NVLSTree", "")
+	m, _ := testMachine(t, foldTopo, nodes, fab, "NVLSTree", "")
 	plan, tm, _, _ := nvlsTreeCall(t, m, size)
 	old := NVLSNodeFoldMin
 	NVLSNodeFoldMin = 1 << 30
@@ -30,6 +30,10 @@ func foldVsFull(t *testing.T, nodes int, fab *Fabric, size int64) (fold, full *R
 	return fold, full, nf
 }
 
+// foldTopo is the embedded topology of foldVsFull and foldOnly (TestNodeFoldSurvey:
+// SIMCCL_FOLD_TOPO).
+var foldTopo = "dgx-h100"
+
 // foldBound: foldOnly replays the fold with stand-ins for the switch links (switch-bound).
 var foldBound bool
 
@@ -37,7 +41,7 @@ var foldBound bool
 // foldBound).
 func foldOnly(t *testing.T, nodes int, fab *Fabric, size int64) (fold *Result, nf *nodeFold) {
 	t.Helper()
-	m, _ := testMachine(t, "dgx-h100", nodes, fab, "NVLSTree", "")
+	m, _ := testMachine(t, foldTopo, nodes, fab, "NVLSTree", "")
 	plan, tm, e, cl := nvlsTreeCall(t, m, size)
 	f, ok := nvlsFoldOf(plan, cl)
 	if !ok {
@@ -54,13 +58,25 @@ func foldOnly(t *testing.T, nodes int, fab *Fabric, size int64) (fold *Result, n
 // counts and sizes of SIMCCL_FOLD_SURVEY ("nodes,nodes:sizeMiB,sizeMiB[:rail|ecmp[:perLeaf]]";
 // SIMCCL_FOLD_BY_LATENCY set: classes told apart by their routes' latencies too;
 // SIMCCL_FOLD_FABRIC: a fabric file instead of the default fabric, SIMCCL_FOLD_SET: settings
-// "key=value,key=value" applied to it).
+// "key=value,key=value" applied to it; SIMCCL_FOLD_TOPO: an embedded topology instead of
+// dgx-h100; SIMCCL_FOLD_BUDGET: NVLSBudget, for replays of every node past the default).
 func TestNodeFoldSurvey(t *testing.T) {
 	spec := os.Getenv("SIMCCL_FOLD_SURVEY")
 	if spec == "" {
 		t.Skip("SIMCCL_FOLD_SURVEY not set")
 	}
 	parts := strings.Split(spec, ":")
+	if b := os.Getenv("SIMCCL_FOLD_BUDGET"); b != "" {
+		// A larger NVLSBudget, so that the replay of every node runs past the default one.
+		v, err := strconv.ParseFloat(b, 64)
+		require.NoError(t, err)
+		defer func(old float64) { NVLSBudget = old }(NVLSBudget)
+		NVLSBudget = v
+	}
+	if topo := os.Getenv("SIMCCL_FOLD_TOPO"); topo != "" {
+		foldTopo = topo
+		defer func() { foldTopo = "dgx-h100" }()
+	}
 	fab := DefaultFabric()
 	if path := os.Getenv("SIMCCL_FOLD_FABRIC"); path != "" {
 		f, err := os.Open(path)
@@ -442,4 +458,28 @@ func TestNodeFoldAhead(t *testing.T) {
 		t.Logf("switch-bound, replayed ahead %.3f µs, anew %.3f µs (%+.1e)", kept.Time.Micros(), anew.Time.Micros(), rel)
 		require.InDelta(t, 0, rel, 1e-4)
 	}
+}
+
+// Outside its bounds (fewer than NVLSNodeFoldMin nodes, fewer than NVLSNodeFoldMinLoops loops) the
+// node fold is Run's last resort for NVLSTree, before the extrapolation over node counts: its
+// result is the fold's, under a mode that says so, and Run reaches it where nothing else replays
+// the call (GB200 NVL72 x16 at 2 GiB: the channel fold past NVLSBudget with too few loops for a
+// steady pair, the schedule past coll's limit).
+func TestNodeFoldLastResort(t *testing.T) {
+	fold, _ := foldOnly(t, 16, DefaultFabric(), 64<<20)
+	m, _ := testMachine(t, "dgx-h100", 16, nil, "NVLSTree", "")
+	plan, tm, _, _ := nvlsTreeCall(t, m, 64<<20)
+	res, mode, err := m.nvlsFoldLastResort(plan, tm, RunOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, res)
+	require.Equal(t, nodeFoldMode+", "+lastResortMode, mode)
+	require.Equal(t, fold.Time, res.Time)
+	ex, _, err := m.nvlsFoldLastResort(plan, tm, RunOptions{Exact: true})
+	require.NoError(t, err)
+	require.Nil(t, ex, "Exact: no fold")
+
+	gb, _ := testMachine(t, "gb200-nvl72", 16, nil, "", "")
+	row, _, err := gb.Run(coll.AllReduce, 2<<30, coll.Float32, coll.Sum, RunOptions{DryRun: true})
+	require.NoError(t, err)
+	require.Equal(t, nodeFoldMode+", "+lastResortMode, row.Mode)
 }

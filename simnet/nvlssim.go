@@ -444,3 +444,40 @@ func (m *Machine) nvlsSwitchBound(plan coll.Plan, tm Timing, opt RunOptions) (*R
 	res, mode, _, err := f.nodeFolded(plan, nf, e, cl, tm, opt, true)
 	return res, mode, err
 }
+
+// nvlsFoldLastResort times an NVLSTree plan by the node fold where the fold's own bounds
+// (NVLSNodeFoldMin nodes, NVLSNodeFoldMinLoops loops per channel) are not met but nothing above
+// it in Run could replay the call: the channel fold past NVLSBudget with no steady pair, the
+// schedule past coll's limit. That is GB200 NVL72 racks (72 chunks a loop, so few loops) from 2 GiB
+// on 16 racks and 512 MiB on 32. Run's alternative there, nodesSteady's extrapolation over node
+// counts, was further from the replay of every node wherever both were measured (GB200 ×16 at
+// 256 MiB, 512 MiB, 1 GiB: the fold +0.10, +0.11, −1.88%; the extrapolation +0.90, −1.83, +3.54%;
+// docs/cluster.md). The mode says where the fold stands outside its bounds. It returns nil, and no
+// error, where the nodes do not fold or the fold's check halted it.
+func (m *Machine) nvlsFoldLastResort(plan coll.Plan, tm Timing, opt RunOptions) (*Result, string, error) {
+	if opt.Exact || plan.Algo != coll.NVLSTree {
+		return nil, "", nil
+	}
+	e, cl, err := m.engine()
+	if err != nil {
+		return nil, "", err
+	}
+	f, ok := nvlsFoldOf(plan, cl)
+	if !ok {
+		if f, _, ok = nvlsFoldChecked(plan, cl, e); !ok {
+			return nil, "", nil
+		}
+	}
+	nf := nvlsNodeFold(plan, cl, e)
+	if nf == nil {
+		return nil, "", nil
+	}
+	res, mode, _, err := f.nodeFolded(plan, nf, e, cl, tm, opt, false)
+	if res == nil || err != nil {
+		return nil, "", err
+	}
+	return res, mode + ", " + lastResortMode, nil
+}
+
+// lastResortMode is the suffix of the node fold's mode outside its bounds (nvlsFoldLastResort).
+const lastResortMode = "last resort"

@@ -396,6 +396,20 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		}
 		row.Mode = mode
 	}
+	if res == nil && plan.Algo == coll.NVLSTree && !opt.Exact && !opt.Record && nvlsFolds(plan) {
+		// The node fold outside its bounds (nvlsFoldLastResort), closer than the extrapolation
+		// over node counts below wherever both were measured.
+		if tm, err = m.timing(plan); err != nil {
+			return row, nil, err
+		}
+		var mode string
+		if res, mode, err = m.nvlsFoldLastResort(plan, tm, opt); err != nil {
+			return row, nil, err
+		}
+		if res != nil {
+			row.Mode = mode
+		}
+	}
 	if res == nil && plan.Algo == coll.NVLSTree && !opt.Exact && !opt.Record {
 		// An NVLSTree all-reduce nothing above could replay: from the same call on fewer nodes
 		// (nodesSteady, in the trees' depth), before timing NCCL's decision without it.
