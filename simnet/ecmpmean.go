@@ -40,9 +40,32 @@ func meanTooFar(check *relaxCheck, t Time) bool {
 
 // coarseWork bounds the replay of every rank with a rate interval that SimulateP2P tries where
 // the ECMP mean model owes work (owed > 0) and the exact replay did not fit exactWork: the flows
-// its rate computations may visit (Engine.CompVisited), a few seconds on this project's 2-core
-// development machine. Tests lower it to see the mean model.
+// its rate computations may visit (Engine.CompVisited). The 17 cells of docs/cluster.md's table
+// need 0.3–6.7 M (a few seconds on this project's 2-core development machine); a try that runs
+// past it costs about as much. Tests lower it to see the mean model.
 var coarseWork uint64 = 10_000_000
+
+// coarseBound is the largest bound on that replay's work (workBound) for which it is tried: the
+// bound of the 17 cells is 3.5–42 M (their work 4–17% of it), of 32 nodes with 2 per leaf at 1
+// MiB 54 M (5.7 M), while 64 nodes at 1 MiB (213 M) and 32 nodes at 16 MiB (111 M), which run
+// past coarseWork, are not tried.
+const coarseBound = 64e6
+
+// workBound bounds the work of the replay of every rank, scale times the programs of the
+// symmetric replay x, with rate interval iv, over a time guess: a rate computation visits at
+// most the flows then running, at most two a segment of a batch (its message and its receive's
+// work), and there is at most one per interval.
+func (x *p2pSim) workBound(guess, iv Time, scale float64) float64 {
+	flows := 0
+	for p := range x.net.lane {
+		most := 0
+		for lo := x.net.segOff[p]; lo < x.net.segOff[p+1]; lo += coll.P2PBatch {
+			most = max(most, int(min(lo+coll.P2PBatch, x.net.segOff[p+1])-lo))
+		}
+		flows += 2 * most
+	}
+	return (float64(guess)/float64(iv) + 1) * float64(flows) * scale
+}
 
 // interval is the rate interval of that replay, for a symmetric replay x that took t: a message
 // waits for at most two deferred rate computations (its start; its share's growth when the flows

@@ -356,13 +356,13 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 							return res, nil
 						}
 					}
-					// The replay with a rate interval visits every message's flow at least
-					// once: past coarseWork messages it is not tried. Nor is it where the
-					// model stands only because MeanOversubscribed asks (kept: the fabric
-					// is oversubscribed).
+					// Not where the model stands only because MeanOversubscribed asks (kept:
+					// the fabric is oversubscribed), nor where the replay's work may be far
+					// past coarseWork (coarseBound).
 					owed := x.owed(b, check)
-					if perRank := float64(x.messages()) * float64(n) / float64(x.S); owed > 0 && !kept && perRank <= float64(coarseWork) {
-						ok, err := b.replayAll(res, cl, x.interval(t), coarseWork)
+					iv := x.interval(t)
+					if owed > 0 && !kept && x.workBound(t+owed, iv, float64(n)/float64(x.S)) <= coarseBound {
+						ok, err := b.replayAll(res, cl, iv, coarseWork)
 						if err != nil {
 							return nil, err
 						}
