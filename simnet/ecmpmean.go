@@ -46,7 +46,7 @@ func meanTooFar(check *relaxCheck, t Time) bool {
 var coarseWork uint64 = 10_000_000
 
 // coarseBound is the largest bound on that replay's work (workBound) for which it is tried: the
-// bound of the 17 cells is 3.5–42 M (their work 4–17% of it), of 32 nodes with 2 per leaf at 1
+// bound of the 17 cells is 3.5–42 M (their work 4–19% of it), of 32 nodes with 2 per leaf at 1
 // MiB 54 M (5.7 M), while 64 nodes at 1 MiB (213 M) and 32 nodes at 16 MiB (111 M), which run
 // past coarseWork, are not tried.
 const coarseBound = 64e6
