@@ -47,10 +47,11 @@ func meanTooFar(check *relaxCheck, t Time) bool {
 var coarseWork uint64 = 10_000_000
 
 // coarseBound is the largest bound on that replay's work (workBound) for which it is tried: the
-// bound of the 17 cells is 3.5–42 M (their work 4–19% of it), of 32 nodes with 2 per leaf at 1
-// MiB 54 M (5.7 M), while 64 nodes at 1 MiB (213 M) and 32 nodes at 16 MiB (111 M), which run
-// past coarseWork, are not tried.
-const coarseBound = 64e6
+// bound of the 17 cells is 3.5–42 M (their work 4–19% of it), of 28 nodes with 2 per leaf at 1
+// MiB 48 M (4.0 M visits, 3.8 s). 32 nodes with 2 per leaf (54–55 M) are not tried: at 2 and 4
+// MiB the replay fits coarseWork (7.7 and 9.3 M visits, 6.7 and 7.8 s, where the mean model takes
+// 0.5 s), at 8 MiB it runs past it (8.7 s for nothing); 64 nodes at 1 MiB (213 M) neither.
+const coarseBound = 48e6
 
 // workBound bounds the work of the replay of every rank, scale times the programs of the
 // symmetric replay x, with rate interval iv, over a time guess: a rate computation visits at
