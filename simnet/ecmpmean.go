@@ -1,5 +1,7 @@
 package simnet
 
+import "github.com/simccl/simccl/coll"
+
 // meanTooFar reports whether the ECMP mean model, whose replay took t and whose relaxed links
 // check watched, is too far from the exact replay to stand for it (SimulateTree and SimulateRing
 // then replay every rank). The model spreads every connection evenly over its equal-cost links,
@@ -19,24 +21,76 @@ func meanTooFar(check *relaxCheck, t Time) bool {
 	return check.over > meanOverload || 2*float64(check.backlog()) > MaxCoarseError*float64(t)
 }
 
-// meanLagged is the time of an all-to-all (SimulateP2P) under the ECMP mean model whose replay x
-// took t and whose relaxed links check watched: t plus the largest work a real hashed link owes
-// beyond its busy time in the replay (owed). The model spreads every connection evenly over its
-// equal-cost links; ECMP puts it on one. A real link must carry every byte hashed onto it, which
-// at its capacity takes W (its bytes over its capacity); the replay kept it busy for B, at the
-// model's rates. Where W ≤ B the link had room enough within its own busy time: its overloads
-// came in bursts that the exact replay absorbs (the senders' other connections take the bandwidth
-// the slowed ones leave; the slowed ones catch up where the link has room). Where W > B the
-// busy periods of that link must stretch by W − B, and since every rank's next batch waits for
-// all of its previous one, the call with them, unless the link's idle moments in the replay take
-// some of it: W − B is then an upper estimate. Measured against the exact replay (DGX H100, 2 per
-// leaf, docs/cluster.md): 16 nodes, 1–16 MiB, the replay alone −4.1…−7.6%, with W − B
-// +0.00…+0.44% (the links stay busy, the whole W − B is lost); 12, 20 and 24 nodes, 1–16 MiB,
-// the replay alone −0.8…−4.7%, with W − B +1.0…+3.5% (30–85% of it is lost). Where no link
-// owes anything (the default fabric: bursts over 32 uplinks a leaf) the time is the replay's
-// (TestECMPMeanAllToAll).
-func meanLagged(b *p2pBuild, x *p2pSim, check *relaxCheck, t Time) Time {
-	return t + x.owed(b, check)
+// The all-to-all (SimulateP2P) under the ECMP mean model. A real link must carry every byte the
+// hash put on it, which at its capacity takes W (its bytes over its capacity); the model's replay
+// kept it busy for B. Where W ≤ B for every hashed link the overloads came in bursts that fit the
+// link's own busy time and the model stands, its time its replay's. Where some link owes W − B >
+// 0 the model is uncertain: its replay alone is mostly a lower estimate (it spreads every
+// connection evenly over its equal-cost links), t + W − B an upper one (the busy periods of that
+// link stretch by W − B, and every rank's next batch waits for all of its previous one), and
+// where the exact time lies between depends on which connections collide: how many of a receiver's messages come
+// late through that link (its copies out of the FIFO then queue behind the last arrival), and how
+// much the other connections of the senders' NICs gain from the slowed ones. Only a replay of
+// every rank sees that, and on the clusters where it matters (few hosts per leaf) the exact one
+// costs up to minutes (24 DGX H100 nodes, 2 per leaf, 1 MiB: 62 s), almost all of it in rate
+// computations over every connection at once. SimulateP2P therefore replays every rank there with
+// at most one rate computation per interval (Engine.RateInterval: a new flow waits for its rate,
+// and an ended flow's share for the others, up to one interval), within coarseWork, and the row
+// says so (rate-interval-N). Past coarseBound or coarseWork the model stands with W − B added
+// (ecmp-mean).
+
+// coarseWork bounds the replay of every rank with a rate interval that SimulateP2P tries where
+// the ECMP mean model owes work (owed > 0) and the exact replay did not fit exactWork: the flows
+// its rate computations may visit (Engine.CompVisited). The 17 cells of docs/cluster.md's table
+// need 0.2–6.7 M (a few seconds on this project's 2-core development machine); a try that runs
+// past it costs about as much. Tests lower it to see the mean model.
+var coarseWork uint64 = 10_000_000
+
+// coarseBound is the largest bound on that replay's work (workBound) for which it is tried: the
+// bound of the 17 cells is 3.5–42 M (their work 4–19% of it), of 28 nodes with 2 per leaf at 1
+// MiB 48 M (4.0 M visits, 3.8 s). 32 nodes with 2 per leaf (54–55 M) are not tried: at 2 and 4
+// MiB the replay fits coarseWork (7.7 and 9.3 M visits, 6.7 and 7.8 s, where the mean model takes
+// 0.5 s), at 8 MiB it runs past it (8.7 s for nothing); 64 nodes at 1 MiB (213 M) neither.
+const coarseBound = 48e6
+
+// workBound bounds the work of the replay of every rank, scale times the programs of the
+// symmetric replay x, with rate interval iv, over a time guess: a rate computation visits at
+// most the flows then running, at most two a segment of a batch (its message and its receive's
+// work), and there is at most one per interval.
+func (x *p2pSim) workBound(guess, iv Time, scale float64) float64 {
+	flows := 0
+	for p := range x.net.lane {
+		most := 0
+		for lo := x.net.segOff[p]; lo < x.net.segOff[p+1]; lo += coll.P2PBatch {
+			most = max(most, int(min(lo+coll.P2PBatch, x.net.segOff[p+1])-lo))
+		}
+		flows += 2 * most
+	}
+	return (float64(guess)/float64(iv) + 1) * float64(flows) * scale
+}
+
+// interval is the rate interval of that replay, for a symmetric replay x that took t: a message
+// waits for at most two deferred rate computations (its start; its share's growth when the flows
+// it shares a link with end), and a program runs chain messages one after another (per batch the
+// most messages one of its connections sends), so the replay is slow by at most 2 × chain
+// intervals (an argument, not a proof: a share that grows several times waits for each); the
+// interval keeps that within half of MaxCoarseError of t, the other half a margin (t is the
+// model's time, itself a few percent off). Measured on the 17 cells: 0.02–0.48% slow, up to 99%
+// of that bound.
+func (x *p2pSim) interval(t Time) Time {
+	chain := 1
+	for p := range x.net.lane {
+		n := 0
+		for lo := x.net.segOff[p]; lo < x.net.segOff[p+1]; lo += coll.P2PBatch {
+			most := 0
+			for g := lo; g < min(lo+coll.P2PBatch, x.net.segOff[p+1]); g++ {
+				most = max(most, len(x.net.wire[x.net.segs[g].part]))
+			}
+			n += most
+		}
+		chain = max(chain, n)
+	}
+	return max(Picosecond, Time(MaxCoarseError/2*float64(t)/float64(2*chain)))
 }
 
 // owed is the largest W − B over the real links check watched (0 where none is positive): W the

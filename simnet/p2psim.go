@@ -103,6 +103,9 @@ type P2PResult struct {
 	// LatencyMean: the orbits replayed as one differ only in the switch latencies of their
 	// members' routes; each connection class took its members' mean latency.
 	LatencyMean bool
+	// RateInterval: every rank was replayed with at most one rate computation per this
+	// interval (Engine.RateInterval), where the ECMP mean model owed work (ecmpmean.go); 0: none.
+	RateInterval Time
 }
 
 // Mode is the row mode: p2p-compact (exact), followed by ", latency-mean" where connections
@@ -115,6 +118,9 @@ func (r *P2PResult) Mode() string {
 	}
 	if r.ECMPMean {
 		mode += ", ecmp-mean"
+	}
+	if r.RateInterval > 0 {
+		mode += fmt.Sprintf(", rate-interval-%dns", (r.RateInterval+500)/1000)
 	}
 	return mode
 }
@@ -213,7 +219,9 @@ func (b *p2pBuild) use(l LinkID) LinkID {
 // and every member moves in lockstep with it. On a fabric whose switch links all drop out that is
 // one node: its ranks stand for all. Where a relaxed link is found over its capacity the replay
 // is not exact: with ECMP, every rank is replayed if that fits exactWork (any work with Exact),
-// else the symmetric replay stands as the ECMP mean model; with rail routing every rank is
+// else, where a hashed link owes work beyond the model's (ecmpmean.go), every rank is replayed
+// with a rate interval if that fits coarseWork, else the symmetric replay stands as the ECMP mean
+// model (with that work added); with rail routing every rank is
 // replayed. Where no rotation short of the whole cluster works every rank is replayed (relaxed
 // links are then the engine's, which is exact). Every message is a flow, as in Simulate: no
 // chunks are merged.
@@ -268,9 +276,8 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 			}
 		}
 	}
-	mean := false
+	mean, kept := false, false
 	if rx, ok := r.(relaxer); ok && !spec.Strict && !spec.PerRank {
-		var kept bool
 		b.relax, kept = implied(e, func(yield func([]LinkID)) {
 			b.eachRoute(func(_, _, _ int, route []LinkID) { yield(route) })
 		}, rx.standIn)
@@ -337,35 +344,35 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 				}
 				if mean {
 					// ECMP collisions: replay every rank on a copy of e's links if that fits
-					// the work budget, else the ECMP mean model stands.
-					if !exactAffordable(x.e.CompVisited, float64(n)/float64(x.S)) {
-						res.Time, res.ECMPMean = meanLagged(b, x, check, t), true
-						x.credit(b, cl, check, R)
-						e.now += res.Time
-						return res, nil
-					}
-					c := e.cloneLinks()
-					c.now, c.RateInterval, c.NoShortcut, c.Strict = e.now, e.RateInterval, e.NoShortcut, e.Strict
-					c.maxWork = exactWork
-					px := b.perRank(c)
-					pt, err := px.run()
-					res.Events += px.e.Events
-					switch {
-					case err == nil:
-						res.Time, res.Rotation, res.Programs, res.Messages = pt, cl.NumNodes, len(px.net.lane), px.messages()
-						res.LatencyMean = false
-						for l := range e.links {
-							e.links[l].bytes += c.links[l].bytes
-							e.links[l].busy += c.LinkBusy(LinkID(l))
+					// the work budget; else, where the model owes work on a hashed link (owed),
+					// replay every rank with a rate interval if that fits coarseWork; else the
+					// ECMP mean model stands.
+					if exactAffordable(x.e.CompVisited, float64(n)/float64(x.S)) {
+						ok, err := b.replayAll(res, cl, 0, exactWork)
+						if err != nil {
+							return nil, err
 						}
-						e.now += pt
-					case errors.Is(err, errBudget):
-						res.Time, res.ECMPMean = meanLagged(b, x, check, t), true
-						x.credit(b, cl, check, R)
-						e.now += res.Time
-					default:
-						return nil, err
+						if ok {
+							return res, nil
+						}
 					}
+					// Not where the model stands only because MeanOversubscribed asks (kept:
+					// the fabric is oversubscribed), nor where the replay's work may be far
+					// past coarseWork (coarseBound).
+					owed := x.owed(b, check)
+					iv := x.interval(t)
+					if owed > 0 && !kept && x.workBound(t+owed, iv, float64(n)/float64(x.S)) <= coarseBound {
+						ok, err := b.replayAll(res, cl, iv, coarseWork)
+						if err != nil {
+							return nil, err
+						}
+						if ok {
+							return res, nil
+						}
+					}
+					res.Time, res.ECMPMean = t+owed, true
+					x.credit(b, cl, check, R)
+					e.now += res.Time
 					return res, nil
 				}
 				// Rail routing over its capacity: every rank below.
@@ -407,6 +414,40 @@ func (b *p2pBuild) perRank(e *Engine) *p2pSim {
 		cache[k] = int32(s)
 	}
 	return newP2PSim(e, net, b.tm, b.proto)
+}
+
+// replayAll replays every rank on a copy of e's links, its rate computations at most one per
+// interval (0: exact) and their work bounded by work. Where it ends within the work it fills res,
+// adds what the copy's links carried to e's and advances e's clock, and returns true; past the
+// work it returns false and leaves res and e as they were.
+func (b *p2pBuild) replayAll(res *P2PResult, cl *Cluster, interval Time, work uint64) (bool, error) {
+	e := b.e
+	c := e.cloneLinks()
+	c.now, c.RateInterval, c.NoShortcut, c.Strict = e.now, e.RateInterval, e.NoShortcut, e.Strict
+	if interval > 0 {
+		c.RateInterval = interval
+	}
+	c.maxWork = work
+	px := b.perRank(c)
+	pt, err := px.run()
+	res.Events += px.e.Events
+	switch {
+	case errors.Is(err, errBudget):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	res.Time, res.Rotation, res.Programs, res.Messages = pt, cl.NumNodes, len(px.net.lane), px.messages()
+	res.LatencyMean = false
+	if interval > 0 {
+		res.RateInterval = c.RateInterval
+	}
+	for l := range e.links {
+		e.links[l].bytes += c.links[l].bytes
+		e.links[l].busy += c.LinkBusy(LinkID(l))
+	}
+	e.now += pt
+	return true, nil
 }
 
 // slotEnds returns the ranks and channel of slot s of a net built by programs over S ranks.

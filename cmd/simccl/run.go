@@ -48,7 +48,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 	jobs := fs.IntP("jobs", "j", 0, "calls simulated at once (0: one per core, GOMAXPROCS); --trace/--ops run one at a time")
 	ecmpMean := fs.Bool("ecmp-mean", false, "let the ECMP mean model stand even on an oversubscribed fabric (fast, but it ignores hash collisions on links that bind: tens of percent off, see docs/cluster.md)")
 	launch := fs.String("launch", "per-gpu", "how the host launches each call: per-gpu (one process or thread per GPU, as torchrun and mpirun … -g 1), per-node (one thread drives every GPU of its node, as nccl-tests -g 8: a call costs at least GPUs × 5.18 µs of host enqueue), graph (CUDA graph replays, nccl-tests -G: 0.96 µs per kernel); the costs were measured on one H100 (docs/cluster.md)")
-	exact := fs.Bool("exact", false, "replay exactly: no approximation (ecmp-mean, latency-mean, ring-coarse-K, tree-steady-C, schedule-steady, nvls-symmetric-steady, nvlstree-fold, switch-bound, nodes-steady, sizes-steady modes; see docs/cluster.md), whatever it costs")
+	exact := fs.Bool("exact", false, "replay exactly: no approximation (ecmp-mean, rate-interval-N, latency-mean, ring-coarse-K, tree-steady-C, schedule-steady, nvls-symmetric-steady, nvlstree-fold, switch-bound, nodes-steady, sizes-steady modes; see docs/cluster.md), whatever it costs")
 	return func(stdout, stderr io.Writer) error {
 		if *cpuProfile != "" {
 			f, err := os.Create(*cpuProfile)
