@@ -171,8 +171,12 @@ type Engine struct {
 	// (leaveOut; the node fold's unbounded switch links where its checked replay goes on
 	// switch-bound: nvlsfold.go)
 	lazyAtStandIn []LinkID
-	extraBuf      []int32
-	sh            shareHeap
+	// atStandIn, where set, is called at the first activation of a link of releaseLink (the
+	// node fold's checked replay that goes on switch-bound: from then on it will report a halt;
+	// nvlsfold.go)
+	atStandIn func()
+	extraBuf  []int32
+	sh        shareHeap
 	// flows started and ended in the current instant (replaced)
 	started     []FlowID
 	ended       []endedFlow
@@ -1028,6 +1032,9 @@ func (e *Engine) activate() bool {
 			if lk.release {
 				if e.StandInActs == 0 && len(e.lazyAtStandIn) > 0 {
 					e.leaveOut(e.lazyAtStandIn)
+				}
+				if e.StandInActs == 0 && e.atStandIn != nil {
+					e.atStandIn()
 				}
 				e.StandInActs++
 			}
