@@ -640,18 +640,8 @@ func (x *sim) buildRecords() error {
 	x.msg = make([]msgRec, nmsg)
 	x.laneRate = make([]Rate, len(s.Programs))
 	x.lanes = make([]int32, len(s.Programs))
-	if x.tm.CTARate > 0 {
-		for p := range s.Programs {
-			if s.Programs[p].Rank >= s.NRanks {
-				continue // a switch has no CTA
-			}
-			n := programLanes(s.Programs[p].Steps)
-			x.laneRate[p] = x.tm.CTARate / Rate(max(n, 1))
-			x.lanes[p] = int32(max(n, 1))
-		}
-	}
-	// One pass over the steps: per step its counts and the messages it sends, per message its
-	// flow's constants; and, for the lists of steps each completion releases (stepRec.rel), the
+	// One pass over the steps: per program its lanes, per step its counts, its hold and the
+	// messages it sends, per message its flow's constants; and, for the lists of steps each completion releases (stepRec.rel), the
 	// (dependency, step) pairs, the (credit message, step) pairs and the messages each step
 	// consumes, in step order. Two ranges of programs at once on a large schedule: each writes
 	// the records of its own steps and, of a message, what its sender (or its receiver) gives
@@ -763,12 +753,17 @@ type recordPart struct {
 func (x *sim) recordRange(pt *recordPart, credCnt, recvOff []int32) error {
 	s := x.s
 	for p := pt.p0; p < pt.p1; p++ {
+		pr := &s.Programs[p]
+		if x.tm.CTARate > 0 && pr.Rank < s.NRanks { // a switch has no CTA
+			n := programLanes(pr.Steps)
+			x.laneRate[p] = x.tm.CTARate / Rate(max(n, 1))
+			x.lanes[p] = int32(max(n, 1))
+		}
 		if x.check != nil {
 			if err := x.check.CheckProgram(p); err != nil {
 				return err
 			}
 		}
-		pr := &s.Programs[p]
 		plain := x.laneRate[p] <= 0 && !x.tm.LineStream
 		for i := range pr.Steps {
 			st := &pr.Steps[i]
@@ -811,6 +806,7 @@ func (x *sim) recordRange(pt *recordPart, credCnt, recvOff []int32) error {
 				x.msg[m].recv = g
 			}
 			recvOff[g+1] = int32(len(pt.recvs))
+			r.hold = x.holdOf(g)
 		}
 	}
 	return nil
@@ -862,9 +858,6 @@ func (x *sim) buildRest() error {
 	if x.opt.Record { // the records' times (nothing else reads them)
 		x.msgStart = make([]Time, nmsg)
 		x.msgEnd = make([]Time, nmsg)
-	}
-	for g := 0; g < nstep; g++ {
-		x.rec[g].hold = x.holdOf(int32(g))
 	}
 	if x.tm.LineStream {
 		x.msgState = make([]uint8, nmsg)
