@@ -496,7 +496,7 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 	switch {
 	case sigs != nil && !bound && !ahead:
 		// The switch links checked, the replay halted at the first one over.
-		sigs.e, sigs.halt = q, true
+		sigs.e, sigs.halt, sigs.haltOnly = q, true, true
 		opt.watch = func(_ *coll.Schedule, conn func(int64) int32) observer {
 			sigs.slot = conn
 			return sigs
