@@ -171,8 +171,12 @@ type Engine struct {
 	// (leaveOut; the node fold's unbounded switch links where its checked replay goes on
 	// switch-bound: nvlsfold.go)
 	lazyAtStandIn []LinkID
-	extraBuf      []int32
-	sh            shareHeap
+	// atStandIn, where set, is called at the first activation of a link of releaseLink (the
+	// node fold's checked replay that goes on switch-bound: from then on it will report a halt;
+	// nvlsfold.go)
+	atStandIn func()
+	extraBuf  []int32
+	sh        shareHeap
 	// flows started and ended in the current instant (replaced)
 	started     []FlowID
 	ended       []endedFlow
@@ -349,7 +353,7 @@ func (e *Engine) StartFlow(route []LinkID, bytes float64, maxRate Rate, tag int6
 		f.pos = make([]int32, len(route))
 	}
 	if e.lean && e.running && !e.Strict && len(route) > 0 {
-		ft := e.filtOf(route)
+		ft := e.filtOf(route, f.w)
 		f.filt = ft
 		for _, i := range ft.pos {
 			l := route[i]
@@ -606,24 +610,34 @@ func (e *Engine) finishLean(f *flow, ft *routeFilt) {
 // flow is on no list of the links left out: no rate computation reads those lists (such a link is
 // never in a component), nor marks them (the closure and newRate skip them, which only ever marked
 // them out of the component), so leaving them out changes no rate and no order of operations.
+// The rate computation reads the links of pos and the route's weights on them (w, nil where the
+// route has none: those of wsrc, the flow's) from here, without going through the route.
 type routeFilt struct {
-	n   int
-	pos []int32
-	rel []int32
+	n     int
+	pos   []int32
+	rel   []int32
+	links []LinkID  // links[k] = route[pos[k]]
+	w     []float64 // w[k] = wsrc[pos[k]]
+	wsrc  []float64 // the route's weights it was built with
 }
 
-// filtOf is route's filter, built the first time it is asked for in a Run.
-func (e *Engine) filtOf(route []LinkID) *routeFilt {
-	if ft, ok := e.filts[&route[0]]; ok && ft.n == len(route) {
+// filtOf is route's filter for weights w (the flow's: nil or weighRoute's), built the first time
+// it is asked for in a Run.
+func (e *Engine) filtOf(route []LinkID, w []float64) *routeFilt {
+	if ft, ok := e.filts[&route[0]]; ok && ft.n == len(route) && sameWeights(ft.wsrc, w) {
 		return ft
 	}
-	ft := &routeFilt{n: len(route)}
+	ft := &routeFilt{n: len(route), wsrc: w}
 	for j, l := range route {
 		lk := &e.links[l]
 		if lk.lazy && !lk.relaxed {
 			continue
 		}
 		ft.pos = append(ft.pos, int32(j))
+		ft.links = append(ft.links, l)
+		if w != nil {
+			ft.w = append(ft.w, w[j])
+		}
 		if lk.relaxed {
 			ft.rel = append(ft.rel, int32(j))
 		}
@@ -633,6 +647,11 @@ func (e *Engine) filtOf(route []LinkID) *routeFilt {
 	}
 	e.filts[&route[0]] = ft
 	return ft
+}
+
+// sameWeights reports whether a and b are the same slice (nil or the same array and length).
+func sameWeights(a, b []float64) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // endedFlow is what replaced needs of a flow that completed in the current instant.
@@ -1029,6 +1048,9 @@ func (e *Engine) activate() bool {
 				if e.StandInActs == 0 && len(e.lazyAtStandIn) > 0 {
 					e.leaveOut(e.lazyAtStandIn)
 				}
+				if e.StandInActs == 0 && e.atStandIn != nil {
+					e.atStandIn()
+				}
 				e.StandInActs++
 			}
 			if lk.release && !lk.listed {
@@ -1320,11 +1342,9 @@ func (e *Engine) recompute1() {
 				}
 				if ft := f.filt; ft != nil {
 					// Lean: the links it may have in the component.
-					route := f.route
-					if weighted && f.w != nil {
-						w := f.w[:len(route)]
-						for _, j := range ft.pos {
-							l2 := route[j]
+					if weighted && ft.w != nil {
+						w := ft.w[:len(ft.links)]
+						for j, l2 := range ft.links {
 							s := &ls[l2]
 							if s.epoch != ep {
 								s.epoch, s.in, s.cnt = ep, !e.links[l2].lazy, 0
@@ -1338,8 +1358,7 @@ func (e *Engine) recompute1() {
 						}
 						continue
 					}
-					for _, j := range ft.pos {
-						l2 := route[j]
+					for _, l2 := range ft.links {
 						s := &ls[l2]
 						if s.epoch != ep {
 							s.epoch, s.in, s.cnt = ep, !e.links[l2].lazy, 0
@@ -1462,10 +1481,9 @@ func (e *Engine) newRate(fid FlowID, r float64) {
 	e.applyRate(fid, r)
 	ls := e.ls
 	if ft := f.filt; ft != nil {
-		route := f.route
-		if f.w == nil {
-			for _, j := range ft.pos {
-				if s := &ls[route[j]]; s.in {
+		if ft.w == nil {
+			for _, l := range ft.links {
+				if s := &ls[l]; s.in {
 					s.rem -= r
 					if s.rem < 0 {
 						s.rem = 0
@@ -1475,9 +1493,9 @@ func (e *Engine) newRate(fid FlowID, r float64) {
 			}
 			return
 		}
-		w := f.w[:len(route)]
-		for _, j := range ft.pos {
-			if s := &ls[route[j]]; s.in {
+		w := ft.w[:len(ft.links)]
+		for j, l := range ft.links {
+			if s := &ls[l]; s.in {
 				s.rem -= r * w[j]
 				if s.rem < 0 {
 					s.rem = 0

@@ -292,15 +292,13 @@ const (
 	evSkewed   // arg: a global step held back by its channel's start skew (Timing.ChannelSkew)
 )
 
-// stepRec is what the replay reads of a global step.
+// stepRec is what the replay reads of a global step on every release and send: 16 bytes, four
+// to a cache line (the replay's reads of them are scattered over the programs' frontiers).
 type stepRec struct {
 	pending   int32 // dependencies, messages and credits not yet there
 	sendsLeft int32 // messages whose last byte has not left
 	rel       int32 // sim.rel[rel:next.rel]: the steps its completion releases
 	send      int32 // sim.sendList[send:next.send]: the messages it sends
-	prog      int32
-	plain     bool // no lane rate (CTA) and no line streaming: start takes the plain path
-	hold      Time // sim.hold of the step
 }
 
 // msgRec is what the replay reads of a message: its steps, and the flow it becomes.
@@ -336,6 +334,11 @@ type sim struct {
 	// per global step (one more: the ends of the last step's lists), what the replay reads of it,
 	// so that a step's events touch one small record instead of the schedule's steps
 	rec []stepRec
+	// per global step its program, and its hold (holdOf; nil without a CTA rate, where no step
+	// has one); per program whether start takes the plain path (no lane rate, no line streaming)
+	progOf []int32
+	hold   []Time
+	plain  []bool
 	// the steps a step's completion releases, in the order it releases them (stepRec.rel): its
 	// dependents, then the steps waiting for the credits of the messages it consumed, message by
 	// message
@@ -637,26 +640,22 @@ func (x *sim) buildRecords() error {
 	nmsg := int(nmsgs)
 	nstep := int(nsteps)
 	x.rec = make([]stepRec, nstep+1)
+	x.progOf = make([]int32, nstep)
+	x.hold = nil
+	if x.tm.CTARate > 0 { // else no step has a lane rate, nor a hold (holdOf)
+		x.hold = make([]Time, nstep)
+	}
 	x.msg = make([]msgRec, nmsg)
 	x.laneRate = make([]Rate, len(s.Programs))
 	x.lanes = make([]int32, len(s.Programs))
-	if x.tm.CTARate > 0 {
-		for p := range s.Programs {
-			if s.Programs[p].Rank >= s.NRanks {
-				continue // a switch has no CTA
-			}
-			n := programLanes(s.Programs[p].Steps)
-			x.laneRate[p] = x.tm.CTARate / Rate(max(n, 1))
-			x.lanes[p] = int32(max(n, 1))
-		}
-	}
-	// One pass over the steps: per step its counts and the messages it sends, per message its
-	// flow's constants; and, for the lists of steps each completion releases (stepRec.rel), the
-	// (dependency, step) pairs, the (credit message, step) pairs and the messages each step
-	// consumes, in step order. Two ranges of programs at once on a large schedule: each writes
-	// the records of its own steps and, of a message, what its sender (or its receiver) gives
-	// it (a connection has one sending program and one receiving program); its lists are
-	// joined in program order, the same lists as one pass.
+	x.plain = make([]bool, len(s.Programs))
+	// One pass over the steps: per program its lanes, per step its counts, its hold and the
+	// messages it sends, per message its flow's constants; and, for the lists of steps each
+	// completion releases (stepRec.rel), the (dependency, step) pairs, the (credit message,
+	// step) pairs and the messages each step consumes, in step order. Two ranges of programs at
+	// once on a large schedule: each writes the records of its own steps and, of a message, what
+	// its sender (or its receiver) gives it (a connection has one sending program and one
+	// receiving program); its lists are joined in program order, the same lists as one pass.
 	credCnt := make([]int32, nmsg+1)
 	recvOff := make([]int32, nstep+1)
 	parts := []recordPart{{p1: len(s.Programs)}}
@@ -763,13 +762,18 @@ type recordPart struct {
 func (x *sim) recordRange(pt *recordPart, credCnt, recvOff []int32) error {
 	s := x.s
 	for p := pt.p0; p < pt.p1; p++ {
+		pr := &s.Programs[p]
+		if x.tm.CTARate > 0 && pr.Rank < s.NRanks { // a switch has no CTA
+			n := programLanes(pr.Steps)
+			x.laneRate[p] = x.tm.CTARate / Rate(max(n, 1))
+			x.lanes[p] = int32(max(n, 1))
+		}
 		if x.check != nil {
 			if err := x.check.CheckProgram(p); err != nil {
 				return err
 			}
 		}
-		pr := &s.Programs[p]
-		plain := x.laneRate[p] <= 0 && !x.tm.LineStream
+		x.plain[p] = x.laneRate[p] <= 0 && !x.tm.LineStream
 		for i := range pr.Steps {
 			st := &pr.Steps[i]
 			g := x.off[p] + int32(i)
@@ -784,8 +788,7 @@ func (x *sim) recordRange(pt *recordPart, credCnt, recvOff []int32) error {
 			}
 			r.pending = int32(len(st.Deps) + len(st.Recv))
 			r.send = int32(len(pt.sends))
-			r.prog = int32(p)
-			r.plain = plain
+			x.progOf[g] = int32(p)
 			for _, xf := range st.Send {
 				if !x.onConn(xf, pr, true) || xf.CreditSeq >= xf.Seq {
 					return errUnchecked
@@ -811,6 +814,9 @@ func (x *sim) recordRange(pt *recordPart, credCnt, recvOff []int32) error {
 				x.msg[m].recv = g
 			}
 			recvOff[g+1] = int32(len(pt.recvs))
+			if x.hold != nil {
+				x.hold[g] = x.holdOf(g)
+			}
 		}
 	}
 	return nil
@@ -862,9 +868,6 @@ func (x *sim) buildRest() error {
 	if x.opt.Record { // the records' times (nothing else reads them)
 		x.msgStart = make([]Time, nmsg)
 		x.msgEnd = make([]Time, nmsg)
-	}
-	for g := 0; g < nstep; g++ {
-		x.rec[g].hold = x.holdOf(int32(g))
 	}
 	if x.tm.LineStream {
 		x.msgState = make([]uint8, nmsg)
@@ -993,7 +996,7 @@ func (x *sim) buildKernels() error {
 // kernel is the kernel (rank×nk+j) of global step g; −1 for a switch endpoint's step (a switch
 // forwards what arrives, launching nothing).
 func (x *sim) kernel(g int32) int {
-	r := x.s.Programs[x.rec[g].prog].Rank
+	r := x.s.Programs[x.progOf[g]].Rank
 	if r >= x.s.NRanks {
 		return -1
 	}
@@ -1030,7 +1033,7 @@ func (x *sim) skew(g int32) Time {
 	if x.tm.ChannelSkew <= 0 {
 		return 0
 	}
-	pr := &x.s.Programs[x.rec[g].prog]
+	pr := &x.s.Programs[x.progOf[g]]
 	if pr.Rank >= x.s.NRanks {
 		return 0
 	}
@@ -1047,7 +1050,7 @@ func (x *sim) nvSwitch(id int) bool {
 }
 
 func (x *sim) step(g int32) *coll.Step {
-	p := x.rec[g].prog
+	p := x.progOf[g]
 	return &x.s.Programs[p].Steps[g-x.off[p]]
 }
 
@@ -1229,11 +1232,19 @@ func (x *sim) finishLocal(g int32) {
 		x.heldLocal[g] = true
 		return
 	}
-	if h := x.rec[g].hold; h > 0 {
+	if h := x.holdAt(g); h > 0 {
 		x.e.After(h, evComplete, int64(g))
 		return
 	}
 	x.complete(g)
+}
+
+// holdAt is step g's hold (holdOf).
+func (x *sim) holdAt(g int32) Time {
+	if x.hold == nil {
+		return 0
+	}
+	return x.hold[g]
 }
 
 func (x *sim) release(g int32) {
@@ -1278,13 +1289,13 @@ func (x *sim) msgConsts(mr *msgRec, st *coll.Step, pr *coll.Program, xf coll.Xfe
 
 // startPlain is start for a step of a program with no lane rate, without line streaming: what
 // start does there, read from the step's and its messages' records.
-func (x *sim) startPlain(g int32, r *stepRec) {
-	ms := x.sendList[r.send:x.rec[g+1].send]
+func (x *sim) startPlain(g, p int32) {
+	ms := x.sendList[x.rec[g].send:x.rec[g+1].send]
 	if len(ms) == 0 {
 		x.finishLocal(g)
 		return
 	}
-	pr := &x.s.Programs[r.prog]
+	pr := &x.s.Programs[p]
 	for _, m := range ms {
 		mr := &x.msg[m]
 		route, _ := x.sendRoute(int(mr.conn), pr)
@@ -1299,16 +1310,16 @@ func (x *sim) startPlain(g int32, r *stepRec) {
 // once, or, when the CTA is modelled and the step copies or reduces data locally, after a flow of
 // its bytes at its lane's rate on no link.
 func (x *sim) start(g int32) {
-	if r := &x.rec[g]; r.plain {
-		x.startPlain(g, r)
+	if p := x.progOf[g]; x.plain[p] {
+		x.startPlain(g, p)
 		return
 	}
 	st := x.step(g)
-	lane := x.laneRate[x.rec[g].prog]
+	lane := x.laneRate[x.progOf[g]]
 	memT := x.memTime(g) // the memory-traffic model's time of the step (0: not modelled)
 	cta := LinkID(-1)
 	if memT > 0 && x.ctaLink != nil {
-		cta = x.ctaLink[x.rec[g].prog]
+		cta = x.ctaLink[x.progOf[g]]
 	}
 	if len(st.Send) == 0 {
 		if cta >= 0 && localWork(st.Prim) {
@@ -1339,7 +1350,7 @@ func (x *sim) start(g int32) {
 		x.finishLocal(g)
 		return
 	}
-	pr := &x.s.Programs[x.rec[g].prog]
+	pr := &x.s.Programs[x.progOf[g]]
 	for _, xf := range st.Send {
 		m := x.connOff[xf.Conn] + int32(xf.Seq)
 		route, class := x.sendRoute(xf.Conn, pr)
@@ -1382,7 +1393,7 @@ func (x *sim) start(g int32) {
 // apply (no CTA, no rate for the protocol, an empty step, a switch endpoint).
 func (x *sim) memTime(g int32) float64 {
 	st := x.step(g)
-	p := x.rec[g].prog
+	p := x.progOf[g]
 	pp := st.Proto
 	if x.laneRate[p] <= 0 || pp < 0 || pp >= coll.NumProtos || x.tm.CTAMem[pp] <= 0 || st.Bytes <= 0 {
 		return 0
@@ -1399,7 +1410,7 @@ func (x *sim) memTime(g int32) float64 {
 // (Timing.Slice, at least the fence where it sends), whether it sends or not; any other Simple
 // step that sends, the fence after its stores (Timing.Fence).
 func (x *sim) holdOf(g int32) Time {
-	if x.laneRate[x.rec[g].prog] <= 0 {
+	if x.laneRate[x.progOf[g]] <= 0 {
 		return 0
 	}
 	st := x.step(g)
@@ -1444,7 +1455,7 @@ func (x *sim) sent(m int32) {
 	r := &x.rec[g]
 	r.sendsLeft--
 	if r.sendsLeft == 0 {
-		if f := r.hold; f > 0 {
+		if f := x.holdAt(g); f > 0 {
 			x.e.After(f, evComplete, int64(g))
 			return
 		}
@@ -1483,7 +1494,7 @@ func (x *sim) records() []OpRecord {
 	for m := range x.msg {
 		g := x.msg[m].send
 		st := x.step(g)
-		pr := &x.s.Programs[x.rec[g].prog]
+		pr := &x.s.Programs[x.progOf[g]]
 		cn := x.connOfMsg(int32(m))
 		peer := x.s.Conns[cn].To
 		route, class := x.route(pr.Rank, peer, pr.Channel, x.s.Conns[cn].ConnIndex == 1)
@@ -1491,7 +1502,7 @@ func (x *sim) records() []OpRecord {
 		if wire == 0 {
 			wire = coll.WireBytes(st.Proto, st.Bytes)
 		}
-		out = append(out, OpRecord{Rank: pr.Rank, Peer: peer, Channel: pr.Channel, Step: int(g - x.off[x.rec[g].prog]), Seq: m - int(x.connOff[cn]), Chunk: st.Chunk,
+		out = append(out, OpRecord{Rank: pr.Rank, Peer: peer, Channel: pr.Channel, Step: int(g - x.off[x.progOf[g]]), Seq: m - int(x.connOff[cn]), Chunk: st.Chunk,
 			Bytes: st.Bytes, Wire: wire, Proto: st.Proto, Start: x.msgStart[m], End: x.msgEnd[m], Class: class, Route: route})
 	}
 	return out

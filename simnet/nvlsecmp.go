@@ -102,7 +102,7 @@ func (c *nvlsCheck) replay(e *Engine, cl *Cluster, s *coll.Schedule, tm Timing, 
 	check := newRelaxCheck(e, pairs, len(s.Conns))
 	opt := Options{prune: true, prefix: pp}
 	if check != nil {
-		check.e, check.halt = q, true
+		check.e, check.halt, check.haltOnly = q, true, true
 		opt.watch = func(_ *coll.Schedule, conn func(int64) int32) observer {
 			check.slot = conn
 			return check

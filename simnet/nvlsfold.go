@@ -491,11 +491,12 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 		for l := cl.swLo; l < cl.swHi; l++ {
 			q.lazyAtStandIn = append(q.lazyAtStandIn, l)
 		}
+		q.atStandIn = memo.ahead
 	}
 	switch {
 	case sigs != nil && !bound && !ahead:
 		// The switch links checked, the replay halted at the first one over.
-		sigs.e, sigs.halt = q, true
+		sigs.e, sigs.halt, sigs.haltOnly = q, true, true
 		opt.watch = func(_ *coll.Schedule, conn func(int64) int32) observer {
 			sigs.slot = conn
 			return sigs
@@ -535,6 +536,10 @@ var nodeFoldAhead = true
 type foldScheds struct {
 	mu sync.Mutex
 	a  []foldSched
+	// ahead, where set, is called when a checked replay that goes on switch-bound (nodeFoldRun)
+	// first enforces a stand-in: from then on that replay will report a halt, and nvlsSymmetric
+	// starts what it runs after one (its probe, haltProbe) beside the rest of the replay.
+	ahead func()
 }
 
 type foldSched struct {

@@ -2,6 +2,7 @@ package simnet
 
 import (
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/simccl/simccl/coll"
@@ -368,4 +369,42 @@ func TestNVLSCheckProbe(t *testing.T) {
 			f.wholeLoops(plan), seen[1].now, seen[0].events, seen[1].events)
 		require.Equal(t, seen[1], seen[0])
 	}
+}
+
+// The probe that follows the node fold's halt (haltProbe), started beside the fold's replay when
+// that replay goes on switch-bound (32 nodes of the three-tier 2:1 fat tree, 256 MiB), is the probe
+// started after it: one probe, the same halt, the same instant and events.
+func TestHaltProbeAhead(t *testing.T) {
+	f, err := os.Open("../examples/fabrics/fattree-3tier-2to1.fabric")
+	require.NoError(t, err)
+	fab, err := ParseFabric(f, "fattree-3tier-2to1.fabric")
+	f.Close()
+	require.NoError(t, err)
+	type end struct {
+		now    Time
+		events uint64
+		err    error
+	}
+	var mu sync.Mutex
+	var seen []end
+	nvlsCheckSeen = func(q *Engine, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, end{q.Now(), q.Events, err})
+	}
+	defer func() { nvlsCheckSeen, haltProbeAhead = nil, true }()
+	m, _ := testMachine(t, "dgx-h100", 32, fab, "NVLSTree", "")
+	plan, tm, _, _ := nvlsTreeCall(t, m, 256<<20)
+	var ends [2][]end
+	for i, ahead := range []bool{false, true} {
+		haltProbeAhead = ahead
+		seen = nil
+		res, mode, err := m.nvlsSymmetric(plan, tm, RunOptions{folds: &foldScheds{}})
+		require.NoError(t, err)
+		require.Nil(t, res, "the node fold and the probe halt (%s)", mode)
+		ends[i] = seen
+	}
+	require.Len(t, ends[0], 1)
+	require.ErrorIs(t, ends[0][0].err, errHalted)
+	require.Equal(t, ends[0], ends[1])
 }

@@ -66,6 +66,10 @@ type relaxCheck struct {
 	qR   []float64
 	qAt  []Time
 	qMax float64
+
+	// haltOnly: nothing is read of the check but whether a link went over (bad, halt; the
+	// checked NVLS folds): settled keeps no load ratio or backlog (over, q).
+	haltOnly bool
 }
 
 // newRelaxCheck builds the check of relaxed links from pairs (link, quotient connection), one per
@@ -191,13 +195,15 @@ func (c *relaxCheck) settled() {
 	}
 	for _, g := range c.touched {
 		c.mark[g] = false
-		r := c.load[g] / c.capa[g]
-		if r > c.over {
-			c.over = r
+		if !c.haltOnly {
+			r := c.load[g] / c.capa[g]
+			if r > c.over {
+				c.over = r
+			}
+			c.q[g] = max(0, c.q[g]+float64(c.e.now-c.qAt[g])*(c.qR[g]-1))
+			c.qMax = max(c.qMax, c.q[g])
+			c.qR[g], c.qAt[g] = r, c.e.now
 		}
-		c.q[g] = max(0, c.q[g]+float64(c.e.now-c.qAt[g])*(c.qR[g]-1))
-		c.qMax = max(c.qMax, c.q[g])
-		c.qR[g], c.qAt[g] = r, c.e.now
 		if !c.bad[g] && c.load[g] > c.capa[g]*(1+relaxTolerance) {
 			c.bad[g] = true
 			c.nbad++
