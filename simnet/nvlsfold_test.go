@@ -285,15 +285,7 @@ func TestNVLSSwitchBoundMode(t *testing.T) {
 	foldBound = false
 	require.NotNil(t, want)
 	m, _ := testMachine(t, "dgx-h100", 32, fab, "NVLSTree", "")
-	plan, tm, _, _ := nvlsTreeCall(t, m, 256<<20)
-	res, mode, err := m.nvlsSwitchBound(plan, tm, RunOptions{})
-	require.NoError(t, err)
-	require.NotNil(t, res)
-	require.Equal(t, nodeFoldMode+", "+switchBoundMode, mode)
-	require.Equal(t, want.Time, res.Time)
-	res, _, err = m.nvlsSwitchBound(plan, tm, RunOptions{Exact: true})
-	require.NoError(t, err)
-	require.Nil(t, res, "never with Exact")
+	requireLateFold(t, m, m.nvlsSwitchBound, 256<<20, want, nodeFoldMode+", "+switchBoundMode)
 }
 
 // TestFoldSchedsReuse: a call's quotient compiled once is handed back for an equal plan (the
@@ -468,18 +460,25 @@ func TestNodeFoldAhead(t *testing.T) {
 func TestNodeFoldLastResort(t *testing.T) {
 	fold, _ := foldOnly(t, 16, DefaultFabric(), 64<<20)
 	m, _ := testMachine(t, "dgx-h100", 16, nil, "NVLSTree", "")
-	plan, tm, _, _ := nvlsTreeCall(t, m, 64<<20)
-	res, mode, err := m.nvlsFoldLastResort(plan, tm, RunOptions{})
-	require.NoError(t, err)
-	require.NotNil(t, res)
-	require.Equal(t, nodeFoldMode+", "+lastResortMode, mode)
-	require.Equal(t, fold.Time, res.Time)
-	ex, _, err := m.nvlsFoldLastResort(plan, tm, RunOptions{Exact: true})
-	require.NoError(t, err)
-	require.Nil(t, ex, "Exact: no fold")
+	requireLateFold(t, m, m.nvlsFoldLastResort, 64<<20, fold, nodeFoldMode+", "+lastResortMode)
 
 	gb, _ := testMachine(t, "gb200-nvl72", 16, nil, "", "")
 	row, _, err := gb.Run(coll.AllReduce, 2<<30, coll.Float32, coll.Sum, RunOptions{DryRun: true})
 	require.NoError(t, err)
 	require.Equal(t, nodeFoldMode+", "+lastResortMode, row.Mode)
+}
+
+// requireLateFold checks one of Run's late node folds (nvlsSwitchBound, nvlsFoldLastResort) on m's
+// NVLSTree all-reduce of size bytes: want's time under mode, and nothing with Exact.
+func requireLateFold(t *testing.T, m *Machine, late func(coll.Plan, Timing, RunOptions) (*Result, string, error), size int64, want *Result, mode string) {
+	t.Helper()
+	plan, tm, _, _ := nvlsTreeCall(t, m, size)
+	res, got, err := late(plan, tm, RunOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, res)
+	require.Equal(t, mode, got)
+	require.Equal(t, want.Time, res.Time)
+	res, _, err = late(plan, tm, RunOptions{Exact: true})
+	require.NoError(t, err)
+	require.Nil(t, res, "never with Exact")
 }

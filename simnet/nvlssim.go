@@ -478,7 +478,15 @@ const switchBoundMode = "switch-bound"
 // and +4.5% on a 2:1 fat tree of two nodes per leaf under ECMP (docs/cluster.md); the row's mode
 // says so. It returns nil, and no error, where the node fold does not apply.
 func (m *Machine) nvlsSwitchBound(plan coll.Plan, tm Timing, opt RunOptions) (*Result, string, error) {
-	if opt.Exact || plan.Algo != coll.NVLSTree || plan.NNodes < NVLSNodeFoldMin {
+	return m.lateNodeFold(plan, tm, opt, true, true)
+}
+
+// lateNodeFold is the node fold as Run tries it after nvlsSymmetric (nvlsSwitchBound,
+// nvlsFoldLastResort): within the fold's bounds (NVLSNodeFoldMin nodes, NVLSNodeFoldMinLoops
+// loops per channel) where bounded, with stand-ins for the switch links where bound. It returns
+// nil, and no error, where the node fold does not apply or its check halted it.
+func (m *Machine) lateNodeFold(plan coll.Plan, tm Timing, opt RunOptions, bounded, bound bool) (*Result, string, error) {
+	if opt.Exact || plan.Algo != coll.NVLSTree || (bounded && plan.NNodes < NVLSNodeFoldMin) {
 		return nil, "", nil
 	}
 	e, cl, err := m.engine()
@@ -491,14 +499,14 @@ func (m *Machine) nvlsSwitchBound(plan coll.Plan, tm Timing, opt RunOptions) (*R
 			return nil, "", nil
 		}
 	}
-	if f.parts[0]/nvlsLoopElems(plan) < NVLSNodeFoldMinLoops {
+	if bounded && f.parts[0]/nvlsLoopElems(plan) < NVLSNodeFoldMinLoops {
 		return nil, "", nil
 	}
 	nf := nvlsNodeFold(plan, cl, e)
 	if nf == nil {
 		return nil, "", nil
 	}
-	res, mode, _, err := f.nodeFolded(plan, nf, e, cl, tm, opt, true)
+	res, mode, _, err := f.nodeFolded(plan, nf, e, cl, tm, opt, bound)
 	return res, mode, err
 }
 
@@ -512,24 +520,7 @@ func (m *Machine) nvlsSwitchBound(plan coll.Plan, tm Timing, opt RunOptions) (*R
 // docs/cluster.md). The mode says where the fold stands outside its bounds. It returns nil, and no
 // error, where the nodes do not fold or the fold's check halted it.
 func (m *Machine) nvlsFoldLastResort(plan coll.Plan, tm Timing, opt RunOptions) (*Result, string, error) {
-	if opt.Exact || plan.Algo != coll.NVLSTree {
-		return nil, "", nil
-	}
-	e, cl, err := m.engine()
-	if err != nil {
-		return nil, "", err
-	}
-	f, ok := nvlsFoldOf(plan, cl)
-	if !ok {
-		if f, _, ok = nvlsFoldChecked(plan, cl, e); !ok {
-			return nil, "", nil
-		}
-	}
-	nf := nvlsNodeFold(plan, cl, e)
-	if nf == nil {
-		return nil, "", nil
-	}
-	res, mode, _, err := f.nodeFolded(plan, nf, e, cl, tm, opt, false)
+	res, mode, err := m.lateNodeFold(plan, tm, opt, false, false)
 	if res == nil || err != nil {
 		return nil, "", err
 	}
