@@ -2,6 +2,7 @@ package simnet
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,11 +80,7 @@ func TestNodeFoldSurvey(t *testing.T) {
 	}
 	fab := DefaultFabric()
 	if path := os.Getenv("SIMCCL_FOLD_FABRIC"); path != "" {
-		f, err := os.Open(path)
-		require.NoError(t, err)
-		fab, err = ParseFabric(f, path)
-		f.Close()
-		require.NoError(t, err)
+		fab = fabricFile(t, path)
 	}
 	if set := os.Getenv("SIMCCL_FOLD_SET"); set != "" {
 		for _, kv := range strings.Split(set, ",") {
@@ -363,11 +360,7 @@ func TestNodeFoldTighten(t *testing.T) {
 // of every node), and they were used. Under rail routing every stand-in carries one GPU's
 // connections and they are not tried (TestNodeFoldSwitchBound's 8:1 case).
 func TestNodeFoldPartial(t *testing.T) {
-	f, err := os.Open("../examples/fabrics/fattree-3tier-2to1.fabric")
-	require.NoError(t, err)
-	tree, err := ParseFabric(f, "fattree-3tier-2to1.fabric")
-	f.Close()
-	require.NoError(t, err)
+	tree := fabricFile(t, "../examples/fabrics/fattree-3tier-2to1.fabric")
 	two := *tree
 	two.HostsPerLeaf = 2
 	rail := DefaultFabric()
@@ -404,11 +397,7 @@ func TestNodeFoldPartial(t *testing.T) {
 // switch-bound replay's to rounding (its first instants computed with the unbounded switch links
 // in the rate computations, as the checked replay has them).
 func TestNodeFoldAhead(t *testing.T) {
-	f, err := os.Open("../examples/fabrics/fattree-3tier-2to1.fabric")
-	require.NoError(t, err)
-	tree, err := ParseFabric(f, "fattree-3tier-2to1.fabric")
-	f.Close()
-	require.NoError(t, err)
+	tree := fabricFile(t, "../examples/fabrics/fattree-3tier-2to1.fabric")
 	free := *tree
 	free.Oversub = 1
 	var q *Engine
@@ -424,6 +413,7 @@ func TestNodeFoldAhead(t *testing.T) {
 		var halted [2]bool
 		for i, ahead := range []bool{false, true} {
 			nodeFoldAhead = ahead
+			var err error
 			res[i], _, halted[i], err = fo.nodeFolded(plan, nf, e, cl, tm, RunOptions{folds: &foldScheds{}}, false)
 			require.NoError(t, err)
 			require.Equal(t, ahead, len(q.lazyAtStandIn) > 0, "ahead %v", ahead)
@@ -481,4 +471,15 @@ func requireLateFold(t *testing.T, m *Machine, late func(coll.Plan, Timing, RunO
 	res, _, err = late(plan, tm, RunOptions{Exact: true})
 	require.NoError(t, err)
 	require.Nil(t, res, "never with Exact")
+}
+
+// fabricFile is the fabric of the file at path.
+func fabricFile(t testing.TB, path string) *Fabric {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	fab, err := ParseFabric(f, filepath.Base(path))
+	require.NoError(t, err)
+	return fab
 }

@@ -375,11 +375,7 @@ func TestNVLSCheckProbe(t *testing.T) {
 // that replay goes on switch-bound (32 nodes of the three-tier 2:1 fat tree, 256 MiB), is the probe
 // started after it: one probe, the same halt, the same instant and events.
 func TestHaltProbeAhead(t *testing.T) {
-	f, err := os.Open("../examples/fabrics/fattree-3tier-2to1.fabric")
-	require.NoError(t, err)
-	fab, err := ParseFabric(f, "fattree-3tier-2to1.fabric")
-	f.Close()
-	require.NoError(t, err)
+	fab := fabricFile(t, "../examples/fabrics/fattree-3tier-2to1.fabric")
 	type end struct {
 		now    Time
 		events uint64
