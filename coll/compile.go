@@ -555,8 +555,8 @@ func (b *builder) emit(ck *chunking, c call) {
 	b.sl = ck.appendSlices(b.sl[:0], c.nelem)
 	for si, ne := range b.sl {
 		idx := len(prog.Steps)
-		st := Step{Index: idx, Op: b.op, Prim: c.prim, Lane: c.lane, Bytes: ne * ck.elt,
-			Proto: ck.proto, Chunk: c.chunk, Slice: si, PostOp: c.postOp}
+		st := Step{Index: int32(idx), Op: int32(b.op), Prim: c.prim, Lane: int32(c.lane), Bytes: ne * ck.elt,
+			Proto: ck.proto, Chunk: int32(c.chunk), Slice: int32(si), PostOp: c.postOp}
 		st.Wire = WireBytes(ck.proto, st.Bytes)
 		switch last, ok := ps.last(c.lane); {
 		case c.rank >= b.s.NRanks:
@@ -578,7 +578,7 @@ func (b *builder) emit(ck *chunking, c call) {
 		for _, peer := range c.recvFrom {
 			id := b.conn(c.ch, peer, c.rank, c.connIdx)
 			cs := &b.cst[id]
-			st.Recv = append(st.Recv, Xfer{Conn: id, Peer: peer, Seq: cs.recvSeq, Slot: cs.recvStep % NCCLSteps, Steps: steps, CreditSeq: -1})
+			st.Recv = append(st.Recv, Xfer{Conn: int32(id), Peer: int32(peer), Seq: int32(cs.recvSeq), Slot: int32(cs.recvStep % NCCLSteps), Steps: int32(steps), CreditSeq: -1})
 			cs.recvSeq++
 			cs.recvStep += steps
 		}
@@ -602,7 +602,7 @@ func (b *builder) emit(ck *chunking, c call) {
 				}
 				credit = cs.credit
 			}
-			st.Send = append(st.Send, Xfer{Conn: id, Peer: peer, Seq: cs.sendSeq, Slot: cs.sendStep % NCCLSteps, Steps: steps, CreditSeq: credit})
+			st.Send = append(st.Send, Xfer{Conn: int32(id), Peer: int32(peer), Seq: int32(cs.sendSeq), Slot: int32(cs.sendStep % NCCLSteps), Steps: int32(steps), CreditSeq: int32(credit)})
 			cs.sendSeq++
 			cs.sendStep += steps
 			cs.ends = append(cs.ends, int64(cs.sendStep))
