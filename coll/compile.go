@@ -357,7 +357,8 @@ type connKey struct{ ch, from, to, idx int }
 type connState struct {
 	sendSeq, recvSeq   int
 	sendStep, recvStep int     // cumulative slot counters
-	ends               []int64 // ends[seq] = sendStep after message seq (for credits)
+	ends               []int64 // ends[seq−endsFrom] = sendStep after message seq (for credits)
+	endsFrom           int     // the first message ends holds: those before credit are dropped
 	credit             int     // first candidate for CreditSeq
 	slots              int     // slots a send may run ahead of the receiver (0: NCCLSteps; builder.fifos)
 }
@@ -597,10 +598,17 @@ func (b *builder) emit(ck *chunking, c call) {
 			need := start + int64(steps) - slots // consumed slot counter needed
 			credit := -1
 			if need > 0 {
-				for cs.credit < len(cs.ends) && cs.ends[cs.credit] < need {
+				for cs.credit < cs.endsFrom+len(cs.ends) && cs.ends[cs.credit-cs.endsFrom] < need {
 					cs.credit++
 				}
 				credit = cs.credit
+			}
+			if k := cs.credit - cs.endsFrom; k >= 64 && 2*k >= len(cs.ends) {
+				// No credit names a message before cs.credit again: drop them, so that a
+				// connection keeps a few ends, not one a message (9.6 MB, and as much again
+				// of lists outgrown, on the 128-node quotient schedule).
+				cs.ends = cs.ends[:copy(cs.ends, cs.ends[k:])]
+				cs.endsFrom = cs.credit
 			}
 			st.Send = append(st.Send, Xfer{Conn: int32(id), Peer: int32(peer), Seq: int32(cs.sendSeq), Slot: int32(cs.sendStep % NCCLSteps), Steps: int32(steps), CreditSeq: int32(credit)})
 			cs.sendSeq++
