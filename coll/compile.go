@@ -357,7 +357,8 @@ type connKey struct{ ch, from, to, idx int }
 type connState struct {
 	sendSeq, recvSeq   int
 	sendStep, recvStep int     // cumulative slot counters
-	ends               []int64 // ends[seq] = sendStep after message seq (for credits)
+	ends               []int64 // ends[seq−endsFrom] = sendStep after message seq (for credits)
+	endsFrom           int     // the first message ends holds: those before credit are dropped
 	credit             int     // first candidate for CreditSeq
 	slots              int     // slots a send may run ahead of the receiver (0: NCCLSteps; builder.fifos)
 }
@@ -555,8 +556,8 @@ func (b *builder) emit(ck *chunking, c call) {
 	b.sl = ck.appendSlices(b.sl[:0], c.nelem)
 	for si, ne := range b.sl {
 		idx := len(prog.Steps)
-		st := Step{Index: idx, Op: b.op, Prim: c.prim, Lane: c.lane, Bytes: ne * ck.elt,
-			Proto: ck.proto, Chunk: c.chunk, Slice: si, PostOp: c.postOp}
+		st := Step{Index: int32(idx), Op: int32(b.op), Prim: c.prim, Lane: int32(c.lane), Bytes: ne * ck.elt,
+			Proto: ck.proto, Chunk: int32(c.chunk), Slice: int32(si), PostOp: c.postOp}
 		st.Wire = WireBytes(ck.proto, st.Bytes)
 		switch last, ok := ps.last(c.lane); {
 		case c.rank >= b.s.NRanks:
@@ -578,7 +579,7 @@ func (b *builder) emit(ck *chunking, c call) {
 		for _, peer := range c.recvFrom {
 			id := b.conn(c.ch, peer, c.rank, c.connIdx)
 			cs := &b.cst[id]
-			st.Recv = append(st.Recv, Xfer{Conn: id, Peer: peer, Seq: cs.recvSeq, Slot: cs.recvStep % NCCLSteps, Steps: steps, CreditSeq: -1})
+			st.Recv = append(st.Recv, Xfer{Conn: int32(id), Peer: int32(peer), Seq: int32(cs.recvSeq), Slot: int32(cs.recvStep % NCCLSteps), Steps: int32(steps), CreditSeq: -1})
 			cs.recvSeq++
 			cs.recvStep += steps
 		}
@@ -597,12 +598,19 @@ func (b *builder) emit(ck *chunking, c call) {
 			need := start + int64(steps) - slots // consumed slot counter needed
 			credit := -1
 			if need > 0 {
-				for cs.credit < len(cs.ends) && cs.ends[cs.credit] < need {
+				for cs.credit < cs.endsFrom+len(cs.ends) && cs.ends[cs.credit-cs.endsFrom] < need {
 					cs.credit++
 				}
 				credit = cs.credit
 			}
-			st.Send = append(st.Send, Xfer{Conn: id, Peer: peer, Seq: cs.sendSeq, Slot: cs.sendStep % NCCLSteps, Steps: steps, CreditSeq: credit})
+			if k := cs.credit - cs.endsFrom; k >= 64 && 2*k >= len(cs.ends) {
+				// No credit names a message before cs.credit again: drop them, so that a
+				// connection keeps a few ends, not one a message (9.6 MB, and as much again
+				// of lists outgrown, on the 128-node quotient schedule).
+				cs.ends = cs.ends[:copy(cs.ends, cs.ends[k:])]
+				cs.endsFrom = cs.credit
+			}
+			st.Send = append(st.Send, Xfer{Conn: int32(id), Peer: int32(peer), Seq: int32(cs.sendSeq), Slot: int32(cs.sendStep % NCCLSteps), Steps: int32(steps), CreditSeq: int32(credit)})
 			cs.sendSeq++
 			cs.sendStep += steps
 			cs.ends = append(cs.ends, int64(cs.sendStep))

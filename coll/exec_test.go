@@ -348,8 +348,8 @@ func TestDeadlockIsReported(t *testing.T) {
 	for r := 0; r < 2; r++ {
 		in, out := 1-r, r
 		s.Programs = append(s.Programs, Program{Rank: r, Steps: []Step{
-			{Index: 0, Prim: Recv, Recv: []Xfer{{Conn: in, Peer: 1 - r, CreditSeq: -1}}, Dst: &BufRef{Buf: BufRecv}, Bytes: 4},
-			{Index: 1, Prim: Send, Deps: []int{0}, Send: []Xfer{{Conn: out, Peer: 1 - r, CreditSeq: -1}}, Src: &BufRef{Buf: BufSend}, Bytes: 4},
+			{Index: 0, Prim: Recv, Recv: []Xfer{{Conn: int32(in), Peer: int32(1 - r), CreditSeq: -1}}, Dst: &BufRef{Buf: BufRecv}, Bytes: 4},
+			{Index: 1, Prim: Send, Deps: []int{0}, Send: []Xfer{{Conn: int32(out), Peer: int32(1 - r), CreditSeq: -1}}, Src: &BufRef{Buf: BufSend}, Bytes: 4},
 		}})
 	}
 	bufs := [][]Buffers{{{Send: []float64{1}, Recv: []float64{0}}, {Send: []float64{2}, Recv: []float64{0}}}}
@@ -487,7 +487,7 @@ func TestCollNetDirectHeads(t *testing.T) {
 		for _, pr := range s.Programs {
 			for _, st := range pr.Steps {
 				for _, x := range st.Send {
-					if x.Peer >= s.NRanks && indexOf(heads, pr.Rank%4) < 0 {
+					if int(x.Peer) >= s.NRanks && indexOf(heads, pr.Rank%4) < 0 {
 						t.Fatalf("heads %v: rank %d sends to the network", heads, pr.Rank)
 					}
 				}

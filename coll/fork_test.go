@@ -49,11 +49,11 @@ func TestIndexCheckerParts(t *testing.T) {
 				first := map[int]int{}
 				for i := range s.Programs[pi].Steps {
 					for k, x := range s.Programs[pi].Steps[i].Send {
-						if seq, ok := first[x.Conn]; ok {
-							s.Programs[pi].Steps[i].Send[k].Seq = seq
+						if seq, ok := first[int(x.Conn)]; ok {
+							s.Programs[pi].Steps[i].Send[k].Seq = int32(seq)
 							return
 						}
-						first[x.Conn] = x.Seq
+						first[int(x.Conn)] = int(x.Seq)
 					}
 				}
 			}

@@ -156,10 +156,10 @@ func (ck *IndexChecker) checkStep(pi, i int) error {
 	s, ix := ck.s, ck.ix
 	p := &s.Programs[pi]
 	st := &p.Steps[i]
-	if st.Index != i {
+	if int(st.Index) != i {
 		return badStep(p, i, "index field says %d", st.Index)
 	}
-	if st.Op < 0 || st.Op >= len(s.Ops) {
+	if st.Op < 0 || int(st.Op) >= len(s.Ops) {
 		return badStep(p, i, "operation %d out of range", st.Op)
 	}
 	if st.Prim < 0 || st.Prim >= NumPrims {
@@ -212,7 +212,7 @@ func (ck *IndexChecker) checkStep(pi, i int) error {
 	}
 	g := ix.Step(pi, i)
 	check := func(x Xfer, send bool) error {
-		if x.Conn < 0 || x.Conn >= len(s.Conns) {
+		if x.Conn < 0 || int(x.Conn) >= len(s.Conns) {
 			return badStep(p, i, "connection %d out of range", x.Conn)
 		}
 		c := &s.Conns[x.Conn]
@@ -220,10 +220,10 @@ func (ck *IndexChecker) checkStep(pi, i int) error {
 		if send {
 			self, peer, tab = c.From, c.To, ix.Sender
 		}
-		if self != p.Rank || peer != x.Peer || c.Channel != p.Channel {
+		if self != p.Rank || peer != int(x.Peer) || c.Channel != p.Channel {
 			return badStep(p, i, "connection %d (%d→%d channel %d) does not fit peer %d", x.Conn, c.From, c.To, c.Channel, x.Peer)
 		}
-		if x.Seq < 0 || x.Seq >= c.Messages {
+		if x.Seq < 0 || int(x.Seq) >= c.Messages {
 			return badStep(p, i, "sequence %d on connection %d out of range (%d messages)", x.Seq, x.Conn, c.Messages)
 		}
 		m := ix.Msg(x)
@@ -238,7 +238,7 @@ func (ck *IndexChecker) checkStep(pi, i int) error {
 		if send {
 			end = &ck.snd[m]
 		}
-		*end = msgEnd{st.Bytes, x.Steps}
+		*end = msgEnd{st.Bytes, int(x.Steps)}
 		return nil
 	}
 	for _, x := range st.Recv {

@@ -95,7 +95,7 @@ func ParseAlgo(s string) (Algo, error) {
 }
 
 // Proto is a protocol, numbered as in NCCL (LL 0, LL128 1, Simple 2).
-type Proto int
+type Proto int32
 
 const (
 	LL Proto = iota

@@ -42,14 +42,14 @@ func TestNVLSFifosPerHead(t *testing.T) {
 					default:
 						kind = "between heads"
 					}
-					want := x.Seq - window
+					want := int(x.Seq) - window
 					if want < 0 {
 						want = -1
 					}
-					if x.CreditSeq != want {
+					if int(x.CreditSeq) != want {
 						t.Fatalf("%v ppn %d: %s message %d (%d→%d) waits for %d, want %d", c.algo, c.ppn, kind, x.Seq, cn.From, cn.To, x.CreditSeq, want)
 					}
-					if x.Seq >= window {
+					if int(x.Seq) >= window {
 						checked[kind]++
 					}
 				}
@@ -83,14 +83,14 @@ func TestNVLSGatherScatterFifos(t *testing.T) {
 					if (f == AllGather && cn.From >= n) || (f == ReduceScatter && cn.From < n) {
 						window = NCCLSteps * n
 					}
-					want := x.Seq - window
+					want := int(x.Seq) - window
 					if want < 0 {
 						want = -1
 					}
-					if x.CreditSeq != want {
+					if int(x.CreditSeq) != want {
 						t.Fatalf("%v: message %d (%d→%d) waits for %d, want %d", f, x.Seq, cn.From, cn.To, x.CreditSeq, want)
 					}
-					if window > NCCLSteps && x.Seq >= window {
+					if window > NCCLSteps && int(x.Seq) >= window {
 						wide++
 					}
 				}

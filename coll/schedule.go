@@ -63,7 +63,7 @@ const NCCLSteps = 8
 
 // Prim is an NCCL device primitive: what one step does with its received data, its local buffers and
 // its outgoing connections.
-type Prim int
+type Prim int32
 
 const (
 	// Send reads Src and sends it.
@@ -210,25 +210,28 @@ type BufRef struct {
 	Offset int64   `json:"offset"` // bytes from the start of the buffer
 }
 
-// Xfer is one message of a step, on one connection.
+// Xfer is one message of a step, on one connection. Its fields are 32-bit (24 bytes, not 48): a
+// schedule holds one or two for each of its steps (MaxSteps bounds every count they hold), and
+// the simulator's large schedules are mostly page faults and cache misses.
 type Xfer struct {
-	Conn int `json:"conn"` // index into Schedule.Conns
-	Peer int `json:"peer"` // the rank at the other end (redundant with Conns[Conn], for readers)
-	Seq  int `json:"seq"`  // message number on the connection, from 0, in issue order
+	Conn int32 `json:"conn"` // index into Schedule.Conns
+	Peer int32 `json:"peer"` // the rank at the other end (redundant with Conns[Conn], for readers)
+	Seq  int32 `json:"seq"`  // message number on the connection, from 0, in issue order
 	// Slot is the first of the connection's NCCLSteps buffer slots the message uses; Steps how many.
-	Slot  int `json:"slot"`
-	Steps int `json:"steps"`
+	Slot  int32 `json:"slot"`
+	Steps int32 `json:"steps"`
 	// CreditSeq (sends only): the message on this connection that must have been consumed by the
 	// receiver before this one may be written; −1 if none.
-	CreditSeq int `json:"credit_seq"`
+	CreditSeq int32 `json:"credit_seq"`
 }
 
-// Step is one primitive call of one rank on one channel.
+// Step is one primitive call of one rank on one channel. Its counts are 32-bit (136 bytes, not
+// 168; MaxSteps bounds them), for the reason Xfer's are.
 type Step struct {
-	Index  int     `json:"i"`     // position in Program.Steps
-	Op     int     `json:"op"`    // index into Schedule.Ops
+	Index  int32   `json:"i"`     // position in Program.Steps
+	Op     int32   `json:"op"`    // index into Schedule.Ops
 	Prim   Prim    `json:"prim"`  // what the step does
-	Lane   int     `json:"lane"`  // thread group within the channel (0, or 1 for tree broadcast-down)
+	Lane   int32   `json:"lane"`  // thread group within the channel (0, or 1 for tree broadcast-down)
 	Deps   []int   `json:"deps"`  // indices of steps of the same program that must complete first
 	Recv   []Xfer  `json:"recv"`  // messages consumed (several: a tree node reducing its children)
 	Send   []Xfer  `json:"send"`  // messages emitted (several: a tree node feeding its children)
@@ -237,8 +240,8 @@ type Step struct {
 	Bytes  int64   `json:"bytes"` // payload bytes read/written/sent per input/output/message
 	Wire   int64   `json:"wire"`  // bytes on the wire per message (LL 2×, LL128 128/120×, Simple 1×)
 	Proto  Proto   `json:"proto"` // NCCL numbering: LL 0, LL128 1, Simple 2
-	Chunk  int     `json:"chunk"` // chunk index within the channel's part of the operation
-	Slice  int     `json:"slice"` // slice within the chunk (Ring Simple splits a chunk in 2)
+	Chunk  int32   `json:"chunk"` // chunk index within the channel's part of the operation
+	Slice  int32   `json:"slice"` // slice within the chunk (Ring Simple splits a chunk in 2)
 	PostOp bool    `json:"post_op,omitempty"`
 }
 

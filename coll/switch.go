@@ -188,7 +188,7 @@ func (b *builder) join(b2 *builder) {
 	if n1 > 0 {
 		for _, xs := range append(b2.xslabs, b2.xslab) {
 			for i := range xs {
-				xs[i].Conn += n1
+				xs[i].Conn += int32(n1)
 			}
 		}
 	}

@@ -491,7 +491,7 @@ func (c *Comm) ensureConns(s *coll.Schedule) error {
 			st := &p.Steps[i]
 			for _, xs := range [][]coll.Xfer{st.Send, st.Recv} {
 				for _, x := range xs {
-					k, err := c.keyOf(s, x.Conn)
+					k, err := c.keyOf(s, int(x.Conn))
 					if err != nil {
 						return err
 					}
@@ -682,10 +682,10 @@ func (c *Comm) runProgram(s *coll.Schedule, p *coll.Program, bufs []opBufs, call
 	var order []int
 	for i := range p.Steps {
 		l := p.Steps[i].Lane
-		if _, ok := lanes[l]; !ok {
-			order = append(order, l)
+		if _, ok := lanes[int(l)]; !ok {
+			order = append(order, int(l))
 		}
-		lanes[l] = append(lanes[l], i)
+		lanes[int(l)] = append(lanes[int(l)], i)
 	}
 	done := make([]chan struct{}, len(p.Steps))
 	for i := range done {
@@ -741,7 +741,7 @@ func (c *Comm) scratchFor(channel, lane int) *scratch {
 
 // runStep executes one primitive (schedule.go rule 4).
 func (c *Comm) runStep(s *coll.Schedule, st *coll.Step, bufs []opBufs, calls []*call, sc *scratch) error {
-	if st.Op < 0 || st.Op >= len(bufs) {
+	if st.Op < 0 || int(st.Op) >= len(bufs) {
 		return fmt.Errorf("comm: step %d names operation %d of %d", st.Index, st.Op, len(bufs))
 	}
 	b := &bufs[st.Op]
@@ -779,7 +779,7 @@ func (c *Comm) runStep(s *coll.Schedule, st *coll.Step, bufs []opBufs, calls []*
 	if c.cfg.Observe != nil {
 		for _, x := range st.Send {
 			cn := s.Conns[x.Conn]
-			c.cfg.Observe(Message{Channel: cn.Channel, From: cn.From, To: cn.To, ConnIndex: cn.ConnIndex, Step: st.Index, Seq: x.Seq, Bytes: n})
+			c.cfg.Observe(Message{Channel: cn.Channel, From: cn.From, To: cn.To, ConnIndex: cn.ConnIndex, Step: int(st.Index), Seq: int(x.Seq), Bytes: n})
 		}
 	}
 	if done, err := c.slotStep(s, st, k, src, dst, sc); done {
@@ -798,7 +798,7 @@ func (c *Comm) runStep(s *coll.Schedule, st *coll.Step, bufs []opBufs, calls []*
 		// (a tree node's other children) are folded into out.
 		fused := !sameStart(out, src)
 		for xi, x := range st.Recv {
-			key, err := c.keyOf(s, x.Conn)
+			key, err := c.keyOf(s, int(x.Conn))
 			if err != nil {
 				return err
 			}
@@ -834,7 +834,7 @@ func (c *Comm) runStep(s *coll.Schedule, st *coll.Step, bufs []opBufs, calls []*
 		if len(st.Recv) != 1 {
 			return fmt.Errorf("comm: step %d (%v) receives %d messages, want 1", st.Index, prim, len(st.Recv))
 		}
-		key, err := c.keyOf(s, st.Recv[0].Conn)
+		key, err := c.keyOf(s, int(st.Recv[0].Conn))
 		if err != nil {
 			return err
 		}
@@ -856,7 +856,7 @@ func (c *Comm) runStep(s *coll.Schedule, st *coll.Step, bufs []opBufs, calls []*
 		DivideInt(k.dt, out, c.n)
 	}
 	for _, x := range st.Send {
-		key, err := c.keyOf(s, x.Conn)
+		key, err := c.keyOf(s, int(x.Conn))
 		if err != nil {
 			return err
 		}
@@ -901,11 +901,11 @@ func (c *Comm) slotStep(s *coll.Schedule, st *coll.Step, k *call, src, dst []byt
 	if !st.Prim.WritesDst() {
 		dst = nil
 	}
-	rkey, err := c.keyOf(s, st.Recv[0].Conn)
+	rkey, err := c.keyOf(s, int(st.Recv[0].Conn))
 	if err != nil {
 		return true, err
 	}
-	tkey, err := c.keyOf(s, st.Send[0].Conn)
+	tkey, err := c.keyOf(s, int(st.Send[0].Conn))
 	if err != nil {
 		return true, err
 	}

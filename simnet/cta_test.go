@@ -63,7 +63,7 @@ func localSchedule(b int64, lanes int) *coll.Schedule {
 	}}
 	p1 := coll.Program{Rank: 1, Steps: []coll.Step{
 		{Index: 0, Prim: coll.Send, Bytes: b, Wire: b, Proto: coll.Simple, Src: &coll.BufRef{}, Send: []coll.Xfer{{Conn: 0, Peer: 0, CreditSeq: -1}}},
-		{Index: 1, Prim: coll.Recv, Deps: []int{0}, Lane: lanes - 1, Bytes: b, Wire: b, Proto: coll.Simple, Dst: &coll.BufRef{Buf: coll.BufRecv}, Recv: []coll.Xfer{{Conn: 1, Peer: 0, CreditSeq: -1}}},
+		{Index: 1, Prim: coll.Recv, Deps: []int{0}, Lane: int32(lanes - 1), Bytes: b, Wire: b, Proto: coll.Simple, Dst: &coll.BufRef{Buf: coll.BufRecv}, Recv: []coll.Xfer{{Conn: 1, Peer: 0, CreditSeq: -1}}},
 	}}
 	s.Programs = []coll.Program{p0, p1}
 	return s

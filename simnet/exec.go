@@ -663,17 +663,15 @@ func (x *sim) buildRecords() error {
 		split := sort.Search(len(s.Programs), func(p int) bool { return x.off[p] >= x.off[len(s.Programs)]/2 })
 		parts = []recordPart{{p1: split}, {p0: split, p1: len(s.Programs)}}
 	}
-	// The first part's lists have room for every part's (each message is sent and received
-	// once), the others' for about their share.
+	// Every part's lists have room for every part's (each message is sent and received once;
+	// about a dependency a step): the first part's for the join, the others' because their
+	// share of messages is not their share of steps (the switches' programs, last, send and
+	// receive many a step). Room never written costs no page; a list grown by append is
+	// copied, and both faulted in (12.5 MB on the 128-node quotient schedule).
 	for i := range parts {
 		pt := &parts[i]
-		nm, ns := nmsg, nstep
-		if i > 0 {
-			ns = int(x.off[pt.p1] - x.off[pt.p0])
-			nm = int(int64(nmsg)*int64(ns)/int64(nstep)) + 16
-		}
-		pt.sends, pt.recvs = make([]int32, 0, nm), make([]int32, 0, nm)
-		pt.deps, pt.creds = make([][2]int32, 0, ns), make([][2]int32, 0, nm)
+		pt.sends, pt.recvs = make([]int32, 0, nmsg), make([]int32, 0, nmsg)
+		pt.deps, pt.creds = make([][2]int32, 0, nstep), make([][2]int32, 0, nmsg)
 	}
 	if len(parts) == 1 {
 		parts[0].err = x.recordRange(&parts[0], credCnt, recvOff)
@@ -825,7 +823,7 @@ func (x *sim) recordRange(pt *recordPart, credCnt, recvOff []int32) error {
 // onConn reports whether transfer xf of a step of program pr names a message of a connection
 // of pr's (from pr's endpoint where send, to it where not).
 func (x *sim) onConn(xf coll.Xfer, pr *coll.Program, send bool) bool {
-	if xf.Conn < 0 || xf.Conn >= len(x.s.Conns) {
+	if xf.Conn < 0 || int(xf.Conn) >= len(x.s.Conns) {
 		return false
 	}
 	c := &x.s.Conns[xf.Conn]
@@ -833,7 +831,7 @@ func (x *sim) onConn(xf coll.Xfer, pr *coll.Program, send bool) bool {
 	if send {
 		self = c.From
 	}
-	return self == pr.Rank && c.Channel == pr.Channel && xf.Seq >= 0 && xf.Seq < c.Messages
+	return self == pr.Rank && c.Channel == pr.Channel && xf.Seq >= 0 && int(xf.Seq) < c.Messages
 }
 
 // buildRest builds what the replay needs beside the records, on a schedule that keeps the
@@ -883,7 +881,7 @@ func (x *sim) buildRest() error {
 func (x *sim) markPrefix(pp *prefixProbe) {
 	s := x.s
 	pp.OK, pp.Diverged = false, false
-	in := func(g int32) bool { return x.step(g).Chunk < pp.Chunks }
+	in := func(g int32) bool { return int(x.step(g).Chunk) < pp.Chunks }
 	for m := range x.msg {
 		if in(x.msg[m].send) != in(x.msg[m].recv) {
 			return
@@ -901,11 +899,11 @@ func (x *sim) markPrefix(pp *prefixProbe) {
 			if st.Lane < 0 || st.Lane > 64 {
 				return
 			}
-			for len(last) <= st.Lane {
+			for len(last) <= int(st.Lane) {
 				last, prev = append(last, -1), append(prev, -1)
 			}
 			l := st.Lane
-			if st.Chunk < pp.Chunks {
+			if int(st.Chunk) < pp.Chunks {
 				if past {
 					return // not a prefix
 				}
@@ -942,7 +940,7 @@ func programLanes(steps []coll.Step) int {
 			if other == nil {
 				other = map[int]bool{}
 			}
-			other[l] = true
+			other[int(l)] = true
 		}
 	}
 	return bits.OnesCount64(low) + len(other)
@@ -965,7 +963,7 @@ func (x *sim) buildKernels() error {
 	x.kernOff = make([]int32, nk+1)
 	for p := range s.Programs {
 		for i := range s.Programs[p].Steps {
-			if op := s.Programs[p].Steps[i].Op; op < 0 || op >= nops {
+			if op := s.Programs[p].Steps[i].Op; op < 0 || int(op) >= nops {
 				return fmt.Errorf("simnet: rank %d channel %d step %d: operation %d outside the schedule's %d", s.Programs[p].Rank, s.Programs[p].Channel, i, op, nops)
 			}
 			k := x.kernel(x.off[p] + int32(i))
@@ -1000,7 +998,7 @@ func (x *sim) kernel(g int32) int {
 	if r >= x.s.NRanks {
 		return -1
 	}
-	return r*x.nk + x.step(g).Op/x.opt.OpsPerKernel
+	return r*x.nk + int(x.step(g).Op)/x.opt.OpsPerKernel
 }
 
 // kernelDone: every step of kernel k is done; the rank's next kernel starts one launch later.
@@ -1353,7 +1351,7 @@ func (x *sim) start(g int32) {
 	pr := &x.s.Programs[x.progOf[g]]
 	for _, xf := range st.Send {
 		m := x.connOff[xf.Conn] + int32(xf.Seq)
-		route, class := x.sendRoute(xf.Conn, pr)
+		route, class := x.sendRoute(int(xf.Conn), pr)
 		if x.msgStart != nil {
 			x.msgStart[m] = x.e.Now()
 		}
@@ -1372,7 +1370,7 @@ func (x *sim) start(g int32) {
 		} else if lane > 0 && (capRate <= 0 || lane < capRate) {
 			capRate = lane
 		}
-		if cc := x.tm.ChannelCap; cc > 0 && st.Lane == 0 && pr.Rank < x.s.NRanks && xf.Peer >= x.s.NRanks {
+		if cc := x.tm.ChannelCap; cc > 0 && st.Lane == 0 && pr.Rank < x.s.NRanks && int(xf.Peer) >= x.s.NRanks {
 			// The cap is on the payload: the flow carries wire bytes.
 			if st.Bytes > 0 {
 				cc = cc * Rate(float64(wire)/float64(st.Bytes))
@@ -1382,7 +1380,7 @@ func (x *sim) start(g int32) {
 			}
 		}
 		x.e.StartFlow(route, float64(wire), capRate, int64(m))
-		if x.streams(st, pr, xf.Peer, class) {
+		if x.streams(st, pr, int(xf.Peer), class) {
 			x.e.After(x.msgLat(mr), evFirst, int64(m))
 		}
 	}
@@ -1502,7 +1500,7 @@ func (x *sim) records() []OpRecord {
 		if wire == 0 {
 			wire = coll.WireBytes(st.Proto, st.Bytes)
 		}
-		out = append(out, OpRecord{Rank: pr.Rank, Peer: peer, Channel: pr.Channel, Step: int(g - x.off[x.progOf[g]]), Seq: m - int(x.connOff[cn]), Chunk: st.Chunk,
+		out = append(out, OpRecord{Rank: pr.Rank, Peer: peer, Channel: pr.Channel, Step: int(g - x.off[x.progOf[g]]), Seq: m - int(x.connOff[cn]), Chunk: int(st.Chunk),
 			Bytes: st.Bytes, Wire: wire, Proto: st.Proto, Start: x.msgStart[m], End: x.msgEnd[m], Class: class, Route: route})
 	}
 	return out

@@ -39,10 +39,10 @@ func streamSchedule(n int, b int64) *coll.Schedule {
 			cred = -1
 		}
 		at := &coll.BufRef{Offset: int64(k) * b}
-		p0.Steps = append(p0.Steps, coll.Step{Index: k, Prim: coll.Send, Deps: deps, Bytes: b, Wire: b, Proto: coll.Simple, Src: at,
-			Send: []coll.Xfer{{Conn: 0, Peer: 1, Seq: k, Slot: k % 8, Steps: 1, CreditSeq: cred}}})
-		p1.Steps = append(p1.Steps, coll.Step{Index: k, Prim: coll.Recv, Deps: deps, Bytes: b, Wire: b, Proto: coll.Simple, Dst: at,
-			Recv: []coll.Xfer{{Conn: 0, Peer: 0, Seq: k, Slot: k % 8, Steps: 1, CreditSeq: -1}}})
+		p0.Steps = append(p0.Steps, coll.Step{Index: int32(k), Prim: coll.Send, Deps: deps, Bytes: b, Wire: b, Proto: coll.Simple, Src: at,
+			Send: []coll.Xfer{{Conn: 0, Peer: 1, Seq: int32(k), Slot: int32(k % 8), Steps: 1, CreditSeq: int32(cred)}}})
+		p1.Steps = append(p1.Steps, coll.Step{Index: int32(k), Prim: coll.Recv, Deps: deps, Bytes: b, Wire: b, Proto: coll.Simple, Dst: at,
+			Recv: []coll.Xfer{{Conn: 0, Peer: 0, Seq: int32(k), Slot: int32(k % 8), Steps: 1, CreditSeq: -1}}})
 	}
 	s.Programs = []coll.Program{p0, p1}
 	return s

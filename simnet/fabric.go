@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -310,6 +311,9 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 	}
 	c := &Cluster{Node: node, NumNodes: nodes, Fabric: f, nl: len(node.Links), nics: len(node.NICs)}
 	c.nodeBase = LinkID(e.NumLinks())
+	// Room for the nodes' links and their NICs' at once: grown by append, a list of 128-byte
+	// links is copied into every larger one (8.7 MB written for 1.7 MB of links, 128 nodes).
+	e.links = slices.Grow(e.links, nodes*(len(node.Links)+2*len(node.NICs)))
 	for n := 0; n < nodes; n++ {
 		for _, l := range node.Links {
 			e.AddLink("", GBps(l.GBps), FromMicros(l.LatUs))

@@ -82,7 +82,7 @@ func TestLineStreamHoldsForwards(t *testing.T) {
 		s := &coll.Schedule{NRanks: 3, NChannels: 1, Ops: []coll.Op{byteOp(b)},
 			Conns: []coll.Conn{{ID: 0, From: 0, To: 1, Messages: 1}, {ID: 1, From: 1, To: 2, Messages: 1}}}
 		x := func(conn, peer int) []coll.Xfer {
-			return []coll.Xfer{{Conn: conn, Peer: peer, Steps: 1, CreditSeq: -1}}
+			return []coll.Xfer{{Conn: int32(conn), Peer: int32(peer), Steps: 1, CreditSeq: -1}}
 		}
 		at := &coll.BufRef{}
 		s.Programs = []coll.Program{

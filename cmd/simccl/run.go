@@ -45,6 +45,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 	maxOps := fs.Int("trace-max-ops", 2_000_000, "stop recording ops for --trace/--ops after this many (memory bound)")
 	dryRun := fs.Bool("dry-run", false, "print what would be simulated for each size (NCCL's decision, the plan simulated, the mode) without simulating")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
+	memProfile := fs.String("memprofile", "", "write the command's allocations (pprof's allocs profile, sampled) to this file at its end (go tool pprof)")
 	jobs := fs.IntP("jobs", "j", 0, "calls simulated at once (0: one per core, GOMAXPROCS); --trace/--ops run one at a time")
 	ecmpMean := fs.Bool("ecmp-mean", false, "let the ECMP mean model stand even on an oversubscribed fabric (fast, but it ignores hash collisions on links that bind: tens of percent off, see docs/cluster.md)")
 	launch := fs.String("launch", "per-gpu", "how the host launches each call: per-gpu (one process or thread per GPU, as torchrun and mpirun … -g 1), per-node (one thread drives every GPU of its node, as nccl-tests -g 8: a call costs at least GPUs × 5.18 µs of host enqueue), graph (CUDA graph replays, nccl-tests -G: 0.96 µs per kernel); the costs were measured on one H100 (docs/cluster.md)")
@@ -60,6 +61,14 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 				return err
 			}
 			defer pprof.StopCPUProfile()
+		}
+		if *memProfile != "" {
+			f, err := os.Create(*memProfile)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			defer pprof.Lookup("allocs").WriteTo(f, 0)
 		}
 		funcs, sizes, dt, op, err := sweep.parse(allColls)
 		if err != nil {

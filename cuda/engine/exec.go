@@ -254,12 +254,12 @@ func (e *exec) ready(ch int) bool {
 	}
 	st := &p.Steps[e.next[ch]]
 	for _, x := range st.Recv {
-		if L.progress(s.Conns[x.Conn].From, ch) <= L.pl.sendStep(x.Conn, x.Seq) {
+		if L.progress(s.Conns[x.Conn].From, ch) <= L.pl.sendStep(int(x.Conn), int(x.Seq)) {
 			return false
 		}
 	}
 	for _, x := range st.Send {
-		if x.CreditSeq >= 0 && L.progress(s.Conns[x.Conn].To, ch) <= L.pl.recvStep(x.Conn, x.CreditSeq) {
+		if x.CreditSeq >= 0 && L.progress(s.Conns[x.Conn].To, ch) <= L.pl.recvStep(int(x.Conn), int(x.CreditSeq)) {
 			return false
 		}
 	}
@@ -339,9 +339,9 @@ func lanes(p *coll.Program) []int {
 	var ls []int
 	seen := map[int]bool{}
 	for i := range p.Steps {
-		if l := p.Steps[i].Lane; !seen[l] {
-			seen[l] = true
-			ls = append(ls, l)
+		if l := p.Steps[i].Lane; !seen[int(l)] {
+			seen[int(l)] = true
+			ls = append(ls, int(l))
 		}
 	}
 	return ls
@@ -351,7 +351,7 @@ func lanes(p *coll.Program) []int {
 func lastOfLanes(p *coll.Program) []int {
 	last := map[int]int{}
 	for i := range p.Steps {
-		last[p.Steps[i].Lane] = i
+		last[int(p.Steps[i].Lane)] = i
 	}
 	var out []int
 	for _, i := range last {
@@ -596,10 +596,10 @@ func (c *Comm) growScratch(x *cuda.Ctx, i int, need int64) error {
 func (e *exec) operands(st *coll.Step) (b *opBuf, count int, src, dst cuda.DevPtr, err error) {
 	b = &e.bufs[st.Op]
 	count = int(st.Bytes / int64(b.dt.Size()))
-	if src, err = e.resolve(st.Op, st.Src, st.Bytes); err != nil {
+	if src, err = e.resolve(int(st.Op), st.Src, st.Bytes); err != nil {
 		return nil, 0, 0, 0, err
 	}
-	if dst, err = e.resolve(st.Op, st.Dst, st.Bytes); err != nil {
+	if dst, err = e.resolve(int(st.Op), st.Dst, st.Bytes); err != nil {
 		return nil, 0, 0, 0, err
 	}
 	return b, count, src, dst, nil
@@ -629,13 +629,13 @@ func (e *exec) index() error {
 		p := s.Program(e.c.rank, ch)
 		for i := range p.Steps {
 			st := &p.Steps[i]
-			if st.Op < 0 || st.Op >= len(e.bufs) {
+			if st.Op < 0 || int(st.Op) >= len(e.bufs) {
 				return fmt.Errorf("step %d names operation %d of %d", i, st.Op, len(e.bufs))
 			}
 			if !st.Prim.WritesDst() || st.Dst == nil || st.Bytes == 0 {
 				continue
 			}
-			d, err := e.resolve(st.Op, st.Dst, st.Bytes)
+			d, err := e.resolve(int(st.Op), st.Dst, st.Bytes)
 			if err != nil {
 				return err
 			}
@@ -677,7 +677,7 @@ func (e *exec) ev(ch, step int) cuda.Event {
 // record marks step st of channel ch done on its stream: its event, and in a flag-mode launch the
 // flags its peers wait on.
 func (e *exec) record(ch int, st *coll.Step, stream cuda.Stream) error {
-	if err := e.x.Record(e.ev(ch, st.Index), stream); err != nil {
+	if err := e.x.Record(e.ev(ch, int(st.Index)), stream); err != nil {
 		return err
 	}
 	if e.L.flags {
@@ -727,10 +727,10 @@ func (e *exec) slotFor(st cuda.Stream, ch int, x coll.Xfer, bytes int64, proto c
 	if x.CreditSeq >= 0 {
 		cn := &e.s.Conns[x.Conn]
 		if e.L.flags {
-			if err := e.awaitFlag(st, flagConsumed, e.msgNum(x.Conn, x.CreditSeq)); err != nil {
+			if err := e.awaitFlag(st, flagConsumed, e.msgNum(int(x.Conn), int(x.CreditSeq))); err != nil {
 				return 0, err
 			}
-		} else if err := e.waitPeer(st, cn.To, ch, e.L.pl.recvStep(x.Conn, x.CreditSeq)); err != nil {
+		} else if err := e.waitPeer(st, cn.To, ch, e.L.pl.recvStep(int(x.Conn), int(x.CreditSeq))); err != nil {
 			return 0, err
 		}
 	}
@@ -746,10 +746,10 @@ var errSwitch = errors.New("switch primitives (NVLS/CollNet) are not supported")
 func (e *exec) step(ch int, st *coll.Step) error {
 	c, x := e.c, e.x
 	lane := st.Lane
-	stream := c.streams[[2]int{ch, lane}]
+	stream := c.streams[[2]int{ch, int(lane)}]
 	prog := e.s.Program(c.rank, ch)
 	for _, d := range st.Deps {
-		if d < 0 || d >= st.Index {
+		if d < 0 || d >= int(st.Index) {
 			return fmt.Errorf("depends on step %d (not an earlier step)", d)
 		}
 		if prog.Steps[d].Lane != lane {
@@ -771,10 +771,10 @@ func (e *exec) step(ch int, st *coll.Step) error {
 	for _, rx := range st.Recv {
 		cn := &e.s.Conns[rx.Conn]
 		if e.L.flags {
-			if err := e.awaitFlag(stream, flagReady, e.msgNum(rx.Conn, rx.Seq)); err != nil {
+			if err := e.awaitFlag(stream, flagReady, e.msgNum(int(rx.Conn), int(rx.Seq))); err != nil {
 				return err
 			}
-		} else if err := e.waitPeer(stream, cn.From, ch, e.L.pl.sendStep(rx.Conn, rx.Seq)); err != nil {
+		} else if err := e.waitPeer(stream, cn.From, ch, e.L.pl.sendStep(int(rx.Conn), int(rx.Seq))); err != nil {
 			return err
 		}
 		var p cuda.DevPtr
@@ -834,9 +834,9 @@ func (e *exec) step(ch int, st *coll.Step) error {
 			err = k.Copy(x, stream, dst, src, int(n))
 		}
 	case coll.LocalReduce:
-		err = k.Reduce(x, stream, b.dt, e.redOp(st.Op), dst, dst, src, count, 0, 0)
+		err = k.Reduce(x, stream, b.dt, e.redOp(int(st.Op)), dst, dst, src, count, 0, 0)
 	case coll.RecvReduceSend, coll.RecvReduceCopy, coll.RecvReduceCopySend:
-		op := e.redOp(st.Op)
+		op := e.redOp(int(st.Op))
 		err = k.Reduce(x, stream, b.dt, op, out, src, in[0], count, 0, 0)
 		for _, p := range in[1:] {
 			if err == nil {
@@ -858,7 +858,7 @@ func (e *exec) step(ch int, st *coll.Step) error {
 		switch {
 		case inSlot && i == 0:
 			addrs[i] = out
-		case n == 0 || (!inSlot && e.L.xp == nil && e.stable(out, n, ch, st.Index)):
+		case n == 0 || (!inSlot && e.L.xp == nil && e.stable(out, n, ch, int(st.Index))):
 			addrs[i] = out
 		default:
 			p, err := e.slotFor(stream, ch, sx, n, coll.Simple)
@@ -923,7 +923,7 @@ func (e *exec) stepLL(ch int, st *coll.Step, stream cuda.Stream) error {
 	for i, rx := range st.Recv {
 		cn := &e.s.Conns[rx.Conn]
 		if !L.flags { // in flag mode the message's address (the sender's buffer) is known already
-			if err := L.waitStep(cn.From, ch, L.pl.sendStep(rx.Conn, rx.Seq)); err != nil {
+			if err := L.waitStep(cn.From, ch, L.pl.sendStep(int(rx.Conn), int(rx.Seq))); err != nil {
 				return err
 			}
 		}
@@ -1002,7 +1002,7 @@ func (e *exec) computeLL(ch int, st *coll.Step, stream cuda.Stream, b *opBuf, co
 			}
 			return nil
 		case coll.LocalReduce:
-			return k.Reduce(x, stream, b.dt, e.redOp(st.Op), dst, dst, src, count, 0, 0)
+			return k.Reduce(x, stream, b.dt, e.redOp(int(st.Op)), dst, dst, src, count, 0, 0)
 		case coll.Send, coll.CopySend:
 			if raw == src {
 				raw = 0
@@ -1014,14 +1014,14 @@ func (e *exec) computeLL(ch int, st *coll.Step, stream cuda.Stream, b *opBuf, co
 		case coll.Recv, coll.RecvCopySend, coll.RecvSend:
 			return k.LineCopy(x, stream, p, raw, 0, in[0], llFlag(st.Recv[0]), out, of, n)
 		case coll.RecvReduceSend, coll.RecvReduceCopy, coll.RecvReduceCopySend:
-			return k.LineReduce(x, stream, p, b.dt, e.redOp(st.Op), raw, src, in[0], llFlag(st.Recv[0]), out, of, count, 0, 0)
+			return k.LineReduce(x, stream, p, b.dt, e.redOp(int(st.Op)), raw, src, in[0], llFlag(st.Recv[0]), out, of, count, 0, 0)
 		}
 		return fmt.Errorf("%v: no %v kernel", prim, p)
 	}
 	// Several messages in or out, or the integer Avg's division: the raw result first.
 	if raw == 0 {
 		var err error
-		if raw, err = e.tmpFor(ch, st.Lane, int64(n)); err != nil {
+		if raw, err = e.tmpFor(ch, int(st.Lane), int64(n)); err != nil {
 			return err
 		}
 	}
@@ -1038,7 +1038,7 @@ func (e *exec) computeLL(ch int, st *coll.Step, stream cuda.Stream, b *opBuf, co
 		}
 		err = k.LineCopy(x, stream, p, raw, 0, in[0], llFlag(st.Recv[0]), 0, 0, n)
 	case coll.RecvReduceSend, coll.RecvReduceCopy, coll.RecvReduceCopySend:
-		op := e.redOp(st.Op)
+		op := e.redOp(int(st.Op))
 		a := src
 		for i, m := range in {
 			if err == nil {

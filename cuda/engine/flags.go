@@ -134,13 +134,13 @@ func (e *exec) raiseFlag(st cuda.Stream, rank, kind, i int) error {
 func (e *exec) signal(stream cuda.Stream, st *coll.Step) error {
 	if !isLine(st.Proto) {
 		for _, sx := range st.Send {
-			if err := e.raiseFlag(stream, e.s.Conns[sx.Conn].To, flagReady, e.msgNum(sx.Conn, sx.Seq)); err != nil {
+			if err := e.raiseFlag(stream, e.s.Conns[sx.Conn].To, flagReady, e.msgNum(int(sx.Conn), int(sx.Seq))); err != nil {
 				return err
 			}
 		}
 	}
 	for _, rx := range st.Recv {
-		m := e.msgNum(rx.Conn, rx.Seq)
+		m := e.msgNum(int(rx.Conn), int(rx.Seq))
 		if e.L.pl.credited()[m] {
 			if err := e.raiseFlag(stream, e.s.Conns[rx.Conn].From, flagConsumed, m); err != nil {
 				return err
@@ -188,7 +188,7 @@ func (pl *plan) credited() []bool {
 			for _, st := range p.Steps {
 				for _, x := range st.Send {
 					if x.CreditSeq >= 0 {
-						pl.creditSet[int(pl.ix.MsgStart[x.Conn])+x.CreditSeq] = true
+						pl.creditSet[int(pl.ix.MsgStart[x.Conn])+int(x.CreditSeq)] = true
 					}
 				}
 			}
