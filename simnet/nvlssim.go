@@ -114,8 +114,7 @@ func nvlsFoldBy(p coll.Plan, r Router, key func(sig, route []LinkID) []LinkID) (
 		ppn := p.NRanks / nNodes
 		// One scratch list for every route key reads (it keeps none), and each channel's
 		// signature made as long as the last one's at once: grown by append, the signatures
-		// and a route a pair came to 10 MB written on 128 nodes, for 1.4 MB kept. (Never a
-		// returned route as the next one's buf: a Router may return a list it keeps.)
+		// and a route a pair came to 10 MB written on 128 nodes, for 1.4 MB kept.
 		scratch := make([]LinkID, 0, 64)
 		for c := range sig {
 			ch := p.ChannelLo + c
@@ -131,10 +130,13 @@ func nvlsFoldBy(p coll.Plan, r Router, key func(sig, route []LinkID) []LinkID) (
 				for j := 0; j < ppn; j++ {
 					a, b := node*ppn+j, up*ppn+j
 					for _, ab := range [2][2]int{{a, b}, {b, a}} {
+						// Always into scratch, never buf: given an empty list a Router may return
+						// a route it keeps (nodeFoldRouter), which buf's appends would then write
+						// past the end of.
+						route, _ := r.Route(ab[0], ab[1], ch, scratch[:0])
 						if key == nil {
-							buf, _ = r.Route(ab[0], ab[1], ch, buf)
+							buf = append(buf, route...)
 						} else {
-							route, _ := r.Route(ab[0], ab[1], ch, scratch[:0])
 							buf = key(buf, route)
 						}
 						buf = append(buf, -1)
