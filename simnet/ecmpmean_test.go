@@ -31,10 +31,7 @@ func TestECMPMeanWithinOnePercent(t *testing.T) {
 		fab := DefaultFabric()
 		require.NoError(t, fab.Set("hosts_per_leaf", fmt.Sprint(c.perLeaf)))
 		m, _ := testMachine(t, "dgx-h100", c.nodes, fab, "tree", "")
-		def, _, err := m.Run(coll.AllReduce, c.size, coll.Float32, coll.Sum, RunOptions{})
-		require.NoError(t, err)
-		exact, _, err := m.Run(coll.AllReduce, c.size, coll.Float32, coll.Sum, RunOptions{Exact: true})
-		require.NoError(t, err)
+		def, exact := defaultAndExact(t, m, coll.AllReduce, c.size)
 		require.Equal(t, "Tree", def.Algo)
 		rel := def.TimeUs/exact.TimeUs - 1
 		t.Logf("%d nodes, %d per leaf, %d MiB: %s %.2f µs, exact %.2f µs (%+.2f%%)", c.nodes, c.perLeaf, c.size>>20, def.Mode, def.TimeUs, exact.TimeUs, 100*rel)
@@ -64,10 +61,7 @@ func TestECMPMeanAllToAll(t *testing.T) {
 		fab := DefaultFabric()
 		require.NoError(t, fab.Set("hosts_per_leaf", fmt.Sprint(c.perLeaf)))
 		m, _ := settingsMachine(t, "dgx-h100", c.nodes, c.gpus, fab, planner.Settings{})
-		def, _, err := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{})
-		require.NoError(t, err)
-		exact, _, err := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{Exact: true})
-		require.NoError(t, err)
+		def, exact := defaultAndExact(t, m, coll.AllToAll, c.size)
 		require.Equal(t, "p2p-compact", exact.Mode)
 		rel := def.TimeUs/exact.TimeUs - 1
 		t.Logf("%d nodes (%d GPUs), %d per leaf, %d MiB: %s %.2f µs, exact %.2f µs (%+.2f%%)", c.nodes, c.gpus, c.perLeaf, c.size>>20, def.Mode, def.TimeUs, exact.TimeUs, 100*rel)
@@ -91,4 +85,15 @@ func TestECMPMeanAllToAll(t *testing.T) {
 		t.Logf("  past coarseWork: %s %.2f µs (%+.2f%%)", mean.Mode, mean.TimeUs, 100*(mean.TimeUs/exact.TimeUs-1))
 		require.Greater(t, mean.TimeUs, exact.TimeUs*(1+0.01))
 	}
+}
+
+// defaultAndExact is m's row for f of size bytes (float sum) as Run times it by default and with
+// Exact.
+func defaultAndExact(t *testing.T, m *Machine, f coll.Func, size int64) (def, exact Row) {
+	t.Helper()
+	def, _, err := m.Run(f, size, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	exact, _, err = m.Run(f, size, coll.Float32, coll.Sum, RunOptions{Exact: true})
+	require.NoError(t, err)
+	return def, exact
 }
