@@ -31,7 +31,7 @@ constexpr int kMaxChannels = 24;
 constexpr int kMaxSlices = 40;
 constexpr size_t kMaxSlice = 512 << 10;
 
-#include "simple.cuh"  // copyOut, sendSlice, recvSlice, kSlots, median, twoPeers
+#include "simple.cuh"  // copyOut, sendSlice, recvSlice, kSlots, median, twoPeers, bothTimed
 
 // mode: 0 rs, 1 ag, 2 push. Channel c = blockIdx.x.
 __global__ void ring(const float4* src0, float4* dst0, float4* myFifo0, float4* peerFifo0,
@@ -85,28 +85,11 @@ int main() {
       for (int ch : chans)
         for (size_t bytes : sizes)
           for (int slices : {8, kMaxSlices}) {
-            std::vector<float> t;
-            for (int r = 0; r < 6; r++) {
-              for (int d = 0; d < 2; d++) {
-                CK(cudaSetDevice(d)); CK(cudaMemset(flags[d], 0, flagBytes));
-                CK(cudaDeviceSynchronize());
-              }
-              for (int d = 0; d < 2; d++) {
-                CK(cudaSetDevice(d));
-                CK(cudaEventRecord(e0[d], st[d]));
-                ring<<<ch, 512, 0, st[d]>>>(src[d], dst[d], fifo[d], fifo[1 - d], flags[d], flags[1 - d],
-                                            slices, bytes / 16, mode, fence);
-                CK(cudaGetLastError());
-                CK(cudaEventRecord(e1[d], st[d]));
-              }
-              float worst = 0;
-              for (int d = 0; d < 2; d++) {
-                CK(cudaSetDevice(d)); CK(cudaEventSynchronize(e1[d]));
-                float ms; CK(cudaEventElapsedTime(&ms, e0[d], e1[d])); worst = std::max(worst, ms);
-              }
-              if (r > 0) t.push_back(worst * 1e3f);
-            }
-            printf("%s,%d,%d,%zu,%d,%.3f\n", names[mode], fence, ch, bytes, slices, median(t));
+            float us = bothTimed(st, e0, e1, flags, flagBytes, [&](int d) {
+              ring<<<ch, 512, 0, st[d]>>>(src[d], dst[d], fifo[d], fifo[1 - d], flags[d], flags[1 - d],
+                                          slices, bytes / 16, mode, fence);
+            });
+            printf("%s,%d,%d,%zu,%d,%.3f\n", names[mode], fence, ch, bytes, slices, us);
             fflush(stdout);
           }
     }

@@ -27,7 +27,7 @@
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
   fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
-#include "simple.cuh"  // copyOut, sendSlice, recvSlice, kSlots, median, twoPeers
+#include "simple.cuh"  // copyOut, sendSlice, recvSlice, kSlots, median, twoPeers, bothTimed
 
 __global__ void ring(const float4* src, float4* dst, float4* myFifo, float4* peerFifo,
                      volatile unsigned long long* myTail, volatile unsigned long long* peerTail,
@@ -65,27 +65,11 @@ int main() {
       for (int group : {1, 2})
         for (size_t bytes : sizes)
           for (int slices : {8, maxSlices}) {
-            std::vector<float> t;
-            for (int r = 0; r < 6; r++) {
-              for (int d = 0; d < 2; d++) {
-                CK(cudaSetDevice(d)); CK(cudaMemset(flags[d], 0, 2 * sizeof(unsigned long long)));
-                CK(cudaDeviceSynchronize());
-              }
-              for (int d = 0; d < 2; d++) {
-                CK(cudaSetDevice(d));
-                CK(cudaEventRecord(e0[d], st[d]));
-                ring<<<1, 512, 0, st[d]>>>(src[d], dst[d], fifo[d], fifo[1 - d], flags[d], flags[1 - d],
-                                           flags[d] + 1, flags[1 - d] + 1, slices, bytes / 16, group, ag, fence);
-                CK(cudaEventRecord(e1[d], st[d]));
-              }
-              float worst = 0;
-              for (int d = 0; d < 2; d++) {
-                CK(cudaSetDevice(d)); CK(cudaEventSynchronize(e1[d]));
-                float ms; CK(cudaEventElapsedTime(&ms, e0[d], e1[d])); worst = std::max(worst, ms);
-              }
-              if (r > 0) t.push_back(worst * 1e3f);
-            }
-            printf("%s,%d,%d,%zu,%d,%.3f\n", ag ? "ag" : "rs", fence, group, bytes, slices, median(t));
+            float us = bothTimed(st, e0, e1, flags, 2 * sizeof(unsigned long long), [&](int d) {
+              ring<<<1, 512, 0, st[d]>>>(src[d], dst[d], fifo[d], fifo[1 - d], flags[d], flags[1 - d],
+                                         flags[d] + 1, flags[1 - d] + 1, slices, bytes / 16, group, ag, fence);
+            });
+            printf("%s,%d,%d,%zu,%d,%.3f\n", ag ? "ag" : "rs", fence, group, bytes, slices, us);
             fflush(stdout);
           }
   return 0;
