@@ -126,6 +126,7 @@ type Comm struct {
 	group  group.Group[*Comm, *call] // Comm.GroupStart/GroupEnd
 	err    error                     // sticky: a failed launch or Destroy
 	failed atomic.Bool               // err != nil (read without the lock on every call)
+	last   *launch                   // the last in-process launch this rank ran its part of (Destroy waits for its peers to leave it)
 	premul []float64
 
 	// Device state, touched only on the device's thread (inside Do).
@@ -316,7 +317,13 @@ func (c *Comm) Destroy() error {
 	}
 	c.err = fmt.Errorf("rank %d: %w", c.rank, ErrDestroyed)
 	c.failed.Store(true)
+	last := c.last
 	c.mu.Unlock()
+	if last != nil {
+		// A peer still in the last launch's join reads this rank's events (peerEvent): not
+		// before it has left may they be freed.
+		last.waitLeft(c.cl.cfg.Timeout)
+	}
 	return c.dev.Do(func(x *cuda.Ctx) error {
 		errs := []error{x.Synchronize()}
 		for _, s := range c.streams {
