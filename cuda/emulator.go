@@ -221,10 +221,18 @@ func (s *emuStream) run() {
 		if jmax > 0 {
 			j = time.Duration(s.rng.Int64N(int64(jmax)))
 		}
-		s.mu.Unlock()
 		if op == nil { // destroyed
+			// The sentinel counts as done: a wait that began after the destroy counted it (enq),
+			// as cuCtxSynchronize does when another thread destroys one of the context's streams
+			// meanwhile (it listed the stream before). Without it that wait never returned:
+			// libnccl's api_check hung in ncclCommDestroy's synchronize while the other rank's
+			// thread destroyed its streams.
+			s.done++
+			s.cond.Broadcast()
+			s.mu.Unlock()
 			return
 		}
+		s.mu.Unlock()
 		if j > jmax/2 {
 			time.Sleep(j)
 		}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/simccl/simccl/coll"
 )
 
@@ -262,6 +264,44 @@ func TestEmulatorFlags(t *testing.T) {
 		})
 		if err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// TestEmulatorSynchronizeWhileDestroying: cuCtxSynchronize lists the context's streams, then waits
+// for each; a stream another thread destroys meanwhile must not hold it. The emulator's stream
+// counted its destroy sentinel as queued work it never marked done, so the synchronize hung for
+// ever (libnccl's api_check under load: one rank's thread in ncclCommDestroy's synchronize while
+// the other rank's thread destroyed its streams). The legacy stream, held by a gate, keeps the
+// synchronize waiting after it has listed the stream that the test then destroys.
+func TestEmulatorSynchronizeWhileDestroying(t *testing.T) {
+	withEmulator(t, 1, func(e *emu, ds []*Device) {
+		var s Stream
+		require.NoError(t, ds[0].Do(func(c *Ctx) error {
+			var err error
+			s, err = c.NewStream()
+			return err
+		}))
+		st, err := e.stream("test", s)
+		require.NoError(t, err)
+		gate := make(chan struct{})
+		e.legacy[0].push(func() error { <-gate; return nil })
+		synced := make(chan error, 1)
+		go func() { synced <- ds[0].Do(func(c *Ctx) error { return c.Synchronize() }) }()
+		time.Sleep(50 * time.Millisecond) // the synchronize lists s and waits on the legacy stream
+		require.NoError(t, ds[0].OnThisThread(func(c *Ctx) error { return c.DestroyStream(s) }))
+		time.Sleep(50 * time.Millisecond) // s's goroutine takes the destroy
+		close(gate)
+		select {
+		case err := <-synced:
+			require.NoError(t, err)
+		case <-time.After(5 * time.Second):
+			t.Error("the synchronize still waits for a stream destroyed while it ran")
+			st.mu.Lock() // let it return, so that the device closes
+			st.done = st.enq
+			st.cond.Broadcast()
+			st.mu.Unlock()
+			<-synced
 		}
 	})
 }

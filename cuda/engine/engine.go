@@ -126,6 +126,7 @@ type Comm struct {
 	group  group.Group[*Comm, *call] // Comm.GroupStart/GroupEnd
 	err    error                     // sticky: a failed launch or Destroy
 	failed atomic.Bool               // err != nil (read without the lock on every call)
+	last   *launch                   // the last in-process launch this rank ran its part of (Destroy waits for its peers to leave it)
 	premul []float64
 
 	// Device state, touched only on the device's thread (inside Do).
@@ -316,7 +317,13 @@ func (c *Comm) Destroy() error {
 	}
 	c.err = fmt.Errorf("rank %d: %w", c.rank, ErrDestroyed)
 	c.failed.Store(true)
+	last := c.last
 	c.mu.Unlock()
+	if last != nil {
+		// A peer still in the last launch's join reads this rank's events (peerEvent): not
+		// before it has left may they be freed.
+		last.waitLeft(c.cl.cfg.Timeout)
+	}
 	return c.dev.Do(func(x *cuda.Ctx) error {
 		errs := []error{x.Synchronize()}
 		for _, s := range c.streams {
@@ -553,12 +560,46 @@ func GroupEnd() error {
 	if !ok {
 		return fmt.Errorf("%w: GroupEnd without GroupStart", ErrInvalidArgument)
 	}
+	return launchGroup(comms, calls, processGroup.Recycle)
+}
+
+// GroupEndComms ends the group of every communicator of comms (each opened by its own
+// Comm.GroupStart) and launches their calls together, as GroupEnd does those of the process-wide
+// group. It is the group of one caller that drives several communicators while other callers
+// drive theirs: NCCL's groups are per host thread (cuda/libnccl keeps one list per C thread),
+// and the process-wide group would take other threads' calls in, or let its end fall to another
+// thread. Ending the communicators' groups one by one would not do: a launch waits for every rank.
+func GroupEndComms(comms []*Comm) error {
+	var keys []*Comm
+	calls := make(map[*Comm][]*call, len(comms))
+	var errs []error
+	for _, c := range comms {
+		ks, cs, ok := c.group.End()
+		if !ok {
+			errs = append(errs, fmt.Errorf("%w: rank %d: GroupEnd without GroupStart", ErrInvalidArgument, c.rank))
+			continue
+		}
+		for _, k := range ks {
+			if _, dup := calls[k]; !dup {
+				keys = append(keys, k)
+			}
+			calls[k] = append(calls[k], cs[k]...)
+		}
+	}
+	return errors.Join(append(errs, launchGroup(keys, calls, nil))...)
+}
+
+// launchGroup launches the calls of an ended group (aloneGroup, launchTogether or one launch per
+// communicator, concurrently); recycle, if not nil, takes back the group's storage once consumed.
+func launchGroup(comms []*Comm, calls map[*Comm][]*call, recycle func([]*Comm, map[*Comm][]*call)) error {
 	if len(comms) == 0 {
 		return nil
 	}
 	if done, err := aloneGroup(comms, calls); done {
 		freeCalls(comms, calls)
-		processGroup.Recycle(comms, calls) // consumed: nothing of the group is kept
+		if recycle != nil {
+			recycle(comms, calls) // consumed: nothing of the group is kept
+		}
 		return err
 	}
 	if ok, err := launchTogether(comms, calls); ok {

@@ -347,3 +347,59 @@ func TestOneRankGroup(t *testing.T) {
 	}
 	require.NoError(t, c.Destroy())
 }
+
+// TestDestroyWaitsForPeersJoin: a rank may destroy its communicator as soon as its call returns
+// (api_check.c does after its ncclGroupEnd), while a peer of the same process is still in the
+// launch's join, reading the rank's events to make its stream wait for them. Destroy waits for
+// the peer to leave the launch; it freed and emptied the events at once, and the peer's join
+// panicked ("index out of range [1] with length 0" in peerEvent, recovered as the call's error),
+// seen under load on libnccl's TestCAPI. The hook holds rank 1 in its join until rank 0's Destroy
+// has begun.
+func TestDestroyWaitsForPeersJoin(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		call func(c *engine.Comm, p cuda.DevPtr) error
+	}{
+		{"all-reduce", func(c *engine.Comm, p cuda.DevPtr) error {
+			return c.AllReduce(p, p, 1031, coll.Float32, coll.Sum, 0)
+		}},
+		{"grouped send and receive", func(c *engine.Comm, p cuda.DevPtr) error {
+			peer := 1 - c.Rank()
+			c.GroupStart()
+			return errors.Join(c.Send(p, 1031, coll.Float32, peer, 0), c.Recv(p.Add(4*1031), 1031, coll.Float32, peer, 0), c.GroupEnd())
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			comms, err := initAll(needDevs(t, 2), &engine.Config{Timeout: 20 * time.Second})
+			require.NoError(t, err)
+			p := allocEach(t, comms, 8*1031)
+			destroying := make(chan struct{})
+			engine.SetJoinHook(func(c *engine.Comm) {
+				if c == comms[1] {
+					<-destroying
+					time.Sleep(100 * time.Millisecond) // for a Destroy that does not wait to free the events
+				}
+			})
+			defer engine.SetJoinHook(nil)
+			var errs [2]error
+			var destroyErr error
+			var wg sync.WaitGroup
+			for r, c := range comms {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs[r] = tc.call(c, p[r])
+					if r == 0 {
+						close(destroying)
+						destroyErr = c.Destroy()
+					}
+				}()
+			}
+			wg.Wait()
+			require.NoError(t, errs[0], "rank 0")
+			require.NoError(t, errs[1], "rank 1, in its join while rank 0 destroys")
+			require.NoError(t, destroyErr)
+			require.NoError(t, comms[1].Destroy())
+		})
+	}
+}

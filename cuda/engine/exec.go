@@ -82,6 +82,16 @@ func (c *Comm) launch(calls []*call) error {
 	do := c.dev.Do
 	if c.cl.xp != nil {
 		do = c.dev.OnThisThread
+	} else {
+		// In this process a peer's join reads this rank's events (peerEvent) after this rank's
+		// own join may have returned: Destroy waits for every rank to leave the launch before it
+		// frees them (seen on libnccl's api_check under load: a rank destroyed its communicator
+		// as soon as its ncclGroupEnd returned, and the peer's join indexed the emptied events,
+		// "index out of range [1] with length 0").
+		c.mu.Lock()
+		c.last = L
+		c.mu.Unlock()
+		defer L.leave()
 	}
 	err = do(func(x *cuda.Ctx) error { return c.run(x, L, user) })
 	if err != nil {
@@ -215,6 +225,9 @@ func (e *exec) join() error {
 	if err := L.waitFor("every rank to enqueue the launch", all); err != nil {
 		return err
 	}
+	if joinHook != nil {
+		joinHook(e.c)
+	}
 	if L.flags {
 		for ch := 0; ch < s.NChannels; ch++ {
 			for _, last := range L.pl.lasts[e.c.rank*s.NChannels+ch] {
@@ -240,6 +253,10 @@ func (e *exec) join() error {
 	}
 	return nil
 }
+
+// joinHook, when set (tests), runs in join once every rank has enqueued its part, before the
+// peers' events are read.
+var joinHook func(c *Comm)
 
 // ready reports whether channel ch's next step would not block: the peers have enqueued the
 // messages it receives and the consumptions its credits name. Called with L.mu held.

@@ -9,3 +9,7 @@ func LL128Steps() int64 { return ll128Steps.Load() }
 
 // FlagArea is the rank's device-flag area (flags.go); 0 outside InitRank.
 func (c *Comm) FlagArea() uintptr { return uintptr(c.flags) }
+
+// SetJoinHook sets a function join runs once every rank has enqueued, before it reads the peers'
+// events (nil: none). Not for parallel tests.
+func SetJoinHook(f func(c *Comm)) { joinHook = f }

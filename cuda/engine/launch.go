@@ -81,6 +81,10 @@ type launch struct {
 	out      [][]cuda.DevPtr // [conn][seq]: where the message's bytes are
 	finished int
 	failed   error
+	// left: the ranks whose part of the launch has ended (Comm.launch, whatever its outcome). Until
+	// every rank has left, a peer may still read this rank's events (join's peerEvent): Destroy
+	// waits for it (waitLeft).
+	left int
 }
 
 // arrive is the rendezvous of the gen-th launch: it returns once every rank has arrived (with
@@ -451,6 +455,34 @@ func (L *launch) advance(rank, ch, step int) {
 	L.prog[rank][ch] = step + 1
 	L.cond.Broadcast()
 	L.mu.Unlock()
+}
+
+// leave counts one rank's part of the launch ended.
+func (L *launch) leave() {
+	L.mu.Lock()
+	L.left++
+	L.cond.Broadcast()
+	L.mu.Unlock()
+}
+
+// waitLeft waits until every rank has left the launch (leave), or for the timeout: a peer that
+// takes longer is failing the launch anyway.
+func (L *launch) waitLeft(timeout time.Duration) {
+	L.mu.Lock()
+	defer L.mu.Unlock()
+	if L.left >= L.n {
+		return
+	}
+	deadline := time.Now().Add(timeout)
+	t := time.AfterFunc(timeout, func() {
+		L.mu.Lock()
+		L.cond.Broadcast()
+		L.mu.Unlock()
+	})
+	defer t.Stop()
+	for L.left < L.n && time.Now().Before(deadline) {
+		L.cond.Wait()
+	}
 }
 
 func (L *launch) abort(err error) {

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime/cgo"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -354,14 +356,54 @@ func goRecv(recvbuff unsafe.Pointer, count C.size_t, datatype, peer C.int, comm 
 	return retc(comm, c, c.e.Recv(ptr(recvbuff), int(count), coll.DataType(datatype), int(peer), stream(s)))
 }
 
-//export goGroupStart
-func goGroupStart() C.ncclResult_t {
-	engine.GroupStart()
-	return 0
+// threadGroup is one C thread's group once it went to Go (fast.c's forward): the communicators
+// its calls were made on, each holding them in its own group (engine.Comm.GroupStart), ended
+// together by the thread's outermost ncclGroupEnd (engine.GroupEndComms). NCCL's groups are per
+// thread. Go's process-wide group (engine.GroupStart) would merge the groups of threads that
+// drive one rank each, and the first thread's ncclGroupEnd then only closed an inner level,
+// returning at once with its calls not launched: api_check.c went on to free the buffers and
+// destroy the communicator those calls use, and the other thread's ncclGroupEnd launched them
+// later (a panic in peerEvent on the destroyed rank's events, "device closed", or an LL flag that
+// never came, under load). A communicator is used by one thread at a time (NCCL's rule), so its
+// own group is the thread's.
+type threadGroup struct {
+	comms []*engine.Comm
 }
 
+// goGroupStart makes the calling thread's group in Go; fast.c keeps the handle (per thread) and
+// passes it to goGroupJoin and goGroupEnd.
+//
+//export goGroupStart
+func goGroupStart() C.uintptr_t {
+	return C.uintptr_t(cgo.NewHandle(&threadGroup{}))
+}
+
+// goGroupJoin opens comm's group for the thread's group grp, at comm's first call in it: the
+// call that follows is held there. An unknown comm is left to the call, which reports it.
+//
+//export goGroupJoin
+func goGroupJoin(grp C.uintptr_t, comm C.ncclComm_t) {
+	c := get(comm)
+	if c == nil {
+		return
+	}
+	g := cgo.Handle(grp).Value().(*threadGroup)
+	if !slices.Contains(g.comms, c.e) {
+		c.e.GroupStart()
+		g.comms = append(g.comms, c.e)
+	}
+}
+
+// goGroupEnd ends the thread's group grp: it launches the calls of every communicator the
+// thread called in it, and no other thread's.
+//
 //export goGroupEnd
-func goGroupEnd() C.ncclResult_t { return ret(engine.GroupEnd()) }
+func goGroupEnd(grp C.uintptr_t) C.ncclResult_t {
+	h := cgo.Handle(grp)
+	g := h.Value().(*threadGroup)
+	h.Delete()
+	return ret(engine.GroupEndComms(g.comms))
+}
 
 // goGroupMisuse is fast.c's ncclGroupEnd without an ncclGroupStart on the calling thread: the
 // error the engine gives for it, leaving any other thread's group alone.

@@ -4,9 +4,10 @@
 // launch on the caller's stream, or nothing in place (engine's alone path, the same kernel with
 // the same grid). ncclGroupStart/End nest per thread, as NCCL's groups do: such calls inside a
 // group are held on the thread and run at the outermost ncclGroupEnd in call order; the first call
-// of the group that needs Go (any other call or communicator) opens Go's group, hands it the held
+// of the group that needs Go (any other call or communicator) opens the thread's group in Go
+// (its own: not the process-wide one, which other threads' groups would share), hands it the held
 // calls in order, and every later call of the group goes to Go; the outermost ncclGroupEnd then
-// ends Go's group. SIMCCL_NCCL_FAST=0 sends every call to Go (api.go does not set fast).
+// ends the thread's group in Go. SIMCCL_NCCL_FAST=0 sends every call to Go (api.go does not set fast).
 #include <stdlib.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -47,6 +48,7 @@ typedef struct {
 enum { MAX_HELD = 256 };
 static __thread int g_depth;     // ncclGroupStart nesting on this thread
 static __thread int g_forwarded; // this thread's group has opened Go's group
+static __thread uintptr_t g_group; // that group (goGroupStart's handle): the thread's own, not the process's
 static __thread int g_n;         // calls held
 // The held calls live on the heap, one array per thread that groups calls: Go's c-shared library
 // makes all of this library's thread-local storage static, and glibc keeps only a small reserve
@@ -107,6 +109,7 @@ static ncclResult_t one_rank(const held_call *k, size_t bytes) {
 }
 
 static ncclResult_t to_go(const held_call *k) {
+	if (g_forwarded) goGroupJoin(g_group, k->comm);
 	switch (k->f) {
 	case F_ALLREDUCE: return goAllReduce((void *)k->send, k->recv, k->count, k->dt, k->op, k->comm, k->stream);
 	case F_ALLGATHER: return goAllGather((void *)k->send, k->recv, k->count, k->dt, k->comm, k->stream);
@@ -118,7 +121,8 @@ static ncclResult_t to_go(const held_call *k) {
 
 // forward opens Go's group for this thread's group and hands it the held calls in order.
 static ncclResult_t forward(void) {
-	ncclResult_t err = goGroupStart();
+	ncclResult_t err = 0;
+	g_group = goGroupStart();
 	g_forwarded = 1;
 	for (int i = 0; i < g_n; i++) {
 		ncclResult_t r = to_go(&g_held[i]);
@@ -174,21 +178,29 @@ ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, int 
 	return coll(k);
 }
 
-// The calls that always go to Go: inside a group they open Go's group first.
-static ncclResult_t before_go(void) { return (g_depth > 0 && !g_forwarded) ? forward() : 0; }
+// The calls that always go to Go: inside a group they open Go's group first, and join comm to it.
+static ncclResult_t before_go(ncclComm_t comm) {
+	if (g_depth == 0) return 0;
+	if (!g_forwarded) {
+		ncclResult_t r = forward();
+		if (r != 0) return r;
+	}
+	goGroupJoin(g_group, comm);
+	return 0;
+}
 
 ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, int datatype, ncclComm_t comm, cudaStream_t stream) {
-	ncclResult_t r = before_go();
+	ncclResult_t r = before_go(comm);
 	return r ? r : goAlltoAll((void *)sendbuff, recvbuff, count, datatype, comm, stream);
 }
 
 ncclResult_t ncclSend(const void *sendbuff, size_t count, int datatype, int peer, ncclComm_t comm, cudaStream_t stream) {
-	ncclResult_t r = before_go();
+	ncclResult_t r = before_go(comm);
 	return r ? r : goSend((void *)sendbuff, count, datatype, peer, comm, stream);
 }
 
 ncclResult_t ncclRecv(void *recvbuff, size_t count, int datatype, int peer, ncclComm_t comm, cudaStream_t stream) {
-	ncclResult_t r = before_go();
+	ncclResult_t r = before_go(comm);
 	return r ? r : goRecv(recvbuff, count, datatype, peer, comm, stream);
 }
 
@@ -205,7 +217,9 @@ ncclResult_t ncclGroupEnd(void) {
 	if (--g_depth > 0) return 0;
 	if (g_forwarded) {
 		g_forwarded = 0;
-		return goGroupEnd();
+		uintptr_t g = g_group;
+		g_group = 0;
+		return goGroupEnd(g);
 	}
 	ncclResult_t err = 0;
 	for (int i = 0; i < g_n; i++) {

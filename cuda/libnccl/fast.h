@@ -33,6 +33,8 @@ int simccl_fast_driver(void);
 ncclResult_t ncclAllReduce(const void *, void *, size_t, int, int, ncclComm_t, cudaStream_t);
 ncclResult_t ncclAllGather(const void *, void *, size_t, int, ncclComm_t, cudaStream_t);
 ncclResult_t ncclReduceScatter(const void *, void *, size_t, int, int, ncclComm_t, cudaStream_t);
+ncclResult_t ncclSend(const void *, size_t, int, int, ncclComm_t, cudaStream_t);
+ncclResult_t ncclRecv(void *, size_t, int, int, ncclComm_t, cudaStream_t);
 ncclResult_t ncclGroupStart(void);
 ncclResult_t ncclGroupEnd(void);
 #endif
