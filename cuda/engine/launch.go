@@ -409,12 +409,7 @@ func (L *launch) waitFor(what string, cond func() bool) error {
 		return L.failed
 	}
 	timeout := L.cl.cfg.Timeout
-	deadline := time.Now().Add(timeout)
-	t := time.AfterFunc(timeout, func() {
-		L.mu.Lock()
-		L.cond.Broadcast()
-		L.mu.Unlock()
-	})
+	deadline, t := L.wakeAfter(timeout)
 	defer t.Stop()
 	for !cond() {
 		if L.failed != nil {
@@ -473,16 +468,22 @@ func (L *launch) waitLeft(timeout time.Duration) {
 	if L.left >= L.n {
 		return
 	}
-	deadline := time.Now().Add(timeout)
-	t := time.AfterFunc(timeout, func() {
-		L.mu.Lock()
-		L.cond.Broadcast()
-		L.mu.Unlock()
-	})
+	deadline, t := L.wakeAfter(timeout)
 	defer t.Stop()
 	for L.left < L.n && time.Now().Before(deadline) {
 		L.cond.Wait()
 	}
+}
+
+// wakeAfter wakes L.cond's waiters once timeout has passed, so that a wait under L.mu looks at
+// its deadline (returned) again; the caller stops the timer when its wait ends.
+func (L *launch) wakeAfter(timeout time.Duration) (time.Time, *time.Timer) {
+	deadline := time.Now().Add(timeout)
+	return deadline, time.AfterFunc(timeout, func() {
+		L.mu.Lock()
+		L.cond.Broadcast()
+		L.mu.Unlock()
+	})
 }
 
 func (L *launch) abort(err error) {
