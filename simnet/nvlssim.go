@@ -448,29 +448,24 @@ func (f nvlsFold) nodeFolded(plan coll.Plan, nf *nodeFold, e *Engine, cl *Cluste
 	if bound {
 		suffix = ", " + switchBoundMode
 	}
-	mode = nodeFoldMode + suffix
-	if l1, l2, ok := f.foldSteadyPair(plan, NVLSBudget/scale); ok {
-		// A long call: two short replays instead of the whole one (nodeFoldSteady).
-		mode = fmt.Sprintf("%s-steady (%s, %s)%s", nodeFoldMode, f.loopsSize(plan, l1), f.loopsSize(plan, l2), suffix)
-		if opt.DryRun {
-			return &Result{}, mode, false, nil
-		}
-		res, err = f.extrapolate(plan, l1, l2, run)
-	} else if fp.EstimatedSteps()*scale <= NVLSBudget {
-		if opt.DryRun {
-			return &Result{}, mode, false, nil
-		}
-		res, err = run(fp)
-	} else {
-		l1, l2, ok := f.steadyPair(plan, NVLSBudget/scale, nvlsMinLoops(plan), NVLSMinChunks)
-		if !ok {
+	// A long call, or one past the budget: two shorter replays (foldSteadyPair, steadyPair).
+	l1, l2, steady := f.foldSteadyPair(plan, NVLSBudget/scale)
+	if !steady && fp.EstimatedSteps()*scale > NVLSBudget {
+		if l1, l2, steady = f.steadyPair(plan, NVLSBudget/scale, nvlsMinLoops(plan), NVLSMinChunks); !steady {
 			return nil, "", false, nil
 		}
+	}
+	mode = nodeFoldMode + suffix
+	if steady {
 		mode = fmt.Sprintf("%s-steady (%s, %s)%s", nodeFoldMode, f.loopsSize(plan, l1), f.loopsSize(plan, l2), suffix)
-		if opt.DryRun {
-			return &Result{}, mode, false, nil
-		}
+	}
+	if opt.DryRun {
+		return &Result{}, mode, false, nil
+	}
+	if steady {
 		res, err = f.extrapolate(plan, l1, l2, run)
+	} else {
+		res, err = run(fp)
 	}
 	if errors.Is(err, errHalted) {
 		return nil, "", true, nil
