@@ -97,3 +97,24 @@ func defaultAndExact(t *testing.T, m *Machine, f coll.Func, size int64) (def, ex
 	require.NoError(t, err)
 	return def, exact
 }
+
+// The replay of every rank leaves out the links another implies (p2pPrune): the rates are the
+// same max-min allocation, so the times are those of the computation over every link, to
+// rounding, with and without a rate interval.
+func TestReplayAllPruned(t *testing.T) {
+	fab := DefaultFabric()
+	require.NoError(t, fab.Set("hosts_per_leaf", "2"))
+	m, _ := settingsMachine(t, "dgx-h100", 12, 0, fab, planner.Settings{})
+	for _, exact := range []bool{true, false} {
+		p2pPrune = true
+		pruned, _, err := m.Run(coll.AllToAll, 2<<20, coll.Float32, coll.Sum, RunOptions{Exact: exact})
+		require.NoError(t, err)
+		p2pPrune = false
+		whole, _, err := m.Run(coll.AllToAll, 2<<20, coll.Float32, coll.Sum, RunOptions{Exact: exact})
+		p2pPrune = true
+		require.NoError(t, err)
+		require.Equal(t, whole.Mode, pruned.Mode)
+		t.Logf("exact %v: %s %.6f µs pruned, %.6f µs whole", exact, pruned.Mode, pruned.TimeUs, whole.TimeUs)
+		require.InDelta(t, whole.TimeUs, pruned.TimeUs, 1e-6*whole.TimeUs)
+	}
+}

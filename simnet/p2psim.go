@@ -429,6 +429,9 @@ func (b *p2pBuild) replayAll(res *P2PResult, cl *Cluster, interval Time, work ui
 	}
 	c.maxWork = work
 	px := b.perRank(c)
+	if p2pPrune {
+		c.pruneImplied(px.routes)
+	}
 	pt, err := px.run()
 	res.Events += px.e.Events
 	switch {
@@ -741,6 +744,30 @@ func (x *p2pSim) shareCTA() {
 		ws[len(ws)-1] = w
 		x.e.weighRoute(cr, ws)
 		x.ctaRoute[s] = cr
+	}
+}
+
+// p2pPrune makes replayAll leave out of its rate computations the links whose constraint another
+// link implies (Engine.pruneImplied: the same max-min rates; its copy of the links serves the
+// replay alone). On 32 DGX H100 nodes with 2 per leaf (all-to-all, 2 MiB, rate-interval-105ns)
+// it takes the replay from 6.2 to 5.3 s; the PCIe links between a GPU and its NIC are the ones
+// left out. TestReplayAllPruned holds the times to those of the whole computation.
+var p2pPrune = true
+
+// routes yields every route a flow of x may take: each message's, with its sender's CTA link
+// where the lanes share it (SharedCTA), and each CTA link alone (a receive's or a copy's work).
+func (x *p2pSim) routes(yield func([]LinkID)) {
+	if x.cta == nil {
+		for _, r := range x.net.route {
+			yield(r)
+		}
+		return
+	}
+	for _, r := range x.ctaRoute {
+		yield(r)
+	}
+	for p := range x.cta {
+		yield(x.cta[p : p+1])
 	}
 }
 
