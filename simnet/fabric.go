@@ -34,6 +34,10 @@ type Fabric struct {
 	// Routing picks the uplink of a flow: "ecmp" (hash of the flow's endpoints and channel) or
 	// "rail" (deterministic destination-mod-k, which spreads a permutation evenly).
 	Routing string
+	// ECMPSeed changes ECMP's hash (0: the default hash). Which flows collide on an uplink is a
+	// draw of the hash; other seeds are other draws, the way another switch firmware or another
+	// set of source ports would hash the same flows (docs/cluster.md "ECMP: one draw of the hash").
+	ECMPSeed uint64
 }
 
 // DefaultFabric is a non-blocking two-tier rail-optimized leaf/spine with 32 nodes per leaf and
@@ -61,7 +65,7 @@ const (
 )
 
 // fabricKeys are the file's keys, in the order of docs/cluster.md.
-const fabricKeys = "topology, tiers, hosts_per_leaf, leaves_per_pod, oversubscription, oversubscription2, nic_speed, uplink_speed, nic_latency_us, switch_latency_us, routing"
+const fabricKeys = "topology, tiers, hosts_per_leaf, leaves_per_pod, oversubscription, oversubscription2, nic_speed, uplink_speed, nic_latency_us, switch_latency_us, routing, ecmp_seed"
 
 // Validate checks the fabric's fields and their bounds. Its errors name the file key of the
 // field at fault.
@@ -211,6 +215,10 @@ func (f *Fabric) Set(key, val string) error {
 		f.SwitchLatUs, err = num()
 	case "routing":
 		f.Routing = strings.ToLower(val)
+	case "ecmp_seed":
+		if f.ECMPSeed, err = strconv.ParseUint(val, 10, 64); err != nil {
+			return fmt.Errorf("ecmp_seed: %q is not an integer 0..%d", clipValue(val), uint64(math.MaxUint64))
+		}
 	default:
 		return fmt.Errorf("unknown key %q (want %s)", clipValue(key), fabricKeys)
 	}
@@ -781,7 +789,7 @@ func (c *Cluster) routeNet(src, dst, ch, k, k2 int, buf []LinkID) []LinkID {
 	if l1 != l2 {
 		var s, m int
 		if c.Fabric.Routing == "ecmp" {
-			h := mix64(uint64(src)<<32 ^ uint64(dst)<<8 ^ uint64(ch))
+			h := mix64(uint64(src)<<32 ^ uint64(dst)<<8 ^ uint64(ch) ^ c.Fabric.ECMPSeed*0x9e3779b97f4a7c15)
 			s = int(h % uint64(c.nLeafUp))
 			if c.nAggUp > 0 {
 				m = int((h >> 32) % uint64(c.nAggUp))

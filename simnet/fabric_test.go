@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -27,13 +28,61 @@ routing = rail
 	if f.Topology != "rail" || f.Tiers != 3 || f.HostsPerLeaf != 4 || f.Oversub != 2 || f.NICGBps != 50 || f.UplinkGBps != 100 || f.Routing != "rail" {
 		t.Fatalf("parsed %+v", f)
 	}
-	for _, bad := range []string{"tiers = 4\n", "topology = torus\n", "nic_speed = 400\n", "oversubscription = 0.5\n", "bogus = 1\n", "no equals sign\n"} {
+	for _, bad := range []string{"tiers = 4\n", "topology = torus\n", "nic_speed = 400\n", "oversubscription = 0.5\n", "bogus = 1\n", "no equals sign\n", "ecmp_seed = -1\n", "ecmp_seed = 1.5\n"} {
 		if _, err := ParseFabric(strings.NewReader(bad), "bad.fabric"); err == nil || !strings.Contains(err.Error(), "bad.fabric") {
 			t.Errorf("%q: err %v, want an error naming the file", bad, err)
 		}
 	}
 	if _, err := ParseFabric(strings.NewReader("\n\ntiers = x\n"), "f"); err == nil || !strings.Contains(err.Error(), "f:3") {
 		t.Errorf("want the line number in %v", err)
+	}
+}
+
+// ecmp_seed changes which uplink ECMP hashes a flow onto, and nothing else: seed 0 is the
+// default hash, another seed moves some flows between a leaf's uplinks, and rail routing ignores it.
+func TestECMPSeed(t *testing.T) {
+	f, err := ParseFabric(strings.NewReader("hosts_per_leaf = 2\necmp_seed = 7\n"), "s.fabric")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.ECMPSeed != 7 {
+		t.Fatalf("ecmp_seed parsed as %d", f.ECMPSeed)
+	}
+	node := SwitchedNode("n", 8, 400, 8, 50, 48)
+	routes := func(routing string, seed uint64) [][]LinkID {
+		fab := DefaultFabric()
+		fab.HostsPerLeaf, fab.Routing, fab.ECMPSeed = 2, routing, seed
+		c, err := NewCluster(NewEngine(nil), node, 8, fab)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out [][]LinkID
+		for src := 0; src < 8; src++ {
+			for ch := 0; ch < 4; ch++ {
+				r, _ := c.Route(src, 63-src, ch, nil) // node 0 to node 7: different leaves
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	def, again, other := routes("ecmp", 0), routes("ecmp", 0), routes("ecmp", 7)
+	if !reflect.DeepEqual(def, again) {
+		t.Fatal("the same seed hashed the same flows differently")
+	}
+	moved := 0
+	for i := range def {
+		if len(def[i]) != len(other[i]) {
+			t.Fatalf("route %d: %d links with seed 0, %d with seed 7", i, len(def[i]), len(other[i]))
+		}
+		if !reflect.DeepEqual(def[i], other[i]) {
+			moved++
+		}
+	}
+	if moved == 0 || moved == len(def) {
+		t.Fatalf("seed 7 moved %d of %d flows to another uplink; want some, not all", moved, len(def))
+	}
+	if !reflect.DeepEqual(routes("rail", 0), routes("rail", 7)) {
+		t.Fatal("rail routing depends on ecmp_seed")
 	}
 }
 

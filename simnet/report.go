@@ -341,11 +341,12 @@ type FabricHeader struct {
 	HostsPerLeaf     int     `json:"hosts_per_leaf"`
 	Oversubscription float64 `json:"oversubscription"`
 	Routing          string  `json:"routing"`
+	ECMPSeed         uint64  `json:"ecmp_seed,omitempty"`
 }
 
 // Header returns f's part of a run's header.
 func (f *Fabric) Header() *FabricHeader {
-	return &FabricHeader{Topology: f.Topology, Tiers: f.Tiers, HostsPerLeaf: f.HostsPerLeaf, Oversubscription: f.Oversub, Routing: f.Routing}
+	return &FabricHeader{Topology: f.Topology, Tiers: f.Tiers, HostsPerLeaf: f.HostsPerLeaf, Oversubscription: f.Oversub, Routing: f.Routing, ECMPSeed: f.ECMPSeed}
 }
 
 // WriteTable writes a run as nccl-tests prints it, so that nccl-tests' parsers read it: comment
@@ -361,7 +362,11 @@ func WriteTable(w io.Writer, h RunHeader, rows []Row, notes []string) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "# simccl run: %s, %d node(s) x %d GPUs = %d ranks, %d channels, NCCL %s rules\n", h.Topology, h.Nodes, h.GPUsPerNode, h.NRanks, h.NChannels, h.NCCLRelease)
 	if f := h.Fabric; f != nil {
-		fmt.Fprintf(bw, "# fabric: %s, %d tiers, %d hosts/leaf, oversubscription %g, routing %s\n", f.Topology, f.Tiers, f.HostsPerLeaf, f.Oversubscription, f.Routing)
+		seed := ""
+		if f.ECMPSeed != 0 {
+			seed = fmt.Sprintf(" (seed %d)", f.ECMPSeed)
+		}
+		fmt.Fprintf(bw, "# fabric: %s, %d tiers, %d hosts/leaf, oversubscription %g, routing %s%s\n", f.Topology, f.Tiers, f.HostsPerLeaf, f.Oversubscription, f.Routing, seed)
 	}
 	fmt.Fprintf(bw, "# %s %s: %s, datatype %s, op %s\n", h.Program, h.Version, strings.Join(h.Collectives, ", "), h.DataType, h.Op)
 	for _, n := range notes {
