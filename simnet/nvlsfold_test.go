@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/planner"
 	"github.com/stretchr/testify/require"
 )
 
@@ -519,4 +520,37 @@ func TestNodeFoldSteady(t *testing.T) {
 	rel := steady.TimeUs/whole.TimeUs - 1
 	t.Logf("steady %.3f µs, every loop %.3f µs: %+.3f%%", steady.TimeUs, whole.TimeUs, 100*rel)
 	require.InDelta(t, 0, rel, 0.001)
+}
+
+// Where the node fold's check halts and a leaf has SwitchBoundMinHosts hosts or more, Run takes
+// the switch-bound fold rather than a long channel fold (SwitchBoundAbove, lowered here so that
+// 256 MiB is long), within 1% of it; with 2 hosts per leaf the channel fold stays.
+func TestSwitchBoundFirst(t *testing.T) {
+	old := SwitchBoundAbove
+	SwitchBoundAbove = 0
+	defer func() { SwitchBoundAbove = old }()
+	for _, c := range []struct {
+		nodes, perLeaf int
+		oversub        float64
+		bound          bool
+	}{{48, 16, 1, true}, {32, 2, 4, false}} {
+		fab := DefaultFabric()
+		fab.Routing, fab.HostsPerLeaf, fab.Oversub = "rail", c.perLeaf, c.oversub
+		m, _ := settingsMachine(t, "dgx-h100", c.nodes, 0, fab, planner.Settings{})
+		row, _, err := m.Run(coll.AllReduce, 256<<20, coll.Float32, coll.Sum, RunOptions{})
+		require.NoError(t, err)
+		switchBoundFirst = false
+		chans, _, err := m.Run(coll.AllReduce, 256<<20, coll.Float32, coll.Sum, RunOptions{})
+		switchBoundFirst = true
+		require.NoError(t, err)
+		require.Equal(t, "nvls-symmetric", chans.Mode)
+		rel := row.TimeUs/chans.TimeUs - 1
+		t.Logf("%d nodes, rail, %d per leaf %g:1, 256 MiB: %s %.3f µs, %s %.3f µs (%+.3f%%)", c.nodes, c.perLeaf, c.oversub, row.Mode, row.TimeUs, chans.Mode, chans.TimeUs, 100*rel)
+		if !c.bound {
+			require.Equal(t, chans, row)
+			continue
+		}
+		require.Contains(t, row.Mode, switchBoundMode)
+		require.InDelta(t, 0, rel, 0.01)
+	}
 }

@@ -264,6 +264,15 @@ func (m *Machine) nvlsSymmetric(plan coll.Plan, tm Timing, opt RunOptions) (*Res
 				return res, mode, err
 			}
 			nodeHalted = halted
+			if halted && switchBoundFirst && fp.EstimatedSteps() > SwitchBoundAbove && cl.Fabric.HostsPerLeaf >= SwitchBoundMinHosts {
+				// The channel fold would replay every node for seconds to minutes: the
+				// switch-bound fold instead, within 1% of that replay wherever a leaf has that
+				// many hosts (SwitchBoundMinHosts).
+				res, mode, _, err := f.nodeFolded(plan, nf, e, cl, tm, opt, true)
+				if err != nil || res != nil {
+					return res, mode, err
+				}
+			}
 		}
 	}
 	run := func(p coll.Plan) (*Result, error) {
@@ -505,6 +514,25 @@ func (f nvlsFold) foldSteadyPair(plan coll.Plan, budget float64) (l1, l2 int64, 
 	}
 	return l1, l2, true
 }
+
+// SwitchBoundMinHosts is the fewest hosts per leaf with which nvlsSymmetric takes the switch-bound
+// node fold (nvlsSwitchBound's) rather than a long channel fold (SwitchBoundAbove) where the node
+// fold's check halted (rail routing, 128 DGX H100 nodes at 1 GiB: 37 s and 1.9 GB for the channel
+// fold's steady pair, 0.9 s for the switch-bound fold).
+// Against the replay of every node the switch-bound fold was −0.67…+0.85% with 4 to 32 hosts per
+// leaf (rail routing, 48–256 nodes, 256 MiB–1 GiB; oversubscribed 2:1 and 8:1 leaves; the 2:1
+// fat tree with 4 per leaf) and +1.70% and +4.26% with 2 (docs/cluster.md "Switch-bound"): a bound
+// on where the approximation is taken, from those measurements, not a constant of the model.
+const SwitchBoundMinHosts = 4
+
+// SwitchBoundAbove is the estimated steps of the channel fold (coll.Plan.EstimatedSteps of the
+// folded plan) above which that choice is made: an eighth of NVLSBudget, a replay of a few
+// seconds on this project's 2-core machine (128 DGX H100 nodes under rail routing: 256 MiB 14 s,
+// 512 MiB 31 s, 1 GiB 37 s for the steady pair); below, the exact channel fold stays.
+var SwitchBoundAbove = NVLSBudget / 8
+
+// switchBoundFirst turns that choice on (tests turn it off to time the channel fold).
+var switchBoundFirst = true
 
 // switchBoundMode is the suffix of the node fold's mode where the fabric's switch links bind and
 // the fold runs with stand-ins for them (nvlsSwitchBound).
