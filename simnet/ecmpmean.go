@@ -26,8 +26,10 @@ func meanTooFar(check *relaxCheck, t Time) bool {
 // kept it busy for B. Where W ≤ B for every hashed link the overloads came in bursts that fit the
 // link's own busy time and the model stands, its time its replay's. Where some link owes W − B >
 // 0 the model is uncertain: its replay alone is mostly a lower estimate (it spreads every
-// connection evenly over its equal-cost links), t + W − B an upper one (the busy periods of that
-// link stretch by W − B, and every rank's next batch waits for all of its previous one), and
+// connection evenly over its equal-cost links), t + W − B mostly an upper one (the busy periods of
+// that link stretch by W − B, and every rank's next batch waits for all of its previous one; not
+// a bound: where different links hold back different batches their waits add up, and 128 nodes
+// with 2 per leaf at 1 MiB take 2.7% more than t + W − B in the replay of every rank), and
 // where the exact time lies between depends on which connections collide: how many of a receiver's messages come
 // late through that link (its copies out of the FIFO then queue behind the last arrival), and how
 // much the other connections of the senders' NICs gain from the slowed ones. Only a replay of
