@@ -230,6 +230,7 @@ type FabricSum struct {
 	Topology     string   `json:"topology"`
 	Tiers        int      `json:"tiers"`
 	Routing      string   `json:"routing"`
+	ECMPSeed     uint64   `json:"ecmp_seed,omitempty"`
 	Nodes        int      `json:"nodes"`
 	NICsPerNode  int      `json:"nics_per_node"`
 	Rails        int      `json:"rails"`
@@ -250,7 +251,7 @@ func summariseFabric(m *simnet.Machine) (*FabricSum, error) {
 		return nil, err
 	}
 	f := m.Fabric
-	fs := &FabricSum{Topology: f.Topology, Tiers: f.Tiers, Routing: f.Routing, Nodes: m.Nodes, NICsPerNode: len(m.Node.NICs),
+	fs := &FabricSum{Topology: f.Topology, Tiers: f.Tiers, Routing: f.Routing, ECMPSeed: f.ECMPSeed, Nodes: m.Nodes, NICsPerNode: len(m.Node.NICs),
 		HostsPerLeaf: f.HostsPerLeaf, Oversub: f.Oversub}
 	if f.Topology == "rail" {
 		fs.Rails = len(m.Node.NICs)
