@@ -457,6 +457,13 @@ func TestNodeFoldLastResort(t *testing.T) {
 	row, _, err := gb.Run(coll.AllReduce, 2<<30, coll.Float32, coll.Sum, RunOptions{DryRun: true})
 	require.NoError(t, err)
 	require.Equal(t, nodeFoldMode+", "+lastResortMode, row.Mode)
+
+	// 32 racks at 2 GiB: a quotient of 4.9 M steps, past NVLSBudget and within lastResortBudget
+	// (coll's limit), so the last-resort fold rather than the log2 form (4.8% off there).
+	gb32, _ := testMachine(t, "gb200-nvl72", 32, nil, "", "")
+	row, _, err = gb32.Run(coll.AllReduce, 2<<30, coll.Float32, coll.Sum, RunOptions{DryRun: true})
+	require.NoError(t, err)
+	require.Equal(t, nodeFoldMode+", "+lastResortMode, row.Mode)
 }
 
 // requireLateFold checks one of Run's late node folds (nvlsSwitchBound, nvlsFoldLastResort) on m's

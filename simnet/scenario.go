@@ -258,6 +258,9 @@ type RunOptions struct {
 	noSizes bool
 	// folds keeps the call's node-fold quotient schedules between its replays (set by Run).
 	folds *foldScheds
+	// foldBudget, where set, is the estimated steps the node fold may replay at once in place of
+	// NVLSBudget (nvlsFoldLastResort).
+	foldBudget float64
 }
 
 // Run simulates one nccl-tests size of f and returns its table row, and the simulation result.
