@@ -460,10 +460,20 @@ func TestNodeFoldLastResort(t *testing.T) {
 
 	// 32 racks at 2 GiB: a quotient of 4.9 M steps, past NVLSBudget and within lastResortBudget
 	// (coll's limit), so the last-resort fold rather than the log2 form (4.8% off there).
-	gb32, _ := testMachine(t, "gb200-nvl72", 32, nil, "", "")
+	gb32, _ := settingsMachine(t, "gb200-nvl72", 32, 0, nil, planner.Settings{})
+	gb32.PlannerAt = func(k int) (coll.Planner, error) { // as simccl run has it: nodesSteady may run
+		_, p := settingsMachine(t, "gb200-nvl72", k, 0, nil, planner.Settings{})
+		return p, nil
+	}
 	row, _, err = gb32.Run(coll.AllReduce, 2<<30, coll.Float32, coll.Sum, RunOptions{DryRun: true})
 	require.NoError(t, err)
 	require.Equal(t, nodeFoldMode+", "+lastResortMode, row.Mode)
+	// At 4 GiB, from those rows at 1 and 2 GiB (sizesSteadyDirect: +0.66% against the replay of
+	// every node) rather than over node counts (+6.89%).
+	row, _, err = gb32.Run(coll.AllReduce, 4<<30, coll.Float32, coll.Sum, RunOptions{DryRun: true})
+	require.NoError(t, err)
+	lr := nodeFoldMode + ", " + lastResortMode
+	require.Equal(t, "sizes-steady (1 GiB: "+lr+"; 2 GiB: "+lr+")", row.Mode)
 }
 
 // requireLateFold checks one of Run's late node folds (nvlsSwitchBound, nvlsFoldLastResort) on m's

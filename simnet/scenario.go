@@ -413,9 +413,21 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 			row.Mode = mode
 		}
 	}
+	if res == nil && plan.Algo == coll.NVLSTree && !opt.Exact && !opt.Record && !opt.noSizes {
+		// An NVLSTree all-reduce nothing above could replay: from the same call at two smaller
+		// sizes that Run times without extrapolating over sizes or nodes (sizesSteady, direct),
+		// closer than the form over node counts below where both were measured (docs/cluster.md).
+		var mode string
+		if res, mode, err = m.sizesSteadyDirect(f, size, dt, op, plan, opt); err != nil {
+			return row, nil, err
+		}
+		if res != nil {
+			row.Mode = mode
+		}
+	}
 	if res == nil && plan.Algo == coll.NVLSTree && !opt.Exact && !opt.Record {
-		// An NVLSTree all-reduce nothing above could replay: from the same call on fewer nodes
-		// (nodesSteady, in the trees' depth), before timing NCCL's decision without it.
+		// Else from the same call on fewer nodes (nodesSteady, in the trees' depth), before
+		// timing NCCL's decision without it.
 		var mode string
 		if res, mode, err = m.nodesSteady(f, size, dt, op, plan, opt); err != nil {
 			return row, nil, err
