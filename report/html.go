@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/simccl/simccl/internal/units"
+	"github.com/simccl/simccl/simnet"
 )
 
 // WriteJSON writes the report's data (everything but the layout and the embedded trace).
@@ -46,7 +47,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		b.WriteString("</div>\n")
 		if f := r.Fabric; f != nil {
 			fmt.Fprintf(&b, `<h3>Fabric</h3><table class="kv"><tr><th>topology</th><td>%s, %d tiers, routing %s</td></tr><tr><th>nodes</th><td>%d × %d NICs at %s GB/s</td></tr><tr><th>rails</th><td>%d</td></tr><tr><th>leaves</th><td>%d (%d hosts per leaf)</td></tr><tr><th>spine / aggregation ports</th><td>%d</td></tr><tr><th>core ports</th><td>%d</td></tr><tr><th>links</th><td>%d NIC→leaf, %d switch uplinks (oversubscription %g)</td></tr></table>`+"\n",
-				esc(f.Topology), f.Tiers, esc(routing(f)), f.Nodes, f.NICsPerNode, bw(f.NICGBps), f.Rails, f.Leaves, f.HostsPerLeaf, f.Upper, f.Cores, f.NICLinks, f.UpLinks, f.Oversub)
+				esc(f.Topology), f.Tiers, esc(simnet.RoutingName(f.Routing, f.ECMPSeed)), f.Nodes, f.NICsPerNode, bw(f.NICGBps), f.Rails, f.Leaves, f.HostsPerLeaf, f.Upper, f.Cores, f.NICLinks, f.UpLinks, f.Oversub)
 			fabricSVG(&b, f)
 		}
 	}
@@ -328,12 +329,3 @@ if(location.hash==="#selfcheck"){window.addEventListener("load",function(){
  var res=window.simcclSelfCheck();res.renderMs=rendered;
  var pre=document.createElement("pre");pre.id="selfcheck";pre.textContent=JSON.stringify(res);document.body.appendChild(pre);});}
 })();`
-
-// routing is a fabric's routing as the report names it: with its ECMP seed where that is not the
-// default hash.
-func routing(f *FabricSum) string {
-	if f.ECMPSeed != 0 {
-		return fmt.Sprintf("%s (seed %d)", f.Routing, f.ECMPSeed)
-	}
-	return f.Routing
-}

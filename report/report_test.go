@@ -352,7 +352,7 @@ func TestClusterReport(t *testing.T) {
 	if !strings.Contains(page, "routing ecmp</td>") {
 		t.Error("the default hash's routing is not named as plain ecmp")
 	}
-	if got := routing(&FabricSum{Routing: "ecmp", ECMPSeed: 3}); got != "ecmp (seed 3)" {
+	if got := simnet.RoutingName("ecmp", 3); got != "ecmp (seed 3)" {
 		t.Errorf("routing with seed 3: %q", got)
 	}
 	if len(r.Memory.Eager.PerRank) != 32 {

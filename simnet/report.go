@@ -362,11 +362,7 @@ func WriteTable(w io.Writer, h RunHeader, rows []Row, notes []string) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "# simccl run: %s, %d node(s) x %d GPUs = %d ranks, %d channels, NCCL %s rules\n", h.Topology, h.Nodes, h.GPUsPerNode, h.NRanks, h.NChannels, h.NCCLRelease)
 	if f := h.Fabric; f != nil {
-		seed := ""
-		if f.ECMPSeed != 0 {
-			seed = fmt.Sprintf(" (seed %d)", f.ECMPSeed)
-		}
-		fmt.Fprintf(bw, "# fabric: %s, %d tiers, %d hosts/leaf, oversubscription %g, routing %s%s\n", f.Topology, f.Tiers, f.HostsPerLeaf, f.Oversubscription, f.Routing, seed)
+		fmt.Fprintf(bw, "# fabric: %s, %d tiers, %d hosts/leaf, oversubscription %g, routing %s\n", f.Topology, f.Tiers, f.HostsPerLeaf, f.Oversubscription, RoutingName(f.Routing, f.ECMPSeed))
 	}
 	fmt.Fprintf(bw, "# %s %s: %s, datatype %s, op %s\n", h.Program, h.Version, strings.Join(h.Collectives, ", "), h.DataType, h.Op)
 	for _, n := range notes {
@@ -454,4 +450,13 @@ func WriteJSON(w io.Writer, h RunHeader, rows []Row, notes []string) error {
 		Rows   []Row     `json:"rows"`
 		Notes  []string  `json:"notes,omitempty"`
 	}{h, rows, notes})
+}
+
+// RoutingName is a fabric's routing as tables name it: with its ECMP seed where that is not the
+// default hash (Fabric.ECMPSeed).
+func RoutingName(routing string, seed uint64) string {
+	if seed != 0 {
+		return fmt.Sprintf("%s (seed %d)", routing, seed)
+	}
+	return routing
 }
