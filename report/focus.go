@@ -75,7 +75,7 @@ func compactLinks(m *simnet.Machine, f coll.Func, size int64, opt Options) (*Com
 	if err != nil {
 		return nil, err
 	}
-	tm, err := simnet.TimingFor(m.Release, plan.Algo, plan.Proto)
+	tm, err := m.PlanTiming(plan)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +229,7 @@ func (r *Report) focus(m *simnet.Machine, opt Options) error {
 	if err != nil {
 		return err
 	}
-	tm, err := simnet.TimingFor(m.Release, plan.Algo, plan.Proto)
+	tm, err := m.PlanTiming(plan)
 	if err != nil {
 		return err
 	}

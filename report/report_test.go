@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"regexp"
 	"slices"
@@ -438,4 +439,33 @@ func FuzzReadMeasured(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The "where time goes" replay times the call as the busbw table does: the same plan, timed as
+// simccl run times it (simnet.Machine.PlanTiming: the GPU model, the channel skew of one node's
+// rings, a send/recv's launch). Until 2026-11-29 it took NCCL's latencies alone and showed another
+// time for the same call (DGX H100, all-reduce of 1 MiB: 25.73 µs beside the table's 24.80).
+func TestFocusTimeIsRowTime(t *testing.T) {
+	for _, c := range []struct {
+		nodes int
+		f     coll.Func
+		size  int64
+	}{
+		{1, coll.AllReduce, 1 << 20},
+		{1, coll.AllGather, 4 << 20},
+		{1, coll.SendRecv, 64 << 10},
+		{2, coll.AllReduce, 4 << 20},
+		{2, coll.AllToAll, 1 << 20},
+	} {
+		r, err := Build(Options{Planner: testPlanner(t, "", c.nodes), Funcs: []coll.Func{c.f}, Sizes: []int64{c.size}, Sections: []string{"busbw", "time"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Focus == nil || r.Focus.Size != c.size || len(r.BusBW) == 0 || len(r.BusBW[0].Points) != 1 {
+			t.Fatalf("%d node(s) %v %d B: focus %+v, busbw %+v", c.nodes, c.f, c.size, r.Focus, r.BusBW)
+		}
+		if row, got := r.BusBW[0].Points[0].TimeUs, r.Focus.TimeUs; math.Abs(got-row) > 1e-6*row {
+			t.Errorf("%d node(s) %v %d B: where time goes %.4f µs, the busbw table %.4f µs", c.nodes, c.f, c.size, got, row)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/planner"
 )
 
 // p2pBoth replays the point-to-point plans of one nccl-tests size of f on m twice: coll's
@@ -15,7 +16,7 @@ func p2pBoth(t *testing.T, m *Machine, f coll.Func, size int64, spec P2PSpec) (s
 	if err != nil {
 		t.Fatal(err)
 	}
-	tm, err := m.timing(plan)
+	tm, err := m.PlanTiming(plan)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +197,7 @@ func TestP2PSharedCTA(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tm, err := m.timing(plan)
+		tm, err := m.PlanTiming(plan)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,5 +226,30 @@ func TestP2PSharedCTA(t *testing.T) {
 	}
 	if on < tm.Launch+sendFull+copyFull {
 		t.Errorf("shared CTA %v: below launch %v + send %v + copy %v at the whole rate", on, tm.Launch, sendFull, copyFull)
+	}
+}
+
+// On two ranks a send/recv of S bytes and an all-to-all of 2S carry the same message to the peer
+// (the all-to-all's other half is a copy to self), planned alike: one protocol, the same
+// channels. Both take the same time, small (LL) and large (Simple): a send/recv plan's own
+// protocol is Simple whatever its transfers use, and its launch once paid Simple's base latency
+// where its LL transfers take LL's (1.8 µs more than the all-to-all on 2 H200).
+func TestSendRecvLaunchAsAllToAll(t *testing.T) {
+	m, _ := settingsMachine(t, "dgx-h100", 1, 2, nil, planner.Settings{})
+	for _, size := range []int64{64, 4 << 10, 64 << 10, 4 << 20} {
+		sr, _, err := m.Run(coll.SendRecv, size, coll.Float32, coll.Sum, RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a2a, _, err := m.Run(coll.AllToAll, 2*size, coll.Float32, coll.Sum, RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sr.Proto != a2a.Proto || sr.NChannels != a2a.NChannels {
+			t.Fatalf("%d B: send/recv planned %s/%d, all-to-all of twice the size %s/%d", size, sr.Proto, sr.NChannels, a2a.Proto, a2a.NChannels)
+		}
+		if d := math.Abs(sr.TimeUs - a2a.TimeUs); d > 0.01 {
+			t.Errorf("%d B (%s): send/recv %.3f µs, all-to-all of twice the size %.3f µs", size, sr.Proto, sr.TimeUs, a2a.TimeUs)
+		}
 	}
 }

@@ -93,7 +93,7 @@ func TestTreeSimMatchesSchedule(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tm, err := m.timing(plan) // the row's timing: the CTA at the flat rate, as on the schedule
+		tm, err := m.PlanTiming(plan) // the row's timing: the CTA at the flat rate, as on the schedule
 		if err != nil {
 			t.Fatal(err)
 		}

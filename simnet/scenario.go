@@ -306,7 +306,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		// NVLS, NVLSTree: the channels in lockstep replayed once per class (nvlsSymmetric);
 		// nil where they do not fold. A back-to-back timing (one call only) keeps the schedule
 		// while it fits.
-		if tm, err = m.timing(plan); err != nil {
+		if tm, err = m.PlanTiming(plan); err != nil {
 			return row, nil, err
 		}
 		var mode string
@@ -318,7 +318,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	if res == nil && !compactable(plan) && !opt.Exact && !opt.Record && plan.EstimatedSteps() > SteadyAbove {
 		// No compact executor (NVLS, NVLSTree) and a large schedule: replay it at two smaller
 		// sizes in the pipeline's steady state and extrapolate (steadySchedule).
-		if tm, err = m.timing(plan); err != nil {
+		if tm, err = m.PlanTiming(plan); err != nil {
 			return row, nil, err
 		}
 		var mode string
@@ -333,7 +333,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	// for the schedule, 128 s with SharedCTA).
 	p2pQuick := SharedCTA && (f == coll.AllToAll || f == coll.SendRecv) && compactable(plan) && !opt.Record && steps > P2PQuiet
 	if res == nil && !(ringColl && (steps > CompactAbove || p2pQuick || (compactable(plan) && !opt.Record && steps > CompactQuiet))) {
-		if tm, err = m.timing(plan); err != nil {
+		if tm, err = m.PlanTiming(plan); err != nil {
 			return row, nil, err
 		}
 		plans := []coll.Plan{plan}
@@ -390,7 +390,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	if res == nil && !compactable(plan) && !opt.Record && nvlsFolds(plan) {
 		// NVLSTree whose node fold a switch link over its capacity halted: the fold with
 		// stand-ins for those links (nvlsSwitchBound) rather than another algorithm.
-		if tm, err = m.timing(plan); err != nil {
+		if tm, err = m.PlanTiming(plan); err != nil {
 			return row, nil, err
 		}
 		var mode string
@@ -402,7 +402,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	if res == nil && plan.Algo == coll.NVLSTree && !opt.Exact && !opt.Record && nvlsFolds(plan) {
 		// The node fold outside its bounds (nvlsFoldLastResort), closer than the extrapolation
 		// over node counts below wherever both were measured.
-		if tm, err = m.timing(plan); err != nil {
+		if tm, err = m.PlanTiming(plan); err != nil {
 			return row, nil, err
 		}
 		var mode string
@@ -458,7 +458,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		res, row.Mode = &Result{}, "compact"
 	}
 	if res == nil {
-		if tm, err = m.timing(plan); err != nil {
+		if tm, err = m.PlanTiming(plan); err != nil {
 			return row, nil, err
 		}
 		if res, row.Mode, err = m.compact(f, plan, algBytes, tm, opt); err != nil {
@@ -490,9 +490,16 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	return row, res, nil
 }
 
-// timing is the executors' timing of a plan on m.
-func (m *Machine) timing(p coll.Plan) (Timing, error) {
-	tm, err := m.Timing(p.Algo, p.Proto)
+// PlanTiming is the executors' timing of a plan on m: what Run times it with (the report's
+// recorded replay takes it too, so that its time is the row's).
+func (m *Machine) PlanTiming(p coll.Plan) (Timing, error) {
+	// A send/recv plan's own protocol is Simple whatever its transfers use (coll's protocol for
+	// the transfers not marked LL); its launch takes the base latency of the protocol its row
+	// shows, that of its largest transfer (coll.Plan.Shown), as an all-to-all's takes its
+	// transfers'. Until 2026-11-29 a send/recv of LL transfers paid Simple's base latency (8.4
+	// µs, not 6.6): 1.8 µs more than the all-to-all that carries the same messages.
+	proto, _ := p.Shown()
+	tm, err := m.Timing(p.Algo, proto)
 	if err != nil {
 		return tm, err
 	}

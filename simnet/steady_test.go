@@ -56,7 +56,7 @@ func TestSteadyScheduleNeedsChunks(t *testing.T) {
 	p, err := m.Planner.Plan(call)
 	require.NoError(t, err)
 	require.Equal(t, coll.NVLSTree, p.Algo)
-	tm, err := m.timing(p)
+	tm, err := m.PlanTiming(p)
 	require.NoError(t, err)
 	res, mode, err := m.steadySchedule(p, tm, false)
 	require.NoError(t, err)
@@ -73,7 +73,7 @@ func TestNVLSTreeChannelCap(t *testing.T) {
 	p, err := m.Planner.Plan(call)
 	require.NoError(t, err)
 	require.Equal(t, coll.NVLSTree, p.Algo)
-	tm, err := m.timing(p)
+	tm, err := m.PlanTiming(p)
 	require.NoError(t, err)
 	want := 8 * 57.7 / float64(p.NChannels) * 16 / 30
 	require.InDelta(t, float64(GBps(want)), float64(tm.ChannelCap), 1e-9*float64(GBps(want)), "per channel (%d channels)", p.NChannels)
@@ -89,7 +89,7 @@ func TestNVLSTreeChannelCap(t *testing.T) {
 	m1, _ := testMachine(t, "dgx-h100", 1, nil, "", "")
 	p1, err := m1.Planner.Plan(coll.TestCall(coll.AllReduce, 256<<20, coll.Float32, coll.Sum, m1.NRanks()))
 	require.NoError(t, err)
-	tm1, err := m1.timing(p1)
+	tm1, err := m1.PlanTiming(p1)
 	require.NoError(t, err)
 	require.Zero(t, tm1.ChannelCap, "%v", p1.Decision())
 }
