@@ -24,7 +24,9 @@ type Machine struct {
 	Planner coll.Planner
 	// Release is the NCCL release whose latencies time the steps (TimingFor).
 	Release string
-	// BackToBack is RunOptions.BackToBack when a call gives none (0 or 1: one isolated call).
+	// BackToBack is RunOptions.BackToBack when a call gives none: 1 one isolated call; 0
+	// nccl-tests' loop where it changes the time, NCCLTestsLoop calls of a broadcast or reduce
+	// and one call of the other collectives (loopCalls).
 	BackToBack int
 	// GPU is the GPU model (the per-CTA data rate of its SM generation; GPUModelFor). A zero
 	// CTARate leaves the CTA unmodelled: steps then cost only their links.
@@ -233,6 +235,36 @@ func (m *Machine) Timing(a coll.Algo, p coll.Proto) (Timing, error) {
 // bench/sim/compare -line-stream turns it on.
 var LineStream = false
 
+// NCCLTestsLoop is how many back-to-back calls time a broadcast or reduce by default
+// (Machine.BackToBack 0): nccl-tests reports a call's time in a loop of launches, where a rank
+// starts its next call as soon as its own part of the previous one is done. In a rooted
+// collective the ranks finish one after another down the chain, so the loop overlaps
+// consecutive calls: on 4 H200 (NCCL 2.28.9, testdata/nccl/h200x4/smallmsg.csv, one process per
+// GPU) a 4 MiB broadcast takes 25.7 µs a call in nccl-tests' loop, where one call alone takes
+// 59.9 µs in the replay and the replay of 3 calls 22.8 µs a call; over every size from 1 MiB the
+// replay of one call is 72% off (median), that of 3 calls 2.5% (bench/sim/compare, which times
+// every collective in such a loop). Where every rank finishes together (all-reduce, all-gather,
+// reduce-scatter, all-to-all, send/recv) the loop changes the time by under 0.3% (DGX H100, 1
+// and 2 nodes, 64 KiB–256 MiB) at four times the replay's cost, so those keep one call. Only
+// schedule replays run the loop (the row's mode says "back-to-back"); a broadcast or reduce timed
+// from smaller replays (schedule-steady, nodes-steady) is one call. (T(3) − T(1)) / 2 is the
+// loop's steady call: nccl-tests' 20 iterations add the pipeline's fill once, a twentieth of it.
+const NCCLTestsLoop = 3
+
+// loopCalls is how many back-to-back calls time f (RunOptions.BackToBack, else
+// Machine.BackToBack, else NCCLTestsLoop for a broadcast or reduce and one call otherwise).
+func (m *Machine) loopCalls(f coll.Func, opt RunOptions) int {
+	switch {
+	case opt.BackToBack > 0:
+		return opt.BackToBack
+	case m.BackToBack > 0:
+		return m.BackToBack
+	case f == coll.Broadcast || f == coll.Reduce:
+		return NCCLTestsLoop
+	}
+	return 1
+}
+
 // RunOptions steer Machine.Run.
 type RunOptions struct {
 	Record bool // keep every message's record (for traces and op logs)
@@ -244,7 +276,7 @@ type RunOptions struct {
 	// calls replayed as consecutive kernels (Options.OpsPerKernel). A rank's next call starts
 	// when its own part of the previous one is done, so a one-way collective's receiver still
 	// copying call k overlaps its sender starting call k+1. Only schedule replays do this (the
-	// row's mode says "back-to-back"); 0 takes Machine.BackToBack.
+	// row's mode says "back-to-back"); 0 takes Machine.BackToBack (loopCalls).
 	BackToBack int
 	// DryRun decides how the call would be simulated — the plan, NCCL's decision, the mode —
 	// and returns its row without simulating it (no time).
@@ -298,10 +330,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	steps := m.scheduleSteps(f, plan, algBytes)
 	var res *Result
 	var tm Timing
-	b2b := opt.BackToBack
-	if b2b == 0 {
-		b2b = m.BackToBack
-	}
+	b2b := m.loopCalls(f, opt)
 	if !opt.Record && nvlsFolds(plan) && steps > CompactQuiet && (b2b <= 1 || steps > CompactAbove) {
 		// NVLS, NVLSTree: the channels in lockstep replayed once per class (nvlsSymmetric);
 		// nil where they do not fold. A back-to-back timing (one call only) keeps the schedule
@@ -356,11 +385,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 				return row, nil, err
 			}
 			row.Mode = "schedule"
-			k := opt.BackToBack
-			if k == 0 {
-				k = m.BackToBack
-			}
-			if k > 1 {
+			if k := b2b; k > 1 {
 				t, err := m.backToBack(plans, k, tm)
 				if err != nil {
 					return row, nil, err

@@ -99,7 +99,14 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 			if err != nil {
 				return nil, err
 			}
-			return simMachine(p, fab)
+			m, err := simMachine(p, fab)
+			if err != nil {
+				return nil, err
+			}
+			// A traced application's calls are timed one at a time: not nccl-tests' loop, which
+			// run times a broadcast or reduce by (simnet.NCCLTestsLoop).
+			m.BackToBack = 1
+			return m, nil
 		}
 		m, err := build(1)
 		if err != nil {

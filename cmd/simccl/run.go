@@ -49,6 +49,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 	jobs := fs.IntP("jobs", "j", 0, "calls simulated at once (0: one per core, GOMAXPROCS); --trace/--ops run one at a time")
 	ecmpMean := fs.Bool("ecmp-mean", false, "let the ECMP mean model stand even on an oversubscribed fabric (fast, but it ignores hash collisions on links that bind: tens of percent off, see docs/cluster.md)")
 	launch := fs.String("launch", "per-gpu", "how the host launches each call: per-gpu (one process or thread per GPU, as torchrun and mpirun … -g 1), per-node (one thread drives every GPU of its node, as nccl-tests -g 8: a call costs at least GPUs × 5.18 µs of host enqueue), graph (CUDA graph replays, nccl-tests -G: 0.96 µs per kernel); the costs were measured on one H100 (docs/cluster.md)")
+	loop := fs.Int("back-to-back", 0, "time each call as the steady call of a loop of this many back-to-back launches, as nccl-tests reports it (1: one call alone); 0: nccl-tests' loop (3 calls) for broadcast and reduce, whose chain the loop overlaps, one call for the others, which the loop changes by under 0.3% (docs/cluster.md); schedule replays only, the mode says \"back-to-back\"")
 	exact := fs.Bool("exact", false, "replay exactly: no approximation (ecmp-mean, rate-interval-N, latency-mean, ring-coarse-K, tree-steady-C, schedule-steady, nvls-symmetric-steady, nvlstree-fold, switch-bound, nodes-steady, sizes-steady modes; see docs/cluster.md), whatever it costs")
 	return func(stdout, stderr io.Writer) error {
 		if *cpuProfile != "" {
@@ -109,6 +110,10 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 		if m.Launch, err = simnet.ParseLaunchMode(*launch); err != nil {
 			return fmt.Errorf("%w: --launch: %v", errUsage, err)
 		}
+		if *loop < 0 {
+			return fmt.Errorf("%w: --back-to-back %d: want 0 (nccl-tests' default) or a number of calls", errUsage, *loop)
+		}
+		m.BackToBack = *loop
 
 		showBar, err := showProgress(*progress, stderr)
 		if err != nil {
@@ -274,11 +279,19 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 			}
 			row := c.row
 			rows = append(rows, row)
-			if row.Mode != "" && row.Mode != "schedule" && !noteSeen[row.Coll+" "+row.Mode] {
+			if row.Mode != "" && !noteSeen[row.Coll+" "+row.Mode] {
 				noteSeen[row.Coll+" "+row.Mode] = true
-				n := fmt.Sprintf("%s from %d bytes: simulated by the compact executor, mode %s (see docs/cluster.md; --json gives the mode per row)", row.Coll, row.Bytes, row.Mode)
-				notes = append(notes, n)
-				lateNotes = append(lateNotes, n)
+				var n string
+				switch {
+				case strings.HasPrefix(row.Mode, "schedule back-to-back"):
+					n = fmt.Sprintf("%s from %d bytes: the schedule replayed as a loop of back-to-back calls, one call's time in it as nccl-tests reports (%s; --back-to-back 1: one call alone)", row.Coll, row.Bytes, row.Mode)
+				case row.Mode != "schedule":
+					n = fmt.Sprintf("%s from %d bytes: simulated by the compact executor, mode %s (see docs/cluster.md; --json gives the mode per row)", row.Coll, row.Bytes, row.Mode)
+				}
+				if n != "" {
+					notes = append(notes, n)
+					lateNotes = append(lateNotes, n)
+				}
 			}
 			if len(c.res.Ops) > 0 {
 				traced = append(traced, simnet.Traced{Label: fmt.Sprintf("%s %d", row.Coll, c.size), Ops: c.res.Ops, Offset: offset, Names: c.res.LinkName})
