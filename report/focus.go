@@ -243,6 +243,10 @@ func (r *Report) focus(m *simnet.Machine, opt Options) error {
 	if size != asked {
 		fo.Asked, fo.MaxSteps = asked, maxSteps
 	}
+	if k := m.LoopCalls(f); k > 1 {
+		// The timeline is one call's; the busbw section's row is one call in nccl-tests' loop.
+		r.Notes = append(r.Notes, fmt.Sprintf("where time goes: %s at %s is one call alone (%.2f µs); the busbw section times it as nccl-tests does, one call in a loop of %d back-to-back calls, which overlaps consecutive calls down the chain", fo.Coll, sizeText(size), fo.TimeUs, k))
+	}
 	summariseLinks(fo, e, res)
 	timeline(fo, res, opt)
 	r.Focus = fo

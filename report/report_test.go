@@ -468,4 +468,26 @@ func TestFocusTimeIsRowTime(t *testing.T) {
 			t.Errorf("%d node(s) %v %d B: where time goes %.4f µs, the busbw table %.4f µs", c.nodes, c.f, c.size, got, row)
 		}
 	}
+	// A broadcast's row is one call in nccl-tests' loop, its timeline one call alone: the page
+	// says so, and the timeline's time is one call's.
+	p := testPlanner(t, "", 1)
+	r, err := Build(Options{Planner: p, Funcs: []coll.Func{coll.Broadcast}, Sizes: []int64{1 << 20}, Sections: []string{"busbw", "time"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := simnet.NewMachine(p.System, 1, nil, p, p.Settings.Release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.BackToBack = 1
+	alone, _, err := m.Run(coll.Broadcast, 1<<20, coll.Float32, coll.Sum, simnet.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Focus.TimeUs; math.Abs(got-alone.TimeUs) > 1e-6*alone.TimeUs || r.BusBW[0].Points[0].TimeUs >= got {
+		t.Errorf("broadcast 1 MiB: where time goes %.3f µs, one call alone %.3f µs, the busbw table %.3f µs", got, alone.TimeUs, r.BusBW[0].Points[0].TimeUs)
+	}
+	if !strings.Contains(strings.Join(r.Notes, "\n"), "one call alone") {
+		t.Errorf("no note that the timeline is one call alone: %q", r.Notes)
+	}
 }

@@ -251,6 +251,10 @@ var LineStream = false
 // loop's steady call: nccl-tests' 20 iterations add the pipeline's fill once, a twentieth of it.
 const NCCLTestsLoop = 3
 
+// LoopCalls is how many back-to-back calls Run times f by when the call asks for none (loopCalls):
+// a broadcast's or reduce's row is one call in such a loop, where one call alone takes longer.
+func (m *Machine) LoopCalls(f coll.Func) int { return m.loopCalls(f, RunOptions{}) }
+
 // loopCalls is how many back-to-back calls time f (RunOptions.BackToBack, else
 // Machine.BackToBack, else NCCLTestsLoop for a broadcast or reduce and one call otherwise).
 func (m *Machine) loopCalls(f coll.Func, opt RunOptions) int {
