@@ -284,7 +284,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 				var n string
 				switch {
 				case strings.HasPrefix(row.Mode, "schedule back-to-back"):
-					n = fmt.Sprintf("%s from %d bytes: the schedule replayed as a loop of back-to-back calls, one call's time in it as nccl-tests reports (%s; --back-to-back 1: one call alone)", row.Coll, row.Bytes, row.Mode)
+					n = fmt.Sprintf("%s from %d bytes: the schedule replayed as a loop of back-to-back calls, one call's time in it as nccl-tests reports (%s; --trace and --ops record one call; --back-to-back 1: one call alone)", row.Coll, row.Bytes, row.Mode)
 				case row.Mode != "schedule":
 					n = fmt.Sprintf("%s from %d bytes: simulated by the compact executor, mode %s (see docs/cluster.md; --json gives the mode per row)", row.Coll, row.Bytes, row.Mode)
 				}
