@@ -330,6 +330,15 @@ type Schedule struct {
 // Endpoints is the number of ranks plus switches.
 func (s *Schedule) Endpoints() int { return s.NRanks + len(s.Switches) }
 
+// NumSteps is the number of steps of every program (what MaxSteps bounds).
+func (s *Schedule) NumSteps() int {
+	n := 0
+	for _, p := range s.Programs {
+		n += len(p.Steps)
+	}
+	return n
+}
+
 // Program returns rank's (or switch endpoint's) program on channel c.
 func (s *Schedule) Program(rank, channel int) *Program {
 	return &s.Programs[rank*s.NChannels+channel]

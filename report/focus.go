@@ -204,7 +204,7 @@ func (r *Report) focus(m *simnet.Machine, opt Options) error {
 		}
 		if plan.EstimatedSteps() <= coll.MaxSteps {
 			sched, err = coll.Compile(plan)
-			if err == nil && steps(sched) <= maxSteps {
+			if err == nil && sched.NumSteps() <= maxSteps {
 				break
 			}
 		}
@@ -305,7 +305,7 @@ func recordable(plan coll.Plan, maxSteps int) (string, bool) {
 	if err != nil {
 		return "too many", false
 	}
-	if n := steps(sched); n > maxSteps {
+	if n := sched.NumSteps(); n > maxSteps {
 		return groupDigits(int64(n)), false
 	}
 	return "", true
@@ -321,13 +321,6 @@ func groupDigits(n int64) string {
 }
 
 // steps counts the steps of a schedule, all ranks and channels.
-func steps(s *coll.Schedule) int {
-	n := 0
-	for _, p := range s.Programs {
-		n += len(p.Steps)
-	}
-	return n
-}
 
 func nearest(sizes []int64, want int64) int64 {
 	best := sizes[0]

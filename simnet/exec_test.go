@@ -192,3 +192,29 @@ func TestNCCLTestsLoopDefault(t *testing.T) {
 		}
 	}
 }
+
+// The loop's schedule holds k copies of the call's, bounded by coll's limit as one is: a loop
+// asked for that does not fit is an error (a --back-to-back of 100,000 on a 1 GiB broadcast took
+// 6 GB and crashed), the default loop shrinks to what fits, down to one call.
+func TestLoopFits(t *testing.T) {
+	lim := coll.MaxSteps
+	for _, c := range []struct {
+		k, n  int
+		asked bool
+		want  int
+		fails bool
+	}{
+		{1, lim, true, 1, false},
+		{3, 1000, false, 3, false},
+		{3, lim / 3, true, 3, false},
+		{3, lim/3 + 1, true, 0, true},
+		{3, lim/3 + 1, false, 2, false},
+		{3, lim/2 + 1, false, 1, false},
+		{100000, 30720, true, 0, true},
+	} {
+		got, err := loopFits(c.k, c.n, c.asked)
+		if (err != nil) != c.fails || got != c.want {
+			t.Errorf("loopFits(%d, %d, %v) = %d, %v; want %d (error: %v)", c.k, c.n, c.asked, got, err, c.want, c.fails)
+		}
+	}
+}

@@ -269,6 +269,27 @@ func (m *Machine) loopCalls(f coll.Func, opt RunOptions) int {
 	return 1
 }
 
+// loopFits is how many calls of the loop that times a call (k asked, n the steps of the call's
+// schedule) Run replays: the loop's schedule holds k copies of the call's, which coll's limit
+// bounds as it bounds one (coll.MaxSteps, about 280 bytes a step). A loop the caller asked for
+// (asked) that does not fit is an error; the default loop takes the most calls that fit, and one
+// call where two do not.
+func loopFits(k, n int, asked bool) (int, error) {
+	if k <= 1 {
+		return 1, nil
+	}
+	if int64(k)*int64(n) <= coll.MaxSteps {
+		return k, nil
+	}
+	if asked {
+		return 0, fmt.Errorf("simnet: a loop of %d back-to-back calls would replay %d steps (coll's limit %d): ask for at most %d calls", k, int64(k)*int64(n), coll.MaxSteps, max(coll.MaxSteps/max(n, 1), 1))
+	}
+	if k = coll.MaxSteps / max(n, 1); k < 2 {
+		return 1, nil
+	}
+	return k, nil
+}
+
 // RunOptions steer Machine.Run.
 type RunOptions struct {
 	Record bool // keep every message's record (for traces and op logs)
@@ -389,7 +410,11 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 				return row, nil, err
 			}
 			row.Mode = "schedule"
-			if k := b2b; k > 1 {
+			k, err := loopFits(b2b, sched.NumSteps(), opt.BackToBack > 0 || m.BackToBack > 0)
+			if err != nil {
+				return row, nil, err
+			}
+			if k > 1 {
 				t, err := m.backToBack(plans, k, tm)
 				if err != nil {
 					return row, nil, err
