@@ -332,6 +332,9 @@ type RunHeader struct {
 	Op          string   `json:"op"`
 	// Launch is the launch mode (per-gpu, per-node, graph).
 	Launch string `json:"launch"`
+	// BackToBack is the loop of calls that times each row (Machine.BackToBack; 0: nccl-tests'
+	// loop of NCCLTestsLoop calls for broadcast and reduce, one call otherwise; left out).
+	BackToBack int `json:"back_to_back,omitempty"`
 }
 
 // FabricHeader is the part of a Fabric a run's header shows.
