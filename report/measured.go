@@ -13,6 +13,31 @@ import (
 	"github.com/simccl/simccl/simnet"
 )
 
+// ncclTestsHeader is nccl-tests' first header line: "# nThread 1 nGpus 8 minBytes … graph: 0"
+// (graph: since nccl-tests 2.13; older outputs have none).
+var ncclTestsHeader = regexp.MustCompile(`^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b(?:.*\bgraph:\s*(\d+))?`)
+
+// MeasuredLaunch reads how an nccl-tests text output launched its calls, from its header line
+// ("# nThread T nGpus G … graph: K"): the GPUs each thread drives (G: -g) and whether the calls
+// were replayed from CUDA graphs (K ≥ 1: -G). ok is false where data has no such line (CSV,
+// runccl JSON, simccl run's table); a log of several runs gives its first.
+func MeasuredLaunch(data []byte) (gpusPerThread int, graph, ok bool) {
+	sc := input.NewScanner(bytes.NewReader(data), "")
+	for sc.Scan() {
+		m := ncclTestsHeader.FindStringSubmatch(strings.TrimSpace(sc.Text()))
+		if m == nil {
+			continue
+		}
+		g, err := strconv.Atoi(m[2])
+		if err != nil || g < 1 {
+			return 0, false, false
+		}
+		k, _ := strconv.Atoi(m[3])
+		return g, k > 0, true
+	}
+	return 0, false, false
+}
+
 // ReadMeasured reads measured timings in one of three forms, told apart by their content:
 //   - runccl --json ({"nranks":N,"rows":[{"coll","bytes","time_us","busbw","in_place"…}]}): the
 //     out-of-place rows;

@@ -34,6 +34,11 @@ type Options struct {
 	Measured     []simnet.Measured
 	MeasuredName string
 	MeasuredTag  string
+	// Launch is how the host launches each simulated call (simnet.Machine.Launch): the measured
+	// run's mode where it is known, so that both pay the same host floor. LaunchNote, if set, is
+	// the page's note on how it was chosen.
+	Launch     simnet.LaunchMode
+	LaunchNote string
 	// FocusColl and FocusSize are the collective and size of the "where time goes" section (empty:
 	// the first swept collective; 0: the swept size nearest 1 MiB). FocusMaxSteps bounds the
 	// recorded schedule (default 300,000 steps): a larger one is replaced by a smaller size, noted.
@@ -220,6 +225,7 @@ func Build(opt Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.Launch = opt.Launch
 	if err := checkMeasuredRanks(opt, m.NRanks()); err != nil {
 		return nil, err
 	}
@@ -229,6 +235,9 @@ func Build(opt Options) (*Report, error) {
 	}
 	r.Title = fmt.Sprintf("simccl report: %s, %d node(s) × %d GPUs", sys.Name, m.Nodes, m.Node.NumGPUs)
 	r.Notes = append(r.Notes, m.Notes...)
+	if opt.LaunchNote != "" {
+		r.Notes = append(r.Notes, opt.LaunchNote)
+	}
 	if want["topology"] {
 		r.Topology = buildTopology(sys)
 	}

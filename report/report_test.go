@@ -491,3 +491,24 @@ func TestFocusTimeIsRowTime(t *testing.T) {
 		t.Errorf("no note that the timeline is one call alone: %q", r.Notes)
 	}
 }
+
+// nccl-tests' header says how the calls were launched: -g (GPUs per thread) and -G (graphs).
+func TestMeasuredLaunch(t *testing.T) {
+	for _, c := range []struct {
+		in        string
+		gpus      int
+		graph, ok bool
+	}{
+		{"# nThread 1 nGpus 1 minBytes 8 maxBytes 17179869184 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0\n", 1, false, true},
+		{"junk\n#  nThread 1 nGpus 8 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 5 iters: 20 validation: 1\n", 8, false, true},
+		{"# nThread 1 nGpus 2 minBytes 0 maxBytes 8388608 warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 5\n", 2, true, true},
+		{"# nThread 1 nGpus 0 minBytes 8\n", 0, false, false},
+		{"tag,coll,world,bytes,us,algbw,busbw\ndefault,all_reduce,2,1024,10.5,0.1,0.1\n", 0, false, false},
+		{"", 0, false, false},
+	} {
+		g, graph, ok := MeasuredLaunch([]byte(c.in))
+		if g != c.gpus || graph != c.graph || ok != c.ok {
+			t.Errorf("MeasuredLaunch(%q) = %d, %v, %v; want %d, %v, %v", c.in, g, graph, ok, c.gpus, c.graph, c.ok)
+		}
+	}
+}

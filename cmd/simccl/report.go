@@ -13,6 +13,7 @@ import (
 	"github.com/simccl/simccl/internal/input"
 	"github.com/simccl/simccl/internal/units"
 	"github.com/simccl/simccl/report"
+	"github.com/simccl/simccl/simnet"
 )
 
 func init() {
@@ -31,6 +32,7 @@ func defineReport(fs *pflag.FlagSet) runFunc {
 	measured := fs.String("measured", "", "measured timings: CSV (tag,coll,world,bytes,us,algbw,busbw), nccl-tests text output, or runccl --json")
 	measTag := fs.String("measured-tag", "default", "CSV rows of this tag (\"*\": every tag, one series each)")
 	measColl := fs.String("measured-coll", "", "collective of an nccl-tests text output (default: the one its *_perf command line names; refused when it names none)")
+	launch := fs.String("launch", "auto", "how the host launched each call, which the simulation models: per-gpu, per-node or graph (as simccl run's --launch); auto: as the measured nccl-tests output's header says (\"nThread T nGpus G … graph: K\": graph where K ≥ 1, per-node where G is the node's GPUs, per-gpu where G is 1), else per-gpu")
 	focusColl := fs.String("focus", "", "collective of the \"where time goes\" section (default: the first of -c; none: no such section)")
 	focusSize := fs.String("focus-size", "", "size of the \"where time goes\" section (default: the swept size nearest 1M)")
 	sections := fs.String("sections", "all", "sections to build, comma-separated, of "+strings.Join(report.SectionNames, ",")+" (or all); the others are one line saying so")
@@ -86,6 +88,13 @@ func defineReport(fs *pflag.FlagSet) runFunc {
 				return fmt.Errorf("%w: %v", errUsage, err)
 			}
 		}
+		auto := *launch == "auto"
+		if !auto {
+			if opt.Launch, err = simnet.ParseLaunchMode(*launch); err != nil {
+				return fmt.Errorf("%w: --launch: %v (or auto)", errUsage, err)
+			}
+		}
+		var measuredGPUs int // GPUs per thread of the measured run (nccl-tests' -g); 0: not said
 		if *measured != "" {
 			data, err := input.ReadFile(*measured)
 			if err != nil {
@@ -95,6 +104,13 @@ func defineReport(fs *pflag.FlagSet) runFunc {
 				return err
 			}
 			opt.MeasuredName = *measured
+			if g, graph, ok := report.MeasuredLaunch(data); ok && auto {
+				measuredGPUs = g
+				if graph {
+					opt.Launch, measuredGPUs = simnet.LaunchGraph, 0
+					opt.LaunchNote = fmt.Sprintf("launch: CUDA graphs, as %s's header says (graph ≥ 1): no host floor per call", *measured)
+				}
+			}
 		}
 		if _, err := showProgress(*progress, stderr); err != nil {
 			return err
@@ -106,6 +122,14 @@ func defineReport(fs *pflag.FlagSet) runFunc {
 		build, err := mf.builder(fs) // the focus section's "done up to N nodes"
 		if err != nil {
 			return err
+		}
+		if perNode := p.PPN; measuredGPUs > 1 {
+			if measuredGPUs == perNode {
+				opt.Launch = simnet.LaunchPerNode
+				opt.LaunchNote = fmt.Sprintf("launch: one thread drives the %d GPUs of a node, as %s's header says (nGpus %d): a call costs at least %d host enqueues", perNode, *measured, measuredGPUs, perNode)
+			} else {
+				opt.LaunchNote = fmt.Sprintf("launch: %s drove %d GPUs per thread (nGpus), the node has %d: simulated with a process per GPU, whose host floor is lower (--launch per-node takes one thread per node)", *measured, measuredGPUs, perNode)
+			}
 		}
 		opt.Planner, opt.Fabric, opt.Funcs, opt.Sizes, opt.DataType, opt.Op = p, fab, funcs, sizes, dt, op
 		opt.MeasuredTag, opt.FocusColl, opt.Sections, opt.PlannerAt, opt.SizeBudget = *measTag, *focusColl, secs, build, *sizeBudget

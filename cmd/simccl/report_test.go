@@ -181,3 +181,52 @@ func TestReportSectionsAndFocusNone(t *testing.T) {
 		t.Errorf("help: %s", help)
 	}
 }
+
+// The report models the measured run's launch from nccl-tests' header: one thread driving both
+// GPUs (-g 2) pays two host enqueues a call, a process per GPU one, CUDA graphs (-G) none (the
+// page says which); an explicit --launch wins, and a bad one is a usage error.
+func TestReportLaunchFromMeasured(t *testing.T) {
+	dir := t.TempDir()
+	page := filepath.Join(dir, "r.html")
+	rows := "#  Rank  0 Group  0 Pid 1 on h device 0\n#  Rank  1 Group  0 Pid 1 on h device 1\n     1024   256  float  sum  -1  12.0  0.09  0.09  0  11.0  0.09  0.09  0\n"
+	smallest := func(header string, extra ...string) (float64, string) {
+		t.Helper()
+		text := filepath.Join(dir, "ar.txt")
+		os.WriteFile(text, []byte("# ./build/all_reduce_perf -b 1K -e 1K\n"+header+rows), 0o644)
+		var out, errb bytes.Buffer
+		args := append([]string{"report", "--topo", "h200x2-nvlink", "--measured", text, "-b", "1K", "-e", "1K", "--sections", "busbw", "-o", page, "--json"}, extra...)
+		if rc := mainRun(args, &out, &errb); rc != 0 {
+			t.Fatalf("%q: rc %d: %s", header, rc, errb.String())
+		}
+		var v struct {
+			Notes []string `json:"notes"`
+			BusBW []struct {
+				Points []struct {
+					TimeUs float64 `json:"time_us"`
+				} `json:"points"`
+			} `json:"busbw"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+			t.Fatal(err)
+		}
+		return v.BusBW[0].Points[0].TimeUs, strings.Join(v.Notes, "\n")
+	}
+	perGPU, _ := smallest("# nThread 1 nGpus 1 minBytes 1024 maxBytes 1024 graph: 0\n")
+	perNode, note := smallest("# nThread 1 nGpus 2 minBytes 1024 maxBytes 1024 graph: 0\n")
+	graph, gnote := smallest("# nThread 1 nGpus 2 minBytes 1024 maxBytes 1024 graph: 1\n")
+	forced, _ := smallest("# nThread 1 nGpus 2 minBytes 1024 maxBytes 1024 graph: 0\n", "--launch", "per-gpu")
+	if perNode < 2*5.18 || perNode <= perGPU || !strings.Contains(note, "one thread drives the 2 GPUs") {
+		t.Errorf("-g 2: %.2f µs (a process per GPU %.2f), note %q", perNode, perGPU, note)
+	}
+	// Graphs lift the host's floor, which a 1 KiB all-reduce on 2 GPUs does not reach.
+	if graph > perGPU || !strings.Contains(gnote, "CUDA graphs") {
+		t.Errorf("-G: %.2f µs (a process per GPU %.2f), note %q", graph, perGPU, gnote)
+	}
+	if forced != perGPU {
+		t.Errorf("--launch per-gpu over a -g 2 header: %.2f µs, want %.2f", forced, perGPU)
+	}
+	var out, errb bytes.Buffer
+	if rc := mainRun([]string{"report", "-o", page, "--launch", "sometimes"}, &out, &errb); rc != 2 || !strings.Contains(errb.String(), "--launch") {
+		t.Errorf("--launch sometimes: rc %d, %q", rc, errb.String())
+	}
+}
