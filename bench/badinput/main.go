@@ -289,6 +289,8 @@ func cases() []badCase {
 		{format: "flags", name: "topo --nodes 2^20+1", args: []string{"topo", "--nodes", "1048577"}, rc: 2, want: "--nodes 1048577: want 1..1048576"},
 		{format: "flags", name: "run -e 2T", args: []string{"run", "-b", "8", "-e", "2T"}, rc: 2, want: "-e: 2199023255552 bytes, more than 1 TiB"},
 		{format: "flags", name: "mem -b 4T -e 4T", args: []string{"mem", "-b", "4T", "-e", "4T"}, rc: 2, want: "-b: 4398046511104 bytes, more than 1 TiB"},
+		{format: "flags", name: "run --back-to-back -1", args: append(slices.Clone(run), "--back-to-back", "-1"), rc: 2, want: "--back-to-back -1"},
+		{format: "flags", name: "report --launch sometimes", args: []string{"report", "-o", os.DevNull, "--launch", "sometimes"}, rc: 2, want: "--launch: launch mode \"sometimes\""},
 		{format: "flags", name: "plan --count 2^62", args: []string{"plan", "--count", "4611686018427387904"}, rc: 2, want: "--count 4611686018427387904 of 4-byte float: more than 1 TiB"},
 	}
 }
