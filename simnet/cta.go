@@ -38,6 +38,11 @@ type GPUModel struct {
 	// Slice is what one Simple primitive of a collective costs its CTA per slice beyond its
 	// bytes, its fence included (Timing.Slice; SimpleSlice). Zero: only the fence is charged.
 	Slice SliceCost
+	// MemLL is the rate Mem would give LL where that protocol's lines stream (Timing.LineStream:
+	// Machine.PlanTiming's chains, or LineStream everywhere), zero where it is not measured. A
+	// replay that moves each LL step whole counts the step's latency after its copy, so Mem
+	// leaves LL out there (hopperMemLLGBps).
+	MemLL Rate
 	// ChannelSkew is how much later than channel c−1 channel c of a ring call on one node
 	// starts its first step after a kernel launch (Timing.ChannelSkew; ChannelSkew). Zero: the
 	// channels start together and stay in lockstep.
@@ -171,7 +176,8 @@ var SimpleSlice = SliceCost{
 // (a middle rank runs recvReduceSend: (1 + 2w)c of reduction per c) predicts 32.8, 24.1 and 9.9 GB/s
 // where 32.4, 25.0 and 10.2 were measured; bench/gpuprobe measured one H100 CTA of 512 threads
 // copying with four 16-byte loads in flight (NCCL's unroll) at 96 GB/s, locally — the ring's stores
-// cross NVLink. The LL rate is not applied (MemModelFor) unless LineStream is on: the executors move an LL step as one
+// cross NVLink. The LL rate applies only where LL lines stream (GPUModel.MemLL: the chains of
+// Machine.PlanTiming, or LineStream everywhere): elsewhere the executors move an LL step as one
 // message, where NCCL's LL streams 8-byte lines whose flags the receiver polls as they land, so the
 // step's latency is paid after its copy in the simulation and under it in NCCL; a per-byte cost
 // measured over whole ring steps then counts that latency twice (with it, the 4×H200 all-reduce
@@ -179,7 +185,7 @@ var SimpleSlice = SliceCost{
 const (
 	hopperMemSimpleGBps = 79.7
 	hopperMemLL128GBps  = 61.2
-	hopperMemLLGBps     = 40.1 // measured, not applied (above)
+	hopperMemLLGBps     = 40.1 // applied where LL lines stream (above)
 )
 
 // Ampere (sm 80) has no measurement of its own here (the device machine has H100/H200s only). Its
@@ -261,7 +267,7 @@ func MemModelFor(sm int) [coll.NumProtos]Rate {
 	switch smIndex(sm) {
 	case 2:
 		if LineStream {
-			m[coll.LL] = GBps(hopperMemLLGBps)
+			m[coll.LL] = memLLFor(sm)
 		}
 		m[coll.LL128] = GBps(hopperMemLL128GBps)
 		m[coll.Simple] = GBps(hopperMemSimpleGBps)
@@ -270,6 +276,15 @@ func MemModelFor(sm int) [coll.NumProtos]Rate {
 		m[coll.Simple] = GBps(ampereMemSimpleGBps)
 	}
 	return m
+}
+
+// memLLFor is GPUModel.MemLL on compute capability sm: Hopper's measured LL rate, zero elsewhere
+// or with the memory-traffic model off.
+func memLLFor(sm int) Rate {
+	if !MemModel || smIndex(sm) != 2 {
+		return 0
+	}
+	return GBps(hopperMemLLGBps)
 }
 
 // ctaTraffic is the memory traffic (bytes loaded plus bytes stored, in copy-equivalent bytes) of
@@ -364,7 +379,7 @@ func GPUModelFor(release string, sm int) (GPUModel, error) {
 	if err != nil {
 		return GPUModel{}, err
 	}
-	g := GPUModel{SM: sm, CTARate: GBps(v), Mem: MemModelFor(sm), ChannelSkew: ChannelSkew}
+	g := GPUModel{SM: sm, CTARate: GBps(v), Mem: MemModelFor(sm), MemLL: memLLFor(sm), ChannelSkew: ChannelSkew}
 	if g.Mem[coll.Simple] > 0 {
 		g.Fence = SimpleFence
 		g.Slice = SimpleSlice

@@ -557,6 +557,12 @@ func (m *Machine) PlanTiming(p coll.Plan) (Timing, error) {
 	if err != nil {
 		return tm, err
 	}
+	if chainStreams(p) {
+		tm.LineStream = true
+		if tm.CTARate > 0 && tm.CTAMem[coll.LL] == 0 && tm.CTAMem[coll.Simple] > 0 {
+			tm.CTAMem[coll.LL] = m.GPU.MemLL
+		}
+	}
 	if p.Algo == coll.Tree {
 		// Trees are charged the flat per-CTA rate (GPUModel.CTARate), by every executor: the
 		// schedule replay and SimulateTree alike. That rate is NCCL's own per-channel ceiling of a
@@ -585,6 +591,21 @@ func (m *Machine) PlanTiming(p coll.Plan) (Timing, error) {
 		}
 	}
 	return tm, nil
+}
+
+// chainStreams reports whether plan p's LL and LL128 lines stream in its replay
+// (Timing.LineStream, with the LL rate GPUModel.MemLL): a ring broadcast or reduce, whose steps
+// each cross every rank of the chain in turn. NCCL's LL and LL128 receivers go on with each line
+// as it lands (prims_ll.h, prims_ll128.h; network hops stay whole steps), and at the sizes NCCL
+// runs a chain with them a channel's data is one or a few steps, so a replay that forwards a step
+// only once all of it has arrived charges the chain's length times a step's copy: on 16 DGX H100
+// nodes (127 hops) an LL128 broadcast of 4 MiB took 2,003 µs, where streamed it takes 518 and
+// NCCL's own model says 540 (`simccl tune`). The ring loops, trees and point-to-point stay
+// store-and-forward: there a step waits on one hop, and streaming them as well made the public
+// nccl-tests set worse (12.8 → 15.0% median error) by removing what stands in for a per-channel
+// cost the model lacks (docs/cluster.md "Chains stream").
+func chainStreams(p coll.Plan) bool {
+	return p.Algo == coll.Ring && (p.Func == coll.Broadcast || p.Func == coll.Reduce)
 }
 
 // tuningTabler is a planner that exposes its tuning model (planner.Planner does).
