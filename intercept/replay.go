@@ -408,6 +408,28 @@ type simKey struct {
 	dt    coll.DataType
 	op    coll.RedOp
 	ranks int
+	p2p   string // a launch's own messages (transfersKey), "" for every rank sending size
+}
+
+// transfersKey is the launch's messages as a key: "src>dst:bytes" in their order.
+func transfersKey(ts []Transfer) string {
+	var b strings.Builder
+	for i, t := range ts {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%d>%d:%d", t.Src, t.Dst, t.Bytes)
+	}
+	return b.String()
+}
+
+// collTransfers is ts as the planner's transfers, counted in bytes (coll.Int8).
+func collTransfers(ts []Transfer) []coll.Transfer {
+	out := make([]coll.Transfer, len(ts))
+	for i, t := range ts {
+		out[i] = coll.Transfer{From: t.Src, To: t.Dst, Count: t.Bytes}
+	}
+	return out
 }
 
 type simOut struct {
@@ -430,8 +452,10 @@ type simOut struct {
 //
 // A launch's time: each collective is simulated on its own (simnet.Machine.Run); the collectives
 // of one group share one kernel launch, so a group of k collectives costs the sum of their times
-// less (k−1) launch costs; its point-to-point messages are simulated as a send/recv exchange of
-// the largest message, added after the collectives.
+// less (k−1) launch costs; its point-to-point messages, added after the collectives, are
+// simulated as they were traced (each from its sender to its receiver: a dist.send is one message
+// one way) where the communicator keeps its size, and as a send/recv exchange of the largest
+// message where it is scaled.
 func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report, error) {
 	if len(launches) == 0 {
 		return nil, fmt.Errorf("%w: the trace has no collective or point-to-point call", ErrReplay)
@@ -472,8 +496,9 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 	uses := map[simKey]int{}
 	// Distinct calls first (for progress), then the launches.
 	type todo struct {
-		k    simKey
-		what string
+		k         simKey
+		what      string
+		transfers []coll.Transfer // SendRecv of a launch's own messages (k.p2p)
 	}
 	var order []todo
 	plan := make([][]simKey, len(launches))
@@ -521,13 +546,13 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 				op = coll.Sum
 				note("ncclRedOpCreatePreMulSum reductions simulated as sum")
 			}
-			k := simKey{f, testSize(f, c.Count, dt.Size(), ranks), dt, op, ranks}
+			k := simKey{f, testSize(f, c.Count, dt.Size(), ranks), dt, op, ranks, ""}
 			if err := units.CheckSize(fmt.Sprintf("%s launch %d: %s of count %d on %d ranks", l.Comm, l.Index, c.Op, c.Count, ranks), k.size); err != nil {
 				return nil, fmt.Errorf("%w: %v", ErrReplay, err)
 			}
 			plan[i] = append(plan[i], k)
 			if uses[k] == 0 {
-				order = append(order, todo{k, fmt.Sprintf("%s %d B on %d ranks", c.Op, k.size, ranks)})
+				order = append(order, todo{k, fmt.Sprintf("%s %d B on %d ranks", c.Op, k.size, ranks), nil})
 			}
 			uses[k]++
 		}
@@ -536,10 +561,20 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 			for _, t := range l.P2P {
 				big = max(big, t.Bytes)
 			}
-			k := simKey{coll.SendRecv, big, coll.Int8, coll.Sum, ranks}
+			k := simKey{coll.SendRecv, big, coll.Int8, coll.Sum, ranks, ""}
+			var ts []coll.Transfer
+			if !(l.NRanks == world && world != scale) {
+				// Not scaled: the launch's own messages, from and to the ranks that make them (a
+				// dist.send is one message one way, not every rank sending to the next).
+				k.p2p, ts = transfersKey(l.P2P), collTransfers(l.P2P)
+			}
 			plan[i] = append(plan[i], k)
 			if uses[k] == 0 {
-				order = append(order, todo{k, fmt.Sprintf("SendRecv %d B on %d ranks", big, ranks)})
+				what := fmt.Sprintf("SendRecv %d B on %d ranks", big, ranks)
+				if ts != nil {
+					what = fmt.Sprintf("%d messages of up to %d B on %d ranks", len(ts), big, ranks)
+				}
+				order = append(order, todo{k, what, ts})
 			}
 			uses[k]++
 		}
@@ -551,7 +586,7 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 			return nil, fmt.Errorf("%w: %s: %v", ErrReplay, t.what, err)
 		}
 		rec := opt.Links && recorded < maxOps
-		row, res, err := m.Run(t.k.f, t.k.size, t.k.dt, t.k.op, simnet.RunOptions{Record: rec})
+		row, res, err := m.Run(t.k.f, t.k.size, t.k.dt, t.k.op, simnet.RunOptions{Record: rec, Transfers: t.transfers})
 		if err != nil {
 			var fb string
 			if row, fb, err = fallback(t.k, m, machine, err); err != nil {

@@ -427,3 +427,32 @@ func ExampleLaunches() {
 	// 0 AllReduce 1 []
 	// 1 SendRecv 0 [{0 1 512} {1 0 512}]
 }
+
+// TestReplayOneWaySend: a traced dist.send (one Send on rank 0, its Recv on rank 1) is replayed
+// as that one message, not as every rank sending to the next: on 2 H200 the link back from GPU 1
+// carries nothing, and the one-way 64 MiB takes less than the exchange of 64 MiB each way.
+func TestReplayOneWaySend(t *testing.T) {
+	const n = 64 << 20
+	send := []Launch{{Comm: "c", NRanks: 2, P2P: []Transfer{{Src: 0, Dst: 1, Bytes: n}}}}
+	both := []Launch{{Comm: "c", NRanks: 2, P2P: []Transfer{{Src: 0, Dst: 1, Bytes: n}, {Src: 1, Dst: 0, Bytes: n}}}}
+	m := machine(t, "h200x2-nvlink", 1)
+	one, err := Replay(send, m, ReplayOptions{Links: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := Replay(both, m, ReplayOptions{Links: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range one.Links {
+		if strings.Contains(l.Link, "GPU/1->GPU/0") && l.Bytes > 0 {
+			t.Errorf("a one-way send 0→1 put %v bytes on %s", l.Bytes, l.Link)
+		}
+	}
+	if one.Launches[0].Bytes != n || two.Launches[0].Bytes != 2*n {
+		t.Errorf("bytes %d and %d, want %d and %d", one.Launches[0].Bytes, two.Launches[0].Bytes, n, 2*n)
+	}
+	if !(one.TotalUs < two.TotalUs) {
+		t.Errorf("one-way %v µs, exchange %v µs: the one-way send is not lighter", one.TotalUs, two.TotalUs)
+	}
+}

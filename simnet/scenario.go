@@ -318,6 +318,10 @@ type RunOptions struct {
 	// foldBudget, where set, is the estimated steps the node fold may replay at once in place of
 	// NVLSBudget (nvlsFoldLastResort).
 	foldBudget float64
+	// Transfers, for SendRecv, are the call's messages (coll.Call.Transfers, counted in the call's
+	// data type) in place of nccl-tests' pattern (every rank sends size bytes to the next): a
+	// traced group's sends and receives (simccl replay). The row keeps size as its bytes.
+	Transfers []coll.Transfer
 }
 
 // Run simulates one nccl-tests size of f and returns its table row, and the simulation result.
@@ -343,6 +347,9 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	}
 	call := coll.TestCall(f, size, dt, op, n)
 	call.Exclude = opt.Exclude
+	if f == coll.SendRecv {
+		call.Transfers = opt.Transfers
+	}
 	opt.folds = &foldScheds{}
 	plan, nccl, err := m.plan(call, func(a coll.Algo) bool { return m.simulates(f, a) })
 	if err != nil {
