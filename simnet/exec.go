@@ -366,7 +366,8 @@ type sim struct {
 	inflight  []int32
 	heldSends map[int32][]int32
 	heldLocal map[int32]bool
-	laneRate  []Rate // per program: CTARate over the program's lanes (0: not modelled)
+	netHeld   map[int32][]int32 // per step, its network messages waiting for its streamed receives
+	laneRate  []Rate            // per program: CTARate over the program's lanes (0: not modelled)
 	// SharedCTA: per program its CTA's link (-1: none), and the routes extended by it, one per
 	// (route, CTA link, weight on it), so that every message of a connection and primitive shares
 	// one route and one set of weights
@@ -872,6 +873,7 @@ func (x *sim) buildRest() error {
 		x.inflight = make([]int32, nstep)
 		x.heldSends = map[int32][]int32{}
 		x.heldLocal = map[int32]bool{}
+		x.netHeld = map[int32][]int32{}
 	}
 	return nil
 }
@@ -1211,6 +1213,10 @@ func (x *sim) arrived(g int32) {
 	if x.inflight[g] > 0 {
 		return
 	}
+	if ms, ok := x.netHeld[g]; ok {
+		delete(x.netHeld, g)
+		x.startHeld(g, ms)
+	}
 	if ms, ok := x.heldSends[g]; ok {
 		delete(x.heldSends, g)
 		for _, m := range ms {
@@ -1220,6 +1226,27 @@ func (x *sim) arrived(g int32) {
 	if x.heldLocal[g] {
 		delete(x.heldLocal, g)
 		x.complete(g)
+	}
+}
+
+// startHeld starts the network messages ms of step g that waited for its streamed receives
+// (start).
+func (x *sim) startHeld(g int32, ms []int32) {
+	st := x.step(g)
+	pr := &x.s.Programs[x.progOf[g]]
+	lane := x.laneRate[x.progOf[g]]
+	memT := x.memTime(g)
+	cta := LinkID(-1)
+	if memT > 0 && x.ctaLink != nil {
+		cta = x.ctaLink[x.progOf[g]]
+	}
+	for _, m := range ms {
+		for _, xf := range st.Send {
+			if x.connOff[xf.Conn]+int32(xf.Seq) == m {
+				route, class := x.sendRoute(int(xf.Conn), pr)
+				x.startSend(g, st, pr, m, xf, route, class, cta, memT, lane)
+			}
+		}
 	}
 }
 
@@ -1352,37 +1379,51 @@ func (x *sim) start(g int32) {
 	for _, xf := range st.Send {
 		m := x.connOff[xf.Conn] + int32(xf.Seq)
 		route, class := x.sendRoute(int(xf.Conn), pr)
-		if x.msgStart != nil {
-			x.msgStart[m] = x.e.Now()
+		if class == ClassNet && x.inflight != nil && x.inflight[g] > 0 {
+			// A step streaming in what it sends over the network: NCCL's proxy posts the step
+			// to the NIC once the GPU has written all of it, so the message leaves after the
+			// lines it is made of have arrived (arrived).
+			x.netHeld[g] = append(x.netHeld[g], m)
+			continue
 		}
-		mr := &x.msg[m]
-		p := coll.Proto(mr.proto)
-		wire := mr.wire
-		capRate := x.tm.PerFlowCap[p]
-		if cta >= 0 {
-			tr := ctaTraffic(st.Prim, float64(st.Bytes), float64(wire), len(st.Send)) / float64(len(st.Send))
-			route = x.ctaRoute(route, cta, tr/float64(wire))
-		} else if memT > 0 {
-			// The step's whole traffic at the lane's rate bounds each of its messages.
-			if r := Rate(float64(wire) / memT); capRate <= 0 || r < capRate {
-				capRate = r
-			}
-		} else if lane > 0 && (capRate <= 0 || lane < capRate) {
-			capRate = lane
+		x.startSend(g, st, pr, m, xf, route, class, cta, memT, lane)
+	}
+}
+
+// startSend starts message m, sent by step g (st, of program pr) on connection xf over route of
+// class: its flow, capped by the step's CTA (cta, memT, lane: start's), and its first lines' event
+// where it streams.
+func (x *sim) startSend(g int32, st *coll.Step, pr *coll.Program, m int32, xf coll.Xfer, route []LinkID, class LinkClass, cta LinkID, memT float64, lane Rate) {
+	if x.msgStart != nil {
+		x.msgStart[m] = x.e.Now()
+	}
+	mr := &x.msg[m]
+	p := coll.Proto(mr.proto)
+	wire := mr.wire
+	capRate := x.tm.PerFlowCap[p]
+	if cta >= 0 {
+		tr := ctaTraffic(st.Prim, float64(st.Bytes), float64(wire), len(st.Send)) / float64(len(st.Send))
+		route = x.ctaRoute(route, cta, tr/float64(wire))
+	} else if memT > 0 {
+		// The step's whole traffic at the lane's rate bounds each of its messages.
+		if r := Rate(float64(wire) / memT); capRate <= 0 || r < capRate {
+			capRate = r
 		}
-		if cc := x.tm.ChannelCap; cc > 0 && st.Lane == 0 && pr.Rank < x.s.NRanks && int(xf.Peer) >= x.s.NRanks {
-			// The cap is on the payload: the flow carries wire bytes.
-			if st.Bytes > 0 {
-				cc = cc * Rate(float64(wire)/float64(st.Bytes))
-			}
-			if capRate <= 0 || cc < capRate {
-				capRate = cc
-			}
+	} else if lane > 0 && (capRate <= 0 || lane < capRate) {
+		capRate = lane
+	}
+	if cc := x.tm.ChannelCap; cc > 0 && st.Lane == 0 && pr.Rank < x.s.NRanks && int(xf.Peer) >= x.s.NRanks {
+		// The cap is on the payload: the flow carries wire bytes.
+		if st.Bytes > 0 {
+			cc = cc * Rate(float64(wire)/float64(st.Bytes))
 		}
-		x.e.StartFlow(route, float64(wire), capRate, int64(m))
-		if x.streams(st, pr, int(xf.Peer), class) {
-			x.e.After(x.msgLat(mr), evFirst, int64(m))
+		if capRate <= 0 || cc < capRate {
+			capRate = cc
 		}
+	}
+	x.e.StartFlow(route, float64(wire), capRate, int64(m))
+	if x.streams(st, pr, int(xf.Peer), class) {
+		x.e.After(x.msgLat(mr), evFirst, int64(m))
 	}
 }
 

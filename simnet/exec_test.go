@@ -222,7 +222,7 @@ func TestLoopFits(t *testing.T) {
 // A ring broadcast or reduce streams its LL and LL128 lines along the chain (chainStreams): a
 // rank passes a step on while it still arrives, so each further rank of the chain costs about a
 // hop's latency, not a step's copy. On 2 and 4 DGX H100 nodes (LL128, 16 channels, one 256 KiB
-// step a channel at 4 MiB) the 16 ranks more cost 61.5 µs; forwarding each step whole, 15.3 µs an
+// step a channel at 4 MiB) the 16 ranks more cost 88.3 µs; forwarding each step whole, 15.3 µs an
 // NVLink hop and 17.4 a network hop, they cost 249 µs. The other ring collectives, trees and
 // point-to-point stay store-and-forward.
 func TestChainStreams(t *testing.T) {
@@ -241,6 +241,34 @@ func TestChainStreams(t *testing.T) {
 	}
 	if d := us[1] - us[0]; d > 16*8 {
 		t.Errorf("16 more ranks of the chain cost %.1f µs (%.1f → %.1f): more than 8 µs a rank, steps forwarded whole", d, us[0], us[1])
+	}
+	// A network hop stays a whole step: the proxy posts it once the GPU has written all of it, so
+	// the rank that streams a step in over NVLink sends it on over the network only once the
+	// step has arrived.
+	m2, _ := testMachine(t, "dgx-h100", 2, nil, "", "")
+	m2.BackToBack = 1
+	_, res, err := m2.Run(coll.Broadcast, 4<<20, coll.Float32, coll.Sum, RunOptions{Record: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrived := map[[2]int]Time{} // (rank, channel) → when its NVLink message of chunk 0 arrived
+	for _, o := range res.Ops {
+		if o.Class != ClassNet && o.Chunk == 0 {
+			arrived[[2]int{o.Peer, o.Channel}] = o.End
+		}
+	}
+	nets := 0
+	for _, o := range res.Ops {
+		if o.Class != ClassNet || o.Chunk != 0 {
+			continue
+		}
+		nets++
+		if in, ok := arrived[[2]int{o.Rank, o.Channel}]; ok && o.Start < in {
+			t.Errorf("channel %d: rank %d sends over the network at %v, before its step arrived at %v", o.Channel, o.Rank, o.Start, in)
+		}
+	}
+	if nets == 0 {
+		t.Error("no network message recorded")
 	}
 	m, _ := testMachine(t, "dgx-h100", 1, nil, "", "")
 	for _, c := range []struct {
