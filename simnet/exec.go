@@ -101,7 +101,9 @@ type Timing struct {
 	// sends or writes cannot be done before the lines it is made of have arrived, so its
 	// messages leave, and its local work ends, no earlier than the received message's arrival.
 	// Messages across the network are excluded: NCCL's proxy posts a step to the NIC only once
-	// the GPU has written all of it, and the receiving proxy hands it over whole. Only this
+	// the GPU has written all of it, and the receiving proxy hands it over whole — a step
+	// receiving over the network starts once its message has arrived, and a streaming step's
+	// messages into the network start once what it streams in has arrived. Only this
 	// executor (Simulate) applies it; the compact ring, tree and point-to-point executors stay
 	// store-and-forward, so with it on they no longer agree with the schedule replay.
 	LineStream bool
