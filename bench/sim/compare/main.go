@@ -49,7 +49,7 @@ func main() {
 	launch := flag.String("launch", "per-node", "how the measurement launched its calls: per-node (one process drives every GPU, nccl_perf.cu's default), per-gpu (a process per GPU, NPROCS), graph")
 	skewNs := flag.Float64("channel-skew", -1, "ns between the starts of consecutive ring channels on one node (simnet.GPUModel.ChannelSkew; < 0: the model's, 0: lockstep)")
 	flat := flag.Bool("flat-cta", false, "the flat per-CTA model of before 2026-11-28 (every step's payload at the CTA rate, no fence) instead of the per-protocol memory-traffic model and Simple's fence (simnet.GPUModel.Mem, Fence)")
-	stream := flag.Bool("line-stream", false, "LL and LL128 receives overlap the message they receive, with the measured LL rate of one Hopper CTA (simnet.LineStream; off by default)")
+	stream := flag.Bool("line-stream", false, "every algorithm's LL and LL128 receives overlap the message they receive, with the measured LL rate of one Hopper CTA (simnet.LineStream; by default only ring broadcast and reduce stream)")
 	env := flag.String("env", "", "NCCL settings the measured rows ran under, K=V[,K=V…] (e.g. NCCL_MAX_P2P_NCHANNELS=1, as testdata/nccl/p2pscan.sh's log names them per tag): the simulation plans with them too; a tag's own algorithm, protocol and channels win")
 	b2b := flag.Int("b2b", 0, "calls of the back-to-back loop that times each size (simnet.Machine.BackToBack); 0: as simccl run (nccl-tests' loop of 3 for broadcast and reduce, one call otherwise); 1: one isolated call")
 	flag.Parse()
