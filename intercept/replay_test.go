@@ -456,3 +456,37 @@ func TestReplayOneWaySend(t *testing.T) {
 		t.Errorf("one-way %v µs, exchange %v µs: the one-way send is not lighter", one.TotalUs, two.TotalUs)
 	}
 }
+
+// TestReplayManyMessages: a group with more messages than can be scheduled (100,000 one-way
+// sends of 1 KiB on 2 H200) is timed from samples of its messages, extrapolated in their count,
+// and says so; half of them, scheduled whole, take half the time (to within 1%).
+func TestReplayManyMessages(t *testing.T) {
+	const n, each = 100_000, 1024
+	launch := func(k int) []Launch {
+		l := Launch{Comm: "c", NRanks: 2}
+		for range k {
+			l.P2P = append(l.P2P, Transfer{Src: 0, Dst: 1, Bytes: each})
+		}
+		return []Launch{l}
+	}
+	m := machine(t, "h200x2-nvlink", 1)
+	rep, err := Replay(launch(n), m, ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	half, err := Replay(launch(n/2), m, ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := rep.Launches[0]
+	if l.Bytes != n*each || !strings.HasPrefix(l.Mode, "messages-steady") || half.Launches[0].Mode != "schedule" {
+		t.Errorf("%d messages: %d bytes, mode %q; %d messages: mode %q", n, l.Bytes, l.Mode, n/2, half.Launches[0].Mode)
+	}
+	t.Logf("%d messages %.1f µs (%s), %d: %.1f µs (%s)", n, rep.TotalUs, l.Mode, n/2, half.TotalUs, half.Launches[0].Mode)
+	if rel := rep.TotalUs/(2*half.TotalUs) - 1; math.Abs(rel) > 0.01 {
+		t.Errorf("%d messages %.1f µs, %d messages %.1f µs: %+.2f%% from twice", n, rep.TotalUs, n/2, half.TotalUs, 100*rel)
+	}
+	if !strings.Contains(strings.Join(rep.Notes, "\n"), "messages-steady") {
+		t.Errorf("no note of the sampling: %q", rep.Notes)
+	}
+}
