@@ -368,7 +368,7 @@ type sim struct {
 	inflight  []int32
 	heldSends map[int32][]int32
 	heldLocal map[int32]bool
-	netHeld   map[int32][]int32 // per step, its network messages waiting for its streamed receives
+	netHeld   map[int32][]int32 // per step, its sends (indices in Step.Send) into the network waiting for its streamed receives
 	laneRate  []Rate            // per program: CTARate over the program's lanes (0: not modelled)
 	// SharedCTA: per program its CTA's link (-1: none), and the routes extended by it, one per
 	// (route, CTA link, weight on it), so that every message of a connection and primitive shares
@@ -1231,9 +1231,9 @@ func (x *sim) arrived(g int32) {
 	}
 }
 
-// startHeld starts the network messages ms of step g that waited for its streamed receives
-// (start).
-func (x *sim) startHeld(g int32, ms []int32) {
+// startHeld starts the sends held of step g (indices in its Send) that waited for its streamed
+// receives (start).
+func (x *sim) startHeld(g int32, held []int32) {
 	st := x.step(g)
 	pr := &x.s.Programs[x.progOf[g]]
 	lane := x.laneRate[x.progOf[g]]
@@ -1242,13 +1242,10 @@ func (x *sim) startHeld(g int32, ms []int32) {
 	if memT > 0 && x.ctaLink != nil {
 		cta = x.ctaLink[x.progOf[g]]
 	}
-	for _, m := range ms {
-		for _, xf := range st.Send {
-			if x.connOff[xf.Conn]+int32(xf.Seq) == m {
-				route, class := x.sendRoute(int(xf.Conn), pr)
-				x.startSend(g, st, pr, m, xf, route, class, cta, memT, lane)
-			}
-		}
+	for _, i := range held {
+		xf := st.Send[i]
+		route, class := x.sendRoute(int(xf.Conn), pr)
+		x.startSend(g, st, pr, xf, route, class, cta, memT, lane)
 	}
 }
 
@@ -1378,24 +1375,24 @@ func (x *sim) start(g int32) {
 		return
 	}
 	pr := &x.s.Programs[x.progOf[g]]
-	for _, xf := range st.Send {
-		m := x.connOff[xf.Conn] + int32(xf.Seq)
+	for i, xf := range st.Send {
 		route, class := x.sendRoute(int(xf.Conn), pr)
 		if class == ClassNet && x.inflight != nil && x.inflight[g] > 0 {
 			// A step streaming in what it sends over the network: NCCL's proxy posts the step
 			// to the NIC once the GPU has written all of it, so the message leaves after the
 			// lines it is made of have arrived (arrived).
-			x.netHeld[g] = append(x.netHeld[g], m)
+			x.netHeld[g] = append(x.netHeld[g], int32(i))
 			continue
 		}
-		x.startSend(g, st, pr, m, xf, route, class, cta, memT, lane)
+		x.startSend(g, st, pr, xf, route, class, cta, memT, lane)
 	}
 }
 
-// startSend starts message m, sent by step g (st, of program pr) on connection xf over route of
-// class: its flow, capped by the step's CTA (cta, memT, lane: start's), and its first lines' event
-// where it streams.
-func (x *sim) startSend(g int32, st *coll.Step, pr *coll.Program, m int32, xf coll.Xfer, route []LinkID, class LinkClass, cta LinkID, memT float64, lane Rate) {
+// startSend starts step g's message xf (st, of program pr) over route of class: its flow,
+// capped by the step's CTA (cta, memT, lane: start's), and its first lines' event where it
+// streams.
+func (x *sim) startSend(g int32, st *coll.Step, pr *coll.Program, xf coll.Xfer, route []LinkID, class LinkClass, cta LinkID, memT float64, lane Rate) {
+	m := x.connOff[xf.Conn] + int32(xf.Seq)
 	if x.msgStart != nil {
 		x.msgStart[m] = x.e.Now()
 	}
