@@ -545,6 +545,9 @@ type call struct {
 	connIdx        int // connection index of the messages (receives and sends)
 	sendIdx        int // connection index of the sends when hasSendIdx (a switch turning a direction)
 	hasSendIdx     bool
+	// recvIdxs and sendIdxs, where set, are the connection index of each peer of recvFrom and
+	// sendTo (a PAT fold's connections, one index per distance: CompilePATFold).
+	recvIdxs, sendIdxs []int
 }
 
 // emit appends the steps of one primitive call (one per slice) to the rank's program.
@@ -576,8 +579,12 @@ func (b *builder) emit(ck *chunking, c call) {
 		st.Recv = b.xfers(len(c.recvFrom))
 		st.Send = b.xfers(len(c.sendTo))
 		steps := ck.stepsPerSlice
-		for _, peer := range c.recvFrom {
-			id := b.conn(c.ch, peer, c.rank, c.connIdx)
+		for i, peer := range c.recvFrom {
+			idx := c.connIdx
+			if c.recvIdxs != nil {
+				idx = c.recvIdxs[i]
+			}
+			id := b.conn(c.ch, peer, c.rank, idx)
 			cs := &b.cst[id]
 			st.Recv = append(st.Recv, Xfer{Conn: int32(id), Peer: int32(peer), Seq: int32(cs.recvSeq), Slot: int32(cs.recvStep % NCCLSteps), Steps: int32(steps), CreditSeq: -1})
 			cs.recvSeq++
@@ -587,7 +594,10 @@ func (b *builder) emit(ck *chunking, c call) {
 		if c.hasSendIdx {
 			sidx = c.sendIdx
 		}
-		for _, peer := range c.sendTo {
+		for i, peer := range c.sendTo {
+			if c.sendIdxs != nil {
+				sidx = c.sendIdxs[i]
+			}
 			id := b.conn(c.ch, c.rank, peer, sidx)
 			cs := &b.cst[id]
 			start := int64(cs.sendStep)

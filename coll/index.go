@@ -98,7 +98,7 @@ func NewIndexChecker(s *Schedule) (*IndexChecker, error) {
 		if c.Messages < 0 || int64(c.Messages) > xfers {
 			return nil, fmt.Errorf("%w: connection %d claims %d messages (the programs send %d in all)", ErrBadSchedule, i, c.Messages, xfers)
 		}
-		if c.ID != i || c.From < 0 || c.From >= ne || c.To < 0 || c.To >= ne || c.From == c.To ||
+		if c.ID != i || c.From < 0 || c.From >= ne || c.To < 0 || c.To >= ne || (c.From == c.To && c.ConnIndex < PATFoldConn) ||
 			c.Channel < 0 || c.Channel >= s.NChannels {
 			return nil, fmt.Errorf("%w: connection %d is malformed (%+v)", ErrBadSchedule, i, c)
 		}

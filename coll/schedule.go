@@ -259,7 +259,9 @@ type Conn struct {
 	From    int `json:"from"`
 	To      int `json:"to"`
 	// ConnIndex separates FIFOs between the same two endpoints: 0 collectives, 1 send/recv (NCCL
-	// 2.30.7's connIndex), 2 the downward direction of NVLS and CollNet schedules.
+	// 2.30.7's connIndex), 2 the downward direction of NVLS and CollNet schedules, PATFoldConn+k
+	// the connection of distance 2^k of a PAT fold (CompilePATFold), which may join a rank to
+	// itself.
 	ConnIndex int `json:"conn_index"`
 	Messages  int `json:"messages"` // number of messages the schedule puts on it
 }

@@ -450,7 +450,7 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (_ 
 	if opt.prune {
 		e.pruneImplied(func(yield func([]LinkID)) {
 			for _, c := range s.Conns {
-				r, _ := x.route(c.From, c.To, c.Channel, c.ConnIndex == 1)
+				r, _ := x.routeConn(&c)
 				yield(r)
 			}
 		})
@@ -1130,6 +1130,14 @@ func (x *sim) ctaOnly(cta LinkID) []LinkID {
 	return x.ctaRoute(nil, cta, 1)
 }
 
+// routeConn is the route of connection c: the router's own (ConnRouter), else route's.
+func (x *sim) routeConn(c *coll.Conn) ([]LinkID, LinkClass) {
+	if cr, ok := x.r.(ConnRouter); ok {
+		return cr.RouteConn(*c)
+	}
+	return x.route(c.From, c.To, c.Channel, c.ConnIndex == 1)
+}
+
 // sendRoute is route for the sends of program pr on connection c (from pr's rank to the
 // connection's other end), remembered per connection.
 func (x *sim) sendRoute(c int, pr *coll.Program) ([]LinkID, LinkClass) {
@@ -1142,7 +1150,13 @@ func (x *sim) sendRoute(c int, pr *coll.Program) ([]LinkID, LinkClass) {
 		return x.connRoute[c], x.connClass[c]
 	}
 	cn := &x.s.Conns[c]
-	r, class := x.route(pr.Rank, cn.To, pr.Channel, cn.ConnIndex == 1)
+	var r []LinkID
+	var class LinkClass
+	if cr, ok := x.r.(ConnRouter); ok && cn.From == pr.Rank {
+		r, class = cr.RouteConn(*cn)
+	} else {
+		r, class = x.route(pr.Rank, cn.To, pr.Channel, cn.ConnIndex == 1)
+	}
 	if cn.From == pr.Rank && cn.Channel == pr.Channel {
 		x.connRoute[c], x.connClass[c], x.connKnown[c] = r, class, true
 		x.connLat[c] = x.e.RouteLatency(r)

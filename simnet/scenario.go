@@ -376,6 +376,18 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		}
 		row.Mode = mode
 	}
+	if res == nil && plan.Algo == coll.PAT && !opt.Record && steps > CompactQuiet && (b2b <= 1 || steps > CompactAbove) {
+		// PAT (one GPU a node): one representative per orbit of the ranks' rotation replayed
+		// (patFold); nil where the ranks do not fold.
+		if tm, err = m.PlanTiming(plan); err != nil {
+			return row, nil, err
+		}
+		var mode string
+		if res, mode, err = m.patFold(plan, tm, opt); err != nil {
+			return row, nil, err
+		}
+		row.Mode = mode
+	}
 	if res == nil && !compactable(plan) && !opt.Exact && !opt.Record && plan.EstimatedSteps() > SteadyAbove {
 		// No compact executor (NVLS, NVLSTree) and a large schedule: replay it at two smaller
 		// sizes in the pipeline's steady state and extrapolate (steadySchedule).

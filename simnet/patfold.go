@@ -1,0 +1,258 @@
+package simnet
+
+import (
+	"errors"
+	"math"
+	"slices"
+
+	"github.com/simccl/simccl/coll"
+)
+
+// The PAT fold (pat-fold).
+//
+// PAT runs with one GPU a node, and every rank's program is the same relative to the rank: it
+// walks the blocks by their position relative to itself and sends each to the ranks 2^k ahead
+// (all-gather) or receives from them (reduce-scatter). Rotating the ranks maps the schedule onto
+// itself, and it maps the routes onto each other too wherever the fabric's own links (leaf
+// uplinks, spine links) are left out: a node's links and NIC ports move with the node. Those
+// switch-to-switch links are the ones the engine relaxes (relax.go); on a non-blocking fabric
+// what crosses them is implied by the NIC ports that feed them, so leaving them out changes no
+// rate while none is over its capacity, which is checked.
+//
+// The fold replays S = R representatives (R the smallest rotation of the nodes under which the
+// remaining links map onto each other: 1 on a non-blocking fabric; the rotation under which the
+// routes' latencies map too with Exact) of the schedule's n ranks: coll.CompilePATFold's quotient
+// schedule, in which representative r's message to rank r′ is its message to r′ mod S on a
+// connection of its own per distance, routed as the real connection of r with r′ with r′'s
+// node links moved to those of r′ mod S. Every member r + jS of r's orbit moves in lockstep with
+// r, so the replay's time is the schedule's. The switch-to-switch links are left out of the rate
+// computations (unbounded) and checked after every instant against the loads of every real
+// connection (relaxCheck): the rates of the quotient connections that the real member
+// connections crossing them stand for. The real connections through the spine differ in
+// latency from those within a leaf; unless Exact, a quotient connection takes its members' mean
+// latency (latency-mean), as the symmetric ring replay does.
+//
+// At 1,024 one-GPU nodes a PAT all-gather's schedule has 4 M steps (n² a chunk and channel) and
+// until 2026-11-29 the call ran Ring instead; its fold has n a chunk and channel.
+//
+// Where the check finds a link over its capacity (ECMP hashes two flows onto one uplink) the
+// replay is the ECMP mean model, which stands where the largest backlog is small (meanTooFar),
+// as for the ring and tree replays; under rail routing, or with Exact, it halts and the call is
+// timed as without the fold.
+
+// ConnRouter is a Router that routes each connection of a schedule itself (Simulate asks it
+// rather than Route): the PAT fold's connections of different distances between the same two
+// representatives take different routes.
+type ConnRouter interface {
+	RouteConn(cn coll.Conn) ([]LinkID, LinkClass)
+}
+
+// patFoldRouter routes a PAT fold's quotient schedule: per connection, the route built by
+// patFold.
+type patFoldRouter struct {
+	S     int
+	route [][]LinkID
+	class []LinkClass
+}
+
+func (r *patFoldRouter) NumRanks() int { return r.S }
+
+// Route is not asked for a connection (RouteConn is); what a rank does alone needs no route.
+func (r *patFoldRouter) Route(src, dst, ch int, buf []LinkID) ([]LinkID, LinkClass) {
+	return buf[:0], ClassNVLink
+}
+
+func (r *patFoldRouter) RouteConn(cn coll.Conn) ([]LinkID, LinkClass) {
+	return r.route[cn.ID], r.class[cn.ID]
+}
+
+// patFold times PAT plan by the fold (above). It returns nil, and no error, where the fold does
+// not apply: not one GPU a node, a fabric whose switch links are not all implied by the NIC
+// ports (oversubscribed), no rotation short of the whole cluster, a route that would cross a
+// link twice, or a check that halted (rail routing, Exact) or found the mean model too far.
+func (m *Machine) patFold(plan coll.Plan, tm Timing, opt RunOptions) (*Result, string, error) {
+	if plan.Algo != coll.PAT || (plan.Func != coll.AllGather && plan.Func != coll.ReduceScatter) {
+		return nil, "", nil
+	}
+	e, cl, err := m.engine()
+	if err != nil {
+		return nil, "", err
+	}
+	n := cl.NumRanks()
+	if cl.Node.NumGPUs != 1 || n < 2 || plan.NRanks != n {
+		return nil, "", nil
+	}
+	peer := func(r, k int) int {
+		if plan.Func == coll.AllGather {
+			return (r + 1<<k) % n
+		}
+		return ((r-1<<k)%n + n) % n
+	}
+	nk := 0
+	for d := 1; d < n; d <<= 1 {
+		nk++
+	}
+	ch0, nch := plan.ChannelLo, max(plan.NChannels, 1)
+	var buf []LinkID
+	eachConn := func(f func(c, r, k int, route []LinkID, class LinkClass)) {
+		for c := ch0; c < ch0+nch; c++ {
+			for r := 0; r < n; r++ {
+				for k := 0; k < nk; k++ {
+					var class LinkClass
+					buf, class = cl.Route(r, peer(r, k), c, buf[:0])
+					f(c, r, k, buf, class)
+				}
+			}
+		}
+	}
+	relax, kept := implied(e, func(yield func([]LinkID)) {
+		eachConn(func(_, _, _ int, route []LinkID, _ LinkClass) { yield(route) })
+	}, cl.standIn)
+	if kept {
+		return nil, "", nil // a stand-in bounds something: oversubscribed
+	}
+	var kinds, latKinds [5]bool
+	kinds[kindNode] = true
+	eachConn(func(_, _, _ int, route []LinkID, _ LinkClass) {
+		for _, l := range route {
+			if _, ok := relax(l); ok && e.links[l].lat > 0 {
+				if cl.kindOf(l) == kindAgg {
+					latKinds[kindPodMean] = true
+				} else {
+					latKinds[kindLeafMean] = true
+				}
+			}
+		}
+	})
+	latKinds[kindNode] = true
+	R, Rl := cl.rotation(kinds), cl.rotation(latKinds)
+	latMean := false
+	if Rl != R {
+		if opt.Exact {
+			R = Rl
+		} else {
+			latMean = true
+		}
+	}
+	if R >= cl.NumNodes {
+		return nil, "", nil
+	}
+	S := R
+	s, err := coll.CompilePATFold(plan, S)
+	if err != nil {
+		return nil, "", err
+	}
+	conn := make(map[[4]int]int, len(s.Conns))
+	for _, cn := range s.Conns {
+		conn[[4]int{cn.Channel, cn.From, cn.To, cn.ConnIndex}] = cn.ID
+	}
+	slot := func(c, r, k int) int {
+		id, ok := conn[[4]int{c, r % S, peer(r, k) % S, coll.PATFoldConn + k}]
+		if !ok {
+			return -1
+		}
+		return id
+	}
+
+	q := foldedEngine(e, 1)
+	for l := cl.swLo; l < cl.swHi; l++ {
+		// Unbounded, they limit nothing: left out of the rate computations for good, and
+		// checked instead.
+		q.links[l].cap = Rate(math.Inf(1))
+		q.links[l].relaxed, q.links[l].lazy = false, true
+	}
+	rt := &patFoldRouter{S: S, route: make([][]LinkID, len(s.Conns)), class: make([]LinkClass, len(s.Conns))}
+	least := make([]Time, len(s.Conns))
+	sum := make([]Time, len(s.Conns))
+	members := make([]int, len(s.Conns))
+	var pairs [][2]int32
+	dup := false
+	eachConn(func(c, r, k int, route []LinkID, class LinkClass) {
+		id := slot(c, r, k)
+		if id < 0 {
+			dup = true // no quotient connection for it: the fold does not hold
+			return
+		}
+		for _, l := range route {
+			if _, ok := relax(l); ok {
+				pairs = append(pairs, [2]int32{int32(l), int32(id)})
+			}
+		}
+		lat := e.RouteLatency(route)
+		sum[id] += lat
+		members[id]++
+		if rt.route[id] != nil && lat >= least[id] {
+			return
+		}
+		// This member's route, its two nodes' links moved to its representatives'.
+		from, to := r, peer(r, k)
+		qr := make([]LinkID, 0, len(route)+1)
+		for _, l := range route {
+			if ml, ok := cl.moveNodeLink(l, from, from%S); ok {
+				l = ml
+			} else if ml, ok := cl.moveNodeLink(l, to, to%S); ok {
+				l = ml
+			}
+			if slices.Contains(qr, l) {
+				dup = true
+			}
+			qr = append(qr, l)
+		}
+		rt.route[id], rt.class[id], least[id] = qr, class, lat
+	})
+	if dup {
+		return nil, "", nil
+	}
+	latLink := map[Time]LinkID{}
+	for id, route := range rt.route {
+		if route == nil || members[id] == 0 {
+			continue
+		}
+		extra := least[id] // the route's own (its members' least)
+		if latMean {
+			extra = Time(math.Round(float64(sum[id]) / float64(members[id])))
+		}
+		if extra -= least[id]; extra > 0 {
+			l, ok := latLink[extra]
+			if !ok {
+				l = q.AddLink("", Rate(math.Inf(1)), extra)
+				q.links[l].lazy = true
+				latLink[extra] = l
+			}
+			rt.route[id] = append(route, l)
+		}
+	}
+
+	check := newRelaxCheck(e, pairs, len(s.Conns))
+	ecmp := cl.ecmp() && !opt.Exact
+	sopt := Options{prune: true}
+	if check != nil {
+		check.e, check.halt = q, !ecmp
+		sopt.watch = func(_ *coll.Schedule, conn func(int64) int32) observer {
+			check.slot = conn
+			return check
+		}
+	}
+	res, err := Simulate(q, rt, s, tm, sopt)
+	over := check.violated()
+	switch {
+	case len(over) > 0 && !ecmp:
+		if err != nil && !errors.Is(err, errHalted) {
+			return nil, "", err
+		}
+		return nil, "", nil // over capacity: not the fold
+	case err != nil:
+		return nil, "", err
+	}
+	if len(over) > 0 && meanTooFar(check, res.Time) && !opt.MeanOversubscribed {
+		return nil, "", nil
+	}
+	mode := "pat-fold"
+	if latMean {
+		mode += ", latency-mean"
+	}
+	if len(over) > 0 {
+		mode += ", ecmp-mean"
+	}
+	return res, mode, nil
+}

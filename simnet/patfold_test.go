@@ -1,0 +1,140 @@
+package simnet
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/planner"
+	"github.com/stretchr/testify/require"
+)
+
+// patPlan is the planner's PAT plan of f at size on m.
+func patPlan(t *testing.T, m *Machine, f coll.Func, size int64) coll.Plan {
+	t.Helper()
+	call := coll.TestCall(f, size, coll.Float32, coll.Sum, m.NRanks())
+	plan, _, err := m.plan(call, func(a coll.Algo) bool { return a == coll.PAT })
+	require.NoError(t, err)
+	require.Equal(t, coll.PAT, plan.Algo)
+	return plan
+}
+
+// patFoldVsSchedule times f at size on nodes one-GPU DGX H100 nodes by the PAT fold and by the
+// replay of the whole schedule.
+func patFoldVsSchedule(t *testing.T, nodes int, fab *Fabric, f coll.Func, size int64, exact bool) (fold, full *Result, mode string) {
+	t.Helper()
+	m, _ := settingsMachine(t, "dgx-h100", nodes, 1, fab, planner.Settings{})
+	plan := patPlan(t, m, f, size)
+	tm, err := m.PlanTiming(plan)
+	require.NoError(t, err)
+	fold, mode, err = m.patFold(plan, tm, RunOptions{Exact: exact})
+	require.NoError(t, err)
+	s, err := coll.Compile(plan)
+	require.NoError(t, err)
+	e, cl, err := m.engine()
+	require.NoError(t, err)
+	full, err = Simulate(e, cl, s, tm, Options{})
+	require.NoError(t, err)
+	return fold, full, mode
+}
+
+// TestPATFoldSurvey prints the fold against the schedule (SIMCCL_PAT_SURVEY =
+// "nodes,nodes:sizeKiB,sizeKiB[:rail|ecmp[:perLeaf]]").
+func TestPATFoldSurvey(t *testing.T) {
+	spec := os.Getenv("SIMCCL_PAT_SURVEY")
+	if spec == "" {
+		t.Skip("SIMCCL_PAT_SURVEY not set")
+	}
+	parts := strings.Split(spec, ":")
+	fab := DefaultFabric()
+	if len(parts) > 2 && parts[2] != "" {
+		fab.Routing = parts[2]
+	}
+	if len(parts) > 3 {
+		fab.HostsPerLeaf, _ = strconv.Atoi(parts[3])
+	}
+	for _, f := range []coll.Func{coll.AllGather, coll.ReduceScatter} {
+		for _, ns := range strings.Split(parts[0], ",") {
+			nodes, _ := strconv.Atoi(ns)
+			for _, ss := range strings.Split(parts[1], ",") {
+				kib, _ := strconv.Atoi(ss)
+				fold, full, mode := patFoldVsSchedule(t, nodes, fab, f, int64(kib)<<10, os.Getenv("SIMCCL_PAT_EXACT") != "")
+				if fold == nil {
+					t.Logf("%v %4d nodes %8d KiB %s: no fold; schedule %.3f µs", f, nodes, kib, fab.Routing, full.Time.Micros())
+					continue
+				}
+				t.Logf("%v %4d nodes %8d KiB %s: fold %.3f µs (%s), schedule %.3f µs, %+.3f%%", f, nodes, kib, fab.Routing,
+					fold.Time.Micros(), mode, full.Time.Micros(), 100*(fold.Time.Micros()/full.Time.Micros()-1))
+			}
+		}
+	}
+}
+
+// The PAT fold against the replay of the whole schedule: exact within a leaf and with Exact
+// (the representatives of a whole leaf: the members' latencies map too), within latency-mean's
+// error across leaves; under ECMP a reduce-scatter whose hashed uplinks collide is refused (the
+// mean model would be 22% fast at 64 nodes), an all-gather whose do not folds.
+func TestPATFoldMatchesSchedule(t *testing.T) {
+	rail := DefaultFabric()
+	rail.Routing = "rail"
+	for _, tc := range []struct {
+		nodes int
+		fab   *Fabric
+		f     coll.Func
+		size  int64
+		exact bool
+		mode  string  // "" : refused
+		tol   float64 // relative
+	}{
+		{16, nil, coll.AllGather, 1 << 20, false, "pat-fold", 1e-7},
+		{16, nil, coll.ReduceScatter, 64 << 20, false, "pat-fold", 1e-7},
+		{64, rail, coll.AllGather, 1 << 20, false, "pat-fold, latency-mean", 2e-3},
+		{64, rail, coll.ReduceScatter, 64 << 20, false, "pat-fold, latency-mean", 2e-3},
+		{64, rail, coll.AllGather, 1 << 20, true, "pat-fold", 1e-7},
+		{64, rail, coll.ReduceScatter, 1 << 20, true, "pat-fold", 1e-7},
+		{64, nil, coll.AllGather, 64 << 20, false, "pat-fold, latency-mean", 2e-3},
+		{64, nil, coll.ReduceScatter, 64 << 20, false, "", 0},
+	} {
+		fold, full, mode := patFoldVsSchedule(t, tc.nodes, tc.fab, tc.f, tc.size, tc.exact)
+		name := fmt.Sprintf("%v %d nodes %d B exact=%v", tc.f, tc.nodes, tc.size, tc.exact)
+		if tc.mode == "" {
+			require.Nil(t, fold, name)
+			continue
+		}
+		require.NotNil(t, fold, name)
+		require.Equal(t, tc.mode, mode, name)
+		require.InDelta(t, 1, fold.Time.Micros()/full.Time.Micros(), tc.tol, "%s: fold %.3f µs, schedule %.3f µs", name, fold.Time.Micros(), full.Time.Micros())
+	}
+}
+
+// Machine.Run times a PAT call past CompactQuiet by the fold, and one past coll's limit (1,024
+// one-GPU nodes: 4 M steps) as PAT rather than as NCCL's other choice.
+func TestRunPATFold(t *testing.T) {
+	m, _ := settingsMachine(t, "dgx-h100", 64, 1, nil, planner.Settings{})
+	const size = 16 << 20
+	sched, _, err := m.Run(coll.AllGather, size, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "schedule", sched.Mode)
+	defer func(q int64) { CompactQuiet = q }(CompactQuiet)
+	CompactQuiet = 1000
+	fold, _, err := m.Run(coll.AllGather, size, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "PAT", fold.Algo)
+	require.Equal(t, "pat-fold, latency-mean", fold.Mode)
+	require.InDelta(t, sched.TimeUs, fold.TimeUs, 2e-3*sched.TimeUs)
+	rec, _, err := m.Run(coll.AllGather, size, coll.Float32, coll.Sum, RunOptions{Record: true})
+	require.NoError(t, err)
+	require.Equal(t, "schedule", rec.Mode) // op records come from the schedule
+	CompactQuiet = 300_000
+
+	big, _ := settingsMachine(t, "dgx-h100", 1024, 1, nil, planner.Settings{})
+	row, _, err := big.Run(coll.AllGather, 64<<20, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "PAT", row.Algo)
+	require.Contains(t, row.Mode, "pat-fold")
+	require.Empty(t, row.NCCL, "no substitution")
+	require.Greater(t, row.TimeUs, 1000.0)
+}
