@@ -49,6 +49,8 @@ func scenarios(root string) []scenario {
 		{"16384", []string{"--nodes", "16384", "-c", "allreduce", "-b", "1G", "-e", "1G"}, true},
 		{"a2a", []string{"--nodes", "128", "-c", "alltoall", "-b", "1G", "-e", "1G"}, true},
 		{"fattree", []string{"--nodes", "64", "--fabric", ft, "-c", "allreduce", "-b", "1G", "-e", "1G"}, true},
+		// PAT: one GPU a node (NCCL picks PAT there), folded by the ranks' rotation (pat-fold).
+		{"pat", []string{"--gpus", "1", "--nodes", "16384", "-c", "allgather", "-b", "64M", "-e", "64M"}, true},
 	}
 }
 
@@ -143,7 +145,7 @@ func median(xs []float64) float64 {
 func main() {
 	bin := flag.String("simccl", "", "simccl binary to run (default: build ./cmd/simccl into a temporary directory)")
 	reps := flag.Int("reps", 3, "runs per scenario (the median wall time is reported)")
-	only := flag.String("scenarios", "", "comma-separated scenarios (128, sweep, 2048, 16384, a2a, fattree; default all)")
+	only := flag.String("scenarios", "", "comma-separated scenarios (128, sweep, 2048, 16384, a2a, fattree, pat; default all)")
 	routings := flag.String("routing", "ecmp,rail", "routings to run: ecmp (the default fabric's), rail (--fabric-set routing=rail)")
 	accuracy := flag.Bool("accuracy", false, "also run every scenario with --exact and report each row's error against it")
 	timeout := flag.Duration("timeout", 20*time.Minute, "kill a run after this long")
