@@ -26,7 +26,7 @@ func patPlan(t *testing.T, m *Machine, f coll.Func, size int64) coll.Plan {
 // replay of the whole schedule.
 func patFoldVsSchedule(t *testing.T, nodes int, fab *Fabric, f coll.Func, size int64, exact bool) (fold, full *Result, mode string) {
 	t.Helper()
-	m, _ := settingsMachine(t, "dgx-h100", nodes, 1, fab, planner.Settings{})
+	m, _ := settingsMachine(t, patTopo, nodes, 1, fab, planner.Settings{})
 	plan := patPlan(t, m, f, size)
 	tm, err := m.PlanTiming(plan)
 	require.NoError(t, err)
@@ -41,15 +41,33 @@ func patFoldVsSchedule(t *testing.T, nodes int, fab *Fabric, f coll.Func, size i
 	return fold, full, mode
 }
 
+// patTopo is the embedded topology of the PAT fold's tests (its first GPU a node).
+var patTopo = "dgx-h100"
+
 // TestPATFoldSurvey prints the fold against the schedule (SIMCCL_PAT_SURVEY =
-// "nodes,nodes:sizeKiB,sizeKiB[:rail|ecmp[:perLeaf]]").
+// "nodes,nodes:sizeKiB,sizeKiB[:rail|ecmp[:perLeaf]]"; SIMCCL_PAT_FABRIC: a fabric file,
+// SIMCCL_PAT_SET: settings "key=value,key=value" applied to it, SIMCCL_PAT_TOPO: another
+// embedded topology).
 func TestPATFoldSurvey(t *testing.T) {
 	spec := os.Getenv("SIMCCL_PAT_SURVEY")
 	if spec == "" {
 		t.Skip("SIMCCL_PAT_SURVEY not set")
 	}
+	if topo := os.Getenv("SIMCCL_PAT_TOPO"); topo != "" {
+		patTopo = topo
+		defer func() { patTopo = "dgx-h100" }()
+	}
 	parts := strings.Split(spec, ":")
 	fab := DefaultFabric()
+	if path := os.Getenv("SIMCCL_PAT_FABRIC"); path != "" {
+		fab = fabricFile(t, path)
+	}
+	if set := os.Getenv("SIMCCL_PAT_SET"); set != "" {
+		for _, kv := range strings.Split(set, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			require.NoError(t, fab.Set(k, v))
+		}
+	}
 	if len(parts) > 2 && parts[2] != "" {
 		fab.Routing = parts[2]
 	}
@@ -75,11 +93,14 @@ func TestPATFoldSurvey(t *testing.T) {
 
 // The PAT fold against the replay of the whole schedule: exact within a leaf and with Exact
 // (the representatives of a whole leaf: the members' latencies map too), within latency-mean's
-// error across leaves; under ECMP a reduce-scatter whose hashed uplinks collide is refused (the
-// mean model would be 22% fast at 64 nodes), an all-gather whose do not folds.
+// error across leaves; under ECMP an all-gather folds, the mean model standing where a hashed
+// uplink goes over its capacity, and a reduce-scatter whose hashed uplinks collide is refused
+// (the mean model would be 22% fast at 64 nodes).
 func TestPATFoldMatchesSchedule(t *testing.T) {
 	rail := DefaultFabric()
 	rail.Routing = "rail"
+	two := DefaultFabric()
+	two.HostsPerLeaf = 2
 	for _, tc := range []struct {
 		nodes int
 		fab   *Fabric
@@ -97,6 +118,8 @@ func TestPATFoldMatchesSchedule(t *testing.T) {
 		{64, rail, coll.ReduceScatter, 1 << 20, true, "pat-fold", 1e-7},
 		{64, nil, coll.AllGather, 64 << 20, false, "pat-fold, latency-mean", 2e-3},
 		{64, nil, coll.ReduceScatter, 64 << 20, false, "", 0},
+		{64, two, coll.AllGather, 1 << 20, false, "pat-fold, latency-mean, ecmp-mean", 2e-3},
+		{64, two, coll.ReduceScatter, 1 << 20, false, "", 0},
 	} {
 		fold, full, mode := patFoldVsSchedule(t, tc.nodes, tc.fab, tc.f, tc.size, tc.exact)
 		name := fmt.Sprintf("%v %d nodes %d B exact=%v", tc.f, tc.nodes, tc.size, tc.exact)
