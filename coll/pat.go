@@ -3,6 +3,8 @@ package coll
 import (
 	"fmt"
 	"math/bits"
+	"slices"
+	"sort"
 )
 
 // pat compiles AllGather and ReduceScatter over PAT's peers (NCCL 2.23+ "Parallel Aggregated
@@ -32,16 +34,29 @@ func (b *builder) patFold(p *Plan, ck *chunking, S int) error {
 	elt := ck.elt
 	count := p.Count
 	offs, cnts := p.parts(count, ck.align)
-	// Every rank walks the relative positions in increasing order (AllGather: a block's parent
-	// position y − lowbit(y) is smaller than y, so it comes first) or decreasing order
-	// (ReduceScatter: children first). Since y ↦ y+d is monotone, the two ends of any connection
-	// list its messages in the same order, as FIFO connections require.
+	// Every rank walks the relative positions in windows of PATWindow consecutive positions,
+	// farthest distance first within each (the PAT paper's dimension-reversed order: Jeaugey
+	// 2025, "PAT: a new algorithm for all-gather and reduce-scatter operations at scale"): a
+	// window's first position (reached over the largest distance), then the positions reached
+	// over W/2, W/4, …, 1 — the positions of a window in increasing order of their offset's bits
+	// reversed. A block's parent position y − lowbit(y) clears y's lowest set bit: in an earlier
+	// window, or earlier in the same one (the highest bit of the reversed offset), so it comes
+	// first (AllGather); ReduceScatter walks the reverse, children first. On a connection of
+	// distance d the sender's positions y′ map to the receiver's y′ + d, in the same window (d <
+	// W: the same bits added to every reversed offset) or at a window's start (d ≥ W): both ends
+	// list its messages in the same order, as FIFO connections require. The window bounds what a
+	// connection holds: a window's distance-1 connection carries W/2 messages, all sent before the
+	// first is consumed, and NCCL_STEPS slots hold them.
+	const W = PATWindow
+	w := bits.Len(uint(W - 1))
 	order := make([]int, n)
 	for i := range order {
 		order[i] = i
-		if p.Func == ReduceScatter {
-			order[i] = n - 1 - i
-		}
+	}
+	key := func(y int) int { return y&^(W-1) | int(bits.Reverse(uint(y&(W-1)))>>(bits.UintSize-w)) }
+	sort.Slice(order, func(i, j int) bool { return key(order[i]) < key(order[j]) })
+	if p.Func == ReduceScatter {
+		slices.Reverse(order)
 	}
 	mod := func(x int) int { return ((x % n) + n) % n }
 	fold := S < n
@@ -146,3 +161,11 @@ func CompilePATFold(p Plan, S int) (*Schedule, error) {
 	}
 	return b.finish(), nil
 }
+
+// PATWindow is the positions a PAT rank walks farthest first before the next ones (coll's PAT
+// schedule: one message per block). NCCL's PAT aggregates the blocks for one peer into one step
+// of its connection's buffer and bounds what is in flight by the buffer; with a message per block
+// the bound is the connection's NCCL_STEPS slots, which hold a window's distance-1 messages
+// (W/2 of them, all sent before the first is consumed) for W = 2 × NCCL_STEPS. Farther windows
+// would deadlock the schedule on its slots; nearer ones hide less of the network's latency.
+const PATWindow = 2 * NCCLSteps
