@@ -144,6 +144,14 @@ func (m *Machine) patFold(plan coll.Plan, tm Timing, opt RunOptions) (*Result, s
 		return nil, "", nil
 	}
 	S := R
+	if opt.DryRun {
+		// What the fold would try; whether a link goes over its capacity (ecmp-mean, or the
+		// fold refused) only its replay says.
+		if latMean {
+			return &Result{}, "pat-fold, latency-mean", nil
+		}
+		return &Result{}, "pat-fold", nil
+	}
 	s, err := coll.CompilePATFold(plan, S)
 	if err != nil {
 		return nil, "", err

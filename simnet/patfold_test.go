@@ -148,6 +148,10 @@ func TestRunPATFold(t *testing.T) {
 	require.Equal(t, "PAT", fold.Algo)
 	require.Equal(t, "pat-fold, latency-mean", fold.Mode)
 	require.InDelta(t, sched.TimeUs, fold.TimeUs, 2e-3*sched.TimeUs)
+	dry, _, err := m.Run(coll.AllGather, size, coll.Float32, coll.Sum, RunOptions{DryRun: true})
+	require.NoError(t, err)
+	require.Equal(t, "pat-fold, latency-mean", dry.Mode)
+	require.Zero(t, dry.TimeUs) // nothing simulated
 	rec, _, err := m.Run(coll.AllGather, size, coll.Float32, coll.Sum, RunOptions{Record: true})
 	require.NoError(t, err)
 	require.Equal(t, "schedule", rec.Mode) // op records come from the schedule
