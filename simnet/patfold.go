@@ -180,11 +180,11 @@ func (m *Machine) patFold(plan coll.Plan, tm Timing, opt RunOptions) (*Result, s
 	sum := make([]Time, len(s.Conns))
 	members := make([]int, len(s.Conns))
 	var pairs [][2]int32
-	dup := false
+	broken := false // a real connection without a quotient one, or a route crossing a link twice
 	eachConn(func(c, r, k int, route []LinkID, class LinkClass) {
 		id := slot(c, r, k)
 		if id < 0 {
-			dup = true // no quotient connection for it: the fold does not hold
+			broken = true
 			return
 		}
 		for _, l := range route {
@@ -208,25 +208,28 @@ func (m *Machine) patFold(plan coll.Plan, tm Timing, opt RunOptions) (*Result, s
 				l = ml
 			}
 			if slices.Contains(qr, l) {
-				dup = true
+				broken = true
 			}
 			qr = append(qr, l)
 		}
 		rt.route[id], rt.class[id], least[id] = qr, class, lat
 	})
-	if dup {
+	if broken {
 		return nil, "", nil
 	}
-	latLink := map[Time]LinkID{}
-	for id, route := range rt.route {
-		if route == nil || members[id] == 0 {
-			continue
-		}
-		extra := least[id] // the route's own (its members' least)
-		if latMean {
-			extra = Time(math.Round(float64(sum[id]) / float64(members[id])))
-		}
-		if extra -= least[id]; extra > 0 {
+	if latMean {
+		// Each quotient connection's route is its least-latency member's; a link of latency
+		// only brings it to its members' mean. (Without latMean the members' latencies are
+		// equal.)
+		latLink := map[Time]LinkID{}
+		for id, route := range rt.route {
+			if route == nil {
+				continue
+			}
+			extra := Time(math.Round(float64(sum[id])/float64(members[id]))) - least[id]
+			if extra <= 0 {
+				continue
+			}
 			l, ok := latLink[extra]
 			if !ok {
 				l = q.AddLink("", Rate(math.Inf(1)), extra)
