@@ -619,6 +619,24 @@ func (c *Cluster) rotation(kinds [5]bool) int {
 	return N
 }
 
+// symmetry returns the rotation R under which the routes map onto each other, counting the
+// links of kinds only, and whether R's orbits are replayed as one although the relaxed links'
+// latencies (of latKinds) tell their members apart (latency-mean): with exact, R is instead the
+// rotation under which those latencies map too, and latMean is false.
+func (c *Cluster) symmetry(kinds, latKinds [5]bool, exact bool) (R int, latMean bool) {
+	for k, v := range kinds {
+		latKinds[k] = latKinds[k] || v
+	}
+	R, Rl := c.rotation(kinds), c.rotation(latKinds)
+	switch {
+	case Rl == R:
+		return R, false
+	case exact:
+		return Rl, false
+	}
+	return R, true
+}
+
 // orbit returns the representative of link l's orbit under rotation by R (a value rotation
 // returned for l's kind): the link that l's node, leaf or pod at the smallest position holds.
 func (c *Cluster) orbit(l LinkID, R int) LinkID {

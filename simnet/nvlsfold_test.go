@@ -56,6 +56,23 @@ func foldOnly(t *testing.T, nodes int, fab *Fabric, size int64) (fold *Result, n
 	return fold, nf
 }
 
+// surveyFabric is a survey's fabric: the file $PREFIX_FABRIC (default: the default fabric),
+// with the settings "key=value,key=value" of $PREFIX_SET applied.
+func surveyFabric(t *testing.T, prefix string) *Fabric {
+	t.Helper()
+	fab := DefaultFabric()
+	if path := os.Getenv(prefix + "_FABRIC"); path != "" {
+		fab = fabricFile(t, path)
+	}
+	if set := os.Getenv(prefix + "_SET"); set != "" {
+		for _, kv := range strings.Split(set, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			require.NoError(t, fab.Set(k, v))
+		}
+	}
+	return fab
+}
+
 // TestNodeFoldSurvey prints the node fold's error against the replay of every node for the node
 // counts and sizes of SIMCCL_FOLD_SURVEY ("nodes,nodes:sizeMiB,sizeMiB[:rail|ecmp[:perLeaf]]";
 // SIMCCL_FOLD_BY_LATENCY set: classes told apart by their routes' latencies too;
@@ -79,16 +96,7 @@ func TestNodeFoldSurvey(t *testing.T) {
 		foldTopo = topo
 		defer func() { foldTopo = "dgx-h100" }()
 	}
-	fab := DefaultFabric()
-	if path := os.Getenv("SIMCCL_FOLD_FABRIC"); path != "" {
-		fab = fabricFile(t, path)
-	}
-	if set := os.Getenv("SIMCCL_FOLD_SET"); set != "" {
-		for _, kv := range strings.Split(set, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			require.NoError(t, fab.Set(k, v))
-		}
-	}
+	fab := surveyFabric(t, "SIMCCL_FOLD")
 	if len(parts) > 2 && parts[2] != "" {
 		fab.Routing = parts[2]
 	}

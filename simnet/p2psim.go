@@ -303,18 +303,11 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 				}
 			}
 		})
-		R := cl.rotation(kinds)
-		for k, v := range latKinds {
-			latKinds[k] = v || kinds[k]
-		}
-		if Rl := cl.rotation(latKinds); Rl != R && spec.Exact {
-			R = Rl
-		} else if Rl != R {
-			// Only the switch latencies tell the members of R's orbits apart: replay them as
-			// one, each connection class with its members' mean latency (a few tenths of a µs
-			// per message; latency-mean).
-			res.LatencyMean = true
-		}
+		// Where only the switch latencies tell the members of R's orbits apart, they are
+		// replayed as one, each connection class with its members' mean latency (a few tenths
+		// of a µs per message; latency-mean).
+		var R int
+		R, res.LatencyMean = cl.symmetry(kinds, latKinds, spec.Exact)
 		if R < cl.NumNodes {
 			x, check := b.symmetric(cl, R, res.LatencyMean)
 			if x != nil {

@@ -130,16 +130,7 @@ func (m *Machine) patFold(plan coll.Plan, tm Timing, opt RunOptions) (*Result, s
 			}
 		}
 	})
-	latKinds[kindNode] = true
-	R, Rl := cl.rotation(kinds), cl.rotation(latKinds)
-	latMean := false
-	if Rl != R {
-		if opt.Exact {
-			R = Rl
-		} else {
-			latMean = true
-		}
-	}
+	R, latMean := cl.symmetry(kinds, latKinds, opt.Exact)
 	if R >= cl.NumNodes {
 		return nil, "", nil
 	}

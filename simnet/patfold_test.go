@@ -58,16 +58,7 @@ func TestPATFoldSurvey(t *testing.T) {
 		defer func() { patTopo = "dgx-h100" }()
 	}
 	parts := strings.Split(spec, ":")
-	fab := DefaultFabric()
-	if path := os.Getenv("SIMCCL_PAT_FABRIC"); path != "" {
-		fab = fabricFile(t, path)
-	}
-	if set := os.Getenv("SIMCCL_PAT_SET"); set != "" {
-		for _, kv := range strings.Split(set, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			require.NoError(t, fab.Set(k, v))
-		}
-	}
+	fab := surveyFabric(t, "SIMCCL_PAT")
 	if len(parts) > 2 && parts[2] != "" {
 		fab.Routing = parts[2]
 	}

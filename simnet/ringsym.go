@@ -57,18 +57,7 @@ func symmetricRing(e *Engine, cl *Cluster, spec RingSpec, tm Timing, stepsPerLoo
 			}
 		}
 	})
-	for k, v := range kinds {
-		latKinds[k] = latKinds[k] || v
-	}
-	R, Rl := cl.rotation(kinds), cl.rotation(latKinds)
-	latMean := false
-	if Rl != R {
-		if spec.Exact {
-			R = Rl
-		} else {
-			latMean = true
-		}
-	}
+	R, latMean := cl.symmetry(kinds, latKinds, spec.Exact)
 	if R*G < 2 {
 		// A one-rank representative (one GPU a node, rotation 1) would be its own successor, which
 		// runRing does not model: take the next rotation that divides the cluster.
