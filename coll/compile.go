@@ -338,6 +338,10 @@ func (p *Plan) EstimatedSteps() float64 {
 			bytes *= nr
 		}
 		est = nr * nc * (3*math.Ceil(bytes/float64(chunk)/nc) + 2*ppn + 4)
+	case p.Algo == PAT:
+		// Every rank runs one step per block position (n of them) per chunk of its channel's
+		// part (at most count/nc, plus the alignment, elements).
+		est = nr * nr * nc * math.Ceil((float64(p.Count)*elt/nc+16)/float64(chunk))
 	case p.Func == Broadcast || p.Func == Reduce:
 		// A chain along the ring: each rank takes one step per chunk of each channel.
 		est = chunks(float64(p.Count)*elt)*4*nr + 4*nr*nc

@@ -87,3 +87,25 @@ func TestCompilePATFoldRefuses(t *testing.T) {
 	_, err = CompilePATFold(big, 1<<14)
 	require.ErrorContains(t, err, "schedule would have")
 }
+
+// EstimatedSteps bounds what Compile makes for PAT, and is close to it: the estimate decides
+// whether a PAT schedule may be compiled at all (1,024 one-GPU ranks at 64 MiB: 4.2 M steps).
+func TestEstimatedStepsPAT(t *testing.T) {
+	for _, c := range []struct {
+		f          Func
+		n, nch     int
+		count      int64
+		chunkBytes int64
+	}{
+		{AllGather, 16, 4, 1 << 14, 0}, {ReduceScatter, 12, 2, 1 << 20, 0}, {AllGather, 33, 4, 3 << 18, 64 << 10},
+		{ReduceScatter, 64, 4, 1000, 0},
+	} {
+		p := Plan{Func: c.f, Algo: PAT, Proto: Simple, NRanks: c.n, Count: c.count, DataType: Float32, NChannels: c.nch, ChunkSize: c.chunkBytes}
+		s, err := Compile(p)
+		require.NoError(t, err)
+		steps := s.NumSteps()
+		est := p.EstimatedSteps()
+		require.GreaterOrEqual(t, est, float64(steps), "%+v", c)
+		require.LessOrEqual(t, est, 2*float64(steps), "%+v", c)
+	}
+}

@@ -155,4 +155,11 @@ func TestRunPATFold(t *testing.T) {
 	require.Contains(t, row.Mode, "pat-fold")
 	require.Empty(t, row.NCCL, "no substitution")
 	require.Greater(t, row.TimeUs, 1000.0)
+	// A reduce-scatter whose hashed uplinks collide is not folded, and the schedule is past what
+	// Run replays: it runs NCCL's other choice and says so, also where the dry runs of smaller
+	// sizes promised a fold (sizesSteady) that their replays then refused.
+	rs, _, err := big.Run(coll.ReduceScatter, 1<<30, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "Ring", rs.Algo)
+	require.Equal(t, "PAT/Simple/4", rs.NCCL)
 }
