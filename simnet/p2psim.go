@@ -341,7 +341,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 				// then replayed, with a rate interval where that fits the budgets below, else
 				// exactly. (A link over twice its capacity whose work still fits its busy time
 				// — tiny messages, all leaving at once — keeps the model: 256 one-GPU nodes,
-				// 32 KiB, 126.59 µs against the replay of every rank's 126.97, which took 99 s;
+				// 32 KiB, 126.59 µs against the replay of every rank's 126.97, which took 68 s;
 				// docs/cluster.md.)
 				tooFar := check.over > meanOverload && owed > 0 && !spec.MeanOversubscribed
 				if mean {
