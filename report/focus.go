@@ -153,10 +153,16 @@ func (r *Report) focus(m *simnet.Machine, opt Options) error {
 	asked := size
 	// The smallest size has the fewest steps: when even its schedule is too large to record, the
 	// section is the compact executor's link totals at the size asked and a line saying why.
+	// The floor is the smallest nccl-tests size with an element for every rank (an all-gather of
+	// 8 bytes on 1,024 ranks has none: a focus that halved down to it failed the report).
 	floor := int64(8)
-	if size < floor {
-		floor = size
+	for floor < size {
+		if n, _ := coll.TestCount(f, floor, opt.DataType.Size(), m.NRanks()); n > 0 {
+			break
+		}
+		floor *= 2
 	}
+	floor = min(floor, size)
 	fplan, _, err := m.Plan(f, floor, opt.DataType, opt.Op)
 	if err != nil {
 		return fmt.Errorf("focus %s %d bytes: %w", coll.TestName(f), floor, err)

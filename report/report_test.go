@@ -424,6 +424,18 @@ func TestFocusCompact(t *testing.T) {
 	}
 }
 
+// A focus whose schedule is too large to record even where each rank has one element says so;
+// it does not halve the size below that and fail (until 2026-11-29 an all-gather on 1,024
+// one-GPU nodes, or 256 DGX H100 nodes, failed the report with "no element at this size").
+func TestFocusFloorHasAnElement(t *testing.T) {
+	r, _ := buildHTML(t, Options{Planner: testPlanner(t, "", 4), Funcs: []coll.Func{coll.AllGather}, Sizes: []int64{1 << 20}, FocusSize: 1 << 20, FocusMaxSteps: 500})
+	// 32 ranks: nccl-tests' smallest all-gather with an element per rank is 4 floats each (its
+	// 16-byte alignment), 512 bytes.
+	if r.Focus == nil || !strings.Contains(r.Focus.Unrecorded, "even at 512 bytes") {
+		t.Fatalf("focus %+v", r.Focus)
+	}
+}
+
 // FuzzReadMeasured: any input is read or refused with an error, never a panic.
 func FuzzReadMeasured(f *testing.F) {
 	f.Add([]byte("tag,coll,world,bytes,us,algbw,busbw\ndefault,all_reduce,2,1024,10.5,0.1,0.1\n"))
