@@ -60,8 +60,9 @@ func (m *Machine) scheduleSteps(f coll.Func, p coll.Plan, nBytes int64) int64 {
 		}
 		return 2 * transfers * max((per+chunk-1)/chunk, int64(max(p.NChannels, 1)))
 	}
-	if p.Algo == coll.NVLS || p.Algo == coll.NVLSTree || p.Algo == coll.CollNetChain || p.Algo == coll.CollNetDirect {
-		// No compact executor: coll's own estimate, which its switch programs follow.
+	if p.Algo == coll.NVLS || p.Algo == coll.NVLSTree || p.Algo == coll.CollNetChain || p.Algo == coll.CollNetDirect || p.Algo == coll.PAT {
+		// No ring or tree executor: coll's own estimate, which its switch programs and PAT's
+		// positions follow.
 		return int64(p.EstimatedSteps())
 	}
 	return ringSteps(p, nBytes)
