@@ -100,10 +100,12 @@ type Timing struct {
 	// lines arrive (its start plus the route and step latency) instead of its last; what it
 	// sends or writes cannot be done before the lines it is made of have arrived, so its
 	// messages leave, and its local work ends, no earlier than the received message's arrival.
-	// Messages across the network are excluded: NCCL's proxy posts a step to the NIC only once
-	// the GPU has written all of it, and the receiving proxy hands it over whole — a step
-	// receiving over the network starts once its message has arrived, and a streaming step's
-	// messages into the network start once what it streams in has arrived. Only this
+	// Sends into the network stay whole: NCCL's proxy posts a step to the NIC only once the GPU
+	// has written all of it, so a streaming step's messages into the network start once what it
+	// streams in has arrived. The receiver of a network message streams it like any other: the
+	// NIC writes the lines with their flags into the receiving buffer and the GPU polls those
+	// flags, not the proxy's tail counter (which only Simple waits on). Until 2026-11-29 a
+	// network receive started once its message had arrived whole. Only this
 	// executor (Simulate) applies it; the compact ring, tree and point-to-point executors stay
 	// store-and-forward, so with it on they no longer agree with the schedule replay.
 	LineStream bool
@@ -1218,7 +1220,7 @@ func (x *sim) Fire(kind int32, arg int64) {
 // streams reports whether message m of step g (sent by program pr over a route of class) is
 // received line by line (Timing.LineStream).
 func (x *sim) streams(st *coll.Step, pr *coll.Program, peer int, class LinkClass) bool {
-	return x.tm.LineStream && (st.Proto == coll.LL || st.Proto == coll.LL128) && class != ClassNet &&
+	return x.tm.LineStream && (st.Proto == coll.LL || st.Proto == coll.LL128) &&
 		pr.Rank < x.s.NRanks && peer < x.s.NRanks
 }
 

@@ -242,8 +242,8 @@ func TestChainStreams(t *testing.T) {
 	if d := us[1] - us[0]; d > 16*8 {
 		t.Errorf("16 more ranks of the chain cost %.1f µs (%.1f → %.1f): more than 8 µs a rank, steps forwarded whole", d, us[0], us[1])
 	}
-	// A network hop stays a whole step: the proxy posts it once the GPU has written all of it, so
-	// the rank that streams a step in over NVLink sends it on over the network only once the
+	// A network send stays a whole step: the proxy posts it once the GPU has written all of it,
+	// so the rank that streams a step in over NVLink sends it on over the network only once the
 	// step has arrived.
 	m2, _ := testMachine(t, "dgx-h100", 2, nil, "", "")
 	m2.BackToBack = 1
@@ -269,6 +269,30 @@ func TestChainStreams(t *testing.T) {
 	}
 	if nets == 0 {
 		t.Error("no network message recorded")
+	}
+	// The receiver of a network step streams it: NCCL's LL and LL128 receivers poll the flags of
+	// the lines in their buffer, which the NIC writes, not the proxy's tail, so a rank forwards
+	// a step that comes in over the network over NVLink before the step has arrived whole.
+	netEnd := map[[2]int]Time{} // (receiving rank, channel) → when its network message of chunk 0 arrived
+	for _, o := range res.Ops {
+		if o.Class == ClassNet && o.Chunk == 0 {
+			netEnd[[2]int{o.Peer, o.Channel}] = o.End
+		}
+	}
+	early := 0
+	for _, o := range res.Ops {
+		if o.Class == ClassNet || o.Chunk != 0 {
+			continue
+		}
+		if in, ok := netEnd[[2]int{o.Rank, o.Channel}]; ok {
+			if o.Start >= in {
+				t.Errorf("channel %d: rank %d forwards over NVLink at %v, once its network step arrived whole (%v)", o.Channel, o.Rank, o.Start, in)
+			}
+			early++
+		}
+	}
+	if early == 0 {
+		t.Error("no rank forwards a step received over the network")
 	}
 	m, _ := testMachine(t, "dgx-h100", 1, nil, "", "")
 	for _, c := range []struct {
