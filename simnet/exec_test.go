@@ -222,7 +222,8 @@ func TestLoopFits(t *testing.T) {
 // A ring broadcast or reduce streams its LL and LL128 lines along the chain (chainStreams): a
 // rank passes a step on while it still arrives, so each further rank of the chain costs about a
 // hop's latency, not a step's copy. On 2 and 4 DGX H100 nodes (LL128, 16 channels, one 256 KiB
-// step a channel at 4 MiB) the 16 ranks more cost 88.3 µs; forwarding each step whole, 15.3 µs an
+// step a channel at 4 MiB) the 16 ranks more cost 61.5 µs (88.3 while network receives waited for
+// the whole step); forwarding each step whole, 15.3 µs an
 // NVLink hop and 17.4 a network hop, they cost 249 µs. The other ring collectives, trees and
 // point-to-point stay store-and-forward.
 func TestChainStreams(t *testing.T) {

@@ -615,12 +615,13 @@ func (m *Machine) PlanTiming(p coll.Plan) (Timing, error) {
 // chainStreams reports whether plan p's LL and LL128 lines stream in its replay
 // (Timing.LineStream, with the LL rate GPUModel.MemLL): a ring broadcast or reduce, whose steps
 // each cross every rank of the chain in turn. NCCL's LL and LL128 receivers go on with each line
-// as it lands (prims_ll.h, prims_ll128.h; network hops stay whole steps: the proxy posts a step
-// once the GPU has written all of it), and at the sizes NCCL runs a chain with them a channel's
-// data is one or a few steps, so a replay that forwards a step only once all of it has arrived
-// charges the chain's length times a step's copy: on 16 DGX H100 nodes (127 hops, 15 of them
-// across the network) an LL128 broadcast of 4 MiB took 2,003 µs, where streamed it takes 733 and
-// NCCL's own model says 540 (`simccl tune`). The ring loops, trees and point-to-point stay
+// as it lands (prims_ll.h, prims_ll128.h; a send into the network stays a whole step: the proxy
+// posts a step once the GPU has written all of it), and at the sizes NCCL runs a chain with them
+// a channel's data is one or a few steps, so a replay that forwards a step only once all of it
+// has arrived charges the chain's length times a step's copy: on 16 DGX H100 nodes (127 hops, 15
+// of them across the network) an LL128 broadcast of 4 MiB took 2,003 µs, where streamed it takes
+// 518 (733 while network receives waited for the whole step) and NCCL's own model says 540
+// (`simccl tune`). The ring loops, trees and point-to-point stay
 // store-and-forward: there a step waits on one hop, and streaming them as well made the public
 // nccl-tests set worse (12.8 → 15.0% median error) by removing what stands in for a per-channel
 // cost the model lacks (docs/cluster.md "Chains stream").
