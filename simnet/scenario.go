@@ -246,8 +246,12 @@ var LineStream = false
 // every collective in such a loop). Where every rank finishes together (all-reduce, all-gather,
 // reduce-scatter, all-to-all, send/recv) the loop changes the time by under 0.3% (DGX H100, 1
 // and 2 nodes, 64 KiB–256 MiB) at four times the replay's cost, so those keep one call. Only
-// schedule replays run the loop (the row's mode says "back-to-back"); a broadcast or reduce timed
-// from smaller replays (schedule-steady, nodes-steady) is one call. (T(3) − T(1)) / 2 is the
+// schedule replays run the loop (the row's mode says "back-to-back"): schedule-steady takes the
+// loop's saving measured on its smaller replay (steadySchedule); a broadcast or reduce timed from
+// replays on fewer nodes (nodes-steady) is one call, which on 16 GB200 NVL72 racks (LL128) is 3 µs
+// over the loop's call at 256 and 512 MiB (4,505.0 and 5,996.3 µs against 4,501.7 and 5,993.0;
+// `simccl run --topo gb200-nvl72 --nodes 16 -c broadcast -b 256M -e 512M [--back-to-back 1]`).
+// (T(3) − T(1)) / 2 is the
 // loop's steady call: nccl-tests' 20 iterations add the pipeline's fill once, a twentieth of it.
 const NCCLTestsLoop = 3
 
@@ -395,7 +399,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 			return row, nil, err
 		}
 		var mode string
-		if res, mode, err = m.steadySchedule(plan, tm, opt.DryRun); err != nil {
+		if res, mode, err = m.steadySchedule(plan, tm, b2b, opt.DryRun); err != nil {
 			return row, nil, err
 		}
 		row.Mode = mode
@@ -717,7 +721,17 @@ var (
 // It returns nil (and no error) where no such pair exists: the smaller replay would hold fewer
 // than SteadyMinLoops chunks per channel, or even it is over budget (ranks, not bytes, make the
 // schedule large). Bytes on links and busy times are those of the S2 replay (not scaled).
-func (m *Machine) steadySchedule(plan coll.Plan, tm Timing, dry bool) (*Result, string, error) {
+//
+// Where the call is timed in a loop of loop > 1 back-to-back calls (a broadcast or reduce by
+// default, Machine.loopCalls), the line above is the time of one call alone, which carries the
+// pipeline's whole fill; in the loop the next call's chunks enter as the previous call's leave,
+// and a call costs that fill less. The difference D = T(one call) − T(a call in the loop) does not
+// change with the size once the pipeline is full (128 PCIe nodes of 8 GPUs, Ring/Simple broadcast
+// on 2 channels, 32–256 MiB: 67,097 ± 1 µs of 70,528–94,481), so it is measured once, on a loop of
+// the S1 plan (as many calls as fit coll's limit, at most loop), and taken off. Before
+// 2026-11-29 the row was the call alone: on those 128 nodes 512 MiB came out at 121,855 µs where
+// 256 MiB took 27,384 in the loop (busbw 9.80 → 4.41 GB/s).
+func (m *Machine) steadySchedule(plan coll.Plan, tm Timing, loop int, dry bool) (*Result, string, error) {
 	chunk := plan.ChunkSize
 	if chunk <= 0 {
 		chunk = coll.DefaultChunkSize(plan.Func, plan.Algo, plan.Proto, plan.BuffSize[plan.Proto])
@@ -744,6 +758,13 @@ func (m *Machine) steadySchedule(plan coll.Plan, tm Timing, dry bool) (*Result, 
 		return nil, "", nil
 	}
 	mode := fmt.Sprintf("schedule-steady (%s, %s)", units.FormatSize(p1.Count*elt), units.FormatSize(p2.Count*elt))
+	k := 1
+	if loop > 1 {
+		k, _ = loopFits(loop, int(min(p1.EstimatedSteps(), float64(coll.MaxSteps))), false)
+		if k > 1 {
+			mode += fmt.Sprintf(" back-to-back x%d", k)
+		}
+	}
 	if dry {
 		return &Result{}, mode, nil
 	}
@@ -758,9 +779,23 @@ func (m *Machine) steadySchedule(plan coll.Plan, tm Timing, dry bool) (*Result, 
 		}
 		return Simulate(e, cl, s, tm, Options{})
 	}
-	res, err := extrapolated(p1.Count, p2.Count, plan.Count, func() (*Result, error) { return run(p1) }, func() (*Result, error) { return run(p2) })
+	var t1 Time // one call of p1 alone
+	res, err := extrapolated(p1.Count, p2.Count, plan.Count, func() (*Result, error) {
+		r, err := run(p1)
+		if err == nil {
+			t1 = r.Time
+		}
+		return r, err
+	}, func() (*Result, error) { return run(p2) })
 	if err != nil {
 		return nil, "", err
+	}
+	if k > 1 {
+		tk, err := m.backToBack([]coll.Plan{p1}, k, tm)
+		if err != nil {
+			return nil, "", err
+		}
+		res.Time -= t1 - (tk-t1)/Time(k-1)
 	}
 	return res, mode, nil
 }

@@ -58,7 +58,7 @@ func TestSteadyScheduleNeedsChunks(t *testing.T) {
 	require.Equal(t, coll.NVLSTree, p.Algo)
 	tm, err := m.PlanTiming(p)
 	require.NoError(t, err)
-	res, mode, err := m.steadySchedule(p, tm, false)
+	res, mode, err := m.steadySchedule(p, tm, 1, false)
 	require.NoError(t, err)
 	require.Nil(t, res, mode)
 }
@@ -110,4 +110,37 @@ func TestSteadyPipelinePastLimit(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "schedule", row.Mode, "%v 4 GiB is within coll's limit", f)
 	}
+}
+
+// A broadcast or reduce timed by the steady extrapolation is, like its schedule replay, a call
+// in nccl-tests' loop: the line through two single calls is shifted by the loop's saving,
+// measured on the smaller one. On 16 PCIe nodes (Ring/Simple on 2 channels, 128 ranks) a
+// single call carries the 128-rank pipeline's fill (256 MiB: 35,594 µs alone, 27,384 in the
+// loop); the loop does not, and the extrapolated row matches the exact replay of the loop.
+// Before, the steady rows were single calls (on 128 such nodes, 512 MiB: 2.2 times the loop).
+func TestSteadyScheduleLoop(t *testing.T) {
+	defer func(a, b float64, l int64) { SteadyAbove, SteadyBudget, SteadyMinLoops = a, b, l }(SteadyAbove, SteadyBudget, SteadyMinLoops)
+	m, _ := testMachine(t, "pcie-8gpu-2socket", 16, nil, "", "")
+	const size = 256 << 20
+	exact, _, err := m.Run(coll.Broadcast, size, coll.Float32, coll.Sum, RunOptions{Exact: true})
+	require.NoError(t, err)
+	require.Equal(t, "schedule back-to-back x3", exact.Mode)
+	alone, _, err := m.Run(coll.Broadcast, size, coll.Float32, coll.Sum, RunOptions{Exact: true, BackToBack: 1})
+	require.NoError(t, err)
+	SteadyAbove, SteadyBudget, SteadyMinLoops = 100_000, 70_000, 32
+	for _, f := range []coll.Func{coll.Broadcast, coll.Reduce} {
+		want := exact
+		if f == coll.Reduce {
+			want, _, err = m.Run(f, size, coll.Float32, coll.Sum, RunOptions{Exact: true})
+			require.NoError(t, err)
+		}
+		row, _, err := m.Run(f, size, coll.Float32, coll.Sum, RunOptions{})
+		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(row.Mode, "schedule-steady") && strings.HasSuffix(row.Mode, "back-to-back x3"), row.Mode)
+		require.InEpsilon(t, want.TimeUs, row.TimeUs, 0.005, "%v: %s %.1f µs, the loop replayed %.1f", f, row.Mode, row.TimeUs, want.TimeUs)
+		dry, _, err := m.Run(f, size, coll.Float32, coll.Sum, RunOptions{DryRun: true})
+		require.NoError(t, err)
+		require.Equal(t, row.Mode, dry.Mode)
+	}
+	require.Greater(t, alone.TimeUs, 1.2*exact.TimeUs, "one call alone %.1f µs, in the loop %.1f", alone.TimeUs, exact.TimeUs)
 }
