@@ -246,8 +246,9 @@ var LineStream = false
 // every collective in such a loop). Where every rank finishes together (all-reduce, all-gather,
 // reduce-scatter, all-to-all, send/recv) the loop changes the time by under 0.3% (DGX H100, 1
 // and 2 nodes, 64 KiB–256 MiB) at four times the replay's cost, so those keep one call. Only
-// schedule replays run the loop (the row's mode says "back-to-back"): schedule-steady takes the
-// loop's saving measured on its smaller replay (steadySchedule); a broadcast or reduce timed from
+// schedule replays run the loop (the row's mode says "back-to-back"); one past LoopBudget, and
+// schedule-steady, take the loop's saving measured at a smaller size (loopSaving); a broadcast or
+// reduce timed from
 // replays on fewer nodes (nodes-steady) is one call, which on 16 GB200 NVL72 racks (LL128) is 3 µs
 // over the loop's call at 256 and 512 MiB (4,505.0 and 5,996.3 µs against 4,501.7 and 5,993.0;
 // `simccl run --topo gb200-nvl72 --nodes 16 -c broadcast -b 256M -e 512M [--back-to-back 1]`).
@@ -433,6 +434,19 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 				return row, nil, err
 			}
 			row.Mode = "schedule"
+			if b2b > 1 && float64(b2b)*float64(sched.NumSteps()) > LoopBudget {
+				// A loop this long would hold b2b copies of a large schedule: take its saving
+				// from a loop of the same plan at a smaller size (loopSaving).
+				d, at, err := m.loopSaving(plan, b2b, tm)
+				if err != nil {
+					return row, nil, err
+				}
+				if at > 0 {
+					res.Time -= d
+					row.Mode = fmt.Sprintf("schedule back-to-back x%d (saving from %s)", b2b, units.FormatSize(at))
+					break
+				}
+			}
 			k, err := loopFits(b2b, sched.NumSteps(), opt.BackToBack > 0 || m.BackToBack > 0)
 			if err != nil {
 				return row, nil, err
@@ -758,11 +772,11 @@ func (m *Machine) steadySchedule(plan coll.Plan, tm Timing, loop int, dry bool) 
 		return nil, "", nil
 	}
 	mode := fmt.Sprintf("schedule-steady (%s, %s)", units.FormatSize(p1.Count*elt), units.FormatSize(p2.Count*elt))
-	k := 1
 	if loop > 1 {
-		k, _ = loopFits(loop, int(min(p1.EstimatedSteps(), float64(coll.MaxSteps))), false)
-		if k > 1 {
-			mode += fmt.Sprintf(" back-to-back x%d", k)
+		if at := m.loopSavingPlan(plan, loop); at.Count > 0 {
+			mode += fmt.Sprintf(" back-to-back x%d (saving from %s)", loop, units.FormatSize(at.Count*elt))
+		} else {
+			loop = 1 // no smaller loop to take the saving from: one call
 		}
 	}
 	if dry {
@@ -779,25 +793,86 @@ func (m *Machine) steadySchedule(plan coll.Plan, tm Timing, loop int, dry bool) 
 		}
 		return Simulate(e, cl, s, tm, Options{})
 	}
-	var t1 Time // one call of p1 alone
-	res, err := extrapolated(p1.Count, p2.Count, plan.Count, func() (*Result, error) {
-		r, err := run(p1)
-		if err == nil {
-			t1 = r.Time
-		}
-		return r, err
-	}, func() (*Result, error) { return run(p2) })
+	res, err := extrapolated(p1.Count, p2.Count, plan.Count, func() (*Result, error) { return run(p1) }, func() (*Result, error) { return run(p2) })
 	if err != nil {
 		return nil, "", err
 	}
-	if k > 1 {
-		tk, err := m.backToBack([]coll.Plan{p1}, k, tm)
+	if loop > 1 {
+		d, _, err := m.loopSaving(plan, loop, tm)
 		if err != nil {
 			return nil, "", err
 		}
-		res.Time -= t1 - (tk-t1)/Time(k-1)
+		res.Time -= d
 	}
 	return res, mode, nil
+}
+
+// LoopBudget is the most steps Run replays for the loop of back-to-back calls that times a call
+// (Machine.loopCalls: its schedule copied once a call). A longer loop is not replayed: the loop's
+// saving over one call alone is taken from a loop of the same plan at a smaller size
+// (loopSaving). Each step costs about 750 bytes in a loop's replay: 3 copies of a 1,024-rank
+// broadcast near coll's limit (5 M steps) held 3.8 GB, and `simccl run -c all`, two calls at once,
+// 7.5 GB on 128 DGX-1 V100 nodes.
+var LoopBudget = 2_500_000.0
+
+// loopMinChunks is the fewest chunks per channel of the smaller plan loopSaving measures on: the
+// saving is the pipeline's fill, the same at every size whose chunks are all full (below, a
+// chunk's hop takes less), and the loop needs its NCCL_STEPS slots busy to reach its steady call.
+const loopMinChunks = 8
+
+// loopSavingPlan is the plan loopSaving measures on: plan's count halved until loop copies of its
+// schedule fit LoopBudget; a zero count where that plan would hold fewer than loopMinChunks
+// chunks per channel.
+func (m *Machine) loopSavingPlan(plan coll.Plan, loop int) coll.Plan {
+	chunk := plan.ChunkSize
+	if chunk <= 0 {
+		chunk = coll.DefaultChunkSize(plan.Func, plan.Algo, plan.Proto, plan.BuffSize[plan.Proto])
+	}
+	elt := int64(plan.DataType.Size())
+	nch := int64(max(plan.NChannels, 1))
+	p := plan
+	for float64(loop)*p.EstimatedSteps() > LoopBudget {
+		if p.Count%2 != 0 {
+			p.Count = 0
+			return p
+		}
+		p.Count /= 2
+	}
+	if p.Count*elt/nch/chunk < loopMinChunks {
+		p.Count = 0
+	}
+	return p
+}
+
+// loopSaving is what a call of plan saves in a loop of loop back-to-back calls over one call
+// alone: the pipeline's fill, which the next call's chunks overlap as the previous call's leave.
+// It does not change with the size once every chunk is full (128 PCIe nodes of 8 GPUs, Ring/Simple
+// broadcast on 2 channels, 32–256 MiB: 67,097 ± 1 µs of 70,528–94,481; 128 DGX-1 V100 nodes,
+// Ring/LL128 on 8 channels, 3 µs from 64 to 512 MiB), so it is measured on loopSavingPlan's
+// smaller plan: T(one call) − (T(loop calls) − T(one call)) / (loop − 1). It returns the saving
+// and the size measured at (bytes; 0 where no smaller plan qualifies, and no saving).
+func (m *Machine) loopSaving(plan coll.Plan, loop int, tm Timing) (Time, int64, error) {
+	p := m.loopSavingPlan(plan, loop)
+	if p.Count == 0 {
+		return 0, 0, nil
+	}
+	s, err := coll.Compile(p)
+	if err != nil {
+		return 0, 0, err
+	}
+	e, cl, err := m.engine()
+	if err != nil {
+		return 0, 0, err
+	}
+	r1, err := Simulate(e, cl, s, tm, Options{})
+	if err != nil {
+		return 0, 0, err
+	}
+	tk, err := m.backToBack([]coll.Plan{p}, loop, tm)
+	if err != nil {
+		return 0, 0, err
+	}
+	return r1.Time - (tk-r1.Time)/Time(loop-1), p.Count * int64(p.DataType.Size()), nil
 }
 
 // extrapolated runs the two replays of an extrapolation at x1 < x2 (replayPair) and extends the
