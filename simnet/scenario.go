@@ -437,7 +437,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 			if b2b > 1 && float64(b2b)*float64(sched.NumSteps()) > LoopBudget {
 				// A loop this long would hold b2b copies of a large schedule: take its saving
 				// from a loop of the same plan at a smaller size (loopSaving).
-				d, at, err := m.loopSaving(plan, b2b, tm)
+				d, at, err := m.loopSaving(plan, b2b, float64(sched.NumSteps()), tm)
 				if err != nil {
 					return row, nil, err
 				}
@@ -577,6 +577,12 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	row.Algo, row.Proto, row.NChannels, row.Events = plan.AlgoName(), proto.String(), nch, res.Events
 	if substitution(plan, nccl) != "" {
 		row.NCCL = nccl.Decision()
+	}
+	if len(res.Ops) == 0 {
+		// LinkName is a method of the replay's engine, which holds the whole replay (its handler,
+		// the schedule, the records): a caller keeping the result of every call (simccl run keeps
+		// them all until its output) kept every replay alive. Without ops it names nothing.
+		res.LinkName = nil
 	}
 	return row, res, nil
 }
@@ -773,7 +779,7 @@ func (m *Machine) steadySchedule(plan coll.Plan, tm Timing, loop int, dry bool) 
 	}
 	mode := fmt.Sprintf("schedule-steady (%s, %s)", units.FormatSize(p1.Count*elt), units.FormatSize(p2.Count*elt))
 	if loop > 1 {
-		if at := m.loopSavingPlan(plan, loop); at.Count > 0 {
+		if at := loopSavingPlan(plan, loop, plan.EstimatedSteps()); at.Count > 0 {
 			mode += fmt.Sprintf(" back-to-back x%d (saving from %s)", loop, units.FormatSize(at.Count*elt))
 		} else {
 			loop = 1 // no smaller loop to take the saving from: one call
@@ -798,7 +804,7 @@ func (m *Machine) steadySchedule(plan coll.Plan, tm Timing, loop int, dry bool) 
 		return nil, "", err
 	}
 	if loop > 1 {
-		d, _, err := m.loopSaving(plan, loop, tm)
+		d, _, err := m.loopSaving(plan, loop, plan.EstimatedSteps(), tm)
 		if err != nil {
 			return nil, "", err
 		}
@@ -810,20 +816,21 @@ func (m *Machine) steadySchedule(plan coll.Plan, tm Timing, loop int, dry bool) 
 // LoopBudget is the most steps Run replays for the loop of back-to-back calls that times a call
 // (Machine.loopCalls: its schedule copied once a call). A longer loop is not replayed: the loop's
 // saving over one call alone is taken from a loop of the same plan at a smaller size
-// (loopSaving). Each step costs about 750 bytes in a loop's replay: 3 copies of a 1,024-rank
-// broadcast near coll's limit (5 M steps) held 3.8 GB, and `simccl run -c all`, two calls at once,
-// 7.5 GB on 128 DGX-1 V100 nodes.
-var LoopBudget = 2_500_000.0
+// (loopSaving). A loop's replay costs about 800 bytes a step: 3 copies of a 1,024-rank broadcast
+// at 512 MiB (967 k steps each) allocate 810 MB, and the broadcast sweep on 128 DGX H100 nodes
+// peaked at 4.1 GB with them (2.3 GB now, the same rows).
+var LoopBudget = 500_000.0
 
 // loopMinChunks is the fewest chunks per channel of the smaller plan loopSaving measures on: the
-// saving is the pipeline's fill, the same at every size whose chunks are all full (below, a
-// chunk's hop takes less), and the loop needs its NCCL_STEPS slots busy to reach its steady call.
-const loopMinChunks = 8
+// saving is the pipeline's fill, the same at every size whose chunks are full (below, a chunk's
+// hop takes less). 128 DGX H100 nodes, Ring/LL128 broadcast on 16 channels: 1.9 µs at 64 MiB (7
+// chunks a channel) as at 512 MiB (58).
+const loopMinChunks = 2
 
 // loopSavingPlan is the plan loopSaving measures on: plan's count halved until loop copies of its
-// schedule fit LoopBudget; a zero count where that plan would hold fewer than loopMinChunks
-// chunks per channel.
-func (m *Machine) loopSavingPlan(plan coll.Plan, loop int) coll.Plan {
+// schedule fit LoopBudget (steps: those of plan's schedule, or an estimate; they halve with the
+// count); a zero count where that plan would hold fewer than loopMinChunks chunks per channel.
+func loopSavingPlan(plan coll.Plan, loop int, steps float64) coll.Plan {
 	chunk := plan.ChunkSize
 	if chunk <= 0 {
 		chunk = coll.DefaultChunkSize(plan.Func, plan.Algo, plan.Proto, plan.BuffSize[plan.Proto])
@@ -831,12 +838,13 @@ func (m *Machine) loopSavingPlan(plan coll.Plan, loop int) coll.Plan {
 	elt := int64(plan.DataType.Size())
 	nch := int64(max(plan.NChannels, 1))
 	p := plan
-	for float64(loop)*p.EstimatedSteps() > LoopBudget {
+	for float64(loop)*steps > LoopBudget {
 		if p.Count%2 != 0 {
 			p.Count = 0
 			return p
 		}
 		p.Count /= 2
+		steps /= 2
 	}
 	if p.Count*elt/nch/chunk < loopMinChunks {
 		p.Count = 0
@@ -851,8 +859,8 @@ func (m *Machine) loopSavingPlan(plan coll.Plan, loop int) coll.Plan {
 // Ring/LL128 on 8 channels, 3 µs from 64 to 512 MiB), so it is measured on loopSavingPlan's
 // smaller plan: T(one call) − (T(loop calls) − T(one call)) / (loop − 1). It returns the saving
 // and the size measured at (bytes; 0 where no smaller plan qualifies, and no saving).
-func (m *Machine) loopSaving(plan coll.Plan, loop int, tm Timing) (Time, int64, error) {
-	p := m.loopSavingPlan(plan, loop)
+func (m *Machine) loopSaving(plan coll.Plan, loop int, steps float64, tm Timing) (Time, int64, error) {
+	p := loopSavingPlan(plan, loop, steps)
 	if p.Count == 0 {
 		return 0, 0, nil
 	}

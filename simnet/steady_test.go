@@ -161,8 +161,24 @@ func TestLoopSaving(t *testing.T) {
 		LoopBudget = 100_000
 		row, _, err := m.Run(f, size, coll.Float32, coll.Sum, RunOptions{})
 		require.NoError(t, err)
-		require.Equal(t, "schedule back-to-back x3 (saving from 16M)", row.Mode)
+		require.Equal(t, "schedule back-to-back x3 (saving from 128M)", row.Mode)
 		t.Logf("%v: %.2f µs, the whole loop %.2f (%+.4f%%)", f, row.TimeUs, whole.TimeUs, 100*(row.TimeUs/whole.TimeUs-1))
 		require.InEpsilon(t, whole.TimeUs, row.TimeUs, 0.001)
 	}
+}
+
+// A result without op records holds no reference to its replay's engine (LinkName, a method of
+// the engine, kept the whole replay alive): simccl run keeps every call's result until its
+// output, and on 128 DGX-1 V100 nodes `-c all` peaked at 7.0 GB for that, 1.5 GB without.
+func TestRunReleasesReplay(t *testing.T) {
+	m, _ := testMachine(t, "dgx-h100", 2, nil, "", "")
+	_, res, err := m.Run(coll.AllReduce, 1<<20, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	require.Empty(t, res.Ops)
+	require.Nil(t, res.LinkName)
+	_, res, err = m.Run(coll.AllReduce, 1<<20, coll.Float32, coll.Sum, RunOptions{Record: true})
+	require.NoError(t, err)
+	require.NotEmpty(t, res.Ops)
+	require.NotNil(t, res.LinkName)
+	require.NotEmpty(t, res.LinkName(res.Ops[0].Route[0]))
 }
