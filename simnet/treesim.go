@@ -267,6 +267,17 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 	if maxMsg <= 0 {
 		maxMsg = MessageBudget
 	}
+	// budgeted is how many of C (merged) chunks a replay of per connections simulates: all of
+	// them, or past the message budget (with no Merge and not Exact) the first C0 (the steady
+	// extrapolation adds the rest).
+	budgeted := func(per int64, C int32) int32 {
+		if spec.Merge == 0 && !spec.Exact && per*int64(C) > maxMsg {
+			if c0 := max(minSteadyChunks, maxMsg/per/8*8); c0 < int64(C) {
+				return int32(c0)
+			}
+		}
+		return C
+	}
 	// replayOn runs the all-reduce on net over run's links (q: the quotient it stands for, nil
 	// for the per-rank replay), simulating at most most chunks (0: as the message budget allows).
 	replayOn := func(net *treeNet, run *Engine, q *treeQuotient, most int32) (*treeRun, error) {
@@ -275,13 +286,7 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 			tr.merge = int(nchunks)
 		}
 		tr.C = int32((nchunks + int64(tr.merge) - 1) / int64(tr.merge))
-		tr.sim = tr.C
-		if spec.Merge == 0 && !spec.Exact && tr.per*int64(tr.C) > maxMsg {
-			c0 := max(minSteadyChunks, maxMsg/tr.per/8*8)
-			if c0 < int64(tr.C) {
-				tr.sim = int32(c0)
-			}
-		}
+		tr.sim = budgeted(tr.per, tr.C)
 		if most > 0 && most < tr.sim {
 			tr.sim = most
 		}
@@ -317,15 +322,8 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 	// runs on a second fresh engine.
 	replay := func(net *treeNet, fresh func() (*Engine, *treeQuotient)) (*treeRun, error) {
 		run, q := fresh()
-		if spec.Merge != 0 || spec.Exact {
-			return replayOn(net, run, q, 0)
-		}
-		full := int64(max(spec.Merge, 1)) // chunks the budget lets the replay simulate
-		full = (nchunks + full - 1) / full
-		if per := net.slots(); per*full > maxMsg {
-			full = min(full, max(minSteadyChunks, maxMsg/per/8*8))
-		}
-		if full <= 2*minSteadyChunks {
+		full := budgeted(net.slots(), int32(nchunks)) // no Merge here: a chunk a message
+		if spec.Merge != 0 || spec.Exact || full <= 2*minSteadyChunks {
 			return replayOn(net, run, q, 0)
 		}
 		visited0 := run.CompVisited
