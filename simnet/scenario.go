@@ -248,12 +248,11 @@ var LineStream = false
 // and 2 nodes, 64 KiB–256 MiB) at four times the replay's cost, so those keep one call. Only
 // schedule replays run the loop (the row's mode says "back-to-back"); one past LoopBudget, and
 // schedule-steady, take the loop's saving measured at a smaller size (loopSaving); a broadcast or
-// reduce timed from
-// replays on fewer nodes (nodes-steady) is one call, which on 16 GB200 NVL72 racks (LL128) is 3 µs
-// over the loop's call at 256 and 512 MiB (4,505.0 and 5,996.3 µs against 4,501.7 and 5,993.0;
-// `simccl run --topo gb200-nvl72 --nodes 16 -c broadcast -b 256M -e 512M [--back-to-back 1]`).
-// (T(3) − T(1)) / 2 is the
-// loop's steady call: nccl-tests' 20 iterations add the pipeline's fill once, a twentieth of it.
+// reduce timed from replays on fewer nodes (nodes-steady) is one call, which on 16 GB200 NVL72
+// racks (LL128) is 3 µs over the loop's call at 256 and 512 MiB (4,505.0 and 5,996.3 µs against
+// 4,501.7 and 5,993.0; `simccl run --topo gb200-nvl72 --nodes 16 -c broadcast -b 256M -e 512M
+// [--back-to-back 1]`). (T(3) − T(1)) / 2 is the loop's steady call: nccl-tests' 20 iterations
+// add the pipeline's fill once, a twentieth of it.
 const NCCLTestsLoop = 3
 
 // LoopCalls is how many back-to-back calls Run times f by when the call asks for none (loopCalls):
