@@ -48,9 +48,10 @@ type Options struct {
 	// TimelineOps bounds the ops drawn in the timeline (default 3000) and TraceOps those embedded
 	// for Perfetto (default 20,000).
 	TimelineOps, TraceOps int
-	// PlannerAt, when set, builds the same communicator on another number of nodes: the focus
-	// section uses it to say up to how many nodes its schedule can be recorded when it cannot be
-	// at Planner's.
+	// PlannerAt, when set, builds the same communicator on another number of nodes: the sweep's
+	// simulator times a broadcast or reduce past coll's limit from the same call on fewer nodes
+	// (simnet.Machine.PlannerAt), and the focus section says up to how many nodes its schedule can
+	// be recorded when it cannot be at Planner's. It may be called concurrently.
 	PlannerAt func(nodes int) (*planner.Planner, error)
 	// Sections are the sections to build, of SectionNames (nil: all); the others are replaced
 	// by a line saying so. FocusColl "none" leaves out "time" as well.
@@ -226,6 +227,17 @@ func Build(opt Options) (*Report, error) {
 		return nil, err
 	}
 	m.Launch = opt.Launch
+	if opt.PlannerAt != nil {
+		// The sweep times what simccl run times: a broadcast or reduce past coll's limit from the
+		// same call on fewer nodes (nodes-steady) needs the smaller communicators.
+		m.PlannerAt = func(nodes int) (coll.Planner, error) {
+			p, err := opt.PlannerAt(nodes)
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		}
+	}
 	if err := checkMeasuredRanks(opt, m.NRanks()); err != nil {
 		return nil, err
 	}

@@ -132,7 +132,7 @@ func defineReport(fs *pflag.FlagSet) runFunc {
 			}
 		}
 		opt.Planner, opt.Fabric, opt.Funcs, opt.Sizes, opt.DataType, opt.Op = p, fab, funcs, sizes, dt, op
-		opt.MeasuredTag, opt.FocusColl, opt.Sections, opt.PlannerAt, opt.SizeBudget = *measTag, *focusColl, secs, build, *sizeBudget
+		opt.MeasuredTag, opt.FocusColl, opt.Sections, opt.PlannerAt, opt.SizeBudget = *measTag, *focusColl, secs, cachedPlanners(build), *sizeBudget
 		if *sizeBudget == 0 {
 			opt.SizeBudget = -1
 		}

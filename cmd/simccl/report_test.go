@@ -230,3 +230,31 @@ func TestReportLaunchFromMeasured(t *testing.T) {
 		t.Errorf("--launch sometimes: rc %d, %q", rc, errb.String())
 	}
 }
+
+// The report times what simccl run times: a broadcast past coll's schedule limit (128 DGX H100
+// nodes, 1 GiB) from the same call on fewer nodes, which needs the smaller communicators. Until
+// 2026-11-29 the report's machine had none and `simccl report --nodes 128 -c all` failed with
+// "schedule would have about 7.77e+06 steps".
+func TestReportNodesSteady(t *testing.T) {
+	var out, errb bytes.Buffer
+	args := []string{"report", "--nodes", "128", "-c", "broadcast", "-b", "1G", "-e", "1G", "--sections", "busbw", "-o", filepath.Join(t.TempDir(), "r.html"), "--json", "--progress", "off"}
+	if rc := mainRun(args, &out, &errb); rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	var v struct {
+		BusBW []struct {
+			Points []struct {
+				TimeUs float64 `json:"time_us"`
+				Label  string  `json:"label"`
+			} `json:"points"`
+		} `json:"busbw"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out.String())
+	}
+	// simccl run --nodes 128 -c broadcast -b 1G -e 1G: 9,441.7 µs, Ring/LL128/16, nodes-steady.
+	if len(v.BusBW) != 1 || len(v.BusBW[0].Points) != 1 || v.BusBW[0].Points[0].Label != "Ring/LL128/16 ch" ||
+		v.BusBW[0].Points[0].TimeUs < 9000 || v.BusBW[0].Points[0].TimeUs > 10000 {
+		t.Errorf("busbw: %+v", v.BusBW)
+	}
+}

@@ -476,12 +476,25 @@ func writeFile(path string, fill func(io.Writer) error) error {
 	return f.Close()
 }
 
-// plannersAt returns build's planners, each node count's built once (the simulator asks for the
-// same smaller communicators at every size of a sweep, concurrently).
+// plannersAt returns build's planners as the simulator's (Machine.PlannerAt), each node count's
+// built once (cachedPlanners).
 func plannersAt(build func(nodes int) (*planner.Planner, error)) func(nodes int) (coll.Planner, error) {
+	cached := cachedPlanners(build)
+	return func(nodes int) (coll.Planner, error) {
+		p, err := cached(nodes)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+}
+
+// cachedPlanners returns build with each node count's planner built once (the simulator asks for
+// the same smaller communicators at every size of a sweep, concurrently).
+func cachedPlanners(build func(nodes int) (*planner.Planner, error)) func(nodes int) (*planner.Planner, error) {
 	var mu sync.Mutex
 	built := map[int]*planner.Planner{}
-	return func(nodes int) (coll.Planner, error) {
+	return func(nodes int) (*planner.Planner, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if p, ok := built[nodes]; ok {
