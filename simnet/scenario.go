@@ -747,16 +747,11 @@ var (
 // and a call costs that fill less. The difference D = T(one call) − T(a call in the loop) does not
 // change with the size once the pipeline is full (128 PCIe nodes of 8 GPUs, Ring/Simple broadcast
 // on 2 channels, 32–256 MiB: 67,097 ± 1 µs of 70,528–94,481), so it is measured once, on a loop of
-// the S1 plan (as many calls as fit coll's limit, at most loop), and taken off. Before
+// the plan at a size that fits LoopBudget (loopSaving), and taken off. Before
 // 2026-11-29 the row was the call alone: on those 128 nodes 512 MiB came out at 121,855 µs where
 // 256 MiB took 27,384 in the loop (busbw 9.80 → 4.41 GB/s).
 func (m *Machine) steadySchedule(plan coll.Plan, tm Timing, loop int, dry bool) (*Result, string, error) {
-	chunk := plan.ChunkSize
-	if chunk <= 0 {
-		chunk = coll.DefaultChunkSize(plan.Func, plan.Algo, plan.Proto, plan.BuffSize[plan.Proto])
-	}
 	elt := int64(plan.DataType.Size())
-	nch := int64(max(plan.NChannels, 1))
 	p2 := plan
 	for {
 		if p2.Count%4 != 0 {
@@ -773,7 +768,7 @@ func (m *Machine) steadySchedule(plan coll.Plan, tm Timing, loop int, dry bool) 
 	if (plan.Func == coll.Broadcast || plan.Func == coll.Reduce) && plan.EstimatedSteps() > coll.MaxSteps {
 		minLoops = SteadyMinPipelineLoops
 	}
-	if p1.Count*elt/nch/chunk < minLoops {
+	if chunksPerChannel(p1) < minLoops {
 		return nil, "", nil
 	}
 	mode := fmt.Sprintf("schedule-steady (%s, %s)", units.FormatSize(p1.Count*elt), units.FormatSize(p2.Count*elt))
@@ -830,12 +825,6 @@ const loopMinChunks = 2
 // schedule fit LoopBudget (steps: those of plan's schedule, or an estimate; they halve with the
 // count); a zero count where that plan would hold fewer than loopMinChunks chunks per channel.
 func loopSavingPlan(plan coll.Plan, loop int, steps float64) coll.Plan {
-	chunk := plan.ChunkSize
-	if chunk <= 0 {
-		chunk = coll.DefaultChunkSize(plan.Func, plan.Algo, plan.Proto, plan.BuffSize[plan.Proto])
-	}
-	elt := int64(plan.DataType.Size())
-	nch := int64(max(plan.NChannels, 1))
 	p := plan
 	for float64(loop)*steps > LoopBudget {
 		if p.Count%2 != 0 {
@@ -845,10 +834,20 @@ func loopSavingPlan(plan coll.Plan, loop int, steps float64) coll.Plan {
 		p.Count /= 2
 		steps /= 2
 	}
-	if p.Count*elt/nch/chunk < loopMinChunks {
+	if chunksPerChannel(p) < loopMinChunks {
 		p.Count = 0
 	}
 	return p
+}
+
+// chunksPerChannel is how many of plan's chunks (its chunk size, or coll's default for its
+// algorithm and protocol) each of its channels carries.
+func chunksPerChannel(plan coll.Plan) int64 {
+	chunk := plan.ChunkSize
+	if chunk <= 0 {
+		chunk = coll.DefaultChunkSize(plan.Func, plan.Algo, plan.Proto, plan.BuffSize[plan.Proto])
+	}
+	return plan.Count * int64(plan.DataType.Size()) / int64(max(plan.NChannels, 1)) / chunk
 }
 
 // loopSaving is what a call of plan saves in a loop of loop back-to-back calls over one call
