@@ -30,7 +30,8 @@ import (
 // adds is the trees' depth, one level per doubling. Where nothing else can replay it (1,152 GB200
 // ranks from 2 GiB: the folded schedule is past the NVLS budget and too few loops for the
 // extrapolation in the chunk count; the node fold needs more nodes), it is timed the same way
-// but affine in log2 of the node count, from N/4 and N/2 nodes (N a power of two). The
+// but affine in the trees' depth, log2 of the node count, from N/4 and N/2 nodes (N a power of
+// two; other node counts: nodesAsDeep). The
 // increments are not constant (the tree's interior nodes and the links they share change with
 // the depth), so this is coarser than the broadcast/reduce case. Measured on DGX H100 nodes
 // (NVLSTree/Simple/16, default fabric) against `simccl run` of 16 nodes from 4 and 8: 64 MiB
@@ -48,66 +49,181 @@ import (
 // network (a single node's chain has no network hop).
 const NodesMin = 2
 
-// nodesSteady times a broadcast or reduce whose schedule is past coll's limit from two replays of
-// the same call on fewer nodes (see above): N2 the largest halving of the node count on which Run
-// times the call (its schedule, or its own steady extrapolation in the chunk count; a dry run
-// says which), N1 = N2/2 ≥ NodesMin. Both smaller plans must be the same decision (algorithm,
-// protocol, channels) as the full one, or nothing is returned. It returns nil (and no error) where
-// no such pair exists or m cannot build smaller machines (PlannerAt is nil).
+// The replays on other node counts time the full call's plan, not what NCCL would decide there:
+// NCCL's channel count for LL and LL128 falls as the ranks grow (a 32 MiB Ring/LL broadcast
+// on 300 DGX H100 nodes runs 3 channels, on 150 nodes 6, on 128 nodes LL128 on 16), and the forms
+// over node counts hold for one plan, whose pipeline only grows longer. So the smaller calls keep
+// the full call's algorithm and protocol (keepDecision) and take its channels and chunk
+// (planForce). Until stop 36 they had to be NCCL's own decision there, and a broadcast or reduce
+// on 300 DGX H100 nodes from 32 MiB, 1,000 from 128 MiB or 5 GB200 NVL72 racks at 2 GiB failed
+// ("schedule would have about 9.89e+06 steps").
+
+// planForce is a decision imposed on a call planned on another node count (RunOptions.force).
+type planForce struct {
+	algo     coll.Algo
+	proto    coll.Proto
+	nch, lo  int
+	chunk    int64
+	nThreads int
+}
+
+// forceOf is plan's decision as a planForce.
+func forceOf(plan coll.Plan) *planForce {
+	return &planForce{algo: plan.Algo, proto: plan.Proto, nch: plan.NChannels, lo: plan.ChannelLo, chunk: plan.ChunkSize, nThreads: plan.NThreads}
+}
+
+// errForce marks a plan the forced decision does not fit: another algorithm or protocol, or fewer
+// channels than it needs.
+var errForce = errors.New("simnet: the forced decision does not fit this communicator")
+
+// apply imposes pf on p, planned on another node count with pf's algorithm and protocol.
+func (pf *planForce) apply(p *coll.Plan) error {
+	if p.Algo != pf.algo || p.Proto != pf.proto {
+		return fmt.Errorf("%w: %v/%v planned, %v/%v forced", errForce, p.Algo, p.Proto, pf.algo, pf.proto)
+	}
+	need := pf.lo + pf.nch
+	if (p.Rings != nil && len(p.Rings) < need) || (p.Trees != nil && len(p.Trees) < need) || (p.NodeTrees != nil && len(p.NodeTrees) < need) {
+		return fmt.Errorf("%w: %d channels forced", errForce, need)
+	}
+	p.NChannels, p.ChannelLo, p.ChunkSize, p.NThreads = pf.nch, pf.lo, pf.chunk, pf.nThreads
+	return nil
+}
+
+// nodesSteady times a call nothing else can from replays of the same plan (planForce) on other
+// node counts (see above). A broadcast or reduce (affine in the node count): N2 the largest
+// halving of the node count on which Run times the call (its schedule, or a steady extrapolation
+// of its own; a dry run says which), N1 = N2/2 ≥ NodesMin, or N − 1 and (N − 1)/2 where no
+// halving has a half of NodesMin nodes (5 GB200 racks: 2 and 4). An NVLSTree all-reduce (affine
+// in the trees' depth, ⌈log2 N⌉ for NCCL's double binary tree of N nodes): where N is not a
+// power of two, the call on M = 2^⌈log2 N⌉ nodes, whose trees are as deep (nodesDepth); else,
+// and where M nodes cannot be built, the form from M/4 and M/2 nodes at the depth of N. It
+// returns nil (and no error) where no such pair exists or m cannot build other machines
+// (PlannerAt is nil).
 func (m *Machine) nodesSteady(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, plan coll.Plan, opt RunOptions) (*Result, string, error) {
+	return m.nodesSteadyOf(f, size, dt, op, plan, opt, false)
+}
+
+// nodesAsDeep is nodesSteady's first form for an NVLSTree all-reduce on N nodes, N not a power
+// of two, alone: the same call on M = 2^⌈log2 N⌉ nodes. Run tries it before the forms in the
+// size: on 200 DGX H100 nodes the 256-node call is −0.70…+0.21% from the replay of the 200 nodes
+// at 256 MiB–2 GiB, where the form in the size from 128 and 256 MiB is +1.0% at 512 MiB and
+// +2.3% at 1 GiB (docs/cluster.md, "Node counts that are not powers of two").
+func (m *Machine) nodesAsDeep(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, plan coll.Plan, opt RunOptions) (*Result, string, error) {
+	if f != coll.AllReduce || plan.Algo != coll.NVLSTree || m.Nodes&(m.Nodes-1) == 0 {
+		return nil, "", nil
+	}
+	return m.nodesSteadyOf(f, size, dt, op, plan, opt, true)
+}
+
+func (m *Machine) nodesSteadyOf(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, plan coll.Plan, opt RunOptions, deepOnly bool) (*Result, string, error) {
 	// depth: the extrapolation variable of a node count (the node count; for an NVLSTree all-reduce
-	// its log2, the depth of the trees).
+	// the trees' depth).
 	depth := func(k int) int64 { return int64(k) }
+	type pair struct{ n1, n2 int } // n1 = 0: n2 alone, at the same depth
+	var pairs []pair
 	switch {
 	case m.PlannerAt == nil || m.Nodes < 2*NodesMin:
 		return nil, "", nil
 	case f == coll.Broadcast || f == coll.Reduce:
-	case f == coll.AllReduce && plan.Algo == coll.NVLSTree && m.Nodes&(m.Nodes-1) == 0:
-		depth = func(k int) int64 { return int64(bits.Len(uint(k)) - 1) }
+		// Halvings of N first, then N − 1, then the powers of two below N/2: the first pair
+		// both of whose calls Run times directly.
+		seen := map[int]bool{}
+		add := func(n2 int) {
+			if n2 < m.Nodes && n2/2 >= NodesMin && !seen[n2] {
+				seen[n2] = true
+				pairs = append(pairs, pair{n2 / 2, n2})
+			}
+		}
+		for n2 := m.Nodes / 2; n2 > 0; n2 /= 2 {
+			add(n2)
+		}
+		add(m.Nodes - 1)
+		for n2 := 1 << bits.Len(uint(m.Nodes/2)); n2 > 0; n2 /= 2 {
+			add(n2)
+		}
+	case f == coll.AllReduce && plan.Algo == coll.NVLSTree:
+		depth = nodesDepth
+		top := 1 << depth(m.Nodes)
+		if top != m.Nodes {
+			pairs = append(pairs, pair{0, top})
+		}
+		for n2 := top / 2; n2/2 >= NodesMin && !deepOnly; n2 /= 2 {
+			pairs = append(pairs, pair{n2 / 2, n2})
+		}
 	default:
 		return nil, "", nil
 	}
 	// The smaller calls keep the full call's algorithm and protocol (on 2 GB200 racks NCCL would
-	// take Simple at 4 GiB where 16 take LL128): only the pipeline's length may differ.
+	// take Simple at 4 GiB where 16 take LL128) and its channels and chunk: only the pipeline's
+	// length may differ.
 	ex := keepDecision(plan)
+	force := forceOf(plan)
 	// fits returns the machine of k nodes and the mode its Run times the call in (a dry run), or
-	// nil where the call is not planned there as the full one (algorithm, protocol, channels,
-	// chunk) or Run cannot time it.
+	// nil where the plan does not fit that communicator or Run cannot time it there.
 	fits := func(k int) (*Machine, string, error) {
 		mk, p, err := m.smaller(f, size, dt, op, k, ex)
 		if err != nil {
+			if k > m.Nodes {
+				return nil, "", nil // a larger communicator than the planner builds
+			}
 			return nil, "", err
 		}
-		if p.Decision() != plan.Decision() || p.ChunkSize != plan.ChunkSize {
+		if force.apply(&p) != nil {
 			return nil, "", nil
 		}
-		row, _, err := mk.Run(f, size, dt, op, RunOptions{DryRun: true, Exclude: ex})
+		row, _, err := mk.Run(f, size, dt, op, RunOptions{DryRun: true, Exclude: ex, force: force})
 		if err != nil || row.NCCL != "" {
-			return nil, "", nil // not timed, or timed as something else than planned
+			// Not timed (the machine of k nodes has no PlannerAt: no form over node counts of
+			// its own), or timed as something else than planned.
+			return nil, "", nil
 		}
 		return mk, row.Mode, nil
 	}
 	var m1, m2 *Machine
 	var mode1, mode2 string
-	for n2 := m.Nodes / 2; n2/2 >= NodesMin && m2 == nil; n2 /= 2 {
+	for _, pr := range pairs {
 		var err error
-		if m2, mode2, err = fits(n2); err != nil {
+		if m2, mode2, err = fits(pr.n2); err != nil {
 			return nil, "", err
 		}
 		if m2 == nil {
 			continue
 		}
-		if m1, mode1, err = fits(n2 / 2); err != nil {
+		if pr.n1 == 0 {
+			break // as deep: n2 alone
+		}
+		if m1, mode1, err = fits(pr.n1); err != nil {
 			return nil, "", err
 		}
-		if m1 == nil {
-			m2 = nil
+		if m1 != nil {
+			break
 		}
+		m2 = nil
 	}
 	if m2 == nil {
 		return nil, "", nil
 	}
-	n1, n2 := m1.Nodes, m2.Nodes
+	sub := RunOptions{BackToBack: 1, Exclude: ex, force: force}
+	run := func(mk *Machine) func() (*Result, error) {
+		return func() (*Result, error) {
+			_, r, err := mk.Run(f, size, dt, op, sub)
+			return r, err
+		}
+	}
+	n2 := m2.Nodes
+	if m1 == nil {
+		// The same depth: the time of the call on n2 nodes.
+		mode := fmt.Sprintf("nodes-steady (%d nodes: %s, as deep)", n2, mode2)
+		if opt.DryRun {
+			return &Result{}, mode, nil
+		}
+		res, err := run(m2)()
+		if err != nil {
+			return nil, "", fmt.Errorf("simnet: %s on %d nodes: %w", coll.TestName(f), n2, err)
+		}
+		return res, mode, nil
+	}
+	n1 := m1.Nodes
 	in := ""
 	if depth(n2) != int64(n2) {
 		in = ", in log2"
@@ -119,20 +235,33 @@ func (m *Machine) nodesSteady(f coll.Func, size int64, dt coll.DataType, op coll
 	if opt.DryRun {
 		return &Result{}, mode, nil
 	}
-	sub := RunOptions{BackToBack: 1, Exclude: ex}
-	run := func(mk *Machine) func() (*Result, error) {
-		return func() (*Result, error) {
-			_, r, err := mk.Run(f, size, dt, op, sub)
-			return r, err
+	run1, run2 := run(m1), run(m2)
+	if m2.NRanks() >= pairSequentialRanks {
+		// One after the other: the two replays at once would hold both.
+		r1, err := run1()
+		if err != nil {
+			return nil, "", fmt.Errorf("simnet: %s on %d nodes: %w", coll.TestName(f), n1, err)
 		}
+		run1 = func() (*Result, error) { return r1, nil }
 	}
 	// The smaller machines' calls pay the host's floor per call (Run); the full call adds its own.
-	res, err := extrapolated(depth(n1), depth(n2), depth(m.Nodes), run(m1), run(m2))
+	res, err := extrapolated(depth(n1), depth(n2), depth(m.Nodes), run1, run2)
 	if err != nil {
 		return nil, "", fmt.Errorf("simnet: %s on %d and %d nodes: %w", coll.TestName(f), n1, n2, err)
 	}
 	return res, mode, nil
 }
+
+// pairSequentialRanks is the most ranks of nodesSteady's larger machine for which its two replays
+// may run at once (replayPair): 1,400 GB200 NVL72 racks (100,800 GPUs) timed from 512 and 1,024
+// racks peaked at 4.78 GB with both at once, past the 4 GiB the simulator is held to at 131,072
+// GPUs; the 1,024-rack replay alone takes 2.1 GB (`/usr/bin/time simccl run --topo gb200-nvl72
+// --nodes 1024 -b 1G -e 1G`).
+const pairSequentialRanks = 32768
+
+// nodesDepth is the depth of NCCL's double binary tree over k nodes, both trees: ⌈log2 k⌉
+// (coll.Dtree; TestNodesDepth checks it against the trees).
+func nodesDepth(k int) int64 { return int64(bits.Len(uint(k - 1))) }
 
 // smaller is m with k nodes (its planner from PlannerAt) and the plan it makes of the call with
 // ex excluded.
@@ -189,10 +318,13 @@ func (m *Machine) sizesSteadyOf(f coll.Func, size int64, dt coll.DataType, op co
 		call := coll.TestCall(f, s, dt, op, m.NRanks())
 		call.Exclude = ex
 		p, err := m.Planner.Plan(call)
+		if err == nil && opt.force != nil {
+			err = opt.force.apply(&p)
+		}
 		if err != nil || p.Decision() != plan.Decision() || p.ChunkSize != plan.ChunkSize {
 			return "", false
 		}
-		row, _, err := m.Run(f, s, dt, op, RunOptions{DryRun: true, Exclude: ex, noSizes: true})
+		row, _, err := m.Run(f, s, dt, op, RunOptions{DryRun: true, Exclude: ex, noSizes: true, force: opt.force})
 		if err != nil || row.NCCL != "" {
 			return "", false
 		}
@@ -215,7 +347,7 @@ func (m *Machine) sizesSteadyOf(f coll.Func, size int64, dt coll.DataType, op co
 		if opt.DryRun {
 			return &Result{}, mode, nil
 		}
-		sub := RunOptions{Exclude: ex, noSizes: true}
+		sub := RunOptions{Exclude: ex, noSizes: true, force: opt.force}
 		run := func(s int64) func() (*Result, error) {
 			return func() (*Result, error) {
 				_, r, err := m.Run(f, s, dt, op, sub)

@@ -23,6 +23,9 @@ func TestNodesSteadyMatchesExact(t *testing.T) {
 		{"dgx-h100", 2, 16, coll.Reduce, 32 << 20},
 		{"dgx-h100", 4, 8, coll.Broadcast, 64 << 20},   // from 2 and 4 nodes
 		{"dgx-h100", 4, 16, coll.Broadcast, 64 << 20},  // from 4 and 8 nodes
+		{"dgx-h100", 2, 16, coll.Broadcast, 512 << 10}, // Ring/LL/4 forced on 4 and 8 nodes (NCCL: LL/8 on 8)
+		{"dgx-h100", 2, 6, coll.Broadcast, 32 << 20},   // from 2 and 5 nodes: 6 has no halving pair
+		{"dgx-h100", 2, 7, coll.Reduce, 32 << 20},      // from 3 and 6 nodes
 		{"dgx-h100", 8, 16, coll.AllReduce, 256 << 20}, // NVLSTree, from 4 and 8 nodes
 		{"dgx-h100", 8, 16, coll.AllReduce, 1 << 30},
 	} {
@@ -98,6 +101,101 @@ func TestSizesSteadyMatchesExact(t *testing.T) {
 		t.Logf("%d×%d GPUs %d B: %s %.2f µs, %s %.2f µs (%+.3f%%)", c.nodes, c.gpus, c.size, mode, res.Time.Micros(), exact.Mode, exact.TimeUs, 100*rel)
 		if math.Abs(rel) > 0.01 {
 			t.Errorf("%d×%d GPUs: %s %+.2f%% from the exact replay", c.nodes, c.gpus, mode, 100*rel)
+		}
+	}
+}
+
+// The depth of NCCL's double binary tree over k nodes, both trees, is ⌈log2 k⌉ (nodesDepth): the
+// variable of nodesSteady's NVLSTree forms.
+func TestNodesDepth(t *testing.T) {
+	for k := 2; k <= 1500; k++ {
+		for tr := 0; tr < 2; tr++ {
+			deepest := 0
+			for n := 0; n < k; n++ {
+				d := 0
+				for x := n; ; d++ {
+					up, _, _, _ := coll.Dtree(k, x, tr)
+					if up < 0 {
+						break
+					}
+					x = up
+				}
+				deepest = max(deepest, d)
+			}
+			if int64(deepest) != nodesDepth(k) {
+				t.Fatalf("%d nodes, tree %d: depth %d, nodesDepth %d", k, tr, deepest, nodesDepth(k))
+			}
+		}
+	}
+}
+
+// An NVLSTree all-reduce on a node count that is not a power of two, timed by the call on the
+// next power of two (nodesAsDeep), against the replay of its own nodes (the channels' lockstep
+// folded): within 1% from 128 MiB (docs/cluster.md, "Node counts that are not powers of two").
+func TestNodesAsDeep(t *testing.T) {
+	for _, c := range []struct {
+		nodes int
+		size  int64
+	}{
+		{12, 256 << 20}, // as 16
+		{24, 128 << 20}, // as 32
+	} {
+		m, _ := settingsMachine(t, "dgx-h100", c.nodes, 8, nil, planner.Settings{})
+		m.PlannerAt = func(k int) (coll.Planner, error) {
+			_, p := settingsMachine(t, "dgx-h100", k, 8, nil, planner.Settings{})
+			return p, nil
+		}
+		exact, _, err := m.Run(coll.AllReduce, c.size, coll.Float32, coll.Sum, RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if exact.Algo != "NVLSTree" || exact.NCCL != "" || (exact.Mode != "schedule" && exact.Mode != "nvls-symmetric") {
+			t.Fatalf("%d nodes: the reference ran %s in mode %s", c.nodes, exact.Algo, exact.Mode)
+		}
+		plan, _, err := m.Plan(coll.AllReduce, c.size, coll.Float32, coll.Sum)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, mode, err := m.nodesAsDeep(coll.AllReduce, c.size, coll.Float32, coll.Sum, plan, RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res == nil {
+			t.Fatalf("%d nodes: not timed as deep", c.nodes)
+		}
+		rel := res.Time.Micros()/exact.TimeUs - 1
+		t.Logf("%d nodes %d B: %s %.2f µs, %s %.2f µs (%+.3f%%)", c.nodes, c.size, mode, res.Time.Micros(), exact.Mode, exact.TimeUs, 100*rel)
+		if math.Abs(rel) > 0.01 {
+			t.Errorf("%d nodes: %s %+.2f%% from the replay of its nodes", c.nodes, mode, 100*rel)
+		}
+	}
+}
+
+// Calls on node counts that are not powers of two, which stop 35 could not time or timed as
+// another algorithm (docs/cluster.md, "Any node count"), are planned as NCCL's decision and given a
+// mode (dry runs).
+func TestAnyNodeCountTimed(t *testing.T) {
+	for _, c := range []struct {
+		nodes int
+		f     coll.Func
+		size  int64
+		mode  string
+	}{
+		{300, coll.Broadcast, 32 << 20, "nodes-steady (75, 150 nodes)"}, // Ring/LL/3; NCCL runs LL/6 on 150
+		{300, coll.Reduce, 32 << 20, "nodes-steady (75, 150 nodes)"},
+		{1400, coll.AllReduce, 128 << 20, "nodes-steady (2048 nodes: nvlstree-fold, last resort, as deep)"}, // was Tree
+	} {
+		m, _ := settingsMachine(t, "dgx-h100", c.nodes, 8, nil, planner.Settings{})
+		m.PlannerAt = func(k int) (coll.Planner, error) {
+			_, p := settingsMachine(t, "dgx-h100", k, 8, nil, planner.Settings{})
+			return p, nil
+		}
+		row, _, err := m.Run(c.f, c.size, coll.Float32, coll.Sum, RunOptions{DryRun: true})
+		if err != nil {
+			t.Fatalf("%d nodes %v %d B: %v", c.nodes, c.f, c.size, err)
+		}
+		if row.NCCL != "" || row.Mode != c.mode {
+			t.Errorf("%d nodes %v %d B: %s/%s/%d in mode %q (NCCL: %q), want NCCL's decision in mode %q", c.nodes, c.f, c.size, row.Algo, row.Proto, row.NChannels, row.Mode, row.NCCL, c.mode)
 		}
 	}
 }

@@ -326,6 +326,9 @@ type RunOptions struct {
 	// data type) in place of nccl-tests' pattern (every rank sends size bytes to the next): a
 	// traced group's sends and receives (simccl replay). The row keeps size as its bytes.
 	Transfers []coll.Transfer
+	// force, where set, imposes another communicator's decision on the call (nodesSteady's
+	// replays on other node counts: planForce).
+	force *planForce
 }
 
 // Run simulates one nccl-tests size of f and returns its table row, and the simulation result.
@@ -358,6 +361,12 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	plan, nccl, err := m.plan(call, func(a coll.Algo) bool { return m.simulates(f, a) })
 	if err != nil {
 		return row, nil, err
+	}
+	if opt.force != nil {
+		if err := opt.force.apply(&plan); err != nil {
+			return row, nil, err
+		}
+		nccl = plan
 	}
 	compactable := func(p coll.Plan) bool { return compactAlgo(f, p) }
 	// A point-to-point call whose transfers the compact executor cannot replay (see compactAlgo)
@@ -497,6 +506,17 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		}
 		var mode string
 		if res, mode, err = m.nvlsFoldLastResort(plan, tm, opt); err != nil {
+			return row, nil, err
+		}
+		if res != nil {
+			row.Mode = mode
+		}
+	}
+	if res == nil && plan.Algo == coll.NVLSTree && !opt.Exact && !opt.Record {
+		// An NVLSTree all-reduce on N nodes, N not a power of two, that nothing above could
+		// replay: the same call on 2^⌈log2 N⌉ nodes, whose trees are as deep (nodesAsDeep).
+		var mode string
+		if res, mode, err = m.nodesAsDeep(f, size, dt, op, plan, opt); err != nil {
 			return row, nil, err
 		}
 		if res != nil {
