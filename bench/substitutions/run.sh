@@ -1,12 +1,15 @@
 #!/bin/bash
 # Every substituted row of the embedded topologies × 1, 2, 16 nodes × collectives × 8 B–8 GiB
 # (README.md): one line per row, then a count per (topology, nodes, collective) and the same as JSON.
+# NODES and TOPOS (space-separated) replace the node counts and the topologies.
 set -u -o pipefail
 S=${1:-bin/simccl}
+NODES=${NODES:-1 2 16}
+TOPOS=${TOPOS:-dgx-a100 dgx-b200 dgx-h100 dgx-h200 dgx1-v100 gb200-nvl4-tray gb200-nvl72 gh200-c2c h200x2-nvlink hgx-h100-16nic pcie-8gpu-2socket}
 rows=$(mktemp)
 trap 'rm -f "$rows"' EXIT
-for t in dgx-a100 dgx-b200 dgx-h100 dgx-h200 dgx1-v100 gb200-nvl4-tray gb200-nvl72 gh200-c2c h200x2-nvlink hgx-h100-16nic pcie-8gpu-2socket; do
-	for n in 1 2 16; do
+for t in $TOPOS; do
+	for n in $NODES; do
 		for c in allreduce allgather reducescatter broadcast reduce alltoall sendrecv; do
 			if ! "$S" run --topo "$t" --nodes "$n" -c "$c" -b 8 -e 8G -f 2 --dry-run --json --progress off 2>/dev/null |
 				python3 -c '
