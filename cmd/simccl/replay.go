@@ -94,6 +94,8 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		newPlanner = cachedPlanners(newPlanner)
+		plannerAt := plannersAt(newPlanner)
 		build := func(nodes int) (*simnet.Machine, error) {
 			p, err := newPlanner(nodes)
 			if err != nil {
@@ -106,6 +108,9 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 			// A traced application's calls are timed one at a time: not nccl-tests' loop, which
 			// run times a broadcast or reduce by (simnet.NCCLTestsLoop).
 			m.BackToBack = 1
+			// Calls past coll's limit are timed from other node counts, as simccl run times them
+			// (a 32 MiB broadcast on 300 DGX H100 nodes, NVLSTree on 1,400).
+			m.PlannerAt = plannerAt
 			return m, nil
 		}
 		m, err := build(1)

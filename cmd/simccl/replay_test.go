@@ -307,3 +307,45 @@ func TestReplayLogAgainstTrace(t *testing.T) {
 	}
 	require.Greater(t, rows, 350, "rows read")
 }
+
+// Stop 36: replay records messages for its per-link table, and a call too large to record (a 32
+// MiB broadcast on 300 DGX H100 nodes) fell back to NCCL's cost model, one the recorded replay
+// could time only as another algorithm (a 32 MiB NVLSTree all-reduce there, timed as Tree). Both
+// are now timed as simccl run times them, without records.
+func TestReplayLargeCallsAsRun(t *testing.T) {
+	dir := t.TempDir()
+	var files []string
+	for r := 0; r < 2; r++ {
+		f := filepath.Join(dir, fmt.Sprintf("simccl-trace.rank%d.jsonl", r))
+		lines := fmt.Sprintf(`{"seq":0,"t_ns":1,"dur_ns":1,"rank":%d,"nranks":2,"comm":"u1","op":"CommInit","root":-1,"group":0,"host":"h","pid":1,"mode":"record"}
+{"seq":1,"t_ns":10,"dur_ns":1,"rank":%d,"nranks":2,"comm":"u1","op":"Broadcast","count":8388608,"dtype":"float","root":0,"group":0}
+{"seq":2,"t_ns":20,"dur_ns":1,"rank":%d,"nranks":2,"comm":"u1","op":"AllReduce","count":8388608,"dtype":"float","redop":"sum","root":-1,"group":0}
+`, r, r, r)
+		if err := os.WriteFile(f, []byte(lines), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	var out, errb bytes.Buffer
+	if rc := mainRun(append([]string{"replay", "--topo", "dgx-h100", "--nodes", "300", "--json"}, files...), &out, &errb); rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	var rep struct {
+		Launches []struct {
+			Ops, Algo, Mode, NCCL string
+		} `json:"launches"`
+		Notes []string `json:"notes"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"Broadcast": "Ring", "AllReduce": "NVLSTree"}
+	for _, l := range rep.Launches {
+		if l.Algo != want[l.Ops] || l.NCCL != "" || (l.Ops == "Broadcast" && !strings.HasPrefix(l.Mode, "nodes-steady")) {
+			t.Errorf("%s: %s in mode %q (NCCL %q), want %s (a broadcast timed from other node counts)", l.Ops, l.Algo, l.Mode, l.NCCL, want[l.Ops])
+		}
+	}
+	if len(rep.Launches) != 2 || strings.Contains(strings.Join(rep.Notes, "\n"), "cost model (tuning)") {
+		t.Errorf("launches %+v, notes %q", rep.Launches, rep.Notes)
+	}
+}
