@@ -181,8 +181,8 @@ func TestAnyNodeCountTimed(t *testing.T) {
 		size  int64
 		mode  string
 	}{
-		{300, coll.Broadcast, 32 << 20, "nodes-steady (75, 150 nodes)"}, // Ring/LL/3; NCCL runs LL/6 on 150
-		{300, coll.Reduce, 32 << 20, "nodes-steady (75, 150 nodes)"},
+		{300, coll.Broadcast, 32 << 20, "nodes-steady (75, 150 nodes) back-to-back x3 (saving from 2M)"}, // Ring/LL/3; NCCL runs LL/6 on 150
+		{300, coll.Reduce, 32 << 20, "nodes-steady (75, 150 nodes) back-to-back x3 (saving from 2M)"},
 		{1400, coll.AllReduce, 128 << 20, "nodes-steady (2048 nodes: nvlstree-fold, last resort, as deep)"}, // was Tree
 	} {
 		m, _ := settingsMachine(t, "dgx-h100", c.nodes, 8, nil, planner.Settings{})
