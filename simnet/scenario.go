@@ -528,45 +528,30 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 			row.Mode = mode
 		}
 	}
-	if res == nil && plan.Algo == coll.NVLSTree && !opt.Exact && !opt.Record {
-		// An NVLSTree all-reduce on N nodes, N not a power of two, that nothing above could
-		// replay: the same call on 2^⌈log2 N⌉ nodes, whose trees are as deep (nodesAsDeep).
+	// The forms from other sizes or node counts, in this order, each where those above it timed
+	// nothing (docs/cluster.md).
+	nvlsTree := plan.Algo == coll.NVLSTree && !opt.Exact && !opt.Record
+	for _, form := range []struct {
+		ok  bool
+		run func(coll.Func, int64, coll.DataType, coll.RedOp, coll.Plan, RunOptions) (*Result, string, error)
+	}{
+		// An NVLSTree all-reduce on N nodes, N not a power of two: the same call on 2^⌈log2 N⌉
+		// nodes, whose trees are as deep (nodesAsDeep).
+		{nvlsTree, m.nodesAsDeep},
+		// An NVLSTree all-reduce from S/4 and S/2 timed without a form of their own
+		// (sizesSteadyDirect), closer than the form over node counts where both were measured.
+		{nvlsTree && !opt.noSizes, m.sizesSteadyDirect},
+		// Else from the same call on fewer nodes (nodesSteady, in the trees' depth).
+		{nvlsTree, m.nodesSteady},
+		// Any algorithm without a compact executor: from two smaller sizes (sizesSteady), before
+		// timing NCCL's decision without this algorithm.
+		{!compactable(plan) && !opt.Exact && !opt.Record && !opt.noSizes, m.sizesSteady},
+	} {
+		if res != nil || !form.ok {
+			continue
+		}
 		var mode string
-		if res, mode, err = m.nodesAsDeep(f, size, dt, op, plan, opt); err != nil {
-			return row, nil, err
-		}
-		if res != nil {
-			row.Mode = mode
-		}
-	}
-	if res == nil && plan.Algo == coll.NVLSTree && !opt.Exact && !opt.Record && !opt.noSizes {
-		// An NVLSTree all-reduce nothing above could replay: from the same call at two smaller
-		// sizes that Run times without extrapolating over sizes or nodes (sizesSteady, direct),
-		// closer than the form over node counts below where both were measured (docs/cluster.md).
-		var mode string
-		if res, mode, err = m.sizesSteadyDirect(f, size, dt, op, plan, opt); err != nil {
-			return row, nil, err
-		}
-		if res != nil {
-			row.Mode = mode
-		}
-	}
-	if res == nil && plan.Algo == coll.NVLSTree && !opt.Exact && !opt.Record {
-		// Else from the same call on fewer nodes (nodesSteady, in the trees' depth), before
-		// timing NCCL's decision without it.
-		var mode string
-		if res, mode, err = m.nodesSteady(f, size, dt, op, plan, opt); err != nil {
-			return row, nil, err
-		}
-		if res != nil {
-			row.Mode = mode
-		}
-	}
-	if res == nil && !compactable(plan) && !opt.Exact && !opt.Record && !opt.noSizes {
-		// Still nothing: from the same call at two smaller sizes (sizesSteady), before timing
-		// NCCL's decision without this algorithm.
-		var mode string
-		if res, mode, err = m.sizesSteady(f, size, dt, op, plan, opt); err != nil {
+		if res, mode, err = form.run(f, size, dt, op, plan, opt); err != nil {
 			return row, nil, err
 		}
 		if res != nil {

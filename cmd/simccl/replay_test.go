@@ -113,18 +113,9 @@ func TestReplayVirtualTopo(t *testing.T) {
 // A trace whose communicators span a whole number of nodes replays at its own scale without
 // --nodes or --scale-ranks: 16 ranks on dgx-h100 are 2 nodes, nothing scaled.
 func TestReplayAtTraceScale(t *testing.T) {
-	dir := t.TempDir()
-	var files []string
-	for r := 0; r < 16; r++ {
-		f := filepath.Join(dir, fmt.Sprintf("simccl-trace.rank%d.jsonl", r))
-		lines := fmt.Sprintf(`{"seq":0,"t_ns":1000,"dur_ns":10,"rank":%d,"nranks":16,"comm":"c16","op":"CommInit","root":-1,"group":0,"host":"h","pid":1,"mode":"record"}
-{"seq":1,"t_ns":2000,"dur_ns":10,"rank":%d,"nranks":16,"comm":"c16","op":"AllReduce","count":1048576,"dtype":"float","redop":"sum","root":-1,"group":0}
-`, r, r)
-		if err := os.WriteFile(f, []byte(lines), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
-	}
+	files := writeTraces(t, 16, `{"seq":0,"t_ns":1000,"dur_ns":10,"rank":%[1]d,"nranks":16,"comm":"c16","op":"CommInit","root":-1,"group":0,"host":"h","pid":1,"mode":"record"}
+{"seq":1,"t_ns":2000,"dur_ns":10,"rank":%[1]d,"nranks":16,"comm":"c16","op":"AllReduce","count":1048576,"dtype":"float","redop":"sum","root":-1,"group":0}
+`)
 	var out, errb bytes.Buffer
 	if rc := mainRun(append([]string{"replay", "--topo", "dgx-h100"}, files...), &out, &errb); rc != 0 {
 		t.Fatalf("rc %d: %s", rc, errb.String())
@@ -313,19 +304,10 @@ func TestReplayLogAgainstTrace(t *testing.T) {
 // could time only as another algorithm (a 32 MiB NVLSTree all-reduce there, timed as Tree). Both
 // are now timed as simccl run times them, without records.
 func TestReplayLargeCallsAsRun(t *testing.T) {
-	dir := t.TempDir()
-	var files []string
-	for r := 0; r < 2; r++ {
-		f := filepath.Join(dir, fmt.Sprintf("simccl-trace.rank%d.jsonl", r))
-		lines := fmt.Sprintf(`{"seq":0,"t_ns":1,"dur_ns":1,"rank":%d,"nranks":2,"comm":"u1","op":"CommInit","root":-1,"group":0,"host":"h","pid":1,"mode":"record"}
-{"seq":1,"t_ns":10,"dur_ns":1,"rank":%d,"nranks":2,"comm":"u1","op":"Broadcast","count":8388608,"dtype":"float","root":0,"group":0}
-{"seq":2,"t_ns":20,"dur_ns":1,"rank":%d,"nranks":2,"comm":"u1","op":"AllReduce","count":8388608,"dtype":"float","redop":"sum","root":-1,"group":0}
-`, r, r, r)
-		if err := os.WriteFile(f, []byte(lines), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
-	}
+	files := writeTraces(t, 2, `{"seq":0,"t_ns":1,"dur_ns":1,"rank":%[1]d,"nranks":2,"comm":"u1","op":"CommInit","root":-1,"group":0,"host":"h","pid":1,"mode":"record"}
+{"seq":1,"t_ns":10,"dur_ns":1,"rank":%[1]d,"nranks":2,"comm":"u1","op":"Broadcast","count":8388608,"dtype":"float","root":0,"group":0}
+{"seq":2,"t_ns":20,"dur_ns":1,"rank":%[1]d,"nranks":2,"comm":"u1","op":"AllReduce","count":8388608,"dtype":"float","redop":"sum","root":-1,"group":0}
+`)
 	var out, errb bytes.Buffer
 	if rc := mainRun(append([]string{"replay", "--topo", "dgx-h100", "--nodes", "300", "--json"}, files...), &out, &errb); rc != 0 {
 		t.Fatalf("rc %d: %s", rc, errb.String())
@@ -348,4 +330,20 @@ func TestReplayLargeCallsAsRun(t *testing.T) {
 	if len(rep.Launches) != 2 || strings.Contains(strings.Join(rep.Notes, "\n"), "cost model (tuning)") {
 		t.Errorf("launches %+v, notes %q", rep.Launches, rep.Notes)
 	}
+}
+
+// writeTraces writes one trace file per rank (simccl-trace.rankR.jsonl in a temporary directory),
+// each the lines of format with the rank for %[1]d, and returns their paths.
+func writeTraces(t *testing.T, ranks int, format string) []string {
+	t.Helper()
+	dir := t.TempDir()
+	var files []string
+	for r := 0; r < ranks; r++ {
+		f := filepath.Join(dir, fmt.Sprintf("simccl-trace.rank%d.jsonl", r))
+		if err := os.WriteFile(f, []byte(fmt.Sprintf(format, r)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	return files
 }
