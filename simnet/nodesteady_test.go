@@ -34,10 +34,7 @@ func TestNodesSteadyMatchesExact(t *testing.T) {
 		// is otherwise nccl-tests' loop, whose call time over node counts is not a line: 8 nodes of
 		// 2 GPUs, 32 MiB, from 2 and 4 nodes +5.7%).
 		m.BackToBack = 1
-		m.PlannerAt = func(k int) (coll.Planner, error) {
-			_, p := settingsMachine(t, c.topo, k, c.gpus, nil, planner.Settings{})
-			return p, nil
-		}
+		m.PlannerAt = plannersOf(t, c.topo, c.gpus)
 		exact, _, err := m.Run(c.f, c.size, coll.Float32, coll.Sum, RunOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -141,10 +138,7 @@ func TestNodesAsDeep(t *testing.T) {
 		{24, 128 << 20}, // as 32
 	} {
 		m, _ := settingsMachine(t, "dgx-h100", c.nodes, 8, nil, planner.Settings{})
-		m.PlannerAt = func(k int) (coll.Planner, error) {
-			_, p := settingsMachine(t, "dgx-h100", k, 8, nil, planner.Settings{})
-			return p, nil
-		}
+		m.PlannerAt = plannersOf(t, "dgx-h100", 8)
 		exact, _, err := m.Run(coll.AllReduce, c.size, coll.Float32, coll.Sum, RunOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -186,10 +180,7 @@ func TestAnyNodeCountTimed(t *testing.T) {
 		{1400, coll.AllReduce, 128 << 20, "nodes-steady (2048 nodes: nvlstree-fold, last resort, as deep)"}, // was Tree
 	} {
 		m, _ := settingsMachine(t, "dgx-h100", c.nodes, 8, nil, planner.Settings{})
-		m.PlannerAt = func(k int) (coll.Planner, error) {
-			_, p := settingsMachine(t, "dgx-h100", k, 8, nil, planner.Settings{})
-			return p, nil
-		}
+		m.PlannerAt = plannersOf(t, "dgx-h100", 8)
 		row, _, err := m.Run(c.f, c.size, coll.Float32, coll.Sum, RunOptions{DryRun: true})
 		if err != nil {
 			t.Fatalf("%d nodes %v %d B: %v", c.nodes, c.f, c.size, err)
@@ -197,5 +188,13 @@ func TestAnyNodeCountTimed(t *testing.T) {
 		if row.NCCL != "" || row.Mode != c.mode {
 			t.Errorf("%d nodes %v %d B: %s/%s/%d in mode %q (NCCL: %q), want NCCL's decision in mode %q", c.nodes, c.f, c.size, row.Algo, row.Proto, row.NChannels, row.Mode, row.NCCL, c.mode)
 		}
+	}
+}
+
+// plannersOf is a Machine.PlannerAt of topo's nodes with gpus GPUs each (NCCL's defaults).
+func plannersOf(t *testing.T, topo string, gpus int) func(int) (coll.Planner, error) {
+	return func(k int) (coll.Planner, error) {
+		_, p := settingsMachine(t, topo, k, gpus, nil, planner.Settings{})
+		return p, nil
 	}
 }
