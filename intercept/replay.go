@@ -619,17 +619,21 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 			return nil, fmt.Errorf("%w: %s: %v", ErrReplay, t.what, err)
 		}
 		rec := opt.Links && recorded < maxOps
-		row, res, err := m.Run(t.k.f, t.k.size, t.k.dt, t.k.op, simnet.RunOptions{Record: rec, Transfers: t.transfers})
-		if rec && (err != nil || row.NCCL != "") {
-			// Too large to replay message by message, or replayed so only as another algorithm:
-			// timed without the records, as simccl run times it (a compact executor, or a form
-			// over sizes or node counts: a 32 MiB broadcast on 1,400 DGX H100 nodes, where until
-			// stop 36 NCCL's cost model timed it; a 128 MiB NVLSTree all-reduce there, until then
-			// Tree). Its traffic is not counted per link (the per-link note says how much time).
-			if r2, res2, err2 := m.Run(t.k.f, t.k.size, t.k.dt, t.k.op, simnet.RunOptions{Transfers: t.transfers}); err2 == nil && (err != nil || r2.NCCL == "") {
-				row, res, err = r2, res2, nil
+		if rec {
+			// A call too large to replay message by message, or replayable so only as another
+			// algorithm, is timed without the records, as simccl run times it (a compact
+			// executor, or a form over sizes or node counts: a 32 MiB broadcast on 1,400 DGX
+			// H100 nodes, where until stop 36 NCCL's cost model timed it; a 128 MiB NVLSTree
+			// all-reduce there, until then Tree). A dry run says which, without replaying. Its
+			// traffic is not counted per link (the per-link note says how much time that is).
+			dry, _, err := m.Run(t.k.f, t.k.size, t.k.dt, t.k.op, simnet.RunOptions{Record: true, DryRun: true, Transfers: t.transfers})
+			if err != nil || dry.NCCL != "" {
+				if plain, _, err := m.Run(t.k.f, t.k.size, t.k.dt, t.k.op, simnet.RunOptions{DryRun: true, Transfers: t.transfers}); err == nil && plain.NCCL == "" {
+					rec = false
+				}
 			}
 		}
+		row, res, err := m.Run(t.k.f, t.k.size, t.k.dt, t.k.op, simnet.RunOptions{Record: rec, Transfers: t.transfers})
 		if err != nil && len(t.transfers) > 1 {
 			// Too many messages to schedule: timed from samples of them.
 			if r, ok := sampledTransfers(m, t.k, t.transfers); ok {

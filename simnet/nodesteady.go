@@ -72,18 +72,14 @@ func forceOf(plan coll.Plan) *planForce {
 	return &planForce{algo: plan.Algo, proto: plan.Proto, nch: plan.NChannels, lo: plan.ChannelLo, chunk: plan.ChunkSize, nThreads: plan.NThreads}
 }
 
-// errForce marks a plan the forced decision does not fit: another algorithm or protocol, or fewer
-// channels than it needs.
-var errForce = errors.New("simnet: the forced decision does not fit this communicator")
-
 // apply imposes pf on p, planned on another node count with pf's algorithm and protocol.
 func (pf *planForce) apply(p *coll.Plan) error {
 	if p.Algo != pf.algo || p.Proto != pf.proto {
-		return fmt.Errorf("%w: %v/%v planned, %v/%v forced", errForce, p.Algo, p.Proto, pf.algo, pf.proto)
+		return fmt.Errorf("simnet: %v/%v planned on this communicator, %v/%v forced", p.Algo, p.Proto, pf.algo, pf.proto)
 	}
 	need := pf.lo + pf.nch
 	if (p.Rings != nil && len(p.Rings) < need) || (p.Trees != nil && len(p.Trees) < need) || (p.NodeTrees != nil && len(p.NodeTrees) < need) {
-		return fmt.Errorf("%w: %d channels forced", errForce, need)
+		return fmt.Errorf("simnet: %d channels forced, fewer on this communicator", need)
 	}
 	p.NChannels, p.ChannelLo, p.ChunkSize, p.NThreads = pf.nch, pf.lo, pf.chunk, pf.nThreads
 	return nil
@@ -94,9 +90,9 @@ func (pf *planForce) apply(p *coll.Plan) error {
 // halving of the node count on which Run times the call (its schedule, or a steady extrapolation
 // of its own; a dry run says which), N1 = N2/2 ≥ NodesMin, or N − 1 and (N − 1)/2 where no
 // halving has a half of NodesMin nodes (5 GB200 racks: 2 and 4). An NVLSTree all-reduce (affine
-// in the trees' depth, ⌈log2 N⌉ for NCCL's double binary tree of N nodes): where N is not a
-// power of two, the call on M = 2^⌈log2 N⌉ nodes, whose trees are as deep (nodesDepth); else,
-// and where M nodes cannot be built, the form from M/4 and M/2 nodes at the depth of N. It
+// in the trees' depth, ⌈log2 N⌉ for NCCL's double binary tree of N nodes): the form from M/4 and
+// M/2 nodes at the depth of N, M = 2^⌈log2 N⌉ (where N is not a power of two, Run first tries
+// the call on M nodes, whose trees are as deep: nodesAsDeep). It
 // returns nil (and no error) where no such pair exists or m cannot build other machines
 // (PlannerAt is nil).
 func (m *Machine) nodesSteady(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, plan coll.Plan, opt RunOptions) (*Result, string, error) {
@@ -144,10 +140,11 @@ func (m *Machine) nodesSteadyOf(f coll.Func, size int64, dt coll.DataType, op co
 	case f == coll.AllReduce && plan.Algo == coll.NVLSTree:
 		depth = nodesDepth
 		top := 1 << depth(m.Nodes)
-		if top != m.Nodes {
-			pairs = append(pairs, pair{0, top})
+		if deepOnly {
+			pairs = append(pairs, pair{0, top}) // Run tries it first (nodesAsDeep)
+			break
 		}
-		for n2 := top / 2; n2/2 >= NodesMin && !deepOnly; n2 /= 2 {
+		for n2 := top / 2; n2/2 >= NodesMin; n2 /= 2 {
 			pairs = append(pairs, pair{n2 / 2, n2})
 		}
 	default:

@@ -46,14 +46,7 @@ func TestNodesSteadyMatchesExact(t *testing.T) {
 		if exact.Mode != "schedule" && exact.Mode != "nvls-symmetric" || exact.NCCL != "" {
 			t.Fatalf("%s ×%d %v: the reference ran %s (%s)", c.topo, c.nodes, c.f, exact.Mode, exact.Algo)
 		}
-		plan, _, err := m.Plan(c.f, c.size, coll.Float32, coll.Sum)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, mode, err := m.nodesSteady(c.f, c.size, coll.Float32, coll.Sum, plan, RunOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res, mode := timedBy(t, m, c.f, c.size, m.nodesSteady)
 		if res == nil {
 			t.Fatalf("%s ×%d %v: no node extrapolation", c.topo, c.nodes, c.f)
 		}
@@ -83,14 +76,7 @@ func TestSizesSteadyMatchesExact(t *testing.T) {
 		if exact.Algo != "NVLSTree" || exact.NCCL != "" || (exact.Mode != "schedule" && exact.Mode != "nvls-symmetric") {
 			t.Fatalf("%d×%d: the reference ran %s in mode %s", c.nodes, c.gpus, exact.Algo, exact.Mode)
 		}
-		plan, _, err := m.Plan(coll.AllReduce, c.size, coll.Float32, coll.Sum)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, mode, err := m.sizesSteady(coll.AllReduce, c.size, coll.Float32, coll.Sum, plan, RunOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res, mode := timedBy(t, m, coll.AllReduce, c.size, m.sizesSteady)
 		if res == nil {
 			t.Fatalf("%d×%d: no size extrapolation", c.nodes, c.gpus)
 		}
@@ -146,14 +132,7 @@ func TestNodesAsDeep(t *testing.T) {
 		if exact.Algo != "NVLSTree" || exact.NCCL != "" || (exact.Mode != "schedule" && exact.Mode != "nvls-symmetric") {
 			t.Fatalf("%d nodes: the reference ran %s in mode %s", c.nodes, exact.Algo, exact.Mode)
 		}
-		plan, _, err := m.Plan(coll.AllReduce, c.size, coll.Float32, coll.Sum)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, mode, err := m.nodesAsDeep(coll.AllReduce, c.size, coll.Float32, coll.Sum, plan, RunOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res, mode := timedBy(t, m, coll.AllReduce, c.size, m.nodesAsDeep)
 		if res == nil {
 			t.Fatalf("%d nodes: not timed as deep", c.nodes)
 		}
@@ -197,4 +176,19 @@ func plannersOf(t *testing.T, topo string, gpus int) func(int) (coll.Planner, er
 		_, p := settingsMachine(t, topo, k, gpus, nil, planner.Settings{})
 		return p, nil
 	}
+}
+
+// timedBy plans an nccl-tests call of f and size on m (float sum) and times it by form (one of
+// Run's forms over sizes or node counts): its result, nil where the form does not apply, and mode.
+func timedBy(t *testing.T, m *Machine, f coll.Func, size int64, form func(coll.Func, int64, coll.DataType, coll.RedOp, coll.Plan, RunOptions) (*Result, string, error)) (*Result, string) {
+	t.Helper()
+	plan, _, err := m.Plan(f, size, coll.Float32, coll.Sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, mode, err := form(f, size, coll.Float32, coll.Sum, plan, RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, mode
 }
