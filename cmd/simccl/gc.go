@@ -15,18 +15,29 @@ import (
 // 516 MB and spared the 64-node fat tree its one collection, 400 → 462 MB).
 const firstGCAt = 384 << 20
 
+// heapLimit is the soft limit on the memory the Go runtime holds (debug.SetMemoryLimit: heap,
+// stacks and the runtime's own) once the first collection has run. Without it GOGC=100 lets the
+// heap grow to twice what is live before collecting: a sweep whose sizes run side by side on two
+// cores, about 2 GB live, peaked at 4.0-4.4 GB (100 GB200 racks, all-reduce 16 MiB-1 GiB; 3.4 GB
+// for one 1 GiB call on 1,400 racks). With the limit the collector runs earlier as the heap nears
+// it: 3.07 GB and 3% more time for that sweep, 2.81 GB and 7.5% more for that call (BENCHMARKS.md,
+// stop 37). It is soft: where more than this is live the runtime goes past it rather than fail
+// (the collector then takes at most half the CPU). 3 GiB keeps a run under the 4 GiB that the
+// simulator-speed targets allow, with room for what the runtime does not count.
+const heapLimit = 3 << 30
+
 // deferGC turns the collector off until the heap reaches firstGCAt (a memory limit), and back to
-// GOGC's percentage, without a limit, once the first collection has run (a sentinel's finalizer).
-// A GOGC or GOMEMLIMIT of the environment is left as it says.
+// GOGC's percentage, with heapLimit as the memory limit, once the first collection has run (a
+// sentinel's finalizer). A GOGC or GOMEMLIMIT of the environment is left as it says.
 func deferGC() {
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
 	pct := debug.SetGCPercent(-1)
-	limit := debug.SetMemoryLimit(firstGCAt)
+	debug.SetMemoryLimit(firstGCAt)
 	runtime.SetFinalizer(&gcSentinel{}, func(*gcSentinel) {
 		debug.SetGCPercent(pct)
-		debug.SetMemoryLimit(limit)
+		debug.SetMemoryLimit(heapLimit)
 	})
 }
 
