@@ -34,7 +34,7 @@ func refine(off []int32, adj []uint64, col []uint32, classes int) ([]uint32, int
 	touched := make([]int32, classes)
 	dirtyIn := make([]int32, classes) // the class's members in this round's dirty list
 	keeper := make([]pair, classes)   // this round's hash that keeps the class's number
-	origin := make([]uint32, ne) // an element's class before it moved this round
+	origin := make([]uint32, ne)      // an element's class before it moved this round
 	dirty := make([]int32, ne)
 	for i := range dirty {
 		dirty[i] = int32(i)

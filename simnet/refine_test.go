@@ -115,7 +115,6 @@ func (t *colourTable) assign(h1s, h2s []uint64, out []uint32) int {
 	return int(n)
 }
 
-
 // samePartition reports whether colourings a and b put the same elements together.
 func samePartition(a, b []uint32) bool {
 	if len(a) != len(b) {
