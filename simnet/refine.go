@@ -7,7 +7,7 @@ import (
 )
 
 // refine runs colour refinement to its fixed point: the coarsest equitable partition finer than
-// the initial colours col (ids 0..classes-1), over a graph in CSR form (element i's neighbours
+// the initial colours col (ids 0..classes-1, each used), over a graph in CSR form (element i's neighbours
 // are adj[off[i]:off[i+1]], each label<<32 | neighbour). Two elements end with the same colour
 // where they started with the same colour and have, for every label and colour, the same number
 // of neighbours of that colour by that label. It returns the colours and their number.
