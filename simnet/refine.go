@@ -17,9 +17,10 @@ import (
 // only for the elements one of whose neighbours changed colour in the last round (all of them in
 // the first): the others' multisets are the last round's, which every member of their class
 // shares. A class that splits keeps its number for one part — the part of the members whose
-// neighbours did not change, else the part of its first member in the round's order — and the
-// other parts take the next numbers in the order the round meets them, so the colours depend only
-// on the input. On a tree whose classes grow along a chain (a 72-GPU rack's chain in a tree of 300
+// neighbours did not change, else its largest part (the first of the largest in the round's
+// order), so that the fewest elements change and the fewest are recomputed in the next round, as
+// in Hopcroft's "all but the largest" — and the other parts take the next numbers in the order
+// the round meets them, so the colours depend only on the input. On a tree whose classes grow along a chain (a 72-GPU rack's chain in a tree of 300
 // GB200 racks: 142 rounds over 1.44 M elements) the rounds after the first touch only the chain's
 // frontier, where the synchronous form visited every element every round.
 func refine(off []int32, adj []uint64, col []uint32, classes int) ([]uint32, int) {
@@ -34,16 +35,18 @@ func refine(off []int32, adj []uint64, col []uint32, classes int) ([]uint32, int
 	touched := make([]int32, classes)
 	dirtyIn := make([]int32, classes) // the class's members in this round's dirty list
 	keeper := make([]pair, classes)   // this round's hash that keeps the class's number
-	origin := make([]uint32, ne)      // an element's class before it moved this round
+	best := make([]int32, classes)    // this round's largest group of the class (-1: none yet)
+	for c := range best {
+		best[c] = -1
+	}
 	dirty := make([]int32, ne)
 	for i := range dirty {
 		dirty[i] = int32(i)
 	}
 	var hs []pair
 	var changed []int32
-	// This round's new parts: an open-addressing table of (class, hash) -> number, probed by
-	// the hash, its slots holding the index+1 of a dirty element of the part (0: empty).
-	var slot []int32
+	var slot, groupOf, first, count []int32
+	var ids []uint32 // per group, the number its members take
 	for round := int32(1); len(dirty) > 0; round++ {
 		// The dirty elements' multisets depend only on the last round's colours: the cores
 		// share them out; the numbering below is sequential.
@@ -64,21 +67,8 @@ func refine(off []int32, adj []uint64, col []uint32, classes int) ([]uint32, int
 				hs[k] = pair{h1, h2}
 			}
 		})
-		for k, i := range dirty {
-			c := col[i]
-			if touched[c] != round {
-				touched[c], dirtyIn[c], keeper[c] = round, 0, hs[k]
-			}
-			dirtyIn[c]++
-		}
-		for _, i := range dirty {
-			if c := col[i]; dirtyIn[c] < size[c] {
-				keeper[c] = key[c] // members that are not dirty stay: they have key
-			} else {
-				key[c] = keeper[c]
-			}
-		}
-		changed = changed[:0]
+		// Group the dirty elements by (class, multiset): an open-addressing table probed by the
+		// hash, its slots holding group+1 (0: empty); groups numbered in order of first member.
 		tab := 1
 		for tab < 2*len(dirty) {
 			tab *= 2
@@ -89,35 +79,65 @@ func refine(off []int32, adj []uint64, col []uint32, classes int) ([]uint32, int
 		slot = slot[:tab]
 		clear(slot)
 		mask := uint64(tab - 1)
+		groupOf = slices.Grow(groupOf[:0], len(dirty))[:len(dirty)]
+		first, count = first[:0], count[:0]
 		for k, i := range dirty {
-			c := col[i]
-			h := hs[k]
-			if h == keeper[c] {
-				continue
+			c, h := col[i], hs[k]
+			if touched[c] != round {
+				touched[c], dirtyIn[c] = round, 0
 			}
-			var id uint32
+			dirtyIn[c]++
 			for j := (h.h1 ^ uint64(c)*0x9e3779b97f4a7c15) & mask; ; j = (j + 1) & mask {
-				s := slot[j]
-				if s == 0 {
-					slot[j] = int32(k) + 1
-					id = uint32(len(size))
+				g := slot[j] - 1
+				if g < 0 {
+					g = int32(len(first))
+					slot[j] = g + 1
+					first = append(first, int32(k))
+					count = append(count, 0)
+				} else if f := first[g]; hs[f] != h || col[dirty[f]] != c {
+					continue
+				}
+				groupOf[k] = g
+				count[g]++
+				break
+			}
+		}
+		// Which part keeps its class's number: where some members are not dirty, theirs (key);
+		// else the largest part (the first of the largest), so that the fewest elements change
+		// and the next round has the fewest to recompute.
+		for g, f := range first {
+			c := col[dirty[f]]
+			switch {
+			case dirtyIn[c] < size[c]:
+				keeper[c] = key[c]
+			case best[c] < 0 || count[g] > count[best[c]]:
+				best[c] = int32(g)
+				keeper[c], key[c] = hs[f], hs[f]
+			}
+		}
+		changed = changed[:0]
+		ids = slices.Grow(ids[:0], len(first))[:len(first)]
+		for k, i := range dirty {
+			c, g := col[i], groupOf[k]
+			if first[g] == int32(k) {
+				best[c] = -1 // for the next round
+				ids[g] = c
+				if hs[k] != keeper[c] {
+					ids[g] = uint32(len(size))
 					size = append(size, 0)
-					key = append(key, h)
+					key = append(key, hs[k])
 					touched = append(touched, 0)
 					dirtyIn = append(dirtyIn, 0)
 					keeper = append(keeper, pair{})
-					break
-				}
-				if o := dirty[s-1]; hs[s-1] == h && origin[o] == c {
-					id = col[o]
-					break
+					best = append(best, -1)
 				}
 			}
-			origin[i] = c
-			size[c]--
-			size[id]++
-			col[i] = id
-			changed = append(changed, i)
+			if id := ids[g]; id != c {
+				size[c]--
+				size[id]++
+				col[i] = id
+				changed = append(changed, i)
+			}
 		}
 		// Next round: the neighbours of the elements that changed colour, in order.
 		dirty = dirty[:0]

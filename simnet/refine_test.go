@@ -231,3 +231,51 @@ func TestRefineMatchesRounds(t *testing.T) {
 		t.Logf("%s: %d classes", g.name, ng)
 	}
 }
+
+// TestRefineMatchesRoundsRandom: the same on 200 random graphs made of copies of one random graph
+// (so that classes have many members, some dirty and some not in a round), joined in a ring, with
+// random initial colours repeated per copy.
+func TestRefineMatchesRoundsRandom(t *testing.T) {
+	rng := uint64(99)
+	rnd := func(n int) int {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		return int((rng >> 33) % uint64(n))
+	}
+	for trial := 0; trial < 200; trial++ {
+		m, copies := 2+rnd(40), 1+rnd(8)
+		ne := m * copies
+		nbr := make([][]uint64, ne)
+		for e := 0; e < m*(1+rnd(2)); e++ {
+			i, j, l := rnd(m), rnd(m), uint64(1+rnd(3))
+			for c := 0; c < copies; c++ {
+				nbr[c*m+i] = append(nbr[c*m+i], l<<32|uint64(c*m+j))
+				nbr[c*m+j] = append(nbr[c*m+j], (l+3)<<32|uint64(c*m+i))
+			}
+		}
+		if copies > 1 && rnd(2) == 0 {
+			a := rnd(m)
+			for c := 0; c < copies; c++ {
+				nbr[c*m+a] = append(nbr[c*m+a], 7<<32|uint64((c+1)%copies*m+a))
+			}
+		}
+		ncol := 1 + rnd(3)
+		base := make([]uint32, m)
+		for i := range base {
+			base[i] = uint32(i % ncol)
+		}
+		off := make([]int32, ne+1)
+		var adj []uint64
+		col := make([]uint32, ne)
+		for i := 0; i < ne; i++ {
+			adj = append(adj, nbr[i]...)
+			off[i+1] = int32(len(adj))
+			col[i] = base[i%m]
+		}
+		ncol = min(ncol, m)
+		want, nw := refineRounds(off, adj, slices.Clone(col), ncol)
+		got, ng := refine(off, adj, slices.Clone(col), ncol)
+		if ng != nw || !samePartition(got, want) {
+			t.Fatalf("trial %d (%d copies of %d): refine %d classes, the synchronous rounds %d, or another partition", trial, copies, m, ng, nw)
+		}
+	}
+}
