@@ -13,7 +13,7 @@ import (
 // of neighbours of that colour by that label. It returns the colours and their number.
 //
 // Each round refines the last round's partition by every element's multiset of (label,
-// neighbour's colour), as a round of the synchronous refinement does, but computes the multiset
+// neighbour's colour), hashed as the sum of its items' hashes (two 64-bit sums: no sort), as a round of the synchronous refinement does, but computes the multiset
 // only for the elements one of whose neighbours changed colour in the last round (all of them in
 // the first): the others' multisets are the last round's, which every member of their class
 // shares. A class that splits keeps its number for one part — the part of the members whose
@@ -52,17 +52,15 @@ func refine(off []int32, adj []uint64, col []uint32, classes int) ([]uint32, int
 		// share them out; the numbering below is sequential.
 		hs = slices.Grow(hs[:0], len(dirty))[:len(dirty)]
 		parallelFor(len(dirty), func(lo, hi int) {
-			var items []uint64
 			for k := lo; k < hi; k++ {
 				i := dirty[k]
-				items = items[:0]
+				// A multiset's hash: the sum of its items' hashes, two of them (128 bits), so
+				// that the order of the neighbours does not matter and nothing is sorted.
+				var h1, h2 uint64
 				for _, a := range adj[off[i]:off[i+1]] {
-					items = append(items, a&^(1<<32-1)|uint64(col[uint32(a)]))
-				}
-				slices.Sort(items)
-				h1, h2 := uint64(0x1234), uint64(0x9876)
-				for _, it := range items {
-					h1, h2 = treeMix(h1, it), treeMix(h2^0x5555, it)
+					it := a&^(1<<32-1) | uint64(col[uint32(a)])
+					h1 += treeMix(0x1234, it)
+					h2 += treeMix(0x9876, it)
 				}
 				hs[k] = pair{h1, h2}
 			}
