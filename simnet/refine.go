@@ -25,20 +25,22 @@ import (
 // frontier, where the synchronous form visited every element every round.
 func refine(off []int32, adj []uint64, col []uint32, classes int) ([]uint32, int) {
 	ne := len(col)
-	size := make([]int32, classes)
-	for _, c := range col {
-		size[c]++
-	}
 	type pair struct{ h1, h2 uint64 }
-	key := make([]pair, classes) // the multiset hash every member of the class has
-	mark := make([]int32, ne)    // the last round that put the element in dirty (0: none)
-	touched := make([]int32, classes)
-	dirtyIn := make([]int32, classes) // the class's members in this round's dirty list
-	keeper := make([]pair, classes)   // this round's hash that keeps the class's number
-	best := make([]int32, classes)    // this round's largest group of the class (-1: none yet)
-	for c := range best {
-		best[c] = -1
+	// Per class: its members; the multiset hash every member has, and that keeps the class's
+	// number in a round; the last round one of its members was dirty, how many were, and that
+	// round's largest group of them (-1: none yet).
+	type class struct {
+		size, touched, dirtyIn, best int32
+		key                          pair
 	}
+	cls := make([]class, classes)
+	for c := range cls {
+		cls[c].best = -1
+	}
+	for _, c := range col {
+		cls[c].size++
+	}
+	mark := make([]int32, ne) // the last round that put the element in dirty (0: none)
 	dirty := make([]int32, ne)
 	for i := range dirty {
 		dirty[i] = int32(i)
@@ -81,10 +83,11 @@ func refine(off []int32, adj []uint64, col []uint32, classes int) ([]uint32, int
 		first, count = first[:0], count[:0]
 		for k, i := range dirty {
 			c, h := col[i], hs[k]
-			if touched[c] != round {
-				touched[c], dirtyIn[c] = round, 0
+			if cl := &cls[c]; cl.touched != round {
+				cl.touched, cl.dirtyIn = round, 1
+			} else {
+				cl.dirtyIn++
 			}
-			dirtyIn[c]++
 			for j := (h.h1 ^ uint64(c)*0x9e3779b97f4a7c15) & mask; ; j = (j + 1) & mask {
 				g := slot[j] - 1
 				if g < 0 {
@@ -100,17 +103,12 @@ func refine(off []int32, adj []uint64, col []uint32, classes int) ([]uint32, int
 				break
 			}
 		}
-		// Which part keeps its class's number: where some members are not dirty, theirs (key);
-		// else the largest part (the first of the largest), so that the fewest elements change
-		// and the next round has the fewest to recompute.
+		// Which part keeps its class's number (key): where some members are not dirty, theirs
+		// (key as it is); else the largest part (the first of the largest), so that the fewest
+		// elements change and the next round has the fewest to recompute.
 		for g, f := range first {
-			c := col[dirty[f]]
-			switch {
-			case dirtyIn[c] < size[c]:
-				keeper[c] = key[c]
-			case best[c] < 0 || count[g] > count[best[c]]:
-				best[c] = int32(g)
-				keeper[c], key[c] = hs[f], hs[f]
+			if cl := &cls[col[dirty[f]]]; cl.dirtyIn == cl.size && (cl.best < 0 || count[g] > count[cl.best]) {
+				cl.best, cl.key = int32(g), hs[f]
 			}
 		}
 		changed = changed[:0]
@@ -118,21 +116,16 @@ func refine(off []int32, adj []uint64, col []uint32, classes int) ([]uint32, int
 		for k, i := range dirty {
 			c, g := col[i], groupOf[k]
 			if first[g] == int32(k) {
-				best[c] = -1 // for the next round
+				cls[c].best = -1 // for the next round
 				ids[g] = c
-				if hs[k] != keeper[c] {
-					ids[g] = uint32(len(size))
-					size = append(size, 0)
-					key = append(key, hs[k])
-					touched = append(touched, 0)
-					dirtyIn = append(dirtyIn, 0)
-					keeper = append(keeper, pair{})
-					best = append(best, -1)
+				if hs[k] != cls[c].key {
+					ids[g] = uint32(len(cls))
+					cls = append(cls, class{best: -1, key: hs[k]})
 				}
 			}
 			if id := ids[g]; id != c {
-				size[c]--
-				size[id]++
+				cls[c].size--
+				cls[id].size++
 				col[i] = id
 				changed = append(changed, i)
 			}
@@ -148,7 +141,7 @@ func refine(off []int32, adj []uint64, col []uint32, classes int) ([]uint32, int
 			}
 		}
 	}
-	return col, len(size)
+	return col, len(cls)
 }
 
 // parallelFor calls f on consecutive ranges covering [0, n), on up to GOMAXPROCS goroutines at
