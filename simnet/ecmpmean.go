@@ -39,14 +39,17 @@ func meanTooFar(check *relaxCheck, t Time) bool {
 // at most one rate computation per interval (Engine.RateInterval: a new flow waits for its rate,
 // and an ended flow's share for the others, up to one interval), within coarseWork, and the row
 // says so (rate-interval-N). Past coarseBound or coarseWork the model stands with W − B added
-// (ecmp-mean).
+// (ecmp-mean), except where it is too far to stand (a link over twice its capacity owing work),
+// whose alternative is the exact replay of every rank with no bound: there the interval replay,
+// cheaper than that, runs to its end whatever its work.
 
 // coarseWork bounds the replay of every rank with a rate interval that SimulateP2P tries where
 // the ECMP mean model owes work (owed > 0) and the exact replay did not fit exactWork: the flows
 // its rate computations may visit (Engine.CompVisited), about 0.7 µs each on this project's
 // 2-core development machine. The 17 cells of docs/cluster.md's table need 0.2–6.7 M; 32 to 48
 // DGX H100 nodes with 2 per leaf at 1–8 MiB up to 30 M (48 nodes, 8 MiB: 26 s). A try that runs
-// past it costs about as much. Tests lower it to see the mean model.
+// past it costs about as much. Tests lower it to see the mean model. It does not bound the
+// replay where the model is too far to stand (SimulateP2P).
 var coarseWork uint64 = 40_000_000
 
 // coarseBound is the largest bound on that replay's work (workBound) for which it is tried. The

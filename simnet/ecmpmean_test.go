@@ -156,3 +156,34 @@ func TestECMPMeanAllToAllOverTwiceOwingNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "p2p-compact, latency-mean, ecmp-mean", row.Mode)
 }
+
+// Where the mean model is too far to stand (a hashed link over twice its capacity that owes
+// work), the replay of every rank with a rate interval runs whatever its work: its alternative is
+// the exact replay of every rank, with no bound. 8 nodes of the aws-p5 file (4 EFA NICs a GPU, no
+// NVLink), 4 per leaf, 4 MiB: a link at 2.24× its capacity; with coarseWork too small for any try
+// the interval replay still stands (0.75 s, +0.11% from the exact replay's 5.6 s), where it
+// used to give way to the exact replay (on 24 nodes at 16 MiB that took 404 s; the interval
+// replay 10.8 s, +0.17%).
+func TestRateIntervalWhereMeanTooFar(t *testing.T) {
+	m, _ := settingsMachine(t, "../testdata/topos/aws-p5-48xl-h100-32efa-2026.xml", 8, 0, leafFabric(t, 4), planner.Settings{})
+	old := coarseWork
+	coarseWork = 1 // a budgeted try would stop at once
+	row, _, err := m.Run(coll.AllToAll, 4<<20, coll.Float32, coll.Sum, RunOptions{})
+	coarseWork = old
+	require.NoError(t, err)
+	require.Contains(t, row.Mode, "rate-interval-")
+	exact, _, err := m.Run(coll.AllToAll, 4<<20, coll.Float32, coll.Sum, RunOptions{Exact: true})
+	require.NoError(t, err)
+	rel := row.TimeUs/exact.TimeUs - 1
+	t.Logf("%s %.3f µs, exact %.3f µs (%+.2f%%)", row.Mode, row.TimeUs, exact.TimeUs, 100*rel)
+	require.GreaterOrEqual(t, rel, 0.0) // deferred rate computations only delay
+	require.Less(t, rel, 0.01)
+}
+
+// leafFabric is the default fabric with perLeaf hosts under a leaf.
+func leafFabric(t *testing.T, perLeaf int) *Fabric {
+	t.Helper()
+	fab := DefaultFabric()
+	require.NoError(t, fab.Set("hosts_per_leaf", fmt.Sprint(perLeaf)))
+	return fab
+}
