@@ -44,7 +44,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 	progress := cli.AddProgress(fs)
 	maxOps := fs.Int("trace-max-ops", 2_000_000, "stop recording ops for --trace/--ops after this many (memory bound)")
 	dryRun := fs.Bool("dry-run", false, "print what would be simulated for each size (NCCL's decision, the plan simulated, the mode) without simulating")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof), also when it is interrupted (Ctrl-C, SIGTERM: the profile so far, exit status 130 or 143)")
 	memProfile := fs.String("memprofile", "", "write the command's allocations (pprof's allocs profile, sampled) to this file at its end (go tool pprof)")
 	jobs := fs.IntP("jobs", "j", 0, "calls simulated at once (0: one per core, GOMAXPROCS); --trace/--ops run one at a time. The calls share one heap, which simccl holds near 3 GiB (a soft limit; GOMEMLIMIT or GOGC in the environment replace it)")
 	ecmpMean := fs.Bool("ecmp-mean", false, "let the ECMP mean model stand even on an oversubscribed fabric (fast, but it ignores hash collisions on links that bind: tens of percent off, see docs/cluster.md)")
@@ -62,6 +62,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 				return err
 			}
 			defer pprof.StopCPUProfile()
+			defer profileOnInterrupt(stderr, *cpuProfile)()
 		}
 		if *memProfile != "" {
 			f, err := os.Create(*memProfile)
