@@ -135,6 +135,7 @@ type p2pNet struct {
 	// per slot
 	owner, target []int32
 	route         [][]LinkID
+	rw            [][]float64 // per slot: its route's weights (nil: 1 on every link; symmetric)
 	lat           []Time
 	part          []int32 // index into wire
 	// per (operation, channel part): the wire bytes of each message, or of the copy to self
@@ -559,18 +560,21 @@ func (b *p2pBuild) programs(S int, class func(rank, target int) int32) *p2pNet {
 }
 
 // symmetric builds the replay of one rank per orbit of the rotation of nodes by R, on a private
-// engine, and the check of its relaxed links. It returns nil where a link orbit is crossed
-// unequally by the connection classes crossing it.
+// engine, and the check of its relaxed links.
 func (b *p2pBuild) symmetric(cl *Cluster, R int, latMean bool) (*p2pSim, *relaxCheck) {
 	S := R * (b.n / cl.NumNodes)
 	net := b.programs(S, func(_, t int) int32 { return int32(t % S) })
 	q := NewEngine(nil)
 	q.RateInterval, q.NoShortcut, q.Strict = b.e.RateInterval, b.e.NoShortcut, b.e.Strict
 	qlink := map[LinkID]LinkID{} // orbit -> private link
-	weight := map[LinkID]int{}
 	net.route = make([][]LinkID, len(net.owner))
 	net.lat = make([]Time, len(net.owner))
-	mult := map[LinkID]int{}
+	// Each slot's route as link orbits, in route order, with the times it crosses each.
+	orbits := make([][]LinkID, len(net.owner))
+	times := make([][]int32, len(net.owner))
+	weight := map[LinkID]int32{} // an orbit's crossings per connection, where all agree
+	unequal := false
+	mult := map[LinkID]int32{}
 	for s := range net.owner {
 		from, to, ch := b.slotEnds(net, int32(s))
 		route, class := routeP2P(b.r, from, to, ch, nil)
@@ -586,21 +590,48 @@ func (b *p2pBuild) symmetric(cl *Cluster, R int, latMean bool) (*p2pSim, *relaxC
 				mult[o]++
 			}
 		}
+		ts := make([]int32, len(order))
+		for i, o := range order {
+			ts[i] = mult[o]
+			if w0, ok := weight[o]; ok && w0 != ts[i] {
+				unequal = true
+			}
+			weight[o] = ts[i]
+		}
+		orbits[s], times[s] = order, ts
+	}
+	// A member of a slot's connection class crossing an orbit w times loads each of the orbit's
+	// links as w connections of the class do (the rotation spreads the crossings evenly). Where
+	// every class crosses an orbit alike, its private link has 1/w of the capacity; where classes
+	// cross it unequally (a route that meets the same orbit at both ends: 24 nodes of
+	// rtx3090-8gpu-pcie-2socket-ib56g.xml, with a rotation of one node, staging through host
+	// memory at both ends, where a route inside a node meets it once), the private link keeps the
+	// whole capacity and each route its weight w on it: the same max-min shares (weighRoute).
+	if unequal {
+		net.rw = make([][]float64, len(net.owner))
+	}
+	for s, order := range orbits {
 		qr := make([]LinkID, 0, len(order))
 		for _, o := range order {
-			w := mult[o]
-			if w0, ok := weight[o]; ok && w0 != w {
-				return nil, nil // unequal numbers: no single link stands for this orbit
-			}
 			id, ok := qlink[o]
 			if !ok {
-				weight[o] = w
-				id = q.AddLink("", b.e.LinkCap(o)/Rate(w), 0)
+				c := b.e.LinkCap(o)
+				if !unequal {
+					c /= Rate(weight[o])
+				}
+				id = q.AddLink("", c, 0)
 				qlink[o] = id
 			}
 			qr = append(qr, id)
 		}
 		net.route[s] = qr
+		if unequal {
+			w := make([]float64, len(order))
+			for i, t := range times[s] {
+				w[i] = float64(t)
+			}
+			net.rw[s] = w
+		}
 	}
 	x := newP2PSim(q, net, b.tm, b.proto)
 	x.qlink, x.S = qlink, S
@@ -722,6 +753,11 @@ func newP2PSim(e *Engine, net *p2pNet, tm Timing, proto coll.Proto) *p2pSim {
 		sendFin: make([]bool, ng), recvFin: make([]bool, ng),
 		arrived: make([]int32, ns), consumed: make([]int32, ns), capRate: tm.PerFlowCap[proto]}
 	copy(x.hi, net.segOff[:np])
+	for s, w := range net.rw {
+		if len(w) > 0 {
+			e.weighRoute(net.route[s], w)
+		}
+	}
 	if proto >= 0 && proto < coll.NumProtos && tm.CTARate > 0 && tm.CTAMem[proto] > 0 {
 		const unit = 1 << 20
 		x.mem, x.pay = tm.CTAMem[proto], float64(unit)/float64(coll.WireBytes(proto, unit))
@@ -751,6 +787,9 @@ func (x *p2pSim) shareCTA() {
 		ws := make([]float64, len(cr))
 		for i := range ws {
 			ws[i] = 1
+		}
+		if s < len(x.net.rw) {
+			copy(ws, x.net.rw[s])
 		}
 		ws[len(ws)-1] = w
 		x.e.weighRoute(cr, ws)
