@@ -15,12 +15,12 @@ import (
 )
 
 // An interrupted run still leaves its CPU profile: the test runs simccl (this test binary,
-// re-executed) on a call that takes about a minute and a half, interrupts it once the profile has
-// started, and finds a gzipped profile and the shell's exit status for SIGINT.
+// re-executed) with its topology read from a pipe the test never writes to, so that it is still
+// running, profile started, when the test interrupts it; it finds a gzipped profile and the
+// shell's exit status for SIGINT.
 func TestProfileOnInterrupt(t *testing.T) {
 	if path := os.Getenv("SIMCCL_TEST_PROFILE_CHILD"); path != "" {
-		os.Exit(mainRun([]string{"run", "--topo", "../../testdata/topos/rtx3090-8gpu-pcie-2socket-ib56g.xml",
-			"--nodes", "24", "-c", "alltoall", "-b", "128M", "-e", "128M", "--progress", "off", "--cpuprofile", path},
+		os.Exit(mainRun([]string{"run", "--topo", "/dev/stdin", "--progress", "off", "--cpuprofile", path},
 			io.Discard, os.Stderr))
 	}
 	path := filepath.Join(t.TempDir(), "cpu.prof")
@@ -28,6 +28,9 @@ func TestProfileOnInterrupt(t *testing.T) {
 	cmd.Env = append(os.Environ(), "SIMCCL_TEST_PROFILE_CHILD="+path)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe() // never written: the run waits for its topology
+	require.NoError(t, err)
+	defer stdin.Close()
 	require.NoError(t, cmd.Start())
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -39,7 +42,7 @@ func TestProfileOnInterrupt(t *testing.T) {
 	}
 	time.Sleep(500 * time.Millisecond) // the profile and the handler start just after the file
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
-	err := cmd.Wait()
+	err = cmd.Wait()
 	var exit *exec.ExitError
 	require.True(t, errors.As(err, &exit), "want an exit status, got %v (%s)", err, stderr.String())
 	require.Equal(t, 130, exit.ExitCode(), stderr.String())
