@@ -342,9 +342,10 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 		}
 		return node.NICs[k].GBps
 	}
+	portGBps, fastGBps := leafPortSpeeds(node, f)
 	upl := f.UplinkGBps
 	if upl == 0 {
-		upl = nicSpeed(0)
+		upl = fastGBps
 	}
 	c.groups = (nodes + f.HostsPerLeaf - 1) / f.HostsPerLeaf
 	down := f.HostsPerLeaf // ports per leaf
@@ -377,7 +378,7 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 		return c, nil
 	}
 	// Leaf uplinks: enough links of speed upl to carry the downlinks' bandwidth / oversubscription.
-	c.nLeafUp = int(leafUplinks(down, nicSpeed(0), f.Oversub, upl))
+	c.nLeafUp = int(leafUplinks(down, portGBps, f.Oversub, upl))
 	slat := FromMicros(f.SwitchLatUs)
 	c.leafUp = make([]LinkID, c.nLeaves*c.nLeafUp)
 	c.leafDown = make([]LinkID, c.nLeaves*c.nLeafUp)
@@ -445,6 +446,31 @@ func leafUplinks(down int, nic, oversub, upl float64) float64 {
 	return max(1, math.Ceil(float64(down)*nic/(oversub*upl)-1e-9))
 }
 
+// leafPortSpeeds returns the speed a leaf's uplinks are sized by, per downlink (port), and the
+// fastest NIC's speed (the uplinks' default speed), in GB/s, for nodes whose NICs may differ
+// (nic_speed, where set, is every NIC's). The uplinks carry the downlinks' bandwidth divided by
+// the oversubscription: under rail routing a leaf serves one NIC index, and every leaf is sized
+// for the fastest NIC's (the others' are then under-subscribed); under fattree a leaf serves all
+// of a node's NICs, whose mean speed is its port speed. An uplink is as fast as the fastest NIC,
+// so that no NIC's flow through the spine is slower than its port. Where a node's NICs have one
+// speed both are that speed. (Until stop 38 both were NIC 0's speed: on
+// b200-8gpu-gvisor-sandbox-flat.xml, NIC 0 at 100 Gb/s and others at 400, the 400 Gb/s rails'
+// leaves were 4:1 oversubscribed and their flows through the spine capped at 100 Gb/s.)
+func leafPortSpeeds(node *NodeModel, f *Fabric) (port, fastest float64) {
+	if f.NICGBps > 0 {
+		return f.NICGBps, f.NICGBps
+	}
+	sum := 0.0
+	for _, n := range node.NICs {
+		fastest = max(fastest, n.GBps)
+		sum += n.GBps
+	}
+	if f.Topology == "rail" {
+		return fastest, fastest
+	}
+	return sum / float64(len(node.NICs)), fastest
+}
+
 // checkClusterSize bounds what NewCluster would allocate before it allocates anything: a leaf's
 // uplinks (MaxLeafUplinks) and the simulator links of the whole cluster (MaxClusterLinks), so
 // that speeds and counts within their own ranges cannot multiply into billions of links. It
@@ -453,13 +479,10 @@ func checkClusterSize(node *NodeModel, nodes int, f *Fabric) error {
 	links := float64(nodes) * float64(len(node.Links))
 	if nodes > 1 {
 		nics := float64(len(node.NICs))
-		nic := f.NICGBps
-		if nic == 0 {
-			nic = node.NICs[0].GBps
-		}
+		nic, fast := leafPortSpeeds(node, f)
 		upl := f.UplinkGBps
 		if upl == 0 {
-			upl = nic
+			upl = fast
 		}
 		groups := math.Ceil(float64(nodes) / float64(f.HostsPerLeaf))
 		down, leaves := f.HostsPerLeaf, groups*nics

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestParseFabric(t *testing.T) {
@@ -213,5 +215,30 @@ func TestClusterLinkNames(t *testing.T) {
 	want := "n0.GPU1->PCISW > n0.PCISW->NIC1 > n0.NIC1->leaf3 > leaf3->pod3.agg0 > pod3.agg0->core0.0 > core0.0->pod5.agg0 > pod5.agg0->leaf5 > leaf5->n2.NIC1 > n2.NIC1->PCISW > n2.PCISW->GPU1"
 	if got != want {
 		t.Fatalf("route names\n got %s\nwant %s", got, want)
+	}
+}
+
+// Where a node's NICs differ in speed the default fabric stays non-blocking for each of them:
+// every leaf's uplinks carry at least its downlinks' bandwidth, and an uplink is as fast as the
+// fastest NIC (under rail routing a leaf is sized for the fastest rail; under fattree for the
+// NICs' mean). NIC 0 is the slowest here, which used to set both.
+func TestHeterogeneousNICsNonBlocking(t *testing.T) {
+	node := SwitchedNode("n", 8, 400, 8, 50, 48)
+	node.NICs[0].GBps, node.NICs[1].GBps = 12.5, 25 // 100 and 200 Gb/s; the rest 400
+	for _, topology := range []string{"rail", "fattree"} {
+		f := DefaultFabric()
+		f.Topology, f.HostsPerLeaf = topology, 4
+		e := NewEngine(nil)
+		c, err := NewCluster(e, node, 16, f)
+		require.NoError(t, err)
+		up := e.LinkCap(c.leafUp[0])
+		require.Equal(t, GBps(50), up, "%s: uplink speed", topology)
+		want := 4 * 50.0 // rail: 4 hosts at the fastest rail's 400 Gb/s
+		if topology == "fattree" {
+			want = 4 * (12.5 + 25 + 6*50)
+		}
+		got := float64(c.nLeafUp) * 50
+		require.GreaterOrEqual(t, got, want, "%s: %d uplinks of 50 GB/s", topology, c.nLeafUp)
+		require.Less(t, got-want, 50.0, "%s: one uplink more than needed at most", topology)
 	}
 }
