@@ -135,7 +135,7 @@ type p2pNet struct {
 	// per slot
 	owner, target []int32
 	route         [][]LinkID
-	rw            [][]float64 // per slot: its route's weights (nil: 1 on every link; symmetric)
+	rw            [][]float64 // per slot: its route's weights where symmetric sets them (nil: 1 on every link)
 	lat           []Time
 	part          []int32 // index into wire
 	// per (operation, channel part): the wire bytes of each message, or of the copy to self
@@ -223,9 +223,9 @@ func (b *p2pBuild) use(l LinkID) LinkID {
 // else, where a hashed link owes work beyond the model's (ecmpmean.go), every rank is replayed
 // with a rate interval if that fits coarseWork (any work where the model is too far to stand:
 // a link over twice its capacity that owes work), else the symmetric replay stands as the ECMP
-// mean model (with that work added); with rail routing every rank is replayed. Where no rotation short of the whole cluster works every rank is replayed (relaxed
-// links are then the engine's, which is exact). Every message is a flow, as in Simulate: no
-// chunks are merged.
+// mean model (with that work added); with rail routing every rank is replayed. Where no
+// rotation short of the whole cluster works every rank is replayed (relaxed links are then the
+// engine's, which is exact). Every message is a flow, as in Simulate: no chunks are merged.
 func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, error) {
 	n := r.NumRanks()
 	if len(spec.Ops) == 0 {
