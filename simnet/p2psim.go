@@ -434,8 +434,7 @@ func (b *p2pBuild) perRank(e *Engine) *p2pSim {
 // work it returns false and leaves res and e as they were.
 func (b *p2pBuild) replayAll(res *P2PResult, cl *Cluster, interval Time, work uint64) (bool, error) {
 	e := b.e
-	c := e.cloneLinks()
-	c.now, c.RateInterval, c.NoShortcut, c.Strict = e.now, e.RateInterval, e.NoShortcut, e.Strict
+	c := e.replayCopy()
 	if interval > 0 {
 		c.RateInterval = interval
 	}

@@ -142,8 +142,7 @@ func SimulateRing(e *Engine, r Router, spec RingSpec, tm Timing) (*RingResult, e
 		if res != nil && res.ECMPMean && exactAffordable(visits, float64(n)/float64(res.Rotation*cl.Node.NumGPUs)) {
 			// ECMP collisions: replay every rank on a copy of e's links if that fits the work
 			// budget; else the mean model stands.
-			c := e.cloneLinks()
-			c.now, c.RateInterval, c.NoShortcut, c.Strict = e.now, e.RateInterval, e.NoShortcut, e.Strict
+			c := e.replayCopy()
 			c.maxWork = exactWork
 			pr, err := perRankRing(c, r, spec, tm, stepsPerLoop, loops, wire)
 			switch {

@@ -42,6 +42,14 @@ func (e *Engine) cloneLinks() *Engine {
 	return c
 }
 
+// replayCopy is cloneLinks at e's clock with e's replay settings (RateInterval, NoShortcut,
+// Strict): the private engine on which a replay of every rank runs before e is credited.
+func (e *Engine) replayCopy() *Engine {
+	c := e.cloneLinks()
+	c.now, c.RateInterval, c.NoShortcut, c.Strict = e.now, e.RateInterval, e.NoShortcut, e.Strict
+	return c
+}
+
 // treeCache keeps, per set of trees and protocol, the partition of SimulateTree's symmetric
 // replay with every switch link relaxed (quotientTree, the costly part of a small replay): the
 // sizes of a sweep share it. It is safe for concurrent use.

@@ -443,8 +443,7 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 				meanRun = nil
 			}
 			pr, err := replay(full, func() (*Engine, *treeQuotient) {
-				c := e.cloneLinks()
-				c.now, c.RateInterval, c.NoShortcut, c.Strict = e.now, e.RateInterval, e.NoShortcut, e.Strict
+				c := e.replayCopy()
 				if budget {
 					c.maxWork = exactWork
 				}
@@ -473,11 +472,7 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 		if spec.PerRank {
 			tr, err = replayOn(full, e, nil, 0)
 		} else {
-			tr, err = replay(full, func() (*Engine, *treeQuotient) {
-				c := e.cloneLinks()
-				c.now, c.RateInterval, c.NoShortcut, c.Strict = e.now, e.RateInterval, e.NoShortcut, e.Strict
-				return c, nil
-			})
+			tr, err = replay(full, func() (*Engine, *treeQuotient) { return e.replayCopy(), nil })
 		}
 		events += tr.events
 		if err != nil {
