@@ -187,3 +187,41 @@ func leafFabric(t *testing.T, perLeaf int) *Fabric {
 	require.NoError(t, fab.Set("hosts_per_leaf", fmt.Sprint(perLeaf)))
 	return fab
 }
+
+// Past checkPairs the symmetric replay of an all-to-all stands unchecked: its relaxed links are
+// not checked, so under ECMP it is the mean model without the work a hashed link may owe
+// (P2PResult.Unchecked). Where no link owes anything (128 one-GPU nodes, default fabric, 1 MiB)
+// that is the checked row to the bit; where the hash collisions bind (12 DGX H100 nodes with 2
+// per leaf, 2 MiB: the checked row is the interval replay of every rank) it is the mean model
+// alone, a few percent fast (docs/cluster.md, "Unchecked").
+func TestP2PUncheckedPastCheckPairs(t *testing.T) {
+	cases := []struct {
+		nodes, perLeaf, gpus int
+		size                 int64
+		same                 bool // the unchecked row is the checked one
+	}{
+		{128, 32, 1, 1 << 20, true},
+		{12, 2, 0, 2 << 20, false},
+	}
+	for _, c := range cases {
+		m, _ := settingsMachine(t, "dgx-h100", c.nodes, c.gpus, leafFabric(t, c.perLeaf), planner.Settings{})
+		checked, _, err := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{})
+		require.NoError(t, err)
+		require.NotContains(t, checked.Mode, "unchecked")
+		old := checkPairs
+		checkPairs = 1
+		unchecked, _, err := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{})
+		checkPairs = old
+		require.NoError(t, err)
+		rel := unchecked.TimeUs/checked.TimeUs - 1
+		t.Logf("%d nodes, %d per leaf, %d MiB: %s %.3f µs, checked %s %.3f µs (%+.2f%%)", c.nodes, c.perLeaf, c.size>>20, unchecked.Mode, unchecked.TimeUs, checked.Mode, checked.TimeUs, 100*rel)
+		require.Equal(t, "p2p-compact, latency-mean, ecmp-mean, unchecked", unchecked.Mode)
+		if c.same {
+			require.Equal(t, checked.TimeUs, unchecked.TimeUs)
+			continue
+		}
+		require.Contains(t, checked.Mode, "rate-interval-")
+		require.Less(t, rel, -0.005) // the owed work is left out
+		require.Greater(t, rel, -0.05)
+	}
+}

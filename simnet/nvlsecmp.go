@@ -79,7 +79,7 @@ func (c *nvlsCheck) replay(e *Engine, cl *Cluster, s *coll.Schedule, tm Timing, 
 		q.links[l].relaxed, q.links[l].lazy = false, true
 	}
 	// One pair (link, connection) per member connection crossing a relaxed link.
-	var pairs [][2]int32
+	var pairs []uint64
 	var buf []LinkID
 	for ci, cn := range s.Conns {
 		if cn.From >= s.NRanks || cn.To >= s.NRanks {
@@ -94,7 +94,7 @@ func (c *nvlsCheck) replay(e *Engine, cl *Cluster, s *coll.Schedule, tm Timing, 
 			}
 			for _, l := range buf {
 				if _, ok := cl.standIn(l); ok {
-					pairs = append(pairs, [2]int32{int32(l), int32(ci)})
+					pairs = append(pairs, relaxPair(l, int32(ci)))
 				}
 			}
 		}

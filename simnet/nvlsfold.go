@@ -442,7 +442,7 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 	for i, cn := range s.Conns {
 		conn[[4]int{cn.From, cn.To, cn.Channel, cn.ConnIndex}] = int32(i)
 	}
-	var pairs [][2]int32
+	var pairs []uint64
 	var buf []LinkID
 	if cl.swLo < cl.swHi {
 		for c := fp.ChannelLo; c < fp.ChannelLo+fp.NChannels; c++ {
@@ -464,7 +464,7 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 							buf, _ = cl.Route(dir.a*ppn+j, dir.b*ppn+j, ch, buf[:0])
 							for _, l := range buf {
 								if l >= cl.swLo && l < cl.swHi {
-									pairs = append(pairs, [2]int32{int32(l), id})
+									pairs = append(pairs, relaxPair(l, id))
 								}
 							}
 						}

@@ -103,6 +103,9 @@ type P2PResult struct {
 	// LatencyMean: the orbits replayed as one differ only in the switch latencies of their
 	// members' routes; each connection class took its members' mean latency.
 	LatencyMean bool
+	// Unchecked: the relaxed links were not checked (too many crossings: checkPairs); the
+	// replay with their stand-ins stands as it is.
+	Unchecked bool
 	// RateInterval: every rank was replayed with at most one rate computation per this
 	// interval (Engine.RateInterval), where the ECMP mean model owed work (ecmpmean.go); 0: none.
 	RateInterval Time
@@ -118,6 +121,9 @@ func (r *P2PResult) Mode() string {
 	}
 	if r.ECMPMean {
 		mode += ", ecmp-mean"
+	}
+	if r.Unchecked {
+		mode += ", unchecked"
 	}
 	if r.RateInterval > 0 {
 		mode += fmt.Sprintf(", rate-interval-%dns", (r.RateInterval+500)/1000)
@@ -170,6 +176,7 @@ type p2pBuild struct {
 	chIdx []int32     // channel -> index in chans (-1: unused)
 	buf   []LinkID
 	relax func(LinkID) (LinkID, bool) // nil: no relaxed link
+	exact bool                        // P2PSpec.Exact: every check, whatever its size
 }
 
 // p2pOp is one operation: its channels, distance, and per channel part the index of its wire
@@ -231,7 +238,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 	if len(spec.Ops) == 0 {
 		return nil, fmt.Errorf("simnet: p2p simulation without operations")
 	}
-	b := &p2pBuild{e: e, r: r, tm: tm, n: n, proto: coll.P2PProto(&spec.Ops[0].Plan)}
+	b := &p2pBuild{e: e, r: r, tm: tm, n: n, proto: coll.P2PProto(&spec.Ops[0].Plan), exact: spec.Exact}
 	nch := 0
 	for i, op := range spec.Ops {
 		p := &op.Plan
@@ -278,39 +285,83 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 		}
 	}
 	mean, kept := false, false
-	if rx, ok := r.(relaxer); ok && !spec.Strict && !spec.PerRank {
-		b.relax, kept = implied(e, func(yield func([]LinkID)) {
-			b.eachRoute(func(_, _, _ int, route []LinkID) { yield(route) })
-		}, rx.standIn)
-		mean = rx.ecmp() && !spec.Exact && (!kept || spec.MeanOversubscribed)
-	}
 	res := &P2PResult{}
 	cl, isCluster := r.(*Cluster)
-	if isCluster && !spec.PerRank && cl.NumNodes > 1 {
-		var kinds, latKinds [5]bool
+	walkKinds := isCluster && !spec.PerRank && cl.NumNodes > 1
+	// The kinds of link the routes cross (the symmetry needed, Cluster.symmetry), those of a
+	// relaxed link its stand-in's unless implied drops it; and whether a relaxed link delays
+	// messages (latKinds).
+	var kinds, latKinds [5]bool
+	latKind := func(l LinkID) {
+		if e.links[l].lat > 0 {
+			// A relaxed link still delays its messages: an exact rotation must keep which
+			// routes cross it, as it keeps the leaves (or pods) it stands for.
+			if cl.kindOf(l) == kindAgg {
+				latKinds[kindPodMean] = true
+			} else {
+				latKinds[kindLeafMean] = true
+			}
+		}
+	}
+	if rx, ok := r.(relaxer); ok && !spec.Strict && !spec.PerRank {
+		// One walk of every route for implied and for the kinds (the routes of an all-to-all are
+		// every pair of ranks: 33 M on 512 DGX H100 nodes, 1.5 s a walk).
+		seen := map[LinkID]LinkID{} // stand-in -> a relaxed link it stands for
+		b.relax, kept = implied(e, func(yield func([]LinkID)) {
+			b.eachRoute(func(_, _, _ int, route []LinkID) {
+				yield(route)
+				if !walkKinds {
+					return
+				}
+				for _, l := range route {
+					s, ok := rx.standIn(l)
+					if !ok {
+						kinds[cl.kindOf(l)] = true
+						continue
+					}
+					if _, in := seen[s]; !in {
+						seen[s] = l
+					}
+					latKind(l)
+				}
+			})
+		}, rx.standIn)
+		for _, l := range seen {
+			if u := b.use(l); u >= 0 {
+				kinds[cl.kindOf(u)] = true
+			}
+		}
+		mean = rx.ecmp() && !spec.Exact && (!kept || spec.MeanOversubscribed)
+	} else if walkKinds {
 		b.eachRoute(func(_, _, _ int, route []LinkID) {
 			for _, l := range route {
-				if u := b.use(l); u >= 0 {
-					kinds[cl.kindOf(u)] = true
-				}
-				if u := b.use(l); u != l && e.links[l].lat > 0 {
-					// A relaxed link still delays its messages: an exact rotation must keep
-					// which routes cross it, as it keeps the leaves (or pods) it stands for.
-					if cl.kindOf(l) == kindAgg {
-						latKinds[kindPodMean] = true
-					} else {
-						latKinds[kindLeafMean] = true
-					}
-				}
+				kinds[cl.kindOf(l)] = true
 			}
 		})
+	}
+	if walkKinds {
 		// Where only the switch latencies tell the members of R's orbits apart, they are
 		// replayed as one, each connection class with its members' mean latency (a few tenths
 		// of a µs per message; latency-mean).
 		var R int
 		R, res.LatencyMean = cl.symmetry(kinds, latKinds, spec.Exact)
 		if R < cl.NumNodes {
-			x, check := b.symmetric(cl, R, res.LatencyMean)
+			x, check, unchecked := b.symmetric(cl, R, res.LatencyMean)
+			if x != nil && unchecked {
+				// Too many crossings of relaxed links to check (checkPairs): the replay with
+				// their stand-ins stands, unchecked (under ECMP the mean model, without the
+				// work a hashed link may owe).
+				t, err := x.run()
+				if err != nil {
+					return nil, err
+				}
+				res.Events += x.e.Events
+				res.Rotation, res.Programs, res.Messages = R, len(x.net.lane), x.messages()
+				res.Time, res.ECMPMean, res.Unchecked = t, mean, true
+				x.credit(b, cl, nil, R)
+				e.now += t
+				return res, nil
+			}
 			if x != nil {
 				if check != nil {
 					check.halt = !mean
@@ -560,7 +611,7 @@ func (b *p2pBuild) programs(S int, class func(rank, target int) int32) *p2pNet {
 
 // symmetric builds the replay of one rank per orbit of the rotation of nodes by R, on a private
 // engine, and the check of its relaxed links.
-func (b *p2pBuild) symmetric(cl *Cluster, R int, latMean bool) (*p2pSim, *relaxCheck) {
+func (b *p2pBuild) symmetric(cl *Cluster, R int, latMean bool) (*p2pSim, *relaxCheck, bool) {
 	S := R * (b.n / cl.NumNodes)
 	net := b.programs(S, func(_, t int) int32 { return int32(t % S) })
 	q := NewEngine(nil)
@@ -634,33 +685,44 @@ func (b *p2pBuild) symmetric(cl *Cluster, R int, latMean bool) (*p2pSim, *relaxC
 	}
 	x := newP2PSim(q, net, b.tm, b.proto)
 	x.qlink, x.S = qlink, S
+	// One walk of every route for the members' mean latencies and the check's pairs (relax.go),
+	// which stops taking pairs past checkPairs.
+	var sum, cnt []Time
 	if latMean {
-		sum := make([]Time, len(net.lat))
-		cnt := make([]Time, len(net.lat))
+		sum, cnt = make([]Time, len(net.lat)), make([]Time, len(net.lat))
+	}
+	var pairs []uint64
+	unchecked := false
+	if latMean || b.relax != nil {
 		b.eachRoute(func(i, c, rk int, route []LinkID) {
 			slot := net.base[i][c] + int32(rk%S)
-			sum[slot] += b.e.RouteLatency(route)
-			cnt[slot]++
+			if latMean {
+				sum[slot] += b.e.RouteLatency(route)
+				cnt[slot]++
+			}
+			if b.relax == nil || unchecked {
+				return
+			}
+			for _, l := range route {
+				if _, ok := b.relax(l); ok {
+					pairs = append(pairs, relaxPair(l, slot))
+				}
+			}
+			if len(pairs) > checkPairs && !b.exact {
+				pairs, unchecked = nil, true
+			}
 		})
+	}
+	if latMean {
 		for s := range net.lat {
 			from, to, ch := b.slotEnds(net, int32(s))
-			route, class := routeP2P(b.r, from, to, ch, nil)
+			route, _ := routeP2P(b.r, from, to, ch, nil)
 			net.lat[s] += (sum[s]+cnt[s]/2)/max(cnt[s], 1) - b.e.RouteLatency(route)
-			_ = class
 		}
 	}
-	if b.relax == nil {
-		return x, nil
+	if b.relax == nil || unchecked {
+		return x, nil, unchecked
 	}
-	var pairs [][2]int32
-	b.eachRoute(func(i, c, rk int, route []LinkID) {
-		slot := net.base[i][c] + int32(rk%S)
-		for _, l := range route {
-			if _, ok := b.relax(l); ok {
-				pairs = append(pairs, [2]int32{int32(l), slot})
-			}
-		}
-	})
 	check := newRelaxCheck(b.e, pairs, len(net.owner))
 	if check != nil {
 		check.e = q
@@ -672,8 +734,13 @@ func (b *p2pBuild) symmetric(cl *Cluster, R int, latMean bool) (*p2pSim, *relaxC
 		}
 		q.obs = check
 	}
-	return x, check
+	return x, check, false
 }
+
+// checkPairs is the most crossings of relaxed links (member connections times the relaxed links
+// each crosses) the symmetric replay checks: about 20 bytes each while the check is built
+// (newRelaxCheck). Past it the replay stands unchecked (P2PResult.Unchecked).
+var checkPairs = 1 << 26
 
 // credit adds to e's links what the symmetric replay x carried: every member's bytes, and the
 // busy time of its link's orbit (or of the relaxed link, from check).

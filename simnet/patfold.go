@@ -170,7 +170,7 @@ func (m *Machine) patFold(plan coll.Plan, tm Timing, opt RunOptions) (*Result, s
 	least := make([]Time, len(s.Conns))
 	sum := make([]Time, len(s.Conns))
 	members := make([]int, len(s.Conns))
-	var pairs [][2]int32
+	var pairs []uint64
 	broken := false // a real connection without a quotient one, or a route crossing a link twice
 	eachConn(func(c, r, k int, route []LinkID, class LinkClass) {
 		id := slot(c, r, k)
@@ -180,7 +180,7 @@ func (m *Machine) patFold(plan coll.Plan, tm Timing, opt RunOptions) (*Result, s
 		}
 		for _, l := range route {
 			if _, ok := relax(l); ok {
-				pairs = append(pairs, [2]int32{int32(l), int32(id)})
+				pairs = append(pairs, relaxPair(l, int32(id)))
 			}
 		}
 		lat := e.RouteLatency(route)

@@ -2,6 +2,7 @@ package simnet
 
 import (
 	"math"
+	"math/bits"
 	"slices"
 )
 
@@ -72,75 +73,81 @@ type relaxCheck struct {
 	haltOnly bool
 }
 
-// newRelaxCheck builds the check of relaxed links from pairs (link, quotient connection), one per
-// member connection crossing a relaxed link. It returns nil where there is none.
-func newRelaxCheck(e *Engine, pairs [][2]int32, nslots int) *relaxCheck {
+// relaxPair is a pair (relaxed link, quotient connection) as newRelaxCheck takes it.
+func relaxPair(l LinkID, slot int32) uint64 { return uint64(uint32(l))<<32 | uint64(uint32(slot)) }
+
+// newRelaxCheck builds the check of relaxed links from pairs (relaxPair: link, quotient
+// connection), one per member connection crossing a relaxed link; it sorts pairs in place. It
+// returns nil where there is none.
+//
+// The pairs are as many as the members' crossings (an all-to-all on 512 DGX H100 nodes: 67 M), so
+// the tables are built in two passes over them, sorted, with no copy: the first gives each link
+// its signature (a new one where its run of quotient connections and multiplicities is new) and
+// counts the entries of each connection, the second fills them in. (Until stop 39 the pairs were
+// copied into keys, sorted, copied back and gathered into a list of entries: 44 bytes a pair at
+// the peak, 20 now.)
+func newRelaxCheck(e *Engine, pairs []uint64, nslots int) *relaxCheck {
 	if len(pairs) == 0 {
 		return nil
 	}
-	keys := make([]uint64, len(pairs))
-	for i, p := range pairs {
-		keys[i] = uint64(p[0])<<32 | uint64(uint32(p[1]))
-	}
-	slices.Sort(keys)
-	for i, k := range keys {
-		pairs[i] = [2]int32{int32(k >> 32), int32(uint32(k))}
+	slices.Sort(pairs)
+	link := func(k uint64) LinkID { return LinkID(int32(uint32(k >> 32))) }
+	slot := func(k uint64) int32 { return int32(uint32(k)) }
+	// runs calls f with each quotient connection of the link whose pairs start at i and its
+	// multiplicity, and returns where the next link's start.
+	runs := func(i int, f func(slot int32, mult int)) int {
+		l := link(pairs[i])
+		j := i
+		for j < len(pairs) && link(pairs[j]) == l {
+			k := j
+			for k < len(pairs) && pairs[k] == pairs[j] {
+				k++
+			}
+			f(slot(pairs[j]), k-j)
+			j = k
+		}
+		return j
 	}
 	type key [2]uint64
 	ids := map[key]int32{}
 	c := &relaxCheck{}
-	type entry struct {
-		slot, sig int32
-		mult      float64
-	}
-	var entries []entry
+	c.off = make([]int32, nslots+1)
+	var owners []int // per signature, where the pairs of the link that made it start
 	for i := 0; i < len(pairs); {
-		l := pairs[i][0]
-		j := i
-		h1, h2 := treeMix(0x51, math.Float64bits(float64(e.LinkCap(LinkID(l))))), uint64(0x77)
-		var runs []entry
-		for j < len(pairs) && pairs[j][0] == l {
-			k := j
-			for k < len(pairs) && pairs[k][0] == l && pairs[k][1] == pairs[j][1] {
-				k++
-			}
-			runs = append(runs, entry{slot: pairs[j][1], mult: float64(k - j)})
-			h1 = treeMix(h1, uint64(pairs[j][1])<<32|uint64(k-j))
-			h2 = treeMix(h2^0x3c, uint64(pairs[j][1])<<32|uint64(k-j))
-			j = k
-		}
+		l := link(pairs[i])
+		h1, h2 := treeMix(0x51, math.Float64bits(float64(e.LinkCap(l)))), uint64(0x77)
+		next := runs(i, func(s int32, m int) {
+			h1 = treeMix(h1, uint64(uint32(s))<<32|uint64(m))
+			h2 = treeMix(h2^0x3c, uint64(uint32(s))<<32|uint64(m))
+		})
 		id, ok := ids[key{h1, h2}]
 		if !ok {
 			id = int32(len(c.capa))
 			ids[key{h1, h2}] = id
-			c.capa = append(c.capa, float64(e.LinkCap(LinkID(l))))
+			c.capa = append(c.capa, float64(e.LinkCap(l)))
 			c.links = append(c.links, nil)
-			for _, r := range runs {
-				entries = append(entries, entry{slot: r.slot, sig: id, mult: r.mult})
-			}
+			owners = append(owners, i)
+			runs(i, func(s int32, _ int) { c.off[s+1]++ })
 		}
-		c.links[id] = append(c.links[id], LinkID(l))
-		i = j
+		c.links[id] = append(c.links[id], l)
+		i = next
+	}
+	for s := 0; s < nslots; s++ {
+		c.off[s+1] += c.off[s]
+	}
+	c.sig = make([]int32, c.off[nslots])
+	c.mult = make([]float64, c.off[nslots])
+	fill := slices.Clone(c.off[:nslots])
+	for id, i := range owners {
+		runs(i, func(s int32, m int) {
+			c.sig[fill[s]], c.mult[fill[s]] = int32(id), float64(m)
+			fill[s]++
+		})
 	}
 	n := len(c.capa)
 	c.load, c.act = make([]float64, n), make([]float64, n)
 	c.since, c.busy = make([]Time, n), make([]Time, n)
 	c.bad, c.mark = make([]bool, n), make([]bool, n)
-	c.off = make([]int32, nslots+1)
-	for _, en := range entries {
-		c.off[en.slot+1]++
-	}
-	for s := 0; s < nslots; s++ {
-		c.off[s+1] += c.off[s]
-	}
-	c.sig = make([]int32, len(entries))
-	c.mult = make([]float64, len(entries))
-	fill := slices.Clone(c.off[:nslots])
-	for _, en := range entries {
-		c.sig[fill[en.slot]] = en.sig
-		c.mult[fill[en.slot]] = en.mult
-		fill[en.slot]++
-	}
 	return c
 }
 
@@ -291,44 +298,50 @@ func (c *relaxCheck) minShare() Rate {
 // kept reports whether some stand-in is not implied: the fabric is oversubscribed somewhere the
 // connections go, and the ECMP mean model is far from the exact replay there (docs/cluster.md).
 func implied(e *Engine, routes func(yield func([]LinkID)), relax func(LinkID) (LinkID, bool)) (f func(LinkID) (LinkID, bool), kept bool) {
-	// Per rule, the distinct pairs stand-in<<32 | charged link+1 (0: none); a small table of the
-	// pairs last seen keeps the repeats of consecutive routes out.
-	var pairs [3][]uint64
-	var recent [3][4096]uint64
+	// Per rule, the distinct pairs stand-in<<32 | charged link+1 (0: none), in a set: they are few
+	// (a stand-in is charged to the NIC ports that reach it) where the routes are many (every
+	// connection of an all-to-all: 33 M on 512 DGX H100 nodes, whose list of pairs took 6.7 GB
+	// before it was sorted and compacted, until stop 39).
+	var sets [3]keySet
 	add := func(rule int, s, charged LinkID) {
-		k := uint64(s)<<32 | uint64(charged+1)
-		h := mix64(k) & 4095
-		if recent[rule][h] == k+1 {
-			return
-		}
-		recent[rule][h] = k + 1
-		pairs[rule] = append(pairs[rule], k)
+		sets[rule].add(uint64(s)<<32 | uint64(charged+1))
 	}
+	// Per position of the route, the stand-in of a relaxed link or notRelaxed: relax is asked once
+	// per link (it was asked up to four times, on routes walked by the hundred million).
+	const notRelaxed = LinkID(-2)
+	var sb []LinkID
 	routes(func(route []LinkID) {
-		best := LinkID(-1)
+		sb = sb[:0]
+		best, relaxed := LinkID(-1), false
 		var bc Rate
 		for _, l := range route {
-			if _, ok := relax(l); ok {
-				continue
-			}
-			if c := e.LinkCap(l); best < 0 || c < bc {
-				best, bc = l, c
-			}
-		}
-		for i, l := range route {
 			s, ok := relax(l)
-			if !ok || s < 0 {
+			if !ok {
+				s = notRelaxed
+				if c := e.LinkCap(l); best < 0 || c < bc {
+					best, bc = l, c
+				}
+			} else {
+				relaxed = true
+			}
+			sb = append(sb, s)
+		}
+		if !relaxed {
+			return
+		}
+		before := LinkID(-1) // the nearest link before i that is not relaxed
+		for i, l := range route {
+			s := sb[i]
+			if s == notRelaxed {
+				before = l
 				continue
 			}
-			before, after := LinkID(-1), LinkID(-1)
-			for j := i - 1; j >= 0; j-- {
-				if _, r := relax(route[j]); !r {
-					before = route[j]
-					break
-				}
+			if s < 0 {
+				continue
 			}
+			after := LinkID(-1)
 			for j := i + 1; j < len(route); j++ {
-				if _, r := relax(route[j]); !r {
+				if sb[j] == notRelaxed {
 					after = route[j]
 					break
 				}
@@ -338,12 +351,10 @@ func implied(e *Engine, routes func(yield func([]LinkID)), relax func(LinkID) (L
 			add(2, s, best)
 		}
 	})
+	var pairs [3][]uint64
 	drop := map[LinkID]bool{}
 	for rule := range pairs {
-		slices.Sort(pairs[rule])
-		// Compact zeroes what it drops: keep the compacted slice, or the loop below would read
-		// those zeros as pairs of link 0 (and keep a stand-in that was never there).
-		pairs[rule] = slices.Compact(pairs[rule])
+		pairs[rule] = sets[rule].sorted()
 		ps := pairs[rule]
 		for i := 0; i < len(ps); {
 			s := ps[i] >> 32
@@ -688,4 +699,49 @@ func (e *Engine) applyRate(fid FlowID, r float64) {
 	} else {
 		e.fhRemove(fid)
 	}
+}
+
+// keySet is a set of uint64 keys by open addressing (linear probing), each stored as key+1 so
+// that 0 marks an empty place; it grows at half full.
+type keySet struct {
+	tab []uint64
+	n   int
+}
+
+// add puts k in the set (k < 2^64 − 1).
+func (s *keySet) add(k uint64) {
+	if 2*(s.n+1) > len(s.tab) {
+		old := s.tab
+		s.tab, s.n = make([]uint64, max(64, 2*len(old))), 0
+		for _, v := range old {
+			if v != 0 {
+				s.add(v - 1)
+			}
+		}
+	}
+	// Fibonacci hashing: the top bits of k times 2^64/φ (the table's size is a power of two).
+	mask := uint64(len(s.tab) - 1)
+	shift := 64 - bits.Len64(mask)
+	for h := (k * 0x9e3779b97f4a7c15) >> shift; ; h = (h + 1) & mask {
+		switch s.tab[h] {
+		case 0:
+			s.tab[h] = k + 1
+			s.n++
+			return
+		case k + 1:
+			return
+		}
+	}
+}
+
+// sorted returns the keys in increasing order.
+func (s *keySet) sorted() []uint64 {
+	out := make([]uint64, 0, s.n)
+	for _, v := range s.tab {
+		if v != 0 {
+			out = append(out, v-1)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -120,13 +120,13 @@ func symmetricRing(e *Engine, cl *Cluster, spec RingSpec, tm Timing, stepsPerLoo
 		groups[c] = g
 	}
 	// The relaxed links' check, and the members' mean latency where only it differs.
-	var pairs [][2]int32
+	var pairs []uint64
 	latSum := make([]Time, len(groups)*S)
 	eachHop(func(c, i int, route []LinkID) {
 		slot := int32(c*S + i%S)
 		for _, l := range route {
 			if _, ok := relax(l); ok {
-				pairs = append(pairs, [2]int32{int32(l), slot})
+				pairs = append(pairs, relaxPair(l, slot))
 			}
 		}
 		if latMean {

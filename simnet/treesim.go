@@ -1104,7 +1104,7 @@ func quotientTree(e *Engine, t *treeNet, relax func(LinkID) (LinkID, bool)) *tre
 		nq += int32(len(qt.kids[qi]))
 	}
 	if relax != nil {
-		var pairs [][2]int32
+		var pairs []uint64
 		for _, s := range slots {
 			qi := vclass[col[s.owner]]
 			id := q.upID[qi]
@@ -1113,7 +1113,7 @@ func quotientTree(e *Engine, t *treeNet, relax func(LinkID) (LinkID, bool)) *tre
 			}
 			for _, l := range s.route {
 				if !kept(l) {
-					pairs = append(pairs, [2]int32{int32(l), id})
+					pairs = append(pairs, relaxPair(l, id))
 				}
 			}
 		}
