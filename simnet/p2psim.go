@@ -177,6 +177,9 @@ type p2pBuild struct {
 	buf   []LinkID
 	relax func(LinkID) (LinkID, bool) // nil: no relaxed link
 	exact bool                        // P2PSpec.Exact: every check, whatever its size
+	// crossings of relaxed links by every connection (counted with the link kinds; -1: not
+	// counted)
+	crossings int
 }
 
 // p2pOp is one operation: its channels, distance, and per channel part the index of its wire
@@ -238,7 +241,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 	if len(spec.Ops) == 0 {
 		return nil, fmt.Errorf("simnet: p2p simulation without operations")
 	}
-	b := &p2pBuild{e: e, r: r, tm: tm, n: n, proto: coll.P2PProto(&spec.Ops[0].Plan), exact: spec.Exact}
+	b := &p2pBuild{e: e, r: r, tm: tm, n: n, proto: coll.P2PProto(&spec.Ops[0].Plan), exact: spec.Exact, crossings: -1}
 	nch := 0
 	for i, op := range spec.Ops {
 		p := &op.Plan
@@ -307,6 +310,9 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 		// One walk of every route for implied and for the kinds (the routes of an all-to-all are
 		// every pair of ranks: 33 M on 512 DGX H100 nodes, 1.5 s a walk).
 		seen := map[LinkID]LinkID{} // stand-in -> a relaxed link it stands for
+		if walkKinds {
+			b.crossings = 0
+		}
 		b.relax, kept = implied(e, func(yield func([]LinkID)) {
 			b.eachRoute(func(_, _, _ int, route []LinkID) {
 				yield(route)
@@ -323,6 +329,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 						seen[s] = l
 					}
 					latKind(l)
+					b.crossings++
 				}
 			})
 		}, rx.standIn)
@@ -686,18 +693,27 @@ func (b *p2pBuild) symmetric(cl *Cluster, R int, latMean bool) (*p2pSim, *relaxC
 	x := newP2PSim(q, net, b.tm, b.proto)
 	x.qlink, x.S = qlink, S
 	// One walk of every route for the members' mean latencies and the check's pairs (relax.go),
-	// which stops taking pairs past checkPairs.
-	var sum, cnt []Time
+	// unless they are past checkPairs (counted with the link kinds, SimulateP2P).
+	var sum, cnt, lats []Time
 	if latMean {
 		sum, cnt = make([]Time, len(net.lat)), make([]Time, len(net.lat))
+		lats = make([]Time, b.e.NumLinks()) // side by side (see credit)
+		for l := range lats {
+			lats[l] = b.e.links[l].lat
+		}
 	}
 	var pairs []uint64
-	unchecked := false
+	unchecked := b.crossings > checkPairs && !b.exact
+	if b.relax != nil && !unchecked && b.crossings > 0 {
+		pairs = make([]uint64, 0, b.crossings)
+	}
 	if latMean || b.relax != nil {
 		b.eachRoute(func(i, c, rk int, route []LinkID) {
 			slot := net.base[i][c] + int32(rk%S)
 			if latMean {
-				sum[slot] += b.e.RouteLatency(route)
+				for _, l := range route {
+					sum[slot] += lats[l]
+				}
 				cnt[slot]++
 			}
 			if b.relax == nil || unchecked {
@@ -707,9 +723,6 @@ func (b *p2pBuild) symmetric(cl *Cluster, R int, latMean bool) (*p2pSim, *relaxC
 				if _, ok := b.relax(l); ok {
 					pairs = append(pairs, relaxPair(l, slot))
 				}
-			}
-			if len(pairs) > checkPairs && !b.exact {
-				pairs, unchecked = nil, true
 			}
 		})
 	}
@@ -746,15 +759,21 @@ var checkPairs = 1 << 26
 // busy time of its link's orbit (or of the relaxed link, from check).
 func (x *p2pSim) credit(b *p2pBuild, cl *Cluster, check *relaxCheck, R int) {
 	e := b.e
+	// Per slot the bytes of a member, and per link the bytes added up side by side: the links
+	// themselves are far apart in memory, and the walk visits every connection (an all-to-all on
+	// 1,024 DGX H100 nodes: 67 M).
+	total := make([]float64, len(x.net.part))
+	for s, p := range x.net.part {
+		for _, w := range x.net.wire[p] {
+			total[s] += w
+		}
+	}
+	bytes := make([]float64, e.NumLinks())
 	seen := make([]bool, e.NumLinks())
 	b.eachRoute(func(i, c, rk int, route []LinkID) {
-		slot := x.net.base[i][c] + int32(rk%x.S)
-		total := 0.0
-		for _, w := range x.net.wire[x.net.part[slot]] {
-			total += w
-		}
+		t := total[x.net.base[i][c]+int32(rk%x.S)]
 		for _, l := range route {
-			e.links[l].bytes += total
+			bytes[l] += t
 			if seen[l] {
 				continue
 			}
@@ -766,6 +785,9 @@ func (x *p2pSim) credit(b *p2pBuild, cl *Cluster, check *relaxCheck, R int) {
 			}
 		}
 	})
+	for l, by := range bytes {
+		e.links[l].bytes += by
+	}
 	if check != nil {
 		check.linkBusy(func(l LinkID, busy Time) { e.links[l].busy += busy })
 	}

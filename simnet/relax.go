@@ -310,6 +310,12 @@ func implied(e *Engine, routes func(yield func([]LinkID)), relax func(LinkID) (L
 	// per link (it was asked up to four times, on routes walked by the hundred million).
 	const notRelaxed = LinkID(-2)
 	var sb []LinkID
+	// The links' capacities side by side: read from the links themselves, one cache miss each,
+	// they took most of this walk's time (5.8 of 9.6 s on 512 DGX H100 nodes).
+	caps := make([]Rate, e.NumLinks())
+	for l := range caps {
+		caps[l] = e.links[l].cap
+	}
 	routes(func(route []LinkID) {
 		sb = sb[:0]
 		best, relaxed := LinkID(-1), false
@@ -318,7 +324,7 @@ func implied(e *Engine, routes func(yield func([]LinkID)), relax func(LinkID) (L
 			s, ok := relax(l)
 			if !ok {
 				s = notRelaxed
-				if c := e.LinkCap(l); best < 0 || c < bc {
+				if c := caps[l]; best < 0 || c < bc {
 					best, bc = l, c
 				}
 			} else {
@@ -352,7 +358,7 @@ func implied(e *Engine, routes func(yield func([]LinkID)), relax func(LinkID) (L
 		}
 	})
 	var pairs [3][]uint64
-	drop := map[LinkID]bool{}
+	drop := make([]bool, e.NumLinks()) // by stand-in (the cluster's links)
 	for rule := range pairs {
 		pairs[rule] = sets[rule].sorted()
 		ps := pairs[rule]
@@ -381,7 +387,7 @@ func implied(e *Engine, routes func(yield func([]LinkID)), relax func(LinkID) (L
 	}
 	return func(l LinkID) (LinkID, bool) {
 		s, ok := relax(l)
-		if ok && drop[s] {
+		if ok && s >= 0 && drop[s] {
 			return -1, true
 		}
 		return s, ok
