@@ -225,3 +225,18 @@ func TestP2PUncheckedPastCheckPairs(t *testing.T) {
 		require.Greater(t, rel, -0.05)
 	}
 }
+
+// A point-to-point call with more connections than maxConnections is refused with the count,
+// not walked for hours (an all-to-all on 16,384 DGX H100 nodes: 1.7e10); Exact still runs it.
+func TestP2PRefusesPastMaxConnections(t *testing.T) {
+	m, _ := settingsMachine(t, "dgx-h100", 2, 0, DefaultFabric(), planner.Settings{})
+	old := maxConnections
+	maxConnections = 100
+	defer func() { maxConnections = old }()
+	_, _, err := m.Run(coll.AllToAll, 64<<20, coll.Float32, coll.Sum, RunOptions{})
+	require.ErrorContains(t, err, "16 ranks exchange")
+	require.ErrorContains(t, err, "simulate fewer ranks")
+	row, _, err := m.Run(coll.AllToAll, 64<<20, coll.Float32, coll.Sum, RunOptions{Exact: true})
+	require.NoError(t, err)
+	require.Greater(t, row.TimeUs, 0.0)
+}

@@ -207,6 +207,28 @@ func (b *p2pBuild) eachRoute(f func(i, c, rank int, route []LinkID)) {
 	}
 }
 
+// maxConnections is the most connections (a rank's message to another on one channel) a
+// point-to-point simulation walks: each of its walks visits them all, a few times per call,
+// whatever the replay (an all-to-all of 1 GiB on 2,048 DGX H100 nodes, 268 M: see
+// docs/cluster.md, "Unchecked"). Past it SimulateP2P refuses the call (not with Exact).
+var maxConnections int64 = 1 << 30
+
+// connections is the number of connections eachRoute walks.
+func (b *p2pBuild) connections() int64 {
+	var k int64
+	for _, op := range b.ops {
+		if op.d == 0 {
+			continue
+		}
+		for _, w := range op.part {
+			if w >= 0 {
+				k += int64(b.n)
+			}
+		}
+	}
+	return k
+}
+
 // use is the link a replay puts in place of l (a relaxed link's stand-in; -1: none).
 func (b *p2pBuild) use(l LinkID) LinkID {
 	if b.relax != nil {
@@ -275,6 +297,9 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 		nch = max(nch, p.ChannelLo+len(o.part))
 		b.ops = append(b.ops, o)
 	}
+	if conns := b.connections(); conns > maxConnections && !spec.Exact {
+		return nil, fmt.Errorf("simnet: %d ranks exchange %.3g connections (every pair of ranks, per channel), past the %.3g a point-to-point simulation walks (about ten minutes on one core): simulate fewer ranks", n, float64(conns), float64(maxConnections))
+	}
 	b.chIdx = make([]int32, nch)
 	for c := range b.chIdx {
 		b.chIdx[c] = -1
@@ -310,8 +335,10 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 		// One walk of every route for implied and for the kinds (the routes of an all-to-all are
 		// every pair of ranks: 33 M on 512 DGX H100 nodes, 1.5 s a walk).
 		seen := map[LinkID]LinkID{} // stand-in -> a relaxed link it stands for
+		var crossed []bool          // relaxed links some route crosses (latKind after the walk)
 		if walkKinds {
 			b.crossings = 0
+			crossed = make([]bool, e.NumLinks())
 		}
 		b.relax, kept = implied(e, func(yield func([]LinkID)) {
 			b.eachRoute(func(_, _, _ int, route []LinkID) {
@@ -328,7 +355,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 					if _, in := seen[s]; !in {
 						seen[s] = l
 					}
-					latKind(l)
+					crossed[l] = true
 					b.crossings++
 				}
 			})
@@ -336,6 +363,11 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 		for _, l := range seen {
 			if u := b.use(l); u >= 0 {
 				kinds[cl.kindOf(u)] = true
+			}
+		}
+		for l, c := range crossed {
+			if c {
+				latKind(LinkID(l))
 			}
 		}
 		mean = rx.ecmp() && !spec.Exact && (!kept || spec.MeanOversubscribed)

@@ -298,24 +298,44 @@ func (c *relaxCheck) minShare() Rate {
 // kept reports whether some stand-in is not implied: the fabric is oversubscribed somewhere the
 // connections go, and the ECMP mean model is far from the exact replay there (docs/cluster.md).
 func implied(e *Engine, routes func(yield func([]LinkID)), relax func(LinkID) (LinkID, bool)) (f func(LinkID) (LinkID, bool), kept bool) {
-	// Per rule, the distinct pairs stand-in<<32 | charged link+1 (0: none), in a set: they are few
-	// (a stand-in is charged to the NIC ports that reach it) where the routes are many (every
-	// connection of an all-to-all: 33 M on 512 DGX H100 nodes, whose list of pairs took 6.7 GB
-	// before it was sorted and compacted, until stop 39).
+	// The links' capacities side by side: read from the links themselves, one cache miss each,
+	// they took most of the walk's time (5.8 of 9.6 s on 512 DGX H100 nodes).
+	caps := make([]Rate, e.NumLinks())
+	for l := range caps {
+		caps[l] = e.links[l].cap
+	}
+	// Per rule and stand-in (by link id): the sum of the capacities of the distinct links it is
+	// charged to, in the order they come, and whether that sum went past its capacity or a
+	// connection had nothing to charge it to (failed). A rule that failed for a stand-in stays
+	// failed, so its pairs are no longer looked at: the distinct pairs (stand-in, charged link)
+	// kept in the sets are those of rules still standing, a few per stand-in, where the routes
+	// are many (every connection of an all-to-all: 268 M on 2,048 DGX H100 nodes, which charge
+	// the leaves' downlinks to every NIC port of the cluster). Until stop 39 the pairs were
+	// listed (6.7 GB on 512 nodes), sorted and summed per stand-in; then kept in sets whole (85 of
+	// 215 s on 2,048 nodes).
+	n := len(caps)
+	seen := make([]bool, n)
+	var failed [3][]bool
+	var sum [3][]float64
 	var sets [3]keySet
+	for r := range failed {
+		failed[r], sum[r] = make([]bool, n), make([]float64, n)
+	}
 	add := func(rule int, s, charged LinkID) {
-		sets[rule].add(uint64(s)<<32 | uint64(charged+1))
+		f := failed[rule]
+		switch {
+		case f[s]:
+		case charged < 0:
+			f[s] = true // nothing to charge it to
+		case sets[rule].add(uint64(s)<<32 | uint64(charged)):
+			sum[rule][s] += float64(caps[charged])
+			f[s] = sum[rule][s] > float64(caps[s])*(1+relaxTolerance)
+		}
 	}
 	// Per position of the route, the stand-in of a relaxed link or notRelaxed: relax is asked once
 	// per link (it was asked up to four times, on routes walked by the hundred million).
 	const notRelaxed = LinkID(-2)
 	var sb []LinkID
-	// The links' capacities side by side: read from the links themselves, one cache miss each,
-	// they took most of this walk's time (5.8 of 9.6 s on 512 DGX H100 nodes).
-	caps := make([]Rate, e.NumLinks())
-	for l := range caps {
-		caps[l] = e.links[l].cap
-	}
 	routes(func(route []LinkID) {
 		sb = sb[:0]
 		best, relaxed := LinkID(-1), false
@@ -352,37 +372,18 @@ func implied(e *Engine, routes func(yield func([]LinkID)), relax func(LinkID) (L
 					break
 				}
 			}
+			seen[s] = true
 			add(0, s, before)
 			add(1, s, after)
 			add(2, s, best)
 		}
 	})
-	var pairs [3][]uint64
-	drop := make([]bool, e.NumLinks()) // by stand-in (the cluster's links)
-	for rule := range pairs {
-		pairs[rule] = sets[rule].sorted()
-		ps := pairs[rule]
-		for i := 0; i < len(ps); {
-			s := ps[i] >> 32
-			sum, ok := 0.0, true
-			for ; i < len(ps) && ps[i]>>32 == s; i++ {
-				c := LinkID(ps[i]&(1<<32-1)) - 1
-				if c < 0 {
-					ok = false // nothing to charge it to
-					continue
-				}
-				sum += float64(e.LinkCap(c))
-			}
-			if ok && sum <= float64(e.LinkCap(LinkID(s)))*(1+relaxTolerance) {
-				drop[LinkID(s)] = true
-			}
-		}
-	}
-	for _, ps := range pairs {
-		for _, p := range ps {
-			if !drop[LinkID(p>>32)] {
-				kept = true
-			}
+	// A stand-in is implied where some rule stands for it.
+	drop := make([]bool, n)
+	for s, in := range seen {
+		if in {
+			drop[s] = !failed[0][s] || !failed[1][s] || !failed[2][s]
+			kept = kept || !drop[s]
 		}
 	}
 	return func(l LinkID) (LinkID, bool) {
@@ -714,8 +715,8 @@ type keySet struct {
 	n   int
 }
 
-// add puts k in the set (k < 2^64 − 1).
-func (s *keySet) add(k uint64) {
+// add puts k in the set (k < 2^64 − 1) and reports whether it was not there.
+func (s *keySet) add(k uint64) bool {
 	if 2*(s.n+1) > len(s.tab) {
 		old := s.tab
 		s.tab, s.n = make([]uint64, max(64, 2*len(old))), 0
@@ -733,21 +734,9 @@ func (s *keySet) add(k uint64) {
 		case 0:
 			s.tab[h] = k + 1
 			s.n++
-			return
+			return true
 		case k + 1:
-			return
+			return false
 		}
 	}
-}
-
-// sorted returns the keys in increasing order.
-func (s *keySet) sorted() []uint64 {
-	out := make([]uint64, 0, s.n)
-	for _, v := range s.tab {
-		if v != 0 {
-			out = append(out, v-1)
-		}
-	}
-	slices.Sort(out)
-	return out
 }
