@@ -739,7 +739,7 @@ func (b *p2pBuild) symmetric(cl *Cluster, R int, latMean bool) (*p2pSim, *relaxC
 	if b.relax != nil && !unchecked && b.crossings > 0 {
 		pairs = make([]uint64, 0, b.crossings)
 	}
-	if latMean || b.relax != nil {
+	if latMean || (b.relax != nil && !unchecked) {
 		b.eachRoute(func(i, c, rk int, route []LinkID) {
 			slot := net.base[i][c] + int32(rk%S)
 			if latMean {
