@@ -334,8 +334,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 	if rx, ok := r.(relaxer); ok && !spec.Strict && !spec.PerRank {
 		// One walk of every route for implied and for the kinds (the routes of an all-to-all are
 		// every pair of ranks: 33 M on 512 DGX H100 nodes, 1.5 s a walk).
-		seen := map[LinkID]LinkID{} // stand-in -> a relaxed link it stands for
-		var crossed []bool          // relaxed links some route crosses (latKind after the walk)
+		var crossed []bool // relaxed links some route crosses (their kinds after the walk)
 		if walkKinds {
 			b.crossings = 0
 			crossed = make([]bool, e.NumLinks())
@@ -347,26 +346,20 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 					return
 				}
 				for _, l := range route {
-					s, ok := rx.standIn(l)
-					if !ok {
+					if _, ok := rx.standIn(l); !ok {
 						kinds[cl.kindOf(l)] = true
 						continue
-					}
-					if _, in := seen[s]; !in {
-						seen[s] = l
 					}
 					crossed[l] = true
 					b.crossings++
 				}
 			})
 		}, rx.standIn)
-		for _, l := range seen {
-			if u := b.use(l); u >= 0 {
-				kinds[cl.kindOf(u)] = true
-			}
-		}
 		for l, c := range crossed {
 			if c {
+				if u := b.use(LinkID(l)); u >= 0 {
+					kinds[cl.kindOf(u)] = true
+				}
 				latKind(LinkID(l))
 			}
 		}
