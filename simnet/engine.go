@@ -917,7 +917,9 @@ func (e *Engine) Run() (Time, error) {
 				}
 			}
 			if ev.kind == evRecompute {
-				e.pendingRecompute = false
+				// The tick: the computation below runs (pendingRecompute keeps the
+				// shortcut of replaced off until it has, so that it cannot clear the
+				// deferred changes' links with this instant's).
 				continue
 			}
 			e.handler.Fire(ev.kind, ev.arg)
@@ -926,6 +928,7 @@ func (e *Engine) Run() (Time, error) {
 			if e.RateInterval <= 0 || e.now >= e.nextRecompute {
 				e.recompute()
 				e.nextRecompute = e.now + e.RateInterval
+				e.pendingRecompute = false
 			} else {
 				// Defer: the rates of this instant's changes are computed at the next tick.
 				e.started, e.ended = e.started[:0], e.ended[:0]

@@ -387,3 +387,49 @@ func TestWeightedRouteActsAsCopies(t *testing.T) {
 		t.Errorf("weighted flow done at %v, want 100 µs", h.done[1])
 	}
 }
+
+// replaceHandler starts, when the flow tagged 1 completes, a flow of the same route and cap
+// tagged 11 (a replacement, which the engine may give the old rate without a computation), and
+// on events starts the flow of its route list.
+type replaceHandler struct {
+	e      *Engine
+	routes map[int64][]LinkID
+	done   map[int64]Time
+}
+
+func (h *replaceHandler) FlowDone(tag int64) {
+	h.done[tag] = h.e.Now()
+	if tag == 1 {
+		h.e.StartFlow(h.routes[1], 5e3, 0, 11)
+	}
+}
+func (h *replaceHandler) Fire(_ int32, arg int64) { h.e.StartFlow(h.routes[arg], 5e3, 0, arg) }
+
+// Under a rate interval, a change deferred to the next tick must not lose its computation when
+// the tick's instant also replaces a flow by one of the same route: the shortcut that gives the
+// new flow the old one's rate (replaced) computes nothing and clears the links to compute, the
+// deferred flow's with them. Until 2026-11-29 it did, and the deferred flow never got a rate
+// (ErrStalled; seen on a tree replay of every rank with a rate interval, 1,024 DGX A100 nodes).
+func TestRateIntervalTickWithReplacement(t *testing.T) {
+	h := &replaceHandler{routes: map[int64][]LinkID{}, done: map[int64]Time{}}
+	e := NewEngine(h)
+	h.e = e
+	e.RateInterval = 10 * Nanosecond
+	l1 := e.AddLink("l1", GBps(1), 0) // 1 byte a ns
+	l2 := e.AddLink("l2", GBps(1), 0)
+	l3 := e.AddLink("l3", GBps(1), 0)
+	h.routes[1], h.routes[2], h.routes[3] = []LinkID{l1}, []LinkID{l2}, []LinkID{l3}
+	e.StartFlow(h.routes[1], 1010, 0, 1) // alone on l1: ends at 1.010 µs
+	// Flow 2 at 1 µs gets its rate at once and sets the next tick at 1.010 µs; flow 3, at
+	// 1.005 µs, waits for that tick, the instant flow 1 ends and flow 11 replaces it.
+	e.At(1*Microsecond, 0, 2)
+	e.At(1*Microsecond+5*Nanosecond, 0, 3)
+	if _, err := e.Run(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tag := range []int64{1, 2, 3, 11} {
+		if _, ok := h.done[tag]; !ok {
+			t.Errorf("flow %d never completed", tag)
+		}
+	}
+}
