@@ -226,6 +226,61 @@ func TestP2PUncheckedPastCheckPairs(t *testing.T) {
 	}
 }
 
+// On an oversubscribed fabric (its leaves' uplinks kept as stand-ins) the replay past checkPairs
+// is, under ECMP, the mean model, which SimulateP2P does not let stand there: the call is refused
+// with the way out, unless the mean model is asked for (MeanOversubscribed: the row then says
+// ecmp-mean, unchecked) or the replay is Exact. The mean model is 6.7–12.9% fast on the checked
+// replay in these cells (2026-11-29; docs/cluster.md, "Unchecked"). Rail routing spreads the
+// all-to-all evenly over its uplinks: unchecked is the checked row there, oversubscribed or not.
+func TestP2PUncheckedOversubscribed(t *testing.T) {
+	cases := []struct {
+		nodes, perLeaf int
+		over, routing  string
+		size           int64
+	}{
+		{8, 4, "2", "ecmp", 1 << 20},
+		{16, 8, "2", "ecmp", 4 << 20},
+		{16, 8, "2", "rail", 4 << 20},
+	}
+	for _, c := range cases {
+		fab := leafFabric(t, c.perLeaf)
+		require.NoError(t, fab.Set("oversubscription", c.over))
+		require.NoError(t, fab.Set("routing", c.routing))
+		m, _ := settingsMachine(t, "dgx-h100", c.nodes, 0, fab, planner.Settings{})
+		checked, _, err := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{})
+		require.NoError(t, err)
+		require.NotContains(t, checked.Mode, "unchecked")
+		old := checkPairs
+		checkPairs = 1
+		refused, _, errRefused := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{})
+		mean, _, errMean := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{MeanOversubscribed: true})
+		if c.nodes == 8 { // Exact is never unchecked (the replay of every rank: slow on more)
+			exact, _, err := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{Exact: true})
+			require.NoError(t, err)
+			require.NotContains(t, exact.Mode, "unchecked")
+			// The checked row under ECMP, uplinks over their capacity: every rank with a rate
+			// interval, within MaxCoarseError of the exact replay.
+			require.Contains(t, checked.Mode, "rate-interval-")
+			require.InEpsilon(t, exact.TimeUs, checked.TimeUs, MaxCoarseError)
+		}
+		checkPairs = old
+		require.NoError(t, errMean)
+		if c.routing == "rail" {
+			require.NoError(t, errRefused)
+			require.Contains(t, refused.Mode, "unchecked")
+			require.Equal(t, checked.TimeUs, refused.TimeUs)
+			continue
+		}
+		require.Error(t, errRefused, "%s %d nodes: refused past checkPairs", c.routing, c.nodes)
+		require.ErrorContains(t, errRefused, "oversubscribed")
+		require.ErrorContains(t, errRefused, "simulate fewer ranks")
+		require.Equal(t, "p2p-compact, ecmp-mean, unchecked", mean.Mode)
+		rel := mean.TimeUs/checked.TimeUs - 1
+		t.Logf("%d nodes, %d per leaf, %s:1, %d MiB: mean model unchecked %.3f µs, checked %s %.3f µs (%+.2f%%)", c.nodes, c.perLeaf, c.over, c.size>>20, mean.TimeUs, checked.Mode, checked.TimeUs, 100*rel)
+		require.Less(t, rel, -0.05)
+	}
+}
+
 // A point-to-point call with more connections than maxConnections is refused with the count,
 // not walked for hours (an all-to-all on 16,384 DGX H100 nodes: 1.7e10); Exact still runs it.
 func TestP2PRefusesPastMaxConnections(t *testing.T) {

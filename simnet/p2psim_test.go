@@ -110,10 +110,11 @@ func TestP2PFabricsMatchSchedule(t *testing.T) {
 				sched, compact, _, _ := p2pBoth(t, m, f, 64<<20, P2PSpec{Exact: exact})
 				rel := float64(compact.Time-sched.Time) / float64(sched.Time)
 				t.Logf("%s %v exact=%v: schedule %v, compact %v (%+.3f%%, %s, rotation %d, %d relaxed)", name, f, exact, sched.Time, compact.Time, 100*rel, compact.Mode(), compact.Rotation, compact.Relaxed)
-				if (exact || !(compact.ECMPMean || compact.LatencyMean)) && math.Abs(rel) > 1e-9 {
+				approx := compact.ECMPMean || compact.LatencyMean || compact.RateInterval > 0
+				if (exact || !approx) && math.Abs(rel) > 1e-9 {
 					t.Errorf("%s %v: compact %v against schedule %v", name, f, compact.Time, sched.Time)
 				}
-				if exact && (compact.ECMPMean || compact.LatencyMean) {
+				if exact && approx {
 					t.Errorf("%s %v: mode %s with Exact", name, f, compact.Mode())
 				}
 				if math.Abs(rel) > 0.01 {
