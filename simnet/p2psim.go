@@ -477,8 +477,8 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 					// every rank replayed exactly where that fits exactWork, as where the
 					// mean model owes work (above), else with a rate interval and no work
 					// bound (the exact replay's rate computations are a superset of this
-					// one's; 16 DGX H100 nodes with 8 per leaf, 2:1, 4 MiB: 0.32 s where the
-					// exact replay takes 10.5 s, the same time; docs/cluster.md "Unchecked").
+					// one's; 16 DGX H100 nodes with 8 per leaf, 2:1, 4 MiB: 0.37 s where the
+					// exact replay takes 8.3 s, the same time; docs/cluster.md "Unchecked").
 					for _, iv := range []Time{0, x.interval(t)} {
 						work := uint64(0)
 						if iv == 0 {

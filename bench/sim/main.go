@@ -52,6 +52,10 @@ func scenarios(root string) []scenario {
 		// default scenarios (about a minute with both routings).
 		{"a2a1024", []string{"--nodes", "1024", "-c", "alltoall", "-b", "1G", "-e", "1G"}, true},
 		{"fattree", []string{"--nodes", "64", "--fabric", ft, "-c", "allreduce", "-b", "1G", "-e", "1G"}, true},
+		// All-to-all on a 2:1 oversubscribed fabric (8 nodes a leaf: 4 leaves), whose uplinks
+		// ECMP's collisions put over their capacity: the replay of every rank (since stop 40
+		// with a rate interval).
+		{"a2a-os", []string{"--nodes", "32", "--fabric-set", "hosts_per_leaf=8", "--fabric-set", "oversubscription=2", "-c", "alltoall", "-b", "4M", "-e", "4M"}, true},
 		// PAT: one GPU a node (NCCL picks PAT there), folded by the ranks' rotation (pat-fold).
 		{"pat", []string{"--gpus", "1", "--nodes", "16384", "-c", "allgather", "-b", "64M", "-e", "64M"}, true},
 	}
@@ -148,7 +152,7 @@ func median(xs []float64) float64 {
 func main() {
 	bin := flag.String("simccl", "", "simccl binary to run (default: build ./cmd/simccl into a temporary directory)")
 	reps := flag.Int("reps", 3, "runs per scenario (the median wall time is reported)")
-	only := flag.String("scenarios", "", "comma-separated scenarios (128, sweep, 2048, 16384, a2a, a2a1024, fattree, pat; default all but a2a1024)")
+	only := flag.String("scenarios", "", "comma-separated scenarios (128, sweep, 2048, 16384, a2a, a2a1024, fattree, a2a-os, pat; default all but a2a1024)")
 	routings := flag.String("routing", "ecmp,rail", "routings to run: ecmp (the default fabric's), rail (--fabric-set routing=rail)")
 	accuracy := flag.Bool("accuracy", false, "also run every scenario with --exact and report each row's error against it")
 	timeout := flag.Duration("timeout", 20*time.Minute, "kill a run after this long")
