@@ -188,6 +188,16 @@ func leafFabric(t *testing.T, perLeaf int) *Fabric {
 	return fab
 }
 
+// pastCheckPairs runs an all-to-all of size on m with checkPairs lowered to 1: every symmetric
+// replay past it.
+func pastCheckPairs(m *Machine, size int64, opt RunOptions) (Row, error) {
+	old := checkPairs
+	checkPairs = 1
+	defer func() { checkPairs = old }()
+	row, _, err := m.Run(coll.AllToAll, size, coll.Float32, coll.Sum, opt)
+	return row, err
+}
+
 // Past checkPairs the symmetric replay of an all-to-all stands unchecked: its relaxed links are
 // not checked, so under ECMP it is the mean model without the work a hashed link may owe
 // (P2PResult.Unchecked). Where no link owes anything (128 one-GPU nodes, default fabric, 1 MiB)
@@ -208,10 +218,7 @@ func TestP2PUncheckedPastCheckPairs(t *testing.T) {
 		checked, _, err := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{})
 		require.NoError(t, err)
 		require.NotContains(t, checked.Mode, "unchecked")
-		old := checkPairs
-		checkPairs = 1
-		unchecked, _, err := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{})
-		checkPairs = old
+		unchecked, err := pastCheckPairs(m, c.size, RunOptions{})
 		require.NoError(t, err)
 		rel := unchecked.TimeUs/checked.TimeUs - 1
 		t.Logf("%d nodes, %d per leaf, %d MiB: %s %.3f µs, checked %s %.3f µs (%+.2f%%)", c.nodes, c.perLeaf, c.size>>20, unchecked.Mode, unchecked.TimeUs, checked.Mode, checked.TimeUs, 100*rel)
@@ -250,12 +257,10 @@ func TestP2PUncheckedOversubscribed(t *testing.T) {
 		checked, _, err := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{})
 		require.NoError(t, err)
 		require.NotContains(t, checked.Mode, "unchecked")
-		old := checkPairs
-		checkPairs = 1
-		refused, _, errRefused := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{})
-		mean, _, errMean := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{MeanOversubscribed: true})
+		refused, errRefused := pastCheckPairs(m, c.size, RunOptions{})
+		mean, errMean := pastCheckPairs(m, c.size, RunOptions{MeanOversubscribed: true})
 		if c.nodes == 8 { // Exact is never unchecked (the replay of every rank: slow on more)
-			exact, _, err := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{Exact: true})
+			exact, err := pastCheckPairs(m, c.size, RunOptions{Exact: true})
 			require.NoError(t, err)
 			require.NotContains(t, exact.Mode, "unchecked")
 			// The checked row under ECMP, uplinks over their capacity: every rank with a rate
@@ -263,7 +268,6 @@ func TestP2PUncheckedOversubscribed(t *testing.T) {
 			require.Contains(t, checked.Mode, "rate-interval-")
 			require.InEpsilon(t, exact.TimeUs, checked.TimeUs, MaxCoarseError)
 		}
-		checkPairs = old
 		require.NoError(t, errMean)
 		if c.routing == "rail" {
 			require.NoError(t, errRefused)

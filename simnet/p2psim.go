@@ -839,12 +839,7 @@ func (x *p2pSim) credit(b *p2pBuild, cl *Cluster, check *relaxCheck, R int) {
 	// Per slot the bytes of a member, and per link the bytes added up side by side: the links
 	// themselves are far apart in memory, and the walk visits every connection (an all-to-all on
 	// 1,024 DGX H100 nodes: 67 M).
-	total := make([]float64, len(x.net.part))
-	for s, p := range x.net.part {
-		for _, w := range x.net.wire[p] {
-			total[s] += w
-		}
-	}
+	total := x.slotBytes()
 	bytes := make([]float64, e.NumLinks())
 	seen := make([]bool, e.NumLinks())
 	b.eachRoute(func(i, c, rk int, route []LinkID) {
@@ -870,17 +865,24 @@ func (x *p2pSim) credit(b *p2pBuild, cl *Cluster, check *relaxCheck, R int) {
 	}
 }
 
-// linkBound is a lower bound on the time of the replay x: the most any link of b's engine must
-// carry of every connection's wire bytes over its capacity (the bytes of every member, as credit
-// adds them up), 0 where no link has a capacity.
-func (x *p2pSim) linkBound(b *p2pBuild) Time {
-	e := b.e
+// slotBytes returns per slot the wire bytes its connection carries (a member's, for the
+// symmetric replay).
+func (x *p2pSim) slotBytes() []float64 {
 	total := make([]float64, len(x.net.part))
 	for s, p := range x.net.part {
 		for _, w := range x.net.wire[p] {
 			total[s] += w
 		}
 	}
+	return total
+}
+
+// linkBound is a lower bound on the time of the replay x: the most any link of b's engine must
+// carry of every connection's wire bytes over its capacity (the bytes of every member, as credit
+// adds them up), 0 where no link has a capacity.
+func (x *p2pSim) linkBound(b *p2pBuild) Time {
+	e := b.e
+	total := x.slotBytes()
 	S := x.S // the members a slot stands for (the replay of every rank: one)
 	if S == 0 {
 		S = b.n
