@@ -9,5 +9,5 @@ nvcc -O2 -o /tmp/nccl_perf "$D/tools/nccl_perf.cu" -I"$inc" -L"$lib" -lnccl -Xli
 run() {  # run TAG ENV...
   local tag=$1; shift
   echo "== $tag $* ($(date -u +%T))" >> "$LOG"
-  env "$@" TAG="$tag" MAXEXP=$MAXEXP timeout 120 /tmp/nccl_perf >> "$CSV" 2>> "$LOG" || echo "failed: $tag" >> "$LOG"
+  env "$@" TAG="$tag" MAXEXP=$MAXEXP timeout ${RUN_TIMEOUT:-120} /tmp/nccl_perf >> "$CSV" 2>> "$LOG" || echo "failed: $tag" >> "$LOG"
 }
