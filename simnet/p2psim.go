@@ -332,6 +332,15 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 		}
 	}
 	ecmpKept := false // ECMP routing over stand-ins kept (an oversubscribed fabric)
+	// bound is linkBound, walked once: the symmetric replay and the replay of every rank after
+	// it carry the same bytes per link.
+	bound := Time(-1)
+	linkBound := func(x *p2pSim) Time {
+		if bound < 0 {
+			bound = x.linkBound(b)
+		}
+		return bound
+	}
 	if rx, ok := r.(relaxer); ok && !spec.Strict && !spec.PerRank {
 		// One walk of every route for implied and for the kinds (the routes of an all-to-all are
 		// every pair of ranks: 33 M on 512 DGX H100 nodes, 1.5 s a walk).
@@ -399,7 +408,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 					// into one rate computation per event. With a rate interval cut from a
 					// lower bound on the time (linkBound) the replay stays within
 					// MaxCoarseError/2 of it, as the interval replay of every rank does.
-					if lb := x.linkBound(b); lb > 0 {
+					if lb := linkBound(x); lb > 0 {
 						x.e.RateInterval = x.interval(lb)
 					}
 				}
@@ -516,7 +525,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 		// Oversubscribed (its stand-ins kept): the interval of the symmetric replay above,
 		// on a copy of e's links (rail routing, 24 nodes with 8 per leaf, 2:1, 4 MiB: 2.6 s
 		// and +0.24% where the exact replay takes 14.6 s; docs/cluster.md "Unchecked").
-		if lb := x.linkBound(b); lb > 0 {
+		if lb := linkBound(x); lb > 0 {
 			ok, err := b.replayAll(res, cl, x.interval(lb), 0)
 			if err != nil {
 				return nil, err
