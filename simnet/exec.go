@@ -130,13 +130,35 @@ type SwitchRouter interface {
 // (Until 2026-11-28 this was an assumed 3 µs, which put that call at 13.2.)
 const KernelLaunch = GraphLaunch
 
-// HostEnqueue is the host time of one kernel launch back to back on a stream, and GraphLaunch
-// the cost per kernel replayed from a CUDA graph, both measured on one H100 SXM with driver
-// 580.159.04 (bench/gpuprobe/results/h100-sxm-2026-11-25.csv: launch 5.18 µs, graph 0.96 µs).
-// They are host and driver costs; the simulator applies them to every GPU generation, for want
-// of a measurement on another.
+// HostEnqueue is NCCL's host time to enqueue one collective call on one communicator (the API
+// call, its plan and its kernel launch), and GraphLaunch the cost per kernel replayed from a CUDA
+// graph.
+//
+// HostEnqueue was measured with NCCL 2.28 on 2 H200 (driver 580.159.04, kind nvidia-h200-x2,
+// 2026-11-29; testdata/nccl/enqueuescan.sh, testdata/nccl/h200x2/enqueuescan-2026-11-29.csv): every
+// collective from 8 B to 256 KiB, one process per GPU, the loop of calls enqueued behind a 50 ms
+// spin kernel so that the host never waits on the GPU; the median of the host's time per call
+// (the slower process) over 7 collectives × 16 sizes × 2 runs is 10.07 µs (quartiles 9.42–10.49).
+// A bare kernel launch costs less (BareLaunch): NCCL's own host work is the rest. Leases of the
+// same kind have measured 9.2–11.5 µs per call with a process per GPU (testdata/nccl/h200x2/README.md).
+// (Until 2026-11-29 the floor was the bare launch, 5.18 µs, which put small calls with a process per
+// GPU 17–31% fast on 2 H200.)
+//
+// BareLaunch is the host time of one plain kernel launch back to back on a stream, measured on one
+// H100 SXM with driver 580.159.04 (bench/gpuprobe/results/h100-sxm-2026-11-25.csv: 5.18 µs; 4.09–4.34
+// on the 2 H200 of 2026-11-29). One thread that drives G GPUs (LaunchPerNode) pays at least one
+// HostEnqueue and at least G BareLaunch a call. What it pays beyond that moves with the host: on 2
+// H200 one process took 18.90 µs a call on the lease above (9.45 per GPU, enqueued behind a spin as
+// above) and 11.1–13.4 µs on the lease of testdata/nccl/h200x2/nccl_perf.csv, and an 8-GPU Azure ND
+// H100 v5 VM (NCCL 2.18.5, nccl-tests -g 8) 26–43 µs (at most 5.4 per GPU), so only the bound is
+// modelled.
+//
+// GraphLaunch was measured on one H100 SXM with driver 580.159.04
+// (bench/gpuprobe/results/h100-sxm-2026-11-25.csv: 0.96 µs; 0.68 on H200). All three are host and
+// driver costs; the simulator applies them to every GPU generation, for want of a measurement on another.
 const (
-	HostEnqueue = 5180 * Nanosecond
+	HostEnqueue = 10070 * Nanosecond
+	BareLaunch  = 5180 * Nanosecond
 	GraphLaunch = 960 * Nanosecond
 )
 
@@ -148,8 +170,8 @@ const (
 	// Each call pays KernelLaunch, and a call in a loop takes at least one HostEnqueue.
 	LaunchPerGPU LaunchMode = iota
 	// LaunchPerNode: one thread drives every GPU of its node (nccl-tests -g N, ncclCommInitAll):
-	// it enqueues the call on its GPUs one after another, so a call in a loop takes at least
-	// GPUs per node × HostEnqueue.
+	// it enqueues the call on its GPUs one after another, so a call in a loop takes at least one
+	// HostEnqueue and at least GPUs per node × BareLaunch.
 	LaunchPerNode
 	// LaunchGraph: the calls are replayed from a CUDA graph (nccl-tests -G): KernelLaunch
 	// (GraphLaunch) with no host floor.

@@ -578,15 +578,15 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	}
 	// In nccl-tests' loop of back-to-back calls the host enqueues the next call while this one
 	// runs, so a call costs at least its host's enqueue time: one HostEnqueue per call with a
-	// process per GPU; one per GPU of the node when one host thread enqueues the call on every
-	// GPU of its node, one after another; none from a CUDA graph.
+	// process per GPU; when one host thread enqueues the call on every GPU of its node, one after
+	// another, at least that and at least one BareLaunch per GPU; none from a CUDA graph.
 	switch {
 	case opt.DryRun:
 		// Nothing was timed.
 	case m.Launch == LaunchPerGPU:
 		res.Time = max(res.Time, HostEnqueue)
 	case m.Launch == LaunchPerNode:
-		res.Time = max(res.Time, Time(m.Node.NumGPUs)*HostEnqueue)
+		res.Time = max(res.Time, HostEnqueue, Time(m.Node.NumGPUs)*BareLaunch)
 	}
 	row.TimeUs = res.Time.Micros()
 	if row.TimeUs > 0 {
