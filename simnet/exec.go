@@ -134,21 +134,24 @@ const KernelLaunch = GraphLaunch
 // call, its plan and its kernel launch), and GraphLaunch the cost per kernel replayed from a CUDA
 // graph.
 //
-// HostEnqueue was measured with NCCL 2.28 on 2 H200 (driver 580.159.04, kind nvidia-h200-x2,
-// 2026-11-29; testdata/nccl/enqueuescan.sh, testdata/nccl/h200x2/enqueuescan-2026-11-29.csv): every
-// collective from 8 B to 256 KiB, one process per GPU, the loop of calls enqueued behind a 50 ms
-// spin kernel so that the host never waits on the GPU; the median of the host's time per call
-// (the slower process) over 7 collectives × 16 sizes × 2 runs is 10.07 µs (quartiles 9.42–10.49).
+// HostEnqueue was measured with NCCL 2.28 on 2 H200 (driver 580.159.04, kind nvidia-h200-x2, two
+// leases on 2026-11-29; testdata/nccl/enqueuescan.sh, testdata/nccl/h200x2/enqueuescan-2026-11-29*.csv):
+// every collective from 8 B to 256 KiB, one process per GPU, the loop of calls enqueued behind a
+// 50 ms spin kernel so that the host never waits on the GPU; the median of the host's time per call
+// (the slower process) over 7 collectives × 16 sizes × 2 runs × 2 leases is 9.67 µs (quartiles
+// 7.53–10.37; 10.07 on the first lease, 8.95 on the second: the host has a fast mode near 7 µs and
+// a slow one near 10). The calls' device time on both leases was 7.5–8.0 µs.
 // A bare kernel launch costs less (BareLaunch): NCCL's own host work is the rest. Leases of the
-// same kind have measured 9.2–11.5 µs per call with a process per GPU (testdata/nccl/h200x2/README.md).
+// same kind have measured 6.5–12.9 µs per call with a process per GPU in nccl-tests' loop (medians per
+// collective and run of 8 captures, testdata/nccl/h200x2/README.md, testdata/nccl/h200x4/README.md).
 // (Until 2026-11-29 the floor was the bare launch, 5.18 µs, which put small calls with a process per
 // GPU 17–31% fast on 2 H200.)
 //
 // BareLaunch is the host time of one plain kernel launch back to back on a stream, measured on one
-// H100 SXM with driver 580.159.04 (bench/gpuprobe/results/h100-sxm-2026-11-25.csv: 5.18 µs; 4.09–4.34
-// on the 2 H200 of 2026-11-29). One thread that drives G GPUs (LaunchPerNode) pays at least one
+// H100 SXM with driver 580.159.04 (bench/gpuprobe/results/h100-sxm-2026-11-25.csv: 5.18 µs;
+// on the 2 H200 of 2026-11-29: 4.09–4.36). One thread that drives G GPUs (LaunchPerNode) pays at least one
 // HostEnqueue and at least G BareLaunch a call. What it pays beyond that moves with the host: on 2
-// H200 one process took 18.90 µs a call on the lease above (9.45 per GPU, enqueued behind a spin as
+// H200 one process took 18.90 and 13.37 µs a call on the two leases above (enqueued behind a spin as
 // above) and 11.1–13.4 µs on the lease of testdata/nccl/h200x2/nccl_perf.csv, and an 8-GPU Azure ND
 // H100 v5 VM (NCCL 2.18.5, nccl-tests -g 8) 26–43 µs (at most 5.4 per GPU), so only the bound is
 // modelled.
@@ -157,7 +160,7 @@ const KernelLaunch = GraphLaunch
 // (bench/gpuprobe/results/h100-sxm-2026-11-25.csv: 0.96 µs; 0.68 on H200). All three are host and
 // driver costs; the simulator applies them to every GPU generation, for want of a measurement on another.
 const (
-	HostEnqueue = 10070 * Nanosecond
+	HostEnqueue = 9670 * Nanosecond
 	BareLaunch  = 5180 * Nanosecond
 	GraphLaunch = 960 * Nanosecond
 )
