@@ -183,6 +183,18 @@ const (
 
 var launchNames = [...]string{"per-gpu", "per-node", "graph"}
 
+// hostFloor is the least time of a call in a loop under launch mode l on nodes of gpus GPUs: the
+// host's enqueue, which overlaps the previous call (none from a CUDA graph).
+func (l LaunchMode) hostFloor(gpus int) Time {
+	switch l {
+	case LaunchPerGPU:
+		return HostEnqueue
+	case LaunchPerNode:
+		return max(HostEnqueue, Time(gpus)*BareLaunch)
+	}
+	return 0
+}
+
 func (l LaunchMode) String() string {
 	if l >= 0 && int(l) < len(launchNames) {
 		return launchNames[l]

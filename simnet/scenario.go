@@ -113,6 +113,10 @@ type Row struct {
 	// simulator could not run it and simulated Algo/Proto/NChannels instead — what NCCL decides
 	// with the algorithms the simulator lacks disabled. Empty when the row is NCCL's decision.
 	NCCL string `json:"nccl,omitempty"`
+	// HostBound says the call's time is the host's floor for the launch mode (HostEnqueue with a
+	// process per GPU; the larger of that and GPUs × BareLaunch with one thread per node): its
+	// simulated device time was shorter, so nccl-tests' loop would wait on the host.
+	HostBound bool `json:"host_bound,omitempty"`
 }
 
 // CompactAbove is the number of schedule steps above which Machine.Run replays ring and tree
@@ -580,13 +584,10 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	// runs, so a call costs at least its host's enqueue time: one HostEnqueue per call with a
 	// process per GPU; when one host thread enqueues the call on every GPU of its node, one after
 	// another, at least that and at least one BareLaunch per GPU; none from a CUDA graph.
-	switch {
-	case opt.DryRun:
-		// Nothing was timed.
-	case m.Launch == LaunchPerGPU:
-		res.Time = max(res.Time, HostEnqueue)
-	case m.Launch == LaunchPerNode:
-		res.Time = max(res.Time, HostEnqueue, Time(m.Node.NumGPUs)*BareLaunch)
+	if !opt.DryRun {
+		if floor := m.Launch.hostFloor(m.Node.NumGPUs); res.Time < floor {
+			res.Time, row.HostBound = floor, true
+		}
 	}
 	row.TimeUs = res.Time.Micros()
 	if row.TimeUs > 0 {

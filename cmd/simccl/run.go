@@ -299,6 +299,10 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 				offset += c.res.Time + simnet.Microsecond
 			}
 		}
+		if n := hostBoundNote(rows, m.Launch); n != "" {
+			notes = append(notes, n)
+			lateNotes = append(lateNotes, n)
+		}
 		if bar != nil {
 			bar.finish()
 		}
@@ -508,4 +512,40 @@ func cachedPlanners(build func(nodes int) (*planner.Planner, error)) func(nodes 
 		built[nodes] = p
 		return p, nil
 	}
+}
+
+// hostBoundNote names the rows whose time is the host's floor for the launch mode (Row.HostBound),
+// per collective the sizes from the smallest to the largest of them, and what that floor is.
+func hostBoundNote(rows []simnet.Row, launch simnet.LaunchMode) string {
+	type span struct{ lo, hi int64 }
+	var order []string
+	spans := map[string]*span{}
+	for _, r := range rows {
+		if !r.HostBound {
+			continue
+		}
+		sp := spans[r.Coll]
+		if sp == nil {
+			sp = &span{r.Bytes, r.Bytes}
+			spans[r.Coll] = sp
+			order = append(order, r.Coll)
+		}
+		sp.lo, sp.hi = min(sp.lo, r.Bytes), max(sp.hi, r.Bytes)
+	}
+	if len(order) == 0 {
+		return ""
+	}
+	parts := make([]string, len(order))
+	for i, c := range order {
+		if sp := spans[c]; sp.lo == sp.hi {
+			parts[i] = fmt.Sprintf("%s %d bytes", c, sp.lo)
+		} else {
+			parts[i] = fmt.Sprintf("%s %d–%d bytes", c, sp.lo, sp.hi)
+		}
+	}
+	why := fmt.Sprintf("NCCL's enqueue of a call, %.2f µs with a process per GPU", simnet.HostEnqueue.Micros())
+	if launch == simnet.LaunchPerNode {
+		why = fmt.Sprintf("one thread enqueues the call on every GPU of the node: at least NCCL's enqueue, %.2f µs, and a kernel launch of %.2f µs per GPU", simnet.HostEnqueue.Micros(), simnet.BareLaunch.Micros())
+	}
+	return fmt.Sprintf("host-bound (%s): the GPUs' own time is shorter, so each call takes the host's (%s; --launch graph lifts it; JSON: host_bound)", strings.Join(parts, ", "), why)
 }

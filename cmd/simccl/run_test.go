@@ -253,6 +253,46 @@ func TestRunJSONHeader(t *testing.T) {
 	require.Equal(t, "simccl vTEST\n", out.String())
 }
 
+// TestRunHostBound: on 2 H200 the kernels of small calls are shorter than NCCL's host enqueue, so
+// those rows take the host's floor, say so in the JSON (host_bound) and share one note naming the
+// sizes; a large call is not bound, and from CUDA graphs (no host floor) no row is.
+func TestRunHostBound(t *testing.T) {
+	run := func(launch string) (rows []map[string]any, notes []string) {
+		var out, errb bytes.Buffer
+		args := []string{"run", "--topo", "h200x2-nvlink", "-c", "allreduce", "-b", "8", "-e", "16M", "-f", "64", "--launch", launch, "--json", "--progress", "off"}
+		require.Equal(t, 0, mainRun(args, &out, &errb), errb.String())
+		var doc struct {
+			Rows  []map[string]any `json:"rows"`
+			Notes []string         `json:"notes"`
+		}
+		require.NoError(t, json.Unmarshal(out.Bytes(), &doc))
+		return doc.Rows, doc.Notes
+	}
+	rows, notes := run("per-gpu")
+	require.Len(t, rows, 4) // 8 B, 512 B, 32 KiB, 2 MiB
+	require.Equal(t, true, rows[0]["host_bound"])
+	require.InDelta(t, simnet.HostEnqueue.Micros(), rows[0]["time_us"], 1e-9)
+	require.Nil(t, rows[3]["host_bound"], "2 MiB outlasts the enqueue")
+	require.Greater(t, rows[3]["time_us"], simnet.HostEnqueue.Micros())
+	var hb []string
+	for _, n := range notes {
+		if strings.HasPrefix(n, "host-bound") {
+			hb = append(hb, n)
+		}
+	}
+	require.Len(t, hb, 1)
+	require.Contains(t, hb[0], "all_reduce 8–")
+
+	rows, notes = run("graph")
+	for _, r := range rows {
+		require.Nil(t, r["host_bound"])
+	}
+	require.Less(t, rows[0]["time_us"], simnet.HostEnqueue.Micros())
+	for _, n := range notes {
+		require.NotContains(t, n, "host-bound")
+	}
+}
+
 // TestRunStreamsRows: simccl run writes each row of its table once the row's call is simulated, as
 // nccl-tests does (issue 17: the table came out when the whole sweep had ended, so a stopped run
 // lost every finished size). stdout is a pipe the test reads: after two rows, the progress bar on
