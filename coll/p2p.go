@@ -14,6 +14,10 @@ type p2pMsg struct {
 	nch              int   // 0: the plan's
 	chunk            int64 // 0: the plan's
 	ll               bool
+	// occ is how many transfers from→to come before this one in the group (SendRecv with
+	// Transfers): NCCL takes one send and one receive per peer on each pass over its rounds, so
+	// the occ-th transfer to a peer is a work of pass occ.
+	occ int
 }
 
 // p2pMessages lists the transfers of a SendRecv or AllToAll plan. SendRecv with Transfers lays each
@@ -32,9 +36,12 @@ func p2pMessages(p *Plan) []p2pMsg {
 	case len(p.Transfers) > 0:
 		so := make([]int64, n)
 		ro := make([]int64, n)
+		seen := map[[2]int]int{}
 		for _, t := range p.Transfers {
+			pair := [2]int{t.From, t.To}
 			out = append(out, p2pMsg{from: t.From, to: t.To, sendOff: so[t.From], recvOff: ro[t.To], count: t.Count,
-				nch: t.NChannels, chunk: t.ChunkSize, ll: t.LL})
+				nch: t.NChannels, chunk: t.ChunkSize, ll: t.LL, occ: seen[pair]})
+			seen[pair]++
 			so[t.From] += t.Count
 			ro[t.To] += t.Count
 		}
@@ -54,7 +61,11 @@ func p2pMessages(p *Plan) []p2pMsg {
 // P2PBatch is how many point-to-point rounds (peer distances) of a rank a channel runs at once:
 // NCCL packs a channel's p2p work into batches of at most NCCL_MAX_DEV_WORK_P2P_PER_BATCH = 8
 // works (NCCL 2.19+ device.h; one work is one round's send and receive) and its kernel runs the
-// works of a batch concurrently, its warps shared among them, one batch after another.
+// works of a batch concurrently, its warps shared among them, one batch after another. A batch
+// holds at most one work of a round: a second transfer to the same peer in one group (the next
+// pass over the rounds) starts a new batch, so such transfers run one after another, each paying
+// a batch's start and end (NCCL 2.28 on 2 H200: K grouped send/recv pairs of 8 B–4 KiB to one
+// peer take 3.6 µs more per pair up to K = 32 on the GPU, testdata/nccl/p2popsscan.sh).
 const P2PBatch = 8
 
 // p2p compiles SendRecv and AllToAll as grouped sends and receives (NCCL 2.30.7 enqueue.cc
@@ -76,7 +87,13 @@ func (b *builder) p2p(p *Plan) error {
 	b.s.Ops[b.op].ChunkSize = chunkingFor(p2pMsg{}).chunkElems * elt
 	msgs := p2pMessages(p)
 	dist := func(m p2pMsg) int { return ((m.to-m.from)%n + n) % n }
-	sort.SliceStable(msgs, func(i, j int) bool { return dist(msgs[i]) < dist(msgs[j]) })
+	// NCCL's passes over the rounds: the first transfer to every peer by round, then the second…
+	sort.SliceStable(msgs, func(i, j int) bool {
+		if msgs[i].occ != msgs[j].occ {
+			return msgs[i].occ < msgs[j].occ
+		}
+		return dist(msgs[i]) < dist(msgs[j])
+	})
 	cks := make([]*chunking, len(msgs))
 	for i, m := range msgs {
 		if m.nch < 0 || m.nch > nch || m.chunk < 0 {
@@ -88,24 +105,43 @@ func (b *builder) p2p(p *Plan) error {
 		cks[i] = chunkingFor(m)
 	}
 	// NCCL's batches: a channel runs up to P2PBatch rounds of a rank at once (one send and one
-	// receive each, on lanes 2j and 2j+1 of slot j), and the next batch after all of them.
-	type work struct{ dist, n int }
-	works := map[int]*work{}
-	slot := func(rank, c, dist int) int {
+	// receive each, on lanes 2j and 2j+1 of slot j), and the next batch after all of them; a
+	// round already in the batch (a later pass's transfer to the same peer) starts the next one.
+	type round struct{ dist, occ int }
+	type batch struct {
+		cur   round // the work last given a slot
+		slots map[round]int
+	}
+	batches := map[int]*batch{}
+	slot := func(rank, c, dist, occ int) int {
 		k := rank*b.s.NChannels + c + b.base
-		w := works[k]
-		if w == nil {
-			w = &work{dist: -1}
-			works[k] = w
+		bt := batches[k]
+		r := round{dist, occ}
+		if bt == nil {
+			bt = &batch{cur: round{-1, -1}, slots: map[round]int{}}
+			batches[k] = bt
 		}
-		if dist != w.dist {
-			if w.n > 0 && w.n%P2PBatch == 0 {
-				b.ps[k].close()
+		if r == bt.cur {
+			return bt.slots[r]
+		}
+		if j, ok := bt.slots[r]; ok {
+			bt.cur = r
+			return j
+		}
+		repeat := false
+		for q := range bt.slots {
+			if q.dist == dist {
+				repeat = true
+				break
 			}
-			w.dist = dist
-			w.n++
 		}
-		return (w.n - 1) % P2PBatch
+		if len(bt.slots) == P2PBatch || repeat {
+			b.ps[k].close()
+			clear(bt.slots)
+		}
+		j := len(bt.slots)
+		bt.slots[r], bt.cur = j, r
+		return j
 	}
 	for c := 0; c < nch; c++ {
 		for mi, m := range msgs {
@@ -121,12 +157,12 @@ func (b *builder) p2p(p *Plan) error {
 			so, ro := (m.sendOff+offs[part])*elt, (m.recvOff+offs[part])*elt
 			d := dist(m)
 			if m.from == m.to {
-				b.emit(ck, call{rank: m.from, ch: c, lane: 2 * slot(m.from, c, d), prim: Copy, src: &BufRef{Buf: BufSend, Offset: so},
+				b.emit(ck, call{rank: m.from, ch: c, lane: 2 * slot(m.from, c, d, m.occ), prim: Copy, src: &BufRef{Buf: BufSend, Offset: so},
 					dst: &BufRef{Buf: BufRecv, Offset: ro}, nelem: cnts[part]})
 				continue
 			}
 			ci := 0
-			sl, rl := 2*slot(m.from, c, d), 2*slot(m.to, c, d)+1
+			sl, rl := 2*slot(m.from, c, d, m.occ), 2*slot(m.to, c, d, m.occ)+1
 			for eo := int64(0); eo < cnts[part] || (eo == 0 && cnts[part] == 0); eo += ck.chunkElems {
 				ne := min64(ck.chunkElems, cnts[part]-eo)
 				b.emit(ck, call{rank: m.from, ch: c, lane: sl, prim: Send, sendTo: []int{m.to}, connIdx: 1,

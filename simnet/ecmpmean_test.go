@@ -64,6 +64,9 @@ func TestECMPMeanAllToAll(t *testing.T) {
 		fab := DefaultFabric()
 		require.NoError(t, fab.Set("hosts_per_leaf", fmt.Sprint(c.perLeaf)))
 		m, _ := settingsMachine(t, "dgx-h100", c.nodes, c.gpus, fab, planner.Settings{})
+		// The modes are compared on the GPUs' time: no host floor (an all-to-all on these ranks
+		// would otherwise take NCCL's enqueue of its sends and receives in every mode).
+		m.Launch = LaunchGraph
 		def, exact := defaultAndExact(t, m, coll.AllToAll, c.size)
 		require.Equal(t, "p2p-compact", exact.Mode)
 		rel := def.TimeUs/exact.TimeUs - 1
@@ -132,6 +135,9 @@ func TestRateIntervalAt32Nodes(t *testing.T) {
 	fab := DefaultFabric()
 	require.NoError(t, fab.Set("hosts_per_leaf", "2"))
 	m, _ := settingsMachine(t, "dgx-h100", 32, 0, fab, planner.Settings{})
+	// The modes are compared on the GPUs' time: no host floor (an all-to-all on these ranks
+	// would otherwise take NCCL's enqueue of its sends and receives in every mode).
+	m.Launch = LaunchGraph
 	row, _, err := m.Run(coll.AllToAll, 1<<20, coll.Float32, coll.Sum, RunOptions{})
 	require.NoError(t, err)
 	require.Contains(t, row.Mode, "rate-interval-")
@@ -215,6 +221,9 @@ func TestP2PUncheckedPastCheckPairs(t *testing.T) {
 	}
 	for _, c := range cases {
 		m, _ := settingsMachine(t, "dgx-h100", c.nodes, c.gpus, leafFabric(t, c.perLeaf), planner.Settings{})
+		// The modes are compared on the GPUs' time: no host floor (an all-to-all on these ranks
+		// would otherwise take NCCL's enqueue of its sends and receives in every mode).
+		m.Launch = LaunchGraph
 		checked, _, err := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{})
 		require.NoError(t, err)
 		require.NotContains(t, checked.Mode, "unchecked")
@@ -254,6 +263,9 @@ func TestP2PUncheckedOversubscribed(t *testing.T) {
 		require.NoError(t, fab.Set("oversubscription", c.over))
 		require.NoError(t, fab.Set("routing", c.routing))
 		m, _ := settingsMachine(t, "dgx-h100", c.nodes, 0, fab, planner.Settings{})
+		// The modes are compared on the GPUs' time: no host floor (an all-to-all on these ranks
+		// would otherwise take NCCL's enqueue of its sends and receives in every mode).
+		m.Launch = LaunchGraph
 		checked, _, err := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{})
 		require.NoError(t, err)
 		require.NotContains(t, checked.Mode, "unchecked")

@@ -165,6 +165,21 @@ const (
 	GraphLaunch = 960 * Nanosecond
 )
 
+// HostP2PBase and HostP2POp give NCCL's host enqueue of a group of point-to-point operations
+// (sends and receives, all-to-all's included) on one communicator: HostP2PBase + ops × HostP2POp,
+// where that is above HostEnqueue. Measured with NCCL 2.28 on 2 H200 (kind nvidia-h200-x2,
+// 2026-11-29; testdata/nccl/p2popsscan.sh, testdata/nccl/h200x2/p2popsscan-2026-11-29.csv): one
+// process per GPU, groups of K send/recv pairs (2K operations a rank) and of K all-to-alls (4K),
+// K = 1–64, 8 B–4 KiB, enqueued behind a spin as for HostEnqueue; the least-squares line through
+// the 160 host times of 16–128 operations is 7.80 µs + 0.351 µs per operation (send/recv alone
+// 0.430, all-to-all 0.272: its transfers to self cost less). Past 128 operations in a group the
+// line is extrapolated (an all-to-all on N ranks is 2N operations a rank: 1,024 ranks, 726 µs);
+// NCCL splitting a long group into several kernel launches would cost more, not less.
+const (
+	HostP2PBase = 7800 * Nanosecond
+	HostP2POp   = 351 * Nanosecond
+)
+
 // LaunchMode is how the host launches a collective's kernels, NCCL's usage modes.
 type LaunchMode int
 
@@ -183,14 +198,42 @@ const (
 
 var launchNames = [...]string{"per-gpu", "per-node", "graph"}
 
-// hostFloor is the least time of a call in a loop under launch mode l on nodes of gpus GPUs: the
-// host's enqueue, which overlaps the previous call (none from a CUDA graph).
-func (l LaunchMode) hostFloor(gpus int) Time {
+// hostFloor is the least time of a call in a loop under launch mode l on nodes of gpus GPUs, whose
+// ranks each enqueue at most ops point-to-point operations (0: a collective): the host's enqueue,
+// which overlaps the previous call (none from a CUDA graph).
+func (l LaunchMode) hostFloor(gpus, ops int) Time {
+	enq := HostEnqueue
+	if ops > 0 {
+		enq = max(enq, HostP2PBase+Time(ops)*HostP2POp)
+	}
 	switch l {
 	case LaunchPerGPU:
-		return HostEnqueue
+		return enq
 	case LaunchPerNode:
-		return max(HostEnqueue, Time(gpus)*BareLaunch)
+		return max(enq, Time(gpus)*BareLaunch)
+	}
+	return 0
+}
+
+// p2pOps is how many point-to-point operations (sends and receives) the busiest rank of a call of f
+// on n ranks enqueues: all-to-all sends to and receives from every rank, itself included (NCCL
+// 2.28 expands it into send/recv tasks); send/recv one of each, or a traced group's own; 0 for
+// the other collectives.
+func p2pOps(f coll.Func, n int, transfers []coll.Transfer) int {
+	switch {
+	case f == coll.AllToAll:
+		return 2 * n
+	case f == coll.SendRecv && len(transfers) > 0:
+		per := make(map[int]int)
+		most := 0
+		for _, t := range transfers {
+			per[t.From]++
+			per[t.To]++
+			most = max(most, per[t.From], per[t.To])
+		}
+		return most
+	case f == coll.SendRecv:
+		return 2
 	}
 	return 0
 }

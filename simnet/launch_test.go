@@ -49,3 +49,37 @@ func TestLaunchModes(t *testing.T) {
 	_, err := ParseLaunchMode("per-rack")
 	require.ErrorContains(t, err, "per-gpu, per-node or graph")
 }
+
+// TestHostFloorP2POps: a point-to-point call's host floor grows with the operations its busiest
+// rank enqueues (HostP2PBase + ops × HostP2POp), never below a collective's HostEnqueue; one
+// thread per node keeps its bound of a bare launch per GPU; graphs have none.
+func TestHostFloorP2POps(t *testing.T) {
+	tr := []coll.Transfer{{From: 0, To: 1}, {From: 0, To: 1}, {From: 1, To: 0}, {From: 2, To: 0}}
+	for _, c := range []struct {
+		f    coll.Func
+		n    int
+		tr   []coll.Transfer
+		want int
+	}{
+		{coll.AllReduce, 8, nil, 0},
+		{coll.AllToAll, 8, nil, 16},
+		{coll.SendRecv, 8, nil, 2},
+		{coll.SendRecv, 3, tr, 4}, // rank 0: two sends to 1, receives from 1 and 2
+	} {
+		require.Equal(t, c.want, p2pOps(c.f, c.n, c.tr), "%v on %d ranks", c.f, c.n)
+	}
+	require.Equal(t, HostEnqueue, LaunchPerGPU.hostFloor(8, 0))
+	require.Equal(t, HostEnqueue, LaunchPerGPU.hostFloor(8, 4), "a few operations cost a collective's enqueue")
+	require.Equal(t, HostP2PBase+2048*HostP2POp, LaunchPerGPU.hostFloor(8, 2048))
+	require.Equal(t, 8*BareLaunch, LaunchPerNode.hostFloor(8, 16))
+	require.Equal(t, HostP2PBase+2048*HostP2POp, LaunchPerNode.hostFloor(8, 2048))
+	require.Zero(t, LaunchGraph.hostFloor(8, 2048))
+
+	// An all-to-all of 8 KiB on one DGX H100: the GPUs finish before the host has enqueued its 16
+	// sends and receives.
+	m, _ := testMachine(t, "dgx-h100", 1, nil, "", "")
+	row, _, err := m.Run(coll.AllToAll, 8<<10, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	require.True(t, row.HostBound)
+	require.InDelta(t, (HostP2PBase + 16*HostP2POp).Micros(), row.TimeUs, 1e-9)
+}

@@ -585,7 +585,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	// process per GPU; when one host thread enqueues the call on every GPU of its node, one after
 	// another, at least that and at least one BareLaunch per GPU; none from a CUDA graph.
 	if !opt.DryRun {
-		if floor := m.Launch.hostFloor(m.Node.NumGPUs); res.Time < floor {
+		if floor := m.Launch.hostFloor(m.Node.NumGPUs, p2pOps(f, n, opt.Transfers)); res.Time < floor {
 			res.Time, row.HostBound = floor, true
 		}
 	}

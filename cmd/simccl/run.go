@@ -543,9 +543,13 @@ func hostBoundNote(rows []simnet.Row, launch simnet.LaunchMode) string {
 			parts[i] = fmt.Sprintf("%s %d–%d bytes", c, sp.lo, sp.hi)
 		}
 	}
-	why := fmt.Sprintf("NCCL's enqueue of a call, %.2f µs with a process per GPU", simnet.HostEnqueue.Micros())
+	enq := fmt.Sprintf("%.2f µs", simnet.HostEnqueue.Micros())
+	if spans["alltoall"] != nil || spans["sendrecv"] != nil {
+		enq += fmt.Sprintf(", or %.2f + %.3f µs per send and receive of a point-to-point call, all-to-all's to every rank", simnet.HostP2PBase.Micros(), simnet.HostP2POp.Micros())
+	}
+	why := "NCCL's enqueue of a call with a process per GPU, " + enq
 	if launch == simnet.LaunchPerNode {
-		why = fmt.Sprintf("one thread enqueues the call on every GPU of the node: at least NCCL's enqueue, %.2f µs, and a kernel launch of %.2f µs per GPU", simnet.HostEnqueue.Micros(), simnet.BareLaunch.Micros())
+		why = fmt.Sprintf("one thread enqueues the call on every GPU of the node: at least NCCL's enqueue, %s, and a kernel launch of %.2f µs per GPU", enq, simnet.BareLaunch.Micros())
 	}
 	return fmt.Sprintf("host-bound (%s): the GPUs' own time is shorter, so each call takes the host's (%s; --launch graph lifts it; JSON: host_bound)", strings.Join(parts, ", "), why)
 }

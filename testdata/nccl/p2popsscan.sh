@@ -1,0 +1,20 @@
+#!/bin/bash
+# NCCL 2.28 on a machine of 2 or 4 GPUs (kind nvidia-h200-x2, -x4): what NCCL's host and the GPU pay
+# per point-to-point operation of a group, for the simulator's host floor of send/recv and
+# all-to-all calls (simnet.HostEnqueue, per operation). One process per GPU (NPROCS), send/recv and
+# all-to-all of 8 B..4 KiB per operation, each timed call a group of K copies (GROUP=K: send/recv
+# has 2K operations a rank, all-to-all 2K × ranks), K = 1..256, enqueued behind a spin (SPIN_US: the
+# _host rows are NCCL's enqueue alone, the timed rows the device's time), twice.
+#   bash testdata/nccl/p2popsscan.sh OUT  ->  OUT/p2popsscan.csv, OUT/p2popsscan.log
+set -u
+O=$1; mkdir -p "$O"
+CSV=$O/p2popsscan.csv; LOG=$O/p2popsscan.log; MAXEXP=12
+export RUN_TIMEOUT=200
+. "$(dirname "$0")/scan_common.sh"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv >> "$LOG"
+for rep in 1 2; do
+  for k in 1 2 4 8 16 32 64 128 256; do
+    run mp_group${k}_r$rep NPROCS=$NP GROUP=$k HOSTTIME=1 SPIN_US=200000 COLLS=sendrecv,alltoall
+  done
+done
+echo "done $(date -u +%T)" >> "$LOG"
