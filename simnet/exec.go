@@ -189,7 +189,8 @@ const (
 	LaunchPerGPU LaunchMode = iota
 	// LaunchPerNode: one thread drives every GPU of its node (nccl-tests -g N, ncclCommInitAll):
 	// it enqueues the call on its GPUs one after another, so a call in a loop takes at least one
-	// HostEnqueue and at least GPUs per node × BareLaunch.
+	// HostEnqueue, at least GPUs per node × BareLaunch, and for point-to-point calls at least
+	// every GPU's operations × HostP2POp.
 	LaunchPerNode
 	// LaunchGraph: the calls are replayed from a CUDA graph (nccl-tests -G): KernelLaunch
 	// (GraphLaunch) with no host floor.
@@ -210,7 +211,8 @@ func (l LaunchMode) hostFloor(gpus, ops int) Time {
 	case LaunchPerGPU:
 		return enq
 	case LaunchPerNode:
-		return max(enq, Time(gpus)*BareLaunch)
+		// One thread does every GPU's launch and every GPU's per-operation work.
+		return max(enq, Time(gpus)*BareLaunch, Time(gpus*ops)*HostP2POp)
 	}
 	return 0
 }

@@ -71,8 +71,9 @@ func TestHostFloorP2POps(t *testing.T) {
 	require.Equal(t, HostEnqueue, LaunchPerGPU.hostFloor(8, 0))
 	require.Equal(t, HostEnqueue, LaunchPerGPU.hostFloor(8, 4), "a few operations cost a collective's enqueue")
 	require.Equal(t, HostP2PBase+2048*HostP2POp, LaunchPerGPU.hostFloor(8, 2048))
-	require.Equal(t, 8*BareLaunch, LaunchPerNode.hostFloor(8, 16))
-	require.Equal(t, HostP2PBase+2048*HostP2POp, LaunchPerNode.hostFloor(8, 2048))
+	require.Equal(t, 8*BareLaunch, LaunchPerNode.hostFloor(8, 2))
+	require.Equal(t, 8*16*HostP2POp, LaunchPerNode.hostFloor(8, 16), "an 8-GPU all-to-all's 128 operations outlast 8 launches")
+	require.Equal(t, 8*2048*HostP2POp, LaunchPerNode.hostFloor(8, 2048), "one thread does the 8 GPUs' operations")
 	require.Zero(t, LaunchGraph.hostFloor(8, 2048))
 
 	// An all-to-all of 8 KiB on one DGX H100: the GPUs finish before the host has enqueued its 16

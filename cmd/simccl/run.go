@@ -549,7 +549,7 @@ func hostBoundNote(rows []simnet.Row, launch simnet.LaunchMode) string {
 	}
 	why := "NCCL's enqueue of a call with a process per GPU, " + enq
 	if launch == simnet.LaunchPerNode {
-		why = fmt.Sprintf("one thread enqueues the call on every GPU of the node: at least NCCL's enqueue, %s, and a kernel launch of %.2f µs per GPU", enq, simnet.BareLaunch.Micros())
+		why = fmt.Sprintf("one thread enqueues the call on every GPU of the node: at least NCCL's enqueue, %s, a kernel launch of %.2f µs per GPU, and every GPU's sends and receives", enq, simnet.BareLaunch.Micros())
 	}
 	return fmt.Sprintf("host-bound (%s): the GPUs' own time is shorter, so each call takes the host's (%s; --launch graph lifts it; JSON: host_bound)", strings.Join(parts, ", "), why)
 }
