@@ -108,40 +108,23 @@ func (b *builder) p2p(p *Plan) error {
 	// receive each, on lanes 2j and 2j+1 of slot j), and the next batch after all of them; a
 	// round already in the batch (a later pass's transfer to the same peer) starts the next one.
 	type round struct{ dist, occ int }
-	type batch struct {
-		cur   round // the work last given a slot
-		slots map[round]int
-	}
-	batches := map[int]*batch{}
+	open := map[int][]round{} // per program, the rounds of its open batch: slot j is open[k][j]
 	slot := func(rank, c, dist, occ int) int {
 		k := rank*b.s.NChannels + c + b.base
-		bt := batches[k]
-		r := round{dist, occ}
-		if bt == nil {
-			bt = &batch{cur: round{-1, -1}, slots: map[round]int{}}
-			batches[k] = bt
-		}
-		if r == bt.cur {
-			return bt.slots[r]
-		}
-		if j, ok := bt.slots[r]; ok {
-			bt.cur = r
-			return j
-		}
+		r, rs := round{dist, occ}, open[k]
 		repeat := false
-		for q := range bt.slots {
-			if q.dist == dist {
-				repeat = true
-				break
+		for j, q := range rs {
+			if q == r {
+				return j
 			}
+			repeat = repeat || q.dist == dist
 		}
-		if len(bt.slots) == P2PBatch || repeat {
+		if len(rs) == P2PBatch || repeat {
 			b.ps[k].close()
-			clear(bt.slots)
+			rs = rs[:0]
 		}
-		j := len(bt.slots)
-		bt.slots[r], bt.cur = j, r
-		return j
+		open[k] = append(rs, r)
+		return len(rs)
 	}
 	for c := 0; c < nch; c++ {
 		for mi, m := range msgs {

@@ -185,7 +185,8 @@ type LaunchMode int
 
 const (
 	// LaunchPerGPU: one process (or thread) per GPU, as torchrun and mpirun -np N … -g 1 run.
-	// Each call pays KernelLaunch, and a call in a loop takes at least one HostEnqueue.
+	// Each call pays KernelLaunch, and a call in a loop takes at least one HostEnqueue (more for
+	// a point-to-point call's operations: HostP2PBase, HostP2POp).
 	LaunchPerGPU LaunchMode = iota
 	// LaunchPerNode: one thread drives every GPU of its node (nccl-tests -g N, ncclCommInitAll):
 	// it enqueues the call on its GPUs one after another, so a call in a loop takes at least one
