@@ -117,6 +117,8 @@ type Row struct {
 	// process per GPU; the larger of that and GPUs × BareLaunch with one thread per node): its
 	// simulated device time was shorter, so nccl-tests' loop would wait on the host.
 	HostBound bool `json:"host_bound,omitempty"`
+	// DeviceUs, on a HostBound row, is the GPUs' own time of the call (µs), below TimeUs.
+	DeviceUs float64 `json:"device_us,omitempty"`
 }
 
 // CompactAbove is the number of schedule steps above which Machine.Run replays ring and tree
@@ -586,6 +588,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	// another, at least that and at least one BareLaunch per GPU; none from a CUDA graph.
 	if !opt.DryRun {
 		if floor := m.Launch.hostFloor(m.Node.NumGPUs, p2pOps(f, n, opt.Transfers)); res.Time < floor {
+			row.DeviceUs = res.Time.Micros()
 			res.Time, row.HostBound = floor, true
 		}
 	}

@@ -551,5 +551,5 @@ func hostBoundNote(rows []simnet.Row, launch simnet.LaunchMode) string {
 	if launch == simnet.LaunchPerNode {
 		why = fmt.Sprintf("one thread enqueues the call on every GPU of the node: at least NCCL's enqueue, %s, a kernel launch of %.2f µs per GPU, and every GPU's sends and receives", enq, simnet.BareLaunch.Micros())
 	}
-	return fmt.Sprintf("host-bound (%s): the GPUs' own time is shorter, so each call takes the host's (%s; --launch graph lifts it; JSON: host_bound)", strings.Join(parts, ", "), why)
+	return fmt.Sprintf("host-bound (%s): the GPUs' own time is shorter, so each call takes the host's (%s; --launch graph lifts it; JSON: host_bound, device_us)", strings.Join(parts, ", "), why)
 }

@@ -272,6 +272,8 @@ func TestRunHostBound(t *testing.T) {
 	require.Len(t, rows, 4) // 8 B, 512 B, 32 KiB, 2 MiB
 	require.Equal(t, true, rows[0]["host_bound"])
 	require.InDelta(t, simnet.HostEnqueue.Micros(), rows[0]["time_us"], 1e-9)
+	require.Greater(t, rows[0]["device_us"], 0.0)
+	require.Less(t, rows[0]["device_us"], simnet.HostEnqueue.Micros())
 	require.Nil(t, rows[3]["host_bound"], "2 MiB outlasts the enqueue")
 	require.Greater(t, rows[3]["time_us"], simnet.HostEnqueue.Micros())
 	var hb []string
@@ -283,11 +285,13 @@ func TestRunHostBound(t *testing.T) {
 	require.Len(t, hb, 1)
 	require.Contains(t, hb[0], "all_reduce 8–")
 
-	rows, notes = run("graph")
-	for _, r := range rows {
+	graphRows, notes := run("graph")
+	for _, r := range graphRows {
 		require.Nil(t, r["host_bound"])
+		require.Nil(t, r["device_us"])
 	}
-	require.Less(t, rows[0]["time_us"], simnet.HostEnqueue.Micros())
+	require.InDelta(t, rows[0]["device_us"], graphRows[0]["time_us"], 1e-9, "the GPUs' time is the graph's")
+	require.Less(t, graphRows[0]["time_us"], simnet.HostEnqueue.Micros())
 	for _, n := range notes {
 		require.NotContains(t, n, "host-bound")
 	}
