@@ -218,6 +218,9 @@ func (m *Machine) Timing(a coll.Algo, p coll.Proto) (Timing, error) {
 	if err != nil {
 		return tm, err
 	}
+	if m.Launch == LaunchGraph {
+		tm.Launch -= GraphSaving
+	}
 	tm.CTARate = m.GPU.CTARate
 	if tm.CTARate > 0 {
 		tm.CTAMem, tm.Fence, tm.Slice = m.GPU.Mem, m.GPU.Fence, m.GPU.Slice
