@@ -183,7 +183,10 @@ const (
 // the 160 host times of 16–128 operations is 7.80 µs + 0.351 µs per operation (send/recv alone
 // 0.430, all-to-all 0.272: its transfers to self cost less). Past 128 operations in a group the
 // line is extrapolated (an all-to-all on N ranks is 2N operations a rank: 1,024 ranks, 726 µs);
-// NCCL splitting a long group into several kernel launches would cost more, not less.
+// NCCL splitting a long group into several kernel launches would cost more, not less. It is the
+// line of transfers on one channel: one that spans several costs the host more (32 send/recv pairs
+// of 128 KiB–2 MiB on 16 channels: 54–84 µs a group against 20–22 of 8 B;
+// p2popsscan-2026-11-29-big.csv), so for those it is a lower bound.
 const (
 	HostP2PBase = 7800 * Nanosecond
 	HostP2POp   = 351 * Nanosecond
