@@ -174,22 +174,29 @@ const (
 	GraphLaunch = 960 * Nanosecond
 )
 
-// HostP2PBase and HostP2POp give NCCL's host enqueue of a group of point-to-point operations
-// (sends and receives, all-to-all's included) on one communicator: HostP2PBase + ops × HostP2POp,
-// where that is above HostEnqueue. Measured with NCCL 2.28 on 2 H200 (kind nvidia-h200-x2,
-// 2026-11-29; testdata/nccl/p2popsscan.sh, testdata/nccl/h200x2/p2popsscan-2026-11-29.csv): one
-// process per GPU, groups of K send/recv pairs (2K operations a rank) and of K all-to-alls (4K),
-// K = 1–64, 8 B–4 KiB, enqueued behind a spin as for HostEnqueue; the least-squares line through
-// the 160 host times of 16–128 operations is 7.80 µs + 0.351 µs per operation (send/recv alone
-// 0.430, all-to-all 0.272: its transfers to self cost less). Past 128 operations in a group the
-// line is extrapolated (an all-to-all on N ranks is 2N operations a rank: 1,024 ranks, 726 µs);
-// NCCL splitting a long group into several kernel launches would cost more, not less. It is the
-// line of transfers on one channel: one that spans several costs the host more (32 send/recv pairs
-// of 128 KiB–2 MiB on 16 channels: 54–84 µs a group against 20–22 of 8 B;
-// p2popsscan-2026-11-29-big.csv), so for those it is a lower bound.
-const (
-	HostP2PBase = 7800 * Nanosecond
-	HostP2POp   = 351 * Nanosecond
+// HostLine is NCCL's host enqueue of a group of point-to-point operations (sends and receives) on
+// one communicator: Base + ops × PerOp, where that is above HostEnqueue.
+type HostLine struct{ Base, PerOp Time }
+
+// At returns the line's time for ops operations.
+func (h HostLine) At(ops int) Time { return h.Base + Time(ops)*h.PerOp }
+
+// HostSendRecv and HostAllToAll are the lines of send/recv groups and of all-to-alls, measured
+// with NCCL 2.28 on 2 H200 (kind nvidia-h200-x2, 2026-11-29; testdata/nccl/p2popsscan.sh,
+// testdata/nccl/h200x2/p2popsscan-2026-11-29.csv): one process per GPU, groups of K send/recv pairs
+// (2K operations a rank) and of K all-to-alls (4K, half of them to the rank itself), K = 1–64,
+// 8 B–4 KiB, enqueued behind a spin as for HostEnqueue; the least-squares lines through the 80 host
+// times of each kind at 16–128 operations: send/recv 5.42 µs + 0.430 µs an operation, all-to-all
+// 10.19 + 0.272 (a transfer to self costs less). Past 128 operations the lines are extrapolated: an
+// all-to-all on N ranks is 2N operations a rank, nearly all to other ranks, whose cost per
+// operation the send/recv line suggests is nearer 0.430 (1,024 ranks: 567 µs on the all-to-all
+// line, 886 on the send/recv line); NCCL splitting a long group into several kernel launches would
+// add. They are lines of transfers on one channel: one that spans several costs the host more (32
+// send/recv pairs of 128 KiB–2 MiB on 16 channels: 54–84 µs a group against 20–22 of 8 B;
+// p2popsscan-2026-11-29-big.csv), so for those they are lower bounds.
+var (
+	HostSendRecv = HostLine{Base: 5420 * Nanosecond, PerOp: 430 * Nanosecond}
+	HostAllToAll = HostLine{Base: 10190 * Nanosecond, PerOp: 272 * Nanosecond}
 )
 
 // LaunchMode is how the host launches a collective's kernels, NCCL's usage modes.
@@ -198,12 +205,12 @@ type LaunchMode int
 const (
 	// LaunchPerGPU: one process (or thread) per GPU, as torchrun and mpirun -np N … -g 1 run.
 	// Each call pays KernelLaunch, and a call in a loop takes at least one HostEnqueue (more for
-	// a point-to-point call's operations: HostP2PBase, HostP2POp).
+	// a point-to-point call's operations: HostSendRecv, HostAllToAll).
 	LaunchPerGPU LaunchMode = iota
 	// LaunchPerNode: one thread drives every GPU of its node (nccl-tests -g N, ncclCommInitAll):
 	// it enqueues the call on its GPUs one after another, so a call in a loop takes at least one
 	// HostEnqueue, at least GPUs per node × BareLaunch, and for point-to-point calls at least
-	// every GPU's operations × HostP2POp.
+	// every GPU's operations at the line's cost per operation.
 	LaunchPerNode
 	// LaunchGraph: the calls are replayed from a CUDA graph (nccl-tests -G): no host floor, and
 	// KernelLaunch less GraphSaving.
@@ -213,31 +220,31 @@ const (
 var launchNames = [...]string{"per-gpu", "per-node", "graph"}
 
 // hostFloor is the least time of a call in a loop under launch mode l on nodes of gpus GPUs, whose
-// ranks each enqueue at most ops point-to-point operations (0: a collective): the host's enqueue,
-// which overlaps the previous call (none from a CUDA graph).
-func (l LaunchMode) hostFloor(gpus, ops int) Time {
+// ranks each enqueue at most ops point-to-point operations costed by line (ops 0: a collective):
+// the host's enqueue, which overlaps the previous call (none from a CUDA graph).
+func (l LaunchMode) hostFloor(gpus, ops int, line HostLine) Time {
 	enq := HostEnqueue
 	if ops > 0 {
-		enq = max(enq, HostP2PBase+Time(ops)*HostP2POp)
+		enq = max(enq, line.At(ops))
 	}
 	switch l {
 	case LaunchPerGPU:
 		return enq
 	case LaunchPerNode:
 		// One thread does every GPU's launch and every GPU's per-operation work.
-		return max(enq, Time(gpus)*BareLaunch, Time(gpus*ops)*HostP2POp)
+		return max(enq, Time(gpus)*BareLaunch, Time(gpus*ops)*line.PerOp)
 	}
 	return 0
 }
 
 // p2pOps is how many point-to-point operations (sends and receives) the busiest rank of a call of f
-// on n ranks enqueues: all-to-all sends to and receives from every rank, itself included (NCCL
-// 2.28 expands it into send/recv tasks); send/recv one of each, or a traced group's own; 0 for
-// the other collectives.
-func p2pOps(f coll.Func, n int, transfers []coll.Transfer) int {
+// on n ranks enqueues, and the host's line for them: all-to-all sends to and receives from every
+// rank, itself included (NCCL 2.28 expands it into send/recv tasks); send/recv one of each, or a
+// traced group's own; 0 for the other collectives.
+func p2pOps(f coll.Func, n int, transfers []coll.Transfer) (int, HostLine) {
 	switch {
 	case f == coll.AllToAll:
-		return 2 * n
+		return 2 * n, HostAllToAll
 	case f == coll.SendRecv && len(transfers) > 0:
 		per := make(map[int]int)
 		most := 0
@@ -246,11 +253,11 @@ func p2pOps(f coll.Func, n int, transfers []coll.Transfer) int {
 			per[t.To]++
 			most = max(most, per[t.From], per[t.To])
 		}
-		return most
+		return most, HostSendRecv
 	case f == coll.SendRecv:
-		return 2
+		return 2, HostSendRecv
 	}
-	return 0
+	return 0, HostLine{}
 }
 
 func (l LaunchMode) String() string {

@@ -51,8 +51,9 @@ func TestLaunchModes(t *testing.T) {
 }
 
 // TestHostFloorP2POps: a point-to-point call's host floor grows with the operations its busiest
-// rank enqueues (HostP2PBase + ops × HostP2POp), never below a collective's HostEnqueue; one
-// thread per node keeps its bound of a bare launch per GPU; graphs have none.
+// rank enqueues, on the line of its kind (HostSendRecv, HostAllToAll), never below a collective's
+// HostEnqueue; one thread per node keeps its bound of a bare launch per GPU and does every GPU's
+// operations; graphs have none.
 func TestHostFloorP2POps(t *testing.T) {
 	tr := []coll.Transfer{{From: 0, To: 1}, {From: 0, To: 1}, {From: 1, To: 0}, {From: 2, To: 0}}
 	for _, c := range []struct {
@@ -60,21 +61,26 @@ func TestHostFloorP2POps(t *testing.T) {
 		n    int
 		tr   []coll.Transfer
 		want int
+		line HostLine
 	}{
-		{coll.AllReduce, 8, nil, 0},
-		{coll.AllToAll, 8, nil, 16},
-		{coll.SendRecv, 8, nil, 2},
-		{coll.SendRecv, 3, tr, 4}, // rank 0: two sends to 1, receives from 1 and 2
+		{coll.AllReduce, 8, nil, 0, HostLine{}},
+		{coll.AllToAll, 8, nil, 16, HostAllToAll},
+		{coll.SendRecv, 8, nil, 2, HostSendRecv},
+		{coll.SendRecv, 3, tr, 4, HostSendRecv}, // rank 0: two sends to 1, receives from 1 and 2
 	} {
-		require.Equal(t, c.want, p2pOps(c.f, c.n, c.tr), "%v on %d ranks", c.f, c.n)
+		ops, line := p2pOps(c.f, c.n, c.tr)
+		require.Equal(t, c.want, ops, "%v on %d ranks", c.f, c.n)
+		require.Equal(t, c.line, line, "%v", c.f)
 	}
-	require.Equal(t, HostEnqueue, LaunchPerGPU.hostFloor(8, 0))
-	require.Equal(t, HostEnqueue, LaunchPerGPU.hostFloor(8, 4), "a few operations cost a collective's enqueue")
-	require.Equal(t, HostP2PBase+2048*HostP2POp, LaunchPerGPU.hostFloor(8, 2048))
-	require.Equal(t, 8*BareLaunch, LaunchPerNode.hostFloor(8, 2))
-	require.Equal(t, 8*16*HostP2POp, LaunchPerNode.hostFloor(8, 16), "an 8-GPU all-to-all's 128 operations outlast 8 launches")
-	require.Equal(t, 8*2048*HostP2POp, LaunchPerNode.hostFloor(8, 2048), "one thread does the 8 GPUs' operations")
-	require.Zero(t, LaunchGraph.hostFloor(8, 2048))
+	require.Equal(t, HostEnqueue, LaunchPerGPU.hostFloor(8, 0, HostLine{}))
+	require.Equal(t, HostEnqueue, LaunchPerGPU.hostFloor(8, 4, HostSendRecv), "a few operations cost a collective's enqueue")
+	require.Equal(t, HostAllToAll.At(2048), LaunchPerGPU.hostFloor(8, 2048, HostAllToAll))
+	require.Greater(t, HostSendRecv.At(2048), HostAllToAll.At(2048), "a transfer to another rank costs more than to self")
+	require.Equal(t, 8*BareLaunch, LaunchPerNode.hostFloor(8, 2, HostSendRecv))
+	require.Equal(t, 8*BareLaunch, LaunchPerNode.hostFloor(8, 16, HostAllToAll), "8 launches outlast an 8-GPU all-to-all's 128 operations")
+	require.Equal(t, 8*32*HostAllToAll.PerOp, LaunchPerNode.hostFloor(8, 32, HostAllToAll), "two 8-GPU nodes' all-to-all: 256 operations outlast 8 launches")
+	require.Equal(t, 8*2048*HostAllToAll.PerOp, LaunchPerNode.hostFloor(8, 2048, HostAllToAll), "one thread does the 8 GPUs' operations")
+	require.Zero(t, LaunchGraph.hostFloor(8, 2048, HostAllToAll))
 
 	// An all-to-all of 8 KiB on one DGX H100: the GPUs finish before the host has enqueued its 16
 	// sends and receives.
@@ -82,5 +88,5 @@ func TestHostFloorP2POps(t *testing.T) {
 	row, _, err := m.Run(coll.AllToAll, 8<<10, coll.Float32, coll.Sum, RunOptions{})
 	require.NoError(t, err)
 	require.True(t, row.HostBound)
-	require.InDelta(t, (HostP2PBase + 16*HostP2POp).Micros(), row.TimeUs, 1e-9)
+	require.InDelta(t, HostAllToAll.At(16).Micros(), row.TimeUs, 1e-9)
 }

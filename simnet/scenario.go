@@ -590,7 +590,8 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	// process per GPU; when one host thread enqueues the call on every GPU of its node, one after
 	// another, at least that and at least one BareLaunch per GPU; none from a CUDA graph.
 	if !opt.DryRun {
-		if floor := m.Launch.hostFloor(m.Node.NumGPUs, p2pOps(f, n, opt.Transfers)); res.Time < floor {
+		ops, line := p2pOps(f, n, opt.Transfers)
+		if floor := m.Launch.hostFloor(m.Node.NumGPUs, ops, line); res.Time < floor {
 			row.DeviceUs = res.Time.Micros()
 			res.Time, row.HostBound = floor, true
 		}

@@ -545,7 +545,8 @@ func hostBoundNote(rows []simnet.Row, launch simnet.LaunchMode) string {
 	}
 	enq := fmt.Sprintf("%.2f µs", simnet.HostEnqueue.Micros())
 	if spans["alltoall"] != nil || spans["sendrecv"] != nil {
-		enq += fmt.Sprintf(", or %.2f + %.3f µs per send and receive of a point-to-point call, all-to-all's to every rank", simnet.HostP2PBase.Micros(), simnet.HostP2POp.Micros())
+		enq += fmt.Sprintf(", or, per send and receive of a rank, %.2f + %.3f µs a send/recv group and %.2f + %.3f µs an all-to-all (to every rank)",
+			simnet.HostSendRecv.Base.Micros(), simnet.HostSendRecv.PerOp.Micros(), simnet.HostAllToAll.Base.Micros(), simnet.HostAllToAll.PerOp.Micros())
 	}
 	why := "NCCL's enqueue of a call with a process per GPU, " + enq
 	if launch == simnet.LaunchPerNode {
