@@ -15,8 +15,10 @@
 // comparison.
 //
 // -launch is how the measurement launched its calls, which the simulation then models: nccl_perf.cu
-// drives every GPU from one process unless NPROCS is set (per-node, the default here); its NPROCS
-// rows (tags mp_*, one row per rank, the slowest kept) ran one process per GPU (per-gpu).
+// drives every GPU from one process unless NPROCS is set (per-node); its NPROCS rows (one row per
+// rank, with a rank column; the slowest kept) ran one process per GPU (per-gpu); GRAPH=1 rows
+// (tags with "graph") were replayed from CUDA graphs (graph). Left out, it is read from the tag's
+// rows so (launchFromRows).
 //
 //	go run ./bench/sim/compare [-csv testdata/nccl/h200x2/nccl_perf.csv] [-topo testdata/nccl/h200x2/real_topo.xml] [-tag default] [-launch per-node] [-cta-rate 0] [-flat-cta] [-line-stream] [-sensitivity] [-plot cmp.svg] [-json]
 //	go run ./bench/sim/compare -csv testdata/nccl/h200x2/p2pscan-2026-11-28.csv -tag p2p_maxch1 -launch per-gpu -env NCCL_MAX_P2P_NCHANNELS=1
@@ -46,13 +48,16 @@ func main() {
 	asJSON := flag.Bool("json", false, "print JSON instead of the table")
 	ctaRate := flag.Float64("cta-rate", 0, "per-CTA data rate in GB/s (0: the GPU model's; < 0: CTA not modelled)")
 	sens := flag.Bool("sensitivity", false, "print the medians with the CTA rate x0.75, x1, x1.25 and off")
-	launch := flag.String("launch", "per-node", "how the measurement launched its calls: per-node (one process drives every GPU, nccl_perf.cu's default), per-gpu (a process per GPU, NPROCS), graph")
+	launch := flag.String("launch", "", "how the measurement launched its calls: per-node (one process drives every GPU, nccl_perf.cu's default), per-gpu (a process per GPU, NPROCS), graph; default: from the tag (launchFromTag)")
 	skewNs := flag.Float64("channel-skew", -1, "ns between the starts of consecutive ring channels on one node (simnet.GPUModel.ChannelSkew; < 0: the model's, 0: lockstep)")
 	flat := flag.Bool("flat-cta", false, "the flat per-CTA model of before 2026-11-28 (every step's payload at the CTA rate, no fence) instead of the per-protocol memory-traffic model and Simple's fence (simnet.GPUModel.Mem, Fence)")
 	stream := flag.Bool("line-stream", false, "every algorithm's LL and LL128 receives overlap the message they receive, with the measured LL rate of one Hopper CTA (simnet.LineStream; by default only ring broadcast and reduce stream)")
 	env := flag.String("env", "", "NCCL settings the measured rows ran under, K=V[,K=V…] (e.g. NCCL_MAX_P2P_NCHANNELS=1, as testdata/nccl/p2pscan.sh's log names them per tag): the simulation plans with them too; a tag's own algorithm, protocol and channels win")
 	b2b := flag.Int("b2b", 0, "calls of the back-to-back loop that times each size (simnet.Machine.BackToBack); 0: as simccl run (nccl-tests' loop of 3 for broadcast and reduce, one call otherwise); 1: one isolated call")
 	flag.Parse()
+	if *launch == "" {
+		*launch = launchFromRows(*csvPath, *tag)
+	}
 	mode, err := simnet.ParseLaunchMode(*launch)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
@@ -262,4 +267,21 @@ func forced(tag string) tuning.Config {
 		algo = "ring"
 	}
 	return tuning.Config{Algo: algo, Proto: proto, MinNChannels: nch, MaxNChannels: nch}
+}
+
+// launchFromRows is the launch mode of the tag's rows as tools/nccl_perf.cu writes them: "graph" in
+// the tag (the capture scripts' name for GRAPH=1, CUDA graph replays), a process per GPU where the
+// rows carry a rank column (NPROCS), else one process for every GPU (nccl_perf.cu's default).
+func launchFromRows(csvPath, tag string) string {
+	if strings.Contains(tag, "graph") {
+		return "graph"
+	}
+	if data, err := os.ReadFile(csvPath); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Split(line, ","); f[0] == tag && len(f) >= 8 {
+				return "per-gpu"
+			}
+		}
+	}
+	return "per-node"
 }
