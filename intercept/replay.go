@@ -439,32 +439,21 @@ func sampledTransfers(m *simnet.Machine, k simKey, ts []coll.Transfer) (simnet.R
 	}
 	for every := 2; every <= len(ts)/2; every *= 2 {
 		s2 := sample(every)
-		r2, _, err := m.Run(k.f, k.size, k.dt, k.op, simnet.RunOptions{Transfers: s2})
+		r2, _, err := m.Run(k.f, k.size, k.dt, k.op, simnet.RunOptions{Transfers: s2, GPUTime: true})
 		if err != nil {
 			continue
 		}
 		s1 := sample(2 * every)
-		r1, _, err := m.Run(k.f, k.size, k.dt, k.op, simnet.RunOptions{Transfers: s1})
+		r1, _, err := m.Run(k.f, k.size, k.dt, k.op, simnet.RunOptions{Transfers: s1, GPUTime: true})
 		if err != nil || len(s2) == len(s1) {
 			return simnet.Row{}, false
 		}
-		r1, r2 = deviceTime(r1), deviceTime(r2)
 		slope := (r2.TimeUs - r1.TimeUs) / float64(len(s2)-len(s1))
 		r2.TimeUs += slope * float64(len(ts)-len(s2))
 		r2.Mode = fmt.Sprintf("messages-steady (%d, %d of %d messages: %s)", len(s1), len(s2), len(ts), r2.Mode)
 		return r2, true
 	}
 	return simnet.Row{}, false
-}
-
-// deviceTime is row timed as its GPUs' time: a traced launch is compared with NCCL's kernel time
-// (measured.go), and in an application the host's enqueue overlaps its other work, so the floor
-// that nccl-tests' back-to-back loop puts under a call (Row.HostBound) is not the launch's time.
-func deviceTime(row simnet.Row) simnet.Row {
-	if row.HostBound {
-		row.TimeUs, row.HostBound, row.DeviceUs = row.DeviceUs, false, 0
-	}
-	return row
 }
 
 // collTransfers is ts as the planner's transfers, counted in bytes (coll.Int8).
@@ -644,8 +633,7 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 				}
 			}
 		}
-		row, res, err := m.Run(t.k.f, t.k.size, t.k.dt, t.k.op, simnet.RunOptions{Record: rec, Transfers: t.transfers})
-		row = deviceTime(row)
+		row, res, err := m.Run(t.k.f, t.k.size, t.k.dt, t.k.op, simnet.RunOptions{Record: rec, Transfers: t.transfers, GPUTime: true})
 		if err != nil && len(t.transfers) > 1 {
 			// Too many messages to schedule: timed from samples of them.
 			if r, ok := sampledTransfers(m, t.k, t.transfers); ok {

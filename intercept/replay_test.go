@@ -94,16 +94,21 @@ func TestLaunchesGroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ag, _, err := m.Run(funcMust(OpAllGather), 5*4*2, 7, 0, simnet.RunOptions{})
+	ag, _, err := m.Run(funcMust(OpAllGather), 5*4*2, 7, 0, simnet.RunOptions{GPUTime: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, _, err := m.Run(funcMust(OpReduceScatter), 5*4*2, 7, 0, simnet.RunOptions{})
+	rs, _, err := m.Run(funcMust(OpReduceScatter), 5*4*2, 7, 0, simnet.RunOptions{GPUTime: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A launch is timed as its GPUs' time (no host floor: deviceTime).
-	want := deviceTime(ag).TimeUs + deviceTime(rs).TimeUs - float64(simnet.KernelLaunch)/float64(simnet.Microsecond)
+	// A launch is timed as its GPUs' time (no host floor: RunOptions.GPUTime); the plain calls
+	// would take the floor (9.67 µs each), which the launch must not.
+	plain, _, err := m.Run(funcMust(OpAllGather), 5*4*2, 7, 0, simnet.RunOptions{})
+	if err != nil || !plain.HostBound {
+		t.Fatalf("the plain all-gather is not host-bound (%v): the check below would not tell", err)
+	}
+	want := ag.TimeUs + rs.TimeUs - float64(simnet.KernelLaunch)/float64(simnet.Microsecond)
 	if got := rep.Launches[3].TimeUs; math.Abs(got-want) > 1e-6 {
 		t.Errorf("grouped AllGather+ReduceScatter: %.3f us, want %.3f (one launch saved)", got, want)
 	}

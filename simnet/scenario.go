@@ -113,9 +113,10 @@ type Row struct {
 	// simulator could not run it and simulated Algo/Proto/NChannels instead — what NCCL decides
 	// with the algorithms the simulator lacks disabled. Empty when the row is NCCL's decision.
 	NCCL string `json:"nccl,omitempty"`
-	// HostBound says the call's time is the host's floor for the launch mode (HostEnqueue with a
-	// process per GPU; the larger of that and GPUs × BareLaunch with one thread per node): its
-	// simulated device time was shorter, so nccl-tests' loop would wait on the host.
+	// HostBound says the call's time is the host's floor for the launch mode (LaunchMode.hostFloor:
+	// HostEnqueue, or a point-to-point call's HostSendRecv or HostAllToAll line, with a process
+	// per GPU; with one thread per node also GPUs × BareLaunch): its simulated device time was
+	// shorter, so nccl-tests' loop would wait on the host.
 	HostBound bool `json:"host_bound,omitempty"`
 	// DeviceUs, on a HostBound row, is the GPUs' own time of the call (µs), below TimeUs.
 	DeviceUs float64 `json:"device_us,omitempty"`
@@ -335,6 +336,10 @@ type RunOptions struct {
 	// data type) in place of nccl-tests' pattern (every rank sends size bytes to the next): a
 	// traced group's sends and receives (simccl replay). The row keeps size as its bytes.
 	Transfers []coll.Transfer
+	// GPUTime times the call as its GPUs' time: no host floor under it, whatever the launch mode
+	// (simccl replay: a traced launch is compared with NCCL's kernel time, and in an application
+	// the host's enqueue overlaps its other work).
+	GPUTime bool
 	// force, where set, imposes another communicator's decision on the call (nodesSteady's
 	// replays on other node counts: planForce).
 	force *planForce
@@ -587,9 +592,10 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	}
 	// In nccl-tests' loop of back-to-back calls the host enqueues the next call while this one
 	// runs, so a call costs at least its host's enqueue time: one HostEnqueue per call with a
-	// process per GPU; when one host thread enqueues the call on every GPU of its node, one after
-	// another, at least that and at least one BareLaunch per GPU; none from a CUDA graph.
-	if !opt.DryRun {
+	// process per GPU, more for a point-to-point call's operations; when one host thread enqueues
+	// the call on every GPU of its node, one after another, at least that and at least one
+	// BareLaunch per GPU; none from a CUDA graph (LaunchMode.hostFloor).
+	if !opt.DryRun && !opt.GPUTime {
 		ops, line := p2pOps(f, n, opt.Transfers)
 		if floor := m.Launch.hostFloor(m.Node.NumGPUs, ops, line); res.Time < floor {
 			row.DeviceUs = res.Time.Micros()
