@@ -158,12 +158,24 @@ const GraphSaving = 600 * Nanosecond
 //
 // BareLaunch is the host time of one plain kernel launch back to back on a stream, measured on one
 // H100 SXM with driver 580.159.04 (bench/gpuprobe/results/h100-sxm-2026-11-25.csv: 5.18 µs;
-// on the 2 H200 of 2026-11-29: 4.09–4.36). One thread that drives G GPUs (LaunchPerNode) pays at least one
-// HostEnqueue and at least G BareLaunch a call. What it pays beyond that moves with the host: on 2
-// H200 one process took 18.90 and 13.37 µs a call on the two leases above (enqueued behind a spin as
-// above) and 11.1–13.4 µs on the lease of testdata/nccl/h200x2/nccl_perf.csv, and an 8-GPU Azure ND
-// H100 v5 VM (NCCL 2.18.5, nccl-tests -g 8) 26–43 µs (at most 5.4 per GPU), so only the bound is
-// modelled.
+// on the 2 H200 of 2026-11-29: 4.09–4.36). NCCL's enqueue of a call on one communicator-rank
+// (HostEnqueue) is about two of them.
+//
+// HostPerRank is what each further communicator-rank costs one thread that enqueues a call on
+// several (LaunchPerNode: one thread for the G GPUs of a node pays HostEnqueue + (G−1) ×
+// HostPerRank a call). Measured with NCCL 2.28 on 2 H200 (kind nvidia-h200-x2, 2026-11-29;
+// testdata/nccl/commscan.sh, testdata/nccl/h200x2/commscan-2026-11-29.csv): K communicators over the
+// same 2 GPUs, each timed call the collective on every one of them in one group, enqueued behind a
+// 60 ms spin so that the host never waits on the GPU, one thread for both GPUs (2K
+// communicator-ranks) and a thread per GPU (K), K = 1–4, the 7 collectives, 8 B–64 KiB, twice: the
+// host's time per call, medians 10.35, 18.45, 29.27, 34.47, 57.92, 66.13 µs at 1, 2, 3, 4, 6, 8
+// communicator-ranks a thread; the least-squares line through the 1,568 host times is 2.57 µs +
+// 7.93 µs a communicator-rank. Whether the ranks are on one GPU or on two does not change it (two
+// communicators on one GPU 17.9–19.6 µs, one on each of two GPUs 17.4–18.0), so one thread driving
+// 8 GPUs is taken to pay 8 of them (65.2 µs). The host has a fast and a slow mode (see HostEnqueue):
+// the one-process rows of testdata/nccl/h200x2/nccl_perf.csv took 11.1–13.4 µs a call for 2 GPUs,
+// this lease's one-process loop 12.45 and 18.95 on two runs. Until 2026-11-29 only a bound was
+// modelled (G × BareLaunch, 10.36 µs for 2 GPUs, 41.4 for 8).
 //
 // GraphLaunch was measured on one H100 SXM with driver 580.159.04
 // (bench/gpuprobe/results/h100-sxm-2026-11-25.csv: 0.96 µs; 0.68 on H200). All three are host and
@@ -171,6 +183,7 @@ const GraphSaving = 600 * Nanosecond
 const (
 	HostEnqueue = 9670 * Nanosecond
 	BareLaunch  = 5180 * Nanosecond
+	HostPerRank = 7930 * Nanosecond
 	GraphLaunch = 960 * Nanosecond
 )
 
@@ -208,9 +221,9 @@ const (
 	// a point-to-point call's operations: HostSendRecv, HostAllToAll).
 	LaunchPerGPU LaunchMode = iota
 	// LaunchPerNode: one thread drives every GPU of its node (nccl-tests -g N, ncclCommInitAll):
-	// it enqueues the call on its GPUs one after another, so a call in a loop takes at least one
-	// HostEnqueue, at least GPUs per node × BareLaunch, and for point-to-point calls at least
-	// every GPU's operations at the line's cost per operation.
+	// it enqueues the call on its GPUs one after another, so a call in a loop takes at least
+	// HostEnqueue + (GPUs per node − 1) × HostPerRank, and for point-to-point calls at least one
+	// rank's line and every GPU's operations at the line's cost per operation.
 	LaunchPerNode
 	// LaunchGraph: the calls are replayed from a CUDA graph (nccl-tests -G): no host floor, and
 	// KernelLaunch less GraphSaving.
@@ -231,8 +244,8 @@ func (l LaunchMode) hostFloor(gpus, ops int, line HostLine) Time {
 	case LaunchPerGPU:
 		return enq
 	case LaunchPerNode:
-		// One thread does every GPU's launch and every GPU's per-operation work.
-		return max(enq, Time(gpus)*BareLaunch, Time(gpus*ops)*line.PerOp)
+		// One thread does every GPU's enqueue and every GPU's per-operation work.
+		return max(enq, HostEnqueue+Time(max(gpus-1, 0))*HostPerRank, Time(gpus*ops)*line.PerOp)
 	}
 	return 0
 }

@@ -7,12 +7,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The launch modes: a small all-reduce on one DGX H100 costs at least 8 bare launches when one
-// thread drives the 8 GPUs; with a process per GPU its kernel outlasts the one host enqueue that
+// The launch modes: a small all-reduce on one DGX H100 costs at least 8 NCCL enqueues (the first
+// HostEnqueue, the others HostPerRank) when one thread drives the 8 GPUs; with a process per GPU its kernel outlasts the one host enqueue that
 // bounds it, so a CUDA graph (no host floor) gives that time less GraphSaving; a large one, whose kernels
 // outlast the enqueues, is unchanged by the per-node floor. On the 2 H200 whose NCCL enqueue was
 // measured, the kernel of an 8-byte all-reduce is shorter than the enqueue: a process per GPU
-// takes HostEnqueue, one thread for both GPUs its 2 bare launches (the larger), a graph less.
+// takes HostEnqueue, one thread for both GPUs HostEnqueue + HostPerRank, a graph less.
 func TestLaunchModes(t *testing.T) {
 	m, _ := testMachine(t, "dgx-h100", 1, nil, "", "")
 	run := func(l LaunchMode, size int64) float64 {
@@ -22,8 +22,9 @@ func TestLaunchModes(t *testing.T) {
 		return row.TimeUs
 	}
 	small := run(LaunchPerGPU, 1024)
-	require.Less(t, small, 8*BareLaunch.Micros(), "the per-GPU time of 1 KiB is below the floor")
-	require.InDelta(t, 8*BareLaunch.Micros(), run(LaunchPerNode, 1024), 1e-6)
+	perNode8 := HostEnqueue + 7*HostPerRank
+	require.Less(t, small, perNode8.Micros(), "the per-GPU time of 1 KiB is below the floor")
+	require.InDelta(t, perNode8.Micros(), run(LaunchPerNode, 1024), 1e-6)
 	require.Greater(t, small, HostEnqueue.Micros(), "a 1 KiB all-reduce on 8 GPUs outlasts one host enqueue")
 	require.InDelta(t, small-GraphSaving.Micros(), run(LaunchGraph, 1024), 1e-6, "a graph's kernel starts sooner")
 	big := run(LaunchPerGPU, 256<<20)
@@ -39,7 +40,7 @@ func TestLaunchModes(t *testing.T) {
 	g := run2(LaunchGraph)
 	require.Less(t, g, HostEnqueue.Micros(), "the kernel of 8 B on 2 H200")
 	require.InDelta(t, HostEnqueue.Micros(), run2(LaunchPerGPU), 1e-6)
-	require.InDelta(t, max(HostEnqueue, 2*BareLaunch).Micros(), run2(LaunchPerNode), 1e-6)
+	require.InDelta(t, (HostEnqueue + HostPerRank).Micros(), run2(LaunchPerNode), 1e-6)
 
 	for _, l := range []LaunchMode{LaunchPerGPU, LaunchPerNode, LaunchGraph} {
 		p, err := ParseLaunchMode(l.String())
@@ -52,8 +53,8 @@ func TestLaunchModes(t *testing.T) {
 
 // TestHostFloorP2POps: a point-to-point call's host floor grows with the operations its busiest
 // rank enqueues, on the line of its kind (HostSendRecv, HostAllToAll), never below a collective's
-// HostEnqueue; one thread per node keeps its bound of a bare launch per GPU and does every GPU's
-// operations; graphs have none.
+// HostEnqueue; one thread per node pays an enqueue per GPU and does every GPU's operations; graphs
+// have none.
 func TestHostFloorP2POps(t *testing.T) {
 	tr := []coll.Transfer{{From: 0, To: 1}, {From: 0, To: 1}, {From: 1, To: 0}, {From: 2, To: 0}}
 	for _, c := range []struct {
@@ -76,9 +77,11 @@ func TestHostFloorP2POps(t *testing.T) {
 	require.Equal(t, HostEnqueue, LaunchPerGPU.hostFloor(8, 4, HostSendRecv), "a few operations cost a collective's enqueue")
 	require.Equal(t, HostAllToAll.At(2048), LaunchPerGPU.hostFloor(8, 2048, HostAllToAll))
 	require.Greater(t, HostSendRecv.At(2048), HostAllToAll.At(2048), "a transfer to another rank costs more than to self")
-	require.Equal(t, 8*BareLaunch, LaunchPerNode.hostFloor(8, 2, HostSendRecv))
-	require.Equal(t, 8*BareLaunch, LaunchPerNode.hostFloor(8, 16, HostAllToAll), "8 launches outlast an 8-GPU all-to-all's 128 operations")
-	require.Equal(t, 8*32*HostAllToAll.PerOp, LaunchPerNode.hostFloor(8, 32, HostAllToAll), "two 8-GPU nodes' all-to-all: 256 operations outlast 8 launches")
+	perNode8 := HostEnqueue + 7*HostPerRank
+	require.Equal(t, perNode8, LaunchPerNode.hostFloor(8, 2, HostSendRecv))
+	require.Equal(t, perNode8, LaunchPerNode.hostFloor(8, 16, HostAllToAll), "8 enqueues outlast an 8-GPU all-to-all's 128 operations")
+	require.Equal(t, 8*32*HostAllToAll.PerOp, LaunchPerNode.hostFloor(8, 32, HostAllToAll), "two 8-GPU nodes' all-to-all: 256 operations outlast 8 enqueues")
+	require.Equal(t, HostEnqueue, LaunchPerNode.hostFloor(1, 0, HostLine{}), "one GPU a thread: one enqueue, as a process per GPU")
 	require.Equal(t, 8*2048*HostAllToAll.PerOp, LaunchPerNode.hostFloor(8, 2048, HostAllToAll), "one thread does the 8 GPUs' operations")
 	require.Zero(t, LaunchGraph.hostFloor(8, 2048, HostAllToAll))
 

@@ -115,7 +115,7 @@ type Row struct {
 	NCCL string `json:"nccl,omitempty"`
 	// HostBound says the call's time is the host's floor for the launch mode (LaunchMode.hostFloor:
 	// HostEnqueue, or a point-to-point call's HostSendRecv or HostAllToAll line, with a process
-	// per GPU; with one thread per node also GPUs × BareLaunch): its simulated device time was
+	// per GPU; with one thread per node HostEnqueue + (GPUs − 1) × HostPerRank): its simulated device time was
 	// shorter, so nccl-tests' loop would wait on the host.
 	HostBound bool `json:"host_bound,omitempty"`
 	// DeviceUs, on a HostBound row, is the GPUs' own time of the call (µs), below TimeUs.
@@ -593,8 +593,8 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	// In nccl-tests' loop of back-to-back calls the host enqueues the next call while this one
 	// runs, so a call costs at least its host's enqueue time: one HostEnqueue per call with a
 	// process per GPU, more for a point-to-point call's operations; when one host thread enqueues
-	// the call on every GPU of its node, one after another, at least that and at least one
-	// BareLaunch per GPU; none from a CUDA graph (LaunchMode.hostFloor).
+	// the call on every GPU of its node, one after another, at least that and HostPerRank for
+	// each GPU past the first; none from a CUDA graph (LaunchMode.hostFloor).
 	if !opt.DryRun && !opt.GPUTime {
 		ops, line := p2pOps(f, n, opt.Transfers)
 		if floor := m.Launch.hostFloor(m.Node.NumGPUs, ops, line); res.Time < floor {

@@ -48,7 +48,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 	memProfile := fs.String("memprofile", "", "write the command's allocations (pprof's allocs profile, sampled) to this file at its end (go tool pprof)")
 	jobs := fs.IntP("jobs", "j", 0, "calls simulated at once (0: one per core, GOMAXPROCS); --trace/--ops run one at a time. The calls share one heap, which simccl holds near 3 GiB (a soft limit; GOMEMLIMIT or GOGC in the environment replace it)")
 	ecmpMean := fs.Bool("ecmp-mean", false, "let the ECMP mean model stand even on an oversubscribed fabric (fast, but it ignores hash collisions on links that bind: tens of percent off, see docs/cluster.md)")
-	launch := fs.String("launch", "per-gpu", "how the host launches each call: per-gpu (one process or thread per GPU, as torchrun and mpirun … -g 1), per-node (one thread drives every GPU of its node, as nccl-tests -g 8: a call costs at least 9.67 µs, NCCL's host enqueue of a call, and GPUs × 5.18 µs of kernel launches; per-gpu: at least one enqueue), graph (CUDA graph replays, nccl-tests -G: no host floor, and a kernel starts 0.6 µs sooner than from a stream); measured with NCCL 2.28 on H200 and H100 (docs/cluster.md)")
+	launch := fs.String("launch", "per-gpu", "how the host launches each call: per-gpu (one process or thread per GPU, as torchrun and mpirun … -g 1), per-node (one thread drives every GPU of its node, as nccl-tests -g 8: a call costs at least NCCL's host enqueue on every GPU, 9.67 µs for the first and 7.93 µs for each other, 65.2 µs for 8 GPUs; per-gpu: at least one enqueue, 9.67 µs), graph (CUDA graph replays, nccl-tests -G: no host floor, and a kernel starts 0.6 µs sooner than from a stream); measured with NCCL 2.28 on H200 and H100 (docs/cluster.md)")
 	loop := fs.Int("back-to-back", 0, "time each call as the steady call of a loop of this many back-to-back launches, as nccl-tests reports it (1: one call alone); 0: nccl-tests' loop (3 calls) for broadcast and reduce, whose chain the loop overlaps, one call for the others, which the loop changes by under 0.3% (docs/cluster.md); schedule replays only, the mode says \"back-to-back\"; the loop replays N copies of the call's schedule, within coll's limit of 5,000,000 steps")
 	exact := fs.Bool("exact", false, "replay exactly: no approximation (ecmp-mean, unchecked, rate-interval-N, latency-mean, ring-coarse-K, tree-steady-C, schedule-steady, nvls-symmetric-steady, nvlstree-fold, switch-bound, nodes-steady, sizes-steady modes; see docs/cluster.md), whatever it costs")
 	return func(stdout, stderr io.Writer) error {
@@ -550,7 +550,7 @@ func hostBoundNote(rows []simnet.Row, launch simnet.LaunchMode) string {
 	}
 	why := "NCCL's enqueue of a call with a process per GPU, " + enq
 	if launch == simnet.LaunchPerNode {
-		why = fmt.Sprintf("one thread enqueues the call on every GPU of the node: at least NCCL's enqueue, %s, a kernel launch of %.2f µs per GPU, and every GPU's sends and receives", enq, simnet.BareLaunch.Micros())
+		why = fmt.Sprintf("one thread enqueues the call on every GPU of the node: at least NCCL's enqueue, %s, %.2f µs more for each GPU past the first, and every GPU's sends and receives", enq, simnet.HostPerRank.Micros())
 	}
 	return fmt.Sprintf("host-bound (%s): the GPUs' own time is shorter, so each call takes the host's (%s; --launch graph lifts it; JSON: host_bound, device_us)", strings.Join(parts, ", "), why)
 }
