@@ -217,7 +217,7 @@ func TestReportLaunchFromMeasured(t *testing.T) {
 	perNode, note := smallest("# nThread 1 nGpus 2 minBytes 1024 maxBytes 1024 graph: 0\n")
 	graph, gnote := smallest("# nThread 1 nGpus 2 minBytes 1024 maxBytes 1024 graph: 1\n")
 	forced, _ := smallest("# nThread 1 nGpus 2 minBytes 1024 maxBytes 1024 graph: 0\n", "--launch", "per-gpu")
-	if perNode < (simnet.HostEnqueue + simnet.HostPerRank).Micros() || perNode <= perGPU || !strings.Contains(note, "one thread drives the 2 GPUs") {
+	if perNode < (simnet.HostEnqueue+simnet.HostPerRank).Micros() || perNode <= perGPU || !strings.Contains(note, "one thread drives the 2 GPUs") {
 		t.Errorf("-g 2: %.2f µs (a process per GPU %.2f), note %q", perNode, perGPU, note)
 	}
 	// Graphs lift the host's floor, which a 1 KiB all-reduce on 2 GPUs does not reach.
