@@ -173,9 +173,10 @@ const GraphSaving = 600 * Nanosecond
 // 7.93 µs a communicator-rank. Whether the ranks are on one GPU or on two does not change it (two
 // communicators on one GPU 17.9–19.6 µs, one on each of two GPUs 17.4–18.0), so one thread driving
 // 8 GPUs is taken to pay 8 of them (65.2 µs). The host has a fast and a slow mode (see HostEnqueue):
-// the one-process rows of testdata/nccl/h200x2/nccl_perf.csv took 11.1–13.4 µs a call for 2 GPUs,
-// this lease's one-process loop 12.45 and 18.95 on two runs. Until 2026-11-29 only a bound was
-// modelled (G × BareLaunch, 10.36 µs for 2 GPUs, 41.4 for 8).
+// one thread for 2 GPUs took 12.4–13.9 µs a call in 6 of 21 runs on four leases and 16.1–21.4 in
+// the other 15 (testdata/nccl/hostmodes.sh ran eight in a row: one fast), the mode changing from
+// one run to the next. Until 2026-11-29 only a bound was modelled (G × BareLaunch, 10.36 µs for 2
+// GPUs, 41.4 for 8).
 //
 // GraphLaunch was measured on one H100 SXM with driver 580.159.04
 // (bench/gpuprobe/results/h100-sxm-2026-11-25.csv: 0.96 µs; 0.68 on H200). All three are host and
