@@ -150,16 +150,15 @@ const GraphSaving = 600 * Nanosecond
 // (the slower process) over 7 collectives × 16 sizes × 2 runs × 2 leases is 9.67 µs (quartiles
 // 7.53–10.37; 10.07 on the first lease, 8.95 on the second: the host has a fast mode near 7 µs and
 // a slow one near 10). The calls' device time on both leases was 7.5–8.0 µs.
-// A bare kernel launch costs less (BareLaunch): NCCL's own host work is the rest. Leases of the
+// A bare kernel launch costs about half of it: NCCL's own host work is the rest. Leases of the
 // same kind have measured 6.5–12.9 µs per call with a process per GPU in nccl-tests' loop (medians per
 // collective and run of 8 captures, testdata/nccl/h200x2/README.md, testdata/nccl/h200x4/README.md).
 // (Until 2026-11-29 the floor was the bare launch, 5.18 µs, which put small calls with a process per
 // GPU 17–31% fast on 2 H200.)
 //
-// BareLaunch is the host time of one plain kernel launch back to back on a stream, measured on one
-// H100 SXM with driver 580.159.04 (bench/gpuprobe/results/h100-sxm-2026-11-25.csv: 5.18 µs;
-// on the 2 H200 of 2026-11-29: 4.09–4.36). NCCL's enqueue of a call on one communicator-rank
-// (HostEnqueue) is about two of them.
+// A plain kernel launch back to back on a stream takes the host 5.18 µs on one H100 SXM with driver
+// 580.159.04 (bench/gpuprobe/results/h100-sxm-2026-11-25.csv) and 4.09–4.36 on the 2 H200 of
+// 2026-11-29: NCCL's enqueue of a call on one communicator-rank (HostEnqueue) is about two of them.
 //
 // HostPerRank is what each further communicator-rank costs one thread that enqueues a call on
 // several (LaunchPerNode: one thread for the G GPUs of a node pays HostEnqueue + (G−1) ×
@@ -175,15 +174,14 @@ const GraphSaving = 600 * Nanosecond
 // 8 GPUs is taken to pay 8 of them (65.2 µs). The host has a fast and a slow mode (see HostEnqueue):
 // one thread for 2 GPUs took 12.4–13.9 µs a call in 6 of 21 runs on four leases and 16.1–21.4 in
 // the other 15 (testdata/nccl/hostmodes.sh ran eight in a row: one fast), the mode changing from
-// one run to the next. Until 2026-11-29 only a bound was modelled (G × BareLaunch, 10.36 µs for 2
-// GPUs, 41.4 for 8).
+// one run to the next. Until 2026-11-29 only a bound was modelled (one HostEnqueue and G bare
+// launches of 5.18 µs: 10.36 µs for 2 GPUs, 41.4 for 8).
 //
 // GraphLaunch was measured on one H100 SXM with driver 580.159.04
-// (bench/gpuprobe/results/h100-sxm-2026-11-25.csv: 0.96 µs; 0.68 on H200). All three are host and
+// (bench/gpuprobe/results/h100-sxm-2026-11-25.csv: 0.96 µs; 0.68 on H200). All are host and
 // driver costs; the simulator applies them to every GPU generation, for want of a measurement on another.
 const (
 	HostEnqueue = 9670 * Nanosecond
-	BareLaunch  = 5180 * Nanosecond
 	HostPerRank = 7930 * Nanosecond
 	GraphLaunch = 960 * Nanosecond
 )

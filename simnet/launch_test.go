@@ -8,9 +8,10 @@ import (
 )
 
 // The launch modes: a small all-reduce on one DGX H100 costs at least 8 NCCL enqueues (the first
-// HostEnqueue, the others HostPerRank) when one thread drives the 8 GPUs; with a process per GPU its kernel outlasts the one host enqueue that
-// bounds it, so a CUDA graph (no host floor) gives that time less GraphSaving; a large one, whose kernels
-// outlast the enqueues, is unchanged by the per-node floor. On the 2 H200 whose NCCL enqueue was
+// HostEnqueue, the others HostPerRank) when one thread drives the 8 GPUs; with a process per GPU
+// its kernel outlasts the one host enqueue that bounds it, so a CUDA graph (no host floor) gives
+// that time less GraphSaving; a large one, whose kernels outlast the enqueues, is unchanged by the
+// per-node floor. On the 2 H200 whose NCCL enqueue was
 // measured, the kernel of an 8-byte all-reduce is shorter than the enqueue: a process per GPU
 // takes HostEnqueue, one thread for both GPUs HostEnqueue + HostPerRank, a graph less.
 func TestLaunchModes(t *testing.T) {
