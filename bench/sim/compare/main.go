@@ -211,6 +211,9 @@ func sensitivity(m *simnet.Machine, meas []simnet.Measured, tag string, asJSON b
 // settings is the tuning configuration of the measured rows: NCCL's variables from env
 // ("K=V,K=V", read as NCCL reads its environment) under what the tag itself forces (forced).
 func settings(tag, env string) (tuning.Config, error) {
+	if k := commsOf(tag); k > 1 {
+		return tuning.Config{}, fmt.Errorf("tag %q: each timed call enqueued the collective on %d communicators (testdata/nccl/commscan.sh, COMMS=%d), not one call; only its comms1 rows compare", tag, k, k)
+	}
 	f := forced(tag)
 	if env == "" {
 		return f, nil
@@ -257,6 +260,10 @@ func forced(tag string) tuning.Config {
 		tag = tag[:i]
 	}
 	algo, proto, ok := strings.Cut(tag, "_")
+	if commsOf(tag) > 0 {
+		// commscan.sh's one-communicator rows (sp_comms1_spin_r1): NCCL's own choices.
+		return tuning.Config{}
+	}
 	// p2pscan.sh's tags (p2p_maxch1, p2p_chunk131072, ag_default_np2) and bigscan.sh's
 	// (default_to8g_r1) ran NCCL's own choices
 	// under the settings its log names (-env).
@@ -267,6 +274,19 @@ func forced(tag string) tuning.Config {
 		algo = "ring"
 	}
 	return tuning.Config{Algo: algo, Proto: proto, MinNChannels: nch, MaxNChannels: nch}
+}
+
+// commsOf is K of a commscan.sh tag (sp_commsK_…: each timed call on K communicators), 0 for
+// other tags.
+func commsOf(tag string) int {
+	for _, part := range strings.Split(tag, "_") {
+		if d, ok := strings.CutPrefix(part, "comms"); ok {
+			if k, err := strconv.Atoi(d); err == nil && k > 0 {
+				return k
+			}
+		}
+	}
+	return 0
 }
 
 // launchFromRows is the launch mode of the tag's rows as tools/nccl_perf.cu writes them: "graph" in
