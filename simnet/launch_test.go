@@ -1,6 +1,10 @@
 package simnet
 
 import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/simccl/simccl/coll"
@@ -93,4 +97,53 @@ func TestHostFloorP2POps(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, row.HostBound)
 	require.InDelta(t, HostAllToAll.At(16).Micros(), row.TimeUs, 1e-9)
+}
+
+// TestHostPerRankFromCommscan ties the per-node floor to its measurement
+// (testdata/nccl/h200x2/commscan-2026-11-29.csv): the least-squares line of NCCL's enqueue time
+// per call against the communicator-ranks one thread enqueues (2K for one process driving both
+// GPUs with K communicators, K for a process per GPU) has HostPerRank's slope, and the floor of
+// one thread for G GPUs is within 5% of the median measured at G = 2 and 8.
+func TestHostPerRankFromCommscan(t *testing.T) {
+	f, err := os.Open("../testdata/nccl/h200x2/commscan-2026-11-29.csv")
+	require.NoError(t, err)
+	defer f.Close()
+	rows, err := ReadMeasuredCSV(f, "commscan-2026-11-29.csv")
+	require.NoError(t, err)
+	var xs, ys []float64
+	at := map[int][]float64{}
+	for _, r := range rows {
+		// Only the enqueue behind the spin (sp_comms3_spin_r1_host): NCCL's host work alone.
+		if !strings.Contains(r.Tag, "_spin_") || !strings.HasSuffix(r.Tag, "_host") {
+			continue
+		}
+		var k int
+		_, err := fmt.Sscanf(r.Tag[3:], "comms%d", &k)
+		require.NoError(t, err, r.Tag)
+		g := k
+		if strings.HasPrefix(r.Tag, "sp_") {
+			g = 2 * k // one thread for both GPUs
+		}
+		xs, ys = append(xs, float64(g)), append(ys, r.Us)
+		at[g] = append(at[g], r.Us)
+	}
+	require.Len(t, xs, 1568)
+	var mx, my float64
+	for i := range xs {
+		mx, my = mx+xs[i], my+ys[i]
+	}
+	mx, my = mx/float64(len(xs)), my/float64(len(xs))
+	var sxy, sxx float64
+	for i := range xs {
+		sxy += (xs[i] - mx) * (ys[i] - my)
+		sxx += (xs[i] - mx) * (xs[i] - mx)
+	}
+	require.InDelta(t, HostPerRank.Micros(), sxy/sxx, 0.005, "µs a communicator-rank")
+	for _, g := range []int{2, 8} {
+		v := slices.Clone(at[g])
+		slices.Sort(v)
+		med := (v[(len(v)-1)/2] + v[len(v)/2]) / 2
+		floor := LaunchPerNode.hostFloor(g, 0, HostLine{}).Micros()
+		require.InEpsilon(t, med, floor, 0.05, "%d communicator-ranks: model %.2f µs, measured median %.2f", g, floor, med)
+	}
 }

@@ -16,11 +16,7 @@ O=$1; mkdir -p "$O"
 CSV=$O/commscan.csv; LOG=$O/commscan.log; MAXEXP=${MAXEXP:-16}
 KS=${KS:-"1 2 3 4"}
 . "$(dirname "$0")/scan_common.sh"
-R=$(cd "$D/../.." && pwd)
-nvcc -O3 -arch=sm_90 -o /tmp/probe "$R/bench/gpuprobe/probe.cu" 2>&1 | tail -3
-probe() { /tmp/probe 2>/dev/null | grep -E '^(launch|flag),' >> "$O/launch.csv"; }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv >> "$LOG"
-nproc >> "$LOG"
+launch_probe
 probe
 for rep in 1 2; do
   for k in $KS; do

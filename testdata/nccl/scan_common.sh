@@ -1,5 +1,6 @@
-# Sourced by p2pscan.sh and ringscan.sh: NVLS off, nccl_perf built against the image's NCCL, and
-# run TAG ENV... appending nccl_perf's rows to $CSV and what ran to $LOG (MAXEXP from the caller).
+# Sourced by the scan scripts: NVLS off, nccl_perf built against the image's NCCL, run TAG ENV...
+# appending nccl_perf's rows to $CSV and what ran to $LOG (MAXEXP from the caller), and launch_probe
+# (bench/gpuprobe's bare launch, `probe` appending its rows to $O/launch.csv).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 D=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 NP=${NP:-$(nvidia-smi -L | wc -l)}  # processes of the NPROCS runs: one per GPU
@@ -10,4 +11,10 @@ run() {  # run TAG ENV...
   local tag=$1; shift
   echo "== $tag $* ($(date -u +%T))" >> "$LOG"
   env "$@" TAG="$tag" MAXEXP=$MAXEXP timeout ${RUN_TIMEOUT:-120} /tmp/nccl_perf >> "$CSV" 2>> "$LOG" || echo "failed: $tag" >> "$LOG"
+}
+launch_probe() {  # launch_probe: build bench/gpuprobe/probe.cu once; then `probe` appends its bare-launch and flag rows to $O/launch.csv
+  nvcc -O3 -arch=sm_90 -o /tmp/probe "$D/../../bench/gpuprobe/probe.cu" 2>&1 | tail -3
+  probe() { /tmp/probe 2>/dev/null | grep -E '^(launch|flag),' >> "$O/launch.csv"; }
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv >> "$LOG"
+  nproc >> "$LOG"
 }
