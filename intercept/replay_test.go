@@ -103,7 +103,7 @@ func TestLaunchesGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A launch is timed as its GPUs' time (no host floor: RunOptions.GPUTime); the plain calls
-	// would take the floor (9.67 µs each), which the launch must not.
+	// would take the floor (simnet.HostEnqueue each), which the launch must not.
 	plain, _, err := m.Run(funcMust(OpAllGather), 5*4*2, 7, 0, simnet.RunOptions{})
 	if err != nil || !plain.HostBound {
 		t.Fatalf("the plain all-gather is not host-bound (%v): the check below would not tell", err)

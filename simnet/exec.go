@@ -143,13 +143,14 @@ const GraphSaving = 600 * Nanosecond
 // call, its plan and its kernel launch), and GraphLaunch the cost per kernel replayed from a CUDA
 // graph.
 //
-// HostEnqueue was measured with NCCL 2.28 on 2 H200 (driver 580.159.04, kind nvidia-h200-x2, two
+// HostEnqueue was measured with NCCL 2.28 on 2 H200 (driver 580.159.04, kind nvidia-h200-x2, three
 // leases on 2026-11-29; testdata/nccl/enqueuescan.sh, testdata/nccl/h200x2/enqueuescan-2026-11-29*.csv):
 // every collective from 8 B to 256 KiB, one process per GPU, the loop of calls enqueued behind a
 // 50 ms spin kernel so that the host never waits on the GPU; the median of the host's time per call
-// (the slower process) over 7 collectives × 16 sizes × 2 runs × 2 leases is 9.67 µs (quartiles
-// 7.53–10.37; 10.07 on the first lease, 8.95 on the second: the host has a fast mode near 7 µs and
-// a slow one near 10). The calls' device time on both leases was 7.5–8.0 µs.
+// (the slower process) over 7 collectives × 16 sizes × 2 runs × 3 leases is 10.22 µs (quartiles
+// 8.89–11.08; 10.07, 8.95 and 11.20 on the three leases: the host has a fast mode near 7 µs and a
+// slow one near 10–11). The calls' device time on the leases was 7.5–8.0 µs. (The first two leases
+// alone gave 9.67 µs, the model's figure until the third was measured, at stop 42.)
 // A bare kernel launch costs about half of it: NCCL's own host work is the rest. Leases of the
 // same kind have measured 6.5–12.9 µs per call with a process per GPU in nccl-tests' loop (medians per
 // collective and run of 8 captures, testdata/nccl/h200x2/README.md, testdata/nccl/h200x4/README.md).
@@ -171,17 +172,17 @@ const GraphSaving = 600 * Nanosecond
 // communicator-ranks a thread; the least-squares line through the 1,568 host times is 2.57 µs +
 // 7.93 µs a communicator-rank. Whether the ranks are on one GPU or on two does not change it (two
 // communicators on one GPU 17.9–19.6 µs, one on each of two GPUs 17.4–18.0), so one thread driving
-// 8 GPUs is taken to pay 8 of them (65.2 µs). The host has a fast and a slow mode (see HostEnqueue):
-// one thread for 2 GPUs took 12.4–13.9 µs a call in 6 of 21 runs on four leases and 16.1–21.4 in
-// the other 15 (testdata/nccl/hostmodes.sh ran eight in a row: one fast), the mode changing from
-// one run to the next. Until 2026-11-29 only a bound was modelled (one HostEnqueue and G bare
+// 8 GPUs is taken to pay 8 of them (65.7 µs). The host has a fast and a slow mode (see HostEnqueue):
+// one thread for 2 GPUs took 12.4–13.9 µs a call in 7 of 25 runs on six leases and 16.1–21.4 in
+// the other 18 (testdata/nccl/hostmodes.sh ran eight in a row: one fast), the mode changing from
+// one run to the next; the model's 18.2 µs is the median run's 18.5 within 2%. Until 2026-11-29 only a bound was modelled (one HostEnqueue and G bare
 // launches of 5.18 µs: 10.36 µs for 2 GPUs, 41.4 for 8).
 //
 // GraphLaunch was measured on one H100 SXM with driver 580.159.04
 // (bench/gpuprobe/results/h100-sxm-2026-11-25.csv: 0.96 µs; 0.68 on H200). All are host and
 // driver costs; the simulator applies them to every GPU generation, for want of a measurement on another.
 const (
-	HostEnqueue = 9670 * Nanosecond
+	HostEnqueue = 10220 * Nanosecond
 	HostPerRank = 7930 * Nanosecond
 	GraphLaunch = 960 * Nanosecond
 )

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/simccl/simccl/coll"
+
 	"github.com/simccl/simccl/internal/input"
 )
 
@@ -38,20 +40,42 @@ func TestCompareMeasuredH200x2(t *testing.T) {
 	}
 	for _, s := range sums {
 		t.Logf("%-15s median |err| >= 1MiB %5.1f%% (%d sizes), < 1MiB %5.1f%% (%d sizes)", s.Coll, s.MedianLarge, s.NLarge, s.MedianSmall, s.NSmall)
-		// Below 1 MiB every row is the host's: one thread enqueuing the call on both GPUs, which
-		// the model takes as HostEnqueue + HostPerRank (17.6 µs, the pooled measurement of
-		// testdata/nccl/commscan.sh). The host of this capture was in its fast mode (11–13 µs a
-		// call) for every collective but all_gather (16–18 µs, the slow mode), so the guard below
-		// 1 MiB is a regression guard over both modes.
-		large, small := 10.0, 55.0
+		large := 10.0
 		switch s.Coll {
 		case "reduce_scatter":
 			large = 12 // regression guard: 4–64 MiB come out 9–14% fast (15–20% before the memory-traffic model)
 		}
-		if s.MedianLarge > large || s.MedianSmall > small {
-			t.Errorf("%s: median |error| %.1f%% (>= 1 MiB) / %.1f%% (< 1 MiB), guard %.0f%% / %.0f%%", s.Coll, s.MedianLarge, s.MedianSmall, large, small)
+		if s.MedianLarge > large {
+			t.Errorf("%s: median |error| %.1f%% at >= 1 MiB, guard %.0f%%", s.Coll, s.MedianLarge, large)
 		}
 	}
+	// Below 1 MiB every row is the host's: one thread enqueuing the call on both GPUs, which the
+	// model takes as HostEnqueue + HostPerRank (18.2 µs, the pooled measurements of
+	// testdata/nccl/enqueuescan.sh and commscan.sh, TestHostPerRankFromCommscan). The host runs in
+	// a fast or a slow mode (12.4–13.9 or 16.1–21.4 µs a call over 25 runs), and this capture was in
+	// the fast one for every collective but all_gather, so no median error stands for the model
+	// here. What must hold is that the simulation brackets every row: the GPUs' own simulated time
+	// (no host floor) is not above the measured time (within the 10% the device model is held to
+	// at 1 MiB and up: the largest of these rows are the GPUs'), and the host's floor of the slow
+	// mode bounds it.
+	floor := LaunchPerNode.hostFloor(2, 0, HostLine{})
+	n := 0
+	for _, r := range meas {
+		if r.Tag != "default" || r.Bytes >= 1<<20 {
+			continue
+		}
+		f, err := coll.FuncOfTest(r.Coll)
+		require.NoError(t, err)
+		gpu, _, err := m.Run(f, r.Bytes, coll.Float32, coll.Sum, RunOptions{GPUTime: true})
+		require.NoError(t, err)
+		if gpu.TimeUs == 0 {
+			continue
+		}
+		n++
+		require.Less(t, gpu.TimeUs, 1.1*r.Us, "%s %d B: the GPUs' simulated time is above the measured loop's", r.Coll, r.Bytes)
+		require.Less(t, r.Us, 1.1*floor.Micros(), "%s %d B: measured above the slow mode's host floor", r.Coll, r.Bytes)
+	}
+	require.Equal(t, 113, n, "rows below 1 MiB")
 }
 
 // Tree/Simple all-reduce forced on the 2×H200 machine (tag tree_simple: NCCL_ALGO=Tree
