@@ -9,7 +9,7 @@ O=$1; mkdir -p "$O"
 CSV=$O/graphscan.csv; LOG=$O/graphscan.log; MAXEXP=30
 export RUN_TIMEOUT=200
 . "$(dirname "$0")/scan_common.sh"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv >> "$LOG"
+log_gpus
 for rep in 1 2; do
   run mp_default_graph_r$rep GRAPH=1 NPROCS=$NP
   run sp_default_graph_r$rep GRAPH=1

@@ -14,7 +14,7 @@ CSV=$O/p2popsscan.csv; LOG=$O/p2popsscan.log; MAXEXP=${MAXEXP:-12}
 KS=${KS:-"1 2 4 8 16 32 64 128 256"}; TAGP=${TAGP:-mp_group}
 export RUN_TIMEOUT=200
 . "$(dirname "$0")/scan_common.sh"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv >> "$LOG"
+log_gpus
 for rep in 1 2; do
   for k in $KS; do
     run ${TAGP}${k}_r$rep NPROCS=$NP GROUP=$k HOSTTIME=1 SPIN_US=200000 COLLS=sendrecv,alltoall

@@ -10,7 +10,7 @@ O=$1; mkdir -p "$O"
 CSV=$O/repeatscan.csv; LOG=$O/repeatscan.log; MAXEXP=30
 export RUN_TIMEOUT=200
 . "$(dirname "$0")/scan_common.sh"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv >> "$LOG"
+log_gpus
 for rep in 1 2 3; do
   run sp_r$rep
   run mp_r$rep NPROCS=$NP

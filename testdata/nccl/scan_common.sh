@@ -15,6 +15,9 @@ run() {  # run TAG ENV...
 launch_probe() {  # launch_probe: build bench/gpuprobe/probe.cu once; then `probe` appends its bare-launch and flag rows to $O/launch.csv
   nvcc -O3 -arch=sm_90 -o /tmp/probe "$D/../../bench/gpuprobe/probe.cu" 2>&1 | tail -3
   probe() { /tmp/probe 2>/dev/null | grep -E '^(launch|flag),' >> "$O/launch.csv"; }
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv >> "$LOG"
+  log_gpus
   nproc >> "$LOG"
+}
+log_gpus() {  # the GPUs, driver and clocks of the lease, into $LOG
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv >> "$LOG"
 }

@@ -10,7 +10,7 @@ set -u
 O=$1; mkdir -p "$O"
 CSV=$O/selfscan.csv; LOG=$O/selfscan.log; MAXEXP=30
 . "$(dirname "$0")/scan_common.sh"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv >> "$LOG"
+log_gpus
 for rep in 1 2; do
   run mp_a2a_r$rep NPROCS=$NP COLLS=alltoall,sendrecv
   run mp_self_r$rep NPROCS=$NP COLLS=selfcopy
