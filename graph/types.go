@@ -135,6 +135,10 @@ type GPUInfo struct {
 	Rank int  // NCCL rank
 	SM   int  // compute capability ×10 (<gpu sm>)
 	GDR  bool // GPUDirect RDMA usable (<gpu gdr>)
+	// PCIDevice is the device id of the GPU's <pci> element (NVIDIA's product id: 0x2330 H100
+	// SXM5, 0x2335 H200, …; 0 where the file has none). NCCL does not use it; the simulator
+	// takes the GPU's memory figures by it (simnet.GPUMemoryFor).
+	PCIDevice uint16
 }
 
 // NetInfo is what NCCL keeps for a NET node (<net> attributes).

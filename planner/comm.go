@@ -120,7 +120,8 @@ func commOf(res *search.Result, sys *graph.System, opt commOptions) (*tuning.Com
 	// P2P channels (NCCL 2.30.7 paths.cc ncclTopoGetNchannels, ncclTopoComputeP2pChannels): per
 	// peer NVL/NVB → 2×max(1, floor(path bw / NVLink bw)), PCI/SHM → 2, remote → 2 (an assumption:
 	// NCCL's NET rule needs plugin properties the topology does not carry); the minimum over peers
-	// rounded up to a power of two, capped by p2pnChannels = pow2Up(nChannels).
+	// rounded up to a power of two, capped by p2pnChannels = pow2Up(nChannels); with no peer,
+	// p2pnChannels.
 	allNVL := true
 	perPeer := math.MaxInt
 	nvl := nvlinkBw(c.CCMin)
@@ -143,11 +144,15 @@ func commOf(res *search.Result, sys *graph.System, opt commOptions) (*tuning.Com
 	if nodes > 1 {
 		perPeer = min(perPeer, 2)
 	}
-	if perPeer == math.MaxInt {
-		perPeer = 2
-	}
 	c.AllNVLink = allNVL && len(gpus) > 1
 	c.P2PNChannels = pow2Up(min(max(c.NChannels, 1), tuning.MaxChannels))
+	if perPeer == math.MaxInt {
+		// No peer at all (one rank): nothing lowers the count, and NCCL gives the rank's copy
+		// to itself every p2p channel (one H200: "64 p2p channels, 64 p2p channels per peer",
+		// testdata/nccl/h200x1/onerank-2026-11-29-init.log). Until 2026-11-30 this was 2, and a
+		// one-GPU all-to-all of 1 GiB took 13.5 ms where NCCL takes 0.57.
+		perPeer = c.P2PNChannels
+	}
 	c.P2PChannelsPerPeer = min(pow2Up(perPeer), c.P2PNChannels)
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("planner: %s: %w", sys.Name, err)

@@ -45,8 +45,11 @@ func (p *Planner) Decide(c coll.Call) (Decision, error) {
 		// Every peer of a multi-node communicator is planned as a network peer (the most
 		// constrained), in the node otherwise (NCCL 2.28 addP2pToPlan per peer).
 		kind := tuning.PeerIntra
-		if p.Nodes > 1 {
+		switch {
+		case p.Nodes > 1:
 			kind = tuning.PeerNet
+		case n == 1:
+			kind = tuning.PeerSelf // the rank's copy to itself, its only transfer
 		}
 		ch, err := p.P2P(c.Count*int64(elt), kind, c.Exclude)
 		if err != nil {
@@ -155,8 +158,11 @@ func (p *Planner) decideSendRecv(c coll.Call, plan coll.Plan) (Decision, error) 
 	var largest int64 = -1
 	for i, t := range transfers {
 		kind := tuning.PeerIntra
-		if t.From/p.PPN != t.To/p.PPN {
+		switch {
+		case t.From/p.PPN != t.To/p.PPN:
 			kind = tuning.PeerNet
+		case t.From == t.To:
+			kind = tuning.PeerSelf
 		}
 		ch, err := p.P2P(t.Count*elt, kind, c.Exclude)
 		if err != nil {

@@ -43,6 +43,13 @@ type GPUModel struct {
 	// replay that moves each LL step whole counts the step's latency after its copy, so Mem
 	// leaves LL out there (hopperMemLLGBps).
 	MemLL Rate
+	// Copy is the rate of traffic (bytes loaded plus stored) of one CTA copying its source
+	// straight into its destination in its own GPU's memory, the copy to self of a point-to-point
+	// call (coll.Copy; Timing.CTACopy), where Mem is set; zero: Mem's rate.
+	Copy Rate
+	// Memory is the GPU's device memory (GPUMemoryFor): a one-rank collective's copy
+	// (Timing.Memcpy).
+	Memory GPUMemory
 	// ChannelSkew is how much later than channel c−1 channel c of a ring call on one node
 	// starts its first step after a kernel launch (Timing.ChannelSkew; ChannelSkew). Zero: the
 	// channels start together and stay in lockstep.
@@ -278,6 +285,35 @@ func MemModelFor(sm int) [coll.NumProtos]Rate {
 	return m
 }
 
+// Direct copies: one CTA copying from a local source to a local destination, four 16-byte loads
+// in flight per thread (NCCL's unroll), 512 threads — a copy to self needs no FIFO, no flag and
+// no fence, and NCCL's moves what this probe does: bench/gpuprobe measured 95.80 GB/s of traffic on
+// one H200 (results/h200-probe-2026-11-28.csv, copy_u4 at 1 CTA; 96.22 on one H100). Checks, not
+// inputs: a one-rank all-to-all on one H200 copies 48.6–48.8 GB/s per p2p channel up to 16 channels
+// (testdata/nccl/h200x1/selfcopy-2026-11-28.csv: 97.2–97.6 of traffic), and the copy to self of a
+// 2-H200 all-to-all moved 93 GB/s per channel (testdata/nccl/h200x2/selfscan-2026-11-29.csv), where
+// the ring-derived rate (hopperMemSimpleGBps, 79.7) made it 18–21% slow. Ampere takes Hopper's
+// scaled as its other rates are (no measurement here).
+const (
+	hopperCopyGBps = 95.80
+	ampereCopyGBps = hopperCopyGBps * 24.0 / 38.7
+)
+
+// copyRateFor is GPUModel.Copy on compute capability sm: zero where the memory-traffic model is
+// off or has no figure for the generation.
+func copyRateFor(sm int) Rate {
+	if !MemModel {
+		return 0
+	}
+	switch smIndex(sm) {
+	case 2:
+		return GBps(hopperCopyGBps)
+	case 1:
+		return GBps(ampereCopyGBps)
+	}
+	return 0
+}
+
 // memLLFor is GPUModel.MemLL on compute capability sm: Hopper's measured LL rate, zero elsewhere
 // or with the memory-traffic model off.
 func memLLFor(sm int) Rate {
@@ -379,7 +415,7 @@ func GPUModelFor(release string, sm int) (GPUModel, error) {
 	if err != nil {
 		return GPUModel{}, err
 	}
-	g := GPUModel{SM: sm, CTARate: GBps(v), Mem: MemModelFor(sm), MemLL: memLLFor(sm), ChannelSkew: ChannelSkew}
+	g := GPUModel{SM: sm, CTARate: GBps(v), Mem: MemModelFor(sm), MemLL: memLLFor(sm), Copy: copyRateFor(sm), ChannelSkew: ChannelSkew}
 	if g.Mem[coll.Simple] > 0 {
 		g.Fence = SimpleFence
 		g.Slice = SimpleSlice

@@ -65,6 +65,21 @@ type Timing struct {
 	// the program's lanes; its messages move no faster than that, and a step that only copies or
 	// reduces locally takes that time on no link.
 	CTAMem [coll.NumProtos]Rate
+	// CTACopy, where set with CTAMem, is the rate of traffic of a step that copies its source
+	// straight into its destination (coll.Copy: a rank's transfer to itself; no FIFO, no flag
+	// between two CTAs), GPUModel.Copy: such a step holds its lane for its traffic at CTACopy
+	// where every other primitive takes CTAMem (copyScale).
+	CTACopy Rate
+	// MemTraffic, where set with CTACopy, is the traffic (loads plus stores) one GPU's memory
+	// carries per second (twice GPUMemory.Copy): a rank whose channels' copies to self could
+	// together ask more of it (channels × CTACopy above it) has them share it, as the 64
+	// channels of a one-rank all-to-all do (selfMem).
+	MemTraffic Rate
+	// Memcpy, where set, is the rate at which a one-rank collective's copy moves its bytes:
+	// NCCL runs such a call as a device-to-device cudaMemcpyAsync, no kernel of its own
+	// (GPUMemory.Copy). Its copy step then takes no CTA, and Launch is the copy's fixed time
+	// (MemcpyLat).
+	Memcpy Rate
 	// ChannelSkew, where set, starts channel c's first steps c × ChannelSkew after the launch
 	// and after each kernel start (GPUModel.ChannelSkew): the steps of rank programs only, a
 	// switch forwarding what arrives. Machine.Timing sets it for Ring calls on one node.
@@ -492,7 +507,12 @@ type sim struct {
 	// one route and one set of weights
 	ctaLink   []LinkID
 	ctaRoutes map[ctaRouteKey][]LinkID
-	lanes     []int32 // per program: its lanes (CTAMem is shared among them as CTARate is)
+	// memLink: per rank, the link of its GPU's memory its copies to self share (-1: none;
+	// nil where no rank has one: Timing.MemTraffic); copyRoutes per program, the route of its
+	// copies to self on it
+	memLink    []LinkID
+	copyRoutes map[int32][]LinkID
+	lanes      []int32 // per program: its lanes (CTAMem is shared among them as CTARate is)
 	// Options.OpsPerKernel: per kernel (rank×nk+j) the steps not yet done, and (CSR) the steps
 	// waiting for it to start
 	nk        int // kernels per rank
@@ -891,7 +911,7 @@ func (x *sim) recordRange(pt *recordPart, credCnt, recvOff []int32) error {
 				return err
 			}
 		}
-		x.plain[p] = x.laneRate[p] <= 0 && !x.tm.LineStream
+		x.plain[p] = x.laneRate[p] <= 0 && !x.tm.LineStream && x.tm.Memcpy <= 0
 		for i := range pr.Steps {
 			st := &pr.Steps[i]
 			g := x.off[p] + int32(i)
@@ -965,6 +985,7 @@ func (x *sim) buildRest() error {
 			return err
 		}
 	}
+	x.buildMem()
 	if x.tm.CTARate > 0 && SharedCTA {
 		x.ctaLink = make([]LinkID, len(s.Programs))
 		for p := range s.Programs {
@@ -1242,6 +1263,63 @@ func (x *sim) ctaRoute(route []LinkID, cta LinkID, w float64) []LinkID {
 	return r
 }
 
+// rankMem is the memory link of program p's rank (Timing.MemTraffic), -1 where it has none.
+func (x *sim) rankMem(p int32) LinkID {
+	if x.memLink == nil {
+		return -1
+	}
+	return x.memLink[x.s.Programs[p].Rank]
+}
+
+// copyRoute is program p's route of its copies to self over links weighted w (built once: a
+// program's copies take one route).
+func (x *sim) copyRoute(p int32, links []LinkID, w []float64) []LinkID {
+	if r, ok := x.copyRoutes[p]; ok {
+		return r
+	}
+	x.e.weighRoute(links, w)
+	if x.copyRoutes == nil {
+		x.copyRoutes = map[int32][]LinkID{}
+	}
+	x.copyRoutes[p] = links
+	return links
+}
+
+// buildMem gives every rank whose channels' copies to self could together ask more than
+// Timing.MemTraffic of its GPU's memory a link of that capacity (memLink): CTACopy per channel
+// with such a copy.
+func (x *sim) buildMem() {
+	if x.tm.MemTraffic <= 0 || x.tm.CTACopy <= 0 {
+		return
+	}
+	s := x.s
+	copies := make([]int, s.NRanks)
+	for p := range s.Programs {
+		pr := &s.Programs[p]
+		if pr.Rank >= s.NRanks {
+			continue
+		}
+		for i := range pr.Steps {
+			if st := &pr.Steps[i]; st.Prim == coll.Copy && len(st.Send) == 0 && st.Bytes > 0 {
+				copies[pr.Rank]++
+				break
+			}
+		}
+	}
+	for r, c := range copies {
+		if float64(c)*float64(x.tm.CTACopy) <= float64(x.tm.MemTraffic) {
+			continue
+		}
+		if x.memLink == nil {
+			x.memLink = make([]LinkID, s.NRanks)
+			for i := range x.memLink {
+				x.memLink[i] = -1
+			}
+		}
+		x.memLink[r] = x.e.AddLink(fmt.Sprintf("mem%d", r), x.tm.MemTraffic, 0)
+	}
+}
+
 // ctaOnly is the route of local work on CTA link cta (one slice per link).
 func (x *sim) ctaOnly(cta LinkID) []LinkID {
 	return x.ctaRoute(nil, cta, 1)
@@ -1477,16 +1555,33 @@ func (x *sim) start(g int32) {
 		cta = x.ctaLink[x.progOf[g]]
 	}
 	if len(st.Send) == 0 {
+		if x.tm.Memcpy > 0 && st.Prim == coll.Copy && st.Bytes > 0 {
+			// A one-rank collective: NCCL's device-to-device cudaMemcpyAsync.
+			x.e.StartFlow(nil, float64(st.Bytes), x.tm.Memcpy, int64(len(x.msg))+int64(g))
+			return
+		}
 		if cta >= 0 && localWork(st.Prim) {
 			w := st.Wire
 			if w == 0 {
 				w = coll.WireBytes(st.Proto, st.Bytes)
 			}
-			x.e.StartFlow(x.ctaOnly(cta), ctaTraffic(st.Prim, float64(st.Bytes), float64(w), 0), 0, int64(len(x.msg))+int64(g))
+			sc := x.tm.copyScale(st.Prim, st.Proto)
+			tr := ctaTraffic(st.Prim, float64(st.Bytes), float64(w), 0) * sc
+			route := x.ctaOnly(cta)
+			if m := x.rankMem(x.progOf[g]); m >= 0 && st.Prim == coll.Copy {
+				route = x.copyRoute(x.progOf[g], []LinkID{cta, m}, []float64{1, 1 / sc})
+			}
+			x.e.StartFlow(route, tr, 0, int64(len(x.msg))+int64(g))
 			return
 		}
 		if memT > 0 && localWork(st.Prim) {
-			x.e.StartFlow(nil, memT, 1, int64(len(x.msg))+int64(g))
+			var route []LinkID
+			if m := x.rankMem(x.progOf[g]); m >= 0 && st.Prim == coll.Copy {
+				// The flow moves memT units at 1 a second: its traffic per unit on the memory.
+				tr := ctaTraffic(st.Prim, float64(st.Bytes), float64(st.Bytes), 0)
+				route = x.copyRoute(x.progOf[g], []LinkID{m}, []float64{tr / memT})
+			}
+			x.e.StartFlow(route, memT, 1, int64(len(x.msg))+int64(g))
 			return
 		}
 		if lane > 0 && st.Bytes > 0 && localWork(st.Prim) {
@@ -1571,7 +1666,17 @@ func (x *sim) memTime(g int32) float64 {
 	if w == 0 {
 		w = coll.WireBytes(pp, st.Bytes)
 	}
-	return ctaTraffic(st.Prim, float64(st.Bytes), float64(w), len(st.Send)) / float64(x.tm.CTAMem[pp]/Rate(x.lanes[p]))
+	return ctaTraffic(st.Prim, float64(st.Bytes), float64(w), len(st.Send)) * x.tm.copyScale(st.Prim, pp) / float64(x.tm.CTAMem[pp]/Rate(x.lanes[p]))
+}
+
+// copyScale is the factor on the traffic of a step of primitive p and protocol proto that makes
+// it, held at CTAMem[proto], take the time of its traffic at CTACopy: for a Copy (a direct copy,
+// CTACopy) CTAMem / CTACopy, 1 for every other primitive or where either rate is unset.
+func (tm *Timing) copyScale(p coll.Prim, proto coll.Proto) float64 {
+	if p != coll.Copy || tm.CTACopy <= 0 || proto < 0 || proto >= coll.NumProtos || tm.CTAMem[proto] <= 0 {
+		return 1
+	}
+	return float64(tm.CTAMem[proto]) / float64(tm.CTACopy)
 }
 
 // hold is the time step g holds its CTA beyond its bytes, on a rank whose CTA is modelled: a

@@ -154,6 +154,8 @@ type p2pNet struct {
 	// its program
 	sendSeg, recvSeg []int32
 	prog             []int32
+	// reps: the ranks replayed (program p is rank p mod reps's, on channel p / reps)
+	reps int
 }
 
 // p2pSeg is one round (operation) of a program: a send and a receive, or a copy to self. A
@@ -612,7 +614,7 @@ func (b *p2pBuild) slotEnds(net *p2pNet, s int32) (from, to, ch int) {
 // programs builds the programs of ranks 0..S-1 on every channel used, and their slots; class
 // maps a target rank to its program's rank (its orbit's representative).
 func (b *p2pBuild) programs(S int, class func(rank, target int) int32) *p2pNet {
-	net := &p2pNet{wire: b.wire}
+	net := &p2pNet{wire: b.wire, reps: S}
 	nprog := S * len(b.chans)
 	// Slots: one per (operation, channel part, representative rank) that sends.
 	base := make([][]int32, len(b.ops))
@@ -935,11 +937,16 @@ type p2pSim struct {
 	mem   Rate
 	pay   float64
 	fence Time
+	// copyScale: a copy to self's traffic factor (Timing.copyScale), 1 without the model
+	copyScale float64
 	// SharedCTA (where the memory-traffic model applies): per program the link standing for its
 	// CTA (capacity mem, traffic bytes), and per slot its route followed by its sender's CTA link,
 	// weighted by the send's traffic per wire byte (nil: the lanes' fixed shares).
 	cta      []LinkID
 	ctaRoute [][]LinkID
+	// selfRoute: per program, the route of its copies to self where its rank's GPU memory is
+	// shared by them (Timing.MemTraffic; nil: its CTA link alone)
+	selfRoute [][]LinkID
 	// symmetric replay: orbits of links -> private links, ranks per rotation
 	qlink map[LinkID]LinkID
 	S     int
@@ -958,7 +965,7 @@ func newP2PSim(e *Engine, net *p2pNet, tm Timing, proto coll.Proto) *p2pSim {
 	x := &p2pSim{e: e, net: net, tm: tm, lo: make([]int32, np), hi: make([]int32, np), left: make([]int32, np),
 		sendNext: make([]int32, ng), recvNext: make([]int32, ng), sendRun: make([]bool, ng), recvRun: make([]bool, ng),
 		sendFin: make([]bool, ng), recvFin: make([]bool, ng),
-		arrived: make([]int32, ns), consumed: make([]int32, ns), capRate: tm.PerFlowCap[proto]}
+		arrived: make([]int32, ns), consumed: make([]int32, ns), capRate: tm.PerFlowCap[proto], copyScale: 1}
 	copy(x.hi, net.segOff[:np])
 	for s, w := range net.rw {
 		if len(w) > 0 {
@@ -968,6 +975,7 @@ func newP2PSim(e *Engine, net *p2pNet, tm Timing, proto coll.Proto) *p2pSim {
 	if proto >= 0 && proto < coll.NumProtos && tm.CTARate > 0 && tm.CTAMem[proto] > 0 {
 		const unit = 1 << 20
 		x.mem, x.pay = tm.CTAMem[proto], float64(unit)/float64(coll.WireBytes(proto, unit))
+		x.copyScale = tm.copyScale(coll.Copy, proto)
 		if proto == coll.Simple {
 			x.fence = tm.Fence
 		}
@@ -986,6 +994,7 @@ func (x *p2pSim) shareCTA() {
 	for p := range x.cta {
 		x.cta[p] = x.e.AddLink("cta", x.mem, 0)
 	}
+	x.shareMem()
 	const unit = 1 << 20
 	w := ctaTraffic(coll.Send, unit*x.pay, unit, 1) / unit
 	x.ctaRoute = make([][]LinkID, len(x.net.owner))
@@ -1001,6 +1010,41 @@ func (x *p2pSim) shareCTA() {
 		ws[len(ws)-1] = w
 		x.e.weighRoute(cr, ws)
 		x.ctaRoute[s] = cr
+	}
+}
+
+// shareMem gives every replayed rank whose channels' copies to self could together ask more
+// than Timing.MemTraffic of its GPU's memory a link of that capacity, which those copies cross
+// after their CTA link (selfRoute), weighted so that it carries their traffic at CTACopy (the
+// schedule replay does the same: sim.buildMem).
+func (x *p2pSim) shareMem() {
+	if x.tm.MemTraffic <= 0 || x.tm.CTACopy <= 0 || x.net.reps <= 0 {
+		return
+	}
+	copies := make([]int, x.net.reps)
+	has := make([]bool, len(x.net.lane))
+	for g, sg := range x.net.segs {
+		if p := x.net.prog[g]; sg.out < 0 && len(x.net.wire[sg.part]) > 0 && x.net.wire[sg.part][0] > 0 && !has[p] {
+			has[p] = true
+			copies[int(p)%x.net.reps]++
+		}
+	}
+	mem := make([]LinkID, x.net.reps)
+	for r, c := range copies {
+		mem[r] = -1
+		if float64(c)*float64(x.tm.CTACopy) > float64(x.tm.MemTraffic) {
+			mem[r] = x.e.AddLink(fmt.Sprintf("mem%d", r), x.tm.MemTraffic, 0)
+		}
+	}
+	for p, h := range has {
+		if m := mem[p%x.net.reps]; h && m >= 0 {
+			if x.selfRoute == nil {
+				x.selfRoute = make([][]LinkID, len(x.net.lane))
+			}
+			r := []LinkID{x.cta[p], m}
+			x.e.weighRoute(r, []float64{1, 1 / x.copyScale})
+			x.selfRoute[p] = r
+		}
 	}
 }
 
@@ -1135,13 +1179,17 @@ func (x *p2pSim) trySend(g int32) {
 	p := x.net.prog[g]
 	if sg.out < 0 {
 		if x.cta != nil && wire[0] > 0 {
-			x.sendRun[g] = true // Copy on the shared CTA
-			x.e.StartFlow(x.cta[p:p+1], ctaTraffic(coll.Copy, wire[0]*x.pay, wire[0], 0), x.capRate, int64(g)<<2|p2pCopyWork)
+			x.sendRun[g] = true // Copy on the shared CTA, at the direct copy's rate (copyScale)
+			route := x.cta[p : p+1]
+			if x.selfRoute != nil && x.selfRoute[p] != nil {
+				route = x.selfRoute[p]
+			}
+			x.e.StartFlow(route, ctaTraffic(coll.Copy, wire[0]*x.pay, wire[0], 0)*x.copyScale, x.capRate, int64(g)<<2|p2pCopyWork)
 			return
 		}
 		if m := x.memLane(p); m > 0 && wire[0] > 0 {
 			x.sendRun[g] = true // Copy: load and store the payload
-			x.e.StartFlow(nil, ctaTraffic(coll.Copy, wire[0]*x.pay, wire[0], 0), m, int64(g)<<2|p2pCopyWork)
+			x.e.StartFlow(nil, ctaTraffic(coll.Copy, wire[0]*x.pay, wire[0], 0)*x.copyScale, m, int64(g)<<2|p2pCopyWork)
 			return
 		}
 		if lane := x.net.lane[p]; lane > 0 && wire[0] > 0 {

@@ -85,6 +85,17 @@ func NewMachine(sys *graph.System, nodes int, fab *Fabric, pl coll.Planner, rele
 	if m.GPU, err = GPUModelFor(release, cc); err != nil {
 		return nil, err
 	}
+	// The memory of the GPUs' model where they are all one (by their PCI device id), else of
+	// their generation's (GPUMemoryFor).
+	var dev uint16
+	for i, g := range sys.GPUs() {
+		if i == 0 {
+			dev = g.GPU.PCIDevice
+		} else if g.GPU.PCIDevice != dev {
+			dev = 0
+		}
+	}
+	m.GPU.Memory = GPUMemoryFor(dev, cc)
 	return m, nil
 }
 
@@ -224,7 +235,8 @@ func (m *Machine) Timing(a coll.Algo, p coll.Proto) (Timing, error) {
 	}
 	tm.CTARate = m.GPU.CTARate
 	if tm.CTARate > 0 {
-		tm.CTAMem, tm.Fence, tm.Slice = m.GPU.Mem, m.GPU.Fence, m.GPU.Slice
+		tm.CTAMem, tm.Fence, tm.Slice, tm.CTACopy = m.GPU.Mem, m.GPU.Fence, m.GPU.Slice, m.GPU.Copy
+		tm.MemTraffic = 2 * m.GPU.Memory.Copy
 	}
 	if a == coll.Ring && m.Nodes == 1 {
 		// Rings in one node only: the tree, NVLS and point-to-point executors fold channels that
@@ -456,6 +468,9 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 				return row, nil, err
 			}
 			row.Mode = "schedule"
+			if tm.Memcpy > 0 {
+				row.Mode = "schedule, one-rank memcpy"
+			}
 			if b2b > 1 && float64(b2b)*float64(sched.NumSteps()) > LoopBudget {
 				// A loop this long would hold b2b copies of a large schedule: take its saving
 				// from a loop of the same plan at a smaller size (loopSaving).
@@ -597,7 +612,15 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	// each GPU past the first; none from a CUDA graph (LaunchMode.hostFloor).
 	if !opt.DryRun && !opt.GPUTime {
 		ops, line := p2pOps(f, n, opt.Transfers)
-		if floor := m.Launch.hostFloor(m.Node.NumGPUs, ops, line); res.Time < floor {
+		floor := m.Launch.hostFloor(m.Node.NumGPUs, ops, line)
+		if n == 1 && m.Launch != LaunchGraph {
+			// A one-rank communicator's enqueue, measured apart (OneRankHost).
+			floor = OneRankHost
+			if ops > 0 {
+				floor = OneRankP2PHost
+			}
+		}
+		if res.Time < floor {
 			row.DeviceUs = res.Time.Micros()
 			res.Time, row.HostBound = floor, true
 		}
@@ -633,6 +656,14 @@ func (m *Machine) PlanTiming(p coll.Plan) (Timing, error) {
 	tm, err := m.Timing(p.Algo, proto)
 	if err != nil {
 		return tm, err
+	}
+	if p.NRanks == 1 && p.Func != coll.SendRecv && p.Func != coll.AllToAll && m.GPU.Memory.Copy > 0 {
+		// NCCL runs a one-rank collective as a device-to-device cudaMemcpyAsync
+		// (ncclLaunchOneRank): no kernel, no channel; its time per call on one H200 is the
+		// memcpy's to within 0.5% from 32 MiB to 1 GiB (testdata/nccl/h200x1/onerank-*).
+		tm.Launch, tm.Memcpy = MemcpyLat, m.GPU.Memory.Copy
+		tm.CTARate, tm.CTAMem, tm.Fence, tm.Slice, tm.ChannelSkew = 0, [coll.NumProtos]Rate{}, 0, SliceCost{}, 0
+		return tm, nil
 	}
 	if chainStreams(p) {
 		tm.LineStream = true

@@ -482,6 +482,10 @@ func (b *builder) addPCI(e *etree.Element, parent *graph.Node, sid int) error {
 		if err := b.addGPU(g, node); err != nil {
 			return err
 		}
+		// NCCL reads no id of a GPU's <pci>: one it cannot parse leaves the GPU unnamed here too.
+		if dev, err := b.attrHex(e, "device", 0); err == nil && dev <= 0xffff {
+			node.GPU.PCIDevice = uint16(dev)
+		}
 	}
 	if n := child(e, "nic"); n != nil {
 		t = graph.NIC

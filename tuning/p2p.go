@@ -40,7 +40,7 @@ type P2PChoice struct {
 
 // P2PChannels returns (p2pnChannels, p2pnChannelsPerPeer) of NCCL 2.28 paths.cc: the communicator
 // values when set in Comm, else p2pnChannels = pow2Up(NChannels) and per peer all of them when
-// every peer is over NVLink, 2 otherwise; NCCL_MIN/MAX_P2P_NCHANNELS (Config) bound p2pnChannels
+// every peer is over NVLink or there is no peer (one rank), 2 otherwise; NCCL_MIN/MAX_P2P_NCHANNELS (Config) bound p2pnChannels
 // and the channels per peer follow it down.
 func (t *Table) P2PChannels() (total, perPeer int) {
 	total = t.Comm.P2PNChannels
@@ -58,7 +58,11 @@ func (t *Table) P2PChannels() (total, perPeer int) {
 	perPeer = t.Comm.P2PChannelsPerPeer
 	if perPeer <= 0 {
 		perPeer = 2
-		if t.Comm.AllNVLink && t.Comm.NNodes == 1 {
+		// NCCL takes the smallest per-peer figure over the other ranks; the rank itself is no
+		// peer, so a one-rank communicator has none to lower it and keeps every p2p channel for
+		// its copy to itself (NCCL 2.28 on one H200: "64 p2p channels, 64 p2p channels per
+		// peer", testdata/nccl/h200x1/onerank-2026-11-29-init.log).
+		if (t.Comm.AllNVLink && t.Comm.NNodes == 1) || t.Comm.NRanks == 1 {
 			perPeer = total
 		}
 	}

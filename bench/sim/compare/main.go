@@ -53,6 +53,7 @@ func main() {
 	flat := flag.Bool("flat-cta", false, "the flat per-CTA model of before 2026-11-28 (every step's payload at the CTA rate, no fence) instead of the per-protocol memory-traffic model and Simple's fence (simnet.GPUModel.Mem, Fence)")
 	stream := flag.Bool("line-stream", false, "every algorithm's LL and LL128 receives overlap the message they receive, with the measured LL rate of one Hopper CTA (simnet.LineStream; by default only ring broadcast and reduce stream)")
 	env := flag.String("env", "", "NCCL settings the measured rows ran under, K=V[,K=V…] (e.g. NCCL_MAX_P2P_NCHANNELS=1, as testdata/nccl/p2pscan.sh's log names them per tag): the simulation plans with them too; a tag's own algorithm, protocol and channels win")
+	gpus := flag.Int("gpus", 0, "keep the topology's first N GPUs (0: all), as simccl run --gpus: 1 for the one-GPU captures of testdata/nccl/h200x1")
 	b2b := flag.Int("b2b", 0, "calls of the back-to-back loop that times each size (simnet.Machine.BackToBack); 0: as simccl run (nccl-tests' loop of 3 for broadcast and reduce, one call otherwise); 1: one isolated call")
 	flag.Parse()
 	if *launch == "" {
@@ -72,13 +73,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(2)
 	}
-	if err := run(*csvPath, *topo, *tag, cfg, *plotPath, *asJSON, *ctaRate, *sens, *b2b, mode, *skewNs); err != nil {
+	if err := run(*csvPath, *topo, *tag, cfg, *plotPath, *asJSON, *ctaRate, *sens, *b2b, *gpus, mode, *skewNs); err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
 	}
 }
 
-func run(csvPath, topo, tag string, cfg tuning.Config, plotPath string, asJSON bool, ctaRate float64, sens bool, b2b int, launch simnet.LaunchMode, skewNs float64) error {
+func run(csvPath, topo, tag string, cfg tuning.Config, plotPath string, asJSON bool, ctaRate float64, sens bool, b2b, gpus int, launch simnet.LaunchMode, skewNs float64) error {
 	f, err := os.Open(csvPath)
 	if err != nil {
 		return err
@@ -93,7 +94,7 @@ func run(csvPath, topo, tag string, cfg tuning.Config, plotPath string, asJSON b
 	if err != nil {
 		return err
 	}
-	p, err := planner.New(planner.Machine{Name: name, Doc: doc, Nodes: 1, Settings: s})
+	p, err := planner.New(planner.Machine{Name: name, Doc: doc, Nodes: 1, GPUs: gpus, Settings: s})
 	if err != nil {
 		return err
 	}
@@ -267,7 +268,8 @@ func forced(tag string) tuning.Config {
 	// p2pscan.sh's tags (p2p_maxch1, p2p_chunk131072, ag_default_np2) and bigscan.sh's
 	// (default_to8g_r1) ran NCCL's own choices
 	// under the settings its log names (-env).
-	if !ok || tag == "default" || algo == "p2p" || algo == "default" || strings.HasPrefix(proto, "default") {
+	// The one-GPU captures' (testdata/nccl/h200x1: onerank_r1, self_maxp2p8) too.
+	if !ok || tag == "default" || algo == "p2p" || algo == "default" || algo == "onerank" || algo == "self" || strings.HasPrefix(proto, "default") {
 		return tuning.Config{MinNChannels: nch, MaxNChannels: nch}
 	}
 	if algo == "ag" { // smallmsg.sh's all_gather sweeps (mp_ag_LL_ch1) ran NCCL_ALGO=Ring
