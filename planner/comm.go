@@ -144,7 +144,9 @@ func commOf(res *search.Result, sys *graph.System, opt commOptions) (*tuning.Com
 	if nodes > 1 {
 		perPeer = min(perPeer, 2)
 	}
-	c.AllNVLink = allNVL && len(gpus) > 1
+	// With one GPU there is no pair to break the rule: NCCL then takes the NVLink chunk (one H200:
+	// "P2P Chunksize set to 524288", testdata/nccl/h200x1/onerank-2026-11-29-init.log).
+	c.AllNVLink = allNVL
 	c.P2PNChannels = pow2Up(min(max(c.NChannels, 1), tuning.MaxChannels))
 	if perPeer == math.MaxInt {
 		// No peer at all (one rank): nothing lowers the count, and NCCL gives the rank's copy

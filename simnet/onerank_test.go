@@ -83,6 +83,7 @@ func TestOneRankMatchesNCCL(t *testing.T) {
 	total, perPeer := p.Table.P2PChannels()
 	require.Equal(t, 64, total, "NCCL: 64 p2p channels")
 	require.Equal(t, 64, perPeer, "NCCL: 64 p2p channels per peer")
+	require.Equal(t, int64(512<<10), p.Table.P2PChunkSize(), "NCCL: P2P Chunksize set to 524288")
 	sim := map[string]float64{}
 	checked := 0
 	for _, name := range []string{"onerank-2026-11-29.csv", "onerank-2026-11-29b.csv"} {
