@@ -1286,10 +1286,11 @@ func (x *sim) copyRoute(p int32, links []LinkID, w []float64) []LinkID {
 }
 
 // buildMem gives every rank whose channels' copies to self could together ask more than
-// Timing.MemTraffic of its GPU's memory a link of that capacity (memLink): CTACopy per channel
+// Timing.MemTraffic of its GPU's memory a link of that capacity (memLink): copyRate per channel
 // with such a copy.
 func (x *sim) buildMem() {
-	if x.tm.MemTraffic <= 0 || x.tm.CTACopy <= 0 {
+	per := x.tm.copyRate()
+	if x.tm.MemTraffic <= 0 || per <= 0 {
 		return
 	}
 	s := x.s
@@ -1307,7 +1308,7 @@ func (x *sim) buildMem() {
 		}
 	}
 	for r, c := range copies {
-		if float64(c)*float64(x.tm.CTACopy) <= float64(x.tm.MemTraffic) {
+		if float64(c)*float64(per) <= float64(x.tm.MemTraffic) {
 			continue
 		}
 		if x.memLink == nil {
@@ -1594,7 +1595,11 @@ func (x *sim) start(g int32) {
 					b = coll.WireBytes(st.Proto, st.Bytes)
 				}
 			}
-			x.e.StartFlow(nil, float64(b), lane, int64(len(x.msg))+int64(g))
+			var route []LinkID
+			if m := x.rankMem(x.progOf[g]); m >= 0 && st.Prim == coll.Copy {
+				route = x.copyRoute(x.progOf[g], []LinkID{m}, []float64{2}) // loaded and stored
+			}
+			x.e.StartFlow(route, float64(b), lane, int64(len(x.msg))+int64(g))
 			return
 		}
 		x.finishLocal(g)
@@ -1677,6 +1682,15 @@ func (tm *Timing) copyScale(p coll.Prim, proto coll.Proto) float64 {
 		return 1
 	}
 	return float64(tm.CTAMem[proto]) / float64(tm.CTACopy)
+}
+
+// copyRate is the memory traffic one channel's copy to self moves at most: CTACopy, or under the
+// flat CTA model its payload at CTARate loaded and stored (0: no CTA model).
+func (tm *Timing) copyRate() Rate {
+	if tm.CTACopy > 0 {
+		return tm.CTACopy
+	}
+	return 2 * tm.CTARate
 }
 
 // hold is the time step g holds its CTA beyond its bytes, on a rank whose CTA is modelled: a

@@ -983,6 +983,7 @@ func newP2PSim(e *Engine, net *p2pNet, tm Timing, proto coll.Proto) *p2pSim {
 			x.shareCTA()
 		}
 	}
+	x.shareMem()
 	return x
 }
 
@@ -994,7 +995,6 @@ func (x *p2pSim) shareCTA() {
 	for p := range x.cta {
 		x.cta[p] = x.e.AddLink("cta", x.mem, 0)
 	}
-	x.shareMem()
 	const unit = 1 << 20
 	w := ctaTraffic(coll.Send, unit*x.pay, unit, 1) / unit
 	x.ctaRoute = make([][]LinkID, len(x.net.owner))
@@ -1015,10 +1015,13 @@ func (x *p2pSim) shareCTA() {
 
 // shareMem gives every replayed rank whose channels' copies to self could together ask more
 // than Timing.MemTraffic of its GPU's memory a link of that capacity, which those copies cross
-// after their CTA link (selfRoute), weighted so that it carries their traffic at CTACopy (the
-// schedule replay does the same: sim.buildMem).
+// (selfRoute: after their CTA link where the CTA is one), weighted by the memory traffic a unit of
+// the copy's flow is: 1 / copyScale of the CTA traffic it carries, its traffic where a lane moves
+// it (memLane), two bytes a payload byte under the flat model. The schedule replay does the same
+// (sim.buildMem).
 func (x *p2pSim) shareMem() {
-	if x.tm.MemTraffic <= 0 || x.tm.CTACopy <= 0 || x.net.reps <= 0 {
+	per := x.tm.copyRate() // a channel's copy traffic at most
+	if x.tm.MemTraffic <= 0 || per <= 0 || x.net.reps <= 0 {
 		return
 	}
 	copies := make([]int, x.net.reps)
@@ -1032,19 +1035,30 @@ func (x *p2pSim) shareMem() {
 	mem := make([]LinkID, x.net.reps)
 	for r, c := range copies {
 		mem[r] = -1
-		if float64(c)*float64(x.tm.CTACopy) > float64(x.tm.MemTraffic) {
+		if float64(c)*float64(per) > float64(x.tm.MemTraffic) {
 			mem[r] = x.e.AddLink(fmt.Sprintf("mem%d", r), x.tm.MemTraffic, 0)
 		}
 	}
 	for p, h := range has {
-		if m := mem[p%x.net.reps]; h && m >= 0 {
-			if x.selfRoute == nil {
-				x.selfRoute = make([][]LinkID, len(x.net.lane))
-			}
-			r := []LinkID{x.cta[p], m}
-			x.e.weighRoute(r, []float64{1, 1 / x.copyScale})
-			x.selfRoute[p] = r
+		m := mem[p%x.net.reps]
+		if !h || m < 0 {
+			continue
 		}
+		if x.selfRoute == nil {
+			x.selfRoute = make([][]LinkID, len(x.net.lane))
+		}
+		var r []LinkID
+		var w []float64
+		switch {
+		case x.cta != nil:
+			r, w = []LinkID{x.cta[p], m}, []float64{1, 1 / x.copyScale}
+		case x.memLane(int32(p)) > 0:
+			r, w = []LinkID{m}, []float64{1 / x.copyScale}
+		default:
+			r, w = []LinkID{m}, []float64{2}
+		}
+		x.e.weighRoute(r, w)
+		x.selfRoute[p] = r
 	}
 }
 
@@ -1182,19 +1196,23 @@ func (x *p2pSim) trySend(g int32) {
 			x.sendRun[g] = true // Copy on the shared CTA, at the direct copy's rate (copyScale)
 			route := x.cta[p : p+1]
 			if x.selfRoute != nil && x.selfRoute[p] != nil {
-				route = x.selfRoute[p]
+				route = x.selfRoute[p] // its CTA link, then its GPU's memory
 			}
 			x.e.StartFlow(route, ctaTraffic(coll.Copy, wire[0]*x.pay, wire[0], 0)*x.copyScale, x.capRate, int64(g)<<2|p2pCopyWork)
 			return
 		}
+		var route []LinkID
+		if x.selfRoute != nil {
+			route = x.selfRoute[p]
+		}
 		if m := x.memLane(p); m > 0 && wire[0] > 0 {
 			x.sendRun[g] = true // Copy: load and store the payload
-			x.e.StartFlow(nil, ctaTraffic(coll.Copy, wire[0]*x.pay, wire[0], 0)*x.copyScale, m, int64(g)<<2|p2pCopyWork)
+			x.e.StartFlow(route, ctaTraffic(coll.Copy, wire[0]*x.pay, wire[0], 0)*x.copyScale, m, int64(g)<<2|p2pCopyWork)
 			return
 		}
 		if lane := x.net.lane[p]; lane > 0 && wire[0] > 0 {
 			x.sendRun[g] = true
-			x.e.StartFlow(nil, wire[0], lane, int64(g)<<2|p2pCopyWork)
+			x.e.StartFlow(route, wire[0], lane, int64(g)<<2|p2pCopyWork)
 			return
 		}
 		x.done()
