@@ -140,8 +140,46 @@ func NodeFromGraph(sys *graph.System) (*NodeModel, error) {
 				m.NICOrder[g] = append(m.NICOrder[g], c.k)
 			}
 		}
+		if ord := localNetOrder(sys, gn, nets); ord != nil {
+			m.NICOrder[g] = ord
+		}
 	}
 	return m, m.Validate()
+}
+
+// localNetOrder is the NICs (indexes into nets) GPU g uses channel after channel, one period of
+// NCCL's choice (graph.System.LocalNet, ncclTopoGetLocalNet): where several GPUs share their local
+// NICs each takes its own share of them (two GPUs and two NICs on one PCIe switch: one NIC each,
+// every channel), where one GPU has several it takes them in turn by channel. Nil where NCCL's
+// choice is not among nets (a GPU left out of the communicator reached it alone).
+func localNetOrder(sys *graph.System, g *graph.Node, nets []*graph.Node) []int {
+	k := map[int]int{}
+	for i, n := range nets {
+		k[n.Index] = i
+	}
+	var seq []int
+	for c := 0; c < max(len(nets), 1); c++ {
+		n, ok := sys.LocalNet(g, c)
+		if !ok {
+			return nil
+		}
+		i, ok := k[n]
+		if !ok {
+			return nil
+		}
+		seq = append(seq, i)
+	}
+	// The shortest period of the sequence (netsPerGpu).
+	for p := 1; p <= len(seq); p++ {
+		periodic := true
+		for c := p; c < len(seq) && periodic; c++ {
+			periodic = seq[c] == seq[c%p]
+		}
+		if periodic {
+			return seq[:p]
+		}
+	}
+	return seq
 }
 
 // nvsLinks fills m's GPU↔NVSwitch links when every GPU has an NVLink to the system's (merged)
