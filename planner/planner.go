@@ -207,7 +207,12 @@ func (p *Planner) buildRingsTrees() error {
 	crossNic := false
 	pat := coll.PatternBalancedTree
 	if g := p.Search.Ring; g != nil {
-		ringChains, crossNic = g.Intra, g.CrossNic == 1
+		// NCCL 2.28 alternates the rings of odd nodes (channel pairs c, c^1 swapped) where the
+		// ring graph has crossNic 2 and an even channel count, so that a ring leaves a node and
+		// enters the next on one rail (connect.cc ncclTopoPostset; the reference's §4.5). Until
+		// 2026-11-30 this took crossNic 1, and the DGX H100 rings (crossNic 2) crossed rails: every
+		// message into a node took another GPU's NIC, then PCIe and the CPU to its GPU.
+		ringChains, crossNic = g.Intra, g.CrossNic == 2
 	}
 	if g := p.Search.Tree; g != nil {
 		treeChains = g.Intra

@@ -777,11 +777,21 @@ func (c *Cluster) Route(src, dst, ch int, buf []LinkID) ([]LinkID, LinkClass) {
 		}
 		return buf, class
 	}
-	ord := c.Node.NICOrder[sg]
-	k := ord[ch%len(ord)]
-	// The receiving side uses the NIC of the same index (same rail), as NCCL's rings keep one
-	// NET device per channel on both ends.
+	// Both ends use the NIC local to the receiving GPU on the channel (one rail): NCCL's search
+	// graph gives channel c a NET in, local to the first GPU of the node's chain, and the
+	// previous node's chain leaves on the same NET index — crossNic 0 (DGX A100, B200) ends the
+	// chain on its start NET, crossNic 2 (DGX H100) alternates the chains of odd nodes so that it
+	// does (coll.BuildRings, NCCL's ncclTopoPostset). Until 2026-11-30 both ends took the
+	// sender's NIC, which on a DGX H100 ring is not the receiving GPU's: every ring message into
+	// a node crossed PCIe, the CPU and PCIe again to its GPU.
+	k := c.localNIC(dg, ch)
 	return c.routeNet(src, dst, ch, k, k, buf), ClassNet
+}
+
+// localNIC is the NIC GPU g of a node uses on channel ch (NodeModel.NICOrder).
+func (c *Cluster) localNIC(g, ch int) int {
+	ord := c.Node.NICOrder[g]
+	return ord[ch%len(ord)]
 }
 
 // RouteP2P is Route for a point-to-point message (NCCL's send/recv connections, connIndex 1).
@@ -798,8 +808,7 @@ func (c *Cluster) RouteP2P(src, dst, ch int, buf []LinkID) ([]LinkID, LinkClass)
 	if src/G == dst/G {
 		return c.Route(src, dst, ch, buf)
 	}
-	local := func(g int) int { ord := c.Node.NICOrder[g]; return ord[ch%len(ord)] }
-	kr, ks := local(dg), local(sg)
+	kr, ks := c.localNIC(dg, ch), c.localNIC(sg, ch)
 	if pxn := c.Node.NICViaPXN; pxn != nil && pxn[sg][kr] {
 		ks = kr
 	}

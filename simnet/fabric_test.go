@@ -124,8 +124,9 @@ func TestClusterRoutes(t *testing.T) {
 		}
 		seen[l] = true
 	}
-	// Rail-optimized: NIC 7 of both nodes on the leaf of rail 7.
-	if !strings.Contains(e.LinkName(r[2]), "NIC7->leaf") {
+	// Rail-optimized: both ends on the receiving GPU's rail, NIC 0 of both nodes on the leaf of
+	// rail 0 (NCCL's rings enter and leave a node on one NET per channel: Cluster.Route).
+	if !strings.Contains(e.LinkName(r[2]), "NIC0->leaf") {
 		t.Fatalf("unexpected link %s", e.LinkName(r[2]))
 	}
 	// Oversubscription 2 halves the uplinks: 2 hosts/leaf at 50 GB/s -> 1 uplink.
