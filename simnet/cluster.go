@@ -46,7 +46,12 @@ type NodeModel struct {
 	NICs     []NICSpec
 	GPUToNIC [][][]int // [gpu][nic]: links from the GPU to the NIC
 	NICToGPU [][][]int // [nic][gpu]: links from the NIC to the GPU
-	NICOrder [][]int   // per GPU, the NICs it uses, closest first; channel c uses NICOrder[g][c%len]
+	NICOrder [][]int   // per GPU, its closest NICs; a ring or tree channel c uses NICOrder[g][c%len]
+	// NICOwn is, per GPU, the NICs NCCL's ncclTopoGetLocalNet gives it channel after channel (one
+	// period; channel c uses NICOwn[g][c%len]): its share where GPUs share their closest NICs. A
+	// point-to-point connection takes it, and so does an NVLS head (NCCL's NVLS graph gives each
+	// head the NET it is the local GPU of). Nil: NICOrder.
+	NICOwn [][]int
 	// NICViaPXN[g][k] (nil: none) says GPU g's path to NIC k is of type PXN or better (PCIe-local,
 	// or through the NVLink peer that drives the NIC): a point-to-point send may then go out on
 	// the NIC its peer prefers (Cluster.RouteP2P).

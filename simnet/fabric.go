@@ -281,6 +281,8 @@ type Cluster struct {
 	mean       []LinkID
 	// first ids of the NIC, leaf, aggregation and mean-model links (rotation, orbit)
 	nicBase, leafBase, aggBase, meanBase LinkID
+	// ownNICs: collective connections take each GPU's own NICs (withOwnNICs: NVLS heads)
+	ownNICs bool
 }
 
 // maxRanks bounds the cluster size this simulator accepts.
@@ -784,14 +786,28 @@ func (c *Cluster) Route(src, dst, ch int, buf []LinkID) ([]LinkID, LinkClass) {
 	// does (coll.BuildRings, NCCL's ncclTopoPostset). Until 2026-11-30 both ends took the
 	// sender's NIC, which on a DGX H100 ring is not the receiving GPU's: every ring message into
 	// a node crossed PCIe, the CPU and PCIe again to its GPU.
-	k := c.localNIC(dg, ch)
+	ord := c.Node.NICOrder
+	if c.ownNICs {
+		ord = c.nicOwn()
+	}
+	k := ord[dg][ch%len(ord[dg])]
 	return c.routeNet(src, dst, ch, k, k, buf), ClassNet
 }
 
-// localNIC is the NIC GPU g of a node uses on channel ch (NodeModel.NICOrder).
-func (c *Cluster) localNIC(g, ch int) int {
-	ord := c.Node.NICOrder[g]
-	return ord[ch%len(ord)]
+// nicOwn is NodeModel.NICOwn, or NICOrder where the node model has none.
+func (c *Cluster) nicOwn() [][]int {
+	if c.Node.NICOwn != nil {
+		return c.Node.NICOwn
+	}
+	return c.Node.NICOrder
+}
+
+// withOwnNICs is c routing collective connections over each GPU's own NICs (NodeModel.NICOwn), as
+// NCCL's NVLS heads use them: the same links and state, shared.
+func (c *Cluster) withOwnNICs() *Cluster {
+	d := *c
+	d.ownNICs = true
+	return &d
 }
 
 // RouteP2P is Route for a point-to-point message (NCCL's send/recv connections, connIndex 1).
@@ -808,7 +824,8 @@ func (c *Cluster) RouteP2P(src, dst, ch int, buf []LinkID) ([]LinkID, LinkClass)
 	if src/G == dst/G {
 		return c.Route(src, dst, ch, buf)
 	}
-	kr, ks := c.localNIC(dg, ch), c.localNIC(sg, ch)
+	own := c.nicOwn() // NCCL's send/recv NET: ncclTopoGetLocalNet of the channel
+	kr, ks := own[dg][ch%len(own[dg])], own[sg][ch%len(own[sg])]
 	if pxn := c.Node.NICViaPXN; pxn != nil && pxn[sg][kr] {
 		ks = kr
 	}

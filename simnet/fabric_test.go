@@ -246,12 +246,12 @@ func TestHeterogeneousNICsNonBlocking(t *testing.T) {
 	}
 }
 
-// TestLocalNICs: a GPU's NIC for channel c is NCCL's (ncclTopoGetLocalNet): where two GPUs and
-// two NICs share a PCIe switch (DGX A100, DGX B200, GB200) each GPU keeps its own NIC on every
-// channel; where one GPU has two (the 16-NIC HGX H100) it takes them in turn. Until 2026-11-30 the
-// shared pairs also took both in turn, by channel parity, which is NVLSTree's tree parity: each NIC
-// then carried one tree, and on 4 DGX B200 nodes an all-reduce of 1 GiB took 8,710 µs where
-// NCCL's own model says 5,499 (now 5,771).
+// TestLocalNICs: a GPU's own NIC for channel c (NodeModel.NICOwn: point-to-point connections and
+// NVLS heads) is NCCL's (ncclTopoGetLocalNet): where two GPUs and two NICs share a PCIe switch (DGX
+// A100, DGX B200, GB200) each GPU keeps its own NIC on every channel; where one GPU has two (the
+// 16-NIC HGX H100) it takes them in turn. Until 2026-11-30 NVLS heads took both of a shared pair in
+// turn, by channel parity, which is NVLSTree's tree parity: each NIC then carried one tree, and on
+// 4 DGX B200 nodes an all-reduce of 1 GiB took 8,710 µs where NCCL's own model says 5,499.
 func TestLocalNICs(t *testing.T) {
 	for _, c := range []struct {
 		topo string
@@ -264,8 +264,12 @@ func TestLocalNICs(t *testing.T) {
 		{"dgx1-v100", [][]int{{0}, {0}, {1}, {1}, {2}, {2}, {3}, {3}}},
 	} {
 		m, _ := testMachine(t, c.topo, 2, nil, "", "")
-		require.Equal(t, c.want, m.Node.NICOrder, c.topo)
+		require.Equal(t, c.want, m.Node.NICOwn, c.topo)
 	}
+	// Rings and trees alternate a GPU's closest NICs by channel, as NCCL's search graph puts
+	// their channels on them (a dual-port NIC's two ports in turn).
+	m0, _ := testMachine(t, "dgx-b200", 2, nil, "", "")
+	require.Equal(t, []int{0, 1}, m0.Node.NICOrder[0])
 	m, _ := testMachine(t, "dgx-b200", 4, nil, "", "")
 	row, _, err := m.Run(coll.AllReduce, 1<<30, coll.Float32, coll.Sum, RunOptions{})
 	require.NoError(t, err)

@@ -98,6 +98,7 @@ func NodeFromGraph(sys *graph.System) (*NodeModel, error) {
 	m.GPUToNIC = make([][][]int, len(gpus))
 	m.NICToGPU = make([][][]int, len(nets))
 	m.NICOrder = make([][]int, len(gpus))
+	m.NICOwn = make([][]int, len(gpus))
 	m.NICViaPXN = make([][]bool, len(gpus))
 	for k, n := range nets {
 		m.NICs = append(m.NICs, NICSpec{Name: n.Name(), GBps: n.NET.Speed, LatUs: n.NET.Latency})
@@ -140,18 +141,19 @@ func NodeFromGraph(sys *graph.System) (*NodeModel, error) {
 				m.NICOrder[g] = append(m.NICOrder[g], c.k)
 			}
 		}
+		m.NICOwn[g] = m.NICOrder[g]
 		if ord := localNetOrder(sys, gn, nets); ord != nil {
-			m.NICOrder[g] = ord
+			m.NICOwn[g] = ord
 		}
 	}
 	return m, m.Validate()
 }
 
-// localNetOrder is the NICs (indexes into nets) GPU g uses channel after channel, one period of
-// NCCL's choice (graph.System.LocalNet, ncclTopoGetLocalNet): where several GPUs share their local
-// NICs each takes its own share of them (two GPUs and two NICs on one PCIe switch: one NIC each,
-// every channel), where one GPU has several it takes them in turn by channel. Nil where NCCL's
-// choice is not among nets (a GPU left out of the communicator reached it alone).
+// localNetOrder is NodeModel.NICOwn of GPU g: the NICs (indexes into nets) it uses channel after
+// channel, one period of NCCL's choice (graph.System.LocalNet, ncclTopoGetLocalNet): where several
+// GPUs share their local NICs each takes its own share of them (two GPUs and two NICs on one PCIe
+// switch: one NIC each, every channel), where one GPU has several it takes them in turn by channel.
+// Nil where NCCL's choice is not among nets (a GPU left out of the communicator reached it alone).
 func localNetOrder(sys *graph.System, g *graph.Node, nets []*graph.Node) []int {
 	k := map[int]int{}
 	for i, n := range nets {

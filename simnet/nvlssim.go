@@ -209,7 +209,7 @@ func (m *Machine) nvlsSymmetric(plan coll.Plan, tm Timing, opt RunOptions) (*Res
 	if plan.Algo != coll.NVLS && plan.Algo != coll.NVLSTree {
 		return nil, "", nil
 	}
-	e, cl, err := m.engine()
+	e, cl, err := m.engineFor(plan.Algo)
 	if err != nil {
 		return nil, "", err
 	}
@@ -562,7 +562,7 @@ func (m *Machine) lateNodeFold(plan coll.Plan, tm Timing, opt RunOptions, bounde
 	if opt.Exact || plan.Algo != coll.NVLSTree || (bounded && plan.NNodes < NVLSNodeFoldMin) {
 		return nil, "", nil
 	}
-	e, cl, err := m.engine()
+	e, cl, err := m.engineFor(plan.Algo)
 	if err != nil {
 		return nil, "", err
 	}

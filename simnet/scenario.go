@@ -212,7 +212,7 @@ func (m *Machine) backToBack(plans []coll.Plan, k int, tm Timing) (Time, error) 
 	if err != nil {
 		return 0, err
 	}
-	e, cl, err := m.engine()
+	e, cl, err := m.engineFor(plans[0].Algo)
 	if err != nil {
 		return 0, err
 	}
@@ -460,7 +460,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		case cerr == nil && opt.DryRun:
 			res, row.Mode = &Result{}, "schedule"
 		case cerr == nil:
-			e, cl, err := m.engine()
+			e, cl, err := m.engineFor(plan.Algo)
 			if err != nil {
 				return row, nil, err
 			}
@@ -853,7 +853,7 @@ func (m *Machine) steadySchedule(plan coll.Plan, tm Timing, loop int, dry bool) 
 		if err != nil {
 			return nil, err
 		}
-		e, cl, err := m.engine()
+		e, cl, err := m.engineFor(p.Algo)
 		if err != nil {
 			return nil, err
 		}
@@ -932,7 +932,7 @@ func (m *Machine) loopSaving(plan coll.Plan, loop int, steps float64, tm Timing)
 	if err != nil {
 		return 0, 0, err
 	}
-	e, cl, err := m.engine()
+	e, cl, err := m.engineFor(p.Algo)
 	if err != nil {
 		return 0, 0, err
 	}

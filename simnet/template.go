@@ -31,6 +31,17 @@ func (m *Machine) engine() (*Engine, *Cluster, error) {
 	return t.e.cloneLinks(), t.cl, nil
 }
 
+// engineFor is engine for a plan of algorithm a: NVLS and NVLSTree route their heads' network
+// connections over each GPU's own NICs (Cluster.withOwnNICs; NCCL's NVLS graph gives each head the
+// NET it is the local GPU of), every other algorithm over the rings' and trees' per channel.
+func (m *Machine) engineFor(a coll.Algo) (*Engine, *Cluster, error) {
+	e, cl, err := m.engine()
+	if err == nil && (a == coll.NVLS || a == coll.NVLSTree) {
+		cl = cl.withOwnNICs()
+	}
+	return e, cl, err
+}
+
 // cloneLinks returns an engine with e's links (capacity, latency, name and whether they are
 // relaxed; none of their traffic) and link namers, no flows and no events.
 func (e *Engine) cloneLinks() *Engine {
