@@ -154,6 +154,7 @@ func TestCopyToSelfRate(t *testing.T) {
 		res, err := SimulateP2P(e, cl, P2PSpec{Ops: self}, tm)
 		require.NoError(t, err)
 		us := res.Time.Micros()
+		t.Logf("%s %d B: simulated %.2f µs, measured %.2f", r.Tag, r.Bytes, us, r.Us)
 		require.InEpsilon(t, r.Us, us, 0.04, "%d B (copies of %d B): simulated %.2f µs, measured %.2f", r.Bytes, r.Bytes/2, us, r.Us)
 		checked++
 	}
