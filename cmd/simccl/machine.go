@@ -36,7 +36,7 @@ type machineFlags struct {
 // NCCL flags as internal/cli defines them for both binaries, then simccl's own.
 func addMachineFlags(fs *pflag.FlagSet) *machineFlags {
 	mf := &machineFlags{topo: cli.AddTopo(fs), nodes: cli.AddNodes(fs)}
-	mf.gpus = fs.Int("gpus", 0, "use the first N GPUs of each node (ranks 0..N-1, as CUDA_VISIBLE_DEVICES would); 0: all")
+	mf.gpus = fs.Int("gpus", 0, "use the first N GPUs of each node (ranks 0..N-1, as CUDA_VISIBLE_DEVICES would); 0: all. One GPU on one node is a one-rank communicator, which NCCL runs as a device memcpy (its copy to itself on every p2p channel for all-to-all and send/recv)")
 	mf.nccl = cli.AddNCCL(fs)
 	mf.nvls = fs.String("nvls", "", "NCCL_NVLS_ENABLE: auto (NCCL's rule: NVSwitch, sm >= 90, more than 2 GPUs), on or off; default $NCCL_NVLS_ENABLE")
 	mf.collNet = fs.Bool("collnet", false, "a CollNet (SHARP) plugin is present (NCCL_COLLNET_ENABLE=1): every NIC reduces in the network unless the topology marks some with coll=\"1\"; CollNetDirect, CollNetChain and NVLS across nodes are simulated")
