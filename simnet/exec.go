@@ -1286,11 +1286,9 @@ func (x *sim) copyRoute(p int32, links []LinkID, w []float64) []LinkID {
 }
 
 // buildMem gives every rank whose channels' copies to self could together ask more than
-// Timing.MemTraffic of its GPU's memory a link of that capacity (memLink): copyRate per channel
-// with such a copy.
+// Timing.MemTraffic of its GPU's memory a link of that capacity (memLink; Timing.memBinds).
 func (x *sim) buildMem() {
-	per := x.tm.copyRate()
-	if x.tm.MemTraffic <= 0 || per <= 0 {
+	if !x.tm.memBinds(len(x.s.Programs)) { // no rank has more channels than programs
 		return
 	}
 	s := x.s
@@ -1308,7 +1306,7 @@ func (x *sim) buildMem() {
 		}
 	}
 	for r, c := range copies {
-		if float64(c)*float64(per) <= float64(x.tm.MemTraffic) {
+		if !x.tm.memBinds(c) {
 			continue
 		}
 		if x.memLink == nil {
@@ -1691,6 +1689,14 @@ func (tm *Timing) copyRate() Rate {
 		return tm.CTACopy
 	}
 	return 2 * tm.CTARate
+}
+
+// memBinds reports whether a rank's copies to self on copies channels could together ask more of
+// its GPU's memory than it gives (MemTraffic), so that they must share it: both executors give such
+// a rank a memory link (sim.buildMem, p2pSim.shareMem).
+func (tm *Timing) memBinds(copies int) bool {
+	per := tm.copyRate()
+	return tm.MemTraffic > 0 && per > 0 && float64(copies)*float64(per) > float64(tm.MemTraffic)
 }
 
 // hold is the time step g holds its CTA beyond its bytes, on a rank whose CTA is modelled: a

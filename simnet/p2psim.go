@@ -1020,8 +1020,7 @@ func (x *p2pSim) shareCTA() {
 // it (memLane), two bytes a payload byte under the flat model. The schedule replay does the same
 // (sim.buildMem).
 func (x *p2pSim) shareMem() {
-	per := x.tm.copyRate() // a channel's copy traffic at most
-	if x.tm.MemTraffic <= 0 || per <= 0 || x.net.reps <= 0 {
+	if x.net.reps <= 0 || !x.tm.memBinds(len(x.net.lane)) { // no rank has more channels than programs
 		return
 	}
 	copies := make([]int, x.net.reps)
@@ -1035,7 +1034,7 @@ func (x *p2pSim) shareMem() {
 	mem := make([]LinkID, x.net.reps)
 	for r, c := range copies {
 		mem[r] = -1
-		if float64(c)*float64(per) > float64(x.tm.MemTraffic) {
+		if x.tm.memBinds(c) {
 			mem[r] = x.e.AddLink(fmt.Sprintf("mem%d", r), x.tm.MemTraffic, 0)
 		}
 	}
