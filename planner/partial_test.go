@@ -63,6 +63,17 @@ func TestPartialFiles(t *testing.T) {
 		_, err = New(Machine{Name: name, Doc: doc, Nodes: 2})
 		require.ErrorContains(t, err, "2 nodes need NICs and the topology has none", c.file)
 		require.ErrorContains(t, err, "NIC devices without <nic><net>", c.file)
+		require.ErrorContains(t, err, "--nic-speed", c.file)
+
+		// With their speed named, NCCL's plugin's view of them is filled in and the nodes plan
+		// across the network: one NET per NIC device, as the twin's.
+		nname, ndoc, err := LoadTopology(path, Settings{GPUModel: c.model, NICs: partial.NIC{Speed: 200000, GDR: true}})
+		require.NoError(t, err, c.file)
+		require.Contains(t, nname, "NICs at 200 Gb/s, GPUDirect RDMA", c.file)
+		pn, err := New(Machine{Name: nname, Doc: ndoc, Nodes: 2})
+		require.NoError(t, err, c.file)
+		require.Equal(t, len(partial.Inspect(doc).NICStubs), len(pn.System.NETs()), c.file)
+		require.Positive(t, pn.Search.Ring.NChannels, c.file)
 
 		// The search stops once its channels carry a GPU's whole NVLink bandwidth (search.cc
 		// ncclTopoCompute: nChannels × bw ≥ totalBw), and never asks for more.

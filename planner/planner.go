@@ -130,7 +130,7 @@ func New(m Machine) (*Planner, error) {
 	if m.Nodes > 1 && len(sys.NETs()) == 0 {
 		if g := partial.Inspect(m.Doc); len(g.NICStubs) > 0 {
 			// A completed partial file: the GPU model gave the GPUs, nothing gave the NICs.
-			return nil, fmt.Errorf("%s: %d nodes need NICs and the topology has none: %s, which NCCL fills from its network plugin and a GPU model does not give; add <nic><net name=… dev=… speed=…/></nic> to them to simulate several nodes",
+			return nil, fmt.Errorf("%s: %d nodes need NICs and the topology has none: %s, which NCCL fills from its network plugin and a GPU model does not give; name their speed to complete them (--nic-speed 400Gbps) or add <nic><net name=… dev=… speed=…/></nic> to them to simulate several nodes",
 				m.Name, m.Nodes, (&partial.Gaps{NICStubs: g.NICStubs}).Describe(m.Doc))
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/search"
+	"github.com/simccl/simccl/topo/partial"
 	"github.com/simccl/simccl/tuning"
 )
 
@@ -40,6 +41,11 @@ type Settings struct {
 	// the hardware it detects) as NCCL would on those GPUs. It is not an NCCL variable:
 	// SettingsFromEnv leaves it empty, and empty takes files as they are.
 	GPUModel string
+	// NICs, where its Speed is set, completes the NIC devices a partial file lists without
+	// <nic><net> as NCCL's network plugin would report them (partial.CompleteNICs): what a
+	// multi-node run of such a file needs. Not an NCCL variable either; the zero value leaves
+	// files as they are.
+	NICs partial.NIC
 }
 
 // Releases the planner has rules for (the tuning model's releases).

@@ -18,13 +18,23 @@ import (
 //
 // A partial file (GPUs left to NCCL's hardware detection, as cloud VM files are) is completed
 // from s.GPUModel as NCCL would complete it on those GPUs (partial.Complete), and its name says
-// so; without a GPU model such a file is an error that says what it lacks.
+// so; without a GPU model such a file is an error that says what it lacks. Where s.NICs gives a
+// speed, its NIC devices without <nic><net> are completed too (partial.CompleteNICs), as NCCL's
+// network plugin would report them.
 func LoadTopology(arg string, s Settings) (string, *ncclxml.Document, error) {
 	name, doc, err := loadTopology(arg, s)
 	if err != nil {
 		return "", nil, err
 	}
-	return completeTopology(name, doc, s.GPUModel)
+	name, doc, err = completeTopology(name, doc, s.GPUModel)
+	if err != nil || !(s.NICs.Speed > 0) {
+		return name, doc, err
+	}
+	done, res, err := partial.CompleteNICs(doc, s.NICs)
+	if err != nil {
+		return "", nil, err
+	}
+	return fmt.Sprintf("%s (%s)", name, res.DescribeNICs(s.NICs)), done, nil
 }
 
 func loadTopology(arg string, s Settings) (string, *ncclxml.Document, error) {

@@ -61,6 +61,34 @@ func TestGPUModelFlag(t *testing.T) {
 	rc, _, stderr = run("tune", "--topo", ndv5, "--gpu-model", "h100", "--nodes", "2")
 	require.Equal(t, 1, rc)
 	require.Contains(t, stderr, "2 nodes need NICs and the topology has none: 8 NIC devices without <nic><net> (0101:00:00.0 line 5")
+	require.Contains(t, stderr, "--nic-speed 400Gbps")
+
+	// --nic-speed completes them as NCCL's network plugin would: the 2-node plan runs, and on
+	// the NDv5 file it is the DGX H100's (8 GPUs, a 400 Gb/s NIC beside each).
+	rc, stdout, stderr = run("tune", "--topo", ndv5, "--gpu-model", "h100", "--nic-speed", "400Gbps", "--nodes", "2", "-b", "1G", "-e", "1G", "-c", "allreduce")
+	require.Equal(t, 0, rc, stderr)
+	_, twin, _ := run("tune", "--topo", "dgx-h100", "--nodes", "2", "-b", "1G", "-e", "1G", "-c", "allreduce")
+	choice := func(s string) string {
+		for _, line := range strings.Split(s, "\n") {
+			if strings.HasPrefix(line, "AllReduce:") {
+				return line
+			}
+		}
+		return ""
+	}
+	require.NotEmpty(t, choice(twin))
+	require.Equal(t, choice(twin), choice(stdout))
+	for _, bad := range [][]string{
+		{"--nic-speed", "fast"},                          // no unit
+		{"--nic-gdr=false"},                              // nothing to apply it to
+		{"--nic-speed", "100000000Gbps"},                 // past the bound
+		{"--nic-speed", "400Gbps", "--topo", "dgx-h100"}, // complete NICs: nothing to fill
+	} {
+		args := append([]string{"tune", "--topo", ndv5, "--gpu-model", "h100", "--nodes", "2"}, bad...)
+		rc, _, stderr = run(args...)
+		require.NotEqual(t, 0, rc, "%v", bad)
+		require.Contains(t, stderr, "nic", "%v", bad)
+	}
 
 	rc, _, stderr = run("tune", "--topo", "../../testdata/topos/azure-ndv2-v100-partial.xml", "--gpu-model", "v100")
 	require.Equal(t, 1, rc)

@@ -28,6 +28,7 @@ type machineFlags struct {
 	collNet   *bool
 	tunerFile *string
 	gpuModel  *string
+	nic       *cli.NICFlags
 	// searchOnly: the command needs the channel search, not the tuning model (more releases).
 	searchOnly bool
 }
@@ -42,6 +43,7 @@ func addMachineFlags(fs *pflag.FlagSet) *machineFlags {
 	mf.collNet = fs.Bool("collnet", false, "a CollNet (SHARP) plugin is present (NCCL_COLLNET_ENABLE=1): every NIC reduces in the network unless the topology marks some with coll=\"1\"; CollNetDirect, CollNetChain and NVLS across nodes are simulated")
 	mf.tunerFile = fs.String("tuner-file", "", "tuner rules (CSV: collective,minBytes,maxBytes,algorithm,protocol,channels)")
 	mf.gpuModel = cli.AddGPUModel(fs)
+	mf.nic = cli.AddNIC(fs)
 	return mf
 }
 
@@ -84,6 +86,9 @@ func (mf *machineFlags) settings(fs *pflag.FlagSet) (planner.Settings, error) {
 			return s, fmt.Errorf("%w: --gpu-model: %v", errUsage, err)
 		}
 		s.GPUModel = m.Name
+	}
+	if err := mf.nic.Apply(fs, &s); err != nil {
+		return s, err
 	}
 	return s, mf.nccl.Apply(fs, &s, mf.searchOnly)
 }

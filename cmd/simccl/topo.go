@@ -34,6 +34,7 @@ func defineTopo(fs *pflag.FlagSet) runFunc {
 	version := cli.AddNCCLVersion(fs)
 	nodes := cli.AddNodes(fs)
 	gpuModel := cli.AddGPUModel(fs)
+	nic := cli.AddNIC(fs)
 	rank := fs.Int("rank", 0, "local rank whose view is printed (GPUs outside its P2P domain are trimmed, as NCCL does)")
 	p2pDisable := fs.Bool("p2p-disable", false, "NCCL_P2P_DISABLE=1")
 	p2pLevel := fs.String("p2p-level", "", "NCCL_P2P_LEVEL (LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS)")
@@ -60,8 +61,12 @@ func defineTopo(fs *pflag.FlagSet) runFunc {
 			return fmt.Errorf("%w: --nodes %d: want 1..%d", errUsage, *nodes, graph.MaxClusterNodes)
 		}
 		// The topology as every command resolves it (file, embedded name, $NCCL_TOPO_FILE, the
-		// default; a partial file completed for --gpu-model).
-		_, doc, err := cli.LoadTopology(*topoFile, *gpuModel, planner.Settings{TopoFile: os.Getenv("NCCL_TOPO_FILE")})
+		// default; a partial file completed for --gpu-model and --nic-speed).
+		ls := planner.Settings{TopoFile: os.Getenv("NCCL_TOPO_FILE")}
+		if err := nic.Apply(fs, &ls); err != nil {
+			return err
+		}
+		_, doc, err := cli.LoadTopology(*topoFile, *gpuModel, ls)
 		if err != nil {
 			return err
 		}

@@ -45,6 +45,8 @@ var (
 	topoUsage = share("topo", "", "NCCL topology XML or an embedded name ("+strings.Join(topos.Names(), ", ")+"); default: $NCCL_TOPO_FILE, else "+topos.DefaultName)
 	gpuUsage  = share("gpu-model", "", "complete a partial topology (GPUs left to NCCL's detection, as in cloud VM files) as NCCL would on these GPUs: "+
 		strings.Join(partial.ModelNames(), ", ")+"; default: take the file as it is")
+	nicUsage  = share("nic-speed", "", "complete the NIC devices a partial topology lists without <nic><net> (as cloud VM files do) as NCCL's network plugin would report them: one port each at this speed (400Gbps, 50GB/s); needed to run such a file on several nodes; default: take the file as it is")
+	nicGDR    = share("nic-gdr", "", "with --nic-speed: GPUDirect RDMA on those NICs (NCCL's gdrSupport; false stages their traffic through host memory)")
 	nodeUsage = share("nodes", "", "number of nodes of the communicator, each with this topology (--nnodes is the same flag)")
 	fabUsage  = share("fabric", "", "fabric description between the nodes (key = value file, see docs/cluster.md); default: a non-blocking two-tier rail-optimized leaf/spine, 32 nodes a leaf, ECMP")
 	fsetUsage = share("fabric-set", "", "override one fabric key (key=value; repeatable), e.g. --fabric-set oversubscription=2")
@@ -257,6 +259,38 @@ func AddTopo(fs *pflag.FlagSet) *string { return fs.String("topo", "", topoUsage
 
 // AddGPUModel defines --gpu-model.
 func AddGPUModel(fs *pflag.FlagSet) *string { return fs.String("gpu-model", "", gpuUsage) }
+
+// NICFlags is --nic-speed and --nic-gdr.
+type NICFlags struct {
+	Speed *string
+	GDR   *bool
+}
+
+// AddNIC defines --nic-speed and --nic-gdr.
+func AddNIC(fs *pflag.FlagSet) *NICFlags {
+	return &NICFlags{Speed: fs.String("nic-speed", "", nicUsage), GDR: fs.Bool("nic-gdr", true, nicGDR)}
+}
+
+// Apply sets s.NICs from the flags: nothing without --nic-speed (--nic-gdr alone is a usage
+// error: it says something of NICs that are not being completed).
+func (n *NICFlags) Apply(fs *pflag.FlagSet, s *planner.Settings) error {
+	if strings.TrimSpace(*n.Speed) == "" {
+		if fs.Changed("nic-gdr") {
+			return Usagef("--nic-gdr applies to the NICs --nic-speed completes; give --nic-speed too")
+		}
+		return nil
+	}
+	gbps, err := simnet.ParseSpeed(*n.Speed)
+	if err != nil {
+		return Usagef("--nic-speed: %v", err)
+	}
+	mbps := gbps * 8000
+	if mbps > partial.MaxNICSpeed {
+		return Usagef("--nic-speed %s: at most %g Gb/s", *n.Speed, partial.MaxNICSpeed/1000)
+	}
+	s.NICs = partial.NIC{Speed: mbps, GDR: *n.GDR}
+	return nil
+}
 
 // LoadTopology resolves --topo as every command does: a file, else an embedded name, else (empty)
 // $NCCL_TOPO_FILE, else the default; a partial topology is completed for --gpu-model (a model

@@ -15,5 +15,9 @@
 // what they reach, and the datasheet or NCCL dump those come from. Completion fills only what is
 // missing, as NCCL does (xmlSetAttrIfUnset), and refuses, naming what is still missing, what a
 // GPU model cannot say: which devices are GPUs when the file gives no PCI class, and the
-// GPU-to-GPU wiring of an NVLink mesh. NICs are left as the file has them.
+// GPU-to-GPU wiring of an NVLink mesh. NICs are left as the file has them by Complete;
+// CompleteNICs fills the NIC devices such files list bare, given the speed NCCL's network plugin
+// would report for their ports (a GPU model does not say it), which a multi-node run needs:
+//
+//	done, nics, err := partial.CompleteNICs(done, partial.NIC{Speed: 400000, GDR: true})
 package partial
