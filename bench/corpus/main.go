@@ -8,6 +8,11 @@
 //	go build -o bin/simccl ./cmd/simccl
 //	go run ./bench/corpus -nodes 24,100 -json /tmp/corpus.json
 //	go run ./bench/corpus -run 'p5|rtx3090' -nodes 24 -args '-c alltoall'
+//	go run ./bench/corpus -complete -run partial -nodes 2,24
+//
+// -complete runs the cloud VMs' partial files (GPUs and NICs left to NCCL's detection) completed
+// with the GPU model and NIC speed of the machine each one describes (completions below), as a user
+// of those VMs would name them; without it they are refused with what they lack.
 package main
 
 import (
@@ -28,6 +33,17 @@ import (
 	"time"
 )
 
+// completions are the --gpu-model and --nic-speed of the VM each partial file of the corpus
+// describes, from the vendors' own descriptions of those VMs (testdata/topos/SOURCES.md names the
+// files): Azure ND H100 v5 — 8 H100 SXM, 8 × 400 Gb/s InfiniBand (NDR); ND A100 v4 — 8 A100 SXM,
+// 8 × 200 Gb/s InfiniBand (HDR); AWS p4d.24xlarge — 8 A100 SXM, 4 × 100 Gb/s EFA.
+var completions = map[string][]string{
+	"azure-ndv5-h100-partial.xml":          {"--gpu-model", "h100", "--nic-speed", "400Gbps"},
+	"azure-ndv4-a100-partial.xml":          {"--gpu-model", "a100", "--nic-speed", "200Gbps"},
+	"azure-ndv4-a100-partial-orig2023.xml": {"--gpu-model", "a100", "--nic-speed", "200Gbps"},
+	"aws-p4d-24xl-a100-partial.xml":        {"--gpu-model", "a100", "--nic-speed", "100Gbps"},
+}
+
 // result is one run of simccl on one file at one node count.
 type result struct {
 	File   string  `json:"file"`
@@ -37,6 +53,8 @@ type result struct {
 	PeakMB float64 `json:"peak_rss_mib"`
 	Rows   int     `json:"rows"`
 	Reason string  `json:"reason,omitempty"` // refused: simccl's first line on stderr
+	// Completed is what -complete added to the command line ("" for none).
+	Completed string `json:"completed,omitempty"`
 }
 
 func main() {
@@ -47,14 +65,15 @@ func main() {
 	args := flag.String("args", "-c all -b 8 -e 1G -f 8", "simccl run's arguments besides --topo, --nodes, --json and --progress")
 	match := flag.String("run", "", "only the files whose name matches this regular expression")
 	jsonPath := flag.String("json", "", "also write the JSON to this file")
+	complete := flag.Bool("complete", false, "complete the partial cloud VM files with their VM's GPU model and NIC speed (--gpu-model, --nic-speed)")
 	flag.Parse()
-	if err := run(*simccl, *dir, *nodesFlag, *limit, strings.Fields(*args), *match, *jsonPath); err != nil {
+	if err := run(*simccl, *dir, *nodesFlag, *limit, strings.Fields(*args), *match, *jsonPath, *complete); err != nil {
 		fmt.Fprintln(os.Stderr, "corpus:", err)
 		os.Exit(1)
 	}
 }
 
-func run(simccl, dir, nodesFlag string, limit time.Duration, args []string, match, jsonPath string) error {
+func run(simccl, dir, nodesFlag string, limit time.Duration, args []string, match, jsonPath string, complete bool) error {
 	var nodes []int
 	for _, f := range strings.Split(nodesFlag, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -80,7 +99,14 @@ func run(simccl, dir, nodesFlag string, limit time.Duration, args []string, matc
 	fmt.Printf("%-52s %5s %-8s %8s %8s %5s  %s\n", "file", "nodes", "status", "wall s", "MiB", "rows", "reason")
 	for _, f := range files {
 		for _, n := range nodes {
-			r := runOne(simccl, f, n, limit, args)
+			a := args
+			var extra []string
+			if complete {
+				extra = completions[filepath.Base(f)]
+				a = append(slices.Clone(args), extra...)
+			}
+			r := runOne(simccl, f, n, limit, a)
+			r.Completed = strings.Join(extra, " ")
 			out = append(out, r)
 			fmt.Printf("%-52s %5d %-8s %8.2f %8.0f %5d  %s\n", r.File, r.Nodes, r.Status, r.WallS, r.PeakMB, r.Rows, r.Reason)
 		}
@@ -98,7 +124,7 @@ func run(simccl, dir, nodesFlag string, limit time.Duration, args []string, matc
 		fmt.Printf("; longest that ran: %s at %d nodes, %.1f s", most.File, most.Nodes, most.WallS)
 	}
 	fmt.Println()
-	doc := map[string]any{"args": args, "timeout_s": limit.Seconds(), "results": out}
+	doc := map[string]any{"args": args, "complete": complete, "timeout_s": limit.Seconds(), "results": out}
 	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return err
