@@ -145,6 +145,16 @@ func cases() []badCase {
 		{format: "topology", name: "duplicate ranks", args: []string{"topo", "--topo", "{F}"}, files: []file{str("xml", cpuOpen+gpuPCI("0000:01:00.0", 0, nvs)+gpuPCI("0000:02:00.0", 0, nvs)+`</cpu></system>`)}, rc: 1, want: "{F}:7: duplicate rank 0 (also on line 4)"},
 		{format: "topology", name: "duplicate GPU bus ids", args: []string{"topo", "--topo", "{F}"}, files: []file{str("xml", cpuOpen+gpuPCI("0000:01:00.0", 0, nvs)+gpuPCI("0000:01:00.0", 1, nvs)+`</cpu></system>`)}, rc: 1, want: `{F}:6: <pci busid="0000:01:00.0">: GPU bus id repeated (GPU rank 0 has it, line 4)`},
 		{format: "topology", name: "net latency 1e13 µs", args: []string{"topo", "--topo", "{F}"}, files: []file{str("xml", cpuOpen+gpuPCI("0000:01:00.0", 0, "")+`<nic><net name="x" dev="0" speed="400000" latency="1e13"/></nic></cpu></system>`)}, rc: 1, want: "{F}:6: <net latency=1e+13>"},
+		{format: "topology", name: "NIC device with a bad bus id, --nic-speed", args: []string{"topo", "--topo", "{F}", "--nic-speed", "400Gbps"}, files: []file{str("xml", cpuOpen+gpuPCI("0000:01:00.0", 0, nvs)+`<pci busid="zz:1" class="0x020700"/></cpu></system>`)}, rc: 1, want: `{F}:6: <pci busid="zz:1">: "zz:1" is not a PCI bus id`},
+		{format: "topology", name: "60,000 bare NIC devices, --nic-speed", args: []string{"run", "--topo", "{F}", "--nic-speed", "400Gbps", "--nodes", "2", "-b", "1M", "-e", "1M"}, files: []file{gen("xml", func() []byte {
+			var b strings.Builder
+			b.WriteString(cpuOpen + gpuPCI("0000:01:00.0", 0, nvs))
+			for i := 0; i < 60000; i++ {
+				fmt.Fprintf(&b, `<pci busid="%04x:%02x:00.0" class="0x020700"/>`, 1+i/256, i%256)
+			}
+			b.WriteString(`</cpu></system>`)
+			return []byte(b.String())
+		})}, rc: 1, want: "{F}:6: CPU/0-0 has more than 576 links"},
 		{format: "topology", name: "PCI nesting 20,000 deep", args: []string{"topo", "--topo", "{F}"}, files: []file{str("xml", `<system version="1">`+strings.Repeat("<pci>", 20000)+strings.Repeat("</pci>", 20000)+`</system>`)}, rc: 1, want: "{F}:1: elements nested deeper than 512"},
 		{format: "topology", name: "100 kB busid", args: []string{"topo", "--topo", "{F}"}, files: []file{str("xml", cpuOpen+gpuPCI("0000:01:00.0"+long, 0, "")+`</cpu></system>`)}, rc: 1, want: "{F}:3: <pci>: bad busid"},
 		{format: "topology", name: "200,000 attributes, one element", args: []string{"topo", "--topo", "{F}"}, files: []file{gen("xml", func() []byte {
@@ -287,6 +297,9 @@ func cases() []badCase {
 		{format: "flags", name: "report --nodes 131072", args: []string{"report", "-o", os.DevNull, "--nodes", "131072"}, rc: 2, want: "--nodes: planner: 131072 nodes × 8 GPUs"},
 		{format: "flags", name: "replay --scale-ranks 1e9", args: []string{"replay", "--scale-ranks", "1000000000", trace0, trace1}, rc: 2, want: "--scale-ranks 1000000000, --nodes 1: at most 131072 ranks"},
 		{format: "flags", name: "topo --nodes 2^20+1", args: []string{"topo", "--nodes", "1048577"}, rc: 2, want: "--nodes 1048577: want 1..1048576"},
+		{format: "flags", name: "tune --nic-speed without a unit", args: []string{"tune", "--nic-speed", "400"}, rc: 2, want: `--nic-speed: bad speed "400"`},
+		{format: "flags", name: "tune --nic-speed 10^12 Gb/s", args: []string{"tune", "--nic-speed", "1000000000000Gbps"}, rc: 2, want: "--nic-speed 1000000000000Gbps: at most"},
+		{format: "flags", name: "run --nic-gdr alone", args: []string{"run", "--nic-gdr=false"}, rc: 2, want: "--nic-gdr applies to the NICs --nic-speed completes"},
 		{format: "flags", name: "run -e 2T", args: []string{"run", "-b", "8", "-e", "2T"}, rc: 2, want: "-e: 2199023255552 bytes, more than 1 TiB"},
 		{format: "flags", name: "mem -b 4T -e 4T", args: []string{"mem", "-b", "4T", "-e", "4T"}, rc: 2, want: "-b: 4398046511104 bytes, more than 1 TiB"},
 		{format: "flags", name: "run --back-to-back -1", args: append(slices.Clone(run), "--back-to-back", "-1"), rc: 2, want: "--back-to-back -1"},

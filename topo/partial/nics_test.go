@@ -131,3 +131,36 @@ func TestCompleteNICsAfterOwnNets(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// Any document: CompleteNICs errs or leaves no NIC device bare, never changes its input, and what
+// it returns reads back (the system may still refuse it, with an error).
+func FuzzCompleteNICs(f *testing.F) {
+	f.Add(`<system version="1"><cpu numaid="0" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143"><pci busid="0000:10:00.0" class="0x020700" link_speed="32.0 GT/s PCIe" link_width="16"/></cpu></system>`)
+	f.Add(`<system version="1"><cpu numaid="0"><pci busid="0001:00:00.0" class="0x030200"/><pci busid="0101:00:00.0" class="0x020000"/><nic><net name="x" dev="3"/></nic></cpu></system>`)
+	f.Fuzz(func(t *testing.T, text string) {
+		doc, err := ncclxml.ParseBytes([]byte(text), "fuzz.xml")
+		if err != nil {
+			return
+		}
+		before, _ := doc.Bytes()
+		done, res, err := CompleteNICs(doc, NIC{Speed: 400000, GDR: true})
+		after, _ := doc.Bytes()
+		if string(before) != string(after) {
+			t.Fatal("CompleteNICs changed its input")
+		}
+		if err != nil {
+			return
+		}
+		if len(Inspect(done).NICStubs) != 0 || len(res.Added) == 0 {
+			t.Fatalf("%d NIC devices left bare, %d added", len(Inspect(done).NICStubs), len(res.Added))
+		}
+		data, err := done.Bytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ncclxml.ParseBytes(data, "again.xml"); err != nil {
+			t.Fatalf("the completed document does not read back: %v", err)
+		}
+		_, _ = topo.FromXML(done, graph.Options{})
+	})
+}
