@@ -93,19 +93,11 @@ func CompleteNICs(doc *ncclxml.Document, nic NIC) (*ncclxml.Document, *NICResult
 	hosts := map[string]int{}
 	var list []stub
 	for _, p := range stubs {
-		busStr, err := cp.RequireAttr(p, "busid")
+		busStr, bus, order, err := placeOf(cp, p, hosts)
 		if err != nil {
 			return nil, nil, err
 		}
-		bus, err := ncclxml.ParseBusID(busStr)
-		if err != nil {
-			return nil, nil, cp.Errorf(p, "<pci busid=%s>: %v", ncclxml.Quote(busStr), err)
-		}
-		h := hostOf(p)
-		if _, ok := hosts[h]; !ok {
-			hosts[h] = len(hosts)
-		}
-		list = append(list, stub{pci: p, host: h, order: hosts[h], bus: bus, busStr: busStr})
+		list = append(list, stub{pci: p, host: hostOf(p), order: order, bus: bus, busStr: busStr})
 	}
 	sort.SliceStable(list, func(i, j int) bool {
 		if list[i].order != list[j].order {

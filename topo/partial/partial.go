@@ -195,22 +195,14 @@ func Complete(doc *ncclxml.Document, model string) (*ncclxml.Document, *Result, 
 		if gpu == nil && !stub {
 			continue
 		}
-		busStr, err := cp.RequireAttr(p, "busid")
+		busStr, bus, host, err := placeOf(cp, p, hosts)
 		if err != nil {
 			return nil, nil, err
-		}
-		bus, err := ncclxml.ParseBusID(busStr)
-		if err != nil {
-			return nil, nil, cp.Errorf(p, "<pci busid=%s>: %v", ncclxml.Quote(busStr), err)
-		}
-		h := hostOf(p)
-		if _, ok := hosts[h]; !ok {
-			hosts[h] = len(hosts)
 		}
 		if gpu != nil && gpu.SelectAttr("rank") != nil {
 			anyRank = true
 		}
-		cands = append(cands, &cand{pci: p, gpu: gpu, host: hosts[h], bus: bus, busStr: busStr})
+		cands = append(cands, &cand{pci: p, gpu: gpu, host: host, bus: bus, busStr: busStr})
 	}
 	if len(cands) == 0 {
 		if len(gaps.Unclassified) > 0 {
@@ -310,6 +302,25 @@ func Complete(doc *ncclxml.Document, model string) (*ncclxml.Document, *Result, 
 	}
 	cp.Doc.Indent(2)
 	return cp, res, nil
+}
+
+// placeOf is where PCI device p sits for the order NCCL's detection numbers devices in: its bus
+// id (as written and as a number) and its host, numbered in hosts by first appearance (the
+// host_hash of its <cpu>; one host where none says).
+func placeOf(cp *ncclxml.Document, p *etree.Element, hosts map[string]int) (string, int64, int, error) {
+	busStr, err := cp.RequireAttr(p, "busid")
+	if err != nil {
+		return "", 0, 0, err
+	}
+	bus, err := ncclxml.ParseBusID(busStr)
+	if err != nil {
+		return "", 0, 0, cp.Errorf(p, "<pci busid=%s>: %v", ncclxml.Quote(busStr), err)
+	}
+	h := hostOf(p)
+	if _, ok := hosts[h]; !ok {
+		hosts[h] = len(hosts)
+	}
+	return busStr, bus, hosts[h], nil
 }
 
 // hostOf is the host_hash of the <cpu> holding e ("" when none says).
