@@ -146,7 +146,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 				calls = append(calls, c)
 			}
 		}
-		h := simnet.RunHeader{Program: "simccl", Version: version(), Topology: m.Node.Name, Nodes: m.Nodes, GPUsPerNode: m.Node.NumGPUs, NRanks: m.NRanks(),
+		h := simnet.RunHeader{Program: "simccl", Version: version(), Topology: p.Name, Nodes: m.Nodes, GPUsPerNode: m.Node.NumGPUs, NRanks: m.NRanks(),
 			NChannels: p.Table.NChannels, NCCLRelease: p.Table.K.Release, DataType: dt.String(), Op: op.String(), Launch: m.Launch.String(), BackToBack: m.BackToBack}
 		if m.Nodes > 1 {
 			h.Fabric = fab.Header()

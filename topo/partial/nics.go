@@ -5,7 +5,6 @@ import (
 	"math"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/beevik/etree"
 
@@ -128,18 +127,10 @@ func CompleteNICs(doc *ncclxml.Document, nic NIC) (*ncclxml.Document, *NICResult
 	return cp, res, nil
 }
 
-// DescribeNICs says in words what CompleteNICs added ("8 NICs at 400 Gb/s: mlx5_0 (0101:00:00.0), …").
+// DescribeNICs says in words what CompleteNICs added ("8 NICs at 400 Gb/s, GPUDirect RDMA").
 func (r *NICResult) DescribeNICs(nic NIC) string {
 	if r == nil || len(r.Added) == 0 {
 		return "no NIC"
-	}
-	var s []string
-	for i, a := range r.Added {
-		if i == 3 {
-			s = append(s, "…")
-			break
-		}
-		s = append(s, fmt.Sprintf("%s (%s)", a.Name, a.BusID))
 	}
 	what := "NICs"
 	if len(r.Added) == 1 {
@@ -149,5 +140,5 @@ func (r *NICResult) DescribeNICs(nic NIC) string {
 	if !nic.GDR {
 		gdr = "no GPUDirect RDMA"
 	}
-	return fmt.Sprintf("%d %s at %s Gb/s, %s: %s", len(r.Added), what, strconv.FormatFloat(nic.Speed/1000, 'f', -1, 64), gdr, strings.Join(s, ", "))
+	return fmt.Sprintf("%d %s at %s Gb/s, %s", len(r.Added), what, strconv.FormatFloat(nic.Speed/1000, 'f', -1, 64), gdr)
 }
