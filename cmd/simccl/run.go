@@ -303,6 +303,10 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 			notes = append(notes, n)
 			lateNotes = append(lateNotes, n)
 		}
+		if n := readModeNote(rows, p); n != "" {
+			notes = append(notes, n)
+			lateNotes = append(lateNotes, n)
+		}
 		if bar != nil {
 			bar.finish()
 		}
@@ -512,6 +516,36 @@ func cachedPlanners(build func(nodes int) (*planner.Planner, error)) func(nodes 
 		built[nodes] = p
 		return p, nil
 	}
+}
+
+// readModeNote says where NCCL moves the Simple rows' data between GPUs of a node by reads (P2P
+// read mode: NCCL 2.28 p2pUseRead, sm80 GPUs joined by NVLink, where the receiver loads the
+// sender's buffer), which the simulator does not model: its traffic rates and links are write
+// mode's. Empty where no row is Simple or no GPU pair of p's nodes reads.
+func readModeNote(rows []simnet.Row, p *planner.Planner) string {
+	reads := false
+	for _, rs := range p.Transports.Read {
+		for _, r := range rs {
+			reads = reads || r
+		}
+	}
+	if !reads {
+		return ""
+	}
+	var colls []string
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if r.Proto == coll.Simple.String() && !seen[r.Coll] {
+			seen[r.Coll] = true
+			colls = append(colls, r.Coll)
+		}
+	}
+	if len(colls) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("Simple rows (%s): NCCL moves their data between these GPUs by reads over NVLink (P2P read mode, its choice on sm80), "+
+		"which the simulation does not model: it times write mode, whose costs it was measured on (forced into read mode, NCCL's rings on 2 H200 took 13–28%% more per byte; testdata/nccl/h200x2/readscan-2026-11-30.csv)",
+		strings.Join(colls, ", "))
 }
 
 // hostBoundNote names the rows whose time is the host's floor for the launch mode (Row.HostBound),

@@ -378,3 +378,30 @@ func TestCallOrder(t *testing.T) {
 	require.Equal(t, []int{5, 2, 0, 1, 3, 4}, callOrder(calls, 3, false))
 	require.Equal(t, []int{0, 1, 2, 3, 4, 5}, callOrder(calls, 1, false))
 }
+
+// The P2P read-mode note stands where NCCL reads (A100s over NVLink) and a row is Simple, and
+// nowhere else: not on Hopper, which writes, nor on A100 rows of LL alone.
+func TestReadModeNote(t *testing.T) {
+	for _, c := range []struct {
+		topo, b, e string
+		want       bool
+	}{
+		{"dgx-a100", "1G", "1G", true},
+		{"dgx-a100", "1K", "1K", false}, // Ring/LL
+		{"dgx-h100", "1G", "1G", false},
+		{"pcie-8gpu-2socket", "1G", "1G", false}, // no NVLink
+	} {
+		var doc struct {
+			Notes []string `json:"notes"`
+		}
+		require.NoError(t, json.Unmarshal(mustRun(t, "run", "--topo", c.topo, "-b", c.b, "-e", c.e, "--json", "--progress", "off"), &doc))
+		got := false
+		for _, n := range doc.Notes {
+			if strings.Contains(n, "P2P read mode") {
+				got = true
+				require.Contains(t, n, "Simple rows (all_reduce)", c.topo)
+			}
+		}
+		require.Equal(t, c.want, got, "%s %s: notes %q", c.topo, c.b, doc.Notes)
+	}
+}
