@@ -123,6 +123,8 @@ type Report struct {
 	// P2P lists point-to-point choices (send/recv, all-to-all) where they were asked for: NCCL
 	// prints no TUNING line for them.
 	P2P []P2PChoiceJSON `json:"p2p,omitempty"`
+	// Note says what NCCL does unlike the model where that is so (a one-rank communicator).
+	Note string `json:"note,omitempty"`
 }
 
 // P2PChoiceJSON is the point-to-point plan of one nccl-tests size: Transfers of the call cut

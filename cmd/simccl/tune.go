@@ -71,12 +71,22 @@ func defineTune(fs *pflag.FlagSet) runFunc {
 			}
 		}
 		table := p.Table
+		var note string
+		if p.NRanks() == 1 {
+			// NCCL 2.28 on one GPU prints no TUNING line at all (testdata/nccl/h200x1/onerank-tuning-*):
+			// a one-rank collective is a device memcpy (ncclLaunchOneRank), chosen by no model.
+			note = "one rank: NCCL prints no tuning table and makes no choice — every collective is a device memcpy; the table and choices below are its cost model's, which NCCL does not run here"
+		}
 		if *asJSON {
 			r := table.NewReport(choices)
 			r.P2P = p2p
+			r.Note = note
 			return r.WriteJSON(stdout)
 		}
 		fmt.Fprintf(stdout, "# simccl tune: %s, %d ranks on %d node(s), %d channels, NCCL %s rules\n", p.Name, p.NRanks(), p.Nodes, table.NChannels, table.K.Release)
+		if note != "" {
+			fmt.Fprintf(stdout, "# note: %s\n", note)
+		}
 		if !*noTable {
 			if err := table.WriteText(stdout, ""); err != nil {
 				return err

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // simccl tune on the 2×H200 topology prints what NCCL 2.28.9 printed there
@@ -119,4 +121,17 @@ func TestTuneCommand(t *testing.T) {
 			t.Errorf("%v: rc %d, want 2 with a message (%q)", bad, rc, errb.String())
 		}
 	}
+}
+
+// A one-rank communicator: NCCL prints no tuning table and no choice (its collectives are device
+// memcpys), and tune says so beside its model's output; a communicator of more ranks has no note.
+func TestTuneOneRankNote(t *testing.T) {
+	var one, eight struct {
+		Note string `json:"note"`
+	}
+	require.NoError(t, json.Unmarshal(mustRun(t, "tune", "--gpus", "1", "-b", "1M", "-e", "1M", "--json"), &one))
+	require.Contains(t, one.Note, "NCCL prints no tuning table")
+	require.NoError(t, json.Unmarshal(mustRun(t, "tune", "-b", "1M", "-e", "1M", "--json"), &eight))
+	require.Empty(t, eight.Note)
+	require.Contains(t, string(mustRun(t, "tune", "--gpus", "1", "-b", "1M", "-e", "1M")), "# note: one rank: NCCL prints no tuning table")
 }
