@@ -106,16 +106,45 @@ func (p *Plan) Shown() (Proto, int) {
 	return proto, nch
 }
 
-// AlgoName is the algorithm a row shows: "P2P" for point-to-point plans, which follow none.
+// AlgoName is the algorithm a row shows: "P2P" for point-to-point plans, which follow none, and
+// OneRankAlgo for a one-rank collective (OneRankCopy).
 func (p *Plan) AlgoName() string {
 	if p.Func == SendRecv || p.Func == AllToAll {
 		return "P2P"
 	}
+	if p.OneRankCopy() {
+		return OneRankAlgo
+	}
 	return p.Algo.String()
 }
 
-// Decision is "Algo/Proto/channels" as rows show a plan ("Ring/Simple/24", "P2P/LL/2").
+// OneRankAlgo and OneRankProto are what rows show for a one-rank collective: NCCL 2.28 runs it as
+// a device-to-device copy (ncclLaunchOneRank), with no algorithm, protocol or channel, and prints
+// no tuning table or choice for such a communicator (testdata/nccl/h200x1/onerank-tuning-*).
+const (
+	OneRankAlgo  = "Memcpy"
+	OneRankProto = "none"
+)
+
+// OneRankCopy reports whether p is a collective of a one-rank communicator, which NCCL runs as a
+// copy of the buffer (its plan here is the copy compiled as a schedule).
+func (p *Plan) OneRankCopy() bool {
+	return p.NRanks == 1 && p.Func != SendRecv && p.Func != AllToAll
+}
+
+// ShownNames is the algorithm, protocol and channel count a plan's row shows, as words: AlgoName
+// and Shown, and for a one-rank collective OneRankAlgo, OneRankProto and no channel.
+func (p *Plan) ShownNames() (algo, proto string, nch int) {
+	if p.OneRankCopy() {
+		return OneRankAlgo, OneRankProto, 0
+	}
+	pr, n := p.Shown()
+	return p.AlgoName(), pr.String(), n
+}
+
+// Decision is "Algo/Proto/channels" as rows show a plan ("Ring/Simple/24", "P2P/LL/2",
+// "Memcpy/none/0").
 func (p *Plan) Decision() string {
-	proto, nch := p.Shown()
-	return fmt.Sprintf("%s/%v/%d", p.AlgoName(), proto, nch)
+	algo, proto, nch := p.ShownNames()
+	return fmt.Sprintf("%s/%s/%d", algo, proto, nch)
 }

@@ -257,7 +257,8 @@ func (p *Planner) Memory(calls []MemCall, dt coll.DataType, eager bool) (*Memory
 		if err != nil {
 			return nil, fmt.Errorf("planner: memory: %s %d bytes: %w", coll.TestName(c.Func), c.Bytes, err)
 		}
-		rep.Picks = append(rep.Picks, MemPick{Coll: coll.TestName(c.Func), Bytes: c.Bytes, Algo: ch.Algo.String(), Proto: ch.Proto.String(), NChannels: ch.NChannels})
+		algo, proto, nch := ch.Shown()
+		rep.Picks = append(rep.Picks, MemPick{Coll: coll.TestName(c.Func), Bytes: c.Bytes, Algo: algo, Proto: proto, NChannels: nch})
 		if !eager {
 			algos[ch.Algo] = true
 		}

@@ -69,6 +69,9 @@ func (p *Planner) Decide(c coll.Call) (Decision, error) {
 	}
 	plan.Algo, plan.Proto, plan.NChannels, plan.ChannelLo = ch.Algo, ch.Proto, max(ch.NChannels, 1), ch.ChannelLo
 	plan.NThreads, plan.ChunkSize = ch.NThreads, ch.ChunkSize
+	// One rank: NCCL chooses nothing and copies the buffer (ncclLaunchOneRank); the model's pick
+	// above only shapes the copy's schedule here.
+	ch.OneRank = plan.OneRankCopy()
 	switch plan.Algo {
 	case coll.CollNetChain:
 		// NCCL 2.28 runs CollNetChain on the CollNet chain graph's channels: on every node the

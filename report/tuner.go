@@ -53,7 +53,8 @@ func tunePoint(p *planner.Planner, f coll.Func, size int64, n int, opt Options, 
 		return tp, "", fmt.Errorf("%s %d bytes: tuning: %w", coll.TestName(f), size, err)
 	}
 	ch := d.Choice
-	tp.Algo, tp.Proto, tp.NChannels, tp.TimeUs = ch.Algo.String(), ch.Proto.String(), ch.NChannels, float64(ch.TimeUs)
+	tp.Algo, tp.Proto, tp.NChannels = ch.Shown()
+	tp.TimeUs = float64(ch.TimeUs)
 	for a := coll.Algo(0); a < coll.NumAlgos; a++ {
 		for p := coll.Proto(0); p < coll.NumProtos; p++ {
 			if v := ch.Cost[a][p]; v >= 0 {

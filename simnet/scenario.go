@@ -630,8 +630,8 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		row.AlgBw = float64(algBytes) / (row.TimeUs * 1e-6) / 1e9
 		row.BusBw = row.AlgBw * coll.BusFactor(f, n)
 	}
-	proto, nch := plan.Shown()
-	row.Algo, row.Proto, row.NChannels, row.Events = plan.AlgoName(), proto.String(), nch, res.Events
+	row.Algo, row.Proto, row.NChannels = plan.ShownNames()
+	row.Events = res.Events
 	if substitution(plan, nccl) != "" {
 		row.NCCL = nccl.Decision()
 	}
@@ -657,7 +657,7 @@ func (m *Machine) PlanTiming(p coll.Plan) (Timing, error) {
 	if err != nil {
 		return tm, err
 	}
-	if p.NRanks == 1 && p.Func != coll.SendRecv && p.Func != coll.AllToAll && m.GPU.Memory.Copy > 0 {
+	if p.OneRankCopy() && m.GPU.Memory.Copy > 0 {
 		// NCCL runs a one-rank collective as a device-to-device cudaMemcpyAsync
 		// (ncclLaunchOneRank): no kernel, no channel; its time per call on one H200 is the
 		// memcpy's to within 0.5% from 32 MiB to 1 GiB (testdata/nccl/h200x1/onerank-*).

@@ -176,9 +176,14 @@ func (t *Table) NewReport(choices []Choice) Report {
 	r := Report{Version: t.K.Release, NRanks: t.Comm.NRanks, NNodes: t.Comm.NNodes, NChannels: t.NChannels,
 		Table: t.Cells(), Choices: []ChoiceJSON{}}
 	for _, c := range choices {
-		r.Choices = append(r.Choices, ChoiceJSON{Coll: c.Func.String(), Bytes: c.Bytes, Algo: c.Algo.String(),
-			Proto: c.Proto.String(), NChannels: c.NChannels, ChannelLo: c.ChannelLo, ChannelHi: c.ChannelHi,
-			NThreads: c.NThreads, ChunkSize: c.ChunkSize, TimeUs: round4(float64(c.TimeUs)), Override: c.Override})
+		algo, proto, nch := c.Shown()
+		cj := ChoiceJSON{Coll: c.Func.String(), Bytes: c.Bytes, Algo: algo,
+			Proto: proto, NChannels: nch, ChannelLo: c.ChannelLo, ChannelHi: c.ChannelHi,
+			NThreads: c.NThreads, ChunkSize: c.ChunkSize, TimeUs: round4(float64(c.TimeUs)), Override: c.Override}
+		if c.OneRank {
+			cj.ChannelLo, cj.ChannelHi, cj.NThreads, cj.ChunkSize, cj.TimeUs = 0, 0, 0, 0, 0
+		}
+		r.Choices = append(r.Choices, cj)
 	}
 	return r
 }

@@ -111,12 +111,30 @@ type Choice struct {
 	// PlanIndex is the call's position in the group's kernel plan (the order of NCCL's choice
 	// lines): calls are scheduled by kind (CollNet, NVLS), then (function, op, type) bin, then size.
 	PlanIndex int
+	// OneRank marks a call of a one-rank communicator, for which NCCL makes no choice (it copies
+	// the buffer: coll.OneRankAlgo) and prints no line; the fields above are what the model would
+	// pick, which the simulator compiles the copy with.
+	OneRank bool
 }
 
-// Line is NCCL's per-call TUNING line (2.28 format, rank 0).
+// Line is NCCL's per-call TUNING line (2.28 format, rank 0); for a one-rank call, which NCCL
+// prints none for, what it does instead.
 func (c Choice) Line() string {
+	if c.OneRank {
+		return fmt.Sprintf("%s: %d Bytes -> one rank: a device memcpy, no algorithm (NCCL prints no line)", c.Func, c.Bytes)
+	}
 	return fmt.Sprintf("%s: %d Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}",
 		c.Func, c.Bytes, c.Algo.LogName(), c.Proto.LogName(), c.ChannelLo, c.ChannelHi)
+}
+
+// Shown is the algorithm, protocol and channel count the choice stands for in simccl's outputs:
+// its own, or for a one-rank call coll.OneRankAlgo, coll.OneRankProto and no channel, as rows
+// show the plan (coll.Plan.ShownNames).
+func (c Choice) Shown() (algo, proto string, nch int) {
+	if c.OneRank {
+		return coll.OneRankAlgo, coll.OneRankProto, 0
+	}
+	return c.Algo.String(), c.Proto.String(), c.NChannels
 }
 
 // Select tunes one call on its own (a group of one).

@@ -187,8 +187,8 @@ func planOne(p *planner.Planner, c coll.Call, keep bool) (planOut, *coll.Schedul
 	if err != nil {
 		return planOut{}, nil, err
 	}
-	proto, nch := d.Plan.Shown()
-	o := planOut{Coll: coll.TestName(c.Func), Count: c.Count, Note: fmt.Sprintf("%s × %d node(s), %d ranks: NCCL runs %s/%v on %d channel(s)", p.Name, p.Nodes, p.NRanks(), d.Plan.AlgoName(), proto, nch)}
+	algo, proto, nch := d.Plan.ShownNames()
+	o := planOut{Coll: coll.TestName(c.Func), Count: c.Count, Note: fmt.Sprintf("%s × %d node(s), %d ranks: NCCL runs %s/%s on %d channel(s)", p.Name, p.Nodes, p.NRanks(), algo, proto, nch)}
 	if d.Choice != nil {
 		o.Note += " — " + d.Choice.Line()
 	}

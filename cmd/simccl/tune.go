@@ -75,7 +75,7 @@ func defineTune(fs *pflag.FlagSet) runFunc {
 		if p.NRanks() == 1 {
 			// NCCL 2.28 on one GPU prints no TUNING line at all (testdata/nccl/h200x1/onerank-tuning-*):
 			// a one-rank collective is a device memcpy (ncclLaunchOneRank), chosen by no model.
-			note = "one rank: NCCL prints no tuning table and makes no choice — every collective is a device memcpy; the table and choices below are its cost model's, which NCCL does not run here"
+			note = "one rank: NCCL prints no tuning table and makes no choice — every collective is a device memcpy; the table below is its cost model's, which NCCL does not compute here"
 		}
 		if *asJSON {
 			r := table.NewReport(choices)
@@ -96,7 +96,11 @@ func defineTune(fs *pflag.FlagSet) runFunc {
 			fmt.Fprintf(stdout, "# %s\n", sk)
 		}
 		for _, ch := range choices {
-			if _, err := fmt.Fprintln(stdout, ch.Line()); err != nil {
+			prefix := ""
+			if ch.OneRank {
+				prefix = "# " // not a line NCCL prints
+			}
+			if _, err := fmt.Fprintln(stdout, prefix+ch.Line()); err != nil {
 				return err
 			}
 		}

@@ -144,8 +144,7 @@ type Row struct {
 
 // Decision fills a row's plan columns from the plan run and NCCL's decision.
 func (r *Row) Decision(ran, nccl coll.Plan) {
-	proto, nch := ran.Shown()
-	r.Algo, r.Proto, r.NChannels = ran.AlgoName(), proto.String(), nch
+	r.Algo, r.Proto, r.NChannels = ran.ShownNames()
 	if d := nccl.Decision(); d != ran.Decision() {
 		r.NCCL = d
 	}
