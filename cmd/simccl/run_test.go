@@ -405,3 +405,40 @@ func TestReadModeNote(t *testing.T) {
 		require.Equal(t, c.want, got, "%s %s: notes %q", c.topo, c.b, doc.Notes)
 	}
 }
+
+// A one-rank collective shows as NCCL runs it — a memcpy, no protocol, no channel — in run's rows
+// and tune's choices; a one-rank all-to-all stays a point-to-point plan (NCCL runs its copy to self
+// on the p2p channels).
+func TestOneRankShownAsMemcpy(t *testing.T) {
+	var rj struct {
+		Rows []struct {
+			Coll      string `json:"coll"`
+			Algo      string `json:"algo"`
+			Proto     string `json:"proto"`
+			NChannels int    `json:"nchannels"`
+		} `json:"rows"`
+	}
+	require.NoError(t, json.Unmarshal(mustRun(t, "run", "--gpus", "1", "-c", "allreduce,alltoall", "-b", "1M", "-e", "1M", "--json", "--progress", "off"), &rj))
+	require.Len(t, rj.Rows, 2)
+	for _, r := range rj.Rows {
+		if r.Coll == "alltoall" {
+			require.Equal(t, "P2P", r.Algo)
+			require.Positive(t, r.NChannels)
+			continue
+		}
+		require.Equal(t, []any{"Memcpy", "none", 0}, []any{r.Algo, r.Proto, r.NChannels}, r.Coll)
+	}
+	var tj struct {
+		Choices []struct {
+			Algo      string `json:"algo"`
+			Proto     string `json:"proto"`
+			NChannels int    `json:"nchannels"`
+		} `json:"choices"`
+	}
+	require.NoError(t, json.Unmarshal(mustRun(t, "tune", "--gpus", "1", "-c", "allreduce", "-b", "1M", "-e", "1M", "--json"), &tj))
+	require.Len(t, tj.Choices, 1)
+	require.Equal(t, []any{"Memcpy", "none", 0}, []any{tj.Choices[0].Algo, tj.Choices[0].Proto, tj.Choices[0].NChannels})
+	// Two ranks: the model's choice as ever.
+	require.NoError(t, json.Unmarshal(mustRun(t, "tune", "--gpus", "2", "-c", "allreduce", "-b", "1M", "-e", "1M", "--json"), &tj))
+	require.NotEqual(t, "Memcpy", tj.Choices[0].Algo)
+}
