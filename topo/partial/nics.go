@@ -55,14 +55,7 @@ func CompleteNICs(doc *ncclxml.Document, nic NIC) (*ncclxml.Document, *NICResult
 	if !(nic.Speed > 0) || nic.Speed > MaxNICSpeed || math.IsInf(nic.Speed, 0) {
 		return nil, nil, fmt.Errorf("partial: NIC speed %g Mb/s: want more than 0 and at most %g", nic.Speed, float64(MaxNICSpeed))
 	}
-	if doc == nil || doc.Root() == nil || doc.Kind() != ncclxml.KindSystem {
-		return nil, nil, fmt.Errorf("partial: no topology (<system>) to complete")
-	}
-	data, err := doc.Bytes()
-	if err != nil {
-		return nil, nil, err
-	}
-	cp, err := ncclxml.ParseBytes(data, doc.Name)
+	cp, err := systemCopy(doc)
 	if err != nil {
 		return nil, nil, err
 	}

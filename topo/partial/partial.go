@@ -167,14 +167,7 @@ func Complete(doc *ncclxml.Document, model string) (*ncclxml.Document, *Result, 
 	if err != nil {
 		return nil, nil, err
 	}
-	if doc == nil || doc.Root() == nil || doc.Kind() != ncclxml.KindSystem {
-		return nil, nil, fmt.Errorf("partial: no topology (<system>) to complete")
-	}
-	data, err := doc.Bytes()
-	if err != nil {
-		return nil, nil, err
-	}
-	cp, err := ncclxml.ParseBytes(data, doc.Name)
+	cp, err := systemCopy(doc)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -302,6 +295,19 @@ func Complete(doc *ncclxml.Document, model string) (*ncclxml.Document, *Result, 
 	}
 	cp.Doc.Indent(2)
 	return cp, res, nil
+}
+
+// systemCopy is a copy of the topology document doc to complete (parsed again from its bytes, so
+// that line numbers in errors stay the file's), or an error where doc is no topology.
+func systemCopy(doc *ncclxml.Document) (*ncclxml.Document, error) {
+	if doc == nil || doc.Root() == nil || doc.Kind() != ncclxml.KindSystem {
+		return nil, fmt.Errorf("partial: no topology (<system>) to complete")
+	}
+	data, err := doc.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	return ncclxml.ParseBytes(data, doc.Name)
 }
 
 // placeOf is where PCI device p sits for the order NCCL's detection numbers devices in: its bus
