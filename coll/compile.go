@@ -700,7 +700,7 @@ func (b *builder) addOp(p *Plan) error {
 	case SendRecv, AllToAll:
 		return b.p2p(p)
 	}
-	if n == 1 {
+	if p.OneRankCopy() {
 		// NCCL runs a single-rank collective as a local copy (ncclLaunchOneRank).
 		b.emit(&chunking{proto: p.Proto, elt: elt, slicesPerChk: 1, stepsPerSlice: 1}, call{
 			prim: Copy, src: &BufRef{Buf: BufSend}, dst: &BufRef{Buf: BufRecv}, nelem: p.Count, postOp: true})
