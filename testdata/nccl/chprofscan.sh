@@ -1,0 +1,38 @@
+#!/bin/bash
+# NCCL 2.28 on 2 H200 (kind nvidia-h200-x2, one process per GPU): when each channel of each call's
+# kernel starts and stops on the GPU, from NCCL's own kernel-channel timestamps (testdata/nccl/chprof.c,
+# an NCCL profiler plugin), and so the GPU's idle time between back-to-back calls.
+#   bash testdata/nccl/chprofscan.sh OUT  ->  OUT/chprofscan.{csv,log}, OUT/<run>/chprof.PID.csv.gz
+# Runs (tag: what; CHPROF_MIN_BYTES is count × 4):
+#   ring24_prof / ring24_noprof  Ring/Simple all_gather, reduce_scatter (and reduce: COLLS matches by
+#                                substring) on 24 channels to 8 GiB, calls of >= 16 MiB; the same without the plugin
+#   p2p_prof / p2p_noprof        send/recv to 2 GiB, calls of >= 16 MiB; the same without the plugin
+#   p2p_all, a2a_all             send/recv and all-to-all to 128 MiB, every call
+#   p2p_ck256, p2p_ck1m, p2p_ch8 send/recv to 64 MiB, calls of >= 256 KiB, with NCCL_P2P_NVL_CHUNKSIZE
+#                                256 KiB and 1 MiB (NCCL's default 512 KiB), and NCCL_MAX_P2P_NCHANNELS=8
+set -u
+O=$1; mkdir -p "$O"
+CSV=$O/chprofscan.csv; LOG=$O/chprofscan.log; MAXEXP=33
+. "$(dirname "$0")/scan_common.sh"
+log_gpus
+gcc -O2 -shared -fPIC -o /tmp/libchprof.so "$D/chprof.c" -lpthread 2>&1 | tail -3
+P="NCCL_PROFILER_PLUGIN=/tmp/libchprof.so"
+RING="NCCL_ALGO=Ring NCCL_PROTO=Simple NCCL_MIN_NCHANNELS=24 NCCL_MAX_NCHANNELS=24"
+prof() {  # prof TAG MINBYTES ENV...: run TAG with the plugin writing into $O/TAG
+  local tag=$1 min=$2; shift 2
+  mkdir -p "$O/$tag"
+  run "$tag" NPROCS=$NP $P CHPROF_MIN_BYTES=$min CHPROF_DIR="$O/$tag" "$@"
+  gzip -9f "$O/$tag"/*.csv 2>/dev/null
+}
+MAXEXP=26 run chprof_info NPROCS=$NP COLLS=all_gather $RING $P CHPROF_DIR=/tmp NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV NCCL_DEBUG_FILE=/tmp/chprof.%p.log
+grep -ih "profiler" /tmp/chprof.*.log 2>/dev/null | sort | uniq -c | head -5 >> "$LOG"
+prof ring24_prof 16777216 COLLS=all_gather,reduce_scatter $RING
+run ring24_noprof NPROCS=$NP COLLS=all_gather,reduce_scatter $RING
+MAXEXP=31 prof p2p_prof 16777216 COLLS=sendrecv
+MAXEXP=31 run p2p_noprof NPROCS=$NP COLLS=sendrecv
+MAXEXP=27 prof p2p_all 0 COLLS=sendrecv
+MAXEXP=27 prof a2a_all 0 COLLS=alltoall
+MAXEXP=26 prof p2p_ck256 262144 COLLS=sendrecv NCCL_P2P_NVL_CHUNKSIZE=262144
+MAXEXP=26 prof p2p_ck1m 262144 COLLS=sendrecv NCCL_P2P_NVL_CHUNKSIZE=1048576
+MAXEXP=26 prof p2p_ch8 262144 COLLS=sendrecv NCCL_MAX_P2P_NCHANNELS=8
+echo "done $(date -u +%T)" >> "$LOG"
