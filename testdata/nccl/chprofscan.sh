@@ -10,6 +10,10 @@
 #   p2p_all, a2a_all             send/recv and all-to-all to 128 MiB, every call
 #   p2p_ck256, p2p_ck1m, p2p_ch8 send/recv to 64 MiB, calls of >= 256 KiB, with NCCL_P2P_NVL_CHUNKSIZE
 #                                256 KiB and 1 MiB (NCCL's default 512 KiB), and NCCL_MAX_P2P_NCHANNELS=8
+#   p2p_spin, a2a_spin           send/recv and all-to-all to 128 MiB, calls of >= 1 MiB, every timed call
+#                                enqueued behind a 40 ms spin kernel (the host out of the way; HOSTTIME=1
+#                                adds rows of the host's enqueue time per call); p2p_nospin the same unprofiled
+#                                and without the spin
 set -u
 O=$1; mkdir -p "$O"
 CSV=$O/chprofscan.csv; LOG=$O/chprofscan.log; MAXEXP=33
@@ -35,4 +39,7 @@ MAXEXP=27 prof a2a_all 0 COLLS=alltoall
 MAXEXP=26 prof p2p_ck256 262144 COLLS=sendrecv NCCL_P2P_NVL_CHUNKSIZE=262144
 MAXEXP=26 prof p2p_ck1m 262144 COLLS=sendrecv NCCL_P2P_NVL_CHUNKSIZE=1048576
 MAXEXP=26 prof p2p_ch8 262144 COLLS=sendrecv NCCL_MAX_P2P_NCHANNELS=8
+MAXEXP=27 prof p2p_spin 1048576 COLLS=sendrecv SPIN_US=40000 HOSTTIME=1
+MAXEXP=27 prof a2a_spin 1048576 COLLS=alltoall SPIN_US=40000 HOSTTIME=1
+MAXEXP=27 run p2p_nospin NPROCS=$NP COLLS=sendrecv HOSTTIME=1
 echo "done $(date -u +%T)" >> "$LOG"
