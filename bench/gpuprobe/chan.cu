@@ -31,7 +31,7 @@ constexpr int kMaxChannels = 24;
 constexpr int kMaxSlices = 40;
 constexpr size_t kMaxSlice = 512 << 10;
 
-#include "simple.cuh"  // copyOut, sendSlice, recvSlice, kSlots, median, twoPeers, bothTimed
+#include "simple.cuh"  // copyOut, sendSlice, recvSlice, kSlots, median, twoPeers, allocRing, bothTimed
 
 // mode: 0 rs, 1 ag, 2 push. Channel c = blockIdx.x.
 __global__ void ring(const float4* src0, float4* dst0, float4* myFifo0, float4* peerFifo0,
@@ -59,22 +59,12 @@ __global__ void ring(const float4* src0, float4* dst0, float4* myFifo0, float4* 
 
 int main() {
   if (!twoPeers()) return 1;
-  const size_t perCh = kMaxSlice * kMaxSlices;
-  float4 *src[2], *dst[2], *fifo[2];
-  unsigned long long* flags[2];
   const size_t flagBytes = (size_t)2 * kMaxChannels * kFlagStride * sizeof(unsigned long long);
-  cudaStream_t st[2];
-  cudaEvent_t e0[2], e1[2];
-  for (int d = 0; d < 2; d++) {
-    CK(cudaSetDevice(d));
-    CK(cudaMalloc(&src[d], perCh * kMaxChannels));
-    CK(cudaMalloc(&dst[d], 2 * perCh * kMaxChannels));
-    CK(cudaMalloc(&fifo[d], kMaxSlice * kSlots * kMaxChannels));
-    CK(cudaMalloc(&flags[d], flagBytes));
-    CK(cudaMemset(src[d], 0, perCh * kMaxChannels));
-    CK(cudaStreamCreateWithFlags(&st[d], cudaStreamNonBlocking));
-    CK(cudaEventCreate(&e0[d])); CK(cudaEventCreate(&e1[d]));
-  }
+  TwoGPURing r = allocRing(kMaxChannels, kMaxSlice, kMaxSlices, flagBytes);
+  auto &src = r.src, &dst = r.dst, &fifo = r.fifo;
+  auto &flags = r.flags;
+  auto &st = r.st;
+  auto &e0 = r.e0, &e1 = r.e1;
   printf("mode,fence,channels,slice_bytes,slices,us\n");
   const char* names[] = {"rs", "ag", "push"};
   const size_t sizes[] = {128 << 10, 512 << 10};

@@ -32,7 +32,7 @@ constexpr int kSrcSlices = 40;     // source slices held per channel; slice k re
 constexpr int kMaxSlices = 640;
 constexpr size_t kMaxSlice = 1 << 20;
 
-#include "simple.cuh"  // copyOut, sendSlice, recvSlice, kSlots, median, twoPeers, bothTimed
+#include "simple.cuh"  // copyOut, sendSlice, recvSlice, kSlots, median, twoPeers, allocRing, bothTimed
 
 __device__ unsigned long long globalNs() {
   unsigned long long t;
@@ -73,23 +73,13 @@ int main(int argc, char** argv) {
   FILE* out = fopen((dir + "/drift.csv").c_str(), "w");
   FILE* tsOut = fopen((dir + "/drift_ts.csv").c_str(), "w");
   if (!out || !tsOut) { fprintf(stderr, "cannot write in %s\n", dir.c_str()); return 1; }
-  const size_t perCh = kMaxSlice * kSrcSlices;
-  float4 *src[2], *dst[2], *fifo[2];
-  unsigned long long* flags[2];
-  unsigned long long* ts = nullptr;
   const size_t flagBytes = (size_t)2 * kMaxChannels * kFlagStride * sizeof(unsigned long long);
-  cudaStream_t st[2];
-  cudaEvent_t e0[2], e1[2];
-  for (int d = 0; d < 2; d++) {
-    CK(cudaSetDevice(d));
-    CK(cudaMalloc(&src[d], perCh * kMaxChannels));
-    CK(cudaMalloc(&dst[d], 2 * perCh * kMaxChannels));
-    CK(cudaMalloc(&fifo[d], kMaxSlice * kSlots * kMaxChannels));
-    CK(cudaMalloc(&flags[d], flagBytes));
-    CK(cudaMemset(src[d], 0, perCh * kMaxChannels));
-    CK(cudaStreamCreateWithFlags(&st[d], cudaStreamNonBlocking));
-    CK(cudaEventCreate(&e0[d])); CK(cudaEventCreate(&e1[d]));
-  }
+  TwoGPURing r = allocRing(kMaxChannels, kMaxSlice, kSrcSlices, flagBytes);
+  auto &src = r.src, &dst = r.dst, &fifo = r.fifo;
+  auto &flags = r.flags;
+  auto &st = r.st;
+  auto &e0 = r.e0, &e1 = r.e1;
+  unsigned long long* ts = nullptr;
   CK(cudaSetDevice(0));
   CK(cudaMalloc(&ts, sizeof(unsigned long long) * kMaxChannels * kMaxSlices));
   std::vector<unsigned long long> host(kMaxChannels * kMaxSlices);

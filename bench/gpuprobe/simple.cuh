@@ -85,6 +85,35 @@ static bool twoPeers() {
   return true;
 }
 
+// TwoGPURing is what a 2-rank ring probe holds on each of the two GPUs: the channels' sources
+// (slices × maxSlice bytes each, zeroed), outputs (twice that), FIFOs (kSlots slices each) and
+// flags (flagBytes in all), a stream and the two events bothTimed records.
+struct TwoGPURing {
+  float4 *src[2], *dst[2], *fifo[2];
+  unsigned long long* flags[2];
+  size_t flagBytes;
+  cudaStream_t st[2];
+  cudaEvent_t e0[2], e1[2];
+};
+
+// allocRing allocates a TwoGPURing of `channels` channels. CK is the including file's error check.
+static TwoGPURing allocRing(int channels, size_t maxSlice, int slices, size_t flagBytes) {
+  TwoGPURing r;
+  r.flagBytes = flagBytes;
+  const size_t perCh = maxSlice * slices;
+  for (int d = 0; d < 2; d++) {
+    CK(cudaSetDevice(d));
+    CK(cudaMalloc(&r.src[d], perCh * channels));
+    CK(cudaMalloc(&r.dst[d], 2 * perCh * channels));
+    CK(cudaMalloc(&r.fifo[d], maxSlice * kSlots * channels));
+    CK(cudaMalloc(&r.flags[d], flagBytes));
+    CK(cudaMemset(r.src[d], 0, perCh * channels));
+    CK(cudaStreamCreateWithFlags(&r.st[d], cudaStreamNonBlocking));
+    CK(cudaEventCreate(&r.e0[d])); CK(cudaEventCreate(&r.e1[d]));
+  }
+  return r;
+}
+
 // bothTimed times one launch on each of the two GPUs at once, 6 times over: before each, both
 // GPUs' flags (flagBytes from flags[d]) are zeroed and both GPUs synchronised; launch(d) then
 // enqueues GPU d's kernel on st[d] between the events e0[d] and e1[d]. It returns the median of

@@ -27,7 +27,7 @@
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
   fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
-#include "simple.cuh"  // copyOut, sendSlice, recvSlice, kSlots, median, twoPeers, bothTimed
+#include "simple.cuh"  // copyOut, sendSlice, recvSlice, kSlots, median, twoPeers, allocRing, bothTimed
 
 __global__ void ring(const float4* src, float4* dst, float4* myFifo, float4* peerFifo,
                      volatile unsigned long long* myTail, volatile unsigned long long* peerTail,
@@ -44,20 +44,12 @@ int main() {
   if (!twoPeers()) return 1;
   const size_t maxSlice = 1 << 20;
   const int maxSlices = 40;
-  float4 *src[2], *dst[2], *fifo[2];
-  unsigned long long* flags[2];  // [0] tail (written by the peer), [1] head (written by the peer)
-  cudaStream_t st[2];
-  cudaEvent_t e0[2], e1[2];
-  for (int d = 0; d < 2; d++) {
-    CK(cudaSetDevice(d));
-    CK(cudaMalloc(&src[d], maxSlice * maxSlices));
-    CK(cudaMalloc(&dst[d], 2 * maxSlice * maxSlices));
-    CK(cudaMalloc(&fifo[d], maxSlice * kSlots));
-    CK(cudaMalloc(&flags[d], 2 * sizeof(unsigned long long)));
-    CK(cudaMemset(src[d], 0, maxSlice * maxSlices));
-    CK(cudaStreamCreateWithFlags(&st[d], cudaStreamNonBlocking));
-    CK(cudaEventCreate(&e0[d])); CK(cudaEventCreate(&e1[d]));
-  }
+  // flags: [0] tail (written by the peer), [1] head (written by the peer)
+  TwoGPURing r = allocRing(1, maxSlice, maxSlices, 2 * sizeof(unsigned long long));
+  auto &src = r.src, &dst = r.dst, &fifo = r.fifo;
+  auto &flags = r.flags;
+  auto &st = r.st;
+  auto &e0 = r.e0, &e1 = r.e1;
   printf("mode,fence,group,slice_bytes,slices,us\n");
   const size_t sizes[] = {64 << 10, 256 << 10, 1 << 20};
   for (int ag = 1; ag >= 0; ag--)
