@@ -50,7 +50,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 	ecmpMean := fs.Bool("ecmp-mean", false, "let the ECMP mean model stand even on an oversubscribed fabric (fast, but it ignores hash collisions on links that bind: tens of percent off, see docs/cluster.md)")
 	launch := fs.String("launch", "per-gpu", "how the host launches each call: per-gpu (one process or thread per GPU, as torchrun and mpirun … -g 1), per-node (one thread drives every GPU of its node, as nccl-tests -g 8: a call costs at least NCCL's host enqueue on every GPU, 10.22 µs for the first and 7.93 µs for each other, 65.7 µs for 8 GPUs; per-gpu: at least one enqueue, 10.22 µs), graph (CUDA graph replays, nccl-tests -G: no host floor, and a kernel starts 0.6 µs sooner than from a stream); measured with NCCL 2.28 on H200 and H100 (docs/cluster.md)")
 	loop := fs.Int("back-to-back", 0, "time each call as the steady call of a loop of this many back-to-back launches, as nccl-tests reports it (1: one call alone); 0: nccl-tests' loop (3 calls) for broadcast and reduce, whose chain the loop overlaps, one call for the others, which the loop changes by under 0.3% (docs/cluster.md); schedule replays only, the mode says \"back-to-back\"; the loop replays N copies of the call's schedule, within coll's limit of 5,000,000 steps")
-	exact := fs.Bool("exact", false, "replay exactly: no approximation (ecmp-mean, unchecked, rate-interval-N, latency-mean, ring-coarse-K, tree-steady-C, schedule-steady, nvls-symmetric-steady, nvlstree-fold, switch-bound, nodes-steady, sizes-steady modes; see docs/cluster.md), whatever it costs")
+	exact := fs.Bool("exact", false, "replay exactly: no approximation (ecmp-mean, unchecked, rate-interval-N, latency-mean, ring-coarse-K, tree-steady-C, schedule-steady, nvls-symmetric-steady, nvlstree-fold, switch-bound, nodes-steady, sizes-steady modes; see docs/cluster.md), whatever it costs; an NVLS or NVLSTree call that only an approximation can time runs NCCL's choice among Ring and Tree instead, and its row and a note say so")
 	return func(stdout, stderr io.Writer) error {
 		if *cpuProfile != "" {
 			f, err := os.Create(*cpuProfile)
@@ -294,6 +294,11 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 					lateNotes = append(lateNotes, n)
 				}
 			}
+			if n := substNote(row, c.planNote, *exact); n != "" && !noteSeen[n] {
+				noteSeen[n] = true
+				notes = append(notes, n)
+				lateNotes = append(lateNotes, n)
+			}
 			if len(c.res.Ops) > 0 {
 				traced = append(traced, simnet.Traced{Label: fmt.Sprintf("%s %d", row.Coll, c.size), Ops: c.res.Ops, Offset: offset, Names: c.res.LinkName})
 				offset += c.res.Time + simnet.Microsecond
@@ -522,6 +527,23 @@ func cachedPlanners(build func(nodes int) (*planner.Planner, error)) func(nodes 
 // read mode: NCCL 2.28 p2pUseRead, sm80 GPUs joined by NVLink, where the receiver loads the
 // sender's buffer), which the simulator does not model: its traffic rates and links are write
 // mode's. Empty where no row is Simple or no GPU pair of p's nodes reads.
+// substNote explains a row that simulates another algorithm than NCCL's where planning did not
+// foresee it (planNote empty): the call has no replay at its size, and with --exact none of the
+// approximate modes that would time NCCL's algorithm may stand, so the row runs NCCL's choice among
+// the algorithms the compact executors replay (Ring, Tree). The table's header gets its "nccl
+// runs" column only where planning foresees a substitution, so the note also names that column.
+func substNote(row simnet.Row, planNote string, exact bool) string {
+	if row.NCCL == "" || planNote != "" {
+		return ""
+	}
+	why := "no replay of it fits this call"
+	if exact {
+		why = "--exact cannot replay it at this size (only the approximate modes time it: run without --exact)"
+	}
+	return fmt.Sprintf("%s from %d bytes: NCCL runs %s, but %s; the row simulates %s/%s/%d instead and its last column (nccl runs) says what NCCL runs",
+		row.Coll, row.Bytes, row.NCCL, why, row.Algo, row.Proto, row.NChannels)
+}
+
 func readModeNote(rows []simnet.Row, p *planner.Planner) string {
 	reads := false
 	for _, rs := range p.Transports.Read {

@@ -442,3 +442,50 @@ func TestOneRankShownAsMemcpy(t *testing.T) {
 	require.NoError(t, json.Unmarshal(mustRun(t, "tune", "--gpus", "2", "-c", "allreduce", "-b", "1M", "-e", "1M", "--json"), &tj))
 	require.NotEqual(t, "Memcpy", tj.Choices[0].Algo)
 }
+
+// A row that simulates another algorithm than NCCL's where planning did not foresee it (with
+// --exact, an NVLSTree call no exact replay fits) says why in a note, in the table and the JSON;
+// without --exact the same call is timed as NVLSTree by an approximate mode and has no such note.
+func TestExactSubstitutionNote(t *testing.T) {
+	for _, exact := range []bool{true, false} {
+		args := []string{"run", "--nodes", "32", "-b", "4G", "-e", "4G", "--json", "--progress", "off"}
+		if exact {
+			args = append(args, "--exact")
+		}
+		var doc struct {
+			Rows []struct {
+				Algo string `json:"algo"`
+				NCCL string `json:"nccl"`
+			} `json:"rows"`
+			Notes []string `json:"notes"`
+		}
+		require.NoError(t, json.Unmarshal(mustRun(t, args...), &doc))
+		require.Len(t, doc.Rows, 1)
+		var note string
+		for _, n := range doc.Notes {
+			if strings.Contains(n, "NCCL runs NVLSTree") {
+				note = n
+			}
+		}
+		if !exact {
+			require.Equal(t, "NVLSTree", doc.Rows[0].Algo)
+			require.Empty(t, note, "notes %q", doc.Notes)
+			continue
+		}
+		require.Equal(t, "Ring", doc.Rows[0].Algo)
+		require.Equal(t, "NVLSTree/Simple/16", doc.Rows[0].NCCL)
+		require.Contains(t, note, "--exact cannot replay it at this size")
+		require.Contains(t, note, "simulates Ring/Simple/16 instead")
+	}
+	table := string(mustRun(t, "run", "--nodes", "32", "-b", "4G", "-e", "4G", "--exact", "--progress", "off"))
+	require.Contains(t, table, "# note: all_reduce from 4294967296 bytes: NCCL runs NVLSTree/Simple/16, but --exact")
+}
+
+func TestSubstNote(t *testing.T) {
+	row := simnet.Row{Coll: "all_reduce", Bytes: 1 << 30, Algo: "Tree", Proto: "Simple", NChannels: 16, NCCL: "NVLSTree/Simple/32"}
+	require.Contains(t, substNote(row, "", false), "no replay of it fits this call; the row simulates Tree/Simple/16 instead")
+	require.Contains(t, substNote(row, "", true), "--exact cannot replay it")
+	require.Empty(t, substNote(row, "NVLS is off", false), "planning's own note explains it")
+	row.NCCL = ""
+	require.Empty(t, substNote(row, "", true), "NCCL's own choice simulated")
+}
