@@ -139,9 +139,11 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 		for _, f := range funcs {
 			for _, size := range sizes {
 				c := runCall{f: f, size: size}
-				if _, note, err := m.Plan(f, size, dt, op); err == nil {
+				if pl, note, err := m.Plan(f, size, dt, op); err == nil {
 					c.planNote = note
-					subst = subst || note != ""
+					// With --exact an NVLS or NVLSTree call past its replays runs Ring or Tree
+					// instead (substNote): the column may be needed, which only simulating tells.
+					subst = subst || note != "" || (*exact && (pl.Algo == coll.NVLS || pl.Algo == coll.NVLSTree))
 				}
 				calls = append(calls, c)
 			}

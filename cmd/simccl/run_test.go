@@ -479,6 +479,7 @@ func TestExactSubstitutionNote(t *testing.T) {
 	}
 	table := string(mustRun(t, "run", "--nodes", "32", "-b", "4G", "-e", "4G", "--exact", "--progress", "off"))
 	require.Contains(t, table, "# note: all_reduce from 4294967296 bytes: NCCL runs NVLSTree/Simple/16, but --exact")
+	require.Contains(t, table, "nccl runs", "the header names the column the row fills")
 }
 
 func TestSubstNote(t *testing.T) {
