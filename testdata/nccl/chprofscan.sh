@@ -14,6 +14,8 @@
 #                                enqueued behind a 40 ms spin kernel (the host out of the way; HOSTTIME=1
 #                                adds rows of the host's enqueue time per call); p2p_nospin the same unprofiled
 #                                and without the spin
+#   p2pmarker                    testdata/nccl/p2pmarker.cu with the plugin: a marker kernel before and
+#                                after each send/recv group, one process for both GPUs, 1-128 MiB
 set -u
 O=$1; mkdir -p "$O"
 CSV=$O/chprofscan.csv; LOG=$O/chprofscan.log; MAXEXP=33
@@ -42,4 +44,9 @@ MAXEXP=26 prof p2p_ch8 262144 COLLS=sendrecv NCCL_MAX_P2P_NCHANNELS=8
 MAXEXP=27 prof p2p_spin 1048576 COLLS=sendrecv SPIN_US=40000 HOSTTIME=1
 MAXEXP=27 prof a2a_spin 1048576 COLLS=alltoall SPIN_US=40000 HOSTTIME=1
 MAXEXP=27 run p2p_nospin NPROCS=$NP COLLS=sendrecv HOSTTIME=1
+mkdir -p "$O/p2pmarker"
+nvcc -O2 -o /tmp/p2pmarker "$D/p2pmarker.cu" -I"$inc" -L"$lib" -lnccl -Xlinker -rpath="$lib" 2>&1 | tail -3
+NCCL_PROFILER_PLUGIN=/tmp/libchprof.so CHPROF_DIR="$O/p2pmarker" CHPROF_MIN_BYTES=1048576 timeout 120 /tmp/p2pmarker \
+  > "$O/p2pmarker/markers.csv" 2>> "$LOG" || echo "failed: p2pmarker" >> "$LOG"
+gzip -9f "$O/p2pmarker"/chprof.*.csv 2>/dev/null
 echo "done $(date -u +%T)" >> "$LOG"
