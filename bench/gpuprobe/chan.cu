@@ -31,29 +31,22 @@ constexpr int kMaxChannels = 24;
 constexpr int kMaxSlices = 40;
 constexpr size_t kMaxSlice = 512 << 10;
 
-#include "simple.cuh"  // copyOut, sendSlice, recvSlice, kSlots, median, twoPeers, allocRing, bothTimed
+#include "simple.cuh"  // copyOut, sendSlice, recvSlice, kSlots, channelRing, median, twoPeers, allocRing, bothTimed
 
 // mode: 0 rs, 1 ag, 2 push. Channel c = blockIdx.x.
 __global__ void ring(const float4* src0, float4* dst0, float4* myFifo0, float4* peerFifo0,
                      volatile unsigned long long* myFlags, volatile unsigned long long* peerFlags,
                      int slices, size_t n, int mode, int fence) {
-  const int c = blockIdx.x;
-  const float4* src = src0 + (size_t)c * kMaxSlices * (kMaxSlice / 16);
-  float4* dst = dst0 + (size_t)c * 2 * kMaxSlices * (kMaxSlice / 16);
-  float4* myFifo = myFifo0 + (size_t)c * kSlots * (kMaxSlice / 16);
-  float4* peerFifo = peerFifo0 + (size_t)c * kSlots * (kMaxSlice / 16);
-  volatile unsigned long long* myTail = myFlags + (2 * c) * kFlagStride;
-  volatile unsigned long long* myHead = myFlags + (2 * c + 1) * kFlagStride;
-  volatile unsigned long long* peerTail = peerFlags + (2 * c) * kFlagStride;
-  volatile unsigned long long* peerHead = peerFlags + (2 * c + 1) * kFlagStride;
+  const ChannelRing r = channelRing(blockIdx.x, src0, dst0, myFifo0, peerFifo0, myFlags, peerFlags, kMaxSlices,
+                                    kMaxSlice, kFlagStride);
   if (mode == 2) {  // the data path alone
-    for (int k = 0; k < slices; k++) copyOut(src + (size_t)k * n, nullptr, peerFifo + (size_t)(k % kSlots) * n, nullptr, n);
+    for (int k = 0; k < slices; k++) copyOut(r.src + (size_t)k * n, nullptr, r.peerFifo + (size_t)(k % kSlots) * n, nullptr, n);
     return;
   }
   const bool ag = mode == 1;
   for (int k = 0; k < slices; k++) {
-    sendSlice(src, dst, peerFifo, myHead, peerTail, k, n, ag, fence);
-    recvSlice(src, dst, myFifo, myTail, peerHead, k, slices, n, ag);
+    sendSlice(r.src, r.dst, r.peerFifo, r.myHead, r.peerTail, k, n, ag, fence);
+    recvSlice(r.src, r.dst, r.myFifo, r.myTail, r.peerHead, k, slices, n, ag);
   }
 }
 

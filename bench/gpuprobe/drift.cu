@@ -32,7 +32,7 @@ constexpr int kSrcSlices = 40;     // source slices held per channel; slice k re
 constexpr int kMaxSlices = 640;
 constexpr size_t kMaxSlice = 1 << 20;
 
-#include "simple.cuh"  // copyOut, sendSlice, recvSlice, kSlots, median, twoPeers, allocRing, bothTimed
+#include "simple.cuh"  // copyOut, sendSlice, recvSlice, kSlots, channelRing, median, twoPeers, allocRing, bothTimed
 
 __device__ unsigned long long globalNs() {
   unsigned long long t;
@@ -47,22 +47,16 @@ __global__ void ring(const float4* src0, float4* dst0, float4* myFifo0, float4* 
                      volatile unsigned long long* myFlags, volatile unsigned long long* peerFlags,
                      int slices, size_t n, unsigned long long* ts) {
   const int c = blockIdx.x;
-  const float4* src = src0 + (size_t)c * kSrcSlices * (kMaxSlice / 16);
-  float4* dst = dst0 + (size_t)c * 2 * kSrcSlices * (kMaxSlice / 16);
-  float4* myFifo = myFifo0 + (size_t)c * kSlots * (kMaxSlice / 16);
-  float4* peerFifo = peerFifo0 + (size_t)c * kSlots * (kMaxSlice / 16);
-  volatile unsigned long long* myTail = myFlags + (2 * c) * kFlagStride;
-  volatile unsigned long long* myHead = myFlags + (2 * c + 1) * kFlagStride;
-  volatile unsigned long long* peerTail = peerFlags + (2 * c) * kFlagStride;
-  volatile unsigned long long* peerHead = peerFlags + (2 * c + 1) * kFlagStride;
+  const ChannelRing r = channelRing(c, src0, dst0, myFifo0, peerFifo0, myFlags, peerFlags, kSrcSlices, kMaxSlice,
+                                    kFlagStride);
   for (int k = 0; k < slices; k++) {
     if (ts && threadIdx.x == 0) ts[c * kMaxSlices + k] = globalNs();
     // The source and output offsets wrap at kSrcSlices; the FIFO slot and the counters use k.
     const int w = k % kSrcSlices;
-    const float4* s = src + (size_t)w * n - (size_t)k * n;  // sendSlice adds k * n
-    float4* d = dst + (size_t)w * n - (size_t)k * n;
-    sendSlice(s, d, peerFifo, myHead, peerTail, k, n, true, 1);
-    recvSlice(s, d + (size_t)(kSrcSlices - slices) * n, myFifo, myTail, peerHead, k, slices, n, true);
+    const float4* s = r.src + (size_t)w * n - (size_t)k * n;  // sendSlice adds k * n
+    float4* d = r.dst + (size_t)w * n - (size_t)k * n;
+    sendSlice(s, d, r.peerFifo, r.myHead, r.peerTail, k, n, true, 1);
+    recvSlice(s, d + (size_t)(kSrcSlices - slices) * n, r.myFifo, r.myTail, r.peerHead, k, slices, n, true);
   }
 }
 

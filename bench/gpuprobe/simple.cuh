@@ -64,6 +64,31 @@ __device__ void recvSlice(const float4* src, float4* dst, const float4* myFifo,
   if (threadIdx.x == 0) *peerHead = k + 1;
 }
 
+// ChannelRing is channel c's share of a TwoGPURing's buffers, as a ring kernel sees them: its
+// source and output (srcSlices and twice that slices of maxSlice bytes), its FIFO and the peer's,
+// and its tail and head counters and the peer's, each on its own line of flagStride counters.
+struct ChannelRing {
+  const float4* src;
+  float4 *dst, *myFifo, *peerFifo;
+  volatile unsigned long long *myTail, *myHead, *peerTail, *peerHead;
+};
+
+__device__ ChannelRing channelRing(int c, const float4* src0, float4* dst0, float4* myFifo0, float4* peerFifo0,
+                                   volatile unsigned long long* myFlags, volatile unsigned long long* peerFlags,
+                                   int srcSlices, size_t maxSlice, int flagStride) {
+  const size_t n = maxSlice / 16;
+  ChannelRing r;
+  r.src = src0 + (size_t)c * srcSlices * n;
+  r.dst = dst0 + (size_t)c * 2 * srcSlices * n;
+  r.myFifo = myFifo0 + (size_t)c * kSlots * n;
+  r.peerFifo = peerFifo0 + (size_t)c * kSlots * n;
+  r.myTail = myFlags + (2 * c) * flagStride;
+  r.myHead = myFlags + (2 * c + 1) * flagStride;
+  r.peerTail = peerFlags + (2 * c) * flagStride;
+  r.peerHead = peerFlags + (2 * c + 1) * flagStride;
+  return r;
+}
+
 // median of a probe's timed repetitions.
 static float median(std::vector<float> v) {
   std::sort(v.begin(), v.end());

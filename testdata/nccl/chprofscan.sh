@@ -24,12 +24,6 @@ log_gpus
 gcc -O2 -shared -fPIC -o /tmp/libchprof.so "$D/chprof.c" -lpthread 2>&1 | tail -3
 P="NCCL_PROFILER_PLUGIN=/tmp/libchprof.so"
 RING="NCCL_ALGO=Ring NCCL_PROTO=Simple NCCL_MIN_NCHANNELS=24 NCCL_MAX_NCHANNELS=24"
-prof() {  # prof TAG MINBYTES ENV...: run TAG with the plugin writing into $O/TAG
-  local tag=$1 min=$2; shift 2
-  mkdir -p "$O/$tag"
-  run "$tag" NPROCS=$NP $P CHPROF_MIN_BYTES=$min CHPROF_DIR="$O/$tag" "$@"
-  gzip -9f "$O/$tag"/*.csv 2>/dev/null
-}
 MAXEXP=26 run chprof_info NPROCS=$NP COLLS=all_gather $RING $P CHPROF_DIR=/tmp NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV NCCL_DEBUG_FILE=/tmp/chprof.%p.log
 grep -ih "profiler" /tmp/chprof.*.log 2>/dev/null | sort | uniq -c | head -5 >> "$LOG"
 prof ring24_prof 16777216 COLLS=all_gather,reduce_scatter $RING

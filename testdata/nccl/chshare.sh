@@ -11,15 +11,9 @@ CSV=$O/chshare.csv; LOG=$O/chshare.log; MAXEXP=27
 . "$(dirname "$0")/scan_common.sh"
 log_gpus
 gcc -O2 -shared -fPIC -o /tmp/libchprof.so "$D/chprof.c" -lpthread 2>&1 | tail -3
-prof() {  # prof TAG MINBYTES ENV...
-  local tag=$1 min=$2; shift 2
-  mkdir -p "$O/$tag"
-  run "$tag" NPROCS=$NP NCCL_PROFILER_PLUGIN=/tmp/libchprof.so CHPROF_MIN_BYTES=$min CHPROF_DIR="$O/$tag" SPIN_US=40000 "$@"
-  gzip -9f "$O/$tag"/*.csv 2>/dev/null
-}
-for c in 2 4 8; do prof p2p_cap$c 1048576 COLLS=sendrecv NCCL_MAX_P2P_NCHANNELS=$c; done
-prof p2p_default 1048576 COLLS=sendrecv
+for c in 2 4 8; do prof p2p_cap$c 1048576 SPIN_US=40000 COLLS=sendrecv NCCL_MAX_P2P_NCHANNELS=$c; done
+prof p2p_default 1048576 SPIN_US=40000 COLLS=sendrecv
 for c in 8 16 24; do
-  MAXEXP=31 prof ag_ch$c 16777216 COLLS=all_gather NCCL_ALGO=Ring NCCL_PROTO=Simple NCCL_MIN_NCHANNELS=$c NCCL_MAX_NCHANNELS=$c
+  MAXEXP=31 prof ag_ch$c 16777216 SPIN_US=40000 COLLS=all_gather NCCL_ALGO=Ring NCCL_PROTO=Simple NCCL_MIN_NCHANNELS=$c NCCL_MAX_NCHANNELS=$c
 done
 echo "done $(date -u +%T)" >> "$LOG"

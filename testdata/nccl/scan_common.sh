@@ -1,5 +1,6 @@
 # Sourced by the scan scripts: NVLS off, nccl_perf built against the image's NCCL, run TAG ENV...
-# appending nccl_perf's rows to $CSV and what ran to $LOG (MAXEXP from the caller), and launch_probe
+# appending nccl_perf's rows to $CSV and what ran to $LOG (MAXEXP from the caller), prof TAG MINBYTES
+# ENV... (run with the channel-stamp profiler plugin, testdata/nccl/chprof.c), and launch_probe
 # (bench/gpuprobe's bare launch, `probe` appending its rows to $O/launch.csv).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 D=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -11,6 +12,13 @@ run() {  # run TAG ENV...
   local tag=$1; shift
   echo "== $tag $* ($(date -u +%T))" >> "$LOG"
   env "$@" TAG="$tag" MAXEXP=$MAXEXP timeout ${RUN_TIMEOUT:-120} /tmp/nccl_perf >> "$CSV" 2>> "$LOG" || echo "failed: $tag" >> "$LOG"
+}
+prof() {  # prof TAG MINBYTES ENV...: run TAG with testdata/nccl/chprof.c loaded, its files into $O/TAG (gzipped)
+  local tag=$1 min=$2; shift 2
+  [ -f /tmp/libchprof.so ] || gcc -O2 -shared -fPIC -o /tmp/libchprof.so "$D/chprof.c" -lpthread 2>&1 | tail -3
+  mkdir -p "$O/$tag"
+  run "$tag" NPROCS=$NP NCCL_PROFILER_PLUGIN=/tmp/libchprof.so CHPROF_MIN_BYTES=$min CHPROF_DIR="$O/$tag" "$@"
+  gzip -9f "$O/$tag"/*.csv 2>/dev/null
 }
 launch_probe() {  # launch_probe: build bench/gpuprobe/probe.cu once; then `probe` appends its bare-launch and flag rows to $O/launch.csv
   nvcc -O3 -arch=sm_90 -o /tmp/probe "$D/../../bench/gpuprobe/probe.cu" 2>&1 | tail -3
