@@ -13,9 +13,9 @@ run() {  # run TAG ENV...
   echo "== $tag $* ($(date -u +%T))" >> "$LOG"
   env "$@" TAG="$tag" MAXEXP=$MAXEXP timeout ${RUN_TIMEOUT:-120} /tmp/nccl_perf >> "$CSV" 2>> "$LOG" || echo "failed: $tag" >> "$LOG"
 }
-prof() {  # prof TAG MINBYTES ENV...: run TAG with testdata/nccl/chprof.c loaded, its files into $O/TAG (gzipped)
+prof() {  # prof TAG MINBYTES ENV...: run TAG with testdata/nccl/chprof.c loaded, its files into $O/TAG (gzipped);
+  # the caller builds /tmp/libchprof.so from the current chprof.c first (chprofscan.sh, chshare.sh)
   local tag=$1 min=$2; shift 2
-  [ -f /tmp/libchprof.so ] || gcc -O2 -shared -fPIC -o /tmp/libchprof.so "$D/chprof.c" -lpthread 2>&1 | tail -3
   mkdir -p "$O/$tag"
   run "$tag" NPROCS=$NP NCCL_PROFILER_PLUGIN=/tmp/libchprof.so CHPROF_MIN_BYTES=$min CHPROF_DIR="$O/$tag" "$@"
   gzip -9f "$O/$tag"/*.csv 2>/dev/null
