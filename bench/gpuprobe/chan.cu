@@ -54,10 +54,6 @@ int main() {
   if (!twoPeers()) return 1;
   const size_t flagBytes = (size_t)2 * kMaxChannels * kFlagStride * sizeof(unsigned long long);
   TwoGPURing r = allocRing(kMaxChannels, kMaxSlice, kMaxSlices, flagBytes);
-  auto &src = r.src, &dst = r.dst, &fifo = r.fifo;
-  auto &flags = r.flags;
-  auto &st = r.st;
-  auto &e0 = r.e0, &e1 = r.e1;
   printf("mode,fence,channels,slice_bytes,slices,us\n");
   const char* names[] = {"rs", "ag", "push"};
   const size_t sizes[] = {128 << 10, 512 << 10};
@@ -68,8 +64,8 @@ int main() {
       for (int ch : chans)
         for (size_t bytes : sizes)
           for (int slices : {8, kMaxSlices}) {
-            float us = bothTimed(st, e0, e1, flags, flagBytes, [&](int d) {
-              ring<<<ch, 512, 0, st[d]>>>(src[d], dst[d], fifo[d], fifo[1 - d], flags[d], flags[1 - d],
+            float us = bothTimed(r, [&](int d) {
+              ring<<<ch, 512, 0, r.st[d]>>>(r.src[d], r.dst[d], r.fifo[d], r.fifo[1 - d], r.flags[d], r.flags[1 - d],
                                           slices, bytes / 16, mode, fence);
             });
             printf("%s,%d,%d,%zu,%d,%.3f\n", names[mode], fence, ch, bytes, slices, us);

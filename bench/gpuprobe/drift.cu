@@ -69,10 +69,6 @@ int main(int argc, char** argv) {
   if (!out || !tsOut) { fprintf(stderr, "cannot write in %s\n", dir.c_str()); return 1; }
   const size_t flagBytes = (size_t)2 * kMaxChannels * kFlagStride * sizeof(unsigned long long);
   TwoGPURing r = allocRing(kMaxChannels, kMaxSlice, kSrcSlices, flagBytes);
-  auto &src = r.src, &dst = r.dst, &fifo = r.fifo;
-  auto &flags = r.flags;
-  auto &st = r.st;
-  auto &e0 = r.e0, &e1 = r.e1;
   unsigned long long* ts = nullptr;
   CK(cudaSetDevice(0));
   CK(cudaMalloc(&ts, sizeof(unsigned long long) * kMaxChannels * kMaxSlices));
@@ -82,8 +78,8 @@ int main(int argc, char** argv) {
   for (int ch : {1, 8, 16, 24})
     for (size_t bytes : {(size_t)512 << 10, (size_t)1 << 20})
       for (int slices : {40, 80, 160, 320, 640}) {
-        float us = bothTimed(st, e0, e1, flags, flagBytes, [&](int d) {
-          ring<<<ch, 512, 0, st[d]>>>(src[d], dst[d], fifo[d], fifo[1 - d], flags[d], flags[1 - d],
+        float us = bothTimed(r, [&](int d) {
+          ring<<<ch, 512, 0, r.st[d]>>>(r.src[d], r.dst[d], r.fifo[d], r.fifo[1 - d], r.flags[d], r.flags[1 - d],
                                       slices, bytes / 16, d == 0 ? ts : nullptr);
         });
         fprintf(out, "%d,%zu,%d,%.3f\n", ch, bytes, slices, us);

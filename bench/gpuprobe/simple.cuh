@@ -139,31 +139,29 @@ static TwoGPURing allocRing(int channels, size_t maxSlice, int slices, size_t fl
   return r;
 }
 
-// bothTimed times one launch on each of the two GPUs at once, 6 times over: before each, both
-// GPUs' flags (flagBytes from flags[d]) are zeroed and both GPUs synchronised; launch(d) then
-// enqueues GPU d's kernel on st[d] between the events e0[d] and e1[d]. It returns the median of
-// the last 5 runs of the slower GPU's time, in µs (the first run warms up). CK is the including
-// file's error check.
+// bothTimed times one launch on each of the two GPUs of ring g at once, 6 times over: before each,
+// both GPUs' flags are zeroed and both GPUs synchronised; launch(d) then enqueues GPU d's kernel on
+// g.st[d] between the events g.e0[d] and g.e1[d]. It returns the median of the last 5 runs of the
+// slower GPU's time, in µs (the first run warms up). CK is the including file's error check.
 template <class Launch>
-static float bothTimed(cudaStream_t st[2], cudaEvent_t e0[2], cudaEvent_t e1[2],
-                       unsigned long long* flags[2], size_t flagBytes, Launch launch) {
+static float bothTimed(const TwoGPURing& g, Launch launch) {
   std::vector<float> t;
   for (int r = 0; r < 6; r++) {
     for (int d = 0; d < 2; d++) {
-      CK(cudaSetDevice(d)); CK(cudaMemset(flags[d], 0, flagBytes));
+      CK(cudaSetDevice(d)); CK(cudaMemset(g.flags[d], 0, g.flagBytes));
       CK(cudaDeviceSynchronize());
     }
     for (int d = 0; d < 2; d++) {
       CK(cudaSetDevice(d));
-      CK(cudaEventRecord(e0[d], st[d]));
+      CK(cudaEventRecord(g.e0[d], g.st[d]));
       launch(d);
       CK(cudaGetLastError());
-      CK(cudaEventRecord(e1[d], st[d]));
+      CK(cudaEventRecord(g.e1[d], g.st[d]));
     }
     float worst = 0;
     for (int d = 0; d < 2; d++) {
-      CK(cudaSetDevice(d)); CK(cudaEventSynchronize(e1[d]));
-      float ms; CK(cudaEventElapsedTime(&ms, e0[d], e1[d])); worst = std::max(worst, ms);
+      CK(cudaSetDevice(d)); CK(cudaEventSynchronize(g.e1[d]));
+      float ms; CK(cudaEventElapsedTime(&ms, g.e0[d], g.e1[d])); worst = std::max(worst, ms);
     }
     if (r > 0) t.push_back(worst * 1e3f);
   }

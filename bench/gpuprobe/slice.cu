@@ -46,10 +46,6 @@ int main() {
   const int maxSlices = 40;
   // flags: [0] tail (written by the peer), [1] head (written by the peer)
   TwoGPURing r = allocRing(1, maxSlice, maxSlices, 2 * sizeof(unsigned long long));
-  auto &src = r.src, &dst = r.dst, &fifo = r.fifo;
-  auto &flags = r.flags;
-  auto &st = r.st;
-  auto &e0 = r.e0, &e1 = r.e1;
   printf("mode,fence,group,slice_bytes,slices,us\n");
   const size_t sizes[] = {64 << 10, 256 << 10, 1 << 20};
   for (int ag = 1; ag >= 0; ag--)
@@ -57,9 +53,9 @@ int main() {
       for (int group : {1, 2})
         for (size_t bytes : sizes)
           for (int slices : {8, maxSlices}) {
-            float us = bothTimed(st, e0, e1, flags, 2 * sizeof(unsigned long long), [&](int d) {
-              ring<<<1, 512, 0, st[d]>>>(src[d], dst[d], fifo[d], fifo[1 - d], flags[d], flags[1 - d],
-                                         flags[d] + 1, flags[1 - d] + 1, slices, bytes / 16, group, ag, fence);
+            float us = bothTimed(r, [&](int d) {
+              ring<<<1, 512, 0, r.st[d]>>>(r.src[d], r.dst[d], r.fifo[d], r.fifo[1 - d], r.flags[d], r.flags[1 - d],
+                                         r.flags[d] + 1, r.flags[1 - d] + 1, slices, bytes / 16, group, ag, fence);
             });
             printf("%s,%d,%d,%zu,%d,%.3f\n", ag ? "ag" : "rs", fence, group, bytes, slices, us);
             fflush(stdout);
