@@ -297,11 +297,18 @@ func (m *Machine) sizesSteady(f coll.Func, size int64, dt coll.DataType, op coll
 	return m.sizesSteadyOf(f, size, dt, op, plan, opt, false)
 }
 
-// sizesSteadyDirect is sizesSteady from S/4 and S/2 only, both timed by Run without an
-// extrapolation over sizes or node counts of their own (their modes are neither sizes-steady
-// nor nodes-steady). Run tries it for NVLSTree before nodesSteady's form over node counts: on
-// GB200 NVL72 racks at 4 GiB, against the replay of every node, from 1 and 2 GiB it is +1.17%
-// (16 racks) and +0.66% (32 racks), where the form over node counts is +1.17% and +6.89%.
+// sizesSteadyDirect is sizesSteady from the largest halvings S2 = S/2^j and S2/2 that Run times
+// without an extrapolation over sizes or node counts of their own (their modes are neither
+// sizes-steady nor nodes-steady). Run tries it for NVLSTree before nodesSteady's form over node
+// counts: on GB200 NVL72 racks at 4 GiB, against the replay of every node, from 1 and 2 GiB it
+// was +1.17% (16 racks) and +0.66% (32 racks) where the form over node counts was +1.17% and
+// +6.89% (stop 31). Until stop 46 it took S/4 and S/2 only, so a call whose S/2 was itself a
+// form (8 GiB on 8–32 racks, 4–8 GiB on 64–256) fell to the form over node counts, which did not
+// lie on the line of the smaller sizes: on 32 racks the 8 GiB row was 2.30 times the 4 GiB one,
+// on 64 racks 4 and 8 GiB came out below 32 racks'. From the lower pair every size past it lies
+// on one line; on 8 racks at 8 GiB (from 1 and 2 GiB, both exact) it is −0.05% against the
+// replay of every node, where the form over node counts was +7.34% (docs/cluster.md, "Forms on
+// one line").
 func (m *Machine) sizesSteadyDirect(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, plan coll.Plan, opt RunOptions) (*Result, string, error) {
 	return m.sizesSteadyOf(f, size, dt, op, plan, opt, true)
 }
@@ -330,7 +337,7 @@ func (m *Machine) sizesSteadyOf(f coll.Func, size int64, dt coll.DataType, op co
 		}
 		return row.Mode, true
 	}
-	for s2 := size / 2; s2/2 >= SizesMin && (!direct || s2 == size/2); s2 /= 2 {
+	for s2 := size / 2; s2/2 >= SizesMin; s2 /= 2 {
 		mode2, ok2 := fits(s2)
 		if !ok2 {
 			continue

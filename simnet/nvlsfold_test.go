@@ -482,6 +482,11 @@ func TestNodeFoldLastResort(t *testing.T) {
 	require.NoError(t, err)
 	lr := nodeFoldMode + ", " + lastResortMode
 	require.Equal(t, "sizes-steady (1 GiB: "+lr+"; 2 GiB: "+lr+")", row.Mode)
+	// At 8 GiB the same line (4 GiB is a form of its own, so the pair below it): until stop 46 the
+	// log2 form over 8 and 16 racks, 2.30 times the 4 GiB row.
+	row, _, err = gb32.Run(coll.AllReduce, 8<<30, coll.Float32, coll.Sum, RunOptions{DryRun: true})
+	require.NoError(t, err)
+	require.Equal(t, "sizes-steady (1 GiB: "+lr+"; 2 GiB: "+lr+")", row.Mode)
 }
 
 // requireLateFold checks one of Run's late node folds (nvlsSwitchBound, nvlsFoldLastResort) on m's

@@ -567,8 +567,9 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		// An NVLSTree all-reduce on N nodes, N not a power of two: the same call on 2^⌈log2 N⌉
 		// nodes, whose trees are as deep (nodesAsDeep).
 		{nvlsTree, m.nodesAsDeep},
-		// An NVLSTree all-reduce from S/4 and S/2 timed without a form of their own
-		// (sizesSteadyDirect), closer than the form over node counts where both were measured.
+		// An NVLSTree all-reduce from the largest halvings S2 and S2/2 timed without a form of
+		// their own (sizesSteadyDirect), closer than the form over node counts where both were
+		// measured.
 		{nvlsTree && !opt.noSizes, m.sizesSteadyDirect},
 		// Else from the same call on fewer nodes (nodesSteady, in the trees' depth).
 		{nvlsTree, m.nodesSteady},
