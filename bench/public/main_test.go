@@ -1,0 +1,67 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The committed table reads whole, one run per source in file order, and every row's out-of-place
+// time agrees with the bus bandwidth the source printed beside it (the check on the copy that
+// testdata/public/gb200-coreweave/README.md names).
+func TestReadCommittedTable(t *testing.T) {
+	path := "../../testdata/public/gb200-coreweave/allreduce.csv"
+	rows, err := readRows(path)
+	require.NoError(t, err)
+	require.Len(t, rows, 17)
+	g := groups(rows)
+	require.Len(t, g, 3)
+	require.Equal(t, []int{1, 2, 20}, []int{g[0][0].Nodes, g[1][0].Nodes, g[2][0].Nodes})
+	require.Equal(t, []int{5, 6, 6}, []int{len(g[0]), len(g[1]), len(g[2])})
+	busbw := map[int64]float64{536870912: 586.06, 8589934592: 834.57} // one rack, from the source
+	for _, r := range g[0] {
+		if want, ok := busbw[r.Bytes]; ok {
+			n := float64(r.Ranks)
+			require.InDelta(t, want, float64(r.Bytes)/r.TimeUs/1e3*2*(n-1)/n, want*0.002)
+		}
+	}
+}
+
+func TestReadRowsRejects(t *testing.T) {
+	dir := t.TempDir()
+	head := "source,topo,nodes,ranks,nccl,coll,bytes,time_oop_us,busbw_oop,time_ip_us,busbw_ip\n"
+	for name, body := range map[string]string{
+		"no rows":       head,
+		"bad time":      head + "a,gb200-nvl72,1,72,2.26.2,all_reduce,1024,-1,0,0,0\n",
+		"bad nodes":     head + "a,gb200-nvl72,0,72,2.26.2,all_reduce,1024,10,0,0,0\n",
+		"other coll":    head + "a,gb200-nvl72,1,72,2.26.2,all_gather,1024,10,0,0,0\n",
+		"missing field": "source,topo,nodes\na,b,1\n",
+	} {
+		p := filepath.Join(dir, "t.csv")
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+		_, err := readRows(p)
+		require.Error(t, err, name)
+	}
+	_, err := envOf("ALGO=Ring")
+	require.Error(t, err)
+	kv, err := envOf("NCCL_ALGO=NVLSTree,NCCL_PROTO=Simple")
+	require.NoError(t, err)
+	require.Equal(t, []string{"NCCL_ALGO=NVLSTree", "NCCL_PROTO=Simple"}, kv)
+}
+
+func TestSummaryMedians(t *testing.T) {
+	pts := []point{
+		{Source: "a", SimErr: -0.1, TuneErr: 0.2},
+		{Source: "a", SimErr: 0.3, TuneErr: -0.4},
+		{Source: "b", SimErr: 0.05, TuneErr: 0.01},
+	}
+	s := summarize(pts)
+	require.Len(t, s, 3)
+	require.Equal(t, "a", s[0].Source)
+	require.InDelta(t, 0.2, s[0].SimMed, 1e-12)
+	require.InDelta(t, 0.3, s[0].TuneMed, 1e-12)
+	require.Equal(t, "all", s[2].Source)
+	require.InDelta(t, 0.1, s[2].SimMed, 1e-12)
+}
