@@ -306,9 +306,9 @@ func (m *Machine) sizesSteady(f coll.Func, size int64, dt coll.DataType, op coll
 // form (8 GiB on 8–32 racks, 4–8 GiB on 64–256) fell to the form over node counts, which did not
 // lie on the line of the smaller sizes: on 32 racks the 8 GiB row was 2.30 times the 4 GiB one,
 // on 64 racks 4 and 8 GiB came out below 32 racks'. From the lower pair every size past it lies
-// on one line; on 8 racks at 8 GiB (from 1 and 2 GiB, both exact) it is −0.05% against the
-// replay of every node, where the form over node counts was +7.34% (docs/cluster.md, "Forms on
-// one line").
+// on one line. Against the replay of every node, at 8 GiB: 8 racks (from 1 and 2 GiB, both
+// exact) −0.05% where the form over node counts was +7.34%, 16 racks +2.68% where it was −12.10%
+// (docs/cluster.md, "Forms on one line").
 func (m *Machine) sizesSteadyDirect(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, plan coll.Plan, opt RunOptions) (*Result, string, error) {
 	return m.sizesSteadyOf(f, size, dt, op, plan, opt, true)
 }
