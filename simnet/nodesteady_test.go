@@ -85,6 +85,23 @@ func TestSizesSteadyMatchesExact(t *testing.T) {
 		if math.Abs(rel) > 0.01 {
 			t.Errorf("%d×%d GPUs: %s %+.2f%% from the exact replay", c.nodes, c.gpus, mode, 100*rel)
 		}
+		// The line from S/8 and S/4, what sizesSteadyDirect takes where S/2 is a form of its own
+		// (since stop 46): a jump of four times the larger size, held to the same bound.
+		run := func(s int64) func() (*Result, error) {
+			return func() (*Result, error) {
+				_, r, err := m.Run(coll.AllReduce, s, coll.Float32, coll.Sum, RunOptions{noSizes: true})
+				return r, err
+			}
+		}
+		far, err := extrapolated(c.size/8, c.size/4, c.size, run(c.size/8), run(c.size/4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel = far.Time.Micros()/exact.TimeUs - 1
+		t.Logf("%d×%d GPUs %d B from S/8 and S/4: %.2f µs (%+.3f%%)", c.nodes, c.gpus, c.size, far.Time.Micros(), 100*rel)
+		if math.Abs(rel) > 0.01 {
+			t.Errorf("%d×%d GPUs: the line from S/8 and S/4 %+.2f%% from the exact replay", c.nodes, c.gpus, 100*rel)
+		}
 	}
 }
 
