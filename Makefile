@@ -52,10 +52,11 @@ lint: vet
 ## bench: the benchmark programs (each prints a table and JSON; figures in BENCHMARKS.md).
 ## bench/report needs Chromium (make test-browser installs it).
 ## bench/cpu also compares with Open MPI when mpicc is installed (apt-get install -y openmpi-bin libopenmpi-dev).
-bench:
+bench: build
 	$(GO) run ./bench/tune
 	$(GO) run ./bench/sim
 	$(GO) run ./bench/sim/compare
+	$(GO) run ./bench/public -simccl bin/simccl
 	$(GO) run ./bench/cpu
 	$(GO) run ./bench/badinput
 	$(GO) run ./bench/report
