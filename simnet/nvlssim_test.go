@@ -299,7 +299,7 @@ func TestNVLSSteady128Long(t *testing.T) {
 }
 
 // nvlsTreeCall is NCCL's plan of an all-reduce of size bytes on m, which must be NVLSTree and not
-// substituted, with its timing and m's engine and cluster.
+// substituted, with its timing and the engine and cluster Run replays it on (engineFor: the heads' own NICs).
 func nvlsTreeCall(t *testing.T, m *Machine, size int64) (coll.Plan, Timing, *Engine, *Cluster) {
 	t.Helper()
 	plan, note, err := m.Plan(coll.AllReduce, size, coll.Float32, coll.Sum)
@@ -308,7 +308,7 @@ func nvlsTreeCall(t *testing.T, m *Machine, size int64) (coll.Plan, Timing, *Eng
 	require.Equal(t, coll.NVLSTree, plan.Algo)
 	tm, err := m.PlanTiming(plan)
 	require.NoError(t, err)
-	e, cl, err := m.engine()
+	e, cl, err := m.engineFor(plan.Algo)
 	require.NoError(t, err)
 	return plan, tm, e, cl
 }
