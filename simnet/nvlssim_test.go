@@ -9,12 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// exactNVLS replays plan's whole schedule (Simulate), the reference of the symmetric replay.
+// exactNVLS replays plan's whole schedule (Simulate) on the cluster Run replays it on
+// (engineFor), the reference of the symmetric replay.
 func exactNVLS(t *testing.T, m *Machine, plan coll.Plan, tm Timing) *Result {
 	t.Helper()
 	s, err := coll.Compile(plan)
 	require.NoError(t, err)
-	e, cl, err := m.engine()
+	e, cl, err := m.engineFor(plan.Algo)
 	require.NoError(t, err)
 	res, err := Simulate(e, cl, s, tm, Options{})
 	require.NoError(t, err)
