@@ -21,7 +21,7 @@ O=$1; mkdir -p "$O"
 CSV=$O/chprofscan.csv; LOG=$O/chprofscan.log; MAXEXP=33
 . "$(dirname "$0")/scan_common.sh"
 log_gpus
-gcc -O2 -shared -fPIC -o /tmp/libchprof.so "$D/chprof.c" -lpthread 2>&1 | tail -3
+chprof_build
 P="NCCL_PROFILER_PLUGIN=/tmp/libchprof.so"
 RING="NCCL_ALGO=Ring NCCL_PROTO=Simple NCCL_MIN_NCHANNELS=24 NCCL_MAX_NCHANNELS=24"
 MAXEXP=26 run chprof_info NPROCS=$NP COLLS=all_gather $RING $P CHPROF_DIR=/tmp NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV NCCL_DEBUG_FILE=/tmp/chprof.%p.log

@@ -10,7 +10,7 @@ O=$1; mkdir -p "$O"
 CSV=$O/chshare.csv; LOG=$O/chshare.log; MAXEXP=27
 . "$(dirname "$0")/scan_common.sh"
 log_gpus
-gcc -O2 -shared -fPIC -o /tmp/libchprof.so "$D/chprof.c" -lpthread 2>&1 | tail -3
+chprof_build
 for c in 2 4 8; do prof p2p_cap$c 1048576 SPIN_US=40000 COLLS=sendrecv NCCL_MAX_P2P_NCHANNELS=$c; done
 prof p2p_default 1048576 SPIN_US=40000 COLLS=sendrecv
 for c in 8 16 24; do

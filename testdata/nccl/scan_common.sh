@@ -1,6 +1,6 @@
 # Sourced by the scan scripts: NVLS off, nccl_perf built against the image's NCCL, run TAG ENV...
 # appending nccl_perf's rows to $CSV and what ran to $LOG (MAXEXP from the caller), prof TAG MINBYTES
-# ENV... (run with the channel-stamp profiler plugin, testdata/nccl/chprof.c), and launch_probe
+# ENV... (run with the channel-stamp profiler plugin, testdata/nccl/chprof.c, built by chprof_build), and launch_probe
 # (bench/gpuprobe's bare launch, `probe` appending its rows to $O/launch.csv).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 D=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -13,8 +13,11 @@ run() {  # run TAG ENV...
   echo "== $tag $* ($(date -u +%T))" >> "$LOG"
   env "$@" TAG="$tag" MAXEXP=$MAXEXP timeout ${RUN_TIMEOUT:-120} /tmp/nccl_perf >> "$CSV" 2>> "$LOG" || echo "failed: $tag" >> "$LOG"
 }
+chprof_build() {  # build /tmp/libchprof.so from the current chprof.c (before prof; chprofscan.sh, chshare.sh)
+  gcc -O2 -shared -fPIC -o /tmp/libchprof.so "$D/chprof.c" -lpthread 2>&1 | tail -3
+}
 prof() {  # prof TAG MINBYTES ENV...: run TAG with testdata/nccl/chprof.c loaded, its files into $O/TAG (gzipped);
-  # the caller builds /tmp/libchprof.so from the current chprof.c first (chprofscan.sh, chshare.sh)
+  # chprof_build first
   local tag=$1 min=$2; shift 2
   mkdir -p "$O/$tag"
   run "$tag" NPROCS=$NP NCCL_PROFILER_PLUGIN=/tmp/libchprof.so CHPROF_MIN_BYTES=$min CHPROF_DIR="$O/$tag" "$@"
