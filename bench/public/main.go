@@ -20,9 +20,10 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/simccl/simccl/internal/stats"
 )
 
 // row is one measured point.
@@ -298,19 +299,7 @@ func summaryOf(name string, pts []point) summary {
 		s = append(s, math.Abs(p.SimErr))
 		t = append(t, math.Abs(p.TuneErr))
 	}
-	return summary{Source: name, Points: len(pts), SimMed: median(s), TuneMed: median(t)}
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	sort.Float64s(xs)
-	n := len(xs)
-	if n%2 == 1 {
-		return xs[n/2]
-	}
-	return (xs[n/2-1] + xs[n/2]) / 2
+	return summary{Source: name, Points: len(pts), SimMed: stats.Median(s), TuneMed: stats.Median(t)}
 }
 
 func clip(s string, n int) string {
