@@ -529,7 +529,14 @@ type sim struct {
 
 // Simulate times schedule s on the links of e reached through r. e must hold the links r
 // returns and no active flow.
+// replayed, where set (tests), makes every replay keep its records (Options.Record) and is given
+// each schedule and its result once the replay ends.
+var replayed func(s *coll.Schedule, res *Result)
+
 func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (_ *Result, err error) {
+	if replayed != nil {
+		opt.Record = true
+	}
 	if s == nil || s.NRanks <= 0 || s.NChannels <= 0 {
 		return nil, fmt.Errorf("simnet: empty schedule")
 	}
@@ -625,6 +632,9 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (_ 
 	}
 	if opt.Record {
 		res.Ops = x.records()
+	}
+	if replayed != nil {
+		replayed(s, res)
 	}
 	return res, nil
 }

@@ -1,6 +1,7 @@
 package simnet
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -125,6 +126,87 @@ func TestNodeFoldSurvey(t *testing.T) {
 			}
 			t.Logf("%3d nodes %5d MiB %s: %s %.3f µs, full %.3f µs, %+.3f%% (%s; events %d / %d; %d activations in the fold)", nodes, mib, fab.Routing,
 				how, fold.Time.Micros(), full.Time.Micros(), 100*(fold.Time.Micros()/full.Time.Micros()-1), nf, fold.Events, full.Events, act)
+		}
+	}
+}
+
+// TestNodeFoldArrivals prints, for the node fold and the replay of every node of one NVLSTree
+// call (SIMCCL_FOLD_ARRIVALS="nodes:sizeMiB"; SIMCCL_FOLD_TOPO, SIMCCL_FOLD_BUDGET as in
+// TestNodeFoldSurvey), when the messages between nodes arrive, per class of the fold, tree and
+// direction (up: from a child, down: from the parent): the mean and the last arrival, the fold's
+// beside each member's. It tells where the fold parts from the replay of every node (docs/cluster.md,
+// "Where the last-resort fold's error comes from").
+func TestNodeFoldArrivals(t *testing.T) {
+	spec := os.Getenv("SIMCCL_FOLD_ARRIVALS")
+	if spec == "" {
+		t.Skip("SIMCCL_FOLD_ARRIVALS not set")
+	}
+	ns, ms, _ := strings.Cut(spec, ":")
+	nodes, err := strconv.Atoi(ns)
+	require.NoError(t, err)
+	mib, err := strconv.Atoi(ms)
+	require.NoError(t, err)
+	if b := os.Getenv("SIMCCL_FOLD_BUDGET"); b != "" {
+		v, err := strconv.ParseFloat(b, 64)
+		require.NoError(t, err)
+		defer func(old float64) { NVLSBudget = old }(NVLSBudget)
+		NVLSBudget = v
+	}
+	if topo := os.Getenv("SIMCCL_FOLD_TOPO"); topo != "" {
+		foldTopo = topo
+		defer func() { foldTopo = "dgx-h100" }()
+	}
+	var scheds []*coll.Schedule
+	var results []*Result
+	replayed = func(s *coll.Schedule, res *Result) { scheds, results = append(scheds, s), append(results, res) }
+	defer func() { replayed = nil }()
+	fold, full, nf := foldVsFull(t, nodes, DefaultFabric(), int64(mib)<<20)
+	require.Len(t, results, 2, "one replay each")
+	ppn := scheds[1].NRanks / nodes
+	// arrivals: per (node or class, tree, direction) the mean and the last arrival of the
+	// messages between nodes that it receives; parent(a, b, t) says a is b's parent in tree t.
+	type key struct{ who, tree, dir int }
+	arrivals := func(s *coll.Schedule, res *Result, parent func(a, b, t int) bool) map[key][2]float64 {
+		sum, n, last := map[key]float64{}, map[key]float64{}, map[key]float64{}
+		for _, op := range res.Ops {
+			if op.Rank >= s.NRanks || op.Peer >= s.NRanks || op.Rank/ppn == op.Peer/ppn {
+				continue
+			}
+			from, to := op.Rank/ppn, op.Peer/ppn
+			k := key{to, op.Channel % 2, 1}
+			if parent(to, from, op.Channel%2) {
+				k.dir = 0
+			}
+			sum[k] += op.End.Micros()
+			n[k]++
+			last[k] = max(last[k], op.End.Micros())
+		}
+		out := map[key][2]float64{}
+		for k := range n {
+			out[k] = [2]float64{sum[k] / n[k], last[k]}
+		}
+		return out
+	}
+	F := arrivals(scheds[0], results[0], func(a, b, t int) bool { return int(nf.parents[t][b]) == a })
+	G := arrivals(scheds[1], results[1], func(a, b, t int) bool { return int(nf.up[t][b]) == a })
+	t.Logf("%d nodes, %d MiB: fold %.1f µs, every node %.1f µs (%+.2f%%); arrivals µs, mean / last:", nodes, mib,
+		fold.Time.Micros(), full.Time.Micros(), 100*(fold.Time.Micros()/full.Time.Micros()-1))
+	for x := range nf.reps {
+		for tree := 0; tree < 2; tree++ {
+			for dir, name := range []string{"up", "down"} {
+				fv, ok := F[key{x, tree, dir}]
+				if !ok {
+					continue
+				}
+				line := fmt.Sprintf("class %d (%d) tree %d %-4s fold %.1f / %.1f; members", x, nf.size[x], tree, name, fv[0], fv[1])
+				for n, c := range nf.class {
+					if int(c) == x {
+						g := G[key{n, tree, dir}]
+						line += fmt.Sprintf(" %d: %.1f / %.1f", n, g[0], g[1])
+					}
+				}
+				t.Log(line)
+			}
 		}
 	}
 }
