@@ -12,6 +12,10 @@ var DefaultBuffSize = [NumProtos]int64{
 // protoGrain is the granularity chunk sizes are rounded down to (NCCL 2.30.7 ncclProtoGrainSize).
 var protoGrain = [NumProtos]int64{LL: 16, LL128: 1920, Simple: 512}
 
+// MinBuffSize is the smallest buffer size Compile takes for protocol p (Plan.BuffSize): one
+// protocol grain for each of the NCCL_STEPS slots (LL 128 B, LL128 15,360 B, Simple 4,096 B).
+func MinBuffSize(p Proto) int64 { return NCCLSteps * protoGrain[p] }
+
 // DefaultP2PChunkSize is NCCL_P2P_NET_CHUNKSIZE / NCCL_P2P_PCI_CHUNKSIZE (128 KiB, NCCL 2.30.7
 // init.cc p2pChunkSize), used for SendRecv/AllToAll when the plan gives no chunk size.
 const DefaultP2PChunkSize = 128 << 10

@@ -186,8 +186,8 @@ func (p *Plan) checkArgs() error {
 		return fmt.Errorf("chunk size %d is smaller than one %v element", p.ChunkSize, p.DataType)
 	}
 	for pr, s := range p.BuffSize {
-		if s < 0 || (s > 0 && s < NCCLSteps*protoGrain[pr]) {
-			return fmt.Errorf("buffer size %d for %v: want 0 (default) or at least %d", s, Proto(pr), NCCLSteps*protoGrain[pr])
+		if s < 0 || (s > 0 && s < MinBuffSize(Proto(pr))) {
+			return fmt.Errorf("buffer size %d for %v: want 0 (default) or at least %d", s, Proto(pr), MinBuffSize(Proto(pr)))
 		}
 	}
 	if p.Func == Broadcast || p.Func == Reduce {
@@ -316,13 +316,17 @@ func (p *Plan) EstimatedSteps() float64 {
 	var est float64
 	switch {
 	case len(p.Transfers) > 0 && p.Func == SendRecv:
+		// Each transfer in chunks of its own size (NCCL_P2P_*_CHUNKSIZE may make them tiny).
 		for _, t := range p.Transfers {
-			est += 2 * chunks(float64(t.Count)*elt)
+			c := float64(p.p2pChunking(p2pMsg{chunk: t.ChunkSize, ll: t.LL}).chunkElems) * elt
+			est += 2 * (math.Ceil(float64(t.Count)*elt/c) + nc)
 		}
-	case p.Func == SendRecv:
-		est = 2 * nr * chunks(float64(p.Count)*elt)
-	case p.Func == AllToAll:
-		est = 2 * nr * nr * chunks(float64(p.Count)*elt)
+	case p.Func == SendRecv || p.Func == AllToAll:
+		c := float64(p.p2pChunking(p2pMsg{}).chunkElems) * elt
+		est = 2 * nr * (math.Ceil(float64(p.Count)*elt/c) + nc)
+		if p.Func == AllToAll {
+			est *= nr
+		}
 	case p.Algo == CollNetChain:
 		// Each (rank, channel) program takes two steps per chunk (up the chain, down it); the
 		// network's program one.

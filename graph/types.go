@@ -112,7 +112,7 @@ func ParsePathType(s string) (PathType, error) {
 		}
 		return legacy[n], nil
 	}
-	return 0, fmt.Errorf("graph: unknown path level %q (want LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS or 0..5)", s)
+	return 0, fmt.Errorf("graph: unknown path level %q (want LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS, or NCCL's old numbers: 0 LOC, 1 PIX, 2 PXB, 3 PHB, 4 and above SYS)", s)
 }
 
 // Bandwidth constants in GB/s (NCCL 2.28 topo.h).

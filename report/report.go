@@ -290,7 +290,15 @@ func checkMeasuredRanks(opt Options, n int) error {
 		lo, hi = min(lo, s), max(hi, s)
 	}
 	for _, mr := range opt.Measured {
-		if opt.MeasuredTag != "*" && mr.Tag != opt.MeasuredTag || !swept[mr.Coll] || mr.Bytes < lo || mr.Bytes > hi {
+		if opt.MeasuredTag != "*" && mr.Tag != opt.MeasuredTag {
+			continue
+		}
+		if _, err := coll.ParseFunc(mr.Coll); err != nil {
+			// Else the row would be dropped without a word, and the page's note would say the
+			// tag has no row.
+			return fmt.Errorf("%w: %s: a row of tag %q: %v", ErrInput, opt.MeasuredName, mr.Tag, err)
+		}
+		if !swept[mr.Coll] || mr.Bytes < lo || mr.Bytes > hi {
 			continue
 		}
 		if mr.World != n {

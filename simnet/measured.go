@@ -31,6 +31,14 @@ type Measured struct {
 // compared, and a real nccl-tests sweep has a few dozen sizes per collective.
 const MaxMeasuredRows = 10000
 
+// maxMeasuredUs and maxMeasuredGBps bound a measured row's time (a day, in µs) and bandwidths
+// (1 PB/s): far past any measurement, and small enough that the charts' scales and ratios stay
+// finite (1e308 GB/s made them infinite).
+const (
+	maxMeasuredUs   = 86400e6
+	maxMeasuredGBps = 1e6
+)
+
 // Check validates one measured row: a world of at least one rank, a size within units.MaxSize,
 // a positive time, and finite, non-negative bandwidths (a NaN or an infinity in any column would
 // poison every chart and summary it enters).
@@ -41,12 +49,12 @@ func (m *Measured) Check() error {
 		return fmt.Errorf("world %d (want >= 1)", m.World)
 	case m.Bytes < 0:
 		return fmt.Errorf("bytes %d (want >= 0)", m.Bytes)
-	case !(m.Us > 0) || !finite(m.Us):
-		return fmt.Errorf("us %v (want a positive number)", m.Us)
-	case !(m.AlgBw >= 0) || !finite(m.AlgBw):
-		return fmt.Errorf("algbw %v (want a finite number >= 0)", m.AlgBw)
-	case !(m.BusBw >= 0) || !finite(m.BusBw):
-		return fmt.Errorf("busbw %v (want a finite number >= 0)", m.BusBw)
+	case !(m.Us > 0) || !finite(m.Us) || m.Us > maxMeasuredUs:
+		return fmt.Errorf("us %v (want a positive number up to %g)", m.Us, float64(maxMeasuredUs))
+	case !(m.AlgBw >= 0) || !finite(m.AlgBw) || m.AlgBw > maxMeasuredGBps:
+		return fmt.Errorf("algbw %v (want a number in 0..%g GB/s)", m.AlgBw, float64(maxMeasuredGBps))
+	case !(m.BusBw >= 0) || !finite(m.BusBw) || m.BusBw > maxMeasuredGBps:
+		return fmt.Errorf("busbw %v (want a number in 0..%g GB/s)", m.BusBw, float64(maxMeasuredGBps))
 	}
 	return units.CheckSize("bytes", m.Bytes)
 }
@@ -92,7 +100,11 @@ func ReadMeasuredCSV(r io.Reader, name string) ([]Measured, error) {
 		if e1 != nil || e2 != nil || e3 != nil || e4 != nil || e5 != nil {
 			return nil, fmt.Errorf("%s:%d: bad row %s", name, line, clipRow(rec))
 		}
-		m := Measured{Tag: rec[0], Coll: rec[1], World: w, Bytes: b, Us: us, AlgBw: ab, BusBw: bb}
+		name1 := rec[1]
+		if f, err := coll.ParseFunc(name1); err == nil {
+			name1 = coll.TestName(f) // "allreduce", "AllReduce": as nccl-tests names it
+		}
+		m := Measured{Tag: rec[0], Coll: name1, World: w, Bytes: b, Us: us, AlgBw: ab, BusBw: bb}
 		if err := m.Check(); err != nil {
 			return nil, fmt.Errorf("%s:%d: %v", name, line, err)
 		}

@@ -162,10 +162,13 @@ func TestReadMeasuredCSVErrors(t *testing.T) {
 func TestReadMeasuredCSVBounds(t *testing.T) {
 	head := "tag,coll,world,bytes,us,algbw,busbw\n"
 	for _, tc := range []struct{ in, want string }{
-		{head + "d,all_reduce,8,1024,10,NaN,1\n", "m.csv:2: algbw NaN (want a finite number >= 0)"},
-		{head + "d,all_reduce,8,1024,10,1,+Inf\n", "m.csv:2: busbw +Inf (want a finite number >= 0)"},
+		{head + "d,all_reduce,8,1024,10,NaN,1\n", "m.csv:2: algbw NaN (want a number in 0..1e+06 GB/s)"},
+		{head + "d,all_reduce,8,1024,10,1,+Inf\n", "m.csv:2: busbw +Inf (want a number in 0..1e+06 GB/s)"},
 		{head + "d,all_reduce,8,1024,10,1,-3\n", "m.csv:2: busbw -3"},
-		{head + "d,all_reduce,8,1024,Inf,1,1\n", "m.csv:2: us +Inf (want a positive number)"},
+		{head + "d,all_reduce,8,1024,Inf,1,1\n", "m.csv:2: us +Inf (want a positive number up to 8.64e+10)"},
+		// Finite but past any measurement: the charts' scales overflowed to infinity.
+		{head + "d,all_reduce,8,1024,10,1,1e308\n", "m.csv:2: busbw 1e+308"},
+		{head + "d,all_reduce,8,1024,1e308,1,1\n", "m.csv:2: us 1e+308"},
 		{head + "d,all_reduce,8,1024,10,1,1\nd,all_reduce,8,4611686018427387904,10,1,1\n", "m.csv:3: bytes: 4611686018427387904 bytes, more than 1 TiB"},
 		{head + "d,all_reduce,0,8,10,1,1\n", "m.csv:2: world 0"},
 		{head + "d,\"all_reduce,8,8,10,1,1\n", "m.csv:2: extraneous or missing \" in quoted-field"},
@@ -174,7 +177,11 @@ func TestReadMeasuredCSVBounds(t *testing.T) {
 		_, err := ReadMeasuredCSV(strings.NewReader(tc.in), "m.csv")
 		require.ErrorContains(t, err, tc.want)
 	}
-	_, err := ReadMeasuredCSV(zeros{}, "/dev/zero")
+	// The -c spellings of a collective read as nccl-tests names it.
+	rows, err := ReadMeasuredCSV(strings.NewReader(head+"d,allreduce,8,8,10,1,1\nd,AllGather,8,8,10,1,1\nd,oneway,2,8,10,1,1\n"), "m.csv")
+	require.NoError(t, err)
+	require.Equal(t, []string{"all_reduce", "all_gather", "oneway"}, []string{rows[0].Coll, rows[1].Coll, rows[2].Coll})
+	_, err = ReadMeasuredCSV(zeros{}, "/dev/zero")
 	require.ErrorIs(t, err, input.ErrTooLarge)
 	require.EqualError(t, err, "/dev/zero: input too large (more than 64 MiB)")
 }

@@ -160,6 +160,10 @@ func (b *builder) newNode(t graph.NodeType, id int64, e *etree.Element) (*graph.
 // maxNetLatencyUs bounds a <net latency> (µs): one second.
 const maxNetLatencyUs = 1e6
 
+// maxNetSpeedMbps bounds a <net speed> (Mb/s): 800 Tb/s, the simulator's bound on a link (simnet's
+// MaxSpeedGBps, partial.MaxNICSpeed).
+const maxNetSpeedMbps = 800e6
+
 // connect adds a link as graph.Connect does; an error (a node over NCCL_TOPO_MAX_LINKS links) is
 // located at e, the element that asked for the link.
 func (b *builder) connect(e *etree.Element, node, remote *graph.Node, t graph.LinkType, bw float64) error {
@@ -622,6 +626,11 @@ func (b *builder) addNIC(e *etree.Element, nic *graph.Node, sid int) error {
 		mbps, err := b.attrFloat(ne, "speed", 0)
 		if err != nil {
 			return err
+		}
+		if mbps > maxNetSpeedMbps {
+			// Not an NCCL rule (NCCL takes the plugin's speed as it is): past this the simulator's
+			// links cannot carry it, and a speed past float32's range reads as infinite.
+			return b.doc.Errorf(ne, "<net speed=%g>: want at most %g Mb/s (800 Tb/s)", mbps, float64(maxNetSpeedMbps))
 		}
 		if mbps <= 0 {
 			if _, given := attr(ne, "speed"); given {

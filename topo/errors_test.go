@@ -55,6 +55,7 @@ func TestErrors(t *testing.T) {
 		// Finding 10 of the input-bounds issue: a repeated GPU bus id loaded silently as a second
 		// GPU of the same id; more links than NCCL_TOPO_MAX_LINKS named no file or line.
 		{"duplicate GPU bus id", cpuOpen + gpuPCI("0000:01:00.0", 0, nvs) + gpuPCI("0000:01:00.0", 1, nvs) + `</cpu></system>`, graph.Options{}, `t.xml:6: <pci busid="0000:01:00.0">: GPU bus id repeated (GPU rank 0 has it, line 4)`},
+		{"net speed 1e308 Mb/s", cpuOpen + gpuPCI("0000:01:00.0", 0, "") + `<nic><net name="x" dev="0" speed="1e308"/></nic></cpu></system>`, graph.Options{}, "t.xml:6: <net speed=1e+308>: want at most 8e+08 Mb/s (800 Tb/s)"},
 		{"net latency 1e13 µs", cpuOpen + gpuPCI("0000:01:00.0", 0, "") + `<nic><net name="x" dev="0" speed="400000" latency="1e13"/></nic></cpu></system>`, graph.Options{}, "t.xml:6: <net latency=1e+13>: want 0..1e+06 µs"},
 		{"5,000 NICs", string(topogen.NICs(5000)), graph.Options{}, "t.xml:581: CPU/0-0 has more than 576 links (NCCL_TOPO_MAX_LINKS)"},
 	}

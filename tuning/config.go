@@ -94,11 +94,13 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 	sizes := []struct {
 		name string
 		dst  *int64
+		min  int64 // the least the simulator's schedules take (coll.MinBuffSize), else 1
 	}{
-		{"NCCL_BUFFSIZE", &c.BuffSize}, {"NCCL_LL_BUFFSIZE", &c.LLBuffSize}, {"NCCL_LL128_BUFFSIZE", &c.LL128BuffSize},
-		{"NCCL_P2P_LL_THRESHOLD", &c.P2PLLThreshold}, {"NCCL_P2P_NET_CHUNKSIZE", &c.P2PNetChunkSize},
-		{"NCCL_P2P_NVL_CHUNKSIZE", &c.P2PNVLChunkSize}, {"NCCL_P2P_PCI_CHUNKSIZE", &c.P2PPCIChunkSize},
-		{"NCCL_NVLS_CHUNKSIZE", &c.NVLSChunkSize},
+		{"NCCL_BUFFSIZE", &c.BuffSize, coll.MinBuffSize(coll.Simple)}, {"NCCL_LL_BUFFSIZE", &c.LLBuffSize, coll.MinBuffSize(coll.LL)},
+		{"NCCL_LL128_BUFFSIZE", &c.LL128BuffSize, coll.MinBuffSize(coll.LL128)},
+		{"NCCL_P2P_LL_THRESHOLD", &c.P2PLLThreshold, 1}, {"NCCL_P2P_NET_CHUNKSIZE", &c.P2PNetChunkSize, 1},
+		{"NCCL_P2P_NVL_CHUNKSIZE", &c.P2PNVLChunkSize, 1}, {"NCCL_P2P_PCI_CHUNKSIZE", &c.P2PPCIChunkSize, 1},
+		{"NCCL_NVLS_CHUNKSIZE", &c.NVLSChunkSize, 1},
 	}
 	for _, v := range sizes {
 		s := strings.TrimSpace(getenv(v.name))
@@ -108,6 +110,9 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 		n, err := strconv.ParseInt(s, 0, 64)
 		if err != nil || n <= 0 || n > 1<<40 {
 			return nil, fmt.Errorf("tuning: %s=%q: want a positive number of bytes", v.name, s)
+		}
+		if n < v.min {
+			return nil, fmt.Errorf("tuning: %s=%q: want at least %d bytes (one protocol grain for each of the %d NCCL_STEPS slots)", v.name, s, v.min, coll.NCCLSteps)
 		}
 		*v.dst = n
 	}
@@ -135,7 +140,11 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 		}
 		n, err := strconv.Atoi(s)
 		if err != nil {
-			return nil, fmt.Errorf("tuning: %s=%q: want 0 or 1 (2 = auto for NCCL_PAT_ENABLE)", v.name, s)
+			want := "an integer (0: off, other: on)"
+			if v.name == "NCCL_PAT_ENABLE" {
+				want = "an integer (0: off, 2: auto, other: on)"
+			}
+			return nil, fmt.Errorf("tuning: %s=%q: want %s", v.name, s, want)
 		}
 		if v.name == "NCCL_PAT_ENABLE" && n == 2 {
 			continue // auto

@@ -63,11 +63,19 @@ func TestConfigFromEnv(t *testing.T) {
 	for k, v := range map[string]string{
 		"NCCL_MAX_NCHANNELS": "x", "NCCL_BUFFSIZE": "-1", "NCCL_NET_OVERHEAD": "fast", "NCCL_PAT_ENABLE": "yes",
 		"NCCL_PROTO": "LL256", "NCCL_THREAD_THRESHOLDS": "1 2 x", "NCCL_MIN_NCHANNELS": "65",
+		// Below one protocol grain a slot (coll.MinBuffSize): refused here, not after some rows.
+		"NCCL_LL_BUFFSIZE": "127", "NCCL_LL128_BUFFSIZE": "4096", "NCCL_LL128_C2C": "z",
 	} {
 		_, err := ConfigFromEnv(env(map[string]string{k: v}))
 		if err == nil || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s=%q: error %v, want one naming %s", k, v, err, k)
 		}
+	}
+	if _, err := ConfigFromEnv(env(map[string]string{"NCCL_BUFFSIZE": "4095"})); err == nil || !strings.Contains(err.Error(), "want at least 4096 bytes") {
+		t.Errorf("NCCL_BUFFSIZE=4095: error %v", err)
+	}
+	if _, err := ConfigFromEnv(env(map[string]string{"NCCL_LL128_C2C": "z"})); err == nil || strings.Contains(err.Error(), "PAT") {
+		t.Errorf("NCCL_LL128_C2C=z: error %v, naming NCCL_PAT_ENABLE's values", err)
 	}
 	for _, v := range []string{"1e300", "NaN", "-1"} {
 		if _, err := ConfigFromEnv(env(map[string]string{"NCCL_NET_OVERHEAD": v})); err == nil || !strings.Contains(err.Error(), "NCCL_NET_OVERHEAD") {

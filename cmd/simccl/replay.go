@@ -143,6 +143,11 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 			}
 		}
 		if *scaleRanks > 0 && *scaleRanks != m.NRanks() {
+			if fs.Changed("nodes") {
+				// The scaled communicators would run on more (or fewer) ranks than the machine the
+				// header and the JSON name.
+				return fmt.Errorf("%w: --scale-ranks %d and --nodes %d disagree: %d %s nodes of %d GPUs are %d ranks (give one of them, or both alike)", errUsage, *scaleRanks, n, n, name, g, m.NRanks())
+			}
 			if *scaleRanks%g != 0 {
 				return fmt.Errorf("%w: --scale-ranks %d is not a multiple of the %d GPUs of a %s node", errUsage, *scaleRanks, g, name)
 			}

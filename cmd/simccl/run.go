@@ -91,6 +91,9 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 				return fmt.Errorf("%w: --plot %q: want a .png or .svg file", errUsage, *plotPath)
 			}
 		}
+		if *maxOps < 0 {
+			return fmt.Errorf("%w: --trace-max-ops %d: want a number of ops (0: none recorded)", errUsage, *maxOps)
+		}
 		fab, err := fabric.Read()
 		if err != nil {
 			return err

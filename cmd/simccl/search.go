@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/graph"
 	"github.com/simccl/simccl/internal/cli"
 	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/search"
@@ -53,6 +54,9 @@ func defineSearch(fs *pflag.FlagSet) runFunc {
 			s.Graph.P2PDisable = *p2pDisable
 		}
 		if *p2pLevel != "" {
+			if _, err := graph.ParsePathType(*p2pLevel); err != nil {
+				return fmt.Errorf("%w: --p2p-level: %v", errUsage, err)
+			}
 			s.Graph.P2PLevel = *p2pLevel
 		}
 		if fs.Changed("cross-nic") {
@@ -73,6 +77,10 @@ func defineSearch(fs *pflag.FlagSet) runFunc {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		res := p.Search
+		if *trees < -1 || (*trees >= 0 && *trees >= res.NNodes*res.NGPUs) {
+			// Before any output: -1 (the default) prints no trees.
+			return fmt.Errorf("%w: --trees %d: want a rank in 0..%d (-1: none)", errUsage, *trees, res.NNodes*res.NGPUs-1)
+		}
 		top := res.Topology()
 		params, _ := search.ParamsFor(s.Release)
 		if *dumpFile != "" {
