@@ -144,6 +144,7 @@ func cases() []badCase {
 		{format: "topology", name: "negative NVLink count", args: []string{"topo", "--topo", "{F}"}, files: []file{str("xml", cpuOpen+gpuPCI("0000:01:00.0", 0, `<nvlink target="fffffff:ff:ff.0" count="-2" tclass="0x068000"/>`)+`</cpu></system>`)}, rc: 1, want: "{F}:4: <nvlink count=-2>"},
 		{format: "topology", name: "duplicate ranks", args: []string{"topo", "--topo", "{F}"}, files: []file{str("xml", cpuOpen+gpuPCI("0000:01:00.0", 0, nvs)+gpuPCI("0000:02:00.0", 0, nvs)+`</cpu></system>`)}, rc: 1, want: "{F}:7: duplicate rank 0 (also on line 4)"},
 		{format: "topology", name: "duplicate GPU bus ids", args: []string{"topo", "--topo", "{F}"}, files: []file{str("xml", cpuOpen+gpuPCI("0000:01:00.0", 0, nvs)+gpuPCI("0000:01:00.0", 1, nvs)+`</cpu></system>`)}, rc: 1, want: `{F}:6: <pci busid="0000:01:00.0">: GPU bus id repeated (GPU rank 0 has it, line 4)`},
+		{format: "topology", name: "net speed 1e308 Mb/s", args: []string{"topo", "--topo", "{F}"}, files: []file{str("xml", cpuOpen+gpuPCI("0000:01:00.0", 0, "")+`<nic><net name="x" dev="0" speed="1e308"/></nic></cpu></system>`)}, rc: 1, want: "{F}:6: <net speed=1e+308>: want at most"},
 		{format: "topology", name: "net latency 1e13 µs", args: []string{"topo", "--topo", "{F}"}, files: []file{str("xml", cpuOpen+gpuPCI("0000:01:00.0", 0, "")+`<nic><net name="x" dev="0" speed="400000" latency="1e13"/></nic></cpu></system>`)}, rc: 1, want: "{F}:6: <net latency=1e+13>"},
 		{format: "topology", name: "NIC device with a bad bus id, --nic-speed", args: []string{"topo", "--topo", "{F}", "--nic-speed", "400Gbps"}, files: []file{str("xml", cpuOpen+gpuPCI("0000:01:00.0", 0, nvs)+`<pci busid="zz:1" class="0x020700"/></cpu></system>`)}, rc: 1, want: `{F}:6: <pci busid="zz:1">: "zz:1" is not a PCI bus id`},
 		{format: "topology", name: "60,000 bare NIC devices, --nic-speed", args: []string{"run", "--topo", "{F}", "--nic-speed", "400Gbps", "--nodes", "2", "-b", "1M", "-e", "1M"}, files: []file{gen("xml", func() []byte {
@@ -268,6 +269,8 @@ func cases() []badCase {
 		{format: "measured CSV", name: "20,000 rows", args: report, files: []file{gen("csv", func() []byte {
 			return append([]byte(csvHead), repeat("default,all_reduce,8,1048576,10.5,0.1,0.1\n", 20000)()...)
 		})}, rc: 1, want: "{F}:10002: more than 10000 rows"},
+		{format: "measured CSV", name: "busbw 1e308 (finite, past any link)", args: report, files: []file{str("csv", csvHead+"default,all_reduce,8,1048576,10.5,0.1,1e308\n")}, rc: 1, want: "{F}:2: busbw 1e+308"},
+		{format: "measured CSV", name: "unknown collective", args: report, files: []file{str("csv", csvHead+"default,frob,8,1048576,10.5,0.1,0.1\n")}, rc: 1, want: `unknown collective "frob"`},
 		{format: "measured CSV", name: "/dev/zero", args: []string{"report", "-o", os.DevNull, "--measured", "/dev/zero"}, rc: 1, want: "/dev/zero: input too large (more than 64 MiB)"},
 		{format: "nccl-tests text", name: "NaN busbw", args: report, files: []file{str("txt", cmdLine+rankLine+"     1048576   262144  float  sum  -1  12.95  0.08  NaN  0\n")}, rc: 1, want: "{F}:4: busbw NaN"},
 		{format: "nccl-tests text", name: "no Rank lines", args: report, files: []file{str("txt", cmdLine+"     1048576   262144  float  sum  -1  12.95  0.08  0.1  0\n")}, rc: 1, want: "{F}: nccl-tests output without its \"# Rank\" lines"},
@@ -304,6 +307,12 @@ func cases() []badCase {
 		{format: "flags", name: "mem -b 4T -e 4T", args: []string{"mem", "-b", "4T", "-e", "4T"}, rc: 2, want: "-b: 4398046511104 bytes, more than 1 TiB"},
 		{format: "flags", name: "run --back-to-back -1", args: append(slices.Clone(run), "--back-to-back", "-1"), rc: 2, want: "--back-to-back -1"},
 		{format: "flags", name: "report --launch sometimes", args: []string{"report", "-o", os.DevNull, "--launch", "sometimes"}, rc: 2, want: "--launch: launch mode \"sometimes\""},
+		{format: "flags", name: "plan sendrecv, NCCL_P2P_NVL_CHUNKSIZE=1", args: []string{"plan", "-b", "64M", "-c", "sendrecv", "--summary"}, env: []string{"NCCL_P2P_NVL_CHUNKSIZE=1"}, rc: 1, want: "schedule would have about"},
+		{format: "flags", name: "run NCCL_BUFFSIZE=1", args: []string{"run", "-b", "1M", "-e", "1M"}, env: []string{"NCCL_BUFFSIZE=1"}, rc: 2, want: `NCCL_BUFFSIZE="1": want at least 4096 bytes`},
+		{format: "flags", name: "search --p2p-level FOO", args: []string{"search", "--p2p-level", "FOO"}, rc: 2, want: `--p2p-level: graph: unknown path level "FOO"`},
+		{format: "flags", name: "search --trees 100", args: []string{"search", "--trees", "100"}, rc: 2, want: "--trees 100: want a rank in 0..7"},
+		{format: "flags", name: "replay --scale-ranks 8 --nodes 2", args: []string{"replay", "--topo", "h200x2-nvlink", "--scale-ranks", "8", "--nodes", "2", trace0, trace1}, rc: 2, want: "--scale-ranks 8 and --nodes 2 disagree"},
+		{format: "flags", name: "run --trace-max-ops -1", args: []string{"run", "--trace-max-ops", "-1", "--trace", os.DevNull}, rc: 2, want: "--trace-max-ops -1"},
 		{format: "flags", name: "plan --count 2^62", args: []string{"plan", "--count", "4611686018427387904"}, rc: 2, want: "--count 4611686018427387904 of 4-byte float: more than 1 TiB"},
 	}
 }
