@@ -261,6 +261,19 @@ func (p *Plan) checkArgs() error {
 			seen[h] = true
 		}
 	}
+	if len(p.NVLSHeads) > 0 {
+		if p.Algo != NVLS && p.Algo != NVLSTree {
+			return fmt.Errorf("NVLSHeads given for %v (NVLS and NVLSTree only)", p.Algo)
+		}
+		ppn := n / max(p.NNodes, 1)
+		seen := map[int]bool{}
+		for _, h := range p.NVLSHeads {
+			if h < 0 || h >= ppn || seen[h] {
+				return fmt.Errorf("NVLS heads %v: want distinct local ranks 0..%d", p.NVLSHeads, ppn-1)
+			}
+			seen[h] = true
+		}
+	}
 	if p.Algo == NVLS && p.NNodes > 1 && p.Func != AllReduce {
 		// NCCL 2.28 runs NVLS across nodes with CollNet (SHARP) for AllReduce only here.
 		return fmt.Errorf("%w: NVLS %v across %d nodes (AllReduce only, with CollNet)", ErrUnsupported, p.Func, p.NNodes)
@@ -337,6 +350,9 @@ func (p *Plan) EstimatedSteps() float64 {
 		// CollNetDirect's heads): 3 and 2 bound the compiled counts of the DGX H100 and GB200
 		// NVL72 schedules (TestEstimatedStepsSwitches).
 		ppn := nr / float64(max(p.NNodes, 1))
+		if p.Algo != CollNetDirect {
+			ppn = float64(p.NVLSHeadCount())
+		}
 		bytes := float64(p.Count) * elt
 		if p.Func == AllGather || p.Func == ReduceScatter {
 			bytes *= nr

@@ -81,6 +81,36 @@ type Plan struct {
 	// beside its own NIC (NCCL 2.28: the distinct intra[0] of the CollNet direct graph's
 	// channels); nil means every local rank.
 	CollNetHeads []int
+	// NVLSHeads (NVLS, NVLSTree): the local ranks that are NCCL's NVLS heads, in head order
+	// (NCCL 2.28 connectNvls: nHeads is the NVLS graph's channel count, min(32, GPUs of the node)
+	// by its search, and head h is the first GPU of that graph's channel h). Each loop of a
+	// channel covers one chunk per head: the switch reduces chunk h for head h, which alone
+	// passes it on (back to the switch, or into the tree of heads h across nodes); every rank
+	// still scatters and gathers every chunk. nil means every local rank, in order (the same on
+	// nodes of up to 32 GPUs, where every GPU heads a channel of the graph).
+	NVLSHeads []int
+}
+
+// NVLSHeadCount is len(p.NVLSHeadRanks()), without making the list.
+func (p *Plan) NVLSHeadCount() int {
+	if len(p.NVLSHeads) > 0 {
+		return len(p.NVLSHeads)
+	}
+	return p.NRanks / max(p.NNodes, 1)
+}
+
+// NVLSHeadRanks returns the plan's NVLS heads (local ranks, in head order): NVLSHeads, or every
+// local rank of a node in order.
+func (p *Plan) NVLSHeadRanks() []int {
+	if len(p.NVLSHeads) > 0 {
+		return p.NVLSHeads
+	}
+	ppn := p.NRanks / max(p.NNodes, 1)
+	heads := make([]int, ppn)
+	for j := range heads {
+		heads[j] = j
+	}
+	return heads
 }
 
 // Shown is the protocol and channel count a plan's row shows: for a send/recv plan with

@@ -23,13 +23,15 @@ func (b *builder) switchAt(kind string, node int) int {
 }
 
 // nvls compiles single-node NVLS AllReduce (NCCL 2.30.7's NVLS kernel, paraphrased) through the
-// node's NVSwitch as a switch endpoint. Each channel's part is walked in loops of nRanks chunks;
-// chunk j of a loop belongs to head rank j. Per loop, every rank sends each chunk j to the switch
-// (lane 0, the scatter warps); the switch reduces chunk j over all ranks and hands it to head j
-// (multimem ld_reduce), head j sends it back (lane 1, the reduce warps, applying the post-op) and
-// the switch multicasts it to every rank (multimem st); every rank receives all chunks into its
-// receive buffer (lane 2, the gather warps). A rank thus sends S + S/n and receives S/n + S for a
-// buffer of S bytes, where a ring moves 2(n−1)/n·S each way.
+// node's NVSwitch as a switch endpoint. Each channel's part is walked in loops of one chunk per
+// NVLS head (Plan.NVLSHeadRanks: NCCL's nHeads, every rank of a node of up to 32 GPUs, 32 of the
+// 72 of a GB200 NVL72 rack); chunk h of a loop belongs to head h. Per loop, every rank sends each
+// chunk to the switch (lane 0, the scatter warps); the switch reduces chunk h over all ranks and
+// hands it to head h (multimem ld_reduce), head h sends it back (lane 1, the reduce warps,
+// applying the post-op) and the switch multicasts it to every rank (multimem st); every rank
+// receives all chunks into its receive buffer (lane 2, the gather warps). With every rank a head,
+// a rank thus sends S + S/n and receives S/n + S for a buffer of S bytes, where a ring moves
+// 2(n−1)/n·S each way; with H heads a head sends and receives S + S/H, the other ranks S.
 func (b *builder) nvls(p *Plan, ck *chunking) error {
 	n := p.NRanks
 	sw := b.switchOf(SwitchNVLS)
@@ -38,30 +40,32 @@ func (b *builder) nvls(p *Plan, ck *chunking) error {
 	for r := range everyone {
 		everyone[r] = r
 	}
-	b.loopChunks(p, ck, n, func(c, loop int, portion func(int) (int64, int64)) {
-		for j := 0; j < n; j++ { // scatter
-			o, ne := portion(j)
+	heads := p.NVLSHeadRanks()
+	nh := len(heads)
+	b.loopChunks(p, ck, nh, func(c, loop int, portion func(int) (int64, int64)) {
+		for h, q := range heads { // scatter
+			o, ne := portion(h)
 			for r := 0; r < n; r++ {
 				b.emit(ck, call{rank: r, ch: c, lane: 0, prim: Send, sendTo: []int{sw}, connIdx: connUp,
-					src: &BufRef{Buf: BufSend, Offset: o * elt}, nelem: ne, chunk: loop*n + j})
-				b.fifos(c, r, sw, connUp, n)
+					src: &BufRef{Buf: BufSend, Offset: o * elt}, nelem: ne, chunk: loop*nh + h})
+				b.fifos(c, r, sw, connUp, nh)
 			}
-			b.emit(ck, call{rank: sw, ch: c, lane: 0, prim: RecvReduceForward, recvFrom: everyone, sendTo: []int{j},
-				connIdx: connUp, nelem: ne, chunk: loop*n + j})
+			b.emit(ck, call{rank: sw, ch: c, lane: 0, prim: RecvReduceForward, recvFrom: everyone, sendTo: []int{q},
+				connIdx: connUp, nelem: ne, chunk: loop*nh + h})
 		}
-		for j := 0; j < n; j++ { // head j: reduced chunk back to the switch, which multicasts it
-			_, ne := portion(j)
-			b.emit(ck, call{rank: j, ch: c, lane: 1, prim: RecvSend, recvFrom: []int{sw}, sendTo: []int{sw},
-				connIdx: connUp, sendIdx: connDown, hasSendIdx: true, nelem: ne, chunk: loop*n + j, postOp: true})
-			b.emit(ck, call{rank: sw, ch: c, lane: 1, prim: RecvSend, recvFrom: []int{j}, sendTo: everyone,
-				connIdx: connDown, nelem: ne, chunk: loop*n + j})
+		for h, q := range heads { // head h: reduced chunk back to the switch, which multicasts it
+			_, ne := portion(h)
+			b.emit(ck, call{rank: q, ch: c, lane: 1, prim: RecvSend, recvFrom: []int{sw}, sendTo: []int{sw},
+				connIdx: connUp, sendIdx: connDown, hasSendIdx: true, nelem: ne, chunk: loop*nh + h, postOp: true})
+			b.emit(ck, call{rank: sw, ch: c, lane: 1, prim: RecvSend, recvFrom: []int{q}, sendTo: everyone,
+				connIdx: connDown, nelem: ne, chunk: loop*nh + h})
 		}
-		for j := 0; j < n; j++ { // gather
-			o, ne := portion(j)
+		for h := range heads { // gather
+			o, ne := portion(h)
 			for r := 0; r < n; r++ {
 				b.emit(ck, call{rank: r, ch: c, lane: 2, prim: Recv, recvFrom: []int{sw}, connIdx: connDown,
-					dst: &BufRef{Buf: BufRecv, Offset: o * elt}, nelem: ne, chunk: loop*n + j})
-				b.fifos(c, sw, r, connDown, n)
+					dst: &BufRef{Buf: BufRecv, Offset: o * elt}, nelem: ne, chunk: loop*nh + h})
+				b.fifos(c, sw, r, connDown, nh)
 			}
 		}
 	})
@@ -124,21 +128,24 @@ func (b *builder) nvlsGatherScatter(p *Plan, ck *chunking) error {
 
 // nvlsTree compiles NVLSTree AllReduce over nodes of ppn ranks (NCCL 2.30.7, paraphrased;
 // connectNvls: the NVLS heads of the nodes form the double binary tree, channel parity picking tree
-// 0 or 1). Each loop of a channel covers ppn chunks; chunk j belongs to the node's local rank j
-// (its head). Every rank sends each chunk to its node's switch (lane 0); the switch reduces chunk
-// j over the node and hands it to head j (lane 0 of the switch); head j reduces it with what its
-// child nodes' heads j send and passes it up to its parent node's head j (lane 1); the root heads
-// send the result down to their children and to their own switch, inner heads forward what comes
-// from above the same way (lane 2); each switch multicasts chunk j to its node (lane 1 of the
-// switch) and every rank receives all chunks (lane 3).
+// 0 or 1). Each loop of a channel covers one chunk per NVLS head (Plan.NVLSHeadRanks); chunk h
+// belongs to head h, the same local rank j of every node. Every rank sends each chunk to its
+// node's switch (lane 0); the switch reduces chunk h over the node and hands it to head j (lane 0
+// of the switch); head j reduces it with what its child nodes' heads j send and passes it up to
+// its parent node's head j (lane 1); the root heads send the result down to their children and to
+// their own switch, inner heads forward what comes from above the same way (lane 2); each switch
+// multicasts chunk h to its node (lane 1 of the switch) and every rank receives all chunks (lane
+// 3).
 func (b *builder) nvlsTree(p *Plan, ck *chunking) error {
 	nNodes := max(1, p.NNodes)
 	ppn := p.NRanks / nNodes
+	heads := p.NVLSHeadRanks()
+	nh := len(heads)
 	chunks := func(b *builder) func(c, loop int, portion func(int) (int64, int64)) {
 		return func(c, loop int, portion func(int) (int64, int64)) {
-			for j := 0; j < ppn; j++ {
-				o, ne := portion(j)
-				b.nvlsTreeChunk(ck, p, c, j, loop*ppn+j, o, ne)
+			for h, j := range heads {
+				o, ne := portion(h)
+				b.nvlsTreeChunk(ck, p, c, j, nh, loop*nh+h, o, ne)
 			}
 		}
 	}
@@ -147,19 +154,19 @@ func (b *builder) nvlsTree(p *Plan, ck *chunking) error {
 	// then follow the lower half's (join), as one pass numbers them.
 	nch := p.nChannels()
 	if h := nch / 2; h > 0 && len(b.s.Conns) == 0 &&
-		forkChannels(int64(p.NRanks)*int64(ppn)*max64(1, p.Count/(int64(ppn)*ck.chunkElems))) {
+		forkChannels(int64(p.NRanks)*int64(ppn)*max64(1, p.Count/(int64(nh)*ck.chunkElems))) {
 		b2 := b.fork()
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			b2.loopChunkRange(p, ck, ppn, h, nch, chunks(b2))
+			b2.loopChunkRange(p, ck, nh, h, nch, chunks(b2))
 		}()
-		b.loopChunkRange(p, ck, ppn, 0, h, chunks(b))
+		b.loopChunkRange(p, ck, nh, 0, h, chunks(b))
 		<-done
 		b.join(b2)
 		return nil
 	}
-	b.loopChunks(p, ck, ppn, chunks(b))
+	b.loopChunks(p, ck, nh, chunks(b))
 	return nil
 }
 
@@ -226,12 +233,13 @@ func (p *Plan) looseKid(c, node, d int) bool {
 	return t.Loose != nil && contains(t.Loose[node], d)
 }
 
-// nvlsTreeChunk emits chunk ci (head j, elements o, ne) of NVLSTree channel c.
-func (b *builder) nvlsTreeChunk(ck *chunking, p *Plan, c, j, ci int, o, ne int64) {
+// nvlsTreeChunk emits chunk ci (head j, a local rank, one of nh heads; elements o, ne) of
+// NVLSTree channel c.
+func (b *builder) nvlsTreeChunk(ck *chunking, p *Plan, c, j, nh, ci int, o, ne int64) {
 	nNodes := max(1, p.NNodes)
 	ppn := p.NRanks / nNodes
 	for node := 0; node < nNodes; node++ {
-		b.nvlsScatter(ck, c, node, ppn, j, o, ne, ci)
+		b.nvlsScatter(ck, c, node, ppn, nh, j, o, ne, ci)
 	}
 	for node := 0; node < nNodes; node++ { // reduce up the tree of heads j
 		up, ds := p.nodeTree(c, node)
@@ -271,7 +279,7 @@ func (b *builder) nvlsTreeChunk(ck *chunking, p *Plan, c, j, ci int, o, ne int64
 			b.emit(ck, call{rank: node*ppn + j, ch: c, lane: 2, prim: RecvSend, recvFrom: []int{up*ppn + j}, sendTo: to,
 				connIdx: connDown, nelem: ne, chunk: ci})
 		}
-		b.nvlsMulticast(ck, c, node, ppn, j, o, ne, ci)
+		b.nvlsMulticast(ck, c, node, ppn, nh, j, o, ne, ci)
 	}
 }
 
@@ -345,14 +353,14 @@ func (b *builder) scratch(n int) []int {
 
 // nvlsScatter emits chunk ci (elements o, ne) of channel c going from every rank of node to the
 // node's switch (lane 0) and the switch's reduction of it handed to the node's local rank j.
-func (b *builder) nvlsScatter(ck *chunking, c, node, ppn, j int, o, ne int64, ci int) {
+func (b *builder) nvlsScatter(ck *chunking, c, node, ppn, nh, j int, o, ne int64, ci int) {
 	sw := b.switchAt(SwitchNVLS, node)
 	local := b.scratch(ppn)
 	for l := range local {
 		local[l] = node*ppn + l
 		b.emit(ck, call{rank: local[l], ch: c, lane: 0, prim: Send, sendTo: []int{sw}, connIdx: connUp,
 			src: &BufRef{Buf: BufSend, Offset: o * ck.elt}, nelem: ne, chunk: ci})
-		b.fifos(c, local[l], sw, connUp, ppn)
+		b.fifos(c, local[l], sw, connUp, nh)
 	}
 	b.emit(ck, call{rank: sw, ch: c, lane: 0, prim: RecvReduceForward, recvFrom: local, sendTo: []int{node*ppn + j},
 		connIdx: connUp, nelem: ne, chunk: ci})
@@ -360,7 +368,7 @@ func (b *builder) nvlsScatter(ck *chunking, c, node, ppn, j int, o, ne int64, ci
 
 // nvlsMulticast emits the node's switch multicasting chunk ci, which local rank j sends it, to
 // the node (lane 1 of the switch) and every rank of the node receiving it into its output (lane 3).
-func (b *builder) nvlsMulticast(ck *chunking, c, node, ppn, j int, o, ne int64, ci int) {
+func (b *builder) nvlsMulticast(ck *chunking, c, node, ppn, nh, j int, o, ne int64, ci int) {
 	sw := b.switchAt(SwitchNVLS, node)
 	local := b.scratch(ppn)
 	for l := range local {
@@ -371,37 +379,40 @@ func (b *builder) nvlsMulticast(ck *chunking, c, node, ppn, j int, o, ne int64, 
 	for _, r := range local {
 		b.emit(ck, call{rank: r, ch: c, lane: 3, prim: Recv, recvFrom: []int{sw}, connIdx: connDown,
 			dst: &BufRef{Buf: BufRecv, Offset: o * ck.elt}, nelem: ne, chunk: ci})
-		b.fifos(c, sw, r, connDown, ppn)
+		b.fifos(c, sw, r, connDown, nh)
 	}
 }
 
 // nvlsCollNet compiles NVLS AllReduce across nodes, NVLS with CollNet (NCCL 2.28 runs NVLS on
 // several nodes only with a CollNet plugin, SHARP: "NVLS+SHARP"; paraphrased from its NVLS kernel,
 // whose heads send to and receive from the network instead of a tree): as nvlsTree, each loop of
-// a channel covers ppn chunks, chunk j belonging to local rank j of every node (its head). Every
-// rank sends each chunk to its node's switch (lane 0); the switch reduces chunk j over the node
-// and hands it to head j (lane 0 of the switch); head j sends it to the network's reduction
-// (lane 1); the network reduces chunk j over the nodes' heads j and returns it to each of them;
-// head j passes it, with the post-op, to its switch (lane 2), which multicasts it to the node
-// (lane 1 of the switch); every rank receives all chunks (lane 3).
+// a channel covers one chunk per NVLS head, chunk h belonging to head h, the same local rank j of
+// every node. Every rank sends each chunk to its node's switch (lane 0); the switch reduces chunk
+// h over the node and hands it to head j (lane 0 of the switch); head j sends it to the network's
+// reduction (lane 1); the network reduces chunk h over the nodes' heads j and returns it to each of
+// them; head j passes it, with the post-op, to its switch (lane 2), which multicasts it to the
+// node (lane 1 of the switch); every rank receives all chunks (lane 3).
 func (b *builder) nvlsCollNet(p *Plan, ck *chunking) error {
 	nNodes := max(1, p.NNodes)
 	ppn := p.NRanks / nNodes
 	net := b.switchOf(SwitchCollNet)
-	b.loopChunks(p, ck, ppn, func(c, loop int, portion func(int) (int64, int64)) {
-		for j := 0; j < ppn; j++ {
-			o, ne := portion(j)
-			b.nvlsCollNetChunk(ck, c, nNodes, ppn, net, j, loop*ppn+j, o, ne)
+	heads := p.NVLSHeadRanks()
+	nh := len(heads)
+	b.loopChunks(p, ck, nh, func(c, loop int, portion func(int) (int64, int64)) {
+		for h, j := range heads {
+			o, ne := portion(h)
+			b.nvlsCollNetChunk(ck, c, nNodes, ppn, nh, net, j, loop*nh+h, o, ne)
 		}
 	})
 	return nil
 }
 
-// nvlsCollNetChunk emits chunk ci (head j, elements o, ne) of NVLS-with-CollNet channel c.
-func (b *builder) nvlsCollNetChunk(ck *chunking, c, nNodes, ppn, net, j, ci int, o, ne int64) {
+// nvlsCollNetChunk emits chunk ci (head j, a local rank, one of nh heads; elements o, ne) of
+// NVLS-with-CollNet channel c.
+func (b *builder) nvlsCollNetChunk(ck *chunking, c, nNodes, ppn, nh, net, j, ci int, o, ne int64) {
 	heads := make([]int, nNodes) // a step keeps its peer lists
 	for node := 0; node < nNodes; node++ {
-		b.nvlsScatter(ck, c, node, ppn, j, o, ne, ci)
+		b.nvlsScatter(ck, c, node, ppn, nh, j, o, ne, ci)
 		heads[node] = node*ppn + j
 		b.emit(ck, call{rank: heads[node], ch: c, lane: 1, prim: RecvSend, recvFrom: []int{b.switchAt(SwitchNVLS, node)},
 			sendTo: []int{net}, connIdx: connUp, nelem: ne, chunk: ci})
@@ -411,7 +422,7 @@ func (b *builder) nvlsCollNetChunk(ck *chunking, c, nNodes, ppn, net, j, ci int,
 	for node := 0; node < nNodes; node++ { // back from the network, multicast in the node
 		b.emit(ck, call{rank: heads[node], ch: c, lane: 2, prim: RecvSend, recvFrom: []int{net},
 			sendTo: []int{b.switchAt(SwitchNVLS, node)}, connIdx: connDown, nelem: ne, chunk: ci, postOp: true})
-		b.nvlsMulticast(ck, c, node, ppn, j, o, ne, ci)
+		b.nvlsMulticast(ck, c, node, ppn, nh, j, o, ne, ci)
 	}
 }
 

@@ -208,3 +208,38 @@ func TestMinCTAsPlans(t *testing.T) {
 		}
 	}
 }
+
+// NVLS heads are the NVLS graph's channels' first GPUs (NCCL 2.28 connectNvls): on a 72-GPU
+// GB200 NVL72 rack, 32 of them, every rack alike; on an 8-GPU node every GPU, in order (nil).
+func TestNVLSHeads(t *testing.T) {
+	for _, tc := range []struct {
+		topo  string
+		nodes int
+		algo  coll.Algo
+		heads int // 0: nil
+	}{
+		{"gb200-nvl72", 1, coll.NVLS, 32},
+		{"gb200-nvl72", 4, coll.NVLSTree, 32},
+		{"dgx-h100", 1, coll.NVLS, 0},
+		{"dgx-h100", 4, coll.NVLSTree, 0},
+	} {
+		p := newTestPlanner(t, tc.topo, tc.nodes, Settings{})
+		d, err := p.Decide(coll.Call{Func: coll.AllReduce, Count: 1 << 28, DataType: coll.Float32, Op: coll.Sum})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Plan.Algo != tc.algo {
+			t.Fatalf("%s × %d: %v, want %v", tc.topo, tc.nodes, d.Plan.Algo, tc.algo)
+		}
+		if len(d.Plan.NVLSHeads) != tc.heads {
+			t.Fatalf("%s × %d: heads %v, want %d", tc.topo, tc.nodes, d.Plan.NVLSHeads, tc.heads)
+		}
+		if want := p.Search.NVLS.NChannels; tc.heads > 0 && want != tc.heads {
+			t.Fatalf("%s: %d heads, NVLS graph %d channels", tc.topo, tc.heads, want)
+		}
+		if _, err := coll.Compile(coll.Plan{Func: coll.AllReduce, Algo: tc.algo, Proto: coll.Simple, NRanks: d.Plan.NRanks,
+			NNodes: d.Plan.NNodes, Count: 1 << 12, DataType: coll.Float32, NChannels: 1, NVLSHeads: d.Plan.NVLSHeads}); err != nil {
+			t.Fatalf("%s: %v", tc.topo, err)
+		}
+	}
+}

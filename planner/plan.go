@@ -100,8 +100,36 @@ func (p *Planner) Decide(c coll.Call) (Decision, error) {
 		// through switches and the trees they derive (NCCL 2.28 nvls.cc, collnet setup): the
 		// search's rings and trees are not theirs.
 		plan.Rings, plan.Trees = nil, nil
+		plan.NVLSHeads = p.nvlsHeads(plan.NRanks / max(plan.NNodes, 1))
 	}
 	return Decision{Plan: plan, Choice: &ch}, nil
+}
+
+// nvlsHeads are NCCL's NVLS heads on nodes of ppn ranks (NCCL 2.28 connectNvls): the first rank
+// of each channel of the NVLS graph, in channel order, as local ranks; nil where they are every
+// local rank in order (nodes of up to 32 GPUs, whose NVLS graph has a channel per GPU) or the
+// search found no NVLS graph.
+func (p *Planner) nvlsHeads(ppn int) []int {
+	g := p.Search.NVLS
+	if g == nil || ppn <= 0 {
+		return nil
+	}
+	var heads []int
+	seen := map[int]bool{}
+	for _, ch := range g.Intra[:min(len(g.Intra), g.NChannels)] {
+		if len(ch) > 0 && !seen[ch[0]%ppn] {
+			seen[ch[0]%ppn] = true
+			heads = append(heads, ch[0]%ppn)
+		}
+	}
+	identity := len(heads) == ppn
+	for h, q := range heads {
+		identity = identity && q == h
+	}
+	if identity || len(heads) == 0 {
+		return nil
+	}
+	return heads
 }
 
 // collnetRings are n channels' orders over every rank from the CollNet chain graph: node after

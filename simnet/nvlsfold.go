@@ -430,6 +430,7 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 		}
 	}
 	qr := newNodeFoldRouter(cl, q, nf, ppn)
+	heads := fp.NVLSHeadRanks()
 	// The fabric's switch links: every real member connection between nodes (each channel f
 	// folds, each head, each tree link, both directions) loads the switch links of its route with
 	// the rate of the quotient connection that stands for it. Links loaded alike (the same
@@ -455,7 +456,7 @@ func nodeFoldRun(fp coll.Plan, f nvlsFold, nf *nodeFold, e *Engine, cl *Cluster,
 						continue
 					}
 					X, P := int(nf.class[n]), int(nf.class[u])
-					for j := 0; j < ppn; j++ {
+					for _, j := range heads {
 						for _, dir := range [2]struct{ a, b, A, B, idx int }{{n, u, X, P, 0}, {u, n, P, X, 2}} {
 							id, ok := conn[[4]int{dir.A*ppn + j, dir.B*ppn + j, c, dir.idx}]
 							if !ok {

@@ -558,17 +558,27 @@ func TestNodeFoldLastResort(t *testing.T) {
 	row, _, err = gb32.Run(coll.AllReduce, 2<<30, coll.Float32, coll.Sum, RunOptions{DryRun: true})
 	require.NoError(t, err)
 	require.Equal(t, nodeFoldMode+", "+lastResortMode, row.Mode)
-	// At 4 GiB, from those rows at 1 and 2 GiB (sizesSteadyDirect: +0.66% against the replay of
-	// every node) rather than over node counts (+6.89%).
-	row, _, err = gb32.Run(coll.AllReduce, 4<<30, coll.Float32, coll.Sum, RunOptions{DryRun: true})
-	require.NoError(t, err)
+	// At 4 and 8 GiB the fold's own pair of shorter replays (since stop 47, 32 NVLS heads a rack:
+	// a loop is 32 chunks, not 72, so these calls have the loops foldSteadyPair needs); until
+	// then sizesSteadyDirect's line through the 1 and 2 GiB rows.
+	for _, size := range []int64{4 << 30, 8 << 30} {
+		row, _, err = gb32.Run(coll.AllReduce, size, coll.Float32, coll.Sum, RunOptions{DryRun: true})
+		require.NoError(t, err)
+		require.Equal(t, nodeFoldMode+"-steady (1088M, 2240M), "+lastResortMode, row.Mode, "%d bytes", size)
+	}
+	// 64 racks from 2 GiB: the line through the largest halvings both timed directly (stop 46),
+	// 512 MiB and 1 GiB, whatever the size (2 and 4 GiB are forms of their own).
+	gb64, _ := settingsMachine(t, "gb200-nvl72", 64, 0, nil, planner.Settings{})
+	gb64.PlannerAt = func(k int) (coll.Planner, error) {
+		_, p := settingsMachine(t, "gb200-nvl72", k, 0, nil, planner.Settings{})
+		return p, nil
+	}
 	lr := nodeFoldMode + ", " + lastResortMode
-	require.Equal(t, "sizes-steady (1 GiB: "+lr+"; 2 GiB: "+lr+")", row.Mode)
-	// At 8 GiB the same line (4 GiB is a form of its own, so the pair below it): until stop 46 the
-	// log2 form over 8 and 16 racks, 2.30 times the 4 GiB row.
-	row, _, err = gb32.Run(coll.AllReduce, 8<<30, coll.Float32, coll.Sum, RunOptions{DryRun: true})
-	require.NoError(t, err)
-	require.Equal(t, "sizes-steady (1 GiB: "+lr+"; 2 GiB: "+lr+")", row.Mode)
+	for _, size := range []int64{2 << 30, 8 << 30} {
+		row, _, err = gb64.Run(coll.AllReduce, size, coll.Float32, coll.Sum, RunOptions{DryRun: true})
+		require.NoError(t, err)
+		require.Equal(t, "sizes-steady (512 MiB: "+lr+"; 1 GiB: "+lr+")", row.Mode, "%d bytes", size)
+	}
 }
 
 // requireLateFold checks one of Run's late node folds (nvlsSwitchBound, nvlsFoldLastResort) on m's

@@ -91,9 +91,11 @@ func nvlsFoldBy(p coll.Plan, r Router, key func(sig, route []LinkID) []LinkID) (
 	if cr, ok := r.(CollNetRouter); ok && p.Algo == coll.NVLS && nNodes > 1 {
 		// NVLS with CollNet: the heads' routes to and from the network's reduction on channel c.
 		ppn := p.NRanks / nNodes
+		heads := p.NVLSHeadRanks()
 		for c := range sig {
 			var buf []LinkID
-			for rank := 0; rank < nNodes*ppn; rank++ {
+			for i := 0; i < nNodes*len(heads); i++ {
+				rank := i/len(heads)*ppn + heads[i%len(heads)]
 				for _, up := range []bool{true, false} {
 					route, err := cr.RouteCollNet(rank, p.ChannelLo+c, up, nil)
 					if err != nil {
@@ -112,6 +114,7 @@ func nvlsFoldBy(p coll.Plan, r Router, key func(sig, route []LinkID) []LinkID) (
 	}
 	if tree {
 		ppn := p.NRanks / nNodes
+		heads := p.NVLSHeadRanks()
 		// One scratch list for every route key reads (it keeps none), and each channel's
 		// signature made as long as the last one's at once: grown by append, the signatures
 		// and a route a pair came to 10 MB written on 128 nodes, for 1.4 MB kept.
@@ -127,7 +130,7 @@ func nvlsFoldBy(p coll.Plan, r Router, key func(sig, route []LinkID) []LinkID) (
 				if up < 0 {
 					continue
 				}
-				for j := 0; j < ppn; j++ {
+				for _, j := range heads {
 					a, b := node*ppn+j, up*ppn+j
 					for _, ab := range [2][2]int{{a, b}, {b, a}} {
 						// Always into scratch, never buf: given an empty list a Router may return
@@ -401,7 +404,7 @@ func nvlsLoopElems(plan coll.Plan) int64 {
 // nvlsLoopChunks is the chunks of one loop of plan's channels.
 func nvlsLoopChunks(plan coll.Plan) int64 {
 	if plan.Func == coll.AllReduce {
-		return int64(plan.NRanks / max(plan.NNodes, 1))
+		return int64(plan.NVLSHeadCount())
 	}
 	return 1
 }
