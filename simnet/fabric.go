@@ -233,13 +233,13 @@ func (f *Fabric) Set(key, val string) error {
 }
 
 // ParseSpeed reads a link speed with its unit: "400Gbps", "400Gb/s" (bits) or "50GBps", "50GB/s"
-// (bytes), and returns GB/s.
+// (bytes), or the same in T ("1.6Tbps"), and returns GB/s.
 func ParseSpeed(s string) (float64, error) {
 	t := strings.TrimSpace(s)
 	units := []struct {
 		suf string
 		mul float64
-	}{{"Gb/s", 1.0 / 8}, {"Gbps", 1.0 / 8}, {"GB/s", 1}, {"GBps", 1}}
+	}{{"Gb/s", 1.0 / 8}, {"Gbps", 1.0 / 8}, {"GB/s", 1}, {"GBps", 1}, {"Tb/s", 1000.0 / 8}, {"Tbps", 1000.0 / 8}, {"TB/s", 1000}, {"TBps", 1000}}
 	for _, u := range units {
 		if strings.HasSuffix(t, u.suf) {
 			x, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(t, u.suf)), 64)
@@ -249,7 +249,7 @@ func ParseSpeed(s string) (float64, error) {
 			return x * u.mul, nil
 		}
 	}
-	return 0, fmt.Errorf("bad speed %q (want e.g. 400Gbps, 400Gb/s, 50GBps or 50GB/s)", clipValue(s))
+	return 0, fmt.Errorf("bad speed %q (want e.g. 400Gbps, 400Gb/s, 50GBps, 50GB/s or 1.6Tbps)", clipValue(s))
 }
 
 // Cluster is nodes copies of a node model joined by a fabric, instantiated as links of an Engine.

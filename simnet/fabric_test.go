@@ -276,3 +276,27 @@ func TestLocalNICs(t *testing.T) {
 	require.Equal(t, "NVLSTree", row.Algo)
 	require.Less(t, row.TimeUs, 6000.0, "4 DGX B200 nodes, 1 GiB: NCCL's model says 5,499 µs")
 }
+
+// Speeds in bits or bytes a second, G or T; anything else (no unit, Mb/s, zero, negative,
+// infinite) is refused.
+func TestParseSpeed(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want float64 // GB/s; 0: an error
+	}{
+		{"400Gbps", 50}, {"400Gb/s", 50}, {"50GBps", 50}, {" 50GB/s ", 50},
+		{"1.6Tbps", 200}, {"800Tb/s", 100000}, {"2TB/s", 2000}, {"1TBps", 1000},
+		{"400", 0}, {"400Mbps", 0}, {"0Gbps", 0}, {"-1Gbps", 0}, {"InfGbps", 0}, {"NaNTbps", 0},
+	} {
+		got, err := ParseSpeed(tc.in)
+		if tc.want == 0 {
+			if err == nil {
+				t.Errorf("%q: %g GB/s, want an error", tc.in, got)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%q: %g GB/s, %v; want %g", tc.in, got, err, tc.want)
+		}
+	}
+}
