@@ -309,7 +309,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 				offset += c.res.Time + simnet.Microsecond
 			}
 		}
-		if n := hostBoundNote(rows, m.Launch); n != "" {
+		if n := hostBoundNote(rows, m.Launch, p.NRanks()); n != "" {
 			notes = append(notes, n)
 			lateNotes = append(lateNotes, n)
 		}
@@ -576,8 +576,9 @@ func readModeNote(rows []simnet.Row, p *planner.Planner) string {
 }
 
 // hostBoundNote names the rows whose time is the host's floor for the launch mode (Row.HostBound),
-// per collective the sizes from the smallest to the largest of them, and what that floor is.
-func hostBoundNote(rows []simnet.Row, launch simnet.LaunchMode) string {
+// per collective the sizes from the smallest to the largest of them, and what that floor is on a
+// communicator of ranks ranks.
+func hostBoundNote(rows []simnet.Row, launch simnet.LaunchMode, ranks int) string {
 	type span struct{ lo, hi int64 }
 	var order []string
 	spans := map[string]*span{}
@@ -610,7 +611,12 @@ func hostBoundNote(rows []simnet.Row, launch simnet.LaunchMode) string {
 			simnet.HostSendRecv.Base.Micros(), simnet.HostSendRecv.PerOp.Micros(), simnet.HostAllToAll.Base.Micros(), simnet.HostAllToAll.PerOp.Micros())
 	}
 	why := "NCCL's enqueue of a call with a process per GPU, " + enq
-	if launch == simnet.LaunchPerNode {
+	switch {
+	case ranks == 1:
+		// Run's floor for a one-rank communicator, whatever the launch mode but graphs.
+		why = fmt.Sprintf("NCCL's enqueue of a one-rank call, a device copy: %.2f µs, %.2f µs for send/recv and all-to-all (measured apart)",
+			simnet.OneRankHost.Micros(), simnet.OneRankP2PHost.Micros())
+	case launch == simnet.LaunchPerNode:
 		why = fmt.Sprintf("one thread enqueues the call on every GPU of the node: at least NCCL's enqueue, %s, %.2f µs more for each GPU past the first, and every GPU's sends and receives", enq, simnet.HostPerRank.Micros())
 	}
 	return fmt.Sprintf("host-bound (%s): the GPUs' own time is shorter, so each call takes the host's (%s; --launch graph lifts it; JSON: host_bound, device_us)", strings.Join(parts, ", "), why)

@@ -284,6 +284,14 @@ func TestRunHostBound(t *testing.T) {
 	}
 	require.Len(t, hb, 1)
 	require.Contains(t, hb[0], "all_reduce 8–")
+	require.Contains(t, hb[0], fmt.Sprintf("%.2f µs", simnet.HostEnqueue.Micros()))
+
+	// One rank: the note names the one-rank floor its rows take, not the enqueue of a call on
+	// several ranks.
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, mainRun([]string{"run", "--gpus", "1", "-b", "1K", "-e", "1K", "--progress", "off"}, &out, &errb), errb.String())
+	require.Contains(t, out.String(), fmt.Sprintf("one-rank call, a device copy: %.2f µs", simnet.OneRankHost.Micros()))
+	require.NotContains(t, out.String(), fmt.Sprintf("%.2f µs", simnet.HostEnqueue.Micros()))
 
 	graphRows, notes := run("graph")
 	for _, r := range graphRows {
