@@ -251,27 +251,18 @@ func (p *Plan) checkArgs() error {
 	if NeedsSwitches(p.Func, p.Algo) && p.Proto != Simple {
 		return fmt.Errorf("%w: %v with %v (NVLS and CollNet run Simple only, NCCL 2.28 ncclTopoTuneModel)", ErrUnsupported, p.Algo, p.Proto)
 	}
+	ppn := n / max(p.NNodes, 1)
 	if p.Algo == CollNetDirect && p.Func == AllReduce {
-		ppn := n / max(p.NNodes, 1)
-		seen := map[int]bool{}
-		for _, h := range p.CollNetHeads {
-			if h < 0 || h >= ppn || seen[h] {
-				return fmt.Errorf("CollNet heads %v: want distinct local ranks 0..%d", p.CollNetHeads, ppn-1)
-			}
-			seen[h] = true
+		if err := checkHeads("CollNet", p.CollNetHeads, ppn); err != nil {
+			return err
 		}
 	}
 	if len(p.NVLSHeads) > 0 {
 		if p.Algo != NVLS && p.Algo != NVLSTree {
 			return fmt.Errorf("NVLSHeads given for %v (NVLS and NVLSTree only)", p.Algo)
 		}
-		ppn := n / max(p.NNodes, 1)
-		seen := map[int]bool{}
-		for _, h := range p.NVLSHeads {
-			if h < 0 || h >= ppn || seen[h] {
-				return fmt.Errorf("NVLS heads %v: want distinct local ranks 0..%d", p.NVLSHeads, ppn-1)
-			}
-			seen[h] = true
+		if err := checkHeads("NVLS", p.NVLSHeads, ppn); err != nil {
+			return err
 		}
 	}
 	if p.Algo == NVLS && p.NNodes > 1 && p.Func != AllReduce {
@@ -307,6 +298,18 @@ func (p *Plan) check() error {
 	est := p.EstimatedSteps()
 	if est > MaxSteps {
 		return fmt.Errorf("schedule would have about %.3g steps (limit %d): use fewer ranks, a smaller count or a larger chunk", est, MaxSteps)
+	}
+	return nil
+}
+
+// checkHeads checks a plan's heads of a kind: distinct local ranks of nodes of ppn ranks.
+func checkHeads(kind string, heads []int, ppn int) error {
+	seen := map[int]bool{}
+	for _, h := range heads {
+		if h < 0 || h >= ppn || seen[h] {
+			return fmt.Errorf("%s heads %v: want distinct local ranks 0..%d", kind, heads, ppn-1)
+		}
+		seen[h] = true
 	}
 	return nil
 }

@@ -57,6 +57,23 @@ func foldOnly(t *testing.T, nodes int, fab *Fabric, size int64) (fold *Result, n
 	return fold, nf
 }
 
+// foldSurveyEnv applies the fold surveys' settings for the rest of the test: SIMCCL_FOLD_BUDGET
+// (NVLSBudget, so that the replay of every node runs past the default one) and SIMCCL_FOLD_TOPO
+// (foldTopo).
+func foldSurveyEnv(t *testing.T) {
+	if b := os.Getenv("SIMCCL_FOLD_BUDGET"); b != "" {
+		v, err := strconv.ParseFloat(b, 64)
+		require.NoError(t, err)
+		old := NVLSBudget
+		t.Cleanup(func() { NVLSBudget = old })
+		NVLSBudget = v
+	}
+	if topo := os.Getenv("SIMCCL_FOLD_TOPO"); topo != "" {
+		foldTopo = topo
+		t.Cleanup(func() { foldTopo = "dgx-h100" })
+	}
+}
+
 // surveyFabric is a survey's fabric: the file $PREFIX_FABRIC (default: the default fabric),
 // with the settings "key=value,key=value" of $PREFIX_SET applied.
 func surveyFabric(t *testing.T, prefix string) *Fabric {
@@ -86,17 +103,7 @@ func TestNodeFoldSurvey(t *testing.T) {
 		t.Skip("SIMCCL_FOLD_SURVEY not set")
 	}
 	parts := strings.Split(spec, ":")
-	if b := os.Getenv("SIMCCL_FOLD_BUDGET"); b != "" {
-		// A larger NVLSBudget, so that the replay of every node runs past the default one.
-		v, err := strconv.ParseFloat(b, 64)
-		require.NoError(t, err)
-		defer func(old float64) { NVLSBudget = old }(NVLSBudget)
-		NVLSBudget = v
-	}
-	if topo := os.Getenv("SIMCCL_FOLD_TOPO"); topo != "" {
-		foldTopo = topo
-		defer func() { foldTopo = "dgx-h100" }()
-	}
+	foldSurveyEnv(t)
 	fab := surveyFabric(t, "SIMCCL_FOLD")
 	if len(parts) > 2 && parts[2] != "" {
 		fab.Routing = parts[2]
@@ -146,16 +153,7 @@ func TestNodeFoldArrivals(t *testing.T) {
 	require.NoError(t, err)
 	mib, err := strconv.Atoi(ms)
 	require.NoError(t, err)
-	if b := os.Getenv("SIMCCL_FOLD_BUDGET"); b != "" {
-		v, err := strconv.ParseFloat(b, 64)
-		require.NoError(t, err)
-		defer func(old float64) { NVLSBudget = old }(NVLSBudget)
-		NVLSBudget = v
-	}
-	if topo := os.Getenv("SIMCCL_FOLD_TOPO"); topo != "" {
-		foldTopo = topo
-		defer func() { foldTopo = "dgx-h100" }()
-	}
+	foldSurveyEnv(t)
 	var scheds []*coll.Schedule
 	var results []*Result
 	replayed = func(s *coll.Schedule, res *Result) { scheds, results = append(scheds, s), append(results, res) }
