@@ -589,11 +589,12 @@ func (m *Machine) lateNodeFold(plan coll.Plan, tm Timing, opt RunOptions, bounde
 // nvlsFoldLastResort times an NVLSTree plan by the node fold where the fold's own bounds
 // (NVLSNodeFoldMin nodes, NVLSNodeFoldMinLoops loops per channel) are not met but nothing above
 // it in Run could replay the call: the channel fold past NVLSBudget with no steady pair, the
-// schedule past coll's limit. That is GB200 NVL72 racks (72 chunks a loop, so few loops) from 2 GiB
-// on 16 racks and 512 MiB on 32. Run's alternative there, nodesSteady's extrapolation over node
-// counts, was further from the replay of every node wherever both were measured (GB200 ×16 at
-// 256 MiB, 512 MiB, 1 GiB: the fold +0.10, +0.11, −1.88%; the extrapolation +0.90, −1.83, +3.54%;
-// docs/cluster.md). The mode says where the fold stands outside its bounds. It returns nil, and no
+// schedule past coll's limit. That is GB200 NVL72 racks (32 chunks a loop, NCCL's 32 NVLS heads,
+// and few loops; 72 until stop 47) at 2 GiB on 16 racks, 1 and 2 GiB on 32, 256 MiB–1 GiB on 64,
+// and the shorter replays of the fold's steady pair past them. Run's alternative there,
+// nodesSteady's extrapolation over node counts, was further from the replay of every node wherever
+// both were measured (GB200 ×16 at 256 MiB, 512 MiB, 1 GiB on the 72-head schedules: the fold +0.10,
+// +0.11, −1.88%; the extrapolation +0.90, −1.83, +3.54%; docs/cluster.md). The mode says where the fold stands outside its bounds. It returns nil, and no
 // error, where the nodes do not fold or the fold's check halted it.
 func (m *Machine) nvlsFoldLastResort(plan coll.Plan, tm Timing, opt RunOptions) (*Result, string, error) {
 	opt.foldBudget = lastResortBudget
