@@ -27,6 +27,10 @@ const MaxNodes = MaxRanks
 // ErrTooManyRanks is wrapped by New's error for a machine of more than MaxRanks ranks.
 var ErrTooManyRanks = errors.New("more ranks than simccl simulates")
 
+// ErrTooFewGPUs is wrapped by New's error where Machine.GPUs (simccl's --gpus) asks for more GPUs
+// than the node has.
+var ErrTooFewGPUs = errors.New("--gpus")
+
 // Machine describes a communicator: Nodes copies of one node topology, and NCCL's settings.
 type Machine struct {
 	Name     string            // what errors and reports call the topology

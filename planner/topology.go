@@ -111,7 +111,7 @@ func firstGPUs(doc *ncclxml.Document, k int) (*ncclxml.Document, error) {
 		kept++
 	}
 	if kept < k {
-		return nil, fmt.Errorf("%s: --gpus %d: the topology has only %d GPU(s) with a rank below %d", doc.Name, k, kept, k)
+		return nil, fmt.Errorf("%w %d: %s has only %d GPU(s) with a rank below %d", ErrTooFewGPUs, k, doc.Name, kept, k)
 	}
 	return cp, nil
 }

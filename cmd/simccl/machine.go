@@ -126,10 +126,14 @@ func (mf *machineFlags) builder(fs *pflag.FlagSet) (func(nodes int) (*planner.Pl
 }
 
 // nodesError makes planner.New's refusal of a communicator over planner.MaxRanks a usage error
-// naming --nodes; other errors are returned as they are.
+// naming --nodes, and of more GPUs than a node has one naming --gpus; other errors are returned
+// as they are.
 func nodesError(err error) error {
 	if errors.Is(err, planner.ErrTooManyRanks) {
 		return fmt.Errorf("%w: --nodes: %v", errUsage, err)
+	}
+	if errors.Is(err, planner.ErrTooFewGPUs) {
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return err
 }
