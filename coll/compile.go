@@ -702,7 +702,12 @@ func (b *builder) addOp(p *Plan) error {
 	n := p.NRanks
 	elt := int64(p.DataType.Size())
 	ck := newChunking(p)
-	op := Op{Func: p.Func, FuncName: p.Func.String(), Algo: p.Algo, AlgoName: p.Algo.String(), Proto: p.Proto,
+	algo, algoName := p.Algo, p.Algo.String()
+	if p.Func == SendRecv || p.Func == AllToAll {
+		// No algorithm: what NCCL's rows call P2P (Plan.AlgoName), read back as Ring (Op.UnmarshalJSON).
+		algo, algoName = Ring, p.AlgoName()
+	}
+	op := Op{Func: p.Func, FuncName: p.Func.String(), Algo: algo, AlgoName: algoName, Proto: p.Proto,
 		ProtoName: p.Proto.String(), Count: p.Count, DataType: p.DataType, TypeName: p.DataType.String(),
 		RedOp: p.Op, OpName: p.Op.String(), Root: p.Root, ChannelLo: p.ChannelLo, NChannels: p.nChannels(), ChunkSize: ck.chunkElems * elt}
 	size := p.Count * elt

@@ -13,6 +13,8 @@ func TestJSONRoundTrip(t *testing.T) {
 		Plan{Func: Broadcast, Algo: Ring, Proto: Simple, NRanks: 4, Count: 77, DataType: Int8, Root: 3},
 		Plan{Func: AllReduce, Algo: NVLS, Proto: Simple, NRanks: 4, Count: 500, DataType: Float32},
 		Plan{Func: AllReduce, Algo: CollNetChain, Proto: Simple, NRanks: 4, NNodes: 2, Count: 500, DataType: Float32},
+		Plan{Func: SendRecv, Algo: Tree, Proto: Simple, NRanks: 4, Count: 64, DataType: Float32, NChannels: 2},
+		Plan{Func: AllToAll, Proto: LL, NRanks: 4, Count: 16, DataType: Float32, NChannels: 2},
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +26,8 @@ func TestJSONRoundTrip(t *testing.T) {
 	if len(s.Switches) != 2 || s.Switches[0].Kind != SwitchNVLS || s.Switches[1].Kind != SwitchCollNet {
 		t.Errorf("switches %+v", s.Switches)
 	}
-	for _, key := range []string{`"prim": "RecvReduceCopySend"`, `"func": "AllReduce"`, `"type": "bfloat16"`, `"buf": "recv"`, `"kind": "collnet"`, `"prim": "RecvReduceForward"`} {
+	// Point-to-point ops are named P2P, as NCCL's rows (and simccl's) name them, whatever the plan's algorithm.
+	for _, key := range []string{`"prim": "RecvReduceCopySend"`, `"func": "AllReduce"`, `"type": "bfloat16"`, `"buf": "recv"`, `"kind": "collnet"`, `"prim": "RecvReduceForward"`, `"algo": "P2P"`} {
 		if !strings.Contains(buf.String(), key) {
 			t.Errorf("JSON lacks %s", key)
 		}

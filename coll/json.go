@@ -17,7 +17,9 @@ func (o *Op) UnmarshalJSON(b []byte) error {
 	if p.Func, err = ParseFunc(p.FuncName); err != nil {
 		return fmt.Errorf("coll: op: %w", err)
 	}
-	if p.Algo, err = ParseAlgo(p.AlgoName); err != nil {
+	if (p.Func == SendRecv || p.Func == AllToAll) && p.AlgoName == "P2P" {
+		p.Algo = Ring // point-to-point has no algorithm (addOp)
+	} else if p.Algo, err = ParseAlgo(p.AlgoName); err != nil {
 		return fmt.Errorf("coll: op: %w", err)
 	}
 	if p.Proto, err = ParseProto(p.ProtoName); err != nil {
