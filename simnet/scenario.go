@@ -368,10 +368,10 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		return Row{}, nil, fmt.Errorf("simnet: unknown data type %v", dt)
 	}
 	count, algBytes := coll.TestCount(f, size, elt, n)
-	row := Row{Coll: coll.TestName(f), Bytes: size, Count: count, Type: dt.String(), RedOp: op.String()}
-	if f == coll.AllGather || f == coll.ReduceScatter || f == coll.AllToAll {
-		row.Bytes = algBytes // nccl-tests prints base×n×elt, the size actually moved
-	}
+	// nccl-tests prints the size its count moves (max(sendBytes, recvBytes) of the count): base×n×elt
+	// for AllGather, ReduceScatter and AlltoAll, count×elt for the others — 1,000 for -b 1001 of
+	// float, 0 for -b 3.
+	row := Row{Coll: coll.TestName(f), Bytes: algBytes, Count: count, Type: dt.String(), RedOp: op.String()}
 	if !f.Reduces() {
 		row.RedOp = "none"
 	}

@@ -498,3 +498,25 @@ func TestSubstNote(t *testing.T) {
 	row.NCCL = ""
 	require.Empty(t, substNote(row, "", true), "NCCL's own choice simulated")
 }
+
+// The size column is what nccl-tests prints: the bytes of the count it moves (count × element,
+// base × ranks × element for all-gather), not the size asked for: -b 1001 of float is 1,000 bytes,
+// -b 3 is 0.
+func TestRunSizeColumnAsNCCLTests(t *testing.T) {
+	for _, tc := range []struct {
+		c          string
+		size, want int64
+	}{{"allreduce", 1001, 1000}, {"allreduce", 3, 0}, {"sendrecv", 1001, 1000}, {"allgather", 1001, 896}} {
+		var out, errb bytes.Buffer
+		args := []string{"run", "-c", tc.c, "-b", fmt.Sprint(tc.size), "-e", fmt.Sprint(tc.size), "--json", "--progress", "off"}
+		require.Equal(t, 0, mainRun(args, &out, &errb), errb.String())
+		var doc struct {
+			Rows []struct {
+				Bytes int64 `json:"bytes"`
+			} `json:"rows"`
+		}
+		require.NoError(t, json.Unmarshal(out.Bytes(), &doc))
+		require.Len(t, doc.Rows, 1)
+		require.Equal(t, tc.want, doc.Rows[0].Bytes, "%s -b %d", tc.c, tc.size)
+	}
+}
