@@ -102,6 +102,8 @@ func TestParseColls(t *testing.T) {
 	for s, want := range map[string][]coll.Func{
 		"allreduce": {coll.AllReduce}, "all_reduce": {coll.AllReduce}, "all_reduce_perf": {coll.AllReduce},
 		"AllGather,sendrecv": {coll.AllGather, coll.SendRecv}, "all": all, "alltoall_perf": {coll.AllToAll},
+		// Each once, where first named.
+		"all,all": all, "allgather,all,allreduce": {coll.AllGather, coll.AllReduce},
 	} {
 		got, err := ParseColls(s, all)
 		require.NoError(t, err, s)

@@ -68,17 +68,26 @@ func AddCollective(fs *pflag.FlagSet, short, def string) *string {
 // AllReduce), a comma-separated list, or all (every collective of all, in its order).
 func ParseColls(s string, all []coll.Func) ([]coll.Func, error) {
 	var out []coll.Func
+	seen := map[coll.Func]bool{}
+	add := func(f coll.Func) { // each collective once, where it is first named ("all,all" ran every row twice)
+		if !seen[f] {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
 		if strings.EqualFold(name, "all") {
-			out = append(out, all...)
+			for _, f := range all {
+				add(f)
+			}
 			continue
 		}
 		f, err := coll.ParseFunc(strings.TrimSuffix(strings.ToLower(name), "_perf"))
 		if err != nil {
 			return nil, fmt.Errorf("%w: --collective: %v (or all)", ErrUsage, err)
 		}
-		out = append(out, f)
+		add(f)
 	}
 	return out, nil
 }
