@@ -7,7 +7,13 @@
 //	go build -o bin/simccl ./cmd/simccl && go run ./bench/public [-json] [-env NCCL_ALGO=NVLSTree]
 //
 // The CSV's columns: source,topo,nodes,ranks,nccl,coll,bytes,time_oop_us,busbw_oop,time_ip_us,
-// busbw_ip (testdata/public/*/README.md say where each table comes from).
+// busbw_ip (testdata/public/*/README.md say where each table comes from). Where a source published
+// no time, the row's time is its in-place bus bandwidth's (bytes × 2(n−1)/n over busbw_ip). Two
+// optional columns give a run's set-up as its source states it, which the simulation then takes:
+// launch (simccl run's --launch: per-node for nccl-tests -g 8) and env (NCCL_* settings,
+// K=V;K=V, for the simulation and the model, beside -env's).
+//
+//	go run ./bench/public -csv testdata/public/azure-nd/allreduce.csv
 package main
 
 import (
@@ -31,7 +37,9 @@ type row struct {
 	Source, Topo, NCCL, Coll string
 	Nodes, Ranks             int
 	Bytes                    int64
-	TimeUs                   float64 // out-of-place
+	TimeUs                   float64 // out-of-place, else from the in-place busbw
+	Launch                   string  // simccl run's --launch ("": its default)
+	Env                      []string
 }
 
 // point is a measured row beside the simulation and NCCL's model.
@@ -52,12 +60,18 @@ type point struct {
 	TuneProto string  `json:"tune_proto"`
 }
 
-// summary is the median |time error| of one run (or of all, Source "all").
+// summary is the median |time error| of one run (or of all, Source "all"): over its points, and
+// over those of at least 1 MiB and those below (NaN where there are none), as the public set's
+// comparison splits them.
 type summary struct {
-	Source  string  `json:"source"`
-	Points  int     `json:"points"`
-	SimMed  float64 `json:"sim_median_abs_err"`
-	TuneMed float64 `json:"tune_median_abs_err"`
+	Source       string  `json:"source"`
+	Points       int     `json:"points"`
+	SimMed       float64 `json:"sim_median_abs_err"`
+	TuneMed      float64 `json:"tune_median_abs_err"`
+	SimMedLarge  float64 `json:"sim_median_abs_err_1mib_up"`
+	SimMedSmall  float64 `json:"sim_median_abs_err_below_1mib"`
+	TuneMedLarge float64 `json:"tune_median_abs_err_1mib_up"`
+	TuneMedSmall float64 `json:"tune_median_abs_err_below_1mib"`
 }
 
 func main() {
@@ -122,9 +136,16 @@ func run(simccl, csvPath, env, sources string, asJSON bool, w io.Writer) error {
 		fmt.Fprintf(w, "%-24s %5d %12d %10.1f %10.1f %+6.1f%%  %-28s %-32s %10.1f %+6.1f%%  %s/%s\n", p.Source, p.Nodes, p.Bytes, p.Measured, p.Sim, 100*p.SimErr,
 			fmt.Sprintf("%s/%s/%d", p.SimAlgo, p.SimProto, p.SimNCh), clip(p.SimMode, 32), p.Tune, 100*p.TuneErr, p.TuneAlgo, p.TuneProto)
 	}
-	fmt.Fprintf(w, "\n%-24s %6s %14s %14s\n", "run", "points", "median |err|", "tune |err|")
+	fmt.Fprintf(w, "\n%-24s %6s %14s %14s %14s %14s\n", "run", "points", "median |err|", ">=1MiB / below", "tune |err|", ">=1MiB / below")
+	pct := func(x float64) string {
+		if math.IsNaN(x) {
+			return "n/a"
+		}
+		return fmt.Sprintf("%.1f%%", 100*x)
+	}
 	for _, s := range sums {
-		fmt.Fprintf(w, "%-24s %6d %13.1f%% %13.1f%%\n", s.Source, s.Points, 100*s.SimMed, 100*s.TuneMed)
+		fmt.Fprintf(w, "%-24s %6d %14s %14s %14s %14s\n", s.Source, s.Points, pct(s.SimMed), pct(s.SimMedLarge)+" / "+pct(s.SimMedSmall),
+			pct(s.TuneMed), pct(s.TuneMedLarge)+" / "+pct(s.TuneMedSmall))
 	}
 	return nil
 }
@@ -152,19 +173,43 @@ func readRows(path string) ([]row, error) {
 			return nil, fmt.Errorf("%s: no column %q", path, h)
 		}
 	}
+	opt := func(r []string, name string) string {
+		if i, ok := col[name]; ok && i < len(r) {
+			return strings.TrimSpace(r[i])
+		}
+		return ""
+	}
 	var rows []row
 	for i, r := range recs[1:] {
 		nodes, e1 := strconv.Atoi(r[col["nodes"]])
 		ranks, e2 := strconv.Atoi(r[col["ranks"]])
 		bytes, e3 := strconv.ParseInt(r[col["bytes"]], 10, 64)
-		t, e4 := strconv.ParseFloat(r[col["time_oop_us"]], 64)
+		var t float64
+		var e4 error
+		if v := r[col["time_oop_us"]]; v != "" {
+			t, e4 = strconv.ParseFloat(v, 64)
+		} else if bw := opt(r, "busbw_ip"); bw != "" && ranks > 1 {
+			// No time published: the in-place time its bus bandwidth stands for (nccl-tests:
+			// busbw = bytes/time × 2(n−1)/n for all-reduce).
+			var b float64
+			if b, e4 = strconv.ParseFloat(bw, 64); e4 == nil && b > 0 {
+				t = float64(bytes) * 2 * float64(ranks-1) / float64(ranks) / (b * 1e3)
+			}
+		}
 		if err := errors.Join(e1, e2, e3, e4); err != nil || nodes < 1 || bytes < 1 || !(t > 0) {
 			return nil, fmt.Errorf("%s: row %d: bad value (%v)", path, i+2, err)
 		}
 		if r[col["coll"]] != "all_reduce" {
 			return nil, fmt.Errorf("%s: row %d: collective %q (only all_reduce)", path, i+2, r[col["coll"]])
 		}
-		rows = append(rows, row{Source: r[col["source"]], Topo: r[col["topo"]], NCCL: r[col["nccl"]], Coll: r[col["coll"]], Nodes: nodes, Ranks: ranks, Bytes: bytes, TimeUs: t})
+		var env []string
+		if e := opt(r, "env"); e != "" {
+			if env, err = envOf(strings.ReplaceAll(e, ";", ",")); err != nil {
+				return nil, fmt.Errorf("%s: row %d: %w", path, i+2, err)
+			}
+		}
+		rows = append(rows, row{Source: r[col["source"]], Topo: r[col["topo"]], NCCL: r[col["nccl"]], Coll: r[col["coll"]], Nodes: nodes, Ranks: ranks, Bytes: bytes, TimeUs: t,
+			Launch: opt(r, "launch"), Env: env})
 	}
 	return rows, nil
 }
@@ -209,6 +254,11 @@ func compare(simccl string, g []row, extra []string) ([]point, error) {
 		lo, hi = min(lo, r.Bytes), max(hi, r.Bytes)
 	}
 	base := []string{"--topo", r0.Topo, "--nodes", strconv.Itoa(r0.Nodes), "-c", "allreduce", "-d", "float", "-b", strconv.FormatInt(lo, 10), "-e", strconv.FormatInt(hi, 10), "-f", "2", "--json"}
+	extra = append(append([]string(nil), r0.Env...), extra...) // the run's set-up, then -env's
+	runArgs := append([]string{"run"}, append(base, "--progress", "off")...)
+	if r0.Launch != "" {
+		runArgs = append(runArgs, "--launch", r0.Launch)
+	}
 	var sim struct {
 		Rows []struct {
 			Bytes     int64   `json:"bytes"`
@@ -219,7 +269,7 @@ func compare(simccl string, g []row, extra []string) ([]point, error) {
 			Mode      string  `json:"mode"`
 		} `json:"rows"`
 	}
-	if err := simcclJSON(simccl, append([]string{"run"}, append(base, "--progress", "off")...), extra, &sim); err != nil {
+	if err := simcclJSON(simccl, runArgs, extra, &sim); err != nil {
 		return nil, err
 	}
 	var tune struct {
@@ -294,12 +344,24 @@ func summarize(pts []point) []summary {
 }
 
 func summaryOf(name string, pts []point) summary {
-	var s, t []float64
+	var s, t, sl, ss, tl, ts []float64
 	for _, p := range pts {
 		s = append(s, math.Abs(p.SimErr))
 		t = append(t, math.Abs(p.TuneErr))
+		if p.Bytes >= 1<<20 {
+			sl, tl = append(sl, math.Abs(p.SimErr)), append(tl, math.Abs(p.TuneErr))
+		} else {
+			ss, ts = append(ss, math.Abs(p.SimErr)), append(ts, math.Abs(p.TuneErr))
+		}
 	}
-	return summary{Source: name, Points: len(pts), SimMed: stats.Median(s), TuneMed: stats.Median(t)}
+	med := func(xs []float64) float64 {
+		if len(xs) == 0 {
+			return math.NaN()
+		}
+		return stats.Median(xs)
+	}
+	return summary{Source: name, Points: len(pts), SimMed: med(s), TuneMed: med(t),
+		SimMedLarge: med(sl), SimMedSmall: med(ss), TuneMedLarge: med(tl), TuneMedSmall: med(ts)}
 }
 
 func clip(s string, n int) string {

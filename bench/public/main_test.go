@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -64,4 +65,30 @@ func TestSummaryMedians(t *testing.T) {
 	require.InDelta(t, 0.3, s[0].TuneMed, 1e-12)
 	require.Equal(t, "all", s[2].Source)
 	require.InDelta(t, 0.1, s[2].SimMed, 1e-12)
+}
+
+// The Azure table publishes in-place bus bandwidth only: each row's time is what that busbw
+// stands for, and each run carries its set-up (launch mode, NCCL settings) from the CSV.
+func TestReadBusbwOnlyTableWithSetUp(t *testing.T) {
+	rows, err := readRows("../../testdata/public/azure-nd/allreduce.csv")
+	require.NoError(t, err)
+	require.Len(t, rows, 72)
+	g := groups(rows)
+	require.Len(t, g, 3)
+	r := g[0][0] // ND H100 v5, 1 KiB at 0.07 GB/s of busbw: 1024 × 2 × 7/8 / 0.07 GB/s
+	require.Equal(t, int64(1024), r.Bytes)
+	require.InDelta(t, 25.6, r.TimeUs, 1e-9)
+	require.Equal(t, "per-node", r.Launch)
+	require.Equal(t, []string{"NCCL_ALGO=NVLS"}, r.Env)
+	require.Empty(t, g[2][0].Env, "ND A100 v4: the algorithm it ran is not known")
+	require.Equal(t, "dgx-h200", g[1][0].Topo)
+}
+
+func TestSummarySplitsAtOneMiB(t *testing.T) {
+	s := summaryOf("a", []point{{Bytes: 1 << 19, SimErr: 0.5, TuneErr: 0.1}, {Bytes: 1 << 20, SimErr: -0.02, TuneErr: 0.3}, {Bytes: 1 << 30, SimErr: 0.04, TuneErr: 0.2}})
+	require.InDelta(t, 0.03, s.SimMedLarge, 1e-12)
+	require.InDelta(t, 0.5, s.SimMedSmall, 1e-12)
+	require.InDelta(t, 0.25, s.TuneMedLarge, 1e-12)
+	require.InDelta(t, 0.1, s.TuneMedSmall, 1e-12)
+	require.True(t, math.IsNaN(summaryOf("b", []point{{Bytes: 1 << 30}}).SimMedSmall), "no point below 1 MiB")
 }
