@@ -27,6 +27,7 @@ func TestBadInputRefusedUpFront(t *testing.T) {
 		{args: []string{"search", "--p2p-level", "FOO"}, rc: 2, want: `--p2p-level: graph: unknown path level "FOO"`},
 		{args: []string{"search", "--trees", "100"}, rc: 2, want: "--trees 100: want a rank in 0..7"},
 		{args: []string{"search", "--trees", "-5"}, rc: 2, want: "--trees -5: want a rank in 0..7"},
+		{args: []string{"run", "--exact", "--ecmp-mean"}, rc: 2, want: "--exact and --ecmp-mean"},
 		{args: []string{"run", "--gpus", "100"}, rc: 2, want: "--gpus 100: dgx-h100 has only 8 GPU(s) with a rank below 100"},
 		{args: []string{"run", "--trace-max-ops", "-1", "--trace", filepath.Join(dir, "t.json")}, rc: 2, want: "--trace-max-ops -1"},
 		{args: []string{"replay", "--progress", "off", filepath.Join(trace, "simccl-trace.rank0.jsonl"), filepath.Join(trace, "simccl-trace.rank1.jsonl"),

@@ -94,6 +94,10 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 		if *maxOps < 0 {
 			return fmt.Errorf("%w: --trace-max-ops %d: want a number of ops (0: none recorded)", errUsage, *maxOps)
 		}
+		if *exact && *ecmpMean {
+			// --exact turns every approximation off, ECMP's mean model included.
+			return fmt.Errorf("%w: --exact and --ecmp-mean: one replays exactly, the other lets the ECMP mean model stand; give one", errUsage)
+		}
 		fab, err := fabric.Read()
 		if err != nil {
 			return err
