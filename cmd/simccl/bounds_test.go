@@ -30,6 +30,8 @@ func sparse(t *testing.T, name string, n int64) string {
 func TestInputBounds(t *testing.T) {
 	big := sparse(t, "big.bin", input.MaxBytes+1)
 	trace := replayData + "trace/simccl-trace.rank0.jsonl"
+	frob := filepath.Join(t.TempDir(), "m.csv") // a measured row of an unknown collective
+	require.NoError(t, os.WriteFile(frob, []byte("tag,coll,world,bytes,us,algbw,busbw\ndefault,frob,8,1024,20,0.05,0.09\n"), 0o644))
 	for _, tc := range []struct {
 		args []string
 		env  map[string]string
@@ -67,6 +69,21 @@ func TestInputBounds(t *testing.T) {
 		{args: []string{"run", "--nodes", "2", "--fabric-set", "switch_latency_us=1e13"}, rc: 2, want: "switch_latency_us 1e+13"},
 		// Values each in range that multiply into 160,000 uplinks a leaf: one error before any size.
 		{args: []string{"run", "--nodes", "64", "--fabric-set", "uplink_speed=0.08Gbps"}, rc: 1, want: "fabric: a leaf would need 1.6e+05 uplinks of 0.01 GB/s"},
+		// A sweep of the commands (stop 47): each was ignored, accepted with a contradiction, or
+		// refused only after work. Usage errors come before any output.
+		{args: []string{"search", "--p2p-level", "FOO"}, rc: 2, want: `--p2p-level: graph: unknown path level "FOO"`},
+		{args: []string{"search", "--trees", "100"}, rc: 2, want: "--trees 100: want a rank in 0..7"},
+		{args: []string{"search", "--trees", "-5"}, rc: 2, want: "--trees -5: want a rank in 0..7"},
+		{args: []string{"run", "--trace-max-ops", "-1", "--trace", filepath.Join(t.TempDir(), "t.json")}, rc: 2, want: "--trace-max-ops -1"},
+		{args: []string{"run", "--exact", "--ecmp-mean"}, rc: 2, want: "--exact and --ecmp-mean"},
+		{args: []string{"run", "--gpus", "100"}, rc: 2, want: "--gpus 100: dgx-h100 has only 8 GPU(s) with a rank below 100"},
+		{args: []string{"replay", "--progress", "off", trace, replayData + "trace/simccl-trace.rank1.jsonl",
+			"--topo", "h200x2-nvlink", "--scale-ranks", "8", "--nodes", "2"}, rc: 2, want: "--scale-ranks 8 and --nodes 2 disagree"},
+		{args: []string{"run", "-b", "1M", "-e", "1M"}, env: map[string]string{"NCCL_BUFFSIZE": "1"}, rc: 2, want: "NCCL_BUFFSIZE=\"1\": want at least 4096 bytes"},
+		// The step estimate sees the transfers' own chunk: 1-byte chunks of 64 MiB are refused
+		// at once (they took 10 GB and more than a minute).
+		{args: []string{"plan", "-b", "64M", "-c", "sendrecv", "--summary"}, env: map[string]string{"NCCL_P2P_NVL_CHUNKSIZE": "1"}, rc: 1, want: "schedule would have about"},
+		{args: []string{"report", "-b", "1K", "-e", "4K", "-o", filepath.Join(t.TempDir(), "r.html"), "--measured", frob}, rc: 1, want: `unknown collective "frob"`},
 	} {
 		for k, v := range tc.env {
 			t.Setenv(k, v)
@@ -77,6 +94,9 @@ func TestInputBounds(t *testing.T) {
 		require.Equal(t, tc.rc, rc, "%v: %s", tc.args, msg)
 		require.Contains(t, msg, tc.want, tc.args)
 		require.NotContains(t, msg, "\n", tc.args)
+		if tc.rc == 2 {
+			require.Empty(t, strings.TrimSpace(out.String()), "%v: nothing printed before a usage error", tc.args)
+		}
 		for k := range tc.env {
 			os.Unsetenv(k)
 		}
