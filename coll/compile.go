@@ -710,6 +710,12 @@ func (b *builder) addOp(p *Plan) error {
 	op := Op{Func: p.Func, FuncName: p.Func.String(), Algo: algo, AlgoName: algoName, Proto: p.Proto,
 		ProtoName: p.Proto.String(), Count: p.Count, DataType: p.DataType, TypeName: p.DataType.String(),
 		RedOp: p.Op, OpName: p.Op.String(), Root: p.Root, ChannelLo: p.ChannelLo, NChannels: p.nChannels(), ChunkSize: ck.chunkElems * elt}
+	if p.Func == SendRecv && len(p.Transfers) > 0 {
+		// A group of transfers: the op reads as rows show it (Plan.Shown: the protocol and
+		// channels of its largest transfer), not as the plan's base, which no transfer need use.
+		op.Proto, op.NChannels = p.Shown()
+		op.ProtoName = op.Proto.String()
+	}
 	size := p.Count * elt
 	switch p.Func {
 	case AllReduce, Broadcast, Reduce:

@@ -20,6 +20,22 @@ type p2pMsg struct {
 	occ int
 }
 
+// shownTransfer is the transfer whose chunk the op shows: the largest of a SendRecv group (the one
+// Plan.Shown reads the protocol and channels of), else the plan's own (every AllToAll transfer is
+// planned alike).
+func shownTransfer(p *Plan, msgs []p2pMsg) p2pMsg {
+	if p.Func != SendRecv || len(p.Transfers) == 0 || len(msgs) == 0 {
+		return p2pMsg{}
+	}
+	best := msgs[0]
+	for _, m := range msgs[1:] {
+		if m.count > best.count {
+			best = m
+		}
+	}
+	return best
+}
+
 // p2pMessages lists the transfers of a SendRecv or AllToAll plan. SendRecv with Transfers lays each
 // rank's outgoing transfers out back to back in its send buffer, in list order, and its incoming
 // ones back to back in its receive buffer, in list order.
@@ -84,8 +100,8 @@ func (b *builder) p2p(p *Plan) error {
 	nch := p.channelSpan()
 	elt := int64(p.DataType.Size())
 	chunkingFor := p.p2pChunking
-	b.s.Ops[b.op].ChunkSize = chunkingFor(p2pMsg{}).chunkElems * elt
 	msgs := p2pMessages(p)
+	b.s.Ops[b.op].ChunkSize = chunkingFor(shownTransfer(p, msgs)).chunkElems * elt
 	dist := func(m p2pMsg) int { return ((m.to-m.from)%n + n) % n }
 	// NCCL's passes over the rounds: the first transfer to every peer by round, then the second…
 	sort.SliceStable(msgs, func(i, j int) bool {

@@ -1,6 +1,11 @@
 package coll
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
 
 // TestP2PRepeatedPeerBatches: NCCL takes one send and one receive per peer on each pass over its
 // rounds, and a batch holds one work of a round, so a second transfer to the same peer in a group
@@ -87,4 +92,22 @@ func TestP2PRepeatedPeerBatches(t *testing.T) {
 			t.Fatal(m)
 		}
 	}
+}
+
+// TestSendRecvOpShowsLargestTransfer: a group's op reads as rows show the call (Plan.Shown: the
+// largest transfer's protocol and channels) and carries that transfer's chunk, not the plan's
+// base protocol and channel span, which no transfer here uses.
+func TestSendRecvOpShowsLargestTransfer(t *testing.T) {
+	tr := []Transfer{
+		{From: 0, To: 1, Count: 64, NChannels: 1, LL: true, ChunkSize: 4096},
+		{From: 1, To: 0, Count: 4096, NChannels: 2, LL: true, ChunkSize: 8192},
+	}
+	p := Plan{Func: SendRecv, Proto: Simple, NRanks: 2, DataType: Float32, NChannels: 8, Transfers: tr}
+	s, err := Compile(p)
+	require.NoError(t, err)
+	op := s.Ops[0]
+	assert.Equal(t, LL, op.Proto)
+	assert.Equal(t, "LL", op.ProtoName)
+	assert.Equal(t, 2, op.NChannels)
+	assert.Equal(t, int64(8192), op.ChunkSize)
 }
