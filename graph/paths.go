@@ -186,8 +186,12 @@ func (s *System) computePaths() error {
 		}
 	}
 	nets := s.Nodes[NET]
-	// 2. P2C: GPUs with a C2C path to their CPU reach the NETs that hang off that CPU as P2C.
+	// 2. P2C: GPUs with a C2C path to their CPU reach the NETs that hang off that CPU as P2C
+	// (since 2.27.3; before, such a path stays PHB).
 	for _, g := range gpus {
+		if !s.Version.AtLeast(V2_27) {
+			break
+		}
 		cpu := s.localCPU(g)
 		if cpu == nil {
 			continue
@@ -213,7 +217,7 @@ func (s *System) computePaths() error {
 	// No GDR: if the GPU is closer than PHB but GDR (write) is refused, route both directions
 	// through the GPU's local CPU.
 	pxnLevel := PathP2C
-	if s.Options.PXNC2CDisable {
+	if s.Options.PXNC2CDisable || !s.Version.AtLeast(V2_27) { // 2.26: no P2C, PXB
 		pxnLevel = PathPXB
 	}
 	for ni, n := range nets {

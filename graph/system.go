@@ -43,6 +43,25 @@ func (v Version) MaxNodes() int {
 	return maxNodes228
 }
 
+// NVLinkBw is the bandwidth of one NVLink of a GPU of compute capability sm, GB/s, under release
+// v's rules (ncclTopoNVLinkBw, NCCL 2.28): cc≥100 40.1 (40.0 in 2.25–2.27), ≥90 20.6, ==86 12, ≥80
+// 20, ≥70 20, ≥60 18, else 20. The value as NCCL's float holds it.
+func (v Version) NVLinkBw(sm int) float64 {
+	switch {
+	case sm >= 100 && !v.AtLeast(V2_28):
+		return 40
+	case sm >= 100:
+		return f32(40.1)
+	case sm >= 90:
+		return f32(20.6)
+	case sm == 86:
+		return 12
+	case sm >= 60 && sm < 70:
+		return 18
+	}
+	return 20
+}
+
 // f32 rounds to float32, as NCCL keeps bandwidths in floats; printing "%.1f" of the same
 // numbers then gives the same digits.
 func f32(x float64) float64 { return float64(float32(x)) }

@@ -227,6 +227,10 @@ func (p *Path) Hops() int {
 type Version struct{ Major, Minor, Patch int }
 
 var (
+	// V2_26 is NCCL 2.26.2 (the fact sheet's history notes against 2.28): no P2C path type
+	// (GPU→C2C→CPU→PCIe→NIC is PHB, so neither GPUDirect RDMA nor PXN by default reaches a NIC
+	// behind a Grace CPU), Blackwell NVLinks at 40.0 GB/s, and 2.27's NET-node removal.
+	V2_26 = Version{2, 26, 2}
 	// V2_27 is NCCL 2.27.7, kept to compare with logs of that release: it removes the NET nodes
 	// when every rank is in the system (2.28.9 keeps them, as its logs show).
 	V2_27 = Version{2, 27, 7}
@@ -250,7 +254,7 @@ func (v Version) AtLeast(o Version) bool {
 	return v.Patch >= o.Patch
 }
 
-// ParseVersion accepts "2.28", "2.30", or a full "2.30.7".
+// ParseVersion accepts "2.26", "2.28", "2.30" (and 2.27 for old logs), or a full "2.30.7".
 func ParseVersion(s string) (Version, error) {
 	switch strings.TrimSpace(s) {
 	case "", "2.28", "2.28.9":
@@ -259,8 +263,10 @@ func ParseVersion(s string) (Version, error) {
 		return V2_30, nil
 	case "2.27", "2.27.7":
 		return V2_27, nil
+	case "2.26", "2.26.2":
+		return V2_26, nil
 	}
-	return Version{}, fmt.Errorf("graph: unsupported NCCL version %q (want 2.28 or 2.30; 2.27 for old logs)", s)
+	return Version{}, fmt.Errorf("graph: unsupported NCCL version %q (want 2.26, 2.28 or 2.30; 2.27 for old logs)", s)
 }
 
 // Options are the knobs NCCL takes from its environment. The zero value is NCCL's default.

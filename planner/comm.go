@@ -37,23 +37,6 @@ func graphInfo(g *search.Graph) tuning.GraphInfo {
 	}
 }
 
-// nvlinkBw is ncclTopoNVLinkBw (NCCL 2.28 topo.h).
-func nvlinkBw(cc int) float64 {
-	switch {
-	case cc >= 100:
-		return 40.1
-	case cc >= 90:
-		return 20.6
-	case cc == 86:
-		return 12
-	case cc >= 80, cc >= 70:
-		return 20
-	case cc >= 60:
-		return 18
-	}
-	return 20
-}
-
 func pow2Up(n int) int {
 	p := 1
 	for p < n {
@@ -124,7 +107,7 @@ func commOf(res *search.Result, sys *graph.System, opt commOptions) (*tuning.Com
 	// p2pnChannels.
 	allNVL := true
 	perPeer := math.MaxInt
-	nvl := nvlinkBw(c.CCMin)
+	nvl := sys.Version.NVLinkBw(c.CCMin)
 	for _, a := range gpus {
 		for _, b := range gpus {
 			if a == b {

@@ -15,7 +15,7 @@ import (
 // release whose rules apply. SettingsFromEnv fills them from NCCL_* variables; commands then
 // overwrite the fields their flags set (--algo is NCCL_ALGO, --nccl-version the release, …).
 type Settings struct {
-	// Release is the NCCL release whose rules apply ("2.28" when empty; "2.30").
+	// Release is the NCCL release whose rules apply ("2.28" when empty; "2.26", "2.30").
 	Release string
 	// Tuning holds NCCL_ALGO, NCCL_PROTO, NCCL_MIN/MAX_NCHANNELS, NCCL_NTHREADS, the buffer and
 	// chunk sizes, NCCL_PAT_ENABLE and the tuner-file rules. Its Version is set from Release.
@@ -138,7 +138,7 @@ func (s *Settings) SetRelease(v string) error {
 
 // SearchReleases are the releases whose channel-search rules the planner has (Releases, whose
 // tuning model it has too, and older or newer ones known to the search only).
-func SearchReleases() []string { return []string{"2.18", "2.28", "2.29", "2.30"} }
+func SearchReleases() []string { return []string{"2.18", "2.26", "2.28", "2.29", "2.30"} }
 
 // versions resolves the release for the graph and the search. A release the graph package has no
 // rules of (2.18, 2.29) builds the system with 2.28's, which did not change in between for the

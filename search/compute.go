@@ -34,17 +34,18 @@ var (
 	sm100Inter228      = []float32{96, 48, 45.1, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12}
 	sm90Intra218       = []float32{60, 40, 30, 24, 20, 15, 12, 6, 3}
 	sm90Inter218       = []float32{48, 45, 42, 40, 30, 24, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12}
+	sm100Intra225      = []float32{90, 80, 70, 60, 50, 40, 30, 24, 20, 19} // 2.25–2.26 (inter: the sm90 array)
 	sm100Intra229      = []float32{90, 80, 70, 60, 50, 45, 40, 30, 24, 20, 19, 18}
 	sm100Inter229      = []float32{96, 80, 48, 45.1, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12}
 	sm100Inter2307     = []float32{96, 86, 80, 48, 45.1, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12}
 	defaultVersion     = "2.28"
-	supportedVersions  = []string{"2.18", "2.28", "2.29", "2.30"}
+	supportedVersions  = []string{"2.18", "2.26", "2.28", "2.29", "2.30"}
 	globalTimeout218   = int64(1) << 18
 	globalTimeoutSince = int64(1) << 19 // 2.19+
 )
 
 // ParamsFor returns the search constants of an NCCL release. "2.28" is the default and the one
-// the golden tests check; "2.18" and "2.29" change the speed arrays and budget; "2.30" also turns
+// the golden tests check; "2.18", "2.26" and "2.29" change the speed arrays and budget; "2.30" also turns
 // on the 2.30.7 rules of ncclTopoGetLocalNet and search.cc (NIC start index, rails and planes,
 // fallback NETs). Other changes of those releases are not modelled.
 func ParamsFor(version string) (Params, error) {
@@ -58,6 +59,10 @@ func ParamsFor(version string) (Params, error) {
 	}}
 	switch version {
 	case "2.28":
+	case "2.26":
+		// sm100 arrays as NCCL 2.25 introduced them: no 18 in intra (2.27 added it), inter the sm90
+		// array (2.27 gave Blackwell its own).
+		p.speeds.sm100Intra, p.speeds.sm100Inter = sm100Intra225, sm90Inter228
 	case "2.18":
 		p.globalTimeout = globalTimeout218
 		p.speeds.sm90Intra, p.speeds.sm90Inter = sm90Intra218, sm90Inter218

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -445,6 +446,27 @@ func TestCPUCodes(t *testing.T) {
 		}
 		if a, v := top.cpuType(); a != c.wantArch || v != c.wantVendor {
 			t.Errorf("%s %q: arch %d vendor %d, want %d %d", c.arch, c.vendor, a, v, c.wantArch, c.wantVendor)
+		}
+	}
+}
+
+// TestSpeedArraysByRelease: Blackwell's speed arrays by release (search.cc of each): 2.25–2.26
+// intra without 18 and the sm90 inter array, 2.28 its own inter array from 96, 2.18 the sm90 ones.
+func TestSpeedArraysByRelease(t *testing.T) {
+	for _, c := range []struct {
+		release      string
+		intra, inter []float32
+	}{
+		{"2.26", []float32{90, 80, 70, 60, 50, 40, 30, 24, 20, 19}, sm90Inter228},
+		{"2.28", sm100Intra228, sm100Inter228},
+		{"2.18", sm90Intra218, sm90Inter218},
+	} {
+		p, err := ParamsFor(c.release)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(p.speeds.sm100Intra, c.intra) || !slices.Equal(p.speeds.sm100Inter, c.inter) {
+			t.Errorf("%s: sm100 %v / %v, want %v / %v", c.release, p.speeds.sm100Intra, p.speeds.sm100Inter, c.intra, c.inter)
 		}
 	}
 }

@@ -21,26 +21,6 @@ type topoError struct{ err error }
 func (e *topoError) Error() string   { return e.err.Error() }
 func (e *topoError) Unwrap() []error { return []error{graph.ErrTopology, e.err} }
 
-// NVLink per-link bandwidth by compute capability (NCCL 2.28 ncclTopoNVLinkBw):
-// cc≥100 40.1 (40.0 in 2.25–2.27), ≥90 20.6, ==86 12, ≥80 20, ≥70 20, ≥60 18, else 20.
-func nvlinkBw(sm int) float64 {
-	switch {
-	case sm >= 100:
-		return f32(40.1)
-	case sm >= 90:
-		return f32(20.6)
-	case sm == 86:
-		return 12
-	case sm >= 80:
-		return 20
-	case sm >= 70:
-		return 20
-	case sm >= 60:
-		return 18
-	}
-	return 20
-}
-
 // Inter-socket bandwidths in GB/s (NCCL 2.28 ncclTopoGetInterCpuBw; topo.h P9_BW, ARM_BW, …).
 const (
 	p9Bw         = 32
@@ -804,7 +784,7 @@ func (b *builder) addNVLink(e *etree.Element, parentBus string, sid int) error {
 			remote = b.sys.Nodes[graph.NVS][0]
 		}
 	}
-	bw := f32(float64(count) * nvlinkBw(gpu.GPU.SM))
+	bw := f32(float64(count) * b.sys.Version.NVLinkBw(gpu.GPU.SM))
 	if err := b.connect(e, gpu, remote, graph.LinkNVL, bw); err != nil {
 		return err
 	}

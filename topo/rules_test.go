@@ -57,8 +57,16 @@ func TestInterCPUBw(t *testing.T) {
 
 func TestNVLinkBw(t *testing.T) {
 	for sm, want := range map[int]float64{100: 40.1, 103: 40.1, 90: 20.6, 89: 20, 86: 12, 80: 20, 70: 20, 60: 18, 52: 20} {
-		if got := nvlinkBw(sm); float32(got) != float32(want) {
+		if got := graph.V2_28.NVLinkBw(sm); float32(got) != float32(want) {
 			t.Errorf("sm %d: %v, want %v", sm, got, want)
+		}
+	}
+	// 2.25–2.27: Blackwell's links were 40.0 GB/s; other generations as in 2.28.
+	for _, v := range []graph.Version{graph.V2_26, graph.V2_27} {
+		for sm, want := range map[int]float64{100: 40, 103: 40, 90: 20.6} {
+			if got := v.NVLinkBw(sm); float32(got) != float32(want) {
+				t.Errorf("%v sm %d: %v, want %v", v, sm, got, want)
+			}
 		}
 	}
 }

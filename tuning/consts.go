@@ -39,6 +39,12 @@ type Constants struct {
 	// instead of the 2.28 rule max(MinTrafficPerChannel, traffic/nCh).
 	MinTrafficPerChannel     int64
 	TrafficPerChannelRoundUp bool
+	// NVLSBw227 selects NCCL ≤2.27's NVLS and NVLSTree bandwidth (ncclTopoTuneModel): NVLS
+	// AllReduce min(bwIntra, bwInter), NVLS AllGather/ReduceScatter min(bwIntra×(ppn−1)/ppn,
+	// 0.9×bwInter), NVLSTree min(bwIntra, bwInter on ≤ 2 nodes, else bwInter/2), converted to an
+	// algorithm bandwidth by 5/6 instead of nRanks/nsteps; nvlsEfficiency and
+	// perChMaxNVLSTreeBws (2.28) take no part.
+	NVLSBw227 bool
 }
 
 // hopper etc. are the compCapIndex rows.
@@ -130,7 +136,19 @@ func newReleases() map[string]*Constants {
 	v228.MinTrafficPerChannel = 16 << 10
 	v228.TrafficPerChannelRoundUp = false
 
-	return map[string]*Constants{"2.28": &v228, "2.30": v230}
+	// 2.26: 2.28's constants but for the NVLS rule above (the fact sheet's history notes: NVLSTree's
+	// NET latency was 14 until 2.28, PAT's 8 µs base a literal 8 in 2.23–2.27 with the same result,
+	// the 2.28 traffic-per-channel rule; the LL128 rule's cc whitelist of ≤2.26 admits every GPU
+	// the uniform-cc rule of 2.27–2.29 does at cc 70–120). The Blackwell ring LL128 cap is 2.28's
+	// 2×36.7: no earlier value is recorded. nvlsEfficiency and perChMaxNVLSTreeBws did not exist
+	// in 2.26; their 2.28 values stay in the table for the simulator, which takes them as
+	// properties of the hardware (simnet: the NVLink share multimem reaches, the NVLSTree channel
+	// ceiling), not as 2.26's model.
+	v226 := v228
+	v226.Release = "2.26"
+	v226.NVLSBw227 = true
+
+	return map[string]*Constants{"2.26": &v226, "2.28": &v228, "2.30": v230}
 }
 
 // Releases lists the releases with a constants table.
@@ -143,7 +161,7 @@ func Releases() []string {
 	return out
 }
 
-// ConstantsFor returns a copy of the constants of release v ("2.28", "2.30"; a patch level such as
+// ConstantsFor returns a copy of the constants of release v ("2.26", "2.28", "2.30"; a patch level such as
 // "2.28.9" selects its minor release).
 func ConstantsFor(v string) (*Constants, error) {
 	key := strings.TrimSpace(v)

@@ -192,7 +192,18 @@ func (t *Table) modelCell(f coll.Func, a coll.Algo, p coll.Proto) (bw, lat float
 	if nNodes <= 2 || collNet {
 		b = g.BwIntra
 	}
-	if a == coll.NVLS || a == coll.NVLSTree {
+	if (a == coll.NVLS || a == coll.NVLSTree) && k.NVLSBw227 {
+		switch {
+		case a == coll.NVLSTree && nNodes <= 2:
+			b = math.Min(g.BwIntra, g.BwInter)
+		case a == coll.NVLSTree:
+			b = math.Min(g.BwIntra, g.BwInter/2)
+		case f == coll.AllReduce:
+			b = math.Min(g.BwIntra, g.BwInter)
+		default:
+			b = math.Min(g.BwIntra*(ppn-1)/ppn, g.BwInter*0.9)
+		}
+	} else if a == coll.NVLS || a == coll.NVLSTree {
 		intra := g.BwIntra * k.NVLSEfficiency[cci] * (nCh - 1) / nCh
 		if f == coll.AllReduce {
 			intra *= 2
@@ -270,6 +281,8 @@ func (t *Table) modelCell(f coll.Func, a coll.Algo, p coll.Proto) (bw, lat float
 	switch {
 	case (f == coll.AllGather || f == coll.ReduceScatter) && a != coll.Ring:
 		ratio = 1
+	case (a == coll.NVLS || a == coll.NVLSTree) && k.NVLSBw227:
+		ratio = 5.0 / 6.0 // ≤2.27
 	case a == coll.Ring || a == coll.NVLS || a == coll.NVLSTree:
 		ratio = nRanks / nsteps
 	default:
