@@ -14,6 +14,10 @@
 // K=V;K=V, for the simulation and the model, beside -env's).
 //
 //	go run ./bench/public -csv testdata/public/azure-nd/allreduce.csv
+//
+// -nccl-version csv plans each run under the NCCL release its nccl column names, where simccl's
+// tuning model has that release (2.26.2 → 2.26), else under simccl's default; a release
+// (-nccl-version 2.26) plans every run under it. Each point says which release planned it.
 package main
 
 import (
@@ -30,6 +34,7 @@ import (
 	"strings"
 
 	"github.com/simccl/simccl/internal/stats"
+	"github.com/simccl/simccl/tuning"
 )
 
 // row is one measured point.
@@ -46,6 +51,7 @@ type row struct {
 type point struct {
 	Source    string  `json:"source"`
 	Nodes     int     `json:"nodes"`
+	Release   string  `json:"nccl_release"` // the release that planned the simulation and the model
 	Bytes     int64   `json:"bytes"`
 	Measured  float64 `json:"measured_us"`
 	Sim       float64 `json:"sim_us"`
@@ -64,14 +70,26 @@ type point struct {
 // over those of at least 1 MiB and those below (NaN where there are none), as the public set's
 // comparison splits them.
 type summary struct {
-	Source       string  `json:"source"`
-	Points       int     `json:"points"`
-	SimMed       float64 `json:"sim_median_abs_err"`
-	TuneMed      float64 `json:"tune_median_abs_err"`
-	SimMedLarge  float64 `json:"sim_median_abs_err_1mib_up"`
-	SimMedSmall  float64 `json:"sim_median_abs_err_below_1mib"`
-	TuneMedLarge float64 `json:"tune_median_abs_err_1mib_up"`
-	TuneMedSmall float64 `json:"tune_median_abs_err_below_1mib"`
+	Source       string `json:"source"`
+	Points       int    `json:"points"`
+	SimMed       median `json:"sim_median_abs_err"`
+	TuneMed      median `json:"tune_median_abs_err"`
+	SimMedLarge  median `json:"sim_median_abs_err_1mib_up"`
+	SimMedSmall  median `json:"sim_median_abs_err_below_1mib"`
+	TuneMedLarge median `json:"tune_median_abs_err_1mib_up"`
+	TuneMedSmall median `json:"tune_median_abs_err_below_1mib"`
+}
+
+// median is a median |error|, NaN where there are no points (JSON null: encoding/json has no NaN,
+// and a run of sizes all ≥ 1 MiB has none below).
+type median float64
+
+// MarshalJSON writes null for NaN.
+func (m median) MarshalJSON() ([]byte, error) {
+	if math.IsNaN(float64(m)) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(float64(m))
 }
 
 func main() {
@@ -80,14 +98,20 @@ func main() {
 	asJSON := flag.Bool("json", false, "print JSON instead of the table")
 	env := flag.String("env", "", "NCCL settings for the simulation and the model, K=V[,K=V…] (a what-if: the measured rows ran NCCL's defaults unless their README says otherwise)")
 	sources := flag.String("sources", "", "compare only these runs (the CSV's source column), comma-separated; empty: all")
+	version := flag.String("nccl-version", "", "NCCL release that plans the simulation and the model: empty for simccl's default ("+tuning.DefaultRelease+"), csv for each run's own (its nccl column) where simccl has it, or a release ("+strings.Join(tuning.Releases(), ", ")+")")
 	flag.Parse()
-	if err := run(*simccl, *csvPath, *env, *sources, *asJSON, os.Stdout); err != nil {
+	if err := run(*simccl, *csvPath, *env, *sources, *version, *asJSON, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "public:", err)
 		os.Exit(1)
 	}
 }
 
-func run(simccl, csvPath, env, sources string, asJSON bool, w io.Writer) error {
+func run(simccl, csvPath, env, sources, version string, asJSON bool, w io.Writer) error {
+	if version != "" && version != "csv" {
+		if _, err := tuning.ConstantsFor(version); err != nil {
+			return fmt.Errorf("-nccl-version %q: want csv or one of %s", version, strings.Join(tuning.Releases(), ", "))
+		}
+	}
 	rows, err := readRows(csvPath)
 	if err != nil {
 		return err
@@ -114,7 +138,7 @@ func run(simccl, csvPath, env, sources string, asJSON bool, w io.Writer) error {
 	}
 	var pts []point
 	for _, g := range groups(rows) {
-		p, err := compare(simccl, g, extra)
+		p, err := compare(simccl, g, extra, releaseOf(version, g[0].NCCL))
 		if err != nil {
 			return err
 		}
@@ -127,17 +151,19 @@ func run(simccl, csvPath, env, sources string, asJSON bool, w io.Writer) error {
 		return e.Encode(struct {
 			CSV     string    `json:"csv"`
 			Env     string    `json:"env,omitempty"`
+			Version string    `json:"nccl_version,omitempty"`
 			Points  []point   `json:"points"`
 			Summary []summary `json:"summary"`
-		}{csvPath, env, pts, sums})
+		}{csvPath, env, version, pts, sums})
 	}
-	fmt.Fprintf(w, "%-24s %5s %12s %10s %10s %7s  %-28s %-32s %10s %7s  %s\n", "source", "nodes", "bytes", "measured", "simulated", "err", "sim algo/proto/nch", "sim mode", "tune", "err", "tune algo/proto")
+	fmt.Fprintf(w, "%-24s %5s %5s %12s %10s %10s %7s  %-28s %-32s %10s %7s  %s\n", "source", "nodes", "nccl", "bytes", "measured", "simulated", "err", "sim algo/proto/nch", "sim mode", "tune", "err", "tune algo/proto")
 	for _, p := range pts {
-		fmt.Fprintf(w, "%-24s %5d %12d %10.1f %10.1f %+6.1f%%  %-28s %-32s %10.1f %+6.1f%%  %s/%s\n", p.Source, p.Nodes, p.Bytes, p.Measured, p.Sim, 100*p.SimErr,
+		fmt.Fprintf(w, "%-24s %5d %5s %12d %10.1f %10.1f %+6.1f%%  %-28s %-32s %10.1f %+6.1f%%  %s/%s\n", p.Source, p.Nodes, p.Release, p.Bytes, p.Measured, p.Sim, 100*p.SimErr,
 			fmt.Sprintf("%s/%s/%d", p.SimAlgo, p.SimProto, p.SimNCh), clip(p.SimMode, 32), p.Tune, 100*p.TuneErr, p.TuneAlgo, p.TuneProto)
 	}
 	fmt.Fprintf(w, "\n%-24s %6s %14s %14s %14s %14s\n", "run", "points", "median |err|", ">=1MiB / below", "tune |err|", ">=1MiB / below")
-	pct := func(x float64) string {
+	pct := func(m median) string {
+		x := float64(m)
 		if math.IsNaN(x) {
 			return "n/a"
 		}
@@ -246,14 +272,34 @@ func envOf(s string) ([]string, error) {
 	return out, nil
 }
 
-// compare simulates one run's sizes with `simccl run` and `simccl tune` on its topology and nodes.
-func compare(simccl string, g []row, extra []string) ([]point, error) {
+// releaseOf is the NCCL release that plans a run measured under measured (its nccl column): the
+// flag's release, or with "csv" the measured release's major.minor where simccl's tuning model has
+// it; else simccl's default.
+func releaseOf(flagValue, measured string) string {
+	switch flagValue {
+	case "":
+		return tuning.DefaultRelease
+	case "csv":
+		parts := strings.Split(strings.TrimSpace(measured), ".")
+		if len(parts) >= 2 {
+			if k, err := tuning.ConstantsFor(parts[0] + "." + parts[1]); err == nil {
+				return k.Release
+			}
+		}
+		return tuning.DefaultRelease
+	}
+	return flagValue
+}
+
+// compare simulates one run's sizes with `simccl run` and `simccl tune` on its topology and nodes,
+// under NCCL release rel.
+func compare(simccl string, g []row, extra []string, rel string) ([]point, error) {
 	r0 := g[0]
 	lo, hi := g[0].Bytes, g[0].Bytes
 	for _, r := range g {
 		lo, hi = min(lo, r.Bytes), max(hi, r.Bytes)
 	}
-	base := []string{"--topo", r0.Topo, "--nodes", strconv.Itoa(r0.Nodes), "-c", "allreduce", "-d", "float", "-b", strconv.FormatInt(lo, 10), "-e", strconv.FormatInt(hi, 10), "-f", "2", "--json"}
+	base := []string{"--topo", r0.Topo, "--nodes", strconv.Itoa(r0.Nodes), "--nccl-version", rel, "-c", "allreduce", "-d", "float", "-b", strconv.FormatInt(lo, 10), "-e", strconv.FormatInt(hi, 10), "-f", "2", "--json"}
 	extra = append(append([]string(nil), r0.Env...), extra...) // the run's set-up, then -env's
 	runArgs := append([]string{"run"}, append(base, "--progress", "off")...)
 	if r0.Launch != "" {
@@ -285,7 +331,7 @@ func compare(simccl string, g []row, extra []string) ([]point, error) {
 	}
 	var pts []point
 	for _, r := range g {
-		p := point{Source: r.Source, Nodes: r.Nodes, Bytes: r.Bytes, Measured: r.TimeUs, SimErr: math.NaN(), TuneErr: math.NaN()}
+		p := point{Source: r.Source, Nodes: r.Nodes, Release: rel, Bytes: r.Bytes, Measured: r.TimeUs, SimErr: math.NaN(), TuneErr: math.NaN()}
 		for _, s := range sim.Rows {
 			if s.Bytes == r.Bytes {
 				p.Sim, p.SimErr, p.SimAlgo, p.SimProto, p.SimNCh, p.SimMode = s.Time, s.Time/r.TimeUs-1, s.Algo, s.Proto, s.NChannels, s.Mode
@@ -354,11 +400,11 @@ func summaryOf(name string, pts []point) summary {
 			ss, ts = append(ss, math.Abs(p.SimErr)), append(ts, math.Abs(p.TuneErr))
 		}
 	}
-	med := func(xs []float64) float64 {
+	med := func(xs []float64) median {
 		if len(xs) == 0 {
-			return math.NaN()
+			return median(math.NaN())
 		}
-		return stats.Median(xs)
+		return median(stats.Median(xs))
 	}
 	return summary{Source: name, Points: len(pts), SimMed: med(s), TuneMed: med(t),
 		SimMedLarge: med(sl), SimMedSmall: med(ss), TuneMedLarge: med(tl), TuneMedSmall: med(ts)}

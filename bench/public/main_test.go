@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -61,10 +62,10 @@ func TestSummaryMedians(t *testing.T) {
 	s := summarize(pts)
 	require.Len(t, s, 3)
 	require.Equal(t, "a", s[0].Source)
-	require.InDelta(t, 0.2, s[0].SimMed, 1e-12)
-	require.InDelta(t, 0.3, s[0].TuneMed, 1e-12)
+	require.InDelta(t, 0.2, float64(s[0].SimMed), 1e-12)
+	require.InDelta(t, 0.3, float64(s[0].TuneMed), 1e-12)
 	require.Equal(t, "all", s[2].Source)
-	require.InDelta(t, 0.1, s[2].SimMed, 1e-12)
+	require.InDelta(t, 0.1, float64(s[2].SimMed), 1e-12)
 }
 
 // The Azure table publishes in-place bus bandwidth only: each row's time is what that busbw
@@ -86,9 +87,31 @@ func TestReadBusbwOnlyTableWithSetUp(t *testing.T) {
 
 func TestSummarySplitsAtOneMiB(t *testing.T) {
 	s := summaryOf("a", []point{{Bytes: 1 << 19, SimErr: 0.5, TuneErr: 0.1}, {Bytes: 1 << 20, SimErr: -0.02, TuneErr: 0.3}, {Bytes: 1 << 30, SimErr: 0.04, TuneErr: 0.2}})
-	require.InDelta(t, 0.03, s.SimMedLarge, 1e-12)
-	require.InDelta(t, 0.5, s.SimMedSmall, 1e-12)
-	require.InDelta(t, 0.25, s.TuneMedLarge, 1e-12)
-	require.InDelta(t, 0.1, s.TuneMedSmall, 1e-12)
-	require.True(t, math.IsNaN(summaryOf("b", []point{{Bytes: 1 << 30}}).SimMedSmall), "no point below 1 MiB")
+	require.InDelta(t, 0.03, float64(s.SimMedLarge), 1e-12)
+	require.InDelta(t, 0.5, float64(s.SimMedSmall), 1e-12)
+	require.InDelta(t, 0.25, float64(s.TuneMedLarge), 1e-12)
+	require.InDelta(t, 0.1, float64(s.TuneMedSmall), 1e-12)
+	none := summaryOf("b", []point{{Bytes: 1 << 30}})
+	require.True(t, math.IsNaN(float64(none.SimMedSmall)), "no point below 1 MiB")
+	// JSON has no NaN: a median of no points is null (a run of sizes all ≥ 1 MiB encoded to an
+	// error until stop 48).
+	b, err := json.Marshal(none)
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"sim_median_abs_err_below_1mib":null`)
+}
+
+// TestReleaseOf: -nccl-version csv takes a run's own release where simccl's tuning model has it
+// (2.26.2 → 2.26), and simccl's default where not (2.18.5, unknown); a release given plans every run.
+func TestReleaseOf(t *testing.T) {
+	for _, c := range []struct{ flag, measured, want string }{
+		{"", "2.26.2", "2.28"},
+		{"csv", "2.26.2", "2.26"},
+		{"csv", "2.30.7", "2.30"},
+		{"csv", "2.18.5", "2.28"},
+		{"csv", "unknown", "2.28"},
+		{"2.26", "2.18.5", "2.26"},
+	} {
+		require.Equal(t, c.want, releaseOf(c.flag, c.measured), "%s %s", c.flag, c.measured)
+	}
+	require.Error(t, run("bin/simccl", "x.csv", "", "", "2.99", false, nil))
 }
