@@ -217,7 +217,7 @@ func (s *System) computePaths() error {
 	// No GDR: if the GPU is closer than PHB but GDR (write) is refused, route both directions
 	// through the GPU's local CPU.
 	pxnLevel := PathP2C
-	if s.Options.PXNC2CDisable || !s.Version.AtLeast(V2_27) { // 2.26: no P2C, PXB
+	if s.Options.PXNC2CDisable || !s.Version.AtLeast(V2_28) { // NCCL_PXN_C2C: default 1 since 2.28
 		pxnLevel = PathPXB
 	}
 	for ni, n := range nets {
