@@ -57,6 +57,7 @@ bench: build
 	$(GO) run ./bench/sim
 	$(GO) run ./bench/sim/compare
 	$(GO) run ./bench/public -simccl bin/simccl
+	$(GO) run ./bench/public -simccl bin/simccl -nccl-version csv
 	$(GO) run ./bench/public -simccl bin/simccl -csv testdata/public/azure-nd/allreduce.csv
 	$(GO) run ./bench/cpu
 	$(GO) run ./bench/badinput
