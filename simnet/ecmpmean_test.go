@@ -49,16 +49,18 @@ func TestECMPMeanWithinOnePercent(t *testing.T) {
 // whole call, more than their busy time in the mean model's replay (W > B): the model alone is
 // 2.4% fast and with W − B added (the fallback past coarseWork) 2.3% slow, so every rank is
 // replayed with a rate interval (rate-interval-N), which is slow, never fast, and within 1%. On
-// 128 one-GPU nodes under the default fabric's 32 uplinks a leaf the overloads come in bursts, no
-// link owes anything and the model's replay stands as it is.
+// 128 one-GPU nodes under the default fabric's 32 uplinks a leaf the overloads come in bursts and
+// no link owes anything, yet the model's replay is 1.0% fast at 4 MiB (5.9% at 16 MiB): links over
+// their capacity hold back the batches they carry, which the mean leaves out, so the interval
+// replay runs there too where it fits the budgets (since stop 48; the model stood before).
 func TestECMPMeanAllToAll(t *testing.T) {
 	cases := []struct {
 		nodes, perLeaf, gpus int
 		size                 int64
-		coarse               bool // replayed with a rate interval
+		meanSlow             bool // past coarseWork the model (with W − B) is over 1% slow; else over 1% fast
 	}{
 		{12, 2, 0, 2 << 20, true},
-		{128, 32, 1, 1 << 20, false},
+		{128, 32, 1, 4 << 20, false},
 	}
 	for _, c := range cases {
 		fab := DefaultFabric()
@@ -72,16 +74,11 @@ func TestECMPMeanAllToAll(t *testing.T) {
 		rel := def.TimeUs/exact.TimeUs - 1
 		t.Logf("%d nodes (%d GPUs), %d per leaf, %d MiB: %s %.2f µs, exact %.2f µs (%+.2f%%)", c.nodes, c.gpus, c.perLeaf, c.size>>20, def.Mode, def.TimeUs, exact.TimeUs, 100*rel)
 		require.Less(t, rel, 0.01)
-		require.Greater(t, rel, -0.01)
-		if !c.coarse {
-			require.Contains(t, def.Mode, "ecmp-mean")
-			continue
-		}
+		require.GreaterOrEqual(t, rel, 0.0) // deferred rate computations only delay
 		require.Contains(t, def.Mode, "rate-interval-")
 		require.NotContains(t, def.Mode, "ecmp-mean")
-		require.GreaterOrEqual(t, rel, 0.0) // deferred rate computations only delay
-		// Past coarseWork the mean model stands with the work its busiest link owes added: an
-		// upper estimate, here over 1%.
+		// Past coarseWork the mean model stands, with the work its busiest link owes added: an
+		// upper estimate where a link owes work, here over 1% either way.
 		old := coarseWork
 		coarseWork = 1 // never tried
 		mean, _, err := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{})
@@ -89,7 +86,11 @@ func TestECMPMeanAllToAll(t *testing.T) {
 		require.NoError(t, err)
 		require.Contains(t, mean.Mode, "ecmp-mean")
 		t.Logf("  past coarseWork: %s %.2f µs (%+.2f%%)", mean.Mode, mean.TimeUs, 100*(mean.TimeUs/exact.TimeUs-1))
-		require.Greater(t, mean.TimeUs, exact.TimeUs*(1+0.01))
+		if c.meanSlow {
+			require.Greater(t, mean.TimeUs, exact.TimeUs*(1+0.01))
+		} else {
+			require.Less(t, mean.TimeUs, exact.TimeUs*(1-0.01))
+		}
 	}
 }
 
@@ -152,15 +153,17 @@ func TestRateIntervalAt32Nodes(t *testing.T) {
 }
 
 // A link over twice its capacity for a while whose work still fits its busy time (tiny
-// messages, every rank's leaving at once: 192 one-GPU nodes, 32 per leaf, 32 KiB) keeps the
-// mean model rather than sending the call to the replay of every rank, which took tens of
-// seconds there for a time 0.33% away (97.72 against the model's 97.40 µs: docs/cluster.md, "ECMP: the mean
-// model").
+// messages, every rank's leaving at once: 192 one-GPU nodes, 32 per leaf, 32 KiB) is not sent to
+// the exact replay of every rank, which took tens of seconds there (97.72 µs against the model's
+// 97.40: docs/cluster.md, "ECMP: the mean model"), but to the interval replay, which fits its
+// budgets (0.2 s; since stop 48, the model stood before): within 1% of that exact figure.
 func TestECMPMeanAllToAllOverTwiceOwingNothing(t *testing.T) {
 	m, _ := settingsMachine(t, "dgx-h100", 192, 1, nil, planner.Settings{})
+	m.Launch = LaunchGraph // the GPUs' time, as the figures above
 	row, _, err := m.Run(coll.AllToAll, 32<<10, coll.Float32, coll.Sum, RunOptions{})
 	require.NoError(t, err)
-	require.Equal(t, "p2p-compact, latency-mean, ecmp-mean", row.Mode)
+	require.Contains(t, row.Mode, "rate-interval-")
+	require.InDelta(t, 97.72, row.TimeUs, 0.01*97.72)
 }
 
 // Where the mean model is too far to stand (a hashed link over twice its capacity that owes
@@ -206,18 +209,19 @@ func pastCheckPairs(m *Machine, size int64, opt RunOptions) (Row, error) {
 
 // Past checkPairs the symmetric replay of an all-to-all stands unchecked: its relaxed links are
 // not checked, so under ECMP it is the mean model without the work a hashed link may owe
-// (P2PResult.Unchecked). Where no link owes anything (128 one-GPU nodes, default fabric, 1 MiB)
-// that is the checked row to the bit; where the hash collisions bind (12 DGX H100 nodes with 2
-// per leaf, 2 MiB: the checked row is the interval replay of every rank) it is the mean model
-// alone, a few percent fast (docs/cluster.md, "Unchecked").
+// (P2PResult.Unchecked), where the checked row is the interval replay of every rank. Where no
+// link owes anything (128 one-GPU nodes, default fabric, 1 MiB) that leaves out only the batches
+// the links over their capacity hold back (until stop 48 the checked row was the mean model
+// there too, the same to the bit); where the hash collisions bind (12 DGX H100 nodes with 2 per
+// leaf, 2 MiB) also the owed work: a few percent fast (docs/cluster.md, "Unchecked").
 func TestP2PUncheckedPastCheckPairs(t *testing.T) {
 	cases := []struct {
 		nodes, perLeaf, gpus int
 		size                 int64
-		same                 bool // the unchecked row is the checked one
+		lo, hi               float64 // the unchecked row's error against the checked one
 	}{
-		{128, 32, 1, 1 << 20, true},
-		{12, 2, 0, 2 << 20, false},
+		{128, 32, 1, 1 << 20, -0.01, 0},
+		{12, 2, 0, 2 << 20, -0.05, -0.005},
 	}
 	for _, c := range cases {
 		m, _ := settingsMachine(t, "dgx-h100", c.nodes, c.gpus, leafFabric(t, c.perLeaf), planner.Settings{})
@@ -232,13 +236,9 @@ func TestP2PUncheckedPastCheckPairs(t *testing.T) {
 		rel := unchecked.TimeUs/checked.TimeUs - 1
 		t.Logf("%d nodes, %d per leaf, %d MiB: %s %.3f µs, checked %s %.3f µs (%+.2f%%)", c.nodes, c.perLeaf, c.size>>20, unchecked.Mode, unchecked.TimeUs, checked.Mode, checked.TimeUs, 100*rel)
 		require.Equal(t, "p2p-compact, latency-mean, ecmp-mean, unchecked", unchecked.Mode)
-		if c.same {
-			require.Equal(t, checked.TimeUs, unchecked.TimeUs)
-			continue
-		}
 		require.Contains(t, checked.Mode, "rate-interval-")
-		require.Less(t, rel, -0.005) // the owed work is left out
-		require.Greater(t, rel, -0.05)
+		require.Less(t, rel, c.hi)
+		require.Greater(t, rel, c.lo)
 	}
 }
 
