@@ -227,7 +227,7 @@ func (p *Path) Hops() int {
 type Version struct{ Major, Minor, Patch int }
 
 var (
-	// V2_26 is NCCL 2.26.2 (the fact sheet's history notes against 2.28): no P2C path type
+	// V2_26 is NCCL 2.26.2 (what NCCL's release history records against 2.28): no P2C path type
 	// (GPU→C2C→CPU→PCIe→NIC is PHB, so neither GPUDirect RDMA nor PXN by default reaches a NIC
 	// behind a Grace CPU), Blackwell NVLinks at 40.0 GB/s, and 2.27's NET-node removal.
 	V2_26 = Version{2, 26, 2}

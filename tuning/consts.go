@@ -136,7 +136,7 @@ func newReleases() map[string]*Constants {
 	v228.MinTrafficPerChannel = 16 << 10
 	v228.TrafficPerChannelRoundUp = false
 
-	// 2.26: 2.28's constants but for the NVLS rule above (the fact sheet's history notes: NVLSTree's
+	// 2.26: 2.28's constants but for the NVLS rule above (what NCCL's release history records: NVLSTree's
 	// NET latency was 14 until 2.28, PAT's 8 µs base a literal 8 in 2.23–2.27 with the same result,
 	// the 2.28 traffic-per-channel rule; the LL128 rule's cc whitelist of ≤2.26 admits every GPU
 	// the uniform-cc rule of 2.27–2.29 does at cc 70–120). The Blackwell ring LL128 cap is 2.28's
