@@ -122,6 +122,11 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 			return fmt.Errorf("%w: --back-to-back %d: want 0 (nccl-tests' default) or a number of calls", errUsage, *loop)
 		}
 		m.BackToBack = *loop
+		if un := planner.UnreadEnv(os.Environ()); len(un) > 0 {
+			// NCCL settings the plans and the replay run without: say so rather than leave a row
+			// to look like NCCL's behaviour under them.
+			m.Notes = append(m.Notes, fmt.Sprintf("not modelled, set in the environment: %s (the rows are NCCL's behaviour without them)", strings.Join(un, " ")))
+		}
 
 		showBar, err := showProgress(*progress, stderr)
 		if err != nil {

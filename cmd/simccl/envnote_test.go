@@ -1,0 +1,38 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// An NCCL setting the simulation does not model, set in the environment, is named in run's notes
+// (table and JSON); one it reads (NCCL_ALGO) or one NCCL only prints by (NCCL_DEBUG) is not.
+func TestRunNotesUnreadEnv(t *testing.T) {
+	notes := func() []string {
+		var out, errb bytes.Buffer
+		rc := mainRun([]string{"run", "-b", "1M", "-e", "1M", "--json", "--progress", "off"}, &out, &errb)
+		require.Equal(t, 0, rc, errb.String())
+		var doc struct {
+			Notes []string `json:"notes"`
+		}
+		require.NoError(t, json.Unmarshal(out.Bytes(), &doc))
+		return doc.Notes
+	}
+	t.Setenv("NCCL_ALGO", "Ring")
+	t.Setenv("NCCL_DEBUG", "INFO")
+	for _, n := range notes() {
+		require.NotContains(t, n, "not modelled, set in the environment", n)
+	}
+	t.Setenv("NCCL_IB_QPS_PER_CONNECTION", "2")
+	found := false
+	for _, n := range notes() {
+		if strings.Contains(n, "not modelled, set in the environment: NCCL_IB_QPS_PER_CONNECTION=2 ") {
+			found = true
+		}
+	}
+	require.True(t, found, "no note names NCCL_IB_QPS_PER_CONNECTION")
+}
