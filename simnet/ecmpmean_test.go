@@ -51,8 +51,9 @@ func TestECMPMeanWithinOnePercent(t *testing.T) {
 // replayed with a rate interval (rate-interval-N), which is slow, never fast, and within 1%. On
 // 128 one-GPU nodes under the default fabric's 32 uplinks a leaf the overloads come in bursts and
 // no link owes anything, yet the model's replay is 1.0% fast at 4 MiB (5.9% at 16 MiB): links over
-// their capacity hold back the batches they carry, which the mean leaves out, so the interval
-// replay runs there too where it fits the budgets (since stop 48; the model stood before).
+// their capacity hold back the batches they carry, which the mean leaves out. There twice the
+// largest backlog passes 1% of the time, the bar trees and rings keep the model within, and the
+// interval replay runs where it fits the budgets (since stop 48; the model stood before).
 func TestECMPMeanAllToAll(t *testing.T) {
 	cases := []struct {
 		nodes, perLeaf, gpus int
@@ -153,17 +154,15 @@ func TestRateIntervalAt32Nodes(t *testing.T) {
 }
 
 // A link over twice its capacity for a while whose work still fits its busy time (tiny
-// messages, every rank's leaving at once: 192 one-GPU nodes, 32 per leaf, 32 KiB) is not sent to
-// the exact replay of every rank, which took tens of seconds there (97.72 µs against the model's
-// 97.40: docs/cluster.md, "ECMP: the mean model"), but to the interval replay, which fits its
-// budgets (0.2 s; since stop 48, the model stood before): within 1% of that exact figure.
+// messages, every rank's leaving at once: 192 one-GPU nodes, 32 per leaf, 32 KiB) and whose
+// backlog is far within the 1% bar keeps the mean model rather than sending the call to the
+// replay of every rank, which took tens of seconds there for a time 0.33% away (97.72 against
+// the model's 97.40 µs: docs/cluster.md, "ECMP: the mean model").
 func TestECMPMeanAllToAllOverTwiceOwingNothing(t *testing.T) {
 	m, _ := settingsMachine(t, "dgx-h100", 192, 1, nil, planner.Settings{})
-	m.Launch = LaunchGraph // the GPUs' time, as the figures above
 	row, _, err := m.Run(coll.AllToAll, 32<<10, coll.Float32, coll.Sum, RunOptions{})
 	require.NoError(t, err)
-	require.Contains(t, row.Mode, "rate-interval-")
-	require.InDelta(t, 97.72, row.TimeUs, 0.01*97.72)
+	require.Equal(t, "p2p-compact, latency-mean, ecmp-mean", row.Mode)
 }
 
 // Where the mean model is too far to stand (a hashed link over twice its capacity that owes
