@@ -85,7 +85,7 @@ func (m *Machine) compact(f coll.Func, p coll.Plan, nBytes int64, tm Timing, opt
 		if err != nil {
 			return nil, "", err
 		}
-		return &Result{Time: pr.Time, Events: pr.Events, Messages: int(pr.Messages), LinkName: e.LinkName}, pr.Mode(), nil
+		return &Result{Time: pr.Time, Events: pr.Events, Messages: int(pr.Messages), LinkName: e.LinkName, MeanBacklog: pr.MeanBacklog}, pr.Mode(), nil
 	case p.Algo == coll.Tree:
 		tr, err := SimulateTreeDetail(e, cl, TreeSpec{Bytes: nBytes, Proto: p.Proto, Trees: p.Trees[p.ChannelLo : p.ChannelLo+p.NChannels],
 			Chunk: p.ChunkSize, Exact: opt.Exact, MeanOversubscribed: opt.MeanOversubscribed, cache: &m.tmpl.trees}, tm)

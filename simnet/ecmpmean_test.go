@@ -91,7 +91,10 @@ func TestECMPMeanAllToAll(t *testing.T) {
 			require.Greater(t, mean.TimeUs, exact.TimeUs*(1+0.01))
 		} else {
 			require.Less(t, mean.TimeUs, exact.TimeUs*(1-0.01))
+			// The row says its links were backlogged beyond the bar (Row.MeanBacklog).
+			require.Greater(t, mean.MeanBacklog, MaxCoarseError)
 		}
+		require.Zero(t, def.MeanBacklog)
 	}
 }
 
@@ -163,6 +166,7 @@ func TestECMPMeanAllToAllOverTwiceOwingNothing(t *testing.T) {
 	row, _, err := m.Run(coll.AllToAll, 32<<10, coll.Float32, coll.Sum, RunOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "p2p-compact, latency-mean, ecmp-mean", row.Mode)
+	require.Zero(t, row.MeanBacklog, "within the bar: no warning")
 }
 
 // Where the mean model is too far to stand (a hashed link over twice its capacity that owes

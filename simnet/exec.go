@@ -368,6 +368,8 @@ type Result struct {
 	Ops      []OpRecord // nil unless Options.Record
 	// LinkName names the links of the routes in Ops.
 	LinkName func(LinkID) string
+	// MeanBacklog: P2PResult.MeanBacklog of a point-to-point replay (0 elsewhere).
+	MeanBacklog float64
 }
 
 // Options of Simulate.

@@ -131,6 +131,10 @@ type Row struct {
 	HostBound bool `json:"host_bound,omitempty"`
 	// DeviceUs, on a HostBound row, is the GPUs' own time of the call (µs), below TimeUs.
 	DeviceUs float64 `json:"device_us,omitempty"`
+	// MeanBacklog, on a row the ECMP mean model times past the replay budgets though its
+	// backlog is over the bar (P2PResult.MeanBacklog), is twice the largest backlog over the
+	// row's time: the row may be some percent fast (docs/cluster.md "ECMP: the mean model").
+	MeanBacklog float64 `json:"ecmp_mean_backlog,omitempty"`
 }
 
 // CompactAbove is the number of schedule steps above which Machine.Run replays ring and tree
@@ -626,6 +630,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 			res.Time, row.HostBound = floor, true
 		}
 	}
+	row.MeanBacklog = res.MeanBacklog
 	row.TimeUs = res.Time.Micros()
 	if row.TimeUs > 0 {
 		row.AlgBw = float64(algBytes) / (row.TimeUs * 1e-6) / 1e9

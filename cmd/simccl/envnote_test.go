@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/simccl/simccl/simnet"
 )
 
 // An NCCL setting the simulation does not model, set in the environment, is named in run's notes
@@ -35,4 +37,17 @@ func TestRunNotesUnreadEnv(t *testing.T) {
 		}
 	}
 	require.True(t, found, "no note names NCCL_IB_QPS_PER_CONNECTION")
+}
+
+// meanBacklogNote names, per collective, the rows the ECMP mean model timed beyond its backlog
+// bar, with their sizes and measures, and nothing where there are none.
+func TestMeanBacklogNote(t *testing.T) {
+	require.Empty(t, meanBacklogNote([]simnet.Row{{Coll: "alltoall", Bytes: 1 << 20}}))
+	n := meanBacklogNote([]simnet.Row{
+		{Coll: "alltoall", Bytes: 256 << 20, MeanBacklog: 0.169},
+		{Coll: "alltoall", Bytes: 1 << 30, MeanBacklog: 0.181},
+		{Coll: "alltoall", Bytes: 1 << 20},
+	})
+	require.Contains(t, n, "alltoall 268435456–1073741824 bytes (twice the largest backlog 16.9–18.1% of the time)")
+	require.Contains(t, n, "the ECMP mean model stands past the replay budgets")
 }
