@@ -458,9 +458,10 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 				tooFar := check.over > meanOverload && owed > 0 && !spec.MeanOversubscribed
 				if mean {
 					// ECMP collisions: replay every rank on a copy of e's links if that fits
-					// the work budget; else, where the model owes work on a hashed link (owed),
-					// replay every rank with a rate interval if that fits coarseWork; else the
-					// ECMP mean model stands, unless it is too far (every rank below).
+					// the work budget; else, where the model owes work on a hashed link (owed)
+					// or its links are backlogged beyond the bar, replay every rank with a rate
+					// interval if that fits coarseWork; else the ECMP mean model stands, unless
+					// it is too far (every rank below).
 					if exactAffordable(x.e.CompVisited, float64(n)/float64(x.S)) {
 						ok, err := b.replayAll(res, cl, 0, exactWork)
 						if err != nil {
@@ -484,7 +485,8 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 					// this replay +0.15% from the exact one; until stop 48 the model stood
 					// wherever nothing was owed).
 					iv := x.interval(t)
-					backlogged := 2*float64(check.backlog()) > MaxCoarseError*float64(t)
+					ratio := 2 * float64(check.backlog()) / float64(t)
+					backlogged := ratio > MaxCoarseError
 					if (owed > 0 || backlogged) && !kept && (tooFar || x.workBound(t+owed, iv, float64(n)/float64(x.S)) <= coarseBound) {
 						work := coarseWork
 						if tooFar {
@@ -501,7 +503,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 					if !tooFar {
 						res.Time, res.ECMPMean = t+owed, true
 						if backlogged {
-							res.MeanBacklog = 2 * float64(check.backlog()) / float64(t)
+							res.MeanBacklog = ratio
 						}
 						x.credit(b, cl, check, R)
 						e.now += res.Time
