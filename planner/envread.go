@@ -15,23 +15,21 @@ var diagnosticEnv = map[string]bool{
 	"NCCL_GRAPH_DUMP_FILE_RANK": true, "NCCL_WARN_ENABLE_DEBUG_INFO": true,
 }
 
-var (
-	envReadOnce sync.Once
-	envRead     map[string]bool
-)
-
-// EnvRead returns the NCCL variables SettingsFromEnv reads, sorted: the names it asks a getenv
-// for over an empty environment (every read is unconditional).
-func EnvRead() []string {
-	envReadOnce.Do(func() {
-		envRead = map[string]bool{}
-		_, _ = SettingsFromEnv(func(k string) string {
-			envRead[k] = true
-			return ""
-		})
+// envRead is the set of NCCL variables SettingsFromEnv reads: the names it asks a getenv for over
+// an empty environment (every read is unconditional), recorded once.
+var envRead = sync.OnceValue(func() map[string]bool {
+	names := map[string]bool{}
+	_, _ = SettingsFromEnv(func(k string) string {
+		names[k] = true
+		return ""
 	})
-	out := make([]string, 0, len(envRead))
-	for k := range envRead {
+	return names
+})
+
+// EnvRead returns the NCCL variables SettingsFromEnv reads, sorted.
+func EnvRead() []string {
+	out := make([]string, 0, len(envRead()))
+	for k := range envRead() {
 		out = append(out, k)
 	}
 	slices.Sort(out)
@@ -42,11 +40,11 @@ func EnvRead() []string {
 // KEY=VALUE entries) that no setting reads and that are not diagnostics: settings of NCCL's the
 // plans and the simulation run without (NCCL_IB_QPS_PER_CONNECTION, NCCL_SOCKET_NTHREADS, …).
 func UnreadEnv(environ []string) []string {
-	EnvRead()
+	read := envRead()
 	var out []string
 	for _, kv := range environ {
 		k, _, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(k, "NCCL_") || envRead[k] || diagnosticEnv[k] {
+		if !ok || !strings.HasPrefix(k, "NCCL_") || read[k] || diagnosticEnv[k] {
 			continue
 		}
 		out = append(out, kv)

@@ -588,80 +588,79 @@ func readModeNote(rows []simnet.Row, p *planner.Planner) string {
 		strings.Join(colls, ", "))
 }
 
-// hostBoundNote names the rows whose time is the host's floor for the launch mode (Row.HostBound),
-// per collective the sizes from the smallest to the largest of them, and what that floor is on a
-// communicator of ranks ranks.
+// rowSpan is the rows of one collective a note names: their smallest and largest size, and the
+// range of a value of theirs.
+type rowSpan struct {
+	coll       string
+	lo, hi     int64
+	vmin, vmax float64
+}
+
+// sizes is "N bytes" or "LO–HI bytes".
+func (s *rowSpan) sizes() string {
+	if s.lo == s.hi {
+		return fmt.Sprintf("%d bytes", s.lo)
+	}
+	return fmt.Sprintf("%d–%d bytes", s.lo, s.hi)
+}
+
+// spansOf groups the rows keep picks by collective, in the rows' order, with their sizes and the
+// range of value over them.
+func spansOf(rows []simnet.Row, keep func(simnet.Row) bool, value func(simnet.Row) float64) []*rowSpan {
+	var out []*rowSpan
+	by := map[string]*rowSpan{}
+	for _, r := range rows {
+		if !keep(r) {
+			continue
+		}
+		v := value(r)
+		sp := by[r.Coll]
+		if sp == nil {
+			sp = &rowSpan{coll: r.Coll, lo: r.Bytes, hi: r.Bytes, vmin: v, vmax: v}
+			by[r.Coll] = sp
+			out = append(out, sp)
+		}
+		sp.lo, sp.hi = min(sp.lo, r.Bytes), max(sp.hi, r.Bytes)
+		sp.vmin, sp.vmax = min(sp.vmin, v), max(sp.vmax, v)
+	}
+	return out
+}
+
 // meanBacklogNote names the rows the ECMP mean model times past the replay budgets though its
 // backlog is over the 1% bar (Row.MeanBacklog), per collective with their sizes and measures: such
 // rows may be some percent fast ("" where there are none).
 func meanBacklogNote(rows []simnet.Row) string {
-	type span struct {
-		lo, hi   int64
-		min, max float64
-	}
-	var order []string
-	spans := map[string]*span{}
-	for _, r := range rows {
-		if r.MeanBacklog <= 0 {
-			continue
-		}
-		sp := spans[r.Coll]
-		if sp == nil {
-			sp = &span{r.Bytes, r.Bytes, r.MeanBacklog, r.MeanBacklog}
-			spans[r.Coll] = sp
-			order = append(order, r.Coll)
-		}
-		sp.lo, sp.hi = min(sp.lo, r.Bytes), max(sp.hi, r.Bytes)
-		sp.min, sp.max = min(sp.min, r.MeanBacklog), max(sp.max, r.MeanBacklog)
-	}
-	if len(order) == 0 {
+	spans := spansOf(rows, func(r simnet.Row) bool { return r.MeanBacklog > 0 }, func(r simnet.Row) float64 { return r.MeanBacklog })
+	if len(spans) == 0 {
 		return ""
 	}
-	parts := make([]string, len(order))
-	for i, c := range order {
-		sp := spans[c]
-		sizes := fmt.Sprintf("%d bytes", sp.lo)
-		if sp.lo != sp.hi {
-			sizes = fmt.Sprintf("%d–%d bytes", sp.lo, sp.hi)
+	parts := make([]string, len(spans))
+	for i, sp := range spans {
+		measure := fmt.Sprintf("%.1f%%", 100*sp.vmin)
+		if sp.vmax > sp.vmin {
+			measure = fmt.Sprintf("%.1f–%.1f%%", 100*sp.vmin, 100*sp.vmax)
 		}
-		measure := fmt.Sprintf("%.1f%%", 100*sp.min)
-		if sp.max > sp.min {
-			measure = fmt.Sprintf("%.1f–%.1f%%", 100*sp.min, 100*sp.max)
-		}
-		parts[i] = fmt.Sprintf("%s %s (twice the largest backlog %s of the time)", c, sizes, measure)
+		parts[i] = fmt.Sprintf("%s %s (twice the largest backlog %s of the time)", sp.coll, sp.sizes(), measure)
 	}
 	return fmt.Sprintf("%s: the ECMP mean model stands past the replay budgets with its links backlogged beyond the 1%% bar; such rows were 1–8%% fast where measured (ecmp_mean_backlog in the JSON; docs/cluster.md \"ECMP: the mean model\"; --exact replays every rank)", strings.Join(parts, "; "))
 }
 
+// hostBoundNote names the rows whose time is the host's floor for the launch mode (Row.HostBound),
+// per collective the sizes from the smallest to the largest of them, and what that floor is on a
+// communicator of ranks ranks.
 func hostBoundNote(rows []simnet.Row, launch simnet.LaunchMode, ranks int) string {
-	type span struct{ lo, hi int64 }
-	var order []string
-	spans := map[string]*span{}
-	for _, r := range rows {
-		if !r.HostBound {
-			continue
-		}
-		sp := spans[r.Coll]
-		if sp == nil {
-			sp = &span{r.Bytes, r.Bytes}
-			spans[r.Coll] = sp
-			order = append(order, r.Coll)
-		}
-		sp.lo, sp.hi = min(sp.lo, r.Bytes), max(sp.hi, r.Bytes)
-	}
-	if len(order) == 0 {
+	spans := spansOf(rows, func(r simnet.Row) bool { return r.HostBound }, func(simnet.Row) float64 { return 0 })
+	if len(spans) == 0 {
 		return ""
 	}
-	parts := make([]string, len(order))
-	for i, c := range order {
-		if sp := spans[c]; sp.lo == sp.hi {
-			parts[i] = fmt.Sprintf("%s %d bytes", c, sp.lo)
-		} else {
-			parts[i] = fmt.Sprintf("%s %d–%d bytes", c, sp.lo, sp.hi)
-		}
+	parts := make([]string, len(spans))
+	p2p := false
+	for i, sp := range spans {
+		parts[i] = sp.coll + " " + sp.sizes()
+		p2p = p2p || sp.coll == "alltoall" || sp.coll == "sendrecv"
 	}
 	enq := fmt.Sprintf("%.2f µs", simnet.HostEnqueue.Micros())
-	if spans["alltoall"] != nil || spans["sendrecv"] != nil {
+	if p2p {
 		enq += fmt.Sprintf(", or, per send and receive of a rank, %.2f + %.3f µs a send/recv group and %.2f + %.3f µs an all-to-all (to every rank)",
 			simnet.HostSendRecv.Base.Micros(), simnet.HostSendRecv.PerOp.Micros(), simnet.HostAllToAll.Base.Micros(), simnet.HostAllToAll.PerOp.Micros())
 	}
