@@ -15,7 +15,7 @@ import (
 // release whose rules apply. SettingsFromEnv fills them from NCCL_* variables; commands then
 // overwrite the fields their flags set (--algo is NCCL_ALGO, --nccl-version the release, …).
 type Settings struct {
-	// Release is the NCCL release whose rules apply ("2.28" when empty; "2.26", "2.30").
+	// Release is the NCCL release whose rules apply ("2.28" when empty; "2.26", "2.29", "2.30").
 	Release string
 	// Tuning holds NCCL_ALGO, NCCL_PROTO, NCCL_MIN/MAX_NCHANNELS, NCCL_NTHREADS, the buffer and
 	// chunk sizes, NCCL_PAT_ENABLE and the tuner-file rules. Its Version is set from Release.
@@ -152,11 +152,17 @@ func (s *Settings) versions() (graph.Version, search.Params, error) {
 	if err != nil {
 		return graph.Version{}, params, fmt.Errorf("planner: NCCL release %q: %v", rel, err)
 	}
+	return GraphVersion(rel), params, nil
+}
+
+// GraphVersion is the graph package's rules for release rel: its own where it has them, else
+// 2.28's (2.18, 2.29), which did not change in between for the inputs the search reads.
+func GraphVersion(rel string) graph.Version {
 	gv, err := graph.ParseVersion(rel)
 	if err != nil {
-		gv = graph.V2_28
+		return graph.V2_28
 	}
-	return gv, params, nil
+	return gv
 }
 
 // majorMinor is "2.28" of "2.28.9".

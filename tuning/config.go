@@ -11,7 +11,7 @@ import (
 // Config is the environment NCCL's tuner reads. The zero value is NCCL's default for
 // DefaultRelease; ConfigFromEnv fills it from NCCL_* variables.
 type Config struct {
-	// Version is the NCCL release whose constants apply ("2.28" default, "2.30").
+	// Version is the NCCL release whose constants apply ("2.28" default; "2.26", "2.29", "2.30").
 	Version string
 	// Algo and Proto are NCCL_ALGO and NCCL_PROTO in NCCL's syntax (NCCL 2.24+ parseList):
 	// "ring,tree", "^nvls", "allreduce:tree;allgather:^pat" (case-insensitive).

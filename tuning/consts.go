@@ -124,6 +124,14 @@ func newReleases() map[string]*Constants {
 		TrafficPerChannelRoundUp: true,
 	}
 
+	// 2.29: 2.30's table but for the Blackwell ring LL128 cap and the LL128 auto rule (the two
+	// differences the release history records between 2.29 and 2.30). NCCL 2.29.7's own printout on
+	// the 2×H200 machine (testdata/nccl/h200x2/releasescan-2.29.7-rank0.log.gz) checks it there.
+	v229 := *v230
+	v229.Release = "2.29"
+	v229.PerChMaxRingLL128Bws[ccBlackwell] = [3]float64{34.5, 34.6, 34.5} // 2.29 tuning.cc
+	v229.LL128AnyCCAtLeast90 = false                                      // 2.27–2.29: uniform cc
+
 	v228 := *v230
 	v228.Release = "2.28"
 	v228.HwLat[hwNet][coll.NVLSTree][coll.Simple] = 14 // NVLSTree NET latency 14 until 2.28 (20.9 from 2.29)
@@ -148,7 +156,7 @@ func newReleases() map[string]*Constants {
 	v226.Release = "2.26"
 	v226.NVLSBw227 = true
 
-	return map[string]*Constants{"2.26": &v226, "2.28": &v228, "2.30": v230}
+	return map[string]*Constants{"2.26": &v226, "2.28": &v228, "2.29": &v229, "2.30": v230}
 }
 
 // Releases lists the releases with a constants table.
@@ -161,7 +169,7 @@ func Releases() []string {
 	return out
 }
 
-// ConstantsFor returns a copy of the constants of release v ("2.26", "2.28", "2.30"; a patch level such as
+// ConstantsFor returns a copy of the constants of release v ("2.26", "2.28", "2.29", "2.30"; a patch level such as
 // "2.28.9" selects its minor release).
 func ConstantsFor(v string) (*Constants, error) {
 	key := strings.TrimSpace(v)

@@ -5,7 +5,7 @@
 // the scheduler's channel range (channel{Lo..Hi}), chunk sizes, grouped calls and send/recv.
 //
 // An NCCL release is a parameter: Config.Version selects one table of versioned constants
-// ("2.28", the default, "2.26" or "2.30"; consts.go names each difference and the rule it comes from).
+// ("2.28", the default, "2.26", "2.29" or "2.30"; consts.go names each difference and the rule it comes from).
 //
 // The input is a Comm: ranks, nodes, compute capabilities, CPU, and one GraphInfo per search graph
 // (ring, tree, CollNet chain, NVLS, CollNet direct) — the "Pattern …, nChannels …, bw …/…, type
@@ -54,7 +54,8 @@
 // through packages graph, search and planner too; 524 more choice lines captured with
 // testdata/capture.sh (grouped calls, half/int8, NCCL_PROTO/NCCL_ALGO per function,
 // NCCL_MAX_NCHANNELS, NCCL_NTHREADS) equal; a hand-computed 8-rank Hopper example; and a public
-// NCCL 2.29.7 log (2 ranks, 2 hosts, Blackwell). The 2.30 constants are read from NCCL 2.30.7's
+// NCCL 2.29.7 log (2 ranks, 2 hosts, Blackwell) and NCCL 2.29.7's own on the 2×H200 machine (release
+// 2.29: the table byte-identical, 26 choices equal). The 2.30 constants are read from NCCL 2.30.7's
 // tuning.cc only (no 2.30 log checks them), and 2.26 is 2.28 with the ≤2.27 NVLS and NVLSTree
 // bandwidth rule of the release history (no 2.26 log checks it either; packages graph and search
 // apply 2.26's P2C-less paths, 40.0 GB/s Blackwell NVLinks and speed arrays). Not modelled: the sm90 + CUDA 11.8 LL128 exclusion,

@@ -124,7 +124,7 @@ ReduceScatter |     0.0/   0.0 |     0.0/   0.0 |    17.6/   3.6 |
     AllReduce |     0.0/   0.0 |     0.0/   0.0 |     0.0/   0.0 |`
 
 func TestPublicLog229TableByteExact(t *testing.T) {
-	tb, err := Model(publicLog229(), &Config{Version: "2.30"})
+	tb, err := Model(publicLog229(), &Config{Version: "2.29"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestPublicLog229TableByteExact(t *testing.T) {
 }
 
 func TestPublicLog229Choices(t *testing.T) {
-	tb, err := Model(publicLog229(), &Config{Version: "2.30"})
+	tb, err := Model(publicLog229(), &Config{Version: "2.29"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,9 @@ package tuning
 
 import (
 	"bufio"
+	"compress/gzip"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/graph"
+	"github.com/stretchr/testify/require"
 )
 
 // ncclLog is what a test needs from one NCCL INFO log of rank 0 (NCCL_DEBUG_SUBSYS=INIT,GRAPH,TUNING).
@@ -54,8 +57,16 @@ func parseNCCLLog(path string) (*ncclLog, error) {
 		return nil, err
 	}
 	defer fh.Close()
+	var r io.Reader = fh
+	if strings.HasSuffix(path, ".gz") {
+		zr, err := gzip.NewReader(fh)
+		if err != nil {
+			return nil, err
+		}
+		r = zr
+	}
 	l := &ncclLog{}
-	sc := bufio.NewScanner(fh)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	block := -1
 	ln := 0
@@ -258,4 +269,70 @@ func TestNCCL228Choices(t *testing.T) {
 			t.Logf("%d/%d choices equal", len(l.choices)-bad, len(l.choices))
 		})
 	}
+}
+
+// TestNCCL229Release: NCCL 2.29.7 (Debian's libnccl2 2.29.7-1-1 build, testdata/nccl/releasescan.sh)
+// on the 2×H200 machine printed this TUNING table and these choices; release 2.29's constants give
+// the same text and the same (algorithm, protocol, channel range) for every logged all-reduce.
+// Release 2.28 gives the same here too: the two differ only on Blackwell and in the NVLSTree NET
+// latency, which a one-node machine of Hopper GPUs does not reach.
+func TestNCCL229Release(t *testing.T) {
+	path := filepath.Join("..", "testdata", "nccl", "h200x2", "releasescan-2.29.7-rank0.log.gz")
+	l, err := parseNCCLLog(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.version != "2.29.7" {
+		t.Fatalf("NCCL version %q, want 2.29.7", l.version)
+	}
+	c, err := commFromLog(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := Model(c, &Config{Version: l.version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tb.K.Release != "2.29" {
+		t.Fatalf("release %q, want 2.29", tb.K.Release)
+	}
+	got := tb.Lines()
+	if len(got) != len(l.tableLinesRaw) {
+		t.Fatalf("%d table lines, NCCL %d", len(got), len(l.tableLinesRaw))
+	}
+	for i := range got {
+		if got[i] != l.tableLinesRaw[i] {
+			t.Errorf("table line %d:\n got %q\nNCCL %q", i+1, got[i], l.tableLinesRaw[i])
+		}
+	}
+	if len(l.choices) < 24 {
+		t.Fatalf("only %d choice lines", len(l.choices))
+	}
+	sizes := map[int64]bool{}
+	for _, lc := range l.choices {
+		ch, err := tb.Select(Call{Func: lc.f, Count: lc.bytes / 4, ElemSize: 4, DataType: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch.Algo.LogName() != lc.algo || ch.Proto.LogName() != lc.proto || ch.ChannelLo != lc.lo || ch.ChannelHi != lc.hi {
+			t.Errorf("line %d %v %d B: ours %s, NCCL %s %s {%d..%d}", lc.line, lc.f, lc.bytes, ch.Line(), lc.algo, lc.proto, lc.lo, lc.hi)
+		}
+		sizes[lc.bytes] = true
+	}
+	if len(sizes) != 26 {
+		t.Errorf("%d sizes logged, want 26 (8 B to 256 MiB)", len(sizes))
+	}
+}
+
+// TestRelease229Constants: 2.29 is 2.30's table but for the two rules the release history
+// records between them.
+func TestRelease229Constants(t *testing.T) {
+	k229, err := ConstantsFor("2.29")
+	require.NoError(t, err)
+	k230, err := ConstantsFor("2.30")
+	require.NoError(t, err)
+	require.Equal(t, [3]float64{34.5, 34.6, 34.5}, k229.PerChMaxRingLL128Bws[ccBlackwell])
+	require.False(t, k229.LL128AnyCCAtLeast90)
+	k229.PerChMaxRingLL128Bws, k229.LL128AnyCCAtLeast90, k229.Release = k230.PerChMaxRingLL128Bws, k230.LL128AnyCCAtLeast90, k230.Release
+	require.Equal(t, *k230, *k229)
 }

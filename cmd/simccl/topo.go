@@ -19,7 +19,7 @@ func init() {
 	register(&command{
 		name:  "topo",
 		short: "the system NCCL builds from a topology: the \"=== System\" tree and paths (NCCL log format or JSON); `topo dump` writes the live machine's XML",
-		long: `simccl topo [--topo FILE] [--json] [--nccl-version 2.26|2.28|2.30] [--nodes N] [flags]: NCCL's
+		long: `simccl topo [--topo FILE] [--json] [--nccl-version 2.18|2.26|2.28|2.29|2.30] [--nodes N] [flags]: NCCL's
 "=== System : maxBw … ===" tree and one path line per GPU and NIC, as NCCL's INFO log prints them
 (--nodes above 1 makes the node inter-node: maxBw is GPU→NET). simccl topo dump writes the live
 machine's topology as NCCL XML.`,
@@ -46,10 +46,11 @@ func defineTopo(fs *pflag.FlagSet) runFunc {
 		if *version == "" {
 			*version = tuning.DefaultRelease
 		}
-		v, err := graph.ParseVersion(*version)
-		if err != nil {
+		var rel planner.Settings
+		if err := rel.SetRelease(*version); err != nil {
 			return fmt.Errorf("%w: --nccl-version: %v", errUsage, err)
 		}
+		v := planner.GraphVersion(*version)
 		for name, lv := range map[string]string{"--p2p-level": *p2pLevel, "--net-gdr-level": *gdrLevel} {
 			if lv != "" {
 				if _, err := graph.ParsePathType(lv); err != nil {

@@ -88,7 +88,7 @@ func TestTopoErrors(t *testing.T) {
 	}{
 		{[]string{"--topo", bad}, 1, "bad.xml:1: <pci> without busid"},
 		{[]string{"--topo", filepath.Join(dir, "none.xml")}, 1, "none.xml"},
-		{[]string{"--nccl-version", "2.99"}, 2, "unsupported NCCL version"},
+		{[]string{"--nccl-version", "2.99"}, 2, "want one of 2.18, 2.26, 2.28, 2.29, 2.30"},
 		{[]string{"--nodes", "0"}, 2, "--nodes 0"},
 		{[]string{"--p2p-level", "FAST"}, 2, "unknown path level"},
 		{[]string{"--bogus"}, 2, "unknown flag"},
