@@ -111,7 +111,7 @@ func TestTuneCommand(t *testing.T) {
 
 	for _, bad := range [][]string{
 		{"tune", "-b", "3X"},
-		{"tune", "-c", "allrduce"}, // (alltoall and sendrecv print their p2p plans: TestTuneP2P)
+		{"tune", "-c", "allrduce"},         // (alltoall and sendrecv print their p2p plans: TestTuneP2P)
 		{"tune", "--nccl-version", "2.18"}, // a release only the search has
 		{"tune", "--nodes", "0"},
 		{"tune", "extra"},
