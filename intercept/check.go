@@ -25,6 +25,9 @@ const MaxRecords = 1 << 18
 type TraceFile struct {
 	Name    string
 	Records []Record
+	// NCCLVersion is the release an NCCL log names (LogStats.Version); "" for a shim trace or a
+	// log without the version line.
+	NCCLVersion string
 }
 
 // ReadTraceOrLog reads one file of a trace with internal/input's bounds (64 MiB, 1 MiB a line):
@@ -49,6 +52,7 @@ func ReadTraceOrLog(path string) (TraceFile, error) {
 	}
 	var st LogStats
 	t.Records, st, err = ParseLog(bytes.NewReader(data), path)
+	t.NCCLVersion = st.Version
 	if err == nil && st.Calls == 0 {
 		err = fmt.Errorf("%w: %s: neither a trace (JSON lines) nor an NCCL log with COLL lines (%d lines read)", ErrTrace, path, st.Lines)
 	}

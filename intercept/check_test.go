@@ -24,8 +24,8 @@ func call(seq int64, rank int, op string, count int64, peer int) Record {
 func TestCheckTraces(t *testing.T) {
 	good := func() []TraceFile {
 		return []TraceFile{
-			{"r0.jsonl", []Record{call(0, 0, OpAllReduce, 8, -1), call(1, 0, OpSend, 4, 1)}},
-			{"r1.jsonl", []Record{call(0, 1, OpAllReduce, 8, -1), call(1, 1, OpRecv, 4, 0)}},
+			{Name: "r0.jsonl", Records: []Record{call(0, 0, OpAllReduce, 8, -1), call(1, 0, OpSend, 4, 1)}},
+			{Name: "r1.jsonl", Records: []Record{call(0, 1, OpAllReduce, 8, -1), call(1, 1, OpRecv, 4, 0)}},
 		}
 	}
 	require.NoError(t, CheckTraces(good(), CheckOptions{}))
@@ -83,7 +83,7 @@ func TestCheckTraces(t *testing.T) {
 	require.ErrorContains(t, CheckTraces(virt(), CheckOptions{}), "no trace holds rank 0")
 	three := virt()
 	three[0].Records = append(three[0].Records, call(2, 1, OpAllReduce, 8, -1))
-	three = append(three, TraceFile{"r2.jsonl", []Record{{Seq: -1, Rank: 2, NRanks: 3, Comm: "c", Op: OpCommInit, Root: -1, Mode: "virtual"}}})
+	three = append(three, TraceFile{Name: "r2.jsonl", Records: []Record{{Seq: -1, Rank: 2, NRanks: 3, Comm: "c", Op: OpCommInit, Root: -1, Mode: "virtual"}}})
 	require.ErrorContains(t, CheckTraces(three, CheckOptions{Virtual: true}), "communicator c has 2 ranks at")
 
 	// The same count overflowed Record.Bytes in Launches (simccl replay printed the wrapped number).

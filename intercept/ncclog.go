@@ -52,7 +52,13 @@ func initMatch(isInit bool, line string) []string {
 // LogStats counts what ParseLog read.
 type LogStats struct {
 	Lines, Calls, Skipped int
+	// Version is the release the log's first "NCCL version 2.28.9+cuda13.0" line names (init.cc
+	// prints it once per process with NCCL_DEBUG=INFO or VERSION): "2.28.9", or "" when the log has none.
+	Version string
 }
+
+// versionLine matches NCCL's version line; the release is its first group.
+var versionLine = regexp.MustCompile(`NCCL INFO NCCL version (\d+\.\d+\.\d+)`)
 
 // ParseLog reads an NCCL INFO log (any subsystems; only COLL lines and communicator-init lines are
 // used) into trace records, one per COLL line, in log order. name is used in errors. Pass the
@@ -85,6 +91,11 @@ func ParseLog(r io.Reader, name string) ([]Record, LogStats, error) {
 		// fixed words, and communicator-init lines are bounded as calls are, so that a 64 MiB log
 		// of lines that nearly match costs a scan, not millions of matches.
 		raw := sc.Bytes()
+		if st.Version == "" && len(raw) <= maxLogLine && bytes.Contains(raw, []byte("NCCL version ")) {
+			if m := versionLine.FindSubmatch(raw); m != nil {
+				st.Version = string(m[1])
+			}
+		}
 		isInit, isColl := bytes.Contains(raw, []byte("Init COMPLETE")), bytes.Contains(raw, []byte(": opCount "))
 		if (!isInit && !isColl) || !bytes.Contains(raw, []byte("NCCL INFO")) {
 			continue

@@ -28,6 +28,29 @@ func TestParseLogH200(t *testing.T) {
 		if last.Op != OpReduceScatter || last.Count != 134217728 {
 			t.Errorf("%s: last record %+v", f, last)
 		}
+		if st.Version != "2.28.9" {
+			t.Errorf("%s: version %q, want 2.28.9 (the log's \"NCCL version 2.28.9+cuda13.0\")", f, st.Version)
+		}
+	}
+}
+
+// TestParseLogVersion: the first version line names the release; a log without one, a line that
+// only mentions a version, or one too long to be NCCL's, names none.
+func TestParseLogVersion(t *testing.T) {
+	call := "vm:1:1 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 count 2 datatype 7 op 0 root 0 comm 0x3 [nranks=2] stream 0x4\n"
+	for _, c := range []struct{ log, want string }{
+		{"vm:1:1 [0] NCCL INFO NCCL version 2.22.3+cuda12.1\n" + call + "vm:1:1 [0] NCCL INFO NCCL version 2.28.9+cuda13.0\n", "2.22.3"},
+		{call, ""},
+		{"NCCL version 2.28.9 (not NCCL's line)\n" + call, ""},
+		{"vm:1:1 [0] NCCL INFO NCCL version 2.28.9" + strings.Repeat("x", maxLogLine) + "\n" + call, ""},
+	} {
+		_, st, err := ParseLog(strings.NewReader(c.log), "t.log")
+		if err != nil || st.Calls != 1 {
+			t.Fatalf("%q: %v, %d calls", c.log[:40], err, st.Calls)
+		}
+		if st.Version != c.want {
+			t.Errorf("%q: version %q, want %q", c.log[:40], st.Version, c.want)
+		}
 	}
 }
 

@@ -359,6 +359,8 @@ type Report struct {
 	TotalUs       float64        `json:"total_us"`
 	Links         []LinkUse      `json:"links,omitempty"`
 	Notes         []string       `json:"notes,omitempty"`
+	// Release is the NCCL release whose rules planned the calls (set by the caller, which chose it).
+	Release string `json:"nccl_release,omitempty"`
 }
 
 // World is the data-parallel size of a trace: the largest communicator size in it.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -17,6 +18,7 @@ import (
 	"github.com/simccl/simccl/internal/cli"
 	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/simnet"
+	"github.com/simccl/simccl/tuning"
 )
 
 func init() {
@@ -89,6 +91,10 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 		}
 		if *mf.topo == "" {
 			*mf.topo = virtualTopo
+		}
+		releaseNote, err := releaseFromLogs(fs, files)
+		if err != nil {
+			return err
 		}
 		newPlanner, err := mf.builder(fs)
 		if err != nil {
@@ -165,6 +171,13 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		rep.Release = m.Release
+		if rep.Release == "" {
+			rep.Release = tuning.DefaultRelease
+		}
+		if releaseNote != "" {
+			rep.Notes = append(rep.Notes, releaseNote)
+		}
 		var cmp *intercept.Comparison
 		if len(*measured) > 0 {
 			meas, err := intercept.ReadMeasured(*measured)
@@ -200,6 +213,50 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 		}
 		return writeReplayText(stdout, rep, cmp, *top, *nLinks)
 	}
+}
+
+// releaseFromLogs sets --nccl-version, where the command line leaves it, to the release that the
+// NCCL logs among files name (their "NCCL version" line), when simccl's tuning model has it: a
+// replay of a real run's logs plans its calls under that run's rules. It returns the note that says
+// which release planned the calls and why ("" when no file names a release).
+func releaseFromLogs(fs *pflag.FlagSet, files []intercept.TraceFile) (string, error) {
+	var named []string
+	for _, f := range files {
+		if f.NCCLVersion != "" && !slices.Contains(named, f.NCCLVersion) {
+			named = append(named, f.NCCLVersion)
+		}
+	}
+	if len(named) == 0 {
+		return "", nil
+	}
+	sort.Strings(named)
+	logs := strings.Join(named, ", ")
+	if fs.Changed("nccl-version") {
+		v := fs.Lookup("nccl-version").Value.String()
+		if len(named) == 1 && majorMinor(named[0]) == majorMinor(v) {
+			return "", nil
+		}
+		return fmt.Sprintf("the logs name NCCL %s; the calls are planned under %s's rules, as --nccl-version asks", logs, v), nil
+	}
+	if len(named) > 1 {
+		return fmt.Sprintf("the logs name NCCL %s: the calls are planned under the default, %s's rules (--nccl-version picks another)", logs, tuning.DefaultRelease), nil
+	}
+	k, err := tuning.ConstantsFor(named[0])
+	if err != nil {
+		return fmt.Sprintf("the logs name NCCL %s, a release simccl's tuning model does not have (it has %s): the calls are planned under %s's rules", logs, strings.Join(tuning.Releases(), ", "), tuning.DefaultRelease), nil
+	}
+	if err := fs.Set("nccl-version", k.Release); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("the calls are planned under NCCL %s's rules, the release the logs name (%s); --nccl-version picks another", k.Release, logs), nil
+}
+
+// majorMinor is "2.28" of "2.28.9" (and of "2.28").
+func majorMinor(v string) string {
+	if p := strings.SplitN(strings.TrimSpace(v), ".", 3); len(p) >= 2 {
+		return p[0] + "." + p[1]
+	}
+	return v
 }
 
 // writeLaunches lists launches; index names their index column ("launch", or "call" where the

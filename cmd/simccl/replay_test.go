@@ -266,8 +266,9 @@ func TestReplayLogAgainstTrace(t *testing.T) {
 	require.Equal(t, byOp{"SendRecv", 0, 150, traceOps["SendRecv"].Bytes}, logOps["SendRecv"], "the same messages and bytes")
 	require.Greater(t, logs.TotalUs, trace.TotalUs, "a launch a call takes longer than the trace's groups")
 	require.Empty(t, trace.Notes)
-	require.Len(t, logs.Notes, 1)
+	require.Len(t, logs.Notes, 2)
 	require.Contains(t, logs.Notes[0], "print no group boundaries")
+	require.Equal(t, "the calls are planned under NCCL 2.28's rules, the release the logs name (2.28.9); --nccl-version picks another", logs.Notes[1])
 	require.Contains(t, logs.Notes[0], "each of the 350 calls is simulated as a launch of its own")
 
 	// The text says the same: calls in both, launches where the trace has them.
@@ -346,4 +347,74 @@ func writeTraces(t *testing.T, ranks int, format string) []string {
 		files = append(files, f)
 	}
 	return files
+}
+
+// TestReplayLogRelease: a replay of NCCL logs plans under the release their "NCCL version" line
+// names where simccl's tuning model has it, says so, and says otherwise where it does not, where
+// the logs disagree, or where --nccl-version overrides; a shim trace (no version) says nothing.
+func TestReplayLogRelease(t *testing.T) {
+	logs, err := filepath.Glob(replayData + "coll/*.log")
+	require.NoError(t, err)
+	require.Len(t, logs, 2)
+	// withVersion copies the two logs, the i-th naming version vs[i] in place of 2.28.9.
+	withVersion := func(vs ...string) []string {
+		dir := t.TempDir()
+		var out []string
+		for i, f := range logs {
+			b, err := os.ReadFile(f)
+			require.NoError(t, err)
+			require.Contains(t, string(b), "NCCL version 2.28.9+cuda13.0")
+			p := filepath.Join(dir, filepath.Base(f))
+			require.NoError(t, os.WriteFile(p, []byte(strings.ReplaceAll(string(b), "NCCL version 2.28.9", "NCCL version "+vs[i])), 0o644))
+			out = append(out, p)
+		}
+		return out
+	}
+	type result struct {
+		Release string   `json:"nccl_release"`
+		Notes   []string `json:"notes"`
+		TotalUs float64  `json:"total_us"`
+	}
+	replay := func(extra []string, files []string) result {
+		var out, errb bytes.Buffer
+		args := append(append([]string{"replay", "--topo", "h200x2-nvlink", "--json", "--progress", "off"}, extra...), files...)
+		require.Equal(t, 0, mainRun(args, &out, &errb), errb.String())
+		var r result
+		require.NoError(t, json.Unmarshal(out.Bytes(), &r))
+		return r
+	}
+	last := func(r result) string { return r.Notes[len(r.Notes)-1] }
+	for _, c := range []struct {
+		name     string
+		versions []string
+		extra    []string
+		release  string
+		note     string
+	}{
+		{"a release the model has", []string{"2.29.7", "2.29.7"}, nil, "2.29",
+			"the calls are planned under NCCL 2.29's rules, the release the logs name (2.29.7); --nccl-version picks another"},
+		{"one it lacks", []string{"2.22.3", "2.22.3"}, nil, "2.28",
+			"the logs name NCCL 2.22.3, a release simccl's tuning model does not have (it has 2.26, 2.28, 2.29, 2.30): the calls are planned under 2.28's rules"},
+		{"logs that disagree", []string{"2.26.2", "2.29.7"}, nil, "2.28",
+			"the logs name NCCL 2.26.2, 2.29.7: the calls are planned under the default, 2.28's rules (--nccl-version picks another)"},
+		{"--nccl-version over the logs", []string{"2.29.7", "2.29.7"}, []string{"--nccl-version", "2.30"}, "2.30",
+			"the logs name NCCL 2.29.7; the calls are planned under 2.30's rules, as --nccl-version asks"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := replay(c.extra, withVersion(c.versions...))
+			require.Equal(t, c.release, r.Release)
+			require.Equal(t, c.note, last(r))
+			require.Positive(t, r.TotalUs)
+		})
+	}
+	// --nccl-version naming the logs' own release: no note beside the group-boundary one.
+	r := replay([]string{"--nccl-version", "2.28"}, logs)
+	require.Equal(t, "2.28", r.Release)
+	require.Len(t, r.Notes, 1)
+	// A shim trace names no release: the default plans it, and nothing is said.
+	traces, err := filepath.Glob(replayData + "trace/*.jsonl")
+	require.NoError(t, err)
+	r = replay(nil, traces)
+	require.Equal(t, "2.28", r.Release)
+	require.Empty(t, r.Notes)
 }
