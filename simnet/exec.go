@@ -237,8 +237,8 @@ const (
 	LaunchPerGPU LaunchMode = iota
 	// LaunchPerNode: one thread drives every GPU of its node (nccl-tests -g N, ncclCommInitAll):
 	// it enqueues the call on its GPUs one after another, so a call in a loop takes at least
-	// HostEnqueue + (GPUs per node − 1) × HostPerRank, and for point-to-point calls at least one
-	// rank's line and every GPU's operations at the line's cost per operation.
+	// HostEnqueue + (GPUs per node − 1) × HostPerRank, and a point-to-point call each GPU's
+	// point-to-point work beyond a collective's enqueue on top (see hostFloor).
 	LaunchPerNode
 	// LaunchGraph: the calls are replayed from a CUDA graph (nccl-tests -G): no host floor, and
 	// KernelLaunch less GraphSaving.
@@ -259,8 +259,19 @@ func (l LaunchMode) hostFloor(gpus, ops int, line HostLine) Time {
 	case LaunchPerGPU:
 		return enq
 	case LaunchPerNode:
-		// One thread does every GPU's enqueue and every GPU's per-operation work.
-		return max(enq, HostEnqueue+Time(max(gpus-1, 0))*HostPerRank, Time(gpus*ops)*line.PerOp)
+		// One thread does every GPU's enqueue, one after another: the collective enqueue of its
+		// GPUs' communicator-ranks (HostEnqueue and HostPerRank, commscan), and each GPU's
+		// point-to-point work beyond a collective's enqueue (its line less HostEnqueue: zero for a
+		// collective and for a few sends and receives), which one thread adds up. On 2 H200 with one
+		// process for both GPUs (NCCL 2.28.9, nccl-tests' loop) an all-to-all of 8 B–16 KiB, 4
+		// operations a rank, took 0.5–3.1 µs a call more than the median of the other collectives
+		// of the same run, median 1.6, in 14 runs (testdata/nccl/h200x2: nccl_perf.csv, repeatscan,
+		// enqueuescan a–c, releasescan a–b); this floor puts it 2 × 1.06 µs above a collective's.
+		// With a process per GPU the same 13 runs' medians give 0.7 (−2.3…3.5) against 1.06. (Until
+		// stop 49 the largest of the terms stood, not their sum: an all-to-all's floor was a
+		// collective's until its operations alone outlasted the enqueues.)
+		g := Time(max(gpus, 1))
+		return HostEnqueue + (g-1)*HostPerRank + g*(enq-HostEnqueue)
 	}
 	return 0
 }

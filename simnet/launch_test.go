@@ -58,8 +58,8 @@ func TestLaunchModes(t *testing.T) {
 
 // TestHostFloorP2POps: a point-to-point call's host floor grows with the operations its busiest
 // rank enqueues, on the line of its kind (HostSendRecv, HostAllToAll), never below a collective's
-// HostEnqueue; one thread per node pays an enqueue per GPU and does every GPU's operations; graphs
-// have none.
+// HostEnqueue; one thread per node pays an enqueue per GPU and adds every GPU's point-to-point work
+// beyond a collective's enqueue; graphs have none.
 func TestHostFloorP2POps(t *testing.T) {
 	tr := []coll.Transfer{{From: 0, To: 1}, {From: 0, To: 1}, {From: 1, To: 0}, {From: 2, To: 0}}
 	for _, c := range []struct {
@@ -83,11 +83,21 @@ func TestHostFloorP2POps(t *testing.T) {
 	require.Equal(t, HostAllToAll.At(2048), LaunchPerGPU.hostFloor(8, 2048, HostAllToAll))
 	require.Greater(t, HostSendRecv.At(2048), HostAllToAll.At(2048), "a transfer to another rank costs more than to self")
 	perNode8 := HostEnqueue + 7*HostPerRank
-	require.Equal(t, perNode8, LaunchPerNode.hostFloor(8, 2, HostSendRecv))
-	require.Equal(t, perNode8, LaunchPerNode.hostFloor(8, 16, HostAllToAll), "8 enqueues outlast an 8-GPU all-to-all's 128 operations")
-	require.Equal(t, 8*32*HostAllToAll.PerOp, LaunchPerNode.hostFloor(8, 32, HostAllToAll), "two 8-GPU nodes' all-to-all: 256 operations outlast 8 enqueues")
+	require.Equal(t, perNode8, LaunchPerNode.hostFloor(8, 0, HostLine{}))
+	require.Equal(t, perNode8, LaunchPerNode.hostFloor(8, 2, HostSendRecv), "a send and a receive cost a collective's enqueue")
+	// An all-to-all adds each GPU's work beyond a collective's enqueue to the 8 enqueues.
+	require.Equal(t, perNode8+8*(HostAllToAll.At(16)-HostEnqueue), LaunchPerNode.hostFloor(8, 16, HostAllToAll))
+	require.InDelta(t, 100.3, LaunchPerNode.hostFloor(8, 16, HostAllToAll).Micros(), 0.05, "65.7 µs of enqueues and 8 × 4.32 of operations")
+	require.Equal(t, perNode8+8*(HostAllToAll.At(32)-HostEnqueue), LaunchPerNode.hostFloor(8, 32, HostAllToAll), "two 8-GPU nodes' all-to-all")
+	require.Equal(t, HostEnqueue+HostPerRank+2*(HostAllToAll.At(4)-HostEnqueue), LaunchPerNode.hostFloor(2, 4, HostAllToAll), "2 H200: 2 × 1.06 µs over a collective")
 	require.Equal(t, HostEnqueue, LaunchPerNode.hostFloor(1, 0, HostLine{}), "one GPU a thread: one enqueue, as a process per GPU")
-	require.Equal(t, 8*2048*HostAllToAll.PerOp, LaunchPerNode.hostFloor(8, 2048, HostAllToAll), "one thread does the 8 GPUs' operations")
+	require.Equal(t, HostAllToAll.At(2048), LaunchPerNode.hostFloor(1, 2048, HostAllToAll), "one GPU a thread: a process per GPU's line")
+	for _, ops := range []int{2, 16, 64, 2048} {
+		for _, line := range []HostLine{HostSendRecv, HostAllToAll} {
+			require.GreaterOrEqual(t, LaunchPerNode.hostFloor(8, ops, line), Time(8*ops)*line.PerOp, "one thread does the 8 GPUs' operations")
+			require.GreaterOrEqual(t, LaunchPerNode.hostFloor(8, ops, line), LaunchPerGPU.hostFloor(8, ops, line))
+		}
+	}
 	require.Zero(t, LaunchGraph.hostFloor(8, 2048, HostAllToAll))
 
 	// An all-to-all of 8 KiB on one DGX H100: the GPUs finish before the host has enqueued its 16

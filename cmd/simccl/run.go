@@ -671,7 +671,7 @@ func hostBoundNote(rows []simnet.Row, launch simnet.LaunchMode, ranks int) strin
 		why = fmt.Sprintf("NCCL's enqueue of a one-rank call, a device copy: %.2f µs, %.2f µs for send/recv and all-to-all (measured apart)",
 			simnet.OneRankHost.Micros(), simnet.OneRankP2PHost.Micros())
 	case launch == simnet.LaunchPerNode:
-		why = fmt.Sprintf("one thread enqueues the call on every GPU of the node: at least NCCL's enqueue, %s, %.2f µs more for each GPU past the first, and every GPU's sends and receives", enq, simnet.HostPerRank.Micros())
+		why = fmt.Sprintf("one thread enqueues the call on every GPU of the node: at least NCCL's enqueue, %s, %.2f µs more for each GPU past the first, and each GPU's sends and receives beyond that", enq, simnet.HostPerRank.Micros())
 	}
 	return fmt.Sprintf("host-bound (%s): the GPUs' own time is shorter, so each call takes the host's (%s; --launch graph lifts it; JSON: host_bound, device_us)", strings.Join(parts, ", "), why)
 }
