@@ -52,6 +52,34 @@ func meanTooFar(check *relaxCheck, t Time) bool {
 // replay where the model is too far to stand (SimulateP2P).
 var coarseWork uint64 = 40_000_000
 
+// backlogBudget is the largest work bound (workBound) for which SimulateP2P tries the replay of
+// every rank with a rate interval, and that replay's work budget, for a model whose checked links
+// were backlogged by ratio (twice the largest backlog over the model's time) and whose replay has
+// work bound `bound`. Below backlogRef the budgets are coarseBound and coarseWork. Past it they
+// grow with the backlog, up to backlogMaxScale times, and the work budget is half the replay's own
+// bound (the work was 4–46% of it wherever measured): a model backlogged that far was 5–12% fast
+// where measured (128 one-GPU nodes, default fabric: 16–128 MiB before stop 48, 256 and 512 MiB
+// at stop 49, ratio 0.17), which a replay of tens of seconds removes (256 MiB: 11 s, +0.15% from
+// the exact replay's 7 min). Rows past even that budget keep the model and its note.
+func backlogBudget(ratio, bound float64) (limit float64, work uint64) {
+	scale := min(ratio/backlogRef, backlogMaxScale)
+	if scale <= 1 {
+		return coarseBound, coarseWork
+	}
+	return coarseBound * scale, max(coarseWork, uint64(bound/2))
+}
+
+// backlogRef and backlogMaxScale shape backlogBudget: the budgets start to grow where twice the
+// largest backlog passes 5% of the model's time (five times MaxCoarseError, the bar past which a
+// row says it is backlogged: 64 DGX H100 nodes with 2 per leaf at 1 MiB, 2.4%, keep the model,
+// whose time the interval replay's equals there) and grow at most fourfold (a work bound of 640 M:
+// 128 one-GPU nodes to 512 MiB, 25 s; 1 GiB, 839 M, keeps the model). The 1,024-GPU all-to-all of
+// the speed targets (128 DGX H100 nodes, 1 GiB, ratio 0.069, bound 6.7 G) is far past either.
+// (Tests set backlogMaxScale to 1 with coarseWork to see the model.)
+const backlogRef = 5 * MaxCoarseError
+
+var backlogMaxScale = 4.0
+
 // coarseBound is the largest bound on that replay's work (workBound) for which it is tried. The
 // work was 4–25% of the bound wherever measured (the 17 cells; 32–64 nodes with 2 per leaf,
 // 1–8 MiB), so a bound within 160 M keeps it within coarseWork: with 2 per leaf, 32 nodes bound

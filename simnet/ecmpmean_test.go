@@ -80,10 +80,9 @@ func TestECMPMeanAllToAll(t *testing.T) {
 		require.NotContains(t, def.Mode, "ecmp-mean")
 		// Past coarseWork the mean model stands, with the work its busiest link owes added: an
 		// upper estimate where a link owes work, here over 1% either way.
-		old := coarseWork
-		coarseWork = 1 // never tried
-		mean, _, err := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{})
-		coarseWork = old
+		var mean Row
+		var err error
+		withoutCoarseReplay(func() { mean, _, err = m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{}) })
 		require.NoError(t, err)
 		require.Contains(t, mean.Mode, "ecmp-mean")
 		t.Logf("  past coarseWork: %s %.2f µs (%+.2f%%)", mean.Mode, mean.TimeUs, 100*(mean.TimeUs/exact.TimeUs-1))
@@ -146,10 +145,8 @@ func TestRateIntervalAt32Nodes(t *testing.T) {
 	row, _, err := m.Run(coll.AllToAll, 1<<20, coll.Float32, coll.Sum, RunOptions{})
 	require.NoError(t, err)
 	require.Contains(t, row.Mode, "rate-interval-")
-	old := coarseWork
-	coarseWork = 1 // never tried
-	mean, _, err := m.Run(coll.AllToAll, 1<<20, coll.Float32, coll.Sum, RunOptions{})
-	coarseWork = old
+	var mean Row
+	withoutCoarseReplay(func() { mean, _, err = m.Run(coll.AllToAll, 1<<20, coll.Float32, coll.Sum, RunOptions{}) })
 	require.NoError(t, err)
 	require.Contains(t, mean.Mode, "ecmp-mean")
 	t.Logf("32 nodes, 2 per leaf, 1 MiB: %s %.2f µs; %s %.2f µs (%+.2f%%)", row.Mode, row.TimeUs, mean.Mode, mean.TimeUs, 100*(mean.TimeUs/row.TimeUs-1))
@@ -178,10 +175,9 @@ func TestECMPMeanAllToAllOverTwiceOwingNothing(t *testing.T) {
 // replay 10.8 s, +0.17%).
 func TestRateIntervalWhereMeanTooFar(t *testing.T) {
 	m, _ := settingsMachine(t, "../testdata/topos/aws-p5-48xl-h100-32efa-2026.xml", 8, 0, leafFabric(t, 4), planner.Settings{})
-	old := coarseWork
-	coarseWork = 1 // a budgeted try would stop at once
-	row, _, err := m.Run(coll.AllToAll, 4<<20, coll.Float32, coll.Sum, RunOptions{})
-	coarseWork = old
+	var row Row
+	var err error
+	withoutCoarseReplay(func() { row, _, err = m.Run(coll.AllToAll, 4<<20, coll.Float32, coll.Sum, RunOptions{}) }) // a budgeted try would stop at once
 	require.NoError(t, err)
 	require.Contains(t, row.Mode, "rate-interval-")
 	exact, _, err := m.Run(coll.AllToAll, 4<<20, coll.Float32, coll.Sum, RunOptions{Exact: true})
@@ -314,4 +310,51 @@ func TestP2PRefusesPastMaxConnections(t *testing.T) {
 	row, _, err := m.Run(coll.AllToAll, 64<<20, coll.Float32, coll.Sum, RunOptions{Exact: true})
 	require.NoError(t, err)
 	require.Greater(t, row.TimeUs, 0.0)
+}
+
+// withoutCoarseReplay runs f with the budgeted replay of every rank never tried (coarseWork 1,
+// and no growth of the budgets with the backlog), so that the ECMP mean model stands where it
+// would stand past the budgets.
+func withoutCoarseReplay(f func()) {
+	oldWork, oldScale := coarseWork, backlogMaxScale
+	coarseWork, backlogMaxScale = 1, 1
+	defer func() { coarseWork, backlogMaxScale = oldWork, oldScale }()
+	f()
+}
+
+// TestBacklogBudget: the replay budgets grow with the backlog past backlogRef, at most
+// backlogMaxScale times, and the work budget is then half the replay's own bound.
+func TestBacklogBudget(t *testing.T) {
+	for _, c := range []struct {
+		ratio, bound float64
+		limit        float64
+		work         uint64
+	}{
+		{0, 1e8, coarseBound, coarseWork},
+		{0.024, 2.13e8, coarseBound, coarseWork}, // 64 DGX H100 nodes, 2 per leaf, 1 MiB: the model stands
+		{0.05, 2e8, coarseBound, coarseWork},
+		{0.10, 3e8, 2 * coarseBound, 150e6},
+		{0.169, 2.1e8, 0.169 / 0.05 * coarseBound, 105e6}, // 128 one-GPU nodes, 256 MiB
+		{0.5, 1e7, 4 * coarseBound, coarseWork},           // a small replay keeps coarseWork
+		{0.9, 8.4e8, 4 * coarseBound, 420e6},
+	} {
+		limit, work := backlogBudget(c.ratio, c.bound)
+		require.InDelta(t, c.limit, limit, 1, "ratio %.3f", c.ratio)
+		require.Equal(t, c.work, work, "ratio %.3f", c.ratio)
+	}
+}
+
+// TestAllToAllBackloggedReplay: 128 one-GPU nodes on the default fabric, all-to-all of 256 MiB,
+// whose ECMP mean model is backlogged (twice the largest backlog 17% of its time) and 11.2% fast
+// (5,869.6 against 6,609.99 µs from `simccl run --gpus 1 --nodes 128 -c alltoall -b 256M -e 256M
+// --exact`, 7 minutes on this project's 2-core machine, stop 49): its work bound (210 M) is past
+// coarseBound, within the backlog's budget, so every rank is replayed with a rate interval
+// (about 11 s) within 1% of that exact replay.
+func TestAllToAllBackloggedReplay(t *testing.T) {
+	m, _ := settingsMachine(t, "dgx-h100", 128, 1, nil, planner.Settings{})
+	row, _, err := m.Run(coll.AllToAll, 256<<20, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	require.Contains(t, row.Mode, "rate-interval-")
+	require.Zero(t, row.MeanBacklog)
+	require.InEpsilon(t, 6609.99, row.TimeUs, 0.01)
 }

@@ -111,8 +111,8 @@ type P2PResult struct {
 	RateInterval Time
 	// MeanBacklog: where the ECMP mean model stands although twice the largest backlog of its
 	// checked links is over MaxCoarseError of its time (the replay of every rank past the
-	// budgets), that ratio; 0 elsewhere. Such rows were 1–8% fast where measured (128 one-GPU
-	// nodes, 4–128 MiB, ratio 0.12–0.24).
+	// budgets), that ratio; 0 elsewhere. Such rows were 1–12% fast where measured (128 one-GPU
+	// nodes, 4–512 MiB, ratio 0.12–0.24; those up to 512 MiB are replayed since, backlogBudget).
 	MeanBacklog float64
 }
 
@@ -487,8 +487,9 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 					iv := x.interval(t)
 					ratio := 2 * float64(check.backlog()) / float64(t)
 					backlogged := ratio > MaxCoarseError
-					if (owed > 0 || backlogged) && !kept && (tooFar || x.workBound(t+owed, iv, float64(n)/float64(x.S)) <= coarseBound) {
-						work := coarseWork
+					bound := x.workBound(t+owed, iv, float64(n)/float64(x.S))
+					limit, work := backlogBudget(ratio, bound)
+					if (owed > 0 || backlogged) && !kept && (tooFar || bound <= limit) {
 						if tooFar {
 							work = 0 // no bound
 						}
