@@ -487,12 +487,14 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 					iv := x.interval(t)
 					ratio := 2 * float64(check.backlog()) / float64(t)
 					backlogged := ratio > MaxCoarseError
-					bound := x.workBound(t+owed, iv, float64(n)/float64(x.S))
-					limit, work := backlogBudget(ratio, bound)
-					if (owed > 0 || backlogged) && !kept && (tooFar || bound <= limit) {
-						if tooFar {
-							work = 0 // no bound
-						}
+					try, work := (owed > 0 || backlogged) && !kept, uint64(0) // work 0: no bound (tooFar)
+					if try && !tooFar {
+						bound := x.workBound(t+owed, iv, float64(n)/float64(x.S))
+						var limit float64
+						limit, work = backlogBudget(ratio, bound)
+						try = bound <= limit
+					}
+					if try {
 						ok, err := b.replayAll(res, cl, iv, work)
 						if err != nil {
 							return nil, err
