@@ -129,7 +129,7 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 // tuning model (SearchReleases); New says so when it needs the tuning model of one it lacks.
 func (s *Settings) SetRelease(v string) error {
 	v = strings.TrimSpace(v)
-	if _, err := search.ParamsFor(majorMinor(v)); err != nil {
+	if _, err := search.ParamsFor(MajorMinor(v)); err != nil {
 		return fmt.Errorf("planner: NCCL release %q: want one of %s", v, strings.Join(SearchReleases(), ", "))
 	}
 	s.Release = v
@@ -148,7 +148,7 @@ func (s *Settings) versions() (graph.Version, search.Params, error) {
 	if rel == "" {
 		rel = tuning.DefaultRelease
 	}
-	params, err := search.ParamsFor(majorMinor(rel))
+	params, err := search.ParamsFor(MajorMinor(rel))
 	if err != nil {
 		return graph.Version{}, params, fmt.Errorf("planner: NCCL release %q: %v", rel, err)
 	}
@@ -165,8 +165,8 @@ func GraphVersion(rel string) graph.Version {
 	return gv
 }
 
-// majorMinor is "2.28" of "2.28.9".
-func majorMinor(v string) string {
+// MajorMinor is the release "2.28" of a version "2.28.9" (and of "2.28").
+func MajorMinor(v string) string {
 	if parts := strings.Split(v, "."); len(parts) > 2 {
 		return parts[0] + "." + parts[1]
 	}

@@ -233,15 +233,7 @@ func TestNCCL228Tables(t *testing.T) {
 			if got := tb.ThresholdsLine(); l.thresholds == "" || got != l.thresholds {
 				t.Errorf("got %q, NCCL %q", got, l.thresholds)
 			}
-			got := tb.Lines()
-			if len(got) != len(l.tableLinesRaw) {
-				t.Fatalf("%d table lines, NCCL %d", len(got), len(l.tableLinesRaw))
-			}
-			for i := range got {
-				if got[i] != l.tableLinesRaw[i] {
-					t.Errorf("table line %d:\n got %q\nNCCL %q", i+1, got[i], l.tableLinesRaw[i])
-				}
-			}
+			requireTableLines(t, tb, l)
 		})
 	}
 }
@@ -255,17 +247,7 @@ func TestNCCL228Choices(t *testing.T) {
 			if len(l.choices) < 100 {
 				t.Fatalf("only %d choice lines", len(l.choices))
 			}
-			bad := 0
-			for _, lc := range l.choices {
-				ch, err := tb.Select(Call{Func: lc.f, Count: lc.bytes / 4, ElemSize: 4, DataType: 7})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if ch.Algo.LogName() != lc.algo || ch.Proto.LogName() != lc.proto || ch.ChannelLo != lc.lo || ch.ChannelHi != lc.hi {
-					bad++
-					t.Errorf("line %d %v %d B: ours %s, NCCL %s %s {%d..%d}", lc.line, lc.f, lc.bytes, ch.Line(), lc.algo, lc.proto, lc.lo, lc.hi)
-				}
-			}
+			bad := checkChoices(t, tb, l.choices)
 			t.Logf("%d/%d choices equal", len(l.choices)-bad, len(l.choices))
 		})
 	}
@@ -296,27 +278,13 @@ func TestNCCL229Release(t *testing.T) {
 	if tb.K.Release != "2.29" {
 		t.Fatalf("release %q, want 2.29", tb.K.Release)
 	}
-	got := tb.Lines()
-	if len(got) != len(l.tableLinesRaw) {
-		t.Fatalf("%d table lines, NCCL %d", len(got), len(l.tableLinesRaw))
-	}
-	for i := range got {
-		if got[i] != l.tableLinesRaw[i] {
-			t.Errorf("table line %d:\n got %q\nNCCL %q", i+1, got[i], l.tableLinesRaw[i])
-		}
-	}
+	requireTableLines(t, tb, l)
 	if len(l.choices) < 24 {
 		t.Fatalf("only %d choice lines", len(l.choices))
 	}
+	checkChoices(t, tb, l.choices)
 	sizes := map[int64]bool{}
 	for _, lc := range l.choices {
-		ch, err := tb.Select(Call{Func: lc.f, Count: lc.bytes / 4, ElemSize: 4, DataType: 7})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ch.Algo.LogName() != lc.algo || ch.Proto.LogName() != lc.proto || ch.ChannelLo != lc.lo || ch.ChannelHi != lc.hi {
-			t.Errorf("line %d %v %d B: ours %s, NCCL %s %s {%d..%d}", lc.line, lc.f, lc.bytes, ch.Line(), lc.algo, lc.proto, lc.lo, lc.hi)
-		}
 		sizes[lc.bytes] = true
 	}
 	if len(sizes) != 26 {
@@ -335,4 +303,35 @@ func TestRelease229Constants(t *testing.T) {
 	require.False(t, k229.LL128AnyCCAtLeast90)
 	k229.PerChMaxRingLL128Bws, k229.LL128AnyCCAtLeast90, k229.Release = k230.PerChMaxRingLL128Bws, k230.LL128AnyCCAtLeast90, k230.Release
 	require.Equal(t, *k230, *k229)
+}
+
+// requireTableLines checks that tb prints NCCL's TUNING table lines of l, text for text.
+func requireTableLines(t *testing.T, tb *Table, l *ncclLog) {
+	t.Helper()
+	got := tb.Lines()
+	if len(got) != len(l.tableLinesRaw) {
+		t.Fatalf("%d table lines, NCCL %d", len(got), len(l.tableLinesRaw))
+	}
+	for i := range got {
+		if got[i] != l.tableLinesRaw[i] {
+			t.Errorf("table line %d:\n got %q\nNCCL %q", i+1, got[i], l.tableLinesRaw[i])
+		}
+	}
+}
+
+// checkChoices reports every logged float32 call whose (algorithm, protocol, channel range) tb
+// selects otherwise, and returns how many.
+func checkChoices(t *testing.T, tb *Table, choices []loggedChoice) (bad int) {
+	t.Helper()
+	for _, lc := range choices {
+		ch, err := tb.Select(Call{Func: lc.f, Count: lc.bytes / 4, ElemSize: 4, DataType: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch.Algo.LogName() != lc.algo || ch.Proto.LogName() != lc.proto || ch.ChannelLo != lc.lo || ch.ChannelHi != lc.hi {
+			bad++
+			t.Errorf("line %d %v %d B: ours %s, NCCL %s %s {%d..%d}", lc.line, lc.f, lc.bytes, ch.Line(), lc.algo, lc.proto, lc.lo, lc.hi)
+		}
+	}
+	return bad
 }

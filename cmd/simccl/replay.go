@@ -233,7 +233,7 @@ func releaseFromLogs(fs *pflag.FlagSet, files []intercept.TraceFile) (string, er
 	logs := strings.Join(named, ", ")
 	if fs.Changed("nccl-version") {
 		v := fs.Lookup("nccl-version").Value.String()
-		if len(named) == 1 && majorMinor(named[0]) == majorMinor(v) {
+		if len(named) == 1 && planner.MajorMinor(named[0]) == planner.MajorMinor(v) {
 			return "", nil
 		}
 		return fmt.Sprintf("the logs name NCCL %s; the calls are planned under %s's rules, as --nccl-version asks", logs, v), nil
@@ -249,14 +249,6 @@ func releaseFromLogs(fs *pflag.FlagSet, files []intercept.TraceFile) (string, er
 		return "", err
 	}
 	return fmt.Sprintf("the calls are planned under NCCL %s's rules, the release the logs name (%s); --nccl-version picks another", k.Release, logs), nil
-}
-
-// majorMinor is "2.28" of "2.28.9" (and of "2.28").
-func majorMinor(v string) string {
-	if p := strings.SplitN(strings.TrimSpace(v), ".", 3); len(p) >= 2 {
-		return p[0] + "." + p[1]
-	}
-	return v
 }
 
 // writeLaunches lists launches; index names their index column ("launch", or "call" where the
