@@ -202,6 +202,13 @@ const (
 	GraphLaunch = 960 * Nanosecond
 )
 
+// HostEnqueueSpan is the range of HostEnqueue's measurement over the five leases that have it (the
+// median per lease, a process per GPU, behind a spin): 6.20 µs (testdata/nccl/h200x2's releasescan
+// a, stop 49, the host's fast mode) to 11.20 µs (enqueuescan c, stop 42, its slow mode). A
+// host-bound row's note gives it: the model is the pooled median, and a given host is in one mode
+// or the other.
+var HostEnqueueSpan = [2]Time{6200 * Nanosecond, 11200 * Nanosecond}
+
 // HostLine is NCCL's host enqueue of a group of point-to-point operations (sends and receives) on
 // one communicator: Base + ops × PerOp, where that is above HostEnqueue.
 type HostLine struct{ Base, PerOp Time }

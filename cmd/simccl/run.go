@@ -664,7 +664,7 @@ func hostBoundNote(rows []simnet.Row, launch simnet.LaunchMode, ranks int) strin
 		enq += fmt.Sprintf(", or, per send and receive of a rank, %.2f + %.3f µs a send/recv group and %.2f + %.3f µs an all-to-all (to every rank)",
 			simnet.HostSendRecv.Base.Micros(), simnet.HostSendRecv.PerOp.Micros(), simnet.HostAllToAll.Base.Micros(), simnet.HostAllToAll.PerOp.Micros())
 	}
-	why := "NCCL's enqueue of a call with a process per GPU, " + enq
+	why := fmt.Sprintf("NCCL's enqueue of a call with a process per GPU, %s; the leases of 2 H200 that measured it took %.1f–%.1f µs, the host's fast and slow modes", enq, simnet.HostEnqueueSpan[0].Micros(), simnet.HostEnqueueSpan[1].Micros())
 	switch {
 	case ranks == 1:
 		// Run's floor for a one-rank communicator, whatever the launch mode but graphs.
