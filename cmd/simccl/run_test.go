@@ -285,7 +285,7 @@ func TestRunHostBound(t *testing.T) {
 	require.Len(t, hb, 1)
 	require.Contains(t, hb[0], "all_reduce 8–")
 	require.Contains(t, hb[0], fmt.Sprintf("%.2f µs", simnet.HostEnqueue.Micros()))
-	require.Contains(t, hb[0], "took 6.2–11.2 µs, the host's fast and slow modes")
+	require.Contains(t, hb[0], "took 6.3–11.2 µs, the host's fast and slow modes")
 
 	// One rank: the note names the one-rank floor its rows take, not the enqueue of a call on
 	// several ranks.
