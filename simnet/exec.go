@@ -155,22 +155,42 @@ const KernelLaunch = GraphLaunch
 const GraphSaving = 600 * Nanosecond
 
 // HostEnqueue is NCCL's host time to enqueue one collective call on one communicator (the API
-// call, its plan and its kernel launch), and GraphLaunch the cost per kernel replayed from a CUDA
-// graph.
+// call, its plan and its kernel launch) whose work spans one channel, HostPerChannel what each
+// further channel of the call adds, and GraphLaunch the cost per kernel replayed from a CUDA graph.
 //
-// HostEnqueue was measured with NCCL 2.28 on 2 H200 (driver 580.159.04, kind nvidia-h200-x2, three
+// Both were measured with NCCL 2.28 on 2 H200 (driver 580.159.04, kind nvidia-h200-x2, three
 // leases on 2026-11-29; testdata/nccl/enqueuescan.sh, testdata/nccl/h200x2/enqueuescan-2026-11-29*.csv):
-// every collective from 8 B to 256 KiB, one process per GPU, the loop of calls enqueued behind a
-// 50 ms spin kernel so that the host never waits on the GPU; the median of the host's time per call
-// (the slower process) over 7 collectives × 16 sizes × 2 runs × 3 leases is 10.22 µs (quartiles
-// 8.89–11.08; 10.07, 8.95 and 11.20 on the three leases: the host has a fast mode near 7 µs and a
-// slow one near 10–11). The calls' device time on the leases was 7.5–8.0 µs. (The first two leases
-// alone gave 9.67 µs, the model's figure until the third was measured, at stop 42.)
+// the five collectives (all-reduce, all-gather, reduce-scatter, broadcast, reduce) from 8 B to
+// 1 MiB, one process per GPU, nccl-tests' loop of calls, and the same loop enqueued behind a 50 ms
+// spin kernel so that the host never waits on the GPU (the enqueue alone); times of the slower
+// process. HostEnqueue is the median of the loop's 306 one-channel calls (up to 8 KiB, whose
+// kernels take 7.5–8.0 µs: the host's time bounds them): 10.12 µs; the enqueue alone of the same
+// calls takes 9.89, the loop adding about 0.2 µs a call. The enqueue grows with the channels NCCL
+// spreads a call over (2–24 from 16 KiB on 2 H200): the median of (time − 9.89 µs) / (channels − 1)
+// over the 210 enqueues alone of 2–24 channels is 0.064 µs (HostPerChannel), a line within 0.12 µs
+// of their medians at every channel count (1, 2, 4, 8, 16, 22, 24 channels: 9.89, 10.07, 10.23,
+// 10.37, 10.87, 11.13, 11.25 µs); least squares per lease give 0.049, 0.059 and 0.072 µs a channel,
+// one thread enqueueing on both GPUs 0.095–0.109 (two ranks' worth), and the loop's own calls
+// 0.068 (where their kernels, longer at many channels, do not bound them instead). What grows is
+// NCCL's work per channel of the call (its kernel arguments and work batches are per channel). The
+// host has a fast mode near 8 µs a call and a slow one near 10–11 (HostEnqueueSpan). (Until stop 50
+// the floor was one figure for every call, 10.22 µs: the median of the enqueue alone over 8 B–256
+// KiB, one to 22 channels, of all seven collectives, which put calls on many channels up to 15%
+// fast; before stop 42, 9.67 µs from two of the leases; before 2026-11-29 the bare launch, 5.18 µs,
+// which put small calls with a process per GPU 17–31% fast on 2 H200.)
 // A bare kernel launch costs about half of it: NCCL's own host work is the rest. Leases of the
 // same kind have measured 6.5–12.9 µs per call with a process per GPU in nccl-tests' loop (medians per
 // collective and run of 8 captures, testdata/nccl/h200x2/README.md, testdata/nccl/h200x4/README.md).
-// (Until 2026-11-29 the floor was the bare launch, 5.18 µs, which put small calls with a process per
-// GPU 17–31% fast on 2 H200.)
+//
+// HostP2PPerChannel is the same growth for point-to-point calls: what each operation to another
+// rank (a send or a receive) adds for each channel it spans beyond its first. The lines of
+// HostSendRecv and HostAllToAll were measured on one channel a transfer; over the rows of 2–16
+// channels a transfer (the three enqueuescan leases' send/recv and all-to-all, 8 B–1 MiB, one
+// pair a group; testdata/nccl/h200x2/p2popsscan-2026-11-29-big.csv, groups of 1–64 pairs to 4 MiB;
+// 182 rows), the median of the time over the same run's one-channel median, per operation to the
+// other rank and channel beyond the first, is 0.035 µs (single send/recv pairs 0.046, groups of
+// 8–64 pairs 0.032–0.038, all-to-alls 0.017–0.036): about half a collective's channel, as NCCL
+// batches a channel's point-to-point works.
 //
 // A plain kernel launch back to back on a stream takes the host 5.18 µs on one H100 SXM with driver
 // 580.159.04 (bench/gpuprobe/results/h100-sxm-2026-11-25.csv) and 4.09–4.36 on the 2 H200 of
@@ -197,19 +217,21 @@ const GraphSaving = 600 * Nanosecond
 // (bench/gpuprobe/results/h100-sxm-2026-11-25.csv: 0.96 µs; 0.68 on H200). All are host and
 // driver costs; the simulator applies them to every GPU generation, for want of a measurement on another.
 const (
-	HostEnqueue = 10220 * Nanosecond
-	HostPerRank = 7930 * Nanosecond
-	GraphLaunch = 960 * Nanosecond
+	HostEnqueue       = 10120 * Nanosecond
+	HostPerChannel    = 64 * Nanosecond
+	HostP2PPerChannel = 35 * Nanosecond
+	HostPerRank       = 7930 * Nanosecond
+	GraphLaunch       = 960 * Nanosecond
 )
 
 // HostEnqueueSpan is the range of HostEnqueue's measurement over the five leases that have it (the
-// median per lease of the slower process's time per call, a process per GPU, behind a spin:
-// enqueuescan a, b, c 10.07, 8.95, 11.20 µs; releasescan a, b 6.31, 6.65): 6.31 µs
-// (testdata/nccl/h200x2's releasescan a, stop 49, the host's fast mode) to 11.20 µs (enqueuescan c,
-// stop 42, its slow mode). A
-// host-bound row's note gives it: the model is the pooled median, and a given host is in one mode
-// or the other.
-var HostEnqueueSpan = [2]Time{6310 * Nanosecond, 11200 * Nanosecond}
+// median per lease of the slower process's time per one-channel call of the five collectives in
+// nccl-tests' loop, a process per GPU: enqueuescan a, b, c 10.12, 7.82, 10.72 µs; releasescan a, b
+// 7.95, 8.44): 7.82 µs (enqueuescan b, stop 42, the host's fast mode) to 10.72 µs (enqueuescan c,
+// its slow mode). A host-bound row's note gives it: the model is the pooled median, and a given
+// host is in one mode or the other. (Until stop 50, medians of the enqueue alone over 8 B–256 KiB:
+// 6.31–11.20.)
+var HostEnqueueSpan = [2]Time{7820 * Nanosecond, 10720 * Nanosecond}
 
 // HostLine is NCCL's host enqueue of a group of point-to-point operations (sends and receives) on
 // one communicator: Base + ops × PerOp, where that is above HostEnqueue.
@@ -256,56 +278,97 @@ const (
 
 var launchNames = [...]string{"per-gpu", "per-node", "graph"}
 
-// hostFloor is the least time of a call in a loop under launch mode l on nodes of gpus GPUs, whose
-// ranks each enqueue at most ops point-to-point operations costed by line (ops 0: a collective):
-// the host's enqueue, which overlaps the previous call (none from a CUDA graph).
-func (l LaunchMode) hostFloor(gpus, ops int, line HostLine) Time {
-	enq := HostEnqueue
-	if ops > 0 {
-		enq = max(enq, line.At(ops))
+// hostWork is what one communicator-rank's enqueue of a call costs the host: a collective's
+// channels, or the point-to-point operations of the call's busiest rank on their line and the
+// channels its operations to other ranks span beyond their first.
+type hostWork struct {
+	chans    int      // a collective's channels (0 and 1: one)
+	ops      int      // point-to-point operations, sends and receives (0: a collective)
+	line     HostLine // the line of those operations
+	p2pChans int      // Σ over the operations to other ranks of their channels beyond the first
+}
+
+// enqueue is the host's time for w on one communicator-rank: HostEnqueue and HostPerChannel for
+// each further channel of a collective; for point-to-point operations their line where it is
+// above HostEnqueue, and HostP2PPerChannel for each further channel an operation spans.
+func (w hostWork) enqueue() Time {
+	if w.ops > 0 {
+		return max(HostEnqueue, w.line.At(w.ops)) + Time(w.p2pChans)*HostP2PPerChannel
 	}
+	return HostEnqueue + Time(max(w.chans-1, 0))*HostPerChannel
+}
+
+// hostFloor is the least time of a call in a loop under launch mode l on nodes of gpus GPUs, each
+// of whose ranks enqueues w: the host's enqueue, which overlaps the previous call (none from a CUDA
+// graph).
+func (l LaunchMode) hostFloor(gpus int, w hostWork) Time {
+	enq := w.enqueue()
 	switch l {
 	case LaunchPerGPU:
 		return enq
 	case LaunchPerNode:
 		// One thread does every GPU's enqueue, one after another: the collective enqueue of its
-		// GPUs' communicator-ranks (HostEnqueue and HostPerRank, commscan), and each GPU's
-		// point-to-point work beyond a collective's enqueue (its line less HostEnqueue: zero for a
-		// collective and for a few sends and receives), which one thread adds up. On 2 H200 with one
+		// GPUs' communicator-ranks (HostEnqueue and HostPerRank, commscan), and each GPU's work
+		// beyond a one-channel collective's enqueue (further channels, point-to-point operations
+		// past HostEnqueue's worth), which one thread adds up: on 2 H200 one thread for both GPUs
+		// paid 0.095–0.109 µs a further channel of a collective where a process per GPU paid
+		// 0.049–0.072 (enqueuescan a–c). On 2 H200 with one
 		// process for both GPUs (NCCL 2.28.9, nccl-tests' loop) an all-to-all of 8 B–16 KiB, 4
 		// operations a rank, took 0.5–3.1 µs a call more than the median of the other collectives
 		// of the same run, median 1.6, in 14 runs (testdata/nccl/h200x2: nccl_perf.csv, repeatscan,
-		// enqueuescan a–c, releasescan a–b); this floor puts it 2 × 1.06 µs above a collective's.
-		// With a process per GPU the same 13 runs' medians give 0.7 (−2.3…3.5) against 1.06. (Until
-		// stop 49 the largest of the terms stood, not their sum: an all-to-all's floor was a
-		// collective's until its operations alone outlasted the enqueues.)
+		// enqueuescan a–c, releasescan a–b); this floor puts it 2 × 1.16 µs above a one-channel
+		// collective's. With a process per GPU the same 13 runs' medians give 0.7 (−2.3…3.5)
+		// against 1.16. (Until stop 49 the largest of the terms stood, not their sum: an
+		// all-to-all's floor was a collective's until its operations alone outlasted the enqueues.)
 		g := Time(max(gpus, 1))
 		return HostEnqueue + (g-1)*HostPerRank + g*(enq-HostEnqueue)
 	}
 	return 0
 }
 
-// p2pOps is how many point-to-point operations (sends and receives) the busiest rank of a call of f
-// on n ranks enqueues, and the host's line for them: all-to-all sends to and receives from every
-// rank, itself included (NCCL 2.28 expands it into send/recv tasks); send/recv one of each, or a
-// traced group's own; 0 for the other collectives.
-func p2pOps(f coll.Func, n int, transfers []coll.Transfer) (int, HostLine) {
+// callWork is the enqueue of plan p, a call of f on n ranks, on its busiest rank (the largest
+// hostWork.enqueue): a collective's channels; all-to-all sends to and receives from every rank,
+// itself included (NCCL 2.28 expands it into send/recv tasks), each of the 2(n − 1) to other ranks
+// over the plan's channels; send/recv one send and one receive, or a traced group's own (the
+// plan's Transfers, each over its own channels, else the call's transfers over the plan's).
+func callWork(f coll.Func, n int, p coll.Plan, transfers []coll.Transfer) hostWork {
+	extra := max(p.NChannels-1, 0)
 	switch {
 	case f == coll.AllToAll:
-		return 2 * n, HostAllToAll
-	case f == coll.SendRecv && len(transfers) > 0:
-		per := make(map[int]int)
-		most := 0
-		for _, t := range transfers {
-			per[t.From]++
-			per[t.To]++
-			most = max(most, per[t.From], per[t.To])
+		return hostWork{ops: 2 * n, line: HostAllToAll, p2pChans: 2 * (n - 1) * extra}
+	case f == coll.SendRecv && (len(p.Transfers) > 0 || len(transfers) > 0):
+		if len(p.Transfers) > 0 {
+			transfers = p.Transfers
 		}
-		return most, HostSendRecv
+		ops := make(map[int]int)
+		chans := make(map[int]int)
+		for _, t := range transfers {
+			ops[t.From]++
+			ops[t.To]++
+			if t.From != t.To {
+				c := extra
+				if t.NChannels > 0 {
+					c = t.NChannels - 1
+				}
+				chans[t.From] += c
+				chans[t.To] += c
+			}
+		}
+		var w hostWork
+		for r, k := range ops {
+			if c := (hostWork{ops: k, line: HostSendRecv, p2pChans: chans[r]}); w.ops == 0 || c.enqueue() > w.enqueue() {
+				w = c
+			}
+		}
+		return w
 	case f == coll.SendRecv:
-		return 2, HostSendRecv
+		w := hostWork{ops: 2, line: HostSendRecv}
+		if n > 1 {
+			w.p2pChans = 2 * extra
+		}
+		return w
 	}
-	return 0, HostLine{}
+	return hostWork{chans: p.NChannels}
 }
 
 func (l LaunchMode) String() string {

@@ -3,6 +3,7 @@ package simnet
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -56,57 +57,187 @@ func TestLaunchModes(t *testing.T) {
 	require.ErrorContains(t, err, "per-gpu, per-node or graph")
 }
 
-// TestHostFloorP2POps: a point-to-point call's host floor grows with the operations its busiest
-// rank enqueues, on the line of its kind (HostSendRecv, HostAllToAll), never below a collective's
-// HostEnqueue; one thread per node pays an enqueue per GPU and adds every GPU's point-to-point work
-// beyond a collective's enqueue; graphs have none.
-func TestHostFloorP2POps(t *testing.T) {
+// TestHostFloorWork: a call's host floor is the enqueue of its busiest rank (callWork): a
+// collective's grows with its channels (HostPerChannel), a point-to-point call's with the
+// operations it enqueues, on the line of its kind (HostSendRecv, HostAllToAll), never below a
+// one-channel collective's HostEnqueue, and with the channels its operations to other ranks span
+// (HostP2PPerChannel); one thread per node pays an enqueue per GPU and adds every GPU's work beyond
+// a one-channel collective's enqueue; graphs have none.
+func TestHostFloorWork(t *testing.T) {
 	tr := []coll.Transfer{{From: 0, To: 1}, {From: 0, To: 1}, {From: 1, To: 0}, {From: 2, To: 0}}
+	trCh := []coll.Transfer{{From: 0, To: 1, NChannels: 4}, {From: 1, To: 1, NChannels: 8}, {From: 2, To: 1, NChannels: 2}}
 	for _, c := range []struct {
+		name string
 		f    coll.Func
 		n    int
+		p    coll.Plan
 		tr   []coll.Transfer
-		want int
-		line HostLine
+		want hostWork
 	}{
-		{coll.AllReduce, 8, nil, 0, HostLine{}},
-		{coll.AllToAll, 8, nil, 16, HostAllToAll},
-		{coll.SendRecv, 8, nil, 2, HostSendRecv},
-		{coll.SendRecv, 3, tr, 4, HostSendRecv}, // rank 0: two sends to 1, receives from 1 and 2
+		{"all-reduce, 1 channel", coll.AllReduce, 8, coll.Plan{NChannels: 1}, nil, hostWork{chans: 1}},
+		{"all-reduce, 24 channels", coll.AllReduce, 8, coll.Plan{NChannels: 24}, nil, hostWork{chans: 24}},
+		{"all-to-all, 1 channel a transfer", coll.AllToAll, 8, coll.Plan{NChannels: 1}, nil, hostWork{ops: 16, line: HostAllToAll}},
+		{"all-to-all, 16 channels a transfer", coll.AllToAll, 2, coll.Plan{NChannels: 16}, nil, hostWork{ops: 4, line: HostAllToAll, p2pChans: 30}},
+		{"send/recv", coll.SendRecv, 8, coll.Plan{NChannels: 16}, nil, hostWork{ops: 2, line: HostSendRecv, p2pChans: 30}},
+		{"send/recv, one rank", coll.SendRecv, 1, coll.Plan{NChannels: 16}, nil, hostWork{ops: 2, line: HostSendRecv}},
+		// rank 0: two sends to 1, receives from 1 and 2, each transfer over the plan's 2 channels
+		{"traced group", coll.SendRecv, 3, coll.Plan{NChannels: 2}, tr, hostWork{ops: 4, line: HostSendRecv, p2pChans: 4}},
+		// the plan's transfers win, each over its own channels; rank 1 receives from 0 and 2 and
+		// copies to itself (no channel cost): 3 + 1 further channels, 4 operations
+		{"plan's transfers", coll.SendRecv, 3, coll.Plan{NChannels: 16, Transfers: trCh}, tr, hostWork{ops: 4, line: HostSendRecv, p2pChans: 4}},
 	} {
-		ops, line := p2pOps(c.f, c.n, c.tr)
-		require.Equal(t, c.want, ops, "%v on %d ranks", c.f, c.n)
-		require.Equal(t, c.line, line, "%v", c.f)
+		require.Equal(t, c.want, callWork(c.f, c.n, c.p, c.tr), c.name)
 	}
-	require.Equal(t, HostEnqueue, LaunchPerGPU.hostFloor(8, 0, HostLine{}))
-	require.Equal(t, HostEnqueue, LaunchPerGPU.hostFloor(8, 4, HostSendRecv), "a few operations cost a collective's enqueue")
-	require.Equal(t, HostAllToAll.At(2048), LaunchPerGPU.hostFloor(8, 2048, HostAllToAll))
+	one := hostWork{chans: 1}
+	require.Equal(t, HostEnqueue, LaunchPerGPU.hostFloor(8, one))
+	require.Equal(t, HostEnqueue+23*HostPerChannel, LaunchPerGPU.hostFloor(8, hostWork{chans: 24}))
+	require.InDelta(t, 11.59, LaunchPerGPU.hostFloor(8, hostWork{chans: 24}).Micros(), 0.005, "24 channels: 11.25 µs measured alone (enqueuescan a–c)")
+	require.Equal(t, HostEnqueue, LaunchPerGPU.hostFloor(8, hostWork{ops: 4, line: HostSendRecv}), "a few operations cost a collective's enqueue")
+	require.Equal(t, HostEnqueue+30*HostP2PPerChannel, LaunchPerGPU.hostFloor(8, hostWork{ops: 2, line: HostSendRecv, p2pChans: 30}))
+	require.Equal(t, HostAllToAll.At(2048), LaunchPerGPU.hostFloor(8, hostWork{ops: 2048, line: HostAllToAll}))
 	require.Greater(t, HostSendRecv.At(2048), HostAllToAll.At(2048), "a transfer to another rank costs more than to self")
 	perNode8 := HostEnqueue + 7*HostPerRank
-	require.Equal(t, perNode8, LaunchPerNode.hostFloor(8, 0, HostLine{}))
-	require.Equal(t, perNode8, LaunchPerNode.hostFloor(8, 2, HostSendRecv), "a send and a receive cost a collective's enqueue")
+	require.Equal(t, perNode8, LaunchPerNode.hostFloor(8, one))
+	require.Equal(t, perNode8+8*23*HostPerChannel, LaunchPerNode.hostFloor(8, hostWork{chans: 24}), "every GPU's further channels")
+	require.Equal(t, perNode8, LaunchPerNode.hostFloor(8, hostWork{ops: 2, line: HostSendRecv}), "a send and a receive cost a collective's enqueue")
 	// An all-to-all adds each GPU's work beyond a collective's enqueue to the 8 enqueues.
-	require.Equal(t, perNode8+8*(HostAllToAll.At(16)-HostEnqueue), LaunchPerNode.hostFloor(8, 16, HostAllToAll))
-	require.InDelta(t, 100.3, LaunchPerNode.hostFloor(8, 16, HostAllToAll).Micros(), 0.05, "65.7 µs of enqueues and 8 × 4.32 of operations")
-	require.Equal(t, perNode8+8*(HostAllToAll.At(32)-HostEnqueue), LaunchPerNode.hostFloor(8, 32, HostAllToAll), "two 8-GPU nodes' all-to-all")
-	require.Equal(t, HostEnqueue+HostPerRank+2*(HostAllToAll.At(4)-HostEnqueue), LaunchPerNode.hostFloor(2, 4, HostAllToAll), "2 H200: 2 × 1.06 µs over a collective")
-	require.Equal(t, HostEnqueue, LaunchPerNode.hostFloor(1, 0, HostLine{}), "one GPU a thread: one enqueue, as a process per GPU")
-	require.Equal(t, HostAllToAll.At(2048), LaunchPerNode.hostFloor(1, 2048, HostAllToAll), "one GPU a thread: a process per GPU's line")
+	a2a := func(ops int) hostWork { return hostWork{ops: ops, line: HostAllToAll} }
+	require.Equal(t, perNode8+8*(HostAllToAll.At(16)-HostEnqueue), LaunchPerNode.hostFloor(8, a2a(16)))
+	require.InDelta(t, 101.0, LaunchPerNode.hostFloor(8, a2a(16)).Micros(), 0.05, "65.6 µs of enqueues and 8 × 4.42 of operations")
+	require.Equal(t, perNode8+8*(HostAllToAll.At(32)-HostEnqueue), LaunchPerNode.hostFloor(8, a2a(32)), "two 8-GPU nodes' all-to-all")
+	require.Equal(t, HostEnqueue+HostPerRank+2*(HostAllToAll.At(4)-HostEnqueue), LaunchPerNode.hostFloor(2, a2a(4)), "2 H200: 2 × 1.16 µs over a collective")
+	require.Equal(t, HostEnqueue, LaunchPerNode.hostFloor(1, one), "one GPU a thread: one enqueue, as a process per GPU")
+	require.Equal(t, HostAllToAll.At(2048), LaunchPerNode.hostFloor(1, a2a(2048)), "one GPU a thread: a process per GPU's line")
 	for _, ops := range []int{2, 16, 64, 2048} {
 		for _, line := range []HostLine{HostSendRecv, HostAllToAll} {
-			require.GreaterOrEqual(t, LaunchPerNode.hostFloor(8, ops, line), Time(8*ops)*line.PerOp, "one thread does the 8 GPUs' operations")
-			require.GreaterOrEqual(t, LaunchPerNode.hostFloor(8, ops, line), LaunchPerGPU.hostFloor(8, ops, line))
+			w := hostWork{ops: ops, line: line}
+			require.GreaterOrEqual(t, LaunchPerNode.hostFloor(8, w), Time(8*ops)*line.PerOp, "one thread does the 8 GPUs' operations")
+			require.GreaterOrEqual(t, LaunchPerNode.hostFloor(8, w), LaunchPerGPU.hostFloor(8, w))
 		}
 	}
-	require.Zero(t, LaunchGraph.hostFloor(8, 2048, HostAllToAll))
+	require.Zero(t, LaunchGraph.hostFloor(8, a2a(2048)))
+	require.Zero(t, LaunchGraph.hostFloor(8, hostWork{chans: 24}))
 
 	// An all-to-all of 8 KiB on one DGX H100: the GPUs finish before the host has enqueued its 16
-	// sends and receives.
+	// sends and receives, one channel each.
 	m, _ := testMachine(t, "dgx-h100", 1, nil, "", "")
 	row, _, err := m.Run(coll.AllToAll, 8<<10, coll.Float32, coll.Sum, RunOptions{})
 	require.NoError(t, err)
 	require.True(t, row.HostBound)
+	require.Equal(t, 1, row.NChannels)
 	require.InDelta(t, HostAllToAll.At(16).Micros(), row.TimeUs, 1e-9)
+
+	// On 2 H200 a 512 KiB all-gather runs on 22 channels and its kernel is shorter than the
+	// enqueue: a process per GPU takes HostEnqueue and 21 × HostPerChannel.
+	m2, _ := testMachine(t, "../testdata/nccl/h200x2/real_topo.xml", 1, nil, "", "")
+	row, _, err = m2.Run(coll.AllGather, 512<<10, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 22, row.NChannels)
+	require.True(t, row.HostBound)
+	require.InDelta(t, (HostEnqueue + 21*HostPerChannel).Micros(), row.TimeUs, 1e-9)
+}
+
+// enqueueRows reads the rows of a process per GPU ("mp_" tags) of the measured CSVs, with the
+// channels NCCL spreads each (collective, size) over on the 2 H200 (the planner's, as simccl run
+// --dry-run shows them). Measured.Tag gets the file's name in front
+// ("enqueuescan-2026-11-29b.csv:mp_default_spin_r1_host"), so that the same run's tag on another
+// lease is another run.
+func enqueueRows(t *testing.T, files ...string) ([]Measured, map[string]int) {
+	t.Helper()
+	m, _ := testMachine(t, "../testdata/nccl/h200x2/real_topo.xml", 1, nil, "", "")
+	var out []Measured
+	chans := map[string]int{}
+	for _, name := range files {
+		f, err := os.Open(name)
+		require.NoError(t, err)
+		rows, err := ReadMeasuredCSV(f, name)
+		f.Close()
+		require.NoError(t, err)
+		for _, r := range rows {
+			if !strings.HasPrefix(r.Tag, "mp_") {
+				continue
+			}
+			k := fmt.Sprintf("%s/%d", r.Coll, r.Bytes)
+			if _, ok := chans[k]; !ok {
+				fn, err := coll.ParseFunc(r.Coll)
+				require.NoError(t, err)
+				row, _, err := m.Run(fn, r.Bytes, coll.Float32, coll.Sum, RunOptions{DryRun: true})
+				require.NoError(t, err)
+				chans[k] = row.NChannels
+			}
+			r.Tag = filepath.Base(name) + ":" + r.Tag
+			out = append(out, r)
+		}
+	}
+	return out, chans
+}
+
+// TestHostPerChannelFromEnqueuescan ties HostEnqueue, HostPerChannel and HostP2PPerChannel to their
+// measurement (testdata/nccl/h200x2/enqueuescan-2026-11-29*.csv, three leases, a process per GPU,
+// the slower process): HostEnqueue the median of the five collectives' one-channel calls in
+// nccl-tests' loop; HostPerChannel the median, over their enqueues alone (behind a spin) on 2–24
+// channels, of the time beyond the one-channel enqueues' median per further channel; for
+// point-to-point calls (those leases' send/recv and all-to-all, and
+// p2popsscan-2026-11-29-big.csv's groups of 1–64 pairs, enqueues alone), the median of the time
+// beyond the same run's one-channel median per operation to the other rank and further channel.
+func TestHostPerChannelFromEnqueuescan(t *testing.T) {
+	scans := []string{"../testdata/nccl/h200x2/enqueuescan-2026-11-29.csv",
+		"../testdata/nccl/h200x2/enqueuescan-2026-11-29b.csv", "../testdata/nccl/h200x2/enqueuescan-2026-11-29c.csv"}
+	rows, chans := enqueueRows(t, append(scans, "../testdata/nccl/h200x2/p2popsscan-2026-11-29-big.csv")...)
+	isP2P := func(r Measured) bool { return r.Coll == "sendrecv" || r.Coll == "alltoall" }
+	// alone: the enqueue behind a spin; loop: nccl-tests' loop of the enqueuescan leases.
+	alone := func(r Measured) bool {
+		return strings.HasSuffix(r.Tag, "_host") && (strings.Contains(r.Tag, "_spin_") || strings.Contains(r.Tag, "groupbig"))
+	}
+	loop := func(r Measured) bool {
+		return strings.HasSuffix(r.Tag, ":mp_default_r1") || strings.HasSuffix(r.Tag, ":mp_default_r2")
+	}
+	var one, loopOne []float64
+	p2pOne := map[string][]float64{} // per run and collective
+	for _, r := range rows {
+		if chans[fmt.Sprintf("%s/%d", r.Coll, r.Bytes)] != 1 {
+			continue
+		}
+		switch {
+		case isP2P(r) && alone(r):
+			p2pOne[r.Tag+"/"+r.Coll] = append(p2pOne[r.Tag+"/"+r.Coll], r.Us)
+		case isP2P(r) || strings.Contains(r.Tag, "groupbig"):
+		case alone(r):
+			one = append(one, r.Us)
+		case loop(r):
+			loopOne = append(loopOne, r.Us)
+		}
+	}
+	require.Len(t, loopOne, 306)
+	require.InDelta(t, HostEnqueue.Micros(), median(loopOne), 0.005, "µs, a one-channel collective in the loop")
+	require.Len(t, one, 306)
+	base := median(one)
+	require.InDelta(t, 9.89, base, 0.005, "µs, a one-channel collective's enqueue alone")
+	var slopes, p2p []float64
+	for _, r := range rows {
+		ch := chans[fmt.Sprintf("%s/%d", r.Coll, r.Bytes)]
+		if ch < 2 || !alone(r) {
+			continue
+		}
+		if !isP2P(r) {
+			slopes = append(slopes, (r.Us-base)/float64(ch-1))
+			continue
+		}
+		k := 1 // pairs (or all-to-alls) a group: a send and a receive to the other rank each
+		if i := strings.Index(r.Tag, "groupbig"); i >= 0 {
+			_, err := fmt.Sscanf(r.Tag[i:], "groupbig%d", &k)
+			require.NoError(t, err, r.Tag)
+		}
+		g := p2pOne[r.Tag+"/"+r.Coll]
+		if len(g) == 0 {
+			continue // a group whose one-channel sizes waited on the GPU (_hostwait): no base
+		}
+		p2p = append(p2p, (r.Us-median(g))/float64(2*k*(ch-1)))
+	}
+	require.Len(t, slopes, 210)
+	require.InDelta(t, HostPerChannel.Micros(), median(slopes), 0.0005, "µs a further channel of a collective")
+	require.Len(t, p2p, 182)
+	require.InDelta(t, HostP2PPerChannel.Micros(), median(p2p), 0.0005, "µs a further channel of a point-to-point operation")
 }
 
 // TestHostPerRankFromCommscan ties the per-node floor to its measurement
@@ -153,7 +284,7 @@ func TestHostPerRankFromCommscan(t *testing.T) {
 		v := slices.Clone(at[g])
 		slices.Sort(v)
 		med := (v[(len(v)-1)/2] + v[len(v)/2]) / 2
-		floor := LaunchPerNode.hostFloor(g, 0, HostLine{}).Micros()
+		floor := LaunchPerNode.hostFloor(g, hostWork{chans: 1}).Micros()
 		require.InEpsilon(t, med, floor, 0.05, "%d communicator-ranks: model %.2f µs, measured median %.2f", g, floor, med)
 	}
 }

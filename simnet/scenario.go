@@ -125,8 +125,10 @@ type Row struct {
 	// with the algorithms the simulator lacks disabled. Empty when the row is NCCL's decision.
 	NCCL string `json:"nccl,omitempty"`
 	// HostBound says the call's time is the host's floor for the launch mode (LaunchMode.hostFloor:
-	// HostEnqueue, or a point-to-point call's HostSendRecv or HostAllToAll line, with a process
-	// per GPU; with one thread per node HostEnqueue + (GPUs − 1) × HostPerRank): its simulated device time was
+	// HostEnqueue and HostPerChannel for each further channel of the call, or a point-to-point
+	// call's HostSendRecv or HostAllToAll line and HostP2PPerChannel, with a process per GPU; with
+	// one thread per node HostPerRank for each GPU past the first and each GPU's work beyond
+	// HostEnqueue): its simulated device time was
 	// shorter, so nccl-tests' loop would wait on the host.
 	HostBound bool `json:"host_bound,omitempty"`
 	// DeviceUs, on a HostBound row, is the GPUs' own time of the call (µs), below TimeUs.
@@ -612,16 +614,17 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	}
 	// In nccl-tests' loop of back-to-back calls the host enqueues the next call while this one
 	// runs, so a call costs at least its host's enqueue time: one HostEnqueue per call with a
-	// process per GPU, more for a point-to-point call's operations; when one host thread enqueues
+	// process per GPU, more for each further channel of the call and for a point-to-point call's
+	// operations (callWork); when one host thread enqueues
 	// the call on every GPU of its node, one after another, at least that and HostPerRank for
 	// each GPU past the first; none from a CUDA graph (LaunchMode.hostFloor).
 	if !opt.DryRun && !opt.GPUTime {
-		ops, line := p2pOps(f, n, opt.Transfers)
-		floor := m.Launch.hostFloor(m.Node.NumGPUs, ops, line)
+		work := callWork(f, n, plan, opt.Transfers)
+		floor := m.Launch.hostFloor(m.Node.NumGPUs, work)
 		if n == 1 && m.Launch != LaunchGraph {
 			// A one-rank communicator's enqueue, measured apart (OneRankHost).
 			floor = OneRankHost
-			if ops > 0 {
+			if work.ops > 0 {
 				floor = OneRankP2PHost
 			}
 		}

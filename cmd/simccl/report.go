@@ -126,7 +126,7 @@ func defineReport(fs *pflag.FlagSet) runFunc {
 		if perNode := p.PPN; measuredGPUs > 1 {
 			if measuredGPUs == perNode {
 				opt.Launch = simnet.LaunchPerNode
-				opt.LaunchNote = fmt.Sprintf("launch: one thread drives the %d GPUs of a node, as %s's header says (nGpus %d): a call costs at least NCCL's host enqueue on each of them (%.2f µs for the first, %.2f µs for each other)", perNode, *measured, measuredGPUs, simnet.HostEnqueue.Micros(), simnet.HostPerRank.Micros())
+				opt.LaunchNote = fmt.Sprintf("launch: one thread drives the %d GPUs of a node, as %s's header says (nGpus %d): a call costs at least NCCL's host enqueue on each of them (%.2f µs for the first, %.2f µs for each other, and %.3f µs for each further channel of the call on each)", perNode, *measured, measuredGPUs, simnet.HostEnqueue.Micros(), simnet.HostPerRank.Micros(), simnet.HostPerChannel.Micros())
 			} else {
 				opt.LaunchNote = fmt.Sprintf("launch: %s drove %d GPUs per thread (nGpus), the node has %d: simulated with a process per GPU, whose host floor is lower (--launch per-node takes one thread per node)", *measured, measuredGPUs, perNode)
 			}

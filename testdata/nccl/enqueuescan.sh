@@ -9,10 +9,11 @@
 #                         time back to back with the host out of the way;
 #   *_default_graph_rK    the loop captured in a CUDA graph and replayed (nccl-tests -G).
 # bench/gpuprobe/probe.cu's bare-launch rows are taken on the same lease before and after.
-#   bash testdata/nccl/enqueuescan.sh OUT  ->  OUT/enqueuescan.csv, OUT/enqueuescan.log, OUT/launch.csv
+#   [MAXEXP=22] bash testdata/nccl/enqueuescan.sh OUT  ->  OUT/enqueuescan.csv, OUT/enqueuescan.log, OUT/launch.csv
+# (MAXEXP: the largest size is 2^MAXEXP bytes, 1 MiB by default)
 set -u
 O=$1; mkdir -p "$O"
-CSV=$O/enqueuescan.csv; LOG=$O/enqueuescan.log; MAXEXP=20
+CSV=$O/enqueuescan.csv; LOG=$O/enqueuescan.log; MAXEXP=${MAXEXP:-20}
 . "$(dirname "$0")/scan_common.sh"
 launch_probe
 probe
