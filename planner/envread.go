@@ -38,7 +38,7 @@ func EnvRead() []string {
 
 // UnreadEnv returns, sorted as NAME=VALUE, the NCCL_* variables of environ (os.Environ()'s
 // KEY=VALUE entries) that no setting reads and that are not diagnostics: settings of NCCL's the
-// plans and the simulation run without (NCCL_IB_QPS_PER_CONNECTION, NCCL_SOCKET_NTHREADS, …).
+// plans and the simulation run without (NCCL_IB_TIMEOUT, NCCL_SOCKET_NTHREADS, …).
 func UnreadEnv(environ []string) []string {
 	read := envRead()
 	var out []string

@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The planner reads NCCL's tuning and topology variables; a setting it does not model, such as
-// NCCL_IB_QPS_PER_CONNECTION, is reported, and so is nothing NCCL only prints or dumps, nor a
+// The planner reads NCCL's tuning and topology variables (and NCCL_IB_QPS_PER_CONNECTION, for
+// the simulation's fabric); a setting it does not model, such as NCCL_IB_TIMEOUT, is reported, and so is nothing NCCL only prints or dumps, nor a
 // variable outside NCCL's namespace.
 func TestUnreadEnv(t *testing.T) {
 	read := EnvRead()
@@ -17,8 +17,8 @@ func TestUnreadEnv(t *testing.T) {
 	}
 	got := UnreadEnv([]string{
 		"NCCL_ALGO=Ring", "NCCL_DEBUG=INFO", "NCCL_TOPO_DUMP_FILE=/tmp/t.xml", "PATH=/bin",
-		"NCCL_SOCKET_NTHREADS=4", "NCCL_IB_QPS_PER_CONNECTION=2", "NCCL_IB_QPS_PER_CONNECTION=2", "NCCL_BROKEN",
+		"NCCL_SOCKET_NTHREADS=4", "NCCL_IB_TIMEOUT=22", "NCCL_IB_TIMEOUT=22", "NCCL_BROKEN", "NCCL_IB_QPS_PER_CONNECTION=2",
 	})
-	require.Equal(t, []string{"NCCL_IB_QPS_PER_CONNECTION=2", "NCCL_SOCKET_NTHREADS=4"}, got)
+	require.Equal(t, []string{"NCCL_IB_TIMEOUT=22", "NCCL_SOCKET_NTHREADS=4"}, got)
 	require.Empty(t, UnreadEnv(nil))
 }

@@ -240,6 +240,9 @@ func (p *Planner) buildRingsTrees() error {
 // NCCL's cost model from it (simnet's NVLSTree channel ceiling).
 func (p *Planner) TuningTable() *tuning.Table { return p.Table }
 
+// IBQPsPerConnection is NCCL_IB_QPS_PER_CONNECTION of the settings (0: unset), for the simulation.
+func (p *Planner) IBQPsPerConnection() int { return p.Settings.IBQPs }
+
 // collNetNICs makes every NET of sys a CollNet device when none is marked (coll="1"): with
 // NCCL_COLLNET_ENABLE=1 NCCL asks its CollNet plugin which NICs it serves and marks them in the
 // topology, and the SHARP plugin serves every InfiniBand HCA. A topology that marks some NICs (a

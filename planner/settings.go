@@ -32,6 +32,10 @@ type Settings struct {
 	CollNet bool
 	// CrossNic is NCCL_CROSS_NIC (nil: NCCL's default, 2).
 	CrossNic *int
+	// IBQPs is NCCL_IB_QPS_PER_CONNECTION, the queue pairs of every network connection (0: unset,
+	// NCCL's default of one). Nothing in the plan depends on it: the simulation's ECMP fabric
+	// hashes each queue pair onto its own equal-cost links (simnet.Fabric.QPs).
+	IBQPs int
 	// GraphFile is NCCL_GRAPH_FILE: graphs loaded from it replace the search's.
 	GraphFile string
 	// TopoFile is NCCL_TOPO_FILE: the topology used when none is named (LoadTopology).
@@ -47,6 +51,9 @@ type Settings struct {
 	// files as they are.
 	NICs partial.NIC
 }
+
+// MaxIBQPs is the most queue pairs a connection takes (NCCL 2.28's NCCL_IB_MAX_QPS).
+const MaxIBQPs = 128
 
 // Releases the planner has rules for (the tuning model's releases).
 func Releases() []string { return tuning.Releases() }
@@ -89,6 +96,14 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 			return s, fmt.Errorf("planner: NCCL_CROSS_NIC=%q: want 0, 1 or 2", v)
 		}
 		s.CrossNic = &n
+	}
+	if v := strings.TrimSpace(getenv("NCCL_IB_QPS_PER_CONNECTION")); v != "" {
+		// NCCL 2.28 takes 1 to NCCL_IB_MAX_QPS (128) queue pairs a connection.
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxIBQPs {
+			return s, fmt.Errorf("planner: NCCL_IB_QPS_PER_CONNECTION=%q: want 1..%d", v, MaxIBQPs)
+		}
+		s.IBQPs = n
 	}
 	for _, b := range []struct {
 		name   string

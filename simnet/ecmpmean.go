@@ -154,7 +154,7 @@ func (x *p2pSim) owed(b *p2pBuild, check *relaxCheck) Time {
 					total += w
 				}
 			}
-			bytes[l] += total
+			bytes[l] += total * e.crossShare(l) // a queue pair's share where the link has one
 		}
 	})
 	owed := 0.0

@@ -134,9 +134,16 @@ type Engine struct {
 	// weights: the weights of the routes given to weighRoute, by the identity of their slice
 	// (nil: every flow weighs 1 on every link).
 	weights map[*LinkID][]float64
-	obs     observer // told of every rate change (relaxed links, see relax.go); nil: none
-	halted  bool     // Run returns errHalted at the end of the current instant
-	maxWork uint64   // Run returns errBudget once CompVisited exceeds it (0: no bound)
+	// share, where set, is per link the part of a flow's rate that one crossing of the link
+	// takes (0: all of it): a connection spread over Q queue pairs crosses the Q equal-cost links
+	// its pairs hash to, each with 1/Q of its rate (Cluster, Fabric.QPs). StartFlow folds it into
+	// the flow's weights (shareWeights); shared by the engine's clones (never written after the
+	// cluster is built).
+	share       []float64
+	shareRoutes map[shareKey]sharedRoute
+	obs         observer // told of every rate change (relaxed links, see relax.go); nil: none
+	halted      bool     // Run returns errHalted at the end of the current instant
+	maxWork     uint64   // Run returns errBudget once CompVisited exceeds it (0: no bound)
 	// abort, where set, is asked every eventBlock events; Run returns its error, if any, at
 	// once (Simulate: the schedule's check failed).
 	abort func() error
@@ -280,10 +287,15 @@ func (e *Engine) LinkBusy(l LinkID) Time {
 	return lk.busy
 }
 
-// RouteLatency is the sum of the latencies of the links of r.
+// RouteLatency is the sum of the latencies of the links of r: a tier of equal-cost links that a
+// connection's queue pairs cross side by side counts once (each link weighs its share, Engine.share).
 func (e *Engine) RouteLatency(r []LinkID) Time {
 	var t Time
 	for _, l := range r {
+		if int(l) < len(e.share) && e.share[l] > 0 {
+			t += Time(math.Round(float64(e.links[l].lat) * e.share[l]))
+			continue
+		}
 		t += e.links[l].lat
 	}
 	return t
@@ -337,6 +349,10 @@ func (e *Engine) StartFlow(route []LinkID, bytes float64, maxRate Rate, tag int6
 	}
 	if e.weights != nil && len(route) > 0 {
 		f.w = e.weights[&route[0]]
+	}
+	if e.share != nil && len(route) > 0 {
+		route, f.w = e.shareRoute(route, f.w)
+		f.route = route
 	}
 	if bytes <= 0 || (len(route) == 0 && maxRate <= 0) {
 		// Nothing to share: complete at once (an empty route with a cap is rate-limited below).
@@ -415,6 +431,84 @@ func (e *Engine) weighRoute(route []LinkID, w []float64) {
 	}
 	e.weights[&route[0]] = w
 }
+
+// shareKey identifies a route and the weights given to it (weighRoute), by their slices.
+type shareKey struct {
+	route *LinkID
+	w     *float64
+}
+
+// setShare gives links lo..hi−1 the share w of a flow's rate per crossing (Engine.share).
+func (e *Engine) setShare(lo, hi LinkID, w float64) {
+	if e.share == nil {
+		e.share = make([]float64, len(e.links))
+	}
+	for l := lo; l < hi; l++ {
+		e.share[l] = w
+	}
+}
+
+// crossShare is the part of a flow's rate one crossing of l takes (Engine.share): 1 but on the
+// links a connection's queue pairs split over.
+func (e *Engine) crossShare(l LinkID) float64 {
+	if int(l) < len(e.share) && e.share[l] > 0 {
+		return e.share[l]
+	}
+	return 1
+}
+
+// shareRoute is route and its weights w (nil: 1 on every link) with each link's share folded in:
+// route and w themselves where no link of the route has a share; else the route with each link
+// once, in the order of its first crossing, weighing the sum of its crossings' shares (two queue
+// pairs of a connection that hash to the same link load it twice as one does), built once per
+// route and weights (the same slices for the same arguments, as the engine's route caches want).
+func (e *Engine) shareRoute(route []LinkID, w []float64) ([]LinkID, []float64) {
+	split := false
+	for _, l := range route {
+		if int(l) < len(e.share) && e.share[l] > 0 {
+			split = true
+			break
+		}
+	}
+	if !split {
+		return route, w
+	}
+	k := shareKey{route: &route[0]}
+	if len(w) > 0 {
+		k.w = &w[0]
+	}
+	if sr, ok := e.shareRoutes[k]; ok && sr.n == len(route) {
+		return sr.route, sr.w
+	}
+	sr := sharedRoute{n: len(route)}
+	for i, l := range route {
+		x := e.crossShare(l)
+		if w != nil {
+			x *= w[i]
+		}
+		if j := slices.Index(sr.route, l); j >= 0 {
+			sr.w[j] += x
+			continue
+		}
+		sr.route = append(sr.route, l)
+		sr.w = append(sr.w, x)
+	}
+	if e.shareRoutes == nil {
+		e.shareRoutes = map[shareKey]sharedRoute{}
+	}
+	e.shareRoutes[k] = sr
+	return sr.route, sr.w
+}
+
+// sharedRoute is a route with its links' shares folded in (shareRoute), for a route of n links.
+type sharedRoute struct {
+	n     int
+	route []LinkID
+	w     []float64
+}
+
+// weighted reports whether some flow may have weights (weighRoute, or a link's share).
+func (e *Engine) weighted() bool { return e.weights != nil || e.share != nil }
 
 // weight is f's weight on route[i].
 func (f *flow) weight(i int) float64 {
@@ -1209,7 +1303,7 @@ func (e *Engine) positions(f *flow) []int32 {
 // kept in inPos (inPos[fs.inLo:fs.inHi], fs = Engine.fs[f]) for newRateIn.
 func (e *Engine) closeMeta(ep uint32, links []LinkID, flows []FlowID) ([]LinkID, []FlowID) {
 	ls := e.ls
-	weighted := e.weights != nil
+	weighted := e.weighted()
 	inPos := e.inPos[:0]
 	for i := 0; i < len(links); i++ {
 		for _, fid := range e.links[links[i]].flows {
@@ -1330,7 +1424,7 @@ func (e *Engine) recompute1() {
 		links, flows = e.closeMeta(ep, links, flows)
 		capped = e.cappedOf(capped, flows)
 	} else {
-		weighted := e.weights != nil
+		weighted := e.weighted()
 		for i := 0; i < len(links); i++ {
 			for _, fid := range e.links[links[i]].flows {
 				fs := &e.fs[fid]
@@ -1416,7 +1510,7 @@ func (e *Engine) recompute1() {
 	for _, l := range links {
 		lk, s := &e.links[l], &ls[l]
 		s.rem = float64(lk.cap)
-		if e.weights == nil {
+		if !e.weighted() {
 			s.cnt = float64(len(lk.flows))
 		}
 		if s.cnt > 0 {

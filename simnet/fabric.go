@@ -38,7 +38,18 @@ type Fabric struct {
 	// draw of the hash; other seeds are other draws, the way another switch firmware or another
 	// set of source ports would hash the same flows (docs/cluster.md "ECMP: one draw of the hash").
 	ECMPSeed uint64
+	// QPs is the queue pairs of every network connection, NCCL_IB_QPS_PER_CONNECTION (0 and 1:
+	// one; not a file key: NewMachine takes it from the planner's settings). Under ECMP routing
+	// each queue pair of a connection is a flow of its own to the switches, hashed onto its own
+	// equal-cost links, and carries 1/QPs of the connection's bytes: NCCL 2.28 sends a connection's
+	// messages on its queue pairs in turn (NCCL_IB_SPLIT_DATA_ON_QPS=0, its default) or splits
+	// each message over them (=1), either way 1/QPs of a long transfer each. Rail routing picks
+	// uplinks by destination, the same for every queue pair.
+	QPs int
 }
+
+// MaxQPs is the most queue pairs a connection takes (NCCL 2.28's NCCL_IB_MAX_QPS).
+const MaxQPs = 128
 
 // DefaultFabric is a non-blocking two-tier rail-optimized leaf/spine with 32 nodes per leaf and
 // ECMP routing. The switch latency (0.3 µs per switch-to-switch hop) is an assumption of this
@@ -75,7 +86,18 @@ func (f *Fabric) Validate() error {
 			return err
 		}
 	}
+	if f.QPs < 0 || f.QPs > MaxQPs {
+		return fmt.Errorf("fabric: %d queue pairs a connection (NCCL_IB_QPS_PER_CONNECTION; want 1..%d)", f.QPs, MaxQPs)
+	}
 	return nil
+}
+
+// qps is the queue pairs a connection's traffic spreads over: QPs under ECMP routing, else 1.
+func (f *Fabric) qps() int {
+	if f.Routing != "ecmp" || f.QPs < 2 {
+		return 1
+	}
+	return f.QPs
 }
 
 // check validates the field of one file key.
@@ -437,6 +459,11 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 	for l := c.swLo; l < c.swHi; l++ {
 		e.relaxLink(l)
 	}
+	if q := f.qps(); q > 1 && c.swHi > c.swLo {
+		// A connection's queue pairs cross the switch-to-switch links side by side (routeNet),
+		// each with 1/q of its bytes.
+		e.setShare(c.swLo, c.swHi, 1/float64(q))
+	}
 	c.addMeanLinks(e, upl, slat)
 	return c, nil
 }
@@ -559,6 +586,10 @@ func (c *Cluster) standIn(l LinkID) (LinkID, bool) {
 	}
 	return c.mean[l-c.swLo], true
 }
+
+// isSwitch reports whether l is a switch-to-switch link of the fabric, which a connection's queue
+// pairs cross side by side (routeNet: consecutive in its route, one tier at a time).
+func (c *Cluster) isSwitch(l LinkID) bool { return l >= c.swLo && l < c.swHi }
 
 // ecmp reports whether the fabric hashes flows over equal-cost links (the ECMP mean model
 // applies; relax.go).
@@ -854,28 +885,54 @@ func (c *Cluster) routeNet(src, dst, ch, k, k2 int, buf []LinkID) []LinkID {
 	buf = append(buf, c.nicUp[sn*c.nics+k])
 	l1, l2 := c.leafOf(sn, k), c.leafOf(dn, k2)
 	if l1 != l2 {
-		var s, m int
+		// Each queue pair of the connection (Fabric.QPs, under ECMP) takes the uplinks its own
+		// hash picks: the first pair the connection's hash, as with one.
+		q := c.Fabric.qps()
+		var s, m [1]int
+		ss, ms := s[:0], m[:0]
 		if c.Fabric.Routing == "ecmp" {
 			h := mix64(uint64(src)<<32 ^ uint64(dst)<<8 ^ uint64(ch) ^ c.Fabric.ECMPSeed*0x9e3779b97f4a7c15)
-			s = int(h % uint64(c.nLeafUp))
-			if c.nAggUp > 0 {
-				m = int((h >> 32) % uint64(c.nAggUp))
+			if q > 1 {
+				ss, ms = make([]int, 0, q), make([]int, 0, q)
+			}
+			for i := range q {
+				hi := h
+				if i > 0 {
+					hi = mix64(h ^ uint64(i)*0xd6e8feb86659fd93)
+				}
+				ss = append(ss, int(hi%uint64(c.nLeafUp)))
+				if c.nAggUp > 0 {
+					ms = append(ms, int((hi>>32)%uint64(c.nAggUp)))
+				} else {
+					ms = append(ms, 0)
+				}
 			}
 		} else {
 			// destination-mod-k: the uplink is picked by the destination node.
-			s = dn % c.nLeafUp
+			ss = append(ss, dn%c.nLeafUp)
 			if c.nAggUp > 0 {
-				m = (dn / c.nLeafUp) % c.nAggUp
+				ms = append(ms, (dn/c.nLeafUp)%c.nAggUp)
+			} else {
+				ms = append(ms, 0)
 			}
 		}
-		buf = append(buf, c.leafUp[l1*c.nLeafUp+s])
+		for _, s := range ss {
+			buf = append(buf, c.leafUp[l1*c.nLeafUp+s])
+		}
 		if c.nAggUp > 0 {
 			p1, p2 := c.podOf(l1), c.podOf(l2)
 			if p1 != p2 {
-				buf = append(buf, c.aggUp[(p1*c.nLeafUp+s)*c.nAggUp+m], c.aggDown[(p2*c.nLeafUp+s)*c.nAggUp+m])
+				for i, s := range ss {
+					buf = append(buf, c.aggUp[(p1*c.nLeafUp+s)*c.nAggUp+ms[i]])
+				}
+				for i, s := range ss {
+					buf = append(buf, c.aggDown[(p2*c.nLeafUp+s)*c.nAggUp+ms[i]])
+				}
 			}
 		}
-		buf = append(buf, c.leafDown[l2*c.nLeafUp+s])
+		for _, s := range ss {
+			buf = append(buf, c.leafDown[l2*c.nLeafUp+s])
+		}
 	}
 	buf = append(buf, c.nicDown[dn*c.nics+k2])
 	return c.appendNode(buf, dn, c.Node.NICToGPU[k2][dg], &class)

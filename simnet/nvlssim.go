@@ -191,10 +191,9 @@ func foldedEngine(e *Engine, members int) *Engine {
 	q.lean = true
 	n := e.NumLinks()
 	q.links = make([]link, 0, n+n/8) // room for a few more (the node fold's stand-ins, latencies)
-	one := make([]LinkID, 1)
+	q.share = e.share                // a connection's queue pairs split as on e
 	for l := 0; l < n; l++ {
-		one[0] = LinkID(l)
-		q.AddLink("", e.LinkCap(LinkID(l))/Rate(members), e.RouteLatency(one))
+		q.AddLink("", e.LinkCap(LinkID(l))/Rate(members), e.links[l].lat)
 		if e.links[l].relaxed {
 			q.relaxLink(LinkID(l)) // as e does (exact: enforced once found over)
 		}

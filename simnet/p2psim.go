@@ -743,9 +743,14 @@ func (b *p2pBuild) symmetric(cl *Cluster, R int, latMean bool) (*p2pSim, *relaxC
 		net.lat[s] = b.e.RouteLatency(route) + b.tm.StepLat[class][b.proto]
 		clear(mult)
 		var order []LinkID
+		prev := LinkID(-1)
 		for _, l := range route {
 			if u := b.use(l); u >= 0 {
 				o := cl.orbit(u, R)
+				if o == prev && cl.isSwitch(l) {
+					continue // the queue pairs of a tier: one crossing of its stand-in
+				}
+				prev = o
 				if mult[o] == 0 {
 					order = append(order, o)
 				}
@@ -804,7 +809,7 @@ func (b *p2pBuild) symmetric(cl *Cluster, R int, latMean bool) (*p2pSim, *relaxC
 		sum, cnt = make([]Time, len(net.lat)), make([]Time, len(net.lat))
 		lats = make([]Time, b.e.NumLinks()) // side by side (see credit)
 		for l := range lats {
-			lats[l] = b.e.links[l].lat
+			lats[l] = b.e.RouteLatency([]LinkID{LinkID(l)}) // a queue pair's share of a tier's
 		}
 	}
 	var pairs []uint64
@@ -877,7 +882,7 @@ func (x *p2pSim) credit(b *p2pBuild, cl *Cluster, check *relaxCheck, R int) {
 	b.eachRoute(func(i, c, rk int, route []LinkID) {
 		t := total[x.net.base[i][c]+int32(rk%x.S)]
 		for _, l := range route {
-			bytes[l] += t
+			bytes[l] += t * e.crossShare(l)
 			if seen[l] {
 				continue
 			}
@@ -923,7 +928,7 @@ func (x *p2pSim) linkBound(b *p2pBuild) Time {
 	b.eachRoute(func(i, c, rk int, route []LinkID) {
 		t := total[x.net.base[i][c]+int32(rk%S)]
 		for _, l := range route {
-			bytes[l] += t
+			bytes[l] += t * e.crossShare(l) // a queue pair's share where the link has one
 		}
 	})
 	var lb Time

@@ -139,8 +139,10 @@ func newRelaxCheck(e *Engine, pairs []uint64, nslots int) *relaxCheck {
 	c.mult = make([]float64, c.off[nslots])
 	fill := slices.Clone(c.off[:nslots])
 	for id, i := range owners {
+		// A connection's queue pairs each load a switch link with their share (Engine.share).
+		share := e.crossShare(link(pairs[i]))
 		runs(i, func(s int32, m int) {
-			c.sig[fill[s]], c.mult[fill[s]] = int32(id), float64(m)
+			c.sig[fill[s]], c.mult[fill[s]] = int32(id), float64(m)*share
 			fill[s]++
 		})
 	}

@@ -345,11 +345,18 @@ type FabricHeader struct {
 	Oversubscription float64 `json:"oversubscription"`
 	Routing          string  `json:"routing"`
 	ECMPSeed         uint64  `json:"ecmp_seed,omitempty"`
+	// QPs is the queue pairs a connection spreads over the equal-cost links, where ECMP routing
+	// hashes more than one (Fabric.QPs, NCCL_IB_QPS_PER_CONNECTION).
+	QPs int `json:"qps_per_connection,omitempty"`
 }
 
 // Header returns f's part of a run's header.
 func (f *Fabric) Header() *FabricHeader {
-	return &FabricHeader{Topology: f.Topology, Tiers: f.Tiers, HostsPerLeaf: f.HostsPerLeaf, Oversubscription: f.Oversub, Routing: f.Routing, ECMPSeed: f.ECMPSeed}
+	h := &FabricHeader{Topology: f.Topology, Tiers: f.Tiers, HostsPerLeaf: f.HostsPerLeaf, Oversubscription: f.Oversub, Routing: f.Routing, ECMPSeed: f.ECMPSeed}
+	if q := f.qps(); q > 1 {
+		h.QPs = q
+	}
+	return h
 }
 
 // WriteTable writes a run as nccl-tests prints it, so that nccl-tests' parsers read it: comment
@@ -365,7 +372,11 @@ func WriteTable(w io.Writer, h RunHeader, rows []Row, notes []string) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "# simccl run: %s, %d node(s) x %d GPUs = %d ranks, %d channels, NCCL %s rules\n", h.Topology, h.Nodes, h.GPUsPerNode, h.NRanks, h.NChannels, h.NCCLRelease)
 	if f := h.Fabric; f != nil {
-		fmt.Fprintf(bw, "# fabric: %s, %d tiers, %d hosts/leaf, oversubscription %g, routing %s\n", f.Topology, f.Tiers, f.HostsPerLeaf, f.Oversubscription, RoutingName(f.Routing, f.ECMPSeed))
+		qps := ""
+		if f.QPs > 1 {
+			qps = fmt.Sprintf(", %d queue pairs a connection", f.QPs)
+		}
+		fmt.Fprintf(bw, "# fabric: %s, %d tiers, %d hosts/leaf, oversubscription %g, routing %s%s\n", f.Topology, f.Tiers, f.HostsPerLeaf, f.Oversubscription, RoutingName(f.Routing, f.ECMPSeed), qps)
 	}
 	fmt.Fprintf(bw, "# %s %s: %s, datatype %s, op %s\n", h.Program, h.Version, strings.Join(h.Collectives, ", "), h.DataType, h.Op)
 	for _, n := range notes {

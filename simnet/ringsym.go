@@ -94,9 +94,14 @@ func symmetricRing(e *Engine, cl *Cluster, spec RingSpec, tm Timing, stepsPerLoo
 			g.lat[i] = e.RouteLatency(route) + tm.StepLat[class][spec.Proto]
 			clear(mult)
 			var order []LinkID
+			prev := LinkID(-1)
 			for _, l := range route {
 				if u := use(l); u >= 0 {
 					o := cl.orbit(u, R)
+					if o == prev && cl.isSwitch(l) {
+						continue // the queue pairs of a tier: one crossing of its stand-in
+					}
+					prev = o
 					if mult[o] == 0 {
 						order = append(order, o)
 					}
@@ -183,7 +188,7 @@ func symmetricRing(e *Engine, cl *Cluster, spec RingSpec, tm Timing, stepsPerLoo
 		seen := make([]bool, e.NumLinks())
 		eachHop(func(_, _ int, route []LinkID) {
 			for _, l := range route {
-				e.links[l].bytes += per
+				e.links[l].bytes += per * e.crossShare(l)
 				if seen[l] {
 					continue
 				}

@@ -70,6 +70,13 @@ func NewMachine(sys *graph.System, nodes int, fab *Fabric, pl coll.Planner, rele
 	if fab == nil {
 		fab = DefaultFabric()
 	}
+	if q, ok := pl.(qpPlanner); ok && q.IBQPsPerConnection() > 0 && fab.QPs == 0 {
+		// NCCL_IB_QPS_PER_CONNECTION of the planner's settings, on a copy: the caller's fabric may
+		// serve other machines.
+		f := *fab
+		f.QPs = q.IBQPsPerConnection()
+		fab = &f
+	}
 	// The fabric's shape is checked here, once, rather than at every simulation's NewCluster.
 	if err := fab.Validate(); err != nil {
 		return nil, err
@@ -726,6 +733,9 @@ func (m *Machine) PlanTiming(p coll.Plan) (Timing, error) {
 func chainStreams(p coll.Plan) bool {
 	return p.Algo == coll.Ring && (p.Func == coll.Broadcast || p.Func == coll.Reduce)
 }
+
+// qpPlanner is a planner that carries NCCL_IB_QPS_PER_CONNECTION (planner.Planner does).
+type qpPlanner interface{ IBQPsPerConnection() int }
 
 // tuningTabler is a planner that exposes its tuning model (planner.Planner does).
 type tuningTabler interface{ TuningTable() *tuning.Table }

@@ -45,7 +45,7 @@ func (m *Machine) engineFor(a coll.Algo) (*Engine, *Cluster, error) {
 // cloneLinks returns an engine with e's links (capacity, latency, name and whether they are
 // relaxed; none of their traffic) and link namers, no flows and no events.
 func (e *Engine) cloneLinks() *Engine {
-	c := &Engine{links: make([]link, len(e.links)), namers: e.namers}
+	c := &Engine{links: make([]link, len(e.links)), namers: e.namers, share: e.share}
 	for i := range e.links {
 		l := &e.links[i]
 		c.links[i] = link{name: l.name, cap: l.cap, lat: l.lat, relaxed: l.relaxed, lazy: l.relaxed}

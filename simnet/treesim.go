@@ -520,7 +520,7 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 		cnt := make([]float64, e.NumLinks())
 		full.routes(func(route []LinkID) {
 			for _, l := range route {
-				cnt[l]++
+				cnt[l] += e.crossShare(l) // a queue pair's share where the link has one
 			}
 		})
 		for l, c := range cnt {
@@ -538,7 +538,7 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 			rest := wire * float64(nchunks-int64(sim)*int64(merge))
 			full.routes(func(route []LinkID) {
 				for _, l := range route {
-					run.links[l].bytes += rest
+					run.links[l].bytes += rest * run.crossShare(l)
 				}
 			})
 			for l, b := range out.busy0 {
@@ -604,16 +604,16 @@ type treeRun struct {
 // first bottleneck of progressive filling, the smallest capacity per connection over the links of
 // e (or the per-flow cap).
 func steadyRate(e *Engine, t *treeNet, perFlow Rate) Rate {
-	cnt := make([]int32, e.NumLinks())
+	cnt := make([]float64, e.NumLinks()) // connections, a queue pair counting its share
 	for v := range t.up {
 		if t.up[v] >= 0 {
 			for _, l := range t.upRoute[v] {
-				cnt[l]++
+				cnt[l] += e.crossShare(l)
 			}
 		}
 		for _, route := range t.dnRoute[v] {
 			for _, l := range route {
-				cnt[l]++
+				cnt[l] += e.crossShare(l)
 			}
 		}
 	}
@@ -906,6 +906,15 @@ func quotientTree(e *Engine, t *treeNet, relax func(LinkID) (LinkID, bool)) *tre
 		}
 		return l
 	}
+	// switchLink: a switch-to-switch link, which a connection's queue pairs cross side by side
+	// (Cluster.routeNet): a run of them maps to one stand-in, crossed once.
+	switchLink := func(l LinkID) bool {
+		if relax == nil {
+			return false
+		}
+		_, ok := relax(l)
+		return ok
+	}
 	kept := func(l LinkID) bool {
 		if relax == nil {
 			return true
@@ -939,8 +948,10 @@ func quotientTree(e *Engine, t *treeNet, relax func(LinkID) (LinkID, bool)) *tre
 		deg[s.owner]++
 		deg[s.target]++
 		deg[nv+i] += 2
+		prev := LinkID(-1)
 		for _, l := range s.route {
-			if u := use(l); u >= 0 {
+			if u := use(l); u >= 0 && (u != prev || !switchLink(l)) {
+				prev = u
 				deg[nv+i]++
 				deg[nv+ns+int(u)]++
 			}
@@ -966,8 +977,10 @@ func quotientTree(e *Engine, t *treeNet, relax func(LinkID) (LinkID, bool)) *tre
 		add(int(s.target), in, si)
 		add(si, lbOwner, int(s.owner))
 		add(si, lbTarget, int(s.target))
+		prev := LinkID(-1)
 		for _, l := range s.route {
-			if u := use(l); u >= 0 {
+			if u := use(l); u >= 0 && (u != prev || !switchLink(l)) {
+				prev = u
 				add(si, lbLink, nv+ns+int(u))
 				add(nv+ns+int(u), lbSlot, si)
 			}

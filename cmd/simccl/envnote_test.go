@@ -26,17 +26,18 @@ func TestRunNotesUnreadEnv(t *testing.T) {
 	}
 	t.Setenv("NCCL_ALGO", "Ring")
 	t.Setenv("NCCL_DEBUG", "INFO")
+	t.Setenv("NCCL_IB_QPS_PER_CONNECTION", "4") // read since stop 50 (simnet.Fabric.QPs)
 	for _, n := range notes() {
 		require.NotContains(t, n, "not modelled, set in the environment", n)
 	}
-	t.Setenv("NCCL_IB_QPS_PER_CONNECTION", "2")
+	t.Setenv("NCCL_IB_TIMEOUT", "22")
 	found := false
 	for _, n := range notes() {
-		if strings.Contains(n, "not modelled, set in the environment: NCCL_IB_QPS_PER_CONNECTION=2 ") {
+		if strings.Contains(n, "not modelled, set in the environment: NCCL_IB_TIMEOUT=22 ") {
 			found = true
 		}
 	}
-	require.True(t, found, "no note names NCCL_IB_QPS_PER_CONNECTION")
+	require.True(t, found, "no note names NCCL_IB_TIMEOUT")
 }
 
 // meanBacklogNote names, per collective, the rows the ECMP mean model timed beyond its backlog

@@ -163,7 +163,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 		h := simnet.RunHeader{Program: "simccl", Version: version(), Topology: p.Name, Nodes: m.Nodes, GPUsPerNode: m.Node.NumGPUs, NRanks: m.NRanks(),
 			NChannels: p.Table.NChannels, NCCLRelease: p.Table.K.Release, DataType: dt.String(), Op: op.String(), Launch: m.Launch.String(), BackToBack: m.BackToBack}
 		if m.Nodes > 1 {
-			h.Fabric = fab.Header()
+			h.Fabric = m.Fabric.Header() // the machine's: NCCL_IB_QPS_PER_CONNECTION joins it there
 		}
 		for _, f := range funcs {
 			h.Collectives = append(h.Collectives, coll.TestName(f))

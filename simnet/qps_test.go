@@ -1,0 +1,207 @@
+package simnet
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/planner"
+	"github.com/simccl/simccl/tuning"
+)
+
+// A link with a share (Engine.share) takes that part of a flow's rate per crossing: a flow split
+// over two such links of capacity 10 moves 20, one whose two queue pairs hash to the same link 10,
+// and the two together share the link they both cross max-min fairly by their loads (x/2 + y ≤ 10,
+// both at 20/3). The route of a flow keeps each link once (shareRoute), weighing its crossings.
+func TestShareRoute(t *testing.T) {
+	run := func(routes ...[]LinkID) []Rate {
+		e := NewEngine(nil)
+		u1 := e.AddLink("u1", GBps(10), 0)
+		u2 := e.AddLink("u2", GBps(10), 0)
+		e.setShare(u1, u2+1, 0.5)
+		var ids []FlowID
+		for i, r := range routes {
+			for j := range r {
+				r[j] += u1 // 0 and 1 stand for u1 and u2
+			}
+			ids = append(ids, e.StartFlow(r, 1e9, 0, int64(i)))
+		}
+		e.recompute()
+		var rates []Rate
+		for _, id := range ids {
+			rates = append(rates, e.FlowRate(id))
+		}
+		return rates
+	}
+	require.InDelta(t, float64(GBps(20)), float64(run([]LinkID{0, 1})[0]), 1e-6)
+	require.InDelta(t, float64(GBps(10)), float64(run([]LinkID{0, 0})[0]), 1e-6)
+	both := run([]LinkID{0, 1}, []LinkID{0, 0})
+	require.InDelta(t, float64(GBps(20))/3, float64(both[0]), 1e-6)
+	require.InDelta(t, float64(GBps(20))/3, float64(both[1]), 1e-6)
+
+	e := NewEngine(nil)
+	u1 := e.AddLink("u1", GBps(10), 3*Microsecond)
+	u2 := e.AddLink("u2", GBps(10), 3*Microsecond)
+	nic := e.AddLink("nic", GBps(10), Microsecond)
+	e.setShare(u1, u2+1, 0.5)
+	require.Equal(t, 4*Microsecond, e.RouteLatency([]LinkID{nic, u1, u2}), "a tier of queue pairs adds its latency once")
+	route, w := e.shareRoute([]LinkID{nic, u1, u1}, nil)
+	require.Equal(t, []LinkID{nic, u1}, route)
+	require.Equal(t, []float64{1, 1}, w)
+	r2, w2 := e.shareRoute([]LinkID{nic, u1, u1}, nil)
+	require.Equal(t, &route[0], &r2[0], "the same route for the same slice")
+	require.Equal(t, &w[0], &w2[0])
+}
+
+// With QPs queue pairs a connection between leaves crosses QPs uplinks and QPs downlinks, the
+// first pair's those of one queue pair (the route of QPs = 1), each with its share; rail routing
+// and routes within a leaf do not change, and the route's latency is one crossing's.
+func TestQPRoutes(t *testing.T) {
+	build := func(qps int, kv ...string) (*Engine, *Cluster) {
+		f := fabricOf(t, append([]string{"hosts_per_leaf", "2"}, kv...)...)
+		f.QPs = qps
+		m, _ := testMachine(t, "dgx-h100", 4, f, "", "")
+		e, cl, err := m.engine()
+		require.NoError(t, err)
+		return e, cl
+	}
+	e1, one := build(1)
+	e4, four := build(4)
+	switches := func(cl *Cluster, r []LinkID) (n int) {
+		for _, l := range r {
+			if cl.isSwitch(l) {
+				n++
+			}
+		}
+		return n
+	}
+	for _, pair := range [][2]int{{0, 8}, {0, 16}, {3, 30}, {0, 1}, {0, 9}} {
+		for ch := range 4 {
+			r1, _ := one.Route(pair[0], pair[1], ch, nil)
+			r4, _ := four.Route(pair[0], pair[1], ch, nil)
+			require.Equal(t, e1.RouteLatency(r1), e4.RouteLatency(r4), "%v ch %d", pair, ch)
+			if switches(one, r1) == 0 {
+				require.Equal(t, r1, r4, "%v ch %d: within a leaf", pair, ch)
+				continue
+			}
+			require.Equal(t, 2, switches(one, r1))
+			require.Equal(t, 8, switches(four, r4), "%v ch %d: four uplinks and four downlinks", pair, ch)
+			require.Contains(t, r4, r1[slices.IndexFunc(r1, one.isSwitch)], "the first queue pair's uplink")
+			for _, l := range r4 {
+				if four.isSwitch(l) {
+					require.Equal(t, 0.25, e4.crossShare(l))
+				}
+			}
+		}
+	}
+	er, rail := build(4, "routing", "rail")
+	require.Nil(t, er.share, "rail routing: every queue pair takes the destination's uplink")
+	r, _ := rail.Route(0, 16, 0, nil)
+	require.Equal(t, 2, switches(rail, r))
+}
+
+// With queue pairs the compact executors give the replay of every rank's times where they run
+// exactly: the symmetric ring and tree replays and the point-to-point executor against their
+// per-rank replays and the schedule, on ECMP fabrics whose uplinks bind (2 nodes a leaf) and on a
+// 2:1 fat tree; where they take the ECMP mean model instead they say so and stay within its bar.
+// More queue pairs spread a connection over more uplinks: the all-to-all of 4 nodes is never
+// slower with 4 than with 1.
+func TestQPsCompactMatchesExact(t *testing.T) {
+	fabs := map[string][]string{
+		"ecmp, 2 per leaf":         {"hosts_per_leaf", "2"},
+		"fat tree 2:1, 2 per leaf": {"topology", "fattree", "hosts_per_leaf", "2", "oversubscription", "2"},
+	}
+	for name, kv := range fabs {
+		a2a := map[int]Time{}
+		for _, qps := range []int{1, 2, 4} {
+			f := fabricOf(t, kv...)
+			f.QPs = qps
+			m, _ := testMachine(t, "dgx-h100", 8, f, "ring", "simple")
+			tm, _ := m.Timing(coll.Ring, coll.Simple)
+			for _, exact := range []bool{true, false} {
+				run := func(perRank bool) *RingResult {
+					e, cl, err := m.engine()
+					require.NoError(t, err)
+					res, err := SimulateRing(e, cl, RingSpec{Func: coll.AllReduce, Bytes: 64 << 20, Proto: coll.Simple, Rings: ringsOf(m), Merge: 1,
+						PerRank: perRank, Exact: exact}, tm)
+					require.NoError(t, err)
+					return res
+				}
+				a, b := run(false), run(true)
+				rel := float64(a.Time-b.Time) / float64(b.Time)
+				t.Logf("%s, %d QPs, exact %v: ring %v (%s, rotation %d), per rank %v (%+.4f%%)", name, qps, exact, a.Time, a.Mode(), a.Rotation, b.Time, 100*rel)
+				if !a.ECMPMean && !a.LatencyMean && math.Abs(rel) > 1e-9 || !a.ECMPMean && math.Abs(rel) > 0.01 {
+					t.Errorf("%s, %d QPs: symmetric ring %v against per rank %v", name, qps, a.Time, b.Time)
+				}
+			}
+
+			mt, _ := testMachine(t, "dgx-h100", 8, f, "tree", "simple")
+			ch, err := tableOf(mt).Select(tuning.Call{Func: coll.AllReduce, Count: 16 << 20, ElemSize: 4})
+			require.NoError(t, err)
+			spec := TreeSpec{Bytes: 64 << 20, Proto: coll.Simple, Trees: treesOf(mt)[:ch.NChannels], Chunk: ch.ChunkSize}
+			ta, _ := runTree(t, mt, spec)
+			spec.PerRank = true
+			tb, _ := runTree(t, mt, spec)
+			trel := float64(ta.Time-tb.Time) / float64(tb.Time)
+			t.Logf("%s, %d QPs: tree %v (symmetric %v, ECMP mean %v), per rank %v (%+.4f%%)", name, qps, ta.Time, ta.Symmetric, ta.ECMPMean, tb.Time, 100*trel)
+			if !ta.ECMPMean && math.Abs(trel) > 1e-6 {
+				t.Errorf("%s, %d QPs: tree %v against per rank %v", name, qps, ta.Time, tb.Time)
+			}
+
+			mp, _ := testMachine(t, "dgx-h100", 4, f, "", "")
+			sched, compact, _, _ := p2pBoth(t, mp, coll.AllToAll, 64<<20, P2PSpec{Exact: true})
+			prel := float64(compact.Time-sched.Time) / float64(sched.Time)
+			t.Logf("%s, %d QPs: all-to-all schedule %v, compact %v (%+.4f%%, %s)", name, qps, sched.Time, compact.Time, 100*prel, compact.Mode())
+			if math.Abs(prel) > 1e-9 {
+				t.Errorf("%s, %d QPs: all-to-all compact %v against schedule %v", name, qps, compact.Time, sched.Time)
+			}
+			a2a[qps] = sched.Time
+		}
+		require.LessOrEqual(t, a2a[4], a2a[1], "%s: four queue pairs a connection against one", name)
+	}
+
+	// 32 nodes, 8 a leaf: with 4 queue pairs the tree's symmetric replay stands (one
+	// representative per class, the uplinks' stand-ins implied) and gives the per-rank time.
+	f := fabricOf(t, "hosts_per_leaf", "8")
+	f.QPs = 4
+	mt, _ := testMachine(t, "dgx-h100", 32, f, "tree", "simple")
+	ch, err := tableOf(mt).Select(tuning.Call{Func: coll.AllReduce, Count: 16 << 20, ElemSize: 4})
+	require.NoError(t, err)
+	spec := TreeSpec{Bytes: 64 << 20, Proto: coll.Simple, Trees: treesOf(mt)[:ch.NChannels], Chunk: ch.ChunkSize}
+	a, ea := runTree(t, mt, spec)
+	spec.PerRank = true
+	b, eb := runTree(t, mt, spec)
+	require.True(t, a.Symmetric)
+	sameTree(t, "32 nodes, 4 QPs: symmetric vs per-rank", a, b, ea, eb, 1e-6)
+}
+
+// NCCL_IB_QPS_PER_CONNECTION reaches the machine's fabric through the planner's settings, on a
+// copy (the caller's fabric is left as it is), and a value NCCL refuses is an error naming it.
+func TestQPsFromSettings(t *testing.T) {
+	f := fabricOf(t, "hosts_per_leaf", "2")
+	s, err := planner.SettingsFromEnv(func(k string) string {
+		if k == "NCCL_IB_QPS_PER_CONNECTION" {
+			return "4"
+		}
+		return ""
+	})
+	require.NoError(t, err)
+	require.Equal(t, 4, s.IBQPs)
+	m, _ := settingsMachine(t, "dgx-h100", 4, 0, f, s)
+	require.Equal(t, 4, m.Fabric.QPs)
+	require.Zero(t, f.QPs)
+	for _, bad := range []string{"0", "129", "two", "-1"} {
+		_, err := planner.SettingsFromEnv(func(k string) string {
+			if k == "NCCL_IB_QPS_PER_CONNECTION" {
+				return bad
+			}
+			return ""
+		})
+		require.ErrorContains(t, err, "NCCL_IB_QPS_PER_CONNECTION", bad)
+	}
+	f.QPs = MaxQPs + 1
+	require.ErrorContains(t, f.Validate(), "queue pairs")
+}
