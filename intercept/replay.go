@@ -657,7 +657,11 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 			out.links = map[string]float64{}
 			for _, o := range res.Ops {
 				for _, l := range o.Route {
-					out.links[res.LinkName(l)] += float64(o.Wire)
+					w := float64(o.Wire)
+					if res.LinkShare != nil {
+						w *= res.LinkShare(l) // a queue pair's part where the link has one
+					}
+					out.links[res.LinkName(l)] += w
 				}
 			}
 		} else if opt.Links && row.TimeUs > 0 {

@@ -453,6 +453,10 @@ func summariseLinks(fo *Focus, e *simnet.Engine, res *simnet.Result) {
 			if !ok {
 				continue
 			}
+			rate := rate
+			if res.LinkShare != nil {
+				rate *= res.LinkShare(l) // a queue pair's part where the link has one
+			}
 			b := fo.Links[i].Bins
 			for k := int(s / bin); k < focusBins && float64(k)*bin < en; k++ {
 				lo, hi := max(s, float64(k)*bin), min(en, float64(k+1)*bin)

@@ -448,6 +448,10 @@ func (e *Engine) setShare(lo, hi LinkID, w float64) {
 	}
 }
 
+// LinkShare is the part of a message's bytes one crossing of l carries: 1 but on the links a
+// connection's queue pairs split over (Fabric.QPs), where it is 1/QPs.
+func (e *Engine) LinkShare(l LinkID) float64 { return e.crossShare(l) }
+
 // crossShare is the part of a flow's rate one crossing of l takes (Engine.share): 1 but on the
 // links a connection's queue pairs split over.
 func (e *Engine) crossShare(l LinkID) float64 {

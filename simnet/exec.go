@@ -451,6 +451,10 @@ type Result struct {
 	Ops      []OpRecord // nil unless Options.Record
 	// LinkName names the links of the routes in Ops.
 	LinkName func(LinkID) string
+	// LinkShare is the part of a message's wire bytes each link of its route carries: 1, but on
+	// the switch links a connection's queue pairs cross side by side (Fabric.QPs), 1/QPs each
+	// (Engine.LinkShare). nil: 1 everywhere.
+	LinkShare func(LinkID) float64
 	// MeanBacklog: P2PResult.MeanBacklog of a point-to-point replay (0 elsewhere).
 	MeanBacklog float64
 }
@@ -711,7 +715,7 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (_ 
 	if n := len(x.rec) - 1; x.done != n {
 		return nil, fmt.Errorf("simnet: schedule deadlocked: %d of %d steps never ran (a dependency or message that cannot be satisfied)", n-x.done, n)
 	}
-	res := &Result{Time: x.end - t0, Events: e.Events - startEvents, Messages: len(x.msg), LinkName: e.LinkName}
+	res := &Result{Time: x.end - t0, Events: e.Events - startEvents, Messages: len(x.msg), LinkName: e.LinkName, LinkShare: e.LinkShare}
 	if x.end < t0+tm.Launch {
 		res.Time = tm.Launch
 	}

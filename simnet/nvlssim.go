@@ -301,7 +301,7 @@ func (m *Machine) nvlsSymmetric(plan coll.Plan, tm Timing, opt RunOptions) (*Res
 		if err != nil {
 			return nil, "", err
 		}
-		res.LinkName = e.LinkName
+		res.LinkName, res.LinkShare = e.LinkName, e.LinkShare
 		return res, "nvls-symmetric", nil
 	}
 	if opt.Exact {
@@ -325,7 +325,7 @@ func (m *Machine) nvlsSymmetric(plan coll.Plan, tm Timing, opt RunOptions) (*Res
 	if err != nil {
 		return nil, "", err
 	}
-	res.LinkName = e.LinkName
+	res.LinkName, res.LinkShare = e.LinkName, e.LinkShare
 	return res, mode, nil
 }
 
@@ -488,7 +488,7 @@ func (f nvlsFold) nodeFolded(plan coll.Plan, nf *nodeFold, e *Engine, cl *Cluste
 	if err != nil {
 		return nil, "", false, err
 	}
-	res.LinkName = e.LinkName
+	res.LinkName, res.LinkShare = e.LinkName, e.LinkShare
 	return res, mode, false, nil
 }
 

@@ -205,3 +205,38 @@ func TestQPsFromSettings(t *testing.T) {
 	f.QPs = MaxQPs + 1
 	require.ErrorContains(t, f.Validate(), "queue pairs")
 }
+
+// The op log of a schedule replay lists each message's route with every queue pair's links; its
+// wire bytes times each link's share (Result.LinkShare) add up to what the engine counted on the
+// link, so per-link traffic built from the log (simccl replay, report) is the engine's.
+func TestQPsOpLogBytes(t *testing.T) {
+	f := fabricOf(t, "topology", "fattree", "hosts_per_leaf", "2", "oversubscription", "2")
+	f.QPs = 4
+	m, _ := testMachine(t, "dgx-h100", 4, f, "ring", "simple")
+	plan, _, err := m.Plan(coll.AllReduce, 16<<20, coll.Float32, coll.Sum)
+	require.NoError(t, err)
+	tm, err := m.PlanTiming(plan)
+	require.NoError(t, err)
+	s, err := coll.Compile(plan)
+	require.NoError(t, err)
+	e, cl, err := m.engine()
+	require.NoError(t, err)
+	res, err := Simulate(e, cl, s, tm, Options{Record: true})
+	require.NoError(t, err)
+	require.NotNil(t, res.LinkShare)
+	got := map[LinkID]float64{}
+	split := 0
+	for _, o := range res.Ops {
+		for _, l := range o.Route {
+			got[l] += float64(o.Wire) * res.LinkShare(l)
+			if res.LinkShare(l) < 1 {
+				split++
+			}
+		}
+	}
+	require.Positive(t, split, "some message crosses the spine on its queue pairs")
+	for l := range e.NumLinks() {
+		want := e.LinkBytes(LinkID(l))
+		require.InDelta(t, want, got[LinkID(l)], 1e-6*max(want, 1), "link %s", e.LinkName(LinkID(l)))
+	}
+}

@@ -655,7 +655,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		// LinkName is a method of the replay's engine, which holds the whole replay (its handler,
 		// the schedule, the records): a caller keeping the result of every call (simccl run keeps
 		// them all until its output) kept every replay alive. Without ops it names nothing.
-		res.LinkName = nil
+		res.LinkName, res.LinkShare = nil, nil
 	}
 	return row, res, nil
 }
