@@ -233,12 +233,7 @@ func TestNVLSCheckedFoldMatchesSchedule(t *testing.T) {
 // computations (the PCIe links between a GPU and its NIC, under the NIC's port).
 func TestPruneImpliedSameReplay(t *testing.T) {
 	m, _ := testMachine(t, "dgx-h100", 4, nil, "NVLSTree", "")
-	plan, _, err := m.Plan(coll.AllReduce, 32<<20, coll.Float32, coll.Sum)
-	require.NoError(t, err)
-	tm, err := m.PlanTiming(plan)
-	require.NoError(t, err)
-	s, err := coll.Compile(plan)
-	require.NoError(t, err)
+	_, tm, s := scheduleOf(t, m, coll.AllReduce, 32<<20)
 	var res [2]*Result
 	var engines [2]*Engine
 	for i, prune := range []bool{false, true} {

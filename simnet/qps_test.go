@@ -138,13 +138,7 @@ func TestQPsCompactMatchesExact(t *testing.T) {
 				}
 			}
 
-			mt, _ := testMachine(t, "dgx-h100", 8, f, "tree", "simple")
-			ch, err := tableOf(mt).Select(tuning.Call{Func: coll.AllReduce, Count: 16 << 20, ElemSize: 4})
-			require.NoError(t, err)
-			spec := TreeSpec{Bytes: 64 << 20, Proto: coll.Simple, Trees: treesOf(mt)[:ch.NChannels], Chunk: ch.ChunkSize}
-			ta, _ := runTree(t, mt, spec)
-			spec.PerRank = true
-			tb, _ := runTree(t, mt, spec)
+			ta, tb, _, _ := treeBoth(t, 8, f)
 			trel := float64(ta.Time-tb.Time) / float64(tb.Time)
 			t.Logf("%s, %d QPs: tree %v (symmetric %v, ECMP mean %v), per rank %v (%+.4f%%)", name, qps, ta.Time, ta.Symmetric, ta.ECMPMean, tb.Time, 100*trel)
 			if !ta.ECMPMean && math.Abs(trel) > 1e-6 {
@@ -167,13 +161,7 @@ func TestQPsCompactMatchesExact(t *testing.T) {
 	// representative per class, the uplinks' stand-ins implied) and gives the per-rank time.
 	f := fabricOf(t, "hosts_per_leaf", "8")
 	f.QPs = 4
-	mt, _ := testMachine(t, "dgx-h100", 32, f, "tree", "simple")
-	ch, err := tableOf(mt).Select(tuning.Call{Func: coll.AllReduce, Count: 16 << 20, ElemSize: 4})
-	require.NoError(t, err)
-	spec := TreeSpec{Bytes: 64 << 20, Proto: coll.Simple, Trees: treesOf(mt)[:ch.NChannels], Chunk: ch.ChunkSize}
-	a, ea := runTree(t, mt, spec)
-	spec.PerRank = true
-	b, eb := runTree(t, mt, spec)
+	a, b, ea, eb := treeBoth(t, 32, f)
 	require.True(t, a.Symmetric)
 	sameTree(t, "32 nodes, 4 QPs: symmetric vs per-rank", a, b, ea, eb, 1e-6)
 }
@@ -213,12 +201,7 @@ func TestQPsOpLogBytes(t *testing.T) {
 	f := fabricOf(t, "topology", "fattree", "hosts_per_leaf", "2", "oversubscription", "2")
 	f.QPs = 4
 	m, _ := testMachine(t, "dgx-h100", 4, f, "ring", "simple")
-	plan, _, err := m.Plan(coll.AllReduce, 16<<20, coll.Float32, coll.Sum)
-	require.NoError(t, err)
-	tm, err := m.PlanTiming(plan)
-	require.NoError(t, err)
-	s, err := coll.Compile(plan)
-	require.NoError(t, err)
+	_, tm, s := scheduleOf(t, m, coll.AllReduce, 16<<20)
 	e, cl, err := m.engine()
 	require.NoError(t, err)
 	res, err := Simulate(e, cl, s, tm, Options{Record: true})
@@ -239,4 +222,30 @@ func TestQPsOpLogBytes(t *testing.T) {
 		want := e.LinkBytes(LinkID(l))
 		require.InDelta(t, want, got[LinkID(l)], 1e-6*max(want, 1), "link %s", e.LinkName(LinkID(l)))
 	}
+}
+
+// treeBoth replays a Tree/Simple all-reduce of 64 MiB on nodes DGX H100 nodes joined by f with the
+// symmetric replay (a) and the replay of every rank (b), on engines ea and eb.
+func treeBoth(t *testing.T, nodes int, f *Fabric) (a, b *TreeResult, ea, eb *Engine) {
+	t.Helper()
+	m, _ := testMachine(t, "dgx-h100", nodes, f, "tree", "simple")
+	ch, err := tableOf(m).Select(tuning.Call{Func: coll.AllReduce, Count: 16 << 20, ElemSize: 4})
+	require.NoError(t, err)
+	spec := TreeSpec{Bytes: 64 << 20, Proto: coll.Simple, Trees: treesOf(m)[:ch.NChannels], Chunk: ch.ChunkSize}
+	a, ea = runTree(t, m, spec)
+	spec.PerRank = true
+	b, eb = runTree(t, m, spec)
+	return a, b, ea, eb
+}
+
+// scheduleOf is m's plan for f of size bytes, its timing and its compiled schedule.
+func scheduleOf(t *testing.T, m *Machine, f coll.Func, size int64) (coll.Plan, Timing, *coll.Schedule) {
+	t.Helper()
+	plan, _, err := m.Plan(f, size, coll.Float32, coll.Sum)
+	require.NoError(t, err)
+	tm, err := m.PlanTiming(plan)
+	require.NoError(t, err)
+	s, err := coll.Compile(plan)
+	require.NoError(t, err)
+	return plan, tm, s
 }
