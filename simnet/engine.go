@@ -137,7 +137,7 @@ type Engine struct {
 	// share, where set, is per link the part of a flow's rate that one crossing of the link
 	// takes (0: all of it): a connection spread over Q queue pairs crosses the Q equal-cost links
 	// its pairs hash to, each with 1/Q of its rate (Cluster, Fabric.QPs). StartFlow folds it into
-	// the flow's weights (shareWeights); shared by the engine's clones (never written after the
+	// the flow's route and weights (shareRoute); shared by the engine's clones (never written after the
 	// cluster is built).
 	share       []float64
 	shareRoutes map[shareKey]sharedRoute
