@@ -40,6 +40,24 @@ func TestRunNotesUnreadEnv(t *testing.T) {
 	require.True(t, found, "no note names NCCL_IB_TIMEOUT")
 }
 
+// NCCL_IB_QPS_PER_CONNECTION under rail routing changes nothing, and a note says so; under ECMP,
+// or on one node, no note.
+func TestQPsNote(t *testing.T) {
+	f := simnet.DefaultFabric()
+	f.QPs = 4
+	require.Empty(t, qpsNote(f, 8), "ECMP: the queue pairs are simulated")
+	f.Routing = "rail"
+	require.Contains(t, qpsNote(f, 8), "NCCL_IB_QPS_PER_CONNECTION=4 changes nothing here: routing rail")
+	require.Empty(t, qpsNote(f, 1), "one node: no network")
+	f.QPs = 1
+	require.Empty(t, qpsNote(f, 8))
+
+	t.Setenv("NCCL_IB_QPS_PER_CONNECTION", "4")
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, mainRun([]string{"run", "--nodes", "2", "--fabric-set", "routing=rail", "-b", "1M", "-e", "1M", "--progress", "off"}, &out, &errb), errb.String())
+	require.Contains(t, out.String(), "# note: NCCL_IB_QPS_PER_CONNECTION=4 changes nothing here")
+}
+
 // meanBacklogNote names, per collective, the rows the ECMP mean model timed beyond its backlog
 // bar, with their sizes and measures, and nothing where there are none.
 func TestMeanBacklogNote(t *testing.T) {

@@ -127,6 +127,9 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 			// to look like NCCL's behaviour under them.
 			m.Notes = append(m.Notes, fmt.Sprintf("not modelled, set in the environment: %s (the rows are NCCL's behaviour without them)", strings.Join(un, " ")))
 		}
+		if n := qpsNote(m.Fabric, m.Nodes); n != "" {
+			m.Notes = append(m.Notes, n)
+		}
 
 		showBar, err := showProgress(*progress, stderr)
 		if err != nil {
@@ -643,6 +646,16 @@ func meanBacklogNote(rows []simnet.Row) string {
 		parts[i] = fmt.Sprintf("%s %s (twice the largest backlog %s of the time)", sp.coll, sp.sizes(), measure)
 	}
 	return fmt.Sprintf("%s: the ECMP mean model stands past the replay budgets with its links backlogged beyond the 1%% bar; such rows were 1–14%% fast where measured (ecmp_mean_backlog in the JSON; docs/cluster.md \"ECMP: the mean model\"; --exact replays every rank)", strings.Join(parts, "; "))
+}
+
+// qpsNote says where NCCL_IB_QPS_PER_CONNECTION, set, changes nothing in the simulation: the
+// fabric's rail routing picks every queue pair's uplink by destination (docs/cluster.md "Queue
+// pairs per connection"). Nothing to say on one node (no network) or under ECMP routing.
+func qpsNote(f *simnet.Fabric, nodes int) string {
+	if f == nil || nodes < 2 || f.QPs < 2 || f.Routing == "ecmp" {
+		return ""
+	}
+	return fmt.Sprintf("NCCL_IB_QPS_PER_CONNECTION=%d changes nothing here: routing %s picks every queue pair's uplinks by destination (queue pairs spread over ECMP hashes only; docs/cluster.md)", f.QPs, f.Routing)
 }
 
 // hostBoundNote names the rows whose time is the host's floor for the launch mode (Row.HostBound),
