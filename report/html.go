@@ -46,8 +46,12 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		topologySVG(&b, &r.Topology)
 		b.WriteString("</div>\n")
 		if f := r.Fabric; f != nil {
+			routing := simnet.RoutingName(f.Routing, f.ECMPSeed)
+			if f.QPs > 1 {
+				routing += fmt.Sprintf(", %d queue pairs a connection", f.QPs)
+			}
 			fmt.Fprintf(&b, `<h3>Fabric</h3><table class="kv"><tr><th>topology</th><td>%s, %d tiers, routing %s</td></tr><tr><th>nodes</th><td>%d × %d NICs at %s GB/s</td></tr><tr><th>rails</th><td>%d</td></tr><tr><th>leaves</th><td>%d (%d hosts per leaf)</td></tr><tr><th>spine / aggregation ports</th><td>%d</td></tr><tr><th>core ports</th><td>%d</td></tr><tr><th>links</th><td>%d NIC→leaf, %d switch uplinks (oversubscription %g)</td></tr></table>`+"\n",
-				esc(f.Topology), f.Tiers, esc(simnet.RoutingName(f.Routing, f.ECMPSeed)), f.Nodes, f.NICsPerNode, bw(f.NICGBps), f.Rails, f.Leaves, f.HostsPerLeaf, f.Upper, f.Cores, f.NICLinks, f.UpLinks, f.Oversub)
+				esc(f.Topology), f.Tiers, esc(routing), f.Nodes, f.NICsPerNode, bw(f.NICGBps), f.Rails, f.Leaves, f.HostsPerLeaf, f.Upper, f.Cores, f.NICLinks, f.UpLinks, f.Oversub)
 			fabricSVG(&b, f)
 		}
 	}

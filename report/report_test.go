@@ -356,6 +356,13 @@ func TestClusterReport(t *testing.T) {
 	if got := simnet.RoutingName("ecmp", 3); got != "ecmp (seed 3)" {
 		t.Errorf("routing with seed 3: %q", got)
 	}
+	// NCCL_IB_QPS_PER_CONNECTION (here on the fabric itself) is named with the routing it spreads.
+	fq := simnet.DefaultFabric()
+	fq.QPs = 4
+	rq, pq := buildHTML(t, Options{Planner: testPlanner(t, "", 4), Fabric: fq, Funcs: []coll.Func{coll.AllReduce}, Sizes: []int64{1024}})
+	if rq.Fabric == nil || rq.Fabric.QPs != 4 || !strings.Contains(pq, "routing ecmp, 4 queue pairs a connection</td>") {
+		t.Errorf("queue pairs: summary %+v", rq.Fabric)
+	}
 	if len(r.Memory.Eager.PerRank) != 32 {
 		t.Errorf("%d ranks in memory", len(r.Memory.Eager.PerRank))
 	}

@@ -231,6 +231,7 @@ type FabricSum struct {
 	Tiers        int      `json:"tiers"`
 	Routing      string   `json:"routing"`
 	ECMPSeed     uint64   `json:"ecmp_seed,omitempty"`
+	QPs          int      `json:"qps_per_connection,omitempty"` // queue pairs ECMP hashes apart (NCCL_IB_QPS_PER_CONNECTION > 1)
 	Nodes        int      `json:"nodes"`
 	NICsPerNode  int      `json:"nics_per_node"`
 	Rails        int      `json:"rails"`
@@ -252,7 +253,7 @@ func summariseFabric(m *simnet.Machine) (*FabricSum, error) {
 	}
 	f := m.Fabric
 	fs := &FabricSum{Topology: f.Topology, Tiers: f.Tiers, Routing: f.Routing, ECMPSeed: f.ECMPSeed, Nodes: m.Nodes, NICsPerNode: len(m.Node.NICs),
-		HostsPerLeaf: f.HostsPerLeaf, Oversub: f.Oversub}
+		HostsPerLeaf: f.HostsPerLeaf, Oversub: f.Oversub, QPs: f.Header().QPs}
 	if f.Topology == "rail" {
 		fs.Rails = len(m.Node.NICs)
 	} else {
