@@ -97,6 +97,12 @@ func TestQPRoutes(t *testing.T) {
 			}
 		}
 	}
+	// Three tiers, one host a leaf and two leaves a pod: a route across pods crosses Q uplinks,
+	// Q aggregation uplinks, Q aggregation downlinks and Q downlinks, each pair's the same spine.
+	_, three := build(4, "tiers", "3", "hosts_per_leaf", "1", "leaves_per_pod", "2")
+	r3, _ := three.Route(0, 24, 1, nil)
+	require.Equal(t, 16, switches(three, r3), "four tiers of four queue pairs")
+
 	er, rail := build(4, "routing", "rail")
 	require.Nil(t, er.share, "rail routing: every queue pair takes the destination's uplink")
 	r, _ := rail.Route(0, 16, 0, nil)
