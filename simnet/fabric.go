@@ -874,6 +874,27 @@ func (c *Cluster) appendNode(buf []LinkID, n int, ls []int, class *LinkClass) []
 	return buf
 }
 
+// qpPick is the leaf uplink s (and, with 3 tiers, the aggregation uplink m) that queue pair i of a
+// connection to node dn takes: under ECMP by the connection's hash h (queue pair 0) or a hash of
+// it and i, else by destination (destination-mod-k, the same for every queue pair).
+func (c *Cluster) qpPick(h uint64, i, dn int) (s, m int) {
+	if c.Fabric.Routing != "ecmp" {
+		s = dn % c.nLeafUp
+		if c.nAggUp > 0 {
+			m = (dn / c.nLeafUp) % c.nAggUp
+		}
+		return s, m
+	}
+	if i > 0 {
+		h = mix64(h ^ uint64(i)*0xd6e8feb86659fd93)
+	}
+	s = int(h % uint64(c.nLeafUp))
+	if c.nAggUp > 0 {
+		m = int((h >> 32) % uint64(c.nAggUp))
+	}
+	return s, m
+}
+
 // routeNet appends the route from rank src out of NIC k of its node, across the fabric, into
 // NIC k2 of rank dst's node and on to dst.
 func (c *Cluster) routeNet(src, dst, ch, k, k2 int, buf []LinkID) []LinkID {
@@ -886,51 +907,32 @@ func (c *Cluster) routeNet(src, dst, ch, k, k2 int, buf []LinkID) []LinkID {
 	l1, l2 := c.leafOf(sn, k), c.leafOf(dn, k2)
 	if l1 != l2 {
 		// Each queue pair of the connection (Fabric.QPs, under ECMP) takes the uplinks its own
-		// hash picks: the first pair the connection's hash, as with one.
+		// hash picks (qpPick): the first pair the connection's hash, as with one. A tier's links
+		// come together, the pairs in order.
 		q := c.Fabric.qps()
-		var s, m [1]int
-		ss, ms := s[:0], m[:0]
+		var h uint64
 		if c.Fabric.Routing == "ecmp" {
-			h := mix64(uint64(src)<<32 ^ uint64(dst)<<8 ^ uint64(ch) ^ c.Fabric.ECMPSeed*0x9e3779b97f4a7c15)
-			if q > 1 {
-				ss, ms = make([]int, 0, q), make([]int, 0, q)
-			}
-			for i := range q {
-				hi := h
-				if i > 0 {
-					hi = mix64(h ^ uint64(i)*0xd6e8feb86659fd93)
-				}
-				ss = append(ss, int(hi%uint64(c.nLeafUp)))
-				if c.nAggUp > 0 {
-					ms = append(ms, int((hi>>32)%uint64(c.nAggUp)))
-				} else {
-					ms = append(ms, 0)
-				}
-			}
-		} else {
-			// destination-mod-k: the uplink is picked by the destination node.
-			ss = append(ss, dn%c.nLeafUp)
-			if c.nAggUp > 0 {
-				ms = append(ms, (dn/c.nLeafUp)%c.nAggUp)
-			} else {
-				ms = append(ms, 0)
-			}
+			h = mix64(uint64(src)<<32 ^ uint64(dst)<<8 ^ uint64(ch) ^ c.Fabric.ECMPSeed*0x9e3779b97f4a7c15)
 		}
-		for _, s := range ss {
+		for i := range q {
+			s, _ := c.qpPick(h, i, dn)
 			buf = append(buf, c.leafUp[l1*c.nLeafUp+s])
 		}
 		if c.nAggUp > 0 {
 			p1, p2 := c.podOf(l1), c.podOf(l2)
 			if p1 != p2 {
-				for i, s := range ss {
-					buf = append(buf, c.aggUp[(p1*c.nLeafUp+s)*c.nAggUp+ms[i]])
+				for i := range q {
+					s, m := c.qpPick(h, i, dn)
+					buf = append(buf, c.aggUp[(p1*c.nLeafUp+s)*c.nAggUp+m])
 				}
-				for i, s := range ss {
-					buf = append(buf, c.aggDown[(p2*c.nLeafUp+s)*c.nAggUp+ms[i]])
+				for i := range q {
+					s, m := c.qpPick(h, i, dn)
+					buf = append(buf, c.aggDown[(p2*c.nLeafUp+s)*c.nAggUp+m])
 				}
 			}
 		}
-		for _, s := range ss {
+		for i := range q {
+			s, _ := c.qpPick(h, i, dn)
 			buf = append(buf, c.leafDown[l2*c.nLeafUp+s])
 		}
 	}

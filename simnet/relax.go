@@ -358,20 +358,25 @@ func implied(e *Engine, routes func(yield func([]LinkID)), relax func(LinkID) (L
 			return
 		}
 		before := LinkID(-1) // the nearest link before i that is not relaxed
+		after, afterAt := LinkID(-1), -1
 		for i, l := range route {
 			s := sb[i]
 			if s == notRelaxed {
 				before = l
 				continue
 			}
-			if s < 0 {
+			// A run of the same stand-in (a tier of a connection's queue pairs, Fabric.QPs) has
+			// the same links before and after it: charged once.
+			if s < 0 || i > 0 && sb[i-1] == s {
 				continue
 			}
-			after := LinkID(-1)
-			for j := i + 1; j < len(route); j++ {
-				if sb[j] == notRelaxed {
-					after = route[j]
-					break
+			if afterAt < i { // the nearest link after i that is not relaxed
+				after, afterAt = -1, len(route)
+				for j := i + 1; j < len(route); j++ {
+					if sb[j] == notRelaxed {
+						after, afterAt = route[j], j
+						break
+					}
 				}
 			}
 			seen[s] = true
