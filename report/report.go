@@ -39,6 +39,9 @@ type Options struct {
 	// the page's note on how it was chosen.
 	Launch     simnet.LaunchMode
 	LaunchNote string
+	// HostEnqueue is the host's enqueue of a one-channel collective call (simnet.Machine.HostEnqueue;
+	// 0: the measured simnet.HostEnqueue).
+	HostEnqueue simnet.Time
 	// FocusColl and FocusSize are the collective and size of the "where time goes" section (empty:
 	// the first swept collective; 0: the swept size nearest 1 MiB). FocusMaxSteps bounds the
 	// recorded schedule (default 300,000 steps): a larger one is replaced by a smaller size, noted.
@@ -226,7 +229,7 @@ func Build(opt Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.Launch = opt.Launch
+	m.Launch, m.HostEnqueue = opt.Launch, opt.HostEnqueue
 	if opt.PlannerAt != nil {
 		// The sweep times what simccl run times: a broadcast or reduce past coll's limit from the
 		// same call on fewer nodes (nodes-steady) needs the smaller communicators.

@@ -57,6 +57,40 @@ func TestLaunchModes(t *testing.T) {
 	require.ErrorContains(t, err, "per-gpu, per-node or graph")
 }
 
+// TestHostEnqueueScales: a machine whose host enqueues a call in another time (Machine.HostEnqueue,
+// simccl's --host-enqueue) scales every host floor by the same factor, the per-GPU terms of one
+// thread per node included, and leaves the device time alone: on the 2 H200,
+// whose 8-byte all-reduce is host-bound, a host 1.5 times slower raises the floor of each mode by
+// half, and one twice as fast leaves the kernel bound (8.76 µs); a host of
+// 30 µs makes the 1 KiB all-reduce on 8 GPUs host-bound with a process per GPU. A graph has no floor.
+func TestHostEnqueueScales(t *testing.T) {
+	m, _ := testMachine(t, "../testdata/nccl/h200x2/real_topo.xml", 1, nil, "", "")
+	run := func(m *Machine, l LaunchMode, host Time, size int64) Row {
+		m.Launch, m.HostEnqueue = l, host
+		row, _, err := m.Run(coll.AllReduce, size, coll.Float32, coll.Sum, RunOptions{})
+		require.NoError(t, err)
+		return row
+	}
+	half, slow := HostEnqueue/2, HostEnqueue*3/2
+	require.Equal(t, 0.5, (&Machine{HostEnqueue: half}).HostScale())
+	require.Equal(t, 1.0, (&Machine{}).HostScale())
+	require.InDelta(t, slow.Micros(), run(m, LaunchPerGPU, slow, 8).TimeUs, 1e-6)
+	require.InDelta(t, 1.5*(HostEnqueue+HostPerRank).Micros(), run(m, LaunchPerNode, slow, 8).TimeUs, 1e-3)
+	g := run(m, LaunchGraph, 0, 8)
+	require.Equal(t, g.TimeUs, run(m, LaunchGraph, slow, 8).TimeUs, "a graph has no host floor to scale")
+	fast := run(m, LaunchPerGPU, half, 8)
+	require.False(t, fast.HostBound, "the 8 B kernel outlasts the halved enqueue")
+	require.Equal(t, run(m, LaunchPerGPU, 0, 1<<30).TimeUs, run(m, LaunchPerGPU, half, 1<<30).TimeUs)
+
+	m8, _ := testMachine(t, "dgx-h100", 1, nil, "", "")
+	dev := run(m8, LaunchPerGPU, 0, 1024)
+	require.False(t, dev.HostBound)
+	bound := run(m8, LaunchPerGPU, 30*Microsecond, 1024)
+	require.True(t, bound.HostBound)
+	require.InDelta(t, 30.0, bound.TimeUs, 1e-6, "a one-channel call on a 30 µs host")
+	require.InDelta(t, dev.TimeUs, bound.DeviceUs, 1e-6, "the device time is not the host's")
+}
+
 // TestHostFloorWork: a call's host floor is the enqueue of its busiest rank (callWork): a
 // collective's grows with its channels (HostPerChannel), a point-to-point call's with the
 // operations it enqueues, on the line of its kind (HostSendRecv, HostAllToAll), never below a

@@ -270,7 +270,7 @@ func (m *Machine) smaller(f coll.Func, size int64, dt coll.DataType, op coll.Red
 	if pl.NRanks() != k*m.Node.NumGPUs {
 		return nil, coll.Plan{}, fmt.Errorf("simnet: the planner of %d nodes plans for %d ranks", k, pl.NRanks())
 	}
-	mk := &Machine{Node: m.Node, Nodes: k, Fabric: m.Fabric, Planner: pl, Release: m.Release, BackToBack: 1, GPU: m.GPU, Launch: m.Launch}
+	mk := &Machine{Node: m.Node, Nodes: k, Fabric: m.Fabric, Planner: pl, Release: m.Release, BackToBack: 1, GPU: m.GPU, Launch: m.Launch, HostEnqueue: m.HostEnqueue}
 	call := coll.TestCall(f, size, dt, op, mk.NRanks())
 	call.Exclude = ex
 	p, err := pl.Plan(call)

@@ -332,6 +332,9 @@ type RunHeader struct {
 	Op          string   `json:"op"`
 	// Launch is the launch mode (per-gpu, per-node, graph).
 	Launch string `json:"launch"`
+	// HostEnqueueUs is the host's enqueue of a one-channel collective call the host floors take
+	// (Machine.HostEnqueue, or the measured HostEnqueue), µs.
+	HostEnqueueUs float64 `json:"host_enqueue_us"`
 	// BackToBack is the loop of calls that times each row (Machine.BackToBack; 0: nccl-tests'
 	// loop of NCCLTestsLoop calls for broadcast and reduce, one call otherwise; left out).
 	BackToBack int `json:"back_to_back,omitempty"`

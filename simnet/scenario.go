@@ -3,6 +3,7 @@ package simnet
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 
@@ -34,6 +35,11 @@ type Machine struct {
 	// Launch is how the host launches each call's kernels (LaunchPerGPU: one process or thread
 	// per GPU, the default).
 	Launch LaunchMode
+	// HostEnqueue is this machine's host time for NCCL's enqueue of a one-channel collective call
+	// on one communicator-rank (0: the package's HostEnqueue, measured on 2 H200). Every host
+	// floor of the launch modes scales with it (HostScale): hosts differ, and the leases measured
+	// here were 7.8–10.7 µs a call (HostEnqueueSpan) where a public 8-GPU VM implies 3–6.
+	HostEnqueue Time
 	// Notes lists the simplifications applied to this machine, for reports.
 	Notes []string
 	// PlannerAt, when set, returns the planner of the same machine with another node count, for
@@ -46,6 +52,30 @@ type Machine struct {
 
 // NRanks is the number of ranks (GPUs).
 func (m *Machine) NRanks() int { return m.Node.NumGPUs * m.Nodes }
+
+// HostScale is the factor by which the machine's host costs differ from the measured ones
+// (HostEnqueue over the package's HostEnqueue; 1 where the machine sets none). It scales the
+// whole floor, the per-channel, per-GPU and point-to-point terms with the enqueue itself: the
+// leases in both of the host's modes moved them together (a communicator-rank of one thread cost
+// what a process's enqueue cost on the fast leases, releasescan a and b, and 0.78 of it on the
+// slow ones, commscan), so one factor is the model's simplest reading of a host's speed.
+func (m *Machine) HostScale() float64 {
+	if m.HostEnqueue <= 0 {
+		return 1
+	}
+	return float64(m.HostEnqueue) / float64(HostEnqueue)
+}
+
+// scaleHost is host time t on this machine's host (HostScale).
+func (m *Machine) scaleHost(t Time) Time {
+	if m.HostEnqueue <= 0 || m.HostEnqueue == HostEnqueue {
+		return t
+	}
+	return Time(math.Round(float64(t) * m.HostScale()))
+}
+
+// MaxHostEnqueue bounds Machine.HostEnqueue: a millisecond, a hundred times any host measured.
+const MaxHostEnqueue = Millisecond
 
 // NewMachine models nodes copies of the system sys (NodeFromGraph) joined by fab (nil: the
 // default fabric), with plans from pl, which must plan for the same ranks; release names the
@@ -635,6 +665,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 				floor = OneRankP2PHost
 			}
 		}
+		floor = m.scaleHost(floor)
 		if res.Time < floor {
 			row.DeviceUs = res.Time.Micros()
 			res.Time, row.HostBound = floor, true

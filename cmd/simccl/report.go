@@ -33,6 +33,7 @@ func defineReport(fs *pflag.FlagSet) runFunc {
 	measTag := fs.String("measured-tag", "default", "CSV rows of this tag (\"*\": every tag, one series each)")
 	measColl := fs.String("measured-coll", "", "collective of an nccl-tests text output (default: the one its *_perf command line names; refused when it names none)")
 	launch := fs.String("launch", "auto", "how the host launched each call, which the simulation models: per-gpu, per-node or graph (as simccl run's --launch); auto: as the measured nccl-tests output's header says (\"nThread T nGpus G … graph: K\": graph where K ≥ 1, per-node where G is the node's GPUs, per-gpu where G is 1), else per-gpu")
+	hostEnq := addHostEnqueue(fs)
 	focusColl := fs.String("focus", "", "collective of the \"where time goes\" section (default: the first of -c; none: no such section)")
 	focusSize := fs.String("focus-size", "", "size of the \"where time goes\" section (default: the swept size nearest 1M)")
 	sections := fs.String("sections", "all", "sections to build, comma-separated, of "+strings.Join(report.SectionNames, ",")+" (or all); the others are one line saying so")
@@ -94,6 +95,10 @@ func defineReport(fs *pflag.FlagSet) runFunc {
 				return fmt.Errorf("%w: --launch: %v (or auto)", errUsage, err)
 			}
 		}
+		if opt.HostEnqueue, err = hostEnq(); err != nil {
+			return err
+		}
+		hostScale := (&simnet.Machine{HostEnqueue: opt.HostEnqueue}).HostScale()
 		var measuredGPUs int // GPUs per thread of the measured run (nccl-tests' -g); 0: not said
 		if *measured != "" {
 			data, err := input.ReadFile(*measured)
@@ -126,7 +131,7 @@ func defineReport(fs *pflag.FlagSet) runFunc {
 		if perNode := p.PPN; measuredGPUs > 1 {
 			if measuredGPUs == perNode {
 				opt.Launch = simnet.LaunchPerNode
-				opt.LaunchNote = fmt.Sprintf("launch: one thread drives the %d GPUs of a node, as %s's header says (nGpus %d): a call costs at least NCCL's host enqueue on each of them (%.2f µs for the first, %.2f µs for each other, and %.3f µs for each further channel of the call on each)", perNode, *measured, measuredGPUs, simnet.HostEnqueue.Micros(), simnet.HostPerRank.Micros(), simnet.HostPerChannel.Micros())
+				opt.LaunchNote = fmt.Sprintf("launch: one thread drives the %d GPUs of a node, as %s's header says (nGpus %d): a call costs at least NCCL's host enqueue on each of them (%.2f µs for the first, %.2f µs for each other, and %.3f µs for each further channel of the call on each)", perNode, *measured, measuredGPUs, hostScale*simnet.HostEnqueue.Micros(), hostScale*simnet.HostPerRank.Micros(), hostScale*simnet.HostPerChannel.Micros())
 			} else {
 				opt.LaunchNote = fmt.Sprintf("launch: %s drove %d GPUs per thread (nGpus), the node has %d: simulated with a process per GPU, whose host floor is lower (--launch per-node takes one thread per node)", *measured, measuredGPUs, perNode)
 			}

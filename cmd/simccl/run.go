@@ -2,22 +2,26 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
-	"github.com/simccl/simccl/planner"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/internal/cli"
 	"github.com/simccl/simccl/internal/units"
+	"github.com/simccl/simccl/planner"
 	"github.com/simccl/simccl/report"
 	"github.com/simccl/simccl/simnet"
 )
@@ -49,6 +53,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 	jobs := fs.IntP("jobs", "j", 0, "calls simulated at once (0: one per core, GOMAXPROCS); --trace/--ops run one at a time. The calls share one heap, which simccl holds near 3 GiB (a soft limit; GOMEMLIMIT or GOGC in the environment replace it)")
 	ecmpMean := fs.Bool("ecmp-mean", false, "let the ECMP mean model stand even on an oversubscribed fabric (fast, but it ignores hash collisions on links that bind: tens of percent off, see docs/cluster.md)")
 	launch := fs.String("launch", "per-gpu", "how the host launches each call: per-gpu (one process or thread per GPU, as torchrun and mpirun … -g 1), per-node (one thread drives every GPU of its node, as nccl-tests -g 8: a call costs at least NCCL's host enqueue on every GPU, 10.12 µs for the first and 7.93 µs for each other, 65.6 µs for 8 GPUs, and 0.064 µs for each further channel of the call on each GPU; per-gpu: at least one enqueue, 10.12 µs on one channel, 11.59 µs on 24), graph (CUDA graph replays, nccl-tests -G: no host floor, and a kernel starts 0.6 µs sooner than from a stream); measured with NCCL 2.28 on H200 and H100 (docs/cluster.md)")
+	hostEnq := addHostEnqueue(fs)
 	loop := fs.Int("back-to-back", 0, "time each call as the steady call of a loop of this many back-to-back launches, as nccl-tests reports it (1: one call alone); 0: nccl-tests' loop (3 calls) for broadcast and reduce, whose chain the loop overlaps, one call for the others, which the loop changes by under 0.3% (docs/cluster.md); schedule replays only, the mode says \"back-to-back\"; the loop replays N copies of the call's schedule, within coll's limit of 5,000,000 steps")
 	exact := fs.Bool("exact", false, "replay exactly: no approximation (ecmp-mean, unchecked, rate-interval-N, latency-mean, ring-coarse-K, tree-steady-C, schedule-steady, nvls-symmetric-steady, nvlstree-fold, switch-bound, nodes-steady, sizes-steady modes; see docs/cluster.md), whatever it costs; an NVLS or NVLSTree call that only an approximation can time runs NCCL's choice among Ring and Tree instead, and its row and a note say so")
 	return func(stdout, stderr io.Writer) error {
@@ -118,6 +123,9 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 		if m.Launch, err = simnet.ParseLaunchMode(*launch); err != nil {
 			return fmt.Errorf("%w: --launch: %v", errUsage, err)
 		}
+		if m.HostEnqueue, err = hostEnq(); err != nil {
+			return err
+		}
 		if *loop < 0 {
 			return fmt.Errorf("%w: --back-to-back %d: want 0 (nccl-tests' default) or a number of calls", errUsage, *loop)
 		}
@@ -164,7 +172,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 			}
 		}
 		h := simnet.RunHeader{Program: "simccl", Version: version(), Topology: p.Name, Nodes: m.Nodes, GPUsPerNode: m.Node.NumGPUs, NRanks: m.NRanks(),
-			NChannels: p.Table.NChannels, NCCLRelease: p.Table.K.Release, DataType: dt.String(), Op: op.String(), Launch: m.Launch.String(), BackToBack: m.BackToBack}
+			NChannels: p.Table.NChannels, NCCLRelease: p.Table.K.Release, DataType: dt.String(), Op: op.String(), Launch: m.Launch.String(), HostEnqueueUs: cmp.Or(m.HostEnqueue, simnet.HostEnqueue).Micros(), BackToBack: m.BackToBack}
 		if m.Nodes > 1 {
 			h.Fabric = m.Fabric.Header() // the machine's: NCCL_IB_QPS_PER_CONNECTION joins it there
 		}
@@ -321,7 +329,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 				offset += c.res.Time + simnet.Microsecond
 			}
 		}
-		if n := hostBoundNote(rows, m.Launch, p.NRanks()); n != "" {
+		if n := hostBoundNote(rows, m.Launch, p.NRanks(), m.HostScale()); n != "" {
 			notes = append(notes, n)
 			lateNotes = append(lateNotes, n)
 		}
@@ -660,8 +668,9 @@ func qpsNote(f *simnet.Fabric, nodes int) string {
 
 // hostBoundNote names the rows whose time is the host's floor for the launch mode (Row.HostBound),
 // per collective the sizes from the smallest to the largest of them, and what that floor is on a
-// communicator of ranks ranks.
-func hostBoundNote(rows []simnet.Row, launch simnet.LaunchMode, ranks int) string {
+// communicator of ranks ranks whose host costs are scale times the measured ones
+// (Machine.HostScale: --host-enqueue).
+func hostBoundNote(rows []simnet.Row, launch simnet.LaunchMode, ranks int, scale float64) string {
 	spans := spansOf(rows, func(r simnet.Row) bool { return r.HostBound }, func(simnet.Row) float64 { return 0 })
 	if len(spans) == 0 {
 		return ""
@@ -672,19 +681,60 @@ func hostBoundNote(rows []simnet.Row, launch simnet.LaunchMode, ranks int) strin
 		parts[i] = sp.coll + " " + sp.sizes()
 		p2p = p2p || sp.coll == "alltoall" || sp.coll == "sendrecv"
 	}
-	enq := fmt.Sprintf("%.2f µs on one channel and %.3f µs for each further channel of the call", simnet.HostEnqueue.Micros(), simnet.HostPerChannel.Micros())
+	us := func(t simnet.Time) float64 { return t.Micros() * scale }
+	enq := fmt.Sprintf("%.2f µs on one channel and %.3f µs for each further channel of the call", us(simnet.HostEnqueue), us(simnet.HostPerChannel))
 	if p2p {
 		enq += fmt.Sprintf(", or, per send and receive of a rank, %.2f + %.3f µs a send/recv group and %.2f + %.3f µs an all-to-all (to every rank), and %.3f µs for each further channel of a send or receive to another rank",
-			simnet.HostSendRecv.Base.Micros(), simnet.HostSendRecv.PerOp.Micros(), simnet.HostAllToAll.Base.Micros(), simnet.HostAllToAll.PerOp.Micros(), simnet.HostP2PPerChannel.Micros())
+			us(simnet.HostSendRecv.Base), us(simnet.HostSendRecv.PerOp), us(simnet.HostAllToAll.Base), us(simnet.HostAllToAll.PerOp), us(simnet.HostP2PPerChannel))
 	}
 	why := fmt.Sprintf("NCCL's enqueue of a call with a process per GPU, %s; the leases of 2 H200 that measured it took %.1f–%.1f µs, the host's fast and slow modes", enq, simnet.HostEnqueueSpan[0].Micros(), simnet.HostEnqueueSpan[1].Micros())
+	if scale != 1 {
+		why = "NCCL's enqueue of a call with a process per GPU on this host (--host-enqueue), " + enq
+	}
 	switch {
 	case ranks == 1:
 		// Run's floor for a one-rank communicator, whatever the launch mode but graphs.
-		why = fmt.Sprintf("NCCL's enqueue of a one-rank call, a device copy: %.2f µs, %.2f µs for send/recv and all-to-all (measured apart)",
-			simnet.OneRankHost.Micros(), simnet.OneRankP2PHost.Micros())
+		why = fmt.Sprintf("NCCL's enqueue of a one-rank call, a device copy: %.2f µs, %.2f µs for send/recv and all-to-all (measured apart, scaled as --host-enqueue)",
+			us(simnet.OneRankHost), us(simnet.OneRankP2PHost))
 	case launch == simnet.LaunchPerNode:
-		why = fmt.Sprintf("one thread enqueues the call on every GPU of the node: at least NCCL's enqueue, %s, %.2f µs more for each GPU past the first, and each GPU's sends and receives beyond that", enq, simnet.HostPerRank.Micros())
+		why = fmt.Sprintf("one thread enqueues the call on every GPU of the node: at least NCCL's enqueue, %s, %.2f µs more for each GPU past the first, and each GPU's sends and receives beyond that", enq, us(simnet.HostPerRank))
 	}
-	return fmt.Sprintf("host-bound (%s): the GPUs' own time is shorter, so each call takes the host's (%s; --launch graph lifts it; JSON: host_bound, device_us)", strings.Join(parts, ", "), why)
+	return fmt.Sprintf("host-bound (%s): the GPUs' own time is shorter, so each call takes the host's (%s; --launch graph lifts it, --host-enqueue sets the host's speed; JSON: host_bound, device_us)", strings.Join(parts, ", "), why)
+}
+
+// addHostEnqueue defines --host-enqueue and returns its parser: the host's enqueue of a
+// one-channel collective call (simnet.Machine.HostEnqueue; 0 where the flag is not given).
+func addHostEnqueue(fs *pflag.FlagSet) func() (simnet.Time, error) {
+	s := fs.String("host-enqueue", "", fmt.Sprintf("your host's time for NCCL's enqueue of a small collective call on one GPU (a duration: 6.2us, 6200ns; a bare number is µs), which sets the host floor of every --launch mode but graph: every host cost of the model scales with it. Measure it as nccl-tests' time of an 8 B all_reduce with a process per GPU, which the host bounds (default %.2f µs, measured with NCCL 2.28 on 2 H200; those leases took %.2f–%.2f µs, the host's fast and slow modes; docs/cluster.md)", simnet.HostEnqueue.Micros(), simnet.HostEnqueueSpan[0].Micros(), simnet.HostEnqueueSpan[1].Micros()))
+	return func() (simnet.Time, error) {
+		if *s == "" {
+			return 0, nil
+		}
+		t, err := parseHostEnqueue(*s)
+		if err != nil {
+			return 0, fmt.Errorf("%w: --host-enqueue %q: %v", errUsage, *s, err)
+		}
+		return t, nil
+	}
+}
+
+// parseHostEnqueue reads a duration (Go's syntax: 6.2us, 6.2µs, 6200ns, 0.0062ms) or a bare number
+// of microseconds, within (0, simnet.MaxHostEnqueue].
+func parseHostEnqueue(s string) (simnet.Time, error) {
+	var us float64
+	if v, err := strconv.ParseFloat(s, 64); err == nil {
+		us = v
+	} else if d, err := time.ParseDuration(s); err == nil {
+		us = float64(d) / float64(time.Microsecond)
+	} else {
+		return 0, errors.New("want a duration such as 6.2us or a number of microseconds")
+	}
+	if math.IsNaN(us) || us <= 0 || us > simnet.MaxHostEnqueue.Micros() {
+		return 0, fmt.Errorf("want a time above 0 and at most %g µs", simnet.MaxHostEnqueue.Micros())
+	}
+	t := simnet.FromMicros(us)
+	if t <= 0 {
+		return 0, fmt.Errorf("%g µs rounds to nothing (the simulator counts picoseconds)", us)
+	}
+	return t, nil
 }

@@ -242,7 +242,7 @@ func TestRunJSONHeader(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(out.Bytes(), &doc))
 	require.Equal(t, map[string]any{
-		"program": "simccl", "version": "vTEST", "topology": "dgx-h100", "nodes": 2.0, "gpus_per_node": 8.0, "launch": "per-gpu", "nranks": 16.0,
+		"program": "simccl", "version": "vTEST", "topology": "dgx-h100", "nodes": 2.0, "gpus_per_node": 8.0, "host_enqueue_us": 10.12, "launch": "per-gpu", "nranks": 16.0,
 		"nchannels": doc.Header["nchannels"], "nccl_release": "2.28", "collectives": []any{"all_reduce", "broadcast"}, "datatype": "half", "op": "max",
 		"fabric": map[string]any{"topology": "rail", "tiers": 2.0, "hosts_per_leaf": 32.0, "oversubscription": 1.0, "routing": "ecmp"},
 	}, doc.Header)
@@ -519,5 +519,27 @@ func TestRunSizeColumnAsNCCLTests(t *testing.T) {
 		require.NoError(t, json.Unmarshal(out.Bytes(), &doc))
 		require.Len(t, doc.Rows, 1)
 		require.Equal(t, tc.want, doc.Rows[0].Bytes, "%s -b %d", tc.c, tc.size)
+	}
+}
+
+// --host-enqueue takes Go's durations or a bare number of microseconds, and refuses what no host
+// takes: nothing, a negative or unbounded time, text, or past simnet.MaxHostEnqueue.
+func TestParseHostEnqueue(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want float64 // µs; 0: an error containing err
+		err  string
+	}{
+		{"6.2us", 6.2, ""}, {"6.2µs", 6.2, ""}, {"6200ns", 6.2, ""}, {"0.0062ms", 6.2, ""}, {"7", 7, ""}, {"1000", 1000, ""},
+		{"0", 0, "above 0"}, {"-3us", 0, "above 0"}, {"NaN", 0, "above 0"}, {"Inf", 0, "at most"}, {"2ms", 0, "at most"},
+		{"1e-9", 0, "rounds to nothing"}, {"soon", 0, "want a duration"}, {"6.2 us", 0, "want a duration"},
+	} {
+		got, err := parseHostEnqueue(c.in)
+		if c.err != "" {
+			require.ErrorContains(t, err, c.err, c.in)
+			continue
+		}
+		require.NoError(t, err, c.in)
+		require.InDelta(t, c.want, got.Micros(), 1e-9, c.in)
 	}
 }
