@@ -126,6 +126,9 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 		if m.HostEnqueue, err = hostEnq(); err != nil {
 			return err
 		}
+		if m.HostEnqueue > 0 && m.Launch == simnet.LaunchGraph {
+			m.Notes = append(m.Notes, "--host-enqueue changes nothing under --launch graph: CUDA graph replays have no host floor")
+		}
 		if *loop < 0 {
 			return fmt.Errorf("%w: --back-to-back %d: want 0 (nccl-tests' default) or a number of calls", errUsage, *loop)
 		}

@@ -543,3 +543,33 @@ func TestParseHostEnqueue(t *testing.T) {
 		require.InDelta(t, c.want, got.Micros(), 1e-9, c.in)
 	}
 }
+
+// simccl run --host-enqueue: the JSON header carries the host's enqueue, a host-bound row takes it,
+// and under --launch graph a note says the flag changes nothing.
+func TestRunHostEnqueue(t *testing.T) {
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, mainRun([]string{"run", "-b", "8", "-e", "8", "--host-enqueue", "25us", "--json"}, &out, &errb), errb.String())
+	var d struct {
+		Header struct {
+			HostEnqueueUs float64 `json:"host_enqueue_us"`
+		} `json:"header"`
+		Rows []struct {
+			TimeUs    float64 `json:"time_us"`
+			HostBound bool    `json:"host_bound"`
+		} `json:"rows"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &d))
+	require.Equal(t, 25.0, d.Header.HostEnqueueUs)
+	require.Len(t, d.Rows, 1)
+	require.True(t, d.Rows[0].HostBound)
+	require.InDelta(t, 25.0, d.Rows[0].TimeUs, 1e-9)
+
+	out.Reset()
+	errb.Reset()
+	require.Equal(t, 0, mainRun([]string{"run", "-b", "8", "-e", "8", "--launch", "graph", "--host-enqueue", "25"}, &out, &errb), errb.String())
+	require.Contains(t, out.String(), "--host-enqueue changes nothing under --launch graph")
+
+	errb.Reset()
+	require.Equal(t, 2, mainRun([]string{"run", "-b", "8", "-e", "8", "--host-enqueue", "0"}, &out, &errb))
+	require.Contains(t, errb.String(), "--host-enqueue \"0\": want a time above 0")
+}
