@@ -280,22 +280,43 @@ var launchNames = [...]string{"per-gpu", "per-node", "graph"}
 
 // hostWork is what one communicator-rank's enqueue of a call costs the host: a collective's
 // channels, or the point-to-point operations of the call's busiest rank on their line and the
-// channels its operations to other ranks span beyond their first.
+// channels its operations to other ranks span beyond their first; and the host it runs on.
 type hostWork struct {
 	chans    int      // a collective's channels (0 and 1: one)
 	ops      int      // point-to-point operations, sends and receives (0: a collective)
 	line     HostLine // the line of those operations
 	p2pChans int      // Σ over the operations to other ranks of their channels beyond the first
+	// host is the host's enqueue of a one-channel collective call (Machine.HostEnqueue; 0: the
+	// measured HostEnqueue). The collective terms (HostEnqueue, HostPerChannel, HostPerRank)
+	// scale with it; the point-to-point lines and HostP2PPerChannel do not (Machine.HostEnqueue).
+	host Time
 }
 
-// enqueue is the host's time for w on one communicator-rank: HostEnqueue and HostPerChannel for
-// each further channel of a collective; for point-to-point operations their line where it is
-// above HostEnqueue, and HostP2PPerChannel for each further channel an operation spans.
+// base is w's host's enqueue of a one-channel collective call.
+func (w hostWork) base() Time {
+	if w.host > 0 {
+		return w.host
+	}
+	return HostEnqueue
+}
+
+// scaled is t, a collective term measured on the 2 H200, on w's host.
+func (w hostWork) scaled(t Time) Time {
+	if w.host <= 0 || w.host == HostEnqueue {
+		return t
+	}
+	return Time(math.Round(float64(t) * float64(w.host) / float64(HostEnqueue)))
+}
+
+// enqueue is the host's time for w on one communicator-rank: the host's collective enqueue and
+// HostPerChannel (scaled) for each further channel of a collective; for point-to-point operations
+// their line where it is above the collective enqueue, and HostP2PPerChannel for each further
+// channel an operation spans.
 func (w hostWork) enqueue() Time {
 	if w.ops > 0 {
-		return max(HostEnqueue, w.line.At(w.ops)) + Time(w.p2pChans)*HostP2PPerChannel
+		return max(w.base(), w.line.At(w.ops)) + Time(w.p2pChans)*HostP2PPerChannel
 	}
-	return HostEnqueue + Time(max(w.chans-1, 0))*HostPerChannel
+	return w.base() + w.scaled(Time(max(w.chans-1, 0))*HostPerChannel)
 }
 
 // hostFloor is the least time of a call in a loop under launch mode l on nodes of gpus GPUs, each
@@ -321,7 +342,7 @@ func (l LaunchMode) hostFloor(gpus int, w hostWork) Time {
 		// against 1.16. (Until stop 49 the largest of the terms stood, not their sum: an
 		// all-to-all's floor was a collective's until its operations alone outlasted the enqueues.)
 		g := Time(max(gpus, 1))
-		return HostEnqueue + (g-1)*HostPerRank + g*(enq-HostEnqueue)
+		return w.base() + w.scaled((g-1)*HostPerRank) + g*(enq-w.base())
 	}
 	return 0
 }

@@ -58,8 +58,9 @@ func TestLaunchModes(t *testing.T) {
 }
 
 // TestHostEnqueueScales: a machine whose host enqueues a call in another time (Machine.HostEnqueue,
-// simccl's --host-enqueue) scales every host floor by the same factor, the per-GPU terms of one
-// thread per node included, and leaves the device time alone: on the 2 H200,
+// simccl's --host-enqueue) scales the collective terms of every host floor by the same factor, the
+// per-GPU terms of one thread per node included, keeps the point-to-point lines, and leaves the
+// device time alone: on the 2 H200,
 // whose 8-byte all-reduce is host-bound, a host 1.5 times slower raises the floor of each mode by
 // half, and one twice as fast leaves the kernel bound (8.76 µs); a host of
 // 30 µs makes the 1 KiB all-reduce on 8 GPUs host-bound with a process per GPU. A graph has no floor.
@@ -81,6 +82,18 @@ func TestHostEnqueueScales(t *testing.T) {
 	fast := run(m, LaunchPerGPU, half, 8)
 	require.False(t, fast.HostBound, "the 8 B kernel outlasts the halved enqueue")
 	require.Equal(t, run(m, LaunchPerGPU, 0, 1<<30).TimeUs, run(m, LaunchPerGPU, half, 1<<30).TimeUs)
+
+	// The all-to-all's line stays as measured on a faster host: on 4 H200 with a process per GPU
+	// its floor is the line's 16 operations, 10.19 + 8 × 0.272 µs, whatever the host's collective
+	// enqueue (hostscan's 4×H200 lease: 12.1–13.2 µs where its collectives enqueued in 6.6).
+	m4, _ := testMachine(t, "../testdata/nccl/h200x4/real_topo.xml", 1, nil, "", "")
+	m4.Launch, m4.HostEnqueue = LaunchPerGPU, 6630*Nanosecond
+	a2a, _, err := m4.Run(coll.AllToAll, 64, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	require.True(t, a2a.HostBound)
+	require.InDelta(t, HostAllToAll.At(8).Micros(), a2a.TimeUs, 1e-6)
+	ar := run(m4, LaunchPerNode, 6630*Nanosecond, 8)
+	require.InDelta(t, 6.63*(HostEnqueue+3*HostPerRank).Micros()/HostEnqueue.Micros(), ar.TimeUs, 1e-3, "one thread for 4 GPUs on a 6.63 µs host")
 
 	m8, _ := testMachine(t, "dgx-h100", 1, nil, "", "")
 	dev := run(m8, LaunchPerGPU, 0, 1024)

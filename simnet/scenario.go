@@ -3,7 +3,6 @@ package simnet
 import (
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"strings"
 
@@ -36,9 +35,10 @@ type Machine struct {
 	// per GPU, the default).
 	Launch LaunchMode
 	// HostEnqueue is this machine's host time for NCCL's enqueue of a one-channel collective call
-	// on one communicator-rank (0: the package's HostEnqueue, measured on 2 H200). Every host
-	// floor of the launch modes scales with it (HostScale): hosts differ, and the leases measured
-	// here were 7.8–10.7 µs a call (HostEnqueueSpan) where a public 8-GPU VM implies 3–6.
+	// on one communicator-rank (0: the package's HostEnqueue, measured on 2 H200). The collective
+	// terms of the launch modes' host floors scale with it (HostScale): hosts differ, and the
+	// leases measured here were 7.8–10.7 µs a call (HostEnqueueSpan) where a public 8-GPU VM
+	// implies 3–6.
 	HostEnqueue Time
 	// Notes lists the simplifications applied to this machine, for reports.
 	Notes []string
@@ -53,25 +53,21 @@ type Machine struct {
 // NRanks is the number of ranks (GPUs).
 func (m *Machine) NRanks() int { return m.Node.NumGPUs * m.Nodes }
 
-// HostScale is the factor by which the machine's host costs differ from the measured ones
-// (HostEnqueue over the package's HostEnqueue; 1 where the machine sets none). It scales the
-// whole floor, the per-channel, per-GPU and point-to-point terms with the enqueue itself: the
-// leases in both of the host's modes moved them together (a communicator-rank of one thread cost
-// what a process's enqueue cost on the fast leases, releasescan a and b, and 0.78 of it on the
-// slow ones, commscan), so one factor is the model's simplest reading of a host's speed.
+// HostScale is the factor by which the machine's collective host costs differ from the measured
+// ones (HostEnqueue over the package's HostEnqueue; 1 where the machine sets none): the enqueue of
+// a collective call, its further channels and, for one thread per node, each GPU past the first.
+// The point-to-point lines (HostSendRecv, HostAllToAll) and HostP2PPerChannel stay as measured: on
+// the 4×H200 lease whose processes enqueued a collective in 6.6 µs (testdata/nccl/h200x4/
+// hostscan-2026-11-28.csv, the host loop with a process per GPU), an all-to-all of 64 B–1 KiB took
+// 12.1–13.2 µs a call, which the 2-H200 line gives (12.37), not its scaled 8.1. One factor for the
+// collective terms is the model's simplest reading of a host's speed: on the leases the per-GPU
+// term of one thread moved with the enqueue (a communicator-rank cost what a process's enqueue
+// cost on the fast leases, releasescan a and b, and 0.78 of it on the slow ones, commscan).
 func (m *Machine) HostScale() float64 {
 	if m.HostEnqueue <= 0 {
 		return 1
 	}
 	return float64(m.HostEnqueue) / float64(HostEnqueue)
-}
-
-// scaleHost is host time t on this machine's host (HostScale).
-func (m *Machine) scaleHost(t Time) Time {
-	if m.HostEnqueue <= 0 || m.HostEnqueue == HostEnqueue {
-		return t
-	}
-	return Time(math.Round(float64(t) * m.HostScale()))
 }
 
 // MaxHostEnqueue bounds Machine.HostEnqueue: a millisecond, a hundred times any host measured.
@@ -657,15 +653,16 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	// each GPU past the first; none from a CUDA graph (LaunchMode.hostFloor).
 	if !opt.DryRun && !opt.GPUTime {
 		work := callWork(f, n, plan, opt.Transfers)
+		work.host = m.HostEnqueue
 		floor := m.Launch.hostFloor(m.Node.NumGPUs, work)
 		if n == 1 && m.Launch != LaunchGraph {
-			// A one-rank communicator's enqueue, measured apart (OneRankHost).
-			floor = OneRankHost
+			// A one-rank communicator's enqueue, measured apart (OneRankHost), a collective's
+			// on this machine's host.
+			floor = work.scaled(OneRankHost)
 			if work.ops > 0 {
 				floor = OneRankP2PHost
 			}
 		}
-		floor = m.scaleHost(floor)
 		if res.Time < floor {
 			row.DeviceUs = res.Time.Micros()
 			res.Time, row.HostBound = floor, true

@@ -688,7 +688,7 @@ func hostBoundNote(rows []simnet.Row, launch simnet.LaunchMode, ranks int, scale
 	enq := fmt.Sprintf("%.2f µs on one channel and %.3f µs for each further channel of the call", us(simnet.HostEnqueue), us(simnet.HostPerChannel))
 	if p2p {
 		enq += fmt.Sprintf(", or, per send and receive of a rank, %.2f + %.3f µs a send/recv group and %.2f + %.3f µs an all-to-all (to every rank), and %.3f µs for each further channel of a send or receive to another rank",
-			us(simnet.HostSendRecv.Base), us(simnet.HostSendRecv.PerOp), us(simnet.HostAllToAll.Base), us(simnet.HostAllToAll.PerOp), us(simnet.HostP2PPerChannel))
+			simnet.HostSendRecv.Base.Micros(), simnet.HostSendRecv.PerOp.Micros(), simnet.HostAllToAll.Base.Micros(), simnet.HostAllToAll.PerOp.Micros(), simnet.HostP2PPerChannel.Micros())
 	}
 	why := fmt.Sprintf("NCCL's enqueue of a call with a process per GPU, %s; the leases of 2 H200 that measured it took %.1f–%.1f µs, the host's fast and slow modes", enq, simnet.HostEnqueueSpan[0].Micros(), simnet.HostEnqueueSpan[1].Micros())
 	if scale != 1 {
@@ -697,8 +697,8 @@ func hostBoundNote(rows []simnet.Row, launch simnet.LaunchMode, ranks int, scale
 	switch {
 	case ranks == 1:
 		// Run's floor for a one-rank communicator, whatever the launch mode but graphs.
-		why = fmt.Sprintf("NCCL's enqueue of a one-rank call, a device copy: %.2f µs, %.2f µs for send/recv and all-to-all (measured apart, scaled as --host-enqueue)",
-			us(simnet.OneRankHost), us(simnet.OneRankP2PHost))
+		why = fmt.Sprintf("NCCL's enqueue of a one-rank call, a device copy: %.2f µs, %.2f µs for send/recv and all-to-all (measured apart)",
+			us(simnet.OneRankHost), simnet.OneRankP2PHost.Micros())
 	case launch == simnet.LaunchPerNode:
 		why = fmt.Sprintf("one thread enqueues the call on every GPU of the node: at least NCCL's enqueue, %s, %.2f µs more for each GPU past the first, and each GPU's sends and receives beyond that", enq, us(simnet.HostPerRank))
 	}
@@ -708,7 +708,7 @@ func hostBoundNote(rows []simnet.Row, launch simnet.LaunchMode, ranks int, scale
 // addHostEnqueue defines --host-enqueue and returns its parser: the host's enqueue of a
 // one-channel collective call (simnet.Machine.HostEnqueue; 0 where the flag is not given).
 func addHostEnqueue(fs *pflag.FlagSet) func() (simnet.Time, error) {
-	s := fs.String("host-enqueue", "", fmt.Sprintf("your host's time for NCCL's enqueue of a small collective call on one GPU (a duration: 6.2us, 6200ns; a bare number is µs), which sets the host floor of every --launch mode but graph: every host cost of the model scales with it. Measure it as nccl-tests' time of an 8 B all_reduce with a process per GPU, which the host bounds (default %.2f µs, measured with NCCL 2.28 on 2 H200; those leases took %.2f–%.2f µs, the host's fast and slow modes; docs/cluster.md)", simnet.HostEnqueue.Micros(), simnet.HostEnqueueSpan[0].Micros(), simnet.HostEnqueueSpan[1].Micros()))
+	s := fs.String("host-enqueue", "", fmt.Sprintf("your host's time for NCCL's enqueue of a small collective call on one GPU (a duration: 6.2us, 6200ns; a bare number is µs), which sets the host floor of every --launch mode but graph: a collective's enqueue, its further channels and one thread's further GPUs scale with it, the point-to-point lines stay as measured (they did not follow a faster host). Measure it as nccl-tests' time of an 8 B all_reduce with a process per GPU, which the host bounds (default %.2f µs, measured with NCCL 2.28 on 2 H200; those leases took %.2f–%.2f µs, the host's fast and slow modes; docs/cluster.md)", simnet.HostEnqueue.Micros(), simnet.HostEnqueueSpan[0].Micros(), simnet.HostEnqueueSpan[1].Micros()))
 	return func() (simnet.Time, error) {
 		if *s == "" {
 			return 0, nil

@@ -54,6 +54,7 @@ func main() {
 	stream := flag.Bool("line-stream", false, "every algorithm's LL and LL128 receives overlap the message they receive, with the measured LL rate of one Hopper CTA (simnet.LineStream; by default only ring broadcast and reduce stream)")
 	env := flag.String("env", "", "NCCL settings the measured rows ran under, K=V[,K=V…] (e.g. NCCL_MAX_P2P_NCHANNELS=1, as testdata/nccl/p2pscan.sh's log names them per tag): the simulation plans with them too; a tag's own algorithm, protocol and channels win")
 	gpus := flag.Int("gpus", 0, "keep the topology's first N GPUs (0: all), as simccl run --gpus: 1 for the one-GPU captures of testdata/nccl/h200x1")
+	hostUs := flag.Float64("host-enqueue", 0, "the measured host's enqueue of a small call on one GPU, µs (simccl run --host-enqueue: every host floor scales with it); 0: the model's, simnet.HostEnqueue")
 	b2b := flag.Int("b2b", 0, "calls of the back-to-back loop that times each size (simnet.Machine.BackToBack); 0: as simccl run (nccl-tests' loop of 3 for broadcast and reduce, one call otherwise); 1: one isolated call")
 	flag.Parse()
 	if *launch == "" {
@@ -62,6 +63,10 @@ func main() {
 	mode, err := simnet.ParseLaunchMode(*launch)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
+		os.Exit(2)
+	}
+	if !(*hostUs >= 0 && *hostUs <= simnet.MaxHostEnqueue.Micros()) {
+		fmt.Fprintf(os.Stderr, "compare: -host-enqueue %g: want 0 (the model's) or a time up to %g µs\n", *hostUs, simnet.MaxHostEnqueue.Micros())
 		os.Exit(2)
 	}
 	if *flat {
@@ -73,13 +78,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(2)
 	}
-	if err := run(*csvPath, *topo, *tag, cfg, *plotPath, *asJSON, *ctaRate, *sens, *b2b, *gpus, mode, *skewNs); err != nil {
+	if err := run(*csvPath, *topo, *tag, cfg, *plotPath, *asJSON, *ctaRate, *sens, *b2b, *gpus, mode, *skewNs, simnet.FromMicros(*hostUs)); err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
 	}
 }
 
-func run(csvPath, topo, tag string, cfg tuning.Config, plotPath string, asJSON bool, ctaRate float64, sens bool, b2b, gpus int, launch simnet.LaunchMode, skewNs float64) error {
+func run(csvPath, topo, tag string, cfg tuning.Config, plotPath string, asJSON bool, ctaRate float64, sens bool, b2b, gpus int, launch simnet.LaunchMode, skewNs float64, host simnet.Time) error {
 	f, err := os.Open(csvPath)
 	if err != nil {
 		return err
@@ -103,7 +108,7 @@ func run(csvPath, topo, tag string, cfg tuning.Config, plotPath string, asJSON b
 		return err
 	}
 	m.BackToBack = b2b
-	m.Launch = launch
+	m.Launch, m.HostEnqueue = launch, host
 	if skewNs >= 0 {
 		m.GPU.ChannelSkew = simnet.Time(skewNs * float64(simnet.Nanosecond))
 	}
