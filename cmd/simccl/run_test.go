@@ -573,3 +573,20 @@ func TestRunHostEnqueue(t *testing.T) {
 	require.Equal(t, 2, mainRun([]string{"run", "-b", "8", "-e", "8", "--host-enqueue", "0"}, &out, &errb))
 	require.Contains(t, errb.String(), "--host-enqueue \"0\": want a time above 0")
 }
+
+// FuzzParseHostEnqueue: any text gives a time within (0, simnet.MaxHostEnqueue] or an error, never
+// a panic.
+func FuzzParseHostEnqueue(f *testing.F) {
+	for _, s := range []string{"6.2us", "10", "0", "-1", "1e308", "NaN", "2ms", "1h", "µs", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := parseHostEnqueue(s)
+		if err != nil {
+			return
+		}
+		if got <= 0 || got > simnet.MaxHostEnqueue {
+			t.Fatalf("%q: %v µs, outside (0, %v]", s, got.Micros(), simnet.MaxHostEnqueue.Micros())
+		}
+	})
+}
