@@ -32,32 +32,18 @@ constexpr int kSrcSlices = 40;     // source slices held per channel; slice k re
 constexpr int kMaxSlices = 640;
 constexpr size_t kMaxSlice = 1 << 20;
 
-#include "simple.cuh"  // copyOut, sendSlice, recvSlice, kSlots, channelRing, median, twoPeers, allocRing, bothTimed
-
-__device__ unsigned long long globalNs() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+#include "simple.cuh"  // channelRing, longRing, twoPeers, allocRing, bothTimed
 
 // One ring channel per CTA; ts (GPU 0 only, else null) gets slice k's send start of channel c at
 // ts[c * kMaxSlices + k]. The output holds 2 × kSrcSlices slices per channel: recvSlice writes
-// slice k's copy at (slices + k), so the reuse runs over a window of kSrcSlices.
+// slice k's copy at (slices + k), so the reuse runs over a window of kSrcSlices (longRing).
 __global__ void ring(const float4* src0, float4* dst0, float4* myFifo0, float4* peerFifo0,
                      volatile unsigned long long* myFlags, volatile unsigned long long* peerFlags,
                      int slices, size_t n, unsigned long long* ts) {
   const int c = blockIdx.x;
   const ChannelRing r = channelRing(c, src0, dst0, myFifo0, peerFifo0, myFlags, peerFlags, kSrcSlices, kMaxSlice,
                                     kFlagStride);
-  for (int k = 0; k < slices; k++) {
-    if (ts && threadIdx.x == 0) ts[c * kMaxSlices + k] = globalNs();
-    // The source and output offsets wrap at kSrcSlices; the FIFO slot and the counters use k.
-    const int w = k % kSrcSlices;
-    const float4* s = r.src + (size_t)w * n - (size_t)k * n;  // sendSlice adds k * n
-    float4* d = r.dst + (size_t)w * n - (size_t)k * n;
-    sendSlice(s, d, r.peerFifo, r.myHead, r.peerTail, k, n, true, 1);
-    recvSlice(s, d + (size_t)(kSrcSlices - slices) * n, r.myFifo, r.myTail, r.peerHead, k, slices, n, true);
-  }
+  longRing(r, slices, n, kSrcSlices, ts ? ts + (size_t)c * kMaxSlices : nullptr);
 }
 
 int main(int argc, char** argv) {

@@ -31,13 +31,7 @@ constexpr int kSrcSlices = 40;     // source slices held per channel; slice k re
 constexpr int kSlices = 320;
 constexpr size_t kSlice = 512 << 10;
 
-#include "simple.cuh"  // copyOut, sendSlice, recvSlice, kSlots, channelRing, median, twoPeers, allocRing, bothTimed
-
-__device__ unsigned long long globalNs() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+#include "simple.cuh"  // channelRing, longRing, globalNs, twoPeers, allocRing, bothTimed
 
 __device__ unsigned smid() {
   unsigned s;
@@ -51,7 +45,7 @@ __device__ unsigned nsmid() {
   return s;
 }
 
-// One ring channel per CTA (drift.cu's); sm gets each CTA's %smid and %nsmid, ts (GPU 0 only,
+// One ring channel per CTA (drift.cu's, longRing); sm gets each CTA's %smid and %nsmid, ts (GPU 0 only,
 // else null) slice k's send start of channel c at ts[c * kSlices + k].
 __global__ void ring(const float4* src0, float4* dst0, float4* myFifo0, float4* peerFifo0,
                      volatile unsigned long long* myFlags, volatile unsigned long long* peerFlags,
@@ -63,14 +57,7 @@ __global__ void ring(const float4* src0, float4* dst0, float4* myFifo0, float4* 
   }
   const ChannelRing r = channelRing(c, src0, dst0, myFifo0, peerFifo0, myFlags, peerFlags, kSrcSlices, kSlice,
                                     kFlagStride);
-  for (int k = 0; k < slices; k++) {
-    if (ts && threadIdx.x == 0) ts[c * kSlices + k] = globalNs();
-    const int w = k % kSrcSlices;
-    const float4* s = r.src + (size_t)w * n - (size_t)k * n;  // sendSlice adds k * n
-    float4* d = r.dst + (size_t)w * n - (size_t)k * n;
-    sendSlice(s, d, r.peerFifo, r.myHead, r.peerTail, k, n, true, 1);
-    recvSlice(s, d + (size_t)(kSrcSlices - slices) * n, r.myFifo, r.myTail, r.peerHead, k, slices, n, true);
-  }
+  longRing(r, slices, n, kSrcSlices, ts ? ts + (size_t)c * kSlices : nullptr);
 }
 
 int main(int argc, char** argv) {

@@ -89,6 +89,28 @@ __device__ ChannelRing channelRing(int c, const float4* src0, float4* dst0, floa
   return r;
 }
 
+// globalNs is the GPU's %globaltimer, ns.
+__device__ unsigned long long globalNs() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// longRing runs slices slices of n float4s on ring channel r, all_gather's pair (CopySend, then
+// Recv, the device fence), reusing its srcSlices source and output slices modulo srcSlices (the
+// FIFO slot and the counters follow the slice); ts, where set, gets slice k's send start at ts[k]
+// from thread 0 (drift.cu, place.cu).
+__device__ void longRing(const ChannelRing& r, int slices, size_t n, int srcSlices, unsigned long long* ts) {
+  for (int k = 0; k < slices; k++) {
+    if (ts && threadIdx.x == 0) ts[k] = globalNs();
+    const int w = k % srcSlices;
+    const float4* s = r.src + (size_t)w * n - (size_t)k * n;  // sendSlice adds k * n
+    float4* d = r.dst + (size_t)w * n - (size_t)k * n;
+    sendSlice(s, d, r.peerFifo, r.myHead, r.peerTail, k, n, true, 1);
+    recvSlice(s, d + (size_t)(srcSlices - slices) * n, r.myFifo, r.myTail, r.peerHead, k, slices, n, true);
+  }
+}
+
 // median of a probe's timed repetitions.
 static float median(std::vector<float> v) {
   std::sort(v.begin(), v.end());
