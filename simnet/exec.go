@@ -305,7 +305,7 @@ func (w hostWork) scaled(t Time) Time {
 	if w.host <= 0 || w.host == HostEnqueue {
 		return t
 	}
-	return Time(math.Round(float64(t) * float64(w.host) / float64(HostEnqueue)))
+	return Time(math.Round(float64(t) * hostScale(w.host)))
 }
 
 // enqueue is the host's time for w on one communicator-rank: the host's collective enqueue and

@@ -63,11 +63,14 @@ func (m *Machine) NRanks() int { return m.Node.NumGPUs * m.Nodes }
 // collective terms is the model's simplest reading of a host's speed: on the leases the per-GPU
 // term of one thread moved with the enqueue (a communicator-rank cost what a process's enqueue
 // cost on the fast leases, releasescan a and b, and 0.78 of it on the slow ones, commscan).
-func (m *Machine) HostScale() float64 {
-	if m.HostEnqueue <= 0 {
+func (m *Machine) HostScale() float64 { return hostScale(m.HostEnqueue) }
+
+// hostScale is a host's enqueue over the measured HostEnqueue (1 for 0: none given).
+func hostScale(host Time) float64 {
+	if host <= 0 {
 		return 1
 	}
-	return float64(m.HostEnqueue) / float64(HostEnqueue)
+	return float64(host) / float64(HostEnqueue)
 }
 
 // MaxHostEnqueue bounds Machine.HostEnqueue: a millisecond, a hundred times any host measured.
