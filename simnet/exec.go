@@ -154,6 +154,20 @@ const KernelLaunch = GraphLaunch
 // is 0.59 and 0.62 µs on the two leases (quartiles −0.5 to 1.7).
 const GraphSaving = 600 * Nanosecond
 
+// GraphPerNodeCall is what each call costs the GPU beyond a graph replay's when one process
+// captures and replays the graphs of both GPUs of a node (LaunchGraphPerNode; nccl_perf.cu GRAPH=1
+// with one process, one graph per GPU's stream holding the whole timed loop, as nccl-tests -g 2 -G).
+// Measured with NCCL 2.28.9 on 2 H200, three leases (testdata/nccl/enqueuescan.sh b, c and d: the
+// same loop replayed from graphs by one process for both GPUs and by a process per GPU, the 7
+// collectives at 8 B–1 MiB and, on lease d, to 4 MiB; 784 pairs of rows, the process per GPU's
+// slower rank): the median of the one process's time less the process per GPU's is 2.80 µs
+// (quartiles 2.28–4.02; per lease 2.73, 3.45, 2.51), the same below and from 1 MiB (2.78, 2.92;
+// `python3 testdata/nccl/graph_sp_mp.py`). With streams the two set-ups differ by 0–1.3 µs at
+// ≥ 4 MiB (repeatscan), so this is the graphs', not the transfers'. A fourth lease (graphscan,
+// 8 B–1 GiB: 4.09 µs) was kept apart to check it (BENCHMARKS.md, stop 52). Only 2 GPUs a process
+// were measured; more GPUs are charged the same.
+const GraphPerNodeCall = 2800 * Nanosecond
+
 // HostEnqueue is NCCL's host time to enqueue one collective call on one communicator (the API
 // call, its plan and its kernel launch) whose work spans one channel, HostPerChannel what each
 // further channel of the call adds, and GraphLaunch the cost per kernel replayed from a CUDA graph.
@@ -274,9 +288,16 @@ const (
 	// LaunchGraph: the calls are replayed from a CUDA graph (nccl-tests -G): no host floor, and
 	// KernelLaunch less GraphSaving.
 	LaunchGraph
+	// LaunchGraphPerNode: one process captures and replays the graphs of every GPU of its node
+	// (nccl-tests -g N -G): LaunchGraph's timing, and each call GraphPerNodeCall more on the GPU
+	// where the node has more than one GPU.
+	LaunchGraphPerNode
 )
 
-var launchNames = [...]string{"per-gpu", "per-node", "graph"}
+var launchNames = [...]string{"per-gpu", "per-node", "graph", "graph-per-node"}
+
+// Graph reports whether the calls are replayed from CUDA graphs (no host floor).
+func (l LaunchMode) Graph() bool { return l == LaunchGraph || l == LaunchGraphPerNode }
 
 // hostWork is what one communicator-rank's enqueue of a call costs the host: a collective's
 // channels, or the point-to-point operations of the call's busiest rank on their line and the
@@ -399,14 +420,14 @@ func (l LaunchMode) String() string {
 	return fmt.Sprintf("LaunchMode(%d)", int(l))
 }
 
-// ParseLaunchMode parses per-gpu, per-node or graph.
+// ParseLaunchMode parses per-gpu, per-node, graph or graph-per-node.
 func ParseLaunchMode(s string) (LaunchMode, error) {
 	for i, n := range launchNames {
 		if s == n {
 			return LaunchMode(i), nil
 		}
 	}
-	return 0, fmt.Errorf("launch mode %q (want per-gpu, per-node or graph)", s)
+	return 0, fmt.Errorf("launch mode %q (want per-gpu, per-node, graph or graph-per-node)", s)
 }
 
 // TimingFor returns the timing of algorithm a with protocol p under the constants of an NCCL

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/planner"
 	"github.com/stretchr/testify/require"
 )
 
@@ -48,13 +49,38 @@ func TestLaunchModes(t *testing.T) {
 	require.InDelta(t, HostEnqueue.Micros(), run2(LaunchPerGPU), 1e-6)
 	require.InDelta(t, (HostEnqueue + HostPerRank).Micros(), run2(LaunchPerNode), 1e-6)
 
-	for _, l := range []LaunchMode{LaunchPerGPU, LaunchPerNode, LaunchGraph} {
+	for _, l := range []LaunchMode{LaunchPerGPU, LaunchPerNode, LaunchGraph, LaunchGraphPerNode} {
 		p, err := ParseLaunchMode(l.String())
 		require.NoError(t, err)
 		require.Equal(t, l, p)
 	}
 	_, err := ParseLaunchMode("per-rack")
-	require.ErrorContains(t, err, "per-gpu, per-node or graph")
+	require.ErrorContains(t, err, "per-gpu, per-node, graph or graph-per-node")
+}
+
+// TestGraphPerNode: one process replaying the graphs of a node's GPUs costs each call
+// GraphPerNodeCall more on the GPU than a graph per process, at any size and in the executors alike
+// (a ring at 8 B and 64 MiB, a point-to-point call), with no host floor; a one-GPU node pays
+// nothing more.
+func TestGraphPerNode(t *testing.T) {
+	m, _ := testMachine(t, "../testdata/nccl/h200x2/real_topo.xml", 1, nil, "", "")
+	run := func(m *Machine, l LaunchMode, f coll.Func, size int64) float64 {
+		m.Launch = l
+		row, _, err := m.Run(f, size, coll.Float32, coll.Sum, RunOptions{})
+		require.NoError(t, err)
+		return row.TimeUs
+	}
+	for _, c := range []struct {
+		f    coll.Func
+		size int64
+	}{{coll.AllReduce, 8}, {coll.AllReduce, 64 << 20}, {coll.SendRecv, 16 << 20}, {coll.AllToAll, 1 << 20}} {
+		g := run(m, LaunchGraph, c.f, c.size)
+		require.InDelta(t, g+GraphPerNodeCall.Micros(), run(m, LaunchGraphPerNode, c.f, c.size), 1e-6, "%v %d", c.f, c.size)
+	}
+	require.Less(t, run(m, LaunchGraphPerNode, coll.AllReduce, 8), (HostEnqueue + HostPerRank).Micros(), "no host floor")
+	// Two one-GPU nodes: each process drives one GPU.
+	one, _ := settingsMachine(t, "../testdata/nccl/h200x2/real_topo.xml", 2, 1, nil, planner.Settings{})
+	require.Equal(t, run(one, LaunchGraph, coll.AllReduce, 1<<20), run(one, LaunchGraphPerNode, coll.AllReduce, 1<<20))
 }
 
 // TestHostEnqueueScales: a machine whose host enqueues a call in another time (Machine.HostEnqueue,

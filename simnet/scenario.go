@@ -272,8 +272,11 @@ func (m *Machine) Timing(a coll.Algo, p coll.Proto) (Timing, error) {
 	if err != nil {
 		return tm, err
 	}
-	if m.Launch == LaunchGraph {
+	if m.Launch.Graph() {
 		tm.Launch -= GraphSaving
+	}
+	if m.Launch == LaunchGraphPerNode && m.Node != nil && m.Node.NumGPUs > 1 {
+		tm.Launch += GraphPerNodeCall
 	}
 	tm.CTARate = m.GPU.CTARate
 	if tm.CTARate > 0 {
@@ -658,7 +661,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		work := callWork(f, n, plan, opt.Transfers)
 		work.host = m.HostEnqueue
 		floor := m.Launch.hostFloor(m.Node.NumGPUs, work)
-		if n == 1 && m.Launch != LaunchGraph {
+		if n == 1 && !m.Launch.Graph() {
 			// A one-rank communicator's enqueue, measured apart (OneRankHost), a collective's
 			// on this machine's host.
 			floor = work.scaled(OneRankHost)

@@ -32,7 +32,7 @@ func defineReport(fs *pflag.FlagSet) runFunc {
 	measured := fs.String("measured", "", "measured timings: CSV (tag,coll,world,bytes,us,algbw,busbw), nccl-tests text output, or runccl --json")
 	measTag := fs.String("measured-tag", "default", "CSV rows of this tag (\"*\": every tag, one series each)")
 	measColl := fs.String("measured-coll", "", "collective of an nccl-tests text output (default: the one its *_perf command line names; refused when it names none)")
-	launch := fs.String("launch", "auto", "how the host launched each call, which the simulation models: per-gpu, per-node or graph (as simccl run's --launch); auto: as the measured nccl-tests output's header says (\"nThread T nGpus G … graph: K\": graph where K ≥ 1, per-node where G is the node's GPUs, per-gpu where G is 1), else per-gpu")
+	launch := fs.String("launch", "auto", "how the host launched each call, which the simulation models: per-gpu, per-node, graph or graph-per-node (as simccl run's --launch); auto: as the measured nccl-tests output's header says (\"nThread T nGpus G … graph: K\": graph where K ≥ 1, graph-per-node where also G > 1, per-node where G is the node's GPUs, per-gpu where G is 1), else per-gpu")
 	hostEnq := addHostEnqueue(fs)
 	focusColl := fs.String("focus", "", "collective of the \"where time goes\" section (default: the first of -c; none: no such section)")
 	focusSize := fs.String("focus-size", "", "size of the \"where time goes\" section (default: the swept size nearest 1M)")
@@ -112,8 +112,13 @@ func defineReport(fs *pflag.FlagSet) runFunc {
 			if g, graph, ok := report.MeasuredLaunch(data); ok && auto {
 				measuredGPUs = g
 				if graph {
-					opt.Launch, measuredGPUs = simnet.LaunchGraph, 0
+					opt.Launch = simnet.LaunchGraph
 					opt.LaunchNote = fmt.Sprintf("launch: CUDA graphs, as %s's header says (graph ≥ 1): no host floor per call", *measured)
+					if g > 1 {
+						opt.Launch = simnet.LaunchGraphPerNode
+						opt.LaunchNote = fmt.Sprintf("launch: one process replays CUDA graphs on %d GPUs, as %s's header says (nGpus %d, graph ≥ 1): no host floor per call, and %.2f µs more a call on each GPU (simnet.GraphPerNodeCall, measured on 2 H200)", g, *measured, g, simnet.GraphPerNodeCall.Micros())
+					}
+					measuredGPUs = 0
 				}
 			}
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -220,9 +221,14 @@ func TestReportLaunchFromMeasured(t *testing.T) {
 	if perNode < (simnet.HostEnqueue+simnet.HostPerRank).Micros() || perNode <= perGPU || !strings.Contains(note, "one thread drives the 2 GPUs") {
 		t.Errorf("-g 2: %.2f µs (a process per GPU %.2f), note %q", perNode, perGPU, note)
 	}
-	// Graphs lift the host's floor, which a 1 KiB all-reduce on 2 GPUs does not reach.
-	if graph > perGPU || !strings.Contains(gnote, "CUDA graphs") {
-		t.Errorf("-G: %.2f µs (a process per GPU %.2f), note %q", graph, perGPU, gnote)
+	// Graphs lift the host's floor, which a 1 KiB all-reduce on 2 GPUs does not reach; one process
+	// replaying both GPUs' graphs (nGpus 2) pays GraphPerNodeCall a call more.
+	graph1, gnote1 := smallest("# nThread 1 nGpus 1 minBytes 1024 maxBytes 1024 graph: 1\n")
+	if graph1 > perGPU || !strings.Contains(gnote1, "CUDA graphs") {
+		t.Errorf("-g 1 -G: %.2f µs (a process per GPU %.2f), note %q", graph1, perGPU, gnote1)
+	}
+	if math.Abs(graph-graph1-simnet.GraphPerNodeCall.Micros()) > 1e-6 || !strings.Contains(gnote, "one process replays CUDA graphs on 2 GPUs") {
+		t.Errorf("-g 2 -G: %.2f µs (-g 1 -G %.2f), note %q", graph, graph1, gnote)
 	}
 	if forced != perGPU {
 		t.Errorf("--launch per-gpu over a -g 2 header: %.2f µs, want %.2f", forced, perGPU)

@@ -52,7 +52,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 	memProfile := fs.String("memprofile", "", "write the command's allocations (pprof's allocs profile, sampled) to this file at its end (go tool pprof)")
 	jobs := fs.IntP("jobs", "j", 0, "calls simulated at once (0: one per core, GOMAXPROCS); --trace/--ops run one at a time. The calls share one heap, which simccl holds near 3 GiB (a soft limit; GOMEMLIMIT or GOGC in the environment replace it)")
 	ecmpMean := fs.Bool("ecmp-mean", false, "let the ECMP mean model stand even on an oversubscribed fabric (fast, but it ignores hash collisions on links that bind: tens of percent off, see docs/cluster.md)")
-	launch := fs.String("launch", "per-gpu", "how the host launches each call: per-gpu (one process or thread per GPU, as torchrun and mpirun … -g 1), per-node (one thread drives every GPU of its node, as nccl-tests -g 8: a call costs at least NCCL's host enqueue on every GPU, 10.12 µs for the first and 7.93 µs for each other, 65.6 µs for 8 GPUs, and 0.064 µs for each further channel of the call on each GPU; per-gpu: at least one enqueue, 10.12 µs on one channel, 11.59 µs on 24), graph (CUDA graph replays, nccl-tests -G: no host floor, and a kernel starts 0.6 µs sooner than from a stream); measured with NCCL 2.28 on H200 and H100 (docs/cluster.md)")
+	launch := fs.String("launch", "per-gpu", "how the host launches each call: per-gpu (one process or thread per GPU, as torchrun and mpirun … -g 1), per-node (one thread drives every GPU of its node, as nccl-tests -g 8: a call costs at least NCCL's host enqueue on every GPU, 10.12 µs for the first and 7.93 µs for each other, 65.6 µs for 8 GPUs, and 0.064 µs for each further channel of the call on each GPU; per-gpu: at least one enqueue, 10.12 µs on one channel, 11.59 µs on 24), graph (CUDA graph replays, a process per GPU, nccl-tests -G: no host floor, and a kernel starts 0.6 µs sooner than from a stream), graph-per-node (one process replays the graphs of every GPU of its node, nccl-tests -g 8 -G: as graph, and each call 2.80 µs more on the GPU); measured with NCCL 2.28 on H200 and H100 (docs/cluster.md)")
 	hostEnq := addHostEnqueue(fs)
 	loop := fs.Int("back-to-back", 0, "time each call as the steady call of a loop of this many back-to-back launches, as nccl-tests reports it (1: one call alone); 0: nccl-tests' loop (3 calls) for broadcast and reduce, whose chain the loop overlaps, one call for the others, which the loop changes by under 0.3% (docs/cluster.md); schedule replays only, the mode says \"back-to-back\"; the loop replays N copies of the call's schedule, within coll's limit of 5,000,000 steps")
 	exact := fs.Bool("exact", false, "replay exactly: no approximation (ecmp-mean, unchecked, rate-interval-N, latency-mean, ring-coarse-K, tree-steady-C, schedule-steady, nvls-symmetric-steady, nvlstree-fold, switch-bound, nodes-steady, sizes-steady modes; see docs/cluster.md), whatever it costs; an NVLS or NVLSTree call that only an approximation can time runs NCCL's choice among Ring and Tree instead, and its row and a note say so")
@@ -126,7 +126,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 		if m.HostEnqueue, err = hostEnq(); err != nil {
 			return err
 		}
-		if m.HostEnqueue > 0 && m.Launch == simnet.LaunchGraph {
+		if m.HostEnqueue > 0 && m.Launch.Graph() {
 			m.Notes = append(m.Notes, "--host-enqueue changes nothing under --launch graph: CUDA graph replays have no host floor")
 		}
 		if *loop < 0 {

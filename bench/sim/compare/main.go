@@ -17,7 +17,8 @@
 // -launch is how the measurement launched its calls, which the simulation then models: nccl_perf.cu
 // drives every GPU from one process unless NPROCS is set (per-node); its NPROCS rows (one row per
 // rank, with a rank column; the slowest kept) ran one process per GPU (per-gpu); GRAPH=1 rows
-// (tags with "graph") were replayed from CUDA graphs (graph). Left out, it is read from the tag's
+// (tags with "graph") were replayed from CUDA graphs (graph with a rank column, else graph-per-node:
+// one process replayed both GPUs' graphs). Left out, it is read from the tag's
 // rows so (launchFromRows).
 //
 //	go run ./bench/sim/compare [-csv testdata/nccl/h200x2/nccl_perf.csv] [-topo testdata/nccl/h200x2/real_topo.xml] [-tag default] [-launch per-node] [-cta-rate 0] [-flat-cta] [-line-stream] [-sensitivity] [-plot cmp.svg] [-json]
@@ -48,7 +49,7 @@ func main() {
 	asJSON := flag.Bool("json", false, "print JSON instead of the table")
 	ctaRate := flag.Float64("cta-rate", 0, "per-CTA data rate in GB/s (0: the GPU model's; < 0: CTA not modelled)")
 	sens := flag.Bool("sensitivity", false, "print the medians with the CTA rate x0.75, x1, x1.25 and off")
-	launch := flag.String("launch", "", "how the measurement launched its calls: per-node (one process drives every GPU, nccl_perf.cu's default), per-gpu (a process per GPU, NPROCS), graph; default: from the tag (launchFromTag)")
+	launch := flag.String("launch", "", "how the measurement launched its calls: per-node (one process drives every GPU, nccl_perf.cu's default), per-gpu (a process per GPU, NPROCS), graph (a process per GPU), graph-per-node (one process replays every GPU's graph); default: from the tag (launchFromTag)")
 	skewNs := flag.Float64("channel-skew", -1, "ns between the starts of consecutive ring channels on one node (simnet.GPUModel.ChannelSkew; < 0: the model's, 0: lockstep)")
 	flat := flag.Bool("flat-cta", false, "the flat per-CTA model of before 2026-11-28 (every step's payload at the CTA rate, no fence) instead of the per-protocol memory-traffic model and Simple's fence (simnet.GPUModel.Mem, Fence)")
 	stream := flag.Bool("line-stream", false, "every algorithm's LL and LL128 receives overlap the message they receive, with the measured LL rate of one Hopper CTA (simnet.LineStream; by default only ring broadcast and reduce stream)")
@@ -300,15 +301,22 @@ func commsOf(tag string) int {
 // the tag (the capture scripts' name for GRAPH=1, CUDA graph replays), a process per GPU where the
 // rows carry a rank column (NPROCS), else one process for every GPU (nccl_perf.cu's default).
 func launchFromRows(csvPath, tag string) string {
-	if strings.Contains(tag, "graph") {
-		return "graph"
-	}
+	perGPU := false // rows with a rank column: a process per GPU (NPROCS)
 	if data, err := os.ReadFile(csvPath); err == nil {
 		for _, line := range strings.Split(string(data), "\n") {
 			if f := strings.Split(line, ","); f[0] == tag && len(f) >= 8 {
-				return "per-gpu"
+				perGPU = true
+				break
 			}
 		}
+	}
+	switch graph := strings.Contains(tag, "graph"); {
+	case graph && perGPU:
+		return "graph"
+	case graph:
+		return "graph-per-node"
+	case perGPU:
+		return "per-gpu"
 	}
 	return "per-node"
 }
