@@ -1,0 +1,228 @@
+// ramp.cu — what each further chunk of a short call costs on 2 GPUs: an input to simccl's question
+// of why NCCL's 16-channel send/recv on 2 H200 takes 31–33 µs for a channel's second 512 KiB chunk
+// where later chunks take 25.7–27.6 (testdata/nccl/h200x2 graphscan, p2pchscan), and why its
+// 24-channel rings at 16–64 MiB are slower than their per-slice cost at 1 GiB says. Needs two GPUs
+// with peer access. Build and run on the device machine:
+//
+//   nvcc -O3 -arch=sm_90 -o /tmp/ramp bench/gpuprobe/ramp.cu && /tmp/ramp OUTDIR
+//
+// Three kernels, one CTA of 512 threads per channel, both GPUs at once (simple.cuh's bothTimed):
+//   p2p  — NCCL Simple's send/recv over P2P write: the CTA's first 256 threads send (wait for a
+//          credit of the peer's 8-slot FIFO, copy the chunk into it over NVLink, __threadfence(),
+//          post the tail in the peer's memory), the other 256 receive at the same time (wait for
+//          the peer's tail, copy the chunk out of the local FIFO into the output, post the head
+//          back); every chunk its own source and output, nothing reused;
+//   p2p_serial — the same pair with all 512 threads taking a chunk's send, then its receive;
+//   ring — drift.cu's 2-rank ring (all_gather's CopySend then Recv, one slice at a time, 4 slots).
+// For 1–64 chunks (slices) of 512 KiB a channel on 1–32 channels.
+//
+// Output: OUTDIR/ramp.csv "kernel,channels,chunk_bytes,chunks,us" (the slower GPU's kernel time,
+// median of 5 after a warm-up) and OUTDIR/ramp_ts.csv "kernel,channels,chunks,channel,chunk,what,ns"
+// (GPU 0's %globaltimer stamps of the last timed run, ns from the earliest stamp of that run; what:
+// send_start, send_end, recv_start, recv_end for p2p and p2p_serial, send_start for ring) for the
+// p2p and p2p_serial runs of 16 channels and 2, 4, 8 and 32 chunks and the ring runs of 24 channels
+// and 2, 4, 8 and 32 slices.
+#include <cuda_runtime.h>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+#include <algorithm>
+
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
+  fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+
+constexpr int kFlagStride = 16;   // unsigned long longs per counter: 128 bytes
+constexpr int kMaxChannels = 32;
+constexpr int kMaxChunks = 64;
+constexpr size_t kChunk = 512 << 10;
+constexpr int kP2PSlots = 8;      // NCCL_STEPS: a p2p connection's FIFO holds 8 chunks
+constexpr int kThreads = 512;
+constexpr int kHalf = kThreads / 2;
+
+#include "simple.cuh"  // copyOut, channelRing, longRing, globalNs, twoPeers, allocRing, bothTimed
+
+// copyGroup: dst[i] = src[i] by the nthreads threads of a group (tid its own index in it), 4
+// 16-byte loads in flight per thread (NCCL's unroll).
+__device__ void copyGroup(const float4* src, float4* dst, size_t n, int tid, int nthreads) {
+  const size_t warp = tid / 32, lane = tid % 32, warps = nthreads / 32;
+  for (size_t base = warp * 32 * 4; base < n; base += warps * 32 * 4) {
+    float4 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) { size_t i = base + u * 32 + lane; if (i < n) v[u] = src[i]; }
+#pragma unroll
+    for (int u = 0; u < 4; u++) { size_t i = base + u * 32 + lane; if (i < n) dst[i] = v[u]; }
+  }
+}
+
+__device__ void barGroup(int id, int nthreads) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(nthreads) : "memory"); }
+
+// One send/recv channel per CTA: src and dst hold kMaxChunks chunks a channel, the FIFOs
+// kP2PSlots chunks a channel; ts (GPU 0 only, else null) gets 4 stamps per chunk.
+__global__ void p2p(const float4* src0, float4* dst0, float4* myFifo0, float4* peerFifo0,
+                    volatile unsigned long long* myFlags, volatile unsigned long long* peerFlags, int chunks,
+                    unsigned long long* ts) {
+  const int c = blockIdx.x;
+  const size_t n = kChunk / 16;
+  const float4* src = src0 + (size_t)c * kMaxChunks * n;
+  float4* dst = dst0 + (size_t)c * kMaxChunks * n;
+  float4* myFifo = myFifo0 + (size_t)c * kP2PSlots * n;
+  float4* peerFifo = peerFifo0 + (size_t)c * kP2PSlots * n;
+  volatile unsigned long long* myTail = myFlags + (2 * c) * kFlagStride;
+  volatile unsigned long long* myHead = myFlags + (2 * c + 1) * kFlagStride;
+  volatile unsigned long long* peerTail = peerFlags + (2 * c) * kFlagStride;
+  volatile unsigned long long* peerHead = peerFlags + (2 * c + 1) * kFlagStride;
+  unsigned long long* t = ts ? ts + ((size_t)c * kMaxChunks) * 4 : nullptr;
+  if (threadIdx.x < kHalf) {  // sender
+    const int tid = threadIdx.x;
+    for (int k = 0; k < chunks; k++) {
+      if (tid == 0) while ((long long)*myHead < (long long)k - kP2PSlots + 1) {}
+      barGroup(1, kHalf);
+      if (t && tid == 0) t[4 * k + 0] = globalNs();
+      copyGroup(src + (size_t)k * n, peerFifo + (size_t)(k % kP2PSlots) * n, n, tid, kHalf);
+      __threadfence();
+      barGroup(1, kHalf);
+      if (tid == 0) {
+        *peerTail = k + 1;
+        if (t) t[4 * k + 1] = globalNs();
+      }
+    }
+  } else {  // receiver
+    const int tid = threadIdx.x - kHalf;
+    for (int k = 0; k < chunks; k++) {
+      if (tid == 0) while (*myTail < (unsigned long long)k + 1) {}
+      barGroup(2, kHalf);
+      if (t && tid == 0) t[4 * k + 2] = globalNs();
+      copyGroup(myFifo + (size_t)(k % kP2PSlots) * n, dst + (size_t)k * n, n, tid, kHalf);
+      barGroup(2, kHalf);
+      if (tid == 0) {
+        *peerHead = k + 1;
+        if (t) t[4 * k + 3] = globalNs();
+      }
+    }
+  }
+}
+
+// p2pSerial is p2p with the CTA's 512 threads taking each chunk's send and then its receive, in
+// program order, instead of two halves at once: the other way a channel could run its pair.
+__global__ void p2pSerial(const float4* src0, float4* dst0, float4* myFifo0, float4* peerFifo0,
+                          volatile unsigned long long* myFlags, volatile unsigned long long* peerFlags, int chunks,
+                          unsigned long long* ts) {
+  const int c = blockIdx.x;
+  const size_t n = kChunk / 16;
+  const float4* src = src0 + (size_t)c * kMaxChunks * n;
+  float4* dst = dst0 + (size_t)c * kMaxChunks * n;
+  float4* myFifo = myFifo0 + (size_t)c * kP2PSlots * n;
+  float4* peerFifo = peerFifo0 + (size_t)c * kP2PSlots * n;
+  volatile unsigned long long* myTail = myFlags + (2 * c) * kFlagStride;
+  volatile unsigned long long* myHead = myFlags + (2 * c + 1) * kFlagStride;
+  volatile unsigned long long* peerTail = peerFlags + (2 * c) * kFlagStride;
+  volatile unsigned long long* peerHead = peerFlags + (2 * c + 1) * kFlagStride;
+  unsigned long long* t = ts ? ts + ((size_t)c * kMaxChunks) * 4 : nullptr;
+  const int tid = threadIdx.x;
+  for (int k = 0; k < chunks; k++) {
+    if (tid == 0) while ((long long)*myHead < (long long)k - kP2PSlots + 1) {}
+    __syncthreads();
+    if (t && tid == 0) t[4 * k + 0] = globalNs();
+    copyGroup(src + (size_t)k * n, peerFifo + (size_t)(k % kP2PSlots) * n, n, tid, kThreads);
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+      *peerTail = k + 1;
+      if (t) t[4 * k + 1] = globalNs();
+      while (*myTail < (unsigned long long)k + 1) {}
+    }
+    __syncthreads();
+    if (t && tid == 0) t[4 * k + 2] = globalNs();
+    copyGroup(myFifo + (size_t)(k % kP2PSlots) * n, dst + (size_t)k * n, n, tid, kThreads);
+    __syncthreads();
+    if (tid == 0) {
+      *peerHead = k + 1;
+      if (t) t[4 * k + 3] = globalNs();
+    }
+  }
+}
+
+// drift.cu's ring: one ring channel per CTA, slices of kChunk, the sources and outputs reused
+// modulo kMaxChunks slices (none here: at most kMaxChunks slices run).
+__global__ void ring(const float4* src0, float4* dst0, float4* myFifo0, float4* peerFifo0,
+                     volatile unsigned long long* myFlags, volatile unsigned long long* peerFlags, int slices,
+                     unsigned long long* ts) {
+  const int c = blockIdx.x;
+  const ChannelRing r = channelRing(c, src0, dst0, myFifo0, peerFifo0, myFlags, peerFlags, kMaxChunks, kChunk,
+                                    kFlagStride);
+  longRing(r, slices, kChunk / 16, kMaxChunks, ts ? ts + (size_t)c * kMaxChunks * 4 : nullptr);
+}
+
+int main(int argc, char** argv) {
+  if (argc != 2) { fprintf(stderr, "usage: ramp OUTDIR\n"); return 2; }
+  if (!twoPeers()) return 1;
+  const std::string dir = argv[1];
+  FILE* out = fopen((dir + "/ramp.csv").c_str(), "w");
+  FILE* tsOut = fopen((dir + "/ramp_ts.csv").c_str(), "w");
+  if (!out || !tsOut) { fprintf(stderr, "cannot write in %s\n", dir.c_str()); return 1; }
+  const size_t flagBytes = (size_t)2 * kMaxChannels * kFlagStride * sizeof(unsigned long long);
+  // The p2p FIFOs are kP2PSlots chunks a channel; allocRing gives kSlots (4): allocate the larger
+  // by asking for twice the channels' FIFO (kMaxChannels × 2 × kSlots slots = kP2PSlots a channel).
+  static_assert(kP2PSlots == 2 * kSlots, "FIFO sizing");
+  TwoGPURing p = allocRing(2 * kMaxChannels, kChunk, kMaxChunks / 2, flagBytes);
+  unsigned long long* ts = nullptr;
+  CK(cudaSetDevice(0));
+  const size_t nts = (size_t)kMaxChannels * kMaxChunks * 4;
+  CK(cudaMalloc(&ts, sizeof(unsigned long long) * nts));
+  std::vector<unsigned long long> host(nts);
+  fprintf(out, "kernel,channels,chunk_bytes,chunks,us\n");
+  fprintf(tsOut, "kernel,channels,chunks,channel,chunk,what,ns\n");
+  const char* what[4] = {"send_start", "send_end", "recv_start", "recv_end"};
+  auto dump = [&](const char* kernel, int ch, int chunks, int stamps) {
+    CK(cudaSetDevice(0));
+    CK(cudaMemcpy(host.data(), ts, sizeof(unsigned long long) * nts, cudaMemcpyDeviceToHost));
+    unsigned long long t0 = ~0ull;
+    for (int c = 0; c < ch; c++)
+      for (int k = 0; k < chunks * stamps; k++) t0 = std::min(t0, host[(size_t)c * kMaxChunks * 4 + k]);
+    for (int c = 0; c < ch; c++)
+      for (int k = 0; k < chunks; k++)
+        for (int s = 0; s < stamps; s++) {
+          const size_t i = (size_t)c * kMaxChunks * 4 + (stamps == 4 ? 4 * k + s : k);
+          fprintf(tsOut, "%s,%d,%d,%d,%d,%s,%llu\n", kernel, ch, chunks, c, k, stamps == 4 ? what[s] : "send_start",
+                  host[i] - t0);
+        }
+  };
+  const int chunkCounts[] = {1, 2, 3, 4, 6, 8, 12, 16, 32, 64};
+  for (int ch : {1, 8, 16, 24, 32})
+    for (int chunks : chunkCounts) {
+      const bool stamp = ch == 16 && (chunks == 2 || chunks == 4 || chunks == 8 || chunks == 32);
+      float us = bothTimed(p, [&](int d) {
+        p2p<<<ch, kThreads, 0, p.st[d]>>>(p.src[d], p.dst[d], p.fifo[d], p.fifo[1 - d], p.flags[d], p.flags[1 - d],
+                                          chunks, stamp && d == 0 ? ts : nullptr);
+      });
+      fprintf(out, "p2p,%d,%zu,%d,%.3f\n", ch, kChunk, chunks, us);
+      fflush(out);
+      if (stamp) dump("p2p", ch, chunks, 4);
+    }
+  for (int ch : {1, 16, 32})
+    for (int chunks : chunkCounts) {
+      const bool stamp = ch == 16 && (chunks == 2 || chunks == 4 || chunks == 8 || chunks == 32);
+      float us = bothTimed(p, [&](int d) {
+        p2pSerial<<<ch, kThreads, 0, p.st[d]>>>(p.src[d], p.dst[d], p.fifo[d], p.fifo[1 - d], p.flags[d],
+                                                p.flags[1 - d], chunks, stamp && d == 0 ? ts : nullptr);
+      });
+      fprintf(out, "p2p_serial,%d,%zu,%d,%.3f\n", ch, kChunk, chunks, us);
+      fflush(out);
+      if (stamp) dump("p2p_serial", ch, chunks, 4);
+    }
+  for (int ch : {8, 16, 24})
+    for (int chunks : chunkCounts) {
+      const bool stamp = ch == 24 && (chunks == 2 || chunks == 4 || chunks == 8 || chunks == 32);
+      float us = bothTimed(p, [&](int d) {
+        ring<<<ch, kThreads, 0, p.st[d]>>>(p.src[d], p.dst[d], p.fifo[d], p.fifo[1 - d], p.flags[d], p.flags[1 - d],
+                                           chunks, stamp && d == 0 ? ts : nullptr);
+      });
+      fprintf(out, "ring,%d,%zu,%d,%.3f\n", ch, kChunk, chunks, us);
+      fflush(out);
+      if (stamp) dump("ring", ch, chunks, 1);
+    }
+  fclose(out);
+  fclose(tsOut);
+  return 0;
+}
