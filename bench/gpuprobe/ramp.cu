@@ -20,8 +20,8 @@
 // median of 5 after a warm-up) and OUTDIR/ramp_ts.csv "kernel,channels,chunks,channel,chunk,what,ns"
 // (GPU 0's %globaltimer stamps of the last timed run, ns from the earliest stamp of that run; what:
 // send_start, send_end, recv_start, recv_end for p2p and p2p_serial, send_start for ring) for the
-// p2p and p2p_serial runs of 16 channels and 2, 4, 8 and 32 chunks and the ring runs of 24 channels
-// and 2, 4, 8 and 32 slices.
+// p2p and p2p_serial runs of 16 channels and 2, 4, 8 and 32 chunks, the p2p runs of 8, 24 and 32
+// channels and 2 and 8 chunks, and the ring runs of 24 channels and 2, 4, 8 and 32 slices.
 #include <cuda_runtime.h>
 #include <cstdio>
 #include <cstdlib>
@@ -191,7 +191,8 @@ int main(int argc, char** argv) {
   const int chunkCounts[] = {1, 2, 3, 4, 6, 8, 12, 16, 32, 64};
   for (int ch : {1, 8, 16, 24, 32})
     for (int chunks : chunkCounts) {
-      const bool stamp = ch == 16 && (chunks == 2 || chunks == 4 || chunks == 8 || chunks == 32);
+      const bool stamp = (ch == 16 && (chunks == 2 || chunks == 4 || chunks == 8 || chunks == 32)) ||
+                         ((ch == 8 || ch == 24 || ch == 32) && (chunks == 2 || chunks == 8));
       float us = bothTimed(p, [&](int d) {
         p2p<<<ch, kThreads, 0, p.st[d]>>>(p.src[d], p.dst[d], p.fifo[d], p.fifo[1 - d], p.flags[d], p.flags[1 - d],
                                           chunks, stamp && d == 0 ? ts : nullptr);
