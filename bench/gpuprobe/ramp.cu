@@ -57,89 +57,88 @@ __device__ void copyGroup(const float4* src, float4* dst, size_t n, int tid, int
 
 __device__ void barGroup(int id, int nthreads) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(nthreads) : "memory"); }
 
-// One send/recv channel per CTA: src and dst hold kMaxChunks chunks a channel, the FIFOs
-// kP2PSlots chunks a channel; ts (GPU 0 only, else null) gets 4 stamps per chunk.
-__global__ void p2p(const float4* src0, float4* dst0, float4* myFifo0, float4* peerFifo0,
-                    volatile unsigned long long* myFlags, volatile unsigned long long* peerFlags, int chunks,
-                    unsigned long long* ts) {
-  const int c = blockIdx.x;
+// P2PChan is channel c's share of the buffers as a send/recv kernel sees them: its source and
+// output (kMaxChunks chunks each), its FIFO and the peer's (kP2PSlots chunks each), its tail and
+// head counters and the peer's, and its stamps (4 a chunk; null: none).
+struct P2PChan {
+  const float4* src;
+  float4 *dst, *myFifo, *peerFifo;
+  volatile unsigned long long *myTail, *myHead, *peerTail, *peerHead;
+  unsigned long long* t;
+};
+
+__device__ P2PChan p2pChan(int c, const float4* src0, float4* dst0, float4* myFifo0, float4* peerFifo0,
+                           volatile unsigned long long* myFlags, volatile unsigned long long* peerFlags,
+                           unsigned long long* ts) {
   const size_t n = kChunk / 16;
-  const float4* src = src0 + (size_t)c * kMaxChunks * n;
-  float4* dst = dst0 + (size_t)c * kMaxChunks * n;
-  float4* myFifo = myFifo0 + (size_t)c * kP2PSlots * n;
-  float4* peerFifo = peerFifo0 + (size_t)c * kP2PSlots * n;
-  volatile unsigned long long* myTail = myFlags + (2 * c) * kFlagStride;
-  volatile unsigned long long* myHead = myFlags + (2 * c + 1) * kFlagStride;
-  volatile unsigned long long* peerTail = peerFlags + (2 * c) * kFlagStride;
-  volatile unsigned long long* peerHead = peerFlags + (2 * c + 1) * kFlagStride;
-  unsigned long long* t = ts ? ts + ((size_t)c * kMaxChunks) * 4 : nullptr;
-  if (threadIdx.x < kHalf) {  // sender
-    const int tid = threadIdx.x;
-    for (int k = 0; k < chunks; k++) {
-      if (tid == 0) while ((long long)*myHead < (long long)k - kP2PSlots + 1) {}
-      barGroup(1, kHalf);
-      if (t && tid == 0) t[4 * k + 0] = globalNs();
-      copyGroup(src + (size_t)k * n, peerFifo + (size_t)(k % kP2PSlots) * n, n, tid, kHalf);
-      __threadfence();
-      barGroup(1, kHalf);
-      if (tid == 0) {
-        *peerTail = k + 1;
-        if (t) t[4 * k + 1] = globalNs();
-      }
-    }
-  } else {  // receiver
-    const int tid = threadIdx.x - kHalf;
-    for (int k = 0; k < chunks; k++) {
-      if (tid == 0) while (*myTail < (unsigned long long)k + 1) {}
-      barGroup(2, kHalf);
-      if (t && tid == 0) t[4 * k + 2] = globalNs();
-      copyGroup(myFifo + (size_t)(k % kP2PSlots) * n, dst + (size_t)k * n, n, tid, kHalf);
-      barGroup(2, kHalf);
-      if (tid == 0) {
-        *peerHead = k + 1;
-        if (t) t[4 * k + 3] = globalNs();
-      }
-    }
+  P2PChan p;
+  p.src = src0 + (size_t)c * kMaxChunks * n;
+  p.dst = dst0 + (size_t)c * kMaxChunks * n;
+  p.myFifo = myFifo0 + (size_t)c * kP2PSlots * n;
+  p.peerFifo = peerFifo0 + (size_t)c * kP2PSlots * n;
+  p.myTail = myFlags + (2 * c) * kFlagStride;
+  p.myHead = myFlags + (2 * c + 1) * kFlagStride;
+  p.peerTail = peerFlags + (2 * c) * kFlagStride;
+  p.peerHead = peerFlags + (2 * c + 1) * kFlagStride;
+  p.t = ts ? ts + ((size_t)c * kMaxChunks) * 4 : nullptr;
+  return p;
+}
+
+// sendChunk sends chunk k by a group of nthreads threads (tid its index in it, bar its barrier:
+// 0 is the whole CTA's): wait for a credit of the peer's FIFO, copy the chunk into it over NVLink,
+// __threadfence(), post the tail in the peer's memory.
+__device__ void sendChunk(const P2PChan& p, int k, int tid, int nthreads, int bar) {
+  const size_t n = kChunk / 16;
+  if (tid == 0) while ((long long)*p.myHead < (long long)k - kP2PSlots + 1) {}
+  barGroup(bar, nthreads);
+  if (p.t && tid == 0) p.t[4 * k + 0] = globalNs();
+  copyGroup(p.src + (size_t)k * n, p.peerFifo + (size_t)(k % kP2PSlots) * n, n, tid, nthreads);
+  __threadfence();
+  barGroup(bar, nthreads);
+  if (tid == 0) {
+    *p.peerTail = k + 1;
+    if (p.t) p.t[4 * k + 1] = globalNs();
   }
 }
 
-// p2pSerial is p2p with the CTA's 512 threads taking each chunk's send and then its receive, in
-// program order, instead of two halves at once: the other way a channel could run its pair.
+// recvChunk receives chunk k the same way: wait for the peer's tail, copy the chunk out of the
+// local FIFO into the output, post the head back.
+__device__ void recvChunk(const P2PChan& p, int k, int tid, int nthreads, int bar) {
+  const size_t n = kChunk / 16;
+  if (tid == 0) while (*p.myTail < (unsigned long long)k + 1) {}
+  barGroup(bar, nthreads);
+  if (p.t && tid == 0) p.t[4 * k + 2] = globalNs();
+  copyGroup(p.myFifo + (size_t)(k % kP2PSlots) * n, p.dst + (size_t)k * n, n, tid, nthreads);
+  barGroup(bar, nthreads);
+  if (tid == 0) {
+    *p.peerHead = k + 1;
+    if (p.t) p.t[4 * k + 3] = globalNs();
+  }
+}
+
+// One send/recv channel per CTA, its halves at once: the first kHalf threads send every chunk
+// (barrier 1), the others receive them (barrier 2); ts (GPU 0 only, else null) gets the stamps.
+__global__ void p2p(const float4* src0, float4* dst0, float4* myFifo0, float4* peerFifo0,
+                    volatile unsigned long long* myFlags, volatile unsigned long long* peerFlags, int chunks,
+                    unsigned long long* ts) {
+  const P2PChan p = p2pChan(blockIdx.x, src0, dst0, myFifo0, peerFifo0, myFlags, peerFlags, ts);
+  const bool sender = threadIdx.x < kHalf;
+  const int tid = sender ? threadIdx.x : threadIdx.x - kHalf;
+  for (int k = 0; k < chunks; k++) {
+    if (sender) sendChunk(p, k, tid, kHalf, 1);
+    else recvChunk(p, k, tid, kHalf, 2);
+  }
+}
+
+// p2pSerial is p2p with the CTA's kThreads threads taking each chunk's send and then its receive,
+// in program order, instead of two halves at once: the other way a channel could run its pair.
 __global__ void p2pSerial(const float4* src0, float4* dst0, float4* myFifo0, float4* peerFifo0,
                           volatile unsigned long long* myFlags, volatile unsigned long long* peerFlags, int chunks,
                           unsigned long long* ts) {
-  const int c = blockIdx.x;
-  const size_t n = kChunk / 16;
-  const float4* src = src0 + (size_t)c * kMaxChunks * n;
-  float4* dst = dst0 + (size_t)c * kMaxChunks * n;
-  float4* myFifo = myFifo0 + (size_t)c * kP2PSlots * n;
-  float4* peerFifo = peerFifo0 + (size_t)c * kP2PSlots * n;
-  volatile unsigned long long* myTail = myFlags + (2 * c) * kFlagStride;
-  volatile unsigned long long* myHead = myFlags + (2 * c + 1) * kFlagStride;
-  volatile unsigned long long* peerTail = peerFlags + (2 * c) * kFlagStride;
-  volatile unsigned long long* peerHead = peerFlags + (2 * c + 1) * kFlagStride;
-  unsigned long long* t = ts ? ts + ((size_t)c * kMaxChunks) * 4 : nullptr;
-  const int tid = threadIdx.x;
+  const P2PChan p = p2pChan(blockIdx.x, src0, dst0, myFifo0, peerFifo0, myFlags, peerFlags, ts);
   for (int k = 0; k < chunks; k++) {
-    if (tid == 0) while ((long long)*myHead < (long long)k - kP2PSlots + 1) {}
-    __syncthreads();
-    if (t && tid == 0) t[4 * k + 0] = globalNs();
-    copyGroup(src + (size_t)k * n, peerFifo + (size_t)(k % kP2PSlots) * n, n, tid, kThreads);
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) {
-      *peerTail = k + 1;
-      if (t) t[4 * k + 1] = globalNs();
-      while (*myTail < (unsigned long long)k + 1) {}
-    }
-    __syncthreads();
-    if (t && tid == 0) t[4 * k + 2] = globalNs();
-    copyGroup(myFifo + (size_t)(k % kP2PSlots) * n, dst + (size_t)k * n, n, tid, kThreads);
-    __syncthreads();
-    if (tid == 0) {
-      *peerHead = k + 1;
-      if (t) t[4 * k + 3] = globalNs();
-    }
+    sendChunk(p, k, threadIdx.x, kThreads, 0);
+    recvChunk(p, k, threadIdx.x, kThreads, 0);
   }
 }
 
