@@ -127,7 +127,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 			return err
 		}
 		if m.HostEnqueue > 0 && m.Launch.Graph() {
-			m.Notes = append(m.Notes, "--host-enqueue changes nothing under --launch graph: CUDA graph replays have no host floor")
+			m.Notes = append(m.Notes, fmt.Sprintf("--host-enqueue changes nothing under --launch %s: CUDA graph replays have no host floor", m.Launch))
 		}
 		if *loop < 0 {
 			return fmt.Errorf("%w: --back-to-back %d: want 0 (nccl-tests' default) or a number of calls", errUsage, *loop)
@@ -708,7 +708,7 @@ func hostBoundNote(rows []simnet.Row, launch simnet.LaunchMode, ranks int, scale
 // addHostEnqueue defines --host-enqueue and returns its parser: the host's enqueue of a
 // one-channel collective call (simnet.Machine.HostEnqueue; 0 where the flag is not given).
 func addHostEnqueue(fs *pflag.FlagSet) func() (simnet.Time, error) {
-	s := fs.String("host-enqueue", "", fmt.Sprintf("your host's time T for NCCL's enqueue of a small collective call on one GPU (a duration: 6.2us, 6200ns; a bare number is µs), which sets the host floor of every --launch mode but graph: a collective's enqueue, its further channels and one thread's further GPUs scale with it, the point-to-point lines stay as measured (they did not follow a faster host). Where it shows: one thread driving a node's G GPUs (nccl-tests -g G) at 8 B takes about T × (1 + %.2f (G − 1)) a call; with a process per GPU an 8 B call is often the GPU's, not the host's (default %.2f µs, measured with NCCL 2.28 on 2 H200; those leases took %.2f–%.2f µs, the host's fast and slow modes; docs/cluster.md)", float64(simnet.HostPerRank)/float64(simnet.HostEnqueue), simnet.HostEnqueue.Micros(), simnet.HostEnqueueSpan[0].Micros(), simnet.HostEnqueueSpan[1].Micros()))
+	s := fs.String("host-enqueue", "", fmt.Sprintf("your host's time T for NCCL's enqueue of a small collective call on one GPU (a duration: 6.2us, 6200ns; a bare number is µs), which sets the host floor of every --launch mode but the graph ones: a collective's enqueue, its further channels and one thread's further GPUs scale with it, the point-to-point lines stay as measured (they did not follow a faster host). Where it shows: one thread driving a node's G GPUs (nccl-tests -g G) at 8 B takes about T × (1 + %.2f (G − 1)) a call; with a process per GPU an 8 B call is often the GPU's, not the host's (default %.2f µs, measured with NCCL 2.28 on 2 H200; those leases took %.2f–%.2f µs, the host's fast and slow modes; docs/cluster.md)", float64(simnet.HostPerRank)/float64(simnet.HostEnqueue), simnet.HostEnqueue.Micros(), simnet.HostEnqueueSpan[0].Micros(), simnet.HostEnqueueSpan[1].Micros()))
 	return func() (simnet.Time, error) {
 		if *s == "" {
 			return 0, nil
