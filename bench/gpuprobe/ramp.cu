@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 #include <algorithm>
+#include <functional>
+#include <initializer_list>
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
   fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
@@ -188,40 +190,30 @@ int main(int argc, char** argv) {
         }
   };
   const int chunkCounts[] = {1, 2, 3, 4, 6, 8, 12, 16, 32, 64};
-  for (int ch : {1, 8, 16, 24, 32})
-    for (int chunks : chunkCounts) {
-      const bool stamp = (ch == 16 && (chunks == 2 || chunks == 4 || chunks == 8 || chunks == 32)) ||
-                         ((ch == 8 || ch == 24 || ch == 32) && (chunks == 2 || chunks == 8));
-      float us = bothTimed(p, [&](int d) {
-        p2p<<<ch, kThreads, 0, p.st[d]>>>(p.src[d], p.dst[d], p.fifo[d], p.fifo[1 - d], p.flags[d], p.flags[1 - d],
+  // sweep times kernel k on each channel count of chans and every chunk count, and keeps the
+  // stamps (4 a chunk, or 1) of the runs stampAt names.
+  using Kernel = void (*)(const float4*, float4*, float4*, float4*, volatile unsigned long long*,
+                          volatile unsigned long long*, int, unsigned long long*);
+  auto sweep = [&](const char* name, Kernel k, std::initializer_list<int> chans, int stamps,
+                   std::function<bool(int, int)> stampAt) {
+    for (int ch : chans)
+      for (int chunks : chunkCounts) {
+        const bool stamp = stampAt(ch, chunks);
+        float us = bothTimed(p, [&](int d) {
+          k<<<ch, kThreads, 0, p.st[d]>>>(p.src[d], p.dst[d], p.fifo[d], p.fifo[1 - d], p.flags[d], p.flags[1 - d],
                                           chunks, stamp && d == 0 ? ts : nullptr);
-      });
-      fprintf(out, "p2p,%d,%zu,%d,%.3f\n", ch, kChunk, chunks, us);
-      fflush(out);
-      if (stamp) dump("p2p", ch, chunks, 4);
-    }
-  for (int ch : {1, 16, 32})
-    for (int chunks : chunkCounts) {
-      const bool stamp = ch == 16 && (chunks == 2 || chunks == 4 || chunks == 8 || chunks == 32);
-      float us = bothTimed(p, [&](int d) {
-        p2pSerial<<<ch, kThreads, 0, p.st[d]>>>(p.src[d], p.dst[d], p.fifo[d], p.fifo[1 - d], p.flags[d],
-                                                p.flags[1 - d], chunks, stamp && d == 0 ? ts : nullptr);
-      });
-      fprintf(out, "p2p_serial,%d,%zu,%d,%.3f\n", ch, kChunk, chunks, us);
-      fflush(out);
-      if (stamp) dump("p2p_serial", ch, chunks, 4);
-    }
-  for (int ch : {8, 16, 24})
-    for (int chunks : chunkCounts) {
-      const bool stamp = ch == 24 && (chunks == 2 || chunks == 4 || chunks == 8 || chunks == 32);
-      float us = bothTimed(p, [&](int d) {
-        ring<<<ch, kThreads, 0, p.st[d]>>>(p.src[d], p.dst[d], p.fifo[d], p.fifo[1 - d], p.flags[d], p.flags[1 - d],
-                                           chunks, stamp && d == 0 ? ts : nullptr);
-      });
-      fprintf(out, "ring,%d,%zu,%d,%.3f\n", ch, kChunk, chunks, us);
-      fflush(out);
-      if (stamp) dump("ring", ch, chunks, 1);
-    }
+        });
+        fprintf(out, "%s,%d,%zu,%d,%.3f\n", name, ch, kChunk, chunks, us);
+        fflush(out);
+        if (stamp) dump(name, ch, chunks, stamps);
+      }
+  };
+  auto four = [](int chunks) { return chunks == 2 || chunks == 4 || chunks == 8 || chunks == 32; };
+  sweep("p2p", p2p, {1, 8, 16, 24, 32}, 4, [&](int ch, int chunks) {
+    return (ch == 16 && four(chunks)) || ((ch == 8 || ch == 24 || ch == 32) && (chunks == 2 || chunks == 8));
+  });
+  sweep("p2p_serial", p2pSerial, {1, 16, 32}, 4, [&](int ch, int chunks) { return ch == 16 && four(chunks); });
+  sweep("ring", ring, {8, 16, 24}, 1, [&](int ch, int chunks) { return ch == 24 && four(chunks); });
   fclose(out);
   fclose(tsOut);
   return 0;
