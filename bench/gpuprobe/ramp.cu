@@ -42,20 +42,7 @@ constexpr int kP2PSlots = 8;      // NCCL_STEPS: a p2p connection's FIFO holds 8
 constexpr int kThreads = 512;
 constexpr int kHalf = kThreads / 2;
 
-#include "simple.cuh"  // copyOut, channelRing, longRing, globalNs, twoPeers, allocRing, bothTimed
-
-// copyGroup: dst[i] = src[i] by the nthreads threads of a group (tid its own index in it), 4
-// 16-byte loads in flight per thread (NCCL's unroll).
-__device__ void copyGroup(const float4* src, float4* dst, size_t n, int tid, int nthreads) {
-  const size_t warp = tid / 32, lane = tid % 32, warps = nthreads / 32;
-  for (size_t base = warp * 32 * 4; base < n; base += warps * 32 * 4) {
-    float4 v[4];
-#pragma unroll
-    for (int u = 0; u < 4; u++) { size_t i = base + u * 32 + lane; if (i < n) v[u] = src[i]; }
-#pragma unroll
-    for (int u = 0; u < 4; u++) { size_t i = base + u * 32 + lane; if (i < n) dst[i] = v[u]; }
-  }
-}
+#include "simple.cuh"  // copyGroupOut, channelRing, longRing, globalNs, twoPeers, allocRing, bothTimed
 
 __device__ void barGroup(int id, int nthreads) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(nthreads) : "memory"); }
 
@@ -94,7 +81,7 @@ __device__ void sendChunk(const P2PChan& p, int k, int tid, int nthreads, int ba
   if (tid == 0) while ((long long)*p.myHead < (long long)k - kP2PSlots + 1) {}
   barGroup(bar, nthreads);
   if (p.t && tid == 0) p.t[4 * k + 0] = globalNs();
-  copyGroup(p.src + (size_t)k * n, p.peerFifo + (size_t)(k % kP2PSlots) * n, n, tid, nthreads);
+  copyGroupOut(p.src + (size_t)k * n, nullptr, p.peerFifo + (size_t)(k % kP2PSlots) * n, nullptr, n, tid, nthreads);
   __threadfence();
   barGroup(bar, nthreads);
   if (tid == 0) {
@@ -110,7 +97,7 @@ __device__ void recvChunk(const P2PChan& p, int k, int tid, int nthreads, int ba
   if (tid == 0) while (*p.myTail < (unsigned long long)k + 1) {}
   barGroup(bar, nthreads);
   if (p.t && tid == 0) p.t[4 * k + 2] = globalNs();
-  copyGroup(p.myFifo + (size_t)(k % kP2PSlots) * n, p.dst + (size_t)k * n, n, tid, nthreads);
+  copyGroupOut(p.myFifo + (size_t)(k % kP2PSlots) * n, nullptr, p.dst + (size_t)k * n, nullptr, n, tid, nthreads);
   barGroup(bar, nthreads);
   if (tid == 0) {
     *p.peerHead = k + 1;

@@ -10,10 +10,12 @@
 
 constexpr int kSlots = 4;  // NCCL_STEPS (8) / 2 steps per slice
 
-// copyOut: dst0[i] = src[i] (+ add[i] when add), and dst1[i] = the same when dst1; 4 16-byte
-// loads in flight per thread (NCCL's unroll).
-__device__ void copyOut(const float4* src, const float4* add, float4* dst0, float4* dst1, size_t n) {
-  size_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+// copyGroupOut: dst0[i] = src[i] (+ add[i] when add), and dst1[i] = the same when dst1, by the
+// nthreads threads of a group (tid its own index in it); 4 16-byte loads in flight per thread
+// (NCCL's unroll).
+__device__ void copyGroupOut(const float4* src, const float4* add, float4* dst0, float4* dst1, size_t n, int tid,
+                             int nthreads) {
+  size_t warp = tid / 32, lane = tid % 32, warps = nthreads / 32;
   for (size_t base = warp * 32 * 4; base < n; base += warps * 32 * 4) {
     float4 v[4];
 #pragma unroll
@@ -32,6 +34,11 @@ __device__ void copyOut(const float4* src, const float4* add, float4* dst0, floa
       for (int u = 0; u < 4; u++) { size_t i = base + u * 32 + lane; if (i < n) dst1[i] = v[u]; }
     }
   }
+}
+
+// copyOut is copyGroupOut by the whole CTA.
+__device__ void copyOut(const float4* src, const float4* add, float4* dst0, float4* dst1, size_t n) {
+  copyGroupOut(src, add, dst0, dst1, n, threadIdx.x, blockDim.x);
 }
 
 // sendSlice sends slice k (n float4s) of a ring channel: wait for a credit (the peer's head
