@@ -322,8 +322,8 @@ func withoutCoarseReplay(f func()) {
 	f()
 }
 
-// TestBacklogBudget: the replay budgets grow with the backlog past backlogRef, at most
-// backlogMaxScale times, and the work budget is then half the replay's own bound.
+// TestBacklogBudget: the replay budgets grow with the square of the backlog over backlogRef, at
+// most backlogMaxScale times, and the work budget is then half the replay's own bound.
 func TestBacklogBudget(t *testing.T) {
 	for _, c := range []struct {
 		ratio, bound float64
@@ -333,10 +333,12 @@ func TestBacklogBudget(t *testing.T) {
 		{0, 1e8, coarseBound, coarseWork},
 		{0.024, 2.13e8, coarseBound, coarseWork}, // 64 DGX H100 nodes, 2 per leaf, 1 MiB: the model stands
 		{0.05, 2e8, coarseBound, coarseWork},
-		{0.10, 3e8, 2 * coarseBound, 150e6},
-		{0.169, 2.1e8, 0.169 / 0.05 * coarseBound, 105e6}, // 128 one-GPU nodes, 256 MiB
-		{0.5, 1e7, 4 * coarseBound, coarseWork},           // a small replay keeps coarseWork
-		{0.9, 8.4e8, 4 * coarseBound, 420e6},
+		{0.069, 6.7e9, 0.069 * 0.069 / 0.0025 * coarseBound, 3350e6}, // 128 DGX H100 nodes, 1 GiB: the model stands (limit 305 M)
+		{0.10, 3e8, 4 * coarseBound, 150e6},
+		{0.169, 2.1e8, 8 * coarseBound, 105e6},    // 128 one-GPU nodes, 256 MiB
+		{0.181, 8.39e8, 8 * coarseBound, 419.5e6}, // 128 one-GPU nodes, 1 GiB: replayed since stop 53
+		{0.5, 1e7, 8 * coarseBound, coarseWork},   // a small replay keeps coarseWork
+		{0.9, 8.4e8, 8 * coarseBound, 420e6},
 	} {
 		limit, work := backlogBudget(c.ratio, c.bound)
 		require.InDelta(t, c.limit, limit, 1, "ratio %.3f", c.ratio)
