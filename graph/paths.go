@@ -468,6 +468,38 @@ func (s *System) LocalNet(g *Node, channel int) (int, bool) {
 	return nets[(base+channel%per)%len(nets)], true
 }
 
+// LocalNetCountByBw is how many of the NETs a GPU's channels use (LocalNet, channel 0 on, until
+// the first repeats) it takes for their bandwidth from the GPU to reach the GPU's own bandwidth to
+// its local CPU, and the bandwidth they sum to (GB/s); 0, 0 without a NET. NCCL's point-to-point
+// channel count per network peer starts from it (NCCL 2.29+ paths.cc ncclTopoGetLocalNetCountByBw,
+// used by ncclTopoGetNchannels; 2.28 counts the NICs the same way before its rank rule:
+// tuning.Table.P2PChannels). A DGX H100 GPU: one NIC, 48 GB/s (its PCIe Gen5 path).
+func (s *System) LocalNetCountByBw(g *Node) (count int, bw float64) {
+	if g == nil || g.Type != GPU {
+		return 0, 0
+	}
+	var gpuBw float64
+	if c := s.localCPU(g); c != nil {
+		gpuBw = g.path(CPU, c.Index).BW
+	}
+	first := -1
+	for c := 0; c < 64; c++ {
+		n, ok := s.LocalNet(g, c)
+		if !ok || n == first {
+			break
+		}
+		if first < 0 {
+			first = n
+		}
+		bw += g.path(NET, n).BW
+		count++
+		if bw >= gpuBw {
+			break
+		}
+	}
+	return count, bw
+}
+
 func (s *System) localNetInfo(g *Node) (nets []int, base, per int, ok bool) {
 	nets = s.local(g, NET)
 	if len(nets) == 0 {

@@ -101,10 +101,12 @@ func commOf(res *search.Result, sys *graph.System, opt commOptions) (*tuning.Com
 	}
 
 	// P2P channels (NCCL 2.30.7 paths.cc ncclTopoGetNchannels, ncclTopoComputeP2pChannels): per
-	// peer NVL/NVB → 2×max(1, floor(path bw / NVLink bw)), PCI/SHM → 2, remote → 2 (an assumption:
-	// NCCL's NET rule needs plugin properties the topology does not carry); the minimum over peers
-	// rounded up to a power of two, capped by p2pnChannels = pow2Up(nChannels); with no peer,
-	// p2pnChannels.
+	// peer NVL/NVB → 2×max(1, floor(path bw / NVLink bw)), PCI/SHM → 2; the minimum over the
+	// node's peers rounded up to a power of two, capped by p2pnChannels = pow2Up(nChannels); with
+	// no peer, p2pnChannels. A peer on another node has the release's own rule, which
+	// tuning.Table.P2PChannels applies from the NICs a GPU counts (NetPeerNICs, NetPeerBw: the
+	// least over the node's GPUs; until stop 53 every network peer was taken as 2, which NCCL 2.28
+	// gives only while 2 × ranks ≤ 4 × p2pnChannels).
 	allNVL := true
 	perPeer := math.MaxInt
 	nvl := sys.Version.NVLinkBw(c.CCMin)
@@ -124,21 +126,28 @@ func commOf(res *search.Result, sys *graph.System, opt commOptions) (*tuning.Com
 			perPeer = min(perPeer, n)
 		}
 	}
-	if nodes > 1 {
-		perPeer = min(perPeer, 2)
+	c.NetPeerNICs, c.NetPeerBw = math.MaxInt, math.Inf(1)
+	for _, g := range gpus {
+		n, bw := sys.LocalNetCountByBw(g)
+		c.NetPeerNICs, c.NetPeerBw = min(c.NetPeerNICs, n), min(c.NetPeerBw, bw)
 	}
 	// With one GPU there is no pair to break the rule: NCCL then takes the NVLink chunk (one H200:
 	// "P2P Chunksize set to 524288", testdata/nccl/h200x1/onerank-2026-11-29-init.log).
 	c.AllNVLink = allNVL
 	c.P2PNChannels = pow2Up(min(max(c.NChannels, 1), tuning.MaxChannels))
 	if perPeer == math.MaxInt {
-		// No peer at all (one rank): nothing lowers the count, and NCCL gives the rank's copy
-		// to itself every p2p channel (one H200: "64 p2p channels, 64 p2p channels per peer",
-		// testdata/nccl/h200x1/onerank-2026-11-29-init.log). Until 2026-11-30 this was 2, and a
-		// one-GPU all-to-all of 1 GiB took 13.5 ms where NCCL takes 0.57.
-		perPeer = c.P2PNChannels
+		// No peer on the node (one GPU a node): nothing here lowers the count. One rank alone
+		// gives its copy to itself every p2p channel (one H200: "64 p2p channels, 64 p2p channels
+		// per peer", testdata/nccl/h200x1/onerank-2026-11-29-init.log; until 2026-11-30 this was 2,
+		// and a one-GPU all-to-all of 1 GiB took 13.5 ms where NCCL takes 0.57); one GPU a node
+		// takes the network peers' count (tuning.Table.P2PChannels).
+		perPeer = tuning.MaxChannels
 	}
-	c.P2PChannelsPerPeer = min(pow2Up(perPeer), c.P2PNChannels)
+	// Not capped here by p2pnChannels: NCCL caps the channels per peer with p2pnChannels after
+	// NCCL_MIN/MAX_P2P_NCHANNELS, which tuning.Table.P2PChannels applies (2 H200: 2 × 18 links →
+	// 64, printed as the 32 of p2pnChannels; with NCCL_MIN_P2P_NCHANNELS=64, 64 per peer:
+	// testdata/nccl/h200x2/netpeerscan-2026-11-30b, where a cap at the search's 32 gave 32).
+	c.P2PChannelsPerPeer = pow2Up(perPeer)
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("planner: %s: %w", sys.Name, err)
 	}

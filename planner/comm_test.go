@@ -138,8 +138,8 @@ func TestPipelineErrors(t *testing.T) {
 	if c.NRanks != 2 || c.NNodes != 1 || c.CCMin != 90 || c.CPUVendor != "intel" || c.CPUArch != "x86" || p.Search == nil || p.System == nil {
 		t.Errorf("comm %+v", c)
 	}
-	if c.P2PChannelsPerPeer != 8 || c.P2PNChannels != 8 || !c.AllNVLink {
-		t.Errorf("p2p %d/%d allNVLink %v, want 8/8 true (NCCL 2.28 log: 8 p2p channels, 8 per peer)", c.P2PNChannels, c.P2PChannelsPerPeer, c.AllNVLink)
+	if total, perPeer := p.Table.P2PChannels(); total != 8 || perPeer != 8 || c.P2PNChannels != 8 || !c.AllNVLink {
+		t.Errorf("p2p %d/%d allNVLink %v, want 8/8 true (NCCL 2.28 log: 8 p2p channels, 8 per peer)", total, perPeer, c.AllNVLink)
 	}
 }
 

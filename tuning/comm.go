@@ -81,9 +81,16 @@ type Comm struct {
 	DeviceNet bool
 	// MaxLocalRanks is the largest number of ranks on one node; 0 → ceil(NRanks/NNodes).
 	MaxLocalRanks int
-	// P2P (NCCL 2.28 ncclTopoComputeP2pChannels): channels per peer and in total; 0 → derived defaults.
+	// P2P (NCCL 2.28 ncclTopoComputeP2pChannels): channels per peer of the node's own peers (the
+	// least over its GPU pairs: NVLink 2 × links, PCI/SHM 2) and in total; 0 → derived defaults.
+	// Network peers have their own rule (Table.P2PChannels, from NetPeerNICs and NetPeerBw).
 	P2PChannelsPerPeer int
 	P2PNChannels       int
+	// NetPeerNICs and NetPeerBw: the NICs a GPU's channels use that it takes to cover the GPU's
+	// bandwidth to its CPU, and their bandwidth in GB/s (graph.System.LocalNetCountByBw; the least
+	// over the node's GPUs); 0 where there is no NET. They feed the channels per network peer.
+	NetPeerNICs int
+	NetPeerBw   float64
 	// AllNVLink: every intra-node peer is reached over NVLink (P2P chunk size, NCCL 2.28 p2pChunkSize).
 	AllNVLink bool
 }

@@ -28,6 +28,10 @@ type Config struct {
 	// before rounding it up to a power of two for point-to-point (p2pnChannels); the channels
 	// per peer never exceed it.
 	MinP2PNChannels, MaxP2PNChannels int
+	// NChannelsPerNetPeer is NCCL_NCHANNELS_PER_NET_PEER, the channels per network peer (0 = unset:
+	// NCCL's rule, Table.P2PChannels). P2PPerChannelNetBw is NCCL_P2P_PER_CHANNEL_NET_BW in GB/s,
+	// the bandwidth 2.29+ gives one such channel (0 = unset: 14).
+	NChannelsPerNetPeer, P2PPerChannelNetBw int
 	// NThreads and LL128NThreads: NCCL_NTHREADS / NCCL_LL128_NTHREADS (0 = unset).
 	NThreads, LL128NThreads int
 	// BuffSize, LLBuffSize, LL128BuffSize: NCCL_BUFFSIZE, NCCL_LL_BUFFSIZE, NCCL_LL128_BUFFSIZE in
@@ -73,6 +77,8 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 		{"NCCL_MAX_CTAS", "", &c.MaxCTAs, 1, 1 << 16},
 		{"NCCL_MIN_P2P_NCHANNELS", "", &c.MinP2PNChannels, 1, MaxChannels},
 		{"NCCL_MAX_P2P_NCHANNELS", "", &c.MaxP2PNChannels, 1, MaxChannels},
+		{"NCCL_NCHANNELS_PER_NET_PEER", "", &c.NChannelsPerNetPeer, 1, MaxChannels},
+		{"NCCL_P2P_PER_CHANNEL_NET_BW", "", &c.P2PPerChannelNetBw, 1, 1 << 20},
 		{"NCCL_NTHREADS", "", &c.NThreads, 1, 1 << 16},
 		{"NCCL_LL128_NTHREADS", "", &c.LL128NThreads, 1, 1 << 16},
 	}

@@ -45,6 +45,10 @@ type Constants struct {
 	// algorithm bandwidth by 5/6 instead of nRanks/nsteps; nvlsEfficiency and
 	// perChMaxNVLSTreeBws (2.28) take no part.
 	NVLSBw227 bool
+	// NetPeerByBw selects NCCL 2.29+'s channels per network peer, max(NICs, ⌈their bandwidth / 14
+	// GB/s⌉) (NCCL_P2P_PER_CHANNEL_NET_BW), instead of ≤2.28's 2 halved while 2 × nRanks passes 4 ×
+	// p2pnChannels, at least the NICs (paths.cc ncclTopoGetNchannels; Table.P2PChannels).
+	NetPeerByBw bool
 }
 
 // hopper etc. are the compCapIndex rows.
@@ -122,6 +126,10 @@ func newReleases() map[string]*Constants {
 		// uses channel{0..0}).
 		MinTrafficPerChannel:     32 << 10,
 		TrafficPerChannelRoundUp: true,
+		// Channels per network peer by the NICs' bandwidth since 2.29 (NCCL 2.29.7 on 2 H200 with
+		// ranks on separate hosts and a 400 Gb/s NIC: 4 per peer where 2.28.9 gives 2;
+		// testdata/nccl/h200x2/netpeerscan-2026-11-30).
+		NetPeerByBw: true,
 	}
 
 	// 2.29: 2.30's table but for the Blackwell ring LL128 cap and the LL128 auto rule (the two
@@ -143,6 +151,9 @@ func newReleases() map[string]*Constants {
 	// (NCCL 2.28.9's logs on 2×H200 confirm it: the 2.29+ rule misplaces 32 of 725 channel ranges).
 	v228.MinTrafficPerChannel = 16 << 10
 	v228.TrafficPerChannelRoundUp = false
+	// ≤2.28 paths.cc: 2 channels per network peer, halved with the ranks (netpeerscan: 2.28.9 gives
+	// 2 at 100–800 Gb/s and 1 with 8 ranks on 2 p2p channels).
+	v228.NetPeerByBw = false
 
 	// 2.26: 2.28's constants but for the NVLS rule above (what NCCL's release history records: NVLSTree's
 	// NET latency was 14 until 2.28, PAT's 8 µs base a literal 8 in 2.23–2.27 with the same result,

@@ -41,7 +41,8 @@ type P2PChoice struct {
 // P2PChannels returns (p2pnChannels, p2pnChannelsPerPeer) of NCCL 2.28 paths.cc: the communicator
 // values when set in Comm, else p2pnChannels = pow2Up(NChannels) and per peer all of them when
 // every peer is over NVLink or there is no peer (one rank), 2 otherwise; NCCL_MIN/MAX_P2P_NCHANNELS (Config) bound p2pnChannels
-// and the channels per peer follow it down.
+// and the channels per peer follow it down. Across nodes the channels per peer are also at most
+// those of a network peer (netPeerChannels), then rounded up to a power of two.
 func (t *Table) P2PChannels() (total, perPeer int) {
 	total = t.Comm.P2PNChannels
 	if total <= 0 {
@@ -66,8 +67,47 @@ func (t *Table) P2PChannels() (total, perPeer int) {
 			perPeer = total
 		}
 	}
+	if t.Comm.NNodes > 1 {
+		perPeer = pow2Up(min(perPeer, t.netPeerChannels(total)))
+	}
 	return total, min(perPeer, total)
 }
+
+// netPeerChannels is NCCL's channel count for a peer on another node, given p2pnChannels total
+// (paths.cc ncclTopoGetNchannels, remote branch): NCCL_NCHANNELS_PER_NET_PEER where set; else
+// from 2.29 max(NICs, ⌈NIC bandwidth / NCCL_P2P_PER_CHANNEL_NET_BW⌉), both from
+// graph.System.LocalNetCountByBw (NCCL truncates the bandwidth to whole GB/s; 2 without a NIC);
+// up to 2.28, 2 halved while it times the ranks passes 4 × total ("avoid 8+ operations a
+// channel"), at least the NICs. Measured (testdata/nccl/h200x2/netpeerscan-2026-11-30: ranks on
+// separate hosts over NET/Socket, the NIC's speed set by a topology file): NCCL 2.28.9 gives 2 per
+// peer at 100, 200, 400 and 800 Gb/s with 2, 4 and 8 ranks on 32 p2p channels, 1 with 8 ranks on
+// 2 p2p channels, 2 on 4; NCCL 2.29.7 gives 4 at 400 Gb/s (2 and 4 on 2 and 4 p2p channels, which
+// cap it); NCCL_NCHANNELS_PER_NET_PEER=8 gives 8 on both. NCCL 2.30's further halving of the
+// channels per peer with the communicator's peers (maxP2pPeers) is not modelled.
+func (t *Table) netPeerChannels(total int) int {
+	if v := t.Config.NChannelsPerNetPeer; v > 0 {
+		return v
+	}
+	nics := t.Comm.NetPeerNICs
+	if t.K.NetPeerByBw {
+		if nics <= 0 {
+			return 2
+		}
+		per := t.Config.P2PPerChannelNetBw
+		if per <= 0 {
+			per = p2pPerChannelNetBw
+		}
+		return max(nics, int(ceilDiv(int64(t.Comm.NetPeerBw), int64(per))))
+	}
+	n := 2
+	for n*t.Comm.NRanks > total*4 && n > 1 {
+		n /= 2
+	}
+	return max(nics, n)
+}
+
+// p2pPerChannelNetBw is NCCL_P2P_PER_CHANNEL_NET_BW's default, GB/s (NCCL 2.29+ paths.cc).
+const p2pPerChannelNetBw = 14
 
 func pow2Up(n int) int {
 	p := 1

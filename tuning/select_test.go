@@ -247,3 +247,65 @@ func (newlines) Read(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// TestNetPeerChannels: the channels per peer of a communicator whose ranks are on different hosts,
+// as NCCL printed them on 2 H200 with every rank its own host over NET/Socket, the NIC declared at
+// 400 Gb/s (testdata/nccl/h200x2/netpeerscan-2026-11-30/summary.txt: "4 coll channels, …, P p2p
+// channels, Q p2p channels per peer"); the rows marked "rule" were not run.
+func TestNetPeerChannels(t *testing.T) {
+	for _, c := range []struct {
+		release        string
+		ranks, lo, hi  int
+		env            int
+		nics           int
+		bw             float64
+		total, perPeer int
+	}{
+		{"2.28", 2, 0, 0, 0, 1, 50, 4, 2},     // img_np2_400000
+		{"2.28", 2, 32, 0, 0, 1, 50, 32, 2},   // img_np2_400000_p2p32 (and 100, 200, 800 Gb/s)
+		{"2.28", 4, 32, 0, 0, 1, 50, 32, 2},   // img_np4_400000_p2p32
+		{"2.28", 8, 32, 0, 0, 1, 50, 32, 2},   // img_np8_400000_p2p32
+		{"2.28", 8, 0, 2, 0, 1, 50, 2, 1},     // img_np8_400000_p2p2: 2 × 8 ranks > 4 × 2 channels
+		{"2.28", 8, 4, 4, 0, 1, 50, 4, 2},     // img_np8_400000_p2p4: 16 > 16 does not halve
+		{"2.28", 2, 32, 0, 8, 1, 50, 32, 8},   // img_np2_400000_env8: NCCL_NCHANNELS_PER_NET_PEER=8
+		{"2.28", 2, 32, 0, 0, 2, 25, 32, 2},   // img_np2_nic2_*: two NICs, still 2
+		{"2.29", 2, 32, 0, 0, 1, 50, 32, 4},   // 2.29.7_np2_400000_p2p32: ⌈50 / 14⌉
+		{"2.29", 8, 0, 2, 0, 1, 50, 2, 2},     // 2.29.7_np8_400000_p2p2: no rank rule, the total caps
+		{"2.29", 8, 4, 4, 0, 1, 50, 4, 4},     // 2.29.7_np8_400000_p2p4
+		{"2.29", 2, 32, 0, 8, 1, 50, 32, 8},   // 2.29.7_np2_400000_env8
+		{"2.28", 1024, 0, 0, 0, 1, 48, 16, 1}, // rule: 128 DGX H100 nodes, 16 p2p channels
+		{"2.28", 16, 0, 0, 0, 1, 48, 16, 2},   // rule: 2 DGX H100 nodes
+		{"2.28", 1024, 0, 0, 0, 2, 50, 16, 2}, // rule: two NICs a GPU keep 2 at any scale
+		{"2.30", 1024, 0, 0, 0, 1, 48, 16, 4}, // rule: ⌈48 / 14⌉ (2.30's further halving not modelled)
+		{"2.30", 16, 0, 0, 0, 1, 100, 16, 8},  // rule: 800 Gb/s, ⌈100 / 14⌉ = 8
+		{"2.30", 16, 0, 0, 0, 0, 0, 16, 2},    // rule: no NIC counted, 2
+	} {
+		tb := h200Real(t)
+		k, err := ConstantsFor(c.release)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb.K = k
+		tb.Comm.NRanks, tb.Comm.NNodes = c.ranks, c.ranks
+		tb.Comm.P2PNChannels, tb.Comm.P2PChannelsPerPeer = c.total, MaxChannels
+		if c.lo > 0 || c.hi > 0 {
+			tb.Comm.P2PNChannels = 4 // the search's 4 coll channels; the bounds set the total
+		}
+		tb.Comm.NetPeerNICs, tb.Comm.NetPeerBw = c.nics, c.bw
+		tb.Config.MinP2PNChannels, tb.Config.MaxP2PNChannels, tb.Config.NChannelsPerNetPeer = c.lo, c.hi, c.env
+		total, perPeer := tb.P2PChannels()
+		if total != c.total || perPeer != c.perPeer {
+			t.Errorf("%s, %d ranks, p2p bounds %d/%d, env %d, %d NICs at %.0f GB/s: %d/%d, want %d/%d",
+				c.release, c.ranks, c.lo, c.hi, c.env, c.nics, c.bw, total, perPeer, c.total, c.perPeer)
+		}
+	}
+	env := map[string]string{"NCCL_NCHANNELS_PER_NET_PEER": "4", "NCCL_P2P_PER_CHANNEL_NET_BW": "25"}
+	cfg, err := ConfigFromEnv(func(k string) string { return env[k] })
+	if err != nil || cfg.NChannelsPerNetPeer != 4 || cfg.P2PPerChannelNetBw != 25 {
+		t.Errorf("from the environment: %+v %v", cfg, err)
+	}
+	env["NCCL_NCHANNELS_PER_NET_PEER"] = "0"
+	if _, err := ConfigFromEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "NCCL_NCHANNELS_PER_NET_PEER") {
+		t.Errorf("NCCL_NCHANNELS_PER_NET_PEER=0: %v", err)
+	}
+}

@@ -20,27 +20,7 @@ set -u
 O=$1; mkdir -p "$O"
 CSV=$O/releasescan.csv; LOG=$O/releasescan.log; MAXEXP=14
 . "$(dirname "$0")/scan_common.sh"
-R=$(cd "$D/../.." && pwd)
-rels="img"
-for v in ${RELS:-2.22.3 2.29.7}; do
-  f=$R/.nccllibs/libnccl.so.$v.xz
-  [ -f "$f" ] || { echo "missing $f" >> "$LOG"; continue; }
-  mkdir -p /tmp/nccl-$v && xz -dc "$f" > /tmp/nccl-$v/libnccl.so.$v
-  ln -sf libnccl.so.$v /tmp/nccl-$v/libnccl.so.2 && ln -sf libnccl.so.$v /tmp/nccl-$v/libnccl.so
-  nvcc -O2 -o /tmp/nccl_perf_$v "$D/tools/nccl_perf.cu" -I"$inc" -L/tmp/nccl-$v -lnccl -Xlinker -rpath=/tmp/nccl-$v 2>&1 | tail -3
-  rels="$rels $v"
-done
-cp /tmp/nccl_perf /tmp/nccl_perf_img
-perf() { [ "$1" = img ] && echo /tmp/nccl_perf_img || echo /tmp/nccl_perf_$1; }
-for r in $rels; do  # which library each binary loads, and NCCL's own version line
-  echo "== $r: $(ldd "$(perf $r)" | grep nccl)" >> "$LOG"
-  NCCL_DEBUG=VERSION COLLS=all_reduce MAXEXP=3 TAG=v "$(perf $r)" 2>&1 | grep -i "version" | head -2 >> "$LOG"
-done
-runr() {  # runr REL TAG ENV...: run() with that release's binary
-  local r=$1 tag=$2; shift 2
-  cp "$(perf $r)" /tmp/nccl_perf
-  run "${r}_$tag" "$@"
-}
+release_bins "${RELS:-2.22.3 2.29.7}"
 launch_probe
 probe
 for rep in 1 2; do

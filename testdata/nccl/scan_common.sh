@@ -32,3 +32,31 @@ launch_probe() {  # launch_probe: build bench/gpuprobe/probe.cu once; then `prob
 log_gpus() {  # the GPUs, driver and clocks of the lease, into $LOG
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv >> "$LOG"
 }
+release_bins() {  # release_bins "2.22.3 2.29.7": nccl_perf built against each of Debian's NCCL builds in
+  # .nccllibs/libnccl.so.V.xz (git-ignored; name it in the device call's carry; releasescan.sh says how
+  # they were made) beside the image's; sets $rels ("img" and each release found), `perf REL` (its
+  # binary) and `runr REL TAG ENV...` (run() with that release's binary), and logs which library each
+  # binary loads with NCCL's own version line.
+  local R v f
+  R=$(cd "$D/../.." && pwd)
+  rels="img"
+  for v in $1; do
+    f=$R/.nccllibs/libnccl.so.$v.xz
+    [ -f "$f" ] || { echo "missing $f" >> "$LOG"; continue; }
+    mkdir -p /tmp/nccl-$v && xz -dc "$f" > /tmp/nccl-$v/libnccl.so.$v
+    ln -sf libnccl.so.$v /tmp/nccl-$v/libnccl.so.2 && ln -sf libnccl.so.$v /tmp/nccl-$v/libnccl.so
+    nvcc -O2 -o /tmp/nccl_perf_$v "$D/tools/nccl_perf.cu" -I"$inc" -L/tmp/nccl-$v -lnccl -Xlinker -rpath=/tmp/nccl-$v 2>&1 | tail -3
+    rels="$rels $v"
+  done
+  cp /tmp/nccl_perf /tmp/nccl_perf_img
+  for v in $rels; do
+    echo "== $v: $(ldd "$(perf $v)" | grep nccl)" >> "$LOG"
+    NCCL_DEBUG=VERSION COLLS=all_reduce MAXEXP=3 TAG=v "$(perf $v)" 2>&1 | grep -i "version" | head -2 >> "$LOG"
+  done
+}
+perf() { [ "$1" = img ] && echo /tmp/nccl_perf_img || echo /tmp/nccl_perf_$1; }
+runr() {  # runr REL TAG ENV...: run() with that release's binary (release_bins first)
+  local r=$1 tag=$2; shift 2
+  cp "$(perf $r)" /tmp/nccl_perf
+  run "${r}_$tag" "$@"
+}
