@@ -114,12 +114,16 @@ type ChoiceJSON struct {
 
 // Report is the JSON document of `simccl tune --json`.
 type Report struct {
-	Version   string       `json:"nccl_version"`
-	NRanks    int          `json:"nranks"`
-	NNodes    int          `json:"nnodes"`
-	NChannels int          `json:"nchannels"`
-	Table     []TableCell  `json:"table"`
-	Choices   []ChoiceJSON `json:"choices"`
+	Version   string `json:"nccl_version"`
+	NRanks    int    `json:"nranks"`
+	NNodes    int    `json:"nnodes"`
+	NChannels int    `json:"nchannels"`
+	// P2PChannels and P2PPerPeer are NCCL's "P p2p channels, Q p2p channels per peer" of its init
+	// log (Table.P2PChannels).
+	P2PChannels int          `json:"p2p_channels"`
+	P2PPerPeer  int          `json:"p2p_channels_per_peer"`
+	Table       []TableCell  `json:"table"`
+	Choices     []ChoiceJSON `json:"choices"`
 	// P2P lists point-to-point choices (send/recv, all-to-all) where they were asked for: NCCL
 	// prints no TUNING line for them.
 	P2P []P2PChoiceJSON `json:"p2p,omitempty"`
@@ -175,6 +179,7 @@ func round4(v float64) float64 {
 func (t *Table) NewReport(choices []Choice) Report {
 	r := Report{Version: t.K.Release, NRanks: t.Comm.NRanks, NNodes: t.Comm.NNodes, NChannels: t.NChannels,
 		Table: t.Cells(), Choices: []ChoiceJSON{}}
+	r.P2PChannels, r.P2PPerPeer = t.P2PChannels()
 	for _, c := range choices {
 		algo, proto, nch := c.Shown()
 		cj := ChoiceJSON{Coll: c.Func.String(), Bytes: c.Bytes, Algo: algo,

@@ -84,6 +84,8 @@ func defineTune(fs *pflag.FlagSet) runFunc {
 			return r.WriteJSON(stdout)
 		}
 		fmt.Fprintf(stdout, "# simccl tune: %s, %d ranks on %d node(s), %d channels, NCCL %s rules\n", p.Name, p.NRanks(), p.Nodes, table.NChannels, table.K.Release)
+		total, perPeer := table.P2PChannels()
+		fmt.Fprintf(stdout, "# %d p2p channels, %d p2p channels per peer (as NCCL's init log says them)\n", total, perPeer)
 		if note != "" {
 			fmt.Fprintf(stdout, "# note: %s\n", note)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -22,11 +23,15 @@ func TestTuneCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ncclTable []string
+	var ncclP2P string
 	ncclChoice := map[string]bool{}
 	for _, l := range strings.Split(string(logData), "\n") {
 		_, msg, ok := strings.Cut(l, "NCCL INFO ")
 		if !ok {
 			continue
+		}
+		if _, p2p, ok := strings.Cut(msg, "nvls channels, "); ok && ncclP2P == "" {
+			ncclP2P = p2p // "32 p2p channels, 32 p2p channels per peer"
 		}
 		switch {
 		case strings.Contains(msg, " Bytes -> Algo "):
@@ -66,6 +71,28 @@ func TestTuneCommand(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "AllReduce: 1048576 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..23}") {
 		t.Errorf("no 1 MiB all-reduce line:\n%s", out.String())
+	}
+	if ncclP2P == "" || !strings.Contains(out.String(), "# "+ncclP2P+" (as NCCL's init log says them)") {
+		t.Errorf("no p2p channel line %q:\n%s", ncclP2P, out.String())
+	}
+	// Across nodes NCCL 2.28 gives a network peer 2 channels, halved while 2 × ranks passes 4 ×
+	// p2pnChannels (testdata/nccl/h200x2/netpeerscan-2026-11-30): 2 DGX H100 nodes keep 2, 16
+	// (128 ranks on 16 p2p channels) one, for every peer; NCCL_NCHANNELS_PER_NET_PEER sets it.
+	for _, c := range []struct {
+		nodes, env int
+		want       string
+	}{{2, 0, "16 p2p channels, 2 p2p channels per peer"}, {16, 0, "16 p2p channels, 1 p2p channels per peer"},
+		{16, 4, "16 p2p channels, 4 p2p channels per peer"}} {
+		if c.env > 0 {
+			t.Setenv("NCCL_NCHANNELS_PER_NET_PEER", strconv.Itoa(c.env))
+		}
+		out.Reset()
+		if rc := mainRun([]string{"tune", "--nodes", strconv.Itoa(c.nodes), "-b", "8", "-e", "8", "--no-table"}, &out, &errb); rc != 0 {
+			t.Fatalf("rc %d: %s", rc, errb.String())
+		}
+		if !strings.Contains(out.String(), "# "+c.want+" ") {
+			t.Errorf("%d nodes, NCCL_NCHANNELS_PER_NET_PEER %d: want %q in\n%s", c.nodes, c.env, c.want, out.String())
+		}
 	}
 
 	// --json: the keys with NCCL's names; sizes in K/M/G.
