@@ -62,9 +62,10 @@ var coarseWork uint64 = 40_000_000
 // MiB before stop 48, 256 MiB–1 GiB at stops 49 and 53, ratio 0.17–0.18), which a replay of tens of
 // seconds removes (256 MiB: 11 s, +0.15% from the exact replay's 7 min; 1 GiB: 47 s, +0.05% from
 // the exact replay's 31 min). The square, not the ratio itself: the model's error grew faster than
-// the ratio where both were measured (−2.6% at 0.069, 128 DGX H100 nodes at 1 GiB; −11.2…−13.6% at
-// 0.169–0.181), and until stop 53 a budget growing with the ratio alone left 1 GiB (work bound 839
-// M, ratio 0.181) on the model. Rows past even that budget keep the model and its note.
+// the ratio where both were measured (−2.6% at 0.069, 128 DGX H100 nodes at 1 GiB with two
+// channels per network peer, −3.7% at 0.125 with NCCL 2.28's one; −11.2…−13.6% at 0.169–0.181), and
+// until stop 53 a budget growing with the ratio alone left 1 GiB (work bound 839 M, ratio 0.181)
+// on the model. Rows past even that budget keep the model and its note.
 func backlogBudget(ratio, bound float64) (limit float64, work uint64) {
 	r := ratio / backlogRef
 	scale := min(r*r, backlogMaxScale)
@@ -80,7 +81,7 @@ func backlogBudget(ratio, bound float64) (limit float64, work uint64) {
 // whose time the interval replay's equals there) and grow at most eightfold (a work bound of 1.28
 // G: 128 one-GPU nodes to 1 GiB, work bound 839 M, 47 s; until stop 53 fourfold, which left 1 GiB
 // on the model). The 1,024-GPU all-to-all of the speed targets (128 DGX H100 nodes, 1 GiB, ratio
-// 0.069: 1.9 times, 305 M; bound 6.7 G) is far past either.
+// 0.125: 6.25 times, 993 M; bound 6.7 G) is far past either.
 // (Tests set backlogMaxScale to 1 with coarseWork to see the model.)
 const backlogRef = 5 * MaxCoarseError
 

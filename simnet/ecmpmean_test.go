@@ -333,7 +333,8 @@ func TestBacklogBudget(t *testing.T) {
 		{0, 1e8, coarseBound, coarseWork},
 		{0.024, 2.13e8, coarseBound, coarseWork}, // 64 DGX H100 nodes, 2 per leaf, 1 MiB: the model stands
 		{0.05, 2e8, coarseBound, coarseWork},
-		{0.069, 6.7e9, 0.069 * 0.069 / 0.0025 * coarseBound, 3350e6}, // 128 DGX H100 nodes, 1 GiB: the model stands (limit 305 M)
+		{0.069, 6.7e9, 0.069 * 0.069 / 0.0025 * coarseBound, 3350e6}, // 128 DGX H100 nodes, 1 GiB, two channels a network peer (limit 305 M)
+		{0.125, 6.71e9, 6.25 * coarseBound, 3355e6},                  // the same, NCCL 2.28's one: the model stands (limit 1.0 G)
 		{0.10, 3e8, 4 * coarseBound, 150e6},
 		{0.169, 2.1e8, 8 * coarseBound, 105e6},    // 128 one-GPU nodes, 256 MiB
 		{0.181, 8.39e8, 8 * coarseBound, 419.5e6}, // 128 one-GPU nodes, 1 GiB: replayed since stop 53
