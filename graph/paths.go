@@ -478,24 +478,18 @@ func (s *System) LocalNetCountByBw(g *Node) (count int, bw float64) {
 	if g == nil || g.Type != GPU {
 		return 0, 0
 	}
+	nets, base, per, ok := s.localNetInfo(g)
+	if !ok {
+		return 0, 0
+	}
 	var gpuBw float64
 	if c := s.localCPU(g); c != nil {
 		gpuBw = g.path(CPU, c.Index).BW
 	}
-	first := -1
-	for c := 0; c < 64; c++ {
-		n, ok := s.LocalNet(g, c)
-		if !ok || n == first {
-			break
-		}
-		if first < 0 {
-			first = n
-		}
-		bw += g.path(NET, n).BW
+	// Channels 0..per-1 use per different NETs (LocalNet), then channel per repeats channel 0's.
+	for c := 0; c < per && (count == 0 || bw < gpuBw); c++ {
+		bw += g.path(NET, nets[(base+c)%len(nets)]).BW
 		count++
-		if bw >= gpuBw {
-			break
-		}
 	}
 	return count, bw
 }
