@@ -49,6 +49,10 @@ type Constants struct {
 	// GB/s⌉) (NCCL_P2P_PER_CHANNEL_NET_BW), instead of ≤2.28's 2 halved while 2 × nRanks passes 4 ×
 	// p2pnChannels, at least the NICs (paths.cc ncclTopoGetNchannels; Table.P2PChannels).
 	NetPeerByBw bool
+	// PeersHalving: 2.30 halves the channels per peer across nodes while they times ⌈maxP2pPeers /
+	// 8⌉ pass p2pnChannels (paths.cc; maxP2pPeers, a 2.30 communicator setting, defaults to the
+	// ranks).
+	PeersHalving bool
 }
 
 // hopper etc. are the compCapIndex rows.
@@ -129,7 +133,8 @@ func newReleases() map[string]*Constants {
 		// Channels per network peer by the NICs' bandwidth since 2.29 (NCCL 2.29.7 on 2 H200 with
 		// ranks on separate hosts and a 400 Gb/s NIC: 4 per peer where 2.28.9 gives 2;
 		// testdata/nccl/h200x2/netpeerscan-2026-11-30).
-		NetPeerByBw: true,
+		NetPeerByBw:  true,
+		PeersHalving: true,
 	}
 
 	// 2.29: 2.30's table but for the Blackwell ring LL128 cap and the LL128 auto rule (the two
@@ -139,6 +144,7 @@ func newReleases() map[string]*Constants {
 	v229.Release = "2.29"
 	v229.PerChMaxRingLL128Bws[ccBlackwell] = [3]float64{34.5, 34.6, 34.5} // 2.29 tuning.cc
 	v229.LL128AnyCCAtLeast90 = false                                      // 2.27–2.29: uniform cc
+	v229.PeersHalving = false                                             // maxP2pPeers is 2.30's
 
 	v228 := *v230
 	v228.Release = "2.28"
@@ -154,6 +160,7 @@ func newReleases() map[string]*Constants {
 	// ≤2.28 paths.cc: 2 channels per network peer, halved with the ranks (netpeerscan: 2.28.9 gives
 	// 2 at 100–800 Gb/s and 1 with 8 ranks on 2 p2p channels).
 	v228.NetPeerByBw = false
+	v228.PeersHalving = false
 
 	// 2.26: 2.28's constants but for the NVLS rule above (what NCCL's release history records: NVLSTree's
 	// NET latency was 14 until 2.28, PAT's 8 µs base a literal 8 in 2.23–2.27 with the same result,

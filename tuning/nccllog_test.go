@@ -293,7 +293,7 @@ func TestNCCL229Release(t *testing.T) {
 }
 
 // TestRelease229Constants: 2.29 is 2.30's table but for the two rules the release history
-// records between them.
+// records between them and 2.30's maxP2pPeers halving.
 func TestRelease229Constants(t *testing.T) {
 	k229, err := ConstantsFor("2.29")
 	require.NoError(t, err)
@@ -301,7 +301,10 @@ func TestRelease229Constants(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, [3]float64{34.5, 34.6, 34.5}, k229.PerChMaxRingLL128Bws[ccBlackwell])
 	require.False(t, k229.LL128AnyCCAtLeast90)
+	require.False(t, k229.PeersHalving)
+	require.True(t, k229.NetPeerByBw)
 	k229.PerChMaxRingLL128Bws, k229.LL128AnyCCAtLeast90, k229.Release = k230.PerChMaxRingLL128Bws, k230.LL128AnyCCAtLeast90, k230.Release
+	k229.PeersHalving = k230.PeersHalving
 	require.Equal(t, *k230, *k229)
 }
 

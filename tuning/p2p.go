@@ -68,7 +68,12 @@ func (t *Table) P2PChannels() (total, perPeer int) {
 		}
 	}
 	if t.Comm.NNodes > 1 {
-		perPeer = pow2Up(min(perPeer, t.netPeerChannels(total)))
+		perPeer = min(pow2Up(min(perPeer, t.netPeerChannels(total))), total)
+		// 2.30: halved while the channels per peer times ⌈maxP2pPeers / 8⌉ (the ranks, NCCL's
+		// default) pass p2pnChannels (the fact sheet's 2.30.7 paths.cc; not measured here).
+		for t.K.PeersHalving && perPeer > 1 && perPeer*((t.Comm.NRanks+7)/8) > total {
+			perPeer /= 2
+		}
 	}
 	return total, min(perPeer, total)
 }
@@ -82,8 +87,8 @@ func (t *Table) P2PChannels() (total, perPeer int) {
 // separate hosts over NET/Socket, the NIC's speed set by a topology file): NCCL 2.28.9 gives 2 per
 // peer at 100, 200, 400 and 800 Gb/s with 2, 4 and 8 ranks on 32 p2p channels, 1 with 8 ranks on
 // 2 p2p channels, 2 on 4; NCCL 2.29.7 gives 4 at 400 Gb/s (2 and 4 on 2 and 4 p2p channels, which
-// cap it); NCCL_NCHANNELS_PER_NET_PEER=8 gives 8 on both. NCCL 2.30's further halving of the
-// channels per peer with the communicator's peers (maxP2pPeers) is not modelled.
+// cap it); NCCL_NCHANNELS_PER_NET_PEER=8 gives 8 on both. NCCL 2.30 then halves the channels
+// per peer with the peers a rank may talk to (P2PChannels; Constants.PeersHalving).
 func (t *Table) netPeerChannels(total int) int {
 	if v := t.Config.NChannelsPerNetPeer; v > 0 {
 		return v

@@ -276,7 +276,9 @@ func TestNetPeerChannels(t *testing.T) {
 		{"2.28", 1024, 0, 0, 0, 1, 48, 16, 1}, // rule: 128 DGX H100 nodes, 16 p2p channels
 		{"2.28", 16, 0, 0, 0, 1, 48, 16, 2},   // rule: 2 DGX H100 nodes
 		{"2.28", 1024, 0, 0, 0, 2, 50, 16, 2}, // rule: two NICs a GPU keep 2 at any scale
-		{"2.30", 1024, 0, 0, 0, 1, 48, 16, 4}, // rule: ⌈48 / 14⌉ (2.30's further halving not modelled)
+		{"2.29", 1024, 0, 0, 0, 1, 48, 16, 4}, // rule: ⌈48 / 14⌉ at any scale
+		{"2.30", 1024, 0, 0, 0, 1, 48, 16, 1}, // rule: 4, halved while × ⌈1024 / 8⌉ passes 16
+		{"2.30", 64, 0, 0, 0, 1, 48, 16, 2},   // rule: 4 × 8 > 16, 2 × 8 = 16 stays
 		{"2.30", 16, 0, 0, 0, 1, 100, 16, 8},  // rule: 800 Gb/s, ⌈100 / 14⌉ = 8
 		{"2.30", 16, 0, 0, 0, 0, 0, 16, 2},    // rule: no NIC counted, 2
 	} {
