@@ -314,6 +314,8 @@ func cases() []badCase {
 		{format: "flags", name: "run NCCL_BUFFSIZE=1", args: []string{"run", "-b", "1M", "-e", "1M"}, env: []string{"NCCL_BUFFSIZE=1"}, rc: 2, want: `NCCL_BUFFSIZE="1": want at least 4096 bytes`},
 		{format: "flags", name: "run NCCL_IB_QPS_PER_CONNECTION=1e9", args: []string{"run", "--nodes", "40", "-b", "1M", "-e", "1M"}, env: []string{"NCCL_IB_QPS_PER_CONNECTION=1000000000"}, rc: 2, want: `NCCL_IB_QPS_PER_CONNECTION="1000000000": want 1..128`},
 		{format: "flags", name: "run NCCL_IB_QPS_PER_CONNECTION=128, 40 nodes", args: []string{"run", "--nodes", "40", "-c", "alltoall", "-b", "1M", "-e", "1M"}, env: []string{"NCCL_IB_QPS_PER_CONNECTION=128"}, rc: 0, want: "alltoall"},
+		{format: "flags", name: "run NCCL_NCHANNELS_PER_NET_PEER=1e9", args: []string{"run", "--nodes", "4", "-b", "1M", "-e", "1M"}, env: []string{"NCCL_NCHANNELS_PER_NET_PEER=1000000000"}, rc: 2, want: `NCCL_NCHANNELS_PER_NET_PEER="1000000000": want an integer in 1..64`},
+		{format: "flags", name: "run NCCL_NCHANNELS_PER_NET_PEER=64, 40 nodes", args: []string{"run", "--nodes", "40", "-c", "alltoall", "-b", "1M", "-e", "1M"}, env: []string{"NCCL_NCHANNELS_PER_NET_PEER=64"}, rc: 0, want: "alltoall"},
 		{format: "flags", name: "search --p2p-level FOO", args: []string{"search", "--p2p-level", "FOO"}, rc: 2, want: `--p2p-level: graph: unknown path level "FOO"`},
 		{format: "flags", name: "search --trees 100", args: []string{"search", "--trees", "100"}, rc: 2, want: "--trees 100: want a rank in 0..7"},
 		{format: "flags", name: "replay --scale-ranks 8 --nodes 2", args: []string{"replay", "--topo", "h200x2-nvlink", "--scale-ranks", "8", "--nodes", "2", trace0, trace1}, rc: 2, want: "--scale-ranks 8 and --nodes 2 disagree"},
