@@ -70,3 +70,30 @@ func TestMeanBacklogNote(t *testing.T) {
 	require.Contains(t, n, "alltoall 268435456–1073741824 bytes (twice the largest backlog 16.9–18.1% of the time)")
 	require.Contains(t, n, "the ECMP mean model stands past the replay budgets")
 }
+
+// TestP2PChannelNote: where NCCL 2.28's rule for network peers leaves every peer one p2p channel
+// (16 DGX H100 nodes: 2 × 128 ranks > 4 × 16 p2p channels), simccl run says so and names
+// NCCL_NCHANNELS_PER_NET_PEER; not on 2 nodes (2 a peer), not for a collective, not with the
+// variable set (which also brings the send/recv's second channel back).
+func TestP2PChannelNote(t *testing.T) {
+	const want = "NCCL 2.28 gives every peer 1 p2p channel on 128 ranks"
+	run := func(args ...string) string {
+		var out, errb bytes.Buffer
+		if rc := mainRun(append([]string{"run", "-b", "1G", "-e", "1G", "--progress", "off"}, args...), &out, &errb); rc != 0 {
+			t.Fatalf("%v: rc %d: %s", args, rc, errb.String())
+		}
+		return out.String()
+	}
+	if out := run("--nodes", "16", "-c", "sendrecv"); !strings.Contains(out, want) || !strings.Contains(out, "NCCL_NCHANNELS_PER_NET_PEER sets the count") {
+		t.Errorf("16 nodes send/recv: no note:\n%s", out)
+	}
+	for _, args := range [][]string{{"--nodes", "2", "-c", "sendrecv"}, {"--nodes", "16", "-c", "allreduce"}} {
+		if out := run(args...); strings.Contains(out, "p2p channel on") {
+			t.Errorf("%v: note where it does not apply:\n%s", args, out)
+		}
+	}
+	t.Setenv("NCCL_NCHANNELS_PER_NET_PEER", "2")
+	if out := run("--nodes", "16", "-c", "sendrecv"); strings.Contains(out, "p2p channel on") || strings.Contains(out, "not modelled") {
+		t.Errorf("with NCCL_NCHANNELS_PER_NET_PEER=2: \n%s", out)
+	}
+}

@@ -344,6 +344,10 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 			notes = append(notes, n)
 			lateNotes = append(lateNotes, n)
 		}
+		if n := p2pChannelNote(rows, p); n != "" {
+			notes = append(notes, n)
+			lateNotes = append(lateNotes, n)
+		}
 		if bar != nil {
 			bar.finish()
 		}
@@ -657,6 +661,34 @@ func meanBacklogNote(rows []simnet.Row) string {
 		parts[i] = fmt.Sprintf("%s %s (twice the largest backlog %s of the time)", sp.coll, sp.sizes(), measure)
 	}
 	return fmt.Sprintf("%s: the ECMP mean model stands past the replay budgets with its links backlogged beyond the 1%% bar; such rows were 1–14%% fast where measured (ecmp_mean_backlog in the JSON; docs/cluster.md \"ECMP: the mean model\"; --exact replays every rank)", strings.Join(parts, "; "))
+}
+
+// p2pChannelNote says where NCCL's rule for network peers leaves every peer of a point-to-point
+// call one channel (tuning.Table.P2PChannels: up to 2.28, 2 halved while 2 × ranks passes 4 ×
+// p2pnChannels; 2.30, halved with maxP2pPeers), which halves a send/recv's bandwidth against a
+// smaller cluster, and names the variable that sets it. Nothing where NCCL_NCHANNELS_PER_NET_PEER
+// is set, on one node, or without a point-to-point row.
+func p2pChannelNote(rows []simnet.Row, p *planner.Planner) string {
+	if p.Nodes < 2 || p.Table.Config.NChannelsPerNetPeer > 0 {
+		return ""
+	}
+	total, perPeer := p.Table.P2PChannels()
+	if perPeer > 1 {
+		return ""
+	}
+	var colls []string
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if r.Algo == "P2P" && !seen[r.Coll] {
+			seen[r.Coll] = true
+			colls = append(colls, r.Coll)
+		}
+	}
+	if len(colls) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s: NCCL %s gives every peer %d p2p channel on %d ranks (%d p2p channels; its rule for a peer on another node halves the count with the ranks), so each transfer moves on one channel: NCCL_NCHANNELS_PER_NET_PEER sets the count (docs/cluster.md, point-to-point)",
+		strings.Join(colls, ", "), p.Table.K.Release, perPeer, p.NRanks(), total)
 }
 
 // qpsNote says where NCCL_IB_QPS_PER_CONNECTION, set, changes nothing in the simulation: the
