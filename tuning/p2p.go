@@ -86,8 +86,10 @@ func (t *Table) P2PChannels() (total, perPeer int) {
 // channel"), at least the NICs. Measured (testdata/nccl/h200x2/netpeerscan-2026-11-30: ranks on
 // separate hosts over NET/Socket, the NIC's speed set by a topology file): NCCL 2.28.9 gives 2 per
 // peer at 100, 200, 400 and 800 Gb/s with 2, 4 and 8 ranks on 32 p2p channels, 1 with 8 ranks on
-// 2 p2p channels, 2 on 4; NCCL 2.29.7 gives 4 at 400 Gb/s (2 and 4 on 2 and 4 p2p channels, which
-// cap it); NCCL_NCHANNELS_PER_NET_PEER=8 gives 8 on both. NCCL 2.30 then halves the channels
+// 2 p2p channels, 2 on 4; NCCL 2.29.7 gives 1, 2, 4 and 4 at 100, 200, 400 and 800 Gb/s (the path
+// capped at PCIe's 48 GB/s), 2 and 4 with two NICs of 100 and 400 Gb/s, and no halving with the
+// ranks (2 and 4 on 2 and 4 p2p channels, which cap it); NCCL_NCHANNELS_PER_NET_PEER=8 gives 8 on
+// both (2.22.3 as 2.28.9). NCCL 2.30 then halves the channels
 // per peer with the peers a rank may talk to (P2PChannels; Constants.PeersHalving).
 func (t *Table) netPeerChannels(total int) int {
 	if v := t.Config.NChannelsPerNetPeer; v > 0 {

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -161,4 +163,40 @@ func TestTuneOneRankNote(t *testing.T) {
 	require.NoError(t, json.Unmarshal(mustRun(t, "tune", "-b", "1M", "-e", "1M", "--json"), &eight))
 	require.Empty(t, eight.Note)
 	require.Contains(t, string(mustRun(t, "tune", "--gpus", "1", "-b", "1M", "-e", "1M")), "# note: one rank: NCCL prints no tuning table")
+}
+
+// TestTuneNetPeerFromNCCLDumps: simccl tune on NCCL's own topology of a rank whose peers are on
+// other hosts (testdata/nccl/h200x2/netpeerscan-2026-11-30c: rank 0's dump with one NIC, and with a
+// second on loopback), the NICs' speed replaced as the scan replaced it, gives the channels per
+// peer NCCL printed there (NCCL_MIN_P2P_NCHANNELS=32, 2 ranks): 2.28.9 2 at every speed; 2.29.7 1,
+// 2, 4 and 4 at 100, 200, 400 and 800 Gb/s (⌈path bandwidth / 14⌉, the path capped at PCIe's 48),
+// and with two NICs 2 at 100 Gb/s (both counted, 25 GB/s) and 4 at 400.
+func TestTuneNetPeerFromNCCLDumps(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "nccl", "h200x2", "netpeerscan-2026-11-30c")
+	re := regexp.MustCompile(`(<net [^>]*)speed="[0-9]+"`)
+	t.Setenv("NCCL_MIN_P2P_NCHANNELS", "32")
+	for _, c := range []struct {
+		dump    string
+		speed   int
+		release string
+		want    int
+	}{
+		{"dump.xml", 100000, "2.28", 2}, {"dump.xml", 200000, "2.28", 2}, {"dump.xml", 400000, "2.28", 2}, {"dump.xml", 800000, "2.28", 2},
+		{"dump.xml", 100000, "2.29", 1}, {"dump.xml", 200000, "2.29", 2}, {"dump.xml", 400000, "2.29", 4}, {"dump.xml", 800000, "2.29", 4},
+		{"dump2.xml", 100000, "2.28", 2}, {"dump2.xml", 400000, "2.28", 2},
+		{"dump2.xml", 100000, "2.29", 2}, {"dump2.xml", 400000, "2.29", 4},
+	} {
+		data, err := os.ReadFile(filepath.Join(dir, c.dump))
+		require.NoError(t, err)
+		topo := filepath.Join(t.TempDir(), "topo.xml")
+		require.NoError(t, os.WriteFile(topo, re.ReplaceAll(data, []byte(`${1}speed="`+strconv.Itoa(c.speed)+`"`)), 0o644))
+		var out, errb bytes.Buffer
+		if rc := mainRun([]string{"tune", "--topo", topo, "--nodes", "2", "--nccl-version", c.release, "--no-table", "-b", "8", "-e", "8"}, &out, &errb); rc != 0 {
+			t.Fatalf("rc %d: %s", rc, errb.String())
+		}
+		want := fmt.Sprintf("# 32 p2p channels, %d p2p channels per peer ", c.want)
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("%s at %d Mb/s, NCCL %s: want %q in\n%s", c.dump, c.speed, c.release, want, out.String())
+		}
+	}
 }

@@ -36,15 +36,15 @@ info img plugin 2
 for sp in 100000 200000 400000 800000; do
   sed -E "s/(<net [^>]*)speed=\"[0-9]+\"/\1speed=\"$sp\"/" "$O/dump.xml" > "$O/topo_$sp.xml"
   info img np2_$sp 2 NCCL_TOPO_FILE="$O/topo_$sp.xml"
-  info img np2_${sp}_p2p32 2 NCCL_TOPO_FILE="$O/topo_$sp.xml" NCCL_MIN_P2P_NCHANNELS=32
+  for r in $rels; do info $r np2_${sp}_p2p32 2 NCCL_TOPO_FILE="$O/topo_$sp.xml" NCCL_MIN_P2P_NCHANNELS=32; done
 done
 # Two NICs a host (the socket plugin on the default interface and on loopback), each at 100 or 400
-# Gb/s: whether the rule counts the NICs a GPU needs (image's release).
+# Gb/s: whether the rule counts the NICs a GPU needs (every release).
 I2=NCCL_SOCKET_IFNAME=$NCCL_SOCKET_IFNAME,lo
 run dump2 COLLS=sendrecv NPROCS=2 FAKE_HOSTS=1 MAXEXP=3 $I2 NCCL_TOPO_DUMP_FILE="$O/dump2.xml"
 for sp in 100000 400000; do
   sed -E "s/(<net [^>]*)speed=\"[0-9]+\"/\1speed=\"$sp\"/g" "$O/dump2.xml" > "$O/topo2_$sp.xml"
-  info img np2_nic2_${sp}_p2p32 2 $I2 NCCL_TOPO_FILE="$O/topo2_$sp.xml" NCCL_MIN_P2P_NCHANNELS=32
+  for r in $rels; do info $r np2_nic2_${sp}_p2p32 2 $I2 NCCL_TOPO_FILE="$O/topo2_$sp.xml" NCCL_MIN_P2P_NCHANNELS=32; done
 done
 # One host (no fake hosts): the NVLink peer's channels under NCCL_MIN_P2P_NCHANNELS=64, which
 # lifts p2pnChannels above the search's 32 (is the per-peer count capped before or after?).
@@ -54,7 +54,6 @@ run nvl_p2p64 COLLS=sendrecv NPROCS=2 MAXEXP=3 NCCL_MIN_P2P_NCHANNELS=64 NCCL_DE
   cat "$O"/img_nvl_p2p64.*.log | grep -hE 'p2p channels per peer' | sed 's/^[^ ]* //' | sort | uniq -c; } >> "$O/summary.txt"
 T=$O/topo_400000.xml
 for r in $rels; do  # the scale rule and the variable on every release at hand
-  [ "$r" = img ] || info $r np2_400000_p2p32 2 NCCL_TOPO_FILE="$T" NCCL_MIN_P2P_NCHANNELS=32
   info $r np2_400000_env8 2 NCCL_TOPO_FILE="$T" NCCL_MIN_P2P_NCHANNELS=32 NCCL_NCHANNELS_PER_NET_PEER=8
   C=sendrecv,alltoall info $r np4_400000_p2p32 4 NCCL_TOPO_FILE="$T" NCCL_MIN_P2P_NCHANNELS=32
   C=sendrecv,alltoall info $r np8_400000_p2p32 8 NCCL_TOPO_FILE="$T" NCCL_MIN_P2P_NCHANNELS=32
