@@ -665,8 +665,9 @@ func meanBacklogNote(rows []simnet.Row) string {
 
 // p2pChannelNote says where NCCL's rule for network peers leaves every peer of a point-to-point
 // call one channel (tuning.Table.P2PChannels: up to 2.28, 2 halved while 2 × ranks passes 4 ×
-// p2pnChannels; 2.30, halved with maxP2pPeers), which halves a send/recv's bandwidth against a
-// smaller cluster, and names the variable that sets it. Nothing where NCCL_NCHANNELS_PER_NET_PEER
+// p2pnChannels; from 2.29, one per 14 GB/s of the NICs, a 100 Gb/s NIC one; 2.30, halved with
+// maxP2pPeers), which halves a send/recv's bandwidth against two channels, and names the variable
+// that sets it. Nothing where NCCL_NCHANNELS_PER_NET_PEER
 // is set, on one node, or without a point-to-point row.
 func p2pChannelNote(rows []simnet.Row, p *planner.Planner) string {
 	if p.Nodes < 2 || p.Table.Config.NChannelsPerNetPeer > 0 {
@@ -687,7 +688,7 @@ func p2pChannelNote(rows []simnet.Row, p *planner.Planner) string {
 	if len(colls) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s: NCCL %s gives every peer %d p2p channel on %d ranks (%d p2p channels; its rule for a peer on another node halves the count with the ranks), so each transfer moves on one channel: NCCL_NCHANNELS_PER_NET_PEER sets the count (docs/cluster.md, point-to-point)",
+	return fmt.Sprintf("%s: NCCL %s gives every peer %d p2p channel on %d ranks (%d p2p channels; the count for a peer on another node falls with the ranks up to 2.28 and in 2.30, and follows the NIC's bandwidth from 2.29), so each transfer moves on one channel: NCCL_NCHANNELS_PER_NET_PEER sets the count (docs/cluster.md, point-to-point)",
 		strings.Join(colls, ", "), p.Table.K.Release, perPeer, p.NRanks(), total)
 }
 
