@@ -96,6 +96,17 @@ type Timing struct {
 	// (StepLat) being the whole time from the last store to the receiver seeing the tail, fence
 	// included.
 	Fence Time
+	// NetStage, where the CTA is modelled, sends a rank's messages into the network in two
+	// stages, as NCCL's network transport does. The channel's CTA writes the step into the
+	// connection's buffer (its share of the step's traffic at the CTA's rate, on no link of the
+	// route) and posts it; the proxy thread then hands it to the NIC, which reads it from there
+	// and carries it over the route without the CTA, one message of a connection after another
+	// (a queue pair sends its work requests in order). The CTA goes on to its next step once it
+	// has written this one and passed its fence or slice cost; the receiver sees the message
+	// after the NIC's transfer and the step latency, as before. Without it a network message
+	// moves as an NVLink store does, the CTA pushing it over the whole route: the CTA's lane is
+	// held for the network's time, and the NIC starts on a step before the CTA has written it.
+	NetStage bool
 	// ChannelCap is the data rate one channel of the algorithm reaches at most (0: none). It caps
 	// the messages through which a channel's data enters it — each rank's sends to its node's
 	// switch on lane 0 (the NVLS scatter carries every byte of the channel once) — at that rate of
@@ -631,6 +642,9 @@ type sim struct {
 	inflight  []int32
 	heldSends map[int32][]int32
 	heldLocal map[int32]bool
+	netDec    []bool            // per message: sent in two stages, the CTA's and the NIC's (Timing.NetStage)
+	netBusy   []bool            // per connection: a network message of it is on the wire
+	netQueue  map[int32][]int32 // per connection, its messages written and waiting for the wire
 	netHeld   map[int32][]int32 // per step, its sends (indices in Step.Send) into the network waiting for its streamed receives
 	laneRate  []Rate            // per program: CTARate over the program's lanes (0: not modelled)
 	// SharedCTA: per program its CTA's link (-1: none), and the routes extended by it, one per
@@ -1790,6 +1804,26 @@ func (x *sim) startSend(g int32, st *coll.Step, pr *coll.Program, xf coll.Xfer, 
 			capRate = cc
 		}
 	}
+	if x.tm.NetStage && class == ClassNet && x.inflight == nil && pr.Rank < x.s.NRanks && x.connKnown[xf.Conn] && (cta >= 0 || memT > 0 || lane > 0) {
+		// Timing.NetStage: the CTA writes the message into its connection's buffer, its share
+		// of the step's traffic at the CTA's rate on no link of the route; netSend then hands
+		// it to the NIC.
+		if x.netDec == nil {
+			x.netDec = make([]bool, len(x.msg))
+		}
+		x.netDec[m] = true
+		tag := int64(len(x.msg)) + int64(len(x.rec)) + int64(m)
+		switch {
+		case cta >= 0:
+			tr := ctaTraffic(st.Prim, float64(st.Bytes), float64(wire), len(st.Send)) / float64(len(st.Send))
+			x.e.StartFlow(x.ctaOnly(cta), tr, 0, tag)
+		case memT > 0:
+			x.e.StartFlow(nil, memT/float64(len(st.Send)), 1, tag)
+		default:
+			x.e.StartFlow(nil, float64(wire), lane, tag)
+		}
+		return
+	}
 	x.e.StartFlow(route, float64(wire), capRate, int64(m))
 	if x.streams(st, pr, int(xf.Peer), class) {
 		x.e.After(x.msgLat(mr), evFirst, int64(m))
@@ -1869,11 +1903,20 @@ func (x *sim) holdOf(g int32) Time {
 // FlowDone: the message's last byte has left; it arrives after the route and step latency. Tags
 // from len(msg) on are the local work of step tag−len(msg).
 func (x *sim) FlowDone(tag int64) {
-	if n := int64(len(x.msg)); tag >= n {
+	if n := int64(len(x.msg)); tag >= n+int64(len(x.rec)) {
+		x.netSend(int32(tag - n - int64(len(x.rec))))
+		return
+	} else if tag >= n {
 		x.finishLocal(int32(tag - n))
 		return
 	}
 	m := int32(tag)
+	if x.netDec != nil && x.netDec[m] {
+		// Its CTA part is done (netSend): it arrives.
+		x.e.After(x.msgLat(&x.msg[m]), evArrive, int64(m))
+		x.netDone(m)
+		return
+	}
 	if g := x.msg[m].send; x.inflight != nil && x.inflight[g] > 0 {
 		// Its last lines cannot leave before the lines they are made of have arrived.
 		x.heldSends[g] = append(x.heldSends[g], m)
@@ -1882,11 +1925,56 @@ func (x *sim) FlowDone(tag int64) {
 	x.sent(m)
 }
 
+// netSend: the CTA has written network message m into its buffer: the NIC carries it from now,
+// and its step goes on as if it had left.
+func (x *sim) netSend(m int32) {
+	mr := &x.msg[m]
+	if x.netBusy == nil {
+		x.netBusy = make([]bool, len(x.s.Conns))
+		x.netQueue = map[int32][]int32{}
+	}
+	if x.netBusy[mr.conn] {
+		x.netQueue[mr.conn] = append(x.netQueue[mr.conn], m)
+	} else {
+		x.netStart(m)
+	}
+	x.stepSent(mr.send)
+}
+
+// netStart puts network message m on its connection's route: the connection sends its messages
+// one after another, as a queue pair does.
+func (x *sim) netStart(m int32) {
+	mr := &x.msg[m]
+	x.netBusy[mr.conn] = true
+	if x.msgStart != nil {
+		x.msgStart[m] = x.e.Now()
+	}
+	x.e.StartFlow(x.connRoute[mr.conn], float64(mr.wire), x.tm.PerFlowCap[mr.proto], int64(m))
+}
+
+// netDone: network message m has left; the next one its connection holds goes.
+func (x *sim) netDone(m int32) {
+	c := x.msg[m].conn
+	x.netBusy[c] = false
+	if q := x.netQueue[c]; len(q) > 0 {
+		if len(q) == 1 {
+			delete(x.netQueue, c)
+		} else {
+			x.netQueue[c] = q[1:]
+		}
+		x.netStart(q[0])
+	}
+}
+
 // sent: message m's last byte has left; it arrives after the route and step latency.
 func (x *sim) sent(m int32) {
 	mr := &x.msg[m]
 	x.e.After(x.msgLat(mr), evArrive, int64(m))
-	g := mr.send
+	x.stepSent(mr.send)
+}
+
+// stepSent: one more of step g's messages has left.
+func (x *sim) stepSent(g int32) {
 	r := &x.rec[g]
 	r.sendsLeft--
 	if r.sendsLeft == 0 {

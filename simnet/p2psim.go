@@ -149,6 +149,7 @@ type p2pNet struct {
 	route         [][]LinkID
 	rw            [][]float64 // per slot: its route's weights where symmetric sets them (nil: 1 on every link)
 	lat           []Time
+	netw          []bool  // per slot: its route crosses the network (ClassNet; Timing.NetStage)
 	part          []int32 // index into wire
 	// per (operation, channel part): the wire bytes of each message, or of the copy to self
 	wire [][]float64
@@ -577,17 +578,19 @@ func (b *p2pBuild) perRank(e *Engine) *p2pSim {
 	net := b.programs(b.n, func(rank, target int) int32 { return int32(target) })
 	net.route = make([][]LinkID, len(net.owner))
 	net.lat = make([]Time, len(net.owner))
+	net.netw = make([]bool, len(net.owner))
 	cache := map[[3]int32]int32{} // (from, to, channel) -> slot already routed
 	for s := range net.owner {
 		from, to, ch := b.slotEnds(net, int32(s))
 		k := [3]int32{int32(from), int32(to), int32(ch)}
 		if j, ok := cache[k]; ok {
-			net.route[s], net.lat[s] = net.route[j], net.lat[j]
+			net.route[s], net.lat[s], net.netw[s] = net.route[j], net.lat[j], net.netw[j]
 			continue
 		}
 		route, class := routeP2P(b.r, from, to, ch, nil)
 		net.route[s] = route
 		net.lat[s] = e.RouteLatency(route) + b.tm.StepLat[class][b.proto]
+		net.netw[s] = class == ClassNet
 		cache[k] = int32(s)
 	}
 	return newP2PSim(e, net, b.tm, b.proto)
@@ -731,6 +734,7 @@ func (b *p2pBuild) symmetric(cl *Cluster, R int, latMean bool) (*p2pSim, *relaxC
 	qlink := map[LinkID]LinkID{} // orbit -> private link
 	net.route = make([][]LinkID, len(net.owner))
 	net.lat = make([]Time, len(net.owner))
+	net.netw = make([]bool, len(net.owner))
 	// Each slot's route as link orbits, in route order, with the times it crosses each.
 	orbits := make([][]LinkID, len(net.owner))
 	times := make([][]int32, len(net.owner))
@@ -741,6 +745,7 @@ func (b *p2pBuild) symmetric(cl *Cluster, R int, latMean bool) (*p2pSim, *relaxC
 		from, to, ch := b.slotEnds(net, int32(s))
 		route, class := routeP2P(b.r, from, to, ch, nil)
 		net.lat[s] = b.e.RouteLatency(route) + b.tm.StepLat[class][b.proto]
+		net.netw[s] = class == ClassNet
 		clear(mult)
 		var order []LinkID
 		prev := LinkID(-1)
@@ -849,11 +854,18 @@ func (b *p2pBuild) symmetric(cl *Cluster, R int, latMean bool) (*p2pSim, *relaxC
 	check := newRelaxCheck(b.e, pairs, len(net.owner))
 	if check != nil {
 		check.e = q
+		staged := x.staged
 		check.slot = func(tag int64) int32 {
-			if tag&3 != p2pSend {
-				return -1
+			switch s := int32(tag >> 2); tag & 3 {
+			case p2pNIC:
+				return s
+			case p2pSend:
+				if staged && net.netw[s] {
+					return -1 // the CTA's stage of a network message: no link of the connection
+				}
+				return s
 			}
-			return int32(tag >> 2)
+			return -1
 		}
 		q.obs = check
 	}
@@ -976,14 +988,21 @@ type p2pSim struct {
 	// symmetric replay: orbits of links -> private links, ranks per rotation
 	qlink map[LinkID]LinkID
 	S     int
+	// Timing.NetStage with the CTA modelled (staged): per slot into the network, the messages
+	// its CTA has written and the next one its NIC carries (nicBusy: that one is on the route)
+	staged           bool
+	written, nicNext []int32
+	nicBusy          []bool
 }
 
-// Flow tags: slot<<2 (kind p2pSend) for a message, program<<2|p2pRecvWork for a receive's local
+// Flow tags: slot<<2 (kind p2pSend) for a message, or for the CTA's stage of one into the network
+// and slot<<2|p2pNIC for its NIC's (Timing.NetStage), program<<2|p2pRecvWork for a receive's local
 // work, program<<2|p2pCopyWork for a copy to self.
 const (
 	p2pSend     = 0
 	p2pRecvWork = 1
 	p2pCopyWork = 2
+	p2pNIC      = 3
 )
 
 func newP2PSim(e *Engine, net *p2pNet, tm Timing, proto coll.Proto) *p2pSim {
@@ -1010,7 +1029,28 @@ func newP2PSim(e *Engine, net *p2pNet, tm Timing, proto coll.Proto) *p2pSim {
 		}
 	}
 	x.shareMem()
+	if tm.NetStage && tm.CTARate > 0 && net.netw != nil {
+		x.staged = true
+		x.written, x.nicNext, x.nicBusy = make([]int32, ns), make([]int32, ns), make([]bool, ns)
+	}
 	return x
+}
+
+// stagedSend reports whether slot s's messages go in two stages (Timing.NetStage): into the
+// network, with the CTA modelled (the flat rate, the memory-traffic model or its shared link).
+func (x *p2pSim) stagedSend(s int32, p int32) bool {
+	return x.staged && x.net.netw[s] && (x.cta != nil || x.memLane(p) > 0 || x.net.lane[p] > 0)
+}
+
+// nicStart puts slot s's next written message on its route if its NIC is free: a connection's
+// messages go one after another (Timing.NetStage).
+func (x *p2pSim) nicStart(s int32) {
+	if x.nicBusy[s] || x.nicNext[s] >= x.written[s] {
+		return
+	}
+	x.nicBusy[s] = true
+	wire := x.net.wire[x.net.segs[x.net.sendSeg[s]].part]
+	x.e.StartFlow(x.net.route[s], wire[x.nicNext[s]], x.capRate, int64(s)<<2|p2pNIC)
 }
 
 // shareCTA makes every program's lanes share one link of its CTA's traffic rate (SharedCTA): a
@@ -1255,6 +1295,21 @@ func (x *p2pSim) trySend(g int32) {
 		return
 	}
 	capRate := x.capRate
+	if x.stagedSend(sg.out, p) {
+		// Timing.NetStage: the CTA writes the message into the connection's buffer (its Send
+		// traffic on its CTA, on no link of the route); the NIC then carries it (nicStart).
+		x.sendRun[g] = true
+		tr := ctaTraffic(coll.Send, wire[i]*x.pay, wire[i], 1)
+		switch {
+		case x.cta != nil:
+			x.e.StartFlow(x.cta[p:p+1], tr, capRate, int64(sg.out)<<2)
+		case x.memLane(p) > 0:
+			x.e.StartFlow(nil, tr, x.memLane(p), int64(sg.out)<<2)
+		default:
+			x.e.StartFlow(nil, wire[i], x.net.lane[p], int64(sg.out)<<2)
+		}
+		return
+	}
 	if x.cta != nil {
 		// The sender's CTA link bounds the message with whatever the CTA's other lanes leave.
 		x.sendRun[g] = true
@@ -1321,8 +1376,19 @@ func (x *p2pSim) recvDone(g int32) {
 func (x *p2pSim) FlowDone(tag int64) {
 	id := int32(tag >> 2)
 	switch tag & 3 {
-	case p2pSend:
+	case p2pNIC:
+		// A network message's NIC stage: it arrives, and its connection's next one goes.
 		x.e.After(x.net.lat[id], evArrive, int64(id))
+		x.nicBusy[id] = false
+		x.nicNext[id]++
+		x.nicStart(id)
+	case p2pSend:
+		if x.staged && x.stagedSend(id, x.net.prog[x.net.sendSeg[id]]) {
+			x.written[id]++ // its CTA has written it: the NIC takes it from here
+			x.nicStart(id)
+		} else {
+			x.e.After(x.net.lat[id], evArrive, int64(id))
+		}
 		if x.fence > 0 {
 			x.e.After(x.fence, evComplete, int64(id)) // the fence holds the sending lane
 			return

@@ -68,11 +68,16 @@ type ringLane struct {
 	// per position: routes to the next position
 	route [][]LinkID
 	lat   []Time
+	net   []bool // per position: its route to the next crosses the network (ClassNet)
 	// state per position
 	step     []int32 // next step to run, global over loops: l*(S+1)+t
 	running  []bool
 	arrived  []int32 // messages received from prev
 	consumed []int32 // messages of mine the next has consumed
+	// Timing.NetStage, per position whose route crosses the network: its messages written by
+	// the CTA, and the next one the NIC carries (nicBusy: that one is on the route)
+	written, nicNext []int32
+	nicBusy          []bool
 }
 
 type ringSim struct {
@@ -84,6 +89,8 @@ type ringSim struct {
 	stepLat  Time
 	cap      Rate
 	cta      Rate    // one CTA's data rate (Timing.CTARate; 0: not modelled)
+	staged   bool    // Timing.NetStage with the CTA modelled: network messages in two stages
+	nicCap   Rate    // the per-flow cap of a message's NIC stage (Timing.PerFlowCap)
 	skew     Time    // channel c's groups start c × skew late (Timing.ChannelSkew)
 	recvB    float64 // bytes the receive-only step of a loop reads and copies or reduces locally
 	// The memory-traffic model (Timing.CTAMem), where it applies: per merged send step its cap
@@ -178,7 +185,7 @@ func perRankRing(e *Engine, r Router, spec RingSpec, tm Timing, stepsPerLoop, lo
 	var groups []*ringLane
 	idx := map[key]int{}
 	for c, ring := range spec.Rings {
-		g := &ringLane{ring: make([]int32, n), ch: c, route: make([][]LinkID, n), lat: make([]Time, n)}
+		g := &ringLane{ring: make([]int32, n), ch: c, route: make([][]LinkID, n), lat: make([]Time, n), net: make([]bool, n)}
 		sig := make([]byte, 0, n*8)
 		for i, rk := range ring {
 			if rk < 0 || rk >= n {
@@ -192,6 +199,7 @@ func perRankRing(e *Engine, r Router, spec RingSpec, tm Timing, stepsPerLoop, lo
 			route, class := r.Route(ring[i], next, c, nil)
 			g.route[i] = route
 			g.lat[i] = e.RouteLatency(route) + tm.StepLat[class][spec.Proto]
+			g.net[i] = class == ClassNet
 			for _, l := range route {
 				rsig = fmt.Appendf(rsig, "%d,", l)
 			}
@@ -263,8 +271,8 @@ func runRing(e *Engine, groups []*ringLane, spec RingSpec, tm Timing, stepsPerLo
 		// (MaxCoarseError): merge no more than keeps that under its share of a loop's least time.
 		hop := Time(0)
 		for _, g := range groups {
-			for _, l := range g.lat {
-				hop = max(hop, l)
+			for pos, l := range g.lat {
+				hop = max(hop, l+x.stageOverlap(g, pos, wire))
 			}
 		}
 		if k := coarseMergeLimit(x.loopBound(), hop); k < merge {
@@ -279,6 +287,9 @@ func runRing(e *Engine, groups []*ringLane, spec RingSpec, tm Timing, stepsPerLo
 		g.running = make([]bool, m)
 		g.arrived = make([]int32, m)
 		g.consumed = make([]int32, m)
+		if x.staged {
+			g.written, g.nicNext, g.nicBusy = make([]int32, m), make([]int32, m), make([]bool, m)
+		}
 	}
 	x.total = positions * int64(loops) * int64(S+1)
 	e.handler = x
@@ -305,7 +316,8 @@ func runRing(e *Engine, groups []*ringLane, spec RingSpec, tm Timing, stepsPerLo
 // newRingSim sets up the replay of the ring groups with merge steps per message.
 func newRingSim(e *Engine, groups []*ringLane, spec RingSpec, tm Timing, stepsPerLoop, loops int, wire float64, merge int) *ringSim {
 	S := (stepsPerLoop + merge - 1) / merge
-	x := &ringSim{e: e, groups: groups, S: int32(S), L: int32(loops), cap: tm.PerFlowCap[spec.Proto], cta: tm.CTARate, skew: tm.ChannelSkew}
+	x := &ringSim{e: e, groups: groups, S: int32(S), L: int32(loops), cap: tm.PerFlowCap[spec.Proto], cta: tm.CTARate, skew: tm.ChannelSkew,
+		staged: tm.NetStage && tm.CTARate > 0, nicCap: tm.PerFlowCap[spec.Proto]}
 	if x.cta > 0 && (x.cap <= 0 || x.cta < x.cap) {
 		// Each channel is one CTA (one lane: ring kernels do not split their threads).
 		x.cap = x.cta
@@ -374,6 +386,32 @@ func (x *ringSim) loopBound() Time {
 	return Time(max(cta, link) + holds + recv)
 }
 
+// stageOverlap is what a merged message of position pos of g pays beyond its latencies for each
+// further step it stands for, where its messages go in two stages (Timing.NetStage): of one step
+// of wire bytes, the shorter of its CTA's stage and its NIC's, which the exact replay overlaps
+// with the next step's other stage and the merged message runs one after the other.
+func (x *ringSim) stageOverlap(g *ringLane, pos int, wire float64) Time {
+	if !x.staged || !g.net[pos] {
+		return 0
+	}
+	c := x.cap
+	for _, r := range x.capT {
+		if c <= 0 || r < c {
+			c = r
+		}
+	}
+	narrow := Rate(0)
+	for _, l := range g.route[pos] {
+		if r := x.e.LinkCap(l); narrow == 0 || r < narrow {
+			narrow = r
+		}
+	}
+	if c <= 0 || narrow <= 0 {
+		return 0
+	}
+	return Time(min(wire/float64(c), wire*float64(g.lanes)/float64(narrow)))
+}
+
 // MaxCoarseError is the share of a ring replay's time that merging its steps may add: issue #19's
 // bound on every approximate mode. A merged message of K steps pays K× its hop's latency
 // (StepLat and the route's), but in the exact replay a step's latency overlaps the steps that
@@ -401,10 +439,15 @@ func coarseMergeLimit(loop, hop Time) int {
 	return k
 }
 
-// Tags: group<<32 | position, with localTag set for the local work of a receive-only step.
+// Tags: group<<32 | position, with localTag set for the local work of a receive-only step,
+// ctaTag for the CTA's stage of a network message and nicTag for its NIC's (Timing.NetStage).
 func ringTag(g, pos int) int64 { return int64(g)<<32 | int64(pos) }
 
-const localTag = int64(1) << 62
+const (
+	localTag = int64(1) << 62
+	ctaTag   = int64(1) << 61
+	nicTag   = int64(1) << 60
+)
 
 func (x *ringSim) Fire(kind int32, arg int64) {
 	switch kind {
@@ -478,9 +521,27 @@ func (x *ringSim) try(gi, pos int) {
 		if x.capT != nil {
 			c = x.capT[t]
 		}
+		if x.staged && g.net[pos] {
+			// Timing.NetStage: the CTA writes the message (its bytes at the step's cap, on no
+			// link), then the NIC carries it (nicStart).
+			x.e.StartFlow(nil, x.msgBytes[t]*float64(g.lanes), c*Rate(g.lanes), ringTag(gi, pos)|ctaTag)
+			return
+		}
 		x.e.StartFlow(g.route[pos], x.msgBytes[t]*float64(g.lanes), c*Rate(g.lanes), ringTag(gi, pos))
 		return
 	}
+}
+
+// nicStart puts the next message the CTA of (group, position) has written on its route, if its
+// NIC is free: a connection's messages go one after another.
+func (x *ringSim) nicStart(gi, pos int) {
+	g := x.groups[gi]
+	if g.nicBusy[pos] || g.nicNext[pos] >= g.written[pos] {
+		return
+	}
+	g.nicBusy[pos] = true
+	t := g.nicNext[pos] % x.S // its step in the loop (messages are numbered l*S + t)
+	x.e.StartFlow(g.route[pos], x.msgBytes[t]*float64(g.lanes), x.nicCap*Rate(g.lanes), ringTag(gi, pos)|nicTag)
 }
 
 // consume frees, at the previous position, the slot of the message this step received.
@@ -508,9 +569,28 @@ func (x *ringSim) FlowDone(tag int64) {
 		x.received(int(tag>>32), int(tag&0xffffffff))
 		return
 	}
+	if tag&nicTag != 0 {
+		// A network message's NIC stage: it arrives, and the connection's next one goes.
+		tag &^= nicTag
+		gi, pos := int(tag>>32), int(tag&0xffffffff)
+		g := x.groups[gi]
+		x.e.After(g.lat[pos]*x.stepLat, evArrive, tag)
+		g.nicBusy[pos] = false
+		g.nicNext[pos]++
+		x.nicStart(gi, pos)
+		return
+	}
+	staged := tag&ctaTag != 0
+	tag &^= ctaTag
 	gi, pos := int(tag>>32), int(tag&0xffffffff)
 	g := x.groups[gi]
-	x.e.After(g.lat[pos]*x.stepLat, evArrive, tag)
+	if staged {
+		// The CTA has written a network message: the NIC takes it from here.
+		g.written[pos]++
+		x.nicStart(gi, pos)
+	} else {
+		x.e.After(g.lat[pos]*x.stepLat, evArrive, tag)
+	}
 	if x.hold != nil {
 		if h := x.hold[g.step[pos]%(x.S+1)]; h > 0 {
 			x.e.After(h, evComplete, tag) // the fences hold the CTA; the step completes after them

@@ -201,15 +201,18 @@ func TestRingCoarseWithinOnePercent(t *testing.T) {
 		f     coll.Func
 		proto coll.Proto
 		merge []int // forced merge factors; 0: automatic under a budget of one message
+		whole bool  // the automatic merge keeps every step (the bound refuses K = 2)
 	}{
-		{64, coll.AllReduce, coll.Simple, []int{2, 4, 8, 0}},
-		{64, coll.AllGather, coll.Simple, []int{0}}, // K = 8 would be +1.41%
-		{64, coll.ReduceScatter, coll.Simple, []int{0}},
-		{64, coll.AllReduce, coll.LL128, []int{0}},
-		{64, coll.AllReduce, coll.LL, []int{0}},
-		{2, coll.AllGather, coll.LL128, []int{0}}, // 8 loops
-		{8, coll.AllReduce, coll.LL128, []int{0}},
-		{32, coll.AllReduce, coll.LL, []int{0}}, // 8 loops; 2 nodes, 128 loops, K = 16 would be +2.41%
+		{64, coll.AllReduce, coll.Simple, []int{2, 4, 8, 0}, false},
+		{64, coll.AllGather, coll.Simple, []int{0}, false}, // K = 8 would be +1.41%
+		{64, coll.ReduceScatter, coll.Simple, []int{0}, false},
+		{64, coll.AllReduce, coll.LL128, []int{0}, false},
+		{64, coll.AllReduce, coll.LL, []int{0}, false},
+		// 8 loops; K = 2 would be +1.02%: a merged network message runs its CTA's and its NIC's
+		// stages one after the other (Timing.NetStage), which the bound counts (stageOverlap)
+		{2, coll.AllGather, coll.LL128, []int{0}, true},
+		{8, coll.AllReduce, coll.LL128, []int{0}, false},
+		{32, coll.AllReduce, coll.LL, []int{0}, false}, // 8 loops; 2 nodes, 128 loops, K = 16 would be +2.41%
 	}
 	for _, c := range cases {
 		m, _ := testMachine(t, "dgx-h100", c.nodes, nil, "ring", "")
@@ -231,7 +234,9 @@ func TestRingCoarseWithinOnePercent(t *testing.T) {
 		require.Equal(t, 1, exact.Merge)
 		for _, k := range c.merge {
 			res := run(k)
-			if k == 0 {
+			if k == 0 && c.whole {
+				require.Equal(t, 1, res.Merge, "%v %v: automatic merge", c.f, c.proto)
+			} else if k == 0 {
 				require.Greater(t, res.Merge, 1, "%v %v: automatic merge", c.f, c.proto)
 			} else {
 				require.Equal(t, k, res.Merge)

@@ -87,11 +87,12 @@ func symmetricRing(e *Engine, cl *Cluster, spec RingSpec, tm Timing, stepsPerLoo
 	mult := map[LinkID]int{}
 	groups := make([]*ringLane, len(spec.Rings))
 	for c, ring := range spec.Rings {
-		g := &ringLane{ring: make([]int32, S), lanes: 1, ch: c, route: make([][]LinkID, S), lat: make([]Time, S)}
+		g := &ringLane{ring: make([]int32, S), lanes: 1, ch: c, route: make([][]LinkID, S), lat: make([]Time, S), net: make([]bool, S)}
 		for i := 0; i < S; i++ {
 			g.ring[i] = int32(ring[i])
 			route, class := cl.Route(ring[i], ring[(i+1)%n], c, nil)
 			g.lat[i] = e.RouteLatency(route) + tm.StepLat[class][spec.Proto]
+			g.net[i] = class == ClassNet
 			clear(mult)
 			var order []LinkID
 			prev := LinkID(-1)
@@ -153,9 +154,10 @@ func symmetricRing(e *Engine, cl *Cluster, spec RingSpec, tm Timing, stepsPerLoo
 		check.e = q
 		check.halt = !ecmp
 		check.slot = func(tag int64) int32 {
-			if tag&localTag != 0 {
-				return -1
+			if tag&(localTag|ctaTag) != 0 {
+				return -1 // the CTA's own work: no link of a connection
 			}
+			tag &^= nicTag
 			return int32(tag>>32)*int32(S) + int32(tag&0xffffffff)
 		}
 	}

@@ -292,8 +292,16 @@ func (m *Machine) Timing(a coll.Algo, p coll.Proto) (Timing, error) {
 		tm.ChannelSkew = m.GPU.ChannelSkew
 	}
 	tm.LineStream = LineStream
+	tm.NetStage = NetStaged && tm.CTARate > 0
 	return tm, nil
 }
+
+// NetStaged turns Timing.NetStage on in Machine.Timing wherever the CTA is modelled: a network
+// message is written by its CTA, then carried by the NIC (NCCL's proxy: net.cc's send progress
+// posts a step to the network only once the GPU has written all of it and advanced the tail, and
+// the GPU goes on to its next step while the NIC sends this one, NCCL_STEPS slots apart). Off
+// gives the single-stage network message of before 2026-11-30 (bench/sim/compare -net-stage=false).
+var NetStaged = true
 
 // LineStream turns Timing.LineStream on in Machine.Timing for every algorithm, and with it the
 // measured LL rate of one Hopper CTA (MemModelFor). It is off: NCCL does stream LL and LL128 lines,

@@ -52,6 +52,9 @@ type treeNet struct {
 	upLat   []Time
 	dnRoute [][][]LinkID
 	dnLat   [][]Time
+	// upNet, dnNet: whether the route crosses the network (ClassNet; Timing.NetStage)
+	upNet []bool
+	dnNet [][]bool
 }
 
 func (t *treeNet) vertices() int { return len(t.up) }
@@ -85,7 +88,8 @@ func fullTreeNet(e *Engine, r Router, spec TreeSpec, tm Timing) *treeNet {
 	n := r.NumRanks()
 	nv := len(spec.Trees) * n
 	t := &treeNet{up: make([]int32, nv), kids: make([][]int32, nv), kidIdx: make([]int8, nv),
-		upRoute: make([][]LinkID, nv), upLat: make([]Time, nv), dnRoute: make([][][]LinkID, nv), dnLat: make([][]Time, nv)}
+		upRoute: make([][]LinkID, nv), upLat: make([]Time, nv), dnRoute: make([][][]LinkID, nv), dnLat: make([][]Time, nv),
+		upNet: make([]bool, nv), dnNet: make([][]bool, nv)}
 	for c, tr := range spec.Trees {
 		base := int32(c * n)
 		for rk := 0; rk < n; rk++ {
@@ -96,6 +100,7 @@ func fullTreeNet(e *Engine, r Router, spec TreeSpec, tm Timing) *treeNet {
 				route, class := r.Route(rk, p, c, nil)
 				t.upRoute[v] = route
 				t.upLat[v] = e.RouteLatency(route) + tm.StepLat[class][spec.Proto]
+				t.upNet[v] = class == ClassNet
 			}
 			for i, k := range tr.Down[rk] {
 				t.kids[v] = append(t.kids[v], base+int32(k))
@@ -103,6 +108,7 @@ func fullTreeNet(e *Engine, r Router, spec TreeSpec, tm Timing) *treeNet {
 				route, class := r.Route(rk, k, c, nil)
 				t.dnRoute[v] = append(t.dnRoute[v], route)
 				t.dnLat[v] = append(t.dnLat[v], e.RouteLatency(route)+tm.StepLat[class][spec.Proto])
+				t.dnNet[v] = append(t.dnNet[v], class == ClassNet)
 			}
 		}
 	}
@@ -135,6 +141,15 @@ type treeSim struct {
 	dnRecv []int32
 	upCons []int32   // my up messages my parent consumed
 	dnCons [][]int32 // per kid: my down messages it consumed
+	// Timing.NetStage (staged): per connection into the network, the chunks its CTA has written
+	// and the next one its NIC carries (busy: that one is on the route); nicCap caps the NIC's
+	// stage (Timing.PerFlowCap)
+	staged               bool
+	nicCap               Rate
+	upWritten, upNicNext []int32
+	upNicBusy            []bool
+	dnWritten, dnNicNext [][]int32
+	dnNicBusy            [][]bool
 }
 
 // TreeResult is SimulateTreeDetail's outcome: the RingResult SimulateTree returns and how it was
@@ -291,6 +306,7 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 			tr.sim = most
 		}
 		tr.x = newTreeSim(run, net, tr.sim, tm.PerFlowCap[spec.Proto], tm.CTARate, tr.merge)
+		tr.x.stage(tm)
 		for k := int32(0); k < tr.sim; k++ {
 			m := min(int64(tr.merge), nchunks-int64(k)*int64(tr.merge))
 			tr.x.bytes[k] = wire * float64(m)
@@ -647,6 +663,24 @@ func newTreeSim(e *Engine, t *treeNet, chunks int32, capRate, cta Rate, merge in
 	return x
 }
 
+// stage turns Timing.NetStage on where tm has it and the CTA is modelled: every message into the
+// network is written by its lane, then carried by the NIC.
+func (x *treeSim) stage(tm Timing) {
+	if !tm.NetStage || x.cta <= 0 {
+		return
+	}
+	t := x.t
+	nv := t.vertices()
+	x.staged, x.nicCap = true, x.cap
+	x.upWritten, x.upNicNext, x.upNicBusy = make([]int32, nv), make([]int32, nv), make([]bool, nv)
+	x.dnWritten, x.dnNicNext, x.dnNicBusy = make([][]int32, nv), make([][]int32, nv), make([][]bool, nv)
+	for v := 0; v < nv; v++ {
+		if k := len(t.kids[v]); k > 0 {
+			x.dnWritten[v], x.dnNicNext[v], x.dnNicBusy[v] = make([]int32, k), make([]int32, k), make([]bool, k)
+		}
+	}
+}
+
 // lane is the CTA rate of vertex v's lanes (0: not modelled): the root's one lane has the whole
 // CTA, every other vertex's two lanes half of it each.
 func (x *treeSim) lane(v int) Rate {
@@ -665,10 +699,19 @@ func (x *treeSim) capFor(v int) Rate {
 	return c
 }
 
-// Tags: vertex<<4 | lane<<3 | kid (lane 0 up, 1 down).
+// Tags: vertex<<4 | lane<<3 | kid (lane 0 up, 1 down), with treeCTA set for the CTA's stage of a
+// message into the network and treeNIC for its NIC's (Timing.NetStage).
 func treeTag(v, lane, kid int) int64 { return int64(v)<<4 | int64(lane)<<3 | int64(kid) }
 
-func treeUntag(t int64) (v, lane, kid int) { return int(t >> 4), int(t>>3) & 1, int(t & 7) }
+const (
+	treeCTA = int64(1) << 62
+	treeNIC = int64(1) << 61
+)
+
+func treeUntag(t int64) (v, lane, kid int) {
+	t &^= treeCTA | treeNIC
+	return int(t >> 4), int(t>>3) & 1, int(t & 7)
+}
 
 func (x *treeSim) finishStep() {
 	x.done++
@@ -724,7 +767,30 @@ func (x *treeSim) tryUp(v int) {
 		return
 	}
 	x.upRun[v] = true
+	if x.staged && t.upNet[v] {
+		x.e.StartFlow(nil, x.bytes[k], x.capFor(v), treeTag(v, 0, 0)|treeCTA) // the CTA's stage
+		return
+	}
 	x.e.StartFlow(t.upRoute[v], x.bytes[k], x.capFor(v), treeTag(v, 0, 0))
+}
+
+// nicUp puts vertex v's next written up message on its route if its NIC is free (Timing.NetStage).
+func (x *treeSim) nicUp(v int) {
+	if x.upNicBusy[v] || x.upNicNext[v] >= x.upWritten[v] {
+		return
+	}
+	x.upNicBusy[v] = true
+	x.e.StartFlow(x.t.upRoute[v], x.bytes[x.upNicNext[v]], x.nicCap, treeTag(v, 0, 0)|treeNIC)
+}
+
+// nicDown puts vertex v's next written down message to its kid i on its route if that NIC is
+// free (Timing.NetStage).
+func (x *treeSim) nicDown(v, i int) {
+	if x.dnNicBusy[v][i] || x.dnNicNext[v][i] >= x.dnWritten[v][i] {
+		return
+	}
+	x.dnNicBusy[v][i] = true
+	x.e.StartFlow(x.t.dnRoute[v][i], x.bytes[x.dnNicNext[v][i]], x.nicCap, treeTag(v, 1, i)|treeNIC)
 }
 
 func (x *treeSim) tryDown(v int) {
@@ -762,6 +828,10 @@ func (x *treeSim) tryDown(v int) {
 		x.dnRun[v] = true
 		x.dnPend[v] = int8(len(t.kids[v]))
 		for i := range t.kids[v] {
+			if x.staged && t.dnNet[v][i] {
+				x.e.StartFlow(nil, x.bytes[k], x.capFor(v), treeTag(v, 1, i)|treeCTA) // the CTA's stage
+				continue
+			}
 			x.e.StartFlow(t.dnRoute[v][i], x.bytes[k], x.capFor(v), treeTag(v, 1, i))
 		}
 		return
@@ -796,8 +866,29 @@ func (x *treeSim) consumeKids(v int) {
 func (x *treeSim) FlowDone(tag int64) {
 	v, lane, kid := treeUntag(tag)
 	t := x.t
+	if tag&treeNIC != 0 {
+		// A message's NIC stage: it arrives, and its connection's next one goes.
+		if lane == 0 {
+			x.e.After(t.upLat[v]*x.mul, evArrive, treeTag(v, 0, 0))
+			x.upNicBusy[v] = false
+			x.upNicNext[v]++
+			x.nicUp(v)
+			return
+		}
+		x.e.After(t.dnLat[v][kid]*x.mul, evArrive, treeTag(v, 1, kid))
+		x.dnNicBusy[v][kid] = false
+		x.dnNicNext[v][kid]++
+		x.nicDown(v, kid)
+		return
+	}
+	staged := tag&treeCTA != 0
 	if lane == 0 {
-		x.e.After(t.upLat[v]*x.mul, evArrive, tag)
+		if staged {
+			x.upWritten[v]++
+			x.nicUp(v)
+		} else {
+			x.e.After(t.upLat[v]*x.mul, evArrive, tag)
+		}
 		x.upRun[v] = false
 		x.upNext[v]++
 		x.finishStep()
@@ -812,7 +903,12 @@ func (x *treeSim) FlowDone(tag int64) {
 		x.tryDown(v)
 		return
 	}
-	x.e.After(t.dnLat[v][kid]*x.mul, evArrive, tag)
+	if staged {
+		x.dnWritten[v][kid]++
+		x.nicDown(v, kid)
+	} else {
+		x.e.After(t.dnLat[v][kid]*x.mul, evArrive, tag)
+	}
 	x.dnPend[v]--
 	if x.dnPend[v] == 0 {
 		x.dnRun[v] = false
@@ -1074,7 +1170,8 @@ func quotientTree(e *Engine, t *treeNet, relax func(LinkID) (LinkID, bool)) *tre
 	}
 	m := len(reps)
 	qt := &treeNet{up: make([]int32, m), kids: make([][]int32, m), kidIdx: make([]int8, m),
-		upRoute: make([][]LinkID, m), upLat: make([]Time, m), dnRoute: make([][][]LinkID, m), dnLat: make([][]Time, m)}
+		upRoute: make([][]LinkID, m), upLat: make([]Time, m), dnRoute: make([][][]LinkID, m), dnLat: make([][]Time, m),
+		upNet: make([]bool, m), dnNet: make([][]bool, m)}
 	parentOf := make([]int32, m)
 	for i := range parentOf {
 		parentOf[i] = -2
@@ -1085,6 +1182,7 @@ func quotientTree(e *Engine, t *treeNet, relax func(LinkID) (LinkID, bool)) *tre
 			qt.up[qi] = vclass[col[p]]
 			qt.upRoute[qi] = vroute(t.upRoute[v])
 			qt.upLat[qi] = t.upLat[v]
+			qt.upNet[qi] = t.upNet[v]
 		}
 		for i, k := range t.kids[v] {
 			kq := vclass[col[k]]
@@ -1099,6 +1197,7 @@ func quotientTree(e *Engine, t *treeNet, relax func(LinkID) (LinkID, bool)) *tre
 			qt.kids[qi] = append(qt.kids[qi], kq)
 			qt.dnRoute[qi] = append(qt.dnRoute[qi], vroute(t.dnRoute[v][i]))
 			qt.dnLat[qi] = append(qt.dnLat[qi], t.dnLat[v][i])
+			qt.dnNet[qi] = append(qt.dnNet[qi], t.dnNet[v][i])
 		}
 	}
 	for qi := range reps {
@@ -1133,6 +1232,9 @@ func quotientTree(e *Engine, t *treeNet, relax func(LinkID) (LinkID, bool)) *tre
 		if q.check = newRelaxCheck(e, pairs, int(nq)); q.check != nil {
 			upID, dnBase, kids := q.upID, q.dnBase, qt.kids
 			q.check.slot = func(tag int64) int32 {
+				if tag&treeCTA != 0 {
+					return -1 // the CTA's stage of a network message: no link of a connection
+				}
 				v, lane, kid := treeUntag(tag)
 				if lane == 0 {
 					return upID[v]
