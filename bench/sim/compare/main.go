@@ -52,6 +52,7 @@ func main() {
 	launch := flag.String("launch", "", "how the measurement launched its calls: per-node (one process drives every GPU, nccl_perf.cu's default), per-gpu (a process per GPU, NPROCS), graph (a process per GPU), graph-per-node (one process replays every GPU's graph); default: from the tag (launchFromTag)")
 	skewNs := flag.Float64("channel-skew", -1, "ns between the starts of consecutive ring channels on one node (simnet.GPUModel.ChannelSkew; < 0: the model's, 0: lockstep)")
 	flat := flag.Bool("flat-cta", false, "the flat per-CTA model of before 2026-11-28 (every step's payload at the CTA rate, no fence) instead of the per-protocol memory-traffic model and Simple's fence (simnet.GPUModel.Mem, Fence)")
+	netStage := flag.Bool("net-stage", true, "network messages in two stages, the CTA's write then the NIC's transfer (simnet.NetStaged; false: the single-stage message of before 2026-11-30)")
 	stream := flag.Bool("line-stream", false, "every algorithm's LL and LL128 receives overlap the message they receive, with the measured LL rate of one Hopper CTA (simnet.LineStream; by default only ring broadcast and reduce stream)")
 	env := flag.String("env", "", "NCCL settings the measured rows ran under, K=V[,K=V…] (e.g. NCCL_MAX_P2P_NCHANNELS=1, as testdata/nccl/p2pscan.sh's log names them per tag): the simulation plans with them too; a tag's own algorithm, protocol and channels win")
 	gpus := flag.Int("gpus", 0, "keep the topology's first N GPUs (0: all), as simccl run --gpus: 1 for the one-GPU captures of testdata/nccl/h200x1")
@@ -74,6 +75,7 @@ func main() {
 		simnet.MemModel = false
 	}
 	simnet.LineStream = *stream
+	simnet.NetStaged = *netStage
 	cfg, err := settings(*tag, *env)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
