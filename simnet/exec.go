@@ -1818,7 +1818,7 @@ func (x *sim) startSend(g int32, st *coll.Step, pr *coll.Program, xf coll.Xfer, 
 			tr := ctaTraffic(st.Prim, float64(st.Bytes), float64(wire), len(st.Send)) / float64(len(st.Send))
 			x.e.StartFlow(x.ctaOnly(cta), tr, 0, tag)
 		case memT > 0:
-			x.e.StartFlow(nil, memT/float64(len(st.Send)), 1, tag)
+			x.e.StartFlow(nil, memT, 1, tag) // the step's traffic at the lane's rate, as its cap says
 		default:
 			x.e.StartFlow(nil, float64(wire), lane, tag)
 		}
@@ -1901,7 +1901,8 @@ func (x *sim) holdOf(g int32) Time {
 }
 
 // FlowDone: the message's last byte has left; it arrives after the route and step latency. Tags
-// from len(msg) on are the local work of step tag−len(msg).
+// from len(msg) on are the local work of step tag−len(msg), from len(msg)+len(rec) on the CTA's
+// stage of network message tag−len(msg)−len(rec) (Timing.NetStage).
 func (x *sim) FlowDone(tag int64) {
 	if n := int64(len(x.msg)); tag >= n+int64(len(x.rec)) {
 		x.netSend(int32(tag - n - int64(len(x.rec))))
@@ -1912,7 +1913,7 @@ func (x *sim) FlowDone(tag int64) {
 	}
 	m := int32(tag)
 	if x.netDec != nil && x.netDec[m] {
-		// Its CTA part is done (netSend): it arrives.
+		// Its NIC's stage is done (netStart): it arrives, and its connection's next one goes.
 		x.e.After(x.msgLat(&x.msg[m]), evArrive, int64(m))
 		x.netDone(m)
 		return
