@@ -988,11 +988,9 @@ type p2pSim struct {
 	// symmetric replay: orbits of links -> private links, ranks per rotation
 	qlink map[LinkID]LinkID
 	S     int
-	// Timing.NetStage with the CTA modelled (staged): per slot into the network, the messages
-	// its CTA has written and the next one its NIC carries (nicBusy: that one is on the route)
-	staged           bool
-	written, nicNext []int32
-	nicBusy          []bool
+	// Timing.NetStage with the CTA modelled (staged): per slot into the network, its NIC's queue
+	staged bool
+	nic    nicQueues
 }
 
 // Flow tags: slot<<2 (kind p2pSend) for a message, or for the CTA's stage of one into the network
@@ -1031,7 +1029,7 @@ func newP2PSim(e *Engine, net *p2pNet, tm Timing, proto coll.Proto) *p2pSim {
 	x.shareMem()
 	if tm.NetStage && tm.CTARate > 0 && net.netw != nil {
 		x.staged = true
-		x.written, x.nicNext, x.nicBusy = make([]int32, ns), make([]int32, ns), make([]bool, ns)
+		x.nic = newNICQueues(ns)
 	}
 	return x
 }
@@ -1045,12 +1043,12 @@ func (x *p2pSim) stagedSend(s int32, p int32) bool {
 // nicStart puts slot s's next written message on its route if its NIC is free: a connection's
 // messages go one after another (Timing.NetStage).
 func (x *p2pSim) nicStart(s int32) {
-	if x.nicBusy[s] || x.nicNext[s] >= x.written[s] {
+	i, ok := x.nic.take(int(s))
+	if !ok {
 		return
 	}
-	x.nicBusy[s] = true
 	wire := x.net.wire[x.net.segs[x.net.sendSeg[s]].part]
-	x.e.StartFlow(x.net.route[s], wire[x.nicNext[s]], x.capRate, int64(s)<<2|p2pNIC)
+	x.e.StartFlow(x.net.route[s], wire[i], x.capRate, int64(s)<<2|p2pNIC)
 }
 
 // shareCTA makes every program's lanes share one link of its CTA's traffic rate (SharedCTA): a
@@ -1379,12 +1377,11 @@ func (x *p2pSim) FlowDone(tag int64) {
 	case p2pNIC:
 		// A network message's NIC stage: it arrives, and its connection's next one goes.
 		x.e.After(x.net.lat[id], evArrive, int64(id))
-		x.nicBusy[id] = false
-		x.nicNext[id]++
+		x.nic.left(int(id))
 		x.nicStart(id)
 	case p2pSend:
 		if x.staged && x.stagedSend(id, x.net.prog[x.net.sendSeg[id]]) {
-			x.written[id]++ // its CTA has written it: the NIC takes it from here
+			x.nic.wrote(int(id)) // its CTA has written it: the NIC takes it from here
 			x.nicStart(id)
 		} else {
 			x.e.After(x.net.lat[id], evArrive, int64(id))

@@ -74,10 +74,8 @@ type ringLane struct {
 	running  []bool
 	arrived  []int32 // messages received from prev
 	consumed []int32 // messages of mine the next has consumed
-	// Timing.NetStage, per position whose route crosses the network: its messages written by
-	// the CTA, and the next one the NIC carries (nicBusy: that one is on the route)
-	written, nicNext []int32
-	nicBusy          []bool
+	// Timing.NetStage: per position whose route crosses the network, its NIC's queue
+	nic nicQueues
 }
 
 type ringSim struct {
@@ -288,7 +286,7 @@ func runRing(e *Engine, groups []*ringLane, spec RingSpec, tm Timing, stepsPerLo
 		g.arrived = make([]int32, m)
 		g.consumed = make([]int32, m)
 		if x.staged {
-			g.written, g.nicNext, g.nicBusy = make([]int32, m), make([]int32, m), make([]bool, m)
+			g.nic = newNICQueues(m)
 		}
 	}
 	x.total = positions * int64(loops) * int64(S+1)
@@ -536,11 +534,11 @@ func (x *ringSim) try(gi, pos int) {
 // NIC is free: a connection's messages go one after another.
 func (x *ringSim) nicStart(gi, pos int) {
 	g := x.groups[gi]
-	if g.nicBusy[pos] || g.nicNext[pos] >= g.written[pos] {
+	m, ok := g.nic.take(pos)
+	if !ok {
 		return
 	}
-	g.nicBusy[pos] = true
-	t := g.nicNext[pos] % x.S // its step in the loop (messages are numbered l*S + t)
+	t := m % x.S // its step in the loop (messages are numbered l*S + t)
 	x.e.StartFlow(g.route[pos], x.msgBytes[t]*float64(g.lanes), x.nicCap*Rate(g.lanes), ringTag(gi, pos)|nicTag)
 }
 
@@ -575,8 +573,7 @@ func (x *ringSim) FlowDone(tag int64) {
 		gi, pos := int(tag>>32), int(tag&0xffffffff)
 		g := x.groups[gi]
 		x.e.After(g.lat[pos]*x.stepLat, evArrive, tag)
-		g.nicBusy[pos] = false
-		g.nicNext[pos]++
+		g.nic.left(pos)
 		x.nicStart(gi, pos)
 		return
 	}
@@ -586,7 +583,7 @@ func (x *ringSim) FlowDone(tag int64) {
 	g := x.groups[gi]
 	if staged {
 		// The CTA has written a network message: the NIC takes it from here.
-		g.written[pos]++
+		g.nic.wrote(pos)
 		x.nicStart(gi, pos)
 	} else {
 		x.e.After(g.lat[pos]*x.stepLat, evArrive, tag)

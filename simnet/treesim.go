@@ -141,15 +141,14 @@ type treeSim struct {
 	dnRecv []int32
 	upCons []int32   // my up messages my parent consumed
 	dnCons [][]int32 // per kid: my down messages it consumed
-	// Timing.NetStage (staged): per connection into the network, the chunks its CTA has written
-	// and the next one its NIC carries (busy: that one is on the route); nicCap caps the NIC's
-	// stage (Timing.PerFlowCap)
-	staged               bool
-	nicCap               Rate
-	upWritten, upNicNext []int32
-	upNicBusy            []bool
-	dnWritten, dnNicNext [][]int32
-	dnNicBusy            [][]bool
+	// Timing.NetStage (staged): the NIC's queue of every vertex's up connection, and of its
+	// down connections from dnOff[v] on (one a kid); nicCap caps the NIC's stage
+	// (Timing.PerFlowCap)
+	staged bool
+	nicCap Rate
+	upNIC  nicQueues
+	dnNIC  nicQueues
+	dnOff  []int32
 }
 
 // TreeResult is SimulateTreeDetail's outcome: the RingResult SimulateTree returns and how it was
@@ -672,13 +671,12 @@ func (x *treeSim) stage(tm Timing) {
 	t := x.t
 	nv := t.vertices()
 	x.staged, x.nicCap = true, x.cap
-	x.upWritten, x.upNicNext, x.upNicBusy = make([]int32, nv), make([]int32, nv), make([]bool, nv)
-	x.dnWritten, x.dnNicNext, x.dnNicBusy = make([][]int32, nv), make([][]int32, nv), make([][]bool, nv)
+	x.upNIC = newNICQueues(nv)
+	x.dnOff = make([]int32, nv+1)
 	for v := 0; v < nv; v++ {
-		if k := len(t.kids[v]); k > 0 {
-			x.dnWritten[v], x.dnNicNext[v], x.dnNicBusy[v] = make([]int32, k), make([]int32, k), make([]bool, k)
-		}
+		x.dnOff[v+1] = x.dnOff[v] + int32(len(t.kids[v]))
 	}
+	x.dnNIC = newNICQueues(int(x.dnOff[nv]))
 }
 
 // lane is the CTA rate of vertex v's lanes (0: not modelled): the root's one lane has the whole
@@ -776,21 +774,17 @@ func (x *treeSim) tryUp(v int) {
 
 // nicUp puts vertex v's next written up message on its route if its NIC is free (Timing.NetStage).
 func (x *treeSim) nicUp(v int) {
-	if x.upNicBusy[v] || x.upNicNext[v] >= x.upWritten[v] {
-		return
+	if k, ok := x.upNIC.take(v); ok {
+		x.e.StartFlow(x.t.upRoute[v], x.bytes[k], x.nicCap, treeTag(v, 0, 0)|treeNIC)
 	}
-	x.upNicBusy[v] = true
-	x.e.StartFlow(x.t.upRoute[v], x.bytes[x.upNicNext[v]], x.nicCap, treeTag(v, 0, 0)|treeNIC)
 }
 
 // nicDown puts vertex v's next written down message to its kid i on its route if that NIC is
 // free (Timing.NetStage).
 func (x *treeSim) nicDown(v, i int) {
-	if x.dnNicBusy[v][i] || x.dnNicNext[v][i] >= x.dnWritten[v][i] {
-		return
+	if k, ok := x.dnNIC.take(int(x.dnOff[v]) + i); ok {
+		x.e.StartFlow(x.t.dnRoute[v][i], x.bytes[k], x.nicCap, treeTag(v, 1, i)|treeNIC)
 	}
-	x.dnNicBusy[v][i] = true
-	x.e.StartFlow(x.t.dnRoute[v][i], x.bytes[x.dnNicNext[v][i]], x.nicCap, treeTag(v, 1, i)|treeNIC)
 }
 
 func (x *treeSim) tryDown(v int) {
@@ -870,21 +864,19 @@ func (x *treeSim) FlowDone(tag int64) {
 		// A message's NIC stage: it arrives, and its connection's next one goes.
 		if lane == 0 {
 			x.e.After(t.upLat[v]*x.mul, evArrive, treeTag(v, 0, 0))
-			x.upNicBusy[v] = false
-			x.upNicNext[v]++
+			x.upNIC.left(v)
 			x.nicUp(v)
 			return
 		}
 		x.e.After(t.dnLat[v][kid]*x.mul, evArrive, treeTag(v, 1, kid))
-		x.dnNicBusy[v][kid] = false
-		x.dnNicNext[v][kid]++
+		x.dnNIC.left(int(x.dnOff[v]) + kid)
 		x.nicDown(v, kid)
 		return
 	}
 	staged := tag&treeCTA != 0
 	if lane == 0 {
 		if staged {
-			x.upWritten[v]++
+			x.upNIC.wrote(v)
 			x.nicUp(v)
 		} else {
 			x.e.After(t.upLat[v]*x.mul, evArrive, tag)
@@ -904,7 +896,7 @@ func (x *treeSim) FlowDone(tag int64) {
 		return
 	}
 	if staged {
-		x.dnWritten[v][kid]++
+		x.dnNIC.wrote(int(x.dnOff[v]) + kid)
 		x.nicDown(v, kid)
 	} else {
 		x.e.After(t.dnLat[v][kid]*x.mul, evArrive, tag)
