@@ -1298,11 +1298,11 @@ func (x *p2pSim) trySend(g int32) {
 		// traffic on its CTA, on no link of the route); the NIC then carries it (nicStart).
 		x.sendRun[g] = true
 		tr := ctaTraffic(coll.Send, wire[i]*x.pay, wire[i], 1)
-		switch {
+		switch m := x.memLane(p); {
 		case x.cta != nil:
 			x.e.StartFlow(x.cta[p:p+1], tr, capRate, int64(sg.out)<<2)
-		case x.memLane(p) > 0:
-			x.e.StartFlow(nil, tr, x.memLane(p), int64(sg.out)<<2)
+		case m > 0:
+			x.e.StartFlow(nil, tr, m, int64(sg.out)<<2)
 		default:
 			x.e.StartFlow(nil, wire[i], x.net.lane[p], int64(sg.out)<<2)
 		}
@@ -1380,7 +1380,7 @@ func (x *p2pSim) FlowDone(tag int64) {
 		x.nic.left(int(id))
 		x.nicStart(id)
 	case p2pSend:
-		if x.staged && x.stagedSend(id, x.net.prog[x.net.sendSeg[id]]) {
+		if x.stagedSend(id, x.net.prog[x.net.sendSeg[id]]) {
 			x.nic.wrote(int(id)) // its CTA has written it: the NIC takes it from here
 			x.nicStart(id)
 		} else {
