@@ -524,7 +524,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 			if tm.Memcpy > 0 {
 				row.Mode = "schedule, one-rank memcpy"
 			}
-			if b2b > 1 && float64(b2b)*float64(sched.NumSteps()) > LoopBudget {
+			if b2b > 1 && !opt.Exact && float64(b2b)*float64(sched.NumSteps()) > LoopBudget {
 				// A loop this long would hold b2b copies of a large schedule: take its saving
 				// from a loop of the same plan at a smaller size (loopSaving).
 				d, at, err := m.loopSaving(plan, b2b, float64(sched.NumSteps()), tm)
@@ -937,7 +937,8 @@ func (m *Machine) steadySchedule(plan coll.Plan, tm Timing, loop int, dry bool) 
 // LoopBudget is the most steps Run replays for the loop of back-to-back calls that times a call
 // (Machine.loopCalls: its schedule copied once a call). A longer loop is not replayed: the loop's
 // saving over one call alone is taken from a loop of the same plan at a smaller size
-// (loopSaving). A loop's replay costs about 800 bytes a step: 3 copies of a 1,024-rank broadcast
+// (loopSaving), except under RunOptions.Exact, which replays the whole loop. A loop's replay
+// costs about 800 bytes a step: 3 copies of a 1,024-rank broadcast
 // at 512 MiB (967 k steps each) allocate 810 MB, and the broadcast sweep on 128 DGX H100 nodes
 // peaked at 4.1 GB with them (2.3 GB now, the same rows).
 var LoopBudget = 500_000.0
