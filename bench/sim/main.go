@@ -12,7 +12,12 @@
 //
 // With -accuracy every scenario is run once more with --exact (no approximation stands for the
 // exact replay) and each row's simulated time is compared with it: the error of the modes that
-// are not exact (latency-mean, ecmp-mean, tree-steady-C, ring-coarse-K).
+// are not exact (latency-mean, ecmp-mean, tree-steady-C, ring-coarse-K, …). A row whose --exact
+// run simulated another algorithm (an NVLS or NVLSTree call past what the exact replay holds runs
+// NCCL's choice among Ring and Tree there) is counted as not comparable, not as an error. The
+// named-only scenarios fold32 … loop64 put each approximate mode where --exact still runs:
+//
+//	go run ./bench/sim -accuracy -reps 1 -routing ecmp -scenarios fold32,fold64,coarse64,a2a-leaf4,steady-leaf4,loop64
 package main
 
 import (
@@ -34,30 +39,42 @@ import (
 
 // scenario is one `simccl run` command line.
 type scenario struct {
-	name string
-	args []string
-	rail bool // also with --fabric-set routing=rail
+	name  string
+	args  []string
+	rail  bool // also with --fabric-set routing=rail
+	extra bool // not among the default scenarios: run when named
 }
 
 // scenarios are the cases of the issue this benchmark tracks (BENCHMARKS.md, "Simulator speed").
 func scenarios(root string) []scenario {
 	ft := filepath.Join(root, "examples", "fabrics", "fattree-3tier-2to1.fabric")
 	return []scenario{
-		{"128", []string{"--nodes", "128", "-c", "allreduce", "-b", "1G", "-e", "1G"}, true},
-		{"sweep", []string{"--nodes", "128", "-c", "allreduce", "-b", "8", "-e", "1G"}, true},
-		{"2048", []string{"--nodes", "2048", "-c", "allreduce", "-b", "1G", "-e", "1G"}, true},
-		{"16384", []string{"--nodes", "16384", "-c", "allreduce", "-b", "1G", "-e", "1G"}, true},
-		{"a2a", []string{"--nodes", "128", "-c", "alltoall", "-b", "1G", "-e", "1G"}, true},
+		{"128", []string{"--nodes", "128", "-c", "allreduce", "-b", "1G", "-e", "1G"}, true, false},
+		{"sweep", []string{"--nodes", "128", "-c", "allreduce", "-b", "8", "-e", "1G"}, true, false},
+		{"2048", []string{"--nodes", "2048", "-c", "allreduce", "-b", "1G", "-e", "1G"}, true, false},
+		{"16384", []string{"--nodes", "16384", "-c", "allreduce", "-b", "1G", "-e", "1G"}, true, false},
+		{"a2a", []string{"--nodes", "128", "-c", "alltoall", "-b", "1G", "-e", "1G"}, true, false},
 		// All-to-all on 8,192 GPUs: every pair of ranks a connection (67 M); not among the
 		// default scenarios (about a minute with both routings).
-		{"a2a1024", []string{"--nodes", "1024", "-c", "alltoall", "-b", "1G", "-e", "1G"}, true},
-		{"fattree", []string{"--nodes", "64", "--fabric", ft, "-c", "allreduce", "-b", "1G", "-e", "1G"}, true},
+		{"a2a1024", []string{"--nodes", "1024", "-c", "alltoall", "-b", "1G", "-e", "1G"}, true, true},
+		{"fattree", []string{"--nodes", "64", "--fabric", ft, "-c", "allreduce", "-b", "1G", "-e", "1G"}, true, false},
 		// All-to-all on a 2:1 oversubscribed fabric (8 nodes a leaf: 4 leaves), whose uplinks
 		// ECMP's collisions put over their capacity: the replay of every rank (since stop 40
 		// with a rate interval).
-		{"a2a-os", []string{"--nodes", "32", "--fabric-set", "hosts_per_leaf=8", "--fabric-set", "oversubscription=2", "-c", "alltoall", "-b", "4M", "-e", "4M"}, true},
+		{"a2a-os", []string{"--nodes", "32", "--fabric-set", "hosts_per_leaf=8", "--fabric-set", "oversubscription=2", "-c", "alltoall", "-b", "4M", "-e", "4M"}, true, false},
 		// PAT: one GPU a node (NCCL picks PAT there), folded by the ranks' rotation (pat-fold).
-		{"pat", []string{"--gpus", "1", "--nodes", "16384", "-c", "allgather", "-b", "64M", "-e", "64M"}, true},
+		{"pat", []string{"--gpus", "1", "--nodes", "16384", "-c", "allgather", "-b", "64M", "-e", "64M"}, true, false},
+		// The approximate modes at sizes where --exact still runs, for -accuracy (not among
+		// the defaults): NVLSTree's node fold and its steady form on 32 and 64 nodes, the coarse
+		// ring on 64, an all-to-all with 4 nodes a leaf (rate-interval-N, the ECMP mean model's
+		// latency-mean), NVLSTree's schedule-steady form with 4 a leaf, and a broadcast's and
+		// reduce's back-to-back loop past LoopBudget (its saving from a smaller size).
+		{"fold32", []string{"--nodes", "32", "-c", "allreduce", "-b", "256M", "-e", "1G"}, false, true},
+		{"fold64", []string{"--nodes", "64", "-c", "allreduce", "-b", "256M", "-e", "1G"}, false, true},
+		{"coarse64", []string{"--nodes", "64", "-c", "allgather,reducescatter", "-b", "256M", "-e", "1G", "-f", "4"}, false, true},
+		{"a2a-leaf4", []string{"--nodes", "32", "--fabric-set", "hosts_per_leaf=4", "-c", "alltoall", "-b", "1M", "-e", "16M", "-f", "16"}, false, true},
+		{"steady-leaf4", []string{"--nodes", "16", "--fabric-set", "hosts_per_leaf=4", "-c", "allreduce", "-b", "512M", "-e", "512M"}, false, true},
+		{"loop64", []string{"--nodes", "64", "-c", "broadcast,reduce", "-b", "1G", "-e", "1G"}, false, true},
 	}
 }
 
@@ -90,10 +107,14 @@ type result struct {
 	Events   uint64         `json:"events"`      // summed over the rows
 	Error    string         `json:"error,omitempty"`
 	// Accuracy (with -accuracy): the same command with --exact.
-	ExactS   float64   `json:"exact_wall_s,omitempty"`
-	ErrPct   []float64 `json:"error_pct,omitempty"` // per row: (time - exact) / exact, %
-	MaxErr   float64   `json:"max_abs_error_pct,omitempty"`
-	ExactErr string    `json:"exact_error,omitempty"`
+	ExactS float64   `json:"exact_wall_s,omitempty"`
+	ErrPct []float64 `json:"error_pct,omitempty"` // per row: (time - exact) / exact, % (0 where not comparable)
+	MaxErr float64   `json:"max_abs_error_pct,omitempty"`
+	// Rows whose --exact run simulated another algorithm than the row (an NVLS or NVLSTree call
+	// that only an approximation times: --exact runs NCCL's choice among Ring and Tree and says
+	// so), by index: no error is computed for them.
+	NotComparable []int  `json:"not_comparable,omitempty"`
+	ExactErr      string `json:"exact_error,omitempty"`
 }
 
 // loadAvg reads the 1-minute load average.
@@ -152,7 +173,7 @@ func median(xs []float64) float64 {
 func main() {
 	bin := flag.String("simccl", "", "simccl binary to run (default: build ./cmd/simccl into a temporary directory)")
 	reps := flag.Int("reps", 3, "runs per scenario (the median wall time is reported)")
-	only := flag.String("scenarios", "", "comma-separated scenarios (128, sweep, 2048, 16384, a2a, a2a1024, fattree, a2a-os, pat; default all but a2a1024)")
+	only := flag.String("scenarios", "", "comma-separated scenarios (128, sweep, 2048, 16384, a2a, fattree, a2a-os, pat; named only: a2a1024 and the approximations' checks fold32, fold64, coarse64, a2a-leaf4, steady-leaf4, loop64; default all but the named-only)")
 	routings := flag.String("routing", "ecmp,rail", "routings to run: ecmp (the default fabric's), rail (--fabric-set routing=rail)")
 	accuracy := flag.Bool("accuracy", false, "also run every scenario with --exact and report each row's error against it")
 	timeout := flag.Duration("timeout", 20*time.Minute, "kill a run after this long")
@@ -190,7 +211,7 @@ func main() {
 	fmt.Printf("# bench/sim: simccl run --json, embedded DGX H100 (8 GPUs, 8 NICs per node), %d cores, %s\n", runtime.NumCPU(), runtime.Version())
 	fmt.Printf("%-8s %-5s %6s %9s %8s %8s %9s %11s  %-44s %s\n", "scenario", "route", "reps", "median_s", "cpu_s", "rss_MiB", "load", "sim_us", "modes", "error_vs_exact")
 	for _, sc := range scenarios(root) {
-		if (len(want) > 0 && !want[sc.name]) || (len(want) == 0 && sc.name == "a2a1024") {
+		if (len(want) > 0 && !want[sc.name]) || (len(want) == 0 && sc.extra) {
 			continue
 		}
 		for _, routing := range strings.Split(*routings, ",") {
@@ -244,10 +265,17 @@ func main() {
 					r.ExactErr = err.Error()
 				} else if len(exact) == len(rows) {
 					for i := range rows {
+						if exact[i].Algo != rows[i].Algo || exact[i].NCCL != rows[i].NCCL {
+							r.NotComparable = append(r.NotComparable, i)
+							r.ErrPct = append(r.ErrPct, 0)
+							continue
+						}
 						e := 100 * (rows[i].TimeUs - exact[i].TimeUs) / exact[i].TimeUs
 						r.ErrPct = append(r.ErrPct, e)
 						r.MaxErr = max(r.MaxErr, math.Abs(e))
 					}
+				} else {
+					r.ExactErr = fmt.Sprintf("--exact gave %d rows for %d", len(exact), len(rows))
 				}
 			}
 			var modes []string
@@ -263,6 +291,9 @@ func main() {
 				acc = "exact failed: " + r.ExactErr
 			case r.ErrPct != nil:
 				acc = fmt.Sprintf("max %.3f%% (exact run %.1f s)", r.MaxErr, r.ExactS)
+				if n := len(r.NotComparable); n > 0 {
+					acc += fmt.Sprintf("; %d row(s) not comparable: --exact ran another algorithm", n)
+				}
 			}
 			fmt.Printf("%-8s %-5s %6d %9.2f %8.2f %8.0f %4.1f-%-4.1f %11.1f  %-44s %s\n", r.Scenario, r.Routing, r.Reps, r.MedianS, r.CPUS, r.PeakMiB,
 				r.Load[0], r.Load[1], r.SimUs, strings.Join(modes, " "), acc)
