@@ -31,8 +31,12 @@ type Fabric struct {
 	NICGBps, UplinkGBps float64
 	// NICLatUs is the latency of a NIC-to-leaf cable, SwitchLatUs of each switch-to-switch link (µs).
 	NICLatUs, SwitchLatUs float64
-	// Routing picks the uplink of a flow: "ecmp" (hash of the flow's endpoints and channel) or
-	// "rail" (deterministic destination-mod-k, which spreads a permutation evenly).
+	// Routing picks the uplink of a flow: "ecmp" (hash of the flow's endpoints and channel),
+	// "rail" (deterministic destination-mod-k, which spreads a permutation evenly) or "adaptive"
+	// (per-packet adaptive routing, as InfiniBand's, for which NCCL's IB transport sends by
+	// default on InfiniBand ports: NCCL_IB_ADAPTIVE_ROUTING), modelled as perfect spreading: each
+	// flow over all of its equal-cost links in equal shares, which for max-min sharing is one
+	// link of their summed capacity (NewCluster builds a tier's uplinks that way).
 	Routing string
 	// ECMPSeed changes ECMP's hash (0: the default hash). Which flows collide on an uplink is a
 	// draw of the hash; other seeds are other draws, the way another switch firmware or another
@@ -149,8 +153,8 @@ func (f *Fabric) check(key string) error {
 			return fmt.Errorf("fabric: %s %g (want 0..%g µs)", key, v, MaxLatencyUs)
 		}
 	case "routing":
-		if f.Routing != "ecmp" && f.Routing != "rail" {
-			return fmt.Errorf("fabric: routing %q (want ecmp or rail)", clipValue(f.Routing))
+		if f.Routing != "ecmp" && f.Routing != "rail" && f.Routing != "adaptive" {
+			return fmt.Errorf("fabric: routing %q (want ecmp, rail or adaptive)", clipValue(f.Routing))
 		}
 	}
 	return nil
@@ -403,6 +407,14 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 	}
 	// Leaf uplinks: enough links of speed upl to carry the downlinks' bandwidth / oversubscription.
 	c.nLeafUp = int(leafUplinks(down, portGBps, f.Oversub, upl))
+	leafCap, aggCap := upl, upl // each switch-to-switch link's speed
+	if f.Routing == "adaptive" {
+		// Adaptive routing spreads every flow over all of a tier's equal-cost links in equal
+		// shares: under max-min sharing each link then carries 1/U of every flow through the
+		// tier, whose rates are bound only by their sum against U links' capacity, one link of
+		// U × upl (the ECMP mean model's links, exact here).
+		leafCap, c.nLeafUp = upl*float64(c.nLeafUp), 1
+	}
 	slat := FromMicros(f.SwitchLatUs)
 	c.leafUp = make([]LinkID, c.nLeaves*c.nLeafUp)
 	c.leafDown = make([]LinkID, c.nLeaves*c.nLeafUp)
@@ -411,26 +423,33 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 	c.swLo = leafBase
 	for lf := 0; lf < c.nLeaves; lf++ {
 		for s := 0; s < c.nLeafUp; s++ {
-			c.leafUp[lf*c.nLeafUp+s] = e.AddLink("", GBps(upl), slat)
-			c.leafDown[lf*c.nLeafUp+s] = e.AddLink("", GBps(upl), slat)
+			c.leafUp[lf*c.nLeafUp+s] = e.AddLink("", GBps(leafCap), slat)
+			c.leafDown[lf*c.nLeafUp+s] = e.AddLink("", GBps(leafCap), slat)
 		}
 	}
 	e.SetNamer(leafBase, LinkID(e.NumLinks()), func(l LinkID) string {
 		i := int(l - leafBase)
-		lf, s := i/2/c.nLeafUp, i/2%c.nLeafUp
+		lf, s := i/2/c.nLeafUp, fmt.Sprint(i/2%c.nLeafUp)
+		if f.Routing == "adaptive" {
+			s = "*" // the tier's links as one
+		}
 		up := "spine"
 		if c.Fabric.Tiers == 3 {
 			up = fmt.Sprintf("pod%d.agg", c.podOf(lf))
 		}
 		if i%2 == 0 {
-			return fmt.Sprintf("leaf%d->%s%d", lf, up, s)
+			return fmt.Sprintf("leaf%d->%s%s", lf, up, s)
 		}
-		return fmt.Sprintf("%s%d->leaf%d", up, s, lf)
+		return fmt.Sprintf("%s%s->leaf%d", up, s, lf)
 	})
 	if f.Tiers == 3 && c.pods() > 1 {
 		c.nAggUp = int(math.Ceil(float64(f.LeavesPerPod)/f.Oversub2 - 1e-9))
 		if c.nAggUp < 1 {
 			c.nAggUp = 1
+		}
+		if f.Routing == "adaptive" {
+			// Every aggregation switch's uplinks of the pod as one: U switches of M each.
+			aggCap, c.nAggUp = leafCap*float64(c.nAggUp), 1
 		}
 		np := c.pods()
 		c.aggUp = make([]LinkID, np*c.nLeafUp*c.nAggUp)
@@ -441,18 +460,21 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 			for s := 0; s < c.nLeafUp; s++ {
 				for m := 0; m < c.nAggUp; m++ {
 					i := (p*c.nLeafUp+s)*c.nAggUp + m
-					c.aggUp[i] = e.AddLink("", GBps(upl), slat)
-					c.aggDown[i] = e.AddLink("", GBps(upl), slat)
+					c.aggUp[i] = e.AddLink("", GBps(aggCap), slat)
+					c.aggDown[i] = e.AddLink("", GBps(aggCap), slat)
 				}
 			}
 		}
 		e.SetNamer(aggBase, LinkID(e.NumLinks()), func(l LinkID) string {
 			i := int(l-aggBase) / 2
-			m, s, p := i%c.nAggUp, i/c.nAggUp%c.nLeafUp, i/c.nAggUp/c.nLeafUp
-			if int(l-aggBase)%2 == 0 {
-				return fmt.Sprintf("pod%d.agg%d->core%d.%d", p, s, s, m)
+			m, s, p := fmt.Sprint(i%c.nAggUp), fmt.Sprint(i/c.nAggUp%c.nLeafUp), i/c.nAggUp/c.nLeafUp
+			if f.Routing == "adaptive" {
+				m, s = "*", "*"
 			}
-			return fmt.Sprintf("core%d.%d->pod%d.agg%d", s, m, p, s)
+			if int(l-aggBase)%2 == 0 {
+				return fmt.Sprintf("pod%d.agg%s->core%s.%s", p, s, s, m)
+			}
+			return fmt.Sprintf("core%s.%s->pod%d.agg%s", s, m, p, s)
 		})
 	}
 	c.swHi = LinkID(e.NumLinks())
@@ -464,7 +486,7 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 		// each with 1/q of its bytes.
 		e.setShare(c.swLo, c.swHi, 1/float64(q))
 	}
-	c.addMeanLinks(e, upl, slat)
+	c.addMeanLinks(e, leafCap, aggCap, slat)
 	return c, nil
 }
 
@@ -537,16 +559,17 @@ func checkClusterSize(node *NodeModel, nodes int, f *Fabric) error {
 	return nil
 }
 
-// addMeanLinks adds the links of the ECMP mean model (Cluster.mean).
-func (c *Cluster) addMeanLinks(e *Engine, upl float64, slat Time) {
+// addMeanLinks adds the links of the ECMP mean model (Cluster.mean): each tier's links of a leaf
+// (of a pod) as one, of their summed capacity (leafCap and aggCap: one link's speed).
+func (c *Cluster) addMeanLinks(e *Engine, leafCap, aggCap float64, slat Time) {
 	c.mean = make([]LinkID, c.swHi-c.swLo)
 	base := LinkID(e.NumLinks())
 	c.meanBase = base
 	leafUp := make([]LinkID, c.nLeaves)
 	leafDown := make([]LinkID, c.nLeaves)
 	for lf := 0; lf < c.nLeaves; lf++ {
-		leafUp[lf] = e.AddLink("", GBps(upl*float64(c.nLeafUp)), slat)
-		leafDown[lf] = e.AddLink("", GBps(upl*float64(c.nLeafUp)), slat)
+		leafUp[lf] = e.AddLink("", GBps(leafCap*float64(c.nLeafUp)), slat)
+		leafDown[lf] = e.AddLink("", GBps(leafCap*float64(c.nLeafUp)), slat)
 		for s := 0; s < c.nLeafUp; s++ {
 			c.mean[c.leafUp[lf*c.nLeafUp+s]-c.swLo] = leafUp[lf]
 			c.mean[c.leafDown[lf*c.nLeafUp+s]-c.swLo] = leafDown[lf]
@@ -556,8 +579,8 @@ func (c *Cluster) addMeanLinks(e *Engine, upl float64, slat Time) {
 	if c.nAggUp > 0 {
 		np = c.pods()
 		for p := 0; p < np; p++ {
-			up := e.AddLink("", GBps(upl*float64(c.nLeafUp*c.nAggUp)), slat)
-			down := e.AddLink("", GBps(upl*float64(c.nLeafUp*c.nAggUp)), slat)
+			up := e.AddLink("", GBps(aggCap*float64(c.nLeafUp*c.nAggUp)), slat)
+			down := e.AddLink("", GBps(aggCap*float64(c.nLeafUp*c.nAggUp)), slat)
 			for i := p * c.nLeafUp * c.nAggUp; i < (p+1)*c.nLeafUp*c.nAggUp; i++ {
 				c.mean[c.aggUp[i]-c.swLo] = up
 				c.mean[c.aggDown[i]-c.swLo] = down
@@ -656,7 +679,7 @@ func (c *Cluster) rotation(kinds [5]bool) int {
 		req = lcm(req, podNodes)
 	}
 	if kinds[kindLeaf] || kinds[kindAgg] {
-		if c.Fabric.Routing != "rail" {
+		if c.Fabric.Routing == "ecmp" {
 			return N
 		}
 		req = lcm(req, lcm(H, c.nLeafUp))

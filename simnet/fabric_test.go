@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/simccl/simccl/coll"
+	"github.com/simccl/simccl/planner"
 )
 
 func TestParseFabric(t *testing.T) {
@@ -299,4 +300,96 @@ func TestParseSpeed(t *testing.T) {
 			t.Errorf("%q: %g GB/s, %v; want %g", tc.in, got, err, tc.want)
 		}
 	}
+}
+
+// Adaptive routing (Fabric.Routing "adaptive") spreads every flow over all of a tier's equal-cost
+// links: a leaf's uplinks act as one link of their summed capacity, and a pattern that ECMP's hash
+// may put on one uplink moves at the NIC's speed. Two hosts a leaf, one 50 GB/s NIC each,
+// non-blocking (two uplinks, merged into one of 100 GB/s under adaptive routing): two flows from
+// one leaf to the other take 1 ms under adaptive and rail routing, 2 ms where ECMP hashes both
+// onto one uplink.
+func TestAdaptiveRouting(t *testing.T) {
+	f, err := ParseFabric(strings.NewReader("routing = adaptive\nhosts_per_leaf = 2\ntiers = 3\nleaves_per_pod = 2\n"), "test")
+	require.NoError(t, err)
+	require.Equal(t, "adaptive", f.Routing)
+	_, err = ParseFabric(strings.NewReader("routing = spray\n"), "test")
+	require.ErrorContains(t, err, "want ecmp, rail or adaptive")
+
+	node := SwitchedNode("n", 1, 400, 1, 50, 400)
+	e := NewEngine(nil)
+	c, err := NewCluster(e, node, 8, f)
+	require.NoError(t, err)
+	// 3 tiers, 4 leaves in 2 pods: one leaf uplink of 2 × 50 GB/s and one pod uplink of 2 × 2 ×
+	// 50 (two aggregation switches, two core uplinks each).
+	require.Equal(t, 1, c.nLeafUp)
+	require.Equal(t, 1, c.nAggUp)
+	require.Equal(t, GBps(100), e.LinkCap(c.leafUp[0]))
+	require.Equal(t, GBps(200), e.LinkCap(c.aggUp[0]))
+	r, _ := c.Route(0, 7, 0, nil)
+	var names []string
+	for _, l := range r {
+		names = append(names, e.LinkName(l))
+	}
+	require.Contains(t, strings.Join(names, " > "), "leaf0->pod0.agg* > pod0.agg*->core*.* > core*.*->pod1.agg* > pod1.agg*->leaf3")
+
+	for _, tc := range []struct {
+		routing string
+		seed    uint64
+		want    float64 // ms for both flows
+	}{
+		{"adaptive", 0, 1},
+		{"rail", 0, 1}, // destination-mod-k: nodes 2 and 3 on uplinks 0 and 1
+	} {
+		g := DefaultFabric()
+		g.HostsPerLeaf, g.Routing, g.ECMPSeed = 2, tc.routing, tc.seed
+		e, h := newRec()
+		c, err := NewCluster(e, node, 4, g)
+		require.NoError(t, err)
+		r1, _ := c.Route(0, 2, 0, nil)
+		r2, _ := c.Route(1, 3, 0, nil)
+		e.StartFlow(r1, 50e6, 0, 1)
+		e.StartFlow(r2, 50e6, 0, 2)
+		_, err = e.Run()
+		require.NoError(t, err)
+		for tag, at := range h.done {
+			require.InDelta(t, tc.want, at.Seconds()*1e3, 1e-6, "%s: flow %d", tc.routing, tag)
+		}
+	}
+	// ECMP: some seed hashes both flows onto one uplink (2 ms); adaptive routing never does.
+	collided := false
+	for seed := uint64(0); seed < 64 && !collided; seed++ {
+		g := DefaultFabric()
+		g.HostsPerLeaf, g.ECMPSeed = 2, seed
+		c, err := NewCluster(NewEngine(nil), node, 4, g)
+		require.NoError(t, err)
+		r1, _ := c.Route(0, 2, 0, nil)
+		r2, _ := c.Route(1, 3, 0, nil)
+		collided = r1[len(r1)/2-1] == r2[len(r2)/2-1] // the leaf uplink
+	}
+	require.True(t, collided, "no seed of 64 put both flows on one uplink")
+}
+
+// Under adaptive routing the all-to-all's symmetric replay is the replay of every rank (the
+// merged uplinks leave nothing to hash), and the ECMP mean model, whose links are those merged
+// uplinks, times the same call within its latency mean where no hashed link owes work.
+func TestAdaptiveAllToAll(t *testing.T) {
+	fab := leafFabric(t, 2)
+	require.NoError(t, fab.Set("routing", "adaptive"))
+	m, _ := settingsMachine(t, "dgx-h100", 16, 0, fab, planner.Settings{})
+	m.Launch = LaunchGraph
+	row, _, err := m.Run(coll.AllToAll, 16<<20, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "p2p-compact, latency-mean", row.Mode)
+	exact, _, err := m.Run(coll.AllToAll, 16<<20, coll.Float32, coll.Sum, RunOptions{Exact: true})
+	require.NoError(t, err)
+	require.Equal(t, "p2p-compact", exact.Mode)
+	t.Logf("adaptive: %.3f µs, exact %.3f µs (%+.3f%%)", row.TimeUs, exact.TimeUs, 100*(row.TimeUs/exact.TimeUs-1))
+	require.InEpsilon(t, exact.TimeUs, row.TimeUs, 2e-3)
+	// The same call under ECMP, every rank replayed: hash collisions only slow it.
+	ecmp, _ := settingsMachine(t, "dgx-h100", 16, 0, leafFabric(t, 2), planner.Settings{})
+	ecmp.Launch = LaunchGraph
+	hashed, _, err := ecmp.Run(coll.AllToAll, 16<<20, coll.Float32, coll.Sum, RunOptions{Exact: true})
+	require.NoError(t, err)
+	t.Logf("ECMP exact: %.3f µs", hashed.TimeUs)
+	require.Greater(t, hashed.TimeUs, 1.02*exact.TimeUs)
 }

@@ -693,13 +693,18 @@ func p2pChannelNote(rows []simnet.Row, p *planner.Planner) string {
 }
 
 // qpsNote says where NCCL_IB_QPS_PER_CONNECTION, set, changes nothing in the simulation: the
-// fabric's rail routing picks every queue pair's uplink by destination (docs/cluster.md "Queue
-// pairs per connection"). Nothing to say on one node (no network) or under ECMP routing.
+// fabric's rail routing picks every queue pair's uplink by destination, its adaptive routing
+// spreads every flow already (docs/cluster.md "Queue pairs per connection"). Nothing to say on one
+// node (no network) or under ECMP routing.
 func qpsNote(f *simnet.Fabric, nodes int) string {
 	if f == nil || nodes < 2 || f.QPs < 2 || f.Routing == "ecmp" {
 		return ""
 	}
-	return fmt.Sprintf("NCCL_IB_QPS_PER_CONNECTION=%d changes nothing here: routing %s picks every queue pair's uplinks by destination (queue pairs spread over ECMP hashes only; docs/cluster.md)", f.QPs, f.Routing)
+	how := "picks every queue pair's uplinks by destination"
+	if f.Routing == "adaptive" {
+		how = "spreads every flow over all of its equal-cost links already"
+	}
+	return fmt.Sprintf("NCCL_IB_QPS_PER_CONNECTION=%d changes nothing here: routing %s %s (queue pairs spread over ECMP hashes only; docs/cluster.md)", f.QPs, f.Routing, how)
 }
 
 // hostBoundNote names the rows whose time is the host's floor for the launch mode (Row.HostBound),

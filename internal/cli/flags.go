@@ -48,7 +48,7 @@ var (
 	nicUsage  = share("nic-speed", "", "complete the NIC devices a partial topology lists without <nic><net> (as cloud VM files do) as NCCL's network plugin would report them: one port each at this speed (400Gbps, 50GB/s); needed to run such a file on several nodes; default: take the file as it is")
 	nicGDR    = share("nic-gdr", "", "with --nic-speed: GPUDirect RDMA on those NICs (NCCL's gdrSupport; false stages their traffic through host memory)")
 	nodeUsage = share("nodes", "", "number of nodes of the communicator, each with this topology (--nnodes is the same flag)")
-	fabUsage  = share("fabric", "", "fabric description between the nodes (key = value file, see docs/cluster.md); default: a non-blocking two-tier rail-optimized leaf/spine, 32 nodes a leaf, ECMP; under ECMP each of a connection's $NCCL_IB_QPS_PER_CONNECTION queue pairs is hashed apart")
+	fabUsage  = share("fabric", "", "fabric description between the nodes (key = value file, see docs/cluster.md); default: a non-blocking two-tier rail-optimized leaf/spine, 32 nodes a leaf, ECMP; under ECMP each of a connection's $NCCL_IB_QPS_PER_CONNECTION queue pairs is hashed apart; --fabric-set routing=adaptive models InfiniBand's adaptive routing (every flow spread over all equal-cost links), routing=rail destination-mod-k")
 	fsetUsage = share("fabric-set", "", "override one fabric key (key=value; repeatable), e.g. --fabric-set oversubscription=2")
 	jsonUsage = share("json", "", "print one JSON document instead of the text output")
 	progUsage = share("progress", "", "progress bar on stderr: auto (when stderr is a terminal), on, off")
