@@ -41,7 +41,7 @@ import (
 type scenario struct {
 	name  string
 	args  []string
-	rail  bool // also with --fabric-set routing=rail
+	rail  bool // also with --fabric-set routing=rail (and routing=adaptive)
 	extra bool // not among the default scenarios: run when named
 }
 
@@ -174,7 +174,7 @@ func main() {
 	bin := flag.String("simccl", "", "simccl binary to run (default: build ./cmd/simccl into a temporary directory)")
 	reps := flag.Int("reps", 3, "runs per scenario (the median wall time is reported)")
 	only := flag.String("scenarios", "", "comma-separated scenarios (128, sweep, 2048, 16384, a2a, fattree, a2a-os, pat; named only: a2a1024 and the approximations' checks fold32, fold64, coarse64, a2a-leaf4, steady-leaf4, loop64; default all but the named-only)")
-	routings := flag.String("routing", "ecmp,rail", "routings to run: ecmp (the default fabric's), rail (--fabric-set routing=rail)")
+	routings := flag.String("routing", "ecmp,rail", "routings to run: ecmp (the default fabric's), rail (--fabric-set routing=rail), adaptive (--fabric-set routing=adaptive)")
 	accuracy := flag.Bool("accuracy", false, "also run every scenario with --exact and report each row's error against it")
 	timeout := flag.Duration("timeout", 20*time.Minute, "kill a run after this long")
 	jsonOut := flag.String("json", "", "also write the JSON to this file")
@@ -219,13 +219,13 @@ func main() {
 			args := slices.Clone(sc.args)
 			switch routing {
 			case "ecmp":
-			case "rail":
+			case "rail", "adaptive":
 				if !sc.rail {
 					continue
 				}
-				args = append(args, "--fabric-set", "routing=rail")
+				args = append(args, "--fabric-set", "routing="+routing)
 			default:
-				fail(fmt.Errorf("-routing %q (want ecmp or rail)", routing))
+				fail(fmt.Errorf("-routing %q (want ecmp, rail or adaptive)", routing))
 			}
 			r := result{Scenario: sc.name, Routing: routing, Command: "simccl run --json " + strings.Join(args, " "), Modes: map[string]int{}}
 			r.Load[0] = loadAvg()
