@@ -660,7 +660,7 @@ func meanBacklogNote(rows []simnet.Row) string {
 		}
 		parts[i] = fmt.Sprintf("%s %s (twice the largest backlog %s of the time)", sp.coll, sp.sizes(), measure)
 	}
-	return fmt.Sprintf("%s: the ECMP mean model stands past the replay budgets with its links backlogged beyond the 1%% bar; such rows were 1–14%% fast where measured (ecmp_mean_backlog in the JSON; docs/cluster.md \"ECMP: the mean model\"; --exact replays every rank)", strings.Join(parts, "; "))
+	return fmt.Sprintf("%s: the ECMP mean model stands past the replay budgets with its links backlogged beyond the 1%% bar; such rows were 1–14%% fast where measured (ecmp_mean_backlog in the JSON; docs/cluster.md \"ECMP: the mean model\"; --exact replays every rank; on an InfiniBand fabric with adaptive routing, --fabric-set routing=adaptive times the call exactly, without hash collisions)", strings.Join(parts, "; "))
 }
 
 // p2pChannelNote says where NCCL's rule for network peers leaves every peer of a point-to-point
