@@ -364,3 +364,27 @@ func TestAllToAllBackloggedReplay(t *testing.T) {
 	require.Zero(t, row.MeanBacklog)
 	require.InEpsilon(t, 6880.87, row.TimeUs, 0.01)
 }
+
+// A host-bound all-to-all keeps the ECMP mean model (P2PSpec.HostFloor): where twice the model's
+// time with its owed work is under the host floor, the replay of every rank would refine a GPU
+// time the row does not show. 16 DGX H100 nodes with 2 a leaf, 256 KiB: the row is the floor
+// either way; its GPU time is the model's, within 1% of the interval replay's here, and Exact
+// still replays every rank.
+func TestP2PHostBoundKeepsMeanModel(t *testing.T) {
+	m, _ := settingsMachine(t, "dgx-h100", 16, 0, leafFabric(t, 2), planner.Settings{})
+	const size = 256 << 10
+	row, _, err := m.Run(coll.AllToAll, size, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	require.True(t, row.HostBound)
+	require.Equal(t, "p2p-compact, latency-mean, ecmp-mean", row.Mode)
+	require.Less(t, hostBoundMargin*row.DeviceUs, row.TimeUs)
+	gpu, _, err := m.Run(coll.AllToAll, size, coll.Float32, coll.Sum, RunOptions{GPUTime: true})
+	require.NoError(t, err)
+	require.Contains(t, gpu.Mode, "rate-interval-") // no floor: the replay of every rank
+	t.Logf("floor %.2f µs; GPU time: model %.3f µs, interval replay %.3f µs", row.TimeUs, row.DeviceUs, gpu.TimeUs)
+	require.InEpsilon(t, gpu.TimeUs, row.DeviceUs, 0.01)
+	exact, _, err := m.Run(coll.AllToAll, size, coll.Float32, coll.Sum, RunOptions{Exact: true})
+	require.NoError(t, err)
+	require.Equal(t, "p2p-compact", exact.Mode)
+	require.Equal(t, row.TimeUs, exact.TimeUs)
+}

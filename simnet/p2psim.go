@@ -88,7 +88,20 @@ type P2PSpec struct {
 	// relaxes no link; Exact never lets an approximation stand; MeanOversubscribed lets the ECMP
 	// mean model stand on oversubscribed fabrics too (TreeSpec has the same).
 	PerRank, Strict, Exact, MeanOversubscribed bool
+	// HostFloor is the call's host floor (0: none): where the ECMP mean model's time with the
+	// work its hashed links owe, times hostBoundMargin, is still under it, the row is the host's
+	// whatever the hash collisions cost the GPUs, and the model stands for their time instead of
+	// the replay of every rank (not with Exact).
+	HostFloor Time
 }
+
+// hostBoundMargin is how far under the host floor the ECMP mean model's time (with its owed
+// work) must lie for SimulateP2P to skip the replay of every rank (P2PSpec.HostFloor): the
+// collisions would have to more than double the GPUs' time to reach the floor, where the model
+// with its owed work was at most 13.6% fast wherever it was measured against a replay of every
+// rank (128 one-GPU nodes, 1 GiB; docs/cluster.md "ECMP: the mean model"). The row's time is the
+// floor either way; only its device_us is the model's.
+const hostBoundMargin = 2.0
 
 // P2PResult is the outcome of SimulateP2P.
 type P2PResult struct {
@@ -458,6 +471,14 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 				// 32 KiB, 126.59 µs against the replay of every rank's 126.97, which took 68 s;
 				// docs/cluster.md.)
 				tooFar := check.over > meanOverload && owed > 0 && !spec.MeanOversubscribed
+				if mean && !spec.Exact && spec.HostFloor > 0 && hostBoundMargin*float64(t+owed) < float64(spec.HostFloor) {
+					// A host-bound call: the replay of every rank would refine a GPU time the
+					// row does not show (P2PSpec.HostFloor).
+					res.Time, res.ECMPMean = t+owed, true
+					x.credit(b, cl, check, R)
+					e.now += res.Time
+					return res, nil
+				}
 				if mean {
 					// ECMP collisions: replay every rank on a copy of e's links if that fits
 					// the work budget; else, where the model owes work on a hashed link (owed)

@@ -392,6 +392,9 @@ type RunOptions struct {
 	Exact, MeanOversubscribed bool
 	// noSizes: not from smaller sizes (sizesSteady's own replays, which must be timed directly).
 	noSizes bool
+	// hostFloor is the call's host floor for the launch mode (Machine.hostFloorOf; 0: none), which
+	// SimulateP2P may let decide a row (P2PSpec.HostFloor); set by Run.
+	hostFloor Time
 	// folds keeps the call's node-fold quotient schedules between its replays (set by Run).
 	folds *foldScheds
 	// foldBudget, where set, is the estimated steps the node fold may replay at once in place of
@@ -655,6 +658,9 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		if tm, err = m.PlanTiming(plan); err != nil {
 			return row, nil, err
 		}
+		if !opt.DryRun && !opt.GPUTime {
+			opt.hostFloor = m.hostFloorOf(f, n, plan, opt)
+		}
 		if res, row.Mode, err = m.compact(f, plan, algBytes, tm, opt); err != nil {
 			return row, nil, err
 		}
@@ -666,18 +672,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	// the call on every GPU of its node, one after another, at least that and HostPerRank for
 	// each GPU past the first; none from a CUDA graph (LaunchMode.hostFloor).
 	if !opt.DryRun && !opt.GPUTime {
-		work := callWork(f, n, plan, opt.Transfers)
-		work.host = m.HostEnqueue
-		floor := m.Launch.hostFloor(m.Node.NumGPUs, work)
-		if n == 1 && !m.Launch.Graph() {
-			// A one-rank communicator's enqueue, measured apart (OneRankHost), a collective's
-			// on this machine's host.
-			floor = work.scaled(OneRankHost)
-			if work.ops > 0 {
-				floor = OneRankP2PHost
-			}
-		}
-		if res.Time < floor {
+		if floor := m.hostFloorOf(f, n, plan, opt); res.Time < floor {
 			row.DeviceUs = res.Time.Micros()
 			res.Time, row.HostBound = floor, true
 		}
@@ -700,6 +695,22 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		res.LinkName, res.LinkShare = nil, nil
 	}
 	return row, res, nil
+}
+
+// hostFloorOf is call f's host floor on m's n ranks for plan (LaunchMode.hostFloor; a one-rank
+// communicator's enqueue where n is 1): in nccl-tests' loop a call costs at least that.
+func (m *Machine) hostFloorOf(f coll.Func, n int, plan coll.Plan, opt RunOptions) Time {
+	work := callWork(f, n, plan, opt.Transfers)
+	work.host = m.HostEnqueue
+	if n == 1 && !m.Launch.Graph() {
+		// A one-rank communicator's enqueue, measured apart (OneRankHost), a collective's on
+		// this machine's host.
+		if work.ops > 0 {
+			return OneRankP2PHost
+		}
+		return work.scaled(OneRankHost)
+	}
+	return m.Launch.hostFloor(m.Node.NumGPUs, work)
 }
 
 // PlanTiming is the executors' timing of a plan on m: what Run times it with (the report's
