@@ -672,7 +672,11 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 	// the call on every GPU of its node, one after another, at least that and HostPerRank for
 	// each GPU past the first; none from a CUDA graph (LaunchMode.hostFloor).
 	if !opt.DryRun && !opt.GPUTime {
-		if floor := m.hostFloorOf(f, n, plan, opt); res.Time < floor {
+		floor := opt.hostFloor // the compact executor's, for this plan
+		if floor == 0 {
+			floor = m.hostFloorOf(f, n, plan, opt)
+		}
+		if res.Time < floor {
 			row.DeviceUs = res.Time.Micros()
 			res.Time, row.HostBound = floor, true
 		}
