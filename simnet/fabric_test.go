@@ -392,4 +392,23 @@ func TestAdaptiveAllToAll(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("ECMP exact: %.3f µs", hashed.TimeUs)
 	require.Greater(t, hashed.TimeUs, 1.02*exact.TimeUs)
+
+	// Where the ECMP mean model stands with nothing owed (48 nodes, the default fabric: two
+	// leaves a rail, 64 MiB) its time is adaptive routing's to the ps: the model's links are the
+	// merged ones.
+	for _, routing := range []string{"ecmp", "adaptive"} {
+		fab := DefaultFabric()
+		require.NoError(t, fab.Set("routing", routing))
+		m, _ := settingsMachine(t, "dgx-h100", 48, 0, fab, planner.Settings{})
+		m.Launch = LaunchGraph
+		r, _, err := m.Run(coll.AllToAll, 64<<20, coll.Float32, coll.Sum, RunOptions{})
+		require.NoError(t, err)
+		if routing == "ecmp" {
+			require.Equal(t, "p2p-compact, latency-mean, ecmp-mean", r.Mode)
+			exact = r
+			continue
+		}
+		require.Equal(t, "p2p-compact, latency-mean", r.Mode)
+		require.Equal(t, exact.TimeUs, r.TimeUs)
+	}
 }
