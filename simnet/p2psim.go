@@ -98,9 +98,10 @@ type P2PSpec struct {
 // hostBoundMargin is how far under the host floor the ECMP mean model's time (with its owed
 // work) must lie for SimulateP2P to skip the replay of every rank (P2PSpec.HostFloor): the
 // collisions would have to more than double the GPUs' time to reach the floor, where the model
-// with its owed work was at most 13.6% fast wherever it was measured against a replay of every
-// rank (128 one-GPU nodes, 1 GiB; docs/cluster.md "ECMP: the mean model"). The row's time is the
-// floor either way; only its device_us is the model's.
+// with its owed work was at most 18% fast wherever it was measured against a replay of every rank
+// (24 nodes of the aws-p5 file at 16 MiB, a link at 2.88 times its capacity; 13.6% on 128
+// one-GPU nodes at 1 GiB; docs/cluster.md "ECMP: the mean model"). The row's time is the floor
+// either way; only its device_us is the model's.
 const hostBoundMargin = 2.0
 
 // P2PResult is the outcome of SimulateP2P.
