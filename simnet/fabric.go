@@ -408,7 +408,8 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 	// Leaf uplinks: enough links of speed upl to carry the downlinks' bandwidth / oversubscription.
 	c.nLeafUp = int(leafUplinks(down, portGBps, f.Oversub, upl))
 	leafCap, aggCap := upl, upl // each switch-to-switch link's speed
-	if f.Routing == "adaptive" {
+	adaptive := f.Routing == "adaptive"
+	if adaptive {
 		// Adaptive routing spreads every flow over all of a tier's equal-cost links in equal
 		// shares: under max-min sharing each link then carries 1/U of every flow through the
 		// tier, whose rates are bound only by their sum against U links' capacity, one link of
@@ -430,7 +431,7 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 	e.SetNamer(leafBase, LinkID(e.NumLinks()), func(l LinkID) string {
 		i := int(l - leafBase)
 		lf, s := i/2/c.nLeafUp, fmt.Sprint(i/2%c.nLeafUp)
-		if f.Routing == "adaptive" {
+		if adaptive {
 			s = "*" // the tier's links as one
 		}
 		up := "spine"
@@ -447,7 +448,7 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 		if c.nAggUp < 1 {
 			c.nAggUp = 1
 		}
-		if f.Routing == "adaptive" {
+		if adaptive {
 			// Every aggregation switch's uplinks of the pod as one: U switches of M each.
 			aggCap, c.nAggUp = leafCap*float64(c.nAggUp), 1
 		}
@@ -468,7 +469,7 @@ func NewCluster(e *Engine, node *NodeModel, nodes int, f *Fabric) (*Cluster, err
 		e.SetNamer(aggBase, LinkID(e.NumLinks()), func(l LinkID) string {
 			i := int(l-aggBase) / 2
 			m, s, p := fmt.Sprint(i%c.nAggUp), fmt.Sprint(i/c.nAggUp%c.nLeafUp), i/c.nAggUp/c.nLeafUp
-			if f.Routing == "adaptive" {
+			if adaptive {
 				m, s = "*", "*"
 			}
 			if int(l-aggBase)%2 == 0 {
