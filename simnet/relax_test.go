@@ -204,11 +204,12 @@ func TestRingSymmetricMatchesPerRank(t *testing.T) {
 		name  string
 		nodes int
 		kv    []string
+		sym   bool // the symmetric replay stands (the fat tree's oversubscribed links go over)
 	}{
-		{"one leaf", 4, nil},
-		{"ecmp, 2 per leaf", 8, []string{"hosts_per_leaf", "2"}},
-		{"rail, 2 per leaf", 8, []string{"hosts_per_leaf", "2", "routing", "rail"}},
-		{"fat tree 2:1", 8, []string{"topology", "fattree", "hosts_per_leaf", "2", "oversubscription", "2"}},
+		{"one leaf", 4, nil, true},
+		{"ecmp, 2 per leaf", 8, []string{"hosts_per_leaf", "2"}, true},
+		{"rail, 2 per leaf", 8, []string{"hosts_per_leaf", "2", "routing", "rail"}, true},
+		{"fat tree 2:1", 8, []string{"topology", "fattree", "hosts_per_leaf", "2", "oversubscription", "2"}, false},
 	} {
 		m, _ := testMachine(t, "dgx-h100", c.nodes, fabricOf(t, c.kv...), "ring", "simple")
 		for _, f := range []coll.Func{coll.AllReduce, coll.AllGather} {
@@ -230,6 +231,12 @@ func TestRingSymmetricMatchesPerRank(t *testing.T) {
 				b, eb := run(true)
 				rel := float64(a.Time-b.Time) / float64(b.Time)
 				t.Logf("%s %v exact=%v: %v (%s, rotation %d), per rank %v (%+.4f%%)", c.name, f, exact, a.Time, a.Mode(), a.Rotation, b.Time, 100*rel)
+				// NCCL's rings of DGX H100 nodes repeat every two nodes (crossNic 2: odd nodes swap
+				// their channel pairs), which the symmetric replay must take (ringRotation): until
+				// 2026-12-01 it wanted one node's and every such call replayed every rank.
+				if c.sym && a.Rotation < 1 {
+					t.Errorf("%s %v exact=%v: every rank replayed, want the symmetric replay", c.name, f, exact)
+				}
 				approx := a.LatencyMean || a.ECMPMean
 				if exact && approx {
 					t.Errorf("%s: mode %s with Exact", c.name, a.Mode())
@@ -451,4 +458,38 @@ func TestPartialMatchesWhole(t *testing.T) {
 	}
 	require.Greater(t, coupled, 100, "computations of a part kept")
 	t.Logf("%d computations of a part kept with flows beyond a stand-in", coupled)
+}
+
+// ringRotation takes the smallest multiple of the routes' rotation that divides the nodes, holds
+// two ranks and under which every ring repeats: one node for rings that repeat one node's order,
+// two for NCCL's crossNic-2 rings (odd nodes swap channel pairs), none where the ring does not
+// repeat short of the whole cluster.
+func TestRingRotation(t *testing.T) {
+	// ring builds the ring of nodes × G ranks that visits each node's GPUs in order[node % len].
+	ring := func(nodes, G int, orders ...[]int) []int {
+		var r []int
+		for nd := 0; nd < nodes; nd++ {
+			for _, g := range orders[nd%len(orders)] {
+				r = append(r, nd*G+g)
+			}
+		}
+		return r
+	}
+	fwd, rev := []int{0, 3, 2, 1}, []int{1, 2, 3, 0} // a channel and its pair on odd nodes
+	for _, c := range []struct {
+		name     string
+		rings    [][]int
+		R, nodes int
+		G        int
+		want     int
+	}{
+		{"one node's order", [][]int{ring(8, 4, fwd)}, 1, 8, 4, 1},
+		{"crossNic 2, two nodes' order", [][]int{ring(8, 4, fwd, rev), ring(8, 4, rev, fwd)}, 1, 8, 4, 2},
+		{"routes repeat every 4 nodes", [][]int{ring(8, 4, fwd, rev)}, 4, 8, 4, 4},
+		{"odd node count", [][]int{ring(3, 4, fwd, rev)}, 1, 3, 4, 0},
+		{"one GPU a node", [][]int{ring(8, 1, []int{0})}, 1, 8, 1, 2},
+		{"two nodes, two nodes' order", [][]int{ring(2, 4, fwd, rev)}, 1, 2, 4, 0},
+	} {
+		require.Equal(t, c.want, ringRotation(c.rings, c.R, c.nodes, c.G), c.name)
+	}
 }
