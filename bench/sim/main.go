@@ -54,6 +54,12 @@ func scenarios(root string) []scenario {
 		{"2048", []string{"--nodes", "2048", "-c", "allreduce", "-b", "1G", "-e", "1G"}, true, false},
 		{"16384", []string{"--nodes", "16384", "-c", "allreduce", "-b", "1G", "-e", "1G"}, true, false},
 		{"a2a", []string{"--nodes", "128", "-c", "alltoall", "-b", "1G", "-e", "1G"}, true, false},
+		// Ring all-gather and reduce-scatter (NCCL runs Ring for them on DGX H100 clusters, not
+		// Tree or NVLSTree) on 16,384 and 131,072 GPUs: until 2026-12-01 the symmetric ring
+		// replay did not take NCCL's crossNic-2 rings and replayed every rank (2,048 nodes: more
+		// than 5 minutes).
+		{"ring2048", []string{"--nodes", "2048", "-c", "allgather,reducescatter", "-b", "1G", "-e", "1G"}, true, false},
+		{"ring16384", []string{"--nodes", "16384", "-c", "allgather,reducescatter", "-b", "1G", "-e", "1G"}, true, false},
 		// All-to-all on 8,192 GPUs: every pair of ranks a connection (67 M); not among the
 		// default scenarios (about a minute with both routings).
 		{"a2a1024", []string{"--nodes", "1024", "-c", "alltoall", "-b", "1G", "-e", "1G"}, true, true},
