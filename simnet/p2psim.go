@@ -1,8 +1,10 @@
 package simnet
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/simccl/simccl/coll"
 )
@@ -93,6 +95,8 @@ type P2PSpec struct {
 	// whatever the hash collisions cost the GPUs, and the model stands for their time instead of
 	// the replay of every rank (not with Exact).
 	HostFloor Time
+	// cache keeps the walk of every route between calls on one machine (Machine.Run).
+	cache *p2pWalkCache
 }
 
 // hostBoundMargin is how far under the host floor the ECMP mean model's time (with its owed
@@ -203,6 +207,162 @@ type p2pBuild struct {
 	// crossings of relaxed links by every connection (counted with the link kinds; -1: not
 	// counted)
 	crossings int
+	w         *p2pWalk // the walk the fields above come from (nil: none)
+}
+
+// p2pWalk is what one walk of every route of a point-to-point call gives SimulateP2P: the relaxed
+// links' stand-ins less those implied (relax, nil where nothing is relaxed) and whether some are
+// kept, the kinds of link the routes cross and those whose relaxed links delay messages (for the
+// rotation, Cluster.symmetry), and the crossings of relaxed links (-1: not counted). It depends on
+// the routes alone: which ranks send to which on which channels, not how many bytes.
+type p2pWalk struct {
+	relax           func(LinkID) (LinkID, bool)
+	kept            bool
+	kinds, latKinds [5]bool
+	crossings       int
+	// lat: per rotation (S ranks), the members' latency sums and counts per slot (latSums)
+	mu  sync.Mutex
+	lat map[int][2][]Time
+}
+
+// walk walks every route of b once (relaxes: for implied and the crossings of relaxed links;
+// kinds: for the kinds of link crossed).
+func (b *p2pBuild) walk(cl *Cluster, rx relaxer, relaxes, kinds bool) *p2pWalk {
+	w := &p2pWalk{crossings: -1}
+	e := b.e
+	latKind := func(l LinkID) {
+		if e.links[l].lat > 0 {
+			// A relaxed link still delays its messages: an exact rotation must keep which
+			// routes cross it, as it keeps the leaves (or pods) it stands for.
+			if cl.kindOf(l) == kindAgg {
+				w.latKinds[kindPodMean] = true
+			} else {
+				w.latKinds[kindLeafMean] = true
+			}
+		}
+	}
+	if !relaxes {
+		b.eachRoute(func(_, _, _ int, route []LinkID) {
+			for _, l := range route {
+				w.kinds[cl.kindOf(l)] = true
+			}
+		})
+		return w
+	}
+	// One walk of every route for implied and for the kinds (the routes of an all-to-all are
+	// every pair of ranks: 33 M on 512 DGX H100 nodes, 1.5 s a walk).
+	var crossed []bool // relaxed links some route crosses (their kinds after the walk)
+	if kinds {
+		w.crossings = 0
+		crossed = make([]bool, e.NumLinks())
+	}
+	w.relax, w.kept = implied(e, func(yield func([]LinkID)) {
+		b.eachRoute(func(_, _, _ int, route []LinkID) {
+			yield(route)
+			if !kinds {
+				return
+			}
+			for _, l := range route {
+				if _, ok := rx.standIn(l); !ok {
+					w.kinds[cl.kindOf(l)] = true
+					continue
+				}
+				crossed[l] = true
+				w.crossings++
+			}
+		})
+	}, rx.standIn)
+	for l, c := range crossed {
+		if !c {
+			continue
+		}
+		if s, ok := w.relax(LinkID(l)); !ok {
+			w.kinds[cl.kindOf(LinkID(l))] = true
+		} else if s >= 0 {
+			w.kinds[cl.kindOf(s)] = true
+		}
+		latKind(LinkID(l))
+	}
+	return w
+}
+
+// latSums adds up, per slot of net (S ranks a rotation), the latencies lats of its members'
+// routes into sum and counts them in cnt.
+func (b *p2pBuild) latSums(net *p2pNet, S int, lats, sum, cnt []Time) {
+	b.eachRoute(func(i, c, rk int, route []LinkID) {
+		slot := net.base[i][c] + int32(rk%S)
+		for _, l := range route {
+			sum[slot] += lats[l]
+		}
+		cnt[slot]++
+	})
+}
+
+// latSums returns the members' latency sums and counts per slot of the symmetric replay of S
+// ranks a rotation, computing them with sums the first time.
+func (w *p2pWalk) latSums(S int, sums func() ([]Time, []Time)) ([]Time, []Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if l, ok := w.lat[S]; ok {
+		return l[0], l[1]
+	}
+	if w.lat == nil {
+		w.lat = map[int][2][]Time{}
+	}
+	sum, cnt := sums()
+	w.lat[S] = [2][]Time{sum, cnt}
+	return sum, cnt
+}
+
+// walkKey is the key of b's walk in a p2pWalkCache: the ranks, the walk's settings, and every
+// operation's distance and channels.
+func (b *p2pBuild) walkKey(relaxes, kinds bool) string {
+	k := make([]byte, 0, 16+12*len(b.ops))
+	k = binary.LittleEndian.AppendUint32(k, uint32(b.n))
+	k = append(k, boolByte(relaxes), boolByte(kinds))
+	for _, op := range b.ops {
+		k = binary.LittleEndian.AppendUint32(k, uint32(op.d))
+		k = binary.LittleEndian.AppendUint32(k, uint32(op.lo))
+		k = binary.LittleEndian.AppendUint32(k, uint32(len(op.part)))
+		for _, w := range op.part {
+			k = append(k, boolByte(w >= 0))
+		}
+	}
+	return string(k)
+}
+
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// p2pWalkCache keeps the walks of every route of SimulateP2P's calls on one machine (Machine.Run),
+// by their routes (p2pBuild.walkKey): the sizes of a sweep whose operations take the same
+// channels walk them once (an all-to-all on 1,024 DGX H100 nodes: 67 M routes, most of a size's
+// time). It is safe for concurrent use; a nil cache keeps nothing.
+type p2pWalkCache struct {
+	mu sync.Mutex
+	m  map[string]*p2pWalk
+}
+
+// get returns the walk of key, walking it with walk the first time.
+func (c *p2pWalkCache) get(key string, walk func() *p2pWalk) *p2pWalk {
+	if c == nil {
+		return walk()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w, ok := c.m[key]; ok {
+		return w
+	}
+	if c.m == nil {
+		c.m = map[string]*p2pWalk{}
+	}
+	w := walk()
+	c.m[key] = w
+	return w
 }
 
 // p2pOp is one operation: its channels, distance, and per channel part the index of its wire
@@ -343,17 +503,6 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 	// relaxed link its stand-in's unless implied drops it; and whether a relaxed link delays
 	// messages (latKinds).
 	var kinds, latKinds [5]bool
-	latKind := func(l LinkID) {
-		if e.links[l].lat > 0 {
-			// A relaxed link still delays its messages: an exact rotation must keep which
-			// routes cross it, as it keeps the leaves (or pods) it stands for.
-			if cl.kindOf(l) == kindAgg {
-				latKinds[kindPodMean] = true
-			} else {
-				latKinds[kindLeafMean] = true
-			}
-		}
-	}
 	ecmpKept := false // ECMP routing over stand-ins kept (an oversubscribed fabric)
 	// bound is linkBound, walked once: the symmetric replay and the replay of every rank after
 	// it carry the same bytes per link.
@@ -364,46 +513,17 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 		}
 		return bound
 	}
-	if rx, ok := r.(relaxer); ok && !spec.Strict && !spec.PerRank {
-		// One walk of every route for implied and for the kinds (the routes of an all-to-all are
-		// every pair of ranks: 33 M on 512 DGX H100 nodes, 1.5 s a walk).
-		var crossed []bool // relaxed links some route crosses (their kinds after the walk)
-		if walkKinds {
-			b.crossings = 0
-			crossed = make([]bool, e.NumLinks())
-		}
-		b.relax, kept = implied(e, func(yield func([]LinkID)) {
-			b.eachRoute(func(_, _, _ int, route []LinkID) {
-				yield(route)
-				if !walkKinds {
-					return
-				}
-				for _, l := range route {
-					if _, ok := rx.standIn(l); !ok {
-						kinds[cl.kindOf(l)] = true
-						continue
-					}
-					crossed[l] = true
-					b.crossings++
-				}
-			})
-		}, rx.standIn)
-		for l, c := range crossed {
-			if c {
-				if u := b.use(LinkID(l)); u >= 0 {
-					kinds[cl.kindOf(u)] = true
-				}
-				latKind(LinkID(l))
-			}
-		}
+	rx, relaxes := r.(relaxer)
+	relaxes = relaxes && !spec.Strict && !spec.PerRank
+	if relaxes || walkKinds {
+		// The walk of every route depends on the routes alone, not on the bytes: the sizes of a
+		// sweep share it (p2pWalkCache).
+		w := spec.cache.get(b.walkKey(relaxes, walkKinds), func() *p2pWalk { return b.walk(cl, rx, relaxes, walkKinds) })
+		b.relax, b.crossings, kept, kinds, latKinds, b.w = w.relax, w.crossings, w.kept, w.kinds, w.latKinds, w
+	}
+	if relaxes {
 		mean = rx.ecmp() && !spec.Exact && (!kept || spec.MeanOversubscribed)
 		ecmpKept = rx.ecmp() && kept
-	} else if walkKinds {
-		b.eachRoute(func(_, _, _ int, route []LinkID) {
-			for _, l := range route {
-				kinds[cl.kindOf(l)] = true
-			}
-		})
 	}
 	if walkKinds {
 		// Where only the switch latencies tell the members of R's orbits apart, they are
@@ -844,7 +964,14 @@ func (b *p2pBuild) symmetric(cl *Cluster, R int, latMean bool) (*p2pSim, *relaxC
 	if b.relax != nil && !unchecked && b.crossings > 0 {
 		pairs = make([]uint64, 0, b.crossings)
 	}
-	if latMean || (b.relax != nil && !unchecked) {
+	if latMean && (b.relax == nil || unchecked) && b.w != nil {
+		// The sums alone: they depend on the routes and the rotation, not on the bytes, and the
+		// sizes of a sweep share them (p2pWalk.latSums).
+		sum, cnt = b.w.latSums(S, func() ([]Time, []Time) {
+			b.latSums(net, S, lats, sum, cnt)
+			return sum, cnt
+		})
+	} else if latMean || (b.relax != nil && !unchecked) {
 		b.eachRoute(func(i, c, rk int, route []LinkID) {
 			slot := net.base[i][c] + int32(rk%S)
 			if latMean {

@@ -2,6 +2,7 @@ package simnet
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/simccl/simccl/coll"
@@ -274,5 +275,38 @@ func TestP2PSymmetricUnequalCrossings(t *testing.T) {
 		t.Logf("%d B: one node %v (rotation %d), every rank %v", size, sym.Time, sym.Rotation, all.Time)
 		require.Equal(t, 1, sym.Rotation)
 		require.InDelta(t, float64(all.Time), float64(sym.Time), 1e-9*float64(all.Time))
+	}
+}
+
+// The sizes of a sweep share one walk of every route (p2pWalkCache) and, where the symmetric
+// replay takes its members' mean latency unchecked (past checkPairs), their latency sums: the rows
+// are those of machines that walk afresh for every size, and the calls whose operations take the
+// same channels walk once.
+func TestP2PWalkCacheSharedAcrossSizes(t *testing.T) {
+	sizes := []int64{4 << 20, 64 << 20, 1 << 30}
+	saved := checkPairs
+	checkPairs = 1 << 10 // unchecked, as an all-to-all on 520 DGX H100 nodes and more is
+	defer func() { checkPairs = saved }()
+	for _, f := range []coll.Func{coll.AllToAll, coll.SendRecv} {
+		m, _ := testMachine(t, "dgx-h100", 8, fabricOf(t, "hosts_per_leaf", "4"), "", "")
+		latMean := false
+		for _, size := range sizes {
+			shared, _, err := m.Run(f, size, coll.Float32, coll.Sum, RunOptions{})
+			require.NoError(t, err)
+			fresh, _ := testMachine(t, "dgx-h100", 8, fabricOf(t, "hosts_per_leaf", "4"), "", "")
+			alone, _, err := fresh.Run(f, size, coll.Float32, coll.Sum, RunOptions{})
+			require.NoError(t, err)
+			require.Equal(t, alone.TimeUs, shared.TimeUs, "%v %d B", f, size)
+			require.Equal(t, alone.Mode, shared.Mode, "%v %d B", f, size)
+			t.Logf("%v %d B: %.3f µs (%s)", f, size, shared.TimeUs, shared.Mode)
+			latMean = latMean || strings.Contains(shared.Mode, "latency-mean") && strings.Contains(shared.Mode, "unchecked")
+		}
+		require.Len(t, m.tmpl.p2p.m, 1, "%v: one walk for the %d sizes", f, len(sizes))
+		if f == coll.AllToAll {
+			require.True(t, latMean, "the all-to-all takes the mean latency unchecked")
+		}
+		for _, w := range m.tmpl.p2p.m {
+			require.Equal(t, latMean, len(w.lat) > 0, "%v: the latency sums kept where the mean latency is taken unchecked", f)
+		}
 	}
 }

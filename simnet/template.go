@@ -15,6 +15,7 @@ type clusterTemplate struct {
 	cl    *Cluster
 	err   error
 	trees treeCache
+	p2p   p2pWalkCache
 }
 
 // engine returns a fresh engine with the links of m's cluster, and the cluster (a Router over
