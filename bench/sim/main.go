@@ -77,7 +77,10 @@ func scenarios(root string) []scenario {
 		// reduce's back-to-back loop past LoopBudget (its saving from a smaller size).
 		{"fold32", []string{"--nodes", "32", "-c", "allreduce", "-b", "256M", "-e", "1G"}, false, true},
 		{"fold64", []string{"--nodes", "64", "-c", "allreduce", "-b", "256M", "-e", "1G"}, false, true},
+		// coarse64 merged ring steps until stop 56, when the replay of every rank stood for the
+		// ring there; the symmetric ring merges them on 2,048 nodes (ring2048 under -accuracy).
 		{"coarse64", []string{"--nodes", "64", "-c", "allgather,reducescatter", "-b", "256M", "-e", "1G", "-f", "4"}, false, true},
+
 		{"a2a-leaf4", []string{"--nodes", "32", "--fabric-set", "hosts_per_leaf=4", "-c", "alltoall", "-b", "1M", "-e", "16M", "-f", "16"}, false, true},
 		{"steady-leaf4", []string{"--nodes", "16", "--fabric-set", "hosts_per_leaf=4", "-c", "allreduce", "-b", "512M", "-e", "512M"}, false, true},
 		{"loop64", []string{"--nodes", "64", "-c", "broadcast,reduce", "-b", "1G", "-e", "1G"}, false, true},
