@@ -611,6 +611,49 @@ func (c *Cluster) standIn(l LinkID) (LinkID, bool) {
 	return c.mean[l-c.swLo], true
 }
 
+// standInsImplied reports whether every stand-in of c's relaxed links is implied whatever the
+// routes, by the rule implied applies first (relax.go): a leaf's uplinks carry only what the NIC
+// ports into that leaf send, and a pod's aggregation uplinks only what the NIC ports under its
+// leaves send (the nearest link of a route before them that is not relaxed is the sending NIC's
+// port); its downlinks only what goes out of the NIC ports below them (the nearest after). Where
+// those ports' capacities add up to no more than the stand-in's, for every stand-in, a walk of the
+// routes would drop them all: the fabric is non-blocking on every tier. Otherwise only a walk
+// tells (an oversubscribed tier may still carry little enough).
+func (c *Cluster) standInsImplied(e *Engine) bool {
+	if c.swHi <= c.swLo {
+		return true
+	}
+	up, down := make([]float64, c.nLeaves), make([]float64, c.nLeaves)
+	for n := 0; n < c.NumNodes; n++ {
+		for k := 0; k < c.nics; k++ {
+			lf := c.leafOf(n, k)
+			up[lf] += float64(e.LinkCap(c.nicUp[n*c.nics+k]))
+			down[lf] += float64(e.LinkCap(c.nicDown[n*c.nics+k]))
+		}
+	}
+	fits := func(sum float64, sw LinkID) bool {
+		return sum <= float64(e.LinkCap(c.mean[sw-c.swLo]))*(1+relaxTolerance)
+	}
+	for lf := 0; lf < c.nLeaves; lf++ {
+		if c.nLeafUp > 0 && (!fits(up[lf], c.leafUp[lf*c.nLeafUp]) || !fits(down[lf], c.leafDown[lf*c.nLeafUp])) {
+			return false
+		}
+	}
+	if c.nAggUp > 0 {
+		for p := 0; p < c.pods(); p++ {
+			var pu, pd float64
+			for lf := p * c.Fabric.LeavesPerPod; lf < min((p+1)*c.Fabric.LeavesPerPod, c.nLeaves); lf++ {
+				pu, pd = pu+up[lf], pd+down[lf]
+			}
+			i := p * c.nLeafUp * c.nAggUp
+			if !fits(pu, c.aggUp[i]) || !fits(pd, c.aggDown[i]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // isSwitch reports whether l is a switch-to-switch link of the fabric, which a connection's queue
 // pairs cross side by side (routeNet: consecutive in its route, one tier at a time).
 func (c *Cluster) isSwitch(l LinkID) bool { return l >= c.swLo && l < c.swHi }

@@ -3,6 +3,7 @@ package simnet
 import (
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -491,5 +492,53 @@ func TestRingRotation(t *testing.T) {
 		{"two nodes, two nodes' order", [][]int{ring(2, 4, fwd, rev)}, 1, 2, 4, 0},
 	} {
 		require.Equal(t, c.want, ringRotation(c.rings, c.R, c.nodes, c.G), c.name)
+	}
+}
+
+// Cluster.standInsImplied, the shortcut SimulateP2P takes for implied on non-blocking fabrics,
+// holds only where implied, walking every route of an all-to-all, drops every stand-in it sees;
+// on oversubscribed tiers it does not hold and the walk decides.
+func TestStandInsImpliedMatchesWalk(t *testing.T) {
+	ft := filepath.Join("..", "examples", "fabrics", "fattree-3tier-2to1.fabric")
+	oneToOne := fabricFile(t, ft)
+	require.NoError(t, oneToOne.Set("oversubscription", "1"))
+	require.NoError(t, oneToOne.Validate())
+	for _, c := range []struct {
+		name  string
+		nodes int
+		fab   *Fabric
+		want  bool
+	}{
+		{"default", 64, nil, true},
+		{"2 per leaf", 16, fabricOf(t, "hosts_per_leaf", "2"), true},
+		{"2 per leaf, 2:1", 16, fabricOf(t, "hosts_per_leaf", "2", "oversubscription", "2"), false},
+		{"fat tree, 4 per leaf", 16, fabricOf(t, "topology", "fattree", "hosts_per_leaf", "4"), true},
+		{"3 tiers 2:1", 64, fabricFile(t, ft), false},
+		{"3 tiers 1:1", 64, oneToOne, true},
+		{"adaptive, 2 per leaf", 16, fabricOf(t, "hosts_per_leaf", "2", "routing", "adaptive"), true},
+	} {
+		m, _ := testMachine(t, "dgx-h100", c.nodes, c.fab, "", "")
+		e, cl, err := m.engine()
+		require.NoError(t, err)
+		require.Equal(t, c.want, cl.standInsImplied(e), c.name)
+		n := cl.NumRanks()
+		var buf []LinkID
+		relax, kept := implied(e, func(yield func([]LinkID)) {
+			for src := 0; src < n; src++ {
+				for d := 1; d < n; d++ {
+					buf, _ = cl.RouteP2P(src, (src+d)%n, d%16, buf[:0])
+					yield(buf)
+				}
+			}
+		}, cl.standIn)
+		if c.want {
+			require.False(t, kept, "%s: the walk keeps a stand-in", c.name)
+			for l := cl.swLo; l < cl.swHi; l++ {
+				if s, ok := relax(l); ok && s >= 0 {
+					// Only a stand-in no route crossed may stay (the walk never saw it).
+					t.Logf("%s: %s not dropped", c.name, e.LinkName(l))
+				}
+			}
+		}
 	}
 }
