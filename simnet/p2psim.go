@@ -354,30 +354,8 @@ func boolByte(v bool) byte {
 
 // p2pWalkCache keeps the walks of every route of SimulateP2P's calls on one machine (Machine.Run),
 // by their routes (p2pBuild.walkKey): the sizes of a sweep whose operations take the same
-// channels walk them once (an all-to-all on 1,024 DGX H100 nodes: 67 M routes, most of a size's
-// time). It is safe for concurrent use; a nil cache keeps nothing.
-type p2pWalkCache struct {
-	mu sync.Mutex
-	m  map[string]*p2pWalk
-}
-
-// get returns the walk of key, walking it with walk the first time.
-func (c *p2pWalkCache) get(key string, walk func() *p2pWalk) *p2pWalk {
-	if c == nil {
-		return walk()
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if w, ok := c.m[key]; ok {
-		return w
-	}
-	if c.m == nil {
-		c.m = map[string]*p2pWalk{}
-	}
-	w := walk()
-	c.m[key] = w
-	return w
-}
+// channels walk once (an all-to-all on 1,024 DGX H100 nodes: 67 M routes, most of a size's time).
+type p2pWalkCache = memo[string, *p2pWalk]
 
 // p2pOp is one operation: its channels, distance, and per channel part the index of its wire
 // bytes (-1: nothing on that channel).

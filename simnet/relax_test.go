@@ -490,6 +490,7 @@ func TestRingRotation(t *testing.T) {
 		{"odd node count", [][]int{ring(3, 4, fwd, rev)}, 1, 3, 4, 0},
 		{"one GPU a node", [][]int{ring(8, 1, []int{0})}, 1, 8, 1, 2},
 		{"two nodes, two nodes' order", [][]int{ring(2, 4, fwd, rev)}, 1, 2, 4, 0},
+		{"no rotation", [][]int{ring(8, 4, fwd)}, 0, 8, 4, 0},
 	} {
 		require.Equal(t, c.want, ringRotation(c.rings, c.R, c.nodes, c.G), c.name)
 	}

@@ -16,6 +16,9 @@ import (
 // every ring call of such a cluster replayed every rank: an all_gather of 1 GiB on 512 DGX H100
 // nodes took 62 s.
 func ringRotation(rings [][]int, R, nodes, G int) int {
+	if R < 1 {
+		return 0
+	}
 	n := nodes * G
 	for R2 := R; R2 < nodes; R2 += R {
 		if nodes%R2 != 0 || R2*G < 2 || !ringsRepeat(rings, R2*G, n) {

@@ -62,13 +62,35 @@ func (e *Engine) replayCopy() *Engine {
 	return c
 }
 
+// memo keeps one value per key, built by the first caller that asks for it (a nil memo keeps
+// nothing: every call builds). It is safe for concurrent use; a caller asking for a key being
+// built waits for it.
+type memo[K comparable, V any] struct {
+	mu sync.Mutex
+	m  map[K]V
+}
+
+func (c *memo[K, V]) get(k K, build func() V) V {
+	if c == nil {
+		return build()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, ok := c.m[k]; ok {
+		return v
+	}
+	if c.m == nil {
+		c.m = map[K]V{}
+	}
+	v := build()
+	c.m[k] = v
+	return v
+}
+
 // treeCache keeps, per set of trees and protocol, the partition of SimulateTree's symmetric
 // replay with every switch link relaxed (quotientTree, the costly part of a small replay): the
-// sizes of a sweep share it. It is safe for concurrent use.
-type treeCache struct {
-	mu sync.Mutex
-	m  map[treeKey]*treeQuotient
-}
+// sizes of a sweep share it (nil results too; a result must be copied, fresh, before it is run).
+type treeCache = memo[treeKey, *treeQuotient]
 
 type treeKey struct {
 	trees *coll.ChannelTree
@@ -76,19 +98,5 @@ type treeKey struct {
 	proto coll.Proto
 }
 
-// get returns the cached partition of spec's trees, building it with build the first time (nil
-// results are kept too). The result must be copied (fresh) before it is run.
-func (c *treeCache) get(spec TreeSpec, build func() *treeQuotient) *treeQuotient {
-	k := treeKey{&spec.Trees[0], len(spec.Trees), spec.Proto}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if q, ok := c.m[k]; ok {
-		return q
-	}
-	if c.m == nil {
-		c.m = map[treeKey]*treeQuotient{}
-	}
-	q := build()
-	c.m[k] = q
-	return q
-}
+// treeKeyOf is the key of spec's trees in a treeCache.
+func treeKeyOf(spec TreeSpec) treeKey { return treeKey{&spec.Trees[0], len(spec.Trees), spec.Proto} }

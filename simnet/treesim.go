@@ -379,7 +379,7 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 		}
 		var q *treeQuotient
 		if spec.cache != nil && !all && len(keep) == 0 && rf != nil {
-			q = spec.cache.get(spec, func() *treeQuotient { return quotientTree(e, full, rf) })
+			q = spec.cache.get(treeKeyOf(spec), func() *treeQuotient { return quotientTree(e, full, rf) })
 		} else {
 			q = quotientTree(e, full, rf)
 		}
