@@ -398,3 +398,91 @@ func sizeName(b int64) string {
 	}
 	return fmt.Sprintf("%d B", b)
 }
+
+// A point-to-point call on which the ECMP mean model stood past the replay budgets with its links
+// backlogged beyond the bar (P2PResult.MeanBacklog) is timed, where it can be, from the same call at
+// two smaller sizes S1 and 2·S1 that a replay of every rank times (exactly or with a rate interval,
+// not the mean model), as sizesSteady does: past its fill a connection's chain of messages adds the
+// same time per byte, and the hash puts the same connections on the same links at every size. S1 is
+// the smallest halving of the size whose plan is the call's (algorithm, protocol, channels, chunk)
+// with chains of at least NCCLSteps messages a channel (p2pChain): shorter ones are still filling,
+// and an all-to-all's messages split into more chunks as the size grows. The smallest such pair
+// is the cheapest to replay and the likeliest to fit the budgets; where it does not, the row keeps
+// the model. On 16 GB200 NVL72 racks (1,152 ranks, NCCL's one channel a peer, 16 transfers across
+// the fabric, two of them hashed onto one uplink) a send/recv of 128 MiB took the interval replay,
+// 5,407.6 µs (24.8 GB/s), and 256 MiB–8 GiB the mean model with its owed work: 12,851.5 µs at 256 MiB
+// (20.9 GB/s), 19.3% over the exact replay's 10,776.4 (1.75 s), and 51,295.3 µs at 1 GiB, 19.3% over
+// 42,988.6 (4.7 s). From 64 and 128 MiB the rows are 10,776.0 and 42,988.6 µs, and every size to 8
+// GiB is within 0.01% of the interval replay of every rank.
+
+// p2pChain is the fewest messages a channel carries of plan p's transfer to the next rank (0:
+// none), the chain whose steady state p2pSizesSteady extrapolates.
+func p2pChain(p *coll.Plan) int {
+	fewest := 0
+	for _, part := range coll.P2PParts(p, p.Count, 1) {
+		if part != nil && (fewest == 0 || len(part) < fewest) {
+			fewest = len(part)
+		}
+	}
+	return fewest
+}
+
+// p2pSizesSteady times a point-to-point call of size from two replays at smaller sizes (see
+// above). It returns nil (and no error) where no such pair exists.
+func (m *Machine) p2pSizesSteady(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, plan coll.Plan, opt RunOptions) (*Result, string, error) {
+	ex := keepDecision(plan)
+	// The GPUs' times (no host floor: Run puts the call's own under the result), each run once.
+	sub := RunOptions{Exclude: ex, noSizes: true, GPUTime: true, MeanOversubscribed: opt.MeanOversubscribed, force: opt.force}
+	// The sizes whose plan is the call's with chains in their steady state (planning only).
+	fits := func(s int64) bool {
+		call := coll.TestCall(f, s, dt, op, m.NRanks())
+		call.Exclude = ex
+		p, err := m.Planner.Plan(call)
+		if err == nil && opt.force != nil {
+			err = opt.force.apply(&p)
+		}
+		return err == nil && p.Decision() == plan.Decision() && p.ChunkSize == plan.ChunkSize && p2pChain(&p) >= coll.NCCLSteps
+	}
+	var failed error
+	replayed := func(s int64) (p2pSized, error) {
+		key := p2pSizesKey{f: f, size: s, dt: dt, op: op, meanOversubscribed: opt.MeanOversubscribed, force: opt.force}
+		r := m.tmpl.sizes.get(key, func() p2pSized {
+			row, res, err := m.Run(f, s, dt, op, sub)
+			if err != nil {
+				failed = err
+				return p2pSized{}
+			}
+			return p2pSized{mode: row.Mode, res: res, ok: row.NCCL == "" && !strings.Contains(row.Mode, "ecmp-mean")}
+		})
+		if failed != nil {
+			return p2pSized{}, failed
+		}
+		if r.res != nil {
+			c := *r.res
+			r.res = &c
+		}
+		return r, nil
+	}
+	// The smallest pair in the steady state: the cheapest replays, the likeliest to fit the
+	// replay budgets; where the smaller one did not, nothing larger does either.
+	s1 := int64(0)
+	for s := size / 4; s >= SizesMin && fits(s) && fits(2*s); s /= 2 {
+		s1 = s
+	}
+	if s1 == 0 {
+		return nil, "", nil
+	}
+	r1, err := replayed(s1)
+	if err != nil || !r1.ok {
+		return nil, "", err
+	}
+	r2, err := replayed(2 * s1)
+	if err != nil || !r2.ok {
+		return nil, "", err
+	}
+	res, err := extrapolated(s1, 2*s1, size, func() (*Result, error) { return r1.res, nil }, func() (*Result, error) { return r2.res, nil })
+	if err != nil {
+		return nil, "", err
+	}
+	return res, fmt.Sprintf("sizes-steady (%s: %s; %s: %s)", sizeName(s1), r1.mode, sizeName(2*s1), r2.mode), nil
+}

@@ -2,6 +2,7 @@ package simnet
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/simccl/simccl/coll"
@@ -208,4 +209,38 @@ func timedBy(t *testing.T, m *Machine, f coll.Func, size int64, form func(coll.F
 		t.Fatal(err)
 	}
 	return res, mode
+}
+
+// TestP2PSizesSteadyMatchesExact holds a send/recv that the ECMP mean model timed backlogged past
+// the replay budgets (4 GB200 NVL72 racks at 1 GiB: two of the four transfers across the fabric
+// hashed onto one uplink, the model with its owed work 19% slow) to the line through the two
+// smallest halvings in the steady state (64 and 128 MiB), within 0.1% of the exact replay.
+func TestP2PSizesSteadyMatchesExact(t *testing.T) {
+	m, _ := settingsMachine(t, "gb200-nvl72", 4, 0, nil, planner.Settings{})
+	const size = 1 << 30
+	model, _, err := m.Run(coll.SendRecv, size, coll.Float32, coll.Sum, RunOptions{noSizes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, _, err := m.Run(coll.SendRecv, size, coll.Float32, coll.Sum, RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact, _, err := m.Run(coll.SendRecv, size, coll.Float32, coll.Sum, RunOptions{Exact: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("model %s %.1f µs (backlog %.3f), default %s %.1f µs, exact %s %.1f µs", model.Mode, model.TimeUs, model.MeanBacklog, row.Mode, row.TimeUs, exact.Mode, exact.TimeUs)
+	if !strings.Contains(model.Mode, "ecmp-mean") || model.MeanBacklog == 0 {
+		t.Fatalf("the case no longer needs the extrapolation: %s (backlog %.3f)", model.Mode, model.MeanBacklog)
+	}
+	if !strings.HasPrefix(row.Mode, "sizes-steady (64 MiB: p2p-compact; 128 MiB: p2p-compact") || row.MeanBacklog != 0 {
+		t.Errorf("mode %q (backlog %.3f), want sizes-steady from replays of 64 and 128 MiB", row.Mode, row.MeanBacklog)
+	}
+	if rel := row.TimeUs/exact.TimeUs - 1; math.Abs(rel) > 0.001 {
+		t.Errorf("%s %.1f µs, %+.3f%% from the exact replay's %.1f", row.Mode, row.TimeUs, 100*rel, exact.TimeUs)
+	}
+	if rel := model.TimeUs/exact.TimeUs - 1; rel < 0.1 {
+		t.Errorf("the mean model %+.1f%% from the exact replay: the case shows nothing", 100*rel)
+	}
 }

@@ -16,6 +16,7 @@ type clusterTemplate struct {
 	err   error
 	trees treeCache
 	p2p   p2pWalkCache
+	sizes p2pSizesCache
 }
 
 // engine returns a fresh engine with the links of m's cluster, and the cluster (a Router over
@@ -85,6 +86,27 @@ func (c *memo[K, V]) get(k K, build func() V) V {
 	v := build()
 	c.m[k] = v
 	return v
+}
+
+// p2pSizesCache keeps the point-to-point calls p2pSizesSteady timed at smaller sizes: the larger
+// sizes of a sweep extrapolate from the same pair.
+type p2pSizesCache = memo[p2pSizesKey, p2pSized]
+
+type p2pSizesKey struct {
+	f                  coll.Func
+	size               int64
+	dt                 coll.DataType
+	op                 coll.RedOp
+	meanOversubscribed bool
+	force              *planForce
+}
+
+// p2pSized is one such call: its row's mode, its result (copied before use), and whether a
+// replay of every rank timed it (not the mean model).
+type p2pSized struct {
+	mode string
+	res  *Result
+	ok   bool
 }
 
 // treeCache keeps, per set of trees and protocol, the partition of SimulateTree's symmetric
