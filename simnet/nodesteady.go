@@ -412,8 +412,8 @@ func sizeName(b int64) string {
 // the fabric, two of them hashed onto one uplink) a send/recv of 128 MiB took the interval replay,
 // 5,407.6 µs (24.8 GB/s), and 256 MiB–8 GiB the mean model with its owed work: 12,851.5 µs at 256 MiB
 // (20.9 GB/s), 19.3% over the exact replay's 10,776.4 (1.75 s), and 51,295.3 µs at 1 GiB, 19.3% over
-// 42,988.6 (4.7 s). From 64 and 128 MiB the rows are 10,776.0 and 42,988.6 µs, and every size to 8
-// GiB is within 0.01% of the interval replay of every rank.
+// 42,988.6 (4.7 s). From 64 and 128 MiB the rows are 10,776.4 and 42,988.6 µs, the exact replay's
+// to the ns, and every size to 8 GiB is within 0.01% of the interval replay of every rank.
 
 // p2pChain is the fewest messages a channel carries of plan p's transfer to the next rank (0:
 // none), the chain whose steady state p2pSizesSteady extrapolates.
