@@ -56,6 +56,7 @@ bench: build
 	$(GO) run ./bench/tune
 	$(GO) run ./bench/sim
 	$(GO) run ./bench/sim/compare
+	$(GO) run ./bench/shape -simccl bin/simccl
 	$(GO) run ./bench/public -simccl bin/simccl
 	$(GO) run ./bench/public -simccl bin/simccl -nccl-version csv
 	$(GO) run ./bench/public -simccl bin/simccl -csv testdata/public/azure-nd/allreduce.csv
