@@ -480,9 +480,5 @@ func (m *Machine) p2pSizesSteady(f coll.Func, size int64, dt coll.DataType, op c
 	if err != nil || !r2.ok {
 		return nil, "", err
 	}
-	res, err := extrapolated(s1, 2*s1, size, func() (*Result, error) { return r1.res, nil }, func() (*Result, error) { return r2.res, nil })
-	if err != nil {
-		return nil, "", err
-	}
-	return res, fmt.Sprintf("sizes-steady (%s: %s; %s: %s)", sizeName(s1), r1.mode, sizeName(2*s1), r2.mode), nil
+	return onLine(s1, 2*s1, size, r1.res, r2.res), fmt.Sprintf("sizes-steady (%s: %s; %s: %s)", sizeName(s1), r1.mode, sizeName(2*s1), r2.mode), nil
 }

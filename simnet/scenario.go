@@ -1064,10 +1064,16 @@ func extrapolated(x1, x2, x int64, run1, run2 func() (*Result, error)) (*Result,
 	if err != nil {
 		return nil, err
 	}
+	return onLine(x1, x2, x, r1, r2), nil
+}
+
+// onLine moves r2 along the line through (x1, r1's time) and (x2, r2's time) to x, with the events
+// of both, and returns it.
+func onLine(x1, x2, x int64, r1, r2 *Result) *Result {
 	per := float64(r2.Time-r1.Time) / float64(x2-x1)
 	r2.Events += r1.Events
 	r2.Time += Time(per * float64(x-x2))
-	return r2, nil
+	return r2
 }
 
 // pairToken is held by the one pair of replays that runs its two replays at once (replayPair).
