@@ -11,6 +11,7 @@
 //
 //	go run ./bench/shape -simccl bin/simccl
 //	go run ./bench/shape -simccl bin/simccl -topos gb200-nvl72 -nodes 4,8,16 -colls sendrecv -json out.json
+//	go run ./bench/shape -simccl bin/simccl -topos dgx-h100 -nodes 128 -colls alltoall -args "--gpus 1"
 package main
 
 import (
@@ -99,6 +100,7 @@ func main() {
 	ratio := flag.Float64("ratio", 2.08, "a row taking more than this many times the row of half its size, under one plan, is superlinear")
 	minBytes := flag.Int64("min-bytes", 16<<20, "the smallest size whose doubling is held to -ratio (below, latency and host floors dominate)")
 	timeout := flag.Duration("timeout", 5*time.Minute, "the longest one sweep may take")
+	extra := flag.String("args", "", "further simccl run arguments for every sweep, space-separated (e.g. \"--gpus 1\" or \"--fabric-set hosts_per_leaf=4\")")
 	jsonOut := flag.String("json", "", "also write the sweeps and findings as JSON to this file")
 	flag.Parse()
 
@@ -116,7 +118,8 @@ func main() {
 				}
 				sw := sweep{Topo: t, Nodes: nn, Coll: c}
 				ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-				cmd := exec.CommandContext(ctx, *simccl, "run", "--topo", t, "--nodes", n, "-c", c, "-b", *minSize, "-e", *maxSize, "-f", "2", "--json", "--progress", "off")
+				args := append([]string{"run", "--topo", t, "--nodes", n, "-c", c, "-b", *minSize, "-e", *maxSize, "-f", "2", "--json", "--progress", "off"}, strings.Fields(*extra)...)
+				cmd := exec.CommandContext(ctx, *simccl, args...)
 				var out, errb bytes.Buffer
 				cmd.Stdout, cmd.Stderr = &out, &errb
 				start := time.Now()
@@ -158,7 +161,7 @@ func main() {
 		}
 	}
 	if *jsonOut != "" {
-		doc := map[string]any{"date": time.Now().UTC().Format(time.RFC3339), "ratio": *ratio, "min_bytes": *minBytes, "sweeps": sweeps, "findings": findings}
+		doc := map[string]any{"date": time.Now().UTC().Format(time.RFC3339), "args": *extra, "ratio": *ratio, "min_bytes": *minBytes, "sweeps": sweeps, "findings": findings}
 		b, _ := json.MarshalIndent(doc, "", "  ")
 		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "shape:", err)
