@@ -23,7 +23,8 @@ type RingSpec struct {
 	Chunk int64
 	// Merge is the coarse mode: Merge consecutive ring steps of a loop travel as one message of
 	// Merge× the bytes that pays Merge× the per-step latency (1 = exact; 0 = automatic: the
-	// smallest factor that keeps the messages under MaxMessages).
+	// smallest factor that keeps the messages under MaxMessages). A Simple ring is never merged
+	// (its steps go in slices, whose pipelining a merged message loses; runRing).
 	Merge       int
 	MaxMessages int64 // 0: MessageBudget
 	// PerRank replays every rank (no symmetric replay), Strict relaxes no link, Exact never lets
@@ -79,10 +80,16 @@ type ringLane struct {
 }
 
 type ringSim struct {
-	e        *Engine
-	groups   []*ringLane
-	S        int32 // sends per loop (after merging)
-	L        int32 // loops
+	e      *Engine
+	groups []*ringLane
+	S      int32 // sends per loop (after merging)
+	L      int32 // loops
+	// K is the messages a step is sent as, and W the messages a connection may have in flight:
+	// a Simple step goes in chunkSteps/sliceSteps slices of sliceSteps of the NCCL_STEPS buffer
+	// slots each (K = 2, W = 4), as coll's schedule sends it (until stop 57 one message with a
+	// window of eight: −24…+57% from the schedule across the network); other protocols one
+	// message a step in NCCL_STEPS slots (K = 1, W = 8).
+	K, W     int32
 	msgBytes []float64
 	stepLat  Time
 	cap      Rate
@@ -253,6 +260,15 @@ func runRing(e *Engine, groups []*ringLane, spec RingSpec, tm Timing, stepsPerLo
 	if merge <= 0 && spec.Exact {
 		merge = 1 // no coarse mode either
 	}
+	if spec.Proto == coll.Simple {
+		// A Simple step goes in slices with NCCL_STEPS slots of them in flight (ringSim.K, W);
+		// a merged step, one message, cannot keep both: with the window of eight messages of
+		// before stop 57 it was −13.8% from this replay (64 DGX H100 nodes, all-reduce of 1 GiB,
+		// K = 2), with a window of two +39.1%, and in slices under a window of K + 1 the ring
+		// deadlocks. Such rings run every step, past the message budget if need be (2,048 DGX
+		// H100 nodes, forced Ring/Simple all-reduce of 1 GiB: 5.3 s where K = 8 took 0.46 s).
+		merge = 1
+	}
 	auto := merge <= 0
 	if auto {
 		merge = 1
@@ -289,7 +305,7 @@ func runRing(e *Engine, groups []*ringLane, spec RingSpec, tm Timing, stepsPerLo
 			g.nic = newNICQueues(m)
 		}
 	}
-	x.total = positions * int64(loops) * int64(S+1)
+	x.total = positions * int64(loops) * int64(S+1) * int64(x.K)
 	e.handler = x
 	if check != nil {
 		e.obs = check
@@ -297,7 +313,7 @@ func runRing(e *Engine, groups []*ringLane, spec RingSpec, tm Timing, stepsPerLo
 	t0 := e.Now()
 	startEvents := e.Events
 	e.At(t0+tm.Launch, evLaunch, 0)
-	res := &RingResult{Events: e.Events - startEvents, Messages: positions * int64(loops) * int64(S),
+	res := &RingResult{Events: e.Events - startEvents, Messages: positions * int64(loops) * int64(S) * int64(x.K),
 		Merge: merge, Groups: len(groups), Loops: loops, Steps: stepsPerLoop}
 	_, err := e.Run()
 	res.Events = e.Events - startEvents
@@ -340,6 +356,12 @@ func newRingSim(e *Engine, groups []*ringLane, spec RingSpec, tm Timing, stepsPe
 		x.skew = 0
 	}
 	x.stepLat = Time(merge) // multiplier applied to each hop latency
+	x.K, x.W = 1, coll.NCCLSteps
+	if spec.Proto == coll.Simple {
+		if cs, ss := coll.RingChunkSteps(spec.Func, coll.Ring, spec.Proto); ss > 0 && cs > ss {
+			x.K, x.W = int32(cs/ss), int32(coll.NCCLSteps/ss)
+		}
+	}
 	return x
 }
 
@@ -483,24 +505,27 @@ func (x *ringSim) Fire(kind int32, arg int64) {
 func (x *ringSim) try(gi, pos int) {
 	g := x.groups[gi]
 	for !g.running[pos] {
+		// j counts the position's messages: K for each of a loop's S+1 steps.
 		j := g.step[pos]
-		if j >= x.L*(x.S+1) {
+		U := (x.S + 1) * x.K
+		if j >= x.L*U {
 			return
 		}
-		l, t := j/(x.S+1), j%(x.S+1)
-		if t > 0 && g.arrived[pos] < l*x.S+t {
+		l, t, i := j/U, j%U/x.K, j%x.K
+		if t > 0 && g.arrived[pos] < (l*x.S+t-1)*x.K+i+1 {
 			return // the message this step consumes has not arrived
 		}
+		k := float64(x.K)
 		if t == x.S && x.recvT > 0 {
 			g.running[pos] = true
-			x.e.StartFlow(nil, x.recvT*float64(g.lanes), Rate(g.lanes), ringTag(gi, pos)|localTag)
+			x.e.StartFlow(nil, x.recvT/k*float64(g.lanes), Rate(g.lanes), ringTag(gi, pos)|localTag)
 			return
 		}
 		if t == x.S && x.recvB > 0 {
 			// Receive-only step with the CTA modelled: the local copy or reduction holds the
 			// channel for its bytes at the CTA's rate (no link); FlowDone completes it.
 			g.running[pos] = true
-			x.e.StartFlow(nil, x.recvB*float64(g.lanes), x.cta*Rate(g.lanes), ringTag(gi, pos)|localTag)
+			x.e.StartFlow(nil, x.recvB/k*float64(g.lanes), x.cta*Rate(g.lanes), ringTag(gi, pos)|localTag)
 			return
 		}
 		if t == x.S {
@@ -510,9 +535,9 @@ func (x *ringSim) try(gi, pos int) {
 			x.finishStep()
 			continue
 		}
-		m := l*x.S + t
-		if m >= 8 && g.consumed[pos] < m-7 {
-			return // NCCL_STEPS: slot of message m-8 not yet freed by the next rank
+		m := (l*x.S+t)*x.K + i
+		if m >= x.W && g.consumed[pos] < m-x.W+1 {
+			return // NCCL_STEPS: the slots of message m-W not yet freed by the next rank
 		}
 		g.running[pos] = true
 		c := x.cap
@@ -522,10 +547,10 @@ func (x *ringSim) try(gi, pos int) {
 		if x.staged && g.net[pos] {
 			// Timing.NetStage: the CTA writes the message (its bytes at the step's cap, on no
 			// link), then the NIC carries it (nicStart).
-			x.e.StartFlow(nil, x.msgBytes[t]*float64(g.lanes), c*Rate(g.lanes), ringTag(gi, pos)|ctaTag)
+			x.e.StartFlow(nil, x.msgBytes[t]/k*float64(g.lanes), c*Rate(g.lanes), ringTag(gi, pos)|ctaTag)
 			return
 		}
-		x.e.StartFlow(g.route[pos], x.msgBytes[t]*float64(g.lanes), c*Rate(g.lanes), ringTag(gi, pos))
+		x.e.StartFlow(g.route[pos], x.msgBytes[t]/k*float64(g.lanes), c*Rate(g.lanes), ringTag(gi, pos))
 		return
 	}
 }
@@ -538,8 +563,8 @@ func (x *ringSim) nicStart(gi, pos int) {
 	if !ok {
 		return
 	}
-	t := m % x.S // its step in the loop (messages are numbered l*S + t)
-	x.e.StartFlow(g.route[pos], x.msgBytes[t]*float64(g.lanes), x.nicCap*Rate(g.lanes), ringTag(gi, pos)|nicTag)
+	t := m / x.K % x.S // its step in the loop (messages are numbered (l*S + t)*K + slice)
+	x.e.StartFlow(g.route[pos], x.msgBytes[t]/float64(x.K)*float64(g.lanes), x.nicCap*Rate(g.lanes), ringTag(gi, pos)|nicTag)
 }
 
 // consume frees, at the previous position, the slot of the message this step received.
@@ -560,7 +585,7 @@ func (x *ringSim) finishStep() {
 func (x *ringSim) FlowDone(tag int64) {
 	if tag&localTag != 0 {
 		if x.recvHold > 0 {
-			x.e.After(x.recvHold, evComplete, tag) // the slice costs hold the CTA after the copy
+			x.e.After(x.recvHold/Time(x.K), evComplete, tag) // the slice costs hold the CTA after the copy
 			return
 		}
 		tag &^= localTag
@@ -589,8 +614,8 @@ func (x *ringSim) FlowDone(tag int64) {
 		x.e.After(g.lat[pos]*x.stepLat, evArrive, tag)
 	}
 	if x.hold != nil {
-		if h := x.hold[g.step[pos]%(x.S+1)]; h > 0 {
-			x.e.After(h, evComplete, tag) // the fences hold the CTA; the step completes after them
+		if h := x.hold[g.step[pos]%((x.S+1)*x.K)/x.K] / Time(x.K); h > 0 {
+			x.e.After(h, evComplete, tag) // the fences hold the CTA; the slice completes after them
 			return
 		}
 	}
@@ -611,7 +636,7 @@ func (x *ringSim) received(gi, pos int) {
 func (x *ringSim) sent(gi, pos int) {
 	g := x.groups[gi]
 	j := g.step[pos]
-	t := j % (x.S + 1)
+	t := j % ((x.S + 1) * x.K) / x.K
 	g.running[pos] = false
 	g.step[pos]++
 	x.finishStep()
