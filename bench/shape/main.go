@@ -105,7 +105,7 @@ func main() {
 	flag.Parse()
 
 	var sweeps []sweep
-	var findings []finding
+	findings := []finding{}
 	failed := false
 	fmt.Printf("%-16s %5s %-14s %5s %8s  %s\n", "topology", "nodes", "collective", "rows", "wall_s", "findings")
 	for _, t := range strings.Split(*topos, ",") {
