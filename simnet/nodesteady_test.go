@@ -7,6 +7,7 @@ import (
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/planner"
+	"github.com/stretchr/testify/require"
 )
 
 // The broadcast and reduce pipelines timed from replays on fewer nodes (nodesSteady) against the
@@ -242,5 +243,31 @@ func TestP2PSizesSteadyMatchesExact(t *testing.T) {
 	}
 	if rel := model.TimeUs/exact.TimeUs - 1; rel < 0.1 {
 		t.Errorf("the mean model %+.1f%% from the exact replay: the case shows nothing", 100*rel)
+	}
+}
+
+// p2pSizesSteady replays the larger size of its pair first: where that one stays on the mean
+// model the smaller one's replay (here 25 s on the development machine) would be wasted, and the
+// row keeps the model. 32 DGX H100 nodes with 4 a leaf, all-to-all of 1 GiB: its pair is 256 and
+// 512 MiB, the first replayed with a rate interval, the second on the mean model (its replay
+// past the budgets).
+func TestP2PSizesSteadyLargerFirst(t *testing.T) {
+	fab := DefaultFabric()
+	require.NoError(t, fab.Set("hosts_per_leaf", "4"))
+	m, _ := settingsMachine(t, "dgx-h100", 32, 0, fab, planner.Settings{})
+	row, _, err := m.Run(coll.AllToAll, 1<<30, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	if !strings.Contains(row.Mode, "ecmp-mean") || row.MeanBacklog == 0 {
+		t.Fatalf("mode %q (backlog %.3f): the case no longer shows the order", row.Mode, row.MeanBacklog)
+	}
+	var sizes []int64
+	for k, v := range m.tmpl.sizes.m {
+		sizes = append(sizes, k.size)
+		if k.size == 512<<20 && v.ok {
+			t.Fatalf("512 MiB replayed (%s): the case no longer shows the order", v.mode)
+		}
+	}
+	if len(sizes) != 1 || sizes[0] != 512<<20 {
+		t.Errorf("sizes timed for the pair %v, want only the larger, 512 MiB", sizes)
 	}
 }
