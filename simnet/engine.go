@@ -144,6 +144,10 @@ type Engine struct {
 	obs         observer // told of every rate change (relaxed links, see relax.go); nil: none
 	halted      bool     // Run returns errHalted at the end of the current instant
 	maxWork     uint64   // Run returns errBudget once CompVisited exceeds it (0: no bound)
+	// pastWork, where set, is asked once CompVisited exceeds maxWork, in place of returning
+	// errBudget: the rate interval the rest of the run takes (RateInterval; 0: none, the run
+	// goes on exactly and unbounded).
+	pastWork func() Time
 	// abort, where set, is asked every eventBlock events; Run returns its error, if any, at
 	// once (Simulate: the schedule's check failed).
 	abort func() error
@@ -1046,7 +1050,15 @@ func (e *Engine) Run() (Time, error) {
 			return e.now, errHalted
 		}
 		if e.maxWork > 0 && e.CompVisited > e.maxWork {
-			return e.now, errBudget
+			if e.pastWork == nil {
+				return e.now, errBudget
+			}
+			// The rest of the run with a rate interval (none: exact, unbounded); the next
+			// computation waits for it.
+			e.maxWork = 0
+			if iv := e.pastWork(); iv > 0 {
+				e.RateInterval, e.nextRecompute = iv, e.now+iv
+			}
 		}
 	}
 	if e.nact > 0 {

@@ -540,13 +540,24 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 					// time the rate interval below is cut to.
 					check.halt = !mean && !ecmpKept
 				}
-				if kept && !spec.Exact {
+				switch {
+				case spec.Exact:
+				case kept:
 					// Oversubscribed: the kept stand-ins join every connection crossing them
 					// into one rate computation per event. With a rate interval cut from a
 					// lower bound on the time (linkBound) the replay stays within
 					// MaxCoarseError/2 of it, as the interval replay of every rank does.
 					if lb := linkBound(x); lb > 0 {
 						x.e.RateInterval = x.interval(lb)
+					}
+				default:
+					// Exact up to symWork, then with that rate interval for the rest.
+					x.e.maxWork = symWork
+					x.e.pastWork = func() Time {
+						if lb := linkBound(x); lb > 0 {
+							return x.interval(lb)
+						}
+						return 0 // no link has a capacity: on exactly
 					}
 				}
 				t, err := x.run()

@@ -585,6 +585,16 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 // 23,866 µs against the whole replay's 23,842, +0.10%, in 2 s instead of 27).
 var treeWork uint64 = 20_000_000
 
+// symWork bounds the rate computations (Engine.CompVisited) of SimulateP2P's replay of one rank
+// per orbit run exactly: past it the replay runs again with a rate interval cut from a lower
+// bound on its time (p2pSim.interval of linkBound, within MaxCoarseError/2 of it), and the row's
+// mode names the interval (rate-interval-N). About a second on this project's 2-core development
+// machine (0.05-0.1 µs a visit there), which a replay past it wastes. What passes it: all-to-all
+// on GB200 NVL72 racks (72 ranks a node, each a program per channel: 1,152 programs whose flows
+// share one rate computation) from about 4 racks at 1 GiB (30 M visits; 16 racks at 1 GiB 447 M,
+// 24 s); the symmetric all-to-all of 128 DGX H100 nodes at 1 GiB visits 2.4 M.
+var symWork uint64 = 20_000_000
+
 // exactWork bounds the per-rank replay SimulateTree and SimulateP2P try where ECMP hash
 // collisions break the symmetric replay: the flows its rate computations may visit
 // (Engine.CompVisited), a few tenths of a second on this project's 2-core development machine. Past it

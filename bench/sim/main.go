@@ -63,6 +63,10 @@ func scenarios(root string) []scenario {
 		// All-to-all on 8,192 GPUs: every pair of ranks a connection (67 M); not among the
 		// default scenarios (about a minute with both routings).
 		{"a2a1024", []string{"--nodes", "1024", "-c", "alltoall", "-b", "1G", "-e", "1G"}, true, true},
+		// All-to-all on 16 GB200 NVL72 racks (1,152 GPUs, 72 a node): the replay of one node's
+		// ranks shares every flow in one rate computation; past symWork it goes on with a rate
+		// interval (since stop 58; 44 s before).
+		{"a2a-gb200", []string{"--topo", "gb200-nvl72", "--nodes", "16", "-c", "alltoall", "-b", "64M", "-e", "1G", "-f", "4"}, false, true},
 		{"fattree", []string{"--nodes", "64", "--fabric", ft, "-c", "allreduce", "-b", "1G", "-e", "1G"}, true, false},
 		// All-to-all on a 2:1 oversubscribed fabric (8 nodes a leaf: 4 leaves), whose uplinks
 		// ECMP's collisions put over their capacity: the replay of every rank (since stop 40
