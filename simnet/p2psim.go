@@ -551,10 +551,8 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 						x.e.RateInterval = x.interval(lb)
 					}
 				default:
-					// Exact up to symWork, then with half that rate interval for the rest: with
-					// the whole one the replay of 64 GB200 racks' all-to-all of 1 GiB came out
-					// +0.97% from the exact replay (16 and 32 racks within 0.16%), with half of
-					// it −0.27% (symWork's comment).
+					// Exact up to symWork, then with half that rate interval for the rest (the
+					// whole one was +0.97% off on 64 GB200 racks: symWork).
 					x.e.maxWork = symWork
 					x.e.pastWork = func() Time {
 						if lb := linkBound(x); lb > 0 {
@@ -1037,6 +1035,19 @@ func (b *p2pBuild) unchecked() bool { return b.crossings > checkPairs && !b.exac
 // each crosses) the symmetric replay checks: about 20 bytes each while the check is built
 // (newRelaxCheck). Past it the replay stands unchecked (P2PResult.Unchecked).
 var checkPairs = 1 << 26
+
+// symWork bounds the rate computations (Engine.CompVisited) of SimulateP2P's replay of one rank
+// per orbit run exactly: past it the replay goes on with a rate interval (Engine.pastWork), half
+// the one the replay of every rank takes (p2pSim.interval of linkBound's lower bound on the time),
+// and the row's mode names it (rate-interval-N). The whole interval's argument (MaxCoarseError/2)
+// did not hold there: GB200 NVL72 racks' all-to-all of 1 GiB came out +0.037, +0.079 and +0.97%
+// from the exact replay on 16, 32 and 64 racks (the last 23,364.8 against 23,140.3 µs), with half
+// of it +0.020, −0.145 and −0.270% (docs/cluster.md "Past symWork"). About a second on this
+// project's 2-core development machine (0.05-0.1 µs a visit there). What passes it: all-to-all on
+// GB200 NVL72 racks (72 ranks a node, each a program per channel: 1,152 programs whose flows share
+// one rate computation) from about 4 racks at 1 GiB (30 M visits; 16 racks at 1 GiB 447 M, 51 s;
+// 64 racks 2.69 G, 429 s); the symmetric all-to-all of 128 DGX H100 nodes at 1 GiB visits 2.4 M.
+var symWork uint64 = 20_000_000
 
 // credit adds to e's links what the symmetric replay x carried: every member's bytes, and the
 // busy time of its link's orbit (or of the relaxed link, from check).

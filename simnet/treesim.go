@@ -585,19 +585,6 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 // 23,866 µs against the whole replay's 23,842, +0.10%, in 2 s instead of 27).
 var treeWork uint64 = 20_000_000
 
-// symWork bounds the rate computations (Engine.CompVisited) of SimulateP2P's replay of one rank
-// per orbit run exactly: past it the replay goes on with a rate interval (Engine.pastWork), half
-// the one the replay of every rank takes (p2pSim.interval of linkBound's lower bound on the time),
-// and the row's mode names it (rate-interval-N). The whole interval's argument (MaxCoarseError/2)
-// did not hold there: GB200 NVL72 racks' all-to-all of 1 GiB came out +0.037, +0.079 and +0.97%
-// from the exact replay on 16, 32 and 64 racks (the last 23,364.8 against 23,140.3 µs), with half
-// of it +0.020, −0.145 and −0.270% (docs/cluster.md "Past symWork"). About a second on this
-// project's 2-core development machine (0.05-0.1 µs a visit there). What passes it: all-to-all on
-// GB200 NVL72 racks (72 ranks a node, each a program per channel: 1,152 programs whose flows share
-// one rate computation) from about 4 racks at 1 GiB (30 M visits; 16 racks at 1 GiB 447 M, 51 s;
-// 64 racks 2.69 G, 429 s); the symmetric all-to-all of 128 DGX H100 nodes at 1 GiB visits 2.4 M.
-var symWork uint64 = 20_000_000
-
 // exactWork bounds the per-rank replay SimulateTree and SimulateP2P try where ECMP hash
 // collisions break the symmetric replay: the flows its rate computations may visit
 // (Engine.CompVisited), a few tenths of a second on this project's 2-core development machine. Past it
