@@ -949,9 +949,46 @@ var eventsSimulated atomic.Uint64
 
 const eventBlock = 1 << 16
 
+// replayProgress is the replay a progress bar follows (ReplayProgress): one at a time, the first
+// that asks (trackProgress), with where its simulated clock started, how far it has gone (at each
+// block of events) and how far its caller expects it to go.
+var replayProgress struct {
+	e                  atomic.Pointer[Engine]
+	start, now, expect atomic.Int64
+}
+
+// trackProgress lets a progress bar follow e's run, which its caller expects to take about
+// expect of simulated time, unless another replay is followed; the returned func stops it.
+func (e *Engine) trackProgress(expect Time) (untrack func()) {
+	if expect <= 0 || !replayProgress.e.CompareAndSwap(nil, e) {
+		return func() {}
+	}
+	replayProgress.start.Store(int64(e.now))
+	replayProgress.now.Store(0)
+	replayProgress.expect.Store(int64(expect))
+	return func() {
+		replayProgress.expect.Store(0)
+		replayProgress.e.CompareAndSwap(e, nil)
+	}
+}
+
+// ReplayProgress returns how far the replay a progress bar follows has gone in simulated time and
+// how far it is expected to go (0, 0: none is followed): a long replay of every rank, which one
+// call of `simccl run` can spend minutes in.
+func ReplayProgress() (done, expect Time) {
+	x := Time(replayProgress.expect.Load())
+	if x <= 0 {
+		return 0, 0
+	}
+	return Time(replayProgress.now.Load()), x
+}
+
 // block counts a block of eventBlock events (EventsSimulated) and asks abort.
 func (e *Engine) block() error {
 	eventsSimulated.Add(eventBlock)
+	if replayProgress.e.Load() == e {
+		replayProgress.now.Store(int64(e.now) - replayProgress.start.Load())
+	}
 	if e.abort != nil {
 		return e.abort()
 	}

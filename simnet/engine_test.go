@@ -496,3 +496,38 @@ func TestPastWork(t *testing.T) {
 	}
 	t.Logf("exact %v (%d computations); interval %v past %d visits: %v (%d)", exact, e0.Recomputes, iv, 50, coarse, e2.Recomputes)
 }
+
+// A progress bar follows one replay at a time: the first to ask, until it stops.
+func TestReplayProgress(t *testing.T) {
+	e1, e2 := NewEngine(nil), NewEngine(nil)
+	e1.now = 3 * Microsecond // a copy's clock starts where its engine's stood
+	stop1 := e1.trackProgress(10 * Microsecond)
+	stop2 := e2.trackProgress(99 * Microsecond)
+	if done, expect := ReplayProgress(); done != 0 || expect != 10*Microsecond {
+		t.Fatalf("after two asked: %v of %v, want 0 of the first's 10us", done, expect)
+	}
+	e1.now = 7 * Microsecond
+	if err := e1.block(); err != nil {
+		t.Fatal(err)
+	}
+	e2.now = 50 * Microsecond
+	if err := e2.block(); err != nil {
+		t.Fatal(err)
+	}
+	if done, _ := ReplayProgress(); done != 4*Microsecond {
+		t.Fatalf("done %v, want the first's 4us", done)
+	}
+	stop2()
+	if _, expect := ReplayProgress(); expect != 10*Microsecond {
+		t.Fatalf("the second's stop ended the first's: expect %v", expect)
+	}
+	stop1()
+	if done, expect := ReplayProgress(); done != 0 || expect != 0 {
+		t.Fatalf("after both stopped: %v of %v", done, expect)
+	}
+	stop3 := e2.trackProgress(20 * Microsecond)
+	defer stop3()
+	if _, expect := ReplayProgress(); expect != 20*Microsecond {
+		t.Fatalf("a free slot not taken: expect %v", expect)
+	}
+}

@@ -613,7 +613,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 					// interval if that fits coarseWork; else the ECMP mean model stands, unless
 					// it is too far (every rank below).
 					if exactAffordable(x.e.CompVisited, float64(n)/float64(x.S)) {
-						ok, err := b.replayAll(res, cl, 0, exactWork)
+						ok, err := b.replayAll(res, cl, 0, exactWork, t)
 						if err != nil {
 							return nil, err
 						}
@@ -645,7 +645,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 						try = bound <= limit
 					}
 					if try {
-						ok, err := b.replayAll(res, cl, iv, work)
+						ok, err := b.replayAll(res, cl, iv, work, t+owed)
 						if err != nil {
 							return nil, err
 						}
@@ -678,7 +678,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 							}
 							work = exactWork
 						}
-						ok, err := b.replayAll(res, cl, iv, work)
+						ok, err := b.replayAll(res, cl, iv, work, t)
 						if err != nil {
 							return nil, err
 						}
@@ -698,7 +698,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 		// on a copy of e's links (rail routing, 24 nodes with 8 per leaf, 2:1, 4 MiB: 2.6 s
 		// and +0.24% where the exact replay takes 14.6 s; docs/cluster.md "Unchecked").
 		if lb := linkBound(x); lb > 0 {
-			ok, err := b.replayAll(res, cl, x.interval(lb), 0)
+			ok, err := b.replayAll(res, cl, x.interval(lb), 0, lb)
 			if err != nil {
 				return nil, err
 			}
@@ -747,8 +747,10 @@ func (b *p2pBuild) perRank(e *Engine) *p2pSim {
 // replayAll replays every rank on a copy of e's links, its rate computations at most one per
 // interval (0: exact) and their work bounded by work. Where it ends within the work it fills res,
 // adds what the copy's links carried to e's and advances e's clock, and returns true; past the
-// work it returns false and leaves res and e as they were.
-func (b *p2pBuild) replayAll(res *P2PResult, cl *Cluster, interval Time, work uint64) (bool, error) {
+// work it returns false and leaves res and e as they were. expect is about how long its caller
+// expects the call to take (the symmetric replay's time), which a progress bar shows beside how
+// far the replay has gone (ReplayProgress).
+func (b *p2pBuild) replayAll(res *P2PResult, cl *Cluster, interval Time, work uint64, expect Time) (bool, error) {
 	e := b.e
 	c := e.replayCopy()
 	if interval > 0 {
@@ -759,7 +761,9 @@ func (b *p2pBuild) replayAll(res *P2PResult, cl *Cluster, interval Time, work ui
 	if p2pPrune {
 		c.pruneImplied(px.routes)
 	}
+	untrack := c.trackProgress(expect)
 	pt, err := px.run()
+	untrack()
 	res.Events += px.e.Events
 	switch {
 	case errors.Is(err, errBudget):

@@ -151,8 +151,29 @@ func (b *liveBar) draw() {
 	what := b.what
 	if ev := simnet.EventsSimulated() - b.ev0; ev > 0 && b.what != "done" {
 		what += " " + formatEvents(ev)
+		if done, expect := simnet.ReplayProgress(); expect > 0 {
+			what += " " + formatReplay(done, expect)
+		}
 	}
 	drawBar(b.w, b.done, b.total, what, time.Since(b.start))
+}
+
+// formatReplay writes how far a long replay of every rank has gone in simulated time against the
+// time its call is expected to take (the symmetric replay's): "sim 31% of ~5.8ms". The share can
+// pass 100%: the expectation is the model's, which such a replay corrects.
+func formatReplay(done, expect simnet.Time) string {
+	return fmt.Sprintf("sim %.0f%% of ~%s", 100*float64(done)/float64(expect), shortTime(expect))
+}
+
+// shortTime writes t with two significant decimals at most: 5.8ms, 480us, 12ns.
+func shortTime(t simnet.Time) string {
+	switch {
+	case t >= simnet.Millisecond:
+		return fmt.Sprintf("%.3gms", float64(t)/float64(simnet.Millisecond))
+	case t >= simnet.Microsecond:
+		return fmt.Sprintf("%.3gus", float64(t)/float64(simnet.Microsecond))
+	}
+	return fmt.Sprintf("%.3gns", float64(t)/float64(simnet.Nanosecond))
 }
 
 // formatEvents writes an event count briefly: 655K ev, 12.3M ev, 1.2G ev.

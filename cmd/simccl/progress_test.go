@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simccl/simccl/simnet"
 	"github.com/stretchr/testify/require"
 )
 
@@ -72,4 +73,19 @@ func TestDrawBar(t *testing.T) {
 	rate, eta := barRate(300, 400, time.Second)
 	require.Equal(t, "300/s", rate)
 	require.Equal(t, "0.3s", eta)
+}
+
+// A long replay's share of its expected simulated time, as the bar shows it.
+func TestFormatReplay(t *testing.T) {
+	for _, c := range []struct {
+		done, expect simnet.Time
+		want         string
+	}{
+		{0, 5950 * simnet.Microsecond, "sim 0% of ~5.95ms"},
+		{2975 * simnet.Microsecond, 5950 * simnet.Microsecond, "sim 50% of ~5.95ms"},
+		{600 * simnet.Microsecond, 480 * simnet.Microsecond, "sim 125% of ~480us"},
+		{1, 12 * simnet.Nanosecond, "sim 0% of ~12ns"},
+	} {
+		require.Equal(t, c.want, formatReplay(c.done, c.expect))
+	}
 }
