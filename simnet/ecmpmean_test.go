@@ -3,11 +3,13 @@ package simnet
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/planner"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -422,6 +424,40 @@ func TestSymmetricPastSymWork(t *testing.T) {
 		require.Contains(t, past.Mode, "rate-interval")
 		if math.Abs(rel) > MaxCoarseError/2 {
 			t.Errorf("%s ×%d: %+.3f%% from the exact replay, past MaxCoarseError/2", c.topo, c.nodes, 100*rel)
+		}
+	}
+}
+
+// A tree all-reduce whose ECMP mean model is too far to stand replays every rank, which can take
+// minutes at thousands of nodes: a progress bar follows that replay against the symmetric
+// replay's time for the same chunks (ReplayProgress), and the replay gives the bar up when done.
+func TestTreeReplayProgress(t *testing.T) {
+	fab := DefaultFabric()
+	require.NoError(t, fab.Set("hosts_per_leaf", "2"))
+	m, _ := testMachine(t, "dgx-h100", 16, fab, "tree", "")
+	done := make(chan Row)
+	go func() {
+		row, _, err := m.Run(coll.AllReduce, 1<<30, coll.Float32, coll.Sum, RunOptions{})
+		assert.NoError(t, err)
+		done <- row
+	}()
+	var seen, most Time
+	for {
+		select {
+		case row := <-done:
+			require.Equal(t, "Tree", row.Algo)
+			require.NotContains(t, row.Mode, "ecmp-mean", "the mean model must be too far here (docs/cluster.md: 37.6%% fast)")
+			require.Positive(t, seen, "the replay of every rank was never followed")
+			require.Positive(t, most, "the followed replay never advanced")
+			d, x := ReplayProgress()
+			require.Zero(t, d)
+			require.Zero(t, x, "the replay kept the progress bar after it ended")
+			return
+		default:
+			if d, x := ReplayProgress(); x > 0 {
+				seen, most = x, max(most, d)
+			}
+			runtime.Gosched()
 		}
 	}
 }

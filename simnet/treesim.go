@@ -454,16 +454,27 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 		// every switch link relaxed, stands as the ECMP mean model (relax.go).
 		if !mean || meanRun == nil || exactAffordable(visits, scale) {
 			budget := mean && meanRun != nil
+			// A progress bar follows the replay of every rank against the symmetric replay's
+			// time for the same chunks (ReplayProgress): where the mean model was too far to
+			// stand, that replay can take minutes.
+			var expect Time
+			if meanRun != nil {
+				expect = meanRun.x.end - meanRun.t0
+			}
 			if !mean {
 				meanRun = nil
 			}
+			untrack := func() {}
 			pr, err := replay(full, func() (*Engine, *treeQuotient) {
 				c := e.replayCopy()
 				if budget {
 					c.maxWork = exactWork
 				}
+				untrack()
+				untrack = c.trackProgress(expect)
 				return c, nil
 			})
+			untrack()
 			events += pr.events
 			if err == nil {
 				out = pr
