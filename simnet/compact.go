@@ -92,7 +92,7 @@ func (m *Machine) compact(f coll.Func, p coll.Plan, nBytes int64, tm Timing, opt
 		if err != nil {
 			return nil, "", err
 		}
-		return &Result{Time: tr.Time, Events: tr.Events, Messages: int(tr.Messages), LinkName: e.LinkName}, tr.Mode(), nil
+		return &Result{Time: tr.Time, Events: tr.Events, Messages: int(tr.Messages), LinkName: e.LinkName, MeanBacklog: tr.MeanBacklog}, tr.Mode(), nil
 	}
 	rr, err := SimulateRing(e, cl, RingSpec{Func: f, Bytes: nBytes, Proto: p.Proto, Rings: p.Rings[p.ChannelLo : p.ChannelLo+p.NChannels],
 		Chunk: p.ChunkSize, Exact: opt.Exact, MeanOversubscribed: opt.MeanOversubscribed}, tm)

@@ -508,7 +508,8 @@ type Result struct {
 	// the switch links a connection's queue pairs cross side by side (Fabric.QPs), 1/QPs each
 	// (Engine.LinkShare). nil: 1 everywhere.
 	LinkShare func(LinkID) float64
-	// MeanBacklog: P2PResult.MeanBacklog of a point-to-point replay (0 elsewhere).
+	// MeanBacklog: P2PResult.MeanBacklog of a point-to-point replay, TreeResult.MeanBacklog of a
+	// tree all-reduce (0 elsewhere).
 	MeanBacklog float64
 }
 

@@ -170,8 +170,9 @@ type Row struct {
 	// DeviceUs, on a HostBound row, is the GPUs' own time of the call (µs), below TimeUs.
 	DeviceUs float64 `json:"device_us,omitempty"`
 	// MeanBacklog, on a row the ECMP mean model times past the replay budgets though its
-	// backlog is over the bar (P2PResult.MeanBacklog), is twice the largest backlog over the
-	// row's time: the row may be some percent fast (docs/cluster.md "ECMP: the mean model").
+	// backlog is over the bar (P2PResult.MeanBacklog, TreeResult.MeanBacklog), is twice the
+	// largest backlog over the row's time: the row may be some percent fast (docs/cluster.md
+	// "ECMP: the mean model").
 	MeanBacklog float64 `json:"ecmp_mean_backlog,omitempty"`
 }
 
@@ -664,7 +665,7 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		if res, row.Mode, err = m.compact(f, plan, algBytes, tm, opt); err != nil {
 			return row, nil, err
 		}
-		if res.MeanBacklog > 0 && !opt.Exact && !opt.Record && !opt.noSizes && opt.Transfers == nil {
+		if res.MeanBacklog > 0 && (f == coll.AllToAll || f == coll.SendRecv) && !opt.Exact && !opt.Record && !opt.noSizes && opt.Transfers == nil {
 			// A point-to-point call the ECMP mean model timed backlogged past the replay
 			// budgets: from two smaller sizes that a replay of every rank times, where they
 			// exist (p2pSizesSteady).

@@ -170,6 +170,10 @@ type TreeResult struct {
 	// its capacity and the replay started again with it kept).
 	Relaxed  int
 	Attempts int
+	// MeanBacklog, where the ECMP mean model stands although it was judged too far to (meanTooFar)
+	// because the replay of every rank was past farMessages or farWork, is twice the largest
+	// backlog of its links over its time (0 elsewhere).
+	MeanBacklog float64
 }
 
 // Mode is the row mode of a tree replay: tree-compact (every chunk replayed: exact), tree-steady-C
@@ -362,6 +366,7 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 		events   uint64
 		attempts int
 		ecmpMean bool
+		far      float64 // twice the largest backlog over the time of a mean model too far to stand
 	)
 	// symmetric builds the symmetric replay with the relaxable links but those of keep relaxed
 	// (all kept: none relaxed), halting at the first relaxed link over its capacity if halt.
@@ -434,6 +439,7 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 				meanRun = tr
 				if meanTooFar(q.check, tr.x.end-tr.t0) && !spec.MeanOversubscribed {
 					mean = false // too far over for the mean model: replay every rank
+					far = 2 * float64(q.check.backlog()) / float64(max(tr.x.end-tr.t0, 1))
 				}
 			}
 			// Some relaxed links carried more than their capacity: with rail routing, whose
@@ -461,14 +467,30 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 			if meanRun != nil {
 				expect = meanRun.x.end - meanRun.t0
 			}
+			farRun := meanRun
 			if !mean {
 				meanRun = nil
+			}
+			// A mean model too far to stand gives way to the replay of every rank unless that
+			// replay would be past farMessages or farWork (its visits guessed as farGuess times
+			// the symmetric replay's times scale), or runs past farWork: then the model stands,
+			// with its backlog on the row (MeanBacklog).
+			var limit uint64
+			if far > 0 && farRun != nil {
+				if full.slots()*min(nchunks, minSteadyChunks) > farMessages || farGuess*float64(visits)*scale > float64(farWork) {
+					out, meanRun, ecmpMean = farRun, farRun, true
+					break
+				}
+				limit = farWork
 			}
 			untrack := func() {}
 			pr, err := replay(full, func() (*Engine, *treeQuotient) {
 				c := e.replayCopy()
-				if budget {
+				switch {
+				case budget:
 					c.maxWork = exactWork
+				case limit > 0:
+					c.maxWork = limit
 				}
 				untrack()
 				untrack = c.trackProgress(expect)
@@ -477,11 +499,15 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 			untrack()
 			events += pr.events
 			if err == nil {
-				out = pr
+				out, far = pr, 0
 				break
 			}
 			if !errors.Is(err, errBudget) {
 				return nil, err
+			}
+			if limit > 0 {
+				out, meanRun, ecmpMean = farRun, farRun, true
+				break
 			}
 		}
 		out, ecmpMean = meanRun, true
@@ -511,6 +537,9 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 		Merge: merge, Groups: net.vertices(), Loops: int(nchunks), Steps: 2 * (n - 1)}, Symmetric: q != nil, Chunks: int(sim),
 		Attempts: attempts}
 	res.ECMPMean = ecmpMean
+	if ecmpMean {
+		res.MeanBacklog = far
+	}
 	if q != nil && q.check != nil {
 		for _, ls := range q.check.links {
 			res.Relaxed += len(ls)
@@ -595,6 +624,30 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 // replays, which stay under it, are unchanged, and the PCIe ones stop at the probe (at 128 MiB,
 // 23,866 µs against the whole replay's 23,842, +0.10%, in 2 s instead of 27).
 var treeWork uint64 = 20_000_000
+
+// farMessages and farWork bound the replay of every rank that a tree all-reduce takes where the
+// ECMP mean model is too far to stand (meanTooFar): past farMessages messages (connections × the
+// chunks its probe replays) or farWork flow visits (Engine.CompVisited, guessed before and counted
+// as it runs) the mean model stands, with its backlog on the row. That replay costs 4–9 µs a
+// message on this project's 2-core machine (1 GiB: DGX A100, 1,024 nodes, 8.4 M messages, 201 M
+// visits, 44 s; 2,048 nodes, 16.8 M, 442 M, 119 s, and with 8 a leaf 153 s; DGX H100 Tree, 2,048
+// nodes with 8 a leaf, 76 s; HGX H100 with 16 NICs, 4,096 nodes, 67 M messages, 400 s and 2 GB),
+// and hours at 100,000 GPUs. Against that replay the model was 0.14–0.90% fast on the default
+// fabric (2,048–4,096 nodes) and 1.78–2.37% with 8 hosts a leaf (2,048 nodes), BENCHMARKS.md stop
+// 59; with 2 a leaf (16 nodes, where the replay is cheap and always runs) 5.5% at 1 GiB and 19% at
+// 64 MiB. The budgets keep every replay measured up to 16.8 M messages (about two minutes here);
+// farWork bounds what a wrong guess costs (PCIe nodes' replays visit 70 flows an event where DGX
+// nodes' visit 11).
+//
+// farGuess is the guess's factor: the replay of every rank visited 1.6–5.2 times the symmetric
+// replay's visits times the vertices' ratio (PCIe nodes 2.0, DGX A100 1.9–3.8, DGX H100 Tree with
+// 2–8 a leaf 1.6–5.2); the low end, so that a replay the guess lets through may still stop at
+// farWork.
+var (
+	farMessages int64   = 20_000_000
+	farWork     uint64  = 1_000_000_000
+	farGuess    float64 = 2
+)
 
 // exactWork bounds the per-rank replay SimulateTree and SimulateP2P try where ECMP hash
 // collisions break the symmetric replay: the flows its rate computations may visit

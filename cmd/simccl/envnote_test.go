@@ -69,6 +69,13 @@ func TestMeanBacklogNote(t *testing.T) {
 	})
 	require.Contains(t, n, "alltoall 268435456–1073741824 bytes (twice the largest backlog 16.9–18.1% of the time)")
 	require.Contains(t, n, "the ECMP mean model stands past the replay budgets")
+	require.Contains(t, n, "point-to-point rows were 1–14% fast")
+	require.NotContains(t, n, "tree all-reduce", "no tree row: no tree figure")
+	// A tree all-reduce whose replay of every rank was past its budgets: its own figures.
+	n = meanBacklogNote([]simnet.Row{{Coll: "all_reduce", Bytes: 1 << 30, MeanBacklog: 0.159}})
+	require.Contains(t, n, "all_reduce 1073741824 bytes (twice the largest backlog 15.9% of the time)")
+	require.Contains(t, n, "tree all-reduce rows 0.14–0.90% fast")
+	require.NotContains(t, n, "point-to-point")
 }
 
 // TestP2PChannelNote: where NCCL 2.28's rule for network peers leaves every peer one p2p channel
