@@ -631,9 +631,10 @@ var treeWork uint64 = 20_000_000
 // as it runs) the mean model stands, with its backlog on the row. That replay costs 4–9 µs a
 // message on this project's 2-core machine (1 GiB: DGX A100, 1,024 nodes, 8.4 M messages, 201 M
 // visits, 44 s; 2,048 nodes, 16.8 M, 442 M, 119 s, and with 8 a leaf 153 s; DGX H100 Tree, 2,048
-// nodes with 8 a leaf, 76 s; HGX H100 with 16 NICs, 4,096 nodes, 67 M messages, 400 s and 2 GB),
-// and hours at 100,000 GPUs. Against that replay the model was 0.14–0.90% fast on the default
-// fabric (2,048–4,096 nodes) and 1.78–2.37% with 8 hosts a leaf (2,048 nodes), BENCHMARKS.md stop
+// nodes with 8 a leaf, 76 s; DGX A100, 4,096 nodes, 33.6 M messages, 276 s; HGX H100 with 16
+// NICs, 4,096 nodes, 67 M messages, 400 s and 2 GB), and at 100,000 GPUs it ran past 3 minutes
+// without an end. Against that replay the model was 0.14–0.90% fast on the default fabric
+// (2,048–4,096 nodes) and 1.78–2.37% with 8 hosts a leaf (2,048 nodes), BENCHMARKS.md stop
 // 59; with 2 a leaf (16 nodes, where the replay is cheap and always runs) 5.5% at 1 GiB and 19% at
 // 64 MiB. The budgets keep every replay measured up to 16.8 M messages (about two minutes here);
 // farWork bounds what a wrong guess costs (PCIe nodes' replays visit 70 flows an event where DGX
