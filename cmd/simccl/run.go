@@ -669,7 +669,7 @@ func meanBacklogNote(rows []simnet.Row) string {
 	}
 	if tree {
 		// simnet's farMessages and farWork: the tree all-reduce's replay of every rank past them.
-		measured = append(measured, "tree all-reduce rows 0.14–0.90% fast on the default fabric, 1.8–2.4% with 8 hosts a leaf and up to 19% with 2, where the replay of every rank, here past its budgets, was run")
+		measured = append(measured, "tree all-reduce rows 0.14–0.90% fast on the default fabric, 1.4–2.4% with 8 hosts a leaf and up to 19% with 2, where the replay of every rank, here past its budgets, was run")
 	}
 	return fmt.Sprintf("%s: the ECMP mean model stands past the replay budgets with its links backlogged beyond the 1%% bar; where measured, %s (ecmp_mean_backlog in the JSON; docs/cluster.md \"ECMP: the mean model\"; --exact replays every rank; on an InfiniBand fabric with adaptive routing, --fabric-set routing=adaptive times the call exactly, without hash collisions)", strings.Join(parts, "; "), strings.Join(measured, ", "))
 }
