@@ -503,3 +503,46 @@ func TestTreeFarPastBudgets(t *testing.T) {
 		require.Greater(t, row.MeanBacklog, MaxCoarseError, "%s: the row carries the backlog that judged the model too far", c.name)
 	}
 }
+
+// A point-to-point call whose ECMP mean model is too far to stand (a link over twice its capacity
+// owing work) replays every rank with a rate interval unless that replay would be past
+// farMessages or runs past farWork: then the model stands with the work its links owe, backlogged,
+// and Machine.Run times the row from two smaller sizes where their replays fit (p2pSizesSteady),
+// below SizesMin if need be. 24 GB200 NVL72 racks, send/recv of 64 MiB (four uplinks carry three
+// of the 24 transfers across the fabric): the interval replay takes about a second; the budgets
+// are lowered here to see the rest.
+func TestP2PFarPastBudgets(t *testing.T) {
+	m, _ := testMachine(t, "gb200-nvl72", 24, DefaultFabric(), "", "")
+	run := func(noSizes bool) Row {
+		m.tmpl.sizes = p2pSizesCache{} // the smaller sizes' rows are replayed again
+		row, _, err := m.Run(coll.SendRecv, 64<<20, coll.Float32, coll.Sum, RunOptions{noSizes: noSizes})
+		require.NoError(t, err)
+		return row
+	}
+	replay := run(false)
+	require.Contains(t, replay.Mode, "rate-interval", "every rank replayed with a rate interval")
+	require.Zero(t, replay.MeanBacklog)
+
+	defer func(m int64, w uint64) { farMessages, farWork = m, w }(farMessages, farWork)
+	for _, c := range []struct {
+		name     string
+		messages int64
+		work     uint64
+	}{
+		{"past farMessages", 1, farWork},
+		{"past farWork as it runs", farMessages, 1},
+	} {
+		farMessages, farWork = c.messages, c.work
+		row := run(true) // the model, as where no smaller pair fits the budgets
+		t.Logf("%s: %s %.3f µs, backlog %.3f (replay %.3f µs)", c.name, row.Mode, row.TimeUs, row.MeanBacklog, replay.TimeUs)
+		require.Contains(t, row.Mode, "ecmp-mean", c.name)
+		require.Greater(t, row.MeanBacklog, MaxCoarseError, c.name)
+		require.Greater(t, row.TimeUs, replay.TimeUs, "%s: the model with its owed work is the upper estimate here", c.name)
+		// With the smaller sizes, whose replays fit: the line through 16 and 32 MiB (under
+		// SizesMin), where the interval replay of 64 MiB is.
+		row = run(false)
+		t.Logf("%s, smaller sizes: %s %.3f µs", c.name, row.Mode, row.TimeUs)
+		require.True(t, strings.HasPrefix(row.Mode, "sizes-steady (16 MiB: "), "%s: %s", c.name, row.Mode)
+		require.InDelta(t, replay.TimeUs, row.TimeUs, 1e-3*replay.TimeUs, c.name)
+	}
+}

@@ -463,26 +463,40 @@ func (m *Machine) p2pSizesSteady(f coll.Func, size int64, dt coll.DataType, op c
 		}
 		return r, nil
 	}
-	// The smallest pair in the steady state: the cheapest replays, the likeliest to fit the
-	// replay budgets; where the smaller one did not, nothing larger does either.
+	// The pair (s1, 2·s1) on the line, or nil where a replay of either does not time it.
+	pair := func(s1 int64) (*Result, string, error) {
+		// The larger first: where its replay does not fit the budgets, the mean model's gate
+		// refuses it at once, and the smaller one's replay, which may fit and take tens of
+		// seconds, would be wasted (32 DGX H100 nodes with 4 a leaf, all-to-all of 1 GiB: 256
+		// MiB replayed in 25 s, then 512 MiB on the mean model, the row on it too).
+		r2, err := replayed(2 * s1)
+		if err != nil || !r2.ok {
+			return nil, "", err
+		}
+		r1, err := replayed(s1)
+		if err != nil || !r1.ok {
+			return nil, "", err
+		}
+		return onLine(s1, 2*s1, size, r1.res, r2.res), fmt.Sprintf("sizes-steady (%s: %s; %s: %s)", sizeName(s1), r1.mode, sizeName(2*s1), r2.mode), nil
+	}
+	// The smallest pair from SizesMin in the steady state: the cheapest replays, the likeliest
+	// to fit the replay budgets; where the smaller one did not, nothing larger does either.
 	s1 := int64(0)
 	for s := size / 4; s >= SizesMin && fits(s) && fits(2*s); s /= 2 {
 		s1 = s
 	}
-	if s1 == 0 {
-		return nil, "", nil
+	if s1 > 0 {
+		if res, mode, err := pair(s1); res != nil || err != nil {
+			return res, mode, err
+		}
 	}
-	// The larger first: where its replay does not fit the budgets, the mean model's gate
-	// refuses it at once, and the smaller one's replay, which may fit and take tens of
-	// seconds, would be wasted (32 DGX H100 nodes with 4 a leaf, all-to-all of 1 GiB: 256 MiB
-	// replayed in 25 s, then 512 MiB on the mean model, the row on it too).
-	r2, err := replayed(2 * s1)
-	if err != nil || !r2.ok {
-		return nil, "", err
+	// Below SizesMin, the largest pair whose chains are still in their steady state, where the
+	// replays from SizesMin are past the budgets of the replay of every rank (farMessages): on
+	// 1,389 GB200 NVL72 racks a send/recv of 64 MiB is, of 32 MiB not. Its line holds where
+	// checked: 128 racks, send/recv of 1 GiB from 16 and 32 MiB 128,888.9 µs against the interval
+	// replay's 128,887.96 at 1 GiB (+0.001%), from 4 and 8 MiB 128,883.8 (−0.003%).
+	if s := min(size/4, SizesMin/4); s >= 1 && fits(s) && fits(2*s) {
+		return pair(s)
 	}
-	r1, err := replayed(s1)
-	if err != nil || !r1.ok {
-		return nil, "", err
-	}
-	return onLine(s1, 2*s1, size, r1.res, r2.res), fmt.Sprintf("sizes-steady (%s: %s; %s: %s)", sizeName(s1), r1.mode, sizeName(2*s1), r2.mode), nil
+	return nil, "", nil
 }

@@ -625,9 +625,12 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 					// the fabric is oversubscribed), nor where the replay's work may be far
 					// past coarseWork (coarseBound). Where the model is too far to stand, the
 					// alternative is the exact replay of every rank with no budget, whose rate
-					// computations are a superset of this replay's: this one then runs to its
-					// end, whatever its work (24 nodes of aws-p5-48xl-h100-32efa-2026.xml at
-					// 16 MiB: 10.8 s and +0.17% from the exact replay's 404 s). Also where no
+					// computations are a superset of this replay's: this one then runs, up to
+					// farMessages and farWork (24 nodes of aws-p5-48xl-h100-32efa-2026.xml at
+					// 16 MiB: 10.8 s and +0.17% from the exact replay's 404 s). Past them (since
+					// stop 59: 1,389 GB200 NVL72 racks, a send/recv of 1 GiB ran past 300 s) the
+					// model stands with its owed work, backlogged, and Run takes two smaller
+					// sizes where their replays fit (p2pSizesSteady: that row 21.7 s). Also where no
 					// hashed link owes work (owed 0) but twice the largest backlog passes
 					// MaxCoarseError of the time, the bar of trees and rings (meanTooFar): a
 					// link over its capacity then holds back the batches it carries, which the
@@ -637,12 +640,22 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 					iv := x.interval(t)
 					ratio := 2 * float64(check.backlog()) / float64(t)
 					backlogged := ratio > MaxCoarseError
-					try, work := (owed > 0 || backlogged) && !kept, uint64(0) // work 0: no bound (tooFar)
-					if try && !tooFar {
+					try, work := (owed > 0 || backlogged) && !kept, uint64(0)
+					// far: the model too far to stand, and the replay of every rank past
+					// farMessages (its messages, this replay's times n/S) or, as it runs,
+					// farWork; the model then stands backlogged, which Machine.Run times from
+					// two smaller sizes where it can (p2pSizesSteady).
+					far := false
+					switch {
+					case try && !tooFar:
 						bound := x.workBound(t+owed, iv, float64(n)/float64(x.S))
 						var limit float64
 						limit, work = backlogBudget(ratio, bound)
 						try = bound <= limit
+					case try && res.Messages*int64(n)/int64(x.S) > farMessages:
+						try, far = false, true
+					case try:
+						work = farWork
 					}
 					if try {
 						ok, err := b.replayAll(res, cl, iv, work, t+owed)
@@ -652,10 +665,11 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 						if ok {
 							return res, nil
 						}
+						far = tooFar
 					}
-					if !tooFar {
+					if !tooFar || far {
 						res.Time, res.ECMPMean = t+owed, true
-						if backlogged {
+						if backlogged || far {
 							res.MeanBacklog = ratio
 						}
 						x.credit(b, cl, check, R)

@@ -626,8 +626,9 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 var treeWork uint64 = 20_000_000
 
 // farMessages and farWork bound the replay of every rank that a tree all-reduce takes where the
-// ECMP mean model is too far to stand (meanTooFar): past farMessages messages (connections × the
-// chunks its probe replays) or farWork flow visits (Engine.CompVisited, guessed before and counted
+// ECMP mean model is too far to stand (meanTooFar), and SimulateP2P's (its messages, and its own
+// too-far rule): past farMessages messages (connections × the chunks its probe replays) or farWork
+// flow visits (Engine.CompVisited, guessed before and counted
 // as it runs) the mean model stands, with its backlog on the row. That replay costs 4–9 µs a
 // message on this project's 2-core machine (1 GiB: DGX A100, 1,024 nodes, 8.4 M messages, 201 M
 // visits, 44 s; 2,048 nodes, 16.8 M, 442 M, 119 s, and with 8 a leaf 153 s; DGX H100 Tree, 2,048

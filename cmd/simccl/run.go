@@ -665,7 +665,7 @@ func meanBacklogNote(rows []simnet.Row) string {
 	}
 	var measured []string
 	if p2p {
-		measured = append(measured, "point-to-point rows were 1–14% fast")
+		measured = append(measured, "point-to-point rows were 1–14% fast, and −0.8…+12.7% where the replay of every rank was past its budgets (the model with the work its links owe)")
 	}
 	if tree {
 		// simnet's farMessages and farWork: the tree all-reduce's replay of every rank past them.
