@@ -73,6 +73,9 @@ func scenarios(root string) []scenario {
 		// the defaults).
 		{"a100-16384", []string{"--topo", "dgx-a100", "--nodes", "16384", "-c", "allreduce", "-b", "1G", "-e", "1G"}, false, true},
 		{"16nic-4096", []string{"--topo", "hgx-h100-16nic", "--nodes", "4096", "-c", "allreduce", "-b", "1G", "-e", "1G"}, false, true},
+		// Send/recv of 1 GiB on 1,389 GB200 NVL72 racks (100,008 GPUs), whose replay of every
+		// rank ran past 300 s: since stop 59 past farMessages, from 16 and 32 MiB.
+		{"sr-gb200-1389", []string{"--topo", "gb200-nvl72", "--nodes", "1389", "-c", "sendrecv", "-b", "1G", "-e", "1G"}, false, true},
 		{"fattree", []string{"--nodes", "64", "--fabric", ft, "-c", "allreduce", "-b", "1G", "-e", "1G"}, true, false},
 		// All-to-all on a 2:1 oversubscribed fabric (8 nodes a leaf: 4 leaves), whose uplinks
 		// ECMP's collisions put over their capacity: the replay of every rank (since stop 40
