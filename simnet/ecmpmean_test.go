@@ -506,7 +506,7 @@ func TestTreeFarPastBudgets(t *testing.T) {
 
 // A point-to-point call whose ECMP mean model is too far to stand (a link over twice its capacity
 // owing work) replays every rank with a rate interval unless that replay would be past
-// farMessages or runs past farWork: then the model stands with the work its links owe, backlogged,
+// farMessages or runs past farP2PWork: then the model stands with the work its links owe, backlogged,
 // and Machine.Run times the row from two smaller sizes where their replays fit (p2pSizesSteady),
 // below SizesMin if need be. 24 GB200 NVL72 racks, send/recv of 64 MiB (four uplinks carry three
 // of the 24 transfers across the fabric): the interval replay takes about a second; the budgets
@@ -523,16 +523,16 @@ func TestP2PFarPastBudgets(t *testing.T) {
 	require.Contains(t, replay.Mode, "rate-interval", "every rank replayed with a rate interval")
 	require.Zero(t, replay.MeanBacklog)
 
-	defer func(m int64, w uint64) { farMessages, farWork = m, w }(farMessages, farWork)
+	defer func(m int64, w uint64) { farMessages, farP2PWork = m, w }(farMessages, farP2PWork)
 	for _, c := range []struct {
 		name     string
 		messages int64
 		work     uint64
 	}{
-		{"past farMessages", 1, farWork},
-		{"past farWork as it runs", farMessages, 1},
+		{"past farMessages", 1, farP2PWork},
+		{"past farP2PWork as it runs", farMessages, 1},
 	} {
-		farMessages, farWork = c.messages, c.work
+		farMessages, farP2PWork = c.messages, c.work
 		row := run(true) // the model, as where no smaller pair fits the budgets
 		t.Logf("%s: %s %.3f µs, backlog %.3f (replay %.3f µs)", c.name, row.Mode, row.TimeUs, row.MeanBacklog, replay.TimeUs)
 		require.Contains(t, row.Mode, "ecmp-mean", c.name)

@@ -626,7 +626,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 					// past coarseWork (coarseBound). Where the model is too far to stand, the
 					// alternative is the exact replay of every rank with no budget, whose rate
 					// computations are a superset of this replay's: this one then runs, up to
-					// farMessages and farWork (24 nodes of aws-p5-48xl-h100-32efa-2026.xml at
+					// farMessages and farP2PWork (24 nodes of aws-p5-48xl-h100-32efa-2026.xml at
 					// 16 MiB: 10.8 s and +0.17% from the exact replay's 404 s). Past them (since
 					// stop 59: 1,389 GB200 NVL72 racks, a send/recv of 1 GiB ran past 300 s) the
 					// model stands with its owed work, backlogged, and Run takes two smaller
@@ -643,8 +643,8 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 					try, work := (owed > 0 || backlogged) && !kept, uint64(0)
 					// far: the model too far to stand, and the replay of every rank past
 					// farMessages (its messages, this replay's times n/S) or, as it runs,
-					// farWork; the model then stands backlogged, which Machine.Run times from
-					// two smaller sizes where it can (p2pSizesSteady).
+					// farP2PWork; the model then stands backlogged, which Machine.Run times
+					// from two smaller sizes where it can (p2pSizesSteady).
 					far := false
 					switch {
 					case try && !tooFar:
@@ -655,7 +655,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 					case try && res.Messages*int64(n)/int64(x.S) > farMessages:
 						try, far = false, true
 					case try:
-						work = farWork
+						work = farP2PWork
 					}
 					if try {
 						ok, err := b.replayAll(res, cl, iv, work, t+owed)
@@ -1066,6 +1066,16 @@ var checkPairs = 1 << 26
 // one rate computation) from about 4 racks at 1 GiB (30 M visits; 16 racks at 1 GiB 447 M, 51 s;
 // 64 racks 2.69 G, 429 s); the symmetric all-to-all of 128 DGX H100 nodes at 1 GiB visits 2.4 M.
 var symWork uint64 = 20_000_000
+
+// farP2PWork bounds, as it runs, the replay of every rank with a rate interval that SimulateP2P
+// takes where the ECMP mean model is too far to stand (with farMessages, which bounds it before):
+// past it the model stands with its owed work, backlogged, and Machine.Run tries two smaller sizes
+// (p2pSizesSteady). That replay's visits cost 0.43 µs each where its flows are many and short (128
+// DGX H100 nodes with 4 a leaf, all-to-all of 256 MiB: 50 M visits in 21.7 s; the whole replay
+// took 994.6 s, and its row is 0.78% under it on the model) and 0.05–0.1 µs where they are few
+// (GB200 send/recv): about 1.5 minutes at most here. The tree's budget (farWork) is five times
+// larger: its visits are cheaper.
+var farP2PWork uint64 = 200_000_000
 
 // credit adds to e's links what the symmetric replay x carried: every member's bytes, and the
 // busy time of its link's orbit (or of the relaxed link, from check).
