@@ -171,8 +171,8 @@ type Row struct {
 	DeviceUs float64 `json:"device_us,omitempty"`
 	// MeanBacklog, on a row the ECMP mean model times past the replay budgets though its
 	// backlog is over the bar (P2PResult.MeanBacklog, TreeResult.MeanBacklog), is twice the
-	// largest backlog over the row's time: the row may be some percent fast (docs/cluster.md
-	// "ECMP: the mean model").
+	// largest backlog over the row's time: the row may be some percent off, mostly fast
+	// (docs/cluster.md "ECMP: the mean model").
 	MeanBacklog float64 `json:"ecmp_mean_backlog,omitempty"`
 }
 

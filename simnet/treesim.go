@@ -628,18 +628,17 @@ var treeWork uint64 = 20_000_000
 // farMessages and farWork bound the replay of every rank that a tree all-reduce takes where the
 // ECMP mean model is too far to stand (meanTooFar), and SimulateP2P's (its messages, and its own
 // too-far rule): past farMessages messages (connections × the chunks its probe replays) or farWork
-// flow visits (Engine.CompVisited, guessed before and counted
-// as it runs) the mean model stands, with its backlog on the row. That replay costs 4–9 µs a
-// message on this project's 2-core machine (1 GiB: DGX A100, 1,024 nodes, 8.4 M messages, 201 M
-// visits, 44 s; 2,048 nodes, 16.8 M, 442 M, 119 s, and with 8 a leaf 153 s; DGX H100 Tree, 2,048
-// nodes with 8 a leaf, 76 s; DGX A100, 4,096 nodes, 33.6 M messages, 276 s; HGX H100 with 16
-// NICs, 4,096 nodes, 67 M messages, 400 s and 2 GB), and at 100,000 GPUs it ran past 3 minutes
-// without an end. Against that replay the model was 0.14–0.90% fast on the default fabric
-// (1,024–4,096 nodes) and 1.36–2.37% with 8 hosts a leaf (2,048–4,096 nodes), BENCHMARKS.md
-// stop 59; with 2 a leaf (16 nodes, where the replay is cheap and always runs) 5.5% at 1 GiB and 19% at
-// 64 MiB. The budgets keep every replay measured up to 16.8 M messages (about two minutes here);
-// farWork bounds what a wrong guess costs (PCIe nodes' replays visit 70 flows an event where DGX
-// nodes' visit 11).
+// flow visits (Engine.CompVisited, guessed before and counted as it runs) the mean model stands,
+// with its backlog on the row. That replay costs 4–9 µs a message on this project's 2-core machine
+// (1 GiB: DGX A100, 1,024 nodes, 8.4 M messages, 201 M visits, 44 s; 2,048 nodes, 16.8 M, 442 M,
+// 119 s, and with 8 a leaf 153 s; DGX H100 Tree, 2,048 nodes with 8 a leaf, 76 s; DGX A100, 4,096
+// nodes, 33.6 M messages, 276 s; HGX H100 with 16 NICs, 4,096 nodes, 67 M messages, 400 s and 2
+// GB), and at 100,000 GPUs it ran past 3 minutes without an end. Against that replay the model was
+// 0.14–0.90% fast on the default fabric (1,024–4,096 nodes) and 1.36–2.37% with 8 hosts a leaf
+// (2,048–4,096 nodes), BENCHMARKS.md stop 59; with 2 a leaf (16 nodes, where the replay is cheap
+// and always runs) 5.5% at 1 GiB and 19% at 64 MiB. The budgets keep every replay measured up to
+// 16.8 M messages (about two minutes here); farWork bounds what a wrong guess costs (PCIe nodes'
+// replays visit 70 flows an event where DGX nodes' visit 11).
 //
 // farGuess is the guess's factor: the replay of every rank visited 1.6–5.2 times the symmetric
 // replay's visits times the vertices' ratio (PCIe nodes 2.0, DGX A100 1.9–3.8, DGX H100 Tree with
