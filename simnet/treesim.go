@@ -634,7 +634,7 @@ var treeWork uint64 = 20_000_000
 // 119 s, and with 8 a leaf 153 s; DGX H100 Tree, 2,048 nodes with 8 a leaf, 76 s; DGX A100, 4,096
 // nodes, 33.6 M messages, 276 s; HGX H100 with 16 NICs, 4,096 nodes, 67 M messages, 400 s and 2
 // GB), and at 100,000 GPUs it ran past 3 minutes without an end. Against that replay the model was
-// 0.14–0.90% fast on the default fabric (1,024–4,096 nodes) and 1.36–2.37% with 8 hosts a leaf
+// 0.14–0.90% fast on the default fabric (1,024–8,192 nodes) and 1.36–2.37% with 8 hosts a leaf
 // (2,048–4,096 nodes), BENCHMARKS.md stop 59; with 2 a leaf (16 nodes, where the replay is cheap
 // and always runs) 5.5% at 1 GiB and 19% at 64 MiB. The budgets keep every replay measured up to
 // 16.8 M messages (about two minutes here); farWork bounds what a wrong guess costs (PCIe nodes'
