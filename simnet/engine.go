@@ -146,8 +146,10 @@ type Engine struct {
 	maxWork     uint64   // Run returns errBudget once CompVisited exceeds it (0: no bound)
 	// pastWork, where set, is asked once CompVisited exceeds maxWork, in place of returning
 	// errBudget: the rate interval the rest of the run takes (RateInterval; 0: none, the run
-	// goes on exactly and unbounded).
+	// goes on exactly). The run then goes on up to hardWork (0: unbounded), past which Run
+	// returns errBudget.
 	pastWork func() Time
+	hardWork uint64
 	// abort, where set, is asked every eventBlock events; Run returns its error, if any, at
 	// once (Simulate: the schedule's check failed).
 	abort func() error
@@ -1087,13 +1089,14 @@ func (e *Engine) Run() (Time, error) {
 			return e.now, errHalted
 		}
 		if e.maxWork > 0 && e.CompVisited > e.maxWork {
-			if e.pastWork == nil {
+			past := e.pastWork
+			if past == nil {
 				return e.now, errBudget
 			}
-			// The rest of the run with a rate interval (none: exact, unbounded); the next
+			// The rest of the run with a rate interval (none: exact), up to hardWork; the next
 			// computation waits for it.
-			e.maxWork = 0
-			if iv := e.pastWork(); iv > 0 {
+			e.maxWork, e.pastWork = e.hardWork, nil
+			if iv := past(); iv > 0 {
 				e.RateInterval, e.nextRecompute = iv, e.now+iv
 			}
 		}

@@ -214,3 +214,33 @@ func TestTreeProbeWithoutSymmetry(t *testing.T) {
 	require.Equal(t, whole.Loops, whole.Chunks)
 	require.InEpsilon(t, float64(whole.Time), float64(probe.Time), 0.005)
 }
+
+// A tree replay past symWork flow visits goes on with a rate interval (treeSim.interval) where
+// its rate computations visit at least intervalVisits flows an event, and stays within
+// MaxCoarseError/2 of the exact replay. 16 PCIe nodes of 8 GPUs (one NIC: both trees' connections
+// of a node share it), 1 GiB under ECMP, with symWork lowered so that the interval starts early in
+// the call and intervalVisits so that it is taken (such computations are large only from a few
+// hundred of these nodes); with intervalVisits as it is, the replay stays exact.
+func TestTreeIntervalPastSymWork(t *testing.T) {
+	defer func(w uint64, v float64) { symWork, intervalVisits = w, v }(symWork, intervalVisits)
+	m, _ := testMachine(t, "pcie-8gpu-2socket", 16, DefaultFabric(), "tree", "")
+	run := func(opt RunOptions) Row {
+		row, _, err := m.Run(coll.AllReduce, 1<<30, coll.Float32, coll.Sum, opt)
+		require.NoError(t, err)
+		require.Equal(t, "Tree", row.Algo)
+		return row
+	}
+	before := run(RunOptions{})
+	require.NotContains(t, before.Mode, "rate-interval")
+	exact := run(RunOptions{Exact: true})
+	symWork = 2_000
+	small := run(RunOptions{})
+	require.Equal(t, before.Mode, small.Mode, "few flows an event: exact past symWork")
+	require.InDelta(t, before.TimeUs, small.TimeUs, 1e-9*before.TimeUs)
+	intervalVisits = 0
+	row := run(RunOptions{})
+	t.Logf("%s %.3f µs; %s %.3f µs; exact %.3f µs", before.Mode, before.TimeUs, row.Mode, row.TimeUs, exact.TimeUs)
+	require.Contains(t, row.Mode, "rate-interval")
+	require.NotEqual(t, before.TimeUs, row.TimeUs, "the interval changes the replay")
+	require.InEpsilon(t, exact.TimeUs, row.TimeUs, MaxCoarseError/2)
+}
