@@ -150,7 +150,7 @@ func (r *P2PResult) Mode() string {
 		mode += ", unchecked"
 	}
 	if r.RateInterval > 0 {
-		mode += fmt.Sprintf(", rate-interval-%dns", (r.RateInterval+500)/1000)
+		mode += ", rate-interval-" + intervalName(r.RateInterval)
 	}
 	return mode
 }
@@ -223,6 +223,8 @@ type p2pWalk struct {
 	// lat: per rotation (S ranks), the members' latency sums and counts per slot (latSums)
 	mu  sync.Mutex
 	lat map[int][2][]Time
+	// links: what every route crosses, by part position (routeLinks; nil until asked)
+	links *routeLinks
 }
 
 // walk walks every route of b once (relaxes: for implied and the crossings of relaxed links;
@@ -276,7 +278,36 @@ func (b *p2pBuild) walk(cl *Cluster, rx relaxer, relaxes, kinds bool) *p2pWalk {
 			return -1, ok
 		}
 		if kinds {
-			b.eachRoute(func(_, _, _ int, route []LinkID) { count(route) })
+			// The ranks in parts side by side, each with its own counts, added up after.
+			type part struct {
+				kinds     [5]bool
+				crossed   []bool
+				crossings int
+			}
+			parts := make([]part, b.routeHalves())
+			b.eachRouteSplit(func(h int) func(_, _, _ int, route []LinkID) {
+				p := &parts[h]
+				p.crossed = make([]bool, e.NumLinks())
+				return func(_, _, _ int, route []LinkID) {
+					for _, l := range route {
+						if _, ok := rx.standIn(l); !ok {
+							p.kinds[cl.kindOf(l)] = true
+							continue
+						}
+						p.crossed[l] = true
+						p.crossings++
+					}
+				}
+			})
+			for _, p := range parts {
+				for k, v := range p.kinds {
+					w.kinds[k] = w.kinds[k] || v
+				}
+				for l, v := range p.crossed {
+					crossed[l] = crossed[l] || v
+				}
+				w.crossings += p.crossings
+			}
 		}
 	} else {
 		w.relax, w.kept = implied(e, func(yield func([]LinkID)) {
@@ -305,13 +336,29 @@ func (b *p2pBuild) walk(cl *Cluster, rx relaxer, relaxes, kinds bool) *p2pWalk {
 // latSums adds up, per slot of net (S ranks a rotation), the latencies lats of its members'
 // routes into sum and counts them in cnt.
 func (b *p2pBuild) latSums(net *p2pNet, S int, lats, sum, cnt []Time) {
-	b.eachRoute(func(i, c, rk int, route []LinkID) {
-		slot := net.base[i][c] + int32(rk%S)
-		for _, l := range route {
-			sum[slot] += lats[l]
+	// The ranks in parts side by side (eachRouteSplit), each into sums of its own (whole
+	// picoseconds: the same totals in any order).
+	sums, cnts := make([][]Time, b.routeHalves()), make([][]Time, b.routeHalves())
+	sums[0], cnts[0] = sum, cnt
+	for h := 1; h < len(sums); h++ {
+		sums[h], cnts[h] = make([]Time, len(sum)), make([]Time, len(cnt))
+	}
+	b.eachRouteSplit(func(h int) func(i, c, rk int, route []LinkID) {
+		sum, cnt := sums[h], cnts[h]
+		return func(i, c, rk int, route []LinkID) {
+			slot := net.base[i][c] + int32(rk%S)
+			for _, l := range route {
+				sum[slot] += lats[l]
+			}
+			cnt[slot]++
 		}
-		cnt[slot]++
 	})
+	for h := 1; h < len(sums); h++ {
+		for s := range sum {
+			sum[s] += sums[h][s]
+			cnt[s] += cnts[h][s]
+		}
+	}
 }
 
 // latSums returns the members' latency sums and counts per slot of the symmetric replay of S
@@ -382,6 +429,58 @@ func (b *p2pBuild) eachRoute(f func(i, c, rank int, route []LinkID)) {
 			}
 		}
 	}
+}
+
+// routeHalves is how many parts of the ranks b's walks of every route take side by side: two on
+// a Cluster, whose routes are pure functions of it, one on another Router (nodeFoldRouter caches
+// routes). It depends on the Router alone, not on the cores, and so do the walks' results.
+func (b *p2pBuild) routeHalves() int {
+	if _, ok := b.r.(*Cluster); ok {
+		return 2
+	}
+	return 1
+}
+
+// eachRouteSplit is eachRoute with the ranks in routeHalves parts walked side by side: part h
+// calls the f that mk(h) returns (each its own state, which the caller adds up in part order),
+// in eachRoute's order within the part.
+func (b *p2pBuild) eachRouteSplit(mk func(h int) func(i, c, rank int, route []LinkID)) {
+	halves := b.routeHalves()
+	var wg sync.WaitGroup
+	for h := range halves {
+		lo, hi := b.n*h/halves, b.n*(h+1)/halves
+		f := mk(h)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []LinkID
+			for i, op := range b.ops {
+				if op.d == 0 {
+					continue
+				}
+				for c, w := range op.part {
+					if w < 0 {
+						continue
+					}
+					for rk := lo; rk < hi; rk++ {
+						buf, _ = routeP2P(b.r, rk, (rk+op.d)%b.n, op.lo+c, buf[:0])
+						f(i, c, rk, buf)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// intervalName is a rate interval as a row's mode names it: whole nanoseconds, or picoseconds
+// below one (an all-to-all on 256 GB200 NVL72 racks at 1 MiB takes 0.2 ns, which rounded to
+// nanoseconds read "rate-interval-0ns").
+func intervalName(iv Time) string {
+	if iv < 1000 {
+		return fmt.Sprintf("%dps", int64(iv))
+	}
+	return fmt.Sprintf("%dns", (iv+500)/1000)
 }
 
 // maxConnections is the most connections (a rank's message to another on one channel) a
@@ -1081,29 +1180,17 @@ var farP2PWork uint64 = 200_000_000
 // busy time of its link's orbit (or of the relaxed link, from check).
 func (x *p2pSim) credit(b *p2pBuild, cl *Cluster, check *relaxCheck, R int) {
 	e := b.e
-	// Per slot the bytes of a member, and per link the bytes added up side by side: the links
-	// themselves are far apart in memory, and the walk visits every connection (an all-to-all on
-	// 1,024 DGX H100 nodes: 67 M).
-	total := x.slotBytes()
-	bytes := make([]float64, e.NumLinks())
-	seen := make([]bool, e.NumLinks())
-	b.eachRoute(func(i, c, rk int, route []LinkID) {
-		t := total[x.net.base[i][c]+int32(rk%x.S)]
-		for _, l := range route {
-			bytes[l] += t * e.crossShare(l)
-			if seen[l] {
-				continue
-			}
-			seen[l] = true
-			if u := b.use(l); u == l {
-				if id, ok := x.qlink[cl.orbit(u, R)]; ok {
-					e.links[l].busy += x.e.LinkBusy(id)
-				}
-			}
-		}
-	})
+	bytes, seen := x.linkBytes(b)
 	for l, by := range bytes {
 		e.links[l].bytes += by
+		if !seen[l] {
+			continue
+		}
+		if u := b.use(LinkID(l)); u == LinkID(l) {
+			if id, ok := x.qlink[cl.orbit(u, R)]; ok {
+				e.links[l].busy += x.e.LinkBusy(id)
+			}
+		}
 	}
 	if check != nil {
 		check.linkBusy(func(l LinkID, busy Time) { e.links[l].busy += busy })
@@ -1122,23 +1209,159 @@ func (x *p2pSim) slotBytes() []float64 {
 	return total
 }
 
-// linkBound is a lower bound on the time of the replay x: the most any link of b's engine must
-// carry of every connection's wire bytes over its capacity (the bytes of every member, as credit
-// adds them up), 0 where no link has a capacity.
-func (x *p2pSim) linkBound(b *p2pBuild) Time {
+// linkBytes returns per link of b's engine the wire bytes every member of x's slots carries over
+// it (a queue pair's share where the link has one: crossShare), and whether some route crosses
+// it. Where a slot's bytes depend only on its channel part's position in its operation (an
+// all-to-all's or a send/recv's: every peer the same message), they are the part's bytes times
+// the routes' crossings (routeLinks, which the sizes of a sweep share), without a walk of every
+// route (an all-to-all on 256 GB200 NVL72 racks: 340 M of them, 15 s a walk); else every route
+// is walked.
+func (x *p2pSim) linkBytes(b *p2pBuild) ([]float64, []bool) {
 	e := b.e
 	total := x.slotBytes()
 	S := x.S // the members a slot stands for (the replay of every rank: one)
 	if S == 0 {
 		S = b.n
 	}
+	if per, ok := x.partBytes(b, total, S); ok {
+		rl := b.routeLinks()
+		bytes := make([]float64, e.NumLinks())
+		for c, t := range per {
+			if t == 0 || c >= len(rl.share) {
+				continue
+			}
+			for l, sh := range rl.share[c] {
+				bytes[l] += t * sh
+			}
+		}
+		return bytes, rl.seen
+	}
 	bytes := make([]float64, e.NumLinks())
+	seen := make([]bool, e.NumLinks())
 	b.eachRoute(func(i, c, rk int, route []LinkID) {
 		t := total[x.net.base[i][c]+int32(rk%S)]
 		for _, l := range route {
-			bytes[l] += t * e.crossShare(l) // a queue pair's share where the link has one
+			bytes[l] += t * e.crossShare(l)
+			seen[l] = true
 		}
 	})
+	return bytes, seen
+}
+
+// partBytes returns, per position of a channel part in an operation, the bytes of every slot of
+// that position, and false where two slots of one position differ.
+func (x *p2pSim) partBytes(b *p2pBuild, total []float64, S int) ([]float64, bool) {
+	var per []float64
+	var set []bool
+	for i, op := range b.ops {
+		if op.d == 0 {
+			continue
+		}
+		for c, w := range op.part {
+			if w < 0 {
+				continue
+			}
+			for len(per) <= c {
+				per, set = append(per, 0), append(set, false)
+			}
+			base := x.net.base[i][c]
+			for s := base; s < base+int32(S); s++ {
+				if !set[c] {
+					per[c], set[c] = total[s], true
+				} else if total[s] != per[c] {
+					return nil, false
+				}
+			}
+		}
+	}
+	return per, true
+}
+
+// routeLinks is what every route of a point-to-point call crosses, whatever its bytes: per
+// position c of a channel part in its operation, per link, the sum of crossShare over the routes
+// of that position (every rank, every operation); and the links some route crosses.
+type routeLinks struct {
+	share [][]float64
+	seen  []bool
+}
+
+// routeLinks returns b's routeLinks, kept with its walk (the sizes of a sweep share it). It walks
+// every route once, the ranks in routeHalves parts side by side, added up in part order (the same
+// sums whatever the cores).
+func (b *p2pBuild) routeLinks() *routeLinks {
+	if b.w == nil {
+		return b.walkLinks()
+	}
+	b.w.mu.Lock()
+	defer b.w.mu.Unlock()
+	if b.w.links == nil {
+		b.w.links = b.walkLinks()
+	}
+	return b.w.links
+}
+
+func (b *p2pBuild) walkLinks() *routeLinks {
+	e := b.e
+	parts := 0
+	for _, op := range b.ops {
+		parts = max(parts, len(op.part))
+	}
+	halves := b.routeHalves()
+	res := make([]*routeLinks, halves)
+	var wg sync.WaitGroup
+	for h := range halves {
+		lo, hi := b.n*h/halves, b.n*(h+1)/halves
+		rl := &routeLinks{share: make([][]float64, parts), seen: make([]bool, e.NumLinks())}
+		for c := range rl.share {
+			rl.share[c] = make([]float64, e.NumLinks())
+		}
+		res[h] = rl
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []LinkID
+			// Position by position: one position's links stay in the cache (16 positions of
+			// 342,144 links on 256 GB200 racks are 44 MB; taken op by op, 5 times the time).
+			for c := range parts {
+				sh, seen := rl.share[c], rl.seen
+				for _, op := range b.ops {
+					if op.d == 0 || c >= len(op.part) || op.part[c] < 0 {
+						continue
+					}
+					for rk := lo; rk < hi; rk++ {
+						buf, _ = routeP2P(b.r, rk, (rk+op.d)%b.n, op.lo+c, buf[:0])
+						for _, l := range buf {
+							sh[l] += e.crossShare(l)
+							if !seen[l] {
+								seen[l] = true
+							}
+						}
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	out := res[0]
+	for _, rl := range res[1:] {
+		for c := range out.share {
+			for l, v := range rl.share[c] {
+				out.share[c][l] += v
+			}
+		}
+		for l, v := range rl.seen {
+			out.seen[l] = out.seen[l] || v
+		}
+	}
+	return out
+}
+
+// linkBound is a lower bound on the time of the replay x: the most any link of b's engine must
+// carry of every connection's wire bytes over its capacity (the bytes of every member, as credit
+// adds them up), 0 where no link has a capacity.
+func (x *p2pSim) linkBound(b *p2pBuild) Time {
+	e := b.e
+	bytes, _ := x.linkBytes(b)
 	var lb Time
 	for l, by := range bytes {
 		if c := e.links[l].cap; c > 0 && by > 0 {

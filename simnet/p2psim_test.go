@@ -310,3 +310,14 @@ func TestP2PWalkCacheSharedAcrossSizes(t *testing.T) {
 		}
 	}
 }
+
+func TestIntervalName(t *testing.T) {
+	for _, c := range []struct {
+		iv   Time
+		want string
+	}{
+		{1, "1ps"}, {212, "212ps"}, {999, "999ps"}, {1000, "1ns"}, {1499, "1ns"}, {1500, "2ns"}, {217_400, "217ns"},
+	} {
+		require.Equal(t, c.want, intervalName(c.iv), "%d ps", c.iv)
+	}
+}

@@ -191,7 +191,7 @@ func (r *TreeResult) Mode() string {
 		mode = fmt.Sprintf("tree-steady-%d", r.Chunks)
 	}
 	if r.RateInterval > 0 {
-		mode += fmt.Sprintf(", rate-interval-%dns", (r.RateInterval+500)/1000)
+		mode += ", rate-interval-" + intervalName(r.RateInterval)
 	}
 	if r.ECMPMean {
 		mode += ", ecmp-mean"
