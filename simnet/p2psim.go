@@ -415,6 +415,12 @@ type p2pOp struct {
 
 // eachRoute calls f with the route of every connection of every rank (the slice is reused).
 func (b *p2pBuild) eachRoute(f func(i, c, rank int, route []LinkID)) {
+	b.buf = b.routesOf(0, b.n, b.buf, f)
+}
+
+// routesOf calls f with the route of every connection of the ranks lo to hi-1 (in buf, reused and
+// returned), operation by operation, channel part by part, rank by rank.
+func (b *p2pBuild) routesOf(lo, hi int, buf []LinkID, f func(i, c, rank int, route []LinkID)) []LinkID {
 	for i, op := range b.ops {
 		if op.d == 0 {
 			continue
@@ -423,12 +429,13 @@ func (b *p2pBuild) eachRoute(f func(i, c, rank int, route []LinkID)) {
 			if w < 0 {
 				continue
 			}
-			for rk := 0; rk < b.n; rk++ {
-				b.buf, _ = routeP2P(b.r, rk, (rk+op.d)%b.n, op.lo+c, b.buf[:0])
-				f(i, c, rk, b.buf)
+			for rk := lo; rk < hi; rk++ {
+				buf, _ = routeP2P(b.r, rk, (rk+op.d)%b.n, op.lo+c, buf[:0])
+				f(i, c, rk, buf)
 			}
 		}
 	}
+	return buf
 }
 
 // routeHalves is how many parts of the ranks b's walks of every route take side by side: two on
@@ -453,21 +460,7 @@ func (b *p2pBuild) eachRouteSplit(mk func(h int) func(i, c, rank int, route []Li
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var buf []LinkID
-			for i, op := range b.ops {
-				if op.d == 0 {
-					continue
-				}
-				for c, w := range op.part {
-					if w < 0 {
-						continue
-					}
-					for rk := lo; rk < hi; rk++ {
-						buf, _ = routeP2P(b.r, rk, (rk+op.d)%b.n, op.lo+c, buf[:0])
-						f(i, c, rk, buf)
-					}
-				}
-			}
+			b.routesOf(lo, hi, nil, f)
 		}()
 	}
 	wg.Wait()
