@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"sync"
 
 	"github.com/simccl/simccl/coll"
@@ -421,21 +422,31 @@ func (b *p2pBuild) eachRoute(f func(i, c, rank int, route []LinkID)) {
 // routesOf calls f with the route of every connection of the ranks lo to hi-1 (in buf, reused and
 // returned), operation by operation, channel part by part, rank by rank.
 func (b *p2pBuild) routesOf(lo, hi int, buf []LinkID, f func(i, c, rank int, route []LinkID)) []LinkID {
-	for i, op := range b.ops {
-		if op.d == 0 {
-			continue
-		}
-		for c, w := range op.part {
-			if w < 0 {
-				continue
-			}
-			for rk := lo; rk < hi; rk++ {
-				buf, _ = routeP2P(b.r, rk, (rk+op.d)%b.n, op.lo+c, buf[:0])
-				f(i, c, rk, buf)
-			}
+	for i, c := range b.parts() {
+		op := b.ops[i]
+		for rk := lo; rk < hi; rk++ {
+			buf, _ = routeP2P(b.r, rk, (rk+op.d)%b.n, op.lo+c, buf[:0])
+			f(i, c, rk, buf)
 		}
 	}
 	return buf
+}
+
+// parts yields every operation that sends to another rank and each of its channel parts with
+// bytes, as (operation index, part position).
+func (b *p2pBuild) parts() iter.Seq2[int, int] {
+	return func(yield func(i, c int) bool) {
+		for i, op := range b.ops {
+			if op.d == 0 {
+				continue
+			}
+			for c, w := range op.part {
+				if w >= 0 && !yield(i, c) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // routeHalves is how many parts of the ranks b's walks of every route take side by side: two on
@@ -485,15 +496,8 @@ var maxConnections int64 = 1 << 30
 // connections is the number of connections eachRoute walks.
 func (b *p2pBuild) connections() int64 {
 	var k int64
-	for _, op := range b.ops {
-		if op.d == 0 {
-			continue
-		}
-		for _, w := range op.part {
-			if w >= 0 {
-				k += int64(b.n)
-			}
-		}
+	for range b.parts() {
+		k += int64(b.n)
 	}
 	return k
 }
@@ -1246,24 +1250,16 @@ func (x *p2pSim) linkBytes(b *p2pBuild) ([]float64, []bool) {
 func (x *p2pSim) partBytes(b *p2pBuild, total []float64, S int) ([]float64, bool) {
 	var per []float64
 	var set []bool
-	for i, op := range b.ops {
-		if op.d == 0 {
-			continue
+	for i, c := range b.parts() {
+		for len(per) <= c {
+			per, set = append(per, 0), append(set, false)
 		}
-		for c, w := range op.part {
-			if w < 0 {
-				continue
-			}
-			for len(per) <= c {
-				per, set = append(per, 0), append(set, false)
-			}
-			base := x.net.base[i][c]
-			for s := base; s < base+int32(S); s++ {
-				if !set[c] {
-					per[c], set[c] = total[s], true
-				} else if total[s] != per[c] {
-					return nil, false
-				}
+		base := x.net.base[i][c]
+		for s := base; s < base+int32(S); s++ {
+			if !set[c] {
+				per[c], set[c] = total[s], true
+			} else if total[s] != per[c] {
+				return nil, false
 			}
 		}
 	}
