@@ -163,3 +163,34 @@ func TestRunPATFold(t *testing.T) {
 	require.Equal(t, "Ring", rs.Algo)
 	require.Equal(t, "PAT/Simple/4", rs.NCCL)
 }
+
+// Past PATCheckWork the watching check of an all-gather's fold under ECMP stops: the row's time
+// is the checked replay's to the bit and its mode says unchecked; a reduce-scatter's halting check
+// has no budget and still refuses the fold where a hashed uplink goes over.
+func TestPATFoldUncheckedPastBudget(t *testing.T) {
+	two := DefaultFabric()
+	two.HostsPerLeaf = 2
+	m, _ := settingsMachine(t, patTopo, 64, 1, two, planner.Settings{})
+	plan := patPlan(t, m, coll.AllGather, 1<<20)
+	tm, err := m.PlanTiming(plan)
+	require.NoError(t, err)
+	checked, mode, err := m.patFold(plan, tm, RunOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, checked)
+	require.Equal(t, "pat-fold, latency-mean, ecmp-mean", mode)
+
+	defer func(w int64) { PATCheckWork = w }(PATCheckWork)
+	PATCheckWork = 1
+	unchecked, mode, err := m.patFold(plan, tm, RunOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, unchecked)
+	require.Equal(t, "pat-fold, latency-mean, unchecked", mode) // gave up before any link was over
+	require.Equal(t, checked.Time, unchecked.Time)
+
+	rsPlan := patPlan(t, m, coll.ReduceScatter, 1<<20)
+	rsTm, err := m.PlanTiming(rsPlan)
+	require.NoError(t, err)
+	rs, _, err := m.patFold(rsPlan, rsTm, RunOptions{})
+	require.NoError(t, err)
+	require.Nil(t, rs, "a reduce-scatter's collisions still refuse the fold")
+}

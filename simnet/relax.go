@@ -71,6 +71,12 @@ type relaxCheck struct {
 	// haltOnly: nothing is read of the check but whether a link went over (bad, halt; the
 	// checked NVLS folds): settled keeps no load ratio or backlog (over, q).
 	haltOnly bool
+
+	// budget, where positive, is the most signature updates (entries visited by changedAt) a
+	// check that only watches (not halt) makes; past it the check stops (gaveUp), keeping what
+	// it saw until then. work counts them.
+	budget, work int64
+	gaveUp       bool
 }
 
 // relaxPair is a pair (relaxed link, quotient connection) as newRelaxCheck takes it.
@@ -171,8 +177,15 @@ func (c *relaxCheck) rateChanged(tag int64, old, new Rate, active int) {
 // changedAt is rateChanged of a flow of slot s (c.slot of its tag: the engine keeps it per flow,
 // flow.oslot).
 func (c *relaxCheck) changedAt(s int32, old, new Rate, active int) {
-	if s < 0 {
+	if s < 0 || c.gaveUp {
 		return
+	}
+	if c.budget > 0 && !c.halt {
+		c.work += int64(c.off[s+1] - c.off[s])
+		if c.work > c.budget {
+			c.giveUp()
+			return
+		}
 	}
 	d := float64(new) - float64(old)
 	for i := c.off[s]; i < c.off[s+1]; i++ {
@@ -195,6 +208,16 @@ func (c *relaxCheck) changedAt(s int32, old, new Rate, active int) {
 			c.touched = append(c.touched, g)
 		}
 	}
+}
+
+// giveUp stops the check past its budget: what it has found stays (violated, a partial
+// backlog), nothing more is added.
+func (c *relaxCheck) giveUp() {
+	c.gaveUp = true
+	for _, g := range c.touched {
+		c.mark[g] = false
+	}
+	c.touched = c.touched[:0]
 }
 
 func (c *relaxCheck) settled() {
