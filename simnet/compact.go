@@ -81,7 +81,11 @@ func (m *Machine) compact(f coll.Func, p coll.Plan, nBytes int64, tm Timing, opt
 		if err != nil {
 			return nil, "", err
 		}
-		pr, err := SimulateP2P(e, cl, P2PSpec{Ops: ops, Exact: opt.Exact, MeanOversubscribed: opt.MeanOversubscribed, HostFloor: opt.hostFloor, cache: &m.tmpl.p2p}, tm)
+		var deferAbove int64
+		if !opt.Exact && !opt.noSizes && !opt.noDefer && !opt.Record && opt.Transfers == nil {
+			deferAbove = P2PDeferMessages
+		}
+		pr, err := SimulateP2P(e, cl, P2PSpec{Ops: ops, Exact: opt.Exact, MeanOversubscribed: opt.MeanOversubscribed, HostFloor: opt.hostFloor, DeferAbove: deferAbove, cache: &m.tmpl.p2p}, tm)
 		if err != nil {
 			return nil, "", err
 		}

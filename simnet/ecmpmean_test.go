@@ -546,3 +546,33 @@ func TestP2PFarPastBudgets(t *testing.T) {
 		require.InDelta(t, replay.TimeUs, row.TimeUs, 1e-3*replay.TimeUs, c.name)
 	}
 }
+
+// A replay of every rank past P2PDeferMessages gives way to two smaller sizes (p2pSizesSteady),
+// whose line is that replay's time; where no pair of smaller sizes has the call's plan in its
+// steady state the full-size replay runs after all. 16 DGX-1 V100 nodes, send/recv: every rank is
+// replayed (hashed uplinks collide), about 130 K messages at 256 MiB.
+func TestP2PDeferredToSmallerSizes(t *testing.T) {
+	m, _ := testMachine(t, "dgx1-v100", 16, DefaultFabric(), "", "")
+	var messages int
+	run := func(size int64) Row {
+		m.tmpl.sizes = p2pSizesCache{}
+		row, res, err := m.Run(coll.SendRecv, size, coll.Float32, coll.Sum, RunOptions{})
+		require.NoError(t, err)
+		messages = res.Messages
+		return row
+	}
+	full := run(256 << 20)
+	require.Equal(t, "p2p-compact", full.Mode, "every rank replayed, under the deferral bar")
+	small := run(1 << 20)
+	require.Greater(t, messages, 1000, "the 1 MiB replay is past the lowered bar below")
+
+	defer func(d int64) { P2PDeferMessages = d }(P2PDeferMessages)
+	P2PDeferMessages = 1000
+	row := run(256 << 20)
+	require.True(t, strings.HasPrefix(row.Mode, "sizes-steady ("), row.Mode)
+	require.InDelta(t, full.TimeUs, row.TimeUs, 1e-9*full.TimeUs, "the line through two smaller sizes is the replay's time")
+	// 1 MiB: no smaller size has its plan with chains of NCCL_STEPS messages, so the replay runs.
+	again := run(1 << 20)
+	require.Equal(t, small.Mode, again.Mode)
+	require.Equal(t, small.TimeUs, again.TimeUs)
+}

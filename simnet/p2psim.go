@@ -96,9 +96,28 @@ type P2PSpec struct {
 	// whatever the hash collisions cost the GPUs, and the model stands for their time instead of
 	// the replay of every rank (not with Exact).
 	HostFloor Time
+	// DeferAbove, where positive, is the most messages a replay of every rank may replay:
+	// past it SimulateP2P returns errDeferred before running it, and Machine.Run times the call
+	// from two smaller sizes (p2pSizesSteady), replaying every rank at full size only where no
+	// such pair exists (P2PDeferMessages).
+	DeferAbove int64
 	// cache keeps the walk of every route between calls on one machine (Machine.Run).
 	cache *p2pWalkCache
 }
+
+// errDeferred: the replay of every rank would replay more messages than P2PSpec.DeferAbove.
+var errDeferred = errors.New("simnet: the replay of every rank is deferred to smaller sizes")
+
+// P2PDeferMessages is P2PSpec.DeferAbove for Machine.Run: the most messages a point-to-point
+// call's replay of every rank replays before the call is timed from two smaller sizes instead
+// (p2pSizesSteady; since stop 61). Such a replay costs about 3 µs a message on this machine
+// (DGX-1 V100, 1,024 nodes, send/recv of 1 GiB: 16.8 M messages, 49 s); past its fill every
+// connection's chain of messages adds the same time per byte, and the hash puts the same
+// connections on the same links at every size, so the line through two sizes of the call's
+// plan in their steady state gives the full size's replay: on those 1,024 nodes the pairs 2/4,
+// 4/8, 8/16, 64/128 and 128/256 MiB all give 515,439.820 µs, the replay's (1.9 s for the four
+// smallest sizes).
+var P2PDeferMessages int64 = 2_000_000
 
 // hostBoundMargin is how far under the host floor the ECMP mean model's time (with its owed
 // work) must lie for SimulateP2P to skip the replay of every rank (P2PSpec.HostFloor): the
@@ -209,6 +228,13 @@ type p2pBuild struct {
 	// counted)
 	crossings int
 	w         *p2pWalk // the walk the fields above come from (nil: none)
+	// deferAbove: P2PSpec.DeferAbove
+	deferAbove int64
+}
+
+// deferred reports whether a replay of every rank of x's messages is past deferAbove.
+func (b *p2pBuild) deferred(x *p2pSim) bool {
+	return b.deferAbove > 0 && x.messages() > b.deferAbove
 }
 
 // p2pWalk is what one walk of every route of a point-to-point call gives SimulateP2P: the relaxed
@@ -536,7 +562,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 	if len(spec.Ops) == 0 {
 		return nil, fmt.Errorf("simnet: p2p simulation without operations")
 	}
-	b := &p2pBuild{e: e, r: r, tm: tm, n: n, proto: coll.P2PProto(&spec.Ops[0].Plan), exact: spec.Exact, crossings: -1}
+	b := &p2pBuild{e: e, r: r, tm: tm, n: n, proto: coll.P2PProto(&spec.Ops[0].Plan), exact: spec.Exact, crossings: -1, deferAbove: spec.DeferAbove}
 	nch := 0
 	for i, op := range spec.Ops {
 		p := &op.Plan
@@ -803,6 +829,9 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 		}
 	}
 	x := b.perRank(e)
+	if b.deferred(x) {
+		return nil, errDeferred
+	}
 	if kept && isCluster && !spec.Exact && e.RateInterval == 0 {
 		// Oversubscribed (its stand-ins kept): the interval of the symmetric replay above,
 		// on a copy of e's links (rail routing, 24 nodes with 8 per leaf, 2:1, 4 MiB: 2.6 s
@@ -868,6 +897,9 @@ func (b *p2pBuild) replayAll(res *P2PResult, cl *Cluster, interval Time, work ui
 	}
 	c.maxWork = work
 	px := b.perRank(c)
+	if b.deferred(px) {
+		return false, errDeferred
+	}
 	if p2pPrune {
 		c.pruneImplied(px.routes)
 	}

@@ -393,6 +393,9 @@ type RunOptions struct {
 	Exact, MeanOversubscribed bool
 	// noSizes: not from smaller sizes (sizesSteady's own replays, which must be timed directly).
 	noSizes bool
+	// noDefer: a point-to-point call's replay of every rank runs whatever its messages
+	// (P2PSpec.DeferAbove), where no pair of smaller sizes times it.
+	noDefer bool
 	// hostFloor is the call's host floor for the launch mode (Machine.hostFloorOf; 0: none), which
 	// SimulateP2P may let decide a row (P2PSpec.HostFloor); set by Run.
 	hostFloor Time
@@ -662,7 +665,22 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		if !opt.DryRun && !opt.GPUTime {
 			opt.hostFloor = m.hostFloorOf(f, n, plan, opt)
 		}
-		if res, row.Mode, err = m.compact(f, plan, algBytes, tm, opt); err != nil {
+		res, row.Mode, err = m.compact(f, plan, algBytes, tm, opt)
+		if errors.Is(err, errDeferred) {
+			// A replay of every rank past P2PDeferMessages: from two smaller sizes that
+			// replay it where they exist (p2pSizesSteady), else at this size after all.
+			var steady *Result
+			var mode string
+			if steady, mode, err = m.p2pSizesSteady(f, size, dt, op, plan, opt); err == nil {
+				if steady != nil {
+					res, row.Mode = steady, mode
+				} else {
+					opt.noDefer = true
+					res, row.Mode, err = m.compact(f, plan, algBytes, tm, opt)
+				}
+			}
+		}
+		if err != nil {
 			return row, nil, err
 		}
 		if res.MeanBacklog > 0 && (f == coll.AllToAll || f == coll.SendRecv) && !opt.Exact && !opt.Record && !opt.noSizes && opt.Transfers == nil {
