@@ -1174,14 +1174,7 @@ func quotientTree(e *Engine, t *treeNet, relax func(LinkID) (LinkID, bool)) *tre
 		}
 		return t.dnLat[s.owner][s.kid]
 	}
-	nslots := 0
-	for v := 0; v < nv; v++ {
-		if t.up[v] >= 0 {
-			nslots++
-		}
-		nslots += len(t.kids[v])
-	}
-	slots := make([]slot, 0, nslots)
+	slots := make([]slot, 0, t.slots())
 	for v := 0; v < nv; v++ {
 		if p := t.up[v]; p >= 0 {
 			slots = append(slots, slot{owner: int32(v), target: p, kid: -1})
