@@ -648,6 +648,7 @@ type sim struct {
 	netQueue  map[int32][]int32 // per connection, its messages written and waiting for the wire
 	netHeld   map[int32][]int32 // per step, its sends (indices in Step.Send) into the network waiting for its streamed receives
 	laneRate  []Rate            // per program: CTARate over the program's lanes (0: not modelled)
+	stepLanes [][]int32         // per program: each step's lanes in its batch where batches differ (nil: lanes)
 	// SharedCTA: per program its CTA's link (-1: none), and the routes extended by it, one per
 	// (route, CTA link, weight on it), so that every message of a connection and primitive shares
 	// one route and one set of weights
@@ -943,6 +944,7 @@ func (x *sim) buildRecords() error {
 	}
 	x.msg = make([]msgRec, nmsg)
 	x.laneRate = make([]Rate, len(s.Programs))
+	x.stepLanes = make([][]int32, len(s.Programs))
 	x.lanes = make([]int32, len(s.Programs))
 	x.plain = make([]bool, len(s.Programs))
 	// One pass over the steps: per program its lanes, per step its counts, its hold and the
@@ -1061,6 +1063,9 @@ func (x *sim) recordRange(pt *recordPart, credCnt, recvOff []int32) error {
 			n := programLanes(pr.Steps)
 			x.laneRate[p] = x.tm.CTARate / Rate(max(n, 1))
 			x.lanes[p] = int32(max(n, 1))
+			if n > 1 && x.p2pOnly(pr) {
+				x.stepLanes[p] = batchLanes(pr.Steps)
+			}
 		}
 		if x.check != nil {
 			if err := x.check.CheckProgram(p); err != nil {
@@ -1242,6 +1247,102 @@ func programLanes(steps []coll.Step) int {
 		}
 	}
 	return bits.OnesCount64(low) + len(other)
+}
+
+// batchLanes returns, for each step of a point-to-point program, the number of lanes of its batch,
+// where the program's batches do not all have the same number (nil where they do, and
+// programLanes is each step's). A batch is what the program runs between two of coll's barriers
+// (a batch of up to coll.P2PBatch works, or an operation of a group): the first step of each of its lanes
+// depends on the barrier, the last steps of every lane of the batch before (none for the first),
+// and every other step on its lane's previous step. NCCL's kernel splits a CTA's warps among the
+// works of the batch it runs (NCCL 2.28 sendrecv.h RunWorkBatch), so a lane's fixed share of the
+// CTA is taken over its batch. Where the batch before used one lane only, the first step of that
+// lane in the next batch reads as that lane going on, and the two batches count as one (their lanes
+// together, as programLanes counts them all).
+func batchLanes(steps []coll.Step) []int32 {
+	out := make([]int32, len(steps))
+	var barrier []int
+	var lanes uint64 // lanes 0..63 of the batch; others counted in more
+	var more map[int32]bool
+	start := 0 // the batch's first step
+	count := func() int32 { return int32(bits.OnesCount64(lanes) + len(more)) }
+	seen := func(l int32) bool {
+		if l >= 0 && l < 64 {
+			return lanes&(1<<l) != 0
+		}
+		return more[l]
+	}
+	add := func(l int32) {
+		if l >= 0 && l < 64 {
+			lanes |= 1 << l
+		} else {
+			if more == nil {
+				more = map[int32]bool{}
+			}
+			more[l] = true
+		}
+	}
+	uniform := true
+	first := int32(-1)
+	close := func(end int) {
+		n := count()
+		for i := start; i < end; i++ {
+			out[i] = n
+		}
+		if first < 0 {
+			first = n
+		} else if n != first {
+			uniform = false
+		}
+	}
+	for i := range steps {
+		st := &steps[i]
+		goesOn := len(st.Deps) == 1 && st.Deps[0] >= start && steps[st.Deps[0]].Lane == st.Lane && seen(st.Lane)
+		if !goesOn && (seen(st.Lane) || !slices.Equal(st.Deps, barrier)) && i > start {
+			close(i)
+			start, lanes, more = i, 0, nil
+		}
+		if !goesOn && i == start {
+			barrier = st.Deps
+		}
+		add(st.Lane)
+	}
+	close(len(steps))
+	if uniform {
+		return nil
+	}
+	return out
+}
+
+// p2pOnly reports whether every step of program pr belongs to a send/recv or all-to-all
+// operation, whose batches batchLanes reads (a collective's steps may depend on more than their
+// lane's previous step).
+func (x *sim) p2pOnly(pr *coll.Program) bool {
+	for i := range pr.Steps {
+		if !x.s.Ops[pr.Steps[i].Op].Func.IsP2P() {
+			return false
+		}
+	}
+	return true
+}
+
+// laneShare is step g's lane's fixed share of its CTA's rate (CTARate over the lanes of its
+// batch), 0 where the CTA is not modelled.
+func (x *sim) laneShare(g int32) Rate {
+	p := x.progOf[g]
+	if sl := x.stepLanes[p]; sl != nil && x.laneRate[p] > 0 {
+		return x.tm.CTARate / Rate(sl[g-x.off[p]])
+	}
+	return x.laneRate[p]
+}
+
+// laneCount is the number of lanes among which step g's CTA is shared (laneShare).
+func (x *sim) laneCount(g int32) int32 {
+	p := x.progOf[g]
+	if sl := x.stepLanes[p]; sl != nil {
+		return sl[g-x.off[p]]
+	}
+	return x.lanes[p]
 }
 
 // Message states under Timing.LineStream (sim.msgState).
@@ -1600,7 +1701,7 @@ func (x *sim) arrived(g int32) {
 func (x *sim) startHeld(g int32, held []int32) {
 	st := x.step(g)
 	pr := &x.s.Programs[x.progOf[g]]
-	lane := x.laneRate[x.progOf[g]]
+	lane := x.laneShare(g)
 	memT := x.memTime(g)
 	cta := LinkID(-1)
 	if memT > 0 && x.ctaLink != nil {
@@ -1703,7 +1804,7 @@ func (x *sim) start(g int32) {
 		return
 	}
 	st := x.step(g)
-	lane := x.laneRate[x.progOf[g]]
+	lane := x.laneShare(g)
 	memT := x.memTime(g) // the memory-traffic model's time of the step (0: not modelled)
 	cta := LinkID(-1)
 	if memT > 0 && x.ctaLink != nil {
@@ -1845,7 +1946,7 @@ func (x *sim) memTime(g int32) float64 {
 	if w == 0 {
 		w = coll.WireBytes(pp, st.Bytes)
 	}
-	return ctaTraffic(st.Prim, float64(st.Bytes), float64(w), len(st.Send)) * x.tm.copyScale(st.Prim, pp) / float64(x.tm.CTAMem[pp]/Rate(x.lanes[p]))
+	return ctaTraffic(st.Prim, float64(st.Bytes), float64(w), len(st.Send)) * x.tm.copyScale(st.Prim, pp) / float64(x.tm.CTAMem[pp]/Rate(x.laneCount(g)))
 }
 
 // copyScale is the factor on the traffic of a step of primitive p and protocol proto that makes

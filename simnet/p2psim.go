@@ -178,10 +178,12 @@ func (r *P2PResult) Mode() string {
 // p2pNet is what SimulateP2P replays: programs (one per rank or orbit of ranks and channel) made
 // of segments (one per operation), and connections ("slots") between them.
 type p2pNet struct {
-	// per program: its segments segs[segOff[p]:segOff[p+1]] and its lanes' rate
-	segOff []int32
-	segs   []p2pSeg
-	lane   []Rate
+	// per program: its segments segs[segOff[p]:segOff[p+1]], and whether its CTA is modelled
+	// (CTARate, 0: not); per segment: its lanes' share of that rate in its batch (segLane)
+	segOff  []int32
+	segs    []p2pSeg
+	lane    []Rate
+	segLane []Rate
 	// per slot
 	owner, target []int32
 	route         [][]LinkID
@@ -978,7 +980,9 @@ func (b *p2pBuild) programs(S int, class func(rank, target int) int32) *p2pNet {
 	net.prog = make([]int32, len(net.segs))
 	net.sendSeg = make([]int32, len(net.owner))
 	net.recvSeg = make([]int32, len(net.owner))
-	lanes := make([]map[int]bool, nprog) // the schedule's lanes each program uses
+	// The lanes of each segment's batch: its own (a send and a receive, or a copy to self) and
+	// those of the other segments of the batch.
+	batchLanes := make([]int32, len(net.segs))
 	for i, op := range b.ops {
 		for c, w := range op.part {
 			if w < 0 {
@@ -988,11 +992,9 @@ func (b *p2pBuild) programs(S int, class func(rank, target int) int32) *p2pNet {
 			for rk := 0; rk < S; rk++ {
 				p := ci*S + rk
 				g := fill[p]
-				j := int(g-net.segOff[p]) % coll.P2PBatch // slot in its batch: lanes 2j, 2j+1
-				if lanes[p] == nil {
-					lanes[p] = map[int]bool{}
-				}
-				lanes[p][2*j] = true
+				// Slot j of batch k of the program: lanes 2j, 2j+1, the batch's first segment k0.
+				k0 := net.segOff[p] + (g-net.segOff[p])/coll.P2PBatch*coll.P2PBatch
+				batchLanes[k0]++
 				sg := p2pSeg{out: -1, in: -1, part: w}
 				if op.d != 0 {
 					sg.out = base[i][c] + int32(rk)
@@ -1002,7 +1004,7 @@ func (b *p2pBuild) programs(S int, class func(rank, target int) int32) *p2pNet {
 					sg.in = base[i][c] + class(src, src)
 					net.sendSeg[sg.out] = g
 					net.recvSeg[sg.in] = g
-					lanes[p][2*j+1] = true
+					batchLanes[k0]++
 				}
 				net.segs[g] = sg
 				net.prog[g] = int32(p)
@@ -1011,8 +1013,18 @@ func (b *p2pBuild) programs(S int, class func(rank, target int) int32) *p2pNet {
 		}
 	}
 	if b.tm.CTARate > 0 {
+		// A lane's fixed share of its CTA is taken over the lanes of its batch: NCCL's kernel
+		// splits a CTA's warps among the works of the batch it runs (NCCL 2.28 sendrecv.h
+		// RunWorkBatch), so the works of a channel's last, smaller batch have the CTA to
+		// themselves (before stop 63 the share was over every lane the program used in the
+		// call, and a batch of one work after one of eight ran at 2/16 of the CTA).
+		net.segLane = make([]Rate, len(net.segs))
 		for p := range net.lane {
-			net.lane[p] = b.tm.CTARate / Rate(max(len(lanes[p]), 1))
+			net.lane[p] = b.tm.CTARate
+			for g := net.segOff[p]; g < net.segOff[p+1]; g++ {
+				k0 := net.segOff[p] + (g-net.segOff[p])/coll.P2PBatch*coll.P2PBatch
+				net.segLane[g] = b.tm.CTARate / Rate(max(batchLanes[k0], 1))
+			}
 		}
 	}
 	return net
@@ -1477,7 +1489,7 @@ func newP2PSim(e *Engine, net *p2pNet, tm Timing, proto coll.Proto) *p2pSim {
 // stagedSend reports whether slot s's messages go in two stages (Timing.NetStage): into the
 // network, with the CTA modelled (the flat rate, the memory-traffic model or its shared link).
 func (x *p2pSim) stagedSend(s int32, p int32) bool {
-	return x.staged && x.net.netw[s] && (x.cta != nil || x.memLane(p) > 0 || x.net.lane[p] > 0)
+	return x.staged && x.net.netw[s] && (x.cta != nil || x.net.lane[p] > 0)
 }
 
 // nicStart puts slot s's next written message on its route if its NIC is free: a connection's
@@ -1555,7 +1567,7 @@ func (x *p2pSim) shareMem() {
 		switch {
 		case x.cta != nil:
 			r, w = []LinkID{x.cta[p], m}, []float64{1, 1 / x.copyScale}
-		case x.memLane(int32(p)) > 0:
+		case x.mem > 0 && x.net.lane[p] > 0:
 			r, w = []LinkID{m}, []float64{1 / x.copyScale}
 		default:
 			r, w = []LinkID{m}, []float64{2}
@@ -1589,12 +1601,12 @@ func (x *p2pSim) routes(yield func([]LinkID)) {
 	}
 }
 
-// memLane is program p's lane share of the CTA's traffic rate (0: the model does not apply).
-func (x *p2pSim) memLane(p int32) Rate {
-	if x.mem <= 0 || x.net.lane[p] <= 0 {
+// memLane is segment g's lane share of its CTA's traffic rate (0: the model does not apply).
+func (x *p2pSim) memLane(g int32) Rate {
+	if x.mem <= 0 || x.net.lane[x.net.prog[g]] <= 0 {
 		return 0
 	}
-	return x.mem * (x.net.lane[p] / x.tm.CTARate)
+	return x.mem * (x.net.segLane[g] / x.tm.CTARate)
 }
 
 // messages is the number of messages the replay simulates.
@@ -1708,12 +1720,12 @@ func (x *p2pSim) trySend(g int32) {
 		if x.selfRoute != nil {
 			route = x.selfRoute[p]
 		}
-		if m := x.memLane(p); m > 0 && wire[0] > 0 {
+		if m := x.memLane(g); m > 0 && wire[0] > 0 {
 			x.sendRun[g] = true // Copy: load and store the payload
 			x.e.StartFlow(route, ctaTraffic(coll.Copy, wire[0]*x.pay, wire[0], 0)*x.copyScale, m, int64(g)<<2|p2pCopyWork)
 			return
 		}
-		if lane := x.net.lane[p]; lane > 0 && wire[0] > 0 {
+		if lane := x.net.segLane[g]; lane > 0 && wire[0] > 0 {
 			x.sendRun[g] = true
 			x.e.StartFlow(route, wire[0], lane, int64(g)<<2|p2pCopyWork)
 			return
@@ -1738,13 +1750,13 @@ func (x *p2pSim) trySend(g int32) {
 		// traffic on its CTA, on no link of the route); the NIC then carries it (nicStart).
 		x.sendRun[g] = true
 		tr := ctaTraffic(coll.Send, wire[i]*x.pay, wire[i], 1)
-		switch m := x.memLane(p); {
+		switch m := x.memLane(g); {
 		case x.cta != nil:
 			x.e.StartFlow(x.cta[p:p+1], tr, capRate, int64(sg.out)<<2)
 		case m > 0:
 			x.e.StartFlow(nil, tr, m, int64(sg.out)<<2)
 		default:
-			x.e.StartFlow(nil, wire[i], x.net.lane[p], int64(sg.out)<<2)
+			x.e.StartFlow(nil, wire[i], x.net.segLane[g], int64(sg.out)<<2)
 		}
 		return
 	}
@@ -1754,12 +1766,12 @@ func (x *p2pSim) trySend(g int32) {
 		x.e.StartFlow(x.ctaRoute[sg.out], wire[i], capRate, int64(sg.out)<<2)
 		return
 	}
-	if m := x.memLane(p); m > 0 {
+	if m := x.memLane(g); m > 0 {
 		// Send: load the payload, store the wire form into the peer's FIFO.
 		if r := m * Rate(wire[i]/ctaTraffic(coll.Send, wire[i]*x.pay, wire[i], 1)); capRate <= 0 || r < capRate {
 			capRate = r
 		}
-	} else if lane := x.net.lane[p]; lane > 0 && (capRate <= 0 || lane < capRate) {
+	} else if lane := x.net.segLane[g]; lane > 0 && (capRate <= 0 || lane < capRate) {
 		capRate = lane
 	}
 	x.sendRun[g] = true
@@ -1786,12 +1798,12 @@ func (x *p2pSim) tryRecv(g int32) {
 			x.e.StartFlow(x.cta[p:p+1], ctaTraffic(coll.Recv, wire[i]*x.pay, wire[i], 0), x.capRate, int64(g)<<2|p2pRecvWork)
 			return
 		}
-		if m := x.memLane(x.net.prog[g]); m > 0 {
+		if m := x.memLane(g); m > 0 {
 			x.recvRun[g] = true // Recv: load the FIFO's wire bytes, store the payload
 			x.e.StartFlow(nil, ctaTraffic(coll.Recv, wire[i]*x.pay, wire[i], 0), m, int64(g)<<2|p2pRecvWork)
 			return
 		}
-		if lane := x.net.lane[x.net.prog[g]]; lane > 0 {
+		if lane := x.net.segLane[g]; lane > 0 {
 			x.recvRun[g] = true
 			x.e.StartFlow(nil, wire[i], lane, int64(g)<<2|p2pRecvWork)
 			return

@@ -321,3 +321,36 @@ func TestIntervalName(t *testing.T) {
 		require.Equal(t, c.want, intervalName(c.iv), "%d ps", c.iv)
 	}
 }
+
+// Where a GPU has no memory-traffic model (Blackwell here), a point-to-point lane holds a fixed
+// share of its CTA: the CTA rate over the lanes of its batch, as NCCL's kernel splits a CTA's
+// warps among the works of the batch it runs. An all-to-all of 4 GiB on one GB200 NVL72 rack puts
+// 9 peers on each p2p channel (4 channels a peer, 32 channels): a batch of 8 works (16 lanes),
+// then one of a single work (2 lanes). With the share over every lane of the call the last batch
+// ran at 2/16 of the CTA, alone on an idle NVLink, and the call took 8,843 µs where 2 GiB (2
+// channels a peer, 233 steps a channel) took 3,009: now its time per byte is 2 GiB's within 1%,
+// and both executors agree.
+func TestP2PLaneShareByBatch(t *testing.T) {
+	m, _ := testMachine(t, "gb200-nvl72", 1, nil, "", "")
+	plan, _, err := m.Plan(coll.AllToAll, 4<<30, coll.Float32, coll.Sum)
+	require.NoError(t, err)
+	tm, err := m.PlanTiming(plan)
+	require.NoError(t, err)
+	require.Zero(t, tm.CTAMem[coll.Simple], "this test wants a GPU without the memory-traffic model")
+	require.Equal(t, coll.Simple, plan.Proto)
+	s, err := coll.Compile(plan)
+	require.NoError(t, err)
+	pr := &s.Programs[1] // rank 0, channel 1 (channel 0 holds its copy to self: one lane)
+	require.Equal(t, 0, pr.Rank)
+	bl := batchLanes(pr.Steps)
+	require.NotNil(t, bl, "rank 0 channel 1: want batches of unequal lanes")
+	require.Equal(t, int32(2*coll.P2PBatch), bl[1], "first batch")
+	require.Equal(t, int32(2), bl[len(bl)-1], "last batch: one work")
+	require.Equal(t, programLanes(pr.Steps), 2*coll.P2PBatch)
+
+	sched, compact, _, _ := p2pBoth(t, m, coll.AllToAll, 4<<30, P2PSpec{PerRank: true})
+	require.InDelta(t, 1, float64(compact.Time)/float64(sched.Time), 1e-9, "compact %v, schedule %v", compact.Time, sched.Time)
+	_, half, _, _ := p2pBoth(t, m, coll.AllToAll, 2<<30, P2PSpec{PerRank: true})
+	t.Logf("all-to-all on 72 GB200: 2 GiB %v, 4 GiB %v", half.Time, compact.Time)
+	require.Less(t, float64(compact.Time), 2.02*float64(half.Time), "4 GiB against twice 2 GiB")
+}
