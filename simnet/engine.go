@@ -230,6 +230,7 @@ type Engine struct {
 	FlowsTotal  uint64 // flows started
 	MaxActive   int    // largest number of flows active at once
 	CompVisited uint64 // flows visited by rate computations, summed
+	CompLinks   uint64 // links in the components of the full rate computations, summed
 	Shortcuts   uint64 // instants where new flows replaced ended ones on the same routes (no recomputation)
 	Activations uint64 // relaxed links found over their capacity and enforced from then on
 	StandInActs uint64 // those of them of releaseLink
@@ -1558,6 +1559,7 @@ func (e *Engine) recompute1() {
 	}
 	e.compLinks, e.compFlows = links, flows
 	e.CompVisited += uint64(len(flows))
+	e.CompLinks += uint64(len(links))
 	// Progressive filling. Every link starts with its full capacity shared by its flows; the link
 	// (or per-flow cap) with the smallest fair share is the next bottleneck: its unfrozen flows get
 	// that share and are removed from every other link they cross.

@@ -177,6 +177,9 @@ type TreeResult struct {
 	// RateInterval, where the replay went past symWork flow visits, is the rate interval it took
 	// from there (Engine.pastWork, treeSim.interval); 0: none.
 	RateInterval Time
+	// Visits and LinkVisits are the flows and the links the rate computations of the replay that
+	// gave the time visited (Engine.CompVisited, CompLinks): its work.
+	Visits, LinkVisits uint64
 }
 
 // Mode is the row mode of a tree replay: tree-compact (every chunk replayed: exact), tree-steady-C
@@ -507,6 +510,9 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 			untrack := func() {}
 			pr, err := replay(full, func() (*Engine, *treeQuotient) {
 				c := e.replayCopy()
+				if treePrune {
+					c.pruneImplied(full.routes)
+				}
 				switch {
 				case budget:
 					c.maxWork = exactWork
@@ -545,7 +551,13 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 		if spec.PerRank {
 			tr, err = replayOn(full, e, nil, 0)
 		} else {
-			tr, err = replay(full, func() (*Engine, *treeQuotient) { return e.replayCopy(), nil })
+			tr, err = replay(full, func() (*Engine, *treeQuotient) {
+				c := e.replayCopy()
+				if treePrune {
+					c.pruneImplied(full.routes)
+				}
+				return c, nil
+			})
 		}
 		events += tr.events
 		if err != nil {
@@ -559,6 +571,7 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 		Attempts: attempts}
 	res.ECMPMean = ecmpMean
 	res.RateInterval = out.iv
+	res.Visits, res.LinkVisits = run.CompVisited, run.CompLinks
 	if ecmpMean {
 		res.MeanBacklog = far
 	}
@@ -631,6 +644,10 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 	}
 	return res, nil
 }
+
+// treePrune makes the replays of every rank leave out of their rate computations the links whose
+// constraint another link of the tree's routes implies (Engine.pruneImplied: the same rates).
+var treePrune = true
 
 // treeWork bounds the work (Engine.CompVisited) of a tree replay that may extrapolate its steady
 // state: where the probe of minSteadyChunks chunks, its work scaled by the square of the ratio

@@ -47,6 +47,15 @@ func sameTree(t *testing.T, what string, a, b *TreeResult, ea, eb *Engine, rel f
 	if d := math.Abs(float64(a.Time-b.Time)) / float64(b.Time); d > rel {
 		t.Errorf("%s: %v against %v (%.2g apart)", what, a.Time, b.Time, d)
 	}
+	sameLinks(t, what, ea, eb, rel)
+	if ea.Now() != eb.Now() {
+		t.Errorf("%s: clocks at %v and %v", what, ea.Now(), eb.Now())
+	}
+}
+
+// sameLinks checks that two engines' links carried the same bytes for the same busy time, to rel.
+func sameLinks(t *testing.T, what string, ea, eb *Engine, rel float64) {
+	t.Helper()
 	var worstBytes, worstBusy float64
 	for l := 0; l < ea.NumLinks(); l++ {
 		x, y := ea.LinkBytes(LinkID(l)), eb.LinkBytes(LinkID(l))
@@ -61,9 +70,6 @@ func sameTree(t *testing.T, what string, a, b *TreeResult, ea, eb *Engine, rel f
 	}
 	if worstBytes > rel || worstBusy > rel {
 		t.Errorf("%s: link bytes up to %.2g apart, busy times %.2g", what, worstBytes, worstBusy)
-	}
-	if ea.Now() != eb.Now() {
-		t.Errorf("%s: clocks at %v and %v", what, ea.Now(), eb.Now())
 	}
 }
 
@@ -243,4 +249,27 @@ func TestTreeIntervalPastSymWork(t *testing.T) {
 	require.Contains(t, row.Mode, "rate-interval")
 	require.NotEqual(t, before.TimeUs, row.TimeUs, "the interval changes the replay")
 	require.InEpsilon(t, exact.TimeUs, row.TimeUs, MaxCoarseError/2)
+}
+
+// The replay of every rank leaves out the links another implies (treePrune; Engine.pruneImplied):
+// the same max-min allocation, so the same time and
+// the same bytes and busy time on every link, to rounding, with fewer links in its computations.
+// 11 PCIe nodes of 8 GPUs and one NIC (no symmetry: every rank replayed).
+func TestTreeReplayPruned(t *testing.T) {
+	defer func(v bool) { treePrune = v }(treePrune)
+	m, _ := testMachine(t, "pcie-8gpu-2socket", 11, nil, "tree", "simple")
+	spec := TreeSpec{Bytes: 256 << 20, Proto: coll.Simple}
+	treePrune = true
+	pruned, ep := runTree(t, m, spec)
+	treePrune = false
+	whole, ew := runTree(t, m, spec)
+	t.Logf("pruned %v (%d links, %d flows visited), whole %v (%d, %d)", pruned.Time, pruned.LinkVisits, pruned.Visits,
+		whole.Time, whole.LinkVisits, whole.Visits)
+	require.False(t, whole.Symmetric)
+	require.Equal(t, whole.Mode(), pruned.Mode())
+	require.Equal(t, whole.Events, pruned.Events)
+	require.Less(t, float64(pruned.LinkVisits), 0.8*float64(whole.LinkVisits))
+	require.InEpsilon(t, float64(whole.Time), float64(pruned.Time), 1e-6)
+	sameLinks(t, "pruned", ep, ew, 1e-6)
+	require.Equal(t, ep.Now()-ew.Now(), pruned.Time-whole.Time, "clocks advanced by the times")
 }
