@@ -273,3 +273,34 @@ func TestTreeReplayPruned(t *testing.T) {
 	sameLinks(t, "pruned", ep, ew, 1e-6)
 	require.Equal(t, ep.Now()-ew.Now(), pruned.Time-whole.Time, "clocks advanced by the times")
 }
+
+// A symmetric tree replay that went on exactly at symWork is judged again on each further block of
+// symWork visits: it takes the rate interval from a block that visited intervalBlockVisits flows
+// an event (the symmetric replay of 2,048 PCIe nodes: 14.9 flows an event up to symWork, then 270,
+// exactly for more than 8 minutes before). 16 PCIe nodes under rail routing (symmetric), 1 GiB,
+// with symWork lowered: the first judgement refused (intervalVisits out of reach), a later block's
+// taken where intervalBlockVisits allows it, within MaxCoarseError/2 of the exact replay; refused
+// again where it does not, and the row is the exact one.
+func TestTreeIntervalFromLaterBlock(t *testing.T) {
+	defer func(w uint64, v, b float64) { symWork, intervalVisits, intervalBlockVisits = w, v, b }(symWork, intervalVisits, intervalBlockVisits)
+	fab := DefaultFabric()
+	require.NoError(t, fab.Set("routing", "rail"))
+	m, _ := testMachine(t, "pcie-8gpu-2socket", 16, fab, "tree", "")
+	run := func(opt RunOptions) Row {
+		row, _, err := m.Run(coll.AllReduce, 1<<30, coll.Float32, coll.Sum, opt)
+		require.NoError(t, err)
+		require.Equal(t, "Tree", row.Algo)
+		return row
+	}
+	exact := run(RunOptions{Exact: true})
+	symWork, intervalVisits = 2_000, 1e9
+	intervalBlockVisits = 1e9
+	refused := run(RunOptions{})
+	require.NotContains(t, refused.Mode, "rate-interval")
+	intervalBlockVisits = 0
+	later := run(RunOptions{})
+	t.Logf("exact %.3f µs; refused %s %.3f µs; later block %s %.3f µs", exact.TimeUs, refused.Mode, refused.TimeUs, later.Mode, later.TimeUs)
+	require.Contains(t, later.Mode, "rate-interval")
+	require.NotEqual(t, refused.TimeUs, later.TimeUs)
+	require.InEpsilon(t, exact.TimeUs, later.TimeUs, MaxCoarseError/2)
+}
