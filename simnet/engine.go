@@ -1934,6 +1934,11 @@ func (e *Engine) pruneImplied(routes func(yield func([]LinkID))) {
 		if e.weights != nil && len(route) > 0 {
 			w = e.weights[&route[0]]
 		}
+		if e.share != nil && len(route) > 0 {
+			// As StartFlow gives it to a flow: links crossed side by side once, weighted by
+			// their share (shareRoute).
+			route, w = e.shareRoute(route, w)
+		}
 		ratio := func(i int) float64 { // route[i]'s capacity over the route's weight on it
 			c := float64(e.links[route[i]].cap)
 			if w != nil {

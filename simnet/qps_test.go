@@ -116,6 +116,12 @@ func TestQPRoutes(t *testing.T) {
 // More queue pairs spread a connection over more uplinks: the all-to-all of 4 nodes is never
 // slower with 4 than with 1.
 func TestQPsCompactMatchesExact(t *testing.T) {
+	// The tree replay of every rank that stands where the symmetric one does not leaves implied
+	// links out (treePrune), which the per-rank reference on e does not: a rounding apart (2:1 fat
+	// tree, 2 QPs: 981.305 against 981.302 µs, TestTreeReplayPrunedOversubscribed); compared here
+	// as the same replay.
+	defer func(v bool) { treePrune = v }(treePrune)
+	treePrune = false
 	fabs := map[string][]string{
 		"ecmp, 2 per leaf":         {"hosts_per_leaf", "2"},
 		"fat tree 2:1, 2 per leaf": {"topology", "fattree", "hosts_per_leaf", "2", "oversubscription", "2"},
