@@ -254,18 +254,24 @@ func TestTreeIntervalPastSymWork(t *testing.T) {
 	require.InEpsilon(t, exact.TimeUs, row.TimeUs, MaxCoarseError/2)
 }
 
-// The replay of every rank leaves out the links another implies (treePrune; Engine.pruneImplied):
-// the same max-min allocation, so the same time and
-// the same bytes and busy time on every link, to rounding, with fewer links in its computations.
-// 11 PCIe nodes of 8 GPUs and one NIC (no symmetry: every rank replayed).
-func TestTreeReplayPruned(t *testing.T) {
+// prunedAndWhole replays spec on m with the implied links left out (treePrune) and without.
+func prunedAndWhole(t *testing.T, m *Machine, spec TreeSpec) (pruned, whole *TreeResult, ep, ew *Engine) {
+	t.Helper()
 	defer func(v bool) { treePrune = v }(treePrune)
-	m, _ := testMachine(t, "pcie-8gpu-2socket", 11, nil, "tree", "simple")
-	spec := TreeSpec{Bytes: 256 << 20, Proto: coll.Simple}
 	treePrune = true
-	pruned, ep := runTree(t, m, spec)
+	pruned, ep = runTree(t, m, spec)
 	treePrune = false
-	whole, ew := runTree(t, m, spec)
+	whole, ew = runTree(t, m, spec)
+	return pruned, whole, ep, ew
+}
+
+// The replay of every rank leaves out the links another implies (treePrune; Engine.pruneImplied):
+// the same max-min allocation, so the same time and the same bytes and busy time on every link, to
+// rounding, with fewer links in its computations. 11 PCIe nodes of 8 GPUs and one NIC (no
+// symmetry: every rank replayed).
+func TestTreeReplayPruned(t *testing.T) {
+	m, _ := testMachine(t, "pcie-8gpu-2socket", 11, nil, "tree", "simple")
+	pruned, whole, ep, ew := prunedAndWhole(t, m, TreeSpec{Bytes: 256 << 20, Proto: coll.Simple})
 	t.Logf("pruned %v (%d links, %d flows visited), whole %v (%d, %d)", pruned.Time, pruned.LinkVisits, pruned.Visits,
 		whole.Time, whole.LinkVisits, whole.Visits)
 	require.False(t, whole.Symmetric)
@@ -312,15 +318,10 @@ func TestTreeIntervalFromLaterBlock(t *testing.T) {
 // pruned replay of every rank is the unpruned one's to rounding: 981.305 against 981.302 µs, the
 // largest difference pruning made in this package's tree cases, and the same link statistics.
 func TestTreeReplayPrunedOversubscribed(t *testing.T) {
-	defer func(v bool) { treePrune = v }(treePrune)
 	f := fabricOf(t, "topology", "fattree", "hosts_per_leaf", "2", "oversubscription", "2")
 	f.QPs = 2
 	m, _ := testMachine(t, "dgx-h100", 8, f, "tree", "simple")
-	spec := TreeSpec{Bytes: 64 << 20, Proto: coll.Simple}
-	treePrune = true
-	pruned, ep := runTree(t, m, spec)
-	treePrune = false
-	whole, ew := runTree(t, m, spec)
+	pruned, whole, ep, ew := prunedAndWhole(t, m, TreeSpec{Bytes: 64 << 20, Proto: coll.Simple})
 	t.Logf("pruned %v (%d links), whole %v (%d links), %.2g apart", pruned.Time, pruned.LinkVisits, whole.Time, whole.LinkVisits,
 		math.Abs(float64(pruned.Time-whole.Time))/float64(whole.Time))
 	require.False(t, whole.Symmetric)
