@@ -471,12 +471,7 @@ func TestTreeFarPastBudgets(t *testing.T) {
 	fab := DefaultFabric()
 	require.NoError(t, fab.Set("hosts_per_leaf", "2"))
 	m, _ := testMachine(t, "dgx-h100", 16, fab, "tree", "")
-	run := func(opt RunOptions) Row {
-		row, _, err := m.Run(coll.AllReduce, 1<<30, coll.Float32, coll.Sum, opt)
-		require.NoError(t, err)
-		require.Equal(t, "Tree", row.Algo)
-		return row
-	}
+	run := treeAllReduce(t, m)
 	replay := run(RunOptions{})
 	require.NotContains(t, replay.Mode, "ecmp-mean")
 	require.Zero(t, replay.MeanBacklog)

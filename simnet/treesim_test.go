@@ -233,12 +233,7 @@ func TestTreeIntervalPastSymWork(t *testing.T) {
 	// blocks of symWork lowered to 2,000 visits would reach).
 	intervalBlockVisits = math.Inf(1)
 	m, _ := testMachine(t, "pcie-8gpu-2socket", 16, DefaultFabric(), "tree", "")
-	run := func(opt RunOptions) Row {
-		row, _, err := m.Run(coll.AllReduce, 1<<30, coll.Float32, coll.Sum, opt)
-		require.NoError(t, err)
-		require.Equal(t, "Tree", row.Algo)
-		return row
-	}
+	run := treeAllReduce(t, m)
 	before := run(RunOptions{})
 	require.NotContains(t, before.Mode, "rate-interval")
 	exact := run(RunOptions{Exact: true})
@@ -252,6 +247,17 @@ func TestTreeIntervalPastSymWork(t *testing.T) {
 	require.Contains(t, row.Mode, "rate-interval")
 	require.NotEqual(t, before.TimeUs, row.TimeUs, "the interval changes the replay")
 	require.InEpsilon(t, exact.TimeUs, row.TimeUs, MaxCoarseError/2)
+}
+
+// treeAllReduce returns a run of m's all-reduce of 1 GiB with the given options, checked to be Tree.
+func treeAllReduce(t *testing.T, m *Machine) func(RunOptions) Row {
+	return func(opt RunOptions) Row {
+		t.Helper()
+		row, _, err := m.Run(coll.AllReduce, 1<<30, coll.Float32, coll.Sum, opt)
+		require.NoError(t, err)
+		require.Equal(t, "Tree", row.Algo)
+		return row
+	}
 }
 
 // prunedAndWhole replays spec on m with the implied links left out (treePrune) and without.
@@ -295,12 +301,7 @@ func TestTreeIntervalFromLaterBlock(t *testing.T) {
 	fab := DefaultFabric()
 	require.NoError(t, fab.Set("routing", "rail"))
 	m, _ := testMachine(t, "pcie-8gpu-2socket", 16, fab, "tree", "")
-	run := func(opt RunOptions) Row {
-		row, _, err := m.Run(coll.AllReduce, 1<<30, coll.Float32, coll.Sum, opt)
-		require.NoError(t, err)
-		require.Equal(t, "Tree", row.Algo)
-		return row
-	}
+	run := treeAllReduce(t, m)
 	exact := run(RunOptions{Exact: true})
 	symWork, intervalVisits = 2_000, 1e9
 	intervalBlockVisits = 1e9
