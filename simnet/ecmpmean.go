@@ -101,7 +101,7 @@ const coarseBound = 160e6
 // work), and there is at most one per interval.
 func (x *p2pSim) workBound(guess, iv Time, scale float64) float64 {
 	flows := 0
-	for p := range x.net.lane {
+	for p := range x.net.programs() {
 		most := 0
 		for lo := x.net.segOff[p]; lo < x.net.segOff[p+1]; lo += coll.P2PBatch {
 			most = max(most, int(min(lo+coll.P2PBatch, x.net.segOff[p+1])-lo))
@@ -121,7 +121,7 @@ func (x *p2pSim) workBound(guess, iv Time, scale float64) float64 {
 // of that bound.
 func (x *p2pSim) interval(t Time) Time {
 	chain := 1
-	for p := range x.net.lane {
+	for p := range x.net.programs() {
 		n := 0
 		for lo := x.net.segOff[p]; lo < x.net.segOff[p+1]; lo += coll.P2PBatch {
 			most := 0

@@ -1284,7 +1284,7 @@ func batchLanes(steps []coll.Step) []int32 {
 	}
 	uniform := true
 	first := int32(-1)
-	close := func(end int) {
+	closeBatch := func(end int) {
 		n := count()
 		for i := start; i < end; i++ {
 			out[i] = n
@@ -1299,7 +1299,7 @@ func batchLanes(steps []coll.Step) []int32 {
 		st := &steps[i]
 		goesOn := len(st.Deps) == 1 && st.Deps[0] >= start && steps[st.Deps[0]].Lane == st.Lane && seen(st.Lane)
 		if !goesOn && (seen(st.Lane) || !slices.Equal(st.Deps, barrier)) && i > start {
-			close(i)
+			closeBatch(i)
 			start, lanes, more = i, 0, nil
 		}
 		if !goesOn && i == start {
@@ -1307,7 +1307,7 @@ func batchLanes(steps []coll.Step) []int32 {
 		}
 		add(st.Lane)
 	}
-	close(len(steps))
+	closeBatch(len(steps))
 	if uniform {
 		return nil
 	}

@@ -178,11 +178,10 @@ func (r *P2PResult) Mode() string {
 // p2pNet is what SimulateP2P replays: programs (one per rank or orbit of ranks and channel) made
 // of segments (one per operation), and connections ("slots") between them.
 type p2pNet struct {
-	// per program: its segments segs[segOff[p]:segOff[p+1]], and whether its CTA is modelled
-	// (CTARate, 0: not); per segment: its lanes' share of that rate in its batch (segLane)
+	// per program: its segments segs[segOff[p]:segOff[p+1]]; per segment: its lanes' share of
+	// the CTA's rate in its batch (nil: the CTA is not modelled)
 	segOff  []int32
 	segs    []p2pSeg
-	lane    []Rate
 	segLane []Rate
 	// per slot
 	owner, target []int32
@@ -204,6 +203,9 @@ type p2pNet struct {
 	// reps: the ranks replayed (program p is rank p mod reps's, on channel p / reps)
 	reps int
 }
+
+// programs is the number of programs of n.
+func (n *p2pNet) programs() int { return len(n.segOff) - 1 }
 
 // p2pSeg is one round (operation) of a program: a send and a receive, or a copy to self. A
 // program runs its segments in batches of coll.P2PBatch, as coll's schedule does.
@@ -687,7 +689,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 				}
 				t, err := x.run()
 				res.Events += x.e.Events
-				res.Rotation, res.Programs, res.Messages = R, len(x.net.lane), x.messages()
+				res.Rotation, res.Programs, res.Messages = R, x.net.programs(), x.messages()
 				res.RateInterval = x.e.RateInterval
 				if check != nil {
 					for _, ls := range check.links {
@@ -853,7 +855,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 		return nil, err
 	}
 	res.LatencyMean, res.RateInterval = false, e.RateInterval
-	res.Time, res.Events, res.Messages, res.Programs = t, res.Events+x.e.Events, x.messages(), len(x.net.lane)
+	res.Time, res.Events, res.Messages, res.Programs = t, res.Events+x.e.Events, x.messages(), x.net.programs()
 	res.Rotation = 1
 	if isCluster {
 		res.Rotation = cl.NumNodes
@@ -915,7 +917,7 @@ func (b *p2pBuild) replayAll(res *P2PResult, cl *Cluster, interval Time, work ui
 	case err != nil:
 		return false, err
 	}
-	res.Time, res.Rotation, res.Programs, res.Messages = pt, cl.NumNodes, len(px.net.lane), px.messages()
+	res.Time, res.Rotation, res.Programs, res.Messages = pt, cl.NumNodes, px.net.programs(), px.messages()
 	res.LatencyMean = false
 	res.RateInterval = c.RateInterval
 	for l := range e.links {
@@ -976,13 +978,15 @@ func (b *p2pBuild) programs(S int, class func(rank, target int) int32) *p2pNet {
 	}
 	net.segs = make([]p2pSeg, net.segOff[nprog])
 	fill := append([]int32(nil), net.segOff[:nprog]...)
-	net.lane = make([]Rate, nprog)
 	net.prog = make([]int32, len(net.segs))
 	net.sendSeg = make([]int32, len(net.owner))
 	net.recvSeg = make([]int32, len(net.owner))
 	// The lanes of each segment's batch: its own (a send and a receive, or a copy to self) and
 	// those of the other segments of the batch.
 	batchLanes := make([]int32, len(net.segs))
+	batchStart := func(p, g int32) int32 { // the first segment of segment g's batch
+		return net.segOff[p] + (g-net.segOff[p])/coll.P2PBatch*coll.P2PBatch
+	}
 	for i, op := range b.ops {
 		for c, w := range op.part {
 			if w < 0 {
@@ -992,8 +996,8 @@ func (b *p2pBuild) programs(S int, class func(rank, target int) int32) *p2pNet {
 			for rk := 0; rk < S; rk++ {
 				p := ci*S + rk
 				g := fill[p]
-				// Slot j of batch k of the program: lanes 2j, 2j+1, the batch's first segment k0.
-				k0 := net.segOff[p] + (g-net.segOff[p])/coll.P2PBatch*coll.P2PBatch
+				// Slot j of a batch of the program: lanes 2j, 2j+1.
+				k0 := batchStart(int32(p), g)
 				batchLanes[k0]++
 				sg := p2pSeg{out: -1, in: -1, part: w}
 				if op.d != 0 {
@@ -1019,11 +1023,9 @@ func (b *p2pBuild) programs(S int, class func(rank, target int) int32) *p2pNet {
 		// themselves (before stop 63 the share was over every lane the program used in the
 		// call, and a batch of one work after one of eight ran at 2/16 of the CTA).
 		net.segLane = make([]Rate, len(net.segs))
-		for p := range net.lane {
-			net.lane[p] = b.tm.CTARate
+		for p := 0; p < nprog; p++ {
 			for g := net.segOff[p]; g < net.segOff[p+1]; g++ {
-				k0 := net.segOff[p] + (g-net.segOff[p])/coll.P2PBatch*coll.P2PBatch
-				net.segLane[g] = b.tm.CTARate / Rate(max(batchLanes[k0], 1))
+				net.segLane[g] = b.tm.CTARate / Rate(max(batchLanes[batchStart(int32(p), g)], 1))
 			}
 		}
 	}
@@ -1456,7 +1458,7 @@ const (
 )
 
 func newP2PSim(e *Engine, net *p2pNet, tm Timing, proto coll.Proto) *p2pSim {
-	np, ns, ng := len(net.lane), len(net.owner), len(net.segs)
+	np, ns, ng := net.programs(), len(net.owner), len(net.segs)
 	x := &p2pSim{e: e, net: net, tm: tm, lo: make([]int32, np), hi: make([]int32, np), left: make([]int32, np),
 		sendNext: make([]int32, ng), recvNext: make([]int32, ng), sendRun: make([]bool, ng), recvRun: make([]bool, ng),
 		sendFin: make([]bool, ng), recvFin: make([]bool, ng),
@@ -1488,8 +1490,8 @@ func newP2PSim(e *Engine, net *p2pNet, tm Timing, proto coll.Proto) *p2pSim {
 
 // stagedSend reports whether slot s's messages go in two stages (Timing.NetStage): into the
 // network, with the CTA modelled (the flat rate, the memory-traffic model or its shared link).
-func (x *p2pSim) stagedSend(s int32, p int32) bool {
-	return x.staged && x.net.netw[s] && (x.cta != nil || x.net.lane[p] > 0)
+func (x *p2pSim) stagedSend(s int32) bool {
+	return x.staged && x.net.netw[s] && (x.cta != nil || x.net.segLane != nil)
 }
 
 // nicStart puts slot s's next written message on its route if its NIC is free: a connection's
@@ -1507,7 +1509,7 @@ func (x *p2pSim) nicStart(s int32) {
 // send crosses its route and its sender's CTA link, which it loads with its traffic per wire byte
 // (ctaTraffic of a Send), a receive's and a copy's local work cross the CTA link alone.
 func (x *p2pSim) shareCTA() {
-	x.cta = make([]LinkID, len(x.net.lane))
+	x.cta = make([]LinkID, x.net.programs())
 	for p := range x.cta {
 		x.cta[p] = x.e.AddLink("cta", x.mem, 0)
 	}
@@ -1536,11 +1538,11 @@ func (x *p2pSim) shareCTA() {
 // it (memLane), two bytes a payload byte under the flat model. The schedule replay does the same
 // (sim.buildMem).
 func (x *p2pSim) shareMem() {
-	if x.net.reps <= 0 || !x.tm.memBinds(len(x.net.lane)) { // no rank has more channels than programs
+	if x.net.reps <= 0 || !x.tm.memBinds(x.net.programs()) { // no rank has more channels than programs
 		return
 	}
 	copies := make([]int, x.net.reps)
-	has := make([]bool, len(x.net.lane))
+	has := make([]bool, x.net.programs())
 	for g, sg := range x.net.segs {
 		if p := x.net.prog[g]; sg.out < 0 && len(x.net.wire[sg.part]) > 0 && x.net.wire[sg.part][0] > 0 && !has[p] {
 			has[p] = true
@@ -1560,14 +1562,14 @@ func (x *p2pSim) shareMem() {
 			continue
 		}
 		if x.selfRoute == nil {
-			x.selfRoute = make([][]LinkID, len(x.net.lane))
+			x.selfRoute = make([][]LinkID, x.net.programs())
 		}
 		var r []LinkID
 		var w []float64
 		switch {
 		case x.cta != nil:
 			r, w = []LinkID{x.cta[p], m}, []float64{1, 1 / x.copyScale}
-		case x.mem > 0 && x.net.lane[p] > 0:
+		case x.mem > 0 && x.net.segLane != nil:
 			r, w = []LinkID{m}, []float64{1 / x.copyScale}
 		default:
 			r, w = []LinkID{m}, []float64{2}
@@ -1603,7 +1605,7 @@ func (x *p2pSim) routes(yield func([]LinkID)) {
 
 // memLane is segment g's lane share of its CTA's traffic rate (0: the model does not apply).
 func (x *p2pSim) memLane(g int32) Rate {
-	if x.mem <= 0 || x.net.lane[x.net.prog[g]] <= 0 {
+	if x.mem <= 0 || x.net.segLane == nil {
 		return 0
 	}
 	return x.mem * (x.net.segLane[g] / x.tm.CTARate)
@@ -1745,7 +1747,7 @@ func (x *p2pSim) trySend(g int32) {
 		return
 	}
 	capRate := x.capRate
-	if x.stagedSend(sg.out, p) {
+	if x.stagedSend(sg.out) {
 		// Timing.NetStage: the CTA writes the message into the connection's buffer (its Send
 		// traffic on its CTA, on no link of the route); the NIC then carries it (nicStart).
 		x.sendRun[g] = true
@@ -1832,7 +1834,7 @@ func (x *p2pSim) FlowDone(tag int64) {
 		x.nic.left(int(id))
 		x.nicStart(id)
 	case p2pSend:
-		if x.stagedSend(id, x.net.prog[x.net.sendSeg[id]]) {
+		if x.stagedSend(id) {
 			x.nic.wrote(int(id)) // its CTA has written it: the NIC takes it from here
 			x.nicStart(id)
 		} else {
