@@ -330,3 +330,26 @@ func TestTreeReplayPrunedOversubscribed(t *testing.T) {
 	require.InEpsilon(t, float64(whole.Time), float64(pruned.Time), 1e-5)
 	sameLinks(t, "pruned", ep, ew, 1e-5)
 }
+
+// Where the quotient keeps half the vertices (the two trees' mirror alone: nodes whose one NIC
+// carries both trees), the replay of every rank runs before the ECMP mean model's and is the row
+// where it fits its budgets: exact, where the mean model stood before. Past farWork the mean model
+// stands as before. 16 PCIe nodes of 8 GPUs and one NIC, 4 a leaf, 1 GiB.
+func TestTreeLittleSymmetryRanksFirst(t *testing.T) {
+	defer func(s float64, w uint64) { littleSymmetry, farWork = s, w }(littleSymmetry, farWork)
+	m, _ := testMachine(t, "pcie-8gpu-2socket", 16, fabricOf(t, "hosts_per_leaf", "4"), "tree", "")
+	run := treeAllReduce(t, m)
+	first := run(RunOptions{})
+	littleSymmetry = math.Inf(1)
+	meanFirst := run(RunOptions{})
+	littleSymmetry = 0.5
+	farWork = 1
+	past := run(RunOptions{})
+	t.Logf("ranks first %s %.3f µs; mean first %s %.3f µs; past farWork %s %.3f µs", first.Mode, first.TimeUs,
+		meanFirst.Mode, meanFirst.TimeUs, past.Mode, past.TimeUs)
+	require.NotContains(t, first.Mode, "ecmp-mean")
+	require.Contains(t, meanFirst.Mode, "ecmp-mean")
+	require.Equal(t, meanFirst.Mode, past.Mode)
+	require.Equal(t, meanFirst.TimeUs, past.TimeUs)
+	require.InEpsilon(t, first.TimeUs, meanFirst.TimeUs, MaxCoarseError)
+}
