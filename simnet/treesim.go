@@ -395,8 +395,26 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 	replay := func(net *treeNet, fresh func() (*Engine, *treeQuotient)) (*treeRun, error) {
 		run, q := fresh()
 		full := budgeted(net.slots(), int32(nchunks)) // no Merge here: a chunk a message
-		if spec.Merge != 0 || spec.Exact || full <= 2*minSteadyChunks {
+		if spec.Merge != 0 || spec.Exact || full <= minSteadyChunks {
 			return replayOn(net, run, q, 0)
+		}
+		if full <= 2*minSteadyChunks {
+			// At most twice the probe's chunks: the whole replay first, as the probe would be
+			// followed by it where cheap; stopped past treeWork (where its own budget, if any,
+			// is larger), where the probe then stands, as it would have.
+			if hard := run.maxWork; run.pastWork != nil || (hard > 0 && hard <= treeWork) {
+				return replayOn(net, run, q, 0)
+			}
+			run.maxWork = treeWork
+			tr, err := replayOn(net, run, q, 0)
+			if !errors.Is(err, errBudget) {
+				return tr, err
+			}
+			stopped := tr.events
+			run, q = fresh()
+			tr, err = replayOn(net, run, q, minSteadyChunks)
+			tr.events += stopped
+			return tr, err
 		}
 		visited0 := run.CompVisited
 		tr, err := replayOn(net, run, q, minSteadyChunks)

@@ -353,3 +353,23 @@ func TestTreeLittleSymmetryRanksFirst(t *testing.T) {
 	require.Equal(t, meanFirst.TimeUs, past.TimeUs)
 	require.InEpsilon(t, first.TimeUs, meanFirst.TimeUs, MaxCoarseError)
 }
+
+// A replay of at most twice the probe's chunks runs whole where its work stays within treeWork,
+// and is stopped past it, the probe then standing (tree-steady-32), as a longer call's would: 1,024
+// PCIe nodes at 1 GiB (56 chunks a connection under the message budget) 93 → 22 s, +0.009%. 11
+// PCIe nodes (no symmetry), 64 MiB (64 chunks a connection).
+func TestTreeProbeWithinTwice(t *testing.T) {
+	defer func(w uint64) { treeWork = w }(treeWork)
+	m, _ := testMachine(t, "pcie-8gpu-2socket", 11, nil, "tree", "simple")
+	spec := TreeSpec{Bytes: 64 << 20, Proto: coll.Simple}
+	whole, _ := runTree(t, m, spec)
+	treeWork = 1
+	probe, _ := runTree(t, m, spec)
+	t.Logf("whole %v (%d of %d chunks), stopped %v (%d chunks), %+.3f%%", whole.Time, whole.Chunks, whole.Loops,
+		probe.Time, probe.Chunks, 100*(float64(probe.Time)/float64(whole.Time)-1))
+	require.Greater(t, whole.Chunks, minSteadyChunks)
+	require.LessOrEqual(t, whole.Chunks, 2*minSteadyChunks)
+	require.Equal(t, whole.Loops, whole.Chunks)
+	require.Equal(t, minSteadyChunks, probe.Chunks)
+	require.InEpsilon(t, float64(whole.Time), float64(probe.Time), 0.005)
+}
