@@ -391,17 +391,19 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 	// minSteadyChunks (the probe): a replay's work grows faster than its chunks (more of them in
 	// flight in every rate computation), so where the probe's work times the square of the
 	// chunk ratio is past treeWork the probe stands (tree-steady-32), else the longer replay
-	// runs on a second fresh engine.
-	replay := func(net *treeNet, fresh func() (*Engine, *treeQuotient)) (*treeRun, error) {
+	// runs on a second fresh engine. guess, where positive, is the whole replay's work as an
+	// earlier replay suggests it.
+	replay := func(net *treeNet, fresh func() (*Engine, *treeQuotient), guess float64) (*treeRun, error) {
 		run, q := fresh()
 		full := budgeted(net.slots(), int32(nchunks)) // no Merge here: a chunk a message
 		if spec.Merge != 0 || spec.Exact || full <= minSteadyChunks {
 			return replayOn(net, run, q, 0)
 		}
-		if full <= 2*minSteadyChunks {
+		if full <= 2*minSteadyChunks && guess <= float64(treeWork) {
 			// At most twice the probe's chunks: the whole replay first, as the probe would be
 			// followed by it where cheap; stopped past treeWork (where its own budget, if any,
-			// is larger), where the probe then stands, as it would have.
+			// is larger), where the probe then stands, as it would have. Where an earlier replay
+			// puts the whole past treeWork, the probe runs first.
 			if hard := run.maxWork; run.pastWork != nil || (hard > 0 && hard <= treeWork) {
 				return replayOn(net, run, q, 0)
 			}
@@ -438,7 +440,8 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 		attempts int
 		ecmpMean bool
 		far      float64 // twice the largest backlog over the time of a mean model too far to stand
-		// rankFirst: the replay of every rank ran before the mean model's (little symmetry)
+		// rankFirst: the replay of every rank ran, past its budgets, before the mean model's
+		// whole replay (little symmetry)
 		rankFirst bool
 	)
 	// symmetric builds the symmetric replay with the relaxable links but those of keep relaxed
@@ -480,49 +483,62 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 		if q == nil && (!mean || attempts == 1) {
 			break
 		}
-		// Little symmetry under ECMP: where the quotient keeps half the vertices or more (the two
-		// trees' mirror alone: nodes whose one NIC carries both trees, as PCIe boxes, DGX-1 V100,
-		// two-GPU boxes), its mean-model replay costs about what the replay of every rank does
-		// (2,048 PCIe nodes at 1 GiB: 81 s for its 56 chunks, the replay of every rank 48 s for its
-		// 32), and the latter is exact: it runs first, within the budgets of the replay that a mean
-		// model too far to stand gives way to (farMessages, farWork), and the mean model runs only
-		// past them, where it stands (with its backlog on the row where too far).
-		if attempts == 1 && mean && q != nil && float64(q.net.vertices()) >= littleSymmetry*float64(full.vertices()) &&
-			full.slots()*min(nchunks, minSteadyChunks) <= farMessages {
-			rankFirst = true
-			pr, err := replay(full, func() (*Engine, *treeQuotient) {
-				c := e.replayCopy()
-				if treePrune {
-					c.pruneImplied(full.routes)
-				}
-				c.maxWork = farWork
-				return c, nil
-			})
-			events += pr.events
-			if err == nil {
-				out = pr
-				break
-			}
-			if !errors.Is(err, errBudget) {
-				return nil, err
-			}
-		}
 		var visits uint64
 		scale := 1.0
 		if q != nil {
+			// Little symmetry under ECMP: where the quotient keeps half the vertices or more (the
+			// two trees' mirror alone: nodes whose one NIC carries both trees, as PCIe boxes,
+			// DGX-1 V100, two-GPU boxes), the mean model's replay costs about what the replay of
+			// every rank does (2,048 PCIe nodes at 1 GiB: 81 s for its 56 chunks, the other 48 s
+			// for its 32), and that one, which a mean model too far to stand gives way to anyway,
+			// is exact. The mean model's replay then runs within treeWork: where it is cheaper it
+			// goes on as below; past it the replay of every rank runs, within the budgets of the
+			// one a mean model too far to stand runs in (farMessages, farWork), and only past
+			// those does the mean model's replay run whole, and stand.
+			little := attempts == 1 && mean && float64(q.net.vertices()) >= littleSymmetry*float64(full.vertices()) &&
+				full.slots()*min(nchunks, minSteadyChunks) <= farMessages
 			first := true
-			tr, err := replay(q.net, func() (*Engine, *treeQuotient) {
-				if !first { // the probe ran on q: a fresh copy for the longer replay
-					halt := q.check != nil && q.check.halt
-					q = q.fresh()
-					q.e.RateInterval, q.e.NoShortcut, q.e.Strict = e.RateInterval, e.NoShortcut, e.Strict
-					if q.check != nil {
-						q.check.halt = halt
+			symRun := func() (*treeRun, error) {
+				return replay(q.net, func() (*Engine, *treeQuotient) {
+					if !first { // the probe ran on q: a fresh copy for the longer replay
+						halt := q.check != nil && q.check.halt
+						q = q.fresh()
+						q.e.RateInterval, q.e.NoShortcut, q.e.Strict = e.RateInterval, e.NoShortcut, e.Strict
+						if q.check != nil {
+							q.check.halt = halt
+						}
 					}
+					first = false
+					if little {
+						q.e.maxWork = treeWork
+					}
+					return q.e, q
+				}, 0)
+			}
+			tr, err := symRun()
+			if little && errors.Is(err, errBudget) {
+				events += tr.events
+				rankFirst = true
+				guess := farGuess * float64(tr.run.CompVisited) * float64(full.vertices()) / float64(q.net.vertices())
+				pr, perr := replay(full, func() (*Engine, *treeQuotient) {
+					c := e.replayCopy()
+					if treePrune {
+						c.pruneImplied(full.routes)
+					}
+					c.maxWork = farWork
+					return c, nil
+				}, guess)
+				events += pr.events
+				if perr == nil {
+					out = pr
+					break
 				}
-				first = false
-				return q.e, q
-			})
+				if !errors.Is(perr, errBudget) {
+					return nil, perr
+				}
+				little, first = false, false
+				tr, err = symRun()
+			}
 			events += tr.events
 			over := q.violated()
 			if len(over) == 0 {
@@ -603,7 +619,7 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 				untrack()
 				untrack = c.trackProgress(expect)
 				return c, nil
-			})
+			}, farGuess*float64(visits)*scale)
 			untrack()
 			events += pr.events
 			if err == nil {
@@ -638,7 +654,7 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 					c.pruneImplied(full.routes)
 				}
 				return c, nil
-			})
+			}, 0)
 		}
 		events += tr.events
 		if err != nil {
@@ -727,10 +743,10 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 }
 
 // littleSymmetry is the share of the vertices of every rank's trees that a quotient keeping as
-// many or more has too little symmetry for its ECMP mean-model replay to be worth running before
-// the replay of every rank (SimulateTreeDetail): quotientTree gives up past half, and at half
-// (the two trees' mirror alone) the two replays cost about the same. Tests set it above 1 to see
-// the mean model first.
+// many or more has too little symmetry for its ECMP mean-model replay to be worth running past
+// treeWork before the replay of every rank (SimulateTreeDetail): quotientTree gives up past half,
+// and at half (the two trees' mirror alone) the two replays cost about the same. Tests set it
+// above 1 to see the mean model run whole.
 var littleSymmetry = 0.5
 
 // treePrune makes the replays of every rank leave out of their rate computations the links whose
@@ -745,7 +761,11 @@ var treePrune = true
 // every flow of a node shares its CPU's links and the one NIC), 0.42 M → 7.0 M on 128 DGX A100
 // nodes (0.1–0.2 µs a visit here). 20 M is 2–4 s of this project's 2-core machine: the DGX
 // replays, which stay under it, are unchanged, and the PCIe ones stop at the probe (at 128 MiB,
-// 23,866 µs against the whole replay's 23,842, +0.10%, in 2 s instead of 27).
+// 23,866 µs against the whole replay's 23,842, +0.10%, in 2 s instead of 27). A replay of at most
+// twice the probe's chunks runs whole within treeWork and is stopped past it, the probe then
+// standing (since stop 64; before, it ran whole whatever its work: 1,024 PCIe nodes at 1 GiB, 56
+// chunks, 190 M flow visits, 93–150 s, now 22 s, +0.009%). The ECMP mean model's replay of a
+// quotient with little symmetry runs within it too (littleSymmetry).
 var treeWork uint64 = 20_000_000
 
 // farMessages and farWork bound the replay of every rank that a tree all-reduce takes where the

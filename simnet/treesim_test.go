@@ -332,21 +332,25 @@ func TestTreeReplayPrunedOversubscribed(t *testing.T) {
 }
 
 // Where the quotient keeps half the vertices (the two trees' mirror alone: nodes whose one NIC
-// carries both trees), the replay of every rank runs before the ECMP mean model's and is the row
-// where it fits its budgets: exact, where the mean model stood before. Past farWork the mean model
-// stands as before. 16 PCIe nodes of 8 GPUs and one NIC, 4 a leaf, 1 GiB.
+// carries both trees), the ECMP mean model's replay runs within treeWork; past it the replay of
+// every rank runs and is the row where it fits its budgets, and past those the mean model's
+// replay runs whole and stands. 16 PCIe nodes of 8 GPUs and one NIC, 4 a leaf, 1 GiB: the mean
+// model's replay is cheap there and stands; with treeWork lowered it is not.
 func TestTreeLittleSymmetryRanksFirst(t *testing.T) {
-	defer func(s float64, w uint64) { littleSymmetry, farWork = s, w }(littleSymmetry, farWork)
+	defer func(s float64, w, tw uint64) { littleSymmetry, farWork, treeWork = s, w, tw }(littleSymmetry, farWork, treeWork)
 	m, _ := testMachine(t, "pcie-8gpu-2socket", 16, fabricOf(t, "hosts_per_leaf", "4"), "tree", "")
 	run := treeAllReduce(t, m)
+	cheap := run(RunOptions{})
+	treeWork = 1
 	first := run(RunOptions{})
 	littleSymmetry = math.Inf(1)
 	meanFirst := run(RunOptions{})
 	littleSymmetry = 0.5
 	farWork = 1
 	past := run(RunOptions{})
-	t.Logf("ranks first %s %.3f µs; mean first %s %.3f µs; past farWork %s %.3f µs", first.Mode, first.TimeUs,
-		meanFirst.Mode, meanFirst.TimeUs, past.Mode, past.TimeUs)
+	t.Logf("cheap %s %.3f µs; every rank %s %.3f µs; mean model %s %.3f µs; past farWork %s %.3f µs", cheap.Mode, cheap.TimeUs,
+		first.Mode, first.TimeUs, meanFirst.Mode, meanFirst.TimeUs, past.Mode, past.TimeUs)
+	require.Contains(t, cheap.Mode, "ecmp-mean")
 	require.NotContains(t, first.Mode, "ecmp-mean")
 	require.Contains(t, meanFirst.Mode, "ecmp-mean")
 	require.Equal(t, meanFirst.Mode, past.Mode)
