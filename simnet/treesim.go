@@ -433,6 +433,16 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 		tr.events += probeEvents
 		return tr, err
 	}
+	// rankCopy is a fresh copy of e's links for the replay of every rank, the links another
+	// implies left out of its rate computations (treePrune), its work bounded by maxWork (0: none).
+	rankCopy := func(maxWork uint64) *Engine {
+		c := e.replayCopy()
+		if treePrune {
+			c.pruneImplied(full.routes)
+		}
+		c.maxWork = maxWork
+		return c
+	}
 	keep := map[LinkID]bool{} // relaxable links found over their capacity: kept in the replay
 	var (
 		out      *treeRun
@@ -520,14 +530,7 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 				events += tr.events
 				rankFirst = true
 				guess := farGuess * float64(tr.run.CompVisited) * float64(full.vertices()) / float64(q.net.vertices())
-				pr, perr := replay(full, func() (*Engine, *treeQuotient) {
-					c := e.replayCopy()
-					if treePrune {
-						c.pruneImplied(full.routes)
-					}
-					c.maxWork = farWork
-					return c, nil
-				}, guess)
+				pr, perr := replay(full, func() (*Engine, *treeQuotient) { return rankCopy(farWork), nil }, guess)
 				events += pr.events
 				if perr == nil {
 					out = pr
@@ -604,18 +607,13 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 				}
 				limit = farWork
 			}
+			work := limit
+			if budget {
+				work = exactWork
+			}
 			untrack := func() {}
 			pr, err := replay(full, func() (*Engine, *treeQuotient) {
-				c := e.replayCopy()
-				if treePrune {
-					c.pruneImplied(full.routes)
-				}
-				switch {
-				case budget:
-					c.maxWork = exactWork
-				case limit > 0:
-					c.maxWork = limit
-				}
+				c := rankCopy(work)
 				untrack()
 				untrack = c.trackProgress(expect)
 				return c, nil
@@ -648,13 +646,7 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 		if spec.PerRank {
 			tr, err = replayOn(full, e, nil, 0)
 		} else {
-			tr, err = replay(full, func() (*Engine, *treeQuotient) {
-				c := e.replayCopy()
-				if treePrune {
-					c.pruneImplied(full.routes)
-				}
-				return c, nil
-			}, 0)
+			tr, err = replay(full, func() (*Engine, *treeQuotient) { return rankCopy(0), nil }, 0)
 		}
 		events += tr.events
 		if err != nil {
