@@ -22,7 +22,11 @@ import (
 // in Hopcroft's "all but the largest" — and the other parts take the next numbers in the order
 // the round meets them, so the colours depend only on the input. On a tree whose classes grow along a chain (a 72-GPU rack's chain in a tree of 300
 // GB200 racks: 142 rounds over 1.44 M elements) the rounds after the first touch only the chain's
-// frontier, where the synchronous form visited every element every round.
+// frontier, where the synchronous form visited every element every round. A round takes its
+// dirty elements in the order of the elements (sorted, or from a pass over mark where they are
+// many), so that their multisets read the CSR and the colours in memory order, not in the order
+// the changes reached them: on 4,096 hgx-h100-16nic nodes with rail routing (four quotients of
+// 3.9 M elements, 22-32 rounds each) a 1 GiB all-reduce went from 39.3 to 25.5 s, the same row.
 func refine(off []int32, adj []uint64, col []uint32, classes int) ([]uint32, int) {
 	ne := len(col)
 	type pair struct{ h1, h2 uint64 }
@@ -130,7 +134,8 @@ func refine(off []int32, adj []uint64, col []uint32, classes int) ([]uint32, int
 				changed = append(changed, i)
 			}
 		}
-		// Next round: the neighbours of the elements that changed colour, in order.
+		// Next round: the neighbours of the elements that changed colour, in the order of the
+		// elements (their adjacency and their neighbours' colours read in memory order).
 		dirty = dirty[:0]
 		for _, i := range changed {
 			for _, a := range adj[off[i]:off[i+1]] {
@@ -139,6 +144,16 @@ func refine(off []int32, adj []uint64, col []uint32, classes int) ([]uint32, int
 					dirty = append(dirty, int32(j))
 				}
 			}
+		}
+		if len(dirty) > ne/dirtyScan {
+			dirty = dirty[:0]
+			for j, m := range mark {
+				if m == round {
+					dirty = append(dirty, int32(j))
+				}
+			}
+		} else {
+			slices.Sort(dirty)
 		}
 	}
 	return col, len(cls)
@@ -164,6 +179,10 @@ func parallelFor(n int, f func(lo, hi int)) {
 	}
 	wg.Wait()
 }
+
+// dirtyScan: a round whose dirty elements are more than one in dirtyScan of all takes them in
+// order from a pass over mark, else sorts them.
+const dirtyScan = 16
 
 // parallelGrain is the fewest elements per goroutine of parallelFor.
 const parallelGrain = 1 << 15
