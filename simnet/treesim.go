@@ -443,6 +443,17 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 		c.maxWork = maxWork
 		return c
 	}
+	// trackedCopy is replay's fresh for the replay of every rank (rankCopy(maxWork)) with a
+	// progress bar against expect (none where it is 0), and the call that ends the bar.
+	trackedCopy := func(maxWork uint64, expect Time) (func() (*Engine, *treeQuotient), func()) {
+		untrack := func() {}
+		return func() (*Engine, *treeQuotient) {
+			c := rankCopy(maxWork)
+			untrack()
+			untrack = c.trackProgress(expect)
+			return c, nil
+		}, func() { untrack() }
+	}
 	keep := map[LinkID]bool{} // relaxable links found over their capacity: kept in the replay
 	var (
 		out      *treeRun
@@ -530,7 +541,15 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 				events += tr.events
 				rankFirst = true
 				guess := farGuess * float64(tr.run.CompVisited) * float64(full.vertices()) / float64(q.net.vertices())
-				pr, perr := replay(full, func() (*Engine, *treeQuotient) { return rankCopy(farWork), nil }, guess)
+				// The bar follows it against the stopped replay's time at the pace of its
+				// steps so far: the replay of every rank takes minutes at 2,048 nodes and up.
+				var expect Time
+				if tr.x.done > 0 {
+					expect = Time(float64(tr.run.now-tr.t0) * float64(tr.x.total) / float64(tr.x.done))
+				}
+				fresh, untrack := trackedCopy(farWork, expect)
+				pr, perr := replay(full, fresh, guess)
+				untrack()
 				events += pr.events
 				if perr == nil {
 					out = pr
@@ -611,13 +630,8 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 			if budget {
 				work = exactWork
 			}
-			untrack := func() {}
-			pr, err := replay(full, func() (*Engine, *treeQuotient) {
-				c := rankCopy(work)
-				untrack()
-				untrack = c.trackProgress(expect)
-				return c, nil
-			}, farGuess*float64(visits)*scale)
+			fresh, untrack := trackedCopy(work, expect)
+			pr, err := replay(full, fresh, farGuess*float64(visits)*scale)
 			untrack()
 			events += pr.events
 			if err == nil {
