@@ -963,10 +963,16 @@ var replayProgress struct {
 // trackProgress lets a progress bar follow e's run, which its caller expects to take about
 // expect of simulated time, unless another replay is followed; the returned func stops it.
 func (e *Engine) trackProgress(expect Time) (untrack func()) {
+	return e.trackProgressFrom(e.now, expect)
+}
+
+// trackProgressFrom is trackProgress for a run whose clock started at start, which a goroutine
+// other than the one running e can ask for (it does not read e's clock: rankAhead).
+func (e *Engine) trackProgressFrom(start, expect Time) (untrack func()) {
 	if expect <= 0 || !replayProgress.e.CompareAndSwap(nil, e) {
 		return func() {}
 	}
-	replayProgress.start.Store(int64(e.now))
+	replayProgress.start.Store(int64(start))
 	replayProgress.now.Store(0)
 	replayProgress.expect.Store(int64(expect))
 	return func() {

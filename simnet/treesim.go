@@ -536,20 +536,28 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 					return q.e, q
 				}, 0)
 			}
+			// The replay of every rank that the mean model's replay stopped at treeWork gives way
+			// to runs beside it on the second core (rankAhead), with the guess that stop implies.
+			var ahead *rankAhead
+			if little {
+				ahead = newRankAhead(e, func(fresh func() (*Engine, *treeQuotient)) (*treeRun, error) {
+					return replay(full, fresh, math.Inf(1))
+				}, func() *Engine { return rankCopy(farWork) })
+			}
 			tr, err := symRun()
+			if little && !errors.Is(err, errBudget) {
+				ahead.cancel()
+			}
 			if little && errors.Is(err, errBudget) {
 				events += tr.events
 				rankFirst = true
-				guess := farGuess * float64(tr.run.CompVisited) * float64(full.vertices()) / float64(q.net.vertices())
 				// The bar follows it against the stopped replay's time at the pace of its
 				// steps so far: the replay of every rank takes minutes at 2,048 nodes and up.
 				var expect Time
 				if tr.x.done > 0 {
 					expect = Time(float64(tr.run.now-tr.t0) * float64(tr.x.total) / float64(tr.x.done))
 				}
-				fresh, untrack := trackedCopy(farWork, expect)
-				pr, perr := replay(full, fresh, guess)
-				untrack()
+				pr, perr := ahead.wait(expect)
 				events += pr.events
 				if perr == nil {
 					out = pr
