@@ -443,17 +443,6 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 		c.maxWork = maxWork
 		return c
 	}
-	// trackedCopy is replay's fresh for the replay of every rank (rankCopy(maxWork)) with a
-	// progress bar against expect (none where it is 0), and the call that ends the bar.
-	trackedCopy := func(maxWork uint64, expect Time) (func() (*Engine, *treeQuotient), func()) {
-		untrack := func() {}
-		return func() (*Engine, *treeQuotient) {
-			c := rankCopy(maxWork)
-			untrack()
-			untrack = c.trackProgress(expect)
-			return c, nil
-		}, func() { untrack() }
-	}
 	keep := map[LinkID]bool{} // relaxable links found over their capacity: kept in the replay
 	var (
 		out      *treeRun
@@ -545,10 +534,11 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 				}, func() *Engine { return rankCopy(farWork) })
 			}
 			tr, err := symRun()
-			if little && !errors.Is(err, errBudget) {
-				ahead.cancel()
+			stopped := little && errors.Is(err, errBudget)
+			if little && !stopped {
+				ahead.cancel() // the model's replay fits treeWork: it goes on as below
 			}
-			if little && errors.Is(err, errBudget) {
+			if stopped {
 				events += tr.events
 				rankFirst = true
 				// The bar follows it against the stopped replay's time at the pace of its
@@ -638,8 +628,13 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 			if budget {
 				work = exactWork
 			}
-			fresh, untrack := trackedCopy(work, expect)
-			pr, err := replay(full, fresh, farGuess*float64(visits)*scale)
+			untrack := func() {}
+			pr, err := replay(full, func() (*Engine, *treeQuotient) {
+				c := rankCopy(work)
+				untrack()
+				untrack = c.trackProgress(expect)
+				return c, nil
+			}, farGuess*float64(visits)*scale)
 			untrack()
 			events += pr.events
 			if err == nil {
