@@ -542,10 +542,12 @@ func SimulateTreeDetail(e *Engine, r Router, spec TreeSpec, tm Timing) (*TreeRes
 				events += tr.events
 				rankFirst = true
 				// The bar follows it against the stopped replay's time at the pace of its
-				// steps so far: the replay of every rank takes minutes at 2,048 nodes and up.
+				// steps so far, for the chunks of the probe it starts with: the replay of every
+				// rank takes minutes at 2,048 nodes and up.
 				var expect Time
 				if tr.x.done > 0 {
-					expect = Time(float64(tr.run.now-tr.t0) * float64(tr.x.total) / float64(tr.x.done))
+					probe := float64(min(int32(minSteadyChunks), tr.sim)) / float64(tr.sim)
+					expect = Time(float64(tr.run.now-tr.t0) * float64(tr.x.total) / float64(tr.x.done) * probe)
 				}
 				pr, perr := ahead.wait(expect)
 				events += pr.events
