@@ -271,3 +271,21 @@ func TestP2PSizesSteadyLargerFirst(t *testing.T) {
 		t.Errorf("sizes timed for the pair %v, want only the larger, 512 MiB", sizes)
 	}
 }
+
+// A machine of another node count whose dry run says it times a call can find, replaying it, no
+// form that does: the dry run of an NVLS replay does not know that its check will halt it. On 6
+// GB200 NVL72 racks with a 2:1 fabric and 4 racks a leaf, an all-reduce of 512 MiB (NVLSTree) was
+// timed on 8 racks (as deep), whose dry run said nvls-symmetric and whose replay found a switch link
+// over its capacity and nothing else to time NVLSTree: the row failed ("no algorithm the simulator
+// runs is enabled", as the 8-rack call may only run NVLSTree). The form now gives way to the next
+// (sizes-steady from 128 and 256 MiB).
+func TestNodesSteadyDryRunWrong(t *testing.T) {
+	m, _ := testMachine(t, "gb200-nvl72", 6, fabricOf(t, "oversubscription", "2", "hosts_per_leaf", "4"), "", "")
+	m.PlannerAt = plannersOf(t, "gb200-nvl72", 0)
+	row, _, err := m.Run(coll.AllReduce, 512<<20, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	t.Logf("%s/%s/%d %.1f µs, %s", row.Algo, row.Proto, row.NChannels, row.TimeUs, row.Mode)
+	require.Empty(t, row.NCCL, "NCCL's decision is simulated")
+	require.Equal(t, "NVLSTree", row.Algo)
+	require.NotContains(t, row.Mode, "nodes-steady")
+}
