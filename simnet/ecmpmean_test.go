@@ -435,27 +435,34 @@ func TestTreeReplayProgress(t *testing.T) {
 	fab := DefaultFabric()
 	require.NoError(t, fab.Set("hosts_per_leaf", "2"))
 	m, _ := testMachine(t, "dgx-h100", 16, fab, "tree", "")
+	row, _, _ := followedAllReduce(t, m)
+	require.Equal(t, "Tree", row.Algo)
+	require.NotContains(t, row.Mode, "ecmp-mean", "the mean model must be too far here (docs/cluster.md: 37.6%% fast)")
+}
+
+// followedAllReduce runs a 1 GiB all-reduce on m while watching ReplayProgress: it requires that
+// a replay was followed, advanced, and gave the bar up when done, and returns the row, the
+// expectation the bar was given and how far it saw the replay go.
+func followedAllReduce(t *testing.T, m *Machine) (row Row, expect, most Time) {
+	t.Helper()
 	done := make(chan Row)
 	go func() {
 		row, _, err := m.Run(coll.AllReduce, 1<<30, coll.Float32, coll.Sum, RunOptions{})
 		assert.NoError(t, err)
 		done <- row
 	}()
-	var seen, most Time
 	for {
 		select {
 		case row := <-done:
-			require.Equal(t, "Tree", row.Algo)
-			require.NotContains(t, row.Mode, "ecmp-mean", "the mean model must be too far here (docs/cluster.md: 37.6%% fast)")
-			require.Positive(t, seen, "the replay of every rank was never followed")
+			require.Positive(t, expect, "the replay of every rank was never followed")
 			require.Positive(t, most, "the followed replay never advanced")
 			d, x := ReplayProgress()
 			require.Zero(t, d)
 			require.Zero(t, x, "the replay kept the progress bar after it ended")
-			return
+			return row, expect, most
 		default:
 			if d, x := ReplayProgress(); x > 0 {
-				seen, most = x, max(most, d)
+				expect, most = x, max(most, d)
 			}
 			runtime.Gosched()
 		}

@@ -2,12 +2,10 @@ package simnet
 
 import (
 	"math"
-	"runtime"
 	"testing"
 
 	"github.com/simccl/simccl/coll"
 	"github.com/simccl/simccl/tuning"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -388,29 +386,7 @@ func TestTreeLittleSymmetryProgress(t *testing.T) {
 	defer func(tw uint64) { treeWork = tw }(treeWork)
 	m, _ := testMachine(t, "pcie-8gpu-2socket", 64, fabricOf(t, "hosts_per_leaf", "4"), "tree", "")
 	treeWork = 100_000 // a few of the mean model's steps, then past it
-	done := make(chan Row)
-	go func() {
-		row, _, err := m.Run(coll.AllReduce, 1<<30, coll.Float32, coll.Sum, RunOptions{})
-		assert.NoError(t, err)
-		done <- row
-	}()
-	var seen, most Time
-	for {
-		select {
-		case row := <-done:
-			require.NotContains(t, row.Mode, "ecmp-mean", "the replay of every rank must have run")
-			require.Positive(t, seen, "the replay of every rank was never followed")
-			require.Positive(t, most, "the followed replay never advanced")
-			d, x := ReplayProgress()
-			require.Zero(t, d)
-			require.Zero(t, x, "the replay kept the progress bar after it ended")
-			t.Logf("%s %.3f µs; bar seen at %v of ~%v", row.Mode, row.TimeUs, most, seen)
-			return
-		default:
-			if d, x := ReplayProgress(); x > 0 {
-				seen, most = x, max(most, d)
-			}
-			runtime.Gosched()
-		}
-	}
+	row, expect, most := followedAllReduce(t, m)
+	require.NotContains(t, row.Mode, "ecmp-mean", "the replay of every rank must have run")
+	t.Logf("%s %.3f µs; bar seen at %v of ~%v", row.Mode, row.TimeUs, most, expect)
 }
