@@ -83,10 +83,7 @@ func (a *rankAhead) wait(expect Time) (*treeRun, error) {
 	} else {
 		<-a.done
 	}
-	a.mu.Lock()
-	a.untrack()
-	a.untrack = func() {}
-	a.mu.Unlock()
+	a.endBar()
 	return a.out, a.err
 }
 
@@ -98,6 +95,11 @@ func (a *rankAhead) cancel() {
 	}
 	a.stopped.Store(true)
 	<-a.done
+	a.endBar()
+}
+
+// endBar gives up the progress bar once the replay has ended.
+func (a *rankAhead) endBar() {
 	a.mu.Lock()
 	a.untrack()
 	a.untrack = func() {}
