@@ -392,6 +392,30 @@ func TestP2PHostBoundKeepsMeanModel(t *testing.T) {
 	require.Equal(t, row.TimeUs, exact.TimeUs)
 }
 
+// On an oversubscribed fabric under ECMP the replay over the kept stand-ins, with the work its
+// hashed links owe, is the mean model there: a host-bound all-to-all keeps it where its time times
+// hostBoundMargin is under the floor (since stop 66; before, every rank was replayed for a GPU
+// time the row does not show), and the row is the one the replay of every rank and the exact
+// replay give.
+func TestP2PHostBoundOversubscribed(t *testing.T) {
+	m, _ := settingsMachine(t, "dgx-h100", 16, 0, fabricOf(t, "oversubscription", "2", "hosts_per_leaf", "4"), planner.Settings{})
+	const size = 64 << 10
+	row, _, err := m.Run(coll.AllToAll, size, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	require.True(t, row.HostBound)
+	require.Contains(t, row.Mode, "ecmp-mean")
+	require.Less(t, hostBoundMargin*row.DeviceUs, row.TimeUs)
+	gpu, _, err := m.Run(coll.AllToAll, size, coll.Float32, coll.Sum, RunOptions{GPUTime: true})
+	require.NoError(t, err)
+	require.NotContains(t, gpu.Mode, "ecmp-mean") // no floor: the replay of every rank
+	t.Logf("floor %.2f µs; GPU time: model %.3f µs, replay of every rank %.3f µs (%s)", row.TimeUs, row.DeviceUs, gpu.TimeUs, gpu.Mode)
+	require.InEpsilon(t, gpu.TimeUs, row.DeviceUs, 0.01)
+	exact, _, err := m.Run(coll.AllToAll, size, coll.Float32, coll.Sum, RunOptions{Exact: true})
+	require.NoError(t, err)
+	require.Equal(t, "p2p-compact", exact.Mode)
+	require.Equal(t, row.TimeUs, exact.TimeUs)
+}
+
 // The replay of one rank per orbit past symWork goes on with a rate interval (Engine.pastWork):
 // within MaxCoarseError/2 of the same replay run exactly, and the row names the interval. The
 // budget is lowered here so that a small cluster passes it; GB200 NVL72 all-to-alls pass the
