@@ -82,10 +82,14 @@ func (m *Machine) compact(f coll.Func, p coll.Plan, nBytes int64, tm Timing, opt
 			return nil, "", err
 		}
 		var deferAbove int64
+		var deferWork uint64
 		if !opt.Exact && !opt.noSizes && !opt.noDefer && !opt.Record && opt.Transfers == nil {
 			deferAbove = P2PDeferMessages
+			if opt.deferPair != nil && opt.deferPair() {
+				deferWork = P2PDeferWork
+			}
 		}
-		pr, err := SimulateP2P(e, cl, P2PSpec{Ops: ops, Exact: opt.Exact, MeanOversubscribed: opt.MeanOversubscribed, HostFloor: opt.hostFloor, DeferAbove: deferAbove, cache: &m.tmpl.p2p}, tm)
+		pr, err := SimulateP2P(e, cl, P2PSpec{Ops: ops, Exact: opt.Exact, MeanOversubscribed: opt.MeanOversubscribed, HostFloor: opt.hostFloor, DeferAbove: deferAbove, DeferWork: deferWork, cache: &m.tmpl.p2p}, tm)
 		if err != nil {
 			return nil, "", err
 		}

@@ -416,6 +416,32 @@ func TestP2PHostBoundOversubscribed(t *testing.T) {
 	require.Equal(t, row.TimeUs, exact.TimeUs)
 }
 
+// A replay of every rank projected past P2PDeferWork (a quarter of it before a quarter of the
+// symmetric replay's time) gives way to two smaller sizes, where a pair at most an eighth of the
+// size exists (since stop 66): on 4 DGX H100 nodes under a 2:1 fat tree (the kept stand-ins' replay,
+// then every rank with a rate interval) the all-to-all of 1 GiB comes from 64 and 128 MiB within
+// 0.1% of that replay; at 256 MiB no pair is small enough and the replay runs whatever it costs.
+func TestP2PDeferWork(t *testing.T) {
+	m, _ := settingsMachine(t, "dgx-h100", 4, 0, fabricOf(t, "topology", "fattree", "hosts_per_leaf", "2", "oversubscription", "2"), planner.Settings{})
+	defer func(w uint64) { P2PDeferWork = w }(P2PDeferWork)
+	run := func(size int64, work uint64) Row {
+		P2PDeferWork = work
+		row, _, err := m.Run(coll.AllToAll, size, coll.Float32, coll.Sum, RunOptions{GPUTime: true})
+		require.NoError(t, err)
+		return row
+	}
+	full := run(1<<30, 1<<62)
+	require.Contains(t, full.Mode, "rate-interval-")
+	deferred := run(1<<30, 4_000_000)
+	require.True(t, strings.HasPrefix(deferred.Mode, "sizes-steady (64 MiB"), deferred.Mode)
+	rel := deferred.TimeUs/full.TimeUs - 1
+	t.Logf("1 GiB: every rank %.3f µs (%s), deferred %.3f µs (%s), %+.4f%%", full.TimeUs, full.Mode, deferred.TimeUs, deferred.Mode, 100*rel)
+	require.Less(t, math.Abs(rel), 0.001)
+	small := run(256<<20, 4)
+	require.Equal(t, run(256<<20, 1<<62), small)
+	require.Contains(t, small.Mode, "rate-interval-")
+}
+
 // The replay of one rank per orbit past symWork goes on with a rate interval (Engine.pastWork):
 // within MaxCoarseError/2 of the same replay run exactly, and the row names the interval. The
 // budget is lowered here so that a small cluster passes it; GB200 NVL72 all-to-alls pass the

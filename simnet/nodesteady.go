@@ -442,16 +442,7 @@ func (m *Machine) p2pSizesSteady(f coll.Func, size int64, dt coll.DataType, op c
 	ex := keepDecision(plan)
 	// The GPUs' times (no host floor: Run puts the call's own under the result), each run once.
 	sub := RunOptions{Exclude: ex, noSizes: true, GPUTime: true, MeanOversubscribed: opt.MeanOversubscribed, force: opt.force}
-	// The sizes whose plan is the call's with chains in their steady state (planning only).
-	fits := func(s int64) bool {
-		call := coll.TestCall(f, s, dt, op, m.NRanks())
-		call.Exclude = ex
-		p, err := m.Planner.Plan(call)
-		if err == nil && opt.force != nil {
-			err = opt.force.apply(&p)
-		}
-		return err == nil && p.Decision() == plan.Decision() && p.ChunkSize == plan.ChunkSize && p2pChain(&p) >= coll.NCCLSteps
-	}
+	fits := m.p2pFits(f, dt, op, plan, opt)
 	var failed error
 	replayed := func(s int64) (p2pSized, error) {
 		key := p2pSizesKey{f: f, size: s, dt: dt, op: op, meanOversubscribed: opt.MeanOversubscribed, force: opt.force}
@@ -488,13 +479,7 @@ func (m *Machine) p2pSizesSteady(f coll.Func, size int64, dt coll.DataType, op c
 		}
 		return onLine(s1, 2*s1, size, r1.res, r2.res), fmt.Sprintf("sizes-steady (%s: %s; %s: %s)", sizeName(s1), r1.mode, sizeName(2*s1), r2.mode), nil
 	}
-	// The smallest pair from SizesMin in the steady state: the cheapest replays, the likeliest
-	// to fit the replay budgets; where the smaller one did not, nothing larger does either.
-	s1 := int64(0)
-	for s := size / 4; s >= SizesMin && fits(s) && fits(2*s); s /= 2 {
-		s1 = s
-	}
-	if s1 > 0 {
+	if s1 := p2pFromMin(size, fits); s1 > 0 {
 		if res, mode, err := pair(s1); res != nil || err != nil {
 			return res, mode, err
 		}
@@ -504,8 +489,43 @@ func (m *Machine) p2pSizesSteady(f coll.Func, size int64, dt coll.DataType, op c
 	// 1,389 GB200 NVL72 racks a send/recv of 64 MiB is, of 32 MiB not. Its line holds where
 	// checked: 128 racks, send/recv of 1 GiB from 16 and 32 MiB 128,888.9 µs against the interval
 	// replay's 128,887.96 at 1 GiB (+0.001%), from 4 and 8 MiB 128,883.8 (−0.003%).
-	if s := min(size/4, SizesMin/4); s >= 1 && fits(s) && fits(2*s) {
+	if s := p2pUnderMin(size, fits); s > 0 {
 		return pair(s)
 	}
 	return nil, "", nil
+}
+
+// p2pFits says which sizes of a point-to-point call p2pSizesSteady may replay for a call of plan:
+// those whose plan is the call's with chains in their steady state (planning only).
+func (m *Machine) p2pFits(f coll.Func, dt coll.DataType, op coll.RedOp, plan coll.Plan, opt RunOptions) func(int64) bool {
+	ex := keepDecision(plan)
+	return func(s int64) bool {
+		call := coll.TestCall(f, s, dt, op, m.NRanks())
+		call.Exclude = ex
+		p, err := m.Planner.Plan(call)
+		if err == nil && opt.force != nil {
+			err = opt.force.apply(&p)
+		}
+		return err == nil && p.Decision() == plan.Decision() && p.ChunkSize == plan.ChunkSize && p2pChain(&p) >= coll.NCCLSteps
+	}
+}
+
+// p2pFromMin is the smaller size of the pair from SizesMin that p2pSizesSteady replays first (0:
+// none): the smallest halving of size/4 in the steady state, the cheapest replays and the likeliest
+// to fit the replay budgets (where the smaller one did not, nothing larger does either).
+func p2pFromMin(size int64, fits func(int64) bool) int64 {
+	s1 := int64(0)
+	for s := size / 4; s >= SizesMin && fits(s) && fits(2*s); s /= 2 {
+		s1 = s
+	}
+	return s1
+}
+
+// p2pUnderMin is the smaller size of the pair under SizesMin that p2pSizesSteady replays where
+// none from SizesMin times the call (0: none).
+func p2pUnderMin(size int64, fits func(int64) bool) int64 {
+	if s := min(size/4, SizesMin/4); s >= 1 && fits(s) && fits(2*s) {
+		return s
+	}
+	return 0
 }

@@ -101,6 +101,11 @@ type P2PSpec struct {
 	// from two smaller sizes (p2pSizesSteady), replaying every rank at full size only where no
 	// such pair exists (P2PDeferMessages).
 	DeferAbove int64
+	// DeferWork, where positive, is the most flow visits a replay of every rank may be projected
+	// to take (p2pBuild.probe: a quarter of them before a quarter of its time), past which
+	// SimulateP2P returns errDeferred (Machine.Run sets it where p2pSizesSteady has a pair of sizes
+	// at most an eighth and a quarter of the call's: P2PDeferWork).
+	DeferWork uint64
 	// cache keeps the walk of every route between calls on one machine (Machine.Run).
 	cache *p2pWalkCache
 }
@@ -118,6 +123,16 @@ var errDeferred = errors.New("simnet: the replay of every rank is deferred to sm
 // 4/8, 8/16, 64/128 and 128/256 MiB all give 515,439.820 µs, the replay's (1.9 s for the four
 // smallest sizes).
 var P2PDeferMessages int64 = 2_000_000
+
+// P2PDeferWork is P2PSpec.DeferWork for Machine.Run: a replay of every rank projected past it is
+// deferred to two smaller sizes as one past P2PDeferMessages is (since stop 66). Messages alone
+// miss what a message costs on an oversubscribed fabric, where the kept stand-ins join every flow
+// into one rate computation: 12 DGX H200 nodes with 4 a leaf, 2:1, all-to-all of 2 GiB replayed
+// 1.56 M messages (under P2PDeferMessages) in 216 M visits, 37 s (24 µs a message); from 128 and
+// 256 MiB (sizes-steady) 9.2 s and +0.017%. 30 M visits is about 5–15 s of this machine's replay
+// (0.17–0.6 µs a visit in those replays), where the deferred call costs at most 3/8 of the
+// projected replay (its pair at most an eighth and a quarter of the size).
+var P2PDeferWork uint64 = 30_000_000
 
 // hostBoundMargin is how far under the host floor the ECMP mean model's time (with its owed
 // work) must lie for SimulateP2P to skip the replay of every rank (P2PSpec.HostFloor): the
@@ -235,8 +250,9 @@ type p2pBuild struct {
 	// counted)
 	crossings int
 	w         *p2pWalk // the walk the fields above come from (nil: none)
-	// deferAbove: P2PSpec.DeferAbove
+	// deferAbove, deferWork: P2PSpec.DeferAbove, DeferWork
 	deferAbove int64
+	deferWork  uint64
 }
 
 // deferred reports whether a replay of every rank of x's messages is past deferAbove.
@@ -569,7 +585,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 	if len(spec.Ops) == 0 {
 		return nil, fmt.Errorf("simnet: p2p simulation without operations")
 	}
-	b := &p2pBuild{e: e, r: r, tm: tm, n: n, proto: coll.P2PProto(&spec.Ops[0].Plan), exact: spec.Exact, crossings: -1, deferAbove: spec.DeferAbove}
+	b := &p2pBuild{e: e, r: r, tm: tm, n: n, proto: coll.P2PProto(&spec.Ops[0].Plan), exact: spec.Exact, crossings: -1, deferAbove: spec.DeferAbove, deferWork: spec.DeferWork}
 	nch := 0
 	for i, op := range spec.Ops {
 		p := &op.Plan
@@ -912,6 +928,9 @@ func (b *p2pBuild) replayAll(res *P2PResult, cl *Cluster, interval Time, work ui
 	if p2pPrune {
 		c.pruneImplied(px.routes)
 	}
+	if b.deferWork > 0 && expect > 0 && (work == 0 || work > b.deferWork/4) {
+		c.abort = b.probe(c, expect)
+	}
 	untrack := c.trackProgress(expect)
 	pt, err := px.run()
 	untrack()
@@ -931,6 +950,35 @@ func (b *p2pBuild) replayAll(res *P2PResult, cl *Cluster, interval Time, work ui
 	}
 	e.now += pt
 	return true, nil
+}
+
+// probe is the abort of a replay of every rank on c (P2PSpec.DeferWork): a replay whose rate
+// computations visit deferWork/4 flows before it has simulated a quarter of expect (the symmetric
+// replay's time, itself no more than the replay's) is projected past deferWork and stops with
+// errDeferred; one that reaches the quarter first runs on as it would have without the probe. A
+// projection from an earlier point overshoots where the fill is heavy: on 4 DGX H100 nodes under
+// a 2:1 fat tree (all-to-all of 1 GiB) the first 2.1% of the time took 2.2 M of the replay's 11.6 M
+// visits. Asked every eventBlock events; it chains an abort c already had.
+func (b *p2pBuild) probe(c *Engine, expect Time) func() error {
+	prev, start, decided := c.abort, c.Now(), false
+	return func() error {
+		if prev != nil {
+			if err := prev(); err != nil {
+				return err
+			}
+		}
+		if decided {
+			return nil
+		}
+		if 4*(c.Now()-start) >= expect {
+			decided = true
+			return nil
+		}
+		if c.CompVisited >= b.deferWork/4 {
+			return errDeferred
+		}
+		return nil
+	}
 }
 
 // slotEnds returns the ranks and channel of slot s of a net built by programs over S ranks.

@@ -393,6 +393,10 @@ type RunOptions struct {
 	Exact, MeanOversubscribed bool
 	// noSizes: not from smaller sizes (sizesSteady's own replays, which must be timed directly).
 	noSizes bool
+	// deferPair, where set, says whether p2pSizesSteady has a pair of sizes at most an eighth and
+	// a quarter of the call's (planning only), which a replay of every rank projected past
+	// P2PDeferWork gives way to (P2PSpec.DeferWork).
+	deferPair func() bool
 	// noDefer: a point-to-point call's replay of every rank runs whatever its messages
 	// (P2PSpec.DeferAbove), where no pair of smaller sizes times it.
 	noDefer bool
@@ -664,6 +668,19 @@ func (m *Machine) Run(f coll.Func, size int64, dt coll.DataType, op coll.RedOp, 
 		}
 		if !opt.DryRun && !opt.GPUTime {
 			opt.hostFloor = m.hostFloorOf(f, n, plan, opt)
+		}
+		if f == coll.AllToAll || f == coll.SendRecv {
+			opt.deferPair = func() bool {
+				if size < 2*SizesMin {
+					return false // no pair is an eighth of the size: the smallest is SizesMin/4
+				}
+				fits := m.p2pFits(f, dt, op, plan, opt)
+				s1 := p2pFromMin(size, fits)
+				if s1 == 0 {
+					s1 = p2pUnderMin(size, fits)
+				}
+				return s1 > 0 && 8*s1 <= size
+			}
 		}
 		res, row.Mode, err = m.compact(f, plan, algBytes, tm, opt)
 		if errors.Is(err, errDeferred) {
