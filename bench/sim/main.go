@@ -101,6 +101,12 @@ func scenarios(root string) []scenario {
 		// MiB the ECMP mean model stood backlogged past the budgets (19.3% slow); since stop 57
 		// the line through two replays at smaller sizes (sizes-steady, p2pSizesSteady).
 		{"sr-gb200", []string{"--topo", "gb200-nvl72", "--nodes", "16", "-c", "sendrecv", "-b", "256M", "-e", "1G", "-f", "4"}, false, true},
+		// All-to-all on 2:1 fabrics with 4 nodes a leaf (stop 66): on 12 GB200 racks at 4 MiB a
+		// host-bound row whose every rank was replayed (135 s) until the mean model over the
+		// kept stand-ins stood for it; on 12 DGX H200 nodes at 2 GiB a replay of every rank of
+		// 216 M flow visits (37 s) until P2PDeferWork gave it to two smaller sizes.
+		{"a2a-os-gb200", []string{"--topo", "gb200-nvl72", "--nodes", "12", "--fabric-set", "hosts_per_leaf=4", "--fabric-set", "oversubscription=2", "-c", "alltoall", "-b", "4M", "-e", "4M"}, false, true},
+		{"a2a-os-2g", []string{"--topo", "dgx-h200", "--nodes", "12", "--fabric-set", "hosts_per_leaf=4", "--fabric-set", "oversubscription=2", "-c", "alltoall", "-b", "2G", "-e", "2G"}, false, true},
 	}
 }
 
