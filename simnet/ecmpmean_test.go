@@ -368,52 +368,41 @@ func TestAllToAllBackloggedReplay(t *testing.T) {
 	require.InEpsilon(t, 6880.87, row.TimeUs, 0.01)
 }
 
-// A host-bound all-to-all keeps the ECMP mean model (P2PSpec.HostFloor): where twice the model's
-// time with its owed work is under the host floor, the replay of every rank would refine a GPU
-// time the row does not show. 16 DGX H100 nodes with 2 a leaf, 256 KiB: the row is the floor
-// either way; its GPU time is the model's, within 1% of the interval replay's here, and Exact
-// still replays every rank.
+// A host-bound all-to-all keeps the ECMP mean model (P2PSpec.HostFloor): where the model's time
+// with its owed work, times hostBoundMargin, is under the host floor, the replay of every rank
+// would refine a GPU time the row does not show. The row is the floor either way; its GPU time is
+// the model's, within 1% of the replay of every rank here, and Exact still replays every rank.
+// On an oversubscribed fabric under ECMP the model is the replay over the kept stand-ins (since
+// stop 66; before, every rank was replayed there).
 func TestP2PHostBoundKeepsMeanModel(t *testing.T) {
-	m, _ := settingsMachine(t, "dgx-h100", 16, 0, leafFabric(t, 2), planner.Settings{})
-	const size = 256 << 10
-	row, _, err := m.Run(coll.AllToAll, size, coll.Float32, coll.Sum, RunOptions{})
-	require.NoError(t, err)
-	require.True(t, row.HostBound)
-	require.Equal(t, "p2p-compact, latency-mean, ecmp-mean", row.Mode)
-	require.Less(t, hostBoundMargin*row.DeviceUs, row.TimeUs)
-	gpu, _, err := m.Run(coll.AllToAll, size, coll.Float32, coll.Sum, RunOptions{GPUTime: true})
-	require.NoError(t, err)
-	require.Contains(t, gpu.Mode, "rate-interval-") // no floor: the replay of every rank
-	t.Logf("floor %.2f µs; GPU time: model %.3f µs, interval replay %.3f µs", row.TimeUs, row.DeviceUs, gpu.TimeUs)
-	require.InEpsilon(t, gpu.TimeUs, row.DeviceUs, 0.01)
-	exact, _, err := m.Run(coll.AllToAll, size, coll.Float32, coll.Sum, RunOptions{Exact: true})
-	require.NoError(t, err)
-	require.Equal(t, "p2p-compact", exact.Mode)
-	require.Equal(t, row.TimeUs, exact.TimeUs)
-}
-
-// On an oversubscribed fabric under ECMP the replay over the kept stand-ins, with the work its
-// hashed links owe, is the mean model there: a host-bound all-to-all keeps it where its time times
-// hostBoundMargin is under the floor (since stop 66; before, every rank was replayed for a GPU
-// time the row does not show), and the row is the one the replay of every rank and the exact
-// replay give.
-func TestP2PHostBoundOversubscribed(t *testing.T) {
-	m, _ := settingsMachine(t, "dgx-h100", 16, 0, fabricOf(t, "oversubscription", "2", "hosts_per_leaf", "4"), planner.Settings{})
-	const size = 64 << 10
-	row, _, err := m.Run(coll.AllToAll, size, coll.Float32, coll.Sum, RunOptions{})
-	require.NoError(t, err)
-	require.True(t, row.HostBound)
-	require.Contains(t, row.Mode, "ecmp-mean")
-	require.Less(t, hostBoundMargin*row.DeviceUs, row.TimeUs)
-	gpu, _, err := m.Run(coll.AllToAll, size, coll.Float32, coll.Sum, RunOptions{GPUTime: true})
-	require.NoError(t, err)
-	require.NotContains(t, gpu.Mode, "ecmp-mean") // no floor: the replay of every rank
-	t.Logf("floor %.2f µs; GPU time: model %.3f µs, replay of every rank %.3f µs (%s)", row.TimeUs, row.DeviceUs, gpu.TimeUs, gpu.Mode)
-	require.InEpsilon(t, gpu.TimeUs, row.DeviceUs, 0.01)
-	exact, _, err := m.Run(coll.AllToAll, size, coll.Float32, coll.Sum, RunOptions{Exact: true})
-	require.NoError(t, err)
-	require.Equal(t, "p2p-compact", exact.Mode)
-	require.Equal(t, row.TimeUs, exact.TimeUs)
+	cases := []struct {
+		name    string
+		fab     *Fabric
+		size    int64
+		mode    string // the row's
+		gpuMode string // a part of the GPU time's mode (the replay of every rank)
+	}{
+		{"16 nodes, 2 a leaf", leafFabric(t, 2), 256 << 10, "p2p-compact, latency-mean, ecmp-mean", "rate-interval-"},
+		{"16 nodes, 4 a leaf, 2:1", fabricOf(t, "oversubscription", "2", "hosts_per_leaf", "4"), 64 << 10, "p2p-compact, ecmp-mean, rate-interval-6ns", "rate-interval-"},
+	}
+	for _, c := range cases {
+		m, _ := settingsMachine(t, "dgx-h100", 16, 0, c.fab, planner.Settings{})
+		row, _, err := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{})
+		require.NoError(t, err)
+		require.True(t, row.HostBound, c.name)
+		require.Equal(t, c.mode, row.Mode, c.name)
+		require.Less(t, hostBoundMargin*row.DeviceUs, row.TimeUs, c.name)
+		gpu, _, err := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{GPUTime: true})
+		require.NoError(t, err)
+		require.NotContains(t, gpu.Mode, "ecmp-mean", c.name) // no floor: the replay of every rank
+		require.Contains(t, gpu.Mode, c.gpuMode, c.name)
+		t.Logf("%s: floor %.2f µs; GPU time: model %.3f µs, replay of every rank %.3f µs (%s)", c.name, row.TimeUs, row.DeviceUs, gpu.TimeUs, gpu.Mode)
+		require.InEpsilon(t, gpu.TimeUs, row.DeviceUs, 0.01, c.name)
+		exact, _, err := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{Exact: true})
+		require.NoError(t, err)
+		require.Equal(t, "p2p-compact", exact.Mode, c.name)
+		require.Equal(t, row.TimeUs, exact.TimeUs, c.name)
+	}
 }
 
 // A replay of every rank projected past P2PDeferWork (a quarter of it before a quarter of the
