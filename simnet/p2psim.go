@@ -129,7 +129,7 @@ var P2PDeferMessages int64 = 2_000_000
 // miss what a message costs on an oversubscribed fabric, where the kept stand-ins join every flow
 // into one rate computation: 12 DGX H200 nodes with 4 a leaf, 2:1, all-to-all of 2 GiB replayed
 // 1.56 M messages (under P2PDeferMessages) in 216 M visits, 37 s (24 µs a message); from 128 and
-// 256 MiB (sizes-steady) 9.2 s and +0.017%. 30 M visits is about 5–15 s of this machine's replay
+// 256 MiB (sizes-steady) 10.4 s and +0.017%. 30 M visits is about 5–15 s of this machine's replay
 // (0.17–0.6 µs a visit in those replays), where the deferred call costs at most 3/8 of the
 // projected replay (its pair at most an eighth and a quarter of the size).
 var P2PDeferWork uint64 = 30_000_000
@@ -954,7 +954,7 @@ func (b *p2pBuild) replayAll(res *P2PResult, cl *Cluster, interval Time, work ui
 
 // probe is the abort of a replay of every rank on c (P2PSpec.DeferWork): a replay whose rate
 // computations visit deferWork/4 flows before it has simulated a quarter of expect (the symmetric
-// replay's time, itself no more than the replay's) is projected past deferWork and stops with
+// replay's time, 0–15% under the replay's where measured) is projected past deferWork and stops with
 // errDeferred; one that reaches the quarter first runs on as it would have without the probe. A
 // projection from an earlier point overshoots where the fill is heavy: on 4 DGX H100 nodes under
 // a 2:1 fat tree (all-to-all of 1 GiB) the first 2.1% of the time took 2.2 M of the replay's 11.6 M
