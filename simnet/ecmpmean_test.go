@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -373,20 +374,25 @@ func TestAllToAllBackloggedReplay(t *testing.T) {
 // would refine a GPU time the row does not show. The row is the floor either way; its GPU time is
 // the model's, within 1% of the replay of every rank here, and Exact still replays every rank.
 // On an oversubscribed fabric under ECMP the model is the replay over the kept stand-ins (since
-// stop 66; before, every rank was replayed there).
+// stop 66; before, every rank was replayed there). Under rail routing, where the fixed routes put
+// a relaxed link over its capacity (18 nodes, 4 a leaf: the last leaf half empty), the model is the
+// replay over the stand-ins with the work those links owe (rail-owed, since stop 67; before, every
+// rank was replayed, which at 100 nodes took minutes).
 func TestP2PHostBoundKeepsMeanModel(t *testing.T) {
 	cases := []struct {
 		name    string
+		nodes   int
 		fab     *Fabric
 		size    int64
 		mode    string // the row's
 		gpuMode string // a part of the GPU time's mode (the replay of every rank)
 	}{
-		{"16 nodes, 2 a leaf", leafFabric(t, 2), 256 << 10, "p2p-compact, latency-mean, ecmp-mean", "rate-interval-"},
-		{"16 nodes, 4 a leaf, 2:1", fabricOf(t, "oversubscription", "2", "hosts_per_leaf", "4"), 64 << 10, "p2p-compact, ecmp-mean, rate-interval-6ns", "rate-interval-"},
+		{"16 nodes, 2 a leaf", 16, leafFabric(t, 2), 256 << 10, "p2p-compact, latency-mean, ecmp-mean", "rate-interval-"},
+		{"16 nodes, 4 a leaf, 2:1", 16, fabricOf(t, "oversubscription", "2", "hosts_per_leaf", "4"), 64 << 10, "p2p-compact, ecmp-mean, rate-interval-6ns", "rate-interval-"},
+		{"18 nodes, 4 a leaf, rail", 18, fabricOf(t, "routing", "rail", "hosts_per_leaf", "4"), 64 << 10, "p2p-compact, latency-mean, rail-owed", "rate-interval-"},
 	}
 	for _, c := range cases {
-		m, _ := settingsMachine(t, "dgx-h100", 16, 0, c.fab, planner.Settings{})
+		m, _ := settingsMachine(t, "dgx-h100", c.nodes, 0, c.fab, planner.Settings{})
 		row, _, err := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{})
 		require.NoError(t, err)
 		require.True(t, row.HostBound, c.name)
@@ -395,6 +401,7 @@ func TestP2PHostBoundKeepsMeanModel(t *testing.T) {
 		gpu, _, err := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{GPUTime: true})
 		require.NoError(t, err)
 		require.NotContains(t, gpu.Mode, "ecmp-mean", c.name) // no floor: the replay of every rank
+		require.NotContains(t, gpu.Mode, "rail-owed", c.name)
 		require.Contains(t, gpu.Mode, c.gpuMode, c.name)
 		t.Logf("%s: floor %.2f µs; GPU time: model %.3f µs, replay of every rank %.3f µs (%s)", c.name, row.TimeUs, row.DeviceUs, gpu.TimeUs, gpu.Mode)
 		require.InEpsilon(t, gpu.TimeUs, row.DeviceUs, 0.01, c.name)
@@ -616,4 +623,31 @@ func TestP2PDeferredToSmallerSizes(t *testing.T) {
 	again := run(1 << 20)
 	require.Equal(t, small.Mode, again.Mode)
 	require.Equal(t, small.TimeUs, again.TimeUs)
+}
+
+// Rail routing whose fixed routes put a relaxed link over its capacity (a leaf left partly empty)
+// replays every rank with the symmetric replay's rate interval, as an oversubscribed fabric does
+// (since stop 67; before, exactly): within MaxCoarseError/2 of the exact replay.
+func TestRailOverCapacityInterval(t *testing.T) {
+	cases := []struct {
+		topo         string
+		nodes, perLf int
+		size         int64
+	}{
+		{"dgx-h100", 18, 4, 8 << 20},
+		{"dgx-a100", 20, 8, 1 << 20},
+	}
+	for _, c := range cases {
+		fab := fabricOf(t, "routing", "rail", "hosts_per_leaf", strconv.Itoa(c.perLf))
+		m, _ := settingsMachine(t, c.topo, c.nodes, 0, fab, planner.Settings{})
+		row, _, err := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{GPUTime: true})
+		require.NoError(t, err)
+		exact, _, err := m.Run(coll.AllToAll, c.size, coll.Float32, coll.Sum, RunOptions{Exact: true, GPUTime: true})
+		require.NoError(t, err)
+		rel := row.TimeUs/exact.TimeUs - 1
+		t.Logf("%s ×%d, %d a leaf, %d KiB: %s %.3f µs, exactly %.3f µs (%+.3f%%)", c.topo, c.nodes, c.perLf, c.size>>10, row.Mode, row.TimeUs, exact.TimeUs, 100*rel)
+		require.Contains(t, row.Mode, "rate-interval-")
+		require.Equal(t, "p2p-compact", exact.Mode)
+		require.Less(t, math.Abs(rel), MaxCoarseError/2)
+	}
 }

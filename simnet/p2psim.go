@@ -156,6 +156,10 @@ type P2PResult struct {
 	Rotation, Programs int
 	Relaxed            int  // links the symmetric replay left out and checked
 	ECMPMean           bool // the ECMP mean model stands for the exact replay (relax.go)
+	// RailOwed: under rail routing, a host-bound call's GPU time is the replay over the relaxed
+	// links' stand-ins plus the most work a link its routes put over capacity owes (owed), not
+	// the replay of every rank (P2PSpec.HostFloor).
+	RailOwed bool
 	// LatencyMean: the orbits replayed as one differ only in the switch latencies of their
 	// members' routes; each connection class took its members' mean latency.
 	LatencyMean bool
@@ -183,6 +187,9 @@ func (r *P2PResult) Mode() string {
 	}
 	if r.ECMPMean {
 		mode += ", ecmp-mean"
+	}
+	if r.RailOwed {
+		mode += ", rail-owed"
 	}
 	if r.Unchecked {
 		mode += ", unchecked"
@@ -660,6 +667,9 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 		w := spec.cache.get(b.walkKey(relaxes, walkKinds), func() *p2pWalk { return b.walk(cl, rx, relaxes, walkKinds) })
 		b.relax, b.crossings, kept, kinds, latKinds, b.w = w.relax, w.crossings, w.kept, w.kinds, w.latKinds, w
 	}
+	// rail: rail routing's fixed routes, whose relaxed links the symmetric replay may find over
+	// their capacity (a leaf left partly empty); railOver: it did, and every rank is replayed.
+	rail, railOver := relaxes && isCluster && cl.Fabric.Routing == "rail", false
 	if relaxes {
 		mean = rx.ecmp() && !spec.Exact && (!kept || spec.MeanOversubscribed)
 		ecmpKept = rx.ecmp() && kept
@@ -679,11 +689,16 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 			}
 			x, check, unchecked := b.symmetric(cl, R, res.LatencyMean)
 			if x != nil {
+				// railFloor: rail routing (no hash) where the call may be host-bound, its
+				// lower bound on the time (linkBound) under the floor by hostBoundMargin: the
+				// replay runs on past a link over its capacity, and with the work such links
+				// owe it may stand for the GPUs' time under the floor (below; since stop 67).
+				railFloor := rail && !spec.Exact && spec.HostFloor > 0 && hostBoundMargin*float64(linkBound(x)) < float64(spec.HostFloor)
 				if check != nil {
 					// Halt at the first link over its capacity unless the replay's time is
-					// wanted: the mean model's, or on an oversubscribed fabric under ECMP the
-					// time the rate interval below is cut to.
-					check.halt = !mean && !ecmpKept
+					// wanted: the mean model's, on an oversubscribed fabric under ECMP the
+					// time the rate interval below is cut to, or railFloor's.
+					check.halt = !mean && !ecmpKept && !railFloor
 				}
 				switch {
 				case spec.Exact:
@@ -732,7 +747,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 					return res, nil
 				}
 				var owed Time
-				if mean || ecmpKept {
+				if mean || ecmpKept || railFloor {
 					owed = x.owed(b, check)
 				}
 				// Too far over for the mean model to stand: a link over twice its capacity
@@ -743,12 +758,15 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 				// 32 KiB, 126.59 µs against the replay of every rank's 126.97, which took 68 s;
 				// docs/cluster.md.)
 				tooFar := check.over > meanOverload && owed > 0 && !spec.MeanOversubscribed
-				if (mean || ecmpKept) && !spec.Exact && spec.HostFloor > 0 && hostBoundMargin*float64(t+owed) < float64(spec.HostFloor) {
+				if (mean || ecmpKept || railFloor) && !spec.Exact && spec.HostFloor > 0 && hostBoundMargin*float64(t+owed) < float64(spec.HostFloor) {
 					// A host-bound call: the replay of every rank would refine a GPU time the
 					// row does not show (P2PSpec.HostFloor). On an oversubscribed fabric
 					// (ecmpKept) the replay over the kept stand-ins is the mean model there,
-					// its owed work the hash collisions' (since stop 66).
-					res.Time, res.ECMPMean = t+owed, true
+					// its owed work the hash collisions' (since stop 66); under rail routing
+					// (railFloor) the replay over the stand-ins with the work of the links
+					// its fixed routes put over their capacity (rail-owed; since stop 67).
+					res.Time = t + owed
+					res.ECMPMean, res.RailOwed = !railFloor, railFloor
 					x.credit(b, cl, check, R)
 					e.now += res.Time
 					return res, nil
@@ -850,6 +868,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 				}
 				// Rail routing over its capacity: every rank below.
 				res.Relaxed = 0
+				railOver = rail
 			}
 		}
 	}
@@ -857,10 +876,15 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 	if b.deferred(x) {
 		return nil, errDeferred
 	}
-	if kept && isCluster && !spec.Exact && e.RateInterval == 0 {
+	if (kept || railOver) && isCluster && !spec.Exact && e.RateInterval == 0 {
 		// Oversubscribed (its stand-ins kept): the interval of the symmetric replay above,
 		// on a copy of e's links (rail routing, 24 nodes with 8 per leaf, 2:1, 4 MiB: 2.6 s
 		// and +0.24% where the exact replay takes 14.6 s; docs/cluster.md "Unchecked").
+		// Likewise under rail routing where the symmetric replay found a relaxed link over its
+		// capacity (since stop 67: 25 all-to-all cells of 16 KiB–64 MiB on DGX H100, A100 and
+		// DGX-1 nodes, 18 with 4 a leaf and 20 with 8 a leaf, and 3 GB200 racks with 2 a leaf,
+		// +0.00…+0.26% from the exact replay, 21.9 s against its 105.7; docs/cluster.md "Rail
+		// routing over its capacity").
 		if lb := linkBound(x); lb > 0 {
 			ok, err := b.replayAll(res, cl, x.interval(lb), 0, lb)
 			if err != nil {
