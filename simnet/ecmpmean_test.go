@@ -376,7 +376,7 @@ func TestAllToAllBackloggedReplay(t *testing.T) {
 // On an oversubscribed fabric under ECMP the model is the replay over the kept stand-ins (since
 // stop 66; before, every rank was replayed there). Under rail routing, where the fixed routes put
 // a relaxed link over its capacity (18 nodes, 4 a leaf: the last leaf half empty), the model is the
-// replay over the stand-ins with the work those links owe (rail-owed, since stop 67; before, every
+// replay over the stand-ins with the work those links owe (rail-owed, since stop 68; before, every
 // rank was replayed, which at 100 nodes took minutes).
 func TestP2PHostBoundKeepsMeanModel(t *testing.T) {
 	cases := []struct {
@@ -627,7 +627,7 @@ func TestP2PDeferredToSmallerSizes(t *testing.T) {
 
 // Rail routing whose fixed routes put a relaxed link over its capacity (a leaf left partly empty)
 // replays every rank with the symmetric replay's rate interval, as an oversubscribed fabric does
-// (since stop 67; before, exactly): within MaxCoarseError/2 of the exact replay.
+// (since stop 68; before, exactly): within MaxCoarseError/2 of the exact replay.
 func TestRailOverCapacityInterval(t *testing.T) {
 	cases := []struct {
 		topo         string

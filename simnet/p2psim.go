@@ -692,7 +692,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 				// railFloor: rail routing (no hash) where the call may be host-bound, its
 				// lower bound on the time (linkBound) under the floor by hostBoundMargin: the
 				// replay runs on past a link over its capacity, and with the work such links
-				// owe it may stand for the GPUs' time under the floor (below; since stop 67).
+				// owe it may stand for the GPUs' time under the floor (below; since stop 68).
 				railFloor := rail && !spec.Exact && spec.HostFloor > 0 && hostBoundMargin*float64(linkBound(x)) < float64(spec.HostFloor)
 				if check != nil {
 					// Halt at the first link over its capacity unless the replay's time is
@@ -764,7 +764,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 					// (ecmpKept) the replay over the kept stand-ins is the mean model there,
 					// its owed work the hash collisions' (since stop 66); under rail routing
 					// (railFloor) the replay over the stand-ins with the work of the links
-					// its fixed routes put over their capacity (rail-owed; since stop 67).
+					// its fixed routes put over their capacity (rail-owed; since stop 68).
 					res.Time = t + owed
 					res.ECMPMean, res.RailOwed = !railFloor, railFloor
 					x.credit(b, cl, check, R)
@@ -881,7 +881,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 		// on a copy of e's links (rail routing, 24 nodes with 8 per leaf, 2:1, 4 MiB: 2.6 s
 		// and +0.24% where the exact replay takes 14.6 s; docs/cluster.md "Unchecked").
 		// Likewise under rail routing where the symmetric replay found a relaxed link over its
-		// capacity (since stop 67: 25 all-to-all cells of 16 KiB–64 MiB on DGX H100, A100 and
+		// capacity (since stop 68: 25 all-to-all cells of 16 KiB–64 MiB on DGX H100, A100 and
 		// DGX-1 nodes, 18 with 4 a leaf and 20 with 8 a leaf, and 3 GB200 racks with 2 a leaf,
 		// +0.00…+0.26% from the exact replay, 21.9 s against its 105.7; docs/cluster.md "Rail
 		// routing over its capacity").
