@@ -86,12 +86,17 @@ func TestPATFoldSurvey(t *testing.T) {
 // (the representatives of a whole leaf: the members' latencies map too), within latency-mean's
 // error across leaves; under ECMP an all-gather folds, the mean model standing where a hashed
 // uplink goes over its capacity, and a reduce-scatter whose hashed uplinks collide is refused
-// (the mean model would be 22% fast at 64 nodes).
+// (the mean model would be 22% fast at 64 nodes). Under rail routing with a part-full leaf an
+// all-gather folds as under ECMP (rail-over).
 func TestPATFoldMatchesSchedule(t *testing.T) {
 	rail := DefaultFabric()
 	rail.Routing = "rail"
 	two := DefaultFabric()
 	two.HostsPerLeaf = 2
+	// Rail routing, 8 a leaf, the last leaf part full: some uplinks go over their capacity, and an
+	// all-gather's fold stands under the backlog bar (rail-over, since stop 68), refused above it.
+	rail8 := DefaultFabric()
+	rail8.Routing, rail8.HostsPerLeaf = "rail", 8
 	for _, tc := range []struct {
 		nodes int
 		fab   *Fabric
@@ -111,6 +116,9 @@ func TestPATFoldMatchesSchedule(t *testing.T) {
 		{64, nil, coll.ReduceScatter, 64 << 20, false, "", 0},
 		{64, two, coll.AllGather, 1 << 20, false, "pat-fold, latency-mean, ecmp-mean", 5e-3},
 		{64, two, coll.ReduceScatter, 1 << 20, false, "", 0},
+		{26, rail8, coll.AllGather, 64 << 10, false, "pat-fold, latency-mean, rail-over", 5e-3}, // −0.37%
+		{43, rail8, coll.AllGather, 1 << 20, false, "pat-fold, latency-mean, rail-over", 7e-3},  // −0.51%
+		{43, rail8, coll.AllGather, 16 << 20, false, "", 0},                                     // over the backlog bar
 	} {
 		fold, full, mode := patFoldVsSchedule(t, tc.nodes, tc.fab, tc.f, tc.size, tc.exact)
 		name := fmt.Sprintf("%v %d nodes %d B exact=%v", tc.f, tc.nodes, tc.size, tc.exact)
