@@ -662,6 +662,9 @@ func (c *Cluster) isSwitch(l LinkID) bool { return l >= c.swLo && l < c.swHi }
 // applies; relax.go).
 func (c *Cluster) ecmp() bool { return c.Fabric.Routing == "ecmp" }
 
+// railRouted: rail routing, every flow on the fixed uplink of its destination node.
+func (c *Cluster) railRouted() bool { return c.Fabric.Routing == "rail" }
+
 // Rotations. Rotating the nodes by R (node n becomes node n+R mod NumNodes) maps every route
 // onto a route of the rotated ranks, link by link, except for the links the fabric picks by hash:
 // a node's own links and NIC ports keep their places, a leaf's links move to the leaf R nodes

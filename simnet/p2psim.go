@@ -669,7 +669,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 	}
 	// rail: rail routing's fixed routes, whose relaxed links the symmetric replay may find over
 	// their capacity (a leaf left partly empty); railOver: it did, and every rank is replayed.
-	rail, railOver := relaxes && isCluster && cl.Fabric.Routing == "rail", false
+	rail, railOver := relaxes && isCluster && cl.railRouted(), false
 	if relaxes {
 		mean = rx.ecmp() && !spec.Exact && (!kept || spec.MeanOversubscribed)
 		ecmpKept = rx.ecmp() && kept

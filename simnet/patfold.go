@@ -237,7 +237,7 @@ func (m *Machine) patFold(plan coll.Plan, tm Timing, opt RunOptions) (*Result, s
 
 	check := newRelaxCheck(e, pairs, len(s.Conns))
 	// watch: the check only watches (an all-gather under ECMP or rail routing; above).
-	rail := cl.Fabric.Routing == "rail"
+	rail := cl.railRouted()
 	watch := (cl.ecmp() || rail) && !opt.Exact && plan.Func == coll.AllGather
 	sopt := Options{prune: true}
 	if check != nil {
