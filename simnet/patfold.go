@@ -134,7 +134,14 @@ func (m *Machine) patFold(plan coll.Plan, tm Timing, opt RunOptions) (*Result, s
 			}
 		}
 	})
-	R, latMean := cl.symmetry(kinds, latKinds, opt.Exact)
+	// A reduce-scatter's step waits for every child of its block, and the members' latencies
+	// (within a leaf, across the spine) do not average out there as an all-gather's do: its fold
+	// takes the rotation that keeps them where there is one (patRSExactLatency).
+	R, latMean := cl.symmetry(kinds, latKinds, opt.Exact || (plan.Func == coll.ReduceScatter && patRSExactLatency))
+	if !opt.Exact && (R >= cl.NumNodes || plan.EstimatedSteps()*float64(R)/float64(n) > PATExactLatencySteps) {
+		// None keeps them, or its fold would be long: the mean.
+		R, latMean = cl.symmetry(kinds, latKinds, false)
+	}
 	if R >= cl.NumNodes {
 		return nil, "", nil
 	}
@@ -291,3 +298,18 @@ func (m *Machine) patFold(plan coll.Plan, tm Timing, opt RunOptions) (*Result, s
 // updates is about 30 s of this machine's time. A reduce-scatter's check halts the replay
 // (a collision there is not the mean model's) and has no budget.
 var PATCheckWork int64 = 1 << 30
+
+// patRSExactLatency folds a reduce-scatter over the rotation that keeps its members' latencies
+// where the fabric has one (Cluster.symmetry with exact: the nodes of a leaf, or of a pod), rather
+// than over the smallest rotation with the members' mean latency (latency-mean). The mean is
+// within 0.04% at 1 MiB but −7.1% at 64 and 256 MiB on 256 one-GPU DGX H100 nodes under rail
+// routing (−1.7% on 128 at 64 MiB), where the rotation by the 32 nodes of a leaf is −0.009%
+// (docs/cluster.md, PAT). Tests turn it off. PATExactLatencySteps bounds the steps of that fold
+// (coll.Plan.EstimatedSteps × R / ranks; about 450 bytes a step): past it the mean stands (16,384
+// one-GPU nodes at 64 MiB, 2.1 M steps: 8.1 s and 1.6 GB with the leaf's 32 representatives,
+// 3.0 s and 0.7 GB with the mean, the same time to the µs — so many ranks make the call
+// latency-bound, where the mean was within 0.04% wherever measured).
+var patRSExactLatency = true
+
+// PATExactLatencySteps: see patRSExactLatency.
+var PATExactLatencySteps = 1_000_000.0
