@@ -590,3 +590,31 @@ func FuzzParseHostEnqueue(f *testing.F) {
 		}
 	})
 }
+
+// A PAT reduce-scatter folded with its members' mean latency (300 one-GPU nodes: the last leaf
+// part full, no rotation keeps the latencies) carries a note on how far that fold parts from the
+// schedule; one folded over a leaf's representatives (320 nodes) and an all-gather do not.
+func TestRunPATMeanReduceScatterNote(t *testing.T) {
+	run := func(nodes string, colls string) []string {
+		var out, errb bytes.Buffer
+		args := []string{"run", "--topo", "gh200-c2c", "--nodes", nodes, "--fabric-set", "routing=adaptive", "-c", colls, "-b", "64K", "-e", "64K", "--json", "--progress", "off"}
+		require.Equal(t, 0, mainRun(args, &out, &errb), errb.String())
+		var doc struct {
+			Rows  []map[string]any `json:"rows"`
+			Notes []string         `json:"notes"`
+		}
+		require.NoError(t, json.Unmarshal(out.Bytes(), &doc))
+		var got []string
+		for _, r := range doc.Rows {
+			got = append(got, fmt.Sprint(r["coll"], ": ", r["mode"]))
+		}
+		for _, n := range doc.Notes {
+			if strings.Contains(n, "members' mean latency") {
+				got = append(got, "note "+n[:strings.Index(n, " ")])
+			}
+		}
+		return got
+	}
+	require.Equal(t, []string{"all_gather: pat-fold, latency-mean", "reduce_scatter: pat-fold, latency-mean", "note reduce_scatter"}, run("300", "allgather,reducescatter"))
+	require.Equal(t, []string{"reduce_scatter: pat-fold"}, run("320", "reducescatter"))
+}
