@@ -307,8 +307,8 @@ var PATCheckWork int64 = 1 << 30
 // (docs/cluster.md, PAT). Tests turn it off. PATExactLatencySteps bounds the steps of that fold
 // (coll.Plan.EstimatedSteps × R / ranks; about 450 bytes a step): past it the mean stands (16,384
 // one-GPU nodes at 64 MiB, 2.1 M steps: 8.1 s and 1.6 GB with the leaf's 32 representatives,
-// 3.0 s and 0.7 GB with the mean, the same time to the µs — so many ranks make the call
-// latency-bound, where the mean was within 0.04% wherever measured).
+// 3.0 s and 0.7 GB with the mean, the same time to the µs: so many ranks make the call
+// latency-bound).
 var patRSExactLatency = true
 
 // PATExactLatencySteps: see patRSExactLatency.
