@@ -137,8 +137,9 @@ func (m *Machine) patFold(plan coll.Plan, tm Timing, opt RunOptions) (*Result, s
 	// A reduce-scatter's step waits for every child of its block, and the members' latencies
 	// (within a leaf, across the spine) do not average out there as an all-gather's do: its fold
 	// takes the rotation that keeps them where there is one (patRSExactLatency).
-	R, latMean := cl.symmetry(kinds, latKinds, opt.Exact || (plan.Func == coll.ReduceScatter && patRSExactLatency))
-	if !opt.Exact && (R >= cl.NumNodes || plan.EstimatedSteps()*float64(R)/float64(n) > PATExactLatencySteps) {
+	rsExact := !opt.Exact && plan.Func == coll.ReduceScatter && patRSExactLatency
+	R, latMean := cl.symmetry(kinds, latKinds, opt.Exact || rsExact)
+	if rsExact && (R >= cl.NumNodes || plan.EstimatedSteps()*float64(R)/float64(n) > PATExactLatencySteps) {
 		// None keeps them, or its fold would be long: the mean.
 		R, latMean = cl.symmetry(kinds, latKinds, false)
 	}
