@@ -36,9 +36,32 @@ func patFoldVsSchedule(t *testing.T, nodes int, fab *Fabric, f coll.Func, size i
 	require.NoError(t, err)
 	e, cl, err := m.engine()
 	require.NoError(t, err)
+	jitterLatencies(e, patJitter, patJitterSeed)
 	full, err = Simulate(e, cl, s, tm, Options{})
 	require.NoError(t, err)
 	return fold, full, mode
+}
+
+// patJitter (SIMCCL_PAT_JITTER_PS in TestPATFoldSurvey) perturbs the schedule's replay: every link
+// with a latency takes up to that much more, drawn per link from patJitterSeed
+// (SIMCCL_PAT_SEED). It measures how the replay answers a perturbation far below anything
+// physical: a call whose replay parts from its own symmetry answers with a different time.
+var (
+	patJitter     Time
+	patJitterSeed uint64
+)
+
+// jitterLatencies adds to the latency of each of e's links that has one a deterministic
+// pseudo-random amount in [0, j) drawn from seed (nothing where j is 0).
+func jitterLatencies(e *Engine, j Time, seed uint64) {
+	if j <= 0 {
+		return
+	}
+	for l := range e.links {
+		if e.links[l].lat > 0 {
+			e.links[l].lat += Time(mix64(seed*0x9e3779b97f4a7c15^uint64(l)) % uint64(j))
+		}
+	}
 }
 
 // patTopo is the embedded topology of the PAT fold's tests (its first GPU a node).
@@ -48,7 +71,8 @@ var patTopo = "dgx-h100"
 // "nodes,nodes:sizeKiB,sizeKiB[:rail|ecmp[:perLeaf]]"; SIMCCL_PAT_FABRIC: a fabric file,
 // SIMCCL_PAT_SET: settings "key=value,key=value" applied to it, SIMCCL_PAT_TOPO: another
 // embedded topology, SIMCCL_PAT_FUNC: ag or rs for one collective only, SIMCCL_PAT_RSMEAN: a reduce-scatter
-// folded with latency-mean, patRSExactLatency off).
+// folded with latency-mean, patRSExactLatency off; SIMCCL_PAT_JITTER_PS and SIMCCL_PAT_SEED: the
+// schedule's replay perturbed, patJitter).
 func TestPATFoldSurvey(t *testing.T) {
 	spec := os.Getenv("SIMCCL_PAT_SURVEY")
 	if spec == "" {
@@ -70,6 +94,13 @@ func TestPATFoldSurvey(t *testing.T) {
 		patRSExactLatency = false
 		defer func() { patRSExactLatency = true }()
 	}
+	if v := os.Getenv("SIMCCL_PAT_JITTER_PS"); v != "" {
+		j, err := strconv.ParseInt(v, 10, 64)
+		require.NoError(t, err)
+		patJitter = Time(j)
+		patJitterSeed, _ = strconv.ParseUint(os.Getenv("SIMCCL_PAT_SEED"), 10, 64)
+		defer func() { patJitter, patJitterSeed = 0, 0 }()
+	}
 	funcs := []coll.Func{coll.AllGather, coll.ReduceScatter}
 	switch os.Getenv("SIMCCL_PAT_FUNC") {
 	case "ag":
@@ -90,6 +121,42 @@ func TestPATFoldSurvey(t *testing.T) {
 				t.Logf("%v %4d nodes %8d KiB %s: fold %.3f µs (%s), schedule %.3f µs, %+.3f%%", f, nodes, kib, fab.Routing,
 					fold.Time.Micros(), mode, full.Time.Micros(), 100*(fold.Time.Micros()/full.Time.Micros()-1))
 			}
+		}
+	}
+}
+
+// A long PAT reduce-scatter's replay of the whole schedule is not robust: a perturbation of every
+// link's latency by under 1 ns (patJitter) moves it by percents, where an all-gather's and a
+// shorter reduce-scatter's barely move. The fold replays the unperturbed, synchronized call (its
+// ranks in step), so its error against the schedule at such sizes is within the schedule's own
+// spread (docs/cluster.md, PAT: "A schedule that is not robust").
+func TestPATReduceScatterScheduleNotRobust(t *testing.T) {
+	rail := DefaultFabric()
+	rail.Routing = "rail"
+	for _, tc := range []struct {
+		nodes     int
+		f         coll.Func
+		size      int64
+		lo, hi    float64 // the perturbed schedule's time over the unperturbed one, minus 1
+		foldFloor bool    // the fold is within 1e-6 of the unperturbed schedule or under it
+	}{
+		{64, coll.AllGather, 1 << 30, -1e-3, 1e-3, false},
+		{128, coll.ReduceScatter, 64 << 20, -1e-3, 1e-3, true},
+		// 128 nodes: the unperturbed schedule is still the fold's within 1.8% (on 64 nodes it
+		// has parted by rounding alone, −2.3%, and 1 ns moves it by only +0.7% more).
+		{128, coll.ReduceScatter, 1 << 30, 0.01, 0.10, true}, // +2.2% (seed 1)
+	} {
+		name := fmt.Sprintf("%v %d nodes %d B", tc.f, tc.nodes, tc.size)
+		fold, still, _ := patFoldVsSchedule(t, tc.nodes, rail, tc.f, tc.size, false)
+		require.NotNil(t, fold, name)
+		patJitter, patJitterSeed = Nanosecond, 1
+		_, moved, _ := patFoldVsSchedule(t, tc.nodes, rail, tc.f, tc.size, false)
+		patJitter, patJitterSeed = 0, 0
+		d := float64(moved.Time)/float64(still.Time) - 1
+		t.Logf("%s: schedule %.3f µs, perturbed %.3f µs (%+.3f%%), fold %.3f µs", name, still.Time.Micros(), moved.Time.Micros(), 100*d, fold.Time.Micros())
+		require.True(t, d >= tc.lo && d <= tc.hi, "%s: %+.4f%% outside [%+.2f%%, %+.2f%%]", name, 100*d, 100*tc.lo, 100*tc.hi)
+		if tc.foldFloor {
+			require.LessOrEqual(t, float64(fold.Time), float64(still.Time)*(1+1e-6), name)
 		}
 	}
 }

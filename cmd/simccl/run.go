@@ -325,6 +325,12 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 					lateNotes = append(lateNotes, n)
 				}
 			}
+			if patLongRS(row) && !noteSeen["pat long rs"] {
+				noteSeen["pat long rs"] = true
+				n := fmt.Sprintf("%s from %d bytes: a PAT reduce-scatter this long (%.0f µs) is not robust in the replay of its whole schedule either: perturbing every link's latency by up to 1 ns moves that replay by +0.2…+3.5%%, by up to 100 ns +2.9…+5.8%% (64–256 one-GPU DGX H100 nodes, 512 MiB–1 GiB, rail routing; an all-gather moves by under 0.1%%); the fold's row is the unperturbed call, its ranks in step, the fastest of them (docs/cluster.md, PAT)", row.Coll, row.Bytes, row.TimeUs)
+				notes = append(notes, n)
+				lateNotes = append(lateNotes, n)
+			}
 			if n := substNote(row, c.planNote, *exact); n != "" && !noteSeen[n] {
 				noteSeen[n] = true
 				notes = append(notes, n)
@@ -793,6 +799,18 @@ func parseHostEnqueue(s string) (simnet.Time, error) {
 	}
 	return t, nil
 }
+
+// patLongRS reports whether row is a PAT reduce-scatter timed by a fold (pat-fold) that lasts
+// patRobustUs or more, where the replay of its whole schedule is not robust to perturbations
+// (simnet's TestPATReduceScatterScheduleNotRobust).
+func patLongRS(row simnet.Row) bool {
+	return row.Coll == "reduce_scatter" && row.Algo == "PAT" && strings.HasPrefix(row.Mode, "pat-fold") && row.TimeUs >= patRobustUs
+}
+
+// patRobustUs is the length of a PAT reduce-scatter from which its schedule's replay is measured
+// to move by about 1% or more under a 100 ns perturbation of the links' latencies: 256 MiB on 128
+// one-GPU nodes (5.8 ms) moved by +0.3…+0.9%, 512 MiB (12.1 ms) by +3.0…+5.0% (docs/cluster.md).
+const patRobustUs = 10_000
 
 // patMeanRS reports whether row is a PAT reduce-scatter timed by the fold with its members' mean
 // latency (simnet's pat-fold, latency-mean), which parts from the whole schedule at large calls.

@@ -618,3 +618,36 @@ func TestRunPATMeanReduceScatterNote(t *testing.T) {
 	require.Equal(t, []string{"all_gather: pat-fold, latency-mean", "reduce_scatter: pat-fold, latency-mean", "note reduce_scatter"}, run("300", "allgather,reducescatter"))
 	require.Equal(t, []string{"reduce_scatter: pat-fold"}, run("320", "reducescatter"))
 }
+
+// A PAT reduce-scatter folded at a length where the replay of its whole schedule is not robust
+// (patRobustUs) says so once, from its first such row; an all-gather, whose replay is robust,
+// does not.
+func TestRunPATLongReduceScatterNote(t *testing.T) {
+	var out, errb bytes.Buffer
+	args := []string{"run", "--nodes", "320", "--gpus", "1", "--algo", "pat", "--fabric-set", "routing=rail", "-c", "allgather,reducescatter", "-b", "64M", "-e", "1G", "-f", "16", "--json", "--progress", "off"}
+	require.Equal(t, 0, mainRun(args, &out, &errb), errb.String())
+	var doc struct {
+		Rows []struct {
+			Coll   string  `json:"coll"`
+			Bytes  int64   `json:"bytes"`
+			Mode   string  `json:"mode"`
+			TimeUs float64 `json:"time_us"`
+		} `json:"rows"`
+		Notes []string `json:"notes"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &doc))
+	var folds []string
+	for _, r := range doc.Rows {
+		folds = append(folds, fmt.Sprint(r.Coll, " ", r.Bytes, " ", strings.HasPrefix(r.Mode, "pat-fold"), " ", r.TimeUs >= patRobustUs))
+	}
+	// 320 nodes: 64 MiB (about 2 ms) and 1 GiB (about 26 ms) of each collective, folded.
+	require.Equal(t, []string{"all_gather 67107840 true false", "all_gather 1073740800 true true",
+		"reduce_scatter 67107840 true false", "reduce_scatter 1073740800 true true"}, folds)
+	var got []string
+	for _, n := range doc.Notes {
+		if strings.Contains(n, "not robust") {
+			got = append(got, n[:strings.Index(n, ":")])
+		}
+	}
+	require.Equal(t, []string{"reduce_scatter from 1073740800 bytes"}, got)
+}
