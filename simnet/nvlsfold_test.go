@@ -26,12 +26,23 @@ func foldVsFull(t *testing.T, nodes int, fab *Fabric, size int64) (fold, full *R
 	old := NVLSNodeFoldMin
 	NVLSNodeFoldMin = 1 << 30
 	defer func() { NVLSNodeFoldMin = old }()
+	if foldJitter > 0 {
+		engineHook = func(e *Engine) { jitterLatencies(e, foldJitter, foldJitterSeed) }
+		defer func() { engineHook = nil }()
+	}
 	full, mode, err := m.nvlsSymmetric(plan, tm, RunOptions{})
 	require.NoError(t, err)
 	require.NotNil(t, full)
 	require.True(t, strings.HasPrefix(mode, "nvls-symmetric"), mode)
 	return fold, full, nf
 }
+
+// foldJitter (SIMCCL_FOLD_JITTER_PS in TestNodeFoldSurvey) perturbs the replay of every node of
+// foldVsFull as patJitter does the PAT schedule's (SIMCCL_FOLD_SEED: foldJitterSeed).
+var (
+	foldJitter     Time
+	foldJitterSeed uint64
+)
 
 // foldTopo is the embedded topology of foldVsFull and foldOnly (TestNodeFoldSurvey:
 // SIMCCL_FOLD_TOPO).
@@ -96,7 +107,8 @@ func surveyFabric(t *testing.T, prefix string) *Fabric {
 // SIMCCL_FOLD_BY_LATENCY set: classes told apart by their routes' latencies too;
 // SIMCCL_FOLD_FABRIC: a fabric file instead of the default fabric, SIMCCL_FOLD_SET: settings
 // "key=value,key=value" applied to it; SIMCCL_FOLD_TOPO: an embedded topology instead of
-// dgx-h100; SIMCCL_FOLD_BUDGET: NVLSBudget, for replays of every node past the default).
+// dgx-h100; SIMCCL_FOLD_BUDGET: NVLSBudget, for replays of every node past the default;
+// SIMCCL_FOLD_JITTER_PS and SIMCCL_FOLD_SEED: the replay of every node perturbed, foldJitter).
 func TestNodeFoldSurvey(t *testing.T) {
 	spec := os.Getenv("SIMCCL_FOLD_SURVEY")
 	if spec == "" {
@@ -110,6 +122,13 @@ func TestNodeFoldSurvey(t *testing.T) {
 	}
 	if len(parts) > 3 {
 		fab.HostsPerLeaf, _ = strconv.Atoi(parts[3])
+	}
+	if v := os.Getenv("SIMCCL_FOLD_JITTER_PS"); v != "" {
+		j, err := strconv.ParseInt(v, 10, 64)
+		require.NoError(t, err)
+		foldJitter = Time(j)
+		foldJitterSeed, _ = strconv.ParseUint(os.Getenv("SIMCCL_FOLD_SEED"), 10, 64)
+		defer func() { foldJitter, foldJitterSeed = 0, 0 }()
 	}
 	var act uint64
 	nodeFoldSeen = func(q *Engine) { act = q.Activations }

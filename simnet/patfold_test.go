@@ -43,7 +43,7 @@ func patFoldVsSchedule(t *testing.T, nodes int, fab *Fabric, f coll.Func, size i
 }
 
 // patJitter (SIMCCL_PAT_JITTER_PS in TestPATFoldSurvey) perturbs the schedule's replay: every link
-// with a latency takes up to that much more, drawn per link from patJitterSeed
+// takes up to that much more latency, drawn per link from patJitterSeed
 // (SIMCCL_PAT_SEED). It measures how the replay answers a perturbation far below anything
 // physical: a call whose replay parts from its own symmetry answers with a different time.
 var (
@@ -51,16 +51,14 @@ var (
 	patJitterSeed uint64
 )
 
-// jitterLatencies adds to the latency of each of e's links that has one a deterministic
-// pseudo-random amount in [0, j) drawn from seed (nothing where j is 0).
+// jitterLatencies adds to the latency of each of e's links a deterministic pseudo-random amount
+// in [0, j) drawn from seed (nothing where j is 0).
 func jitterLatencies(e *Engine, j Time, seed uint64) {
 	if j <= 0 {
 		return
 	}
 	for l := range e.links {
-		if e.links[l].lat > 0 {
-			e.links[l].lat += Time(mix64(seed*0x9e3779b97f4a7c15^uint64(l)) % uint64(j))
-		}
+		e.links[l].lat += Time(mix64(seed*0x9e3779b97f4a7c15^uint64(l)) % uint64(j))
 	}
 }
 
@@ -143,8 +141,8 @@ func TestPATReduceScatterScheduleNotRobust(t *testing.T) {
 		{64, coll.AllGather, 1 << 30, -1e-3, 1e-3, false},
 		{128, coll.ReduceScatter, 64 << 20, -1e-3, 1e-3, true},
 		// 128 nodes: the unperturbed schedule is still the fold's within 1.8% (on 64 nodes it
-		// has parted by rounding alone, −2.3%, and 1 ns moves it by only +0.7% more).
-		{128, coll.ReduceScatter, 1 << 30, 0.01, 0.10, true}, // +2.2% (seed 1)
+		// has parted by rounding alone, −2.3%, and 1 ns moves it less).
+		{128, coll.ReduceScatter, 1 << 30, 0.01, 0.10, true}, // +2.9% (seed 1)
 	} {
 		name := fmt.Sprintf("%v %d nodes %d B", tc.f, tc.nodes, tc.size)
 		fold, still, _ := patFoldVsSchedule(t, tc.nodes, rail, tc.f, tc.size, false)

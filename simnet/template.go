@@ -30,8 +30,16 @@ func (m *Machine) engine() (*Engine, *Cluster, error) {
 	if t.err != nil {
 		return nil, nil, t.err
 	}
-	return t.e.cloneLinks(), t.cl, nil
+	c := t.e.cloneLinks()
+	if engineHook != nil {
+		engineHook(c)
+	}
+	return c, t.cl, nil
 }
+
+// engineHook, where a test sets it, is called with every engine Machine.engine hands out (the
+// surveys' perturbation of the links' latencies, jitterLatencies).
+var engineHook func(*Engine)
 
 // engineFor is engine for a plan of algorithm a: NVLS and NVLSTree route their heads' network
 // connections over each GPU's own NICs (Cluster.withOwnNICs; NCCL's NVLS graph gives each head the

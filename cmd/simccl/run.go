@@ -327,7 +327,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 			}
 			if patLongRS(row) && !noteSeen["pat long rs"] {
 				noteSeen["pat long rs"] = true
-				n := fmt.Sprintf("%s from %d bytes: a PAT reduce-scatter this long (%.0f µs) is not robust in the replay of its whole schedule either: perturbing every link's latency by up to 1 ns moves that replay by +0.2…+3.5%%, by up to 100 ns +2.9…+5.8%% (64–256 one-GPU DGX H100 nodes, 512 MiB–1 GiB, rail routing; an all-gather moves by under 0.1%%); the fold's row is the unperturbed call, its ranks in step, the fastest of them (docs/cluster.md, PAT)", row.Coll, row.Bytes, row.TimeUs)
+				n := fmt.Sprintf("%s from %d bytes: a PAT reduce-scatter this long (%.0f µs) is not robust in the replay of its whole schedule either: perturbing every link's latency by up to 1 ns moves that replay by +0.35…+2.9%%, by up to 100 ns +1…+10%% (64–256 one-GPU DGX H100 nodes, 512 MiB–1 GiB, rail routing; an all-gather moves by under 0.01%% and 0.4%%); the fold's row is the unperturbed call, its ranks in step, the fastest of them (docs/cluster.md, PAT)", row.Coll, row.Bytes, row.TimeUs)
 				notes = append(notes, n)
 				lateNotes = append(lateNotes, n)
 			}
@@ -808,8 +808,9 @@ func patLongRS(row simnet.Row) bool {
 }
 
 // patRobustUs is the length of a PAT reduce-scatter from which its schedule's replay is measured
-// to move by about 1% or more under a 100 ns perturbation of the links' latencies: 256 MiB on 128
-// one-GPU nodes (5.8 ms) moved by +0.3…+0.9%, 512 MiB (12.1 ms) by +3.0…+5.0% (docs/cluster.md).
+// to move by about 1% or more under a 1 ns perturbation of the links' latencies: 256 MiB on 128
+// one-GPU nodes (5.8 ms) moved by +0.003…+0.013%, 512 MiB (12.1 ms) by +0.35…+1.56%
+// (docs/cluster.md, PAT: "A schedule that is not robust").
 const patRobustUs = 10_000
 
 // patMeanRS reports whether row is a PAT reduce-scatter timed by the fold with its members' mean
