@@ -123,13 +123,7 @@ func TestNodeFoldSurvey(t *testing.T) {
 	if len(parts) > 3 {
 		fab.HostsPerLeaf, _ = strconv.Atoi(parts[3])
 	}
-	if v := os.Getenv("SIMCCL_FOLD_JITTER_PS"); v != "" {
-		j, err := strconv.ParseInt(v, 10, 64)
-		require.NoError(t, err)
-		foldJitter = Time(j)
-		foldJitterSeed, _ = strconv.ParseUint(os.Getenv("SIMCCL_FOLD_SEED"), 10, 64)
-		defer func() { foldJitter, foldJitterSeed = 0, 0 }()
-	}
+	surveyJitter(t, "SIMCCL_FOLD", &foldJitter, &foldJitterSeed)
 	var act uint64
 	nodeFoldSeen = func(q *Engine) { act = q.Activations }
 	defer func() { nodeFoldSeen = nil }()

@@ -51,6 +51,20 @@ var (
 	patJitterSeed uint64
 )
 
+// surveyJitter sets *j and *seed, for the rest of the test, from $PREFIX_JITTER_PS (picoseconds)
+// and $PREFIX_SEED, where the first is set.
+func surveyJitter(t *testing.T, prefix string, j *Time, seed *uint64) {
+	v := os.Getenv(prefix + "_JITTER_PS")
+	if v == "" {
+		return
+	}
+	ps, err := strconv.ParseInt(v, 10, 64)
+	require.NoError(t, err)
+	*j = Time(ps)
+	*seed, _ = strconv.ParseUint(os.Getenv(prefix+"_SEED"), 10, 64)
+	t.Cleanup(func() { *j, *seed = 0, 0 })
+}
+
 // jitterLatencies adds to the latency of each of e's links a deterministic pseudo-random amount
 // in [0, j) drawn from seed (nothing where j is 0).
 func jitterLatencies(e *Engine, j Time, seed uint64) {
@@ -92,13 +106,7 @@ func TestPATFoldSurvey(t *testing.T) {
 		patRSExactLatency = false
 		defer func() { patRSExactLatency = true }()
 	}
-	if v := os.Getenv("SIMCCL_PAT_JITTER_PS"); v != "" {
-		j, err := strconv.ParseInt(v, 10, 64)
-		require.NoError(t, err)
-		patJitter = Time(j)
-		patJitterSeed, _ = strconv.ParseUint(os.Getenv("SIMCCL_PAT_SEED"), 10, 64)
-		defer func() { patJitter, patJitterSeed = 0, 0 }()
-	}
+	surveyJitter(t, "SIMCCL_PAT", &patJitter, &patJitterSeed)
 	funcs := []coll.Func{coll.AllGather, coll.ReduceScatter}
 	switch os.Getenv("SIMCCL_PAT_FUNC") {
 	case "ag":
