@@ -327,7 +327,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 			}
 			if patLongRS(row) && !noteSeen["pat long rs"] {
 				noteSeen["pat long rs"] = true
-				n := fmt.Sprintf("%s from %d bytes: a PAT reduce-scatter this long (%.0f µs) is not robust in the replay of its whole schedule either: perturbing every link's latency by up to 1 ns moves that replay by +0.35…+2.9%%, by up to 100 ns +1…+10%% (64–256 one-GPU DGX H100 nodes, 512 MiB–1 GiB, rail routing; an all-gather moves by under 0.01%% and 0.4%%); the fold's row is the unperturbed call, its ranks in step, the fastest of them (docs/cluster.md, PAT)", row.Coll, row.Bytes, row.TimeUs)
+				n := fmt.Sprintf("%s from %d bytes: a PAT reduce-scatter this long (%.0f µs) is not robust in the replay of its whole schedule: perturbing every link's latency by up to 1 ns moves that replay by +0.35…+2.9%%, by up to 100 ns +1…+10%% (64–256 one-GPU DGX H100 nodes, 512 MiB–1 GiB, rail routing; an all-gather moves by under 0.01%% and 0.4%%), so its time is one of a family, parted ranks slower; a fold's row (pat-fold) is the unperturbed call, its ranks in step, the fastest of them (docs/cluster.md, PAT)", row.Coll, row.Bytes, row.TimeUs)
 				notes = append(notes, n)
 				lateNotes = append(lateNotes, n)
 			}
@@ -800,11 +800,11 @@ func parseHostEnqueue(s string) (simnet.Time, error) {
 	return t, nil
 }
 
-// patLongRS reports whether row is a PAT reduce-scatter timed by a fold (pat-fold) that lasts
-// patRobustUs or more, where the replay of its whole schedule is not robust to perturbations
-// (simnet's TestPATReduceScatterScheduleNotRobust).
+// patLongRS reports whether row is a PAT reduce-scatter, replayed whole (schedule) or folded
+// (pat-fold), that lasts patRobustUs or more, where the replay of its whole schedule is not
+// robust to perturbations (simnet's TestPATReduceScatterScheduleNotRobust).
 func patLongRS(row simnet.Row) bool {
-	return row.Coll == "reduce_scatter" && row.Algo == "PAT" && strings.HasPrefix(row.Mode, "pat-fold") && row.TimeUs >= patRobustUs
+	return row.Coll == "reduce_scatter" && row.Algo == "PAT" && (row.Mode == "schedule" || strings.HasPrefix(row.Mode, "pat-fold")) && row.TimeUs >= patRobustUs
 }
 
 // patRobustUs is the length of a PAT reduce-scatter from which its schedule's replay is measured

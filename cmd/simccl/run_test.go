@@ -619,9 +619,9 @@ func TestRunPATMeanReduceScatterNote(t *testing.T) {
 	require.Equal(t, []string{"reduce_scatter: pat-fold"}, run("320", "reducescatter"))
 }
 
-// A PAT reduce-scatter folded at a length where the replay of its whole schedule is not robust
-// (patRobustUs) says so once, from its first such row; an all-gather, whose replay is robust,
-// does not.
+// A PAT reduce-scatter, folded or replayed whole, at a length where the replay of its whole
+// schedule is not robust (patRobustUs) says so once, from its first such row; an all-gather, whose
+// replay is robust, does not.
 func TestRunPATLongReduceScatterNote(t *testing.T) {
 	var out, errb bytes.Buffer
 	args := []string{"run", "--nodes", "320", "--gpus", "1", "--algo", "pat", "--fabric-set", "routing=rail", "-c", "allgather,reducescatter", "-b", "64M", "-e", "1G", "-f", "16", "--json", "--progress", "off"}
@@ -650,4 +650,11 @@ func TestRunPATLongReduceScatterNote(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"reduce_scatter from 1073740800 bytes"}, got)
+
+	// 100 nodes: the whole schedule replayed at 1 GiB (28 ms) has the note too.
+	out.Reset()
+	args = []string{"run", "--nodes", "100", "--gpus", "1", "--algo", "pat", "--fabric-set", "routing=rail", "-c", "reducescatter", "-b", "1G", "-e", "1G", "--progress", "off"}
+	require.Equal(t, 0, mainRun(args, &out, &errb), errb.String())
+	require.Contains(t, out.String(), " schedule\n")
+	require.Contains(t, out.String(), "is not robust in the replay of its whole schedule")
 }
