@@ -139,6 +139,7 @@ func TestPATFoldSurvey(t *testing.T) {
 func TestPATReduceScatterScheduleNotRobust(t *testing.T) {
 	rail := DefaultFabric()
 	rail.Routing = "rail"
+	defer func() { patJitter, patJitterSeed = 0, 0 }() // also where a check below fails
 	for _, tc := range []struct {
 		nodes     int
 		f         coll.Func
