@@ -153,6 +153,9 @@ type Engine struct {
 	// abort, where set, is asked every eventBlock events; Run returns its error, if any, at
 	// once (Simulate: the schedule's check failed).
 	abort func() error
+	// stepsDone, where set, counts the steps of the schedule replay a progress bar follows
+	// (trackSteps).
+	stepsDone func() int64
 
 	// scratch of the rate computation, reused between calls
 	ls        []linkScratch // by link
@@ -953,11 +956,13 @@ var eventsSimulated atomic.Uint64
 const eventBlock = 1 << 16
 
 // replayProgress is the replay a progress bar follows (ReplayProgress): one at a time, the first
-// that asks (trackProgress), with where its simulated clock started, how far it has gone (at each
-// block of events) and how far its caller expects it to go.
+// that asks (trackProgress, trackSteps), with where its simulated clock started, how far it has
+// gone (at each block of events) and how far its caller expects it to go: in simulated time, or,
+// where steps is set, in the schedule's steps done (the count the engine's progress func gives).
 var replayProgress struct {
 	e                  atomic.Pointer[Engine]
 	start, now, expect atomic.Int64
+	steps              atomic.Bool
 }
 
 // trackProgress lets a progress bar follow e's run, which its caller expects to take about
@@ -972,6 +977,7 @@ func (e *Engine) trackProgressFrom(start, expect Time) (untrack func()) {
 	if expect <= 0 || !replayProgress.e.CompareAndSwap(nil, e) {
 		return func() {}
 	}
+	replayProgress.steps.Store(false)
 	replayProgress.start.Store(int64(start))
 	replayProgress.now.Store(0)
 	replayProgress.expect.Store(int64(expect))
@@ -981,22 +987,54 @@ func (e *Engine) trackProgressFrom(start, expect Time) (untrack func()) {
 	}
 }
 
-// ReplayProgress returns how far the replay a progress bar follows has gone in simulated time and
-// how far it is expected to go (0, 0: none is followed): a long replay of every rank, which one
-// call of `simccl run` can spend minutes in.
-func ReplayProgress() (done, expect Time) {
-	x := Time(replayProgress.expect.Load())
-	if x <= 0 {
-		return 0, 0
+// trackSteps lets a progress bar follow e's replay of a schedule of total steps, done() of which
+// have run (asked at each block of events, on e's goroutine), unless another replay is followed;
+// the returned func stops it.
+func (e *Engine) trackSteps(total int64, done func() int64) (untrack func()) {
+	if total <= 0 || !replayProgress.e.CompareAndSwap(nil, e) {
+		return func() {}
 	}
-	return Time(replayProgress.now.Load()), x
+	e.stepsDone = done
+	replayProgress.steps.Store(true)
+	replayProgress.start.Store(0)
+	replayProgress.now.Store(0)
+	replayProgress.expect.Store(total)
+	return func() {
+		replayProgress.expect.Store(0)
+		e.stepsDone = nil
+		replayProgress.e.CompareAndSwap(e, nil)
+	}
+}
+
+// Progress is how far the replay a progress bar follows has gone (ReplayProgress): Done of Expect
+// in simulated time (Time units: a replay of every rank, against the time its call is expected to
+// take, which it may pass), or, where Steps is set, Done of Expect steps of a schedule replayed
+// whole.
+type Progress struct {
+	Done, Expect int64
+	Steps        bool
+}
+
+// ReplayProgress returns how far the replay a progress bar follows has gone, and false where none
+// is followed: a long replay of every rank, or of a large schedule, which one call of `simccl run`
+// can spend minutes in.
+func ReplayProgress() (Progress, bool) {
+	x := replayProgress.expect.Load()
+	if x <= 0 {
+		return Progress{}, false
+	}
+	return Progress{Done: replayProgress.now.Load(), Expect: x, Steps: replayProgress.steps.Load()}, true
 }
 
 // block counts a block of eventBlock events (EventsSimulated) and asks abort.
 func (e *Engine) block() error {
 	eventsSimulated.Add(eventBlock)
 	if replayProgress.e.Load() == e {
-		replayProgress.now.Store(int64(e.now) - replayProgress.start.Load())
+		if e.stepsDone != nil {
+			replayProgress.now.Store(e.stepsDone())
+		} else {
+			replayProgress.now.Store(int64(e.now) - replayProgress.start.Load())
+		}
 	}
 	if e.abort != nil {
 		return e.abort()

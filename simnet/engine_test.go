@@ -499,11 +499,18 @@ func TestPastWork(t *testing.T) {
 
 // A progress bar follows one replay at a time: the first to ask, until it stops.
 func TestReplayProgress(t *testing.T) {
+	at := func() (done, expect Time) {
+		p, ok := ReplayProgress()
+		if ok && p.Steps {
+			t.Fatalf("a replay in simulated time reads as steps: %+v", p)
+		}
+		return Time(p.Done), Time(p.Expect)
+	}
 	e1, e2 := NewEngine(nil), NewEngine(nil)
 	e1.now = 3 * Microsecond // a copy's clock starts where its engine's stood
 	stop1 := e1.trackProgress(10 * Microsecond)
 	stop2 := e2.trackProgress(99 * Microsecond)
-	if done, expect := ReplayProgress(); done != 0 || expect != 10*Microsecond {
+	if done, expect := at(); done != 0 || expect != 10*Microsecond {
 		t.Fatalf("after two asked: %v of %v, want 0 of the first's 10us", done, expect)
 	}
 	e1.now = 7 * Microsecond
@@ -514,20 +521,43 @@ func TestReplayProgress(t *testing.T) {
 	if err := e2.block(); err != nil {
 		t.Fatal(err)
 	}
-	if done, _ := ReplayProgress(); done != 4*Microsecond {
+	if done, _ := at(); done != 4*Microsecond {
 		t.Fatalf("done %v, want the first's 4us", done)
 	}
 	stop2()
-	if _, expect := ReplayProgress(); expect != 10*Microsecond {
+	if _, expect := at(); expect != 10*Microsecond {
 		t.Fatalf("the second's stop ended the first's: expect %v", expect)
 	}
 	stop1()
-	if done, expect := ReplayProgress(); done != 0 || expect != 0 {
-		t.Fatalf("after both stopped: %v of %v", done, expect)
+	if p, ok := ReplayProgress(); ok {
+		t.Fatalf("after both stopped: %+v", p)
 	}
 	stop3 := e2.trackProgress(20 * Microsecond)
-	defer stop3()
-	if _, expect := ReplayProgress(); expect != 20*Microsecond {
+	if _, expect := at(); expect != 20*Microsecond {
 		t.Fatalf("a free slot not taken: expect %v", expect)
+	}
+	stop3()
+
+	// A schedule's replay counts its steps, read at each block of events.
+	steps := int64(0)
+	stop4 := e1.trackSteps(500, func() int64 { return steps })
+	if p, ok := ReplayProgress(); !ok || !p.Steps || p.Done != 0 || p.Expect != 500 {
+		t.Fatalf("steps asked: %+v %v, want 0 of 500 steps", p, ok)
+	}
+	steps = 123
+	if err := e1.block(); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := ReplayProgress(); p.Done != 123 {
+		t.Fatalf("after a block: %+v, want 123 steps done", p)
+	}
+	stop4()
+	if p, ok := ReplayProgress(); ok || e1.stepsDone != nil {
+		t.Fatalf("the steps' replay kept the bar after it stopped: %+v", p)
+	}
+	stop5 := e2.trackProgress(30 * Microsecond)
+	defer stop5()
+	if _, expect := at(); expect != 30*Microsecond {
+		t.Fatalf("after a steps' replay, a replay in time reads %v", expect)
 	}
 }

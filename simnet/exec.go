@@ -764,6 +764,10 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (_ 
 	t0 := e.Now()
 	e.abort = x.job.failed
 	defer func() { e.abort = nil }() // whatever the replay did, a panic included
+	if n := len(x.rec) - 1; n >= progressSteps {
+		// A large schedule: a progress bar may follow its steps (simccl run's bar).
+		defer e.trackSteps(int64(n), func() int64 { return int64(x.done) })()
+	}
 	if _, err = e.Run(); err != nil {
 		return nil, err
 	}
@@ -785,6 +789,11 @@ func Simulate(e *Engine, r Router, s *coll.Schedule, tm Timing, opt Options) (_ 
 	}
 	return res, nil
 }
+
+// progressSteps is the fewest steps of a schedule whose replay a progress bar follows
+// (Engine.trackSteps): about a second of replay on this project's 2-core host, where a bar that
+// only counts events starts to leave its user guessing.
+const progressSteps = 1_000_000
 
 // indexJob is coll.NewIndex of a schedule. The first Simulate of the schedule checks it within
 // its records' pass (build: coll.IndexChecker, program by program as the records are built);

@@ -151,18 +151,35 @@ func (b *liveBar) draw() {
 	what := b.what
 	if ev := simnet.EventsSimulated() - b.ev0; ev > 0 && b.what != "done" {
 		what += " " + formatEvents(ev)
-		if done, expect := simnet.ReplayProgress(); expect > 0 {
-			what += " " + formatReplay(done, expect)
+		if p, ok := simnet.ReplayProgress(); ok {
+			what += " " + formatReplay(p)
 		}
 	}
 	drawBar(b.w, b.done, b.total, what, time.Since(b.start))
 }
 
-// formatReplay writes how far a long replay of every rank has gone in simulated time against the
-// time its call is expected to take (the symmetric replay's): "sim 31% of ~5.8ms". The share can
-// pass 100%: the expectation is the model's, which such a replay corrects.
-func formatReplay(done, expect simnet.Time) string {
-	return fmt.Sprintf("sim %.0f%% of ~%s", 100*float64(done)/float64(expect), shortTime(expect))
+// formatReplay writes how far a long replay has gone: one of every rank in simulated time against
+// the time its call is expected to take (the symmetric replay's), "sim 31% of ~5.8ms", whose
+// share can pass 100% (the expectation is the model's, which such a replay corrects); a large
+// schedule replayed whole in its steps, "steps 42% of 5.3M".
+func formatReplay(p simnet.Progress) string {
+	if p.Steps {
+		return fmt.Sprintf("steps %.0f%% of %s", 100*float64(p.Done)/float64(p.Expect), shortCount(p.Expect))
+	}
+	return fmt.Sprintf("sim %.0f%% of ~%s", 100*float64(p.Done)/float64(p.Expect), shortTime(simnet.Time(p.Expect)))
+}
+
+// shortCount writes n with two significant decimals at most: 5.3M, 870K, 12.
+func shortCount(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.3gG", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.3gM", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.3gK", float64(n)/1e3)
+	}
+	return fmt.Sprint(n)
 }
 
 // shortTime writes t with two significant decimals at most: 5.8ms, 480us, 12ns.

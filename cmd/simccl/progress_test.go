@@ -75,17 +75,22 @@ func TestDrawBar(t *testing.T) {
 	require.Equal(t, "0.3s", eta)
 }
 
-// A long replay's share of its expected simulated time, as the bar shows it.
+// A long replay's share of its expected simulated time, or of a schedule's steps, as the bar
+// shows it.
 func TestFormatReplay(t *testing.T) {
+	us := int64(simnet.Microsecond)
 	for _, c := range []struct {
-		done, expect simnet.Time
-		want         string
+		p    simnet.Progress
+		want string
 	}{
-		{0, 5950 * simnet.Microsecond, "sim 0% of ~5.95ms"},
-		{2975 * simnet.Microsecond, 5950 * simnet.Microsecond, "sim 50% of ~5.95ms"},
-		{600 * simnet.Microsecond, 480 * simnet.Microsecond, "sim 125% of ~480us"},
-		{1, 12 * simnet.Nanosecond, "sim 0% of ~12ns"},
+		{simnet.Progress{Done: 0, Expect: 5950 * us}, "sim 0% of ~5.95ms"},
+		{simnet.Progress{Done: 2975 * us, Expect: 5950 * us}, "sim 50% of ~5.95ms"},
+		{simnet.Progress{Done: 600 * us, Expect: 480 * us}, "sim 125% of ~480us"},
+		{simnet.Progress{Done: 1, Expect: int64(12 * simnet.Nanosecond)}, "sim 0% of ~12ns"},
+		{simnet.Progress{Done: 2_226_000, Expect: 5_300_000, Steps: true}, "steps 42% of 5.3M"},
+		{simnet.Progress{Done: 0, Expect: 1_000_000, Steps: true}, "steps 0% of 1M"},
+		{simnet.Progress{Done: 870_000, Expect: 870_000, Steps: true}, "steps 100% of 870K"},
 	} {
-		require.Equal(t, c.want, formatReplay(c.done, c.expect))
+		require.Equal(t, c.want, formatReplay(c.p))
 	}
 }
