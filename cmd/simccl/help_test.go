@@ -69,7 +69,7 @@ func TestLiveBarMoves(t *testing.T) {
 	for _, c := range []struct {
 		n    uint64
 		want string
-	}{{65536, "66K ev"}, {12_300_000, "12.3M ev"}, {1_200_000_000, "1.2G ev"}} {
+	}{{512, "512 ev"}, {65536, "66K ev"}, {12_300_000, "12.3M ev"}, {1_200_000_000, "1.2G ev"}} {
 		require.Equal(t, c.want, formatEvents(c.n))
 	}
 }

@@ -164,22 +164,9 @@ func (b *liveBar) draw() {
 // schedule replayed whole in its steps, "steps 42% of 5.3M".
 func formatReplay(p simnet.Progress) string {
 	if p.Steps {
-		return fmt.Sprintf("steps %.0f%% of %s", 100*float64(p.Done)/float64(p.Expect), shortCount(p.Expect))
+		return fmt.Sprintf("steps %.0f%% of %s", 100*float64(p.Done)/float64(p.Expect), formatCount(uint64(p.Expect)))
 	}
 	return fmt.Sprintf("sim %.0f%% of ~%s", 100*float64(p.Done)/float64(p.Expect), shortTime(simnet.Time(p.Expect)))
-}
-
-// shortCount writes n with two significant decimals at most: 5.3M, 870K, 12.
-func shortCount(n int64) string {
-	switch {
-	case n >= 1e9:
-		return fmt.Sprintf("%.3gG", float64(n)/1e9)
-	case n >= 1e6:
-		return fmt.Sprintf("%.3gM", float64(n)/1e6)
-	case n >= 1e3:
-		return fmt.Sprintf("%.3gK", float64(n)/1e3)
-	}
-	return fmt.Sprint(n)
 }
 
 // shortTime writes t with two significant decimals at most: 5.8ms, 480us, 12ns.
@@ -194,13 +181,17 @@ func shortTime(t simnet.Time) string {
 }
 
 // formatEvents writes an event count briefly: 655K ev, 12.3M ev, 1.2G ev.
-func formatEvents(n uint64) string {
+func formatEvents(n uint64) string { return formatCount(n) + " ev" }
+
+// formatCount writes a count briefly: 512, 655K, 12.3M, 1.2G.
+func formatCount(n uint64) string {
 	switch {
 	case n >= 1e9:
-		return fmt.Sprintf("%.1fG ev", float64(n)/1e9)
+		return fmt.Sprintf("%.1fG", float64(n)/1e9)
 	case n >= 1e6:
-		return fmt.Sprintf("%.1fM ev", float64(n)/1e6)
-	default:
-		return fmt.Sprintf("%.0fK ev", float64(n)/1e3)
+		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.0fK", float64(n)/1e3)
 	}
+	return fmt.Sprint(n)
 }

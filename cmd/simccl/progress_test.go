@@ -88,7 +88,7 @@ func TestFormatReplay(t *testing.T) {
 		{simnet.Progress{Done: 600 * us, Expect: 480 * us}, "sim 125% of ~480us"},
 		{simnet.Progress{Done: 1, Expect: int64(12 * simnet.Nanosecond)}, "sim 0% of ~12ns"},
 		{simnet.Progress{Done: 2_226_000, Expect: 5_300_000, Steps: true}, "steps 42% of 5.3M"},
-		{simnet.Progress{Done: 0, Expect: 1_000_000, Steps: true}, "steps 0% of 1M"},
+		{simnet.Progress{Done: 0, Expect: 1_000_000, Steps: true}, "steps 0% of 1.0M"},
 		{simnet.Progress{Done: 870_000, Expect: 870_000, Steps: true}, "steps 100% of 870K"},
 	} {
 		require.Equal(t, c.want, formatReplay(c.p))
