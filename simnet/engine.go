@@ -974,34 +974,36 @@ func (e *Engine) trackProgress(expect Time) (untrack func()) {
 // trackProgressFrom is trackProgress for a run whose clock started at start, which a goroutine
 // other than the one running e can ask for (it does not read e's clock: rankAhead).
 func (e *Engine) trackProgressFrom(start, expect Time) (untrack func()) {
-	if expect <= 0 || !replayProgress.e.CompareAndSwap(nil, e) {
-		return func() {}
-	}
-	replayProgress.steps.Store(false)
-	replayProgress.start.Store(int64(start))
-	replayProgress.now.Store(0)
-	replayProgress.expect.Store(int64(expect))
-	return func() {
-		replayProgress.expect.Store(0)
-		replayProgress.e.CompareAndSwap(e, nil)
-	}
+	return e.track(int64(start), int64(expect), nil)
 }
 
 // trackSteps lets a progress bar follow e's replay of a schedule of total steps, done() of which
 // have run (asked at each block of events, on e's goroutine), unless another replay is followed;
 // the returned func stops it.
 func (e *Engine) trackSteps(total int64, done func() int64) (untrack func()) {
-	if total <= 0 || !replayProgress.e.CompareAndSwap(nil, e) {
+	return e.track(0, total, done)
+}
+
+// track is trackProgressFrom (steps nil: simulated time from start) and trackSteps (steps set:
+// the steps it counts) alike: e takes the progress bar's one slot if it is free. Only a steps
+// replay touches e itself (stepsDone), on e's goroutine; trackProgressFrom may be asked from
+// another (rankAhead).
+func (e *Engine) track(start, expect int64, steps func() int64) (untrack func()) {
+	if expect <= 0 || !replayProgress.e.CompareAndSwap(nil, e) {
 		return func() {}
 	}
-	e.stepsDone = done
-	replayProgress.steps.Store(true)
-	replayProgress.start.Store(0)
+	if steps != nil {
+		e.stepsDone = steps
+	}
+	replayProgress.steps.Store(steps != nil)
+	replayProgress.start.Store(start)
 	replayProgress.now.Store(0)
-	replayProgress.expect.Store(total)
+	replayProgress.expect.Store(expect)
 	return func() {
 		replayProgress.expect.Store(0)
-		e.stepsDone = nil
+		if steps != nil {
+			e.stepsDone = nil
+		}
 		replayProgress.e.CompareAndSwap(e, nil)
 	}
 }
