@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"unsafe"
 )
 
 type recHandler struct {
@@ -559,5 +560,20 @@ func TestReplayProgress(t *testing.T) {
 	defer stop5()
 	if _, expect := at(); expect != 30*Microsecond {
 		t.Fatalf("after a steps' replay, a replay in time reads %v", expect)
+	}
+}
+
+// A flow record spans whole cache lines, so that every flow of the engine's array starts one and
+// the fields the rate computation's closure reads first (route, w, filt, maxr) share a line; a
+// field added to flow must keep its size a multiple of 64 (the padding at its end).
+func TestFlowRecordLines(t *testing.T) {
+	if n := unsafe.Sizeof(flow{}); n%64 != 0 {
+		t.Fatalf("flow is %d bytes, not a multiple of 64: adjust its padding", n)
+	}
+	if off := unsafe.Offsetof(flow{}.maxr) + unsafe.Sizeof(flow{}.maxr); off > 64 {
+		t.Fatalf("flow's maxr ends at byte %d, past its first line", off)
+	}
+	if n := unsafe.Sizeof(link{}); n%64 != 0 {
+		t.Fatalf("link is %d bytes, not a multiple of 64", n)
 	}
 }

@@ -42,12 +42,16 @@ import (
 // several hashed flows sets it, which a mean does not see: measured against the whole schedule
 // on 512 one-GPU nodes at 16 MiB, the mean model was +1.23% (2 nodes a leaf) and −1.24% (the
 // 2:1 three-tier fat tree) off where meanTooFar let it stand, and 22% fast on 64 nodes where it
-// did not; all-gathers in the same cells were within 0.03%. A reduce-scatter with a link over its
-// capacity is therefore not folded, nor is any call with Exact: the replay halts and the call is
-// timed as without the fold. Under rail routing an all-gather's check watches as under ECMP (since
-// stop 68): rail routing puts a leaf's uplinks over their capacity where the last leaf is part
-// full (1,000 one-GPU nodes with 32 a leaf), and the fold stands under the same backlog bar
-// (meanTooFar), its mode saying rail-over. Against the whole schedule: docs/cluster.md, PAT.
+// did not; all-gathers in the same cells were within 0.03%. A reduce-scatter's fold therefore
+// stands only under a bar ten times tighter, its largest backlog within patRSBacklog of its time
+// and no bound on the overload (since stop 72; until then any link over its capacity refused it,
+// and a 1 MiB call on 1,000 GH200 nodes replayed its whole schedule in 17 s): a latency-bound call's
+// collisions are brief, each a few messages of a few KiB, and cost nothing the replay of the whole
+// schedule can see. Above the bar, and with Exact, the replay halts or is dropped and the call is
+// timed as without the fold. Under rail routing the check watches as under ECMP (an all-gather's
+// since stop 68, a reduce-scatter's since stop 72): rail routing puts a leaf's uplinks over their
+// capacity where the last leaf is part full (1,000 one-GPU nodes with 32 a leaf), and the fold
+// stands under the same bars, its mode saying rail-over. Against the whole schedule: docs/cluster.md, PAT.
 
 // ConnRouter is a Router that routes each connection of a schedule itself (Simulate asks it
 // rather than Route): the PAT fold's connections of different distances between the same two
@@ -244,9 +248,9 @@ func (m *Machine) patFold(plan coll.Plan, tm Timing, opt RunOptions) (*Result, s
 	}
 
 	check := newRelaxCheck(e, pairs, len(s.Conns))
-	// watch: the check only watches (an all-gather under ECMP or rail routing; above).
+	// watch: the check only watches (under ECMP or rail routing; above).
 	rail := cl.railRouted()
-	watch := (cl.ecmp() || rail) && !opt.Exact && plan.Func == coll.AllGather
+	watch := (cl.ecmp() || rail) && !opt.Exact
 	sopt := Options{prune: true}
 	if check != nil {
 		check.e, check.halt = q, !watch
@@ -268,7 +272,14 @@ func (m *Machine) patFold(plan coll.Plan, tm Timing, opt RunOptions) (*Result, s
 		return nil, "", err
 	}
 	unchecked := check != nil && check.gaveUp
-	if len(over) > 0 && !unchecked && meanTooFar(check, res.Time) && !opt.MeanOversubscribed {
+	switch {
+	case opt.MeanOversubscribed:
+	case plan.Func == coll.ReduceScatter:
+		if unchecked || len(over) > 0 && rsTooFar(check, res.Time) {
+			// Over its bar, or not known not to be (a check past its budget): not the fold.
+			return nil, "", nil
+		}
+	case len(over) > 0 && !unchecked && meanTooFar(check, res.Time):
 		return nil, "", nil
 	}
 	mode := "pat-fold"
@@ -287,6 +298,25 @@ func (m *Machine) patFold(plan coll.Plan, tm Timing, opt RunOptions) (*Result, s
 	return res, mode, nil
 }
 
+// rsTooFar reports whether a reduce-scatter's fold whose check found a link over its capacity,
+// and whose replay took t, is too far from the whole schedule to stand: its largest backlog
+// (relaxCheck.backlog) past patRSBacklog of t. The overload does not count: a latency-bound
+// call's collisions put a link at 2–5 times its capacity for the few ns of a message and cost
+// nothing (the survey below).
+func rsTooFar(check *relaxCheck, t Time) bool {
+	return check == nil || float64(check.backlog()) > patRSBacklog*float64(t)
+}
+
+// patRSBacklog is the largest backlog, over the fold's time, under which a reduce-scatter's fold
+// stands where a hashed (or rail-routed) uplink went over its capacity: a tenth of the bar the
+// other mean models keep (meanTooFar: twice the backlog within MaxCoarseError). It comes from the
+// fold against the replay of the whole schedule on 96 cells (one-GPU DGX H100 nodes, ECMP, 64–512
+// nodes with 2, 4, 8 and 32 a leaf, 16 KiB–64 MiB; BENCHMARKS.md, stop 72): on the 57 cells within
+// the bar the fold was −0.14…+0.08% off the schedule but one, +0.80% (512 nodes with 2 a leaf at
+// 16 MiB); the first cell off by more than 1% had 0.199% (512 nodes with 8 a leaf at 64 MiB,
+// +1.25%), and past 0.3% cells were off by up to 16%.
+const patRSBacklog = MaxCoarseError / 10
+
 // PATCheckWork is the most signature updates the check of an all-gather's fold under ECMP makes
 // (relaxCheck.budget). That check only watches: the replay's time is the same with it or
 // without it, and it says whether a hashed link went over its capacity (the row's ecmp-mean)
@@ -296,8 +326,9 @@ func (m *Machine) patFold(plan coll.Plan, tm Timing, opt RunOptions) (*Result, s
 // at 1 GiB, 0.59 G updates and 5.8 s of 5.8 on 16,384 nodes, 25.7 s of which 1.9 s replay on
 // 32,768, 578 s on 131,072. Past the budget the check stops, the row keeps the replay's time
 // and its mode says `unchecked` (after `ecmp-mean` where a link was seen over before). 4 G
-// updates is about 30 s of this machine's time. A reduce-scatter's check halts the replay
-// (a collision there is not the mean model's) and has no budget.
+// updates is about 30 s of this machine's time. A reduce-scatter's fold whose check stopped
+// after a link went over does not stand (rsTooFar could not be judged); with Exact the check
+// halts the replay at the first link over and has no budget.
 var PATCheckWork int64 = 1 << 30
 
 // patRSExactLatency folds a reduce-scatter over the rotation that keeps its members' latencies

@@ -172,9 +172,10 @@ func TestPATReduceScatterScheduleNotRobust(t *testing.T) {
 // (the representatives of a whole leaf: the members' latencies map too), within latency-mean's
 // error across leaves (an all-gather; a reduce-scatter takes the leaf's representatives wherever
 // the fabric has them, patRSExactLatency); under ECMP an all-gather folds, the mean model standing where a hashed
-// uplink goes over its capacity, and a reduce-scatter whose hashed uplinks collide is refused
-// (the mean model would be 22% fast at 64 nodes). Under rail routing with a part-full leaf an
-// all-gather folds as under ECMP (rail-over).
+// uplink goes over its capacity, and a reduce-scatter whose hashed uplinks collide folds only
+// under its tighter backlog bar (patRSBacklog; the mean model is 4% fast at 64 nodes with 2 a
+// leaf at 16 MiB, over the bar). Under rail routing with a part-full leaf an all-gather folds as
+// under ECMP (rail-over).
 func TestPATFoldMatchesSchedule(t *testing.T) {
 	rail := DefaultFabric()
 	rail.Routing = "rail"
@@ -205,7 +206,11 @@ func TestPATFoldMatchesSchedule(t *testing.T) {
 		{64, nil, coll.AllGather, 64 << 20, false, "pat-fold, latency-mean", 2e-3},
 		{64, nil, coll.ReduceScatter, 64 << 20, false, "", 0},
 		{64, two, coll.AllGather, 1 << 20, false, "pat-fold, latency-mean, ecmp-mean", 5e-3},
-		{64, two, coll.ReduceScatter, 1 << 20, false, "", 0},
+		// A reduce-scatter whose uplinks collide: its fold stands where its largest backlog is
+		// within patRSBacklog of its time (0.09% here: −0.09%), not above (1.6%: −4.3%).
+		{64, two, coll.ReduceScatter, 1 << 20, false, "pat-fold, ecmp-mean", 1.5e-3},
+		{64, two, coll.ReduceScatter, 16 << 20, false, "", 0},
+		{512, nil, coll.ReduceScatter, 4 << 20, false, "pat-fold, ecmp-mean", 1e-4},
 		{26, rail8, coll.AllGather, 64 << 10, false, "pat-fold, latency-mean, rail-over", 5e-3}, // −0.37%
 		{43, rail8, coll.AllGather, 1 << 20, false, "pat-fold, latency-mean, rail-over", 7e-3},  // −0.51%
 		{43, rail8, coll.AllGather, 16 << 20, false, "", 0},                                     // over the backlog bar
@@ -253,18 +258,29 @@ func TestRunPATFold(t *testing.T) {
 	require.Contains(t, row.Mode, "pat-fold")
 	require.Empty(t, row.NCCL, "no substitution")
 	require.Greater(t, row.TimeUs, 1000.0)
-	// A reduce-scatter whose hashed uplinks collide is not folded, and the schedule is past what
-	// Run replays: it runs NCCL's other choice and says so, also where the dry runs of smaller
-	// sizes promised a fold (sizesSteady) that their replays then refused.
+	// A reduce-scatter whose hashed uplinks collide folds under its backlog bar (since stop 72;
+	// before, such a call past coll's limit ran Ring in PAT's place).
 	rs, _, err := big.Run(coll.ReduceScatter, 1<<30, coll.Float32, coll.Sum, RunOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "PAT", rs.Algo)
+	require.Equal(t, "pat-fold, ecmp-mean", rs.Mode)
+	require.Empty(t, rs.NCCL, "no substitution")
+	// With 8 nodes a leaf its collisions are over the bar, so it is not folded, and the schedule
+	// is past what Run replays: it runs NCCL's other choice and says so, also where the dry runs
+	// of smaller sizes promised a fold (sizesSteady) that their replays then refused.
+	eight := DefaultFabric()
+	eight.HostsPerLeaf = 8
+	big8, _ := settingsMachine(t, "dgx-h100", 1024, 1, eight, planner.Settings{})
+	rs, _, err = big8.Run(coll.ReduceScatter, 1<<30, coll.Float32, coll.Sum, RunOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "Ring", rs.Algo)
 	require.Equal(t, "PAT/Simple/4", rs.NCCL)
 }
 
 // Past PATCheckWork the watching check of an all-gather's fold under ECMP stops: the row's time
-// is the checked replay's to the bit and its mode says unchecked; a reduce-scatter's halting check
-// has no budget and still refuses the fold where a hashed uplink goes over.
+// is the checked replay's to the bit and its mode says unchecked. A reduce-scatter's fold stands
+// under its backlog bar and is refused over it, and where its check stopped (past the budget
+// nothing says it was under); --ecmp-mean (MeanOversubscribed) lets it stand over the bar.
 func TestPATFoldUncheckedPastBudget(t *testing.T) {
 	two := DefaultFabric()
 	two.HostsPerLeaf = 2
@@ -285,10 +301,28 @@ func TestPATFoldUncheckedPastBudget(t *testing.T) {
 	require.Equal(t, "pat-fold, latency-mean, unchecked", mode) // gave up before any link was over
 	require.Equal(t, checked.Time, unchecked.Time)
 
-	rsPlan := patPlan(t, m, coll.ReduceScatter, 1<<20)
-	rsTm, err := m.PlanTiming(rsPlan)
-	require.NoError(t, err)
-	rs, _, err := m.patFold(rsPlan, rsTm, RunOptions{})
-	require.NoError(t, err)
-	require.Nil(t, rs, "a reduce-scatter's collisions still refuse the fold")
+	for _, tc := range []struct {
+		size   int64
+		work   int64
+		mean   bool
+		folded bool
+	}{
+		{1 << 20, 1 << 30, false, true},   // under the bar
+		{1 << 20, 1, false, false},        // past the budget: not known to be under it
+		{16 << 20, 1 << 30, false, false}, // over the bar
+		{16 << 20, 1 << 30, true, true},   // --ecmp-mean
+	} {
+		PATCheckWork = tc.work
+		rsPlan := patPlan(t, m, coll.ReduceScatter, tc.size)
+		rsTm, err := m.PlanTiming(rsPlan)
+		require.NoError(t, err)
+		rs, mode, err := m.patFold(rsPlan, rsTm, RunOptions{MeanOversubscribed: tc.mean})
+		require.NoError(t, err)
+		if !tc.folded {
+			require.Nil(t, rs, "%+v", tc)
+			continue
+		}
+		require.NotNil(t, rs, "%+v", tc)
+		require.Contains(t, mode, "ecmp-mean", "%+v", tc)
+	}
 }
