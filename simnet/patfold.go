@@ -282,6 +282,17 @@ func (m *Machine) patFold(plan coll.Plan, tm Timing, opt RunOptions) (*Result, s
 	case len(over) > 0 && !unchecked && meanTooFar(check, res.Time):
 		return nil, "", nil
 	}
+	if latMean && plan.Func == coll.ReduceScatter && !opt.patFloor && plan.EstimatedSteps() <= coll.MaxSteps {
+		// The members' mean latency, past the latency-bound sizes: the whole schedule, which
+		// coll compiles (patMeanBandwidth).
+		floor, err := m.patFloorTime(plan, opt)
+		if err != nil {
+			return nil, "", err
+		}
+		if floor > 0 && float64(res.Time-floor) > patMeanBandwidth*float64(res.Time) {
+			return nil, "", nil
+		}
+	}
 	mode := "pat-fold"
 	if latMean {
 		mode += ", latency-mean"
@@ -297,6 +308,39 @@ func (m *Machine) patFold(plan coll.Plan, tm Timing, opt RunOptions) (*Result, s
 	}
 	return res, mode, nil
 }
+
+// patFloorTime is the latency floor of a PAT call's fold: the same call of one element a rank,
+// planned as PAT and folded alike (0 where that call is not PAT or does not fold).
+func (m *Machine) patFloorTime(plan coll.Plan, opt RunOptions) (Time, error) {
+	call := coll.Call{Func: plan.Func, Count: 1, DataType: plan.DataType, Op: plan.Op}
+	fp, _, err := m.plan(call, func(a coll.Algo) bool { return a == coll.PAT })
+	if err != nil || fp.Algo != coll.PAT {
+		return 0, nil // no PAT plan of one element: no floor, the fold stands
+	}
+	tm, err := m.PlanTiming(fp)
+	if err != nil {
+		return 0, err
+	}
+	opt.patFloor = true
+	res, _, err := m.patFold(fp, tm, opt)
+	if err != nil || res == nil {
+		return 0, err
+	}
+	return res.Time, nil
+}
+
+// patMeanBandwidth is the largest part of a PAT reduce-scatter fold's time, beyond its latency
+// floor (patFloorTime), under which the fold stands with its members' mean latency
+// (latency-mean: no rotation keeps their latencies, as where the last leaf is part full); past
+// it the call replays its whole schedule where coll compiles it (since stop 72). The mean is
+// close while the call is latency-bound and parts from the schedule as bandwidth takes over
+// (its ranks part, their flows meeting on links as the synchronized fold never has them):
+// against the whole schedule on part-full fabrics (one-GPU DGX H100 nodes with 32 a leaf, rail
+// routing, 100–1,000 nodes, 16 KiB–256 MiB; BENCHMARKS.md, stop 72) it was −0.44…0% where the
+// bandwidth part was within 10% of the time (the floor taken at 16 KiB), −0.69 and −0.83% at 13.6
+// and 11.6%, −1.33 and −1.35% at 13.1 and 13.3% (300 nodes at 24 MiB, 600 at 48 MiB), and −1.2…
+// −15% from 17.8% on (−15% at 256 MiB on 300 and 600 nodes).
+const patMeanBandwidth = 0.10
 
 // rsTooFar reports whether a reduce-scatter's fold whose check found a link over its capacity,
 // and whose replay took t, is too far from the whole schedule to stand: its largest backlog

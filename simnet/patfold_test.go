@@ -211,6 +211,12 @@ func TestPATFoldMatchesSchedule(t *testing.T) {
 		{64, two, coll.ReduceScatter, 1 << 20, false, "pat-fold, ecmp-mean", 1.5e-3},
 		{64, two, coll.ReduceScatter, 16 << 20, false, "", 0},
 		{512, nil, coll.ReduceScatter, 4 << 20, false, "pat-fold, ecmp-mean", 1e-4},
+		// A part-full last leaf (100 nodes, 32 a leaf): no rotation keeps the latencies, and a
+		// reduce-scatter's fold with their mean stands while the call is latency-bound (its
+		// bandwidth part 7% of the time at 4 MiB: −0.15%), not past patMeanBandwidth (29% at
+		// 16 MiB, where it was −1.3%).
+		{100, rail, coll.ReduceScatter, 4 << 20, false, "pat-fold, latency-mean", 2e-3},
+		{100, rail, coll.ReduceScatter, 16 << 20, false, "", 0},
 		{26, rail8, coll.AllGather, 64 << 10, false, "pat-fold, latency-mean, rail-over", 5e-3}, // −0.37%
 		{43, rail8, coll.AllGather, 1 << 20, false, "pat-fold, latency-mean, rail-over", 7e-3},  // −0.51%
 		{43, rail8, coll.AllGather, 16 << 20, false, "", 0},                                     // over the backlog bar

@@ -393,6 +393,9 @@ type RunOptions struct {
 	Exact, MeanOversubscribed bool
 	// noSizes: not from smaller sizes (sizesSteady's own replays, which must be timed directly).
 	noSizes bool
+	// patFloor: a PAT fold timing the latency floor of a longer call (patMeanBandwidth), which
+	// must not ask for a floor of its own.
+	patFloor bool
 	// deferPair, where set, says whether p2pSizesSteady has a pair of sizes at most an eighth and
 	// a quarter of the call's (planning only), which a replay of every rank projected past
 	// P2PDeferWork gives way to (P2PSpec.DeferWork).

@@ -317,7 +317,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 				case row.Mode != "schedule":
 					n = fmt.Sprintf("%s from %d bytes: simulated by the compact executor, mode %s (see docs/cluster.md; --json gives the mode per row)", row.Coll, row.Bytes, row.Mode)
 					if patMeanRS(row) {
-						n += "; a PAT reduce-scatter folded with its members' mean latency (no rotation of the nodes keeps their latencies, as with a part-full last leaf, or that fold would be too long) can be far fast at large calls against the whole schedule (1,000 nodes at 1 GiB: 23%); --exact replays the schedule"
+						n += "; a PAT reduce-scatter folded with its members' mean latency (no rotation of the nodes keeps their latencies, as with a part-full last leaf, or that fold would be too long) stands where the call is latency-bound (its bandwidth part within 10% of its time: −0.44…0% against the whole schedule) or its schedule is past what coll compiles, where at large calls it can be far fast (1,000 nodes at 1 GiB: 23%); --exact replays the schedule"
 					}
 				}
 				if n != "" {
