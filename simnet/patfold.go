@@ -272,8 +272,9 @@ func (m *Machine) patFold(plan coll.Plan, tm Timing, opt RunOptions) (*Result, s
 		return nil, "", err
 	}
 	unchecked := check != nil && check.gaveUp
+	keep := patSurvey != nil && patSurvey(check.backlog(), res.Time)
 	switch {
-	case opt.MeanOversubscribed:
+	case opt.MeanOversubscribed || keep:
 	case plan.Func == coll.ReduceScatter:
 		if unchecked || len(over) > 0 && rsTooFar(check, res.Time) {
 			// Over its bar, or not known not to be (a check past its budget): not the fold.
@@ -282,7 +283,7 @@ func (m *Machine) patFold(plan coll.Plan, tm Timing, opt RunOptions) (*Result, s
 	case len(over) > 0 && !unchecked && meanTooFar(check, res.Time):
 		return nil, "", nil
 	}
-	if latMean && plan.Func == coll.ReduceScatter && !opt.patFloor && plan.EstimatedSteps() <= coll.MaxSteps {
+	if latMean && plan.Func == coll.ReduceScatter && !opt.patFloor && !keep && plan.EstimatedSteps() <= coll.MaxSteps {
 		// The members' mean latency, past the latency-bound sizes: the whole schedule, which
 		// coll compiles (patMeanBandwidth).
 		floor, err := m.patFloorTime(plan, opt)
@@ -308,6 +309,11 @@ func (m *Machine) patFold(plan coll.Plan, tm Timing, opt RunOptions) (*Result, s
 	}
 	return res, mode, nil
 }
+
+// patSurvey, where set (tests only: TestPATFoldSurvey with SIMCCL_PAT_KEEP), is told a fold's
+// largest backlog and time before its bars are applied, and keeps the fold whatever they say
+// where it returns true: how the survey measured the bars (patRSBacklog, patMeanBandwidth).
+var patSurvey func(backlog, t Time) bool
 
 // patFloorTime is the latency floor of a PAT call's fold: the same call of one element a rank,
 // planned as PAT and folded alike (0 where that call is not PAT or does not fold).

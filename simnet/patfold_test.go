@@ -107,6 +107,14 @@ func TestPATFoldSurvey(t *testing.T) {
 		defer func() { patRSExactLatency = true }()
 	}
 	surveyJitter(t, "SIMCCL_PAT", &patJitter, &patJitterSeed)
+	var backlog string // SIMCCL_PAT_KEEP: every fold stands, and its row says its largest backlog
+	if os.Getenv("SIMCCL_PAT_KEEP") != "" {
+		patSurvey = func(b, at Time) bool {
+			backlog = fmt.Sprintf(", backlog %.3f ns (%.4f%% of the fold's time)", b.Micros()*1000, 100*float64(b)/float64(at))
+			return true
+		}
+		defer func() { patSurvey = nil }()
+	}
 	funcs := []coll.Func{coll.AllGather, coll.ReduceScatter}
 	switch os.Getenv("SIMCCL_PAT_FUNC") {
 	case "ag":
@@ -124,8 +132,8 @@ func TestPATFoldSurvey(t *testing.T) {
 					t.Logf("%v %4d nodes %8d KiB %s: no fold; schedule %.3f µs", f, nodes, kib, fab.Routing, full.Time.Micros())
 					continue
 				}
-				t.Logf("%v %4d nodes %8d KiB %s: fold %.3f µs (%s), schedule %.3f µs, %+.3f%%", f, nodes, kib, fab.Routing,
-					fold.Time.Micros(), mode, full.Time.Micros(), 100*(fold.Time.Micros()/full.Time.Micros()-1))
+				t.Logf("%v %4d nodes %8d KiB %s: fold %.3f µs (%s), schedule %.3f µs, %+.3f%%%s", f, nodes, kib, fab.Routing,
+					fold.Time.Micros(), mode, full.Time.Micros(), 100*(fold.Time.Micros()/full.Time.Micros()-1), backlog)
 			}
 		}
 	}
