@@ -344,7 +344,7 @@ func (m *Machine) patFloorTime(plan coll.Plan, opt RunOptions) (Time, error) {
 // against the whole schedule on part-full fabrics (one-GPU DGX H100 nodes with 32 a leaf, rail
 // routing, 100–1,000 nodes, 16 KiB–256 MiB; BENCHMARKS.md, stop 72) it was −0.44…0% where the
 // bandwidth part was within 10% of the time (the floor taken at 16 KiB), −0.69 and −0.83% at 13.6
-// and 11.6%, −1.33 and −1.35% at 13.1 and 13.3% (300 nodes at 24 MiB, 600 at 48 MiB), and −1.2…
+// and 10.9%, −1.33 and −1.35% at 13.1 and 13.3% (300 nodes at 24 MiB, 600 at 48 MiB), and −1.2…
 // −15% from 17.8% on (−15% at 256 MiB on 300 and 600 nodes).
 const patMeanBandwidth = 0.10
 
