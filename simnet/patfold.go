@@ -316,23 +316,28 @@ func (m *Machine) patFold(plan coll.Plan, tm Timing, opt RunOptions) (*Result, s
 var patSurvey func(backlog, t Time) bool
 
 // patFloorTime is the latency floor of a PAT call's fold: the same call of one element a rank,
-// planned as PAT and folded alike (0 where that call is not PAT or does not fold).
+// planned as PAT and folded alike (0 where that call is not PAT or does not fold), once per
+// machine (patFloorCache).
 func (m *Machine) patFloorTime(plan coll.Plan, opt RunOptions) (Time, error) {
-	call := coll.Call{Func: plan.Func, Count: 1, DataType: plan.DataType, Op: plan.Op}
-	fp, _, err := m.plan(call, func(a coll.Algo) bool { return a == coll.PAT })
-	if err != nil || fp.Algo != coll.PAT {
-		return 0, nil // no PAT plan of one element: no floor, the fold stands
-	}
-	tm, err := m.PlanTiming(fp)
-	if err != nil {
-		return 0, err
-	}
-	opt.patFloor = true
-	res, _, err := m.patFold(fp, tm, opt)
-	if err != nil || res == nil {
-		return 0, err
-	}
-	return res.Time, nil
+	key := patFloorKey{f: plan.Func, dt: plan.DataType, op: plan.Op, meanOversubscribed: opt.MeanOversubscribed}
+	fl := m.tmpl.floor.get(key, func() patFloor {
+		call := coll.Call{Func: plan.Func, Count: 1, DataType: plan.DataType, Op: plan.Op}
+		fp, _, err := m.plan(call, func(a coll.Algo) bool { return a == coll.PAT })
+		if err != nil || fp.Algo != coll.PAT {
+			return patFloor{} // no PAT plan of one element: no floor, the fold stands
+		}
+		tm, err := m.PlanTiming(fp)
+		if err != nil {
+			return patFloor{err: err}
+		}
+		fo := RunOptions{MeanOversubscribed: opt.MeanOversubscribed, patFloor: true}
+		res, _, err := m.patFold(fp, tm, fo)
+		if err != nil || res == nil {
+			return patFloor{err: err}
+		}
+		return patFloor{t: res.Time}
+	})
+	return fl.t, fl.err
 }
 
 // patMeanBandwidth is the largest part of a PAT reduce-scatter fold's time, beyond its latency
@@ -377,8 +382,8 @@ const patRSBacklog = MaxCoarseError / 10
 // 32,768, 578 s on 131,072. Past the budget the check stops, the row keeps the replay's time
 // and its mode says `unchecked` (after `ecmp-mean` where a link was seen over before). 4 G
 // updates is about 30 s of this machine's time. A reduce-scatter's fold whose check stopped
-// after a link went over does not stand (rsTooFar could not be judged); with Exact the check
-// halts the replay at the first link over and has no budget.
+// does not stand (nothing then says its backlog stayed under rsTooFar's bar); with Exact the
+// check halts the replay at the first link over and has no budget.
 var PATCheckWork int64 = 1 << 30
 
 // patRSExactLatency folds a reduce-scatter over the rotation that keeps its members' latencies

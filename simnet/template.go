@@ -17,6 +17,7 @@ type clusterTemplate struct {
 	trees treeCache
 	p2p   p2pWalkCache
 	sizes p2pSizesCache
+	floor patFloorCache
 }
 
 // engine returns a fresh engine with the links of m's cluster, and the cluster (a Router over
@@ -115,6 +116,22 @@ type p2pSized struct {
 	mode string
 	res  *Result
 	ok   bool
+}
+
+// patFloorCache keeps the latency floor of a PAT fold (patFloorTime), per collective and the
+// options it was folded with: the sizes of a sweep share it.
+type patFloorCache = memo[patFloorKey, patFloor]
+
+type patFloorKey struct {
+	f                  coll.Func
+	dt                 coll.DataType
+	op                 coll.RedOp
+	meanOversubscribed bool
+}
+
+type patFloor struct {
+	t   Time
+	err error
 }
 
 // treeCache keeps, per set of trees and protocol, the partition of SimulateTree's symmetric
