@@ -84,7 +84,8 @@ var patTopo = "dgx-h100"
 // SIMCCL_PAT_SET: settings "key=value,key=value" applied to it, SIMCCL_PAT_TOPO: another
 // embedded topology, SIMCCL_PAT_FUNC: ag or rs for one collective only, SIMCCL_PAT_RSMEAN: a reduce-scatter
 // folded with latency-mean, patRSExactLatency off; SIMCCL_PAT_JITTER_PS and SIMCCL_PAT_SEED: the
-// schedule's replay perturbed, patJitter).
+// schedule's replay perturbed, patJitter; SIMCCL_PAT_KEEP: every fold stands whatever its bars
+// say, and its row gives its largest backlog, patSurvey).
 func TestPATFoldSurvey(t *testing.T) {
 	spec := os.Getenv("SIMCCL_PAT_SURVEY")
 	if spec == "" {
