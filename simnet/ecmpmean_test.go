@@ -594,6 +594,32 @@ func TestP2PFarPastBudgets(t *testing.T) {
 	}
 }
 
+// farProjection stops the replay that SimulateP2P tries where the mean model is too far to stand
+// once it has visited half its work, if it has not yet simulated a third of the expected time by
+// then; a replay that has decides once and runs on to its budget.
+func TestFarProjection(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		now  Time // simulated when the visits reach half the work
+		want error
+	}{
+		{"a third simulated: runs on", 100 * Nanosecond, nil},
+		{"under a third: stops", 99 * Nanosecond, errBudget},
+	} {
+		e := NewEngine(nil)
+		var chained int
+		e.abort = func() error { chained++; return nil }
+		stop := farProjection(e, 1000, 300*Nanosecond)
+		e.CompVisited, e.now = 499, 10*Nanosecond
+		require.NoError(t, stop(), "%s: before half the work nothing is decided", c.name)
+		e.CompVisited, e.now = 500, c.now
+		require.Equal(t, c.want, stop(), c.name)
+		e.CompVisited, e.now = 900, c.now+Nanosecond
+		require.NoError(t, stop(), "%s: decided once", c.name)
+		require.Equal(t, 3, chained, "%s: the abort the engine had is still asked", c.name)
+	}
+}
+
 // A replay of every rank past P2PDeferMessages gives way to two smaller sizes (p2pSizesSteady),
 // whose line is that replay's time; where no pair of smaller sizes has the call's plan in its
 // steady state the full-size replay runs after all. 16 DGX-1 V100 nodes, send/recv: every rank is

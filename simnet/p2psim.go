@@ -778,7 +778,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 					// interval if that fits coarseWork; else the ECMP mean model stands, unless
 					// it is too far (every rank below).
 					if exactAffordable(x.e.CompVisited, float64(n)/float64(x.S)) {
-						ok, err := b.replayAll(res, cl, 0, exactWork, t)
+						ok, err := b.replayAll(res, cl, 0, exactWork, t, false)
 						if err != nil {
 							return nil, err
 						}
@@ -805,7 +805,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 					iv := x.interval(t)
 					ratio := 2 * float64(check.backlog()) / float64(t)
 					backlogged := ratio > MaxCoarseError
-					try, work := (owed > 0 || backlogged) && !kept, uint64(0)
+					try, work, project := (owed > 0 || backlogged) && !kept, uint64(0), false
 					// far: the model too far to stand, and the replay of every rank past
 					// farMessages (its messages, this replay's times n/S) or, as it runs,
 					// farP2PWork; the model then stands backlogged, which Machine.Run times
@@ -820,10 +820,10 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 					case try && res.Messages*int64(n)/int64(x.S) > farMessages:
 						try, far = false, true
 					case try:
-						work = farP2PWork
+						work, project = farP2PWork, true
 					}
 					if try {
-						ok, err := b.replayAll(res, cl, iv, work, t+owed)
+						ok, err := b.replayAll(res, cl, iv, work, t+owed, project)
 						if err != nil {
 							return nil, err
 						}
@@ -857,7 +857,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 							}
 							work = exactWork
 						}
-						ok, err := b.replayAll(res, cl, iv, work, t)
+						ok, err := b.replayAll(res, cl, iv, work, t, false)
 						if err != nil {
 							return nil, err
 						}
@@ -886,7 +886,7 @@ func SimulateP2P(e *Engine, r Router, spec P2PSpec, tm Timing) (*P2PResult, erro
 		// +0.00…+0.26% from the exact replay, 21.9 s against its 105.7; docs/cluster.md "Rail
 		// routing over its capacity").
 		if lb := linkBound(x); lb > 0 {
-			ok, err := b.replayAll(res, cl, x.interval(lb), 0, lb)
+			ok, err := b.replayAll(res, cl, x.interval(lb), 0, lb, false)
 			if err != nil {
 				return nil, err
 			}
@@ -937,8 +937,9 @@ func (b *p2pBuild) perRank(e *Engine) *p2pSim {
 // adds what the copy's links carried to e's and advances e's clock, and returns true; past the
 // work it returns false and leaves res and e as they were. expect is about how long its caller
 // expects the call to take (the symmetric replay's time), which a progress bar shows beside how
-// far the replay has gone (ReplayProgress).
-func (b *p2pBuild) replayAll(res *P2PResult, cl *Cluster, interval Time, work uint64, expect Time) (bool, error) {
+// far the replay has gone (ReplayProgress). With project, a replay that reaches half its work
+// before a third of expect stops there as one past its work would (farProjection).
+func (b *p2pBuild) replayAll(res *P2PResult, cl *Cluster, interval Time, work uint64, expect Time, project bool) (bool, error) {
 	e := b.e
 	c := e.replayCopy()
 	if interval > 0 {
@@ -954,6 +955,9 @@ func (b *p2pBuild) replayAll(res *P2PResult, cl *Cluster, interval Time, work ui
 	}
 	if b.deferWork > 0 && expect > 0 && (work == 0 || work > b.deferWork/4) {
 		c.abort = b.probe(c, expect)
+	}
+	if project && work > 0 && expect > 0 {
+		c.abort = farProjection(c, work, expect)
 	}
 	untrack := c.trackProgress(expect)
 	pt, err := px.run()
@@ -1000,6 +1004,37 @@ func (b *p2pBuild) probe(c *Engine, expect Time) func() error {
 		}
 		if c.CompVisited >= b.deferWork/4 {
 			return errDeferred
+		}
+		return nil
+	}
+}
+
+// farProjection is the abort of the replay of every rank that SimulateP2P tries where the ECMP
+// mean model is too far to stand (farP2PWork): once its rate computations have visited half of
+// work, a replay that has not yet simulated a third of expect (the model's time with its owed
+// work, at most the replay's wherever they were compared) would visit at least 1.5 times work if
+// the rest cost what the first half did, and stops with errBudget, so that the model stands half a
+// budget sooner (since stop 73). The first half is the cheaper one where it was traced: on 1,000
+// GH200 nodes under ECMP (all-to-all, rate interval 51–74 ns) the visits per simulated µs grew
+// through the replay, 251 → 419 (32 MiB: past the budget, 112 s) and 135 → 201 (16 MiB: within
+// it, 184 M visits, 117 s; at half the budget it had simulated 47% of expect, where the abort
+// needs under 33%). A replay whose fill is heavy (the first 2.1% of the time taking 19% of the
+// visits: 4 DGX H100 nodes under a 2:1 fat tree, P2PSpec.DeferWork's probe) projects high from
+// its start; from half its work the fill is diluted. It chains an abort c already had.
+func farProjection(c *Engine, work uint64, expect Time) func() error {
+	prev, start, decided := c.abort, c.Now(), false
+	return func() error {
+		if prev != nil {
+			if err := prev(); err != nil {
+				return err
+			}
+		}
+		if decided || c.CompVisited < work/2 {
+			return nil
+		}
+		decided = true
+		if 3*(c.Now()-start) < expect {
+			return errBudget
 		}
 		return nil
 	}
