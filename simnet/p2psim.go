@@ -988,6 +988,14 @@ func (b *p2pBuild) replayAll(res *P2PResult, cl *Cluster, interval Time, work ui
 // a 2:1 fat tree (all-to-all of 1 GiB) the first 2.1% of the time took 2.2 M of the replay's 11.6 M
 // visits. Asked every eventBlock events; it chains an abort c already had.
 func (b *p2pBuild) probe(c *Engine, expect Time) func() error {
+	return visitsBefore(c, b.deferWork/4, 4, expect, errDeferred)
+}
+
+// visitsBefore is an abort for the replay on c that returns err if c's rate computations visit
+// visits flows before the replay has simulated expect/k from now (k × the time simulated reaching
+// expect), and nothing once the time is reached first: the projection of the replay's work that
+// probe and farProjection make. It chains the abort c already had.
+func visitsBefore(c *Engine, visits uint64, k Time, expect Time, err error) func() error {
 	prev, start, decided := c.abort, c.Now(), false
 	return func() error {
 		if prev != nil {
@@ -998,12 +1006,13 @@ func (b *p2pBuild) probe(c *Engine, expect Time) func() error {
 		if decided {
 			return nil
 		}
-		if 4*(c.Now()-start) >= expect {
+		if k*(c.Now()-start) >= expect {
 			decided = true
 			return nil
 		}
-		if c.CompVisited >= b.deferWork/4 {
-			return errDeferred
+		if c.CompVisited >= visits {
+			decided = true
+			return err
 		}
 		return nil
 	}
@@ -1022,24 +1031,9 @@ func (b *p2pBuild) probe(c *Engine, expect Time) func() error {
 // it, 184 M visits, 117 s; at half the budget it had simulated 47% of expect, where the abort
 // needs under 33%). A replay whose fill is heavy (the first 2.1% of the time taking 19% of the
 // visits: 4 DGX H100 nodes under a 2:1 fat tree, P2PSpec.DeferWork's probe) projects high from
-// its start; from half its work the fill is diluted. It chains an abort c already had.
+// its start; from half its work the fill is diluted.
 func farProjection(c *Engine, work uint64, expect Time) func() error {
-	prev, start, decided := c.abort, c.Now(), false
-	return func() error {
-		if prev != nil {
-			if err := prev(); err != nil {
-				return err
-			}
-		}
-		if decided || c.CompVisited < work/2 {
-			return nil
-		}
-		decided = true
-		if 3*(c.Now()-start) < expect {
-			return errBudget
-		}
-		return nil
-	}
+	return visitsBefore(c, work/2, 3, expect, errBudget)
 }
 
 // slotEnds returns the ranks and channel of slot s of a net built by programs over S ranks.
