@@ -55,6 +55,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 	launch := fs.String("launch", "per-gpu", "how the host launches each call: per-gpu (one process or thread per GPU, as torchrun and mpirun … -g 1), per-node (one thread drives every GPU of its node, as nccl-tests -g 8: a call costs at least NCCL's host enqueue on every GPU, 10.12 µs for the first and 7.93 µs for each other, 65.6 µs for 8 GPUs, and 0.064 µs for each further channel of the call on each GPU; per-gpu: at least one enqueue, 10.12 µs on one channel, 11.59 µs on 24), graph (CUDA graph replays, a process per GPU, nccl-tests -G: no host floor, and a kernel starts 0.6 µs sooner than from a stream), graph-per-node (one process replays the graphs of every GPU of its node, nccl-tests -g 8 -G: as graph, and each call 2.80 µs more on the GPU); measured with NCCL 2.28 on H200 and H100 (docs/cluster.md)")
 	hostEnq := addHostEnqueue(fs)
 	loop := fs.Int("back-to-back", 0, "time each call as the steady call of a loop of this many back-to-back launches, as nccl-tests reports it (1: one call alone); 0: nccl-tests' loop (3 calls) for broadcast and reduce, whose chain the loop overlaps, one call for the others, which the loop changes by under 0.3% (docs/cluster.md); schedule replays only, the mode says \"back-to-back\"; the loop replays N copies of the call's schedule, within coll's limit of 5,000,000 steps")
+	alts := fs.Bool("alternatives", false, "also simulate every algorithm and protocol NCCL's tuner could pick for each collective call, forced as NCCL_ALGO/NCCL_PROTO would force it (NCCL then picks the channels), and list them after the table with NCCL's own estimate of each (JSON: each row's \"alternatives\", fastest first, NCCL's marked \"pick\"): where the pick is not the fastest simulated, a note says by how much. Costs a simulation per cell (up to 3 protocols of each algorithm); send/recv and all-to-all have no choice to compare")
 	exact := fs.Bool("exact", false, "replay exactly: no approximation (ecmp-mean, rail-owed, rail-over, unchecked, rate-interval-N, latency-mean, ring-coarse-K, tree-steady-C, schedule-steady, nvls-symmetric-steady, nvlstree-fold, switch-bound, nodes-steady, sizes-steady modes; see docs/cluster.md), whatever it costs; an NVLS or NVLSTree call that only an approximation can time runs NCCL's choice among Ring and Tree instead, and its row and a note say so")
 	return func(stdout, stderr io.Writer) error {
 		if *cpuProfile != "" {
@@ -254,6 +255,9 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 				}
 				c.over = wantOps && !record
 				c.row, c.res, c.err = m.Run(c.f, c.size, dt, op, simnet.RunOptions{Record: record, DryRun: *dryRun, Exact: *exact, MeanOversubscribed: *ecmpMean})
+				if *alts && c.err == nil {
+					c.row.Alternatives = alternatives(m, p, c.f, c.size, dt, op, simnet.RunOptions{DryRun: *dryRun, Exact: *exact, MeanOversubscribed: *ecmpMean}, c.row)
+				}
 				if c.err == nil && record {
 					recorded += len(c.res.Ops)
 				}
@@ -276,7 +280,11 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 				go func() {
 					for i := range order {
 						c := &calls[i]
-						c.row, c.res, c.err = m.Run(c.f, c.size, dt, op, simnet.RunOptions{DryRun: *dryRun, Exact: *exact, MeanOversubscribed: *ecmpMean})
+						opt := simnet.RunOptions{DryRun: *dryRun, Exact: *exact, MeanOversubscribed: *ecmpMean}
+						c.row, c.res, c.err = m.Run(c.f, c.size, dt, op, opt)
+						if *alts && c.err == nil {
+							c.row.Alternatives = alternatives(m, p, c.f, c.size, dt, op, opt, c.row)
+						}
 						finishedCh <- i
 					}
 				}()
@@ -357,6 +365,10 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 			notes = append(notes, n)
 			lateNotes = append(lateNotes, n)
 		}
+		if n := alternativesNote(rows); n != "" {
+			notes = append(notes, n)
+			lateNotes = append(lateNotes, n)
+		}
 		if bar != nil {
 			bar.finish()
 		}
@@ -371,6 +383,8 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 				return err
 			}
 		} else if err := table.end(lateNotes); err != nil {
+			return err
+		} else if err := writeAlternatives(stdout, rows); err != nil {
 			return err
 		}
 		if *tracePath != "" && noOps == nil {

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/simccl/simccl/simnet"
+)
+
+// runJSON runs simccl with args and decodes its JSON rows.
+func runJSON(t *testing.T, env map[string]string, args ...string) []simnet.Row {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	var out, errb bytes.Buffer
+	rc := mainRun(append(args, "--json", "--progress", "off"), &out, &errb)
+	require.Equal(t, 0, rc, errb.String())
+	var doc struct{ Rows []simnet.Row }
+	require.NoError(t, json.Unmarshal(out.Bytes(), &doc))
+	return doc.Rows
+}
+
+// Every cell NCCL's tuner could pick is listed once, fastest on the GPUs first, NCCL's own pick
+// marked and equal to the row; point-to-point calls have none.
+func TestRunAlternatives(t *testing.T) {
+	rows := runJSON(t, nil, "run", "-c", "allreduce,alltoall", "-b", "1M", "-e", "1M", "--alternatives")
+	require.Len(t, rows, 2)
+	ar, a2a := rows[0], rows[1]
+	require.Equal(t, "all_reduce", ar.Coll)
+	require.Empty(t, a2a.Alternatives, "all-to-all has no algorithm to choose")
+	seen := map[string]bool{}
+	picks := 0
+	for i, a := range ar.Alternatives {
+		cell := a.Algo + "/" + a.Proto
+		require.False(t, seen[cell], "cell %s twice", cell)
+		seen[cell] = true
+		require.Empty(t, a.Error, cell)
+		require.Positive(t, a.TimeUs, cell)
+		require.Positive(t, a.NCCLModelUs, cell)
+		if i > 0 {
+			require.LessOrEqual(t, gpuUs(ar.Alternatives[i-1]), gpuUs(a), "not sorted at %s", cell)
+		}
+		if a.Pick {
+			picks++
+			require.Equal(t, ar.Algo, a.Algo)
+			require.Equal(t, ar.Proto, a.Proto)
+			require.Equal(t, ar.NChannels, a.NChannels)
+			require.Equal(t, ar.TimeUs, a.TimeUs)
+		}
+	}
+	require.Equal(t, 1, picks)
+	// A DGX H100 node: NVLS and the three protocols of Ring and Tree.
+	for _, c := range []string{"NVLS/Simple", "Ring/LL", "Ring/LL128", "Ring/Simple", "Tree/LL", "Tree/LL128", "Tree/Simple"} {
+		require.True(t, seen[c], "%s missing from %v", c, seen)
+	}
+	require.False(t, seen["NVLS/LL"], "NVLS runs Simple only")
+}
+
+// An alternative is the call NCCL_ALGO/NCCL_PROTO would force: the same channels and time as run
+// with --algo and --proto.
+func TestAlternativeIsForcedRun(t *testing.T) {
+	rows := runJSON(t, nil, "run", "--nodes", "2", "-c", "allgather", "-b", "4M", "-e", "4M", "--alternatives")
+	require.Len(t, rows, 1)
+	checked := 0
+	for _, a := range rows[0].Alternatives {
+		if a.Pick {
+			continue
+		}
+		forced := runJSON(t, nil, "run", "--nodes", "2", "-c", "allgather", "-b", "4M", "-e", "4M", "--algo", a.Algo, "--proto", a.Proto)
+		require.Len(t, forced, 1)
+		require.Equal(t, a.Algo, forced[0].Algo)
+		require.Equal(t, a.Proto, forced[0].Proto)
+		require.Equal(t, a.NChannels, forced[0].NChannels, "%s/%s", a.Algo, a.Proto)
+		require.Equal(t, a.TimeUs, forced[0].TimeUs, "%s/%s", a.Algo, a.Proto)
+		checked++
+	}
+	require.GreaterOrEqual(t, checked, 2)
+}
+
+// The text table lists the alternatives after nccl-tests' footer, as comment lines, with the note.
+func TestRunAlternativesText(t *testing.T) {
+	var out, errb bytes.Buffer
+	rc := mainRun([]string{"run", "-b", "64K", "-e", "64K", "--alternatives", "--progress", "off"}, &out, &errb)
+	require.Equal(t, 0, rc, errb.String())
+	s := out.String()
+	foot := strings.Index(s, "# Avg bus bandwidth")
+	alts := strings.Index(s, "# alternatives:")
+	require.Positive(t, foot)
+	require.Greater(t, alts, foot, "the alternatives come after the footer")
+	require.Contains(t, s, "# note: --alternatives: NCCL's pick was the fastest simulated on the GPUs at")
+	lines := 0
+	for _, l := range strings.Split(s[alts:], "\n") {
+		if strings.HasPrefix(l, "#        65536  all_reduce") {
+			lines++
+			require.True(t, strings.HasPrefix(l, "#"), l)
+		}
+	}
+	require.GreaterOrEqual(t, lines, 4)
+	require.Contains(t, s[alts:], "pick")
+}
+
+func TestAlternativesNote(t *testing.T) {
+	fast := simnet.Row{Coll: "all_reduce", Bytes: 1024, Algo: "Ring", Proto: "LL", Alternatives: []simnet.Alternative{
+		{Algo: "Ring", Proto: "LL", TimeUs: 10, Pick: true},
+		{Algo: "Tree", Proto: "LL", TimeUs: 12},
+	}}
+	slow := simnet.Row{Coll: "all_reduce", Bytes: 1 << 20, Algo: "Ring", Proto: "Simple", Alternatives: []simnet.Alternative{
+		{Algo: "NVLS", Proto: "Simple", TimeUs: 20},
+		{Algo: "Ring", Proto: "Simple", TimeUs: 25, Pick: true},
+	}}
+	// Host-bound: the same time at the floor, the GPUs' time tells them apart.
+	floor := simnet.Row{Coll: "all_gather", Bytes: 8, Algo: "Ring", Proto: "Simple", Alternatives: []simnet.Alternative{
+		{Algo: "Ring", Proto: "LL", TimeUs: 18.2, DeviceUs: 8},
+		{Algo: "Ring", Proto: "Simple", TimeUs: 18.05, DeviceUs: 12, Pick: true},
+	}}
+	none := simnet.Row{Coll: "alltoall", Bytes: 8}
+	n := alternativesNote([]simnet.Row{fast, slow, floor, none})
+	require.Contains(t, n, "at 1 of 3 calls")
+	require.Contains(t, n, "all_gather 8 bytes, Ring/LL (the pick, Ring/Simple, 50.0% slower)")
+	require.Contains(t, n, "all_reduce 1048576 bytes, NVLS/Simple (the pick, Ring/Simple, 25.0% slower)")
+	require.Less(t, strings.Index(n, "all_gather 8"), strings.Index(n, "all_reduce 1048576"), "largest gap first")
+	require.Equal(t, "", alternativesNote([]simnet.Row{none}))
+	require.Equal(t, "--alternatives: NCCL's pick was the fastest simulated on the GPUs at 1 of 1 calls", alternativesNote([]simnet.Row{fast}))
+}
