@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/simccl/simccl/coll"
@@ -202,4 +203,58 @@ func formatUs(us float64) string {
 		return fmt.Sprintf("%.0f", us)
 	}
 	return fmt.Sprintf("%.2f", us)
+}
+
+// writeTuner writes a tuner file (--tuner-file's CSV, tuning.OverrideHelp) that gives each
+// collective, from each simulated size up to the next, the fastest alternative of the rows
+// (--write-tuner): the algorithm and protocol, with the channels left to the model (NCCL's count
+// for that cell, the one each alternative was simulated with). Consecutive sizes with the same
+// cell share a rule; the first size's rule starts at 0 and the last's has no upper bound. Rows
+// with no timed alternative (point-to-point calls, a dry run) give none.
+func writeTuner(w io.Writer, rows []simnet.Row, cmdline string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# tuner rules from the fastest simulated alternative of each size (simccl run --write-tuner)\n# %s\n# collective,minBytes,maxBytes,algorithm,protocol,channels\n", cmdline)
+	type rule struct {
+		coll, cell string
+		lo         int64
+	}
+	byColl := map[string][]simnet.Row{}
+	var colls []string
+	for _, r := range rows {
+		if len(r.Alternatives) == 0 || r.Alternatives[0].Error != "" || r.Alternatives[0].TimeUs <= 0 {
+			continue
+		}
+		if byColl[r.Coll] == nil {
+			colls = append(colls, r.Coll)
+		}
+		byColl[r.Coll] = append(byColl[r.Coll], r)
+	}
+	for _, c := range colls {
+		rs := byColl[c]
+		slices.SortStableFunc(rs, func(x, y simnet.Row) int { return cmp.Compare(x.Bytes, y.Bytes) })
+		name := strings.ReplaceAll(c, "_", "")
+		var cur *rule
+		flush := func(hi string) {
+			if cur != nil {
+				algo, proto, _ := strings.Cut(cur.cell, "/")
+				fmt.Fprintf(&b, "%s,%d,%s,%s,%s,*\n", name, cur.lo, hi, algo, proto)
+			}
+		}
+		for i, r := range rs {
+			a := r.Alternatives[0]
+			cell := a.Algo + "/" + a.Proto
+			if cur != nil && cur.cell == cell {
+				continue
+			}
+			flush(strconv.FormatInt(r.Bytes-1, 10))
+			lo := r.Bytes
+			if i == 0 {
+				lo = 0
+			}
+			cur = &rule{coll: c, cell: cell, lo: lo}
+		}
+		flush("*")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

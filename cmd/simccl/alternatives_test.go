@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -126,4 +128,49 @@ func TestAlternativesNote(t *testing.T) {
 	require.Less(t, strings.Index(n, "all_gather 8"), strings.Index(n, "all_reduce 1048576"), "largest gap first")
 	require.Equal(t, "", alternativesNote([]simnet.Row{none}))
 	require.Equal(t, "--alternatives: NCCL's pick was the fastest simulated on the GPUs at 1 of 1 calls", alternativesNote([]simnet.Row{fast}))
+}
+
+// The tuner file --write-tuner writes, read back with --tuner-file, makes every call run its
+// fastest alternative: the same cell, channels and time.
+func TestWriteTunerReadsBack(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "tuner.csv")
+	args := []string{"run", "--topo", "h200x2-nvlink", "-c", "allreduce,allgather", "-b", "1K", "-e", "1G", "-f", "32"}
+	first := runJSON(t, nil, append(args, "--write-tuner", f)...)
+	data, err := os.ReadFile(f)
+	require.NoError(t, err)
+	require.Contains(t, string(data), "# collective,minBytes,maxBytes,algorithm,protocol,channels\n")
+	again := runJSON(t, nil, append(args, "--tuner-file", f)...)
+	require.Len(t, again, len(first))
+	for i, r := range first {
+		best := r.Alternatives[0]
+		require.Equal(t, best.Algo+"/"+best.Proto, again[i].Algo+"/"+again[i].Proto, "%s %d", r.Coll, r.Bytes)
+		require.Equal(t, best.NChannels, again[i].NChannels, "%s %d", r.Coll, r.Bytes)
+		require.Equal(t, best.TimeUs, again[i].TimeUs, "%s %d", r.Coll, r.Bytes)
+	}
+}
+
+func TestWriteTunerRules(t *testing.T) {
+	row := func(c string, b int64, algo, proto string) simnet.Row {
+		return simnet.Row{Coll: c, Bytes: b, Alternatives: []simnet.Alternative{{Algo: algo, Proto: proto, TimeUs: 1}}}
+	}
+	rows := []simnet.Row{
+		row("all_reduce", 1024, "Ring", "LL"), row("all_reduce", 4096, "Ring", "LL"),
+		row("all_reduce", 16384, "Tree", "LL128"), row("all_reduce", 65536, "Ring", "LL"),
+		row("all_gather", 1024, "Ring", "Simple"),
+		{Coll: "alltoall", Bytes: 1024}, // no alternatives: no rule
+	}
+	var b bytes.Buffer
+	require.NoError(t, writeTuner(&b, rows, "simccl run x"))
+	var rules []string
+	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		if !strings.HasPrefix(l, "#") {
+			rules = append(rules, l)
+		}
+	}
+	require.Equal(t, []string{
+		"allreduce,0,16383,Ring,LL,*",
+		"allreduce,16384,65535,Tree,LL128,*",
+		"allreduce,65536,*,Ring,LL,*",
+		"allgather,0,*,Ring,Simple,*",
+	}, rules)
 }

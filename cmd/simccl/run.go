@@ -56,6 +56,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 	hostEnq := addHostEnqueue(fs)
 	loop := fs.Int("back-to-back", 0, "time each call as the steady call of a loop of this many back-to-back launches, as nccl-tests reports it (1: one call alone); 0: nccl-tests' loop (3 calls) for broadcast and reduce, whose chain the loop overlaps, one call for the others, which the loop changes by under 0.3% (docs/cluster.md); schedule replays only, the mode says \"back-to-back\"; the loop replays N copies of the call's schedule, within coll's limit of 5,000,000 steps")
 	alts := fs.Bool("alternatives", false, "also simulate every algorithm and protocol NCCL's tuner could pick for each collective call, forced as NCCL_ALGO/NCCL_PROTO would force it (NCCL then picks the channels), and list them after the table with NCCL's own estimate of each (JSON: each row's \"alternatives\", fastest first, NCCL's marked \"pick\"): where the pick is not the fastest simulated, a note says by how much. Costs a simulation per cell (up to 3 protocols of each algorithm); send/recv and all-to-all have no choice to compare")
+	tunerOut := fs.String("write-tuner", "", "with --alternatives (which it implies): write a tuner file (--tuner-file's CSV) giving each collective, from each simulated size up to the next, the fastest alternative simulated there (its algorithm and protocol; NCCL's channels for them); simccl run --tuner-file reads it back, and NCCL's example tuner plugin reads the same format")
 	exact := fs.Bool("exact", false, "replay exactly: no approximation (ecmp-mean, rail-owed, rail-over, unchecked, rate-interval-N, latency-mean, ring-coarse-K, tree-steady-C, schedule-steady, nvls-symmetric-steady, nvlstree-fold, switch-bound, nodes-steady, sizes-steady modes; see docs/cluster.md), whatever it costs; an NVLS or NVLSTree call that only an approximation can time runs NCCL's choice among Ring and Tree instead, and its row and a note say so")
 	return func(stdout, stderr io.Writer) error {
 		if *cpuProfile != "" {
@@ -83,7 +84,10 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 			return err
 		}
 		// Output paths are checked before anything is simulated.
-		for _, o := range []struct{ flag, path string }{{"--trace", *tracePath}, {"--ops", *opsPath}, {"--plot", *plotPath}} {
+		if *tunerOut != "" {
+			*alts = true
+		}
+		for _, o := range []struct{ flag, path string }{{"--trace", *tracePath}, {"--ops", *opsPath}, {"--plot", *plotPath}, {"--write-tuner", *tunerOut}} {
 			if o.path != "" {
 				if err := checkWritable(o.flag, o.path); err != nil {
 					return err
@@ -402,6 +406,12 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 			if err := writeFile(*plotPath, func(w io.Writer) error {
 				return report.WriteBusbwPlot(w, title, report.SeriesOfRows(rows), plotFormat)
 			}); err != nil {
+				return err
+			}
+		}
+		if *tunerOut != "" {
+			line := "simccl run " + strings.Join(os.Args[min(2, len(os.Args)):], " ")
+			if err := writeFile(*tunerOut, func(w io.Writer) error { return writeTuner(w, rows, line) }); err != nil {
 				return err
 			}
 		}
