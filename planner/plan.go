@@ -24,6 +24,16 @@ func (p *Planner) Plan(c coll.Call) (coll.Plan, error) {
 	return d.Plan, err
 }
 
+// PlanTimed is Plan with the tuning model's time for the plan (µs; 0 for SendRecv and AllToAll,
+// which NCCL plans without a cost table): simnet.Machine.Alternatives reports it beside each cell.
+func (p *Planner) PlanTimed(c coll.Call) (coll.Plan, float64, error) {
+	d, err := p.Decide(c)
+	if err != nil || d.Choice == nil {
+		return d.Plan, 0, err
+	}
+	return d.Plan, float64(d.Choice.TimeUs), nil
+}
+
 // Decide returns NCCL's decision for c: for a collective, the tuning model's algorithm, protocol,
 // channels, threads and chunk size (NCCL 2.28 enqueue.cc topoGetAlgoInfo and calcCollChunking);
 // for SendRecv and AllToAll the per-peer plan (NCCL 2.28 enqueue.cc addP2pToPlan). c.Exclude takes

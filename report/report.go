@@ -63,6 +63,10 @@ type Options struct {
 	// bound). The larger sizes of a collective are not simulated once the last one's time, scaled
 	// by the size ratio, passes it (the replays grow with the size): a line says which.
 	SizeBudget time.Duration
+	// Alternatives simulates every algorithm and protocol NCCL's tuner could pick at each size
+	// (simnet.Machine.Alternatives; simccl report --alternatives): the tuner map's tips list them
+	// beside NCCL's estimates, and a note says how often NCCL's pick was the fastest simulated.
+	Alternatives bool
 	// Progress, when set, is called before each simulated size.
 	Progress func(done, total int, what string)
 }
@@ -367,6 +371,9 @@ func (r *Report) sweep(m *simnet.Machine, opt Options) error {
 		if err != nil {
 			return row, false, fmt.Errorf("%s %d bytes: %w", coll.TestName(f), size, err)
 		}
+		if opt.Alternatives {
+			row.Alternatives = m.Alternatives(f, size, opt.DataType, opt.Op, simnet.RunOptions{}, row)
+		}
 		if l, ok := last[f]; !ok || size > l.size {
 			if ok {
 				prev[f] = l
@@ -388,6 +395,7 @@ func (r *Report) sweep(m *simnet.Machine, opt Options) error {
 	for _, nt := range r.Notes {
 		noteSeen[nt] = true
 	}
+	var altRows []simnet.Row // the rows simulated, for the alternatives' note
 	for _, f := range opt.Funcs {
 		tr := TunerRow{Coll: coll.TestName(f)}
 		s := Series{Name: "sim " + coll.TestName(f), Coll: coll.TestName(f)}
@@ -404,6 +412,7 @@ func (r *Report) sweep(m *simnet.Machine, opt Options) error {
 				continue // not affordable (Cut), or rounds to no element
 			}
 			s.Points = append(s.Points, pointOfRow(row))
+			altRows = append(altRows, row)
 			tp, note, err := tunePoint(opt.Planner, f, size, n, opt, row)
 			if err != nil {
 				return err
@@ -416,6 +425,9 @@ func (r *Report) sweep(m *simnet.Machine, opt Options) error {
 		}
 		r.Tuner = append(r.Tuner, tr)
 		r.BusBW = append(r.BusBW, s)
+	}
+	if n := simnet.AlternativesNote(altRows); n != "" {
+		r.Notes = append(r.Notes, n)
 	}
 	if opt.Progress != nil {
 		opt.Progress(done, total, "done")

@@ -531,3 +531,31 @@ func TestMeasuredLaunch(t *testing.T) {
 		}
 	}
 }
+
+// With Options.Alternatives the tuner map's points carry every cell simulated, NCCL's pick among
+// them with the row's time, the tips list them, and a note sums them up.
+func TestReportAlternatives(t *testing.T) {
+	r, page := buildHTML(t, Options{Funcs: []coll.Func{coll.AllReduce}, Sizes: []int64{64 << 10, 2 << 20}, Alternatives: true, Sections: []string{"tuner"}})
+	require.Len(t, r.Tuner, 1)
+	for _, p := range r.Tuner[0].Points {
+		require.GreaterOrEqual(t, len(p.Alternatives), 4, "%d", p.Bytes)
+		picks := 0
+		for i, a := range p.Alternatives {
+			if i > 0 {
+				require.LessOrEqual(t, p.Alternatives[i-1].GPUUs(), a.GPUUs())
+			}
+			if a.Pick {
+				picks++
+				require.Equal(t, p.SimAlgo+"/"+p.SimProto, a.Algo+"/"+a.Proto)
+				require.Equal(t, p.SimUs, a.TimeUs)
+			}
+		}
+		require.Equal(t, 1, picks, "%d", p.Bytes)
+	}
+	require.Contains(t, svgBlock(t, page, "tuner"), "simulated (GPU µs, fastest first):")
+	found := false
+	for _, n := range r.Notes {
+		found = found || strings.HasPrefix(n, "--alternatives: NCCL's pick was the fastest simulated on the GPUs at")
+	}
+	require.True(t, found, "%q", r.Notes)
+}

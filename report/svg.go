@@ -213,6 +213,20 @@ func tunerSVG(b *strings.Builder, rows []TunerRow) {
 			} else {
 				tip.WriteString("\n(point-to-point: no cost table, addP2pToPlan rule)")
 			}
+			if len(p.Alternatives) > 0 {
+				tip.WriteString("\nsimulated (GPU µs, fastest first):")
+				for _, a := range p.Alternatives {
+					if a.Error != "" {
+						fmt.Fprintf(&tip, "\n  %s/%s %s", a.Algo, a.Proto, a.Error)
+						continue
+					}
+					mark := ""
+					if a.Pick {
+						mark = "  ← NCCL's pick"
+					}
+					fmt.Fprintf(&tip, "\n  %s/%s %.2f%s", a.Algo, a.Proto, a.GPUUs(), mark)
+				}
+			}
 			fmt.Fprintf(b, `<g class="cell" data-coll="%s" data-bytes="%d" data-tip="%s"><rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/><text x="%.1f" y="%.1f">%d</text></g>`+"\n",
 				esc(r.Coll), p.Bytes, esc(tip.String()), x, y, cw-1, ch, choiceColour(p.SimAlgo, p.SimProto), x+cw/2, y+ch/2+4, p.NChannels)
 		}

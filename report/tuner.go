@@ -29,6 +29,8 @@ type TunerPoint struct {
 	SimProto   string      `json:"sim_proto"`
 	SimUs      float64     `json:"simulated_us"`
 	Candidates []Candidate `json:"candidates,omitempty"` // fastest first
+	// Alternatives are the cells simulated (Options.Alternatives), fastest on the GPUs first.
+	Alternatives []simnet.Alternative `json:"alternatives,omitempty"`
 }
 
 // Candidate is one algorithm × protocol the cost model could pick.
@@ -44,7 +46,7 @@ type Candidate struct {
 func tunePoint(p *planner.Planner, f coll.Func, size int64, n int, opt Options, row simnet.Row) (TunerPoint, string, error) {
 	call := coll.TestCall(f, size, opt.DataType, opt.Op, n)
 	tp := TunerPoint{Size: size, Bytes: row.Bytes, CallBytes: call.Count * int64(opt.DataType.Size()), SimAlgo: row.Algo, SimProto: row.Proto, SimUs: row.TimeUs,
-		Algo: row.Algo, Proto: row.Proto, NChannels: row.NChannels}
+		Algo: row.Algo, Proto: row.Proto, NChannels: row.NChannels, Alternatives: row.Alternatives}
 	if f == coll.SendRecv || f == coll.AllToAll {
 		return tp, "", nil
 	}

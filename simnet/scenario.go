@@ -180,25 +180,6 @@ type Row struct {
 	Alternatives []Alternative `json:"alternatives,omitempty"`
 }
 
-// Alternative is a call simulated under one algorithm and protocol forced as NCCL_ALGO and
-// NCCL_PROTO would force them (NCCL then picks the channels), beside NCCL's own estimate of it.
-type Alternative struct {
-	Algo      string  `json:"algo"`
-	Proto     string  `json:"proto"`
-	NChannels int     `json:"nchannels"`
-	TimeUs    float64 `json:"time_us"`
-	// DeviceUs, where the call is host-bound (Row.HostBound), is the GPUs' own time below TimeUs:
-	// what tells cells apart that the host's floor makes equal.
-	DeviceUs float64 `json:"device_us,omitempty"`
-	// NCCLModelUs is NCCL's cost model's time for it (the TUNING table's, as simccl tune gives).
-	NCCLModelUs float64 `json:"nccl_model_us"`
-	Mode        string  `json:"mode"`
-	// Pick marks NCCL's own decision for the call (the row's).
-	Pick bool `json:"pick,omitempty"`
-	// Error, for a cell NCCL could pick that was not simulated, says why (no time then).
-	Error string `json:"error,omitempty"`
-}
-
 // CompactAbove is the number of schedule steps above which Machine.Run replays ring and tree
 // collectives with the compact executors instead of materialising coll's schedule; above
 // CompactQuiet it does so too when no op records are asked for (the compact executors give the

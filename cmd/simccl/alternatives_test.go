@@ -45,7 +45,7 @@ func TestRunAlternatives(t *testing.T) {
 		require.Positive(t, a.TimeUs, cell)
 		require.Positive(t, a.NCCLModelUs, cell)
 		if i > 0 {
-			require.LessOrEqual(t, gpuUs(ar.Alternatives[i-1]), gpuUs(a), "not sorted at %s", cell)
+			require.LessOrEqual(t, ar.Alternatives[i-1].GPUUs(), a.GPUUs(), "not sorted at %s", cell)
 		}
 		if a.Pick {
 			picks++
@@ -104,30 +104,6 @@ func TestRunAlternativesText(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, lines, 4)
 	require.Contains(t, s[alts:], "pick")
-}
-
-func TestAlternativesNote(t *testing.T) {
-	fast := simnet.Row{Coll: "all_reduce", Bytes: 1024, Algo: "Ring", Proto: "LL", Alternatives: []simnet.Alternative{
-		{Algo: "Ring", Proto: "LL", TimeUs: 10, Pick: true},
-		{Algo: "Tree", Proto: "LL", TimeUs: 12},
-	}}
-	slow := simnet.Row{Coll: "all_reduce", Bytes: 1 << 20, Algo: "Ring", Proto: "Simple", Alternatives: []simnet.Alternative{
-		{Algo: "NVLS", Proto: "Simple", TimeUs: 20},
-		{Algo: "Ring", Proto: "Simple", TimeUs: 25, Pick: true},
-	}}
-	// Host-bound: the same time at the floor, the GPUs' time tells them apart.
-	floor := simnet.Row{Coll: "all_gather", Bytes: 8, Algo: "Ring", Proto: "Simple", Alternatives: []simnet.Alternative{
-		{Algo: "Ring", Proto: "LL", TimeUs: 18.2, DeviceUs: 8},
-		{Algo: "Ring", Proto: "Simple", TimeUs: 18.05, DeviceUs: 12, Pick: true},
-	}}
-	none := simnet.Row{Coll: "alltoall", Bytes: 8}
-	n := alternativesNote([]simnet.Row{fast, slow, floor, none})
-	require.Contains(t, n, "at 1 of 3 calls")
-	require.Contains(t, n, "all_gather 8 bytes, Ring/LL (the pick, Ring/Simple, 50.0% slower)")
-	require.Contains(t, n, "all_reduce 1048576 bytes, NVLS/Simple (the pick, Ring/Simple, 25.0% slower)")
-	require.Less(t, strings.Index(n, "all_gather 8"), strings.Index(n, "all_reduce 1048576"), "largest gap first")
-	require.Equal(t, "", alternativesNote([]simnet.Row{none}))
-	require.Equal(t, "--alternatives: NCCL's pick was the fastest simulated on the GPUs at 1 of 1 calls", alternativesNote([]simnet.Row{fast}))
 }
 
 // The tuner file --write-tuner writes, read back with --tuner-file, makes every call run its

@@ -37,6 +37,7 @@ func defineReport(fs *pflag.FlagSet) runFunc {
 	focusColl := fs.String("focus", "", "collective of the \"where time goes\" section (default: the first of -c; none: no such section)")
 	focusSize := fs.String("focus-size", "", "size of the \"where time goes\" section (default: the swept size nearest 1M)")
 	sections := fs.String("sections", "all", "sections to build, comma-separated, of "+strings.Join(report.SectionNames, ",")+" (or all); the others are one line saying so")
+	alts := fs.Bool("alternatives", false, "also simulate every algorithm and protocol NCCL's tuner could pick at each size (as simccl run --alternatives): the tuner map's tips list them beside NCCL's estimates, and a note says how often NCCL's pick was the fastest simulated; each size then costs a simulation per cell (--size-budget counts them)")
 	sizeBudget := fs.Duration("size-budget", 10*time.Second, "longest simulation of one swept size: the larger sizes of a collective whose time, extrapolated from the last two, passes it are not simulated, and the page says so (0: no bound)")
 	out := fs.StringP("output", "o", "", "HTML file to write (required; - for stdout)")
 	asJSON := cli.AddJSON(fs, "the report's data, on stdout as well as the page")
@@ -143,6 +144,7 @@ func defineReport(fs *pflag.FlagSet) runFunc {
 		}
 		opt.Planner, opt.Fabric, opt.Funcs, opt.Sizes, opt.DataType, opt.Op = p, fab, funcs, sizes, dt, op
 		opt.MeasuredTag, opt.FocusColl, opt.Sections, opt.PlannerAt, opt.SizeBudget = *measTag, *focusColl, secs, cachedPlanners(build), *sizeBudget
+		opt.Alternatives = *alts
 		if *sizeBudget == 0 {
 			opt.SizeBudget = -1
 		}

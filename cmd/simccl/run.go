@@ -260,7 +260,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 				c.over = wantOps && !record
 				c.row, c.res, c.err = m.Run(c.f, c.size, dt, op, simnet.RunOptions{Record: record, DryRun: *dryRun, Exact: *exact, MeanOversubscribed: *ecmpMean})
 				if *alts && c.err == nil {
-					c.row.Alternatives = alternatives(m, p, c.f, c.size, dt, op, simnet.RunOptions{DryRun: *dryRun, Exact: *exact, MeanOversubscribed: *ecmpMean}, c.row)
+					c.row.Alternatives = m.Alternatives(c.f, c.size, dt, op, simnet.RunOptions{DryRun: *dryRun, Exact: *exact, MeanOversubscribed: *ecmpMean}, c.row)
 				}
 				if c.err == nil && record {
 					recorded += len(c.res.Ops)
@@ -287,7 +287,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 						opt := simnet.RunOptions{DryRun: *dryRun, Exact: *exact, MeanOversubscribed: *ecmpMean}
 						c.row, c.res, c.err = m.Run(c.f, c.size, dt, op, opt)
 						if *alts && c.err == nil {
-							c.row.Alternatives = alternatives(m, p, c.f, c.size, dt, op, opt, c.row)
+							c.row.Alternatives = m.Alternatives(c.f, c.size, dt, op, opt, c.row)
 						}
 						finishedCh <- i
 					}
@@ -369,7 +369,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 			notes = append(notes, n)
 			lateNotes = append(lateNotes, n)
 		}
-		if n := alternativesNote(rows); n != "" {
+		if n := simnet.AlternativesNote(rows); n != "" {
 			notes = append(notes, n)
 			lateNotes = append(lateNotes, n)
 		}
