@@ -294,6 +294,24 @@ type ReplayOptions struct {
 	Build func(nodes int) (*simnet.Machine, error)
 	// Progress, when set, is called after each distinct call is simulated.
 	Progress func(done, total int, what string)
+	// Alternatives simulates each distinct collective call under every algorithm and protocol
+	// NCCL's tuner could give it (simnet.Machine.Alternatives): Report.Alternatives.
+	Alternatives bool
+}
+
+// CallAlternatives is one distinct collective call of the trace (its communicator's simulated
+// size, its nccl-tests size) with its alternatives, fastest on the GPUs first, and how often the
+// trace makes it.
+type CallAlternatives struct {
+	Op           string               `json:"op"`
+	DataType     string               `json:"type"`
+	Bytes        int64                `json:"bytes"`
+	NRanks       int                  `json:"nranks"`
+	Calls        int                  `json:"calls"`
+	Alternatives []simnet.Alternative `json:"alternatives"`
+	// SavedUs is what the trace's calls of it would save on the GPUs with its fastest alternative
+	// in place of NCCL's pick (0 where the pick is the fastest).
+	SavedUs float64 `json:"saved_us"`
 }
 
 // LaunchResult is one simulated launch.
@@ -359,6 +377,9 @@ type Report struct {
 	TotalUs       float64        `json:"total_us"`
 	Links         []LinkUse      `json:"links,omitempty"`
 	Notes         []string       `json:"notes,omitempty"`
+	// Alternatives, with ReplayOptions.Alternatives, are the distinct collective calls with every
+	// cell NCCL's tuner could pick, simulated, the largest saving first.
+	Alternatives []CallAlternatives `json:"alternatives,omitempty"`
 	// Release is the NCCL release whose rules planned the calls (set by the caller, which chose it).
 	Release string `json:"nccl_release,omitempty"`
 }
@@ -643,6 +664,7 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 				note("launches with more point-to-point messages than can be scheduled: timed from every 2k-th and every k-th of their messages, extrapolated linearly in the message count (mode messages-steady)")
 			}
 		}
+		fellBack := err != nil
 		if err != nil {
 			var fb string
 			if row, fb, err = fallback(t.k, m, machine, err); err != nil {
@@ -650,6 +672,9 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 			}
 			note(fb)
 			res = nil
+		}
+		if opt.Alternatives && t.k.f != coll.SendRecv && !fellBack {
+			row.Alternatives = m.Alternatives(t.k.f, t.k.size, t.k.dt, t.k.op, simnet.RunOptions{Transfers: t.transfers, GPUTime: true}, row)
 		}
 		out := &simOut{row: row}
 		if rec && res != nil && len(res.Ops) > 0 && res.LinkName != nil {
@@ -768,6 +793,36 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 			}
 			return rep.Links[i].Link < rep.Links[j].Link
 		})
+	}
+	if opt.Alternatives {
+		var rows []simnet.Row
+		saved := 0.0
+		for _, t := range order {
+			row := cache[t.k].row
+			if len(row.Alternatives) == 0 {
+				continue
+			}
+			rows = append(rows, row)
+			ca := CallAlternatives{Op: coll.TestName(t.k.f), DataType: t.k.dt.String(), Bytes: row.Bytes, NRanks: t.k.ranks, Calls: uses[t.k], Alternatives: row.Alternatives}
+			pick := -1.0
+			for _, a := range row.Alternatives {
+				if a.Pick && a.Error == "" {
+					pick = a.GPUUs()
+				}
+			}
+			if best := row.Alternatives[0]; pick > 0 && best.Error == "" && best.GPUUs() < pick {
+				ca.SavedUs = float64(ca.Calls) * (pick - best.GPUUs())
+			}
+			saved += ca.SavedUs
+			rep.Alternatives = append(rep.Alternatives, ca)
+		}
+		sort.SliceStable(rep.Alternatives, func(i, j int) bool { return rep.Alternatives[i].SavedUs > rep.Alternatives[j].SavedUs })
+		if n := simnet.AlternativesNote(rows); n != "" {
+			if rep.TotalUs > 0 {
+				n += fmt.Sprintf("; with the fastest cell of each distinct call the trace's calls would take %.1f µs less on the GPUs (%.1f%% of the %.1f µs simulated)", saved, 100*saved/rep.TotalUs, rep.TotalUs)
+			}
+			rep.Notes = append(rep.Notes, n)
+		}
 	}
 	return rep, nil
 }

@@ -30,3 +30,17 @@ func TestAlternativesNote(t *testing.T) {
 	require.Equal(t, "", AlternativesNote([]Row{none}))
 	require.Equal(t, "--alternatives: NCCL's pick was the fastest simulated on the GPUs at 1 of 1 calls", AlternativesNote([]Row{fast}))
 }
+
+// An LL cell past 1 MiB among the gaps carries its caveat; the same call twice is named once.
+func TestAlternativesNoteLLCaveat(t *testing.T) {
+	row := func(b int64) Row {
+		return Row{Coll: "broadcast", Bytes: b, Algo: "Ring", Proto: "LL128", Alternatives: []Alternative{
+			{Algo: "Ring", Proto: "LL", TimeUs: 100},
+			{Algo: "Ring", Proto: "LL128", TimeUs: 200, Pick: true},
+		}}
+	}
+	n := AlternativesNote([]Row{row(8 << 20), row(8 << 20)})
+	require.Equal(t, 1, strings.Count(n, "broadcast 8388608 bytes"), n)
+	require.Contains(t, n, "an LL gap there is an upper bound")
+	require.NotContains(t, AlternativesNote([]Row{row(64 << 10)}), "upper bound")
+}

@@ -150,3 +150,49 @@ func TestWriteTunerRules(t *testing.T) {
 		"allgather,0,*,Ring,Simple,*",
 	}, rules)
 }
+
+// replay --alternatives lists each distinct collective call with what the trace would save with
+// its fastest cell: the calls times the pick's GPU time less the fastest's, the largest first.
+func TestReplayAlternatives(t *testing.T) {
+	var out, errb bytes.Buffer
+	args := []string{"replay", "--topo", "dgx-h100", "--nodes", "2", "--scale-ranks", "16", "--alternatives", "--json", "--progress", "off",
+		"../../testdata/intercept/h200x2/trace/simccl-trace.rank0.jsonl", "../../testdata/intercept/h200x2/trace/simccl-trace.rank1.jsonl"}
+	require.Equal(t, 0, mainRun(args, &out, &errb), errb.String())
+	var rep struct {
+		Notes        []string
+		Alternatives []struct {
+			Op           string
+			Calls        int
+			Alternatives []simnet.Alternative
+			SavedUs      float64 `json:"saved_us"`
+		}
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
+	require.NotEmpty(t, rep.Alternatives)
+	saving := 0
+	for i, c := range rep.Alternatives {
+		require.Positive(t, c.Calls)
+		require.NotEqual(t, "sendrecv", c.Op)
+		if i > 0 {
+			require.GreaterOrEqual(t, rep.Alternatives[i-1].SavedUs, c.SavedUs)
+		}
+		pick := 0.0
+		for _, a := range c.Alternatives {
+			if a.Pick {
+				pick = a.GPUUs()
+			}
+		}
+		want := 0.0
+		if best := c.Alternatives[0].GPUUs(); best < pick {
+			want = float64(c.Calls) * (pick - best)
+			saving++
+		}
+		require.InDelta(t, want, c.SavedUs, 1e-9)
+	}
+	require.Positive(t, saving, "some call has a faster cell on 2 DGX H100 nodes")
+	found := false
+	for _, n := range rep.Notes {
+		found = found || strings.Contains(n, "less on the GPUs")
+	}
+	require.True(t, found, "%q", rep.Notes)
+}

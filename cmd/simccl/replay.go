@@ -42,6 +42,7 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 	nLinks := fs.Int("links", 10, "list this many most utilised links (0: no per-link accounting)")
 	measured := fs.StringArray("measured", nil, "per-rank timing file of the traced run (bench/intercept/torch_mixed.py output; repeatable): compare")
 	progress := cli.AddProgress(fs)
+	alts := fs.Bool("alternatives", false, "also simulate each distinct collective call under every algorithm and protocol NCCL's tuner could pick (as simccl run --alternatives) and list the calls by what the trace would save on the GPUs with the fastest cell (JSON: alternatives); costs a simulation per cell of each distinct call")
 	return func(stdout, stderr io.Writer) error {
 		if fs.NArg() == 0 {
 			return fmt.Errorf("%w: want one or more trace files (JSON lines from the shim, or NCCL INFO logs with COLL lines)", errUsage)
@@ -159,7 +160,7 @@ func defineReplay(fs *pflag.FlagSet) runFunc {
 			}
 		}
 
-		opt := intercept.ReplayOptions{ScaleRanks: *scaleRanks, Links: *nLinks > 0, Build: build}
+		opt := intercept.ReplayOptions{ScaleRanks: *scaleRanks, Links: *nLinks > 0, Build: build, Alternatives: *alts}
 		if show, err := showProgress(*progress, stderr); err != nil {
 			return err
 		} else if show {
@@ -319,6 +320,24 @@ func writeReplayText(w io.Writer, rep *intercept.Report, cmp *intercept.Comparis
 				break
 			}
 			fmt.Fprintf(tw, "%s\t%.1f\t%.0f\t%.1f%%\t\n", l.Link, l.GBps, l.Bytes, 100*l.Utilisation)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(rep.Alternatives) > 0 {
+		fmt.Fprintf(w, "\n# alternatives: each distinct collective call, its fastest simulated cell (GPU time) against NCCL's pick, the largest saving first\n")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "op\ttype\tbytes\tranks\tcalls\tpick\tpick(us)\tfastest\tfastest(us)\tsaved(us)\t")
+		for _, c := range rep.Alternatives {
+			var pick, best simnet.Alternative
+			for _, a := range c.Alternatives {
+				if a.Pick {
+					pick = a
+				}
+			}
+			best = c.Alternatives[0]
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s/%s\t%.2f\t%s/%s\t%.2f\t%.1f\t\n", c.Op, c.DataType, c.Bytes, c.NRanks, c.Calls, pick.Algo, pick.Proto, pick.GPUUs(), best.Algo, best.Proto, best.GPUUs(), c.SavedUs)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
