@@ -804,14 +804,10 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 			}
 			rows = append(rows, row)
 			ca := CallAlternatives{Op: coll.TestName(t.k.f), DataType: t.k.dt.String(), Bytes: row.Bytes, NRanks: t.k.ranks, Calls: uses[t.k], Alternatives: row.Alternatives}
-			pick := -1.0
-			for _, a := range row.Alternatives {
-				if a.Pick && a.Error == "" {
-					pick = a.GPUUs()
+			if pick, ok := simnet.PickOf(row.Alternatives); ok {
+				if best := row.Alternatives[0]; best.Error == "" && best.GPUUs() < pick.GPUUs() {
+					ca.SavedUs = float64(ca.Calls) * (pick.GPUUs() - best.GPUUs())
 				}
-			}
-			if best := row.Alternatives[0]; pick > 0 && best.Error == "" && best.GPUUs() < pick {
-				ca.SavedUs = float64(ca.Calls) * (pick - best.GPUUs())
 			}
 			saved += ca.SavedUs
 			rep.Alternatives = append(rep.Alternatives, ca)

@@ -133,20 +133,29 @@ func (a Alternative) GPUUs() float64 {
 	return a.TimeUs
 }
 
-// fastestOther is the fastest simulated alternative of r that is not NCCL's pick, and whether r's
-// pick is among them with a time (false: nothing to compare).
-func fastestOther(r Row) (best Alternative, pick float64, ok bool) {
-	havePick := false
-	for _, a := range r.Alternatives {
-		switch {
-		case a.Error != "" || a.TimeUs <= 0:
-		case a.Pick:
-			pick, havePick = a.GPUUs(), true
-		case !ok:
-			best, ok = a, true
+// PickOf is NCCL's own pick among alts, where it was simulated (false: not among them, or no time).
+func PickOf(alts []Alternative) (Alternative, bool) {
+	for _, a := range alts {
+		if a.Pick {
+			return a, a.Error == "" && a.TimeUs > 0
 		}
 	}
-	return best, pick, ok && havePick
+	return Alternative{}, false
+}
+
+// fastestOther is the fastest simulated alternative of r that is not NCCL's pick and the pick's
+// GPU time (false: nothing to compare).
+func fastestOther(r Row) (best Alternative, pick float64, ok bool) {
+	p, timed := PickOf(r.Alternatives)
+	if !timed {
+		return best, 0, false
+	}
+	for _, a := range r.Alternatives {
+		if !a.Pick && a.Error == "" && a.TimeUs > 0 {
+			return a, p.GPUUs(), true
+		}
+	}
+	return best, 0, false
 }
 
 // AlternativesNote sums up the rows' alternatives: at how many calls NCCL's pick was the fastest

@@ -26,10 +26,8 @@ func writeAlternatives(w io.Writer, rows []simnet.Row) error {
 			fmt.Fprintf(&b, "# %12s  %-15s %-13s %-7s %4s %10s %10s %9s %15s  %s\n", "size (B)", "coll", "algo", "proto", "nch", "time (us)", "gpu (us)", "vs pick", "nccl model (us)", "mode")
 		}
 		pick := 0.0
-		for _, a := range r.Alternatives {
-			if a.Pick && a.Error == "" {
-				pick = a.GPUUs()
-			}
+		if p, ok := simnet.PickOf(r.Alternatives); ok {
+			pick = p.GPUUs()
 		}
 		for _, a := range r.Alternatives {
 			t, g, vs, mode := "-", "-", "", a.Mode

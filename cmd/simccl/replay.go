@@ -330,13 +330,8 @@ func writeReplayText(w io.Writer, rep *intercept.Report, cmp *intercept.Comparis
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "op\ttype\tbytes\tranks\tcalls\tpick\tpick(us)\tfastest\tfastest(us)\tsaved(us)\t")
 		for _, c := range rep.Alternatives {
-			var pick, best simnet.Alternative
-			for _, a := range c.Alternatives {
-				if a.Pick {
-					pick = a
-				}
-			}
-			best = c.Alternatives[0]
+			pick, _ := simnet.PickOf(c.Alternatives)
+			best := c.Alternatives[0]
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s/%s\t%.2f\t%s/%s\t%.2f\t%.1f\t\n", c.Op, c.DataType, c.Bytes, c.NRanks, c.Calls, pick.Algo, pick.Proto, pick.GPUUs(), best.Algo, best.Proto, best.GPUUs(), c.SavedUs)
 		}
 		if err := tw.Flush(); err != nil {
