@@ -813,7 +813,7 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 			rep.Alternatives = append(rep.Alternatives, ca)
 		}
 		sort.SliceStable(rep.Alternatives, func(i, j int) bool { return rep.Alternatives[i].SavedUs > rep.Alternatives[j].SavedUs })
-		if n := simnet.AlternativesNote(rows); n != "" {
+		if n := simnet.AlternativesNote(rows, base.Nodes); n != "" {
 			if rep.TotalUs > 0 {
 				n += fmt.Sprintf("; with the fastest cell of each distinct call the trace's calls would take %.1f µs less on the GPUs (%.1f%% of the %.1f µs simulated)", saved, 100*saved/rep.TotalUs, rep.TotalUs)
 			}

@@ -426,7 +426,7 @@ func (r *Report) sweep(m *simnet.Machine, opt Options) error {
 		r.Tuner = append(r.Tuner, tr)
 		r.BusBW = append(r.BusBW, s)
 	}
-	if n := simnet.AlternativesNote(altRows); n != "" {
+	if n := simnet.AlternativesNote(altRows, m.Nodes); n != "" {
 		r.Notes = append(r.Notes, n)
 	}
 	if opt.Progress != nil {

@@ -158,9 +158,9 @@ func fastestOther(r Row) (best Alternative, pick float64, ok bool) {
 	return best, 0, false
 }
 
-// AlternativesNote sums up the rows' alternatives: at how many calls NCCL's pick was the fastest
+// AlternativesNote sums up the rows' alternatives (a call of nodes nodes): at how many calls NCCL's pick was the fastest
 // simulated, and the largest gaps where it was not ("" when no row has two timed alternatives).
-func AlternativesNote(rows []Row) string {
+func AlternativesNote(rows []Row, nodes int) string {
 	type gap struct {
 		r    Row
 		best Alternative
@@ -187,7 +187,8 @@ func AlternativesNote(rows []Row) string {
 	}
 	slices.SortStableFunc(gaps, func(x, y gap) int { return cmp.Compare(y.by, x.by) })
 	var worst []string
-	llBig := false // an LL cell of 1 MiB or more among them
+	llBig := false     // an LL cell of 1 MiB or more among them
+	ringSmall := false // across nodes, a Ring cell below 16 MiB among them
 	for _, g := range gaps {
 		if len(worst) == 3 {
 			break
@@ -197,12 +198,17 @@ func AlternativesNote(rows []Row) string {
 		if !slices.Contains(worst, w) { // the same call in two data types or communicators
 			worst = append(worst, w)
 			llBig = llBig || (g.best.Proto == coll.LL.String() && g.r.Bytes >= 1<<20)
+			ringSmall = ringSmall || (nodes > 1 && g.best.Algo == coll.Ring.String() && g.r.Bytes < 16<<20)
 		}
 	}
 	s += "; the largest gaps: " + strings.Join(worst, "; ") + " (simulated GPU time, a host-bound call's device_us; beside each cell NCCL's cost model's time, nccl_model_us)"
 	if llBig {
 		// BENCHMARKS.md, stop 74: NCCL with the cell forced on 2 H200 (testdata/nccl/h200x2/nccl_perf.csv).
 		s += "; LL from 1 MiB is the least checked cell: forced on 2 H200 its simulated time was 20–26% under NCCL's from 64 MiB, so an LL gap there is an upper bound"
+	}
+	if ringSmall {
+		// BENCHMARKS.md, stop 74: nccl-tests#309's gj-aion cluster, 2 H100 nodes, NCCL_ALGO=Ring.
+		s += "; across nodes a Ring cell below 16 MiB is doubtful: on a public 2-node H100 cluster a Ring run (with NCCL_MIN_CTAS=24) took 157–178 µs at 1–8 MiB where the simulation's Ring cells take 42–120 µs"
 	}
 	return s
 }

@@ -369,7 +369,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 			notes = append(notes, n)
 			lateNotes = append(lateNotes, n)
 		}
-		if n := simnet.AlternativesNote(rows); n != "" {
+		if n := simnet.AlternativesNote(rows, m.Nodes); n != "" {
 			notes = append(notes, n)
 			lateNotes = append(lateNotes, n)
 		}
