@@ -63,7 +63,11 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		skipLine(&b, "tuner", why)
 		b.WriteString("</section>\n")
 	} else {
-		b.WriteString(`<section id="s-tuner"><h2>2. Tuner map</h2><p>Per collective and size: the algorithm/protocol simulated (colour) and the channel count (number). Hover a cell for the predicted time of every candidate.</p>` + "\n")
+		b.WriteString(`<section id="s-tuner"><h2>2. Tuner map</h2><p>Per collective and size: the algorithm/protocol simulated (colour) and the channel count (number). Hover a cell for the predicted time of every candidate.`)
+		if r.hasAlternatives() {
+			b.WriteString(` A star marks a size where another algorithm/protocol was simulated faster on the GPUs than NCCL's pick (--alternatives; the tip lists them).`)
+		}
+		b.WriteString("</p>\n")
 		seen := map[string]bool{}
 		var items [][2]string
 		for _, t := range r.Tuner {

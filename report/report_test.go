@@ -552,7 +552,21 @@ func TestReportAlternatives(t *testing.T) {
 		}
 		require.Equal(t, 1, picks, "%d", p.Bytes)
 	}
-	require.Contains(t, svgBlock(t, page, "tuner"), "simulated (GPU µs, fastest first):")
+	tuner := svgBlock(t, page, "tuner")
+	require.Contains(t, tuner, "simulated (GPU µs, fastest first):")
+	// A star on each cell where another cell was simulated faster than NCCL's pick.
+	starred := 0
+	for _, p := range r.Tuner[0].Points {
+		if best := p.Alternatives[0]; !best.Pick {
+			starred++
+		}
+	}
+	require.Positive(t, starred, "2 MiB on a DGX H100 node: Ring/LL simulated under NVLS")
+	require.Len(t, regexp.MustCompile(`<text x="[0-9.]+" y="[0-9.]+">[0-9]+\*</text>`).FindAllStringIndex(tuner, -1), starred, "starred cells")
+	require.Contains(t, page, "A star marks a size")
+	_, plain := buildHTML(t, Options{Funcs: []coll.Func{coll.AllReduce}, Sizes: []int64{2 << 20}, Sections: []string{"tuner"}})
+	require.NotContains(t, plain, "A star marks")
+	require.NotContains(t, svgBlock(t, plain, "tuner"), "*</text>")
 	found := false
 	for _, n := range r.Notes {
 		found = found || strings.HasPrefix(n, "--alternatives: NCCL's pick was the fastest simulated on the GPUs at")

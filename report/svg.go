@@ -227,8 +227,12 @@ func tunerSVG(b *strings.Builder, rows []TunerRow) {
 					fmt.Fprintf(&tip, "\n  %s/%s %.2f%s", a.Algo, a.Proto, a.GPUUs(), mark)
 				}
 			}
-			fmt.Fprintf(b, `<g class="cell" data-coll="%s" data-bytes="%d" data-tip="%s"><rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/><text x="%.1f" y="%.1f">%d</text></g>`+"\n",
-				esc(r.Coll), p.Bytes, esc(tip.String()), x, y, cw-1, ch, choiceColour(p.SimAlgo, p.SimProto), x+cw/2, y+ch/2+4, p.NChannels)
+			star := ""
+			if p.fasterElsewhere() {
+				star = "*"
+			}
+			fmt.Fprintf(b, `<g class="cell" data-coll="%s" data-bytes="%d" data-tip="%s"><rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/><text x="%.1f" y="%.1f">%d%s</text></g>`+"\n",
+				esc(r.Coll), p.Bytes, esc(tip.String()), x, y, cw-1, ch, choiceColour(p.SimAlgo, p.SimProto), x+cw/2, y+ch/2+4, p.NChannels, star)
 		}
 	}
 	y := top + float64(len(rows))*(ch+8) + 12

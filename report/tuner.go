@@ -71,3 +71,22 @@ func tunePoint(p *planner.Planner, f coll.Func, size int64, n int, opt Options, 
 	}
 	return tp, note, nil
 }
+
+// fasterElsewhere reports whether another cell was simulated faster on the GPUs than NCCL's pick
+// at this point (Options.Alternatives; the tuner map stars it).
+func (tp TunerPoint) fasterElsewhere() bool {
+	pick, ok := simnet.PickOf(tp.Alternatives)
+	return ok && len(tp.Alternatives) > 0 && !tp.Alternatives[0].Pick && tp.Alternatives[0].Error == "" && tp.Alternatives[0].GPUUs() < pick.GPUUs()
+}
+
+// hasAlternatives reports whether any point of the tuner map carries simulated alternatives.
+func (r *Report) hasAlternatives() bool {
+	for _, t := range r.Tuner {
+		for _, p := range t.Points {
+			if len(p.Alternatives) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
