@@ -804,10 +804,8 @@ func Replay(launches []Launch, base *simnet.Machine, opt ReplayOptions) (*Report
 			}
 			rows = append(rows, row)
 			ca := CallAlternatives{Op: coll.TestName(t.k.f), DataType: t.k.dt.String(), Bytes: row.Bytes, NRanks: t.k.ranks, Calls: uses[t.k], Alternatives: row.Alternatives}
-			if pick, ok := simnet.PickOf(row.Alternatives); ok {
-				if best := row.Alternatives[0]; best.Error == "" && best.GPUUs() < pick.GPUUs() {
-					ca.SavedUs = float64(ca.Calls) * (pick.GPUUs() - best.GPUUs())
-				}
+			if _, us, ok := simnet.FasterThanPick(row.Alternatives); ok {
+				ca.SavedUs = float64(ca.Calls) * us
 			}
 			saved += ca.SavedUs
 			rep.Alternatives = append(rep.Alternatives, ca)

@@ -75,8 +75,8 @@ func tunePoint(p *planner.Planner, f coll.Func, size int64, n int, opt Options, 
 // fasterElsewhere reports whether another cell was simulated faster on the GPUs than NCCL's pick
 // at this point (Options.Alternatives; the tuner map stars it).
 func (tp TunerPoint) fasterElsewhere() bool {
-	pick, ok := simnet.PickOf(tp.Alternatives)
-	return ok && len(tp.Alternatives) > 0 && !tp.Alternatives[0].Pick && tp.Alternatives[0].Error == "" && tp.Alternatives[0].GPUUs() < pick.GPUUs()
+	_, us, ok := simnet.FasterThanPick(tp.Alternatives)
+	return ok && us > 0
 }
 
 // hasAlternatives reports whether any point of the tuner map carries simulated alternatives.

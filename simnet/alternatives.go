@@ -143,22 +143,23 @@ func PickOf(alts []Alternative) (Alternative, bool) {
 	return Alternative{}, false
 }
 
-// fastestOther is the fastest simulated alternative of r that is not NCCL's pick and the pick's
-// GPU time (false: nothing to compare).
-func fastestOther(r Row) (best Alternative, pick float64, ok bool) {
-	p, timed := PickOf(r.Alternatives)
+// FasterThanPick is the fastest simulated alternative that is not NCCL's pick and how much less
+// it takes than the pick on the GPUs (µs; 0 where the pick is the fastest); ok is false where the
+// two cannot be compared (no timed pick, or no other timed cell).
+func FasterThanPick(alts []Alternative) (best Alternative, savedUs float64, ok bool) {
+	pick, timed := PickOf(alts)
 	if !timed {
 		return best, 0, false
 	}
-	for _, a := range r.Alternatives {
+	for _, a := range alts {
 		if !a.Pick && a.Error == "" && a.TimeUs > 0 {
-			return a, p.GPUUs(), true
+			return a, max(0, pick.GPUUs()-a.GPUUs()), true
 		}
 	}
 	return best, 0, false
 }
 
-// AlternativesNote sums up the rows' alternatives (a call of nodes nodes): at how many calls NCCL's pick was the fastest
+// AlternativesNote sums up the rows' alternatives (calls on nodes nodes): at how many calls NCCL's pick was the fastest
 // simulated, and the largest gaps where it was not ("" when no row has two timed alternatives).
 func AlternativesNote(rows []Row, nodes int) string {
 	type gap struct {
@@ -169,13 +170,13 @@ func AlternativesNote(rows []Row, nodes int) string {
 	var gaps []gap
 	calls := 0
 	for _, r := range rows {
-		best, pick, ok := fastestOther(r)
+		best, saved, ok := FasterThanPick(r.Alternatives)
 		if !ok {
 			continue
 		}
 		calls++
-		if best.GPUUs() < pick {
-			gaps = append(gaps, gap{r, best, pick/best.GPUUs() - 1})
+		if saved > 0 {
+			gaps = append(gaps, gap{r, best, saved / best.GPUUs()})
 		}
 	}
 	if calls == 0 {

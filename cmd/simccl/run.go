@@ -246,6 +246,17 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 		if record {
 			workers = 1
 		}
+		// simulate times call c (recording its ops if record) and, with --alternatives, its
+		// alternatives, which record nothing.
+		simulate := func(c *runCall, record bool) {
+			opt := simnet.RunOptions{DryRun: *dryRun, Exact: *exact, MeanOversubscribed: *ecmpMean}
+			rec := opt
+			rec.Record = record
+			c.row, c.res, c.err = m.Run(c.f, c.size, dt, op, rec)
+			if *alts && c.err == nil {
+				c.row.Alternatives = m.Alternatives(c.f, c.size, dt, op, opt, c.row)
+			}
+		}
 		done := 0
 		recorded := 0
 		if workers <= 1 {
@@ -258,10 +269,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 					record = false
 				}
 				c.over = wantOps && !record
-				c.row, c.res, c.err = m.Run(c.f, c.size, dt, op, simnet.RunOptions{Record: record, DryRun: *dryRun, Exact: *exact, MeanOversubscribed: *ecmpMean})
-				if *alts && c.err == nil {
-					c.row.Alternatives = m.Alternatives(c.f, c.size, dt, op, simnet.RunOptions{DryRun: *dryRun, Exact: *exact, MeanOversubscribed: *ecmpMean}, c.row)
-				}
+				simulate(c, record)
 				if c.err == nil && record {
 					recorded += len(c.res.Ops)
 				}
@@ -283,12 +291,7 @@ func defineRun(fs *pflag.FlagSet) runFunc {
 			for range min(workers, len(calls)) {
 				go func() {
 					for i := range order {
-						c := &calls[i]
-						opt := simnet.RunOptions{DryRun: *dryRun, Exact: *exact, MeanOversubscribed: *ecmpMean}
-						c.row, c.res, c.err = m.Run(c.f, c.size, dt, op, opt)
-						if *alts && c.err == nil {
-							c.row.Alternatives = m.Alternatives(c.f, c.size, dt, op, opt, c.row)
-						}
+						simulate(&calls[i], false)
 						finishedCh <- i
 					}
 				}()
